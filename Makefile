@@ -1,0 +1,33 @@
+# Two commands are the whole set-up: `make run` and `make test` (see README's Quick start).
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+# torch 2.13.0 is the CPU build these machines carry on disk; without a GPU we never want the
+# multi-GB CUDA build that a bare `pip install torch` would pull. Override: make TORCH_SPEC=torch
+TORCH_SPEC ?= torch==2.13.0
+
+.PHONY: run test lint bench screenshots clean
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q --disable-pip-version-check "$(TORCH_SPEC)" \
+		|| $(PY) -m pip install -q --disable-pip-version-check torch
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[test]"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/attention-lab
+
+test: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+screenshots: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(VENV)/bin/attention-lab screenshot --out docs/screenshots
+
+clean:
+	rm -rf $(VENV) build *.egg-info

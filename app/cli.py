@@ -1,0 +1,61 @@
+"""Command-line interface: `attention-lab SUBCOMMAND ...`.
+
+Each subcommand lives in ``app/commands/<name>.py`` and exposes ``HELP`` (one line),
+``add_arguments(parser)`` and ``run(args) -> int``. Modules are imported lazily so that
+`attention-lab budget` does not pay for torch or Qt start-up.
+
+User mistakes raise :class:`UserError` (or ``ConfigError``/``ValueError`` subclasses the command
+chooses to report); they become one line on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS: dict[str, str] = {
+    "train": "Train a model on a corpus or synthetic task and save a checkpoint.",
+    "generate": "Generate text from a checkpoint.",
+    "inspect": "Run a prompt through a model and export every head's attention as .npz.",
+    "budget": "Parameters, FLOPs, KV cache, memory and training cost of a config or preset.",
+    "screenshot": "Render every tab of the app to PNG files, offscreen.",
+}
+
+
+class UserError(Exception):
+    """A mistake the user can fix: printed as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (argparse's own convention)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="attention-lab", description="Attention Lab: watch every attention head work.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, help_text in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        module = importlib.import_module(f"app.commands.{name}")
+        module.add_arguments(p)
+        p.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from model.config import ConfigError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        return int(args._module.run(args) or 0)
+    except (UserError, ConfigError) as exc:
+        print(f"attention-lab {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"attention-lab {args.command}: interrupted", file=sys.stderr)
+        return 130

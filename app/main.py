@@ -1,0 +1,20 @@
+"""Entry point: no arguments opens the window; a subcommand runs the command line."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv:
+        from app.cli import main as cli_main
+
+        return cli_main(argv)
+    from app.gui import launch
+
+    return launch()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

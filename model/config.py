@@ -1,0 +1,261 @@
+"""GPTConfig: every architectural choice of a decoder-only Transformer, as one validated dataclass.
+
+The JSON field names are a user-facing format (config files, checkpoints, the command line):
+``vocab_size, context_length, n_layers, d_model, n_heads, n_kv_heads, head_dim, d_ff, mlp, norm,
+norm_position, positions, attn_scale, causal, bias, tie_embeddings, dropout`` plus the numerical
+details pretrained models need (``norm_eps``, ``gelu_approx``, ``rope_base``).
+
+Derived sizes (``None`` means "derive it"):
+
+* ``n_kv_heads``: ``n_heads`` (multi-head attention). ``1 < n_kv_heads < n_heads`` is grouped-query
+  attention (GQA), ``n_kv_heads = 1`` is multi-query attention (MQA).
+* ``head_dim`` (d_k = d_v): ``d_model // n_heads``; it may be set freely (Gemma-style), in which case
+  Q has width ``n_heads * head_dim`` and the output projection maps that back to ``d_model``.
+* ``d_ff``: ``4 * d_model``.
+
+``validate()`` collects every problem at once and raises :class:`ConfigError` whose ``problems``
+list names each field and how to fix it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "mlp": ("gelu", "relu", "swiglu"),
+    "norm": ("layernorm", "rmsnorm"),
+    "norm_position": ("pre", "post"),
+    "positions": ("learned", "sinusoidal", "rope", "none"),
+    "attn_scale": ("sqrt_dk", "none", "learned", "qk_norm"),
+    "bias": ("all", "qkv", "none"),
+    "gelu_approx": ("none", "tanh"),
+}
+
+#: One line per field, shown as tooltips in the app and as ``--help`` text.
+FIELD_HELP: dict[str, str] = {
+    "vocab_size": "V, the number of distinct tokens; usually decided by the tokenizer.",
+    "context_length": "T_max, the longest sequence the model reads (size of the learned position table).",
+    "n_layers": "L, the number of Transformer blocks stacked on the residual stream.",
+    "d_model": "d, the width of the residual stream and of every token vector.",
+    "n_heads": "h, query heads per layer; each attends independently.",
+    "n_kv_heads": "Key/value heads. = n_heads: MHA; 1: MQA; in between: GQA (shares K/V across query groups).",
+    "head_dim": "d_k = d_v, the size of one head; default d_model / n_heads.",
+    "d_ff": "Hidden width of the MLP; default 4·d_model.",
+    "mlp": "gelu / relu: two matrices; swiglu: three (gate, up, down) as in Llama.",
+    "norm": "layernorm: subtract mean, divide by std, scale+shift; rmsnorm: divide by RMS, scale only.",
+    "norm_position": "pre: x + f(Norm(x)) (GPT-2, modern); post: Norm(x + f(x)) (original Transformer).",
+    "positions": "learned table, fixed sinusoids, rotary (RoPE) on q and k, or none at all.",
+    "attn_scale": "sqrt_dk: QKᵀ/√d_k; none: unscaled (saturates); learned: per-head temperature; "
+    "qk_norm: cosine attention with a learned gain.",
+    "causal": "True: a query sees only itself and earlier tokens (decoder); False: sees everything.",
+    "bias": "all: every linear layer has a bias; qkv: only Q, K, V; none (Llama).",
+    "tie_embeddings": "Share the token embedding with the output head (W_U = Eᵀ).",
+    "dropout": "Dropout probability on embeddings, attention weights and residual writes.",
+    "norm_eps": "ε inside the norm's square root.",
+    "gelu_approx": "GELU form: exact erf, or the tanh approximation GPT-2 used.",
+    "rope_base": "θ base of the rotary frequencies θ_i = base^(-2i/d_k).",
+}
+
+
+class ConfigError(ValueError):
+    """Raised by :meth:`GPTConfig.validate` with every problem found, one per line."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+@dataclass
+class GPTConfig:
+    """A decoder-only Transformer's shape and variant choices (defaults: a small GPT-2)."""
+
+    vocab_size: int | None = None
+    context_length: int = 256
+    n_layers: int = 4
+    d_model: int = 128
+    n_heads: int = 4
+    n_kv_heads: int | None = None
+    head_dim: int | None = None
+    d_ff: int | None = None
+    mlp: str = "gelu"
+    norm: str = "layernorm"
+    norm_position: str = "pre"
+    positions: str = "learned"
+    attn_scale: str = "sqrt_dk"
+    causal: bool = True
+    bias: str = "all"
+    tie_embeddings: bool = False
+    dropout: float = 0.0
+    norm_eps: float = 1e-5
+    gelu_approx: str = "none"
+    rope_base: float = 10000.0
+
+    # ---- derived sizes -------------------------------------------------------------------------
+    @property
+    def kv_heads(self) -> int:
+        """Number of key/value heads actually used (``n_kv_heads`` or ``n_heads``)."""
+        return self.n_kv_heads if self.n_kv_heads is not None else self.n_heads
+
+    @property
+    def d_head(self) -> int:
+        """d_k, the per-head width actually used (``head_dim`` or ``d_model // n_heads``)."""
+        if self.head_dim is not None:
+            return self.head_dim
+        return self.d_model // self.n_heads if self.n_heads else 0
+
+    @property
+    def hidden(self) -> int:
+        """The MLP hidden width actually used (``d_ff`` or ``4 * d_model``)."""
+        return self.d_ff if self.d_ff is not None else 4 * self.d_model
+
+    @property
+    def n_rep(self) -> int:
+        """Query heads per key/value head (n_heads / n_kv_heads): 1 for MHA, n_heads for MQA."""
+        return self.n_heads // self.kv_heads
+
+    # ---- validation ----------------------------------------------------------------------------
+    def problems(self) -> list[str]:
+        """Every problem with this config, each naming the field and how to fix it (empty if valid)."""
+        out: list[str] = []
+        ints = {
+            "context_length": self.context_length,
+            "n_layers": self.n_layers,
+            "d_model": self.d_model,
+            "n_heads": self.n_heads,
+        }
+        optional_ints = {
+            "vocab_size": self.vocab_size,
+            "n_kv_heads": self.n_kv_heads,
+            "head_dim": self.head_dim,
+            "d_ff": self.d_ff,
+        }
+        for name, value in {**ints, **optional_ints}.items():
+            if value is None and name in optional_ints:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                out.append(f"{name}={value!r} must be a whole number")
+            elif value <= 0:
+                out.append(f"{name}={value} must be a positive number (at least 1)")
+        for name, options in CHOICES.items():
+            value = getattr(self, name)
+            if value not in options:
+                out.append(f"{name}={value!r} is not one of {', '.join(options)}")
+        for name in ("causal", "tie_embeddings"):
+            if not isinstance(getattr(self, name), bool):
+                out.append(f"{name}={getattr(self, name)!r} must be true or false")
+        if not isinstance(self.dropout, (int, float)) or isinstance(self.dropout, bool) or not (
+            0.0 <= self.dropout < 1.0
+        ):
+            out.append(f"dropout={self.dropout!r} must be a probability in [0, 1)")
+        if not isinstance(self.norm_eps, (int, float)) or not (0.0 < self.norm_eps < 1.0):
+            out.append(f"norm_eps={self.norm_eps!r} must be a small positive number such as 1e-5")
+        if not isinstance(self.rope_base, (int, float)) or self.rope_base <= 1.0:
+            out.append(f"rope_base={self.rope_base!r} must be greater than 1 (10000 is usual)")
+
+        def ok(v: Any) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+        if ok(self.d_model) and ok(self.n_heads) and self.head_dim is None and self.d_model % self.n_heads:
+            out.append(
+                f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}: "
+                f"change one of them or set head_dim explicitly"
+            )
+        if ok(self.n_heads) and ok(self.n_kv_heads):
+            if self.n_kv_heads > self.n_heads:
+                out.append(
+                    f"n_kv_heads={self.n_kv_heads} is larger than n_heads={self.n_heads}: "
+                    f"use at most n_heads key/value heads"
+                )
+            elif self.n_heads % self.n_kv_heads:
+                out.append(
+                    f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}: "
+                    f"pick n_kv_heads dividing n_heads"
+                )
+        if self.positions == "rope" and ok(self.d_head) and self.d_head % 2:
+            out.append(f"head_dim={self.d_head} must be even for rope positions (pairs are rotated)")
+        if self.positions == "sinusoidal" and ok(self.d_model) and self.d_model % 2:
+            out.append(f"d_model={self.d_model} must be even for sinusoidal positions")
+        return out
+
+    def validate(self) -> GPTConfig:
+        """Raise :class:`ConfigError` listing every problem; return ``self`` when valid."""
+        problems = self.problems()
+        if problems:
+            raise ConfigError(problems)
+        return self
+
+    # ---- (de)serialisation ---------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, validate: bool = True) -> GPTConfig:
+        """Build from a mapping; omitted fields take defaults, unknown names are errors."""
+        if not isinstance(data, dict):
+            raise ConfigError([f"a config must be a JSON object of fields, not {type(data).__name__}"])
+        known = set(cls.field_names())
+        unknown = sorted(set(data) - known)
+        if unknown:
+            problems = []
+            for name in unknown:
+                near = _closest(name, known)
+                hint = f" (did you mean {near!r}?)" if near else ""
+                problems.append(f"unknown option {name!r}{hint}")
+            raise ConfigError(problems)
+        cfg = cls(**data)
+        if validate:
+            cfg.validate()
+        return cfg
+
+    @classmethod
+    def from_json(cls, text: str, *, validate: bool = True) -> GPTConfig:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError([f"config is not valid JSON: {exc.msg} at line {exc.lineno}"]) from None
+        return cls.from_dict(data, validate=validate)
+
+    @classmethod
+    def load(cls, path: str | Path, *, validate: bool = True) -> GPTConfig:
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ConfigError([f"config file {str(path)!r} does not exist"]) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError([f"config file {str(path)!r} cannot be read: {exc}"]) from None
+        return cls.from_json(text, validate=validate)
+
+    def replace(self, **changes: Any) -> GPTConfig:
+        """A copy with some fields changed (not validated)."""
+        return dataclasses.replace(self, **changes)
+
+    def with_vocab(self, vocab_size: int) -> GPTConfig:
+        """A copy whose vocabulary is set by a tokenizer."""
+        return dataclasses.replace(self, vocab_size=vocab_size)
+
+
+def _closest(name: str, options: set[str]) -> str | None:
+    import difflib
+
+    found = difflib.get_close_matches(name, sorted(options), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def default_config(vocab_size: int | None = None) -> GPTConfig:
+    """The built-in default: a GPT-2-style model that trains in about a minute on 2 CPU cores."""
+    return GPTConfig(vocab_size=vocab_size)
+
+
+__all__ = ["CHOICES", "FIELD_HELP", "ConfigError", "GPTConfig", "default_config"]
