@@ -42,7 +42,7 @@ FIELD_HELP: dict[str, str] = {
     "n_layers": "L, the number of Transformer blocks stacked on the residual stream.",
     "d_model": "d, the width of the residual stream and of every token vector.",
     "n_heads": "h, query heads per layer; each attends independently.",
-    "n_kv_heads": "Key/value heads. = n_heads: MHA; 1: MQA; in between: GQA (shares K/V across query groups).",
+    "n_kv_heads": "Key/value heads. = n_heads: MHA; 1: MQA; in between: GQA (K/V shared by query groups).",
     "head_dim": "d_k = d_v, the size of one head; default d_model / n_heads.",
     "d_ff": "Hidden width of the MLP; default 4·d_model.",
     "mlp": "gelu / relu: two matrices; swiglu: three (gate, up, down) as in Llama.",

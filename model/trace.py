@@ -1,0 +1,199 @@
+"""Trace: what one inspected forward pass recorded, keyed by (kind, layer).
+
+A trace is taken by :meth:`model.gpt.GPT.trace`. Per layer ``l`` and head ``h`` it can hold:
+
+===================  ===============  =====================================================
+kind                 shape            meaning
+===================  ===============  =====================================================
+``q`` ``k`` ``v``    [B, H, T, d_k]   per-head queries/keys/values (K, V repeated to H heads)
+``scores_raw``       [B, H, T, T]     Q Kᵀ
+``scores_scaled``    [B, H, T, T]     what enters the softmax before masking (Q Kᵀ/√d_k, ...)
+``weights``          [B, H, T, T]     softmax(masked scaled scores); rows sum to 1
+``head_out``         [B, H, T, d_k]   weights @ V, one head's output before W_O
+``attn_out``         [B, T, d]        what attention writes into the residual stream
+``mlp_out``          [B, T, d]        what the MLP writes into the residual stream
+``resid_pre``        [B, T, d]        the stream entering the block
+``resid_mid``        [B, T, d]        between attention and MLP
+``resid_post``       [B, T, d]        the stream leaving the block
+``attn_write_norm``  [B, T]           ‖attn_out‖₂ per position
+``mlp_write_norm``   [B, T]           ‖mlp_out‖₂ per position
+===================  ===============  =====================================================
+
+plus, for the whole model, ``mask`` [T, T] (True where a query may attend), ``logits`` [B, T, V]
+(always float32), ``resid_final`` [B, T, d] (after the final norm) and the input ``tokens`` [B, T].
+
+Memory. Every [T, T] kind costs ``L·H·T²·B·s`` bytes (``s`` = 2 for float16, 4 for float32). A
+12-layer, 12-head model at T = 1024 with only ``weights`` in float16 needs 12·12·1024²·2 B = 302 MB
+(all three score kinds: 906 MB); the residual kinds are ``L·T·d·s`` each (12·1024·768·2 = 18.9 MB).
+Select ``layers`` and ``kinds`` to record less; :func:`estimate_nbytes` gives the figure in advance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+HEAD_KINDS = ("q", "k", "v", "scores_raw", "scores_scaled", "weights", "head_out")
+SQUARE_KINDS = ("scores_raw", "scores_scaled", "weights")
+STREAM_KINDS = ("attn_out", "mlp_out", "resid_pre", "resid_mid", "resid_post")
+NORM_KINDS = ("attn_write_norm", "mlp_write_norm")
+LAYER_KINDS = HEAD_KINDS + STREAM_KINDS + NORM_KINDS
+GLOBAL_KINDS = ("resid_final",)
+ALL_KINDS = LAYER_KINDS + GLOBAL_KINDS
+
+#: The residual-stream checkpoints in order, as names for plots: ("embed", "L0.mid", "L0.post", ...).
+RESID_POINTS_DOC = "embed, then for each layer l: L{l}.mid (after attention), L{l}.post (after the MLP)"
+
+
+def estimate_nbytes(
+    n_layers: int,
+    n_heads: int,
+    seq_len: int,
+    d_model: int,
+    head_dim: int,
+    *,
+    kinds: Iterable[str] | None = None,
+    batch: int = 1,
+    bytes_per_value: int = 4,
+) -> int:
+    """Bytes a trace of these kinds takes (logits excluded): the formula in the module docstring."""
+    kinds = set(LAYER_KINDS if kinds is None else kinds)
+    per_layer = 0
+    for kind in kinds:
+        if kind in SQUARE_KINDS:
+            per_layer += n_heads * seq_len * seq_len
+        elif kind in HEAD_KINDS:
+            per_layer += n_heads * seq_len * head_dim
+        elif kind in STREAM_KINDS:
+            per_layer += seq_len * d_model
+        elif kind in NORM_KINDS:
+            per_layer += seq_len
+    return per_layer * n_layers * batch * bytes_per_value
+
+
+@dataclass
+class Recorder:
+    """Decides what a trace keeps and stores it (detached, on CPU, in ``dtype``)."""
+
+    layers: frozenset[int] | None = None
+    kinds: frozenset[str] | None = None
+    dtype: torch.dtype = torch.float32
+    store: dict[tuple[str, int], torch.Tensor] = field(default_factory=dict)
+
+    def wants_layer(self, layer: int) -> bool:
+        return self.layers is None or layer in self.layers
+
+    def wants(self, kind: str, layer: int) -> bool:
+        return self.wants_layer(layer) and (self.kinds is None or kind in self.kinds)
+
+    def put(self, kind: str, layer: int, tensor: torch.Tensor) -> None:
+        if self.wants(kind, layer):
+            self.store[(kind, layer)] = tensor.detach().to(device="cpu", dtype=self.dtype).contiguous()
+
+
+class Trace:
+    """Recorded activations of one forward pass; see the module docstring for kinds and shapes.
+
+    ``trace["weights", 2]`` is layer 2's attention weights [B, H, T, T];
+    ``trace.stack("weights")`` stacks every recorded layer for one batch row: numpy [L, H, T, T].
+    """
+
+    def __init__(
+        self,
+        config: Any,
+        tokens: torch.Tensor,
+        store: dict[tuple[str, int], torch.Tensor],
+        mask: torch.Tensor,
+        logits: torch.Tensor,
+    ):
+        self.config = config
+        self.tokens = tokens.detach().cpu()
+        self._store = store
+        self.mask = mask.detach().cpu()
+        self.logits = logits.detach().float().cpu()
+
+    def __getitem__(self, key: tuple[str, int]) -> torch.Tensor:
+        try:
+            return self._store[key]
+        except KeyError:
+            kind, layer = key
+            raise KeyError(
+                f"trace has no {kind!r} for layer {layer}; recorded kinds: {sorted(self.kinds)}, "
+                f"layers: {self.layers}"
+            ) from None
+
+    def get(self, kind: str, layer: int, default: Any = None) -> Any:
+        return self._store.get((kind, layer), default)
+
+    def has(self, kind: str, layer: int = -1) -> bool:
+        return (kind, layer) in self._store
+
+    def keys(self) -> list[tuple[str, int]]:
+        return list(self._store)
+
+    @property
+    def kinds(self) -> set[str]:
+        return {k for k, _ in self._store}
+
+    @property
+    def layers(self) -> list[int]:
+        return sorted({layer for _, layer in self._store if layer >= 0})
+
+    @property
+    def seq_len(self) -> int:
+        return int(self.tokens.shape[-1])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the recorded tensors (logits, mask and tokens excluded)."""
+        return sum(t.element_size() * t.nelement() for t in self._store.values())
+
+    def stack(self, kind: str, batch: int = 0) -> np.ndarray:
+        """float32 numpy of ``kind`` for every recorded layer, batch row ``batch``: [L, ...]."""
+        layers = [layer for layer in self.layers if (kind, layer) in self._store]
+        if not layers:
+            raise KeyError(f"trace has no {kind!r}; recorded kinds: {sorted(self.kinds)}")
+        return np.stack([self._store[(kind, layer)][batch].float().numpy() for layer in layers])
+
+    def resid_norms(self, batch: int = 0) -> tuple[list[str], np.ndarray]:
+        """‖residual stream‖₂ at every checkpoint and position: (names, [points, T]).
+
+        Points: ``embed`` (the input of layer 0), then ``L{l}.mid`` and ``L{l}.post`` per layer.
+        Needs ``resid_pre`` of layer 0 and ``resid_mid``/``resid_post`` of every layer.
+        """
+        names: list[str] = []
+        rows: list[np.ndarray] = []
+        layers = self.layers
+        if layers and self.has("resid_pre", layers[0]):
+            names.append("embed" if layers[0] == 0 else f"L{layers[0]}.pre")
+            rows.append(self._store[("resid_pre", layers[0])][batch].float().norm(dim=-1).numpy())
+        for layer in layers:
+            for kind, tag in (("resid_mid", "mid"), ("resid_post", "post")):
+                if self.has(kind, layer):
+                    names.append(f"L{layer}.{tag}")
+                    rows.append(self._store[(kind, layer)][batch].float().norm(dim=-1).numpy())
+        if not rows:
+            raise KeyError("trace recorded no residual stream (kinds resid_pre/resid_mid/resid_post)")
+        return names, np.stack(rows)
+
+    def to_numpy(self, batch: int = 0) -> dict[str, np.ndarray]:
+        """Every stacked per-layer kind for one batch row, plus mask and logits, as float32 numpy."""
+        out: dict[str, np.ndarray] = {}
+        for kind in sorted(self.kinds):
+            if kind in GLOBAL_KINDS:
+                out[kind] = self._store[(kind, -1)][batch].float().numpy()
+            else:
+                out[kind] = self.stack(kind, batch)
+        out["mask"] = self.mask.numpy()
+        out["logits"] = self.logits[batch].numpy()
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"Trace(T={self.seq_len}, layers={self.layers}, kinds={sorted(self.kinds)}, "
+            f"{self.nbytes / 1e6:.1f} MB)"
+        )
