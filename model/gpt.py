@@ -205,6 +205,8 @@ class Attention(nn.Module):
 
         if ablate:
             head_out = _ablate_heads(head_out, self.layer, ablate)
+        if rec is not None:
+            rec.put("head_out", self.layer, head_out)  # what the head really contributed (after ablation)
         out = self.resid_dropout(self.o_proj(head_out.transpose(1, 2).reshape(B, T, H * d_k)))
         return out
 
@@ -225,7 +227,7 @@ class Attention(nn.Module):
         if dropout_p > 0:
             weights = F.dropout(weights, p=dropout_p)
         head_out = weights @ v
-        for kind, t in (("q", q), ("k", k), ("v", v), ("head_out", head_out)):
+        for kind, t in (("q", q), ("k", k), ("v", v)):
             rec.put(kind, layer, t)
         return head_out
 
@@ -348,9 +350,11 @@ class GPT(nn.Module):
             if name.endswith(".bias"):
                 nn.init.zeros_(p)
             elif p.dim() >= 2:
-                s = std / math.sqrt(2 * self.config.n_layers) if name.endswith(
-                    ("o_proj.weight", "fc_out.weight", "w_down.weight")
-                ) else std
+                s = (
+                    std / math.sqrt(2 * self.config.n_layers)
+                    if name.endswith(("o_proj.weight", "fc_out.weight", "w_down.weight"))
+                    else std
+                )
                 nn.init.normal_(p, mean=0.0, std=s)
         for module in self.modules():
             if isinstance(module, (nn.LayerNorm, nn.RMSNorm)):

@@ -61,7 +61,7 @@ def estimate_nbytes(
     bytes_per_value: int = 4,
 ) -> int:
     """Bytes a trace of these kinds takes (logits excluded): the formula in the module docstring."""
-    kinds = set(LAYER_KINDS if kinds is None else kinds)
+    kinds = set(ALL_KINDS if kinds is None else kinds)
     per_layer = 0
     for kind in kinds:
         if kind in SQUARE_KINDS:
@@ -72,7 +72,8 @@ def estimate_nbytes(
             per_layer += seq_len * d_model
         elif kind in NORM_KINDS:
             per_layer += seq_len
-    return per_layer * n_layers * batch * bytes_per_value
+    once = seq_len * d_model if "resid_final" in kinds else 0
+    return (per_layer * n_layers + once) * batch * bytes_per_value
 
 
 @dataclass

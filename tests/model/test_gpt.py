@@ -1,0 +1,292 @@
+"""The two forward paths agree, and the trace records what attention really computed."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from model.config import ConfigError, GPTConfig
+from model.gpt import GPT, KVCache, apply_rope, build_model, rope_tables, sinusoidal_table
+from model.trace import estimate_nbytes
+
+VARIANTS = {
+    "default": {},
+    "sinusoidal": {"positions": "sinusoidal"},
+    "rope": {"positions": "rope"},
+    "no-positions": {"positions": "none"},
+    "rmsnorm": {"norm": "rmsnorm"},
+    "post-ln": {"norm_position": "post"},
+    "post-ln-rms": {"norm_position": "post", "norm": "rmsnorm"},
+    "relu": {"mlp": "relu"},
+    "swiglu": {"mlp": "swiglu", "d_ff": 40},
+    "gelu-tanh": {"gelu_approx": "tanh"},
+    "gqa": {"n_kv_heads": 2},
+    "mqa": {"n_kv_heads": 1},
+    "free-head-dim": {"head_dim": 12},
+    "unscaled": {"attn_scale": "none"},
+    "learned-scale": {"attn_scale": "learned"},
+    "qk-norm": {"attn_scale": "qk_norm"},
+    "bidirectional": {"causal": False},
+    "bias-qkv": {"bias": "qkv"},
+    "no-bias": {"bias": "none"},
+    "tied": {"tie_embeddings": True},
+}
+
+
+def tiny(**kw) -> GPTConfig:
+    base = dict(vocab_size=37, context_length=24, n_layers=2, d_model=32, n_heads=4)
+    base.update(kw)
+    return GPTConfig(**base)
+
+
+@pytest.fixture(params=sorted(VARIANTS), ids=sorted(VARIANTS))
+def variant(request):
+    torch.manual_seed(0)
+    model = GPT(tiny(**VARIANTS[request.param])).eval()
+    # shake the norms and scales away from their init so equality is not an accident of 1s and 0s
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 1:
+                p.add_(0.1 * torch.randn_like(p))
+    idx = torch.randint(0, 37, (2, 19))
+    return model, idx
+
+
+def test_trace_logits_equal_fast_logits(variant):
+    model, idx = variant
+    fast, _ = model(idx)
+    trace = model.trace(idx)
+    torch.testing.assert_close(trace.logits, fast, rtol=1e-4, atol=1e-5)
+
+
+def test_weights_are_softmax_of_masked_scaled_scores(variant):
+    model, idx = variant
+    trace = model.trace(idx)
+    for layer in range(model.config.n_layers):
+        scaled = trace["scores_scaled", layer]
+        masked = scaled.masked_fill(~trace.mask, float("-inf"))
+        torch.testing.assert_close(trace["weights", layer], torch.softmax(masked, dim=-1))
+        rows = trace["weights", layer].sum(-1)
+        torch.testing.assert_close(rows, torch.ones_like(rows))
+
+
+def test_scaling_rule_is_what_the_config_says(variant):
+    model, idx = variant
+    cfg = model.config
+    trace = model.trace(idx)
+    raw, scaled = trace["scores_raw", 0], trace["scores_scaled", 0]
+    if cfg.attn_scale == "sqrt_dk":
+        torch.testing.assert_close(scaled, raw / math.sqrt(cfg.d_head))
+    elif cfg.attn_scale == "none":
+        torch.testing.assert_close(scaled, raw)
+    elif cfg.attn_scale == "learned":
+        tau = model.blocks[0].attn.scale.detach().view(1, -1, 1, 1)
+        torch.testing.assert_close(scaled, raw * tau)
+    else:  # qk_norm: g · cos(q, k)
+        q, k = trace["q", 0], trace["k", 0]
+        cos = raw / (q.norm(dim=-1)[..., :, None] * k.norm(dim=-1)[..., None, :])
+        gain = model.blocks[0].attn.qk_gain.detach().view(1, -1, 1, 1)
+        torch.testing.assert_close(scaled, gain * cos, rtol=1e-4, atol=1e-5)
+
+
+def test_future_is_exactly_zero_when_causal_and_not_otherwise(variant):
+    model, idx = variant
+    trace = model.trace(idx)
+    T = idx.shape[1]
+    future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    w = trace["weights", 1]
+    if model.config.causal:
+        assert torch.equal(trace.mask, ~future)
+        assert (w[..., future] == 0).all()
+    else:
+        assert trace.mask.all()
+        assert (w[..., future] > 0).all()
+
+
+def test_gqa_heads_share_keys_and_values():
+    torch.manual_seed(1)
+    model = GPT(tiny(n_kv_heads=2)).eval()
+    trace = model.trace(torch.randint(0, 37, (1, 10)))
+    k = trace["k", 0]  # [B, H, T, d_k], expanded from 2 kv heads to 4 query heads
+    assert torch.equal(k[:, 0], k[:, 1]) and torch.equal(k[:, 2], k[:, 3])
+    assert not torch.equal(k[:, 0], k[:, 2])
+
+
+def test_kv_cache_gives_the_same_logits_as_one_pass(variant):
+    model, idx = variant
+    if not model.config.causal:
+        pytest.skip("a bidirectional model's earlier positions see later ones: no incremental decoding")
+    full, _ = model(idx)
+    cache = KVCache(model.config, batch=2, max_len=24)
+    parts = [model(idx[:, a:b], kv_cache=cache)[0] for a, b in ((0, 7), (7, 8), (8, 19))]
+    torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=1e-4, atol=1e-5)
+    assert cache.length == 19
+
+
+def test_kv_cache_size_shrinks_with_fewer_kv_heads():
+    sizes = {h: KVCache(tiny(n_kv_heads=h), 1, 24).nbytes for h in (4, 2, 1)}
+    assert sizes[4] == 2 * sizes[2] == 4 * sizes[1]
+
+
+def test_ablating_a_head_changes_logits_and_only_that_head():
+    torch.manual_seed(2)
+    model = GPT(tiny()).eval()
+    idx = torch.randint(0, 37, (1, 12))
+    base = model.trace(idx)
+    zeroed = model.trace(idx, ablate={(0, 1): "zero"})
+    assert (zeroed["head_out", 0][:, 1] == 0).all()
+    torch.testing.assert_close(zeroed["head_out", 0][:, 0], base["head_out", 0][:, 0])
+    assert not torch.allclose(zeroed.logits, base.logits)
+    meaned = model.trace(idx, ablate={(0, 1): "mean"})
+    h = meaned["head_out", 0][0, 1]
+    torch.testing.assert_close(h, base["head_out", 0][0, 1].mean(0, keepdim=True).expand_as(h))
+    # restoring means running without ablation: exactly the original logits
+    assert torch.equal(model(idx)[0], model(idx)[0])
+    torch.testing.assert_close(model.trace(idx).logits, base.logits, rtol=0, atol=0)
+
+
+def test_custom_mask_overrides_causal():
+    torch.manual_seed(3)
+    model = GPT(tiny()).eval()
+    T = 10
+    window = torch.tril(torch.ones(T, T, dtype=torch.bool)) & ~torch.tril(
+        torch.ones(T, T, dtype=torch.bool), diagonal=-3
+    )
+    trace = model.trace(torch.randint(0, 37, (1, T)), attn_mask=window)
+    assert torch.equal(trace.mask, window)
+    assert (trace["weights", 0][..., ~window] == 0).all()
+    fast, _ = model(torch.randint(0, 37, (1, T)), attn_mask=window)
+    assert fast.shape == (1, T, 37)
+
+
+def test_selective_trace_and_float16_memory():
+    torch.manual_seed(4)
+    cfg = tiny(n_layers=3)
+    model = GPT(cfg).eval()
+    idx = torch.randint(0, 37, (1, 16))
+    full32 = model.trace(idx)
+    some16 = model.trace(idx, layers=[1], kinds=["weights", "resid_post"], dtype=torch.float16)
+    assert some16.layers == [1] and some16.kinds == {"weights", "resid_post"}
+    assert some16["weights", 1].dtype == torch.float16
+    torch.testing.assert_close(some16.logits, full32.logits, rtol=1e-4, atol=1e-5)
+    expected = estimate_nbytes(3, 4, 16, 32, 8, kinds=["weights", "resid_post"], bytes_per_value=2) // 3
+    assert some16.nbytes == expected
+    assert full32.nbytes == estimate_nbytes(3, 4, 16, 32, 8, bytes_per_value=4)
+    with pytest.raises(KeyError, match="recorded kinds"):
+        some16["weights", 0]
+
+
+def test_trace_budget_for_a_gpt2_sized_prompt_is_as_documented():
+    # 12 layers, 12 heads, 1024 tokens, weights only in float16: 302 MB, not gigabytes
+    n = estimate_nbytes(12, 12, 1024, 768, 64, kinds=["weights"], bytes_per_value=2)
+    assert n == 12 * 12 * 1024 * 1024 * 2 and 300e6 < n < 310e6
+
+
+def test_resid_norms_and_numpy_export():
+    torch.manual_seed(5)
+    model = GPT(tiny()).eval()
+    trace = model.trace(torch.randint(0, 37, (1, 9)))
+    names, norms = trace.resid_norms()
+    assert names == ["embed", "L0.mid", "L0.post", "L1.mid", "L1.post"]
+    assert norms.shape == (5, 9) and (norms > 0).all()
+    arrays = trace.to_numpy()
+    assert arrays["weights"].shape == (2, 4, 9, 9)
+    assert arrays["logits"].shape == (9, 37) and arrays["mask"].dtype == bool
+    torch.testing.assert_close(
+        torch.from_numpy(arrays["attn_write_norm"][0]), trace["attn_out", 0][0].norm(dim=-1)
+    )
+
+
+def test_post_ln_has_no_final_norm_and_tied_head_shares_weights():
+    post = GPT(tiny(norm_position="post"))
+    assert post.norm_f is None and not any(n.startswith("norm_f") for n, _ in post.named_parameters())
+    tied = GPT(tiny(tie_embeddings=True))
+    assert tied.lm_head is None
+    assert tied.num_params() == GPT(tiny()).num_params() - 37 * 32
+
+
+def test_rope_score_depends_only_on_offset():
+    cos, sin = rope_tables(64, 8)
+    torch.manual_seed(6)
+    q, k = torch.randn(8), torch.randn(8)
+
+    def score(m, n):
+        qm = apply_rope(q.view(1, 1, 1, 8), cos[m : m + 1], sin[m : m + 1])
+        kn = apply_rope(k.view(1, 1, 1, 8), cos[n : n + 1], sin[n : n + 1])
+        return (qm * kn).sum().item()
+
+    assert score(10, 7) == pytest.approx(score(40, 37), abs=1e-5)
+    assert score(10, 7) != pytest.approx(score(10, 3), abs=1e-3)
+
+
+def test_sinusoidal_table_values():
+    t = sinusoidal_table(50, 16)
+    assert t[0, 0] == 0 and t[0, 1] == 1
+    assert t[3, 2] == pytest.approx(math.sin(3 / 10000 ** (2 / 16)), abs=1e-6)
+
+
+def test_building_needs_a_vocabulary_and_a_valid_config():
+    with pytest.raises(ConfigError, match="vocab_size"):
+        GPT(GPTConfig())
+    with pytest.raises(ConfigError, match="divisible"):
+        GPT(GPTConfig(vocab_size=10, d_model=30))
+
+
+def test_too_long_input_is_a_clear_error():
+    model = GPT(tiny())
+    with pytest.raises(ValueError, match="longer than context_length=24"):
+        model(torch.zeros(1, 25, dtype=torch.long))
+
+
+def test_seeded_build_is_reproducible():
+    a, b = build_model(tiny(), seed=7), build_model(tiny(), seed=7)
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n_heads=st.sampled_from([1, 2, 4]),
+    kv_div=st.sampled_from([1, 2, 4]),
+    head_dim=st.sampled_from([None, 4, 6]),
+    positions=st.sampled_from(["learned", "sinusoidal", "rope", "none"]),
+    norm=st.sampled_from(["layernorm", "rmsnorm"]),
+    norm_position=st.sampled_from(["pre", "post"]),
+    mlp=st.sampled_from(["gelu", "relu", "swiglu"]),
+    attn_scale=st.sampled_from(["sqrt_dk", "none", "learned", "qk_norm"]),
+    causal=st.booleans(),
+    bias=st.sampled_from(["all", "qkv", "none"]),
+    tie=st.booleans(),
+    T=st.integers(1, 12),
+)
+def test_trace_equals_fast_for_random_configs(
+    n_heads, kv_div, head_dim, positions, norm, norm_position, mlp, attn_scale, causal, bias, tie, T
+):
+    n_kv = max(1, n_heads // kv_div)
+    cfg = GPTConfig(
+        vocab_size=23,
+        context_length=12,
+        n_layers=2,
+        d_model=8 * n_heads,
+        n_heads=n_heads,
+        n_kv_heads=n_kv,
+        head_dim=head_dim,
+        positions=positions,
+        norm=norm,
+        norm_position=norm_position,
+        mlp=mlp,
+        attn_scale=attn_scale,
+        causal=causal,
+        bias=bias,
+        tie_embeddings=tie,
+    )
+    torch.manual_seed(0)
+    model = GPT(cfg).eval()
+    idx = torch.randint(0, 23, (1, T))
+    fast, _ = model(idx)
+    trace = model.trace(idx)
+    torch.testing.assert_close(trace.logits, fast, rtol=1e-4, atol=1e-5)
+    w = trace.stack("weights")
+    assert w.shape == (2, n_heads, T, T)
+    assert abs(w.sum(-1) - 1).max() < 1e-5
