@@ -1,0 +1,72 @@
+"""The inspection file format (.npz) shared by `attention-lab inspect` and the app's exports.
+
+Arrays (``L`` layers, ``H`` heads, ``T`` tokens, ``V`` vocabulary):
+
+==================  ==============  ===============================================
+key                 shape / dtype   meaning
+==================  ==============  ===============================================
+``tokens``          [T] str         each token's text
+``weights``         [L, H, T, T]    attention weights (rows sum to 1)
+``scores_raw``      [L, H, T, T]    Q Kᵀ
+``scores_scaled``   [L, H, T, T]    the softmax input before masking
+``mask``            [T, T] bool     True where a query may attend
+``resid_norms``     [P, T]          ‖residual stream‖₂ at each checkpoint
+``resid_points``    [P] str         checkpoint names: embed, L0.mid, L0.post, ...
+``logits``          [T, V]          next-token logits at every position
+``config``          () str          the model's GPTConfig as JSON
+==================  ==============  ===============================================
+
+No pickled objects: every array is a plain numeric, bool or unicode array, so
+``np.load(path, allow_pickle=False)`` reads it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from model.trace import Trace
+
+REQUIRED_KINDS = ("weights", "scores_raw", "scores_scaled", "resid_pre", "resid_mid", "resid_post")
+
+
+def inspection_arrays(trace: Trace, token_strings: list[str], batch: int = 0) -> dict[str, np.ndarray]:
+    """The arrays of the inspection format from a trace that recorded :data:`REQUIRED_KINDS`."""
+    points, norms = trace.resid_norms(batch)
+    return {
+        "tokens": np.array(token_strings, dtype=str),
+        "weights": trace.stack("weights", batch).astype(np.float32),
+        "scores_raw": trace.stack("scores_raw", batch).astype(np.float32),
+        "scores_scaled": trace.stack("scores_scaled", batch).astype(np.float32),
+        "mask": trace.mask.numpy().astype(bool),
+        "resid_norms": norms.astype(np.float32),
+        "resid_points": np.array(points, dtype=str),
+        "logits": trace.logits[batch].numpy().astype(np.float32),
+        "config": np.array(trace.config.to_json()),
+    }
+
+
+def save_inspection(path: str | Path, arrays: dict[str, np.ndarray]) -> Path:
+    """Write ``arrays`` as a compressed .npz atomically (temp file in the same folder, then rename)."""
+    path = Path(path)
+    if path.suffix != ".npz":
+        path = path.with_name(path.name + ".npz")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez_compressed(fh, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_inspection(path: str | Path) -> dict[str, np.ndarray]:
+    """Read an inspection file back (never unpickles)."""
+    with np.load(path, allow_pickle=False) as data:
+        return {k: data[k] for k in data.files}
