@@ -1,0 +1,297 @@
+"""Real models as configs, for the budget calculator: GPT-2, GPT-3, Llama 2/3, Mistral, TinyLlama.
+
+Each :class:`Preset` holds the exact architecture as :class:`~model.config.GPTConfig` fields (from
+the model's paper or released ``config.json``) plus what is publicly known about its training:
+tokens, reported GPU-hours and the device, its dense 16-bit peak FLOP/s and the precision. Fields
+that are not public are ``None``. Pure Python: no torch.
+
+Configs saved from the app (``*.json`` files or checkpoint directories holding ``config.json``)
+are listed by :func:`saved_configs` and loaded by :func:`load_config`.
+
+Where a real model differs in a way that changes no count, ``notes`` says so (GPT-3's alternating
+sparse attention, Mistral's sliding window, GPT-2's tanh GELU).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from model.config import ConfigError, GPTConfig
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A real model: ``config`` is a dict of GPTConfig fields; the rest is training metadata."""
+
+    name: str  # the key used on the command line, e.g. "llama2-7b"
+    title: str  # "Llama 2 7B"
+    config: dict[str, Any]
+    source: str
+    training_tokens: float | None = None
+    reported_gpu_hours: float | None = None
+    reported_flops: float | None = None  # total training compute the authors report
+    gpu: str | None = None
+    peak_tflops: float | None = None  # dense bf16/fp16 peak of one ``gpu``
+    precision: str | None = None  # a key of model.budget.PRECISIONS
+    notes: str = ""
+
+    def gpt_config(self) -> GPTConfig:
+        return GPTConfig.from_dict(dict(self.config))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "config": dict(self.config),
+            "source": self.source,
+            "training_tokens": self.training_tokens,
+            "reported_gpu_hours": self.reported_gpu_hours,
+            "reported_flops": self.reported_flops,
+            "gpu": self.gpu,
+            "peak_tflops": self.peak_tflops,
+            "precision": self.precision,
+            "notes": self.notes,
+        }
+
+
+A100_BF16 = 312.0  # NVIDIA A100 dense bf16/fp16 tensor-core peak, TFLOP/s
+H100_SXM_BF16 = 989.0  # NVIDIA H100 SXM dense bf16 peak, TFLOP/s
+
+
+def _gpt2(n_layers: int, d_model: int, n_heads: int) -> dict[str, Any]:
+    return dict(
+        vocab_size=50257,
+        context_length=1024,
+        n_layers=n_layers,
+        d_model=d_model,
+        n_heads=n_heads,
+        mlp="gelu",
+        gelu_approx="tanh",
+        norm="layernorm",
+        norm_position="pre",
+        positions="learned",
+        bias="all",
+        tie_embeddings=True,
+        norm_eps=1e-5,
+    )
+
+
+def _llama(
+    n_layers: int,
+    d_model: int,
+    n_heads: int,
+    n_kv_heads: int,
+    d_ff: int,
+    vocab: int,
+    ctx: int,
+    rope_base: float,
+) -> dict[str, Any]:
+    return dict(
+        vocab_size=vocab,
+        context_length=ctx,
+        n_layers=n_layers,
+        d_model=d_model,
+        n_heads=n_heads,
+        n_kv_heads=n_kv_heads,
+        d_ff=d_ff,
+        mlp="swiglu",
+        norm="rmsnorm",
+        norm_position="pre",
+        positions="rope",
+        bias="none",
+        tie_embeddings=False,
+        norm_eps=1e-5,
+        rope_base=rope_base,
+    )
+
+
+_GPT2_SRC = "Radford et al. 2019, GPT-2 (released checkpoints' config)"
+_LLAMA2_SRC = "Touvron et al. 2023, Llama 2, Table 1 and 2; released config.json"
+_LLAMA3_SRC = "Meta Llama 3 model card (April 2024) and released config.json"
+
+_ALL = (
+    Preset("gpt2", "GPT-2 small", _gpt2(12, 768, 12), _GPT2_SRC, notes="tanh-approximate GELU"),
+    Preset("gpt2-medium", "GPT-2 medium", _gpt2(24, 1024, 16), _GPT2_SRC),
+    Preset("gpt2-large", "GPT-2 large", _gpt2(36, 1280, 20), _GPT2_SRC),
+    Preset("gpt2-xl", "GPT-2 XL", _gpt2(48, 1600, 25), _GPT2_SRC),
+    Preset(
+        "gpt3-175b",
+        "GPT-3 175B",
+        {**_gpt2(96, 12288, 96), "context_length": 2048},
+        "Brown et al. 2020, GPT-3, Table 2.1 (L 96, d 12288, 96 heads of 128, context 2048)",
+        training_tokens=300e9,
+        reported_flops=3.14e23,  # Table D.1: 3.64e3 PF-days
+        precision="fp16-mixed",
+        notes="GPT-3 alternates dense and locally banded sparse attention layers; that changes FLOPs "
+        "per token at long context but no parameter",
+    ),
+    Preset(
+        "llama2-7b",
+        "Llama 2 7B",
+        _llama(32, 4096, 32, 32, 11008, 32000, 4096, 10000.0),
+        _LLAMA2_SRC,
+        training_tokens=2e12,
+        reported_gpu_hours=184_320,
+        gpu="A100-80GB",
+        peak_tflops=A100_BF16,
+        precision="bf16-mixed",
+    ),
+    Preset(
+        "llama2-13b",
+        "Llama 2 13B",
+        _llama(40, 5120, 40, 40, 13824, 32000, 4096, 10000.0),
+        _LLAMA2_SRC,
+        training_tokens=2e12,
+        reported_gpu_hours=368_640,
+        gpu="A100-80GB",
+        peak_tflops=A100_BF16,
+        precision="bf16-mixed",
+    ),
+    Preset(
+        "llama2-70b",
+        "Llama 2 70B",
+        _llama(80, 8192, 64, 8, 28672, 32000, 4096, 10000.0),
+        _LLAMA2_SRC,
+        training_tokens=2e12,
+        reported_gpu_hours=1_720_320,
+        gpu="A100-80GB",
+        peak_tflops=A100_BF16,
+        precision="bf16-mixed",
+        notes="grouped-query attention: 8 KV heads for 64 query heads",
+    ),
+    Preset(
+        "llama3-8b",
+        "Llama 3 8B",
+        _llama(32, 4096, 32, 8, 14336, 128256, 8192, 500000.0),
+        _LLAMA3_SRC,
+        training_tokens=15e12,
+        reported_gpu_hours=1.3e6,
+        gpu="H100-80GB",
+        peak_tflops=H100_SXM_BF16,
+        precision="bf16-mixed",
+    ),
+    Preset(
+        "llama3-70b",
+        "Llama 3 70B",
+        _llama(80, 8192, 64, 8, 28672, 128256, 8192, 500000.0),
+        _LLAMA3_SRC,
+        training_tokens=15e12,
+        reported_gpu_hours=6.4e6,
+        gpu="H100-80GB",
+        peak_tflops=H100_SXM_BF16,
+        precision="bf16-mixed",
+    ),
+    Preset(
+        "llama3.1-405b",
+        "Llama 3.1 405B",
+        _llama(126, 16384, 128, 8, 53248, 128256, 131072, 500000.0),
+        "Dubey et al. 2024, The Llama 3 Herd of Models, Table 3; Llama 3.1 model card; config.json",
+        training_tokens=15.6e12,
+        reported_gpu_hours=30.84e6,
+        gpu="H100-80GB",
+        peak_tflops=H100_SXM_BF16,
+        precision="bf16-mixed",
+        notes="Llama 3.1 also rescales RoPE frequencies for long context; no parameter changes",
+    ),
+    Preset(
+        "mistral-7b",
+        "Mistral 7B",
+        _llama(32, 4096, 32, 8, 14336, 32000, 32768, 10000.0),
+        "Jiang et al. 2023, Mistral 7B, Table 1; released config.json (v0.1)",
+        precision="bf16-mixed",
+        notes="sliding-window attention of 4096 tokens: attention-score FLOPs stop growing past T = 4096",
+    ),
+    Preset(
+        "tinyllama-1.1b",
+        "TinyLlama 1.1B",
+        _llama(22, 2048, 32, 4, 5632, 32000, 2048, 10000.0),
+        "Zhang et al. 2024, TinyLlama; released config.json",
+        training_tokens=3e12,
+        gpu="A100-40GB",
+        peak_tflops=A100_BF16,
+        precision="bf16-mixed",
+    ),
+)
+
+PRESETS: dict[str, Preset] = {p.name: p for p in _ALL}
+
+_ALIASES = {
+    "gpt2-small": "gpt2",
+    "gpt-2": "gpt2",
+    "gpt3": "gpt3-175b",
+    "gpt-3": "gpt3-175b",
+    "tinyllama": "tinyllama-1.1b",
+    "mistral": "mistral-7b",
+}
+
+
+def _key(name: str) -> str:
+    k = name.strip().lower().replace("_", "-").replace(" ", "-")
+    k = (
+        k.replace("llama-2", "llama2")
+        .replace("llama-3", "llama3")
+        .replace("gpt-2", "gpt2")
+        .replace("gpt-3", "gpt3")
+    )
+    return _ALIASES.get(k, k)
+
+
+def names() -> list[str]:
+    """Preset names in display order (small to large within each family)."""
+    return list(PRESETS)
+
+
+def get(name: str) -> Preset:
+    """The preset called ``name`` (case and ``-``/``_``/space insensitive; "gpt2-small", "Llama 2 7B"
+    work). Unknown names raise :class:`ConfigError` with the closest match."""
+    key = _key(name)
+    if key in PRESETS:
+        return PRESETS[key]
+    near = difflib.get_close_matches(key, list(PRESETS) + list(_ALIASES), n=1, cutoff=0.5)
+    hint = f" (did you mean {_ALIASES.get(near[0], near[0])!r}?)" if near else ""
+    raise ConfigError([f"unknown preset {name!r}{hint}; `attention-lab budget --list-presets` lists them"])
+
+
+def load_config(path: str | Path) -> GPTConfig:
+    """A config from a JSON file, or from a checkpoint directory's ``config.json``; not validated
+    (the caller lists the problems). Raises :class:`ConfigError` for a missing or malformed file."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "config.json"
+    return GPTConfig.load(path, validate=False)
+
+
+@dataclass(frozen=True)
+class SavedConfig:
+    """A config saved from the app: its display ``name`` (file stem or checkpoint folder), ``path``."""
+
+    name: str
+    path: Path
+    config: GPTConfig
+
+
+def saved_configs(directory: str | Path) -> list[SavedConfig]:
+    """Every config saved under ``directory``: ``*.json`` files in it and ``*/config.json`` of
+    checkpoint folders one level down, sorted by name. Files that are not a GPTConfig (other JSON,
+    unreadable, unknown fields) are skipped; a missing directory gives an empty list."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    candidates = [(p.stem, p) for p in directory.glob("*.json")]
+    candidates += [(p.parent.name, p) for p in directory.glob("*/config.json")]
+    out = []
+    for name, p in candidates:
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+            cfg = GPTConfig.from_dict(data, validate=False)
+        except (OSError, UnicodeDecodeError, ValueError, TypeError):
+            continue
+        out.append(SavedConfig(name, p, cfg))
+    return sorted(out, key=lambda s: (s.name, str(s.path)))
+
+
+__all__ = ["PRESETS", "Preset", "SavedConfig", "get", "load_config", "names", "saved_configs"]
