@@ -1,0 +1,81 @@
+"""``launch()``: the desktop app — QApplication, the window on the default model and corpus, exec.
+
+The window is shown first and the default corpus and model are built right after the first paint
+(building them imports torch and reads the corpus), so the window appears at once.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+from collections.abc import Callable
+
+_T0 = time.perf_counter()
+
+
+def make_app(argv: list[str] | None = None):
+    """The QApplication (created once) with the app's names and pyqtgraph's options."""
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication(list(argv) if argv is not None else sys.argv[:1])
+    app.setApplicationName("attention-lab")
+    app.setApplicationDisplayName("Attention Lab")
+    app.setOrganizationName("AttentionLab")
+    import pyqtgraph as pg
+
+    pg.setConfigOptions(antialias=False, useOpenGL=False, background="w", foreground="#333")
+    return app
+
+
+def create_window(*, confirm_close: bool = True, restore: bool = True, init: bool = True):
+    """A MainWindow on a new Session; with ``init`` the default corpus/model load after first paint."""
+    from app.window import MainWindow
+
+    win = MainWindow(confirm_close=confirm_close, restore=restore)
+    if init:
+        from PySide6.QtCore import QTimer
+
+        def initialise():
+            try:
+                win.session.init_default()
+            except Exception as exc:
+                traceback.print_exc()
+                win.show_error("Could not set up the default model", str(exc))
+
+        win.firstPainted.connect(lambda: QTimer.singleShot(0, initialise))
+    return win
+
+
+def _install_excepthook(window) -> None:
+    """An exception in a slot shows a dialog instead of vanishing (Qt would only print it)."""
+    previous = sys.excepthook
+
+    def hook(exc_type, exc, tb):
+        traceback.print_exception(exc_type, exc, tb)
+        if issubclass(exc_type, KeyboardInterrupt):
+            previous(exc_type, exc, tb)
+            return
+        try:
+            window.show_error("Unexpected error", f"{exc_type.__name__}: {exc}\n\nThe app keeps running.")
+        except Exception:
+            pass
+
+    sys.excepthook = hook
+
+
+def launch(on_first_paint: Callable[[float], None] | None = None) -> int:
+    """Open the window and run the event loop; returns the exit code.
+
+    ``on_first_paint(seconds)`` is called once the window has painted, with the time since this
+    module was imported (the cold-start benchmark uses it).
+    """
+    app = make_app()
+    win = create_window()
+    if on_first_paint is not None:
+        win.firstPainted.connect(lambda: on_first_paint(time.perf_counter() - _T0))
+    _install_excepthook(win)
+    win.show()
+    return int(app.exec())

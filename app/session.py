@@ -1,0 +1,674 @@
+"""Session: the one object every tab shares — the current model, its data, and the training run.
+
+A tab receives the session in its constructor, reads numbers from ``model/`` through it, and
+listens to its signals; it never reaches into another tab. All torch work that a tab does itself
+goes through :attr:`Session.compute` (a :class:`~app.workers.ComputeWorker`: off the GUI thread,
+under the process-wide ``compute_lock``, latest request wins).
+
+State (read freely from the GUI thread; change only through the methods):
+
+=====================  ===========================================================================
+``config``             the :class:`~model.config.GPTConfig` of the current model (vocab set), or the
+                       validated config the user is editing when no model is built yet
+``source``             the :class:`~model.data.DataSource` (corpus or synthetic task) or ``None``
+``source_spec``        how the source was named (``"builtin:stdlib"``, ``"task:induction"``, a path)
+``tokenizer``          the model's tokenizer (from the source, or from a loaded checkpoint)
+``model``              the :class:`~model.gpt.GPT` or ``None``
+``trainer``            the :class:`~model.train.Trainer` of the run, or ``None`` (untrained model)
+``train_settings``     the :class:`~model.train.TrainSettings` the next Start will use
+``device``             ``torch.device`` used for the next model (``device_choice``: auto/cpu/cuda)
+``state``              ``"idle" | "starting" | "running" | "paused" | "stopping"``
+``history``            list of training-event dicts (``TrainEvent.to_dict()``) of the current model
+``latest_frame``       the newest :class:`ProbeFrame` (attention of the probe prompt) or ``None``
+``frames``             :class:`FrameHistory`, a bounded history of probe frames for the scrubber
+``checkpoint_path``    where the current model was last saved or loaded from (``None`` if never)
+=====================  ===========================================================================
+
+Signals are emitted in the GUI thread only (worker results arrive through a mailbox drained by a
+~30 Hz timer, so a burst of training steps becomes one ``eventsAppended`` and only the newest probe
+frame is ever drawn).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from model.config import ConfigError, GPTConfig, default_config
+
+#: GUI redraw period for worker results (ms): ~30 Hz.
+DRAIN_INTERVAL_MS = 33
+
+DEFAULT_SOURCE = "builtin:stdlib"
+
+
+@dataclass
+class ProbeFrame:
+    """The attention of the probe prompt at one training step, ready to draw.
+
+    ``weights``: float16 numpy [L, H, T, T], rows = queries, columns = keys (a fresh copy the
+    optimizer can never touch). ``tokens``: the visible label of each of the T tokens.
+    """
+
+    step: int
+    prompt: str
+    tokens: list[str]
+    weights: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.weights.nbytes)
+
+
+class FrameHistory:
+    """A bounded history of probe frames, spread over the whole run, for the step scrubber.
+
+    Every ``stride``-th frame offered is kept. When the kept frames exceed ``max_bytes``, every
+    other one is dropped (the first and newest survive) and ``stride`` doubles, so the history
+    always spans the run from its first step with roughly even spacing and bounded memory.
+    """
+
+    def __init__(self, max_bytes: int = 64 * 2**20, stride: int = 1, max_frames: int = 2000):
+        self.max_bytes = int(max_bytes)
+        self.max_frames = int(max_frames)
+        self.stride = max(1, int(stride))
+        self._initial_stride = self.stride
+        self.frames: list[ProbeFrame] = []
+        self._offered = 0
+        self.nbytes = 0
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    def __getitem__(self, i: int) -> ProbeFrame:
+        return self.frames[i]
+
+    def clear(self) -> None:
+        self.frames.clear()
+        self._offered = 0
+        self.nbytes = 0
+        self.stride = self._initial_stride
+
+    def offer(self, frame: ProbeFrame) -> bool:
+        """Keep ``frame`` if it falls on the stride; returns whether it was kept."""
+        keep = self._offered % self.stride == 0
+        self._offered += 1
+        if not keep:
+            return False
+        if frame.nbytes > self.max_bytes:
+            return False
+        self.frames.append(frame)
+        self.nbytes += frame.nbytes
+        while (self.nbytes > self.max_bytes or len(self.frames) > self.max_frames) and len(self.frames) > 2:
+            kept = self.frames[::2]
+            if kept[-1] is not self.frames[-1]:
+                kept.append(self.frames[-1])
+            self.frames = kept
+            self.nbytes = sum(f.nbytes for f in self.frames)
+            self.stride *= 2
+        return True
+
+    def steps(self) -> list[int]:
+        return [f.step for f in self.frames]
+
+
+def make_probe_frame(trace: Any, tokenizer: Any, step: int, prompt: str) -> ProbeFrame:
+    """Turn a probe :class:`~model.trace.Trace` into a :class:`ProbeFrame` (fresh float16 copy)."""
+    from model.tokens import visible
+
+    weights = np.ascontiguousarray(trace.stack("weights"), dtype=np.float16)
+    ids = [int(i) for i in trace.tokens[0].tolist()]
+    labels = [visible(s) for s in tokenizer.token_strings(ids)]
+    return ProbeFrame(step=int(step), prompt=prompt, tokens=labels, weights=weights)
+
+
+class Session(QObject):
+    """Shared state of the app; see the module docstring for the fields."""
+
+    #: the validated config changed (GPTConfig); the model may not be rebuilt yet
+    configChanged = Signal(object)
+    #: the data source changed (DataSource)
+    dataChanged = Signal(object)
+    #: a new model is current (GPT or None): built, loaded from a checkpoint, or replaced
+    modelChanged = Signal(object)
+    #: a new probe frame is the latest (ProbeFrame); at most ~30 per second
+    traceUpdated = Signal(object)
+    #: new training events (list of dicts), in step order
+    eventsAppended = Signal(list)
+    #: the loss history was replaced (new run, checkpoint loaded): redraw from ``history``
+    historyReset = Signal()
+    #: one generated sample during training: (step, text)
+    sampleAdded = Signal(int, str)
+    #: idle / starting / running / paused / stopping
+    trainingStateChanged = Signal(str)
+    #: a run ended: reason "done" | "stopped" | "error", and a message
+    trainingFinished = Signal(str, str)
+    #: the device for new work changed (its str)
+    deviceChanged = Signal(str)
+    #: a checkpoint was written (its path)
+    checkpointSaved = Signal(str)
+    #: the probe prompt changed (str)
+    probePromptChanged = Signal(str)
+    #: something went wrong that the user should see: (title, message)
+    errorOccurred = Signal(str, str)
+
+    def __init__(self, parent: QObject | None = None, *, history_bytes: int = 64 * 2**20):
+        super().__init__(parent)
+        self.config: GPTConfig = default_config()
+        self.source: Any = None
+        self.source_spec: str = ""
+        self.tokenizer: Any = None
+        self.model: Any = None
+        self.trainer: Any = None
+        self.train_settings: Any = None
+        self.device_choice: str = "auto"
+        self.device: Any = None
+        self.state: str = "idle"
+        self.history: list[dict] = []
+        self.samples: list[tuple[int, str]] = []
+        self.latest_frame: ProbeFrame | None = None
+        self.frames = FrameHistory(max_bytes=history_bytes)
+        self.checkpoint_path: str | None = None
+        self.dirty = False  # trained steps not yet saved
+        self.probe_prompt: str = ""
+        self.sample_every: int = 100
+        self.sample_prompt: str = ""
+        self._worker: Any = None
+        self._model_config_key: str | None = None
+        self._last_tps: float = 0.0
+        self._compute: Any = None
+
+        self._drain_timer = QTimer(self)
+        self._drain_timer.setInterval(DRAIN_INTERVAL_MS)
+        self._drain_timer.timeout.connect(self._drain)
+
+    # ---- derived -------------------------------------------------------------------------------
+    @property
+    def compute_lock(self):
+        from model.runtime import compute_lock
+
+        return compute_lock
+
+    @property
+    def compute(self):
+        """The shared :class:`~app.workers.ComputeWorker` for a tab's own torch work (created lazily)."""
+        if self._compute is None:
+            from app.workers import ComputeWorker
+
+            self._compute = ComputeWorker(self)
+        return self._compute
+
+    @property
+    def is_training(self) -> bool:
+        return self.state in ("starting", "running", "paused", "stopping")
+
+    @property
+    def step(self) -> int:
+        if self.trainer is not None:
+            return int(self.trainer.step)
+        return int(self.history[-1]["step"]) if self.history else 0
+
+    @property
+    def num_params(self) -> int | None:
+        return None if self.model is None else int(self.model.num_params())
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self._last_tps
+
+    @property
+    def target_steps(self) -> int:
+        return int(getattr(self.train_settings, "steps", 0) or 0)
+
+    def can_continue(self) -> bool:
+        """Whether Start continues the current run (same config and data) instead of a fresh model."""
+        return (
+            self.trainer is not None
+            and self._model_config_key == self._config_key(self.config)
+            and self.trainer_source_matches()
+        )
+
+    def trainer_source_matches(self) -> bool:
+        if self.trainer is None or self.source is None:
+            return False
+        try:
+            return self.trainer.source.identity() == self.source.identity()
+        except Exception:
+            return False
+
+    # ---- setting things up ---------------------------------------------------------------------
+    def init_default(self) -> None:
+        """The built-in default: default corpus, default config, an untrained model, auto device."""
+        from model.train import TrainSettings
+
+        if self.train_settings is None:
+            self.train_settings = TrainSettings()
+        self.set_device("auto")
+        if self.source is None:
+            self.set_source(DEFAULT_SOURCE)
+        if self.model is None:
+            self.build_model()
+
+    def set_device(self, choice: str) -> None:
+        """Choose ``auto``, ``cpu`` or ``cuda``; moves an idle model. Raises ValueError when training."""
+        from model.runtime import pick_device
+
+        if self.is_training:
+            raise ValueError("the device can only be changed while no training runs")
+        device = pick_device(choice)
+        self.device_choice = choice
+        changed = str(device) != str(self.device)
+        self.device = device
+        if self.model is not None and changed:
+            with self.compute_lock:
+                self.model.to(device)
+            if self.trainer is not None:
+                # optimizer state lives on the old device: continue from a fresh trainer state
+                self.trainer = None
+        if changed:
+            self.deviceChanged.emit(str(device))
+
+    def set_source(self, spec: str) -> None:
+        """Resolve and use a data source; raises the data layer's clear error when it cannot."""
+        from model.data import resolve_source
+
+        source = resolve_source(spec)
+        self.source = source
+        self.source_spec = spec
+        if self.model is None or self.trainer is None:
+            self.tokenizer = source.tokenizer
+        self.config = self.config.with_vocab(source.tokenizer.vocab_size)
+        if not self.probe_prompt or self._prompt_from_source:
+            self._set_probe_prompt(source.default_prompt, from_source=True)
+        if not self.sample_prompt:
+            self.sample_prompt = source.default_prompt[:16]
+        self.dataChanged.emit(source)
+
+    _prompt_from_source = True
+
+    def _set_probe_prompt(self, text: str, *, from_source: bool) -> None:
+        self._prompt_from_source = from_source
+        self.probe_prompt = text
+        if self._worker is not None:
+            self._worker.set_probe_prompt(text)
+        self.probePromptChanged.emit(text)
+
+    def set_probe_prompt(self, text: str) -> None:
+        """Use ``text`` as the live-attention prompt; raises the tokenizer's error for bad text."""
+        tok = self.tokenizer
+        if tok is not None:
+            if not text:
+                raise ValueError("the probe prompt is empty")
+            tok.encode(text)  # raises with a clear message for characters the vocabulary lacks
+        self._set_probe_prompt(text, from_source=False)
+        self.refresh_probe()
+
+    def set_config(self, config: GPTConfig) -> None:
+        """Use a (valid) config for the next fresh model; vocab_size follows the tokenizer."""
+        if self.tokenizer is not None:
+            config = config.with_vocab(self.tokenizer.vocab_size)
+        config.validate()
+        self.config = config
+        self.configChanged.emit(config)
+
+    def set_train_settings(self, settings: Any) -> None:
+        """The TrainSettings the next Start uses (a running worker keeps its own)."""
+        self.train_settings = settings
+
+    @staticmethod
+    def _config_key(config: GPTConfig) -> str:
+        d = config.to_dict()
+        d.pop("vocab_size", None)
+        return repr(sorted(d.items()))
+
+    def build_model(self, seed: int | None = None) -> None:
+        """Replace the model by a freshly initialised one of ``config`` (untrained; no trainer)."""
+        from model.gpt import build_model
+
+        if self.is_training:
+            raise ValueError("stop training before building a new model")
+        if self.source is None:
+            raise ValueError("choose a data source first")
+        self.tokenizer = self.source.tokenizer
+        config = self.config.with_vocab(self.tokenizer.vocab_size).validate()
+        seed = seed if seed is not None else int(getattr(self.train_settings, "seed", 0) or 0)
+        with self.compute_lock:
+            model = build_model(config, seed=seed, device=self.device or "cpu")
+            model.eval()
+        self._install_model(model, config, trainer=None, history=[], path=None)
+        self.refresh_probe()
+
+    def new_run(self) -> None:
+        """File → New run: forget the trained model, rebuild it untrained from the current config."""
+        self.build_model()
+
+    def _install_model(self, model, config, *, trainer, history, path) -> None:
+        self.model = model
+        self.config = config
+        self.trainer = trainer
+        self._model_config_key = self._config_key(config)
+        self.history = list(history)
+        self.samples = []
+        self.frames.clear()
+        self.latest_frame = None
+        self.checkpoint_path = path
+        self.dirty = False
+        self._last_tps = float(self.history[-1].get("tokens_per_s", 0.0)) if self.history else 0.0
+        self.modelChanged.emit(model)
+        self.configChanged.emit(config)
+        self.historyReset.emit()
+
+    # ---- probe outside training ----------------------------------------------------------------
+    def refresh_probe(self) -> None:
+        """Recompute the probe frame of an idle model (off the GUI thread; training does its own)."""
+        if self.model is None or self.tokenizer is None or self.is_training or not self.probe_prompt:
+            return
+        model, tokenizer, prompt, step = self.model, self.tokenizer, self.probe_prompt, self.step
+
+        def job():
+            import torch
+
+            ids = tokenizer.encode(prompt)[-model.config.context_length :]
+            idx = torch.tensor([ids], dtype=torch.long, device=model.device)
+            was_training = model.training
+            model.eval()
+            try:
+                trace = model.trace(idx, kinds=("weights",), dtype=torch.float16)
+            finally:
+                model.train(was_training)
+            return make_probe_frame(trace, tokenizer, step, prompt)
+
+        def done(frame, error):
+            if error is None and frame is not None and model is self.model:
+                self._accept_frame(frame)
+
+        self.compute.submit("session.probe", job, done)
+
+    def _accept_frame(self, frame: ProbeFrame) -> None:
+        self.latest_frame = frame
+        self.frames.offer(frame)
+        self.traceUpdated.emit(frame)
+
+    # ---- training ------------------------------------------------------------------------------
+    def start_training(self) -> None:
+        """Start (or continue) training in the worker thread; see :class:`~app.workers.TrainWorker`.
+
+        Continue (``can_continue()``): the run's trainer goes on with the Training panel's settings
+        (seed, sequence length, device and threads stay those of the run) up to ``steps``, or
+        ``steps`` more when that budget is already reached. Otherwise a fresh Trainer is built in the
+        worker thread: on the current model when it is untrained or loaded without training state
+        and fits the config and data (fine-tuning), else on a new seeded model.
+        """
+        from app.workers import TrainWorker
+        from model.train import Trainer
+
+        if self.is_training:
+            return
+        if self.source is None:
+            raise ValueError("choose a data source first")
+        config = self.config.with_vocab(self.source.tokenizer.vocab_size).validate()
+        settings = self.train_settings.replace(
+            device=str(self.device or "cpu"), probe_prompt=self.probe_prompt or None
+        ).validate()
+        self.train_settings = settings
+        if self.can_continue():
+            trainer = self.trainer
+            old = trainer.settings
+            target = settings.steps if trainer.step < settings.steps else trainer.step + settings.steps
+            trainer.settings = settings.replace(
+                seed=old.seed,
+                seq_len=old.seq_len,
+                device=old.device,
+                threads=old.threads,
+                steps=settings.steps if trainer.step < settings.steps else old.steps,
+            )
+            trainer.clear_stop()
+            make = None
+        else:
+            trainer = None
+            target = settings.steps
+            source = self.source
+            model = None
+            if (
+                self.model is not None
+                and self._model_config_key == self._config_key(config)
+                and self.tokenizer is not None
+                and self.tokenizer == source.tokenizer
+                and self.model.config.vocab_size == config.vocab_size
+            ):
+                model = self.model  # untrained, or loaded without training state: train these weights
+
+            def make():
+                return Trainer(model.config if model is not None else config, source, settings, model=model)
+
+            self.history = []
+            self.samples = []
+            self.frames.clear()
+            self.latest_frame = None
+            self.checkpoint_path = None
+            self.historyReset.emit()
+        worker = TrainWorker(
+            trainer=trainer,
+            make_trainer=make,
+            target_steps=int(target),
+            sample_every=int(self.sample_every),
+            probe_prompt=self.probe_prompt,
+            sample_prompt=self.sample_prompt,
+        )
+        worker.trainerReady.connect(self._on_trainer_ready)
+        worker.stateChanged.connect(self._set_state)
+        worker.finished.connect(self._on_worker_finished)
+        worker.saved.connect(self._on_saved)
+        self._worker = worker
+        self._set_state("starting")
+        self._drain_timer.start()
+        worker.start()
+
+    def pause_training(self) -> None:
+        if self._worker is not None:
+            self._worker.pause()
+
+    def resume_training(self) -> None:
+        if self._worker is not None:
+            self._worker.resume()
+
+    def stop_training(self) -> None:
+        if self._worker is not None:
+            self._worker.stop()
+            if self.state != "stopping":
+                self._set_state("stopping")
+
+    def shutdown(self, timeout: float = 30.0) -> bool:
+        """Stop every worker and wait for them (the window's closeEvent); True if all ended."""
+        ok = True
+        if self._worker is not None:
+            self._worker.stop()
+            ok = self._worker.join(timeout)
+            self._drain()
+            if ok:
+                self._finish_worker()
+        if self._compute is not None:
+            ok = self._compute.shutdown(timeout) and ok
+        return ok
+
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Block until the training worker has ended (used by the command line and benchmarks)."""
+        if self._worker is None:
+            return True
+        return self._worker.join(timeout)
+
+    def _set_state(self, state: str) -> None:
+        if state != self.state:
+            self.state = state
+            self.trainingStateChanged.emit(state)
+
+    def _on_trainer_ready(self, trainer: Any) -> None:
+        self.trainer = trainer
+        self.tokenizer = trainer.tokenizer
+        self._model_config_key = self._config_key(trainer.model.config)
+        if trainer.model is not self.model:
+            self.model = trainer.model
+            self.config = trainer.model.config
+            self.modelChanged.emit(self.model)
+
+    def _drain(self) -> None:
+        worker = self._worker
+        if worker is None:
+            self._drain_timer.stop()
+            return
+        events, frame, samples = worker.mailbox.take()
+        if events:
+            self.history.extend(events)
+            self._last_tps = float(events[-1].get("tokens_per_s", self._last_tps) or 0.0)
+            self.dirty = True
+            self.eventsAppended.emit(events)
+        for step, text in samples:
+            self.samples.append((step, text))
+            self.sampleAdded.emit(step, text)
+        if frame is not None:
+            self._accept_frame(frame)
+
+    def _on_worker_finished(self, reason: str, message: str) -> None:
+        self._drain()
+        self._finish_worker()
+        if reason == "error":
+            self.errorOccurred.emit("Training stopped", message)
+        self.trainingFinished.emit(reason, message)
+
+    def _finish_worker(self) -> None:
+        worker = self._worker
+        if worker is None:
+            return
+        worker.join(5.0)
+        self._worker = None
+        self._drain_timer.stop()
+        self._set_state("idle")
+
+    # ---- checkpoints ---------------------------------------------------------------------------
+    def save_checkpoint(self, path: str | Path) -> None:
+        """Write the current model (and training state) to ``path``.
+
+        While training, the worker writes it between two steps and ``checkpointSaved`` follows;
+        when idle it is written now (raises the checkpoint layer's error on failure).
+        """
+        path = str(path)
+        if self.model is None:
+            raise ValueError("there is no model to save")
+        if self._worker is not None and self.is_training:
+            self._worker.request_save(path)
+            return
+        with self.compute_lock:
+            if self.trainer is not None:
+                self.trainer.save(path)
+            else:
+                from model.checkpoint import save_checkpoint
+
+                meta = {"source": self.source_spec, "name": Path(path).name}
+                save_checkpoint(path, self.model, self.tokenizer, meta=meta)
+        self._on_saved(path)
+
+    def _on_saved(self, path: str) -> None:
+        self.checkpoint_path = path
+        self.dirty = False
+        self.checkpointSaved.emit(path)
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        """Make the checkpoint at ``path`` current: config, model, tokenizer, loss history.
+
+        Training can continue from it with Start. Raises ``CheckpointError`` (or another clear
+        error) and leaves the session unchanged when the checkpoint cannot be read.
+        """
+        from model.checkpoint import load_checkpoint
+        from model.train import Trainer
+
+        if self.is_training:
+            raise ValueError("stop training before opening a checkpoint")
+        path = str(path)
+        with self.compute_lock:
+            ckpt = load_checkpoint(path, device="cpu")
+            trainer = None
+            if ckpt.train_state is not None:
+                trainer = Trainer.from_checkpoint(path)
+        spec = str((ckpt.meta or {}).get("source") or "")
+        if trainer is not None:
+            model, tokenizer, history = trainer.model, trainer.tokenizer, trainer.history
+            self.train_settings = trainer.settings
+            source = trainer.source
+        else:
+            model, tokenizer, history = ckpt.model, ckpt.tokenizer, []
+            source = None
+            if spec:
+                try:
+                    from model.data import resolve_source
+
+                    source = resolve_source(spec)
+                except Exception:
+                    source = None
+        if self.device is not None and str(model.device) != str(self.device):
+            if trainer is not None:
+                trainer = None  # optimizer state stays on the checkpoint's device: fine-tune afresh
+            with self.compute_lock:
+                model.to(self.device)
+        model.eval()
+        self.tokenizer = tokenizer
+        if source is not None and source.tokenizer.to_dict() == tokenizer.to_dict():
+            self.source = source
+            self.source_spec = spec or getattr(source, "name", "")
+            self.dataChanged.emit(source)
+        self._install_model(model, model.config, trainer=trainer, history=history, path=path)
+        if self.probe_prompt:
+            try:
+                tokenizer.encode(self.probe_prompt)
+            except Exception:
+                self._set_probe_prompt(getattr(self.source, "default_prompt", "") or "the", from_source=True)
+        self.refresh_probe()
+
+    # ---- generation ----------------------------------------------------------------------------
+    def generation_model(self):
+        """The model generation should read: a snapshot while training runs, else the model itself."""
+        if self.model is None:
+            return None
+        if not self.is_training:
+            return self.model
+        import copy
+
+        with self.compute_lock:
+            snap = copy.deepcopy(self.model)
+        snap.eval()
+        return snap
+
+    # ---- convenience for tests and benchmarks --------------------------------------------------
+    def eta_seconds(self, target: int | None = None) -> float | None:
+        """Seconds left to reach ``target`` (default: the step budget) at the recent pace."""
+        target = target or self.target_steps
+        if len(self.history) < 2 or not target:
+            return None
+        recent = self.history[-20:]
+        dt = float(recent[-1].get("elapsed", 0.0)) - float(recent[0].get("elapsed", 0.0))
+        dsteps = int(recent[-1]["step"]) - int(recent[0]["step"])
+        if dsteps <= 0 or dt <= 0:
+            return None
+        return max(0.0, (target - self.step) * dt / dsteps)
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
+    """Process Qt events until ``predicate()`` holds (command line/benchmarks; tests use qtbot)."""
+    from PySide6.QtCore import QCoreApplication, QEventLoop
+
+    deadline = time.monotonic() + timeout
+    app = QCoreApplication.instance()
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 20)
+        QEventLoop().processEvents(QEventLoop.ProcessEventsFlag.WaitForMoreEvents, 20)
+    return True
+
+
+__all__ = ["ConfigError", "FrameHistory", "ProbeFrame", "Session", "make_probe_frame", "wait_until"]

@@ -1,0 +1,361 @@
+"""The training settings panel: steps, batch, learning-rate schedule, evaluation, probes, device.
+
+Every :class:`~model.train.TrainSettings` field gets a widget (fields added later appear at the
+end); ``settings()`` builds and ``problems()`` validates them, shown inline. The device selector
+(auto/CPU/CUDA) is enabled only while nothing trains. "Recommended for this data" applies
+``model.train.recommended_config/recommended_settings`` for the current source.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFormLayout,
+    QGroupBox,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+#: App-side default: live attention on (the model layer's default is off, for scripts).
+APP_PROBE_EVERY = 10
+
+#: (label, tooltip, minimum, maximum, special text for the minimum or None) per field.
+SPECS: dict[str, tuple[str, str, float, float, str | None]] = {
+    "steps": (
+        "Steps",
+        "Optimizer steps in the run (the learning-rate schedule ends here)",
+        1,
+        10_000_000,
+        None,
+    ),
+    "batch_size": ("Batch size", "Sequences per step (B)", 1, 65536, None),
+    "seq_len": (
+        "Sequence length",
+        "Tokens per sequence (T); auto = the model's context length",
+        0,
+        131072,
+        "auto",
+    ),
+    "lr": ("Learning rate", "Peak learning rate after warmup (AdamW)", 1e-7, 10.0, None),
+    "warmup": (
+        "Warmup steps",
+        "Steps of linear warmup from 0 to the peak learning rate",
+        0,
+        10_000_000,
+        None,
+    ),
+    "min_lr": ("Final learning rate", "Floor of the cosine decay; auto = lr / 10", 0.0, 10.0, "auto"),
+    "weight_decay": (
+        "Weight decay",
+        "AdamW decoupled weight decay on matrices (not biases or norms)",
+        0.0,
+        10.0,
+        None,
+    ),
+    "grad_clip": ("Gradient clip", "Clip the global gradient norm to this (0 = off)", 0.0, 1000.0, None),
+    "beta1": ("Adam β₁", "Momentum of the first moment", 0.0, 1.0, None),
+    "beta2": ("Adam β₂", "Momentum of the second moment", 0.0, 1.0, None),
+    "eval_every": ("Validate every", "Measure validation loss every this many steps", 1, 10_000_000, None),
+    "eval_batches": (
+        "Validation batches",
+        "Held-out batches averaged for one validation loss",
+        1,
+        100_000,
+        None,
+    ),
+    "seed": ("Seed", "Seeds the weights, the batches and dropout: same seed, same run", 0, 2**31 - 1, None),
+    "probe_every": (
+        "Live attention every",
+        "Trace the probe prompt every this many steps (0 = off)",
+        0,
+        1_000_000,
+        "off",
+    ),
+    "threads": (
+        "CPU threads",
+        "torch threads for training on the CPU (0 = every core)",
+        0,
+        1024,
+        "all cores",
+    ),
+    "amp": ("Mixed precision", "bf16/fp16 autocast on CUDA (the CPU always trains in fp32)", 0, 0, None),
+    "loss_mask": (
+        "Score task answers only",
+        "For synthetic tasks: only the determined targets count",
+        0,
+        0,
+        None,
+    ),
+}
+#: Fields this panel does not show (the device has its own selector; the probe prompt is on the Train tab).
+HIDDEN = {"device", "probe_prompt"}
+FLOAT_DECIMALS = {"lr": 6, "min_lr": 6, "weight_decay": 4, "grad_clip": 2, "beta1": 4, "beta2": 4}
+
+
+class TrainSettingsPanel(QWidget):
+    """Edits :class:`~model.train.TrainSettings` (plus the sample interval) and the device."""
+
+    validityChanged = Signal(bool)
+
+    def __init__(self, session, parent: QWidget | None = None):
+        super().__init__(parent)
+        from model.train import TrainSettings
+
+        self.session = session
+        self._cls = TrainSettings
+        self._widgets: dict[str, QWidget] = {}
+        self._kinds: dict[str, str] = {}
+        self.valid = True
+        self._loading = False
+
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        outer.addWidget(scroll)
+        body = QWidget()
+        scroll.setWidget(body)
+        layout = QVBoxLayout(body)
+
+        dev_box = QGroupBox("Device")
+        dev_form = QFormLayout(dev_box)
+        self.device_combo = QComboBox()
+        self.device_combo.setObjectName("deviceCombo")
+        self.device_combo.setToolTip(
+            "Where the model trains and runs; auto = CUDA when present, else the CPU"
+        )
+        for label, value, ok in self._device_choices():
+            self.device_combo.addItem(label, value)
+            if not ok:
+                item = self.device_combo.model().item(self.device_combo.count() - 1)
+                item.setEnabled(False)
+        self.device_combo.currentIndexChanged.connect(self._device_changed)
+        dev_form.addRow("Device", self.device_combo)
+        layout.addWidget(dev_box)
+
+        box = QGroupBox("Optimisation")
+        form = QFormLayout(box)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        hints = typing.get_type_hints(TrainSettings)
+        for f in dataclasses.fields(TrainSettings):
+            if f.name in HIDDEN:
+                continue
+            w = self._make(f.name, hints.get(f.name))
+            label, tip = SPECS.get(f.name, (f.name.replace("_", " ").capitalize(), f.name, 0, 0, None))[:2]
+            w.setToolTip(tip)
+            w.setObjectName(f"setting_{f.name}")
+            lab = QLabel(label)
+            lab.setToolTip(tip)
+            form.addRow(lab, w)
+            self._widgets[f.name] = w
+        self.sample_every = QSpinBox()
+        self.sample_every.setRange(0, 1_000_000)
+        self.sample_every.setSpecialValueText("off")
+        self.sample_every.setValue(session.sample_every)
+        self.sample_every.setToolTip("Generate a text sample every this many steps while training (0 = off)")
+        self.sample_every.setObjectName("setting_sample_every")
+        self.sample_every.valueChanged.connect(self._changed)
+        form.addRow("Sample text every", self.sample_every)
+        layout.addWidget(box)
+
+        self.recommend_button = QPushButton("Recommended for this data")
+        self.recommend_button.setToolTip("Model shape and settings that suit the chosen corpus or task")
+        self.recommend_button.clicked.connect(self.apply_recommended)
+        layout.addWidget(self.recommend_button)
+        self.error_label = QLabel()
+        self.error_label.setObjectName("settingsErrors")
+        self.error_label.setWordWrap(True)
+        self.error_label.setStyleSheet("color: #c02020;")
+        layout.addWidget(self.error_label)
+        layout.addStretch(1)
+
+        initial = session.train_settings or TrainSettings(probe_every=APP_PROBE_EVERY)
+        self.set_settings(initial)
+        session.trainingStateChanged.connect(self._on_state)
+        session.deviceChanged.connect(lambda *_: self._sync_device())
+        self._sync_device()
+
+    # ---- widgets -------------------------------------------------------------------------------
+    def _make(self, name: str, hint: Any) -> QWidget:
+        spec = SPECS.get(name)
+        args = typing.get_args(hint)
+        optional = type(None) in args
+        base = hint if not args else next((a for a in args if a is not type(None)), str)
+        lo, hi, special = (spec[2], spec[3], spec[4]) if spec else (0, 1e9, None)
+        if base is bool:
+            w = QCheckBox()
+            w.toggled.connect(self._changed)
+            kind = "bool"
+        elif base is int:
+            w = QSpinBox()
+            w.setRange(int(lo), int(min(hi, 2**31 - 1)))
+            if special:
+                w.setSpecialValueText(special)
+            w.valueChanged.connect(self._changed)
+            kind = "opt_int" if optional else "int"
+        elif base is float:
+            w = QLineEdit()
+            if special:
+                w.setPlaceholderText(special)
+            w.textChanged.connect(self._changed)
+            kind = "opt_float" if optional else "float"
+        else:
+            w = QLineEdit()
+            w.textChanged.connect(self._changed)
+            kind = "str"
+        self._kinds[name] = kind
+        return w
+
+    @staticmethod
+    def _device_choices() -> list[tuple[str, str, bool]]:
+        try:
+            import torch
+
+            cuda = torch.cuda.is_available()
+            name = torch.cuda.get_device_name(0) if cuda else ""
+        except Exception:
+            cuda, name = False, ""
+        auto = f"Auto (CUDA: {name})" if cuda else "Auto (CPU: no CUDA device found)"
+        return [
+            (auto, "auto", True),
+            ("CPU", "cpu", True),
+            (f"CUDA ({name})" if cuda else "CUDA (not available)", "cuda", cuda),
+        ]
+
+    # ---- values --------------------------------------------------------------------------------
+    def set_settings(self, settings: Any) -> None:
+        self._loading = True
+        try:
+            for name, w in self._widgets.items():
+                value = getattr(settings, name)
+                kind = self._kinds[name]
+                if kind == "bool":
+                    w.setChecked(bool(value))
+                elif kind in ("int", "opt_int"):
+                    w.setValue(0 if value is None else int(value))
+                elif kind in ("float", "opt_float"):
+                    w.setText("" if value is None else f"{value:g}")
+                else:
+                    w.setText("" if value is None else str(value))
+        finally:
+            self._loading = False
+        self._changed()
+
+    def _raw_values(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, w in self._widgets.items():
+            kind = self._kinds[name]
+            if kind == "bool":
+                out[name] = w.isChecked()
+            elif kind == "int":
+                out[name] = int(w.value())
+            elif kind == "opt_int":
+                out[name] = None if w.value() == 0 else int(w.value())
+            elif kind in ("float", "opt_float"):
+                text = w.text().strip()
+                if not text and kind == "opt_float":
+                    out[name] = None
+                else:
+                    try:
+                        out[name] = float(text)
+                    except ValueError:
+                        out[name] = text
+            else:
+                out[name] = w.text()
+        return out
+
+    def settings(self) -> Any:
+        """The TrainSettings the widgets describe (device and probe prompt from the session)."""
+        values = self._raw_values()
+        values["device"] = self.session.device_choice
+        current = self.session.train_settings
+        values["probe_prompt"] = getattr(current, "probe_prompt", None)
+        return self._cls(**values)
+
+    def problems(self) -> list[str]:
+        try:
+            return self.settings().problems()
+        except Exception as exc:
+            return [str(exc)]
+
+    def values(self) -> dict[str, Any]:
+        """JSON-able values for QSettings (``restore`` takes them back)."""
+        d = self._raw_values()
+        d["sample_every"] = self.sample_every.value()
+        return d
+
+    def restore(self, values: dict[str, Any]) -> None:
+        try:
+            sample = int(values.pop("sample_every", self.sample_every.value()))
+            current = self.settings()
+            known = {k: v for k, v in values.items() if k in self._widgets}
+            self.set_settings(dataclasses.replace(current, **known))
+            self.sample_every.setValue(sample)
+        except Exception:
+            pass
+
+    def _changed(self, *_: Any) -> None:
+        if self._loading:
+            return
+        problems = self.problems()
+        self.error_label.setText("Fix before training:\n• " + "\n• ".join(problems) if problems else "")
+        valid = not problems
+        if valid:
+            self.session.set_train_settings(self.settings())
+            self.session.sample_every = int(self.sample_every.value())
+        if valid != self.valid:
+            self.valid = valid
+            self.validityChanged.emit(valid)
+
+    # ---- device --------------------------------------------------------------------------------
+    def _sync_device(self) -> None:
+        idx = self.device_combo.findData(self.session.device_choice)
+        if idx >= 0 and idx != self.device_combo.currentIndex():
+            self.device_combo.blockSignals(True)
+            self.device_combo.setCurrentIndex(idx)
+            self.device_combo.blockSignals(False)
+
+    def _device_changed(self) -> None:
+        choice = self.device_combo.currentData()
+        try:
+            self.session.set_device(choice)
+        except Exception as exc:
+            self.error_label.setText(str(exc))
+            self._sync_device()
+            return
+        self._changed()
+
+    def _on_state(self, state: str) -> None:
+        idle = state == "idle"
+        self.device_combo.setEnabled(idle)
+        self.recommend_button.setEnabled(idle)
+        for name in ("seed", "seq_len", "threads", "amp"):
+            if name in self._widgets:
+                self._widgets[name].setEnabled(idle)
+
+    def apply_recommended(self) -> None:
+        from model.train import recommended_config, recommended_settings
+
+        source = self.session.source
+        if source is None:
+            return
+        settings = recommended_settings(source)
+        if not settings.probe_every:
+            settings = settings.replace(probe_every=APP_PROBE_EVERY)
+        self.set_settings(settings)
+        try:
+            self.session.set_config(recommended_config(source))
+        except Exception as exc:
+            self.error_label.setText(str(exc))

@@ -1,0 +1,547 @@
+"""The Train tab: run controls, live curves, live attention with a step scrubber, samples, generation.
+
+Layout: a control row (Start/Continue, Pause/Resume, Stop, Save now, progress with ETA), then
+the curves (left) beside the live attention of the probe prompt (right: the head grid and the step
+scrubber), and at the bottom the samples written during training beside the generation box.
+
+Everything drawn here comes from :class:`~app.session.Session` signals, which the session emits at
+most ~30 times a second from its mailbox drain, so the GUI never falls behind the trainer.
+"""
+
+from __future__ import annotations
+
+import math
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QAction, QKeySequence, QTextCursor
+from PySide6.QtWidgets import (
+    QDoubleSpinBox,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QSlider,
+    QSpinBox,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.widgets.head_grid import HeadGrid
+from app.widgets.train_plots import TrainPlots
+
+
+def format_eta(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "–"
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+    return f"{s // 60}:{s % 60:02d}"
+
+
+class TrainTab(QWidget):
+    """Train the current model and watch it learn. Buttons: ``start_button`` ... ``save_button``."""
+
+    #: "Save now" with no checkpoint path yet: the window asks where (File → Save checkpoint)
+    saveRequested = Signal()
+
+    def __init__(self, session, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.session = session
+        self._config_valid = True
+        self._settings_valid = True
+        self._scrub_live = True
+        self._gen_worker = None
+        self._gen_model = None
+
+        root = QVBoxLayout(self)
+        root.addLayout(self._build_controls())
+
+        main = QSplitter(Qt.Orientation.Vertical)
+        top = QSplitter(Qt.Orientation.Horizontal)
+        self.plots = TrainPlots()
+        top.addWidget(self.plots)
+        top.addWidget(self._build_attention())
+        top.setStretchFactor(0, 5)
+        top.setStretchFactor(1, 6)
+        main.addWidget(top)
+        bottom = QSplitter(Qt.Orientation.Horizontal)
+        bottom.addWidget(self._build_samples())
+        bottom.addWidget(self._build_generation())
+        main.addWidget(bottom)
+        main.setStretchFactor(0, 3)
+        main.setStretchFactor(1, 1)
+        root.addWidget(main, 1)
+        self.top_splitter, self.main_splitter = top, main
+
+        s = session
+        s.trainingStateChanged.connect(self._on_state)
+        s.eventsAppended.connect(self._on_events)
+        s.historyReset.connect(self._on_history_reset)
+        s.traceUpdated.connect(self._on_frame)
+        s.sampleAdded.connect(self._on_sample)
+        s.modelChanged.connect(lambda *_: self._update_buttons())
+        s.configChanged.connect(lambda *_: self._update_buttons())
+        s.dataChanged.connect(self._on_data)
+        s.probePromptChanged.connect(self._on_probe_prompt_changed)
+        s.trainingFinished.connect(self._on_finished)
+        s.checkpointSaved.connect(lambda path: self.status_label.setText(f"Saved to {path}"))
+        if s.source is not None:
+            self._on_data(s.source)
+        self._on_history_reset()
+        self._update_buttons()
+
+    # ---- building ------------------------------------------------------------------------------
+    def _build_controls(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        self.start_button = QPushButton("Start")
+        self.start_button.setObjectName("startButton")
+        self.start_button.setToolTip("Train the model with the Model and Training panels' settings (F5)")
+        self.start_button.clicked.connect(self.start)
+        self.pause_button = QPushButton("Pause")
+        self.pause_button.setObjectName("pauseButton")
+        self.pause_button.setToolTip("Hold training after the current step; Resume goes on (F6)")
+        self.pause_button.clicked.connect(self.toggle_pause)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setObjectName("stopButton")
+        self.stop_button.setToolTip("End the run after the current step; Continue trains on later (F7)")
+        self.stop_button.clicked.connect(self.session.stop_training)
+        self.save_button = QPushButton("Save now")
+        self.save_button.setObjectName("saveNowButton")
+        self.save_button.setToolTip("Write a checkpoint now, between two steps, without stopping")
+        self.save_button.clicked.connect(self.save_now)
+        for b in (self.start_button, self.pause_button, self.stop_button, self.save_button):
+            row.addWidget(b)
+        self.progress = QProgressBar()
+        self.progress.setObjectName("trainProgress")
+        self.progress.setMinimumWidth(260)
+        self.progress.setFormat("idle")
+        self.progress.setTextVisible(True)
+        row.addWidget(self.progress, 1)
+        self.status_label = QLabel()
+        self.status_label.setObjectName("trainStatus")
+        self.status_label.setWordWrap(True)
+        self.status_label.setMinimumWidth(220)
+        row.addWidget(self.status_label, 1)
+
+        self.start_action = QAction("Start / continue training", self)
+        self.start_action.setShortcut(QKeySequence("F5"))
+        self.start_action.triggered.connect(lambda: self.start() if self.start_button.isEnabled() else None)
+        self.pause_action = QAction("Pause / resume training", self)
+        self.pause_action.setShortcut(QKeySequence("F6"))
+        self.pause_action.triggered.connect(
+            lambda: self.toggle_pause() if self.pause_button.isEnabled() else None
+        )
+        self.stop_action = QAction("Stop training", self)
+        self.stop_action.setShortcut(QKeySequence("F7"))
+        self.stop_action.triggered.connect(lambda: self.session.stop_training())
+        return row
+
+    def _build_attention(self) -> QWidget:
+        box = QGroupBox("Live attention of the probe prompt")
+        layout = QVBoxLayout(box)
+        prow = QHBoxLayout()
+        prow.addWidget(QLabel("Probe prompt"))
+        self.probe_edit = QLineEdit()
+        self.probe_edit.setObjectName("probePrompt")
+        self.probe_edit.setToolTip(
+            "The text whose attention is traced every few steps (Enter to apply). "
+            "Each cell: rows = queries, columns = keys."
+        )
+        self.probe_edit.returnPressed.connect(self._apply_probe_prompt)
+        prow.addWidget(self.probe_edit, 1)
+        layout.addLayout(prow)
+        self.probe_error = QLabel()
+        self.probe_error.setStyleSheet("color: #c02020;")
+        self.probe_error.setWordWrap(True)
+        self.probe_error.hide()
+        layout.addWidget(self.probe_error)
+        self.head_grid = HeadGrid(title="attention weights: rows = queries, columns = keys")
+        self.head_grid.setMinimumHeight(260)
+        layout.addWidget(self.head_grid, 1)
+        srow = QHBoxLayout()
+        srow.addWidget(QLabel("Step"))
+        self.scrubber = QSlider(Qt.Orientation.Horizontal)
+        self.scrubber.setObjectName("stepScrubber")
+        self.scrubber.setToolTip("Drag back through training to watch the heads form")
+        self.scrubber.setRange(0, 0)
+        self.scrubber.valueChanged.connect(self._on_scrub)
+        srow.addWidget(self.scrubber, 1)
+        self.scrub_label = QLabel("no frames yet")
+        self.scrub_label.setMinimumWidth(170)
+        srow.addWidget(self.scrub_label)
+        self.live_button = QPushButton("Live")
+        self.live_button.setToolTip("Follow the newest step again")
+        self.live_button.setCheckable(True)
+        self.live_button.setChecked(True)
+        self.live_button.toggled.connect(self._on_live_toggled)
+        srow.addWidget(self.live_button)
+        layout.addLayout(srow)
+        return box
+
+    def _build_samples(self) -> QWidget:
+        box = QGroupBox("Samples while training")
+        layout = QVBoxLayout(box)
+        self.samples_view = QPlainTextEdit()
+        self.samples_view.setObjectName("samplesView")
+        self.samples_view.setReadOnly(True)
+        self.samples_view.setPlaceholderText(
+            "Generated text appears here every few steps while training "
+            "(Training panel: “Sample text every”)."
+        )
+        self.samples_view.setMaximumBlockCount(2000)
+        layout.addWidget(self.samples_view)
+        return box
+
+    def _build_generation(self) -> QWidget:
+        box = QGroupBox("Generate")
+        layout = QVBoxLayout(box)
+        row = QHBoxLayout()
+        self.gen_prompt = QLineEdit()
+        self.gen_prompt.setObjectName("genPrompt")
+        self.gen_prompt.setPlaceholderText("Prompt")
+        self.gen_prompt.returnPressed.connect(self.generate)
+        row.addWidget(self.gen_prompt, 1)
+        self.gen_button = QPushButton("Generate")
+        self.gen_button.setObjectName("generateButton")
+        self.gen_button.clicked.connect(self._gen_clicked)
+        row.addWidget(self.gen_button)
+        layout.addLayout(row)
+        opts = QHBoxLayout()
+        opts.addWidget(QLabel("Temperature"))
+        self.temperature = QDoubleSpinBox()
+        self.temperature.setRange(0.0, 5.0)
+        self.temperature.setSingleStep(0.1)
+        self.temperature.setValue(0.8)
+        self.temperature.setToolTip(
+            "Divide the logits by this before sampling (0 = always the most likely token)"
+        )
+        opts.addWidget(self.temperature)
+        opts.addWidget(QLabel("Top-k"))
+        self.top_k = QSpinBox()
+        self.top_k.setRange(0, 1_000_000)
+        self.top_k.setSpecialValueText("off")
+        self.top_k.setToolTip("Sample only among the k most likely tokens (off = all)")
+        opts.addWidget(self.top_k)
+        opts.addWidget(QLabel("Top-p"))
+        self.top_p = QDoubleSpinBox()
+        self.top_p.setRange(0.01, 1.0)
+        self.top_p.setSingleStep(0.05)
+        self.top_p.setValue(1.0)
+        self.top_p.setToolTip("Sample among the smallest set of tokens whose probability reaches p (1 = off)")
+        opts.addWidget(self.top_p)
+        opts.addWidget(QLabel("Tokens"))
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setRange(1, 100_000)
+        self.max_tokens.setValue(200)
+        self.max_tokens.setToolTip("How many new tokens to generate")
+        opts.addWidget(self.max_tokens)
+        opts.addStretch(1)
+        layout.addLayout(opts)
+        self.gen_output = QPlainTextEdit()
+        self.gen_output.setObjectName("genOutput")
+        self.gen_output.setReadOnly(True)
+        self.gen_output.setPlaceholderText(
+            "Type a prompt and press Generate: tokens appear as they are produced."
+        )
+        layout.addWidget(self.gen_output, 1)
+        return box
+
+    # ---- hooks for the window ------------------------------------------------------------------
+    def menu_actions(self) -> dict[str, list[QAction]]:
+        return {"Training": [self.start_action, self.pause_action, self.stop_action]}
+
+    def export_targets(self) -> dict[str, QWidget]:
+        return {"curves": self.plots.view, "attention": self.head_grid.view}
+
+    def screenshot_pages(self):
+        return [("", lambda: None)]
+
+    def set_config_valid(self, valid: bool) -> None:
+        self._config_valid = valid
+        self._update_buttons()
+
+    def set_settings_valid(self, valid: bool) -> None:
+        self._settings_valid = valid
+        self._update_buttons()
+
+    def shutdown(self) -> None:
+        if self._gen_worker is not None:
+            self._gen_worker.stop()
+            self._gen_worker.join(10.0)
+
+    # ---- run control ---------------------------------------------------------------------------
+    def start_blocker(self) -> str:
+        """Why Start is disabled now ('' when it is enabled)."""
+        s = self.session
+        if s.is_training:
+            return "training is running"
+        if s.source is None:
+            return "choose a data source in the Data panel"
+        if not self._config_valid:
+            return "fix the model configuration (Model panel)"
+        if not self._settings_valid:
+            return "fix the training settings (Training panel)"
+        return ""
+
+    def start(self) -> None:
+        if self.start_blocker():
+            return
+        try:
+            self.session.start_training()
+        except Exception as exc:
+            self.status_label.setText(f"<span style='color:#c02020'>Cannot start: {exc}</span>")
+            return
+        self.status_label.setText("Starting…")
+
+    def toggle_pause(self) -> None:
+        if self.session.state == "paused":
+            self.session.resume_training()
+        else:
+            self.session.pause_training()
+
+    def save_now(self) -> None:
+        if self.session.checkpoint_path:
+            try:
+                self.session.save_checkpoint(self.session.checkpoint_path)
+            except Exception as exc:
+                self.status_label.setText(f"<span style='color:#c02020'>Save failed: {exc}</span>")
+        else:
+            self.saveRequested.emit()
+
+    def _update_buttons(self) -> None:
+        s = self.session
+        state = s.state
+        blocker = self.start_blocker()
+        self.start_button.setEnabled(not blocker)
+        if blocker and not s.is_training:
+            self.start_button.setToolTip(f"Start is disabled: {blocker}")
+            self.status_label.setText(f"<span style='color:#c02020'>Start is disabled: {blocker}</span>")
+        else:
+            self.start_button.setToolTip("Train the model with the Model and Training panels' settings (F5)")
+            if not s.is_training and self.status_label.text().startswith("<span style='color:#c02020'>Start"):
+                self.status_label.setText("")
+        if not s.is_training:
+            self.start_button.setText(self._start_text())
+        self.pause_button.setEnabled(state in ("running", "paused"))
+        self.pause_button.setText("Resume" if state == "paused" else "Pause")
+        self.stop_button.setEnabled(state in ("starting", "running", "paused"))
+        self.save_button.setEnabled(s.model is not None and state in ("idle", "running", "paused"))
+
+    def _start_text(self) -> str:
+        s = self.session
+        if s.can_continue():
+            budget = s.target_steps
+            return f"Continue to step {budget}" if s.step < budget else f"Train {budget} more steps"
+        return "Start"
+
+    def _on_state(self, state: str) -> None:
+        self._update_buttons()
+        if state == "paused":
+            self.status_label.setText(f"Paused at step {self.session.step}")
+        elif state == "running":
+            self.status_label.setText("Training…")
+        elif state == "stopping":
+            self.status_label.setText("Stopping after this step…")
+
+    def _on_finished(self, reason: str, message: str) -> None:
+        if reason == "error":
+            self.status_label.setText(f"<span style='color:#c02020'>Stopped: {message}</span>")
+        else:
+            self.status_label.setText(message[:1].upper() + message[1:] if message else "")
+        self._update_progress()
+        self._update_buttons()
+
+    # ---- progress and curves -------------------------------------------------------------------
+    def _on_history_reset(self) -> None:
+        self.plots.reset(self.session.history)
+        self.samples_view.setPlainText("".join(_sample_block(st, t) for st, t in self.session.samples))
+        self._reset_scrubber()
+        if self.session.latest_frame is None:
+            self.head_grid.clear()
+        self._update_progress()
+        self._update_reference()
+        self._update_buttons()
+
+    def _on_events(self, events: list) -> None:
+        self.plots.append(events)
+        self._update_progress()
+
+    def _update_progress(self) -> None:
+        s = self.session
+        worker = s._worker
+        target = worker.target if worker is not None and getattr(worker, "target", None) else s.target_steps
+        step = s.step
+        start = worker.start_step if worker is not None else 0
+        span = max(1, target - start)
+        done = min(span, max(0, step - start))
+        self.progress.setRange(0, span)
+        self.progress.setValue(done)
+        if s.is_training:
+            eta = s.eta_seconds(target)
+            self.progress.setFormat(f"step {step} / {target}   ETA {format_eta(eta)}")
+        else:
+            self.progress.setFormat(f"step {step}" if step else "not trained yet")
+
+    def _update_reference(self) -> None:
+        tok = self.session.tokenizer
+        self.plots.set_reference_loss(math.log(tok.vocab_size) if tok is not None else None)
+
+    # ---- live attention ------------------------------------------------------------------------
+    def _on_data(self, source) -> None:
+        self._update_reference()
+        self._update_buttons()
+        if not self.gen_prompt.text():
+            self.gen_prompt.setText(source.default_prompt[:24])
+
+    def _on_probe_prompt_changed(self, text: str) -> None:
+        if self.probe_edit.text() != text:
+            self.probe_edit.setText(text)
+        self.probe_error.hide()
+
+    def _apply_probe_prompt(self) -> None:
+        text = self.probe_edit.text()
+        try:
+            self.session.set_probe_prompt(text)
+        except Exception as exc:
+            self.probe_error.setText(str(exc))
+            self.probe_error.show()
+            return
+        self.probe_error.hide()
+
+    def _on_frame(self, frame) -> None:
+        frames = self.session.frames
+        self.scrubber.blockSignals(True)
+        self.scrubber.setRange(0, max(0, len(frames) - 1))
+        if self._scrub_live:
+            self.scrubber.setValue(self.scrubber.maximum())
+        self.scrubber.blockSignals(False)
+        if self._scrub_live:
+            self._draw(frame, live=True)
+        else:
+            self._update_scrub_label()
+
+    def _draw(self, frame, live: bool) -> None:
+        self.head_grid.set_weights(
+            frame.weights,
+            frame.tokens,
+            title=f"step {frame.step}{' (live)' if live else ''}: rows = queries, "
+            f"columns = keys, {len(frame.tokens)} tokens",
+        )
+        self._update_scrub_label(frame.step if not live else None)
+
+    def _update_scrub_label(self, step: int | None = None) -> None:
+        frames = self.session.frames
+        if not len(frames):
+            self.scrub_label.setText("no frames yet")
+            return
+        if step is None:
+            latest = self.session.latest_frame
+            self.scrub_label.setText(
+                f"live: step {latest.step if latest else frames[-1].step}  ({len(frames)} kept)"
+            )
+        else:
+            self.scrub_label.setText(f"step {step}  ({len(frames)} kept)")
+
+    def _reset_scrubber(self) -> None:
+        self.scrubber.blockSignals(True)
+        self.scrubber.setRange(0, max(0, len(self.session.frames) - 1))
+        self.scrubber.setValue(self.scrubber.maximum())
+        self.scrubber.blockSignals(False)
+        self._update_scrub_label()
+
+    def _on_scrub(self, index: int) -> None:
+        frames = self.session.frames
+        if not len(frames):
+            return
+        at_end = index >= len(frames) - 1
+        if at_end and not self._scrub_live:
+            self.live_button.setChecked(True)
+            return
+        if not at_end and self._scrub_live:
+            self._scrub_live = False
+            self.live_button.blockSignals(True)
+            self.live_button.setChecked(False)
+            self.live_button.blockSignals(False)
+        self._draw(frames[index], live=at_end and self._scrub_live)
+
+    def _on_live_toggled(self, on: bool) -> None:
+        self._scrub_live = on
+        if on:
+            self._reset_scrubber()
+            if self.session.latest_frame is not None:
+                self._draw(self.session.latest_frame, live=True)
+
+    def show_frame(self, index: int) -> None:
+        """Scrub to kept frame ``index`` (negative counts from the newest)."""
+        n = len(self.session.frames)
+        if n:
+            self.scrubber.setValue(index % n)
+
+    # ---- samples and generation ----------------------------------------------------------------
+    def _on_sample(self, step: int, text: str) -> None:
+        self.samples_view.moveCursor(QTextCursor.MoveOperation.End)
+        self.samples_view.insertPlainText(_sample_block(step, text))
+        self.samples_view.moveCursor(QTextCursor.MoveOperation.End)
+
+    def _gen_clicked(self) -> None:
+        if self._gen_worker is not None:
+            self._gen_worker.stop()
+        else:
+            self.generate()
+
+    def generate(self) -> None:
+        from app.workers import GenerateWorker
+
+        s = self.session
+        if self._gen_worker is not None or s.model is None or s.tokenizer is None:
+            return
+        prompt = self.gen_prompt.text()
+        try:
+            if not prompt:
+                raise ValueError("type a prompt first")
+            s.tokenizer.encode(prompt)
+        except Exception as exc:
+            self.gen_output.setPlainText(f"Cannot generate: {exc}")
+            return
+        model = s.generation_model()
+        top_k = self.top_k.value() or None
+        top_p = self.top_p.value() if self.top_p.value() < 1.0 else None
+        temperature = self.temperature.value()
+        worker = GenerateWorker(
+            model,
+            s.tokenizer,
+            prompt,
+            max_new_tokens=self.max_tokens.value(),
+            temperature=max(temperature, 1e-6),
+            top_k=top_k,
+            top_p=top_p,
+            greedy=temperature == 0.0,
+        )
+        worker.token.connect(self._on_token)
+        worker.finished.connect(self._on_generated)
+        self._gen_worker = worker
+        self.gen_output.setPlainText(prompt)
+        self.gen_button.setText("Stop")
+        worker.start()
+
+    def _on_token(self, piece: str) -> None:
+        if piece:
+            self.gen_output.moveCursor(QTextCursor.MoveOperation.End)
+            self.gen_output.insertPlainText(piece)
+
+    def _on_generated(self, text: str, error: str) -> None:
+        if self._gen_worker is not None:
+            self._gen_worker.join(5.0)
+        self._gen_worker = None
+        self.gen_button.setText("Generate")
+        if error:
+            self.gen_output.appendPlainText(f"\n[generation failed: {error}]")
+
+
+def _sample_block(step: int, text: str) -> str:
+    return f"── step {step} ──\n{text}\n\n"
