@@ -1,0 +1,134 @@
+"""TrainerGroup: train several model variants fairly, side by side.
+
+Every variant gets its own :class:`~model.train.Trainer` over the same data source with the same
+:class:`~model.train.TrainSettings` — in particular the same ``seed``, so each sees the same batches
+in the same order — and the group steps them round-robin (one step each in turn). Comparisons
+such as "the same model with and without the causal mask", Pre-LN vs Post-LN or MHA vs GQA then
+differ only in the one field that was changed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from model.config import GPTConfig
+
+
+@dataclass
+class VariantEvent:
+    """One training step of one variant: its ``name`` and the trainer's event."""
+
+    name: str
+    event: Any  # model.train.TrainEvent
+
+
+def variant_configs(base: GPTConfig, changes: dict[str, dict[str, Any]]) -> dict[str, GPTConfig]:
+    """``{"name": {field: value}}`` → validated configs "the same as ``base`` but ...".
+
+    Raises :class:`~model.config.ConfigError` naming the variant whose change is invalid.
+    """
+    from model.config import ConfigError
+
+    out: dict[str, GPTConfig] = {}
+    problems: list[str] = []
+    for name, change in changes.items():
+        unknown = sorted(set(change) - set(GPTConfig.field_names()))
+        if unknown:
+            problems.append(f"variant {name!r}: unknown option(s) {', '.join(unknown)}")
+            continue
+        cfg = base.replace(**change)
+        problems += [f"variant {name!r}: {p}" for p in cfg.problems()]
+        out[name] = cfg
+    if problems:
+        raise ConfigError(problems)
+    return out
+
+
+class TrainerGroup:
+    """Round-robin training of ``{name: GPTConfig}`` on one source with one set of settings."""
+
+    def __init__(self, variants: dict[str, GPTConfig], source: Any, settings: Any = None):
+        from model.train import Trainer, TrainSettings
+
+        if not variants:
+            raise ValueError("a comparison needs at least one variant")
+        settings = settings or TrainSettings()
+        self.settings = settings
+        self.source = source
+        self.trainers: dict[str, Trainer] = {
+            name: Trainer(cfg, source, settings) for name, cfg in variants.items()
+        }
+        self._stop = threading.Event()
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.trainers)
+
+    @property
+    def step(self) -> int:
+        """Steps every variant has completed."""
+        return min(t.step for t in self.trainers.values())
+
+    def stop(self) -> None:
+        """Stop after the current step (from any thread)."""
+        self._stop.set()
+        for t in self.trainers.values():
+            t.stop()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def step_all(self) -> list[VariantEvent]:
+        """One step of every variant, in order."""
+        return [VariantEvent(name, t.train_step()) for name, t in self.trainers.items()]
+
+    def iter_steps(self, steps: int | None = None) -> Iterator[VariantEvent]:
+        """Yield each variant's event, round-robin, until ``steps`` (default: settings.steps) or stop."""
+        target = steps if steps is not None else self.settings.steps
+        while self.step < target and not self._stop.is_set():
+            for name, t in self.trainers.items():
+                if self._stop.is_set():
+                    return
+                if t.step < target:
+                    yield VariantEvent(name, t.train_step())
+
+    def run(self, steps: int | None = None, callback: Callable[[VariantEvent], Any] | None = None):
+        events = []
+        for ev in self.iter_steps(steps):
+            events.append(ev)
+            if callback is not None:
+                callback(ev)
+        return events
+
+    def summary(self, *, context: int | None = None) -> list[dict[str, Any]]:
+        """One row per variant: final train/val loss, tokens/s, parameters, FLOPs and KV cache per token.
+
+        FLOPs per token: the budget calculator's forward figure (2·N_mm plus attention scores) at
+        ``context`` (default: the trainer's sequence length); KV cache per token:
+        ``2·L·n_kv_heads·head_dim`` values in fp32.
+        """
+        from model import budget
+
+        rows = []
+        for name, t in self.trainers.items():
+            hist = t.history
+            last_val = next((h["val_loss"] for h in reversed(hist) if h.get("val_loss") is not None), None)
+            T = context or t.seq_len
+            cfg = t.config
+            rows.append(
+                {
+                    "name": name,
+                    "steps": t.step,
+                    "train_loss": hist[-1]["train_loss"] if hist else None,
+                    "val_loss": last_val,
+                    "tokens_per_s": hist[-1]["tokens_per_s"] if hist else None,
+                    "params": budget.parameters(cfg).total,
+                    "flops_per_token": budget.flops(cfg, T).forward_total_per_token,
+                    "kv_cache_bytes_per_token": budget.kv_cache(cfg, 1, 1, 4).bytes,
+                }
+            )
+        return rows
