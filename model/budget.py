@@ -657,14 +657,20 @@ def activation_values_per_layer(
     """Activation values one block keeps for its backward pass (Korthikanti et al. 2022, generalised).
 
     Per token: both norm inputs ``2d``; attention input ``d``, Q ``h·d_k``, K and V ``2·h_kv·d_k``,
-    the O-projection input ``h·d_k``; MLP input ``d`` and hidden ``2·d_ff`` (gelu/relu: pre- and
-    post-activation) or ``3·d_ff`` (swiglu: gate, up, product). Without a fused kernel the softmax
-    output ``h·T`` per token is kept too (twice with attention dropout). For GPT-2 shapes in 16 bit
-    with dropout this is their ``34·s·b·d + 5·a·s²·b`` bytes.
+    the O-projection input ``h·d_k``; MLP input ``d`` and hidden ``2·d_ff`` (gelu: pre- and
+    post-activation), ``d_ff`` (relu: its output alone gives its gradient) or ``4·d_ff`` (swiglu: gate,
+    SiLU(gate), up, product). Without a fused kernel the
+    softmax output ``h·T`` per token is kept too (twice with attention dropout). For GPT-2 shapes in
+    16 bit with dropout this is their ``34·s·b·d + 5·a·s²·b`` bytes.
+
+    Norms, RoPE and the attention scalings are taken as fused (they keep their input only); the
+    app's plain-PyTorch GPT keeps a little more for RMSNorm, RoPE and qk_norm (checked in the tests).
     """
     s = symbols(cfg)
     d, h, h_kv, d_k, d_ff = s["d"], s["h"], s["h_kv"], s["d_k"], s["d_ff"]
-    per_token = 2 * d + d + d_k * (h + 2 * h_kv) + h * d_k + d + (3 if cfg.mlp == "swiglu" else 2) * d_ff
+    per_token = (
+        2 * d + d + d_k * (h + 2 * h_kv) + h * d_k + d + {"gelu": 2, "relu": 1, "swiglu": 4}[cfg.mlp] * d_ff
+    )
     n = per_token * seq_len * batch
     if not fused_attention:
         n += (2 if cfg.dropout else 1) * batch * h * seq_len * seq_len
@@ -685,8 +691,8 @@ def activation_bytes(
     masks when dropout > 0: ``2·T·B·d`` per layer, and ``h·T²·B`` without fused attention).
     With full recomputation (activation checkpointing per block): only each block's input
     ``L·T·B·d`` values are kept, plus one block's activations rebuilt during its backward.
-    Both add the model-level tensors: final-norm input ``T·B·d`` and the logits ``T·B·V`` in fp32
-    (the loss's softmax).
+    Both add the model-level tensors: the output head's input ``T·B·d`` (and the final norm's input,
+    another ``T·B·d``, with Pre-LN) and the loss's log-softmax ``T·B·V`` in fp32.
     """
     s = symbols(cfg)
     L, d, V, h = s["L"], s["d"], s["V"], s["h"]
@@ -696,7 +702,8 @@ def activation_bytes(
         masks = 2 * seq_len * batch * d + (0 if fused_attention else h * seq_len * seq_len * batch)
     layer = values * bytes_per_value + masks
     blocks = L * layer if not recompute else L * seq_len * batch * d * bytes_per_value + layer
-    top = seq_len * batch * d * bytes_per_value + seq_len * batch * V * 4
+    top_d = 2 if cfg.norm_position == "pre" else 1
+    top = top_d * seq_len * batch * d * bytes_per_value + seq_len * batch * V * 4
     return math.ceil(blocks + top)
 
 
