@@ -32,21 +32,25 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``only`` just that subcommand's module is imported (the others stay bare)."""
     parser = _Parser(prog="attention-lab", description="Attention Lab: watch every attention head work.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, help_text in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        module = importlib.import_module(f"app.commands.{name}")
-        module.add_arguments(p)
-        p.set_defaults(_module=module)
+        if only is None or name == only:
+            module = importlib.import_module(f"app.commands.{name}")
+            module.add_arguments(p)
+            p.set_defaults(_module=module)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     from model.config import ConfigError
 
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(chosen if chosen in COMMANDS else None)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

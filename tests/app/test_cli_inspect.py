@@ -1,0 +1,85 @@
+"""`attention-lab inspect` writes the documented .npz, and user mistakes are one line + exit 2."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from app.cli import main
+from model.export import load_inspection
+
+
+@pytest.fixture
+def config_file(tmp_path):
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps({"n_layers": 2, "d_model": 32, "n_heads": 4, "context_length": 64}))
+    return path
+
+
+def test_inspect_fresh_model_writes_every_array(tmp_path, config_file, capsys):
+    out = tmp_path / "att.npz"
+    prompt = "héllo wörld\n"
+    assert (
+        main(["inspect", "--config", str(config_file), "--prompt", prompt, "--out", str(out), "--seed", "1"])
+        == 0
+    )
+    data = load_inspection(out)
+    T = len(prompt.encode("utf-8"))
+    assert data["tokens"].shape == (T,) and data["tokens"][0] == "h"
+    for key in ("weights", "scores_raw", "scores_scaled"):
+        assert data[key].shape == (2, 4, T, T), key
+    assert data["mask"].shape == (T, T) and data["mask"].dtype == bool
+    assert np.array_equal(data["mask"], np.tril(np.ones((T, T), dtype=bool)))
+    w = data["weights"]
+    np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-5)
+    assert (w[..., ~data["mask"]] == 0).all()
+    np.testing.assert_allclose(data["scores_scaled"], data["scores_raw"] / np.sqrt(8), rtol=1e-5, atol=1e-6)
+    assert list(data["resid_points"]) == ["embed", "L0.mid", "L0.post", "L1.mid", "L1.post"]
+    assert data["resid_norms"].shape == (5, T)
+    assert data["logits"].shape == (T, 256)
+    assert json.loads(str(data["config"]))["n_layers"] == 2
+    assert "2 layers × 4 heads" in capsys.readouterr().out
+
+
+def test_seed_makes_it_reproducible(tmp_path, config_file):
+    a, b, c = (tmp_path / f"{n}.npz" for n in "abc")
+    for path, seed in ((a, "3"), (b, "3"), (c, "4")):
+        main(["inspect", "--config", str(config_file), "--prompt", "abc", "--out", str(path), "--seed", seed])
+    assert np.array_equal(load_inspection(a)["logits"], load_inspection(b)["logits"])
+    assert not np.array_equal(load_inspection(a)["logits"], load_inspection(c)["logits"])
+
+
+def test_long_prompt_is_cropped_with_a_warning(tmp_path, config_file, capsys):
+    out = tmp_path / "long.npz"
+    assert main(["inspect", "--config", str(config_file), "--prompt", "x" * 100, "--out", str(out)]) == 0
+    assert "keeping the last 64" in capsys.readouterr().err
+    assert load_inspection(out)["weights"].shape[-1] == 64
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--config", "{cfg}", "--prompt", "", "--out", "{out}"], "--prompt is empty"),
+        (["--config", "{missing}", "--prompt", "a", "--out", "{out}"], "does not exist"),
+        (
+            ["--config", "{bad}", "--prompt", "a", "--out", "{out}"],
+            "d_model=30 is not divisible by n_heads=4",
+        ),
+        (["--checkpoint", "{missing}", "--prompt", "a", "--out", "{out}"], "does not exist"),
+    ],
+)
+def test_user_mistakes_are_one_line_and_exit_2(tmp_path, config_file, args, message):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"d_model": 30, "n_heads": 4}))
+    fill = {"cfg": config_file, "out": tmp_path / "o.npz", "missing": tmp_path / "nope", "bad": bad}
+    argv = [a.format(**fill) for a in args]
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.main", "inspect", *argv], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert message in lines[0]
+    assert not (tmp_path / "o.npz").exists()
