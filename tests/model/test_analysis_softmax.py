@@ -1,0 +1,83 @@
+"""Softmax saturation: the sampled theory and the model-side comparison."""
+
+import numpy as np
+import pytest
+import torch
+
+from model.analysis.saturation import mean_max_weight, model_saturation
+from model.analysis.softmax_theory import (
+    jacobian_norm,
+    sample_logits,
+    score_histogram,
+    softmax_curves,
+    softmax_rows,
+)
+from model.config import GPTConfig
+from model.gpt import build_model
+
+GRID = [1, 4, 16, 64, 128, 512]
+
+
+@pytest.fixture(scope="module")
+def curves():
+    return softmax_curves(GRID, n_rows=256, n_keys=32, seed=0)
+
+
+def test_raw_score_std_is_sqrt_dk(curves):
+    un = curves["unscaled"]
+    # relative standard error of a sample std over 256 rows × 32 keys is ~2-4% here; allow 10%
+    np.testing.assert_allclose(un.score_std, np.sqrt(GRID), rtol=0.1)
+    i64, i128 = GRID.index(64), GRID.index(128)
+    assert un.score_std[i64] == pytest.approx(8.0, rel=0.1)
+    assert un.score_std[i128] == pytest.approx(11.3, rel=0.1)
+    for v in ("scaled", "init", "cosine"):
+        np.testing.assert_allclose(curves[v].score_std, 1.0, rtol=0.1)
+    np.testing.assert_allclose(curves["temperature"].score_std, np.sqrt(GRID) / 8, rtol=0.1)
+
+
+def test_unscaled_saturates_while_scaled_stays_flat(curves):
+    un, sc = curves["unscaled"], curves["scaled"]
+    assert np.all(np.diff(un.max_weight) > 0)
+    assert np.all(np.diff(un.entropy) < 0)
+    big = np.array(GRID) >= 16  # the Jacobian first grows (uniform → peaked), then collapses
+    assert np.all(np.diff(un.jacobian_norm[big]) < 0)
+    assert un.max_weight[-1] > 0.85 and un.jacobian_norm[-1] < 0.6 * sc.jacobian_norm[-1]
+    for name in ("max_weight", "entropy", "jacobian_norm"):
+        flat, moving = getattr(sc, name), getattr(un, name)
+        assert np.ptp(flat) < 0.15 * np.ptp(moving) and np.ptp(flat) < 0.15 * flat.mean()
+    assert sc.entropy[-1] < sc.uniform_entropy
+
+
+def test_sampling_is_seeded_and_jacobian_formula():
+    a = sample_logits(32, "cosine", n_rows=8, seed=3)
+    np.testing.assert_array_equal(a, sample_logits(32, "cosine", n_rows=8, seed=3))
+    assert not np.array_equal(a, sample_logits(32, "cosine", n_rows=8, seed=4))
+    assert np.abs(sample_logits(16, "cosine", n_rows=8, gain=2.0)).max() <= 2.0 + 1e-9
+    p = softmax_rows(np.random.default_rng(0).standard_normal((3, 5)))
+    for row in p:
+        J = np.diag(row) - np.outer(row, row)
+        assert jacobian_norm(row) == pytest.approx(np.linalg.norm(J))
+    edges, dens = score_histogram(64, "unscaled", n_rows=64)
+    assert len(edges) == 61 and edges[-1] == pytest.approx(32.0)
+    assert (dens * np.diff(edges)).sum() == pytest.approx(1.0, abs=0.02)
+
+
+@pytest.mark.parametrize("attn_scale", ["sqrt_dk", "none"])
+def test_model_saturation_compares_with_and_without_scale(attn_scale):
+    cfg = GPTConfig(vocab_size=20, context_length=16, n_layers=2, d_model=32, n_heads=2,
+                    attn_scale=attn_scale)
+    model = build_model(cfg, seed=0)
+    with torch.no_grad():
+        for b in model.blocks:
+            b.attn.q_proj.weight.mul_(30)
+            b.attn.k_proj.weight.mul_(30)
+    tr = model.trace(torch.randint(0, 20, (1, 14), generator=torch.Generator().manual_seed(0)))
+    s = model_saturation(tr)
+    assert s.entropy_model.shape == (2, 2)
+    if attn_scale == "none":
+        np.testing.assert_allclose(s.entropy_unscaled, s.entropy_model, atol=1e-5)
+    else:
+        # softmax(β s) gets sharper as β grows: removing 1/√d_k lowers entropy, raises max weight
+        assert np.all(s.entropy_unscaled < s.entropy_model)
+        assert np.all(s.max_weight_unscaled > s.max_weight_model)
+        np.testing.assert_allclose(s.max_weight_model, mean_max_weight(tr.stack("weights"), tr.mask))
