@@ -979,7 +979,7 @@ def human_count(n: float) -> str:
     for div, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
         if abs(n) >= div:
             v = n / div
-            return f"{v:.3g}{unit}" if v < 100 else f"{v:.1f}{unit}"
+            return f"{v:.3g}{unit}" if v < 100 else f"{v:.4g}{unit}"
     return f"{n:g}"
 
 
@@ -1018,7 +1018,8 @@ def human_duration(seconds: float) -> str:
 
 def render_text(rep: dict[str, Any]) -> str:
     """The human-readable table of a :func:`report` dict: components with formulas, then FLOPs, KV
-    cache, memory and (when present) training cost."""
+    cache, memory and (when present) training cost; a ``"preset"`` entry (``Preset.to_dict()``) adds
+    the authors' reported figures beside the estimate."""
     cfg = rep["config"]
     sy = rep["symbols"]
     p = rep["params"]
@@ -1127,6 +1128,13 @@ def render_text(rep: dict[str, Any]) -> str:
                 f"  at {t['peak_flops'] / 1e12:g} TFLOP/s × {t['mfu']:.0%} utilisation: {gpu_time}; "
                 f"{human_duration(t['seconds'])} on {t['gpus']:,} GPU{plural}"
             )
+        pre = rep.get("preset") or {}
+        if pre.get("reported_gpu_hours") or pre.get("reported_flops"):
+            said = [f"{pre['reported_flops']:.3g} FLOP"] if pre.get("reported_flops") else []
+            if pre.get("reported_gpu_hours"):
+                said.append(f"{pre['reported_gpu_hours']:,.0f} {pre.get('gpu') or 'GPU'} GPU-hours")
+            tokens = human_count(pre["training_tokens"])
+            lines.append(f"  reported for {pre['title']} ({tokens} tokens): {', '.join(said)}")
     return "\n".join(lines)
 
 

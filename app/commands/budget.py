@@ -71,16 +71,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--list-presets", action="store_true", help="list the presets and exit")
 
     arch = parser.add_argument_group("architecture (override the preset or config when given with one)")
-    arch.add_argument("--layers", type=_int, help=FIELD_HELP["n_layers"])
-    arch.add_argument("--d-model", type=_int, help=FIELD_HELP["d_model"])
-    arch.add_argument("--heads", type=_int, help=FIELD_HELP["n_heads"])
-    arch.add_argument("--kv-heads", type=_int, help=FIELD_HELP["n_kv_heads"])
-    arch.add_argument("--head-dim", type=_int, help=FIELD_HELP["head_dim"])
-    arch.add_argument("--d-ff", type=_int, help=FIELD_HELP["d_ff"])
+    arch.add_argument("--layers", type=_int, metavar="L", help=FIELD_HELP["n_layers"])
+    arch.add_argument("--d-model", type=_int, metavar="D", help=FIELD_HELP["d_model"])
+    arch.add_argument("--heads", type=_int, metavar="H", help=FIELD_HELP["n_heads"])
+    arch.add_argument("--kv-heads", type=_int, metavar="H_KV", help=FIELD_HELP["n_kv_heads"])
+    arch.add_argument("--head-dim", type=_int, metavar="D_K", help=FIELD_HELP["head_dim"])
+    arch.add_argument("--d-ff", type=_int, metavar="D_FF", help=FIELD_HELP["d_ff"])
     arch.add_argument("--mlp", choices=CHOICES["mlp"], help=FIELD_HELP["mlp"])
-    arch.add_argument("--vocab", type=_int, help=FIELD_HELP["vocab_size"])
+    arch.add_argument("--vocab", type=_int, metavar="V", help=FIELD_HELP["vocab_size"])
     arch.add_argument("--positions", choices=CHOICES["positions"], help=FIELD_HELP["positions"])
-    arch.add_argument("--context", type=_int, help=FIELD_HELP["context_length"])
+    arch.add_argument("--context", type=_int, metavar="T_MAX", help=FIELD_HELP["context_length"])
     arch.add_argument("--bias", choices=CHOICES["bias"], help=FIELD_HELP["bias"])
     arch.add_argument("--norm", choices=CHOICES["norm"], help=FIELD_HELP["norm"])
     arch.add_argument("--norm-position", choices=CHOICES["norm_position"], help=FIELD_HELP["norm_position"])
@@ -204,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.list_presets:
         return _list_presets(args.json)
-    cfg, title, _ = build_config(args)
+    cfg, title, preset = build_config(args)
     peak = None if args.peak_tflops is None else args.peak_tflops * 1e12
     settings = dict(
         seq_len=args.seq_len,
@@ -223,6 +223,8 @@ def run(args: argparse.Namespace) -> int:
     rep = budget.report(
         cfg, **settings, recompute=args.recompute, causal_halving=args.causal_halving, title=title
     )
+    if preset is not None:
+        rep["preset"] = preset.to_dict()
     if args.json:
         json.dump(rep, sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -60,6 +60,8 @@ def test_json_for_llama2_7b(run):
     assert rep["kv_cache"]["bytes"] == 2 * 2**30
     assert rep["training"]["flops"] == 6 * p.total * 2e12
     assert rep["training"]["gpu_hours"] == pytest.approx(180_000, rel=0.01)
+    # the preset's public figures travel with it: the paper's 184,320 GPU-hours
+    assert rep["training"]["gpu_hours"] == pytest.approx(rep["preset"]["reported_gpu_hours"], rel=0.03)
 
 
 def test_table_has_formulas(run):
@@ -67,6 +69,8 @@ def test_table_has_formulas(run):
     assert rc == 0
     assert "L·3·d·d_ff" in out and "135,266,304" in out and "6,738,415,616" in out
     assert "training on" not in out  # no tokens given
+    rc, out, _ = run("--preset", "llama2-7b", "--tokens", "2T", "--peak-tflops", "312", "--gpus", "2048")
+    assert "GPU-hours" in out and "reported for Llama 2 7B" in out and "2,048 GPUs" in out
 
 
 def test_custom_flags_build_gpt2_small(run):
