@@ -371,12 +371,15 @@ class GPT(nn.Module):
         return self.tok_emb.weight.device
 
     def num_params(self, non_embedding: bool = False) -> int:
-        """Parameter count; ``non_embedding`` leaves out the token and (learned) position tables."""
+        """Parameter count; ``non_embedding`` follows Kaplan et al. (and the budget calculator): it
+        leaves out the token table, the learned position table and an untied output head."""
         n = sum(p.numel() for p in self.parameters())
         if non_embedding:
             n -= self.tok_emb.weight.numel()
             if self.config.positions == "learned":
                 n -= self.pos_emb.weight.numel()
+            if self.lm_head is not None:
+                n -= self.lm_head.weight.numel()
         return n
 
     def attention_mask(self, T: int, S: int | None = None, attn_mask: torch.Tensor | None = None):

@@ -290,3 +290,12 @@ def test_trace_equals_fast_for_random_configs(
     w = trace.stack("weights")
     assert w.shape == (2, n_heads, T, T)
     assert abs(w.sum(-1) - 1).max() < 1e-5
+
+
+def test_non_embedding_count_leaves_out_tables_and_untied_head():
+    untied, tied = GPT(tiny()), GPT(tiny(tie_embeddings=True))
+    blocks = sum(p.numel() for p in untied.blocks.parameters()) + sum(
+        p.numel() for p in untied.norm_f.parameters()
+    )
+    assert untied.num_params(non_embedding=True) == blocks
+    assert tied.num_params(non_embedding=True) == blocks
