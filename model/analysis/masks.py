@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from model.analysis.heads import as_numpy
+
 MASK_KINDS = ("causal", "none", "sliding", "prefix")
 
 
@@ -66,9 +68,11 @@ def make_mask(kind: str, T: int, *, window: int = 8, prefix: int = 4) -> torch.T
 
 
 def apply_mask(scores, mask) -> np.ndarray:
-    """The scores the softmax sees: ``scores`` [..., T, T] with −∞ where ``mask`` is False (float64 numpy)."""
-    s = np.array(scores.detach().float().cpu().numpy() if hasattr(scores, "detach") else scores,
-                 dtype=np.float64)
+    """The scores the softmax sees: ``scores`` [..., T, T] with −∞ where ``mask`` is False.
+
+    A numpy copy (float64 stays float64, anything else becomes float32).
+    """
+    s = as_numpy(scores).copy()
     m = np.asarray(mask.cpu().numpy() if hasattr(mask, "cpu") else mask, dtype=bool)
     s[..., ~m] = -np.inf
     return s
@@ -80,11 +84,10 @@ def future_weight(weights) -> np.ndarray:
     0 for any causal head; for a model trained without the mask it shows how much each head copies
     from the answer it is asked to predict (the "no-mask bug" of the mask lab).
     """
-    w = np.asarray(weights.detach().float().cpu().numpy() if hasattr(weights, "detach") else weights,
-                   dtype=np.float64)
+    w = as_numpy(weights)
     T = w.shape[-1]
     upper = np.triu(np.ones((T, T), dtype=bool), 1)
-    return (w * upper).sum(-1).mean(-1)
+    return (w * upper).sum(-1, dtype=np.float64).mean(-1)
 
 
 __all__ = [

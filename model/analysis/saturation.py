@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from model.analysis.heads import _mask_for, _mean_rows, as_numpy, entropy, entropy_norm, informative_rows
 from model.analysis.masks import apply_mask
-from model.analysis.softmax_theory import softmax_rows
 
 
 def mean_max_weight(weights, mask=None) -> np.ndarray:
@@ -31,7 +31,8 @@ def mean_max_weight(weights, mask=None) -> np.ndarray:
 
 def softmax_without_scale(scores_raw, mask) -> np.ndarray:
     """``softmax_row(mask(QKᵀ))``: what the weights would be with no scaling at all. [..., T, T]."""
-    return softmax_rows(apply_mask(scores_raw, mask))
+    z = torch.from_numpy(np.ascontiguousarray(apply_mask(scores_raw, mask)))
+    return torch.softmax(z, dim=-1).numpy()
 
 
 @dataclass
@@ -49,7 +50,7 @@ class SaturationStats:
 
 def model_saturation(trace, batch: int = 0) -> SaturationStats:
     """:class:`SaturationStats` from a trace holding ``weights`` and ``scores_raw`` for every layer."""
-    w = trace.stack("weights", batch).astype(np.float64)
+    w = trace.stack("weights", batch)
     w0 = softmax_without_scale(trace.stack("scores_raw", batch), trace.mask)
     m = trace.mask
     return SaturationStats(

@@ -95,7 +95,11 @@ def sample_logits(
 
 
 def softmax_rows(z: np.ndarray) -> np.ndarray:
-    """Row-wise softmax of logits [..., n] (max-subtracted, so large logits do not overflow)."""
+    """Row-wise softmax of logits [..., n] (−∞ entries get weight 0; large logits do not overflow).
+
+    Same dtype as ``z`` (float32 or float64).
+    """
+    z = np.asarray(z)
     e = np.exp(z - z.max(-1, keepdims=True))
     return e / e.sum(-1, keepdims=True)
 
