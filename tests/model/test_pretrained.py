@@ -1,0 +1,476 @@
+"""Opening pretrained models from local files: Hugging Face GPT-2 and nanoGPT, exactly.
+
+The reference for GPT-2 is ``transformers`` itself (a test-only dependency): a tiny random
+GPT2LMHeadModel is saved in HF format, opened with ours, and compared logit for logit, attention
+weight for attention weight and greedy token for greedy token. The reference for nanoGPT is a copy of
+nanoGPT's model (below), saved the way its train.py saves checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from transformers import GPT2Config, GPT2LMHeadModel
+
+from model.checkpoint import save_checkpoint
+from model.config import GPTConfig
+from model.generate import generate
+from model.gpt import build_model
+from model.pretrained import CheckpointError, detect, open_model
+from model.tokens import CharTokenizer
+from model.trace import estimate_nbytes
+from tests.model.test_bpe import write_tiny_gpt2_tokenizer
+
+PROMPTS = [
+    "The quick brown fox",
+    "def main(x):\n    return",
+    "日本語のテキスト 😀",
+    "It's what we'll do, isn't it? The lazy dog",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Hugging Face GPT-2
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tokenizer_files(tmp_path_factory):
+    return write_tiny_gpt2_tokenizer(tmp_path_factory.mktemp("tok"))
+
+
+def randomize_(model: nn.Module, std: float = 0.3) -> None:
+    """Every parameter random (biases and LayerNorm shifts too, so a dropped one shows in the logits)."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ".ln_" in name and name.endswith("weight"):
+                p.uniform_(0.5, 1.5)
+            else:
+                p.normal_(0.0, std)
+
+
+def write_hf_gpt2(directory: Path, tokenizer_files: Path, seed: int = 0, **config) -> GPT2LMHeadModel:
+    """A random GPT2LMHeadModel saved with save_pretrained (safetensors) plus GPT-2 tokenizer files."""
+    torch.manual_seed(seed)
+    fields = dict(vocab_size=400, n_positions=48, n_embd=32, n_layer=2, n_head=4)
+    fields.update(config)
+    hf_cfg = GPT2Config(**fields, bos_token_id=None, eos_token_id=None, attn_implementation="eager")
+    model = GPT2LMHeadModel(hf_cfg).eval()
+    randomize_(model)
+    model.save_pretrained(str(directory))
+    for name in ("vocab.json", "merges.txt"):
+        shutil.copy(tokenizer_files / name, directory / name)
+    return model
+
+
+VARIANTS = {
+    "gpt2": {},
+    "exact-gelu-untied-eps": dict(
+        activation_function="gelu", tie_word_embeddings=False, n_inner=80, layer_norm_epsilon=1e-2
+    ),
+    "relu-unscaled": dict(activation_function="relu", scale_attn_weights=False),
+}
+
+
+@pytest.fixture(scope="module")
+def hf_models(tmp_path_factory, tokenizer_files):
+    """variant -> (directory, transformers' model, our Checkpoint), each written and opened once."""
+    made: dict = {}
+
+    def get(variant: str):
+        if variant not in made:
+            directory = tmp_path_factory.mktemp(f"hf-{variant}")
+            reference = write_hf_gpt2(directory, tokenizer_files, **VARIANTS[variant])
+            made[variant] = directory, reference, open_model(directory)
+        return made[variant]
+
+    return get
+
+
+@pytest.fixture(params=list(VARIANTS))
+def hf_model(request, hf_models):
+    return hf_models(request.param)
+
+
+def test_hf_gpt2_logits_match_transformers(hf_model):
+    directory, reference, ckpt = hf_model
+    assert ckpt.meta["kind"] == "hf-gpt2"
+    assert not ckpt.model.training
+    for prompt in PROMPTS:
+        ids = torch.tensor([ckpt.tokenizer.encode(prompt)])
+        with torch.no_grad():
+            expected = reference(ids).logits
+            ours, _ = ckpt.model(ids)
+        assert ours.shape == expected.shape
+        assert (ours - expected).abs().max().item() < 1e-4, prompt
+        assert expected.std().item() > 1.0  # random weights: logits far from a constant
+
+
+def test_hf_gpt2_attention_weights_match_transformers(hf_model):
+    _, reference, ckpt = hf_model
+    ids = torch.tensor([ckpt.tokenizer.encode(PROMPTS[3])])
+    with torch.no_grad():
+        expected = torch.stack(reference(ids, output_attentions=True).attentions)[:, 0]  # [L, H, T, T]
+    trace = ckpt.model.trace(ids, kinds=("weights",))
+    assert torch.allclose(torch.from_numpy(trace.stack("weights")), expected, atol=1e-5)
+
+
+def test_hf_gpt2_greedy_generation_matches_transformers(hf_models):
+    _, reference, ckpt = hf_models("gpt2")  # the other variants' logits are exact too (above)
+    for prompt in PROMPTS:
+        ids = torch.tensor([ckpt.tokenizer.encode(prompt)])
+        n = min(16, ckpt.config.context_length - ids.shape[1])
+        with torch.no_grad():
+            expected = reference.generate(
+                ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, do_sample=False, pad_token_id=0
+            )
+            ours = generate(ckpt.model, ids, n, greedy=True)  # KV-cached decoding
+        assert ours.tolist() == expected.tolist(), prompt
+        assert len(set(ours[0, -n:].tolist())) > 1  # not a degenerate single-token loop
+
+
+def test_hf_gpt2_config_and_meta(hf_model):
+    directory, reference, ckpt = hf_model
+    hf = reference.config
+    cfg = ckpt.config
+    assert (cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.context_length, cfg.vocab_size) == (
+        hf.n_layer,
+        hf.n_head,
+        hf.n_embd,
+        hf.n_positions,
+        hf.vocab_size,
+    )
+    assert cfg.norm_eps == hf.layer_norm_epsilon
+    assert cfg.tie_embeddings == hf.tie_word_embeddings
+    assert (ckpt.model.lm_head is None) == hf.tie_word_embeddings
+    assert ckpt.meta["n_params"] == reference.num_parameters() == ckpt.model.num_params()
+    assert ckpt.meta["name"] == directory.name
+    assert str(ckpt.tokenizer.vocab_size) in ckpt.meta["tokenizer"]
+    assert all(p.requires_grad for p in ckpt.model.parameters())  # ready to fine-tune
+
+
+def test_hf_gpt2_detected_by_content_from_dir_or_any_file(hf_model):
+    directory, _, _ = hf_model
+    assert detect(directory) == ("hf-gpt2", directory)
+    assert detect(directory / "config.json") == ("hf-gpt2", directory)
+    assert detect(directory / "model.safetensors") == ("hf-gpt2", directory)
+
+
+def test_gpt2_shaped_trace_stays_within_the_documented_budget(tmp_path, tokenizer_files):
+    """12 layers × 12 heads, a 256-token prompt, weights only in float16: L·H·T²·2 bytes."""
+    write_hf_gpt2(tmp_path, tokenizer_files, n_layer=12, n_head=12, n_embd=96, n_positions=256)
+    ckpt = open_model(tmp_path)
+    ids = torch.randint(0, ckpt.config.vocab_size, (1, 256), generator=torch.Generator().manual_seed(0))
+    trace = ckpt.model.trace(ids, kinds=("weights",), dtype=torch.float16)
+    budget = estimate_nbytes(12, 12, 256, 96, 8, kinds=("weights",), bytes_per_value=2)
+    assert trace.nbytes <= budget == 12 * 12 * 256 * 256 * 2
+    w = trace.stack("weights")
+    assert w.shape == (12, 12, 256, 256)
+    assert abs(float(w.sum(-1).mean()) - 1.0) < 1e-2
+
+
+# ---- broken or foreign directories ----------------------------------------------------------
+@pytest.fixture
+def hf_copy(tmp_path, tokenizer_files):
+    directory = tmp_path / "gpt2-copy"
+    directory.mkdir()
+    write_hf_gpt2(directory, tokenizer_files)
+    return directory
+
+
+def _edit_config(directory: Path, **changes) -> None:
+    path = directory / "config.json"
+    data = json.loads(path.read_text())
+    data.update(changes)
+    path.write_text(json.dumps(data))
+
+
+def test_other_model_type_is_named(hf_copy):
+    _edit_config(hf_copy, model_type="llama")
+    with pytest.raises(CheckpointError, match="model_type 'llama'"):
+        open_model(hf_copy)
+
+
+def test_missing_weights_are_named(hf_copy):
+    (hf_copy / "model.safetensors").unlink()
+    with pytest.raises(CheckpointError, match="model.safetensors is missing"):
+        open_model(hf_copy)
+
+
+def test_missing_tokenizer_is_named(hf_copy):
+    (hf_copy / "merges.txt").unlink()
+    with pytest.raises(CheckpointError, match="merges.txt missing"):
+        open_model(hf_copy)
+
+
+def test_config_that_disagrees_with_the_weights(hf_copy):
+    _edit_config(hf_copy, n_positions=64)
+    with pytest.raises(CheckpointError, match=r"transformer\.wpe\.weight is \[48, 32\], not \[64, 32\]"):
+        open_model(hf_copy)
+    _edit_config(hf_copy, n_positions=48, n_layer=1)
+    with pytest.raises(CheckpointError, match=r"no place for: transformer\.h\.1\."):
+        open_model(hf_copy)
+    _edit_config(hf_copy, n_layer=3)
+    with pytest.raises(CheckpointError, match=r"missing transformer\.h\.2\."):
+        open_model(hf_copy)
+
+
+def test_unsupported_gpt2_options_are_named(hf_copy):
+    _edit_config(hf_copy, activation_function="silu")
+    with pytest.raises(CheckpointError, match="activation_function 'silu'"):
+        open_model(hf_copy)
+    _edit_config(hf_copy, activation_function="gelu_new", scale_attn_by_inverse_layer_idx=True)
+    with pytest.raises(CheckpointError, match="scale_attn_by_inverse_layer_idx"):
+        open_model(hf_copy)
+
+
+def test_tokenizer_larger_than_the_model_vocabulary(hf_copy):
+    _edit_config(hf_copy, vocab_size=100)
+    with pytest.raises(CheckpointError, match=r"tokenizer has \d+ tokens but config.json says vocab_size"):
+        open_model(hf_copy)
+
+
+def test_corrupt_safetensors(hf_copy):
+    weights = hf_copy / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[:-100])
+    with pytest.raises(CheckpointError, match=r"not a readable safetensors file: .*truncated"):
+        open_model(hf_copy)
+    weights.write_bytes(b"\x0a\x00\x00\x00\x00\x00\x00\x00{not json}")
+    with pytest.raises(CheckpointError, match="model.safetensors is not a readable safetensors file"):
+        open_model(hf_copy)
+
+
+def test_a_directory_with_no_model(tmp_path):
+    (tmp_path / "ckpt.pt").write_bytes(b"not a torch file at all")  # a name alone is not a checkpoint
+    with pytest.raises(CheckpointError, match="holds no model"):
+        open_model(tmp_path)
+    with pytest.raises(CheckpointError, match="does not exist"):
+        open_model(tmp_path / "nowhere")
+
+
+# ---------------------------------------------------------------------------------------------
+# nanoGPT
+# ---------------------------------------------------------------------------------------------
+class NanoLayerNorm(nn.Module):
+    def __init__(self, ndim, bias):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(ndim))
+        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
+
+    def forward(self, x):
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
+
+
+class NanoAttention(nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        d = a["n_embd"]
+        self.n_head = a["n_head"]
+        self.c_attn = nn.Linear(d, 3 * d, bias=a["bias"])
+        self.c_proj = nn.Linear(d, d, bias=a["bias"])
+        bs = a["block_size"]
+        self.register_buffer("bias", torch.tril(torch.ones(bs, bs)).view(1, 1, bs, bs))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        y = F.softmax(att, dim=-1) @ v
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+
+class NanoBlock(nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        d = a["n_embd"]
+        self.ln_1 = NanoLayerNorm(d, a["bias"])
+        self.attn = NanoAttention(a)
+        self.ln_2 = NanoLayerNorm(d, a["bias"])
+        self.mlp = nn.Module()
+        self.mlp.c_fc = nn.Linear(d, 4 * d, bias=a["bias"])
+        self.mlp.c_proj = nn.Linear(4 * d, d, bias=a["bias"])
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x))))
+
+
+class NanoGPT(nn.Module):
+    """nanoGPT's model.py GPT, reduced to what its checkpoints hold."""
+
+    def __init__(self, a):
+        super().__init__()
+        self.transformer = nn.ModuleDict(
+            dict(
+                wte=nn.Embedding(a["vocab_size"], a["n_embd"]),
+                wpe=nn.Embedding(a["block_size"], a["n_embd"]),
+                h=nn.ModuleList(NanoBlock(a) for _ in range(a["n_layer"])),
+                ln_f=NanoLayerNorm(a["n_embd"], a["bias"]),
+            )
+        )
+        self.lm_head = nn.Linear(a["n_embd"], a["vocab_size"], bias=False)
+        self.transformer.wte.weight = self.lm_head.weight  # weight tying
+
+    def forward(self, idx):
+        pos = torch.arange(idx.shape[1])
+        x = self.transformer.wte(idx) + self.transformer.wpe(pos)
+        for block in self.transformer.h:
+            x = block(x)
+        return self.lm_head(self.transformer.ln_f(x))
+
+
+CHARS = "\n !'(),.:?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def write_nanogpt(path: Path, *, bias=True, compiled=False, untied=False, legacy=False, seed=0) -> NanoGPT:
+    """A ckpt.pt as nanoGPT's train.py writes it (model, optimizer, model_args, iter_num, ...)."""
+    torch.manual_seed(seed)
+    args = dict(n_layer=2, n_head=4, n_embd=32, block_size=32, bias=bias, vocab_size=len(CHARS), dropout=0.0)
+    ref = NanoGPT(args)
+    with torch.no_grad():
+        for name, p in ref.named_parameters():
+            p.copy_(torch.rand_like(p) + 0.5 if name.endswith("ln_1.weight") else torch.randn_like(p) * 0.3)
+        if untied:
+            ref.lm_head.weight = nn.Parameter(ref.lm_head.weight.detach().clone() * -1.5)
+    opt = torch.optim.AdamW(ref.parameters(), lr=1e-3)
+    ref(torch.zeros(1, 4, dtype=torch.long)).sum().backward()
+    opt.step()  # a real optimizer state goes into the file, as in nanoGPT
+    sd = ref.state_dict()
+    if compiled:
+        sd = {"_orig_mod." + k: v for k, v in sd.items()}
+    ckpt = {
+        "model": sd,
+        "optimizer": opt.state_dict(),
+        "model_args": args,
+        "iter_num": 250,
+        "best_val_loss": torch.tensor(1.4697),
+        "config": {"dataset": "shakespeare_char", "learning_rate": 1e-3, "compile": compiled},
+    }
+    torch.save(ckpt, path, _use_new_zipfile_serialization=not legacy)
+    return ref.eval()
+
+
+NANO_VARIANTS = {
+    "plain": {},
+    "compiled": dict(compiled=True),
+    "no-bias": dict(bias=False),
+    "compiled-no-bias-untied-legacy": dict(compiled=True, bias=False, untied=True, legacy=True),
+}
+
+
+@pytest.mark.parametrize("variant", list(NANO_VARIANTS))
+def test_nanogpt_logits_match_the_state_dict(tmp_path, variant):
+    ref = write_nanogpt(tmp_path / "ckpt.pt", **NANO_VARIANTS[variant])
+    (tmp_path / "tokenizer.json").write_text(json.dumps(CharTokenizer(CHARS).to_dict()))
+    ckpt = open_model(tmp_path)
+    assert ckpt.meta["kind"] == "nanogpt"
+    assert ckpt.meta["iter_num"] == 250 and abs(ckpt.meta["best_val_loss"] - 1.4697) < 1e-6
+    assert ckpt.meta["n_params"] == sum(p.numel() for p in ref.parameters())
+    assert ckpt.config.bias == ("none" if variant.endswith(("no-bias", "legacy")) else "all")
+    assert ckpt.config.tie_embeddings == ("untied" not in variant)
+    ids = torch.tensor([ckpt.tokenizer.encode("To be, or not to be: that is the question.")[:32]])
+    with torch.no_grad():
+        expected = ref(ids)
+        ours, _ = ckpt.model(ids)
+    assert (ours - expected).abs().max().item() < 1e-4
+    assert expected.std().item() > 0.3  # random weights: logits far from a constant
+
+
+def test_nanogpt_file_and_char_vocabulary_from_meta_pkl(tmp_path):
+    ref = write_nanogpt(tmp_path / "weights.bin", seed=1)  # detected by content, whatever the name
+    itos = dict(enumerate(CHARS))
+    meta = {"vocab_size": len(CHARS), "itos": itos, "stoi": {c: i for i, c in itos.items()}}
+    (tmp_path / "meta.pkl").write_bytes(pickle.dumps(meta))
+    assert detect(tmp_path) == ("nanogpt", tmp_path / "weights.bin")
+    ckpt = open_model(tmp_path / "weights.bin")
+    assert ckpt.tokenizer == CharTokenizer(CHARS)
+    ids = torch.tensor([ckpt.tokenizer.encode("Hello there")])
+    with torch.no_grad():
+        assert torch.allclose(ckpt.model(ids)[0], ref(ids), atol=1e-4)
+
+
+class Payload:
+    """Unpickling this calls open(marker, "w"): it creates the marker file."""
+
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_a_checkpoint_that_needs_unpickling_is_refused_not_run(tmp_path):
+    marker = tmp_path / "pwned"
+    torch.save(
+        {"model_args": {"n_layer": 1}, "model": {}, "extra": Payload(marker)}, tmp_path / "ckpt.pt"
+    )
+    assert not marker.exists()
+    with pytest.raises(CheckpointError, match=r"asks for (io|builtins)\.open.*never does"):
+        open_model(tmp_path)
+    assert not marker.exists()
+
+
+def test_a_meta_pkl_with_code_is_refused_not_run(tmp_path):
+    write_nanogpt(tmp_path / "ckpt.pt")
+    marker = tmp_path / "pwned"
+    (tmp_path / "meta.pkl").write_bytes(pickle.dumps({"itos": {0: "a"}, "x": Payload(marker)}))
+    with pytest.raises(CheckpointError, match="meta.pkl is not a plain-data"):
+        open_model(tmp_path)
+    assert not marker.exists()
+
+
+def test_nanogpt_without_a_tokenizer_says_where_to_find_one(tmp_path):
+    write_nanogpt(tmp_path / "ckpt.pt")
+    with pytest.raises(CheckpointError, match=r"copy nanoGPT's data/shakespeare_char/meta\.pkl"):
+        open_model(tmp_path)
+    # ... unless one is given
+    ckpt = open_model(tmp_path, tokenizer=CharTokenizer(CHARS))
+    assert ckpt.tokenizer.vocab_size == ckpt.config.vocab_size
+
+
+def test_torch_files_that_are_not_nanogpt(tmp_path):
+    torch.save({"weights": torch.zeros(3)}, tmp_path / "a.pt")
+    with pytest.raises(CheckpointError, match="needs 'model_args' and 'model'"):
+        open_model(tmp_path / "a.pt")
+    torch.save({"model": {}, "model_args": {"n_layer": 2, "n_kv_head": 1}}, tmp_path / "b.pt")
+    with pytest.raises(CheckpointError, match="n_kv_head"):
+        open_model(tmp_path / "b.pt")
+    with pytest.raises(CheckpointError, match="several PyTorch checkpoints"):
+        open_model(tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# our own checkpoints
+# ---------------------------------------------------------------------------------------------
+def test_our_checkpoint_is_delegated(tmp_path):
+    tok = CharTokenizer(CHARS)
+    model = build_model(GPTConfig(vocab_size=tok.vocab_size, n_layers=1, d_model=32, n_heads=2), seed=0)
+    save_checkpoint(tmp_path / "run", model, tok)
+    assert detect(tmp_path / "run") == ("attention-lab", tmp_path / "run")
+    assert detect(tmp_path / "run" / "model.safetensors")[0] == "attention-lab"
+    ckpt = open_model(tmp_path / "run")
+    assert ckpt.meta["kind"] == "attention-lab" and ckpt.meta["n_params"] == model.num_params()
+    ids = torch.tensor([tok.encode("Hello")])
+    with torch.no_grad():
+        assert torch.equal(ckpt.model(ids)[0], model.eval()(ids)[0])
+
+
+def test_a_fine_tuned_gpt2_saved_as_ours_round_trips(hf_models, tmp_path):
+    """GPT-2 (its BPE included) saved as an Attention Lab checkpoint opens again, identical."""
+    _, _, gpt2 = hf_models("gpt2")
+    save_checkpoint(tmp_path / "tuned", gpt2.model, gpt2.tokenizer, meta={"source": "hf-gpt2"})
+    back = open_model(tmp_path / "tuned")
+    assert back.meta["kind"] == "attention-lab" and back.meta["source"] == "hf-gpt2"
+    assert back.tokenizer == gpt2.tokenizer and back.config == gpt2.config
+    ids = torch.tensor([gpt2.tokenizer.encode(PROMPTS[0])])
+    with torch.no_grad():
+        assert torch.equal(back.model(ids)[0], gpt2.model(ids)[0])
