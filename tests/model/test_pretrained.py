@@ -18,6 +18,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from model.checkpoint import save_checkpoint
@@ -160,6 +161,41 @@ def test_hf_gpt2_detected_by_content_from_dir_or_any_file(hf_model):
     assert detect(directory) == ("hf-gpt2", directory)
     assert detect(directory / "config.json") == ("hf-gpt2", directory)
     assert detect(directory / "model.safetensors") == ("hf-gpt2", directory)
+
+
+def test_hub_layout_without_prefix_and_with_mask_buffers(tmp_path, tokenizer_files):
+    """The hub's gpt2 weights name tensors without "transformer." and may carry attn.bias masks."""
+    reference = write_hf_gpt2(tmp_path, tokenizer_files, seed=3)
+    tensors = load_file(str(tmp_path / "model.safetensors"))
+    hub = {k.removeprefix("transformer."): v for k, v in tensors.items()}
+    for i in range(reference.config.n_layer):
+        hub[f"h.{i}.attn.bias"] = torch.tril(torch.ones(1, 1, 48, 48))
+        hub[f"h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
+    save_file(hub, str(tmp_path / "model.safetensors"))
+    ckpt = open_model(tmp_path)
+    ids = torch.tensor([ckpt.tokenizer.encode(PROMPTS[1])])
+    with torch.no_grad():
+        assert (ckpt.model(ids)[0] - reference(ids).logits).abs().max().item() < 1e-4
+
+
+@pytest.mark.parametrize("layout", ["sharded", "pytorch_model.bin"])
+def test_other_weight_files(tmp_path, tokenizer_files, layout):
+    reference = write_hf_gpt2(tmp_path, tokenizer_files, seed=4)
+    tensors = load_file(str(tmp_path / "model.safetensors"))
+    (tmp_path / "model.safetensors").unlink()
+    if layout == "sharded":
+        names = sorted(tensors)
+        halves = {f"model-0000{i + 1}-of-00002.safetensors": names[i::2] for i in range(2)}
+        for fname, keys in halves.items():
+            save_file({k: tensors[k] for k in keys}, str(tmp_path / fname))
+        weight_map = {k: fname for fname, keys in halves.items() for k in keys}
+        (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    else:
+        torch.save(tensors, tmp_path / "pytorch_model.bin")  # read with weights_only=True
+    ckpt = open_model(tmp_path)
+    ids = torch.tensor([ckpt.tokenizer.encode(PROMPTS[2])])
+    with torch.no_grad():
+        assert (ckpt.model(ids)[0] - reference(ids).logits).abs().max().item() < 1e-4
 
 
 def test_gpt2_shaped_trace_stays_within_the_documented_budget(tmp_path, tokenizer_files):
