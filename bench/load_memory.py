@@ -129,6 +129,7 @@ def main() -> int:
             [sys.executable, "-c", code, str(ROOT), str(directory), str(args.layers), str(args.d_model),
              str(args.positions), str(args.vocab)],
             check=True,
+            stdout=subprocess.DEVNULL,
         )
         written = time.perf_counter() - t0
         cmd = [sys.executable, __file__, "--measure", str(directory)]
