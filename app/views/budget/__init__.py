@@ -1,0 +1,1 @@
+"""The Budget tab's parts: config editor, pages, side-by-side table, checks and table export."""

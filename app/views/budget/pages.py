@@ -1,0 +1,557 @@
+"""The pages of the Budget tab, each drawing one part of a :func:`model.budget.report`.
+
+Every page has ``update_report(cfg, settings, rep)``; plots are created once and updated with
+``setData``. Nothing here computes more than reading the report and calling the calculator for a
+curve's points (pure arithmetic).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.views.budget.tables import BudgetSettings
+from model import budget
+from model.config import GPTConfig
+
+GiB = 1024**3
+BOLD = QFont()
+BOLD.setBold(True)
+HIGHLIGHT = QColor(255, 236, 170)
+MUTED = QColor(130, 130, 130)
+#: Colours of the four FLOP parts, and of extra curves.
+PART_COLORS = {
+    "attention scores": (214, 39, 40),
+    "attention projections": (255, 127, 14),
+    "mlp": (31, 119, 180),
+    "output head": (44, 160, 44),
+}
+
+
+def make_table(headers: list[str], *, stretch_last: bool = False, stretch: int | None = None) -> QTableWidget:
+    t = QTableWidget(0, len(headers))
+    t.setHorizontalHeaderLabels(headers)
+    t.verticalHeader().setVisible(False)
+    t.verticalHeader().setDefaultSectionSize(24)
+    t.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    t.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    t.setAlternatingRowColors(True)
+    h = t.horizontalHeader()
+    h.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+    if stretch_last:
+        h.setStretchLastSection(True)
+    if stretch is not None:
+        h.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
+    return t
+
+
+def item(text: Any, *, right: bool = False, bold: bool = False, tip: str = "") -> QTableWidgetItem:
+    it = QTableWidgetItem(str(text))
+    if right:
+        it.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+    if bold:
+        it.setFont(BOLD)
+    if tip:
+        it.setToolTip(tip)
+    return it
+
+
+def fill(table: QTableWidget, rows: list[list[Any]], *, right_from: int = 1, bold_rows=(), tips=None) -> None:
+    table.setRowCount(len(rows))
+    for r, row in enumerate(rows):
+        for c, v in enumerate(row):
+            tip = tips[r][c] if tips else ""
+            table.setItem(r, c, item(v, right=c >= right_from, bold=r in bold_rows, tip=tip))
+
+
+def plot_widget(title: str, left: str, bottom: str) -> pg.PlotWidget:
+    w = pg.PlotWidget()
+    w.setBackground("w")
+    w.setTitle(title, color="#222", size="10pt")
+    w.setLabel("left", left)
+    w.setLabel("bottom", bottom)
+    w.showGrid(x=True, y=True, alpha=0.25)
+    w.setMenuEnabled(False)
+    return w
+
+
+def _share(x: float) -> str:
+    return "0" if x == 0 else "< 0.01%" if x < 1e-4 else f"{x:.2%}"
+
+
+def _geom(lo: float, hi: float, n: int = 96) -> np.ndarray:
+    return np.unique(np.round(np.geomspace(max(1.0, lo), max(lo + 1, hi), n)).astype(np.int64))
+
+
+def pow2_ticks(lo: float, hi: float) -> list[list[tuple[float, str]]]:
+    """Log-axis ticks at powers of two, labelled 128, 1k, 32k, 1M ..."""
+    out = []
+    e = int(math.floor(math.log2(max(lo, 1))))
+    while 2**e <= hi * 1.0001:
+        v = 2**e
+        label = f"{v // 2**20}M" if v >= 2**20 else f"{v // 2**10}k" if v >= 2**10 else str(v)
+        out.append((math.log10(v), label))
+        e += 1
+    step = max(1, len(out) // 9)
+    return [out[::step]]
+
+
+# ---------------------------------------------------------------------------------------------
+class ParamsPage(QWidget):
+    """The per-component parameter table with formulas, then the source chapter's summary rows."""
+
+    HEADERS = ["component", "formula (whole model)", "per layer", "total", "share"]
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        self.symbols_label = QLabel()
+        self.symbols_label.setWordWrap(True)
+        self.symbols_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.symbols_label)
+        self.table = make_table(self.HEADERS, stretch=1)
+        self.table.setObjectName("budgetParamTable")
+        layout.addWidget(self.table, 1)
+        note = QLabel(
+            "Counted exactly as the app's GPT creates them (buffers such as RoPE tables are not parameters; "
+            "a tied output head is the token embedding, counted once). Non-embedding follows Kaplan et al.: "
+            "no token or position table and no untied output head."
+        )
+        note.setWordWrap(True)
+        note.setStyleSheet("color: #555;")
+        layout.addWidget(note)
+
+    def update_report(self, cfg: GPTConfig, settings: BudgetSettings, rep: dict[str, Any]) -> None:
+        p = rep["params"]
+        sy = rep["symbols"]
+        self.symbols_label.setText(
+            "Symbols: "
+            + ", ".join(f"{k} = {v:,}" for k, v in sy.items())
+            + f"   ({cfg.mlp}, {cfg.norm} {cfg.norm_position}-norm, {cfg.positions} positions, "
+            f"bias {cfg.bias}, {'tied' if cfg.tie_embeddings else 'untied'} output head)"
+        )
+        total = p["total"] or 1
+        rows, tips = [], []
+        for r in p["rows"]:
+            per = f"{r['per_layer']:,}" if r["per_layer"] else ""
+            rows.append([r["name"], r["formula"], per, f"{r['count']:,}", _share(r["count"] / total)])
+            tips.append(["", r.get("per_layer_formula") or "", "", budget.human_count(r["count"]), ""])
+        first_summary = len(rows)
+        for r in p["summary"]:
+            share = "" if "per layer" in r["name"] else _share(r["count"] / total)
+            rows.append([r["name"], r["formula"], "", f"{r['count']:,}", share])
+            tips.append(["", "", "", budget.human_count(r["count"]), ""])
+        fill(self.table, rows, right_from=2, bold_rows=range(first_summary, len(rows)), tips=tips)
+        for r, row in enumerate(p["rows"]):
+            if not row["count"]:
+                for c in range(self.table.columnCount()):
+                    self.table.item(r, c).setForeground(QBrush(MUTED))
+
+
+# ---------------------------------------------------------------------------------------------
+class FlopsPage(QWidget):
+    """FLOPs per token (forward, training, textbook 2N/6N) and the share of each part vs context."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        split = QSplitter(Qt.Orientation.Vertical)
+        top = QWidget()
+        tl = QHBoxLayout(top)
+        tl.setContentsMargins(0, 0, 0, 0)
+        self.table = make_table(["per token", "formula", "FLOPs", "exact"], stretch=0)
+        self.table.setObjectName("budgetFlopTable")
+        tl.addWidget(self.table, 3)
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        self.note.setStyleSheet("color: #444;")
+        self.note.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        tl.addWidget(self.note, 2)
+        split.addWidget(top)
+        self.plot = plot_widget(
+            "Share of forward FLOPs per token vs context length T",
+            "share of forward FLOPs (%)",
+            "context length T (tokens, log scale)",
+        )
+        self.plot.setLogMode(x=True, y=False)
+        self.plot.setYRange(0, 100, padding=0.02)
+        self.plot.addLegend(offset=(10, 10))
+        self.curves = {
+            k: self.plot.plot([], [], pen=pg.mkPen(*c, width=2.5), name=k) for k, c in PART_COLORS.items()
+        }
+        self.cross_line = pg.InfiniteLine(
+            angle=90,
+            pen=pg.mkPen(120, 0, 120, width=2, style=Qt.PenStyle.DashLine),
+            movable=False,
+            label="",
+            labelOpts={"position": 0.55, "color": (120, 0, 120), "fill": (255, 255, 255, 200)},
+        )
+        self.t_line = pg.InfiniteLine(
+            angle=90,
+            pen=pg.mkPen(90, 90, 90, width=1),
+            movable=False,
+            label="",
+            labelOpts={"position": 0.93, "color": (60, 60, 60), "fill": (255, 255, 255, 200)},
+        )
+        self.beyond = pg.LinearRegionItem(movable=False, brush=pg.mkBrush(0, 0, 0, 18), pen=pg.mkPen(None))
+        self.beyond_text = pg.TextItem("beyond the context length", color=(110, 110, 110), anchor=(0, 0))
+        for it in (self.beyond, self.cross_line, self.t_line, self.beyond_text):
+            self.plot.addItem(it, ignoreBounds=True)
+        split.addWidget(self.plot)
+        split.setStretchFactor(0, 0)
+        split.setStretchFactor(1, 1)
+        split.setSizes([230, 600])
+        layout.addWidget(split)
+
+    def update_report(self, cfg: GPTConfig, settings: BudgetSettings, rep: dict[str, Any]) -> None:
+        f = rep["flops"]
+        T = f["seq_len"]
+        half = "/2" if f["causal_halving"] else ""
+        rows = [
+            ["forward, weights", "2·N_mm", f["forward_per_token"]],
+            [f"forward, attention scores at T={T:,}", f"4·L·T·h·d_k{half}", f["attention_forward_per_token"]],
+            ["forward, total", "2·N_mm + scores", f["forward_total_per_token"]],
+            ["training, weights (3× forward)", "6·N_mm", f["train_per_token"]],
+            ["training, total", "3 · forward total", f["train_total_per_token"]],
+            ["textbook forward", "2·N (N = all parameters)", f["forward_2n"]],
+            ["textbook training", "6·N", f["train_6n"]],
+        ]
+        fill(
+            self.table,
+            [[a, b, budget.human_flops(v), f"{v:,}"] for a, b, v in rows],
+            right_from=2,
+            bold_rows=(2, 4),
+        )
+        shares = ", ".join(f"{k} {v:.1%}" for k, v in f["shares"].items())
+        cross = f["attention_crossover_seq_len"]
+        self.note.setText(
+            f"N_mm = {f['matmul_params']:,} weights multiply every token (Q, K, V, O, MLP, output head); "
+            "2 FLOPs per multiply-add; norms, softmax and activations are not counted. Training = 3 × "
+            "forward (the backward pass costs two forwards).\n\n"
+            f"At T = {T:,}: {shares}.\n\nAttention scores overtake the MLP at T ≈ {cross:,.0f}"
+            + (" (with the causal halving)." if f["causal_halving"] else ".")
+        )
+        hi = max(4 * cross, 4 * cfg.context_length, 2 * T, 4096)
+        lo = min(64, T)
+        Ts = _geom(lo, hi)
+        plot_cfg = cfg.replace(context_length=int(max(hi, cfg.context_length)))  # FLOPs ignore the table
+        sh = budget.flop_shares(plot_cfg, [int(t) for t in Ts], settings.causal_halving)
+        x = np.asarray(sh["seq_len"], dtype=np.float64)
+        for k, curve in self.curves.items():
+            curve.setData(x, 100 * np.asarray(sh[k]), skipFiniteCheck=True)
+        self.cross_line.setPos(math.log10(cross))
+        self.cross_line.label.setFormat(f"attention = MLP\nat T ≈ {cross:,.0f}")
+        self.t_line.setPos(math.log10(T))
+        self.t_line.label.setFormat(f"T = {T:,}")
+        ctx = cfg.context_length
+        self.beyond.setRegion((math.log10(ctx), math.log10(hi)))
+        self.beyond.setVisible(ctx < hi)
+        self.beyond_text.setVisible(ctx < hi)
+        self.beyond_text.setText(f"beyond the context\nlength ({ctx:,})")
+        self.beyond_text.setPos(math.log10(ctx), 99)
+        self.plot.getAxis("bottom").setTicks(pow2_ticks(x[0], x[-1]))
+        self.plot.setXRange(math.log10(x[0]), math.log10(x[-1]), padding=0.01)
+
+
+# ---------------------------------------------------------------------------------------------
+class KVPage(QWidget):
+    """KV cache vs context length and vs batch, beside multi-head (h_kv = h) and multi-query
+    (h_kv = 1) attention of the same shape: the GQA/MQA saving at a glance."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        self.summary = QLabel()
+        self.summary.setObjectName("budgetKVSummary")
+        self.summary.setWordWrap(True)
+        self.summary.setTextFormat(Qt.TextFormat.RichText)
+        layout.addWidget(self.summary)
+        row = QHBoxLayout()
+        self.ctx_plot = plot_widget(
+            "KV cache vs context length (batch B)", "KV cache (GiB)", "context length T (tokens)"
+        )
+        self.batch_plot = plot_widget(
+            "KV cache vs batch size (context T)", "KV cache (GiB)", "batch B (sequences)"
+        )
+        self.legends = {}
+        for p in (self.ctx_plot, self.batch_plot):
+            self.legends[id(p)] = p.addLegend(offset=(10, 10))
+            row.addWidget(p)
+        layout.addLayout(row, 1)
+        self.pens = {
+            "this": pg.mkPen(31, 119, 180, width=3),
+            "mha": pg.mkPen(214, 39, 40, width=2, style=Qt.PenStyle.DashLine),
+            "mqa": pg.mkPen(44, 160, 44, width=2, style=Qt.PenStyle.DotLine),
+        }
+        self.ctx_curves = {k: self.ctx_plot.plot([], [], pen=pen) for k, pen in self.pens.items()}
+        self.b_curves = {k: self.batch_plot.plot([], [], pen=pen) for k, pen in self.pens.items()}
+        self.ctx_marker = pg.InfiniteLine(
+            angle=90,
+            pen=pg.mkPen(90, 90, 90),
+            movable=False,
+            label="",
+            labelOpts={"position": 0.5, "color": (60, 60, 60)},
+        )
+        self.b_marker = pg.InfiniteLine(
+            angle=90,
+            pen=pg.mkPen(90, 90, 90),
+            movable=False,
+            label="",
+            labelOpts={"position": 0.95, "color": (60, 60, 60)},
+        )
+        self.ctx_plot.addItem(self.ctx_marker, ignoreBounds=True)
+        self.b_marker.label.setPosition(0.5)
+        self.batch_plot.addItem(self.b_marker, ignoreBounds=True)
+
+    def _legend(self, plot, curves: dict, names: dict[str, str]) -> None:
+        legend = self.legends[id(plot)]
+        legend.clear()
+        for k, curve in curves.items():
+            curve.setVisible(k in names)
+            if k in names:
+                legend.addItem(curve, names[k])
+
+    def update_report(self, cfg: GPTConfig, settings: BudgetSettings, rep: dict[str, Any]) -> None:
+        kv = rep["kv_cache"]
+        T, B, bpv = kv["seq_len"], kv["batch"], kv["bytes_per_value"]
+        per_tok = kv["per_token_bytes"]
+        h, h_kv = cfg.n_heads, cfg.kv_heads
+        per_head = per_tok / h_kv  # bytes per token per KV head
+        kind = (
+            "multi-head attention (MHA)"
+            if h_kv == h
+            else "multi-query attention (MQA)"
+            if h_kv == 1
+            else f"grouped-query attention (GQA: {cfg.n_rep} query heads share each K/V head)"
+        )
+        if kv["saving_factor"] != 1:
+            saving = (
+                "<br>Multi-head attention of the same shape would need "
+                f"{budget.human_bytes(kv['mha_bytes'])}: "
+                f"this is <b>{kv['saving_factor']:g}× smaller</b> and saves "
+                f"<b>{budget.human_bytes(kv['saved_bytes'])}</b>."
+            )
+        else:
+            saving = (
+                f"<br>Multi-query attention (one K/V head) would need {budget.human_bytes(kv['bytes'] / h)}, "
+                f"{h}× less; GQA with 8 K/V heads {budget.human_bytes(kv['bytes'] * 8 / h)}."
+                if h > 1
+                else ""
+            )
+        self.summary.setText(
+            f"KV cache = 2·L·h_kv·d_k·T·B·bytes = 2·{cfg.n_layers}·{h_kv}·{cfg.d_head}·T·B·{bpv:g}: "
+            f"<b>{budget.human_bytes(per_tok)} per token</b>; at T = {T:,}, B = {B}: "
+            f"<b>{budget.human_bytes(kv['bytes'])}</b>. {h_kv} K/V head(s) for {h} query heads: {kind}."
+            + saving
+        )
+        names = {"this": f"this config (h_kv = {h_kv})"}
+        if h_kv != h:
+            names["mha"] = f"multi-head, h_kv = {h}"
+        if h_kv != 1:
+            names["mqa"] = "multi-query, h_kv = 1"
+        heads = {"this": h_kv, "mha": h, "mqa": 1}
+        Ts = np.array([0.0, float(max(cfg.context_length, 2 * T))])  # the cache is linear in T and B
+        for k, c in self.ctx_curves.items():
+            c.setData(Ts, per_head * heads[k] * Ts * B / GiB)
+        self._legend(self.ctx_plot, self.ctx_curves, names)
+        self.ctx_marker.setPos(T)
+        self.ctx_marker.label.setFormat(f"T = {T:,}")
+        Bs = np.array([0.0, float(max(64, 2 * B))])
+        for k, c in self.b_curves.items():
+            c.setData(Bs, per_head * heads[k] * T * Bs / GiB)
+        self._legend(self.batch_plot, self.b_curves, names)
+        self.b_marker.setPos(B)
+        self.b_marker.label.setFormat(f"B = {B}")
+        for p in (self.ctx_plot, self.batch_plot):
+            p.enableAutoRange()
+
+
+# ---------------------------------------------------------------------------------------------
+class MemoryPage(QWidget):
+    """Training memory per precision mode (weights, gradients, master weights, AdamW, activations)."""
+
+    PARTS = (
+        ("weights", "weights", (31, 119, 180)),
+        ("gradients", "gradients", (255, 127, 14)),
+        ("master_weights", "fp32 master weights", (148, 103, 189)),
+        ("optimizer", "AdamW m and v", (44, 160, 44)),
+        ("activations", "activations", (214, 39, 40)),
+    )
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        layout.addWidget(self.note)
+        split = QSplitter(Qt.Orientation.Vertical)
+        self.table = make_table(["memory"] + list(budget.PRECISIONS))
+        self.table.setObjectName("budgetMemoryTable")
+        for c in range(1, self.table.columnCount()):
+            self.table.horizontalHeader().setSectionResizeMode(c, QHeaderView.ResizeMode.Stretch)
+        split.addWidget(self.table)
+        self.plot = plot_widget("Training memory by precision mode (one device, AdamW)", "GiB", "")
+        self.plot.addLegend(offset=(-10, 10))
+        self.bars: list[pg.BarGraphItem] = []
+        split.addWidget(self.plot)
+        split.setSizes([330, 450])
+        layout.addWidget(split, 1)
+
+    def update_report(self, cfg: GPTConfig, settings: BudgetSettings, rep: dict[str, Any]) -> None:
+        T = rep["memory"]["seq_len"]
+        B = rep["memory"]["batch"]
+        ests = {name: budget.memory(cfg, name, T, B, settings.recompute) for name in budget.PRECISIONS}
+        rows = [
+            ["bytes per parameter"]
+            + [
+                " + ".join(str(v) for v in e.bytes_per_param.values())
+                + f" = {sum(e.bytes_per_param.values())}"
+                for e in ests.values()
+            ],
+            ["weights"] + [budget.human_bytes(e.weights) for e in ests.values()],
+            ["gradients"] + [budget.human_bytes(e.gradients) for e in ests.values()],
+            ["fp32 master weights"] + [budget.human_bytes(e.master_weights) for e in ests.values()],
+            ["AdamW m and v"] + [budget.human_bytes(e.optimizer) for e in ests.values()],
+            [f"activations ({'full recompute' if settings.recompute else 'no recompute'})"]
+            + [budget.human_bytes(e.activations) for e in ests.values()],
+            ["  without recompute"] + [budget.human_bytes(e.activations_no_recompute) for e in ests.values()],
+            ["  with full recompute"] + [budget.human_bytes(e.activations_recompute) for e in ests.values()],
+            ["training total"] + [budget.human_bytes(e.training_total) for e in ests.values()],
+            ["inference: weights"] + [budget.human_bytes(e.inference_weights) for e in ests.values()],
+            [f"inference: KV cache (T={T:,}, B={B})"]
+            + [budget.human_bytes(e.kv_cache) for e in ests.values()],
+            ["inference total"] + [budget.human_bytes(e.inference_total) for e in ests.values()],
+        ]
+        fill(self.table, rows, right_from=1, bold_rows=(8, 11))
+        col = list(budget.PRECISIONS).index(settings.precision) + 1
+        for r in range(self.table.rowCount()):
+            self.table.item(r, col).setBackground(QBrush(HIGHLIGHT))
+        self.table.setHorizontalHeaderLabels(
+            ["memory"] + [f"{n} ◀" if n == settings.precision else n for n in budget.PRECISIONS]
+        )
+        pr = budget.PRECISIONS[settings.precision]
+        self.note.setText(
+            f"Selected: {settings.precision} — {pr.description}. Activations at T = {T:,}, batch {B} "
+            "(Korthikanti et al.'s count, fused attention); framework workspaces and fragmentation are "
+            "not counted. One device, no sharding: divide the states by the number of devices for "
+            "ZeRO-3/FSDP."
+        )
+        for b in self.bars:
+            self.plot.removeItem(b)
+        self.bars = []
+        names = list(ests)
+        x = np.arange(len(names), dtype=np.float64)
+        bottom = np.zeros(len(names))
+        for part, label, color in self.PARTS:
+            h = np.array([getattr(e, part) for e in ests.values()], dtype=np.float64) / GiB
+            bar = pg.BarGraphItem(
+                x=x,
+                height=h,
+                y0=bottom.copy(),
+                width=0.5,
+                brush=pg.mkBrush(*color),
+                pen=pg.mkPen(255, 255, 255),
+                name=label,
+            )
+            self.plot.addItem(bar)
+            self.bars.append(bar)
+            bottom += h
+        self.plot.getAxis("bottom").setTicks([[(i, n) for i, n in enumerate(names)]])
+        self.plot.setXRange(-0.6, len(names) + 0.6, padding=0)  # room on the right for the legend
+        self.plot.setYRange(0, float(bottom.max()) * 1.05 or 1, padding=0)
+
+
+# ---------------------------------------------------------------------------------------------
+class CostPage(QWidget):
+    """Training cost: total FLOPs for D tokens, GPU-hours and wall-clock, and what the authors report."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        self.table = make_table(["training cost", "how", "value"], stretch_last=True)
+        self.table.setObjectName("budgetCostTable")
+        layout.addWidget(self.table, 1)
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        self.note.setStyleSheet("color: #555;")
+        layout.addWidget(self.note)
+        self.preset: Any = None
+
+    def update_report(self, cfg: GPTConfig, settings: BudgetSettings, rep: dict[str, Any]) -> None:
+        if "training" not in rep:
+            fill(self.table, [["training cost", "enter the number of training tokens D", "–"]])
+            self.note.setText("")
+            return
+        t = rep["training"]
+        six = budget.training_cost(cfg, t["tokens"], basis="6N").flops
+        mm = budget.training_cost(
+            cfg,
+            t["tokens"],
+            basis="matmul",
+            seq_len=rep["flops"]["seq_len"],
+            causal_halving=settings.causal_halving,
+        ).flops
+        rows = [
+            ["tokens D", "", f"{t['tokens']:.3g} ({budget.human_count(t['tokens'])})"],
+            [
+                "FLOPs per token",
+                "6·N" if t["basis"] == "6N" else "3·(2·N_mm + scores at T)",
+                budget.human_flops(t["flops_per_token"]),
+            ],
+            ["compute, 6·N·D", "N = all parameters (Chinchilla's C ≈ 6ND)", f"{six:.3g} FLOP"],
+            ["compute, matmuls", f"3·(2·N_mm + scores at T={rep['flops']['seq_len']:,})·D", f"{mm:.3g} FLOP"],
+        ]
+        bold = []
+        if t["gpu_hours"] is not None:
+            eff = t["peak_flops"] * t["mfu"]
+            g = t["gpus"]
+            rows += [
+                [
+                    "per device",
+                    f"{t['peak_flops'] / 1e12:g} TFLOP/s peak × {t['mfu']:.0%} MFU",
+                    f"{eff / 1e12:.4g} TFLOP/s",
+                ],
+                ["GPU-hours", f"compute ({t['basis']}) / per-device FLOP/s / 3600", f"{t['gpu_hours']:,.0f}"],
+                [
+                    f"wall-clock on {g:,} device{'s' if g != 1 else ''}",
+                    "GPU-hours / devices",
+                    budget.human_duration(t["seconds"]),
+                ],
+                ["tokens per second needed", "D / wall-clock", f"{t['tokens'] / t['seconds']:,.0f}"],
+            ]
+            bold = [5, 6]
+        p = self.preset
+        if p is not None and (p.reported_gpu_hours or p.reported_flops):
+            said = []
+            if p.reported_flops:
+                said.append(f"{p.reported_flops:.3g} FLOP")
+            if p.reported_gpu_hours:
+                said.append(f"{p.reported_gpu_hours:,.0f} {p.gpu or 'GPU'} GPU-hours")
+            tokens = f"{p.training_tokens:.3g}" if p.training_tokens else "?"
+            rows.append([f"reported for {p.title}", f"{tokens} tokens; {p.source}", ", ".join(said)])
+            bold.append(len(rows) - 1)
+        fill(self.table, rows, right_from=2, bold_rows=bold)
+        self.note.setText(
+            "MFU (model FLOPs utilisation) counts the model's FLOPs only, not recomputation: 35–50% is "
+            "typical of large dense training runs."
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+__all__ = ["CostPage", "FlopsPage", "KVPage", "MemoryPage", "ParamsPage", "make_table", "fill", "item"]

@@ -1,0 +1,602 @@
+"""The Budget tab: parameters, FLOPs, KV cache, memory and training cost of any config, as you type.
+
+Left: a preset of a real model (``model/presets.py``), "Use the current model's config", "Open
+config…", then every :class:`~model.config.GPTConfig` field as an editable control and the
+settings the figures are computed at (context T, batch, KV bytes, precision, recomputation, tokens,
+device peak, MFU, device count). Right: a headline with the totals and pages drawn from one
+:func:`model.budget.report` — Parameters (per component, with formulas), FLOPs (and the attention
+share vs context with the crossover marked), KV cache (vs context and batch, with the GQA/MQA
+saving), Memory (per precision mode), Cost (GPU-hours, wall-clock), Side by side (budgets in
+columns, differences highlighted) and Check (the built model's count and a measured speed).
+
+The calculator is pure arithmetic, so every edit recomputes everything in the GUI thread in about
+a millisecond; only the Check page's model building and timing go to the compute worker.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.views.budget.check import CheckPage
+from app.views.budget.config_editor import BudgetConfigEditor
+from app.views.budget.pages import CostPage, FlopsPage, KVPage, MemoryPage, ParamsPage
+from app.views.budget.side_by_side import SideBySidePage
+from app.views.budget.tables import (
+    BUDGET_HEADER,
+    BudgetSettings,
+    budget_table,
+    parse_quantity,
+    to_csv,
+    to_markdown,
+)
+from model import budget, presets
+from model.config import ConfigError, GPTConfig
+
+#: Devices offered for the cost estimate: (label, dense 16-bit peak TFLOP/s).
+DEVICES: list[tuple[str, float]] = [
+    ("NVIDIA A100 (312 TFLOP/s bf16)", 312.0),
+    ("NVIDIA H100 SXM (989 TFLOP/s bf16)", 989.0),
+    ("NVIDIA H200 (989 TFLOP/s bf16)", 989.0),
+    ("NVIDIA V100 (125 TFLOP/s fp16)", 125.0),
+    ("NVIDIA RTX 4090 (165 TFLOP/s bf16)", 165.2),
+    ("Google TPU v4 (275 TFLOP/s bf16)", 275.0),
+    ("custom", 0.0),
+]
+
+KV_BYTES: list[tuple[str, float]] = [
+    ("2 bytes (fp16 / bf16)", 2.0),
+    ("4 bytes (fp32)", 4.0),
+    ("1 byte (int8 / fp8)", 1.0),
+    ("0.5 byte (int4)", 0.5),
+]
+
+DEFAULT_PRESET = "llama2-7b"
+
+
+class BudgetTab(QWidget):
+    """Budgets of any config. ``editor`` holds the config; ``recomputed`` fires after every update."""
+
+    recomputed = Signal()
+
+    def __init__(self, session, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.session = session
+        self.preset: presets.Preset | None = None
+        self.title = ""
+        self.report: dict[str, Any] | None = None
+        self.problems: list[str] = []
+        self._loading = False
+
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(self._build_left())
+        split.addWidget(self._build_right())
+        split.setStretchFactor(0, 0)
+        split.setStretchFactor(1, 1)
+        split.setSizes([400, 1100])
+        root = QVBoxLayout(self)
+        root.setContentsMargins(4, 4, 4, 4)
+        root.addWidget(split)
+        self.splitter = split
+
+        self.choose_preset(DEFAULT_PRESET)
+
+    # ---- building ------------------------------------------------------------------------------
+    def _build_left(self) -> QWidget:
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setMinimumWidth(390)
+        body = QWidget()
+        scroll.setWidget(body)
+        lay = QVBoxLayout(body)
+
+        src = QGroupBox("Start from")
+        sl = QVBoxLayout(src)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Real model:"))
+        self.preset_combo = QComboBox()
+        self.preset_combo.setObjectName("budgetPreset")
+        self.preset_combo.addItem("(custom)", "")
+        for name in presets.names():
+            p = presets.get(name)
+            self.preset_combo.addItem(p.title, name)
+            self.preset_combo.setItemData(
+                self.preset_combo.count() - 1, p.source, Qt.ItemDataRole.ToolTipRole
+            )
+        self.preset_combo.activated.connect(self._preset_activated)
+        row.addWidget(self.preset_combo, 1)
+        sl.addLayout(row)
+        row = QHBoxLayout()
+        self.current_button = QPushButton("Use the current model's config")
+        self.current_button.setObjectName("useCurrentConfig")
+        self.current_button.setToolTip(
+            "The config of the model in the Train tab (vocabulary from its tokenizer)"
+        )
+        self.current_button.clicked.connect(self.use_current_config)
+        row.addWidget(self.current_button)
+        self.open_button = QPushButton("Open config…")
+        self.open_button.setToolTip("A config .json file, or a checkpoint directory's config.json")
+        self.open_button.clicked.connect(self._open_config_dialog)
+        row.addWidget(self.open_button)
+        sl.addLayout(row)
+        self.source_label = QLabel()
+        self.source_label.setWordWrap(True)
+        self.source_label.setStyleSheet("color: #555;")
+        sl.addWidget(self.source_label)
+        lay.addWidget(src)
+        lay.addWidget(self._build_settings())
+
+        self.editor = BudgetConfigEditor()
+        self.editor.configEdited.connect(self._on_config_edited)
+        lay.addWidget(self.editor)
+        lay.addStretch(1)
+        return scroll
+
+    def _build_settings(self) -> QWidget:
+        """The settings widgets. T, B, KV bytes and the causal halving go on the left (they move
+        several pages); precision and recomputation go on the Memory page, the cost inputs on the
+        Cost page (see :meth:`_place_page_settings`)."""
+        box = QGroupBox("Figures computed at")
+        form = QFormLayout(box)
+        self.seq_spin = QSpinBox()
+        self.seq_spin.setObjectName("budgetSeqLen")
+        self.seq_spin.setRange(0, 10_000_000)
+        self.seq_spin.setSpecialValueText("the context length")
+        self.seq_spin.setGroupSeparatorShown(True)
+        self.seq_spin.setToolTip("T for attention FLOPs, KV cache and activations (0 = the config's context)")
+        form.addRow("Context T", self.seq_spin)
+        self.batch_spin = QSpinBox()
+        self.batch_spin.setObjectName("budgetBatch")
+        self.batch_spin.setRange(1, 1_000_000)
+        self.batch_spin.setToolTip("Sequences per batch B, for the KV cache and activations")
+        form.addRow("Batch B", self.batch_spin)
+        self.kv_combo = QComboBox()
+        for label, v in KV_BYTES:
+            self.kv_combo.addItem(label, v)
+        self.kv_combo.setToolTip("Bytes per cached key/value number")
+        form.addRow("KV cache values", self.kv_combo)
+        self.causal_check = QCheckBox("halve attention FLOPs (causal)")
+        self.causal_check.setToolTip(
+            "A causal token attends to half the context on average; fused kernels skip the masked half"
+        )
+        form.addRow("", self.causal_check)
+        self.settings_error = QLabel()
+        self.settings_error.setObjectName("budgetSettingsErrors")
+        self.settings_error.setWordWrap(True)
+        self.settings_error.setStyleSheet("color: #c02020;")
+        form.addRow(self.settings_error)
+
+        self.precision_combo = QComboBox()
+        self.precision_combo.setObjectName("budgetPrecision")
+        for name, pr in budget.PRECISIONS.items():
+            self.precision_combo.addItem(name, name)
+            self.precision_combo.setItemData(
+                self.precision_combo.count() - 1, pr.description, Qt.ItemDataRole.ToolTipRole
+            )
+        self.precision_combo.setCurrentText("bf16-mixed")
+        self.precision_combo.setToolTip("Bytes per parameter for weights, gradients, master weights, AdamW")
+        self.recompute_check = QCheckBox("recompute activations (checkpointing)")
+        self.tokens_edit = QLineEdit("2T")
+        self.tokens_edit.setObjectName("budgetTokens")
+        self.tokens_edit.setToolTip("Training tokens D: 2T, 300B, 1.5e12 …; empty = no cost estimate")
+        self.device_combo = QComboBox()
+        for label, v in DEVICES:
+            self.device_combo.addItem(label, v)
+        self.peak_spin = QDoubleSpinBox()
+        self.peak_spin.setObjectName("budgetPeak")
+        self.peak_spin.setRange(0.001, 100_000)
+        self.peak_spin.setDecimals(1)
+        self.peak_spin.setSuffix(" TFLOP/s")
+        self.peak_spin.setValue(312.0)
+        self.peak_spin.setToolTip("Dense peak FLOP/s of one device in the training precision")
+        self.mfu_spin = QDoubleSpinBox()
+        self.mfu_spin.setObjectName("budgetMFU")
+        self.mfu_spin.setRange(0.1, 100.0)
+        self.mfu_spin.setDecimals(1)
+        self.mfu_spin.setSuffix(" %")
+        self.mfu_spin.setValue(40.0)
+        self.mfu_spin.setToolTip("Model FLOPs utilisation: the share of the peak the training really uses")
+        self.gpus_spin = QSpinBox()
+        self.gpus_spin.setObjectName("budgetGPUs")
+        self.gpus_spin.setRange(1, 1_000_000)
+        self.gpus_spin.setGroupSeparatorShown(True)
+        self.gpus_spin.setToolTip("Devices training together (wall-clock = GPU-hours / devices)")
+        self.basis_combo = QComboBox()
+        for k, desc in budget.COST_BASES.items():
+            self.basis_combo.addItem(k, k)
+            self.basis_combo.setItemData(self.basis_combo.count() - 1, desc, Qt.ItemDataRole.ToolTipRole)
+        self.basis_combo.setToolTip("6N: the textbook 6·N·D; matmul: the matrix products a step really does")
+
+        for sig in (
+            self.seq_spin.valueChanged,
+            self.batch_spin.valueChanged,
+            self.kv_combo.currentIndexChanged,
+            self.causal_check.toggled,
+            self.precision_combo.currentIndexChanged,
+            self.recompute_check.toggled,
+            self.tokens_edit.textChanged,
+            self.peak_spin.valueChanged,
+            self.mfu_spin.valueChanged,
+            self.gpus_spin.valueChanged,
+            self.basis_combo.currentIndexChanged,
+        ):
+            sig.connect(self._settings_changed)
+        self.device_combo.currentIndexChanged.connect(self._device_chosen)
+        self.peak_spin.valueChanged.connect(self._peak_edited)
+        return box
+
+    def _place_page_settings(self) -> None:
+        mem = QHBoxLayout()
+        mem.addWidget(QLabel("Training precision:"))
+        mem.addWidget(self.precision_combo)
+        mem.addSpacing(12)
+        mem.addWidget(self.recompute_check)
+        mem.addStretch(1)
+        self.memory_page.layout().insertLayout(0, mem)
+        cost = QGridLayout()
+        cost.addWidget(QLabel("Training tokens D"), 0, 0)
+        cost.addWidget(self.tokens_edit, 0, 1)
+        cost.addWidget(QLabel("Device"), 0, 2)
+        cost.addWidget(self.device_combo, 0, 3)
+        cost.addWidget(QLabel("Peak per device"), 0, 4)
+        cost.addWidget(self.peak_spin, 0, 5)
+        cost.addWidget(QLabel("Utilisation (MFU)"), 1, 0)
+        cost.addWidget(self.mfu_spin, 1, 1)
+        cost.addWidget(QLabel("Devices"), 1, 2)
+        cost.addWidget(self.gpus_spin, 1, 3)
+        cost.addWidget(QLabel("Cost counts"), 1, 4)
+        cost.addWidget(self.basis_combo, 1, 5)
+        cost.setColumnStretch(6, 1)
+        self.cost_page.layout().insertLayout(0, cost)
+
+    def _build_right(self) -> QWidget:
+        w = QWidget()
+        lay = QVBoxLayout(w)
+        lay.setContentsMargins(0, 0, 0, 0)
+        head = QHBoxLayout()
+        self.total_label = QLabel()
+        self.total_label.setObjectName("budgetTotal")
+        self.total_label.setTextFormat(Qt.TextFormat.RichText)
+        self.total_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        head.addWidget(self.total_label, 1)
+        self.csv_button = QPushButton("Export CSV…")
+        self.csv_button.setToolTip("Every figure of this budget, exact numbers, as CSV")
+        self.csv_button.clicked.connect(lambda: self._export_dialog("csv"))
+        self.md_button = QPushButton("Export Markdown…")
+        self.md_button.setToolTip("Every figure of this budget as a Markdown table")
+        self.md_button.clicked.connect(lambda: self._export_dialog("md"))
+        head.addWidget(self.csv_button)
+        head.addWidget(self.md_button)
+        lay.addLayout(head)
+        self.problem_label = QLabel()
+        self.problem_label.setObjectName("budgetProblems")
+        self.problem_label.setWordWrap(True)
+        self.problem_label.setStyleSheet("color: #c02020; font-weight: bold;")
+        self.problem_label.hide()
+        lay.addWidget(self.problem_label)
+
+        self.pages = QTabWidget()
+        self.pages.setObjectName("budgetPages")
+        self.params_page = ParamsPage()
+        self.flops_page = FlopsPage()
+        self.kv_page = KVPage()
+        self.memory_page = MemoryPage()
+        self.cost_page = CostPage()
+        self.side_page = SideBySidePage()
+        self.side_page.exportRequested.connect(lambda kind: self._export_dialog(kind, side=True))
+        self.check_page = CheckPage(self.session)
+        for page, title in (
+            (self.params_page, "Parameters"),
+            (self.flops_page, "FLOPs"),
+            (self.kv_page, "KV cache"),
+            (self.memory_page, "Memory"),
+            (self.cost_page, "Cost"),
+            (self.side_page, "Side by side"),
+            (self.check_page, "Check against the real model"),
+        ):
+            self.pages.addTab(page, title)
+        self._place_page_settings()
+        self.pages.currentChanged.connect(lambda *_: self._refresh_side())
+        lay.addWidget(self.pages, 1)
+        return w
+
+    # ---- choosing a config ---------------------------------------------------------------------
+    def _preset_activated(self, index: int) -> None:
+        key = self.preset_combo.itemData(index)
+        if key:
+            self.choose_preset(key)
+
+    def choose_preset(self, name: str) -> None:
+        """Show the real model ``name`` with its training metadata (tokens, device, precision)."""
+        p = presets.get(name)
+        self._loading = True
+        try:
+            self.preset = p
+            self.title = p.title
+            self.preset_combo.setCurrentIndex(max(0, self.preset_combo.findData(p.name)))
+            if p.training_tokens:
+                self.tokens_edit.setText(f"{p.training_tokens:.4g}")
+            if p.peak_tflops:
+                self._set_peak(p.peak_tflops)
+            if p.precision:
+                self.precision_combo.setCurrentText(p.precision)
+            self.seq_spin.setValue(0)
+            notes = f" {p.notes}." if p.notes else ""
+            self.source_label.setText(f"{p.title}: {p.source}.{notes}")
+            self.editor.set_config(p.gpt_config())
+        finally:
+            self._loading = False
+        self.recompute()
+
+    def use_current_config(self) -> None:
+        """The session's config (the model the Train tab trains or loaded), vocabulary included."""
+        cfg = self.session.config
+        if self.session.model is not None:
+            cfg = self.session.model.config
+        elif cfg.vocab_size is None and self.session.tokenizer is not None:
+            cfg = cfg.with_vocab(self.session.tokenizer.vocab_size)
+        self.set_config(cfg, title="the current model", source="The model of the Train tab.")
+
+    def set_config(self, cfg: GPTConfig, *, title: str = "custom config", source: str = "") -> None:
+        self._loading = True
+        try:
+            self.preset = None
+            self.title = title
+            self.preset_combo.setCurrentIndex(0)
+            self.source_label.setText(source)
+            self.editor.set_config(cfg)
+        finally:
+            self._loading = False
+        self.recompute()
+
+    def _open_config_dialog(self) -> None:
+        start = ""
+        path = QFileDialog.getExistingDirectory(
+            self, "Open a checkpoint directory (or cancel for a file)", start
+        )
+        if not path:
+            path, _ = QFileDialog.getOpenFileName(self, "Open a config file", start, "Config (*.json)")
+        if path:
+            self.open_config(path)
+
+    def open_config(self, path: str) -> bool:
+        try:
+            cfg = presets.load_config(path)
+        except ConfigError as exc:
+            self.problem_label.setText(f"Could not open {path}: {exc}")
+            self.problem_label.show()
+            return False
+        self.set_config(
+            cfg, title=Path(path).stem if Path(path).is_file() else Path(path).name, source=f"From {path}."
+        )
+        return True
+
+    def _on_config_edited(self, cfg: GPTConfig) -> None:
+        if self._loading:
+            return
+        if self.preset is not None and cfg.to_dict() != self.preset.gpt_config().to_dict():
+            self.title = f"{self.preset.title} (edited)"
+        elif self.preset is not None:
+            self.title = self.preset.title
+        self.recompute()
+
+    # ---- settings ------------------------------------------------------------------------------
+    def _set_peak(self, tflops: float) -> None:
+        idx = next((i for i, (_, v) in enumerate(DEVICES) if v and abs(v - tflops) < 1e-6), len(DEVICES) - 1)
+        self.device_combo.blockSignals(True)
+        self.device_combo.setCurrentIndex(idx)
+        self.device_combo.blockSignals(False)
+        self.peak_spin.setValue(tflops)
+
+    def _device_chosen(self, index: int) -> None:
+        v = self.device_combo.itemData(index)
+        if v:
+            self.peak_spin.setValue(float(v))
+
+    def _peak_edited(self, value: float) -> None:
+        current = self.device_combo.currentData()
+        if current and abs(current - value) > 1e-6:
+            self.device_combo.blockSignals(True)
+            self.device_combo.setCurrentIndex(len(DEVICES) - 1)
+            self.device_combo.blockSignals(False)
+
+    def _settings_changed(self, *_: Any) -> None:
+        if not self._loading:
+            self.recompute()
+
+    def settings(self) -> BudgetSettings:
+        """The settings the widgets describe (raises ValueError for unreadable tokens)."""
+        text = self.tokens_edit.text().strip()
+        tokens = parse_quantity(text) if text else None
+        return BudgetSettings(
+            seq_len=None if self.seq_spin.value() == 0 else int(self.seq_spin.value()),
+            batch=int(self.batch_spin.value()),
+            kv_bytes=float(self.kv_combo.currentData()),
+            precision=str(self.precision_combo.currentData()),
+            recompute=self.recompute_check.isChecked(),
+            causal_halving=self.causal_check.isChecked(),
+            tokens=tokens,
+            peak_tflops=float(self.peak_spin.value()),
+            mfu=float(self.mfu_spin.value()) / 100.0,
+            gpus=int(self.gpus_spin.value()),
+            cost_basis=str(self.basis_combo.currentData()),
+        )
+
+    # ---- computing -----------------------------------------------------------------------------
+    def recompute(self) -> None:
+        """Recompute the report of the edited config and redraw every page (cheap arithmetic)."""
+        cfg = self.editor.config()
+        try:
+            settings = self.settings()
+            self.settings_error.setText("")
+        except ValueError as exc:
+            self.settings_error.setText(str(exc))
+            settings = BudgetSettings(**{**self._last_settings().to_dict(), "tokens": None})
+        try:
+            problems = settings.problems(cfg)
+        except Exception as exc:  # a field that is not even a number
+            problems = [str(exc)]
+        self.problems = problems
+        self.editor.show_problems([p for p in problems if _is_config_problem(p)])
+        if problems:
+            self.report = None
+            self.problem_label.setText("Cannot compute: " + "; ".join(problems))
+            self.problem_label.show()
+            self.total_label.setText("<span style='color:#888'>Fix the config to see its budget.</span>")
+            self.pages.setEnabled(False)
+            self.check_page.set_config(None, settings)
+            self.csv_button.setEnabled(False)
+            self.md_button.setEnabled(False)
+            self.recomputed.emit()
+            return
+        self._settings = settings
+        self.problem_label.hide()
+        self.pages.setEnabled(True)
+        self.csv_button.setEnabled(True)
+        self.md_button.setEnabled(True)
+        rep = settings.report(cfg, self.title or "custom config")
+        self.report = rep
+        self.cost_page.preset = (
+            self.preset
+            if self.preset is not None and cfg.to_dict() == self.preset.gpt_config().to_dict()
+            else None
+        )
+        for page in (self.params_page, self.flops_page, self.kv_page, self.memory_page, self.cost_page):
+            page.update_report(cfg, settings, rep)
+        self.check_page.set_config(cfg, settings)
+        self.side_page.set_current(self.title or "edited config", cfg)
+        self._refresh_side()
+        self._draw_headline(cfg, rep)
+        self.recomputed.emit()
+
+    def _last_settings(self) -> BudgetSettings:
+        return getattr(self, "_settings", BudgetSettings())
+
+    def _refresh_side(self) -> None:
+        if self.pages.currentWidget() is self.side_page or not self.side_page.rows:
+            self.side_page.set_settings(self._last_settings())
+
+    def _draw_headline(self, cfg: GPTConfig, rep: dict[str, Any]) -> None:
+        p, f, kv = rep["params"], rep["flops"], rep["kv_cache"]
+        t = rep.get("training")
+        cost = ""
+        if t and t.get("gpu_hours") is not None:
+            cost = f" · <b>{t['gpu_hours']:,.0f}</b> GPU-hours for {budget.human_count(t['tokens'])} tokens"
+        self.total_label.setText(
+            f"<span style='font-size:13pt'><b>{self.title or 'custom config'}</b>: "
+            f"<b>{p['total']:,}</b> parameters ({budget.human_count(p['total'])})</span><br>"
+            f"non-embedding {p['non_embedding']:,} · "
+            f"forward {budget.human_flops(f['forward_total_per_token'])}"
+            f"/token at T = {f['seq_len']:,} · KV cache {budget.human_bytes(kv['per_token_bytes'])}/token"
+            f"{cost}"
+        )
+
+    # ---- export --------------------------------------------------------------------------------
+    def budget_rows(self) -> tuple[list[str], list[list[Any]]]:
+        if self.report is None:
+            return BUDGET_HEADER, []
+        return BUDGET_HEADER, budget_table(self.report)
+
+    def export_table(self, path: str | Path, *, side: bool = False) -> Path:
+        """Write this budget's table (or the side-by-side table) as CSV (``.csv``) or Markdown (``.md``)."""
+        path = Path(path)
+        header, rows = (self.side_page.header, self.side_page.rows) if side else self.budget_rows()
+        if path.suffix.lower() == ".csv":
+            text = to_csv(header, rows)
+        elif path.suffix.lower() in (".md", ".markdown"):
+            title = "Budgets side by side" if side else f"Budget: {self.title or 'custom config'}"
+            text = f"# {title}\n\n" + to_markdown(header, rows)
+        else:
+            raise ValueError(f"export as .csv or .md, not {path.suffix or 'a file without extension'}")
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    def _export_dialog(self, kind: str, side: bool = False) -> None:
+        suffix = ".csv" if kind == "csv" else ".md"
+        name = (
+            "budgets-side-by-side" if side else f"budget-{(self.title or 'custom').replace(' ', '-')}"
+        ) + suffix
+        filt = "CSV (*.csv)" if kind == "csv" else "Markdown (*.md)"
+        path, _ = QFileDialog.getSaveFileName(self, "Export table", name, filt)
+        if not path:
+            return
+        if not Path(path).suffix:
+            path += suffix
+        try:
+            self.export_table(path, side=side)
+        except (OSError, ValueError) as exc:
+            self.problem_label.setText(f"Could not export: {exc}")
+            self.problem_label.show()
+
+    # ---- hooks for the window ------------------------------------------------------------------
+    def export_targets(self) -> dict[str, QWidget]:
+        return {
+            "flop-shares": self.flops_page.plot,
+            "kv-vs-context": self.kv_page.ctx_plot,
+            "kv-vs-batch": self.kv_page.batch_plot,
+            "memory": self.memory_page.plot,
+        }
+
+    def screenshot_pages(self) -> list[tuple[str, Any]]:
+        def page(i: int):
+            return lambda: self.pages.setCurrentIndex(i)
+
+        names = ["parameters", "flops", "kv-cache", "memory", "cost", "side-by-side", "check"]
+        return [(n, page(i)) for i, n in enumerate(names)]
+
+    def save_state(self, settings) -> None:
+        try:
+            settings.set_json("budget/config", self.editor.config().to_dict())
+            settings.set_json(
+                "budget/title", {"title": self.title, "preset": self.preset.name if self.preset else None}
+            )
+        except Exception:
+            pass
+
+    def restore_state(self, settings) -> None:
+        meta = settings.get_json("budget/title") or {}
+        cfg = settings.get_json("budget/config")
+        if meta.get("preset") and cfg is None:
+            self.choose_preset(meta["preset"])
+            return
+        if cfg:
+            try:
+                config = GPTConfig.from_dict(cfg, validate=False)
+            except (ConfigError, TypeError):
+                return
+            if meta.get("preset"):
+                self.choose_preset(meta["preset"])
+                if config.to_dict() == self.editor.config().to_dict():
+                    return
+            self.set_config(config, title=str(meta.get("title") or "custom config"))
+
+
+def _is_config_problem(p: str) -> bool:
+    return not p.startswith(
+        ("seq_len=", "batch=", "gpus=", "tokens=", "peak_flops=", "mfu=", "bytes_per_value=")
+    )
+
+
+__all__ = ["BudgetTab", "DEVICES", "KV_BYTES"]

@@ -1,0 +1,215 @@
+"""The Budget tab: presets, typing into fields, every page drawn, side by side, checks and exports."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from PySide6.QtCore import Qt
+
+from app.views.budget.tables import (
+    BUDGET_HEADER,
+    from_csv,
+    from_markdown,
+    markdown_cell,
+    number,
+    parse_quantity,
+)
+from model import budget
+from model.config import GPTConfig
+
+TIMEOUT = 60_000
+
+TINY = GPTConfig(vocab_size=13, context_length=16, n_layers=2, d_model=16, n_heads=4, n_kv_heads=2)
+
+
+@pytest.fixture
+def session(qtbot):
+    from app.gui import make_app
+    from app.session import Session
+
+    make_app()
+    s = Session()
+    yield s
+    s.shutdown(timeout=30)
+
+
+@pytest.fixture
+def tab(qtbot, session):
+    from app.views.budget_tab import BudgetTab
+
+    t = BudgetTab(session)
+    qtbot.addWidget(t)
+    t.resize(1400, 900)
+    t.show()
+    return t
+
+
+def _choose(tab, title: str) -> None:
+    """Pick a preset in the combo box the way a user does (activated fires on a user choice)."""
+    i = tab.preset_combo.findText(title)
+    assert i > 0, title
+    tab.preset_combo.setCurrentIndex(i)
+    tab.preset_combo.activated.emit(i)
+
+
+def _table_value(table, name: str, col: int = 3) -> str:
+    """The cell in column ``col`` of the last row named ``name`` (summary rows follow components)."""
+    for r in reversed(range(table.rowCount())):
+        if table.item(r, 0).text() == name:
+            return table.item(r, col).text()
+    raise KeyError(name)
+
+
+def test_llama2_7b_preset_shows_the_papers_total(tab):
+    _choose(tab, "GPT-2 small")
+    assert "124,439,808" in tab.total_label.text()
+    _choose(tab, "Llama 2 7B")
+    assert "6,738,415,616" in tab.total_label.text()
+    t = tab.params_page.table
+    assert _table_value(t, "total") == "6,738,415,616"
+    # the source chapter's rows: attention and FFN per layer, all layers, embeddings + output, norms
+    assert _table_value(t, "attention (per layer)") == "67,108,864"
+    assert _table_value(t, "mlp (per layer)") == "135,266,304"
+    assert _table_value(t, "all layers") == "6,476,005,376"
+    assert _table_value(t, "embeddings + output") == "262,144,000"
+    assert _table_value(t, "norms") == "266,240"
+    assert _table_value(t, "attention Q", col=1) == "L·d·h·d_k"
+    # the preset brings its training metadata: 2T tokens on A100s, and the paper's GPU-hours beside ours
+    assert tab.settings().tokens == 2e12 and tab.settings().peak_tflops == 312.0
+    cost = tab.cost_page.table
+    reported = [
+        cost.item(r, 2).text() for r in range(cost.rowCount()) if "reported" in cost.item(r, 0).text()
+    ]
+    assert reported and "184,320" in reported[0]
+
+
+def test_typing_into_a_field_updates_the_totals(qtbot, tab):
+    _choose(tab, "Llama 2 7B")
+    spin = tab.editor.widgets["n_layers"]
+    spin.selectAll()
+    with qtbot.waitSignal(tab.recomputed, timeout=5000):
+        qtbot.keyClicks(spin, "16")
+    # 32 → 16 layers removes 16 blocks of 67,108,864 + 135,266,304 + 8,192 (two RMSNorms)
+    assert "3,500,281,856" in tab.total_label.text()
+    assert _table_value(tab.params_page.table, "total") == "3,500,281,856"
+    assert "(edited)" in tab.total_label.text()
+    # GQA: 8 KV heads shrink K and V and the KV cache fourfold
+    tab.editor.set_value("n_kv_heads", 8)
+    assert tab.report["params"]["total"] == budget.parameters(tab.editor.config()).total
+    assert "4× smaller" in tab.kv_page.summary.text()
+    assert len([c for c in tab.kv_page.ctx_curves.values() if c.isVisible()]) == 3  # this, MHA, MQA
+
+
+def test_an_invalid_field_is_named_and_the_pages_wait(tab):
+    tab.editor.set_value("n_kv_heads", 5)  # 32 heads are not a multiple of 5
+    assert tab.report is None and not tab.pages.isEnabled()
+    assert "n_kv_heads" in tab.problem_label.text() and tab.problem_label.isVisibleTo(tab)
+    assert "border" in tab.editor.widgets["n_kv_heads"].styleSheet()
+    tab.editor.set_value("n_kv_heads", 4)
+    assert tab.report is not None and tab.pages.isEnabled() and not tab.problem_label.isVisibleTo(tab)
+    tab.tokens_edit.setText("lots")
+    assert "not a number of tokens" in tab.settings_error.text()
+    assert tab.report is not None and "training" not in tab.report  # the rest still computes
+
+
+def test_flops_page_marks_the_crossover_and_kv_cache_shows_the_gqa_saving(tab):
+    _choose(tab, "Llama 2 70B")
+    cfg = tab.editor.config()
+    cross = budget.attention_crossover(cfg)
+    assert tab.flops_page.cross_line.value() == pytest.approx(math.log10(cross))
+    assert f"{cross:,.0f}" in tab.flops_page.cross_line.label.format
+    x, y = tab.flops_page.curves["attention scores"].getData()
+    _, y_mlp = tab.flops_page.curves["mlp"].getData()
+    # left of the marked crossover the MLP dominates, right of it attention does
+    assert y[0] < y_mlp[0] and y[-1] > y_mlp[-1]
+    assert "8× smaller" in tab.kv_page.summary.text()
+    tab.causal_check.setChecked(True)
+    assert tab.flops_page.cross_line.value() == pytest.approx(math.log10(2 * cross))
+
+
+def test_memory_page_highlights_the_chosen_precision(tab):
+    tab.precision_combo.setCurrentText("fp32")
+    t = tab.memory_page.table
+    assert t.horizontalHeaderItem(1).text() == "fp32 ◀"
+    n = tab.report["params"]["total"]
+    assert t.item(1, 1).text() == budget.human_bytes(4 * n)  # fp32 weights: 4 bytes per parameter
+
+
+def test_use_the_current_models_config(qtbot, session, tab, tiny_config):
+    session.set_device("cpu")
+    session.set_source("task:copy")
+    session.set_config(tiny_config)
+    session.build_model()
+    qtbot.mouseClick(tab.current_button, Qt.MouseButton.LeftButton)
+    assert tab.editor.config() == session.model.config
+    assert f"{session.model.num_params():,}" in tab.total_label.text()
+
+
+def test_side_by_side_highlights_differences_and_exports(tmp_path, tab):
+    side = tab.side_page
+    tab.pages.setCurrentWidget(side)
+    assert side.header[1:] == ["Llama 2 7B", "Mistral 7B", "Llama 3 8B"]
+    labels = [r[0] for r in side.rows]
+    kv_row = labels.index("KV heads h_kv")
+    d_row = labels.index("width d")
+    marked = set(side.differing_cells())
+    assert (kv_row, 2) in marked and (kv_row, 3) in marked  # 8 KV heads vs Llama 2's 32
+    assert (d_row, 2) not in marked  # all three are 4096 wide
+
+    def colour(r, c):
+        return side.table.item(r, c).background().color().name()
+
+    assert colour(kv_row, 2) != colour(d_row, 2)
+    before = len(side.columns)
+    tab.editor.set_value("n_layers", 2)
+    side.add_combo.setCurrentIndex(0)  # "the config being edited"
+    side.add_button.click()
+    assert len(side.columns) == before + 1 and side.rows[labels.index("layers L")][-1] == 2
+    path = tab.export_table(tmp_path / "side.csv", side=True)
+    header, rows = from_csv(path.read_text())
+    assert header == side.header
+    assert number(rows[labels.index("parameters, total")][1]) == 6_738_415_616
+
+
+def test_budget_table_exports_round_trip(tmp_path, tab):
+    header, rows = tab.budget_rows()
+    assert header == BUDGET_HEADER
+    csv_header, csv_rows = from_csv(tab.export_table(tmp_path / "b.csv").read_text())
+    assert csv_header == header and len(csv_rows) == len(rows)
+    for got, want in zip(csv_rows, rows, strict=True):
+        assert got[:3] == [str(v) for v in want[:3]]
+        assert number(got[3]) == want[3]  # exact: integers in full, floats with every digit
+    md = tab.export_table(tmp_path / "b.md").read_text()
+    assert md.startswith("# Budget: Llama 2 7B")
+    md_header, md_rows = from_markdown(md)
+    assert md_header == header
+    assert md_rows == [[markdown_cell(v) for v in r] for r in rows]
+    total = next(r for r in md_rows if r[1] == "total")
+    assert total[3] == "6,738,415,616" and number(total[3]) == 6_738_415_616
+    with pytest.raises(ValueError, match=".csv or .md"):
+        tab.export_table(tmp_path / "b.txt")
+
+
+def test_parse_quantity():
+    assert parse_quantity("2T") == 2e12 and parse_quantity("300B") == 3e11
+    assert parse_quantity("1.5e12") == 1.5e12 and parse_quantity("15,000,000") == 1.5e7
+    with pytest.raises(ValueError):
+        parse_quantity("-3B")
+
+
+def test_check_against_the_built_model_and_a_measured_speed(qtbot, tab):
+    tab.set_config(TINY)
+    page = tab.check_page
+    with qtbot.waitSignal(page.paramsChecked, timeout=TIMEOUT) as got:
+        page.count_button.click()
+    result = got.args[0]
+    assert not isinstance(result, Exception) and result.ok and result.device == "cpu"
+    t = page.param_table
+    assert _table_value(t, "total", col=2) == f"{budget.parameters(TINY).total:,}"
+    assert all(t.item(r, 3).text() == "✓" for r in range(t.rowCount()))
+    with qtbot.waitSignal(page.speedMeasured, timeout=TIMEOUT) as got:
+        page.speed_button.click()
+    r = got.args[0]
+    assert not isinstance(r, Exception) and not r.scaled and r.tokens_per_s > 0
+    assert _table_value(page.speed_table, "training tokens/s", col=1) == f"{r.tokens_per_s:,.0f}"
