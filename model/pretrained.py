@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from model.bpe import HFTokenizer, is_hf_tokenizer_json, load_hf_tokenizer
 from model.checkpoint import Checkpoint, CheckpointError, load_checkpoint
@@ -405,6 +406,19 @@ def _map(src: _Source, entries: list[_Entry], dtype: torch.dtype) -> dict[str, t
     return out
 
 
+class _SkipInitOnMeta(TorchFunctionMode):
+    """``torch.nn.init`` functions do nothing to meta tensors (they would be overwritten anyway), because
+    ``normal_``'s meta kernel imports ``torch._dynamo``: ~1.5 s on the first model a process opens."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if getattr(func, "__module__", None) == "torch.nn.init":
+            tensor = args[0] if args else kwargs.get("tensor")
+            if getattr(tensor, "is_meta", False):
+                return tensor
+        return func(*args, **kwargs)
+
+
 def build_from_state_dict(
     config: GPTConfig, state: dict[str, torch.Tensor], device: str | torch.device = "cpu"
 ) -> GPT:
@@ -413,7 +427,7 @@ def build_from_state_dict(
     The model is built on the ``meta`` device and the tensors are assigned, so no second copy of the
     weights is ever allocated. Fixed tables (sinusoidal, rope) are computed. Eval mode.
     """
-    with torch.device("meta"):
+    with torch.device("meta"), _SkipInitOnMeta():
         model = GPT(config)
     model.load_state_dict(state, strict=True, assign=True)
     C = config.context_length
