@@ -31,6 +31,7 @@ from model.analysis.ablation import (
     head_importance,
     kl_divergence,
     mean_loss,
+    validation_batches,
     validation_loss_change,
 )
 from model.analysis.aggregate import (
@@ -208,6 +209,7 @@ __all__ = [
     "softmax_stats",
     "token_focus",
     "top_k_next_tokens",
+    "validation_batches",
     "validation_loss_change",
     "weights_difference",
     "write_stats",

@@ -150,6 +150,26 @@ class LossChange:
         return self.after - self.before
 
 
+def validation_batches(source, n_batches: int, batch_size: int, seq_len: int, *, seed: int = 0,
+                       masked: bool = True) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``n_batches`` fixed validation batches ``(x, y)`` [batch_size, seq_len] from a data source.
+
+    With ``masked`` and a source that scores only some targets (the synthetic tasks'
+    ``get_masked_batch``), unscored targets become −100 and are ignored by the loss, as in training.
+    The same ``seed`` gives the same batches, so before/after losses are comparable.
+    """
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n_batches):
+        if masked and hasattr(source, "get_masked_batch"):
+            x, y, keep = source.get_masked_batch("val", batch_size, seq_len, g)
+            y = y.masked_fill(~keep.bool(), -100)
+        else:
+            x, y = source.get_batch("val", batch_size, seq_len, g)
+        out.append((x, y))
+    return out
+
+
 def _collect(batch_fn: Callable[[], tuple[torch.Tensor, torch.Tensor]] | Iterable, n_batches: int):
     if callable(batch_fn):
         return [batch_fn() for _ in range(n_batches)]
@@ -160,7 +180,8 @@ def validation_loss_change(model, heads, batch_fn, *, n_batches: int = 4, mode: 
     """Loss on the same ``n_batches`` batches with and without ablating ``heads``.
 
     ``batch_fn()`` returns one ``(x, y)`` validation batch (e.g. a closure over
-    ``source.get_batch("val", ...)`` with a fixed generator); a list of batches works too.
+    ``source.get_batch("val", ...)`` with a fixed generator); a list of batches works too, e.g.
+    :func:`validation_batches`.
     """
     ablate = ablation_dict(heads, mode, model.config)
     batches = _collect(batch_fn, n_batches)
@@ -191,5 +212,6 @@ __all__ = [
     "head_importance",
     "kl_divergence",
     "mean_loss",
+    "validation_batches",
     "validation_loss_change",
 ]

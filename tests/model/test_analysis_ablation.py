@@ -10,6 +10,7 @@ from model.analysis.ablation import (
     head_importance,
     kl_divergence,
     mean_loss,
+    validation_batches,
     validation_loss_change,
 )
 from model.config import GPTConfig
@@ -82,3 +83,30 @@ def test_validation_loss_change_uses_the_same_batches(model):
     assert imp.shape == (2, 2) and np.any(np.abs(imp) > 1e-4)
     one = validation_loss_change(model, [(1, 0)], batches(1))
     assert imp[1, 0] == pytest.approx(one.delta)
+
+
+class _TaskLike:
+    """A source that scores only the second half of each row (like the synthetic tasks)."""
+
+    def get_masked_batch(self, split, batch_size, seq_len, generator):
+        d = torch.randint(0, V, (batch_size, seq_len + 1), generator=generator)
+        keep = torch.zeros(batch_size, seq_len, dtype=torch.bool)
+        keep[:, seq_len // 2:] = True
+        return d[:, :-1], d[:, 1:], keep
+
+    def get_batch(self, split, batch_size, seq_len, generator):
+        return self.get_masked_batch(split, batch_size, seq_len, generator)[:2]
+
+
+def test_validation_batches_score_only_what_training_scores(model):
+    src = _TaskLike()
+    masked = validation_batches(src, 2, 3, 12, seed=4)
+    plain = validation_batches(src, 2, 3, 12, seed=4, masked=False)
+    assert (masked[0][1][:, :6] == -100).all() and torch.equal(masked[0][1][:, 6:], plain[0][1][:, 6:])
+    assert torch.equal(masked[1][0], validation_batches(src, 2, 3, 12, seed=4)[1][0])  # seeded
+    x, y = masked[0]
+    model.eval()
+    with torch.no_grad():
+        logits, _ = model(x)
+    expect = torch.nn.functional.cross_entropy(logits[:, 6:].reshape(-1, V), y[:, 6:].reshape(-1))
+    assert mean_loss(model, masked[:1]) == pytest.approx(float(expect), rel=1e-5)
