@@ -393,7 +393,7 @@ def parameters(cfg: GPTConfig) -> ParamBreakdown:
     def model_level(name: str, group: str, n: int, f: str) -> Component:
         return Component(name, group, n, f)
 
-    ln = cfg.norm == "layernorm"
+    ln = cfg.norm == "layernorm" and cfg.norm_bias  # a norm with a shift β as well as a scale γ
     swiglu = cfg.mlp == "swiglu"
     att_bias, att_bias_f = 0, "bias=none"
     if cfg.bias == "all":

@@ -3,7 +3,7 @@
 The JSON field names are a user-facing format (config files, checkpoints, the command line):
 ``vocab_size, context_length, n_layers, d_model, n_heads, n_kv_heads, head_dim, d_ff, mlp, norm,
 norm_position, positions, attn_scale, causal, bias, tie_embeddings, dropout`` plus the numerical
-details pretrained models need (``norm_eps``, ``gelu_approx``, ``rope_base``).
+details pretrained models need (``norm_eps``, ``norm_bias``, ``gelu_approx``, ``rope_base``).
 
 Derived sizes (``None`` means "derive it"):
 
@@ -56,6 +56,7 @@ FIELD_HELP: dict[str, str] = {
     "tie_embeddings": "Share the token embedding with the output head (W_U = Eᵀ).",
     "dropout": "Dropout probability on embeddings, attention weights and residual writes.",
     "norm_eps": "ε inside the norm's square root.",
+    "norm_bias": "LayerNorm with a learned shift β (GPT-2); false: scale only (nanoGPT's bias=False).",
     "gelu_approx": "GELU form: exact erf, or the tanh approximation GPT-2 used.",
     "rope_base": "θ base of the rotary frequencies θ_i = base^(-2i/d_k).",
 }
@@ -91,6 +92,7 @@ class GPTConfig:
     tie_embeddings: bool = False
     dropout: float = 0.0
     norm_eps: float = 1e-5
+    norm_bias: bool = True
     gelu_approx: str = "none"
     rope_base: float = 10000.0
 
@@ -144,11 +146,13 @@ class GPTConfig:
             value = getattr(self, name)
             if value not in options:
                 out.append(f"{name}={value!r} is not one of {', '.join(options)}")
-        for name in ("causal", "tie_embeddings"):
+        for name in ("causal", "tie_embeddings", "norm_bias"):
             if not isinstance(getattr(self, name), bool):
                 out.append(f"{name}={getattr(self, name)!r} must be true or false")
-        if not isinstance(self.dropout, (int, float)) or isinstance(self.dropout, bool) or not (
-            0.0 <= self.dropout < 1.0
+        if (
+            not isinstance(self.dropout, (int, float))
+            or isinstance(self.dropout, bool)
+            or not (0.0 <= self.dropout < 1.0)
         ):
             out.append(f"dropout={self.dropout!r} must be a probability in [0, 1)")
         if not isinstance(self.norm_eps, (int, float)) or not (0.0 < self.norm_eps < 1.0):

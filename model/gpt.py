@@ -120,10 +120,10 @@ class KVCache:
 # layers
 # ---------------------------------------------------------------------------------------------
 def make_norm(config: GPTConfig) -> nn.Module:
-    """LayerNorm ``(x-μ)/√(σ²+ε)·γ + β`` (weight and bias) or RMSNorm ``x/√(mean(x²)+ε)·γ`` (weight)."""
+    """LayerNorm ``(x-μ)/√(σ²+ε)·γ + β`` (β only when ``norm_bias``) or RMSNorm ``x/√(mean(x²)+ε)·γ``."""
     if config.norm == "rmsnorm":
         return nn.RMSNorm(config.d_model, eps=config.norm_eps)
-    return nn.LayerNorm(config.d_model, eps=config.norm_eps)
+    return nn.LayerNorm(config.d_model, eps=config.norm_eps, bias=config.norm_bias)
 
 
 class Attention(nn.Module):

@@ -242,8 +242,15 @@ def _dict_source(sd: dict[str, Any], where: str) -> _Source:
 
 #: safetensors dtype names -> torch dtypes (the floating ones weights come in, plus integers).
 _ST_DTYPES = {
-    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
     "BOOL": torch.bool,
 }
 
@@ -330,8 +337,10 @@ def _gpt2_entries(cfg: GPTConfig, prefix: str, *, conv1d: bool, linear_bias: boo
         shape = (in_f, out_f) if conv1d else (out_f, in_f)
         return _Entry(prefix + src, shape, dst, transpose=conv1d)
 
-    es = [_Entry(prefix + "wte.weight", (V, d), ("tok_emb.weight",)),
-          _Entry(prefix + "wpe.weight", (C, d), ("pos_emb.weight",))]
+    es = [
+        _Entry(prefix + "wte.weight", (V, d), ("tok_emb.weight",)),
+        _Entry(prefix + "wpe.weight", (C, d), ("pos_emb.weight",)),
+    ]
     for i in range(cfg.n_layers):
         h, b = f"h.{i}.", f"blocks.{i}."
         qkv = tuple(f"{b}attn.{n}_proj" for n in "qkv")
@@ -650,6 +659,7 @@ def nanogpt_config(model_args: dict[str, Any]) -> GPTConfig:
         positions="learned",
         attn_scale="sqrt_dk",
         bias="all" if model_args.get("bias", True) else "none",
+        norm_bias=bool(model_args.get("bias", True)),
         tie_embeddings=True,
         dropout=float(model_args.get("dropout", 0.0)),
     )
@@ -670,15 +680,15 @@ def _nanogpt_tokenizer(directory: Path, vocab_size: int, dataset: str | None) ->
             return tokenizer_from_dict(data)
         if (directory / "vocab.json").is_file() or (directory / "merges.txt").is_file():
             return load_hf_tokenizer(directory, name="gpt2")
-        if (directory / "meta.pkl").is_file():
-            return _char_tokenizer_from_meta_pkl(directory / "meta.pkl")
+        if (directory / "input.txt").is_file():
+            return _char_tokenizer_from_dataset_text(directory / "input.txt", vocab_size)
     except TokenizerError as exc:
         raise CheckpointError(str(exc)) from None
-    where = f"data/{dataset}/meta.pkl" if dataset else "data/<dataset>/meta.pkl"
+    where = f"data/{dataset}/input.txt" if dataset else "data/<dataset>/input.txt"
     hint = (
         "GPT-2's vocab.json and merges.txt (from any Hugging Face gpt2 download)"
         if vocab_size >= 50257
-        else f"nanoGPT's {where} (the character vocabulary)"
+        else f"nanoGPT's {where} (its characters are the vocabulary; meta.pkl is a pickle and is never read)"
     )
     raise CheckpointError(
         f"nanoGPT checkpoints hold no tokenizer, and none is beside it in {str(directory)!r}: "
@@ -686,39 +696,28 @@ def _nanogpt_tokenizer(directory: Path, vocab_size: int, dataset: str | None) ->
     )
 
 
-class _PlainDataUnpickler(pickle.Unpickler):
-    """Reads pickles made only of dicts, lists, strings and numbers: every global (the only way a pickle
-    can call code) is refused, and so are persistent ids."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"refusing {module}.{name}: only plain data is read")
-
-    def persistent_load(self, pid: Any) -> Any:
-        raise pickle.UnpicklingError("refusing a persistent id: only plain data is read")
-
-
-def _char_tokenizer_from_meta_pkl(path: Path) -> Tokenizer:
-    """nanoGPT's character vocabulary, ``{"vocab_size": V, "itos": {i: ch}, "stoi": {ch: i}}``."""
+def _char_tokenizer_from_dataset_text(path: Path, vocab_size: int) -> Tokenizer:
+    """nanoGPT's character vocabulary rebuilt from the dataset text, as its ``prepare.py`` does:
+    ``sorted(set(text))``. (Its ``meta.pkl`` holds the same table, but as a pickle, which we never read.)"""
     try:
-        with open(path, "rb") as f:
-            meta = _PlainDataUnpickler(f).load()
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, OSError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         raise CheckpointError(
-            f"{path.name} is not a plain-data nanoGPT vocabulary ({exc}); it is not opened further"
+            f"{path.name} beside the checkpoint is not readable UTF-8 text: {exc}"
         ) from None
-    itos = meta.get("itos") if isinstance(meta, dict) else None
-    if not isinstance(itos, dict) or sorted(itos) != list(range(len(itos))):
-        raise CheckpointError(f"{path.name} has no 'itos' table of ids 0..V-1")
-    chars = [itos[i] for i in range(len(itos))]
-    if not all(isinstance(c, str) and len(c) == 1 for c in chars):
-        raise CheckpointError(f"{path.name}: 'itos' maps ids to something other than single characters")
-    return CharTokenizer("".join(chars))
+    tok = CharTokenizer.from_text(text)
+    if tok.vocab_size != vocab_size:
+        raise CheckpointError(
+            f"{path.name} has {tok.vocab_size} distinct characters but the model has {vocab_size} tokens: "
+            f"it is not the text this checkpoint was trained on"
+        )
+    return tok
 
 
 def _strip_compile_prefix(sd: dict[str, Any]) -> dict[str, Any]:
     """``torch.compile`` saves ``_orig_mod.<name>``; nanoGPT strips it on load, and so do we."""
     p = "_orig_mod."
-    return {(k[len(p):] if isinstance(k, str) and k.startswith(p) else k): v for k, v in sd.items()}
+    return {(k[len(p) :] if isinstance(k, str) and k.startswith(p) else k): v for k, v in sd.items()}
 
 
 def _as_number(v: Any) -> Any:
@@ -751,6 +750,8 @@ def load_nanogpt(
     src = _dict_source(sd, path.name)
     linear_bias = cfg.bias == "all"
     ln_bias = "transformer.ln_f.bias" in src
+    if ln_bias != cfg.norm_bias:
+        cfg.norm_bias = ln_bias  # the file decides: a LayerNorm shift present or not
     entries = _gpt2_entries(cfg, "transformer.", conv1d=False, linear_bias=linear_bias)
     if ln_bias:
         entries += _ln_bias_entries(cfg, "transformer.")
@@ -765,10 +766,6 @@ def load_nanogpt(
     )
     _check(src, entries, path.name, implied, {"lm_head.weight"})
     state = _map(src, entries, dtype)
-    if not ln_bias:  # bias=False: LayerNorm without β ≡ LayerNorm with β = 0
-        names = [f"blocks.{i}.norm{j}.bias" for i in range(cfg.n_layers) for j in (1, 2)]
-        for name in names + ["norm_f.bias"]:
-            state[name] = torch.zeros(cfg.d_model, dtype=dtype)
     del src, sd
     if tokenizer is None:
         dataset = obj.get("config", {}).get("dataset") if isinstance(obj.get("config"), dict) else None
@@ -781,8 +778,6 @@ def load_nanogpt(
     name = path.parent.name if path.stem == "ckpt" else path.stem
     extra = {k: _as_number(obj.get(k)) for k in ("iter_num", "best_val_loss") if k in obj}
     meta = _meta("nanogpt", name, model, tokenizer, path, **extra)
-    if not ln_bias:  # the zero LayerNorm shifts are ours, not the file's
-        meta["n_params"] -= (2 * cfg.n_layers + 1) * cfg.d_model
     return Checkpoint(path=path, config=cfg, model=model, tokenizer=tokenizer, train_state=None, meta=meta)
 
 

@@ -297,6 +297,8 @@ def tokenizer_from_dict(d: Any) -> Tokenizer:
     if "type" not in d:
         raise TokenizerError(f"the tokenizer has no 'type' field; known types: {known}")
     kind = d["type"]
+    if kind == "hf_bpe" and kind not in _REGISTRY:
+        import model.bpe  # noqa: F401  (registers itself; imported only when a checkpoint needs it)
     if not isinstance(kind, str) or kind not in _REGISTRY:
         raise TokenizerError(f"unknown tokenizer type {kind!r}; known types: {known}")
     try:

@@ -74,6 +74,7 @@ def small_configs(draw):
         d_ff=draw(st.sampled_from([None, 5, 16])),
         mlp=draw(st.sampled_from(["gelu", "relu", "swiglu"])),
         norm=draw(st.sampled_from(["layernorm", "rmsnorm"])),
+        norm_bias=draw(st.booleans()),
         norm_position=draw(st.sampled_from(["pre", "post"])),
         positions=positions,
         attn_scale=draw(st.sampled_from(["sqrt_dk", "none", "learned", "qk_norm"])),

@@ -299,3 +299,12 @@ def test_non_embedding_count_leaves_out_tables_and_untied_head():
     )
     assert untied.num_params(non_embedding=True) == blocks
     assert tied.num_params(non_embedding=True) == blocks
+
+
+def test_layernorm_without_shift_is_one_field_away():
+    cfg = tiny(norm_bias=False)
+    model = GPT(cfg)
+    assert model.blocks[0].norm1.bias is None and model.norm_f.bias is None
+    assert GPT(tiny()).num_params() - model.num_params() == (2 * cfg.n_layers + 1) * cfg.d_model
+    # RMSNorm never has a shift, whatever the field says
+    assert GPT(tiny(norm="rmsnorm", norm_bias=False)).num_params() == GPT(tiny(norm="rmsnorm")).num_params()

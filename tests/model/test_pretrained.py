@@ -421,17 +421,24 @@ def test_nanogpt_logits_match_the_state_dict(tmp_path, variant):
     assert expected.std().item() > 0.3  # random weights: logits far from a constant
 
 
-def test_nanogpt_file_and_char_vocabulary_from_meta_pkl(tmp_path):
+def test_nanogpt_file_and_char_vocabulary_from_the_dataset_text(tmp_path):
     ref = write_nanogpt(tmp_path / "weights.bin", seed=1)  # detected by content, whatever the name
-    itos = dict(enumerate(CHARS))
-    meta = {"vocab_size": len(CHARS), "itos": itos, "stoi": {c: i for i, c in itos.items()}}
-    (tmp_path / "meta.pkl").write_bytes(pickle.dumps(meta))
+    # nanoGPT's prepare.py: chars = sorted(set(text)); our CharTokenizer.from_text does the same
+    text = "".join(reversed(CHARS)) * 3
+    (tmp_path / "input.txt").write_text(text, encoding="utf-8")
     assert detect(tmp_path) == ("nanogpt", tmp_path / "weights.bin")
     ckpt = open_model(tmp_path / "weights.bin")
-    assert ckpt.tokenizer == CharTokenizer(CHARS)
+    assert ckpt.tokenizer == CharTokenizer.from_text(text)
     ids = torch.tensor([ckpt.tokenizer.encode("Hello there")])
     with torch.no_grad():
         assert torch.allclose(ckpt.model(ids)[0], ref(ids), atol=1e-4)
+
+
+def test_a_dataset_text_with_another_vocabulary_is_refused(tmp_path):
+    write_nanogpt(tmp_path / "ckpt.pt")
+    (tmp_path / "input.txt").write_text("abc", encoding="utf-8")
+    with pytest.raises(CheckpointError, match="3 distinct characters but the model has"):
+        open_model(tmp_path)
 
 
 class Payload:
@@ -446,27 +453,25 @@ class Payload:
 
 def test_a_checkpoint_that_needs_unpickling_is_refused_not_run(tmp_path):
     marker = tmp_path / "pwned"
-    torch.save(
-        {"model_args": {"n_layer": 1}, "model": {}, "extra": Payload(marker)}, tmp_path / "ckpt.pt"
-    )
+    torch.save({"model_args": {"n_layer": 1}, "model": {}, "extra": Payload(marker)}, tmp_path / "ckpt.pt")
     assert not marker.exists()
     with pytest.raises(CheckpointError, match=r"asks for (io|builtins)\.open.*never does"):
         open_model(tmp_path)
     assert not marker.exists()
 
 
-def test_a_meta_pkl_with_code_is_refused_not_run(tmp_path):
+def test_a_meta_pkl_is_never_read(tmp_path):
     write_nanogpt(tmp_path / "ckpt.pt")
     marker = tmp_path / "pwned"
     (tmp_path / "meta.pkl").write_bytes(pickle.dumps({"itos": {0: "a"}, "x": Payload(marker)}))
-    with pytest.raises(CheckpointError, match="meta.pkl is not a plain-data"):
+    with pytest.raises(CheckpointError, match="meta.pkl is a pickle and is never read"):
         open_model(tmp_path)
     assert not marker.exists()
 
 
 def test_nanogpt_without_a_tokenizer_says_where_to_find_one(tmp_path):
     write_nanogpt(tmp_path / "ckpt.pt")
-    with pytest.raises(CheckpointError, match=r"copy nanoGPT's data/shakespeare_char/meta\.pkl"):
+    with pytest.raises(CheckpointError, match=r"copy nanoGPT's data/shakespeare_char/input\.txt"):
         open_model(tmp_path)
     # ... unless one is given
     ckpt = open_model(tmp_path, tokenizer=CharTokenizer(CHARS))
@@ -510,3 +515,12 @@ def test_a_fine_tuned_gpt2_saved_as_ours_round_trips(hf_models, tmp_path):
     ids = torch.tensor([gpt2.tokenizer.encode(PROMPTS[0])])
     with torch.no_grad():
         assert torch.equal(back.model(ids)[0], gpt2.model(ids)[0])
+
+
+def test_nanogpt_without_biases_maps_to_a_shift_free_layernorm(tmp_path):
+    ref = write_nanogpt(tmp_path / "ckpt.pt", bias=False)
+    (tmp_path / "input.txt").write_text(CHARS, encoding="utf-8")
+    ckpt = open_model(tmp_path)
+    assert ckpt.config.norm_bias is False and ckpt.config.bias == "none"
+    assert not any(name.endswith(".bias") for name, _ in ckpt.model.named_parameters())
+    assert ckpt.meta["n_params"] == sum(p.numel() for p in ref.parameters())
