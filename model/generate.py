@@ -1,0 +1,249 @@
+"""Sampling text from a GPT: greedy, temperature, top-k and top-p (nucleus), with a KV cache.
+
+One decoding step turns the last position's logits ``z`` [B, V] into the next token:
+
+* greedy: ``argmax_v z_v`` (also what ``temperature = 0`` means);
+* otherwise ``p = softmax(z / τ)``, restricted to the ``k`` most likely tokens (top-k) and/or to the
+  smallest set whose probabilities sum to at least ``top_p`` (nucleus, Holtzman et al. 2019), then
+  renormalised and sampled from a ``torch.Generator`` seeded by ``seed``.
+
+KV cache. The prompt is run once (prefill) and every later step feeds only the new token, reading
+the keys and values of earlier positions from a :class:`~model.gpt.KVCache` of ``context_length``
+positions (``2·L·B·H_kv·T·d_k`` values: GQA/MQA shrink it by ``n_heads / n_kv_heads``). The model
+only ever sees the last ``context_length`` tokens, exactly as without a cache: when the sequence
+outgrows the context the window slides by one token, which moves every position, so the cache is
+rebuilt from the last ``context_length`` tokens (a re-prefill per new token from then on, the cost
+of uncached decoding). Cached and uncached greedy decoding therefore give the same tokens.
+
+A prompt longer than the context is cropped from the left with a ``warnings.warn``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+
+import torch
+
+from model.runtime import compute_lock
+
+__all__ = ["PromptCroppedWarning", "generate", "sample_next", "stream"]
+
+
+class PromptCroppedWarning(UserWarning):
+    """The prompt was longer than the model's context; its beginning was dropped."""
+
+
+def _check_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
+    if not isinstance(temperature, (int, float)) or temperature < 0:
+        raise ValueError(f"temperature={temperature!r} must be 0 (greedy) or a positive number such as 0.8")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise ValueError(f"top_k={top_k!r} must be a whole number of at least 1")
+    if top_p is not None and (not isinstance(top_p, (int, float)) or not 0.0 < top_p <= 1.0):
+        raise ValueError(f"top_p={top_p!r} must be in (0, 1], e.g. 0.9")
+
+
+def sample_next(
+    logits: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    greedy: bool = False,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Next token ids [B, 1] from last-position logits [B, V] (see the module docstring)."""
+    logits = logits.float()
+    if greedy or temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    if top_p is not None and top_p < 1.0:
+        sorted_p, order = torch.sort(probs, dim=-1, descending=True)
+        before = sorted_p.cumsum(dim=-1) - sorted_p  # mass of strictly more likely tokens
+        sorted_p = sorted_p.masked_fill(before >= top_p, 0.0)  # the first token always stays
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    if generator is not None and generator.device != probs.device:
+        return torch.multinomial(probs.cpu(), 1, generator=generator).to(probs.device)
+    return torch.multinomial(probs, 1, generator=generator)
+
+
+def _crop(idx: torch.Tensor, context: int) -> torch.Tensor:
+    if idx.shape[1] > context:
+        warnings.warn(
+            f"the prompt has {idx.shape[1]} tokens but the model reads at most {context}: "
+            f"using its last {context} tokens",
+            PromptCroppedWarning,
+            stacklevel=3,
+        )
+        return idx[:, -context:]
+    return idx
+
+
+def _steps(
+    model: torch.nn.Module,
+    idx: torch.Tensor,
+    max_new_tokens: int,
+    *,
+    temperature: float,
+    top_k: int | None,
+    top_p: float | None,
+    greedy: bool,
+    seed: int | None,
+    use_cache: bool,
+    vocab_limit: int | None = None,
+) -> Iterator[torch.Tensor]:
+    """Yield each new token [B, 1]; the model is in eval mode meanwhile."""
+    from model.gpt import KVCache
+
+    _check_sampling(temperature, top_k, top_p)
+    if idx.dim() == 1:
+        idx = idx[None]
+    if idx.shape[1] == 0:
+        raise ValueError("the prompt is empty: give at least one token")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens={max_new_tokens} must be 0 or more")
+    config = model.config
+    context = config.context_length
+    device = next(model.parameters()).device
+    idx = _crop(idx.to(device), context)
+    generator = None
+    if seed is not None:
+        generator = torch.Generator(device=device if device.type == "cuda" else "cpu").manual_seed(int(seed))
+    dtype = next(model.parameters()).dtype
+    was_training = model.training
+    model.eval()
+    window = idx  # the last <= context tokens, what the model reads
+    cache = KVCache(config, idx.shape[0], context, device=device, dtype=dtype) if use_cache else None
+
+    def forward(tokens: torch.Tensor) -> torch.Tensor:
+        logits, _ = model(tokens, kv_cache=cache)
+        last = logits[:, -1, :]
+        if vocab_limit is not None and vocab_limit < last.shape[-1]:
+            last = last.clone()
+            last[:, vocab_limit:] = float("-inf")
+        return last
+
+    try:
+        with torch.no_grad():
+            with compute_lock:
+                logits = forward(window)
+            for i in range(max_new_tokens):
+                with compute_lock:
+                    nxt = sample_next(
+                        logits,
+                        temperature=temperature,
+                        top_k=top_k,
+                        top_p=top_p,
+                        greedy=greedy,
+                        generator=generator,
+                    )
+                    if i + 1 < max_new_tokens:
+                        window = torch.cat([window, nxt], dim=1)
+                        if window.shape[1] > context:  # slide: every position moves, rebuild the cache
+                            window = window[:, -context:]
+                            if cache is not None:
+                                cache.reset()
+                                logits = forward(window)
+                            else:
+                                logits = forward(window)
+                        elif cache is not None:
+                            logits = forward(nxt)
+                        else:
+                            logits = forward(window)
+                yield nxt
+    finally:
+        model.train(was_training)
+
+
+def generate(
+    model: torch.nn.Module,
+    idx: torch.Tensor,
+    max_new_tokens: int,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    greedy: bool = False,
+    seed: int | None = None,
+    use_cache: bool = True,
+) -> torch.Tensor:
+    """Extend ``idx`` [B, T] (or [T]) by ``max_new_tokens`` sampled tokens: returns [B, T + new].
+
+    The returned tensor starts with the whole prompt, even when the model read only its last
+    ``context_length`` tokens (a :class:`PromptCroppedWarning` says so). ``seed`` makes sampling
+    reproducible; ``use_cache=False`` recomputes the whole window every step (the reference the
+    cache is tested against). Each step takes :data:`model.runtime.compute_lock`.
+    """
+    squeeze = idx.dim() == 1
+    if squeeze:
+        idx = idx[None]
+    new = list(
+        _steps(
+            model,
+            idx,
+            max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            greedy=greedy,
+            seed=seed,
+            use_cache=use_cache,
+        )
+    )
+    out = torch.cat([idx.to(new[0].device) if new else idx, *new], dim=1)
+    return out[0] if squeeze else out
+
+
+def stream(
+    model: torch.nn.Module,
+    tokenizer,
+    prompt: str,
+    max_new_tokens: int = 200,
+    *,
+    temperature: float = 0.8,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    greedy: bool = False,
+    seed: int | None = None,
+    use_cache: bool = True,
+) -> Iterator[str]:
+    """Yield the text of each new token as it is produced (one ``yield`` per token).
+
+    The prompt is encoded strictly (unknown characters raise the tokenizer's error, which names
+    them). With a byte-level tokenizer a character can span several tokens: its bytes yield ``""``
+    until the character is complete, so the joined output is always valid text.
+    """
+    ids = tokenizer.encode(prompt)
+    if not ids:
+        raise ValueError("the prompt is empty: give at least one character")
+    idx = torch.tensor([ids], dtype=torch.long)
+    new_ids: list[int] = []
+    emitted = ""
+    pending = 0
+    for tok in _steps(
+        model,
+        idx,
+        max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        greedy=greedy,
+        seed=seed,
+        use_cache=use_cache,
+        vocab_limit=tokenizer.vocab_size,
+    ):
+        new_ids.append(int(tok[0, 0]))
+        text = tokenizer.decode(new_ids)
+        if text.endswith("\ufffd") and getattr(tokenizer, "kind", "") == "byte" and pending < 3:
+            pending += 1  # an incomplete UTF-8 sequence: wait for the rest of the character
+            yield ""
+            continue
+        pending = 0
+        delta = text[len(emitted) :]
+        emitted = text
+        yield delta

@@ -1,0 +1,797 @@
+"""Training: a :class:`Trainer` that a script, the command line or a GUI worker thread can drive.
+
+One step (``Trainer.train_step``), with ``s`` the number of steps already taken::
+
+    lr_s   = lr · (s+1)/warmup                                       (s < warmup: linear warmup)
+           = min_lr + ½ (lr − min_lr) (1 + cos(π (s − warmup)/(steps − warmup)))   (cosine decay)
+    x, y   = source batch [B, T] (targets the task does not determine are ignored: −100)
+    loss   = mean cross-entropy of model(x) against y      (bf16/fp16 autocast on CUDA, fp32 on CPU)
+    g      = ∇loss;  ‖g‖ clipped to grad_clip;  AdamW(β₁, β₂, weight_decay on matrices only)
+
+Weight decay applies to every parameter with two or more dimensions (projection matrices and the
+embedding tables, as GPT-2 and nanoGPT do), never to biases, norm gains or per-head scales.
+
+Events. Each step returns a :class:`TrainEvent` (losses, lr, grad norm, tokens/s, ...); ``run``
+loops steps and calls ``callback(event)`` after each. Validation loss is measured every
+``eval_every`` steps and at the last step, on the same ``eval_batches`` held-out batches every time,
+so successive values are comparable. With ``probe_every`` the event of every k-th step carries a
+:class:`~model.trace.Trace` of the probe prompt (attention weights in float16): what animates the
+heads while the model learns.
+
+Threads. ``pause``, ``resume`` and ``stop`` may be called from any thread; they take effect between
+steps (a paused ``run`` blocks on a condition variable, not a busy loop). Every step holds
+:data:`model.runtime.compute_lock` so inspection never competes with training for the CPU.
+
+Determinism. On the CPU, the same config, source, settings and seed give bit-identical weights.
+Batches come from the trainer's own ``torch.Generator``; dropout uses the trainer's own copy of the
+global RNG state. All of this is in the checkpoint, so N steps, save, resume, M steps equals N + M
+steps straight.
+
+Divergence. A non-finite loss or gradient norm raises :class:`TrainingDiverged` before the optimizer
+touches the weights, so the model (and any checkpoint saved earlier) stays at the last good step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from model.config import ConfigError, GPTConfig
+from model.runtime import compute_lock, pick_device, set_threads
+
+__all__ = [
+    "TrainEvent",
+    "TrainSettings",
+    "Trainer",
+    "TrainingDiverged",
+    "lr_at",
+    "recommended_config",
+    "recommended_settings",
+]
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss (or gradient) became NaN or infinite; the weights are those of the last good step."""
+
+    def __init__(self, message: str, step: int, value: float):
+        super().__init__(message)
+        self.step = step
+        self.value = value
+
+
+# ---------------------------------------------------------------------------------------------
+# settings and events
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class TrainSettings:
+    """How to train (not what): the optimiser, schedule, batches, evaluation and device.
+
+    ``seq_len`` None → the model's context length (or less, if the data is shorter). ``min_lr`` None →
+    ``lr / 10``. ``threads`` 0 → every available core (set in the thread that trains).
+    """
+
+    steps: int = 300
+    batch_size: int = 16
+    seq_len: int | None = 128
+    lr: float = 3e-3
+    warmup: int = 30
+    min_lr: float | None = None
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    beta1: float = 0.9
+    beta2: float = 0.99
+    eval_every: int = 50
+    eval_batches: int = 8
+    seed: int = 0
+    device: str = "auto"
+    probe_every: int = 0
+    probe_prompt: str | None = None
+    amp: bool = True
+    threads: int = 0
+    loss_mask: bool = True
+
+    def problems(self) -> list[str]:
+        """Every invalid value, each naming the field and a valid range (empty if fine)."""
+        out: list[str] = []
+
+        def whole(name: str, minimum: int) -> None:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+                out.append(f"{name}={v!r} must be a whole number >= {minimum}")
+
+        def number(name: str, lo: float, hi: float = math.inf, lo_open: bool = False) -> None:
+            v = getattr(self, name)
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            ok = ok and (v > lo if lo_open else v >= lo) and v <= hi
+            if not ok:
+                bound = f"> {lo:g}" if lo_open else f">= {lo:g}"
+                out.append(
+                    f"{name}={v!r} must be a number {bound}" + (f" and <= {hi:g}" if hi != math.inf else "")
+                )
+
+        whole("steps", 1)
+        whole("batch_size", 1)
+        if self.seq_len is not None:
+            whole("seq_len", 1)
+        number("lr", 0.0, 10.0, lo_open=True)
+        whole("warmup", 0)
+        if self.min_lr is not None:
+            number("min_lr", 0.0)
+            if not out and self.min_lr > self.lr:
+                out.append(f"min_lr={self.min_lr:g} must not exceed lr={self.lr:g}")
+        number("weight_decay", 0.0)
+        number("grad_clip", 0.0)
+        number("beta1", 0.0, 1.0)
+        number("beta2", 0.0, 1.0)
+        whole("eval_every", 1)
+        whole("eval_batches", 1)
+        whole("seed", 0)
+        whole("probe_every", 0)
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int):
+            out.append(f"threads={self.threads!r} must be a whole number (0 = every core)")
+        if not isinstance(self.device, str):
+            out.append(f"device={self.device!r} must be auto, cpu, cuda or cuda:N")
+        for name in ("amp", "loss_mask"):
+            if not isinstance(getattr(self, name), bool):
+                out.append(f"{name}={getattr(self, name)!r} must be true or false")
+        return out
+
+    def validate(self) -> TrainSettings:
+        problems = self.problems()
+        if problems:
+            raise ConfigError(problems)
+        return self
+
+    @property
+    def floor_lr(self) -> float:
+        """The cosine floor actually used (``min_lr`` or ``lr / 10``)."""
+        return self.min_lr if self.min_lr is not None else self.lr / 10
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainSettings:
+        """Build from a mapping (omitted fields take defaults); unknown names and bad values are errors."""
+        if not isinstance(data, dict):
+            raise ConfigError([f"training settings must be a JSON object, not {type(data).__name__}"])
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError([f"unknown training setting {name!r}" for name in unknown])
+        return cls(**data).validate()
+
+    def replace(self, **changes: Any) -> TrainSettings:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass
+class TrainEvent:
+    """What one training step reports (``to_dict`` is JSON-able; ``trace`` is not part of it).
+
+    ``tokens_per_s``: training tokens per second of step time over the last few steps (evaluation and
+    probes excluded); ``elapsed``: seconds spent in training steps, evaluations and probes so far (all
+    runs of this trainer, resumes included; pauses excluded).
+    """
+
+    step: int
+    train_loss: float
+    val_loss: float | None
+    lr: float
+    grad_norm: float
+    tokens_per_s: float
+    elapsed: float
+    tokens_seen: int
+    trace: Any = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "train_loss": self.train_loss,
+            "val_loss": self.val_loss,
+            "lr": self.lr,
+            "grad_norm": self.grad_norm,
+            "tokens_per_s": self.tokens_per_s,
+            "elapsed": self.elapsed,
+            "tokens_seen": self.tokens_seen,
+        }
+
+
+def lr_at(step: int, settings: TrainSettings) -> float:
+    """Learning rate for step index ``step`` (0-based): linear warmup, cosine to ``floor_lr``, then flat."""
+    lr, floor, warm, total = settings.lr, settings.floor_lr, settings.warmup, settings.steps
+    if step < warm:
+        return lr * (step + 1) / warm
+    if step >= total:
+        return floor
+    progress = (step - warm) / max(1, total - warm)
+    return floor + 0.5 * (lr - floor) * (1.0 + math.cos(math.pi * progress))
+
+
+# ---------------------------------------------------------------------------------------------
+# recommended settings per data source
+# ---------------------------------------------------------------------------------------------
+def _source_kind(source: Any) -> tuple[str, str]:
+    try:
+        ident = source.identity()
+    except Exception:  # noqa: BLE001 - any source without identity counts as text
+        return "text", ""
+    return str(ident.get("kind", "text")), str(ident.get("task", ""))
+
+
+def recommended_config(source: Any, base: GPTConfig | None = None) -> GPTConfig:
+    """A model shape that suits ``source`` (vocab_size set from its tokenizer).
+
+    Text: the default config. ``task:induction``: 2 layers, 4 heads of 32, no MLP-heavy width, context
+    128 (an attention-only-like small model in which an induction head forms within a few hundred
+    steps on the CPU). Other tasks: 2 layers, d_model 64, context 128.
+    """
+    kind, task = _source_kind(source)
+    if base is None:
+        base = GPTConfig()
+        if kind == "task":
+            base = GPTConfig(n_layers=2, d_model=128, n_heads=4, context_length=128)
+            if task != "induction":
+                base = base.replace(d_model=64)
+    return base.with_vocab(source.tokenizer.vocab_size)
+
+
+def recommended_settings(source: Any) -> TrainSettings:
+    """Training settings that suit ``source``: the defaults for text; for ``task:induction`` settings
+    under which the induction head's phase change shows within a few minutes of CPU."""
+    kind, task = _source_kind(source)
+    if kind != "task":
+        return TrainSettings()
+    if task == "induction":
+        return TrainSettings(
+            steps=600,
+            batch_size=32,
+            seq_len=128,
+            lr=1e-3,
+            warmup=50,
+            weight_decay=0.1,
+            eval_every=25,
+            eval_batches=4,
+            probe_every=10,
+        )
+    return TrainSettings(
+        steps=600, batch_size=32, seq_len=128, lr=1e-3, warmup=50, eval_every=50, eval_batches=4
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the trainer
+# ---------------------------------------------------------------------------------------------
+def _all_true(mask: torch.Tensor) -> bool:
+    return bool(mask.all())
+
+
+class Trainer:
+    """Trains a :class:`~model.gpt.GPT` on a data source (see the module docstring).
+
+    ``config``: the model's shape; its ``vocab_size`` is taken from ``source.tokenizer`` when unset
+    (a larger one is allowed: a padded head). ``model``: continue from these weights instead of a fresh
+    seeded init. ``state``: a ``train_state`` dict from a checkpoint (optimizer moments, step, RNG
+    states, history) to continue exactly.
+    """
+
+    def __init__(
+        self,
+        config: GPTConfig,
+        source: Any,
+        settings: TrainSettings | None = None,
+        *,
+        model: torch.nn.Module | None = None,
+        state: dict[str, Any] | None = None,
+    ):
+        from model.gpt import build_model
+
+        settings = (settings or TrainSettings()).validate()
+        self.settings = settings
+        self.source = source
+        self.tokenizer = source.tokenizer
+        V = self.tokenizer.vocab_size
+        if config.vocab_size is None:
+            config = config.with_vocab(V)
+        config.validate()
+        if config.vocab_size < V:
+            raise ConfigError(
+                [f"vocab_size={config.vocab_size} is below the tokenizer's {V} tokens: raise or omit it"]
+            )
+        self.config = config
+        self.seq_len = self._pick_seq_len(settings, config, source)
+        self.device = pick_device(settings.device)
+
+        if model is None:
+            model = build_model(config, seed=settings.seed)
+        elif model.config.to_dict() != config.to_dict():
+            raise ConfigError(["the model given does not have the config given"])
+        self.model = model.to(self.device)
+        self.model.train()
+
+        decay, no_decay = [], []
+        self._param_names: list[list[str]] = [[], []]
+        for name, p in self.model.named_parameters():
+            if not p.requires_grad:
+                continue
+            group = 0 if p.dim() >= 2 else 1
+            (decay if group == 0 else no_decay).append(p)
+            self._param_names[group].append(name)
+        self._params = decay + no_decay
+        self.optimizer = torch.optim.AdamW(
+            [
+                {"params": decay, "weight_decay": settings.weight_decay},
+                {"params": no_decay, "weight_decay": 0.0},
+            ],
+            lr=lr_at(0, settings),
+            betas=(settings.beta1, settings.beta2),
+            eps=1e-8,
+        )
+
+        # mixed precision: bf16 autocast where CUDA supports it, fp16 + a gradient scaler otherwise
+        self.amp_dtype: torch.dtype | None = None
+        self.scaler = None
+        if settings.amp and self.device.type == "cuda":
+            if torch.cuda.is_bf16_supported():
+                self.amp_dtype = torch.bfloat16
+            else:
+                self.amp_dtype = torch.float16
+                self.scaler = torch.amp.GradScaler("cuda")
+
+        self.step = 0
+        self.history: list[dict[str, Any]] = []
+        self.elapsed = 0.0
+        self.tokens_seen = 0
+        self._batch_gen = torch.Generator().manual_seed(settings.seed)
+        self._rng_cpu = torch.Generator().manual_seed(settings.seed + 2).get_state()
+        self._rng_cuda: torch.Tensor | None = None
+        self._recent: deque[tuple[int, float]] = deque(maxlen=20)
+        self._threads_for: int | None = None
+
+        self._cond = threading.Condition()
+        self._paused = False
+        self._stopped = False
+        self._waiting = False
+
+        if state is not None:
+            self.load_state(state)
+
+    # ---- helpers -----------------------------------------------------------------------------
+    @staticmethod
+    def _pick_seq_len(settings: TrainSettings, config: GPTConfig, source: Any) -> int:
+        limit = None
+        try:
+            limits = [m for m in (source.max_seq_len("train"), source.max_seq_len("val")) if m is not None]
+            limit = min(limits) if limits else None
+        except AttributeError:
+            pass
+        if settings.seq_len is None:
+            T = config.context_length if limit is None else min(config.context_length, limit)
+        else:
+            T = settings.seq_len
+            if T > config.context_length:
+                raise ConfigError(
+                    [
+                        f"seq_len={T} is longer than the model's context_length={config.context_length}: "
+                        "lower seq_len or raise context_length"
+                    ]
+                )
+            if limit is not None and T > limit:
+                raise ConfigError(
+                    [f"seq_len={T} is longer than the data allows ({limit} tokens); lower seq_len"]
+                )
+        return T
+
+    def _apply_threads(self) -> None:
+        """Set the CPU thread count in the thread that computes (once per thread)."""
+        ident = threading.get_ident()
+        if self._threads_for != ident:
+            if self.device.type == "cpu":
+                set_threads(self.settings.threads)
+            self._threads_for = ident
+
+    def _autocast(self):
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype)
+
+    def _batch(self, split: str, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        B, T = self.settings.batch_size, self.seq_len
+        if self.settings.loss_mask and hasattr(self.source, "get_masked_batch"):
+            x, y, mask = self.source.get_masked_batch(split, B, T, generator)
+            if not _all_true(mask):
+                y = y.masked_fill(~mask, -100)
+        else:
+            x, y = self.source.get_batch(split, B, T, generator)
+        non_blocking = self.device.type == "cuda"
+        return x.to(self.device, non_blocking=non_blocking), y.to(self.device, non_blocking=non_blocking)
+
+    @contextlib.contextmanager
+    def _own_rng(self):
+        """Run dropout on the trainer's own RNG stream (restoring the global one afterwards)."""
+        if self.config.dropout == 0.0:
+            yield
+            return
+        saved = torch.get_rng_state()
+        torch.set_rng_state(self._rng_cpu)
+        saved_cuda = None
+        if self.device.type == "cuda":
+            saved_cuda = torch.cuda.get_rng_state(self.device)
+            if self._rng_cuda is not None:
+                torch.cuda.set_rng_state(self._rng_cuda, self.device)
+        try:
+            yield
+        finally:
+            self._rng_cpu = torch.get_rng_state()
+            torch.set_rng_state(saved)
+            if saved_cuda is not None:
+                self._rng_cuda = torch.cuda.get_rng_state(self.device)
+                torch.cuda.set_rng_state(saved_cuda, self.device)
+
+    def lr_at(self, step: int) -> float:
+        return lr_at(step, self.settings)
+
+    # ---- thread control ----------------------------------------------------------------------
+    def pause(self) -> None:
+        """Hold ``run`` before its next step (from any thread)."""
+        with self._cond:
+            self._paused = True
+
+    def resume(self) -> None:
+        """Let a paused ``run`` continue."""
+        with self._cond:
+            self._paused = False
+            self._cond.notify_all()
+
+    def stop(self) -> None:
+        """Make ``run`` return before its next step (also wakes a paused run). Sticky until
+        :meth:`clear_stop`."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+
+    def clear_stop(self) -> None:
+        """Allow ``run`` to train again after :meth:`stop`."""
+        with self._cond:
+            self._stopped = False
+
+    @property
+    def paused(self) -> bool:
+        with self._cond:
+            return self._paused
+
+    @property
+    def stopped(self) -> bool:
+        with self._cond:
+            return self._stopped
+
+    @property
+    def waiting(self) -> bool:
+        """True while ``run`` is blocked by a pause (the step in flight, if any, has finished)."""
+        with self._cond:
+            return self._waiting
+
+    def wait_until_paused(self, timeout: float | None = None) -> bool:
+        """Block until a paused ``run`` has finished its step and is waiting; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._waiting, timeout)
+
+    def _wait_while_paused(self) -> bool:
+        """Block while paused; True when training may go on, False once stopped."""
+        with self._cond:
+            if self._paused and not self._stopped:
+                self._waiting = True
+                self._cond.notify_all()
+                try:
+                    while self._paused and not self._stopped:
+                        self._cond.wait()
+                finally:
+                    self._waiting = False
+            return not self._stopped
+
+    # ---- training ----------------------------------------------------------------------------
+    def train_step(self) -> TrainEvent:
+        """One optimizer step (plus validation and a probe when due); returns its event."""
+        t_start = time.perf_counter()
+        s = self.settings
+        with compute_lock:
+            self._apply_threads()
+            lr = self.lr_at(self.step)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            x, y = self._batch("train", self._batch_gen)
+            self.model.train()
+            with self._own_rng():
+                with self._autocast():
+                    _, loss = self.model(x, y)
+                loss_value = float(loss.detach())
+                if not math.isfinite(loss_value):
+                    self.optimizer.zero_grad(set_to_none=True)
+                    raise self._diverged("loss", loss_value, lr)
+                if self.scaler is not None:
+                    self.scaler.scale(loss).backward()
+                    self.scaler.unscale_(self.optimizer)
+                else:
+                    loss.backward()
+            max_norm = s.grad_clip if s.grad_clip > 0 else math.inf
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(self._params, max_norm))
+            if self.scaler is not None:
+                self.scaler.step(self.optimizer)  # skips the step itself when the gradients overflowed
+                self.scaler.update()
+            else:
+                if not math.isfinite(grad_norm):
+                    self.optimizer.zero_grad(set_to_none=True)
+                    raise self._diverged("gradient norm", grad_norm, lr)
+                self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        step_time = time.perf_counter() - t_start
+
+        self.step += 1
+        n_tokens = x.numel()
+        self.tokens_seen += n_tokens
+        self._recent.append((n_tokens, step_time))
+        tokens_per_s = sum(n for n, _ in self._recent) / max(1e-9, sum(t for _, t in self._recent))
+
+        val_loss = None
+        if self.step % s.eval_every == 0 or self.step == s.steps:
+            val_loss = self.evaluate()
+        trace = None
+        if s.probe_every and self.step % s.probe_every == 0:
+            trace = self.probe(self.probe_prompt)
+        self.elapsed += time.perf_counter() - t_start
+        event = TrainEvent(
+            step=self.step,
+            train_loss=loss_value,
+            val_loss=val_loss,
+            lr=lr,
+            grad_norm=grad_norm,
+            tokens_per_s=tokens_per_s,
+            elapsed=self.elapsed,
+            tokens_seen=self.tokens_seen,
+            trace=trace,
+        )
+        self.history.append(event.to_dict())
+        return event
+
+    def _diverged(self, what: str, value: float, lr: float) -> TrainingDiverged:
+        step = self.step + 1
+        return TrainingDiverged(
+            f"training diverged at step {step}: the {what} became {value} with learning rate {lr:.3g}; "
+            f"the weights are those of step {self.step}. Lower the learning rate (e.g. lr={lr / 3:.2g}) "
+            "or lengthen the warmup, then train again",
+            step=step,
+            value=value,
+        )
+
+    @torch.no_grad()
+    def evaluate(self, batches: int | None = None) -> float:
+        """Mean loss over ``batches`` (default ``eval_batches``) held-out batches: the same batches
+        every call (their generator is re-seeded), so successive values are comparable."""
+        n = batches or self.settings.eval_batches
+        gen = torch.Generator().manual_seed(self.settings.seed + 1_000_003)
+        total = 0.0
+        with compute_lock:
+            self._apply_threads()
+            was_training = self.model.training
+            self.model.eval()
+            try:
+                for _ in range(n):
+                    x, y = self._batch("val", gen)
+                    with self._autocast():
+                        _, loss = self.model(x, y)
+                    total += float(loss)
+            finally:
+                self.model.train(was_training)
+        return total / n
+
+    @property
+    def probe_prompt(self) -> str:
+        """The prompt probe traces use: ``settings.probe_prompt`` or the source's default prompt."""
+        return self.settings.probe_prompt or getattr(self.source, "default_prompt", "") or "\n"
+
+    def probe(self, prompt: str | None = None, *, kinds=("weights",), dtype=torch.float16, layers=None):
+        """A :class:`~model.trace.Trace` of ``prompt`` (default :attr:`probe_prompt`) in eval mode.
+
+        Characters the tokenizer lacks are replaced (a probe never fails on its prompt); a prompt
+        longer than the context keeps its last ``context_length`` tokens.
+        """
+        prompt = self.probe_prompt if prompt is None else prompt
+        ids = self.tokenizer.encode(prompt, errors="replace")
+        if not ids:
+            raise ValueError("the probe prompt is empty")
+        ids = ids[-self.config.context_length :]
+        idx = torch.tensor([ids], dtype=torch.long, device=self.device)
+        with compute_lock:
+            self._apply_threads()
+            was_training = self.model.training
+            self.model.eval()
+            try:
+                return self.model.trace(idx, kinds=kinds, dtype=dtype, layers=layers)
+            finally:
+                self.model.train(was_training)
+
+    def run(
+        self, steps: int | None = None, callback: Callable[[TrainEvent], Any] | None = None
+    ) -> list[TrainEvent]:
+        """Train ``steps`` more steps (default: until ``settings.steps``), calling ``callback(event)``
+        after each. Returns early, between steps, when :meth:`stop` is called; blocks while paused."""
+        target = self.settings.steps if steps is None else self.step + steps
+        events: list[TrainEvent] = []
+        while self.step < target:
+            if not self._wait_while_paused():
+                break
+            event = self.train_step()
+            events.append(event)
+            if callback is not None:
+                callback(event)
+        return events
+
+    def sample(
+        self,
+        prompt: str | None = None,
+        max_new_tokens: int = 80,
+        temperature: float = 0.8,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+    ) -> str:
+        """The continuation of ``prompt`` (default: the source's prompt) as text, prompt not included."""
+        from model.generate import stream
+
+        prompt = self.probe_prompt if prompt is None else prompt
+        return "".join(
+            stream(
+                self.model,
+                self.tokenizer,
+                prompt,
+                max_new_tokens,
+                temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+                seed=seed,
+            )
+        )
+
+    # ---- state -------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The training state a checkpoint stores: JSON-able fields plus ``"tensors"`` (optimizer
+        moments by parameter name, RNG states)."""
+        tensors: dict[str, torch.Tensor] = {}
+        names = [n for group in self._param_names for n in group]
+        by_param = dict(zip(self._params, names))
+        for p, st in self.optimizer.state.items():
+            name = by_param[p]
+            for key, value in st.items():
+                if isinstance(value, torch.Tensor):
+                    tensors[f"optim/{name}/{key}"] = value.detach().cpu().clone()
+        tensors["rng/batch"] = self._batch_gen.get_state()
+        tensors["rng/cpu"] = self._rng_cpu.clone()
+        if self._rng_cuda is not None:
+            tensors["rng/cuda"] = self._rng_cuda.cpu().clone()
+        try:
+            source_identity = self.source.identity()
+        except Exception:  # noqa: BLE001
+            source_identity = {"name": getattr(self.source, "name", "")}
+        return {
+            "step": self.step,
+            "settings": self.settings.to_dict(),
+            "history": list(self.history),
+            "elapsed": self.elapsed,
+            "tokens_seen": self.tokens_seen,
+            "source": source_identity,
+            "seq_len": self.seq_len,
+            "param_groups": [list(g) for g in self._param_names],
+            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+            "tensors": tensors,
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved (raises ValueError naming any mismatch)."""
+        tensors: dict[str, torch.Tensor] = state.get("tensors") or {}
+        groups = state.get("param_groups")
+        if groups is not None and [list(g) for g in groups] != self._param_names:
+            raise ValueError("the saved optimizer state belongs to differently named or grouped parameters")
+        opt_state: dict[int, dict[str, Any]] = {}
+        names = [n for group in self._param_names for n in group]
+        for i, name in enumerate(names):
+            entry = {
+                key.rsplit("/", 1)[1]: t for key, t in tensors.items() if key.startswith(f"optim/{name}/")
+            }
+            if entry:
+                opt_state[i] = entry
+        sd = self.optimizer.state_dict()
+        sd["state"] = opt_state
+        self.optimizer.load_state_dict(sd)
+        self.step = int(state.get("step", 0))
+        self.history = list(state.get("history", []))
+        self.elapsed = float(state.get("elapsed", 0.0))
+        self.tokens_seen = int(state.get("tokens_seen", 0))
+        if "rng/batch" in tensors:
+            self._batch_gen.set_state(tensors["rng/batch"].to(torch.uint8))
+        if "rng/cpu" in tensors:
+            self._rng_cpu = tensors["rng/cpu"].to(torch.uint8)
+        if "rng/cuda" in tensors:
+            self._rng_cuda = tensors["rng/cuda"].to(torch.uint8)
+        if self.scaler is not None and state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
+
+    def save(self, path: str | Path, *, meta: dict[str, Any] | None = None) -> Path:
+        """Write a full checkpoint (weights, tokenizer, training state) atomically to ``path``."""
+        from model.checkpoint import save_checkpoint
+
+        with compute_lock:
+            state = self.state_dict()
+            full_meta = {"source": state["source"], "step": self.step, "name": Path(path).name}
+            if self.history:
+                last_val = next(
+                    (h["val_loss"] for h in reversed(self.history) if h.get("val_loss") is not None), None
+                )
+                full_meta.update(train_loss=self.history[-1]["train_loss"], val_loss=last_val)
+            full_meta.update(meta or {})
+            return save_checkpoint(path, self.model, self.tokenizer, train_state=state, meta=full_meta)
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        path: str | Path,
+        settings: TrainSettings | None = None,
+        *,
+        source: Any = None,
+        device: str | None = None,
+    ) -> Trainer:
+        """Continue training from a checkpoint exactly where it stopped.
+
+        ``settings`` None → the saved settings (``device`` overrides theirs). ``source`` None → rebuilt
+        from the saved source name with the saved tokenizer; a warning is raised if its identity
+        (SHA-256) differs from the saved one. A checkpoint without training state starts a fresh
+        optimizer from its weights.
+        """
+        import warnings
+
+        from model.checkpoint import CheckpointError, load_checkpoint
+
+        ckpt = load_checkpoint(path, device="cpu")
+        state = ckpt.train_state
+        if settings is None:
+            saved = (state or {}).get("settings") or {}
+            try:
+                settings = TrainSettings.from_dict(saved) if saved else TrainSettings()
+            except ConfigError as exc:
+                raise CheckpointError(f"train_state.json has invalid settings: {exc}") from None
+        if device is not None:
+            settings = settings.replace(device=device)
+        saved_source = (state or {}).get("source") or ckpt.meta.get("source") or {}
+        if source is None:
+            from model.data import resolve_source
+
+            name = saved_source.get("name")
+            if not name:
+                raise CheckpointError("the checkpoint does not record its data source: pass one")
+            source = resolve_source(name, tokenizer=ckpt.tokenizer)
+        try:
+            now = source.identity()
+        except Exception:  # noqa: BLE001
+            now = {}
+        if saved_source.get("sha256") and now.get("sha256") and saved_source["sha256"] != now["sha256"]:
+            warnings.warn(
+                f"the data source {saved_source.get('name')!r} has changed since the checkpoint was saved; "
+                "training continues on the current data",
+                stacklevel=2,
+            )
+        trainer = cls(ckpt.config, source, settings, model=ckpt.model, state=None)
+        if state is not None:
+            try:
+                trainer.load_state(state)
+            except (ValueError, KeyError, RuntimeError) as exc:
+                raise CheckpointError(f"the training state does not fit the model: {exc}") from None
+        return trainer

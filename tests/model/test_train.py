@@ -1,0 +1,269 @@
+"""Trainer: determinism, exact resume, schedule, weight-decay groups, clipping, divergence, threads."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+
+import pytest
+import torch
+
+from model.checkpoint import load_checkpoint
+from model.config import ConfigError, GPTConfig
+from model.data import TextCorpus, resolve_source
+from model.train import Trainer, TrainEvent, TrainingDiverged, TrainSettings, lr_at, recommended_settings
+
+TEXT = "".join(f"def f{i}(x):\n    return x * {i} + {i % 7}\n\n" for i in range(120))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models run fastest on one thread (and the shared CPU stays free for others)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def source():
+    return TextCorpus(TEXT, name="tiny")
+
+
+def tiny_config(**kw) -> GPTConfig:
+    base = dict(n_layers=2, d_model=32, n_heads=2, context_length=32)
+    base.update(kw)
+    return GPTConfig(**base)
+
+
+def tiny_settings(**kw) -> TrainSettings:
+    base = dict(steps=6, batch_size=4, seq_len=16, lr=3e-3, warmup=2, eval_every=3, eval_batches=2, threads=1)
+    base.update(kw)
+    return TrainSettings(**base)
+
+
+def weights(model) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def assert_same_weights(a, b) -> None:
+    wa, wb = weights(a), weights(b)
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        assert torch.equal(wa[k], wb[k]), k
+
+
+def test_same_seed_same_weights_other_seed_differs(source):
+    a = Trainer(tiny_config(), source, tiny_settings())
+    b = Trainer(tiny_config(), source, tiny_settings())
+    c = Trainer(tiny_config(), source, tiny_settings(seed=1))
+    ea, eb, _ = a.run(), b.run(), c.run()
+    assert_same_weights(a.model, b.model)
+    assert [e.train_loss for e in ea] == [e.train_loss for e in eb]
+    assert not torch.equal(a.model.tok_emb.weight, c.model.tok_emb.weight)
+
+
+def test_training_lowers_the_loss(source):
+    t = Trainer(tiny_config(), source, tiny_settings(steps=30, eval_every=30, lr=1e-2))
+    first = t.evaluate()
+    assert first == pytest.approx(math.log(source.vocab_size), rel=0.1)  # a fresh model predicts ~uniformly
+    t.run()
+    assert t.evaluate() < first - 0.5
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.2])
+def test_resume_continues_exactly(source, tmp_path, dropout):
+    """N+M steps straight == N steps, save, load, M steps (weights, losses, optimizer moments)."""
+    cfg, settings = tiny_config(dropout=dropout), tiny_settings(steps=8)
+    straight = Trainer(cfg, source, settings)
+    straight.run()
+
+    first = Trainer(cfg, source, settings)
+    first.run(steps=3)
+    first.save(tmp_path / "ckpt")
+    torch.manual_seed(1234)  # the global RNG moving in between must not matter
+    resumed = Trainer.from_checkpoint(tmp_path / "ckpt", source=source)
+    assert resumed.step == 3
+    resumed.run()
+    assert resumed.step == 8
+    assert_same_weights(straight.model, resumed.model)
+    assert resumed.history == [
+        {**h, "tokens_per_s": r["tokens_per_s"], "elapsed": r["elapsed"]}
+        for h, r in zip(straight.history, resumed.history)
+    ]
+    sa, sb = straight.optimizer.state_dict()["state"], resumed.optimizer.state_dict()["state"]
+    assert sa.keys() == sb.keys()
+    for i in sa:
+        assert torch.equal(sa[i]["exp_avg_sq"], sb[i]["exp_avg_sq"])
+
+
+def test_resume_rebuilds_a_named_source(tmp_path):
+    src = resolve_source("task:copy")
+    t = Trainer(tiny_config(), src, tiny_settings(steps=4))
+    t.run(steps=2)
+    t.save(tmp_path / "c")
+    r = Trainer.from_checkpoint(tmp_path / "c")
+    assert r.source.name == "task:copy" and r.tokenizer == src.tokenizer
+    r.run()
+    assert r.step == 4
+
+
+def test_lr_schedule_warmup_then_cosine_to_floor():
+    s = TrainSettings(steps=100, lr=1e-3, warmup=10, min_lr=1e-4)
+    lrs = [lr_at(i, s) for i in range(120)]
+    assert lrs[0] == pytest.approx(1e-4) and lrs[9] == pytest.approx(1e-3)
+    assert all(a < b for a, b in zip(lrs[:10], lrs[1:10]))  # rises during warmup
+    assert all(a >= b for a, b in zip(lrs[10:100], lrs[11:100]))  # then only falls
+    assert lrs[55] == pytest.approx((1e-3 + 1e-4) / 2, rel=0.02)  # halfway down the cosine
+    assert lrs[99] == pytest.approx(1e-4, rel=0.01) and lrs[119] == 1e-4  # the floor, then flat
+    assert TrainSettings(lr=2e-3).floor_lr == pytest.approx(2e-4)
+
+
+def test_events_report_lr_and_val_loss_when_due(source):
+    t = Trainer(tiny_config(), source, tiny_settings(steps=7, eval_every=3))
+    events = t.run()
+    assert [e.step for e in events] == list(range(1, 8))
+    assert [e.step for e in events if e.val_loss is not None] == [3, 6, 7]  # every 3 and the last
+    assert [e.lr for e in events] == pytest.approx([lr_at(i, t.settings) for i in range(7)])
+    assert all(e.tokens_per_s > 0 and e.grad_norm > 0 for e in events)
+    assert events[-1].tokens_seen == 7 * 4 * 16
+    assert all(a.elapsed < b.elapsed for a, b in zip(events, events[1:]))
+    assert json.loads(json.dumps(events[0].to_dict()))["step"] == 1
+    assert t.history == [e.to_dict() for e in events]
+
+
+def test_weight_decay_on_matrices_only(source):
+    t = Trainer(tiny_config(), source, tiny_settings(weight_decay=0.3))
+    groups = {id(p): g["weight_decay"] for g in t.optimizer.param_groups for p in g["params"]}
+    decayed = {n for n, p in t.model.named_parameters() if groups[id(p)] == 0.3}
+    assert decayed == {n for n, p in t.model.named_parameters() if p.dim() >= 2}
+    assert "blocks.0.attn.q_proj.bias" not in decayed and "blocks.0.norm1.weight" not in decayed
+    assert "blocks.0.attn.q_proj.weight" in decayed
+    assert {g["weight_decay"] for g in t.optimizer.param_groups} == {0.3, 0.0}
+
+
+def test_gradients_are_clipped_before_the_step(source):
+    t = Trainer(tiny_config(), source, tiny_settings(grad_clip=0.01))
+    seen = []
+    original = t.optimizer.step
+
+    def spy(*a, **k):
+        seen.append(math.sqrt(sum(float(p.grad.pow(2).sum()) for p in t._params if p.grad is not None)))
+        return original(*a, **k)
+
+    t.optimizer.step = spy
+    event = t.train_step()
+    assert event.grad_norm > 0.05  # the reported norm is the one before clipping
+    assert seen[0] == pytest.approx(0.01, rel=1e-3)
+
+
+def test_non_finite_loss_stops_and_keeps_last_good_weights(source, tmp_path):
+    t = Trainer(tiny_config(), source, tiny_settings(steps=10))
+    t.run(steps=2)
+    t.save(tmp_path / "good")
+    good = weights(t.model)
+    forward = t.model.forward
+
+    def poisoned(idx, targets=None, **kw):
+        logits, loss = forward(idx, targets, **kw)
+        return logits, loss * float("nan")
+
+    t.model.forward = poisoned
+    with pytest.raises(TrainingDiverged) as info:
+        t.run()
+    assert info.value.step == 3 and "step 3" in str(info.value) and "learning rate" in str(info.value)
+    assert t.step == 2
+    for k, v in weights(t.model).items():
+        assert torch.equal(v, good[k]), k
+    loaded = load_checkpoint(tmp_path / "good")
+    assert loaded.train_state["step"] == 2
+
+
+def test_probe_trace_is_cheap_and_does_not_disturb_training(source):
+    plain = Trainer(tiny_config(), source, tiny_settings())
+    probed = Trainer(tiny_config(), source, tiny_settings(probe_every=2, probe_prompt="def f1(x):"))
+    plain.run()
+    events = probed.run()
+    assert_same_weights(plain.model, probed.model)  # probes use no training randomness, change no weight
+    traced = [e for e in events if e.trace is not None]
+    assert [e.step for e in traced] == [2, 4, 6]
+    w = traced[0].trace["weights", 1]
+    assert w.dtype == torch.float16 and tuple(w.shape) == (1, 2, 10, 10)
+    assert probed.model.training
+    assert "trace" not in traced[0].to_dict()
+    # a prompt longer than the context keeps its end; unknown characters are substituted
+    long = probed.probe("é" + "x = 1\n" * 20)
+    assert long.seq_len == 32
+
+
+def test_pause_resume_stop_from_another_thread(source):
+    t = Trainer(tiny_config(), source, tiny_settings(steps=100_000, eval_every=1000))
+    reached = {3: threading.Event(), 6: threading.Event()}
+
+    def callback(event: TrainEvent) -> None:
+        for n, flag in reached.items():
+            if event.step >= n:
+                flag.set()
+
+    worker = threading.Thread(target=t.run, kwargs={"callback": callback}, daemon=True)
+    worker.start()
+    assert reached[3].wait(30)
+    t.pause()
+    assert t.paused and t.wait_until_paused(30) and t.waiting
+    held = t.step
+    assert worker.is_alive()
+    t.resume()
+    assert reached[6].wait(30) and t.step > held
+    t.pause()
+    assert t.wait_until_paused(30)
+    t.stop()  # also wakes the paused loop
+    worker.join(30)
+    assert not worker.is_alive() and t.stopped and t.step < 100_000
+    assert t.run(steps=2) == []  # stop is sticky ...
+    t.clear_stop()
+    t.resume()
+    assert len(t.run(steps=2)) == 2  # ... until cleared
+
+
+def test_threads_are_set_in_the_training_thread_only(source):
+    before = torch.get_num_threads()
+    seen = []
+    t = Trainer(tiny_config(), source, tiny_settings(steps=1, threads=before + 1))
+    worker = threading.Thread(target=lambda: (t.run(), seen.append(torch.get_num_threads())))
+    worker.start()
+    worker.join(30)
+    assert seen == [before + 1]
+    assert torch.get_num_threads() == before
+
+
+def test_settings_validation_and_json_round_trip(source):
+    s = tiny_settings(probe_every=5)
+    assert TrainSettings.from_dict(json.loads(json.dumps(s.to_dict()))) == s
+    with pytest.raises(ConfigError) as info:
+        TrainSettings(steps=0, lr=-1.0, batch_size=2.5).validate()
+    text = str(info.value)
+    assert "steps=0" in text and "lr=-1.0" in text and "batch_size=2.5" in text
+    with pytest.raises(ConfigError, match="unknown training setting 'stepz'"):
+        TrainSettings.from_dict({"stepz": 3})
+    with pytest.raises(ConfigError, match="seq_len=64 is longer than the model's context_length=32"):
+        Trainer(tiny_config(), source, tiny_settings(seq_len=64))
+    with pytest.raises(ConfigError, match="vocab_size=5"):
+        Trainer(tiny_config(vocab_size=5), source, tiny_settings())
+
+
+def test_task_sources_train_on_scored_targets_only(source):
+    task = resolve_source("task:copy")
+    t = Trainer(tiny_config(), task, tiny_settings())
+    x, y = t._batch("train", torch.Generator().manual_seed(0))
+    _, _, mask = task.get_masked_batch("train", 4, 16, torch.Generator().manual_seed(0))
+    assert torch.equal(y == -100, ~mask) and bool((~mask).any())
+    settings = recommended_settings(resolve_source("task:induction")).validate()
+    assert settings.probe_every > 0
+
+
+def test_sample_continues_the_prompt(source):
+    t = Trainer(tiny_config(), source, tiny_settings())
+    a = t.sample("def f", max_new_tokens=12, seed=3)
+    assert len(a) == 12 and a == t.sample("def f", max_new_tokens=12, seed=3)
+    assert t.model.training
