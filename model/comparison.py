@@ -222,7 +222,7 @@ def summary_row(
     config: GPTConfig | dict[str, Any], history: list[dict[str, Any]], *, context: int | None = None
 ) -> dict[str, Any]:
     """One table row for a run (see the module docstring for each key); ``context`` is the T of the
-    FLOPs figure (default: the config's context length)."""
+    FLOPs figure (default: the config's context length), kept in the row as ``context``."""
     from model import budget
 
     cfg = config if isinstance(config, GPTConfig) else GPTConfig.from_dict(dict(config), validate=False)
@@ -236,6 +236,7 @@ def summary_row(
         "params": None,
         "flops_per_token": None,
         "kv_cache_bytes_per_token": None,
+        "context": min(T, cfg.context_length) if isinstance(cfg.context_length, int) else T,
     }
     if not budget.problems(cfg, seq_len=min(T, cfg.context_length)):
         row["params"] = budget.parameters(cfg).total
@@ -303,6 +304,48 @@ def diff_levels(diff: np.ndarray, floor: float = 1e-3) -> tuple[float, float]:
         m = 0.0
     m = max(m, float(floor))
     return (-m, m)
+
+
+# ---------------------------------------------------------------------------------------------
+# one prompt through a model
+# ---------------------------------------------------------------------------------------------
+def attention_snapshot(model: Any, tokenizer: Any, prompt: str) -> tuple[AttentionSnapshot, Any]:
+    """Run ``prompt`` through ``model`` on the trace path (eval mode, no grad): its attention weights
+    [L, H, T, T] (float16) with visible token labels, and the per-head metrics
+    (:func:`model.analysis.heads.head_metrics` with the trace's mask).
+
+    Characters the tokenizer lacks are replaced; a prompt longer than the context keeps its last
+    ``context_length`` tokens. The caller holds the compute lock it shares with training.
+    """
+    import torch
+
+    from model.analysis.heads import head_metrics
+    from model.tokens import visible
+
+    ids = tokenizer.encode(prompt, errors="replace")[-model.config.context_length :]
+    if not ids:
+        raise ValueError("the prompt is empty")
+    idx = torch.tensor([ids], dtype=torch.long, device=model.device)
+    was_training = model.training
+    model.eval()
+    try:
+        trace = model.trace(idx, kinds=("weights",), dtype=torch.float16)
+    finally:
+        model.train(was_training)
+    weights = np.ascontiguousarray(trace.stack("weights"), dtype=np.float16)
+    labels = [visible(t) for t in tokenizer.token_strings(ids)]
+    metrics = head_metrics(weights.astype(np.float64), trace.mask)
+    return AttentionSnapshot(prompt, labels, weights), metrics
+
+
+def snapshot_metrics(snapshot: AttentionSnapshot, causal: bool = True) -> Any:
+    """Per-head metrics of saved weights (a reopened comparison): causal mask, or all-visible when
+    the model was not causal."""
+    from model.analysis.heads import causal_mask_np, head_metrics
+
+    T = snapshot.weights.shape[-1]
+    mask = causal_mask_np(T) if causal else np.ones((T, T), dtype=bool)
+    return head_metrics(snapshot.weights.astype(np.float64), mask)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -572,6 +615,8 @@ __all__ = [
     "SUFFIX",
     "SUMMARY_KEYS",
     "AttentionSnapshot",
+    "attention_snapshot",
+    "snapshot_metrics",
     "Comparison",
     "ComparisonError",
     "RunRecord",

@@ -213,3 +213,22 @@ def test_unreadable_files(tmp_path):
     (tmp_path / "x.json").write_text("{not json")
     with pytest.raises(ComparisonError, match="not valid JSON"):
         load_comparison(tmp_path / "x.json")
+
+
+def test_attention_snapshot_of_a_prompt_and_its_metrics():
+    from model.comparison import attention_snapshot, snapshot_metrics
+    from model.tokens import CharTokenizer
+
+    tok = CharTokenizer("abcdefghij")
+    cfg = BASE.replace(vocab_size=tok.vocab_size, context_length=8)
+    model = build_model(cfg, seed=0)
+    model.train()
+    snap, metrics = attention_snapshot(model, tok, "abcabcabcab?")  # 12 chars, context 8; '?' unknown
+    assert model.training  # put back as it was
+    assert snap.weights.shape == (2, 4, 8, 8) and snap.weights.dtype == np.float16
+    assert len(snap.tokens) == 8 and snap.tokens[0] == "b"  # the last 8 tokens are kept
+    np.testing.assert_allclose(snap.weights.astype(np.float32).sum(-1), 1.0, atol=5e-3)
+    assert metrics.entropy.shape == (2, 4)
+    again = snapshot_metrics(snap, causal=True)  # what a reopened file recomputes
+    np.testing.assert_allclose(again.entropy, metrics.entropy)
+    np.testing.assert_allclose(again.prev_token, metrics.prev_token)

@@ -1,0 +1,1 @@
+"""The Compare tab's parts: runs and the worker that trains variants together."""
