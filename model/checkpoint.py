@@ -39,7 +39,15 @@ import torch
 from model.config import ConfigError, GPTConfig
 from model.tokens import Tokenizer, TokenizerError, tokenizer_from_dict
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "Checkpoint", "CheckpointError", "load_checkpoint", "save_checkpoint"]
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "Checkpoint",
+    "CheckpointError",
+    "check_save_target",
+    "load_checkpoint",
+    "save_checkpoint",
+]
 
 FORMAT = "attention-lab-checkpoint"
 FORMAT_VERSION = 1
@@ -184,6 +192,19 @@ def _looks_like_checkpoint(path: Path) -> bool:
     return (path / CONFIG_FILE).exists() or (path / MODEL_FILE).exists() or (path / META_FILE).exists()
 
 
+def check_save_target(path: str | Path) -> Path:
+    """Raise :class:`CheckpointError` unless a checkpoint may be written at ``path`` (absent, empty, or
+    a checkpoint already); call it before a long run so a bad ``--out`` fails at once."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise CheckpointError(f"cannot save a checkpoint to {str(path)!r}: it is a file, not a directory")
+    if path.is_dir() and any(path.iterdir()) and not _looks_like_checkpoint(path):
+        raise CheckpointError(
+            f"refusing to overwrite {str(path)!r}: it is a non-empty folder that is not a checkpoint"
+        )
+    return path
+
+
 def save_checkpoint(
     path: str | Path,
     model: torch.nn.Module,
@@ -199,18 +220,12 @@ def save_checkpoint(
     An existing directory at ``path`` is replaced only if it is a checkpoint (or empty), so a typo in
     ``--out`` never deletes someone's folder.
     """
-    path = Path(path)
+    path = check_save_target(path)
     config_v = getattr(getattr(model, "config", None), "vocab_size", None)
     if config_v is not None and tokenizer.vocab_size > config_v:
         raise CheckpointError(
             f"the tokenizer has {tokenizer.vocab_size} tokens but the model only {config_v}: "
             "they do not belong together"
-        )
-    if path.exists() and not path.is_dir():
-        raise CheckpointError(f"cannot save a checkpoint to {str(path)!r}: it is a file, not a directory")
-    if path.is_dir() and any(path.iterdir()) and not _looks_like_checkpoint(path):
-        raise CheckpointError(
-            f"refusing to overwrite {str(path)!r}: it is a non-empty folder that is not a checkpoint"
         )
     parent = path.parent
     try:

@@ -27,14 +27,14 @@ import torch
 
 from model.runtime import compute_lock
 
-__all__ = ["PromptCroppedWarning", "generate", "sample_next", "stream"]
+__all__ = ["PromptCroppedWarning", "check_sampling", "generate", "sample_next", "stream"]
 
 
 class PromptCroppedWarning(UserWarning):
     """The prompt was longer than the model's context; its beginning was dropped."""
 
 
-def _check_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
+def check_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
     if not isinstance(temperature, (int, float)) or temperature < 0:
         raise ValueError(f"temperature={temperature!r} must be 0 (greedy) or a positive number such as 0.8")
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
@@ -100,7 +100,7 @@ def _steps(
     """Yield each new token [B, 1]; the model is in eval mode meanwhile."""
     from model.gpt import KVCache
 
-    _check_sampling(temperature, top_k, top_p)
+    check_sampling(temperature, top_k, top_p)
     if idx.dim() == 1:
         idx = idx[None]
     if idx.shape[1] == 0:

@@ -246,14 +246,15 @@ def recommended_config(source: Any, base: GPTConfig | None = None) -> GPTConfig:
     return base.with_vocab(source.tokenizer.vocab_size)
 
 
-def recommended_settings(source: Any) -> TrainSettings:
+def recommended_settings(source: Any, config: GPTConfig | None = None) -> TrainSettings:
     """Training settings that suit ``source``: the defaults for text; for ``task:induction`` settings
-    under which the induction head's phase change shows within a few minutes of CPU."""
+    under which the induction head's phase change shows within a few minutes of CPU. With ``config``,
+    ``seq_len`` is capped at its context length."""
     kind, task = _source_kind(source)
     if kind != "task":
-        return TrainSettings()
-    if task == "induction":
-        return TrainSettings(
+        settings = TrainSettings()
+    elif task == "induction":
+        settings = TrainSettings(
             steps=600,
             batch_size=32,
             seq_len=128,
@@ -264,9 +265,11 @@ def recommended_settings(source: Any) -> TrainSettings:
             eval_batches=4,
             probe_every=10,
         )
-    return TrainSettings(
-        steps=600, batch_size=32, seq_len=128, lr=1e-3, warmup=50, eval_every=50, eval_batches=4
-    )
+    else:
+        settings = TrainSettings(steps=600, batch_size=32, seq_len=128, lr=1e-3, warmup=50, eval_batches=4)
+    if config is not None and settings.seq_len is not None and settings.seq_len > config.context_length:
+        settings = settings.replace(seq_len=config.context_length)
+    return settings
 
 
 # ---------------------------------------------------------------------------------------------
@@ -748,10 +751,12 @@ class Trainer:
         *,
         source: Any = None,
         device: str | None = None,
+        overrides: dict[str, Any] | None = None,
     ) -> Trainer:
         """Continue training from a checkpoint exactly where it stopped.
 
-        ``settings`` None → the saved settings (``device`` overrides theirs). ``source`` None → rebuilt
+        ``settings`` None → the saved settings; ``overrides`` (TrainSettings fields, e.g. more ``steps``)
+        and ``device`` are applied on top. ``source`` None → rebuilt
         from the saved source name with the saved tokenizer; a warning is raised if its identity
         (SHA-256) differs from the saved one. A checkpoint without training state starts a fresh
         optimizer from its weights.
@@ -768,6 +773,11 @@ class Trainer:
                 settings = TrainSettings.from_dict(saved) if saved else TrainSettings()
             except ConfigError as exc:
                 raise CheckpointError(f"train_state.json has invalid settings: {exc}") from None
+        if overrides:
+            unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(TrainSettings)})
+            if unknown:
+                raise ConfigError([f"unknown training setting {name!r}" for name in unknown])
+            settings = settings.replace(**overrides).validate()
         if device is not None:
             settings = settings.replace(device=device)
         saved_source = (state or {}).get("source") or ckpt.meta.get("source") or {}

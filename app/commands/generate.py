@@ -1,0 +1,95 @@
+"""`attention-lab generate`: continue a prompt with a trained checkpoint, token by token."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "Generate text from a checkpoint."
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checkpoint", required=True, metavar="DIR", help="a checkpoint directory (from train)")
+    p.add_argument("--prompt", required=True, metavar="TEXT", help="the text to continue")
+    p.add_argument(
+        "--max-new-tokens", type=_positive_int, default=200, metavar="N", help="tokens to add (200)"
+    )
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=0.8,
+        metavar="T",
+        help="softmax temperature; 0 = greedy (default 0.8)",
+    )
+    p.add_argument(
+        "--top-k", type=_positive_int, default=None, metavar="K", help="sample among the K likeliest"
+    )
+    p.add_argument(
+        "--top-p",
+        type=float,
+        default=None,
+        metavar="P",
+        help="sample within the smallest set of probability >= P (nucleus)",
+    )
+    p.add_argument("--greedy", action="store_true", help="always take the likeliest token")
+    p.add_argument("--seed", type=int, default=None, help="make sampling reproducible")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
+    p.add_argument("--no-cache", action="store_true", help="recompute the whole context every token")
+
+
+def run(args: argparse.Namespace) -> int:
+    import warnings
+
+    from app.cli import UserError
+    from model.checkpoint import load_checkpoint
+    from model.generate import check_sampling, stream
+    from model.runtime import pick_device
+
+    try:
+        check_sampling(args.temperature, args.top_k, args.top_p)
+        device = pick_device(args.device)
+        ckpt = load_checkpoint(args.checkpoint, device=device, with_train_state=False)
+    except ValueError as exc:  # bad sampling values, DeviceError, CheckpointError
+        raise UserError(str(exc)) from None
+    if not args.prompt:
+        raise UserError("--prompt is empty: give at least one character")
+    try:
+        ckpt.tokenizer.encode(args.prompt)
+    except ValueError as exc:  # characters the tokenizer does not know
+        raise UserError(f"the prompt cannot be encoded: {exc}") from None
+
+    out = sys.stdout
+    out.write(args.prompt)
+    out.flush()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pieces = stream(
+            ckpt.model,
+            ckpt.tokenizer,
+            args.prompt,
+            args.max_new_tokens,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            greedy=args.greedy,
+            seed=args.seed,
+            use_cache=not args.no_cache,
+        )
+        for piece in pieces:
+            if piece:
+                out.write(piece)
+                out.flush()
+    out.write("\n")
+    for w in caught:
+        print(f"attention-lab generate: warning: {w.message}", file=sys.stderr)
+    return 0
