@@ -522,7 +522,7 @@ class Session(QObject):
         if worker is None:
             self._drain_timer.stop()
             return
-        events, frame, samples = worker.mailbox.take()
+        events, frames, samples = worker.mailbox.take()
         if events:
             self.history.extend(events)
             self._last_tps = float(events[-1].get("tokens_per_s", self._last_tps) or 0.0)
@@ -531,8 +531,10 @@ class Session(QObject):
         for step, text in samples:
             self.samples.append((step, text))
             self.sampleAdded.emit(step, text)
-        if frame is not None:
-            self._accept_frame(frame)
+        if frames:
+            for frame in frames[:-1]:
+                self.frames.offer(frame)  # kept for the scrubber, never drawn live
+            self._accept_frame(frames[-1])
 
     def _on_worker_finished(self, reason: str, message: str) -> None:
         self._drain()

@@ -117,6 +117,7 @@ class MainWindow(QMainWindow):
         self.tab_widget.currentChanged.connect(self._on_tab_changed)
 
         self._build_docks()
+        self._connect_panels()
         self._build_actions()
         self._build_menus()
         self._build_status_bar()
@@ -155,6 +156,20 @@ class MainWindow(QMainWindow):
         self.docks["model"].raise_()
         self.resizeDocks([self.docks["model"]], [380], Qt.Orientation.Horizontal)
         self._default_dock_state = self.saveState(STATE_VERSION)
+
+    def _connect_panels(self) -> None:
+        """The setup panels' validity gates Start; "Save now" without a path asks for one."""
+        train = self.tabs.get("Train")
+        if train is None:
+            return
+        if hasattr(train, "set_config_valid"):
+            self.config_panel.validityChanged.connect(train.set_config_valid)
+            train.set_config_valid(self.config_panel.valid)
+        if hasattr(train, "set_settings_valid"):
+            self.train_settings_panel.validityChanged.connect(train.set_settings_valid)
+            train.set_settings_valid(self.train_settings_panel.valid)
+        if hasattr(train, "saveRequested"):
+            train.saveRequested.connect(self.save_checkpoint_as)
 
     def _action(self, text: str, slot: Callable, shortcut=None, tip: str = "") -> QAction:
         act = QAction(text, self)
@@ -574,8 +589,11 @@ def write_svg(widget: QWidget, path: Path) -> None:
     if isinstance(widget, pg.GraphicsView):
         from pyqtgraph.exporters import SVGExporter
 
-        SVGExporter(widget.scene()).export(str(path))
-        return
+        try:
+            SVGExporter(widget.scene()).export(str(path))
+            return
+        except Exception:  # pyqtgraph's exporter trips over some items (e.g. rotated labels)
+            pass
     from PySide6.QtSvg import QSvgGenerator
 
     gen = QSvgGenerator()

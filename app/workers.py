@@ -6,10 +6,10 @@ pause/stop are flags checked between steps, exactly where ``Trainer`` honours th
 add an event loop we never run and tie the worker's lifetime to Qt object ownership. Results reach
 the GUI thread in two ways:
 
-* high-rate data (every training event, the latest probe frame, samples) go into a lock-protected
-  :class:`Mailbox` that the GUI drains with a ~30 Hz timer: a slow screen never queues work, the
-  newest probe frame replaces an undrawn older one ("latest wins"), and training never waits for
-  the GUI;
+* high-rate data (every training event, probe frames, samples) go into a lock-protected
+  :class:`Mailbox` that the GUI drains with a ~30 Hz timer: a slow screen never queues work, only
+  the newest probe frame of a drain is drawn ("latest wins"; the others go to the scrubber's
+  history), and training never waits for the GUI;
 * the few state changes (started, paused, finished, saved) are Qt signals, which Qt delivers as
   queued calls into the receiver's (GUI) thread because they are emitted from another thread.
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 import traceback
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -29,14 +30,19 @@ from PySide6.QtCore import QObject, Signal
 
 
 class Mailbox:
-    """Thread-safe hand-over from a worker to the GUI: all events, newest frame only, samples."""
+    """Thread-safe hand-over from a worker to the GUI: every event, sample and probe frame.
 
-    def __init__(self):
+    The GUI draws only the newest frame of each drain ("latest wins"); the older ones still go to
+    the scrubber's bounded history. At most ``max_frames`` undrained frames are held (the oldest
+    are dropped first), so a GUI that stalls never makes the worker hold unbounded memory.
+    """
+
+    def __init__(self, max_frames: int = 64):
         self._lock = threading.Lock()
         self._events: list[dict] = []
-        self._frame: Any = None
+        self._frames: deque = deque(maxlen=max_frames)
         self._samples: list[tuple[int, str]] = []
-        self.frames_dropped = 0  # probe frames replaced before the GUI drew them
+        self.frames_posted = 0
 
     def put_event(self, event: dict) -> None:
         with self._lock:
@@ -44,19 +50,20 @@ class Mailbox:
 
     def put_frame(self, frame: Any) -> None:
         with self._lock:
-            if self._frame is not None:
-                self.frames_dropped += 1
-            self._frame = frame
+            self._frames.append(frame)
+            self.frames_posted += 1
 
     def put_sample(self, step: int, text: str) -> None:
         with self._lock:
             self._samples.append((step, text))
 
-    def take(self) -> tuple[list[dict], Any, list[tuple[int, str]]]:
+    def take(self) -> tuple[list[dict], list[Any], list[tuple[int, str]]]:
+        """Everything posted since the last call: (events, frames oldest first, samples)."""
         with self._lock:
-            events, frame, samples = self._events, self._frame, self._samples
-            self._events, self._frame, self._samples = [], None, []
-        return events, frame, samples
+            events, frames, samples = self._events, list(self._frames), self._samples
+            self._events, self._samples = [], []
+            self._frames.clear()
+        return events, frames, samples
 
 
 class TrainWorker(QObject):

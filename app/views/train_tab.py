@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QKeySequence, QTextCursor
+from PySide6.QtGui import QAction, QKeySequence, QShortcut, QTextCursor
 from PySide6.QtWidgets import (
+    QCheckBox,
     QDoubleSpinBox,
     QGroupBox,
     QHBoxLayout,
@@ -146,21 +147,38 @@ class TrainTab(QWidget):
         layout = QVBoxLayout(box)
         prow = QHBoxLayout()
         prow.addWidget(QLabel("Probe prompt"))
-        self.probe_edit = QLineEdit()
+        self.probe_edit = QPlainTextEdit()
         self.probe_edit.setObjectName("probePrompt")
         self.probe_edit.setToolTip(
-            "The text whose attention is traced every few steps (Enter to apply). "
-            "Each cell: rows = queries, columns = keys."
+            "The text whose attention is traced every few steps; Apply (or Ctrl+Enter) to use an edit. "
+            "In each cell rows are queries and columns keys."
         )
-        self.probe_edit.returnPressed.connect(self._apply_probe_prompt)
+        self.probe_edit.setTabChangesFocus(True)
+        self.probe_edit.setFixedHeight(self.probe_edit.fontMetrics().lineSpacing() * 3 + 12)
         prow.addWidget(self.probe_edit, 1)
+        self.probe_apply = QPushButton("Apply")
+        self.probe_apply.setToolTip("Trace this prompt from now on (Ctrl+Enter)")
+        self.probe_apply.clicked.connect(self._apply_probe_prompt)
+        shortcut = QShortcut(QKeySequence("Ctrl+Return"), self.probe_edit)
+        shortcut.activated.connect(self._apply_probe_prompt)
+        col = QVBoxLayout()
+        col.addWidget(self.probe_apply)
+        self.sqrt_scale = QCheckBox("√ scale")
+        self.sqrt_scale.setToolTip(
+            "Colour by √weight so that the many small weights of a long prompt are visible "
+            "(0 and 1 keep their colours; the colour bar shows the weights)"
+        )
+        self.sqrt_scale.setChecked(True)
+        self.sqrt_scale.toggled.connect(lambda on: self.head_grid.set_gamma(0.5 if on else 1.0))
+        col.addWidget(self.sqrt_scale)
+        prow.addLayout(col)
         layout.addLayout(prow)
         self.probe_error = QLabel()
         self.probe_error.setStyleSheet("color: #c02020;")
         self.probe_error.setWordWrap(True)
         self.probe_error.hide()
         layout.addWidget(self.probe_error)
-        self.head_grid = HeadGrid(title="attention weights: rows = queries, columns = keys")
+        self.head_grid = HeadGrid(title="attention weights: rows = queries, columns = keys", gamma=0.5)
         self.head_grid.setMinimumHeight(260)
         layout.addWidget(self.head_grid, 1)
         srow = QHBoxLayout()
@@ -336,7 +354,9 @@ class TrainTab(QWidget):
         s = self.session
         if s.can_continue():
             budget = s.target_steps
-            return f"Continue to step {budget}" if s.step < budget else f"Train {budget} more steps"
+            what = f"train on to step {budget}" if s.step < budget else f"train {budget} more steps"
+            self.start_button.setToolTip(f"Continue this run: {what} (F5)")
+            return "Continue"
         return "Start"
 
     def _on_state(self, state: str) -> None:
@@ -399,12 +419,12 @@ class TrainTab(QWidget):
             self.gen_prompt.setText(source.default_prompt[:24])
 
     def _on_probe_prompt_changed(self, text: str) -> None:
-        if self.probe_edit.text() != text:
-            self.probe_edit.setText(text)
+        if self.probe_edit.toPlainText() != text:
+            self.probe_edit.setPlainText(text)
         self.probe_error.hide()
 
     def _apply_probe_prompt(self) -> None:
-        text = self.probe_edit.text()
+        text = self.probe_edit.toPlainText()
         try:
             self.session.set_probe_prompt(text)
         except Exception as exc:

@@ -1,4 +1,10 @@
-"""Colour maps for attention heatmaps: ≤ 256-entry lookup tables, built once and shared."""
+"""Colour maps for attention heatmaps: ≤ 256-entry lookup tables, built once and shared.
+
+``gamma`` < 1 brightens small values: value ``v`` gets the colour the plain map gives ``v**gamma``
+(0.5: a square-root scale, which makes the many small weights of a long prompt visible while 0 and
+1 keep their colours). The image levels stay fixed at [0, 1]; only the table changes, so it costs
+nothing per frame.
+"""
 
 from __future__ import annotations
 
@@ -10,18 +16,23 @@ import numpy as np
 DEFAULT_CMAP = "viridis"
 
 
-@functools.lru_cache(maxsize=16)
-def lookup_table(name: str = DEFAULT_CMAP, n: int = 256) -> np.ndarray:
-    """uint8 [n, 3] RGB lookup table of a pyqtgraph colour map (n ≤ 256 keeps ``setImage`` cheap)."""
+@functools.lru_cache(maxsize=32)
+def lookup_table(name: str = DEFAULT_CMAP, n: int = 256, gamma: float = 1.0) -> np.ndarray:
+    """uint8 [n, 3] RGB lookup table (n ≤ 256 keeps ``setImage`` cheap); see the module doc for gamma."""
     import pyqtgraph as pg
 
     n = min(int(n), 256)
     cmap = pg.colormap.get(name)
-    lut = cmap.getLookupTable(0.0, 1.0, n, alpha=False)
-    return np.ascontiguousarray(lut, dtype=np.uint8)
+    x = np.linspace(0.0, 1.0, n) ** float(gamma)
+    rgba = cmap.map(x, mode="byte")
+    return np.ascontiguousarray(rgba[:, :3], dtype=np.uint8)
 
 
-def colormap(name: str = DEFAULT_CMAP):
+def colormap(name: str = DEFAULT_CMAP, gamma: float = 1.0):
+    """A pyqtgraph ColorMap matching :func:`lookup_table` (for colour bars with value ticks)."""
     import pyqtgraph as pg
 
-    return pg.colormap.get(name)
+    if gamma == 1.0:
+        return pg.colormap.get(name)
+    lut = lookup_table(name, 256, gamma)
+    return pg.ColorMap(np.linspace(0.0, 1.0, len(lut)), lut)

@@ -51,10 +51,14 @@ class HeadGrid(QWidget):
     headClicked = Signal(int, int)
     cellHovered = Signal(int, int, int, int, float)
 
-    def __init__(self, parent: QWidget | None = None, *, cmap: str = DEFAULT_CMAP, title: str = ""):
+    def __init__(
+        self, parent: QWidget | None = None, *, cmap: str = DEFAULT_CMAP, title: str = "", gamma: float = 1.0
+    ):
         super().__init__(parent)
-        self._lut = lookup_table(cmap)
         self._cmap = cmap
+        self._gamma = float(gamma)
+        self._lut = lookup_table(cmap, 256, self._gamma)
+        self._colorbar = None
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.view = pg.GraphicsLayoutWidget()
@@ -78,6 +82,7 @@ class HeadGrid(QWidget):
     # ---- building ------------------------------------------------------------------------------
     def _build(self, n_layers: int, n_heads: int) -> None:
         self.view.clear()
+        self._colorbar = None
         self._images, self._boxes = [], []
         self._shape = (n_layers, n_heads)
         self._T = -1
@@ -110,12 +115,30 @@ class HeadGrid(QWidget):
             self._images.append(row_imgs)
             self._boxes.append(row_boxes)
         bar = pg.ColorBarItem(
-            values=(0.0, 1.0), colorMap=colormap(self._cmap), interactive=False, width=12, label="weight"
+            values=(0.0, 1.0),
+            colorMap=colormap(self._cmap, self._gamma),
+            interactive=False,
+            width=12,
+            label="weight",
         )
         self.view.addItem(bar, row=2, col=n_heads + 1, rowspan=n_layers)
         self._colorbar = bar
 
     # ---- updating ------------------------------------------------------------------------------
+    @property
+    def gamma(self) -> float:
+        return self._gamma
+
+    def set_gamma(self, gamma: float) -> None:
+        """Colour scale: 1 linear, 0.5 square root (small weights visible); redraws in place."""
+        self._gamma = float(gamma)
+        self._lut = lookup_table(self._cmap, 256, self._gamma)
+        for row in self._images:
+            for img in row:
+                img.setLookupTable(self._lut)
+        if self._colorbar is not None:
+            self._colorbar.setColorMap(colormap(self._cmap, self._gamma))
+
     @property
     def shape(self) -> tuple[int, int]:
         return self._shape

@@ -78,7 +78,7 @@ class TrainPlots(QWidget):
             pen=REF_PEN,
             movable=False,
             label="uniform guess: ln V",
-            labelOpts={"position": 0.85, "color": (120, 120, 120)},
+            labelOpts={"position": 0.5, "color": (120, 120, 120)},
         )
         self.ref_line.setVisible(False)
         self.loss_plot.addItem(self.ref_line)
@@ -89,8 +89,6 @@ class TrainPlots(QWidget):
         self.tps_plot = self._plot(2, 0, "Training tokens / s", colspan=2)
         self.tps_curve = self.tps_plot.plot([], [], pen=pg.mkPen(90, 90, 90, width=1))
         self.view.ci.layout.setRowStretchFactor(0, 3)
-        for plot in (self.lr_plot, self.gn_plot, self.tps_plot):
-            plot.setXLink(self.loss_plot)
 
         self._steps: list[float] = []
         self._loss: list[float] = []

@@ -1,0 +1,232 @@
+"""Training through the window: buttons, live attention, checkpoints via the menu, closing mid-run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFileDialog, QMessageBox
+
+from app.session import FrameHistory, ProbeFrame
+from app.workers import Mailbox
+
+TIMEOUT = 60_000  # ms; generous because the CI machine's two cores are shared
+
+
+def _train_tab(win):
+    return win.tabs["Train"]
+
+
+def _finish(qtbot, win):
+    """Wait for the running worker to end (trainingFinished), return (reason, message)."""
+    with qtbot.waitSignal(win.session.trainingFinished, timeout=TIMEOUT) as blocker:
+        pass
+    return blocker.args
+
+
+def test_start_trains_to_target_with_curves_and_live_heads(qtbot, tiny_window):
+    win, s = tiny_window, tiny_window.session
+    tab = _train_tab(win)
+    assert tab.start_button.isEnabled() and tab.start_button.text() == "Start"
+    with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT) as done:
+        qtbot.mouseClick(tab.start_button, Qt.MouseButton.LeftButton)
+    assert done.args[0] == "done"
+    assert s.state == "idle" and s.step == 6
+    assert [e["step"] for e in s.history] == [1, 2, 3, 4, 5, 6]
+    assert tab.plots.n_points == 6
+    # validation measured at eval_every=3 and the last step
+    assert [e["step"] for e in s.history if e["val_loss"] is not None] == [3, 6]
+    # live attention: frames at the start and every probe_every=2 steps, drawn in the grid
+    assert s.latest_frame is not None and s.latest_frame.step == 6
+    L, H = s.model.config.n_layers, s.model.config.n_heads
+    assert tab.head_grid.shape == (L, H)
+    w = tab.head_grid.weights
+    T = len(s.latest_frame.tokens)
+    assert w.shape == (L, H, T, T)
+    np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-2)  # softmax rows
+    assert np.all(np.triu(w[0, 0], 1) == 0)  # causal: nothing above the diagonal
+    assert len(s.frames) >= 2 and s.frames.steps() == sorted(s.frames.steps())
+    assert tab.start_button.text() == "Continue"
+    assert s.dirty  # trained steps not saved yet
+
+
+def test_pause_resume_stop_through_the_buttons(qtbot, tiny_window, tiny_settings):
+    win, s = tiny_window, tiny_window.session
+    tab = _train_tab(win)
+    win.train_settings_panel.set_settings(tiny_settings.replace(steps=1_000_000))
+    with qtbot.waitSignal(
+        s.trainingStateChanged, timeout=TIMEOUT, check_params_cb=lambda st: st == "running"
+    ):
+        tab.start_button.click()
+    assert not tab.start_button.isEnabled() and tab.pause_button.isEnabled() and tab.stop_button.isEnabled()
+    assert not win.config_panel.isEnabled()  # no editing the config under a running model
+
+    with qtbot.waitSignal(s.trainingStateChanged, timeout=TIMEOUT, check_params_cb=lambda st: st == "paused"):
+        tab.pause_button.click()
+    assert tab.pause_button.text() == "Resume"
+    paused_at = s.trainer.step
+    # a new probe prompt wakes the paused worker: it traces the prompt but takes no step
+    with qtbot.waitSignal(s.traceUpdated, timeout=TIMEOUT, check_params_cb=lambda f: f.prompt == "abab"):
+        s.set_probe_prompt("abab")
+    assert s.trainer.step == paused_at and s.state == "paused"
+
+    with qtbot.waitSignal(
+        s.trainingStateChanged, timeout=TIMEOUT, check_params_cb=lambda st: st == "running"
+    ):
+        tab.pause_button.click()
+    qtbot.waitUntil(lambda: s.trainer.step > paused_at + 2, timeout=TIMEOUT)
+
+    with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT) as done:
+        tab.stop_button.click()
+    assert done.args[0] == "stopped"
+    assert s.state == "idle" and not s._worker
+    assert tab.start_button.isEnabled() and not tab.pause_button.isEnabled()
+    assert s.step == s.history[-1]["step"] > paused_at
+
+
+def test_save_then_open_checkpoint_via_menu_restores_model_and_curves(
+    qtbot, tiny_window, tmp_path, monkeypatch
+):
+    import torch
+
+    win, s = tiny_window, tiny_window.session
+    tab = _train_tab(win)
+    with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT):
+        tab.start_button.click()
+    target = tmp_path / "run1"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), ""))
+    with qtbot.waitSignal(s.checkpointSaved, timeout=TIMEOUT):
+        win.save_as_action.trigger()
+    assert (target / "config.json").is_file() and (target / "model.safetensors").is_file()
+    assert not s.dirty and s.checkpoint_path == str(target)
+    saved_weight = s.model.tok_emb.weight.detach().clone()
+    saved_history = list(s.history)
+
+    win.new_action.trigger()  # forget it: an untrained model, empty curves
+    assert s.step == 0 and tab.plots.n_points == 0
+    assert not torch.equal(s.model.tok_emb.weight, saved_weight)
+
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(target))
+    errors = []
+    monkeypatch.setattr(QMessageBox, "critical", lambda *a, **k: errors.append(a))
+    with qtbot.waitSignal(s.historyReset, timeout=TIMEOUT):
+        win.open_action.trigger()
+    assert not errors
+    assert s.step == 6 and s.history == saved_history and tab.plots.n_points == 6
+    assert torch.equal(s.model.tok_emb.weight.detach(), saved_weight)
+    assert win.config_panel.config().to_dict() == s.model.config.to_dict()
+
+    # continuing works: the loaded run trains on from step 6
+    assert tab.start_button.text() == "Continue"
+    win.train_settings_panel.set_settings(s.train_settings.replace(steps=8))
+    with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT) as done:
+        tab.start_button.click()
+    assert done.args[0] == "done"
+    assert [e["step"] for e in s.history] == [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+def test_closing_mid_training_stops_the_worker_and_keeps_the_checkpoint(
+    qtbot, tiny_window, tmp_path, tiny_settings
+):
+    from model.checkpoint import load_checkpoint
+
+    win, s = tiny_window, tiny_window.session
+    win.train_settings_panel.set_settings(tiny_settings.replace(steps=1_000_000))
+    with qtbot.waitSignal(
+        s.trainingStateChanged, timeout=TIMEOUT, check_params_cb=lambda st: st == "running"
+    ):
+        _train_tab(win).start_button.click()
+    qtbot.waitUntil(lambda: s.step >= 3, timeout=TIMEOUT)
+    path = tmp_path / "mid"
+    with qtbot.waitSignal(s.checkpointSaved, timeout=TIMEOUT):  # "Save now" while training
+        s.save_checkpoint(path)
+    worker = s._worker
+    assert worker.alive
+    win.close()  # closeEvent stops the worker and waits for it
+    assert not worker.alive
+    assert s.state == "idle"
+    ckpt = load_checkpoint(path)
+    assert ckpt.train_state is not None and ckpt.train_state["step"] >= 3
+
+
+def test_corrupt_checkpoint_shows_an_error_and_the_app_keeps_working(
+    qtbot, tiny_window, tmp_path, monkeypatch
+):
+    win, s = tiny_window, tiny_window.session
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "config.json").write_text("{ not json")
+    (bad / "model.safetensors").write_bytes(b"\x00" * 10)
+    (bad / "tokenizer.json").write_text("{}")
+    shown = []
+    monkeypatch.setattr(QMessageBox, "critical", lambda parent, title, text, *a: shown.append((title, text)))
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(bad))
+    model_before = s.model
+    win.open_action.trigger()
+    assert len(shown) == 1 and "checkpoint" in shown[0][0].lower() and str(bad) in shown[0][1]
+    assert s.model is model_before  # nothing changed
+    with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT) as done:
+        _train_tab(win).start_button.click()
+    assert done.args[0] == "done" and s.step == 6
+
+
+def test_generation_box_streams_tokens(qtbot, tiny_window):
+    tab = _train_tab(tiny_window)
+    prompt = "abc="
+    tab.gen_prompt.setText(prompt)
+    tab.max_tokens.setValue(12)
+    tokens = []
+    tab._gen_worker = None
+    tab.generate()
+    tab._gen_worker.token.connect(tokens.append)
+    qtbot.waitUntil(lambda: tab._gen_worker is None, timeout=TIMEOUT)
+    out = tab.gen_output.toPlainText()
+    assert out.startswith(prompt) and len(out) > len(prompt)
+    assert tab.gen_button.text() == "Generate"
+
+
+def test_generation_rejects_unknown_characters_without_crashing(qtbot, tiny_window):
+    tab = _train_tab(tiny_window)
+    tab.gen_prompt.setText("€€€")  # not in the copy task's alphabet
+    tab.generate()
+    assert tab._gen_worker is None
+    assert "Cannot generate" in tab.gen_output.toPlainText()
+
+
+def test_bad_probe_prompt_is_reported_and_training_still_probes(qtbot, tiny_window):
+    tab = _train_tab(tiny_window)
+    tab.probe_edit.setPlainText("€ not in the vocabulary")
+    tab._apply_probe_prompt()
+    assert tab.probe_error.isVisibleTo(tab) and "€" in tab.probe_error.text()
+    assert tiny_window.session.probe_prompt != "€ not in the vocabulary"
+
+
+def test_mailbox_hands_over_everything_once_and_bounds_undrained_frames():
+    box = Mailbox(max_frames=3)
+    for i in range(5):
+        box.put_event({"step": i})
+        box.put_frame(i)
+    box.put_sample(4, "text")
+    events, frames, samples = box.take()
+    assert [e["step"] for e in events] == [0, 1, 2, 3, 4]
+    assert frames == [2, 3, 4]  # oldest dropped first; the GUI draws only frames[-1]
+    assert samples == [(4, "text")] and box.frames_posted == 5
+    assert box.take() == ([], [], [])
+
+
+def _frame(step: int, nbytes: int) -> ProbeFrame:
+    return ProbeFrame(step=step, prompt="", tokens=[], weights=np.zeros(nbytes // 2, dtype=np.float16))
+
+
+@pytest.mark.parametrize("n", [10, 1000])
+def test_frame_history_stays_bounded_and_spans_the_run(n):
+    hist = FrameHistory(max_bytes=20 * 1000)
+    for step in range(n):
+        hist.offer(_frame(step, 1000))
+    assert hist.nbytes <= 20 * 1000 and len(hist) <= 20
+    steps = hist.steps()
+    assert steps[0] == 0 and steps == sorted(steps)
+    assert n - 1 - steps[-1] < hist.stride  # the newest kept frame is recent
+    if n > 20:
+        gaps = np.diff(steps)
+        assert gaps.max() <= 2 * gaps.min() + hist.stride  # roughly even spacing

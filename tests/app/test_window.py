@@ -1,0 +1,170 @@
+"""The window: tab registry, config validation gating Start, settings, export, data errors, About."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
+
+from app.views.placeholder import PlaceholderTab
+from app.window import TABS, MainWindow
+
+
+class BrokenTab(QWidget):
+    def __init__(self, session, parent=None):
+        raise RuntimeError("this tab is broken on purpose")
+
+
+def test_every_registered_tab_is_there_and_missing_ones_say_what_they_will_hold(tiny_window):
+    win = tiny_window
+    titles = [win.tab_widget.tabText(i) for i in range(win.tab_widget.count())]
+    assert titles == [t for t, _ in TABS]
+    for title, spec in TABS:
+        tab = win.tabs[title]
+        module = spec.partition(":")[0]
+        try:
+            __import__(module)
+            exists = True
+        except ModuleNotFoundError:
+            exists = False
+        assert isinstance(tab, PlaceholderTab) != exists, title
+        if isinstance(tab, PlaceholderTab):
+            assert "later version" in tab.message.text()
+
+
+def test_a_missing_or_broken_tab_module_does_not_take_the_app_down(qtbot, app_settings):
+    tabs = [
+        ("Train", "app.views.train_tab:TrainTab"),
+        ("Nowhere", "app.views.no_such_tab_module:Tab"),
+        ("Broken", f"{__name__}:BrokenTab"),
+    ]
+    win = MainWindow(settings=app_settings, confirm_close=False, restore=False, tabs=tabs)
+    qtbot.addWidget(win)
+    assert isinstance(win.tabs["Nowhere"], PlaceholderTab)
+    assert "later version" in win.tabs["Nowhere"].message.text()
+    assert "broken on purpose" in win.tabs["Broken"].message.text()
+    win.close()
+
+
+def test_invalid_config_disables_start_and_says_why(qtbot, tiny_window):
+    win = tiny_window
+    panel, tab = win.config_panel, win.tabs["Train"]
+    assert tab.start_button.isEnabled() and panel.valid
+    with qtbot.waitSignal(panel.validityChanged, timeout=5000, check_params_cb=lambda ok: not ok):
+        panel._widgets["n_heads"].setValue(3)  # d_model 16 is not divisible by 3
+    assert not tab.start_button.isEnabled()
+    assert "not divisible" in panel.error_label.text()
+    assert "not divisible" not in tab.status_label.text() and "Model panel" in tab.status_label.text()
+    assert panel._widgets["n_heads"].styleSheet() and panel._widgets["d_model"].styleSheet()
+    # setting head_dim explicitly makes it valid again
+    with qtbot.waitSignal(panel.validityChanged, timeout=5000, check_params_cb=lambda ok: ok):
+        panel._widgets["head_dim"].setValue(8)
+    assert tab.start_button.isEnabled() and panel.error_label.text() == ""
+    assert win.session.config.n_heads == 3 and win.session.config.head_dim == 8
+
+
+def test_invalid_training_settings_disable_start(qtbot, tiny_window):
+    panel, tab = tiny_window.train_settings_panel, tiny_window.tabs["Train"]
+    panel._widgets["lr"].setText("fast")
+    assert not tab.start_button.isEnabled() and "lr" in panel.error_label.text()
+    panel._widgets["lr"].setText("0.001")
+    assert tab.start_button.isEnabled() and tiny_window.session.train_settings.lr == 0.001
+
+
+def test_settings_remember_geometry_config_and_training_settings(qtbot, app_settings, tiny_config):
+    win = MainWindow(settings=app_settings, confirm_close=False, restore=False)
+    qtbot.addWidget(win)
+    win.resize(640, 480)  # smaller than the offscreen screen, which clamps restored geometry
+    win.config_panel.set_config(tiny_config.replace(n_layers=3))
+    win.train_settings_panel._widgets["steps"].setValue(1234)
+    win.docks["data"].raise_()
+    win.close()
+
+    again = MainWindow(settings=app_settings, confirm_close=False, restore=True)
+    qtbot.addWidget(again)
+    assert again.config_panel.config().n_layers == 3
+    assert again.train_settings_panel.settings().steps == 1234
+    assert (again.width(), again.height()) == (640, 480)
+    again.close()
+
+
+def test_last_directory_is_remembered(app_settings, tmp_path):
+    app_settings.set_last_dir("checkpoint", tmp_path / "some-run")  # a path inside: its folder counts
+    assert app_settings.last_dir("checkpoint") == str(tmp_path)
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg"])
+def test_export_current_view(qtbot, tiny_window, tmp_path, monkeypatch, suffix):
+    out = tmp_path / f"view{suffix}"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(out), ""))
+    tiny_window.export_action.trigger()
+    written = sorted(tmp_path.iterdir())
+    assert written, "nothing exported"
+    for path in written:
+        data = path.read_bytes()
+        if suffix == ".png":
+            assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        else:
+            assert b"<svg" in data[:2000]
+    # every other tab exports too (a placeholder as a whole, a real tab its export targets)
+    tiny_window.tab_widget.setCurrentIndex(len(TABS) - 1)
+    out2 = tmp_path / f"other{suffix}"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(out2), ""))
+    tiny_window.export_action.trigger()
+    others = list(tmp_path.glob("other*"))
+    assert others and all(p.stat().st_size > 100 for p in others)
+
+
+def test_data_panel_shows_the_data_layers_error_and_keeps_the_source(
+    qtbot, tiny_window, tmp_path, monkeypatch
+):
+    s, panel = tiny_window.session, tiny_window.data_panel
+    before = s.source
+    binary = tmp_path / "blob.bin"
+    binary.write_bytes(bytes(range(256)) * 10)
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(binary), ""))
+    panel.open_button.click()
+    assert "binary" in panel.error_label.text() or "UTF-8" in panel.error_label.text()
+    assert s.source is before
+    assert not panel.choose("task:nonsense")
+    assert "unknown task" in panel.error_label.text()
+    text = tmp_path / "story.txt"
+    text.write_text("the cat sat on the mat. " * 400, encoding="utf-8")
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(text), ""))
+    panel.open_button.click()
+    assert panel.error_label.text() == ""
+    assert s.source_spec == str(text) and s.config.vocab_size == s.source.tokenizer.vocab_size
+
+
+def test_about_names_versions_and_device(qtbot, tiny_window, monkeypatch):
+    shown = []
+    monkeypatch.setattr(QMessageBox, "about", lambda parent, title, text: shown.append(text))
+    tiny_window.about_action.trigger()
+    assert shown and "PyTorch" in shown[0] and "PySide6" in shown[0] and "cpu" in shown[0]
+
+
+def test_status_bar_shows_device_parameters_and_step(tiny_window):
+    win = tiny_window
+    n = win.session.model.num_params()
+    assert f"{n:,}" in win.params_label.text()
+    assert "cpu" in win.device_label.text()
+    assert "Step: 0" in win.step_label.text()
+
+
+def test_menus_have_the_expected_actions(tiny_window):
+    win = tiny_window
+    file_texts = [a.text().replace("&", "") for a in win.file_menu.actions() if a.text()]
+    for want in ("New run", "Open checkpoint…", "Save checkpoint", "Save checkpoint as…", "Quit"):
+        assert want in file_texts
+    assert any("Export" in t for t in file_texts)
+    assert {"File", "View", "Help", "Training"} <= set(win.menus)
+
+
+def test_closing_with_unsaved_training_asks_and_cancel_keeps_the_window(qtbot, tiny_window, monkeypatch):
+    win = tiny_window
+    win.confirm_close = True
+    win.session.dirty = True
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Cancel)
+    assert not win.close()
+    assert win.isVisible()
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Discard)
+    assert win.close()
