@@ -217,6 +217,8 @@ class CompareTab(QWidget):
         self.run_list = QListWidget()
         self.run_list.setObjectName("compareRuns")
         self.run_list.setMinimumHeight(120)
+        self.run_list.setWordWrap(True)
+        self.run_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.run_list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         bl.addWidget(self.run_list)
         row = QHBoxLayout()
@@ -347,6 +349,9 @@ class CompareTab(QWidget):
         loss.addWidget(self.loss_plot)
         self.summary_table = _table([h for h, _, _ in SUMMARY_COLUMNS])
         self.summary_table.setObjectName("compareSummary")
+        hdr = self.summary_table.horizontalHeader()
+        hdr.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        hdr.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         self.summary_table.setToolTip(
             "Final train loss, last validation loss, latest training speed; parameters, forward FLOPs per "
             "token (2·N_mm + attention scores at the training context) and KV cache per token from the "
@@ -414,7 +419,7 @@ class CompareTab(QWidget):
         )
         self.diff_table.setSortingEnabled(True)
         dsplit.addWidget(self.diff_table)
-        dsplit.setSizes([700, 420])
+        dsplit.setSizes([640, 480])
         dl.addWidget(dsplit, 1)
         self.pages.addTab(dif, "A − B difference")
 
@@ -1017,6 +1022,8 @@ class CompareTab(QWidget):
         t.setColumnCount(len(headers))
         t.setHorizontalHeaderLabels(headers)
         t.setRowCount(len(rows))
+        deltas = [abs(r["delta"]) for r in rows if r.get("delta") is not None]
+        biggest = max(deltas) if deltas else 0.0
         for i, row in enumerate(rows):
             values = [row["layer"], row["head"]] + [row[n] for n in names]
             if len(names) == 2:
@@ -1028,8 +1035,12 @@ class CompareTab(QWidget):
                 else:
                     it.setData(Qt.ItemDataRole.DisplayRole, int(v) if c < 2 else round(float(v), 4))
                 it.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                if c == len(names) + 2 and v is not None and biggest > 0:  # Δ: tinted by sign and size
+                    alpha = int(150 * abs(v) / biggest)
+                    it.setBackground(QColor(178, 24, 43, alpha) if v > 0 else QColor(33, 102, 172, alpha))
                 t.setItem(i, c, it)
         t.setSortingEnabled(True)
+        t.sortItems(0, Qt.SortOrder.AscendingOrder)  # (layer, head) order; the sort is stable
         self.metric_note.setText(
             "Each head's metric on the prompt, in every run, aligned by (layer, head); "
             "“–” where a run has no "

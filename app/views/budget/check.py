@@ -28,6 +28,16 @@ from model import budget
 from model.config import GPTConfig
 
 OK_COLOR = QColor(210, 240, 210)
+
+
+def rate(tokens_per_s: float) -> str:
+    """Tokens per second as people read them; below one token a second, the time per token too."""
+    if tokens_per_s >= 100:
+        return f"{tokens_per_s:,.0f} tokens/s"
+    if tokens_per_s >= 1:
+        return f"{tokens_per_s:.3g} tokens/s"
+    return f"{tokens_per_s:.3g} tokens/s ({budget.human_duration(1 / tokens_per_s)} per token)"
+
 BAD_COLOR = QColor(250, 205, 205)
 
 
@@ -230,7 +240,7 @@ class CheckPage(QWidget):
             [
                 "training tokens/s",
                 f"{r.tokens_per_s:,.0f}",
-                f"{est_here:,.3g} on this machine at T = {T:,} (same FLOP/s)",
+                f"{rate(est_here)} for this config here at T = {T:,} (same FLOP/s)",
             ],
             [
                 "model FLOP/s achieved",
@@ -247,14 +257,16 @@ class CheckPage(QWidget):
                 ]
             )
         s = self.settings
+        if s.tokens:
+            rows.append(["training on D tokens here", "", f"{budget.human_duration(s.tokens / est_here)} for "
+                         f"{budget.human_count(s.tokens)} tokens on this machine"])
         if s.peak_tflops:
             eff = s.peak_tflops * 1e12 * s.mfu * s.gpus
             rows.append(
                 [
                     "with the Cost settings",
                     "",
-                    f"{eff / train_pt:,.3g} tokens/s on {s.gpus} × {s.peak_tflops:g} TFLOP/s "
-                    f"at {s.mfu:.0%} MFU",
+                    f"{rate(eff / train_pt)} on {s.gpus:,} × {s.peak_tflops:g} TFLOP/s at {s.mfu:.0%} MFU",
                 ]
             )
         fill(self.speed_table, rows, right_from=1)
