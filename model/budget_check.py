@@ -284,7 +284,8 @@ def measure_throughput(
     :func:`scaled_down` copy on ``device``, on random token ids of shape [batch, seq_len].
 
     ``seq_len`` defaults to 128 (at most the context length). Stops early after
-    ``max_seconds`` of timed steps (at least one step is timed) or when ``should_stop()`` is true.
+    ``max_seconds`` of timed steps (at least two are timed) or when ``should_stop()`` is true (at
+    least one).
     """
     import torch
 
@@ -313,7 +314,9 @@ def measure_throughput(
     times: list[float] = []
     spent = 0.0
     while len(times) < max(1, steps):
-        if times and (spent > max_seconds or (should_stop is not None and should_stop())):
+        if should_stop is not None and times and should_stop():
+            break
+        if len(times) >= 2 and spent > max_seconds:  # two timings at least: one can be an outlier
             break
         t0 = time.perf_counter()
         step()

@@ -226,7 +226,8 @@ class CheckPage(QWidget):
         )
         stale = "" if cfg.to_dict() == measured_cfg.to_dict() else " (measured for an earlier config)"
         self.speed_status.setText(
-            f"Timed {r.steps} AdamW steps of {what} on {r.device}, batch {r.batch} × T = {r.seq_len}{stale}."
+            f"Timed {r.steps} AdamW step{'s' if r.steps != 1 else ''} of {what} on {r.device}, "
+            f"batch {r.batch} × T = {r.seq_len}{stale}; the median step counts."
         )
         T = min(self.settings.seq_len_for(cfg), cfg.context_length)
         est_here = r.estimate_tokens_per_s(cfg, T)
