@@ -167,6 +167,8 @@ class CompareTab(QWidget):
     trainingFinished = Signal(str, str)
     attentionReady = Signal()
     runsChanged = Signal()
+    #: a checkpoint could not be added: (path, message)
+    loadFailed = Signal(str, str)
 
     def __init__(self, session, parent: QWidget | None = None):
         super().__init__(parent)
@@ -592,6 +594,7 @@ class CompareTab(QWidget):
         def done(ckpt, error):
             if error is not None:
                 self.variant_error.setText(f"Could not open {path}: {error}")
+                self.loadFailed.emit(str(path), str(error))
                 return
             self.variant_error.setText("")
             meta = ckpt.meta or {}

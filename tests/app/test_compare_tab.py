@@ -176,3 +176,19 @@ def test_closing_the_window_stops_the_variants(qtbot, tiny_window):
     worker = tab.worker
     win.close()
     assert not worker.alive
+
+
+def test_a_checkpoint_joins_the_comparison(qtbot, tmp_path, session, tab):
+    session.save_checkpoint(tmp_path / "ckpt")
+    tab.add_current_model("live")
+    with qtbot.waitSignal(tab.runsChanged, timeout=TIMEOUT):
+        tab.add_checkpoint(str(tmp_path / "ckpt"))
+    run = tab.run("ckpt")
+    assert run.kind == "checkpoint" and run.record.path == str(tmp_path / "ckpt")
+    with qtbot.waitSignal(tab.attentionReady, timeout=TIMEOUT):
+        tab.run_prompt(session.source.default_prompt)
+    tab.set_pair("live", "ckpt")
+    assert tab.diff is not None and not np.any(tab.diff)  # the saved weights are the live ones
+    with qtbot.waitSignal(tab.loadFailed, timeout=TIMEOUT):
+        tab.add_checkpoint(str(tmp_path / "missing"))
+    assert "Could not open" in tab.variant_error.text() and len(tab.runs) == 2
