@@ -154,8 +154,10 @@ class ParamsPage(QWidget):
             tips.append(["", r.get("per_layer_formula") or "", "", budget.human_count(r["count"]), ""])
         first_summary = len(rows)
         for r in p["summary"]:
-            share = "" if "per layer" in r["name"] else _share(r["count"] / total)
-            rows.append([r["name"], r["formula"], "", f"{r['count']:,}", share])
+            if "per layer" in r["name"]:  # one block's count goes in the per-layer column
+                rows.append([r["name"], r["formula"], f"{r['count']:,}", "", ""])
+            else:
+                rows.append([r["name"], r["formula"], "", f"{r['count']:,}", _share(r["count"] / total)])
             tips.append(["", "", "", budget.human_count(r["count"]), ""])
         fill(self.table, rows, right_from=2, bold_rows=range(first_summary, len(rows)), tips=tips)
         for r, row in enumerate(p["rows"]):
