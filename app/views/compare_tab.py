@@ -228,6 +228,15 @@ class CompareTab(QWidget):
         self.add_current_button.setToolTip("A frozen copy of the Train tab's model, with its loss history")
         self.add_current_button.clicked.connect(lambda: self.add_current_model())
         row.addWidget(self.add_current_button)
+        self.add_init_button = QPushButton("Add its initialisation")
+        self.add_init_button.setToolTip(
+            "The same config freshly initialised with the Training panel's seed: the weights a run with "
+            "that seed starts from. Against the trained model: what training changed in every head"
+        )
+        self.add_init_button.clicked.connect(lambda: self.add_initial_model())
+        row.addWidget(self.add_init_button)
+        bl.addLayout(row)
+        row = QHBoxLayout()
         self.add_ckpt_button = QPushButton("Add checkpoint…")
         self.add_ckpt_button.setToolTip(
             "An Attention Lab checkpoint, a Hugging Face GPT-2 folder or a nanoGPT ckpt.pt"
@@ -576,6 +585,35 @@ class CompareTab(QWidget):
         self.runs.append(run)
         self._refresh_all()
         return run
+
+    def add_initial_model(self, name: str | None = None) -> bool:
+        """The current model's config freshly initialised with the training seed (built off the GUI
+        thread; ``runsChanged`` when it is added). False when there is no current model."""
+        s = self.session
+        if s.model is None:
+            self.variant_error.setText("There is no current model yet: build or train one in the Train tab.")
+            return False
+        from model.gpt import build_model
+
+        cfg, tok = s.model.config, s.tokenizer
+        seed = int(getattr(s.train_settings, "seed", 0) or 0)
+
+        def job():
+            model = build_model(cfg, seed=seed)
+            model.eval()
+            return model
+
+        def done(model, error):
+            if error is not None:
+                self.variant_error.setText(f"Could not build the initial model: {error}")
+                return
+            run_name = cmp.unique_name(name or f"initialisation (seed {seed})", self._names())
+            record = cmp.RunRecord(name=run_name, kind="session", config=cfg.to_dict())
+            self.runs.append(Run(record, model=model, tokenizer=tok, status="untrained"))
+            self._refresh_all()
+
+        s.compute.submit("compare.init", job, done)
+        return True
 
     def _add_checkpoint_dialog(self) -> None:
         path = QFileDialog.getExistingDirectory(self, "Add a checkpoint directory")
@@ -1084,6 +1122,7 @@ class CompareTab(QWidget):
         self.train_button.setEnabled(not training and any(r.kind == "variant" for r in self.runs))
         self.stop_button.setEnabled(training)
         self.add_current_button.setEnabled(self.session.model is not None)
+        self.add_init_button.setEnabled(self.session.model is not None)
         self.open_button.setEnabled(not training)
         self.quick_button.setEnabled(not training)
         self.add_variant_button.setEnabled(not training)
@@ -1178,8 +1217,19 @@ class CompareTab(QWidget):
         return {"loss": self.loss_plot.plot, "difference": self.diff_grid.view}
 
     def screenshot_pages(self) -> list[tuple[str, Any]]:
+        """The five pages. An empty tab first takes the session's model and its initialisation, so the
+        pages show what training changed (each step's compute finishes before the screenshot)."""
+
         def page(i: int):
-            return lambda: self.pages.setCurrentIndex(i)
+            def show():
+                if not self.runs and self.session.model is not None and i == 0:
+                    self.add_current_model()
+                    self.add_initial_model()
+                if i == 1 and any(r.model is not None for r in self.runs) and not self.grids:
+                    self.run_prompt()
+                self.pages.setCurrentIndex(i)
+
+            return show
 
         names = ["loss", "attention", "difference", "metrics", "config"]
         return [(n, page(i)) for i, n in enumerate(names)]

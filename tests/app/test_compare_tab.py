@@ -192,3 +192,15 @@ def test_a_checkpoint_joins_the_comparison(qtbot, tmp_path, session, tab):
     with qtbot.waitSignal(tab.loadFailed, timeout=TIMEOUT):
         tab.add_checkpoint(str(tmp_path / "missing"))
     assert "Could not open" in tab.variant_error.text() and len(tab.runs) == 2
+
+
+def test_the_initialisation_is_where_a_run_with_that_seed_starts(qtbot, session, tab):
+    tab.add_current_model("now")  # the session's model is untrained, built with the training seed
+    with qtbot.waitSignal(tab.runsChanged, timeout=TIMEOUT):
+        assert tab.add_initial_model()
+    init = tab.run("initialisation (seed 0)")
+    assert init.model is not session.model and init.status == "untrained"
+    with qtbot.waitSignal(tab.attentionReady, timeout=TIMEOUT):
+        tab.run_prompt(session.source.default_prompt)
+    tab.set_pair("now", "initialisation (seed 0)")
+    assert tab.diff is not None and not np.any(tab.diff)
