@@ -1,7 +1,7 @@
 """``launch()``: the desktop app — QApplication, the window on the default model and corpus, exec.
 
-The window is shown first and the default corpus and model are built right after the first paint
-(building them imports torch and reads the corpus), so the window appears at once.
+The window is shown first; the panels that need torch, the default corpus and model, and the tabs
+other than Train are built right after the first paint, so the window appears at once.
 """
 
 from __future__ import annotations
@@ -30,22 +30,31 @@ def make_app(argv: list[str] | None = None):
     return app
 
 
-def create_window(*, confirm_close: bool = True, restore: bool = True, init: bool = True):
-    """A MainWindow on a new Session; with ``init`` the default corpus/model load after first paint."""
+def create_window(*, confirm_close: bool = True, restore: bool = True, init: bool = True, lazy: bool = True):
+    """A MainWindow on a new Session.
+
+    ``lazy``: only the Train tab and the Model panel exist at the first paint; right after it the
+    other panels are built, then (``init``) the default corpus and model are loaded, then the other
+    tabs are built one per event-loop turn, so the window appears before torch is even imported.
+    """
+    from PySide6.QtCore import QTimer
+
     from app.window import MainWindow
 
-    win = MainWindow(confirm_close=confirm_close, restore=restore)
-    if init:
-        from PySide6.QtCore import QTimer
+    win = MainWindow(confirm_close=confirm_close, restore=restore, lazy=lazy)
+    win.session.initialising = init
 
-        def initialise():
-            try:
+    def after_first_paint():
+        try:
+            win._build_late_docks()
+            if init:
                 win.session.init_default()
-            except Exception as exc:
-                traceback.print_exc()
-                win.show_error("Could not set up the default model", str(exc))
+        except Exception as exc:
+            traceback.print_exc()
+            win.show_error("Could not set up the default model", str(exc))
+        win.build_later()
 
-        win.firstPainted.connect(lambda: QTimer.singleShot(0, initialise))
+    win.firstPainted.connect(lambda: QTimer.singleShot(0, after_first_paint))
     return win
 
 

@@ -176,6 +176,7 @@ class Session(QObject):
         self.frames = FrameHistory(max_bytes=history_bytes)
         self.checkpoint_path: str | None = None
         self.dirty = False  # trained steps not yet saved
+        self.initialising = False  # True while the window loads the default corpus and model
         self.probe_prompt: str = ""
         self.sample_every: int = 100
         self.sample_prompt: str = ""
@@ -247,13 +248,17 @@ class Session(QObject):
         """The built-in default: default corpus, default config, an untrained model, auto device."""
         from model.train import TrainSettings
 
-        if self.train_settings is None:
-            self.train_settings = TrainSettings()
-        self.set_device("auto")
-        if self.source is None:
-            self.set_source(DEFAULT_SOURCE)
-        if self.model is None:
-            self.build_model()
+        self.initialising = True
+        try:
+            if self.train_settings is None:  # normally set by the Training panel
+                self.train_settings = TrainSettings(probe_every=10)
+            self.set_device("auto")
+            if self.source is None:
+                self.set_source(DEFAULT_SOURCE)
+            if self.model is None:
+                self.build_model()
+        finally:
+            self.initialising = False
 
     def set_device(self, choice: str) -> None:
         """Choose ``auto``, ``cpu`` or ``cuda``; moves an idle model. Raises ValueError when training."""
@@ -385,7 +390,7 @@ class Session(QObject):
             return make_probe_frame(trace, tokenizer, step, prompt)
 
         def done(frame, error):
-            if error is None and frame is not None and model is self.model:
+            if error is None and frame is not None and model is self.model and not self.is_training:
                 self._accept_frame(frame)
 
         self.compute.submit("session.probe", job, done)
@@ -659,18 +664,25 @@ class Session(QObject):
         return max(0.0, (target - self.step) * dt / dsteps)
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
-    """Process Qt events until ``predicate()`` holds (command line/benchmarks; tests use qtbot)."""
-    from PySide6.QtCore import QCoreApplication, QEventLoop
+def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, interval_ms: int = 10) -> bool:
+    """Run the Qt event loop until ``predicate()`` holds or ``timeout`` seconds pass.
 
-    deadline = time.monotonic() + timeout
+    For the command line, benchmarks and screenshot hooks (tests use ``qtbot.waitUntil``). Between
+    checks the loop sleeps in Qt (a short ``QEventLoop``), so timers and queued signals keep flowing.
+    """
+    from PySide6.QtCore import QCoreApplication, QEventLoop, QTimer
+
     app = QCoreApplication.instance()
-    while not predicate():
+    deadline = time.monotonic() + timeout
+    while True:
+        app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 50)
+        if predicate():
+            return True
         if time.monotonic() > deadline:
             return False
-        app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 20)
-        QEventLoop().processEvents(QEventLoop.ProcessEventsFlag.WaitForMoreEvents, 20)
-    return True
+        loop = QEventLoop()
+        QTimer.singleShot(interval_ms, loop.quit)
+        loop.exec()
 
 
 __all__ = ["ConfigError", "FrameHistory", "ProbeFrame", "Session", "make_probe_frame", "wait_until"]

@@ -35,8 +35,10 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QLabel,
     QMainWindow,
+    QMenu,
     QMessageBox,
     QTabWidget,
+    QVBoxLayout,
     QWidget,
 )
 
@@ -80,6 +82,26 @@ def load_tab(title: str, spec: str, session: Session) -> QWidget:
         return PlaceholderTab(session, title=title, error=f"{type(exc).__name__}: {exc}")
 
 
+class _TabHolder(QWidget):
+    """The page a tab lives in; lazy windows show "Loading…" here until the tab is built."""
+
+    def __init__(self, title: str):
+        super().__init__()
+        self.title = title
+        self.tab: QWidget | None = None
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(0, 0, 0, 0)
+        self._loading = QLabel(f"Loading the {title} tab…")
+        self._loading.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self._layout.addWidget(self._loading)
+
+    def set_tab(self, tab: QWidget) -> None:
+        self._layout.removeWidget(self._loading)
+        self._loading.deleteLater()
+        self._layout.addWidget(tab)
+        self.tab = tab
+
+
 class MainWindow(QMainWindow):
     """The Attention Lab window. ``session`` and ``settings`` are created when not given."""
 
@@ -94,6 +116,7 @@ class MainWindow(QMainWindow):
         confirm_close: bool = True,
         restore: bool = True,
         tabs: list[tuple[str, str]] | None = None,
+        lazy: bool = False,
     ):
         super().__init__()
         self.session = session if session is not None else Session(self)
@@ -109,53 +132,116 @@ class MainWindow(QMainWindow):
         self.tab_widget.setObjectName("mainTabs")
         self.tab_widget.setDocumentMode(True)
         self.setCentralWidget(self.tab_widget)
+        #: title -> tab (a _TabHolder until a lazily built tab exists); in registry order
         self.tabs: dict[str, QWidget] = {}
-        for title, spec in tabs if tabs is not None else TABS:
-            tab = load_tab(title, spec, self.session)
-            self.tabs[title] = tab
-            self.tab_widget.addTab(tab, title)
+        self._holders: dict[str, _TabHolder] = {}
+        self._pending: dict[str, str] = {}
+        self._lazy = lazy
+        for i, (title, spec) in enumerate(tabs if tabs is not None else TABS):
+            holder = _TabHolder(title)
+            self._holders[title] = holder
+            self.tabs[title] = holder
+            self.tab_widget.addTab(holder, title)
+            if lazy and i > 0:
+                self._pending[title] = spec
+            else:
+                self._build_tab(title, spec)
         self.tab_widget.currentChanged.connect(self._on_tab_changed)
 
         self._build_docks()
-        self._connect_panels()
         self._build_actions()
         self._build_menus()
         self._build_status_bar()
         self._connect_session()
         self.resize(1500, 940)
+        self._restore = restore
         if restore:
             self.restore_settings()
+        if not lazy:
+            self.finish_setup()
 
     # ---- construction --------------------------------------------------------------------------
     def _build_docks(self) -> None:
+        """The Model dock now; Data and Training (which import torch) now or in ``finish_setup``."""
         from app.views.config_panel import ConfigPanel
-        from app.views.data_panel import DataPanel
-        from app.views.train_settings_panel import TrainSettingsPanel
 
         self.config_panel = ConfigPanel(self.session)
-        self.data_panel = DataPanel(self.session, settings=self.settings)
-        self.train_settings_panel = TrainSettingsPanel(self.session)
+        self.data_panel = None
+        self.train_settings_panel = None
         self.docks: dict[str, QDockWidget] = {}
-        for key, title, widget in (
-            ("data", "Data", self.data_panel),
-            ("model", "Model", self.config_panel),
-            ("training", "Training", self.train_settings_panel),
-        ):
+        for key, title in (("data", "Data"), ("model", "Model"), ("training", "Training")):
             dock = QDockWidget(title, self)
             dock.setObjectName(f"dock_{key}")
-            dock.setWidget(widget)
+            dock.setWidget(self.config_panel if key == "model" else QLabel("  Loading…"))
             dock.setFeatures(
                 QDockWidget.DockWidgetFeature.DockWidgetMovable
                 | QDockWidget.DockWidgetFeature.DockWidgetClosable
                 | QDockWidget.DockWidgetFeature.DockWidgetFloatable
             )
+            dock.setMinimumWidth(360)
             self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
             self.docks[key] = dock
         self.tabifyDockWidget(self.docks["data"], self.docks["model"])
         self.tabifyDockWidget(self.docks["model"], self.docks["training"])
         self.docks["model"].raise_()
-        self.resizeDocks([self.docks["model"]], [380], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks["model"]], [390], Qt.Orientation.Horizontal)
         self._default_dock_state = self.saveState(STATE_VERSION)
+
+    def _build_late_docks(self) -> None:
+        if self.data_panel is not None:
+            return
+        from app.views.data_panel import DataPanel
+        from app.views.train_settings_panel import TrainSettingsPanel
+
+        self.data_panel = DataPanel(self.session, settings=self.settings)
+        self.train_settings_panel = TrainSettingsPanel(self.session)
+        self.docks["data"].setWidget(self.data_panel)
+        self.docks["training"].setWidget(self.train_settings_panel)
+        if self._restore:
+            ts = self.settings.get_json("last/train_settings")
+            if ts:
+                self.train_settings_panel.restore(ts)
+        self._connect_panels()
+
+    def finish_setup(self) -> None:
+        """Build everything a lazy window left for later (the late docks, then every tab)."""
+        self._build_late_docks()
+        for title in list(self._pending):
+            self._build_tab(title)
+
+    def build_later(self) -> None:
+        """Lazy windows: build the late docks now and the other tabs one per event-loop turn."""
+        self._build_late_docks()
+
+        def next_tab():
+            if self._pending and not self._closing:
+                self._build_tab(next(iter(self._pending)))
+                QTimer.singleShot(0, next_tab)
+
+        QTimer.singleShot(0, next_tab)
+
+    def _build_tab(self, title: str, spec: str | None = None) -> QWidget:
+        spec = spec if spec is not None else self._pending.pop(title)
+        self._pending.pop(title, None)
+        tab = load_tab(title, spec, self.session)
+        self._holders[title].set_tab(tab)
+        self.tabs[title] = tab
+        if hasattr(self, "menus"):
+            self._add_tab_menu_actions(tab)
+            if self._restore:
+                hook = getattr(tab, "restore_state", None)
+                if callable(hook):
+                    try:
+                        hook(self.settings)
+                    except Exception:
+                        traceback.print_exc()
+        return tab
+
+    def tab(self, title: str) -> QWidget:
+        """The tab ``title``, built now if it was waiting."""
+        if title in self._pending:
+            return self._build_tab(title)
+        return self.tabs[title]
 
     def _connect_panels(self) -> None:
         """The setup panels' validity gates Start; "Save now" without a path asks for one."""
@@ -238,12 +324,11 @@ class MainWindow(QMainWindow):
             else:
                 self.file_menu.addAction(act)
         self.menus = {"File": self.file_menu}
+        self._view_extra_anchor = None
         extra: dict[str, list[QAction]] = {}
         for tab in self.tabs.values():
-            hook = getattr(tab, "menu_actions", None)
-            if callable(hook):
-                for menu, actions in hook().items():
-                    extra.setdefault(menu, []).extend(actions)
+            for menu, actions in self._tab_menu_actions(tab).items():
+                extra.setdefault(menu, []).extend(actions)
         for menu, actions in extra.items():
             if menu == "View":
                 continue
@@ -265,11 +350,37 @@ class MainWindow(QMainWindow):
             self.view_menu.addAction(act)
         for act in extra.get("View", []):
             self.view_menu.addAction(act)
-        self.view_menu.addSeparator()
+        self._view_extra_anchor = self.view_menu.addSeparator()
         self.view_menu.addAction(self.reset_layout_action)
         self.help_menu = bar.addMenu("&Help")
         self.menus["Help"] = self.help_menu
         self.help_menu.addAction(self.about_action)
+
+    @staticmethod
+    def _tab_menu_actions(tab: QWidget) -> dict[str, list[QAction]]:
+        hook = getattr(tab, "menu_actions", None)
+        if not callable(hook):
+            return {}
+        try:
+            return dict(hook())
+        except Exception:
+            traceback.print_exc()
+            return {}
+
+    def _add_tab_menu_actions(self, tab: QWidget) -> None:
+        """Menus for a tab built after the menu bar (lazy windows)."""
+        for menu, actions in self._tab_menu_actions(tab).items():
+            if menu == "View":
+                for act in actions:
+                    self.view_menu.insertAction(self._view_extra_anchor, act)
+                continue
+            m = self.menus.get(menu)
+            if m is None:
+                m = QMenu(f"&{menu}", self)
+                self.menuBar().insertMenu(self.view_menu.menuAction(), m)
+                self.menus[menu] = m
+            for act in actions:
+                m.addAction(act)
 
     def _build_status_bar(self) -> None:
         bar = self.statusBar()
@@ -411,7 +522,8 @@ class MainWindow(QMainWindow):
 
     # ---- export --------------------------------------------------------------------------------
     def current_tab(self) -> QWidget:
-        return self.tab_widget.currentWidget()
+        """The current tab itself (not its holder), built now if it was waiting."""
+        return self.tab(self.tab_widget.tabText(self.tab_widget.currentIndex()))
 
     def export_current_view(self) -> None:
         title = self.tab_widget.tabText(self.tab_widget.currentIndex()).lower()
@@ -459,9 +571,6 @@ class MainWindow(QMainWindow):
                 self.config_panel.set_config(GPTConfig.from_dict(cfg, validate=False))
             except Exception:
                 pass
-        ts = st.get_json("last/train_settings")
-        if ts:
-            self.train_settings_panel.restore(ts)
         for tab in self.tabs.values():
             hook = getattr(tab, "restore_state", None)
             if callable(hook):
@@ -479,7 +588,8 @@ class MainWindow(QMainWindow):
             st.set_json("last/config", self.config_panel.config().to_dict())
         except Exception:
             pass
-        st.set_json("last/train_settings", self.train_settings_panel.values())
+        if self.train_settings_panel is not None:
+            st.set_json("last/train_settings", self.train_settings_panel.values())
         for tab in self.tabs.values():
             hook = getattr(tab, "save_state", None)
             if callable(hook):
@@ -491,7 +601,9 @@ class MainWindow(QMainWindow):
 
     # ---- events --------------------------------------------------------------------------------
     def _on_tab_changed(self, index: int) -> None:
-        hook = getattr(self.tab_widget.widget(index), "on_activated", None)
+        title = self.tab_widget.tabText(index)
+        tab = self.tab(title) if title in self.tabs else self.tab_widget.widget(index)
+        hook = getattr(tab, "on_activated", None)
         if callable(hook):
             try:
                 hook()

@@ -38,7 +38,17 @@ GROUPS: list[tuple[str, list[str]]] = [
     ("Size", ["context_length", "n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff"]),
     (
         "Architecture",
-        ["positions", "attn_scale", "causal", "norm", "norm_position", "mlp", "bias", "tie_embeddings"],
+        [
+            "positions",
+            "attn_scale",
+            "causal",
+            "norm",
+            "norm_position",
+            "norm_bias",
+            "mlp",
+            "bias",
+            "tie_embeddings",
+        ],
     ),
     ("Numerical details", ["dropout", "norm_eps", "gelu_approx", "rope_base"]),
 ]
@@ -56,6 +66,7 @@ LABELS: dict[str, str] = {
     "mlp": "MLP",
     "norm": "Normalisation",
     "norm_position": "Norm position",
+    "norm_bias": "Norm bias",
     "positions": "Positions",
     "attn_scale": "Score scaling",
     "causal": "Causal mask",

@@ -20,7 +20,6 @@ from PySide6.QtWidgets import (
     QGroupBox,
     QHBoxLayout,
     QLabel,
-    QLineEdit,
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
@@ -219,10 +218,12 @@ class TrainTab(QWidget):
         box = QGroupBox("Generate")
         layout = QVBoxLayout(box)
         row = QHBoxLayout()
-        self.gen_prompt = QLineEdit()
+        self.gen_prompt = _PromptEdit()
         self.gen_prompt.setObjectName("genPrompt")
-        self.gen_prompt.setPlaceholderText("Prompt")
-        self.gen_prompt.returnPressed.connect(self.generate)
+        self.gen_prompt.setPlaceholderText("Prompt (Ctrl+Enter generates)")
+        self.gen_prompt.setTabChangesFocus(True)
+        self.gen_prompt.setFixedHeight(self.gen_prompt.fontMetrics().lineSpacing() * 3 + 12)
+        QShortcut(QKeySequence("Ctrl+Return"), self.gen_prompt).activated.connect(self.generate)
         row.addWidget(self.gen_prompt, 1)
         self.gen_button = QPushButton("Generate")
         self.gen_button.setObjectName("generateButton")
@@ -299,6 +300,8 @@ class TrainTab(QWidget):
         if s.is_training:
             return "training is running"
         if s.source is None:
+            if s.initialising:
+                return "loading the default corpus and model…"
             return "choose a data source in the Data panel"
         if not self._config_valid:
             return "fix the model configuration (Model panel)"
@@ -514,7 +517,8 @@ class TrainTab(QWidget):
         else:
             self.generate()
 
-    def generate(self) -> None:
+    def generate(self, seed: int | None = None) -> None:
+        """Stream a continuation of the prompt box's text into the output box (``seed``: reproducible)."""
         from app.workers import GenerateWorker
 
         s = self.session
@@ -541,6 +545,7 @@ class TrainTab(QWidget):
             top_k=top_k,
             top_p=top_p,
             greedy=temperature == 0.0,
+            seed=seed,
         )
         worker.token.connect(self._on_token)
         worker.finished.connect(self._on_generated)
@@ -561,6 +566,16 @@ class TrainTab(QWidget):
         self.gen_button.setText("Generate")
         if error:
             self.gen_output.appendPlainText(f"\n[generation failed: {error}]")
+
+
+class _PromptEdit(QPlainTextEdit):
+    """A few lines of prompt (prompts often hold newlines); ``text``/``setText`` like a line edit."""
+
+    def text(self) -> str:
+        return self.toPlainText()
+
+    def setText(self, text: str) -> None:  # noqa: N802 (Qt naming)
+        self.setPlainText(text)
 
 
 def _sample_block(step: int, text: str) -> str:

@@ -168,3 +168,19 @@ def test_closing_with_unsaved_training_asks_and_cancel_keeps_the_window(qtbot, t
     assert win.isVisible()
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Discard)
     assert win.close()
+
+
+def test_lazy_window_paints_first_then_builds_the_rest(qtbot, app_settings):
+    from app.gui import create_window
+
+    win = create_window(confirm_close=False, restore=False, init=False, lazy=True)
+    qtbot.addWidget(win)
+    later = [title for title, _ in TABS[1:]]
+    assert win.data_panel is None and all(t in win._pending for t in later)
+    with qtbot.waitSignal(win.firstPainted, timeout=10_000):
+        win.show()
+    qtbot.waitUntil(lambda: not win._pending and win.data_panel is not None, timeout=60_000)
+    assert win.docks["data"].widget() is win.data_panel
+    assert all(win.tabs[t] is win._holders[t].tab for t in later)
+    assert "Training" in win.menus
+    win.close()

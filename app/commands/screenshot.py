@@ -1,0 +1,162 @@
+"""`attention-lab screenshot --out DIR`: train the default model briefly, render every tab and panel.
+
+Offscreen and deterministic (fixed seed): the window is built at a fixed size, the default model
+trains ``--steps`` steps on the default corpus with live attention on, then every registered tab
+(and each sub-page a tab lists in ``screenshot_pages()``) and every setup panel is written as PNG.
+Tabs added to ``app.window.TABS`` appear here without changes to this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HELP = "Render every tab of the app to PNG files, offscreen."
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, metavar="DIR", help="folder for the PNG files (created)")
+    p.add_argument(
+        "--steps", type=int, default=300, help="training steps before the screenshots (default 300)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the weights, batches and samples (default 0)")
+    p.add_argument(
+        "--source", default="builtin:stdlib", help="data source to train on (default builtin:stdlib)"
+    )
+    p.add_argument(
+        "--size", default="1600x1000", metavar="WxH", help="window size in pixels (default 1600x1000)"
+    )
+    p.add_argument("--only", metavar="NAME", help="only tabs/pages whose file name contains NAME")
+    p.add_argument(
+        "--display", action="store_true", help="use the real display instead of offscreen rendering"
+    )
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "page"
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.cli import UserError
+
+    m = re.fullmatch(r"(\d+)x(\d+)", args.size or "")
+    if not m:
+        raise UserError(f"--size {args.size!r} must look like 1600x1000")
+    width, height = int(m.group(1)), int(m.group(2))
+    if args.steps < 0:
+        raise UserError("--steps must be 0 or more")
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create {out}: {exc.strerror or exc}") from None
+    if not args.display:
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    # a throw-away settings file: neither the user's geometry nor their last config leak in or out
+    os.environ["ATTENTION_LAB_SETTINGS"] = str(
+        Path(tempfile.mkdtemp(prefix="attention-lab-shots-")) / "s.ini"
+    )
+
+    from PySide6.QtWidgets import QApplication
+
+    from app.gui import make_app
+    from app.session import wait_until
+    from app.window import MainWindow
+
+    app = make_app()
+    win = MainWindow(confirm_close=False, restore=False)
+    win.resize(width, height)
+    win.show()
+    s = win.session
+    written: list[Path] = []
+
+    def settle(ms: int = 150) -> None:
+        end = time.monotonic() + ms / 1000
+        wait_until(lambda: time.monotonic() > end and (s._compute is None or s.compute.idle), timeout=60)
+        for _ in range(3):
+            QApplication.processEvents()
+
+    def shot(widget, name: str) -> None:
+        if args.only and args.only not in name:
+            return
+        settle()
+        path = out / f"{name}.png"
+        widget.grab().save(str(path), "PNG")
+        written.append(path)
+        print(f"wrote {path}", flush=True)
+
+    try:
+        s.init_default()
+        if args.source != s.source_spec:
+            if not win.data_panel.choose(args.source):
+                raise UserError(f"--source {args.source!r}: {win.data_panel.error_label.text()}")
+        panel = win.train_settings_panel
+        panel.set_settings(s.train_settings.replace(steps=args.steps, seed=args.seed, probe_every=10))
+        panel.sample_every.setValue(max(1, args.steps // 3) if args.steps else 0)
+        s.build_model(seed=args.seed)
+        train_tab = win.tabs.get("Train")
+        if args.steps:
+            t0 = time.monotonic()
+            print(f"training {args.steps} steps of the default model on {s.source_spec}…", flush=True)
+            s.start_training()
+            if not wait_until(lambda: not s.is_training, timeout=3600):
+                raise UserError("training did not finish within an hour")
+            last = s.history[-1] if s.history else {}
+            print(
+                f"trained to step {s.step} in {time.monotonic() - t0:.0f} s: train loss "
+                f"{last.get('train_loss', float('nan')):.3f}",
+                flush=True,
+            )
+        if train_tab is not None and hasattr(train_tab, "generate"):
+            prompt = (s.source.default_prompt or "the")[:40]
+            train_tab.gen_prompt.setText(prompt)
+            train_tab.max_tokens.setValue(160)
+            train_tab.generate(seed=args.seed)
+            wait_until(lambda: train_tab._gen_worker is None, timeout=120)
+
+        win.tab_widget.setCurrentIndex(0)
+        shot(win, "window")
+        for dock_key, dock in win.docks.items():
+            dock.raise_()
+            shot(dock.widget(), f"panel-{dock_key}")
+        win.docks["model"].raise_()
+
+        for index, (title, tab) in enumerate(win.tabs.items()):
+            win.tab_widget.setCurrentIndex(index)
+            slug = _slug(title)
+            hook = getattr(tab, "screenshot_pages", None)
+            pages = hook() if callable(hook) else []
+            if not pages:
+                shot(win, f"{index + 1:02d}-{slug}")
+                continue
+            for name, show in pages:
+                show()
+                name = _slug(name) if name else slug
+                if not name.startswith(slug):
+                    name = f"{slug}-{name}"
+                shot(win, f"{index + 1:02d}-{name}")
+
+        if train_tab is not None and hasattr(train_tab, "show_frame") and len(s.frames) > 2:
+            win.tab_widget.setCurrentIndex(0)
+            train_tab.show_frame(len(s.frames) // 4)
+            shot(train_tab, "01-train-scrubbed-to-an-early-step")
+            train_tab.live_button.setChecked(True)
+
+        # what a user sees when the config is invalid
+        win.tab_widget.setCurrentIndex(0)
+        widgets = win.config_panel._widgets
+        old = widgets["n_heads"].value()
+        widgets["n_heads"].setValue(3)
+        win.docks["model"].raise_()
+        shot(win, "window-invalid-config")
+        widgets["n_heads"].setValue(old)
+    finally:
+        win.close()
+        app.processEvents()
+    print(f"{len(written)} screenshots in {out}", file=sys.stderr)
+    return 0
