@@ -16,6 +16,10 @@ rebuilt from the last ``context_length`` tokens (a re-prefill per new token from
 of uncached decoding). Cached and uncached greedy decoding therefore give the same tokens.
 
 A prompt longer than the context is cropped from the left with a ``warnings.warn``.
+
+``window`` narrows the context to the last ``window`` tokens: a model trained on sequences shorter than
+its ``context_length`` has never trained its later learned positions, so it should read no more
+(checkpoints record the ``seq_len`` they were trained with; :func:`trained_window` reads it).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import torch
 
 from model.runtime import compute_lock
 
-__all__ = ["PromptCroppedWarning", "check_sampling", "generate", "sample_next", "stream"]
+__all__ = ["PromptCroppedWarning", "check_sampling", "generate", "sample_next", "stream", "trained_window"]
 
 
 class PromptCroppedWarning(UserWarning):
@@ -96,6 +100,7 @@ def _steps(
     seed: int | None,
     use_cache: bool,
     vocab_limit: int | None = None,
+    window: int | None = None,
 ) -> Iterator[torch.Tensor]:
     """Yield each new token [B, 1]; the model is in eval mode meanwhile."""
     from model.gpt import KVCache
@@ -109,6 +114,10 @@ def _steps(
         raise ValueError(f"max_new_tokens={max_new_tokens} must be 0 or more")
     config = model.config
     context = config.context_length
+    if window is not None:
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ValueError(f"window={window!r} must be a whole number of at least 1")
+        context = min(context, window)
     device = next(model.parameters()).device
     idx = _crop(idx.to(device), context)
     generator = None
@@ -117,7 +126,7 @@ def _steps(
     dtype = next(model.parameters()).dtype
     was_training = model.training
     model.eval()
-    window = idx  # the last <= context tokens, what the model reads
+    seen = idx  # the last <= context tokens: what the model reads
     cache = KVCache(config, idx.shape[0], context, device=device, dtype=dtype) if use_cache else None
 
     def forward(tokens: torch.Tensor) -> torch.Tensor:
@@ -131,7 +140,7 @@ def _steps(
     try:
         with torch.no_grad():
             with compute_lock:
-                logits = forward(window)
+                logits = forward(seen)
             for i in range(max_new_tokens):
                 with compute_lock:
                     nxt = sample_next(
@@ -143,18 +152,16 @@ def _steps(
                         generator=generator,
                     )
                     if i + 1 < max_new_tokens:
-                        window = torch.cat([window, nxt], dim=1)
-                        if window.shape[1] > context:  # slide: every position moves, rebuild the cache
-                            window = window[:, -context:]
+                        seen = torch.cat([seen, nxt], dim=1)
+                        if seen.shape[1] > context:  # slide: every position moves, rebuild the cache
+                            seen = seen[:, -context:]
                             if cache is not None:
                                 cache.reset()
-                                logits = forward(window)
-                            else:
-                                logits = forward(window)
+                            logits = forward(seen)
                         elif cache is not None:
-                            logits = forward(nxt)
+                            logits = forward(nxt)  # only the new token; earlier keys/values are cached
                         else:
-                            logits = forward(window)
+                            logits = forward(seen)
                 yield nxt
     finally:
         model.train(was_training)
@@ -171,13 +178,15 @@ def generate(
     greedy: bool = False,
     seed: int | None = None,
     use_cache: bool = True,
+    window: int | None = None,
 ) -> torch.Tensor:
     """Extend ``idx`` [B, T] (or [T]) by ``max_new_tokens`` sampled tokens: returns [B, T + new].
 
     The returned tensor starts with the whole prompt, even when the model read only its last
     ``context_length`` tokens (a :class:`PromptCroppedWarning` says so). ``seed`` makes sampling
     reproducible; ``use_cache=False`` recomputes the whole window every step (the reference the
-    cache is tested against). Each step takes :data:`model.runtime.compute_lock`.
+    cache is tested against); ``window`` reads at most that many tokens (see the module docstring).
+    Each step takes :data:`model.runtime.compute_lock`.
     """
     squeeze = idx.dim() == 1
     if squeeze:
@@ -193,6 +202,7 @@ def generate(
             greedy=greedy,
             seed=seed,
             use_cache=use_cache,
+            window=window,
         )
     )
     out = torch.cat([idx.to(new[0].device) if new else idx, *new], dim=1)
@@ -211,12 +221,14 @@ def stream(
     greedy: bool = False,
     seed: int | None = None,
     use_cache: bool = True,
+    window: int | None = None,
 ) -> Iterator[str]:
     """Yield the text of each new token as it is produced (one ``yield`` per token).
 
     The prompt is encoded strictly (unknown characters raise the tokenizer's error, which names
     them). With a byte-level tokenizer a character can span several tokens: its bytes yield ``""``
-    until the character is complete, so the joined output is always valid text.
+    until the character is complete, so the joined output is always valid text. ``window`` as in
+    :func:`generate`.
     """
     ids = tokenizer.encode(prompt)
     if not ids:
@@ -236,6 +248,7 @@ def stream(
         seed=seed,
         use_cache=use_cache,
         vocab_limit=tokenizer.vocab_size,
+        window=window,
     ):
         new_ids.append(int(tok[0, 0]))
         text = tokenizer.decode(new_ids)
@@ -247,3 +260,15 @@ def stream(
         delta = text[len(emitted) :]
         emitted = text
         yield delta
+
+
+def trained_window(checkpoint) -> int | None:
+    """The sequence length a checkpoint was trained with (from its meta or training state), or None.
+
+    Pass it as ``window`` so generation reads no more tokens than the model learned positions for.
+    """
+    for holder in (getattr(checkpoint, "meta", None) or {}, getattr(checkpoint, "train_state", None) or {}):
+        value = holder.get("seq_len")
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None

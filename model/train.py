@@ -78,10 +78,15 @@ class TrainSettings:
 
     ``seq_len`` None → the model's context length (or less, if the data is shorter). ``min_lr`` None →
     ``lr / 10``. ``threads`` 0 → every available core (set in the thread that trains).
+
+    The defaults train the default GPT (0.85M parameters) on ``builtin:stdlib`` in about a minute on
+    2 CPU cores: 300 steps × 32 × 128 = 1.2M tokens, to a validation loss near 2.0 nats (ln V ≈ 4.6).
+    Sequences of 128 tokens (half the default context) learn faster per second than 256; generation
+    from such a checkpoint reads at most the trained length (see :func:`model.generate.trained_window`).
     """
 
     steps: int = 300
-    batch_size: int = 16
+    batch_size: int = 32
     seq_len: int | None = 128
     lr: float = 3e-3
     warmup: int = 30
@@ -662,6 +667,7 @@ class Trainer:
                 top_k=top_k,
                 top_p=top_p,
                 seed=seed,
+                window=self.seq_len,
             )
         )
 
@@ -734,7 +740,12 @@ class Trainer:
 
         with compute_lock:
             state = self.state_dict()
-            full_meta = {"source": state["source"], "step": self.step, "name": Path(path).name}
+            full_meta = {
+                "source": state["source"],
+                "step": self.step,
+                "name": Path(path).name,
+                "seq_len": self.seq_len,
+            }
             if self.history:
                 last_val = next(
                     (h["val_loss"] for h in reversed(self.history) if h.get("val_loss") is not None), None

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
     from app.cli import UserError
     from model.checkpoint import load_checkpoint
-    from model.generate import check_sampling, stream
+    from model.generate import check_sampling, stream, trained_window
     from model.runtime import pick_device
 
     try:
@@ -84,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
             greedy=args.greedy,
             seed=args.seed,
             use_cache=not args.no_cache,
+            window=trained_window(ckpt),
         )
         for piece in pieces:
             if piece:

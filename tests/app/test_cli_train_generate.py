@@ -12,6 +12,7 @@ import torch
 
 from app.cli import main
 from model.checkpoint import load_checkpoint
+from model.generate import trained_window
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--n-layers", "1", "--d-model", "32", "--n-heads", "2", "--context-length", "32", "--threads", "1"]
@@ -70,6 +71,7 @@ def test_train_writes_checkpoint_and_json_log(tmp_path, corpus, capsys):
     ckpt = load_checkpoint(out)
     assert ckpt.config.n_layers == 1 and ckpt.config.d_model == 32
     assert ckpt.train_state["step"] == 10 and ckpt.meta["source"]["name"] == str(corpus)
+    assert trained_window(ckpt) == 16  # generation will read no more than the trained positions
     printed = capsys.readouterr().out  # not a terminal: plain lines, no carriage returns
     assert "\r" not in printed and "step  3/10" in printed and f"saved {out}" in printed
 

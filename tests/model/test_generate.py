@@ -103,6 +103,23 @@ def test_long_prompt_is_cropped_from_the_left_with_a_warning():
     assert torch.equal(out[-5:], ref[-5:])
 
 
+def test_window_limits_what_the_model_reads():
+    model = model_for()
+    prompt = torch.arange(1, 9)[None]
+    with pytest.warns(PromptCroppedWarning, match="last 5 tokens"):
+        narrow = generate(model, prompt, 10, greedy=True, window=5)
+    with pytest.warns(PromptCroppedWarning):
+        uncached = generate(model, prompt, 10, greedy=True, window=5, use_cache=False)
+    assert torch.equal(narrow, uncached)
+    # step by step, the model reads exactly the last 5 tokens
+    seq = narrow[0]
+    for t in range(8, 18):
+        logits, _ = model(seq[t - 5 : t][None])
+        assert int(logits[0, -1].argmax()) == int(seq[t])
+    with pytest.raises(ValueError, match="window=0"):
+        generate(model, prompt, 1, window=0)
+
+
 def test_seeded_sampling_is_reproducible_and_varies_with_the_seed():
     model = model_for()
     prompt = torch.tensor([[1, 2, 3]])
