@@ -495,7 +495,7 @@ class CompareTab(QWidget):
 
     def _on_probe_prompt(self, text: str) -> None:
         if not self.prompt_edit.text():
-            self.prompt_edit.setText(text)
+            self.set_prompt(text)
 
     # ---- adding runs ---------------------------------------------------------------------------
     def _names(self) -> list[str]:
@@ -597,6 +597,8 @@ class CompareTab(QWidget):
 
         cfg, tok = s.model.config, s.tokenizer
         seed = int(getattr(s.train_settings, "seed", 0) or 0)
+        seq = getattr(s.train_settings, "seq_len", None)
+        context = min(seq, cfg.context_length) if seq else None
 
         def job():
             model = build_model(cfg, seed=seed)
@@ -609,7 +611,7 @@ class CompareTab(QWidget):
                 return
             run_name = cmp.unique_name(name or f"initialisation (seed {seed})", self._names())
             record = cmp.RunRecord(name=run_name, kind="session", config=cfg.to_dict())
-            self.runs.append(Run(record, model=model, tokenizer=tok, status="untrained"))
+            self.runs.append(Run(record, model=model, tokenizer=tok, status="untrained", context=context))
             self._refresh_all()
 
         s.compute.submit("compare.init", job, done)
@@ -790,16 +792,29 @@ class CompareTab(QWidget):
             self.run_prompt()
 
     # ---- one prompt through every model --------------------------------------------------------
+    def set_prompt(self, prompt: str) -> None:
+        """Show ``prompt`` in the one-line box; new lines it cannot show are kept for the run."""
+        self._full_prompt = prompt
+        self.prompt_edit.setText(prompt)
+        self._shown_prompt = self.prompt_edit.text()
+
+    def prompt(self) -> str:
+        """The prompt to run: what was set (new lines included) unless the user has edited the box."""
+        text = self.prompt_edit.text()
+        if text and text == getattr(self, "_shown_prompt", None):
+            return self._full_prompt
+        return text or self.session.probe_prompt
+
     def run_prompt(self, prompt: str | None = None) -> bool:
         """The same prompt through every run that has a model (or saved weights), off the GUI thread;
         ``attentionReady`` when the grids, differences and metrics are drawn."""
         if prompt is not None:
-            self.prompt_edit.setText(prompt)
-        prompt = self.prompt_edit.text() or self.session.probe_prompt
+            self.set_prompt(prompt)
+        prompt = self.prompt()
         if not prompt:
             self.prompt_status.setText("Type a prompt first.")
             return False
-        self.prompt_edit.setText(prompt)
+        self.set_prompt(prompt)
         todo = []
         for r in self.runs:
             model = r.model
@@ -932,7 +947,10 @@ class CompareTab(QWidget):
                     text = r.name if c == 0 else r.kind
                     t.setItem(i, c, _cell(text, color=self._color(r) if c == 0 else None))
                 else:
-                    t.setItem(i, c, _cell(_fmt(row.get(key), fmt), right=True))
+                    text = _fmt(row.get(key), fmt)
+                    if key == "flops_per_token" and row.get(key) is not None and row.get("context"):
+                        text += f" (T = {row['context']:,})"
+                    t.setItem(i, c, _cell(text, right=True))
 
     def _draw_grids(self) -> None:
         with_att = [r for r in self.runs if r.record.attention is not None]
@@ -1136,7 +1154,7 @@ class CompareTab(QWidget):
             title=self.title or " vs ".join(self._names()),
             source=self.source_used or self.session.source_spec,
             settings=dict(self.settings_used),
-            prompt=self.prompt_edit.text(),
+            prompt=self.prompt(),
             base_config=self.base_config().to_dict(),
         )
 
@@ -1182,7 +1200,7 @@ class CompareTab(QWidget):
         self.title = comp.title
         self.settings_used = comp.settings
         self.source_used = comp.source
-        self.prompt_edit.setText(comp.prompt)
+        self.set_prompt(comp.prompt)
         if comp.settings.get("steps"):
             self.steps_spin.setValue(int(comp.settings["steps"]))
         self.file_label.setText(f"Opened {path} ({comp.created})")
@@ -1237,7 +1255,7 @@ class CompareTab(QWidget):
     def on_activated(self) -> None:
         self._update_base_label()
         if not self.prompt_edit.text() and self.session.probe_prompt:
-            self.prompt_edit.setText(self.session.probe_prompt)
+            self.set_prompt(self.session.probe_prompt)
 
     def shutdown(self) -> None:
         """Stop the variants' training and wait for it (the window's closeEvent)."""
