@@ -1,0 +1,216 @@
+"""What every lab page shares: the header (explanation, formula, what to notice), background jobs,
+the prompt as token ids, and the hooks the Labs tab calls.
+
+A page subclasses :class:`LabPage`, sets ``slug``/``lab``/``title``/``explanation``/``formula``/
+``notice``, builds its controls and plots in ``build(body)`` and submits its torch work in
+``compute()`` with :meth:`LabPage.submit` (the session's compute worker: off the GUI thread, under
+the compute lock, latest request per key wins, results of superseded requests are dropped).
+
+Pages compute lazily: a change of model or prompt only marks a page *dirty*; it recomputes when it
+is shown (or at once if it is on screen).
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QVBoxLayout, QWidget
+
+HEADER_STYLE = """
+QLabel#labTitle { font-size: 15px; font-weight: bold; }
+QLabel#labFormula { font-family: 'DejaVu Sans Mono', monospace; background: #f4f4f8;
+                    border: 1px solid #ddd; padding: 3px 6px; }
+QLabel#labNotice { background: #fff6da; border: 1px solid #ecd68a; padding: 3px 6px; }
+QLabel#labMessage { color: #555; }
+"""
+
+_ids = itertools.count(1)
+
+
+class NoModel(Exception):
+    """The page needs a model and there is none yet."""
+
+
+class LabPage(QWidget):
+    """One page of a lab (see the module docstring)."""
+
+    slug = "lab"
+    lab = "Lab"
+    title = "Lab"
+    #: the page's name in the Labs tree (default: ``title``)
+    short = ""
+    explanation = ""
+    formula = ""
+    notice = ""
+    #: recompute when the model, its weights or the prompt change
+    uses_model = True
+    #: refresh (throttled) while the session trains, when on screen
+    follows_training = True
+    #: built with the tab, not when first shown (it must listen from the start)
+    eager = False
+
+    def __init__(
+        self, session, prompt_source: Callable[[], str] | None = None, parent: QWidget | None = None
+    ):
+        super().__init__(parent)
+        self.session = session
+        self._prompt_source = prompt_source
+        self._dirty = True
+        self._pending: dict[str, int] = {}
+        self.results: dict[str, Any] = {}
+        root = QVBoxLayout(self)
+        root.setContentsMargins(6, 4, 6, 4)
+        root.setSpacing(4)
+        root.addWidget(self._header())
+        self.message = QLabel(" ")
+        self.message.setObjectName("labMessage")
+        self.message.setWordWrap(True)
+        self.body = QVBoxLayout()
+        self.body.setSpacing(4)
+        root.addLayout(self.body, 1)
+        root.addWidget(self.message)
+        self.setStyleSheet(HEADER_STYLE)
+        self.build(self.body)
+
+    # ---- to override -----------------------------------------------------------------------
+    def build(self, body: QVBoxLayout) -> None:
+        """Add the page's controls and plots to ``body``."""
+
+    def compute(self) -> None:
+        """Submit the page's work (called by :meth:`refresh`)."""
+
+    def shutdown(self) -> None:
+        """Stop the page's own workers and wait for them."""
+
+    def export_targets(self) -> dict[str, QWidget]:
+        """Plots File → Export can write, by name."""
+        return {}
+
+    def prepare_screenshot(self) -> None:
+        """Bring the page into the state its screenshot shows (default: fresh numbers)."""
+        self.refresh()
+
+    @property
+    def idle(self) -> bool:
+        """No result of this page is outstanding."""
+        return not self._pending
+
+    # ---- header ------------------------------------------------------------------------------
+    def _header(self) -> QWidget:
+        box = QFrame()
+        lay = QVBoxLayout(box)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(3)
+        title = QLabel(f"{html.escape(self.lab)} — {html.escape(self.title)}")
+        title.setObjectName("labTitle")
+        lay.addWidget(title)
+        if self.explanation:
+            text = QLabel(self.explanation)
+            text.setWordWrap(True)
+            text.setTextFormat(Qt.TextFormat.RichText)
+            lay.addWidget(text)
+        if self.formula:
+            f = QLabel(self.formula)
+            f.setObjectName("labFormula")
+            f.setTextFormat(Qt.TextFormat.RichText)
+            f.setWordWrap(True)
+            f.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            lay.addWidget(f)
+        if self.notice:
+            n = QLabel(f"<b>What to notice:</b> {self.notice}")
+            n.setObjectName("labNotice")
+            n.setWordWrap(True)
+            n.setTextFormat(Qt.TextFormat.RichText)
+            lay.addWidget(n)
+        box.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
+        self.header = box
+        return box
+
+    # ---- refresh logic -----------------------------------------------------------------------
+    def mark_dirty(self) -> None:
+        """The model or prompt changed: recompute now if on screen, else when next shown."""
+        self._dirty = True
+        if self.isVisible():
+            self.refresh()
+
+    def refresh(self) -> None:
+        self._dirty = False
+        try:
+            self.compute()
+        except NoModel:
+            self.say("No model yet: build, train or open one (Train tab, File menu); this page reads it.")
+        except Exception as exc:  # a prompt the tokenizer cannot read, a bad control value
+            self.say(f"Cannot compute: {exc}", error=True)
+
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        if self._dirty:
+            self.refresh()
+
+    def say(self, text: str, *, error: bool = False) -> None:
+        self.message.setStyleSheet("color: #b00020;" if error else "")
+        self.message.setText(text)
+
+    # ---- background jobs ---------------------------------------------------------------------
+    def submit(self, key: str, fn: Callable[[], Any], done: Callable[[Any], None]) -> None:
+        """Run ``fn()`` off the GUI thread; ``done(result)`` in the GUI thread if still the newest."""
+        rid = next(_ids)
+        self._pending[key] = rid
+
+        def callback(result, error):
+            if self._pending.get(key) != rid:
+                return  # superseded by a newer request
+            del self._pending[key]
+            if error is not None:
+                self.say(f"{type(error).__name__}: {error}", error=True)
+                return
+            self.results[key] = result
+            try:
+                done(result)
+            except Exception as exc:  # a drawing bug must not take the app down
+                import traceback
+
+                traceback.print_exc()
+                self.say(f"Cannot draw: {exc}", error=True)
+
+        self.session.compute.submit(f"labs.{self.slug}.{key}", fn, callback)
+
+    # ---- model and prompt --------------------------------------------------------------------
+    def require_model(self):
+        model = self.session.model
+        if model is None or self.session.tokenizer is None:
+            raise NoModel()
+        return model, self.session.tokenizer
+
+    def prompt_text(self) -> str:
+        if self._prompt_source is not None:
+            return self._prompt_source()
+        return self.session.probe_prompt
+
+    def prompt_ids(self, max_tokens: int | None = None) -> tuple[list[int], list[str]]:
+        """The prompt's token ids (cropped to the context and ``max_tokens``) and their axis labels."""
+        from model.analysis.labs_extra import prompt_ids
+        from model.tokens import visible
+
+        model, tok = self.require_model()
+        ids = prompt_ids(tok, self.prompt_text(), model.config.context_length, max_tokens)
+        return ids, [visible(s) for s in tok.token_strings(ids)]
+
+
+def describe_model(session) -> str:
+    """One line about the model the labs read (shape, positions, mask, training step)."""
+    model = session.model
+    if model is None:
+        return "no model yet"
+    c = model.config
+    trained = f"step {session.step}" if session.step else "untrained"
+    mask = "causal" if c.causal else "no mask"
+    return (
+        f"{c.n_layers} layers × {c.n_heads} heads, d_model {c.d_model}, d_k {c.d_head}, {c.positions} "
+        "positions, "
+        f"{c.norm_position}-{c.norm}, scale {c.attn_scale}, {mask}; {trained}"
+    )

@@ -1,0 +1,516 @@
+"""Residual stream lab: norms along the stream, during training, gradient flow and the logit lens."""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QComboBox,
+    QGridLayout,
+    QHBoxLayout,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+)
+
+from app.views.labs.base import LabPage
+from app.views.labs.mask import dspin, labelled, spin
+from app.widgets.labs_comparison import ComparisonPanel, ComparisonSpec
+from app.widgets.labs_matrix import MatrixView
+from app.widgets.labs_plots import BarPlot, LinePlot, color_for
+
+STREAM_KINDS = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")
+
+
+class StreamNormsPage(LabPage):
+    slug = "residual-norms"
+    short = "Norms along the stream"
+    lab = "Residual stream lab"
+    title = "Norms along the stream, and what each sublayer writes"
+    explanation = (
+        "Every token carries one vector of width d from the embedding to the output; each attention and MLP "
+        "sublayer reads it (through a norm) and adds its output back. Here is the size of that vector at "
+        "every "
+        "checkpoint and position of the prompt, and the size and direction of what each sublayer adds."
+    )
+    formula = (
+        "Pre-LN: mid = x + Attn(Norm(x)),  post = mid + MLP(Norm(mid))   ·   Post-LN: mid = Norm(x + "
+        "Attn(x)), "
+        "post = Norm(mid + MLP(mid))   ·   cos(write, stream) = w·x / (‖w‖‖x‖)"
+    )
+    notice = (
+        "in a Pre-LN model nothing renormalises the stream, so its norm is free to grow with depth, often in "
+        "one big step where a single sublayer writes far more than the rest; Post-LN pins it near √d at "
+        "every "
+        "checkpoint. A cosine near 0 means a sublayer writes something new; above 0 it reinforces what is "
+        "there, below 0 it erases."
+    )
+
+    def build(self, body: QVBoxLayout) -> None:
+        row = QHBoxLayout()
+        self.tokens = labelled(row, "tokens", spin(2, 4096, 64, "How many tokens of the prompt to read"))
+        self.tokens.valueChanged.connect(lambda *_: self.mark_dirty())
+        row.addStretch(1)
+        body.addLayout(row)
+        grid = QGridLayout()
+        self.lines = LinePlot("‖x‖₂ along the stream (grey: one line per position)", "checkpoint", "norm")
+        self.heat = MatrixView("‖x‖₂ by checkpoint and position", cmap="viridis")
+        self.heat.set_axis_titles("checkpoint", "position")
+        self.writes = BarPlot("What each sublayer writes: mean ‖attn_out‖, ‖mlp_out‖", "norm")
+        self.cosines = BarPlot("Mean cosine of each write with the stream it joins", "cos(write, stream)")
+        grid.addWidget(self.lines, 0, 0)
+        grid.addWidget(self.heat, 0, 1)
+        grid.addWidget(self.writes, 1, 0)
+        grid.addWidget(self.cosines, 1, 1)
+        body.addLayout(grid, 1)
+
+    def compute(self) -> None:
+        from model.analysis.labs_extra import trace_prompt
+        from model.analysis.residual import residual_norms, write_stats
+
+        model, _ = self.require_model()
+        ids, labels = self.prompt_ids(self.tokens.value())
+
+        def job():
+            trace = trace_prompt(model, ids, kinds=STREAM_KINDS)
+            return residual_norms(trace, mids=True), write_stats(trace)
+
+        self.submit("norms", job, lambda r: self._draw(*r, labels))
+
+    def _draw(self, norms, writes, labels) -> None:
+        P, T = norms.norms.shape
+        x = np.arange(P)
+        step = max(1, T // 64)
+        keep = set(range(0, T, step))
+        for t in range(T):
+            key = f"pos{t}"
+            if t in keep:
+                self.lines.set_curve(
+                    key, x, norms.norms[:, t], label="", color=(150, 150, 150), width=1, alpha=90
+                )
+            else:
+                self.lines.remove_curve(key)
+        for key in [k for k in self.lines.curves if k.startswith("pos") and int(k[3:]) >= T]:
+            self.lines.remove_curve(key)
+        self.lines.set_curve(
+            "mean", x, norms.mean, label="mean over positions", color=(31, 119, 180), width=3, symbol="o"
+        )
+        self.lines.set_x_ticks(norms.names)
+        self.heat.set_matrix(norms.norms, norms.names, labels)
+        cats = [f"layer {layer}" for layer in writes.layers]
+        self.writes.set_groups(
+            cats, {"attention": writes.attn_norm.mean(-1), "MLP": writes.mlp_norm.mean(-1)}
+        )
+        self.cosines.set_groups(cats, {"attention": writes.attn_cos.mean(-1), "MLP": writes.mlp_cos.mean(-1)})
+        self.say(
+            f"{T} tokens. Mean norm: {norms.names[0]} {norms.mean[0]:.2f} → {norms.names[-1]} "
+            f"{norms.mean[-1]:.2f}. "
+            "Checkpoints: embed = token (+ position) embedding; L0.mid, L1.mid, … after each layer's "
+            "attention; L0.post, L1.post, … after its MLP."
+        )
+
+    def export_targets(self):
+        return {
+            "lines": self.lines.plot,
+            "heatmap": self.heat.plot,
+            "writes": self.writes.plot,
+            "cosines": self.cosines.plot,
+        }
+
+
+class LiveNormsPage(LabPage):
+    slug = "residual-live"
+    short = "Norms during training"
+    lab = "Residual stream lab"
+    title = "The same norms during training"
+    explanation = (
+        "While the model trains (Train tab), this page measures the mean residual-stream norm of the labs' "
+        "prompt at every layer boundary every few steps, between two training steps, and draws it against "
+        "the "
+        "step. It records in the background even when another page is on screen."
+    )
+    formula = (
+        "‖x‖₂ averaged over positions at embed, L0.post, L1.post, …  (x = the stream leaving each block)"
+    )
+    eager = True
+    notice = (
+        "in a Pre-LN model the deeper checkpoints grow fastest as training goes on — each layer adds to what "
+        "the layers below wrote; the embedding's norm barely moves."
+    )
+    follows_training = False
+
+    def build(self, body: QVBoxLayout) -> None:
+        row = QHBoxLayout()
+        self.record = QCheckBox("Record while training")
+        self.record.setChecked(True)
+        row.addWidget(self.record)
+        self.every = labelled(row, "every", spin(1, 10000, 10, "Measure every this many training steps"))
+        self.clear_button = QPushButton("Clear")
+        self.clear_button.clicked.connect(self.clear)
+        row.addWidget(self.clear_button)
+        row.addStretch(1)
+        body.addLayout(row)
+        self.plot = LinePlot("Mean ‖x‖₂ at each layer boundary vs training step", "training step", "norm")
+        body.addWidget(self.plot, 1)
+        self.steps: list[int] = []
+        self.values: list[np.ndarray] = []
+        self.names: list[str] = []
+        self._model_id = None
+        self._last_step = -1
+
+    def clear(self) -> None:
+        self.steps, self.values, self.names = [], [], []
+        self._last_step = -1
+        self.plot.clear_curves()
+
+    def compute(self) -> None:
+        model, _ = self.require_model()
+        if id(model) != self._model_id or self.session.step < self._last_step:
+            self._model_id = id(model)
+            self.clear()
+        self._measure()
+        if not self.session.is_training:
+            self.say("Start training in the Train tab: a point is added every few steps.")
+
+    def on_training_events(self, events) -> None:
+        if not self.record.isChecked() or not events or self.session.model is None:
+            return
+        step = int(events[-1]["step"])
+        if id(self.session.model) != self._model_id or step < self._last_step:
+            self._model_id = id(self.session.model)
+            self.clear()
+        if self._last_step < 0 or step - self._last_step >= self.every.value():
+            self._measure()
+
+    def _measure(self) -> None:
+        from model.analysis.labs_extra import residual_profile
+
+        model, _ = self.require_model()
+        ids, _ = self.prompt_ids(64)
+        step = int(self.session.step)
+        if step == self._last_step:
+            return
+        self._last_step = step
+
+        def job():
+            names, mean = residual_profile(model, ids)
+            return step, names, mean
+
+        self.submit(f"live{step}", job, self._add)
+
+    def _add(self, result) -> None:
+        step, names, mean = result
+        if names != self.names:
+            self.clear()
+            self.names = names
+            self._last_step = step
+        self.steps.append(step)
+        self.values.append(mean)
+        order = np.argsort(self.steps)
+        xs = np.asarray(self.steps)[order]
+        ys = np.stack(self.values)[order]
+        for i, name in enumerate(self.names):
+            self.plot.set_curve(
+                name, xs, ys[:, i], color=color_for(name, i), symbol="o" if len(xs) < 40 else None
+            )
+        self.say(
+            f"{len(self.steps)} measurements, last at step {step}: "
+            + ", ".join(f"{n} {v:.2f}" for n, v in zip(self.names, mean))
+        )
+
+    def export_targets(self):
+        return {"norms over steps": self.plot.plot}
+
+
+class GradFlowPage(LabPage):
+    slug = "residual-gradflow"
+    short = "Gradient flow: Pre- vs Post-LN"
+    lab = "Residual stream lab"
+    title = "Gradient flow: Pre-LN vs Post-LN"
+    explanation = (
+        "How large is ∂loss/∂θ for each block? Pre-LN keeps a clean identity path from the loss to every "
+        "layer; Post-LN normalises the sum after every sublayer, so every path back passes through a norm. "
+        "Left: one backward pass of a fresh model (Xavier init, as Xiong et al. analyse). Right: the same "
+        "measurement on a fixed batch as two copies train side by side."
+    )
+    formula = (
+        "‖g<sub>l</sub>‖ = ‖∂loss/∂θ<sub>l</sub>‖₂ over all of block l's parameters;  Pre-LN: x + "
+        "F(Norm(x)),  "
+        "Post-LN: Norm(x + F(x));  LayerNorm: γ(x − μ)/σ + β,  RMSNorm: γx/rms(x)"
+    )
+    notice = (
+        "at initialisation Post-LN's gradients grow toward the output (the last block's is the largest) "
+        "while Pre-LN's shrink gently — Xiong et al.'s reason Post-LN needs warm-up. RMSNorm and LayerNorm "
+        "behave alike. While training, the last block's gradient stays larger under Post-LN."
+    )
+    uses_model = False
+    follows_training = False
+
+    def build(self, body: QVBoxLayout) -> None:
+        row = QHBoxLayout()
+        self.n_layers = labelled(row, "layers", spin(2, 24, 6))
+        self.d_model = labelled(row, "d_model", spin(8, 512, 64))
+        self.n_heads = labelled(row, "heads", spin(1, 16, 4))
+        self.norm = QComboBox()
+        self.norm.addItem("LayerNorm", "layernorm")
+        self.norm.addItem("RMSNorm", "rmsnorm")
+        labelled(row, "norm", self.norm)
+        self.init = QComboBox()
+        self.init.addItem("Xavier (Xiong et al.)", "xavier")
+        self.init.addItem("GPT-2 (std 0.02)", "model")
+        self.init.setToolTip(
+            "Weights for the at-init measurement; training always starts from the GPT-2 init"
+        )
+        labelled(row, "init", self.init)
+        self.steps = labelled(row, "training steps", spin(1, 100000, 200))
+        self.lr = labelled(row, "learning rate", dspin(1e-5, 1.0, 3e-3, 1e-3))
+        self.warmup = labelled(row, "warm-up", spin(0, 10000, 0, "Linear warm-up steps (Post-LN needs them)"))
+        row.addStretch(1)
+        body.addLayout(row)
+        for w in (self.n_layers, self.d_model, self.n_heads):
+            w.valueChanged.connect(lambda *_: self.mark_dirty())
+        for w in (self.norm, self.init):
+            w.currentIndexChanged.connect(lambda *_: self.mark_dirty())
+
+        plots = QHBoxLayout()
+        self.init_plot = LinePlot(
+            "At initialisation: ‖∂loss/∂θ‖ per block", "block (0 = nearest the input)", "gradient norm"
+        )
+        self.train_plot = LinePlot(
+            "During training (latest probe, fixed batch)", "block (0 = nearest the input)", "gradient norm"
+        )
+        plots.addWidget(self.init_plot, 1)
+        plots.addWidget(self.train_plot, 1)
+        body.addLayout(plots, 3)
+        self.panel = ComparisonPanel(
+            self.make_spec,
+            title="Training loss: Pre-LN vs Post-LN",
+            probe_title="Gradient norm of the last block (nearest the output)",
+            probe_label="‖∂loss/∂θ_last‖ (log scale)",
+            probe_log_y=True,
+        )
+        self.panel.probed.connect(self._probed)
+        body.addWidget(self.panel, 3)
+
+    def init_vocab(self) -> int:
+        """Vocabulary of the at-init measurement (random tokens): the corpus's, but at least 64 — with a
+        handful of symbols the unembedding's gradient is too small for the effect to show."""
+        tok = self.session.tokenizer
+        return max(64, tok.vocab_size if tok is not None else 0)
+
+    def _config(self, vocab: int):
+        from model.config import GPTConfig
+
+        return GPTConfig(
+            vocab_size=vocab,
+            n_layers=self.n_layers.value(),
+            d_model=self.d_model.value(),
+            n_heads=self.n_heads.value(),
+            context_length=64,
+            norm=self.norm.currentData(),
+            dropout=0.0,
+        ).validate()
+
+    def compute(self) -> None:
+        from model.analysis.gradflow import grad_flow_variants
+
+        cfg = self._config(self.init_vocab())
+        norm, init = self.norm.currentData(), self.init.currentData()
+
+        def job():
+            return grad_flow_variants(cfg, variants=(("pre", norm), ("post", norm)), init=init, seed=0)
+
+        self.submit("init", job, self._draw_init)
+
+    def _draw_init(self, flows) -> None:
+        for (pos, _norm), flow in flows.items():
+            name = "Pre-LN" if pos == "pre" else "Post-LN"
+            self.init_plot.set_curve(name, flow.layers, flow.block, color=color_for(name), symbol="o")
+        pre = flows[("pre", self.norm.currentData())]
+        post = flows[("post", self.norm.currentData())]
+        self.say(
+            f"At init ({self.norm.currentText()}, {self.init.currentText()} weights, one batch of random "
+            "tokens "
+            f"over {self.init_vocab()} symbols): last block / first block = {post.top_to_bottom:.2f} for "
+            f"Post-LN, {pre.top_to_bottom:.2f} for Pre-LN; last block {post.block[-1]:.3f} vs "
+            f"{pre.block[-1]:.3f}. The effect needs some width and depth (d_model ≥ 64, 6 layers)."
+        )
+
+    def make_spec(self) -> ComparisonSpec:
+        from model.analysis.labs_extra import fixed_batch, grad_flow_on_batch
+        from model.multitrain import variant_configs
+        from model.train import TrainSettings
+
+        source = self.session.source
+        if source is None:
+            raise ValueError("choose a data source first (the Data panel)")
+        base = self._config(source.tokenizer.vocab_size)
+        variants = variant_configs(
+            base, {"Pre-LN": {"norm_position": "pre"}, "Post-LN": {"norm_position": "post"}}
+        )
+        steps = self.steps.value()
+        T = 64
+        settings = TrainSettings(
+            steps=steps,
+            batch_size=16,
+            seq_len=T,
+            lr=self.lr.value(),
+            warmup=self.warmup.value(),
+            eval_every=steps,
+            eval_batches=2,
+            seed=0,
+            device="cpu",
+            threads=1,
+        ).validate()
+        x, y = fixed_batch(source, 8, T, seed=1)
+        for line in list(self.train_plot.curves):
+            self.train_plot.remove_curve(line)
+        return ComparisonSpec(
+            variants=variants,
+            source=source,
+            settings=settings,
+            probe=lambda name, trainer: grad_flow_on_batch(trainer.model, x, y),
+            probe_every=max(1, steps // 25),
+            probe_scalar=lambda flow: float(flow.block[-1]),
+        )
+
+    def _probed(self, name: str, step: int, flow) -> None:
+        self.train_plot.set_curve(name, flow.layers, flow.block, color=color_for(name), symbol="o")
+        self.train_plot.set_title(f"During training: ‖∂loss/∂θ‖ per block at step {step} (fixed batch)")
+
+    def prepare_screenshot(self) -> None:
+        self.refresh()
+        self.steps.setValue(100)
+        self.panel.start()
+
+    @property
+    def idle(self) -> bool:
+        return not self._pending and not self.panel.running
+
+    def shutdown(self) -> None:
+        self.panel.shutdown()
+
+    def export_targets(self):
+        return {
+            "at init": self.init_plot.plot,
+            "during training": self.train_plot.plot,
+            "loss": self.panel.loss_plot.plot,
+        }
+
+
+class LensPage(LabPage):
+    slug = "residual-lens"
+    short = "Logit lens"
+    lab = "Residual stream lab"
+    title = "Logit lens: the prediction forming layer by layer"
+    explanation = (
+        "Decode the stream after each layer as if it were the last: apply the final norm and the unembedding "
+        "to it and read off the most likely next token. Each cell shows that top token for one position "
+        "(column) at one checkpoint (row); the shade is its probability."
+    )
+    formula = (
+        "lens<sub>l</sub>(x) = softmax(W<sub>U</sub> · Norm<sub>f</sub>(x<sub>l</sub>))   "
+        "(Post-LN has no final norm: W<sub>U</sub> · x<sub>l</sub>)"
+    )
+    notice = (
+        "the last row is exactly the model's own prediction (the row below it); early rows are mostly "
+        "guesses from the current token alone, and the right answer (bold) appears at some depth and firms "
+        "up."
+    )
+
+    def build(self, body: QVBoxLayout) -> None:
+        row = QHBoxLayout()
+        self.tokens = labelled(row, "tokens", spin(2, 256, 24, "How many tokens of the prompt (columns)"))
+        self.mids = QCheckBox("also read the stream after each attention (L0.mid, L1.mid, …)")
+        row.addWidget(self.mids)
+        row.addStretch(1)
+        body.addLayout(row)
+        self.tokens.valueChanged.connect(lambda *_: self.mark_dirty())
+        self.mids.toggled.connect(lambda *_: self.mark_dirty())
+        self.table = QTableWidget()
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.horizontalHeader().setDefaultSectionSize(46)
+        self.table.verticalHeader().setDefaultSectionSize(34)
+        body.addWidget(self.table, 1)
+
+    def compute(self) -> None:
+        from model.analysis.labs_extra import trace_prompt
+        from model.analysis.residual import logit_lens
+
+        model, tok = self.require_model()
+        ids, labels = self.prompt_ids(self.tokens.value())
+        mids = self.mids.isChecked()
+
+        def job():
+            trace = trace_prompt(model, ids, kinds=("resid_pre", "resid_mid", "resid_post"))
+            lens = logit_lens(model, trace, k=3, mids=mids)
+            final = trace.logits[0].argmax(-1).numpy()
+            return lens, final
+
+        self.submit("lens", job, lambda r: self._draw(*r, ids, labels, tok))
+
+    def _draw(self, lens, final, ids, labels, tok) -> None:
+        from model.tokens import visible
+
+        def name(i: int) -> str:
+            return visible(tok.token_strings([int(i)])[0]) if i < tok.vocab_size else f"#{int(i)}"
+
+        P, T = lens.top1.shape
+        rows = list(lens.names) + ["model output", "actual next"]
+        self.table.clear()
+        self.table.setRowCount(len(rows))
+        self.table.setColumnCount(T)
+        self.table.setVerticalHeaderLabels(rows)
+        self.table.setHorizontalHeaderLabels([f"{t}\n{labels[t]}" for t in range(T)])
+        bold = QFont()
+        bold.setBold(True)
+        nxt = list(ids[1:]) + [None]
+        for p in range(P):
+            for t in range(T):
+                tid = int(lens.top1[p, t])
+                prob = float(lens.top_probs[p, t, 0])
+                item = QTableWidgetItem(name(tid))
+                item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
+                shade = int(255 - 150 * prob)
+                item.setBackground(QColor(shade, 255, shade))
+                if nxt[t] is not None and tid == nxt[t]:
+                    item.setFont(bold)
+                tips = ", ".join(
+                    f"'{name(int(i))}' {float(q):.2f}"
+                    for i, q in zip(lens.top_ids[p, t], lens.top_probs[p, t])
+                )
+                target = (
+                    ""
+                    if np.isnan(lens.target_prob[p, t])
+                    else f"; p(actual next) = {lens.target_prob[p, t]:.3f}"
+                )
+                item.setToolTip(f"{lens.names[p]}, position {t}: {tips}{target}")
+                self.table.setItem(p, t, item)
+        for t in range(T):
+            item = QTableWidgetItem(name(int(final[t])))
+            item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
+            item.setBackground(QColor(225, 235, 250))
+            self.table.setItem(P, t, item)
+            actual = QTableWidgetItem(name(nxt[t]) if nxt[t] is not None else "")
+            actual.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
+            actual.setFont(bold)
+            self.table.setItem(P + 1, t, actual)
+        same = int((lens.top1[-1] == final).sum())
+        hits = [int(sum(1 for t in range(T - 1) if lens.top1[p, t] == nxt[t])) for p in range(P)]
+        self.say(
+            f"Top token of the last checkpoint = the model's prediction at {same} of {T} positions. "
+            "Correct next tokens per row: "
+            + ", ".join(f"{n} {h}" for n, h in zip(lens.names, hits))
+            + ". Hover a cell for the top 3."
+        )
+
+    def cell(self, row: int, col: int) -> str:
+        item = self.table.item(row, col)
+        return item.text() if item is not None else ""
+
+    def export_targets(self):
+        return {"logit lens": self.table}

@@ -1,0 +1,248 @@
+"""The Labs tab: the Transformer's textbook claims as experiments on a real model.
+
+Left, the labs and their pages (a tree); right, the page. Every page has a short explanation, the
+formula, its controls, its plots and a "what to notice" line (see :mod:`app.views.labs.base`).
+
+=================  ==============================================================================
+lab                pages
+=================  ==============================================================================
+Mask               scores / mask / weights under causal, none, sliding-window and prefix-LM masks;
+                   the missing-mask bug trained side by side
+Softmax scaling    the 1/√d_k theory by sampling (and its alternatives); the real model's heads with
+                   and without its scale; scaled vs unscaled training at a large head size
+Residual stream    norms along the stream and what each sublayer writes; the same norms during
+                   training; gradient flow Pre-LN vs Post-LN; the logit lens
+Positions          the sinusoidal table; RoPE's offset property; no positions → permutation symmetry
+Worked example     the three-token attention example, editable, every number shown
+=================  ==============================================================================
+
+All numbers come from ``model/`` (``model.analysis``), computed off the GUI thread by the session's
+compute worker; the training comparisons run in their own worker threads, stopped by
+:meth:`LabsTab.shutdown`. The prompt the pages read is the labs' prompt (by default the session's
+probe prompt, followed as it changes until the user types another here).
+"""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QSplitter,
+    QStackedWidget,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.views.labs.base import LabPage, describe_model
+
+#: Refresh the page on screen at most this often while the session trains (seconds).
+LIVE_INTERVAL_S = 2.0
+
+
+def page_classes() -> list[type[LabPage]]:
+    """Every lab page, in the order of the tree."""
+    from app.views.labs.mask import MaskBugPage, MaskStagesPage
+    from app.views.labs.positions import PermutationPage, RopePage, SinusoidalPage
+    from app.views.labs.residual import GradFlowPage, LensPage, LiveNormsPage, StreamNormsPage
+    from app.views.labs.softmax import SoftmaxModelPage, SoftmaxTheoryPage, SoftmaxTrainingPage
+    from app.views.labs.worked import WorkedExamplePage
+
+    return [
+        MaskStagesPage,
+        MaskBugPage,
+        SoftmaxTheoryPage,
+        SoftmaxModelPage,
+        SoftmaxTrainingPage,
+        StreamNormsPage,
+        LiveNormsPage,
+        GradFlowPage,
+        LensPage,
+        SinusoidalPage,
+        RopePage,
+        PermutationPage,
+        WorkedExamplePage,
+    ]
+
+
+class LabsTab(QWidget):
+    """The Labs tab (see the module docstring).
+
+    Pages are built when first shown (a page holds several plots; building all of them would slow the
+    app's start), except those marked ``eager`` (the live norms record during training). ``classes``
+    {slug: page class} lists every page; ``pages`` {slug: LabPage} those built so far;
+    ``show_page(slug)`` builds, selects and returns one.
+    """
+
+    def __init__(self, session, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.session = session
+        self._prompt_edited = False
+        self._last_live = 0.0
+
+        root = QVBoxLayout(self)
+        root.setContentsMargins(4, 4, 4, 4)
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Prompt the labs read:"))
+        self.prompt_edit = QLineEdit(session.probe_prompt)
+        self.prompt_edit.setToolTip(
+            "The text every model-based lab page reads. It follows the probe prompt until you type another "
+            "here; press Enter to apply. Characters the vocabulary lacks are replaced."
+        )
+        self.prompt_edit.editingFinished.connect(self._prompt_entered)
+        top.addWidget(self.prompt_edit, 3)
+        self.model_label = QLabel()
+        self.model_label.setStyleSheet("color: #444;")
+        top.addWidget(self.model_label, 2)
+        root.addLayout(top)
+
+        split = QSplitter(Qt.Orientation.Horizontal)
+        self.tree = QTreeWidget()
+        self.tree.setHeaderHidden(True)
+        self.tree.setMinimumWidth(190)
+        self.tree.setMaximumWidth(280)
+        self.stack = QStackedWidget()
+        split.addWidget(self.tree)
+        split.addWidget(self.stack)
+        split.setStretchFactor(1, 1)
+        split.setSizes([220, 1300])
+        root.addWidget(split, 1)
+
+        self.classes: dict[str, type[LabPage]] = {cls.slug: cls for cls in page_classes()}
+        self.pages: dict[str, LabPage] = {}
+        self._items: dict[str, QTreeWidgetItem] = {}
+        labs: dict[str, QTreeWidgetItem] = {}
+        for cls in self.classes.values():
+            parent = labs.get(cls.lab)
+            if parent is None:
+                parent = QTreeWidgetItem([cls.lab])
+                parent.setData(0, Qt.ItemDataRole.UserRole, cls.slug)
+                f = parent.font(0)
+                f.setBold(True)
+                parent.setFont(0, f)
+                self.tree.addTopLevelItem(parent)
+                labs[cls.lab] = parent
+            item = QTreeWidgetItem([cls.short or cls.title])
+            item.setData(0, Qt.ItemDataRole.UserRole, cls.slug)
+            item.setToolTip(0, cls.title)
+            parent.addChild(item)
+            self._items[cls.slug] = item
+            if cls.eager:
+                self.page(cls.slug)
+        self.tree.expandAll()
+        self.tree.currentItemChanged.connect(self._item_changed)
+        self.tree.setCurrentItem(self._items[next(iter(self.classes))])
+
+        session.modelChanged.connect(lambda *_: self._model_changed())
+        session.historyReset.connect(lambda *_: self._model_changed())
+        session.trainingFinished.connect(lambda *_: self._model_changed())
+        session.probePromptChanged.connect(self._probe_prompt_changed)
+        session.eventsAppended.connect(self._events)
+        self._update_model_label()
+
+    # ---- prompt and model --------------------------------------------------------------------
+    def prompt(self) -> str:
+        return self.prompt_edit.text() or self.session.probe_prompt
+
+    def set_prompt(self, text: str) -> None:
+        """Use ``text`` as the labs' prompt (as if typed and Enter pressed)."""
+        self.prompt_edit.setText(text)
+        self._prompt_entered()
+
+    def _prompt_entered(self) -> None:
+        self._prompt_edited = self.prompt_edit.text() != self.session.probe_prompt
+        self._mark_model_pages()
+
+    def _probe_prompt_changed(self, text: str) -> None:
+        if not self._prompt_edited:
+            self.prompt_edit.setText(text)
+            self._mark_model_pages()
+
+    def _model_changed(self) -> None:
+        self._update_model_label()
+        self._mark_model_pages()
+
+    def _mark_model_pages(self) -> None:
+        for page in self.pages.values():
+            if page.uses_model:
+                page.mark_dirty()
+
+    def _update_model_label(self) -> None:
+        self.model_label.setText(f"Model: {describe_model(self.session)}")
+
+    def _events(self, events) -> None:
+        """While the session trains, refresh the page on screen every few seconds (weights move)."""
+        for page in self.pages.values():
+            hook = getattr(page, "on_training_events", None)
+            if hook is not None:
+                hook(events)
+        now = time.monotonic()
+        if now - self._last_live < LIVE_INTERVAL_S:
+            return
+        self._last_live = now
+        self._update_model_label()
+        page = self.current_page()
+        if page is None:
+            return
+        if page.uses_model and page.follows_training and page.isVisible() and page.idle:
+            page.refresh()
+        for other in self.pages.values():
+            if other is not page and other.uses_model:
+                other._dirty = True
+
+    # ---- navigation --------------------------------------------------------------------------
+    def page(self, slug: str) -> LabPage:
+        """The page ``slug``, built on first use."""
+        page = self.pages.get(slug)
+        if page is None:
+            page = self.classes[slug](self.session, self.prompt)
+            self.pages[slug] = page
+            self.stack.addWidget(page)
+        return page
+
+    def _item_changed(self, item: QTreeWidgetItem | None, _previous=None) -> None:
+        if item is None:
+            return
+        slug = item.data(0, Qt.ItemDataRole.UserRole)
+        self.stack.setCurrentWidget(self.page(slug))
+
+    def current_page(self) -> LabPage | None:
+        return self.stack.currentWidget()
+
+    def show_page(self, slug: str) -> LabPage:
+        """Select the page ``slug`` in the tree and show it (building it if needed); returns it."""
+        self.tree.setCurrentItem(self._items[slug])
+        return self.page(slug)
+
+    # ---- hooks the window calls --------------------------------------------------------------
+    def on_activated(self) -> None:
+        self._update_model_label()
+        page = self.current_page()
+        if page is not None and page._dirty and page.isVisible():
+            page.refresh()
+
+    def shutdown(self) -> None:
+        for page in self.pages.values():
+            page.shutdown()
+
+    def export_targets(self) -> dict[str, QWidget]:
+        page = self.current_page()
+        if page is None:
+            return {}
+        return {f"{page.slug} {name}": w for name, w in page.export_targets().items()}
+
+    def screenshot_pages(self):
+        """One (name, show) per page: ``show()`` selects it, computes, and waits for its numbers."""
+        return [(f"labs-{slug}", (lambda s=slug: self.show_for_screenshot(s))) for slug in self.classes]
+
+    def show_for_screenshot(self, slug: str, timeout: float = 240.0) -> bool:
+        from app.session import wait_until
+
+        page = self.show_page(slug)
+        page.prepare_screenshot()
+        return wait_until(lambda: page.idle, timeout)

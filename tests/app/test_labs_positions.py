@@ -1,0 +1,47 @@
+"""Positions lab: the sinusoidal table and its offset profile, RoPE's offset property, and the
+permutation experiment on the session's model."""
+
+import numpy as np
+
+from model.analysis.positions import sinusoidal_heatmap
+from tests.app.test_labs_support import labs, wait_results  # noqa: F401 (fixture)
+
+
+def test_sinusoidal_table_and_offset_profile(labs, qtbot):  # noqa: F811
+    tab, _ = labs
+    page = tab.show_page("positions-sinusoidal")
+    page.n_pos.setValue(32)
+    table, sim, prof = wait_results(qtbot, page, "table", lambda: page.d_model.setValue(16))
+    assert np.allclose(page.table_view.matrix, sinusoidal_heatmap(32, 16))
+    assert prof.max_spread < 1e-4 and np.allclose(prof.mean, prof.theory, atol=1e-4)
+    assert np.allclose(page.profile.curves["theory"].yData, prof.theory)
+    assert prof.theory[31] == 8.0  # Δ = 0: d/2
+    assert "= d/2" in page.message.text()
+
+
+def test_rope_score_depends_only_on_the_offset(labs, qtbot):  # noqa: F811
+    tab, _ = labs
+    page = tab.show_page("positions-rope")
+    page.n_pos.setValue(12)
+    qpath, kpath, check = wait_results(qtbot, page, "rope", lambda: page.d_k.setValue(8))
+    assert check.scores.shape == (12, 12) and check.profile.max_spread < 1e-4
+    assert np.allclose(np.linalg.norm(qpath, axis=1), np.linalg.norm(qpath[0]))  # a rotation keeps the length
+    assert page.pair.maximum() == 3
+    assert "only the offset matters" in page.message.text()
+
+
+def test_permutation_without_positions_is_equivariant(labs, qtbot):  # noqa: F811
+    tab, session = labs
+    page = tab.show_page("positions-permutation")
+    runs = wait_results(qtbot, page, "perm", lambda: page.tokens.setValue(8))
+    stripped_unmasked = runs[(True, "none")]
+    assert stripped_unmasked.equivariant and stripped_unmasked.follows.all()
+    T = page.table.columnCount()
+    assert T == 8 and [page.table.item(5, t).text() for t in range(T)] == ["✓"] * T
+    # the session's model has learned positions and a causal mask: neither run is equivariant
+    assert session.model.config.positions == "learned"
+    assert not runs[(False, "none")].equivariant and not runs[(True, "model")].equivariant
+    assert (
+        "equivariant" in page.summary.item(0, 3).text()
+        and "equivariant" not in page.summary.item(1, 3).text()
+    )

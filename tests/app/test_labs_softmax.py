@@ -1,0 +1,85 @@
+"""Softmax scaling lab: the theory table shows the sampled numbers of model/ (std ≈ √d_k), the model
+page draws model_saturation, and the scaled-vs-unscaled comparison runs and stops."""
+
+import math
+
+import numpy as np
+import pytest
+
+from model.analysis.labs_extra import prompt_ids, trace_prompt
+from model.analysis.saturation import model_saturation
+from model.analysis.softmax_theory import sample_logits, softmax_stats
+from tests.app.test_labs_support import labs, wait_results  # noqa: F401 (fixture)
+
+
+@pytest.fixture
+def theory(labs, qtbot):  # noqa: F811
+    tab, _ = labs
+    page = tab.show_page("softmax-theory")
+    if "curves" not in page.results:  # sampled once per module: the curves take a few seconds
+        wait_results(qtbot, page, "curves")
+    return page
+
+
+@pytest.mark.parametrize("d_k, std", [(64, 8.0), (128, 11.3)])
+def test_theory_table_shows_sqrt_dk_and_saturation(theory, qtbot, d_k, std):
+    page = theory
+    page.dk.setValue(d_k)
+    wait_results(qtbot, page, "point", page._compute_point)
+    assert page.slider.value() == round(10 * math.log2(d_k))
+    assert float(page.table_text(0, 1).split()[0]) == pytest.approx(std, rel=0.01)  # unscaled: ≈ √d_k ...
+    assert f"({math.sqrt(d_k):.2f})" in page.table_text(0, 1)  # ... next to the theory
+    assert page.table_text(1, 1).startswith("1.0")  # scaled: 1
+    ref_un = softmax_stats(sample_logits(d_k, "unscaled"))
+    ref_sc = softmax_stats(sample_logits(d_k, "scaled"))
+    assert page.table_text(0, 2) == f"{ref_un.max_weight:.3f}"
+    assert page.table_text(1, 3) == f"{ref_sc.entropy:.3f}"
+    assert ref_un.max_weight > 0.6 > ref_sc.max_weight  # the unscaled rows saturate
+    assert page.table_text(4, 2) == page.table_text(1, 2)  # scale baked into init = scaled, at init
+    assert page.std_plot.marker is not None and page.std_plot.marker.value() == pytest.approx(math.log10(d_k))
+
+
+def test_slider_and_curves(theory, qtbot):
+    page = theory
+    wait_results(qtbot, page, "point", lambda: page.slider.setValue(30))  # 2^3
+    assert page.dk.value() == 8
+    curve = page.std_plot.curves["unscaled"]  # xData/yData: the values given, before the log axes
+    assert np.allclose(curve.yData, np.sqrt(curve.xData), rtol=0.1)  # the unscaled std follows √d_k
+    assert np.allclose(page.std_plot.curves["scaled"].yData, 1.0, rtol=0.1)
+    ent = page.ent_plot.curves["unscaled"].yData
+    assert ent[0] > 3.5 > 0.5 > ent[-1]  # from nearly uniform (ln 64 = 4.16) to nearly one-hot
+
+
+def test_model_page_draws_model_saturation(labs, qtbot):  # noqa: F811
+    tab, session = labs
+    page = tab.show_page("softmax-model")
+    s = wait_results(qtbot, page, "saturation")
+    ids = prompt_ids(session.tokenizer, session.probe_prompt, 32, page.tokens.value())
+    ref = model_saturation(trace_prompt(session.model, ids, kinds=("weights", "scores_raw")))
+    assert np.allclose(s.entropy_model, ref.entropy_model)
+    assert np.allclose(page.entropy_bars.values["model's scale"], ref.entropy_model.ravel())
+    assert np.allclose(page.max_bars.values["scale removed"], ref.max_weight_unscaled.ravel())
+    assert page.entropy_bars.categories == ["L0H0", "L0H1", "L1H0", "L1H1"]
+    # 1/√d_k < 1 makes the softmax flatter: without it every head is at least as peaked
+    assert np.all(ref.max_weight_unscaled >= ref.max_weight_model - 1e-9)
+
+
+def test_scaled_vs_unscaled_training_runs(labs, qtbot):  # noqa: F811
+    tab, _ = labs
+    page = tab.show_page("softmax-training")
+    for w, v in (
+        (page.head_dim, 32),
+        (page.d_model, 16),
+        (page.n_layers, 1),
+        (page.steps, 2),
+        (page.seq_len, 16),
+        (page.batch, 2),
+    ):
+        w.setValue(v)
+    with qtbot.waitSignal(page.panel.finished, timeout=60000) as blocker:
+        page.panel.start()
+    assert blocker.args[0] == "done"
+    assert set(page.panel.losses) == {"scaled", "unscaled"}
+    steps, values = page.panel.probes["unscaled"]
+    assert steps == [0, 1, 2] and all(0 < v <= 1 for v in values)
+    assert set(page.panel.probe_plot.curves) == {"scaled", "unscaled"}
