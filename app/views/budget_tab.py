@@ -560,8 +560,16 @@ class BudgetTab(QWidget):
         }
 
     def screenshot_pages(self) -> list[tuple[str, Any]]:
+        """Every page; the Check page counts the built model's parameters first (on the compute
+        worker, which the screenshot waits for)."""
+
         def page(i: int):
-            return lambda: self.pages.setCurrentIndex(i)
+            def show():
+                self.pages.setCurrentIndex(i)
+                if self.pages.currentWidget() is self.check_page and self.check_page.param_result is None:
+                    self.check_page.check_params()
+
+            return show
 
         names = ["parameters", "flops", "kv-cache", "memory", "cost", "side-by-side", "check"]
         return [(n, page(i)) for i, n in enumerate(names)]
