@@ -1,0 +1,396 @@
+"""What the Attention tab computes off the GUI thread. No Qt here: plain functions of a model.
+
+Each function runs inside :class:`~app.workers.ComputeWorker` (under ``compute_lock``), puts the
+model in evaluation mode for its forward passes and restores the mode, and returns numpy arrays and
+dataclasses the pages draw. The numbers themselves come from ``model/`` (``GPT.trace``,
+``model.analysis.*``, ``model.export``).
+
+Memory: the grid needs ``weights`` [L, H, T, T] of the whole model. Up to :data:`FLOAT32_LIMIT`
+values they are kept as float32 (no conversion when drawing); beyond (e.g. 12×12 heads at 512+
+tokens) as float16, half the memory, converted per head when a view needs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from app.widgets.attention_mosaic import block_size, pool_max
+
+#: Largest L·H·T² kept as float32 (128 MB); above it weights are kept as float16.
+FLOAT32_LIMIT = 32 * 2**20
+#: Top-k kept per position for the next-token panel (the panel shows up to this many).
+K_MAX = 10
+#: Period of the repeated random sequence the induction score is measured on.
+INDUCTION_PERIOD = 24
+
+
+#: Below this many FLOPs a forward pass runs on one thread: thread start-up and barriers would cost
+#: more than they save, and far more when other processes keep the cores busy.
+SMALL_FLOPS = 1e9
+
+
+def pick_threads(model, T: int, *, training: bool = False) -> int | None:
+    """Torch threads for an inspection job: 1 while training runs (the trainer's threads still hold
+    the cores between steps) or for small work, else ``None`` (every core).
+
+    Work ≈ ``2 · params · T`` (the linear layers) ``+ 4 · L · T² · d`` (scores and weights × V).
+    """
+    if training:
+        return 1
+    cfg = model.config
+    n_params = sum(p.numel() for p in model.parameters())
+    flops = 2 * n_params * T + 4 * cfg.n_layers * T * T * cfg.d_model
+    return 1 if flops < SMALL_FLOPS else None
+
+
+def with_threads(n: int | None, fn):
+    """``fn`` wrapped to run at ``n`` torch threads in the calling (worker) thread."""
+    from model.runtime import threads
+
+    def run():
+        with threads(n):
+            return fn()
+
+    return run
+
+
+class PromptError(ValueError):
+    """The prompt cannot be inspected (empty, or characters the vocabulary lacks): one clear line."""
+
+
+@contextlib.contextmanager
+def eval_mode(model):
+    was = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was)
+
+
+def encode_prompt(tokenizer, text: str, context_length: int) -> tuple[list[int], int]:
+    """Token ids of ``text`` (its last ``context_length``) and how many were dropped from the front."""
+    if not text:
+        raise PromptError("the prompt is empty: type some text to inspect")
+    try:
+        ids = tokenizer.encode(text)
+    except ValueError as exc:
+        raise PromptError(str(exc)) from None
+    if not ids:
+        raise PromptError("the prompt encodes to no tokens")
+    dropped = max(0, len(ids) - int(context_length))
+    return ids[dropped:], dropped
+
+
+def token_labels(tokenizer, ids) -> tuple[list[str], list[str]]:
+    """(raw token texts, visible labels with ␣ ⏎ ⇥ and escapes) of ``ids``."""
+    from model.tokens import visible
+
+    texts = tokenizer.token_strings([int(i) for i in ids])
+    return texts, [visible(s) for s in texts]
+
+
+@dataclass
+class Inspection:
+    """One prompt through the current model: what every page draws.
+
+    ``weights`` [L, H, T, T] (float32, or float16 past :data:`FLOAT32_LIMIT`); ``overview``
+    [L, H, S, S] float32 max-pooled by ``block`` for the grid (the same array as ``weights`` when
+    ``block == 1`` and float32); ``mask`` [T, T] bool (True = may attend); ``logits`` [T, V] float32;
+    ``next_tokens``: top-:data:`K_MAX` per position (``model.analysis.next_token``) with ``next_labels``
+    [T][k] their visible texts and ``target_labels`` [T] the token that actually follows ('' at the end).
+    ``ablate``: the heads switched off for this run ({} = the model as it is).
+    """
+
+    request: int
+    prompt: str
+    ids: list[int]
+    texts: list[str]
+    labels: list[str]
+    dropped: int
+    weights: np.ndarray
+    overview: np.ndarray
+    block: int
+    mask: np.ndarray
+    logits: np.ndarray
+    next_tokens: Any
+    next_labels: list[list[str]]
+    target_labels: list[str]
+    ablate: dict[tuple[int, int], str]
+    config: Any
+    seconds: float = 0.0
+    model_key: Any = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.weights.shape[0])
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.weights.shape[1])
+
+    @property
+    def T(self) -> int:  # noqa: N802 (the literature's name)
+        return int(self.weights.shape[-1])
+
+    def head(self, layer: int, head: int) -> np.ndarray:
+        """One head's weights [T, T] as float32."""
+        return np.asarray(self.weights[layer, head], dtype=np.float32)
+
+
+def _idx(model, ids):
+    import torch
+
+    return torch.tensor([list(ids)], dtype=torch.long, device=model.device)
+
+
+def inspect_prompt(
+    model,
+    tokenizer,
+    ids: list[int],
+    *,
+    ablate: dict | None = None,
+    request: int = 0,
+    prompt: str = "",
+    dropped: int = 0,
+    model_key: Any = None,
+) -> Inspection:
+    """Trace ``ids`` (weights of every head) and rank the next tokens; see :class:`Inspection`."""
+    import torch
+
+    from model.analysis.next_token import top_k_next_tokens
+
+    t0 = time.perf_counter()
+    cfg = model.config
+    T = len(ids)
+    big = cfg.n_layers * cfg.n_heads * T * T > FLOAT32_LIMIT
+    with torch.no_grad(), eval_mode(model):
+        trace = model.trace(
+            _idx(model, ids),
+            kinds=("weights",),
+            dtype=torch.float16 if big else torch.float32,
+            ablate=dict(ablate) if ablate else None,
+        )
+    weights = np.stack([trace["weights", layer][0].numpy() for layer in trace.layers])
+    b = block_size(T, cfg.n_layers * cfg.n_heads)
+    overview = pool_max(weights, b)
+    logits = trace.logits[0]
+    targets = torch.full((T,), -1, dtype=torch.long)
+    targets[:-1] = torch.tensor(ids[1:], dtype=torch.long)
+    nxt = top_k_next_tokens(logits, K_MAX, targets=targets)
+    texts, labels = token_labels(tokenizer, ids)
+    flat = tokenizer.token_strings([int(i) for i in nxt.ids.reshape(-1)])
+    from model.tokens import visible
+
+    k = nxt.ids.shape[1]
+    next_labels = [[visible(flat[t * k + j]) for j in range(k)] for t in range(T)]
+    return Inspection(
+        request=request,
+        prompt=prompt,
+        ids=list(ids),
+        texts=texts,
+        labels=labels,
+        dropped=dropped,
+        weights=weights,
+        overview=overview,
+        block=b,
+        mask=trace.mask.numpy().astype(bool),
+        logits=logits.numpy(),
+        next_tokens=nxt,
+        next_labels=next_labels,
+        target_labels=labels[1:] + [""],
+        ablate=dict(ablate or {}),
+        config=cfg,
+        seconds=time.perf_counter() - t0,
+        model_key=model_key,
+    )
+
+
+def head_detail(model, ids: list[int], layer: int, head: int, *, ablate: dict | None = None):
+    """:class:`~model.analysis.pipeline.HeadPipeline` of one head on ``ids`` (traces only its layer)."""
+    import torch
+
+    from model.analysis.pipeline import PIPELINE_KINDS, head_pipeline
+
+    with torch.no_grad(), eval_mode(model):
+        trace = model.trace(
+            _idx(model, ids), layers=[layer], kinds=PIPELINE_KINDS, ablate=dict(ablate) if ablate else None
+        )
+    return head_pipeline(trace, layer, head)
+
+
+@dataclass
+class MetricsResult:
+    """Per-head metrics [L, H] of the prompt (induction on a repeated random sequence)."""
+
+    metrics: Any  # model.analysis.heads.HeadMetrics
+    period: int
+    request: int = 0
+    seconds: float = 0.0
+
+
+def induction_scores(model, *, ablate: dict | None = None, period: int = INDUCTION_PERIOD, seed: int = 0):
+    """Induction score [L, H] on ``block * 2`` (a random block of ``period`` tokens), and the period."""
+    import torch
+
+    from model.analysis.heads import repeated_sequence
+
+    cfg = model.config
+    period = max(2, min(period, cfg.context_length // 2))
+    rp = repeated_sequence(cfg.vocab_size, period, seed=seed)
+    with torch.no_grad(), eval_mode(model):
+        trace = model.trace(
+            _idx(model, rp.tokens.tolist()), kinds=("weights",), ablate=dict(ablate) if ablate else None
+        )
+    return rp.score(trace.stack("weights")), period
+
+
+def head_metrics_of(
+    model, weights: np.ndarray, mask: np.ndarray, *, ablate: dict | None = None, request: int = 0
+) -> MetricsResult:
+    """Metrics of every head (``model.analysis.heads.head_metrics``, one layer at a time to bound memory)."""
+    from model.analysis.heads import HeadMetrics, head_metrics
+
+    t0 = time.perf_counter()
+    per_layer = [
+        head_metrics(np.asarray(weights[layer], dtype=np.float32), mask) for layer in range(len(weights))
+    ]
+
+    def stack(name):
+        return np.stack([getattr(m, name) for m in per_layer])
+
+    induction, period = induction_scores(model, ablate=ablate)
+    metrics = HeadMetrics(
+        entropy=stack("entropy"),
+        entropy_norm=stack("entropy_norm"),
+        prev_token=stack("prev_token"),
+        sink=stack("sink"),
+        self_score=stack("self_score"),
+        induction=induction,
+    )
+    return MetricsResult(metrics, period, request, time.perf_counter() - t0)
+
+
+@dataclass
+class AblationResult:
+    """What switching ``heads`` off changes: next-token effect on the prompt and validation loss."""
+
+    heads: dict[tuple[int, int], str]
+    effect: Any  # model.analysis.ablation.AblationEffect
+    loss: Any  # model.analysis.ablation.LossChange or None
+    loss_note: str
+    request: int = 0
+
+
+#: Validation batches for the loss change: this many batches of this many sequences.
+VAL_BATCHES, VAL_BATCH_SIZE, VAL_SEQ_LEN = 4, 8, 128
+
+
+def validation_batches(source, config, tokenizer, *, seed: int = 1234):
+    """Fixed held-out batches of ``source`` for ``config``'s model, or (None, why not)."""
+    import torch
+
+    if source is None:
+        return None, "no data source is loaded, so there is no validation loss to compare"
+    if tokenizer is not None and getattr(source, "tokenizer", None) != tokenizer:
+        return None, "the loaded data uses another vocabulary than the model"
+    limits = [config.context_length, VAL_SEQ_LEN]
+    m = source.max_seq_len("val")
+    if m is not None:
+        limits.append(int(m))
+    seq = min(limits)
+    if seq < 2:
+        return None, "the validation split is too short"
+    gen = torch.Generator().manual_seed(seed)
+    try:
+        batches = [source.get_batch("val", VAL_BATCH_SIZE, seq, gen) for _ in range(VAL_BATCHES)]
+    except Exception as exc:  # a source without a usable validation split
+        return None, f"no validation batches: {exc}"
+    return batches, f"{VAL_BATCHES} validation batches of {VAL_BATCH_SIZE}×{seq} tokens"
+
+
+def ablation_of(
+    model, ids: list[int], heads: dict, batches, note: str, *, request: int = 0
+) -> AblationResult:
+    """Next-token change on the prompt and validation-loss change from switching ``heads`` off."""
+    from model.analysis.ablation import ablation_effect, validation_loss_change
+
+    effect = ablation_effect(model, ids, heads, k=5)
+    loss = validation_loss_change(model, heads, batches) if batches else None
+    return AblationResult(dict(heads), effect, loss, note, request)
+
+
+@dataclass
+class Aggregates:
+    """Mean patterns of one inspection (``model.analysis.aggregate``), float32.
+
+    ``per_layer`` [L, T, T] (mean over heads), ``per_head`` [H, T, T] (mean over layers), ``overall``
+    [T, T] (every head), ``chosen`` [T, T] (the mean of ``chosen_heads``; None when none is chosen).
+    """
+
+    request: int
+    per_layer: np.ndarray
+    per_head: np.ndarray
+    overall: np.ndarray
+    chosen: np.ndarray | None
+    chosen_heads: list[tuple[int, int]]
+
+
+def aggregates_of(weights: np.ndarray, chosen: list[tuple[int, int]], *, request: int = 0) -> Aggregates:
+    """:class:`Aggregates` of ``weights`` [L, H, T, T], one layer (or head index) at a time so that a
+    float16 model at 1024 tokens never needs a float64 copy of every head at once."""
+    from model.analysis.aggregate import mean_over_all, mean_over_heads, mean_over_heads_set, mean_over_layers
+
+    L, H = weights.shape[:2]
+    per_layer = np.stack([mean_over_heads(weights[i : i + 1])[0] for i in range(L)]).astype(np.float32)
+    per_head = np.stack([mean_over_layers(weights[:, i : i + 1])[0] for i in range(H)]).astype(np.float32)
+    # every layer has H heads, so the mean of the layer means is the mean of all L·H heads
+    overall = mean_over_all(per_layer[:, None]).astype(np.float32)
+    chosen_arr = None
+    if chosen:
+        sub = np.stack([np.asarray(weights[l, h], dtype=np.float32) for l, h in chosen])[None]
+        chosen_arr = mean_over_heads_set(sub, [(0, i) for i in range(len(chosen))]).astype(np.float32)
+    return Aggregates(request, per_layer, per_head, overall, chosen_arr, list(chosen))
+
+
+def export_arrays(model, tokenizer, ids: list[int], *, ablate: dict | None = None) -> dict[str, np.ndarray]:
+    """The arrays of the .npz inspection format (``model.export``), as ``attention-lab inspect`` writes."""
+    import torch
+
+    from model.export import REQUIRED_KINDS, inspection_arrays
+
+    with torch.no_grad(), eval_mode(model):
+        trace = model.trace(_idx(model, ids), kinds=REQUIRED_KINDS, ablate=dict(ablate) if ablate else None)
+    return inspection_arrays(trace, tokenizer.token_strings([int(i) for i in ids]))
+
+
+__all__ = [
+    "FLOAT32_LIMIT",
+    "INDUCTION_PERIOD",
+    "K_MAX",
+    "AblationResult",
+    "Aggregates",
+    "Inspection",
+    "MetricsResult",
+    "SMALL_FLOPS",
+    "PromptError",
+    "ablation_of",
+    "aggregates_of",
+    "encode_prompt",
+    "eval_mode",
+    "export_arrays",
+    "head_detail",
+    "head_metrics_of",
+    "induction_scores",
+    "inspect_prompt",
+    "pick_threads",
+    "token_labels",
+    "validation_batches",
+    "with_threads",
+]

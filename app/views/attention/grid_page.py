@@ -1,0 +1,95 @@
+"""The Heads page: every layer × head of the prompt at once; click a head to open it large."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
+
+from app.views.attention.base import Page, blurb_label
+from app.widgets.attention_mosaic import AttentionMosaic
+
+#: Short names written in a grid cell for each role of model.analysis.heads.HEAD_ROLES.
+ROLE_SHORT = {
+    "induction": "induction",
+    "previous-token": "prev",
+    "self": "self",
+    "sink": "sink",
+    "uniform/dead": "uniform",
+}
+
+
+class GridPage(Page):
+    title = "Heads"
+    key = "heads"
+    blurb = (
+        "Every head of the model on your prompt: rows are layers, columns heads. In each cell a row is a "
+        "query token (top = first), a column a key it may read; bright = much attention, grey = hidden by "
+        "the mask. Click a head to open it; hover for values; wheel to zoom."
+    )
+
+    def build(self) -> None:
+        tab = self.tab
+        lay = QVBoxLayout(self)
+        top = QHBoxLayout()
+        top.addWidget(blurb_label(self.blurb), 1)
+        self.log_box = QCheckBox("Log colours")
+        self.log_box.setToolTip("colour log₁₀(weight) from 10⁻⁴ to 1, so small weights differ too")
+        self.fit_button = QPushButton("Fit")
+        self.fit_button.setToolTip("show every head again after zooming")
+        top.addWidget(self.log_box)
+        top.addWidget(self.fit_button)
+        lay.addLayout(top)
+        self.mosaic = AttentionMosaic()
+        lay.addWidget(self.mosaic, 1)
+        self.roles_label = QLabel(" ")
+        self.roles_label.setWordWrap(True)
+        self.roles_label.setStyleSheet("color: #444;")
+        lay.addWidget(self.roles_label)
+        self.mosaic.headClicked.connect(lambda l, h: tab.open_head(l, h))
+        self.log_box.toggled.connect(self.mosaic.set_log)
+        self.fit_button.clicked.connect(self.mosaic.reset_view)
+
+    def refresh(self) -> None:
+        insp = self.tab.inspection
+        if insp is None:
+            return
+        self.mosaic.set_data(
+            insp.weights, insp.labels, mask=insp.mask, overview=insp.overview, block=insp.block
+        )
+        self.mosaic.set_marked(self.tab.ablation.keys())
+        self.mosaic.set_selected(self.tab.selected)
+        self._update_roles()
+        self.stale = False
+
+    def on_head_selected(self, layer: int, head: int) -> None:
+        self.mosaic.set_selected((layer, head))
+
+    def on_metrics(self) -> None:
+        self._update_roles()
+
+    def _update_roles(self) -> None:
+        cls = self.tab.classification
+        insp = self.tab.inspection
+        if cls is None or insp is None or len(cls.labels) != insp.n_layers:
+            self.mosaic.set_roles([])
+            self.roles_label.setText(
+                "Head roles appear here once the metrics are measured (Metrics page)."
+                if insp is not None
+                else " "
+            )
+            return
+        short = [[ROLE_SHORT.get(lab.name, lab.name) for lab in row] for row in cls.labels]
+        tips = [[str(lab) for lab in row] for row in cls.labels]
+        self.mosaic.set_roles(short, tips)
+        self.roles_label.setText(
+            "Orange frame: the head open on the Head and Pipeline pages. Names in the corners: "
+            + self.tab.role_rules_text()
+        )
+
+    def clear(self) -> None:
+        self.mosaic.clear()
+
+    def export_widgets(self):
+        return {"heads": self.mosaic}
+
+
+__all__ = ["ROLE_SHORT", "GridPage"]

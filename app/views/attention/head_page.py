@@ -1,0 +1,118 @@
+"""The Head page: one head large, with token axes, hover values (weight, raw and scaled score),
+a colour legend and an optional log colour scale."""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
+
+from app.views.attention.base import HeadSelector, Page, blurb_label
+from app.widgets.attention_heatmap import TokenHeatmap
+
+
+class HeadPage(Page):
+    title = "Head"
+    key = "head"
+    needs_head_detail = True
+    blurb = (
+        "One head: row i shows how query token i spreads its attention over the keys it may see (each "
+        "row sums to 1). Hover a cell for the weight and the scores before the softmax; wheel zooms, "
+        "drag pans."
+    )
+
+    def build(self) -> None:
+        tab = self.tab
+        lay = QVBoxLayout(self)
+        lay.addWidget(blurb_label(self.blurb))
+        bar = QHBoxLayout()
+        self.selector = HeadSelector()
+        bar.addWidget(self.selector)
+        self.role_label = QLabel(" ")
+        self.role_label.setStyleSheet("color: #333;")
+        bar.addWidget(self.role_label, 1)
+        self.log_box = QCheckBox("Log colours")
+        self.log_box.setToolTip("colour log₁₀(weight) from 10⁻⁴ to 1, so small weights differ too")
+        self.reset_button = QPushButton("Reset zoom")
+        self.csv_button = QPushButton("Save as CSV…")
+        self.csv_button.setToolTip("this head's weights as a table with the tokens as row and column names")
+        for w in (self.log_box, self.reset_button, self.csv_button):
+            bar.addWidget(w)
+        lay.addLayout(bar)
+        self.heatmap = TokenHeatmap(colorbar_label="attention weight")
+        self.heatmap.describe = self.describe
+        lay.addWidget(self.heatmap, 1)
+        self.selector.changed.connect(lambda l, h: tab.select_head(l, h))
+        self.log_box.toggled.connect(lambda _=False: self.refresh())
+        self.reset_button.clicked.connect(self.heatmap.reset_view)
+        self.csv_button.clicked.connect(tab.export_head_csv_dialog)
+        self._detail = None
+
+    # ---- drawing -------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        insp = self.tab.inspection
+        if insp is None:
+            return
+        layer, head = self.tab.selected
+        self.selector.set_shape(insp.n_layers, insp.n_heads)
+        self.selector.set_head(layer, head)
+        w = insp.head(layer, head)
+        shown = np.where(insp.mask, w, np.float32(np.nan))
+        self.heatmap.set_matrix(
+            shown, insp.labels, insp.labels, levels=(0.0, 1.0), log=self.log_box.isChecked()
+        )
+        off = self.tab.ablation.get((layer, head))
+        title = f"layer {layer}, head {head}: attention weights A = softmax(M)  [{insp.T} × {insp.T}]"
+        if off:
+            title += f"  — switched off ({off}): its output is not used"
+        self.heatmap.set_title(title)
+        self.role_label.setText(self.tab.head_summary(layer, head))
+        self.stale = False
+
+    def on_head_selected(self, layer: int, head: int) -> None:
+        self.selector.set_head(layer, head)
+
+    def on_head_detail(self, detail) -> None:
+        self._detail = detail
+        r, c = self.heatmap._last  # noqa: SLF001 (refresh the readout under a still pointer)
+        if r >= 0:
+            self.heatmap.readout.setText(self.describe(r, c))
+
+    def on_metrics(self) -> None:
+        self.role_label.setText(self.tab.head_summary(*self.tab.selected))
+
+    def _scores(self, q: int, k: int) -> tuple[float, float] | None:
+        d = self.tab.head_detail_for_selected()
+        if d is None:
+            return None
+        return float(d["scores_raw"].value[q, k]), float(d["scores_scaled"].value[q, k])
+
+    def describe(self, q: int, k: int) -> str:
+        """The readout for cell (query q, key k): tokens, weight, raw and scaled score."""
+        insp = self.tab.inspection
+        if insp is None or q < 0:
+            return " "
+        lab = insp.labels
+        layer, head = self.tab.selected
+        pos = f"query {q} '{lab[q]}' → key {k} '{lab[k]}'"
+        scores = self._scores(q, k)
+        if not insp.mask[q, k]:
+            text = f"{pos}: masked (the query may not see this key: score −∞ before softmax, weight 0)"
+            if scores is not None:
+                text += f"; raw score QKᵀ {scores[0]:.4g} is discarded"
+            return text
+        w = float(insp.weights[layer, head, q, k])
+        text = f"{pos}: weight {w:.4f}"
+        if scores is not None:
+            text += f"  ·  raw score QKᵀ {scores[0]:.4g}  ·  scaled score {scores[1]:.4g}"
+        else:
+            text += "  ·  scores: computing…"
+        return text
+
+    def clear(self) -> None:
+        self.heatmap.readout.setText(" ")
+
+    def export_widgets(self):
+        return {"head": self.heatmap}
+
+
+__all__ = ["HeadPage"]

@@ -1,0 +1,249 @@
+"""The Metrics page: per-head numbers in a sortable table and as small L×H heatmaps, and the names
+they give heads ("previous-token", "induction", ...) with the thresholds used, which can be changed.
+
+Numbers from ``model.analysis.heads``: entropy, previous-token, first-token (sink) and self scores
+on the prompt, induction on a repeated random sequence; names from ``classify_heads``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDoubleSpinBox,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.views.attention.base import Page, blurb_label, holder
+from app.widgets.attention_heatmap import HeatPlot
+
+#: (metric field, heatmap title) of the small L×H maps; every one lies in [0, 1].
+MAPS = (
+    ("entropy_norm", "spread: entropy / ln(keys seen)<br>1 = even over all keys, 0 = one key"),
+    ("prev_token", "previous-token score<br>mean weight on key i − 1"),
+    ("sink", "first-token (sink) score<br>mean weight on key 0"),
+    ("self_score", "self score<br>mean weight on key i (diagonal)"),
+    ("induction", "induction score (repeated random tokens)<br>weight on the token after the last copy"),
+)
+#: Table columns: (header, metric field or special, tooltip)
+COLUMNS = (
+    ("layer", "layer", ""),
+    ("head", "head", ""),
+    ("role", "role", "the name the thresholds below give this head"),
+    ("entropy (nats)", "entropy", "mean over queries of −Σ w ln w"),
+    ("spread", "entropy_norm", "entropy / ln(number of keys the query sees): 1 = uniform, 0 = one-hot"),
+    ("prev-token", "prev_token", "mean weight on the previous token"),
+    ("sink", "sink", "mean weight on the first token"),
+    ("self", "self_score", "mean weight on the query's own token"),
+    (
+        "induction",
+        "induction",
+        "mean weight on the token after the previous occurrence, on a repeated sequence",
+    ),
+)
+#: Threshold spin boxes: (HeadThresholds field, label)
+THRESHOLDS = (
+    ("induction", "induction ≥"),
+    ("previous_token", "previous-token ≥"),
+    ("self", "self ≥"),
+    ("sink", "sink ≥"),
+    ("uniform", "uniform/dead: spread ≥"),
+)
+
+
+def _num_item(v: float | int | None, decimals: int = 3) -> QTableWidgetItem:
+    item = QTableWidgetItem()
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        item.setData(Qt.ItemDataRole.DisplayRole, None)
+    elif isinstance(v, int):
+        item.setData(Qt.ItemDataRole.DisplayRole, v)
+    else:
+        item.setData(Qt.ItemDataRole.DisplayRole, round(float(v), decimals))
+    item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
+    return item
+
+
+class MetricsPage(Page):
+    title = "Metrics"
+    key = "metrics"
+    blurb = (
+        "What each head does, in numbers, measured on your prompt (induction on a repeated random sequence, "
+        "since it needs a repeat). Click a column to sort; double-click a row or click a map cell to open "
+        "that head. The names come from the thresholds below: change them and the names follow."
+    )
+
+    def build(self) -> None:
+        tab = self.tab
+        lay = QVBoxLayout(self)
+        lay.addWidget(blurb_label(self.blurb))
+        split = QSplitter()
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels([c[0] for c in COLUMNS])
+        for i, (_, _, tip) in enumerate(COLUMNS):
+            if tip:
+                self.table.horizontalHeaderItem(i).setToolTip(tip)
+        self.table.setSortingEnabled(True)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.verticalHeader().setVisible(False)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        split.addWidget(self.table)
+        right = QWidget()
+        rlay = QVBoxLayout(right)
+        rlay.setContentsMargins(0, 0, 0, 0)
+        self.view = pg.GraphicsLayoutWidget()
+        self.view.setBackground("w")
+        self.maps: dict[str, HeatPlot] = {}
+        for i, (name, title) in enumerate(MAPS):
+            r, c = divmod(i, 3)
+            hp = HeatPlot(
+                self.view.ci,
+                r,
+                2 * c,
+                title=f"<span style='font-size:8pt'>{title}</span>",
+                square=True,
+                colorbar=(c == 2 or i == len(MAPS) - 1),
+                interactive=False,
+                row_title="layer",
+                col_title="head",
+                colorbar_label="score",
+            )
+            self.maps[name] = hp
+        self.named = pg.LabelItem(" ", justify="left", color="#222", size="9pt")
+        self.view.ci.addItem(self.named, row=1, col=4, colspan=2)
+        self._texts: list[tuple[pg.PlotItem, pg.TextItem]] = []
+        self.canvas = holder(self.view)
+        rlay.addWidget(self.canvas, 1)
+        box = QGroupBox("Names and their thresholds")
+        blay = QVBoxLayout(box)
+        row = QHBoxLayout()
+        self.spins: dict[str, QDoubleSpinBox] = {}
+        for field, label in THRESHOLDS:
+            spin = QDoubleSpinBox()
+            spin.setRange(0.0, 1.0)
+            spin.setSingleStep(0.05)
+            spin.setDecimals(2)
+            spin.setValue(getattr(tab.thresholds, field))
+            spin.valueChanged.connect(self._on_threshold)
+            row.addWidget(QLabel(label))
+            row.addWidget(spin)
+            row.addSpacing(8)
+            self.spins[field] = spin
+        row.addStretch(1)
+        blay.addLayout(row)
+        self.rules = QLabel(" ")
+        self.rules.setWordWrap(True)
+        blay.addWidget(self.rules)
+        rlay.addWidget(box)
+        split.addWidget(right)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 4)
+        lay.addWidget(split, 1)
+        self.status = QLabel(" ")
+        lay.addWidget(self.status)
+        self.table.cellDoubleClicked.connect(self._on_row)
+        self.view.scene().sigMouseClicked.connect(self._on_map_click)
+
+    def _on_threshold(self, _v: float) -> None:
+        from model.analysis.heads import HeadThresholds
+
+        self.tab.set_thresholds(HeadThresholds(**{f: s.value() for f, s in self.spins.items()}))
+
+    def _on_row(self, row: int, _col: int) -> None:
+        layer = self.table.item(row, 0).data(Qt.ItemDataRole.DisplayRole)
+        head = self.table.item(row, 1).data(Qt.ItemDataRole.DisplayRole)
+        self.tab.open_head(int(layer), int(head))
+
+    def _on_map_click(self, ev) -> None:
+        if ev.button() != Qt.MouseButton.LeftButton:
+            return
+        for hp in self.maps.values():
+            cell = hp.cell_at(ev.scenePos())
+            if cell is not None:
+                self.tab.open_head(*cell)
+                return
+
+    def on_metrics(self) -> None:
+        if self.isVisible():
+            self.refresh()
+        else:
+            self.stale = True
+
+    def refresh(self) -> None:
+        res, cls = self.tab.metrics, self.tab.classification
+        insp = self.tab.inspection
+        if res is None or cls is None or insp is None:
+            self.status.setText("measuring the heads…" if insp is not None else " ")
+            return
+        m = res.metrics
+        L, H = m.shape
+        self.table.setSortingEnabled(False)
+        self.table.setRowCount(L * H)
+        for i, row in enumerate(m.rows()):
+            layer, head = row["layer"], row["head"]
+            for j, (_, field, _) in enumerate(COLUMNS):
+                if field == "role":
+                    lab = cls.labels[layer][head]
+                    item = QTableWidgetItem(lab.name)
+                    item.setToolTip(str(lab))
+                    item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
+                else:
+                    item = _num_item(row[field])
+                self.table.setItem(i, j, item)
+        self.table.setSortingEnabled(True)
+        rows = [f"L{l}" for l in range(L)]
+        cols = [f"H{h}" for h in range(H)]
+        for plot, item in self._texts:
+            plot.removeItem(item)
+        self._texts = []
+        for name, hp in self.maps.items():
+            arr = getattr(m, name)
+            if arr is None:
+                arr = np.full((L, H), np.nan)
+            hp.set_matrix(np.asarray(arr, dtype=np.float32), rows, cols, levels=(0.0, 1.0))
+            if L * H <= 64:
+                for l in range(L):
+                    for h in range(H):
+                        v = float(arr[l, h])
+                        if not math.isfinite(v):
+                            continue
+                        t = pg.TextItem(f"{v:.2f}", color="w" if v < 0.6 else "k", anchor=(0.5, 0.5))
+                        t.setPos(h + 0.5, l + 0.5)
+                        hp.plot.addItem(t)
+                        self._texts.append((hp.plot, t))
+        self.rules.setText(self.tab.role_rules_text(long=True, period=res.period))
+        by_role: dict[str, list[str]] = {}
+        for l, row in enumerate(cls.labels):
+            for h, lab in enumerate(row):
+                if lab.name:
+                    by_role.setdefault(lab.name, []).append(f"L{l}H{h}")
+        lines = ["<b>Named heads</b>"]
+        for role, heads in by_role.items():
+            shown = ", ".join(heads[:8]) + (f" and {len(heads) - 8} more" if len(heads) > 8 else "")
+            lines.append(f"{role}: {shown}")
+        if not by_role:
+            lines.append("none: no head passes a threshold")
+        self.named.setText("<br>".join(lines))
+        named = sum(1 for row in cls.labels for lab in row if lab.name)
+        self.status.setText(
+            f"{named} of {L * H} heads named · entropy etc. on the prompt's {insp.T} tokens; induction on "
+            f"2 × {res.period} random tokens · measured in {res.seconds * 1e3:.0f} ms"
+        )
+        self.stale = False
+
+    def export_widgets(self):
+        return {"metrics-maps": self.canvas, "metrics-table": self.table}
+
+
+__all__ = ["COLUMNS", "MAPS", "THRESHOLDS", "MetricsPage"]

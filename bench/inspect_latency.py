@@ -1,0 +1,186 @@
+"""How long from a prompt edit to every head redrawn in the Attention tab, and does the GUI freeze?
+
+Runs the real tab (offscreen) on a fresh model and, for each case, edits the prompt ``--repeats``
+times and measures:
+
+* ``trace``  the inspection job in the worker thread (``GPT.trace`` of every head's weights, the
+  next-token ranking and the pooled overview),
+* ``wait``   from submitting the job to its result reaching the GUI thread (trace + queue + hand-over),
+* ``draw``   updating the grid (one array copy + ``setImage``),
+* ``paint``  a synchronous repaint of the tab (pyqtgraph renders the image here),
+* ``total``  submit → painted, and ``edit`` keystroke → painted (adds the 40 ms typing debounce),
+* ``stall``  the longest the GUI thread went without running a 5 ms timer during the whole run:
+  what a user would feel as a freeze.
+
+Cases (``--cases``): ``default`` = the default config (4 layers × 4 heads, d=128) at 128 tokens
+(target ≤ 100 ms); ``gpt2`` = 12 layers × 12 heads, d=768 at 256 tokens (target ≤ 500 ms);
+``long`` = the same 12 × 12 model at 1024 tokens (usable: pooled overview, no freeze).
+
+    python bench/inspect_latency.py                       # all cases
+    python bench/inspect_latency.py --cases default --repeats 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+CASES = {
+    "default": dict(n_layers=None, tokens=128, target_ms=100),
+    "gpt2": dict(n_layers=12, n_heads=12, d_model=768, tokens=256, target_ms=500),
+    "long": dict(n_layers=12, n_heads=12, d_model=768, tokens=1024, target_ms=None),
+}
+
+
+def _text(n_chars: int, seed: int) -> str:
+    words = ("the attention head of a query looks back at the keys of earlier tokens and copies what "
+             "follows").split()
+    out, i = [], seed
+    while sum(len(w) + 1 for w in out) < n_chars + 1:
+        out.append(words[i % len(words)])
+        i = i * 7 + 3
+    return " ".join(out)[:n_chars]
+
+
+def run_case(name: str, spec: dict, repeats: int, device: str) -> dict:
+    from PySide6.QtCore import QTimer
+    from PySide6.QtGui import QTextCursor
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QApplication
+
+    from app.session import Session, wait_until
+    from app.views.attention_tab import AttentionTab
+    from model.config import GPTConfig, default_config
+    from model.train import TrainSettings
+
+    app = QApplication.instance() or QApplication(sys.argv)
+    s = Session()
+    s.set_device(device)
+    s.set_source("builtin:primer")
+    s.train_settings = TrainSettings()
+    if spec.get("n_layers"):
+        cfg = GPTConfig(n_layers=spec["n_layers"], n_heads=spec["n_heads"], d_model=spec["d_model"],
+                        context_length=max(1024, spec["tokens"]))
+    else:
+        cfg = default_config()
+    T = spec["tokens"]
+    s.set_config(cfg)
+    s.build_model(seed=0)
+    tab = AttentionTab(s)
+    tab.resize(1120, 800)
+    tab.set_prompt(_text(T, 0), run=False)
+    tab.show()
+    assert tab.wait_ready(600), "the first inspection did not finish"
+
+    # the GUI heartbeat: the longest gap between two 5 ms timer ticks
+    gaps = {"last": time.perf_counter(), "max": 0.0}
+
+    def tick():
+        now = time.perf_counter()
+        gaps["max"] = max(gaps["max"], now - gaps["last"])
+        gaps["last"] = now
+
+    timer = QTimer()
+    timer.setInterval(5)
+    timer.timeout.connect(tick)
+
+    rows = []
+    for i in range(repeats):
+        text = _text(T, i + 1)
+        typed = i % 2 == 1  # every other edit goes through a real keystroke (and the debounce)
+        done = {}
+
+        def on_inspected(_res, done=done):
+            done.setdefault("t", time.perf_counter())
+
+        tab.inspected.connect(on_inspected)
+        gaps["last"], gaps["max"] = time.perf_counter(), 0.0
+        timer.start()
+        if typed:
+            tab.set_prompt(text[:-1], run=False)
+            tab.prompt_edit.moveCursor(QTextCursor.MoveOperation.End)
+            t0 = time.perf_counter()
+            QTest.keyClicks(tab.prompt_edit, text[-1])
+        else:
+            tab.set_prompt(text, run=False)
+            t0 = time.perf_counter()
+            tab.run_inspection()
+        ok = wait_until(lambda done=done: "t" in done, 600)
+        tab.inspected.disconnect(on_inspected)
+        if not (ok and tab.inspection.prompt == text):
+            raise RuntimeError(f"the edit was not inspected: {ok}, {tab.inspection.prompt[-20:]!r}")
+        t_drawn = done["t"]  # when the grid was updated (inspected is emitted right after the draw)
+        t_p0 = time.perf_counter()
+        tab.repaint()  # paint synchronously: what the screen would show next
+        paint = time.perf_counter() - t_p0
+        t_painted = t_drawn + paint
+        wait_until(lambda: s.compute.idle, 600)  # follow-up jobs (metrics) must not overlap the next edit
+        timer.stop()
+        tm = tab.timings
+        rows.append({
+            "trace": tm["trace_ms"], "draw": tm["draw_ms"], "paint": paint * 1e3,
+            "wait": tm["total_ms"] - tm["draw_ms"],
+            "total": tm["total_ms"] + paint * 1e3,
+            "edit": (t_painted - t0) * 1e3 if typed else float("nan"),
+            "stall": gaps["max"] * 1e3,
+        })
+    insp = tab.inspection
+    info = {
+        "case": name, "L": insp.n_layers, "H": insp.n_heads, "T": insp.T, "d": insp.config.d_model,
+        "block": insp.block, "dtype": str(insp.weights.dtype), "threads": tab._threads or "all",  # noqa: SLF001
+        "rows": rows, "target": spec["target_ms"],
+    }
+    s.shutdown(timeout=60)
+    tab.close()
+    app.processEvents()
+    return info
+
+
+def summarise(info: dict) -> str:
+    rows = info["rows"]
+
+    def med(k):
+        vals = [r[k] for r in rows if r[k] == r[k]]
+        return statistics.median(vals) if vals else float("nan")
+
+    def worst(k):
+        vals = [r[k] for r in rows if r[k] == r[k]]
+        return max(vals) if vals else float("nan")
+
+    head = (f"{info['case']}: {info['L']} layers × {info['H']} heads, d={info['d']}, T={info['T']} "
+            f"(weights {info['dtype']}, overview block {info['block']}, threads {info['threads']}, "
+            f"{len(rows)} edits)")
+    parts = [f"  {k:>6}: median {med(k):7.1f} ms   worst {worst(k):7.1f} ms"
+             for k in ("trace", "wait", "draw", "paint", "total", "edit", "stall")]
+    verdict = ""
+    if info["target"]:
+        ok = med("total") <= info["target"]
+        verdict = (f"  target submit→painted ≤ {info['target']} ms: {'met' if ok else 'MISSED'} "
+                   f"(median {med('total'):.0f} ms; {med('total') / info['target']:.2f} of the budget)")
+    return "\n".join([head, *parts, verdict])
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cases", default="default,gpt2,long", help="comma-separated: " + ", ".join(CASES))
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
+    args = p.parse_args(argv)
+    import torch
+
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {args.device}, "
+          f"load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else "")
+    for name in args.cases.split(","):
+        spec = CASES[name.strip()]
+        reps = args.repeats if name != "long" else max(2, args.repeats // 4)
+        print(summarise(run_case(name.strip(), spec, reps, args.device)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,296 @@
+"""The Attention tab on a tiny model: typing, hovering, clicking, ablating and exporting.
+
+Every number the tab shows is checked against the model itself (``GPT.trace``), not against the
+tab's own arithmetic.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QImage
+
+from model.tokens import visible
+
+TIMEOUT = 30_000  # ms: the machine's two cores are shared with other test runs
+
+
+def _make_session(config=None):
+    from app.session import Session
+    from model.config import GPTConfig
+    from model.train import TrainSettings
+
+    s = Session()
+    s.set_device("cpu")
+    s.set_source("builtin:primer")
+    s.train_settings = TrainSettings()
+    s.set_config(config or GPTConfig(context_length=48, n_layers=2, d_model=32, n_heads=2))
+    return s
+
+
+@pytest.fixture
+def session(qtbot):
+    s = _make_session()
+    s.build_model(seed=1)
+    yield s
+    s.shutdown(timeout=30)
+
+
+@pytest.fixture
+def tab(qtbot, session):
+    from app.views.attention_tab import AttentionTab
+
+    t = AttentionTab(session)
+    qtbot.addWidget(t)
+    t.resize(1000, 760)
+    with qtbot.waitSignal(t.inspected, timeout=TIMEOUT):
+        t.set_prompt("The head looks back.", run=False)
+        t.show()
+    yield t
+    t.shutdown()
+
+
+def _trace(session, text, **kw):
+    ids = session.tokenizer.encode(text)
+    with torch.no_grad():
+        return ids, session.model.trace(torch.tensor([ids]), **kw)
+
+
+def _type(qtbot, tab, text):
+    """Replace the prompt by typing ``text``; returns the inspection of exactly that text."""
+    tab.prompt_edit.clear()
+    with qtbot.waitSignal(tab.inspected, timeout=TIMEOUT, check_params_cb=lambda r: r.prompt == text) as blk:
+        qtbot.keyClicks(tab.prompt_edit, text)
+    return blk.args[0]
+
+
+def test_typing_a_prompt_updates_the_grid(qtbot, tab, session):
+    insp = _type(qtbot, tab, "a cat sat")
+    grid = tab.pages["heads"].mosaic
+    ids, trace = _trace(session, "a cat sat", kinds=("weights",))
+    want = trace.stack("weights")
+    assert grid.weights.shape == (2, 2, 9, 9) == want.shape
+    np.testing.assert_allclose(grid.weights, want, atol=1e-6)
+    assert grid.tokens == ["a", "␣", "c", "a", "t", "␣", "s", "a", "t"] == insp.labels
+    # what the image holds: cell (1, 0) shows layer 1 head 0 where the causal mask lets it see
+    canvas = grid.image.image
+    r = grid.cell_rect(1, 0)
+    cell = canvas[int(r.y()) : int(r.y()) + 9, int(r.x()) : int(r.x()) + 9]
+    lower = np.tril(np.ones((9, 9), bool))
+    np.testing.assert_allclose(cell[lower], want[1, 0][lower], atol=1e-6)
+    assert not np.allclose(cell[~lower], want[1, 0][~lower])  # masked cells drawn as "hidden", not 0
+    assert "9 tokens" in tab.status_label.text()
+
+
+def test_a_newer_prompt_supersedes_an_older_one(qtbot, tab):
+    seen = []
+    tab.inspected.connect(lambda r: seen.append(r.prompt))
+    tab.set_prompt("ab", run=False)
+    tab.run_inspection()
+    tab.set_prompt("abc", run=False)
+    with qtbot.waitSignal(tab.inspected, timeout=TIMEOUT, check_params_cb=lambda r: r.prompt == "abc"):
+        tab.run_inspection()
+    qtbot.waitUntil(lambda: tab.session.compute.idle, timeout=TIMEOUT)
+    assert seen == ["abc"]
+    assert tab.inspection.T == 3
+
+
+def test_a_prompt_the_vocabulary_lacks_is_explained_not_run(qtbot, tab):
+    before = tab.inspection
+    with qtbot.waitSignal(tab.failed, timeout=TIMEOUT) as blk:
+        tab.set_prompt("héllo €")
+    assert "€" in blk.args[0] or "é" in blk.args[0]
+    assert tab.inspection is before
+    assert "b00020" in tab.status_label.styleSheet()  # shown as an error
+
+
+def test_hovering_the_grid_and_the_head_reports_the_right_cell(qtbot, tab, session):
+    insp = _type(qtbot, tab, "the tree")
+    grid = tab.pages["heads"].mosaic
+    with qtbot.waitSignal(grid.cellHovered, timeout=TIMEOUT) as blk:
+        qtbot.mouseMove(grid.view.viewport(), grid.widget_pos_of(1, 1, 5, 2))
+    assert tuple(blk.args) == (1, 1, 5, 2)
+    w = float(insp.weights[1, 1, 5, 2])
+    text = grid.readout.text()
+    assert text.startswith("layer 1, head 1") and text.endswith(f": query 5 'r' → key 2 'e': weight {w:.3f}")
+
+    with qtbot.waitSignal(tab.headDetailReady, timeout=TIMEOUT):
+        tab.open_head(0, 1)
+    heat = tab.pages["head"].heatmap
+    with qtbot.waitSignal(heat.hovered, timeout=TIMEOUT) as blk:
+        qtbot.mouseMove(heat.view.viewport(), heat.widget_pos_of(6, 3))
+    assert tuple(blk.args) == (6, 3)
+    _, trace = _trace(session, "the tree", kinds=("q", "k", "weights", "scores_scaled"))
+    q, k = trace["q", 0][0, 1].numpy(), trace["k", 0][0, 1].numpy()
+    raw = float(q[6] @ k[3])  # Q Kᵀ, computed here from the model's own queries and keys
+    scaled = float(trace["scores_scaled", 0][0, 1, 6, 3])
+    weight = float(trace["weights", 0][0, 1, 6, 3])
+    text = heat.readout.text()
+    assert text.startswith("query 6 'e' → key 3 '␣': weight ")
+    assert f"weight {weight:.4f}" in text
+    assert f"raw score QKᵀ {raw:.4g}" in text and f"scaled score {scaled:.4g}" in text
+    # a key above the diagonal is masked
+    heat.hover_at(2, 5)
+    assert "masked" in heat.readout.text()
+
+
+def test_clicking_a_head_in_the_grid_opens_it(qtbot, tab):
+    insp = tab.inspection
+    grid = tab.pages["heads"].mosaic
+    with qtbot.waitSignal(grid.headClicked, timeout=TIMEOUT) as blk:
+        qtbot.mouseClick(grid.view.viewport(), Qt.MouseButton.LeftButton, pos=grid.widget_pos_of(1, 0))
+    assert tuple(blk.args) == (1, 0)
+    assert tab.current_page is tab.pages["head"]
+    assert tab.selected == (1, 0)
+    shown = tab.pages["head"].heatmap.matrix
+    lower = insp.mask
+    np.testing.assert_array_equal(shown[lower], insp.weights[1, 0][lower])
+    assert np.isnan(shown[~lower]).all()
+    assert "layer 1, head 0" in tab.pages["head"].heatmap.heat.plot.titleLabel.text
+
+
+def test_pipeline_shows_every_stage_of_the_selected_head(qtbot, tab, session):
+    insp = tab.inspection
+    with qtbot.waitSignal(tab.headDetailReady, timeout=TIMEOUT):
+        tab.select_head(1, 1)
+        tab.show_page("pipeline")
+    page = tab.pages["pipeline"]
+    T, d_k = insp.T, session.model.config.d_head
+    assert page.plots["q"].matrix.shape == (T, d_k)
+    assert page.plots["scores_raw"].matrix.shape == (T, T)
+    np.testing.assert_allclose(page.plots["weights"].matrix, insp.weights[1, 1], atol=1e-6)
+    assert np.isneginf(page.plots["scores_masked"].matrix[~insp.mask]).all()
+    title = page.plots["scores_raw"].plot.titleLabel.text
+    assert f"[{T}, {T}] = [{T}, {d_k}] · [{d_k}, {T}]" in title
+
+
+def test_ablating_a_head_changes_the_logits_and_restore_brings_them_back_exactly(qtbot, tab, session):
+    before = tab.inspection.logits.copy()
+    page = tab.show_page("ablation")
+    with qtbot.waitSignal(tab.ablationReady, timeout=TIMEOUT) as abl:
+        with qtbot.waitSignal(tab.inspected, timeout=TIMEOUT):
+            page.picker.button(0, 1).click()
+    assert tab.ablation == {(0, 1): "zero"}
+    after = tab.inspection.logits
+    assert np.abs(after - before).max() > 1e-4
+    ids = tab.inspection.ids
+    with torch.no_grad():
+        fast, _ = session.model(torch.tensor([ids]), ablate={(0, 1): "zero"})
+    np.testing.assert_allclose(after, fast[0].numpy(), atol=1e-4)
+    res = abl.args[0]
+    assert res.effect.logits_max_abs_diff > 0 and res.effect.kl.shape == (len(ids),)
+    assert res.loss is not None and np.isfinite(res.loss.delta)
+    assert tab.banner.isVisible()
+    tab.show_page("heads")
+    assert tab.pages["heads"].mosaic._marked == {(0, 1)}  # noqa: SLF001 (drawn with a red frame)
+
+    with qtbot.waitSignal(tab.inspected, timeout=TIMEOUT):
+        tab.banner_restore.click()
+    assert tab.ablation == {} and not tab.banner.isVisible()
+    assert np.array_equal(tab.inspection.logits, before)
+    assert page.picker.selected() == []
+
+
+def test_next_token_panel_ranks_what_the_model_predicts(qtbot, tab, session):
+    page = tab.show_page("next")
+    insp = tab.inspection
+    assert page.table.rowCount() == insp.T
+    _, trace = _trace(session, insp.prompt, kinds=("weights",))
+    top = trace.logits[0].argmax(-1).numpy()
+    for t in (0, insp.T - 1):
+        first = page.table.item(t, 6).text()
+        assert first.split()[0] == visible(session.tokenizer.token_strings([int(top[t])])[0])
+
+
+def test_exports_write_readable_files_with_the_right_shapes(qtbot, tab, session, tmp_path):
+    from app.views.attention.export import read_head_csv
+    from model.export import load_inspection
+
+    insp = tab.inspection
+    L, H, T = insp.n_layers, insp.n_heads, insp.T
+    for key in ("heads", "head", "lines"):
+        tab.show_page(key)
+        tab.wait_ready()
+        png = tab.export_view(tmp_path / f"{key}.png")
+        img = QImage(png[0])
+        assert not img.isNull() and img.width() > 100
+        for svg in tab.export_view(tmp_path / f"{key}.svg"):
+            assert ET.parse(svg).getroot().tag.endswith("svg")
+
+    with qtbot.waitSignal(tab.exported, timeout=TIMEOUT) as blk:
+        assert tab.export_npz(tmp_path / "prompt.npz")
+    arrays = load_inspection(blk.args[0])
+    assert arrays["weights"].shape == (L, H, T, T)
+    assert arrays["scores_raw"].shape == arrays["scores_scaled"].shape == (L, H, T, T)
+    assert arrays["logits"].shape == (T, session.model.config.vocab_size)
+    assert arrays["mask"].shape == (T, T) and list(arrays["tokens"]) == insp.texts
+    np.testing.assert_allclose(arrays["weights"], insp.weights, atol=1e-6)
+
+    tab.select_head(1, 0)
+    path = tab.export_head_csv(tmp_path / "head.csv")
+    rows, cols, m = read_head_csv(path)
+    assert m.shape == (T, T)
+    assert rows == cols == [f"{i}:{lab}" for i, lab in enumerate(insp.labels)]
+    np.testing.assert_allclose(m, insp.weights[1, 0], rtol=1e-6, atol=1e-9)
+
+
+def test_no_model_explains_and_builds_the_default_one(qtbot):
+    from app.views.attention_tab import AttentionTab
+    from model.config import default_config
+
+    s = _make_session(default_config())
+    try:
+        t = AttentionTab(s)
+        qtbot.addWidget(t)
+        t.show()
+        assert t.stack.currentWidget() is t.empty
+        with qtbot.waitSignal(t.inspected, timeout=TIMEOUT):
+            t.build_button.click()
+        assert s.model is not None and t.stack.currentWidget() is t.page_tabs
+        cfg = default_config()
+        assert (t.inspection.n_layers, t.inspection.n_heads) == (cfg.n_layers, cfg.n_heads)
+    finally:
+        s.shutdown(timeout=30)
+
+
+def test_a_long_prompt_is_pooled_in_the_overview_but_exact_everywhere_else(qtbot):
+    from app.views.attention_tab import AttentionTab
+    from app.widgets import attention_mosaic
+    from model.config import GPTConfig
+
+    s = _make_session(GPTConfig(context_length=300, n_layers=1, d_model=16, n_heads=2))
+    s.build_model(seed=0)
+    try:
+        t = AttentionTab(s)
+        qtbot.addWidget(t)
+        t.resize(900, 700)
+        text = ("the fox and the hen. " * 20)[:300]
+        old = attention_mosaic.MAX_CELL
+        attention_mosaic.MAX_CELL = 128  # a 300-token head is then drawn at 150 px: 2×2 blocks
+        try:
+            with qtbot.waitSignal(t.inspected, timeout=TIMEOUT):
+                t.set_prompt(text, run=False)
+                t.show()
+        finally:
+            attention_mosaic.MAX_CELL = old
+        insp = t.inspection
+        assert insp.T == 300 and insp.block == 2 and insp.overview.shape == (1, 2, 150, 150)
+        assert np.array_equal(insp.overview[0, 1, 10, 7], insp.weights[0, 1, 20:22, 14:16].max())
+        grid = t.pages["heads"].mosaic
+        grid.hover_at(*grid.locate(*_view_xy(grid, 0, 1, 201, 150)))
+        w = float(insp.weights[0, 1, 201, 150])
+        want = f"query 201 '{insp.labels[201]}' → key 150 '{insp.labels[150]}': weight {w:.3f}"
+        assert want in grid.readout.text()
+        t.open_head(0, 1)
+        assert t.pages["head"].heatmap.matrix.shape == (300, 300)
+    finally:
+        s.shutdown(timeout=30)
+
+
+def _view_xy(grid, r, c, q, k):
+    p = grid.vb.mapSceneToView(grid.scene_pos_of(r, c, q, k))
+    return p.x(), p.y()
