@@ -36,6 +36,8 @@ def format_cell(v: float, digits: int = 2) -> str:
         return "+∞"
     if np.isnan(v):
         return ""
+    if abs(v) >= 10 and digits > 1:
+        digits = 1  # keep the text about as wide as the cell
     text = f"{v:.{digits}f}"
     if text.startswith("-"):
         text = "−" + text[1:]
@@ -157,6 +159,8 @@ class MatrixView(QWidget):
         if annotate is None:
             annotate = R <= ANNOTATE_MAX and C <= ANNOTATE_MAX
         self._annotate(m if annotate else None)
+        if self.colorbar is not None:
+            self.colorbar.setVisible(not annotate)  # the numbers are in the cells: the bar only takes room
 
     def cell_texts(self) -> list[list[str]]:
         """The texts written in the cells (empty when the matrix is too large to annotate)."""

@@ -177,7 +177,7 @@ class LinePlot(QWidget):
                 angle=0,
                 pen=pg.mkPen(120, 120, 120, 180, width=1, style=Qt.PenStyle.DashLine),
                 label=label,
-                labelOpts={"position": 0.5, "color": (90, 90, 90), "anchors": [(0.5, 1), (0.5, 1)]},
+                labelOpts={"position": 0.03, "color": (90, 90, 90), "anchors": [(0, 1), (0, 1)]},
             )
             self.plot.addItem(line, ignoreBounds=False)
             self._hlines[key] = line

@@ -138,8 +138,10 @@ class LiveNormsPage(LabPage):
     )
     eager = True
     notice = (
-        "in a Pre-LN model the deeper checkpoints grow fastest as training goes on — each layer adds to what "
-        "the layers below wrote; the embedding's norm barely moves."
+        "in a Pre-LN model every deeper checkpoint sits higher — each layer adds to what the layers below "
+        "wrote — and they all climb steeply in the first steps of training, while the embedding's norm "
+        "barely "
+        "moves."
     )
     follows_training = False
 

@@ -53,7 +53,7 @@ class SoftmaxTheoryPage(LabPage):
         "spread scores puts almost all weight on one key, and its Jacobian — what carries the gradient back "
         "— "
         "almost vanishes. Dividing by √d<sub>k</sub> keeps the spread at 1 for every head size. All numbers "
-        "below are measured on 512 sampled rows of n keys."
+        "below are measured on sampled rows of n keys (512 rows of 64 by default)."
     )
     formula = (
         "Var(q·k) = Σ<sub>m</sub> Var(q<sub>m</sub>k<sub>m</sub>) = d<sub>k</sub> ⇒ std = √d<sub>k</sub> "
@@ -61,12 +61,11 @@ class SoftmaxTheoryPage(LabPage):
         "H = −Σ p<sub>j</sub> ln p<sub>j</sub>"
     )
     notice = (
-        "the unscaled curves run away with d<sub>k</sub> — std ≈ √d<sub>k</sub>, max weight → 1, entropy → "
-        "0, "
-        "‖J‖ → 0: saturation — while the scaled curve stays flat. A fixed temperature τ is right only near "
-        "d<sub>k</sub> = τ²; cosine attention's scores never exceed its gain g; the "
-        "d<sub>k</sub><sup>−1/4</sup> init "
-        "gives exactly the scaled numbers."
+        "the unscaled curves run away with d<sub>k</sub> — std ≈ √d<sub>k</sub>, max weight → 1, entropy → 0 "
+        "and, past a brief rise, ‖J‖ → 0: saturation — while the scaled curve stays flat (colours as in the "
+        "table). A fixed temperature τ is right only near d<sub>k</sub> = τ²; cosine attention's scores "
+        "never "
+        "exceed its gain g; the d<sub>k</sub><sup>−1/4</sup> init gives exactly the scaled numbers."
     )
     uses_model = False
     follows_training = False
@@ -118,7 +117,7 @@ class SoftmaxTheoryPage(LabPage):
             item = QTableWidgetItem(VARIANT_LABELS[name])
             item.setForeground(_qcolor(color_for(name, i)))
             self.table.setItem(i, 0, item)
-        self.std_plot = LinePlot("Std of scores", "d_k", "std", log_x=True, log_y=True)
+        self.std_plot = LinePlot("Std of scores (grey dashes: √d_k)", "d_k", "std", log_x=True, log_y=True)
         self.max_plot = LinePlot("Mean max weight", "d_k", "max_j p_j", log_x=True)
         self.ent_plot = LinePlot("Mean row entropy", "d_k", "nats", log_x=True)
         self.jac_plot = LinePlot("Norm of the softmax Jacobian", "d_k", "‖diag(p) − ppᵀ‖_F", log_x=True)
@@ -139,7 +138,14 @@ class SoftmaxTheoryPage(LabPage):
 
     def _params(self) -> dict:
         g = self.gain.value()
-        return {"n_keys": self.n_keys.value(), "temperature": self.tau.value(), "gain": None if g == 0 else g}
+        n = self.n_keys.value()
+        return {
+            "n_keys": n,
+            # about 32k sampled scores per d_k whatever n is (512 rows of 64 keys by default): bounded memory
+            "n_rows": int(min(512, max(32, 32768 // n))),
+            "temperature": self.tau.value(),
+            "gain": None if g == 0 else g,
+        }
 
     def compute(self) -> None:
         from model.analysis.softmax_theory import softmax_curves
@@ -159,7 +165,7 @@ class SoftmaxTheoryPage(LabPage):
 
         d = self.dk.value()
         params = self._params()
-        kw = {k: v for k, v in params.items() if k in ("n_keys", "temperature", "gain")}
+        kw = {k: v for k, v in params.items() if k in ("n_keys", "n_rows", "temperature", "gain")}
 
         def job():
             stats = {v: softmax_stats(sample_logits(d, v, **kw)) for v in VARIANTS}
@@ -185,7 +191,7 @@ class SoftmaxTheoryPage(LabPage):
             self.ent_plot.set_curve(name, c.d_k, c.entropy, label=label, color=color, dashed=dashed)
             self.jac_plot.set_curve(name, c.d_k, c.jacobian_norm, label=label, color=color, dashed=dashed)
         any_curve = next(iter(curves.values()))
-        self.std_plot.set_curve(
+        theory = self.std_plot.set_curve(
             "theory",
             any_curve.d_k,
             np.sqrt(any_curve.d_k.astype(float)),
@@ -194,12 +200,13 @@ class SoftmaxTheoryPage(LabPage):
             width=1,
             dashed=True,
         )
+        theory.setZValue(10)  # on top of the unscaled curve it coincides with
         self.ent_plot.add_hline(
             "uniform", any_curve.uniform_entropy, f"uniform: ln n = {any_curve.uniform_entropy:.2f}"
         )
         self.jac_plot.add_hline("uniform", any_curve.uniform_jacobian, "uniform row")
         self.max_plot.add_hline("uniform", 1.0 / any_curve.n_keys, "uniform: 1/n")
-        for legend_off in (self.max_plot, self.ent_plot, self.jac_plot):
+        for legend_off in (self.std_plot, self.max_plot, self.ent_plot, self.jac_plot):
             if legend_off.legend is not None:
                 legend_off.legend.hide()
         self._mark()
@@ -211,7 +218,8 @@ class SoftmaxTheoryPage(LabPage):
 
     def _draw_point(self, result) -> None:
         d, stats, theory, hists = result
-        self.hist.set_title(f"Scores at d_k = {d} ({512 * self.n_keys.value():,} samples)")
+        p = self._params()
+        self.hist.set_title(f"Scores at d_k = {d} ({p['n_rows'] * p['n_keys']:,} samples)")
         for name in ("unscaled", "scaled"):
             edges, density = hists[name]
             centers = 0.5 * (edges[:-1] + edges[1:])

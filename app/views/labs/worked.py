@@ -60,8 +60,9 @@ class WorkedExamplePage(LabPage):
     )
     notice = (
         "keys 1 and 3 point along the query, so they share most of the weight and the output lands between "
-        "their values; a key orthogonal to the query (k₂) still gets e⁰ = 1 share. The output always lies "
-        "inside the triangle of the values (a weighted average)."
+        "their values; the key orthogonal to the query (k₂) scores 0 yet still gets e⁰/Σ = 0.198 of the "
+        "weight. "
+        "The output always lies inside the triangle of the values (it is a weighted average)."
     )
     uses_model = False
     follows_training = False
