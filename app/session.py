@@ -32,6 +32,7 @@ frame is ever drawn).
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,6 +158,8 @@ class Session(QObject):
     probePromptChanged = Signal(str)
     #: something went wrong that the user should see: (title, message)
     errorOccurred = Signal(str, str)
+    #: a passing remark for the status bar
+    statusMessage = Signal(str)
 
     def __init__(self, parent: QObject | None = None, *, history_bytes: int = 64 * 2**20):
         super().__init__(parent)
@@ -175,6 +178,7 @@ class Session(QObject):
         self.latest_frame: ProbeFrame | None = None
         self.frames = FrameHistory(max_bytes=history_bytes)
         self.checkpoint_path: str | None = None
+        self.checkpoint_meta: dict = {}
         self.dirty = False  # trained steps not yet saved
         self.initialising = False  # True while the window loads the default corpus and model
         self.probe_prompt: str = ""
@@ -272,29 +276,54 @@ class Session(QObject):
         self.device = device
         if self.model is not None and changed:
             with self.compute_lock:
-                self.model.to(device)
-            if self.trainer is not None:
-                # optimizer state lives on the old device: continue from a fresh trainer state
-                self.trainer = None
+                if self.trainer is not None:  # the run goes on there: optimizer state moves along
+                    from model.train import Trainer
+
+                    t = self.trainer
+                    state = t.state_dict()
+                    self.trainer = Trainer(
+                        t.config,
+                        t.source,
+                        t.settings.replace(device=str(device)),
+                        model=self.model,
+                        state=state,
+                    )
+                else:
+                    self.model.to(device)
         if changed:
             self.deviceChanged.emit(str(device))
 
     def set_source(self, spec: str) -> None:
-        """Resolve and use a data source; raises the data layer's clear error when it cannot."""
+        """Resolve and use a data source; raises the data layer's clear error when it cannot.
+
+        The next fresh model takes the source's vocabulary. An untrained model is rebuilt for it
+        at once (so every view shows a model that can read this data); a trained or loaded model
+        stays until Start, which continues it only if the tokenizers agree.
+        """
         from model.data import resolve_source
 
         source = resolve_source(spec)
         self.source = source
         self.source_spec = spec
-        if self.model is None or self.trainer is None:
-            self.tokenizer = source.tokenizer
         self.config = self.config.with_vocab(source.tokenizer.vocab_size)
+        untrained = self.trainer is None and self.checkpoint_path is None and not self.history
+        if self.model is None:
+            self.tokenizer = source.tokenizer
         if not self.probe_prompt or self._prompt_from_source:
             self._set_probe_prompt(source.default_prompt, from_source=True)
-        if not self.sample_prompt:
+        if not self.sample_prompt or self._sample_from_source:
             self.sample_prompt = source.default_prompt[:16]
+            self._sample_from_source = True
         self.dataChanged.emit(source)
+        if (
+            self.model is not None
+            and untrained
+            and self.tokenizer != source.tokenizer
+            and not self.is_training
+        ):
+            self.build_model()
 
+    _sample_from_source = True
     _prompt_from_source = True
 
     def _set_probe_prompt(self, text: str, *, from_source: bool) -> None:
@@ -586,55 +615,79 @@ class Session(QObject):
         self.checkpointSaved.emit(path)
 
     def load_checkpoint(self, path: str | Path) -> None:
-        """Make the checkpoint at ``path`` current: config, model, tokenizer, loss history.
+        """Make the model at ``path`` current: config, weights, tokenizer and loss history.
 
-        Training can continue from it with Start. Raises ``CheckpointError`` (or another clear
-        error) and leaves the session unchanged when the checkpoint cannot be read.
+        Any kind ``model.pretrained.open_model`` reads (our checkpoints, a Hugging Face GPT-2
+        directory, a nanoGPT ``ckpt.pt``). With training state, Start continues the run exactly;
+        when its data source cannot be rebuilt (a moved text file) the model still opens and
+        ``statusMessage`` says why training starts afresh. Raises ``CheckpointError`` (or another
+        clear error) and leaves the session unchanged when the model cannot be read.
         """
-        from model.checkpoint import load_checkpoint
+        from model.pretrained import open_model
         from model.train import Trainer
 
         if self.is_training:
             raise ValueError("stop training before opening a checkpoint")
         path = str(path)
+        note = ""
         with self.compute_lock:
-            ckpt = load_checkpoint(path, device="cpu")
+            ckpt = open_model(path, device="cpu")
             trainer = None
             if ckpt.train_state is not None:
-                trainer = Trainer.from_checkpoint(path)
-        spec = str((ckpt.meta or {}).get("source") or "")
+                try:
+                    with warnings.catch_warnings(record=True) as caught:
+                        warnings.simplefilter("always")
+                        trainer = Trainer.from_checkpoint(path, device=str(self.device or "cpu"))
+                    if caught:
+                        note = str(caught[-1].message)
+                except Exception as exc:  # the model is fine; only continuing the run is not
+                    note = f"training state not restored ({exc}); Start fine-tunes the weights afresh"
+        meta = ckpt.meta or {}
         if trainer is not None:
-            model, tokenizer, history = trainer.model, trainer.tokenizer, trainer.history
+            model, tokenizer, history = trainer.model, trainer.tokenizer, list(trainer.history)
             self.train_settings = trainer.settings
             source = trainer.source
+            spec = getattr(source, "name", "")
         else:
             model, tokenizer, history = ckpt.model, ckpt.tokenizer, []
-            source = None
-            if spec:
-                try:
+            if ckpt.train_state:
+                history = list(ckpt.train_state.get("history") or [])
+            source, spec = None, ""
+            if self.source is not None and self.source.tokenizer == tokenizer:
+                source, spec = self.source, self.source_spec  # the current data fits: keep it
+            elif self.source_spec:
+                try:  # the current corpus, encoded with the model's tokenizer (fine-tuning)
                     from model.data import resolve_source
 
-                    source = resolve_source(spec)
+                    source, spec = resolve_source(self.source_spec, tokenizer=tokenizer), self.source_spec
                 except Exception:
-                    source = None
-        if self.device is not None and str(model.device) != str(self.device):
-            if trainer is not None:
-                trainer = None  # optimizer state stays on the checkpoint's device: fine-tune afresh
-            with self.compute_lock:
-                model.to(self.device)
+                    note = note or (
+                        f"{self.source_spec} cannot be encoded with this model's tokenizer: "
+                        "choose other data to fine-tune it"
+                    )
+            if self.device is not None and str(model.device) != str(self.device):
+                with self.compute_lock:
+                    model.to(self.device)
         model.eval()
         self.tokenizer = tokenizer
-        if source is not None and source.tokenizer.to_dict() == tokenizer.to_dict():
+        if source is not None and source is not self.source:
             self.source = source
-            self.source_spec = spec or getattr(source, "name", "")
+            self.source_spec = spec
             self.dataChanged.emit(source)
         self._install_model(model, model.config, trainer=trainer, history=history, path=path)
-        if self.probe_prompt:
+        self.checkpoint_meta = dict(meta)
+        try:
+            tokenizer.encode(self.probe_prompt)
+        except Exception:
+            fallback = getattr(self.source, "default_prompt", "") or ""
             try:
-                tokenizer.encode(self.probe_prompt)
+                tokenizer.encode(fallback)
             except Exception:
-                self._set_probe_prompt(getattr(self.source, "default_prompt", "") or "the", from_source=True)
+                fallback = ""
+            self._set_probe_prompt(fallback or _prompt_for(tokenizer), from_source=True)
         self.refresh_probe()
+        if note:
+            self.statusMessage.emit(note)
 
     # ---- generation ----------------------------------------------------------------------------
     def generation_model(self):
@@ -683,6 +736,17 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, interval_ms
         loop = QEventLoop()
         QTimer.singleShot(interval_ms, loop.quit)
         loop.exec()
+
+
+def _prompt_for(tokenizer: Any) -> str:
+    """A short probe prompt the tokenizer can encode (for a model loaded without its data)."""
+    for text in ("The quick brown fox jumps over the lazy dog. ", "the cat sat on the mat", "abcabcabc"):
+        try:
+            tokenizer.encode(text)
+            return text
+        except Exception:
+            continue
+    return tokenizer.decode(list(range(min(16, tokenizer.vocab_size))))
 
 
 __all__ = ["ConfigError", "FrameHistory", "ProbeFrame", "Session", "make_probe_frame", "wait_until"]

@@ -399,6 +399,7 @@ class MainWindow(QMainWindow):
             sig.connect(lambda *_: self._update_status())
         s.eventsAppended.connect(lambda *_: self._update_status())
         s.errorOccurred.connect(self.show_error)
+        s.statusMessage.connect(lambda text: self.statusBar().showMessage(text, 10000))
         s.checkpointSaved.connect(self._on_saved)
         s.trainingStateChanged.connect(self._update_actions)
         self._update_actions(s.state)

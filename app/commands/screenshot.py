@@ -135,11 +135,14 @@ def run(args: argparse.Namespace) -> int:
                 shot(win, f"{index + 1:02d}-{slug}")
                 continue
             for name, show in pages:
-                show()
                 name = _slug(name) if name else slug
                 if not name.startswith(slug):
                     name = f"{slug}-{name}"
-                shot(win, f"{index + 1:02d}-{name}")
+                name = f"{index + 1:02d}-{name}"
+                if args.only and args.only not in name:
+                    continue
+                show()
+                shot(win, name)
 
         if train_tab is not None and hasattr(train_tab, "show_frame") and len(s.frames) > 2:
             win.tab_widget.setCurrentIndex(0)

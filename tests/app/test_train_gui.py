@@ -230,3 +230,54 @@ def test_frame_history_stays_bounded_and_spans_the_run(n):
     if n > 20:
         gaps = np.diff(steps)
         assert gaps.max() <= 2 * gaps.min() + hist.stride  # roughly even spacing
+
+
+def test_a_diverging_run_reports_the_error_and_the_app_keeps_working(qtbot, tiny_window, monkeypatch):
+    from model.train import Trainer, TrainingDiverged
+
+    win, s = tiny_window, tiny_window.session
+    real_step = Trainer.train_step
+
+    def step_then_diverge(self):
+        if self.step == 3:
+            raise TrainingDiverged(
+                "training diverged at step 4: the loss became nan", step=4, value=float("nan")
+            )
+        return real_step(self)
+
+    monkeypatch.setattr(Trainer, "train_step", step_then_diverge)
+    shown = []
+    monkeypatch.setattr(QMessageBox, "critical", lambda parent, title, text, *a: shown.append(text))
+    with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT) as done:
+        _train_tab(win).start_button.click()
+    assert done.args[0] == "error" and "diverged" in done.args[1]
+    assert shown and "diverged" in shown[0]
+    assert s.state == "idle" and s.step == 3 and len(s.history) == 3
+    assert "diverged" in _train_tab(win).status_label.text()
+    monkeypatch.setattr(Trainer, "train_step", real_step)
+    with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT) as done:  # Continue goes on from step 3
+        _train_tab(win).start_button.click()
+    assert done.args[0] == "done" and s.step == 6
+
+
+def test_device_is_switchable_only_while_idle(qtbot, tiny_window, tiny_settings):
+    import torch
+
+    win, s = tiny_window, tiny_window.session
+    combo = win.train_settings_panel.device_combo
+    assert combo.isEnabled()
+    if not torch.cuda.is_available():
+        combo.setCurrentIndex(combo.findData("cuda"))  # listed but not available here
+        assert "CUDA is not available" in win.train_settings_panel.error_label.text()
+        assert combo.currentData() == "cpu" and str(s.device) == "cpu"
+    win.train_settings_panel.set_settings(tiny_settings.replace(steps=1_000_000))
+    with qtbot.waitSignal(
+        s.trainingStateChanged, timeout=TIMEOUT, check_params_cb=lambda st: st == "running"
+    ):
+        _train_tab(win).start_button.click()
+    assert not combo.isEnabled()
+    with pytest.raises(ValueError, match="while no training runs"):
+        s.set_device("cpu")
+    with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT):
+        s.stop_training()
+    assert combo.isEnabled()
