@@ -226,6 +226,23 @@ def test_pause_resume_stop_from_another_thread(source):
     assert len(t.run(steps=2)) == 2  # ... until cleared
 
 
+def test_settings_can_change_between_steps(source):
+    t = Trainer(tiny_config(), source, tiny_settings(steps=4))
+    t.run(steps=2)
+
+    def longer(event: TrainEvent) -> None:
+        if event.step == 3:
+            t.settings = t.settings.replace(steps=6, seq_len=8, batch_size=2, lr=1e-3)
+
+    events = t.run(callback=longer)
+    assert [e.step for e in events] == [3, 4, 5, 6]  # the new total is honoured by the running loop
+    assert events[1].tokens_seen - events[0].tokens_seen == 2 * 8
+    assert events[1].lr == pytest.approx(lr_at(3, t.settings))
+    with pytest.raises(ConfigError, match="seq_len=64"):
+        t.settings = t.settings.replace(seq_len=64)
+    assert t.seq_len == 8
+
+
 def test_threads_are_set_in_the_training_thread_only(source):
     before = torch.get_num_threads()
     seen = []
