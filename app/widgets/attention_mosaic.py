@@ -94,6 +94,8 @@ class AttentionMosaic(QWidget):
 
     headClicked = Signal(int, int)
     cellHovered = Signal(int, int, int, int)
+    #: right click on a cell: (r, c, global screen position) for a context menu
+    headMenuRequested = Signal(int, int, object)
 
     def __init__(
         self,
@@ -431,15 +433,20 @@ class AttentionMosaic(QWidget):
             self.hover_at(*hit)
 
     def _on_click(self, ev) -> None:
-        if ev.button() != Qt.MouseButton.LeftButton or self._geom is None:
+        if self._geom is None or ev.button() not in (Qt.MouseButton.LeftButton, Qt.MouseButton.RightButton):
             return
         pos = ev.scenePos()
         if not self.vb.sceneBoundingRect().contains(pos):
             return
         p = self.vb.mapSceneToView(pos)
         hit = self.locate(p.x(), p.y())
-        if hit is not None:
+        if hit is None:
+            return
+        if ev.button() == Qt.MouseButton.LeftButton:
             self.headClicked.emit(hit[0], hit[1])
+        else:
+            ev.accept()
+            self.headMenuRequested.emit(hit[0], hit[1], ev.screenPos().toPoint())
 
 
 __all__ = ["MAX_CANVAS_PIXELS", "MAX_CELL", "AttentionMosaic", "block_size", "pool_max", "pool_visible"]

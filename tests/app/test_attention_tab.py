@@ -194,6 +194,13 @@ def test_ablating_a_head_changes_the_logits_and_restore_brings_them_back_exactly
     assert np.array_equal(tab.inspection.logits, before)
     assert page.picker.selected() == []
 
+    # the grid's right-click menu switches heads too, and the Ablation page follows
+    actions = dict(tab.pages["heads"].head_menu_actions(1, 0))
+    with qtbot.waitSignal(tab.inspected, timeout=TIMEOUT):
+        actions["Switch this head off (output → its mean)"]()
+    assert tab.ablation == {(1, 0): "mean"} and page.picker.selected() == [(1, 0)]
+    assert page.mode == "mean"
+
 
 def test_next_token_panel_ranks_what_the_model_predicts(qtbot, tab, session):
     page = tab.show_page("next")
@@ -294,3 +301,57 @@ def test_a_long_prompt_is_pooled_in_the_overview_but_exact_everywhere_else(qtbot
 def _view_xy(grid, r, c, q, k):
     p = grid.vb.mapSceneToView(grid.scene_pos_of(r, c, q, k))
     return p.x(), p.y()
+
+
+def test_metrics_table_sorts_by_number_and_thresholds_rename_heads(qtbot, tab):
+    from app.views.attention.metrics_page import COLUMNS
+
+    page = tab.show_page("metrics")
+    qtbot.waitUntil(lambda: tab.metrics is not None and tab.metrics.request == tab.inspection.request,
+                    timeout=TIMEOUT)
+    page.refresh()
+    m = tab.metrics.metrics
+    L, H = m.shape
+    assert page.table.rowCount() == L * H
+    col = [c[1] for c in COLUMNS].index("prev_token")
+    page.table.sortItems(col, Qt.SortOrder.DescendingOrder)
+    shown = [page.table.item(r, col).data(Qt.ItemDataRole.DisplayRole) for r in range(L * H)]
+    assert shown == sorted(shown, reverse=True)
+    assert shown[0] == pytest.approx(float(m.prev_token.max()), abs=1e-3)
+    # an untrained model spreads its attention: every head is "uniform/dead" at the default 0.9 ...
+    spread = m.entropy_norm
+    assert all(lab.name == "uniform/dead" for row in tab.classification.labels for lab in row)
+    # ... and a threshold above the least even head un-names exactly the heads below it
+    cut = float(np.median(spread))
+    page.spins["uniform"].setValue(round(cut, 2) + 0.005)
+    labels = tab.classification.labels
+    named = {(l, h) for l, row in enumerate(labels) for h, lab in enumerate(row) if lab.name}
+    assert named == {(l, h) for l in range(L) for h in range(H) if spread[l, h] >= tab.thresholds.uniform}
+
+
+def test_aggregates_token_focus_and_lines_draw_what_the_heads_hold(qtbot, tab):
+    insp = tab.inspection
+    w = insp.weights
+    L, H, T, _ = w.shape
+    with qtbot.waitSignal(tab.aggregatesReady, timeout=TIMEOUT):
+        page = tab.show_page("aggregates")
+    drawn = page.mosaic.weights  # mean over the heads of each layer, one cell per layer
+    np.testing.assert_allclose(drawn[0], w.mean(1), atol=1e-6)
+    page.set_mode("chosen")
+    with qtbot.waitSignal(tab.aggregatesReady, timeout=TIMEOUT):
+        page.picker.set_selected([(0, 1), (1, 0)])
+    want = (w[0, 1] + w[1, 0]) / 2
+    np.testing.assert_allclose(page.heatmap.matrix[insp.mask], want[insp.mask], atol=1e-6)
+
+    focus = tab.show_page("focus")
+    focus.set_token(3)
+    np.testing.assert_array_equal(focus.heat_out.matrix, w[:, :, 3, :].reshape(L * H, T))
+    np.testing.assert_array_equal(focus.heat_in.matrix, w[:, :, :, 3].reshape(L * H, T))
+
+    lines = tab.show_page("lines")
+    tab.select_head(1, 1)
+    assert lines.lines.n_lines == int((w[1, 1] >= lines.min_spin.value()).sum())
+    lines.picker.set_selected([(0, 0), (1, 1)])
+    avg = (w[0, 0] + w[1, 1]) / 2
+    assert lines.avg_radio.isChecked()
+    np.testing.assert_allclose(lines.lines.weights, avg, atol=1e-6)

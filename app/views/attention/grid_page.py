@@ -23,7 +23,7 @@ class GridPage(Page):
     blurb = (
         "Every head of the model on your prompt: rows are layers, columns heads. In each cell a row is a "
         "query token (top = first), a column a key it may read; bright = much attention, grey = hidden by "
-        "the mask. Click a head to open it; hover for values; wheel to zoom."
+        "the mask. Click a head to open it, right-click to switch it off; hover for values; wheel to zoom."
     )
 
     def build(self) -> None:
@@ -45,8 +45,33 @@ class GridPage(Page):
         self.roles_label.setStyleSheet("color: #444;")
         lay.addWidget(self.roles_label)
         self.mosaic.headClicked.connect(lambda l, h: tab.open_head(l, h))
+        self.mosaic.headMenuRequested.connect(self._head_menu)
         self.log_box.toggled.connect(self.mosaic.set_log)
         self.fit_button.clicked.connect(self.mosaic.reset_view)
+
+    def head_menu_actions(self, layer: int, head: int) -> list[tuple[str, object]]:
+        """(text, action) of the right-click menu of head (layer, head)."""
+        tab = self.tab
+        items = [(f"Open layer {layer}, head {head}", lambda: tab.open_head(layer, head))]
+        off = dict(tab.ablation)
+        if (layer, head) in off:
+            rest = {lh: m for lh, m in off.items() if lh != (layer, head)}
+            items.append(("Switch this head back on", lambda: tab.set_ablation(rest)))
+        else:
+            for mode, text in (("zero", "Switch this head off (output × 0)"),
+                               ("mean", "Switch this head off (output → its mean)")):
+                items.append((text, lambda mode=mode: tab.set_ablation({**off, (layer, head): mode})))
+        if off:
+            items.append(("Switch every head back on", tab.restore_heads))
+        return items
+
+    def _head_menu(self, layer: int, head: int, pos) -> None:
+        from PySide6.QtWidgets import QMenu
+
+        menu = QMenu(self)
+        for text, action in self.head_menu_actions(layer, head):
+            menu.addAction(text).triggered.connect(lambda _=False, action=action: action())
+        menu.exec(pos)
 
     def refresh(self) -> None:
         insp = self.tab.inspection
