@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMenu,
     QMessageBox,
+    QScrollArea,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -83,7 +84,11 @@ def load_tab(title: str, spec: str, session: Session) -> QWidget:
 
 
 class _TabHolder(QWidget):
-    """The page a tab lives in; lazy windows show "Loading…" here until the tab is built."""
+    """The page a tab lives in: "Loading…" until a lazy tab is built, then the tab in a scroll area.
+
+    The scroll area keeps one wide tab's minimum size from forcing the whole window wider than
+    the screen: below its minimum the tab scrolls instead.
+    """
 
     def __init__(self, title: str):
         super().__init__()
@@ -98,7 +103,13 @@ class _TabHolder(QWidget):
     def set_tab(self, tab: QWidget) -> None:
         self._layout.removeWidget(self._loading)
         self._loading.deleteLater()
-        self._layout.addWidget(tab)
+        scroll = QScrollArea()
+        scroll.setObjectName(f"tabScroll_{self.title}")
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        scroll.setWidget(tab)
+        self._layout.addWidget(scroll)
+        self.scroll = scroll
         self.tab = tab
 
 

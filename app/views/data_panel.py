@@ -49,6 +49,7 @@ class DataPanel(QWidget):
         self.list.setObjectName("sourceList")
         self.list.setWordWrap(True)
         self.list.setAlternatingRowColors(True)
+        self.list.setSpacing(2)
         layout.addWidget(self.list, 1)
         self._fill_list()
         self.list.itemActivated.connect(self._on_item)
@@ -90,8 +91,8 @@ class DataPanel(QWidget):
 
         for spec, help_text in source_help().items():
             kind, _, name = spec.partition(":")
-            title = f"{name}  ({'corpus' if kind == 'builtin' else 'synthetic task'})"
-            item = QListWidgetItem(f"{title}\n    {help_text}")
+            title = f"{name} · {'corpus' if kind == 'builtin' else 'synthetic task'}"
+            item = QListWidgetItem(f"{title}\n{help_text}")
             item.setData(Qt.ItemDataRole.UserRole, spec)
             item.setToolTip(spec)
             self.list.addItem(item)

@@ -118,14 +118,14 @@ class TrainTab(QWidget):
             row.addWidget(b)
         self.progress = QProgressBar()
         self.progress.setObjectName("trainProgress")
-        self.progress.setMinimumWidth(260)
+        self.progress.setMinimumWidth(160)
         self.progress.setFormat("idle")
         self.progress.setTextVisible(True)
         row.addWidget(self.progress, 1)
         self.status_label = QLabel()
         self.status_label.setObjectName("trainStatus")
         self.status_label.setWordWrap(True)
-        self.status_label.setMinimumWidth(220)
+        self.status_label.setMinimumWidth(120)
         row.addWidget(self.status_label, 1)
 
         self.start_action = QAction("Start / continue training", self)
@@ -178,7 +178,7 @@ class TrainTab(QWidget):
         self.probe_error.hide()
         layout.addWidget(self.probe_error)
         self.head_grid = HeadGrid(title="attention weights: rows = queries, columns = keys", gamma=0.5)
-        self.head_grid.setMinimumHeight(260)
+        self.head_grid.setMinimumHeight(180)
         layout.addWidget(self.head_grid, 1)
         srow = QHBoxLayout()
         srow.addWidget(QLabel("Step"))
@@ -211,6 +211,7 @@ class TrainTab(QWidget):
             "(Training panel: “Sample text every”)."
         )
         self.samples_view.setMaximumBlockCount(2000)
+        self.samples_view.setMinimumHeight(50)
         layout.addWidget(self.samples_view)
         return box
 
@@ -264,6 +265,7 @@ class TrainTab(QWidget):
         self.gen_output = QPlainTextEdit()
         self.gen_output.setObjectName("genOutput")
         self.gen_output.setReadOnly(True)
+        self.gen_output.setMinimumHeight(50)
         self.gen_output.setPlaceholderText(
             "Type a prompt and press Generate: tokens appear as they are produced."
         )

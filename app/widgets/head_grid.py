@@ -64,6 +64,7 @@ class HeadGrid(QWidget):
         self.view = pg.GraphicsLayoutWidget()
         self.view.setBackground("w")
         self.view.ci.setSpacing(2)
+        self.view.setMinimumSize(160, 140)
         layout.addWidget(self.view)
         self.hover_label = QLabel(" ")
         self.hover_label.setObjectName("headGridHover")
@@ -105,10 +106,10 @@ class HeadGrid(QWidget):
                     enableMouse=False,
                     enableMenu=False,
                 )
-                vb.setBorder(_BORDER)
                 vb.setDefaultPadding(0.0)
                 img = _CellImage(self, layer, h)
                 img.setLookupTable(self._lut)
+                img.setBorder(_BORDER)
                 vb.addItem(img)
                 row_imgs.append(img)
                 row_boxes.append(vb)

@@ -58,6 +58,7 @@ class TrainPlots(QWidget):
 
         self.view = pg.GraphicsLayoutWidget()
         self.view.setBackground("w")
+        self.view.setMinimumSize(220, 200)  # below this the plots squeeze instead of being clipped
         layout.addWidget(self.view, 1)
         self.loss_plot = self._plot(0, 0, "Loss (cross-entropy, nats/token)", colspan=2)
         self.loss_plot.addLegend(offset=(-10, 10))
