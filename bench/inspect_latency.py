@@ -170,7 +170,13 @@ def main(argv=None) -> int:
     p.add_argument("--cases", default="default,gpt2,long", help="comma-separated: " + ", ".join(CASES))
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
+    p.add_argument("--custom", metavar="LxHxDxT",
+                   help="add a case: layers x heads x width x tokens, e.g. 2x2x64x300")
     args = p.parse_args(argv)
+    if args.custom:
+        L, H, D, T = (int(v) for v in args.custom.lower().split("x"))
+        CASES["custom"] = dict(n_layers=L, n_heads=H, d_model=D, tokens=T, target_ms=None)
+        args.cases = "custom" if args.cases == p.get_default("cases") else args.cases + ",custom"
     import torch
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {args.device}, "

@@ -54,7 +54,7 @@ class TokenAxis(pg.AxisItem):
             # on the first paint and only widen the axis on the next one
             n = len(self._labels)
             longest = max((len(self._text(i)) for i in range(n)), default=1) if n <= 4096 else 8
-            self.setWidth(int(self._char_px * longest + 14))
+            self.setWidth(int(self._char_px * longest + 22))
         self.picture = None
         self.update()
 

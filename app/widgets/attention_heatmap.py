@@ -61,6 +61,47 @@ def symmetric_levels(m: np.ndarray) -> tuple[float, float]:
     return (-a, a)
 
 
+class TopLeftFit:
+    """Keeps an aspect-locked view's content (``W × H`` from the origin) at the top left.
+
+    pyqtgraph centres locked content in a wider (or taller) view, which leaves the matrix far from
+    its axis labels. This sets the range so the content starts at the axes, again after every resize,
+    until the user zooms or pans (then "reset" brings it back).
+    """
+
+    def __init__(self, vb: pg.ViewBox):
+        self.vb = vb
+        self.size: tuple[float, float] | None = None
+        self.user_moved = False
+        vb.sigResized.connect(self._on_resized)
+        vb.sigRangeChangedManually.connect(self._on_manual)
+
+    def _on_manual(self, *_):
+        self.user_moved = True
+
+    def _on_resized(self, *_):
+        if not self.user_moved:
+            self.apply()
+
+    def fit(self, W: float, H: float) -> None:
+        self.size = (float(W), float(H))
+        self.user_moved = False
+        self.apply()
+
+    def apply(self) -> None:
+        if self.size is None:
+            return
+        W, H = self.size
+        vw, vh = self.vb.width(), self.vb.height()
+        if vw <= 1 or vh <= 1 or W <= 0 or H <= 0:
+            self.vb.setRange(QRectF(0, 0, W, H), padding=0.0)
+            return
+        if vw / vh > W / H:  # the view is wider than the content: extra room on the right
+            self.vb.setRange(xRange=(0, H * vw / vh), yRange=(0, H), padding=0.0)
+        else:  # taller: extra room at the bottom
+            self.vb.setRange(xRange=(0, W), yRange=(0, W * vh / vw), padding=0.0)
+
+
 class HeatPlot:
     """One labelled heatmap placed in a ``pg.GraphicsLayout`` at ``(row, col)`` (a colour bar in
     ``col + 1`` when ``colorbar``). Not a widget: several share one scene (and one SVG export)."""
@@ -98,11 +139,13 @@ class HeatPlot:
         if col_title:
             p.setLabel("top", col_title)
         if title:
-            p.setTitle(title)
+            p.setTitle(title, color="#222")
         self.vb: pg.ViewBox = p.getViewBox()
         self.vb.setDefaultPadding(0.0)
+        self.fitter: TopLeftFit | None = None
         if square:
             self.vb.setAspectLocked(True)
+            self.fitter = TopLeftFit(self.vb)
         self.vb.setMouseEnabled(interactive, interactive)
         self.image = pg.ImageItem(axisOrder="row-major")
         self.cmap_name = cmap
@@ -184,10 +227,14 @@ class HeatPlot:
     def reset_view(self) -> None:
         if self._shape is not None:
             R, C = self._shape
-            self.vb.setRange(QRectF(0, 0, C, R), padding=0.0)
+            if self.fitter is not None:
+                self.fitter.fit(C, R)
+            else:
+                self.vb.setRange(QRectF(0, 0, C, R), padding=0.0)
 
     def set_title(self, text: str, *, lines: int = 1, **style) -> None:
         """The plot's title; ``lines`` > 1 makes room for that many lines (``style``: color, size)."""
+        style.setdefault("color", "#222")
         self.plot.setTitle(text, **style)
         if lines > 1:
             h = 15 * lines + 6
@@ -321,6 +368,7 @@ class TokenHeatmap(QWidget):
 
 
 __all__ = [
+    "TopLeftFit",
     "DIVERGING_CMAP",
     "HIDDEN_COLOR",
     "LOG_FLOOR",

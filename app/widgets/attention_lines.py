@@ -122,6 +122,7 @@ class AttentionLines(QWidget):
             self._T = T
             self.vb.setLimits(yMin=-1.0, yMax=T, xMin=-0.05, xMax=1.05)
             self.vb.setYRange(-0.5, min(T, INITIAL_ROWS) - 0.5, padding=0.0)
+            self._hover = min(T, INITIAL_ROWS) - 1  # start with the last query in view highlighted
         self._show_query(self._hover if self._hover < T else -1)
 
     def show_all(self) -> None:

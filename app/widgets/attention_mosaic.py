@@ -27,7 +27,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from app.widgets.attention_heatmap import LOG_FLOOR, hidden_lut
+from app.widgets.attention_heatmap import LOG_FLOOR, TopLeftFit, hidden_lut
 from app.widgets.attention_legend import ColorLegend
 from app.widgets.colors import DEFAULT_CMAP
 
@@ -126,6 +126,7 @@ class AttentionMosaic(QWidget):
         self.vb: pg.ViewBox = p.getViewBox()
         self.vb.setAspectLocked(True)
         self.vb.setDefaultPadding(0.0)
+        self.fitter = TopLeftFit(self.vb)
         self.image = pg.ImageItem(axisOrder="row-major")
         self.cmap = cmap
         self.image.setLookupTable(hidden_lut(cmap))
@@ -387,7 +388,7 @@ class AttentionMosaic(QWidget):
         if self._canvas is not None:
             H, W = self._canvas.shape
             g = self._geom[3]
-            self.vb.setRange(QRectF(0, 0, W - g, H - g), padding=0.0)
+            self.fitter.fit(W - g, H - g)
 
     # ---- pointer -------------------------------------------------------------------------------
     def describe(self, r: int, c: int, q: int, k: int) -> str:

@@ -124,6 +124,7 @@ class AblationPage(Page):
         self._apply()
 
     def _apply(self) -> None:
+        self.position = -1
         self.tab.set_ablation({lh: self.mode for lh in self.picker.selected()})
 
     def sync_from_tab(self) -> None:
@@ -199,7 +200,8 @@ class AblationPage(Page):
         self.flips.setData(flips + 0.5, np.full(len(flips), top * 1.08 if top > 0 else 0.01))
         self.plot.setXRange(0, T, padding=0.0)
         self.plot.setYRange(0, max(top * 1.15, 1e-3), padding=0.0)
-        self.show_position(self.position if 0 <= self.position < T else T - 1)
+        # the position chosen before, else where the prediction moved most
+        self.show_position(self.position if 0 <= self.position < T else int(np.argmax(e.kl)))
 
     def show_position(self, t: int) -> None:
         """Fill the table with the top next tokens at position ``t`` before and after."""

@@ -3,7 +3,15 @@ head, or over a chosen set of heads (``model.analysis.aggregate``; computed off 
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSplitter, QStackedWidget, QVBoxLayout
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QSplitter,
+    QStackedWidget,
+    QVBoxLayout,
+)
 
 from app.views.attention.base import Page, blurb_label
 from app.widgets.attention_head_picker import HeadPicker
@@ -38,6 +46,9 @@ class AggregatePage(Page):
             self.mode_combo.addItem(text, key)
         bar.addWidget(self.mode_combo)
         bar.addStretch(1)
+        self.log_box = QCheckBox("Log colours")
+        self.log_box.setToolTip("colour log₁₀(weight) from 10⁻⁴ to 1: averages are faint on a linear scale")
+        bar.addWidget(self.log_box)
         lay.addLayout(bar)
         split = QSplitter()
         self.stack = QStackedWidget()
@@ -55,6 +66,7 @@ class AggregatePage(Page):
         self.mode_combo.currentIndexChanged.connect(self._on_mode)
         self.picker.selectionChanged.connect(self._on_picked)
         self.picker.setVisible(False)
+        self.log_box.toggled.connect(self._on_log)
 
     @property
     def mode(self) -> str:
@@ -65,6 +77,10 @@ class AggregatePage(Page):
 
     def _on_mode(self, _i: int) -> None:
         self.picker.setVisible(self.mode == "chosen")
+        self._draw()
+
+    def _on_log(self, on: bool) -> None:
+        self.mosaic.set_log(on)
         self._draw()
 
     def _on_picked(self) -> None:
@@ -136,7 +152,8 @@ class AggregatePage(Page):
                 title = f"mean of {len(res.chosen_heads)} heads: {names}{more}"
             import numpy as np
 
-            self.heatmap.set_matrix(np.where(insp.mask, m, np.float32(np.nan)), labels, labels)
+            self.heatmap.set_matrix(np.where(insp.mask, m, np.float32(np.nan)), labels, labels,
+                                    log=self.log_box.isChecked())
             self.heatmap.set_title(title)
             self.stack.setCurrentWidget(self.heatmap)
 

@@ -87,6 +87,7 @@ class FocusPage(Page):
         p.setMenuEnabled(False)
         p.hideButtons()
         p.setMouseEnabled(x=False, y=False)
+        p.getAxis("left").enableAutoSIPrefix(False)
         p.setLabel("left", "weight")
         bars = pg.BarGraphItem(x0=[], x1=[], y0=[], y1=[], brush=pg.mkBrush(59, 111, 212), pen=None)
         p.addItem(bars)
@@ -122,7 +123,7 @@ class FocusPage(Page):
                 self.strip.addItem(item)
             self.strip.blockSignals(False)
         if not 0 <= self.token < insp.T:
-            self.token = insp.T - 1
+            self.token = insp.T // 2  # the middle: both earlier and later tokens to look at
         self.strip.blockSignals(True)
         self.strip.setCurrentRow(self.token)
         self.strip.blockSignals(False)
@@ -138,8 +139,10 @@ class FocusPage(Page):
         self.focus = f
         L, H, T = f.looks_at.shape
         heads = [f"L{l} H{h}" for l in range(L) for h in range(H)]
-        self.heat_out.set_matrix(f.looks_at.reshape(L * H, T), heads, insp.labels)
-        self.heat_in.set_matrix(f.looked_at_by.reshape(L * H, T), heads, insp.labels)
+        # colours from 0 to the largest weight shown (the legend says which), so faint heads still show
+        for hp, m in ((self.heat_out, f.looks_at), (self.heat_in, f.looked_at_by)):
+            top = max(0.05, float(m.max()))
+            hp.set_matrix(m.reshape(L * H, T), heads, insp.labels, levels=(0.0, top))
         lab = insp.labels[t]
         self.heat_out.set_title(f"token {t} '{lab}' as a query: its weight on each key, per head")
         self.heat_in.set_title(f"token {t} '{lab}' as a key: each query's weight on it, per head")

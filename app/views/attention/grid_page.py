@@ -105,9 +105,12 @@ class GridPage(Page):
         short = [[ROLE_SHORT.get(lab.name, lab.name) for lab in row] for row in cls.labels]
         tips = [[str(lab) for lab in row] for row in cls.labels]
         self.mosaic.set_roles(short, tips)
+        named = any(lab.name for row in cls.labels for lab in row)
         self.roles_label.setText(
-            "Orange frame: the head open on the Head and Pipeline pages. Names in the corners: "
+            "Orange frame: the head open on the Head and Pipeline pages. "
+            + ("Names in the corners: " if named else "No head passes a naming threshold yet: ")
             + self.tab.role_rules_text()
+            + ("" if named else ". See the Metrics page for every head's scores.")
         )
 
     def clear(self) -> None:

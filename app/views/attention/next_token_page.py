@@ -28,8 +28,8 @@ class NextTokenPage(Page):
     key = "next"
     blurb = (
         "After reading the prompt up to each position, what does the model expect next? The top guesses "
-        "with their probabilities (darker = likelier), beside the token that really follows, its "
-        "probability and its rank (1 = the model's first guess)."
+        "with their probabilities (darker = likelier; bold = the token that really follows), beside that "
+        "token, its probability and its rank (1 = the model's first guess)."
     )
 
     def build(self) -> None:
