@@ -15,7 +15,7 @@ def page(labs):  # noqa: F811
 
 def test_textbook_numbers_are_shown(page):
     assert page.weights_text() == ["0.401", "0.198", "0.401"]
-    assert page.output_text() == "out = (1.604, 0.797)"
+    assert page.output_text() == "(1.604, 0.797)"
     assert page.table.item(0, 3).text() == "0.707" and page.table.item(1, 3).text() == "0.000"
 
 
@@ -26,7 +26,7 @@ def test_an_edit_recomputes_every_number(page):
     ref = attention_example((1, 1), ((1, 0), (0, 2), (1, 1)), ((1, 0), (0, 2), (3, 1)))
     assert page.weights_text() == [f"{w:.3f}" for w in ref.weights]
     assert page.weights_text() != ["0.401", "0.198", "0.401"]
-    assert page.output_text() == f"out = ({ref.output[0]:.3f}, {ref.output[1]:.3f})"
+    assert page.output_text() == f"({ref.output[0]:.3f}, {ref.output[1]:.3f})"
     page.q[1].setValue(0.0)
     page.keys[1][1].setValue(1.0)
     assert page.weights_text() == ["0.401", "0.198", "0.401"]

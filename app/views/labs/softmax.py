@@ -117,7 +117,7 @@ class SoftmaxTheoryPage(LabPage):
             item = QTableWidgetItem(VARIANT_LABELS[name])
             item.setForeground(_qcolor(color_for(name, i)))
             self.table.setItem(i, 0, item)
-        self.std_plot = LinePlot("Std of scores (grey dashes: √d_k)", "d_k", "std", log_x=True, log_y=True)
+        self.std_plot = LinePlot("Std of scores", "d_k", "std (grey dashes: √d_k)", log_x=True, log_y=True)
         self.max_plot = LinePlot("Mean max weight", "d_k", "max_j p_j", log_x=True)
         self.ent_plot = LinePlot("Mean row entropy", "d_k", "nats", log_x=True)
         self.jac_plot = LinePlot("Norm of the softmax Jacobian", "d_k", "‖diag(p) − ppᵀ‖_F", log_x=True)
@@ -282,10 +282,10 @@ class SoftmaxModelPage(LabPage):
         "(over queries that see at least two keys)"
     )
     notice = (
-        "with the scale removed every head's entropy falls and its max weight rises: rows turn one-hot. In "
-        "an "
-        "untrained model q and k are tiny (weights of std 0.02), so the gap is small; training makes q and k "
-        "larger and the gap wide."
+        "with the usual 1/√d<sub>k</sub> removed every head's entropy falls and its max weight rises: rows "
+        "turn one-hot. In an untrained model q and k are tiny (weights of std 0.02), so the gap is small; "
+        "training makes q and k larger and the gap wide. (A QK-norm model's g·cos is compared with the raw, "
+        "unnormalised QKᵀ.)"
     )
 
     def build(self, body: QVBoxLayout) -> None:

@@ -110,16 +110,16 @@ class WorkedExamplePage(LabPage):
 
         self.table = QTableWidget(4, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.setVerticalHeaderLabels(["token 1", "token 2", "token 3", "Σ"])
+        self.table.setVerticalHeaderLabels(["token 1", "token 2", "token 3", "Σ (output)"])
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        self.table.resizeRowsToContents()
-        self.table.setFixedHeight(self.table.horizontalHeader().height() + 4 * 30 + 6)
+        self.table.verticalHeader().setDefaultSectionSize(26)
+        self.table.setFixedHeight(self.table.horizontalHeader().sizeHint().height() + 4 * 26 + 6)
         body.addWidget(self.table)
 
         plots = QHBoxLayout()
-        self.qk_plot = LinePlot("Query and keys", "x₁", "x₂")
-        self.v_plot = LinePlot("Values and the output (bigger dot = more weight)", "x₁", "x₂")
+        self.qk_plot = LinePlot("Query and keys", "x₁", "x₂", legend=False)
+        self.v_plot = LinePlot("Values and the output (bigger dot = more weight)", "x₁", "x₂", legend=False)
         for p in (self.qk_plot, self.v_plot):
             p.plot.setAspectLocked(True)
         plots.addWidget(self.qk_plot, 1)
@@ -211,7 +211,7 @@ class WorkedExamplePage(LabPage):
             "",
             f"Σ = {fmt(ex.exp_sum)}",
             f"Σ = {fmt(float(ex.weights.sum()))}",
-            f"out = {fmt_vec(ex.output)}",
+            fmt_vec(ex.output),
         ]
         for c, text in enumerate(totals):
             item = QTableWidgetItem(text)
@@ -224,39 +224,60 @@ class WorkedExamplePage(LabPage):
         )
 
     def _plot(self, ex) -> None:
-        for t in self._texts:
-            self.v_plot.plot.removeItem(t)
+        for plot, t in self._texts:
+            plot.removeItem(t)
         self._texts = []
+
+        def label(plot, text: str, x: float, y: float, color, anchor=(0, 1)) -> None:
+            t = pg.TextItem(text, color=color, anchor=anchor)
+            t.setPos(float(x), float(y))
+            plot.plot.addItem(t)
+            self._texts.append((plot.plot, t))
+
         for j in range(3):
             k = ex.keys[j]
-            self.qk_plot.set_curve(
-                f"k{j + 1}", [0, k[0]], [0, k[1]], label=f"k{j + 1}", color=KEY_COLORS[j], width=4
-            )
+            self.qk_plot.set_curve(f"k{j + 1}", [0, k[0]], [0, k[1]], label="", color=KEY_COLORS[j], width=4)
+            label(self.qk_plot, f"k{j + 1}", k[0], k[1], KEY_COLORS[j])
         q = self.qk_plot.set_curve(
-            "q", [0, ex.q[0]], [0, ex.q[1]], label="q₃ (dashed)", color=(214, 39, 40), width=2, dashed=True
+            "q", [0, ex.q[0]], [0, ex.q[1]], label="", color=(214, 39, 40), width=2, dashed=True
         )
         q.setZValue(10)
+        label(self.qk_plot, "q₃ (dashed)", ex.q[0], ex.q[1], (214, 39, 40), anchor=(0, 0))
         V = ex.values
         for j in range(3):
             size = 6 + 30 * float(ex.weights[j])
             curve = self.v_plot.set_curve(
-                f"v{j + 1}", [V[j, 0]], [V[j, 1]], label=f"v{j + 1}", color=KEY_COLORS[j], symbol="o"
+                f"v{j + 1}", [V[j, 0]], [V[j, 1]], label="", color=KEY_COLORS[j], symbol="o"
             )
             curve.setSymbolSize(size)
             curve.setPen(None)
+            label(
+                self.v_plot,
+                f" v{j + 1}  (w = {fmt(ex.weights[j])})",
+                V[j, 0],
+                V[j, 1],
+                KEY_COLORS[j],
+                (0, 0.5),
+            )
         tri = np.vstack([V, V[:1]])
         self.v_plot.set_curve(
             "hull", tri[:, 0], tri[:, 1], label="", color=(160, 160, 160), width=1, dashed=True
         )
         out = self.v_plot.set_curve(
-            "out", [ex.output[0]], [ex.output[1]], label="output", color=(0, 0, 0), symbol="star"
+            "out", [ex.output[0]], [ex.output[1]], label="", color=(0, 0, 0), symbol="star"
         )
         out.setSymbolSize(16)
         out.setPen(None)
-        t = pg.TextItem(f"out {fmt_vec(ex.output)}", color=(0, 0, 0), anchor=(0, 1.2))
-        t.setPos(float(ex.output[0]), float(ex.output[1]))
-        self.v_plot.plot.addItem(t)
-        self._texts.append(t)
+        label(self.v_plot, f"output {fmt_vec(ex.output)}", ex.output[0], ex.output[1], (0, 0, 0), (0, 1.2))
+        # room on the right and above for the labels
+        for plot, pts in (
+            (self.qk_plot, np.vstack([ex.q, ex.keys, [0.0, 0.0]])),
+            (self.v_plot, np.vstack([V, ex.output])),
+        ):
+            lo, hi = pts.min(0), pts.max(0)
+            span = np.maximum(hi - lo, 1.0)
+            plot.plot.setXRange(lo[0] - 0.1 * span[0], hi[0] + 0.45 * span[0], padding=0)
+            plot.plot.setYRange(lo[1] - 0.1 * span[1], hi[1] + 0.15 * span[1], padding=0)
 
     def weights_text(self) -> list[str]:
         """The weight column as shown (for tests and screen readers)."""
