@@ -117,7 +117,7 @@ class SoftmaxTheoryPage(LabPage):
             item = QTableWidgetItem(VARIANT_LABELS[name])
             item.setForeground(_qcolor(color_for(name, i)))
             self.table.setItem(i, 0, item)
-        self.std_plot = LinePlot("Std of scores", "d_k", "std (grey dashes: √d_k)", log_x=True, log_y=True)
+        self.std_plot = LinePlot("Std of scores", "d_k", "std (dark dashes: √d_k)", log_x=True, log_y=True)
         self.max_plot = LinePlot("Mean max weight", "d_k", "max_j p_j", log_x=True)
         self.ent_plot = LinePlot("Mean row entropy", "d_k", "nats", log_x=True)
         self.jac_plot = LinePlot("Norm of the softmax Jacobian", "d_k", "‖diag(p) − ppᵀ‖_F", log_x=True)
@@ -196,8 +196,8 @@ class SoftmaxTheoryPage(LabPage):
             any_curve.d_k,
             np.sqrt(any_curve.d_k.astype(float)),
             label="√d_k (theory)",
-            color=(120, 120, 120),
-            width=1,
+            color=(40, 40, 40),
+            width=2,
             dashed=True,
         )
         theory.setZValue(10)  # on top of the unscaled curve it coincides with
