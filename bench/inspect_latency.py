@@ -3,6 +3,7 @@
 Runs the real tab (offscreen) on a fresh model and, for each case, edits the prompt ``--repeats``
 times and measures:
 
+* ``forward`` the model's own fast path on the same prompt and threads (no recording): the floor
 * ``trace``  the inspection job in the worker thread (``GPT.trace`` of every head's weights, the
   next-token ranking and the pooled overview),
 * ``wait``   from submitting the job to its result reaching the GUI thread (trace + queue + hand-over),
@@ -45,6 +46,37 @@ def _text(n_chars: int, seed: int) -> str:
         out.append(words[i % len(words)])
         i = i * 7 + 3
     return " ".join(out)[:n_chars]
+
+
+def paint_now(widget) -> None:
+    """Paint ``widget`` now, including its graphics views (``QWidget.repaint`` skips their viewports;
+    pyqtgraph turns a new image into pixels only there)."""
+    from PySide6.QtWidgets import QGraphicsView
+
+    widget.repaint()
+    for view in widget.findChildren(QGraphicsView):
+        if view.isVisible():
+            view.viewport().repaint()
+
+
+def plain_forward_ms(model, ids, threads, repeats: int = 3) -> float:
+    """Median time of the model's own fast path (no recording) on the same prompt and threads."""
+    import torch
+
+    from model.runtime import compute_lock
+    from model.runtime import threads as use_threads
+
+    idx = torch.tensor([ids], device=model.device)
+    times = []
+    with compute_lock, use_threads(threads), torch.no_grad():
+        model.eval()
+        for _ in range(repeats):
+            t = time.perf_counter()
+            model(idx)
+            if model.device.type == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e3
 
 
 def run_case(name: str, spec: dict, repeats: int, device: str) -> dict:
@@ -116,13 +148,15 @@ def run_case(name: str, spec: dict, repeats: int, device: str) -> dict:
             raise RuntimeError(f"the edit was not inspected: {ok}, {tab.inspection.prompt[-20:]!r}")
         t_drawn = done["t"]  # when the grid was updated (inspected is emitted right after the draw)
         t_p0 = time.perf_counter()
-        tab.repaint()  # paint synchronously: what the screen would show next
+        paint_now(tab)  # what the screen shows next, painted synchronously
         paint = time.perf_counter() - t_p0
         t_painted = t_drawn + paint
         wait_until(lambda: s.compute.idle, 600)  # follow-up jobs (metrics) must not overlap the next edit
         timer.stop()
         tm = tab.timings
+        fwd = plain_forward_ms(s.model, tab.inspection.ids, tab._threads, 1 if T > 512 else 3)  # noqa: SLF001
         rows.append({
+            "forward": fwd,
             "trace": tm["trace_ms"], "draw": tm["draw_ms"], "paint": paint * 1e3,
             "wait": tm["total_ms"] - tm["draw_ms"],
             "total": tm["total_ms"] + paint * 1e3,
@@ -156,7 +190,10 @@ def summarise(info: dict) -> str:
             f"(weights {info['dtype']}, overview block {info['block']}, threads {info['threads']}, "
             f"{len(rows)} edits)")
     parts = [f"  {k:>6}: median {med(k):7.1f} ms   worst {worst(k):7.1f} ms"
-             for k in ("trace", "wait", "draw", "paint", "total", "edit", "stall")]
+             for k in ("forward", "trace", "wait", "draw", "paint", "total", "edit", "stall")]
+    parts.append(f"  trace / plain forward: {med('trace') / med('forward'):.2f} "
+                 f"(what recording every head costs over the model's own forward pass)")
+    parts.append(f"  GUI thread per edit (draw + paint): median {med('draw') + med('paint'):.1f} ms")
     verdict = ""
     if info["target"]:
         ok = med("total") <= info["target"]

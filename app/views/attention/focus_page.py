@@ -83,7 +83,7 @@ class FocusPage(Page):
     def _bar_plot(self, row: int, col: int, title: str):
         axis = TokenAxis("bottom", offset=0.5)
         p = self.view.addPlot(row=row, col=col, axisItems={"bottom": axis})
-        p.setTitle(title)
+        p.setTitle(title, color="#222")
         p.setMenuEnabled(False)
         p.hideButtons()
         p.setMouseEnabled(x=False, y=False)
@@ -152,8 +152,9 @@ class FocusPage(Page):
             p._axis.set_labels(insp.labels)  # noqa: SLF001
             p.setXRange(0, T, padding=0.0)
             p.setYRange(0, max(0.05, float(vals.max()) * 1.15), padding=0.0)
-        self.bars_out.setTitle(f"where '{lab}' (token {t}) looks — mean over all {L * H} heads")
-        self.bars_in.setTitle(f"who looks at '{lab}' (token {t}) — mean over all {L * H} heads")
+        n = L * H
+        self.bars_out.setTitle(f"where '{lab}' (token {t}) looks — mean over all {n} heads", color="#222")
+        self.bars_in.setTitle(f"who looks at '{lab}' (token {t}) — mean over all {n} heads", color="#222")
 
     def _on_move(self, pos: QPointF) -> None:
         insp, f = self.tab.inspection, self.focus
