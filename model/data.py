@@ -584,6 +584,11 @@ class InductionSpec:
         out = _symbol_problems(self.n_symbols)
         if not 1 <= self.min_len <= self.max_len:
             out.append(f"min_len={self.min_len}, max_len={self.max_len}: need 1 <= min_len <= max_len")
+        elif self.max_len < 2:
+            out.append(
+                f"max_len={self.max_len}: a repeat needs at least 2 symbols, since only what follows "
+                f"its first symbol can be predicted from the earlier copy"
+            )
         if not 0 <= self.min_gap <= self.max_gap:
             out.append(f"min_gap={self.min_gap}, max_gap={self.max_gap}: need 0 <= min_gap <= max_gap")
         return out
@@ -602,6 +607,11 @@ class SequenceSpec:
         out = _symbol_problems(self.n_symbols)
         if not 1 <= self.min_len <= self.max_len:
             out.append(f"min_len={self.min_len}, max_len={self.max_len}: need 1 <= min_len <= max_len")
+        elif self.max_len < 2:
+            out.append(
+                f"max_len={self.max_len}: a repeat needs at least 2 symbols, since only what follows "
+                f"its first symbol can be predicted from the earlier copy"
+            )
         return out
 
 
@@ -723,10 +733,21 @@ class SyntheticTask(DataSource):
     @abstractmethod
     def _default_prompt(self) -> str: ...
 
+    #: How many times a batch with no scored target is drawn again before giving up.
+    MAX_REDRAWS = 20
+
     def get_masked_batch(self, split, batch_size, seq_len, generator):
+        """Windows of episodes; a batch in which no target is scored (possible when ``seq_len`` is
+        shorter than an episode) is drawn again, since its loss would be 0/0."""
         _check_batch_args(split, batch_size, seq_len, generator)
-        seq, scored = self._sample(batch_size, seq_len + 1, generator)
-        return seq[:, :-1].contiguous(), seq[:, 1:].contiguous(), scored[:, 1:].contiguous()
+        for _ in range(self.MAX_REDRAWS):
+            seq, scored = self._sample(batch_size, seq_len + 1, generator)
+            if scored[:, 1:].any():
+                return seq[:, :-1].contiguous(), seq[:, 1:].contiguous(), scored[:, 1:].contiguous()
+        raise DataError(
+            f"{self.name}: no target to score in {self.MAX_REDRAWS} batches of seq_len={seq_len}: "
+            f"use a longer sequence"
+        )
 
     def identity(self) -> dict[str, Any]:
         params = dataclasses.asdict(self.spec)

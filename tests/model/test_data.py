@@ -332,7 +332,7 @@ def test_sequence_tasks_follow_their_rule(name, rule):
 
 
 @pytest.mark.parametrize(
-    "params", ["", ":n_symbols=4,min_len=3,max_len=5,min_gap=2,max_gap=2", ":min_len=1,max_len=1,max_gap=0"]
+    "params", ["", ":n_symbols=4,min_len=3,max_len=5,min_gap=2,max_gap=2", ":min_len=2,max_len=2,max_gap=0"]
 )
 def test_induction_scores_only_what_an_earlier_copy_predicts(params):
     task = resolve_source("task:induction" + params)
@@ -354,9 +354,7 @@ def test_induction_scores_only_what_an_earlier_copy_predicts(params):
             offsets = [a - 1 - i for i in range(a - 1) if seq[i : i + len(rep)] == rep]
             assert any(s.min_len + s.min_gap <= d <= s.max_len + s.max_gap for d in offsets)
             runs += 1
-    assert runs >= 8 or s.max_len == 1
-    if s.max_len == 1:
-        assert not mask.any()  # a one-symbol repeat has nothing predictable after its first token
+    assert runs >= 8
     prompt = task.default_prompt
     k = max(s.min_len, min(12, s.max_len))
     assert prompt[:k] == prompt[-k:] and len(prompt) == 2 * k + s.min_gap
@@ -366,3 +364,23 @@ def test_default_induction_prompt_repeats_distinct_symbols():
     prompt = resolve_source("task:induction").default_prompt
     half = prompt[: len(prompt) // 2]
     assert prompt == half * 2 and len(set(half)) == len(half) >= 8
+
+
+def test_short_windows_never_give_a_batch_without_a_scored_target():
+    # copy episodes are longer than 8 tokens; some windows of 8 hold no output symbol at all
+    source = resolve_source("task:copy")
+    g = torch.Generator().manual_seed(0)
+    for _ in range(200):
+        _, _, mask = source.get_masked_batch("train", 1, 8, g)
+        assert mask.any()
+
+
+def test_a_window_too_short_for_any_target_is_a_clear_error():
+    source = resolve_source("task:copy:min_len=8,max_len=8")
+    with pytest.raises(DataError, match="no target to score"):
+        source.get_masked_batch("train", 2, 2, torch.Generator().manual_seed(0))
+
+
+def test_a_one_symbol_induction_repeat_is_refused():
+    with pytest.raises(DataError, match="a repeat needs at least 2 symbols"):
+        resolve_source("task:induction:min_len=1,max_len=1")
