@@ -374,6 +374,7 @@ class TrainTab(QWidget):
             self.status_label.setText("Stopping after this step…")
 
     def _on_finished(self, reason: str, message: str) -> None:
+        self.plots.append([], now=True)  # the last curve points at once
         if reason == "error":
             self.status_label.setText(f"<span style='color:#c02020'>Stopped: {message}</span>")
         else:
