@@ -27,7 +27,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence, QPainter
 from PySide6.QtWidgets import (
     QApplication,
@@ -83,11 +83,51 @@ def load_tab(title: str, spec: str, session: Session) -> QWidget:
         return PlaceholderTab(session, title=title, error=f"{type(exc).__name__}: {exc}")
 
 
-class _TabHolder(QWidget):
-    """The page a tab lives in: "Loading…" until a lazy tab is built, then the tab in a scroll area.
+class _TabScroll(QScrollArea):
+    """Shows a tab at the page's size, scrolling only when the page is smaller than its minimum.
 
-    The scroll area keeps one wide tab's minimum size from forcing the whole window wider than
-    the screen: below its minimum the tab scrolls instead.
+    (``QScrollArea.setWidgetResizable`` would size a tab holding word-wrapped labels to its
+    height-for-width, i.e. its preferred height, and scroll a tab that fits.)
+    """
+
+    def __init__(self, tab: QWidget):
+        super().__init__()
+        self.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.setWidgetResizable(False)
+        self.setWidget(tab)
+        tab.installEventFilter(self)
+
+    def _fit(self) -> None:
+        tab = self.widget()
+        if tab is None:
+            return
+        minimum = tab.minimumSizeHint().expandedTo(tab.minimumSize())
+        available = self.contentsRect().size()
+        size = available.expandedTo(minimum)
+        # a scroll bar in one direction takes room from the other
+        if size.width() > available.width():
+            available.setHeight(available.height() - self.horizontalScrollBar().sizeHint().height())
+        if size.height() > available.height():
+            available.setWidth(available.width() - self.verticalScrollBar().sizeHint().width())
+        size = available.expandedTo(minimum)
+        if tab.size() != size:
+            tab.resize(size)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self._fit()
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802
+        if obj is self.widget() and event.type() == QEvent.Type.LayoutRequest:
+            QTimer.singleShot(0, self._fit)
+        return False
+
+
+class _TabHolder(QWidget):
+    """The page a tab lives in: "Loading…" until a lazy tab is built, then the tab.
+
+    The tab sits in a :class:`_TabScroll`, so one wide tab's minimum size cannot force the whole
+    window wider than the screen: below its minimum the tab scrolls instead.
     """
 
     def __init__(self, title: str):
@@ -103,13 +143,9 @@ class _TabHolder(QWidget):
     def set_tab(self, tab: QWidget) -> None:
         self._layout.removeWidget(self._loading)
         self._loading.deleteLater()
-        scroll = QScrollArea()
-        scroll.setObjectName(f"tabScroll_{self.title}")
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-        scroll.setWidget(tab)
-        self._layout.addWidget(scroll)
-        self.scroll = scroll
+        self.scroll = _TabScroll(tab)
+        self.scroll.setObjectName(f"tabScroll_{self.title}")
+        self._layout.addWidget(self.scroll)
         self.tab = tab
 
 

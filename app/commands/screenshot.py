@@ -70,7 +70,10 @@ def run(args: argparse.Namespace) -> int:
 
     app = make_app()
     win = MainWindow(confirm_close=False, restore=False)
-    win.resize(width, height)
+    # wide enough that no tab needs its horizontal scroll bar (the widest tab's minimum decides)
+    widest = max((t.minimumSizeHint().width() for t in win.tabs.values()), default=0)
+    dock = max(d.minimumSizeHint().width() for d in win.docks.values())
+    win.resize(max(width, widest + dock + 40), height)
     win.show()
     s = win.session
     written: list[Path] = []
