@@ -452,6 +452,7 @@ class TrainTab(QWidget):
             self._update_scrub_label()
 
     def _draw(self, frame, live: bool) -> None:
+        self.plots.set_step_marker(None if live else frame.step)
         self.head_grid.set_weights(
             frame.weights,
             frame.tokens,

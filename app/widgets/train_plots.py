@@ -89,6 +89,15 @@ class TrainPlots(QWidget):
         )
         self.ref_line.setVisible(False)
         self.loss_plot.addItem(self.ref_line)
+        self.step_marker = pg.InfiniteLine(
+            angle=90,
+            pen=pg.mkPen(200, 40, 40, 160, width=1),
+            movable=False,
+            label="shown step",
+            labelOpts={"position": 0.95, "color": (200, 40, 40)},
+        )
+        self.step_marker.setVisible(False)
+        self.loss_plot.addItem(self.step_marker, ignoreBounds=True)
         self.lr_plot = self._plot(1, 0, "Learning rate")
         self.lr_curve = self.lr_plot.plot([], [], pen=pg.mkPen(40, 150, 80, width=2))
         self.gn_plot = self._plot(1, 1, "Gradient norm (before clipping)")
@@ -130,6 +139,14 @@ class TrainPlots(QWidget):
         self.ref_line.setValue(math.log10(value) if self.log_y.isChecked() else value)
         self._ref = value
         self.ref_line.setVisible(True)
+
+    def set_step_marker(self, step: int | None) -> None:
+        """Mark the step whose attention the scrubber shows (None: hide the mark)."""
+        if step is None:
+            self.step_marker.setVisible(False)
+        else:
+            self.step_marker.setValue(step)
+            self.step_marker.setVisible(True)
 
     def reset(self, history: list[dict] | None = None) -> None:
         for lst in (

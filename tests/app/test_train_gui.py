@@ -49,6 +49,16 @@ def test_start_trains_to_target_with_curves_and_live_heads(qtbot, tiny_window):
     assert tab.start_button.text() == "Continue"
     assert s.dirty  # trained steps not saved yet
 
+    # the scrubber drags back through the kept frames, and Live returns to the newest
+    tab.show_frame(0)
+    first = s.frames[0]
+    assert first.step == 0 and not tab.live_button.isChecked()
+    np.testing.assert_array_equal(tab.head_grid.weights, first.weights.astype(np.float32))
+    assert tab.plots.step_marker.isVisible() and tab.plots.step_marker.value() == 0
+    tab.live_button.setChecked(True)
+    np.testing.assert_array_equal(tab.head_grid.weights, s.latest_frame.weights.astype(np.float32))
+    assert not tab.plots.step_marker.isVisible()
+
 
 def test_pause_resume_stop_through_the_buttons(qtbot, tiny_window, tiny_settings):
     win, s = tiny_window, tiny_window.session
