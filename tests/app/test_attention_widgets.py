@@ -11,6 +11,22 @@ from hypothesis import strategies as st
 from PySide6.QtGui import QColor
 
 
+@pytest.fixture(autouse=True)
+def _delete_closed_widgets_now():
+    """Delete the widgets pytest-qt closed (its ``deleteLater`` waits for an event loop) and collect
+    garbage here, at a quiet point. Left to Python's garbage collector, a closed window can be deleted
+    in the middle of the next test's paint, and the offscreen platform then crashes in
+    ``QPainter::drawImage`` (its backing store freed under the painter; seen with valgrind)."""
+    yield
+    import gc
+
+    from PySide6.QtCore import QCoreApplication, QEvent
+
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    gc.collect()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+
+
 def _reference_pool(w: np.ndarray, b: int) -> np.ndarray:
     T = w.shape[-1]
     S = math.ceil(T / b)
