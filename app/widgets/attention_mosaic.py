@@ -54,11 +54,15 @@ def pool_max(weights: np.ndarray, b: int) -> np.ndarray:
     """Max over ``b × b`` blocks of the last two axes: [..., T, T] → [..., ceil(T/b), ceil(T/b)] float32.
 
     The last block is padded with zeros (weights are ≥ 0). ``b = 1`` returns ``weights`` as float32.
-    Strided maxima (``b`` passes over each axis) instead of a 6-D reshape: ~10× faster on big grids.
+    Strided maxima (``b`` passes over each axis) instead of a 6-D reshape: ~10× faster on big grids;
+    float16 input is converted one leading slice at a time (12×12 heads at 1024 tokens: 0.6 s, not 1.7).
     """
     w = np.asarray(weights)
     if b <= 1:
         return np.ascontiguousarray(w, dtype=np.float32)
+    if w.dtype != np.float32 and w.ndim > 2:
+        # numpy emulates float16 arithmetic (~3× slower than converting first): one slice at a time
+        return np.stack([pool_max(np.asarray(part, dtype=np.float32), b) for part in w])
     T = w.shape[-1]
     S = math.ceil(T / b)
     pad = S * b - T

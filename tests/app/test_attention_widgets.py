@@ -159,3 +159,12 @@ def test_head_picker_reports_one_change_per_action(qtbot):
     p.set_selected([(2, 3)])
     p.set_shape(2, 2)  # (2, 3) no longer exists
     assert p.selected() == []
+
+
+def test_pool_max_of_float16_weights_equals_float32():
+    from app.widgets.attention_mosaic import pool_max
+
+    w = np.random.default_rng(3).random((3, 2, 23, 23)).astype(np.float16)
+    got = pool_max(w, 4)
+    assert got.dtype == np.float32 and got.shape == (3, 2, 6, 6)
+    np.testing.assert_array_equal(got, _reference_pool(w.astype(np.float32), 4))
