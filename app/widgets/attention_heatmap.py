@@ -235,6 +235,8 @@ class HeatPlot:
     def set_title(self, text: str, *, lines: int = 1, **style) -> None:
         """The plot's title; ``lines`` > 1 makes room for that many lines (``style``: color, size)."""
         style.setdefault("color", "#222")
+        if self.fitter is not None:  # the matrix sits at the left: so does its title
+            style.setdefault("justify", "left")
         self.plot.setTitle(text, **style)
         if lines > 1:
             h = 15 * lines + 6
