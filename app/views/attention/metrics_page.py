@@ -235,7 +235,7 @@ class MetricsPage(Page):
             shown = ", ".join(heads[:8]) + (f" and {len(heads) - 8} more" if len(heads) > 8 else "")
             lines.append(f"{role}: {shown}")
         if not by_role:
-            lines.append("none: no head passes a threshold")
+            lines += ["none yet: no head", "passes a threshold"]
         self.named.setText("<br>".join(lines))
         named = sum(1 for row in cls.labels for lab in row if lab.name)
         self.status.setText(
