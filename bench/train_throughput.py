@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seq-len", type=int, default=256)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--steps", type=int, default=100, help="timed steps per model")
-    p.add_argument("--chunk", type=int, default=10, help="steps per model before switching to the other")
+    p.add_argument("--chunk", type=int, default=5, help="steps per model before switching to the other")
     p.add_argument("--warmup-steps", type=int, default=3, help="untimed steps per model first")
     p.add_argument("--probe-every", type=int, default=50, help="the Trainer's probe trace interval (0 = off)")
     p.add_argument("--corpus", default="builtin:stdlib")
@@ -200,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         ref_step()
 
     times = {"ours": 0.0, "ref": 0.0}
+    per_step_times: dict[str, list[float]] = {"ours": [], "ref": []}
+    round_ratios: list[float] = []
     done = {"ours": 0, "ref": 0}
     steps = {"ours": ours_step, "ref": ref_step}
     rounds = math.ceil(args.steps / args.chunk)
@@ -207,13 +210,15 @@ def main(argv: list[str] | None = None) -> int:
         order = ("ours", "ref") if r % 2 == 0 else ("ref", "ours")
         n = min(args.chunk, args.steps - done["ours"])
         for name in order:
-            sync(device)
-            t0 = time.perf_counter()
             for _ in range(n):
+                sync(device)
+                t0 = time.perf_counter()
                 steps[name]()
-            sync(device)
-            times[name] += time.perf_counter() - t0
+                sync(device)
+                per_step_times[name].append(time.perf_counter() - t0)
+            times[name] += sum(per_step_times[name][-n:])
             done[name] += n
+        round_ratios.append(sum(per_step_times["ref"][-n:]) / sum(per_step_times["ours"][-n:]))
         per_step = args.batch_size * args.seq_len
         print(
             f"  round {r + 1}/{rounds}: project {done['ours'] * per_step / times['ours']:,.0f} tok/s, "
@@ -233,7 +238,13 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"hand-written GPT  : {ref_tps:10,.0f} tokens/s   model FLOP/s {fmt(6 * n_ref * ref_tps, 'FLOP/s')}"
     )
+    med = {k: statistics.median(v) for k, v in per_step_times.items()}
     print(f"ratio project/ref : {ours_tps / ref_tps:.3f}   (target >= 0.95)")
+    print(
+        f"median step       : project {med['ours'] * 1e3:.0f} ms, reference {med['ref'] * 1e3:.0f} ms, "
+        f"ratio {med['ref'] / med['ours']:.3f}; median of the per-round ratios "
+        f"{statistics.median(round_ratios):.3f} (both robust to bursts of other load on a shared machine)"
+    )
     print(
         f"dense fp32 matmul : {fmt(peak, 'FLOP/s')} (1024² mm, best of before {fmt(peak_before, 'FLOP/s')} / "
         f"after {fmt(peak_after, 'FLOP/s')}); project achieves {6 * n_ours * ours_tps / peak:.0%} of it"
