@@ -27,8 +27,8 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QRectF, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence, QPainter
+from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
@@ -45,6 +45,7 @@ from PySide6.QtWidgets import (
 
 from app.session import Session
 from app.settings import AppSettings
+from app.widgets.exporting import write_png, write_svg
 
 #: The tabs of the main area: (title, "module:Class"). Later issues add their modules; nothing else.
 TABS: list[tuple[str, str]] = [
@@ -719,17 +720,15 @@ def export_widget_targets(tab: QWidget, path: str) -> list[str]:
     """Write ``tab`` (or each of its ``export_targets()``) to ``path`` as PNG or SVG; returns the files.
 
     PNG: the whole tab as on screen (``QWidget.grab``). SVG: each export target (the whole tab when
-    it has none) drawn as vectors, with pyqtgraph's exporter for plots; several targets get their
-    names appended to the file name.
+    it has none) drawn as vectors (:mod:`app.widgets.exporting`); several targets get their names
+    appended to the file name.
     """
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix not in (".png", ".svg"):
         raise ValueError(f"export as .png or .svg, not {suffix or 'a file without extension'}")
     if suffix == ".png":
-        if not tab.grab().save(str(p), "PNG"):
-            raise OSError(f"could not write {p}")
-        return [str(p)]
+        return [str(write_png(tab, p))]
     hook = getattr(tab, "export_targets", None)
     targets = hook() if callable(hook) else {}
     if not targets:
@@ -740,34 +739,6 @@ def export_widget_targets(tab: QWidget, path: str) -> list[str]:
         write_svg(widget, out)
         written.append(str(out))
     return written
-
-
-def write_svg(widget: QWidget, path: Path) -> None:
-    """SVG of a widget: pyqtgraph's exporter for graphics views, else a QPainter on QSvgGenerator."""
-    import pyqtgraph as pg
-
-    if isinstance(widget, pg.GraphicsView):
-        from pyqtgraph.exporters import SVGExporter
-
-        try:
-            SVGExporter(widget.scene()).export(str(path))
-            return
-        except Exception:  # pyqtgraph's exporter trips over some items (e.g. rotated labels)
-            pass
-    from PySide6.QtSvg import QSvgGenerator
-
-    gen = QSvgGenerator()
-    gen.setFileName(str(path))
-    gen.setSize(widget.size())
-    gen.setViewBox(QRectF(0, 0, widget.width(), widget.height()))
-    gen.setTitle(APP_NAME)
-    painter = QPainter(gen)
-    try:
-        widget.render(painter)
-    finally:
-        painter.end()
-    if not path.exists():
-        raise OSError(f"could not write {path}")
 
 
 __all__ = ["TABS", "MainWindow", "about_text", "export_widget_targets", "load_tab"]

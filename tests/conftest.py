@@ -22,6 +22,28 @@ TINY_SOURCE = "task:copy"
 
 
 @pytest.fixture(autouse=True)
+def _delete_closed_widgets_now():
+    """Delete the widgets pytest-qt closed (its ``deleteLater`` waits for an event loop) and collect
+    garbage here, at a quiet point. Left to Python's garbage collector, a closed window can be deleted
+    in the middle of the next test's paint, and the offscreen platform then crashes in
+    ``QPainter::drawImage`` (its backing store freed under the painter; seen with valgrind)."""
+    yield
+    import sys
+
+    if "PySide6.QtCore" not in sys.modules:
+        return
+    import gc
+
+    from PySide6.QtCore import QCoreApplication, QEvent
+
+    if QCoreApplication.instance() is None:
+        return
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    gc.collect()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+
+
+@pytest.fixture(autouse=True)
 def _no_modal_dialogs(request, monkeypatch):
     """A modal message box would block an offscreen test forever: make an unexpected one fail it.
 

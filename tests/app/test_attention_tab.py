@@ -19,22 +19,6 @@ from model.tokens import visible
 TIMEOUT = 30_000  # ms: the machine's two cores are shared with other test runs
 
 
-@pytest.fixture(autouse=True)
-def _delete_closed_widgets_now():
-    """Delete the widgets pytest-qt closed (its ``deleteLater`` waits for an event loop) and collect
-    garbage here, at a quiet point. Left to Python's garbage collector, a closed window can be deleted
-    in the middle of the next test's paint, and the offscreen platform then crashes in
-    ``QPainter::drawImage`` (its backing store freed under the painter; seen with valgrind)."""
-    yield
-    import gc
-
-    from PySide6.QtCore import QCoreApplication, QEvent
-
-    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
-    gc.collect()
-    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
-
-
 def _make_session(config=None):
     from app.session import Session
     from model.config import GPTConfig
@@ -244,6 +228,12 @@ def test_exports_write_readable_files_with_the_right_shapes(qtbot, tab, session,
         for svg in tab.export_view(tmp_path / f"{key}.svg"):
             assert ET.parse(svg).getroot().tag.endswith("svg")
 
+    # File → Export current view goes through the window's shared writer
+    from app.window import export_widget_targets
+
+    for svg in export_widget_targets(tab, str(tmp_path / "menu.svg")):
+        assert ET.parse(svg).getroot().tag.endswith("svg")
+
     with qtbot.waitSignal(tab.exported, timeout=TIMEOUT) as blk:
         assert tab.export_npz(tmp_path / "prompt.npz")
     arrays = load_inspection(blk.args[0])
@@ -319,8 +309,9 @@ def test_metrics_table_sorts_by_number_and_thresholds_rename_heads(qtbot, tab):
     from app.views.attention.metrics_page import COLUMNS
 
     page = tab.show_page("metrics")
-    qtbot.waitUntil(lambda: tab.metrics is not None and tab.metrics.request == tab.inspection.request,
-                    timeout=TIMEOUT)
+    qtbot.waitUntil(
+        lambda: tab.metrics is not None and tab.metrics.request == tab.inspection.request, timeout=TIMEOUT
+    )
     page.refresh()
     m = tab.metrics.metrics
     L, H = m.shape

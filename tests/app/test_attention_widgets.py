@@ -11,22 +11,6 @@ from hypothesis import strategies as st
 from PySide6.QtGui import QColor
 
 
-@pytest.fixture(autouse=True)
-def _delete_closed_widgets_now():
-    """Delete the widgets pytest-qt closed (its ``deleteLater`` waits for an event loop) and collect
-    garbage here, at a quiet point. Left to Python's garbage collector, a closed window can be deleted
-    in the middle of the next test's paint, and the offscreen platform then crashes in
-    ``QPainter::drawImage`` (its backing store freed under the painter; seen with valgrind)."""
-    yield
-    import gc
-
-    from PySide6.QtCore import QCoreApplication, QEvent
-
-    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
-    gc.collect()
-    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
-
-
 def _reference_pool(w: np.ndarray, b: int) -> np.ndarray:
     T = w.shape[-1]
     S = math.ceil(T / b)
@@ -72,12 +56,12 @@ def test_token_axis_thins_labels_so_they_never_overlap(qtbot):
     ax = TokenAxis("left", offset=0.5)
     ax.set_labels([f"t{i}" for i in range(1000)])
     for lo, hi, size in ((0, 1000, 500), (0, 1000, 20000), (100, 140, 600), (140, 100, 600)):
-        (spacing, values), = ax.tickValues(lo, hi, size)
+        ((spacing, values),) = ax.tickValues(lo, hi, size)
         px_per_unit = size / abs(hi - lo)
         assert spacing * px_per_unit >= 13.0  # one label's height fits between two labels
         assert all(min(lo, hi) <= v <= max(lo, hi) and (v - 0.5) % spacing == 0 for v in values)
     # zoomed in, every token is labelled, with its own text
-    (spacing, values), = ax.tickValues(100, 140, 2000)
+    ((spacing, values),) = ax.tickValues(100, 140, 2000)
     assert spacing == 1 and ax.tickStrings(values[:3], 1, 1) == ["t100", "t101", "t102"]
 
 
@@ -154,8 +138,12 @@ def test_head_picker_reports_one_change_per_action(qtbot):
     p.all_button.click()
     p._toggle_layer(0)  # noqa: SLF001 (what the "L0" button does)
     p.none_button.click()
-    assert changes == [[(1, 2)], [(l, h) for l in range(3) for h in range(4)],
-                       [(l, h) for l in (1, 2) for h in range(4)], []]
+    assert changes == [
+        [(1, 2)],
+        [(l, h) for l in range(3) for h in range(4)],
+        [(l, h) for l in (1, 2) for h in range(4)],
+        [],
+    ]
     p.set_selected([(2, 3)])
     p.set_shape(2, 2)  # (2, 3) no longer exists
     assert p.selected() == []
