@@ -19,7 +19,12 @@ def _positive_int(text: str) -> int:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint", required=True, metavar="DIR", help="a checkpoint directory (from train)")
+    p.add_argument(
+        "--checkpoint",
+        required=True,
+        metavar="DIR",
+        help="a checkpoint: ours (from train), a Hugging Face GPT-2 folder or a nanoGPT ckpt.pt",
+    )
     p.add_argument("--prompt", required=True, metavar="TEXT", help="the text to continue")
     p.add_argument(
         "--max-new-tokens", type=_positive_int, default=200, metavar="N", help="tokens to add (200)"
@@ -51,14 +56,14 @@ def run(args: argparse.Namespace) -> int:
     import warnings
 
     from app.cli import UserError
-    from model.checkpoint import load_checkpoint
     from model.generate import check_sampling, stream, trained_window
+    from model.pretrained import open_model
     from model.runtime import pick_device
 
     try:
         check_sampling(args.temperature, args.top_k, args.top_p)
         device = pick_device(args.device)
-        ckpt = load_checkpoint(args.checkpoint, device=device, with_train_state=False)
+        ckpt = open_model(args.checkpoint, device=device)  # ours, Hugging Face GPT-2 or nanoGPT
     except ValueError as exc:  # bad sampling values, DeviceError, CheckpointError
         raise UserError(str(exc)) from None
     if not args.prompt:

@@ -1,0 +1,55 @@
+"""`inspect` and `generate --checkpoint` open Hugging Face GPT-2 folders and nanoGPT files too."""
+
+import torch
+
+from app.cli import main
+from model.export import load_inspection
+from model.pretrained import open_model
+from tests.model.test_bpe import write_tiny_gpt2_tokenizer
+from tests.model.test_pretrained import CHARS, write_hf_gpt2, write_nanogpt
+
+
+def test_inspect_and_generate_on_a_hugging_face_gpt2_folder(tmp_path, capsys):
+    tok = write_tiny_gpt2_tokenizer(tmp_path / "tok")
+    model_dir = tmp_path / "gpt2"
+    model_dir.mkdir()
+    reference = write_hf_gpt2(model_dir, tok)
+    out = tmp_path / "att.npz"
+    prompt = "the cat sat"
+    assert main(["inspect", "--checkpoint", str(model_dir), "--prompt", prompt, "--out", str(out)]) == 0
+    data = load_inspection(out)
+    ids = open_model(model_dir).tokenizer.encode(prompt)
+    assert data["weights"].shape == (2, 4, len(ids), len(ids))
+    with torch.no_grad():
+        expected = reference(torch.tensor([ids])).logits[0].numpy()
+    assert abs(data["logits"] - expected).max() < 1e-4
+    capsys.readouterr()
+    args = ["generate", "--checkpoint", str(model_dir), "--prompt", prompt, "--max-new-tokens", "5"]
+    assert main([*args, "--greedy"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(prompt) and len(text) > len(prompt)
+
+
+def test_inspect_and_generate_on_a_nanogpt_checkpoint(tmp_path, capsys):
+    write_nanogpt(tmp_path / "ckpt.pt")
+    (tmp_path / "input.txt").write_text(CHARS, encoding="utf-8")
+    out = tmp_path / "att.npz"
+    assert (
+        main(["inspect", "--checkpoint", str(tmp_path / "ckpt.pt"), "--prompt", "Hello", "--out", str(out)])
+        == 0
+    )
+    assert load_inspection(out)["weights"].shape == (2, 4, 5, 5)
+    capsys.readouterr()
+    args = [
+        "generate",
+        "--checkpoint",
+        str(tmp_path),
+        "--prompt",
+        "Hi",
+        "--max-new-tokens",
+        "4",
+        "--seed",
+        "1",
+    ]
+    assert main(args) == 0
+    assert capsys.readouterr().out.startswith("Hi")
