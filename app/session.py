@@ -302,7 +302,14 @@ class Session(QObject):
         """
         from model.data import resolve_source
 
-        source = resolve_source(spec)
+        source = None
+        if self.model is not None and self.checkpoint_meta and self.tokenizer is not None:
+            try:  # a loaded model: encode the new data with its tokenizer, so Start fine-tunes it
+                source = resolve_source(spec, tokenizer=self.tokenizer)
+            except Exception:
+                source = None  # e.g. a synthetic task, or characters it cannot encode: a fresh model
+        if source is None:
+            source = resolve_source(spec)
         self.source = source
         self.source_spec = spec
         self.config = self.config.with_vocab(source.tokenizer.vocab_size)
@@ -382,7 +389,8 @@ class Session(QObject):
         """File → New run: forget the trained model, rebuild it untrained from the current config."""
         self.build_model()
 
-    def _install_model(self, model, config, *, trainer, history, path) -> None:
+    def _install_model(self, model, config, *, trainer, history, path, meta=None) -> None:
+        self.checkpoint_meta = dict(meta or {})
         self.model = model
         self.config = config
         self.trainer = trainer
@@ -674,8 +682,7 @@ class Session(QObject):
             self.source = source
             self.source_spec = spec
             self.dataChanged.emit(source)
-        self._install_model(model, model.config, trainer=trainer, history=history, path=path)
-        self.checkpoint_meta = dict(meta)
+        self._install_model(model, model.config, trainer=trainer, history=history, path=path, meta=meta)
         try:
             tokenizer.encode(self.probe_prompt)
         except Exception:
@@ -688,6 +695,25 @@ class Session(QObject):
         self.refresh_probe()
         if note:
             self.statusMessage.emit(note)
+
+    def model_origin(self) -> str:
+        """Where the current model came from, for the status bar: name, kind, parameters, tokenizer.
+
+        Empty for a model built here and not yet saved or loaded.
+        """
+        meta = self.checkpoint_meta
+        if not meta:
+            return ""
+        kinds = {"attention-lab": "Attention Lab", "hf-gpt2": "Hugging Face GPT-2", "nanogpt": "nanoGPT"}
+        kind = kinds.get(str(meta.get("kind", "")), str(meta.get("kind", "")))
+        origin = kinds.get(str(meta.get("source", "")), "")
+        name = meta.get("name") or (Path(self.checkpoint_path).name if self.checkpoint_path else "")
+        parts = [f"{name} ({kind}{', from ' + origin if origin and origin != kind else ''})"]
+        if meta.get("n_params"):
+            parts.append(f"{int(meta['n_params']):,} parameters")
+        if meta.get("tokenizer"):
+            parts.append(f"tokenizer: {meta['tokenizer']}")
+        return " · ".join(parts)
 
     # ---- generation ----------------------------------------------------------------------------
     def generation_model(self):

@@ -432,6 +432,9 @@ class MainWindow(QMainWindow):
 
     def _build_status_bar(self) -> None:
         bar = self.statusBar()
+        self.origin_label = QLabel()  # where a loaded model came from (name, kind, size, tokenizer)
+        self.origin_label.setContentsMargins(8, 0, 8, 0)
+        bar.addWidget(self.origin_label, 1)
         self.device_label = QLabel()
         self.params_label = QLabel()
         self.step_label = QLabel()
@@ -455,6 +458,9 @@ class MainWindow(QMainWindow):
     # ---- status --------------------------------------------------------------------------------
     def _update_status(self) -> None:
         s = self.session
+        origin = s.model_origin()
+        self.origin_label.setText(f"Model: {origin}" if origin else "")
+        self.origin_label.setToolTip(str(s.checkpoint_path or ""))
         self.device_label.setText(f"Device: {s.device if s.device is not None else '…'}")
         n = s.num_params
         self.params_label.setText(f"Parameters: {n:,}" if n is not None else "Parameters: –")

@@ -1,0 +1,51 @@
+"""File → Open accepts a Hugging Face GPT-2 folder and a nanoGPT checkpoint; a loaded GPT-2 fine-tunes."""
+
+import torch
+from PySide6.QtWidgets import QFileDialog
+
+from tests.model.test_bpe import write_tiny_gpt2_tokenizer
+from tests.model.test_pretrained import CHARS, write_hf_gpt2, write_nanogpt
+
+TIMEOUT = 60_000
+
+
+def _open(qtbot, win, path, monkeypatch):
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(path))
+    with qtbot.waitSignal(win.session.historyReset, timeout=TIMEOUT):
+        win.open_action.trigger()
+
+
+def test_open_a_gpt2_folder_shows_its_origin_and_fine_tunes(qtbot, tiny_window, tmp_path, monkeypatch):
+    win, s = tiny_window, tiny_window.session
+    tok = write_tiny_gpt2_tokenizer(tmp_path / "tok")
+    model_dir = tmp_path / "gpt2-tiny"
+    model_dir.mkdir()
+    reference = write_hf_gpt2(model_dir, tok)
+    _open(qtbot, win, model_dir, monkeypatch)
+    assert s.checkpoint_meta["kind"] == "hf-gpt2"
+    origin = win.origin_label.text()
+    assert "gpt2-tiny" in origin and "Hugging Face GPT-2" in origin
+    assert f"{s.model.num_params():,} parameters" in origin and "tokenizer" in origin
+    ids = torch.tensor([s.tokenizer.encode("the cat sat")])
+    with torch.no_grad():
+        assert (s.model(ids)[0] - reference(ids).logits).abs().max() < 1e-4
+
+    # fine-tune it on a corpus: the corpus is encoded with the model's own tokenizer
+    s.set_source("builtin:primer")
+    assert s.source.tokenizer == s.tokenizer
+    before = s.model.blocks[0].attn.q_proj.weight.detach().clone()
+    s.set_train_settings(s.train_settings.replace(steps=2, batch_size=2, seq_len=16, eval_every=1))
+    with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT) as done:
+        s.start_training()
+    assert done.args[0] == "done" and s.step == 2
+    assert s.model.config.d_model == 32  # the same GPT-2, not a fresh default model
+    assert not torch.equal(s.model.blocks[0].attn.q_proj.weight.detach(), before)
+
+
+def test_open_a_nanogpt_checkpoint(qtbot, tiny_window, tmp_path, monkeypatch):
+    win, s = tiny_window, tiny_window.session
+    write_nanogpt(tmp_path / "ckpt.pt")
+    (tmp_path / "input.txt").write_text(CHARS, encoding="utf-8")
+    _open(qtbot, win, tmp_path, monkeypatch)
+    assert s.checkpoint_meta["kind"] == "nanogpt" and "nanoGPT" in win.origin_label.text()
+    assert s.model.config.n_layers == 2 and s.tokenizer.vocab_size == len(CHARS)
