@@ -550,6 +550,7 @@ class TrainTab(QWidget):
             top_p=top_p,
             greedy=temperature == 0.0,
             seed=seed,
+            window=_trained_window(s),
         )
         worker.token.connect(self._on_token)
         worker.finished.connect(self._on_generated)
@@ -584,3 +585,12 @@ class _PromptEdit(QPlainTextEdit):
 
 def _sample_block(step: int, text: str) -> str:
     return f"── step {step} ──\n{text}\n\n"
+
+
+def _trained_window(session) -> int | None:
+    """The sequence length the model was trained on: generation reads no more than that many tokens
+    (a model trained on 128 of its 256 learned positions degrades past 128)."""
+    if session.trainer is not None:
+        return int(session.trainer.seq_len)
+    value = (session.checkpoint_meta or {}).get("seq_len")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
