@@ -115,7 +115,7 @@ def test_generate_prints_prompt_and_continuation(tmp_path, corpus, capsys):
         (["train", "--corpus", "task:copy", "--out", "{tmp}/notes"], "not a checkpoint"),
         (["train", "--corpus", "task:copy", "--steps", "x", "--out", "{tmp}/o"], "invalid int value"),
         (["generate", "--checkpoint", "{tmp}/none", "--prompt", "a"], "does not exist"),
-        (["generate", "--checkpoint", "{tmp}/notes", "--prompt", "a"], "missing config.json"),
+        (["generate", "--checkpoint", "{tmp}/notes", "--prompt", "a"], "holds no model"),
         (["generate", "--checkpoint", "{tmp}/o", "--prompt", "a", "--top-p", "2"], "top_p"),
         (
             ["generate", "--checkpoint", "{tmp}/o", "--prompt", "a", "--max-new-tokens", "0"],
@@ -166,5 +166,5 @@ def test_console_script_reports_without_traceback(tmp_path):
     assert proc.returncode == 2
     assert (
         proc.stderr.strip()
-        == f"attention-lab generate: error: checkpoint {str(tmp_path / 'x')!r} does not exist"
+        == f"attention-lab generate: error: {str(tmp_path / 'x')!r} does not exist"
     )
