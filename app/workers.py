@@ -84,6 +84,38 @@ class Mailbox:
         return events, frames, samples
 
 
+class GroupThread:
+    """Start / stop / join for a worker whose ``_run`` trains a :class:`~model.multitrain.TrainerGroup`
+    in a daemon thread (the labs' comparisons and the Compare tab share it).
+
+    The subclass sets ``thread_name``, and in its ``__init__`` ``self._stop = threading.Event()``,
+    ``self._thread = None`` and ``self.group = None`` (the group, once ``_run`` has built it).
+    """
+
+    thread_name = "attention-lab-group"
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop after the current step (from any thread)."""
+        self._stop.set()
+        group = self.group
+        if group is not None:
+            group.stop()
+
+    def join(self, timeout: float | None = None) -> bool:
+        if self._thread is None:
+            return True
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+
 class TrainWorker(QObject):
     """Runs ``Trainer.train_step`` in a loop in its own thread until the step target, stop or error.
 

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.widgets.labs_plots import LinePlot, color_for
+from app.workers import GroupThread
 
 DRAIN_MS = 33
 
@@ -60,8 +61,10 @@ class ComparisonSpec:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class ComparisonWorker:
+class ComparisonWorker(GroupThread):
     """Trains a :class:`ComparisonSpec` in a daemon thread; poll :meth:`take` from the GUI thread."""
+
+    thread_name = "attention-lab-labs-compare"
 
     def __init__(self, spec: ComparisonSpec):
         self.spec = spec
@@ -78,26 +81,6 @@ class ComparisonWorker:
         self.step = 0
 
     # ---- control (any thread) --------------------------------------------------------------
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="attention-lab-labs-compare", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        group = self.group
-        if group is not None:
-            group.stop()
-
-    def join(self, timeout: float | None = None) -> bool:
-        if self._thread is None:
-            return True
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    @property
-    def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
     def take(self):
         """(events, probes, samples, notes, done) posted since the last call; ``done`` once at the end."""
         with self._lock:

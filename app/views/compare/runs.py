@@ -19,6 +19,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from app.workers import GroupThread
 from model.comparison import RunRecord
 from model.config import GPTConfig
 
@@ -49,7 +50,7 @@ class Run:
         return self.record.gpt_config()
 
 
-class GroupTrainWorker(QObject):
+class GroupTrainWorker(QObject, GroupThread):
     """Trains ``{name: GPTConfig}`` round-robin on ``source`` with ``settings`` in a thread.
 
     ``take()`` returns the events since the last call as ``(name, event dict)``; after
@@ -57,6 +58,7 @@ class GroupTrainWorker(QObject):
     """
 
     finished = Signal(str, str)  # "done" | "stopped" | "error", message
+    thread_name = "attention-lab-compare"
 
     def __init__(self, variants: dict[str, GPTConfig], source: Any, settings: Any):
         super().__init__()
@@ -69,26 +71,6 @@ class GroupTrainWorker(QObject):
         self._events: list[tuple[str, dict]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="attention-lab-compare", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        group = self.group
-        if group is not None:
-            group.stop()
-
-    def join(self, timeout: float | None = None) -> bool:
-        if self._thread is None:
-            return True
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    @property
-    def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
 
     def take(self) -> list[tuple[str, dict]]:
         with self._lock:
