@@ -14,9 +14,8 @@ constructed as ``Class(session, parent=None)`` and may offer these optional hook
 * ``shutdown()``: called from ``closeEvent``; stop the tab's own workers and wait for them.
 * ``save_state(settings)`` / ``restore_state(settings)``: persist what the tab wants (AppSettings).
 
-A module that does not exist yet shows a :class:`~app.views.placeholder.PlaceholderTab` saying what
-the tab will hold; a module that fails to import or construct shows the error instead of taking the
-app down.
+A tab whose module is missing, fails to import or fails to construct shows a :class:`TabError` with
+the reason instead of taking the app down.
 """
 
 from __future__ import annotations
@@ -49,11 +48,11 @@ from app.widgets.exporting import write_png, write_svg
 
 #: The tabs of the main area: (title, "module:Class"). Later issues add their modules; nothing else.
 TABS: list[tuple[str, str]] = [
-    ("Train", "app.views.train_tab:TrainTab"),
-    ("Attention", "app.views.attention_tab:AttentionTab"),
-    ("Labs", "app.views.labs_tab:LabsTab"),
-    ("Compare", "app.views.compare_tab:CompareTab"),
-    ("Budget", "app.views.budget_tab:BudgetTab"),
+    ("Train", "app.views.train.tab:TrainTab"),
+    ("Attention", "app.views.attention.tab:AttentionTab"),
+    ("Labs", "app.views.labs.tab:LabsTab"),
+    ("Compare", "app.views.compare.tab:CompareTab"),
+    ("Budget", "app.views.budget.tab:BudgetTab"),
 ]
 
 #: Settings layout version: bump when docks change so an old saved state is not restored.
@@ -63,25 +62,33 @@ APP_NAME = "Attention Lab"
 
 
 def load_tab(title: str, spec: str, session: Session) -> QWidget:
-    """Build the tab ``spec`` ("module:Class"), or a placeholder that says what is missing."""
-    from app.views.placeholder import PlaceholderTab
-
+    """Build the tab ``spec`` ("module:Class"), or a :class:`TabError` that says what went wrong."""
     module_name, _, class_name = spec.partition(":")
     try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name:
-            return PlaceholderTab(session, title=title)
-        traceback.print_exc()
-        return PlaceholderTab(session, title=title, error=f"{type(exc).__name__}: {exc}")
+        return getattr(importlib.import_module(module_name), class_name)(session)
     except Exception as exc:
         traceback.print_exc()
-        return PlaceholderTab(session, title=title, error=f"{type(exc).__name__}: {exc}")
-    try:
-        return getattr(module, class_name)(session)
-    except Exception as exc:
-        traceback.print_exc()
-        return PlaceholderTab(session, title=title, error=f"{type(exc).__name__}: {exc}")
+        return TabError(title, f"{type(exc).__name__}: {exc}")
+
+
+class TabError(QWidget):
+    """Stands in for a tab that could not be built, and says why (selectable, so it can be reported)."""
+
+    def __init__(self, title: str, error: str, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.title = title
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(40, 40, 40, 40)
+        escaped = error.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        self.message = QLabel(
+            f"<h2>{title}</h2><p>This tab could not be loaded:</p><p><tt>{escaped}</tt></p>"
+        )
+        self.message.setWordWrap(True)
+        self.message.setMaximumWidth(720)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addStretch(1)
+        layout.addWidget(self.message, 0, Qt.AlignmentFlag.AlignHCenter)
+        layout.addStretch(2)
 
 
 class _TabScroll(QScrollArea):
@@ -211,7 +218,7 @@ class MainWindow(QMainWindow):
     # ---- construction --------------------------------------------------------------------------
     def _build_docks(self) -> None:
         """The Model dock now; Data and Training (which import torch) now or in ``finish_setup``."""
-        from app.views.config_panel import ConfigPanel
+        from app.panels.model import ConfigPanel
 
         self.config_panel = ConfigPanel(self.session)
         self.data_panel = None
@@ -238,8 +245,8 @@ class MainWindow(QMainWindow):
     def _build_late_docks(self) -> None:
         if self.data_panel is not None:
             return
-        from app.views.data_panel import DataPanel
-        from app.views.train_settings_panel import TrainSettingsPanel
+        from app.panels.data import DataPanel
+        from app.panels.training import TrainSettingsPanel
 
         self.data_panel = DataPanel(self.session, settings=self.settings)
         self.train_settings_panel = TrainSettingsPanel(self.session)

@@ -121,7 +121,7 @@ class TrainWorker(QObject):
 
     ``trainer``: continue this one; or ``make_trainer()``: build it inside the worker thread (a
     fresh model can take a while on a big config). Every ``TrainSettings.probe_every`` steps the
-    trainer traces the probe prompt and the worker posts it as a :class:`~app.session.ProbeFrame`
+    trainer traces the probe prompt and the worker posts it as a :class:`~model.probes.ProbeFrame`
     (also at the start and right after the user edits the prompt); every ``sample_every`` steps a
     generated sample. ``request_save(path)`` writes a checkpoint between two steps.
     """
@@ -300,7 +300,7 @@ class TrainWorker(QObject):
         self._post_frame(trainer, trace)
 
     def _post_frame(self, trainer: Any, trace: Any) -> None:
-        from app.session import make_probe_frame
+        from model.probes import make_probe_frame
 
         prompt = trainer.probe_prompt
         self.mailbox.put_frame(make_probe_frame(trace, trainer.tokenizer, trainer.step, prompt))

@@ -39,8 +39,9 @@ CASES = {
 
 
 def _text(n_chars: int, seed: int) -> str:
-    words = ("the attention head of a query looks back at the keys of earlier tokens and copies what "
-             "follows").split()
+    words = (
+        "the attention head of a query looks back at the keys of earlier tokens and copies what follows"
+    ).split()
     out, i = [], seed
     while sum(len(w) + 1 for w in out) < n_chars + 1:
         out.append(words[i % len(words)])
@@ -86,7 +87,7 @@ def run_case(name: str, spec: dict, repeats: int, device: str) -> dict:
     from PySide6.QtWidgets import QApplication
 
     from app.session import Session, wait_until
-    from app.views.attention_tab import AttentionTab
+    from app.views.attention.tab import AttentionTab
     from model.config import GPTConfig, default_config
     from model.train import TrainSettings
 
@@ -96,8 +97,12 @@ def run_case(name: str, spec: dict, repeats: int, device: str) -> dict:
     s.set_source("builtin:primer")
     s.train_settings = TrainSettings()
     if spec.get("n_layers"):
-        cfg = GPTConfig(n_layers=spec["n_layers"], n_heads=spec["n_heads"], d_model=spec["d_model"],
-                        context_length=max(1024, spec["tokens"]))
+        cfg = GPTConfig(
+            n_layers=spec["n_layers"],
+            n_heads=spec["n_heads"],
+            d_model=spec["d_model"],
+            context_length=max(1024, spec["tokens"]),
+        )
     else:
         cfg = default_config()
     T = spec["tokens"]
@@ -155,19 +160,30 @@ def run_case(name: str, spec: dict, repeats: int, device: str) -> dict:
         timer.stop()
         tm = tab.timings
         fwd = plain_forward_ms(s.model, tab.inspection.ids, tab._threads, 1 if T > 512 else 3)  # noqa: SLF001
-        rows.append({
-            "forward": fwd,
-            "trace": tm["trace_ms"], "draw": tm["draw_ms"], "paint": paint * 1e3,
-            "wait": tm["total_ms"] - tm["draw_ms"],
-            "total": tm["total_ms"] + paint * 1e3,
-            "edit": (t_painted - t0) * 1e3 if typed else float("nan"),
-            "stall": gaps["max"] * 1e3,
-        })
+        rows.append(
+            {
+                "forward": fwd,
+                "trace": tm["trace_ms"],
+                "draw": tm["draw_ms"],
+                "paint": paint * 1e3,
+                "wait": tm["total_ms"] - tm["draw_ms"],
+                "total": tm["total_ms"] + paint * 1e3,
+                "edit": (t_painted - t0) * 1e3 if typed else float("nan"),
+                "stall": gaps["max"] * 1e3,
+            }
+        )
     insp = tab.inspection
     info = {
-        "case": name, "L": insp.n_layers, "H": insp.n_heads, "T": insp.T, "d": insp.config.d_model,
-        "block": insp.block, "dtype": str(insp.weights.dtype), "threads": tab._threads or "all",  # noqa: SLF001
-        "rows": rows, "target": spec["target_ms"],
+        "case": name,
+        "L": insp.n_layers,
+        "H": insp.n_heads,
+        "T": insp.T,
+        "d": insp.config.d_model,
+        "block": insp.block,
+        "dtype": str(insp.weights.dtype),
+        "threads": tab._threads or "all",  # noqa: SLF001
+        "rows": rows,
+        "target": spec["target_ms"],
     }
     s.shutdown(timeout=60)
     tab.close()
@@ -186,19 +202,27 @@ def summarise(info: dict) -> str:
         vals = [r[k] for r in rows if r[k] == r[k]]
         return max(vals) if vals else float("nan")
 
-    head = (f"{info['case']}: {info['L']} layers × {info['H']} heads, d={info['d']}, T={info['T']} "
-            f"(weights {info['dtype']}, overview block {info['block']}, threads {info['threads']}, "
-            f"{len(rows)} edits)")
-    parts = [f"  {k:>6}: median {med(k):7.1f} ms   worst {worst(k):7.1f} ms"
-             for k in ("forward", "trace", "wait", "draw", "paint", "total", "edit", "stall")]
-    parts.append(f"  trace / plain forward: {med('trace') / med('forward'):.2f} "
-                 f"(what recording every head costs over the model's own forward pass)")
+    head = (
+        f"{info['case']}: {info['L']} layers × {info['H']} heads, d={info['d']}, T={info['T']} "
+        f"(weights {info['dtype']}, overview block {info['block']}, threads {info['threads']}, "
+        f"{len(rows)} edits)"
+    )
+    parts = [
+        f"  {k:>6}: median {med(k):7.1f} ms   worst {worst(k):7.1f} ms"
+        for k in ("forward", "trace", "wait", "draw", "paint", "total", "edit", "stall")
+    ]
+    parts.append(
+        f"  trace / plain forward: {med('trace') / med('forward'):.2f} "
+        f"(what recording every head costs over the model's own forward pass)"
+    )
     parts.append(f"  GUI thread per edit (draw + paint): median {med('draw') + med('paint'):.1f} ms")
     verdict = ""
     if info["target"]:
         ok = med("total") <= info["target"]
-        verdict = (f"  target submit→painted ≤ {info['target']} ms: {'met' if ok else 'MISSED'} "
-                   f"(median {med('total'):.0f} ms; {med('total') / info['target']:.2f} of the budget)")
+        verdict = (
+            f"  target submit→painted ≤ {info['target']} ms: {'met' if ok else 'MISSED'} "
+            f"(median {med('total'):.0f} ms; {med('total') / info['target']:.2f} of the budget)"
+        )
     return "\n".join([head, *parts, verdict])
 
 
@@ -207,8 +231,9 @@ def main(argv=None) -> int:
     p.add_argument("--cases", default="default,gpt2,long", help="comma-separated: " + ", ".join(CASES))
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
-    p.add_argument("--custom", metavar="LxHxDxT",
-                   help="add a case: layers x heads x width x tokens, e.g. 2x2x64x300")
+    p.add_argument(
+        "--custom", metavar="LxHxDxT", help="add a case: layers x heads x width x tokens, e.g. 2x2x64x300"
+    )
     args = p.parse_args(argv)
     if args.custom:
         L, H, D, T = (int(v) for v in args.custom.lower().split("x"))
@@ -216,8 +241,12 @@ def main(argv=None) -> int:
         args.cases = "custom" if args.cases == p.get_default("cases") else args.cases + ",custom"
     import torch
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {args.device}, "
-          f"load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else "")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {args.device}, "
+        f"load average {os.getloadavg()[0]:.1f}"
+        if hasattr(os, "getloadavg")
+        else ""
+    )
     for name in args.cases.split(","):
         spec = CASES[name.strip()]
         reps = args.repeats if name != "long" else max(2, args.repeats // 4)

@@ -126,8 +126,17 @@ def main() -> int:
             "print(write_gpt2_dir(Path(sys.argv[2]), *map(int, sys.argv[3:])))"
         )
         subprocess.run(
-            [sys.executable, "-c", code, str(ROOT), str(directory), str(args.layers), str(args.d_model),
-             str(args.positions), str(args.vocab)],
+            [
+                sys.executable,
+                "-c",
+                code,
+                str(ROOT),
+                str(directory),
+                str(args.layers),
+                str(args.d_model),
+                str(args.positions),
+                str(args.vocab),
+            ],
             check=True,
             stdout=subprocess.DEVNULL,
         )

@@ -366,8 +366,12 @@ class AttentionMosaic(QWidget):
                 self._mark_items.append(rect)
         for (r, c), name in names.items():
             off = name.startswith("OFF")
-            item = pg.TextItem(name.strip(), color=(200, 0, 0) if off else (20, 20, 20),
-                               fill=pg.mkBrush(255, 255, 255, 200), anchor=(0, 0))
+            item = pg.TextItem(
+                name.strip(),
+                color=(200, 0, 0) if off else (20, 20, 20),
+                fill=pg.mkBrush(255, 255, 255, 200),
+                anchor=(0, 0),
+            )
             item.setFont(font)
             item.setPos(*self._origin(r, c))
             self.vb.addItem(item)

@@ -24,6 +24,8 @@ def diverging_cmap() -> pg.ColorMap:
 def diverging_lut(n: int = 256) -> np.ndarray:
     """uint8 [n, 3] lookup table of :func:`diverging_cmap` (≤ 256 entries keeps setImage cheap)."""
     return np.ascontiguousarray(diverging_cmap().getLookupTable(0.0, 1.0, n, alpha=False), dtype=np.uint8)
+
+
 _BORDER = pg.mkPen(120, 120, 120, 160)
 
 

@@ -11,8 +11,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from app.widgets.train_plots import ema
 from model.comparison import loss_curves
+from model.smoothing import ema
 
 #: Run colours (tab10), reused in every view of the Compare tab so a run keeps its colour.
 PALETTE = [

@@ -373,7 +373,7 @@ class ComparisonPanel(QWidget):
             self.status.setText(f"step {worker.step} / {self._target} · {elapsed:.0f} s · loss {last}")
 
     def _draw_loss(self, name: str, index: int) -> None:
-        from app.widgets.train_plots import ema
+        from model.smoothing import ema
 
         xs, ys = self.losses[name]
         color = color_for(name, index)

@@ -150,8 +150,9 @@ class LossChange:
         return self.after - self.before
 
 
-def validation_batches(source, n_batches: int, batch_size: int, seq_len: int, *, seed: int = 0,
-                       masked: bool = True) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def validation_batches(
+    source, n_batches: int, batch_size: int, seq_len: int, *, seed: int = 0, masked: bool = True
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """``n_batches`` fixed validation batches ``(x, y)`` [batch_size, seq_len] from a data source.
 
     With ``masked`` and a source that scores only some targets (the synthetic tasks'

@@ -81,8 +81,16 @@ def block_grad_norms(model) -> GradFlow:
             embed += g
         else:
             head += g
-    return GradFlow(cfg.norm_position, cfg.norm, np.sqrt(block), np.sqrt(attn), np.sqrt(mlp),
-                    np.sqrt(norms), float(np.sqrt(embed)), float(np.sqrt(head)))
+    return GradFlow(
+        cfg.norm_position,
+        cfg.norm,
+        np.sqrt(block),
+        np.sqrt(attn),
+        np.sqrt(mlp),
+        np.sqrt(norms),
+        float(np.sqrt(embed)),
+        float(np.sqrt(head)),
+    )
 
 
 def random_batch(vocab_size: int, batch_size: int, seq_len: int, seed: int) -> tuple[torch.Tensor, ...]:
@@ -111,8 +119,16 @@ def xavier_init_(model, seed: int = 0) -> None:
 INITS = ("xavier", "model")
 
 
-def grad_flow_at_init(config, *, seed: int = 0, init: str = "xavier", batch=None, batch_size: int = 8,
-                      seq_len: int | None = None, device: str | torch.device = "cpu") -> GradFlow:
+def grad_flow_at_init(
+    config,
+    *,
+    seed: int = 0,
+    init: str = "xavier",
+    batch=None,
+    batch_size: int = 8,
+    seq_len: int | None = None,
+    device: str | torch.device = "cpu",
+) -> GradFlow:
     """Build a fresh model of ``config`` (weights from ``seed``), take one loss gradient, measure it.
 
     ``init``: "xavier" (:func:`xavier_init_`, the setting of Xiong et al.'s result) or "model" (the

@@ -296,8 +296,9 @@ def head_metrics(
     )
 
 
-def head_metrics_from_trace(trace: Any, induction: RepeatedPrompt | None = None,
-                            induction_trace: Any = None) -> HeadMetrics:
+def head_metrics_from_trace(
+    trace: Any, induction: RepeatedPrompt | None = None, induction_trace: Any = None
+) -> HeadMetrics:
     """:func:`head_metrics` of every recorded layer of a :class:`~model.trace.Trace` (batch row 0): [L, H].
 
     Pass ``induction`` (the prompt) and ``induction_trace`` (a trace of it) to fill ``induction``.
@@ -305,12 +306,18 @@ def head_metrics_from_trace(trace: Any, induction: RepeatedPrompt | None = None,
     w = trace.stack("weights")
     if induction is None or induction_trace is None:
         return head_metrics(w, trace.mask)
-    return head_metrics(w, trace.mask, induction_weights=induction_trace.stack("weights"),
-                        period=induction.period, start=induction.start)
+    return head_metrics(
+        w,
+        trace.mask,
+        induction_weights=induction_trace.stack("weights"),
+        period=induction.period,
+        start=induction.start,
+    )
 
 
-def measure_induction(model: Any, period: int = 24, *, n_repeats: int = 2, prefix=(), exclude=(),
-                      seed: int = 0) -> tuple[np.ndarray, RepeatedPrompt]:
+def measure_induction(
+    model: Any, period: int = 24, *, n_repeats: int = 2, prefix=(), exclude=(), seed: int = 0
+) -> tuple[np.ndarray, RepeatedPrompt]:
     """Induction score [L, H] of every head of ``model`` on a fresh :func:`repeated_sequence` prompt.
 
     Runs ``model.trace`` (weights only) on ``prefix + block * n_repeats``; returns (scores, prompt).

@@ -38,9 +38,7 @@ class NextTokens:
         return [[decode(int(i)) for i in row] for row in self.ids]
 
 
-def top_k_next_tokens(
-    logits, k: int = 5, *, temperature: float = 1.0, targets=None
-) -> NextTokens:
+def top_k_next_tokens(logits, k: int = 5, *, temperature: float = 1.0, targets=None) -> NextTokens:
     """Top-``k`` of ``softmax(logits / temperature)`` at every position.
 
     ``logits`` [T, V] or [B, T, V] (batch row 0), numpy or torch. ``targets`` [T] (ids of the true

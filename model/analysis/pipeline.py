@@ -108,7 +108,8 @@ def head_pipeline(trace, layer: int, head: int, batch: int = 0) -> HeadPipeline:
     hidden = int((~mask).sum())
     mask_formula = (
         f"M_ij = S'_ij where query i may see key j, −∞ elsewhere ({hidden} of {T * T} hidden)"
-        if hidden else "M = S' (no position is hidden)"
+        if hidden
+        else "M = S' (no position is hidden)"
     )
     rows = [
         ("q", f"Queries Q, head {head}{rope}", "Q = X W_Q", "[T, d_k]", q),
@@ -120,8 +121,9 @@ def head_pipeline(trace, layer: int, head: int, batch: int = 0) -> HeadPipeline:
         ("weights", "Attention weights", "A = softmax_row(M), each row sums to 1", "[T, T]", weights),
         ("head_out", "Head output", "O = A V", "[T, d_k] = [T, T] · [T, d_k]", out),
     ]
-    stages = [Stage(key, title, formula, shp, _shape(shp, T, d_k), val)
-              for key, title, formula, shp, val in rows]
+    stages = [
+        Stage(key, title, formula, shp, _shape(shp, T, d_k), val) for key, title, formula, shp, val in rows
+    ]
     return HeadPipeline(layer, head, kv_head, rule, scale, d_k, T, stages)
 
 

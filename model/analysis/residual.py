@@ -158,8 +158,9 @@ class LogitLens:
 
 
 @torch.no_grad()
-def logit_lens(model, trace, *, k: int = 5, mids: bool = False, batch: int = 0,
-               keep_logits: bool = False) -> LogitLens:
+def logit_lens(
+    model, trace, *, k: int = 5, mids: bool = False, batch: int = 0, keep_logits: bool = False
+) -> LogitLens:
     """Logit lens of every recorded checkpoint (``embed`` and each ``L{l}.post``; ``mids`` adds ``L{l}.mid``).
 
     ``model`` must be the model that made ``trace`` (its final norm and unembedding are used).

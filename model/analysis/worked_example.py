@@ -44,8 +44,9 @@ class WorkedExample:
     output: np.ndarray  # (d_v,)
 
 
-def attention_example(q=EXAMPLE_Q, keys=EXAMPLE_KEYS, values=EXAMPLE_VALUES, *, scale: float | None = None,
-                      visible=None) -> WorkedExample:
+def attention_example(
+    q=EXAMPLE_Q, keys=EXAMPLE_KEYS, values=EXAMPLE_VALUES, *, scale: float | None = None, visible=None
+) -> WorkedExample:
     """Compute every stage for query ``q`` (d_k,), ``keys`` (n, d_k), ``values`` (n, d_v).
 
     ``scale`` defaults to ``1/√d_k``; ``visible`` (n,) bool hides keys (the causal mask), default all.
@@ -72,8 +73,19 @@ def attention_example(q=EXAMPLE_Q, keys=EXAMPLE_KEYS, values=EXAMPLE_VALUES, *, 
     weights = stable / stable.sum()
     contributions = weights[:, None] * V
     return WorkedExample(
-        q=q, keys=K, values=V, d_k=d_k, scale=c, raw=raw, scaled=scaled, masked=masked, exp=exp,
-        exp_sum=float(exp.sum()), weights=weights, contributions=contributions, output=contributions.sum(0),
+        q=q,
+        keys=K,
+        values=V,
+        d_k=d_k,
+        scale=c,
+        raw=raw,
+        scaled=scaled,
+        masked=masked,
+        exp=exp,
+        exp_sum=float(exp.sum()),
+        weights=weights,
+        contributions=contributions,
+        output=contributions.sum(0),
     )
 
 

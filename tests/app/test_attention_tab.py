@@ -42,7 +42,7 @@ def session(qtbot):
 
 @pytest.fixture
 def tab(qtbot, session):
-    from app.views.attention_tab import AttentionTab
+    from app.views.attention.tab import AttentionTab
 
     t = AttentionTab(session)
     qtbot.addWidget(t)
@@ -252,7 +252,7 @@ def test_exports_write_readable_files_with_the_right_shapes(qtbot, tab, session,
 
 
 def test_no_model_explains_and_builds_the_default_one(qtbot):
-    from app.views.attention_tab import AttentionTab
+    from app.views.attention.tab import AttentionTab
     from model.config import default_config
 
     s = _make_session(default_config())
@@ -271,7 +271,7 @@ def test_no_model_explains_and_builds_the_default_one(qtbot):
 
 
 def test_a_long_prompt_is_pooled_in_the_overview_but_exact_everywhere_else(qtbot):
-    from app.views.attention_tab import AttentionTab
+    from app.views.attention.tab import AttentionTab
     from app.widgets.attention_mosaic import MAX_CELL
     from model.config import GPTConfig
 

@@ -66,7 +66,7 @@ def test_token_axis_thins_labels_so_they_never_overlap(qtbot):
 
 
 def test_line_segments_keep_the_strongest_lines_above_the_threshold():
-    from app.widgets.attention_lines import line_segments
+    from app.views.attention.lines import line_segments
 
     rng = np.random.default_rng(0)
     w = rng.random((50, 50)).astype(np.float32) ** 4
@@ -127,7 +127,7 @@ def test_head_csv_round_trips_with_awkward_token_labels(tmp_path):
 
 
 def test_head_picker_reports_one_change_per_action(qtbot):
-    from app.widgets.attention_head_picker import HeadPicker
+    from app.views.attention.head_picker import HeadPicker
 
     p = HeadPicker()
     qtbot.addWidget(p)

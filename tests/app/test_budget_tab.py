@@ -36,7 +36,7 @@ def session(qtbot):
 
 @pytest.fixture
 def tab(qtbot, session):
-    from app.views.budget_tab import BudgetTab
+    from app.views.budget.tab import BudgetTab
 
     t = BudgetTab(session)
     qtbot.addWidget(t)

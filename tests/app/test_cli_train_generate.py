@@ -164,7 +164,4 @@ def test_console_script_reports_without_traceback(tmp_path):
         timeout=120,
     )
     assert proc.returncode == 2
-    assert (
-        proc.stderr.strip()
-        == f"attention-lab generate: error: {str(tmp_path / 'x')!r} does not exist"
-    )
+    assert proc.stderr.strip() == f"attention-lab generate: error: {str(tmp_path / 'x')!r} does not exist"

@@ -28,7 +28,7 @@ def session(qtbot, tiny_config, tiny_settings):
 
 @pytest.fixture
 def tab(qtbot, session):
-    from app.views.compare_tab import CompareTab
+    from app.views.compare.tab import CompareTab
 
     t = CompareTab(session)
     qtbot.addWidget(t)
@@ -130,7 +130,7 @@ def test_bad_variants_are_named(qtbot, tab):
 
 
 def test_comparison_file_round_trips(qtbot, tmp_path, session, tab):
-    from app.views.compare_tab import CompareTab
+    from app.views.compare.tab import CompareTab
 
     tab.add_variant({}, "pre-LN")
     tab.add_variant("norm_position=post", "post-LN")

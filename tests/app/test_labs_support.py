@@ -30,7 +30,7 @@ def labs(qapp):
     """(tab, session): the Labs tab shown on a tiny untrained model, shared by one test module (building
     it takes a few seconds); workers stopped and the tab closed at teardown."""
     from app.gui import make_app
-    from app.views.labs_tab import LabsTab
+    from app.views.labs.tab import LabsTab
 
     make_app()
     session = tiny_session()

@@ -51,7 +51,7 @@ def test_model_change_recomputes_the_page_on_screen(labs, qtbot):  # noqa: F811
 def test_no_model_says_so(qtbot):
     from app.gui import make_app
     from app.session import Session
-    from app.views.labs_tab import LabsTab
+    from app.views.labs.tab import LabsTab
 
     make_app()
     session = Session()
@@ -86,7 +86,7 @@ def test_shutdown_stops_a_running_comparison(labs, qtbot):  # noqa: F811
 
 
 def test_labs_tab_in_the_main_window(tiny_window, qtbot):
-    from app.views.labs_tab import LabsTab
+    from app.views.labs.tab import LabsTab
 
     tab = tiny_window.tabs["Labs"]
     assert isinstance(tab, LabsTab)

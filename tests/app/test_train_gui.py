@@ -7,8 +7,8 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
-from app.session import FrameHistory, ProbeFrame
 from app.workers import Mailbox
+from model.probes import FrameHistory, ProbeFrame
 
 TIMEOUT = 60_000  # ms; generous because the CI machine's two cores are shared
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
-from app.views.placeholder import PlaceholderTab
-from app.window import TABS, MainWindow
+from app.window import TABS, MainWindow, TabError
 
 
 class BrokenTab(QWidget):
@@ -14,33 +13,26 @@ class BrokenTab(QWidget):
         raise RuntimeError("this tab is broken on purpose")
 
 
-def test_every_registered_tab_is_there_and_missing_ones_say_what_they_will_hold(tiny_window):
+def test_every_registered_tab_is_there_and_built(tiny_window):
     win = tiny_window
     titles = [win.tab_widget.tabText(i) for i in range(win.tab_widget.count())]
     assert titles == [t for t, _ in TABS]
     for title, spec in TABS:
         tab = win.tabs[title]
-        module = spec.partition(":")[0]
-        try:
-            __import__(module)
-            exists = True
-        except ModuleNotFoundError:
-            exists = False
-        assert isinstance(tab, PlaceholderTab) != exists, title
-        if isinstance(tab, PlaceholderTab):
-            assert "later version" in tab.message.text()
+        assert not isinstance(tab, TabError), (title, tab.message.text())
+        assert type(tab).__name__ == spec.partition(":")[2], title
 
 
 def test_a_missing_or_broken_tab_module_does_not_take_the_app_down(qtbot, app_settings):
     tabs = [
-        ("Train", "app.views.train_tab:TrainTab"),
+        ("Train", "app.views.train.tab:TrainTab"),
         ("Nowhere", "app.views.no_such_tab_module:Tab"),
         ("Broken", f"{__name__}:BrokenTab"),
     ]
     win = MainWindow(settings=app_settings, confirm_close=False, restore=False, tabs=tabs)
     qtbot.addWidget(win)
-    assert isinstance(win.tabs["Nowhere"], PlaceholderTab)
-    assert "later version" in win.tabs["Nowhere"].message.text()
+    assert isinstance(win.tabs["Nowhere"], TabError)
+    assert "no_such_tab_module" in win.tabs["Nowhere"].message.text()
     assert "broken on purpose" in win.tabs["Broken"].message.text()
     win.close()
 

@@ -48,11 +48,11 @@ def test_ablation_changes_logits_and_restoring_is_exact(model):
     assert eff.logits_max_abs_diff > 1e-3
     assert eff.kl.shape == (12,) and np.all(eff.kl >= 0) and eff.mean_kl > 0
     np.testing.assert_allclose(eff.probs_before.sum(-1), 1.0)
-    np.testing.assert_allclose(eff.kl, kl_divergence(np.log(eff.probs_before), np.log(eff.probs_after)),
-                               rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(
+        eff.kl, kl_divergence(np.log(eff.probs_before), np.log(eff.probs_after)), rtol=1e-6, atol=1e-12
+    )
     np.testing.assert_allclose(eff.max_prob_change, np.abs(eff.probs_after - eff.probs_before).max(-1))
-    np.testing.assert_array_equal(eff.top1_changed,
-                                  eff.probs_before.argmax(-1) != eff.probs_after.argmax(-1))
+    np.testing.assert_array_equal(eff.top1_changed, eff.probs_before.argmax(-1) != eff.probs_after.argmax(-1))
     assert eff.top_before.ids.shape == (12, 5)
     after_restore, _ = model(idx)
     assert torch.equal(before, after_restore)
@@ -91,7 +91,7 @@ class _TaskLike:
     def get_masked_batch(self, split, batch_size, seq_len, generator):
         d = torch.randint(0, V, (batch_size, seq_len + 1), generator=generator)
         keep = torch.zeros(batch_size, seq_len, dtype=torch.bool)
-        keep[:, seq_len // 2:] = True
+        keep[:, seq_len // 2 :] = True
         return d[:, :-1], d[:, 1:], keep
 
     def get_batch(self, split, batch_size, seq_len, generator):

@@ -27,7 +27,7 @@ def test_post_ln_has_larger_gradients_near_the_output(flows, norm):
 
 def test_parts_add_up_and_runs_repeat(flows):
     f = flows[("pre", "layernorm")]
-    np.testing.assert_allclose(f.block ** 2, f.attn ** 2 + f.mlp ** 2 + f.norms ** 2, rtol=1e-9)
+    np.testing.assert_allclose(f.block**2, f.attn**2 + f.mlp**2 + f.norms**2, rtol=1e-9)
     assert f.embed > 0 and f.head > 0 and f.loss == pytest.approx(np.log(64), rel=0.3)
     again = grad_flow_at_init(CFG, seed=0, seq_len=32)
     np.testing.assert_array_equal(again.block, f.block)

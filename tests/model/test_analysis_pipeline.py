@@ -13,8 +13,16 @@ from model.gpt import build_model
 
 @pytest.mark.parametrize("attn_scale", ["sqrt_dk", "none", "learned", "qk_norm"])
 def test_stages_chain_into_each_other(attn_scale):
-    cfg = GPTConfig(vocab_size=20, context_length=16, n_layers=2, d_model=24, n_heads=4, n_kv_heads=2,
-                    attn_scale=attn_scale, positions="rope")
+    cfg = GPTConfig(
+        vocab_size=20,
+        context_length=16,
+        n_layers=2,
+        d_model=24,
+        n_heads=4,
+        n_kv_heads=2,
+        attn_scale=attn_scale,
+        positions="rope",
+    )
     model = build_model(cfg, seed=0)
     with torch.no_grad():
         model.blocks[1].attn.q_proj.weight.mul_(20)  # make scores large enough to tell rules apart

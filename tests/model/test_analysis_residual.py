@@ -10,8 +10,9 @@ from model.gpt import build_model
 
 
 def make(norm_position="pre", **kw):
-    cfg = GPTConfig(vocab_size=30, context_length=16, n_layers=3, d_model=24, n_heads=3,
-                    norm_position=norm_position, **kw)
+    cfg = GPTConfig(
+        vocab_size=30, context_length=16, n_layers=3, d_model=24, n_heads=3, norm_position=norm_position, **kw
+    )
     model = build_model(cfg, seed=0).eval()
     idx = torch.randint(0, 30, (1, 11), generator=torch.Generator().manual_seed(0))
     return model, model.trace(idx)
@@ -62,5 +63,6 @@ def test_last_layer_lens_is_the_model_output(norm_position, tie):
     # an earlier checkpoint goes through the same final norm and unembedding
     mid = tr["resid_post", 0]
     expect = lens_logits(model, mid)[0]
-    np.testing.assert_allclose(lens.top_probs[1, :, 0], torch.softmax(expect.double(), -1).max(-1).values,
-                               rtol=1e-9)
+    np.testing.assert_allclose(
+        lens.top_probs[1, :, 0], torch.softmax(expect.double(), -1).max(-1).values, rtol=1e-9
+    )

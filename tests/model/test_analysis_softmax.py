@@ -64,8 +64,9 @@ def test_sampling_is_seeded_and_jacobian_formula():
 
 @pytest.mark.parametrize("attn_scale", ["sqrt_dk", "none"])
 def test_model_saturation_compares_with_and_without_scale(attn_scale):
-    cfg = GPTConfig(vocab_size=20, context_length=16, n_layers=2, d_model=32, n_heads=2,
-                    attn_scale=attn_scale)
+    cfg = GPTConfig(
+        vocab_size=20, context_length=16, n_layers=2, d_model=32, n_heads=2, attn_scale=attn_scale
+    )
     model = build_model(cfg, seed=0)
     with torch.no_grad():
         for b in model.blocks:

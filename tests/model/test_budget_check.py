@@ -69,8 +69,9 @@ def test_scaled_down_keeps_the_architecture_and_fits_the_limit():
 
 def test_throughput_of_a_tiny_model():
     stops = iter([False, True])
-    r = measure_throughput(TINY, batch=2, seq_len=8, steps=5, warmup=1, measure_peak=False,
-                           should_stop=lambda: next(stops, True))
+    r = measure_throughput(
+        TINY, batch=2, seq_len=8, steps=5, warmup=1, measure_peak=False, should_stop=lambda: next(stops, True)
+    )
     assert not r.scaled and r.config == TINY
     assert 1 <= r.steps <= 2  # should_stop ended it after the second timed step
     assert r.tokens_per_s == pytest.approx(16 / r.median_step_seconds)

@@ -157,14 +157,28 @@ def _comparison() -> Comparison:
     w = rng.random((2, 4, 3, 3)).astype(np.float16)
     hist = [{"step": 1, "train_loss": 2.0, "val_loss": 2.1, "tokens_per_s": 50.0, "lr": 0.1}]
     runs = [
-        RunRecord("base", "variant", BASE.to_dict(), {}, None, hist, summary_row(BASE, hist),
-                  AttentionSnapshot("abc", ["a", "b", "c"], w)),
+        RunRecord(
+            "base",
+            "variant",
+            BASE.to_dict(),
+            {},
+            None,
+            hist,
+            summary_row(BASE, hist),
+            AttentionSnapshot("abc", ["a", "b", "c"], w),
+        ),
         RunRecord(
             "mqa", "variant", BASE.replace(n_kv_heads=1).to_dict(), {"n_kv_heads": 1}, "runs/mqa", hist
         ),
     ]
-    return Comparison(runs, title="MHA vs MQA", source="task:copy", settings={"steps": 3}, prompt="abc",
-                      base_config=BASE.to_dict())
+    return Comparison(
+        runs,
+        title="MHA vs MQA",
+        source="task:copy",
+        settings={"steps": 3},
+        prompt="abc",
+        base_config=BASE.to_dict(),
+    )
 
 
 def test_comparison_file_round_trips(tmp_path):

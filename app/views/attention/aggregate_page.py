@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.attention.base import Page, blurb_label
-from app.widgets.attention_head_picker import HeadPicker
+from app.views.attention.head_picker import HeadPicker
 from app.widgets.attention_heatmap import TokenHeatmap
 from app.widgets.attention_mosaic import AttentionMosaic
 
@@ -152,8 +152,9 @@ class AggregatePage(Page):
                 title = f"mean of {len(res.chosen_heads)} heads: {names}{more}"
             import numpy as np
 
-            self.heatmap.set_matrix(np.where(insp.mask, m, np.float32(np.nan)), labels, labels,
-                                    log=self.log_box.isChecked())
+            self.heatmap.set_matrix(
+                np.where(insp.mask, m, np.float32(np.nan)), labels, labels, log=self.log_box.isChecked()
+            )
             self.heatmap.set_title(title)
             self.stack.setCurrentWidget(self.heatmap)
 

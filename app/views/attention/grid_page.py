@@ -58,8 +58,10 @@ class GridPage(Page):
             rest = {lh: m for lh, m in off.items() if lh != (layer, head)}
             items.append(("Switch this head back on", lambda: tab.set_ablation(rest)))
         else:
-            for mode, text in (("zero", "Switch this head off (output × 0)"),
-                               ("mean", "Switch this head off (output → its mean)")):
+            for mode, text in (
+                ("zero", "Switch this head off (output × 0)"),
+                ("mean", "Switch this head off (output → its mean)"),
+            ):
                 items.append((text, lambda mode=mode: tab.set_ablation({**off, (layer, head): mode})))
         if off:
             items.append(("Switch every head back on", tab.restore_heads))

@@ -17,8 +17,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.attention.base import HeadSelector, Page, blurb_label
-from app.widgets.attention_head_picker import HeadPicker
-from app.widgets.attention_lines import AttentionLines
+from app.views.attention.head_picker import HeadPicker
+from app.views.attention.lines import AttentionLines
 
 
 class LinesPage(Page):

@@ -38,6 +38,7 @@ def rate(tokens_per_s: float) -> str:
         return f"{tokens_per_s:.3g} tokens/s"
     return f"{tokens_per_s:.3g} tokens/s ({budget.human_duration(1 / tokens_per_s)} per token)"
 
+
 BAD_COLOR = QColor(250, 205, 205)
 
 
@@ -259,8 +260,14 @@ class CheckPage(QWidget):
             )
         s = self.settings
         if s.tokens:
-            rows.append(["training on D tokens here", "", f"{budget.human_duration(s.tokens / est_here)} for "
-                         f"{budget.human_count(s.tokens)} tokens on this machine"])
+            rows.append(
+                [
+                    "training on D tokens here",
+                    "",
+                    f"{budget.human_duration(s.tokens / est_here)} for "
+                    f"{budget.human_count(s.tokens)} tokens on this machine",
+                ]
+            )
         if s.peak_tflops:
             eff = s.peak_tflops * 1e12 * s.mfu * s.gpus
             rows.append(

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.views.config_panel import GROUPS, LABELS
+from app.panels.model import GROUPS, LABELS
 from model.comparison import FIELD_KINDS
 from model.config import CHOICES, FIELD_HELP, GPTConfig
 

@@ -30,8 +30,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.views.train.plots import TrainPlots
 from app.widgets.head_grid import HeadGrid
-from app.widgets.train_plots import TrainPlots
 
 
 def format_eta(seconds: float | None) -> str:

@@ -15,22 +15,12 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from model.smoothing import ema
+
 RAW_PEN = pg.mkPen(80, 130, 200, 90, width=1)
 SMOOTH_PEN = pg.mkPen(30, 90, 190, 255, width=2)
 VAL_PEN = pg.mkPen(220, 110, 20, 255, width=2)
 REF_PEN = pg.mkPen(150, 150, 150, 200, width=1, style=Qt.PenStyle.DashLine)
-
-
-def ema(values: np.ndarray, a: float) -> np.ndarray:
-    """Debiased exponential moving average of ``values`` with factor ``a`` in [0, 1)."""
-    if a <= 0 or len(values) == 0:
-        return values.astype(np.float64)
-    out = np.empty(len(values), dtype=np.float64)
-    m = 0.0
-    for i, x in enumerate(values):
-        m = a * m + (1 - a) * float(x)
-        out[i] = m / (1 - a ** (i + 1))
-    return out
 
 
 class TrainPlots(QWidget):

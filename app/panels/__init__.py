@@ -1,0 +1,1 @@
+"""The setup panels (docks): data, model config and training settings."""
