@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.widgets.attention_axis import TokenAxis
 from app.widgets.attention_legend import ColorLegend
-from app.widgets.colors import DEFAULT_CMAP, colormap
+from app.widgets.palette import DEFAULT_CMAP, colormap
 
 #: The colour behind hidden (masked / NaN) cells.
 HIDDEN_COLOR = "#d4d4d4"

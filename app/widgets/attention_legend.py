@@ -12,7 +12,7 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QLinearGradient, QPen
 from PySide6.QtWidgets import QGraphicsLinearLayout, QGraphicsWidget
 
-from app.widgets.colors import colormap
+from app.widgets.palette import colormap
 
 
 class _Bar(QGraphicsWidget):

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QSizePolicy, QVBoxLayou
 
 from app.widgets.attention_heatmap import LOG_FLOOR, TopLeftFit, hidden_lut
 from app.widgets.attention_legend import ColorLegend
-from app.widgets.colors import DEFAULT_CMAP
+from app.widgets.palette import DEFAULT_CMAP
 
 #: Largest canvas drawn (pixels); beyond it heads are max-pooled.
 MAX_CANVAS_PIXELS = 4_500_000

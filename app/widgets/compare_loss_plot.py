@@ -11,26 +11,9 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from app.widgets.palette import run_color  # noqa: F401 (re-exported for the Compare tab)
 from model.comparison import loss_curves
 from model.smoothing import ema
-
-#: Run colours (tab10), reused in every view of the Compare tab so a run keeps its colour.
-PALETTE = [
-    (31, 119, 180),
-    (214, 39, 40),
-    (44, 160, 44),
-    (255, 127, 14),
-    (148, 103, 189),
-    (140, 86, 75),
-    (227, 119, 194),
-    (127, 127, 127),
-    (188, 189, 34),
-    (23, 190, 207),
-]
-
-
-def run_color(i: int) -> tuple[int, int, int]:
-    return PALETTE[i % len(PALETTE)]
 
 
 class CompareLossPlot(QWidget):

@@ -18,7 +18,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Signal
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from app.widgets.colors import DEFAULT_CMAP, colormap, lookup_table
+from app.widgets.palette import DEFAULT_CMAP, colormap, lookup_table
 
 _BORDER = pg.mkPen(120, 120, 120, 160)
 

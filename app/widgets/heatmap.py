@@ -12,7 +12,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Signal
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from app.widgets.colors import DEFAULT_CMAP, colormap, lookup_table
+from app.widgets.palette import DEFAULT_CMAP, colormap, lookup_table
 
 MAX_TICKS = 48
 

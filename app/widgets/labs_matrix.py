@@ -15,7 +15,7 @@ from PySide6.QtCore import QPointF, QRectF, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from app.widgets.colors import lookup_table
+from app.widgets.palette import lookup_table
 
 #: Cells are numbered only up to this many rows and columns (beyond, the text would not fit).
 ANNOTATE_MAX = 16

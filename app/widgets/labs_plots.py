@@ -12,6 +12,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
+from app.widgets.palette import run_color
+
 #: Fixed colours for the variants the labs compare (anything else cycles through PALETTE).
 NAMED_COLORS: dict[str, tuple[int, int, int]] = {
     "masked": (31, 119, 180),
@@ -31,23 +33,11 @@ NAMED_COLORS: dict[str, tuple[int, int, int]] = {
     "MLP": (255, 127, 14),
     "theory": (120, 120, 120),
 }
-PALETTE = [
-    (31, 119, 180),
-    (214, 39, 40),
-    (44, 160, 44),
-    (255, 127, 14),
-    (148, 103, 189),
-    (140, 86, 75),
-    (227, 119, 194),
-    (127, 127, 127),
-    (188, 189, 34),
-    (23, 190, 207),
-]
 
 
 def color_for(name: str, index: int = 0) -> tuple[int, int, int]:
     """The colour of a named variant (fixed for known names, else the ``index``-th palette entry)."""
-    return NAMED_COLORS.get(name, PALETTE[index % len(PALETTE)])
+    return NAMED_COLORS.get(name, run_color(index))
 
 
 def _pen(color, width: float = 2.0, dashed: bool = False, alpha: int = 255):

@@ -1,4 +1,8 @@
-"""Colour maps for attention heatmaps: ≤ 256-entry lookup tables, built once and shared.
+"""The one palette: run colours for curves and legends, and the colour maps of every matrix.
+
+Run colours (tab10) are used by every view that tells runs or variants apart, so a run keeps its
+colour from the loss curves to the tables. Colour maps are ≤ 256-entry lookup tables, built once
+and shared.
 
 ``gamma`` < 1 brightens small values: value ``v`` gets the colour the plain map gives ``v**gamma``
 (0.5: a square-root scale, which makes the many small weights of a long prompt visible while 0 and
@@ -11,6 +15,26 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+
+#: Run colours (tab10): the i-th run or variant of any view is drawn in ``PALETTE[i % 10]``.
+PALETTE: list[tuple[int, int, int]] = [
+    (31, 119, 180),
+    (214, 39, 40),
+    (44, 160, 44),
+    (255, 127, 14),
+    (148, 103, 189),
+    (140, 86, 75),
+    (227, 119, 194),
+    (127, 127, 127),
+    (188, 189, 34),
+    (23, 190, 207),
+]
+
+
+def run_color(i: int) -> tuple[int, int, int]:
+    """The colour of the ``i``-th run (cycles through :data:`PALETTE`)."""
+    return PALETTE[i % len(PALETTE)]
+
 
 #: The default map for attention weights in [0, 1]: dark = no attention, bright = all of it.
 DEFAULT_CMAP = "viridis"
