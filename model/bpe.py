@@ -32,7 +32,7 @@ import numpy as np
 from tokenizers import Tokenizer as _HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers
 
-from model.tokens import UNKNOWN_ID_TEXT, Tokenizer, TokenizerError, register_tokenizer
+from model.tokens import UNKNOWN_ID_TEXT, Tokenizer, TokenizerError
 
 __all__ = ["HFTokenizer", "bytes_to_unicode", "load_hf_tokenizer"]
 
@@ -195,9 +195,6 @@ class HFTokenizer(Tokenizer):
 
     def __repr__(self) -> str:
         return f"HFTokenizer({self.description})"
-
-
-register_tokenizer(HFTokenizer.kind, HFTokenizer.from_dict)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -37,7 +37,8 @@ from typing import Any
 import torch
 
 from model.config import ConfigError, GPTConfig
-from model.tokens import Tokenizer, TokenizerError, tokenizer_from_dict
+from model.tokenizer_registry import tokenizer_from_dict
+from model.tokens import Tokenizer, TokenizerError
 
 __all__ = [
     "FORMAT",

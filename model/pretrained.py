@@ -56,7 +56,8 @@ from model.bpe import HFTokenizer, is_hf_tokenizer_json, load_hf_tokenizer
 from model.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from model.config import ConfigError, GPTConfig
 from model.gpt import GPT, rope_tables, sinusoidal_table
-from model.tokens import CharTokenizer, Tokenizer, TokenizerError, tokenizer_from_dict
+from model.tokenizer_registry import tokenizer_from_dict
+from model.tokens import CharTokenizer, Tokenizer, TokenizerError
 
 __all__ = [
     "KINDS",

@@ -10,12 +10,12 @@ Two tokenizers ship with the core, both with the same small interface (:class:`T
   ``decode`` replaces incomplete or invalid UTF-8 sequences by U+FFFD instead of failing, so decoding
   a model's sampled bytes never crashes.
 
-A tokenizer is saved as ``tokenizer.json`` through :meth:`Tokenizer.to_dict` and rebuilt with
-:func:`tokenizer_from_dict`::
+A tokenizer is saved as ``tokenizer.json`` through :meth:`Tokenizer.to_dict`::
 
     {"type": "char", "chars": "\\n !,.abc..."}      {"type": "byte"}
 
-Other kinds (a GPT-2 BPE, type ``"hf_bpe"``) plug in with :func:`register_tokenizer`.
+and rebuilt by :func:`model.tokenizer_registry.tokenizer_from_dict`, which lists every kind (these two
+and the BPE of :mod:`model.bpe`) explicitly.
 
 :func:`visible` turns a token's text into the label every view draws on its axes: space ``␣``,
 newline ``⏎``, tab ``⇥``, other invisible characters as ``\\xNN``/``\\uNNNN`` escapes.
@@ -24,7 +24,7 @@ newline ``⏎``, tab ``⇥``, other invisible characters as ``\\xNN``/``\\uNNNN`
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -35,9 +35,6 @@ __all__ = [
     "Tokenizer",
     "TokenizerError",
     "UnknownCharactersError",
-    "known_tokenizer_types",
-    "register_tokenizer",
-    "tokenizer_from_dict",
     "visible",
 ]
 
@@ -265,48 +262,6 @@ class ByteTokenizer(Tokenizer):
 
     def __repr__(self) -> str:
         return "ByteTokenizer()"
-
-
-_REGISTRY: dict[str, Callable[[dict[str, Any]], Tokenizer]] = {}
-
-
-def register_tokenizer(kind: str, from_dict: Callable[[dict[str, Any]], Tokenizer]) -> None:
-    """Make ``tokenizer_from_dict({"type": kind, ...})`` call ``from_dict(d)``.
-
-    ``from_dict`` should raise :class:`TokenizerError` naming what is malformed.
-    """
-    _REGISTRY[kind] = from_dict
-
-
-def known_tokenizer_types() -> list[str]:
-    return sorted(_REGISTRY)
-
-
-register_tokenizer(CharTokenizer.kind, CharTokenizer.from_dict)
-register_tokenizer(ByteTokenizer.kind, ByteTokenizer.from_dict)
-
-
-def tokenizer_from_dict(d: Any) -> Tokenizer:
-    """Rebuild a tokenizer from its :meth:`Tokenizer.to_dict` form (the content of tokenizer.json).
-
-    Raises :class:`TokenizerError` for anything but a dict with a known ``"type"`` and well-formed fields.
-    """
-    known = ", ".join(known_tokenizer_types())
-    if not isinstance(d, dict):
-        raise TokenizerError(f"a tokenizer must be a JSON object with a 'type', got {type(d).__name__}")
-    if "type" not in d:
-        raise TokenizerError(f"the tokenizer has no 'type' field; known types: {known}")
-    kind = d["type"]
-    if kind == "hf_bpe" and kind not in _REGISTRY:
-        import model.bpe  # noqa: F401  (registers itself; imported only when a checkpoint needs it)
-    if not isinstance(kind, str) or kind not in _REGISTRY:
-        raise TokenizerError(f"unknown tokenizer type {kind!r}; known types: {known}")
-    try:
-        return _REGISTRY[kind](d)
-    except TokenizerError:
-        raise
-    except (TypeError, ValueError, KeyError) as e:
-        raise TokenizerError(f"malformed {kind!r} tokenizer: {e}") from e
 
 
 _NAMED = {" ": "␣", "\n": "⏎", "\t": "⇥"}

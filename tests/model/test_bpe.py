@@ -11,7 +11,8 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import GPT2TokenizerFast
 
 from model.bpe import HFTokenizer, bytes_to_unicode, load_hf_tokenizer
-from model.tokens import TokenizerError, tokenizer_from_dict, visible
+from model.tokenizer_registry import tokenizer_from_dict
+from model.tokens import TokenizerError, visible
 
 #: A small corpus with the scripts the tricky texts use, so that merges form inside them too.
 CORPUS = [

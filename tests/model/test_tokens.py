@@ -7,15 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model import tokens
+from model import tokenizer_registry
+from model.tokenizer_registry import register_tokenizer, tokenizer_from_dict
 from model.tokens import (
     ByteTokenizer,
     CharTokenizer,
     Tokenizer,
     TokenizerError,
     UnknownCharactersError,
-    register_tokenizer,
-    tokenizer_from_dict,
     visible,
 )
 
@@ -139,7 +138,7 @@ def test_bad_tokenizer_dicts_are_named(d, words):
 
 
 def test_registry_accepts_new_kinds(monkeypatch):
-    monkeypatch.setattr(tokens, "_REGISTRY", dict(tokens._REGISTRY))
+    monkeypatch.setattr(tokenizer_registry, "_REGISTRY", dict(tokenizer_registry._REGISTRY))
 
     class Upper(CharTokenizer):
         kind = "upper"
@@ -151,7 +150,7 @@ def test_registry_accepts_new_kinds(monkeypatch):
     register_tokenizer("upper", Upper.from_dict)
     tok = tokenizer_from_dict({"type": "upper", "chars": "ab"})
     assert isinstance(tok, Upper) and tok.chars == "AB"
-    assert "upper" in tokens.known_tokenizer_types()
+    assert "upper" in tokenizer_registry.known_tokenizer_types()
 
 
 def test_visible_labels():
