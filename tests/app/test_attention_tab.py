@@ -214,8 +214,7 @@ def test_next_token_panel_ranks_what_the_model_predicts(qtbot, tab, session):
 
 
 def test_exports_write_readable_files_with_the_right_shapes(qtbot, tab, session, tmp_path):
-    from app.views.attention.export import read_head_csv
-    from model.export import load_inspection
+    from model.export import load_inspection, read_head_csv
 
     insp = tab.inspection
     L, H, T = insp.n_layers, insp.n_heads, insp.T
