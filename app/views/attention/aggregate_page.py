@@ -86,9 +86,6 @@ class AggregatePage(AttentionPage):
     def _on_picked(self) -> None:
         self.state.set_chosen_heads(self.picker.selected())
 
-    def chosen_heads(self) -> list[tuple[int, int]]:
-        return self.picker.selected()
-
     def refresh(self) -> None:
         insp = self.state.inspection
         if insp is None:
