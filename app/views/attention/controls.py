@@ -121,8 +121,9 @@ class AblationBanner(QFrame):
 class NoModelView(QWidget):
     """What the tab shows without a model: why, and a button that builds the default one."""
 
-    def __init__(self, parent: QWidget | None = None):
+    def __init__(self, session, parent: QWidget | None = None):
         super().__init__(parent)
+        self.session = session
         lay = QVBoxLayout(self)
         lay.addStretch(1)
         msg = QLabel(
@@ -136,6 +137,7 @@ class NoModelView(QWidget):
         msg.setAlignment(Qt.AlignmentFlag.AlignCenter)
         msg.setMaximumWidth(640)
         self.build_button = QPushButton("Build the default model")
+        self.build_button.clicked.connect(self.build_default_model)
         self.error_label = QLabel(" ")
         self.error_label.setStyleSheet(ERROR_STYLE)
         self.error_label.setWordWrap(True)
@@ -147,5 +149,40 @@ class NoModelView(QWidget):
             lay.addLayout(h)
         lay.addStretch(2)
 
+    def build_default_model(self) -> None:
+        """Build the default (untrained) model: default data and config if none is chosen."""
+        s = self.session
+        self.error_label.setText(" ")
+        try:
+            if s.source is None or s.train_settings is None:
+                s.init_default()
+            else:
+                s.build_model()
+        except Exception as exc:
+            self.error_label.setText(f"Could not build the model: {exc}")
 
-__all__ = ["ERROR_STYLE", "EXPORTS", "NOTE_STYLE", "AblationBanner", "NoModelView", "PromptBar"]
+
+def run_status(res, timings: dict[str, float], *, training_step: int | None = None) -> str:
+    """The status line of a run ``res`` (:class:`~model.inspection.Inspection`): its size and
+    timings, what was left out or pooled, and the training step of its weights."""
+    cfg = res.config
+    text = (
+        f"{res.T} tokens · {cfg.n_layers} layers × {cfg.n_heads} heads · "
+        f"traced in {timings['trace_ms']:.0f} ms, drawn in {timings['draw_ms']:.0f} ms"
+    )
+    if res.dropped:
+        text += (
+            f"<br>The first {res.dropped} tokens were left out: the model reads at most "
+            f"{cfg.context_length} (its context length)."
+        )
+    if res.block > 1:
+        text += (
+            f"<br>Long prompt: the Heads overview shows the largest weight of each "
+            f"{res.block}×{res.block} block; open a head for every token."
+        )
+    if training_step is not None:
+        text += f"<br>Weights of training step {training_step}."
+    return text
+
+
+__all__ = ["ERROR_STYLE", "EXPORTS", "NOTE_STYLE", "AblationBanner", "NoModelView", "PromptBar", "run_status"]

@@ -22,6 +22,17 @@ class AttentionJobs:
         self.val_cache: dict = {}
         self._aggregates_asked = None  # (request, chosen heads) of the last aggregates job
 
+    def for_page(self, page) -> bool:
+        """Request what ``page`` needs and the state lacks; True when it lacks nothing."""
+        st, ready = self.state, True
+        if page.needs_head_detail and st.head_detail_for_selected() is None:
+            self.head_detail()
+            ready = False
+        if page.needs_aggregates and st.aggregates_for_current() is None:
+            self.aggregates()
+            ready = False
+        return ready
+
     def head_detail(self) -> None:
         """The selected head's pipeline (``attention.head``), unless the state has it."""
         st, model = self.state, self.session.model

@@ -31,7 +31,7 @@ from PySide6.QtWidgets import QStackedWidget, QTabWidget, QVBoxLayout, QWidget
 from app.views.attention.ablation_page import AblationPage
 from app.views.attention.aggregate_page import AggregatePage
 from app.views.attention.base import AttentionPage
-from app.views.attention.controls import AblationBanner, NoModelView, PromptBar
+from app.views.attention.controls import AblationBanner, NoModelView, PromptBar, run_status
 from app.views.attention.exports import AttentionExports
 from app.views.attention.focus_page import FocusPage
 from app.views.attention.grid_page import GridPage
@@ -45,6 +45,11 @@ from app.views.attention.state import AttentionState
 from app.widgets.attention_mosaic import block_size
 from model.inspection import PromptError, encode_prompt, inspect_prompt, pick_threads, with_threads
 
+#: The pages, in the order of their tabs.
+PAGES = (
+    *(GridPage, HeadPage, PipelinePage, LinesPage, FocusPage, AggregatePage, MetricsPage),
+    *(AblationPage, NextTokenPage),
+)
 #: Screenshot order: the Ablation page last, since its picture switches a head off.
 SCREENSHOT_ORDER = (
     *("heads", "head", "pipeline", "lines", "focus", "aggregates", "metrics", "next"),
@@ -86,29 +91,19 @@ class AttentionTab(QWidget):
         self.prompt_bar = PromptBar(self.FOLLOW_INTERVAL_S)
         bar = self.prompt_bar
         self.prompt_edit, self.status_label, self.follow_box = bar.edit, bar.status_label, bar.follow_box
-        self.refresh_button, self.export_button = bar.refresh_button, bar.export_button
+        self.refresh_button = bar.refresh_button
         root.addWidget(bar)
         self.banner = AblationBanner(self.state)
         self.banner_label, self.banner_restore = self.banner.label, self.banner.restore_button
         root.addWidget(self.banner)
         self.stack = QStackedWidget()
-        self.empty = NoModelView()
-        self.build_button, self.empty_error = self.empty.build_button, self.empty.error_label
+        self.empty = NoModelView(session)
+        self.build_button = self.empty.build_button
         self.stack.addWidget(self.empty)
         self.page_tabs = QTabWidget()
         self.page_tabs.setDocumentMode(True)
         self.pages: dict[str, AttentionPage] = {}
-        for cls in (
-            GridPage,
-            HeadPage,
-            PipelinePage,
-            LinesPage,
-            FocusPage,
-            AggregatePage,
-            MetricsPage,
-            AblationPage,
-            NextTokenPage,
-        ):
+        for cls in PAGES:
             page = cls(self.state)
             page.openHeadRequested.connect(self.open_head)
             self.pages[page.key] = page
@@ -129,7 +124,6 @@ class AttentionTab(QWidget):
         for key, action in bar.export_actions.items():
             action.triggered.connect(lambda _=False, key=key: self.exports.dialog(key))
         self.pages["head"].csvRequested.connect(self.exports.head_csv_dialog)
-        self.build_button.clicked.connect(self.build_default_model)
 
         st = self.state
         st.selection_changed.connect(self._on_head_selected)
@@ -138,7 +132,7 @@ class AttentionTab(QWidget):
 
         s = session
         s.modelChanged.connect(self._on_model_changed)
-        s.trainingFinished.connect(lambda *_: self._mark_dirty())
+        s.trainingFinished.connect(lambda *_: self.schedule())
         s.traceUpdated.connect(self._on_training_frame)
         s.probePromptChanged.connect(self._on_probe_prompt)
         if session.probe_prompt:
@@ -157,9 +151,6 @@ class AttentionTab(QWidget):
     @property
     def current_page(self) -> AttentionPage:
         return self.page_tabs.currentWidget()
-
-    def page(self, key: str) -> AttentionPage:
-        return self.pages[key]
 
     def show_page(self, key: str) -> AttentionPage:
         page = self.pages[key]
@@ -190,22 +181,10 @@ class AttentionTab(QWidget):
         has_model = self.session.model is not None
         self.stack.setCurrentWidget(self.page_tabs if has_model else self.empty)
         self.prompt_edit.setEnabled(True)
-        for w in (self.refresh_button, self.export_button):
+        for w in (self.refresh_button, self.prompt_bar.export_button):
             w.setEnabled(has_model)
         if not has_model:
             self._set_status("No model yet: build or load one to inspect it.")
-
-    def build_default_model(self) -> None:
-        """Build the default (untrained) model: default data and config if none is chosen."""
-        s = self.session
-        self.empty_error.setText(" ")
-        try:
-            if s.source is None or s.train_settings is None:
-                s.init_default()
-            else:
-                s.build_model()
-        except Exception as exc:
-            self.empty_error.setText(f"Could not build the model: {exc}")
 
     # ---- running the prompt --------------------------------------------------------------------
     def _on_text_changed(self) -> None:
@@ -216,11 +195,6 @@ class AttentionTab(QWidget):
 
     def schedule(self) -> None:
         """Run the prompt after the debounce (or when the tab is next shown)."""
-        self._dirty = True
-        if self.isVisible():
-            self._debounce.start()
-
-    def _mark_dirty(self) -> None:
         self._dirty = True
         if self.isVisible():
             self._debounce.start()
@@ -307,44 +281,17 @@ class AttentionTab(QWidget):
         }
         if t_edit is not None:
             self.timings["edit_to_draw_ms"] = (t1 - t_edit) * 1e3
-        self._show_run_status(res)
+        step = self.session.step if self.session.is_training else None
+        self._set_status(run_status(res, self.timings, training_step=step))
         self.inspected.emit(res)
         self._follow_up()
-
-    def _show_run_status(self, res) -> None:
-        cfg = res.config
-        parts = [f"{res.T} tokens · {cfg.n_layers} layers × {cfg.n_heads} heads"]
-        parts.append(
-            f"traced in {self.timings['trace_ms']:.0f} ms, drawn in {self.timings['draw_ms']:.0f} ms"
-        )
-        text = " · ".join(parts)
-        if res.dropped:
-            text += (
-                f"<br>The first {res.dropped} tokens were left out: the model reads at most "
-                f"{cfg.context_length} (its context length)."
-            )
-        if res.block > 1:
-            text += (
-                f"<br>Long prompt: the Heads overview shows the largest weight of each "
-                f"{res.block}×{res.block} block; open a head for every token."
-            )
-        if self.session.is_training:
-            text += f"<br>Weights of training step {self.session.step}."
-        self._set_status(text)
 
     def _follow_up(self) -> None:
         """The jobs the new run makes due: metrics always, the rest for the page in view."""
         self.jobs.metrics()
         if self.state.ablation:
             self.jobs.ablation()
-        self._request_for_page(self.current_page)
-
-    def _request_for_page(self, page: AttentionPage) -> None:
-        """The jobs ``page`` needs and the state lacks."""
-        if page.needs_head_detail:
-            self.jobs.head_detail()
-        if page.needs_aggregates and self.state.aggregates_for_current() is None:
-            self.jobs.aggregates()
+        self.jobs.for_page(self.current_page)
 
     # ---- follow-up jobs (``jobs``) -------------------------------------------------------------
     def _submit(self, key: str, fn, on_result) -> None:
@@ -407,7 +354,7 @@ class AttentionTab(QWidget):
             return
         if page.stale:
             page.refresh()
-        self._request_for_page(page)
+        self.jobs.for_page(page)
 
     # ---- session -------------------------------------------------------------------------------
     def _on_model_changed(self, model) -> None:
@@ -426,7 +373,7 @@ class AttentionTab(QWidget):
         else:
             self.state.clear()
         self._update_empty()
-        self._mark_dirty()
+        self.schedule()
 
     def _on_training_frame(self, _frame) -> None:
         if not (self.follow_box.isChecked() and self.isVisible() and self.session.is_training):
@@ -477,12 +424,9 @@ class AttentionTab(QWidget):
                 return False
             if not self.session.compute.idle:
                 return False
-            if page.needs_head_detail and st.head_detail_for_selected() is None:
-                self.jobs.head_detail()
-                return False
-            if page.needs_aggregates and st.aggregates_for_current() is None:
-                page.refresh()  # settles the heads it averages
-                self.jobs.aggregates()
+            if page.stale:
+                page.refresh()  # also settles what it needs (e.g. the heads the Aggregates page averages)
+            if not self.jobs.for_page(page):
                 return False
             if page.stale:
                 page.refresh()
