@@ -1,4 +1,5 @@
-"""The inspection file format (.npz) shared by `attention-lab inspect` and the app's exports.
+"""The inspection file format (.npz) shared by `attention-lab inspect` and the app's exports, and
+one head's matrix as CSV (:func:`write_head_csv`).
 
 Arrays (``L`` layers, ``H`` heads, ``T`` tokens, ``V`` vocabulary):
 
@@ -22,6 +23,7 @@ No pickled objects: every array is a plain numeric, bool or unicode array, so
 
 from __future__ import annotations
 
+import csv
 import os
 import tempfile
 from pathlib import Path
@@ -49,16 +51,14 @@ def inspection_arrays(trace: Trace, token_strings: list[str], batch: int = 0) ->
     }
 
 
-def save_inspection(path: str | Path, arrays: dict[str, np.ndarray]) -> Path:
-    """Write ``arrays`` as a compressed .npz atomically (temp file in the same folder, then rename)."""
-    path = Path(path)
-    if path.suffix != ".npz":
-        path = path.with_name(path.name + ".npz")
+def _write_atomic(path: Path, write, *, text: bool = False) -> Path:
+    """Call ``write(fh)`` on a temporary file beside ``path``, then rename it to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
+        opts = {"mode": "w", "newline": "", "encoding": "utf-8"} if text else {"mode": "wb"}
+        with os.fdopen(fd, **opts) as fh:
+            write(fh)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -66,7 +66,50 @@ def save_inspection(path: str | Path, arrays: dict[str, np.ndarray]) -> Path:
     return path
 
 
+def save_inspection(path: str | Path, arrays: dict[str, np.ndarray]) -> Path:
+    """Write ``arrays`` as a compressed .npz atomically (temp file in the same folder, then rename)."""
+    path = Path(path)
+    if path.suffix != ".npz":
+        path = path.with_name(path.name + ".npz")
+    return _write_atomic(path, lambda fh: np.savez_compressed(fh, **arrays))
+
+
 def load_inspection(path: str | Path) -> dict[str, np.ndarray]:
     """Read an inspection file back (never unpickles)."""
     with np.load(path, allow_pickle=False) as data:
         return {k: data[k] for k in data.files}
+
+
+def write_head_csv(
+    path: str | Path, matrix: np.ndarray, labels: list[str], *, corner: str = "query \\ key"
+) -> Path:
+    """One head's [T, T] matrix as CSV: a header row of ``index:token`` key names, then one row per query.
+
+    Labels carry the position (``"3:␣"``) so repeated tokens stay distinct; values are written with 8
+    significant digits. Written atomically; ``.csv`` is appended to a path without it.
+    """
+    m = np.asarray(matrix, dtype=np.float64)
+    if m.ndim != 2 or m.shape != (len(labels), len(labels)):
+        raise ValueError(f"a head matrix of shape {m.shape} does not fit {len(labels)} token labels")
+    names = [f"{i}:{lab}" for i, lab in enumerate(labels)]
+
+    def write(fh):
+        w = csv.writer(fh)
+        w.writerow([corner, *names])
+        for i, row in enumerate(m):
+            w.writerow([names[i], *(f"{v:.8g}" for v in row)])
+
+    path = Path(path)
+    if path.suffix.lower() != ".csv":
+        path = path.with_name(path.name + ".csv")
+    return _write_atomic(path, write, text=True)
+
+
+def read_head_csv(path: str | Path) -> tuple[list[str], list[str], np.ndarray]:
+    """(query labels, key labels, matrix) back from :func:`write_head_csv`."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    keys = rows[0][1:]
+    queries = [r[0] for r in rows[1:]]
+    m = np.array([[float(v) for v in r[1:]] for r in rows[1:]], dtype=np.float64)
+    return queries, keys, m

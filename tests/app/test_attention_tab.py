@@ -214,8 +214,7 @@ def test_next_token_panel_ranks_what_the_model_predicts(qtbot, tab, session):
 
 
 def test_exports_write_readable_files_with_the_right_shapes(qtbot, tab, session, tmp_path):
-    from app.views.attention.export import read_head_csv
-    from model.export import load_inspection
+    from model.export import load_inspection, read_head_csv
 
     insp = tab.inspection
     L, H, T = insp.n_layers, insp.n_heads, insp.T
@@ -358,3 +357,65 @@ def test_aggregates_token_focus_and_lines_draw_what_the_heads_hold(qtbot, tab):
     avg = (w[0, 0] + w[1, 1]) / 2
     assert lines.avg_radio.isChecked()
     np.testing.assert_allclose(lines.lines.weights, avg, atol=1e-6)
+
+
+def test_pages_follow_the_state_whoever_changes_it(qtbot, tab):
+    st = tab.state
+    insp = st.inspection
+    head = tab.show_page("head")
+    assert not tab.pages["focus"].built
+    with qtbot.waitSignal(tab.headDetailReady, timeout=TIMEOUT):
+        assert st.select(1, 0)  # the state itself, not the tab: the page in view redraws, the tab computes
+    assert head.selector.head() == (1, 0) and not head.stale
+    assert "layer 1, head 0" in head.heatmap.heat.plot.titleLabel.text
+    np.testing.assert_array_equal(head.heatmap.matrix[insp.mask], insp.weights[1, 0][insp.mask])
+    assert tab.pages["focus"].stale and not tab.pages["focus"].built  # never shown: only marked
+
+    with qtbot.waitSignal(tab.inspected, timeout=TIMEOUT):
+        st.set_ablation({(1, 1): "mean"})
+    assert tab.banner.isVisible() and "L1H1" in tab.banner_label.text()
+    assert tab.inspection.ablate == {(1, 1): "mean"}
+    page = tab.show_page("ablation")
+    assert page.picker.selected() == [(1, 1)] and page.mode == "mean"
+    with qtbot.waitSignal(tab.inspected, timeout=TIMEOUT):
+        st.set_ablation({})
+    assert not tab.banner.isVisible() and page.picker.selected() == []
+
+
+def test_a_page_draws_from_a_state_alone_and_asks_the_state_for_changes(qtbot, session):
+    from app.views.attention.grid_page import GridPage
+    from app.views.attention.lines_page import LinesPage
+    from app.views.attention.state import AttentionState
+    from app.views.page import Page
+    from model.inspection import inspect_prompt
+
+    state = AttentionState()
+    lines = LinesPage(state)
+    qtbot.addWidget(lines)
+    assert isinstance(lines, Page)
+    ids = session.tokenizer.encode("a cat sat")
+    state.set_inspection(inspect_prompt(session.model, session.tokenizer, ids, request=1))
+    assert lines.stale and not lines.built  # nothing is built before the page is needed
+    lines.ensure_built()
+    lines.show()
+    lines.refresh()
+    w = state.inspection.weights
+    np.testing.assert_allclose(lines.lines.weights, w[0, 0], atol=1e-6)
+    state.select(1, 1)  # in view: redrawn at once
+    np.testing.assert_allclose(lines.lines.weights, w[1, 1], atol=1e-6)
+    assert lines.caption.text().startswith("layer 1, head 1:")
+    lines.selector.set_head(0, 1)
+    lines.selector.next_button.click()  # the page's own control changes the state
+    assert state.selected == (1, 0)
+
+    grid = GridPage(state)
+    qtbot.addWidget(grid)
+    grid.ensure_built()
+    opened = []
+    grid.openHeadRequested.connect(lambda l, h: opened.append((l, h)))
+    actions = dict(grid.head_menu_actions(1, 0))
+    actions["Open layer 1, head 0"]()
+    actions["Switch this head off (output × 0)"]()
+    assert opened == [(1, 0)] and state.ablation == {(1, 0): "zero"}
+    dict(grid.head_menu_actions(1, 0))["Switch every head back on"]()
+    assert state.ablation == {}

@@ -1,4 +1,4 @@
-"""The Attention tab's widgets on their own: pooling, axes, lines, colours, hit-testing, CSV."""
+"""The Attention tab's widgets on their own: block size, axes, lines, colours, hit-testing, head picker."""
 
 from __future__ import annotations
 
@@ -6,36 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from PySide6.QtGui import QColor
-
-
-def _reference_pool(w: np.ndarray, b: int) -> np.ndarray:
-    T = w.shape[-1]
-    S = math.ceil(T / b)
-    pad = np.zeros(w.shape[:-2] + (S * b, S * b), dtype=np.float32)
-    pad[..., :T, :T] = w
-    return pad.reshape(*w.shape[:-2], S, b, S, b).max(axis=(-3, -1))
-
-
-@settings(max_examples=40, deadline=None)
-@given(T=st.integers(1, 40), b=st.integers(1, 7), seed=st.integers(0, 1000))
-def test_pool_max_is_the_largest_weight_of_each_block(T, b, seed):
-    from app.widgets.attention_mosaic import pool_max, pool_visible
-
-    rng = np.random.default_rng(seed)
-    w = rng.random((2, 3, T, T), dtype=np.float32)
-    got = pool_max(w, b)
-    assert got.shape == (2, 3, math.ceil(T / b), math.ceil(T / b)) and got.dtype == np.float32
-    np.testing.assert_array_equal(got, _reference_pool(w, b))
-    mask = np.tril(np.ones((T, T), bool))
-    vis = pool_visible(mask, b)
-    # a pooled pixel is visible exactly when its block holds a visible pair: on or below the diagonal
-    S = math.ceil(T / b)
-    for i in range(S):
-        for j in range(S):
-            assert vis[i, j] == (j * b <= min(T - 1, i * b + b - 1))
 
 
 @pytest.mark.parametrize("T,n", [(128, 16), (256, 144), (1024, 144), (1024, 16), (4096, 1)])
@@ -112,20 +83,6 @@ def test_heatmap_draws_hidden_cells_grey_and_clips_instead_of_wrapping(qtbot):
     assert h.readout.text() == "row 0 'a', column 1 'b': −∞ (masked)"
 
 
-def test_head_csv_round_trips_with_awkward_token_labels(tmp_path):
-    from app.views.attention.export import read_head_csv, write_head_csv
-
-    labels = [",", '"', "␣", "⏎", "a"]
-    m = np.random.default_rng(2).random((5, 5))
-    path = write_head_csv(tmp_path / "h", m, labels)
-    assert path.suffix == ".csv"
-    rows, cols, back = read_head_csv(path)
-    assert rows == cols == [f"{i}:{s}" for i, s in enumerate(labels)]
-    np.testing.assert_allclose(back, m, rtol=1e-7)
-    with pytest.raises(ValueError):
-        write_head_csv(tmp_path / "bad.csv", m, labels[:3])
-
-
 def test_head_picker_reports_one_change_per_action(qtbot):
     from app.views.attention.head_picker import HeadPicker
 
@@ -147,12 +104,3 @@ def test_head_picker_reports_one_change_per_action(qtbot):
     p.set_selected([(2, 3)])
     p.set_shape(2, 2)  # (2, 3) no longer exists
     assert p.selected() == []
-
-
-def test_pool_max_of_float16_weights_equals_float32():
-    from app.widgets.attention_mosaic import pool_max
-
-    w = np.random.default_rng(3).random((3, 2, 23, 23)).astype(np.float16)
-    got = pool_max(w, 4)
-    assert got.dtype == np.float32 and got.shape == (3, 2, 6, 6)
-    np.testing.assert_array_equal(got, _reference_pool(w.astype(np.float32), 4))

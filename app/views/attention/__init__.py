@@ -1,9 +1,12 @@
-"""The Attention tab's sub-views (one module per page) and the jobs they run off the GUI thread.
+"""The Attention tab (``tab``) and its pages (one module per page).
 
-``compute``   what the worker computes: the prompt's inspection, one head's pipeline, head metrics,
-              ablation effects, the .npz arrays (model/ does the numbers; this only calls it)
-``base``      the page protocol every sub-view follows
+``state``     what the pages draw (the inspection, the selected head, the switched-off heads, ...),
+              without Qt; the pages read it and follow its signals
+``jobs``      the follow-up jobs (one head's pipeline, metrics, ablation, aggregates); the numbers
+              come from ``model.inspection``
+``controls``  the prompt bar, the ablation banner, the no-model view
+``exports``   PNG / SVG of the page in view, the head as CSV, the prompt's tensors as .npz
+``base``      what every page shares (``AttentionPage``, the tabs' ``app.views.page`` protocol)
 ``*_page``    the pages: heads grid, one head, pipeline, lines, token focus, aggregates, metrics,
               ablation, next token
-``export``    PNG / SVG / CSV / .npz writers
 """

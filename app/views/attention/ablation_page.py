@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.views.attention.base import Page, blurb_label
+from app.views.attention.base import AttentionPage, blurb_label
 from app.views.attention.head_picker import HeadPicker
 from app.widgets.attention_axis import TokenAxis
 
@@ -37,7 +37,7 @@ MODE_TEXT = {
 }
 
 
-class AblationPage(Page):
+class AblationPage(AttentionPage):
     title = "Ablation"
     key = "ablation"
     blurb = (
@@ -47,7 +47,6 @@ class AblationPage(Page):
     )
 
     def build(self) -> None:
-        tab = self.tab
         self.position = -1
         lay = QVBoxLayout(self)
         lay.addWidget(blurb_label(self.blurb))
@@ -112,7 +111,7 @@ class AblationPage(Page):
         self.result = None
         self.picker.selectionChanged.connect(self._apply)
         self.mode_combo.currentIndexChanged.connect(self._on_mode)
-        self.restore_button.clicked.connect(tab.restore_heads)
+        self.restore_button.clicked.connect(lambda: self.state.set_ablation({}))
         self.view.scene().sigMouseClicked.connect(self._on_click)
 
     @property
@@ -125,16 +124,16 @@ class AblationPage(Page):
 
     def _apply(self) -> None:
         self.position = -1
-        self.tab.set_ablation({lh: self.mode for lh in self.picker.selected()})
+        self.state.set_ablation({lh: self.mode for lh in self.picker.selected()})
 
-    def sync_from_tab(self) -> None:
-        """Show the tab's switched-off heads in the picker (after Restore, or a change elsewhere)."""
-        insp = self.tab.inspection
+    def sync_from_state(self) -> None:
+        """Show the switched-off heads in the picker (after Restore, or a change elsewhere)."""
+        insp = self.state.inspection
         if insp is not None:
             self.picker.set_shape(insp.n_layers, insp.n_heads)
-            self.picker.set_tooltips(self.tab.head_tips)
-        self.picker.set_selected(list(self.tab.ablation), emit=False)
-        modes = set(self.tab.ablation.values())
+            self.picker.set_tooltips(self.state.head_tips)
+        self.picker.set_selected(list(self.state.ablation), emit=False)
+        modes = set(self.state.ablation.values())
         if len(modes) == 1:
             self.mode_combo.blockSignals(True)
             self.mode_combo.setCurrentIndex(0 if modes == {"zero"} else 1)
@@ -142,13 +141,13 @@ class AblationPage(Page):
             self.mode_combo.blockSignals(False)
 
     def refresh(self) -> None:
-        insp = self.tab.inspection
+        insp = self.state.inspection
         if insp is None:
             return
-        self.sync_from_tab()
+        self.sync_from_state()
         self.axis.set_labels(insp.labels)
-        res = self.tab.ablation_result
-        if not self.tab.ablation:
+        res = self.state.ablation_result
+        if not self.state.ablation:
             self.result = None
             self.summary.setText(
                 "<b>Every head is on.</b> Choose heads on the left to switch them off; "
@@ -158,17 +157,29 @@ class AblationPage(Page):
             self.flips.setData([], [])
             self.table.setRowCount(0)
             self.pos_label.setText(" ")
-        elif res is None or res.heads != self.tab.ablation:
+        elif res is None or res.heads != self.state.ablation:
             self.summary.setText("<b>Measuring the effect…</b>")
         else:
             self._draw(res, insp)
         self.stale = False
 
+    def on_ablation(self, heads: dict) -> None:
+        self.sync_from_state()
+        self.redraw()
+
     def on_ablation_result(self, result) -> None:
-        if self.isVisible():
-            self.refresh()
-        else:
-            self.stale = True
+        self.redraw()
+
+    def on_metrics(self) -> None:
+        self.picker.set_tooltips(self.state.head_tips)
+
+    def prepare_screenshot(self) -> None:
+        """Switch off the most previous-token-like head of layer 0 (the first head before metrics)."""
+        if self.state.ablation or self.state.inspection is None:
+            return
+        m = self.state.metrics.metrics if self.state.metrics is not None else None
+        head = int(m.prev_token[0].argmax()) if m is not None else 0
+        self.state.set_ablation({(0, head): "zero"})
 
     def _draw(self, res, insp) -> None:
         self.result = res
@@ -205,27 +216,20 @@ class AblationPage(Page):
 
     def show_position(self, t: int) -> None:
         """Fill the table with the top next tokens at position ``t`` before and after."""
-        res, insp = self.result, self.tab.inspection
+        res, insp = self.result, self.state.inspection
         if res is None or insp is None:
             return
         self.position = t
         self.cursor.setPos(t + 0.5)
         e = res.effect
-        tok = self.tab.session.tokenizer
-
-        def name(i: int) -> str:
-            from model.tokens import visible
-
-            return visible(tok.token_strings([int(i)])[0]) if tok is not None else str(i)
-
         k = e.top_before.ids.shape[1]
         self.table.setRowCount(k)
         for r in range(k):
             vals = [
                 str(r + 1),
-                name(e.top_before.ids[t, r]),
+                res.before_labels[t][r],
                 f"{e.top_before.probs[t, r]:.3f}",
-                name(e.top_after.ids[t, r]),
+                res.after_labels[t][r],
                 f"{e.top_after.probs[t, r]:.3f}",
             ]
             for c, v in enumerate(vals):
@@ -249,7 +253,7 @@ class AblationPage(Page):
         if 0 <= t < len(self.result.effect.kl):
             self.show_position(t)
 
-    def export_widgets(self):
+    def export_targets(self):
         return {"ablation": self}
 
 

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from app.views.attention.base import Page, blurb_label
+from app.views.attention.base import AttentionPage, blurb_label
 from app.views.attention.head_picker import HeadPicker
 from app.widgets.attention_heatmap import TokenHeatmap
 from app.widgets.attention_mosaic import AttentionMosaic
@@ -26,7 +26,7 @@ MODES = (
 )
 
 
-class AggregatePage(Page):
+class AggregatePage(AttentionPage):
     title = "Aggregates"
     key = "aggregates"
     needs_aggregates = True
@@ -84,33 +84,33 @@ class AggregatePage(Page):
         self._draw()
 
     def _on_picked(self) -> None:
-        self.tab.request_aggregates()
-
-    def chosen_heads(self) -> list[tuple[int, int]]:
-        return self.picker.selected()
+        self.state.set_chosen_heads(self.picker.selected())
 
     def refresh(self) -> None:
-        insp = self.tab.inspection
+        insp = self.state.inspection
         if insp is None:
             return
         self.picker.set_shape(insp.n_layers, insp.n_heads)
-        self.picker.set_tooltips(self.tab.head_tips)
+        self.picker.set_tooltips(self.state.head_tips)
         if not self.picker.selected():
             self.picker.set_selected([(layer, 0) for layer in range(insp.n_layers)], emit=False)
-        res = self.tab.aggregates_for_current()
+        self.state.set_chosen_heads(self.picker.selected())
+        res = self.state.aggregates_for_current()
         if res is None:
-            self.tab.request_aggregates()
-            return
+            return  # the tab computes them for the page in view; on_aggregates draws them
         self.result = res
         self._draw()
         self.stale = False
 
     def on_aggregates(self, result) -> None:
-        if self.isVisible():
+        if self.in_view():
             self.refresh()
 
+    def on_metrics(self) -> None:
+        self.picker.set_tooltips(self.state.head_tips)
+
     def _draw(self) -> None:
-        insp, res = self.tab.inspection, self.result
+        insp, res = self.state.inspection, self.result
         if insp is None or res is None:
             return
         labels = insp.labels
@@ -158,7 +158,7 @@ class AggregatePage(Page):
             self.heatmap.set_title(title)
             self.stack.setCurrentWidget(self.heatmap)
 
-    def export_widgets(self):
+    def export_targets(self):
         return {"aggregates": self.stack.currentWidget()}
 
 

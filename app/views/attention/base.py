@@ -1,10 +1,11 @@
-"""What every page of the Attention tab shares: the :class:`Page` protocol and a head selector.
+"""What every page of the Attention tab shares: :class:`AttentionPage` (the tabs' page protocol,
+``app.views.page``, over the tab's :class:`~app.views.attention.state.AttentionState`), a head
+selector, and two small layout helpers.
 
-A page builds its widgets on first use (:meth:`Page.ensure_built`) and draws from its tab's state
-(``tab.inspection``, ``tab.selected``, ``tab.metrics``, ...) in :meth:`Page.refresh`. The tab calls
-``refresh`` on the page in view when something it shows changed,
-and only marks the others ``stale``; a stale page refreshes when it comes into view. So a new prompt
-costs the drawing of one page, whatever the number of pages.
+A page builds its widgets on first use and draws from the state (``state.inspection``,
+``state.selected``, ``state.metrics``, ...) in ``refresh``; it follows the state's signals, redrawing
+when in view and only marking itself ``stale`` otherwise; a stale page refreshes when it comes into
+view. So a new prompt costs the drawing of one page, whatever the number of pages.
 """
 
 from __future__ import annotations
@@ -12,48 +13,40 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QToolButton, QVBoxLayout, QWidget
 
+from app.views.page import LazyPage
 
-class Page(QWidget):
-    """One sub-view of the Attention tab. Subclasses set ``title``/``key`` and implement ``refresh``."""
 
-    #: the page's tab text
-    title = ""
-    #: short name for file names and screenshots
-    key = ""
-    #: one sentence under the title, for the user
-    blurb = ""
+class AttentionPage(LazyPage):
+    """One page of the Attention tab: a :class:`~app.views.page.LazyPage` over an
+    :class:`~app.views.attention.state.AttentionState`.
+
+    The state's signals reach the ``on_*`` methods below (a page not built yet only becomes stale);
+    a new inspection marks the page stale (the tab redraws the page in view). A page asks the tab to
+    open a head large with ``openHeadRequested(layer, head)``.
+    """
+
+    openHeadRequested = Signal(int, int)
+
     #: whether the page draws the selected head's pipeline (raw and scaled scores)
     needs_head_detail = False
     #: whether the page needs the aggregates job
     needs_aggregates = False
 
-    def __init__(self, tab):
-        super().__init__()
-        self.tab = tab
+    def __init__(self, state, parent: QWidget | None = None):
+        super().__init__(state, parent)
+        state.inspection_changed.connect(self._mark_stale)
+        self.follow(state.selection_changed, self.on_head_selected)
+        self.follow(state.head_detail_changed, self.on_head_detail)
+        self.follow(state.metrics_changed, self.on_metrics)
+        self.follow(state.ablation_changed, self.on_ablation)
+        self.follow(state.ablation_result_changed, self.on_ablation_result)
+        self.follow(state.aggregates_changed, self.on_aggregates)
+        self.follow(state.cleared, self.clear)
+
+    def _mark_stale(self, _inspection) -> None:
         self.stale = True
-        self.built = False
 
-    def ensure_built(self) -> None:
-        """Build the page's widgets the first time it is needed (plots are costly to create, and
-        most sessions never open most pages)."""
-        if not self.built:
-            self.built = True
-            self.build()
-
-    def build(self) -> None:
-        """Create the page's widgets (called once, by :meth:`ensure_built`)."""
-
-    def refresh(self) -> None:
-        """Redraw from the tab's current state."""
-
-    def clear(self) -> None:
-        """Forget what is drawn (the model went away)."""
-
-    def export_widgets(self) -> dict[str, QWidget]:
-        """The widgets worth exporting as images (name → widget); the page itself by default."""
-        return {self.key: self}
-
-    # optional notifications (the tab calls them on every page; a page redraws only when shown)
+    # what the state announces (override what the page shows)
     def on_head_selected(self, layer: int, head: int) -> None:
         pass
 
@@ -61,6 +54,9 @@ class Page(QWidget):
         pass
 
     def on_metrics(self) -> None:
+        pass
+
+    def on_ablation(self, heads: dict) -> None:
         pass
 
     def on_ablation_result(self, result) -> None:
@@ -147,4 +143,4 @@ def blurb_label(text: str) -> QLabel:
     return lab
 
 
-__all__ = ["HeadSelector", "Page", "blurb_label", "holder"]
+__all__ = ["AttentionPage", "HeadSelector", "blurb_label", "holder"]

@@ -12,27 +12,13 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QSize, Qt
 from PySide6.QtWidgets import QLabel, QListView, QListWidget, QListWidgetItem, QSizePolicy, QVBoxLayout
 
-from app.views.attention.base import Page, blurb_label, holder
+from app.views.attention.base import AttentionPage, blurb_label, holder
 from app.widgets.attention_axis import TokenAxis
 from app.widgets.attention_heatmap import HeatPlot
+from model.inspection import token_focus_of
 
 
-def token_focus_of(weights: np.ndarray, t: int):
-    """:class:`~model.analysis.aggregate.TokenFocus` of position ``t``: the row and column ``t`` of
-    every head (float32 slices; ``aggregate.token_focus`` would first copy all of [L, H, T, T])."""
-    from model.analysis.aggregate import TokenFocus
-
-    T = weights.shape[-1]
-    if not 0 <= t < T:
-        raise ValueError(f"token position {t} is outside a prompt of {T} tokens")
-    return TokenFocus(
-        t,
-        np.asarray(weights[:, :, t, :], dtype=np.float32),
-        np.asarray(weights[:, :, :, t], dtype=np.float32),
-    )
-
-
-class FocusPage(Page):
+class FocusPage(AttentionPage):
     title = "Token focus"
     key = "focus"
     blurb = (
@@ -108,7 +94,7 @@ class FocusPage(Page):
         self._draw()
 
     def refresh(self) -> None:
-        insp = self.tab.inspection
+        insp = self.state.inspection
         if insp is None:
             return
         labels = insp.labels
@@ -131,7 +117,7 @@ class FocusPage(Page):
         self.stale = False
 
     def _draw(self) -> None:
-        insp = self.tab.inspection
+        insp = self.state.inspection
         if insp is None or not 0 <= self.token < insp.T:
             return
         t = self.token
@@ -157,7 +143,7 @@ class FocusPage(Page):
         self.bars_in.setTitle(f"who looks at '{lab}' (token {t}) — mean over all {n} heads", color="#222")
 
     def _on_move(self, pos: QPointF) -> None:
-        insp, f = self.tab.inspection, self.focus
+        insp, f = self.state.inspection, self.focus
         if insp is None or f is None:
             return
         H = f.looks_at.shape[1]
@@ -172,8 +158,8 @@ class FocusPage(Page):
                 )
                 return
 
-    def export_widgets(self):
+    def export_targets(self):
         return {"focus": self.canvas}
 
 
-__all__ = ["FocusPage", "token_focus_of"]
+__all__ = ["FocusPage"]

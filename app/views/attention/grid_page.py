@@ -4,20 +4,12 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
-from app.views.attention.base import Page, blurb_label
+from app.views.attention.base import AttentionPage, blurb_label
+from app.views.attention.state import ROLE_SHORT
 from app.widgets.attention_mosaic import AttentionMosaic
 
-#: Short names written in a grid cell for each role of model.analysis.heads.HEAD_ROLES.
-ROLE_SHORT = {
-    "induction": "induction",
-    "previous-token": "prev",
-    "self": "self",
-    "sink": "sink",
-    "uniform/dead": "uniform",
-}
 
-
-class GridPage(Page):
+class GridPage(AttentionPage):
     title = "Heads"
     key = "heads"
     blurb = (
@@ -27,7 +19,6 @@ class GridPage(Page):
     )
 
     def build(self) -> None:
-        tab = self.tab
         lay = QVBoxLayout(self)
         top = QHBoxLayout()
         top.addWidget(blurb_label(self.blurb), 1)
@@ -44,27 +35,27 @@ class GridPage(Page):
         self.roles_label.setWordWrap(True)
         self.roles_label.setStyleSheet("color: #444;")
         lay.addWidget(self.roles_label)
-        self.mosaic.headClicked.connect(lambda l, h: tab.open_head(l, h))
+        self.mosaic.headClicked.connect(self.openHeadRequested.emit)
         self.mosaic.headMenuRequested.connect(self._head_menu)
         self.log_box.toggled.connect(self.mosaic.set_log)
         self.fit_button.clicked.connect(self.mosaic.reset_view)
 
     def head_menu_actions(self, layer: int, head: int) -> list[tuple[str, object]]:
         """(text, action) of the right-click menu of head (layer, head)."""
-        tab = self.tab
-        items = [(f"Open layer {layer}, head {head}", lambda: tab.open_head(layer, head))]
-        off = dict(tab.ablation)
+        state = self.state
+        items = [(f"Open layer {layer}, head {head}", lambda: self.openHeadRequested.emit(layer, head))]
+        off = dict(state.ablation)
         if (layer, head) in off:
             rest = {lh: m for lh, m in off.items() if lh != (layer, head)}
-            items.append(("Switch this head back on", lambda: tab.set_ablation(rest)))
+            items.append(("Switch this head back on", lambda: state.set_ablation(rest)))
         else:
             for mode, text in (
                 ("zero", "Switch this head off (output × 0)"),
                 ("mean", "Switch this head off (output → its mean)"),
             ):
-                items.append((text, lambda mode=mode: tab.set_ablation({**off, (layer, head): mode})))
+                items.append((text, lambda mode=mode: state.set_ablation({**off, (layer, head): mode})))
         if off:
-            items.append(("Switch every head back on", tab.restore_heads))
+            items.append(("Switch every head back on", lambda: state.set_ablation({})))
         return items
 
     def _head_menu(self, layer: int, head: int, pos) -> None:
@@ -76,14 +67,14 @@ class GridPage(Page):
         menu.exec(pos)
 
     def refresh(self) -> None:
-        insp = self.tab.inspection
+        insp = self.state.inspection
         if insp is None:
             return
         self.mosaic.set_data(
             insp.weights, insp.labels, mask=insp.mask, overview=insp.overview, block=insp.block
         )
-        self.mosaic.set_marked(self.tab.ablation.keys())
-        self.mosaic.set_selected(self.tab.selected)
+        self.mosaic.set_marked(self.state.ablation.keys())
+        self.mosaic.set_selected(self.state.selected)
         self._update_roles()
         self.stale = False
 
@@ -94,8 +85,8 @@ class GridPage(Page):
         self._update_roles()
 
     def _update_roles(self) -> None:
-        cls = self.tab.classification
-        insp = self.tab.inspection
+        cls = self.state.classification
+        insp = self.state.inspection
         if cls is None or insp is None or len(cls.labels) != insp.n_layers:
             self.mosaic.set_roles([])
             self.roles_label.setText(
@@ -111,14 +102,14 @@ class GridPage(Page):
         self.roles_label.setText(
             "Orange frame: the head open on the Head and Pipeline pages. "
             + ("Names in the corners: " if named else "No head passes a naming threshold yet: ")
-            + self.tab.role_rules_text()
+            + self.state.role_rules_text()
             + ("" if named else ". See the Metrics page for every head's scores.")
         )
 
     def clear(self) -> None:
         self.mosaic.clear()
 
-    def export_widgets(self):
+    def export_targets(self):
         return {"heads": self.mosaic}
 
 

@@ -4,13 +4,17 @@ a colour legend and an optional log colour scale."""
 from __future__ import annotations
 
 import numpy as np
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
-from app.views.attention.base import HeadSelector, Page, blurb_label
+from app.views.attention.base import AttentionPage, HeadSelector, blurb_label
 from app.widgets.attention_heatmap import TokenHeatmap
 
 
-class HeadPage(Page):
+class HeadPage(AttentionPage):
+    #: the "Save as CSV…" button was pressed
+    csvRequested = Signal()
+
     title = "Head"
     key = "head"
     needs_head_detail = True
@@ -21,7 +25,6 @@ class HeadPage(Page):
     )
 
     def build(self) -> None:
-        tab = self.tab
         lay = QVBoxLayout(self)
         lay.addWidget(blurb_label(self.blurb))
         bar = QHBoxLayout()
@@ -41,18 +44,18 @@ class HeadPage(Page):
         self.heatmap = TokenHeatmap(colorbar_label="attention weight")
         self.heatmap.describe = self.describe
         lay.addWidget(self.heatmap, 1)
-        self.selector.changed.connect(lambda l, h: tab.select_head(l, h))
+        self.selector.changed.connect(self.state.select)
         self.log_box.toggled.connect(lambda _=False: self.refresh())
         self.reset_button.clicked.connect(self.heatmap.reset_view)
-        self.csv_button.clicked.connect(tab.export_head_csv_dialog)
+        self.csv_button.clicked.connect(self.csvRequested.emit)
         self._detail = None
 
     # ---- drawing -------------------------------------------------------------------------------
     def refresh(self) -> None:
-        insp = self.tab.inspection
+        insp = self.state.inspection
         if insp is None:
             return
-        layer, head = self.tab.selected
+        layer, head = self.state.selected
         self.selector.set_shape(insp.n_layers, insp.n_heads)
         self.selector.set_head(layer, head)
         w = insp.head(layer, head)
@@ -60,16 +63,17 @@ class HeadPage(Page):
         self.heatmap.set_matrix(
             shown, insp.labels, insp.labels, levels=(0.0, 1.0), log=self.log_box.isChecked()
         )
-        off = self.tab.ablation.get((layer, head))
+        off = self.state.ablation.get((layer, head))
         title = f"layer {layer}, head {head}: attention weights A = softmax(M)  [{insp.T} × {insp.T}]"
         if off:
             title += f"  — switched off ({off}): its output is not used"
         self.heatmap.set_title(title)
-        self.role_label.setText(self.tab.head_summary(layer, head))
+        self.role_label.setText(self.state.head_summary(layer, head))
         self.stale = False
 
     def on_head_selected(self, layer: int, head: int) -> None:
         self.selector.set_head(layer, head)
+        self.redraw()
 
     def on_head_detail(self, detail) -> None:
         self._detail = detail
@@ -78,21 +82,21 @@ class HeadPage(Page):
             self.heatmap.readout.setText(self.describe(r, c))
 
     def on_metrics(self) -> None:
-        self.role_label.setText(self.tab.head_summary(*self.tab.selected))
+        self.role_label.setText(self.state.head_summary(*self.state.selected))
 
     def _scores(self, q: int, k: int) -> tuple[float, float] | None:
-        d = self.tab.head_detail_for_selected()
+        d = self.state.head_detail_for_selected()
         if d is None:
             return None
         return float(d["scores_raw"].value[q, k]), float(d["scores_scaled"].value[q, k])
 
     def describe(self, q: int, k: int) -> str:
         """The readout for cell (query q, key k): tokens, weight, raw and scaled score."""
-        insp = self.tab.inspection
+        insp = self.state.inspection
         if insp is None or q < 0:
             return " "
         lab = insp.labels
-        layer, head = self.tab.selected
+        layer, head = self.state.selected
         pos = f"query {q} '{lab[q]}' → key {k} '{lab[k]}'"
         scores = self._scores(q, k)
         if not insp.mask[q, k]:
@@ -111,7 +115,7 @@ class HeadPage(Page):
     def clear(self) -> None:
         self.heatmap.readout.setText(" ")
 
-    def export_widgets(self):
+    def export_targets(self):
         return {"head": self.heatmap}
 
 

@@ -16,12 +16,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.views.attention.base import HeadSelector, Page, blurb_label
+from app.views.attention.base import AttentionPage, HeadSelector, blurb_label
 from app.views.attention.head_picker import HeadPicker
 from app.views.attention.lines import AttentionLines
 
 
-class LinesPage(Page):
+class LinesPage(AttentionPage):
     title = "Lines"
     key = "lines"
     blurb = (
@@ -76,7 +76,7 @@ class LinesPage(Page):
 
     def _on_selector(self, layer: int, head: int) -> None:
         self.one_radio.setChecked(True)
-        self.tab.select_head(layer, head)
+        self.state.select(layer, head)
 
     def _on_picked(self) -> None:
         if self.picker.selected():
@@ -87,7 +87,7 @@ class LinesPage(Page):
         """The [T, T] pattern drawn and its caption."""
         from model.analysis.aggregate import mean_over_heads_set
 
-        insp = self.tab.inspection
+        insp = self.state.inspection
         if insp is None:
             return None
         heads = self.picker.selected()
@@ -97,17 +97,17 @@ class LinesPage(Page):
             w = mean_over_heads_set(sub, [(0, i) for i in range(len(heads))])
             names = ", ".join(f"L{l}H{h}" for l, h in heads[:8]) + ("…" if len(heads) > 8 else "")
             return w, f"average of {len(heads)} heads ({names})"
-        layer, head = self.tab.selected
+        layer, head = self.state.selected
         return insp.head(layer, head), f"layer {layer}, head {head}"
 
     def refresh(self) -> None:
-        insp = self.tab.inspection
+        insp = self.state.inspection
         if insp is None:
             return
         self.selector.set_shape(insp.n_layers, insp.n_heads)
-        self.selector.set_head(*self.tab.selected)
+        self.selector.set_head(*self.state.selected)
         self.picker.set_shape(insp.n_layers, insp.n_heads)
-        self.picker.set_tooltips(self.tab.head_tips)
+        self.picker.set_tooltips(self.state.head_tips)
         pat = self.pattern()
         if pat is None:
             return
@@ -120,12 +120,12 @@ class LinesPage(Page):
 
     def on_head_selected(self, layer: int, head: int) -> None:
         self.selector.set_head(layer, head)
-        if self.isVisible():
-            self.refresh()
-        else:
-            self.stale = True
+        self.redraw()
 
-    def export_widgets(self):
+    def on_metrics(self) -> None:
+        self.picker.set_tooltips(self.state.head_tips)
+
+    def export_targets(self):
         return {"lines": self.lines}
 
 

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.views.attention.base import Page, blurb_label, holder
+from app.views.attention.base import AttentionPage, blurb_label, holder
 from app.widgets.attention_heatmap import HeatPlot
 
 #: (metric field, heatmap title) of the small L×H maps; every one lies in [0, 1].
@@ -75,7 +75,7 @@ def _num_item(v: float | int | None, decimals: int = 3) -> QTableWidgetItem:
     return item
 
 
-class MetricsPage(Page):
+class MetricsPage(AttentionPage):
     title = "Metrics"
     key = "metrics"
     blurb = (
@@ -85,7 +85,6 @@ class MetricsPage(Page):
     )
 
     def build(self) -> None:
-        tab = self.tab
         lay = QVBoxLayout(self)
         lay.addWidget(blurb_label(self.blurb))
         split = QSplitter()
@@ -135,7 +134,7 @@ class MetricsPage(Page):
             spin.setRange(0.0, 1.0)
             spin.setSingleStep(0.05)
             spin.setDecimals(2)
-            spin.setValue(getattr(tab.thresholds, field))
+            spin.setValue(getattr(self.state.thresholds, field))
             spin.valueChanged.connect(self._on_threshold)
             row.addWidget(QLabel(label))
             row.addWidget(spin)
@@ -160,12 +159,12 @@ class MetricsPage(Page):
     def _on_threshold(self, _v: float) -> None:
         from model.analysis.heads import HeadThresholds
 
-        self.tab.set_thresholds(HeadThresholds(**{f: s.value() for f, s in self.spins.items()}))
+        self.state.set_thresholds(HeadThresholds(**{f: s.value() for f, s in self.spins.items()}))
 
     def _on_row(self, row: int, _col: int) -> None:
         layer = self.table.item(row, 0).data(Qt.ItemDataRole.DisplayRole)
         head = self.table.item(row, 1).data(Qt.ItemDataRole.DisplayRole)
-        self.tab.open_head(int(layer), int(head))
+        self.openHeadRequested.emit(int(layer), int(head))
 
     def _on_map_click(self, ev) -> None:
         if ev.button() != Qt.MouseButton.LeftButton:
@@ -173,18 +172,15 @@ class MetricsPage(Page):
         for hp in self.maps.values():
             cell = hp.cell_at(ev.scenePos())
             if cell is not None:
-                self.tab.open_head(*cell)
+                self.openHeadRequested.emit(*cell)
                 return
 
     def on_metrics(self) -> None:
-        if self.isVisible():
-            self.refresh()
-        else:
-            self.stale = True
+        self.redraw()
 
     def refresh(self) -> None:
-        res, cls = self.tab.metrics, self.tab.classification
-        insp = self.tab.inspection
+        res, cls = self.state.metrics, self.state.classification
+        insp = self.state.inspection
         if res is None or cls is None or insp is None:
             self.status.setText("measuring the heads…" if insp is not None else " ")
             return
@@ -224,7 +220,7 @@ class MetricsPage(Page):
                         t.setPos(h + 0.5, l + 0.5)
                         hp.plot.addItem(t)
                         self._texts.append((hp.plot, t))
-        self.rules.setText(self.tab.role_rules_text(long=True, period=res.period))
+        self.rules.setText(self.state.role_rules_text(long=True, period=res.period))
         by_role: dict[str, list[str]] = {}
         for l, row in enumerate(cls.labels):
             for h, lab in enumerate(row):
@@ -244,7 +240,7 @@ class MetricsPage(Page):
         )
         self.stale = False
 
-    def export_widgets(self):
+    def export_targets(self):
         return {"metrics-maps": self.canvas, "metrics-table": self.table}
 
 

@@ -17,13 +17,13 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from app.views.attention.base import Page, blurb_label
-from app.views.attention.compute import K_MAX
+from app.views.attention.base import AttentionPage, blurb_label
+from model.inspection import K_MAX
 
 FIXED = ("pos", "token", "actually next", "p(actual)", "rank", "entropy (nats)")
 
 
-class NextTokenPage(Page):
+class NextTokenPage(AttentionPage):
     title = "Next token"
     key = "next"
     blurb = (
@@ -53,7 +53,7 @@ class NextTokenPage(Page):
         self.k_spin.valueChanged.connect(lambda _=0: self.refresh())
 
     def refresh(self) -> None:
-        insp = self.tab.inspection
+        insp = self.state.inspection
         if insp is None:
             return
         nt = insp.next_tokens
@@ -109,11 +109,11 @@ class NextTokenPage(Page):
             self.summary.setText(
                 f"   the next token was the model's first guess at {top1:.0%} of {T - 1} positions; "
                 f"mean probability of the real next token {mean_p:.3f}"
-                + ("   (with switched-off heads)" if self.tab.ablation else "")
+                + ("   (with switched-off heads)" if self.state.ablation else "")
             )
         self.stale = False
 
-    def export_widgets(self):
+    def export_targets(self):
         return {"next-token": self.table}
 
 

@@ -15,7 +15,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout
 
-from app.views.attention.base import HeadSelector, Page, blurb_label, holder
+from app.views.attention.base import AttentionPage, HeadSelector, blurb_label, holder
 from app.widgets.attention_heatmap import DIVERGING_CMAP, HeatPlot, describe_value
 
 #: (stage key, grid row, grid column) of each panel; a panel takes two columns (plot + colour bar).
@@ -32,7 +32,7 @@ LAYOUT = (
 VECTOR_STAGES = ("q", "k", "v", "head_out")
 
 
-class PipelinePage(Page):
+class PipelinePage(AttentionPage):
     title = "Pipeline"
     key = "pipeline"
     needs_head_detail = True
@@ -44,7 +44,6 @@ class PipelinePage(Page):
     )
 
     def build(self) -> None:
-        tab = self.tab
         lay = QVBoxLayout(self)
         lay.addWidget(blurb_label(self.blurb))
         bar = QHBoxLayout()
@@ -78,15 +77,15 @@ class PipelinePage(Page):
         lay.addWidget(self.readout)
         self.detail = None
         self.view.scene().sigMouseMoved.connect(self._on_move)
-        self.selector.changed.connect(lambda l, h: tab.select_head(l, h))
+        self.selector.changed.connect(self.state.select)
 
     def refresh(self) -> None:
-        insp = self.tab.inspection
+        insp = self.state.inspection
         if insp is None:
             return
         self.selector.set_shape(insp.n_layers, insp.n_heads)
-        self.selector.set_head(*self.tab.selected)
-        detail = self.tab.head_detail_for_selected()
+        self.selector.set_head(*self.state.selected)
+        detail = self.state.head_detail_for_selected()
         if detail is None:
             self.info.setText("computing this head's stages…")
             return
@@ -95,9 +94,10 @@ class PipelinePage(Page):
 
     def on_head_selected(self, layer: int, head: int) -> None:
         self.selector.set_head(layer, head)
+        self.redraw()
 
     def on_head_detail(self, detail) -> None:
-        if self.isVisible():
+        if self.in_view():
             self.refresh()
 
     def _draw(self, detail, insp) -> None:
@@ -138,7 +138,7 @@ class PipelinePage(Page):
             if cfg.n_rep > 1
             else ""
         )
-        off = self.tab.ablation.get((detail.layer, detail.head))
+        off = self.state.ablation.get((detail.layer, detail.head))
         self.info.setText(
             f"layer {detail.layer}, head {detail.head}: T = {detail.T} tokens, d_k = {detail.d_k}; "
             f"scale rule: {rule}{kv}" + (f"  — this head is switched off ({off})" if off else "")
@@ -154,7 +154,7 @@ class PipelinePage(Page):
 
     def _on_move(self, pos: QPointF) -> None:
         d = self.detail
-        insp = self.tab.inspection
+        insp = self.state.inspection
         if d is None or insp is None:
             return
         for n, (key, _, _) in enumerate(LAYOUT, start=1):
@@ -175,7 +175,7 @@ class PipelinePage(Page):
         self.detail = None
         self.readout.setText(" ")
 
-    def export_widgets(self):
+    def export_targets(self):
         return {"pipeline": self.canvas}
 
 

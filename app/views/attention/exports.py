@@ -1,0 +1,139 @@
+"""What the Attention tab writes: the page in view as PNG or SVG (``app.widgets.exporting``), the
+selected head as CSV and the prompt's tensors as .npz (``model.export``), and the dialogs that ask
+where.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtWidgets import QFileDialog
+
+from app.widgets.exporting import write_png, write_svg
+from model.export import save_inspection, write_head_csv
+from model.inspection import export_arrays, with_threads
+
+
+class AttentionExports:
+    """The Attention tab's exports; ``tab`` gives the page in view, the session, the settings (for
+    the last folder), the status line and the ``exported``/``failed`` signals (this module is part of
+    the tab: it uses the tab's private ``_set_status``, ``_settings`` and ``_threads``)."""
+
+    def __init__(self, tab):
+        self.tab = tab
+        self.state = tab.state
+
+    def targets(self) -> dict:
+        """What File → Export writes as SVG: the graphics of the page in view."""
+        return self.tab.current_page.export_targets()
+
+    def view(self, path: str | Path) -> list[str]:
+        """The page in view as PNG (as on screen) or SVG (each of its graphics); returns the files."""
+        path = Path(path)
+        suffix = path.suffix.lower()
+        if suffix == ".png":
+            return [str(write_png(self.tab.current_page, path))]
+        if suffix != ".svg":
+            raise ValueError(f"export as .png or .svg, not {suffix or 'a file without extension'}")
+        targets = self.targets()
+        out = []
+        for name, widget in targets.items():
+            p = path if len(targets) == 1 else path.with_name(f"{path.stem}-{name}{path.suffix}")
+            out.append(str(write_svg(widget, p)))
+        return out
+
+    def head_csv(self, path: str | Path, layer: int | None = None, head: int | None = None) -> str:
+        """Head (layer, head) (default: the selected one) as CSV with token labels; returns the file."""
+        insp = self.state.inspection
+        if insp is None:
+            raise ValueError("there is nothing to export yet: run a prompt first")
+        if layer is None or head is None:
+            layer, head = self.state.selected
+        written = str(write_head_csv(path, insp.head(layer, head), insp.labels))
+        self.tab.exported.emit(written)
+        return written
+
+    def npz(self, path: str | Path) -> bool:
+        """Write the prompt's tensors as .npz (the ``attention-lab inspect`` format) off the GUI thread.
+
+        ``exported(path)`` or ``failed(message)`` follows. False when there is nothing to export.
+        """
+        tab = self.tab
+        insp, model, tok = self.state.inspection, tab.session.model, tab.session.tokenizer
+        if insp is None or model is None:
+            return False
+        ids, ablate, path = insp.ids, dict(insp.ablate), Path(path)
+
+        arrays = with_threads(tab._threads, lambda: export_arrays(model, tok, ids, ablate=ablate))  # noqa: SLF001
+
+        def job():
+            return str(save_inspection(path, arrays()))
+
+        def done(res, err):
+            if err is not None:
+                msg = f"Could not write {path}: {err}"
+                tab._set_status(msg, error=True)
+                tab.failed.emit(msg)
+            else:
+                tab._set_status(f"Wrote {res}" + (" (with switched-off heads)" if ablate else ""))
+                tab.exported.emit(res)
+
+        tab.session.compute.submit("attention.export", job, done)
+        return True
+
+    # ---- dialogs -------------------------------------------------------------------------------
+    def _ask_path(self, title: str, name: str, filters: str) -> str:
+        settings = self.tab._settings  # noqa: SLF001
+        start = Path(settings.last_dir("export")) if settings is not None else Path.home()
+        path, _ = QFileDialog.getSaveFileName(self.tab, title, str(start / name), filters)
+        if path and settings is not None:
+            settings.set_last_dir("export", Path(path).parent)
+        return path
+
+    def view_dialog(self, kind: str) -> None:
+        page = self.tab.current_page
+        filt = "PNG image (*.png)" if kind == "png" else "SVG drawing (*.svg)"
+        path = self._ask_path("Export this view", f"attention-{page.key}.{kind}", filt)
+        if not path:
+            return
+        if not path.lower().endswith(f".{kind}"):
+            path += f".{kind}"
+        try:
+            written = self.view(path)
+        except Exception as exc:
+            self.tab._set_status(f"Export failed: {exc}", error=True)
+            return
+        self.tab._set_status("Wrote " + ", ".join(written))
+        for p in written:
+            self.tab.exported.emit(p)
+
+    def npz_dialog(self) -> None:
+        path = self._ask_path("Save the prompt's tensors", "attention.npz", "NumPy arrays (*.npz)")
+        if path:
+            self.npz(path)
+
+    def head_csv_dialog(self) -> None:
+        if self.state.inspection is None:
+            return
+        layer, head = self.state.selected
+        path = self._ask_path("Save the head as CSV", f"attention-L{layer}H{head}.csv", "CSV table (*.csv)")
+        if not path:
+            return
+        try:
+            written = self.head_csv(path)
+        except Exception as exc:
+            self.tab._set_status(f"Export failed: {exc}", error=True)
+            return
+        self.tab._set_status(f"Wrote {written}")
+
+    def dialog(self, key: str) -> None:
+        """The dialog of Export-menu entry ``key`` (``controls.EXPORTS``)."""
+        {
+            "png": lambda: self.view_dialog("png"),
+            "svg": lambda: self.view_dialog("svg"),
+            "npz": self.npz_dialog,
+            "csv": self.head_csv_dialog,
+        }[key]()
+
+
+__all__ = ["AttentionExports"]

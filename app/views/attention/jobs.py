@@ -1,0 +1,116 @@
+"""The Attention tab's follow-up jobs: what only some pages show, measured after each run.
+
+Each job reads the state (and the session's model), runs in the session's compute worker through the
+tab's ``_submit`` (superseded by a newer run like the run itself), writes its result into the
+:class:`~app.views.attention.state.AttentionState` (whose signals redraw the pages) and then emits the
+tab's matching signal (``headDetailReady``, ``metricsReady``, ``ablationReady``, ``aggregatesReady``).
+"""
+
+from __future__ import annotations
+
+from model import inspection
+
+
+class AttentionJobs:
+    """The follow-up jobs of an Attention tab ``tab`` (its ``state``, ``session`` and ``_submit``)."""
+
+    def __init__(self, tab):
+        self.tab = tab
+        self.state = tab.state
+        self.session = tab.session
+        #: validation batches of the current data and model shape, for the ablation's loss change
+        self.val_cache: dict = {}
+        self._aggregates_asked = None  # (request, chosen heads) of the last aggregates job
+
+    def for_page(self, page) -> bool:
+        """Request what ``page`` needs and the state lacks; True when it lacks nothing."""
+        st, ready = self.state, True
+        if page.needs_head_detail and st.head_detail_for_selected() is None:
+            self.head_detail()
+            ready = False
+        if page.needs_aggregates and st.aggregates_for_current() is None:
+            self.aggregates()
+            ready = False
+        return ready
+
+    def head_detail(self) -> None:
+        """The selected head's pipeline (``attention.head``), unless the state has it."""
+        st, model = self.state, self.session.model
+        insp = st.inspection
+        if insp is None or model is None or st.head_detail_for_selected() is not None:
+            return
+        layer, head = st.selected
+        ids, ablate, req = insp.ids, dict(insp.ablate), insp.request
+
+        def fn():
+            return req, layer, head, inspection.head_detail(model, ids, layer, head, ablate=ablate)
+
+        def done(entry):
+            st.set_head_detail(*entry)
+            if entry[1:3] == st.selected:
+                self.tab.headDetailReady.emit(entry[3])
+
+        self.tab._submit("attention.head", fn, done)
+
+    def metrics(self) -> None:
+        """Metrics of every head (``attention.metrics``)."""
+        insp, model = self.state.inspection, self.session.model
+        if insp is None or model is None:
+            return
+        weights, mask, ablate, req = insp.weights, insp.mask, dict(insp.ablate), insp.request
+
+        def done(res):
+            self.state.set_metrics(res)
+            self.tab.metricsReady.emit(res)
+
+        self.tab._submit(
+            "attention.metrics",
+            lambda: inspection.head_metrics_of(model, weights, mask, ablate=ablate, request=req),
+            done,
+        )
+
+    def ablation(self) -> None:
+        """What the switched-off heads change (``attention.ablation``)."""
+        st, model, s = self.state, self.session.model, self.session
+        insp = st.inspection
+        if insp is None or model is None or not st.ablation:
+            return
+        heads, ids, req = dict(st.ablation), insp.ids, insp.request
+        source, tok, cfg = s.source, s.tokenizer, model.config
+        cache_key = (id(source), cfg.context_length, id(tok))
+        cache = self.val_cache
+
+        def fn():
+            if cache_key not in cache:
+                cache.clear()
+                cache[cache_key] = inspection.held_out_batches(source, cfg, tok)
+            batches, note = cache[cache_key]
+            return inspection.ablation_of(model, ids, heads, batches, note, tokenizer=tok, request=req)
+
+        def done(res):
+            if st.set_ablation_result(res):
+                self.tab.ablationReady.emit(res)
+
+        self.tab._submit("attention.ablation", fn, done)
+
+    def aggregates(self) -> None:
+        """Mean patterns, with the chosen heads' (``attention.aggregate``)."""
+        insp = self.state.inspection
+        if insp is None:
+            return
+        weights, req = insp.weights, insp.request
+        chosen = list(self.state.chosen_heads)
+        if self._aggregates_asked == (req, chosen):
+            return  # already on its way
+        self._aggregates_asked = (req, chosen)
+
+        def done(res):
+            self.state.set_aggregates(res)
+            self.tab.aggregatesReady.emit(res)
+
+        self.tab._submit(
+            "attention.aggregate", lambda: inspection.aggregates_of(weights, chosen, request=req), done
+        )
+
+
+__all__ = ["AttentionJobs"]

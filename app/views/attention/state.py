@@ -1,0 +1,243 @@
+"""What the Attention tab's pages draw, in one object without Qt: :class:`AttentionState`.
+
+The tab writes results into it as its jobs finish (``model.inspection`` computes them); the pages
+read it and connect to its signals (:class:`app.state.Signal`: called at once, in the emitting
+thread). The pages never read the tab, nor each other: a page that changes something (the selected
+head, the switched-off heads, the thresholds, the heads to average) calls the state, and whoever
+cares follows the signal.
+"""
+
+from __future__ import annotations
+
+from app.state import Signal
+
+#: Short names written in a grid cell for each role of model.analysis.heads.HEAD_ROLES.
+ROLE_SHORT = {
+    "induction": "induction",
+    "previous-token": "prev",
+    "self": "self",
+    "sink": "sink",
+    "uniform/dead": "uniform",
+}
+
+Head = tuple[int, int]
+
+
+class AttentionState:
+    """The Attention tab's state and its change signals (see the module docstring).
+
+    ``inspection``: the current :class:`~model.inspection.Inspection` (None before the first run or
+    without a model); ``selected``: the (layer, head) every page shows; ``ablation``: the heads
+    switched off, ``{(layer, head): "zero" | "mean"}``; ``metrics``
+    (:class:`~model.inspection.MetricsResult`), ``thresholds`` and the ``classification`` they give;
+    ``ablation_result``, ``aggregates`` and the selected head's pipeline
+    (:meth:`head_detail_for_selected`) once measured; ``chosen_heads``: the heads the Aggregates
+    page averages.
+    """
+
+    #: (Inspection | None): a new run arrived, or the model went away
+    inspection_changed = Signal()
+    #: (layer, head)
+    selection_changed = Signal()
+    #: (heads): the switched-off heads changed
+    ablation_changed = Signal()
+    #: (HeadPipeline): the selected head's stages arrived
+    head_detail_changed = Signal()
+    #: (): new metrics, or new thresholds (the classification and ``head_tips`` follow)
+    metrics_changed = Signal()
+    #: (AblationResult)
+    ablation_result_changed = Signal()
+    #: (Aggregates)
+    aggregates_changed = Signal()
+    #: (heads): the heads to average changed
+    chosen_heads_changed = Signal()
+    #: (): no model any more; pages forget what they draw
+    cleared = Signal()
+
+    def __init__(self) -> None:
+        from model.analysis.heads import HeadThresholds
+
+        self.inspection = None
+        self.selected: Head = (0, 0)
+        self.ablation: dict[Head, str] = {}
+        self.head_detail_entry = None  # (request, layer, head, HeadPipeline)
+        self.metrics = None
+        self.thresholds = HeadThresholds()
+        self.classification = None
+        self.head_tips: dict[Head, str] = {}
+        self.ablation_result = None
+        self.aggregates = None
+        self.chosen_heads: list[Head] = []
+
+    @property
+    def prompt(self) -> str:
+        """The prompt the pages show ('' before the first run)."""
+        return self.inspection.prompt if self.inspection is not None else ""
+
+    # ---- results -------------------------------------------------------------------------------
+    def set_inspection(self, inspection) -> None:
+        """A new run: keeps the selection (clamped to the new shape) and the metrics while the shape
+        is the same (they follow shortly); the aggregates belong to the old run."""
+        prev = self.inspection
+        self.inspection = inspection
+        L, H = inspection.n_layers, inspection.n_heads
+        if prev is None or (prev.n_layers, prev.n_heads) != (L, H):
+            self.metrics = self.classification = None
+            self.head_tips = {}
+            self.selected = (min(self.selected[0], L - 1), min(self.selected[1], H - 1))
+        self.aggregates = None
+        self.inspection_changed.emit(inspection)
+
+    def forget_results(self) -> None:
+        """The model changed: what was measured on the old one no longer holds (nothing is emitted;
+        the next inspection announces itself)."""
+        self.head_detail_entry = None
+        self.metrics = self.classification = None
+        self.head_tips = {}
+        self.ablation_result = None
+
+    def clear(self) -> None:
+        """No model: forget everything drawn."""
+        self.forget_results()
+        self.inspection = None
+        self.aggregates = None
+        self.cleared.emit()
+        self.inspection_changed.emit(None)
+
+    def set_head_detail(self, request: int, layer: int, head: int, detail) -> None:
+        self.head_detail_entry = (request, layer, head, detail)
+        if (layer, head) == self.selected:
+            self.head_detail_changed.emit(detail)
+
+    def head_detail_for_selected(self):
+        """The selected head's :class:`~model.analysis.pipeline.HeadPipeline` for the current run, or None."""
+        e, insp = self.head_detail_entry, self.inspection
+        if e is None or insp is None:
+            return None
+        req, layer, head, detail = e
+        return detail if (req, layer, head) == (insp.request, *self.selected) else None
+
+    def set_metrics(self, metrics) -> None:
+        self.metrics = metrics
+        self._classify()
+
+    def set_thresholds(self, thresholds) -> None:
+        """Name the heads again with new thresholds (no recomputation)."""
+        self.thresholds = thresholds
+        self._classify()
+
+    def _classify(self) -> None:
+        from model.analysis.heads import classify_heads
+
+        if self.metrics is None:
+            self.classification = None
+            self.head_tips = {}
+            return
+        self.classification = classify_heads(self.metrics.metrics, self.thresholds)
+        self.head_tips = {
+            (l, h): str(lab)
+            for l, row in enumerate(self.classification.labels)
+            for h, lab in enumerate(row)
+            if lab.name
+        }
+        self.metrics_changed.emit()
+
+    def set_ablation_result(self, result) -> bool:
+        """Keep ``result`` if it measured the heads switched off now; returns whether it was kept."""
+        if result.heads != self.ablation:
+            return False
+        self.ablation_result = result
+        self.ablation_result_changed.emit(result)
+        return True
+
+    def set_aggregates(self, aggregates) -> None:
+        self.aggregates = aggregates
+        self.aggregates_changed.emit(aggregates)
+
+    def aggregates_for_current(self):
+        """The aggregates of the current run and the current ``chosen_heads``, or None."""
+        a, insp = self.aggregates, self.inspection
+        if a is None or insp is None or a.request != insp.request:
+            return None
+        if a.chosen_heads != self.chosen_heads:
+            return None
+        return a
+
+    # ---- what the user changes -----------------------------------------------------------------
+    def select(self, layer: int, head: int) -> bool:
+        """Make (layer, head) the selected head (clamped to the model); returns whether it changed."""
+        insp = self.inspection
+        layer, head = int(layer), int(head)
+        if insp is not None:
+            layer = max(0, min(layer, insp.n_layers - 1))
+            head = max(0, min(head, insp.n_heads - 1))
+        if (layer, head) == self.selected:
+            return False
+        self.selected = (layer, head)
+        self.selection_changed.emit(layer, head)
+        return True
+
+    def set_ablation(self, heads: dict) -> bool:
+        """Switch ``heads`` ({(layer, head): "zero" | "mean"}) off; {} = every head on. Returns whether
+        anything changed; the ablation's result and the head's pipeline are then out of date."""
+        heads = {(int(l), int(h)): m for (l, h), m in dict(heads).items()}
+        if heads == self.ablation:
+            return False
+        self.ablation = heads
+        self.ablation_result = None
+        self.head_detail_entry = None
+        self.ablation_changed.emit(dict(heads))
+        return True
+
+    def restrict_ablation(self, n_layers: int, n_heads: int) -> bool:
+        """Keep only the switched-off heads a model of ``n_layers`` × ``n_heads`` has."""
+        return self.set_ablation(
+            {lh: m for lh, m in self.ablation.items() if lh[0] < n_layers and lh[1] < n_heads}
+        )
+
+    def set_chosen_heads(self, heads) -> bool:
+        """The heads the Aggregates page averages; returns whether they changed."""
+        heads = sorted((int(l), int(h)) for l, h in heads)
+        if heads == self.chosen_heads:
+            return False
+        self.chosen_heads = heads
+        self.chosen_heads_changed.emit(list(heads))
+        return True
+
+    # ---- words ---------------------------------------------------------------------------------
+    def role_rules_text(self, *, long: bool = False, period: int | None = None) -> str:
+        """The naming rules with their thresholds, in order of precedence."""
+        t = self.thresholds
+        per = f" on 2 × {period} random tokens" if period else ""
+        rules = [
+            ("induction", f"induction score ≥ {t.induction:.2f}{per if long else ''}"),
+            ("previous-token", f"previous-token score ≥ {t.previous_token:.2f}"),
+            ("self", f"self score ≥ {t.self:.2f}"),
+            ("sink", f"first-token score ≥ {t.sink:.2f}"),
+            ("uniform/dead", f"spread ≥ {t.uniform:.2f} (attention nearly even over the keys it sees)"),
+        ]
+        if long:
+            return (
+                "Rules, first match wins: "
+                + "; ".join(f"{i}. <b>{name}</b> if {rule}" for i, (name, rule) in enumerate(rules, start=1))
+                + ". Other heads stay unnamed."
+            )
+        return "; ".join(f"{ROLE_SHORT[name]} = {name} ({rule})" for name, rule in rules)
+
+    def head_summary(self, layer: int, head: int) -> str:
+        """One line about head (layer, head): its name and key metrics, once measured."""
+        text = f"layer {layer}, head {head}"
+        if self.classification is not None and self.metrics is not None:
+            lab = self.classification.labels[layer][head]
+            m = self.metrics.metrics
+            text += f": {lab}" if lab.name else ": no named role"
+            text += (
+                f" · spread {m.entropy_norm[layer, head]:.2f} · prev-token {m.prev_token[layer, head]:.2f}"
+                f" · sink {m.sink[layer, head]:.2f}"
+            )
+            if m.induction is not None:
+                text += f" · induction {m.induction[layer, head]:.2f}"
+        return text
+
+
+__all__ = ["ROLE_SHORT", "AttentionState"]

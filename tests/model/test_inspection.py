@@ -1,0 +1,159 @@
+"""The attention inspection without Qt (``model.inspection``): every number checked against the
+model's own trace, the pooling of long prompts against a plain reference."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from model.config import GPTConfig
+from model.gpt import build_model
+from model.inspection import (
+    PromptError,
+    ablation_of,
+    aggregates_of,
+    encode_prompt,
+    head_detail,
+    held_out_batches,
+    inspect_prompt,
+    pick_threads,
+    pool_max,
+    pool_visible,
+    token_focus_of,
+)
+from model.tokens import CharTokenizer, visible
+
+TEXT = "the cat sat on the mat. the cat ate."
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return CharTokenizer.from_text(TEXT)
+
+
+@pytest.fixture(scope="module")
+def model(tok):
+    cfg = GPTConfig(vocab_size=tok.vocab_size, context_length=24, n_layers=2, d_model=16, n_heads=2)
+    return build_model(cfg, seed=0)
+
+
+def _reference_pool(w: np.ndarray, b: int) -> np.ndarray:
+    T = w.shape[-1]
+    S = math.ceil(T / b)
+    pad = np.zeros(w.shape[:-2] + (S * b, S * b), dtype=np.float32)
+    pad[..., :T, :T] = w
+    return pad.reshape(*w.shape[:-2], S, b, S, b).max(axis=(-3, -1))
+
+
+@settings(max_examples=40, deadline=None)
+@given(T=st.integers(1, 40), b=st.integers(1, 7), seed=st.integers(0, 1000))
+def test_pool_max_is_the_largest_weight_of_each_block(T, b, seed):
+    rng = np.random.default_rng(seed)
+    w = rng.random((2, 3, T, T), dtype=np.float32)
+    got = pool_max(w, b)
+    assert got.shape == (2, 3, math.ceil(T / b), math.ceil(T / b)) and got.dtype == np.float32
+    np.testing.assert_array_equal(got, _reference_pool(w, b))
+    mask = np.tril(np.ones((T, T), bool))
+    vis = pool_visible(mask, b)
+    # a pooled pixel is visible exactly when its block holds a visible pair: on or below the diagonal
+    S = math.ceil(T / b)
+    for i in range(S):
+        for j in range(S):
+            assert vis[i, j] == (j * b <= min(T - 1, i * b + b - 1))
+
+
+def test_pool_max_of_float16_weights_equals_float32():
+    w = np.random.default_rng(3).random((3, 2, 23, 23)).astype(np.float16)
+    got = pool_max(w, 4)
+    assert got.dtype == np.float32 and got.shape == (3, 2, 6, 6)
+    np.testing.assert_array_equal(got, _reference_pool(w.astype(np.float32), 4))
+
+
+def test_encode_prompt_keeps_the_last_tokens_and_explains_what_it_cannot_run(tok):
+    ids, dropped = encode_prompt(tok, "the cat sat", 5)
+    assert ids == tok.encode("the cat sat")[-5:] and dropped == 6
+    assert encode_prompt(tok, "the", 24) == (tok.encode("the"), 0)
+    with pytest.raises(PromptError, match="empty"):
+        encode_prompt(tok, "", 24)
+    with pytest.raises(PromptError):
+        encode_prompt(tok, "€", 24)  # not in the vocabulary
+
+
+def test_inspect_prompt_holds_what_the_model_traced(model, tok):
+    text = "the cat ate the mat"
+    ids = tok.encode(text)
+    insp = inspect_prompt(model, tok, ids, block=3, request=7, prompt=text)
+    with torch.no_grad():
+        trace = model.trace(torch.tensor([ids]), kinds=("weights",))
+    want = trace.stack("weights")
+    T = len(ids)
+    assert (insp.n_layers, insp.n_heads, insp.T) == (2, 2, T) and insp.request == 7
+    np.testing.assert_allclose(insp.weights, want, atol=1e-6)
+    np.testing.assert_array_equal(insp.overview, pool_max(insp.weights, 3))
+    assert insp.block == 3 and insp.overview.shape == (2, 2, math.ceil(T / 3), math.ceil(T / 3))
+    assert np.array_equal(insp.mask, np.tril(np.ones((T, T), bool)))
+    np.testing.assert_allclose(insp.logits, trace.logits[0].numpy(), atol=1e-5)
+    assert insp.labels == [visible(c) for c in text] and insp.target_labels == insp.labels[1:] + [""]
+    top = insp.logits.argmax(-1)
+    assert [row[0] for row in insp.next_labels] == [visible(tok.token_strings([int(i)])[0]) for i in top]
+    assert model.training  # the mode is restored
+    # a switched-off head changes what the others see downstream, and is recorded
+    off = inspect_prompt(model, tok, ids, ablate={(0, 1): "zero"})
+    assert off.ablate == {(0, 1): "zero"} and not np.allclose(off.logits, insp.logits)
+
+
+def test_head_detail_is_the_traced_pipeline_of_one_head(model, tok):
+    ids = tok.encode("the cat")
+    detail = head_detail(model, ids, 1, 0)
+    with torch.no_grad():
+        trace = model.trace(torch.tensor([ids]), kinds=("weights", "scores_raw"))
+    np.testing.assert_allclose(detail["weights"].value, trace["weights", 1][0, 0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(detail["scores_raw"].value, trace["scores_raw", 1][0, 0].numpy(), atol=1e-5)
+
+
+def test_aggregates_and_token_focus_are_means_and_slices_of_the_weights():
+    w = np.random.default_rng(0).random((3, 2, 5, 5)).astype(np.float16)
+    a = aggregates_of(w, [(0, 1), (2, 0)], request=4)
+    w32 = w.astype(np.float32)
+    np.testing.assert_allclose(a.per_layer, w32.mean(1), atol=1e-6)
+    np.testing.assert_allclose(a.per_head, w32.mean(0), atol=1e-6)
+    np.testing.assert_allclose(a.overall, w32.mean((0, 1)), atol=1e-6)
+    np.testing.assert_allclose(a.chosen, (w32[0, 1] + w32[2, 0]) / 2, atol=1e-6)
+    assert a.request == 4 and a.chosen_heads == [(0, 1), (2, 0)]
+    assert aggregates_of(w, []).chosen is None
+    f = token_focus_of(w, 3)
+    np.testing.assert_array_equal(f.looks_at, w32[:, :, 3, :])
+    np.testing.assert_array_equal(f.looked_at_by, w32[:, :, :, 3])
+    with pytest.raises(ValueError):
+        token_focus_of(w, 5)
+
+
+def test_ablation_names_the_top_tokens_and_measures_the_loss_on_held_out_batches(model, tok):
+    from model.data import TextCorpus
+
+    assert held_out_batches(None, model.config, tok)[0] is None
+    source = TextCorpus(TEXT * 20, tokenizer=tok)
+    batches, note = held_out_batches(source, model.config, tok)
+    assert len(batches) == 4 and batches[0][0].shape == (8, 24) and "4 validation batches of 8×24" in note
+    again, _ = held_out_batches(source, model.config, tok)
+    assert torch.equal(batches[0][0], again[0][0])  # fixed: before and after see the same text
+    ids = tok.encode("the cat sat")
+    res = ablation_of(model, ids, {(0, 0): "zero"}, batches, note, tokenizer=tok, request=2)
+    e = res.effect
+    assert res.heads == {(0, 0): "zero"} and res.request == 2 and np.isfinite(res.loss.delta)
+    assert len(res.before_labels) == len(ids) == len(res.after_labels)
+    for t in (0, len(ids) - 1):
+        want = [visible(s) for s in tok.token_strings([int(i) for i in e.top_after.ids[t]])]
+        assert res.after_labels[t] == want
+    no_loss = ablation_of(model, ids, {(0, 0): "zero"}, None, "no data")
+    assert no_loss.loss is None and no_loss.before_labels[0][0] == str(int(e.top_before.ids[0, 0]))
+
+
+def test_small_work_and_training_run_on_one_thread(model):
+    assert pick_threads(model, 8, training=True) == 1
+    assert pick_threads(model, 8) == 1  # far below SMALL_FLOPS
