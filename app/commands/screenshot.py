@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
 
         # what a user sees when the config is invalid
         win.tab_widget.setCurrentIndex(0)
-        widgets = win.config_panel._widgets
+        widgets = win.config_panel.widgets
         old = widgets["n_heads"].value()
         widgets["n_heads"].setValue(3)
         win.docks["model"].raise_()

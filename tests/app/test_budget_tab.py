@@ -95,18 +95,18 @@ def test_typing_into_a_field_updates_the_totals(qtbot, tab):
     assert _table_value(tab.params_page.table, "total") == "3,500,281,856"
     assert "(edited)" in tab.total_label.text()
     # GQA: 8 KV heads shrink K and V and the KV cache fourfold
-    tab.editor.set_value("n_kv_heads", 8)
-    assert tab.report["params"]["total"] == budget.parameters(tab.editor.config()).total
+    tab.editor.set_field("n_kv_heads", 8)
+    assert tab.report["params"]["total"] == budget.parameters(tab.editor.value()).total
     assert "4× smaller" in tab.kv_page.summary.text()
     assert len([c for c in tab.kv_page.ctx_curves.values() if c.isVisible()]) == 3  # this, MHA, MQA
 
 
 def test_an_invalid_field_is_named_and_the_pages_wait(tab):
-    tab.editor.set_value("n_kv_heads", 5)  # 32 heads are not a multiple of 5
+    tab.editor.set_field("n_kv_heads", 5)  # 32 heads are not a multiple of 5
     assert tab.report is None and not tab.pages.isEnabled()
     assert "n_kv_heads" in tab.problem_label.text() and tab.problem_label.isVisibleTo(tab)
     assert "border" in tab.editor.widgets["n_kv_heads"].styleSheet()
-    tab.editor.set_value("n_kv_heads", 4)
+    tab.editor.set_field("n_kv_heads", 4)
     assert tab.report is not None and tab.pages.isEnabled() and not tab.problem_label.isVisibleTo(tab)
     tab.tokens_edit.setText("lots")
     assert "not a number of tokens" in tab.settings_error.text()
@@ -115,7 +115,7 @@ def test_an_invalid_field_is_named_and_the_pages_wait(tab):
 
 def test_flops_page_marks_the_crossover_and_kv_cache_shows_the_gqa_saving(tab):
     _choose(tab, "Llama 2 70B")
-    cfg = tab.editor.config()
+    cfg = tab.editor.value()
     cross = budget.attention_crossover(cfg)
     assert tab.flops_page.cross_line.value() == pytest.approx(math.log10(cross))
     assert f"{cross:,.0f}" in tab.flops_page.cross_line.label.format
@@ -142,7 +142,7 @@ def test_use_the_current_models_config(qtbot, session, tab, tiny_config):
     session.set_config(tiny_config)
     session.build_model()
     qtbot.mouseClick(tab.current_button, Qt.MouseButton.LeftButton)
-    assert tab.editor.config() == session.model.config
+    assert tab.editor.value() == session.model.config
     assert f"{session.model.num_params():,}" in tab.total_label.text()
 
 
@@ -162,7 +162,7 @@ def test_side_by_side_highlights_differences_and_exports(tmp_path, tab):
 
     assert colour(kv_row, 2) != colour(d_row, 2)
     before = len(side.columns)
-    tab.editor.set_value("n_layers", 2)
+    tab.editor.set_field("n_layers", 2)
     side.add_combo.setCurrentIndex(0)  # "the config being edited"
     side.add_button.click()
     assert len(side.columns) == before + 1 and side.rows[labels.index("layers L")][-1] == 2

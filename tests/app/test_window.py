@@ -42,23 +42,23 @@ def test_invalid_config_disables_start_and_says_why(qtbot, tiny_window):
     panel, tab = win.config_panel, win.tabs["Train"]
     assert tab.start_button.isEnabled() and panel.valid
     with qtbot.waitSignal(panel.validityChanged, timeout=5000, check_params_cb=lambda ok: not ok):
-        panel._widgets["n_heads"].setValue(3)  # d_model 16 is not divisible by 3
+        panel.widgets["n_heads"].setValue(3)  # d_model 16 is not divisible by 3
     assert not tab.start_button.isEnabled()
     assert "not divisible" in panel.error_label.text()
     assert "not divisible" not in tab.status_label.text() and "Model panel" in tab.status_label.text()
-    assert panel._widgets["n_heads"].styleSheet() and panel._widgets["d_model"].styleSheet()
+    assert panel.widgets["n_heads"].styleSheet() and panel.widgets["d_model"].styleSheet()
     # setting head_dim explicitly makes it valid again
     with qtbot.waitSignal(panel.validityChanged, timeout=5000, check_params_cb=lambda ok: ok):
-        panel._widgets["head_dim"].setValue(8)
+        panel.widgets["head_dim"].setValue(8)
     assert tab.start_button.isEnabled() and panel.error_label.text() == ""
     assert win.session.config.n_heads == 3 and win.session.config.head_dim == 8
 
 
 def test_invalid_training_settings_disable_start(qtbot, tiny_window):
     panel, tab = tiny_window.train_settings_panel, tiny_window.tabs["Train"]
-    panel._widgets["lr"].setText("fast")
+    panel.widgets["lr"].setText("fast")
     assert not tab.start_button.isEnabled() and "lr" in panel.error_label.text()
-    panel._widgets["lr"].setText("0.001")
+    panel.widgets["lr"].setText("0.001")
     assert tab.start_button.isEnabled() and tiny_window.session.train_settings.lr == 0.001
 
 
@@ -67,7 +67,7 @@ def test_settings_remember_geometry_config_and_training_settings(qtbot, app_sett
     qtbot.addWidget(win)
     win.resize(640, 480)  # smaller than the offscreen screen, which clamps restored geometry
     win.config_panel.set_config(tiny_config.replace(n_layers=3))
-    win.train_settings_panel._widgets["steps"].setValue(1234)
+    win.train_settings_panel.widgets["steps"].setValue(1234)
     win.docks["data"].raise_()
     win.close()
 

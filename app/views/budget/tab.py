@@ -39,8 +39,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.panels.model import GROUPS, gpt_config_form
 from app.views.budget.check import CheckPage
-from app.views.budget.config_editor import BudgetConfigEditor
 from app.views.budget.pages import CostPage, FlopsPage, KVPage, MemoryPage, ParamsPage
 from app.views.budget.side_by_side import SideBySidePage
 from app.views.budget.tables import (
@@ -73,6 +73,29 @@ KV_BYTES: list[tuple[str, float]] = [
 ]
 
 DEFAULT_PRESET = "llama2-7b"
+
+#: Upper bounds of the integer fields (generous: 405B-class models and million-token contexts).
+INT_MAX: dict[str, int] = {
+    "vocab_size": 10_000_000,
+    "context_length": 10_000_000,
+    "n_layers": 10_000,
+    "d_model": 1_000_000,
+    "n_heads": 100_000,
+    "n_kv_heads": 100_000,
+    "head_dim": 100_000,
+    "d_ff": 10_000_000,
+}
+
+
+def budget_config_form():
+    """Every GPTConfig field, vocabulary included, for budgets of any size (a 405B config with a 128k
+    vocabulary is as editable as a toy). The tab validates (the settings too) and shows the problems."""
+    groups = [(t, (["vocab_size"] if t == "Size" else []) + names) for t, names in GROUPS]
+    form = gpt_config_form(
+        groups=groups, int_max=INT_MAX, check=None, group_separators=True, object_prefix="budget_"
+    )
+    form.error_label.setObjectName("budgetConfigErrors")
+    return form
 
 
 class BudgetTab(QWidget):
@@ -148,8 +171,8 @@ class BudgetTab(QWidget):
         lay.addWidget(src)
         lay.addWidget(self._build_settings())
 
-        self.editor = BudgetConfigEditor()
-        self.editor.configEdited.connect(self._on_config_edited)
+        self.editor = budget_config_form()
+        self.editor.valueChanged.connect(self._on_config_edited)
         lay.addWidget(self.editor)
         lay.addStretch(1)
         return scroll
@@ -345,7 +368,7 @@ class BudgetTab(QWidget):
             self.seq_spin.setValue(0)
             notes = f" {p.notes}." if p.notes else ""
             self.source_label.setText(f"{p.title}: {p.source}.{notes}")
-            self.editor.set_config(p.gpt_config())
+            self.editor.set_value(p.gpt_config())
         finally:
             self._loading = False
         self.recompute()
@@ -366,7 +389,7 @@ class BudgetTab(QWidget):
             self.title = title
             self.preset_combo.setCurrentIndex(0)
             self.source_label.setText(source)
-            self.editor.set_config(cfg)
+            self.editor.set_value(cfg)
         finally:
             self._loading = False
         self.recompute()
@@ -447,7 +470,7 @@ class BudgetTab(QWidget):
     # ---- computing -----------------------------------------------------------------------------
     def recompute(self) -> None:
         """Recompute the report of the edited config and redraw every page (cheap arithmetic)."""
-        cfg = self.editor.config()
+        cfg = self.editor.value()
         try:
             settings = self.settings()
             self.settings_error.setText("")
@@ -576,7 +599,7 @@ class BudgetTab(QWidget):
 
     def save_state(self, settings) -> None:
         try:
-            settings.set_json("budget/config", self.editor.config().to_dict())
+            settings.set_json("budget/config", self.editor.value().to_dict())
             settings.set_json(
                 "budget/title", {"title": self.title, "preset": self.preset.name if self.preset else None}
             )
@@ -596,7 +619,7 @@ class BudgetTab(QWidget):
                 return
             if meta.get("preset"):
                 self.choose_preset(meta["preset"])
-                if config.to_dict() == self.editor.config().to_dict():
+                if config.to_dict() == self.editor.value().to_dict():
                     return
             self.set_config(config, title=str(meta.get("title") or "custom config"))
 
