@@ -7,15 +7,8 @@ import math
 import pytest
 from PySide6.QtCore import Qt
 
-from app.views.budget.tables import (
-    BUDGET_HEADER,
-    from_csv,
-    from_markdown,
-    markdown_cell,
-    number,
-    parse_quantity,
-)
 from model import budget
+from model.budget_table import BUDGET_HEADER, from_csv, from_markdown, markdown_cell, number
 from model.config import GPTConfig
 
 TIMEOUT = 60_000
@@ -108,8 +101,8 @@ def test_an_invalid_field_is_named_and_the_pages_wait(tab):
     assert "border" in tab.editor.widgets["n_kv_heads"].styleSheet()
     tab.editor.set_field("n_kv_heads", 4)
     assert tab.report is not None and tab.pages.isEnabled() and not tab.problem_label.isVisibleTo(tab)
-    tab.tokens_edit.setText("lots")
-    assert "not a number of tokens" in tab.settings_error.text()
+    tab.inputs.tokens_edit.setText("lots")
+    assert "not a number of tokens" in tab.inputs.settings_error.text()
     assert tab.report is not None and "training" not in tab.report  # the rest still computes
 
 
@@ -124,12 +117,12 @@ def test_flops_page_marks_the_crossover_and_kv_cache_shows_the_gqa_saving(tab):
     # left of the marked crossover the MLP dominates, right of it attention does
     assert y[0] < y_mlp[0] and y[-1] > y_mlp[-1]
     assert "8× smaller" in tab.kv_page.summary.text()
-    tab.causal_check.setChecked(True)
+    tab.inputs.causal_check.setChecked(True)
     assert tab.flops_page.cross_line.value() == pytest.approx(math.log10(2 * cross))
 
 
 def test_memory_page_highlights_the_chosen_precision(tab):
-    tab.precision_combo.setCurrentText("fp32")
+    tab.inputs.precision_combo.setCurrentText("fp32")
     t = tab.memory_page.table
     assert t.horizontalHeaderItem(1).text() == "fp32 ◀"
     n = tab.report["params"]["total"]
@@ -189,13 +182,6 @@ def test_budget_table_exports_round_trip(tmp_path, tab):
     assert total[3] == "6,738,415,616" and number(total[3]) == 6_738_415_616
     with pytest.raises(ValueError, match=".csv or .md"):
         tab.export_table(tmp_path / "b.txt")
-
-
-def test_parse_quantity():
-    assert parse_quantity("2T") == 2e12 and parse_quantity("300B") == 3e11
-    assert parse_quantity("1.5e12") == 1.5e12 and parse_quantity("15,000,000") == 1.5e7
-    with pytest.raises(ValueError):
-        parse_quantity("-3B")
 
 
 def test_check_against_the_built_model_and_a_measured_speed(qtbot, tab):
