@@ -176,3 +176,45 @@ def test_lazy_window_paints_first_then_builds_the_rest(qtbot, app_settings):
     assert all(win.tabs[t] is win._holders[t].tab for t in later)
     assert "Training" in win.menus
     win.close()
+
+
+class DataOnlyTab(QWidget):
+    """A tab that wants only the Data dock beside it."""
+
+    docks = ("data",)
+
+    def __init__(self, session, parent=None):
+        super().__init__(parent)
+
+
+def _shown(win) -> dict[str, bool]:
+    return {key: dock.isVisible() for key, dock in win.docks.items()}
+
+
+def test_docks_follow_the_tab(qtbot, app_settings):
+    tabs = [
+        ("Train", "app.views.train.tab:TrainTab"),
+        ("Data only", f"{__name__}:DataOnlyTab"),
+        ("Budget", "app.views.budget.tab:BudgetTab"),
+    ]
+    win = MainWindow(settings=app_settings, confirm_close=False, restore=False, tabs=tabs)
+    qtbot.addWidget(win)
+    win.show()
+    before = _shown(win)
+    assert before["model"]  # the Model dock is the raised one of the three
+    win.tab_widget.setCurrentIndex(2)  # Budget has its own config editor: no second one beside it
+    assert not any(_shown(win).values())
+    win.tab_widget.setCurrentIndex(1)
+    assert _shown(win) == {"data": True, "model": False, "training": False}
+    win.tab_widget.setCurrentIndex(0)
+    assert _shown(win) == before  # the user's layout comes back as it was
+    # settings keep the user's layout, not the one a tab chose
+    win.tab_widget.setCurrentIndex(2)
+    win.close()
+    again = MainWindow(settings=app_settings, confirm_close=False, restore=True, tabs=tabs)
+    qtbot.addWidget(again)
+    again.show()
+    assert again.tab_widget.currentIndex() == 2 and not any(_shown(again).values())
+    again.tab_widget.setCurrentIndex(0)
+    assert _shown(again) == before
+    again.close()

@@ -72,6 +72,8 @@ class BudgetTab(QWidget):
     """Budgets of any config. ``editor`` holds the config; ``recomputed`` fires after every update."""
 
     recomputed = Signal()
+    #: the window's setup docks this tab wants beside it: none (it has its own config editor)
+    docks: tuple[str, ...] = ()
 
     def __init__(self, session, parent: QWidget | None = None):
         super().__init__(parent)
