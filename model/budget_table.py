@@ -255,6 +255,7 @@ def _cost_rows(rep: dict[str, Any]) -> list[Row]:
     T = f["seq_len"]
     D = t["tokens"]
     six = t["basis"] == "6N"
+    by_6n, by_matmul = "6·N·D, N = all parameters (Chinchilla's C ≈ 6ND)", f"3·(2·N_mm + scores at T={T:,})·D"
     rows = [
         Row(COST, "tokens", "D", D, "tokens"),
         Row(
@@ -264,11 +265,18 @@ def _cost_rows(rep: dict[str, Any]) -> list[Row]:
             t["flops_per_token"],
             "FLOP",
         ),
-        Row(COST, "compute", "6·N·D" if six else "3·(2·N_mm + scores)·D", t["flops"], "FLOP", total=True),
+        Row(
+            COST,
+            "compute",
+            by_6n if six else by_matmul,
+            t["flops"],
+            "FLOP",
+            total=True,
+        ),
         Row(
             COST,
             "compute, 6·N·D" if not six else "compute, matmuls",
-            f"3·(2·N_mm + scores at T={T:,})·D" if six else "N = all parameters (Chinchilla's C ≈ 6ND)",
+            by_matmul if six else by_6n,
             f["train_total_per_token"] * D if six else f["train_6n"] * D,
             "FLOP",
             note="the other way to count (not used for the cost)",

@@ -147,6 +147,7 @@ class DataclassForm(QWidget):
         #: field name -> its widget, in form order
         self.widgets: dict[str, QWidget] = {}
         self.kinds: dict[str, str] = {}
+        self.row_labels: dict[str, QLabel] = {}
         self.tips: dict[str, str] = {}
         #: group title -> its form layout (panels add their own rows, e.g. a read-only label)
         self.forms: dict[str, QFormLayout] = {}
@@ -189,7 +190,8 @@ class DataclassForm(QWidget):
             widget = self._make(name, hints.get(name, str))
             widget.setToolTip(self.tips[name])
             self.widgets[name] = widget
-            form.addRow(self.label(name), widget)
+            self.row_labels[name] = self.label(name)
+            form.addRow(self.row_labels[name], widget)
         return box
 
     def label(self, name: str) -> QLabel:
@@ -342,6 +344,7 @@ class DataclassForm(QWidget):
                 except Exception:
                     on = True
                 self.widgets[name].setEnabled(on)
+                self.row_labels[name].setEnabled(on)
 
     def refresh(self) -> None:
         """Validate again (after a fixed value changed elsewhere): as after an edit."""

@@ -156,9 +156,9 @@ def test_norm_bias_is_disabled_under_rmsnorm(qtbot, make):
     form = ConfigPanel().form if make == "panel" else budget_config_form()
     qtbot.addWidget(form)
     form.set_value(GPTConfig(norm="rmsnorm"))
-    assert not form.widgets["norm_bias"].isEnabled()
+    assert not form.widgets["norm_bias"].isEnabled() and not form.row_labels["norm_bias"].isEnabled()
     form.set_field("norm", "layernorm")
-    assert form.widgets["norm_bias"].isEnabled()
+    assert form.widgets["norm_bias"].isEnabled() and form.row_labels["norm_bias"].isEnabled()
     form.set_field("norm", "rmsnorm")
     assert not form.widgets["norm_bias"].isEnabled()
     # the same rule for the other fields without effect: GELU's form, RoPE's base

@@ -414,7 +414,7 @@ class CostPage(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         layout = QVBoxLayout(self)
-        self.table = make_table(["training cost", "how", "value"], stretch_last=True)
+        self.table = make_table(["training cost", "how", "value"], stretch=1)
         self.table.setObjectName("budgetCostTable")
         layout.addWidget(self.table, 1)
         self.note = QLabel()
@@ -435,12 +435,16 @@ class CostPage(QWidget):
             [[r.quantity, r.formula or r.note, display_value(r, with_unit=True)] for r in mine],
             right_from=2,
             bold_rows=[i for i, r in enumerate(mine) if r.total],
-            tips=[[r.note, r.note, f"{r.value!r} {r.unit}"] for r in mine],
+            tips=[[r.note, _how(r), f"{r.value!r} {r.unit}"] for r in mine],
         )
         self.note.setText(
             "MFU (model FLOPs utilisation) counts the model's FLOPs only, not recomputation: 35–50% is "
             "typical of large dense training runs."
         )
+
+
+def _how(r: Row) -> str:
+    return "\n".join(t for t in (r.formula, r.note) if t)
 
 
 # ---------------------------------------------------------------------------------------------
