@@ -1,4 +1,7 @@
-"""The main window: the tab registry, the setup docks, menus, status bar and settings.
+"""The main window: the tab registry, the setup docks that follow the tab, status bar and settings.
+
+The menus and what their actions do are in :mod:`app.menus`; where a tab lives (its holder, scroll
+area and the :class:`TabError` that stands in for a broken one) in :mod:`app.tab_host`.
 
 Tabs
 ----
@@ -13,6 +16,10 @@ constructed as ``Class(session, parent=None)`` and may offer these optional hook
 * ``on_activated()``: called when the tab becomes the current one (compute lazily here).
 * ``shutdown()``: called from ``closeEvent``; stop the tab's own workers and wait for them.
 * ``save_state(settings)`` / ``restore_state(settings)``: persist what the tab wants (AppSettings).
+* ``docks``: the setup docks (keys of ``MainWindow.docks``: "data", "model", "training") the tab
+  wants beside it; the others are hidden while it is current and come back as they were when a tab
+  without ``docks`` (which keeps the user's layout) becomes current. The Budget tab, which has its
+  own config editor, wants none.
 
 A tab whose module is missing, fails to import or fails to construct shows a :class:`TabError` with
 the reason instead of taking the app down.
@@ -20,31 +27,16 @@ the reason instead of taking the app down.
 
 from __future__ import annotations
 
-import importlib
-import platform
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (
-    QApplication,
-    QDockWidget,
-    QFileDialog,
-    QLabel,
-    QMainWindow,
-    QMenu,
-    QMessageBox,
-    QScrollArea,
-    QTabWidget,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtCore import QByteArray, QSize, Qt, QTimer, Signal
+from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QTabWidget, QWidget
 
+from app.menus import APP_NAME, WindowMenus, about_text, export_widget_targets
 from app.session import Session
 from app.settings import AppSettings
-from app.widgets.exporting import write_png, write_svg
+from app.tab_host import TabError, TabHolder, load_tab
 
 #: The tabs of the main area: (title, "module:Class"). Later issues add their modules; nothing else.
 TABS: list[tuple[str, str]] = [
@@ -58,106 +50,8 @@ TABS: list[tuple[str, str]] = [
 #: Settings layout version: bump when docks change so an old saved state is not restored.
 STATE_VERSION = 1
 
-APP_NAME = "Attention Lab"
 
-
-def load_tab(title: str, spec: str, session: Session) -> QWidget:
-    """Build the tab ``spec`` ("module:Class"), or a :class:`TabError` that says what went wrong."""
-    module_name, _, class_name = spec.partition(":")
-    try:
-        return getattr(importlib.import_module(module_name), class_name)(session)
-    except Exception as exc:
-        traceback.print_exc()
-        return TabError(title, f"{type(exc).__name__}: {exc}")
-
-
-class TabError(QWidget):
-    """Stands in for a tab that could not be built, and says why (selectable, so it can be reported)."""
-
-    def __init__(self, title: str, error: str, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.title = title
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(40, 40, 40, 40)
-        escaped = error.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-        self.message = QLabel(
-            f"<h2>{title}</h2><p>This tab could not be loaded:</p><p><tt>{escaped}</tt></p>"
-        )
-        self.message.setWordWrap(True)
-        self.message.setMaximumWidth(720)
-        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        layout.addStretch(1)
-        layout.addWidget(self.message, 0, Qt.AlignmentFlag.AlignHCenter)
-        layout.addStretch(2)
-
-
-class _TabScroll(QScrollArea):
-    """Shows a tab at the page's size, scrolling only when the page is smaller than its minimum.
-
-    (``QScrollArea.setWidgetResizable`` would size a tab holding word-wrapped labels to its
-    height-for-width, i.e. its preferred height, and scroll a tab that fits.)
-    """
-
-    def __init__(self, tab: QWidget):
-        super().__init__()
-        self.setFrameShape(QScrollArea.Shape.NoFrame)
-        self.setWidgetResizable(False)
-        self.setWidget(tab)
-        tab.installEventFilter(self)
-
-    def _fit(self) -> None:
-        tab = self.widget()
-        if tab is None:
-            return
-        minimum = tab.minimumSizeHint().expandedTo(tab.minimumSize())
-        available = self.contentsRect().size()
-        size = available.expandedTo(minimum)
-        # a scroll bar in one direction takes room from the other
-        if size.width() > available.width():
-            available.setHeight(available.height() - self.horizontalScrollBar().sizeHint().height())
-        if size.height() > available.height():
-            available.setWidth(available.width() - self.verticalScrollBar().sizeHint().width())
-        size = available.expandedTo(minimum)
-        if tab.size() != size:
-            tab.resize(size)
-
-    def resizeEvent(self, event) -> None:  # noqa: N802
-        super().resizeEvent(event)
-        self._fit()
-
-    def eventFilter(self, obj, event) -> bool:  # noqa: N802
-        if obj is self.widget() and event.type() == QEvent.Type.LayoutRequest:
-            QTimer.singleShot(0, self._fit)
-        return False
-
-
-class _TabHolder(QWidget):
-    """The page a tab lives in: "Loading…" until a lazy tab is built, then the tab.
-
-    The tab sits in a :class:`_TabScroll`, so one wide tab's minimum size cannot force the whole
-    window wider than the screen: below its minimum the tab scrolls instead.
-    """
-
-    def __init__(self, title: str):
-        super().__init__()
-        self.title = title
-        self.tab: QWidget | None = None
-        self._layout = QVBoxLayout(self)
-        self._layout.setContentsMargins(0, 0, 0, 0)
-        self._loading = QLabel(f"Loading the {title} tab…")
-        self._loading.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self._layout.addWidget(self._loading)
-
-    def set_tab(self, tab: QWidget) -> None:
-        self._layout.removeWidget(self._loading)
-        self._loading.deleteLater()
-        self.scroll = _TabScroll(tab)
-        self.scroll.setObjectName(f"tabScroll_{self.title}")
-        self._layout.addWidget(self.scroll)
-        self.tab = tab
-
-
-class MainWindow(QMainWindow):
+class MainWindow(WindowMenus, QMainWindow):
     """The Attention Lab window. ``session`` and ``settings`` are created when not given."""
 
     #: emitted once, after the first paint (cold-start measurement)
@@ -187,13 +81,13 @@ class MainWindow(QMainWindow):
         self.tab_widget.setObjectName("mainTabs")
         self.tab_widget.setDocumentMode(True)
         self.setCentralWidget(self.tab_widget)
-        #: title -> tab (a _TabHolder until a lazily built tab exists); in registry order
+        #: title -> tab (a TabHolder until a lazily built tab exists); in registry order
         self.tabs: dict[str, QWidget] = {}
-        self._holders: dict[str, _TabHolder] = {}
+        self._holders: dict[str, TabHolder] = {}
         self._pending: dict[str, str] = {}
         self._lazy = lazy
         for i, (title, spec) in enumerate(tabs if tabs is not None else TABS):
-            holder = _TabHolder(title)
+            holder = TabHolder(title)
             self._holders[title] = holder
             self.tabs[title] = holder
             self.tab_widget.addTab(holder, title)
@@ -212,6 +106,7 @@ class MainWindow(QMainWindow):
         self._restore = restore
         if restore:
             self.restore_settings()
+        self._apply_tab_docks(self.current_tab())
         if not lazy:
             self.finish_setup()
 
@@ -241,6 +136,8 @@ class MainWindow(QMainWindow):
         self.docks["model"].raise_()
         self.resizeDocks([self.docks["model"]], [390], Qt.Orientation.Horizontal)
         self._default_dock_state = self.saveState(STATE_VERSION)
+        #: the dock layout from before the current tab hid the docks it does not want (else None)
+        self._docks_state: QByteArray | None = None
 
     def _build_late_docks(self) -> None:
         if self.data_panel is not None:
@@ -312,131 +209,6 @@ class MainWindow(QMainWindow):
         if hasattr(train, "saveRequested"):
             train.saveRequested.connect(self.save_checkpoint_as)
 
-    def _action(self, text: str, slot: Callable, shortcut=None, tip: str = "") -> QAction:
-        act = QAction(text, self)
-        if shortcut is not None:
-            act.setShortcut(QKeySequence(shortcut))
-        if tip:
-            act.setStatusTip(tip)
-            act.setToolTip(tip)
-        act.triggered.connect(lambda checked=False: slot())
-        return act
-
-    def _build_actions(self) -> None:
-        S = QKeySequence.StandardKey
-        self.new_action = self._action(
-            "&New run", self.new_run, S.New, "Forget the current model and start from an untrained one"
-        )
-        self.open_action = self._action(
-            "&Open checkpoint…",
-            self.open_checkpoint_dialog,
-            S.Open,
-            "Load a saved model with its config, tokenizer and loss history",
-        )
-        self.save_action = self._action(
-            "&Save checkpoint",
-            self.save_checkpoint,
-            S.Save,
-            "Save the model (and training state) where it was last saved",
-        )
-        self.save_as_action = self._action(
-            "Save checkpoint &as…",
-            self.save_checkpoint_as,
-            S.SaveAs,
-            "Save the model (and training state) to a new directory",
-        )
-        self.export_action = self._action(
-            "&Export current view as PNG/SVG…",
-            self.export_current_view,
-            "Ctrl+E",
-            "Write what the current tab shows to a PNG or SVG file",
-        )
-        self.quit_action = self._action("&Quit", self.close, S.Quit, "Close Attention Lab")
-        self.quit_action.setMenuRole(QAction.MenuRole.QuitRole)
-        self.about_action = self._action(
-            "&About Attention Lab", self.show_about, None, "Versions, device and where things come from"
-        )
-        self.reset_layout_action = self._action(
-            "Reset &layout", self.reset_layout, None, "Put the panels back where they started"
-        )
-
-    def _build_menus(self) -> None:
-        bar = self.menuBar()
-        self.file_menu = bar.addMenu("&File")
-        for act in (
-            self.new_action,
-            None,
-            self.open_action,
-            self.save_action,
-            self.save_as_action,
-            None,
-            self.export_action,
-            None,
-            self.quit_action,
-        ):
-            if act is None:
-                self.file_menu.addSeparator()
-            else:
-                self.file_menu.addAction(act)
-        self.menus = {"File": self.file_menu}
-        self._view_extra_anchor = None
-        extra: dict[str, list[QAction]] = {}
-        for tab in self.tabs.values():
-            for menu, actions in self._tab_menu_actions(tab).items():
-                extra.setdefault(menu, []).extend(actions)
-        for menu, actions in extra.items():
-            if menu == "View":
-                continue
-            m = self.menus.get(menu) or bar.addMenu(f"&{menu}")
-            self.menus[menu] = m
-            for act in actions:
-                m.addAction(act)
-        self.view_menu = bar.addMenu("&View")
-        self.menus["View"] = self.view_menu
-        for i, title in enumerate(self.tabs):
-            act = self._action(
-                f"{title} tab", lambda i=i: self.tab_widget.setCurrentIndex(i), f"Ctrl+{i + 1}"
-            )
-            self.view_menu.addAction(act)
-        self.view_menu.addSeparator()
-        for dock in self.docks.values():
-            act = dock.toggleViewAction()
-            act.setText(f"{dock.windowTitle()} panel")
-            self.view_menu.addAction(act)
-        for act in extra.get("View", []):
-            self.view_menu.addAction(act)
-        self._view_extra_anchor = self.view_menu.addSeparator()
-        self.view_menu.addAction(self.reset_layout_action)
-        self.help_menu = bar.addMenu("&Help")
-        self.menus["Help"] = self.help_menu
-        self.help_menu.addAction(self.about_action)
-
-    @staticmethod
-    def _tab_menu_actions(tab: QWidget) -> dict[str, list[QAction]]:
-        hook = getattr(tab, "menu_actions", None)
-        if not callable(hook):
-            return {}
-        try:
-            return dict(hook())
-        except Exception:
-            traceback.print_exc()
-            return {}
-
-    def _add_tab_menu_actions(self, tab: QWidget) -> None:
-        """Menus for a tab built after the menu bar (lazy windows)."""
-        for menu, actions in self._tab_menu_actions(tab).items():
-            if menu == "View":
-                for act in actions:
-                    self.view_menu.insertAction(self._view_extra_anchor, act)
-                continue
-            m = self.menus.get(menu)
-            if m is None:
-                m = QMenu(f"&{menu}", self)
-                self.menuBar().insertMenu(self.view_menu.menuAction(), m)
-                self.menus[menu] = m
-            for act in actions:
-                m.addAction(act)
-
     def _build_status_bar(self) -> None:
         bar = self.statusBar()
         self.origin_label = QLabel()  # where a loaded model came from (name, kind, size, tokenizer)
@@ -491,125 +263,35 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Saved checkpoint to {path}", 6000)
         self._update_status()
 
-    # ---- dialogs (tests patch QMessageBox / QFileDialog) -----------------------------------------
-    def show_error(self, title: str, message: str) -> None:
-        QMessageBox.critical(self, title, message)
-
-    def show_about(self) -> None:
-        QMessageBox.about(self, f"About {APP_NAME}", about_text(self.session))
-
-    # ---- file actions --------------------------------------------------------------------------
-    def new_run(self) -> None:
-        if self.session.is_training:
-            return
-        if not self._maybe_save("Start a new run"):
-            return
-        try:
-            self.session.new_run()
-        except Exception as exc:
-            self.show_error("New run", str(exc))
-            return
-        self.statusBar().showMessage("New untrained model: press Start to train it", 6000)
-
-    def open_checkpoint_dialog(self) -> None:
-        if self.session.is_training:
-            self.show_error("Open checkpoint", "Stop training before opening a checkpoint.")
-            return
-        if not self._maybe_save("Open a checkpoint"):
-            return
-        path = QFileDialog.getExistingDirectory(
-            self, "Open checkpoint directory", self.settings.last_dir("checkpoint")
-        )
-        if path:
-            self.open_checkpoint(path)
-
-    def open_checkpoint(self, path: str) -> bool:
-        """Load the checkpoint at ``path``; an error dialog (and nothing changed) when it cannot."""
-        self.settings.set_last_dir("checkpoint", Path(path).parent)
-        QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
-        try:
-            self.session.load_checkpoint(path)
-        except Exception as exc:
-            QApplication.restoreOverrideCursor()
-            self.show_error("Could not open checkpoint", f"{path}\n\n{exc}")
-            return False
-        QApplication.restoreOverrideCursor()
-        self.statusBar().showMessage(f"Opened {path} at step {self.session.step}", 6000)
-        self._update_status()
-        return True
-
-    def save_checkpoint(self) -> bool:
-        if self.session.checkpoint_path:
-            return self._save_to(self.session.checkpoint_path)
-        return self.save_checkpoint_as()
-
-    def save_checkpoint_as(self) -> bool:
-        if self.session.model is None:
-            self.show_error("Save checkpoint", "There is no model to save yet.")
-            return False
-        start = str(Path(self.settings.last_dir("checkpoint")) / f"run-step{self.session.step}")
-        path, _ = QFileDialog.getSaveFileName(
-            self, "Save checkpoint as (a directory is created)", start, "Checkpoint directory (*)"
-        )
-        if not path:
-            return False
-        self.settings.set_last_dir("checkpoint", Path(path).parent)
-        return self._save_to(path)
-
-    def _save_to(self, path: str) -> bool:
-        try:
-            self.session.save_checkpoint(path)
-        except Exception as exc:
-            self.show_error("Could not save checkpoint", f"{path}\n\n{exc}")
-            return False
-        return True
-
-    def _maybe_save(self, what: str) -> bool:
-        """Ask about unsaved training before discarding it; False when the user cancels."""
-        if not (self.confirm_close and self.session.dirty and self.session.model is not None):
-            return True
-        B = QMessageBox.StandardButton
-        answer = QMessageBox.question(
-            self,
-            what,
-            f"The model has trained {self.session.step} steps since it was last saved. Save it first?",
-            B.Save | B.Discard | B.Cancel,
-            B.Save,
-        )
-        if answer == B.Cancel:
-            return False
-        if answer == B.Save:
-            return self.save_checkpoint()
-        return True
-
     # ---- export --------------------------------------------------------------------------------
     def current_tab(self) -> QWidget:
         """The current tab itself (not its holder), built now if it was waiting."""
         return self.tab(self.tab_widget.tabText(self.tab_widget.currentIndex()))
 
-    def export_current_view(self) -> None:
-        title = self.tab_widget.tabText(self.tab_widget.currentIndex()).lower()
-        start = str(Path(self.settings.last_dir("export")) / f"attention-lab-{title}.png")
-        path, chosen = QFileDialog.getSaveFileName(
-            self, "Export current view", start, "PNG image (*.png);;SVG drawing (*.svg)"
-        )
-        if not path:
-            return
-        if not Path(path).suffix:
-            path += ".svg" if "svg" in (chosen or "").lower() else ".png"
-        self.settings.set_last_dir("export", Path(path).parent)
-        try:
-            written = export_widget_targets(self.current_tab(), path)
-        except Exception as exc:
-            self.show_error("Export failed", f"{path}\n\n{exc}")
-            return
-        self.statusBar().showMessage("Exported " + ", ".join(written), 8000)
-
     # ---- layout and settings -------------------------------------------------------------------
     def reset_layout(self) -> None:
+        self._docks_state = None
         self.restoreState(self._default_dock_state, STATE_VERSION)
         for dock in self.docks.values():
             dock.show()
+        self._apply_tab_docks(self.current_tab())
+
+    def _apply_tab_docks(self, tab: QWidget) -> None:
+        """Show only the docks ``tab`` wants (its ``docks`` attribute); a tab without one gets the
+        layout back as it was before another tab hid docks."""
+        wanted = getattr(tab, "docks", None)
+        if self._docks_state is not None:  # start from the user's own layout
+            state = self._docks_state
+            if wanted is None:
+                self._docks_state = None
+            self.restoreState(state, STATE_VERSION)
+        if wanted is None:
+            return
+        if self._docks_state is None:
+            self._docks_state = self.saveState(STATE_VERSION)
+        for key, dock in self.docks.items():
+            if key not in wanted:
+                dock.hide()
 
     def restore_settings(self) -> None:
         st = self.settings
@@ -644,7 +326,8 @@ class MainWindow(QMainWindow):
     def save_settings(self) -> None:
         st = self.settings
         st.set_bytes("window/geometry", self.saveGeometry())
-        st.set_bytes("window/state", self.saveState(STATE_VERSION))
+        own = self._docks_state  # the user's layout, not the current tab's choice
+        st.set_bytes("window/state", own if own is not None else self.saveState(STATE_VERSION))
         st.set_value("window/tab", self.tab_widget.currentIndex())
         try:
             st.set_json("last/config", self.config_panel.config().to_dict())
@@ -665,6 +348,7 @@ class MainWindow(QMainWindow):
     def _on_tab_changed(self, index: int) -> None:
         title = self.tab_widget.tabText(index)
         tab = self.tab(title) if title in self.tabs else self.tab_widget.widget(index)
+        self._apply_tab_docks(tab)
         hook = getattr(tab, "on_activated", None)
         if callable(hook):
             try:
@@ -702,56 +386,4 @@ class MainWindow(QMainWindow):
         return QSize(1500, 940)
 
 
-def about_text(session: Session) -> str:
-    import numpy
-    import pyqtgraph
-    import PySide6
-
-    try:
-        import torch
-
-        torch_v = torch.__version__
-        cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "not available"
-    except Exception:  # pragma: no cover
-        torch_v, cuda = "not installed", "not available"
-    try:
-        from importlib.metadata import version
-
-        app_v = version("attention-lab")
-    except Exception:
-        app_v = "development"
-    return (
-        f"<h3>{APP_NAME} {app_v}</h3>"
-        "<p>Train or load a small GPT and watch every attention head work, live.</p>"
-        f"<p>Device in use: <b>{session.device}</b><br>CUDA: {cuda}</p>"
-        f"<p>Python {platform.python_version()} · PyTorch {torch_v} · PySide6 {PySide6.__version__} · "
-        f"pyqtgraph {pyqtgraph.__version__} · NumPy {numpy.__version__}</p>"
-    )
-
-
-def export_widget_targets(tab: QWidget, path: str) -> list[str]:
-    """Write ``tab`` (or each of its ``export_targets()``) to ``path`` as PNG or SVG; returns the files.
-
-    PNG: the whole tab as on screen (``QWidget.grab``). SVG: each export target (the whole tab when
-    it has none) drawn as vectors (:mod:`app.widgets.exporting`); several targets get their names
-    appended to the file name.
-    """
-    p = Path(path)
-    suffix = p.suffix.lower()
-    if suffix not in (".png", ".svg"):
-        raise ValueError(f"export as .png or .svg, not {suffix or 'a file without extension'}")
-    if suffix == ".png":
-        return [str(write_png(tab, p))]
-    hook = getattr(tab, "export_targets", None)
-    targets = hook() if callable(hook) else {}
-    if not targets:
-        targets = {"": tab}
-    written = []
-    for name, widget in targets.items():
-        out = p if len(targets) == 1 or not name else p.with_name(f"{p.stem}-{name}{p.suffix}")
-        write_svg(widget, out)
-        written.append(str(out))
-    return written
-
-
-__all__ = ["TABS", "MainWindow", "about_text", "export_widget_targets", "load_tab"]
+__all__ = ["TABS", "MainWindow", "TabError", "about_text", "export_widget_targets", "load_tab"]

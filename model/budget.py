@@ -972,7 +972,7 @@ def report(
 
 
 # ---------------------------------------------------------------------------------------------
-# text rendering
+# human-readable numbers (the table itself: model/budget_table.py)
 # ---------------------------------------------------------------------------------------------
 def human_count(n: float) -> str:
     """124439808 → '124.4M', 6.74e9 → '6.74B'."""
@@ -1016,128 +1016,6 @@ def human_duration(seconds: float) -> str:
     return f"{seconds:.3g} s"
 
 
-def render_text(rep: dict[str, Any]) -> str:
-    """The human-readable table of a :func:`report` dict: components with formulas, then FLOPs, KV
-    cache, memory and (when present) training cost; a ``"preset"`` entry (``Preset.to_dict()``) adds
-    the authors' reported figures beside the estimate."""
-    cfg = rep["config"]
-    sy = rep["symbols"]
-    p = rep["params"]
-    lines: list[str] = []
-    head = rep.get("title") or "custom config"
-    lines.append(head)
-    lines.append(
-        "  "
-        + " ".join(f"{k}={v:,}" for k, v in sy.items())
-        + f"  ({cfg['mlp']}, {cfg['norm']} {cfg['norm_position']}-norm, {cfg['positions']} positions, "
-        f"bias {cfg['bias']}, {'tied' if cfg['tie_embeddings'] else 'untied'})"
-    )
-    lines.append("")
-    w_name, w_f, w_n = 27, 40, 15
-    lines.append(f"{'parameters':<{w_name}} {'formula':<{w_f}} {'per layer':>{w_n}} {'total':>{w_n}}")
-    for r in p["rows"]:
-        if not r["count"]:
-            continue
-        per = f"{r['per_layer']:,}" if r["per_layer"] is not None else ""
-        lines.append(f"  {r['name']:<{w_name - 2}} {r['formula']:<{w_f}} {per:>{w_n}} {r['count']:>{w_n},}")
-    lines.append("")
-    for r in p["summary"]:
-        count = f"{r['count']:,}"
-        lines.append(
-            f"  {r['name']:<{w_name - 2}} {r['formula']:<{w_f}} {'':>{w_n}} {count:>{w_n}}"
-            f"  ({human_count(r['count'])})"
-        )
-    f = rep["flops"]
-    T = f["seq_len"]
-    lines.append("")
-    halved = ", halved for the causal mask" if f["causal_halving"] else ""
-    lines.append(f"FLOPs per token at T={T:,}  (2 per multiply-add; norms, softmax, activations not counted)")
-    rows = [
-        (
-            "forward, weights",
-            "2·N_mm",
-            f["forward_per_token"],
-            f"N_mm = {f['matmul_params']:,}: Q,K,V,O, MLP, output head",
-        ),
-        (
-            "forward, attention scores",
-            "4·L·T·h·d_k" + ("/2" if f["causal_halving"] else ""),
-            f["attention_forward_per_token"],
-            "Q·Kᵀ and A·V" + halved,
-        ),
-        ("forward, total", "", f["forward_total_per_token"], ""),
-        ("training (3× forward)", "6·N_mm", f["train_per_token"], "without attention scores"),
-        ("training, total", "3·forward total", f["train_total_per_token"], ""),
-        ("textbook 2N", "2·N, N = all parameters", f["forward_2n"], ""),
-        ("textbook 6N", "6·N", f["train_6n"], ""),
-    ]
-    for name, formula, value, note in rows:
-        lines.append(f"  {name:<{w_name}} {formula:<22} {human_flops(value):>13}  {note}".rstrip())
-    shares = ", ".join(f"{k} {v:.1%}" for k, v in f["shares"].items())
-    lines.append(f"  share of the forward: {shares}")
-    lines.append(f"  attention scores overtake the MLP at T ≈ {f['attention_crossover_seq_len']:,.0f}")
-    kv = rep["kv_cache"]
-    lines.append("")
-    lines.append(
-        f"KV cache  2·L·h_kv·d_k·T·B·bytes = {human_bytes(kv['bytes'])}  ({kv['bytes']:,} B; "
-        f"T={kv['seq_len']:,}, B={kv['batch']}, {kv['bytes_per_value']:g} bytes/value; "
-        f"{human_bytes(kv['per_token_bytes'])} per token)"
-    )
-    if kv["saving_factor"] != 1:
-        lines.append(
-            f"  multi-head attention would need {human_bytes(kv['mha_bytes'])}: h/h_kv = "
-            f"{kv['saving_factor']:g}× smaller, saves {human_bytes(kv['saved_bytes'])}"
-        )
-    m = rep["memory"]
-    tr, inf = m["training"], m["inference"]
-    lines.append("")
-    per = " + ".join(f"{k} {v}" for k, v in m["bytes_per_param"].items())
-    lines.append(
-        f"memory, training in {m['precision']} with AdamW  ({per} = "
-        f"{sum(m['bytes_per_param'].values())} bytes/parameter)"
-    )
-    for k in ("weights", "gradients", "master_weights", "optimizer"):
-        if tr[k]:
-            lines.append(f"  {k.replace('_', ' '):<{w_name}} {human_bytes(tr[k]):>13}")
-    lines.append(
-        f"  {'activations':<{w_name}} {human_bytes(tr['activations']):>13}  "
-        f"(T={m['seq_len']:,}, B={m['batch']}; "
-        f"no recompute {human_bytes(tr['activations_no_recompute'])}, "
-        f"full recompute {human_bytes(tr['activations_recompute'])})"
-    )
-    lines.append(f"  {'total':<{w_name}} {human_bytes(tr['total']):>13}")
-    lines.append(
-        f"memory, inference  weights {human_bytes(inf['weights'])} + KV cache {human_bytes(inf['kv_cache'])} "
-        f"= {human_bytes(inf['total'])}"
-    )
-    if "training" in rep:
-        t = rep["training"]
-        lines.append("")
-        lines.append(
-            f"training on {human_count(t['tokens'])} tokens "
-            f"({t['basis']}: {human_flops(t['flops_per_token'])} per token): {t['flops']:.3g} FLOP"
-        )
-        if t["gpu_hours"] is not None:
-            gpu_time = (
-                f"{t['gpu_hours']:,.0f} GPU-hours"
-                if t["gpu_hours"] >= 10
-                else f"{human_duration(t['gpu_seconds'])} of GPU time"
-            )
-            plural = "s" if t["gpus"] != 1 else ""
-            lines.append(
-                f"  at {t['peak_flops'] / 1e12:g} TFLOP/s × {t['mfu']:.0%} utilisation: {gpu_time}; "
-                f"{human_duration(t['seconds'])} on {t['gpus']:,} GPU{plural}"
-            )
-        pre = rep.get("preset") or {}
-        if pre.get("reported_gpu_hours") or pre.get("reported_flops"):
-            said = [f"{pre['reported_flops']:.3g} FLOP"] if pre.get("reported_flops") else []
-            if pre.get("reported_gpu_hours"):
-                said.append(f"{pre['reported_gpu_hours']:,.0f} {pre.get('gpu') or 'GPU'} GPU-hours")
-            tokens = human_count(pre["training_tokens"])
-            lines.append(f"  reported for {pre['title']} ({tokens} tokens): {', '.join(said)}")
-    return "\n".join(lines)
-
-
 __all__ = [
     "COMPONENTS",
     "COST_BASES",
@@ -1165,7 +1043,6 @@ __all__ = [
     "memory",
     "parameters",
     "problems",
-    "render_text",
     "report",
     "symbols",
     "training_cost",

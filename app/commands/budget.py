@@ -201,6 +201,7 @@ def build_config(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from app.cli import UserError
     from model import budget
+    from model.budget_table import render_text
 
     if args.list_presets:
         return _list_presets(args.json)
@@ -229,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(rep, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(budget.render_text(rep))
+        print(render_text(rep))
     return 0
 
 

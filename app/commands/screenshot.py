@@ -70,10 +70,17 @@ def run(args: argparse.Namespace) -> int:
 
     app = make_app()
     win = MainWindow(confirm_close=False, restore=False)
-    # wide enough that no tab needs its horizontal scroll bar (the widest tab's minimum decides)
-    widest = max((t.minimumSizeHint().width() for t in win.tabs.values()), default=0)
+    # wide enough that no tab needs its horizontal scroll bar (the widest tab's minimum, with the docks
+    # beside it unless it wants none, decides)
     dock = max(d.minimumSizeHint().width() for d in win.docks.values())
-    win.resize(max(width, widest + dock + 40), height)
+    widest = max(
+        (
+            t.minimumSizeHint().width() + (dock if getattr(t, "docks", None) != () else 0)
+            for t in win.tabs.values()
+        ),
+        default=0,
+    )
+    win.resize(max(width, widest + 40), height)
     win.show()
     s = win.session
     written: list[Path] = []
@@ -155,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
 
         # what a user sees when the config is invalid
         win.tab_widget.setCurrentIndex(0)
-        widgets = win.config_panel._widgets
+        widgets = win.config_panel.widgets
         old = widgets["n_heads"].value()
         widgets["n_heads"].setValue(3)
         win.docks["model"].raise_()

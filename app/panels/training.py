@@ -1,7 +1,8 @@
 """The training settings panel: steps, batch, learning-rate schedule, evaluation, probes, device.
 
-Every :class:`~model.train.TrainSettings` field gets a widget (fields added later appear at the
-end); ``settings()`` builds and ``problems()`` validates them, shown inline. The device selector
+Every :class:`~model.train.TrainSettings` field gets a widget in a
+:class:`~app.widgets.dataclass_form.DataclassForm` (fields added later appear at the end);
+``settings()`` builds and ``problems()`` validates them, shown inline. The device selector
 (auto/CPU/CUDA) is enabled only while nothing trains. "Recommended for this data" applies
 ``model.train.recommended_config/recommended_settings`` for the current source.
 """
@@ -9,23 +10,21 @@ end); ``settings()`` builds and ``problems()`` validates them, shown inline. The
 from __future__ import annotations
 
 import dataclasses
-import typing
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QCheckBox,
     QComboBox,
     QFormLayout,
     QGroupBox,
-    QLabel,
-    QLineEdit,
     QPushButton,
     QScrollArea,
     QSpinBox,
     QVBoxLayout,
     QWidget,
 )
+
+from app.widgets.dataclass_form import DataclassForm, FieldSpec
 
 #: App-side default: live attention on (the model layer's default is off, for scripts).
 APP_PROBE_EVERY = 10
@@ -100,7 +99,6 @@ SPECS: dict[str, tuple[str, str, float, float, str | None]] = {
 }
 #: Fields this panel does not show (the device has its own selector; the probe prompt is on the Train tab).
 HIDDEN = {"device", "probe_prompt"}
-FLOAT_DECIMALS = {"lr": 6, "min_lr": 6, "weight_decay": 4, "grad_clip": 2, "beta1": 4, "beta2": 4}
 
 
 class TrainSettingsPanel(QWidget):
@@ -113,11 +111,6 @@ class TrainSettingsPanel(QWidget):
         from model.train import TrainSettings
 
         self.session = session
-        self._cls = TrainSettings
-        self._widgets: dict[str, QWidget] = {}
-        self._kinds: dict[str, str] = {}
-        self.valid = True
-        self._loading = False
 
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -146,21 +139,23 @@ class TrainSettingsPanel(QWidget):
         dev_form.addRow("Device", self.device_combo)
         layout.addWidget(dev_box)
 
-        box = QGroupBox("Optimisation")
-        form = QFormLayout(box)
-        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        hints = typing.get_type_hints(TrainSettings)
-        for f in dataclasses.fields(TrainSettings):
-            if f.name in HIDDEN:
-                continue
-            w = self._make(f.name, hints.get(f.name))
-            label, tip = SPECS.get(f.name, (f.name.replace("_", " ").capitalize(), f.name, 0, 0, None))[:2]
-            w.setToolTip(tip)
-            w.setObjectName(f"setting_{f.name}")
-            lab = QLabel(label)
-            lab.setToolTip(tip)
-            form.addRow(lab, w)
-            self._widgets[f.name] = w
+        self.form = DataclassForm(
+            TrainSettings,
+            other_title="Optimisation",
+            hidden=HIDDEN,
+            fixed=self._session_values,
+            specs={
+                name: FieldSpec(label=label, tip=tip, minimum=lo, maximum=hi, special=special)
+                for name, (label, tip, lo, hi, special) in SPECS.items()
+            },
+            error_prefix="Fix before training:\n",
+            show_names=False,
+            object_prefix="setting_",
+            errors_below=False,
+        )
+        self.form.valueChanged.connect(self._changed)
+        self.form.validityChanged.connect(self.validityChanged)
+        self.widgets = self.form.widgets
         self.sample_every = QSpinBox()
         self.sample_every.setRange(0, 1_000_000)
         self.sample_every.setSpecialValueText("off")
@@ -168,17 +163,15 @@ class TrainSettingsPanel(QWidget):
         self.sample_every.setToolTip("Generate a text sample every this many steps while training (0 = off)")
         self.sample_every.setObjectName("setting_sample_every")
         self.sample_every.valueChanged.connect(self._changed)
-        form.addRow("Sample text every", self.sample_every)
-        layout.addWidget(box)
+        self.form.forms["Optimisation"].addRow("Sample text every", self.sample_every)
+        layout.addWidget(self.form)
 
         self.recommend_button = QPushButton("Recommended for this data")
         self.recommend_button.setToolTip("Model shape and settings that suit the chosen corpus or task")
         self.recommend_button.clicked.connect(self.apply_recommended)
         layout.addWidget(self.recommend_button)
-        self.error_label = QLabel()
+        self.error_label = self.form.error_label
         self.error_label.setObjectName("settingsErrors")
-        self.error_label.setWordWrap(True)
-        self.error_label.setStyleSheet("color: #c02020;")
         layout.addWidget(self.error_label)
         layout.addStretch(1)
 
@@ -188,36 +181,17 @@ class TrainSettingsPanel(QWidget):
         session.deviceChanged.connect(lambda *_: self._sync_device())
         self._sync_device()
 
-    # ---- widgets -------------------------------------------------------------------------------
-    def _make(self, name: str, hint: Any) -> QWidget:
-        spec = SPECS.get(name)
-        args = typing.get_args(hint)
-        optional = type(None) in args
-        base = hint if not args else next((a for a in args if a is not type(None)), str)
-        lo, hi, special = (spec[2], spec[3], spec[4]) if spec else (0, 1e9, None)
-        if base is bool:
-            w = QCheckBox()
-            w.toggled.connect(self._changed)
-            kind = "bool"
-        elif base is int:
-            w = QSpinBox()
-            w.setRange(int(lo), int(min(hi, 2**31 - 1)))
-            if special:
-                w.setSpecialValueText(special)
-            w.valueChanged.connect(self._changed)
-            kind = "opt_int" if optional else "int"
-        elif base is float:
-            w = QLineEdit()
-            if special:
-                w.setPlaceholderText(special)
-            w.textChanged.connect(self._changed)
-            kind = "opt_float" if optional else "float"
-        else:
-            w = QLineEdit()
-            w.textChanged.connect(self._changed)
-            kind = "str"
-        self._kinds[name] = kind
-        return w
+    @property
+    def valid(self) -> bool:
+        return self.form.valid
+
+    def _session_values(self) -> dict[str, Any]:
+        """The fields this panel does not show: the device and probe prompt, from the session."""
+        current = self.session.train_settings
+        return {
+            "device": self.session.device_choice,
+            "probe_prompt": getattr(current, "probe_prompt", None),
+        }
 
     @staticmethod
     def _device_choices() -> list[tuple[str, str, bool]]:
@@ -237,63 +211,18 @@ class TrainSettingsPanel(QWidget):
 
     # ---- values --------------------------------------------------------------------------------
     def set_settings(self, settings: Any) -> None:
-        self._loading = True
-        try:
-            for name, w in self._widgets.items():
-                value = getattr(settings, name)
-                kind = self._kinds[name]
-                if kind == "bool":
-                    w.setChecked(bool(value))
-                elif kind in ("int", "opt_int"):
-                    w.setValue(0 if value is None else int(value))
-                elif kind in ("float", "opt_float"):
-                    w.setText("" if value is None else f"{value:g}")
-                else:
-                    w.setText("" if value is None else str(value))
-        finally:
-            self._loading = False
-        self._changed()
-
-    def _raw_values(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name, w in self._widgets.items():
-            kind = self._kinds[name]
-            if kind == "bool":
-                out[name] = w.isChecked()
-            elif kind == "int":
-                out[name] = int(w.value())
-            elif kind == "opt_int":
-                out[name] = None if w.value() == 0 else int(w.value())
-            elif kind in ("float", "opt_float"):
-                text = w.text().strip()
-                if not text and kind == "opt_float":
-                    out[name] = None
-                else:
-                    try:
-                        out[name] = float(text)
-                    except ValueError:
-                        out[name] = text
-            else:
-                out[name] = w.text()
-        return out
+        self.form.set_value(settings)
 
     def settings(self) -> Any:
         """The TrainSettings the widgets describe (device and probe prompt from the session)."""
-        values = self._raw_values()
-        values["device"] = self.session.device_choice
-        current = self.session.train_settings
-        values["probe_prompt"] = getattr(current, "probe_prompt", None)
-        return self._cls(**values)
+        return self.form.value()
 
     def problems(self) -> list[str]:
-        try:
-            return self.settings().problems()
-        except Exception as exc:
-            return [str(exc)]
+        return self.form.problems()
 
     def values(self) -> dict[str, Any]:
         """JSON-able values for QSettings (``restore`` takes them back)."""
-        d = self._raw_values()
+        d = self.form.values()
         d["sample_every"] = self.sample_every.value()
         return d
 
@@ -301,24 +230,16 @@ class TrainSettingsPanel(QWidget):
         try:
             sample = int(values.pop("sample_every", self.sample_every.value()))
             current = self.settings()
-            known = {k: v for k, v in values.items() if k in self._widgets}
+            known = {k: v for k, v in values.items() if k in self.widgets}
             self.set_settings(dataclasses.replace(current, **known))
             self.sample_every.setValue(sample)
         except Exception:
             pass
 
     def _changed(self, *_: Any) -> None:
-        if self._loading:
-            return
-        problems = self.problems()
-        self.error_label.setText("Fix before training:\n• " + "\n• ".join(problems) if problems else "")
-        valid = not problems
-        if valid:
+        if self.form.valid:
             self.session.set_train_settings(self.settings())
             self.session.sample_every = int(self.sample_every.value())
-        if valid != self.valid:
-            self.valid = valid
-            self.validityChanged.emit(valid)
 
     # ---- device --------------------------------------------------------------------------------
     def _sync_device(self) -> None:
@@ -336,15 +257,15 @@ class TrainSettingsPanel(QWidget):
             self.error_label.setText(str(exc))
             self._sync_device()
             return
-        self._changed()
+        self.form.refresh()
 
     def _on_state(self, state: str) -> None:
         idle = state == "idle"
         self.device_combo.setEnabled(idle)
         self.recommend_button.setEnabled(idle)
         for name in ("seed", "seq_len", "threads", "amp"):
-            if name in self._widgets:
-                self._widgets[name].setEnabled(idle)
+            if name in self.widgets:
+                self.widgets[name].setEnabled(idle)
 
     def apply_recommended(self) -> None:
         from model.train import recommended_config, recommended_settings

@@ -7,15 +7,8 @@ import math
 import pytest
 from PySide6.QtCore import Qt
 
-from app.views.budget.tables import (
-    BUDGET_HEADER,
-    from_csv,
-    from_markdown,
-    markdown_cell,
-    number,
-    parse_quantity,
-)
 from model import budget
+from model.budget_table import BUDGET_HEADER, from_csv, from_markdown, markdown_cell, number
 from model.config import GPTConfig
 
 TIMEOUT = 60_000
@@ -95,27 +88,27 @@ def test_typing_into_a_field_updates_the_totals(qtbot, tab):
     assert _table_value(tab.params_page.table, "total") == "3,500,281,856"
     assert "(edited)" in tab.total_label.text()
     # GQA: 8 KV heads shrink K and V and the KV cache fourfold
-    tab.editor.set_value("n_kv_heads", 8)
-    assert tab.report["params"]["total"] == budget.parameters(tab.editor.config()).total
+    tab.editor.set_field("n_kv_heads", 8)
+    assert tab.report["params"]["total"] == budget.parameters(tab.editor.value()).total
     assert "4× smaller" in tab.kv_page.summary.text()
     assert len([c for c in tab.kv_page.ctx_curves.values() if c.isVisible()]) == 3  # this, MHA, MQA
 
 
 def test_an_invalid_field_is_named_and_the_pages_wait(tab):
-    tab.editor.set_value("n_kv_heads", 5)  # 32 heads are not a multiple of 5
+    tab.editor.set_field("n_kv_heads", 5)  # 32 heads are not a multiple of 5
     assert tab.report is None and not tab.pages.isEnabled()
     assert "n_kv_heads" in tab.problem_label.text() and tab.problem_label.isVisibleTo(tab)
     assert "border" in tab.editor.widgets["n_kv_heads"].styleSheet()
-    tab.editor.set_value("n_kv_heads", 4)
+    tab.editor.set_field("n_kv_heads", 4)
     assert tab.report is not None and tab.pages.isEnabled() and not tab.problem_label.isVisibleTo(tab)
-    tab.tokens_edit.setText("lots")
-    assert "not a number of tokens" in tab.settings_error.text()
+    tab.inputs.tokens_edit.setText("lots")
+    assert "not a number of tokens" in tab.inputs.settings_error.text()
     assert tab.report is not None and "training" not in tab.report  # the rest still computes
 
 
 def test_flops_page_marks_the_crossover_and_kv_cache_shows_the_gqa_saving(tab):
     _choose(tab, "Llama 2 70B")
-    cfg = tab.editor.config()
+    cfg = tab.editor.value()
     cross = budget.attention_crossover(cfg)
     assert tab.flops_page.cross_line.value() == pytest.approx(math.log10(cross))
     assert f"{cross:,.0f}" in tab.flops_page.cross_line.label.format
@@ -124,12 +117,12 @@ def test_flops_page_marks_the_crossover_and_kv_cache_shows_the_gqa_saving(tab):
     # left of the marked crossover the MLP dominates, right of it attention does
     assert y[0] < y_mlp[0] and y[-1] > y_mlp[-1]
     assert "8× smaller" in tab.kv_page.summary.text()
-    tab.causal_check.setChecked(True)
+    tab.inputs.causal_check.setChecked(True)
     assert tab.flops_page.cross_line.value() == pytest.approx(math.log10(2 * cross))
 
 
 def test_memory_page_highlights_the_chosen_precision(tab):
-    tab.precision_combo.setCurrentText("fp32")
+    tab.inputs.precision_combo.setCurrentText("fp32")
     t = tab.memory_page.table
     assert t.horizontalHeaderItem(1).text() == "fp32 ◀"
     n = tab.report["params"]["total"]
@@ -142,7 +135,7 @@ def test_use_the_current_models_config(qtbot, session, tab, tiny_config):
     session.set_config(tiny_config)
     session.build_model()
     qtbot.mouseClick(tab.current_button, Qt.MouseButton.LeftButton)
-    assert tab.editor.config() == session.model.config
+    assert tab.editor.value() == session.model.config
     assert f"{session.model.num_params():,}" in tab.total_label.text()
 
 
@@ -162,7 +155,7 @@ def test_side_by_side_highlights_differences_and_exports(tmp_path, tab):
 
     assert colour(kv_row, 2) != colour(d_row, 2)
     before = len(side.columns)
-    tab.editor.set_value("n_layers", 2)
+    tab.editor.set_field("n_layers", 2)
     side.add_combo.setCurrentIndex(0)  # "the config being edited"
     side.add_button.click()
     assert len(side.columns) == before + 1 and side.rows[labels.index("layers L")][-1] == 2
@@ -191,13 +184,6 @@ def test_budget_table_exports_round_trip(tmp_path, tab):
         tab.export_table(tmp_path / "b.txt")
 
 
-def test_parse_quantity():
-    assert parse_quantity("2T") == 2e12 and parse_quantity("300B") == 3e11
-    assert parse_quantity("1.5e12") == 1.5e12 and parse_quantity("15,000,000") == 1.5e7
-    with pytest.raises(ValueError):
-        parse_quantity("-3B")
-
-
 def test_check_against_the_built_model_and_a_measured_speed(qtbot, tab):
     tab.set_config(TINY)
     page = tab.check_page
@@ -213,3 +199,27 @@ def test_check_against_the_built_model_and_a_measured_speed(qtbot, tab):
     r = got.args[0]
     assert not isinstance(r, Exception) and not r.scaled and r.tokens_per_s > 0
     assert _table_value(page.speed_table, "training tokens/s", col=1) == f"{r.tokens_per_s:,.0f}"
+
+
+def test_the_budget_tab_fits_a_1280_by_760_window(qtbot, app_settings):
+    from app.window import MainWindow
+
+    win = MainWindow(
+        settings=app_settings,
+        confirm_close=False,
+        restore=False,
+        tabs=[("Budget", "app.views.budget.tab:BudgetTab")],
+    )
+    qtbot.addWidget(win)
+    win.resize(1280, 760)
+    win.show()
+    tab, scroll = win.tabs["Budget"], win._holders["Budget"].scroll
+    qtbot.waitUntil(lambda: win.width() == 1280 and scroll.width() > 0, timeout=5000)
+    assert not any(d.isVisible() for d in win.docks.values())  # the docks make room for it
+    assert tab.minimumSizeHint().width() <= scroll.contentsRect().width()
+    for i in range(tab.pages.count()):  # on every page
+        tab.pages.setCurrentIndex(i)
+        assert tab.minimumSizeHint().width() <= scroll.contentsRect().width(), tab.pages.tabText(i)
+        qtbot.waitUntil(lambda: not scroll.horizontalScrollBar().isVisible(), timeout=5000)
+        assert tab.width() <= scroll.viewport().width()
+    win.close()

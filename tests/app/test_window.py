@@ -42,23 +42,23 @@ def test_invalid_config_disables_start_and_says_why(qtbot, tiny_window):
     panel, tab = win.config_panel, win.tabs["Train"]
     assert tab.start_button.isEnabled() and panel.valid
     with qtbot.waitSignal(panel.validityChanged, timeout=5000, check_params_cb=lambda ok: not ok):
-        panel._widgets["n_heads"].setValue(3)  # d_model 16 is not divisible by 3
+        panel.widgets["n_heads"].setValue(3)  # d_model 16 is not divisible by 3
     assert not tab.start_button.isEnabled()
     assert "not divisible" in panel.error_label.text()
     assert "not divisible" not in tab.status_label.text() and "Model panel" in tab.status_label.text()
-    assert panel._widgets["n_heads"].styleSheet() and panel._widgets["d_model"].styleSheet()
+    assert panel.widgets["n_heads"].styleSheet() and panel.widgets["d_model"].styleSheet()
     # setting head_dim explicitly makes it valid again
     with qtbot.waitSignal(panel.validityChanged, timeout=5000, check_params_cb=lambda ok: ok):
-        panel._widgets["head_dim"].setValue(8)
+        panel.widgets["head_dim"].setValue(8)
     assert tab.start_button.isEnabled() and panel.error_label.text() == ""
     assert win.session.config.n_heads == 3 and win.session.config.head_dim == 8
 
 
 def test_invalid_training_settings_disable_start(qtbot, tiny_window):
     panel, tab = tiny_window.train_settings_panel, tiny_window.tabs["Train"]
-    panel._widgets["lr"].setText("fast")
+    panel.widgets["lr"].setText("fast")
     assert not tab.start_button.isEnabled() and "lr" in panel.error_label.text()
-    panel._widgets["lr"].setText("0.001")
+    panel.widgets["lr"].setText("0.001")
     assert tab.start_button.isEnabled() and tiny_window.session.train_settings.lr == 0.001
 
 
@@ -67,7 +67,7 @@ def test_settings_remember_geometry_config_and_training_settings(qtbot, app_sett
     qtbot.addWidget(win)
     win.resize(640, 480)  # smaller than the offscreen screen, which clamps restored geometry
     win.config_panel.set_config(tiny_config.replace(n_layers=3))
-    win.train_settings_panel._widgets["steps"].setValue(1234)
+    win.train_settings_panel.widgets["steps"].setValue(1234)
     win.docks["data"].raise_()
     win.close()
 
@@ -176,3 +176,45 @@ def test_lazy_window_paints_first_then_builds_the_rest(qtbot, app_settings):
     assert all(win.tabs[t] is win._holders[t].tab for t in later)
     assert "Training" in win.menus
     win.close()
+
+
+class DataOnlyTab(QWidget):
+    """A tab that wants only the Data dock beside it."""
+
+    docks = ("data",)
+
+    def __init__(self, session, parent=None):
+        super().__init__(parent)
+
+
+def _shown(win) -> dict[str, bool]:
+    return {key: dock.isVisible() for key, dock in win.docks.items()}
+
+
+def test_docks_follow_the_tab(qtbot, app_settings):
+    tabs = [
+        ("Train", "app.views.train.tab:TrainTab"),
+        ("Data only", f"{__name__}:DataOnlyTab"),
+        ("Budget", "app.views.budget.tab:BudgetTab"),
+    ]
+    win = MainWindow(settings=app_settings, confirm_close=False, restore=False, tabs=tabs)
+    qtbot.addWidget(win)
+    win.show()
+    before = _shown(win)
+    assert before["model"]  # the Model dock is the raised one of the three
+    win.tab_widget.setCurrentIndex(2)  # Budget has its own config editor: no second one beside it
+    assert not any(_shown(win).values())
+    win.tab_widget.setCurrentIndex(1)
+    assert _shown(win) == {"data": True, "model": False, "training": False}
+    win.tab_widget.setCurrentIndex(0)
+    assert _shown(win) == before  # the user's layout comes back as it was
+    # settings keep the user's layout, not the one a tab chose
+    win.tab_widget.setCurrentIndex(2)
+    win.close()
+    again = MainWindow(settings=app_settings, confirm_close=False, restore=True, tabs=tabs)
+    qtbot.addWidget(again)
+    again.show()
+    assert again.tab_widget.currentIndex() == 2 and not any(_shown(again).values())
+    again.tab_widget.setCurrentIndex(0)
+    assert _shown(again) == before
+    again.close()

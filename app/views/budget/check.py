@@ -22,9 +22,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.views.budget.pages import fill, make_table
-from app.views.budget.tables import BudgetSettings
+from app.views.budget.common import fill, make_table
 from model import budget
+from model.budget_table import BudgetSettings
 from model.config import GPTConfig
 
 OK_COLOR = QColor(210, 240, 210)

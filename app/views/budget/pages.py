@@ -1,6 +1,8 @@
 """The pages of the Budget tab, each drawing one part of a :func:`model.budget.report`.
 
-Every page has ``update_report(cfg, settings, rep)``; plots are created once and updated with
+Every page has ``update_report(cfg, settings, rep, rows)``, ``rows`` being the report's
+:func:`model.budget_table.budget_table` (the table the text and the exports render too): the
+Parameters, FLOPs and Cost tables show their section of it. Plots are created once and updated with
 ``setData``. Nothing here computes more than reading the report and calling the calculator for a
 curve's points (pure arithmetic).
 """
@@ -13,103 +15,31 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtGui import QBrush
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QSplitter,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
-from app.views.budget.tables import BudgetSettings
+from app.views.budget.common import (
+    HIGHLIGHT,
+    MUTED,
+    PART_COLORS,
+    GiB,
+    fill,
+    geom,
+    make_table,
+    plot_widget,
+    pow2_ticks,
+    share_text,
+)
 from model import budget
+from model.budget_table import COST, FLOPS, PARAMETERS, BudgetSettings, Row, display_value, section
 from model.config import GPTConfig
-
-GiB = 1024**3
-BOLD = QFont()
-BOLD.setBold(True)
-HIGHLIGHT = QColor(255, 236, 170)
-MUTED = QColor(130, 130, 130)
-#: Colours of the four FLOP parts, and of extra curves.
-PART_COLORS = {
-    "attention scores": (214, 39, 40),
-    "attention projections": (255, 127, 14),
-    "mlp": (31, 119, 180),
-    "output head": (44, 160, 44),
-}
-
-
-def make_table(headers: list[str], *, stretch_last: bool = False, stretch: int | None = None) -> QTableWidget:
-    t = QTableWidget(0, len(headers))
-    t.setHorizontalHeaderLabels(headers)
-    t.verticalHeader().setVisible(False)
-    t.verticalHeader().setDefaultSectionSize(24)
-    t.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-    t.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-    t.setAlternatingRowColors(True)
-    h = t.horizontalHeader()
-    h.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    if stretch_last:
-        h.setStretchLastSection(True)
-    if stretch is not None:
-        h.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
-    return t
-
-
-def item(text: Any, *, right: bool = False, bold: bool = False, tip: str = "") -> QTableWidgetItem:
-    it = QTableWidgetItem(str(text))
-    if right:
-        it.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-    if bold:
-        it.setFont(BOLD)
-    if tip:
-        it.setToolTip(tip)
-    return it
-
-
-def fill(table: QTableWidget, rows: list[list[Any]], *, right_from: int = 1, bold_rows=(), tips=None) -> None:
-    table.setRowCount(len(rows))
-    for r, row in enumerate(rows):
-        for c, v in enumerate(row):
-            tip = tips[r][c] if tips else ""
-            table.setItem(r, c, item(v, right=c >= right_from, bold=r in bold_rows, tip=tip))
-
-
-def plot_widget(title: str, left: str, bottom: str) -> pg.PlotWidget:
-    w = pg.PlotWidget()
-    w.setBackground("w")
-    w.setTitle(title, color="#222", size="10pt")
-    w.setLabel("left", left)
-    w.setLabel("bottom", bottom)
-    w.showGrid(x=True, y=True, alpha=0.25)
-    w.setMenuEnabled(False)
-    return w
-
-
-def _share(x: float) -> str:
-    return "0" if x == 0 else "< 0.01%" if x < 1e-4 else f"{x:.2%}"
-
-
-def _geom(lo: float, hi: float, n: int = 96) -> np.ndarray:
-    return np.unique(np.round(np.geomspace(max(1.0, lo), max(lo + 1, hi), n)).astype(np.int64))
-
-
-def pow2_ticks(lo: float, hi: float) -> list[list[tuple[float, str]]]:
-    """Log-axis ticks at powers of two, labelled 128, 1k, 32k, 1M ..."""
-    out = []
-    e = int(math.floor(math.log2(max(lo, 1))))
-    while 2**e <= hi * 1.0001:
-        v = 2**e
-        label = f"{v // 2**20}M" if v >= 2**20 else f"{v // 2**10}k" if v >= 2**10 else str(v)
-        out.append((math.log10(v), label))
-        e += 1
-    step = max(1, len(out) // 9)
-    return [out[::step]]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -137,7 +67,9 @@ class ParamsPage(QWidget):
         note.setStyleSheet("color: #555;")
         layout.addWidget(note)
 
-    def update_report(self, cfg: GPTConfig, settings: BudgetSettings, rep: dict[str, Any]) -> None:
+    def update_report(
+        self, cfg: GPTConfig, settings: BudgetSettings, rep: dict[str, Any], rows: list[Row]
+    ) -> None:
         p = rep["params"]
         sy = rep["symbols"]
         self.symbols_label.setText(
@@ -147,23 +79,21 @@ class ParamsPage(QWidget):
             f"bias {cfg.bias}, {'tied' if cfg.tie_embeddings else 'untied'} output head)"
         )
         total = p["total"] or 1
-        rows, tips = [], []
-        for r in p["rows"]:
-            per = f"{r['per_layer']:,}" if r["per_layer"] else ""
-            rows.append([r["name"], r["formula"], per, f"{r['count']:,}", _share(r["count"] / total)])
-            tips.append(["", r.get("per_layer_formula") or "", "", budget.human_count(r["count"]), ""])
-        first_summary = len(rows)
-        for r in p["summary"]:
-            if "per layer" in r["name"]:  # one block's count goes in the per-layer column
-                rows.append([r["name"], r["formula"], f"{r['count']:,}", "", ""])
+        mine = section(rows, PARAMETERS)
+        cells, tips = [], []
+        for r in mine:
+            if "per layer" in r.quantity:  # one block's count goes in the per-layer column
+                cells.append([r.quantity, r.formula, f"{r.value:,}", "", ""])
             else:
-                rows.append([r["name"], r["formula"], "", f"{r['count']:,}", _share(r["count"] / total)])
-            tips.append(["", "", "", budget.human_count(r["count"]), ""])
-        fill(self.table, rows, right_from=2, bold_rows=range(first_summary, len(rows)), tips=tips)
-        for r, row in enumerate(p["rows"]):
-            if not row["count"]:
+                per = f"{r.per_layer:,}" if r.per_layer else ""
+                cells.append([r.quantity, r.formula, per, f"{r.value:,}", share_text(r.value / total)])
+            tips.append(["", r.per_layer_formula, "", budget.human_count(r.value), ""])
+        bold = [i for i, r in enumerate(mine) if r.total]
+        fill(self.table, cells, right_from=2, bold_rows=bold, tips=tips)
+        for i, r in enumerate(mine):
+            if not r.value:
                 for c in range(self.table.columnCount()):
-                    self.table.item(r, c).setForeground(QBrush(MUTED))
+                    self.table.item(i, c).setForeground(QBrush(MUTED))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,24 +151,18 @@ class FlopsPage(QWidget):
         split.setSizes([230, 600])
         layout.addWidget(split)
 
-    def update_report(self, cfg: GPTConfig, settings: BudgetSettings, rep: dict[str, Any]) -> None:
+    def update_report(
+        self, cfg: GPTConfig, settings: BudgetSettings, rep: dict[str, Any], rows: list[Row]
+    ) -> None:
         f = rep["flops"]
         T = f["seq_len"]
-        half = "/2" if f["causal_halving"] else ""
-        rows = [
-            ["forward, weights", "2·N_mm", f["forward_per_token"]],
-            [f"forward, attention scores at T={T:,}", f"4·L·T·h·d_k{half}", f["attention_forward_per_token"]],
-            ["forward, total", "2·N_mm + scores", f["forward_total_per_token"]],
-            ["training, weights (3× forward)", "6·N_mm", f["train_per_token"]],
-            ["training, total", "3 · forward total", f["train_total_per_token"]],
-            ["textbook forward", "2·N (N = all parameters)", f["forward_2n"]],
-            ["textbook training", "6·N", f["train_6n"]],
-        ]
+        mine = [r for r in section(rows, FLOPS) if r.unit.startswith("FLOP")]
         fill(
             self.table,
-            [[a, b, budget.human_flops(v), f"{v:,}"] for a, b, v in rows],
+            [[r.quantity, r.formula, display_value(r), f"{r.value:,}"] for r in mine],
             right_from=2,
-            bold_rows=(2, 4),
+            bold_rows=[i for i, r in enumerate(mine) if r.total],
+            tips=[["", r.note, r.unit, ""] for r in mine],
         )
         shares = ", ".join(f"{k} {v:.1%}" for k, v in f["shares"].items())
         cross = f["attention_crossover_seq_len"]
@@ -251,7 +175,7 @@ class FlopsPage(QWidget):
         )
         hi = max(4 * cross, 4 * cfg.context_length, 2 * T, 4096)
         lo = min(64, T)
-        Ts = _geom(lo, hi)
+        Ts = geom(lo, hi)
         plot_cfg = cfg.replace(context_length=int(max(hi, cfg.context_length)))  # FLOPs ignore the table
         sh = budget.flop_shares(plot_cfg, [int(t) for t in Ts], settings.causal_halving)
         x = np.asarray(sh["seq_len"], dtype=np.float64)
@@ -329,7 +253,9 @@ class KVPage(QWidget):
             if k in names:
                 legend.addItem(curve, names[k])
 
-    def update_report(self, cfg: GPTConfig, settings: BudgetSettings, rep: dict[str, Any]) -> None:
+    def update_report(
+        self, cfg: GPTConfig, settings: BudgetSettings, rep: dict[str, Any], rows: list[Row]
+    ) -> None:
         kv = rep["kv_cache"]
         T, B, bpv = kv["seq_len"], kv["batch"], kv["bytes_per_value"]
         per_tok = kv["per_token_bytes"]
@@ -415,7 +341,9 @@ class MemoryPage(QWidget):
         split.setSizes([330, 450])
         layout.addWidget(split, 1)
 
-    def update_report(self, cfg: GPTConfig, settings: BudgetSettings, rep: dict[str, Any]) -> None:
+    def update_report(
+        self, cfg: GPTConfig, settings: BudgetSettings, rep: dict[str, Any], rows: list[Row]
+    ) -> None:
         T = rep["memory"]["seq_len"]
         B = rep["memory"]["batch"]
         ests = {name: budget.memory(cfg, name, T, B, settings.recompute) for name in budget.PRECISIONS}
@@ -486,74 +414,38 @@ class CostPage(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         layout = QVBoxLayout(self)
-        self.table = make_table(["training cost", "how", "value"], stretch_last=True)
+        self.table = make_table(["training cost", "how", "value"], stretch=1)
         self.table.setObjectName("budgetCostTable")
         layout.addWidget(self.table, 1)
         self.note = QLabel()
         self.note.setWordWrap(True)
         self.note.setStyleSheet("color: #555;")
         layout.addWidget(self.note)
-        self.preset: Any = None
 
-    def update_report(self, cfg: GPTConfig, settings: BudgetSettings, rep: dict[str, Any]) -> None:
-        if "training" not in rep:
+    def update_report(
+        self, cfg: GPTConfig, settings: BudgetSettings, rep: dict[str, Any], rows: list[Row]
+    ) -> None:
+        mine = section(rows, COST)
+        if not mine:
             fill(self.table, [["training cost", "enter the number of training tokens D", "–"]])
             self.note.setText("")
             return
-        t = rep["training"]
-        six = budget.training_cost(cfg, t["tokens"], basis="6N").flops
-        mm = budget.training_cost(
-            cfg,
-            t["tokens"],
-            basis="matmul",
-            seq_len=rep["flops"]["seq_len"],
-            causal_halving=settings.causal_halving,
-        ).flops
-        rows = [
-            ["tokens D", "", f"{t['tokens']:.3g} ({budget.human_count(t['tokens'])})"],
-            [
-                "FLOPs per token",
-                "6·N" if t["basis"] == "6N" else "3·(2·N_mm + scores at T)",
-                budget.human_flops(t["flops_per_token"]),
-            ],
-            ["compute, 6·N·D", "N = all parameters (Chinchilla's C ≈ 6ND)", f"{six:.3g} FLOP"],
-            ["compute, matmuls", f"3·(2·N_mm + scores at T={rep['flops']['seq_len']:,})·D", f"{mm:.3g} FLOP"],
-        ]
-        bold = []
-        if t["gpu_hours"] is not None:
-            eff = t["peak_flops"] * t["mfu"]
-            g = t["gpus"]
-            rows += [
-                [
-                    "per device",
-                    f"{t['peak_flops'] / 1e12:g} TFLOP/s peak × {t['mfu']:.0%} MFU",
-                    f"{eff / 1e12:.4g} TFLOP/s",
-                ],
-                ["GPU-hours", f"compute ({t['basis']}) / per-device FLOP/s / 3600", f"{t['gpu_hours']:,.0f}"],
-                [
-                    f"wall-clock on {g:,} device{'s' if g != 1 else ''}",
-                    "GPU-hours / devices",
-                    budget.human_duration(t["seconds"]),
-                ],
-                ["tokens per second needed", "D / wall-clock", f"{t['tokens'] / t['seconds']:,.0f}"],
-            ]
-            bold = [5, 6]
-        p = self.preset
-        if p is not None and (p.reported_gpu_hours or p.reported_flops):
-            said = []
-            if p.reported_flops:
-                said.append(f"{p.reported_flops:.3g} FLOP")
-            if p.reported_gpu_hours:
-                said.append(f"{p.reported_gpu_hours:,.0f} {p.gpu or 'GPU'} GPU-hours")
-            tokens = f"{p.training_tokens:.3g}" if p.training_tokens else "?"
-            rows.append([f"reported for {p.title}", f"{tokens} tokens; {p.source}", ", ".join(said)])
-            bold.append(len(rows) - 1)
-        fill(self.table, rows, right_from=2, bold_rows=bold)
+        fill(
+            self.table,
+            [[r.quantity, r.formula or r.note, display_value(r, with_unit=True)] for r in mine],
+            right_from=2,
+            bold_rows=[i for i, r in enumerate(mine) if r.total],
+            tips=[[r.note, _how(r), f"{r.value!r} {r.unit}"] for r in mine],
+        )
         self.note.setText(
             "MFU (model FLOPs utilisation) counts the model's FLOPs only, not recomputation: 35–50% is "
             "typical of large dense training runs."
         )
 
 
+def _how(r: Row) -> str:
+    return "\n".join(t for t in (r.formula, r.note) if t)
+
+
 # ---------------------------------------------------------------------------------------------
-__all__ = ["CostPage", "FlopsPage", "KVPage", "MemoryPage", "ParamsPage", "make_table", "fill", "item"]
+__all__ = ["CostPage", "FlopsPage", "KVPage", "MemoryPage", "ParamsPage"]

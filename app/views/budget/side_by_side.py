@@ -21,9 +21,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.views.budget.pages import BOLD, HIGHLIGHT, item, make_table
-from app.views.budget.tables import BudgetSettings, differs, display, side_by_side_table, side_kind
+from app.views.budget.common import BOLD, HIGHLIGHT, item, make_table
 from model import presets
+from model.budget_table import BudgetSettings, differs, display, side_by_side_table, side_kind
 from model.config import ConfigError, GPTConfig
 
 #: The columns a new tab starts with.
@@ -60,7 +60,9 @@ class SideBySidePage(QWidget):
         self.remove_button = QPushButton("Remove selected column")
         self.remove_button.clicked.connect(self.remove_selected)
         bar.addWidget(self.remove_button)
-        bar.addSpacing(16)
+        bar.addStretch(1)
+        layout.addLayout(bar)
+        bar = QHBoxLayout()  # a second row, so the page fits a narrow window
         bar.addWidget(QLabel("All at context T ="))
         self.t_spin = QSpinBox()
         self.t_spin.setObjectName("sideSeqLen")

@@ -20,65 +20,60 @@ from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QCheckBox,
     QComboBox,
-    QDoubleSpinBox,
     QFileDialog,
-    QFormLayout,
-    QGridLayout,
     QGroupBox,
     QHBoxLayout,
     QLabel,
-    QLineEdit,
     QPushButton,
     QScrollArea,
-    QSpinBox,
     QSplitter,
     QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
+from app.panels.model import GROUPS, gpt_config_form
 from app.views.budget.check import CheckPage
-from app.views.budget.config_editor import BudgetConfigEditor
+from app.views.budget.inputs import DEVICES, KV_BYTES, BudgetInputs
 from app.views.budget.pages import CostPage, FlopsPage, KVPage, MemoryPage, ParamsPage
 from app.views.budget.side_by_side import SideBySidePage
-from app.views.budget.tables import (
-    BUDGET_HEADER,
-    BudgetSettings,
-    budget_table,
-    parse_quantity,
-    to_csv,
-    to_markdown,
-)
 from model import budget, presets
+from model.budget_table import BUDGET_HEADER, BudgetSettings, budget_table, table_cells, to_csv, to_markdown
 from model.config import ConfigError, GPTConfig
 
-#: Devices offered for the cost estimate: (label, dense 16-bit peak TFLOP/s).
-DEVICES: list[tuple[str, float]] = [
-    ("NVIDIA A100 (312 TFLOP/s bf16)", 312.0),
-    ("NVIDIA H100 SXM (989 TFLOP/s bf16)", 989.0),
-    ("NVIDIA H200 (989 TFLOP/s bf16)", 989.0),
-    ("NVIDIA V100 (125 TFLOP/s fp16)", 125.0),
-    ("NVIDIA RTX 4090 (165 TFLOP/s bf16)", 165.2),
-    ("Google TPU v4 (275 TFLOP/s bf16)", 275.0),
-    ("custom", 0.0),
-]
-
-KV_BYTES: list[tuple[str, float]] = [
-    ("2 bytes (fp16 / bf16)", 2.0),
-    ("4 bytes (fp32)", 4.0),
-    ("1 byte (int8 / fp8)", 1.0),
-    ("0.5 byte (int4)", 0.5),
-]
-
 DEFAULT_PRESET = "llama2-7b"
+
+#: Upper bounds of the integer fields (generous: 405B-class models and million-token contexts).
+INT_MAX: dict[str, int] = {
+    "vocab_size": 10_000_000,
+    "context_length": 10_000_000,
+    "n_layers": 10_000,
+    "d_model": 1_000_000,
+    "n_heads": 100_000,
+    "n_kv_heads": 100_000,
+    "head_dim": 100_000,
+    "d_ff": 10_000_000,
+}
+
+
+def budget_config_form():
+    """Every GPTConfig field, vocabulary included, for budgets of any size (a 405B config with a 128k
+    vocabulary is as editable as a toy). The tab validates (the settings too) and shows the problems."""
+    groups = [(t, (["vocab_size"] if t == "Size" else []) + names) for t, names in GROUPS]
+    form = gpt_config_form(
+        groups=groups, int_max=INT_MAX, check=None, group_separators=True, object_prefix="budget_"
+    )
+    form.error_label.setObjectName("budgetConfigErrors")
+    return form
 
 
 class BudgetTab(QWidget):
     """Budgets of any config. ``editor`` holds the config; ``recomputed`` fires after every update."""
 
     recomputed = Signal()
+    #: the window's setup docks this tab wants beside it: none (it has its own config editor)
+    docks: tuple[str, ...] = ()
 
     def __init__(self, session, parent: QWidget | None = None):
         super().__init__(parent)
@@ -86,6 +81,8 @@ class BudgetTab(QWidget):
         self.preset: presets.Preset | None = None
         self.title = ""
         self.report: dict[str, Any] | None = None
+        #: the report's rows (:func:`model.budget_table.budget_table`): what the pages and exports show
+        self.rows: list = []
         self.problems: list[str] = []
         self._loading = False
 
@@ -107,7 +104,7 @@ class BudgetTab(QWidget):
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        scroll.setMinimumWidth(390)
+        scroll.setMinimumWidth(360)
         body = QWidget()
         scroll.setWidget(body)
         lay = QVBoxLayout(body)
@@ -146,130 +143,15 @@ class BudgetTab(QWidget):
         self.source_label.setStyleSheet("color: #555;")
         sl.addWidget(self.source_label)
         lay.addWidget(src)
-        lay.addWidget(self._build_settings())
+        self.inputs = BudgetInputs(self)
+        self.inputs.changed.connect(self._settings_changed)
+        lay.addWidget(self.inputs.box)
 
-        self.editor = BudgetConfigEditor()
-        self.editor.configEdited.connect(self._on_config_edited)
+        self.editor = budget_config_form()
+        self.editor.valueChanged.connect(self._on_config_edited)
         lay.addWidget(self.editor)
         lay.addStretch(1)
         return scroll
-
-    def _build_settings(self) -> QWidget:
-        """The settings widgets. T, B, KV bytes and the causal halving go on the left (they move
-        several pages); precision and recomputation go on the Memory page, the cost inputs on the
-        Cost page (see :meth:`_place_page_settings`)."""
-        box = QGroupBox("Figures computed at")
-        form = QFormLayout(box)
-        self.seq_spin = QSpinBox()
-        self.seq_spin.setObjectName("budgetSeqLen")
-        self.seq_spin.setRange(0, 10_000_000)
-        self.seq_spin.setSpecialValueText("the context length")
-        self.seq_spin.setGroupSeparatorShown(True)
-        self.seq_spin.setToolTip("T for attention FLOPs, KV cache and activations (0 = the config's context)")
-        form.addRow("Context T", self.seq_spin)
-        self.batch_spin = QSpinBox()
-        self.batch_spin.setObjectName("budgetBatch")
-        self.batch_spin.setRange(1, 1_000_000)
-        self.batch_spin.setToolTip("Sequences per batch B, for the KV cache and activations")
-        form.addRow("Batch B", self.batch_spin)
-        self.kv_combo = QComboBox()
-        for label, v in KV_BYTES:
-            self.kv_combo.addItem(label, v)
-        self.kv_combo.setToolTip("Bytes per cached key/value number")
-        form.addRow("KV cache values", self.kv_combo)
-        self.causal_check = QCheckBox("halve attention FLOPs (causal)")
-        self.causal_check.setToolTip(
-            "A causal token attends to half the context on average; fused kernels skip the masked half"
-        )
-        form.addRow("", self.causal_check)
-        self.settings_error = QLabel()
-        self.settings_error.setObjectName("budgetSettingsErrors")
-        self.settings_error.setWordWrap(True)
-        self.settings_error.setStyleSheet("color: #c02020;")
-        form.addRow(self.settings_error)
-
-        self.precision_combo = QComboBox()
-        self.precision_combo.setObjectName("budgetPrecision")
-        for name, pr in budget.PRECISIONS.items():
-            self.precision_combo.addItem(name, name)
-            self.precision_combo.setItemData(
-                self.precision_combo.count() - 1, pr.description, Qt.ItemDataRole.ToolTipRole
-            )
-        self.precision_combo.setCurrentText("bf16-mixed")
-        self.precision_combo.setToolTip("Bytes per parameter for weights, gradients, master weights, AdamW")
-        self.recompute_check = QCheckBox("recompute activations (checkpointing)")
-        self.tokens_edit = QLineEdit("2T")
-        self.tokens_edit.setObjectName("budgetTokens")
-        self.tokens_edit.setToolTip("Training tokens D: 2T, 300B, 1.5e12 …; empty = no cost estimate")
-        self.device_combo = QComboBox()
-        for label, v in DEVICES:
-            self.device_combo.addItem(label, v)
-        self.peak_spin = QDoubleSpinBox()
-        self.peak_spin.setObjectName("budgetPeak")
-        self.peak_spin.setRange(0.001, 100_000)
-        self.peak_spin.setDecimals(1)
-        self.peak_spin.setSuffix(" TFLOP/s")
-        self.peak_spin.setValue(312.0)
-        self.peak_spin.setToolTip("Dense peak FLOP/s of one device in the training precision")
-        self.mfu_spin = QDoubleSpinBox()
-        self.mfu_spin.setObjectName("budgetMFU")
-        self.mfu_spin.setRange(0.1, 100.0)
-        self.mfu_spin.setDecimals(1)
-        self.mfu_spin.setSuffix(" %")
-        self.mfu_spin.setValue(40.0)
-        self.mfu_spin.setToolTip("Model FLOPs utilisation: the share of the peak the training really uses")
-        self.gpus_spin = QSpinBox()
-        self.gpus_spin.setObjectName("budgetGPUs")
-        self.gpus_spin.setRange(1, 1_000_000)
-        self.gpus_spin.setGroupSeparatorShown(True)
-        self.gpus_spin.setToolTip("Devices training together (wall-clock = GPU-hours / devices)")
-        self.basis_combo = QComboBox()
-        for k, desc in budget.COST_BASES.items():
-            self.basis_combo.addItem(k, k)
-            self.basis_combo.setItemData(self.basis_combo.count() - 1, desc, Qt.ItemDataRole.ToolTipRole)
-        self.basis_combo.setToolTip("6N: the textbook 6·N·D; matmul: the matrix products a step really does")
-
-        for sig in (
-            self.seq_spin.valueChanged,
-            self.batch_spin.valueChanged,
-            self.kv_combo.currentIndexChanged,
-            self.causal_check.toggled,
-            self.precision_combo.currentIndexChanged,
-            self.recompute_check.toggled,
-            self.tokens_edit.textChanged,
-            self.peak_spin.valueChanged,
-            self.mfu_spin.valueChanged,
-            self.gpus_spin.valueChanged,
-            self.basis_combo.currentIndexChanged,
-        ):
-            sig.connect(self._settings_changed)
-        self.device_combo.currentIndexChanged.connect(self._device_chosen)
-        self.peak_spin.valueChanged.connect(self._peak_edited)
-        return box
-
-    def _place_page_settings(self) -> None:
-        mem = QHBoxLayout()
-        mem.addWidget(QLabel("Training precision:"))
-        mem.addWidget(self.precision_combo)
-        mem.addSpacing(12)
-        mem.addWidget(self.recompute_check)
-        mem.addStretch(1)
-        self.memory_page.layout().insertLayout(0, mem)
-        cost = QGridLayout()
-        cost.addWidget(QLabel("Training tokens D"), 0, 0)
-        cost.addWidget(self.tokens_edit, 0, 1)
-        cost.addWidget(QLabel("Device"), 0, 2)
-        cost.addWidget(self.device_combo, 0, 3)
-        cost.addWidget(QLabel("Peak per device"), 0, 4)
-        cost.addWidget(self.peak_spin, 0, 5)
-        cost.addWidget(QLabel("Utilisation (MFU)"), 1, 0)
-        cost.addWidget(self.mfu_spin, 1, 1)
-        cost.addWidget(QLabel("Devices"), 1, 2)
-        cost.addWidget(self.gpus_spin, 1, 3)
-        cost.addWidget(QLabel("Cost counts"), 1, 4)
-        cost.addWidget(self.basis_combo, 1, 5)
-        cost.setColumnStretch(6, 1)
-        self.cost_page.layout().insertLayout(0, cost)
 
     def _build_right(self) -> QWidget:
         w = QWidget()
@@ -279,6 +161,7 @@ class BudgetTab(QWidget):
         self.total_label = QLabel()
         self.total_label.setObjectName("budgetTotal")
         self.total_label.setTextFormat(Qt.TextFormat.RichText)
+        self.total_label.setWordWrap(True)
         self.total_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         head.addWidget(self.total_label, 1)
         self.csv_button = QPushButton("Export CSV…")
@@ -317,7 +200,8 @@ class BudgetTab(QWidget):
             (self.check_page, "Check against the real model"),
         ):
             self.pages.addTab(page, title)
-        self._place_page_settings()
+        self.memory_page.layout().insertLayout(0, self.inputs.memory_bar())
+        self.cost_page.layout().insertLayout(0, self.inputs.cost_grid())
         self.pages.currentChanged.connect(lambda *_: self._refresh_side())
         lay.addWidget(self.pages, 1)
         return w
@@ -336,16 +220,10 @@ class BudgetTab(QWidget):
             self.preset = p
             self.title = p.title
             self.preset_combo.setCurrentIndex(max(0, self.preset_combo.findData(p.name)))
-            if p.training_tokens:
-                self.tokens_edit.setText(f"{p.training_tokens:.4g}")
-            if p.peak_tflops:
-                self._set_peak(p.peak_tflops)
-            if p.precision:
-                self.precision_combo.setCurrentText(p.precision)
-            self.seq_spin.setValue(0)
+            self.inputs.apply_preset(p)
             notes = f" {p.notes}." if p.notes else ""
             self.source_label.setText(f"{p.title}: {p.source}.{notes}")
-            self.editor.set_config(p.gpt_config())
+            self.editor.set_value(p.gpt_config())
         finally:
             self._loading = False
         self.recompute()
@@ -366,7 +244,7 @@ class BudgetTab(QWidget):
             self.title = title
             self.preset_combo.setCurrentIndex(0)
             self.source_label.setText(source)
-            self.editor.set_config(cfg)
+            self.editor.set_value(cfg)
         finally:
             self._loading = False
         self.recompute()
@@ -403,56 +281,23 @@ class BudgetTab(QWidget):
         self.recompute()
 
     # ---- settings ------------------------------------------------------------------------------
-    def _set_peak(self, tflops: float) -> None:
-        idx = next((i for i, (_, v) in enumerate(DEVICES) if v and abs(v - tflops) < 1e-6), len(DEVICES) - 1)
-        self.device_combo.blockSignals(True)
-        self.device_combo.setCurrentIndex(idx)
-        self.device_combo.blockSignals(False)
-        self.peak_spin.setValue(tflops)
-
-    def _device_chosen(self, index: int) -> None:
-        v = self.device_combo.itemData(index)
-        if v:
-            self.peak_spin.setValue(float(v))
-
-    def _peak_edited(self, value: float) -> None:
-        current = self.device_combo.currentData()
-        if current and abs(current - value) > 1e-6:
-            self.device_combo.blockSignals(True)
-            self.device_combo.setCurrentIndex(len(DEVICES) - 1)
-            self.device_combo.blockSignals(False)
-
     def _settings_changed(self, *_: Any) -> None:
         if not self._loading:
             self.recompute()
 
     def settings(self) -> BudgetSettings:
         """The settings the widgets describe (raises ValueError for unreadable tokens)."""
-        text = self.tokens_edit.text().strip()
-        tokens = parse_quantity(text) if text else None
-        return BudgetSettings(
-            seq_len=None if self.seq_spin.value() == 0 else int(self.seq_spin.value()),
-            batch=int(self.batch_spin.value()),
-            kv_bytes=float(self.kv_combo.currentData()),
-            precision=str(self.precision_combo.currentData()),
-            recompute=self.recompute_check.isChecked(),
-            causal_halving=self.causal_check.isChecked(),
-            tokens=tokens,
-            peak_tflops=float(self.peak_spin.value()),
-            mfu=float(self.mfu_spin.value()) / 100.0,
-            gpus=int(self.gpus_spin.value()),
-            cost_basis=str(self.basis_combo.currentData()),
-        )
+        return self.inputs.settings()
 
     # ---- computing -----------------------------------------------------------------------------
     def recompute(self) -> None:
         """Recompute the report of the edited config and redraw every page (cheap arithmetic)."""
-        cfg = self.editor.config()
+        cfg = self.editor.value()
         try:
             settings = self.settings()
-            self.settings_error.setText("")
+            self.inputs.settings_error.setText("")
         except ValueError as exc:
-            self.settings_error.setText(str(exc))
+            self.inputs.settings_error.setText(str(exc))
             settings = BudgetSettings(**{**self._last_settings().to_dict(), "tokens": None})
         try:
             problems = settings.problems(cfg)
@@ -462,6 +307,7 @@ class BudgetTab(QWidget):
         self.editor.show_problems([p for p in problems if _is_config_problem(p)])
         if problems:
             self.report = None
+            self.rows = []
             self.problem_label.setText("Cannot compute: " + "; ".join(problems))
             self.problem_label.show()
             self.total_label.setText("<span style='color:#888'>Fix the config to see its budget.</span>")
@@ -478,13 +324,11 @@ class BudgetTab(QWidget):
         self.md_button.setEnabled(True)
         rep = settings.report(cfg, self.title or "custom config")
         self.report = rep
-        self.cost_page.preset = (
-            self.preset
-            if self.preset is not None and cfg.to_dict() == self.preset.gpt_config().to_dict()
-            else None
-        )
+        if self.preset is not None and cfg.to_dict() == self.preset.gpt_config().to_dict():
+            rep["preset"] = self.preset.to_dict()  # the authors' figures beside the estimate
+        self.rows = budget_table(rep)
         for page in (self.params_page, self.flops_page, self.kv_page, self.memory_page, self.cost_page):
-            page.update_report(cfg, settings, rep)
+            page.update_report(cfg, settings, rep, self.rows)
         self.check_page.set_config(cfg, settings)
         self.side_page.set_current(self.title or "edited config", cfg)
         self._refresh_side()
@@ -517,7 +361,7 @@ class BudgetTab(QWidget):
     def budget_rows(self) -> tuple[list[str], list[list[Any]]]:
         if self.report is None:
             return BUDGET_HEADER, []
-        return BUDGET_HEADER, budget_table(self.report)
+        return BUDGET_HEADER, table_cells(self.rows)
 
     def export_table(self, path: str | Path, *, side: bool = False) -> Path:
         """Write this budget's table (or the side-by-side table) as CSV (``.csv``) or Markdown (``.md``)."""
@@ -576,7 +420,7 @@ class BudgetTab(QWidget):
 
     def save_state(self, settings) -> None:
         try:
-            settings.set_json("budget/config", self.editor.config().to_dict())
+            settings.set_json("budget/config", self.editor.value().to_dict())
             settings.set_json(
                 "budget/title", {"title": self.title, "preset": self.preset.name if self.preset else None}
             )
@@ -596,7 +440,7 @@ class BudgetTab(QWidget):
                 return
             if meta.get("preset"):
                 self.choose_preset(meta["preset"])
-                if config.to_dict() == self.editor.config().to_dict():
+                if config.to_dict() == self.editor.value().to_dict():
                     return
             self.set_config(config, title=str(meta.get("title") or "custom config"))
 

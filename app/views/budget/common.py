@@ -1,0 +1,111 @@
+"""What the Budget tab's pages share: read-only tables filled from rows, plots, log-axis ticks."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QFont
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
+
+from app.widgets.palette import PALETTE
+
+GiB = 1024**3
+BOLD = QFont()
+BOLD.setBold(True)
+HIGHLIGHT = QColor(255, 236, 170)
+MUTED = QColor(130, 130, 130)
+#: Colours of the four FLOP parts (from the one palette).
+PART_COLORS = {
+    "attention scores": PALETTE[1],
+    "attention projections": PALETTE[3],
+    "mlp": PALETTE[0],
+    "output head": PALETTE[2],
+}
+
+
+def make_table(headers: list[str], *, stretch_last: bool = False, stretch: int | None = None) -> QTableWidget:
+    t = QTableWidget(0, len(headers))
+    t.setHorizontalHeaderLabels(headers)
+    t.verticalHeader().setVisible(False)
+    t.verticalHeader().setDefaultSectionSize(24)
+    t.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    t.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    t.setAlternatingRowColors(True)
+    h = t.horizontalHeader()
+    h.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+    if stretch_last:
+        h.setStretchLastSection(True)
+    if stretch is not None:
+        h.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
+    return t
+
+
+def item(text: Any, *, right: bool = False, bold: bool = False, tip: str = "") -> QTableWidgetItem:
+    it = QTableWidgetItem(str(text))
+    if right:
+        it.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+    if bold:
+        it.setFont(BOLD)
+    if tip:
+        it.setToolTip(tip)
+    return it
+
+
+def fill(table: QTableWidget, rows: list[list[Any]], *, right_from: int = 1, bold_rows=(), tips=None) -> None:
+    table.setRowCount(len(rows))
+    for r, row in enumerate(rows):
+        for c, v in enumerate(row):
+            tip = tips[r][c] if tips else ""
+            table.setItem(r, c, item(v, right=c >= right_from, bold=r in bold_rows, tip=tip))
+
+
+def plot_widget(title: str, left: str, bottom: str) -> pg.PlotWidget:
+    w = pg.PlotWidget()
+    w.setBackground("w")
+    w.setTitle(title, color="#222", size="10pt")
+    w.setLabel("left", left)
+    w.setLabel("bottom", bottom)
+    w.showGrid(x=True, y=True, alpha=0.25)
+    w.setMenuEnabled(False)
+    return w
+
+
+def share_text(x: float) -> str:
+    return "0" if x == 0 else "< 0.01%" if x < 1e-4 else f"{x:.2%}"
+
+
+def geom(lo: float, hi: float, n: int = 96) -> np.ndarray:
+    return np.unique(np.round(np.geomspace(max(1.0, lo), max(lo + 1, hi), n)).astype(np.int64))
+
+
+def pow2_ticks(lo: float, hi: float) -> list[list[tuple[float, str]]]:
+    """Log-axis ticks at powers of two, labelled 128, 1k, 32k, 1M ..."""
+    out = []
+    e = int(math.floor(math.log2(max(lo, 1))))
+    while 2**e <= hi * 1.0001:
+        v = 2**e
+        label = f"{v // 2**20}M" if v >= 2**20 else f"{v // 2**10}k" if v >= 2**10 else str(v)
+        out.append((math.log10(v), label))
+        e += 1
+    step = max(1, len(out) // 9)
+    return [out[::step]]
+
+
+__all__ = [
+    "BOLD",
+    "GiB",
+    "HIGHLIGHT",
+    "MUTED",
+    "PART_COLORS",
+    "fill",
+    "geom",
+    "item",
+    "make_table",
+    "plot_widget",
+    "pow2_ticks",
+    "share_text",
+]
