@@ -54,10 +54,10 @@ def test_start_trains_to_target_with_curves_and_live_heads(qtbot, tiny_window):
     first = s.frames[0]
     assert first.step == 0 and not tab.live_button.isChecked()
     np.testing.assert_array_equal(tab.head_grid.weights, first.weights.astype(np.float32))
-    assert tab.plots.step_marker.isVisible() and tab.plots.step_marker.value() == 0
+    assert tab.plots.marker.isVisible() and tab.plots.marker.value() == 0
     tab.live_button.setChecked(True)
     np.testing.assert_array_equal(tab.head_grid.weights, s.latest_frame.weights.astype(np.float32))
-    assert not tab.plots.step_marker.isVisible()
+    assert not tab.plots.marker.isVisible()
 
 
 def test_pause_resume_stop_through_the_buttons(qtbot, tiny_window, tiny_settings):

@@ -19,9 +19,10 @@ from PySide6.QtWidgets import (
 
 from app.views.labs.base import LabPage
 from app.views.labs.mask import dspin, labelled, spin
+from app.views.labs.plots import BarPlot, LinePlot
 from app.widgets.labs_comparison import ComparisonPanel, ComparisonSpec
 from app.widgets.labs_matrix import MatrixView
-from app.widgets.labs_plots import BarPlot, LinePlot, color_for
+from app.widgets.palette import color_for
 
 STREAM_KINDS = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")
 
@@ -89,14 +90,14 @@ class StreamNormsPage(LabPage):
         for t in range(T):
             key = f"pos{t}"
             if t in keep:
-                self.lines.set_curve(
+                self.lines.set_series(
                     key, x, norms.norms[:, t], label="", color=(150, 150, 150), width=1, alpha=90
                 )
             else:
-                self.lines.remove_curve(key)
+                self.lines.remove(key)
         for key in [k for k in self.lines.curves if k.startswith("pos") and int(k[3:]) >= T]:
-            self.lines.remove_curve(key)
-        self.lines.set_curve(
+            self.lines.remove(key)
+        self.lines.set_series(
             "mean", x, norms.mean, label="mean over positions", color=(31, 119, 180), width=3, symbol="o"
         )
         self.lines.set_x_ticks(norms.names)
@@ -115,10 +116,10 @@ class StreamNormsPage(LabPage):
 
     def export_targets(self):
         return {
-            "lines": self.lines.plot,
+            "lines": self.lines.view,
             "heatmap": self.heat.plot,
-            "writes": self.writes.plot,
-            "cosines": self.cosines.plot,
+            "writes": self.writes.view,
+            "cosines": self.cosines.view,
         }
 
 
@@ -167,7 +168,7 @@ class LiveNormsPage(LabPage):
     def clear(self) -> None:
         self.steps, self.values, self.names = [], [], []
         self._last_step = -1
-        self.plot.clear_curves()
+        self.plot.clear()
 
     def compute(self) -> None:
         model, _ = self.require_model()
@@ -216,7 +217,7 @@ class LiveNormsPage(LabPage):
         xs = np.asarray(self.steps)[order]
         ys = np.stack(self.values)[order]
         for i, name in enumerate(self.names):
-            self.plot.set_curve(
+            self.plot.set_series(
                 name, xs, ys[:, i], color=color_for(name, i), symbol="o" if len(xs) < 40 else None
             )
         self.say(
@@ -225,7 +226,7 @@ class LiveNormsPage(LabPage):
         )
 
     def export_targets(self):
-        return {"norms over steps": self.plot.plot}
+        return {"norms over steps": self.plot.view}
 
 
 class GradFlowPage(LabPage):
@@ -331,7 +332,7 @@ class GradFlowPage(LabPage):
     def _draw_init(self, flows) -> None:
         for (pos, _norm), flow in flows.items():
             name = "Pre-LN" if pos == "pre" else "Post-LN"
-            self.init_plot.set_curve(name, flow.layers, flow.block, color=color_for(name), symbol="o")
+            self.init_plot.set_series(name, flow.layers, flow.block, color=color_for(name), symbol="o")
         pre = flows[("pre", self.norm.currentData())]
         post = flows[("post", self.norm.currentData())]
         self.say(
@@ -370,7 +371,7 @@ class GradFlowPage(LabPage):
         ).validate()
         x, y = fixed_batch(source, 8, T, seed=1)
         for line in list(self.train_plot.curves):
-            self.train_plot.remove_curve(line)
+            self.train_plot.remove(line)
         return ComparisonSpec(
             variants=variants,
             source=source,
@@ -381,7 +382,7 @@ class GradFlowPage(LabPage):
         )
 
     def _probed(self, name: str, step: int, flow) -> None:
-        self.train_plot.set_curve(name, flow.layers, flow.block, color=color_for(name), symbol="o")
+        self.train_plot.set_series(name, flow.layers, flow.block, color=color_for(name), symbol="o")
         self.train_plot.set_title(f"During training: ‖∂loss/∂θ‖ per block at step {step} (fixed batch)")
 
     def prepare_screenshot(self) -> None:
@@ -398,9 +399,9 @@ class GradFlowPage(LabPage):
 
     def export_targets(self):
         return {
-            "at init": self.init_plot.plot,
-            "during training": self.train_plot.plot,
-            "loss": self.panel.loss_plot.plot,
+            "at init": self.init_plot.view,
+            "during training": self.train_plot.view,
+            "loss": self.panel.loss_plot.view,
         }
 
 
