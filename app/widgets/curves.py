@@ -12,7 +12,8 @@ validation points (if any) as a dashed line with dots in the same colour.
 
 Cheap redraws: plot items are created once per series and updated with ``setData(...,
 skipFiniteCheck=True)`` (non-finite points are dropped on the way in); new data only marks a series
-dirty and the curves are repainted at most every :attr:`Curves.REDRAW_MS` (``redraw_ms=0``: at once);
+dirty and the curves are repainted at most every :attr:`Curves.REDRAW_MS` (the first change after a
+quiet spell at the next turn of the event loop; ``redraw_ms=0``: at once);
 clip-to-view and peak downsampling keep long runs cheap; no grid by default (pyqtgraph draws grid lines
 with alpha blending through the whole plot, which made one repaint of the Train tab's four plots cost
 ~20 ms instead of ~3 ms, measured).
@@ -24,6 +25,7 @@ follows the log-y toggle, added panels keep their own axes.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -114,6 +116,7 @@ class Curves(QWidget):
         hint: str = "",
         legend: bool = True,
         legend_offset: tuple[int, int] = (-10, 10),
+        legend_text_size: str | None = None,
         grid: bool = False,
         colspan: int = 1,
         redraw_ms: int | None = None,
@@ -147,6 +150,7 @@ class Curves(QWidget):
         self.view = pg.GraphicsLayoutWidget()
         self.view.setBackground("w")
         self.view.setMinimumSize(220, 200)  # below this the plots squeeze instead of being clipped
+        self.view.ci.setContentsMargins(0, 0, 0, 0)  # as a PlotWidget: the plots reach the edges
         layout.addWidget(self.view, 1)
         self.panels: dict[str, pg.PlotItem] = {}
         self._log: dict[str, tuple[bool, bool]] = {}
@@ -154,7 +158,8 @@ class Curves(QWidget):
         self.plot = self.add_panel(MAIN, title, y_label, x_label, row=0, col=0, colspan=colspan)
         self._log[MAIN] = (log_x, log_y)
         self.plot.setLogMode(x=log_x, y=log_y)
-        self.legend = self.plot.addLegend(offset=legend_offset, labelTextSize="8pt") if legend else None
+        legend_opts = {"labelTextSize": legend_text_size} if legend_text_size else {}
+        self.legend = self.plot.addLegend(offset=legend_offset, **legend_opts) if legend else None
 
         self.series: dict[str, _Series] = {}
         self.curves: dict[str, pg.PlotDataItem] = {}
@@ -166,8 +171,8 @@ class Curves(QWidget):
         self.redraw_ms = self.REDRAW_MS if redraw_ms is None else int(redraw_ms)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
-        self._timer.setInterval(max(self.redraw_ms, 0))
         self._timer.timeout.connect(self.redraw)
+        self._last_draw = -math.inf
 
     # ---- layout --------------------------------------------------------------------------------
     def add_panel(
@@ -262,7 +267,7 @@ class Curves(QWidget):
         if s.raw is not None:
             s.raw.setPen(pg.mkPen((*color, 80), width=1))
         vc = s.val_color or color
-        s.val.setPen(pg.mkPen(*vc, width=1.5, style=Qt.PenStyle.DashLine))
+        s.val.setPen(pg.mkPen(*vc, width=2, style=Qt.PenStyle.DashLine))
         s.val.setSymbolBrush(pg.mkBrush(*vc))
 
     def set_series(
@@ -346,8 +351,11 @@ class Curves(QWidget):
             self.marker.label.setFormat(label)
         self.marker.show()
 
-    def set_hline(self, key: str, y: float | None, label: str = "", position: float = 0.03) -> None:
-        """A dashed horizontal reference at ``y`` on the main plot (None or non-finite: hidden)."""
+    def set_hline(
+        self, key: str, y: float | None, label: str = "", position: float = 0.03, above: bool = True
+    ) -> None:
+        """A dashed horizontal reference at ``y`` on the main plot (None or non-finite: hidden); its
+        label sits at ``position`` (0 = left end, 1 = right end), above the line or below it."""
         entry = self._hlines.get(key)
         if y is None or not math.isfinite(y):
             if entry is not None:
@@ -359,7 +367,8 @@ class Curves(QWidget):
                 pen=pg.mkPen(120, 120, 120, 180, width=1, style=Qt.PenStyle.DashLine),
                 movable=False,
                 label=label,
-                labelOpts={"position": position, "color": GUIDE_COLOR, "anchors": [(0, 1), (0, 1)]},
+                labelOpts={"position": position, "color": GUIDE_COLOR}
+                | ({"anchors": [(0, 1), (0, 1)]} if above else {}),
             )
             self.plot.addItem(line)
         else:
@@ -404,13 +413,18 @@ class Curves(QWidget):
         s.dirty = True
         if now or self.redraw_ms <= 0:
             self.redraw()
-        elif not self._timer.isActive():
-            self._timer.start()
+        else:
+            self.request_redraw()
 
     def request_redraw(self) -> None:
-        """Repaint within :attr:`redraw_ms` (the throttle every data call goes through)."""
+        """Repaint soon, at most once per :attr:`redraw_ms` (the throttle every data call goes through).
+
+        After a quiet spell the repaint comes at the next turn of the event loop (so a burst of calls
+        costs one repaint), else :attr:`redraw_ms` after the previous one.
+        """
         if not self._timer.isActive():
-            self._timer.start(max(self.redraw_ms, 0))
+            since_ms = (time.monotonic() - self._last_draw) * 1000
+            self._timer.start(int(max(0.0, self.redraw_ms - since_ms)))
 
     def _smoothed(self, s: _Series) -> list[float]:
         a = float(self.smoothing.value())
@@ -429,6 +443,7 @@ class Curves(QWidget):
     def redraw(self) -> None:
         """Draw every series changed since the last redraw (at once)."""
         self._timer.stop()
+        self._last_draw = time.monotonic()
         a = float(self.smoothing.value())
         for s in self.series.values():
             if not s.dirty:

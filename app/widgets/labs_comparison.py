@@ -252,6 +252,7 @@ class ComparisonPanel(QWidget):
                 controls=False,
                 log_y=probe_log_y,
                 legend_offset=(8, 8),
+                legend_text_size="8pt",
                 redraw_ms=0,
             )
             plots.addWidget(self.probe_plot, 1)

@@ -101,7 +101,7 @@ def test_series_add_remove_clear_and_colours(curves):
 
 
 def test_throttled_redraw_eventually_shows_the_last_data(qtbot):
-    w = Curves(redraw_ms=50)
+    w = Curves(redraw_ms=300)
     qtbot.addWidget(w)
     w.extend("run", [1.0], [2.0])
     item = w.curves["run"]
@@ -111,7 +111,11 @@ def test_throttled_redraw_eventually_shows_the_last_data(qtbot):
     assert drawn(item) == 0
     qtbot.waitUntil(lambda: drawn(item) == 39, timeout=2000)
     assert item.xData[-1] == 39.0
-    np.testing.assert_allclose(item.yData, ema(np.array([2.0] + [1.0 / i for i in range(2, 40)]), 0.9))
+    w.extend("run", [40.0], [0.5])  # right after a repaint the next one waits out the interval
+    assert w._timer.isActive() and w._timer.interval() > 0
+    qtbot.waitUntil(lambda: drawn(item) == 40, timeout=2000)
+    y = [2.0] + [1.0 / i for i in range(2, 40)] + [0.5]
+    np.testing.assert_allclose(item.yData, ema(np.array(y), 0.9))  # the default smoothing
 
 
 def test_marker_and_panels(curves):

@@ -45,6 +45,7 @@ class LinePlot(Curves):
             log_y=log_y,
             legend=legend,
             legend_offset=(8, 8),
+            legend_text_size="8pt",
             grid=True,
             redraw_ms=0,
             parent=parent,

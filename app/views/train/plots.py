@@ -50,7 +50,7 @@ class TrainPlots(Curves):
     # ---- data ----------------------------------------------------------------------------------
     def set_reference_loss(self, value: float | None) -> None:
         """Draw a dashed line at ``value`` (ln V: the loss of a uniform guess), or hide it."""
-        self.set_hline("uniform", value, "uniform guess: ln V", position=0.5)
+        self.set_hline("uniform", value, "uniform guess: ln V", position=0.5, above=False)
 
     def set_step_marker(self, step: int | None) -> None:
         """Mark the step whose attention the scrubber shows (None: hide the mark)."""
