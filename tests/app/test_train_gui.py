@@ -183,24 +183,24 @@ def test_corrupt_checkpoint_shows_an_error_and_the_app_keeps_working(
 def test_generation_box_streams_tokens(qtbot, tiny_window):
     tab = _train_tab(tiny_window)
     prompt = "abc="
-    tab.gen_prompt.setText(prompt)
-    tab.max_tokens.setValue(12)
+    tab.generate_box.prompt.setText(prompt)
+    tab.generate_box.max_tokens.setValue(12)
     tokens = []
-    tab._gen_worker = None
-    tab.generate()
-    tab._gen_worker.token.connect(tokens.append)
-    qtbot.waitUntil(lambda: tab._gen_worker is None, timeout=TIMEOUT)
-    out = tab.gen_output.toPlainText()
+    tab.generate_box.worker = None
+    tab.generate_box.generate()
+    tab.generate_box.worker.token.connect(tokens.append)
+    qtbot.waitUntil(lambda: tab.generate_box.worker is None, timeout=TIMEOUT)
+    out = tab.generate_box.output.toPlainText()
     assert out.startswith(prompt) and len(out) > len(prompt)
-    assert tab.gen_button.text() == "Generate"
+    assert tab.generate_box.button.text() == "Generate"
 
 
 def test_generation_rejects_unknown_characters_without_crashing(qtbot, tiny_window):
     tab = _train_tab(tiny_window)
-    tab.gen_prompt.setText("€€€")  # not in the copy task's alphabet
-    tab.generate()
-    assert tab._gen_worker is None
-    assert "Cannot generate" in tab.gen_output.toPlainText()
+    tab.generate_box.prompt.setText("€€€")  # not in the copy task's alphabet
+    tab.generate_box.generate()
+    assert tab.generate_box.worker is None
+    assert "Cannot generate" in tab.generate_box.output.toPlainText()
 
 
 def test_bad_probe_prompt_is_reported_and_training_still_probes(qtbot, tiny_window):
