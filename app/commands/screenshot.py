@@ -122,12 +122,12 @@ def run(args: argparse.Namespace) -> int:
                 f"{last.get('train_loss', float('nan')):.3f}",
                 flush=True,
             )
-        if train_tab is not None and hasattr(train_tab, "generate"):
-            prompt = (s.source.default_prompt or "the")[:40]
-            train_tab.gen_prompt.setText(prompt)
-            train_tab.max_tokens.setValue(160)
-            train_tab.generate(seed=args.seed)
-            wait_until(lambda: train_tab._gen_worker is None, timeout=120)
+        if train_tab is not None and hasattr(train_tab, "generate_box"):
+            box = train_tab.generate_box
+            box.prompt.setText((s.source.default_prompt or "the")[:40])
+            box.max_tokens.setValue(160)
+            box.generate(seed=args.seed)
+            wait_until(lambda: box.worker is None, timeout=120)
 
         win.tab_widget.setCurrentIndex(0)
         shot(win, "window")

@@ -8,7 +8,7 @@ a ~30 Hz timer (never a signal per step), and a stop takes effect before the nex
 whose loss diverges is dropped with a note, the others go on.
 
 :class:`ComparisonPanel` is the widget: Start/Stop, a progress line, the loss curves of every
-variant (raw and smoothed), an optional probe plot and one sample box per variant.
+variant (raw and smoothed, one smoothing control), an optional probe plot and one sample box per variant.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import (
     QGroupBox,
@@ -32,7 +31,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.widgets.labs_plots import LinePlot, color_for
+from app.widgets.curves import Curves
+from app.widgets.palette import color_for
 from app.workers import GroupThread
 
 DRAIN_MS = 33
@@ -241,11 +241,20 @@ class ComparisonPanel(QWidget):
         root.addLayout(row)
 
         plots = QHBoxLayout()
-        self.loss_plot = LinePlot(title, "step", "training loss (nats)")
+        self.loss_plot = Curves(title, "training loss (nats)")
         plots.addWidget(self.loss_plot, 1)
         self.probe_plot = None
         if probe_title:
-            self.probe_plot = LinePlot(probe_title, "step", probe_label, log_y=probe_log_y)
+            self.probe_plot = Curves(
+                probe_title,
+                probe_label,
+                smoothing=0.0,
+                controls=False,
+                log_y=probe_log_y,
+                legend_offset=(8, 8),
+                legend_text_size="8pt",
+                redraw_ms=0,
+            )
             plots.addWidget(self.probe_plot, 1)
         root.addLayout(plots, 3)
 
@@ -276,9 +285,9 @@ class ComparisonPanel(QWidget):
         self.probes.clear()
         self.sample_texts.clear()
         self.notes.clear()
-        self.loss_plot.clear_curves()
+        self.loss_plot.clear()
         if self.probe_plot is not None:
-            self.probe_plot.clear_curves()
+            self.probe_plot.clear()
         self._make_sample_boxes(list(spec.variants))
         self._target = int(spec.settings.steps)
         self._t0 = time.monotonic()
@@ -358,7 +367,7 @@ class ComparisonPanel(QWidget):
                     ys = [scalar(v) for v in vs]
                 except Exception:
                     continue
-                self.probe_plot.set_curve(name, xs, ys, color=color_for(name, i), symbol="o")
+                self.probe_plot.set_series(name, xs, ys, color=color_for(name, i), symbol="o", smooth=False)
         for name, step, text in samples:
             self.sample_texts[name] = text
             box = self.sample_boxes.get(name)
@@ -373,13 +382,8 @@ class ComparisonPanel(QWidget):
             self.status.setText(f"step {worker.step} / {self._target} · {elapsed:.0f} s · loss {last}")
 
     def _draw_loss(self, name: str, index: int) -> None:
-        from model.smoothing import ema
-
-        xs, ys = self.losses[name]
-        color = color_for(name, index)
-        y = np.asarray(ys)
-        self.loss_plot.set_curve(f"{name} (raw)", xs, y, label="", color=color, width=1, alpha=70)
-        self.loss_plot.set_curve(name, xs, ema(y, 0.9), color=color)
+        xs, ys = self.losses[name]  # raw and smoothed by the plot's own control, repainted ≤ 5/s
+        self.loss_plot.set_series(name, xs, ys, color=color_for(name, index))
 
     def _finish(self, reason: str, message: str) -> None:
         self._timer.stop()

@@ -60,3 +60,30 @@ def colormap(name: str = DEFAULT_CMAP, gamma: float = 1.0):
         return pg.colormap.get(name)
     lut = lookup_table(name, 256, gamma)
     return pg.ColorMap(np.linspace(0.0, 1.0, len(lut)), lut)
+
+
+#: Fixed colours for the variants the labs compare, so "unmasked" or "Post-LN" has the same colour in
+#: every plot of a lab (anything else cycles through :data:`PALETTE`).
+NAMED_COLORS: dict[str, tuple[int, int, int]] = {
+    "masked": PALETTE[0],
+    "with mask": PALETTE[0],
+    "unmasked": PALETTE[1],
+    "without mask": PALETTE[1],
+    "scaled": PALETTE[0],
+    "unscaled": PALETTE[1],
+    "temperature": PALETTE[2],
+    "cosine": PALETTE[4],
+    "init": PALETTE[3],
+    "Pre-LN": PALETTE[0],
+    "Post-LN": PALETTE[1],
+    "model's scale": PALETTE[0],
+    "scale removed": PALETTE[1],
+    "attention": PALETTE[0],
+    "MLP": PALETTE[3],
+    "theory": (120, 120, 120),
+}
+
+
+def color_for(name: str, index: int = 0) -> tuple[int, int, int]:
+    """The colour of a named variant (fixed for known names, else the ``index``-th run colour)."""
+    return NAMED_COLORS.get(name, run_color(index))

@@ -57,7 +57,9 @@ def test_two_variants_train_together_and_show_both_curves(qtbot, tab):
         assert tab.loss_plot.points(r.name) == 4  # one curve per run, every step on it
         assert [h["step"] for h in r.record.history] == [1, 2, 3, 4]
         assert r.model is not None and r.status == "trained 4 steps"
-    assert tab.loss_plot.val["base"].xData.tolist() == [2.0, 4.0]  # validation every 2 steps
+    val = tab.loss_plot.val_curves["base"]
+    qtbot.waitUntil(lambda: val.xData is not None and len(val.xData) == 2)  # the throttled repaint
+    assert val.xData.tolist() == [2.0, 4.0]  # validation every 2 steps
     t = tab.summary_table
     assert t.rowCount() == 2
     rows = tab.summary_rows()

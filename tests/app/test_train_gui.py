@@ -54,10 +54,10 @@ def test_start_trains_to_target_with_curves_and_live_heads(qtbot, tiny_window):
     first = s.frames[0]
     assert first.step == 0 and not tab.live_button.isChecked()
     np.testing.assert_array_equal(tab.head_grid.weights, first.weights.astype(np.float32))
-    assert tab.plots.step_marker.isVisible() and tab.plots.step_marker.value() == 0
+    assert tab.plots.marker.isVisible() and tab.plots.marker.value() == 0
     tab.live_button.setChecked(True)
     np.testing.assert_array_equal(tab.head_grid.weights, s.latest_frame.weights.astype(np.float32))
-    assert not tab.plots.step_marker.isVisible()
+    assert not tab.plots.marker.isVisible()
 
 
 def test_pause_resume_stop_through_the_buttons(qtbot, tiny_window, tiny_settings):
@@ -183,24 +183,24 @@ def test_corrupt_checkpoint_shows_an_error_and_the_app_keeps_working(
 def test_generation_box_streams_tokens(qtbot, tiny_window):
     tab = _train_tab(tiny_window)
     prompt = "abc="
-    tab.gen_prompt.setText(prompt)
-    tab.max_tokens.setValue(12)
+    tab.generate_box.prompt.setText(prompt)
+    tab.generate_box.max_tokens.setValue(12)
     tokens = []
-    tab._gen_worker = None
-    tab.generate()
-    tab._gen_worker.token.connect(tokens.append)
-    qtbot.waitUntil(lambda: tab._gen_worker is None, timeout=TIMEOUT)
-    out = tab.gen_output.toPlainText()
+    tab.generate_box.worker = None
+    tab.generate_box.generate()
+    tab.generate_box.worker.token.connect(tokens.append)
+    qtbot.waitUntil(lambda: tab.generate_box.worker is None, timeout=TIMEOUT)
+    out = tab.generate_box.output.toPlainText()
     assert out.startswith(prompt) and len(out) > len(prompt)
-    assert tab.gen_button.text() == "Generate"
+    assert tab.generate_box.button.text() == "Generate"
 
 
 def test_generation_rejects_unknown_characters_without_crashing(qtbot, tiny_window):
     tab = _train_tab(tiny_window)
-    tab.gen_prompt.setText("€€€")  # not in the copy task's alphabet
-    tab.generate()
-    assert tab._gen_worker is None
-    assert "Cannot generate" in tab.gen_output.toPlainText()
+    tab.generate_box.prompt.setText("€€€")  # not in the copy task's alphabet
+    tab.generate_box.generate()
+    assert tab.generate_box.worker is None
+    assert "Cannot generate" in tab.generate_box.output.toPlainText()
 
 
 def test_bad_probe_prompt_is_reported_and_training_still_probes(qtbot, tiny_window):

@@ -48,8 +48,9 @@ from PySide6.QtWidgets import (
 
 from app.views.compare.runs import GroupTrainWorker, Run
 from app.widgets.compare_diff_grid import DiffGrid
-from app.widgets.compare_loss_plot import CompareLossPlot, run_color
+from app.widgets.curves import Curves
 from app.widgets.head_grid import HeadGrid
+from app.widgets.palette import run_color
 from model import comparison as cmp
 from model.config import ConfigError, GPTConfig
 
@@ -356,7 +357,13 @@ class CompareTab(QWidget):
 
         # loss curves + summary
         loss = QSplitter(Qt.Orientation.Vertical)
-        self.loss_plot = CompareLossPlot()
+        self.loss_plot = Curves(
+            "Loss of every run on the same batches",
+            "cross-entropy (nats/token)",
+            "training step",
+            smoothing=0.8,
+            hint="faint: train loss · solid: smoothed · dashed with dots: validation loss",
+        )
         loss.addWidget(self.loss_plot)
         self.summary_table = _table([h for h, _, _ in SUMMARY_COLUMNS])
         self.summary_table.setObjectName("compareSummary")
@@ -893,7 +900,7 @@ class CompareTab(QWidget):
         for r in self.runs:
             if r.record.history:
                 self.loss_plot.set_history(r.name, r.record.history, self._color(r))
-        for name in list(self.loss_plot.train):
+        for name in list(self.loss_plot.series):
             if name not in self._names():
                 self.loss_plot.remove(name)
         self._draw_summary()
@@ -1232,7 +1239,7 @@ class CompareTab(QWidget):
 
     # ---- hooks for the window ------------------------------------------------------------------
     def export_targets(self) -> dict[str, QWidget]:
-        return {"loss": self.loss_plot.plot, "difference": self.diff_grid.view}
+        return {"loss": self.loss_plot.view, "difference": self.diff_grid.view}
 
     def screenshot_pages(self) -> list[tuple[str, Any]]:
         """The five pages. An empty tab first takes the session's model and its initialisation, so the

@@ -285,7 +285,7 @@ class MaskBugPage(LabPage):
         self.panel.shutdown()
 
     def export_targets(self):
-        out = {"loss": self.panel.loss_plot.plot}
+        out = {"loss": self.panel.loss_plot.view}
         if self.panel.probe_plot is not None:
-            out["future attention"] = self.panel.probe_plot.plot
+            out["future attention"] = self.panel.probe_plot.view
         return out

@@ -19,8 +19,8 @@ from PySide6.QtWidgets import (
 
 from app.views.labs.base import LabPage
 from app.views.labs.mask import dspin, labelled, spin
+from app.views.labs.plots import LinePlot
 from app.widgets.labs_matrix import MatrixView
-from app.widgets.labs_plots import LinePlot
 
 
 class SinusoidalPage(LabPage):
@@ -93,7 +93,7 @@ class SinusoidalPage(LabPage):
             table, pos, [str(j) for j in range(table.shape[1])], levels=(-1, 1), annotate=False
         )
         self.sim_view.set_matrix(sim, pos, pos, annotate=False)
-        self.profile.set_curve(
+        self.profile.set_series(
             "measured",
             prof.offsets,
             prof.mean,
@@ -101,10 +101,10 @@ class SinusoidalPage(LabPage):
             color=(31, 119, 180),
             width=3,
         )
-        self.profile.set_curve(
+        self.profile.set_series(
             "theory", prof.offsets, prof.theory, label="Σ cos(ω_i Δ)", color=(214, 39, 40), dashed=True
         )
-        self.profile.set_curve(
+        self.profile.set_series(
             "spread",
             prof.offsets,
             prof.spread,
@@ -121,7 +121,7 @@ class SinusoidalPage(LabPage):
         )
 
     def export_targets(self):
-        return {"table": self.table_view.plot, "similarity": self.sim_view.plot, "profile": self.profile.plot}
+        return {"table": self.table_view.plot, "similarity": self.sim_view.plot, "profile": self.profile.view}
 
 
 class RopePage(LabPage):
@@ -201,8 +201,8 @@ class RopePage(LabPage):
         self.submit("rope", job, lambda r: self._draw(*r, pair, d, base))
 
     def _draw(self, qpath, kpath, check, pair, d, base) -> None:
-        self.circle.set_curve("q", qpath[:, 0], qpath[:, 1], label="q", color=(31, 119, 180), symbol="o")
-        self.circle.set_curve("k", kpath[:, 0], kpath[:, 1], label="k", color=(214, 39, 40), symbol="o")
+        self.circle.set_series("q", qpath[:, 0], qpath[:, 1], label="q", color=(31, 119, 180), symbol="o")
+        self.circle.set_series("k", kpath[:, 0], kpath[:, 1], label="k", color=(214, 39, 40), symbol="o")
         for t in self._labels:
             self.circle.plot.removeItem(t)
         self._labels = []
@@ -219,10 +219,10 @@ class RopePage(LabPage):
         pos = [str(p) for p in range(P)]
         self.scores_view.set_matrix(check.scores, pos, pos, levels=(-lim, lim), annotate=False)
         prof = check.profile
-        self.profile.set_curve(
+        self.profile.set_series(
             "mean", prof.offsets, prof.mean, label="score (mean over pairs)", color=(31, 119, 180)
         )
-        self.profile.set_curve(
+        self.profile.set_series(
             "spread",
             prof.offsets,
             prof.spread,
@@ -239,7 +239,7 @@ class RopePage(LabPage):
         )
 
     def export_targets(self):
-        return {"rotation": self.circle.plot, "scores": self.scores_view.plot, "profile": self.profile.plot}
+        return {"rotation": self.circle.view, "scores": self.scores_view.plot, "profile": self.profile.view}
 
 
 class PermutationPage(LabPage):

@@ -1,27 +1,24 @@
-"""Residual stream lab: norms along the stream, during training, gradient flow and the logit lens."""
+"""Residual stream lab: norms along the stream, during training, and gradient flow (the logit lens
+page is in lens.py)."""
 
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QCheckBox,
     QComboBox,
     QGridLayout,
     QHBoxLayout,
     QPushButton,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
 )
 
 from app.views.labs.base import LabPage
 from app.views.labs.mask import dspin, labelled, spin
+from app.views.labs.plots import BarPlot, LinePlot
 from app.widgets.labs_comparison import ComparisonPanel, ComparisonSpec
 from app.widgets.labs_matrix import MatrixView
-from app.widgets.labs_plots import BarPlot, LinePlot, color_for
+from app.widgets.palette import color_for
 
 STREAM_KINDS = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")
 
@@ -89,14 +86,14 @@ class StreamNormsPage(LabPage):
         for t in range(T):
             key = f"pos{t}"
             if t in keep:
-                self.lines.set_curve(
+                self.lines.set_series(
                     key, x, norms.norms[:, t], label="", color=(150, 150, 150), width=1, alpha=90
                 )
             else:
-                self.lines.remove_curve(key)
+                self.lines.remove(key)
         for key in [k for k in self.lines.curves if k.startswith("pos") and int(k[3:]) >= T]:
-            self.lines.remove_curve(key)
-        self.lines.set_curve(
+            self.lines.remove(key)
+        self.lines.set_series(
             "mean", x, norms.mean, label="mean over positions", color=(31, 119, 180), width=3, symbol="o"
         )
         self.lines.set_x_ticks(norms.names)
@@ -115,10 +112,10 @@ class StreamNormsPage(LabPage):
 
     def export_targets(self):
         return {
-            "lines": self.lines.plot,
+            "lines": self.lines.view,
             "heatmap": self.heat.plot,
-            "writes": self.writes.plot,
-            "cosines": self.cosines.plot,
+            "writes": self.writes.view,
+            "cosines": self.cosines.view,
         }
 
 
@@ -167,7 +164,7 @@ class LiveNormsPage(LabPage):
     def clear(self) -> None:
         self.steps, self.values, self.names = [], [], []
         self._last_step = -1
-        self.plot.clear_curves()
+        self.plot.clear()
 
     def compute(self) -> None:
         model, _ = self.require_model()
@@ -216,7 +213,7 @@ class LiveNormsPage(LabPage):
         xs = np.asarray(self.steps)[order]
         ys = np.stack(self.values)[order]
         for i, name in enumerate(self.names):
-            self.plot.set_curve(
+            self.plot.set_series(
                 name, xs, ys[:, i], color=color_for(name, i), symbol="o" if len(xs) < 40 else None
             )
         self.say(
@@ -225,7 +222,7 @@ class LiveNormsPage(LabPage):
         )
 
     def export_targets(self):
-        return {"norms over steps": self.plot.plot}
+        return {"norms over steps": self.plot.view}
 
 
 class GradFlowPage(LabPage):
@@ -331,7 +328,7 @@ class GradFlowPage(LabPage):
     def _draw_init(self, flows) -> None:
         for (pos, _norm), flow in flows.items():
             name = "Pre-LN" if pos == "pre" else "Post-LN"
-            self.init_plot.set_curve(name, flow.layers, flow.block, color=color_for(name), symbol="o")
+            self.init_plot.set_series(name, flow.layers, flow.block, color=color_for(name), symbol="o")
         pre = flows[("pre", self.norm.currentData())]
         post = flows[("post", self.norm.currentData())]
         self.say(
@@ -370,7 +367,7 @@ class GradFlowPage(LabPage):
         ).validate()
         x, y = fixed_batch(source, 8, T, seed=1)
         for line in list(self.train_plot.curves):
-            self.train_plot.remove_curve(line)
+            self.train_plot.remove(line)
         return ComparisonSpec(
             variants=variants,
             source=source,
@@ -381,7 +378,7 @@ class GradFlowPage(LabPage):
         )
 
     def _probed(self, name: str, step: int, flow) -> None:
-        self.train_plot.set_curve(name, flow.layers, flow.block, color=color_for(name), symbol="o")
+        self.train_plot.set_series(name, flow.layers, flow.block, color=color_for(name), symbol="o")
         self.train_plot.set_title(f"During training: ‖∂loss/∂θ‖ per block at step {step} (fixed batch)")
 
     def prepare_screenshot(self) -> None:
@@ -398,121 +395,7 @@ class GradFlowPage(LabPage):
 
     def export_targets(self):
         return {
-            "at init": self.init_plot.plot,
-            "during training": self.train_plot.plot,
-            "loss": self.panel.loss_plot.plot,
+            "at init": self.init_plot.view,
+            "during training": self.train_plot.view,
+            "loss": self.panel.loss_plot.view,
         }
-
-
-class LensPage(LabPage):
-    slug = "residual-lens"
-    short = "Logit lens"
-    lab = "Residual stream lab"
-    title = "Logit lens: the prediction forming layer by layer"
-    explanation = (
-        "Decode the stream after each layer as if it were the last: apply the final norm and the unembedding "
-        "to it and read off the most likely next token. Each cell shows that top token for one position "
-        "(column) at one checkpoint (row); the shade is its probability."
-    )
-    formula = (
-        "lens<sub>l</sub>(x) = softmax(W<sub>U</sub> · Norm<sub>f</sub>(x<sub>l</sub>))   "
-        "(Post-LN has no final norm: W<sub>U</sub> · x<sub>l</sub>)"
-    )
-    notice = (
-        "the last row is exactly the model's own prediction (the row below it); early rows are mostly "
-        "guesses from the current token alone, and the right answer (bold) appears at some depth and firms "
-        "up."
-    )
-
-    def build(self, body: QVBoxLayout) -> None:
-        row = QHBoxLayout()
-        self.tokens = labelled(row, "tokens", spin(2, 256, 24, "How many tokens of the prompt (columns)"))
-        self.mids = QCheckBox("also read the stream after each attention (L0.mid, L1.mid, …)")
-        row.addWidget(self.mids)
-        row.addStretch(1)
-        body.addLayout(row)
-        self.tokens.valueChanged.connect(lambda *_: self.mark_dirty())
-        self.mids.toggled.connect(lambda *_: self.mark_dirty())
-        self.table = QTableWidget()
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.horizontalHeader().setDefaultSectionSize(46)
-        self.table.verticalHeader().setDefaultSectionSize(34)
-        body.addWidget(self.table, 1)
-
-    def compute(self) -> None:
-        from model.analysis.labs_extra import trace_prompt
-        from model.analysis.residual import logit_lens
-
-        model, tok = self.require_model()
-        ids, labels = self.prompt_ids(self.tokens.value())
-        mids = self.mids.isChecked()
-
-        def job():
-            trace = trace_prompt(model, ids, kinds=("resid_pre", "resid_mid", "resid_post"))
-            lens = logit_lens(model, trace, k=3, mids=mids)
-            final = trace.logits[0].argmax(-1).numpy()
-            return lens, final
-
-        self.submit("lens", job, lambda r: self._draw(*r, ids, labels, tok))
-
-    def _draw(self, lens, final, ids, labels, tok) -> None:
-        from model.tokens import visible
-
-        def name(i: int) -> str:
-            return visible(tok.token_strings([int(i)])[0]) if i < tok.vocab_size else f"#{int(i)}"
-
-        P, T = lens.top1.shape
-        rows = list(lens.names) + ["model output", "actual next"]
-        self.table.clear()
-        self.table.setRowCount(len(rows))
-        self.table.setColumnCount(T)
-        self.table.setVerticalHeaderLabels(rows)
-        self.table.setHorizontalHeaderLabels([f"{t}\n{labels[t]}" for t in range(T)])
-        bold = QFont()
-        bold.setBold(True)
-        nxt = list(ids[1:]) + [None]
-        for p in range(P):
-            for t in range(T):
-                tid = int(lens.top1[p, t])
-                prob = float(lens.top_probs[p, t, 0])
-                item = QTableWidgetItem(name(tid))
-                item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
-                shade = int(255 - 150 * prob)
-                item.setBackground(QColor(shade, 255, shade))
-                if nxt[t] is not None and tid == nxt[t]:
-                    item.setFont(bold)
-                tips = ", ".join(
-                    f"'{name(int(i))}' {float(q):.2f}"
-                    for i, q in zip(lens.top_ids[p, t], lens.top_probs[p, t])
-                )
-                target = (
-                    ""
-                    if np.isnan(lens.target_prob[p, t])
-                    else f"; p(actual next) = {lens.target_prob[p, t]:.3f}"
-                )
-                item.setToolTip(f"{lens.names[p]}, position {t}: {tips}{target}")
-                self.table.setItem(p, t, item)
-        for t in range(T):
-            item = QTableWidgetItem(name(int(final[t])))
-            item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
-            item.setBackground(QColor(225, 235, 250))
-            self.table.setItem(P, t, item)
-            actual = QTableWidgetItem(name(nxt[t]) if nxt[t] is not None else "")
-            actual.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
-            actual.setFont(bold)
-            self.table.setItem(P + 1, t, actual)
-        same = int((lens.top1[-1] == final).sum())
-        hits = [int(sum(1 for t in range(T - 1) if lens.top1[p, t] == nxt[t])) for p in range(P)]
-        self.say(
-            f"Top token of the last checkpoint = the model's prediction at {same} of {T} positions. "
-            "Correct next tokens per row: "
-            + ", ".join(f"{n} {h}" for n, h in zip(lens.names, hits))
-            + ". Hover a cell for the top 3."
-        )
-
-    def cell(self, row: int, col: int) -> str:
-        item = self.table.item(row, col)
-        return item.text() if item is not None else ""
-
-    def export_targets(self):
-        return {"logit lens": self.table}

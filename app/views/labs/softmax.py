@@ -20,8 +20,9 @@ from PySide6.QtWidgets import (
 
 from app.views.labs.base import LabPage
 from app.views.labs.mask import dspin, labelled, spin
+from app.views.labs.plots import BarPlot, LinePlot
 from app.widgets.labs_comparison import ComparisonPanel, ComparisonSpec
-from app.widgets.labs_plots import BarPlot, LinePlot, color_for
+from app.widgets.palette import color_for
 
 VARIANT_LABELS = {
     "unscaled": "unscaled: q·k",
@@ -184,14 +185,14 @@ class SoftmaxTheoryPage(LabPage):
             label = VARIANT_LABELS[name]
             color = color_for(name, i)
             dashed = name == "init"  # lies exactly on "scaled": dash it so both stay visible
-            self.std_plot.set_curve(
+            self.std_plot.set_series(
                 name, c.d_k, np.maximum(c.score_std, 1e-3), label=label, color=color, dashed=dashed
             )
-            self.max_plot.set_curve(name, c.d_k, c.max_weight, label=label, color=color, dashed=dashed)
-            self.ent_plot.set_curve(name, c.d_k, c.entropy, label=label, color=color, dashed=dashed)
-            self.jac_plot.set_curve(name, c.d_k, c.jacobian_norm, label=label, color=color, dashed=dashed)
+            self.max_plot.set_series(name, c.d_k, c.max_weight, label=label, color=color, dashed=dashed)
+            self.ent_plot.set_series(name, c.d_k, c.entropy, label=label, color=color, dashed=dashed)
+            self.jac_plot.set_series(name, c.d_k, c.jacobian_norm, label=label, color=color, dashed=dashed)
         any_curve = next(iter(curves.values()))
-        theory = self.std_plot.set_curve(
+        theory = self.std_plot.set_series(
             "theory",
             any_curve.d_k,
             np.sqrt(any_curve.d_k.astype(float)),
@@ -201,11 +202,11 @@ class SoftmaxTheoryPage(LabPage):
             dashed=True,
         )
         theory.setZValue(10)  # on top of the unscaled curve it coincides with
-        self.ent_plot.add_hline(
+        self.ent_plot.set_hline(
             "uniform", any_curve.uniform_entropy, f"uniform: ln n = {any_curve.uniform_entropy:.2f}"
         )
-        self.jac_plot.add_hline("uniform", any_curve.uniform_jacobian, "uniform row")
-        self.max_plot.add_hline("uniform", 1.0 / any_curve.n_keys, "uniform: 1/n")
+        self.jac_plot.set_hline("uniform", any_curve.uniform_jacobian, "uniform row")
+        self.max_plot.set_hline("uniform", 1.0 / any_curve.n_keys, "uniform: 1/n")
         for legend_off in (self.std_plot, self.max_plot, self.ent_plot, self.jac_plot):
             if legend_off.legend is not None:
                 legend_off.legend.hide()
@@ -223,7 +224,7 @@ class SoftmaxTheoryPage(LabPage):
         for name in ("unscaled", "scaled"):
             edges, density = hists[name]
             centers = 0.5 * (edges[:-1] + edges[1:])
-            self.hist.set_curve(name, centers, density, label=VARIANT_LABELS[name], color=color_for(name))
+            self.hist.set_series(name, centers, density, label=VARIANT_LABELS[name], color=color_for(name))
         for i, name in enumerate(VARIANT_LABELS):
             s = stats[name]
             cells = [
@@ -251,11 +252,11 @@ class SoftmaxTheoryPage(LabPage):
 
     def export_targets(self):
         return {
-            "histogram": self.hist.plot,
-            "std": self.std_plot.plot,
-            "max weight": self.max_plot.plot,
-            "entropy": self.ent_plot.plot,
-            "jacobian": self.jac_plot.plot,
+            "histogram": self.hist.view,
+            "std": self.std_plot.view,
+            "max weight": self.max_plot.view,
+            "entropy": self.ent_plot.view,
+            "jacobian": self.jac_plot.view,
         }
 
 
@@ -338,7 +339,7 @@ class SoftmaxModelPage(LabPage):
         )
 
     def export_targets(self):
-        return {"entropy": self.entropy_bars.plot, "max weight": self.max_bars.plot}
+        return {"entropy": self.entropy_bars.view, "max weight": self.max_bars.view}
 
 
 class SoftmaxTrainingPage(LabPage):
@@ -438,4 +439,4 @@ class SoftmaxTrainingPage(LabPage):
         self.panel.shutdown()
 
     def export_targets(self):
-        return {"loss": self.panel.loss_plot.plot, "max weight": self.panel.probe_plot.plot}
+        return {"loss": self.panel.loss_plot.view, "max weight": self.panel.probe_plot.view}

@@ -47,9 +47,10 @@ LIVE_INTERVAL_S = 2.0
 
 def page_classes() -> list[type[LabPage]]:
     """Every lab page, in the order of the tree."""
+    from app.views.labs.lens import LensPage
     from app.views.labs.mask import MaskBugPage, MaskStagesPage
     from app.views.labs.positions import PermutationPage, RopePage, SinusoidalPage
-    from app.views.labs.residual import GradFlowPage, LensPage, LiveNormsPage, StreamNormsPage
+    from app.views.labs.residual import GradFlowPage, LiveNormsPage, StreamNormsPage
     from app.views.labs.softmax import SoftmaxModelPage, SoftmaxTheoryPage, SoftmaxTrainingPage
     from app.views.labs.worked import WorkedExamplePage
 

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.labs.base import LabPage
-from app.widgets.labs_plots import LinePlot
+from app.views.labs.plots import LinePlot
 
 COLUMNS = ["key k_j", "value v_j", "q · k_j", "× 1/√d_k", "exp(·)", "weight w_j", "w_j · v_j"]
 KEY_COLORS = [(31, 119, 180), (44, 160, 44), (255, 127, 14)]
@@ -236,9 +236,9 @@ class WorkedExamplePage(LabPage):
 
         for j in range(3):
             k = ex.keys[j]
-            self.qk_plot.set_curve(f"k{j + 1}", [0, k[0]], [0, k[1]], label="", color=KEY_COLORS[j], width=4)
+            self.qk_plot.set_series(f"k{j + 1}", [0, k[0]], [0, k[1]], label="", color=KEY_COLORS[j], width=4)
             label(self.qk_plot, f"k{j + 1}", k[0], k[1], KEY_COLORS[j])
-        q = self.qk_plot.set_curve(
+        q = self.qk_plot.set_series(
             "q", [0, ex.q[0]], [0, ex.q[1]], label="", color=(214, 39, 40), width=2, dashed=True
         )
         q.setZValue(10)
@@ -246,7 +246,7 @@ class WorkedExamplePage(LabPage):
         V = ex.values
         for j in range(3):
             size = 6 + 30 * float(ex.weights[j])
-            curve = self.v_plot.set_curve(
+            curve = self.v_plot.set_series(
                 f"v{j + 1}", [V[j, 0]], [V[j, 1]], label="", color=KEY_COLORS[j], symbol="o"
             )
             curve.setSymbolSize(size)
@@ -260,10 +260,10 @@ class WorkedExamplePage(LabPage):
                 (0, 0.5),
             )
         tri = np.vstack([V, V[:1]])
-        self.v_plot.set_curve(
+        self.v_plot.set_series(
             "hull", tri[:, 0], tri[:, 1], label="", color=(160, 160, 160), width=1, dashed=True
         )
-        out = self.v_plot.set_curve(
+        out = self.v_plot.set_series(
             "out", [ex.output[0]], [ex.output[1]], label="", color=(0, 0, 0), symbol="star"
         )
         out.setSymbolSize(16)
@@ -287,4 +287,4 @@ class WorkedExamplePage(LabPage):
         return self.table.item(3, 6).text()
 
     def export_targets(self):
-        return {"table": self.table, "values": self.v_plot.plot}
+        return {"table": self.table, "values": self.v_plot.view}

@@ -16,7 +16,6 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence, QShortcut, QTextCursor
 from PySide6.QtWidgets import (
     QCheckBox,
-    QDoubleSpinBox,
     QGroupBox,
     QHBoxLayout,
     QLabel,
@@ -24,12 +23,12 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QSlider,
-    QSpinBox,
     QSplitter,
     QVBoxLayout,
     QWidget,
 )
 
+from app.views.train.generate_box import GenerateBox
 from app.views.train.plots import TrainPlots
 from app.widgets.head_grid import HeadGrid
 
@@ -55,8 +54,6 @@ class TrainTab(QWidget):
         self._config_valid = True
         self._settings_valid = True
         self._scrub_live = True
-        self._gen_worker = None
-        self._gen_model = None
 
         root = QVBoxLayout(self)
         root.addLayout(self._build_controls())
@@ -71,7 +68,8 @@ class TrainTab(QWidget):
         main.addWidget(top)
         bottom = QSplitter(Qt.Orientation.Horizontal)
         bottom.addWidget(self._build_samples())
-        bottom.addWidget(self._build_generation())
+        self.generate_box = GenerateBox(session)
+        bottom.addWidget(self.generate_box)
         main.addWidget(bottom)
         main.setStretchFactor(0, 3)
         main.setStretchFactor(1, 1)
@@ -215,63 +213,6 @@ class TrainTab(QWidget):
         layout.addWidget(self.samples_view)
         return box
 
-    def _build_generation(self) -> QWidget:
-        box = QGroupBox("Generate")
-        layout = QVBoxLayout(box)
-        row = QHBoxLayout()
-        self.gen_prompt = _PromptEdit()
-        self.gen_prompt.setObjectName("genPrompt")
-        self.gen_prompt.setPlaceholderText("Prompt (Ctrl+Enter generates)")
-        self.gen_prompt.setTabChangesFocus(True)
-        self.gen_prompt.setFixedHeight(self.gen_prompt.fontMetrics().lineSpacing() * 3 + 12)
-        QShortcut(QKeySequence("Ctrl+Return"), self.gen_prompt).activated.connect(self.generate)
-        row.addWidget(self.gen_prompt, 1)
-        self.gen_button = QPushButton("Generate")
-        self.gen_button.setObjectName("generateButton")
-        self.gen_button.clicked.connect(self._gen_clicked)
-        row.addWidget(self.gen_button)
-        layout.addLayout(row)
-        opts = QHBoxLayout()
-        opts.addWidget(QLabel("Temperature"))
-        self.temperature = QDoubleSpinBox()
-        self.temperature.setRange(0.0, 5.0)
-        self.temperature.setSingleStep(0.1)
-        self.temperature.setValue(0.8)
-        self.temperature.setToolTip(
-            "Divide the logits by this before sampling (0 = always the most likely token)"
-        )
-        opts.addWidget(self.temperature)
-        opts.addWidget(QLabel("Top-k"))
-        self.top_k = QSpinBox()
-        self.top_k.setRange(0, 1_000_000)
-        self.top_k.setSpecialValueText("off")
-        self.top_k.setToolTip("Sample only among the k most likely tokens (off = all)")
-        opts.addWidget(self.top_k)
-        opts.addWidget(QLabel("Top-p"))
-        self.top_p = QDoubleSpinBox()
-        self.top_p.setRange(0.01, 1.0)
-        self.top_p.setSingleStep(0.05)
-        self.top_p.setValue(1.0)
-        self.top_p.setToolTip("Sample among the smallest set of tokens whose probability reaches p (1 = off)")
-        opts.addWidget(self.top_p)
-        opts.addWidget(QLabel("Tokens"))
-        self.max_tokens = QSpinBox()
-        self.max_tokens.setRange(1, 100_000)
-        self.max_tokens.setValue(200)
-        self.max_tokens.setToolTip("How many new tokens to generate")
-        opts.addWidget(self.max_tokens)
-        opts.addStretch(1)
-        layout.addLayout(opts)
-        self.gen_output = QPlainTextEdit()
-        self.gen_output.setObjectName("genOutput")
-        self.gen_output.setReadOnly(True)
-        self.gen_output.setMinimumHeight(50)
-        self.gen_output.setPlaceholderText(
-            "Type a prompt and press Generate: tokens appear as they are produced."
-        )
-        layout.addWidget(self.gen_output, 1)
-        return box
-
     # ---- hooks for the window ------------------------------------------------------------------
     def menu_actions(self) -> dict[str, list[QAction]]:
         return {"Training": [self.start_action, self.pause_action, self.stop_action]}
@@ -291,9 +232,7 @@ class TrainTab(QWidget):
         self._update_buttons()
 
     def shutdown(self) -> None:
-        if self._gen_worker is not None:
-            self._gen_worker.stop()
-            self._gen_worker.join(10.0)
+        self.generate_box.shutdown()
 
     # ---- run control ---------------------------------------------------------------------------
     def start_blocker(self) -> str:
@@ -421,8 +360,8 @@ class TrainTab(QWidget):
     def _on_data(self, source) -> None:
         self._update_reference()
         self._update_buttons()
-        if not self.gen_prompt.text():
-            self.gen_prompt.setText(source.default_prompt[:24])
+        if not self.generate_box.prompt.text():
+            self.generate_box.prompt.setText(source.default_prompt[:24])
 
     def _on_probe_prompt_changed(self, text: str) -> None:
         if self.probe_edit.toPlainText() != text:
@@ -509,88 +448,12 @@ class TrainTab(QWidget):
         if n:
             self.scrubber.setValue(index % n)
 
-    # ---- samples and generation ----------------------------------------------------------------
+    # ---- samples -------------------------------------------------------------------------------
     def _on_sample(self, step: int, text: str) -> None:
         self.samples_view.moveCursor(QTextCursor.MoveOperation.End)
         self.samples_view.insertPlainText(_sample_block(step, text))
         self.samples_view.moveCursor(QTextCursor.MoveOperation.End)
 
-    def _gen_clicked(self) -> None:
-        if self._gen_worker is not None:
-            self._gen_worker.stop()
-        else:
-            self.generate()
-
-    def generate(self, seed: int | None = None) -> None:
-        """Stream a continuation of the prompt box's text into the output box (``seed``: reproducible)."""
-        from app.workers import GenerateWorker
-
-        s = self.session
-        if self._gen_worker is not None or s.model is None or s.tokenizer is None:
-            return
-        prompt = self.gen_prompt.text()
-        try:
-            if not prompt:
-                raise ValueError("type a prompt first")
-            s.tokenizer.encode(prompt)
-        except Exception as exc:
-            self.gen_output.setPlainText(f"Cannot generate: {exc}")
-            return
-        model = s.generation_model()
-        top_k = self.top_k.value() or None
-        top_p = self.top_p.value() if self.top_p.value() < 1.0 else None
-        temperature = self.temperature.value()
-        worker = GenerateWorker(
-            model,
-            s.tokenizer,
-            prompt,
-            max_new_tokens=self.max_tokens.value(),
-            temperature=max(temperature, 1e-6),
-            top_k=top_k,
-            top_p=top_p,
-            greedy=temperature == 0.0,
-            seed=seed,
-            window=_trained_window(s),
-        )
-        worker.token.connect(self._on_token)
-        worker.finished.connect(self._on_generated)
-        self._gen_worker = worker
-        self.gen_output.setPlainText(prompt)
-        self.gen_button.setText("Stop")
-        worker.start()
-
-    def _on_token(self, piece: str) -> None:
-        if piece:
-            self.gen_output.moveCursor(QTextCursor.MoveOperation.End)
-            self.gen_output.insertPlainText(piece)
-
-    def _on_generated(self, text: str, error: str) -> None:
-        if self._gen_worker is not None:
-            self._gen_worker.join(5.0)
-        self._gen_worker = None
-        self.gen_button.setText("Generate")
-        if error:
-            self.gen_output.appendPlainText(f"\n[generation failed: {error}]")
-
-
-class _PromptEdit(QPlainTextEdit):
-    """A few lines of prompt (prompts often hold newlines); ``text``/``setText`` like a line edit."""
-
-    def text(self) -> str:
-        return self.toPlainText()
-
-    def setText(self, text: str) -> None:  # noqa: N802 (Qt naming)
-        self.setPlainText(text)
-
 
 def _sample_block(step: int, text: str) -> str:
     return f"── step {step} ──\n{text}\n\n"
-
-
-def _trained_window(session) -> int | None:
-    """The sequence length the model was trained on: generation reads no more than that many tokens
-    (a model trained on 128 of its 256 learned positions degrades past 128)."""
-    if session.trainer is not None:
-        return int(session.trainer.seq_len)
-    value = (session.checkpoint_meta or {}).get("seq_len")
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

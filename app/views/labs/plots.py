@@ -1,0 +1,116 @@
+"""Plots of the Labs: static x–y curves (:class:`LinePlot`, a :class:`~app.widgets.curves.Curves`
+without smoothing, controls or throttling) and grouped bars (:class:`BarPlot`).
+
+Items are created once per key and updated afterwards (cheap redraws, no leaks when a lab recomputes
+many times). Colours come from :func:`app.widgets.palette.color_for`, so "unmasked" or "Post-LN" has
+the same colour in every plot of a lab.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from app.widgets.curves import Curves, style_plot
+from app.widgets.palette import color_for
+
+
+class LinePlot(Curves):
+    """A titled plot of named curves with axis labels, a grid and a legend, drawn at once.
+
+    ``set_series(key, x, y, label=..., color=..., dashed=..., symbol=...)`` creates the curve on first
+    use and updates it afterwards; ``set_marker(x)`` draws a vertical line (the current slider value);
+    ``set_hline(key, y, label)`` a dashed reference. Unnamed curves take :func:`color_for` their key.
+    """
+
+    def __init__(
+        self,
+        title: str = "",
+        x_label: str = "",
+        y_label: str = "",
+        *,
+        log_x: bool = False,
+        log_y: bool = False,
+        legend: bool = True,
+        parent: QWidget | None = None,
+    ):
+        super().__init__(
+            title,
+            y_label,
+            x_label,
+            smoothing=0.0,
+            controls=False,
+            log_x=log_x,
+            log_y=log_y,
+            legend=legend,
+            legend_offset=(8, 8),
+            legend_text_size="8pt",
+            grid=True,
+            redraw_ms=0,
+            parent=parent,
+        )
+        self.plot.setMenuEnabled(False)
+        self.view.setMinimumSize(0, 0)
+
+    def set_series(self, name: str, x, y, val_x=(), val_y=(), **style) -> pg.PlotDataItem:
+        if name not in self.series:
+            style.setdefault("color", color_for(name, len(self.series)))
+        style.setdefault("smooth", False)
+        return super().set_series(name, x, y, val_x, val_y, **style)
+
+
+class BarPlot(QWidget):
+    """Grouped bars: one group per category (x tick labels), one bar per series in each group."""
+
+    def __init__(self, title: str = "", y_label: str = "", *, parent: QWidget | None = None):
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.view = pg.PlotWidget()
+        self.view.setBackground("w")
+        self.plot = style_plot(self.view.getPlotItem(), title, "", y_label)
+        self.plot.setMenuEnabled(False)
+        self.plot.showGrid(y=True, alpha=0.2)
+        self.legend = self.plot.addLegend(offset=(8, 8), labelTextSize="8pt")
+        layout.addWidget(self.view)
+        self.bars: dict[str, pg.BarGraphItem] = {}
+        self.categories: list[str] = []
+        self.values: dict[str, np.ndarray] = {}
+
+    def set_title(self, text: str) -> None:
+        self.plot.setTitle(text)
+
+    def set_groups(self, categories: list[str], series: dict[str, np.ndarray], colors=None) -> None:
+        """Draw ``series`` {name: values [C]} over ``categories`` [C]; replaces the previous bars."""
+        for item in self.bars.values():
+            self.plot.removeItem(item)
+        self.legend.clear()
+        self.bars.clear()
+        self.categories = list(categories)
+        self.values = {k: np.asarray(v, dtype=np.float64) for k, v in series.items()}
+        n = max(1, len(series))
+        width = 0.8 / n
+        x0 = np.arange(len(categories), dtype=np.float64)
+        for i, (name, values) in enumerate(self.values.items()):
+            color = (colors or {}).get(name) or color_for(name, i)
+            item = pg.BarGraphItem(
+                x=x0 - 0.4 + width * (i + 0.5),
+                height=np.nan_to_num(values),
+                width=width * 0.95,
+                brush=pg.mkBrush(*color[:3], 220),
+                pen=pg.mkPen(*color[:3]),
+            )
+            self.plot.addItem(item)
+            self.legend.addItem(item, name)
+            self.bars[name] = item
+        step = max(1, int(np.ceil(len(categories) / 24)))
+        self.plot.getAxis("bottom").setTicks([[(i, c) for i, c in enumerate(categories) if i % step == 0]])
+        self.plot.setXRange(-0.6, len(categories) - 0.4, padding=0)
+        finite = [v[np.isfinite(v)] for v in self.values.values()]
+        hi = max([float(f.max()) for f in finite if f.size] + [0.0])
+        lo = min([float(f.min()) for f in finite if f.size] + [0.0])
+        span = (hi - lo) or 1.0
+        self.plot.setYRange(
+            lo - (0.05 * span if lo < 0 else 0), hi + 0.3 * span, padding=0
+        )  # room for the legend

@@ -1,0 +1,168 @@
+"""The Train tab's generation box: a prompt, sampling settings, and the continuation streamed token by
+token from a :class:`~app.workers.GenerateWorker` (Generate turns into Stop while it runs).
+
+Sampling: logits / temperature (0 = greedy), then top-k (the k most likely tokens) and top-p (the
+smallest set whose probability reaches p); the model reads at most the window it was trained on.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QKeySequence, QShortcut, QTextCursor
+from PySide6.QtWidgets import (
+    QDoubleSpinBox,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+
+class PromptEdit(QPlainTextEdit):
+    """A few lines of prompt (prompts often hold newlines); ``text``/``setText`` like a line edit."""
+
+    def text(self) -> str:
+        return self.toPlainText()
+
+    def setText(self, text: str) -> None:  # noqa: N802 (Qt naming)
+        self.setPlainText(text)
+
+
+class GenerateBox(QGroupBox):
+    """Generate from the session's model: ``prompt``, ``button``, ``output``; ``generate(seed)``.
+
+    ``worker`` is the running :class:`~app.workers.GenerateWorker` (None when idle).
+    """
+
+    def __init__(self, session, parent: QWidget | None = None):
+        super().__init__("Generate", parent)
+        self.session = session
+        self.worker = None
+        layout = QVBoxLayout(self)
+        row = QHBoxLayout()
+        self.prompt = PromptEdit()
+        self.prompt.setObjectName("genPrompt")
+        self.prompt.setPlaceholderText("Prompt (Ctrl+Enter generates)")
+        self.prompt.setTabChangesFocus(True)
+        self.prompt.setFixedHeight(self.prompt.fontMetrics().lineSpacing() * 3 + 12)
+        QShortcut(QKeySequence("Ctrl+Return"), self.prompt).activated.connect(self.generate)
+        row.addWidget(self.prompt, 1)
+        self.button = QPushButton("Generate")
+        self.button.setObjectName("generateButton")
+        self.button.clicked.connect(self._clicked)
+        row.addWidget(self.button)
+        layout.addLayout(row)
+        opts = QHBoxLayout()
+        opts.addWidget(QLabel("Temperature"))
+        self.temperature = QDoubleSpinBox()
+        self.temperature.setRange(0.0, 5.0)
+        self.temperature.setSingleStep(0.1)
+        self.temperature.setValue(0.8)
+        self.temperature.setToolTip(
+            "Divide the logits by this before sampling (0 = always the most likely token)"
+        )
+        opts.addWidget(self.temperature)
+        opts.addWidget(QLabel("Top-k"))
+        self.top_k = QSpinBox()
+        self.top_k.setRange(0, 1_000_000)
+        self.top_k.setSpecialValueText("off")
+        self.top_k.setToolTip("Sample only among the k most likely tokens (off = all)")
+        opts.addWidget(self.top_k)
+        opts.addWidget(QLabel("Top-p"))
+        self.top_p = QDoubleSpinBox()
+        self.top_p.setRange(0.01, 1.0)
+        self.top_p.setSingleStep(0.05)
+        self.top_p.setValue(1.0)
+        self.top_p.setToolTip("Sample among the smallest set of tokens whose probability reaches p (1 = off)")
+        opts.addWidget(self.top_p)
+        opts.addWidget(QLabel("Tokens"))
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setRange(1, 100_000)
+        self.max_tokens.setValue(200)
+        self.max_tokens.setToolTip("How many new tokens to generate")
+        opts.addWidget(self.max_tokens)
+        opts.addStretch(1)
+        layout.addLayout(opts)
+        self.output = QPlainTextEdit()
+        self.output.setObjectName("genOutput")
+        self.output.setReadOnly(True)
+        self.output.setMinimumHeight(50)
+        self.output.setPlaceholderText(
+            "Type a prompt and press Generate: tokens appear as they are produced."
+        )
+        layout.addWidget(self.output, 1)
+
+    def shutdown(self) -> None:
+        """Stop a running generation and wait for it (the tab's and the window's close)."""
+        if self.worker is not None:
+            self.worker.stop()
+            self.worker.join(10.0)
+
+    def _clicked(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+        else:
+            self.generate()
+
+    def generate(self, seed: int | None = None) -> None:
+        """Stream a continuation of the prompt box's text into the output box (``seed``: reproducible)."""
+        from app.workers import GenerateWorker
+
+        s = self.session
+        if self.worker is not None or s.model is None or s.tokenizer is None:
+            return
+        prompt = self.prompt.text()
+        try:
+            if not prompt:
+                raise ValueError("type a prompt first")
+            s.tokenizer.encode(prompt)
+        except Exception as exc:
+            self.output.setPlainText(f"Cannot generate: {exc}")
+            return
+        model = s.generation_model()
+        top_k = self.top_k.value() or None
+        top_p = self.top_p.value() if self.top_p.value() < 1.0 else None
+        temperature = self.temperature.value()
+        worker = GenerateWorker(
+            model,
+            s.tokenizer,
+            prompt,
+            max_new_tokens=self.max_tokens.value(),
+            temperature=max(temperature, 1e-6),
+            top_k=top_k,
+            top_p=top_p,
+            greedy=temperature == 0.0,
+            seed=seed,
+            window=trained_window(s),
+        )
+        worker.token.connect(self._on_token)
+        worker.finished.connect(self._on_generated)
+        self.worker = worker
+        self.output.setPlainText(prompt)
+        self.button.setText("Stop")
+        worker.start()
+
+    def _on_token(self, piece: str) -> None:
+        if piece:
+            self.output.moveCursor(QTextCursor.MoveOperation.End)
+            self.output.insertPlainText(piece)
+
+    def _on_generated(self, text: str, error: str) -> None:
+        if self.worker is not None:
+            self.worker.join(5.0)
+        self.worker = None
+        self.button.setText("Generate")
+        if error:
+            self.output.appendPlainText(f"\n[generation failed: {error}]")
+
+
+def trained_window(session) -> int | None:
+    """The sequence length the model was trained on: generation reads no more than that many tokens
+    (a model trained on 128 of its 256 learned positions degrades past 128)."""
+    if session.trainer is not None:
+        return int(session.trainer.seq_len)
+    value = (session.checkpoint_meta or {}).get("seq_len")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
