@@ -374,21 +374,23 @@ class GenerateWorker(QObject):
 
 
 class ComputeWorker(QObject):
-    """One background thread for a tab's own torch work, "latest request wins" per key.
+    """One background thread for the tabs' own torch work: the newest request per key wins.
 
-    ``submit(key, fn, callback)`` queues ``fn()``; a pending job with the same ``key`` is replaced
-    (a newer prompt supersedes an older one before it starts). The job runs under ``compute_lock``;
-    ``callback(result, error)`` is then called in the GUI thread (``error`` is None or the
-    exception). Results of a job superseded while it ran are still delivered; compare a request
-    id in the callback if only the newest matters.
+    ``submit(key, fn, callback)`` queues ``fn()``; ``callback(result, error)`` is then called in the
+    GUI thread (``error`` is None or the exception). A request is superseded by the next one with
+    the same ``key``: if it has not started it never runs, and if it is running its result is never
+    delivered. :meth:`cancel` supersedes every request whose key starts with a prefix (a new
+    inspection makes its follow-up jobs stale). Jobs run one at a time under ``compute_lock``.
     """
 
-    _done = Signal(object, object, object)  # callback, result, error
+    _done = Signal(object, object, object, object, object)  # key, ticket, callback, result, error
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
         self._cond = threading.Condition()
-        self._jobs: dict[str, tuple[Callable[[], Any], Callable[[Any, Any], None] | None]] = {}
+        self._jobs: dict[str, tuple[int, Callable[[], Any], Callable[[Any, Any], None] | None]] = {}
+        self._latest: dict[str, int] = {}  # key -> ticket of the newest request not yet delivered
+        self._tickets = 0
         self._stop = False
         self._busy = False
         self._thread: threading.Thread | None = None
@@ -396,26 +398,46 @@ class ComputeWorker(QObject):
 
     def submit(
         self, key: str, fn: Callable[[], Any], callback: Callable[[Any, Any], None] | None = None
-    ) -> None:
+    ) -> int:
+        """Queue ``fn`` under ``key`` (superseding the older request with that key); its ticket."""
         with self._cond:
             if self._stop:
-                return
+                return 0
+            self._tickets += 1
+            ticket = self._tickets
             self._jobs.pop(key, None)
-            self._jobs[key] = (fn, callback)
+            self._jobs[key] = (ticket, fn, callback)
+            self._latest[key] = ticket
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="attention-lab-compute", daemon=True)
                 self._thread.start()
             self._cond.notify_all()
+        return ticket
+
+    def cancel(self, prefix: str) -> None:
+        """Supersede every request whose key starts with ``prefix``: nothing of theirs is delivered."""
+        with self._cond:
+            for key in [k for k in self._jobs if k.startswith(prefix)]:
+                del self._jobs[key]
+            for key in [k for k in self._latest if k.startswith(prefix)]:
+                del self._latest[key]
+
+    def outstanding(self, prefix: str = "") -> bool:
+        """Whether a request whose key starts with ``prefix`` still has a result to deliver."""
+        with self._cond:
+            return any(k.startswith(prefix) for k in self._latest)
 
     @property
     def idle(self) -> bool:
+        """Nothing queued, running, or computed but not yet delivered."""
         with self._cond:
-            return not self._jobs and not self._busy
+            return not self._jobs and not self._busy and not self._latest
 
     def shutdown(self, timeout: float = 10.0) -> bool:
         with self._cond:
             self._stop = True
             self._jobs.clear()
+            self._latest.clear()
             self._cond.notify_all()
         if self._thread is None:
             return True
@@ -432,7 +454,7 @@ class ComputeWorker(QObject):
                 if self._stop:
                     return
                 key = next(iter(self._jobs))
-                fn, callback = self._jobs.pop(key)
+                ticket, fn, callback = self._jobs.pop(key)
                 self._busy = True
             result, error = None, None
             try:
@@ -442,10 +464,15 @@ class ComputeWorker(QObject):
                 error = exc
             with self._cond:
                 self._busy = False
-            if callback is not None:
-                self._done.emit(callback, result, error)
+            self._done.emit(key, ticket, callback, result, error)
 
-    def _deliver(self, callback, result, error) -> None:
+    def _deliver(self, key, ticket, callback, result, error) -> None:
+        with self._cond:
+            if self._latest.get(key) != ticket:
+                return  # superseded (or cancelled) while it ran: a stale result is never delivered
+            del self._latest[key]
+        if callback is None:
+            return
         try:
             callback(result, error)
         except Exception:

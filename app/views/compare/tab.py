@@ -176,7 +176,6 @@ class CompareTab(QWidget):
         self.runs: list[Run] = []
         self.worker: GroupTrainWorker | None = None
         self._target = 0
-        self._prompt_request = 0
         self.comparison_path: str | None = None
         self.settings_used: dict[str, Any] = {}
         self.source_used = ""
@@ -832,8 +831,6 @@ class CompareTab(QWidget):
         if not todo:
             self.prompt_status.setText("No run has a model yet: train the variants or add a model.")
             return False
-        self._prompt_request += 1
-        req = self._prompt_request
         shown = _visible_text(prompt)
         self.prompt_status.setText(f"Running “{shown}” through {len(todo)} model(s)…")
 
@@ -853,9 +850,7 @@ class CompareTab(QWidget):
                     out[name] = (None, None, None, str(exc) or type(exc).__name__)
             return out
 
-        def done(result, error):
-            if req != self._prompt_request:
-                return
+        def done(result, error):  # only the newest prompt's result arrives (ComputeWorker)
             if error is not None:
                 self.prompt_status.setText(f"Could not run the prompt: {error}")
                 return
