@@ -19,8 +19,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.labs.base import LabPage
+from app.views.labs.comparison import ComparisonPanel, ComparisonSpec
 from app.views.labs.mask import dspin, labelled, spin
-from app.widgets.labs_comparison import ComparisonPanel, ComparisonSpec
 from app.widgets.labs_plots import BarPlot, LinePlot, color_for
 
 VARIANT_LABELS = {
