@@ -37,13 +37,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Signal
 
-from model.config import ConfigError, GPTConfig, default_config
-from model.probes import FrameHistory, ProbeFrame, make_probe_frame  # noqa: F401 (re-exported)
-
-#: GUI redraw period for worker results (ms): ~30 Hz.
-DRAIN_INTERVAL_MS = 33
+from app.workers import ComputeWorker, TrainWorker, drain_timer
+from model.config import GPTConfig, default_config
+from model.probes import FrameHistory, ProbeFrame
 
 DEFAULT_SOURCE = "builtin:stdlib"
 
@@ -108,9 +106,7 @@ class Session(QObject):
         self._last_tps: float = 0.0
         self._compute: Any = None
 
-        self._drain_timer = QTimer(self)
-        self._drain_timer.setInterval(DRAIN_INTERVAL_MS)
-        self._drain_timer.timeout.connect(self._drain)
+        self._drain_timer = drain_timer(self, self._drain)
 
     # ---- derived -------------------------------------------------------------------------------
     @property
@@ -123,8 +119,6 @@ class Session(QObject):
     def compute(self):
         """The shared :class:`~app.workers.ComputeWorker` for a tab's own torch work (created lazily)."""
         if self._compute is None:
-            from app.workers import ComputeWorker
-
             self._compute = ComputeWorker(self)
         return self._compute
 
@@ -254,9 +248,9 @@ class Session(QObject):
 
     def _set_probe_prompt(self, text: str, *, from_source: bool) -> None:
         self._prompt_from_source = from_source
-        self.probe_prompt = text
+        self.probe_prompt = text  # the one copy: a running worker's prober reads it at each probe
         if self._worker is not None:
-            self._worker.set_probe_prompt(text)
+            self._worker.reprobe()
         self.probePromptChanged.emit(text)
 
     def set_probe_prompt(self, text: str) -> None:
@@ -333,17 +327,9 @@ class Session(QObject):
         model, tokenizer, prompt, step = self.model, self.tokenizer, self.probe_prompt, self.step
 
         def job():
-            import torch
+            from model.probes import probe_frame
 
-            ids = tokenizer.encode(prompt)[-model.config.context_length :]
-            idx = torch.tensor([ids], dtype=torch.long, device=model.device)
-            was_training = model.training
-            model.eval()
-            try:
-                trace = model.trace(idx, kinds=("weights",), dtype=torch.float16)
-            finally:
-                model.train(was_training)
-            return make_probe_frame(trace, tokenizer, step, prompt)
+            return probe_frame(model, tokenizer, prompt, step)
 
         def done(frame, error):
             if error is None and frame is not None and model is self.model and not self.is_training:
@@ -366,7 +352,6 @@ class Session(QObject):
         worker thread: on the current model when it is untrained or loaded without training state
         and fits the config and data (fine-tuning), else on a new seeded model.
         """
-        from app.workers import TrainWorker
         from model.train import Trainer
 
         if self.is_training:
@@ -374,9 +359,7 @@ class Session(QObject):
         if self.source is None:
             raise ValueError("choose a data source first")
         config = self.config.with_vocab(self.source.tokenizer.vocab_size).validate()
-        settings = self.train_settings.replace(
-            device=str(self.device or "cpu"), probe_prompt=self.probe_prompt or None
-        ).validate()
+        settings = self.train_settings.replace(device=str(self.device or "cpu")).validate()
         self.train_settings = settings
         if self.can_continue():
             trainer = self.trainer
@@ -419,7 +402,7 @@ class Session(QObject):
             make_trainer=make,
             target_steps=int(target),
             sample_every=int(self.sample_every),
-            probe_prompt=self.probe_prompt,
+            probe_prompt=lambda: self.probe_prompt,
             sample_prompt=self.sample_prompt,
         )
         worker.trainerReady.connect(self._on_trainer_ready)
@@ -483,7 +466,7 @@ class Session(QObject):
         if worker is None:
             self._drain_timer.stop()
             return
-        events, frames, samples = worker.mailbox.take()
+        events, frames, samples = worker.mailbox.take("events", "frames", "samples")
         if events:
             self.history.extend(events)
             self._last_tps = float(events[-1].get("tokens_per_s", self._last_tps) or 0.0)
@@ -694,4 +677,4 @@ def _prompt_for(tokenizer: Any) -> str:
     return tokenizer.decode(list(range(min(16, tokenizer.vocab_size))))
 
 
-__all__ = ["ConfigError", "FrameHistory", "ProbeFrame", "Session", "make_probe_frame", "wait_until"]
+__all__ = ["Session", "wait_until"]

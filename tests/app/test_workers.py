@@ -82,13 +82,96 @@ def test_shutdown_refuses_new_work(qtbot):
 
 
 def test_mailbox_hands_over_everything_once_and_bounds_undrained_frames():
-    box = Mailbox(max_frames=3)
+    box = Mailbox(bounds={"frames": 3})
     for i in range(5):
-        box.put_event({"step": i})
-        box.put_frame(i)
-    box.put_sample(4, "text")
-    events, frames, samples = box.take()
+        box.put("events", {"step": i})
+        box.put("frames", i)
+    box.put("samples", (4, "text"))
+    events, frames, samples = box.take("events", "frames", "samples")
     assert [e["step"] for e in events] == [0, 1, 2, 3, 4]
     assert frames == [2, 3, 4]  # oldest dropped first; the GUI draws only frames[-1]
-    assert samples == [(4, "text")] and box.frames_posted == 5
-    assert box.take() == ([], [], [])
+    assert samples == [(4, "text")] and box.posted("frames") == 5
+    assert box.take("events", "frames", "samples") == ([], [], [])
+
+
+class _Counter:
+    """A LoopWorker whose every step counts one (built lazily: Qt must exist first)."""
+
+    @staticmethod
+    def make():
+        from app.workers import LoopWorker
+
+        class Counter(LoopWorker):
+            def __init__(self):
+                super().__init__()
+                self.count = 0
+                self.threads: set[str] = set()
+
+            def work(self):
+                while True:
+                    self.count += 1
+                    self.mailbox.put("events", self.count)
+                    yield
+
+            def end(self, reason):
+                return reason, f"counted {self.count}"
+
+        return Counter()
+
+
+def test_loop_worker_pauses_runs_queued_calls_and_stops_at_a_yield(qtbot):
+    worker = _Counter.make()
+    states = []
+    worker.stateChanged.connect(states.append)
+    worker.start()
+    qtbot.waitUntil(lambda: worker.count > 3, timeout=TIMEOUT)
+    with qtbot.waitSignal(worker.stateChanged, timeout=TIMEOUT, check_params_cb=lambda s: s == "paused"):
+        worker.pause()
+    assert worker.control.wait_until_paused(30)
+    held = worker.count
+    ran = threading.Event()
+    worker.call_soon(lambda: (worker.threads.add(threading.current_thread().name), ran.set()))
+    assert ran.wait(30) and worker.threads == {worker.thread_name}  # in the worker's thread
+    assert worker.count == held  # a queued call while paused takes no step
+    with qtbot.waitSignal(worker.finished, timeout=TIMEOUT) as done:
+        worker.stop()  # wakes the paused loop
+    assert done.args == ["stopped", f"counted {held}"] and worker.result == ("stopped", f"counted {held}")
+    assert worker.join(10) and not worker.alive
+    assert states[-1] == "idle" and "paused" in states
+    (events,) = worker.mailbox.take("events")
+    assert events == list(range(1, held + 1))
+
+
+def test_group_worker_drops_a_diverging_variant_and_finishes_the_others(qtbot):
+    from app.workers import GroupSpec, GroupWorker
+    from model.config import GPTConfig
+    from model.data import resolve_source
+    from model.train import TrainSettings
+
+    base = GPTConfig(context_length=32, n_layers=1, d_model=16, n_heads=2)
+    settings = TrainSettings(
+        steps=4, batch_size=4, seq_len=16, eval_every=2, eval_batches=1, warmup=1, threads=1, device="cpu"
+    )
+
+    def probe(name, trainer):  # at step 0: poison one variant's loss from its 2nd step on
+        if name == "bad":
+            forward = trainer.model.forward
+
+            def poisoned(x, y=None, **kw):
+                logits, loss = forward(x, y, **kw)
+                return logits, loss * float("nan") if trainer.step >= 1 else loss
+
+            trainer.model.forward = poisoned
+        return trainer.step
+
+    spec = GroupSpec({"a": base, "bad": base}, resolve_source("task:prev_token"), settings, probe=probe)
+    worker = GroupWorker(spec)
+    with qtbot.waitSignal(worker.finished, timeout=TIMEOUT) as done:
+        worker.start()
+    assert done.args == ["done", "reached step 4"]
+    events, probes, notes = worker.mailbox.take("events", "probes", "notes")
+    assert [n for n, _ in events] == ["a", "bad"] + ["a"] * 3
+    assert [e["step"] for n, e in events if n == "a"] == [1, 2, 3, 4]
+    assert probes == [("a", 0, 0), ("bad", 0, 0), ("a", 4, 4)]  # the end: live variants only
+    assert len(notes) == 1 and notes[0].startswith("bad: training diverged at step 2")
+    assert worker.group.active == ["a"] and worker.join(10)

@@ -2,7 +2,7 @@
 
 Left, the runs: variants of the Model panel's config ("the same but n_kv_heads = 1", or a quick
 comparison such as Pre-LN vs Post-LN), the current model of the session, or checkpoints. The
-variants train together (:class:`~app.views.compare.runs.GroupTrainWorker`: one
+variants train together (:class:`~app.workers.GroupWorker`: one
 :class:`~model.multitrain.TrainerGroup` in its own thread, the same batches in the same order for
 every variant), and the comparison saves to a JSON file that reopens as it was.
 
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QIcon, QPixmap
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -46,10 +46,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.views.compare.runs import GroupTrainWorker, Run
+from app.views.compare.runs import Run
 from app.widgets.compare_diff_grid import DiffGrid
 from app.widgets.compare_loss_plot import CompareLossPlot, run_color
 from app.widgets.head_grid import HeadGrid
+from app.workers import GroupSpec, GroupWorker, drain_timer
 from model import comparison as cmp
 from model.config import ConfigError, GPTConfig
 
@@ -174,7 +175,7 @@ class CompareTab(QWidget):
         super().__init__(parent)
         self.session = session
         self.runs: list[Run] = []
-        self.worker: GroupTrainWorker | None = None
+        self.worker: GroupWorker | None = None
         self._target = 0
         self.comparison_path: str | None = None
         self.settings_used: dict[str, Any] = {}
@@ -193,9 +194,7 @@ class CompareTab(QWidget):
         root.setContentsMargins(4, 4, 4, 4)
         root.addWidget(split)
 
-        self._timer = QTimer(self)
-        self._timer.setInterval(33)
-        self._timer.timeout.connect(self._drain)
+        self._timer = drain_timer(self, self._drain)
         session.configChanged.connect(lambda *_: self._update_base_label())
         session.dataChanged.connect(lambda *_: self._update_base_label())
         session.modelChanged.connect(lambda *_: self._update_buttons())
@@ -708,7 +707,7 @@ class CompareTab(QWidget):
         self.settings_used = settings.to_dict()
         self.source_used = s.source_spec
         self._target = steps
-        worker = GroupTrainWorker(configs, s.source, settings)
+        worker = GroupWorker(GroupSpec(configs, s.source, settings))
         worker.finished.connect(self._on_finished)
         self.worker = worker
         self.progress.setRange(0, steps * len(configs))
@@ -733,7 +732,7 @@ class CompareTab(QWidget):
         if worker is None:
             self._timer.stop()
             return
-        events = worker.take()
+        (events,) = worker.mailbox.take("events")
         if not events:
             return
         touched = set()
@@ -776,6 +775,8 @@ class CompareTab(QWidget):
                 run.status = (
                     f"trained {trainer.step} steps" if reason == "done" else f"stopped at step {trainer.step}"
                 )
+                if name in group.diverged:  # dropped by the group; the others went on
+                    run.status = f"diverged after step {trainer.step}"
                 self.loss_plot.set_history(name, run.record.history, self._color(run))
         if reason == "error":
             self.train_status.setText(f"Training stopped with an error: {message}")

@@ -391,7 +391,7 @@ class GradFlowPage(LabPage):
 
     @property
     def idle(self) -> bool:
-        return not self._pending and not self.panel.running
+        return super().idle and not self.panel.running
 
     def shutdown(self) -> None:
         self.panel.shutdown()
