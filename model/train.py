@@ -61,6 +61,7 @@ __all__ = [
     "TrainSettings",
     "Trainer",
     "TrainingDiverged",
+    "eta_seconds",
     "lr_at",
     "recommended_config",
     "recommended_settings",
@@ -232,6 +233,19 @@ def lr_at(step: int, settings: TrainSettings) -> float:
         return floor
     progress = (step - warm) / max(1, total - warm)
     return floor + 0.5 * (lr - floor) * (1.0 + math.cos(math.pi * progress))
+
+
+def eta_seconds(history: list[dict[str, Any]], step: int, target: int) -> float | None:
+    """Seconds left to reach step ``target`` from ``step`` at the pace of the last 20 events of
+    ``history`` (``TrainEvent.to_dict()`` rows); None without two events or a pace."""
+    if len(history) < 2 or not target:
+        return None
+    recent = history[-20:]
+    dt = float(recent[-1].get("elapsed", 0.0)) - float(recent[0].get("elapsed", 0.0))
+    dsteps = int(recent[-1]["step"]) - int(recent[0]["step"])
+    if dsteps <= 0 or dt <= 0:
+        return None
+    return max(0.0, (target - step) * dt / dsteps)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -343,3 +343,13 @@ def test_sample_continues_the_prompt(source):
     a = t.sample("def f", max_new_tokens=12, seed=3)
     assert len(a) == 12 and a == t.sample("def f", max_new_tokens=12, seed=3)
     assert t.model.training
+
+
+def test_eta_from_the_recent_pace():
+    from model.train import eta_seconds
+
+    history = [{"step": s, "elapsed": 0.5 * s} for s in range(1, 31)]
+    assert eta_seconds(history, 30, 50) == pytest.approx(10.0)  # 20 steps at 0.5 s
+    assert eta_seconds(history, 60, 50) == 0.0
+    assert eta_seconds(history[:1], 1, 50) is None and eta_seconds(history, 30, 0) is None
+    assert eta_seconds([{"step": 1, "elapsed": 1.0}, {"step": 1, "elapsed": 2.0}], 1, 9) is None
