@@ -25,7 +25,6 @@ thread pool (2 threads here) is never used for long work.
 
 from __future__ import annotations
 
-import os
 import threading
 import traceback
 from collections import deque
@@ -36,26 +35,10 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from model.control import RunControl
-
-#: Niceness added to the training thread (Linux): the GUI thread then wins a core the moment it
-#: wakes instead of waiting behind torch's busy threads; measured on 2 loaded cores, the p99
-#: event-loop delay halved with no loss of training throughput (the GUI sleeps almost always).
-WORKER_NICE = 5
+from model.runtime import WORKER_NICE, lower_thread_priority
 
 #: GUI redraw period for worker results (ms): ~30 Hz.
 DRAIN_MS = 33
-
-
-def lower_thread_priority(nice: int = WORKER_NICE) -> bool:
-    """Raise the calling thread's niceness by ``nice`` (threads torch starts from it inherit it)."""
-    if not nice or not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
-        return False
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + nice)
-        return True
-    except (OSError, AttributeError):
-        return False
 
 
 def drain_timer(parent: QObject, drain: Callable[[], Any], interval_ms: int = DRAIN_MS) -> QTimer:
@@ -118,6 +101,7 @@ class LoopWorker(QObject):
     stateChanged = Signal(str)
     finished = Signal(str, str)
     thread_name = "attention-lab-worker"
+    nice = WORKER_NICE  # added to the thread's niceness: the GUI thread wins a core first
 
     def __init__(self) -> None:
         super().__init__()
@@ -170,7 +154,7 @@ class LoopWorker(QObject):
     # ---- the thread ----------------------------------------------------------------------------
     def _run(self) -> None:
         reason, message = "done", ""
-        lower_thread_priority()
+        lower_thread_priority(self.nice)
         try:
             steps = self.work()
             try:
@@ -188,6 +172,9 @@ class LoopWorker(QObject):
             self.error = traceback.format_exc()
         self.result = (reason, message)
         self.stateChanged.emit("idle")
+        self._announce_end(reason, message)
+
+    def _announce_end(self, reason: str, message: str) -> None:
         self.finished.emit(reason, message)
 
 
@@ -389,15 +376,17 @@ class GroupWorker(LoopWorker):
             self.mailbox.put("samples", (name, step, text))
 
 
-class GenerateWorker(QObject):
-    """Streams a generation token by token (``model.generate.stream``) in its own thread.
+class GenerateWorker(LoopWorker):
+    """Streams a generation token by token (``model.generate.stream``); a stop ends it at a token.
 
     Each new token's text is emitted with ``token``; ``finished(text, error)`` ends it. Each token
     is computed under ``compute_lock`` so generation interleaves with training instead of racing it.
     """
 
     token = Signal(str)
-    finished = Signal(str, str)
+    finished = Signal(str, str)  # the text so far, the error ("" when none)
+    thread_name = "attention-lab-generate"
+    nice = 0  # the user waits for these tokens: no lower priority
 
     def __init__(self, model: Any, tokenizer: Any, prompt: str, **sampling: Any):
         super().__init__()
@@ -405,46 +394,31 @@ class GenerateWorker(QObject):
         self.tokenizer = tokenizer
         self.prompt = prompt
         self.sampling = sampling
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.parts: list[str] = []
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="attention-lab-generate", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def join(self, timeout: float | None = None) -> bool:
-        if self._thread is None:
-            return True
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    def _run(self) -> None:
+    def work(self) -> Iterator[None]:
         import warnings
 
         from model.generate import stream
         from model.runtime import compute_lock
 
-        parts: list[str] = []
-        error = ""
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                gen = stream(self.model, self.tokenizer, self.prompt, **self.sampling)
-                while not self._stop.is_set():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tokens = stream(self.model, self.tokenizer, self.prompt, **self.sampling)
+            try:
+                while True:
                     with compute_lock:
-                        try:
-                            piece = next(gen)
-                        except StopIteration:
-                            break
-                    parts.append(piece)
+                        piece = next(tokens, None)
+                    if piece is None:
+                        return
+                    self.parts.append(piece)
                     self.token.emit(piece)
-                gen.close()
-        except Exception as exc:
-            error = str(exc) or type(exc).__name__
-        self.finished.emit("".join(parts), error)
+                    yield
+            finally:
+                tokens.close()
+
+    def _announce_end(self, reason: str, message: str) -> None:
+        self.finished.emit("".join(self.parts), message if reason == "error" else "")
 
 
 class ComputeWorker(QObject):

@@ -983,13 +983,8 @@ def data_for_model(
     try:
         return resolve_source(current_spec, tokenizer=tokenizer), current_spec, ""
     except Exception:  # noqa: BLE001 - any reason the data cannot be encoded: say so, open the model
-        return (
-            None,
-            "",
-            (
-                f"{current_spec} cannot be encoded with this model's tokenizer: choose other data to fine-tune it"
-            ),
-        )
+        why = f"{current_spec} cannot be encoded with this model's tokenizer: choose other data to fine-tune"
+        return None, "", why
 
 
 #: Prompts tried, in order, when a model arrives without data that knows a prompt for it.
