@@ -348,7 +348,8 @@ class Trainer:
         self.device = pick_device(settings.device)
 
         if model is None:
-            model = build_model(config, seed=settings.seed)
+            with compute_lock:  # build_model seeds the global RNG: no other torch work may draw from it
+                model = build_model(config, seed=settings.seed)
         elif model.config.to_dict() != config.to_dict():
             raise ConfigError(["the model given does not have the config given"])
         self.model = model.to(self.device)
