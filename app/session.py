@@ -37,18 +37,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Signal
 
-from model.config import ConfigError, GPTConfig, default_config
-from model.probes import FrameHistory, ProbeFrame, make_probe_frame  # noqa: F401 (re-exported)
-
-#: GUI redraw period for worker results (ms): ~30 Hz.
-DRAIN_INTERVAL_MS = 33
+from app.training_run import TrainingRun
+from app.workers import ComputeWorker, drain_timer
+from model.config import GPTConfig, default_config
+from model.probes import FrameHistory, ProbeFrame
 
 DEFAULT_SOURCE = "builtin:stdlib"
 
 
-class Session(QObject):
+class Session(QObject, TrainingRun):
     """Shared state of the app; see the module docstring for the fields."""
 
     #: the validated config changed (GPTConfig); the model may not be rebuilt yet
@@ -108,9 +107,7 @@ class Session(QObject):
         self._last_tps: float = 0.0
         self._compute: Any = None
 
-        self._drain_timer = QTimer(self)
-        self._drain_timer.setInterval(DRAIN_INTERVAL_MS)
-        self._drain_timer.timeout.connect(self._drain)
+        self._drain_timer = drain_timer(self, self._drain)
 
     # ---- derived -------------------------------------------------------------------------------
     @property
@@ -123,8 +120,6 @@ class Session(QObject):
     def compute(self):
         """The shared :class:`~app.workers.ComputeWorker` for a tab's own torch work (created lazily)."""
         if self._compute is None:
-            from app.workers import ComputeWorker
-
             self._compute = ComputeWorker(self)
         return self._compute
 
@@ -254,9 +249,9 @@ class Session(QObject):
 
     def _set_probe_prompt(self, text: str, *, from_source: bool) -> None:
         self._prompt_from_source = from_source
-        self.probe_prompt = text
+        self.probe_prompt = text  # the one copy: a running worker's prober reads it at each probe
         if self._worker is not None:
-            self._worker.set_probe_prompt(text)
+            self._worker.reprobe()
         self.probePromptChanged.emit(text)
 
     def set_probe_prompt(self, text: str) -> None:
@@ -325,194 +320,6 @@ class Session(QObject):
         self.configChanged.emit(config)
         self.historyReset.emit()
 
-    # ---- probe outside training ----------------------------------------------------------------
-    def refresh_probe(self) -> None:
-        """Recompute the probe frame of an idle model (off the GUI thread; training does its own)."""
-        if self.model is None or self.tokenizer is None or self.is_training or not self.probe_prompt:
-            return
-        model, tokenizer, prompt, step = self.model, self.tokenizer, self.probe_prompt, self.step
-
-        def job():
-            import torch
-
-            ids = tokenizer.encode(prompt)[-model.config.context_length :]
-            idx = torch.tensor([ids], dtype=torch.long, device=model.device)
-            was_training = model.training
-            model.eval()
-            try:
-                trace = model.trace(idx, kinds=("weights",), dtype=torch.float16)
-            finally:
-                model.train(was_training)
-            return make_probe_frame(trace, tokenizer, step, prompt)
-
-        def done(frame, error):
-            if error is None and frame is not None and model is self.model and not self.is_training:
-                self._accept_frame(frame)
-
-        self.compute.submit("session.probe", job, done)
-
-    def _accept_frame(self, frame: ProbeFrame) -> None:
-        self.latest_frame = frame
-        self.frames.offer(frame)
-        self.traceUpdated.emit(frame)
-
-    # ---- training ------------------------------------------------------------------------------
-    def start_training(self) -> None:
-        """Start (or continue) training in the worker thread; see :class:`~app.workers.TrainWorker`.
-
-        Continue (``can_continue()``): the run's trainer goes on with the Training panel's settings
-        (seed, sequence length, device and threads stay those of the run) up to ``steps``, or
-        ``steps`` more when that budget is already reached. Otherwise a fresh Trainer is built in the
-        worker thread: on the current model when it is untrained or loaded without training state
-        and fits the config and data (fine-tuning), else on a new seeded model.
-        """
-        from app.workers import TrainWorker
-        from model.train import Trainer
-
-        if self.is_training:
-            return
-        if self.source is None:
-            raise ValueError("choose a data source first")
-        config = self.config.with_vocab(self.source.tokenizer.vocab_size).validate()
-        settings = self.train_settings.replace(
-            device=str(self.device or "cpu"), probe_prompt=self.probe_prompt or None
-        ).validate()
-        self.train_settings = settings
-        if self.can_continue():
-            trainer = self.trainer
-            old = trainer.settings
-            target = settings.steps if trainer.step < settings.steps else trainer.step + settings.steps
-            trainer.settings = settings.replace(
-                seed=old.seed,
-                seq_len=old.seq_len,
-                device=old.device,
-                threads=old.threads,
-                steps=settings.steps if trainer.step < settings.steps else old.steps,
-            )
-            trainer.clear_stop()
-            make = None
-        else:
-            trainer = None
-            target = settings.steps
-            source = self.source
-            model = None
-            if (
-                self.model is not None
-                and self._model_config_key == self._config_key(config)
-                and self.tokenizer is not None
-                and self.tokenizer == source.tokenizer
-                and self.model.config.vocab_size == config.vocab_size
-            ):
-                model = self.model  # untrained, or loaded without training state: train these weights
-
-            def make():
-                return Trainer(model.config if model is not None else config, source, settings, model=model)
-
-            self.history = []
-            self.samples = []
-            self.frames.clear()
-            self.latest_frame = None
-            self.checkpoint_path = None
-            self.historyReset.emit()
-        worker = TrainWorker(
-            trainer=trainer,
-            make_trainer=make,
-            target_steps=int(target),
-            sample_every=int(self.sample_every),
-            probe_prompt=self.probe_prompt,
-            sample_prompt=self.sample_prompt,
-        )
-        worker.trainerReady.connect(self._on_trainer_ready)
-        worker.stateChanged.connect(self._set_state)
-        worker.finished.connect(self._on_worker_finished)
-        worker.saved.connect(self._on_saved)
-        self._worker = worker
-        self._set_state("starting")
-        self._drain_timer.start()
-        worker.start()
-
-    def pause_training(self) -> None:
-        if self._worker is not None:
-            self._worker.pause()
-
-    def resume_training(self) -> None:
-        if self._worker is not None:
-            self._worker.resume()
-
-    def stop_training(self) -> None:
-        if self._worker is not None:
-            self._worker.stop()
-            if self.state != "stopping":
-                self._set_state("stopping")
-
-    def shutdown(self, timeout: float = 30.0) -> bool:
-        """Stop every worker and wait for them (the window's closeEvent); True if all ended."""
-        ok = True
-        if self._worker is not None:
-            self._worker.stop()
-            ok = self._worker.join(timeout)
-            self._drain()
-            if ok:
-                self._finish_worker()
-        if self._compute is not None:
-            ok = self._compute.shutdown(timeout) and ok
-        return ok
-
-    def wait_idle(self, timeout: float = 30.0) -> bool:
-        """Block until the training worker has ended (used by the command line and benchmarks)."""
-        if self._worker is None:
-            return True
-        return self._worker.join(timeout)
-
-    def _set_state(self, state: str) -> None:
-        if state != self.state:
-            self.state = state
-            self.trainingStateChanged.emit(state)
-
-    def _on_trainer_ready(self, trainer: Any) -> None:
-        self.trainer = trainer
-        self.tokenizer = trainer.tokenizer
-        self._model_config_key = self._config_key(trainer.model.config)
-        if trainer.model is not self.model:
-            self.model = trainer.model
-            self.config = trainer.model.config
-            self.modelChanged.emit(self.model)
-
-    def _drain(self) -> None:
-        worker = self._worker
-        if worker is None:
-            self._drain_timer.stop()
-            return
-        events, frames, samples = worker.mailbox.take()
-        if events:
-            self.history.extend(events)
-            self._last_tps = float(events[-1].get("tokens_per_s", self._last_tps) or 0.0)
-            self.dirty = True
-            self.eventsAppended.emit(events)
-        for step, text in samples:
-            self.samples.append((step, text))
-            self.sampleAdded.emit(step, text)
-        if frames:
-            for frame in frames[:-1]:
-                self.frames.offer(frame)  # kept for the scrubber, never drawn live
-            self._accept_frame(frames[-1])
-
-    def _on_worker_finished(self, reason: str, message: str) -> None:
-        self._drain()
-        self._finish_worker()
-        if reason == "error":
-            self.errorOccurred.emit("Training stopped", message)
-        self.trainingFinished.emit(reason, message)
-
-    def _finish_worker(self) -> None:
-        worker = self._worker
-        if worker is None:
-            return
-        worker.join(5.0)
-        self._worker = None
-        self._drain_timer.stop()
-        self._set_state("idle")
-
     # ---- checkpoints ---------------------------------------------------------------------------
     def save_checkpoint(self, path: str | Path) -> None:
         """Write the current model (and training state) to ``path``.
@@ -550,6 +357,7 @@ class Session(QObject):
         ``statusMessage`` says why training starts afresh. Raises ``CheckpointError`` (or another
         clear error) and leaves the session unchanged when the model cannot be read.
         """
+        from model.data import data_for_model, prompt_for
         from model.pretrained import open_model
         from model.train import Trainer
 
@@ -579,19 +387,8 @@ class Session(QObject):
             model, tokenizer, history = ckpt.model, ckpt.tokenizer, []
             if ckpt.train_state:
                 history = list(ckpt.train_state.get("history") or [])
-            source, spec = None, ""
-            if self.source is not None and self.source.tokenizer == tokenizer:
-                source, spec = self.source, self.source_spec  # the current data fits: keep it
-            elif self.source_spec:
-                try:  # the current corpus, encoded with the model's tokenizer (fine-tuning)
-                    from model.data import resolve_source
-
-                    source, spec = resolve_source(self.source_spec, tokenizer=tokenizer), self.source_spec
-                except Exception:
-                    note = note or (
-                        f"{self.source_spec} cannot be encoded with this model's tokenizer: "
-                        "choose other data to fine-tune it"
-                    )
+            source, spec, why = data_for_model(tokenizer, self.source, self.source_spec)
+            note = note or why
             if self.device is not None and str(model.device) != str(self.device):
                 with self.compute_lock:
                     model.to(self.device)
@@ -602,15 +399,9 @@ class Session(QObject):
             self.source_spec = spec
             self.dataChanged.emit(source)
         self._install_model(model, model.config, trainer=trainer, history=history, path=path, meta=meta)
-        try:
-            tokenizer.encode(self.probe_prompt)
-        except Exception:
-            fallback = getattr(self.source, "default_prompt", "") or ""
-            try:
-                tokenizer.encode(fallback)
-            except Exception:
-                fallback = ""
-            self._set_probe_prompt(fallback or _prompt_for(tokenizer), from_source=True)
+        prompt = prompt_for(tokenizer, self.probe_prompt, getattr(self.source, "default_prompt", ""))
+        if prompt != self.probe_prompt:
+            self._set_probe_prompt(prompt, from_source=True)
         self.refresh_probe()
         if note:
             self.statusMessage.emit(note)
@@ -620,46 +411,9 @@ class Session(QObject):
 
         Empty for a model built here and not yet saved or loaded.
         """
-        meta = self.checkpoint_meta
-        if not meta:
-            return ""
-        kinds = {"attention-lab": "Attention Lab", "hf-gpt2": "Hugging Face GPT-2", "nanogpt": "nanoGPT"}
-        kind = kinds.get(str(meta.get("kind", "")), str(meta.get("kind", "")))
-        origin = kinds.get(str(meta.get("source", "")), "")
-        name = meta.get("name") or (Path(self.checkpoint_path).name if self.checkpoint_path else "")
-        parts = [f"{name} ({kind}{', from ' + origin if origin and origin != kind else ''})"]
-        if meta.get("n_params"):
-            parts.append(f"{int(meta['n_params']):,} parameters")
-        if meta.get("tokenizer"):
-            parts.append(f"tokenizer: {meta['tokenizer']}")
-        return " · ".join(parts)
+        from model.pretrained import describe_origin
 
-    # ---- generation ----------------------------------------------------------------------------
-    def generation_model(self):
-        """The model generation should read: a snapshot while training runs, else the model itself."""
-        if self.model is None:
-            return None
-        if not self.is_training:
-            return self.model
-        import copy
-
-        with self.compute_lock:
-            snap = copy.deepcopy(self.model)
-        snap.eval()
-        return snap
-
-    # ---- convenience for tests and benchmarks --------------------------------------------------
-    def eta_seconds(self, target: int | None = None) -> float | None:
-        """Seconds left to reach ``target`` (default: the step budget) at the recent pace."""
-        target = target or self.target_steps
-        if len(self.history) < 2 or not target:
-            return None
-        recent = self.history[-20:]
-        dt = float(recent[-1].get("elapsed", 0.0)) - float(recent[0].get("elapsed", 0.0))
-        dsteps = int(recent[-1]["step"]) - int(recent[0]["step"])
-        if dsteps <= 0 or dt <= 0:
-            return None
-        return max(0.0, (target - self.step) * dt / dsteps)
+        return describe_origin(self.checkpoint_meta, self.checkpoint_path)
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, interval_ms: int = 10) -> bool:
@@ -683,15 +437,4 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, interval_ms
         loop.exec()
 
 
-def _prompt_for(tokenizer: Any) -> str:
-    """A short probe prompt the tokenizer can encode (for a model loaded without its data)."""
-    for text in ("The quick brown fox jumps over the lazy dog. ", "the cat sat on the mat", "abcabcabc"):
-        try:
-            tokenizer.encode(text)
-            return text
-        except Exception:
-            continue
-    return tokenizer.decode(list(range(min(16, tokenizer.vocab_size))))
-
-
-__all__ = ["ConfigError", "FrameHistory", "ProbeFrame", "Session", "make_probe_frame", "wait_until"]
+__all__ = ["Session", "wait_until"]

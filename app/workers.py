@@ -1,17 +1,22 @@
-"""Background work: the training worker, the generation worker and the shared compute worker.
+"""Background work: the training workers, the generation worker and the shared compute worker.
 
 Why plain ``threading.Thread`` objects and not ``QThread``: each worker's body is one blocking
-Python loop (train steps, sampled tokens, queued jobs) that never needs a Qt event loop of its own;
-pause/stop are flags checked between steps, exactly where ``Trainer`` honours them. A QThread would
-add an event loop we never run and tie the worker's lifetime to Qt object ownership. Results reach
-the GUI thread in two ways:
+Python loop (train steps, sampled tokens, queued jobs) that never needs a Qt event loop of its own.
+A QThread would add an event loop we never run and tie the worker's lifetime to Qt object
+ownership.
+
+The two training workers (:class:`TrainWorker` for the Train tab, :class:`GroupWorker` for the
+labs' comparisons and the Compare tab) are :class:`LoopWorker` s, generator-style as superqt's
+``thread_worker``: the body is a generator and each ``yield`` is a gap between two steps, where
+pause, stop and queued calls (a checkpoint save, a fresh probe) take effect, through one
+:class:`~model.control.RunControl`. Results reach the GUI thread in two ways:
 
 * high-rate data (every training event, probe frames, samples) go into a lock-protected
-  :class:`Mailbox` that the GUI drains with a ~30 Hz timer: a slow screen never queues work, only
-  the newest probe frame of a drain is drawn ("latest wins"; the others go to the scrubber's
-  history), and training never waits for the GUI;
-* the few state changes (started, paused, finished, saved) are Qt signals, which Qt delivers as
-  queued calls into the receiver's (GUI) thread because they are emitted from another thread.
+  :class:`Mailbox` that the GUI drains with a ~30 Hz :func:`drain_timer`: a slow screen never
+  queues work, only the newest probe frame of a drain is drawn ("latest wins"; the others go to
+  the scrubber's history), and training never waits for the GUI;
+* the few state changes (running, paused, idle, finished, saved) are Qt signals, which Qt delivers
+  as queued calls into the receiver's (GUI) thread because they are emitted from another thread.
 
 Every torch computation runs under ``model.runtime.compute_lock``, so an inspection or a generation
 never runs at full thread count beside a training step on the shared CPU cores. The Qt global
@@ -20,182 +25,111 @@ thread pool (2 threads here) is never used for long work.
 
 from __future__ import annotations
 
-import os
 import threading
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
-#: Niceness added to the training thread (Linux): the GUI thread then wins a core the moment it
-#: wakes instead of waiting behind torch's busy threads; measured on 2 loaded cores, the p99
-#: event-loop delay halved with no loss of training throughput (the GUI sleeps almost always).
-WORKER_NICE = 5
+from model.control import RunControl
+from model.runtime import WORKER_NICE, lower_thread_priority
+
+#: GUI redraw period for worker results (ms): ~30 Hz.
+DRAIN_MS = 33
 
 
-def lower_thread_priority(nice: int = WORKER_NICE) -> bool:
-    """Raise the calling thread's niceness by ``nice`` (threads torch starts from it inherit it)."""
-    if not nice or not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
-        return False
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + nice)
-        return True
-    except (OSError, AttributeError):
-        return False
+def drain_timer(parent: QObject, drain: Callable[[], Any], interval_ms: int = DRAIN_MS) -> QTimer:
+    """The GUI-thread timer that calls ``drain()`` ~30 times a second while a worker runs (not started)."""
+    timer = QTimer(parent)
+    timer.setInterval(interval_ms)
+    timer.timeout.connect(drain)
+    return timer
 
 
 class Mailbox:
-    """Thread-safe hand-over from a worker to the GUI: every event, sample and probe frame.
+    """Thread-safe hand-over from a worker to the GUI, by kind (``"events"``, ``"frames"``, ...).
 
-    The GUI draws only the newest frame of each drain ("latest wins"); the older ones still go to
-    the scrubber's bounded history. At most ``max_frames`` undrained frames are held (the oldest
-    are dropped first), so a GUI that stalls never makes the worker hold unbounded memory.
+    ``put(kind, item)`` from the worker; ``take(*kinds)`` from the GUI returns what was posted of
+    each kind since the last take, oldest first. A kind with a bound in ``bounds`` (by default
+    ``"frames"``: 64) keeps only its newest items, so a GUI that stalls never makes the worker hold
+    unbounded memory; the GUI draws only the newest frame of each drain ("latest wins").
     """
 
-    def __init__(self, max_frames: int = 64):
+    def __init__(self, bounds: dict[str, int] | None = None):
         self._lock = threading.Lock()
-        self._events: list[dict] = []
-        self._frames: deque = deque(maxlen=max_frames)
-        self._samples: list[tuple[int, str]] = []
-        self.frames_posted = 0
+        self._bounds = {"frames": 64} if bounds is None else dict(bounds)
+        self._items: dict[str, list | deque] = {}
+        self._posted: dict[str, int] = {}
 
-    def put_event(self, event: dict) -> None:
+    def put(self, kind: str, item: Any) -> None:
         with self._lock:
-            self._events.append(event)
+            box = self._items.get(kind)
+            if box is None:
+                bound = self._bounds.get(kind)
+                box = self._items[kind] = [] if bound is None else deque(maxlen=bound)
+            box.append(item)
+            self._posted[kind] = self._posted.get(kind, 0) + 1
 
-    def put_frame(self, frame: Any) -> None:
+    def take(self, *kinds: str) -> tuple[list, ...]:
+        """For each of ``kinds``, everything posted since the last take (oldest first)."""
         with self._lock:
-            self._frames.append(frame)
-            self.frames_posted += 1
+            out = []
+            for kind in kinds:
+                box = self._items.pop(kind, None)
+                out.append(list(box) if box is not None else [])
+        return tuple(out)
 
-    def put_sample(self, step: int, text: str) -> None:
+    def posted(self, kind: str) -> int:
+        """How many items of ``kind`` were ever posted (taken or dropped included)."""
         with self._lock:
-            self._samples.append((step, text))
-
-    def take(self) -> tuple[list[dict], list[Any], list[tuple[int, str]]]:
-        """Everything posted since the last call: (events, frames oldest first, samples)."""
-        with self._lock:
-            events, frames, samples = self._events, list(self._frames), self._samples
-            self._events, self._samples = [], []
-            self._frames.clear()
-        return events, frames, samples
+            return self._posted.get(kind, 0)
 
 
-class GroupThread:
-    """Start / stop / join for a worker whose ``_run`` trains a :class:`~model.multitrain.TrainerGroup`
-    in a daemon thread (the labs' comparisons and the Compare tab share it).
+class LoopWorker(QObject):
+    """A generator run in a daemon thread, with pause, resume and stop at each ``yield``.
 
-    The subclass sets ``thread_name``, and in its ``__init__`` ``self._stop = threading.Event()``,
-    ``self._thread = None`` and ``self.group = None`` (the group, once ``_run`` has built it).
+    A subclass writes :meth:`work` (a generator: one ``yield`` per step) and may override
+    :meth:`end` (runs in the worker thread after the loop, stopped or not: final probes, the
+    message). ``stateChanged`` says running / paused / idle; ``finished(reason, message)`` ends it
+    with reason done | stopped | error. :meth:`call_soon` runs a function in the worker thread at
+    the next gap (also while paused). ``mailbox`` carries the results.
     """
 
-    thread_name = "attention-lab-group"
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop after the current step (from any thread)."""
-        self._stop.set()
-        group = self.group
-        if group is not None:
-            group.stop()
-
-    def join(self, timeout: float | None = None) -> bool:
-        if self._thread is None:
-            return True
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    @property
-    def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-
-class TrainWorker(QObject):
-    """Runs ``Trainer.train_step`` in a loop in its own thread until the step target, stop or error.
-
-    ``trainer``: continue this one; or ``make_trainer()``: build it inside the worker thread (a
-    fresh model can take a while on a big config). Every ``TrainSettings.probe_every`` steps the
-    trainer traces the probe prompt and the worker posts it as a :class:`~model.probes.ProbeFrame`
-    (also at the start and right after the user edits the prompt); every ``sample_every`` steps a
-    generated sample. ``request_save(path)`` writes a checkpoint between two steps.
-    """
-
-    trainerReady = Signal(object)
     stateChanged = Signal(str)
-    finished = Signal(str, str)  # reason: done | stopped | error; message
-    saved = Signal(str)
+    finished = Signal(str, str)
+    thread_name = "attention-lab-worker"
+    nice = WORKER_NICE  # added to the thread's niceness: the GUI thread wins a core first
 
-    def __init__(
-        self,
-        *,
-        trainer: Any = None,
-        make_trainer: Callable[[], Any] | None = None,
-        target_steps: int,
-        sample_every: int = 0,
-        probe_prompt: str = "",
-        sample_prompt: str = "",
-    ):
+    def __init__(self) -> None:
         super().__init__()
-        if trainer is None and make_trainer is None:
-            raise ValueError("TrainWorker needs a trainer or a way to make one")
-        self.trainer = trainer
-        self._make_trainer = make_trainer
-        self._target = int(target_steps)
-        self.sample_every = int(sample_every)
-        self._probe_prompt = probe_prompt
-        self.sample_prompt = sample_prompt
         self.mailbox = Mailbox()
-        self._cond = threading.Condition()
-        self._paused = False
-        self._stop = False
-        self._save_requests: list[str] = []
-        self._probe_dirty = False
-        self._thread: threading.Thread | None = None
+        self.control = RunControl(on_state=self.stateChanged.emit)
         self.error: str | None = None
-        self.start_step = int(getattr(trainer, "step", 0) or 0)
+        self.result: tuple[str, str] | None = None  # (reason, message), set just before finished
+        self._thread: threading.Thread | None = None
 
     # ---- control (any thread) ------------------------------------------------------------------
     def start(self) -> None:
         # daemon: a hung torch call can never keep the process alive after the window closed;
         # closeEvent still stops and joins it, so a checkpoint write is never cut short.
-        self._thread = threading.Thread(target=self._run, name="attention-lab-train", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
         self._thread.start()
 
     def pause(self) -> None:
-        with self._cond:
-            self._paused = True
-            self._cond.notify_all()
+        self.control.pause()
 
     def resume(self) -> None:
-        with self._cond:
-            self._paused = False
-            self._cond.notify_all()
+        self.control.resume()
 
     def stop(self) -> None:
-        with self._cond:
-            self._stop = True
-            self._cond.notify_all()
+        """Stop at the next gap between steps."""
+        self.control.stop()
 
-    def request_save(self, path: str) -> None:
-        with self._cond:
-            self._save_requests.append(str(path))
-            self._cond.notify_all()
-
-    def set_probe_prompt(self, text: str) -> None:
-        with self._cond:
-            self._probe_prompt = text
-            self._probe_dirty = True
-            self._cond.notify_all()
-
-    def set_target(self, steps: int) -> None:
-        with self._cond:
-            self._target = int(steps)
+    def call_soon(self, fn: Callable[[], Any]) -> None:
+        self.control.call_soon(fn)
 
     def join(self, timeout: float | None = None) -> bool:
         t = self._thread
@@ -208,102 +142,118 @@ class TrainWorker(QObject):
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    # ---- the loop (worker thread) --------------------------------------------------------------
-    @property
-    def target(self) -> int:
-        with self._cond:
-            return self._target
+    # ---- to write ------------------------------------------------------------------------------
+    def work(self) -> Iterator[Any]:
+        """The loop: yield after each step (raise to end with an error)."""
+        raise NotImplementedError
 
+    def end(self, reason: str) -> tuple[str, str]:
+        """(reason, message) once the loop is over (reason: done or stopped)."""
+        return reason, ""
+
+    # ---- the thread ----------------------------------------------------------------------------
     def _run(self) -> None:
         reason, message = "done", ""
-        lower_thread_priority()
+        lower_thread_priority(self.nice)
         try:
-            if self.trainer is None:
-                self.trainer = self._make_trainer()
-            trainer = self.trainer
-            self.start_step = int(trainer.step)
-            self.trainerReady.emit(trainer)
-            self.stateChanged.emit("running")
-            self._probe(trainer)
-            while True:
-                self._handle_saves(trainer)
-                if not self._wait_while_paused(trainer):
-                    reason = "stopped"
-                    break
-                with self._cond:
-                    target = self._target
-                    prompt_changed = self._probe_dirty
-                if trainer.step >= target:
-                    break
-                if prompt_changed:
-                    self._probe(trainer)
-                event = trainer.train_step()  # takes compute_lock itself; probes when due
-                self.mailbox.put_event(event.to_dict())
-                step = int(trainer.step)
-                if event.trace is not None:
-                    self._post_frame(trainer, event.trace)
-                if self.sample_every and step % self.sample_every == 0:
-                    self._sample(trainer, step)
-            self._handle_saves(trainer)
-            message = f"{'reached' if reason == 'done' else 'stopped at'} step {trainer.step}"
+            steps = self.work()
+            try:
+                for _ in steps:
+                    if not self.control.gate():
+                        reason = "stopped"
+                        break
+            finally:
+                steps.close()
+            self.control.run_calls()  # a save asked for with the stop is still written
+            reason, message = self.end(reason)
         except Exception as exc:  # a diverged loss, out of memory, a bad source: tell the user
             reason = "error"
             message = str(exc) or type(exc).__name__
             self.error = traceback.format_exc()
+        self.result = (reason, message)
         self.stateChanged.emit("idle")
+        self._announce_end(reason, message)
+
+    def _announce_end(self, reason: str, message: str) -> None:
         self.finished.emit(reason, message)
 
-    def _wait_while_paused(self, trainer: Any) -> bool:
-        """Block while paused (saves still happen); False when a stop was requested."""
-        with self._cond:
-            if self._stop:
-                return False
-            if not self._paused:
-                return True
-        self.stateChanged.emit("paused")
-        while True:
-            with self._cond:
-                while self._paused and not self._stop and not self._save_requests and not self._probe_dirty:
-                    self._cond.wait()
-                stop, paused = self._stop, self._paused
-            self._handle_saves(trainer)
-            if self._probe_dirty:
-                self._probe(trainer)
-            if stop:
-                return False
-            if not paused:
-                self.stateChanged.emit("running")
-                return True
 
-    def _handle_saves(self, trainer: Any) -> None:
-        while True:
-            with self._cond:
-                if not self._save_requests:
-                    return
-                path = self._save_requests.pop(0)
-            trainer.save(path)
-            self.saved.emit(path)
+class TrainWorker(LoopWorker):
+    """Trains one :class:`~model.train.Trainer` step by step until the step target, stop or error.
 
-    def _probe(self, trainer: Any) -> None:
-        """Trace the probe prompt now (at the start, and when the user edits the prompt)."""
-        with self._cond:
-            prompt = self._probe_prompt
-            self._probe_dirty = False
-        if prompt and prompt != trainer.settings.probe_prompt:
-            trainer.settings = trainer.settings.replace(probe_prompt=prompt)
-        if not trainer.settings.probe_every:
-            return
+    ``trainer``: continue this one; or ``make_trainer()``: build it inside the worker thread (a
+    fresh model can take a while on a big config). Probe frames come from the trainer's
+    :class:`~model.probes.Prober` (every ``probe_every`` steps, at the start and right after
+    :meth:`reprobe`); ``probe_prompt()`` returns the prompt, owned by the caller. Every
+    ``sample_every`` steps a generated sample. ``request_save(path)`` writes a checkpoint between
+    two steps. Mailbox kinds: ``events`` (dicts), ``frames``, ``samples`` ((step, text)).
+    """
+
+    trainerReady = Signal(object)
+    saved = Signal(str)
+    thread_name = "attention-lab-train"
+
+    def __init__(
+        self,
+        *,
+        trainer: Any = None,
+        make_trainer: Callable[[], Any] | None = None,
+        target_steps: int,
+        sample_every: int = 0,
+        probe_prompt: Callable[[], str] | None = None,
+        sample_prompt: str = "",
+    ):
+        super().__init__()
+        if trainer is None and make_trainer is None:
+            raise ValueError("TrainWorker needs a trainer or a way to make one")
+        self.trainer = trainer
+        self._make_trainer = make_trainer
+        self.target = int(target_steps)
+        self.sample_every = int(sample_every)
+        self._probe_prompt = probe_prompt
+        self.sample_prompt = sample_prompt
+        self.start_step = int(getattr(trainer, "step", 0) or 0)
+
+    def request_save(self, path: str) -> None:
+        self.call_soon(lambda: self._save(str(path)))
+
+    def reprobe(self) -> None:
+        """Probe again at the next gap (the prompt changed); wakes a paused worker for it."""
+        self.call_soon(lambda: self.trainer.prober.refresh(self.trainer))
+
+    def set_target(self, steps: int) -> None:
+        self.target = int(steps)
+
+    def work(self) -> Iterator[None]:
+        if self.trainer is None:
+            self.trainer = self._make_trainer()
+        trainer = self.trainer
+        self.start_step = int(trainer.step)
+        self.trainerReady.emit(trainer)
+        self.stateChanged.emit("running")
+        prober = trainer.prober
+        prober.prompt = self._probe_prompt
+        prober.post = lambda frame: self.mailbox.put("frames", frame)
         try:
-            trace = trainer.probe()
-        except Exception:  # a prompt the tokenizer rejects must never end training
-            return
-        self._post_frame(trainer, trace)
+            prober.refresh(trainer)
+            yield
+            while trainer.step < self.target:
+                event = trainer.train_step()  # takes compute_lock itself; the prober probes when due
+                self.mailbox.put("events", event.to_dict())
+                step = int(trainer.step)
+                if self.sample_every and step % self.sample_every == 0:
+                    self._sample(trainer, step)
+                yield
+        finally:
+            prober.prompt = prober.post = None
 
-    def _post_frame(self, trainer: Any, trace: Any) -> None:
-        from model.probes import make_probe_frame
+    def end(self, reason: str) -> tuple[str, str]:
+        step = self.trainer.step
+        return reason, f"{'reached' if reason == 'done' else 'stopped at'} step {step}"
 
-        prompt = trainer.probe_prompt
-        self.mailbox.put_frame(make_probe_frame(trace, trainer.tokenizer, trainer.step, prompt))
+    def _save(self, path: str) -> None:
+        self.trainer.save(path)
+        self.saved.emit(path)
 
     def _sample(self, trainer: Any, step: int) -> None:
         if not self.sample_prompt:
@@ -312,18 +262,131 @@ class TrainWorker(QObject):
             text = trainer.sample(self.sample_prompt, max_new_tokens=120, temperature=0.8, seed=step)
         except Exception as exc:
             text = f"(sampling failed: {exc})"
-        self.mailbox.put_sample(step, text)
+        self.mailbox.put("samples", (step, text))
 
 
-class GenerateWorker(QObject):
-    """Streams a generation token by token (``model.generate.stream``) in its own thread.
+@dataclass
+class GroupSpec:
+    """What a :class:`GroupWorker` trains: ``variants`` {name: GPTConfig}, one ``source`` and one
+    ``settings`` for all (the same seed: every variant sees the same batches).
+
+    ``probe(name, trainer)`` runs in the worker thread under the compute lock every ``probe_every``
+    steps (and at step 0 and the end) and returns any value. ``sample_every`` > 0 writes a sample of
+    ``sample_tokens`` tokens after ``sample_prompt`` that often (and always at the end, when
+    ``sample_prompt`` is set).
+    """
+
+    variants: dict[str, Any]
+    source: Any
+    settings: Any
+    probe: Callable[[str, Any], Any] | None = None
+    probe_every: int = 0
+    sample_prompt: str = ""
+    sample_every: int = 0
+    sample_tokens: int = 80
+    sample_temperature: float = 0.8
+
+
+class GroupWorker(LoopWorker):
+    """Trains a :class:`GroupSpec` with one :class:`~model.multitrain.TrainerGroup`, one step of each
+    variant in turn (the Labs' comparisons and the Compare tab).
+
+    A variant whose loss diverges is dropped with a note (``TrainerGroup`` does it); the run is an
+    error only when every variant diverged. Mailbox kinds: ``events`` ((name, event dict)),
+    ``probes`` ((name, step, value)), ``samples`` ((name, step, text)), ``notes`` (str). ``group``
+    holds the trainers once built (models, histories, summary); ``step`` the steps every live
+    variant has completed.
+    """
+
+    thread_name = "attention-lab-group"
+
+    def __init__(self, spec: GroupSpec):
+        super().__init__()
+        self.spec = spec
+        self.variants = dict(spec.variants)
+        self.group: Any = None
+        self.params: dict[str, int] = {}
+        self.step = 0
+
+    def work(self) -> Iterator[None]:
+        from model.multitrain import TrainerGroup
+
+        spec = self.spec
+        group = TrainerGroup(self.variants, spec.source, spec.settings)
+        self.group = group
+        self.params = {n: int(t.model.num_params()) for n, t in group.trainers.items()}
+        target = int(spec.settings.steps)
+        self._probe_all(0)
+        yield
+        for ev in group.iter_steps(target):
+            if ev.diverged is not None:
+                self.mailbox.put("notes", f"{ev.name}: {ev.diverged}")
+            else:
+                self.mailbox.put("events", (ev.name, ev.event.to_dict()))
+            step = group.step
+            if step > self.step:
+                self.step = step
+                if step < target and spec.probe_every and step % spec.probe_every == 0:
+                    self._probe_all(step)
+                if step < target and spec.sample_every and step % spec.sample_every == 0:
+                    self._sample_all(step)
+            yield
+
+    def end(self, reason: str) -> tuple[str, str]:
+        group = self.group
+        if not group.active:
+            return "error", "every variant diverged"
+        final = max(group.trainers[n].step for n in group.active)
+        self._probe_all(final)
+        if self.spec.sample_prompt:
+            self._sample_all(final)
+        return reason, f"{'reached' if reason == 'done' else 'stopped at'} step {final}"
+
+    def _probe_all(self, step: int) -> None:
+        from model.runtime import compute_lock
+
+        if self.spec.probe is None:
+            return
+        for name in self.group.active:
+            try:
+                with compute_lock:
+                    value = self.spec.probe(name, self.group.trainers[name])
+            except Exception as exc:
+                self.mailbox.put("notes", f"{name}: probe failed at step {step}: {exc}")
+                continue
+            self.mailbox.put("probes", (name, step, value))
+
+    def _sample_all(self, step: int) -> None:
+        from model.runtime import compute_lock
+
+        spec = self.spec
+        if not spec.sample_prompt:
+            return
+        for name in self.group.active:
+            try:
+                with compute_lock:
+                    text = self.group.trainers[name].sample(
+                        spec.sample_prompt,
+                        max_new_tokens=spec.sample_tokens,
+                        temperature=spec.sample_temperature,
+                        seed=0,
+                    )
+            except Exception as exc:
+                text = f"(sampling failed: {exc})"
+            self.mailbox.put("samples", (name, step, text))
+
+
+class GenerateWorker(LoopWorker):
+    """Streams a generation token by token (``model.generate.stream``); a stop ends it at a token.
 
     Each new token's text is emitted with ``token``; ``finished(text, error)`` ends it. Each token
     is computed under ``compute_lock`` so generation interleaves with training instead of racing it.
     """
 
     token = Signal(str)
-    finished = Signal(str, str)
+    finished = Signal(str, str)  # the text so far, the error ("" when none)
+    thread_name = "attention-lab-generate"
+    nice = 0  # the user waits for these tokens: no lower priority
 
     def __init__(self, model: Any, tokenizer: Any, prompt: str, **sampling: Any):
         super().__init__()
@@ -331,64 +394,51 @@ class GenerateWorker(QObject):
         self.tokenizer = tokenizer
         self.prompt = prompt
         self.sampling = sampling
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.parts: list[str] = []
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="attention-lab-generate", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def join(self, timeout: float | None = None) -> bool:
-        if self._thread is None:
-            return True
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    def _run(self) -> None:
+    def work(self) -> Iterator[None]:
         import warnings
 
         from model.generate import stream
         from model.runtime import compute_lock
 
-        parts: list[str] = []
-        error = ""
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                gen = stream(self.model, self.tokenizer, self.prompt, **self.sampling)
-                while not self._stop.is_set():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tokens = stream(self.model, self.tokenizer, self.prompt, **self.sampling)
+            try:
+                while True:
                     with compute_lock:
-                        try:
-                            piece = next(gen)
-                        except StopIteration:
-                            break
-                    parts.append(piece)
+                        piece = next(tokens, None)
+                    if piece is None:
+                        return
+                    self.parts.append(piece)
                     self.token.emit(piece)
-                gen.close()
-        except Exception as exc:
-            error = str(exc) or type(exc).__name__
-        self.finished.emit("".join(parts), error)
+                    yield
+            finally:
+                tokens.close()
+
+    def _announce_end(self, reason: str, message: str) -> None:
+        self.finished.emit("".join(self.parts), message if reason == "error" else "")
 
 
 class ComputeWorker(QObject):
-    """One background thread for a tab's own torch work, "latest request wins" per key.
+    """One background thread for the tabs' own torch work: the newest request per key wins.
 
-    ``submit(key, fn, callback)`` queues ``fn()``; a pending job with the same ``key`` is replaced
-    (a newer prompt supersedes an older one before it starts). The job runs under ``compute_lock``;
-    ``callback(result, error)`` is then called in the GUI thread (``error`` is None or the
-    exception). Results of a job superseded while it ran are still delivered; compare a request
-    id in the callback if only the newest matters.
+    ``submit(key, fn, callback)`` queues ``fn()``; ``callback(result, error)`` is then called in the
+    GUI thread (``error`` is None or the exception). A request is superseded by the next one with
+    the same ``key``: if it has not started it never runs, and if it is running its result is never
+    delivered. :meth:`cancel` supersedes every request whose key starts with a prefix (a new
+    inspection makes its follow-up jobs stale). Jobs run one at a time under ``compute_lock``.
     """
 
-    _done = Signal(object, object, object)  # callback, result, error
+    _done = Signal(object, object, object, object, object)  # key, ticket, callback, result, error
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
         self._cond = threading.Condition()
-        self._jobs: dict[str, tuple[Callable[[], Any], Callable[[Any, Any], None] | None]] = {}
+        self._jobs: dict[str, tuple[int, Callable[[], Any], Callable[[Any, Any], None] | None]] = {}
+        self._latest: dict[str, int] = {}  # key -> ticket of the newest request not yet delivered
+        self._tickets = 0
         self._stop = False
         self._busy = False
         self._thread: threading.Thread | None = None
@@ -396,26 +446,46 @@ class ComputeWorker(QObject):
 
     def submit(
         self, key: str, fn: Callable[[], Any], callback: Callable[[Any, Any], None] | None = None
-    ) -> None:
+    ) -> int:
+        """Queue ``fn`` under ``key`` (superseding the older request with that key); its ticket."""
         with self._cond:
             if self._stop:
-                return
+                return 0
+            self._tickets += 1
+            ticket = self._tickets
             self._jobs.pop(key, None)
-            self._jobs[key] = (fn, callback)
+            self._jobs[key] = (ticket, fn, callback)
+            self._latest[key] = ticket
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="attention-lab-compute", daemon=True)
                 self._thread.start()
             self._cond.notify_all()
+        return ticket
+
+    def cancel(self, prefix: str) -> None:
+        """Supersede every request whose key starts with ``prefix``: nothing of theirs is delivered."""
+        with self._cond:
+            for key in [k for k in self._jobs if k.startswith(prefix)]:
+                del self._jobs[key]
+            for key in [k for k in self._latest if k.startswith(prefix)]:
+                del self._latest[key]
+
+    def outstanding(self, prefix: str = "") -> bool:
+        """Whether a request whose key starts with ``prefix`` still has a result to deliver."""
+        with self._cond:
+            return any(k.startswith(prefix) for k in self._latest)
 
     @property
     def idle(self) -> bool:
+        """Nothing queued, running, or computed but not yet delivered."""
         with self._cond:
-            return not self._jobs and not self._busy
+            return not self._jobs and not self._busy and not self._latest
 
     def shutdown(self, timeout: float = 10.0) -> bool:
         with self._cond:
             self._stop = True
             self._jobs.clear()
+            self._latest.clear()
             self._cond.notify_all()
         if self._thread is None:
             return True
@@ -432,7 +502,7 @@ class ComputeWorker(QObject):
                 if self._stop:
                     return
                 key = next(iter(self._jobs))
-                fn, callback = self._jobs.pop(key)
+                ticket, fn, callback = self._jobs.pop(key)
                 self._busy = True
             result, error = None, None
             try:
@@ -442,10 +512,15 @@ class ComputeWorker(QObject):
                 error = exc
             with self._cond:
                 self._busy = False
-            if callback is not None:
-                self._done.emit(callback, result, error)
+            self._done.emit(key, ticket, callback, result, error)
 
-    def _deliver(self, callback, result, error) -> None:
+    def _deliver(self, key, ticket, callback, result, error) -> None:
+        with self._cond:
+            if self._latest.get(key) != ticket:
+                return  # superseded (or cancelled) while it ran: a stale result is never delivered
+            del self._latest[key]
+        if callback is None:
+            return
         try:
             callback(result, error)
         except Exception:

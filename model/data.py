@@ -61,6 +61,7 @@ __all__ = [
     "TASKS",
     "TextCorpus",
     "builtin_corpus",
+    "data_for_model",
     "generate_tales",
     "list_builtins",
     "list_tasks",
@@ -68,6 +69,7 @@ __all__ = [
     "make_task",
     "masked_targets",
     "min_tokens",
+    "prompt_for",
     "resolve_source",
     "source_help",
 ]
@@ -963,3 +965,41 @@ def resolve_source(spec: str, *, tokenizer: Tokenizer | None = None) -> DataSour
             )
         return task
     return load_text_file(spec, tokenizer=tokenizer)
+
+
+def data_for_model(
+    tokenizer: Tokenizer, current: DataSource | None = None, current_spec: str = ""
+) -> tuple[DataSource | None, str, str]:
+    """Which data fits a model loaded with ``tokenizer``: ``(source, spec, note)``.
+
+    The ``current`` source when its tokenizer is the model's (keep it); else the current data named by
+    ``current_spec`` re-encoded with the model's tokenizer (fine-tuning on it); else none, and ``note``
+    says why (e.g. a synthetic task's own symbols, or characters the vocabulary lacks).
+    """
+    if current is not None and current.tokenizer == tokenizer:
+        return current, current_spec, ""
+    if not current_spec:
+        return None, "", ""
+    try:
+        return resolve_source(current_spec, tokenizer=tokenizer), current_spec, ""
+    except Exception:  # noqa: BLE001 - any reason the data cannot be encoded: say so, open the model
+        why = f"{current_spec} cannot be encoded with this model's tokenizer: choose other data to fine-tune"
+        return None, "", why
+
+
+#: Prompts tried, in order, when a model arrives without data that knows a prompt for it.
+FALLBACK_PROMPTS = ("The quick brown fox jumps over the lazy dog. ", "the cat sat on the mat", "abcabcabc")
+
+
+def prompt_for(tokenizer: Tokenizer, *candidates: str) -> str:
+    """The first of ``candidates`` (then :data:`FALLBACK_PROMPTS`) that ``tokenizer`` encodes whole;
+    failing all, the text of its first 16 tokens."""
+    for text in (*candidates, *FALLBACK_PROMPTS):
+        if not text:
+            continue
+        try:
+            tokenizer.encode(text)
+            return text
+        except Exception:  # noqa: BLE001 - a tokenizer's own error for text it cannot encode
+            continue
+    return tokenizer.decode(list(range(min(16, tokenizer.vocab_size))))

@@ -5,24 +5,30 @@ Every variant gets its own :class:`~model.train.Trainer` over the same data sour
 in the same order — and the group steps them round-robin (one step each in turn). Comparisons
 such as "the same model with and without the causal mask", Pre-LN vs Post-LN or MHA vs GQA then
 differ only in the one field that was changed.
+
+A variant whose loss diverges (:class:`~model.train.TrainingDiverged`) is dropped: ``iter_steps``
+yields one :class:`VariantEvent` with ``diverged`` set for it, keeps it in :attr:`TrainerGroup.diverged`
+(its weights stay those of its last good step) and goes on with the others.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from model.config import GPTConfig
+from model.control import RunControl
 
 
 @dataclass
 class VariantEvent:
-    """One training step of one variant: its ``name`` and the trainer's event."""
+    """One training step of one variant: its ``name`` and the trainer's event, or (``event`` None)
+    the :class:`~model.train.TrainingDiverged` that dropped the variant."""
 
     name: str
-    event: Any  # model.train.TrainEvent
+    event: Any  # model.train.TrainEvent, or None when the variant diverged
+    diverged: Exception | None = None
 
 
 def variant_configs(base: GPTConfig, changes: dict[str, dict[str, Any]]) -> dict[str, GPTConfig]:
@@ -61,44 +67,60 @@ class TrainerGroup:
         self.trainers: dict[str, Trainer] = {
             name: Trainer(cfg, source, settings) for name, cfg in variants.items()
         }
-        self._stop = threading.Event()
+        self.control = RunControl()
+        #: variants dropped because their loss diverged: name → TrainingDiverged
+        self.diverged: dict[str, Exception] = {}
 
     @property
     def names(self) -> list[str]:
         return list(self.trainers)
 
     @property
+    def active(self) -> list[str]:
+        """The variants still training (not dropped for a diverged loss)."""
+        return [n for n in self.trainers if n not in self.diverged]
+
+    @property
     def step(self) -> int:
-        """Steps every variant has completed."""
-        return min(t.step for t in self.trainers.values())
+        """Steps every active variant has completed (all of them once every variant diverged)."""
+        trainers = [self.trainers[n] for n in self.active] or list(self.trainers.values())
+        return min(t.step for t in trainers)
 
     def stop(self) -> None:
         """Stop after the current step (from any thread)."""
-        self._stop.set()
-        for t in self.trainers.values():
-            t.stop()
+        self.control.stop()
 
     @property
     def stopped(self) -> bool:
-        return self._stop.is_set()
+        return self.control.stopped
+
+    def _step(self, name: str) -> VariantEvent:
+        from model.train import TrainingDiverged
+
+        try:
+            return VariantEvent(name, self.trainers[name].train_step())
+        except TrainingDiverged as exc:
+            self.diverged[name] = exc
+            return VariantEvent(name, None, diverged=exc)
 
     def step_all(self) -> list[VariantEvent]:
-        """One step of every variant, in order."""
-        return [VariantEvent(name, t.train_step()) for name, t in self.trainers.items()]
+        """One step of every active variant, in order."""
+        return [self._step(name) for name in self.active]
 
     def iter_steps(self, steps: int | None = None) -> Iterator[VariantEvent]:
-        """Yield each variant's event, round-robin, until ``steps`` (default: settings.steps) or stop."""
+        """Yield each active variant's event, round-robin, until ``steps`` (default: settings.steps),
+        stop, or every variant diverged; pause and stop take effect between two steps."""
         target = steps if steps is not None else self.settings.steps
-        while self.step < target and not self._stop.is_set():
-            for name, t in self.trainers.items():
-                if self._stop.is_set():
+        while self.active and self.step < target:
+            for name in self.active:
+                if not self.control.gate():
                     return
-                if t.step < target:
-                    yield VariantEvent(name, t.train_step())
+                if self.trainers[name].step < target:
+                    yield self._step(name)
 
     def run(self, steps: int | None = None, callback: Callable[[VariantEvent], Any] | None = None):
         events = []
-        for ev in self.iter_steps(steps):
+        for ev in self.iter_steps(steps):  # a diverged variant's event included (ev.diverged)
             events.append(ev)
             if callback is not None:
                 callback(ev)

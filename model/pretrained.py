@@ -786,3 +786,25 @@ def _same_tensor(a: Any, b: Any) -> bool:
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.shape != b.shape:
         return False
     return a.data_ptr() == b.data_ptr() or bool(torch.equal(a, b))
+
+
+_KIND_NAMES = {"attention-lab": "Attention Lab", "hf-gpt2": "Hugging Face GPT-2", "nanogpt": "nanoGPT"}
+
+
+def describe_origin(meta: dict[str, Any], path: str | Path | None = None) -> str:
+    """Where a model came from, in one line: name (kind, from ...), parameters, tokenizer.
+
+    ``meta``: the model's metadata as :func:`open_model` gives it (empty: a model built here and
+    never saved or loaded, described by an empty string); ``path`` names it when ``meta`` does not.
+    """
+    if not meta:
+        return ""
+    kind = _KIND_NAMES.get(str(meta.get("kind", "")), str(meta.get("kind", "")))
+    origin = _KIND_NAMES.get(str(meta.get("source", "")), "")
+    name = meta.get("name") or (Path(path).name if path else "")
+    parts = [f"{name} ({kind}{', from ' + origin if origin and origin != kind else ''})"]
+    if meta.get("n_params"):
+        parts.append(f"{int(meta['n_params']):,} parameters")
+    if meta.get("tokenizer"):
+        parts.append(f"tokenizer: {meta['tokenizer']}")
+    return " · ".join(parts)

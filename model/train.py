@@ -14,13 +14,18 @@ embedding tables, as GPT-2 and nanoGPT do), never to biases, norm gains or per-h
 Events. Each step returns a :class:`TrainEvent` (losses, lr, grad norm, tokens/s, ...); ``run``
 loops steps and calls ``callback(event)`` after each. Validation loss is measured every
 ``eval_every`` steps and at the last step, on the same ``eval_batches`` held-out batches every time,
-so successive values are comparable. With ``probe_every`` the event of every k-th step carries a
-:class:`~model.trace.Trace` of the probe prompt (attention weights in float16): what animates the
-heads while the model learns.
+so successive values are comparable.
+
+Callbacks (minGPT style). ``add_callback("on_step_end", fn)`` calls ``fn(trainer, event)`` after every
+step, in the order added, in the training thread, before ``train_step`` returns (their time counts in
+``elapsed``, not in ``tokens_per_s``). The first is always the trainer's :class:`~model.probes.Prober`:
+with ``probe_every`` the event of every k-th step carries a :class:`~model.trace.Trace` of the probe
+prompt (attention weights in float16), what animates the heads while the model learns.
 
 Threads. ``pause``, ``resume`` and ``stop`` may be called from any thread; they take effect between
-steps (a paused ``run`` blocks on a condition variable, not a busy loop). Every step holds
-:data:`model.runtime.compute_lock` so inspection never competes with training for the CPU.
+steps (a :class:`~model.control.RunControl`; a paused ``run`` blocks on a condition variable, not a
+busy loop). Every step holds :data:`model.runtime.compute_lock` so inspection never competes with
+training for the CPU.
 
 Determinism. On the CPU, the same config, source, settings and seed give bit-identical weights.
 Batches come from the trainer's own ``torch.Generator``; dropout uses the trainer's own copy of the
@@ -47,17 +52,24 @@ from typing import Any
 import torch
 
 from model.config import ConfigError, GPTConfig
+from model.control import RunControl
 from model.runtime import compute_lock, pick_device, set_threads
 
 __all__ = [
+    "CALLBACK_EVENTS",
     "TrainEvent",
     "TrainSettings",
     "Trainer",
     "TrainingDiverged",
+    "eta_seconds",
     "lr_at",
     "recommended_config",
     "recommended_settings",
 ]
+
+
+#: The moments a trainer calls its callbacks: ``on_step_end(trainer, event)`` after every step.
+CALLBACK_EVENTS = ("on_step_end",)
 
 
 class TrainingDiverged(RuntimeError):
@@ -223,6 +235,19 @@ def lr_at(step: int, settings: TrainSettings) -> float:
     return floor + 0.5 * (lr - floor) * (1.0 + math.cos(math.pi * progress))
 
 
+def eta_seconds(history: list[dict[str, Any]], step: int, target: int) -> float | None:
+    """Seconds left to reach step ``target`` from ``step`` at the pace of the last 20 events of
+    ``history`` (``TrainEvent.to_dict()`` rows); None without two events or a pace."""
+    if len(history) < 2 or not target:
+        return None
+    recent = history[-20:]
+    dt = float(recent[-1].get("elapsed", 0.0)) - float(recent[0].get("elapsed", 0.0))
+    dsteps = int(recent[-1]["step"]) - int(recent[0]["step"])
+    if dsteps <= 0 or dt <= 0:
+        return None
+    return max(0.0, (target - step) * dt / dsteps)
+
+
 # ---------------------------------------------------------------------------------------------
 # recommended settings per data source
 # ---------------------------------------------------------------------------------------------
@@ -323,7 +348,8 @@ class Trainer:
         self.device = pick_device(settings.device)
 
         if model is None:
-            model = build_model(config, seed=settings.seed)
+            with compute_lock:  # build_model seeds the global RNG: no other torch work may draw from it
+                model = build_model(config, seed=settings.seed)
         elif model.config.to_dict() != config.to_dict():
             raise ConfigError(["the model given does not have the config given"])
         self.model = model.to(self.device)
@@ -368,10 +394,12 @@ class Trainer:
         self._recent: deque[tuple[int, float]] = deque(maxlen=20)
         self._threads_for: int | None = None
 
-        self._cond = threading.Condition()
-        self._paused = False
-        self._stopped = False
-        self._waiting = False
+        self.control = RunControl()
+        self._callbacks: dict[str, list[Callable[..., Any]]] = {on: [] for on in CALLBACK_EVENTS}
+        from model.probes import Prober
+
+        self.prober = Prober()
+        self.add_callback("on_step_end", self.prober)
 
         if state is not None:
             self.load_state(state)
@@ -473,63 +501,55 @@ class Trainer:
     def lr_at(self, step: int) -> float:
         return lr_at(step, self.settings)
 
-    # ---- thread control ----------------------------------------------------------------------
+    # ---- callbacks ---------------------------------------------------------------------------
+    def add_callback(self, onevent: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Call ``fn`` at ``onevent`` (one of :data:`CALLBACK_EVENTS`), after those added before."""
+        self._callbacks[onevent].append(fn)
+        return fn
+
+    def remove_callback(self, onevent: str, fn: Callable[..., Any]) -> None:
+        callbacks = self._callbacks[onevent]
+        if fn in callbacks:
+            callbacks.remove(fn)
+
+    def trigger_callbacks(self, onevent: str, *args: Any) -> None:
+        for fn in self._callbacks[onevent]:
+            fn(self, *args)
+
+    # ---- thread control (a RunControl; see model/control.py) ---------------------------------
     def pause(self) -> None:
         """Hold ``run`` before its next step (from any thread)."""
-        with self._cond:
-            self._paused = True
+        self.control.pause()
 
     def resume(self) -> None:
         """Let a paused ``run`` continue."""
-        with self._cond:
-            self._paused = False
-            self._cond.notify_all()
+        self.control.resume()
 
     def stop(self) -> None:
         """Make ``run`` return before its next step (also wakes a paused run). Sticky until
         :meth:`clear_stop`."""
-        with self._cond:
-            self._stopped = True
-            self._cond.notify_all()
+        self.control.stop()
 
     def clear_stop(self) -> None:
         """Allow ``run`` to train again after :meth:`stop`."""
-        with self._cond:
-            self._stopped = False
+        self.control.clear_stop()
 
     @property
     def paused(self) -> bool:
-        with self._cond:
-            return self._paused
+        return self.control.paused
 
     @property
     def stopped(self) -> bool:
-        with self._cond:
-            return self._stopped
+        return self.control.stopped
 
     @property
     def waiting(self) -> bool:
         """True while ``run`` is blocked by a pause (the step in flight, if any, has finished)."""
-        with self._cond:
-            return self._waiting
+        return self.control.waiting
 
     def wait_until_paused(self, timeout: float | None = None) -> bool:
         """Block until a paused ``run`` has finished its step and is waiting; False on timeout."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self._waiting, timeout)
-
-    def _wait_while_paused(self) -> bool:
-        """Block while paused; True when training may go on, False once stopped."""
-        with self._cond:
-            if self._paused and not self._stopped:
-                self._waiting = True
-                self._cond.notify_all()
-                try:
-                    while self._paused and not self._stopped:
-                        self._cond.wait()
-                finally:
-                    self._waiting = False
-            return not self._stopped
+        return self.control.wait_until_paused(timeout)
 
     # ---- training ----------------------------------------------------------------------------
     def train_step(self) -> TrainEvent:
@@ -577,10 +597,6 @@ class Trainer:
         val_loss = None
         if self.step % s.eval_every == 0 or self.step == s.steps:
             val_loss = self.evaluate()
-        trace = None
-        if s.probe_every and self.step % s.probe_every == 0:
-            trace = self.probe(self.probe_prompt)
-        self.elapsed += time.perf_counter() - t_start
         event = TrainEvent(
             step=self.step,
             train_loss=loss_value,
@@ -590,8 +606,10 @@ class Trainer:
             tokens_per_s=tokens_per_s,
             elapsed=self.elapsed,
             tokens_seen=self.tokens_seen,
-            trace=trace,
         )
+        self.trigger_callbacks("on_step_end", event)  # the prober first: it may attach event.trace
+        self.elapsed += time.perf_counter() - t_start
+        event.elapsed = self.elapsed
         self.history.append(event.to_dict())
         return event
 
@@ -637,20 +655,12 @@ class Trainer:
         Characters the tokenizer lacks are replaced (a probe never fails on its prompt); a prompt
         longer than the context keeps its last ``context_length`` tokens.
         """
+        from model.probes import trace_prompt
+
         prompt = self.probe_prompt if prompt is None else prompt
-        ids = self.tokenizer.encode(prompt, errors="replace")
-        if not ids:
-            raise ValueError("the probe prompt is empty")
-        ids = ids[-self.config.context_length :]
-        idx = torch.tensor([ids], dtype=torch.long, device=self.device)
         with compute_lock:
             self._apply_threads()
-            was_training = self.model.training
-            self.model.eval()
-            try:
-                return self.model.trace(idx, kinds=kinds, dtype=dtype, layers=layers)
-            finally:
-                self.model.train(was_training)
+            return trace_prompt(self.model, self.tokenizer, prompt, kinds=kinds, dtype=dtype, layers=layers)
 
     def run(
         self, steps: int | None = None, callback: Callable[[TrainEvent], Any] | None = None
@@ -660,7 +670,7 @@ class Trainer:
         fixed = None if steps is None else self.step + steps
         events: list[TrainEvent] = []
         while self.step < (self.settings.steps if fixed is None else fixed):  # settings may change meanwhile
-            if not self._wait_while_paused():
+            if not self.control.gate():
                 break
             event = self.train_step()
             events.append(event)

@@ -7,7 +7,6 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
-from app.workers import Mailbox
 from model.probes import FrameHistory, ProbeFrame
 
 TIMEOUT = 60_000  # ms; generous because the CI machine's two cores are shared
@@ -209,19 +208,6 @@ def test_bad_probe_prompt_is_reported_and_training_still_probes(qtbot, tiny_wind
     tab._apply_probe_prompt()
     assert tab.probe_error.isVisibleTo(tab) and "€" in tab.probe_error.text()
     assert tiny_window.session.probe_prompt != "€ not in the vocabulary"
-
-
-def test_mailbox_hands_over_everything_once_and_bounds_undrained_frames():
-    box = Mailbox(max_frames=3)
-    for i in range(5):
-        box.put_event({"step": i})
-        box.put_frame(i)
-    box.put_sample(4, "text")
-    events, frames, samples = box.take()
-    assert [e["step"] for e in events] == [0, 1, 2, 3, 4]
-    assert frames == [2, 3, 4]  # oldest dropped first; the GUI draws only frames[-1]
-    assert samples == [(4, "text")] and box.frames_posted == 5
-    assert box.take() == ([], [], [])
 
 
 def _frame(step: int, nbytes: int) -> ProbeFrame:

@@ -384,3 +384,30 @@ def test_a_window_too_short_for_any_target_is_a_clear_error():
 def test_a_one_symbol_induction_repeat_is_refused():
     with pytest.raises(DataError, match="a repeat needs at least 2 symbols"):
         resolve_source("task:induction:min_len=1,max_len=1")
+
+
+def test_data_for_a_loaded_model_keeps_reencodes_or_says_why():
+    from model.data import data_for_model, resolve_source
+
+    corpus = resolve_source("builtin:primer")
+    task = resolve_source("task:copy")
+    # the current data already uses the model's tokenizer: keep it as it is
+    assert data_for_model(corpus.tokenizer, corpus, "builtin:primer") == (corpus, "builtin:primer", "")
+    # another tokenizer that covers the text: the same corpus, encoded with the model's tokenizer
+    wide = ByteTokenizer()
+    source, spec, note = data_for_model(wide, corpus, "builtin:primer")
+    assert source.tokenizer == wide and spec == "builtin:primer" and note == ""
+    # a task has its own symbols: no data, and a note that names it
+    source, spec, note = data_for_model(corpus.tokenizer, task, "task:copy")
+    assert source is None and spec == "" and "task:copy" in note and "tokenizer" in note
+    assert data_for_model(wide) == (None, "", "")  # no current data: nothing to say
+
+
+def test_prompt_for_picks_the_first_text_the_tokenizer_encodes():
+    from model.data import prompt_for
+
+    tok = CharTokenizer("abc ")
+    assert prompt_for(tok, "€uro", "", "cab") == "cab"
+    assert prompt_for(tok, "xyz") == "abcabcabc"  # the fallbacks after the candidates
+    tiny = CharTokenizer("qz")  # nothing fits: the text of its own first tokens
+    assert prompt_for(tiny, "abc") == tiny.decode(list(range(min(16, tiny.vocab_size))))

@@ -66,3 +66,35 @@ def test_stop_from_another_thread_ends_the_loop():
 
     group.run(callback=on_event)
     assert group.stopped and 3 <= count < 10_000
+
+
+def test_a_diverging_variant_is_dropped_and_reported_the_others_go_on():
+    from model.train import TrainingDiverged
+
+    source = resolve_source("task:prev_token")
+    group = TrainerGroup({"a": BASE, "bad": BASE, "c": BASE}, source, settings(steps=5))
+    bad = group.trainers["bad"]
+    forward = bad.model.forward
+
+    def poisoned(x, y=None, **kw):
+        logits, loss = forward(x, y, **kw)
+        return logits, loss * float("nan") if bad.step >= 2 else loss
+
+    bad.model.forward = poisoned
+    events = group.run()
+    dropped = [e for e in events if e.diverged is not None]
+    assert [(e.name, e.event) for e in dropped] == [("bad", None)]
+    assert isinstance(dropped[0].diverged, TrainingDiverged) and "step 3" in str(dropped[0].diverged)
+    assert set(group.diverged) == {"bad"} and group.active == ["a", "c"]
+    assert bad.step == 2 and group.step == 5
+    assert [e.name for e in events if e.event is not None] == ["a", "bad", "c"] * 2 + ["a", "c"] * 3
+    assert [r["steps"] for r in group.summary()] == [5, 2, 5]
+
+
+def test_every_variant_diverging_ends_the_loop():
+    source = resolve_source("task:prev_token")
+    group = TrainerGroup({"a": BASE}, source, settings(steps=50))
+    group.trainers["a"].model.forward = lambda x, y=None, **kw: (None, torch.tensor(float("inf")))
+    events = group.run()
+    assert len(events) == 1 and events[0].diverged is not None
+    assert group.active == [] and group.step == 0

@@ -524,3 +524,14 @@ def test_nanogpt_without_biases_maps_to_a_shift_free_layernorm(tmp_path):
     assert ckpt.config.norm_bias is False and ckpt.config.bias == "none"
     assert not any(name.endswith(".bias") for name, _ in ckpt.model.named_parameters())
     assert ckpt.meta["n_params"] == sum(p.numel() for p in ref.parameters())
+
+
+def test_describe_origin_names_kind_source_size_and_tokenizer():
+    from model.pretrained import describe_origin
+
+    assert describe_origin({}) == ""
+    meta = {"kind": "attention-lab", "source": "hf-gpt2", "n_params": 1234567, "tokenizer": "byte BPE"}
+    assert describe_origin(meta, "/x/run1") == (
+        "run1 (Attention Lab, from Hugging Face GPT-2) · 1,234,567 parameters · tokenizer: byte BPE"
+    )
+    assert describe_origin({"kind": "nanogpt", "name": "ckpt.pt", "source": "nanogpt"}) == "ckpt.pt (nanoGPT)"

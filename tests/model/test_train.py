@@ -226,6 +226,65 @@ def test_pause_resume_stop_from_another_thread(source):
     assert len(t.run(steps=2)) == 2  # ... until cleared
 
 
+def test_callbacks_run_in_order_after_each_step_the_prober_first(source):
+    t = Trainer(tiny_config(), source, tiny_settings(steps=4, probe_every=2))
+    calls = []
+
+    def first(trainer, event):
+        calls.append(("first", event.step, event.trace is not None))
+
+    def second(trainer, event):
+        assert trainer is t
+        calls.append(("second", event.step, event.trace is not None))
+
+    t.add_callback("on_step_end", first)
+    t.add_callback("on_step_end", second)
+    t.run(steps=2)
+    assert calls == [("first", 1, False), ("second", 1, False), ("first", 2, True), ("second", 2, True)]
+    t.remove_callback("on_step_end", first)
+    t.run(steps=1)
+    assert calls[-1] == ("second", 3, False) and len(calls) == 5
+    assert t.history[-1]["elapsed"] >= t.history[-2]["elapsed"] > 0
+    with pytest.raises(KeyError):
+        t.add_callback("on_no_such_moment", first)
+
+
+def test_prober_posts_numpy_frames_of_the_owners_prompt(source):
+    import numpy as np
+
+    t = Trainer(tiny_config(), source, tiny_settings(steps=4, probe_every=2))
+    frames, owner = [], {"prompt": "def f1(x):"}
+    t.prober.prompt = lambda: owner["prompt"]  # read at each probe: the prompt is never copied
+    t.prober.post = frames.append
+    t.run(steps=2)
+    owner["prompt"] = "return x"
+    assert t.prober.refresh(t) is not None
+    assert [(f.step, f.prompt) for f in frames] == [(2, "def f1(x):"), (2, "return x")]
+    assert frames[0].weights.dtype == np.float16 and frames[0].weights.shape[:2] == (2, 2)
+    owner["prompt"] = ""  # an empty owner prompt falls back to the trainer's own
+    assert t.prober.refresh(t) is not None and frames[-1].prompt == t.probe_prompt
+    t.settings = t.settings.replace(probe_every=0)
+    assert t.prober.refresh(t) is None and len(frames) == 3  # probing off: no frame
+
+
+def test_run_control_calls_soon_between_steps_even_while_paused(source):
+    t = Trainer(tiny_config(), source, tiny_settings(steps=100_000, eval_every=1000))
+    states, ran_at = [], []
+    t.control.on_state = states.append
+    worker = threading.Thread(target=t.run, daemon=True)
+    t.pause()
+    worker.start()
+    assert t.wait_until_paused(30) and t.step == 0 and states == ["paused"]
+    done = threading.Event()
+    t.control.call_soon(lambda: (ran_at.append((threading.current_thread() is worker, t.step)), done.set()))
+    assert done.wait(30) and ran_at == [(True, 0)]  # woke the paused loop, ran in its thread, no step
+    assert t.wait_until_paused(30) and t.step == 0
+    t.resume()
+    t.stop()
+    worker.join(30)
+    assert not worker.is_alive() and t.stopped
+
+
 def test_settings_can_change_between_steps(source):
     t = Trainer(tiny_config(), source, tiny_settings(steps=4))
     t.run(steps=2)
@@ -284,3 +343,13 @@ def test_sample_continues_the_prompt(source):
     a = t.sample("def f", max_new_tokens=12, seed=3)
     assert len(a) == 12 and a == t.sample("def f", max_new_tokens=12, seed=3)
     assert t.model.training
+
+
+def test_eta_from_the_recent_pace():
+    from model.train import eta_seconds
+
+    history = [{"step": s, "elapsed": 0.5 * s} for s in range(1, 31)]
+    assert eta_seconds(history, 30, 50) == pytest.approx(10.0)  # 20 steps at 0.5 s
+    assert eta_seconds(history, 60, 50) == 0.0
+    assert eta_seconds(history[:1], 1, 50) is None and eta_seconds(history, 30, 0) is None
+    assert eta_seconds([{"step": 1, "elapsed": 1.0}, {"step": 1, "elapsed": 2.0}], 1, 9) is None

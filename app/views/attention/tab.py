@@ -55,6 +55,8 @@ SCREENSHOT_ORDER = (
     *("heads", "head", "pipeline", "lines", "focus", "aggregates", "metrics", "next"),
     "ablation",
 )
+#: key prefix of the follow-up jobs of one run (metrics, head detail, ...): a new run cancels them
+FOLLOW_UPS = "attention.run."
 
 
 class AttentionTab(QWidget):
@@ -251,13 +253,9 @@ class AttentionTab(QWidget):
             ),
         )
 
-        def job():
-            if req != self._request:
-                return None  # a newer prompt came in while this one waited
-            return run()
-
+        s.compute.cancel(FOLLOW_UPS)  # the older run's follow-up jobs are stale now
         s.compute.submit(
-            "attention.inspect", job, lambda res, err: self._on_inspection(res, err, req, t_submit, t_edit)
+            "attention.inspect", run, lambda res, err: self._on_inspection(res, err, req, t_submit, t_edit)
         )
         return req
 
@@ -295,13 +293,7 @@ class AttentionTab(QWidget):
 
     # ---- follow-up jobs (``jobs``) -------------------------------------------------------------
     def _submit(self, key: str, fn, on_result) -> None:
-        req = self._request
-        fn = with_threads(self._threads, fn)
-
-        def job():
-            if req != self._request:
-                return None
-            return fn()
+        """A follow-up job of the current run: superseded by the next one with ``key`` or the next run."""
 
         def done(res, err):
             if err is not None:
@@ -309,10 +301,10 @@ class AttentionTab(QWidget):
                 self._set_status(msg, error=True)
                 self.failed.emit(msg)
                 return
-            if res is not None and req == self._request:
+            if res is not None:
                 on_result(res)
 
-        self.session.compute.submit(key, job, done)
+        self.session.compute.submit(FOLLOW_UPS + key, with_threads(self._threads, fn), done)
 
     def set_thresholds(self, thresholds) -> None:
         """Name the heads again with new thresholds (no recomputation)."""

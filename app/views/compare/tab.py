@@ -2,7 +2,7 @@
 
 Left, the runs: variants of the Model panel's config ("the same but n_kv_heads = 1", or a quick
 comparison such as Pre-LN vs Post-LN), the current model of the session, or checkpoints. The
-variants train together (:class:`~app.views.compare.runs.GroupTrainWorker`: one
+variants train together (:class:`~app.workers.GroupWorker`: one
 :class:`~model.multitrain.TrainerGroup` in its own thread, the same batches in the same order for
 every variant), and the comparison saves to a JSON file that reopens as it was.
 
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QIcon, QPixmap
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -46,11 +46,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.views.compare.runs import GroupTrainWorker, Run
+from app.views.compare.runs import Run
 from app.widgets.compare_diff_grid import DiffGrid
 from app.widgets.curves import Curves
 from app.widgets.head_grid import HeadGrid
 from app.widgets.palette import run_color
+from app.workers import GroupSpec, GroupWorker, drain_timer
 from model import comparison as cmp
 from model.config import ConfigError, GPTConfig
 
@@ -175,9 +176,8 @@ class CompareTab(QWidget):
         super().__init__(parent)
         self.session = session
         self.runs: list[Run] = []
-        self.worker: GroupTrainWorker | None = None
+        self.worker: GroupWorker | None = None
         self._target = 0
-        self._prompt_request = 0
         self.comparison_path: str | None = None
         self.settings_used: dict[str, Any] = {}
         self.source_used = ""
@@ -195,9 +195,7 @@ class CompareTab(QWidget):
         root.setContentsMargins(4, 4, 4, 4)
         root.addWidget(split)
 
-        self._timer = QTimer(self)
-        self._timer.setInterval(33)
-        self._timer.timeout.connect(self._drain)
+        self._timer = drain_timer(self, self._drain)
         session.configChanged.connect(lambda *_: self._update_base_label())
         session.dataChanged.connect(lambda *_: self._update_base_label())
         session.modelChanged.connect(lambda *_: self._update_buttons())
@@ -716,7 +714,7 @@ class CompareTab(QWidget):
         self.settings_used = settings.to_dict()
         self.source_used = s.source_spec
         self._target = steps
-        worker = GroupTrainWorker(configs, s.source, settings)
+        worker = GroupWorker(GroupSpec(configs, s.source, settings))
         worker.finished.connect(self._on_finished)
         self.worker = worker
         self.progress.setRange(0, steps * len(configs))
@@ -741,7 +739,7 @@ class CompareTab(QWidget):
         if worker is None:
             self._timer.stop()
             return
-        events = worker.take()
+        (events,) = worker.mailbox.take("events")
         if not events:
             return
         touched = set()
@@ -784,6 +782,8 @@ class CompareTab(QWidget):
                 run.status = (
                     f"trained {trainer.step} steps" if reason == "done" else f"stopped at step {trainer.step}"
                 )
+                if name in group.diverged:  # dropped by the group; the others went on
+                    run.status = f"diverged after step {trainer.step}"
                 self.loss_plot.set_history(name, run.record.history, self._color(run))
         if reason == "error":
             self.train_status.setText(f"Training stopped with an error: {message}")
@@ -839,8 +839,6 @@ class CompareTab(QWidget):
         if not todo:
             self.prompt_status.setText("No run has a model yet: train the variants or add a model.")
             return False
-        self._prompt_request += 1
-        req = self._prompt_request
         shown = _visible_text(prompt)
         self.prompt_status.setText(f"Running “{shown}” through {len(todo)} model(s)…")
 
@@ -860,9 +858,7 @@ class CompareTab(QWidget):
                     out[name] = (None, None, None, str(exc) or type(exc).__name__)
             return out
 
-        def done(result, error):
-            if req != self._prompt_request:
-                return
+        def done(result, error):  # only the newest prompt's result arrives (ComputeWorker)
             if error is not None:
                 self.prompt_status.setText(f"Could not run the prompt: {error}")
                 return

@@ -13,7 +13,6 @@ is shown (or at once if it is on screen).
 from __future__ import annotations
 
 import html
-import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -27,8 +26,6 @@ QLabel#labFormula { font-family: 'DejaVu Sans Mono', monospace; background: #f4f
 QLabel#labNotice { background: #fff6da; border: 1px solid #ecd68a; padding: 3px 6px; }
 QLabel#labMessage { color: #555; }
 """
-
-_ids = itertools.count(1)
 
 
 class NoModel(Exception):
@@ -60,7 +57,6 @@ class LabPage(QWidget):
         self.session = session
         self._prompt_source = prompt_source
         self._dirty = True
-        self._pending: dict[str, int] = {}
         self.results: dict[str, Any] = {}
         root = QVBoxLayout(self)
         root.setContentsMargins(6, 4, 6, 4)
@@ -97,7 +93,7 @@ class LabPage(QWidget):
     @property
     def idle(self) -> bool:
         """No result of this page is outstanding."""
-        return not self._pending
+        return not self.session.compute.outstanding(f"labs.{self.slug}.")
 
     # ---- header ------------------------------------------------------------------------------
     def _header(self) -> QWidget:
@@ -158,13 +154,8 @@ class LabPage(QWidget):
     # ---- background jobs ---------------------------------------------------------------------
     def submit(self, key: str, fn: Callable[[], Any], done: Callable[[Any], None]) -> None:
         """Run ``fn()`` off the GUI thread; ``done(result)`` in the GUI thread if still the newest."""
-        rid = next(_ids)
-        self._pending[key] = rid
 
-        def callback(result, error):
-            if self._pending.get(key) != rid:
-                return  # superseded by a newer request
-            del self._pending[key]
+        def callback(result, error):  # only ever the newest request's result (ComputeWorker)
             if error is not None:
                 self.say(f"{type(error).__name__}: {error}", error=True)
                 return

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.labs.base import LabPage
-from app.widgets.labs_comparison import ComparisonPanel, ComparisonSpec
+from app.views.labs.comparison import ComparisonPanel, ComparisonSpec
 from app.widgets.labs_matrix import MatrixView
 
 MASK_CHOICES = [

@@ -14,9 +14,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.labs.base import LabPage
+from app.views.labs.comparison import ComparisonPanel, ComparisonSpec
 from app.views.labs.mask import dspin, labelled, spin
 from app.views.labs.plots import BarPlot, LinePlot
-from app.widgets.labs_comparison import ComparisonPanel, ComparisonSpec
 from app.widgets.labs_matrix import MatrixView
 from app.widgets.palette import color_for
 
@@ -388,7 +388,7 @@ class GradFlowPage(LabPage):
 
     @property
     def idle(self) -> bool:
-        return not self._pending and not self.panel.running
+        return super().idle and not self.panel.running
 
     def shutdown(self) -> None:
         self.panel.shutdown()

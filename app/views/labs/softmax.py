@@ -19,9 +19,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.labs.base import LabPage
+from app.views.labs.comparison import ComparisonPanel, ComparisonSpec
 from app.views.labs.mask import dspin, labelled, spin
 from app.views.labs.plots import BarPlot, LinePlot
-from app.widgets.labs_comparison import ComparisonPanel, ComparisonSpec
 from app.widgets.palette import color_for
 
 VARIANT_LABELS = {

@@ -1,11 +1,11 @@
 """Training comparisons for the Labs: two (or more) variants of one small model trained side by side.
 
-:class:`ComparisonWorker` runs a :class:`~model.multitrain.TrainerGroup` (every variant from the same
-seed, on identical batches) in its own thread, one step of each variant in turn. Between steps it
-can take a *probe* of each variant (a number such as the mean max attention weight, or a gradient
-profile) and a generated *sample*. Results go into a lock-protected mailbox; the GUI drains it with
-a ~30 Hz timer (never a signal per step), and a stop takes effect before the next step. A variant
-whose loss diverges is dropped with a note, the others go on.
+The app's :class:`~app.workers.GroupWorker` trains a :class:`ComparisonSpec` (every variant from the
+same seed, on identical batches, one step of each in turn). Between steps it can take a *probe* of
+each variant (a number such as the mean max attention weight, or a gradient profile) and a generated
+*sample*. Results go into its mailbox; the panel drains it with a ~30 Hz timer (never a signal per
+step), and a stop takes effect before the next step. A variant whose loss diverges is dropped with a
+note, the others go on.
 
 :class:`ComparisonPanel` is the widget: Start/Stop, a progress line, the loss curves of every
 variant (raw and smoothed, one smoothing control), an optional probe plot and one sample box per variant.
@@ -13,14 +13,12 @@ variant (raw and smoothed, one smoothing control), an optional probe plot and on
 
 from __future__ import annotations
 
-import threading
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QGroupBox,
     QHBoxLayout,
@@ -33,160 +31,16 @@ from PySide6.QtWidgets import (
 
 from app.widgets.curves import Curves
 from app.widgets.palette import color_for
-from app.workers import GroupThread
-
-DRAIN_MS = 33
+from app.workers import GroupSpec, GroupWorker, drain_timer
 
 
 @dataclass
-class ComparisonSpec:
-    """What to train: ``variants`` {name: GPTConfig}, one ``source`` and one ``settings`` for all.
+class ComparisonSpec(GroupSpec):
+    """A :class:`~app.workers.GroupSpec` plus how the probe plot reads a probe value:
+    ``probe_scalar(value)`` is the number it shows."""
 
-    ``probe(name, trainer)`` runs in the worker thread under the compute lock every ``probe_every``
-    steps (and at step 0 and the end) and returns any value; ``probe_scalar(value)`` turns it into the
-    number the probe plot shows. ``sample_every`` > 0 writes a sample of ``sample_tokens`` tokens
-    after ``sample_prompt`` that often (and always at the end, when ``sample_prompt`` is set).
-    """
-
-    variants: dict[str, Any]
-    source: Any
-    settings: Any
-    probe: Callable[[str, Any], Any] | None = None
-    probe_every: int = 0
     probe_scalar: Callable[[Any], float] = float
-    sample_prompt: str = ""
-    sample_every: int = 0
-    sample_tokens: int = 80
-    sample_temperature: float = 0.8
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-class ComparisonWorker(GroupThread):
-    """Trains a :class:`ComparisonSpec` in a daemon thread; poll :meth:`take` from the GUI thread."""
-
-    thread_name = "attention-lab-labs-compare"
-
-    def __init__(self, spec: ComparisonSpec):
-        self.spec = spec
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._events: list[tuple[str, int, float]] = []
-        self._probes: list[tuple[str, int, Any]] = []
-        self._samples: list[tuple[str, int, str]] = []
-        self._notes: list[str] = []
-        self._done: tuple[str, str] | None = None
-        self._thread: threading.Thread | None = None
-        self.params: dict[str, int] = {}
-        self.group = None
-        self.step = 0
-
-    # ---- control (any thread) --------------------------------------------------------------
-    def take(self):
-        """(events, probes, samples, notes, done) posted since the last call; ``done`` once at the end."""
-        with self._lock:
-            out = (self._events, self._probes, self._samples, self._notes, self._done)
-            self._events, self._probes, self._samples, self._notes = [], [], [], []
-            self._done = None
-        return out
-
-    # ---- worker thread ---------------------------------------------------------------------
-    def _post(self, kind: str, item: Any) -> None:
-        with self._lock:
-            getattr(self, f"_{kind}").append(item)
-
-    def _run(self) -> None:
-        from model.multitrain import TrainerGroup
-        from model.train import TrainingDiverged
-
-        reason, message = "done", ""
-        spec = self.spec
-        try:
-            group = TrainerGroup(spec.variants, spec.source, spec.settings)
-            self.group = group
-            if self._stop.is_set():
-                group.stop()
-            self.params = {n: int(t.model.num_params()) for n, t in group.trainers.items()}
-            target = int(spec.settings.steps)
-            active = list(group.names)
-            diverged: set[str] = set()
-            self._probe_all(group, active, 0)
-            while active and not self._stop.is_set():
-                for name in list(active):
-                    if self._stop.is_set():
-                        break
-                    trainer = group.trainers[name]
-                    if trainer.step >= target:
-                        active.remove(name)
-                        continue
-                    try:
-                        ev = trainer.train_step()
-                    except TrainingDiverged as exc:
-                        active.remove(name)
-                        diverged.add(name)
-                        self._post("notes", f"{name}: {exc}")
-                        continue
-                    self._post("events", (name, int(ev.step), float(ev.train_loss)))
-                if not active:
-                    break
-                step = min(group.trainers[n].step for n in active)
-                self.step = step
-                if spec.probe_every and step % spec.probe_every == 0 and step < target:
-                    self._probe_all(group, active, step)
-                if spec.sample_every and step % spec.sample_every == 0 and step < target:
-                    self._sample_all(group, active, step)
-            if self._stop.is_set():
-                reason = "stopped"
-            live = [n for n in group.names if n not in diverged]
-            if not live:
-                reason = "error"
-            final = max(t.step for t in group.trainers.values())
-            self._probe_all(group, live, final)
-            if spec.sample_prompt:
-                self._sample_all(group, live, final)
-            message = {
-                "done": f"finished at step {final}",
-                "stopped": f"stopped at step {final}",
-                "error": "every variant diverged",
-            }[reason]
-        except Exception as exc:  # a bad config or source: say so in the panel
-            reason, message = "error", str(exc) or type(exc).__name__
-            traceback.print_exc()
-        with self._lock:
-            self._done = (reason, message)
-
-    def _probe_all(self, group, names, step: int) -> None:
-        from model.runtime import compute_lock
-
-        if self.spec.probe is None:
-            return
-        for name in names:
-            try:
-                with compute_lock:
-                    value = self.spec.probe(name, group.trainers[name])
-            except Exception as exc:
-                self._post("notes", f"{name}: probe failed at step {step}: {exc}")
-                continue
-            self._post("probes", (name, step, value))
-
-    def _sample_all(self, group, names, step: int) -> None:
-        from model.runtime import compute_lock
-
-        spec = self.spec
-        if not spec.sample_prompt:
-            return
-        for name in names:
-            trainer = group.trainers[name]
-            try:
-                with compute_lock:
-                    text = trainer.sample(
-                        spec.sample_prompt,
-                        max_new_tokens=spec.sample_tokens,
-                        temperature=spec.sample_temperature,
-                        seed=0,
-                    )
-            except Exception as exc:
-                text = f"(sampling failed: {exc})"
-            self._post("samples", (name, step, text))
 
 
 class ComparisonPanel(QWidget):
@@ -214,7 +68,7 @@ class ComparisonPanel(QWidget):
     ):
         super().__init__(parent)
         self.spec_factory = spec_factory
-        self.worker: ComparisonWorker | None = None
+        self.worker: GroupWorker | None = None
         self.losses: dict[str, tuple[list[int], list[float]]] = {}
         self.probes: dict[str, tuple[list[int], list[Any]]] = {}
         self.sample_texts: dict[str, str] = {}
@@ -264,9 +118,7 @@ class ComparisonPanel(QWidget):
             self.samples_row = QHBoxLayout()
             root.addLayout(self.samples_row, 1)
 
-        self._timer = QTimer(self)
-        self._timer.setInterval(DRAIN_MS)
-        self._timer.timeout.connect(self._drain)
+        self._timer = drain_timer(self, self._drain)
 
     # ---- control -----------------------------------------------------------------------------
     @property
@@ -291,7 +143,8 @@ class ComparisonPanel(QWidget):
         self._make_sample_boxes(list(spec.variants))
         self._target = int(spec.settings.steps)
         self._t0 = time.monotonic()
-        self.worker = ComparisonWorker(spec)
+        self.worker = GroupWorker(spec)
+        self.worker.finished.connect(self._finish)
         self.worker.start()
         self.start_button.setEnabled(False)
         self.stop_button.setEnabled(True)
@@ -311,7 +164,8 @@ class ComparisonPanel(QWidget):
             return True
         worker.stop()
         ok = worker.join(timeout)
-        self._drain()
+        if ok and worker.result is not None:
+            self._finish(*worker.result)  # its queued finished signal is then ignored
         return ok
 
     # ---- GUI thread --------------------------------------------------------------------------
@@ -345,12 +199,12 @@ class ComparisonPanel(QWidget):
         if worker is None:
             self._timer.stop()
             return
-        events, probes, samples, notes, done = worker.take()
+        events, probes, samples, notes = worker.mailbox.take("events", "probes", "samples", "notes")
         touched = set()
-        for name, step, loss in events:
+        for name, event in events:
             xs, ys = self.losses.setdefault(name, ([], []))
-            xs.append(step)
-            ys.append(loss)
+            xs.append(int(event["step"]))
+            ys.append(float(event["train_loss"]))
             touched.add(name)
         for i, name in enumerate(self.losses):
             if name in touched:
@@ -374,9 +228,7 @@ class ComparisonPanel(QWidget):
             if box is not None:
                 box.setPlainText(f"[step {step}] {worker.spec.sample_prompt}{text}")
         self.notes.extend(notes)
-        if done is not None:
-            self._finish(*done)
-        elif events:
+        if events:
             elapsed = time.monotonic() - self._t0
             last = " · ".join(f"{n} {ys[-1]:.3f}" for n, (_, ys) in self.losses.items())
             self.status.setText(f"step {worker.step} / {self._target} · {elapsed:.0f} s · loss {last}")
@@ -386,11 +238,13 @@ class ComparisonPanel(QWidget):
         self.loss_plot.set_series(name, xs, ys, color=color_for(name, index))
 
     def _finish(self, reason: str, message: str) -> None:
-        self._timer.stop()
         worker = self.worker
+        if worker is None or self.sender() not in (None, worker):
+            return  # an earlier worker's late signal
+        self._drain()  # finished comes after the last post: take everything
+        self._timer.stop()
         self.worker = None
-        if worker is not None:
-            worker.join(5.0)
+        worker.join(5.0)
         self.start_button.setEnabled(True)
         self.stop_button.setEnabled(False)
         finals = " · ".join(f"{n} {ys[-1]:.3f}" for n, (_, ys) in self.losses.items() if ys)

@@ -1,0 +1,218 @@
+"""The training half of the :class:`~app.session.Session`: start, pause, stop, the worker's results.
+
+:class:`TrainingRun` is a mixin of ``Session`` (it reads and sets the session's fields and emits its
+signals; see ``app/session.py`` for them). Training runs in a :class:`~app.workers.TrainWorker`;
+its events, probe frames and samples arrive through the worker's mailbox, drained ~30 times a
+second in the GUI thread, so a burst of steps becomes one ``eventsAppended`` and only the newest
+probe frame is drawn. The probe prompt is the session's ``probe_prompt``, the one copy: the
+trainer's :class:`~model.probes.Prober` reads it at each probe.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.workers import TrainWorker
+from model.probes import ProbeFrame
+
+
+class TrainingRun:
+    """Training control and the idle model's probe, for :class:`~app.session.Session`."""
+
+    # ---- probe outside training ----------------------------------------------------------------
+    def refresh_probe(self) -> None:
+        """Recompute the probe frame of an idle model (off the GUI thread; training does its own)."""
+        if self.model is None or self.tokenizer is None or self.is_training or not self.probe_prompt:
+            return
+        model, tokenizer, prompt, step = self.model, self.tokenizer, self.probe_prompt, self.step
+
+        def job():
+            from model.probes import probe_frame
+
+            return probe_frame(model, tokenizer, prompt, step)
+
+        def done(frame, error):
+            if error is None and frame is not None and model is self.model and not self.is_training:
+                self._accept_frame(frame)
+
+        self.compute.submit("session.probe", job, done)
+
+    def _accept_frame(self, frame: ProbeFrame) -> None:
+        self.latest_frame = frame
+        self.frames.offer(frame)
+        self.traceUpdated.emit(frame)
+
+    # ---- training ------------------------------------------------------------------------------
+    def start_training(self) -> None:
+        """Start (or continue) training in the worker thread; see :class:`~app.workers.TrainWorker`.
+
+        Continue (``can_continue()``): the run's trainer goes on with the Training panel's settings
+        (seed, sequence length, device and threads stay those of the run) up to ``steps``, or
+        ``steps`` more when that budget is already reached. Otherwise a fresh Trainer is built in the
+        worker thread: on the current model when it is untrained or loaded without training state
+        and fits the config and data (fine-tuning), else on a new seeded model.
+        """
+        from model.train import Trainer
+
+        if self.is_training:
+            return
+        if self.source is None:
+            raise ValueError("choose a data source first")
+        config = self.config.with_vocab(self.source.tokenizer.vocab_size).validate()
+        settings = self.train_settings.replace(device=str(self.device or "cpu")).validate()
+        self.train_settings = settings
+        if self.can_continue():
+            trainer = self.trainer
+            old = trainer.settings
+            target = settings.steps if trainer.step < settings.steps else trainer.step + settings.steps
+            trainer.settings = settings.replace(
+                seed=old.seed,
+                seq_len=old.seq_len,
+                device=old.device,
+                threads=old.threads,
+                steps=settings.steps if trainer.step < settings.steps else old.steps,
+            )
+            trainer.clear_stop()
+            make = None
+        else:
+            trainer = None
+            target = settings.steps
+            source = self.source
+            model = None
+            if (
+                self.model is not None
+                and self._model_config_key == self._config_key(config)
+                and self.tokenizer is not None
+                and self.tokenizer == source.tokenizer
+                and self.model.config.vocab_size == config.vocab_size
+            ):
+                model = self.model  # untrained, or loaded without training state: train these weights
+
+            def make():
+                return Trainer(model.config if model is not None else config, source, settings, model=model)
+
+            self.history = []
+            self.samples = []
+            self.frames.clear()
+            self.latest_frame = None
+            self.checkpoint_path = None
+            self.historyReset.emit()
+        worker = TrainWorker(
+            trainer=trainer,
+            make_trainer=make,
+            target_steps=int(target),
+            sample_every=int(self.sample_every),
+            probe_prompt=lambda: self.probe_prompt,
+            sample_prompt=self.sample_prompt,
+        )
+        worker.trainerReady.connect(self._on_trainer_ready)
+        worker.stateChanged.connect(self._set_state)
+        worker.finished.connect(self._on_worker_finished)
+        worker.saved.connect(self._on_saved)
+        self._worker = worker
+        self._set_state("starting")
+        self._drain_timer.start()
+        worker.start()
+
+    def pause_training(self) -> None:
+        if self._worker is not None:
+            self._worker.pause()
+
+    def resume_training(self) -> None:
+        if self._worker is not None:
+            self._worker.resume()
+
+    def stop_training(self) -> None:
+        if self._worker is not None:
+            self._worker.stop()
+            if self.state != "stopping":
+                self._set_state("stopping")
+
+    def shutdown(self, timeout: float = 30.0) -> bool:
+        """Stop every worker and wait for them (the window's closeEvent); True if all ended."""
+        ok = True
+        if self._worker is not None:
+            self._worker.stop()
+            ok = self._worker.join(timeout)
+            self._drain()
+            if ok:
+                self._finish_worker()
+        if self._compute is not None:
+            ok = self._compute.shutdown(timeout) and ok
+        return ok
+
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Block until the training worker has ended (used by the command line and benchmarks)."""
+        if self._worker is None:
+            return True
+        return self._worker.join(timeout)
+
+    def _set_state(self, state: str) -> None:
+        if state != self.state:
+            self.state = state
+            self.trainingStateChanged.emit(state)
+
+    def _on_trainer_ready(self, trainer: Any) -> None:
+        self.trainer = trainer
+        self.tokenizer = trainer.tokenizer
+        self._model_config_key = self._config_key(trainer.model.config)
+        if trainer.model is not self.model:
+            self.model = trainer.model
+            self.config = trainer.model.config
+            self.modelChanged.emit(self.model)
+
+    def _drain(self) -> None:
+        worker = self._worker
+        if worker is None:
+            self._drain_timer.stop()
+            return
+        events, frames, samples = worker.mailbox.take("events", "frames", "samples")
+        if events:
+            self.history.extend(events)
+            self._last_tps = float(events[-1].get("tokens_per_s", self._last_tps) or 0.0)
+            self.dirty = True
+            self.eventsAppended.emit(events)
+        for step, text in samples:
+            self.samples.append((step, text))
+            self.sampleAdded.emit(step, text)
+        if frames:
+            for frame in frames[:-1]:
+                self.frames.offer(frame)  # kept for the scrubber, never drawn live
+            self._accept_frame(frames[-1])
+
+    def _on_worker_finished(self, reason: str, message: str) -> None:
+        self._drain()
+        self._finish_worker()
+        if reason == "error":
+            self.errorOccurred.emit("Training stopped", message)
+        self.trainingFinished.emit(reason, message)
+
+    def _finish_worker(self) -> None:
+        worker = self._worker
+        if worker is None:
+            return
+        worker.join(5.0)
+        self._worker = None
+        self._drain_timer.stop()
+        self._set_state("idle")
+
+    # ---- generation ----------------------------------------------------------------------------
+    def generation_model(self):
+        """The model generation should read: a snapshot while training runs, else the model itself."""
+        if self.model is None:
+            return None
+        if not self.is_training:
+            return self.model
+        import copy
+
+        with self.compute_lock:
+            snap = copy.deepcopy(self.model)
+        snap.eval()
+        return snap
+
+    # ---- convenience for tests and benchmarks --------------------------------------------------
+    def eta_seconds(self, target: int | None = None) -> float | None:
+        """Seconds left to reach ``target`` (default: the step budget) at the recent pace."""
+        from model.train import eta_seconds
+
+        return eta_seconds(self.history, self.step, target or self.target_steps)
