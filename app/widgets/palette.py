@@ -38,6 +38,14 @@ def run_color(i: int) -> tuple[int, int, int]:
 
 #: The default map for attention weights in [0, 1]: dark = no attention, bright = all of it.
 DEFAULT_CMAP = "viridis"
+#: The map for signed values (scores, queries, keys, differences A − B): blue < 0 (white) < red.
+DIVERGING_CMAP = "CET-D1A"
+#: The colour of hidden cells: masked (−∞) or not a number.
+HIDDEN_COLOR = (212, 212, 212)
+#: The colour of the gaps between the cells of a mosaic.
+GAP_COLOR = (255, 255, 255)
+#: Lookup-table entries of :func:`matrix_lut` that carry the colour map (the rest: hidden, gap).
+N_MAP_COLOURS = 254
 
 
 @functools.lru_cache(maxsize=32)
@@ -50,6 +58,15 @@ def lookup_table(name: str = DEFAULT_CMAP, n: int = 256, gamma: float = 1.0) -> 
     x = np.linspace(0.0, 1.0, n) ** float(gamma)
     rgba = cmap.map(x, mode="byte")
     return np.ascontiguousarray(rgba[:, :3], dtype=np.uint8)
+
+
+@functools.lru_cache(maxsize=32)
+def matrix_lut(name: str = DEFAULT_CMAP, gamma: float = 1.0) -> np.ndarray:
+    """uint8 [256, 3] for matrix images: entries 0..253 the map (with ``gamma``), 254 the hidden
+    grey, 255 the gap white. A value is drawn hidden by giving it the level of entry 254, which is
+    cheaper to paint than NaN (NaN makes pyqtgraph blend RGBA)."""
+    lut = lookup_table(name, N_MAP_COLOURS, gamma)
+    return np.ascontiguousarray(np.vstack([lut, [HIDDEN_COLOR, GAP_COLOR]]), dtype=np.uint8)
 
 
 def colormap(name: str = DEFAULT_CMAP, gamma: float = 1.0):

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from app.widgets.attention_mosaic import block_size, pool_max
+from model.pooling import block_size, pool_max
 
 #: Largest L·H·T² kept as float32 (128 MB); above it weights are kept as float16.
 FLOAT32_LIMIT = 32 * 2**20

@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
 from app.views.attention.base import Page, blurb_label
-from app.widgets.attention_mosaic import AttentionMosaic
+from app.widgets.head_mosaic import HeadMosaic
 
 #: Short names written in a grid cell for each role of model.analysis.heads.HEAD_ROLES.
 ROLE_SHORT = {
@@ -38,7 +38,7 @@ class GridPage(Page):
         top.addWidget(self.log_box)
         top.addWidget(self.fit_button)
         lay.addLayout(top)
-        self.mosaic = AttentionMosaic()
+        self.mosaic = HeadMosaic()
         lay.addWidget(self.mosaic, 1)
         self.roles_label = QLabel(" ")
         self.roles_label.setWordWrap(True)

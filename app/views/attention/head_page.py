@@ -7,7 +7,7 @@ import numpy as np
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
 from app.views.attention.base import HeadSelector, Page, blurb_label
-from app.widgets.attention_heatmap import TokenHeatmap
+from app.widgets.matrix_plot import MatrixPlot
 
 
 class HeadPage(Page):
@@ -38,7 +38,7 @@ class HeadPage(Page):
         for w in (self.log_box, self.reset_button, self.csv_button):
             bar.addWidget(w)
         lay.addLayout(bar)
-        self.heatmap = TokenHeatmap(colorbar_label="attention weight")
+        self.heatmap = MatrixPlot(legend_label="attention weight")
         self.heatmap.describe = self.describe
         lay.addWidget(self.heatmap, 1)
         self.selector.changed.connect(lambda l, h: tab.select_head(l, h))
@@ -73,9 +73,7 @@ class HeadPage(Page):
 
     def on_head_detail(self, detail) -> None:
         self._detail = detail
-        r, c = self.heatmap._last  # noqa: SLF001 (refresh the readout under a still pointer)
-        if r >= 0:
-            self.heatmap.readout.setText(self.describe(r, c))
+        self.heatmap.refresh_readout()  # the scores under a still pointer
 
     def on_metrics(self) -> None:
         self.role_label.setText(self.tab.head_summary(*self.tab.selected))
