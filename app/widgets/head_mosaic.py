@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGraphicsWidget, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.widgets.legend import ColorLegend
 from app.widgets.matrix_plot import LOG_FLOOR, TopLeftFit, log_weights, lut_levels
@@ -89,6 +89,11 @@ class HeadMosaic(QWidget):
         p.addItem(self.image)
         self.legend = ColorLegend(cmap, "weight", width=10, gamma=self.gamma)
         self.view.addItem(self.legend, row=0, col=1)
+        spare = QGraphicsWidget()  # takes the width the heads do not need: the legend stays beside them
+        spare.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.view.addItem(spare, row=0, col=2)
+        self.view.ci.layout.setColumnStretchFactor(0, 1000)  # the spare gets only what the plot cannot take
+        self.view.ci.layout.setColumnStretchFactor(2, 1)
         self.placeholder = pg.TextItem("", color="#888", anchor=(0.5, 0.5))
         p.addItem(self.placeholder, ignoreBounds=True)
         self.marks = CellMarks(self.vb)
@@ -351,6 +356,19 @@ class HeadMosaic(QWidget):
                 self.vb.setRange(QRectF(0, 0, W - g, H - g), padding=0.0)
             else:
                 self.fitter.fit(W - g, H - g)
+        self._fit_width()
+
+    def _fit_width(self) -> None:
+        """Give the plot no more width than the heads take at its height (square cells), so the
+        legend sits beside them; flowing cells take all of it."""
+        limit = 1e6
+        vh = self.vb.height()
+        if not self.flow and self._canvas is not None and vh > 1:
+            H, W = self._canvas.shape
+            g = self.geom.g
+            limit = self.plot.width() - self.vb.width() + vh * (W - g) / (H - g) + 1
+        if abs(self.plot.maximumWidth() - limit) > 0.5:
+            self.plot.setMaximumWidth(limit)
 
     def _on_resized(self, *_) -> None:
         if self.flow and self.geom is not None and self.values is not None:
@@ -358,6 +376,8 @@ class HeadMosaic(QWidget):
                 self._redraw()
             else:
                 self.reset_view()
+        else:
+            self._fit_width()
 
     # ---- roles, selection, marks ---------------------------------------------------------------
     def set_roles(self, short: list[list[str]], tips: list[list[str]] | None = None) -> None:

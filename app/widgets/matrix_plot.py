@@ -138,7 +138,8 @@ class MatrixPanel:
 
     ``diverging`` picks the diverging map and symmetric default levels; ``square`` keeps cells
     square (the matrix at the top left), else the matrix fills the plot; ``interactive`` lets the
-    wheel zoom and a drag pan; ``numbers`` (``None`` = when small) writes the values in the cells.
+    wheel zoom and a drag pan; ``numbers`` (``None`` = when small) writes the values in the cells,
+    with ``digits`` decimals, in a ``number_pt`` font.
     """
 
     def __init__(
@@ -159,6 +160,7 @@ class MatrixPanel:
         index_labels: bool = False,
         numbers: bool | None = False,
         digits: int = 2,
+        number_pt: float = 7.0,
         rowspan: int = 1,
     ):
         self.left_axis = TokenAxis("left", index=index_labels)
@@ -196,7 +198,7 @@ class MatrixPanel:
         self.numbers, self.digits = numbers, digits
         self._texts: list[pg.TextItem] = []
         self._font = QFont()
-        self._font.setPointSize(7)
+        self._font.setPointSizeF(number_pt)
         self.matrix: np.ndarray | None = None  # the values as given (not log-transformed)
         self.hidden: np.ndarray | None = None  # bool [R, C]: drawn grey
         self.row_labels: list[str] = []
@@ -407,8 +409,15 @@ class MatrixPlot(QWidget):
     def set_matrix(self, matrix, row_labels=None, col_labels=None, **kwargs) -> None:
         """Draw ``matrix`` [R, C] (keywords of :meth:`MatrixPanel.set_matrix`)."""
         self.panel.set_matrix(matrix, row_labels, col_labels, **kwargs)
-        if self.panel.legend is not None:
-            self.panel.legend.setVisible(not self.panel.cell_texts())
+        legend = self.panel.legend
+        if legend is not None and legend.isVisible() == bool(self.panel.cell_texts()):
+            # out of the layout while hidden, or its column would still take the room
+            if legend.isVisible():
+                self.view.ci.removeItem(legend)
+                legend.setVisible(False)
+            else:
+                self.view.ci.addItem(legend, row=0, col=1)
+                legend.setVisible(True)
         self.refresh_readout()
 
     def set_title(self, text: str) -> None:

@@ -119,6 +119,7 @@ class MetricsPage(Page):
                 row_title="layer",
                 col_title="head",
                 legend_label="score",
+                number_pt=9,
             )
             self.maps[name] = hp
         self.named = pg.LabelItem(" ", justify="left", color="#222", size="9pt")
