@@ -75,7 +75,7 @@ class HeadMosaic(QWidget):
         p.hideButtons()
         for name in ("left", "top"):
             ax = p.getAxis(name)
-            ax.setStyle(tickLength=0)
+            ax.setStyle(tickLength=0, autoReduceTextSpace=False)  # no shrinking while empty
             ax.setPen(pg.mkPen(None))
             ax.setTextPen(pg.mkPen("#333"))
         self.vb: pg.ViewBox = p.getViewBox()
@@ -355,7 +355,7 @@ class HeadMosaic(QWidget):
             if self.flow:
                 self.vb.setRange(QRectF(0, 0, W - g, H - g), padding=0.0)
             else:
-                self.fitter.fit(W - g, H - g)
+                self.fitter.fit(W - g, H - g, margin=g / 2)  # half a gap around: room for the frames
         self._fit_width()
 
     def _fit_width(self) -> None:
@@ -364,9 +364,8 @@ class HeadMosaic(QWidget):
         limit = 1e6
         vh = self.vb.height()
         if not self.flow and self._canvas is not None and vh > 1:
-            H, W = self._canvas.shape
-            g = self.geom.g
-            limit = self.plot.width() - self.vb.width() + vh * (W - g) / (H - g) + 1
+            H, W = self._canvas.shape  # the content and its margins: a gap in all
+            limit = self.plot.width() - self.vb.width() + vh * W / H + 1
         if abs(self.plot.maximumWidth() - limit) > 0.5:
             self.plot.setMaximumWidth(limit)
 

@@ -102,6 +102,7 @@ class TopLeftFit:
     def __init__(self, vb: pg.ViewBox):
         self.vb = vb
         self.size: tuple[float, float] | None = None
+        self.margin = 0.0
         self.user_moved = False
         vb.sigResized.connect(self._on_resized)
         vb.sigRangeChangedManually.connect(self._on_manual)
@@ -113,8 +114,10 @@ class TopLeftFit:
         if not self.user_moved:
             self.apply()
 
-    def fit(self, W: float, H: float) -> None:
-        self.size = (float(W), float(H))
+    def fit(self, W: float, H: float, margin: float = 0.0) -> None:
+        """Show ``[−margin, W + margin] × [−margin, H + margin]`` (the margin: room for frames)."""
+        self.size = (float(W) + 2 * margin, float(H) + 2 * margin)
+        self.margin = float(margin)
         self.user_moved = False
         self.apply()
 
@@ -122,14 +125,15 @@ class TopLeftFit:
         if self.size is None:
             return
         W, H = self.size
+        m = self.margin
         vw, vh = self.vb.width(), self.vb.height()
         if vw <= 1 or vh <= 1 or W <= 0 or H <= 0:
-            self.vb.setRange(QRectF(0, 0, W, H), padding=0.0)
+            self.vb.setRange(QRectF(-m, -m, W, H), padding=0.0)
             return
         if vw / vh > W / H:  # the view is wider than the content: extra room on the right
-            self.vb.setRange(xRange=(0, H * vw / vh), yRange=(0, H), padding=0.0)
+            self.vb.setRange(xRange=(-m, H * vw / vh - m), yRange=(-m, H - m), padding=0.0)
         else:  # taller: extra room at the bottom
-            self.vb.setRange(xRange=(0, W), yRange=(0, W * vh / vw), padding=0.0)
+            self.vb.setRange(xRange=(-m, W - m), yRange=(-m, W * vh / vw - m), padding=0.0)
 
 
 class MatrixPanel:
