@@ -59,9 +59,11 @@ class HeadMosaic(QWidget):
         col_name: str = "head",
         gamma: float = 1.0,
         interactive: bool = True,
+        compact: bool = False,
     ):
         super().__init__(parent)
         self.row_name, self.col_name = row_name, col_name
+        self.compact = compact  # numbers on the axes, "layer" and "head" once as axis titles
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.view = pg.GraphicsLayoutWidget()
@@ -232,8 +234,9 @@ class HeadMosaic(QWidget):
             self.fitter.size = None
             self.vb.setAspectLocked(not flow)  # flowing cells fill the widget
         self.tokens = list(tokens) if tokens is not None else [str(i) for i in range(T)]
-        self.row_labels = row_labels or [f"{self.row_name} {r}" for r in range(R)]
-        self.col_labels = col_labels or [f"{self.col_name} {c}" for c in range(C)]
+        rn, cn = ("", "") if self.compact else (f"{self.row_name} ", f"{self.col_name} ")
+        self.row_labels = row_labels or [f"{rn}{r}" for r in range(R)]
+        self.col_labels = col_labels or [f"{cn}{c}" for c in range(C)]
         if title is not None:
             self.set_title(title)
         self.placeholder.setText("")
@@ -271,7 +274,10 @@ class HeadMosaic(QWidget):
             return
         step = g.S + g.g
         left.setTicks([[(r * step + g.S / 2, self.row_labels[r]) for r in range(g.R)]])
-        left.setWidth(int(7 * max(len(s) for s in self.row_labels) + 12))
+        if self.compact and left.labelText != self.row_name:  # the words the ticks leave out
+            left.setLabel(self.row_name)
+            top.setLabel(self.col_name)
+        left.setWidth(int(7 * max(len(s) for s in self.row_labels) + (34 if self.compact else 12)))
         top.setTicks([[(c * step + g.S / 2, self.col_labels[c]) for c in range(g.C)]])
 
     def _fill(self) -> None:

@@ -418,7 +418,7 @@ class CompareTab(QWidget):
         self.diff_status.setWordWrap(True)
         dl.addWidget(self.diff_status)
         dsplit = QSplitter(Qt.Orientation.Horizontal)
-        self.diff_grid = HeadMosaic(interactive=False)
+        self.diff_grid = HeadMosaic(interactive=False, compact=True)
         self.diff_grid.clear("no difference to show yet")
         dsplit.addWidget(self.diff_grid)
         self.diff_table = _table(["layer", "head", "max |A−B|", "mean |A−B|", "TV distance"])
@@ -963,7 +963,7 @@ class CompareTab(QWidget):
         for r in with_att:
             g = self.grids.get(r.name)
             if g is None:
-                g = HeadMosaic(title=r.name, interactive=False)
+                g = HeadMosaic(title=r.name, interactive=False, compact=True)
                 g.setMinimumSize(260, 220)
                 self.grids[r.name] = g
             snap = r.record.attention

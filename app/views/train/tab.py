@@ -178,7 +178,10 @@ class TrainTab(QWidget):
         self.probe_error.hide()
         layout.addWidget(self.probe_error)
         self.head_grid = HeadMosaic(
-            title="attention weights: rows = queries, columns = keys", gamma=0.5, interactive=False
+            title="attention weights: rows = queries, columns = keys",
+            gamma=0.5,
+            interactive=False,
+            compact=True,
         )
         self.head_grid.setMinimumHeight(180)
         layout.addWidget(self.head_grid, 1)
