@@ -63,7 +63,7 @@ class HeadMosaic(QWidget):
     ):
         super().__init__(parent)
         self.row_name, self.col_name = row_name, col_name
-        self.compact = compact  # numbers on the axes, "layer" and "head" once as axis titles
+        self.compact = compact  # layer numbers, "layer" once as the axis title; thinner gaps
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.view = pg.GraphicsLayoutWidget()
@@ -234,9 +234,9 @@ class HeadMosaic(QWidget):
             self.fitter.size = None
             self.vb.setAspectLocked(not flow)  # flowing cells fill the widget
         self.tokens = list(tokens) if tokens is not None else [str(i) for i in range(T)]
-        rn, cn = ("", "") if self.compact else (f"{self.row_name} ", f"{self.col_name} ")
+        rn = "" if self.compact else f"{self.row_name} "
         self.row_labels = row_labels or [f"{rn}{r}" for r in range(R)]
-        self.col_labels = col_labels or [f"{cn}{c}" for c in range(C)]
+        self.col_labels = col_labels or [f"{self.col_name} {c}" for c in range(C)]
         if title is not None:
             self.set_title(title)
         self.placeholder.setText("")
@@ -245,7 +245,8 @@ class HeadMosaic(QWidget):
 
     def _redraw(self) -> None:
         R, C = self.values.shape[:2]
-        geom = MosaicGeometry.of(R, C, self._overview.shape[-1], self._columns(R, C))
+        gap = 24 if self.compact else 12
+        geom = MosaicGeometry.of(R, C, self._overview.shape[-1], self._columns(R, C), gap)
         new_geom = geom != self.geom
         if new_geom:
             self.geom = geom
@@ -274,9 +275,8 @@ class HeadMosaic(QWidget):
             return
         step = g.S + g.g
         left.setTicks([[(r * step + g.S / 2, self.row_labels[r]) for r in range(g.R)]])
-        if self.compact and left.labelText != self.row_name:  # the words the ticks leave out
+        if self.compact and left.labelText != self.row_name:  # the word the ticks leave out
             left.setLabel(self.row_name)
-            top.setLabel(self.col_name)
         left.setWidth(int(7 * max(len(s) for s in self.row_labels) + (34 if self.compact else 12)))
         top.setTicks([[(c * step + g.S / 2, self.col_labels[c]) for c in range(g.C)]])
 

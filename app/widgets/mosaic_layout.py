@@ -49,9 +49,9 @@ class MosaicGeometry:
     cols: int
 
     @classmethod
-    def of(cls, R: int, C: int, S: int, cols: int | None = None) -> MosaicGeometry:
-        """The geometry of R×C heads drawn at S pixels (gap ``max(1, S // 12)``)."""
-        return cls(R, C, S, max(1, S // 12), C if cols is None else max(1, cols))
+    def of(cls, R: int, C: int, S: int, cols: int | None = None, gap: int = 12) -> MosaicGeometry:
+        """The geometry of R×C heads drawn at S pixels (a gap of ``max(1, S // gap)``)."""
+        return cls(R, C, S, max(1, S // gap), C if cols is None else max(1, cols))
 
     @property
     def rows(self) -> int:

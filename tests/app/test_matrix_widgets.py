@@ -301,13 +301,14 @@ def test_mosaic_flow_fills_the_widget_and_still_hits_the_right_head(qtbot):
     qtbot.waitUntil(lambda: m.geom.cols == 4, timeout=2000)
 
 
-def test_compact_mosaic_numbers_its_axes_and_names_them_once(qtbot):
+def test_compact_mosaic_numbers_its_layers_and_names_them_once(qtbot):
     from app.widgets.head_mosaic import HeadMosaic
 
     m = HeadMosaic(compact=True)
     qtbot.addWidget(m)
     m.set_data(np.full((2, 3, 4, 4), 0.25, dtype=np.float32))
-    assert m.row_labels == ["0", "1"] and m.col_labels == ["0", "1", "2"]
-    assert m.plot.getAxis("left").labelText == "layer" and m.plot.getAxis("top").labelText == "head"
+    assert m.row_labels == ["0", "1"] and m.col_labels == ["head 0", "head 1", "head 2"]
+    assert m.plot.getAxis("left").labelText == "layer"
+    assert m.geom.g == 1  # thin gaps: 4 // 24, at least 1
     m.hover_at(1, 2, 3, 0)
     assert m.readout.text().startswith("layer 1, head 2: query 3")  # the readout still names the head
