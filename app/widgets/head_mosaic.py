@@ -92,7 +92,8 @@ class HeadMosaic(QWidget):
         self.legend = ColorLegend(cmap, "weight", width=10, gamma=self.gamma)
         self.view.addItem(self.legend, row=0, col=1)
         spare = QGraphicsWidget()  # takes the width the heads do not need: the legend stays beside them
-        spare.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        spare.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+        spare.setPreferredWidth(0)
         self.view.addItem(spare, row=0, col=2)
         self.view.ci.layout.setColumnStretchFactor(0, 1000)  # the spare gets only what the plot cannot take
         self.view.ci.layout.setColumnStretchFactor(2, 1)
