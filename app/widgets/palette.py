@@ -38,18 +38,38 @@ def run_color(i: int) -> tuple[int, int, int]:
 
 #: The default map for attention weights in [0, 1]: dark = no attention, bright = all of it.
 DEFAULT_CMAP = "viridis"
+#: The map for signed values (scores, queries, keys, differences A − B): blue < 0 (white) < red.
+DIVERGING_CMAP = "diverging"
+#: Maps of our own, by name (pyqtgraph's by theirs): ColorBrewer RdBu's end points, white at the middle.
+CUSTOM_MAPS: dict[str, list[tuple[int, int, int]]] = {
+    "diverging": [(33, 102, 172), (146, 197, 222), (247, 247, 247), (244, 165, 130), (178, 24, 43)],
+}
+#: The colour of hidden cells: masked (−∞) or not a number.
+HIDDEN_COLOR = (212, 212, 212)
+#: The colour of the gaps between the cells of a mosaic.
+GAP_COLOR = (255, 255, 255)
+#: Lookup-table entries of :func:`matrix_lut` that carry the colour map (the rest: hidden, gap).
+N_MAP_COLOURS = 254
 
 
 @functools.lru_cache(maxsize=32)
 def lookup_table(name: str = DEFAULT_CMAP, n: int = 256, gamma: float = 1.0) -> np.ndarray:
     """uint8 [n, 3] RGB lookup table (n ≤ 256 keeps ``setImage`` cheap); see the module doc for gamma."""
-    import pyqtgraph as pg
 
     n = min(int(n), 256)
-    cmap = pg.colormap.get(name)
+    cmap = _get(name)
     x = np.linspace(0.0, 1.0, n) ** float(gamma)
     rgba = cmap.map(x, mode="byte")
     return np.ascontiguousarray(rgba[:, :3], dtype=np.uint8)
+
+
+@functools.lru_cache(maxsize=32)
+def matrix_lut(name: str = DEFAULT_CMAP, gamma: float = 1.0) -> np.ndarray:
+    """uint8 [256, 3] for matrix images: entries 0..253 the map (with ``gamma``), 254 the hidden
+    grey, 255 the gap white. A value is drawn hidden by giving it the level of entry 254, which is
+    cheaper to paint than NaN (NaN makes pyqtgraph blend RGBA)."""
+    lut = lookup_table(name, N_MAP_COLOURS, gamma)
+    return np.ascontiguousarray(np.vstack([lut, [HIDDEN_COLOR, GAP_COLOR]]), dtype=np.uint8)
 
 
 def colormap(name: str = DEFAULT_CMAP, gamma: float = 1.0):
@@ -57,7 +77,7 @@ def colormap(name: str = DEFAULT_CMAP, gamma: float = 1.0):
     import pyqtgraph as pg
 
     if gamma == 1.0:
-        return pg.colormap.get(name)
+        return _get(name)
     lut = lookup_table(name, 256, gamma)
     return pg.ColorMap(np.linspace(0.0, 1.0, len(lut)), lut)
 
@@ -87,3 +107,13 @@ NAMED_COLORS: dict[str, tuple[int, int, int]] = {
 def color_for(name: str, index: int = 0) -> tuple[int, int, int]:
     """The colour of a named variant (fixed for known names, else the ``index``-th run colour)."""
     return NAMED_COLORS.get(name, run_color(index))
+
+
+def _get(name: str):
+    """The pyqtgraph ColorMap called ``name``: one of :data:`CUSTOM_MAPS` or of pyqtgraph's."""
+    import pyqtgraph as pg
+
+    if name in CUSTOM_MAPS:
+        colors = CUSTOM_MAPS[name]
+        return pg.ColorMap(np.linspace(0.0, 1.0, len(colors)), colors)
+    return pg.colormap.get(name)

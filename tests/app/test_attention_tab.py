@@ -150,7 +150,7 @@ def test_clicking_a_head_in_the_grid_opens_it(qtbot, tab):
     lower = insp.mask
     np.testing.assert_array_equal(shown[lower], insp.weights[1, 0][lower])
     assert np.isnan(shown[~lower]).all()
-    assert "layer 1, head 0" in tab.pages["head"].heatmap.heat.plot.titleLabel.text
+    assert "layer 1, head 0" in tab.pages["head"].heatmap.panel.plot.titleLabel.text
 
 
 def test_pipeline_shows_every_stage_of_the_selected_head(qtbot, tab, session):
@@ -186,7 +186,7 @@ def test_ablating_a_head_changes_the_logits_and_restore_brings_them_back_exactly
     assert res.loss is not None and np.isfinite(res.loss.delta)
     assert tab.banner.isVisible()
     tab.show_page("heads")
-    assert tab.pages["heads"].mosaic._marked == {(0, 1)}  # noqa: SLF001 (drawn with a red frame)
+    assert tab.pages["heads"].mosaic.marked == {(0, 1)}  # drawn with a red frame
 
     with qtbot.waitSignal(tab.inspected, timeout=TIMEOUT):
         tab.banner_restore.click()
@@ -271,8 +271,8 @@ def test_no_model_explains_and_builds_the_default_one(qtbot):
 
 def test_a_long_prompt_is_pooled_in_the_overview_but_exact_everywhere_else(qtbot):
     from app.views.attention.tab import AttentionTab
-    from app.widgets.attention_mosaic import MAX_CELL
     from model.config import GPTConfig
+    from model.pooling import MAX_CELL
 
     assert 300 > MAX_CELL  # a head of 300 tokens does not fit a cell: the overview pools it
     s = _make_session(GPTConfig(context_length=300, n_layers=1, d_model=16, n_heads=2))

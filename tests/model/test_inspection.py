@@ -8,8 +8,6 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from model.config import GPTConfig
 from model.gpt import build_model
@@ -23,7 +21,6 @@ from model.inspection import (
     inspect_prompt,
     pick_threads,
     pool_max,
-    pool_visible,
     token_focus_of,
 )
 from model.tokens import CharTokenizer, visible
@@ -40,38 +37,6 @@ def tok():
 def model(tok):
     cfg = GPTConfig(vocab_size=tok.vocab_size, context_length=24, n_layers=2, d_model=16, n_heads=2)
     return build_model(cfg, seed=0)
-
-
-def _reference_pool(w: np.ndarray, b: int) -> np.ndarray:
-    T = w.shape[-1]
-    S = math.ceil(T / b)
-    pad = np.zeros(w.shape[:-2] + (S * b, S * b), dtype=np.float32)
-    pad[..., :T, :T] = w
-    return pad.reshape(*w.shape[:-2], S, b, S, b).max(axis=(-3, -1))
-
-
-@settings(max_examples=40, deadline=None)
-@given(T=st.integers(1, 40), b=st.integers(1, 7), seed=st.integers(0, 1000))
-def test_pool_max_is_the_largest_weight_of_each_block(T, b, seed):
-    rng = np.random.default_rng(seed)
-    w = rng.random((2, 3, T, T), dtype=np.float32)
-    got = pool_max(w, b)
-    assert got.shape == (2, 3, math.ceil(T / b), math.ceil(T / b)) and got.dtype == np.float32
-    np.testing.assert_array_equal(got, _reference_pool(w, b))
-    mask = np.tril(np.ones((T, T), bool))
-    vis = pool_visible(mask, b)
-    # a pooled pixel is visible exactly when its block holds a visible pair: on or below the diagonal
-    S = math.ceil(T / b)
-    for i in range(S):
-        for j in range(S):
-            assert vis[i, j] == (j * b <= min(T - 1, i * b + b - 1))
-
-
-def test_pool_max_of_float16_weights_equals_float32():
-    w = np.random.default_rng(3).random((3, 2, 23, 23)).astype(np.float16)
-    got = pool_max(w, 4)
-    assert got.dtype == np.float32 and got.shape == (3, 2, 6, 6)
-    np.testing.assert_array_equal(got, _reference_pool(w.astype(np.float32), 4))
 
 
 def test_encode_prompt_keeps_the_last_tokens_and_explains_what_it_cannot_run(tok):

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from app.views.attention.base import AttentionPage, blurb_label
 from app.views.attention.head_picker import HeadPicker
-from app.widgets.attention_axis import TokenAxis
+from app.widgets.token_axis import TokenAxis
 
 MODE_TEXT = {
     "zero": "zero: the head's output A·V is replaced by zeros",

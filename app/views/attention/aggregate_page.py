@@ -15,8 +15,8 @@ from PySide6.QtWidgets import (
 
 from app.views.attention.base import AttentionPage, blurb_label
 from app.views.attention.head_picker import HeadPicker
-from app.widgets.attention_heatmap import TokenHeatmap
-from app.widgets.attention_mosaic import AttentionMosaic
+from app.widgets.head_mosaic import HeadMosaic
+from app.widgets.matrix_plot import MatrixPlot
 
 MODES = (
     ("layers", "Mean over the heads of each layer"),
@@ -52,8 +52,8 @@ class AggregatePage(AttentionPage):
         lay.addLayout(bar)
         split = QSplitter()
         self.stack = QStackedWidget()
-        self.mosaic = AttentionMosaic(row_name="layer", col_name="")
-        self.heatmap = TokenHeatmap(colorbar_label="mean weight")
+        self.mosaic = HeadMosaic(row_name="layer", col_name="")
+        self.heatmap = MatrixPlot(legend_label="mean weight")
         self.stack.addWidget(self.mosaic)
         self.stack.addWidget(self.heatmap)
         split.addWidget(self.stack)
@@ -124,6 +124,8 @@ class AggregatePage(AttentionPage):
                 mask=insp.mask,
                 row_labels=[f"mean of {insp.n_heads} heads"],
                 col_labels=[f"layer {l}" for l in range(L)],
+                flow=True,
+                title=f"mean of the {insp.n_heads} heads of each layer",
             )
             self.stack.setCurrentWidget(self.mosaic)
         elif mode == "heads":
@@ -135,6 +137,8 @@ class AggregatePage(AttentionPage):
                 mask=insp.mask,
                 row_labels=[f"mean of {insp.n_layers} layers"],
                 col_labels=[f"head {h}" for h in range(H)],
+                flow=True,
+                title=f"mean over the {insp.n_layers} layers, per head index",
             )
             self.stack.setCurrentWidget(self.mosaic)
         else:
@@ -153,7 +157,11 @@ class AggregatePage(AttentionPage):
             import numpy as np
 
             self.heatmap.set_matrix(
-                np.where(insp.mask, m, np.float32(np.nan)), labels, labels, log=self.log_box.isChecked()
+                np.where(insp.mask, m, np.float32(np.nan)),
+                labels,
+                labels,
+                levels=(0.0, 1.0),
+                log=self.log_box.isChecked(),
             )
             self.heatmap.set_title(title)
             self.stack.setCurrentWidget(self.heatmap)

@@ -13,8 +13,8 @@ from PySide6.QtCore import QPointF, QSize, Qt
 from PySide6.QtWidgets import QLabel, QListView, QListWidget, QListWidgetItem, QSizePolicy, QVBoxLayout
 
 from app.views.attention.base import AttentionPage, blurb_label, holder
-from app.widgets.attention_axis import TokenAxis
-from app.widgets.attention_heatmap import HeatPlot
+from app.widgets.matrix_plot import MatrixPanel
+from app.widgets.token_axis import TokenAxis
 from model.inspection import token_focus_of
 
 
@@ -47,12 +47,8 @@ class FocusPage(AttentionPage):
         self.view.setBackground("w")
         self.bars_out = self._bar_plot(0, 0, "where it looks (mean over heads)")
         self.bars_in = self._bar_plot(0, 2, "who looks at it (mean over heads)")
-        self.heat_out = HeatPlot(
-            self.view.ci, 1, 0, square=False, row_title="head", col_title="", colorbar=True
-        )
-        self.heat_in = HeatPlot(
-            self.view.ci, 1, 2, square=False, row_title="head", col_title="", colorbar=True
-        )
+        self.heat_out = MatrixPanel(self.view.ci, 1, 0, square=False, row_title="head", col_title="")
+        self.heat_in = MatrixPanel(self.view.ci, 1, 2, square=False, row_title="head", col_title="")
         self.view.ci.layout.setRowStretchFactor(0, 1)
         self.view.ci.layout.setRowStretchFactor(1, 4)
         for hp in (self.heat_out, self.heat_in):

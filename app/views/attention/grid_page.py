@@ -6,7 +6,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QVBox
 
 from app.views.attention.base import AttentionPage, blurb_label
 from app.views.attention.state import ROLE_SHORT
-from app.widgets.attention_mosaic import AttentionMosaic
+from app.widgets.head_mosaic import HeadMosaic
 
 
 class GridPage(AttentionPage):
@@ -29,7 +29,7 @@ class GridPage(AttentionPage):
         top.addWidget(self.log_box)
         top.addWidget(self.fit_button)
         lay.addLayout(top)
-        self.mosaic = AttentionMosaic()
+        self.mosaic = HeadMosaic()
         lay.addWidget(self.mosaic, 1)
         self.roles_label = QLabel(" ")
         self.roles_label.setWordWrap(True)

@@ -8,7 +8,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
 from app.views.attention.base import AttentionPage, HeadSelector, blurb_label
-from app.widgets.attention_heatmap import TokenHeatmap
+from app.widgets.matrix_plot import MatrixPlot
 
 
 class HeadPage(AttentionPage):
@@ -41,7 +41,7 @@ class HeadPage(AttentionPage):
         for w in (self.log_box, self.reset_button, self.csv_button):
             bar.addWidget(w)
         lay.addLayout(bar)
-        self.heatmap = TokenHeatmap(colorbar_label="attention weight")
+        self.heatmap = MatrixPlot(legend_label="attention weight")
         self.heatmap.describe = self.describe
         lay.addWidget(self.heatmap, 1)
         self.selector.changed.connect(self.state.select)
@@ -77,9 +77,7 @@ class HeadPage(AttentionPage):
 
     def on_head_detail(self, detail) -> None:
         self._detail = detail
-        r, c = self.heatmap._last  # noqa: SLF001 (refresh the readout under a still pointer)
-        if r >= 0:
-            self.heatmap.readout.setText(self.describe(r, c))
+        self.heatmap.refresh_readout()  # the scores under a still pointer
 
     def on_metrics(self) -> None:
         self.role_label.setText(self.state.head_summary(*self.state.selected))

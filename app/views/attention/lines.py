@@ -4,7 +4,7 @@ right, a line from query ``i`` to key ``j`` whose opacity is the weight ``w_ij``
 Cheap for long prompts: lines below ``min_weight`` are not drawn, at most ``max_lines`` of the
 strongest are kept, and the rest are grouped into :data:`N_BINS` opacity bins, each one
 ``PlotCurveItem(connect="pairs")`` (one path per bin, not one item per line). Token labels come from
-:class:`~app.widgets.attention_axis.TokenAxis`, so zooming in (wheel) shows every token and
+:class:`~app.widgets.token_axis.TokenAxis`, so zooming in (wheel) shows every token and
 dragging scrolls a 1024-token prompt. Hovering a query highlights its lines and lists where it looks.
 """
 
@@ -15,7 +15,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Signal
 from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from app.widgets.attention_axis import TokenAxis
+from app.widgets.token_axis import TokenAxis
 
 #: Opacity bins (one curve item each).
 N_BINS = 10

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.attention.base import AttentionPage, blurb_label, holder
-from app.widgets.attention_heatmap import HeatPlot
+from app.widgets.matrix_plot import MatrixPanel
 
 #: (metric field, heatmap title) of the small L×H maps; every one lies in [0, 1].
 MAPS = (
@@ -104,25 +104,25 @@ class MetricsPage(AttentionPage):
         rlay.setContentsMargins(0, 0, 0, 0)
         self.view = pg.GraphicsLayoutWidget()
         self.view.setBackground("w")
-        self.maps: dict[str, HeatPlot] = {}
+        self.maps: dict[str, MatrixPanel] = {}
         for i, (name, title) in enumerate(MAPS):
             r, c = divmod(i, 3)
-            hp = HeatPlot(
+            hp = MatrixPanel(
                 self.view.ci,
                 r,
                 2 * c,
                 title=f"<span style='font-size:8pt'>{title}</span>",
                 square=True,
-                colorbar=(c == 2 or i == len(MAPS) - 1),
+                legend=(c == 2 or i == len(MAPS) - 1),
                 interactive=False,
                 row_title="layer",
                 col_title="head",
-                colorbar_label="score",
+                legend_label="score",
+                number_pt=9,
             )
             self.maps[name] = hp
         self.named = pg.LabelItem(" ", justify="left", color="#222", size="9pt")
         self.view.ci.addItem(self.named, row=1, col=4, colspan=2)
-        self._texts: list[tuple[pg.PlotItem, pg.TextItem]] = []
         self.canvas = holder(self.view)
         rlay.addWidget(self.canvas, 1)
         box = QGroupBox("Names and their thresholds")
@@ -202,24 +202,12 @@ class MetricsPage(AttentionPage):
         self.table.setSortingEnabled(True)
         rows = [f"L{l}" for l in range(L)]
         cols = [f"H{h}" for h in range(H)]
-        for plot, item in self._texts:
-            plot.removeItem(item)
-        self._texts = []
         for name, hp in self.maps.items():
             arr = getattr(m, name)
             if arr is None:
                 arr = np.full((L, H), np.nan)
-            hp.set_matrix(np.asarray(arr, dtype=np.float32), rows, cols, levels=(0.0, 1.0))
-            if L * H <= 64:
-                for l in range(L):
-                    for h in range(H):
-                        v = float(arr[l, h])
-                        if not math.isfinite(v):
-                            continue
-                        t = pg.TextItem(f"{v:.2f}", color="w" if v < 0.6 else "k", anchor=(0.5, 0.5))
-                        t.setPos(h + 0.5, l + 0.5)
-                        hp.plot.addItem(t)
-                        self._texts.append((hp.plot, t))
+            values = np.asarray(arr, dtype=np.float32)
+            hp.set_matrix(values, rows, cols, levels=(0.0, 1.0), numbers=L * H <= 64)
         self.rules.setText(self.state.role_rules_text(long=True, period=res.period))
         by_role: dict[str, list[str]] = {}
         for l, row in enumerate(cls.labels):

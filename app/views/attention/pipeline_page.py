@@ -16,7 +16,7 @@ from PySide6.QtCore import QPointF
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout
 
 from app.views.attention.base import AttentionPage, HeadSelector, blurb_label, holder
-from app.widgets.attention_heatmap import DIVERGING_CMAP, HeatPlot, describe_value
+from app.widgets.matrix_plot import MatrixPanel, describe_value
 
 #: (stage key, grid row, grid column) of each panel; a panel takes two columns (plot + colour bar).
 LAYOUT = (
@@ -55,16 +55,16 @@ class PipelinePage(AttentionPage):
         lay.addLayout(bar)
         self.view = pg.GraphicsLayoutWidget()
         self.view.setBackground("w")
-        self.plots: dict[str, HeatPlot] = {}
+        self.plots: dict[str, MatrixPanel] = {}
         for key, row, col in LAYOUT:
             vec = key in VECTOR_STAGES
-            self.plots[key] = HeatPlot(
+            self.plots[key] = MatrixPanel(
                 self.view.ci,
                 row,
                 col,
-                cmap="viridis" if key == "weights" else DIVERGING_CMAP,
+                diverging=key != "weights",
                 square=not vec,
-                colorbar_label="weight" if key == "weights" else "value",
+                legend_label="weight" if key == "weights" else "value",
                 row_title="",
                 col_title="",
             )

@@ -42,8 +42,8 @@ from app.views.attention.metrics_page import MetricsPage
 from app.views.attention.next_token_page import NextTokenPage
 from app.views.attention.pipeline_page import PipelinePage
 from app.views.attention.state import AttentionState
-from app.widgets.attention_mosaic import block_size
 from model.inspection import PromptError, encode_prompt, inspect_prompt, pick_threads, with_threads
+from model.pooling import block_size
 
 #: The pages, in the order of their tabs.
 PAGES = (

@@ -47,9 +47,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.compare.runs import Run
-from app.widgets.compare_diff_grid import DiffGrid
 from app.widgets.curves import Curves
-from app.widgets.head_grid import HeadGrid
+from app.widgets.head_mosaic import HeadMosaic
 from app.widgets.palette import run_color
 from app.workers import GroupSpec, GroupWorker, drain_timer
 from model import comparison as cmp
@@ -182,7 +181,7 @@ class CompareTab(QWidget):
         self.settings_used: dict[str, Any] = {}
         self.source_used = ""
         self.title = ""
-        self.grids: dict[str, HeadGrid] = {}
+        self.grids: dict[str, HeadMosaic] = {}
         self.diff: np.ndarray | None = None
 
         split = QSplitter(Qt.Orientation.Horizontal)
@@ -424,7 +423,8 @@ class CompareTab(QWidget):
         self.diff_status.setWordWrap(True)
         dl.addWidget(self.diff_status)
         dsplit = QSplitter(Qt.Orientation.Horizontal)
-        self.diff_grid = DiffGrid()
+        self.diff_grid = HeadMosaic(interactive=False, compact=True)
+        self.diff_grid.clear("no difference to show yet")
         dsplit.addWidget(self.diff_grid)
         self.diff_table = _table(["layer", "head", "max |A−B|", "mean |A−B|", "TV distance"])
         self.diff_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
@@ -966,11 +966,11 @@ class CompareTab(QWidget):
         for r in with_att:
             g = self.grids.get(r.name)
             if g is None:
-                g = HeadGrid(title=r.name)
+                g = HeadMosaic(title=r.name, interactive=False, compact=True)
                 g.setMinimumSize(260, 220)
                 self.grids[r.name] = g
             snap = r.record.attention
-            g.set_weights(
+            g.set_data(
                 snap.weights.astype(np.float32),
                 snap.tokens,
                 title=f"<span style='color:rgb{self._color(r)}'>■</span> {r.name}",
@@ -1025,7 +1025,7 @@ class CompareTab(QWidget):
         a, b = self.a_combo.currentText(), self.b_combo.currentText()
         if not a or not b:
             self.diff_status.setText("Run a prompt through two or more models to compare their heads.")
-            self.diff_grid.clear()
+            self.diff_grid.clear("no difference to show yet")
             self.diff_table.setRowCount(0)
             return
         ra, rb = self.run(a).record.attention, self.run(b).record.attention

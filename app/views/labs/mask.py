@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
 
 from app.views.labs.base import LabPage
 from app.views.labs.comparison import ComparisonPanel, ComparisonSpec
-from app.widgets.labs_matrix import MatrixView
+from app.widgets.matrix_plot import MatrixPlot
 
 MASK_CHOICES = [
     ("causal", "causal (on)"),
@@ -104,11 +104,13 @@ class MaskStagesPage(LabPage):
         self.kind.currentIndexChanged.connect(self._kind_changed)
 
         mats = QHBoxLayout()
-        self.scores_view = MatrixView("Scores S = QKᵀ/√d_k (before the mask)", cmap="CET-D1")
-        self.mask_view = MatrixView(
-            "Mask M: 0 = may attend, −∞ = hidden", cmap="CET-D1", colorbar=False, digits=0
+        lab = {"square": False, "interactive": False, "numbers": None, "legend_label": "value"}
+        self.scores_view = MatrixPlot(title="Scores S = QKᵀ/√d_k (before the mask)", diverging=True, **lab)
+        self.mask_view = MatrixPlot(
+            title="Mask M: 0 = may attend, −∞ = hidden", diverging=True, legend=False, digits=0, **lab
         )
-        self.weights_view = MatrixView("Weights A = softmax(S + M)", cmap="viridis")
+        lab["legend_label"] = "weight"
+        self.weights_view = MatrixPlot(title="Weights A = softmax(S + M)", **lab)
         for v in (self.scores_view, self.mask_view, self.weights_view):
             mats.addWidget(v, 1)
         body.addLayout(mats, 1)
@@ -170,9 +172,9 @@ class MaskStagesPage(LabPage):
 
     def export_targets(self):
         return {
-            "scores": self.scores_view.plot,
-            "mask": self.mask_view.plot,
-            "weights": self.weights_view.plot,
+            "scores": self.scores_view.view,
+            "mask": self.mask_view.view,
+            "weights": self.weights_view.view,
         }
 
 

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 from app.views.labs.base import LabPage
 from app.views.labs.mask import dspin, labelled, spin
 from app.views.labs.plots import LinePlot
-from app.widgets.labs_matrix import MatrixView
+from app.widgets.matrix_plot import MatrixPlot
 
 
 class SinusoidalPage(LabPage):
@@ -57,9 +57,10 @@ class SinusoidalPage(LabPage):
         for w in (self.n_pos, self.d_model):
             w.valueChanged.connect(lambda *_: self.mark_dirty())
         plots = QHBoxLayout()
-        self.table_view = MatrixView("The table PE[p, dim]", cmap="CET-D1")
+        lab = {"square": False, "interactive": False, "numbers": None, "legend_label": "value"}
+        self.table_view = MatrixPlot(title="The table PE[p, dim]", diverging=True, **lab)
         self.table_view.set_axis_titles("position p", "dimension")
-        self.sim_view = MatrixView("PE[p] · PE[q]", cmap="viridis")
+        self.sim_view = MatrixPlot(title="PE[p] · PE[q]", **lab)
         self.sim_view.set_axis_titles("position p", "position q")
         self.profile = LinePlot("Dot product vs offset Δ = p − q", "Δ = p − q", "PE[p]·PE[q]")
         plots.addWidget(self.table_view, 1)
@@ -90,9 +91,9 @@ class SinusoidalPage(LabPage):
         P = table.shape[0]
         pos = [str(p) for p in range(P)]
         self.table_view.set_matrix(
-            table, pos, [str(j) for j in range(table.shape[1])], levels=(-1, 1), annotate=False
+            table, pos, [str(j) for j in range(table.shape[1])], levels=(-1, 1), numbers=False
         )
-        self.sim_view.set_matrix(sim, pos, pos, annotate=False)
+        self.sim_view.set_matrix(sim, pos, pos, numbers=False)
         self.profile.set_series(
             "measured",
             prof.offsets,
@@ -121,7 +122,7 @@ class SinusoidalPage(LabPage):
         )
 
     def export_targets(self):
-        return {"table": self.table_view.plot, "similarity": self.sim_view.plot, "profile": self.profile.view}
+        return {"table": self.table_view.view, "similarity": self.sim_view.view, "profile": self.profile.view}
 
 
 class RopePage(LabPage):
@@ -167,7 +168,14 @@ class RopePage(LabPage):
             "Channel pair i of q and k at positions 0, 1, 2, …", "channel i", "channel i + d_k/2"
         )
         self.circle.plot.setAspectLocked(True)
-        self.scores_view = MatrixView("Score rot_m(q) · rot_n(k)", cmap="CET-D1")
+        self.scores_view = MatrixPlot(
+            title="Score rot_m(q) · rot_n(k)",
+            diverging=True,
+            square=False,
+            interactive=False,
+            numbers=None,
+            legend_label="value",
+        )
         self.scores_view.set_axis_titles("query position m", "key position n")
         self.profile = LinePlot("Score vs offset m − n", "offset m − n", "score")
         plots.addWidget(self.circle, 1)
@@ -217,7 +225,7 @@ class RopePage(LabPage):
         P = check.scores.shape[0]
         lim = float(np.abs(check.scores).max()) or 1.0
         pos = [str(p) for p in range(P)]
-        self.scores_view.set_matrix(check.scores, pos, pos, levels=(-lim, lim), annotate=False)
+        self.scores_view.set_matrix(check.scores, pos, pos, levels=(-lim, lim), numbers=False)
         prof = check.profile
         self.profile.set_series(
             "mean", prof.offsets, prof.mean, label="score (mean over pairs)", color=(31, 119, 180)
@@ -239,7 +247,7 @@ class RopePage(LabPage):
         )
 
     def export_targets(self):
-        return {"rotation": self.circle.view, "scores": self.scores_view.plot, "profile": self.profile.view}
+        return {"rotation": self.circle.view, "scores": self.scores_view.view, "profile": self.profile.view}
 
 
 class PermutationPage(LabPage):

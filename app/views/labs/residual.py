@@ -17,7 +17,7 @@ from app.views.labs.base import LabPage
 from app.views.labs.comparison import ComparisonPanel, ComparisonSpec
 from app.views.labs.mask import dspin, labelled, spin
 from app.views.labs.plots import BarPlot, LinePlot
-from app.widgets.labs_matrix import MatrixView
+from app.widgets.matrix_plot import MatrixPlot
 from app.widgets.palette import color_for
 
 STREAM_KINDS = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")
@@ -55,7 +55,13 @@ class StreamNormsPage(LabPage):
         body.addLayout(row)
         grid = QGridLayout()
         self.lines = LinePlot("‖x‖₂ along the stream (grey: one line per position)", "checkpoint", "norm")
-        self.heat = MatrixView("‖x‖₂ by checkpoint and position", cmap="viridis")
+        self.heat = MatrixPlot(
+            title="‖x‖₂ by checkpoint and position",
+            square=False,
+            interactive=False,
+            numbers=None,
+            legend_label="‖x‖₂",
+        )
         self.heat.set_axis_titles("checkpoint", "position")
         self.writes = BarPlot("What each sublayer writes: mean ‖attn_out‖, ‖mlp_out‖", "norm")
         self.cosines = BarPlot("Mean cosine of each write with the stream it joins", "cos(write, stream)")
@@ -113,7 +119,7 @@ class StreamNormsPage(LabPage):
     def export_targets(self):
         return {
             "lines": self.lines.view,
-            "heatmap": self.heat.plot,
+            "heatmap": self.heat.view,
             "writes": self.writes.view,
             "cosines": self.cosines.view,
         }

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 
 from app.views.train.generate_box import GenerateBox
 from app.views.train.plots import TrainPlots
-from app.widgets.head_grid import HeadGrid
+from app.widgets.head_mosaic import HeadMosaic
 
 
 def format_eta(seconds: float | None) -> str:
@@ -175,7 +175,12 @@ class TrainTab(QWidget):
         self.probe_error.setWordWrap(True)
         self.probe_error.hide()
         layout.addWidget(self.probe_error)
-        self.head_grid = HeadGrid(title="attention weights: rows = queries, columns = keys", gamma=0.5)
+        self.head_grid = HeadMosaic(
+            title="attention weights: rows = queries, columns = keys",
+            gamma=0.5,
+            interactive=False,
+            compact=True,
+        )
         self.head_grid.setMinimumHeight(180)
         layout.addWidget(self.head_grid, 1)
         srow = QHBoxLayout()
@@ -392,7 +397,7 @@ class TrainTab(QWidget):
 
     def _draw(self, frame, live: bool) -> None:
         self.plots.set_step_marker(None if live else frame.step)
-        self.head_grid.set_weights(
+        self.head_grid.set_data(
             frame.weights,
             frame.tokens,
             title=f"step {frame.step}{' (live)' if live else ''}: rows = queries, "

@@ -1,8 +1,9 @@
 """ColorLegend: a vertical colour bar with a value axis and a title, for a ``GraphicsLayout``.
 
 A light stand-in for ``pg.ColorBarItem`` (which is a whole PlotItem with menus: ~10× the cost to
-build, and the Attention tab has a legend beside every heatmap). It only shows; it never edits
-levels.
+build, and every matrix of the app has a legend beside it). It only shows; it never edits levels.
+With ``gamma`` ≠ 1 the bar shows the colours a gamma-scaled lookup table gives each value (see
+:mod:`app.widgets.palette`), so the axis still reads in values.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ class _Bar(QGraphicsWidget):
         self.setMaximumWidth(width)
         self.set_cmap(cmap)
 
-    def set_cmap(self, cmap: str) -> None:
-        self._lut = colormap(cmap).getLookupTable(0.0, 1.0, 64, alpha=False)
+    def set_cmap(self, cmap: str, gamma: float = 1.0) -> None:
+        self._lut = colormap(cmap, gamma).getLookupTable(0.0, 1.0, 64, alpha=False)
         self.update()
 
     def paint(self, p, *args):
@@ -42,12 +43,15 @@ class _Bar(QGraphicsWidget):
 class ColorLegend(QGraphicsWidget):
     """Colour bar of ``cmap`` from ``lo`` (bottom) to ``hi`` (top) with a labelled axis."""
 
-    def __init__(self, cmap: str = "viridis", label: str = "", *, width: float = 12):
+    def __init__(self, cmap: str = "viridis", label: str = "", *, width: float = 12, gamma: float = 1.0):
         super().__init__()
         lay = QGraphicsLinearLayout(Qt.Orientation.Horizontal)
         lay.setContentsMargins(2, 8, 2, 8)
         lay.setSpacing(0)
         self.bar = _Bar(cmap, width)
+        self.cmap, self.gamma = cmap, float(gamma)
+        if self.gamma != 1.0:
+            self.bar.set_cmap(cmap, self.gamma)
         self.axis = pg.AxisItem("right")
         self.axis.enableAutoSIPrefix(False)
         self.axis.setTextPen(pg.mkPen("#444"))
@@ -69,8 +73,10 @@ class ColorLegend(QGraphicsWidget):
             self.label = text
             self.axis.setLabel(text)
 
-    def set_cmap(self, cmap: str) -> None:
-        self.bar.set_cmap(cmap)
+    def set_cmap(self, cmap: str, gamma: float = 1.0) -> None:
+        if (cmap, float(gamma)) != (self.cmap, self.gamma):
+            self.cmap, self.gamma = cmap, float(gamma)
+            self.bar.set_cmap(cmap, self.gamma)
 
 
 __all__ = ["ColorLegend"]

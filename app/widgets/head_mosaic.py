@@ -1,0 +1,467 @@
+"""HeadMosaic: the L×H grid of heads, every head a [T, T] cell of one image.
+
+Why one image and not L·H plot items: a new prompt (or a new training frame) then costs one array
+copy and one ``setImage`` (no per-item layout or repaint bookkeeping), hit-testing is arithmetic, and
+zoom/pan over the whole grid comes for free, which is what a 12×12 model on a long prompt needs. Cell
+``(r, c)`` (layer, head) occupies pixels ``[y, y + S) × [x, x + S)`` of the canvas, ``x = j·(S+g)``,
+``y = i·(S+g)`` with ``(i, j)`` its place on screen, ``S`` the drawn size of a head and ``g`` a gap.
+Inside a cell rows are queries (top = first token) and columns keys.
+
+Modes:
+
+- **weights** (:meth:`HeadMosaic.set_data`): attention weights in [0, 1] (``log``: log10 weights in
+  [−4, 0]; ``gamma`` < 1 brightens small weights); cells a query may not see (``mask``) are grey;
+- **difference** (:meth:`HeadMosaic.set_difference`): ``A − B`` per head on a diverging map, at
+  symmetric levels ``(−m, m)`` shared by every head, so equal differences look equally strong;
+- **pooled overview** (either mode, long prompts): a head of ``T`` tokens is drawn at
+  ``S = ceil(T / b)`` pixels with ``b = model.pooling.block_size``; a pixel shows the largest weight
+  (the largest |difference|) of its ``b × b`` block. Readouts always use the full-resolution values.
+
+``flow=True`` wraps the cells into as many rows as fill the widget best (a handful of averaged heads
+instead of a thin strip); each cell is then named in its top-right corner instead of on the axes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtWidgets import QGraphicsWidget, QLabel, QSizePolicy, QVBoxLayout, QWidget
+
+from app.widgets.legend import ColorLegend
+from app.widgets.matrix_plot import LOG_FLOOR, TopLeftFit, log_weights, lut_levels
+from app.widgets.mosaic_layout import CellMarks, MosaicGeometry, flow_columns
+from app.widgets.palette import DEFAULT_CMAP, DIVERGING_CMAP, matrix_lut
+from model.pooling import block_size, pool_absmax, pool_max, pool_visible
+
+
+class HeadMosaic(QWidget):
+    """An R×C grid of heads in one image, with labels, roles, selection and marks.
+
+    ``headClicked(r, c)`` on a left click; ``headMenuRequested(r, c, screen pos)`` on a right click;
+    ``cellHovered(r, c, query, key)`` under the pointer (``-1`` everywhere when it leaves).
+    ``cell_name(r, c)`` names a head in the readout.
+    """
+
+    headClicked = Signal(int, int)
+    cellHovered = Signal(int, int, int, int)
+    headMenuRequested = Signal(int, int, object)
+
+    def __init__(
+        self,
+        parent: QWidget | None = None,
+        *,
+        cmap: str = DEFAULT_CMAP,
+        title: str = "",
+        row_name: str = "layer",
+        col_name: str = "head",
+        gamma: float = 1.0,
+        interactive: bool = True,
+        compact: bool = False,
+    ):
+        super().__init__(parent)
+        self.row_name, self.col_name = row_name, col_name
+        self.compact = compact  # layer numbers, "layer" once as the axis title; thinner gaps
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.view = pg.GraphicsLayoutWidget()
+        self.view.setBackground("w")
+        self.plot: pg.PlotItem = self.view.addPlot(row=0, col=0)
+        p = self.plot
+        p.hideAxis("bottom")
+        p.showAxis("top")
+        p.invertY(True)
+        p.setMenuEnabled(False)
+        p.hideButtons()
+        for name in ("left", "top"):
+            ax = p.getAxis(name)
+            ax.setStyle(tickLength=0, autoReduceTextSpace=False)  # no shrinking while empty
+            ax.setPen(pg.mkPen(None))
+            ax.setTextPen(pg.mkPen("#333"))
+        self.vb: pg.ViewBox = p.getViewBox()
+        self.vb.setAspectLocked(True)
+        self.vb.setDefaultPadding(0.0)
+        self.vb.setMouseEnabled(interactive, interactive)
+        self.fitter = TopLeftFit(self.vb)
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.cmap, self.gamma = cmap, float(gamma)
+        self.image.setLookupTable(matrix_lut(cmap, self.gamma))
+        p.addItem(self.image)
+        self.legend = ColorLegend(cmap, "weight", width=10, gamma=self.gamma)
+        self.view.addItem(self.legend, row=0, col=1)
+        spare = QGraphicsWidget()  # takes the width the heads do not need: the legend stays beside them
+        spare.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+        spare.setPreferredWidth(0)
+        self.view.addItem(spare, row=0, col=2)
+        self.view.ci.layout.setColumnStretchFactor(0, 1000)  # the spare gets only what the plot cannot take
+        self.view.ci.layout.setColumnStretchFactor(2, 1)
+        self.placeholder = pg.TextItem("", color="#888", anchor=(0.5, 0.5))
+        p.addItem(self.placeholder, ignoreBounds=True)
+        self.marks = CellMarks(self.vb)
+        layout.addWidget(self.view, 1)
+        self.readout = QLabel(" ")
+        self.readout.setObjectName("mosaicReadout")
+        self.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        layout.addWidget(self.readout)
+        if title:
+            self.set_title(title)
+
+        self.mode = "weights"  # or "difference"
+        self.values: np.ndarray | None = None  # full resolution [R, C, T, T], kept by reference
+        self.tokens: list[str] = []
+        self.mask: np.ndarray | None = None
+        self.block = 1
+        self.log = False
+        self.flow = False
+        self.levels: tuple[float, float] = (0.0, 1.0)
+        self.names = ("A", "B")
+        self.row_labels: list[str] = []
+        self.col_labels: list[str] = []
+        self.geom: MosaicGeometry | None = None
+        self._overview: np.ndarray | None = None
+        self._canvas: np.ndarray | None = None
+        self._hidden: tuple[object, np.ndarray] | None = None
+        self.cell_name: Callable[[int, int], str] = lambda r, c: f"{self.row_name} {r}, {self.col_name} {c}"
+        self._last_hover = (-1, -1, -1, -1)
+        self.view.scene().sigMouseMoved.connect(self._on_move)
+        self.view.scene().sigMouseClicked.connect(self._on_click)
+        self.vb.sigResized.connect(self._on_resized)
+        self.clear()
+
+    # ---- what is shown -------------------------------------------------------------------------
+    @property
+    def weights(self) -> np.ndarray | None:
+        """The attention weights [R, C, T, T] shown (None in difference mode)."""
+        return self.values if self.mode == "weights" else None
+
+    @property
+    def diff(self) -> np.ndarray | None:
+        """The differences A − B [R, C, T, T] shown (None in weights mode)."""
+        return self.values if self.mode == "difference" else None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (0, 0) if self.geom is None else (self.geom.R, self.geom.C)
+
+    # ---- geometry ------------------------------------------------------------------------------
+    def cell_rect(self, r: int, c: int) -> QRectF:
+        return self.geom.cell_rect(r, c)
+
+    def locate(self, x: float, y: float) -> tuple[int, int, int, int] | None:
+        """(r, c, query, key) at view coordinates (x, y), or None in a gap or outside."""
+        if self.geom is None or self.values is None:
+            return None
+        return self.geom.locate(x, y, self.values.shape[-1], self.block)
+
+    def scene_pos_of(self, r: int, c: int, q: int = -1, k: int = -1) -> QPointF:
+        """Scene position of token pair (q, k) in cell (r, c) (the cell's centre by default)."""
+        x, y = self.geom.origin(r, c)
+        S, b = self.geom.S, self.block
+        if q < 0:
+            return self.vb.mapViewToScene(QPointF(x + S / 2, y + S / 2))
+        return self.vb.mapViewToScene(QPointF(x + (k + 0.5) / b, y + (q + 0.5) / b))
+
+    def widget_pos_of(self, r: int, c: int, q: int = -1, k: int = -1):
+        """Position in ``self.view`` (widget coordinates) of :meth:`scene_pos_of`."""
+        return self.view.mapFromScene(self.scene_pos_of(r, c, q, k))
+
+    def _columns(self, R: int, C: int) -> int:
+        if not self.flow:
+            return C
+        w, h = self.vb.width(), self.vb.height()
+        if w <= 1 or h <= 1:
+            w, h = self.view.width(), self.view.height()
+        return flow_columns(R * C, w, h)
+
+    # ---- data ----------------------------------------------------------------------------------
+    def set_data(
+        self,
+        weights: np.ndarray,
+        tokens: list[str] | None = None,
+        *,
+        mask: np.ndarray | None = None,
+        overview: np.ndarray | None = None,
+        block: int | None = None,
+        row_labels: list[str] | None = None,
+        col_labels: list[str] | None = None,
+        flow: bool = False,
+        title: str | None = None,
+    ) -> None:
+        """Draw attention ``weights`` [R, C, T, T] (any float dtype, kept by reference for readouts).
+
+        ``overview`` (already ``pool_max``-ed by ``block``) saves the pooling when a worker did it;
+        ``mask`` [T, T] bool (True = may attend) greys out what a query cannot see; ``flow`` wraps
+        the cells to fill the widget, each named in its corner.
+        """
+        w = self._check(weights, "weights")
+        b = block if block is not None else block_size(w.shape[-1], w.shape[0] * w.shape[1])
+        ov = overview if overview is not None else pool_max(w, b)
+        self._show("weights", w, ov, b, tokens, mask, row_labels, col_labels, flow, title)
+
+    def set_difference(
+        self,
+        diff: np.ndarray,
+        tokens: list[str] | None = None,
+        levels: tuple[float, float] | None = None,
+        names: tuple[str, str] = ("A", "B"),
+        title: str | None = None,
+    ) -> None:
+        """Draw ``diff`` [L, H, T, T] = A − B at symmetric ``levels`` (default ``±max |diff|``)."""
+        d = self._check(diff, "a difference")
+        if levels is None:
+            m = float(np.abs(d).max()) if d.size else 0.0
+            levels = (-m or -1e-3, m or 1e-3)
+        self.levels, self.names = (float(levels[0]), float(levels[1])), tuple(names)
+        b = block_size(d.shape[-1], d.shape[0] * d.shape[1])
+        self._show("difference", d, pool_absmax(d, b), b, tokens, None, None, None, False, title)
+
+    @staticmethod
+    def _check(values, what: str) -> np.ndarray:
+        v = np.asarray(values)
+        if v.ndim != 4 or v.shape[-1] != v.shape[-2]:
+            raise ValueError(f"{what} must be [R, C, T, T], got shape {v.shape}")
+        return v
+
+    def _show(self, mode, values, ov, b, tokens, mask, row_labels, col_labels, flow, title) -> None:
+        R, C, T, _ = values.shape
+        self.mode = mode
+        self._set_colours()  # no-op unless the mode (or A, B) changed: the tables are cached
+        self.values, self.block, self.mask, self._overview = values, b, mask, ov
+        if flow != self.flow:
+            self.flow = flow
+            self.geom = None
+            self.fitter.size = None
+            self.vb.setAspectLocked(not flow)  # flowing cells fill the widget
+        self.tokens = list(tokens) if tokens is not None else [str(i) for i in range(T)]
+        rn = "" if self.compact else f"{self.row_name} "
+        self.row_labels = row_labels or [f"{rn}{r}" for r in range(R)]
+        self.col_labels = col_labels or [f"{self.col_name} {c}" for c in range(C)]
+        if title is not None:
+            self.set_title(title)
+        self.placeholder.setText("")
+        self._redraw()
+        self._refresh_readout()
+
+    def _redraw(self) -> None:
+        R, C = self.values.shape[:2]
+        gap = 24 if self.compact else 12
+        geom = MosaicGeometry.of(R, C, self._overview.shape[-1], self._columns(R, C), gap)
+        new_geom = geom != self.geom
+        if new_geom:
+            self.geom = geom
+            self._canvas = np.empty(geom.canvas_shape, dtype=np.float32)
+        names = None
+        if self.flow:
+            rl, cl = self.row_labels, self.col_labels
+            names = [[cl[c] if R == 1 else f"{rl[r]} · {cl[c]}" for c in range(C)] for r in range(R)]
+        self.marks.names = names
+        self.marks.place(geom)
+        self._set_ticks()
+        self._fill()
+        if new_geom:
+            # after setImage: an ImageItem's rect is a scale of its current image size
+            H, W = self._canvas.shape
+            self.image.setRect(QRectF(0, 0, W, H))
+            self.reset_view()
+
+    def _set_ticks(self) -> None:
+        g = self.geom
+        left, top = self.plot.getAxis("left"), self.plot.getAxis("top")
+        if self.flow:  # the names are in the cells
+            left.setTicks([[]])
+            top.setTicks([[]])
+            left.setWidth(4)
+            return
+        step = g.S + g.g
+        left.setTicks([[(r * step + g.S / 2, self.row_labels[r]) for r in range(g.R)]])
+        if self.compact and left.labelText != self.row_name:  # the word the ticks leave out
+            left.setLabel(self.row_name)
+        left.setWidth(int(7 * max(len(s) for s in self.row_labels) + (34 if self.compact else 12)))
+        top.setTicks([[(c * step + g.S / 2, self.col_labels[c]) for c in range(g.C)]])
+
+    def _fill(self) -> None:
+        ov = self._overview
+        if self.mode == "difference":
+            lo, hi = self.levels
+            ov = np.clip(ov, np.float32(lo), np.float32(hi))
+        elif self.log:
+            lo, hi = float(np.log10(LOG_FLOOR)), 0.0
+            ov = log_weights(ov)
+        else:
+            lo, hi = 0.0, 1.0
+        lo, top, grey, gap = lut_levels(lo, hi)
+        canvas = self._canvas
+        canvas.fill(np.float32(gap))
+        self.geom.place(canvas, ov)
+        hidden = self._hidden_canvas()
+        if hidden is not None:
+            np.copyto(canvas, np.float32(grey), where=hidden)
+        self.image.setImage(canvas, levels=(lo, top), autoLevels=False)
+        self.legend.set_levels(*((lo, hi) if self.mode == "weights" else self.levels))
+
+    def _hidden_canvas(self) -> np.ndarray | None:
+        """bool canvas of the masked pixels (cached per mask and geometry), or None when none is masked."""
+        if self.mask is None:
+            return None
+        vis = pool_visible(self.mask, self.block)
+        if vis.all():
+            return None
+        key = (self.geom, self.block, vis.tobytes())
+        if self._hidden is None or self._hidden[0] != key:
+            hidden = np.zeros(self._canvas.shape, dtype=bool)
+            self.geom.place(hidden, ~vis)
+            self._hidden = (key, hidden)
+        return self._hidden[1]
+
+    def _set_colours(self) -> None:
+        diverging = self.mode == "difference"
+        cmap, gamma = (DIVERGING_CMAP, 1.0) if diverging else (self.cmap, self.gamma)
+        self.image.setLookupTable(matrix_lut(cmap, gamma))
+        self.legend.set_cmap(cmap, gamma)
+        if diverging:
+            self.legend.set_label(f"{self.names[0]} − {self.names[1]}")
+        else:
+            self.legend.set_label("log₁₀ weight" if self.log else "weight")
+
+    def set_log(self, log: bool) -> None:
+        """Colour log10(weight) from 10⁻⁴ to 1 (weights mode)."""
+        if log != self.log:
+            self.log = log
+            self._set_colours()
+            if self.values is not None and self.mode == "weights":
+                self._fill()
+
+    def set_gamma(self, gamma: float) -> None:
+        """Colour scale of the weights: 1 linear, 0.5 square root (small weights visible)."""
+        self.gamma = float(gamma)
+        self._set_colours()
+
+    def set_title(self, text: str) -> None:
+        self.plot.setTitle(text, color="#222", size="10pt", justify="left")
+
+    def clear(self, message: str = "no attention to show yet") -> None:
+        """Show nothing but ``message`` (the title stays)."""
+        self.values = self._overview = self.geom = self._canvas = None
+        self.image.clear()
+        self.marks.place(None)
+        self.plot.getAxis("left").setTicks([[]])
+        self.plot.getAxis("top").setTicks([[]])
+        self.placeholder.setText(message)
+        self.placeholder.setPos(0.5, 0.5)
+        self.fitter.size = None
+        self.vb.setRange(QRectF(0, 0, 1, 1), padding=0.0)
+        self.readout.setText(" ")
+
+    def reset_view(self) -> None:
+        """Show every head again (after a zoom)."""
+        if self._canvas is not None:
+            H, W = self._canvas.shape
+            g = self.geom.g
+            if self.flow:
+                self.vb.setRange(QRectF(0, 0, W - g, H - g), padding=0.0)
+            else:
+                self.fitter.fit(W - g, H - g, margin=g / 2)  # half a gap around: room for the frames
+        self._fit_width()
+
+    def _fit_width(self) -> None:
+        """Give the plot no more width than the heads take at its height (square cells), so the
+        legend sits beside them; flowing cells take all of it."""
+        limit = 1e6
+        vh = self.vb.height()
+        if not self.flow and self._canvas is not None and vh > 1:
+            H, W = self._canvas.shape  # the content and its margins: a gap in all
+            limit = self.plot.width() - self.vb.width() + vh * W / H + 1
+        if abs(self.plot.maximumWidth() - limit) > 0.5:
+            self.plot.setMaximumWidth(limit)
+
+    def _on_resized(self, *_) -> None:
+        if self.flow and self.geom is not None and self.values is not None:
+            if self._columns(self.geom.R, self.geom.C) != self.geom.cols:
+                self._redraw()
+            else:
+                self.reset_view()
+        else:
+            self._fit_width()
+
+    # ---- roles, selection, marks ---------------------------------------------------------------
+    def set_roles(self, short: list[list[str]], tips: list[list[str]] | None = None) -> None:
+        """A short name written in the corner of each cell ("" for none); ``tips`` for the readout."""
+        self.marks.roles, self.marks.role_tips = short, tips or short
+        self.marks.place(self.geom)
+
+    def set_selected(self, cell: tuple[int, int] | None) -> None:
+        """The cell drawn with an orange frame (the head open elsewhere)."""
+        self.marks.selected = cell
+        self.marks.place(self.geom)
+
+    def set_marked(self, cells) -> None:
+        """Cells drawn with a red dashed frame and "OFF" (e.g. switched-off heads)."""
+        self.marks.marked = set(cells)
+        self.marks.place(self.geom)
+
+    @property
+    def marked(self) -> set[tuple[int, int]]:
+        return self.marks.marked
+
+    # ---- pointer -------------------------------------------------------------------------------
+    def describe(self, r: int, c: int, q: int, k: int) -> str:
+        """The readout sentence for token pair (q, k) of cell (r, c), from full-resolution values."""
+
+        def tok(i: int) -> str:
+            return self.tokens[i] if 0 <= i < len(self.tokens) else str(i)
+
+        tip = self.marks.role_tip(r, c)
+        head = self.cell_name(r, c) + (f" [{tip}]" if tip else "")
+        if self.mask is not None and not self.mask[q, k]:
+            return f"{head}: query {q} '{tok(q)}' cannot see key {k} '{tok(k)}' (masked)"
+        v = float(self.values[r, c, q, k])
+        pair = f"{head}: query {q} '{tok(q)}' → key {k} '{tok(k)}'"
+        if self.mode == "difference":
+            text = f"{pair}: {self.names[0]} − {self.names[1]} = {v:+.4f}"
+        else:
+            text = f"{pair}: weight {v:.3f}"
+        if self.block > 1:
+            text += f"  (overview: {self.block}×{self.block} tokens per pixel; click to open the head)"
+        return text
+
+    def hover_at(self, r: int, c: int, q: int, k: int) -> None:
+        self._last_hover = (r, c, q, k)
+        self.readout.setText(" " if r < 0 else self.describe(r, c, q, k))
+        self.cellHovered.emit(r, c, q, k)
+
+    def _refresh_readout(self) -> None:
+        r, c, q, k = self._last_hover
+        if r >= 0 and self.values is not None:
+            R, C, T, _ = self.values.shape
+            if r < R and c < C and q < T and k < T:
+                self.readout.setText(self.describe(r, c, q, k))
+                return
+        self.readout.setText(" ")
+
+    def _hit(self, pos: QPointF):
+        if self.geom is None or not self.vb.sceneBoundingRect().contains(pos):
+            return None
+        p = self.vb.mapSceneToView(pos)
+        return self.locate(p.x(), p.y())
+
+    def _on_move(self, pos: QPointF) -> None:
+        hit = self._hit(pos) or (-1, -1, -1, -1)
+        if hit != self._last_hover:
+            self.hover_at(*hit)
+
+    def _on_click(self, ev) -> None:
+        if ev.button() not in (Qt.MouseButton.LeftButton, Qt.MouseButton.RightButton):
+            return
+        hit = self._hit(ev.scenePos())
+        if hit is None:
+            return
+        if ev.button() == Qt.MouseButton.LeftButton:
+            self.headClicked.emit(hit[0], hit[1])
+        else:
+            ev.accept()
+            self.headMenuRequested.emit(hit[0], hit[1], ev.screenPos().toPoint())
+
+
+__all__ = ["HeadMosaic"]

@@ -1,0 +1,181 @@
+"""Where the cells of a :class:`~app.widgets.head_mosaic.HeadMosaic` go, and what is drawn over them.
+
+:class:`MosaicGeometry`: ``R × C`` heads of ``S × S`` pixels, a gap of ``g`` pixels after each, laid
+out ``cols`` to a row on screen (``cols = C`` for the L×H grid; fewer or more when the cells flow).
+Head ``(r, c)`` is the ``n = r·C + c``-th cell; it sits at screen place ``(i, j) = divmod(n, cols)``,
+its top-left pixel at ``(x, y) = (j·(S+g), i·(S+g))``. A pixel ``(x, y)`` inside a cell shows the
+``block × block`` tokens from query ``y_in·block`` and key ``x_in·block``.
+
+:class:`CellMarks`: role names (top left), "OFF" marks with a red dashed frame, cell names (top
+right, when flowing) and the orange selection frame, as items of the mosaic's ViewBox.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QColor, QFont, QPen
+from PySide6.QtWidgets import QGraphicsRectItem
+
+_SELECT_PEN = QPen(QColor(255, 140, 0), 3)
+_SELECT_PEN.setCosmetic(True)
+_MARK_PEN = QPen(QColor(220, 20, 20), 2, Qt.PenStyle.DashLine)
+_MARK_PEN.setCosmetic(True)
+
+
+def flow_columns(n: int, width: float, height: float) -> int:
+    """How many columns give ``n`` cells in a ``width × height`` area the largest square inside each
+    cell (on a tie, the fewest empty places, then the fewest rows)."""
+    if n <= 1 or width <= 1 or height <= 1:
+        return max(1, n)
+
+    def score(c: int):
+        rows = math.ceil(n / c)
+        return (round(min(width / c, height / rows), 6), -(rows * c - n), c)
+
+    return max(range(1, n + 1), key=score)
+
+
+@dataclass(frozen=True)
+class MosaicGeometry:
+    R: int
+    C: int
+    S: int
+    g: int
+    cols: int
+
+    @classmethod
+    def of(cls, R: int, C: int, S: int, cols: int | None = None, gap: int = 12) -> MosaicGeometry:
+        """The geometry of R×C heads drawn at S pixels (a gap of ``max(1, S // gap)``)."""
+        return cls(R, C, S, max(1, S // gap), C if cols is None else max(1, cols))
+
+    @property
+    def rows(self) -> int:
+        return math.ceil(self.R * self.C / self.cols)
+
+    @property
+    def canvas_shape(self) -> tuple[int, int]:
+        return self.rows * (self.S + self.g), self.cols * (self.S + self.g)
+
+    def origin(self, r: int, c: int) -> tuple[int, int]:
+        """(x, y) of the top-left pixel of head (r, c)."""
+        i, j = divmod(r * self.C + c, self.cols)
+        return j * (self.S + self.g), i * (self.S + self.g)
+
+    def cell_rect(self, r: int, c: int) -> QRectF:
+        x, y = self.origin(r, c)
+        return QRectF(x, y, self.S, self.S)
+
+    def locate(self, x: float, y: float, T: int, block: int) -> tuple[int, int, int, int] | None:
+        """(r, c, query, key) at canvas coordinates (x, y), or None in a gap or outside."""
+        step = self.S + self.g
+        i, j = int(y // step), int(x // step)
+        n = i * self.cols + j
+        if not (0 <= j < self.cols and 0 <= i and n < self.R * self.C):
+            return None
+        yin, xin = y - i * step, x - j * step
+        if not (0 <= yin < self.S and 0 <= xin < self.S):
+            return None
+        r, c = divmod(n, self.C)
+        return r, c, min(T - 1, int(yin * block)), min(T - 1, int(xin * block))
+
+    def place(self, canvas: np.ndarray, cells: np.ndarray) -> None:
+        """Write ``cells`` [R, C, S, S] (or one [S, S] for every head) into ``canvas`` in place."""
+        step = self.S + self.g
+        view = canvas.reshape(-1, step, self.cols, step)[:, : self.S, :, : self.S].transpose(0, 2, 1, 3)
+        if cells.ndim == 2:
+            cells = np.broadcast_to(cells, (self.R, self.C, self.S, self.S))
+        flat = cells.reshape(self.R * self.C, self.S, self.S)
+        for i in range(view.shape[0]):
+            part = flat[i * self.cols : (i + 1) * self.cols]
+            view[i, : len(part)] = part
+
+
+class CellMarks:
+    """Role names, OFF marks, flowing cell names and the selection frame over a mosaic's cells."""
+
+    def __init__(self, vb: pg.ViewBox):
+        self.vb = vb
+        self.roles: list[list[str]] = []
+        self.role_tips: list[list[str]] = []
+        self.marked: set[tuple[int, int]] = set()
+        self.selected: tuple[int, int] | None = None
+        self.names: list[list[str]] | None = None  # [R][C], written in the top-right corners
+        self._items: list = []
+        self._key = None
+        self._select_item: QGraphicsRectItem | None = None
+
+    def role_tip(self, r: int, c: int) -> str:
+        tips = self.role_tips
+        return tips[r][c] if r < len(tips) and c < len(tips[r]) else ""
+
+    def place(self, geom: MosaicGeometry | None) -> None:
+        """(Re)draw the labels and frames for ``geom``; items are rebuilt only when what they show
+        changed."""
+        self._place_selection(geom)
+        names = self.names
+        key = (
+            geom,
+            tuple(map(tuple, self.roles)),
+            tuple(sorted(self.marked)),
+            names and tuple(map(tuple, names)),
+        )
+        if key == self._key:
+            return
+        self._key = key
+        for item in self._items:
+            self.vb.removeItem(item)
+        self._items = []
+        if geom is None:
+            return
+        R, C = geom.R, geom.C
+        font = QFont()
+        font.setPointSizeF(7.5)
+        texts = {
+            (r, c): name for r, row in enumerate(self.roles[:R]) for c, name in enumerate(row[:C]) if name
+        }
+        for r, c in self.marked:
+            if r < R and c < C:
+                texts[(r, c)] = "OFF " + texts.get((r, c), "")
+                rect = QGraphicsRectItem(geom.cell_rect(r, c))
+                rect.setPen(_MARK_PEN)
+                self.vb.addItem(rect)
+                self._items.append(rect)
+        corner = [((r, c), name, False) for (r, c), name in texts.items()]
+        if names:
+            corner += [((r, c), names[r][c], True) for r in range(R) for c in range(C)]
+        for (r, c), name, right in corner:
+            off = name.startswith("OFF")
+            item = pg.TextItem(
+                name.strip(),
+                color=(200, 0, 0) if off else (20, 20, 20),
+                fill=pg.mkBrush(255, 255, 255, 200),
+                anchor=(1, 0) if right else (0, 0),
+            )
+            item.setFont(font)
+            x, y = geom.origin(r, c)
+            item.setPos(x + geom.S if right else x, y)
+            self.vb.addItem(item)
+            self._items.append(item)
+
+    def _place_selection(self, geom: MosaicGeometry | None) -> None:
+        cell = self.selected
+        if geom is None or cell is None or cell[0] >= geom.R or cell[1] >= geom.C:
+            if self._select_item is not None:
+                self._select_item.setVisible(False)
+            return
+        rect = geom.cell_rect(*cell).adjusted(-0.5, -0.5, 0.5, 0.5)
+        if self._select_item is None:
+            self._select_item = QGraphicsRectItem(rect)
+            self._select_item.setPen(_SELECT_PEN)
+            self.vb.addItem(self._select_item)
+        else:
+            self._select_item.setRect(rect)
+        self._select_item.setVisible(True)
+
+
+__all__ = ["CellMarks", "MosaicGeometry", "flow_columns"]
