@@ -367,7 +367,7 @@ def test_pages_follow_the_state_whoever_changes_it(qtbot, tab):
     with qtbot.waitSignal(tab.headDetailReady, timeout=TIMEOUT):
         assert st.select(1, 0)  # the state itself, not the tab: the page in view redraws, the tab computes
     assert head.selector.head() == (1, 0) and not head.stale
-    assert "layer 1, head 0" in head.heatmap.heat.plot.titleLabel.text
+    assert "layer 1, head 0" in head.heatmap.panel.plot.titleLabel.text
     np.testing.assert_array_equal(head.heatmap.matrix[insp.mask], insp.weights[1, 0][insp.mask])
     assert tab.pages["focus"].stale and not tab.pages["focus"].built  # never shown: only marked
 
