@@ -60,7 +60,7 @@ class StreamNormsPage(LabPage):
             square=False,
             interactive=False,
             numbers=None,
-            legend_label="‖x‖₂",
+            legend_label="norm",
         )
         self.heat.set_axis_titles("checkpoint", "position")
         self.writes = BarPlot("What each sublayer writes: mean ‖attn_out‖, ‖mlp_out‖", "norm")
