@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QScrollArea,
     QSplitter,
     QTabWidget,
     QVBoxLayout,
@@ -39,6 +38,7 @@ from app.views.budget.inputs import DEVICES, KV_BYTES, BudgetInputs
 from app.views.budget.pages import CostPage, FlopsPage, KVPage, MemoryPage, ParamsPage
 from app.views.budget.side_by_side import SideBySidePage
 from app.views.page import Page, bring_into_view, page_targets, screenshot_steps
+from app.widgets.layouts import vertical_scroll
 from model import budget, presets
 from model.budget_table import BUDGET_HEADER, BudgetSettings, budget_table, table_cells, to_csv, to_markdown
 from model.config import ConfigError, GPTConfig
@@ -102,13 +102,8 @@ class BudgetTab(QWidget):
 
     # ---- building ------------------------------------------------------------------------------
     def _build_left(self) -> QWidget:
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll, lay = vertical_scroll()
         scroll.setMinimumWidth(360)
-        body = QWidget()
-        scroll.setWidget(body)
-        lay = QVBoxLayout(body)
 
         src = QGroupBox("Start from")
         sl = QVBoxLayout(src)

@@ -191,6 +191,12 @@ class LabPage(LazyPage):
             raise NoModel()
         return model, self.session.tokenizer
 
+    def require_source(self):
+        """The session's data source (what a training comparison trains on)."""
+        if self.session.source is None:
+            raise ValueError("choose a data source first (the Data panel)")
+        return self.session.source
+
     def prompt_text(self) -> str:
         if self._prompt_source is not None:
             return self._prompt_source()
