@@ -1,32 +1,29 @@
 """Background work: the training workers, the generation worker and the shared compute worker.
 
-Why plain ``threading.Thread`` objects and not ``QThread``: each worker's body is one blocking
-Python loop (train steps, sampled tokens, queued jobs) that never needs a Qt event loop of its own.
-A QThread would add an event loop we never run and tie the worker's lifetime to Qt object
-ownership.
+Plain ``threading.Thread`` objects, not ``QThread``: each worker's body is one blocking Python loop
+(train steps, sampled tokens, queued jobs) that needs no Qt event loop nor Qt object ownership.
 
-The two training workers (:class:`TrainWorker` for the Train tab, :class:`GroupWorker` for the
-labs' comparisons and the Compare tab) are :class:`LoopWorker` s, generator-style as superqt's
-``thread_worker``: the body is a generator and each ``yield`` is a gap between two steps, where
-pause, stop and queued calls (a checkpoint save, a fresh probe) take effect, through one
+The training workers (:class:`TrainWorker`: the Train tab; :class:`GroupWorker`: the labs'
+comparisons and the Compare tab) and :class:`GenerateWorker` are :class:`LoopWorker` s, generators
+as superqt's ``thread_worker``: each ``yield`` is a gap between two steps, where pause, stop and
+queued calls (a checkpoint save, a fresh probe) take effect through one
 :class:`~model.control.RunControl`. Results reach the GUI thread in two ways:
 
-* high-rate data (every training event, probe frames, samples) go into a lock-protected
-  :class:`Mailbox` that the GUI drains with a ~30 Hz :func:`drain_timer`: a slow screen never
-  queues work, only the newest probe frame of a drain is drawn ("latest wins"; the others go to
-  the scrubber's history), and training never waits for the GUI;
-* the few state changes (running, paused, idle, finished, saved) are Qt signals, which Qt delivers
-  as queued calls into the receiver's (GUI) thread because they are emitted from another thread.
+* high-rate data (training events, probe frames, samples) go into a :class:`Mailbox` that the GUI
+  drains with a ~30 Hz :func:`drain_timer`: a slow screen never queues work nor slows training,
+  and only the newest probe frame of a drain is drawn (the others go to the scrubber's history);
+* the few state changes (running, paused, idle, finished, saved) are Qt signals, queued into the
+  receiver's (GUI) thread since they are emitted from another thread.
 
 Every torch computation runs under ``model.runtime.compute_lock``, so an inspection or a generation
-never runs at full thread count beside a training step on the shared CPU cores. The Qt global
-thread pool (2 threads here) is never used for long work.
+never runs at full thread count beside a training step on the shared CPU cores.
 """
 
 from __future__ import annotations
 
 import threading
 import traceback
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -35,7 +32,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from model.control import RunControl
-from model.runtime import WORKER_NICE, lower_thread_priority
+from model.runtime import WORKER_NICE, compute_lock, lower_thread_priority
 
 #: GUI redraw period for worker results (ms): ~30 Hz.
 DRAIN_MS = 33
@@ -76,11 +73,7 @@ class Mailbox:
     def take(self, *kinds: str) -> tuple[list, ...]:
         """For each of ``kinds``, everything posted since the last take (oldest first)."""
         with self._lock:
-            out = []
-            for kind in kinds:
-                box = self._items.pop(kind, None)
-                out.append(list(box) if box is not None else [])
-        return tuple(out)
+            return tuple(list(self._items.pop(kind, ())) for kind in kinds)
 
     def posted(self, kind: str) -> int:
         """How many items of ``kind`` were ever posted (taken or dropped included)."""
@@ -248,33 +241,38 @@ class TrainWorker(LoopWorker):
             prober.prompt = prober.post = None
 
     def end(self, reason: str) -> tuple[str, str]:
-        step = self.trainer.step
-        return reason, f"{'reached' if reason == 'done' else 'stopped at'} step {step}"
+        return ended(reason, self.trainer.step)
 
     def _save(self, path: str) -> None:
         self.trainer.save(path)
         self.saved.emit(path)
 
     def _sample(self, trainer: Any, step: int) -> None:
-        if not self.sample_prompt:
-            return
-        try:
-            text = trainer.sample(self.sample_prompt, max_new_tokens=120, temperature=0.8, seed=step)
-        except Exception as exc:
-            text = f"(sampling failed: {exc})"
-        self.mailbox.put("samples", (step, text))
+        if self.sample_prompt:
+            text = sample_text(trainer, self.sample_prompt, max_new_tokens=120, temperature=0.8, seed=step)
+            self.mailbox.put("samples", (step, text))
+
+
+def ended(reason: str, step: int) -> tuple[str, str]:
+    """A training loop's (reason, message) at its end: "reached step N" or "stopped at step N"."""
+    return reason, f"{'reached' if reason == 'done' else 'stopped at'} step {step}"
+
+
+def sample_text(trainer: Any, prompt: str, **sampling: Any) -> str:
+    """``trainer.sample(prompt, **sampling)`` under the compute lock; a failure becomes the text."""
+    try:
+        with compute_lock:
+            return trainer.sample(prompt, **sampling)
+    except Exception as exc:
+        return f"(sampling failed: {exc})"
 
 
 @dataclass
 class GroupSpec:
-    """What a :class:`GroupWorker` trains: ``variants`` {name: GPTConfig}, one ``source`` and one
-    ``settings`` for all (the same seed: every variant sees the same batches).
-
-    ``probe(name, trainer)`` runs in the worker thread under the compute lock every ``probe_every``
-    steps (and at step 0 and the end) and returns any value. ``sample_every`` > 0 writes a sample of
-    ``sample_tokens`` tokens after ``sample_prompt`` that often (and always at the end, when
-    ``sample_prompt`` is set).
-    """
+    """What a :class:`GroupWorker` trains: ``variants`` {name: GPTConfig} on one ``source`` with one
+    ``settings`` (one seed: every variant sees the same batches). ``probe(name, trainer)`` runs under
+    the compute lock every ``probe_every`` steps (and at step 0 and the end); every ``sample_every``
+    steps (and at the end) a sample of ``sample_tokens`` tokens after ``sample_prompt``, when set."""
 
     variants: dict[str, Any]
     source: Any
@@ -323,9 +321,8 @@ class GroupWorker(LoopWorker):
                 self.mailbox.put("notes", f"{ev.name}: {ev.diverged}")
             else:
                 self.mailbox.put("events", (ev.name, ev.event.to_dict()))
-            step = group.step
-            if step > self.step:
-                self.step = step
+            if group.step > self.step:
+                self.step = step = group.step
                 if step < target and spec.probe_every and step % spec.probe_every == 0:
                     self._probe_all(step)
                 if step < target and spec.sample_every and step % spec.sample_every == 0:
@@ -338,16 +335,11 @@ class GroupWorker(LoopWorker):
             return "error", "every variant diverged"
         final = max(group.trainers[n].step for n in group.active)
         self._probe_all(final)
-        if self.spec.sample_prompt:
-            self._sample_all(final)
-        return reason, f"{'reached' if reason == 'done' else 'stopped at'} step {final}"
+        self._sample_all(final)  # when there is a sample prompt
+        return ended(reason, final)
 
     def _probe_all(self, step: int) -> None:
-        from model.runtime import compute_lock
-
-        if self.spec.probe is None:
-            return
-        for name in self.group.active:
+        for name in self.group.active if self.spec.probe is not None else ():
             try:
                 with compute_lock:
                     value = self.spec.probe(name, self.group.trainers[name])
@@ -357,23 +349,11 @@ class GroupWorker(LoopWorker):
             self.mailbox.put("probes", (name, step, value))
 
     def _sample_all(self, step: int) -> None:
-        from model.runtime import compute_lock
-
         spec = self.spec
-        if not spec.sample_prompt:
-            return
-        for name in self.group.active:
-            try:
-                with compute_lock:
-                    text = self.group.trainers[name].sample(
-                        spec.sample_prompt,
-                        max_new_tokens=spec.sample_tokens,
-                        temperature=spec.sample_temperature,
-                        seed=0,
-                    )
-            except Exception as exc:
-                text = f"(sampling failed: {exc})"
-            self.mailbox.put("samples", (name, step, text))
+        for name in self.group.active if spec.sample_prompt else ():
+            trainer = self.group.trainers[name]
+            kw = {"max_new_tokens": spec.sample_tokens, "temperature": spec.sample_temperature, "seed": 0}
+            self.mailbox.put("samples", (name, step, sample_text(trainer, spec.sample_prompt, **kw)))
 
 
 class GenerateWorker(LoopWorker):
@@ -397,10 +377,7 @@ class GenerateWorker(LoopWorker):
         self.parts: list[str] = []
 
     def work(self) -> Iterator[None]:
-        import warnings
-
         from model.generate import stream
-        from model.runtime import compute_lock
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -465,10 +442,9 @@ class ComputeWorker(QObject):
     def cancel(self, prefix: str) -> None:
         """Supersede every request whose key starts with ``prefix``: nothing of theirs is delivered."""
         with self._cond:
-            for key in [k for k in self._jobs if k.startswith(prefix)]:
-                del self._jobs[key]
-            for key in [k for k in self._latest if k.startswith(prefix)]:
-                del self._latest[key]
+            for table in (self._jobs, self._latest):
+                for key in [k for k in table if k.startswith(prefix)]:
+                    del table[key]
 
     def outstanding(self, prefix: str = "") -> bool:
         """Whether a request whose key starts with ``prefix`` still has a result to deliver."""
@@ -493,8 +469,6 @@ class ComputeWorker(QObject):
         return not self._thread.is_alive()
 
     def _loop(self) -> None:
-        from model.runtime import compute_lock
-
         while True:
             with self._cond:
                 while not self._jobs and not self._stop:
@@ -519,9 +493,8 @@ class ComputeWorker(QObject):
             if self._latest.get(key) != ticket:
                 return  # superseded (or cancelled) while it ran: a stale result is never delivered
             del self._latest[key]
-        if callback is None:
-            return
         try:
-            callback(result, error)
+            if callback is not None:
+                callback(result, error)
         except Exception:
             traceback.print_exc()

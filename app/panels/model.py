@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
 from app.widgets.dataclass_form import DataclassForm, FieldSpec
+from app.widgets.layouts import scrolled
 from model.config import CHOICES, FIELD_HELP, GPTConfig, default_config
 
 #: Field groups, in order; fields not listed go into "Other".
@@ -122,16 +123,7 @@ class ConfigPanel(QWidget):
         super().__init__(parent)
         self.session = session
 
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 0)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        outer.addWidget(scroll)
-        body = QWidget()
-        scroll.setWidget(body)
-        layout = QVBoxLayout(body)
+        layout = scrolled(self)
 
         self.form = gpt_config_form(
             fixed={"vocab_size": None}, error_prefix="Fix before training:\n", errors_below=False

@@ -12,19 +12,18 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QFormLayout,
     QGroupBox,
     QPushButton,
-    QScrollArea,
     QSpinBox,
-    QVBoxLayout,
     QWidget,
 )
 
 from app.widgets.dataclass_form import DataclassForm, FieldSpec
+from app.widgets.layouts import scrolled
 
 #: App-side default: live attention on (the model layer's default is off, for scripts).
 APP_PROBE_EVERY = 10
@@ -112,16 +111,7 @@ class TrainSettingsPanel(QWidget):
 
         self.session = session
 
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 0)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        outer.addWidget(scroll)
-        body = QWidget()
-        scroll.setWidget(body)
-        layout = QVBoxLayout(body)
+        layout = scrolled(self)
 
         dev_box = QGroupBox("Device")
         dev_form = QFormLayout(dev_box)

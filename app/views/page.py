@@ -10,12 +10,17 @@ A tab with pages (Attention, Compare, ...) keeps what its pages draw in a Qt-fre
   the drawing of one page whatever the number of pages;
 - names what File → Export writes (:meth:`Page.export_targets`) and brings itself into the state its
   screenshot shows (:meth:`Page.prepare_screenshot`); the tab's ``screenshot_pages`` and
-  ``export_targets`` hooks go through them.
+  ``export_targets`` hooks go through them, with :func:`screenshot_steps` and :func:`page_targets`.
+
+Two bases implement it: :class:`LazyPage` (built on first use, drawn from a state object: Attention,
+and the Labs pages, which their tab creates on first use) and :class:`PushedPage` (built with its tab,
+which pushes each new result into it: Budget). :func:`bring_into_view` is what a tab does when a page
+comes into view.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
 from PySide6.QtWidgets import QWidget
@@ -46,6 +51,30 @@ class Page(Protocol):
 
     def prepare_screenshot(self) -> None:
         """Bring the page into the state its screenshot shows."""
+
+
+class PushedPage(QWidget):
+    """A :class:`Page` built with its tab, which pushes every new result into it (so it is never
+    stale); it writes nothing to File → Export unless it says so."""
+
+    title = ""
+    key = ""
+    stale = False
+
+    def ensure_built(self) -> None:
+        """Built in ``__init__``."""
+
+    def refresh(self) -> None:
+        """Drawn when its tab pushes a result."""
+
+    def clear(self) -> None:
+        """Nothing to forget by default."""
+
+    def export_targets(self) -> dict[str, QWidget]:
+        return {}
+
+    def prepare_screenshot(self) -> None:
+        """Nothing by default: the page as its tab drew it."""
 
 
 class LazyPage(QWidget):
@@ -111,4 +140,52 @@ class LazyPage(QWidget):
         signal.connect(call)
 
 
-__all__ = ["LazyPage", "Page"]
+def bring_into_view(page: Page) -> None:
+    """What a tab does when ``page`` comes into view: build it if needed, redraw it if stale."""
+    page.ensure_built()
+    if page.stale:
+        page.refresh()
+
+
+def page_targets(page: Page | None, prefix: str = "") -> dict[str, QWidget]:
+    """``page``'s export targets ({} without a page), each name after ``prefix`` (a tab's
+    ``export_targets`` hook: the page in view)."""
+    if page is None:
+        return {}
+    page.ensure_built()
+    return {f"{prefix}{name}": widget for name, widget in page.export_targets().items()}
+
+
+def screenshot_steps(
+    keys: Iterable[str],
+    page_of: Callable[[str], Page],
+    show: Callable[[str], Any],
+    *,
+    prefix: str = "",
+    before: Callable[[], Any] | None = None,
+    settle: Callable[[Page], Any] | None = None,
+) -> list[tuple[str, Callable[[], None]]]:
+    """A tab's ``screenshot_pages`` hook: one ``(prefix + key, go)`` per page key, in order.
+
+    ``go()`` runs ``before()``, builds the page (``page_of(key)``) and calls its
+    :meth:`Page.prepare_screenshot`, shows it (``show(key)``), then waits with ``settle(page)`` until
+    what it draws is computed.
+    """
+
+    def step(key: str) -> Callable[[], None]:
+        def go() -> None:
+            if before is not None:
+                before()
+            page = page_of(key)
+            page.ensure_built()
+            page.prepare_screenshot()
+            show(key)
+            if settle is not None:
+                settle(page)
+
+        return go
+
+    return [(f"{prefix}{key}", step(key)) for key in keys]
+
+
+__all__ = ["LazyPage", "Page", "PushedPage", "bring_into_view", "page_targets", "screenshot_steps"]

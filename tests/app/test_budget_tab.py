@@ -96,11 +96,11 @@ def test_typing_into_a_field_updates_the_totals(qtbot, tab):
 
 def test_an_invalid_field_is_named_and_the_pages_wait(tab):
     tab.editor.set_field("n_kv_heads", 5)  # 32 heads are not a multiple of 5
-    assert tab.report is None and not tab.pages.isEnabled()
+    assert tab.report is None and not tab.page_tabs.isEnabled()
     assert "n_kv_heads" in tab.problem_label.text() and tab.problem_label.isVisibleTo(tab)
     assert "border" in tab.editor.widgets["n_kv_heads"].styleSheet()
     tab.editor.set_field("n_kv_heads", 4)
-    assert tab.report is not None and tab.pages.isEnabled() and not tab.problem_label.isVisibleTo(tab)
+    assert tab.report is not None and tab.page_tabs.isEnabled() and not tab.problem_label.isVisibleTo(tab)
     tab.inputs.tokens_edit.setText("lots")
     assert "not a number of tokens" in tab.inputs.settings_error.text()
     assert tab.report is not None and "training" not in tab.report  # the rest still computes
@@ -141,7 +141,7 @@ def test_use_the_current_models_config(qtbot, session, tab, tiny_config):
 
 def test_side_by_side_highlights_differences_and_exports(tmp_path, tab):
     side = tab.side_page
-    tab.pages.setCurrentWidget(side)
+    tab.page_tabs.setCurrentWidget(side)
     assert side.header[1:] == ["Llama 2 7B", "Mistral 7B", "Llama 3 8B"]
     labels = [r[0] for r in side.rows]
     kv_row = labels.index("KV heads h_kv")
@@ -217,9 +217,9 @@ def test_the_budget_tab_fits_a_1280_by_760_window(qtbot, app_settings):
     qtbot.waitUntil(lambda: win.width() == 1280 and scroll.width() > 0, timeout=5000)
     assert not any(d.isVisible() for d in win.docks.values())  # the docks make room for it
     assert tab.minimumSizeHint().width() <= scroll.contentsRect().width()
-    for i in range(tab.pages.count()):  # on every page
-        tab.pages.setCurrentIndex(i)
-        assert tab.minimumSizeHint().width() <= scroll.contentsRect().width(), tab.pages.tabText(i)
+    for i in range(tab.page_tabs.count()):  # on every page
+        tab.page_tabs.setCurrentIndex(i)
+        assert tab.minimumSizeHint().width() <= scroll.contentsRect().width(), tab.page_tabs.tabText(i)
         qtbot.waitUntil(lambda: not scroll.horizontalScrollBar().isVisible(), timeout=5000)
         assert tab.width() <= scroll.viewport().width()
     win.close()

@@ -175,3 +175,19 @@ def test_group_worker_drops_a_diverging_variant_and_finishes_the_others(qtbot):
     assert probes == [("a", 0, 0), ("bad", 0, 0), ("a", 4, 4)]  # the end: live variants only
     assert len(notes) == 1 and notes[0].startswith("bad: training diverged at step 2")
     assert worker.group.active == ["a"] and worker.join(10)
+
+
+def test_ended_and_sample_text_say_what_happened():
+    from app.workers import ended, sample_text
+
+    assert ended("done", 12) == ("done", "reached step 12")
+    assert ended("stopped", 3) == ("stopped", "stopped at step 3")
+
+    class Trainer:
+        def sample(self, prompt, **sampling):
+            if not prompt:
+                raise ValueError("empty prompt")
+            return prompt.upper() + str(sampling["seed"])
+
+    assert sample_text(Trainer(), "ab", seed=7) == "AB7"
+    assert sample_text(Trainer(), "", seed=0) == "(sampling failed: empty prompt)"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog
 
+from app.views.page import page_targets
 from app.widgets.exporting import write_png, write_svg
 from model.export import save_inspection, write_head_csv
 from model.inspection import export_arrays, with_threads
@@ -25,7 +26,7 @@ class AttentionExports:
 
     def targets(self) -> dict:
         """What File → Export writes as SVG: the graphics of the page in view."""
-        return self.tab.current_page.export_targets()
+        return page_targets(self.tab.current_page)
 
     def view(self, path: str | Path) -> list[str]:
         """The page in view as PNG (as on screen) or SVG (each of its graphics); returns the files."""

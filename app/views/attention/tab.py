@@ -42,6 +42,7 @@ from app.views.attention.metrics_page import MetricsPage
 from app.views.attention.next_token_page import NextTokenPage
 from app.views.attention.pipeline_page import PipelinePage
 from app.views.attention.state import AttentionState
+from app.views.page import screenshot_steps
 from model.inspection import PromptError, encode_prompt, inspect_prompt, pick_threads, with_threads
 from model.pooling import block_size
 
@@ -432,18 +433,16 @@ class AttentionTab(QWidget):
         return ok
 
     def screenshot_pages(self):
-        """One screenshot per page; each callable shows its page with everything computed."""
-
-        def show(key: str):
-            def go():
-                self.wait_ready()  # what a page prepares from (the Ablation page: the metrics)
-                self.pages[key].prepare_screenshot()
-                self.show_page(key)
-                self.wait_ready()
-
-            return go
-
-        return [(f"attention-{key}", show(key)) for key in SCREENSHOT_ORDER]
+        """One screenshot per page; each callable shows its page with everything computed (first
+        what a page prepares from: the Ablation page switches a head off by the metrics)."""
+        return screenshot_steps(
+            SCREENSHOT_ORDER,
+            self.pages.__getitem__,
+            self.show_page,
+            prefix="attention-",
+            before=self.wait_ready,
+            settle=lambda _page: self.wait_ready(),
+        )
 
     def shutdown(self) -> None:
         """Nothing of our own runs: the session's compute worker is stopped by the session."""

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.budget.common import fill, make_table
+from app.views.page import PushedPage
 from model import budget
 from model.budget_table import BudgetSettings
 from model.config import GPTConfig
@@ -42,8 +43,16 @@ def rate(tokens_per_s: float) -> str:
 BAD_COLOR = QColor(250, 205, 205)
 
 
-class CheckPage(QWidget):
+class CheckPage(PushedPage):
     """Buttons ``count_button`` and ``speed_button``; signals ``paramsChecked``, ``speedMeasured``."""
+
+    title = "Check against the real model"
+    key = "check"
+
+    def prepare_screenshot(self) -> None:
+        """The built model's parameter count (on the compute worker, which the screenshot waits for)."""
+        if self.param_result is None:
+            self.check_params()
 
     paramsChecked = Signal(object)  # model.budget_check.ParamCheck or an exception
     speedMeasured = Signal(object)  # model.budget_check.ThroughputResult or an exception

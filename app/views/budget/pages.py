@@ -37,14 +37,18 @@ from app.views.budget.common import (
     pow2_ticks,
     share_text,
 )
+from app.views.page import PushedPage
 from model import budget
 from model.budget_table import COST, FLOPS, PARAMETERS, BudgetSettings, Row, display_value, section
 from model.config import GPTConfig
 
 
 # ---------------------------------------------------------------------------------------------
-class ParamsPage(QWidget):
+class ParamsPage(PushedPage):
     """The per-component parameter table with formulas, then the source chapter's summary rows."""
+
+    title = "Parameters"
+    key = "parameters"
 
     HEADERS = ["component", "formula (whole model)", "per layer", "total", "share"]
 
@@ -97,8 +101,14 @@ class ParamsPage(QWidget):
 
 
 # ---------------------------------------------------------------------------------------------
-class FlopsPage(QWidget):
+class FlopsPage(PushedPage):
     """FLOPs per token (forward, training, textbook 2N/6N) and the share of each part vs context."""
+
+    title = "FLOPs"
+    key = "flops"
+
+    def export_targets(self) -> dict[str, QWidget]:
+        return {"flop-shares": self.plot}
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -196,9 +206,15 @@ class FlopsPage(QWidget):
 
 
 # ---------------------------------------------------------------------------------------------
-class KVPage(QWidget):
+class KVPage(PushedPage):
     """KV cache vs context length and vs batch, beside multi-head (h_kv = h) and multi-query
     (h_kv = 1) attention of the same shape: the GQA/MQA saving at a glance."""
+
+    title = "KV cache"
+    key = "kv-cache"
+
+    def export_targets(self) -> dict[str, QWidget]:
+        return {"kv-vs-context": self.ctx_plot, "kv-vs-batch": self.batch_plot}
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -311,8 +327,14 @@ class KVPage(QWidget):
 
 
 # ---------------------------------------------------------------------------------------------
-class MemoryPage(QWidget):
+class MemoryPage(PushedPage):
     """Training memory per precision mode (weights, gradients, master weights, AdamW, activations)."""
+
+    title = "Memory"
+    key = "memory"
+
+    def export_targets(self) -> dict[str, QWidget]:
+        return {"memory": self.plot}
 
     PARTS = (
         ("weights", "weights", (31, 119, 180)),
@@ -408,8 +430,11 @@ class MemoryPage(QWidget):
 
 
 # ---------------------------------------------------------------------------------------------
-class CostPage(QWidget):
+class CostPage(PushedPage):
     """Training cost: total FLOPs for D tokens, GPU-hours and wall-clock, and what the authors report."""
+
+    title = "Cost"
+    key = "cost"
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)

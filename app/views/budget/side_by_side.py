@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.budget.common import BOLD, HIGHLIGHT, item, make_table
+from app.views.page import PushedPage
 from model import presets
 from model.budget_table import BudgetSettings, differs, display, side_by_side_table, side_kind
 from model.config import ConfigError, GPTConfig
@@ -30,8 +31,12 @@ from model.config import ConfigError, GPTConfig
 DEFAULT_COLUMNS = ("llama2-7b", "mistral-7b", "llama3-8b")
 
 
-class SideBySidePage(QWidget):
-    """Columns of budgets; ``columns`` is a list of (title, GPTConfig)."""
+class SideBySidePage(PushedPage):
+    """Columns of budgets; ``columns`` is a list of (title, GPTConfig). New settings redraw it when in
+    view, else mark it ``stale`` (every column is a whole report)."""
+
+    title = "Side by side"
+    key = "side-by-side"
 
     #: the "edited config" entry of the add menu needs the tab's current config
     wantCurrent = Signal()
@@ -124,8 +129,11 @@ class SideBySidePage(QWidget):
         self.refresh()
 
     def set_settings(self, settings: BudgetSettings) -> None:
+        """The tab's settings: drawn now if in view (or never drawn yet), else when next shown."""
         self.settings = settings
-        self.refresh()
+        self.stale = True
+        if self.isVisibleTo(self.window()) or not self.rows:
+            self.refresh()
 
     # ---- drawing -------------------------------------------------------------------------------
     def reports(self) -> list[tuple[str, dict[str, Any] | None, str]]:
@@ -146,6 +154,7 @@ class SideBySidePage(QWidget):
         return out
 
     def refresh(self) -> None:
+        self.stale = False
         reps = self.reports()
         header, rows = side_by_side_table([(h, r) for h, r, _ in reps])
         self.header, self.rows = header, rows

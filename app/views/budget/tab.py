@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QScrollArea,
     QSplitter,
     QTabWidget,
     QVBoxLayout,
@@ -38,6 +37,8 @@ from app.views.budget.check import CheckPage
 from app.views.budget.inputs import DEVICES, KV_BYTES, BudgetInputs
 from app.views.budget.pages import CostPage, FlopsPage, KVPage, MemoryPage, ParamsPage
 from app.views.budget.side_by_side import SideBySidePage
+from app.views.page import Page, bring_into_view, page_targets, screenshot_steps
+from app.widgets.layouts import vertical_scroll
 from model import budget, presets
 from model.budget_table import BUDGET_HEADER, BudgetSettings, budget_table, table_cells, to_csv, to_markdown
 from model.config import ConfigError, GPTConfig
@@ -101,13 +102,8 @@ class BudgetTab(QWidget):
 
     # ---- building ------------------------------------------------------------------------------
     def _build_left(self) -> QWidget:
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll, lay = vertical_scroll()
         scroll.setMinimumWidth(360)
-        body = QWidget()
-        scroll.setWidget(body)
-        lay = QVBoxLayout(body)
 
         src = QGroupBox("Start from")
         sl = QVBoxLayout(src)
@@ -180,8 +176,8 @@ class BudgetTab(QWidget):
         self.problem_label.hide()
         lay.addWidget(self.problem_label)
 
-        self.pages = QTabWidget()
-        self.pages.setObjectName("budgetPages")
+        self.page_tabs = QTabWidget()
+        self.page_tabs.setObjectName("budgetPages")
         self.params_page = ParamsPage()
         self.flops_page = FlopsPage()
         self.kv_page = KVPage()
@@ -190,20 +186,15 @@ class BudgetTab(QWidget):
         self.side_page = SideBySidePage()
         self.side_page.exportRequested.connect(lambda kind: self._export_dialog(kind, side=True))
         self.check_page = CheckPage(self.session)
-        for page, title in (
-            (self.params_page, "Parameters"),
-            (self.flops_page, "FLOPs"),
-            (self.kv_page, "KV cache"),
-            (self.memory_page, "Memory"),
-            (self.cost_page, "Cost"),
-            (self.side_page, "Side by side"),
-            (self.check_page, "Check against the real model"),
-        ):
-            self.pages.addTab(page, title)
+        pages = (self.params_page, self.flops_page, self.kv_page, self.memory_page, self.cost_page)
+        #: the pages ({key: Page}, in the order of their tabs)
+        self.pages: dict[str, Page] = {p.key: p for p in (*pages, self.side_page, self.check_page)}
+        for page in self.pages.values():
+            self.page_tabs.addTab(page, page.title)
         self.memory_page.layout().insertLayout(0, self.inputs.memory_bar())
         self.cost_page.layout().insertLayout(0, self.inputs.cost_grid())
-        self.pages.currentChanged.connect(lambda *_: self._refresh_side())
-        lay.addWidget(self.pages, 1)
+        self.page_tabs.currentChanged.connect(lambda *_: bring_into_view(self.current_page))
+        lay.addWidget(self.page_tabs, 1)
         return w
 
     # ---- choosing a config ---------------------------------------------------------------------
@@ -311,7 +302,7 @@ class BudgetTab(QWidget):
             self.problem_label.setText("Cannot compute: " + "; ".join(problems))
             self.problem_label.show()
             self.total_label.setText("<span style='color:#888'>Fix the config to see its budget.</span>")
-            self.pages.setEnabled(False)
+            self.page_tabs.setEnabled(False)
             self.check_page.set_config(None, settings)
             self.csv_button.setEnabled(False)
             self.md_button.setEnabled(False)
@@ -319,7 +310,7 @@ class BudgetTab(QWidget):
             return
         self._settings = settings
         self.problem_label.hide()
-        self.pages.setEnabled(True)
+        self.page_tabs.setEnabled(True)
         self.csv_button.setEnabled(True)
         self.md_button.setEnabled(True)
         rep = settings.report(cfg, self.title or "custom config")
@@ -331,16 +322,12 @@ class BudgetTab(QWidget):
             page.update_report(cfg, settings, rep, self.rows)
         self.check_page.set_config(cfg, settings)
         self.side_page.set_current(self.title or "edited config", cfg)
-        self._refresh_side()
+        self.side_page.set_settings(settings)
         self._draw_headline(cfg, rep)
         self.recomputed.emit()
 
     def _last_settings(self) -> BudgetSettings:
         return getattr(self, "_settings", BudgetSettings())
-
-    def _refresh_side(self) -> None:
-        if self.pages.currentWidget() is self.side_page or not self.side_page.rows:
-            self.side_page.set_settings(self._last_settings())
 
     def _draw_headline(self, cfg: GPTConfig, rep: dict[str, Any]) -> None:
         p, f, kv = rep["params"], rep["flops"], rep["kv_cache"]
@@ -395,28 +382,22 @@ class BudgetTab(QWidget):
             self.problem_label.show()
 
     # ---- hooks for the window ------------------------------------------------------------------
+    @property
+    def current_page(self) -> Page:
+        return self.page_tabs.currentWidget()
+
+    def show_page(self, key: str) -> Page:
+        page = self.pages[key]
+        self.page_tabs.setCurrentWidget(page)
+        return page
+
     def export_targets(self) -> dict[str, QWidget]:
-        return {
-            "flop-shares": self.flops_page.plot,
-            "kv-vs-context": self.kv_page.ctx_plot,
-            "kv-vs-batch": self.kv_page.batch_plot,
-            "memory": self.memory_page.plot,
-        }
+        """The plots of the page in view."""
+        return page_targets(self.current_page)
 
     def screenshot_pages(self) -> list[tuple[str, Any]]:
-        """Every page; the Check page counts the built model's parameters first (on the compute
-        worker, which the screenshot waits for)."""
-
-        def page(i: int):
-            def show():
-                self.pages.setCurrentIndex(i)
-                if self.pages.currentWidget() is self.check_page and self.check_page.param_result is None:
-                    self.check_page.check_params()
-
-            return show
-
-        names = ["parameters", "flops", "kv-cache", "memory", "cost", "side-by-side", "check"]
-        return [(n, page(i)) for i, n in enumerate(names)]
+        """Every page (the Check page counts the built model's parameters first)."""
+        return screenshot_steps(self.pages, self.pages.__getitem__, self.show_page)
 
     def save_state(self, settings) -> None:
         try:

@@ -6,7 +6,9 @@ A page subclasses :class:`LabPage`, sets ``slug``/``lab``/``title``/``explanatio
 ``compute()`` with :meth:`LabPage.submit` (the session's compute worker: off the GUI thread, under
 the compute lock, latest request per key wins, results of superseded requests are dropped).
 
-Pages compute lazily: a change of model or prompt only marks a page *dirty*; it recomputes when it
+A lab page is an :class:`app.views.page.LazyPage` (the tabs' page protocol, ``key`` = ``slug``) over
+the session. The Labs tab creates a page the first time it is shown, so the page builds at once.
+Pages compute lazily: a change of model or prompt only marks a page ``stale``; it recomputes when it
 is shown (or at once if it is on screen).
 """
 
@@ -18,6 +20,8 @@ from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QVBoxLayout, QWidget
+
+from app.views.page import LazyPage
 
 HEADER_STYLE = """
 QLabel#labTitle { font-size: 15px; font-weight: bold; }
@@ -32,7 +36,7 @@ class NoModel(Exception):
     """The page needs a model and there is none yet."""
 
 
-class LabPage(QWidget):
+class LabPage(LazyPage):
     """One page of a lab (see the module docstring)."""
 
     slug = "lab"
@@ -53,10 +57,9 @@ class LabPage(QWidget):
     def __init__(
         self, session, prompt_source: Callable[[], str] | None = None, parent: QWidget | None = None
     ):
-        super().__init__(parent)
+        super().__init__(session, parent)
         self.session = session
         self._prompt_source = prompt_source
-        self._dirty = True
         self.results: dict[str, Any] = {}
         root = QVBoxLayout(self)
         root.setContentsMargins(6, 4, 6, 4)
@@ -70,7 +73,16 @@ class LabPage(QWidget):
         root.addLayout(self.body, 1)
         root.addWidget(self.message)
         self.setStyleSheet(HEADER_STYLE)
-        self.build(self.body)
+        self.ensure_built()
+
+    @property
+    def key(self) -> str:
+        return self.slug
+
+    def ensure_built(self) -> None:
+        if not self.built:
+            self.built = True
+            self.build(self.body)
 
     # ---- to override -----------------------------------------------------------------------
     def build(self, body: QVBoxLayout) -> None:
@@ -127,14 +139,16 @@ class LabPage(QWidget):
         return box
 
     # ---- refresh logic -----------------------------------------------------------------------
+    def in_view(self) -> bool:
+        """On screen (a page of a hidden tab waits until shown)."""
+        return self.isVisible()
+
     def mark_dirty(self) -> None:
         """The model or prompt changed: recompute now if on screen, else when next shown."""
-        self._dirty = True
-        if self.isVisible():
-            self.refresh()
+        self.redraw()
 
     def refresh(self) -> None:
-        self._dirty = False
+        self.stale = False
         try:
             self.compute()
         except NoModel:
@@ -144,7 +158,7 @@ class LabPage(QWidget):
 
     def showEvent(self, event) -> None:  # noqa: N802
         super().showEvent(event)
-        if self._dirty:
+        if self.stale:
             self.refresh()
 
     def say(self, text: str, *, error: bool = False) -> None:
@@ -176,6 +190,12 @@ class LabPage(QWidget):
         if model is None or self.session.tokenizer is None:
             raise NoModel()
         return model, self.session.tokenizer
+
+    def require_source(self):
+        """The session's data source (what a training comparison trains on)."""
+        if self.session.source is None:
+            raise ValueError("choose a data source first (the Data panel)")
+        return self.session.source
 
     def prompt_text(self) -> str:
         if self._prompt_source is not None:

@@ -42,6 +42,25 @@ class ComparisonSpec(GroupSpec):
     probe_scalar: Callable[[Any], float] = float
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @staticmethod
+    def lab_settings(*, steps: int, batch_size: int, seq_len: int, lr: float, warmup: int) -> Any:
+        """A lab comparison's :class:`~model.train.TrainSettings`: evaluated once, at the end; seed 0
+        (every variant sees the same batches); one CPU thread."""
+        from model.train import TrainSettings
+
+        return TrainSettings(
+            steps=steps,
+            batch_size=batch_size,
+            seq_len=seq_len,
+            lr=lr,
+            warmup=warmup,
+            eval_every=steps,
+            eval_batches=2,
+            seed=0,
+            device="cpu",
+            threads=1,
+        ).validate()
+
 
 class ComparisonPanel(QWidget):
     """Start/Stop, the loss curves of each variant, an optional probe plot and samples.

@@ -233,11 +233,8 @@ class MaskBugPage(LabPage):
         from model.analysis.labs_extra import future_attention, prompt_ids
         from model.config import GPTConfig
         from model.multitrain import variant_configs
-        from model.train import TrainSettings
 
-        source = self.session.source
-        if source is None:
-            raise ValueError("choose a data source first (the Data panel)")
+        source = self.require_source()
         T = self.seq_len.value()
         base = GPTConfig(
             n_layers=self.n_layers.value(),
@@ -249,18 +246,13 @@ class MaskBugPage(LabPage):
         ).with_vocab(source.tokenizer.vocab_size)
         variants = variant_configs(base, {"with mask": {"causal": True}, "without mask": {"causal": False}})
         steps = self.steps.value()
-        settings = TrainSettings(
+        settings = ComparisonSpec.lab_settings(
             steps=steps,
             batch_size=self.batch.value(),
             seq_len=T,
             lr=self.lr.value(),
             warmup=min(20, steps // 10),
-            eval_every=steps,
-            eval_batches=2,
-            seed=0,
-            device="cpu",
-            threads=1,
-        ).validate()
+        )
         prompt = self.prompt_text() or getattr(source, "default_prompt", "")
         ids = prompt_ids(source.tokenizer, prompt, T)
         sample_prompt = source.tokenizer.decode(ids[: min(16, len(ids))])

@@ -348,29 +348,21 @@ class GradFlowPage(LabPage):
     def make_spec(self) -> ComparisonSpec:
         from model.analysis.labs_extra import fixed_batch, grad_flow_on_batch
         from model.multitrain import variant_configs
-        from model.train import TrainSettings
 
-        source = self.session.source
-        if source is None:
-            raise ValueError("choose a data source first (the Data panel)")
+        source = self.require_source()
         base = self._config(source.tokenizer.vocab_size)
         variants = variant_configs(
             base, {"Pre-LN": {"norm_position": "pre"}, "Post-LN": {"norm_position": "post"}}
         )
         steps = self.steps.value()
         T = 64
-        settings = TrainSettings(
+        settings = ComparisonSpec.lab_settings(
             steps=steps,
             batch_size=16,
             seq_len=T,
             lr=self.lr.value(),
             warmup=self.warmup.value(),
-            eval_every=steps,
-            eval_batches=2,
-            seed=0,
-            device="cpu",
-            threads=1,
-        ).validate()
+        )
         x, y = fixed_batch(source, 8, T, seed=1)
         for line in list(self.train_plot.curves):
             self.train_plot.remove(line)

@@ -388,11 +388,8 @@ class SoftmaxTrainingPage(LabPage):
         from model.analysis.labs_extra import prompt_ids, saturation_summary
         from model.config import GPTConfig
         from model.multitrain import variant_configs
-        from model.train import TrainSettings
 
-        source = self.session.source
-        if source is None:
-            raise ValueError("choose a data source first (the Data panel)")
+        source = self.require_source()
         T = self.seq_len.value()
         base = GPTConfig(
             n_layers=self.n_layers.value(),
@@ -406,18 +403,13 @@ class SoftmaxTrainingPage(LabPage):
             base, {"scaled": {"attn_scale": "sqrt_dk"}, "unscaled": {"attn_scale": "none"}}
         )
         steps = self.steps.value()
-        settings = TrainSettings(
+        settings = ComparisonSpec.lab_settings(
             steps=steps,
             batch_size=self.batch.value(),
             seq_len=T,
             lr=self.lr.value(),
             warmup=min(10, steps // 10),
-            eval_every=steps,
-            eval_batches=2,
-            seed=0,
-            device="cpu",
-            threads=1,
-        ).validate()
+        )
         ids = prompt_ids(source.tokenizer, self.prompt_text() or source.default_prompt, T)
         return ComparisonSpec(
             variants=variants,

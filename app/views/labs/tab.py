@@ -40,9 +40,12 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.labs.base import LabPage, describe_model
+from app.views.page import bring_into_view, page_targets, screenshot_steps
 
 #: Refresh the page on screen at most this often while the session trains (seconds).
 LIVE_INTERVAL_S = 2.0
+#: How long a screenshot waits for a page's numbers (its training comparisons included), seconds.
+SCREENSHOT_TIMEOUT_S = 240.0
 
 
 def page_classes() -> list[type[LabPage]]:
@@ -194,7 +197,7 @@ class LabsTab(QWidget):
             page.refresh()
         for other in self.pages.values():
             if other is not page and other.uses_model:
-                other._dirty = True
+                other.stale = True
 
     # ---- navigation --------------------------------------------------------------------------
     def page(self, slug: str) -> LabPage:
@@ -224,8 +227,8 @@ class LabsTab(QWidget):
     def on_activated(self) -> None:
         self._update_model_label()
         page = self.current_page()
-        if page is not None and page._dirty and page.isVisible():
-            page.refresh()
+        if page is not None and page.in_view():
+            bring_into_view(page)
 
     def shutdown(self) -> None:
         for page in self.pages.values():
@@ -233,17 +236,16 @@ class LabsTab(QWidget):
 
     def export_targets(self) -> dict[str, QWidget]:
         page = self.current_page()
-        if page is None:
-            return {}
-        return {f"{page.slug} {name}": w for name, w in page.export_targets().items()}
+        return page_targets(page, f"{page.key} " if page is not None else "")
 
     def screenshot_pages(self):
-        """One (name, show) per page: ``show()`` selects it, computes, and waits for its numbers."""
-        return [(f"labs-{slug}", (lambda s=slug: self.show_for_screenshot(s))) for slug in self.classes]
-
-    def show_for_screenshot(self, slug: str, timeout: float = 240.0) -> bool:
+        """One (name, show) per page: ``show()`` prepares and selects it, and waits for its numbers."""
         from app.session import wait_until
 
-        page = self.show_page(slug)
-        page.prepare_screenshot()
-        return wait_until(lambda: page.idle, timeout)
+        return screenshot_steps(
+            self.classes,
+            self.page,
+            self.show_page,
+            prefix="labs-",
+            settle=lambda page: wait_until(lambda: page.idle, SCREENSHOT_TIMEOUT_S),
+        )
