@@ -20,6 +20,7 @@ Values drawn: ``setImage(m, levels=..., autoLevels=False)`` on one ImageItem cre
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 
 import numpy as np
@@ -89,6 +90,14 @@ def describe_value(v: float) -> str:
     if np.isnan(v):
         return "hidden"
     return f"{v:.4g}"
+
+
+def _title_update_min(label: pg.LabelItem) -> None:
+    """``LabelItem.updateMin`` without the minimum width: the title's text no longer sets how
+    narrow its plot may be."""
+    pg.LabelItem.updateMin(label)
+    label.setMinimumWidth(0)
+    label._sizeHint[Qt.SizeHint.MinimumSize] = (0, label._sizeHint[Qt.SizeHint.MinimumSize][1])
 
 
 class TopLeftFit:
@@ -178,6 +187,9 @@ class MatrixPanel:
         p.invertY(True)
         p.setMenuEnabled(False)
         p.hideButtons()
+        # a long title may be cut at its ends, but never widens the scene past its view (which would
+        # cut the matrix off at the right instead)
+        p.titleLabel.updateMin = types.MethodType(_title_update_min, p.titleLabel)
         self.row_title, self.col_title = row_title, col_title
         self.set_axis_titles(row_title, col_title)
         if title:

@@ -27,3 +27,54 @@ def test_scrolled_fills_a_widget(qtbot):
     scroll = outer.itemAt(0).widget()
     assert isinstance(scroll, QScrollArea) and scroll.frameShape() == QScrollArea.Shape.NoFrame
     assert layout.parentWidget() is scroll.widget() and layout.count() == 1
+
+
+def test_flow_layout_wraps_controls_and_keeps_a_label_with_its_control(qtbot):
+    from PySide6.QtWidgets import QSpinBox
+
+    from app.widgets.layouts import FlowLayout, labelled
+
+    page = QWidget()
+    qtbot.addWidget(page)
+    row = FlowLayout(page)
+    spins = [labelled(row, f"value {i}", QSpinBox()) for i in range(8)]
+    row.addStretch(1)  # accepted like QHBoxLayout's, and changes nothing
+    assert row.count() == 8
+    pairs = [s.parentWidget() for s in spins]
+    widest = max(p.sizeHint().width() for p in pairs)
+    one_line = row.sizeHint()
+    assert one_line.width() >= sum(p.sizeHint().width() for p in pairs)
+    assert row.minimumSize().width() == widest  # the widest pair, not the whole line, is the minimum
+    # wide: one line; narrow: one pair per line, each label still beside its control
+    assert row.heightForWidth(one_line.width()) == one_line.height()
+    tall = row.heightForWidth(widest)
+    assert tall >= 8 * max(p.sizeHint().height() for p in pairs)
+    page.resize(widest, tall)
+    page.show()
+    qtbot.waitUntil(lambda: pairs[-1].y() > pairs[0].y())
+    assert len({p.y() for p in pairs}) == 8 and all(p.x() == 0 for p in pairs)
+    label = pairs[3].layout().itemAt(0).widget()
+    assert label.text() == "value 3" and label.parentWidget() is spins[3].parentWidget()
+
+
+def test_every_labs_page_fits_a_1280_by_760_window_beside_the_docks(qtbot, app_settings):
+    from app.views.labs.tab import page_classes
+    from app.window import MainWindow
+
+    win = MainWindow(
+        settings=app_settings,
+        confirm_close=False,
+        restore=False,
+        tabs=[("Labs", "app.views.labs.tab:LabsTab")],
+    )
+    qtbot.addWidget(win)
+    win.resize(1280, 760)
+    win.show()
+    tab, scroll = win.tabs["Labs"], win._holders["Labs"].scroll
+    qtbot.waitUntil(lambda: win.width() == 1280 and scroll.width() > 0, timeout=5000)
+    assert any(d.isVisible() for d in win.docks.values())  # the Labs tab keeps the setup docks
+    for cls in page_classes():
+        tab.show_page(cls.slug)
+        assert tab.minimumSizeHint().width() <= scroll.contentsRect().width(), cls.__name__
+    win.session.shutdown(timeout=30)
+    win.close()

@@ -8,14 +8,14 @@ from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
-    QHBoxLayout,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
 )
 
 from app.views.labs.base import LabPage
-from app.views.labs.mask import labelled, spin
+from app.views.labs.mask import spin
+from app.widgets.layouts import FlowLayout, labelled
 
 
 class LensPage(LabPage):
@@ -39,7 +39,7 @@ class LensPage(LabPage):
     )
 
     def build(self, body: QVBoxLayout) -> None:
-        row = QHBoxLayout()
+        row = FlowLayout()
         self.tokens = labelled(row, "tokens", spin(2, 256, 24, "How many tokens of the prompt (columns)"))
         self.mids = QCheckBox("also read the stream after each attention (L0.mid, L1.mid, …)")
         row.addWidget(self.mids)

@@ -11,11 +11,11 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSpinBox,
     QVBoxLayout,
-    QWidget,
 )
 
 from app.views.labs.base import LabPage
 from app.views.labs.comparison import ComparisonPanel, ComparisonSpec
+from app.widgets.layouts import FlowLayout, labelled
 from app.widgets.matrix_plot import MatrixPlot
 
 MASK_CHOICES = [
@@ -48,12 +48,6 @@ def dspin(
     return s
 
 
-def labelled(row: QHBoxLayout, text: str, widget: QWidget) -> QWidget:
-    row.addWidget(QLabel(text))
-    row.addWidget(widget)
-    return widget
-
-
 class MaskStagesPage(LabPage):
     slug = "mask-stages"
     short = "Scores, mask, weights"
@@ -79,7 +73,7 @@ class MaskStagesPage(LabPage):
     )
 
     def build(self, body: QVBoxLayout) -> None:
-        row = QHBoxLayout()
+        row = FlowLayout()
         self.layer = labelled(row, "Layer", spin(0, 0, 0, "Which layer's head to show"))
         self.head = labelled(row, "Head", spin(0, 0, 0, "Which head of that layer"))
         self.kind = QComboBox()
@@ -203,7 +197,7 @@ class MaskBugPage(LabPage):
     follows_training = False
 
     def build(self, body: QVBoxLayout) -> None:
-        row = QHBoxLayout()
+        row = FlowLayout()
         self.steps = labelled(row, "steps", spin(1, 100000, 300, "Training steps per variant"))
         self.lr = labelled(row, "learning rate", dspin(1e-5, 1.0, 1e-2, 1e-3))
         self.n_layers = labelled(row, "layers", spin(1, 8, 2))

@@ -18,8 +18,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.labs.base import LabPage
-from app.views.labs.mask import dspin, labelled, spin
+from app.views.labs.mask import dspin, spin
 from app.views.labs.plots import LinePlot
+from app.widgets.layouts import FlowLayout, labelled
 from app.widgets.matrix_plot import MatrixPlot
 
 
@@ -48,7 +49,7 @@ class SinusoidalPage(LabPage):
     follows_training = False
 
     def build(self, body: QVBoxLayout) -> None:
-        row = QHBoxLayout()
+        row = FlowLayout()
         self.n_pos = labelled(row, "positions", spin(2, 1024, 64))
         self.d_model = labelled(row, "d_model", spin(2, 1024, 64, "Width of the table (even)"))
         self.d_model.setSingleStep(2)
@@ -152,7 +153,7 @@ class RopePage(LabPage):
     follows_training = False
 
     def build(self, body: QVBoxLayout) -> None:
-        row = QHBoxLayout()
+        row = FlowLayout()
         self.d_k = labelled(row, "head size d_k", spin(2, 256, 16, "Even"))
         self.d_k.setSingleStep(2)
         self.pair = labelled(row, "pair i", spin(0, 127, 1, "Which channel pair to draw (0 turns fastest)"))
@@ -272,7 +273,7 @@ class PermutationPage(LabPage):
     )
 
     def build(self, body: QVBoxLayout) -> None:
-        row = QHBoxLayout()
+        row = FlowLayout()
         self.which = QComboBox()
         self.which.addItem("current weights, positions removed", "strip")
         self.which.addItem("current model as it is", "model")

@@ -15,8 +15,9 @@ from PySide6.QtWidgets import (
 
 from app.views.labs.base import LabPage
 from app.views.labs.comparison import ComparisonPanel, ComparisonSpec
-from app.views.labs.mask import dspin, labelled, spin
+from app.views.labs.mask import dspin, spin
 from app.views.labs.plots import BarPlot, LinePlot
+from app.widgets.layouts import FlowLayout, labelled
 from app.widgets.matrix_plot import MatrixPlot
 from app.widgets.palette import color_for
 
@@ -48,7 +49,7 @@ class StreamNormsPage(LabPage):
     )
 
     def build(self, body: QVBoxLayout) -> None:
-        row = QHBoxLayout()
+        row = FlowLayout()
         self.tokens = labelled(row, "tokens", spin(2, 4096, 64, "How many tokens of the prompt to read"))
         self.tokens.valueChanged.connect(lambda *_: self.mark_dirty())
         row.addStretch(1)
@@ -149,7 +150,7 @@ class LiveNormsPage(LabPage):
     follows_training = False
 
     def build(self, body: QVBoxLayout) -> None:
-        row = QHBoxLayout()
+        row = FlowLayout()
         self.record = QCheckBox("Record while training")
         self.record.setChecked(True)
         row.addWidget(self.record)
@@ -256,7 +257,7 @@ class GradFlowPage(LabPage):
     follows_training = False
 
     def build(self, body: QVBoxLayout) -> None:
-        row = QHBoxLayout()
+        row = FlowLayout()
         self.n_layers = labelled(row, "layers", spin(2, 24, 6))
         self.d_model = labelled(row, "d_model", spin(8, 512, 64))
         self.n_heads = labelled(row, "heads", spin(1, 16, 4))

@@ -20,8 +20,9 @@ from PySide6.QtWidgets import (
 
 from app.views.labs.base import LabPage
 from app.views.labs.comparison import ComparisonPanel, ComparisonSpec
-from app.views.labs.mask import dspin, labelled, spin
+from app.views.labs.mask import dspin, spin
 from app.views.labs.plots import BarPlot, LinePlot
+from app.widgets.layouts import FlowLayout, labelled
 from app.widgets.palette import color_for
 
 VARIANT_LABELS = {
@@ -72,7 +73,7 @@ class SoftmaxTheoryPage(LabPage):
     follows_training = False
 
     def build(self, body: QVBoxLayout) -> None:
-        row = QHBoxLayout()
+        row = FlowLayout()
         row.addWidget(QLabel("head size d_k"))
         self.slider = QSlider(Qt.Orientation.Horizontal)
         self.slider.setRange(0, SLIDER_STEPS)
@@ -290,7 +291,7 @@ class SoftmaxModelPage(LabPage):
     )
 
     def build(self, body: QVBoxLayout) -> None:
-        row = QHBoxLayout()
+        row = FlowLayout()
         self.tokens = labelled(row, "tokens", spin(2, 4096, 64, "How many tokens of the prompt to read"))
         self.tokens.valueChanged.connect(lambda *_: self.mark_dirty())
         row.addStretch(1)
@@ -365,7 +366,7 @@ class SoftmaxTrainingPage(LabPage):
     follows_training = False
 
     def build(self, body: QVBoxLayout) -> None:
-        row = QHBoxLayout()
+        row = FlowLayout()
         self.head_dim = labelled(row, "head size d_k", spin(2, 1024, 256, "head_dim of every head"))
         self.n_heads = labelled(row, "heads", spin(1, 16, 1))
         self.d_model = labelled(row, "d_model", spin(8, 512, 64))
