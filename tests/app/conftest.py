@@ -1,0 +1,60 @@
+"""Fixtures for the GUI tests only (shared ones, and the reference models, are in ``tests/conftest.py``).
+
+Labs: ``labs`` (the Labs tab on a tiny untrained model of ``task:copy``, one per test module) and
+``wait_results`` (forget a page's result, trigger it, wait for the fresh one).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+def _tiny_labs_session():
+    from app.session import Session
+    from model.config import GPTConfig
+    from model.train import TrainSettings
+
+    s = Session()
+    s.train_settings = TrainSettings(
+        steps=4, batch_size=2, seq_len=16, warmup=1, eval_every=2, eval_batches=1, threads=1, device="cpu"
+    )
+    s.sample_every = 0
+    s.set_device("cpu")
+    s.set_source("task:copy")
+    s.set_config(GPTConfig(context_length=32, n_layers=2, d_model=16, n_heads=2))
+    s.build_model()
+    return s
+
+
+@pytest.fixture(scope="module")
+def labs(qapp):
+    """(tab, session): the Labs tab shown on a tiny untrained model, shared by one test module (building
+    it takes a few seconds); workers stopped and the tab closed at teardown."""
+    from app.gui import make_app
+    from app.views.labs.tab import LabsTab
+
+    make_app()
+    session = _tiny_labs_session()
+    tab = LabsTab(session)
+    tab.resize(1400, 850)
+    tab.show()
+    yield tab, session
+    tab.shutdown()
+    assert session.shutdown(timeout=30)
+    tab.close()
+    tab.deleteLater()
+
+
+def _wait_results(qtbot, page, key: str, trigger=None, timeout: int = 20000):
+    """Forget ``page``'s result under ``key``, call ``trigger()`` (default: ``page.refresh``), and wait
+    until a fresh result is there and nothing is outstanding; return it."""
+    page.results.pop(key, None)
+    (trigger or page.refresh)()
+    qtbot.waitUntil(lambda: key in page.results and page.idle, timeout=timeout)
+    return page.results[key]
+
+
+@pytest.fixture(scope="session", name="wait_results")
+def _wait_results_fixture():
+    """``wait_results(qtbot, page, key, trigger=None, timeout=20000)``: see :func:`_wait_results`."""
+    return _wait_results
