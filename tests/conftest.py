@@ -110,13 +110,32 @@ def tiny_settings():
 
 
 @pytest.fixture
-def tiny_window(qtbot, app_settings, tiny_config, tiny_settings):
-    """A window on a tiny 2-layer, 2-head model of ``task:copy`` (untrained), cleaned up afterwards."""
+def tiny_window_tabs() -> list[str] | None:
+    """The titles of the tabs ``tiny_window`` builds, in ``app.window.TABS`` order; ``None``: all.
+
+    A test module about one tab overrides this fixture (``return ["Train"]``) so its windows build
+    only that tab: the other tabs cost about 0.2 s a window and are not under test there.
+    """
+    return None
+
+
+@pytest.fixture
+def tiny_window(qtbot, app_settings, tiny_config, tiny_settings, tiny_window_tabs):
+    """A window on a tiny 2-layer, 2-head model of ``task:copy`` (untrained), cleaned up afterwards.
+
+    It has the docks, menus and status bar, and the tabs named by ``tiny_window_tabs`` (default all).
+    Function scope: the tests train, open checkpoints and close the window, which no reset undoes.
+    """
     from app.gui import make_app
-    from app.window import MainWindow
+    from app.window import TABS, MainWindow
 
     make_app()
-    win = MainWindow(settings=app_settings, confirm_close=False, restore=False)
+    tabs = None
+    if tiny_window_tabs is not None:
+        specs = dict(TABS)
+        assert all(title in specs for title in tiny_window_tabs), tiny_window_tabs
+        tabs = [(title, specs[title]) for title in tiny_window_tabs]
+    win = MainWindow(settings=app_settings, confirm_close=False, restore=False, tabs=tabs)
     qtbot.addWidget(win)
     s = win.session
     s.sample_every = 0

@@ -1,6 +1,14 @@
 """The Labs tab as a whole: its pages and screenshots, the prompt it reads, model changes, shutdown,
 and its place in the main window."""
 
+import pytest
+
+
+@pytest.fixture
+def tiny_window_tabs():
+    """The window here builds the Labs tab only: its place in the window is what is under test."""
+    return ["Labs"]
+
 
 def test_every_lab_has_pages_and_screenshots(labs):
     tab, _ = labs

@@ -1,9 +1,16 @@
 """File → Open accepts a Hugging Face GPT-2 folder and a nanoGPT checkpoint; a loaded GPT-2 fine-tunes."""
 
+import pytest
 import torch
 from PySide6.QtWidgets import QFileDialog
 
 TIMEOUT = 60_000
+
+
+@pytest.fixture
+def tiny_window_tabs():
+    """Windows here build the Train tab only: File → Open and the origin label are the window's."""
+    return ["Train"]
 
 
 def _open(qtbot, win, path, monkeypatch):
