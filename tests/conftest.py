@@ -3,10 +3,15 @@
 Fixtures for GUI tests (``tests/app``): ``app_settings`` (a fresh AppSettings in a temporary INI
 file), ``tiny_window`` (a MainWindow on a tiny model and a synthetic task, closed and its workers
 stopped at teardown) and ``tiny_config`` / ``tiny_settings``.
+
+Reference models, for ``tests/model`` and ``tests/app`` alike (section at the end):
+``gpt2_tokenizer_dir``, ``write_hf_gpt2``, ``write_nanogpt`` and ``nanogpt_chars``.
+App-only fixtures (the Labs tab, ``wait_results``) are in ``tests/app/conftest.py``.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 
@@ -105,13 +110,32 @@ def tiny_settings():
 
 
 @pytest.fixture
-def tiny_window(qtbot, app_settings, tiny_config, tiny_settings):
-    """A window on a tiny 2-layer, 2-head model of ``task:copy`` (untrained), cleaned up afterwards."""
+def tiny_window_tabs() -> list[str] | None:
+    """The titles of the tabs ``tiny_window`` builds, in ``app.window.TABS`` order; ``None``: all.
+
+    A test module about one tab overrides this fixture (``return ["Train"]``) so its windows build
+    only that tab: the other tabs cost about 0.2 s a window and are not under test there.
+    """
+    return None
+
+
+@pytest.fixture
+def tiny_window(qtbot, app_settings, tiny_config, tiny_settings, tiny_window_tabs):
+    """A window on a tiny 2-layer, 2-head model of ``task:copy`` (untrained), cleaned up afterwards.
+
+    It has the docks, menus and status bar, and the tabs named by ``tiny_window_tabs`` (default all).
+    Function scope: the tests train, open checkpoints and close the window, which no reset undoes.
+    """
     from app.gui import make_app
-    from app.window import MainWindow
+    from app.window import TABS, MainWindow
 
     make_app()
-    win = MainWindow(settings=app_settings, confirm_close=False, restore=False)
+    tabs = None
+    if tiny_window_tabs is not None:
+        specs = dict(TABS)
+        assert all(title in specs for title in tiny_window_tabs), tiny_window_tabs
+        tabs = [(title, specs[title]) for title in tiny_window_tabs]
+    win = MainWindow(settings=app_settings, confirm_close=False, restore=False, tabs=tabs)
     qtbot.addWidget(win)
     s = win.session
     s.sample_every = 0
@@ -125,3 +149,215 @@ def tiny_window(qtbot, app_settings, tiny_config, tiny_settings):
     yield win
     s.shutdown(timeout=30)
     win.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Reference models: tiny random checkpoints written the way other projects write them, so that
+# tests open them with ours and compare. Each writer is a plain function here and a fixture of the
+# same name (tests never import another test module). A new family (Llama, Mistral, Qwen, Gemma,
+# GPT-NeoX with ``transformers``) adds ``_write_hf_<family>`` and its fixture below. Heavy imports
+# (torch, transformers, tokenizers) stay inside the functions so collecting the suite stays fast.
+# ---------------------------------------------------------------------------------------------
+
+#: A small corpus with the scripts the tokenizer tests' tricky texts use, so merges form inside them.
+GPT2_TOKENIZER_CORPUS = [
+    "The quick brown fox jumps over the lazy dog. It's what we'll do, isn't it?",
+    "def main(x):\n    return x * 2\n\n\tif x > 10:  print('big')\n",
+    "日本語のテキストを書きます。東京は大きい。",
+    "Русский текст и ещё немного слов. Ελληνικά γράμματα. مرحبا بالعالم",
+    "emoji 😀 👍🏽 🎉 family 👨‍👩‍👧 café naïve résumé 3.14159 12345",
+]
+
+#: nanoGPT's shakespeare_char vocabulary (its prepare.py: ``sorted(set(text))``).
+NANOGPT_CHARS = "\n !'(),.:?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def _write_tiny_gpt2_tokenizer(directory, vocab_size: int = 400):
+    """Train a GPT-2-style byte-level BPE on :data:`GPT2_TOKENIZER_CORPUS`; write GPT-2's
+    ``vocab.json`` + ``merges.txt`` into ``directory`` and return it."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(GPT2_TOKENIZER_CORPUS * 3, trainer)
+    directory.mkdir(parents=True, exist_ok=True)
+    tok.model.save(str(directory))
+    return directory
+
+
+def _randomize(model, std: float = 0.3) -> None:
+    """Every parameter random (biases and LayerNorm shifts too, so a dropped one shows in the logits)."""
+    import torch
+
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ".ln_" in name and name.endswith("weight"):
+                p.uniform_(0.5, 1.5)
+            else:
+                p.normal_(0.0, std)
+
+
+def _write_hf_gpt2(directory, tokenizer_files, seed: int = 0, **config):
+    """A random ``GPT2LMHeadModel`` saved with ``save_pretrained`` (safetensors) plus the GPT-2
+    tokenizer files from ``tokenizer_files``; returns transformers' model (eval mode), the reference.
+    ``config`` overrides GPT2Config fields (default: vocab 400, 48 positions, d=32, L=2, H=4)."""
+    import shutil
+
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    fields = dict(vocab_size=400, n_positions=48, n_embd=32, n_layer=2, n_head=4)
+    fields.update(config)
+    hf_cfg = GPT2Config(**fields, bos_token_id=None, eos_token_id=None, attn_implementation="eager")
+    model = GPT2LMHeadModel(hf_cfg).eval()
+    _randomize(model)
+    model.save_pretrained(str(directory))
+    for name in ("vocab.json", "merges.txt"):
+        shutil.copy(tokenizer_files / name, directory / name)
+    return model
+
+
+@functools.cache
+def _nanogpt_class():
+    """nanoGPT's model.py ``GPT`` (a copy, reduced to what its checkpoints hold), defined on first use
+    so that collecting the suite does not import torch."""
+    import math
+
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class NanoLayerNorm(nn.Module):
+        def __init__(self, ndim, bias):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(ndim))
+            self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
+
+        def forward(self, x):
+            return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
+
+    class NanoAttention(nn.Module):
+        def __init__(self, a):
+            super().__init__()
+            d = a["n_embd"]
+            self.n_head = a["n_head"]
+            self.c_attn = nn.Linear(d, 3 * d, bias=a["bias"])
+            self.c_proj = nn.Linear(d, d, bias=a["bias"])
+            bs = a["block_size"]
+            self.register_buffer("bias", torch.tril(torch.ones(bs, bs)).view(1, 1, bs, bs))
+
+        def forward(self, x):
+            B, T, C = x.size()
+            q, k, v = self.c_attn(x).split(C, dim=2)
+            q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+            y = F.softmax(att, dim=-1) @ v
+            return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+    class NanoBlock(nn.Module):
+        def __init__(self, a):
+            super().__init__()
+            d = a["n_embd"]
+            self.ln_1 = NanoLayerNorm(d, a["bias"])
+            self.attn = NanoAttention(a)
+            self.ln_2 = NanoLayerNorm(d, a["bias"])
+            self.mlp = nn.Module()
+            self.mlp.c_fc = nn.Linear(d, 4 * d, bias=a["bias"])
+            self.mlp.c_proj = nn.Linear(4 * d, d, bias=a["bias"])
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x))))
+
+    class NanoGPT(nn.Module):
+        """nanoGPT's model.py GPT, reduced to what its checkpoints hold."""
+
+        def __init__(self, a):
+            super().__init__()
+            self.transformer = nn.ModuleDict(
+                dict(
+                    wte=nn.Embedding(a["vocab_size"], a["n_embd"]),
+                    wpe=nn.Embedding(a["block_size"], a["n_embd"]),
+                    h=nn.ModuleList(NanoBlock(a) for _ in range(a["n_layer"])),
+                    ln_f=NanoLayerNorm(a["n_embd"], a["bias"]),
+                )
+            )
+            self.lm_head = nn.Linear(a["n_embd"], a["vocab_size"], bias=False)
+            self.transformer.wte.weight = self.lm_head.weight  # weight tying
+
+        def forward(self, idx):
+            pos = torch.arange(idx.shape[1])
+            x = self.transformer.wte(idx) + self.transformer.wpe(pos)
+            for block in self.transformer.h:
+                x = block(x)
+            return self.lm_head(self.transformer.ln_f(x))
+
+    return NanoGPT
+
+
+def _write_nanogpt(path, *, bias=True, compiled=False, untied=False, legacy=False, seed=0):
+    """A ``ckpt.pt`` as nanoGPT's train.py writes it (model, optimizer, model_args, iter_num, ...) for a
+    random 2-layer, 4-head model over :data:`NANOGPT_CHARS`; returns the reference model (eval mode)."""
+    import torch
+    import torch.nn as nn
+
+    torch.manual_seed(seed)
+    args = dict(
+        n_layer=2, n_head=4, n_embd=32, block_size=32, bias=bias, vocab_size=len(NANOGPT_CHARS), dropout=0.0
+    )
+    ref = _nanogpt_class()(args)
+    with torch.no_grad():
+        for name, p in ref.named_parameters():
+            p.copy_(torch.rand_like(p) + 0.5 if name.endswith("ln_1.weight") else torch.randn_like(p) * 0.3)
+        if untied:
+            ref.lm_head.weight = nn.Parameter(ref.lm_head.weight.detach().clone() * -1.5)
+    opt = torch.optim.AdamW(ref.parameters(), lr=1e-3)
+    ref(torch.zeros(1, 4, dtype=torch.long)).sum().backward()
+    opt.step()  # a real optimizer state goes into the file, as in nanoGPT
+    sd = ref.state_dict()
+    if compiled:
+        sd = {"_orig_mod." + k: v for k, v in sd.items()}
+    ckpt = {
+        "model": sd,
+        "optimizer": opt.state_dict(),
+        "model_args": args,
+        "iter_num": 250,
+        "best_val_loss": torch.tensor(1.4697),
+        "config": {"dataset": "shakespeare_char", "learning_rate": 1e-3, "compile": compiled},
+    }
+    torch.save(ckpt, path, _use_new_zipfile_serialization=not legacy)
+    return ref.eval()
+
+
+@pytest.fixture(scope="session")
+def gpt2_tokenizer_dir(tmp_path_factory):
+    """A directory with a tiny GPT-2 byte-level BPE (vocab 400: ``vocab.json`` + ``merges.txt``),
+    trained once per run. Read it, never write into it (copy it first)."""
+    return _write_tiny_gpt2_tokenizer(tmp_path_factory.mktemp("gpt2-tokenizer"))
+
+
+@pytest.fixture(scope="session", name="write_hf_gpt2")
+def _write_hf_gpt2_fixture():
+    """``write_hf_gpt2(directory, tokenizer_files, seed=0, **config) -> GPT2LMHeadModel``."""
+    return _write_hf_gpt2
+
+
+@pytest.fixture(scope="session", name="write_nanogpt")
+def _write_nanogpt_fixture():
+    """``write_nanogpt(path, *, bias, compiled, untied, legacy, seed) -> NanoGPT`` (nanoGPT's model)."""
+    return _write_nanogpt
+
+
+@pytest.fixture(scope="session")
+def nanogpt_chars() -> str:
+    """The characters of :func:`write_nanogpt`'s vocabulary, in nanoGPT's order."""
+    return NANOGPT_CHARS

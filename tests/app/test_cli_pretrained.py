@@ -5,15 +5,14 @@ import torch
 from app.cli import main
 from model.export import load_inspection
 from model.pretrained import open_model
-from tests.model.test_bpe import write_tiny_gpt2_tokenizer
-from tests.model.test_pretrained import CHARS, write_hf_gpt2, write_nanogpt
 
 
-def test_inspect_and_generate_on_a_hugging_face_gpt2_folder(tmp_path, capsys):
-    tok = write_tiny_gpt2_tokenizer(tmp_path / "tok")
+def test_inspect_and_generate_on_a_hugging_face_gpt2_folder(
+    tmp_path, capsys, gpt2_tokenizer_dir, write_hf_gpt2
+):
     model_dir = tmp_path / "gpt2"
     model_dir.mkdir()
-    reference = write_hf_gpt2(model_dir, tok)
+    reference = write_hf_gpt2(model_dir, gpt2_tokenizer_dir)
     out = tmp_path / "att.npz"
     prompt = "the cat sat"
     assert main(["inspect", "--checkpoint", str(model_dir), "--prompt", prompt, "--out", str(out)]) == 0
@@ -30,9 +29,9 @@ def test_inspect_and_generate_on_a_hugging_face_gpt2_folder(tmp_path, capsys):
     assert text.startswith(prompt) and len(text) > len(prompt)
 
 
-def test_inspect_and_generate_on_a_nanogpt_checkpoint(tmp_path, capsys):
+def test_inspect_and_generate_on_a_nanogpt_checkpoint(tmp_path, capsys, write_nanogpt, nanogpt_chars):
     write_nanogpt(tmp_path / "ckpt.pt")
-    (tmp_path / "input.txt").write_text(CHARS, encoding="utf-8")
+    (tmp_path / "input.txt").write_text(nanogpt_chars, encoding="utf-8")
     out = tmp_path / "att.npz"
     assert (
         main(["inspect", "--checkpoint", str(tmp_path / "ckpt.pt"), "--prompt", "Hello", "--out", str(out)])

@@ -7,11 +7,10 @@ import torch
 
 from model.analysis.labs_extra import prompt_ids, trace_prompt
 from model.analysis.masks import causal_mask, sliding_window_mask
-from tests.app.test_labs_support import labs, wait_results  # noqa: F401 (fixture)
 
 
 @pytest.fixture
-def stages(labs, qtbot):  # noqa: F811
+def stages(labs, qtbot, wait_results):
     tab, session = labs
     page = tab.show_page("mask-stages")
     page.set_mask("causal")
@@ -20,7 +19,7 @@ def stages(labs, qtbot):  # noqa: F811
     return page, session
 
 
-def test_causal_weights_match_the_model_and_hide_the_future(stages, qtbot):
+def test_causal_weights_match_the_model_and_hide_the_future(stages, qtbot, wait_results):
     page, session = stages
     page.layer.setValue(1)
     page.head.setValue(1)
@@ -37,7 +36,7 @@ def test_causal_weights_match_the_model_and_hide_the_future(stages, qtbot):
     assert "0.000" in page.summary.text()  # no weight on keys after the query
 
 
-def test_toggling_the_mask_off_fills_the_upper_triangle(stages, qtbot):
+def test_toggling_the_mask_off_fills_the_upper_triangle(stages, qtbot, wait_results):
     page, _ = stages
     st = wait_results(qtbot, page, "stages", page.toggle_causal)
     assert page.kind.currentData() == "none"
@@ -50,7 +49,7 @@ def test_toggling_the_mask_off_fills_the_upper_triangle(stages, qtbot):
     assert page.kind.currentData() == "causal"
 
 
-def test_sliding_window_and_prefix_masks(stages, qtbot):
+def test_sliding_window_and_prefix_masks(stages, qtbot, wait_results):
     page, _ = stages
     page.window.setValue(3)
     st = wait_results(qtbot, page, "stages", lambda: page.set_mask("sliding"))
@@ -71,7 +70,7 @@ def _tiny_comparison(page, steps):
     page.batch.setValue(4)
 
 
-def test_missing_mask_comparison_trains_both_and_samples(labs, qtbot):  # noqa: F811
+def test_missing_mask_comparison_trains_both_and_samples(labs, qtbot):
     tab, _ = labs
     page = tab.show_page("mask-bug")
     _tiny_comparison(page, 3)
@@ -89,7 +88,7 @@ def test_missing_mask_comparison_trains_both_and_samples(labs, qtbot):  # noqa: 
     assert page.idle and not page.panel.running
 
 
-def test_comparison_stops_cleanly(labs, qtbot):  # noqa: F811
+def test_comparison_stops_cleanly(labs, qtbot):
     tab, _ = labs
     page = tab.show_page("mask-bug")
     _tiny_comparison(page, 100000)

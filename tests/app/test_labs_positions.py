@@ -4,10 +4,9 @@ permutation experiment on the session's model."""
 import numpy as np
 
 from model.analysis.positions import sinusoidal_heatmap
-from tests.app.test_labs_support import labs, wait_results  # noqa: F401 (fixture)
 
 
-def test_sinusoidal_table_and_offset_profile(labs, qtbot):  # noqa: F811
+def test_sinusoidal_table_and_offset_profile(labs, qtbot, wait_results):
     tab, _ = labs
     page = tab.show_page("positions-sinusoidal")
     page.n_pos.setValue(32)
@@ -19,7 +18,7 @@ def test_sinusoidal_table_and_offset_profile(labs, qtbot):  # noqa: F811
     assert "= d/2" in page.message.text()
 
 
-def test_rope_score_depends_only_on_the_offset(labs, qtbot):  # noqa: F811
+def test_rope_score_depends_only_on_the_offset(labs, qtbot, wait_results):
     tab, _ = labs
     page = tab.show_page("positions-rope")
     page.n_pos.setValue(12)
@@ -30,7 +29,7 @@ def test_rope_score_depends_only_on_the_offset(labs, qtbot):  # noqa: F811
     assert "only the offset matters" in page.message.text()
 
 
-def test_permutation_without_positions_is_equivariant(labs, qtbot):  # noqa: F811
+def test_permutation_without_positions_is_equivariant(labs, qtbot, wait_results):
     tab, session = labs
     page = tab.show_page("positions-permutation")
     runs = wait_results(qtbot, page, "perm", lambda: page.tokens.setValue(8))

@@ -6,7 +6,6 @@ import numpy as np
 from model.analysis.gradflow import grad_flow_variants
 from model.analysis.labs_extra import prompt_ids, trace_prompt
 from model.analysis.residual import logit_lens, residual_norms, write_stats
-from tests.app.test_labs_support import labs, wait_results  # noqa: F401 (fixture)
 
 STREAM = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")
 
@@ -15,7 +14,7 @@ def _ids(session, n):
     return prompt_ids(session.tokenizer, session.probe_prompt, session.model.config.context_length, n)
 
 
-def test_norms_page_draws_the_models_numbers(labs, qtbot):  # noqa: F811
+def test_norms_page_draws_the_models_numbers(labs, qtbot, wait_results):
     tab, session = labs
     page = tab.show_page("residual-norms")
     norms, writes = wait_results(qtbot, page, "norms")
@@ -28,7 +27,7 @@ def test_norms_page_draws_the_models_numbers(labs, qtbot):  # noqa: F811
     assert np.allclose(page.cosines.values["attention"], ref_w.attn_cos.mean(-1), atol=1e-6)
 
 
-def test_logit_lens_last_row_is_the_models_output(labs, qtbot):  # noqa: F811
+def test_logit_lens_last_row_is_the_models_output(labs, qtbot, wait_results):
     tab, session = labs
     page = tab.show_page("residual-lens")
     page.tokens.setValue(10)
@@ -44,7 +43,7 @@ def test_logit_lens_last_row_is_the_models_output(labs, qtbot):  # noqa: F811
     assert len(visible_next) == len(labels) and visible_next[0]  # the actual next tokens are listed
 
 
-def test_gradient_flow_at_init_pre_vs_post(labs, qtbot):  # noqa: F811
+def test_gradient_flow_at_init_pre_vs_post(labs, qtbot, wait_results):
     tab, session = labs
     page = tab.show_page("residual-gradflow")
     page.n_layers.setValue(6)
@@ -65,7 +64,7 @@ def test_gradient_flow_at_init_pre_vs_post(labs, qtbot):  # noqa: F811
     assert set(flows) == {("pre", "rmsnorm"), ("post", "rmsnorm")}
 
 
-def test_gradient_flow_during_training(labs, qtbot):  # noqa: F811
+def test_gradient_flow_during_training(labs, qtbot):
     tab, _ = labs
     page = tab.show_page("residual-gradflow")
     for w, v in ((page.n_layers, 2), (page.d_model, 16), (page.n_heads, 2), (page.steps, 2)):
@@ -79,7 +78,7 @@ def test_gradient_flow_during_training(labs, qtbot):  # noqa: F811
     assert np.allclose(page.panel.probe_plot.curves["Post-LN"].yData, [f.block[-1] for f in flows])
 
 
-def test_live_norms_follow_a_training_run(labs, qtbot):  # noqa: F811
+def test_live_norms_follow_a_training_run(labs, qtbot):
     tab, session = labs
     page = tab.show_page("residual-live")
     page.every.setValue(1)

@@ -9,11 +9,10 @@ import pytest
 from model.analysis.labs_extra import prompt_ids, trace_prompt
 from model.analysis.saturation import model_saturation
 from model.analysis.softmax_theory import sample_logits, softmax_stats
-from tests.app.test_labs_support import labs, wait_results  # noqa: F401 (fixture)
 
 
 @pytest.fixture
-def theory(labs, qtbot):  # noqa: F811
+def theory(labs, qtbot, wait_results):
     tab, _ = labs
     page = tab.show_page("softmax-theory")
     if "curves" not in page.results:  # sampled once per module, over 16 keys a row to keep it quick
@@ -22,7 +21,7 @@ def theory(labs, qtbot):  # noqa: F811
 
 
 @pytest.mark.parametrize("d_k, std", [(64, 8.0), (128, 11.3)])
-def test_theory_table_shows_sqrt_dk_and_saturation(theory, qtbot, d_k, std):
+def test_theory_table_shows_sqrt_dk_and_saturation(theory, qtbot, d_k, std, wait_results):
     page = theory
     page.dk.setValue(d_k)
     wait_results(qtbot, page, "point", page._compute_point)
@@ -39,7 +38,7 @@ def test_theory_table_shows_sqrt_dk_and_saturation(theory, qtbot, d_k, std):
     assert page.std_plot.marker is not None and page.std_plot.marker.value() == pytest.approx(math.log10(d_k))
 
 
-def test_slider_and_curves(theory, qtbot):
+def test_slider_and_curves(theory, qtbot, wait_results):
     page = theory
     wait_results(qtbot, page, "point", lambda: page.slider.setValue(30))  # 2^3
     assert page.dk.value() == 8
@@ -50,7 +49,7 @@ def test_slider_and_curves(theory, qtbot):
     assert ent[0] > 2.3 > 0.5 > ent[-1]  # from nearly uniform (ln 16 = 2.77) to nearly one-hot
 
 
-def test_model_page_draws_model_saturation(labs, qtbot):  # noqa: F811
+def test_model_page_draws_model_saturation(labs, qtbot, wait_results):
     tab, session = labs
     page = tab.show_page("softmax-model")
     s = wait_results(qtbot, page, "saturation")
@@ -64,7 +63,7 @@ def test_model_page_draws_model_saturation(labs, qtbot):  # noqa: F811
     assert np.all(ref.max_weight_unscaled >= ref.max_weight_model - 1e-9)
 
 
-def test_scaled_vs_unscaled_training_runs(labs, qtbot):  # noqa: F811
+def test_scaled_vs_unscaled_training_runs(labs, qtbot):
     tab, _ = labs
     page = tab.show_page("softmax-training")
     for w, v in (

@@ -1,10 +1,16 @@
 """The Labs tab as a whole: its pages and screenshots, the prompt it reads, model changes, shutdown,
 and its place in the main window."""
 
-from tests.app.test_labs_support import labs, wait_results  # noqa: F401 (fixture)
+import pytest
 
 
-def test_every_lab_has_pages_and_screenshots(labs):  # noqa: F811
+@pytest.fixture
+def tiny_window_tabs():
+    """The window here builds the Labs tab only: its place in the window is what is under test."""
+    return ["Labs"]
+
+
+def test_every_lab_has_pages_and_screenshots(labs):
     tab, _ = labs
     names = [name for name, _ in tab.screenshot_pages()]
     assert len(names) == len(set(names)) == len(tab.classes) >= 5
@@ -22,7 +28,7 @@ def test_every_lab_has_pages_and_screenshots(labs):  # noqa: F811
     assert "residual-live" in tab.pages and set(tab.pages) <= set(tab.classes)
 
 
-def test_prompt_follows_the_session_until_typed(labs, qtbot):  # noqa: F811
+def test_prompt_follows_the_session_until_typed(labs, qtbot, wait_results):
     tab, session = labs
     page = tab.show_page("mask-stages")
     session.set_probe_prompt("abc=abc\n")
@@ -36,7 +42,7 @@ def test_prompt_follows_the_session_until_typed(labs, qtbot):  # noqa: F811
     tab.set_prompt(session.probe_prompt)
 
 
-def test_model_change_recomputes_the_page_on_screen(labs, qtbot):  # noqa: F811
+def test_model_change_recomputes_the_page_on_screen(labs, qtbot, wait_results):
     tab, session = labs
     page = tab.show_page("softmax-model")
     wait_results(qtbot, page, "saturation")
@@ -65,7 +71,7 @@ def test_no_model_says_so(qtbot):
     assert session.shutdown(timeout=10)
 
 
-def test_shutdown_stops_a_running_comparison(labs, qtbot):  # noqa: F811
+def test_shutdown_stops_a_running_comparison(labs, qtbot):
     tab, _ = labs
     page = tab.show_page("softmax-training")
     for w, v in (
@@ -85,7 +91,7 @@ def test_shutdown_stops_a_running_comparison(labs, qtbot):  # noqa: F811
     qtbot.waitUntil(lambda: not page.panel.running, timeout=10000)
 
 
-def test_labs_tab_in_the_main_window(tiny_window, qtbot):
+def test_labs_tab_in_the_main_window(tiny_window, qtbot, wait_results):
     from app.views.labs.tab import LabsTab
 
     tab = tiny_window.tabs["Labs"]

@@ -4,11 +4,10 @@ import numpy as np
 import pytest
 
 from model.analysis.worked_example import attention_example
-from tests.app.test_labs_support import labs  # noqa: F401 (fixture)
 
 
 @pytest.fixture
-def page(labs):  # noqa: F811
+def page(labs):
     tab, _ = labs
     return tab.show_page("worked-example")
 

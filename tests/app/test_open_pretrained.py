@@ -1,12 +1,16 @@
 """File → Open accepts a Hugging Face GPT-2 folder and a nanoGPT checkpoint; a loaded GPT-2 fine-tunes."""
 
+import pytest
 import torch
 from PySide6.QtWidgets import QFileDialog
 
-from tests.model.test_bpe import write_tiny_gpt2_tokenizer
-from tests.model.test_pretrained import CHARS, write_hf_gpt2, write_nanogpt
-
 TIMEOUT = 60_000
+
+
+@pytest.fixture
+def tiny_window_tabs():
+    """Windows here build the Train tab only: File → Open and the origin label are the window's."""
+    return ["Train"]
 
 
 def _open(qtbot, win, path, monkeypatch):
@@ -15,12 +19,13 @@ def _open(qtbot, win, path, monkeypatch):
         win.open_action.trigger()
 
 
-def test_open_a_gpt2_folder_shows_its_origin_and_fine_tunes(qtbot, tiny_window, tmp_path, monkeypatch):
+def test_open_a_gpt2_folder_shows_its_origin_and_fine_tunes(
+    qtbot, tiny_window, tmp_path, monkeypatch, gpt2_tokenizer_dir, write_hf_gpt2
+):
     win, s = tiny_window, tiny_window.session
-    tok = write_tiny_gpt2_tokenizer(tmp_path / "tok")
     model_dir = tmp_path / "gpt2-tiny"
     model_dir.mkdir()
-    reference = write_hf_gpt2(model_dir, tok)
+    reference = write_hf_gpt2(model_dir, gpt2_tokenizer_dir)
     _open(qtbot, win, model_dir, monkeypatch)
     assert s.checkpoint_meta["kind"] == "hf-gpt2"
     origin = win.origin_label.text()
@@ -42,10 +47,10 @@ def test_open_a_gpt2_folder_shows_its_origin_and_fine_tunes(qtbot, tiny_window, 
     assert not torch.equal(s.model.blocks[0].attn.q_proj.weight.detach(), before)
 
 
-def test_open_a_nanogpt_checkpoint(qtbot, tiny_window, tmp_path, monkeypatch):
+def test_open_a_nanogpt_checkpoint(qtbot, tiny_window, tmp_path, monkeypatch, write_nanogpt, nanogpt_chars):
     win, s = tiny_window, tiny_window.session
     write_nanogpt(tmp_path / "ckpt.pt")
-    (tmp_path / "input.txt").write_text(CHARS, encoding="utf-8")
+    (tmp_path / "input.txt").write_text(nanogpt_chars, encoding="utf-8")
     _open(qtbot, win, tmp_path, monkeypatch)
     assert s.checkpoint_meta["kind"] == "nanogpt" and "nanoGPT" in win.origin_label.text()
-    assert s.model.config.n_layers == 2 and s.tokenizer.vocab_size == len(CHARS)
+    assert s.model.config.n_layers == 2 and s.tokenizer.vocab_size == len(nanogpt_chars)

@@ -12,6 +12,12 @@ from model.probes import FrameHistory, ProbeFrame
 TIMEOUT = 60_000  # ms; generous because the CI machine's two cores are shared
 
 
+@pytest.fixture
+def tiny_window_tabs():
+    """Windows here build the Train tab only: the tests drive it, the docks and the menus."""
+    return ["Train"]
+
+
 def _train_tab(win):
     return win.tabs["Train"]
 

@@ -23,6 +23,16 @@ def test_every_registered_tab_is_there_and_built(tiny_window):
         assert type(tab).__name__ == spec.partition(":")[2], title
 
 
+@pytest.mark.parametrize("tiny_window_tabs", [["Labs", "Budget"]])
+def test_a_window_asked_for_some_tabs_builds_only_those(tiny_window):
+    """What the single-tab test modules rely on: ``tabs=`` (through ``tiny_window_tabs``) builds
+    just the named tabs, in order, and the window works around them."""
+    win = tiny_window
+    assert [win.tab_widget.tabText(i) for i in range(win.tab_widget.count())] == ["Labs", "Budget"]
+    assert type(win.tabs["Labs"]).__name__ == "LabsTab" and "Train" not in win.tabs
+    assert win.session.model is not None and win.data_panel is not None
+
+
 def test_a_missing_or_broken_tab_module_does_not_take_the_app_down(qtbot, app_settings):
     tabs = [
         ("Train", "app.views.train.tab:TrainTab"),

@@ -4,24 +4,14 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import pre_tokenizers
 from transformers import GPT2TokenizerFast
 
 from model.bpe import HFTokenizer, bytes_to_unicode, load_hf_tokenizer
 from model.tokenizer_registry import tokenizer_from_dict
 from model.tokens import TokenizerError, visible
-
-#: A small corpus with the scripts the tricky texts use, so that merges form inside them too.
-CORPUS = [
-    "The quick brown fox jumps over the lazy dog. It's what we'll do, isn't it?",
-    "def main(x):\n    return x * 2\n\n\tif x > 10:  print('big')\n",
-    "日本語のテキストを書きます。東京は大きい。",
-    "Русский текст и ещё немного слов. Ελληνικά γράμματα. مرحبا بالعالم",
-    "emoji 😀 👍🏽 🎉 family 👨‍👩‍👧 café naïve résumé 3.14159 12345",
-]
 
 TRICKY = [
     "Hello world",
@@ -39,27 +29,10 @@ TRICKY = [
 ]
 
 
-def write_tiny_gpt2_tokenizer(directory: Path, vocab_size: int = 400) -> Path:
-    """Train a GPT-2-style byte-level BPE on :data:`CORPUS`; write GPT-2's vocab.json + merges.txt."""
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=["<|endoftext|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(CORPUS * 3, trainer)
-    directory.mkdir(parents=True, exist_ok=True)
-    tok.model.save(str(directory))
-    return directory
-
-
 @pytest.fixture(scope="module")
-def tok_dirs(tmp_path_factory):
+def tok_dirs(tmp_path_factory, gpt2_tokenizer_dir):
     """(vocab.json + merges.txt dir, tokenizer.json dir written by transformers from the first)."""
-    files = write_tiny_gpt2_tokenizer(tmp_path_factory.mktemp("vocab_merges"))
+    files = gpt2_tokenizer_dir
     reference = GPT2TokenizerFast.from_pretrained(str(files))
     as_json = tmp_path_factory.mktemp("tokenizer_json")
     reference.save_pretrained(str(as_json))

@@ -9,17 +9,12 @@ nanoGPT's model (below), saved the way its train.py saves checkpoints.
 from __future__ import annotations
 
 import json
-import math
 import pickle
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
-from transformers import GPT2Config, GPT2LMHeadModel
 
 from model.checkpoint import save_checkpoint
 from model.config import GPTConfig
@@ -28,7 +23,6 @@ from model.gpt import build_model
 from model.pretrained import CheckpointError, detect, open_model
 from model.tokens import CharTokenizer
 from model.trace import estimate_nbytes
-from tests.model.test_bpe import write_tiny_gpt2_tokenizer
 
 PROMPTS = [
     "The quick brown fox",
@@ -41,35 +35,6 @@ PROMPTS = [
 # ---------------------------------------------------------------------------------------------
 # Hugging Face GPT-2
 # ---------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def tokenizer_files(tmp_path_factory):
-    return write_tiny_gpt2_tokenizer(tmp_path_factory.mktemp("tok"))
-
-
-def randomize_(model: nn.Module, std: float = 0.3) -> None:
-    """Every parameter random (biases and LayerNorm shifts too, so a dropped one shows in the logits)."""
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if ".ln_" in name and name.endswith("weight"):
-                p.uniform_(0.5, 1.5)
-            else:
-                p.normal_(0.0, std)
-
-
-def write_hf_gpt2(directory: Path, tokenizer_files: Path, seed: int = 0, **config) -> GPT2LMHeadModel:
-    """A random GPT2LMHeadModel saved with save_pretrained (safetensors) plus GPT-2 tokenizer files."""
-    torch.manual_seed(seed)
-    fields = dict(vocab_size=400, n_positions=48, n_embd=32, n_layer=2, n_head=4)
-    fields.update(config)
-    hf_cfg = GPT2Config(**fields, bos_token_id=None, eos_token_id=None, attn_implementation="eager")
-    model = GPT2LMHeadModel(hf_cfg).eval()
-    randomize_(model)
-    model.save_pretrained(str(directory))
-    for name in ("vocab.json", "merges.txt"):
-        shutil.copy(tokenizer_files / name, directory / name)
-    return model
-
-
 VARIANTS = {
     "gpt2": {},
     "exact-gelu-untied-eps": dict(
@@ -80,14 +45,14 @@ VARIANTS = {
 
 
 @pytest.fixture(scope="module")
-def hf_models(tmp_path_factory, tokenizer_files):
+def hf_models(tmp_path_factory, gpt2_tokenizer_dir, write_hf_gpt2):
     """variant -> (directory, transformers' model, our Checkpoint), each written and opened once."""
     made: dict = {}
 
     def get(variant: str):
         if variant not in made:
             directory = tmp_path_factory.mktemp(f"hf-{variant}")
-            reference = write_hf_gpt2(directory, tokenizer_files, **VARIANTS[variant])
+            reference = write_hf_gpt2(directory, gpt2_tokenizer_dir, **VARIANTS[variant])
             made[variant] = directory, reference, open_model(directory)
         return made[variant]
 
@@ -163,9 +128,9 @@ def test_hf_gpt2_detected_by_content_from_dir_or_any_file(hf_model):
     assert detect(directory / "model.safetensors") == ("hf-gpt2", directory)
 
 
-def test_hub_layout_without_prefix_and_with_mask_buffers(tmp_path, tokenizer_files):
+def test_hub_layout_without_prefix_and_with_mask_buffers(tmp_path, gpt2_tokenizer_dir, write_hf_gpt2):
     """The hub's gpt2 weights name tensors without "transformer." and may carry attn.bias masks."""
-    reference = write_hf_gpt2(tmp_path, tokenizer_files, seed=3)
+    reference = write_hf_gpt2(tmp_path, gpt2_tokenizer_dir, seed=3)
     tensors = load_file(str(tmp_path / "model.safetensors"))
     hub = {k.removeprefix("transformer."): v for k, v in tensors.items()}
     for i in range(reference.config.n_layer):
@@ -179,8 +144,8 @@ def test_hub_layout_without_prefix_and_with_mask_buffers(tmp_path, tokenizer_fil
 
 
 @pytest.mark.parametrize("layout", ["sharded", "pytorch_model.bin"])
-def test_other_weight_files(tmp_path, tokenizer_files, layout):
-    reference = write_hf_gpt2(tmp_path, tokenizer_files, seed=4)
+def test_other_weight_files(tmp_path, gpt2_tokenizer_dir, layout, write_hf_gpt2):
+    reference = write_hf_gpt2(tmp_path, gpt2_tokenizer_dir, seed=4)
     tensors = load_file(str(tmp_path / "model.safetensors"))
     (tmp_path / "model.safetensors").unlink()
     if layout == "sharded":
@@ -198,9 +163,9 @@ def test_other_weight_files(tmp_path, tokenizer_files, layout):
         assert (ckpt.model(ids)[0] - reference(ids).logits).abs().max().item() < 1e-4
 
 
-def test_gpt2_shaped_trace_stays_within_the_documented_budget(tmp_path, tokenizer_files):
+def test_gpt2_shaped_trace_stays_within_the_documented_budget(tmp_path, gpt2_tokenizer_dir, write_hf_gpt2):
     """12 layers × 12 heads, a 256-token prompt, weights only in float16: L·H·T²·2 bytes."""
-    write_hf_gpt2(tmp_path, tokenizer_files, n_layer=12, n_head=12, n_embd=96, n_positions=256)
+    write_hf_gpt2(tmp_path, gpt2_tokenizer_dir, n_layer=12, n_head=12, n_embd=96, n_positions=256)
     ckpt = open_model(tmp_path)
     ids = torch.randint(0, ckpt.config.vocab_size, (1, 256), generator=torch.Generator().manual_seed(0))
     trace = ckpt.model.trace(ids, kinds=("weights",), dtype=torch.float16)
@@ -213,10 +178,10 @@ def test_gpt2_shaped_trace_stays_within_the_documented_budget(tmp_path, tokenize
 
 # ---- broken or foreign directories ----------------------------------------------------------
 @pytest.fixture
-def hf_copy(tmp_path, tokenizer_files):
+def hf_copy(tmp_path, gpt2_tokenizer_dir, write_hf_gpt2):
     directory = tmp_path / "gpt2-copy"
     directory.mkdir()
-    write_hf_gpt2(directory, tokenizer_files)
+    write_hf_gpt2(directory, gpt2_tokenizer_dir)
     return directory
 
 
@@ -294,107 +259,6 @@ def test_a_directory_with_no_model(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # nanoGPT
 # ---------------------------------------------------------------------------------------------
-class NanoLayerNorm(nn.Module):
-    def __init__(self, ndim, bias):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(ndim))
-        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
-
-    def forward(self, x):
-        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
-
-
-class NanoAttention(nn.Module):
-    def __init__(self, a):
-        super().__init__()
-        d = a["n_embd"]
-        self.n_head = a["n_head"]
-        self.c_attn = nn.Linear(d, 3 * d, bias=a["bias"])
-        self.c_proj = nn.Linear(d, d, bias=a["bias"])
-        bs = a["block_size"]
-        self.register_buffer("bias", torch.tril(torch.ones(bs, bs)).view(1, 1, bs, bs))
-
-    def forward(self, x):
-        B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
-        y = F.softmax(att, dim=-1) @ v
-        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
-
-
-class NanoBlock(nn.Module):
-    def __init__(self, a):
-        super().__init__()
-        d = a["n_embd"]
-        self.ln_1 = NanoLayerNorm(d, a["bias"])
-        self.attn = NanoAttention(a)
-        self.ln_2 = NanoLayerNorm(d, a["bias"])
-        self.mlp = nn.Module()
-        self.mlp.c_fc = nn.Linear(d, 4 * d, bias=a["bias"])
-        self.mlp.c_proj = nn.Linear(4 * d, d, bias=a["bias"])
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x))))
-
-
-class NanoGPT(nn.Module):
-    """nanoGPT's model.py GPT, reduced to what its checkpoints hold."""
-
-    def __init__(self, a):
-        super().__init__()
-        self.transformer = nn.ModuleDict(
-            dict(
-                wte=nn.Embedding(a["vocab_size"], a["n_embd"]),
-                wpe=nn.Embedding(a["block_size"], a["n_embd"]),
-                h=nn.ModuleList(NanoBlock(a) for _ in range(a["n_layer"])),
-                ln_f=NanoLayerNorm(a["n_embd"], a["bias"]),
-            )
-        )
-        self.lm_head = nn.Linear(a["n_embd"], a["vocab_size"], bias=False)
-        self.transformer.wte.weight = self.lm_head.weight  # weight tying
-
-    def forward(self, idx):
-        pos = torch.arange(idx.shape[1])
-        x = self.transformer.wte(idx) + self.transformer.wpe(pos)
-        for block in self.transformer.h:
-            x = block(x)
-        return self.lm_head(self.transformer.ln_f(x))
-
-
-CHARS = "\n !'(),.:?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-
-def write_nanogpt(path: Path, *, bias=True, compiled=False, untied=False, legacy=False, seed=0) -> NanoGPT:
-    """A ckpt.pt as nanoGPT's train.py writes it (model, optimizer, model_args, iter_num, ...)."""
-    torch.manual_seed(seed)
-    args = dict(n_layer=2, n_head=4, n_embd=32, block_size=32, bias=bias, vocab_size=len(CHARS), dropout=0.0)
-    ref = NanoGPT(args)
-    with torch.no_grad():
-        for name, p in ref.named_parameters():
-            p.copy_(torch.rand_like(p) + 0.5 if name.endswith("ln_1.weight") else torch.randn_like(p) * 0.3)
-        if untied:
-            ref.lm_head.weight = nn.Parameter(ref.lm_head.weight.detach().clone() * -1.5)
-    opt = torch.optim.AdamW(ref.parameters(), lr=1e-3)
-    ref(torch.zeros(1, 4, dtype=torch.long)).sum().backward()
-    opt.step()  # a real optimizer state goes into the file, as in nanoGPT
-    sd = ref.state_dict()
-    if compiled:
-        sd = {"_orig_mod." + k: v for k, v in sd.items()}
-    ckpt = {
-        "model": sd,
-        "optimizer": opt.state_dict(),
-        "model_args": args,
-        "iter_num": 250,
-        "best_val_loss": torch.tensor(1.4697),
-        "config": {"dataset": "shakespeare_char", "learning_rate": 1e-3, "compile": compiled},
-    }
-    torch.save(ckpt, path, _use_new_zipfile_serialization=not legacy)
-    return ref.eval()
-
-
 NANO_VARIANTS = {
     "plain": {},
     "compiled": dict(compiled=True),
@@ -404,9 +268,9 @@ NANO_VARIANTS = {
 
 
 @pytest.mark.parametrize("variant", list(NANO_VARIANTS))
-def test_nanogpt_logits_match_the_state_dict(tmp_path, variant):
+def test_nanogpt_logits_match_the_state_dict(tmp_path, variant, write_nanogpt, nanogpt_chars):
     ref = write_nanogpt(tmp_path / "ckpt.pt", **NANO_VARIANTS[variant])
-    (tmp_path / "tokenizer.json").write_text(json.dumps(CharTokenizer(CHARS).to_dict()))
+    (tmp_path / "tokenizer.json").write_text(json.dumps(CharTokenizer(nanogpt_chars).to_dict()))
     ckpt = open_model(tmp_path)
     assert ckpt.meta["kind"] == "nanogpt"
     assert ckpt.meta["iter_num"] == 250 and abs(ckpt.meta["best_val_loss"] - 1.4697) < 1e-6
@@ -421,10 +285,10 @@ def test_nanogpt_logits_match_the_state_dict(tmp_path, variant):
     assert expected.std().item() > 0.3  # random weights: logits far from a constant
 
 
-def test_nanogpt_file_and_char_vocabulary_from_the_dataset_text(tmp_path):
+def test_nanogpt_file_and_char_vocabulary_from_the_dataset_text(tmp_path, write_nanogpt, nanogpt_chars):
     ref = write_nanogpt(tmp_path / "weights.bin", seed=1)  # detected by content, whatever the name
     # nanoGPT's prepare.py: chars = sorted(set(text)); our CharTokenizer.from_text does the same
-    text = "".join(reversed(CHARS)) * 3
+    text = "".join(reversed(nanogpt_chars)) * 3
     (tmp_path / "input.txt").write_text(text, encoding="utf-8")
     assert detect(tmp_path) == ("nanogpt", tmp_path / "weights.bin")
     ckpt = open_model(tmp_path / "weights.bin")
@@ -434,7 +298,7 @@ def test_nanogpt_file_and_char_vocabulary_from_the_dataset_text(tmp_path):
         assert torch.allclose(ckpt.model(ids)[0], ref(ids), atol=1e-4)
 
 
-def test_a_dataset_text_with_another_vocabulary_is_refused(tmp_path):
+def test_a_dataset_text_with_another_vocabulary_is_refused(tmp_path, write_nanogpt):
     write_nanogpt(tmp_path / "ckpt.pt")
     (tmp_path / "input.txt").write_text("abc", encoding="utf-8")
     with pytest.raises(CheckpointError, match="3 distinct characters but the model has"):
@@ -460,7 +324,7 @@ def test_a_checkpoint_that_needs_unpickling_is_refused_not_run(tmp_path):
     assert not marker.exists()
 
 
-def test_a_meta_pkl_is_never_read(tmp_path):
+def test_a_meta_pkl_is_never_read(tmp_path, write_nanogpt):
     write_nanogpt(tmp_path / "ckpt.pt")
     marker = tmp_path / "pwned"
     (tmp_path / "meta.pkl").write_bytes(pickle.dumps({"itos": {0: "a"}, "x": Payload(marker)}))
@@ -469,12 +333,12 @@ def test_a_meta_pkl_is_never_read(tmp_path):
     assert not marker.exists()
 
 
-def test_nanogpt_without_a_tokenizer_says_where_to_find_one(tmp_path):
+def test_nanogpt_without_a_tokenizer_says_where_to_find_one(tmp_path, write_nanogpt, nanogpt_chars):
     write_nanogpt(tmp_path / "ckpt.pt")
     with pytest.raises(CheckpointError, match=r"copy nanoGPT's data/shakespeare_char/input\.txt"):
         open_model(tmp_path)
     # ... unless one is given
-    ckpt = open_model(tmp_path, tokenizer=CharTokenizer(CHARS))
+    ckpt = open_model(tmp_path, tokenizer=CharTokenizer(nanogpt_chars))
     assert ckpt.tokenizer.vocab_size == ckpt.config.vocab_size
 
 
@@ -492,8 +356,8 @@ def test_torch_files_that_are_not_nanogpt(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # our own checkpoints
 # ---------------------------------------------------------------------------------------------
-def test_our_checkpoint_is_delegated(tmp_path):
-    tok = CharTokenizer(CHARS)
+def test_our_checkpoint_is_delegated(tmp_path, nanogpt_chars):
+    tok = CharTokenizer(nanogpt_chars)
     model = build_model(GPTConfig(vocab_size=tok.vocab_size, n_layers=1, d_model=32, n_heads=2), seed=0)
     save_checkpoint(tmp_path / "run", model, tok)
     assert detect(tmp_path / "run") == ("attention-lab", tmp_path / "run")
@@ -517,9 +381,9 @@ def test_a_fine_tuned_gpt2_saved_as_ours_round_trips(hf_models, tmp_path):
         assert torch.equal(back.model(ids)[0], gpt2.model(ids)[0])
 
 
-def test_nanogpt_without_biases_maps_to_a_shift_free_layernorm(tmp_path):
+def test_nanogpt_without_biases_maps_to_a_shift_free_layernorm(tmp_path, write_nanogpt, nanogpt_chars):
     ref = write_nanogpt(tmp_path / "ckpt.pt", bias=False)
-    (tmp_path / "input.txt").write_text(CHARS, encoding="utf-8")
+    (tmp_path / "input.txt").write_text(nanogpt_chars, encoding="utf-8")
     ckpt = open_model(tmp_path)
     assert ckpt.config.norm_bias is False and ckpt.config.bias == "none"
     assert not any(name.endswith(".bias") for name, _ in ckpt.model.named_parameters())

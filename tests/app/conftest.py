@@ -1,6 +1,7 @@
-"""Shared set-up for the Labs tests: a session on a tiny model of ``task:copy`` and the Labs tab on it.
+"""Fixtures for the GUI tests only (shared ones, and the reference models, are in ``tests/conftest.py``).
 
-(Named ``test_labs_*`` so it sits with the labs' tests; it holds fixtures only.)
+Labs: ``labs`` (the Labs tab on a tiny untrained model of ``task:copy``, one per test module) and
+``wait_results`` (forget a page's result, trigger it, wait for the fresh one).
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 
-def tiny_session():
+def _tiny_labs_session():
     from app.session import Session
     from model.config import GPTConfig
     from model.train import TrainSettings
@@ -33,7 +34,7 @@ def labs(qapp):
     from app.views.labs.tab import LabsTab
 
     make_app()
-    session = tiny_session()
+    session = _tiny_labs_session()
     tab = LabsTab(session)
     tab.resize(1400, 850)
     tab.show()
@@ -44,10 +45,16 @@ def labs(qapp):
     tab.deleteLater()
 
 
-def wait_results(qtbot, page, key: str, trigger=None, timeout: int = 20000):
+def _wait_results(qtbot, page, key: str, trigger=None, timeout: int = 20000):
     """Forget ``page``'s result under ``key``, call ``trigger()`` (default: ``page.refresh``), and wait
     until a fresh result is there and nothing is outstanding; return it."""
     page.results.pop(key, None)
     (trigger or page.refresh)()
     qtbot.waitUntil(lambda: key in page.results and page.idle, timeout=timeout)
     return page.results[key]
+
+
+@pytest.fixture(scope="session", name="wait_results")
+def _wait_results_fixture():
+    """``wait_results(qtbot, page, key, trigger=None, timeout=20000)``: see :func:`_wait_results`."""
+    return _wait_results
