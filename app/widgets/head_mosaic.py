@@ -31,7 +31,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtWidgets import QGraphicsWidget, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.widgets.legend import ColorLegend
-from app.widgets.matrix_plot import LOG_FLOOR, TopLeftFit, log_weights, lut_levels
+from app.widgets.matrix_plot import LOG_FLOOR, TopLeftFit, log_weights, lut_levels, matrix_axes
 from app.widgets.mosaic_layout import CellMarks, MosaicGeometry, flow_columns
 from app.widgets.palette import DEFAULT_CMAP, DIVERGING_CMAP, matrix_lut
 from model.pooling import block_size, pool_absmax, pool_max, pool_visible
@@ -69,12 +69,7 @@ class HeadMosaic(QWidget):
         self.view = pg.GraphicsLayoutWidget()
         self.view.setBackground("w")
         self.plot: pg.PlotItem = self.view.addPlot(row=0, col=0)
-        p = self.plot
-        p.hideAxis("bottom")
-        p.showAxis("top")
-        p.invertY(True)
-        p.setMenuEnabled(False)
-        p.hideButtons()
+        p = matrix_axes(self.plot)
         for name in ("left", "top"):
             ax = p.getAxis(name)
             ax.setStyle(tickLength=0, autoReduceTextSpace=False)  # no shrinking while empty

@@ -92,6 +92,17 @@ def describe_value(v: float) -> str:
     return f"{v:.4g}"
 
 
+def matrix_axes(p: pg.PlotItem) -> pg.PlotItem:
+    """Lay ``p`` out as a matrix is read: row 0 at the top, column labels along the top axis, no
+    bottom axis, context menu or auto-range button (used by MatrixPanel and HeadMosaic)."""
+    p.hideAxis("bottom")
+    p.showAxis("top")
+    p.invertY(True)
+    p.setMenuEnabled(False)
+    p.hideButtons()
+    return p
+
+
 def _title_update_min(label: pg.LabelItem) -> None:
     """``LabelItem.updateMin`` without the minimum width: the title's text no longer sets how
     narrow its plot may be."""
@@ -181,12 +192,7 @@ class MatrixPanel:
         self.plot: pg.PlotItem = layout.addPlot(
             row=row, col=col, rowspan=rowspan, axisItems={"left": self.left_axis, "top": self.top_axis}
         )
-        p = self.plot
-        p.hideAxis("bottom")
-        p.showAxis("top")
-        p.invertY(True)
-        p.setMenuEnabled(False)
-        p.hideButtons()
+        p = matrix_axes(self.plot)
         # a long title may be cut at its ends, but never widens the scene past its view (which would
         # cut the matrix off at the right instead)
         p.titleLabel.updateMin = types.MethodType(_title_update_min, p.titleLabel)
