@@ -55,7 +55,8 @@ from torch.overrides import TorchFunctionMode
 from model.bpe import HFTokenizer, is_hf_tokenizer_json, load_hf_tokenizer
 from model.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from model.config import ConfigError, GPTConfig
-from model.gpt import GPT, make_positions
+from model.gpt import GPT
+from model.layers import make_positions
 from model.tokenizer_registry import tokenizer_from_dict
 from model.tokens import CharTokenizer, Tokenizer, TokenizerError
 
