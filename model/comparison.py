@@ -320,8 +320,8 @@ def attention_snapshot(model: Any, tokenizer: Any, prompt: str) -> tuple[Attenti
     import torch
 
     from model.analysis.heads import head_metrics
-    from model.inspection import inspect
     from model.tokens import visible
+    from model.trace import inspect
 
     ids = tokenizer.encode(prompt, errors="replace")[-model.config.context_length :]
     if not ids:

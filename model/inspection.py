@@ -5,7 +5,7 @@ returns numpy arrays and dataclasses; the numbers themselves come from :func:`in
 ``model.analysis.*``. No Qt: the app runs these in its compute worker (off the GUI thread, under
 ``model.runtime.compute_lock``), and anything else may call them directly.
 
-- :func:`inspect`: the one entry point: a prompt (text or ids) → :class:`~model.trace.Trace`, in
+- :func:`inspect` (:func:`model.trace.inspect`): a prompt (text or ids) → :class:`~model.trace.Trace`, in
   evaluation mode, with optional interventions (hooks);
 - :func:`inspect_prompt`: every head's weights [L, H, T, T], the mask, the logits and the top next
   tokens (:class:`Inspection`), plus a max-pooled overview of long prompts (:func:`pool_max`);
@@ -169,40 +169,12 @@ class Inspection:
         return np.asarray(self.weights[layer, head], dtype=np.float32)
 
 
-def inspect(
-    model,
-    tokenizer,
-    prompt,
-    *,
-    kinds=None,
-    layers=None,
-    dtype=None,
-    hooks=(),
-    errors: str = "strict",
-):
-    """The :class:`~model.trace.Trace` of ``prompt``: the one way to inspect a model.
+def inspect(model, tokenizer, prompt, **kw):
+    """:func:`model.trace.inspect`: the one entry point (a Trace of a prompt, in eval mode, kinds
+    checked). Imported when called, so that this module loads without torch."""
+    from model.trace import inspect as inspect_
 
-    ``prompt``: text (encoded by ``tokenizer`` with ``errors``, keeping its last ``context_length``
-    tokens), token ids [T], or a tensor [T] / [B, T] (``tokenizer`` may then be None). ``kinds`` and
-    ``layers`` choose what is recorded (all by default; an unknown kind is a ValueError naming the
-    valid ones); ``dtype`` the stored precision (float32 by default); ``hooks``: interventions active
-    during the pass ({name: fn} or (name, fn) pairs, e.g. ``model.hooks.ablate_heads``). Runs in
-    evaluation mode under ``torch.no_grad`` and restores the model's mode.
-    """
-    import torch
-
-    from model.trace import check_kinds
-
-    kinds = check_kinds(kinds)
-    if isinstance(prompt, str):
-        prompt = tokenizer.encode(prompt, errors=errors)[-model.config.context_length :]
-        if not prompt:
-            raise ValueError("the prompt encodes to no tokens")
-    idx = torch.as_tensor(prompt, dtype=torch.long, device=model.device)
-    if idx.dim() == 1:
-        idx = idx[None]
-    with torch.no_grad(), eval_mode(model), model.hooks(hooks):
-        return model.trace(idx, kinds=kinds, layers=layers, dtype=dtype or torch.float32)
+    return inspect_(model, tokenizer, prompt, **kw)
 
 
 def _ablation_hooks(ablate):

@@ -105,7 +105,7 @@ def trace_prompt(model: Any, tokenizer: Any, prompt: str, *, kinds=("weights",),
     """
     import torch
 
-    from model.inspection import inspect
+    from model.trace import inspect
 
     ids = tokenizer.encode(prompt, errors="replace")
     if not ids:

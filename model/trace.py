@@ -32,6 +32,7 @@ Select ``layers`` and ``kinds`` to record less; :func:`estimate_nbytes` gives th
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -293,3 +294,45 @@ class Trace:
             f"Trace(T={self.seq_len}, layers={self.layers}, kinds={sorted(self.kinds)}, "
             f"{self.nbytes / 1e6:.1f} MB)"
         )
+
+
+@contextlib.contextmanager
+def _eval_mode(model):
+    was = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was)
+
+
+def inspect(
+    model,
+    tokenizer,
+    prompt,
+    *,
+    kinds=None,
+    layers=None,
+    dtype=None,
+    hooks=(),
+    errors: str = "strict",
+):
+    """The :class:`~model.trace.Trace` of ``prompt``: the one way to inspect a model.
+
+    ``prompt``: text (encoded by ``tokenizer`` with ``errors``, keeping its last ``context_length``
+    tokens), token ids [T], or a tensor [T] / [B, T] (``tokenizer`` may then be None). ``kinds`` and
+    ``layers`` choose what is recorded (all by default; an unknown kind is a ValueError naming the
+    valid ones); ``dtype`` the stored precision (float32 by default); ``hooks``: interventions active
+    during the pass ({name: fn} or (name, fn) pairs, e.g. ``model.hooks.ablate_heads``). Runs in
+    evaluation mode under ``torch.no_grad`` and restores the model's mode.
+    """
+    kinds = check_kinds(kinds)
+    if isinstance(prompt, str):
+        prompt = tokenizer.encode(prompt, errors=errors)[-model.config.context_length :]
+        if not prompt:
+            raise ValueError("the prompt encodes to no tokens")
+    idx = torch.as_tensor(prompt, dtype=torch.long, device=model.device)
+    if idx.dim() == 1:
+        idx = idx[None]
+    with torch.no_grad(), _eval_mode(model), model.hooks(hooks):
+        return model.trace(idx, kinds=kinds, layers=layers, dtype=dtype or torch.float32)

@@ -327,7 +327,7 @@ def measure_induction(
 
     V = model.config.vocab_size
     prompt = repeated_sequence(V, period, n_repeats=n_repeats, prefix=prefix, exclude=exclude, seed=seed)
-    from model.inspection import inspect
+    from model.trace import inspect
 
     trace = inspect(model, None, torch.as_tensor(prompt.tokens)[None], kinds=("weights",))
     return prompt.score(trace.stack("weights")), prompt

@@ -74,7 +74,7 @@ def trace_prompt(model, ids, *, kinds=None, layers=None, attn_mask=None, dtype=t
     """:func:`~model.inspection.inspect` of one prompt ``ids`` [T]; ``attn_mask`` bool [T, T] or None
     replaces the model's mask (the :func:`~model.hooks.use_mask` intervention)."""
     from model.hooks import use_mask
-    from model.inspection import inspect
+    from model.trace import inspect
 
     hooks = use_mask(attn_mask.to(model.device)) if attn_mask is not None else []
     return inspect(model, None, list(ids), kinds=kinds, layers=layers, dtype=dtype, hooks=hooks)

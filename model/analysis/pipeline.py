@@ -130,7 +130,7 @@ def head_pipeline(trace, layer: int, head: int, batch: int = 0) -> HeadPipeline:
 def head_pipeline_from_model(model, idx, layer: int, head: int, *, attn_mask=None) -> HeadPipeline:
     """Trace only ``layer`` of ``model`` on ``idx`` ([T] or [1, T]) and take head ``head`` apart."""
     from model.hooks import use_mask
-    from model.inspection import inspect
+    from model.trace import inspect
 
     hooks = use_mask(attn_mask.to(model.device)) if attn_mask is not None else []
     trace = inspect(model, None, idx, layers=[layer], kinds=PIPELINE_KINDS, hooks=hooks)

@@ -6,9 +6,8 @@ import torch
 from model.config import GPTConfig
 from model.gpt import GPT, build_model
 from model.hooks import HookPoint, ablate_heads, patch, use_mask
-from model.inspection import inspect
 from model.tokens import CharTokenizer
-from model.trace import ALL_KINDS
+from model.trace import ALL_KINDS, inspect
 
 PER_LAYER = (
     "resid_pre",
