@@ -321,17 +321,12 @@ def attention_snapshot(model: Any, tokenizer: Any, prompt: str) -> tuple[Attenti
 
     from model.analysis.heads import head_metrics
     from model.tokens import visible
+    from model.trace import inspect
 
     ids = tokenizer.encode(prompt, errors="replace")[-model.config.context_length :]
     if not ids:
         raise ValueError("the prompt is empty")
-    idx = torch.tensor([ids], dtype=torch.long, device=model.device)
-    was_training = model.training
-    model.eval()
-    try:
-        trace = model.trace(idx, kinds=("weights",), dtype=torch.float16)
-    finally:
-        model.train(was_training)
+    trace = inspect(model, tokenizer, ids, kinds=("weights",), dtype=torch.float16)
     weights = np.ascontiguousarray(trace.stack("weights"), dtype=np.float16)
     labels = [visible(t) for t in tokenizer.token_strings(ids)]
     metrics = head_metrics(weights.astype(np.float64), trace.mask)

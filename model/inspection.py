@@ -1,10 +1,12 @@
 """The attention inspection of a prompt: what the Attention tab shows, as plain functions of a model.
 
 Each function puts the model in evaluation mode for its forward passes (and restores the mode) and
-returns numpy arrays and dataclasses; the numbers themselves come from ``GPT.trace`` and
+returns numpy arrays and dataclasses; the numbers themselves come from :func:`inspect` and
 ``model.analysis.*``. No Qt: the app runs these in its compute worker (off the GUI thread, under
 ``model.runtime.compute_lock``), and anything else may call them directly.
 
+- :func:`inspect` (:func:`model.trace.inspect`): a prompt (text or ids) → :class:`~model.trace.Trace`, in
+  evaluation mode, with optional interventions (hooks);
 - :func:`inspect_prompt`: every head's weights [L, H, T, T], the mask, the logits and the top next
   tokens (:class:`Inspection`), plus a max-pooled overview of long prompts (:func:`pool_max`);
 - :func:`head_detail`: one head's pipeline, stage by stage;
@@ -167,10 +169,18 @@ class Inspection:
         return np.asarray(self.weights[layer, head], dtype=np.float32)
 
 
-def _idx(model, ids):
-    import torch
+def inspect(model, tokenizer, prompt, **kw):
+    """:func:`model.trace.inspect`: the one entry point (a Trace of a prompt, in eval mode, kinds
+    checked). Imported when called, so that this module loads without torch."""
+    from model.trace import inspect as inspect_
 
-    return torch.tensor([list(ids)], dtype=torch.long, device=model.device)
+    return inspect_(model, tokenizer, prompt, **kw)
+
+
+def _ablation_hooks(ablate):
+    from model.hooks import ablate_heads
+
+    return ablate_heads(ablate) if ablate else []
 
 
 def inspect_prompt(
@@ -197,13 +207,14 @@ def inspect_prompt(
     cfg = model.config
     T = len(ids)
     big = cfg.n_layers * cfg.n_heads * T * T > FLOAT32_LIMIT
-    with torch.no_grad(), eval_mode(model):
-        trace = model.trace(
-            _idx(model, ids),
-            kinds=("weights",),
-            dtype=torch.float16 if big else torch.float32,
-            ablate=dict(ablate) if ablate else None,
-        )
+    trace = inspect(
+        model,
+        tokenizer,
+        ids,
+        kinds=("weights",),
+        dtype=torch.float16 if big else torch.float32,
+        hooks=_ablation_hooks(ablate),
+    )
     weights = np.stack([trace["weights", layer][0].numpy() for layer in trace.layers])
     b = max(1, int(block))
     overview = pool_max(weights, b)
@@ -241,14 +252,9 @@ def inspect_prompt(
 
 def head_detail(model, ids: list[int], layer: int, head: int, *, ablate: dict | None = None):
     """:class:`~model.analysis.pipeline.HeadPipeline` of one head on ``ids`` (traces only its layer)."""
-    import torch
-
     from model.analysis.pipeline import PIPELINE_KINDS, head_pipeline
 
-    with torch.no_grad(), eval_mode(model):
-        trace = model.trace(
-            _idx(model, ids), layers=[layer], kinds=PIPELINE_KINDS, ablate=dict(ablate) if ablate else None
-        )
+    trace = inspect(model, None, ids, layers=[layer], kinds=PIPELINE_KINDS, hooks=_ablation_hooks(ablate))
     return head_pipeline(trace, layer, head)
 
 
@@ -264,17 +270,12 @@ class MetricsResult:
 
 def induction_scores(model, *, ablate: dict | None = None, period: int = INDUCTION_PERIOD, seed: int = 0):
     """Induction score [L, H] on ``block * 2`` (a random block of ``period`` tokens), and the period."""
-    import torch
-
     from model.analysis.heads import repeated_sequence
 
     cfg = model.config
     period = max(2, min(period, cfg.context_length // 2))
     rp = repeated_sequence(cfg.vocab_size, period, seed=seed)
-    with torch.no_grad(), eval_mode(model):
-        trace = model.trace(
-            _idx(model, rp.tokens.tolist()), kinds=("weights",), ablate=dict(ablate) if ablate else None
-        )
+    trace = inspect(model, None, rp.tokens.tolist(), kinds=("weights",), hooks=_ablation_hooks(ablate))
     return rp.score(trace.stack("weights")), period
 
 
@@ -432,12 +433,9 @@ def token_focus_of(weights: np.ndarray, t: int):
 
 def export_arrays(model, tokenizer, ids: list[int], *, ablate: dict | None = None) -> dict[str, np.ndarray]:
     """The arrays of the .npz inspection format (``model.export``), as ``attention-lab inspect`` writes."""
-    import torch
-
     from model.export import REQUIRED_KINDS, inspection_arrays
 
-    with torch.no_grad(), eval_mode(model):
-        trace = model.trace(_idx(model, ids), kinds=REQUIRED_KINDS, ablate=dict(ablate) if ablate else None)
+    trace = inspect(model, tokenizer, ids, kinds=REQUIRED_KINDS, hooks=_ablation_hooks(ablate))
     return inspection_arrays(trace, tokenizer.token_strings([int(i) for i in ids]))
 
 
@@ -460,6 +458,7 @@ __all__ = [
     "head_metrics_of",
     "held_out_batches",
     "induction_scores",
+    "inspect",
     "inspect_prompt",
     "pick_threads",
     "pool_max",

@@ -55,7 +55,8 @@ from torch.overrides import TorchFunctionMode
 from model.bpe import HFTokenizer, is_hf_tokenizer_json, load_hf_tokenizer
 from model.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from model.config import ConfigError, GPTConfig
-from model.gpt import GPT, rope_tables, sinusoidal_table
+from model.gpt import GPT
+from model.layers import make_positions
 from model.tokenizer_registry import tokenizer_from_dict
 from model.tokens import CharTokenizer, Tokenizer, TokenizerError
 
@@ -440,17 +441,10 @@ def build_from_state_dict(
     with torch.device("meta"), _SkipInitOnMeta():
         model = GPT(config)
     model.load_state_dict(state, strict=True, assign=True)
-    C = config.context_length
-    for name, buf in list(model.named_buffers()):
-        if not buf.is_meta:
-            continue
-        if name == "pos_table":
-            model.pos_table = sinusoidal_table(C, config.d_model)
-        elif name in ("rope_cos", "rope_sin"):
-            cos, sin = rope_tables(C, config.d_head, config.rope_base)
-            model.rope_cos, model.rope_sin = cos, sin
-        else:  # pragma: no cover - a new buffer in model/gpt.py needs a line here
-            raise RuntimeError(f"buffer {name!r} has no value after loading")
+    if any(buf.is_meta for buf in model.buffers()):  # the fixed tables (sinusoidal, rope): computed
+        model.pos_emb = make_positions(config)
+    if any(buf.is_meta for buf in model.buffers()):  # pragma: no cover - a new buffer needs a line here
+        raise RuntimeError("a buffer of the model has no value after loading")
     return model.to(device).eval()
 
 

@@ -105,17 +105,13 @@ def trace_prompt(model: Any, tokenizer: Any, prompt: str, *, kinds=("weights",),
     """
     import torch
 
+    from model.trace import inspect
+
     ids = tokenizer.encode(prompt, errors="replace")
     if not ids:
         raise ValueError("the probe prompt is empty")
     ids = ids[-model.config.context_length :]
-    idx = torch.tensor([ids], dtype=torch.long, device=next(model.parameters()).device)
-    was_training = model.training
-    model.eval()
-    try:
-        return model.trace(idx, kinds=kinds, dtype=dtype or torch.float16, layers=layers)
-    finally:
-        model.train(was_training)
+    return inspect(model, tokenizer, ids, kinds=kinds, layers=layers, dtype=dtype or torch.float16)
 
 
 class Prober:

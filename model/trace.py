@@ -1,6 +1,8 @@
 """Trace: what one inspected forward pass recorded, keyed by (kind, layer).
 
-A trace is taken by :meth:`model.gpt.GPT.trace`. Per layer ``l`` and head ``h`` it can hold:
+A trace is taken by :meth:`model.gpt.GPT.trace` (or ``GPT.record``, or ``model.inspection.inspect`` for a
+prompt): a :class:`Recorder` hooks the model's hook points (:mod:`model.hooks`, whose table maps every
+kind to the point it is read from). Per layer ``l`` and head ``h`` it can hold:
 
 ===================  ===============  =====================================================
 kind                 shape            meaning
@@ -30,6 +32,7 @@ Select ``layers`` and ``kinds`` to record less; :func:`estimate_nbytes` gives th
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,14 +79,57 @@ def estimate_nbytes(
     return (per_layer * n_layers + once) * batch * bytes_per_value
 
 
+#: Trace kind → the hook point of block ``l`` (``blocks.{l}.<point>``) it is read from.
+KIND_POINTS = {
+    "q": "attn.q",
+    "k": "attn.k",
+    "v": "attn.v",
+    "scores_raw": "attn.k",  # Q Kᵀ from this layer's q and k
+    "scores_scaled": "attn.scores",
+    "weights": "attn.pattern",
+    "head_out": "attn.z",
+    "attn_out": "attn.out",
+    "mlp_out": "mlp.out",
+    "resid_pre": "resid_pre",
+    "resid_mid": "resid_mid",
+    "resid_post": "resid_post",
+    "attn_write_norm": "attn.out",
+    "mlp_write_norm": "mlp.out",
+}
+
+
+def check_kinds(kinds: Iterable[str] | None) -> frozenset[str] | None:
+    """``kinds`` as a frozenset (None = all); ValueError naming the valid kinds for an unknown one."""
+    if kinds is None:
+        return None
+    kinds = frozenset([kinds] if isinstance(kinds, str) else kinds)
+    unknown = sorted(kinds - set(ALL_KINDS))
+    if unknown:
+        names = ", ".join(map(repr, unknown))
+        raise ValueError(f"unknown trace kind {names}; valid kinds: {', '.join(ALL_KINDS)}")
+    return kinds
+
+
 @dataclass
 class Recorder:
-    """Decides what a trace keeps and stores it (detached, on CPU, in ``dtype``)."""
+    """Decides what a trace keeps and stores it (detached, on CPU, in ``dtype``).
+
+    :meth:`hooks` gives the hook functions that fill ``store`` from a forward pass; :meth:`trace`
+    turns what they caught into a :class:`Trace`. Unknown ``kinds`` are a ValueError.
+    """
 
     layers: frozenset[int] | None = None
     kinds: frozenset[str] | None = None
     dtype: torch.dtype = torch.float32
     store: dict[tuple[str, int], torch.Tensor] = field(default_factory=dict)
+    config: Any = None
+    mask: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+
+    def __post_init__(self):
+        self.kinds = check_kinds(self.kinds)
+        if self.layers is not None:
+            self.layers = frozenset(int(i) for i in self.layers)
 
     def wants_layer(self, layer: int) -> bool:
         return self.layers is None or layer in self.layers
@@ -94,6 +140,56 @@ class Recorder:
     def put(self, kind: str, layer: int, tensor: torch.Tensor) -> None:
         if self.wants(kind, layer):
             self.store[(kind, layer)] = tensor.detach().to(device="cpu", dtype=self.dtype).contiguous()
+
+    def hooks(self, n_layers: int, n_rep: int = 1) -> list[tuple[str, Any]]:
+        """(hook point, function) pairs that record the wanted kinds of a model with ``n_layers``
+        blocks whose key/value heads serve ``n_rep`` query heads each (K and V are stored repeated)."""
+
+        def keep(name):
+            def fn(x, hook):
+                setattr(self, name, x)
+
+            return fn
+
+        pairs = [("mask", keep("mask")), ("logits", keep("logits"))]
+        if self.wants("resid_final", -1):
+            pairs.append(("ln_final", lambda x, hook: self.put("resid_final", -1, x)))
+        last_q: dict[int, torch.Tensor] = {}
+
+        def heads(t):  # [B, H_kv, S, d_k] -> [B, H, S, d_k]
+            return t.repeat_interleave(n_rep, dim=1) if n_rep > 1 else t
+
+        transforms = {
+            "k": heads,
+            "v": heads,
+            "scores_raw": lambda k, layer: last_q.pop(layer) @ heads(k).transpose(-2, -1),
+            "attn_write_norm": lambda t: t.float().norm(dim=-1),
+            "mlp_write_norm": lambda t: t.float().norm(dim=-1),
+        }
+
+        def recorder(kind, layer):
+            f = transforms.get(kind)
+
+            def fn(x, hook):
+                self.put(kind, layer, x if f is None else f(x, layer) if kind == "scores_raw" else f(x))
+
+            return fn
+
+        for layer in range(n_layers):
+            if self.wants("scores_raw", layer):
+                pairs.append((f"blocks.{layer}.attn.q", lambda q, hook: last_q.__setitem__(hook.layer, q)))
+            pairs += [
+                (f"blocks.{layer}.{point}", recorder(kind, layer))
+                for kind, point in KIND_POINTS.items()
+                if self.wants(kind, layer)
+            ]
+        return pairs
+
+    def trace(self, tokens: torch.Tensor) -> Trace:
+        """The :class:`Trace` of the forward pass of ``tokens`` [B, T] just recorded."""
+        T = tokens.shape[-1]
+        mask = self.mask if self.mask is not None else torch.ones(T, T, dtype=torch.bool)
+        return Trace(self.config, tokens, self.store, mask, self.logits)
 
 
 class Trace:
@@ -198,3 +294,45 @@ class Trace:
             f"Trace(T={self.seq_len}, layers={self.layers}, kinds={sorted(self.kinds)}, "
             f"{self.nbytes / 1e6:.1f} MB)"
         )
+
+
+@contextlib.contextmanager
+def _eval_mode(model):
+    was = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was)
+
+
+def inspect(
+    model,
+    tokenizer,
+    prompt,
+    *,
+    kinds=None,
+    layers=None,
+    dtype=None,
+    hooks=(),
+    errors: str = "strict",
+):
+    """The :class:`~model.trace.Trace` of ``prompt``: the one way to inspect a model.
+
+    ``prompt``: text (encoded by ``tokenizer`` with ``errors``, keeping its last ``context_length``
+    tokens), token ids [T], or a tensor [T] / [B, T] (``tokenizer`` may then be None). ``kinds`` and
+    ``layers`` choose what is recorded (all by default; an unknown kind is a ValueError naming the
+    valid ones); ``dtype`` the stored precision (float32 by default); ``hooks``: interventions active
+    during the pass ({name: fn} or (name, fn) pairs, e.g. ``model.hooks.ablate_heads``). Runs in
+    evaluation mode under ``torch.no_grad`` and restores the model's mode.
+    """
+    kinds = check_kinds(kinds)
+    if isinstance(prompt, str):
+        prompt = tokenizer.encode(prompt, errors=errors)[-model.config.context_length :]
+        if not prompt:
+            raise ValueError("the prompt encodes to no tokens")
+    idx = torch.as_tensor(prompt, dtype=torch.long, device=model.device)
+    if idx.dim() == 1:
+        idx = idx[None]
+    with torch.no_grad(), _eval_mode(model), model.hooks(hooks):
+        return model.trace(idx, kinds=kinds, layers=layers, dtype=dtype or torch.float32)

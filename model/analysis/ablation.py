@@ -1,8 +1,9 @@
 """Head ablation: switch heads off and measure what changes.
 
 Ablating head ``(l, h)`` replaces its output ``A_h V_h`` [T, d_k] before ``W_O`` by zeros ("zero") or by
-its mean over positions ("mean"), via ``GPT.forward(ablate=...)``. Nothing in the model is modified,
-so *restoring* is simply running without ``ablate``: the logits come back bit for bit.
+its mean over positions ("mean"): the intervention :func:`model.hooks.ablate_heads` on the hook points
+``blocks.l.attn.z``. Nothing in the model is modified, so *restoring* is simply running without the
+hooks: the logits come back bit for bit.
 
 Numbers, for next-token distributions ``p_t`` (before) and ``q_t`` (after) at each position ``t``:
 
@@ -24,6 +25,7 @@ import numpy as np
 import torch
 
 from model.analysis.next_token import NextTokens, top_k_next_tokens
+from model.hooks import ablate_heads
 
 ABLATION_MODES = ("zero", "mean")
 
@@ -106,7 +108,8 @@ def ablation_effect(model, idx, heads, mode: str = "zero", *, k: int = 5) -> Abl
         idx = idx[None]
     with _eval_mode(model):
         before, _ = model(idx)
-        after, _ = model(idx, ablate=ablate)
+        with model.hooks(ablate_heads(ablate)):
+            after, _ = model(idx)
     b, a = before[0].float().cpu(), after[0].float().cpu()
     pb, pa = torch.softmax(b.double(), -1), torch.softmax(a.double(), -1)
     targets = torch.full((idx.shape[1],), -1, dtype=torch.long)
@@ -128,9 +131,9 @@ def ablation_effect(model, idx, heads, mode: str = "zero", *, k: int = 5) -> Abl
 def mean_loss(model, batches: Iterable[tuple[torch.Tensor, torch.Tensor]], ablate=None) -> float:
     """Mean cross-entropy (nats per token) of ``model`` over ``(x, y)`` batches, optionally ablated."""
     total, n = 0.0, 0
-    with _eval_mode(model):
+    with _eval_mode(model), model.hooks(ablate_heads(ablate) if ablate else []):
         for x, y in batches:
-            _, loss = model(x.to(model.device), y.to(model.device), ablate=ablate or None)
+            _, loss = model(x.to(model.device), y.to(model.device))
             total += float(loss)
             n += 1
     if n == 0:

@@ -327,13 +327,9 @@ def measure_induction(
 
     V = model.config.vocab_size
     prompt = repeated_sequence(V, period, n_repeats=n_repeats, prefix=prefix, exclude=exclude, seed=seed)
-    idx = torch.as_tensor(prompt.tokens, device=model.device)[None]
-    was_training = model.training
-    model.eval()
-    try:
-        trace = model.trace(idx, kinds=("weights",))
-    finally:
-        model.train(was_training)
+    from model.trace import inspect
+
+    trace = inspect(model, None, torch.as_tensor(prompt.tokens)[None], kinds=("weights",))
     return prompt.score(trace.stack("weights")), prompt
 
 

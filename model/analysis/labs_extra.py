@@ -71,10 +71,13 @@ def eval_mode(model):
 
 
 def trace_prompt(model, ids, *, kinds=None, layers=None, attn_mask=None, dtype=torch.float32):
-    """``model.trace`` of one prompt ``ids`` [T] in evaluation mode; ``attn_mask`` bool [T, T] or None."""
-    idx = torch.as_tensor(list(ids), dtype=torch.long, device=model.device)[None]
-    with eval_mode(model):
-        return model.trace(idx, kinds=kinds, layers=layers, attn_mask=attn_mask, dtype=dtype)
+    """:func:`~model.inspection.inspect` of one prompt ``ids`` [T]; ``attn_mask`` bool [T, T] or None
+    replaces the model's mask (the :func:`~model.hooks.use_mask` intervention)."""
+    from model.hooks import use_mask
+    from model.trace import inspect
+
+    hooks = use_mask(attn_mask.to(model.device)) if attn_mask is not None else []
+    return inspect(model, None, list(ids), kinds=kinds, layers=layers, dtype=dtype, hooks=hooks)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Attention masks for the mask lab, as bool ``[T, T]`` tensors for ``GPT.forward(attn_mask=...)``.
+"""Attention masks for the mask lab, as bool ``[T, T]`` tensors for :func:`model.hooks.use_mask`.
 
 Convention (the model's and ``Trace.mask``'s): ``mask[i, j]`` is True when query ``i`` may attend to
 key ``j``. Masked scores become −∞ before the softmax, so their weights are exactly 0.

@@ -70,16 +70,20 @@ def top_k_next_tokens(logits, k: int = 5, *, temperature: float = 1.0, targets=N
 def prompt_next_tokens(model, idx, k: int = 5, *, temperature: float = 1.0, ablate=None) -> NextTokens:
     """Run ``model`` on the prompt ``idx`` ([T] or [1, T] ids) and rank its next-token predictions.
 
-    Targets are the prompt's own next tokens (``idx[t + 1]``). ``ablate`` is passed to the forward pass.
+    Targets are the prompt's own next tokens (``idx[t + 1]``). ``ablate`` {(layer, head): mode} switches
+    heads off for the pass (:func:`model.hooks.ablate_heads`).
     Evaluation mode is used and the model's mode restored.
     """
     idx = torch.as_tensor(idx, dtype=torch.long, device=model.device)
     if idx.dim() == 1:
         idx = idx[None]
+    from model.hooks import ablate_heads
+
     was_training = model.training
     model.eval()
     try:
-        logits, _ = model(idx, ablate=ablate)
+        with model.hooks(ablate_heads(ablate) if ablate else []):
+            logits, _ = model(idx)
     finally:
         model.train(was_training)
     targets = torch.full((idx.shape[1],), -1, dtype=torch.long)

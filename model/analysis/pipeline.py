@@ -129,15 +129,11 @@ def head_pipeline(trace, layer: int, head: int, batch: int = 0) -> HeadPipeline:
 
 def head_pipeline_from_model(model, idx, layer: int, head: int, *, attn_mask=None) -> HeadPipeline:
     """Trace only ``layer`` of ``model`` on ``idx`` ([T] or [1, T]) and take head ``head`` apart."""
-    import torch
+    from model.hooks import use_mask
+    from model.trace import inspect
 
-    idx = torch.as_tensor(idx, dtype=torch.long, device=model.device)
-    was_training = model.training
-    model.eval()
-    try:
-        trace = model.trace(idx, layers=[layer], kinds=PIPELINE_KINDS, attn_mask=attn_mask)
-    finally:
-        model.train(was_training)
+    hooks = use_mask(attn_mask.to(model.device)) if attn_mask is not None else []
+    trace = inspect(model, None, idx, layers=[layer], kinds=PIPELINE_KINDS, hooks=hooks)
     return head_pipeline(trace, layer, head)
 
 

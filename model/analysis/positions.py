@@ -158,12 +158,15 @@ def permutation_experiment(model, idx, *, perm=None, seed: int = 0, mask: str = 
     perm = np.asarray(perm, dtype=np.int64)
     if sorted(perm.tolist()) != list(range(T)):
         raise ValueError(f"perm must be a permutation of 0..{T - 1}")
-    attn_mask = torch.ones(T, T, dtype=torch.bool) if mask == "none" else None
+    from model.hooks import use_mask
+
+    hooks = use_mask(torch.ones(T, T, dtype=torch.bool, device=idx.device)) if mask == "none" else []
     was = model.training
     model.eval()
     try:
-        a, _ = model(idx, attn_mask=attn_mask)
-        b, _ = model(idx[:, torch.as_tensor(perm, device=idx.device)], attn_mask=attn_mask)
+        with model.hooks(hooks):
+            a, _ = model(idx)
+            b, _ = model(idx[:, torch.as_tensor(perm, device=idx.device)])
     finally:
         model.train(was)
     a, b = a[0].float().cpu().numpy(), b[0].float().cpu().numpy()

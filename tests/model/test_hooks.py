@@ -1,0 +1,180 @@
+"""Hook points: their names, the three ways to run (plain, record, intervene) and inspect()."""
+
+import pytest
+import torch
+
+from model.config import GPTConfig
+from model.gpt import GPT, build_model
+from model.hooks import HookPoint, ablate_heads, patch, use_mask
+from model.tokens import CharTokenizer
+from model.trace import ALL_KINDS, inspect
+
+PER_LAYER = (
+    "resid_pre",
+    "attn.q",
+    "attn.k",
+    "attn.v",
+    "attn.scores",
+    "attn.pattern",
+    "attn.z",
+    "attn.out",
+    "resid_mid",
+    "mlp.out",
+    "resid_post",
+)
+
+
+def tiny(**kw) -> GPTConfig:
+    base = dict(vocab_size=37, context_length=24, n_layers=2, d_model=32, n_heads=4)
+    base.update(kw)
+    return GPTConfig(**base)
+
+
+def model_of(**kw) -> GPT:
+    torch.manual_seed(0)
+    return GPT(tiny(**kw)).eval()
+
+
+@pytest.mark.parametrize(
+    ("positions", "globals_"),
+    [
+        ("learned", ["embed", "pos_embed", "mask", "ln_final", "logits"]),
+        ("sinusoidal", ["embed", "pos_embed", "mask", "ln_final", "logits"]),
+        ("rope", ["embed", "mask", "ln_final", "logits"]),
+        ("none", ["embed", "mask", "ln_final", "logits"]),
+    ],
+)
+def test_hook_point_names_and_counts(positions, globals_):
+    model = model_of(positions=positions, n_layers=4)
+    names = list(model.hook_points())
+    per_layer = [f"blocks.{l}.{p}" for l in range(4) for p in PER_LAYER]
+    assert sorted(names) == sorted(globals_ + per_layer)
+    assert len(names) == 4 * 11 + len(globals_)  # default 4-layer model: 49 (rope / none: 48)
+    pts = model.hook_points()
+    assert pts["blocks.2.attn.pattern"].layer == 2 and pts["embed"].layer == -1
+    assert all(isinstance(p, HookPoint) and p.name == n for n, p in pts.items())
+    # no parameters or buffers were added by the hook points
+    assert not any("resid" in k or k.endswith((".q", ".z")) for k in model.state_dict())
+
+
+def test_plain_run_has_nothing_attached_and_contexts_detach():
+    model = model_of()
+    idx = torch.randint(0, 37, (1, 9))
+    before, _ = model(idx)
+    with model.record(kinds=("weights",)), model.hooks(ablate_heads({(0, 1): "zero"})):
+        assert model.hook_points()["blocks.0.attn.z"].fns
+    with pytest.raises(RuntimeError, match="boom"), model.hooks({"blocks.1.resid_post": _boom}):
+        model(idx)
+    assert not any(p.fns for p in model.hook_points().values())
+    assert torch.equal(model(idx)[0], before)
+
+
+def _boom(x, hook):
+    raise RuntimeError("boom")
+
+
+def test_unknown_hook_point_and_unknown_kind_are_clear_errors():
+    model = model_of()
+    with pytest.raises(ValueError, match="no hook point named blocks.0.attn.weights"):
+        with model.hooks({"blocks.0.attn.weights": lambda x, h: None}):
+            pass
+    with pytest.raises(ValueError, match="unknown trace kind 'pattern'; valid kinds: q, k, v"):
+        model.trace(torch.zeros(1, 3, dtype=torch.long), kinds=("pattern",))
+    tok = CharTokenizer.from_text("abcdef ")
+    with pytest.raises(ValueError, match="valid kinds: .*resid_final"):
+        inspect(model, tok, "abc", kinds=("weights", "attention"))
+
+
+def test_record_context_gives_the_trace_of_trace():
+    model = model_of(n_kv_heads=2)
+    idx = torch.randint(0, 37, (2, 11))
+    with model.record(kinds=("weights", "k", "scores_raw", "resid_final"), dtype=torch.float16) as rec:
+        logits, _ = model(idx)
+    got, want = rec.trace(idx), model.trace(idx, kinds=("weights", "k", "scores_raw", "resid_final"))
+    assert got.kinds == want.kinds == {"weights", "k", "scores_raw", "resid_final"}
+    assert got["weights", 1].dtype == torch.float16 and got["k", 0].shape == (2, 4, 11, 8)
+    torch.testing.assert_close(got["weights", 1].float(), want["weights", 1], atol=1e-3, rtol=1e-3)
+    assert torch.equal(got.logits, logits) and torch.equal(got.mask, want.mask)
+
+
+def test_recording_only_the_stream_keeps_the_fused_path():
+    model = model_of()
+    idx = torch.randint(0, 37, (1, 12))
+    fast, _ = model(idx)
+    trace = model.trace(idx, kinds=("resid_post", "head_out"))
+    assert torch.equal(trace.logits, fast)  # no layer switched to the explicit softmax
+    full = model.trace(idx)
+    torch.testing.assert_close(full.logits, fast, rtol=1e-4, atol=1e-5)
+
+
+def test_intervene_edits_an_activation_and_ablation_is_an_intervention():
+    model = model_of()
+    idx = torch.randint(0, 37, (1, 10))
+    with model.hooks(ablate_heads({(1, 2): "zero"})):
+        hooked, _ = model(idx)
+    legacy, _ = model(idx, ablate={(1, 2): "zero"})
+    assert torch.equal(hooked, legacy)
+    # the same by hand: a function of the activation, on one head
+    with model.hooks({"blocks.1.attn.z": lambda z, hook: z * torch.tensor([1.0, 1, 0, 1]).view(1, 4, 1, 1)}):
+        by_hand, _ = model(idx)
+    torch.testing.assert_close(by_hand, hooked, rtol=0, atol=1e-6)
+    # hooks on one point run in the order they were added: the recording sees the ablation
+    with model.hooks(ablate_heads({(0, 0): "zero"})), model.record(kinds=("head_out",)) as rec:
+        model(idx)
+    assert (rec.trace(idx)["head_out", 0][:, 0] == 0).all()
+
+
+def test_a_custom_mask_is_an_intervention():
+    model = model_of()
+    T = 8
+    full = torch.ones(T, T, dtype=torch.bool)
+    idx = torch.randint(0, 37, (1, T))
+    with model.hooks(use_mask(full)), model.record(kinds=("weights",)) as rec:
+        hooked, _ = model(idx)
+    trace = rec.trace(idx)
+    assert torch.equal(trace.mask, full) and (trace["weights", 0][..., 0, 1:] > 0).all()
+    torch.testing.assert_close(hooked, model(idx, attn_mask=full)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_patching_everything_restores_the_clean_logits_and_patching_nothing_changes_nothing():
+    model = model_of(n_layers=3)
+    clean = torch.randint(0, 37, (1, 12), generator=torch.Generator().manual_seed(1))
+    corrupt = clean.clone()
+    corrupt[0, 3], corrupt[0, 7] = corrupt[0, 7].item(), corrupt[0, 3].item() + 1
+    points = ["embed", "pos_embed"] + [f"blocks.{l}.{p}" for l in range(3) for p in ("attn.out", "mlp.out")]
+    cache = {}
+    with model.hooks({n: (lambda x, hook: cache.__setitem__(hook.name, x)) for n in points}):
+        clean_logits, _ = model(clean)
+    corrupt_logits, _ = model(corrupt)
+    assert not torch.allclose(clean_logits, corrupt_logits)
+    with model.hooks({n: patch(cache[n]) for n in points}):
+        patched, _ = model(corrupt)
+    assert torch.equal(patched, clean_logits)
+    every = list(model.hook_points())
+    fused = [n for n in every if not n.endswith(("attn.scores", "attn.pattern"))]
+    with model.hooks({n: (lambda x, hook: None) for n in fused}):
+        untouched, _ = model(corrupt)
+    assert torch.equal(untouched, corrupt_logits)
+    # looking at the scores or weights switches to the explicit softmax: the trace path's logits
+    with model.hooks({n: (lambda x, hook: None) for n in every}):
+        untouched, _ = model(corrupt)
+    assert torch.equal(untouched, model.trace(corrupt).logits)
+    # one position of the residual stream: patch(value, index) leaves the other positions alone
+    with model.hooks({"blocks.0.resid_pre": patch(cache["embed"] + cache["pos_embed"], (slice(None), 3))}):
+        one, _ = model(corrupt)
+    assert torch.equal(one[0, :3], corrupt_logits[0, :3]) and not torch.equal(one[0, 3], corrupt_logits[0, 3])
+
+
+def test_inspect_encodes_switches_to_eval_and_back():
+    tok = CharTokenizer.from_text("hello world")
+    model = build_model(tiny(vocab_size=tok.vocab_size, dropout=0.5), seed=0).train()
+    trace = inspect(model, tok, "hello", kinds=("weights",))
+    assert model.training
+    assert trace.tokens.tolist() == [tok.encode("hello")]
+    model.eval()
+    again = inspect(model, tok, tok.encode("hello"), kinds=("weights",))
+    assert not model.training
+    assert torch.equal(trace.logits, again.logits)  # no dropout: inspection ran in eval mode
+    long = inspect(model, tok, "hello world " * 3, kinds=("weights",))
+    assert long.seq_len == model.config.context_length
+    assert set(ALL_KINDS) >= {"weights", "resid_final"}
