@@ -11,7 +11,8 @@ attribute test, so training pays nothing for them. Three ways to run one model:
   the activation to use instead of ``x`` (``None`` keeps ``x``). :func:`ablate_heads`,
   :func:`use_mask` and :func:`patch` build the common ones.
 
-Hooks on one point run in the order they were added (an intervention entered before a recording is
+Hooks are attached for the thread that attaches them: a forward pass in another thread (training
+beside an inspection of the same model) never sees them. Hooks on one point run in the order they were added (an intervention entered before a recording is
 what the recording sees). Hooking ``attn.scores`` or ``attn.pattern`` of a layer switches that layer
 to the explicit softmax (the fused kernel never forms the weights); its logits equal the fused ones
 to float32 rounding.
@@ -47,6 +48,7 @@ write norms are computed by the recorder from ``attn.q``, ``attn.k``, ``attn.out
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterable, Mapping
 
 import torch
@@ -55,18 +57,33 @@ import torch.nn as nn
 HookFn = Callable[[torch.Tensor, "HookPoint"], "torch.Tensor | None"]
 
 
+#: Per thread: {HookPoint: [hook functions attached by this thread]}.
+_LOCAL = threading.local()
+
+
+def _attached_here() -> dict:
+    table = getattr(_LOCAL, "table", None)
+    if table is None:
+        table = _LOCAL.table = {}
+    return table
+
+
 class HookPoint(nn.Module):
     """An identity on the activation passing through, unless hook functions are attached.
 
     ``name`` is its path in the model (``blocks.1.attn.pattern``), ``layer`` its block (−1 outside
-    the blocks); ``fns`` the attached hooks, applied in order.
+    the blocks); ``fns`` the hooks the current thread attached, applied in order.
     """
 
     def __init__(self):
         super().__init__()
         self.name = ""
         self.layer = -1
-        self.fns: list[HookFn] = []
+
+    @property
+    def fns(self) -> list[HookFn]:
+        """The hooks attached to this point by the calling thread (empty for every other thread)."""
+        return _attached_here().get(self, [])
 
     def __call__(self, x):  # skips nn.Module's call machinery: an idle point is one test
         for fn in self.fns:
@@ -99,15 +116,18 @@ def attached(points: Mapping[str, HookPoint], fns: Mapping[str, HookFn] | Iterab
     unknown = sorted({name for name, _ in pairs if name not in points})
     if unknown:
         raise ValueError(f"no hook point named {', '.join(unknown)}; the model has: {', '.join(points)}")
+    here = _attached_here()
     done = []
     try:
         for name, fn in pairs:
-            points[name].fns.append(fn)
+            here.setdefault(points[name], []).append(fn)
             done.append((points[name], fn))
         yield
     finally:
         for point, fn in done:
-            point.fns.remove(fn)
+            here[point].remove(fn)
+            if not here[point]:
+                del here[point]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -178,3 +178,36 @@ def test_inspect_encodes_switches_to_eval_and_back():
     long = inspect(model, tok, "hello world " * 3, kinds=("weights",))
     assert long.seq_len == model.config.context_length
     assert set(ALL_KINDS) >= {"weights", "resid_final"}
+
+
+def test_hooks_act_only_in_the_thread_that_attached_them():
+    """Training beside an inspection of the same model: an intervention (or a recording) attached by
+    one thread never changes another thread's forward pass."""
+    import threading
+
+    model = model_of()
+    idx = torch.randint(0, 37, (1, 9))
+    with torch.no_grad():
+        clean = model(idx)[0]
+    inside, entered, release = {}, threading.Event(), threading.Event()
+
+    def other_thread():
+        with model.hooks(dict(ablate_heads({(0, 0): "zero", (1, 2): "zero"}))), torch.no_grad():
+            inside["ablated"] = model(idx)[0]
+            inside["seen"] = bool(model.hook_points()["blocks.0.attn.z"].fns)
+            entered.set()
+            release.wait(timeout=30)
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    assert entered.wait(timeout=30)
+    try:  # while the other thread holds its hooks attached
+        assert inside["seen"] and not model.hook_points()["blocks.0.attn.z"].fns
+        with torch.no_grad():
+            assert torch.equal(model(idx)[0], clean)
+            tr = model.trace(idx, kinds=("weights",))
+        assert tr.stack("weights").shape == (2, 4, 9, 9)
+    finally:
+        release.set()
+        t.join(timeout=30)
+    assert not torch.equal(inside["ablated"], clean)
