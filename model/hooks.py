@@ -12,10 +12,10 @@ attribute test, so training pays nothing for them. Three ways to run one model:
   :func:`use_mask` and :func:`patch` build the common ones.
 
 Hooks are attached for the thread that attaches them: a forward pass in another thread (training
-beside an inspection of the same model) never sees them. Hooks on one point run in the order they were added (an intervention entered before a recording is
-what the recording sees). Hooking ``attn.scores`` or ``attn.pattern`` of a layer switches that layer
-to the explicit softmax (the fused kernel never forms the weights); its logits equal the fused ones
-to float32 rounding.
+beside an inspection of the same model) never sees them. Hooks on one point run in the order they
+were added (an intervention entered before a recording is what the recording sees). Hooking
+``attn.scores`` or ``attn.pattern`` of a layer switches that layer to the explicit softmax (the
+fused kernel never forms the weights); its logits equal the fused ones to float32 rounding.
 
 ===========================  ===============  ==========================  ==========================
 hook point                   shape            TransformerLens             Trace kind

@@ -22,7 +22,6 @@ tokens) as float16, half the memory, converted per head when a view needs it.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,16 +84,6 @@ def with_threads(n: int | None, fn):
 
 class PromptError(ValueError):
     """The prompt cannot be inspected (empty, or characters the vocabulary lacks): one clear line."""
-
-
-@contextlib.contextmanager
-def eval_mode(model):
-    was = model.training
-    model.eval()
-    try:
-        yield model
-    finally:
-        model.train(was)
 
 
 def encode_prompt(tokenizer, text: str, context_length: int) -> tuple[list[int], int]:
@@ -452,7 +441,6 @@ __all__ = [
     "ablation_of",
     "aggregates_of",
     "encode_prompt",
-    "eval_mode",
     "export_arrays",
     "head_detail",
     "head_metrics_of",

@@ -297,7 +297,7 @@ class Trace:
 
 
 @contextlib.contextmanager
-def _eval_mode(model):
+def eval_mode(model):
     was = model.training
     model.eval()
     try:
@@ -334,5 +334,5 @@ def inspect(
     idx = torch.as_tensor(prompt, dtype=torch.long, device=model.device)
     if idx.dim() == 1:
         idx = idx[None]
-    with torch.no_grad(), _eval_mode(model), model.hooks(hooks):
+    with torch.no_grad(), eval_mode(model), model.hooks(hooks):
         return model.trace(idx, kinds=kinds, layers=layers, dtype=dtype or torch.float32)

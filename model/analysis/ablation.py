@@ -26,6 +26,7 @@ import torch
 
 from model.analysis.next_token import NextTokens, top_k_next_tokens
 from model.hooks import ablate_heads
+from model.trace import eval_mode
 
 ABLATION_MODES = ("zero", "mean")
 
@@ -51,18 +52,6 @@ def ablation_dict(heads, mode: str = "zero", config=None) -> dict[tuple[int, int
                 f"head ({l}, {h}) is outside the model's {config.n_layers} layers × {config.n_heads} heads"
             )
     return out
-
-
-class _eval_mode:
-    def __init__(self, model):
-        self.model = model
-
-    def __enter__(self):
-        self.was = self.model.training
-        self.model.eval()
-
-    def __exit__(self, *exc):
-        self.model.train(self.was)
 
 
 @dataclass
@@ -106,7 +95,7 @@ def ablation_effect(model, idx, heads, mode: str = "zero", *, k: int = 5) -> Abl
     idx = torch.as_tensor(idx, dtype=torch.long, device=model.device)
     if idx.dim() == 1:
         idx = idx[None]
-    with _eval_mode(model):
+    with eval_mode(model):
         before, _ = model(idx)
         with model.hooks(ablate_heads(ablate)):
             after, _ = model(idx)
@@ -131,7 +120,7 @@ def ablation_effect(model, idx, heads, mode: str = "zero", *, k: int = 5) -> Abl
 def mean_loss(model, batches: Iterable[tuple[torch.Tensor, torch.Tensor]], ablate=None) -> float:
     """Mean cross-entropy (nats per token) of ``model`` over ``(x, y)`` batches, optionally ablated."""
     total, n = 0.0, 0
-    with _eval_mode(model), model.hooks(ablate_heads(ablate) if ablate else []):
+    with eval_mode(model), model.hooks(ablate_heads(ablate) if ablate else []):
         for x, y in batches:
             _, loss = model(x.to(model.device), y.to(model.device))
             total += float(loss)

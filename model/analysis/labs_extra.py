@@ -16,7 +16,6 @@ Shapes: ``T`` tokens, ``L`` layers, ``H`` heads, ``V`` vocabulary, ``P`` stream 
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,11 +25,11 @@ from model.analysis.gradflow import GradFlow, block_grad_norms
 from model.analysis.masks import apply_mask, future_weight
 from model.analysis.residual import residual_norms
 from model.analysis.saturation import mean_max_weight
+from model.trace import eval_mode
 
 __all__ = [
     "MaskStages",
     "PermutationPredictions",
-    "eval_mode",
     "fixed_batch",
     "future_attention",
     "grad_flow_on_batch",
@@ -57,17 +56,6 @@ def prompt_ids(tokenizer, prompt: str, context_length: int, max_tokens: int | No
     if not ids:
         raise ValueError("the prompt is empty: type a few characters")
     return ids
-
-
-@contextlib.contextmanager
-def eval_mode(model):
-    """Evaluation mode (no dropout) for the block, then back to whatever mode the model was in."""
-    was = model.training
-    model.eval()
-    try:
-        yield model
-    finally:
-        model.train(was)
 
 
 def trace_prompt(model, ids, *, kinds=None, layers=None, attn_mask=None, dtype=torch.float32):

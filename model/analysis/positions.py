@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from model.gpt import apply_rope, rope_tables, sinusoidal_table
+from model.trace import eval_mode
 
 
 def sinusoidal_heatmap(n_positions: int, d_model: int) -> np.ndarray:
@@ -161,14 +162,9 @@ def permutation_experiment(model, idx, *, perm=None, seed: int = 0, mask: str = 
     from model.hooks import use_mask
 
     hooks = use_mask(torch.ones(T, T, dtype=torch.bool, device=idx.device)) if mask == "none" else []
-    was = model.training
-    model.eval()
-    try:
-        with model.hooks(hooks):
-            a, _ = model(idx)
-            b, _ = model(idx[:, torch.as_tensor(perm, device=idx.device)])
-    finally:
-        model.train(was)
+    with eval_mode(model), model.hooks(hooks):
+        a, _ = model(idx)
+        b, _ = model(idx[:, torch.as_tensor(perm, device=idx.device)])
     a, b = a[0].float().cpu().numpy(), b[0].float().cpu().numpy()
     return PermutationResult(perm, a, b, float(np.abs(b - a[perm]).max()), float(np.abs(a).max()))
 
