@@ -34,6 +34,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from app.widgets.layouts import shrinkable_title
 from app.widgets.palette import run_color
 from model.comparison import loss_curves
 from model.smoothing import ema
@@ -44,6 +45,7 @@ GUIDE_COLOR = (90, 90, 90)
 
 def style_plot(plot: pg.PlotItem, title: str = "", x_label: str = "", y_label: str = "") -> pg.PlotItem:
     """The look every plot of the app shares: title, axis labels, plain numbers (no "(x0.001)")."""
+    shrinkable_title(plot)  # a long title never widens the scene past its view (the curves would be cut)
     if title:
         plot.setTitle(title)
     for axis, label in (("bottom", x_label), ("left", y_label)):

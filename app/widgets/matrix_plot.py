@@ -20,7 +20,6 @@ Values drawn: ``setImage(m, levels=..., autoLevels=False)`` on one ImageItem cre
 
 from __future__ import annotations
 
-import types
 from collections.abc import Callable
 
 import numpy as np
@@ -29,6 +28,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 
+from app.widgets.layouts import shrinkable_title
 from app.widgets.legend import ColorLegend
 from app.widgets.palette import DEFAULT_CMAP, DIVERGING_CMAP, N_MAP_COLOURS, matrix_lut
 from app.widgets.token_axis import TokenAxis
@@ -101,14 +101,6 @@ def matrix_axes(p: pg.PlotItem) -> pg.PlotItem:
     p.setMenuEnabled(False)
     p.hideButtons()
     return p
-
-
-def _title_update_min(label: pg.LabelItem) -> None:
-    """``LabelItem.updateMin`` without the minimum width: the title's text no longer sets how
-    narrow its plot may be."""
-    pg.LabelItem.updateMin(label)
-    label.setMinimumWidth(0)
-    label._sizeHint[Qt.SizeHint.MinimumSize] = (0, label._sizeHint[Qt.SizeHint.MinimumSize][1])
 
 
 class TopLeftFit:
@@ -193,9 +185,7 @@ class MatrixPanel:
             row=row, col=col, rowspan=rowspan, axisItems={"left": self.left_axis, "top": self.top_axis}
         )
         p = matrix_axes(self.plot)
-        # a long title may be cut at its ends, but never widens the scene past its view (which would
-        # cut the matrix off at the right instead)
-        p.titleLabel.updateMin = types.MethodType(_title_update_min, p.titleLabel)
+        shrinkable_title(p)  # a long title never widens the scene past its view
         self.row_title, self.col_title = row_title, col_title
         self.set_axis_titles(row_title, col_title)
         if title:

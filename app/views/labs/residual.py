@@ -289,8 +289,9 @@ class GradFlowPage(LabPage):
         self.train_plot = LinePlot(
             "During training (latest probe, fixed batch)", "block (0 = nearest the input)", "gradient norm"
         )
-        plots.addWidget(self.init_plot, 1)
-        plots.addWidget(self.train_plot, 1)
+        for plot in (self.init_plot, self.train_plot):
+            plot.setMinimumHeight(170)  # six blocks stay readable when the training plots below take room
+            plots.addWidget(plot, 1)
         body.addLayout(plots, 3)
         self.panel = ComparisonPanel(
             self.make_spec,
