@@ -176,9 +176,35 @@ def test_comparison_file_round_trips(qtbot, tmp_path, session, tab):
     other.shutdown()
 
 
-def test_closing_the_window_stops_the_variants(qtbot, tiny_window):
-    win = tiny_window
-    tab = win.tabs["Compare"]
+@pytest.fixture
+def compare_window(qtbot, app_settings, tiny_config, tiny_settings):
+    """A window with the Compare tab only, on the tiny model of ``task:copy``."""
+    from app.gui import make_app
+    from app.window import MainWindow
+
+    make_app()
+    win = MainWindow(
+        settings=app_settings,
+        confirm_close=False,
+        restore=False,
+        tabs=[("Compare", "app.views.compare.tab:CompareTab")],
+    )
+    qtbot.addWidget(win)
+    s = win.session
+    win.train_settings_panel.set_settings(tiny_settings)
+    s.set_device("cpu")
+    assert win.data_panel.choose("task:copy")
+    win.config_panel.set_config(tiny_config)
+    s.build_model()
+    win.show()
+    yield win
+    s.shutdown(timeout=30)
+    win.close()
+
+
+def test_closing_the_window_stops_the_variants(qtbot, compare_window):
+    win = compare_window
+    tab = win.tab("Compare")
     tab.add_variant({})
     tab.add_variant("causal=false")
     assert tab.train_variants(1_000_000)
@@ -214,3 +240,25 @@ def test_the_initialisation_is_where_a_run_with_that_seed_starts(qtbot, session,
         tab.run_prompt(session.source.default_prompt)
     tab.set_pair("now", "initialisation (seed 0)")
     assert tab.diff is not None and not np.any(tab.diff)
+
+
+def test_pages_follow_the_state(qtbot, tab):
+    config = tab.pages["config"]
+    assert tab.current_page is tab.pages["loss"] and not config.built
+    tab.add_variant({})
+    tab.add_variant("n_kv_heads=1")
+    assert not config.built and config.stale  # out of view: only marked
+    assert tab.setup.run_list.count() == 2 and tab.pages["loss"].summary_table.rowCount() == 2
+    assert tab.show_page("config").config_table.rowCount() == 1 and not config.stale
+    tab.remove_run("n_kv_heads=1")  # in view: drawn at once
+    assert config.config_table.rowCount() == 0 and "two or more" in config.config_label.text()
+    assert tab.pages["loss"].stale  # and the page out of view waits
+    tab.state.say("training", "a message")
+    assert tab.setup.train_status.text() == "a message"
+    tab.set_prompt("abc")
+    edit = tab.show_page("attention").prompt_edit
+    assert edit.text() == "abc"
+    qtbot.keyClicks(edit, "d")  # typing sets the state's prompt
+    assert tab.state.prompt == "abcd" and tab.prompt() == "abcd"
+    tab.set_prompt("xyz")
+    assert edit.text() == "xyz"
