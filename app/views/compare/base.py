@@ -2,7 +2,7 @@
 ``app.views.page``, over a :class:`~app.views.compare.state.CompareState`) and two table helpers.
 
 A page builds its widgets on first use and draws from the state in ``refresh``; the signals it
-follows (:meth:`ComparePage.follow_redraw`) redraw it when in view and only mark it ``stale``
+follows (:attr:`ComparePage.redraw_on`) redraw it when in view and only mark it ``stale``
 otherwise; the tab refreshes a stale page when it comes into view.
 """
 
@@ -17,12 +17,16 @@ from app.widgets.palette import run_color
 
 
 class ComparePage(LazyPage):
-    """One page of the Compare tab; subclasses name the state signals that redraw them."""
+    """One page of the Compare tab: it redraws (or becomes stale) on each state signal named in
+    ``redraw_on``, whatever the signal carries."""
 
-    def follow_redraw(self, *signals) -> None:
-        """Redraw (or become stale) on each of the state's ``signals``, whatever they carry."""
-        for signal in signals:
-            self.follow(signal, lambda *_: self.redraw())
+    #: names of the :class:`~app.views.compare.state.CompareState` signals that redraw the page
+    redraw_on: tuple[str, ...] = ("runs_changed",)
+
+    def __init__(self, state, parent=None):
+        super().__init__(state, parent)
+        for name in self.redraw_on:
+            self.follow(getattr(state, name), lambda *_: self.redraw())
 
     def color(self, run) -> tuple[int, int, int]:
         """The run's colour: the same on every page (its place among the runs)."""

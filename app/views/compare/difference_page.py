@@ -17,13 +17,10 @@ class DifferencePage(ComparePage):
 
     title = "A − B difference"
     key = "difference"
+    redraw_on = ("pair_changed",)
     blurb = (
         "Where two models of the same shape attend differently: red where A attends more, blue where B does."
     )
-
-    def __init__(self, state, parent=None):
-        super().__init__(state, parent)
-        self.follow_redraw(state.pair_changed)
 
     def build(self) -> None:
         dl = QVBoxLayout(self)

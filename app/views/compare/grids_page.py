@@ -27,12 +27,12 @@ class GridsPage(ComparePage):
     key = "attention"
     blurb = "The same prompt through every model: each run's heads, on the same tokens."
 
+    redraw_on = ("runs_changed", "attention_changed")
     runRequested = Signal()
 
     def __init__(self, state, parent=None):
         super().__init__(state, parent)
         self.grids: dict[str, HeadMosaic] = {}
-        self.follow_redraw(state.runs_changed, state.attention_changed)
         self.follow(state.prompt_changed, self._show_prompt)
         self.follow(state.message, self._on_message)
 

@@ -17,7 +17,6 @@ class LossPage(ComparePage):
 
     def __init__(self, state, parent=None):
         super().__init__(state, parent)
-        self.follow_redraw(state.runs_changed)
         self.follow(state.history_changed, self._on_history)
 
     def build(self) -> None:

@@ -39,6 +39,22 @@ TRAIN_NOTE = (
 )
 
 
+def _group(title: str) -> tuple[QGroupBox, QVBoxLayout]:
+    box = QGroupBox(title)
+    return box, QVBoxLayout(box)
+
+
+def _row(*widgets) -> QHBoxLayout:
+    """Widgets side by side (an int is a stretch factor for the widget before it)."""
+    row = QHBoxLayout()
+    for w in widgets:
+        if isinstance(w, int):
+            row.setStretch(row.count() - 1, w)
+        else:
+            row.addWidget(w)
+    return row
+
+
 def _button(text: str, slot, tip: str = "") -> QPushButton:
     b = QPushButton(text)
     b.clicked.connect(lambda: slot())
@@ -52,6 +68,7 @@ class SetupPanel(ComparePage):
 
     title = "Runs"
     key = "runs"
+    redraw_on = ("runs_changed", "training_changed", "base_changed")
 
     addCurrentRequested = Signal()
     addInitialRequested = Signal()
@@ -74,7 +91,6 @@ class SetupPanel(ComparePage):
     def __init__(self, state, parent=None):
         super().__init__(state, parent)
         self._quick_items: list = []
-        self.follow_redraw(state.runs_changed, state.training_changed, state.base_changed)
         self.follow(state.message, self._on_message)
         self.follow(state.progress_changed, self._on_progress)
         self.ensure_built()
@@ -97,8 +113,7 @@ class SetupPanel(ComparePage):
         lay.addStretch(1)
 
     def _build_runs(self) -> QGroupBox:
-        box = QGroupBox("Runs being compared")
-        bl = QVBoxLayout(box)
+        box, bl = _group("Runs being compared")
         self.run_list = QListWidget()
         self.run_list.setObjectName("compareRuns")
         self.run_list.setMinimumHeight(120)
@@ -123,31 +138,20 @@ class SetupPanel(ComparePage):
             "An Attention Lab checkpoint, a Hugging Face GPT-2 folder or a nanoGPT ckpt.pt",
         )
         self.remove_button = _button("Remove", self._remove_selected)
-        for pair in (
-            (self.add_current_button, self.add_init_button),
-            (self.add_ckpt_button, self.remove_button),
-        ):
-            row = QHBoxLayout()
-            for b in pair:
-                row.addWidget(b)
-            bl.addLayout(row)
+        bl.addLayout(_row(self.add_current_button, self.add_init_button))
+        bl.addLayout(_row(self.add_ckpt_button, self.remove_button))
         return box
 
     def _build_variants(self) -> QGroupBox:
-        vbox = QGroupBox("Variants of the current config")
-        vl = QVBoxLayout(vbox)
+        vbox, vl = _group("Variants of the current config")
         self.base_label = note(color="#444")
         vl.addWidget(self.base_label)
-        row = QHBoxLayout()
         self.quick_combo = QComboBox()
         self.quick_combo.setObjectName("compareQuick")
         self.quick_combo.setToolTip("Add a ready-made set of variants of the base config")
-        row.addWidget(self.quick_combo, 1)
         self.quick_button = _button("Add these", self._add_quick)
-        row.addWidget(self.quick_button)
-        vl.addLayout(row)
+        vl.addLayout(_row(self.quick_combo, 1, self.quick_button))
         vl.addWidget(QLabel("Or: the same as the base, but …"))
-        row = QHBoxLayout()
         self.field_combo = QComboBox()
         self.field_combo.addItem("field…", "")
         for name in GPTConfig.field_names():
@@ -155,44 +159,31 @@ class SetupPanel(ComparePage):
                 self.field_combo.addItem(name, name)
         self.field_combo.setToolTip("Insert a field name into the changes")
         self.field_combo.activated.connect(self._insert_field)
-        row.addWidget(self.field_combo)
         self.changes_edit = QLineEdit()
         self.changes_edit.setObjectName("compareChanges")
         self.changes_edit.setPlaceholderText("n_kv_heads=1, norm_position=post")
         self.changes_edit.setToolTip("field=value pairs, separated by commas; empty = the base config itself")
         self.changes_edit.returnPressed.connect(self._add_variant)
-        row.addWidget(self.changes_edit, 1)
-        vl.addLayout(row)
-        row = QHBoxLayout()
+        vl.addLayout(_row(self.field_combo, self.changes_edit, 1))
         self.variant_name_edit = QLineEdit()
         self.variant_name_edit.setPlaceholderText("name (optional)")
-        row.addWidget(self.variant_name_edit, 1)
         self.add_variant_button = _button("Add variant", self._add_variant)
-        row.addWidget(self.add_variant_button)
-        vl.addLayout(row)
+        vl.addLayout(_row(self.variant_name_edit, 1, self.add_variant_button))
         self.variant_error = note(color="#c02020")
         vl.addWidget(self.variant_error)
         return vbox
 
     def _build_training(self) -> QGroupBox:
-        tbox = QGroupBox("Train the variants together")
-        tl = QVBoxLayout(tbox)
-        row = QHBoxLayout()
-        row.addWidget(QLabel("Steps"))
+        tbox, tl = _group("Train the variants together")
         self.steps_spin = QSpinBox()
         self.steps_spin.setObjectName("compareSteps")
         self.steps_spin.setRange(1, 10_000_000)
         self.steps_spin.setValue(300)
         self.steps_spin.setToolTip("Training steps of every variant")
-        row.addWidget(self.steps_spin)
-        self.train_button = _button(
-            "Train variants", lambda: self.trainRequested.emit(self.steps_spin.value())
-        )
+        self.train_button = _button("Train variants", self._train)
         self.train_button.setObjectName("compareTrain")
-        row.addWidget(self.train_button)
         self.stop_button = _button("Stop", self.stopRequested.emit)
-        row.addWidget(self.stop_button)
-        tl.addLayout(row)
+        tl.addLayout(_row(QLabel("Steps"), self.steps_spin, self.train_button, self.stop_button))
         self.progress = QProgressBar()
         self.progress.setFormat("idle")
         self.progress.setTextVisible(True)
@@ -202,14 +193,10 @@ class SetupPanel(ComparePage):
         return tbox
 
     def _build_file(self) -> QGroupBox:
-        fbox = QGroupBox("Comparison file")
-        fl = QVBoxLayout(fbox)
-        row = QHBoxLayout()
+        fbox, fl = _group("Comparison file")
         self.save_button = _button("Save comparison…", self._save_dialog)
-        row.addWidget(self.save_button)
         self.open_button = _button("Open comparison…", self._open_dialog)
-        row.addWidget(self.open_button)
-        fl.addLayout(row)
+        fl.addLayout(_row(self.save_button, self.open_button))
         self.with_models_check = QCheckBox("also save the trained models (a checkpoint per run)")
         self.with_models_check.setToolTip(
             "Without them a reopened comparison shows its curves, tables and attention, but cannot run a "
@@ -276,6 +263,9 @@ class SetupPanel(ComparePage):
         self.progress.setFormat(text)
 
     # ---- requests ------------------------------------------------------------------------------
+    def _train(self) -> None:
+        self.trainRequested.emit(self.steps_spin.value())
+
     def _add_variant(self) -> None:
         self.addVariantRequested.emit(self.changes_edit.text(), self.variant_name_edit.text().strip())
 

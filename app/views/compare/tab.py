@@ -23,8 +23,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QSplitter, QTabWidget, QWidget
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QTabWidget, QWidget
 
 from app.views.compare.base import ComparePage
 from app.views.compare.difference_page import DifferencePage
@@ -35,6 +35,7 @@ from app.views.compare.setup import SetupPanel
 from app.views.compare.state import CompareState
 from app.views.compare.tables_page import ConfigPage, MetricsPage
 from app.views.compare.training import VariantTraining
+from app.views.page import panel_beside_pages
 from model import comparison as cmp
 from model.config import ConfigError, GPTConfig
 
@@ -75,15 +76,7 @@ class CompareTab(QWidget):
             self.page_tabs.setTabToolTip(self.page_tabs.count() - 1, page.blurb)
         self.pages["attention"].runRequested.connect(lambda: self.run_prompt())
         self.page_tabs.currentChanged.connect(self._on_page_changed)
-        split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(self.setup)
-        split.addWidget(self.page_tabs)
-        split.setStretchFactor(0, 0)
-        split.setStretchFactor(1, 1)
-        split.setSizes([380, 1100])
-        root = QHBoxLayout(self)
-        root.setContentsMargins(4, 4, 4, 4)
-        root.addWidget(split)
+        panel_beside_pages(self, self.setup, self.page_tabs, 380)
 
         st.runs_changed.connect(self.runsChanged.emit)
         session.configChanged.connect(lambda *_: self._update_base())

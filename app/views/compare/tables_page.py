@@ -16,10 +16,7 @@ class MetricsPage(ComparePage):
     title = "Head metrics"
     key = "metrics"
     blurb = "Each head's metric on the prompt, in every run, aligned by (layer, head)."
-
-    def __init__(self, state, parent=None):
-        super().__init__(state, parent)
-        self.follow_redraw(state.runs_changed, state.attention_changed)
+    redraw_on = ("runs_changed", "attention_changed")
 
     def build(self) -> None:
         ml = QVBoxLayout(self)
@@ -80,10 +77,6 @@ class ConfigPage(ComparePage):
     title = "Config differences"
     key = "config"
     blurb = "Only the config fields that differ between the runs."
-
-    def __init__(self, state, parent=None):
-        super().__init__(state, parent)
-        self.follow_redraw(state.runs_changed)
 
     def build(self) -> None:
         cl = QVBoxLayout(self)
