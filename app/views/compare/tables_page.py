@@ -34,8 +34,7 @@ class MetricsPage(ComparePage):
         self.metric_table.setObjectName("compareMetrics")
         self.metric_table.setSortingEnabled(True)
         ml.addWidget(self.metric_table, 1)
-        self.metric_note = QLabel(self.blurb)
-        self.metric_note.setStyleSheet("color: #555;")
+        self.metric_note = note(self.blurb)  # wrapped: a long note must not widen the tab
         ml.addWidget(self.metric_note)
 
     def draw(self) -> None:
