@@ -23,7 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
-from PySide6.QtWidgets import QWidget
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QSplitter, QVBoxLayout, QWidget
 
 
 @runtime_checkable
@@ -188,4 +189,27 @@ def screenshot_steps(
     return [(f"{prefix}{key}", step(key)) for key in keys]
 
 
-__all__ = ["LazyPage", "Page", "PushedPage", "bring_into_view", "page_targets", "screenshot_steps"]
+def panel_beside_pages(owner: QWidget, panel: QWidget, pages: QWidget, panel_width: int) -> QSplitter:
+    """Lay ``owner`` out as a tab with a setup panel: ``panel`` left at ``panel_width`` px (it keeps
+    its width when the window grows), ``pages`` right taking the rest; returns the splitter."""
+    split = QSplitter(Qt.Orientation.Horizontal)
+    split.addWidget(panel)
+    split.addWidget(pages)
+    split.setStretchFactor(0, 0)
+    split.setStretchFactor(1, 1)
+    split.setSizes([panel_width, 1100])
+    root = QVBoxLayout(owner)
+    root.setContentsMargins(4, 4, 4, 4)
+    root.addWidget(split)
+    return split
+
+
+__all__ = [
+    "LazyPage",
+    "Page",
+    "PushedPage",
+    "bring_into_view",
+    "page_targets",
+    "panel_beside_pages",
+    "screenshot_steps",
+]

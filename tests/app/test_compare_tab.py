@@ -50,17 +50,17 @@ def test_two_variants_train_together_and_show_both_curves(qtbot, tab):
     tab.add_variant({})
     tab.add_variant("n_kv_heads=1")
     assert [r.name for r in tab.runs] == ["base", "n_kv_heads=1"]
-    assert tab.train_button.isEnabled()
+    assert tab.setup.train_button.isEnabled()
     reason, _ = _train(qtbot, tab, 4)
     assert reason == "done"
     for r in tab.runs:
-        assert tab.loss_plot.points(r.name) == 4  # one curve per run, every step on it
+        assert tab.pages["loss"].loss_plot.points(r.name) == 4  # one curve per run, every step on it
         assert [h["step"] for h in r.record.history] == [1, 2, 3, 4]
         assert r.model is not None and r.status == "trained 4 steps"
-    val = tab.loss_plot.val_curves["base"]
+    val = tab.pages["loss"].loss_plot.val_curves["base"]
     qtbot.waitUntil(lambda: val.xData is not None and len(val.xData) == 2)  # the throttled repaint
     assert val.xData.tolist() == [2.0, 4.0]  # validation every 2 steps
-    t = tab.summary_table
+    t = tab.pages["loss"].summary_table
     assert t.rowCount() == 2
     rows = tab.summary_rows()
     assert [row["steps"] for row in rows] == [4, 4]
@@ -70,13 +70,13 @@ def test_two_variants_train_together_and_show_both_curves(qtbot, tab):
     assert rows[1]["kv_cache_bytes_per_token"] * 2 == rows[0]["kv_cache_bytes_per_token"]
     assert t.item(1, 2).text() == "4" and t.item(0, 3).text() == f"{rows[0]['train_loss']:.4f}"
     # the config diff shows the one field that differs, with the value an "auto" size takes
-    ct = tab.config_table
+    ct = tab.show_page("config").config_table
     assert ct.rowCount() == 1 and ct.item(0, 0).text() == "n_kv_heads"
     assert [ct.item(0, c).text() for c in (1, 2)] == ["auto (2)", "1"]
     # same shape: the difference page and the aligned metric table fill in
     assert tab.diff is not None and tab.diff.shape == base.record.attention.weights.shape
     L, H = base.config.n_layers, base.config.n_heads
-    mt = tab.metric_table
+    mt = tab.show_page("metrics").metric_table
     assert mt.rowCount() == L * H and mt.columnCount() == 5  # layer, head, two runs, Δ
 
 
@@ -89,10 +89,11 @@ def test_difference_of_a_model_with_itself_is_exactly_zero(qtbot, session, tab):
     tab.set_pair("A", "B")
     assert tab.diff is not None and tab.diff.shape[:2] == (2, 2)
     assert not np.any(tab.diff)  # exactly zero, not merely small
-    assert not np.any(tab.diff_grid.diff)
-    lo, hi = tab.diff_grid.levels
+    diff_page = tab.pages["difference"]  # set_pair shows it
+    assert not np.any(diff_page.diff_grid.diff)
+    lo, hi = diff_page.diff_grid.levels
     assert lo == -hi and hi > 0
-    assert "exactly alike" in tab.diff_status.text()
+    assert "exactly alike" in diff_page.diff_status.text()
     # another initialisation is not the same model: a non-zero difference on symmetric levels
     session.build_model(seed=1)
     tab.add_current_model("C")
@@ -100,8 +101,8 @@ def test_difference_of_a_model_with_itself_is_exactly_zero(qtbot, session, tab):
         tab.run_prompt()
     tab.set_pair("A", "C")
     m = float(np.abs(tab.diff).max())
-    assert m > 0 and tab.diff_grid.levels == pytest.approx((-m, m))
-    assert tab.diff_table.rowCount() == 4
+    assert m > 0 and diff_page.diff_grid.levels == pytest.approx((-m, m))
+    assert diff_page.diff_table.rowCount() == 4
 
 
 def test_models_of_different_shapes_get_no_difference_map(qtbot, session, tab, tiny_config):
@@ -112,9 +113,9 @@ def test_models_of_different_shapes_get_no_difference_map(qtbot, session, tab, t
     with qtbot.waitSignal(tab.attentionReady, timeout=TIMEOUT):
         tab.run_prompt(session.source.default_prompt)
     tab.set_pair("two heads", "four heads")
-    assert tab.diff is None and "same shape" in tab.diff_status.text()
+    assert tab.diff is None and "same shape" in tab.pages["difference"].diff_status.text()
     # the metric table still aligns the heads, with "–" where a run has no such head
-    mt = tab.metric_table
+    mt = tab.show_page("metrics").metric_table
     assert mt.rowCount() == 2 * 4
     missing = [mt.item(r, 2).text() for r in range(mt.rowCount())]
     assert missing.count("–") == 4
@@ -123,11 +124,12 @@ def test_models_of_different_shapes_get_no_difference_map(qtbot, session, tab, t
 def test_bad_variants_are_named(qtbot, tab):
     with pytest.raises(ConfigError, match="n_kv_heads"):
         tab.add_variant("n_kv_heads=3")  # 2 query heads
-    tab.changes_edit.setText("n_head=4")
-    tab.add_variant_button.click()
-    assert "did you mean 'n_heads'" in tab.variant_error.text() and tab.runs == []
-    tab.quick_combo.setCurrentIndex(0)  # Pre-LN vs Post-LN
-    tab.quick_button.click()
+    setup = tab.setup
+    setup.changes_edit.setText("n_head=4")
+    setup.add_variant_button.click()
+    assert "did you mean 'n_heads'" in setup.variant_error.text() and tab.runs == []
+    setup.quick_combo.setCurrentIndex(0)  # Pre-LN vs Post-LN
+    setup.quick_button.click()
     assert [r.record.changes for r in tab.runs] == [{"norm_position": "pre"}, {"norm_position": "post"}]
 
 
@@ -149,16 +151,22 @@ def test_comparison_file_round_trips(qtbot, tmp_path, session, tab):
     for before, after in zip(tab.runs, other.runs, strict=True):
         assert after.record.history == before.record.history
         assert after.record.config == before.record.config
-        assert other.loss_plot.points(after.name) == 2
+        assert other.pages["loss"].loss_plot.points(after.name) == 2
         assert np.array_equal(after.record.attention.weights, before.record.attention.weights)
         np.testing.assert_allclose(after.metrics.entropy, before.metrics.entropy)
-    st, ot = tab.summary_table, other.summary_table
+    st, ot = tab.show_page("loss").summary_table, other.pages["loss"].summary_table
     assert [[ot.item(r, c).text() for c in range(ot.columnCount())] for r in range(ot.rowCount())] == [
         [st.item(r, c).text() for c in range(st.columnCount())] for r in range(st.rowCount())
     ]
     other.set_pair("pre-LN", "post-LN")
     assert np.array_equal(other.diff, tab.diff)
-    assert other.config_table.rowCount() == 1 and other.prompt_edit.text() == tab.prompt_edit.text()
+    other_config, other_prompt = (
+        other.show_page("config").config_table,
+        other.show_page("attention").prompt_edit,
+    )
+    assert (
+        other_config.rowCount() == 1 and other_prompt.text() == tab.show_page("attention").prompt_edit.text()
+    )
     # the saved weights load for a new prompt and give back the very same attention
     with qtbot.waitSignal(other.attentionReady, timeout=TIMEOUT):
         other.run_prompt()
@@ -168,9 +176,35 @@ def test_comparison_file_round_trips(qtbot, tmp_path, session, tab):
     other.shutdown()
 
 
-def test_closing_the_window_stops_the_variants(qtbot, tiny_window):
-    win = tiny_window
-    tab = win.tabs["Compare"]
+@pytest.fixture
+def compare_window(qtbot, app_settings, tiny_config, tiny_settings):
+    """A window with the Compare tab only, on the tiny model of ``task:copy``."""
+    from app.gui import make_app
+    from app.window import MainWindow
+
+    make_app()
+    win = MainWindow(
+        settings=app_settings,
+        confirm_close=False,
+        restore=False,
+        tabs=[("Compare", "app.views.compare.tab:CompareTab")],
+    )
+    qtbot.addWidget(win)
+    s = win.session
+    win.train_settings_panel.set_settings(tiny_settings)
+    s.set_device("cpu")
+    assert win.data_panel.choose("task:copy")
+    win.config_panel.set_config(tiny_config)
+    s.build_model()
+    win.show()
+    yield win
+    s.shutdown(timeout=30)
+    win.close()
+
+
+def test_closing_the_window_stops_the_variants(qtbot, compare_window):
+    win = compare_window
+    tab = win.tab("Compare")
     tab.add_variant({})
     tab.add_variant("causal=false")
     assert tab.train_variants(1_000_000)
@@ -193,7 +227,7 @@ def test_a_checkpoint_joins_the_comparison(qtbot, tmp_path, session, tab):
     assert tab.diff is not None and not np.any(tab.diff)  # the saved weights are the live ones
     with qtbot.waitSignal(tab.loadFailed, timeout=TIMEOUT):
         tab.add_checkpoint(str(tmp_path / "missing"))
-    assert "Could not open" in tab.variant_error.text() and len(tab.runs) == 2
+    assert "Could not open" in tab.setup.variant_error.text() and len(tab.runs) == 2
 
 
 def test_the_initialisation_is_where_a_run_with_that_seed_starts(qtbot, session, tab):
@@ -206,3 +240,25 @@ def test_the_initialisation_is_where_a_run_with_that_seed_starts(qtbot, session,
         tab.run_prompt(session.source.default_prompt)
     tab.set_pair("now", "initialisation (seed 0)")
     assert tab.diff is not None and not np.any(tab.diff)
+
+
+def test_pages_follow_the_state(qtbot, tab):
+    config = tab.pages["config"]
+    assert tab.current_page is tab.pages["loss"] and not config.built
+    tab.add_variant({})
+    tab.add_variant("n_kv_heads=1")
+    assert not config.built and config.stale  # out of view: only marked
+    assert tab.setup.run_list.count() == 2 and tab.pages["loss"].summary_table.rowCount() == 2
+    assert tab.show_page("config").config_table.rowCount() == 1 and not config.stale
+    tab.remove_run("n_kv_heads=1")  # in view: drawn at once
+    assert config.config_table.rowCount() == 0 and "two or more" in config.config_label.text()
+    assert tab.pages["loss"].stale  # and the page out of view waits
+    tab.state.say("training", "a message")
+    assert tab.setup.train_status.text() == "a message"
+    tab.set_prompt("abc")
+    edit = tab.show_page("attention").prompt_edit
+    assert edit.text() == "abc"
+    qtbot.keyClicks(edit, "d")  # typing sets the state's prompt
+    assert tab.state.prompt == "abcd" and tab.prompt() == "abcd"
+    tab.set_prompt("xyz")
+    assert edit.text() == "xyz"
