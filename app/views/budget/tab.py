@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QSplitter,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -37,7 +36,7 @@ from app.views.budget.check import CheckPage
 from app.views.budget.inputs import DEVICES, KV_BYTES, BudgetInputs
 from app.views.budget.pages import CostPage, FlopsPage, KVPage, MemoryPage, ParamsPage
 from app.views.budget.side_by_side import SideBySidePage
-from app.views.page import Page, bring_into_view, page_targets, screenshot_steps
+from app.views.page import Page, bring_into_view, page_targets, panel_beside_pages, screenshot_steps
 from app.widgets.layouts import vertical_scroll
 from model import budget, presets
 from model.budget_table import BUDGET_HEADER, BudgetSettings, budget_table, table_cells, to_csv, to_markdown
@@ -87,16 +86,7 @@ class BudgetTab(QWidget):
         self.problems: list[str] = []
         self._loading = False
 
-        split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(self._build_left())
-        split.addWidget(self._build_right())
-        split.setStretchFactor(0, 0)
-        split.setStretchFactor(1, 1)
-        split.setSizes([400, 1100])
-        root = QVBoxLayout(self)
-        root.setContentsMargins(4, 4, 4, 4)
-        root.addWidget(split)
-        self.splitter = split
+        self.splitter = panel_beside_pages(self, self._build_left(), self._build_right(), 400)
 
         self.choose_preset(DEFAULT_PRESET)
 

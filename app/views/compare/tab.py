@@ -35,7 +35,7 @@ from app.views.compare.setup import SetupPanel
 from app.views.compare.state import CompareState
 from app.views.compare.tables_page import ConfigPage, MetricsPage
 from app.views.compare.training import VariantTraining
-from app.views.page import panel_beside_pages
+from app.views.page import bring_into_view, page_targets, panel_beside_pages, screenshot_steps
 from model import comparison as cmp
 from model.config import ConfigError, GPTConfig
 
@@ -125,10 +125,7 @@ class CompareTab(QWidget):
         return page
 
     def _on_page_changed(self, *_) -> None:
-        page = self.current_page
-        page.ensure_built()
-        if page.stale:
-            page.refresh()
+        bring_into_view(self.current_page)
 
     # ---- the base config -----------------------------------------------------------------------
     def base_config(self) -> GPTConfig:
@@ -409,31 +406,23 @@ class CompareTab(QWidget):
 
     # ---- hooks for the window ------------------------------------------------------------------
     def export_targets(self) -> dict[str, QWidget]:
-        out: dict[str, QWidget] = {}
-        for key in ("loss", "difference"):
-            page = self.pages[key]
-            if page.stale:
-                page.refresh()
-            out.update(page.export_targets())
-        return out
+        """File → Export: what the page in view draws."""
+        return page_targets(self.current_page)
 
     def screenshot_pages(self) -> list[tuple[str, Any]]:
-        """The five pages. An empty tab first takes the session's model and its initialisation, so the
-        pages show what training changed (each step's compute finishes before the screenshot)."""
+        """The five pages, in order (see :meth:`_show_for_screenshot`)."""
+        return screenshot_steps([cls.key for cls in PAGES], self.pages.__getitem__, self._show_for_screenshot)
 
-        def page(key: str):
-            def show():
-                if not self.state.runs and self.session.model is not None and key == "loss":
-                    self.add_current_model()
-                    self.add_initial_model()
-                if key == "attention" and any(r.model is not None for r in self.state.runs):
-                    if not self.state.with_attention():
-                        self.run_prompt()
-                self.show_page(key)
-
-            return show
-
-        return [(cls.key, page(cls.key)) for cls in PAGES]
+    def _show_for_screenshot(self, key: str) -> None:
+        """An empty tab first takes the session's model and its initialisation, so the pages show
+        what training changed (each step's compute finishes before the screenshot)."""
+        if not self.state.runs and self.session.model is not None and key == "loss":
+            self.add_current_model()
+            self.add_initial_model()
+        if key == "attention" and any(r.model is not None for r in self.state.runs):
+            if not self.state.with_attention():
+                self.run_prompt()
+        self.show_page(key)
 
     def on_activated(self) -> None:
         self._update_base()
