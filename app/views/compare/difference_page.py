@@ -44,12 +44,13 @@ class DifferencePage(ComparePage):
         self.diff_grid = HeadMosaic(interactive=False, compact=True)
         self.diff_grid.clear("no difference to show yet")
         split.addWidget(self.diff_grid)
-        self.diff_table = make_table(["layer", "head", "max |A−B|", "mean |A−B|", "TV distance"])
+        self.diff_table = make_table(["layer", "head", "max |Δ|", "mean |Δ|", "TV"])
         self.diff_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.diff_table.setObjectName("compareDiffTable")
         self.diff_table.setToolTip(
-            "Per head: the largest and mean absolute difference of the weights, and the mean over queries "
-            "of the total-variation distance ½ Σ_j |A_ij − B_ij| (0 = same pattern, 1 = disjoint)"
+            "Per head: the largest and mean absolute difference Δ = A − B of the weights, and TV, the "
+            "mean over queries of the total-variation distance ½ Σ_j |A_ij − B_ij| "
+            "(0 = same pattern, 1 = disjoint)"
         )
         self.diff_table.setSortingEnabled(True)
         split.addWidget(self.diff_table)
@@ -96,6 +97,10 @@ class DifferencePage(ComparePage):
                 t.setItem(i, c, number_cell(v, integer=c < 2))
         t.setSortingEnabled(True)
         t.sortItems(4, Qt.SortOrder.DescendingOrder)  # the heads that changed most first
+        # every column stays readable: the splitter gives the grid only what the table leaves
+        t.setMinimumWidth(
+            t.horizontalHeader().length() + t.verticalScrollBar().sizeHint().width() + 2 * t.frameWidth()
+        )
 
     def export_targets(self):
         return {"difference": self.diff_grid.view} if self.built else {}
