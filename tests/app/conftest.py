@@ -1,7 +1,9 @@
 """Fixtures for the GUI tests only (shared ones, and the reference models, are in ``tests/conftest.py``).
 
 Labs: ``labs`` (the Labs tab on a tiny untrained model of ``task:copy``, one per test module) and
-``wait_results`` (forget a page's result, trigger it, wait for the fresh one).
+``wait_results`` (forget a page's result, trigger it, wait for the fresh one). ``window_of_one_tab``:
+a main window holding one tab at a given size, with the tab and its scroll area, for the "fits a small
+screen" tests.
 """
 
 from __future__ import annotations
@@ -58,3 +60,27 @@ def _wait_results(qtbot, page, key: str, trigger=None, timeout: int = 20000):
 def _wait_results_fixture():
     """``wait_results(qtbot, page, key, trigger=None, timeout=20000)``: see :func:`_wait_results`."""
     return _wait_results
+
+
+@pytest.fixture
+def window_of_one_tab(qtbot, app_settings):
+    """``open(title, spec, size=(1280, 760)) -> (window, tab, scroll)``: a main window with only that
+    tab, shown at ``size`` and laid out; closed (its session stopped) at teardown."""
+    from app.window import MainWindow
+
+    opened = []
+
+    def open_(title: str, spec: str, size: tuple[int, int] = (1280, 760)):
+        win = MainWindow(settings=app_settings, confirm_close=False, restore=False, tabs=[(title, spec)])
+        qtbot.addWidget(win)
+        opened.append(win)
+        win.resize(*size)
+        win.show()
+        scroll = win._holders[title].scroll
+        qtbot.waitUntil(lambda: win.width() == size[0] and scroll.width() > 0, timeout=5000)
+        return win, win.tabs[title], scroll
+
+    yield open_
+    for win in opened:
+        win.session.shutdown(timeout=30)
+        win.close()

@@ -201,20 +201,8 @@ def test_check_against_the_built_model_and_a_measured_speed(qtbot, tab):
     assert _table_value(page.speed_table, "training tokens/s", col=1) == f"{r.tokens_per_s:,.0f}"
 
 
-def test_the_budget_tab_fits_a_1280_by_760_window(qtbot, app_settings):
-    from app.window import MainWindow
-
-    win = MainWindow(
-        settings=app_settings,
-        confirm_close=False,
-        restore=False,
-        tabs=[("Budget", "app.views.budget.tab:BudgetTab")],
-    )
-    qtbot.addWidget(win)
-    win.resize(1280, 760)
-    win.show()
-    tab, scroll = win.tabs["Budget"], win._holders["Budget"].scroll
-    qtbot.waitUntil(lambda: win.width() == 1280 and scroll.width() > 0, timeout=5000)
+def test_the_budget_tab_fits_a_1280_by_760_window(qtbot, window_of_one_tab):
+    win, tab, scroll = window_of_one_tab("Budget", "app.views.budget.tab:BudgetTab")
     assert not any(d.isVisible() for d in win.docks.values())  # the docks make room for it
     assert tab.minimumSizeHint().width() <= scroll.contentsRect().width()
     for i in range(tab.page_tabs.count()):  # on every page
@@ -222,4 +210,3 @@ def test_the_budget_tab_fits_a_1280_by_760_window(qtbot, app_settings):
         assert tab.minimumSizeHint().width() <= scroll.contentsRect().width(), tab.page_tabs.tabText(i)
         qtbot.waitUntil(lambda: not scroll.horizontalScrollBar().isVisible(), timeout=5000)
         assert tab.width() <= scroll.viewport().width()
-    win.close()

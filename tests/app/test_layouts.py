@@ -57,24 +57,11 @@ def test_flow_layout_wraps_controls_and_keeps_a_label_with_its_control(qtbot):
     assert label.text() == "value 3" and label.parentWidget() is spins[3].parentWidget()
 
 
-def test_every_labs_page_fits_a_1280_by_760_window_beside_the_docks(qtbot, app_settings):
+def test_every_labs_page_fits_a_1280_by_760_window_beside_the_docks(window_of_one_tab):
     from app.views.labs.tab import page_classes
-    from app.window import MainWindow
 
-    win = MainWindow(
-        settings=app_settings,
-        confirm_close=False,
-        restore=False,
-        tabs=[("Labs", "app.views.labs.tab:LabsTab")],
-    )
-    qtbot.addWidget(win)
-    win.resize(1280, 760)
-    win.show()
-    tab, scroll = win.tabs["Labs"], win._holders["Labs"].scroll
-    qtbot.waitUntil(lambda: win.width() == 1280 and scroll.width() > 0, timeout=5000)
+    win, tab, scroll = window_of_one_tab("Labs", "app.views.labs.tab:LabsTab")
     assert any(d.isVisible() for d in win.docks.values())  # the Labs tab keeps the setup docks
     for cls in page_classes():
         tab.show_page(cls.slug)
         assert tab.minimumSizeHint().width() <= scroll.contentsRect().width(), cls.__name__
-    win.session.shutdown(timeout=30)
-    win.close()
