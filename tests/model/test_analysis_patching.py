@@ -59,7 +59,9 @@ def test_fractions_batched_equal_one_at_a_time():
     assert isinstance(heads, Patching) and heads.restored.shape == (3, 4) and heads.point == "attn.z"
     assert heads.answer != heads.wrong and heads.position == 11
     one = patch_heads(model, clean, corrupt, max_batch=1)
-    np.testing.assert_allclose(one.restored, heads.restored, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(one.patched, heads.patched, rtol=0, atol=2e-5)  # logit differences
+    gap = abs(heads.clean_diff - heads.corrupt_diff)
+    np.testing.assert_allclose(one.restored, heads.restored, rtol=0, atol=2e-5 / gap)
     # the fraction is (m(patched) − m(corrupt)) / (m(clean) − m(corrupt)), checked on one head by hand
     layer, head = heads.best
     with torch.no_grad():
@@ -71,9 +73,9 @@ def test_fractions_batched_equal_one_at_a_time():
 
     resid = patch_resid(model, clean, corrupt, max_batch=5)
     assert resid.restored.shape == (3, 12) and resid.point == "resid_pre"
-    np.testing.assert_allclose(resid.restored, patch_resid(model, clean, corrupt).restored, atol=1e-5)
+    np.testing.assert_allclose(resid.patched, patch_resid(model, clean, corrupt).patched, atol=2e-5)
     # at layer 0 (the embeddings) only the positions whose tokens differ can restore anything
-    np.testing.assert_allclose(resid.restored[0, [0, 1, 2, 4, 5, 6, 8, 9, 10, 11]], 0.0, atol=1e-5)
+    np.testing.assert_allclose(resid.restored[0, [0, 1, 2, 4, 5, 6, 8, 9, 10, 11]], 0.0, atol=2e-5 / gap)
 
 
 def test_metric_choices_and_errors():
@@ -93,3 +95,37 @@ def test_metric_choices_and_errors():
         patch_resid(model, "abc", "abd")
     cache, logits = cache_activations(model, clean[None], ["blocks.1.attn.z"])
     assert cache["blocks.1.attn.z"].shape == (1, 4, 12, 8) and logits.shape == (1, 12, 37)
+
+
+def test_on_a_trained_induction_model_patching_singles_out_an_induction_head():
+    """175 steps of ``task:induction`` (the recommended 2-layer model; about 15 s on 2 cores) grow
+    induction heads in layer 1. On a repeated prompt whose last token is changed to another token of
+    the first copy, the head whose clean output restores most of the answer is one that the metrics
+    of :mod:`model.analysis.heads` name "induction", and layer 1 carries the answer, not layer 0."""
+    from model.analysis.heads import classify_heads, head_metrics, measure_induction
+    from model.data import resolve_source
+    from model.train import Trainer, recommended_config, recommended_settings
+
+    source = resolve_source("task:induction")
+    config = recommended_config(source)
+    settings = recommended_settings(source, config).replace(
+        steps=175, eval_every=10**6, probe_every=0, seed=0
+    )
+    trainer = Trainer(config, source, settings)
+    for _ in range(settings.steps):
+        trainer.train_step()
+    model = trainer.model.eval()
+    scores, prompt = measure_induction(model, period=8)
+    clean = torch.as_tensor(prompt.tokens)[:-3]  # ends inside the second copy
+    corrupt = clean.clone()
+    corrupt[-1] = clean[2]  # another token of the first copy: induction now predicts its successor
+    trace = model.trace(torch.as_tensor(prompt.tokens)[None], kinds=("weights",))
+    w = trace.stack("weights")
+    names = classify_heads(head_metrics(w, trace.mask, period=prompt.period, start=prompt.start))
+    induction = names.heads_named("induction")
+    assert induction and scores.max() >= 0.4
+
+    result = patch_heads(model, clean, corrupt)
+    assert result.answer == int(prompt.tokens[len(clean)])  # the clean run predicts the repeat
+    assert result.best in induction, (result.restored.round(2), scores.round(2))
+    assert result.restored[1].max() > 2 * np.abs(result.restored[0]).max()
