@@ -20,6 +20,9 @@ module              what it computes
 ``positions``       sinusoidal table, offset profiles, RoPE, the permutation experiment
 ``worked_example``  the three-token attention example with every intermediate
 ``compare``         differences of two traces, aligned metric tables, config diff
+``patching``        activation patching per head [L, H] and per stream position [L, T]
+``attribution``     direct logit attribution of embedding, heads and MLPs (frozen final norm)
+``rollout``         attention rollout (Abnar & Zuidema 2020), with its caveat
 ==================  =====================================================================
 """
 
@@ -42,6 +45,7 @@ from model.analysis.aggregate import (
     mean_over_layers,
     token_focus,
 )
+from model.analysis.attribution import LogitAttribution, direct_logit_attribution
 from model.analysis.compare import (
     HeadDiff,
     MetricRow,
@@ -87,6 +91,7 @@ from model.analysis.masks import (
     sliding_window_mask,
 )
 from model.analysis.next_token import NextTokens, prompt_next_tokens, top_k_next_tokens
+from model.analysis.patching import Patching, cache_activations, patch_heads, patch_resid, run_patched
 from model.analysis.pipeline import HeadPipeline, Stage, head_pipeline, head_pipeline_from_model
 from model.analysis.positions import (
     OffsetProfile,
@@ -110,6 +115,7 @@ from model.analysis.residual import (
     residual_norms,
     write_stats,
 )
+from model.analysis.rollout import ROLLOUT_CAVEAT, Rollout, attention_rollout
 from model.analysis.saturation import SaturationStats, mean_max_weight, model_saturation
 from model.analysis.softmax_theory import (
     D_K_GRID,
@@ -124,6 +130,16 @@ from model.analysis.softmax_theory import (
 from model.analysis.worked_example import WorkedExample, attention_example
 
 __all__ = [
+    "attention_rollout",
+    "Rollout",
+    "ROLLOUT_CAVEAT",
+    "run_patched",
+    "patch_resid",
+    "patch_heads",
+    "cache_activations",
+    "Patching",
+    "direct_logit_attribution",
+    "LogitAttribution",
     "D_K_GRID",
     "HEAD_ROLES",
     "MASK_KINDS",
