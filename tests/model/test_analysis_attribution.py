@@ -60,7 +60,7 @@ def test_the_frozen_scale_is_the_final_norms_and_a_head_part_is_its_write():
     idx = torch.randint(0, 37, (1, 8), generator=torch.Generator().manual_seed(4))
     cache = {}
     names = ["blocks.2.resid_post", "blocks.1.attn.z"]
-    with model.hooks({n: (lambda x, hook: cache.__setitem__(hook.name, x)) for n in names}):
+    with model.hooks({n: (lambda x, hook: cache.__setitem__(hook.name, x)) for n in names}), torch.no_grad():
         model(idx)
     a = direct_logit_attribution(model, idx, token=7)
     x = cache["blocks.2.resid_post"][0, -1]
