@@ -68,8 +68,9 @@ def test_the_frozen_scale_is_the_final_norms_and_a_head_part_is_its_write():
     # head 2 of layer 1 by hand: its write W_O[h] z_h, centred, over σ, times γ, onto u_7 (untied head)
     z = cache["blocks.1.attn.z"][0, 2, -1]
     d_k = model.config.d_head
-    write = model.blocks[1].attn.o_proj.weight[:, 2 * d_k : 3 * d_k] @ z
-    want = ((write - write.mean()) / a.scale * model.norm_f.weight) @ model.lm_head.weight[7]
+    with torch.no_grad():
+        write = model.blocks[1].attn.o_proj.weight[:, 2 * d_k : 3 * d_k] @ z
+        want = ((write - write.mean()) / a.scale * model.norm_f.weight) @ model.lm_head.weight[7]
     assert a.heads[1, 2] == pytest.approx(float(want), rel=1e-4, abs=1e-6)
 
 
