@@ -22,13 +22,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
     from app.cli import UserError
     from model.config import GPTConfig
     from model.export import REQUIRED_KINDS, inspection_arrays, save_inspection
     from model.gpt import build_model
     from model.tokens import ByteTokenizer
+    from model.trace import inspect
 
     if not args.prompt:
         raise UserError("--prompt is empty: give at least one character")
@@ -51,7 +50,6 @@ def run(args: argparse.Namespace) -> int:
                 f"({tokenizer.vocab_size} tokens): omit it or make it at least {tokenizer.vocab_size}"
             )
         model = build_model(cfg.validate(), seed=args.seed)
-    model.eval()
     try:
         ids = tokenizer.encode(args.prompt)
     except ValueError as exc:
@@ -66,8 +64,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         ids = ids[-limit:]
-    idx = torch.tensor([ids], dtype=torch.long, device=model.device)
-    trace = model.trace(idx, kinds=REQUIRED_KINDS)
+    trace = inspect(model, tokenizer, ids, kinds=REQUIRED_KINDS)  # eval mode, no grad, kinds checked
     arrays = inspection_arrays(trace, tokenizer.token_strings(ids))
     try:
         path = save_inspection(args.out, arrays)

@@ -58,7 +58,8 @@ class MaskStagesPage(LabPage):
         "later key. "
         "The mask adds 0 where attention is allowed and −∞ where it is not; since e<sup>−∞</sup> = 0 those "
         "weights vanish after the softmax and every row still sums to 1. Here the current model reads the "
-        "prompt under the mask you choose (<tt>GPT.trace(attn_mask=…)</tt>)."
+        "prompt under the mask you choose (a hook on the model's <tt>mask</tt> point: "
+        "<tt>model.hooks(use_mask(M))</tt>)."
     )
     formula = (
         "A = softmax<sub>row</sub>(QKᵀ/√d<sub>k</sub> + M),   M<sub>ij</sub> = 0 if query i may see key j, "
