@@ -41,16 +41,7 @@ import torch.nn.functional as F
 
 from model.config import ConfigError, GPTConfig
 from model.hooks import HookPoint, ablate_heads, attached, name_hook_points, use_mask
-from model.layers import (  # noqa: F401 (the position tables, re-exported)
-    STD,
-    apply_rope,
-    init_linear,
-    make_mlp,
-    make_norm,
-    make_positions,
-    rope_tables,
-    sinusoidal_table,
-)
+from model.layers import STD, apply_rope, init_linear, make_mlp, make_norm, make_positions
 from model.trace import Recorder, Trace
 
 Ablation = dict[tuple[int, int], Literal["zero", "mean"]]

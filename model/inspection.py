@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from model.pooling import pool_max, pool_visible  # noqa: F401 (pooling of long prompts; re-exported)
+from model.pooling import pool_max
 
 #: Largest L·H·T² kept as float32 (128 MB); above it weights are kept as float16.
 FLOAT32_LIMIT = 32 * 2**20
@@ -449,8 +449,6 @@ __all__ = [
     "inspect",
     "inspect_prompt",
     "pick_threads",
-    "pool_max",
-    "pool_visible",
     "token_focus_of",
     "token_labels",
     "with_threads",

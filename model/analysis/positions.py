@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from model.gpt import apply_rope, rope_tables, sinusoidal_table
+from model.layers import apply_rope, rope_tables, sinusoidal_table
 from model.trace import eval_mode
 
 

@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from model.config import ConfigError, GPTConfig
-from model.gpt import GPT, KVCache, apply_rope, build_model, rope_tables, sinusoidal_table
+from model.gpt import GPT, KVCache, build_model
+from model.layers import apply_rope, rope_tables, sinusoidal_table
 from model.trace import estimate_nbytes
 
 VARIANTS = {
