@@ -67,7 +67,8 @@ def _write_atomic(path: Path, write, *, text: bool = False) -> Path:
 
 
 def save_inspection(path: str | Path, arrays: dict[str, np.ndarray]) -> Path:
-    """Write ``arrays`` as a compressed .npz atomically (temp file in the same folder, then rename)."""
+    """Write ``arrays`` (any plain arrays: the inspection format, a page's numbers) as a compressed
+    .npz atomically (temp file in the same folder, then rename); ``.npz`` is appended if missing."""
     path = Path(path)
     if path.suffix != ".npz":
         path = path.with_name(path.name + ".npz")
@@ -92,12 +93,27 @@ def write_head_csv(
     if m.ndim != 2 or m.shape != (len(labels), len(labels)):
         raise ValueError(f"a head matrix of shape {m.shape} does not fit {len(labels)} token labels")
     names = [f"{i}:{lab}" for i, lab in enumerate(labels)]
+    return write_matrix_csv(path, m, names, names, corner=corner)
+
+
+def write_matrix_csv(
+    path: str | Path, matrix: np.ndarray, row_labels: list[str], col_labels: list[str], *, corner: str = ""
+) -> Path:
+    """Any labelled [R, C] matrix as CSV (a header row ``corner, col_labels...``, then one row per
+    label of ``row_labels``), values with 8 significant digits, NaN as ``nan``. Written atomically;
+    ``.csv`` is appended to a path without it."""
+    m = np.asarray(matrix, dtype=np.float64)
+    if m.ndim != 2 or m.shape != (len(row_labels), len(col_labels)):
+        raise ValueError(
+            f"a matrix of shape {m.shape} does not fit {len(row_labels)} row and "
+            f"{len(col_labels)} column labels"
+        )
 
     def write(fh):
         w = csv.writer(fh)
-        w.writerow([corner, *names])
-        for i, row in enumerate(m):
-            w.writerow([names[i], *(f"{v:.8g}" for v in row)])
+        w.writerow([corner, *col_labels])
+        for name, row in zip(row_labels, m, strict=True):
+            w.writerow([name, *(f"{v:.8g}" for v in row)])
 
     path = Path(path)
     if path.suffix.lower() != ".csv":

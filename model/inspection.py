@@ -376,7 +376,8 @@ class Aggregates:
     """Mean patterns of one inspection (``model.analysis.aggregate``), float32.
 
     ``per_layer`` [L, T, T] (mean over heads), ``per_head`` [H, T, T] (mean over layers), ``overall``
-    [T, T] (every head), ``chosen`` [T, T] (the mean of ``chosen_heads``; None when none is chosen).
+    [T, T] (every head), ``chosen`` [T, T] (the mean of ``chosen_heads``; None when none is chosen),
+    ``rollout`` [T, T] (attention rollout over every layer, :mod:`model.analysis.rollout`).
     """
 
     request: int
@@ -385,12 +386,14 @@ class Aggregates:
     overall: np.ndarray
     chosen: np.ndarray | None
     chosen_heads: list[tuple[int, int]]
+    rollout: np.ndarray | None = None
 
 
 def aggregates_of(weights: np.ndarray, chosen: list[tuple[int, int]], *, request: int = 0) -> Aggregates:
     """:class:`Aggregates` of ``weights`` [L, H, T, T], one layer (or head index) at a time so that a
     float16 model at 1024 tokens never needs a float64 copy of every head at once."""
     from model.analysis.aggregate import mean_over_all, mean_over_heads, mean_over_heads_set, mean_over_layers
+    from model.analysis.rollout import rollout_of_means
 
     L, H = weights.shape[:2]
     per_layer = np.stack([mean_over_heads(weights[i : i + 1])[0] for i in range(L)]).astype(np.float32)
@@ -401,7 +404,8 @@ def aggregates_of(weights: np.ndarray, chosen: list[tuple[int, int]], *, request
     if chosen:
         sub = np.stack([np.asarray(weights[l, h], dtype=np.float32) for l, h in chosen])[None]
         chosen_arr = mean_over_heads_set(sub, [(0, i) for i in range(len(chosen))]).astype(np.float32)
-    return Aggregates(request, per_layer, per_head, overall, chosen_arr, list(chosen))
+    rollout = rollout_of_means(per_layer).rollout.astype(np.float32)
+    return Aggregates(request, per_layer, per_head, overall, chosen_arr, list(chosen), rollout)
 
 
 def token_focus_of(weights: np.ndarray, t: int):

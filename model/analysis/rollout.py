@@ -48,13 +48,23 @@ def attention_rollout(weights, residual: float = 0.5) -> Rollout:
     ``residual`` is the identity's share (0.5 in the paper): ``Â = (1 − r) · mean_h A + r · I``, rows
     renormalised. float64 numpy outputs.
     """
-    w = as_numpy(weights).astype(np.float64)
+    w = as_numpy(weights)
     if w.ndim != 4 or w.shape[-1] != w.shape[-2]:
         raise ValueError(f"expected attention weights [L, H, T, T], got shape {w.shape}")
+    # one layer at a time: a float64 copy of every head at once would be 4× a float16 trace
+    return rollout_of_means(np.stack([w[l].astype(np.float64).mean(0) for l in range(w.shape[0])]), residual)
+
+
+def rollout_of_means(means, residual: float = 0.5) -> Rollout:
+    """:class:`Rollout` from the head-averaged weights of each layer ``means`` [L, T, T] (what
+    :func:`attention_rollout` computes first; the Aggregates page already has them)."""
+    m = np.asarray(means, dtype=np.float64)
+    if m.ndim != 3 or m.shape[-1] != m.shape[-2]:
+        raise ValueError(f"expected head-averaged weights [L, T, T], got shape {m.shape}")
     if not 0.0 <= residual <= 1.0:
         raise ValueError(f"residual share must be in [0, 1], got {residual}")
-    T = w.shape[-1]
-    mix = (1.0 - residual) * w.mean(1) + residual * np.eye(T)  # [L, T, T]
+    T = m.shape[-1]
+    mix = (1.0 - residual) * m + residual * np.eye(T)  # [L, T, T]
     mix = mix / mix.sum(-1, keepdims=True)
     per_layer = np.empty_like(mix)
     acc = np.eye(T)
@@ -64,4 +74,4 @@ def attention_rollout(weights, residual: float = 0.5) -> Rollout:
     return Rollout(rollout=acc, per_layer=per_layer, layer_mix=mix)
 
 
-__all__ = ["ROLLOUT_CAVEAT", "Rollout", "attention_rollout"]
+__all__ = ["ROLLOUT_CAVEAT", "Rollout", "attention_rollout", "rollout_of_means"]

@@ -3,7 +3,8 @@
 Labs: ``labs`` (the Labs tab on a tiny untrained model of ``task:copy``, one per test module) and
 ``wait_results`` (forget a page's result, trigger it, wait for the fresh one). ``window_of_one_tab``:
 a main window holding one tab at a given size, with the tab and its scroll area, for the "fits a small
-screen" tests.
+screen" tests. Attention: ``attention_session`` (a tiny model on ``builtin:primer``), ``attention_tab``
+(the tab on it, shown, with "The head looks back." inspected) and ``make_attention_session(config)``.
 """
 
 from __future__ import annotations
@@ -84,3 +85,49 @@ def window_of_one_tab(qtbot, app_settings):
     for win in opened:
         win.session.shutdown(timeout=30)
         win.close()
+
+
+#: ms: the machine's two cores are shared with other test runs
+ATTENTION_TIMEOUT = 30_000
+
+
+def _attention_session(config=None):
+    """A session on ``builtin:primer`` with ``config`` (default: 2 layers × 2 heads, d 32); no model yet."""
+    from app.session import Session
+    from model.config import GPTConfig
+    from model.train import TrainSettings
+
+    s = Session()
+    s.set_device("cpu")
+    s.set_source("builtin:primer")
+    s.train_settings = TrainSettings()
+    s.set_config(config or GPTConfig(context_length=48, n_layers=2, d_model=32, n_heads=2))
+    return s
+
+
+@pytest.fixture(scope="session", name="make_attention_session")
+def _make_attention_session_fixture():
+    """``make_attention_session(config=None)``: see :func:`_attention_session`."""
+    return _attention_session
+
+
+@pytest.fixture
+def attention_session(qtbot):
+    s = _attention_session()
+    s.build_model(seed=1)
+    yield s
+    s.shutdown(timeout=30)
+
+
+@pytest.fixture
+def attention_tab(qtbot, attention_session):
+    from app.views.attention.tab import AttentionTab
+
+    t = AttentionTab(attention_session)
+    qtbot.addWidget(t)
+    t.resize(1000, 760)
+    with qtbot.waitSignal(t.inspected, timeout=ATTENTION_TIMEOUT):
+        t.set_prompt("The head looks back.", run=False)
+        t.show()
+    yield t
+    t.shutdown()

@@ -19,39 +19,14 @@ from model.tokens import visible
 TIMEOUT = 30_000  # ms: the machine's two cores are shared with other test runs
 
 
-def _make_session(config=None):
-    from app.session import Session
-    from model.config import GPTConfig
-    from model.train import TrainSettings
-
-    s = Session()
-    s.set_device("cpu")
-    s.set_source("builtin:primer")
-    s.train_settings = TrainSettings()
-    s.set_config(config or GPTConfig(context_length=48, n_layers=2, d_model=32, n_heads=2))
-    return s
+@pytest.fixture
+def session(attention_session):
+    return attention_session
 
 
 @pytest.fixture
-def session(qtbot):
-    s = _make_session()
-    s.build_model(seed=1)
-    yield s
-    s.shutdown(timeout=30)
-
-
-@pytest.fixture
-def tab(qtbot, session):
-    from app.views.attention.tab import AttentionTab
-
-    t = AttentionTab(session)
-    qtbot.addWidget(t)
-    t.resize(1000, 760)
-    with qtbot.waitSignal(t.inspected, timeout=TIMEOUT):
-        t.set_prompt("The head looks back.", run=False)
-        t.show()
-    yield t
-    t.shutdown()
+def tab(attention_tab):
+    return attention_tab
 
 
 def _trace(session, text, **kw):
@@ -250,11 +225,11 @@ def test_exports_write_readable_files_with_the_right_shapes(qtbot, tab, session,
     np.testing.assert_allclose(m, insp.weights[1, 0], rtol=1e-6, atol=1e-9)
 
 
-def test_no_model_explains_and_builds_the_default_one(qtbot):
+def test_no_model_explains_and_builds_the_default_one(qtbot, make_attention_session):
     from app.views.attention.tab import AttentionTab
     from model.config import default_config
 
-    s = _make_session(default_config())
+    s = make_attention_session(default_config())
     try:
         t = AttentionTab(s)
         qtbot.addWidget(t)
@@ -269,13 +244,13 @@ def test_no_model_explains_and_builds_the_default_one(qtbot):
         s.shutdown(timeout=30)
 
 
-def test_a_long_prompt_is_pooled_in_the_overview_but_exact_everywhere_else(qtbot):
+def test_a_long_prompt_is_pooled_in_the_overview_but_exact_everywhere_else(qtbot, make_attention_session):
     from app.views.attention.tab import AttentionTab
     from model.config import GPTConfig
     from model.pooling import MAX_CELL
 
     assert 300 > MAX_CELL  # a head of 300 tokens does not fit a cell: the overview pools it
-    s = _make_session(GPTConfig(context_length=300, n_layers=1, d_model=16, n_heads=2))
+    s = make_attention_session(GPTConfig(context_length=300, n_layers=1, d_model=16, n_heads=2))
     s.build_model(seed=0)
     try:
         t = AttentionTab(s)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis.rollout import ROLLOUT_CAVEAT, attention_rollout
+from model.analysis.rollout import ROLLOUT_CAVEAT, attention_rollout, rollout_of_means
 from model.config import GPTConfig
 from model.gpt import GPT
 
@@ -47,3 +47,15 @@ def test_rollout_of_a_model_trace():
     r = attention_rollout(trace.stack("weights"))
     np.testing.assert_allclose(r.rollout.sum(-1), 1.0, atol=1e-6)
     assert np.allclose(np.triu(r.rollout, 1), 0.0)
+
+
+def test_rollout_of_layer_means_equals_rollout_of_the_heads():
+    w = causal_weights(3, 4, 7, seed=2)
+    np.testing.assert_allclose(rollout_of_means(w.mean(1)).rollout, attention_rollout(w).rollout, atol=1e-12)
+    np.testing.assert_allclose(
+        rollout_of_means(w.astype(np.float16).astype(np.float32).mean(1)).rollout,
+        attention_rollout(w.astype(np.float16)).rollout,
+        atol=1e-6,
+    )
+    with pytest.raises(ValueError, match=r"\[L, T, T\]"):
+        rollout_of_means(w)

@@ -19,3 +19,19 @@ def test_head_csv_round_trips_with_awkward_token_labels(tmp_path):
     with pytest.raises(ValueError):
         write_head_csv(tmp_path / "bad.csv", m, labels[:3])
     assert [p.name for p in tmp_path.iterdir()] == ["h.csv"]  # nothing half-written left behind
+
+
+def test_write_matrix_csv_labels_rows_and_columns_and_refuses_a_misfit(tmp_path):
+    import csv
+
+    from model.export import write_matrix_csv
+
+    m = np.array([[0.5, np.nan, -1.25], [1e-9, 2.0, 3.0]])
+    p = write_matrix_csv(tmp_path / "m", m, ["L0", "L1"], ["H0", "H1", "H2"], corner="layer \\ head")
+    assert p.name == "m.csv"
+    with open(p, newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0] == ["layer \\ head", "H0", "H1", "H2"] and [r[0] for r in rows[1:]] == ["L0", "L1"]
+    np.testing.assert_array_equal(np.array([[float(v) for v in r[1:]] for r in rows[1:]]), m)
+    with pytest.raises(ValueError, match="does not fit 2 row and 2 column labels"):
+        write_matrix_csv(tmp_path / "bad.csv", m, ["L0", "L1"], ["H0", "H1"])

@@ -1,5 +1,6 @@
 """The Aggregates page: mean attention over heads per layer, over layers per head index, over every
-head, or over a chosen set of heads (``model.analysis.aggregate``; computed off the GUI thread)."""
+head, or over a chosen set of heads (``model.analysis.aggregate``), and attention rollout through
+every layer (``model.analysis.rollout``, with its caveat on screen); computed off the GUI thread."""
 
 from __future__ import annotations
 
@@ -17,12 +18,14 @@ from app.views.attention.base import AttentionPage, blurb_label
 from app.views.attention.head_picker import HeadPicker
 from app.widgets.head_mosaic import HeadMosaic
 from app.widgets.matrix_plot import MatrixPlot
+from model.analysis.rollout import ROLLOUT_CAVEAT
 
 MODES = (
     ("layers", "Mean over the heads of each layer"),
     ("heads", "Mean over the layers, per head index"),
     ("all", "Mean over every head"),
     ("chosen", "Mean of the heads I choose"),
+    ("rollout", "Attention rollout through every layer"),
 )
 
 
@@ -62,6 +65,10 @@ class AggregatePage(AttentionPage):
         split.setStretchFactor(0, 4)
         split.setStretchFactor(1, 1)
         lay.addWidget(split, 1)
+        self.caveat = blurb_label(f"Caveat (Abnar & Zuidema 2020): {ROLLOUT_CAVEAT}")
+        self.caveat.setStyleSheet("color: #8a4b00;")
+        self.caveat.setVisible(False)
+        lay.addWidget(self.caveat)
         self.result = None
         self.mode_combo.currentIndexChanged.connect(self._on_mode)
         self.picker.selectionChanged.connect(self._on_picked)
@@ -77,6 +84,7 @@ class AggregatePage(AttentionPage):
 
     def _on_mode(self, _i: int) -> None:
         self.picker.setVisible(self.mode == "chosen")
+        self.caveat.setVisible(self.mode == "rollout")
         self._draw()
 
     def _on_log(self, on: bool) -> None:
@@ -145,6 +153,11 @@ class AggregatePage(AttentionPage):
             if mode == "all":
                 m = res.overall
                 title = f"mean of all {insp.n_layers * insp.n_heads} heads"
+            elif mode == "rollout":
+                m = res.rollout
+                title = (
+                    f"attention rollout through {insp.n_layers} layers: where each position's stream is from"
+                )
             else:
                 if res.chosen is None:
                     self.heatmap.set_title("choose at least one head on the right")

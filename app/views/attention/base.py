@@ -31,6 +31,8 @@ class AttentionPage(LazyPage):
     needs_head_detail = False
     #: whether the page needs the aggregates job
     needs_aggregates = False
+    #: the causal tool the page shows ("patching", "attribution"), whose job it needs
+    needs_causal: str | None = None
 
     def __init__(self, state, parent: QWidget | None = None):
         super().__init__(state, parent)
@@ -41,6 +43,7 @@ class AttentionPage(LazyPage):
         self.follow(state.ablation_changed, self.on_ablation)
         self.follow(state.ablation_result_changed, self.on_ablation_result)
         self.follow(state.aggregates_changed, self.on_aggregates)
+        self.follow(state.causal_changed, self.on_causal)
         self.follow(state.cleared, self.clear)
 
     def _mark_stale(self, _inspection) -> None:
@@ -64,6 +67,14 @@ class AttentionPage(LazyPage):
 
     def on_aggregates(self, result) -> None:
         pass
+
+    def on_causal(self, kind: str, result) -> None:
+        pass
+
+    def numbers(self) -> tuple[dict, dict] | None:
+        """What "This page's numbers" exports: (arrays for .npz, {name: (matrix, row labels, column
+        labels, corner)} for CSV); None when the page has none (yet)."""
+        return None
 
 
 class HeadSelector(QWidget):

@@ -31,6 +31,7 @@ EXPORTS = (
     ("svg", "This view as SVG…"),
     ("npz", "The prompt's tensors as .npz…"),
     ("csv", "The selected head as CSV…"),
+    ("numbers", "This page's numbers as CSV or .npz…"),
 )
 
 

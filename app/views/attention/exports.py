@@ -1,6 +1,6 @@
 """What the Attention tab writes: the page in view as PNG or SVG (``app.widgets.exporting``), the
-selected head as CSV and the prompt's tensors as .npz (``model.export``), and the dialogs that ask
-where.
+selected head as CSV, the prompt's tensors as .npz and a page's own numbers (CSV or .npz; the
+Patching and Logit attribution pages) (``model.export``), and the dialogs that ask where.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QFileDialog
 
 from app.views.page import page_targets
 from app.widgets.exporting import write_png, write_svg
-from model.export import save_inspection, write_head_csv
+from model.export import save_inspection, write_head_csv, write_matrix_csv
 from model.inspection import export_arrays, with_threads
 
 
@@ -82,6 +82,29 @@ class AttentionExports:
         tab.session.compute.submit("attention.export", job, done)
         return True
 
+    def numbers(self, path: str | Path) -> list[str]:
+        """The numbers of the page in view (``page.numbers()``): ``.npz`` writes its arrays, ``.csv``
+        each of its tables (``NAME-TABLE.csv`` when it has several). Returns the files."""
+        page = self.tab.current_page
+        got = page.numbers()
+        if got is None:
+            raise ValueError(f"the {page.title} page has no numbers to export (yet)")
+        arrays, tables = got
+        path = Path(path)
+        suffix = path.suffix.lower()
+        if suffix == ".npz":
+            written = [str(save_inspection(path, arrays))]
+        elif suffix == ".csv":
+            written = []
+            for name, (matrix, rows, cols, corner) in tables.items():
+                p = path if len(tables) == 1 else path.with_name(f"{path.stem}-{name}{path.suffix}")
+                written.append(str(write_matrix_csv(p, matrix, rows, cols, corner=corner)))
+        else:
+            raise ValueError(f"export numbers as .csv or .npz, not {suffix or 'a file without extension'}")
+        for p in written:
+            self.tab.exported.emit(p)
+        return written
+
     # ---- dialogs -------------------------------------------------------------------------------
     def _ask_path(self, title: str, name: str, filters: str) -> str:
         settings = self.tab._settings  # noqa: SLF001
@@ -127,6 +150,25 @@ class AttentionExports:
             return
         self.tab._set_status(f"Wrote {written}")
 
+    def numbers_dialog(self) -> None:
+        page = self.tab.current_page
+        if page.numbers() is None:
+            self.tab._set_status(f"The {page.title} page has no numbers to export (yet).", error=True)
+            return
+        path = self._ask_path(
+            "Export this page's numbers",
+            f"attention-{page.key}.csv",
+            "CSV tables (*.csv);;NumPy arrays (*.npz)",
+        )
+        if not path:
+            return
+        try:
+            written = self.numbers(path if Path(path).suffix.lower() in (".csv", ".npz") else path + ".csv")
+        except Exception as exc:
+            self.tab._set_status(f"Export failed: {exc}", error=True)
+            return
+        self.tab._set_status("Wrote " + ", ".join(written))
+
     def dialog(self, key: str) -> None:
         """The dialog of Export-menu entry ``key`` (``controls.EXPORTS``)."""
         {
@@ -134,6 +176,7 @@ class AttentionExports:
             "svg": lambda: self.view_dialog("svg"),
             "npz": self.npz_dialog,
             "csv": self.head_csv_dialog,
+            "numbers": self.numbers_dialog,
         }[key]()
 
 

@@ -8,7 +8,9 @@ tab's matching signal (``headDetailReady``, ``metricsReady``, ``ablationReady``,
 
 from __future__ import annotations
 
-from model import inspection
+from app.views.attention.state import CausalFailure
+from model import causal, inspection
+from model.inspection import PromptError
 
 
 class AttentionJobs:
@@ -30,6 +32,9 @@ class AttentionJobs:
             ready = False
         if page.needs_aggregates and st.aggregates_for_current() is None:
             self.aggregates()
+            ready = False
+        if page.needs_causal and st.causal_for_current(page.needs_causal) is None:
+            self.causal(page.needs_causal)
             ready = False
         return ready
 
@@ -111,6 +116,43 @@ class AttentionJobs:
         self.tab._submit(
             "attention.aggregate", lambda: inspection.aggregates_of(weights, chosen, request=req), done
         )
+
+    def causal(self, kind: str) -> None:
+        """Activation patching or direct logit attribution of the current prompt
+        (``attention.patching`` / ``attention.attribution``) with the state's inputs for ``kind``.
+        Inputs that cannot work (a corrupted prompt of another length, a token that is two tokens, a
+        Post-LN model) give a :class:`CausalFailure` the page shows."""
+        st, model, tok = self.state, self.session.model, self.session.tokenizer
+        insp = st.inspection
+        if insp is None or model is None or tok is None:
+            return
+        setup, ids, req, prompt = dict(st.causal_setup[kind]), list(insp.ids), insp.request, insp.prompt
+
+        def fn():
+            try:
+                if kind == "attribution":
+                    return causal.attribution_of(
+                        model, tok, ids, token=setup["token"] or None, other=setup["other"] or None,
+                        position=setup["position"], request=req,
+                    )  # fmt: skip
+                corrupt = setup["corrupt"] or causal.suggest_corruption(tok, prompt)
+                if not corrupt:
+                    return CausalFailure(
+                        "no two words of this prompt can be swapped without changing its token count: "
+                        "type a corrupted prompt of the same length"
+                    )
+                return causal.patching_of(
+                    model, tok, ids, corrupt, answer=setup["answer"] or None, wrong=setup["wrong"] or None,
+                    prompt=prompt, request=req,
+                )  # fmt: skip
+            except (PromptError, ValueError) as exc:
+                return CausalFailure(str(exc))
+
+        def done(res):
+            if st.set_causal(kind, req, setup, res):
+                self.tab.causalReady.emit(kind, res)
+
+        self.tab._submit(f"attention.{kind}", fn, done)
 
 
 __all__ = ["AttentionJobs"]

@@ -9,6 +9,9 @@ cares follows the signal.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from app.state import Signal
 
 #: Short names written in a grid cell for each role of model.analysis.heads.HEAD_ROLES.
@@ -23,6 +26,20 @@ ROLE_SHORT = {
 Head = tuple[int, int]
 
 
+@dataclass
+class CausalFailure:
+    """Why a causal tool could not run on these inputs (one line, shown on its page)."""
+
+    message: str
+
+
+@dataclass
+class CausalEntry:
+    request: int
+    setup: dict
+    result: Any
+
+
 class AttentionState:
     """The Attention tab's state and its change signals (see the module docstring).
 
@@ -32,7 +49,8 @@ class AttentionState:
     (:class:`~model.inspection.MetricsResult`), ``thresholds`` and the ``classification`` they give;
     ``ablation_result``, ``aggregates`` and the selected head's pipeline
     (:meth:`head_detail_for_selected`) once measured; ``chosen_heads``: the heads the Aggregates
-    page averages.
+    page averages; ``causal_setup`` and ``causal``: the inputs and results of activation patching
+    and direct logit attribution (:meth:`causal_for_current`).
     """
 
     #: (Inspection | None): a new run arrived, or the model went away
@@ -51,6 +69,10 @@ class AttentionState:
     aggregates_changed = Signal()
     #: (heads): the heads to average changed
     chosen_heads_changed = Signal()
+    #: (kind, result): a causal tool's result arrived (``"patching"`` or ``"attribution"``)
+    causal_changed = Signal()
+    #: (kind): the inputs of a causal tool changed (corrupted prompt, tokens, position)
+    causal_setup_changed = Signal()
     #: (): no model any more; pages forget what they draw
     cleared = Signal()
 
@@ -68,6 +90,13 @@ class AttentionState:
         self.ablation_result = None
         self.aggregates = None
         self.chosen_heads: list[Head] = []
+        #: the causal tools' inputs: ``corrupt`` "" = suggest one from the prompt; tokens "" = the top
+        #: prediction; ``position`` -1 = the last token
+        self.causal_setup: dict[str, dict] = {
+            "patching": {"corrupt": "", "answer": "", "wrong": ""},
+            "attribution": {"token": "", "other": "", "position": -1},
+        }
+        self.causal: dict[str, CausalEntry] = {}
 
     @property
     def prompt(self) -> str:
@@ -95,6 +124,7 @@ class AttentionState:
         self.metrics = self.classification = None
         self.head_tips = {}
         self.ablation_result = None
+        self.causal = {}
 
     def clear(self) -> None:
         """No model: forget everything drawn."""
@@ -162,6 +192,32 @@ class AttentionState:
         if a.chosen_heads != self.chosen_heads:
             return None
         return a
+
+    def set_causal(self, kind: str, request: int, setup: dict, result) -> bool:
+        """Keep a causal tool's ``result`` (a :class:`~model.causal.PatchingResult`,
+        :class:`~model.causal.AttributionResult` or a :class:`CausalFailure`) measured for run
+        ``request`` with inputs ``setup``; False (dropped) when those inputs changed meanwhile."""
+        if setup != self.causal_setup[kind]:
+            return False
+        self.causal[kind] = CausalEntry(request, dict(setup), result)
+        self.causal_changed.emit(kind, result)
+        return True
+
+    def causal_for_current(self, kind: str):
+        """The result of ``kind`` for the current run and inputs, or None (not measured yet)."""
+        e, insp = self.causal.get(kind), self.inspection
+        if e is None or insp is None or e.request != insp.request or e.setup != self.causal_setup[kind]:
+            return None
+        return e.result
+
+    def set_causal_setup(self, kind: str, **values) -> bool:
+        """Change the inputs of ``kind`` (keys of :attr:`causal_setup`); returns whether they changed."""
+        setup = {**self.causal_setup[kind], **values}
+        if setup == self.causal_setup[kind]:
+            return False
+        self.causal_setup[kind] = setup
+        self.causal_setup_changed.emit(kind)
+        return True
 
     # ---- what the user changes -----------------------------------------------------------------
     def select(self, layer: int, head: int) -> bool:
@@ -240,4 +296,4 @@ class AttentionState:
         return text
 
 
-__all__ = ["ROLE_SHORT", "AttentionState"]
+__all__ = ["ROLE_SHORT", "AttentionState", "CausalFailure"]

@@ -2,9 +2,10 @@
 
 Layout (``controls``): the prompt bar (with the token count and timings) on top, a banner while heads
 are switched off, then the pages: Heads (the L×H grid), Head (one head large), Pipeline, Lines, Token
-focus, Aggregates, Metrics, Ablation, Next token. With no model yet the tab says so and offers to
-build the default one. What the pages draw is in ``state`` (:class:`AttentionState`, no Qt): the
-pages read it and follow its signals, never the tab nor each other.
+focus, Aggregates, Metrics, Ablation, Patching, Logit attribution, Next token. With no model yet the
+tab says so and offers to build the default one. What the pages draw is in ``state``
+(:class:`AttentionState`, no Qt): the pages read it and follow its signals, never the tab nor each
+other.
 
 Computation (``model.inspection``). Typing re-runs the prompt after :attr:`AttentionTab.DEBOUNCE_MS`
 of quiet, on the session's current model, in the session's :class:`~app.workers.ComputeWorker` (off
@@ -16,7 +17,8 @@ superseded the same way, measure what only some pages show. Only the page in vie
 others redraw when shown. Exports: ``exports``.
 
 Signals for tests and benchmarks: ``inspected(Inspection)`` once the page in view shows a new run;
-``headDetailReady``, ``metricsReady``, ``ablationReady``, ``aggregatesReady``; ``exported(path)``
+``headDetailReady``, ``metricsReady``, ``ablationReady``, ``aggregatesReady``, ``causalReady(kind,
+result)`` (Patching, Logit attribution); ``exported(path)``
 and ``failed(message)``.
 """
 
@@ -30,6 +32,7 @@ from PySide6.QtWidgets import QStackedWidget, QTabWidget, QVBoxLayout, QWidget
 
 from app.views.attention.ablation_page import AblationPage
 from app.views.attention.aggregate_page import AggregatePage
+from app.views.attention.attribution_page import AttributionPage
 from app.views.attention.base import AttentionPage
 from app.views.attention.controls import AblationBanner, NoModelView, PromptBar, run_status
 from app.views.attention.exports import AttentionExports
@@ -40,6 +43,7 @@ from app.views.attention.jobs import AttentionJobs
 from app.views.attention.lines_page import LinesPage
 from app.views.attention.metrics_page import MetricsPage
 from app.views.attention.next_token_page import NextTokenPage
+from app.views.attention.patching_page import PatchingPage
 from app.views.attention.pipeline_page import PipelinePage
 from app.views.attention.state import AttentionState
 from app.views.page import screenshot_steps
@@ -49,12 +53,12 @@ from model.pooling import block_size
 #: The pages, in the order of their tabs.
 PAGES = (
     *(GridPage, HeadPage, PipelinePage, LinesPage, FocusPage, AggregatePage, MetricsPage),
-    *(AblationPage, NextTokenPage),
+    *(AblationPage, PatchingPage, AttributionPage, NextTokenPage),
 )
 #: Screenshot order: the Ablation page last, since its picture switches a head off.
 SCREENSHOT_ORDER = (
-    *("heads", "head", "pipeline", "lines", "focus", "aggregates", "metrics", "next"),
-    "ablation",
+    *("heads", "head", "pipeline", "lines", "focus", "aggregates", "metrics", "patching", "attribution"),
+    *("next", "ablation"),
 )
 #: key prefix of the follow-up jobs of one run (metrics, head detail, ...): a new run cancels them
 FOLLOW_UPS = "attention.run."
@@ -68,6 +72,7 @@ class AttentionTab(QWidget):
     metricsReady = Signal(object)
     ablationReady = Signal(object)
     aggregatesReady = Signal(object)
+    causalReady = Signal(str, object)
     exported = Signal(str)
     failed = Signal(str)
 
@@ -132,6 +137,7 @@ class AttentionTab(QWidget):
         st.selection_changed.connect(self._on_head_selected)
         st.ablation_changed.connect(lambda _heads: self.schedule())
         st.chosen_heads_changed.connect(lambda _heads: self.jobs.aggregates())
+        st.causal_setup_changed.connect(self._on_causal_setup)
 
         s = session
         s.modelChanged.connect(self._on_model_changed)
@@ -349,6 +355,10 @@ class AttentionTab(QWidget):
             page.refresh()
         self.jobs.for_page(page)
 
+    def _on_causal_setup(self, kind: str) -> None:
+        if self.current_page.needs_causal == kind and self.state.inspection is not None:
+            self.jobs.causal(kind)
+
     # ---- session -------------------------------------------------------------------------------
     def _on_model_changed(self, model) -> None:
         self.state.forget_results()
@@ -392,6 +402,10 @@ class AttentionTab(QWidget):
     def export_head_csv(self, path: str | Path, layer: int | None = None, head: int | None = None) -> str:
         """Head (layer, head) (default: the selected one) as CSV with token labels; returns the file."""
         return self.exports.head_csv(path, layer, head)
+
+    def export_numbers(self, path: str | Path) -> list[str]:
+        """The page in view's own numbers (Patching, Logit attribution) as .csv tables or .npz arrays."""
+        return self.exports.numbers(path)
 
     def export_npz(self, path: str | Path) -> bool:
         """Write the prompt's tensors as .npz off the GUI thread; ``exported`` or ``failed`` follows."""
