@@ -33,18 +33,16 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from model.config import ConfigError, GPTConfig
-from model.hooks import HookPoint, ablate_heads, attached, name_hook_points, use_mask
+from model.hooks import HookPoint, attached, name_hook_points
 from model.layers import STD, apply_rope, init_linear, make_mlp, make_norm, make_positions
 from model.trace import Recorder, Trace
-
-Ablation = dict[tuple[int, int], Literal["zero", "mean"]]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -309,13 +307,6 @@ class GPT(nn.Module):
         with self.hooks(rec.hooks(self.config.n_layers, self.config.n_rep)):
             yield rec
 
-    def _legacy(self, ablate, attn_mask) -> list:
-        """The hooks of the old ``ablate=`` and ``attn_mask=`` arguments."""
-        fns = ablate_heads(ablate) if ablate else []
-        if attn_mask is not None:
-            fns += use_mask(attn_mask.to(self.device))
-        return fns
-
     # ---- forward -----------------------------------------------------------------------------
     def forward(
         self,
@@ -323,19 +314,13 @@ class GPT(nn.Module):
         targets: torch.Tensor | None = None,
         *,
         kv_cache: KVCache | None = None,
-        ablate: Ablation | None = None,
-        attn_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``idx`` [B, T] token ids → (logits [B, T, V], mean cross-entropy or None).
 
         ``targets`` [B, T] (−100 = ignore). With ``kv_cache`` the new tokens continue after the cached
-        positions. ``ablate`` and ``attn_mask`` are kept for old callers: they are the interventions
-        :func:`~model.hooks.ablate_heads` and :func:`~model.hooks.use_mask`.
+        positions. Ablations, custom masks and patches are interventions: :meth:`hooks` with
+        :func:`~model.hooks.ablate_heads`, :func:`~model.hooks.use_mask`, :func:`~model.hooks.patch`.
         """
-        if ablate or attn_mask is not None:
-            _check_mask(attn_mask, idx.shape[1])
-            with self.hooks(self._legacy(ablate, attn_mask)):
-                return self.forward(idx, targets, kv_cache=kv_cache)
         cfg = self.config
         T = idx.shape[1]
         start = kv_cache.length if kv_cache is not None else 0
@@ -371,26 +356,18 @@ class GPT(nn.Module):
         layers=None,
         kinds=None,
         dtype: torch.dtype = torch.float32,
-        ablate: Ablation | None = None,
-        attn_mask: torch.Tensor | None = None,
     ) -> Trace:
         """Record what ``layers`` × ``kinds`` ask for (all by default) in one forward pass of ``idx``.
 
         ``idx`` [T] or [B, T]. ``dtype`` float16 halves the memory of the recorded tensors (see
         :mod:`model.trace` for the figures). Logits are always float32 and equal the fast path's.
-        ``ablate`` and ``attn_mask`` as in :meth:`forward` (old callers; prefer :meth:`hooks`).
+        Interventions inside ``with model.hooks(...)`` apply (see :meth:`forward`).
         """
         if idx.dim() == 1:
             idx = idx[None]
-        _check_mask(attn_mask, idx.shape[1])
-        with self.hooks(self._legacy(ablate, attn_mask)), self.record(kinds, layers, dtype) as rec:
+        with self.record(kinds, layers, dtype) as rec:
             self.forward(idx)
         return rec.trace(idx)
-
-
-def _check_mask(attn_mask: torch.Tensor | None, T: int) -> None:
-    if attn_mask is not None and tuple(attn_mask.shape) != (T, T):
-        raise ValueError(f"attn_mask has shape {tuple(attn_mask.shape)}, expected {(T, T)}")
 
 
 def build_model(config: GPTConfig, *, seed: int | None = None, device: str | torch.device = "cpu") -> GPT:

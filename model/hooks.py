@@ -169,11 +169,13 @@ def ablate_heads(ablate: Mapping[tuple[int, int], str]) -> list[tuple[str, HookF
 
 def use_mask(mask: torch.Tensor) -> list[tuple[str, HookFn]]:
     """A hook on ``mask`` that replaces the config's mask by ``mask`` bool [T, S] (True = may attend),
-    on the model's device."""
+    on the model's device; a ValueError when its shape is not the prompt's [T, S]."""
     mask = mask.to(dtype=torch.bool)
 
     def fn(default, hook):
-        return mask
+        if default is not None and mask.shape != default.shape:
+            raise ValueError(f"attn_mask has shape {tuple(mask.shape)}, expected {tuple(default.shape)}")
+        return mask.to(default.device)
 
     return [("mask", fn)]
 

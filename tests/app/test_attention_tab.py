@@ -153,8 +153,10 @@ def test_ablating_a_head_changes_the_logits_and_restore_brings_them_back_exactly
     after = tab.inspection.logits
     assert np.abs(after - before).max() > 1e-4
     ids = tab.inspection.ids
-    with torch.no_grad():
-        fast, _ = session.model(torch.tensor([ids]), ablate={(0, 1): "zero"})
+    from model.hooks import ablate_heads
+
+    with torch.no_grad(), session.model.hooks(ablate_heads({(0, 1): "zero"})):
+        fast, _ = session.model(torch.tensor([ids]))
     np.testing.assert_allclose(after, fast[0].numpy(), atol=1e-4)
     res = abl.args[0]
     assert res.effect.logits_max_abs_diff > 0 and res.effect.kl.shape == (len(ids),)

@@ -15,6 +15,7 @@ from model.analysis.masks import (
 )
 from model.config import GPTConfig
 from model.gpt import build_model
+from model.hooks import use_mask
 
 
 def test_mask_rules_by_counting_visible_keys():
@@ -52,11 +53,12 @@ def test_model_weights_respect_each_mask(kind):
     model = build_model(cfg, seed=0).eval()
     idx = torch.randint(0, 20, (1, 12), generator=torch.Generator().manual_seed(0))
     m = make_mask(kind, 12, window=3, prefix=5)
-    tr = model.trace(idx, attn_mask=m)
+    with model.hooks(use_mask(m)):
+        tr = model.trace(idx)
+        fast, _ = model(idx)
     w = tr.stack("weights")
     assert np.all(w[..., ~m.numpy()] == 0)
     assert np.all(w[..., m.numpy()] > 0)
-    fast, _ = model(idx, attn_mask=m)
     torch.testing.assert_close(fast, tr.logits, atol=1e-5, rtol=1e-5)
     causal, _ = model(idx)
     assert not torch.allclose(fast, causal)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from model.config import ConfigError, GPTConfig
 from model.gpt import GPT, KVCache, build_model
+from model.hooks import ablate_heads, use_mask
 from model.layers import apply_rope, rope_tables, sinusoidal_table
 from model.trace import estimate_nbytes
 
@@ -136,11 +137,13 @@ def test_ablating_a_head_changes_logits_and_only_that_head():
     model = GPT(tiny()).eval()
     idx = torch.randint(0, 37, (1, 12))
     base = model.trace(idx)
-    zeroed = model.trace(idx, ablate={(0, 1): "zero"})
+    with model.hooks(ablate_heads({(0, 1): "zero"})):
+        zeroed = model.trace(idx)
     assert (zeroed["head_out", 0][:, 1] == 0).all()
     torch.testing.assert_close(zeroed["head_out", 0][:, 0], base["head_out", 0][:, 0])
     assert not torch.allclose(zeroed.logits, base.logits)
-    meaned = model.trace(idx, ablate={(0, 1): "mean"})
+    with model.hooks(ablate_heads({(0, 1): "mean"})):
+        meaned = model.trace(idx)
     h = meaned["head_out", 0][0, 1]
     torch.testing.assert_close(h, base["head_out", 0][0, 1].mean(0, keepdim=True).expand_as(h))
     # restoring means running without ablation: exactly the original logits
@@ -155,11 +158,16 @@ def test_custom_mask_overrides_causal():
     window = torch.tril(torch.ones(T, T, dtype=torch.bool)) & ~torch.tril(
         torch.ones(T, T, dtype=torch.bool), diagonal=-3
     )
-    trace = model.trace(torch.randint(0, 37, (1, T)), attn_mask=window)
+    idx = torch.randint(0, 37, (1, T))
+    with model.hooks(use_mask(window)):
+        trace = model.trace(idx)
+        fast, _ = model(idx)
     assert torch.equal(trace.mask, window)
     assert (trace["weights", 0][..., ~window] == 0).all()
-    fast, _ = model(torch.randint(0, 37, (1, T)), attn_mask=window)
-    assert fast.shape == (1, T, 37)
+    torch.testing.assert_close(fast, trace.logits, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match=r"attn_mask has shape \(10, 10\), expected \(9, 9\)"):
+        with model.hooks(use_mask(window)):
+            model(idx[:, :9])
 
 
 def test_selective_trace_and_float16_memory():
