@@ -11,7 +11,10 @@ times and measures:
 * ``paint``  a synchronous repaint of the tab (pyqtgraph renders the image here),
 * ``total``  submit → painted, and ``edit`` keystroke → painted (adds the 40 ms typing debounce),
 * ``stall``  the longest the GUI thread went without running a 5 ms timer during the whole run:
-  what a user would feel as a freeze.
+  what a user would feel as a freeze;
+
+and, once per case, the inspection job against a plain forward in back-to-back pairs on one thread
+(the recording's own cost, goal ≤ 1.2, free of the GUI thread and of the queue).
 
 Cases (``--cases``): ``default`` = the default config (4 layers × 4 heads, d=128) at 128 tokens
 (target ≤ 100 ms); ``gpt2`` = 12 layers × 12 heads, d=768 at 256 tokens (target ≤ 500 ms);
@@ -78,6 +81,38 @@ def plain_forward_ms(model, ids, threads, repeats: int = 3) -> float:
                 torch.cuda.synchronize()
             times.append(time.perf_counter() - t)
     return statistics.median(times) * 1e3
+
+
+def inspect_vs_forward(model, tokenizer, ids, threads, pairs: int = 7) -> list[float]:
+    """(the inspection job) / (a plain forward) for ``pairs`` back-to-back pairs on this thread, the
+    order alternating: the recording's own cost, free of the GUI thread and of the queue."""
+    import torch
+
+    from model.inspection import inspect_prompt
+    from model.runtime import compute_lock
+    from model.runtime import threads as use_threads
+
+    idx = torch.tensor([ids], device=model.device)
+
+    def plain():
+        with torch.no_grad():
+            model(idx)
+
+    def inspected():
+        inspect_prompt(model, tokenizer, ids)
+
+    ratios = []
+    with compute_lock, use_threads(threads):
+        model.eval()
+        inspected()  # warm-up
+        for i in range(pairs):
+            spent = {}
+            for name, fn in (("plain", plain), ("inspect", inspected))[:: 1 if i % 2 == 0 else -1]:
+                t = time.perf_counter()
+                fn()
+                spent[name] = time.perf_counter() - t
+            ratios.append(spent["inspect"] / spent["plain"])
+    return ratios
 
 
 def run_case(name: str, spec: dict, repeats: int, device: str) -> dict:
@@ -184,6 +219,7 @@ def run_case(name: str, spec: dict, repeats: int, device: str) -> dict:
         "threads": tab._threads or "all",  # noqa: SLF001
         "rows": rows,
         "target": spec["target_ms"],
+        "pairs": inspect_vs_forward(s.model, s.tokenizer, insp.ids, tab._threads) if T <= 512 else [],  # noqa: SLF001
     }
     s.shutdown(timeout=60)
     tab.close()
@@ -215,6 +251,12 @@ def summarise(info: dict) -> str:
         f"  trace / plain forward: {med('trace') / med('forward'):.2f} "
         f"(what recording every head costs over the model's own forward pass)"
     )
+    if info["pairs"]:
+        pr = info["pairs"]
+        parts.append(
+            f"  inspection job / plain forward, {len(pr)} back-to-back pairs: "
+            f"median {statistics.median(pr):.2f} (from {min(pr):.2f} to {max(pr):.2f}; goal ≤ 1.2)"
+        )
     parts.append(f"  GUI thread per edit (draw + paint): median {med('draw') + med('paint'):.1f} ms")
     verdict = ""
     if info["target"]:
