@@ -510,9 +510,10 @@ def _write_hf_family(
             for p in model.parameters():
                 p.copy_(p.to(dtype).float())
     kwargs = {"max_shard_size": shard} if shard else {}
-    if dtype is not None:
-        model.to(dtype).save_pretrained(str(directory), **kwargs)
-        model.float()
+    if dtype is not None:  # a copy: converting the model itself would round its RoPE buffers too
+        import copy
+
+        copy.deepcopy(model).to(dtype).save_pretrained(str(directory), **kwargs)
     else:
         model.save_pretrained(str(directory), **kwargs)
     (directory / "tokenizer.json").write_text(text, encoding="utf-8")
