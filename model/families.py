@@ -41,21 +41,18 @@ What is not implemented is refused with one line naming it (logit soft-capping, 
 than linear/llama3, windows on only some layers, attention biases without MLP biases or the reverse).
 Tensors are read one at a time from safetensors (sharded with an index) or ``pytorch_model.bin`` via
 ``torch.load(weights_only=True)``; bf16 / fp16 weights are upcast to ``dtype`` (float32 by default;
-``dtype=torch.bfloat16`` keeps them).
+``dtype=torch.bfloat16`` keeps them): :func:`model.pretrained.load_hf_family` does the reading.
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-import torch
-
-from model.checkpoint import Checkpoint, CheckpointError
+from model.checkpoint import CheckpointError
 from model.config import ConfigError, GPTConfig
 
-__all__ = ["FAMILIES", "family_config", "family_entries", "family_kind", "load_hf_family"]
+__all__ = ["FAMILIES", "IGNORED", "WeightMap", "family_config", "family_entries", "family_kind"]
 
 #: ``model_type`` values opened here, each as kind ``"hf-" + model_type``.
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gpt_neox")
@@ -64,7 +61,17 @@ FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gpt_neox")
 _GELU_FORMS = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu_fast": "tanh"}
 
 #: Buffers some files carry that are not weights (causal masks, RoPE frequencies).
-_IGNORED = re.compile(r"(\.attention\.(bias|masked_bias)|rotary_emb\.inv_freq)$")
+IGNORED = re.compile(r"(\.attention\.(bias|masked_bias)|rotary_emb\.inv_freq)$")
+
+
+class WeightMap(NamedTuple):
+    """One tensor of the file (``src``, of ``shape``) and our names it fills: several ``dst`` split its
+    rows evenly, or, with ``heads`` > 0, per head (``heads`` groups of ``len(dst)`` parts)."""
+
+    src: str
+    shape: tuple[int, ...]
+    dst: tuple[str, ...]
+    heads: int = 0
 
 
 def family_kind(model_type: str) -> str:
@@ -230,25 +237,23 @@ def family_config(hf: dict[str, Any]) -> GPTConfig:
         raise CheckpointError(f"config.json ({model_type}): {exc}") from None
 
 
-def family_entries(model_type: str, cfg: GPTConfig) -> list:
+def family_entries(model_type: str, cfg: GPTConfig) -> list[WeightMap]:
     """The tensors a ``model_type`` file must hold for ``cfg`` and where each goes (``lm_head`` included
     when untied)."""
-    from model.pretrained import _Entry
-
     d, dff, V = cfg.d_model, cfg.hidden, cfg.vocab_size
     H, H_kv, d_k = cfg.n_heads, cfg.kv_heads, cfg.d_head
-    es: list[_Entry] = []
+    es: list[WeightMap] = []
     if model_type == "gpt_neox":
         p = "gpt_neox."
-        es.append(_Entry(p + "embed_in.weight", (V, d), ("tok_emb.weight",)))
+        es.append(WeightMap(p + "embed_in.weight", (V, d), ("tok_emb.weight",)))
         for i in range(cfg.n_layers):
             t, b = f"{p}layers.{i}.", f"blocks.{i}."
             qkv = tuple(f"{b}attn.{n}_proj" for n in "qkv")
             for theirs, ours in (("input_layernorm", "norm1"), ("post_attention_layernorm", "norm2")):
                 for kind in ("weight", "bias"):
-                    es.append(_Entry(f"{t}{theirs}.{kind}", (d,), (f"{b}{ours}.{kind}",)))
+                    es.append(WeightMap(f"{t}{theirs}.{kind}", (d,), (f"{b}{ours}.{kind}",)))
             es.append(
-                _Entry(
+                WeightMap(
                     t + "attention.query_key_value.weight",
                     (3 * H * d_k, d),
                     tuple(n + ".weight" for n in qkv),
@@ -256,7 +261,7 @@ def family_entries(model_type: str, cfg: GPTConfig) -> list:
                 )
             )
             es.append(
-                _Entry(
+                WeightMap(
                     t + "attention.query_key_value.bias",
                     (3 * H * d_k,),
                     tuple(n + ".bias" for n in qkv),
@@ -268,87 +273,39 @@ def family_entries(model_type: str, cfg: GPTConfig) -> list:
                 ("mlp.dense_h_to_4h", "mlp.fc_in", (dff, d)),
                 ("mlp.dense_4h_to_h", "mlp.fc_out", (d, dff)),
             ):
-                es.append(_Entry(f"{t}{theirs}.weight", shape, (f"{b}{ours}.weight",)))
-                es.append(_Entry(f"{t}{theirs}.bias", shape[:1], (f"{b}{ours}.bias",)))
-        es.append(_Entry(p + "final_layer_norm.weight", (d,), ("norm_f.weight",)))
-        es.append(_Entry(p + "final_layer_norm.bias", (d,), ("norm_f.bias",)))
+                es.append(WeightMap(f"{t}{theirs}.weight", shape, (f"{b}{ours}.weight",)))
+                es.append(WeightMap(f"{t}{theirs}.bias", shape[:1], (f"{b}{ours}.bias",)))
+        es.append(WeightMap(p + "final_layer_norm.weight", (d,), ("norm_f.weight",)))
+        es.append(WeightMap(p + "final_layer_norm.bias", (d,), ("norm_f.bias",)))
         if not cfg.tie_embeddings:
-            es.append(_Entry("embed_out.weight", (V, d), ("lm_head.weight",)))
+            es.append(WeightMap("embed_out.weight", (V, d), ("lm_head.weight",)))
         return es
     p = "model."
-    es.append(_Entry(p + "embed_tokens.weight", (V, d), ("tok_emb.weight",)))
+    es.append(WeightMap(p + "embed_tokens.weight", (V, d), ("tok_emb.weight",)))
     qkv_bias, o_bias = cfg.bias in ("all", "qkv"), cfg.bias == "all"
     for i in range(cfg.n_layers):
         t, b = f"{p}layers.{i}.", f"blocks.{i}."
-        es.append(_Entry(t + "input_layernorm.weight", (d,), (b + "norm1.weight",)))
-        es.append(_Entry(t + "post_attention_layernorm.weight", (d,), (b + "norm2.weight",)))
+        es.append(WeightMap(t + "input_layernorm.weight", (d,), (b + "norm1.weight",)))
+        es.append(WeightMap(t + "post_attention_layernorm.weight", (d,), (b + "norm2.weight",)))
         for n, rows in (("q", H * d_k), ("k", H_kv * d_k), ("v", H_kv * d_k)):
-            es.append(_Entry(f"{t}self_attn.{n}_proj.weight", (rows, d), (f"{b}attn.{n}_proj.weight",)))
+            es.append(WeightMap(f"{t}self_attn.{n}_proj.weight", (rows, d), (f"{b}attn.{n}_proj.weight",)))
             if qkv_bias:
-                es.append(_Entry(f"{t}self_attn.{n}_proj.bias", (rows,), (f"{b}attn.{n}_proj.bias",)))
-        es.append(_Entry(t + "self_attn.o_proj.weight", (d, H * d_k), (b + "attn.o_proj.weight",)))
+                es.append(WeightMap(f"{t}self_attn.{n}_proj.bias", (rows,), (f"{b}attn.{n}_proj.bias",)))
+        es.append(WeightMap(t + "self_attn.o_proj.weight", (d, H * d_k), (b + "attn.o_proj.weight",)))
         if o_bias:
-            es.append(_Entry(t + "self_attn.o_proj.bias", (d,), (b + "attn.o_proj.bias",)))
+            es.append(WeightMap(t + "self_attn.o_proj.bias", (d,), (b + "attn.o_proj.bias",)))
         if cfg.qk_rmsnorm:
             for n in "qk":
-                es.append(_Entry(f"{t}self_attn.{n}_norm.weight", (d_k,), (f"{b}attn.{n}_norm.weight",)))
+                es.append(WeightMap(f"{t}self_attn.{n}_norm.weight", (d_k,), (f"{b}attn.{n}_norm.weight",)))
         for theirs, ours, shape in (
             ("gate", "w_gate", (dff, d)),
             ("up", "w_up", (dff, d)),
             ("down", "w_down", (d, dff)),
         ):
-            es.append(_Entry(f"{t}mlp.{theirs}_proj.weight", shape, (f"{b}mlp.{ours}.weight",)))
+            es.append(WeightMap(f"{t}mlp.{theirs}_proj.weight", shape, (f"{b}mlp.{ours}.weight",)))
             if cfg.bias == "all":
-                es.append(_Entry(f"{t}mlp.{theirs}_proj.bias", shape[:1], (f"{b}mlp.{ours}.bias",)))
-    es.append(_Entry(p + "norm.weight", (d,), ("norm_f.weight",)))
+                es.append(WeightMap(f"{t}mlp.{theirs}_proj.bias", shape[:1], (f"{b}mlp.{ours}.bias",)))
+    es.append(WeightMap(p + "norm.weight", (d,), ("norm_f.weight",)))
     if not cfg.tie_embeddings:
-        es.append(_Entry("lm_head.weight", (V, d), ("lm_head.weight",)))
+        es.append(WeightMap("lm_head.weight", (V, d), ("lm_head.weight",)))
     return es
-
-
-def load_hf_family(
-    directory: str | Path, device: str | torch.device = "cpu", *, dtype: torch.dtype = torch.float32
-) -> Checkpoint:
-    """Open a Hugging Face folder of one of :data:`FAMILIES` (see the module docstring)."""
-    from model.bpe import load_hf_tokenizer
-    from model.pretrained import (
-        _check,
-        _hf_weight_source,
-        _map,
-        _meta,
-        _read_json_file,
-        build_from_state_dict,
-    )
-    from model.tokens import TokenizerError
-
-    directory = Path(directory)
-    hf = _read_json_file(directory / "config.json")
-    if not isinstance(hf, dict):
-        raise CheckpointError("config.json is not a JSON object of settings")
-    cfg = family_config(hf)
-    model_type = hf["model_type"]
-    name = Path(str(hf.get("_name_or_path") or directory.name)).name or directory.name
-    try:
-        tok = load_hf_tokenizer(directory, name=name)
-    except TokenizerError as exc:
-        raise CheckpointError(str(exc)) from None
-    if tok.vocab_size > cfg.vocab_size:
-        raise CheckpointError(
-            f"the tokenizer has {tok.vocab_size} tokens but config.json says vocab_size={cfg.vocab_size}"
-        )
-    src, fname = _hf_weight_source(directory)
-    entries = family_entries(model_type, cfg)
-    extra_ok = {k for k in src.keys if _IGNORED.search(k)}
-    if cfg.tie_embeddings:
-        extra_ok |= {"lm_head.weight", "embed_out.weight"}  # a stored copy of the tied matrix
-    implied = (
-        f"config.json (num_hidden_layers={cfg.n_layers}, hidden_size={cfg.d_model}, "
-        f"num_attention_heads={cfg.n_heads}, num_key_value_heads={cfg.kv_heads}, head_dim={cfg.d_head}, "
-        f"intermediate_size={cfg.hidden}, vocab_size={cfg.vocab_size})"
-    )
-    _check(src, entries, fname, implied, extra_ok)
-    state = _map(src, entries, dtype)
-    del src
-    model = build_from_state_dict(cfg, state, device)
-    meta = _meta(family_kind(model_type), name, model, tok, directory, weights=fname, model_type=model_type)
-    return Checkpoint(path=directory, config=cfg, model=model, tokenizer=tok, train_state=None, meta=meta)

@@ -55,7 +55,8 @@ from torch.overrides import TorchFunctionMode
 from model.bpe import HFTokenizer, is_hf_tokenizer_json, load_hf_tokenizer
 from model.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from model.config import ConfigError, GPTConfig
-from model.families import FAMILIES, load_hf_family
+from model.families import FAMILIES, family_config, family_entries, family_kind
+from model.families import IGNORED as FAMILY_IGNORED
 from model.gpt import GPT
 from model.layers import make_positions
 from model.tokenizer_registry import tokenizer_from_dict
@@ -67,6 +68,7 @@ __all__ = [
     "CheckpointError",
     "detect",
     "gpt2_config",
+    "load_hf_family",
     "load_hf_gpt2",
     "load_nanogpt",
     "nanogpt_config",
@@ -604,6 +606,58 @@ def load_hf_gpt2(
     del src
     model = build_from_state_dict(cfg, state, device)
     meta = _meta("hf-gpt2", name, model, tok, directory, weights=fname)
+    return Checkpoint(path=directory, config=cfg, model=model, tokenizer=tok, train_state=None, meta=meta)
+
+
+# ---------------------------------------------------------------------------------------------
+# Llama, Mistral, Qwen2, Qwen3, Gemma, GPT-NeoX (model.families)
+# ---------------------------------------------------------------------------------------------
+def load_hf_family(
+    directory: str | Path, device: str | torch.device = "cpu", *, dtype: torch.dtype = torch.float32
+) -> Checkpoint:
+    """Open a Hugging Face folder of one of :data:`~model.families.FAMILIES` (the mapping is in
+    :mod:`model.families`)."""
+    from model.bpe import load_hf_tokenizer
+    from model.pretrained import (
+        _check,
+        _hf_weight_source,
+        _map,
+        _meta,
+        _read_json_file,
+        build_from_state_dict,
+    )
+    from model.tokens import TokenizerError
+
+    directory = Path(directory)
+    hf = _read_json_file(directory / "config.json")
+    if not isinstance(hf, dict):
+        raise CheckpointError("config.json is not a JSON object of settings")
+    cfg = family_config(hf)
+    model_type = hf["model_type"]
+    name = Path(str(hf.get("_name_or_path") or directory.name)).name or directory.name
+    try:
+        tok = load_hf_tokenizer(directory, name=name)
+    except TokenizerError as exc:
+        raise CheckpointError(str(exc)) from None
+    if tok.vocab_size > cfg.vocab_size:
+        raise CheckpointError(
+            f"the tokenizer has {tok.vocab_size} tokens but config.json says vocab_size={cfg.vocab_size}"
+        )
+    src, fname = _hf_weight_source(directory)
+    entries = [_Entry(w.src, w.shape, w.dst, heads=w.heads) for w in family_entries(model_type, cfg)]
+    extra_ok = {k for k in src.keys if FAMILY_IGNORED.search(k)}
+    if cfg.tie_embeddings:
+        extra_ok |= {"lm_head.weight", "embed_out.weight"}  # a stored copy of the tied matrix
+    implied = (
+        f"config.json (num_hidden_layers={cfg.n_layers}, hidden_size={cfg.d_model}, "
+        f"num_attention_heads={cfg.n_heads}, num_key_value_heads={cfg.kv_heads}, head_dim={cfg.d_head}, "
+        f"intermediate_size={cfg.hidden}, vocab_size={cfg.vocab_size})"
+    )
+    _check(src, entries, fname, implied, extra_ok)
+    state = _map(src, entries, dtype)
+    del src
+    model = build_from_state_dict(cfg, state, device)
+    meta = _meta(family_kind(model_type), name, model, tok, directory, weights=fname, model_type=model_type)
     return Checkpoint(path=directory, config=cfg, model=model, tokenizer=tok, train_state=None, meta=meta)
 
 

@@ -130,7 +130,6 @@ def test_greedy_generation_matches_transformers(family, tricky_texts):
         )
         ours = generate(ckpt.model, ids, 20, greedy=True)  # KV-cached decoding
     assert ours.tolist() == expected.tolist()
-    assert len(set(ours[0, -20:].tolist())) > 1  # not a degenerate single-token loop
 
 
 def test_each_family_sets_its_own_parts(family_models):
