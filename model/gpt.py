@@ -127,7 +127,7 @@ class Attention(nn.Module):
         elif config.attn_scale == "qk_norm":
             self.qk_gain = nn.Parameter(torch.empty(H))
         if config.qk_rmsnorm:  # Qwen3's QK-norm: RMSNorm over d_k, one [d_k] weight shared by the heads
-            self.q_norm, self.k_norm = make_norm(config, d_k), make_norm(config, d_k)
+            self.q_norm, self.k_norm = make_norm(config, d_k, rms=True), make_norm(config, d_k, rms=True)
         self.attn_dropout = config.dropout
         self.resid_dropout = nn.Dropout(config.dropout)
         self.q, self.k, self.v, self.scores, self.pattern, self.z, self.out = (HookPoint() for _ in range(7))

@@ -50,11 +50,12 @@ class OffsetRMSNorm(nn.Module):
         nn.init.zeros_(self.weight)
 
 
-def make_norm(config: GPTConfig, n: int | None = None) -> nn.Module:
+def make_norm(config: GPTConfig, n: int | None = None, *, rms: bool = False) -> nn.Module:
     """LayerNorm ``(x-μ)/√(σ²+ε)·γ + β`` (β only when ``norm_bias``) or RMSNorm ``x/√(mean(x²)+ε)·γ``
-    (``·(1 + γ)`` with ``norm_offset``), over the last ``n`` features (default ``d_model``)."""
+    (``·(1 + γ)`` with ``norm_offset``), over the last ``n`` features (default ``d_model``);
+    ``rms``: RMSNorm whatever ``norm`` says (the per-head QK-norm, ``qk_rmsnorm``)."""
     n = config.d_model if n is None else n
-    if config.norm == "rmsnorm":
+    if config.norm == "rmsnorm" or rms:
         if config.norm_offset:
             return OffsetRMSNorm(n, eps=config.norm_eps)
         return nn.RMSNorm(n, eps=config.norm_eps)
