@@ -148,7 +148,14 @@ class HFTokenizer(Tokenizer):
     @property
     def description(self) -> str:
         """One line for the window: what kind of tokenizer, how many tokens."""
-        what = "byte-level BPE" if self._byte_level else "Hugging Face tokenizer"
+        fallback = bool(getattr(self._tok.model, "byte_fallback", False))
+        what = (
+            "byte-level BPE"
+            if self._byte_level
+            else "BPE with byte fallback"
+            if fallback
+            else "Hugging Face tokenizer"
+        )
         label = f" ({self.name})" if self.name else ""
         return f"{what}{label}, {self.vocab_size} tokens"
 

@@ -135,6 +135,7 @@ def gpt_config_form(
     ``FIELD_HELP``, choices from ``CHOICES``, dropout as a spin box, the enable rules above."""
     specs = {name: FieldSpec(maximum=m) for name, m in int_max.items()}
     specs["dropout"] = FieldSpec(minimum=0.0, maximum=0.95, decimals=2, step=0.05)
+    specs["sliding_window"] = FieldSpec(maximum=int_max.get("sliding_window", 1048576), special="off")
     return DataclassForm(
         GPTConfig,
         groups=groups,
