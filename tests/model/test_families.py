@@ -311,3 +311,14 @@ def test_new_config_fields_are_validated():
         GPTConfig(norm_offset=True).validate()
     with pytest.raises(ConfigError, match="rope_high_freq_factor"):
         GPTConfig(positions="rope", rope_scaling="llama3", rope_high_freq_factor=0.5).validate()
+
+
+def test_a_cut_prompt_keeps_its_bos_and_the_inspection_names_it(family_models):
+    from model.inspection import encode_prompt, inspect_prompt
+
+    _, _, ckpt = family_models("llama-llama3-rope-sharded")
+    ids, dropped = encode_prompt(ckpt.tokenizer, "one two three four five six seven eight nine ten", 8)
+    assert ids[0] == 1 and len(ids) == 8 and dropped > 0
+    assert ids[1:] == ckpt.tokenizer.encode("one two three four five six seven eight nine ten")[-7:]
+    insp = inspect_prompt(ckpt.model, ckpt.tokenizer, ids)
+    assert insp.extra["special"] == [0] and insp.labels[0] == "<s>"
