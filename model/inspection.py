@@ -211,7 +211,7 @@ def inspect_prompt(
         dtype=torch.float16 if big else torch.float32,
         hooks=_ablation_hooks(ablate),
     )
-    weights = np.stack([trace["weights", layer][0].numpy() for layer in trace.layers])
+    weights = trace.take_stack("weights")  # [L, H, T, T], never two copies at once
     b = max(1, int(block))
     overview = pool_max(weights, b)
     logits = trace.logits[0]
