@@ -322,3 +322,53 @@ def test_a_cut_prompt_keeps_its_bos_and_the_inspection_names_it(family_models):
     assert ids[1:] == ckpt.tokenizer.encode("one two three four five six seven eight nine ten")[-7:]
     insp = inspect_prompt(ckpt.model, ckpt.tokenizer, ids)
     assert insp.extra["special"] == [0] and insp.labels[0] == "<s>"
+
+
+def test_pytorch_model_bin_is_read_without_unpickling_code(family_models, tmp_path, tricky_texts):
+    from safetensors.torch import load_file
+
+    directory, reference, _ = family_models("qwen3-qk-norm-head-dim")
+    edited = _copy_with(directory, tmp_path)
+    torch.save(load_file(str(edited / "model.safetensors")), edited / "pytorch_model.bin")
+    (edited / "model.safetensors").unlink()
+    ckpt = open_model(edited)
+    assert ckpt.meta["weights"] == "pytorch_model.bin"
+    ids = torch.tensor([ckpt.tokenizer.encode(tricky_texts[1])])
+    with torch.no_grad():
+        assert (ckpt.model(ids)[0] - reference(ids).logits).abs().max() <= 1e-4
+    torch.save({"model.embed_tokens.weight": torch.zeros(1), "x": _Hostile()}, edited / "pytorch_model.bin")
+    with pytest.raises(CheckpointError, match="never does"):
+        open_model(edited)
+
+
+class _Hostile:
+    """An object whose unpickling would run code: a weights_only load must refuse it."""
+
+    def __reduce__(self):
+        return (print, ("unpickled!",))
+
+
+def test_a_head_resting_on_bos_is_named_the_attention_sink(family_models):
+    """A head built to attend to position 0 (the BOS a Llama tokenizer puts first) is classified
+    "sink", and its title names the BOS token."""
+    from model.analysis.heads import classify_heads, head_metrics, role_title
+    from model.gpt import build_model
+    from model.inspection import encode_prompt, inspect_prompt
+
+    _, _, llama = family_models("llama-llama3-rope-sharded")
+    tok = llama.tokenizer
+    cfg = GPTConfig(vocab_size=tok.vocab_size, context_length=32, n_layers=1, d_model=8, n_heads=2)
+    model = build_model(cfg, seed=0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.fill_(1.0 if "norm" in name and name.endswith("weight") else 0.0)
+        model.pos_emb.weight[0, 0] = 10.0  # only position 0 has a feature, which K reads ...
+        model.blocks[0].attn.k_proj.weight[0, 0] = 1.0
+        model.blocks[0].attn.q_proj.bias[0] = 10.0  # ... and every query of head 0 looks for
+    ids, _ = encode_prompt(tok, "one two three four", cfg.context_length)
+    insp = inspect_prompt(model, tok, ids)
+    labels = classify_heads(head_metrics(insp.weights, insp.mask)).labels
+    assert labels[0][0].name == "sink" and labels[0][1].name != "sink"
+    bos = insp.labels[0] if 0 in insp.extra["special"] else ""
+    assert role_title(labels[0][0].name, bos) == "sink (on the BOS token <s>, the attention sink)"
+    assert role_title("sink", "") == "sink" and role_title("self", "<s>") == "self"

@@ -215,12 +215,12 @@ class MetricsPage(AttentionPage):
                 if lab.name:
                     by_role.setdefault(lab.name, []).append(f"L{l}H{h}")
         lines = ["<b>Named heads</b>"]
-        bos = insp.labels[0] if 0 in insp.extra.get("special", ()) else ""
+        from model.analysis.heads import role_title
+
+        bos = insp.labels[0] if 0 in insp.extra.get("special", ()) else ""  # the prompt starts with BOS
         for role, heads in by_role.items():
             shown = ", ".join(heads[:8]) + (f" and {len(heads) - 8} more" if len(heads) > 8 else "")
-            if role == "sink" and bos:  # the first token is the tokenizer's BOS: the attention sink
-                role = f"sink (on the BOS token {bos}, the attention sink)"
-            lines.append(f"{role}: {shown}")
+            lines.append(f"{role_title(role, bos)}: {shown}")
         if not by_role:
             lines += ["none yet: no head", "passes a threshold"]
         self.named.setText("<br>".join(lines))
