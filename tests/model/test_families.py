@@ -372,3 +372,58 @@ def test_a_head_resting_on_bos_is_named_the_attention_sink(family_models):
     bos = insp.labels[0] if 0 in insp.extra["special"] else ""
     assert role_title(labels[0][0].name, bos) == "sink (on the BOS token <s>, the attention sink)"
     assert role_title("sink", "") == "sink" and role_title("self", "<s>") == "self"
+
+
+def test_an_opened_family_model_saves_as_ours_and_reopens_the_same(family_models, tmp_path, tricky_texts):
+    from model.checkpoint import save_checkpoint
+
+    _, _, gemma = family_models("gemma-tied-head-dim")
+    save_checkpoint(tmp_path / "ours", gemma.model, gemma.tokenizer, meta={"name": "gemma"})
+    again = open_model(tmp_path / "ours")
+    assert again.meta["kind"] == "attention-lab" and again.config == gemma.config
+    ids = torch.tensor([gemma.tokenizer.encode(tricky_texts[2])[:40]])
+    assert again.tokenizer.encode(tricky_texts[2]) == gemma.tokenizer.encode(tricky_texts[2])  # BOS kept
+    with torch.no_grad():
+        assert torch.equal(again.model(ids)[0], gemma.model(ids)[0])
+
+
+def test_every_new_part_together_trains_traces_and_decodes_consistently():
+    """Our own GPT with all of the new fields at once: the recorded path equals the fused one, and
+    KV-cached decoding equals recomputing the window (sliding window past its size included)."""
+    from model.gpt import build_model
+
+    cfg = GPTConfig(
+        vocab_size=50,
+        context_length=32,
+        n_layers=2,
+        d_model=24,
+        n_heads=4,
+        n_kv_heads=2,
+        head_dim=8,
+        mlp="geglu",
+        gelu_approx="tanh",
+        norm="rmsnorm",
+        positions="rope",
+        bias="qkv",
+        rope_scaling="llama3",
+        rope_factor=4.0,
+        rope_original_context=16,
+        rotary_pct=0.5,
+        sliding_window=5,
+        qk_rmsnorm=True,
+        embed_scale=True,
+        norm_offset=True,
+        parallel_residual=True,
+    ).validate()
+    model = build_model(cfg, seed=0)
+    ids = torch.randint(0, 50, (1, 12), generator=torch.Generator().manual_seed(0))
+    logits, loss = model(ids, ids)
+    loss.backward()
+    assert all(p.grad is not None for p in model.parameters())
+    model.eval()
+    with torch.no_grad():
+        plain, _ = model(ids)
+    assert torch.allclose(model.trace(ids, kinds=("weights",)).logits, plain, atol=1e-5)
+    cached = generate(model, ids, 10, greedy=True)
+    recomputed = generate(model, ids, 10, greedy=True, use_cache=False)
+    assert cached.tolist() == recomputed.tolist()
