@@ -8,7 +8,12 @@ directory holds and adapts it to :class:`model.tokens.Tokenizer`:
   ``transformers``' GPT-2 tokenizer builds it; ``<|endoftext|>`` (or the special tokens that
   ``special_tokens_map.json`` / ``tokenizer_config.json`` name) is a special token when the vocabulary
   has it, so that text containing it encodes to its single id.
-* ``tokenizer.json``: the ``tokenizers`` library's own serialisation, loaded as is.
+* ``tokenizer.json``: the ``tokenizers`` library's own serialisation, loaded as is: byte-level BPE
+  (GPT-2, Qwen, Pythia) or SentencePiece-style BPE with byte fallback (Llama, Mistral, Gemma: ``▁`` marks a
+  space, ``<0x0A>`` is the byte 0x0A for characters without a token of their own).
+  ``tokenizer_config.json`` decides the special tokens around a text, as ``transformers`` does:
+  ``add_bos_token`` / ``add_eos_token`` when given, the file's post-processor otherwise. ``encode`` adds
+  them (``prefix_ids`` + the text's ids + ``suffix_ids``), so a Llama prompt starts with ``<s>``.
 
 Byte-level BPE maps every byte ``b`` to a printable character ``chr(u(b))`` before merging (GPT-2's
 ``bytes_to_unicode``: a space is ``Ġ``, a newline ``Ċ``), so a token's vocabulary entry is not its text.
@@ -24,6 +29,7 @@ Saved form (``tokenizer.json`` of our checkpoints, registered as type ``"hf_bpe"
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -72,12 +78,23 @@ class HFTokenizer(Tokenizer):
 
     kind = "hf_bpe"
 
-    def __init__(self, tokenizer: _HFTokenizer, name: str | None = None):
+    def __init__(
+        self,
+        tokenizer: _HFTokenizer,
+        name: str | None = None,
+        prefix_ids: Iterable[int] = (),
+        suffix_ids: Iterable[int] = (),
+    ):
         self._tok = tokenizer
         self.name = name
         self._byte_level = isinstance(tokenizer.decoder, decoders.ByteLevel)
         self._added = {i: t.content for i, t in tokenizer.get_added_tokens_decoder().items()}
         self._strings: list[str] | None = None
+        #: special tokens ``encode`` puts before / after every text (Llama's ``<s>``): from
+        #: ``tokenizer_config.json`` and the post-processor, see :func:`load_hf_tokenizer`
+        self.prefix_ids = [int(i) for i in prefix_ids]
+        self.suffix_ids = [int(i) for i in suffix_ids]
+        self.special_ids = {i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special}
 
     # ---- construction ---------------------------------------------------------------------------
     @classmethod
@@ -131,14 +148,21 @@ class HFTokenizer(Tokenizer):
     @property
     def description(self) -> str:
         """One line for the window: what kind of tokenizer, how many tokens."""
-        what = "byte-level BPE" if self._byte_level else "Hugging Face tokenizer"
+        fallback = bool(getattr(self._tok.model, "byte_fallback", False))
+        what = (
+            "byte-level BPE"
+            if self._byte_level
+            else "BPE with byte fallback"
+            if fallback
+            else "Hugging Face tokenizer"
+        )
         label = f" ({self.name})" if self.name else ""
         return f"{what}{label}, {self.vocab_size} tokens"
 
     def encode(self, text: str, errors: str = "strict") -> list[int]:
         if errors not in ("strict", "replace"):
             raise ValueError(f"errors={errors!r}: use 'strict' or 'replace'")
-        return self._tok.encode(text, add_special_tokens=False).ids
+        return self.prefix_ids + self._tok.encode(text, add_special_tokens=False).ids + self.suffix_ids
 
     def encode_array(self, text: str, errors: str = "strict") -> np.ndarray:
         return np.asarray(self.encode(text, errors=errors), dtype=np.int32)
@@ -172,7 +196,7 @@ class HFTokenizer(Tokenizer):
         if piece is None:
             return UNKNOWN_ID_TEXT
         if not self._byte_level:
-            return self._tok.decode([i], skip_special_tokens=False)
+            return _piece_text(piece)
         try:
             raw = bytes(_BYTE_OF_CHAR[c] for c in piece)
         except KeyError:  # not a byte-level piece (an added, non-special token): show it as written
@@ -183,6 +207,8 @@ class HFTokenizer(Tokenizer):
         d: dict[str, Any] = {"type": self.kind, "tokenizer": self._tok.to_str()}
         if self.name:
             d["name"] = self.name
+        if self.prefix_ids or self.suffix_ids:
+            d.update(prefix_ids=self.prefix_ids, suffix_ids=self.suffix_ids)
         return d
 
     @classmethod
@@ -191,7 +217,15 @@ class HFTokenizer(Tokenizer):
         if not isinstance(text, str):
             raise TokenizerError("hf_bpe tokenizer: the 'tokenizer' field (the tokenizers JSON) is missing")
         name = d.get("name")
-        return cls.from_json_str(text, name=name if isinstance(name, str) else None)
+        tok = cls.from_json_str(text, name=name if isinstance(name, str) else None)
+        for key in ("prefix_ids", "suffix_ids"):
+            ids = d.get(key, [])
+            if not isinstance(ids, list) or not all(
+                isinstance(i, int) and 0 <= i < tok.vocab_size for i in ids
+            ):
+                raise TokenizerError(f"hf_bpe tokenizer: {key} must be a list of token ids")
+            setattr(tok, key, list(ids))
+        return tok
 
     def __repr__(self) -> str:
         return f"HFTokenizer({self.description})"
@@ -200,6 +234,48 @@ class HFTokenizer(Tokenizer):
 # ---------------------------------------------------------------------------------------------
 # reading a model directory
 # ---------------------------------------------------------------------------------------------
+_BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
+
+
+def _piece_text(piece: str) -> str:
+    """A SentencePiece-style piece as text: ``▁`` is a space, ``<0xNN>`` the byte NN (``\\xNN`` unless
+    it is a whole ASCII character)."""
+    found = _BYTE_PIECE.match(piece)
+    if found:
+        return bytes([int(found.group(1), 16)]).decode("utf-8", errors="backslashreplace")
+    return piece.replace("\u2581", " ")
+
+
+def _special_ids(tok: _HFTokenizer, directory: Path) -> tuple[list[int], list[int]]:
+    """The ids ``transformers`` puts around a text: what the post-processor adds, then
+    ``tokenizer_config.json``'s ``add_bos_token`` / ``add_eos_token`` (when given) decide for BOS / EOS."""
+    probe = "a b"
+    plain = tok.encode(probe, add_special_tokens=False).ids
+    full = tok.encode(probe, add_special_tokens=True).ids
+    prefix, suffix = [], []
+    for start in range(len(full) - len(plain) + 1):
+        if full[start : start + len(plain)] == plain:
+            prefix, suffix = full[:start], full[start + len(plain) :]
+            break
+    path = directory / "tokenizer_config.json"
+    cfg = _read_json(path) if path.is_file() else {}
+    cfg = cfg if isinstance(cfg, dict) else {}
+    for key, flag, ids, at_start in (
+        ("bos_token", "add_bos_token", prefix, True),
+        ("eos_token", "add_eos_token", suffix, False),
+    ):
+        content = cfg.get(key)
+        content = content.get("content") if isinstance(content, dict) else content
+        tid = tok.token_to_id(content) if isinstance(content, str) else None
+        if flag not in cfg or tid is None:
+            continue
+        if cfg[flag] and tid not in ids:
+            ids.insert(0 if at_start else len(ids), tid)
+        elif not cfg[flag] and tid in ids:
+            ids.remove(tid)
+    return prefix, suffix
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -270,7 +346,9 @@ def load_hf_tokenizer(directory: str | Path, name: str | None = None) -> HFToken
             text = tj.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise TokenizerError(f"tokenizer.json cannot be read: {_first_line(exc)}") from None
-        return HFTokenizer.from_json_str(text, name=name)
+        out = HFTokenizer.from_json_str(text, name=name)
+        out.prefix_ids, out.suffix_ids = _special_ids(out._tok, directory)
+        return out
     vocab_path, merges_path = directory / "vocab.json", directory / "merges.txt"
     missing = [p.name for p in (vocab_path, merges_path) if not p.is_file()]
     if missing:

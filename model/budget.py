@@ -200,6 +200,7 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
     ("mlp weights", "mlp"),
     ("mlp biases", "mlp"),
     ("norms", "norm"),
+    ("qk norms", "norm"),
     ("final norm", "norm"),
     ("output head", "head"),
 )
@@ -376,8 +377,11 @@ def parameters(cfg: GPTConfig) -> ParamBreakdown:
     Per layer: Q ``d·h·d_k``, K and V ``d·h_kv·d_k`` each, O ``h·d_k·d``; biases (``bias="all"``:
     ``h·d_k + 2·h_kv·d_k + d`` in attention and ``d_ff + d`` (gelu/relu) or ``2·d_ff + d`` (swiglu) in
     the MLP; ``"qkv"``: only ``h·d_k + 2·h_kv·d_k``); per-head scale or gain ``h`` (attn_scale learned
-    or qk_norm); MLP ``2·d·d_ff`` (gelu/relu) or ``3·d·d_ff`` (swiglu); two norms ``4·d`` (LayerNorm,
-    weight+bias) or ``2·d`` (RMSNorm). Model level: token embedding ``V·d``, learned position table
+    or qk_norm); MLP ``2·d·d_ff`` (gelu/relu) or ``3·d·d_ff`` (swiglu/geglu); two norms ``4·d`` (LayerNorm,
+    weight+bias) or ``2·d`` (RMSNorm, with or without Gemma's 1 + γ); QK-norm (``qk_rmsnorm``, Qwen3)
+    ``2·d_k`` (one [d_k] weight for all query heads, one for all key heads). Partial rotary, sliding
+    windows and parallel blocks add no parameters (RoPE is a fixed table, not a weight).
+    Model level: token embedding ``V·d``, learned position table
     ``T_max·d``, final norm (Pre-LN only) ``2·d`` or ``d``, output head ``V·d`` when untied.
 
     Raises :class:`ConfigError` listing every problem when the config is invalid or lacks V.
@@ -394,7 +398,7 @@ def parameters(cfg: GPTConfig) -> ParamBreakdown:
         return Component(name, group, n, f)
 
     ln = cfg.norm == "layernorm" and cfg.norm_bias  # a norm with a shift β as well as a scale γ
-    swiglu = cfg.mlp == "swiglu"
+    swiglu = cfg.mlp in ("swiglu", "geglu")  # gated: three matrices
     att_bias, att_bias_f = 0, "bias=none"
     if cfg.bias == "all":
         att_bias, att_bias_f = h * d_k + 2 * h_kv * d_k + d, "h·d_k + 2·h_kv·d_k + d"
@@ -428,6 +432,7 @@ def parameters(cfg: GPTConfig) -> ParamBreakdown:
         ),
         layer("mlp biases", "mlp", mlp_bias, mlp_bias_f, zero_note=mlp_bias_f),
         layer("norms", "norm", (4 if ln else 2) * d, "4·d" if ln else "2·d"),
+        layer("qk norms", "norm", 2 * d_k if cfg.qk_rmsnorm else 0, "2·d_k", zero_note="qk_rmsnorm off"),
         model_level(
             "final norm",
             "norm",
@@ -658,10 +663,10 @@ def activation_values_per_layer(
 
     Per token: both norm inputs ``2d``; attention input ``d``, Q ``h·d_k``, K and V ``2·h_kv·d_k``,
     the O-projection input ``h·d_k``; MLP input ``d`` and hidden ``2·d_ff`` (gelu: pre- and
-    post-activation), ``d_ff`` (relu: its output alone gives its gradient) or ``4·d_ff`` (swiglu: gate,
-    SiLU(gate), up, product). Without a fused kernel the
-    softmax output ``h·T`` per token is kept too (twice with attention dropout). For GPT-2 shapes in
-    16 bit with dropout this is their ``34·s·b·d + 5·a·s²·b`` bytes.
+    post-activation), ``d_ff`` (relu: its output alone gives its gradient) or ``4·d_ff`` (swiglu/geglu:
+    gate, φ(gate), up, product). A parallel block (GPT-NeoX) has one norm input ``d`` instead of two.
+    Without a fused kernel the softmax output ``h·T`` per token is kept too (twice with attention
+    dropout). For GPT-2 shapes in 16 bit with dropout this is their ``34·s·b·d + 5·a·s²·b`` bytes.
 
     Norms, RoPE and the attention scalings are taken as fused (they keep their input only); the
     app's plain-PyTorch GPT keeps a little more for RMSNorm, RoPE and qk_norm (checked in the tests).
@@ -669,7 +674,12 @@ def activation_values_per_layer(
     s = symbols(cfg)
     d, h, h_kv, d_k, d_ff = s["d"], s["h"], s["h_kv"], s["d_k"], s["d_ff"]
     per_token = (
-        2 * d + d + d_k * (h + 2 * h_kv) + h * d_k + d + {"gelu": 2, "relu": 1, "swiglu": 4}[cfg.mlp] * d_ff
+        (1 if cfg.parallel_residual else 2) * d
+        + d
+        + d_k * (h + 2 * h_kv)
+        + h * d_k
+        + d
+        + {"gelu": 2, "relu": 1, "swiglu": 4, "geglu": 4}[cfg.mlp] * d_ff
     )
     n = per_token * seq_len * batch
     if not fused_attention:

@@ -42,6 +42,7 @@ PARAM_RULES: tuple[tuple[str, str], ...] = (
     (r"blocks\.\d+\.mlp\.(fc_in|fc_out|w_gate|w_up|w_down)\.weight", "mlp weights"),
     (r"blocks\.\d+\.mlp\.(fc_in|fc_out|w_gate|w_up|w_down)\.bias", "mlp biases"),
     (r"blocks\.\d+\.norm[12]\.(weight|bias)", "norms"),
+    (r"blocks\.\d+\.attn\.[qk]_norm\.weight", "qk norms"),
     (r"norm_f\.(weight|bias)", "final norm"),
     (r"lm_head\.weight", "output head"),
 )

@@ -3,7 +3,31 @@
 The JSON field names are a user-facing format (config files, checkpoints, the command line):
 ``vocab_size, context_length, n_layers, d_model, n_heads, n_kv_heads, head_dim, d_ff, mlp, norm,
 norm_position, positions, attn_scale, causal, bias, tie_embeddings, dropout`` plus the numerical
-details pretrained models need (``norm_eps``, ``norm_bias``, ``gelu_approx``, ``rope_base``).
+details pretrained models need (``norm_eps``, ``norm_bias``, ``gelu_approx``, ``rope_base``) and the
+parts of today's open models (Llama, Mistral, Qwen, Gemma, GPT-NeoX):
+
+=========================  ==================================================  ===================
+field                      what it does                                        used by
+=========================  ==================================================  ===================
+``rope_scaling``           rescaled RoPE frequencies: ``linear`` (θ_i/factor)   Llama 3.x
+                           or ``llama3`` (low frequencies /factor, high ones
+                           kept, smooth in between), with ``rope_factor``,
+                           ``rope_low_freq_factor``, ``rope_high_freq_factor``,
+                           ``rope_original_context``
+``rotary_pct``             fraction of each head's d_k that RoPE rotates;       GPT-NeoX (Pythia)
+                           the rest passes unrotated
+``sliding_window``         a query sees only the last W keys (itself included)  Mistral
+``qk_rmsnorm``             RMSNorm over d_k on every query and key head         Qwen3
+                           (weights [d_k], shared by the heads), before RoPE
+                           (not ``attn_scale="qk_norm"``: that is cosine
+                           attention with a learned gain)
+``embed_scale``            token embeddings multiplied by √d                    Gemma
+``norm_offset``            RMSNorm scales by (1 + γ), γ initialised to 0        Gemma
+``parallel_residual``      ``x + Attn(Norm1(x)) + MLP(Norm2(x))``: both read x  GPT-NeoX (Pythia)
+=========================  ==================================================  ===================
+
+Q/K/V biases without an output bias (Qwen2) are ``bias="qkv"``; GeGLU with GELU's tanh form (Gemma) is
+``mlp="geglu"`` with ``gelu_approx="tanh"``; Gemma's head_dim 256 ≠ d/h is ``head_dim``.
 
 Derived sizes (``None`` means "derive it"):
 
@@ -26,13 +50,14 @@ from pathlib import Path
 from typing import Any
 
 CHOICES: dict[str, tuple[str, ...]] = {
-    "mlp": ("gelu", "relu", "swiglu"),
+    "mlp": ("gelu", "relu", "swiglu", "geglu"),
     "norm": ("layernorm", "rmsnorm"),
     "norm_position": ("pre", "post"),
     "positions": ("learned", "sinusoidal", "rope", "none"),
     "attn_scale": ("sqrt_dk", "none", "learned", "qk_norm"),
     "bias": ("all", "qkv", "none"),
     "gelu_approx": ("none", "tanh"),
+    "rope_scaling": ("none", "linear", "llama3"),
 }
 
 #: One line per field, shown as tooltips in the app and as ``--help`` text.
@@ -45,7 +70,7 @@ FIELD_HELP: dict[str, str] = {
     "n_kv_heads": "Key/value heads. = n_heads: MHA; 1: MQA; in between: GQA (K/V shared by query groups).",
     "head_dim": "d_k = d_v, the size of one head; default d_model / n_heads.",
     "d_ff": "Hidden width of the MLP; default 4·d_model.",
-    "mlp": "gelu / relu: two matrices; swiglu: three (gate, up, down) as in Llama.",
+    "mlp": "gelu / relu: two matrices; swiglu / geglu: three (gate, up, down) as in Llama / Gemma.",
     "norm": "layernorm: subtract mean, divide by std, scale+shift; rmsnorm: divide by RMS, scale only.",
     "norm_position": "pre: x + f(Norm(x)) (GPT-2, modern); post: Norm(x + f(x)) (original Transformer).",
     "positions": "learned table, fixed sinusoids, rotary (RoPE) on q and k, or none at all.",
@@ -59,6 +84,17 @@ FIELD_HELP: dict[str, str] = {
     "norm_bias": "LayerNorm with a learned shift β (GPT-2); false: scale only (nanoGPT's bias=False).",
     "gelu_approx": "GELU form: exact erf, or the tanh approximation GPT-2 used.",
     "rope_base": "θ base of the rotary frequencies θ_i = base^(-2i/d_k).",
+    "rope_scaling": "none; linear: every θ_i / factor; llama3: low frequencies / factor, high ones kept.",
+    "rope_factor": "The factor of rope_scaling (the context is stretched this many times).",
+    "rope_low_freq_factor": "llama3: wavelengths above original_context / this are divided by the factor.",
+    "rope_high_freq_factor": "llama3 scaling: wavelengths below original_context / this are kept.",
+    "rope_original_context": "llama3 scaling: the context length the model was first trained with.",
+    "rotary_pct": "Fraction of each head's d_k that RoPE rotates (GPT-NeoX: 0.25); the rest is not rotated.",
+    "sliding_window": "W: a query sees only the last W keys, itself included (Mistral); empty: all of them.",
+    "qk_rmsnorm": "RMSNorm on each query and key head vector before RoPE (Qwen3's QK-norm); weights [d_k].",
+    "embed_scale": "Multiply the token embeddings by √d before the first block (Gemma).",
+    "norm_offset": "RMSNorm scales by (1 + γ) with γ starting at 0 (Gemma), instead of by γ.",
+    "parallel_residual": "x + Attn(Norm1(x)) + MLP(Norm2(x)): attention and MLP read the same x (GPT-NeoX).",
 }
 
 
@@ -95,6 +131,17 @@ class GPTConfig:
     norm_bias: bool = True
     gelu_approx: str = "none"
     rope_base: float = 10000.0
+    rope_scaling: str = "none"
+    rope_factor: float = 1.0
+    rope_low_freq_factor: float = 1.0
+    rope_high_freq_factor: float = 4.0
+    rope_original_context: int = 8192
+    rotary_pct: float = 1.0
+    sliding_window: int | None = None
+    qk_rmsnorm: bool = False
+    embed_scale: bool = False
+    norm_offset: bool = False
+    parallel_residual: bool = False
 
     # ---- derived sizes -------------------------------------------------------------------------
     @property
@@ -113,6 +160,11 @@ class GPTConfig:
     def hidden(self) -> int:
         """The MLP hidden width actually used (``d_ff`` or ``4 * d_model``)."""
         return self.d_ff if self.d_ff is not None else 4 * self.d_model
+
+    @property
+    def rotary_dim(self) -> int:
+        """How many of each head's d_k dimensions RoPE rotates: ``int(d_k · rotary_pct)`` (GPT-NeoX)."""
+        return int(self.d_head * self.rotary_pct)
 
     @property
     def n_rep(self) -> int:
@@ -134,6 +186,7 @@ class GPTConfig:
             "n_kv_heads": self.n_kv_heads,
             "head_dim": self.head_dim,
             "d_ff": self.d_ff,
+            "sliding_window": self.sliding_window,
         }
         for name, value in {**ints, **optional_ints}.items():
             if value is None and name in optional_ints:
@@ -146,7 +199,8 @@ class GPTConfig:
             value = getattr(self, name)
             if value not in options:
                 out.append(f"{name}={value!r} is not one of {', '.join(options)}")
-        for name in ("causal", "tie_embeddings", "norm_bias"):
+        bools = ("causal", "tie_embeddings", "norm_bias", "qk_rmsnorm", "embed_scale", "norm_offset")
+        for name in (*bools, "parallel_residual"):
             if not isinstance(getattr(self, name), bool):
                 out.append(f"{name}={getattr(self, name)!r} must be true or false")
         if (
@@ -159,6 +213,7 @@ class GPTConfig:
             out.append(f"norm_eps={self.norm_eps!r} must be a small positive number such as 1e-5")
         if not isinstance(self.rope_base, (int, float)) or self.rope_base <= 1.0:
             out.append(f"rope_base={self.rope_base!r} must be greater than 1 (10000 is usual)")
+        out += self._newer_problems()
 
         def ok(v: Any) -> bool:
             return isinstance(v, int) and not isinstance(v, bool) and v > 0
@@ -179,10 +234,62 @@ class GPTConfig:
                     f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}: "
                     f"pick n_kv_heads dividing n_heads"
                 )
-        if self.positions == "rope" and ok(self.d_head) and self.d_head % 2:
+        if self.positions == "rope" and ok(self.d_head) and self.d_head % 2 and self.rotary_pct == 1.0:
             out.append(f"head_dim={self.d_head} must be even for rope positions (pairs are rotated)")
+        if (
+            self.positions == "rope"
+            and ok(self.d_head)
+            and self.rotary_pct != 1.0
+            and isinstance(self.rotary_pct, (int, float))
+            and (self.rotary_dim % 2 or self.rotary_dim == 0)
+        ):
+            out.append(
+                f"rotary_pct={self.rotary_pct} rotates {self.rotary_dim} of head_dim={self.d_head} "
+                f"dimensions: that must be an even number, at least 2"
+            )
         if self.positions == "sinusoidal" and ok(self.d_model) and self.d_model % 2:
             out.append(f"d_model={self.d_model} must be even for sinusoidal positions")
+        return out
+
+    def _newer_problems(self) -> list[str]:
+        """The fields of today's open models (RoPE scaling, partial rotary, sliding window, norms)."""
+        out: list[str] = []
+
+        def number(v: Any) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+        for name in ("rope_factor", "rope_low_freq_factor", "rope_high_freq_factor"):
+            v = getattr(self, name)
+            if not number(v) or v <= 0:
+                out.append(f"{name}={v!r} must be a positive number")
+        v = self.rope_original_context
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            out.append(f"rope_original_context={v!r} must be a positive whole number")
+        if (
+            self.rope_scaling == "llama3"
+            and number(self.rope_low_freq_factor)
+            and number(self.rope_high_freq_factor)
+            and self.rope_high_freq_factor <= self.rope_low_freq_factor
+        ):
+            out.append(
+                f"rope_high_freq_factor={self.rope_high_freq_factor} must be larger than "
+                f"rope_low_freq_factor={self.rope_low_freq_factor} for llama3 scaling"
+            )
+        if not number(self.rotary_pct) or not (0.0 < self.rotary_pct <= 1.0):
+            out.append(f"rotary_pct={self.rotary_pct!r} must be a fraction in (0, 1]")
+        for name, default in (("rope_scaling", "none"), ("rotary_pct", 1.0)):
+            value = getattr(self, name)
+            valid = value in CHOICES["rope_scaling"] if name == "rope_scaling" else number(value)
+            if self.positions != "rope" and valid and value != default:
+                out.append(f"{name}={value!r} needs positions='rope'")
+        if self.sliding_window is not None and not self.causal:
+            out.append("sliding_window needs causal=True (the window looks back from each query)")
+        if self.qk_rmsnorm and self.attn_scale == "qk_norm":
+            out.append("qk_rmsnorm and attn_scale='qk_norm' both normalise q and k: choose one")
+        if self.norm_offset and self.norm != "rmsnorm":
+            out.append("norm_offset (scale by 1 + γ) is an RMSNorm variant: set norm='rmsnorm'")
+        if self.parallel_residual and self.norm_position != "pre":
+            out.append("parallel_residual needs norm_position='pre' (both branches read Norm(x))")
         return out
 
     def validate(self) -> GPTConfig:

@@ -124,6 +124,8 @@ class Attention(nn.Module):
             self.scale = nn.Parameter(torch.empty(H))
         elif config.attn_scale == "qk_norm":
             self.qk_gain = nn.Parameter(torch.empty(H))
+        if config.qk_rmsnorm:  # Qwen3's QK-norm: RMSNorm over d_k, one [d_k] weight shared by the heads
+            self.q_norm, self.k_norm = make_norm(config, d_k, rms=True), make_norm(config, d_k, rms=True)
         self.attn_dropout = config.dropout
         self.resid_dropout = nn.Dropout(config.dropout)
         self.q, self.k, self.v, self.scores, self.pattern, self.z, self.out = (HookPoint() for _ in range(7))
@@ -136,6 +138,9 @@ class Attention(nn.Module):
             nn.init.constant_(self.scale, 1.0 / math.sqrt(self.config.d_head))
         elif self.config.attn_scale == "qk_norm":
             nn.init.constant_(self.qk_gain, math.sqrt(self.config.d_head))
+        if self.config.qk_rmsnorm:
+            self.q_norm.reset_parameters()
+            self.k_norm.reset_parameters()
 
     def scaled_qk(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
         """The scaling rule ``s`` as ``(q', k', c)`` with ``s(Q Kᵀ) = c · q' k'ᵀ``: ``c = 1/√d_k`` (sqrt_dk),
@@ -171,6 +176,8 @@ class Attention(nn.Module):
         q = self.q_proj(x).view(B, T, H, d_k).transpose(1, 2)  # [B, H, T, d_k]
         k = self.k_proj(x).view(B, T, H_kv, d_k).transpose(1, 2)  # [B, H_kv, T, d_k]
         v = self.v_proj(x).view(B, T, H_kv, d_k).transpose(1, 2)
+        if self.config.qk_rmsnorm:
+            q, k = self.q_norm(q), self.k_norm(k)
         if ctx.rope is not None:
             q, k = apply_rope(q, *ctx.rope), apply_rope(k, *ctx.rope)
         if ctx.kv_cache is not None:
@@ -195,11 +202,16 @@ class Attention(nn.Module):
 
 
 class Block(nn.Module):
-    """One Transformer layer: attention then MLP, each writing into the residual stream."""
+    """One Transformer layer: attention then MLP, each writing into the residual stream.
+
+    With ``parallel_residual`` (GPT-NeoX) both read the block's input: ``resid_mid = x + Attn(Norm1(x))``,
+    ``resid_post = resid_mid + MLP(Norm2(x))``.
+    """
 
     def __init__(self, config: GPTConfig, layer: int):
         super().__init__()
         self.pre = config.norm_position == "pre"
+        self.parallel = config.parallel_residual
         self.norm1 = make_norm(config)
         self.attn = Attention(config, layer)
         self.norm2 = make_norm(config)
@@ -214,6 +226,9 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, ctx: Context) -> torch.Tensor:
         x = self.resid_pre(x)
+        if self.parallel:  # GPT-NeoX: attention and MLP both read Norm(x)
+            mid = self.resid_mid(x + self.attn(self.norm1(x), ctx))
+            return self.resid_post(mid + self.mlp(self.norm2(x)))
         if self.pre:  # Pre-LN: x + Attn(Norm(x)), then + MLP(Norm(·))
             mid = self.resid_mid(x + self.attn(self.norm1(x), ctx))
             return self.resid_post(mid + self.mlp(self.norm2(mid)))
@@ -284,10 +299,13 @@ class GPT(nn.Module):
         """The config's bool mask [T, S] (True = may attend) for T queries after ``S - T`` cached
         positions; ``None`` means every query sees every key (non-causal, or a single new token)."""
         S = T if S is None else S
-        if not self.config.causal or T == 1:
+        W = self.config.sliding_window
+        if not self.config.causal or (T == 1 and (W is None or S <= W)):
             return None
         q_pos = torch.arange(S - T, S, device=self.device)[:, None]
         k_pos = torch.arange(S, device=self.device)[None, :]
+        if W is not None:  # sliding window (Mistral): only the last W keys, the query's own included
+            return (k_pos <= q_pos) & (k_pos > q_pos - W)
         return k_pos <= q_pos
 
     # ---- hooks -------------------------------------------------------------------------------
@@ -328,14 +346,20 @@ class GPT(nn.Module):
             raise ValueError(
                 f"sequence of {start + T} tokens is longer than context_length={cfg.context_length}"
             )
-        x = self.embed(self.tok_emb(idx))  # [B, T, d]
+        x = self.tok_emb(idx)  # [B, T, d]
+        if cfg.embed_scale:  # Gemma: E[tok]·√d
+            x = x * torch.tensor(math.sqrt(cfg.d_model), dtype=x.dtype)
+        x = self.embed(x)
         rope = None
         if self.pos_emb is not None and self.pos_emb.additive:
             x = x + self.pos_embed(self.pos_emb(start, T).to(x.dtype))
         elif self.pos_emb is not None:
             rope = self.pos_emb(start, T)
         mask = self.mask(self.attention_mask(T, start + T))
-        ctx = Context(rope, mask, cfg.causal and start == 0 and T > 1 and not self.mask.fns, kv_cache)
+        plain = cfg.sliding_window is None or T <= cfg.sliding_window  # the mask is the lower triangle
+        ctx = Context(
+            rope, mask, cfg.causal and plain and start == 0 and T > 1 and not self.mask.fns, kv_cache
+        )
         x = self.drop(x)
         for block in self.blocks:
             x = block(x, ctx)

@@ -87,7 +87,11 @@ class PromptError(ValueError):
 
 
 def encode_prompt(tokenizer, text: str, context_length: int) -> tuple[list[int], int]:
-    """Token ids of ``text`` (its last ``context_length``) and how many were dropped from the front."""
+    """Token ids of ``text`` (its last ``context_length``) and how many were dropped from the front.
+
+    The special tokens a tokenizer puts in front (Llama's BOS ``<s>``: ``prefix_ids``) stay in front
+    when the text is cut: the model was trained to see them first.
+    """
     if not text:
         raise PromptError("the prompt is empty: type some text to inspect")
     try:
@@ -97,6 +101,9 @@ def encode_prompt(tokenizer, text: str, context_length: int) -> tuple[list[int],
     if not ids:
         raise PromptError("the prompt encodes to no tokens")
     dropped = max(0, len(ids) - int(context_length))
+    prefix = list(getattr(tokenizer, "prefix_ids", None) or [])
+    if dropped and prefix and ids[: len(prefix)] == prefix and len(prefix) < int(context_length):
+        return prefix + ids[len(prefix) + dropped :], dropped
     return ids[dropped:], dropped
 
 
@@ -204,7 +211,7 @@ def inspect_prompt(
         dtype=torch.float16 if big else torch.float32,
         hooks=_ablation_hooks(ablate),
     )
-    weights = np.stack([trace["weights", layer][0].numpy() for layer in trace.layers])
+    weights = trace.take_stack("weights")  # [L, H, T, T], never two copies at once
     b = max(1, int(block))
     overview = pool_max(weights, b)
     logits = trace.logits[0]
@@ -236,6 +243,7 @@ def inspect_prompt(
         config=cfg,
         seconds=time.perf_counter() - t0,
         model_key=model_key,
+        extra={"special": [i for i, t in enumerate(ids) if int(t) in getattr(tokenizer, "special_ids", ())]},
     )
 
 

@@ -30,11 +30,36 @@ def init_linear(layer: nn.Linear | nn.Embedding, std: float = STD) -> None:
         nn.init.zeros_(layer.bias)
 
 
-def make_norm(config: GPTConfig) -> nn.Module:
-    """LayerNorm ``(x-μ)/√(σ²+ε)·γ + β`` (β only when ``norm_bias``) or RMSNorm ``x/√(mean(x²)+ε)·γ``."""
-    if config.norm == "rmsnorm":
-        return nn.RMSNorm(config.d_model, eps=config.norm_eps)
-    return nn.LayerNorm(config.d_model, eps=config.norm_eps, bias=config.norm_bias)
+class OffsetRMSNorm(nn.Module):
+    """Gemma's RMSNorm ``x/√(mean(x²)+ε)·(1 + γ)``, γ [n] initialised to 0 (so it starts as identity scale).
+
+    Computed in float32 whatever the input's dtype, as Gemma does, then cast back.
+    """
+
+    def __init__(self, n: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(n))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (y * (1.0 + self.weight.float())).type_as(x)
+
+    def reset_parameters(self) -> None:
+        nn.init.zeros_(self.weight)
+
+
+def make_norm(config: GPTConfig, n: int | None = None, *, rms: bool = False) -> nn.Module:
+    """LayerNorm ``(x-μ)/√(σ²+ε)·γ + β`` (β only when ``norm_bias``) or RMSNorm ``x/√(mean(x²)+ε)·γ``
+    (``·(1 + γ)`` with ``norm_offset``), over the last ``n`` features (default ``d_model``);
+    ``rms``: RMSNorm whatever ``norm`` says (the per-head QK-norm, ``qk_rmsnorm``)."""
+    n = config.d_model if n is None else n
+    if config.norm == "rmsnorm" or rms:
+        if config.norm_offset:
+            return OffsetRMSNorm(n, eps=config.norm_eps)
+        return nn.RMSNorm(n, eps=config.norm_eps)
+    return nn.LayerNorm(n, eps=config.norm_eps, bias=config.norm_bias)
 
 
 def sinusoidal_table(n_positions: int, d_model: int) -> torch.Tensor:
@@ -50,9 +75,41 @@ def sinusoidal_table(n_positions: int, d_model: int) -> torch.Tensor:
     return table
 
 
-def rope_tables(n_positions: int, head_dim: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of the rotary angles ``p·θ_i`` with ``θ_i = base^(-2i/d_k)``: each [n_positions, d_k/2]."""
-    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+def rope_frequencies(config: GPTConfig) -> torch.Tensor:
+    """The rotary frequencies θ_i [r/2] of ``config`` (``r = rotary_dim``), after ``rope_scaling``.
+
+    ``θ_i = base^(-2i/r)``; ``linear`` divides every θ_i by ``rope_factor``; ``llama3`` (Llama 3.1)
+    looks at each wavelength λ_i = 2π/θ_i: above ``C₀/low_freq_factor`` (C₀ = ``rope_original_context``)
+    θ_i / factor, below ``C₀/high_freq_factor`` θ_i unchanged, in between the blend
+    ``(1-s)·θ_i/factor + s·θ_i`` with ``s = (C₀/λ_i - low) / (high - low)``.
+    """
+    r = config.rotary_dim
+    inv_freq = 1.0 / (config.rope_base ** (torch.arange(0, r, 2, dtype=torch.float32) / r))
+    factor = config.rope_factor
+    if config.rope_scaling == "linear":
+        return inv_freq / factor
+    if config.rope_scaling == "llama3":
+        low, high, c0 = (
+            config.rope_low_freq_factor,
+            config.rope_high_freq_factor,
+            config.rope_original_context,
+        )
+        wavelen = 2 * math.pi / inv_freq
+        scaled = torch.where(wavelen > c0 / low, inv_freq / factor, inv_freq)
+        smooth = (c0 / wavelen - low) / (high - low)
+        blended = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < c0 / high) * ~(wavelen > c0 / low)
+        return torch.where(medium, blended, scaled)
+    return inv_freq
+
+
+def rope_tables(
+    n_positions: int, head_dim: int, base: float = 10000.0, inv_freq: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of the rotary angles ``p·θ_i`` with ``θ_i = base^(-2i/d_k)`` (or the given
+    ``inv_freq``): each [n_positions, d_k/2]."""
+    if inv_freq is None:
+        inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
     angles = torch.arange(n_positions, dtype=torch.float32)[:, None] * inv_freq[None, :]
     return torch.cos(angles), torch.sin(angles)
 
@@ -60,9 +117,14 @@ def rope_tables(n_positions: int, head_dim: int, base: float = 10000.0) -> tuple
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate pairs ``(x_i, x_{i+d_k/2})`` of every head vector by the angle of its position.
 
-    ``x`` [B, H, T, d_k]; ``cos``/``sin`` [T, d_k/2]. After rotation ``q_m · k_n`` depends on
-    positions only through ``m - n`` (the half-split convention of GPT-NeoX and Llama).
+    ``x`` [B, H, T, d_k]; ``cos``/``sin`` [T, r/2]. After rotation ``q_m · k_n`` depends on
+    positions only through ``m - n`` (the half-split convention of GPT-NeoX and Llama). When
+    ``r < d_k`` (partial rotary, ``rotary_pct``) only the first ``r`` dimensions are rotated, as pairs
+    ``(x_i, x_{i+r/2})``; the others pass unchanged.
     """
+    r = 2 * cos.shape[-1]
+    if r < x.shape[-1]:
+        return torch.cat([apply_rope(x[..., :r], cos, sin), x[..., r:]], dim=-1)
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
     cos = cos.to(x.dtype)
@@ -106,7 +168,7 @@ class RotaryPositions(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        cos, sin = rope_tables(config.context_length, config.d_head, config.rope_base)
+        cos, sin = rope_tables(config.context_length, config.d_head, inv_freq=rope_frequencies(config))
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
 

@@ -55,6 +55,8 @@ from torch.overrides import TorchFunctionMode
 from model.bpe import HFTokenizer, is_hf_tokenizer_json, load_hf_tokenizer
 from model.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from model.config import ConfigError, GPTConfig
+from model.families import FAMILIES, family_config, family_entries, family_kind
+from model.families import IGNORED as FAMILY_IGNORED
 from model.gpt import GPT
 from model.layers import make_positions
 from model.tokenizer_registry import tokenizer_from_dict
@@ -66,14 +68,16 @@ __all__ = [
     "CheckpointError",
     "detect",
     "gpt2_config",
+    "load_hf_family",
     "load_hf_gpt2",
     "load_nanogpt",
     "nanogpt_config",
     "open_model",
 ]
 
-#: The kinds of model :func:`open_model` opens, as written to ``Checkpoint.meta["kind"]``.
-KINDS = ("attention-lab", "hf-gpt2", "nanogpt")
+#: The kinds of model :func:`open_model` opens, as written to ``Checkpoint.meta["kind"]``; the
+#: Llama-era families (``hf-llama``, ``hf-mistral``, ...) are those of :mod:`model.families`.
+KINDS = ("attention-lab", "hf-gpt2", "nanogpt", *(f"hf-{t}" for t in FAMILIES))
 
 #: Problems listed in one error message before "and N more".
 _MAX_LISTED = 6
@@ -137,10 +141,12 @@ def detect(path: str | Path) -> tuple[str, Path]:
         if not isinstance(cfg, dict):
             raise CheckpointError(f"{cfg_path} is not a JSON object of settings")
         if "model_type" in cfg:
+            if cfg["model_type"] in FAMILIES:
+                return f"hf-{cfg['model_type']}", path
             if cfg["model_type"] != "gpt2":
                 raise CheckpointError(
-                    f"{cfg_path} says model_type {cfg['model_type']!r}; Attention Lab opens GPT-2-family "
-                    f"models (model_type 'gpt2'), nanoGPT checkpoints and its own"
+                    f"{cfg_path} says model_type {cfg['model_type']!r}; Attention Lab opens Hugging Face "
+                    f"models of type gpt2, {', '.join(FAMILIES)}, nanoGPT checkpoints and its own"
                 )
             return "hf-gpt2", path
         if _looks_like_ours(cfg):
@@ -180,6 +186,8 @@ def open_model(
     kind, where = detect(path)
     if kind == "hf-gpt2":
         ckpt = load_hf_gpt2(where, device, dtype=dtype)
+    elif kind.startswith("hf-"):
+        ckpt = load_hf_family(where, device, dtype=dtype)
     elif kind == "nanogpt":
         ckpt = load_nanogpt(where, device, tokenizer=tokenizer, dtype=dtype)
     else:
@@ -328,6 +336,8 @@ class _Entry:
     shape: tuple[int, ...]
     dst: tuple[str, ...]
     transpose: bool = False
+    #: > 0: the rows are ``heads`` groups of ``len(dst)`` parts each (GPT-NeoX's fused per-head Q, K, V)
+    heads: int = 0
 
 
 def _gpt2_entries(cfg: GPTConfig, prefix: str, *, conv1d: bool, linear_bias: bool) -> list[_Entry]:
@@ -410,6 +420,11 @@ def _map(src: _Source, entries: list[_Entry], dtype: torch.dtype) -> dict[str, t
             t = t.t()
         if len(e.dst) == 1:
             out[e.dst[0]] = t.to(dtype=dtype, memory_format=torch.contiguous_format, copy=True)
+        elif e.heads:  # [heads · n · rows, ...] -> part j: [heads · rows, ...]
+            grouped = t.reshape(e.heads, len(e.dst), -1, *t.shape[1:])
+            for j, name in enumerate(e.dst):
+                part = grouped[:, j].reshape(-1, *t.shape[1:])
+                out[name] = part.to(dtype=dtype, memory_format=torch.contiguous_format, copy=True)
         else:
             for name, part in zip(e.dst, t.chunk(len(e.dst), dim=0)):
                 out[name] = part.to(dtype=dtype, memory_format=torch.contiguous_format, copy=True)
@@ -548,7 +563,7 @@ def _hf_weight_source(directory: Path) -> tuple[_Source, str]:
             raise CheckpointError(f"{binf.name} is not a dictionary of named tensors")
         return _dict_source(sd, binf.name), binf.name
     raise CheckpointError(
-        f"{str(directory)!r} has a GPT-2 config.json but no weights: model.safetensors is missing"
+        f"{str(directory)!r} has a Hugging Face config.json but no weights: model.safetensors is missing"
     )
 
 
@@ -591,6 +606,58 @@ def load_hf_gpt2(
     del src
     model = build_from_state_dict(cfg, state, device)
     meta = _meta("hf-gpt2", name, model, tok, directory, weights=fname)
+    return Checkpoint(path=directory, config=cfg, model=model, tokenizer=tok, train_state=None, meta=meta)
+
+
+# ---------------------------------------------------------------------------------------------
+# Llama, Mistral, Qwen2, Qwen3, Gemma, GPT-NeoX (model.families)
+# ---------------------------------------------------------------------------------------------
+def load_hf_family(
+    directory: str | Path, device: str | torch.device = "cpu", *, dtype: torch.dtype = torch.float32
+) -> Checkpoint:
+    """Open a Hugging Face folder of one of :data:`~model.families.FAMILIES` (the mapping is in
+    :mod:`model.families`)."""
+    from model.bpe import load_hf_tokenizer
+    from model.pretrained import (
+        _check,
+        _hf_weight_source,
+        _map,
+        _meta,
+        _read_json_file,
+        build_from_state_dict,
+    )
+    from model.tokens import TokenizerError
+
+    directory = Path(directory)
+    hf = _read_json_file(directory / "config.json")
+    if not isinstance(hf, dict):
+        raise CheckpointError("config.json is not a JSON object of settings")
+    cfg = family_config(hf)
+    model_type = hf["model_type"]
+    name = Path(str(hf.get("_name_or_path") or directory.name)).name or directory.name
+    try:
+        tok = load_hf_tokenizer(directory, name=name)
+    except TokenizerError as exc:
+        raise CheckpointError(str(exc)) from None
+    if tok.vocab_size > cfg.vocab_size:
+        raise CheckpointError(
+            f"the tokenizer has {tok.vocab_size} tokens but config.json says vocab_size={cfg.vocab_size}"
+        )
+    src, fname = _hf_weight_source(directory)
+    entries = [_Entry(w.src, w.shape, w.dst, heads=w.heads) for w in family_entries(model_type, cfg)]
+    extra_ok = {k for k in src.keys if FAMILY_IGNORED.search(k)}
+    if cfg.tie_embeddings:
+        extra_ok |= {"lm_head.weight", "embed_out.weight"}  # a stored copy of the tied matrix
+    implied = (
+        f"config.json (num_hidden_layers={cfg.n_layers}, hidden_size={cfg.d_model}, "
+        f"num_attention_heads={cfg.n_heads}, num_key_value_heads={cfg.kv_heads}, head_dim={cfg.d_head}, "
+        f"intermediate_size={cfg.hidden}, vocab_size={cfg.vocab_size})"
+    )
+    _check(src, entries, fname, implied, extra_ok)
+    state = _map(src, entries, dtype)
+    del src
+    model = build_from_state_dict(cfg, state, device)
+    meta = _meta(family_kind(model_type), name, model, tok, directory, weights=fname, model_type=model_type)
     return Checkpoint(path=directory, config=cfg, model=model, tokenizer=tok, train_state=None, meta=meta)
 
 
@@ -782,7 +849,17 @@ def _same_tensor(a: Any, b: Any) -> bool:
     return a.data_ptr() == b.data_ptr() or bool(torch.equal(a, b))
 
 
-_KIND_NAMES = {"attention-lab": "Attention Lab", "hf-gpt2": "Hugging Face GPT-2", "nanogpt": "nanoGPT"}
+_KIND_NAMES = {
+    "attention-lab": "Attention Lab",
+    "hf-gpt2": "Hugging Face GPT-2",
+    "nanogpt": "nanoGPT",
+    "hf-llama": "Hugging Face Llama",
+    "hf-mistral": "Hugging Face Mistral",
+    "hf-qwen2": "Hugging Face Qwen2",
+    "hf-qwen3": "Hugging Face Qwen3",
+    "hf-gemma": "Hugging Face Gemma",
+    "hf-gpt_neox": "Hugging Face GPT-NeoX",
+}
 
 
 def describe_origin(meta: dict[str, Any], path: str | Path | None = None) -> str:

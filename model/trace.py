@@ -256,6 +256,18 @@ class Trace:
             raise KeyError(f"trace has no {kind!r}; recorded kinds: {sorted(self.kinds)}")
         return np.stack([self._store[(kind, layer)][batch].float().numpy() for layer in layers])
 
+    def take_stack(self, kind: str, batch: int = 0) -> np.ndarray:
+        """Like :meth:`stack` but in the recorded dtype, and each layer leaves the trace as it is copied
+        (peak memory: the result plus one layer, not twice the result). The trace no longer has ``kind``."""
+        layers = [layer for layer in self.layers if (kind, layer) in self._store]
+        if not layers:
+            raise KeyError(f"trace has no {kind!r}; recorded kinds: {sorted(self.kinds)}")
+        first = self._store[(kind, layers[0])][batch]
+        out = np.empty((len(layers), *first.shape), dtype=first.numpy().dtype)
+        for i, layer in enumerate(layers):
+            out[i] = self._store.pop((kind, layer))[batch].numpy()
+        return out
+
     def resid_norms(self, batch: int = 0) -> tuple[list[str], np.ndarray]:
         """‖residual stream‖₂ at every checkpoint and position: (names, [points, T]).
 

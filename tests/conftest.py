@@ -361,3 +361,172 @@ def _write_nanogpt_fixture():
 def nanogpt_chars() -> str:
     """The characters of :func:`write_nanogpt`'s vocabulary, in nanoGPT's order."""
     return NANOGPT_CHARS
+
+
+# ---------------------------------------------------------------------------------------------
+# Llama-era families (model.families): a tiny random transformers model per family, with uneven
+# weights, and its tokenizer as a tokenizer.json built with the tokenizers library.
+# ---------------------------------------------------------------------------------------------
+#: Text that needs every path of a tokenizer: spaces, newlines, tabs, emoji, CJK, digits.
+TRICKY_TEXTS = [
+    "  two leading spaces,   three inside and trailing  ",
+    "line one\nline two\n\n\ttabbed 12345 3.14159",
+    "emoji 😀 👍🏽 family 👨‍👩‍👧 and 日本語のテキスト 東京",
+    "Русский, Ελληνικά, مرحبا, café naïve — 2024-01-01",
+]
+
+#: The tokenizer kinds of the families: byte-level BPE (Qwen, Pythia) or byte-fallback BPE (Llama, ...).
+FAMILY_TOKENIZER = {
+    "llama": "fallback",
+    "mistral": "fallback",
+    "gemma": "fallback",
+    "qwen2": "bytelevel",
+    "qwen3": "bytelevel",
+    "gpt_neox": "bytelevel",
+}
+
+
+@functools.cache
+def _family_tokenizer_json(kind: str, vocab_size: int = 420) -> tuple[str, dict]:
+    """``(tokenizer.json text, tokenizer_config.json content)`` for ``kind``:
+
+    * ``bytelevel`` -- GPT-2-style byte-level BPE with an ``<|endoftext|>`` special token, no BOS added
+      (Qwen2/3 and Pythia);
+    * ``fallback`` -- Llama's SentencePiece-style BPE: ``▁`` for spaces (normalizer), byte fallback
+      ``<0xNN>`` for characters outside its small alphabet (CJK, emoji), ``<s>`` added in front by the
+      post-processor and ``add_bos_token``.
+    """
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    corpus = GPT2_TOKENIZER_CORPUS * 3
+    if kind == "bytelevel":
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=["<|endoftext|>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
+        tok.train_from_iterator(corpus, trainer)
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+        config = {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "bos_token": None,
+            "eos_token": "<|endoftext|>",
+            "add_bos_token": False,
+            "add_eos_token": False,
+        }
+        return tok.to_str(), config
+    specials = ["<unk>", "<s>", "</s>"]
+    byte_tokens = [f"<0x{b:02X}>" for b in range(256)]
+    trainer_tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    trainer_tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    trainer_tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="never")
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=specials + byte_tokens, limit_alphabet=48, show_progress=False
+    )
+    trainer_tok.train_from_iterator(corpus, trainer)
+    import json
+
+    trained = json.loads(trainer_tok.to_str())["model"]
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in trained["merges"]]
+    tok = Tokenizer(
+        models.BPE(
+            vocab=trained["vocab"], merges=merges, unk_token="<unk>", byte_fallback=True, fuse_unk=True
+        )
+    )
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    tok.decoder = decoders.Sequence(
+        [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
+    )
+    tok.add_special_tokens(specials)
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)]
+    )
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "unk_token": "<unk>",
+        "add_bos_token": True,
+        "add_eos_token": False,
+    }
+    return tok.to_str(), config
+
+
+def _uneven(model, std: float = 0.3) -> None:
+    """Every parameter random: norm weights around 1 (Gemma's (1+w) ones around 0), biases non-zero,
+    so that a swapped, dropped or mis-split tensor shows in the logits."""
+    import torch
+
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name and name.endswith("weight"):
+                p.uniform_(-0.5, 0.5) if float(p.detach().float().abs().sum()) == 0.0 else p.uniform_(
+                    0.5, 1.5
+                )
+            else:
+                p.normal_(0.0, std)
+
+
+def _write_hf_family(
+    directory, model_type: str, *, seed: int = 0, shard: str | None = None, dtype=None, **config
+):
+    """A random tiny ``<Family>ForCausalLM`` saved with ``save_pretrained`` (``shard`` e.g. "20KB" splits it
+    into several safetensors files with an index; ``dtype`` e.g. torch.bfloat16 stores it so) plus the
+    family's tokenizer.json and tokenizer_config.json; returns transformers' model (eval, eager attention,
+    float32 weights equal to the stored ones). ``config`` overrides the config fields."""
+    import json
+
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    kind = FAMILY_TOKENIZER[model_type]
+    text, tok_config = _family_tokenizer_json(kind)
+    fields = dict(
+        vocab_size=420,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        tie_word_embeddings=False,
+    )
+    if kind == "fallback":
+        fields.update(bos_token_id=1, eos_token_id=2, pad_token_id=None)
+    else:
+        fields.update(bos_token_id=0, eos_token_id=0, pad_token_id=None)
+    fields.update(config)
+    cfg = AutoConfig.for_model(model_type, **fields)
+    cfg._attn_implementation = "eager"
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager").eval()
+    _uneven(model)
+    if dtype is not None:  # the reference holds exactly the values the file stores
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(p.to(dtype).float())
+    kwargs = {"max_shard_size": shard} if shard else {}
+    if dtype is not None:  # a copy: converting the model itself would round its RoPE buffers too
+        import copy
+
+        copy.deepcopy(model).to(dtype).save_pretrained(str(directory), **kwargs)
+    else:
+        model.save_pretrained(str(directory), **kwargs)
+    (directory / "tokenizer.json").write_text(text, encoding="utf-8")
+    (directory / "tokenizer_config.json").write_text(json.dumps(tok_config), encoding="utf-8")
+    return model
+
+
+@pytest.fixture(scope="session", name="write_hf_family")
+def _write_hf_family_fixture():
+    """``write_hf_family(directory, model_type, *, seed, shard, dtype, **config) -> transformers model``."""
+    return _write_hf_family
+
+
+@pytest.fixture(scope="session", name="tricky_texts")
+def _tricky_texts_fixture():
+    return list(TRICKY_TEXTS)

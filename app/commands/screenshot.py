@@ -33,6 +33,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--only", metavar="NAME", help="only tabs/pages whose file name contains NAME")
     p.add_argument(
+        "--checkpoint",
+        metavar="PATH",
+        help="open this model (any kind File > Open reads, e.g. a Hugging Face Llama folder) instead of "
+        "training the default one",
+    )
+    p.add_argument(
         "--display", action="store_true", help="use the real display instead of offscreen rendering"
     )
 
@@ -110,7 +116,12 @@ def run(args: argparse.Namespace) -> int:
         panel.sample_every.setValue(max(1, args.steps // 3) if args.steps else 0)
         s.build_model(seed=args.seed)
         train_tab = win.tabs.get("Train")
-        if args.steps:
+        if args.checkpoint:
+            try:
+                s.load_checkpoint(args.checkpoint)
+            except Exception as exc:
+                raise UserError(f"--checkpoint {args.checkpoint}: {exc}") from None
+        elif args.steps:
             t0 = time.monotonic()
             print(f"training {args.steps} steps of the default model on {s.source_spec}…", flush=True)
             s.start_training()

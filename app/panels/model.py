@@ -39,6 +39,22 @@ GROUPS: list[tuple[str, list[str]]] = [
         ],
     ),
     ("Numerical details", ["dropout", "norm_eps", "gelu_approx", "rope_base"]),
+    (
+        "Llama-era parts",
+        [
+            "sliding_window",
+            "qk_rmsnorm",
+            "parallel_residual",
+            "rotary_pct",
+            "embed_scale",
+            "norm_offset",
+            "rope_scaling",
+            "rope_factor",
+            "rope_low_freq_factor",
+            "rope_high_freq_factor",
+            "rope_original_context",
+        ],
+    ),
 ]
 
 #: Human labels (the config name follows in grey, so users learn the literature's names).
@@ -64,6 +80,17 @@ LABELS: dict[str, str] = {
     "norm_eps": "Norm ε",
     "gelu_approx": "GELU form",
     "rope_base": "RoPE base",
+    "rope_scaling": "RoPE scaling",
+    "rope_factor": "RoPE scaling factor",
+    "rope_low_freq_factor": "Low-frequency factor",
+    "rope_high_freq_factor": "High-frequency factor",
+    "rope_original_context": "Original context",
+    "rotary_pct": "Rotary fraction",
+    "sliding_window": "Sliding window",
+    "qk_rmsnorm": "QK-norm",
+    "embed_scale": "Embeddings × √d",
+    "norm_offset": "RMSNorm × (1 + γ)",
+    "parallel_residual": "Parallel block",
 }
 
 #: Upper bounds for the integer spin boxes (generous: the Budget tab is for 7B-scale configs).
@@ -75,13 +102,23 @@ INT_MAX: dict[str, int] = {
     "n_kv_heads": 1024,
     "head_dim": 4096,
     "d_ff": 262144,
+    "sliding_window": 1048576,
+    "rope_original_context": 1048576,
 }
 
 #: Fields switched off while they have no effect on the model.
 ENABLE_RULES = {
     "norm_bias": lambda v: v.get("norm") == "layernorm",  # RMSNorm has no shift β
-    "gelu_approx": lambda v: v.get("mlp") == "gelu",  # relu and swiglu use no GELU
+    "gelu_approx": lambda v: v.get("mlp") in ("gelu", "geglu"),  # relu and swiglu use no GELU
     "rope_base": lambda v: v.get("positions") == "rope",  # only rotary positions have a base
+    "rope_scaling": lambda v: v.get("positions") == "rope",
+    "rotary_pct": lambda v: v.get("positions") == "rope",
+    "rope_factor": lambda v: v.get("rope_scaling") in ("linear", "llama3"),
+    "rope_low_freq_factor": lambda v: v.get("rope_scaling") == "llama3",
+    "rope_high_freq_factor": lambda v: v.get("rope_scaling") == "llama3",
+    "rope_original_context": lambda v: v.get("rope_scaling") == "llama3",
+    "norm_offset": lambda v: v.get("norm") == "rmsnorm",
+    "parallel_residual": lambda v: v.get("norm_position") == "pre",
 }
 
 #: Problems that name no ``field=`` but belong to one.
@@ -98,6 +135,7 @@ def gpt_config_form(
     ``FIELD_HELP``, choices from ``CHOICES``, dropout as a spin box, the enable rules above."""
     specs = {name: FieldSpec(maximum=m) for name, m in int_max.items()}
     specs["dropout"] = FieldSpec(minimum=0.0, maximum=0.95, decimals=2, step=0.05)
+    specs["sliding_window"] = FieldSpec(maximum=int_max.get("sliding_window", 1048576), special="off")
     return DataclassForm(
         GPTConfig,
         groups=groups,

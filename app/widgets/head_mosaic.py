@@ -17,6 +17,10 @@ Modes:
   ``S = ceil(T / b)`` pixels with ``b = model.pooling.block_size``; a pixel shows the largest weight
   (the largest |difference|) of its ``b × b`` block. Readouts always use the full-resolution values.
 
+**Grouped-query attention** (``kv_group`` = query heads per key/value head, ``n_heads / n_kv_heads``):
+the columns of each K/V head are framed together (a blue border around the group, every layer) and
+labelled ``KV g · h c`` at the first head of the group, ``h c`` after it; the readout names the K/V head.
+
 ``flow=True`` wraps the cells into as many rows as fill the widget best (a handful of averaged heads
 instead of a thin strip); each cell is then named in its top-right corner instead of on the axes.
 """
@@ -114,16 +118,21 @@ class HeadMosaic(QWidget):
         self.names = ("A", "B")
         self.row_labels: list[str] = []
         self.col_labels: list[str] = []
+        self.kv_group = 1  # query heads per key/value head (GQA); 1: every head has its own
         self.geom: MosaicGeometry | None = None
         self._overview: np.ndarray | None = None
         self._canvas: np.ndarray | None = None
         self._hidden: tuple[object, np.ndarray] | None = None
-        self.cell_name: Callable[[int, int], str] = lambda r, c: f"{self.row_name} {r}, {self.col_name} {c}"
+        self.cell_name: Callable[[int, int], str] = self._default_cell_name
         self._last_hover = (-1, -1, -1, -1)
         self.view.scene().sigMouseMoved.connect(self._on_move)
         self.view.scene().sigMouseClicked.connect(self._on_click)
         self.vb.sigResized.connect(self._on_resized)
         self.clear()
+
+    def _default_cell_name(self, r: int, c: int) -> str:
+        name = f"{self.row_name} {r}, {self.col_name} {c}"
+        return name + (f" (K/V head {c // self.kv_group})" if self.kv_group > 1 else "")
 
     # ---- what is shown -------------------------------------------------------------------------
     @property
@@ -183,14 +192,21 @@ class HeadMosaic(QWidget):
         col_labels: list[str] | None = None,
         flow: bool = False,
         title: str | None = None,
+        kv_group: int = 1,
     ) -> None:
         """Draw attention ``weights`` [R, C, T, T] (any float dtype, kept by reference for readouts).
 
         ``overview`` (already ``pool_max``-ed by ``block``) saves the pooling when a worker did it;
         ``mask`` [T, T] bool (True = may attend) greys out what a query cannot see; ``flow`` wraps
-        the cells to fill the widget, each named in its corner.
+        the cells to fill the widget, each named in its corner; ``kv_group`` > 1 (GQA: query heads per
+        key/value head) frames and labels the heads that share a K/V head.
         """
         w = self._check(weights, "weights")
+        C = w.shape[1]
+        self.kv_group = kv_group if kv_group > 1 and C % kv_group == 0 and not flow else 1
+        if self.kv_group > 1 and col_labels is None:
+            g = self.kv_group
+            col_labels = [f"KV {c // g} · h{c}" if c % g == 0 else f"h{c}" for c in range(C)]
         b = block if block is not None else block_size(w.shape[-1], w.shape[0] * w.shape[1])
         ov = overview if overview is not None else pool_max(w, b)
         self._show("weights", w, ov, b, tokens, mask, row_labels, col_labels, flow, title)
@@ -252,6 +268,7 @@ class HeadMosaic(QWidget):
             rl, cl = self.row_labels, self.col_labels
             names = [[cl[c] if R == 1 else f"{rl[r]} · {cl[c]}" for c in range(C)] for r in range(R)]
         self.marks.names = names
+        self.marks.kv_group = self.kv_group if self.mode == "weights" else 1
         self.marks.place(geom)
         self._set_ticks()
         self._fill()

@@ -7,7 +7,8 @@ its top-left pixel at ``(x, y) = (j·(S+g), i·(S+g))``. A pixel ``(x, y)`` insi
 ``block × block`` tokens from query ``y_in·block`` and key ``x_in·block``.
 
 :class:`CellMarks`: role names (top left), "OFF" marks with a red dashed frame, cell names (top
-right, when flowing) and the orange selection frame, as items of the mosaic's ViewBox.
+right, when flowing), the orange selection frame and, for grouped-query attention, a blue frame
+around the ``kv_group`` columns of heads that share one key/value head, as items of the ViewBox.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ _SELECT_PEN = QPen(QColor(255, 140, 0), 3)
 _SELECT_PEN.setCosmetic(True)
 _MARK_PEN = QPen(QColor(220, 20, 20), 2, Qt.PenStyle.DashLine)
 _MARK_PEN.setCosmetic(True)
+_GROUP_PEN = QPen(QColor(40, 90, 200), 2)
+_GROUP_PEN.setCosmetic(True)
 
 
 def flow_columns(n: int, width: float, height: float) -> int:
@@ -105,6 +108,7 @@ class CellMarks:
         self.marked: set[tuple[int, int]] = set()
         self.selected: tuple[int, int] | None = None
         self.names: list[list[str]] | None = None  # [R][C], written in the top-right corners
+        self.kv_group = 1  # > 1: frame each group of this many columns (heads sharing a K/V head)
         self._items: list = []
         self._key = None
         self._select_item: QGraphicsRectItem | None = None
@@ -123,6 +127,7 @@ class CellMarks:
             tuple(map(tuple, self.roles)),
             tuple(sorted(self.marked)),
             names and tuple(map(tuple, names)),
+            self.kv_group,
         )
         if key == self._key:
             return
@@ -145,6 +150,17 @@ class CellMarks:
                 rect.setPen(_MARK_PEN)
                 self.vb.addItem(rect)
                 self._items.append(rect)
+        n_rep = self.kv_group
+        if n_rep > 1 and geom.cols == C and C % n_rep == 0:  # one frame per K/V head, all layers
+            step = geom.S + geom.g
+            for first in range(0, C, n_rep):
+                frame = QGraphicsRectItem(
+                    QRectF(first * step - geom.g / 2, -geom.g / 2, n_rep * step, geom.rows * step)
+                )
+                frame.setPen(_GROUP_PEN)
+                frame.setZValue(5)
+                self.vb.addItem(frame)
+                self._items.append(frame)
         corner = [((r, c), name, False) for (r, c), name in texts.items()]
         if names:
             corner += [((r, c), names[r][c], True) for r in range(R) for c in range(C)]

@@ -380,6 +380,15 @@ class HeadClassification:
         return [(l, h) for l, row in enumerate(self.labels) for h, lab in enumerate(row) if lab.name == name]
 
 
+def role_title(name: str, bos: str = "") -> str:
+    """The role ``name`` as a page shows it. When the prompt starts with the tokenizer's BOS token
+    ``bos`` (e.g. Llama's ``<s>``), a "sink" head rests on that token: the *attention sink* of Xiao et
+    al. (2023), where heads park weight they do not need elsewhere; the title says so."""
+    if name == "sink" and bos:
+        return f"sink (on the BOS token {bos}, the attention sink)"
+    return name
+
+
 def classify_heads(metrics: HeadMetrics, thresholds: HeadThresholds | None = None) -> HeadClassification:
     """Name each head of ``[L, H]`` metrics by the first rule that holds, in this order:
 
@@ -434,6 +443,7 @@ __all__ = [
     "entropy_norm",
     "head_metrics",
     "head_metrics_from_trace",
+    "role_title",
     "induction_positions",
     "induction_score",
     "informative_rows",

@@ -210,3 +210,25 @@ def test_the_budget_tab_fits_a_1280_by_760_window(qtbot, window_of_one_tab):
         assert tab.minimumSizeHint().width() <= scroll.contentsRect().width(), tab.page_tabs.tabText(i)
         qtbot.waitUntil(lambda: not scroll.horizontalScrollBar().isVisible(), timeout=5000)
         assert tab.width() <= scroll.viewport().width()
+
+
+@pytest.mark.parametrize(
+    "model_type, options", [("qwen3", {"head_dim": 12}), ("gpt_neox", {"rotary_pct": 0.5})]
+)
+def test_check_against_an_opened_family_model(qtbot, tmp_path, tab, write_hf_family, model_type, options):
+    """A Qwen3 (QK-norm weights) or Pythia-shaped (parallel, partial rotary) model opened from a Hugging
+    Face folder: the form keeps every field, and the check counts exactly its parameters."""
+    from model.pretrained import open_model
+
+    write_hf_family(tmp_path, model_type, **options)
+    ckpt = open_model(tmp_path)
+    tab.set_config(ckpt.config)
+    assert tab.editor.value() == ckpt.config
+    assert f"{ckpt.model.num_params():,}" in tab.total_label.text()
+    page = tab.check_page
+    with qtbot.waitSignal(page.paramsChecked, timeout=TIMEOUT) as got:
+        page.count_button.click()
+    result = got.args[0]
+    assert not isinstance(result, Exception) and result.ok
+    assert result.measured_total == ckpt.model.num_params() == budget.parameters(ckpt.config).total
+    assert all(page.param_table.item(r, 3).text() == "✓" for r in range(page.param_table.rowCount()))

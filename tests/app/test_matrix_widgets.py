@@ -312,3 +312,27 @@ def test_compact_mosaic_numbers_its_layers_and_names_them_once(qtbot):
     assert m.geom.g == 1  # thin gaps: 4 // 24, at least 1
     m.hover_at(1, 2, 3, 0)
     assert m.readout.text().startswith("layer 1, head 2: query 3")  # the readout still names the head
+
+
+def test_mosaic_frames_and_labels_the_heads_sharing_a_kv_head(qtbot):
+    """GQA: 8 query heads over 2 K/V heads are two framed groups of 4, labelled by their K/V head."""
+    from PySide6.QtWidgets import QGraphicsRectItem
+
+    from app.widgets.head_mosaic import HeadMosaic
+
+    m = HeadMosaic()
+    qtbot.addWidget(m)
+    m.resize(800, 400)
+    m.show()
+    T = 6
+    w = np.random.default_rng(2).random((3, 8, T, T)).astype(np.float32)
+    m.set_data(w, kv_group=4)
+    assert m.col_labels[0] == "KV 0 · h0" and m.col_labels[4] == "KV 1 · h4" and m.col_labels[5] == "h5"
+    step = m.geom.S + m.geom.g
+    frames = [i for i in m.marks._items if isinstance(i, QGraphicsRectItem)]
+    assert sorted(round(f.rect().x() + m.geom.g / 2) for f in frames) == [0, 4 * step]
+    assert all(round(f.rect().height()) == 3 * step for f in frames)  # every layer
+    assert m.cell_name(2, 5) == "layer 2, head 5 (K/V head 1)"
+    m.set_data(w)  # multi-head attention: no groups
+    assert not [i for i in m.marks._items if isinstance(i, QGraphicsRectItem)]
+    assert m.col_labels[4] == "head 4" and m.cell_name(0, 4) == "layer 0, head 4"

@@ -43,6 +43,7 @@ _RULES = [
     (r"blocks\.\d+\.mlp\.(fc_in|fc_out|w_gate|w_up|w_down)\.weight", "mlp weights"),
     (r"blocks\.\d+\.mlp\.(fc_in|fc_out|w_gate|w_up|w_down)\.bias", "mlp biases"),
     (r"blocks\.\d+\.norm[12]\.(weight|bias)", "norms"),
+    (r"blocks\.\d+\.attn\.[qk]_norm\.weight", "qk norms"),
     (r"norm_f\.(weight|bias)", "final norm"),
     (r"lm_head\.weight", "output head"),
 ]
@@ -63,6 +64,11 @@ def small_configs(draw):
         n_heads * draw(st.sampled_from([2, 4])) if head_dim is None else draw(st.sampled_from([6, 8, 12]))
     )
     positions = draw(st.sampled_from(["learned", "sinusoidal", "rope", "none"]))
+    norm = draw(st.sampled_from(["layernorm", "rmsnorm"]))
+    norm_position = draw(st.sampled_from(["pre", "post"]))
+    attn_scale = draw(st.sampled_from(["sqrt_dk", "none", "learned", "qk_norm"]))
+    d_k = head_dim or d_model // n_heads
+    rotary = [1.0] + ([0.5] if positions == "rope" and d_k % 4 == 0 else [])
     return GPTConfig(
         vocab_size=draw(st.integers(2, 40)),
         context_length=draw(st.integers(4, 12)),
@@ -72,12 +78,17 @@ def small_configs(draw):
         n_kv_heads=draw(st.sampled_from([None, n_kv])),
         head_dim=head_dim,
         d_ff=draw(st.sampled_from([None, 5, 16])),
-        mlp=draw(st.sampled_from(["gelu", "relu", "swiglu"])),
-        norm=draw(st.sampled_from(["layernorm", "rmsnorm"])),
+        mlp=draw(st.sampled_from(["gelu", "relu", "swiglu", "geglu"])),
+        norm=norm,
         norm_bias=draw(st.booleans()),
-        norm_position=draw(st.sampled_from(["pre", "post"])),
+        norm_position=norm_position,
         positions=positions,
-        attn_scale=draw(st.sampled_from(["sqrt_dk", "none", "learned", "qk_norm"])),
+        attn_scale=attn_scale,
+        # the parts of today's open models (model.families): none may change a count unseen
+        qk_rmsnorm=attn_scale != "qk_norm" and draw(st.booleans()),
+        norm_offset=norm == "rmsnorm" and draw(st.booleans()),
+        parallel_residual=norm_position == "pre" and draw(st.booleans()),
+        rotary_pct=draw(st.sampled_from(rotary)),
         causal=draw(st.booleans()),
         bias=draw(st.sampled_from(["all", "qkv", "none"])),
         tie_embeddings=draw(st.booleans()),

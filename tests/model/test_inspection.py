@@ -122,3 +122,20 @@ def test_ablation_names_the_top_tokens_and_measures_the_loss_on_held_out_batches
 def test_small_work_and_training_run_on_one_thread(model):
     assert pick_threads(model, 8, training=True) == 1
     assert pick_threads(model, 8) == 1  # far below SMALL_FLOPS
+
+
+def test_take_stack_gives_the_stack_in_its_dtype_and_empties_the_trace():
+    """What inspect_prompt uses so that a 22×32-head trace never holds two copies of the weights."""
+    import torch
+
+    from model.config import GPTConfig
+    from model.gpt import build_model
+
+    model = build_model(GPTConfig(vocab_size=11, context_length=8, n_layers=3, d_model=8, n_heads=2), seed=0)
+    ids = torch.arange(6)[None] % 11
+    expected = model.trace(ids, kinds=("weights",)).stack("weights")
+    trace = model.trace(ids, kinds=("weights",), dtype=torch.float16)
+    got = trace.take_stack("weights")
+    assert got.dtype == np.float16 and got.shape == expected.shape
+    assert np.allclose(got.astype(np.float32), expected, atol=1e-3)
+    assert "weights" not in trace.kinds

@@ -193,8 +193,8 @@ def _edit_config(directory: Path, **changes) -> None:
 
 
 def test_other_model_type_is_named(hf_copy):
-    _edit_config(hf_copy, model_type="llama")
-    with pytest.raises(CheckpointError, match="model_type 'llama'"):
+    _edit_config(hf_copy, model_type="bert")
+    with pytest.raises(CheckpointError, match="model_type 'bert'"):
         open_model(hf_copy)
 
 

@@ -71,7 +71,12 @@ class GridPage(AttentionPage):
         if insp is None:
             return
         self.mosaic.set_data(
-            insp.weights, insp.labels, mask=insp.mask, overview=insp.overview, block=insp.block
+            insp.weights,
+            insp.labels,
+            mask=insp.mask,
+            overview=insp.overview,
+            block=insp.block,
+            kv_group=getattr(insp.config, "n_rep", 1),
         )
         self.mosaic.set_marked(self.state.ablation.keys())
         self.mosaic.set_selected(self.state.selected)
@@ -101,6 +106,11 @@ class GridPage(AttentionPage):
         named = any(lab.name for row in cls.labels for lab in row)
         self.roles_label.setText(
             "Orange frame: the head open on the Head and Pipeline pages. "
+            + (
+                f"Blue frames: the {insp.config.n_rep} query heads that share one key/value head (GQA). "
+                if getattr(insp.config, "n_rep", 1) > 1
+                else ""
+            )
             + ("Names in the corners: " if named else "No head passes a naming threshold yet: ")
             + self.state.role_rules_text()
             + ("" if named else ". See the Metrics page for every head's scores.")

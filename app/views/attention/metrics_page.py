@@ -215,9 +215,12 @@ class MetricsPage(AttentionPage):
                 if lab.name:
                     by_role.setdefault(lab.name, []).append(f"L{l}H{h}")
         lines = ["<b>Named heads</b>"]
+        from model.analysis.heads import role_title
+
+        bos = insp.labels[0] if 0 in insp.extra.get("special", ()) else ""  # the prompt starts with BOS
         for role, heads in by_role.items():
             shown = ", ".join(heads[:8]) + (f" and {len(heads) - 8} more" if len(heads) > 8 else "")
-            lines.append(f"{role}: {shown}")
+            lines.append(f"{role_title(role, bos)}: {shown}")
         if not by_role:
             lines += ["none yet: no head", "passes a threshold"]
         self.named.setText("<br>".join(lines))
