@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,10 @@ FIELD_HELP: dict[str, str] = {
     "gelu_approx": "GELU form: exact erf, or the tanh approximation GPT-2 used.",
     "rope_base": "θ base of the rotary frequencies θ_i = base^(-2i/d_k).",
 }
+
+
+#: A config file larger than this is not a config (refused before it is read).
+MAX_CONFIG_BYTES = 1024 * 1024
 
 
 class ConfigError(ValueError):
@@ -155,9 +160,14 @@ class GPTConfig:
             or not (0.0 <= self.dropout < 1.0)
         ):
             out.append(f"dropout={self.dropout!r} must be a probability in [0, 1)")
-        if not isinstance(self.norm_eps, (int, float)) or not (0.0 < self.norm_eps < 1.0):
+        if not isinstance(self.norm_eps, (int, float)) or not (0.0 < self.norm_eps < 1.0):  # NaN fails too
             out.append(f"norm_eps={self.norm_eps!r} must be a small positive number such as 1e-5")
-        if not isinstance(self.rope_base, (int, float)) or self.rope_base <= 1.0:
+        if (
+            not isinstance(self.rope_base, (int, float))
+            or isinstance(self.rope_base, bool)
+            or not math.isfinite(self.rope_base)
+            or self.rope_base <= 1.0
+        ):
             out.append(f"rope_base={self.rope_base!r} must be greater than 1 (10000 is usual)")
 
         def ok(v: Any) -> bool:
@@ -233,7 +243,11 @@ class GPTConfig:
     @classmethod
     def load(cls, path: str | Path, *, validate: bool = True) -> GPTConfig:
         path = Path(path)
+        if path.exists() and not path.is_file():  # a folder, device or FIFO (which would block)
+            raise ConfigError([f"config file {str(path)!r} is not a regular file"])
         try:
+            if path.stat().st_size > MAX_CONFIG_BYTES:
+                raise ConfigError([f"config file {str(path)!r} is too large for a config (over 1 MiB)"])
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise ConfigError([f"config file {str(path)!r} does not exist"]) from None

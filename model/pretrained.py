@@ -57,6 +57,8 @@ from model.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from model.config import ConfigError, GPTConfig
 from model.gpt import GPT
 from model.layers import make_positions
+from model.sizing import check as check_size
+from model.sizing import load_need
 from model.tokenizer_registry import tokenizer_from_dict
 from model.tokens import CharTokenizer, Tokenizer, TokenizerError
 
@@ -537,6 +539,16 @@ def _hf_weight_source(directory: Path) -> tuple[_Source, str]:
         if not isinstance(wm, dict):
             raise CheckpointError(f"{index.name} has no weight_map")
         shards = sorted({directory / str(f) for f in wm.values()})
+        inside = directory.resolve()
+        outside = [
+            str(f)
+            for f in sorted(set(map(str, wm.values())))
+            if inside not in (directory / f).resolve().parents
+        ]
+        if outside:
+            raise CheckpointError(
+                f"{index.name} names shards outside the model folder ({_listed(outside)}): refused"
+            )
         absent = [s.name for s in shards if not s.is_file()]
         if absent:
             raise CheckpointError(f"{index.name} names shards that are missing: {_listed(absent)}")
@@ -561,6 +573,7 @@ def load_hf_gpt2(
     if not isinstance(hf, dict):
         raise CheckpointError("config.json is not a JSON object of settings")
     cfg = gpt2_config(hf)
+    check_size(load_need(cfg, what=f"loading {directory.name}"))  # before any tensor is read or built
     name = hf.get("_name_or_path") or directory.name
     name = Path(str(name)).name or directory.name
     try:
@@ -741,6 +754,7 @@ def load_nanogpt(
     if not isinstance(model_args, dict) or not isinstance(sd, dict):
         raise CheckpointError(f"{path.name}: 'model_args' and 'model' must both be dictionaries")
     cfg = nanogpt_config(model_args)
+    check_size(load_need(cfg, what=f"loading {path.name}"))  # before any tensor is mapped or built
     sd = _strip_compile_prefix(sd)
     src = _dict_source(sd, path.name)
     linear_bias = cfg.bias == "all"

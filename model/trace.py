@@ -334,5 +334,23 @@ def inspect(
     idx = torch.as_tensor(prompt, dtype=torch.long, device=model.device)
     if idx.dim() == 1:
         idx = idx[None]
+    _check_fits(model, idx, kinds, layers, dtype or torch.float32)
     with torch.no_grad(), eval_mode(model), model.hooks(hooks):
         return model.trace(idx, kinds=kinds, layers=layers, dtype=dtype or torch.float32)
+
+
+def _check_fits(model, idx: torch.Tensor, kinds, layers, dtype: torch.dtype) -> None:
+    """Refuse (:class:`model.sizing.ModelTooLarge`, in milliseconds) a trace the machine cannot hold:
+    every [T, T] kind costs ``L·H·T²·s`` bytes (module docstring)."""
+    from model.sizing import check, inspection_need
+
+    n_layers = len({int(i) for i in layers}) if layers is not None else None
+    need = inspection_need(
+        model.config,
+        int(idx.shape[-1]),
+        kinds=tuple(ALL_KINDS if kinds is None else kinds),
+        n_layers=n_layers,
+        bytes_per_value=torch.empty((), dtype=dtype).element_size(),
+        batch=int(idx.shape[0]),
+    )
+    check(need, device=idx.device)
