@@ -416,7 +416,6 @@ def _check_size(config: GPTConfig, weights: Path) -> None:
         shapes = safetensors_shapes(weights)
     except ValueError as exc:
         raise CheckpointError(f"{MODEL_FILE} is truncated or corrupt: {exc}") from None
-    check(load_need(config, what=f"loading {str(weights.parent)!r}"))
     try:
         check_config_file_shapes(config, shapes, MODEL_FILE)
     except ValueError as exc:
@@ -424,11 +423,13 @@ def _check_size(config: GPTConfig, weights: Path) -> None:
         if config.n_layers > 2 * len(file_layers) + 8:  # far off: the count says enough
             raise CheckpointError(f"{CONFIG_FILE} does not match {MODEL_FILE}: {exc}") from None
         from model.gpt import GPT
+        from model.pretrained import _SkipInitOnMeta
 
-        with torch.device("meta"):  # shapes only: nothing is allocated
+        with torch.device("meta"), _SkipInitOnMeta():  # shapes only: nothing is allocated or initialised
             expected = {k: tuple(v.shape) for k, v in GPT(config).named_parameters()}
         _check_shapes(expected, shapes)
         raise CheckpointError(f"{CONFIG_FILE} does not match {MODEL_FILE}: {exc}") from None
+    check(load_need(config, what=f"loading {str(weights.parent)!r}"))
 
 
 def load_checkpoint(

@@ -73,7 +73,8 @@ class ModelTooLarge(ValueError):
         self.usable = usable
         super().__init__(
             f"{need.what} needs about {human_bytes(need.total)} ({need.describe_parts()}) but this machine "
-            f"has {human_bytes(available.bytes)} available ({available.source}): lower {need.lower}, "
+            f"has {human_bytes(available.bytes)} available ({available.source}): lower "
+            f"{need.to_lower(usable)}, "
             f"or pass --no-size-check if you know better"
         )
 
@@ -85,10 +86,20 @@ class Need:
     what: str
     parts: dict[str, int]
     lower: str
+    #: Another value to lower (e.g. the batch) and the need once it is at its minimum: named instead of
+    #: ``lower`` when that alone makes the work fit.
+    lower_first: str | None = None
+    floor: int | None = None
 
     @property
     def total(self) -> int:
         return int(sum(self.parts.values()))
+
+    def to_lower(self, usable: int) -> str:
+        """The value to name in a refusal, given ``usable`` bytes."""
+        if self.lower_first is not None and self.floor is not None and self.floor <= usable:
+            return self.lower_first
+        return self.lower
 
     def describe_parts(self) -> str:
         shown = [(k, v) for k, v in self.parts.items() if v > 0]
@@ -287,11 +298,12 @@ def training_need(
         "position tables": _fixed_tables(cfg),
         "blocks' bookkeeping": _n(cfg.n_layers) * BLOCK_OVERHEAD,
     }
-    states = n * pr.training_bytes_per_param
-    lower = _largest_knob(cfg)
-    if act > states:
-        lower = f"--batch-size {b}" if b > 1 else f"--seq-len {t}"
-    return Need(what or f"training {n:,} parameters", parts, lower)
+    floor = None
+    if n and b > 1:  # with one sequence a step: the need if only the batch were lowered
+        floor = sum(parts.values()) - act + activation_bytes(cfg, t, 1, pr.activations)
+    return Need(
+        what or f"training {n:,} parameters", parts, _largest_knob(cfg), f"--batch-size {b}", floor
+    )
 
 
 def inspection_need(
