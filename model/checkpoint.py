@@ -410,7 +410,13 @@ def _check_shapes(expected: dict[str, tuple[int, ...]], found: dict[str, tuple[i
 def _check_size(config: GPTConfig, weights: Path) -> None:
     """Before anything is read or built: the model must fit in memory, and config.json must describe
     as many parameters as the weight file's header holds (a lying config is refused here, cheaply)."""
-    from model.sizing import check, check_config_file_shapes, load_need, safetensors_shapes
+    from model.sizing import (
+        check,
+        check_config_file_shapes,
+        load_need,
+        safetensors_shapes,
+        skip_init_on_meta,
+    )
 
     try:
         shapes = safetensors_shapes(weights)
@@ -423,9 +429,8 @@ def _check_size(config: GPTConfig, weights: Path) -> None:
         if config.n_layers > 2 * len(file_layers) + 8:  # far off: the count says enough
             raise CheckpointError(f"{CONFIG_FILE} does not match {MODEL_FILE}: {exc}") from None
         from model.gpt import GPT
-        from model.pretrained import _SkipInitOnMeta
 
-        with torch.device("meta"), _SkipInitOnMeta():  # shapes only: nothing is allocated or initialised
+        with torch.device("meta"), skip_init_on_meta():  # shapes only: nothing is allocated or initialised
             expected = {k: tuple(v.shape) for k, v in GPT(config).named_parameters()}
         _check_shapes(expected, shapes)
         raise CheckpointError(f"{CONFIG_FILE} does not match {MODEL_FILE}: {exc}") from None

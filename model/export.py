@@ -56,7 +56,7 @@ def inspection_arrays(
     """The arrays of the inspection format from a trace that recorded :data:`REQUIRED_KINDS`.
 
     A trace of some layers only, or without the two score kinds (an inspection planned to fit in
-    memory, :func:`model.sizing.plan_inspection`), gives the arrays it has; ``layers`` always names the
+    memory, :func:`model.trace.plan_inspection`), gives the arrays it has; ``layers`` always names the
     layers present. ``dtype`` float16 halves the size of the [L, H, T, T] arrays.
     """
     points, norms = trace.resid_norms(batch)

@@ -50,7 +50,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 from model.bpe import HFTokenizer, is_hf_tokenizer_json, load_hf_tokenizer
 from model.checkpoint import Checkpoint, CheckpointError, load_checkpoint
@@ -58,7 +57,7 @@ from model.config import ConfigError, GPTConfig
 from model.gpt import GPT
 from model.layers import make_positions
 from model.sizing import check as check_size
-from model.sizing import load_need
+from model.sizing import load_need, skip_init_on_meta
 from model.tokenizer_registry import tokenizer_from_dict
 from model.tokens import CharTokenizer, Tokenizer, TokenizerError
 
@@ -419,17 +418,7 @@ def _map(src: _Source, entries: list[_Entry], dtype: torch.dtype) -> dict[str, t
     return out
 
 
-class _SkipInitOnMeta(TorchFunctionMode):
-    """``torch.nn.init`` functions do nothing to meta tensors (they would be overwritten anyway), because
-    ``normal_``'s meta kernel imports ``torch._dynamo``: ~1.5 s on the first model a process opens."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if getattr(func, "__module__", None) == "torch.nn.init":
-            tensor = args[0] if args else kwargs.get("tensor")
-            if getattr(tensor, "is_meta", False):
-                return tensor
-        return func(*args, **kwargs)
+_SkipInitOnMeta = skip_init_on_meta  # (moved to model.sizing, which also builds on meta)
 
 
 def build_from_state_dict(

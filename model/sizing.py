@@ -12,9 +12,9 @@ dying in the allocator minutes later. The figures come from the budget calculato
 * **train**: weights, gradients and AdamW's two moments, ``N ×`` 16 bytes in float32 (the
   precision modes of :data:`model.budget.PRECISIONS`), plus the activations of one batch
   (:func:`model.budget.activation_bytes`, ``B × T`` tokens).
-* **inspect**: the trace (:func:`model.trace.estimate_nbytes`, ``L·H·T²·s`` per square kind), the
-  forward pass's own ``[H, T, T]`` scores of one layer (float32, a few copies) and the logits
-  ``T · V`` in float32.
+* **inspect**: :func:`model.trace.inspection_need` and :func:`model.trace.plan_inspection` (the trace,
+  ``L·H·T²·s`` per square kind, the forward pass's own scores of one layer and the logits), checked
+  here like the others.
 
 What the machine has (:func:`available_memory`): ``MemAvailable`` of ``/proc/meminfo`` (or psutil
 where installed), lowered by a cgroup memory limit or an address-space rlimit when one is set; on a
@@ -29,7 +29,7 @@ import json
 import math
 import os
 import resource
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,15 +40,14 @@ __all__ = [
     "BLOCK_OVERHEAD",
     "OVERRIDE_ENV",
     "Available",
-    "InspectionPlan",
     "ModelTooLarge",
     "Need",
     "available_memory",
     "check",
     "check_config_file_shapes",
-    "inspection_need",
+    "skip_init_on_meta",
+    "largest_knob",
     "load_need",
-    "plan_inspection",
     "safetensors_shapes",
     "training_need",
 ]
@@ -238,7 +237,7 @@ def _n(v: Any) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
 
 
-def _largest_knob(cfg: GPTConfig) -> str:
+def largest_knob(cfg: GPTConfig) -> str:
     """The config value whose lowering shrinks the parameters most, e.g. ``"d_model=8192"``."""
     L, d, C, V = _n(cfg.n_layers), _n(cfg.d_model), _n(cfg.context_length), _n(cfg.vocab_size)
     dff, dk, h = _n(cfg.hidden), _n(cfg.d_head), _n(cfg.n_heads)
@@ -279,7 +278,7 @@ def load_need(cfg: GPTConfig, *, bytes_per_value: int = 4, copies: int = 2, what
         "position tables": _fixed_tables(cfg),
         "blocks' bookkeeping": _n(cfg.n_layers) * BLOCK_OVERHEAD,
     }
-    return Need(what or f"a model of {n:,} parameters", parts, _largest_knob(cfg))
+    return Need(what or f"a model of {n:,} parameters", parts, largest_knob(cfg))
 
 
 def training_need(
@@ -301,105 +300,25 @@ def training_need(
     floor = None
     if n and b > 1:  # with one sequence a step: the need if only the batch were lowered
         floor = sum(parts.values()) - act + activation_bytes(cfg, t, 1, pr.activations)
-    return Need(
-        what or f"training {n:,} parameters", parts, _largest_knob(cfg), f"--batch-size {b}", floor
-    )
+    return Need(what or f"training {n:,} parameters", parts, largest_knob(cfg), f"--batch-size {b}", floor)
 
 
-def inspection_need(
-    cfg: GPTConfig,
-    seq_len: int,
-    *,
-    kinds: tuple[str, ...],
-    n_layers: int | None = None,
-    bytes_per_value: int = 4,
-    export_bytes_per_value: int = 0,
-    with_model: bool = False,
-    batch: int = 1,
-) -> Need:
-    """Bytes to trace ``seq_len`` tokens recording ``kinds`` in ``n_layers`` layers (all by default).
+def skip_init_on_meta():
+    """A context in which ``torch.nn.init`` functions do nothing to meta tensors (they would be
+    overwritten anyway), because ``normal_``'s meta kernel imports ``torch._dynamo``: ~1.5 s on the first
+    model a process builds on the meta device (to learn its shapes, or to assign loaded tensors)."""
+    from torch.overrides import TorchFunctionMode
 
-    ``export_bytes_per_value`` > 0 adds the copies an export makes of the square kinds; ``with_model``
-    adds :func:`load_need` (a model not built yet).
-    """
-    from model.trace import SQUARE_KINDS, estimate_nbytes
+    class _SkipInitOnMeta(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if getattr(func, "__module__", None) == "torch.nn.init":
+                tensor = args[0] if args else kwargs.get("tensor")
+                if getattr(tensor, "is_meta", False):
+                    return tensor
+            return func(*args, **kwargs)
 
-    L = _n(cfg.n_layers) if n_layers is None else n_layers
-    H, T, d, V = _n(cfg.n_heads), max(1, _n(seq_len)), _n(cfg.d_model), _n(cfg.vocab_size)
-    B = max(1, _n(batch))
-    trace = estimate_nbytes(L, H, T, d, _n(cfg.d_head), kinds=kinds, bytes_per_value=bytes_per_value, batch=B)
-    squares = sum(1 for k in kinds if k in SQUARE_KINDS)
-    parts = {
-        "recorded heads": trace,
-        "one layer's scores in flight": 4 * 4 * B * H * T * T,
-        "logits": 4 * B * T * V,
-        "the export": export_bytes_per_value * squares * L * H * T * T,
-    }
-    if with_model:
-        parts["the model"] = load_need(cfg, copies=1).total
-    lower = f"the prompt's {T} tokens" if squares else _largest_knob(cfg)
-    return Need(f"inspecting {T} tokens in {L} layers × {H} heads", parts, lower)
-
-
-@dataclass(frozen=True)
-class InspectionPlan:
-    """What an inspection records so that it fits: ``kinds``, ``layers`` (None = all), ``float16``."""
-
-    kinds: tuple[str, ...]
-    layers: list[int] | None
-    float16: bool
-    need: Need
-    dropped: list[str] = field(default_factory=list)
-
-
-def plan_inspection(
-    cfg: GPTConfig,
-    seq_len: int,
-    *,
-    kinds: tuple[str, ...],
-    budget: int,
-    keep: tuple[str, ...] = ("weights",),
-    float16: bool | None = None,
-    with_model: bool = False,
-) -> InspectionPlan:
-    """The richest inspection within ``budget`` bytes, or :class:`ModelTooLarge` with the numbers.
-
-    Tried in order: every kind in float32; in float16; only ``keep`` (the attention weights) in
-    float16; then ``keep`` for as many layers as fit, spread evenly from first to last. ``float16``
-    True/False pins the precision.
-    """
-    L = _n(cfg.n_layers)
-    precisions = [False, True] if float16 is None else [float16]
-    candidates: list[tuple[tuple[str, ...], bool]] = [(kinds, f16) for f16 in precisions]
-    small = tuple(k for k in kinds if k in keep or k not in ("scores_raw", "scores_scaled"))
-    if small != kinds:
-        candidates += [(small, f16) for f16 in precisions]
-    need = None
-    for ks, f16 in candidates:
-        s = 2 if f16 else 4
-        need = inspection_need(
-            cfg, seq_len, kinds=ks, bytes_per_value=s, export_bytes_per_value=s, with_model=with_model
-        )
-        if need.total <= budget:
-            dropped = [k for k in kinds if k not in ks]
-            return InspectionPlan(ks, None, f16, need, dropped)
-    ks, f16 = candidates[-1]
-    s = 2 if f16 else 4
-    for n_layers in range(L - 1, 0, -1):
-        need = inspection_need(
-            cfg,
-            seq_len,
-            kinds=ks,
-            n_layers=n_layers,
-            bytes_per_value=s,
-            export_bytes_per_value=s,
-            with_model=with_model,
-        )
-        if need.total <= budget:
-            layers = sorted({round(i * (L - 1) / max(1, n_layers - 1)) for i in range(n_layers)})
-            return InspectionPlan(ks, layers, f16, need, [k for k in kinds if k not in ks])
-    assert need is not None
-    raise ModelTooLarge(need, Available(budget, "the inspection budget"), budget)
+    return _SkipInitOnMeta()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -446,6 +365,6 @@ def check_config_file_shapes(cfg: GPTConfig, shapes: dict[str, tuple[int, ...]],
     implied = _param_count(cfg)
     if implied != held:
         raise ValueError(
-            f"config.json implies {implied:,} parameters ({_largest_knob(cfg)}, n_layers={cfg.n_layers}) "
+            f"config.json implies {implied:,} parameters ({largest_knob(cfg)}, n_layers={cfg.n_layers}) "
             f"but {where} holds {held:,}: the config does not describe these weights"
         )

@@ -62,12 +62,13 @@ def _budget(args) -> int:
 
 
 def _plan(cfg, n_tokens: int, budget: int, args, *, with_model: bool):
-    """What to record so that it fits (model.sizing.plan_inspection); a warning names what was left out."""
+    """What to record so that it fits (model.trace.plan_inspection); a warning names what was left out."""
     import os
 
     from model.budget import human_bytes
     from model.export import REQUIRED_KINDS
-    from model.sizing import OVERRIDE_ENV, plan_inspection
+    from model.sizing import OVERRIDE_ENV
+    from model.trace import plan_inspection
 
     if os.environ.get(OVERRIDE_ENV):
         budget = 1 << 62

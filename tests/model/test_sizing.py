@@ -15,16 +15,8 @@ import torch
 from model import sizing
 from model.budget import parameters
 from model.config import ConfigError, GPTConfig
-from model.sizing import (
-    Available,
-    ModelTooLarge,
-    available_memory,
-    check,
-    inspection_need,
-    load_need,
-    plan_inspection,
-    training_need,
-)
+from model.sizing import Available, ModelTooLarge, available_memory, check, load_need, training_need
+from model.trace import inspection_need, plan_inspection
 
 GiB = 1024**3
 
