@@ -279,6 +279,20 @@ CASES = {
         ],
         "inspecting 4096 tokens",
     ),
+    "inspect seed 10**23": (
+        [
+            "inspect",
+            "--config",
+            "{w}/vocab0.json",
+            "--prompt",
+            "ab",
+            "--out",
+            "{w}/a.npz",
+            "--seed",
+            str(10**23),
+        ],
+        "--seed",
+    ),
     "inspect max-memory nan": (
         [
             "inspect",
