@@ -283,7 +283,7 @@ CASES = {
         [
             "inspect",
             "--config",
-            "{w}/vocab0.json",
+            "{w}/long.json",
             "--prompt",
             "ab",
             "--out",
