@@ -517,6 +517,17 @@ def gpt2_config(hf: dict[str, Any]) -> GPTConfig:
         raise CheckpointError("config.json: " + "; ".join(exc.problems)) from None
 
 
+def _names_a_file_inside(name: str) -> bool:
+    """``name`` is a relative path that stays inside its folder (no ``..`` above it, not absolute)."""
+    parts = Path(name.replace("\\", "/")).parts
+    depth = 0
+    for part in parts:
+        depth += -1 if part == ".." else 0 if part == "." else 1
+        if depth < 0:
+            return False
+    return bool(parts) and not Path(name).is_absolute() and depth > 0
+
+
 def _hf_weight_source(directory: Path) -> tuple[_Source, str]:
     single = directory / "model.safetensors"
     index = directory / "model.safetensors.index.json"
@@ -528,12 +539,8 @@ def _hf_weight_source(directory: Path) -> tuple[_Source, str]:
         if not isinstance(wm, dict):
             raise CheckpointError(f"{index.name} has no weight_map")
         shards = sorted({directory / str(f) for f in wm.values()})
-        inside = directory.resolve()
-        outside = [
-            str(f)
-            for f in sorted(set(map(str, wm.values())))
-            if inside not in (directory / f).resolve().parents
-        ]
+        # by name, not by resolving links: a Hugging Face cache links its shards to ../../blobs
+        outside = [f for f in sorted(set(map(str, wm.values()))) if not _names_a_file_inside(f)]
         if outside:
             raise CheckpointError(
                 f"{index.name} names shards outside the model folder ({_listed(outside)}): refused"
