@@ -161,6 +161,11 @@ def _steps(
     was_training = model.training
     model.eval()
     seen = idx  # the last <= context tokens: what the model reads
+    if use_cache:  # 2·L·B·h_kv·T·d_k values: a context of 10**9 positions is refused, not allocated
+        from model.sizing import check, generation_need
+
+        need = generation_need(config, context, batch=idx.shape[0], bytes_per_value=dtype.itemsize)
+        check(need, device=device)
     cache = KVCache(config, idx.shape[0], context, device=device, dtype=dtype) if use_cache else None
 
     def forward(tokens: torch.Tensor) -> torch.Tensor:

@@ -45,6 +45,7 @@ __all__ = [
     "available_memory",
     "check",
     "check_config_file_shapes",
+    "generation_need",
     "skip_init_on_meta",
     "largest_knob",
     "load_need",
@@ -301,6 +302,19 @@ def training_need(
     if n and b > 1:  # with one sequence a step: the need if only the batch were lowered
         floor = sum(parts.values()) - act + activation_bytes(cfg, t, 1, pr.activations)
     return Need(what or f"training {n:,} parameters", parts, largest_knob(cfg), f"--batch-size {b}", floor)
+
+
+def generation_need(cfg: GPTConfig, context: int, *, batch: int = 1, bytes_per_value: int = 4) -> Need:
+    """Bytes of the key/value cache generation allocates: ``2·L·B·h_kv·T·d_k`` values for ``context``
+    positions (:func:`model.budget.kv_cache`), and the logits of one step."""
+    T, B = max(1, _n(context)), max(1, _n(batch))
+    values = 2 * _n(cfg.n_layers) * _n(cfg.kv_heads) * _n(cfg.d_head) * T * B
+    parts = {"key/value cache": values * bytes_per_value, "logits": 4 * B * _n(cfg.vocab_size)}
+    return Need(
+        f"generating with a key/value cache of {T:,} positions",
+        parts,
+        f"context_length={cfg.context_length} (or pass --no-cache)",
+    )
 
 
 def skip_init_on_meta():

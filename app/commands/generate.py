@@ -75,6 +75,11 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     if not args.prompt:
         raise UserError("--prompt is empty: give at least one character")
+    if not args.no_cache:  # the cache is sized before the prompt is printed
+        from model.sizing import check, generation_need
+
+        window = trained_window(ckpt) or ckpt.model.config.context_length
+        check(generation_need(ckpt.model.config, min(window, ckpt.model.config.context_length)))
     try:
         ckpt.tokenizer.encode(args.prompt)
     except ValueError as exc:  # characters the tokenizer does not know

@@ -133,6 +133,15 @@ def world(tmp_path_factory):
     }
     torch.save({"model_args": args, "model": {}}, nano)
     (root / "notes").mkdir()
+    from model.checkpoint import save_checkpoint
+    from model.config import GPTConfig
+    from model.gpt import build_model
+    from model.tokens import ByteTokenizer
+
+    endless = GPTConfig(
+        vocab_size=256, n_layers=1, d_model=16, n_heads=2, positions="none", context_length=10**9
+    )
+    save_checkpoint(root / "endless", build_model(endless, seed=0), ByteTokenizer())
     return root
 
 
@@ -220,6 +229,10 @@ CASES = {
         ["train", "--resume", "{w}/bad_optimizer", "--steps", "5", "--out", "{w}/o"],
         "optimizer state shapes",
     ),
+    "resume batch 1e9": (
+        ["train", "--resume", "{w}/ckpt", "--batch-size", "1000000000", "--out", "{w}/o"],
+        "--batch-size 1000000000",
+    ),
     # generate: sampling values
     "temperature nan": (
         ["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--temperature", "nan"],
@@ -264,6 +277,10 @@ CASES = {
         "n_layers=10000000",
     ),
     "gen nanogpt huge": (["generate", "--checkpoint", "{w}/nano.pt", "--prompt", "ab"], "this machine has"),
+    "gen kv cache of 10**9 positions": (
+        ["generate", "--checkpoint", "{w}/endless", "--prompt", "ab"],
+        "--no-cache",
+    ),
     # inspect: sizes and the inspection budget
     "inspect 12x12 at 4096": (
         [
