@@ -71,11 +71,11 @@ class ModelTooLarge(ValueError):
         self.need = need
         self.available = available
         self.usable = usable
+        share = f", of which {human_bytes(usable)} may be used" if need.total <= available.bytes else ""
         super().__init__(
             f"{need.what} needs about {human_bytes(need.total)} ({need.describe_parts()}) but this machine "
-            f"has {human_bytes(available.bytes)} available ({available.source}): lower "
-            f"{need.to_lower(usable)}, "
-            f"or pass --no-size-check if you know better"
+            f"has {human_bytes(available.bytes)} available ({available.source}{share}): lower "
+            f"{need.to_lower(usable)}, or pass --no-size-check if you know better"
         )
 
 
