@@ -54,10 +54,6 @@ MAX_TEMPERATURE = 100.0
 MAX_SEED = 2**63 - 1
 
 
-#: Tokens a split character may take before its text is shown anyway (UTF-8: at most 4 bytes).
-MAX_HELD_TOKENS = 3
-
-
 def check_seed(seed: int | None) -> None:
     """Raise ValueError unless ``seed`` is None or a whole number in [0, 2**63 - 1]."""
     if seed is None:
@@ -267,9 +263,10 @@ def stream(
     The prompt is encoded strictly (unknown characters raise the tokenizer's error, which names
     them). Whenever a token's piece splits a character (the byte tokenizer, byte-level BPE such as
     GPT-2's, byte-fallback vocabularies: an emoji or most CJK characters take 2-4 tokens), the decoded
-    text ends in U+FFFD until the rest arrives: such tokens yield ``""`` (for up to
-    :data:`MAX_HELD_TOKENS` tokens, and never at the last token), so the joined output is the text the
-    tokenizer decodes from all the new ids. ``window`` as in :func:`generate`.
+    text ends in U+FFFD until the rest arrives. What is shown stops before such a trailing run (a token
+    may end one character and begin the next, so a run can last several tokens: ``""`` is yielded
+    meanwhile); the last token shows everything, so the joined output is the text the tokenizer decodes
+    from all the new ids. ``window`` as in :func:`generate`.
     """
     ids = tokenizer.encode(prompt)
     if not ids:
@@ -277,7 +274,6 @@ def stream(
     idx = torch.tensor([ids], dtype=torch.long)
     new_ids: list[int] = []
     emitted = ""
-    held = 0
     for tok in _steps(
         model,
         idx,
@@ -293,14 +289,11 @@ def stream(
     ):
         new_ids.append(int(tok[0, 0]))
         text = tokenizer.decode(new_ids)
-        last = len(new_ids) >= max_new_tokens
-        if text.endswith("\ufffd") and held < MAX_HELD_TOKENS and not last:
-            held += 1  # an incomplete UTF-8 sequence: wait for the rest of the character
-            yield ""
-            continue
-        held = 0
+        if len(new_ids) < max_new_tokens:  # U+FFFD at the end may be a character still incomplete
+            text = text.rstrip("\ufffd")
         delta = text[len(emitted) :]
-        emitted = text
+        if len(text) >= len(emitted):
+            emitted = text
         yield delta
 
 

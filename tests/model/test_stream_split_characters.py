@@ -56,7 +56,16 @@ def test_a_stream_that_ends_inside_a_character_shows_what_decode_shows(bpe, monk
     assert "".join(pieces) == bpe.decode(cut)
 
 
-def test_a_permanently_broken_sequence_is_shown_after_at_most_three_tokens(monkeypatch):
+def test_characters_chained_across_tokens_all_arrive(bpe, monkeypatch):
+    """A token may hold the end of one character and the start of the next: 日本語 takes four tokens
+    whose decodes all end in U+FFFD; the pieces must still join to the whole text."""
+    text = "日本語 😀"
+    ids = bpe.encode(text)
+    assert sum(bpe.decode(ids[:k]).endswith("\ufffd") for k in range(1, len(ids))) >= 4
+    assert "".join(pieces_of(bpe, ids, monkeypatch)) == text
+
+
+def test_a_permanently_broken_sequence_is_shown_once_text_follows(monkeypatch):
     tok = ByteTokenizer()
     ids = [0xF0, 0x9F] + tok.encode("abcdef")  # two bytes of a 4-byte character, then plain text
     pieces = pieces_of(tok, ids, monkeypatch)
