@@ -105,7 +105,7 @@ def test_a_partial_export_says_what_it_left_out(tmp_path, capsys):
 
 
 def test_no_empty_torch_cache_folder_is_left_in_the_temp_dir(tmp_path):
-    code = "import torch, model.train; torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))])"
+    code = "import torch, model.runtime; torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))])"
     env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
     env.pop("TORCHINDUCTOR_CACHE_DIR", None)
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
