@@ -89,8 +89,9 @@ class TrainingDiverged(RuntimeError):
 MAX_WHOLE = 10**9
 #: A seed must fit torch's 64-bit generator state.
 MAX_SEED = 2**63 - 1
-#: More threads than this per core only thrashes (and very many crash the OpenMP runtime).
-MAX_THREADS_PER_CORE = 4
+#: More CPU threads than any machine has cores (very many crash the OpenMP runtime). Fixed, not per
+#: core, so that a checkpoint's settings stay valid on a smaller machine.
+MAX_THREADS = 1024
 
 
 @dataclass
@@ -163,13 +164,12 @@ class TrainSettings:
         whole("eval_batches", 1)
         whole("seed", 0, MAX_SEED)
         whole("probe_every", 0)
-        cores = os.cpu_count() or 1
         if isinstance(self.threads, bool) or not isinstance(self.threads, int) or not 0 <= self.threads:
             out.append(f"threads={self.threads!r} must be a whole number (0 = every core)")
-        elif self.threads > MAX_THREADS_PER_CORE * cores:
+        elif self.threads > MAX_THREADS:
             out.append(
-                f"threads={self.threads} is far more than this machine's {cores} cores: "
-                f"use at most {MAX_THREADS_PER_CORE * cores} (0 = every core)"
+                f"threads={self.threads} is more than any machine's cores: use at most {MAX_THREADS} "
+                f"(this one has {os.cpu_count() or 1}; 0 = every core)"
             )
         if not isinstance(self.device, str):
             out.append(f"device={self.device!r} must be auto, cpu, cuda or cuda:N")
