@@ -23,6 +23,10 @@ COMMANDS: dict[str, str] = {
 }
 
 
+#: Subcommands that build a model, sized first (model.sizing); --no-size-check skips the refusal.
+SIZED = ("train", "generate", "inspect")
+
+
 class UserError(Exception):
     """A mistake the user can fix: printed as one line, exit code 2."""
 
@@ -41,25 +45,52 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if only is None or name == only:
             module = importlib.import_module(f"app.commands.{name}")
             module.add_arguments(p)
+            if name in SIZED:
+                p.add_argument(
+                    "--no-size-check",
+                    action="store_true",
+                    help="build the model even when it looks too large for this machine's memory",
+                )
             p.set_defaults(_module=module)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    import os
+
     from model.config import ConfigError
+    from model.sizing import OVERRIDE_ENV, ModelTooLarge
 
     argv = sys.argv[1:] if argv is None else list(argv)
     chosen = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(chosen if chosen in COMMANDS else None)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse's usage errors (2) and --help (0), as a return code
+        return exc.code if isinstance(exc.code, int) else 2
     if args.command is None:
         parser.print_help()
         return 0
+    saved_override = os.environ.get(OVERRIDE_ENV)
+    if getattr(args, "no_size_check", False):
+        os.environ[OVERRIDE_ENV] = "1"
     try:
         return int(args._module.run(args) or 0)
-    except (UserError, ConfigError) as exc:
+    except (UserError, ConfigError, ModelTooLarge) as exc:
         print(f"attention-lab {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print(
+            f"attention-lab {args.command}: error: out of memory (the estimate was too low); "
+            "use a smaller model, batch or prompt",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt:
         print(f"attention-lab {args.command}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if saved_override is None:
+            os.environ.pop(OVERRIDE_ENV, None)
+        else:
+            os.environ[OVERRIDE_ENV] = saved_override

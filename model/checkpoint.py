@@ -46,6 +46,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointError",
     "check_save_target",
+    "clean_stale_temps",
     "load_checkpoint",
     "save_checkpoint",
 ]
@@ -203,7 +204,31 @@ def check_save_target(path: str | Path) -> Path:
         raise CheckpointError(
             f"refusing to overwrite {str(path)!r}: it is a non-empty folder that is not a checkpoint"
         )
+    _check_writable(path.parent)
     return path
+
+
+def _check_writable(folder: Path) -> None:
+    """Raise :class:`CheckpointError` unless a file can be created in ``folder`` (or in the nearest
+    folder above it that exists, where the missing ones would be made): the save writes a sibling."""
+    import tempfile
+
+    here = folder.absolute()
+    while not here.exists() and here != here.parent:
+        here = here.parent
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=here)
+    except OSError as exc:
+        raise CheckpointError(
+            f"cannot save a checkpoint in {str(folder)!r}: {exc.strerror or exc} (read-only or no permission)"
+        ) from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def clean_stale_temps(path: str | Path) -> None:
+    """Remove what killed saves to ``path`` left behind (their process is gone): call at start-up."""
+    _clean_stale_temps(Path(path))
 
 
 def save_checkpoint(
@@ -351,14 +376,23 @@ def check_state_dict(
     config: GPTConfig, expected: dict[str, torch.Tensor], found: dict[str, torch.Tensor]
 ) -> None:
     """Raise :class:`CheckpointError` naming every tensor missing, unexpected or of the wrong shape."""
+    _check_shapes(
+        {k: tuple(v.shape) for k, v in expected.items()}, {k: tuple(v.shape) for k, v in found.items()}
+    )
+    for k, t in found.items():
+        if not t.is_floating_point() and expected[k].is_floating_point():
+            raise CheckpointError(f"{MODEL_FILE}: tensor {k} has dtype {t.dtype}, expected a floating type")
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise CheckpointError(f"{MODEL_FILE}: tensor {k} holds NaN or infinite values")
+
+
+def _check_shapes(expected: dict[str, tuple[int, ...]], found: dict[str, tuple[int, ...]]) -> None:
     problems: list[str] = []
     missing = [k for k in expected if k not in found]
     extra = [k for k in found if k not in expected]
     for k in expected:
-        if k in found and tuple(found[k].shape) != tuple(expected[k].shape):
-            problems.append(
-                f"{k} has shape {list(found[k].shape)} but config.json implies {list(expected[k].shape)}"
-            )
+        if k in found and tuple(found[k]) != tuple(expected[k]):
+            problems.append(f"{k} has shape {list(found[k])} but config.json implies {list(expected[k])}")
     if missing:
         problems.append(
             "missing "
@@ -371,11 +405,36 @@ def check_state_dict(
         )
     if problems:
         raise CheckpointError(f"{MODEL_FILE} does not match {CONFIG_FILE}: " + "; ".join(problems))
-    for k, t in found.items():
-        if not t.is_floating_point() and expected[k].is_floating_point():
-            raise CheckpointError(f"{MODEL_FILE}: tensor {k} has dtype {t.dtype}, expected a floating type")
-        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-            raise CheckpointError(f"{MODEL_FILE}: tensor {k} holds NaN or infinite values")
+
+
+def _check_size(config: GPTConfig, weights: Path) -> None:
+    """Before anything is read or built: the model must fit in memory, and config.json must describe
+    as many parameters as the weight file's header holds (a lying config is refused here, cheaply)."""
+    from model.sizing import (
+        check,
+        check_config_file_shapes,
+        load_need,
+        safetensors_shapes,
+        skip_init_on_meta,
+    )
+
+    try:
+        shapes = safetensors_shapes(weights)
+    except ValueError as exc:
+        raise CheckpointError(f"{MODEL_FILE} is truncated or corrupt: {exc}") from None
+    try:
+        check_config_file_shapes(config, shapes, MODEL_FILE)
+    except ValueError as exc:
+        file_layers = {k.split(".")[1] for k in shapes if k.startswith("blocks.") and k.count(".") > 1}
+        if config.n_layers > 2 * len(file_layers) + 8:  # far off: the count says enough
+            raise CheckpointError(f"{CONFIG_FILE} does not match {MODEL_FILE}: {exc}") from None
+        from model.gpt import GPT
+
+        with torch.device("meta"), skip_init_on_meta():  # shapes only: nothing is allocated or initialised
+            expected = {k: tuple(v.shape) for k, v in GPT(config).named_parameters()}
+        _check_shapes(expected, shapes)
+        raise CheckpointError(f"{CONFIG_FILE} does not match {MODEL_FILE}: {exc}") from None
+    check(load_need(config, what=f"loading {str(weights.parent)!r}"))
 
 
 def load_checkpoint(
@@ -432,6 +491,7 @@ def load_checkpoint(
             f"vocab_size={config.vocab_size}: they do not belong together"
         )
 
+    _check_size(config, path / MODEL_FILE)
     found = _read_tensors(path / MODEL_FILE, files_meta.get(MODEL_FILE))
     model = GPT(config)
     expected = {k: v for k, v in _model_tensors(model).items()}

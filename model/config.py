@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,10 @@ FIELD_HELP: dict[str, str] = {
     "norm_offset": "RMSNorm scales by (1 + γ) with γ starting at 0 (Gemma), instead of by γ.",
     "parallel_residual": "x + Attn(Norm1(x)) + MLP(Norm2(x)): attention and MLP read the same x (GPT-NeoX).",
 }
+
+
+#: A config file larger than this is not a config (refused before it is read).
+MAX_CONFIG_BYTES = 1024 * 1024
 
 
 class ConfigError(ValueError):
@@ -209,9 +214,14 @@ class GPTConfig:
             or not (0.0 <= self.dropout < 1.0)
         ):
             out.append(f"dropout={self.dropout!r} must be a probability in [0, 1)")
-        if not isinstance(self.norm_eps, (int, float)) or not (0.0 < self.norm_eps < 1.0):
+        if not isinstance(self.norm_eps, (int, float)) or not (0.0 < self.norm_eps < 1.0):  # NaN fails too
             out.append(f"norm_eps={self.norm_eps!r} must be a small positive number such as 1e-5")
-        if not isinstance(self.rope_base, (int, float)) or self.rope_base <= 1.0:
+        if (
+            not isinstance(self.rope_base, (int, float))
+            or isinstance(self.rope_base, bool)
+            or not math.isfinite(self.rope_base)
+            or self.rope_base <= 1.0
+        ):
             out.append(f"rope_base={self.rope_base!r} must be greater than 1 (10000 is usual)")
         out += self._newer_problems()
 
@@ -340,7 +350,11 @@ class GPTConfig:
     @classmethod
     def load(cls, path: str | Path, *, validate: bool = True) -> GPTConfig:
         path = Path(path)
+        if path.exists() and not path.is_file():  # a folder, device or FIFO (which would block)
+            raise ConfigError([f"config file {str(path)!r} is not a regular file"])
         try:
+            if path.stat().st_size > MAX_CONFIG_BYTES:
+                raise ConfigError([f"config file {str(path)!r} is too large for a config (over 1 MiB)"])
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise ConfigError([f"config file {str(path)!r} does not exist"]) from None

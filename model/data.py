@@ -305,6 +305,8 @@ def load_text_file(path: str | os.PathLike, *, tokenizer: Tokenizer | None = Non
         raise DataError(f"{p}: no such file")
     if p.is_dir():
         raise DataError(f"{p} is a directory; give a text file")
+    if not p.is_file():  # a device (/dev/zero reports size 0) or a FIFO would be read without end
+        raise DataError(f"{p} is not a regular file (a device, pipe or socket); give a text file")
     try:
         size = p.stat().st_size
         if size > MAX_FILE_BYTES:

@@ -7,6 +7,7 @@ Arrays (``L`` layers, ``H`` heads, ``T`` tokens, ``V`` vocabulary):
 key                 shape / dtype   meaning
 ==================  ==============  ===============================================
 ``tokens``          [T] str         each token's text
+``layers``          [L] int         the layers present (all, unless the export was planned to fit)
 ``weights``         [L, H, T, T]    attention weights (rows sum to 1)
 ``scores_raw``      [L, H, T, T]    Q Kᵀ
 ``scores_scaled``   [L, H, T, T]    the softmax input before masking
@@ -29,33 +30,113 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from model.trace import Trace
 
 REQUIRED_KINDS = ("weights", "scores_raw", "scores_scaled", "resid_pre", "resid_mid", "resid_post")
 
 
-def inspection_arrays(trace: Trace, token_strings: list[str], batch: int = 0) -> dict[str, np.ndarray]:
-    """The arrays of the inspection format from a trace that recorded :data:`REQUIRED_KINDS`."""
+def _stacked(trace: Trace, kind: str, batch: int, dtype: np.dtype) -> np.ndarray | None:
+    """``kind`` of every recorded layer as one [L, ...] array, filled layer by layer (one copy)."""
+    layers = [layer for layer in trace.layers if trace.has(kind, layer)]
+    if not layers:
+        return None
+    first = trace[kind, layers[0]][batch]
+    out = np.empty((len(layers), *first.shape), dtype=dtype)
+    as_torch = torch.float16 if np.dtype(dtype) == np.float16 else torch.float32
+    for i, layer in enumerate(layers):
+        out[i] = trace[kind, layer][batch].to(as_torch).numpy()
+    return out
+
+
+def inspection_arrays(
+    trace: Trace, token_strings: list[str], batch: int = 0, *, dtype: np.dtype = np.float32
+) -> dict[str, np.ndarray]:
+    """The arrays of the inspection format from a trace that recorded :data:`REQUIRED_KINDS`.
+
+    A trace of some layers only, or without the two score kinds (an inspection planned to fit in
+    memory, :func:`model.trace.plan_inspection`), gives the arrays it has; ``layers`` always names the
+    layers present. ``dtype`` float16 halves the size of the [L, H, T, T] arrays.
+    """
     points, norms = trace.resid_norms(batch)
-    return {
-        "tokens": np.array(token_strings, dtype=str),
-        "weights": trace.stack("weights", batch).astype(np.float32),
-        "scores_raw": trace.stack("scores_raw", batch).astype(np.float32),
-        "scores_scaled": trace.stack("scores_scaled", batch).astype(np.float32),
-        "mask": trace.mask.numpy().astype(bool),
-        "resid_norms": norms.astype(np.float32),
-        "resid_points": np.array(points, dtype=str),
-        "logits": trace.logits[batch].numpy().astype(np.float32),
-        "config": np.array(trace.config.to_json()),
-    }
+    out = {"tokens": np.array(token_strings, dtype=str)}
+    for kind in ("weights", "scores_raw", "scores_scaled"):
+        stacked = _stacked(trace, kind, batch, dtype)
+        if stacked is not None:
+            out[kind] = stacked
+    out.update(
+        {
+            "layers": np.array(trace.layers, dtype=np.int64),
+            "mask": trace.mask.numpy().astype(bool),
+            "resid_norms": norms.astype(np.float32),
+            "resid_points": np.array(points, dtype=str),
+            "logits": trace.logits[batch].numpy().astype(np.float32),
+            "config": np.array(trace.config.to_json()),
+        }
+    )
+    return out
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _temp_prefix(path: Path) -> str:
+    """Temporary files of a write to ``path`` are ``.NAME.PID.<random>.tmp`` beside it."""
+    return f".{path.name}."
+
+
+def clean_stale_temps(path: str | Path) -> list[Path]:
+    """Remove temporary files that killed writes to ``path`` left beside it (their process is gone).
+
+    Returns what was removed. Called at the start of every write, so a killed ``inspect`` leaves its
+    partial file only until the next one.
+    """
+    path = Path(path)
+    prefix = _temp_prefix(path)
+    removed = []
+    try:
+        siblings = list(path.parent.iterdir())
+    except OSError:
+        return removed
+    for p in siblings:
+        if not (p.name.startswith(prefix) and p.name.endswith(".tmp")) or not p.is_file():
+            continue
+        pid_text = p.name[len(prefix) :].split(".", 1)[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _pid_alive(int(pid_text)):
+            continue
+        try:
+            p.unlink()
+            removed.append(p)
+        except OSError:
+            pass
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _write_atomic(path: Path, write, *, text: bool = False) -> Path:
-    """Call ``write(fh)`` on a temporary file beside ``path``, then rename it to ``path``."""
+    """Call ``write(fh)`` on a temporary file beside ``path``, then rename it to ``path``.
+
+    The file gets the mode an ordinary ``open`` would give it (0666 less the process's umask), not the
+    0600 of a temporary file; temporary files of earlier killed writes are removed first.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    clean_stale_temps(path)
+    fd, tmp = tempfile.mkstemp(prefix=f"{_temp_prefix(path)}{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())
         opts = {"mode": "w", "newline": "", "encoding": "utf-8"} if text else {"mode": "wb"}
         with os.fdopen(fd, **opts) as fh:
             write(fh)

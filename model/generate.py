@@ -31,16 +31,45 @@ import torch
 
 from model.runtime import compute_lock
 
-__all__ = ["PromptCroppedWarning", "check_sampling", "generate", "sample_next", "stream", "trained_window"]
+__all__ = [
+    "PromptCroppedWarning",
+    "check_sampling",
+    "check_seed",
+    "generate",
+    "sample_next",
+    "stream",
+    "trained_window",
+]
 
 
 class PromptCroppedWarning(UserWarning):
     """The prompt was longer than the model's context; its beginning was dropped."""
 
 
+#: Sampling temperatures outside [MIN_TEMPERATURE, MAX_TEMPERATURE] (other than 0 = greedy) are refused:
+#: below, ``z / τ`` overflows to infinity and the softmax to NaN; above, sampling is uniform noise.
+MIN_TEMPERATURE = 1e-3
+MAX_TEMPERATURE = 100.0
+#: The largest seed: torch's generators take a 64-bit seed.
+MAX_SEED = 2**63 - 1
+
+
+def check_seed(seed: int | None) -> None:
+    """Raise ValueError unless ``seed`` is None or a whole number in [0, 2**63 - 1]."""
+    if seed is None:
+        return
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"seed={seed!r} must be a whole number from 0 to 2**63 - 1")
+
+
 def check_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
-    if not isinstance(temperature, (int, float)) or temperature < 0:
-        raise ValueError(f"temperature={temperature!r} must be 0 (greedy) or a positive number such as 0.8")
+    """Raise ValueError naming a sampling value that is not finite or not in its range."""
+    ok = isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
+    if not ok or not (temperature == 0 or MIN_TEMPERATURE <= temperature <= MAX_TEMPERATURE):
+        raise ValueError(
+            f"temperature={temperature!r} must be 0 (greedy) or a number from {MIN_TEMPERATURE:g} to "
+            f"{MAX_TEMPERATURE:g}, such as 0.8"
+        )
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
         raise ValueError(f"top_k={top_k!r} must be a whole number of at least 1")
     if top_p is not None and (not isinstance(top_p, (int, float)) or not 0.0 < top_p <= 1.0):
@@ -105,7 +134,8 @@ def _steps(
     """Yield each new token [B, 1]; the model is in eval mode meanwhile."""
     from model.gpt import KVCache
 
-    check_sampling(temperature, top_k, top_p)
+    check_sampling(0.0 if greedy else temperature, top_k, top_p)  # greedy ignores the temperature
+    check_seed(seed)
     if idx.dim() == 1:
         idx = idx[None]
     if idx.shape[1] == 0:
@@ -127,6 +157,11 @@ def _steps(
     was_training = model.training
     model.eval()
     seen = idx  # the last <= context tokens: what the model reads
+    if use_cache:  # 2·L·B·h_kv·T·d_k values: a context of 10**9 positions is refused, not allocated
+        from model.sizing import check, generation_need
+
+        need = generation_need(config, context, batch=idx.shape[0], bytes_per_value=dtype.itemsize)
+        check(need, device=device)
     cache = KVCache(config, idx.shape[0], context, device=device, dtype=dtype) if use_cache else None
 
     def forward(tokens: torch.Tensor) -> torch.Tensor:
@@ -226,9 +261,12 @@ def stream(
     """Yield the text of each new token as it is produced (one ``yield`` per token).
 
     The prompt is encoded strictly (unknown characters raise the tokenizer's error, which names
-    them). With a byte-level tokenizer a character can span several tokens: its bytes yield ``""``
-    until the character is complete, so the joined output is always valid text. ``window`` as in
-    :func:`generate`.
+    them). Whenever a token's piece splits a character (the byte tokenizer, byte-level BPE such as
+    GPT-2's, byte-fallback vocabularies: an emoji or most CJK characters take 2-4 tokens), the decoded
+    text ends in U+FFFD until the rest arrives. What is shown stops before such a trailing run (a token
+    may end one character and begin the next, so a run can last several tokens: ``""`` is yielded
+    meanwhile); the last token shows everything, so the joined output is the text the tokenizer decodes
+    from all the new ids. ``window`` as in :func:`generate`.
     """
     ids = tokenizer.encode(prompt)
     if not ids:
@@ -236,7 +274,6 @@ def stream(
     idx = torch.tensor([ids], dtype=torch.long)
     new_ids: list[int] = []
     emitted = ""
-    pending = 0
     for tok in _steps(
         model,
         idx,
@@ -252,13 +289,11 @@ def stream(
     ):
         new_ids.append(int(tok[0, 0]))
         text = tokenizer.decode(new_ids)
-        if text.endswith("\ufffd") and getattr(tokenizer, "kind", "") == "byte" and pending < 3:
-            pending += 1  # an incomplete UTF-8 sequence: wait for the rest of the character
-            yield ""
-            continue
-        pending = 0
+        if len(new_ids) < max_new_tokens:  # U+FFFD at the end may be a character still incomplete
+            text = text.rstrip("\ufffd")
         delta = text[len(emitted) :]
-        emitted = text
+        if len(text) >= len(emitted):
+            emitted = text
         yield delta
 
 

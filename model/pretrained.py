@@ -50,7 +50,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 from model.bpe import HFTokenizer, is_hf_tokenizer_json, load_hf_tokenizer
 from model.checkpoint import Checkpoint, CheckpointError, load_checkpoint
@@ -59,6 +58,8 @@ from model.families import FAMILIES, family_config, family_entries, family_kind
 from model.families import IGNORED as FAMILY_IGNORED
 from model.gpt import GPT
 from model.layers import make_positions
+from model.sizing import check as check_size
+from model.sizing import load_need, skip_init_on_meta
 from model.tokenizer_registry import tokenizer_from_dict
 from model.tokens import CharTokenizer, Tokenizer, TokenizerError
 
@@ -432,17 +433,7 @@ def _map(src: _Source, entries: list[_Entry], dtype: torch.dtype) -> dict[str, t
     return out
 
 
-class _SkipInitOnMeta(TorchFunctionMode):
-    """``torch.nn.init`` functions do nothing to meta tensors (they would be overwritten anyway), because
-    ``normal_``'s meta kernel imports ``torch._dynamo``: ~1.5 s on the first model a process opens."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if getattr(func, "__module__", None) == "torch.nn.init":
-            tensor = args[0] if args else kwargs.get("tensor")
-            if getattr(tensor, "is_meta", False):
-                return tensor
-        return func(*args, **kwargs)
+_SkipInitOnMeta = skip_init_on_meta  # (moved to model.sizing, which also builds on meta)
 
 
 def build_from_state_dict(
@@ -541,6 +532,17 @@ def gpt2_config(hf: dict[str, Any]) -> GPTConfig:
         raise CheckpointError("config.json: " + "; ".join(exc.problems)) from None
 
 
+def _names_a_file_inside(name: str) -> bool:
+    """``name`` is a relative path that stays inside its folder (no ``..`` above it, not absolute)."""
+    parts = Path(name.replace("\\", "/")).parts
+    depth = 0
+    for part in parts:
+        depth += -1 if part == ".." else 0 if part == "." else 1
+        if depth < 0:
+            return False
+    return bool(parts) and not Path(name).is_absolute() and depth > 0
+
+
 def _hf_weight_source(directory: Path) -> tuple[_Source, str]:
     single = directory / "model.safetensors"
     index = directory / "model.safetensors.index.json"
@@ -552,6 +554,12 @@ def _hf_weight_source(directory: Path) -> tuple[_Source, str]:
         if not isinstance(wm, dict):
             raise CheckpointError(f"{index.name} has no weight_map")
         shards = sorted({directory / str(f) for f in wm.values()})
+        # by name, not by resolving links: a Hugging Face cache links its shards to ../../blobs
+        outside = [f for f in sorted(set(map(str, wm.values()))) if not _names_a_file_inside(f)]
+        if outside:
+            raise CheckpointError(
+                f"{index.name} names shards outside the model folder ({_listed(outside)}): refused"
+            )
         absent = [s.name for s in shards if not s.is_file()]
         if absent:
             raise CheckpointError(f"{index.name} names shards that are missing: {_listed(absent)}")
@@ -576,6 +584,7 @@ def load_hf_gpt2(
     if not isinstance(hf, dict):
         raise CheckpointError("config.json is not a JSON object of settings")
     cfg = gpt2_config(hf)
+    check_size(load_need(cfg, what=f"loading {directory.name}"))  # before any tensor is read or built
     name = hf.get("_name_or_path") or directory.name
     name = Path(str(name)).name or directory.name
     try:
@@ -808,6 +817,7 @@ def load_nanogpt(
     if not isinstance(model_args, dict) or not isinstance(sd, dict):
         raise CheckpointError(f"{path.name}: 'model_args' and 'model' must both be dictionaries")
     cfg = nanogpt_config(model_args)
+    check_size(load_need(cfg, what=f"loading {path.name}"))  # before any tensor is mapped or built
     sd = _strip_compile_prefix(sd)
     src = _dict_source(sd, path.name)
     linear_bias = cfg.bias == "all"

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import threading
@@ -32,6 +33,32 @@ __all__ = [
     "set_threads",
     "threads",
 ]
+
+
+def _inductor_cache_dir() -> str | None:
+    """torch's default compiler-cache folder (``<tmp>/torchinductor_<user>``), which merely building an
+    optimizer creates, empty; None when the user chose one (``TORCHINDUCTOR_CACHE_DIR``)."""
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        return None
+    import getpass
+    import re
+    import tempfile
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, ModuleNotFoundError, OSError):
+        user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
+    return os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
+
+
+def remove_empty_cache_dir(path: str | None) -> None:
+    """Remove ``path`` if it is an empty folder (a left-over of torch's start-up; nothing is lost)."""
+    if path:
+        with contextlib.suppress(OSError):
+            os.rmdir(path)  # fails, harmlessly, unless the folder is empty
+
+
+atexit.register(remove_empty_cache_dir, _inductor_cache_dir())
 
 #: The process-wide lock around every torch computation on the shared CPU (re-entrant).
 compute_lock = threading.RLock()

@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 import threading
 import time
 from collections import deque
@@ -84,6 +85,15 @@ class TrainingDiverged(RuntimeError):
 # ---------------------------------------------------------------------------------------------
 # settings and events
 # ---------------------------------------------------------------------------------------------
+#: The largest value a whole-number setting takes (steps, batches, ...): beyond it is a typo.
+MAX_WHOLE = 10**9
+#: A seed must fit torch's 64-bit generator state.
+MAX_SEED = 2**63 - 1
+#: More CPU threads than any machine has cores (very many crash the OpenMP runtime). Fixed, not per
+#: core, so that a checkpoint's settings stay valid on a smaller machine.
+MAX_THREADS = 1024
+
+
 @dataclass
 class TrainSettings:
     """How to train (not what): the optimiser, schedule, batches, evaluation and device.
@@ -121,10 +131,10 @@ class TrainSettings:
         """Every invalid value, each naming the field and a valid range (empty if fine)."""
         out: list[str] = []
 
-        def whole(name: str, minimum: int) -> None:
+        def whole(name: str, minimum: int, maximum: int = MAX_WHOLE) -> None:
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-                out.append(f"{name}={v!r} must be a whole number >= {minimum}")
+            if isinstance(v, bool) or not isinstance(v, int) or not minimum <= v <= maximum:
+                out.append(f"{name}={v!r} must be a whole number from {minimum} to {maximum:,}")
 
         def number(name: str, lo: float, hi: float = math.inf, lo_open: bool = False) -> None:
             v = getattr(self, name)
@@ -152,10 +162,15 @@ class TrainSettings:
         number("beta2", 0.0, 1.0)
         whole("eval_every", 1)
         whole("eval_batches", 1)
-        whole("seed", 0)
+        whole("seed", 0, MAX_SEED)
         whole("probe_every", 0)
-        if isinstance(self.threads, bool) or not isinstance(self.threads, int):
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or not 0 <= self.threads:
             out.append(f"threads={self.threads!r} must be a whole number (0 = every core)")
+        elif self.threads > MAX_THREADS:
+            out.append(
+                f"threads={self.threads} is more than any machine's cores: use at most {MAX_THREADS} "
+                f"(this one has {os.cpu_count() or 1}; 0 = every core)"
+            )
         if not isinstance(self.device, str):
             out.append(f"device={self.device!r} must be auto, cpu, cuda or cuda:N")
         for name in ("amp", "loss_mask"):
@@ -346,6 +361,11 @@ class Trainer:
         self.config = config
         self.seq_len = self._pick_seq_len(settings, config, source)
         self.device = pick_device(settings.device)
+        from model.sizing import check, training_need
+
+        precision = "bf16-mixed" if settings.amp and self.device.type == "cuda" else "fp32"
+        need = training_need(config, batch=settings.batch_size, seq_len=self.seq_len, precision=precision)
+        check(need, device=self.device)  # before anything is built: one line naming what to lower
 
         if model is None:
             with compute_lock:  # build_model seeds the global RNG: no other torch work may draw from it
@@ -746,12 +766,20 @@ class Trainer:
             raise ValueError("the saved optimizer state belongs to differently named or grouped parameters")
         opt_state: dict[int, dict[str, Any]] = {}
         names = [n for group in self._param_names for n in group]
+        shapes = {n: tuple(p.shape) for n, p in self.model.named_parameters()}
+        wrong: list[str] = []
         for i, name in enumerate(names):
             entry = {
                 key.rsplit("/", 1)[1]: t for key, t in tensors.items() if key.startswith(f"optim/{name}/")
             }
+            for moment, t in entry.items():  # exp_avg, exp_avg_sq: the parameter's shape; step: a scalar
+                if t.dim() and tuple(t.shape) != shapes[name]:
+                    wrong.append(f"{name}/{moment} is {list(t.shape)}, not {list(shapes[name])}")
             if entry:
                 opt_state[i] = entry
+        if wrong:
+            more = f" and {len(wrong) - 3} more" if len(wrong) > 3 else ""
+            raise ValueError("optimizer state shapes do not match the model: " + ", ".join(wrong[:3]) + more)
         sd = self.optimizer.state_dict()
         sd["state"] = opt_state
         self.optimizer.load_state_dict(sd)
@@ -838,11 +866,18 @@ class Trainer:
         except Exception:  # noqa: BLE001
             now = {}
         if saved_source.get("sha256") and now.get("sha256") and saved_source["sha256"] != now["sha256"]:
-            warnings.warn(
-                f"the data source {saved_source.get('name')!r} has changed since the checkpoint was saved; "
-                "training continues on the current data",
-                stacklevel=2,
-            )
+            now_name = getattr(source, "name", None) or now.get("name")
+            if now_name and now_name != saved_source.get("name"):  # another --corpus: name both
+                message = (
+                    f"training continues on {now_name!r}, not on {saved_source.get('name')!r} "
+                    "that the checkpoint was trained on"
+                )
+            else:
+                message = (
+                    f"the data source {saved_source.get('name')!r} has changed since the checkpoint was "
+                    "saved; training continues on the current data"
+                )
+            warnings.warn(message, stacklevel=2)
         trainer = cls(ckpt.config, source, settings, model=ckpt.model, state=None)
         if state is not None:
             try:

@@ -15,7 +15,13 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"{value} is too many: at most {MAX_COUNT:,}")
     return value
+
+
+#: The most tokens (and the largest top-k) a flag takes: beyond it is a typo.
+MAX_COUNT = 10**6
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -56,18 +62,24 @@ def run(args: argparse.Namespace) -> int:
     import warnings
 
     from app.cli import UserError
-    from model.generate import check_sampling, stream, trained_window
+    from model.generate import check_sampling, check_seed, stream, trained_window
     from model.pretrained import open_model
     from model.runtime import pick_device
 
     try:
-        check_sampling(args.temperature, args.top_k, args.top_p)
+        check_sampling(0.0 if args.greedy else args.temperature, args.top_k, args.top_p)
+        check_seed(args.seed)
         device = pick_device(args.device)
         ckpt = open_model(args.checkpoint, device=device)  # ours, Hugging Face GPT-2 or nanoGPT
     except ValueError as exc:  # bad sampling values, DeviceError, CheckpointError
         raise UserError(str(exc)) from None
     if not args.prompt:
         raise UserError("--prompt is empty: give at least one character")
+    if not args.no_cache:  # the cache is sized before the prompt is printed
+        from model.sizing import check, generation_need
+
+        window = trained_window(ckpt) or ckpt.model.config.context_length
+        check(generation_need(ckpt.model.config, min(window, ckpt.model.config.context_length)))
     try:
         ckpt.tokenizer.encode(args.prompt)
     except ValueError as exc:  # characters the tokenizer does not know

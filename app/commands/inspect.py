@@ -17,46 +17,134 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="a config file: a freshly initialised model with the byte-level tokenizer",
     )
     p.add_argument("--prompt", required=True, metavar="TEXT", help="the text to inspect")
-    p.add_argument("--out", required=True, metavar="FILE.npz", help="where to write the arrays")
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="FILE.npz",
+        help=f"where to write the arrays (a folder: {DEFAULT_NAME} inside it)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the fresh model's weights (with --config)")
+    p.add_argument(
+        "--max-memory",
+        type=float,
+        default=None,
+        metavar="GB",
+        help="memory the inspection may use (default: most of what the machine has free); when every "
+        "head of every layer does not fit, float16, the weights alone, then fewer layers are kept",
+    )
+    p.add_argument("--float16", action="store_true", help="record and export the heads in float16")
+
+
+#: The file written when ``--out`` names a folder.
+DEFAULT_NAME = "inspection.npz"
+
+
+def _out_path(out: str):
+    """``--out`` as a file path: inside the folder when it names one (an existing folder or ``DIR/``)."""
+    import os
+    from pathlib import Path
+
+    path = Path(out)
+    if path.is_dir() or out.endswith((os.sep, "/")):
+        return path / DEFAULT_NAME
+    return path
+
+
+def _budget(args) -> int:
+    from app.cli import UserError
+    from model.sizing import USABLE_SHARE, available_memory
+
+    if args.max_memory is None:
+        return int(available_memory().bytes * USABLE_SHARE)
+    if not (args.max_memory > 0 and args.max_memory < 1e6):  # NaN fails too
+        raise UserError(f"--max-memory {args.max_memory}: give the gigabytes to use, e.g. 4")
+    return int(args.max_memory * 1024**3)
+
+
+def _plan(cfg, n_tokens: int, budget: int, args, *, with_model: bool):
+    """What to record so that it fits (model.trace.plan_inspection); a warning names what was left out."""
+    import os
+
+    from model.budget import human_bytes
+    from model.export import REQUIRED_KINDS
+    from model.sizing import OVERRIDE_ENV
+    from model.trace import plan_inspection
+
+    if os.environ.get(OVERRIDE_ENV):
+        budget = 1 << 62
+    plan = plan_inspection(
+        cfg,
+        n_tokens,
+        kinds=REQUIRED_KINDS,
+        budget=budget,
+        float16=True if args.float16 else None,
+        with_model=with_model,
+    )
+    left_out = []
+    if plan.float16 and not args.float16:
+        left_out.append("float16 instead of float32")
+    if plan.dropped:
+        left_out.append(f"without {' and '.join(plan.dropped)}")
+    if plan.layers is not None:
+        left_out.append(f"layers {', '.join(map(str, plan.layers))} of {cfg.n_layers}")
+    if left_out:
+        print(
+            f"attention-lab inspect: warning: every head of {n_tokens} tokens does not fit in "
+            f"{human_bytes(budget)}; exporting {'; '.join(left_out)}",
+            file=sys.stderr,
+        )
+    return plan
 
 
 def run(args: argparse.Namespace) -> int:
+    import numpy as np
+    import torch
+
     from app.cli import UserError
     from model.config import GPTConfig
-    from model.export import REQUIRED_KINDS, inspection_arrays, save_inspection
+    from model.export import clean_stale_temps, inspection_arrays, save_inspection
     from model.gpt import build_model
+    from model.sizing import check, load_need
     from model.tokens import ByteTokenizer
     from model.trace import inspect
 
     if not args.prompt:
         raise UserError("--prompt is empty: give at least one character")
+    if not 0 <= args.seed <= 2**63 - 1:
+        raise UserError(f"--seed {args.seed}: must be a whole number from 0 to 2**63 - 1")
+    out = _out_path(args.out)
+    clean_stale_temps(out if out.suffix == ".npz" else out.with_name(out.name + ".npz"))
+    budget = _budget(args)
     if args.checkpoint:
         from model.pretrained import open_model
 
         try:
-            ckpt = open_model(args.checkpoint)
+            ckpt = open_model(args.checkpoint)  # sized before it is built (model.sizing)
         except (OSError, ValueError) as exc:
             raise UserError(str(exc)) from None
-        model, tokenizer = ckpt.model, ckpt.tokenizer
+        model, tokenizer, cfg = ckpt.model, ckpt.tokenizer, ckpt.model.config
     else:
+        model = None
         cfg = GPTConfig.load(args.config, validate=False)
         tokenizer = ByteTokenizer()
         if cfg.vocab_size is None:
             cfg = cfg.with_vocab(tokenizer.vocab_size)
+        elif not isinstance(cfg.vocab_size, int) or isinstance(cfg.vocab_size, bool):
+            cfg.validate()  # names the problem
         elif cfg.vocab_size < tokenizer.vocab_size:
             raise UserError(
                 f"vocab_size={cfg.vocab_size} is too small for the byte-level tokenizer "
                 f"({tokenizer.vocab_size} tokens): omit it or make it at least {tokenizer.vocab_size}"
             )
-        model = build_model(cfg.validate(), seed=args.seed)
+        cfg.validate()
+        check(load_need(cfg, copies=1, what="building this model"))
     try:
         ids = tokenizer.encode(args.prompt)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     if not ids:
         raise UserError("the prompt encodes to no tokens")
-    limit = model.config.context_length
+    limit = cfg.context_length
     if len(ids) > limit:
         print(
             f"attention-lab inspect: warning: prompt has {len(ids)} tokens; keeping the last {limit} "
@@ -64,12 +152,19 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         ids = ids[-limit:]
-    trace = inspect(model, tokenizer, ids, kinds=REQUIRED_KINDS)  # eval mode, no grad, kinds checked
-    arrays = inspection_arrays(trace, tokenizer.token_strings(ids))
+    plan = _plan(cfg, len(ids), budget, args, with_model=model is None)  # refuses in milliseconds
+    if model is None:
+        model = build_model(cfg, seed=args.seed)
+    dtype = torch.float16 if plan.float16 else torch.float32
+    trace = inspect(model, tokenizer, ids, kinds=plan.kinds, layers=plan.layers, dtype=dtype)
+    arrays = inspection_arrays(
+        trace, tokenizer.token_strings(ids), dtype=np.float16 if plan.float16 else np.float32
+    )
+    del trace
     try:
-        path = save_inspection(args.out, arrays)
+        path = save_inspection(out, arrays)
     except OSError as exc:
-        raise UserError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+        raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
     L, H, T, _ = arrays["weights"].shape
     print(f"wrote {path}: {L} layers × {H} heads × {T} tokens")
     return 0

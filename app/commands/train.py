@@ -168,7 +168,7 @@ class Progress:
 def _build(args):
     """(trainer, out_dir) from the arguments; user mistakes raise UserError/ConfigError."""
     from app.cli import UserError
-    from model.checkpoint import CheckpointError, check_save_target
+    from model.checkpoint import CheckpointError, check_save_target, clean_stale_temps
     from model.config import ConfigError, GPTConfig
     from model.data import DEFAULT_SOURCE, resolve_source
     from model.train import Trainer, recommended_config, recommended_settings
@@ -177,18 +177,18 @@ def _build(args):
     config_changes = {k: v for k, v in config_changes.items() if v is not None}
     overrides = {name: getattr(args, f"set_{name}") for name in [*SETTING_FLAGS, "amp"]}
     overrides = {k: v for k, v in overrides.items() if v is not None}
-    if args.log_every < 1:
-        raise UserError(f"--log-every {args.log_every}: must be at least 1")
-    if args.save_every is not None and args.save_every < 1:
-        raise UserError(f"--save-every {args.save_every}: must be at least 1")
+    for flag, value in (("--log-every", args.log_every), ("--save-every", args.save_every)):
+        if value is not None and not 1 <= value <= 10**9:
+            raise UserError(f"{flag} {value}: must be a whole number from 1 to 1,000,000,000")
 
     out = args.out or args.resume
     if not out:
         raise UserError("--out DIR is required: where to save the checkpoint")
     try:
-        check_save_target(out)
+        check_save_target(out)  # before the run: a bad or read-only --out fails now, not after it
     except CheckpointError as exc:
         raise UserError(str(exc)) from None
+    clean_stale_temps(out)  # what a killed earlier run left beside it
 
     try:
         if args.resume:
@@ -209,6 +209,7 @@ def _build(args):
             if args.config:
                 base = GPTConfig.load(args.config, validate=False)
                 config = recommended_config(source, base.replace(**config_changes))
+                config = _config_vocab(base.vocab_size, config, args.config)
             else:
                 config = recommended_config(source)
                 config = config.replace(**config_changes)
@@ -223,6 +224,32 @@ def _build(args):
     except ValueError as exc:  # DataError, CheckpointError, DeviceError, TokenizerError: one line each
         raise UserError(str(exc)) from None
     return trainer, out
+
+
+def _config_vocab(given, config, where: str):
+    """``config`` with the ``vocab_size`` a --config file gave, never silently replaced: below the
+    tokenizer's size it is refused, above it kept with a warning (the extra rows are never used)."""
+    import warnings
+
+    from app.cli import UserError
+
+    V = config.vocab_size
+    if given is None:
+        return config
+    if isinstance(given, bool) or not isinstance(given, int):
+        return config.with_vocab(given)  # validate() names the problem
+    if given < V:
+        raise UserError(
+            f"vocab_size={given} in {where} is below the tokenizer's {V} tokens: omit it (the tokenizer "
+            f"decides) or make it at least {V}"
+        )
+    if given > V:
+        warnings.warn(
+            f"vocab_size={given} in {where} is larger than the tokenizer's {V} tokens: the other "
+            f"{given - V:,} rows of the embedding and head are never used",
+            stacklevel=2,
+        )
+    return config.with_vocab(given)
 
 
 def run(args: argparse.Namespace) -> int:

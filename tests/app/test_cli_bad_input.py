@@ -1,0 +1,423 @@
+"""The command line's bad-input catalogue: every case is one line on stderr and exit code 2, in-process,
+fast, and refused before anything large is allocated (the resident memory barely moves)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+
+import pytest
+import torch
+
+from app.cli import main
+
+TINY = ["--n-layers", "1", "--d-model", "16", "--n-heads", "2", "--context-length", "16", "--threads", "1"]
+TASK = ["--corpus", "task:copy"]
+#: Resident memory a refusal may add (imports already done): far below any model it refuses.
+MAX_GROWTH = 300 * 1024**2
+
+
+def rss() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """Files the cases point at: a tiny trained checkpoint and broken copies of it, FIFOs, configs."""
+    from safetensors.torch import load_file, save_file
+
+    root = tmp_path_factory.mktemp("bad")
+    ckpt = root / "ckpt"
+    argv = ["train", *TINY, *TASK, "--steps", "2", "--batch-size", "2", "--seq-len", "8", "--out", str(ckpt)]
+    assert main(argv) == 0
+
+    def variant(name: str, edit) -> None:
+        dst = root / name
+        shutil.copytree(ckpt, dst)
+        edit(dst)
+
+    def lie(dst, **fields):
+        cfg = json.loads((dst / "config.json").read_text())
+        cfg.update(fields)
+        (dst / "config.json").write_text(json.dumps(cfg))
+
+    variant("lying", lambda d: lie(d, d_model=8192))
+    variant("lying_layers", lambda d: lie(d, n_layers=10**7))
+    variant(
+        "lying_rope",
+        lambda d: (d / "config.json").write_text(
+            (d / "config.json").read_text().replace('"rope_base": 10000.0', '"rope_base": Infinity')
+        ),
+    )
+
+    def bad_moment(dst):
+        path = dst / "optimizer.safetensors"
+        tensors = load_file(path)
+        key = next(k for k in sorted(tensors) if k.endswith("/exp_avg") and tensors[k].dim() == 2)
+        tensors[key] = torch.zeros(tensors[key].shape[0] + 1, tensors[key].shape[1])
+        save_file(tensors, path)
+        meta = json.loads((dst / "meta.json").read_text())
+        meta["files"].pop("optimizer.safetensors")
+        (dst / "meta.json").write_text(json.dumps(meta))
+
+    variant("bad_optimizer", bad_moment)
+
+    fifo = root / "fifo"
+    os.mkfifo(fifo)
+    cfgs = {
+        "vocab0": {"vocab_size": 0},
+        "vocab10": {"vocab_size": 10},
+        "rope_inf": {"positions": "rope", "rope_base": float("inf")},
+        "rope_nan": {"positions": "rope", "rope_base": float("nan")},
+        "dropout_nan": {"dropout": float("nan")},
+        "eps_nan": {"norm_eps": float("nan")},
+        "huge_d": {"d_model": 10**6, "n_heads": 8},
+        "huge_layers": {"n_layers": 10**7, "d_model": 16, "n_heads": 2},
+        "huge_ctx": {"context_length": 10**10, "d_model": 16, "n_heads": 2},
+        "long": {"n_layers": 12, "n_heads": 12, "d_model": 48, "context_length": 4096},
+    }
+    for name, cfg in cfgs.items():
+        (root / f"{name}.json").write_text(json.dumps(cfg))  # json writes Infinity / NaN as such
+
+    hf = root / "hf_escape"
+    hf.mkdir()
+    (hf / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "gpt2",
+                "n_layer": 1,
+                "n_head": 2,
+                "n_embd": 8,
+                "n_positions": 16,
+                "vocab_size": 300,
+            }
+        )
+    )
+    (hf / "vocab.json").write_text(json.dumps({chr(97 + i): i for i in range(26)}))
+    (hf / "merges.txt").write_text("#version: 0.2\n")
+    (hf / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"wte.weight": "../../../../../../etc/passwd"}})
+    )
+    hf_huge = root / "hf_huge"
+    shutil.copytree(hf, hf_huge)
+    (hf_huge / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "gpt2",
+                "n_layer": 10**7,
+                "n_head": 2,
+                "n_embd": 64,
+                "n_positions": 16,
+                "vocab_size": 300,
+            }
+        )
+    )
+    nano = root / "nano.pt"
+    args = {
+        "n_layer": 10**6,
+        "n_head": 16,
+        "n_embd": 4096,
+        "block_size": 1024,
+        "vocab_size": 65,
+        "bias": True,
+    }
+    torch.save({"model_args": args, "model": {}}, nano)
+    (root / "notes").mkdir()
+    from model.checkpoint import save_checkpoint
+    from model.config import GPTConfig
+    from model.gpt import build_model
+    from model.tokens import ByteTokenizer
+
+    endless = GPTConfig(
+        vocab_size=256, n_layers=1, d_model=16, n_heads=2, positions="none", context_length=10**9
+    )
+    save_checkpoint(root / "endless", build_model(endless, seed=0), ByteTokenizer())
+    return root
+
+
+CASES = {
+    # train: sizes from flags refused before allocation, naming the value to lower
+    "d_model huge": (
+        ["train", *TASK, "--d-model", "10000000", "--n-heads", "1", "--out", "{w}/o"],
+        "d_model",
+    ),
+    "n_layers 10**7": (["train", *TASK, "--n-layers", "10000000", "--out", "{w}/o"], "n_layers=10000000"),
+    "d_ff huge": (["train", *TASK, "--d-ff", "1000000000", "--out", "{w}/o"], "d_ff=1000000000"),
+    "head_dim huge": (["train", *TASK, "--head-dim", "10000000", "--out", "{w}/o"], "head_dim=10000000"),
+    "context huge": (["train", *TASK, "--context-length", "10000000000", "--out", "{w}/o"], "context_length"),
+    "batch 1e9": (["train", *TASK, *TINY, "--batch-size", "1000000000", "--out", "{w}/o"], "--batch-size"),
+    "batch 1e12": (["train", *TASK, *TINY, "--batch-size", "1000000000000", "--out", "{w}/o"], "batch_size"),
+    "steps 1e12": (["train", *TASK, *TINY, "--steps", "1000000000000", "--out", "{w}/o"], "steps"),
+    "seq_len 1e12": (["train", *TASK, *TINY, "--seq-len", "1000000000000", "--out", "{w}/o"], "seq_len"),
+    "seed 10**23": (["train", *TASK, *TINY, "--seed", str(10**23), "--out", "{w}/o"], "seed"),
+    "seed -1": (["train", *TASK, *TINY, "--seed", "-1", "--out", "{w}/o"], "seed"),
+    "threads 100000": (
+        ["train", *TASK, "--n-layers", "1", "--threads", "100000", "--out", "{w}/o"],
+        "threads",
+    ),
+    "threads -3": (["train", *TASK, "--n-layers", "1", "--threads", "-3", "--out", "{w}/o"], "threads"),
+    "lr nan": (["train", *TASK, *TINY, "--lr", "nan", "--out", "{w}/o"], "lr=nan"),
+    "lr inf": (["train", *TASK, *TINY, "--lr", "inf", "--out", "{w}/o"], "lr=inf"),
+    "min_lr nan": (["train", *TASK, *TINY, "--min-lr", "nan", "--out", "{w}/o"], "min_lr"),
+    "weight_decay inf": (["train", *TASK, *TINY, "--weight-decay", "inf", "--out", "{w}/o"], "weight_decay"),
+    "grad_clip nan": (["train", *TASK, *TINY, "--grad-clip", "nan", "--out", "{w}/o"], "grad_clip"),
+    "eval_batches 1e12": (
+        ["train", *TASK, *TINY, "--eval-batches", "10" * 6, "--out", "{w}/o"],
+        "eval_batches",
+    ),
+    "warmup 1e12": (["train", *TASK, *TINY, "--warmup", "1000000000000", "--out", "{w}/o"], "warmup"),
+    "dropout 1": (["train", *TASK, *TINY, "--dropout", "1", "--out", "{w}/o"], "dropout"),
+    "rope_base inf flag": (
+        ["train", *TASK, *TINY, "--positions", "rope", "--rope-base", "inf", "--out", "{w}/o"],
+        "rope_base",
+    ),
+    "rope_base nan flag": (
+        ["train", *TASK, *TINY, "--positions", "rope", "--rope-base", "nan", "--out", "{w}/o"],
+        "rope_base",
+    ),
+    "norm_eps nan flag": (["train", *TASK, *TINY, "--norm-eps", "nan", "--out", "{w}/o"], "norm_eps"),
+    "log_every 0": (["train", *TASK, *TINY, "--log-every", "0", "--out", "{w}/o"], "--log-every"),
+    "log_every 1e12": (
+        ["train", *TASK, *TINY, "--log-every", "1000000000000", "--out", "{w}/o"],
+        "--log-every",
+    ),
+    "save_every 0": (["train", *TASK, *TINY, "--save-every", "0", "--out", "{w}/o"], "--save-every"),
+    "corpus /dev/zero": (["train", "--corpus", "/dev/zero", "--out", "{w}/o"], "not a regular file"),
+    "corpus FIFO": (["train", "--corpus", "{w}/fifo", "--out", "{w}/o"], "not a regular file"),
+    "corpus folder": (["train", "--corpus", "{w}/notes", "--out", "{w}/o"], "is a directory"),
+    "config FIFO": (["train", *TASK, "--config", "{w}/fifo", "--out", "{w}/o"], "not a regular file"),
+    "config /dev/zero": (["train", *TASK, "--config", "/dev/zero", "--out", "{w}/o"], "not a regular file"),
+    "config vocab 0": (["train", *TASK, "--config", "{w}/vocab0.json", "--out", "{w}/o"], "vocab_size=0"),
+    "config vocab 10": (["train", *TASK, "--config", "{w}/vocab10.json", "--out", "{w}/o"], "vocab_size=10"),
+    "config rope Infinity": (
+        ["train", *TASK, "--config", "{w}/rope_inf.json", "--out", "{w}/o"],
+        "rope_base",
+    ),
+    "config rope NaN": (["train", *TASK, "--config", "{w}/rope_nan.json", "--out", "{w}/o"], "rope_base"),
+    "config dropout NaN": (["train", *TASK, "--config", "{w}/dropout_nan.json", "--out", "{w}/o"], "dropout"),
+    "config norm_eps NaN": (["train", *TASK, "--config", "{w}/eps_nan.json", "--out", "{w}/o"], "norm_eps"),
+    "config d_model 10**6": (["train", *TASK, "--config", "{w}/huge_d.json", "--out", "{w}/o"], "d_model"),
+    "config n_layers 10**7": (
+        ["train", *TASK, "--config", "{w}/huge_layers.json", "--out", "{w}/o"],
+        "n_layers",
+    ),
+    "config context 10**10": (
+        ["train", *TASK, "--config", "{w}/huge_ctx.json", "--out", "{w}/o"],
+        "context_length",
+    ),
+    "out read-only": (
+        ["train", *TASK, *TINY, "--out", "/proc/attention-lab-out"],
+        "read-only or no permission",
+    ),
+    "resume lying config": (
+        ["train", "--resume", "{w}/lying", "--steps", "5", "--out", "{w}/o"],
+        "does not match",
+    ),
+    "resume lying n_layers": (["train", "--resume", "{w}/lying_layers", "--out", "{w}/o"], "n_layers"),
+    "resume rope Infinity": (["train", "--resume", "{w}/lying_rope", "--out", "{w}/o"], "rope_base"),
+    "resume optimizer shapes": (
+        ["train", "--resume", "{w}/bad_optimizer", "--steps", "5", "--out", "{w}/o"],
+        "optimizer state shapes",
+    ),
+    "resume batch 1e9": (
+        ["train", "--resume", "{w}/ckpt", "--batch-size", "1000000000", "--out", "{w}/o"],
+        "--batch-size 1000000000",
+    ),
+    # generate: sampling values
+    "temperature nan": (
+        ["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--temperature", "nan"],
+        "temperature",
+    ),
+    "temperature inf": (
+        ["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--temperature", "inf"],
+        "temperature",
+    ),
+    "temperature 1e-300": (
+        ["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--temperature", "1e-300"],
+        "temperature",
+    ),
+    "temperature -1": (
+        ["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--temperature", "-1"],
+        "temperature",
+    ),
+    "gen seed 10**23": (
+        ["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--seed", str(10**23)],
+        "seed",
+    ),
+    "gen seed -5": (["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--seed", "-5"], "seed"),
+    "top_p nan": (["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--top-p", "nan"], "top_p"),
+    "top_p inf": (["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--top-p", "inf"], "top_p"),
+    "top_p 0": (["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--top-p", "0"], "top_p"),
+    "top_k 1e12": (
+        ["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--top-k", "10" * 6],
+        "too many",
+    ),
+    "max_new_tokens 1e12": (
+        ["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--max-new-tokens", "1000000000000"],
+        "too many",
+    ),
+    "gen lying config": (["generate", "--checkpoint", "{w}/lying", "--prompt", "ab"], "does not match"),
+    "gen lying n_layers": (["generate", "--checkpoint", "{w}/lying_layers", "--prompt", "ab"], "n_layers"),
+    "gen shard escapes": (
+        ["generate", "--checkpoint", "{w}/hf_escape", "--prompt", "ab"],
+        "outside the model folder",
+    ),
+    "gen hf n_layer 10**7": (
+        ["generate", "--checkpoint", "{w}/hf_huge", "--prompt", "ab"],
+        "n_layers=10000000",
+    ),
+    "gen nanogpt huge": (["generate", "--checkpoint", "{w}/nano.pt", "--prompt", "ab"], "this machine has"),
+    "gen kv cache of 10**9 positions": (
+        ["generate", "--checkpoint", "{w}/endless", "--prompt", "ab"],
+        "--no-cache",
+    ),
+    # inspect: sizes and the inspection budget
+    "inspect 12x12 at 4096": (
+        [
+            "inspect",
+            "--config",
+            "{w}/long.json",
+            "--prompt",
+            "ab" * 2048,
+            "--out",
+            "{w}/a.npz",
+            "--max-memory",
+            "1",
+        ],
+        "inspecting 4096 tokens",
+    ),
+    "inspect seed 10**23": (
+        [
+            "inspect",
+            "--config",
+            "{w}/long.json",
+            "--prompt",
+            "ab",
+            "--out",
+            "{w}/a.npz",
+            "--seed",
+            str(10**23),
+        ],
+        "--seed",
+    ),
+    "inspect max-memory nan": (
+        [
+            "inspect",
+            "--config",
+            "{w}/long.json",
+            "--prompt",
+            "ab",
+            "--out",
+            "{w}/a.npz",
+            "--max-memory",
+            "nan",
+        ],
+        "--max-memory",
+    ),
+    "inspect max-memory -1": (
+        [
+            "inspect",
+            "--config",
+            "{w}/long.json",
+            "--prompt",
+            "ab",
+            "--out",
+            "{w}/a.npz",
+            "--max-memory",
+            "-1",
+        ],
+        "--max-memory",
+    ),
+    "inspect d_model 10**6": (
+        ["inspect", "--config", "{w}/huge_d.json", "--prompt", "ab", "--out", "{w}/a.npz"],
+        "d_model",
+    ),
+    "inspect n_layers 10**7": (
+        ["inspect", "--config", "{w}/huge_layers.json", "--prompt", "ab", "--out", "{w}/a.npz"],
+        "n_layers",
+    ),
+    "inspect config FIFO": (
+        ["inspect", "--config", "{w}/fifo", "--prompt", "ab", "--out", "{w}/a.npz"],
+        "not a regular file",
+    ),
+    "inspect rope NaN": (
+        ["inspect", "--config", "{w}/rope_nan.json", "--prompt", "ab", "--out", "{w}/a.npz"],
+        "rope_base",
+    ),
+    "inspect lying config": (
+        ["inspect", "--checkpoint", "{w}/lying", "--prompt", "ab", "--out", "{w}/a.npz"],
+        "does not match",
+    ),
+    "inspect shard escapes": (
+        ["inspect", "--checkpoint", "{w}/hf_escape", "--prompt", "ab", "--out", "{w}/a.npz"],
+        "outside the model folder",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_is_one_line_exit_2_fast_and_small(world, capsys, name):
+    argv, message = CASES[name]
+    argv = [a.replace("{w}", str(world)) for a in argv]
+    capsys.readouterr()
+    before, t0 = rss(), time.perf_counter()
+    try:
+        rc = main(argv)
+    except SystemExit as exc:  # pragma: no cover - main turns argparse's exits into return codes
+        rc = exc.code
+    elapsed, grown = time.perf_counter() - t0, rss() - before
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert rc == 2, err
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert message in lines[0], lines[0]
+    assert elapsed < 5.0, f"{name}: {elapsed:.1f} s"
+    assert grown < MAX_GROWTH, f"{name}: resident memory grew by {grown / 2**20:.0f} MiB"
+    assert not (world / "o").exists() and not (world / "a.npz").exists()
+
+
+def test_the_12x12_model_at_4096_tokens_is_refused_within_a_second(world, capsys):
+    argv = [
+        "inspect",
+        "--config",
+        str(world / "long.json"),
+        "--prompt",
+        "ab" * 2048,
+        "--out",
+        str(world / "a.npz"),
+        "--max-memory",
+        "2",
+    ]
+    t0 = time.perf_counter()
+    assert main(argv) == 2
+    assert time.perf_counter() - t0 < 1.0
+    err = capsys.readouterr().err
+    assert "this machine has 2.00 GiB available (the inspection budget)" in err
+
+
+def test_no_size_check_overrides_the_refusal(world, capsys):
+    argv = [
+        "inspect",
+        "--config",
+        str(world / "long.json"),
+        "--prompt",
+        "abc",
+        "--out",
+        str(world / "b.npz"),
+        "--max-memory",
+        "0.000001",
+    ]
+    assert main(argv) == 2 and "the inspection budget" in capsys.readouterr().err
+    assert main([*argv, "--no-size-check"]) == 0
+    assert (world / "b.npz").is_file()
+    assert "ATTENTION_LAB_NO_SIZE_CHECK" not in os.environ  # restored after the command

@@ -1,0 +1,134 @@
+"""What a command leaves behind and where it writes: stale temporaries of killed runs removed at the next
+start, no empty torch cache folder, exports with the umask's mode, ``inspect --out DIR`` inside DIR,
+and the warnings that explain a --config vocabulary or a changed --corpus."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from app.cli import main
+from model.export import load_inspection
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["--n-layers", "1", "--d-model", "16", "--n-heads", "2", "--context-length", "16", "--threads", "1"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+@pytest.fixture
+def config_file(tmp_path) -> Path:
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps({"n_layers": 1, "d_model": 16, "n_heads": 2, "context_length": 32}))
+    return path
+
+
+def test_inspect_removes_what_a_killed_inspect_left_and_keeps_a_running_ones(tmp_path, config_file, dead_pid):
+    stale = tmp_path / f".att.npz.{dead_pid}.k2j4.tmp"
+    running = tmp_path / f".att.npz.{os.getppid()}.x9q1.tmp"
+    for p in (stale, running):
+        p.write_bytes(b"partial")
+    argv = ["inspect", "--config", str(config_file), "--prompt", "abc", "--out", str(tmp_path / "att.npz")]
+    assert main(argv) == 0
+    assert not stale.exists() and running.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([running.name, "att.npz", "cfg.json"])
+
+
+def test_train_removes_a_killed_saves_temporary_folder_at_start(tmp_path, dead_pid, capsys):
+    stale = tmp_path / f".run.tmp-{dead_pid}-0badc0de"
+    stale.mkdir()
+    (stale / "model.safetensors").write_bytes(b"x" * 100)
+    assert main(["train", "--corpus", "task:copy", "--lr", "nan", "--out", str(tmp_path / "run")]) == 2
+    assert not stale.exists()
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_exports_get_the_mode_the_umask_gives(tmp_path, config_file, umask, mode):
+    old = os.umask(umask)
+    try:
+        out = tmp_path / "att.npz"
+        assert main(["inspect", "--config", str(config_file), "--prompt", "abc", "--out", str(out)]) == 0
+    finally:
+        os.umask(old)
+    assert out.stat().st_mode & 0o777 == mode
+
+
+def test_inspect_out_a_folder_writes_inside_it(tmp_path, config_file, capsys):
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    assert main(["inspect", "--config", str(config_file), "--prompt", "abc", "--out", str(folder)]) == 0
+    assert (folder / "inspection.npz").is_file() and not (tmp_path / "exports.npz").exists()
+    assert load_inspection(folder / "inspection.npz")["weights"].shape == (1, 2, 3, 3)
+
+
+def test_a_partial_export_says_what_it_left_out(tmp_path, capsys):
+    cfg = tmp_path / "deep.json"
+    cfg.write_text(json.dumps({"n_layers": 8, "d_model": 16, "n_heads": 4, "context_length": 512}))
+    out = tmp_path / "att.npz"
+    argv = [
+        "inspect",
+        "--config",
+        str(cfg),
+        "--prompt",
+        "ab" * 256,
+        "--out",
+        str(out),
+        "--max-memory",
+        "0.05",
+    ]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "does not fit in 51.20 MiB" in err and "float16" in err
+    data = load_inspection(out)
+    L = len(data["layers"])
+    assert data["weights"].shape == (L, 4, 512, 512) and data["weights"].dtype == "float16"
+    np_rows = data["weights"].astype("float64").sum(-1)
+    assert abs(np_rows - 1).max() < 1e-2
+
+
+def test_no_empty_torch_cache_folder_is_left_in_the_temp_dir(tmp_path):
+    code = "import torch, model.runtime; torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))])"
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    env.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("torchinductor_")]
+
+
+def test_a_config_vocabulary_is_kept_when_larger_and_explained(tmp_path, capsys):
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"vocab_size": 1000, "n_layers": 1, "d_model": 16, "n_heads": 2}))
+    argv = ["train", "--corpus", "task:copy", "--config", str(cfg), "--steps", "1", "--batch-size", "2"]
+    assert main([*argv, "--seq-len", "8", "--threads", "1", "--out", str(tmp_path / "o")]) == 0
+    err = capsys.readouterr().err
+    assert "vocab_size=1000" in err and "larger than the tokenizer's" in err
+    assert json.loads((tmp_path / "o" / "config.json").read_text())["vocab_size"] == 1000
+
+
+def test_resuming_on_another_corpus_names_both(tmp_path, capsys):
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("abcabc def def\n" * 200)
+    b.write_text("fed cba cba fed\n" * 200)
+    base = ["train", *TINY, "--batch-size", "2", "--seq-len", "8"]
+    assert main([*base, "--corpus", str(a), "--steps", "1", "--out", str(tmp_path / "c")]) == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", str(tmp_path / "c"), "--corpus", str(b), "--steps", "2"]) == 0
+    warning = next(line for line in capsys.readouterr().err.splitlines() if "warning" in line)
+    assert f"training continues on {str(b)!r}, not on {str(a)!r}" in warning

@@ -1,0 +1,213 @@
+"""model.sizing: a model, a training step and a trace are sized before they exist, and refused in one
+line naming the need, the machine's amount and the value to lower; plus the numeric guards beside it."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from model import sizing
+from model.budget import parameters
+from model.config import ConfigError, GPTConfig
+from model.sizing import Available, ModelTooLarge, available_memory, check, load_need, training_need
+from model.trace import inspection_need, plan_inspection
+
+GiB = 1024**3
+
+
+def rss() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_available_memory_is_what_proc_meminfo_says_at_most():
+    have = available_memory()
+    with open("/proc/meminfo") as fh:
+        mem = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:"))
+    assert 0 < have.bytes <= mem * 1.05 and have.source
+
+
+def test_training_need_is_the_budget_calculators_bytes_per_parameter():
+    cfg = GPTConfig(vocab_size=100, n_layers=2, d_model=32, n_heads=4, context_length=16)
+    need = training_need(cfg, batch=4, seq_len=16)
+    n = parameters(cfg).total
+    assert need.parts["weights"] == 4 * n and need.parts["gradients"] == 4 * n
+    assert need.parts["AdamW state"] == 8 * n
+    assert need.parts["activations of 4 × 16 tokens"] > 0
+
+
+@pytest.mark.parametrize(
+    "changes, named",
+    [
+        ({"d_model": 8192, "n_heads": 8}, "d_model=8192"),
+        ({"n_layers": 10**7}, "n_layers=10000000"),
+        ({"d_ff": 10**8}, "d_ff=100000000"),
+        ({"context_length": 10**9}, "context_length=1000000000"),
+        ({"vocab_size": 10**9}, "vocab_size=1000000000"),
+        ({"head_dim": 10**6}, "head_dim=1000000"),
+    ],
+)
+def test_a_refusal_is_one_line_with_the_need_the_machine_and_the_value(changes, named):
+    cfg = GPTConfig(vocab_size=100, n_layers=2, d_model=32, n_heads=4).replace(**changes)
+    with pytest.raises(ModelTooLarge) as info:
+        check(training_need(cfg, batch=1, seq_len=16), available=Available(16 * GiB, "MemAvailable"))
+    text = str(info.value)
+    assert "\n" not in text and named in text
+    assert "16.00 GiB available (MemAvailable)" in text and "needs about" in text
+
+
+def test_the_batch_is_named_when_lowering_it_alone_makes_it_fit():
+    cfg = GPTConfig(vocab_size=100, n_layers=2, d_model=64, n_heads=4, context_length=256)
+    need = training_need(cfg, batch=10**6, seq_len=256)
+    with pytest.raises(ModelTooLarge, match=r"lower --batch-size 1000000"):
+        check(need, available=Available(4 * GiB, "MemAvailable"))
+
+
+def test_override_by_argument_and_environment(monkeypatch):
+    need = load_need(GPTConfig(vocab_size=100, d_model=10**6, n_heads=1))
+    tiny = Available(1024, "test")
+    with pytest.raises(ModelTooLarge):
+        check(need, available=tiny)
+    check(need, available=tiny, override=True)
+    monkeypatch.setenv(sizing.OVERRIDE_ENV, "1")
+    check(need, available=tiny)
+
+
+def test_a_trainer_of_a_huge_config_is_refused_before_allocation(tiny_settings):
+    from model.data import resolve_source
+    from model.train import Trainer
+
+    before, t0 = rss(), time.perf_counter()
+    with pytest.raises(ModelTooLarge, match="d_model=200000"):
+        Trainer(GPTConfig(d_model=200_000, n_heads=4, n_layers=2), resolve_source("task:copy"), tiny_settings)
+    assert time.perf_counter() - t0 < 1.0 and rss() - before < 100 * 2**20
+
+
+def test_a_lying_config_json_is_refused_before_the_model_is_built(tmp_path, tiny_config):
+    from model.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+    from model.gpt import build_model
+    from model.tokens import ByteTokenizer
+
+    save_checkpoint(tmp_path / "c", build_model(tiny_config.with_vocab(256), seed=0), ByteTokenizer())
+    cfg = json.loads((tmp_path / "c" / "config.json").read_text())
+    for lie in ({"d_model": 8192}, {"n_layers": 5000, "d_model": 512}):
+        (tmp_path / "c" / "config.json").write_text(json.dumps({**cfg, **lie}))
+        before, t0 = rss(), time.perf_counter()
+        with pytest.raises(CheckpointError, match="does not match"):
+            load_checkpoint(tmp_path / "c")
+        assert time.perf_counter() - t0 < 3.0 and rss() - before < 100 * 2**20, lie
+
+
+def test_header_shapes_and_parameter_count(tmp_path):
+    from safetensors.torch import save_file
+
+    save_file({"a": torch.zeros(3, 4), "b": torch.zeros(5)}, tmp_path / "w.safetensors")
+    assert sizing.safetensors_shapes(tmp_path / "w.safetensors") == {"a": (3, 4), "b": (5,)}
+    (tmp_path / "bad.safetensors").write_bytes(b"\xff" * 8 + b"{}")
+    with pytest.raises(ValueError, match="header length"):
+        sizing.safetensors_shapes(tmp_path / "bad.safetensors")
+
+
+# ---- inspection within a budget ---------------------------------------------------------------
+KINDS = ("weights", "scores_raw", "scores_scaled", "resid_pre", "resid_mid", "resid_post")
+LONG = GPTConfig(vocab_size=256, n_layers=12, n_heads=12, d_model=48, context_length=4096)
+
+
+def test_the_12x12_model_at_4096_tokens_needs_the_issues_29_gb():
+    need = inspection_need(LONG, 4096, kinds=("weights", "scores_raw", "scores_scaled"))
+    assert math.isclose(need.parts["recorded heads"], 3 * 12 * 12 * 4096**2 * 4)  # 29 GB
+
+
+def test_plan_keeps_everything_when_it_fits_and_less_when_it_does_not():
+    full = plan_inspection(LONG, 64, kinds=KINDS, budget=8 * GiB)
+    assert full.kinds == KINDS and full.layers is None and not full.float16
+    f32 = inspection_need(LONG, 256, kinds=KINDS, export_bytes_per_value=4).total
+    half = plan_inspection(LONG, 256, kinds=KINDS, budget=f32 - 1)
+    assert half.float16 and half.kinds == KINDS
+    weights_only = plan_inspection(LONG, 4096, kinds=KINDS, budget=16 * GiB)
+    assert weights_only.dropped == ["scores_raw", "scores_scaled"] and weights_only.layers is None
+    partial = plan_inspection(LONG, 4096, kinds=KINDS, budget=6 * GiB)
+    assert partial.layers is not None and 1 <= len(partial.layers) < 12
+    assert partial.layers[0] == 0 and partial.need.total <= 6 * GiB
+    t0 = time.perf_counter()
+    with pytest.raises(ModelTooLarge, match=r"inspecting 4096 tokens in 1 layers.*lower the prompt"):
+        plan_inspection(LONG, 4096, kinds=KINDS, budget=GiB)
+    assert time.perf_counter() - t0 < 0.1
+
+
+def test_trace_inspect_refuses_what_the_machine_cannot_hold(monkeypatch, tiny_config):
+    from model.gpt import build_model
+    from model.trace import inspect
+
+    model = build_model(tiny_config.with_vocab(256), seed=0)
+    ids = list(range(20))
+    assert inspect(model, None, ids, kinds=["weights"]).stack("weights").shape == (2, 2, 20, 20)
+    monkeypatch.setattr(sizing, "available_memory", lambda device="cpu": Available(10_000, "test"))
+    with pytest.raises(ModelTooLarge, match="inspecting 20 tokens in 2 layers × 2 heads"):
+        inspect(model, None, ids, kinds=["weights"])
+
+
+# ---- numeric values ---------------------------------------------------------------------------
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), -math.inf, 1.0, 0.5])
+def test_rope_base_must_be_a_finite_number_above_one(value):
+    with pytest.raises(ConfigError, match="rope_base"):
+        GPTConfig(positions="rope", rope_base=value).validate()
+
+
+def test_config_files_that_are_not_regular_files_are_refused(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path in (fifo, "/dev/zero", tmp_path):
+        with pytest.raises(ConfigError, match="not a regular file"):
+            GPTConfig.load(path)
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("seed", 10**23), ("seed", -1), ("threads", 100_000), ("steps", 10**12), ("batch_size", 10**12)],
+)
+def test_train_settings_have_maxima(field, value):
+    from model.train import TrainSettings
+
+    with pytest.raises(ConfigError, match=field):
+        TrainSettings(**{field: value}).validate()
+
+
+@pytest.mark.parametrize("temperature", [float("nan"), float("inf"), 1e-300, -1.0, 1e6])
+def test_sampling_temperature_must_be_finite_and_sensible(temperature):
+    from model.generate import check_sampling
+
+    with pytest.raises(ValueError, match="temperature"):
+        check_sampling(temperature, None, None)
+    check_sampling(0, None, None)  # greedy
+    check_sampling(0.8, None, None)
+
+
+@pytest.mark.parametrize("seed", [10**23, -5, 2**63])
+def test_seed_must_fit_a_64_bit_generator(seed):
+    from model.generate import check_seed
+
+    with pytest.raises(ValueError, match="seed"):
+        check_seed(seed)
+
+
+def test_resume_checks_the_optimizer_state_shapes(tiny_config, tiny_settings):
+    from model.data import resolve_source
+    from model.train import Trainer
+
+    trainer = Trainer(tiny_config, resolve_source("task:copy"), tiny_settings)
+    trainer.run(1)
+    state = trainer.state_dict()
+    key = next(
+        k for k in sorted(state["tensors"]) if k.endswith("/exp_avg") and state["tensors"][k].dim() == 2
+    )
+    state["tensors"][key] = torch.zeros(np.add(state["tensors"][key].shape, 1).tolist())
+    fresh = Trainer(tiny_config, resolve_source("task:copy"), tiny_settings)
+    with pytest.raises(ValueError, match="optimizer state shapes do not match the model"):
+        fresh.load_state(state)
