@@ -150,8 +150,9 @@ class RunWriter:
         self.path.mkdir(parents=True, exist_ok=True)
         self.probes = self.path / PROBES_DIR
         mode = "a" if resume else "w"
-        if not resume and self.probes.is_dir():
-            for old in self.probes.glob("step-*.npz"):
+        if not resume:  # a fresh log file (a new inode tells a follower to start over) and no old probes
+            (self.path / LOG_FILE).unlink(missing_ok=True)
+            for old in self.probes.glob("step-*.npz") if self.probes.is_dir() else ():
                 old.unlink()
         self._logs = [open(self.path / LOG_FILE, mode, encoding="utf-8")]  # noqa: SIM115 - close()
         if extra_log is not None:
