@@ -52,6 +52,7 @@ class FollowWorker(LoopWorker):
         self.checkpoint_step: int | None = None
         self.world_size = 1
         self.shown: tuple | None = None  # (status, world_size, checkpoint_step) the GUI last showed
+        self.prompt: str | None = None  # the run's probe prompt (from its newest probe)
         self._wake = threading.Event()
         self._last_step = 0
 
@@ -71,6 +72,7 @@ class FollowWorker(LoopWorker):
                 self.mailbox.put("events", row)
             for frame in up.frames:
                 self.mailbox.put("frames", frame)
+                self.prompt = frame.prompt
             if up.checkpoint_step is not None:
                 self.checkpoint_step = up.checkpoint_step
                 self.mailbox.put("checkpoints", up.checkpoint_step)
@@ -81,13 +83,16 @@ class FollowWorker(LoopWorker):
             self._wake.wait(self.interval)
             self._wake.clear()
 
+    def reprobe(self) -> None:
+        """The followed run traces its own prompt; an edited one applies to runs trained here."""
+
     def end(self, reason: str) -> tuple[str, str]:
-        where = self.path.name
+        step, where = self._last_step, self.path
         if reason == "stopped":
-            return reason, f"stopped following {where} at step {self._last_step}"
+            return reason, f"stopped following at step {step} ({where})"
         if self.status == "gone":
-            return "done", f"the run folder {where} disappeared; following stopped at step {self._last_step}"
-        return "done", f"the followed run {where} {self.status} at step {self._last_step}"
+            return "done", f"the run folder disappeared; following stopped at step {step} ({where})"
+        return "done", f"the followed run {self.status} at step {step} ({where})"
 
 
 class FollowingRun:
@@ -151,6 +156,8 @@ class FollowingRun:
             self.historyReset.emit()
         if checkpoints and (self.model is None or self.checkpoint_path is None):
             self.open_followed_checkpoint()  # the first one at once; later ones on request
+        if worker.prompt is not None and worker.prompt != self.probe_prompt:
+            self._set_probe_prompt(worker.prompt, from_source=True)  # show what the frames trace
         seen = (worker.status, worker.world_size, worker.checkpoint_step)
         if seen != worker.shown:
             worker.shown = seen

@@ -153,6 +153,6 @@ def test_stop_following_and_what_cannot_be_followed(qtbot, tiny_window, tmp_path
         s.start_training()
     with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT) as done:
         tiny_window.tabs["Train"].follow_bar.stop_button.click()
-    assert done.args == ["stopped", "stopped following run at step 3"]
+    assert done.args == ["stopped", f"stopped following at step 3 ({tmp_path / 'run'})"]
     assert s.state == "idle" and tiny_window.tabs["Train"].start_button.isEnabled()
     w.close()
