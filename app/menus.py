@@ -44,6 +44,12 @@ class WindowMenus:
             S.Open,
             "Load a saved model with its config, tokenizer and loss history",
         )
+        self.follow_action = self._action(
+            "&Follow a run folder…",
+            self.follow_run_dialog,
+            None,
+            "Watch a run that another process (attention-lab train --out DIR) writes, live",
+        )
         self.save_action = self._action(
             "&Save checkpoint",
             self.save_checkpoint,
@@ -78,6 +84,7 @@ class WindowMenus:
             self.new_action,
             None,
             self.open_action,
+            self.follow_action,
             self.save_action,
             self.save_as_action,
             None,
@@ -193,6 +200,26 @@ class WindowMenus:
         QApplication.restoreOverrideCursor()
         self.statusBar().showMessage(f"Opened {path} at step {self.session.step}", 6000)
         self._update_status()
+        return True
+
+    def follow_run_dialog(self) -> None:
+        if not self._maybe_save("Follow a run folder"):
+            return
+        path = QFileDialog.getExistingDirectory(self, "Follow a run folder", self.settings.last_dir("run"))
+        if path:
+            self.follow_run(path)
+
+    def follow_run(self, path: str) -> bool:
+        """Follow the run folder at ``path`` in the Train tab; an error dialog when it cannot."""
+        self.settings.set_last_dir("run", Path(path).parent)
+        try:
+            self.session.follow_run(path)
+        except Exception as exc:
+            self.show_error("Could not follow the run", f"{path}\n\n{exc}")
+            return False
+        if "Train" in self.tabs:
+            self.tab_widget.setCurrentIndex(list(self.tabs).index("Train"))
+        self.statusBar().showMessage(f"Following {path}", 6000)
         return True
 
     def save_checkpoint(self) -> bool:

@@ -39,6 +39,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from app.follow import FollowingRun
 from app.training_run import TrainingRun
 from app.workers import ComputeWorker, drain_timer
 from model.config import GPTConfig, default_config
@@ -47,7 +48,7 @@ from model.probes import FrameHistory, ProbeFrame
 DEFAULT_SOURCE = "builtin:stdlib"
 
 
-class Session(QObject, TrainingRun):
+class Session(QObject, TrainingRun, FollowingRun):
     """Shared state of the app; see the module docstring for the fields."""
 
     #: the validated config changed (GPTConfig); the model may not be rebuilt yet
@@ -64,7 +65,7 @@ class Session(QObject, TrainingRun):
     historyReset = Signal()
     #: one generated sample during training: (step, text)
     sampleAdded = Signal(int, str)
-    #: idle / starting / running / paused / stopping
+    #: idle / starting / running / paused / stopping, or following (a run folder; app/follow.py)
     trainingStateChanged = Signal(str)
     #: a run ended: reason "done" | "stopped" | "error", and a message
     trainingFinished = Signal(str, str)
@@ -78,6 +79,8 @@ class Session(QObject, TrainingRun):
     errorOccurred = Signal(str, str)
     #: a passing remark for the status bar
     statusMessage = Signal(str)
+    #: a followed run folder's status, world size or newest checkpoint changed (app/follow.py)
+    followUpdated = Signal()
 
     def __init__(self, parent: QObject | None = None, *, history_bytes: int = 64 * 2**20):
         super().__init__(parent)

@@ -24,6 +24,8 @@ class TrainingRun:
         """Recompute the probe frame of an idle model (off the GUI thread; training does its own)."""
         if self.model is None or self.tokenizer is None or self.is_training or not self.probe_prompt:
             return
+        if self.is_following:  # the frames are the followed run's
+            return
         model, tokenizer, prompt, step = self.model, self.tokenizer, self.probe_prompt, self.step
 
         def job():
@@ -32,7 +34,8 @@ class TrainingRun:
             return probe_frame(model, tokenizer, prompt, step)
 
         def done(frame, error):
-            if error is None and frame is not None and model is self.model and not self.is_training:
+            idle = not self.is_training and not self.is_following
+            if error is None and frame is not None and model is self.model and idle:
                 self._accept_frame(frame)
 
         self.compute.submit("session.probe", job, done)
@@ -56,6 +59,8 @@ class TrainingRun:
 
         if self.is_training:
             return
+        if self.is_following:
+            raise ValueError("stop following the run folder first")
         if self.source is None:
             raise ValueError("choose a data source first")
         config = self.config.with_vocab(self.source.tokenizer.vocab_size).validate()
@@ -123,7 +128,9 @@ class TrainingRun:
             self._worker.resume()
 
     def stop_training(self) -> None:
-        if self._worker is not None:
+        if self.is_following:
+            self.stop_following()
+        elif self._worker is not None:
             self._worker.stop()
             if self.state != "stopping":
                 self._set_state("stopping")
@@ -166,6 +173,8 @@ class TrainingRun:
         if worker is None:
             self._drain_timer.stop()
             return
+        if self.follow_worker is not None:
+            self._drain_follow(worker)
         events, frames, samples = worker.mailbox.take("events", "frames", "samples")
         if events:
             self.history.extend(events)

@@ -258,6 +258,7 @@ class MainWindow(WindowMenus, QMainWindow):
         idle = state == "idle"
         self.new_action.setEnabled(idle)
         self.open_action.setEnabled(idle)
+        self.follow_action.setEnabled(idle or state == "following")
 
     def _on_saved(self, path: str) -> None:
         self.statusBar().showMessage(f"Saved checkpoint to {path}", 6000)

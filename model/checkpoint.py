@@ -362,6 +362,8 @@ def _read_tensors(path: Path, expected: dict[str, Any] | None) -> dict[str, torc
 
 
 def _resolve_dir(path: Path) -> Path:
+    if path.is_dir() and not (path / CONFIG_FILE).exists() and (path / "run.json").exists():
+        path = path / "checkpoint"  # a run folder (model/runfolder.py): its newest checkpoint
     if path.is_dir():
         return path
     if path.exists():

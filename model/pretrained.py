@@ -136,6 +136,10 @@ def detect(path: str | Path) -> tuple[str, Path]:
         if _is_torch_file(path):
             return "nanogpt", path
         path = path.parent
+    if not (path / "config.json").exists() and (path / "run.json").is_file():
+        path = path / "checkpoint"  # a run folder (model/runfolder.py): its newest checkpoint
+        if not path.is_dir():
+            raise CheckpointError(f"the run in {str(path.parent)!r} has saved no checkpoint yet")
     cfg_path = path / "config.json"
     if cfg_path.is_file():
         cfg = _read_json_file(cfg_path)

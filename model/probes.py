@@ -132,7 +132,7 @@ class Prober:
 
     def __call__(self, trainer: Any, event: Any) -> None:
         every = trainer.settings.probe_every
-        if every and trainer.step % every == 0:
+        if every and trainer.step % every == 0 and getattr(trainer, "rank", 0) == 0:
             event.trace = self.probe(trainer)
 
     def prompt_for(self, trainer: Any) -> str:

@@ -224,6 +224,7 @@ class TrainEvent:
     tokens_per_s: float
     elapsed: float
     tokens_seen: int
+    world_size: int = 1
     trace: Any = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -236,6 +237,7 @@ class TrainEvent:
             "tokens_per_s": self.tokens_per_s,
             "elapsed": self.elapsed,
             "tokens_seen": self.tokens_seen,
+            "world_size": self.world_size,
         }
 
 
@@ -326,6 +328,49 @@ def _all_true(mask: torch.Tensor) -> bool:
     return bool(mask.all())
 
 
+#: Training precisions (``Trainer(dtype=...)``, ``train --dtype``).
+DTYPES = ("auto", "bf16", "fp16", "fp32")
+
+
+def _compile_problem(device: torch.device) -> str | None:
+    """Why ``torch.compile`` cannot work here (one line), or None."""
+    import shutil
+    import sys
+
+    if not hasattr(torch, "compile"):
+        return "this PyTorch has no torch.compile"
+    if sys.platform == "win32":
+        return "torch.compile is not supported on Windows"
+    if device.type == "cpu":
+        import os
+
+        cxx = os.environ.get("CXX") or "c++"
+        if shutil.which(cxx) is None and shutil.which("g++") is None:
+            return "it needs a C++ compiler on the CPU and none was found (install g++ or set CXX)"
+    if device.type == "mps":
+        return "torch.compile does not support MPS training here"
+    return None
+
+
+def _is_collective_error(exc: BaseException) -> bool:
+    """Whether ``exc`` came from a collective (a lost or silent peer), not from the model."""
+    import torch.distributed as dist
+
+    if isinstance(exc, getattr(dist, "DistError", ())):
+        return True
+    text = str(exc).lower()
+    return any(k in text for k in ("gloo", "nccl", "connection", "timed out", "timeout", "peer"))
+
+
+def _shard_weights(y: torch.Tensor, pieces: list[slice]) -> list[float]:
+    """n_i / N for each row slice of targets ``y`` (N: target tokens of the whole batch, -100 ignored)."""
+    valid = (y != -100).sum(dim=1)
+    total = int(valid.sum())
+    if total == 0:  # every target masked: weigh by rows
+        return [(p.stop - p.start) / y.shape[0] for p in pieces]
+    return [int(valid[p].sum()) / total for p in pieces]
+
+
 class Trainer:
     """Trains a :class:`~model.gpt.GPT` on a data source (see the module docstring).
 
@@ -333,6 +378,14 @@ class Trainer:
     (a larger one is allowed: a padded head). ``model``: continue from these weights instead of a fresh
     seeded init. ``state``: a ``train_state`` dict from a checkpoint (optimizer moments, step, RNG
     states, history) to continue exactly.
+
+    How to run (not what to learn, so not in the settings): ``dist`` a
+    :class:`~model.distributed.DistContext` for data-parallel training (``settings.batch_size`` is
+    then the global batch; see :mod:`model.distributed`); ``grad_accum`` K micro-batches per step
+    (``batch_size`` a multiple of world_size·K); ``dtype`` ``"auto"`` (the ``amp`` setting: bf16, or
+    fp16 with a GradScaler, on CUDA), ``"bf16"``, ``"fp16"`` or ``"fp32"``; ``compile`` wraps the
+    model in ``torch.compile`` for the training steps. On CUDA, TF32 matmuls are on and AdamW is
+    fused. Options that do not apply to the device are off, each named in :attr:`notes`.
     """
 
     def __init__(
@@ -343,7 +396,12 @@ class Trainer:
         *,
         model: torch.nn.Module | None = None,
         state: dict[str, Any] | None = None,
+        dist: Any = None,
+        grad_accum: int = 1,
+        dtype: str = "auto",
+        compile: bool = False,
     ):
+        from model.distributed import DistContext
         from model.gpt import build_model
 
         settings = (settings or TrainSettings()).validate()
@@ -360,11 +418,19 @@ class Trainer:
             )
         self.config = config
         self.seq_len = self._pick_seq_len(settings, config, source)
-        self.device = pick_device(settings.device)
+        self.dist = dist if dist is not None else DistContext()
+        self.world_size = self.dist.world_size if self.dist.active else 1
+        self.rank = self.dist.rank if self.dist.active else 0
+        self.grad_accum = self._check_parallel(settings, grad_accum, dtype)
+        self.device = self.dist.device if self.dist.active else pick_device(settings.device)
+        #: One line per option that does not apply here and is off (for the command to print).
+        self.notes: list[str] = []
         from model.sizing import check, training_need
 
-        precision = "bf16-mixed" if settings.amp and self.device.type == "cuda" else "fp32"
-        need = training_need(config, batch=settings.batch_size, seq_len=self.seq_len, precision=precision)
+        mixed = dtype in ("bf16", "fp16") or (dtype == "auto" and settings.amp)
+        precision = "bf16-mixed" if mixed and self.device.type == "cuda" else "fp32"
+        micro = settings.batch_size // (self.world_size * self.grad_accum)  # what one rank holds at once
+        need = training_need(config, batch=micro, seq_len=self.seq_len, precision=precision)
         check(need, device=self.device)  # before anything is built: one line naming what to lower
 
         if model is None:
@@ -392,17 +458,14 @@ class Trainer:
             lr=lr_at(0, settings),
             betas=(settings.beta1, settings.beta2),
             eps=1e-8,
+            **({"fused": True} if self.device.type == "cuda" else {}),
         )
 
-        # mixed precision: bf16 autocast where CUDA supports it, fp16 + a gradient scaler otherwise
+        self.dtype = dtype
         self.amp_dtype: torch.dtype | None = None
         self.scaler = None
-        if settings.amp and self.device.type == "cuda":
-            if torch.cuda.is_bf16_supported():
-                self.amp_dtype = torch.bfloat16
-            else:
-                self.amp_dtype = torch.float16
-                self.scaler = torch.amp.GradScaler("cuda")
+        self._setup_precision(settings, dtype)
+        self._setup_engine(compile)
 
         self.step = 0
         self.history: list[dict[str, Any]] = []
@@ -445,6 +508,61 @@ class Trainer:
             for i, group in enumerate(self.optimizer.param_groups):
                 group["betas"] = (value.beta1, value.beta2)
                 group["weight_decay"] = value.weight_decay if i == 0 else 0.0
+
+    # ---- how to run: data parallel, precision, compilation ------------------------------------
+    def _check_parallel(self, settings: TrainSettings, grad_accum: int, dtype: str) -> int:
+        if isinstance(grad_accum, bool) or not isinstance(grad_accum, int) or grad_accum < 1:
+            raise ConfigError([f"grad_accum={grad_accum!r} must be a whole number >= 1"])
+        if dtype not in DTYPES:
+            raise ConfigError([f"dtype={dtype!r} must be one of {', '.join(DTYPES)}"])
+        per = self.world_size * grad_accum
+        if settings.batch_size % per:
+            raise ConfigError(
+                [
+                    f"batch_size={settings.batch_size} (the global batch) must be a multiple of "
+                    f"world_size×grad_accum = {self.world_size}×{grad_accum} = {per}"
+                ]
+            )
+        return grad_accum
+
+    def _setup_precision(self, settings: TrainSettings, dtype: str) -> None:
+        """autocast dtype and GradScaler: ``auto`` keeps the ``amp`` setting (bf16 where CUDA has it,
+        else fp16 + scaler); an explicit dtype wins; the CPU always trains in fp32."""
+        cuda = self.device.type == "cuda"
+        if not cuda:
+            if dtype in ("bf16", "fp16"):
+                self.notes.append(f"dtype {dtype} is for CUDA: training in fp32 on {self.device.type}")
+            self.notes.append(f"TF32 matmuls and fused AdamW are CUDA-only: off on {self.device.type}")
+            return
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        want = dtype
+        if dtype == "auto":
+            want = "fp32" if not settings.amp else ("bf16" if torch.cuda.is_bf16_supported() else "fp16")
+        elif dtype == "bf16" and not torch.cuda.is_bf16_supported():
+            self.notes.append("dtype bf16 is not supported by this GPU: using fp16 with a gradient scaler")
+            want = "fp16"
+        if want == "bf16":
+            self.amp_dtype = torch.bfloat16
+        elif want == "fp16":
+            self.amp_dtype = torch.float16
+            self.scaler = torch.amp.GradScaler("cuda")
+
+    def _setup_engine(self, compile: bool) -> None:
+        """``self._step_model``: the model the training steps call (compiled, then in DDP)."""
+        from model.distributed import wrap
+
+        fwd = self.model
+        self.compiled = False
+        if compile:
+            problem = _compile_problem(self.device)
+            if problem:
+                self.notes.append(f"--compile is off: {problem}")
+            else:
+                fwd = torch.compile(self.model)
+                self.compiled = True
+        self._eval_model = fwd
+        self._step_model = wrap(fwd, self.dist)
 
     # ---- helpers -----------------------------------------------------------------------------
     @staticmethod
@@ -581,20 +699,14 @@ class Trainer:
             lr = self.lr_at(self.step)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
-            x, y = self._batch("train", self._batch_gen)
+            x, y = self._batch("train", self._batch_gen)  # the global batch; this rank trains its shard
             self.model.train()
-            with self._own_rng():
-                with self._autocast():
-                    _, loss = self.model(x, y)
-                loss_value = float(loss.detach())
-                if not math.isfinite(loss_value):
-                    self.optimizer.zero_grad(set_to_none=True)
-                    raise self._diverged("loss", loss_value, lr)
-                if self.scaler is not None:
-                    self.scaler.scale(loss).backward()
-                    self.scaler.unscale_(self.optimizer)
-                else:
-                    loss.backward()
+            loss_value = self._forward_backward(x, y)
+            if not math.isfinite(loss_value):
+                self.optimizer.zero_grad(set_to_none=True)
+                raise self._diverged("loss", loss_value, lr)
+            if self.scaler is not None:
+                self.scaler.unscale_(self.optimizer)
             max_norm = s.grad_clip if s.grad_clip > 0 else math.inf
             grad_norm = float(torch.nn.utils.clip_grad_norm_(self._params, max_norm))
             if self.scaler is not None:
@@ -626,12 +738,50 @@ class Trainer:
             tokens_per_s=tokens_per_s,
             elapsed=self.elapsed,
             tokens_seen=self.tokens_seen,
+            world_size=self.world_size,
         )
         self.trigger_callbacks("on_step_end", event)  # the prober first: it may attach event.trace
         self.elapsed += time.perf_counter() - t_start
         event.elapsed = self.elapsed
         self.history.append(event.to_dict())
         return event
+
+    def _micro_batches(self, rows: int) -> list[slice]:
+        """This rank's rows of a global batch of ``rows``, cut into ``grad_accum`` micro-batches."""
+        from model.distributed import shard
+
+        mine = shard(rows, self.rank, self.world_size)
+        per = (mine.stop - mine.start) // self.grad_accum
+        return [slice(mine.start + i * per, mine.start + (i + 1) * per) for i in range(self.grad_accum)]
+
+    def _forward_backward(self, x: torch.Tensor, y: torch.Tensor) -> float:
+        """Accumulate the gradient of the global mean loss from this rank's micro-batches; returns
+        that global mean loss (summed over ranks). One process, one micro-batch: plain
+        ``loss.backward()``, the exact arithmetic of a single-process step."""
+        from model.distributed import all_reduce_sum, lost_rank
+
+        pieces = self._micro_batches(x.shape[0])
+        single = len(pieces) == 1 and self.world_size == 1
+        weights = [1.0] if single else _shard_weights(y, pieces)
+        local = 0.0
+        try:
+            for i, (rows, w) in enumerate(zip(pieces, weights)):
+                sync = i == len(pieces) - 1 or not self.dist.active
+                no_sync = contextlib.nullcontext() if sync else self._step_model.no_sync()
+                with no_sync, self._own_rng():
+                    with self._autocast():
+                        _, loss = self._step_model(x if single else x[rows], y if single else y[rows])
+                    part = loss if single else loss * (w * self.world_size)
+                    local += float(loss.detach()) if single else float(loss.detach()) * w
+                    if self.scaler is not None:
+                        self.scaler.scale(part).backward()
+                    else:
+                        part.backward()
+        except RuntimeError as exc:
+            if self.dist.active and _is_collective_error(exc):
+                raise lost_rank(self.dist, exc) from None
+            raise
+        return all_reduce_sum([local], self.dist)[0]
 
     def _diverged(self, what: str, value: float, lr: float) -> TrainingDiverged:
         step = self.step + 1
@@ -647,6 +797,8 @@ class Trainer:
     def evaluate(self, batches: int | None = None) -> float:
         """Mean loss over ``batches`` (default ``eval_batches``) held-out batches: the same batches
         every call (their generator is re-seeded), so successive values are comparable."""
+        from model.distributed import all_reduce_sum, shard
+
         n = batches or self.settings.eval_batches
         gen = torch.Generator().manual_seed(self.settings.seed + 1_000_003)
         total = 0.0
@@ -656,13 +808,19 @@ class Trainer:
             self.model.eval()
             try:
                 for _ in range(n):
-                    x, y = self._batch("val", gen)
+                    x, y = self._batch("val", gen)  # every rank draws the batch, measures its shard
+                    if self.world_size == 1:
+                        with self._autocast():
+                            _, loss = self.model(x, y)
+                        total += float(loss)
+                        continue
+                    rows = shard(x.shape[0], self.rank, self.world_size)
                     with self._autocast():
-                        _, loss = self.model(x, y)
-                    total += float(loss)
+                        _, loss = self._eval_model(x[rows], y[rows])
+                    total += float(loss) * _shard_weights(y, [rows])[0]
             finally:
                 self.model.train(was_training)
-        return total / n
+        return all_reduce_sum([total], self.dist)[0] / n
 
     @property
     def probe_prompt(self) -> str:
@@ -755,6 +913,8 @@ class Trainer:
             "seq_len": self.seq_len,
             "param_groups": [list(g) for g in self._param_names],
             "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+            "world_size": self.world_size,
+            "grad_accum": self.grad_accum,
             "tensors": tensors,
         }
 
@@ -825,6 +985,7 @@ class Trainer:
         source: Any = None,
         device: str | None = None,
         overrides: dict[str, Any] | None = None,
+        **options: Any,
     ) -> Trainer:
         """Continue training from a checkpoint exactly where it stopped.
 
@@ -832,7 +993,9 @@ class Trainer:
         and ``device`` are applied on top. ``source`` None → rebuilt
         from the saved source name with the saved tokenizer; a warning is raised if its identity
         (SHA-256) differs from the saved one. A checkpoint without training state starts a fresh
-        optimizer from its weights.
+        optimizer from its weights. ``options`` (``dist``, ``grad_accum``, ``dtype``, ``compile``) go
+        to the constructor: a run saved at one world size resumes at any other (the batch generator
+        is the same on every rank, so only the split of each global batch changes).
         """
         import warnings
 
@@ -878,7 +1041,7 @@ class Trainer:
                     "saved; training continues on the current data"
                 )
             warnings.warn(message, stacklevel=2)
-        trainer = cls(ckpt.config, source, settings, model=ckpt.model, state=None)
+        trainer = cls(ckpt.config, source, settings, model=ckpt.model, state=None, **options)
         if state is not None:
             try:
                 trainer.load_state(state)

@@ -6,9 +6,17 @@ The model's shape comes from ``--config FILE.json`` and/or config flags (``--n-l
 suits the data, and each flag overrides one. ``--resume DIR`` continues a checkpoint exactly (its
 shape and settings; flags given override settings, e.g. a larger ``--steps``).
 
+``--out DIR`` is a run folder (model/runfolder.py): ``log.jsonl`` (one JSON object per logged step:
+every ``--log-every`` steps, every evaluation and the last step), ``checkpoint/`` (saved every
+``--save-every`` steps and at the end; ``DIR`` itself opens as that checkpoint), ``probes/`` (with
+``--probe-every K``) and ``run.json``; the app follows it live (File → Follow a run folder…).
+``--log-json FILE`` writes the same rows to a second file. On resume both logs are appended to.
+
 On a terminal the progress is one updating line; otherwise plain lines every ``--log-every`` steps.
-``--log-json FILE`` writes one JSON object per logged step (every ``--log-every`` steps, every
-evaluation and the last step). Ctrl-C stops after the current step and saves; a second one aborts.
+Ctrl-C stops after the current step and saves; a second one aborts.
+
+Under ``torchrun`` every process trains a shard of each global batch with DistributedDataParallel
+(model/distributed.py); rank 0 alone prints, logs, probes and saves.
 """
 
 from __future__ import annotations
@@ -16,8 +24,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from pathlib import Path
 
 HELP = "Train a model on a corpus or synthetic task and save a checkpoint."
+
+EPILOG = """\
+data parallel: run under torchrun, one process per GPU (or per CPU socket), e.g.
+  torchrun --nproc_per_node=8 -m app.main train --corpus FILE --batch-size 256 --out RUN
+--batch-size is the GLOBAL batch: every rank draws the same seeded batch and trains its own
+contiguous 1/world_size of its rows (disjoint, deterministic); --grad-accum K splits each rank's
+rows into K micro-batches when they do not fit (batch size must be a multiple of world_size*K).
+Loss, validation and logs are global means, written by rank 0 only; log rows and the checkpoint
+record world_size. --resume works at any world size. NCCL on CUDA, gloo on the CPU; a rank that
+dies makes the others stop after --dist-timeout seconds with an error. --dtype, --compile, TF32
+and fused AdamW apply on CUDA; where one does not apply it is off and one line says so.
+"""
 
 #: TrainSettings fields with a flag: name → (type, help).
 SETTING_FLAGS: dict[str, tuple[type, str]] = {
@@ -34,6 +55,7 @@ SETTING_FLAGS: dict[str, tuple[type, str]] = {
     "seed": (int, "seed of the initial weights and of the batches"),
     "device": (str, "auto, cpu, cuda, cuda:N or mps"),
     "threads": (int, "CPU threads (0 = every core)"),
+    "probe_every": (int, "write the probe prompt's attention to DIR/probes every N steps (0 = off)"),
 }
 
 
@@ -45,6 +67,9 @@ def _config_fields():
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from model.config import CHOICES, FIELD_HELP
+
+    p.epilog = EPILOG
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
 
     p.add_argument("--config", metavar="FILE.json", help="model config file (flags below override it)")
     shape = p.add_argument_group("model shape (each overrides --config)")
@@ -101,11 +126,40 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="train in float32 on CUDA too (CPU always does)",
     )
+    from model.distributed import DEFAULT_TIMEOUT_S
+    from model.train import DTYPES
+
+    train.add_argument(
+        "--grad-accum",
+        type=int,
+        default=1,
+        metavar="K",
+        help="split each rank's share of the global batch into K micro-batches (default 1)",
+    )
+    train.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        default="auto",
+        help="CUDA precision: autocast bf16, fp16 (with a GradScaler) or fp32; "
+        "auto = bf16 where supported unless --no-amp (CPU: always fp32)",
+    )
+    train.add_argument("--compile", action="store_true", help="torch.compile the model for training")
+    train.add_argument(
+        "--dist-timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds a rank waits for the others before failing (default {DEFAULT_TIMEOUT_S:g})",
+    )
 
     out = p.add_argument_group("output")
-    out.add_argument("--out", metavar="DIR", help="checkpoint directory to write (default: the --resume one)")
-    out.add_argument("--resume", metavar="DIR", help="continue training this checkpoint exactly")
-    out.add_argument("--log-json", metavar="FILE", help="write one JSON object per logged step")
+    out.add_argument(
+        "--out",
+        metavar="DIR",
+        help="run folder to write: log.jsonl, checkpoint/, probes/ (default: the --resume one)",
+    )
+    out.add_argument("--resume", metavar="DIR", help="continue training this checkpoint or run exactly")
+    out.add_argument("--log-json", metavar="FILE", help="also write the log rows (DIR/log.jsonl) to FILE")
     out.add_argument("--log-every", type=int, default=10, metavar="N", help="log every N steps (default 10)")
     out.add_argument(
         "--save-every",
@@ -165,30 +219,44 @@ class Progress:
             self.stream.flush()
 
 
-def _build(args):
+def _check_flags(args) -> None:
+    """Flags that are wrong whatever the data: one line each, before anything is built."""
+    from app.cli import UserError
+
+    for flag, value in (("--log-every", args.log_every), ("--save-every", args.save_every)):
+        if value is not None and not 1 <= value <= 10**9:
+            raise UserError(f"{flag} {value}: must be a whole number from 1 to 1,000,000,000")
+    if args.grad_accum < 1:
+        raise UserError(f"--grad-accum {args.grad_accum}: must be at least 1")
+    if not args.dist_timeout > 0:
+        raise UserError(f"--dist-timeout {args.dist_timeout:g}: must be a positive number of seconds")
+
+
+def _build(args, dist):
     """(trainer, out_dir) from the arguments; user mistakes raise UserError/ConfigError."""
     from app.cli import UserError
     from model.checkpoint import CheckpointError, check_save_target, clean_stale_temps
     from model.config import ConfigError, GPTConfig
     from model.data import DEFAULT_SOURCE, resolve_source
+    from model.runfolder import CHECKPOINT_DIR, RunFolderError, check_run_folder
     from model.train import Trainer, recommended_config, recommended_settings
 
     config_changes = {f.name: getattr(args, f"cfg_{f.name}") for f in _config_fields()}
     config_changes = {k: v for k, v in config_changes.items() if v is not None}
     overrides = {name: getattr(args, f"set_{name}") for name in [*SETTING_FLAGS, "amp"]}
     overrides = {k: v for k, v in overrides.items() if v is not None}
-    for flag, value in (("--log-every", args.log_every), ("--save-every", args.save_every)):
-        if value is not None and not 1 <= value <= 10**9:
-            raise UserError(f"{flag} {value}: must be a whole number from 1 to 1,000,000,000")
 
     out = args.out or args.resume
     if not out:
-        raise UserError("--out DIR is required: where to save the checkpoint")
+        raise UserError("--out DIR is required: the run folder to write")
     try:
-        check_save_target(out)  # before the run: a bad or read-only --out fails now, not after it
-    except CheckpointError as exc:
+        check_run_folder(out)
+        # before the run: a bad or read-only --out fails now, not after it
+        check_save_target(Path(out) / CHECKPOINT_DIR)
+    except (RunFolderError, CheckpointError) as exc:
         raise UserError(str(exc)) from None
-    clean_stale_temps(out)  # what a killed earlier run left beside it
+    clean_stale_temps(Path(out) / CHECKPOINT_DIR)  # what a killed earlier save left beside it
+    options = {"dist": dist, "grad_accum": args.grad_accum, "dtype": args.dtype, "compile": args.compile}
 
     try:
         if args.resume:
@@ -203,7 +271,13 @@ def _build(args):
 
                 tok = load_checkpoint(args.resume, with_train_state=False).tokenizer
                 source = resolve_source(args.corpus, tokenizer=tok)
-            trainer = Trainer.from_checkpoint(args.resume, source=source, overrides=overrides)
+            trainer = Trainer.from_checkpoint(args.resume, source=source, overrides=overrides, **options)
+            if trainer.step >= trainer.settings.steps:
+                given = f"--steps {trainer.settings.steps}" if "steps" in overrides else "its last step"
+                raise UserError(
+                    f"{args.resume} is already at step {trainer.step} ({given}): "
+                    f"pass --steps above {trainer.step} to train on"
+                )
         else:
             source = resolve_source(args.corpus or DEFAULT_SOURCE)
             if args.config:
@@ -218,7 +292,7 @@ def _build(args):
             if "steps" in overrides and "warmup" not in overrides:  # a short run still reaches its peak lr
                 settings = settings.replace(warmup=min(settings.warmup, overrides["steps"] // 10))
             settings = settings.replace(**overrides).validate()
-            trainer = Trainer(config, source, settings)
+            trainer = Trainer(config, source, settings, **options)
     except ConfigError:
         raise
     except ValueError as exc:  # DataError, CheckpointError, DeviceError, TokenizerError: one line each
@@ -253,6 +327,21 @@ def _config_vocab(given, config, where: str):
 
 
 def run(args: argparse.Namespace) -> int:
+    from app.cli import UserError
+    from model.distributed import DistributedError, close, init
+
+    _check_flags(args)
+    try:
+        dist = init(args.set_device or "auto", args.dist_timeout)
+    except (DistributedError, ValueError) as exc:
+        raise UserError(str(exc)) from None
+    try:
+        return _run(args, dist)
+    finally:
+        close(dist)
+
+
+def _run(args: argparse.Namespace, dist) -> int:
     import json
     import math
     import signal
@@ -261,47 +350,62 @@ def run(args: argparse.Namespace) -> int:
 
     from app.cli import UserError
     from model.checkpoint import CheckpointError
+    from model.distributed import DistributedError, all_reduce_sum
+    from model.runfolder import RunFolderError, RunWriter
     from model.train import TrainingDiverged
 
+    main = dist.is_main
+    say = print if main else (lambda *a, **k: None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        trainer, out = _build(args)
-    for w in caught:
+        trainer, out = _build(args, dist)
+    for w in caught if main else ():
         print(f"attention-lab train: warning: {w.message}", file=sys.stderr)
+    for note in trainer.notes if main else ():
+        print(f"attention-lab train: note: {note}", file=sys.stderr)
 
-    log = None
-    if args.log_json:
+    writer = None
+    if main:
         try:
-            log = open(args.log_json, "w", encoding="utf-8")  # noqa: SIM115 - closed in finally
-        except OSError as exc:
-            raise UserError(f"cannot write --log-json {args.log_json}: {exc.strerror or exc}") from None
+            writer = RunWriter(out, resume=trainer.step > 0, extra_log=args.log_json)
+        except (RunFolderError, OSError) as exc:
+            raise UserError(str(exc)) from None
 
     s = trainer.settings
     cfg = trainer.config
     V = trainer.tokenizer.vocab_size
-    print(
+    ranks = f", {trainer.world_size} processes ({dist.backend})" if trainer.world_size > 1 else ""
+    accum = f" in {trainer.grad_accum} micro-batches" if trainer.grad_accum > 1 else ""
+    say(
         f"training {trainer.model.num_params():,} parameters ({cfg.n_layers} layers × {cfg.n_heads} heads, "
-        f"d_model {cfg.d_model}) on {trainer.source.name} (vocabulary {V}), {trainer.device}, "
-        f"steps {trainer.step}→{s.steps}, batch {s.batch_size}×{trainer.seq_len}",
+        f"d_model {cfg.d_model}) on {trainer.source.name} (vocabulary {V}), {trainer.device}{ranks}, "
+        f"steps {trainer.step}→{s.steps}, batch {s.batch_size}×{trainer.seq_len}{accum}",
         flush=True,
     )
-    progress = Progress(sys.stdout, s.steps, trainer.step, args.log_every)
+    progress = Progress(sys.stdout, s.steps, trainer.step, args.log_every) if main else None
     save_every = args.save_every or s.eval_every
     saved_step: int | None = None
     interrupted = False
+    if writer is not None:
+        trainer.prober.post = writer.probe
+        writer.status("running", steps=s.steps, world_size=trainer.world_size, start_step=trainer.step)
 
     def on_sigint(signum, frame):
         nonlocal interrupted
         if interrupted:
             raise KeyboardInterrupt
         interrupted = True
-        trainer.stop()
-        sys.stderr.write("\nstopping after this step and saving (Ctrl-C again to abort)\n")
+        if not dist.active:  # several ranks agree on the step to stop at (see callback)
+            trainer.stop()
+        if main:
+            sys.stderr.write("\nstopping after this step and saving (Ctrl-C again to abort)\n")
 
     def save() -> None:
         nonlocal saved_step
+        if writer is None:
+            return
         try:
-            trainer.save(out)
+            trainer.save(writer.checkpoint)
         except CheckpointError as exc:
             raise UserError(str(exc)) from None
         except OSError as exc:
@@ -312,21 +416,28 @@ def run(args: argparse.Namespace) -> int:
     first_step = trainer.step
 
     def callback(event) -> None:
+        if dist.active and all_reduce_sum([float(interrupted)], dist)[0] > 0:
+            trainer.stop()
+        if writer is None:
+            return
         done = event.step - first_step
         remaining = None
         if done:
             per_step = (time.perf_counter() - t_run) / done
             remaining = per_step * (s.steps - event.step)
         progress.update(event, remaining)
-        if log is not None and (
-            event.step % args.log_every == 0 or event.val_loss is not None or event.step == s.steps
-        ):
-            log.write(json.dumps(event.to_dict()) + "\n")
-            log.flush()
+        if event.step % args.log_every == 0 or event.val_loss is not None or event.step == s.steps:
+            writer.log(event.to_dict())
         if event.step % save_every == 0 and event.step != s.steps:
             save()
 
+    def kept() -> str:
+        if saved_step is not None:
+            return f"the checkpoint of step {saved_step} in {out} is intact"
+        return "nothing was saved by this run"
+
     previous = None
+    status = "failed"
     try:
         try:
             previous = signal.signal(signal.SIGINT, on_sigint)
@@ -335,22 +446,29 @@ def run(args: argparse.Namespace) -> int:
         try:
             trainer.run(callback=callback)
         except TrainingDiverged as exc:
-            progress.close()
-            kept = (
-                f"the checkpoint of step {saved_step} in {out} is intact"
-                if saved_step is not None
-                else "nothing was saved"
-            )
-            print(f"attention-lab train: error: {exc}; {kept}", file=sys.stderr)
+            if progress is not None:
+                progress.close()
+            if main:
+                print(f"attention-lab train: error: {exc}; {kept()}", file=sys.stderr)
             return 1
-        progress.close()
+        except DistributedError as exc:
+            if progress is not None:
+                progress.close()
+            print(f"attention-lab train: error: {exc}; {kept() if main else 'rank 0 saves'}", file=sys.stderr)
+            return 1
+        if progress is not None:
+            progress.close()
         save()
+        status = "stopped" if interrupted else "finished"
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
-        if log is not None:
-            log.close()
+        if writer is not None:
+            writer.close()
+            writer.status(status, step=trainer.step, checkpoint_step=saved_step)
 
+    if not main:
+        return 130 if interrupted else 0
     val = next((h["val_loss"] for h in reversed(trainer.history) if h.get("val_loss") is not None), None)
     last = trainer.history[-1] if trainer.history else None
     wall = time.perf_counter() - t_run

@@ -140,8 +140,8 @@ def test_corrupt_checkpoint_and_unknown_prompt_characters(tmp_path, corpus, caps
     ckpt = tmp_path / "ckpt"
     assert main(["generate", "--checkpoint", str(ckpt), "--prompt", "déf"]) == 2
     assert "'é'" in capsys.readouterr().err
-    data = (ckpt / "model.safetensors").read_bytes()
-    (ckpt / "model.safetensors").write_bytes(data[:100])
+    weights = ckpt / "checkpoint" / "model.safetensors"  # --out is a run folder; its checkpoint/
+    weights.write_bytes(weights.read_bytes()[:100])
     assert main(["generate", "--checkpoint", str(ckpt), "--prompt", "def"]) == 2
     err = capsys.readouterr().err
     assert "model.safetensors is truncated or corrupt" in err and len(err.strip().splitlines()) == 1

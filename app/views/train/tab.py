@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.views.train.follow_bar import FollowBar
 from app.views.train.generate_box import GenerateBox
 from app.views.train.plots import TrainPlots
 from app.widgets.head_mosaic import HeadMosaic
@@ -57,6 +58,8 @@ class TrainTab(QWidget):
 
         root = QVBoxLayout(self)
         root.addLayout(self._build_controls())
+        self.follow_bar = FollowBar(session)
+        root.addWidget(self.follow_bar)
 
         main = QSplitter(Qt.Orientation.Vertical)
         top = QSplitter(Qt.Orientation.Horizontal)
@@ -245,6 +248,8 @@ class TrainTab(QWidget):
         s = self.session
         if s.is_training:
             return "training is running"
+        if s.is_following:
+            return "following a run folder (Stop following first)"
         if s.source is None:
             if s.initialising:
                 return "loading the default corpus and model…"
@@ -296,7 +301,7 @@ class TrainTab(QWidget):
             self.start_button.setText(self._start_text())
         self.pause_button.setEnabled(state in ("running", "paused"))
         self.pause_button.setText("Resume" if state == "paused" else "Pause")
-        self.stop_button.setEnabled(state in ("starting", "running", "paused"))
+        self.stop_button.setEnabled(state in ("starting", "running", "paused", "following"))
         self.save_button.setEnabled(s.model is not None and state in ("idle", "running", "paused"))
 
     def _start_text(self) -> str:
@@ -351,7 +356,7 @@ class TrainTab(QWidget):
         done = min(span, max(0, step - start))
         self.progress.setRange(0, span)
         self.progress.setValue(done)
-        if s.is_training:
+        if s.is_training or s.is_following:
             eta = s.eta_seconds(target)
             self.progress.setFormat(f"step {step} / {target}   ETA {format_eta(eta)}")
         else:

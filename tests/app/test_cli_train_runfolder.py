@@ -1,0 +1,70 @@
+"""`train --out DIR` writes a run folder: log.jsonl, checkpoint/, float16 probes, run.json; resuming
+appends to the logs; a resume that would train no step is refused."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from app.cli import main
+from model.checkpoint import load_checkpoint
+from model.runfolder import RunFollower
+
+TINY = ["--n-layers", "1", "--d-model", "32", "--n-heads", "2", "--context-length", "32", "--threads", "1"]
+BASE = ["train", "--corpus", "task:copy", *TINY, "--seq-len", "16", "--batch-size", "4"]
+BASE += ["--eval-batches", "1"]
+
+
+def rows(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_out_is_a_run_folder_with_log_checkpoints_and_probes(tmp_path, capsys):
+    run = tmp_path / "run"
+    argv = [*BASE, "--steps", "6", "--log-every", "2", "--eval-every", "3", "--probe-every", "2"]
+    assert main([*argv, "--save-every", "4", "--out", str(run)]) == 0
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint", "log.jsonl", "probes", "run.json"]
+    assert [r["step"] for r in rows(run / "log.jsonl")] == [2, 3, 4, 6]
+    assert all(r["world_size"] == 1 for r in rows(run / "log.jsonl"))
+    assert json.loads((run / "run.json").read_text())["status"] == "finished"
+    assert load_checkpoint(run).train_state["step"] == 6  # the folder opens as its newest checkpoint
+
+    up = RunFollower(run).poll()
+    assert [f.step for f in up.frames] == [2, 4, 6] and up.checkpoint_step == 6
+    f = up.frames[-1]
+    assert f.weights.dtype == np.float16 and f.weights.shape[:2] == (1, 2)
+    assert f.weights.shape[-1] == len(f.tokens)
+    np.testing.assert_allclose(f.weights.astype(np.float32).sum(-1), 1.0, atol=1e-2)  # attention rows
+
+
+def test_resume_appends_to_both_logs(tmp_path, capsys):
+    run, extra = tmp_path / "run", tmp_path / "extra.jsonl"
+    argv = [*BASE, "--log-every", "1", "--eval-every", "10"]
+    assert main([*argv, "--steps", "3", "--log-json", str(extra), "--out", str(run)]) == 0
+    resume = ["train", "--resume", str(run), "--steps", "5", "--log-every", "1", "--log-json", str(extra)]
+    assert main(resume) == 0
+    assert [r["step"] for r in rows(extra)] == [1, 2, 3, 4, 5]
+    assert [r["step"] for r in rows(run / "log.jsonl")] == [1, 2, 3, 4, 5]
+
+
+def test_resume_at_or_below_the_saved_step_is_refused_in_one_line(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main([*BASE, "--steps", "3", "--out", str(run)]) == 0
+    capsys.readouterr()
+    for steps in ("3", "2"):
+        assert main(["train", "--resume", str(run), "--steps", steps]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"--steps {steps}" in err[0] and "already at step 3" in err[0]
+    assert load_checkpoint(run).train_state["step"] == 3
+
+
+def test_a_bare_checkpoint_is_not_overwritten_as_a_run_folder(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main([*BASE, "--steps", "2", "--out", str(run)]) == 0
+    capsys.readouterr()
+    bare = run / "checkpoint"
+    assert main(["train", "--resume", str(bare), "--steps", "4"]) == 2
+    assert "bare checkpoint" in capsys.readouterr().err
+    assert main(["train", "--resume", str(bare), "--steps", "4", "--out", str(tmp_path / "next")]) == 0
+    assert load_checkpoint(tmp_path / "next").train_state["step"] == 4
