@@ -56,6 +56,8 @@ __all__ = [
     "needed_files",
     "parse_ref",
     "plan",
+    "resolve",
+    "resolve_name",
 ]
 
 PREFIX = "hf:"
@@ -539,10 +541,19 @@ def fetch(
     return folder
 
 
+def resolve_name(text: str) -> HubRef:
+    """:func:`parse_ref`, with a catalogue name (``gpt2``, ``pythia-70m``) standing for its repo."""
+    ref = parse_ref(text)
+    for entry in CATALOGUE:
+        if ref.repo_id == entry.name:
+            return HubRef(entry.repo_id, ref.revision)
+    return ref
+
+
 def resolve(spec: str | Path, **fetch_kwargs: Any) -> str | Path:
     """``hf:REPO[@REV]`` → the local snapshot folder (fetched if needed); any other path unchanged."""
     if is_hub_spec(spec):
-        return fetch(str(spec), **fetch_kwargs)
+        return fetch(resolve_name(str(spec)), **fetch_kwargs)
     return spec
 
 

@@ -55,30 +55,17 @@ class TerminalProgress:
         self.stream.flush()
 
 
-def catalogue_ref(text: str):
-    """``text`` as a :class:`~model.hub.HubRef`, a catalogue name (``gpt2``) standing for its repo."""
-    from model.hub import CATALOGUE, HubRef, parse_ref
-
-    ref = parse_ref(text)
-    for entry in CATALOGUE:
-        if ref.repo_id == entry.name:
-            return HubRef(entry.repo_id, ref.revision)
-    return ref
-
-
 def local_checkpoint(spec: str, *, quiet: bool = False) -> str | Path:
     """What ``--checkpoint`` names, as a local path: ``hf:REPO[@REV]`` is fetched (progress on stderr)
     into the cache first; anything else is returned unchanged. Raises :class:`~model.hub.HubError`."""
-    from model.hub import fetch, is_hub_spec
+    from model.hub import resolve
 
-    if not is_hub_spec(spec):
-        return spec
-    return fetch(catalogue_ref(spec), on_progress=None if quiet else TerminalProgress())
+    return resolve(spec, on_progress=None if quiet else TerminalProgress())
 
 
 def run(args: argparse.Namespace) -> int:
     from app.cli import UserError
-    from model.hub import CATALOGUE, HubError, fetch, format_bytes
+    from model.hub import CATALOGUE, HubError, fetch, format_bytes, resolve_name
 
     if args.list:
         for e in CATALOGUE:
@@ -89,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
             "name a repo, e.g. attention-lab download openai-community/gpt2 (--list: the catalogue)"
         )
     try:
-        ref = catalogue_ref(args.repo)
+        ref = resolve_name(args.repo)
         folder = fetch(ref, on_progress=None if args.quiet else TerminalProgress())
     except HubError as exc:
         raise UserError(str(exc)) from None
