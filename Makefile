@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 # multi-GB CUDA build that a bare `pip install torch` would pull. Override: make TORCH_SPEC=torch
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: run test lint bench screenshots clean
+.PHONY: run test lint bench screenshots starter clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,13 @@ lint: $(STAMP)
 
 screenshots: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/attention-lab screenshot --out docs/screenshots
+
+# The starter model a first launch opens: trained by our own CLI from the recipe in model/starter.py
+# (fixed seed, data and steps), weights only, into assets/starter (a few minutes on 2 CPU cores).
+starter: $(STAMP)
+	$(PY) -m model.starter corpus build/starter/corpus.txt
+	$(VENV)/bin/attention-lab $$($(PY) -m model.starter args build/starter/corpus.txt build/starter/run)
+	$(PY) -m model.starter finish build/starter/run assets/starter
 
 clean:
 	rm -rf $(VENV) build *.egg-info

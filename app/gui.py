@@ -47,7 +47,7 @@ def create_window(*, confirm_close: bool = True, restore: bool = True, init: boo
     def after_first_paint():
         try:
             win._build_late_docks()
-            if init:
+            if init and not win.session.open_starter():
                 win.session.init_default()
         except Exception as exc:
             traceback.print_exc()

@@ -44,6 +44,12 @@ class WindowMenus:
             S.Open,
             "Load a saved model with its config, tokenizer and loss history",
         )
+        self.get_model_action = self._action(
+            "&Get a model…",
+            self.get_model_dialog,
+            "Ctrl+Shift+O",
+            "Download a model from the Hugging Face Hub (a catalogue, or any repo id) and open it",
+        )
         self.follow_action = self._action(
             "&Follow a run folder…",
             self.follow_run_dialog,
@@ -83,6 +89,7 @@ class WindowMenus:
         for act in (
             self.new_action,
             None,
+            self.get_model_action,
             self.open_action,
             self.follow_action,
             self.save_action,
@@ -221,6 +228,30 @@ class WindowMenus:
             self.tab_widget.setCurrentIndex(list(self.tabs).index("Train"))
         self.statusBar().showMessage(f"Following {path}", 6000)
         return True
+
+    def get_model_dialog(self):
+        """File → Get a model…: the download dialog (one per window, kept between uses)."""
+        from app.get_model import GetModelDialog
+
+        dialog = getattr(self, "_get_model", None)
+        if dialog is None:
+            dialog = self._get_model = GetModelDialog(self)
+            dialog.downloaded.connect(self._open_downloaded)
+        dialog.show()
+        dialog.raise_()
+        return dialog
+
+    def _open_downloaded(self, folder: str, ref: str) -> None:
+        if self.session.is_training:
+            self._get_model.error_label.setText("Stop training before opening a model.")
+            return
+        if not self._maybe_save("Open a downloaded model"):
+            return
+        if self.open_checkpoint(folder):
+            self.session.checkpoint_meta["name"] = ref  # the repo, not the cache's commit folder
+            self._update_status()
+            self.statusBar().showMessage(f"Opened {ref} from the Hugging Face cache", 6000)
+            self._get_model.accept()
 
     def save_checkpoint(self) -> bool:
         if self.session.checkpoint_path:

@@ -181,6 +181,40 @@ class Session(QObject, TrainingRun, FollowingRun):
         finally:
             self.initialising = False
 
+    def open_starter(self, path: str | Path | None = None) -> bool:
+        """First launch: the starter model shipped in ``assets/starter`` with its data and prompt.
+
+        False (nothing changed) when it is missing or unreadable; the caller then builds the default
+        untrained model. Start trains a fresh model of the same shape, never the starter itself.
+        """
+        from model.starter import STARTER_DIR, STARTER_SOURCE, describe, named_heads
+        from model.train import TrainSettings
+
+        path = Path(path or STARTER_DIR)
+        if not (path / "model.safetensors").is_file():
+            return False
+        self.initialising = True
+        try:
+            if self.train_settings is None:
+                self.train_settings = TrainSettings(probe_every=10)
+            self.set_device("auto")
+            self.set_source(STARTER_SOURCE)
+            self.load_checkpoint(path)
+        except Exception as exc:  # a damaged install must not keep the app from starting
+            self.statusMessage.emit(f"the starter model could not be opened ({exc}): a fresh model instead")
+            return False
+        finally:
+            self.initialising = False
+        self.checkpoint_path = None  # Save asks where: the starter's own folder stays as shipped
+        self.checkpoint_meta.update(starter=True, name="starter model", source=STARTER_SOURCE)
+        with self.compute_lock:
+            heads = describe(named_heads(self.model, self.tokenizer, self.probe_prompt))
+        self.statusMessage.emit(
+            f"Starter model, trained by Attention Lab on {STARTER_SOURCE} with repeated strings"
+            f"{': ' + heads if heads else ''}. Start trains a fresh model."
+        )
+        return True
+
     def set_device(self, choice: str) -> None:
         """Choose ``auto``, ``cpu`` or ``cuda``; moves an idle model. Raises ValueError when training."""
         from model.runtime import pick_device

@@ -90,6 +90,7 @@ class TrainingRun:
                 and self.tokenizer is not None
                 and self.tokenizer == source.tokenizer
                 and self.model.config.vocab_size == config.vocab_size
+                and not self.checkpoint_meta.get("starter")  # the starter is shown, never trained on
             ):
                 model = self.model  # untrained, or loaded without training state: train these weights
 
@@ -101,6 +102,8 @@ class TrainingRun:
             self.frames.clear()
             self.latest_frame = None
             self.checkpoint_path = None
+            if self.checkpoint_meta.get("starter"):
+                self.checkpoint_meta = {}
             self.historyReset.emit()
         worker = TrainWorker(
             trainer=trainer,

@@ -373,6 +373,8 @@ class MainWindow(WindowMenus, QMainWindow):
             return
         self._closing = True
         self.save_settings()
+        if getattr(self, "_get_model", None) is not None:
+            self._get_model.shutdown()
         for tab in self.tabs.values():
             hook = getattr(tab, "shutdown", None)
             if callable(hook):

@@ -530,3 +530,181 @@ def _write_hf_family_fixture():
 @pytest.fixture(scope="session", name="tricky_texts")
 def _tricky_texts_fixture():
     return list(TRICKY_TEXTS)
+
+
+# a fake Hugging Face Hub on 127.0.0.1 (tests never reach the internet)
+# ---------------------------------------------------------------------------------------------
+class FakeHub:
+    """An HTTP server speaking the part of the Hub's protocol ``huggingface_hub`` uses to download.
+
+    * ``GET /api/models/REPO[/revision/REV]`` — the repo's commit and files with sizes (``model_info``);
+    * ``HEAD|GET /REPO/resolve/REV/FILE`` — ``X-Repo-Commit``, ``ETag``, ``Content-Length``; GET
+      honours ``Range: bytes=N-`` (206) so a broken transfer resumes.
+
+    ``add_repo(repo_id, files)`` serves ``{name: bytes}`` at one commit (branch ``main``);
+    ``status[repo_id] = 500`` makes every request about it answer that; ``cut_once[name] = n`` sends
+    only the first ``n`` bytes of that file's next full GET and drops the connection. ``requests``
+    records ``(method, path, range header)`` of every request.
+    """
+
+    def __init__(self):
+        import threading
+        from http.server import ThreadingHTTPServer
+
+        self.repos: dict[str, dict] = {}
+        self.status: dict[str, int] = {}
+        self.cut_once: dict[str, int] = {}
+        self.requests: list[tuple[str, str, str]] = []
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def add_repo(self, repo_id: str, files: dict[str, bytes], *, model_type: str | None = "gpt2") -> str:
+        import hashlib
+
+        commit = hashlib.sha1(repr((repo_id, sorted(files.items()))).encode()).hexdigest()
+        self.repos[repo_id] = {"commit": commit, "files": dict(files), "model_type": model_type}
+        return commit
+
+    def gets(self, name: str) -> list[tuple[str, str, str]]:
+        """The GET requests for file ``name``."""
+        return [r for r in self.requests if r[0] == "GET" and r[1].endswith("/" + name)]
+
+    # ---- the handler ---------------------------------------------------------------------------
+    def _handler(self):
+        import hashlib
+        import json
+        import re
+        from http.server import BaseHTTPRequestHandler
+        from urllib.parse import unquote, urlsplit
+
+        hub = self
+        api = re.compile(r"^/api/models/(?P<repo>[^/]+(?:/[^/]+)??)(?:/revision/(?P<rev>[^/]+))?$")
+        resolve = re.compile(r"^/(?P<repo>[^/]+/[^/]+|[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _error(self, status: int, code: str = "", message: str = "") -> None:
+                body = json.dumps({"error": message or code or str(status)}).encode()
+                self.send_response(status)
+                if code:
+                    self.send_header("X-Error-Code", code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def _repo(self, repo_id: str, rev: str):
+                if repo_id in hub.status:
+                    self._error(hub.status[repo_id], message="server says no")
+                    return None
+                repo = hub.repos.get(repo_id)
+                if repo is None:
+                    self._error(404, "RepoNotFound", "Repository not found")
+                    return None
+                if rev not in ("main", repo["commit"]):
+                    self._error(404, "RevisionNotFound", "Invalid rev id")
+                    return None
+                return repo
+
+            def do_GET(self):
+                self._serve(body=True)
+
+            def do_HEAD(self):
+                self._serve(body=False)
+
+            def _serve(self, body: bool) -> None:
+                path = unquote(urlsplit(self.path).path)
+                hub.requests.append((self.command, path, self.headers.get("Range", "")))
+                m = api.match(path)
+                if m:
+                    repo = self._repo(m["repo"], m["rev"] or "main")
+                    if repo is None:
+                        return
+                    siblings = [
+                        {"rfilename": n, "size": len(b), "blobId": hashlib.sha1(b).hexdigest()}
+                        for n, b in sorted(repo["files"].items())
+                    ]
+                    info = {"id": m["repo"], "sha": repo["commit"], "siblings": siblings}
+                    if repo["model_type"]:
+                        info["config"] = {"model_type": repo["model_type"]}
+                    data = json.dumps(info).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                m = resolve.match(path)
+                if not m:
+                    self._error(404, message="no such endpoint")
+                    return
+                repo = self._repo(m["repo"], m["rev"])
+                if repo is None:
+                    return
+                data = repo["files"].get(m["file"])
+                if data is None:
+                    self._error(404, "EntryNotFound", "Entry not found")
+                    return
+                start = 0
+                rng = self.headers.get("Range", "")
+                if rng.startswith("bytes="):
+                    start = int(rng[len("bytes=") :].split("-")[0] or 0)
+                self.send_response(206 if start else 200)
+                self.send_header("X-Repo-Commit", repo["commit"])
+                self.send_header("ETag", '"' + hashlib.sha256(data).hexdigest() + '"')
+                self.send_header("Accept-Ranges", "bytes")
+                self.send_header("Content-Length", str(len(data) - start))
+                if start:
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                self.end_headers()
+                if not body:
+                    return
+                cut = hub.cut_once.pop(m["file"], None) if not start else None
+                if cut is not None:
+                    self.wfile.write(data[:cut])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    import socket
+
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                self.wfile.write(data[start:])
+
+        return Handler
+
+
+@pytest.fixture
+def fake_hub(monkeypatch, tmp_path):
+    """A :class:`FakeHub` on 127.0.0.1, with ``HF_ENDPOINT`` pointing at it and ``HF_HUB_CACHE`` a
+    fresh temporary folder (``HF_HUB_OFFLINE`` unset)."""
+    hub = FakeHub()
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    monkeypatch.setenv("HF_TOKEN", "")
+    yield hub
+    hub.close()
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2_repo_files(tmp_path_factory, gpt2_tokenizer_dir) -> dict[str, bytes]:
+    """The files of a tiny Hugging Face GPT-2 folder (config, safetensors, vocab + merges) as bytes,
+    plus a README the download must skip."""
+    d = tmp_path_factory.mktemp("hub-gpt2")
+    _write_hf_gpt2(d, gpt2_tokenizer_dir)
+    files = {p.name: p.read_bytes() for p in d.iterdir() if p.is_file()}
+    files["README.md"] = b"# a tiny GPT-2\n"
+    return files

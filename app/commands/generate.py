@@ -29,7 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--checkpoint",
         required=True,
         metavar="DIR",
-        help="a checkpoint: ours (from train), a Hugging Face GPT-2 folder or a nanoGPT ckpt.pt",
+        help="a checkpoint: ours (from train), a Hugging Face GPT-2 folder, a nanoGPT ckpt.pt, "
+        "or hf:REPO[@REVISION] (fetched into the Hugging Face cache once)",
     )
     p.add_argument("--prompt", required=True, metavar="TEXT", help="the text to continue")
     p.add_argument(
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     import warnings
 
     from app.cli import UserError
+    from app.commands.download import local_checkpoint
     from model.generate import check_sampling, check_seed, stream, trained_window
     from model.pretrained import open_model
     from model.runtime import pick_device
@@ -70,7 +72,9 @@ def run(args: argparse.Namespace) -> int:
         check_sampling(0.0 if args.greedy else args.temperature, args.top_k, args.top_p)
         check_seed(args.seed)
         device = pick_device(args.device)
-        ckpt = open_model(args.checkpoint, device=device)  # ours, Hugging Face GPT-2 or nanoGPT
+        ckpt = open_model(
+            local_checkpoint(args.checkpoint), device=device
+        )  # ours, Hugging Face GPT-2 or nanoGPT
     except ValueError as exc:  # bad sampling values, DeviceError, CheckpointError
         raise UserError(str(exc)) from None
     if not args.prompt:

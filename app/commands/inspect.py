@@ -10,7 +10,11 @@ HELP = "Run a prompt through a model and export every head's attention as .npz."
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--checkpoint", metavar="DIR", help="a saved model directory")
+    src.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        help="a saved model directory, or hf:REPO[@REVISION] (fetched into the Hugging Face cache once)",
+    )
     src.add_argument(
         "--config",
         metavar="FILE.json",
@@ -116,10 +120,11 @@ def run(args: argparse.Namespace) -> int:
     clean_stale_temps(out if out.suffix == ".npz" else out.with_name(out.name + ".npz"))
     budget = _budget(args)
     if args.checkpoint:
+        from app.commands.download import local_checkpoint
         from model.pretrained import open_model
 
         try:
-            ckpt = open_model(args.checkpoint)  # sized before it is built (model.sizing)
+            ckpt = open_model(local_checkpoint(args.checkpoint))  # sized before it is built (model.sizing)
         except (OSError, ValueError) as exc:
             raise UserError(str(exc)) from None
         model, tokenizer, cfg = ckpt.model, ckpt.tokenizer, ckpt.model.config

@@ -179,6 +179,14 @@ def run(args: argparse.Namespace) -> int:
         win.docks["model"].raise_()
         shot(win, "window-invalid-config")
         widgets["n_heads"].setValue(old)
+
+        # what a first launch shows: the starter model, its heads named (last: it replaces the model)
+        attention, name = win.tabs.get("Attention"), "first-launch-starter-metrics"
+        if attention is not None and (not args.only or args.only in name) and s.open_starter():
+            win.tab_widget.setCurrentIndex(list(win.tabs).index("Attention"))
+            attention.show_page("metrics")
+            attention.wait_ready()
+            shot(win, name)
     finally:
         win.close()
         app.processEvents()

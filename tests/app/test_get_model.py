@@ -1,0 +1,113 @@
+"""File → Get a model…: the catalogue, a typed repo, progress, cancel, errors, and the model opened,
+against the fake Hub on 127.0.0.1."""
+
+import pytest
+
+TIMEOUT = 30_000
+REPO = "tiny/gpt2"
+
+
+@pytest.fixture
+def tiny_window_tabs():
+    return ["Train"]
+
+
+def _dialog(win):
+    win.get_model_action.trigger()
+    return win._get_model
+
+
+def test_catalogue_lists_family_and_size_before_downloading(qtbot, tiny_window, fake_hub):
+    from model.hub import CATALOGUE
+
+    dlg = _dialog(tiny_window)
+    assert dlg.table.rowCount() == len(CATALOGUE) >= 9
+    names = [dlg.table.item(r, 0).text() for r in range(dlg.table.rowCount())]
+    for want in (
+        "gpt2",
+        "distilgpt2",
+        "gpt2-medium",
+        "pythia-70m",
+        "pythia-160m",
+        "SmolLM2-135M",
+        "SmolLM2-360M",
+        "Qwen2.5-0.5B",
+        "TinyLlama-1.1B",
+    ):
+        assert want in names
+    assert not dlg.download_button.isEnabled()  # nothing chosen yet
+    dlg.select("pythia-70m")
+    assert "GPT-NeoX" in dlg.info.text() and "MB to download" in dlg.info.text()
+    assert dlg.download_button.isEnabled() and not fake_hub.requests  # nothing asked yet
+
+
+def test_typed_repo_downloads_with_progress_and_opens(qtbot, tiny_window, fake_hub, tiny_gpt2_repo_files):
+    win, s = tiny_window, tiny_window.session
+    fake_hub.add_repo(REPO, tiny_gpt2_repo_files)
+    dlg = _dialog(win)
+    qtbot.keyClicks(dlg.repo_edit, REPO)
+    assert dlg.chosen().repo_id == REPO
+    with qtbot.waitSignal(dlg.lookup_button.clicked):
+        dlg.lookup_button.click()
+    qtbot.waitUntil(lambda: "on the Hub: model_type gpt2" in dlg.info.text(), timeout=TIMEOUT)
+    with qtbot.waitSignal(s.historyReset, timeout=TIMEOUT):
+        dlg.download_button.click()
+    assert s.checkpoint_meta["kind"] == "hf-gpt2" and s.model.config.n_layers == 2
+    assert REPO in win.origin_label.text()
+    assert dlg.progress.value() == 1000 and "100%" in dlg.progress_label.text()
+    assert not dlg.isVisible()
+
+
+def test_errors_show_in_the_dialog(qtbot, tiny_window, fake_hub, tiny_gpt2_repo_files):
+    fake_hub.add_repo(REPO, tiny_gpt2_repo_files)
+    fake_hub.status["down/repo"] = 502
+    files = {k: v for k, v in tiny_gpt2_repo_files.items() if k != "model.safetensors"}
+    fake_hub.add_repo("old/pickles", {**files, "pytorch_model.bin": b"pickle"})
+    dlg = _dialog(tiny_window)
+    for repo, says in (
+        ("nobody/nothing", "not found on the Hub (404)"),
+        ("down/repo", "answered 502"),
+        ("old/pickles", "only as PyTorch pickles"),
+        (REPO + "@v2", "has no revision 'v2'"),
+    ):
+        dlg.repo_edit.setText(repo)
+        dlg.download_button.click()
+        qtbot.waitUntil(lambda: dlg.worker is None and bool(dlg.error_label.text()), timeout=TIMEOUT)
+        assert says in dlg.error_label.text()
+        assert tiny_window.session.checkpoint_meta.get("kind") != "hf-gpt2"
+
+
+def test_cancel_stops_the_download_and_opens_nothing(
+    qtbot, tiny_window, fake_hub, tiny_gpt2_repo_files, monkeypatch
+):
+    from huggingface_hub import constants
+
+    from model import hub
+
+    monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 256)
+    fake_hub.add_repo(REPO, tiny_gpt2_repo_files)
+    dlg = _dialog(tiny_window)
+    dlg.repo_edit.setText(REPO)
+    # hold the transfer inside the weights until the test has pressed Cancel
+    import threading
+
+    pressed = threading.Event()
+    real_add = hub._Tracker.add
+
+    def slow_add(self, n):
+        if self.file == "model.safetensors":
+            pressed.wait(TIMEOUT / 1000)
+        real_add(self, n)
+
+    monkeypatch.setattr(hub._Tracker, "add", slow_add)
+    dlg.download_button.click()
+    qtbot.waitUntil(lambda: bool(fake_hub.gets("model.safetensors")), timeout=TIMEOUT)
+    assert dlg.cancel_button.isEnabled() and not dlg.download_button.isEnabled()
+    dlg.cancel_button.click()
+    pressed.set()
+    qtbot.waitUntil(lambda: dlg.worker is None, timeout=TIMEOUT)
+    assert "cancelled" in dlg.progress_label.text() and not dlg.error_label.text()
+    assert tiny_window.session.checkpoint_meta.get("kind") != "hf-gpt2"
+    folder = hub.cached_folder(REPO)
+    assert folder is not None and not (folder / "model.safetensors").exists()
+    assert dlg.download_button.isEnabled()
