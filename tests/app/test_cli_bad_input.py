@@ -37,9 +37,10 @@ def world(tmp_path_factory):
     from safetensors.torch import load_file, save_file
 
     root = tmp_path_factory.mktemp("bad")
-    ckpt = root / "ckpt"
-    argv = ["train", *TINY, *TASK, "--steps", "2", "--batch-size", "2", "--seq-len", "8", "--out", str(ckpt)]
+    run = root / "run"
+    argv = ["train", *TINY, *TASK, "--steps", "2", "--batch-size", "2", "--seq-len", "8", "--out", str(run)]
     assert main(argv) == 0
+    ckpt = run / "checkpoint"  # the run folder's checkpoint, a plain checkpoint folder
 
     def variant(name: str, edit) -> None:
         dst = root / name
@@ -230,40 +231,40 @@ CASES = {
         "optimizer state shapes",
     ),
     "resume batch 1e9": (
-        ["train", "--resume", "{w}/ckpt", "--batch-size", "1000000000", "--out", "{w}/o"],
+        ["train", "--resume", "{w}/run", "--batch-size", "1000000000", "--out", "{w}/o"],
         "--batch-size 1000000000",
     ),
     # generate: sampling values
     "temperature nan": (
-        ["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--temperature", "nan"],
+        ["generate", "--checkpoint", "{w}/run", "--prompt", "ab", "--temperature", "nan"],
         "temperature",
     ),
     "temperature inf": (
-        ["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--temperature", "inf"],
+        ["generate", "--checkpoint", "{w}/run", "--prompt", "ab", "--temperature", "inf"],
         "temperature",
     ),
     "temperature 1e-300": (
-        ["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--temperature", "1e-300"],
+        ["generate", "--checkpoint", "{w}/run", "--prompt", "ab", "--temperature", "1e-300"],
         "temperature",
     ),
     "temperature -1": (
-        ["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--temperature", "-1"],
+        ["generate", "--checkpoint", "{w}/run", "--prompt", "ab", "--temperature", "-1"],
         "temperature",
     ),
     "gen seed 10**23": (
-        ["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--seed", str(10**23)],
+        ["generate", "--checkpoint", "{w}/run", "--prompt", "ab", "--seed", str(10**23)],
         "seed",
     ),
-    "gen seed -5": (["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--seed", "-5"], "seed"),
-    "top_p nan": (["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--top-p", "nan"], "top_p"),
-    "top_p inf": (["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--top-p", "inf"], "top_p"),
-    "top_p 0": (["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--top-p", "0"], "top_p"),
+    "gen seed -5": (["generate", "--checkpoint", "{w}/run", "--prompt", "ab", "--seed", "-5"], "seed"),
+    "top_p nan": (["generate", "--checkpoint", "{w}/run", "--prompt", "ab", "--top-p", "nan"], "top_p"),
+    "top_p inf": (["generate", "--checkpoint", "{w}/run", "--prompt", "ab", "--top-p", "inf"], "top_p"),
+    "top_p 0": (["generate", "--checkpoint", "{w}/run", "--prompt", "ab", "--top-p", "0"], "top_p"),
     "top_k 1e12": (
-        ["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--top-k", "10" * 6],
+        ["generate", "--checkpoint", "{w}/run", "--prompt", "ab", "--top-k", "10" * 6],
         "too many",
     ),
     "max_new_tokens 1e12": (
-        ["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--max-new-tokens", "1000000000000"],
+        ["generate", "--checkpoint", "{w}/run", "--prompt", "ab", "--max-new-tokens", "1000000000000"],
         "too many",
     ),
     "gen lying config": (["generate", "--checkpoint", "{w}/lying", "--prompt", "ab"], "does not match"),

@@ -53,7 +53,10 @@ def test_inspect_removes_what_a_killed_inspect_left_and_keeps_a_running_ones(tmp
 
 
 def test_train_removes_a_killed_saves_temporary_folder_at_start(tmp_path, dead_pid, capsys):
-    stale = tmp_path / f".run.tmp-{dead_pid}-0badc0de"
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "log.jsonl").write_text("")  # what a killed run leaves: a run folder...
+    stale = run / f".checkpoint.tmp-{dead_pid}-0badc0de"  # ...and the half-written checkpoint
     stale.mkdir()
     (stale / "model.safetensors").write_bytes(b"x" * 100)
     assert main(["train", "--corpus", "task:copy", "--lr", "nan", "--out", str(tmp_path / "run")]) == 2
@@ -119,7 +122,7 @@ def test_a_config_vocabulary_is_kept_when_larger_and_explained(tmp_path, capsys)
     assert main([*argv, "--seq-len", "8", "--threads", "1", "--out", str(tmp_path / "o")]) == 0
     err = capsys.readouterr().err
     assert "vocab_size=1000" in err and "larger than the tokenizer's" in err
-    assert json.loads((tmp_path / "o" / "config.json").read_text())["vocab_size"] == 1000
+    assert json.loads((tmp_path / "o" / "checkpoint" / "config.json").read_text())["vocab_size"] == 1000
 
 
 def test_resuming_on_another_corpus_names_both(tmp_path, capsys):
