@@ -129,6 +129,7 @@ def test_greedy_generation_matches_transformers(family, tricky_texts):
             ids, attention_mask=torch.ones_like(ids), max_new_tokens=20, do_sample=False, pad_token_id=0
         )
         ours = generate(ckpt.model, ids, 20, greedy=True)  # KV-cached decoding
+    assert ours.shape[1] == ids.shape[1] + 20
     assert ours.tolist() == expected.tolist()
 
 
