@@ -141,6 +141,17 @@ def _window(hf: dict[str, Any], model_type: str, n_layers: Any, problems: list[s
 def family_config(hf: dict[str, Any]) -> GPTConfig:
     """Our config for a ``config.json`` of one of :data:`FAMILIES` (transformers' defaults for what it
     omits). Raises :class:`CheckpointError` naming every missing field or unsupported feature."""
+    try:
+        return _family_config(hf)
+    except (TypeError, ValueError, AttributeError) as exc:  # e.g. "rope_theta": "ten thousand"
+        if isinstance(exc, CheckpointError):
+            raise
+        raise CheckpointError(
+            f"config.json ({hf.get('model_type')}): a setting has a value of the wrong kind ({exc})"
+        ) from None
+
+
+def _family_config(hf: dict[str, Any]) -> GPTConfig:
     model_type = hf.get("model_type")
     if model_type not in FAMILIES:
         raise CheckpointError(f"config.json: model_type {model_type!r} is not one of {', '.join(FAMILIES)}")

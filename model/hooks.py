@@ -43,6 +43,9 @@ are [B, T, H, d_k]); ``attn.q``/``attn.k`` are after RoPE (its ``hook_rot_q``/``
 ``attn.k``/``attn.v`` hold the ``H_kv`` key/value heads (with a KV cache: every cached position ``S``).
 ``ln_final`` is the identity for Post-LN models (they have no final norm). ``scores_raw`` (Q Kᵀ) and the
 write norms are computed by the recorder from ``attn.q``, ``attn.k``, ``attn.out`` and ``mlp.out``.
+In a parallel block (``parallel_residual``, GPT-NeoX) ``resid_mid = resid_pre + attn.out`` still holds,
+but the MLP reads ``resid_pre`` (through its own norm), so editing ``resid_mid`` changes only what
+follows the block, not its MLP. With ``qk_rmsnorm`` ``attn.q``/``attn.k`` are after the QK-norm too.
 """
 
 from __future__ import annotations

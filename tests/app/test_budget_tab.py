@@ -232,3 +232,5 @@ def test_check_against_an_opened_family_model(qtbot, tmp_path, tab, write_hf_fam
     assert not isinstance(result, Exception) and result.ok
     assert result.measured_total == ckpt.model.num_params() == budget.parameters(ckpt.config).total
     assert all(page.param_table.item(r, 3).text() == "✓" for r in range(page.param_table.rowCount()))
+    if ckpt.config.n_rep > 1:  # the KV-cache figure of the opened model shows what GQA saves
+        assert f"{ckpt.config.n_rep}× smaller" in tab.kv_page.summary.text()

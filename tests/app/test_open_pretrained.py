@@ -54,3 +54,26 @@ def test_open_a_nanogpt_checkpoint(qtbot, tiny_window, tmp_path, monkeypatch, wr
     _open(qtbot, win, tmp_path, monkeypatch)
     assert s.checkpoint_meta["kind"] == "nanogpt" and "nanoGPT" in win.origin_label.text()
     assert s.model.config.n_layers == 2 and s.tokenizer.vocab_size == len(nanogpt_chars)
+
+
+def test_open_a_llama_folder_and_fine_tune_it(qtbot, tiny_window, tmp_path, monkeypatch, write_hf_family):
+    """A Llama-family folder (GQA, RoPE, SwiGLU, byte-fallback tokenizer with BOS) opens from File → Open,
+    names its origin and tokenizer, and fine-tunes on a corpus encoded with its own tokenizer."""
+    win, s = tiny_window, tiny_window.session
+    model_dir = tmp_path / "tiny-llama"
+    model_dir.mkdir()
+    reference = write_hf_family(model_dir, "llama")
+    _open(qtbot, win, model_dir, monkeypatch)
+    assert s.checkpoint_meta["kind"] == "hf-llama"
+    origin = win.origin_label.text()
+    assert "tiny-llama" in origin and "Hugging Face Llama" in origin and "byte fallback" in origin
+    ids = s.tokenizer.encode("the cat sat")
+    assert ids[0] == 1 and s.tokenizer.token_strings(ids)[0] == "<s>"  # BOS, named on the axes
+    with torch.no_grad():
+        t = torch.tensor([ids])
+        assert (s.model(t)[0] - reference(t).logits).abs().max() < 1e-4
+    s.set_source("builtin:primer")
+    s.set_train_settings(s.train_settings.replace(steps=2, batch_size=2, seq_len=16, eval_every=1))
+    with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT) as done:
+        s.start_training()
+    assert done.args[0] == "done" and s.step == 2 and s.model.config.n_rep == 2

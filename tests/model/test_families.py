@@ -129,6 +129,7 @@ def test_greedy_generation_matches_transformers(family, tricky_texts):
             ids, attention_mask=torch.ones_like(ids), max_new_tokens=20, do_sample=False, pad_token_id=0
         )
         ours = generate(ckpt.model, ids, 20, greedy=True)  # KV-cached decoding
+    assert ours.shape[1] == ids.shape[1] + 20
     assert ours.tolist() == expected.tolist()
 
 
@@ -427,3 +428,23 @@ def test_every_new_part_together_trains_traces_and_decodes_consistently():
     cached = generate(model, ids, 10, greedy=True)
     recomputed = generate(model, ids, 10, greedy=True, use_cache=False)
     assert cached.tolist() == recomputed.tolist()
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"rope_parameters": {"rope_type": "default", "rope_theta": "ten"}},
+        {"max_window_layers": "x", "use_sliding_window": True, "sliding_window": 4},
+    ],
+)
+def test_malformed_values_are_one_clear_line(changes):
+    base = dict(
+        model_type="qwen2",
+        vocab_size=10,
+        hidden_size=8,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=8,
+    )
+    with pytest.raises(CheckpointError, match=r"config.json \(qwen2\)"):
+        family_config({**base, **changes})
