@@ -288,6 +288,8 @@ def _read_json(path: Path) -> Any:
         raise TokenizerError(f"{path.name} cannot be read: {_first_line(exc)}") from None
     except json.JSONDecodeError as exc:
         raise TokenizerError(f"{path.name} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    except RecursionError:
+        raise TokenizerError(f"{path.name} is corrupt: its JSON is nested too deeply") from None
 
 
 def read_merges(path: Path) -> list[tuple[str, str]]:

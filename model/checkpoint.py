@@ -333,6 +333,8 @@ def _read_json(path: Path) -> Any:
             f"{path.name} in {str(path.parent)!r} is not valid JSON ({exc.msg} at line {exc.lineno}): "
             "the file is truncated or corrupt"
         ) from None
+    except RecursionError:
+        raise CheckpointError(f"{path.name} in {str(path.parent)!r} is corrupt: nested too deeply") from None
 
 
 def _read_tensors(path: Path, expected: dict[str, Any] | None) -> dict[str, torch.Tensor]:

@@ -345,6 +345,8 @@ class GPTConfig:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError([f"config is not valid JSON: {exc.msg} at line {exc.lineno}"]) from None
+        except RecursionError:
+            raise ConfigError(["config is not a config: its JSON is nested too deeply"]) from None
         return cls.from_dict(data, validate=validate)
 
     @classmethod

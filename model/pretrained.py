@@ -115,6 +115,8 @@ def _read_json_file(path: Path) -> Any:
         raise CheckpointError(f"{path} cannot be read: {exc}") from None
     except json.JSONDecodeError as exc:
         raise CheckpointError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    except RecursionError:
+        raise CheckpointError(f"{path} is corrupt: its JSON is nested too deeply") from None
 
 
 def _looks_like_ours(cfg: dict) -> bool:
@@ -287,7 +289,7 @@ def _safetensors_index(path: Path) -> dict[str, tuple[torch.dtype, tuple[int, ..
             header = json.loads(f.read(n))
     except OSError as exc:
         raise CheckpointError(f"{bad}: {exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         raise CheckpointError(f"{bad}: its header is not JSON") from None
     if not isinstance(header, dict):
         raise CheckpointError(f"{bad}: its header is not a JSON object")

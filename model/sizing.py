@@ -252,7 +252,7 @@ def largest_knob(cfg: GPTConfig) -> str:
     per_layer = L * (4 * d * d + 3 * d * (dff if cfg.d_ff is None else 0))
     shares["d_model"] = per_layer + (V * d if not shares["vocab_size"] else 0)
     name = max(shares, key=lambda k: shares[k])
-    if name == "d_model" and L > 48 and L * d * d > 0 and d <= 1024:
+    if name == "d_model" and (L > 256 or (L > 48 and d <= 1024)):  # deeper than any published model
         name = "n_layers"
     return f"{name}={getattr(cfg, name)}"
 
@@ -353,7 +353,7 @@ def safetensors_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
             header = json.loads(fh.read(n))
     except OSError as exc:
         raise ValueError(f"{path.name} cannot be read: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         raise ValueError(f"{path.name}: its header is not JSON (truncated or corrupt?)") from None
     if not isinstance(header, dict):
         raise ValueError(f"{path.name}: its header is not a JSON object")

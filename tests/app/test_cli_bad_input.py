@@ -134,6 +134,22 @@ def world(tmp_path_factory):
     }
     torch.save({"model_args": args, "model": {}}, nano)
     (root / "notes").mkdir()
+    deep = "[" * 100_000 + "]" * 100_000
+    (root / "deep.json").write_text(deep)
+    (root / "list.json").write_text("[1, 2]")
+    (root / "unknown.json").write_text(json.dumps({"d_modle": 64}))
+    (root / "float_d.json").write_text(json.dumps({"d_model": 64.5}))
+    (root / "random").mkdir()
+    (root / "random" / "random.bin").write_bytes(bytes(range(256)) * 64)
+    variant("deep_config", lambda d: (d / "config.json").write_text(deep))
+    variant("deep_tokenizer", lambda d: (d / "tokenizer.json").write_text(deep))
+
+    def truncate(dst):
+        data = (dst / "model.safetensors").read_bytes()
+        (dst / "model.safetensors").write_bytes(data[: len(data) // 2])
+
+    variant("truncated", truncate)
+    variant("bad_header", lambda d: (d / "model.safetensors").write_bytes(b"\xff" * 8 + b"{}"))
     from model.checkpoint import save_checkpoint
     from model.config import GPTConfig
     from model.gpt import build_model
@@ -234,6 +250,25 @@ CASES = {
         ["train", "--resume", "{w}/run", "--batch-size", "1000000000", "--out", "{w}/o"],
         "--batch-size 1000000000",
     ),
+    "config nested 10**5 deep": (
+        ["train", *TASK, "--config", "{w}/deep.json", "--out", "{w}/o"],
+        "nested too deeply",
+    ),
+    "config a JSON list": (["train", *TASK, "--config", "{w}/list.json", "--out", "{w}/o"], "JSON object"),
+    "config unknown field": (["train", *TASK, "--config", "{w}/unknown.json", "--out", "{w}/o"], "d_model"),
+    "config d_model 64.5": (
+        ["train", *TASK, "--config", "{w}/float_d.json", "--out", "{w}/o"],
+        "whole number",
+    ),
+    "n_heads 0": (["train", *TASK, "--n-heads", "0", "--out", "{w}/o"], "n_heads=0"),
+    "n_kv_heads 3 of 4": (["train", *TASK, "--n-kv-heads", "3", "--out", "{w}/o"], "n_kv_heads=3"),
+    "device tpu": (["train", *TASK, *TINY, "--device", "tpu", "--out", "{w}/o"], "tpu"),
+    "corpus task:nope": (["train", "--corpus", "task:nope", "--out", "{w}/o"], "nope"),
+    "corpus binary file": (["train", "--corpus", "{w}/random/random.bin", "--out", "{w}/o"], "binary"),
+    "resume nested config.json": (
+        ["train", "--resume", "{w}/deep_config", "--out", "{w}/o"],
+        "nested too deeply",
+    ),
     # generate: sampling values
     "temperature nan": (
         ["generate", "--checkpoint", "{w}/run", "--prompt", "ab", "--temperature", "nan"],
@@ -277,10 +312,30 @@ CASES = {
         ["generate", "--checkpoint", "{w}/hf_huge", "--prompt", "ab"],
         "n_layers=10000000",
     ),
-    "gen nanogpt huge": (["generate", "--checkpoint", "{w}/nano.pt", "--prompt", "ab"], "this machine has"),
+    "gen nanogpt huge": (["generate", "--checkpoint", "{w}/nano.pt", "--prompt", "ab"], "n_layers=1000000"),
     "gen kv cache of 10**9 positions": (
         ["generate", "--checkpoint", "{w}/endless", "--prompt", "ab"],
         "--no-cache",
+    ),
+    "gen nested tokenizer.json": (
+        ["generate", "--checkpoint", "{w}/deep_tokenizer", "--prompt", "ab"],
+        "nested too deeply",
+    ),
+    "gen truncated weights": (["generate", "--checkpoint", "{w}/truncated", "--prompt", "ab"], "truncated"),
+    "gen bad header": (["generate", "--checkpoint", "{w}/bad_header", "--prompt", "ab"], "header length"),
+    "gen a random file": (
+        ["generate", "--checkpoint", "{w}/random/random.bin", "--prompt", "ab"],
+        "no model",
+    ),
+    "gen unknown characters": (
+        ["generate", "--checkpoint", "{w}/ckpt", "--prompt", "日本"],
+        "cannot be encoded",
+    ),
+    "gen empty prompt": (["generate", "--checkpoint", "{w}/ckpt", "--prompt", ""], "--prompt is empty"),
+    "gen top_k 0": (["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--top-k", "0"], "at least 1"),
+    "gen max_new_tokens -1": (
+        ["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--max-new-tokens", "-1"],
+        "at least 1",
     ),
     # inspect: sizes and the inspection budget
     "inspect 12x12 at 4096": (
@@ -310,6 +365,14 @@ CASES = {
             str(10**23),
         ],
         "--seed",
+    ),
+    "inspect nested config": (
+        ["inspect", "--config", "{w}/deep.json", "--prompt", "ab", "--out", "{w}/a.npz"],
+        "nested too deeply",
+    ),
+    "inspect empty prompt": (
+        ["inspect", "--config", "{w}/long.json", "--prompt", "", "--out", "{w}/a.npz"],
+        "--prompt is empty",
     ),
     "inspect max-memory nan": (
         [
