@@ -659,6 +659,11 @@ def load_hf_family(
             f"the tokenizer has {tok.vocab_size} tokens but config.json says vocab_size={cfg.vocab_size}"
         )
     src, fname = _hf_weight_source(directory)
+    if cfg.n_layers > len(src.keys):  # a config.json that lies about its depth: refuse before listing
+        raise CheckpointError(
+            f"config.json says num_hidden_layers={cfg.n_layers} but {fname} holds only "
+            f"{len(src.keys)} tensors"
+        )
     entries = [_Entry(w.src, w.shape, w.dst, heads=w.heads) for w in family_entries(model_type, cfg)]
     extra_ok = {k for k in src.keys if FAMILY_IGNORED.search(k)}
     if cfg.tie_embeddings:
@@ -668,7 +673,8 @@ def load_hf_family(
         f"num_attention_heads={cfg.n_heads}, num_key_value_heads={cfg.kv_heads}, head_dim={cfg.d_head}, "
         f"intermediate_size={cfg.hidden}, vocab_size={cfg.vocab_size})"
     )
-    _check(src, entries, fname, implied, extra_ok)
+    _check(src, entries, fname, implied, extra_ok)  # a lying config.json is named by the header first
+    check_size(load_need(cfg, what=f"loading {name}"))  # before any tensor is read or built
     state = _map(src, entries, dtype)
     del src
     model = build_from_state_dict(cfg, state, device)

@@ -241,6 +241,32 @@ def test_unsupported_configs_are_refused(family_models, tmp_path, changes, messa
         open_model(_copy_with(directory, tmp_path, **changes))
 
 
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"num_hidden_layers": 10**7}, r"num_hidden_layers=10000000 but .* holds only \d+ tensors"),
+        ({"hidden_size": 8192, "intermediate_size": 22016}, r"hidden_size=8192"),
+    ],
+)
+def test_a_config_json_that_lies_about_its_size_is_refused_before_anything_is_built(
+    family_models, tmp_path, changes, message
+):
+    import time
+    import tracemalloc
+
+    directory = family_models("llama-llama3-rope-sharded")[0]
+    edited = _copy_with(directory, tmp_path, **changes)
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(CheckpointError, match=message):
+            open_model(edited)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert time.perf_counter() - t0 < 5 and peak < 50 * 2**20
+
+
 def test_missing_and_misshapen_tensors_are_named(family_models, tmp_path):
     from safetensors.torch import load_file, save_file
 
