@@ -221,6 +221,7 @@ class RunFollower:
         self.path = Path(path)
         self._offset = 0
         self._inode: int | None = None
+        self._head = b""  # the log's first line: tells a copy of the same log from a new run's
         self._seen_probes: set[str] = set()
         self._ckpt_key: tuple[Any, ...] | None = None
         self.status: str | None = None
@@ -260,9 +261,12 @@ class RunFollower:
         except OSError:
             return
         if self._inode is not None and (st.st_ino != self._inode or st.st_size < self._offset):
-            self._offset = 0  # a fresh run replaced the log: start over
-            self._seen_probes.clear()
-            up.restarted = True
+            # a new file: a sync tool's fresh copy of the same log (same first line, no shorter)
+            # continues; anything else is a fresh run's log: start over
+            if st.st_size < self._offset or self._first_line(path) != self._head:
+                self._offset, self._head = 0, b""
+                self._seen_probes.clear()
+                up.restarted = True
         self._inode = st.st_ino
         if st.st_size <= self._offset:
             return
@@ -275,6 +279,8 @@ class RunFollower:
         end = data.rfind(b"\n")
         if end < 0:
             return  # only part of a line so far
+        if not self._head:
+            self._head = data[: data.find(b"\n") + 1]
         self._offset += end + 1
         for line in data[: end + 1].splitlines():
             try:
@@ -283,6 +289,14 @@ class RunFollower:
                 continue
             if isinstance(row, dict) and isinstance(row.get("step"), int):
                 up.rows.append(row)
+
+    @staticmethod
+    def _first_line(path: Path) -> bytes:
+        try:
+            with open(path, "rb") as f:
+                return f.readline()
+        except OSError:
+            return b""
 
     def _read_probes(self, up: FollowUpdate) -> None:
         folder = self.path / PROBES_DIR

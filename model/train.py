@@ -771,10 +771,11 @@ class Trainer:
                 with no_sync, self._own_rng():
                     with self._autocast():
                         _, loss = self._step_model(x if single else x[rows], y if single else y[rows])
-                    if not self.dist.active and not math.isfinite(float(loss.detach())):
-                        return float(loss.detach())  # diverged: one process has nothing to backpropagate
+                    value = float(loss.detach())
+                    if self.world_size == 1 and not math.isfinite(value):
+                        return value  # diverged: no backward (with several ranks all must reduce first)
                     part = loss if single else loss * (w * self.world_size)
-                    local += float(loss.detach()) if single else float(loss.detach()) * w
+                    local += value if single else value * w
                     if self.scaler is not None:
                         self.scaler.scale(part).backward()
                     else:

@@ -36,14 +36,15 @@ contiguous 1/world_size of its rows (disjoint, deterministic); --grad-accum K sp
 rows into K micro-batches when they do not fit (batch size must be a multiple of world_size*K).
 Loss, validation and logs are global means, written by rank 0 only; log rows and the checkpoint
 record world_size. --resume works at any world size. NCCL on CUDA, gloo on the CPU; a rank that
-dies makes the others stop after --dist-timeout seconds with an error. --dtype, --compile, TF32
-and fused AdamW apply on CUDA; where one does not apply it is off and one line says so.
+dies or hangs makes the others stop with an error (at once, or after --dist-timeout seconds).
+--dtype, TF32 and fused AdamW apply on CUDA, --compile where torch.compile works (on the CPU it
+needs a C++ compiler); where one does not apply it is off and one line says so.
 """
 
 #: TrainSettings fields with a flag: name → (type, help).
 SETTING_FLAGS: dict[str, tuple[type, str]] = {
     "steps": (int, "total optimizer steps (with --resume: the new total)"),
-    "batch_size": (int, "sequences per step"),
+    "batch_size": (int, "sequences per step: the global batch, shared by all processes"),
     "seq_len": (int, "tokens per sequence (at most the context length)"),
     "lr": (float, "peak learning rate"),
     "warmup": (int, "steps of linear warmup before the cosine decay"),

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
+import torch
 
 from app.cli import main
 from model.checkpoint import load_checkpoint
@@ -68,3 +70,16 @@ def test_a_bare_checkpoint_is_not_overwritten_as_a_run_folder(tmp_path, capsys):
     assert "bare checkpoint" in capsys.readouterr().err
     assert main(["train", "--resume", str(bare), "--steps", "4", "--out", str(tmp_path / "next")]) == 0
     assert load_checkpoint(tmp_path / "next").train_state["step"] == 4
+
+
+def test_gpu_options_on_the_cpu_are_off_with_one_line_each(tmp_path, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("the CPU path is under test")
+    assert main([*BASE, "--steps", "1", "--dtype", "bf16", "--out", str(tmp_path / "run")]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if "note:" in line]
+    assert len(notes) == 2
+    assert "dtype bf16 is for CUDA: training in fp32 on cpu" in notes[0]
+    assert "TF32 matmuls and fused AdamW are CUDA-only" in notes[1]
+    assert main([*BASE, "--steps", "1", "--grad-accum", "3", "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "must be a multiple of world_size×grad_accum = 1×3 = 3" in err[0]

@@ -81,6 +81,12 @@ def test_a_fresh_run_starts_a_new_log_and_the_follower_starts_over(tmp_path):
     w.log({"step": 3})
     w.close()
     assert [r["step"] for r in follow.poll().rows] == [3]
+    log = tmp_path / "run" / "log.jsonl"  # a sync tool (rsync) writes a longer copy and renames it
+    copy = tmp_path / "run" / ".log.jsonl.sync"
+    copy.write_text(log.read_text() + '{"step": 4}\n')
+    copy.replace(log)
+    up = follow.poll()
+    assert not up.restarted and [r["step"] for r in up.rows] == [4]
     w2 = RunWriter(tmp_path / "run")  # a fresh run: empty log, old probes gone
     w2.log({"step": 1})
     up = follow.poll()
