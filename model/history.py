@@ -59,10 +59,12 @@ __all__ = [
     "Revision",
     "Snapshot",
     "default_cache_dir",
+    "drop_kept_after",
     "keep_checkpoint",
     "log_spaced_steps",
     "open_source",
     "snap_steps",
+    "suggested_prompt",
 ]
 
 #: Pythia's published checkpoints: step0, 1, 2, 4 … 512 (powers of two), then every 1000 to 143000.
@@ -281,6 +283,20 @@ def open_source(spec: str | Path, revisions: Sequence[str | int] | None = None) 
     return FolderSource(spec)
 
 
+def suggested_prompt(source: HubSource | FolderSource) -> str:
+    """The prompt a run folder probed (its newest ``probes/`` file), else ``""``."""
+    from model.runfolder import PROBES_DIR, read_probe
+
+    path = getattr(source, "path", None)
+    probes = sorted((path / PROBES_DIR).glob("step-*.npz")) if path is not None else []
+    for p in reversed(probes):
+        try:
+            return read_probe(p).prompt
+        except ValueError:
+            continue
+    return ""
+
+
 def keep_checkpoint(run_dir: str | Path, checkpoint: str | Path, step: int) -> Path:
     """Keep a copy of the run's newest ``checkpoint`` as ``run_dir/checkpoints/step-NNNNNNNN/`` (weights,
     config, tokenizer and meta; not the optimizer state), written aside and renamed in one step. Files
@@ -306,6 +322,19 @@ def keep_checkpoint(run_dir: str | Path, checkpoint: str | Path, step: int) -> P
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+def drop_kept_after(run_dir: str | Path, step: int) -> list[int]:
+    """Remove a run folder's kept checkpoints after ``step`` (a fresh run, or a resume from ``step``,
+    starts a new future: later saves of the old one would mix into its history); the steps removed."""
+    root = Path(run_dir) / HISTORY_DIR
+    gone = []
+    for p in sorted(root.glob("step-*")) if root.is_dir() else ():
+        s = step_of_name(p.name)
+        if p.is_dir() and s is not None and s > step:
+            shutil.rmtree(p, ignore_errors=True)
+            gone.append(s)
+    return gone
 
 
 # ---------------------------------------------------------------------------------------------
