@@ -13,6 +13,7 @@ jumps to that step. Two steps go side by side to the Compare tab (A − B per he
 
 from __future__ import annotations
 
+import math
 import threading
 from pathlib import Path
 
@@ -45,6 +46,21 @@ STEP0_X = 0.5
 
 def plot_x(step: float) -> float:
     return float(step) if step > 0 else STEP0_X
+
+
+def step_ticks(steps) -> list[tuple[float, str]]:
+    """Ticks of the log step axis (positions in log10): 1, 2, 5 × 10^k within the steps' range, and 0."""
+    steps = [float(s) for s in steps]
+    positive = [s for s in steps if s > 0] or [1.0]
+    lo, hi = min(positive), max(positive)
+    ticks = [(math.log10(STEP0_X), "0")] if min(steps) <= 0 else []
+    for k in range(int(math.floor(math.log10(lo))), int(math.ceil(math.log10(hi))) + 1):
+        for m in (1, 2, 5):
+            v = m * 10**k
+            if lo / 1.5 <= v <= hi * 1.5:
+                text = f"{v // 1000}k" if v >= 1000 else str(v)
+                ticks.append((math.log10(v), text))
+    return ticks
 
 
 class HistoryTab(QWidget):
@@ -170,6 +186,7 @@ class HistoryTab(QWidget):
             log_x=True,
             grid=True,
             legend_text_size="8pt",
+            legend_offset=(-10, 120),
         )
         self.curves.setMinimumSize(280, 220)
         layout.addWidget(self.curves, 1)
@@ -396,6 +413,7 @@ class HistoryTab(QWidget):
             if new:
                 item.sigPointsClicked.connect(lambda _item, points, *_, n=name: self._on_point(n, points))
         if lines:
+            self.curves.plot.getAxis("bottom").setTicks([step_ticks(lines[0][1])])
             self.curves.plot.enableAutoRange()
 
     def _on_point(self, name: str, points) -> None:
@@ -451,7 +469,7 @@ class HistoryTab(QWidget):
                 path=str(path) if path is not None else None,
                 attention=cmp.AttentionSnapshot(snap.prompt, list(snap.tokens), snap.weights),
             )
-            run = Run(record, model=ckpt.model, tokenizer=ckpt.tokenizer, status=f"{h.name}: {rev.label}")
+            run = Run(record, model=ckpt.model, tokenizer=ckpt.tokenizer, status=f"history: {rev.label}")
             run.metrics = HeadMetrics(
                 **{k: snap.metrics[k] for k in snap.metrics if k in HeadMetrics.COLUMNS}
             )
@@ -459,6 +477,8 @@ class HistoryTab(QWidget):
             names.append(name)
         compare.set_prompt(h.prompt)
         compare.state.set_pair(*names)
+        if hasattr(compare, "show_page") and "difference" in getattr(compare, "pages", {}):
+            compare.show_page("difference")
         tabs = window.tab_widget
         for k in range(tabs.count()):
             if tabs.tabText(k) == "Compare":
