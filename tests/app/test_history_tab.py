@@ -93,3 +93,32 @@ def test_a_bad_source_says_why(qtbot, tiny_window, tmp_path):
     assert "Cannot open" in tab.status_label.text()
     tab.cancel()  # nothing running: harmless
     assert tab.state.history is None and not tab.scrubber.isEnabled()
+
+
+def test_file_menu_opens_a_folder_history(qtbot, tiny_window, tmp_path, write_hf_family, monkeypatch):
+    from app.views.history import open_dialog
+    from model.history import log_spaced_steps
+
+    root = tmp_path / "ckpts"
+    for step, seed in ((10, 1), (30, 2)):
+        write_hf_family(root / f"step{step}", "gpt_neox", seed=seed, num_key_value_heads=None)
+    menu = [a.text() for a in tiny_window.file_menu.actions()]
+    assert "Open a training &history…" in menu
+
+    dialog = open_dialog.OpenHistoryDialog()
+    qtbot.addWidget(dialog)
+    assert dialog.choice() == ("hf:EleutherAI/pythia-70m", log_spaced_steps())  # Pythia's 16 by default
+    dialog.revisions_edit.setText("1000, step2 main")
+    assert dialog.choice()[1] == [1000, "step2", "main"]
+
+    def chosen(self):
+        self.folder_edit.setText(str(root))
+        self.folder_radio.setChecked(True)
+        return 1
+
+    monkeypatch.setattr(open_dialog.OpenHistoryDialog, "exec", chosen)
+    tab = tiny_window.tab("History")
+    with qtbot.waitSignal(tab.stepShown, timeout=TIMEOUT):
+        tiny_window.history_action.trigger()
+    assert tab.state.history.steps == [10, 30] and tiny_window.current_tab() is tab
+    assert tab.mosaic.weights.shape[:2] == (2, 4)
