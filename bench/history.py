@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                 forwards.append(time.perf_counter() - t1)
         d, m, f = (statistics.median(v) * 1000 for v in (switch_disk, switch_mem, forwards))
         print(
-            f"switch a step, all cached: {d:.2f} ms from the disk cache, {m:.3f} ms from memory; "
+            f"switch a step, all cached: {d:.2f} ms from the disk cache, {m * 1000:.0f} µs from memory; "
             f"one plain forward of {T} tokens: {f:.1f} ms -> ratio (disk switch / forward) {d / f:.3f}"
         )
         print(f"load average: {open('/proc/loadavg').read().split()[:3]}")

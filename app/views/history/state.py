@@ -3,6 +3,7 @@ and the plot's choice (the best head of each kind, or every head of one kind).""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,30 @@ PLOT_CHOICES = (
 )
 #: Legend names of the kinds.
 KIND_TITLES = {"induction": "induction", "prev_token": "previous-token", "sink": "sink", "entropy": "entropy"}
+
+
+#: Where step 0 is drawn on the log axis (log 0 does not exist).
+STEP0_X = 0.5
+
+
+def plot_x(step: float) -> float:
+    """Where ``step`` is drawn on the log axis (step 0 at :data:`STEP0_X`)."""
+    return float(step) if step > 0 else STEP0_X
+
+
+def step_ticks(steps) -> list[tuple[float, str]]:
+    """Ticks of the log step axis (positions in log10): 1, 2, 5 × 10^k within the steps' range, and 0."""
+    steps = [float(s) for s in steps]
+    positive = [s for s in steps if s > 0] or [1.0]
+    lo, hi = min(positive), max(positive)
+    ticks = [(math.log10(STEP0_X), "0")] if min(steps) <= 0 else []
+    for k in range(int(math.floor(math.log10(lo))), int(math.ceil(math.log10(hi))) + 1):
+        for m in (1, 2, 5):
+            v = m * 10**k
+            if lo / 1.5 <= v <= hi * 1.5:
+                text = f"{v // 1000}k" if v >= 1000 else str(v)
+                ticks.append((math.log10(v), text))
+    return ticks
 
 
 class HistoryState:
@@ -105,4 +130,4 @@ class HistoryState:
         return {} if h is None else {"name": h.name, "steps": h.steps, "prompt": h.prompt}
 
 
-__all__ = ["KIND_TITLES", "PLOT_CHOICES", "HistoryState"]
+__all__ = ["KIND_TITLES", "PLOT_CHOICES", "STEP0_X", "HistoryState", "plot_x", "step_ticks"]

@@ -13,7 +13,6 @@ jumps to that step. Two steps go side by side to the Compare tab (A − B per he
 
 from __future__ import annotations
 
-import math
 import threading
 from pathlib import Path
 
@@ -33,34 +32,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.views.history.state import PLOT_CHOICES, HistoryState
+from app.views.history.state import PLOT_CHOICES, STEP0_X, HistoryState, plot_x, step_ticks
 from app.widgets.curves import Curves
 from app.widgets.exporting import write_png, write_svg
 from app.widgets.head_mosaic import HeadMosaic
 
 #: The prompt when neither the run nor the session has one: a repeat, so induction heads show.
 DEFAULT_PROMPT = "The cat sat on the mat because it was warm. The cat sat on the mat because it was warm."
-#: Where step 0 is drawn on the log axis (log 0 does not exist).
-STEP0_X = 0.5
-
-
-def plot_x(step: float) -> float:
-    return float(step) if step > 0 else STEP0_X
-
-
-def step_ticks(steps) -> list[tuple[float, str]]:
-    """Ticks of the log step axis (positions in log10): 1, 2, 5 × 10^k within the steps' range, and 0."""
-    steps = [float(s) for s in steps]
-    positive = [s for s in steps if s > 0] or [1.0]
-    lo, hi = min(positive), max(positive)
-    ticks = [(math.log10(STEP0_X), "0")] if min(steps) <= 0 else []
-    for k in range(int(math.floor(math.log10(lo))), int(math.ceil(math.log10(hi))) + 1):
-        for m in (1, 2, 5):
-            v = m * 10**k
-            if lo / 1.5 <= v <= hi * 1.5:
-                text = f"{v // 1000}k" if v >= 1000 else str(v)
-                ticks.append((math.log10(v), text))
-    return ticks
 
 
 class HistoryTab(QWidget):
@@ -444,45 +422,15 @@ class HistoryTab(QWidget):
         self.session.compute.submit("history.compare", job, lambda r, e: self._compare_done(h, a, b, r, e))
 
     def _compare_done(self, h, a: int, b: int, result, error) -> None:
-        from app.views.compare.runs import Run
-        from model import comparison as cmp
-        from model.analysis.heads import HeadMetrics
+        from app.views.history.to_compare import add_steps
 
         if error is not None:
             self.state.say(f"<span style='color:#c02020'>Cannot compare: {error}</span>")
             return
-        window = self.window()
-        try:
-            compare = window.tab("Compare")
-        except (AttributeError, KeyError):
+        names = add_steps(self.window(), h, list(zip((a, b), result, strict=True)))
+        if names is None:
             self.state.say("The Compare tab is not in this window.")
             return
-        names = []
-        for i, (snap, ckpt) in zip((a, b), result, strict=True):
-            rev = h.revisions[i]
-            name = compare.state.unique_name(f"step {rev.step}")
-            path = h.source.located(rev)
-            record = cmp.RunRecord(
-                name=name,
-                kind="checkpoint",
-                config=ckpt.model.config.to_dict(),
-                path=str(path) if path is not None else None,
-                attention=cmp.AttentionSnapshot(snap.prompt, list(snap.tokens), snap.weights),
-            )
-            run = Run(record, model=ckpt.model, tokenizer=ckpt.tokenizer, status=f"history: {rev.label}")
-            run.metrics = HeadMetrics(
-                **{k: snap.metrics[k] for k in snap.metrics if k in HeadMetrics.COLUMNS}
-            )
-            compare.state.add(run)
-            names.append(name)
-        compare.set_prompt(h.prompt)
-        compare.state.set_pair(*names)
-        if hasattr(compare, "show_page") and "difference" in getattr(compare, "pages", {}):
-            compare.show_page("difference")
-        tabs = window.tab_widget
-        for k in range(tabs.count()):
-            if tabs.tabText(k) == "Compare":
-                tabs.setCurrentIndex(k)
         self.state.say(f"{names[0]} and {names[1]} are in the Compare tab.")
         self.compareReady.emit(*names)
 
