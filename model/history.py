@@ -614,6 +614,15 @@ class History:
             self._models.clear()
 
     # ---- the metric-vs-step table --------------------------------------------------------------
+    def in_memory(self) -> list[Snapshot]:
+        """The snapshots held in memory, in step order (no disk access: what a GUI thread may call)."""
+        with self._lock:
+            return [self._snapshots[i] for i in sorted(self._snapshots)]
+
+    def is_in_memory(self, i: int) -> bool:
+        with self._lock:
+            return i in self._snapshots
+
     def snapshots(self) -> list[Snapshot]:
         """The snapshots traced so far (or found in the cache), in step order."""
         return [s for s in (self.peek(i) for i in range(len(self))) if s is not None]

@@ -12,8 +12,10 @@ class _Hist:
     def __init__(self, snaps):
         self._snaps = snaps
 
-    def snapshots(self):
+    def in_memory(self):
         return self._snaps
+
+    snapshots = in_memory
 
 
 def _snap(step, induction):

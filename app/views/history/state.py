@@ -95,7 +95,7 @@ class HistoryState:
         h = self.history
         if h is None:
             return []
-        snaps = h.snapshots()
+        snaps = h.in_memory()  # what the compute thread delivered: no disk access here
         if not snaps:
             return []
         steps = np.array([s.step for s in snaps], dtype=np.float64)

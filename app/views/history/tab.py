@@ -350,7 +350,7 @@ class HistoryTab(QWidget):
 
     def _fill_next(self) -> None:
         h = self.state.history
-        todo = [i for i in range(len(h)) if h.peek(i) is None] if h is not None else []
+        todo = [i for i in range(len(h)) if not h.is_in_memory(i)] if h is not None else []
         if not todo:
             self._filling = False
             self._busy(False)
