@@ -242,6 +242,8 @@ class WindowMenus:
             tab = self.tab("History")
         except KeyError:
             return
+        if not hasattr(tab, "open_dialog"):  # the tab could not be built: it says why
+            return
         self.tab_widget.setCurrentIndex(
             [self.tab_widget.tabText(i) for i in range(self.tab_widget.count())].index("History")
         )
