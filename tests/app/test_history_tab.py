@@ -122,3 +122,20 @@ def test_file_menu_opens_a_folder_history(qtbot, tiny_window, tmp_path, write_hf
         tiny_window.history_action.trigger()
     assert tab.state.history.steps == [10, 30] and tiny_window.current_tab() is tab
     assert tab.mosaic.weights.shape[:2] == (2, 4)
+
+
+def test_cancel_mid_download_then_the_step_loads_again(
+    qtbot, tiny_window, neox_history_hub, tmp_path, monkeypatch
+):
+    from huggingface_hub import constants
+
+    tab = tiny_window.tab("History")
+    h = _open(qtbot, tab, ["step0", "step16"], tmp_path)
+    monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 512)  # many chunks: the cancel lands mid-file
+    tab.show_step(1)
+    tab.cancel()  # at once, while step16 downloads in the compute thread
+    qtbot.waitUntil(lambda: "Cancelled step16" in tab.status_label.text(), timeout=TIMEOUT)
+    assert not h.cached(1) and tab.state.shown.step == 0  # the grid still shows step 0
+    with qtbot.waitSignal(tab.stepShown, timeout=TIMEOUT) as shown:
+        tab.show_step(1)  # asked again: fetched (finished files kept) and shown
+    assert shown.args == [1] and tab.state.shown.step == 16 and h.cached(1)
