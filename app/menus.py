@@ -56,6 +56,12 @@ class WindowMenus:
             None,
             "Watch a run that another process (attention-lab train --out DIR) writes, live",
         )
+        self.history_action = self._action(
+            "Open a training &history…",
+            self.open_history_dialog,
+            None,
+            "Scrub through a model's checkpoints (Pythia's on the Hub, a folder, or a run's kept ones)",
+        )
         self.save_action = self._action(
             "&Save checkpoint",
             self.save_checkpoint,
@@ -92,6 +98,7 @@ class WindowMenus:
             self.get_model_action,
             self.open_action,
             self.follow_action,
+            self.history_action,
             self.save_action,
             self.save_as_action,
             None,
@@ -228,6 +235,19 @@ class WindowMenus:
             self.tab_widget.setCurrentIndex(list(self.tabs).index("Train"))
         self.statusBar().showMessage(f"Following {path}", 6000)
         return True
+
+    def open_history_dialog(self) -> None:
+        """File → Open a training history…: the History tab's dialog, then that tab."""
+        try:
+            tab = self.tab("History")
+        except KeyError:
+            return
+        if not hasattr(tab, "open_dialog"):  # the tab could not be built: it says why
+            return
+        self.tab_widget.setCurrentIndex(
+            [self.tab_widget.tabText(i) for i in range(self.tab_widget.count())].index("History")
+        )
+        tab.open_dialog()
 
     def get_model_dialog(self):
         """File → Get a model…: the download dialog (one per window, kept between uses)."""

@@ -41,6 +41,7 @@ from app.tab_host import TabError, TabHolder, load_tab
 #: The tabs of the main area: (title, "module:Class"). Later issues add their modules; nothing else.
 TABS: list[tuple[str, str]] = [
     ("Train", "app.views.train.tab:TrainTab"),
+    ("History", "app.views.history.tab:HistoryTab"),
     ("Attention", "app.views.attention.tab:AttentionTab"),
     ("Labs", "app.views.labs.tab:LabsTab"),
     ("Compare", "app.views.compare.tab:CompareTab"),

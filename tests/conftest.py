@@ -567,11 +567,27 @@ class FakeHub:
         self._server.shutdown()
         self._server.server_close()
 
-    def add_repo(self, repo_id: str, files: dict[str, bytes], *, model_type: str | None = "gpt2") -> str:
+    def add_repo(
+        self,
+        repo_id: str,
+        files: dict[str, bytes],
+        *,
+        model_type: str | None = "gpt2",
+        revision: str = "main",
+    ) -> str:
+        """Serve ``files`` at a new commit of ``repo_id`` under the branch ``revision``; the commit.
+
+        Calling it again with another ``revision`` adds a branch (Pythia's ``step1000`` ...); the
+        repo's own ``commit``/``files`` stay those of ``main`` (or of the first branch added)."""
         import hashlib
 
-        commit = hashlib.sha1(repr((repo_id, sorted(files.items()))).encode()).hexdigest()
-        self.repos[repo_id] = {"commit": commit, "files": dict(files), "model_type": model_type}
+        commit = hashlib.sha1(repr((repo_id, revision, sorted(files.items()))).encode()).hexdigest()
+        entry = {"commit": commit, "files": dict(files), "model_type": model_type}
+        repo = self.repos.get(repo_id)
+        if repo is None or revision == "main":
+            revs = repo["revisions"] if repo is not None else {}
+            repo = self.repos[repo_id] = {**entry, "revisions": revs}
+        repo["revisions"][revision] = entry
         return commit
 
     def gets(self, name: str) -> list[tuple[str, str, str]]:
@@ -613,10 +629,13 @@ class FakeHub:
                 if repo is None:
                     self._error(404, "RepoNotFound", "Repository not found")
                     return None
-                if rev not in ("main", repo["commit"]):
-                    self._error(404, "RevisionNotFound", "Invalid rev id")
-                    return None
-                return repo
+                if rev in ("main", repo["commit"]):
+                    return repo
+                for name, entry in repo.get("revisions", {}).items():
+                    if rev in (name, entry["commit"]):
+                        return {**entry, "model_type": repo["model_type"]}
+                self._error(404, "RevisionNotFound", "Invalid rev id")
+                return None
 
             def do_GET(self):
                 self._serve(body=True)
@@ -708,3 +727,28 @@ def tiny_gpt2_repo_files(tmp_path_factory, gpt2_tokenizer_dir) -> dict[str, byte
     files = {p.name: p.read_bytes() for p in d.iterdir() if p.is_file()}
     files["README.md"] = b"# a tiny GPT-2\n"
     return files
+
+
+#: The branches of the fake Hub's tiny Pythia-like history (a random GPT-NeoX per branch).
+NEOX_HISTORY_REVISIONS = ("step0", "step1", "step4", "step16", "step64")
+
+
+@pytest.fixture(scope="session")
+def tiny_neox_history(tmp_path_factory) -> dict[str, tuple[dict[str, bytes], object]]:
+    """``{revision: (files as bytes, transformers reference model)}`` for :data:`NEOX_HISTORY_REVISIONS`:
+    one tiny random GPT-NeoX (2 layers × 4 heads, byte-level BPE) per revision, same shape and
+    tokenizer, weights from a different seed each, as Pythia's checkpoints differ by training step."""
+    out = {}
+    for i, rev in enumerate(NEOX_HISTORY_REVISIONS):
+        d = tmp_path_factory.mktemp(f"neox-{rev}")
+        ref = _write_hf_family(d, "gpt_neox", seed=100 + i, num_key_value_heads=None)
+        out[rev] = ({p.name: p.read_bytes() for p in d.iterdir() if p.is_file()}, ref)
+    return out
+
+
+@pytest.fixture
+def neox_history_hub(fake_hub, tiny_neox_history):
+    """The fake Hub serving ``tiny/pythia`` at every revision of :data:`NEOX_HISTORY_REVISIONS`."""
+    for rev, (files, _) in tiny_neox_history.items():
+        fake_hub.add_repo("tiny/pythia", files, model_type="gpt_neox", revision=rev)
+    return fake_hub

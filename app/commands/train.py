@@ -8,7 +8,8 @@ shape and settings; flags given override settings, e.g. a larger ``--steps``).
 
 ``--out DIR`` is a run folder (model/runfolder.py): ``log.jsonl`` (one JSON object per logged step:
 every ``--log-every`` steps, every evaluation and the last step), ``checkpoint/`` (saved every
-``--save-every`` steps and at the end; ``DIR`` itself opens as that checkpoint), ``probes/`` (with
+``--save-every`` steps and at the end; ``DIR`` itself opens as that checkpoint; with
+``--keep-checkpoints`` every save is also kept as ``checkpoints/step-NNNNNNNN/``), ``probes/`` (with
 ``--probe-every K``) and ``run.json``; the app follows it live (File → Follow a run folder…).
 ``--log-json FILE`` writes the same rows to a second file. On resume both logs are appended to.
 
@@ -168,6 +169,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="save the checkpoint every N steps (default: at every evaluation; always at the end)",
+    )
+    out.add_argument(
+        "--keep-checkpoints",
+        action="store_true",
+        help="also keep every save as DIR/checkpoints/step-NNNNNNNN/ (weights only), a training history "
+        "to scrub through (File → Open a training history…)",
     )
 
 
@@ -371,6 +378,10 @@ def _run(args: argparse.Namespace, dist) -> int:
             writer = RunWriter(out, resume=trainer.step > 0, extra_log=args.log_json)
         except (RunFolderError, OSError) as exc:
             raise UserError(str(exc)) from None
+        if args.keep_checkpoints:  # kept saves of an earlier run past this start belong to another history
+            from model.history import drop_kept_after
+
+            drop_kept_after(out, trainer.step)
 
     s = trainer.settings
     cfg = trainer.config
@@ -407,6 +418,10 @@ def _run(args: argparse.Namespace, dist) -> int:
             return
         try:
             trainer.save(writer.checkpoint)
+            if args.keep_checkpoints:
+                from model.history import keep_checkpoint
+
+                keep_checkpoint(out, writer.checkpoint, trainer.step)
         except CheckpointError as exc:
             raise UserError(str(exc)) from None
         except OSError as exc:

@@ -1,0 +1,1 @@
+"""The History tab: a model's checkpoints in step order, scrubbed, plotted and compared."""

@@ -1,0 +1,472 @@
+"""The History tab: scrub through a model's checkpoints and watch its heads form.
+
+A history (:class:`model.history.History`) comes from a Hub repo and some of its revisions (Pythia's
+checkpoints), a folder of checkpoints, or a run folder's kept checkpoints (File → Open a training
+history…). The step scrubber moves through the revisions; each is fetched (with the progress bar and
+Cancel), opened and traced on the prompt only when first shown, in the session's compute worker: the
+GUI never waits, and while one step loads, moving on supersedes it (the latest requested step wins; a
+download in flight for a step no longer wanted stops at its next chunk). The head grid shows the
+step's attention; the plot shows each kind's best head (or every head of one kind) against the step
+on a log axis, over the revisions traced so far ("Trace all" traces the rest), and clicking a point
+jumps to that step. Two steps go side by side to the Compare tab (A − B per head, metrics aligned).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QSlider,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.views.history.state import PLOT_CHOICES, STEP0_X, HistoryState, plot_x, step_ticks
+from app.widgets.curves import Curves
+from app.widgets.exporting import write_png, write_svg
+from app.widgets.head_mosaic import HeadMosaic
+
+#: The prompt when neither the run nor the session has one: a repeat, so induction heads show.
+DEFAULT_PROMPT = "The cat sat on the mat because it was warm. The cat sat on the mat because it was warm."
+
+
+class HistoryTab(QWidget):
+    """A model's training history (see the module docstring). ``stepShown(index)`` once a step's
+    snapshot is drawn; ``compareReady(a, b)`` once two steps are in the Compare tab."""
+
+    #: the setup docks (data, model, training) are not needed here
+    docks = ()
+    stepShown = Signal(int)
+    compareReady = Signal(str, str)
+    failed = Signal(str)
+    _progressed = Signal(object)  # a model.hub.DownloadProgress, from the compute thread
+
+    def __init__(self, session, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.session = session
+        self.state = HistoryState()
+        self._wanted = -1
+        self._cancel = threading.Event()
+        self._filling = False
+        self._plot_steps: dict[str, list[float]] = {}
+        root = QVBoxLayout(self)
+        root.addLayout(self._build_source_row())
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(self._build_grid())
+        split.addWidget(self._build_plot())
+        split.setStretchFactor(0, 5)
+        split.setStretchFactor(1, 4)
+        root.addWidget(split, 1)
+        root.addLayout(self._build_scrubber())
+        root.addLayout(self._build_compare_row())
+        self._progressed.connect(self._on_progress)
+        st = self.state
+        st.opened.connect(self._on_opened)
+        st.shown_changed.connect(self._draw_snapshot)
+        st.table_changed.connect(self._draw_plot)
+        st.message.connect(self.status_label.setText)
+        self._on_opened()
+
+    # ---- building ------------------------------------------------------------------------------
+    def _build_source_row(self) -> QVBoxLayout:
+        col = QVBoxLayout()
+        row = QHBoxLayout()
+        self.open_button = QPushButton("Open a history…")
+        self.open_button.setToolTip(
+            "A Hub repo and revisions (Pythia's checkpoints), a checkpoint folder or a run"
+        )
+        self.open_button.clicked.connect(self.open_dialog)
+        row.addWidget(self.open_button)
+        self.name_label = QLabel()
+        self.name_label.setObjectName("historyName")
+        row.addWidget(self.name_label, 1)
+        self.progress = QProgressBar()
+        self.progress.setObjectName("historyProgress")
+        self.progress.setRange(0, 1000)
+        self.progress.setTextVisible(True)
+        self.progress.setMinimumWidth(240)
+        self.progress.hide()
+        row.addWidget(self.progress)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip(
+            "Stop the download or the tracing in progress (finished files are kept)"
+        )
+        self.cancel_button.clicked.connect(self.cancel)
+        self.cancel_button.setEnabled(False)
+        row.addWidget(self.cancel_button)
+        col.addLayout(row)
+        prow = QHBoxLayout()
+        prow.addWidget(QLabel("Prompt"))
+        self.prompt_edit = QLineEdit()
+        self.prompt_edit.setObjectName("historyPrompt")
+        self.prompt_edit.setToolTip("Every step is traced on this prompt (a new prompt traces again; Enter)")
+        self.prompt_edit.returnPressed.connect(self._apply_prompt)
+        prow.addWidget(self.prompt_edit, 1)
+        self.status_label = QLabel()
+        self.status_label.setObjectName("historyStatus")
+        self.status_label.setWordWrap(True)
+        col.addLayout(prow)
+        col.addWidget(self.status_label)
+        return col
+
+    def _build_grid(self) -> QWidget:
+        box = QGroupBox("Attention at this step")
+        layout = QVBoxLayout(box)
+        self.mosaic = HeadMosaic(title="rows = queries, columns = keys", gamma=0.5, compact=True)
+        self.mosaic.setMinimumHeight(200)
+        layout.addWidget(self.mosaic, 1)
+        self.best_label = QLabel()
+        self.best_label.setObjectName("historyBest")
+        self.best_label.setWordWrap(True)
+        layout.addWidget(self.best_label)
+        return box
+
+    def _build_plot(self) -> QWidget:
+        box = QGroupBox("Heads against training step")
+        layout = QVBoxLayout(box)
+        row = QHBoxLayout()
+        self.plot_combo = QComboBox()
+        self.plot_combo.setObjectName("historyPlotChoice")
+        for key, label in PLOT_CHOICES:
+            self.plot_combo.addItem(label, key)
+        self.plot_combo.currentIndexChanged.connect(self._on_plot_choice)
+        row.addWidget(self.plot_combo, 1)
+        self.fill_button = QPushButton("Trace all")
+        self.fill_button.setToolTip("Fetch and trace every revision not traced yet, one after another")
+        self.fill_button.clicked.connect(self.trace_all)
+        row.addWidget(self.fill_button)
+        self.csv_button = QPushButton("Table (CSV)…")
+        self.csv_button.setToolTip("The metric-vs-step table: one row per traced revision, every head")
+        self.csv_button.clicked.connect(self._export_csv_dialog)
+        row.addWidget(self.csv_button)
+        self.png_button = QPushButton("Plot…")
+        self.png_button.setToolTip("Save the plot as PNG or SVG")
+        self.png_button.clicked.connect(self._export_plot_dialog)
+        row.addWidget(self.png_button)
+        layout.addLayout(row)
+        self.curves = Curves(
+            "",
+            "score",
+            f"training step (log; step 0 at {STEP0_X:g})",
+            smoothing=0.0,
+            controls=False,
+            log_x=True,
+            grid=True,
+            legend_text_size="8pt",
+            legend_offset=(-10, 120),
+        )
+        self.curves.setMinimumSize(280, 220)
+        layout.addWidget(self.curves, 1)
+        return box
+
+    def _build_scrubber(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Step"))
+        self.scrubber = QSlider(Qt.Orientation.Horizontal)
+        self.scrubber.setObjectName("historyScrubber")
+        self.scrubber.setToolTip("Move through the revisions: each is fetched and traced when first shown")
+        self.scrubber.setPageStep(1)
+        self.scrubber.valueChanged.connect(self.show_step)
+        row.addWidget(self.scrubber, 1)
+        self.step_label = QLabel()
+        self.step_label.setObjectName("historyStep")
+        self.step_label.setMinimumWidth(220)
+        row.addWidget(self.step_label)
+        return row
+
+    def _build_compare_row(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Compare step"))
+        self.a_combo, self.b_combo = QComboBox(), QComboBox()
+        row.addWidget(self.a_combo)
+        row.addWidget(QLabel("with"))
+        row.addWidget(self.b_combo)
+        self.compare_button = QPushButton("Side by side in Compare")
+        self.compare_button.setToolTip(
+            "Both steps as runs of the Compare tab: A − B per head, metrics aligned"
+        )
+        self.compare_button.clicked.connect(
+            lambda: self.compare_steps(self.a_combo.currentIndex(), self.b_combo.currentIndex())
+        )
+        row.addWidget(self.compare_button)
+        row.addStretch(1)
+        return row
+
+    # ---- opening -------------------------------------------------------------------------------
+    def open_dialog(self) -> bool:
+        """File → Open a training history…: the dialog, then :meth:`open_history`."""
+        from app.views.history.open_dialog import OpenHistoryDialog
+
+        dialog = OpenHistoryDialog(self)
+        if not dialog.exec():
+            return False
+        spec, revisions = dialog.choice()
+        return self.open_history(spec, revisions)
+
+    def open_history(self, spec: str, revisions=None, *, prompt: str | None = None, cache_dir=None) -> bool:
+        """Open the history of ``spec`` (``hf:REPO`` with ``revisions``, or a folder); nothing is fetched
+        until a step is shown. False (and the reason in the status line) when it cannot be opened."""
+        from model.checkpoint import CheckpointError
+        from model.history import History, open_source, suggested_prompt
+
+        try:
+            source = open_source(spec, revisions)
+        except CheckpointError as exc:
+            self.state.say(f"<span style='color:#c02020'>Cannot open {spec}: {exc}</span>")
+            self.failed.emit(str(exc))
+            return False
+        prompt = prompt or suggested_prompt(source) or self.session.probe_prompt or DEFAULT_PROMPT
+        self.cancel()
+        self._cache_dir = cache_dir
+        self.state.open(History(source, prompt, cache_dir=cache_dir))
+        self.show_step(0)
+        return True
+
+    def _apply_prompt(self) -> None:
+        h = self.state.history
+        text = self.prompt_edit.text()
+        if h is None or not text or text == h.prompt:
+            return
+        from model.history import History
+
+        index = self.state.index
+        self.cancel()
+        self.state.open(History(h.source, text, cache_dir=getattr(self, "_cache_dir", None)))
+        self.scrubber.setValue(index)
+        self.show_step(index)
+
+    def _on_opened(self) -> None:
+        h = self.state.history
+        self._wanted = -1
+        self.curves.clear()
+        self._plot_steps.clear()
+        self.mosaic.clear("open a history: File → Open a training history…" if h is None else "loading…")
+        for w in (self.scrubber, self.fill_button, self.csv_button, self.png_button, self.compare_button):
+            w.setEnabled(h is not None)
+        if h is None:
+            self.name_label.setText("<i>no history open</i>")
+            self.step_label.setText("")
+            return
+        self.name_label.setText(f"<b>{h.name}</b>")
+        self.prompt_edit.setText(h.prompt)
+        self.scrubber.blockSignals(True)
+        self.scrubber.setRange(0, len(h) - 1)
+        self.scrubber.setValue(0)
+        self.scrubber.blockSignals(False)
+        for combo in (self.a_combo, self.b_combo):
+            combo.clear()
+            combo.addItems([f"{r.step} ({r.label})" for r in h.revisions])
+        self.a_combo.setCurrentIndex(len(h) - 1)
+        self.b_combo.setCurrentIndex(0)
+        self.curves.plot.setXRange(0, 1)  # re-fit once points arrive
+
+    # ---- scrubbing -----------------------------------------------------------------------------
+    def show_step(self, i: int) -> None:
+        """Show revision ``i``: at once from memory, else off the GUI thread (the latest request wins)."""
+        h = self.state.history
+        if h is None or not 0 <= i < len(h):
+            return
+        self.state.set_index(i)
+        if self.scrubber.value() != i:
+            self.scrubber.blockSignals(True)
+            self.scrubber.setValue(i)
+            self.scrubber.blockSignals(False)
+        rev = h.revisions[i]
+        self._wanted = i
+        self._cancel.clear()
+        self.step_label.setText(f"step {rev.step}  ({i + 1} of {len(h)})")
+        self.session.compute.submit(
+            "history.step", lambda: self._job(h, i), lambda s, e: self._done(h, i, s, e)
+        )
+
+    def _job(self, h, i: int):
+        """In the compute thread: the snapshot (a download stops when another step is wanted)."""
+
+        def stop() -> bool:
+            return self._cancel.is_set() or (self._wanted != i and not self._filling)
+
+        return h.snapshot(i, on_progress=self._progressed.emit, should_stop=stop)
+
+    def _done(self, h, i: int, snap, error) -> None:
+        if h is not self.state.history:
+            return
+        self._busy(False)
+        if error is not None:
+            from model.hub import DownloadCancelled
+
+            if isinstance(error, DownloadCancelled):
+                self.state.say(f"Cancelled {h.revisions[i].label}: pick the step again to continue.")
+            else:
+                self.state.say(f"<span style='color:#c02020'>{h.revisions[i].label}: {error}</span>")
+                self.failed.emit(str(error))
+            self._filling = False
+            return
+        if i == self._wanted:
+            self.state.show(snap)
+            self.stepShown.emit(i)
+        else:
+            self.state.table_changed.emit()
+        if self._filling:
+            self._fill_next()
+
+    def _on_progress(self, p) -> None:
+        if getattr(p, "finished", False):
+            self._busy(False)
+            return
+        self._busy(True)
+        self.progress.setValue(int(1000 * p.fraction))
+        self.progress.setFormat(f"{p.ref}: {p.line()}")
+
+    def _busy(self, on: bool) -> None:
+        self.progress.setVisible(on)
+        self.cancel_button.setEnabled(on or self._filling)
+
+    def cancel(self) -> None:
+        """Stop the download in progress and "Trace all" (what is finished stays, in the cache)."""
+        self._cancel.set()
+        self._filling = False
+        self.session.compute.cancel("history.fill")
+        self._busy(False)
+
+    def trace_all(self) -> None:
+        """Trace every revision not traced yet, one per compute job (the plot grows as they come)."""
+        if self.state.history is None:
+            return
+        self._filling = True
+        self._cancel.clear()
+        self.cancel_button.setEnabled(True)
+        self._fill_next()
+
+    def _fill_next(self) -> None:
+        h = self.state.history
+        todo = [i for i in range(len(h)) if not h.is_in_memory(i)] if h is not None else []
+        if not todo:
+            self._filling = False
+            self._busy(False)
+            self.state.say(f"All {len(h)} revisions traced." if h is not None else "")
+            return
+        i = todo[0]
+        self.state.say(f"Tracing {h.revisions[i].label} ({len(h) - len(todo) + 1} of {len(h)})…")
+        self.session.compute.submit(
+            "history.fill", lambda: self._job(h, i), lambda s, e: self._done(h, i, s, e)
+        )
+
+    # ---- drawing -------------------------------------------------------------------------------
+    def _draw_snapshot(self, snap) -> None:
+        h = self.state.history
+        self.mosaic.set_data(snap.weights, snap.tokens, title=f"step {snap.step} ({snap.label})")
+        self.best_label.setText("Best heads: " + self.state.describe(snap))
+        cached = " · from the trace cache" if snap.from_cache else ""
+        if h is not None:
+            self.step_label.setText(f"step {snap.step}  ({self.state.index + 1} of {len(h)}){cached}")
+        self.curves.set_marker(plot_x(snap.step), f"step {snap.step}")
+
+    def _on_plot_choice(self) -> None:
+        self.state.plot = self.plot_combo.currentData()
+        self.curves.clear()
+        self._plot_steps.clear()
+        self._draw_plot()
+
+    def _draw_plot(self) -> None:
+        lines = self.state.series()
+        names = {n for n, _, _ in lines}
+        for name in [n for n in self.curves.series if n not in names]:
+            self.curves.remove(name)
+        for name, steps, values in lines:
+            xs = [plot_x(s) for s in steps]
+            new = name not in self.curves.series
+            item = self.curves.set_series(name, xs, values, smooth=False, symbol="o", width=1.5, now=True)
+            self._plot_steps[name] = list(steps)
+            if new:
+                item.sigPointsClicked.connect(lambda _item, points, *_, n=name: self._on_point(n, points))
+        if lines:
+            self.curves.plot.getAxis("bottom").setTicks([step_ticks(lines[0][1])])
+            self.curves.plot.enableAutoRange()
+
+    def _on_point(self, name: str, points) -> None:
+        if not len(points) or self.state.history is None:
+            return
+        steps = self._plot_steps.get(name, [])
+        k = points[0].index()
+        if 0 <= k < len(steps):
+            self.jump_to_step(int(steps[k]))
+
+    def jump_to_step(self, step: int) -> None:
+        """Show the revision nearest ``step`` (what clicking a point does)."""
+        h = self.state.history
+        if h is not None:
+            self.show_step(h.index_of(step))
+
+    # ---- compare and export --------------------------------------------------------------------
+    def compare_steps(self, a: int, b: int) -> None:
+        """Revisions ``a`` and ``b`` as two runs of the Compare tab (traced and opened off the GUI thread)."""
+        h = self.state.history
+        if h is None:
+            return
+        self.state.say(f"Preparing steps {h.revisions[a].step} and {h.revisions[b].step} for Compare…")
+
+        def job():
+            return [(h.snapshot(i), h.model(i)) for i in (a, b)]
+
+        self.session.compute.submit("history.compare", job, lambda r, e: self._compare_done(h, a, b, r, e))
+
+    def _compare_done(self, h, a: int, b: int, result, error) -> None:
+        from app.views.history.to_compare import add_steps
+
+        if error is not None:
+            self.state.say(f"<span style='color:#c02020'>Cannot compare: {error}</span>")
+            return
+        names = add_steps(self.window(), h, list(zip((a, b), result, strict=True)))
+        if names is None:
+            self.state.say("The Compare tab is not in this window.")
+            return
+        self.state.say(f"{names[0]} and {names[1]} are in the Compare tab.")
+        self.compareReady.emit(*names)
+
+    def export_csv(self, path: str) -> Path:
+        return self.state.history.write_csv(path)
+
+    def export_plot(self, path: str) -> Path:
+        return (
+            write_svg(self.curves.view, path)
+            if str(path).lower().endswith(".svg")
+            else write_png(self.curves.view, path)
+        )
+
+    def _export_csv_dialog(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Metric-vs-step table", "history.csv", "CSV (*.csv)")
+        if path:
+            self.state.say(f"Wrote {self.export_csv(path)}")
+
+    def _export_plot_dialog(self) -> None:
+        path, chosen = QFileDialog.getSaveFileName(
+            self, "Plot", "history.png", "PNG image (*.png);;SVG drawing (*.svg)"
+        )
+        if path:
+            if not Path(path).suffix:
+                path += ".svg" if "svg" in (chosen or "").lower() else ".png"
+            self.state.say(f"Wrote {self.export_plot(path)}")
+
+    # ---- hooks for the window ------------------------------------------------------------------
+    def export_targets(self) -> dict[str, QWidget]:
+        return {"plot": self.curves.view, "attention": self.mosaic.view}
+
+    def screenshot_pages(self):
+        return [("", lambda: None)]
+
+    def shutdown(self) -> None:
+        self.cancel()
+
+
+__all__ = ["HistoryTab"]
