@@ -58,21 +58,12 @@ def create_window(*, confirm_close: bool = True, restore: bool = True, init: boo
     return win
 
 
-def _install_excepthook(window) -> None:
-    """An exception in a slot shows a dialog instead of vanishing (Qt would only print it)."""
-    previous = sys.excepthook
+def _install_excepthook(window):
+    """An exception in a slot shows a copyable report and is logged instead of vanishing (app/crash.py)."""
+    from app.crash import install
 
-    def hook(exc_type, exc, tb):
-        traceback.print_exception(exc_type, exc, tb)
-        if issubclass(exc_type, KeyboardInterrupt):
-            previous(exc_type, exc, tb)
-            return
-        try:
-            window.show_error("Unexpected error", f"{exc_type.__name__}: {exc}\n\nThe app keeps running.")
-        except Exception:
-            pass
-
-    sys.excepthook = hook
+    window.crash_reporter = install(window)
+    return window.crash_reporter
 
 
 def launch(on_first_paint: Callable[[float], None] | None = None) -> int:
