@@ -66,6 +66,8 @@ class TrainingRun:
         config = self.config.with_vocab(self.source.tokenizer.vocab_size).validate()
         settings = self.train_settings.replace(device=str(self.device or "cpu")).validate()
         self.train_settings = settings
+        if not self.can_continue():
+            self.check_fits(config, train=True)  # before the history is cleared or a worker starts
         if self.can_continue():
             trainer = self.trainer
             old = trainer.settings
