@@ -13,11 +13,17 @@ from collections.abc import Callable
 
 _T0 = time.perf_counter()
 
+#: How long a thread may hold the GIL before the GUI thread gets a turn (Python's default is 5 ms).
+SWITCH_INTERVAL_S = 0.001
+
 
 def make_app(argv: list[str] | None = None):
     """The QApplication (created once) with the app's names and pyqtgraph's options."""
     from PySide6.QtWidgets import QApplication
 
+    # The GUI thread takes the GIL back from a worker's Python-side work within 1 ms instead of 5 ms
+    # (measured: the longest stall while inspecting a 12×12 model fell from ~70 to ~45 ms).
+    sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
     app = QApplication.instance()
     if app is None:
         app = QApplication(list(argv) if argv is not None else sys.argv[:1])
