@@ -341,7 +341,7 @@ class Session(QObject, TrainingRun, FollowingRun):
         """Raise :class:`model.sizing.ModelTooLarge` (one line: need, memory, what to lower) unless
         ``config`` fits this machine: to hold it (``train=False``), or to train it with the Training
         panel's batch and sequence length. Milliseconds; nothing is allocated."""
-        from model.sizing import check, load_need, training_need
+        from model.sizing import OVERRIDE_ENV, ModelTooLarge, check, load_need, training_need
 
         if train and self.train_settings is not None:
             ts = self.train_settings
@@ -351,7 +351,11 @@ class Session(QObject, TrainingRun, FollowingRun):
             need = load_need(
                 config, copies=1, what=f"a model of {config.n_layers} layers × d_model {config.d_model}"
             )
-        check(need, device=self.device or "cpu")
+        try:
+            check(need, device=self.device or "cpu")
+        except ModelTooLarge as exc:  # the window's override is the environment's, not a flag
+            exc.args = (str(exc).replace("pass --no-size-check", f"start the app with {OVERRIDE_ENV}=1"),)
+            raise
 
     def new_run(self) -> None:
         """File → New run: forget the trained model, rebuild it untrained from the current config."""

@@ -189,6 +189,7 @@ def test_a_config_too_large_for_memory_is_refused_by_new_run_and_start(tiny_wind
     assert len(errors) == 1
     reason = one_clear_line(errors[0][1])
     assert "needs about" in reason and "available" in reason
+    assert "ATTENTION_LAB_NO_SIZE_CHECK=1" in reason  # the window's override (the CLI's is a flag)
     assert s.model is model
     train.start_button.click()  # Start: refused in the Train tab's status line, nothing cleared
     assert not s.is_training
