@@ -13,11 +13,17 @@ from collections.abc import Callable
 
 _T0 = time.perf_counter()
 
+#: How long a thread may hold the GIL before the GUI thread gets a turn (Python's default is 5 ms).
+SWITCH_INTERVAL_S = 0.001
+
 
 def make_app(argv: list[str] | None = None):
     """The QApplication (created once) with the app's names and pyqtgraph's options."""
     from PySide6.QtWidgets import QApplication
 
+    # The GUI thread takes the GIL back from a worker's Python-side work within 1 ms instead of 5 ms
+    # (measured: the longest stall while inspecting a 12×12 model fell from ~70 to ~45 ms).
+    sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
     app = QApplication.instance()
     if app is None:
         app = QApplication(list(argv) if argv is not None else sys.argv[:1])
@@ -58,21 +64,12 @@ def create_window(*, confirm_close: bool = True, restore: bool = True, init: boo
     return win
 
 
-def _install_excepthook(window) -> None:
-    """An exception in a slot shows a dialog instead of vanishing (Qt would only print it)."""
-    previous = sys.excepthook
+def _install_excepthook(window):
+    """An exception in a slot shows a copyable report and is logged instead of vanishing (app/crash.py)."""
+    from app.crash import install
 
-    def hook(exc_type, exc, tb):
-        traceback.print_exception(exc_type, exc, tb)
-        if issubclass(exc_type, KeyboardInterrupt):
-            previous(exc_type, exc, tb)
-            return
-        try:
-            window.show_error("Unexpected error", f"{exc_type.__name__}: {exc}\n\nThe app keeps running.")
-        except Exception:
-            pass
-
-    sys.excepthook = hook
+    window.crash_reporter = install(window)
+    return window.crash_reporter
 
 
 def launch(on_first_paint: Callable[[float], None] | None = None) -> int:

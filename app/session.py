@@ -330,11 +330,32 @@ class Session(QObject, TrainingRun, FollowingRun):
         self.tokenizer = self.source.tokenizer
         config = self.config.with_vocab(self.tokenizer.vocab_size).validate()
         seed = seed if seed is not None else int(getattr(self.train_settings, "seed", 0) or 0)
+        self.check_fits(config, train=False)  # one line naming what to lower, before allocating
         with self.compute_lock:
             model = build_model(config, seed=seed, device=self.device or "cpu")
             model.eval()
         self._install_model(model, config, trainer=None, history=[], path=None)
         self.refresh_probe()
+
+    def check_fits(self, config: GPTConfig, *, train: bool) -> None:
+        """Raise :class:`model.sizing.ModelTooLarge` (one line: need, memory, what to lower) unless
+        ``config`` fits this machine: to hold it (``train=False``), or to train it with the Training
+        panel's batch and sequence length. Milliseconds; nothing is allocated."""
+        from model.sizing import OVERRIDE_ENV, ModelTooLarge, check, load_need, training_need
+
+        if train and self.train_settings is not None:
+            ts = self.train_settings
+            seq = min(int(ts.seq_len or config.context_length), int(config.context_length))
+            need = training_need(config, batch=int(ts.batch_size), seq_len=seq)
+        else:
+            need = load_need(
+                config, copies=1, what=f"a model of {config.n_layers} layers × d_model {config.d_model}"
+            )
+        try:
+            check(need, device=self.device or "cpu")
+        except ModelTooLarge as exc:  # the window's override is the environment's, not a flag
+            exc.args = (str(exc).replace("pass --no-size-check", f"start the app with {OVERRIDE_ENV}=1"),)
+            raise
 
     def new_run(self) -> None:
         """File → New run: forget the trained model, rebuild it untrained from the current config."""
@@ -364,9 +385,12 @@ class Session(QObject, TrainingRun, FollowingRun):
         While training, the worker writes it between two steps and ``checkpointSaved`` follows;
         when idle it is written now (raises the checkpoint layer's error on failure).
         """
+        from model.checkpoint import check_save_target
+
         path = str(path)
         if self.model is None:
             raise ValueError("there is no model to save")
+        check_save_target(path)  # a read-only or wrong target fails now, not in the worker
         if self._worker is not None and self.is_training:
             self._worker.request_save(path)
             return

@@ -66,6 +66,8 @@ class TrainingRun:
         config = self.config.with_vocab(self.source.tokenizer.vocab_size).validate()
         settings = self.train_settings.replace(device=str(self.device or "cpu")).validate()
         self.train_settings = settings
+        if not self.can_continue():
+            self.check_fits(config, train=True)  # before the history is cleared or a worker starts
         if self.can_continue():
             trainer = self.trainer
             old = trainer.settings
@@ -211,16 +213,25 @@ class TrainingRun:
     # ---- generation ----------------------------------------------------------------------------
     def generation_model(self):
         """The model generation should read: a snapshot while training runs, else the model itself."""
-        if self.model is None:
-            return None
-        if not self.is_training:
-            return self.model
-        import copy
+        return self.generation_source()()
 
-        with self.compute_lock:
-            snap = copy.deepcopy(self.model)
-        snap.eval()
-        return snap
+    def generation_source(self):
+        """A function returning :meth:`generation_model`'s model, to call in a worker thread: while
+        training runs the snapshot waits for the step in progress (``compute_lock``), which must not
+        be the GUI thread's wait (a step can take a second on a busy machine)."""
+        model, training, lock = self.model, self.is_training, self.compute_lock
+
+        def source():
+            if model is None or not training:
+                return model
+            import copy
+
+            with lock:
+                snap = copy.deepcopy(model)
+            snap.eval()
+            return snap
+
+        return source
 
     # ---- convenience for tests and benchmarks --------------------------------------------------
     def eta_seconds(self, target: int | None = None) -> float | None:

@@ -368,9 +368,11 @@ class GenerateWorker(LoopWorker):
     thread_name = "attention-lab-generate"
     nice = 0  # the user waits for these tokens: no lower priority
 
-    def __init__(self, model: Any, tokenizer: Any, prompt: str, **sampling: Any):
+    def __init__(self, model: Any, tokenizer: Any, prompt: str, *, model_source=None, **sampling: Any):
         super().__init__()
         self.model = model
+        #: called in the worker thread for the model when given (e.g. a snapshot of a training model)
+        self.model_source = model_source
         self.tokenizer = tokenizer
         self.prompt = prompt
         self.sampling = sampling
@@ -379,6 +381,8 @@ class GenerateWorker(LoopWorker):
     def work(self) -> Iterator[None]:
         from model.generate import stream
 
+        if self.model_source is not None:
+            self.model = self.model_source()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tokens = stream(self.model, self.tokenizer, self.prompt, **self.sampling)

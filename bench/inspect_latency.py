@@ -119,14 +119,14 @@ def run_case(name: str, spec: dict, repeats: int, device: str) -> dict:
     from PySide6.QtCore import QTimer
     from PySide6.QtGui import QTextCursor
     from PySide6.QtTest import QTest
-    from PySide6.QtWidgets import QApplication
 
+    from app.gui import make_app
     from app.session import Session, wait_until
     from app.views.attention.tab import AttentionTab
     from model.config import GPTConfig, default_config
     from model.train import TrainSettings
 
-    app = QApplication.instance() or QApplication(sys.argv)
+    app = make_app()  # the app's own settings (pyqtgraph options, GIL switch interval)
     s = Session()
     s.set_device(device)
     s.set_source("builtin:primer")

@@ -394,9 +394,11 @@ def _check_shapes(expected: dict[str, tuple[int, ...]], found: dict[str, tuple[i
     problems: list[str] = []
     missing = [k for k in expected if k not in found]
     extra = [k for k in found if k not in expected]
-    for k in expected:
-        if k in found and tuple(found[k]) != tuple(expected[k]):
-            problems.append(f"{k} has shape {list(found[k])} but config.json implies {list(expected[k])}")
+    wrong = [k for k in expected if k in found and tuple(found[k]) != tuple(expected[k])]
+    for k in wrong[:3]:  # one readable line: the first few, then a count
+        problems.append(f"{k} has shape {list(found[k])} but config.json implies {list(expected[k])}")
+    if len(wrong) > 3:
+        problems.append(f"and {len(wrong) - 3} more tensors of another shape")
     if missing:
         problems.append(
             "missing "

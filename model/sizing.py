@@ -378,7 +378,9 @@ def check_config_file_shapes(cfg: GPTConfig, shapes: dict[str, tuple[int, ...]],
     held = sum(math.prod(s) for s in shapes.values())
     implied = _param_count(cfg)
     if implied != held:
+        knob = largest_knob(cfg)
+        knobs = knob if knob.startswith("n_layers=") else f"{knob}, n_layers={cfg.n_layers}"
         raise ValueError(
-            f"config.json implies {implied:,} parameters ({largest_knob(cfg)}, n_layers={cfg.n_layers}) "
+            f"config.json implies {implied:,} parameters ({knobs}) "
             f"but {where} holds {held:,}: the config does not describe these weights"
         )

@@ -255,4 +255,18 @@ class ConfigPanel(QWidget):
                 parts.append(f"{parameters(cfg).total:,} parameters")
             except Exception:
                 pass
-        return " · ".join(parts)
+        text = " · ".join(parts)
+        if cfg.vocab_size and self.session is not None:
+            from model.sizing import ModelTooLarge
+
+            try:
+                self.session.check_fits(cfg, train=True)
+            except ModelTooLarge as exc:  # said beside the fields; New run and Start refuse it too
+                import html
+
+                text += (
+                    f"<br><span style='color:#c02020'>This model does not fit: {html.escape(str(exc))}</span>"
+                )
+            except Exception:
+                pass
+        return text

@@ -35,7 +35,14 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtWidgets import QGraphicsWidget, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.widgets.legend import ColorLegend
-from app.widgets.matrix_plot import LOG_FLOOR, TopLeftFit, log_weights, lut_levels, matrix_axes
+from app.widgets.matrix_plot import (
+    LOG_FLOOR,
+    TopLeftFit,
+    log_weights,
+    lut_indices,
+    lut_levels,
+    matrix_axes,
+)
 from app.widgets.mosaic_layout import CellMarks, MosaicGeometry, flow_columns
 from app.widgets.palette import DEFAULT_CMAP, DIVERGING_CMAP, matrix_lut
 from model.pooling import block_size, pool_absmax, pool_max, pool_visible
@@ -282,11 +289,16 @@ class HeadMosaic(QWidget):
         g = self.geom
         left, top = self.plot.getAxis("left"), self.plot.getAxis("top")
         if self.flow:  # the names are in the cells
+            self._ticks_key = None
             left.setTicks([[]])
             top.setTicks([[]])
             left.setWidth(4)
             return
         step = g.S + g.g
+        key = (g, tuple(self.row_labels), tuple(self.col_labels), self.compact)
+        if key == getattr(self, "_ticks_key", None):  # setTicks re-lays the axis out (~15 ms each)
+            return
+        self._ticks_key = key
         left.setTicks([[(r * step + g.S / 2, self.row_labels[r]) for r in range(g.R)]])
         if self.compact and left.labelText != self.row_name:  # the word the ticks leave out
             left.setLabel(self.row_name)
@@ -310,8 +322,22 @@ class HeadMosaic(QWidget):
         hidden = self._hidden_canvas()
         if hidden is not None:
             np.copyto(canvas, np.float32(grey), where=hidden)
-        self.image.setImage(canvas, levels=(lo, top), autoLevels=False)
+        self.image.setImage(self._indices(canvas, lo, top), levels=None, autoLevels=False)
         self.legend.set_levels(*((lo, hi) if self.mode == "weights" else self.levels))
+
+    def _indices(self, canvas: np.ndarray, lo: float, top: float) -> np.ndarray:
+        """The canvas as colour-table entries (:func:`lut_indices`, in reused buffers): the paint is
+        then a plain indexed-image copy instead of pyqtgraph's float rescale (~25 ms a 12×12 grid at
+        256 tokens, in the GUI thread, on every repaint)."""
+        if getattr(self, "_scratch", None) is None or self._scratch.shape != canvas.shape:
+            self._scratch = np.empty(canvas.shape, np.float32)
+            self._index_canvas = np.empty(canvas.shape, np.uint8)
+        return lut_indices(canvas, lo, top, scratch=self._scratch, out=self._index_canvas)
+
+    @property
+    def canvas(self) -> np.ndarray | None:
+        """The values drawn (float32, the pooled cells placed with their gaps; what the colours show)."""
+        return self._canvas
 
     def _hidden_canvas(self) -> np.ndarray | None:
         """bool canvas of the masked pixels (cached per mask and geometry), or None when none is masked."""
@@ -355,9 +381,10 @@ class HeadMosaic(QWidget):
 
     def clear(self, message: str = "no attention to show yet") -> None:
         """Show nothing but ``message`` (the title stays)."""
-        self.values = self._overview = self.geom = self._canvas = None
+        self.values = self._overview = self.geom = self._canvas = self._scratch = None
         self.image.clear()
         self.marks.place(None)
+        self._ticks_key = None
         self.plot.getAxis("left").setTicks([[]])
         self.plot.getAxis("top").setTicks([[]])
         self.placeholder.setText(message)

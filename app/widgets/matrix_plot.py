@@ -48,6 +48,28 @@ def lut_levels(lo: float, hi: float) -> tuple[float, float, float, float]:
     return lo, top, lo + 254.5 * unit, lo + 255.5 * unit
 
 
+def lut_indices(
+    values: np.ndarray,
+    lo: float,
+    top: float,
+    *,
+    scratch: np.ndarray | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """uint8 entries of a 256-colour table for ``values`` drawn at levels ``(lo, top)``:
+    ``clip(floor((v − lo) · 256 / (top − lo)), 0, 255)``, what pyqtgraph computes at paint time for a
+    float image (NaN lands on entry 254, the hidden grey). ``scratch`` (float32) and ``out`` (uint8),
+    of ``values``' shape, are reused when given."""
+    scratch = np.empty(values.shape, np.float32) if scratch is None else scratch
+    out = np.empty(values.shape, np.uint8) if out is None else out
+    np.subtract(values, np.float32(lo), out=scratch)
+    np.multiply(scratch, np.float32(256.0 / (top - lo)), out=scratch)
+    np.nan_to_num(scratch, copy=False, nan=254.0)
+    np.clip(scratch, 0.0, 255.0, out=scratch)
+    np.copyto(out, scratch, casting="unsafe")
+    return out
+
+
 def log_weights(m: np.ndarray, floor: float = LOG_FLOOR) -> np.ndarray:
     """``log10(max(m, floor))`` as float32 (NaN stays NaN): what the log colour scale draws."""
     with np.errstate(invalid="ignore"):

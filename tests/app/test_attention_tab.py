@@ -52,7 +52,7 @@ def test_typing_a_prompt_updates_the_grid(qtbot, tab, session):
     np.testing.assert_allclose(grid.weights, want, atol=1e-6)
     assert grid.tokens == ["a", "␣", "c", "a", "t", "␣", "s", "a", "t"] == insp.labels
     # what the image holds: cell (1, 0) shows layer 1 head 0 where the causal mask lets it see
-    canvas = grid.image.image
+    canvas = grid.canvas  # the values drawn (the image holds their colour-table entries)
     r = grid.cell_rect(1, 0)
     cell = canvas[int(r.y()) : int(r.y()) + 9, int(r.x()) : int(r.x()) + 9]
     lower = np.tril(np.ones((9, 9), bool))

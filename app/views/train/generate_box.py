@@ -122,14 +122,15 @@ class GenerateBox(QGroupBox):
         except Exception as exc:
             self.output.setPlainText(f"Cannot generate: {exc}")
             return
-        model = s.generation_model()
+        source = s.generation_source()  # a training model is copied in the worker, not here
         top_k = self.top_k.value() or None
         top_p = self.top_p.value() if self.top_p.value() < 1.0 else None
         temperature = self.temperature.value()
         worker = GenerateWorker(
-            model,
+            None,
             s.tokenizer,
             prompt,
+            model_source=source,
             max_new_tokens=self.max_tokens.value(),
             temperature=max(temperature, 1e-6),
             top_k=top_k,
