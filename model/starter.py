@@ -1,16 +1,22 @@
 """The starter model: a small GPT shipped in ``assets/starter/`` so a first launch shows heads at work.
 
-It is trained by the project's own CLI (``attention-lab train``) from :data:`RECIPE` (``make starter``
-runs :func:`main`): fixed seed, data and steps, written down here. The data, :func:`starter_corpus`,
-is ``builtin:tales`` with, after each story, a few lines of a random string of its characters
-repeated (``"qWfe,xk qWfe,xk qWfe,xk"``): the stories teach a previous-token head, the repeats make
-predicting "what followed this token last time" pay, which is what an induction head does. Since the
-random strings use only the stories' characters, the model's vocabulary is exactly ``builtin:tales``'s,
-so the app opens it with that data and its prompt.
+It is trained by the project's own CLI (``attention-lab train``, then ``--resume``) from
+:data:`RECIPE`, in two stages whose data, steps and seed are written down here (``make starter``):
+
+1. :func:`repeats_corpus` — episodes ``S G S`` (a random string, a random gap, the string again)
+   over ``builtin:tales``'s characters, as ``task:induction`` builds them over symbols. Predicting
+   the second ``S`` pays only through "what followed this token last time": a previous-token head
+   in layer 0 and an induction head in layer 1 form within a few hundred steps (the phase change of
+   ``model.train.recommended_settings``, on the same 2-layer shape).
+2. :func:`starter_corpus` — the stories of ``builtin:tales`` with such repeats after each one, so
+   the model also learns the stories while keeping those heads.
+
+Both corpora use only the stories' characters, so the model's vocabulary is exactly
+``builtin:tales``'s and the app opens it with that data and its default prompt.
 
 :func:`named_heads` is what the Attention tab's Metrics page computes (``model.inspection``'s metrics
-and ``classify_heads`` at the default thresholds), so a test can check that the shipped weights still
-name previous-token and induction heads on the default prompt.
+and ``classify_heads`` at the default thresholds, the prompt cut to the context as the tab cuts it),
+so a test can check that the shipped weights still name previous-token and induction heads.
 """
 
 from __future__ import annotations
@@ -26,29 +32,41 @@ STARTER_DIR = Path(__file__).resolve().parent.parent / "assets" / "starter"
 #: The data the app shows with the starter (its vocabulary is this corpus's).
 STARTER_SOURCE = "builtin:tales"
 
-#: The recipe: the CLI's arguments, every one written down (config, data, schedule, seed).
+#: The recipe: the model, the training settings, and per stage its data and total steps.
 RECIPE: dict[str, Any] = {
-    "corpus": {
-        "base": STARTER_SOURCE,
-        "seed": 0,
-        "repeats_per_story": 3,
-        "block_len": [6, 30],
-        "copies": [2, 3],
-    },
-    "config": {
-        "context_length": 128,
-        "n_layers": 2,
-        "d_model": 128,
-        "n_heads": 4,
-    },
-    "settings": {
-        "steps": 800,
-        "batch_size": 32,
-        "seq_len": 128,
-        "seed": 0,
-        "threads": 2,
-    },
+    "config": {"context_length": 64, "n_layers": 2, "d_model": 128, "n_heads": 4},
+    "settings": {"batch_size": 64, "seq_len": 64, "lr": 0.003, "warmup": 30, "seed": 0, "threads": 2},
+    "stages": [
+        {
+            "data": {
+                "kind": "repeats",
+                "n_chars": 400_000,
+                "seed": 0,
+                "seg_len": [8, 24],
+                "gap_len": [0, 16],
+            },
+            "steps": 300,
+        },
+        {
+            "data": {
+                "kind": "stories",
+                "seed": 0,
+                "repeats_per_story": 3,
+                "block_len": [8, 24],
+                "copies": [2, 2],
+            },
+            "steps": 600,
+        },
+    ],
 }
+
+
+def stage_text(stage: int) -> str:
+    """The corpus of ``RECIPE["stages"][stage]``."""
+    data = dict(RECIPE["stages"][stage]["data"])
+    kind = data.pop("kind")
+    data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    return repeats_corpus(**data) if kind == "repeats" else starter_corpus(**data)
 
 
 def starter_corpus(
@@ -77,9 +95,39 @@ def starter_corpus(
     return "\n\n".join(out) + "\n"
 
 
-def train_args(corpus_path: str | Path, out: str | Path) -> list[str]:
-    """``attention-lab train`` arguments for :data:`RECIPE`."""
-    args = ["train", "--corpus", str(corpus_path), "--out", str(out), "--log-every", "100"]
+def repeats_corpus(n_chars: int = 400_000, seed: int = 0, seg_len=(8, 24), gap_len=(0, 16)) -> str:
+    """Episodes ``S G S`` back to back over ``builtin:tales``'s characters, as ``task:induction`` builds
+    them over symbols: a random segment ``S`` (``seg_len``), a random gap ``G`` (``gap_len``), ``S``
+    again. The first stage of the recipe: it grows the previous-token and induction heads fast."""
+    from model.data import generate_tales
+
+    alphabet = sorted(set(generate_tales()))
+    rng = random.Random(seed)
+    parts, total = [], 0
+    while total < n_chars:
+        seg = "".join(rng.choice(alphabet) for _ in range(rng.randint(*seg_len)))
+        gap = "".join(rng.choice(alphabet) for _ in range(rng.randint(*gap_len)))
+        parts.append(seg + gap + seg)
+        total += 2 * len(seg) + len(gap)
+    return "".join(parts)
+
+
+def train_args(stage: int, corpus_path: str | Path, run: str | Path) -> list[str]:
+    """``attention-lab train`` arguments for stage ``stage`` (later stages resume ``run``)."""
+    steps = str(RECIPE["stages"][stage]["steps"])
+    if stage:
+        return [
+            "train",
+            "--resume",
+            str(run),
+            "--corpus",
+            str(corpus_path),
+            "--steps",
+            steps,
+            "--log-every",
+            "50",
+        ]
+    args = ["train", "--corpus", str(corpus_path), "--out", str(run), "--steps", steps, "--log-every", "50"]
     for name, value in {**RECIPE["config"], **RECIPE["settings"]}.items():
         args += ["--" + name.replace("_", "-"), str(value)]
     return args
@@ -88,10 +136,11 @@ def train_args(corpus_path: str | Path, out: str | Path) -> list[str]:
 def named_heads(model: Any, tokenizer: Any, prompt: str) -> dict[str, list[tuple[int, int]]]:
     """``{role: [(layer, head), ...]}`` as the Metrics page names them on ``prompt`` (default thresholds)."""
     from model.analysis.heads import HEAD_ROLES, classify_heads
-    from model.inspection import head_metrics_of
+    from model.inspection import encode_prompt, head_metrics_of
     from model.trace import inspect
 
-    trace = inspect(model, None, tokenizer.encode(prompt), kinds=("weights",))
+    ids, _ = encode_prompt(tokenizer, prompt, model.config.context_length)
+    trace = inspect(model, None, ids, kinds=("weights",))
     result = head_metrics_of(model, trace.stack("weights"), trace.mask)
     names = classify_heads(result.metrics)
     return {role: names.heads_named(role) for role in HEAD_ROLES if names.heads_named(role)}
@@ -126,21 +175,18 @@ def finish(run: str | Path, out: str | Path = STARTER_DIR) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``corpus FILE`` | ``args CORPUS RUN`` | ``finish RUN [OUT]`` — the steps of ``make starter``."""
+    """``corpus STAGE FILE`` | ``args STAGE CORPUS RUN`` | ``finish RUN [OUT]`` — ``make starter``'s steps."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["corpus"] and len(argv) == 2:
-        spec = dict(RECIPE["corpus"])
-        spec["block_len"], spec["copies"] = tuple(spec["block_len"]), tuple(spec["copies"])
-        Path(argv[1]).parent.mkdir(parents=True, exist_ok=True)
-        Path(argv[1]).write_text(starter_corpus(**spec), encoding="utf-8")
-    elif argv[:1] == ["args"] and len(argv) == 3:
-        print(" ".join(train_args(argv[1], argv[2])))
+    if argv[:1] == ["corpus"] and len(argv) == 3:
+        Path(argv[2]).parent.mkdir(parents=True, exist_ok=True)
+        Path(argv[2]).write_text(stage_text(int(argv[1])), encoding="utf-8")
+    elif argv[:1] == ["args"] and len(argv) == 4:
+        print(" ".join(train_args(int(argv[1]), argv[2], argv[3])))
     elif argv[:1] == ["finish"] and len(argv) in (2, 3):
         print(finish(*argv[1:]))
     else:
-        print(
-            "usage: python -m model.starter corpus FILE | args CORPUS RUN | finish RUN [OUT]", file=sys.stderr
-        )
+        usage = "usage: python -m model.starter corpus STAGE FILE | args STAGE CORPUS RUN | finish RUN [OUT]"
+        print(usage, file=sys.stderr)
         return 2
     return 0
 
