@@ -95,10 +95,13 @@ def starter_corpus(
     return "\n\n".join(out) + "\n"
 
 
-def repeats_corpus(n_chars: int = 400_000, seed: int = 0, seg_len=(8, 24), gap_len=(0, 16)) -> str:
-    """Episodes ``S G S`` back to back over ``builtin:tales``'s characters, as ``task:induction`` builds
-    them over symbols: a random segment ``S`` (``seg_len``), a random gap ``G`` (``gap_len``), ``S``
-    again. The first stage of the recipe: it grows the previous-token and induction heads fast."""
+def repeats_corpus(
+    n_chars: int = 400_000, seed: int = 0, seg_len=(8, 24), gap_len=(0, 16), copies=(2, 2)
+) -> str:
+    """Episodes back to back over ``builtin:tales``'s characters, as ``task:induction`` builds them
+    over symbols: a random segment ``S`` (``seg_len``), then ``copies - 1`` times a random gap ``G``
+    (``gap_len``) and ``S`` again. The first stage of the recipe: every copy after the first is
+    predictable only by an induction head, so those heads form fast."""
     from model.data import generate_tales
 
     alphabet = sorted(set(generate_tales()))
@@ -106,9 +109,11 @@ def repeats_corpus(n_chars: int = 400_000, seed: int = 0, seg_len=(8, 24), gap_l
     parts, total = [], 0
     while total < n_chars:
         seg = "".join(rng.choice(alphabet) for _ in range(rng.randint(*seg_len)))
-        gap = "".join(rng.choice(alphabet) for _ in range(rng.randint(*gap_len)))
-        parts.append(seg + gap + seg)
-        total += 2 * len(seg) + len(gap)
+        episode = seg
+        for _ in range(rng.randint(*copies) - 1):
+            episode += "".join(rng.choice(alphabet) for _ in range(rng.randint(*gap_len))) + seg
+        parts.append(episode)
+        total += len(episode)
     return "".join(parts)
 
 
