@@ -30,11 +30,11 @@ screenshots: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/attention-lab screenshot --out docs/screenshots
 
 # The starter model a first launch opens: trained by our own CLI from the recipe in model/starter.py
-# (two stages; fixed seed, data and steps), weights only, into assets/starter (minutes on 2 CPU cores).
+# (its stages, fixed seed, data and steps), weights only, into assets/starter (minutes on 2 CPU cores).
 STARTER_BUILD := build/starter
 starter: $(STAMP)
 	rm -rf $(STARTER_BUILD)
-	for stage in 0 1; do \
+	for stage in $$($(PY) -m model.starter stages); do \
 		$(PY) -m model.starter corpus $$stage $(STARTER_BUILD)/stage$$stage.txt && \
 		$(VENV)/bin/attention-lab $$($(PY) -m model.starter args $$stage $(STARTER_BUILD)/stage$$stage.txt $(STARTER_BUILD)/run) \
 		|| exit 1; \

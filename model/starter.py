@@ -42,20 +42,11 @@ RECIPE: dict[str, Any] = {
                 "kind": "repeats",
                 "n_chars": 400_000,
                 "seed": 0,
-                "seg_len": [8, 24],
-                "gap_len": [0, 16],
+                "seg_len": [6, 16],
+                "gap_len": [0, 4],
+                "copies": [3, 5],
             },
-            "steps": 300,
-        },
-        {
-            "data": {
-                "kind": "stories",
-                "seed": 0,
-                "repeats_per_story": 3,
-                "block_len": [8, 24],
-                "copies": [2, 2],
-            },
-            "steps": 600,
+            "steps": 400,
         },
     ],
 }
@@ -180,9 +171,12 @@ def finish(run: str | Path, out: str | Path = STARTER_DIR) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``corpus STAGE FILE`` | ``args STAGE CORPUS RUN`` | ``finish RUN [OUT]`` — ``make starter``'s steps."""
+    """``stages`` | ``corpus STAGE FILE`` | ``args STAGE CORPUS RUN`` | ``finish RUN [OUT]``: the steps
+    of ``make starter``."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["corpus"] and len(argv) == 3:
+    if argv == ["stages"]:
+        print(" ".join(str(i) for i in range(len(RECIPE["stages"]))))
+    elif argv[:1] == ["corpus"] and len(argv) == 3:
         Path(argv[2]).parent.mkdir(parents=True, exist_ok=True)
         Path(argv[2]).write_text(stage_text(int(argv[1])), encoding="utf-8")
     elif argv[:1] == ["args"] and len(argv) == 4:
@@ -190,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     elif argv[:1] == ["finish"] and len(argv) in (2, 3):
         print(finish(*argv[1:]))
     else:
-        usage = "usage: python -m model.starter corpus STAGE FILE | args STAGE CORPUS RUN | finish RUN [OUT]"
-        print(usage, file=sys.stderr)
+        usage = "stages | corpus STAGE FILE | args STAGE CORPUS RUN | finish RUN [DIR]"
+        print(f"usage: python -m model.starter {usage}", file=sys.stderr)
         return 2
     return 0
 
