@@ -1,17 +1,16 @@
 """The starter model: a small GPT shipped in ``assets/starter/`` so a first launch shows heads at work.
 
-It is trained by the project's own CLI (``attention-lab train``, then ``--resume``) from
-:data:`RECIPE`, in two stages whose data, steps and seed are written down here (``make starter``):
+It is trained by the project's own CLI (``attention-lab train``; later stages, if any, ``--resume``)
+from :data:`RECIPE`, whose data, steps and seed are written down here (``make starter``). The data,
+:func:`repeats_corpus`, is episodes ``S G S S ...`` (a random string, then copies of it after short
+random gaps) over ``builtin:tales``'s characters, as ``task:induction`` builds them over symbols.
+Every copy after the first is predictable only through "what followed this token last time": a
+previous-token head in layer 0 and an induction head in layer 1 (the phase change of
+``model.train.recommended_settings``, on the same 2-layer shape). :func:`starter_corpus` (the
+stories with such repeats after each one) can follow as a second stage so the model also learns
+the stories.
 
-1. :func:`repeats_corpus` — episodes ``S G S`` (a random string, a random gap, the string again)
-   over ``builtin:tales``'s characters, as ``task:induction`` builds them over symbols. Predicting
-   the second ``S`` pays only through "what followed this token last time": a previous-token head
-   in layer 0 and an induction head in layer 1 form within a few hundred steps (the phase change of
-   ``model.train.recommended_settings``, on the same 2-layer shape).
-2. :func:`starter_corpus` — the stories of ``builtin:tales`` with such repeats after each one, so
-   the model also learns the stories while keeping those heads.
-
-Both corpora use only the stories' characters, so the model's vocabulary is exactly
+The corpus uses only the stories' characters, so the model's vocabulary is exactly
 ``builtin:tales``'s and the app opens it with that data and its default prompt.
 
 :func:`named_heads` is what the Attention tab's Metrics page computes (``model.inspection``'s metrics
