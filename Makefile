@@ -35,8 +35,8 @@ STARTER_BUILD := build/starter
 starter: $(STAMP)
 	rm -rf $(STARTER_BUILD)
 	for stage in $$($(PY) -m model.starter stages); do \
-		$(PY) -m model.starter corpus $$stage $(STARTER_BUILD)/stage$$stage.txt && \
-		$(VENV)/bin/attention-lab $$($(PY) -m model.starter args $$stage $(STARTER_BUILD)/stage$$stage.txt $(STARTER_BUILD)/run) \
+		corpus=$$($(PY) -m model.starter corpus $$stage $(STARTER_BUILD)) && \
+		$(VENV)/bin/attention-lab $$($(PY) -m model.starter args $$stage $$corpus $(STARTER_BUILD)/run) \
 		|| exit 1; \
 	done
 	$(PY) -m model.starter finish $(STARTER_BUILD)/run assets/starter

@@ -209,7 +209,7 @@ class Session(QObject, TrainingRun):
             named = named_heads(self.model, self.tokenizer, self.probe_prompt)
         heads = describe({r: h for r, h in named.items() if r in ("previous-token", "induction")})
         self.statusMessage.emit(
-            f"Starter model, trained by Attention Lab on {STARTER_SOURCE} with repeated strings"
+            f"Starter model, trained by Attention Lab on {STARTER_SOURCE}"
             f"{': ' + heads if heads else ''}. Start trains a fresh model."
         )
         return True
