@@ -30,11 +30,16 @@ screenshots: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/attention-lab screenshot --out docs/screenshots
 
 # The starter model a first launch opens: trained by our own CLI from the recipe in model/starter.py
-# (fixed seed, data and steps), weights only, into assets/starter (a few minutes on 2 CPU cores).
+# (its stages, fixed seed, data and steps), weights only, into assets/starter (minutes on 2 CPU cores).
+STARTER_BUILD := build/starter
 starter: $(STAMP)
-	$(PY) -m model.starter corpus build/starter/corpus.txt
-	$(VENV)/bin/attention-lab $$($(PY) -m model.starter args build/starter/corpus.txt build/starter/run)
-	$(PY) -m model.starter finish build/starter/run assets/starter
+	rm -rf $(STARTER_BUILD)
+	for stage in $$($(PY) -m model.starter stages); do \
+		corpus=$$($(PY) -m model.starter corpus $$stage $(STARTER_BUILD)) && \
+		$(VENV)/bin/attention-lab $$($(PY) -m model.starter args $$stage $$corpus $(STARTER_BUILD)/run) \
+		|| exit 1; \
+	done
+	$(PY) -m model.starter finish $(STARTER_BUILD)/run assets/starter
 
 clean:
 	rm -rf $(VENV) build *.egg-info

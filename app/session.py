@@ -199,18 +199,20 @@ class Session(QObject, TrainingRun, FollowingRun):
                 self.train_settings = TrainSettings(probe_every=10)
             self.set_device("auto")
             self.set_source(STARTER_SOURCE)
-            self.load_checkpoint(path)
+            self.load_checkpoint(
+                path, meta={"starter": True, "name": "starter model", "source": STARTER_SOURCE}
+            )
         except Exception as exc:  # a damaged install must not keep the app from starting
             self.statusMessage.emit(f"the starter model could not be opened ({exc}): a fresh model instead")
             return False
         finally:
             self.initialising = False
         self.checkpoint_path = None  # Save asks where: the starter's own folder stays as shipped
-        self.checkpoint_meta.update(starter=True, name="starter model", source=STARTER_SOURCE)
         with self.compute_lock:
-            heads = describe(named_heads(self.model, self.tokenizer, self.probe_prompt))
+            named = named_heads(self.model, self.tokenizer, self.probe_prompt)
+        heads = describe({r: h for r, h in named.items() if r in ("previous-token", "induction")})
         self.statusMessage.emit(
-            f"Starter model, trained by Attention Lab on {STARTER_SOURCE} with repeated strings"
+            f"Starter model, trained by Attention Lab on {STARTER_SOURCE}"
             f"{': ' + heads if heads else ''}. Start trains a fresh model."
         )
         return True
@@ -409,14 +411,15 @@ class Session(QObject, TrainingRun, FollowingRun):
         self.dirty = False
         self.checkpointSaved.emit(path)
 
-    def load_checkpoint(self, path: str | Path) -> None:
+    def load_checkpoint(self, path: str | Path, *, meta: dict | None = None) -> None:
         """Make the model at ``path`` current: config, weights, tokenizer and loss history.
 
         Any kind ``model.pretrained.open_model`` reads (our checkpoints, a Hugging Face GPT-2
         directory, a nanoGPT ``ckpt.pt``). With training state, Start continues the run exactly;
         when its data source cannot be rebuilt (a moved text file) the model still opens and
         ``statusMessage`` says why training starts afresh. Raises ``CheckpointError`` (or another
-        clear error) and leaves the session unchanged when the model cannot be read.
+        clear error) and leaves the session unchanged when the model cannot be read. ``meta``
+        adds to (or overrides) what the files say about the model (its name, ...).
         """
         from model.data import data_for_model, prompt_for
         from model.pretrained import open_model
@@ -438,7 +441,7 @@ class Session(QObject, TrainingRun, FollowingRun):
                         note = str(caught[-1].message)
                 except Exception as exc:  # the model is fine; only continuing the run is not
                     note = f"training state not restored ({exc}); Start fine-tunes the weights afresh"
-        meta = ckpt.meta or {}
+        meta = {**(ckpt.meta or {}), **(meta or {})}
         if trainer is not None:
             model, tokenizer, history = trainer.model, trainer.tokenizer, list(trainer.history)
             self.train_settings = trainer.settings

@@ -1,16 +1,22 @@
 """The starter model: a small GPT shipped in ``assets/starter/`` so a first launch shows heads at work.
 
-It is trained by the project's own CLI (``attention-lab train``) from :data:`RECIPE` (``make starter``
-runs :func:`main`): fixed seed, data and steps, written down here. The data, :func:`starter_corpus`,
-is ``builtin:tales`` with, after each story, a few lines of a random string of its characters
-repeated (``"qWfe,xk qWfe,xk qWfe,xk"``): the stories teach a previous-token head, the repeats make
-predicting "what followed this token last time" pay, which is what an induction head does. Since the
-random strings use only the stories' characters, the model's vocabulary is exactly ``builtin:tales``'s,
-so the app opens it with that data and its prompt.
+It is trained by the project's own CLI (``attention-lab train``; later stages, if any, ``--resume``)
+from :data:`RECIPE`, whose data, shape, steps and seed are written down here (``make starter``).
+The recipe is ``task:induction`` on its recommended 2-layer shape: random segments repeated after a
+gap, the loss scored only on the repeats, which only "what followed this token last time" predicts.
+A previous-token head in layer 0 and an induction head in layer 1 form in a phase change near step
+130 (``model.train.recommended_settings``); 250 steps, then 250 more resumed, take a few minutes on
+2 CPU cores.
+
+A stage may also be a generated text over ``builtin:tales``'s characters, so that the model reads
+the stories: :func:`repeats_corpus` (segments with copies, every position scored) and
+:func:`starter_corpus` (the stories with repeats after each one). With every position scored, neither
+reached the phase change within 300-1200 steps in our runs, so the shipped recipe does not use them.
 
 :func:`named_heads` is what the Attention tab's Metrics page computes (``model.inspection``'s metrics
-and ``classify_heads`` at the default thresholds), so a test can check that the shipped weights still
-name previous-token and induction heads on the default prompt.
+and ``classify_heads`` at the default thresholds, the prompt cut to the context as the tab cuts it),
+so a test can check that the shipped weights still name previous-token and induction heads on the
+default prompt of the starter's data (:data:`STARTER_SOURCE`).
 """
 
 from __future__ import annotations
@@ -23,32 +29,44 @@ from typing import Any
 #: Where the starter lives in the source tree (config.json, model.safetensors, tokenizer.json).
 STARTER_DIR = Path(__file__).resolve().parent.parent / "assets" / "starter"
 
-#: The data the app shows with the starter (its vocabulary is this corpus's).
-STARTER_SOURCE = "builtin:tales"
 
-#: The recipe: the CLI's arguments, every one written down (config, data, schedule, seed).
+#: The recipe: the model, the training settings, and per stage its data and total steps.
 RECIPE: dict[str, Any] = {
-    "corpus": {
-        "base": STARTER_SOURCE,
-        "seed": 0,
-        "repeats_per_story": 3,
-        "block_len": [6, 30],
-        "copies": [2, 3],
-    },
-    "config": {
-        "context_length": 128,
-        "n_layers": 2,
-        "d_model": 128,
-        "n_heads": 4,
-    },
-    "settings": {
-        "steps": 800,
-        "batch_size": 32,
-        "seq_len": 128,
-        "seed": 0,
-        "threads": 2,
-    },
+    "config": {"context_length": 64, "n_layers": 2, "d_model": 128, "n_heads": 4},
+    "settings": {"batch_size": 64, "seq_len": 64, "lr": 0.003, "warmup": 30, "seed": 0, "threads": 2},
+    "stages": [
+        {"data": {"kind": "source", "spec": "task:induction"}, "steps": 250},
+        # resumed to 500 steps (a fresh cosine from step 250): the heads pass the naming thresholds
+        {"data": {"kind": "source", "spec": "task:induction"}, "steps": 500},
+    ],
 }
+
+
+#: The data the app shows with the starter: the last stage's source, or ``builtin:tales`` whose
+#: characters the generated corpora use (the model's vocabulary is exactly that source's).
+_last = RECIPE["stages"][-1]["data"]
+STARTER_SOURCE: str = _last["spec"] if _last["kind"] == "source" else "builtin:tales"
+
+
+def stage_text(stage: int) -> str | None:
+    """The corpus text of ``RECIPE["stages"][stage]`` (None for a data source named by its spec)."""
+    data = dict(RECIPE["stages"][stage]["data"])
+    kind = data.pop("kind")
+    if kind == "source":
+        return None
+    data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    return repeats_corpus(**data) if kind == "repeats" else starter_corpus(**data)
+
+
+def stage_corpus(stage: int, directory: str | Path) -> str:
+    """What ``--corpus`` gets for ``stage``: the source's spec, or a text file written into ``directory``."""
+    text = stage_text(stage)
+    if text is None:
+        return str(RECIPE["stages"][stage]["data"]["spec"])
+    path = Path(directory) / f"stage{stage}.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return str(path)
 
 
 def starter_corpus(
@@ -56,14 +74,14 @@ def starter_corpus(
     repeats_per_story: int = 3,
     block_len: tuple[int, int] = (6, 30),
     copies: tuple[int, int] = (2, 3),
-    base: str = STARTER_SOURCE,
+    base: str = "builtin:tales",
 ) -> str:
     """``builtin:tales`` with ``repeats_per_story`` lines after each story, each a random string of
     ``block_len`` of the stories' characters (no newline) written ``copies`` times, space-separated."""
     from model.data import generate_tales
 
-    if base != STARTER_SOURCE:
-        raise ValueError(f"the starter corpus is built on {STARTER_SOURCE}, not {base}")
+    if base != "builtin:tales":
+        raise ValueError(f"the starter corpus is built on builtin:tales, not {base}")
     tales = generate_tales()
     alphabet = sorted(set(tales) - {"\n"})
     rng = random.Random(seed)
@@ -77,9 +95,44 @@ def starter_corpus(
     return "\n\n".join(out) + "\n"
 
 
-def train_args(corpus_path: str | Path, out: str | Path) -> list[str]:
-    """``attention-lab train`` arguments for :data:`RECIPE`."""
-    args = ["train", "--corpus", str(corpus_path), "--out", str(out), "--log-every", "100"]
+def repeats_corpus(
+    n_chars: int = 400_000, seed: int = 0, seg_len=(8, 24), gap_len=(0, 16), copies=(2, 2)
+) -> str:
+    """Episodes back to back over ``builtin:tales``'s characters, as ``task:induction`` builds them
+    over symbols: a random segment ``S`` (``seg_len``), then ``copies - 1`` times a random gap ``G``
+    (``gap_len``) and ``S`` again. The first stage of the recipe: every copy after the first is
+    predictable only by an induction head, so those heads form fast."""
+    from model.data import generate_tales
+
+    alphabet = sorted(set(generate_tales()))
+    rng = random.Random(seed)
+    parts, total = [], 0
+    while total < n_chars:
+        seg = "".join(rng.choice(alphabet) for _ in range(rng.randint(*seg_len)))
+        episode = seg
+        for _ in range(rng.randint(*copies) - 1):
+            episode += "".join(rng.choice(alphabet) for _ in range(rng.randint(*gap_len))) + seg
+        parts.append(episode)
+        total += len(episode)
+    return "".join(parts)
+
+
+def train_args(stage: int, corpus_path: str | Path, run: str | Path) -> list[str]:
+    """``attention-lab train`` arguments for stage ``stage`` (later stages resume ``run``)."""
+    steps = str(RECIPE["stages"][stage]["steps"])
+    if stage:
+        return [
+            "train",
+            "--resume",
+            str(run),
+            "--corpus",
+            str(corpus_path),
+            "--steps",
+            steps,
+            "--log-every",
+            "50",
+        ]
+    args = ["train", "--corpus", str(corpus_path), "--out", str(run), "--steps", steps, "--log-every", "50"]
     for name, value in {**RECIPE["config"], **RECIPE["settings"]}.items():
         args += ["--" + name.replace("_", "-"), str(value)]
     return args
@@ -88,10 +141,11 @@ def train_args(corpus_path: str | Path, out: str | Path) -> list[str]:
 def named_heads(model: Any, tokenizer: Any, prompt: str) -> dict[str, list[tuple[int, int]]]:
     """``{role: [(layer, head), ...]}`` as the Metrics page names them on ``prompt`` (default thresholds)."""
     from model.analysis.heads import HEAD_ROLES, classify_heads
-    from model.inspection import head_metrics_of
+    from model.inspection import encode_prompt, head_metrics_of
     from model.trace import inspect
 
-    trace = inspect(model, None, tokenizer.encode(prompt), kinds=("weights",))
+    ids, _ = encode_prompt(tokenizer, prompt, model.config.context_length)
+    trace = inspect(model, None, ids, kinds=("weights",))
     result = head_metrics_of(model, trace.stack("weights"), trace.mask)
     names = classify_heads(result.metrics)
     return {role: names.heads_named(role) for role in HEAD_ROLES if names.heads_named(role)}
@@ -126,21 +180,20 @@ def finish(run: str | Path, out: str | Path = STARTER_DIR) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``corpus FILE`` | ``args CORPUS RUN`` | ``finish RUN [OUT]`` — the steps of ``make starter``."""
+    """``stages`` | ``corpus STAGE DIR`` (prints the ``--corpus`` value, writing a file if needed) |
+    ``args STAGE CORPUS RUN`` | ``finish RUN [OUT]``: the steps of ``make starter``."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["corpus"] and len(argv) == 2:
-        spec = dict(RECIPE["corpus"])
-        spec["block_len"], spec["copies"] = tuple(spec["block_len"]), tuple(spec["copies"])
-        Path(argv[1]).parent.mkdir(parents=True, exist_ok=True)
-        Path(argv[1]).write_text(starter_corpus(**spec), encoding="utf-8")
-    elif argv[:1] == ["args"] and len(argv) == 3:
-        print(" ".join(train_args(argv[1], argv[2])))
+    if argv == ["stages"]:
+        print(" ".join(str(i) for i in range(len(RECIPE["stages"]))))
+    elif argv[:1] == ["corpus"] and len(argv) == 3:
+        print(stage_corpus(int(argv[1]), argv[2]))
+    elif argv[:1] == ["args"] and len(argv) == 4:
+        print(" ".join(train_args(int(argv[1]), argv[2], argv[3])))
     elif argv[:1] == ["finish"] and len(argv) in (2, 3):
         print(finish(*argv[1:]))
     else:
-        print(
-            "usage: python -m model.starter corpus FILE | args CORPUS RUN | finish RUN [OUT]", file=sys.stderr
-        )
+        usage = "stages | corpus STAGE DIR | args STAGE CORPUS RUN | finish RUN [DIR]"
+        print(f"usage: python -m model.starter {usage}", file=sys.stderr)
         return 2
     return 0
 

@@ -20,20 +20,26 @@ def test_the_recipe_is_what_was_shipped():
     assert meta["recipe"] == json.loads(
         json.dumps(starter.RECIPE)
     )  # the recipe in the code made these weights
-    assert meta["step"] == starter.RECIPE["settings"]["steps"]
+    assert meta["step"] == starter.RECIPE["stages"][-1]["steps"]
     assert not (starter.STARTER_DIR / "optimizer.safetensors").exists()
     size = sum(p.stat().st_size for p in starter.STARTER_DIR.iterdir())
     assert size <= 4 * 2**20, f"the starter is {size} bytes: at most about 4 MB"
 
 
-def test_the_corpus_is_deterministic_and_speaks_the_tales_vocabulary():
+def test_the_corpora_are_deterministic_and_speak_the_starters_vocabulary():
     from model.data import resolve_source
     from model.tokens import CharTokenizer
 
-    text = starter.starter_corpus(seed=0)
-    assert text == starter.starter_corpus(seed=0) != starter.starter_corpus(seed=1)
-    tales = resolve_source(starter.STARTER_SOURCE)
-    assert CharTokenizer.from_text(text) == tales.tokenizer  # so the app opens it with that data
+    tales = resolve_source("builtin:tales")
+    assert starter.starter_corpus(seed=0) == starter.starter_corpus(seed=0) != starter.starter_corpus(seed=1)
+    assert starter.repeats_corpus(1000, seed=0) == starter.repeats_corpus(1000, seed=0)
+    assert CharTokenizer.from_text(starter.repeats_corpus(20_000)) == tales.tokenizer
+    for stage, spec in enumerate(starter.RECIPE["stages"]):
+        text = starter.stage_text(stage)
+        if text is None:  # a named source: the starter's data
+            assert spec["data"]["spec"] == starter.STARTER_SOURCE
+        else:  # so the app opens it with that data
+            assert CharTokenizer.from_text(text) == resolve_source(starter.STARTER_SOURCE).tokenizer
 
 
 def test_the_shipped_weights_name_previous_token_and_induction_heads_on_the_default_prompt():
