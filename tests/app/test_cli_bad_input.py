@@ -328,13 +328,13 @@ CASES = {
         "no model",
     ),
     "gen unknown characters": (
-        ["generate", "--checkpoint", "{w}/ckpt", "--prompt", "日本"],
+        ["generate", "--checkpoint", "{w}/run", "--prompt", "日本"],
         "cannot be encoded",
     ),
-    "gen empty prompt": (["generate", "--checkpoint", "{w}/ckpt", "--prompt", ""], "--prompt is empty"),
-    "gen top_k 0": (["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--top-k", "0"], "at least 1"),
+    "gen empty prompt": (["generate", "--checkpoint", "{w}/run", "--prompt", ""], "--prompt is empty"),
+    "gen top_k 0": (["generate", "--checkpoint", "{w}/run", "--prompt", "ab", "--top-k", "0"], "at least 1"),
     "gen max_new_tokens -1": (
-        ["generate", "--checkpoint", "{w}/ckpt", "--prompt", "ab", "--max-new-tokens", "-1"],
+        ["generate", "--checkpoint", "{w}/run", "--prompt", "ab", "--max-new-tokens", "-1"],
         "at least 1",
     ),
     # inspect: sizes and the inspection budget

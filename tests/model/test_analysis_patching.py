@@ -97,24 +97,17 @@ def test_metric_choices_and_errors():
     assert cache["blocks.1.attn.z"].shape == (1, 4, 12, 8) and logits.shape == (1, 12, 37)
 
 
-def test_on_a_trained_induction_model_patching_singles_out_an_induction_head():
-    """175 steps of ``task:induction`` (the recommended 2-layer model; about 15 s on 2 cores) grow
-    induction heads in layer 1. On a repeated prompt whose last token is changed to another token of
-    the first copy, the head whose clean output restores most of the answer is one that the metrics
-    of :mod:`model.analysis.heads` name "induction", and layer 1 carries the answer, not layer 0."""
+def test_on_a_trained_induction_model_patching_singles_out_its_induction_head():
+    """The shipped starter model (500 steps of ``task:induction``, ``make starter``) has induction
+    heads in layer 1. On a repeated prompt whose last token is changed to another token of the first
+    copy, the head whose clean output restores most of the answer is the head with the highest
+    induction score of :mod:`model.analysis.heads` (named "induction"), and layer 1 carries the
+    answer, not layer 0."""
     from model.analysis.heads import classify_heads, head_metrics, measure_induction
-    from model.data import resolve_source
-    from model.train import Trainer, recommended_config, recommended_settings
+    from model.checkpoint import load_checkpoint
+    from model.starter import STARTER_DIR
 
-    source = resolve_source("task:induction")
-    config = recommended_config(source)
-    settings = recommended_settings(source, config).replace(
-        steps=175, eval_every=10**6, probe_every=0, seed=0
-    )
-    trainer = Trainer(config, source, settings)
-    for _ in range(settings.steps):
-        trainer.train_step()
-    model = trainer.model.eval()
+    model = load_checkpoint(STARTER_DIR).model.eval()
     scores, prompt = measure_induction(model, period=8)
     clean = torch.as_tensor(prompt.tokens)[:-3]  # ends inside the second copy
     corrupt = clean.clone()
@@ -123,9 +116,10 @@ def test_on_a_trained_induction_model_patching_singles_out_an_induction_head():
     w = trace.stack("weights")
     names = classify_heads(head_metrics(w, trace.mask, period=prompt.period, start=prompt.start))
     induction = names.heads_named("induction")
-    assert induction and scores.max() >= 0.4
+    top = tuple(int(i) for i in np.unravel_index(int(np.argmax(scores)), scores.shape))
+    assert top in induction and scores.max() >= 0.4
 
     result = patch_heads(model, clean, corrupt)
     assert result.answer == int(prompt.tokens[len(clean)])  # the clean run predicts the repeat
-    assert result.best in induction, (result.restored.round(2), scores.round(2))
+    assert result.best == top, (result.restored.round(2), scores.round(2))
     assert result.restored[1].max() > 2 * np.abs(result.restored[0]).max()
