@@ -36,11 +36,15 @@ def tiny_window_tabs():
     return ["Train"]
 
 
-def headless_run(out: Path, steps: int = 600) -> subprocess.Popen:
+#: steps of the followed run: enough for rows and probes to arrive while it runs, short for the suite
+STEPS = 150
+
+
+def headless_run(out: Path, steps: int = STEPS) -> subprocess.Popen:
     argv = ["train", "--corpus", "task:copy", "--n-layers", "2", "--d-model", "16", "--n-heads", "2"]
     argv += ["--context-length", "32", "--seq-len", "16", "--batch-size", "4", "--threads", "1"]
-    argv += ["--steps", str(steps), "--probe-every", "25", "--save-every", "200", "--log-every", "5"]
-    argv += ["--eval-every", "200", "--eval-batches", "1", "--out", str(out)]
+    argv += ["--steps", str(steps), "--probe-every", "10", "--save-every", "50", "--log-every", "2"]
+    argv += ["--eval-every", "50", "--eval-batches", "1", "--out", str(out)]
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     return subprocess.Popen(
         [sys.executable, "-m", "app.main", *argv],
@@ -98,7 +102,7 @@ def test_the_train_tab_follows_a_headless_run_live(qtbot, tiny_window, tmp_path)
             proc.kill()
             proc.wait()
     reason, message = done.args
-    assert reason == "done" and "finished at step 600" in message
+    assert reason == "done" and f"finished at step {STEPS}" in message
     assert "running" in seen_running  # rows arrived while the other process was still writing
     assert s.state == "idle" and not tab.follow_bar.isVisible()
 
@@ -109,11 +113,11 @@ def test_the_train_tab_follows_a_headless_run_live(qtbot, tiny_window, tmp_path)
     assert [f.step for f in s.frames] == [read_probe(p).step for p in probes]
     assert tab.scrubber.maximum() == len(s.frames) - 1
     np.testing.assert_array_equal(tab.head_grid.weights, read_probe(probes[-1]).weights)
-    assert s.latest_frame.step == 600
+    assert s.latest_frame.step == STEPS
 
     # the newest checkpoint became the session's model (what the Attention tab shows)
     qtbot.waitUntil(lambda: s.checkpoint_path == str(run) and s.model is not None, timeout=TIMEOUT)
-    qtbot.waitUntil(lambda: s.checkpoint_meta.get("step") == 600, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: s.checkpoint_meta.get("step") == STEPS, timeout=TIMEOUT)
     saved = load_checkpoint(run).model.state_dict()
     assert all(torch.equal(saved[k], v) for k, v in s.model.state_dict().items())
     assert p99 <= limit, f"event-loop p99 {p99:.1f} ms (limit {limit:.0f} ms at this load)"
