@@ -25,9 +25,10 @@ from collections.abc import Callable
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QFont
+from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 
+from app.widgets.cell_numbers import CellNumbers
 from app.widgets.layouts import shrinkable_title
 from app.widgets.legend import ColorLegend
 from app.widgets.palette import DEFAULT_CMAP, DIVERGING_CMAP, N_MAP_COLOURS, matrix_lut
@@ -230,9 +231,9 @@ class MatrixPanel:
             self.legend = ColorLegend(self.cmap_name, legend_label, width=10)
             layout.addItem(self.legend, row=row, col=col + 1, rowspan=rowspan)
         self.numbers, self.digits = numbers, digits
-        self._texts: list[pg.TextItem] = []
         self._font = QFont()
         self._font.setPointSizeF(number_pt)
+        self.numbers_item = CellNumbers(self._font)
         self.matrix: np.ndarray | None = None  # the values as given (not log-transformed)
         self.hidden: np.ndarray | None = None  # bool [R, C]: drawn grey
         self.row_labels: list[str] = []
@@ -343,40 +344,35 @@ class MatrixPanel:
 
     # ---- numbers in the cells ------------------------------------------------------------------
     def _write_numbers(self, on: bool) -> None:
+        if self.numbers_item.scene() is None:
+            self.plot.addItem(self.numbers_item, ignoreBounds=True)
         m = self.matrix
         R, C = m.shape
-        n = R * C if on else 0
-        while len(self._texts) < n:
-            t = pg.TextItem(anchor=(0.5, 0.5))
-            t.setFont(self._font)
-            self.plot.addItem(t, ignoreBounds=True)
-            self._texts.append(t)
-        lut = matrix_lut(self.cmap_name)
-        lo, hi = self.levels
-        for idx, t in enumerate(self._texts):
-            if idx >= n:
-                t.hide()
-                continue
-            i, j = divmod(idx, C)
-            v = float(m[i, j])
-            t.setText(format_cell(v, self.digits))
-            if self.hidden[i, j]:
-                t.setColor((70, 70, 70))
-            else:
-                x = float(np.log10(max(v, LOG_FLOOR))) if self.log else v
-                frac = 0.0 if hi <= lo else min(1.0, max(0.0, (x - lo) / (hi - lo)))
-                r, g, b = (int(c) for c in lut[int(frac * (N_MAP_COLOURS - 1))])
-                dark = 0.299 * r + 0.587 * g + 0.114 * b < 140
-                t.setColor((255, 255, 255) if dark else (20, 20, 20))
-            t.setPos(j + 0.5, i + 0.5)
-            t.show()
+        cells = []
+        if on:
+            lut = matrix_lut(self.cmap_name)
+            lo, hi = self.levels
+            grey, white, black = QColor(70, 70, 70), QColor(255, 255, 255), QColor(20, 20, 20)
+            for i in range(R):
+                for j in range(C):
+                    v = float(m[i, j])
+                    if self.hidden[i, j]:
+                        colour = grey
+                    else:
+                        x = float(np.log10(max(v, LOG_FLOOR))) if self.log else v
+                        frac = 0.0 if hi <= lo else min(1.0, max(0.0, (x - lo) / (hi - lo)))
+                        r, g, b = (int(c) for c in lut[int(frac * (N_MAP_COLOURS - 1))])
+                        colour = white if 0.299 * r + 0.587 * g + 0.114 * b < 140 else black
+                    cells.append((i, j, format_cell(v, self.digits), colour))
+        self.numbers_item.set_cells(cells, (R, C))
 
     def cell_texts(self) -> list[list[str]]:
         """The texts written in the cells ([] when no numbers are shown)."""
-        if self.matrix is None or not self._texts or not self._texts[0].isVisible():
+        cells = self.numbers_item.cells
+        if self.matrix is None or not cells:
             return []
         R, C = self.matrix.shape
-        return [[self._texts[i * C + j].toPlainText() for j in range(C)] for i in range(R)]
+        return [[cells[i * C + j][2] for j in range(C)] for i in range(R)]
 
     # ---- geometry ------------------------------------------------------------------------------
     def cell_at(self, scene_pos: QPointF) -> tuple[int, int] | None:

@@ -73,9 +73,9 @@ def test_matrix_numbers_in_cells_when_small_and_the_legend_makes_room(qtbot):
     h.set_matrix(m, levels=(0.0, 1.0))
     assert h.cell_texts() == [["0.00", "−∞"], ["0.25", "1.00"]]
     assert not h.panel.legend.isVisible()  # the numbers say it: no colour bar
-    texts = h.panel._texts  # noqa: SLF001 (their colours)
-    assert texts[0].color.name() == "#ffffff"  # white on viridis' dark 0 ...
-    assert texts[3].color.name() == "#141414"  # ... near-black on its bright yellow 1
+    cells = h.panel.numbers_item.cells  # (row, col, text, colour), painted in one item
+    assert cells[0][3].name() == "#ffffff"  # white on viridis' dark 0 ...
+    assert cells[3][3].name() == "#141414"  # ... near-black on its bright yellow 1
     big = np.random.default_rng(0).random((ANNOTATE_MAX + 1, 3))
     h.set_matrix(big)
     assert h.cell_texts() == [] and h.panel.legend.isVisible()

@@ -1,0 +1,52 @@
+"""Numbers written in a matrix's cells, painted by one graphics item (:class:`CellNumbers`)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QColor, QFont, QFontMetricsF
+from PySide6.QtWidgets import QGraphicsItem
+
+
+class CellNumbers(QGraphicsItem):
+    """The numbers written in a matrix's cells, all in one ``paint`` (one ``pg.TextItem`` per cell
+    cost tens of ms a repaint for a few hundred cells). ``cells``: ``(row, col, text, colour)``, each
+    centred on ``(col + 0.5, row + 0.5)`` in view coordinates, at a fixed font size whatever the zoom."""
+
+    def __init__(self, font: QFont):
+        super().__init__()
+        self._font = font
+        self._metrics = QFontMetricsF(font)
+        self.cells: list[tuple[int, int, str, QColor]] = []
+        self._shape = (0, 0)
+        self.setZValue(10)
+
+    def set_cells(self, cells: list[tuple[int, int, str, QColor]], shape: tuple[int, int]) -> None:
+        self.prepareGeometryChange()
+        self.cells, self._shape = cells, shape
+        self.update()
+
+    def boundingRect(self) -> QRectF:  # noqa: N802 (Qt naming)
+        R, C = self._shape
+        return QRectF(0, 0, C, R)
+
+    def paint(self, painter, option, widget=None) -> None:
+        if not self.cells:
+            return
+        to_device = painter.transform()
+        fm = self._metrics
+        h = fm.height()
+        painter.save()
+        painter.resetTransform()
+        painter.setFont(self._font)
+        clip = QRectF(painter.viewport())
+        for r, c, text, colour in self.cells:
+            p = to_device.map(QPointF(c + 0.5, r + 0.5))
+            w = fm.horizontalAdvance(text) + 4
+            box = QRectF(p.x() - w / 2, p.y() - h / 2, w, h)
+            if box.intersects(clip):
+                painter.setPen(colour)
+                painter.drawText(box, Qt.AlignmentFlag.AlignCenter, text)
+        painter.restore()
+
+
+__all__ = ["CellNumbers"]
