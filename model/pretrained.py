@@ -59,7 +59,7 @@ from model.families import IGNORED as FAMILY_IGNORED
 from model.gpt import GPT
 from model.layers import make_positions
 from model.sizing import check as check_size
-from model.sizing import load_need, skip_init_on_meta
+from model.sizing import load_need, read_safetensors_header, skip_init_on_meta
 from model.tokenizer_registry import tokenizer_from_dict
 from model.tokens import CharTokenizer, Tokenizer, TokenizerError
 
@@ -281,18 +281,10 @@ def _safetensors_index(path: Path) -> dict[str, tuple[torch.dtype, tuple[int, ..
     """
     bad = f"{path.name} is not a readable safetensors file"
     try:
+        header, start = read_safetensors_header(path)
         size = path.stat().st_size
-        with open(path, "rb") as f:
-            n = int.from_bytes(f.read(8), "little")
-            if n <= 0 or 8 + n > size:
-                raise CheckpointError(f"{bad}: its header length is wrong (truncated?)")
-            header = json.loads(f.read(n))
-    except OSError as exc:
-        raise CheckpointError(f"{bad}: {exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-        raise CheckpointError(f"{bad}: its header is not JSON") from None
-    if not isinstance(header, dict):
-        raise CheckpointError(f"{bad}: its header is not a JSON object")
+    except (ValueError, OSError) as exc:
+        raise CheckpointError(f"{bad}: {str(exc).removeprefix(path.name).lstrip(': ')}") from None
     out = {}
     for name, info in header.items():
         if name == "__metadata__":
@@ -304,9 +296,9 @@ def _safetensors_index(path: Path) -> dict[str, tuple[torch.dtype, tuple[int, ..
         except (KeyError, TypeError, ValueError):
             raise CheckpointError(f"{bad}: the entry for {name} is malformed") from None
         nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-        if min(shape, default=0) < 0 or end - begin != nbytes or begin < 0 or 8 + n + end > size:
+        if min(shape, default=0) < 0 or end - begin != nbytes or begin < 0 or start + end > size:
             raise CheckpointError(f"{bad}: {name}'s bytes do not fit its shape or the file (truncated?)")
-        out[name] = (dtype, shape, 8 + n + begin, 8 + n + end)
+        out[name] = (dtype, shape, start + begin, start + end)
     return out
 
 

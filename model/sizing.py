@@ -49,6 +49,7 @@ __all__ = [
     "skip_init_on_meta",
     "largest_knob",
     "load_need",
+    "read_safetensors_header",
     "safetensors_shapes",
     "training_need",
 ]
@@ -338,17 +339,17 @@ def skip_init_on_meta():
 # ---------------------------------------------------------------------------------------------
 # a config.json checked against the file it describes, before anything is built
 # ---------------------------------------------------------------------------------------------
-def safetensors_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
-    """Tensor name -> shape from a safetensors file's header alone (the 8-byte length, then JSON).
-
-    Raises ValueError when the header is not readable; reads at most the header.
-    """
+def read_safetensors_header(path: str | Path, *, limit: int = 100 * 2**20) -> tuple[dict, int]:
+    """(the JSON header of a safetensors file, the offset where its tensor bytes start): an 8-byte
+    little-endian length ``n``, then ``n`` bytes of JSON, so the bytes start at ``8 + n``. ``n`` is
+    checked against the file's size and ``limit``. A ValueError naming the problem otherwise; reads
+    at most the header."""
     path = Path(path)
     try:
         size = path.stat().st_size
         with open(path, "rb") as fh:
             n = int.from_bytes(fh.read(8), "little")
-            if n <= 0 or 8 + n > size or n > 100 * 1024 * 1024:
+            if n <= 0 or 8 + n > size or n > limit:
                 raise ValueError(f"{path.name}: its header length is wrong (truncated or not safetensors?)")
             header = json.loads(fh.read(n))
     except OSError as exc:
@@ -357,6 +358,16 @@ def safetensors_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
         raise ValueError(f"{path.name}: its header is not JSON (truncated or corrupt?)") from None
     if not isinstance(header, dict):
         raise ValueError(f"{path.name}: its header is not a JSON object")
+    return header, 8 + n
+
+
+def safetensors_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
+    """Tensor name -> shape from a safetensors file's header alone (:func:`read_safetensors_header`).
+
+    Raises ValueError when the header is not readable; reads at most the header.
+    """
+    path = Path(path)
+    header, _ = read_safetensors_header(path)
     out = {}
     for name, info in header.items():
         if name == "__metadata__":
