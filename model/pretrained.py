@@ -573,6 +573,21 @@ def _hf_weight_source(directory: Path) -> tuple[_Source, str]:
     )
 
 
+def _hf_name_and_tokenizer(directory: Path, hf: dict[str, Any], cfg: GPTConfig) -> tuple[str, Tokenizer]:
+    """A Hugging Face folder's model name (``_name_or_path``'s last part, else the folder's) and its
+    tokenizer, which must fit ``cfg``'s vocabulary."""
+    name = Path(str(hf.get("_name_or_path") or directory.name)).name or directory.name
+    try:
+        tok = load_hf_tokenizer(directory, name=name)
+    except TokenizerError as exc:
+        raise CheckpointError(str(exc)) from None
+    if tok.vocab_size > cfg.vocab_size:
+        raise CheckpointError(
+            f"the tokenizer has {tok.vocab_size} tokens but config.json says vocab_size={cfg.vocab_size}"
+        )
+    return name, tok
+
+
 def load_hf_gpt2(
     directory: str | Path, device: str | torch.device = "cpu", *, dtype: torch.dtype = torch.float32
 ) -> Checkpoint:
@@ -583,16 +598,7 @@ def load_hf_gpt2(
         raise CheckpointError("config.json is not a JSON object of settings")
     cfg = gpt2_config(hf)
     check_size(load_need(cfg, what=f"loading {directory.name}"))  # before any tensor is read or built
-    name = hf.get("_name_or_path") or directory.name
-    name = Path(str(name)).name or directory.name
-    try:
-        tok = load_hf_tokenizer(directory, name=name)
-    except TokenizerError as exc:
-        raise CheckpointError(str(exc)) from None
-    if tok.vocab_size > cfg.vocab_size:
-        raise CheckpointError(
-            f"the tokenizer has {tok.vocab_size} tokens but config.json says vocab_size={cfg.vocab_size}"
-        )
+    name, tok = _hf_name_and_tokenizer(directory, hf, cfg)
 
     src, fname = _hf_weight_source(directory)
     prefix = "transformer." if "transformer.wte.weight" in src else ""
@@ -624,7 +630,6 @@ def load_hf_family(
 ) -> Checkpoint:
     """Open a Hugging Face folder of one of :data:`~model.families.FAMILIES` (the mapping is in
     :mod:`model.families`)."""
-    from model.bpe import load_hf_tokenizer
     from model.pretrained import (
         _check,
         _hf_weight_source,
@@ -633,7 +638,6 @@ def load_hf_family(
         _read_json_file,
         build_from_state_dict,
     )
-    from model.tokens import TokenizerError
 
     directory = Path(directory)
     hf = _read_json_file(directory / "config.json")
@@ -641,15 +645,7 @@ def load_hf_family(
         raise CheckpointError("config.json is not a JSON object of settings")
     cfg = family_config(hf)
     model_type = hf["model_type"]
-    name = Path(str(hf.get("_name_or_path") or directory.name)).name or directory.name
-    try:
-        tok = load_hf_tokenizer(directory, name=name)
-    except TokenizerError as exc:
-        raise CheckpointError(str(exc)) from None
-    if tok.vocab_size > cfg.vocab_size:
-        raise CheckpointError(
-            f"the tokenizer has {tok.vocab_size} tokens but config.json says vocab_size={cfg.vocab_size}"
-        )
+    name, tok = _hf_name_and_tokenizer(directory, hf, cfg)
     src, fname = _hf_weight_source(directory)
     if cfg.n_layers > len(src.keys):  # a config.json that lies about its depth: refuse before listing
         raise CheckpointError(
