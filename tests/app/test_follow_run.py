@@ -23,12 +23,15 @@ from model.runfolder import RunWriter, read_probe
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 90_000
-P99_TARGET_MS = 30.0  # bench/gui_latency.py's target for the event-loop delay
+#: A window that reads the run folder on the GUI thread freezes for whole files (hundreds of ms);
+#: this bound catches that, not the latency goal, which bench/gui_latency.py measures (a timed test
+#: on two shared cores would fail by chance).
+FREEZE_MS = 150.0
 
 
 def p99_limit() -> float:
-    """The target, scaled by how oversubscribed the shared cores are right now (1x when idle)."""
-    return P99_TARGET_MS * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+    """:data:`FREEZE_MS`, scaled by how oversubscribed the shared cores are right now (1x when idle)."""
+    return FREEZE_MS * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
 
 
 @pytest.fixture
