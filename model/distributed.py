@@ -131,11 +131,20 @@ def init(device: str = "auto", timeout_s: float = DEFAULT_TIMEOUT_S) -> DistCont
     return DistContext(rank, world, local, backend, dev, timeout_s)
 
 
-def close(ctx: DistContext) -> None:
-    """Leave the process group (safe to call when none was formed)."""
+def close(ctx: DistContext, *, together: bool = False) -> None:
+    """Leave the process group (safe to call when none was formed). ``together``: after a run that
+    finished on every rank, meet at a barrier first, so that no rank tears down gloo's connections
+    while another still uses them (a rank that left early could abort its peer at exit with
+    "terminate called without an active exception"). Not after a failure: a dead peer would make
+    the barrier wait for the whole timeout."""
     import torch.distributed as dist
 
     if ctx.active and dist.is_initialized():
+        if together:
+            try:
+                dist.barrier()
+            except Exception:  # noqa: BLE001 (a peer gone at the very end: leave anyway)
+                pass
         dist.destroy_process_group()
 
 

@@ -343,10 +343,13 @@ def run(args: argparse.Namespace) -> int:
         dist = init(args.set_device or "auto", args.dist_timeout)
     except (DistributedError, ValueError) as exc:
         raise UserError(str(exc)) from None
+    finished = False
     try:
-        return _run(args, dist)
+        rc = _run(args, dist)
+        finished = rc == 0
+        return rc
     finally:
-        close(dist)
+        close(dist, together=finished)
 
 
 def _run(args: argparse.Namespace, dist) -> int:
