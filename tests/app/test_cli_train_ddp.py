@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -133,11 +134,16 @@ def test_a_dead_rank_makes_the_other_exit_with_a_clear_error(tmp_path):
     argv = [*BASE, "--steps", "100000", "--save-every", "3", "--dist-timeout", "10", "--out", str(run)]
     procs = start_ranks(argv)
     try:
-        deadline = time.monotonic() + 60
-        while not (run / "checkpoint" / "meta.json").exists():
-            assert time.monotonic() < deadline, "no checkpoint appeared"
-            assert all(p.poll() is None for p in procs), procs[0].stderr.read()[-2000:]
-            time.sleep(0.05)
+        # rank 0 prints a line per step (--log-every 1); the line of step 4 comes after step 3's save
+        watchdog = threading.Timer(60, lambda: [p.kill() for p in procs])
+        watchdog.start()
+        try:
+            for line in procs[0].stdout:
+                if line.startswith("step") and int(line.split()[1].split("/")[0]) >= 4:
+                    break
+        finally:
+            watchdog.cancel()
+        assert (run / "checkpoint" / "meta.json").exists(), procs[0].stderr.read()[-2000:]
         procs[1].send_signal(signal.SIGKILL)
         t_kill = time.monotonic()
         _, err = procs[0].communicate(timeout=40)
