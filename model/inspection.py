@@ -385,7 +385,8 @@ class Aggregates:
 
     ``per_layer`` [L, T, T] (mean over heads), ``per_head`` [H, T, T] (mean over layers), ``overall``
     [T, T] (every head), ``chosen`` [T, T] (the mean of ``chosen_heads``; None when none is chosen),
-    ``rollout`` [T, T] (attention rollout over every layer, :mod:`model.analysis.rollout`).
+    ``rollout`` [T, T] (attention rollout over every layer, :mod:`model.analysis.rollout`; None
+    unless asked for).
     """
 
     request: int
@@ -397,7 +398,9 @@ class Aggregates:
     rollout: np.ndarray | None = None
 
 
-def aggregates_of(weights: np.ndarray, chosen: list[tuple[int, int]], *, request: int = 0) -> Aggregates:
+def aggregates_of(
+    weights: np.ndarray, chosen: list[tuple[int, int]], *, rollout: bool = False, request: int = 0
+) -> Aggregates:
     """:class:`Aggregates` of ``weights`` [L, H, T, T], one layer (or head index) at a time so that a
     float16 model at 1024 tokens never needs a float64 copy of every head at once."""
     from model.analysis.aggregate import mean_over_all, mean_over_heads, mean_over_heads_set, mean_over_layers
@@ -412,8 +415,9 @@ def aggregates_of(weights: np.ndarray, chosen: list[tuple[int, int]], *, request
     if chosen:
         sub = np.stack([np.asarray(weights[l, h], dtype=np.float32) for l, h in chosen])[None]
         chosen_arr = mean_over_heads_set(sub, [(0, i) for i in range(len(chosen))]).astype(np.float32)
-    rollout = rollout_of_means(per_layer).rollout.astype(np.float32)
-    return Aggregates(request, per_layer, per_head, overall, chosen_arr, list(chosen), rollout)
+    # L products of [T, T] matrices (25 GFLOP for 12 layers at 1024 tokens): only when it is shown
+    rolled = rollout_of_means(per_layer).rollout.astype(np.float32) if rollout else None
+    return Aggregates(request, per_layer, per_head, overall, chosen_arr, list(chosen), rolled)
 
 
 def token_focus_of(weights: np.ndarray, t: int):

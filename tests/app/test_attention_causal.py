@@ -194,7 +194,9 @@ def test_rollout_is_an_aggregate_with_its_caveat_on_screen(qtbot, tab):
 
     with qtbot.waitSignal(tab.aggregatesReady, timeout=TIMEOUT):
         page = tab.show_page("aggregates")
-    page.set_mode("rollout")
+    assert page.result.rollout is None  # L products of [T, T]: computed only when shown
+    with qtbot.waitSignal(tab.aggregatesReady, timeout=TIMEOUT):
+        page.set_mode("rollout")
     assert page.caveat.isVisible() and ROLLOUT_CAVEAT in page.caveat.text()
     ids = tab.session.tokenizer.encode(CLEAN)
     with torch.no_grad():

@@ -85,6 +85,8 @@ class AggregatePage(AttentionPage):
     def _on_mode(self, _i: int) -> None:
         self.picker.setVisible(self.mode == "chosen")
         self.caveat.setVisible(self.mode == "rollout")
+        if self.state.set_rollout_wanted(self.mode == "rollout"):
+            return  # the aggregates with the rollout follow (on_aggregates draws them)
         self._draw()
 
     def _on_log(self, on: bool) -> None:
@@ -154,6 +156,8 @@ class AggregatePage(AttentionPage):
                 m = res.overall
                 title = f"mean of all {insp.n_layers * insp.n_heads} heads"
             elif mode == "rollout":
+                if res.rollout is None:
+                    return  # asked for; on_aggregates draws it
                 m = res.rollout
                 title = (
                     f"attention rollout through {insp.n_layers} layers: where each position's stream is from"

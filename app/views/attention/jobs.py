@@ -99,22 +99,24 @@ class AttentionJobs:
         self.tab._submit("attention.ablation", fn, done)
 
     def aggregates(self) -> None:
-        """Mean patterns, with the chosen heads' (``attention.aggregate``)."""
+        """Mean patterns, with the chosen heads' and, when wanted, the rollout (``attention.aggregate``)."""
         insp = self.state.inspection
         if insp is None:
             return
         weights, req = insp.weights, insp.request
-        chosen = list(self.state.chosen_heads)
-        if self._aggregates_asked == (req, chosen):
+        chosen, rollout = list(self.state.chosen_heads), self.state.rollout_wanted
+        if self._aggregates_asked == (req, chosen, rollout):
             return  # already on its way
-        self._aggregates_asked = (req, chosen)
+        self._aggregates_asked = (req, chosen, rollout)
 
         def done(res):
             self.state.set_aggregates(res)
             self.tab.aggregatesReady.emit(res)
 
         self.tab._submit(
-            "attention.aggregate", lambda: inspection.aggregates_of(weights, chosen, request=req), done
+            "attention.aggregate",
+            lambda: inspection.aggregates_of(weights, chosen, rollout=rollout, request=req),
+            done,
         )
 
     def causal(self, kind: str) -> None:

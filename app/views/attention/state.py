@@ -69,6 +69,8 @@ class AttentionState:
     aggregates_changed = Signal()
     #: (heads): the heads to average changed
     chosen_heads_changed = Signal()
+    #: (bool): whether the aggregates must include attention rollout changed
+    rollout_wanted_changed = Signal()
     #: (kind, result): a causal tool's result arrived (``"patching"`` or ``"attribution"``)
     causal_changed = Signal()
     #: (kind): the inputs of a causal tool changed (corrupted prompt, tokens, position)
@@ -90,6 +92,8 @@ class AttentionState:
         self.ablation_result = None
         self.aggregates = None
         self.chosen_heads: list[Head] = []
+        #: whether the aggregates include attention rollout (only while the Aggregates page shows it)
+        self.rollout_wanted = False
         #: the causal tools' inputs: ``corrupt`` "" = suggest one from the prompt; tokens "" = the top
         #: prediction; ``position`` -1 = the last token
         self.causal_setup: dict[str, dict] = {
@@ -189,7 +193,7 @@ class AttentionState:
         a, insp = self.aggregates, self.inspection
         if a is None or insp is None or a.request != insp.request:
             return None
-        if a.chosen_heads != self.chosen_heads:
+        if a.chosen_heads != self.chosen_heads or (self.rollout_wanted and a.rollout is None):
             return None
         return a
 
@@ -258,6 +262,14 @@ class AttentionState:
             return False
         self.chosen_heads = heads
         self.chosen_heads_changed.emit(list(heads))
+        return True
+
+    def set_rollout_wanted(self, on: bool) -> bool:
+        """Whether the aggregates must include attention rollout; returns whether that changed."""
+        if bool(on) == self.rollout_wanted:
+            return False
+        self.rollout_wanted = bool(on)
+        self.rollout_wanted_changed.emit(self.rollout_wanted)
         return True
 
     # ---- words ---------------------------------------------------------------------------------

@@ -137,6 +137,7 @@ class AttentionTab(QWidget):
         st.selection_changed.connect(self._on_head_selected)
         st.ablation_changed.connect(lambda _heads: self.schedule())
         st.chosen_heads_changed.connect(lambda _heads: self.jobs.aggregates())
+        st.rollout_wanted_changed.connect(lambda _on: self.jobs.aggregates())
         st.causal_setup_changed.connect(self._on_causal_setup)
 
         s = session
