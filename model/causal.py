@@ -41,6 +41,10 @@ def one_token(tokenizer, text: str, what: str = "token") -> int:
     return int(ids[0])
 
 
+#: Words of the prompt :func:`suggest_corruption` tries to pair (names first).
+SWAP_CANDIDATES = 12
+
+
 def suggest_corruption(tokenizer, prompt: str) -> str | None:
     """``prompt`` with two words swapped everywhere they occur, keeping its token count: capitalised
     words (names) first, then any two words that encode to the same number of tokens. None when no
@@ -55,7 +59,8 @@ def suggest_corruption(tokenizer, prompt: str) -> str | None:
         for m in re.finditer(r"(?<![.!?\n]\s)(?<!^)\b([^\W\d_]+)", prompt)
         if m.group(1)[0].isupper()
     }
-    ordered = [w for w in words if w in names] + [w for w in words if w not in names]
+    # at most the first SWAP_CANDIDATES words: each pair tried re-encodes the whole prompt
+    ordered = ([w for w in words if w in names] + [w for w in words if w not in names])[:SWAP_CANDIDATES]
     for i, a in enumerate(ordered):
         for b in ordered[i + 1 :]:
             swap = {a: b, b: a}
