@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from model.atomic import pid_alive
 from model.config import ConfigError, GPTConfig
 from model.tokenizer_registry import tokenizer_from_dict
 from model.tokens import Tokenizer, TokenizerError
@@ -162,16 +163,6 @@ def _exchange(a: Path, b: Path) -> bool:
     return rc == 0
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
-
-
 def _clean_stale_temps(target: Path) -> None:
     """Remove temp directories of earlier saves to ``target`` whose process is gone."""
     prefix = f".{target.name}{_TMP_TAG}"
@@ -186,7 +177,7 @@ def _clean_stale_temps(target: Path) -> None:
             pid = int(p.name[len(prefix) :].split("-")[0])
         except ValueError:
             continue
-        if pid != os.getpid() and not _pid_alive(pid):
+        if pid != os.getpid() and not pid_alive(pid):
             shutil.rmtree(p, ignore_errors=True)
 
 

@@ -42,7 +42,6 @@ import datetime as _dt
 import difflib
 import json
 import math
-import os
 import re
 import typing
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from model.atomic import write_atomic
 from model.config import CHOICES, ConfigError, GPTConfig
 
 FORMAT = "attention-lab-comparison"
@@ -552,15 +552,9 @@ def save_comparison(path: str | Path, comparison: Comparison) -> Path:
     """Write ``comparison`` as JSON at ``path`` atomically (temporary file, then rename)."""
     path = Path(path)
     text = json.dumps(comparison.to_dict(), indent=1, allow_nan=False, default=_json_default)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_atomic(path, text, fsync=True)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise ComparisonError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
     return path
 

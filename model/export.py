@@ -25,13 +25,12 @@ No pickled objects: every array is a plain numeric, bool or unicode array, so
 from __future__ import annotations
 
 import csv
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from model.atomic import write_atomic
 from model.trace import Trace
 
 REQUIRED_KINDS = ("weights", "scores_raw", "scores_scaled", "resid_pre", "resid_mid", "resid_post")
@@ -78,82 +77,13 @@ def inspection_arrays(
     return out
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _temp_prefix(path: Path) -> str:
-    """Temporary files of a write to ``path`` are ``.NAME.PID.<random>.tmp`` beside it."""
-    return f".{path.name}."
-
-
-def clean_stale_temps(path: str | Path) -> list[Path]:
-    """Remove temporary files that killed writes to ``path`` left beside it (their process is gone).
-
-    Returns what was removed. Called at the start of every write, so a killed ``inspect`` leaves its
-    partial file only until the next one.
-    """
-    path = Path(path)
-    prefix = _temp_prefix(path)
-    removed = []
-    try:
-        siblings = list(path.parent.iterdir())
-    except OSError:
-        return removed
-    for p in siblings:
-        if not (p.name.startswith(prefix) and p.name.endswith(".tmp")) or not p.is_file():
-            continue
-        pid_text = p.name[len(prefix) :].split(".", 1)[0]
-        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _pid_alive(int(pid_text)):
-            continue
-        try:
-            p.unlink()
-            removed.append(p)
-        except OSError:
-            pass
-    return removed
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
-def _write_atomic(path: Path, write, *, text: bool = False) -> Path:
-    """Call ``write(fh)`` on a temporary file beside ``path``, then rename it to ``path``.
-
-    The file gets the mode an ordinary ``open`` would give it (0666 less the process's umask), not the
-    0600 of a temporary file; temporary files of earlier killed writes are removed first.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    clean_stale_temps(path)
-    fd, tmp = tempfile.mkstemp(prefix=f"{_temp_prefix(path)}{os.getpid()}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())
-        opts = {"mode": "w", "newline": "", "encoding": "utf-8"} if text else {"mode": "wb"}
-        with os.fdopen(fd, **opts) as fh:
-            write(fh)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
 def save_inspection(path: str | Path, arrays: dict[str, np.ndarray]) -> Path:
     """Write ``arrays`` (any plain arrays: the inspection format, a page's numbers) as a compressed
     .npz atomically (temp file in the same folder, then rename); ``.npz`` is appended if missing."""
     path = Path(path)
     if path.suffix != ".npz":
         path = path.with_name(path.name + ".npz")
-    return _write_atomic(path, lambda fh: np.savez_compressed(fh, **arrays))
+    return write_atomic(path, lambda fh: np.savez_compressed(fh, **arrays))
 
 
 def load_inspection(path: str | Path) -> dict[str, np.ndarray]:
@@ -199,7 +129,7 @@ def write_matrix_csv(
     path = Path(path)
     if path.suffix.lower() != ".csv":
         path = path.with_name(path.name + ".csv")
-    return _write_atomic(path, write, text=True)
+    return write_atomic(path, write, text=True)
 
 
 def read_head_csv(path: str | Path) -> tuple[list[str], list[str], np.ndarray]:

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from model.atomic import write_atomic
 from model.checkpoint import CheckpointError
 
 __all__ = [
@@ -600,10 +601,7 @@ class History:
     def _write_cache(self, snap: Snapshot) -> None:
         path = self._cache_path(snap.key)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-            tmp.write_bytes(snap.to_bytes())
-            os.replace(tmp, path)
+            write_atomic(path, snap.to_bytes())
         except OSError:
             pass  # an unwritable cache only costs a trace next time
 

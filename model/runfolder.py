@@ -21,7 +21,6 @@ import json
 import os
 import socket
 import time
-import uuid
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from model.atomic import write_atomic
 from model.probes import ProbeFrame
 
 __all__ = [
@@ -85,19 +85,6 @@ def check_run_folder(path: str | Path) -> Path:
     )
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def probe_name(step: int) -> str:
     return f"step-{int(step):08d}.npz"
 
@@ -117,7 +104,7 @@ def write_probe(folder: str | Path, frame: ProbeFrame) -> Path:
         step=np.array(int(frame.step), dtype=np.int64),
     )
     path = folder / probe_name(frame.step)
-    _write_atomic(path, buf.getvalue())
+    write_atomic(path, buf.getvalue(), fsync=True)
     return path
 
 
@@ -173,7 +160,7 @@ class RunWriter:
         self.info.update(status=status, updated=time.time())
         self.info.setdefault("host", socket.gethostname())
         self.info.setdefault("pid", os.getpid())
-        _write_atomic(self.path / STATUS_FILE, (json.dumps(self.info, indent=1) + "\n").encode())
+        write_atomic(self.path / STATUS_FILE, json.dumps(self.info, indent=1) + "\n", fsync=True)
 
     def log(self, row: dict[str, Any]) -> None:
         """Append one row as one whole line (flushed, so a follower sees it at once)."""

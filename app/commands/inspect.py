@@ -105,8 +105,9 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from app.cli import UserError
+    from model.atomic import clean_stale_temps
     from model.config import GPTConfig
-    from model.export import clean_stale_temps, inspection_arrays, save_inspection
+    from model.export import inspection_arrays, save_inspection
     from model.gpt import build_model
     from model.sizing import check, load_need
     from model.tokens import ByteTokenizer
