@@ -122,12 +122,34 @@ class StallSampler:
         return "\n".join(lines)
 
 
+def _malloc_growth(before, after, top: int = 15) -> str:
+    """The ``top`` call sites whose traced memory grew most between two tracemalloc snapshots."""
+    mib = 2**20
+    diff = after.compare_to(before, "traceback")
+    total = sum(d.size_diff for d in diff)
+    lines = [
+        f"traced memory (Python objects, numpy) after the warm-up: {total / mib:+.1f} MiB; grew most at:"
+    ]
+    for d in sorted(diff, key=lambda d: -d.size_diff)[:top]:
+        ours = [f for f in d.traceback if "/app/" in f.filename or "/model/" in f.filename] or list(
+            d.traceback
+        )
+        where = " < ".join(f"{Path(f.filename).name}:{f.lineno}" for f in reversed(ours[-3:]))
+        lines.append(f"  {d.size_diff / mib:+7.2f} MiB {d.count_diff:+7d} blocks  {where}")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--minutes", type=float, default=10.0, help="how long to run (default 10)")
     p.add_argument("--warmup", type=float, default=None, help="minutes left out of the growth")
     p.add_argument("--every", type=float, default=3.0, help="seconds between two actions (default 3)")
     p.add_argument("--display", action="store_true", help="use the real display (default: offscreen)")
+    p.add_argument(
+        "--trace-malloc",
+        action="store_true",
+        help="also print where Python and numpy memory grew after the warm-up (tracemalloc; slower)",
+    )
     args = p.parse_args(argv)
     if args.minutes <= 0 or args.every <= 0:
         p.error("--minutes and --every must be positive")
@@ -217,6 +239,13 @@ def main(argv=None) -> int:
     sampler.setInterval(int(RSS_EVERY_S * 1000))
     sampler.timeout.connect(lambda: rss.append((time.perf_counter() - t0, rss_bytes())))
 
+    snaps: list = []
+    if args.trace_malloc:
+        import tracemalloc
+
+        tracemalloc.start(8)
+        QTimer.singleShot(int(warmup * 60 * 1000), lambda: snaps.append(tracemalloc.take_snapshot()))
+
     train.start()
     rss.append((0.0, rss_bytes()))
     for timer in (heartbeat, actions, sampler):
@@ -228,6 +257,8 @@ def main(argv=None) -> int:
         timer.stop()
     stalls.stop()
     rss.append((time.perf_counter() - t0, rss_bytes()))
+    if args.trace_malloc:
+        snaps.append(tracemalloc.take_snapshot())
     steps = s.step
     s.stop_training()
     wait_until(lambda: not s.is_training, timeout=120)
@@ -264,6 +295,8 @@ def main(argv=None) -> int:
         + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in slowest.items())
     )
     print(stalls.report())
+    if len(snaps) == 2:
+        print(_malloc_growth(*snaps))
     win.close()
     app.processEvents()
     return 0

@@ -9,6 +9,7 @@ two steps.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -36,20 +37,75 @@ class ProbeFrame:
         return int(self.weights.nbytes)
 
 
+@functools.lru_cache(maxsize=8)
+def _tril(T: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column indices of the lower triangle (diagonal included) of a [T, T] matrix."""
+    return np.tril_indices(T)
+
+
+def pack_causal(weights: np.ndarray) -> np.ndarray | None:
+    """The lower triangles of [..., T, T] ``weights`` as [..., T (T + 1) / 2] (a copy), or None when
+    some weight above the diagonal is not zero (a mask that is not causal): half the bytes, lossless."""
+    T = weights.shape[-1]
+    rows, cols = _tril(T)
+    if np.triu(weights, 1).any():
+        return None
+    return np.ascontiguousarray(weights[..., rows, cols])
+
+
+def unpack_causal(packed: np.ndarray, T: int) -> np.ndarray:
+    """Inverse of :func:`pack_causal`: [..., T (T + 1) / 2] → [..., T, T] with zeros above the diagonal."""
+    rows, cols = _tril(T)
+    out = np.zeros((*packed.shape[:-1], T, T), dtype=packed.dtype)
+    out[..., rows, cols] = packed
+    return out
+
+
+@dataclass
+class _KeptFrame:
+    """A frame as the history keeps it: causal weights packed to their lower triangles."""
+
+    step: int
+    prompt: str
+    tokens: list[str]
+    data: np.ndarray
+    T: int
+    packed: bool
+
+    @classmethod
+    def of(cls, frame: ProbeFrame) -> _KeptFrame:
+        w = frame.weights
+        T = w.shape[-1] if w.ndim >= 2 and w.shape[-1] == w.shape[-2] else 0
+        packed = pack_causal(w) if T else None
+        data = packed if packed is not None else w
+        return cls(frame.step, frame.prompt, frame.tokens, data, T, packed is not None)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.data.nbytes)
+
+    def frame(self) -> ProbeFrame:
+        weights = unpack_causal(self.data, self.T) if self.packed else self.data
+        return ProbeFrame(step=self.step, prompt=self.prompt, tokens=self.tokens, weights=weights)
+
+
 class FrameHistory:
     """A bounded history of probe frames, spread over the whole run, for the step scrubber.
 
-    Every ``stride``-th frame offered is kept. When the kept frames exceed ``max_bytes``, every
-    other one is dropped (the first and newest survive) and ``stride`` doubles, so the history
-    always spans the run from its first step with roughly even spacing and bounded memory.
+    Every ``stride``-th frame offered is kept. When the kept frames exceed ``max_bytes`` or
+    ``max_frames``, every other one is dropped (the first and newest survive) and ``stride`` doubles,
+    so the history always spans the run from its first step with roughly even spacing and bounded
+    memory. Causal frames are kept packed (their lower triangles: half the bytes, lossless); indexing
+    gives a :class:`ProbeFrame` unpacked afresh. 256 frames are more positions than a scrubber's
+    width can tell apart; they cost about 26 MiB for the default 4 × 4 model and its 80-token probe.
     """
 
-    def __init__(self, max_bytes: int = 64 * 2**20, stride: int = 1, max_frames: int = 2000):
+    def __init__(self, max_bytes: int = 64 * 2**20, stride: int = 1, max_frames: int = 256):
         self.max_bytes = int(max_bytes)
         self.max_frames = int(max_frames)
         self.stride = max(1, int(stride))
         self._initial_stride = self.stride
-        self.frames: list[ProbeFrame] = []
+        self.frames: list[_KeptFrame] = []
         self._offered = 0
         self.nbytes = 0
 
@@ -57,7 +113,7 @@ class FrameHistory:
         return len(self.frames)
 
     def __getitem__(self, i: int) -> ProbeFrame:
-        return self.frames[i]
+        return self.frames[i].frame()
 
     def clear(self) -> None:
         self.frames.clear()
@@ -71,15 +127,16 @@ class FrameHistory:
         self._offered += 1
         if not keep:
             return False
-        if frame.nbytes > self.max_bytes:
+        kept = _KeptFrame.of(frame)
+        if kept.nbytes > self.max_bytes:
             return False
-        self.frames.append(frame)
-        self.nbytes += frame.nbytes
+        self.frames.append(kept)
+        self.nbytes += kept.nbytes
         while (self.nbytes > self.max_bytes or len(self.frames) > self.max_frames) and len(self.frames) > 2:
-            kept = self.frames[::2]
-            if kept[-1] is not self.frames[-1]:
-                kept.append(self.frames[-1])
-            self.frames = kept
+            thinned = self.frames[::2]
+            if thinned[-1] is not self.frames[-1]:
+                thinned.append(self.frames[-1])
+            self.frames = thinned
             self.nbytes = sum(f.nbytes for f in self.frames)
             self.stride *= 2
         return True

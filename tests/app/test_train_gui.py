@@ -283,3 +283,18 @@ def test_device_is_switchable_only_while_idle(qtbot, tiny_window, tiny_settings)
     with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT):
         s.stop_training()
     assert combo.isEnabled()
+
+
+def test_the_history_keeps_causal_frames_packed_and_gives_them_back_exactly():
+    rng = np.random.default_rng(0)
+    T = 9
+    causal = np.tril(rng.random((2, 3, T, T))).astype(np.float16)
+    open_mask = rng.random((2, 3, T, T)).astype(np.float16)  # a mask that is not causal stays whole
+    hist = FrameHistory()
+    for step, w in enumerate((causal, open_mask)):
+        hist.offer(ProbeFrame(step=step, prompt="p", tokens=list("abcdefghi"), weights=w))
+    assert hist.nbytes == causal.nbytes * (T + 1) // (2 * T) + open_mask.nbytes
+    for i, w in enumerate((causal, open_mask)):
+        got = hist[i]
+        assert got.step == i and got.tokens == list("abcdefghi") and got.weights.dtype == np.float16
+        np.testing.assert_array_equal(got.weights, w)
