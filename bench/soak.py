@@ -237,7 +237,15 @@ def main(argv=None) -> int:
     actions.timeout.connect(act)
     sampler = QTimer()
     sampler.setInterval(int(RSS_EVERY_S * 1000))
-    sampler.timeout.connect(lambda: rss.append((time.perf_counter() - t0, rss_bytes())))
+    frame_bytes: dict[str, int] = {}
+
+    def sample():
+        now = time.perf_counter() - t0
+        rss.append((now, rss_bytes()))
+        if now >= warmup * 60:
+            frame_bytes.setdefault("warm", s.frames.nbytes)
+
+    sampler.timeout.connect(sample)
 
     snaps: list = []
     if args.trace_malloc:
@@ -279,6 +287,12 @@ def main(argv=None) -> int:
         f"RSS growth after warm-up: {100 * (end - base) / base:+.1f} % "
         f"(largest {100 * (peak - base) / base:+.1f} %) over {span_min:.1f} min, "
         f"{slope / mib:+.1f} MiB per 10 min (target <= 5 % over 30 min)"
+    )
+    grew = s.frames.nbytes - frame_bytes.get("warm", 0)
+    print(
+        f"of which the probe-frame history (bounded: {s.frames.max_frames} frames, "
+        f"{s.frames.max_bytes / mib:.0f} MiB): {grew / mib:+.1f} MiB; the rest: "
+        f"{100 * (end - base - grew) / base:+.1f} %"
     )
     print(f"event-loop delay, warm-up: {hist['warm'].summary()}")
     print(f"event-loop delay, after:   {hist['after'].summary()}")
