@@ -357,7 +357,7 @@ class GPTConfig:
         try:
             if path.stat().st_size > MAX_CONFIG_BYTES:
                 raise ConfigError([f"config file {str(path)!r} is too large for a config (over 1 MiB)"])
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")  # a BOM from a Windows editor is fine
         except FileNotFoundError:
             raise ConfigError([f"config file {str(path)!r} does not exist"]) from None
         except (OSError, UnicodeDecodeError) as exc:

@@ -138,6 +138,8 @@ def detect(path: str | Path) -> tuple[str, Path]:
         if _is_torch_file(path):
             return "nanogpt", path
         path = path.parent
+    elif not path.is_dir():
+        raise CheckpointError(f"{str(path)!r} is neither a model folder nor a file (a device, pipe, socket)")
     if not (path / "config.json").exists() and (path / "run.json").is_file():
         path = path / "checkpoint"  # a run folder (model/runfolder.py): its newest checkpoint
         if not path.is_dir():

@@ -63,7 +63,7 @@ class UnknownCharactersError(TokenizerError):
         n = len(self.chars)
         super().__init__(
             f"{n} character{'s' if n != 1 else ''} not in the tokenizer's vocabulary of {vocab_size}: "
-            f"{listed} (use the byte-level tokenizer, or encode(text, errors='replace') to substitute them)"
+            f"{listed} (a model with the byte-level tokenizer reads any text)"
         )
 
 

@@ -115,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.prompt:
         raise UserError("--prompt is empty: give at least one character")
+    if not args.out.strip():
+        raise UserError("--out is empty: give the .npz file (or folder) to write")
     if not 0 <= args.seed <= 2**63 - 1:
         raise UserError(f"--seed {args.seed}: must be a whole number from 0 to 2**63 - 1")
     out = _out_path(args.out)

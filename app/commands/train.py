@@ -254,6 +254,8 @@ def _build(args, dist):
     overrides = {name: getattr(args, f"set_{name}") for name in [*SETTING_FLAGS, "amp"]}
     overrides = {k: v for k, v in overrides.items() if v is not None}
 
+    if args.corpus is not None and not args.corpus.strip():
+        raise UserError("--corpus is empty: give a text file, builtin:NAME or task:NAME (or leave it out)")
     out = args.out or args.resume
     if not out:
         raise UserError("--out DIR is required: the run folder to write")

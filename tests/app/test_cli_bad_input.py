@@ -264,6 +264,12 @@ CASES = {
     "n_kv_heads 3 of 4": (["train", *TASK, "--n-kv-heads", "3", "--out", "{w}/o"], "n_kv_heads=3"),
     "device tpu": (["train", *TASK, *TINY, "--device", "tpu", "--out", "{w}/o"], "tpu"),
     "corpus task:nope": (["train", "--corpus", "task:nope", "--out", "{w}/o"], "nope"),
+    "corpus empty": (["train", "--corpus", " ", "--out", "{w}/o"], "--corpus is empty"),
+    "checkpoint a device": (["generate", "--checkpoint", "/dev/zero", "--prompt", "ab"], "a device"),
+    "inspect out empty": (
+        ["inspect", "--config", "{w}/deep.json", "--prompt", "ab", "--out", ""],
+        "--out is empty",
+    ),
     "corpus binary file": (["train", "--corpus", "{w}/random/random.bin", "--out", "{w}/o"], "binary"),
     "resume nested config.json": (
         ["train", "--resume", "{w}/deep_config", "--out", "{w}/o"],

@@ -96,3 +96,10 @@ def test_bad_json_and_missing_file_are_clear(tmp_path):
 
 def test_booleans_are_not_sizes():
     assert any("whole number" in p for p in GPTConfig(n_layers=True).problems())
+
+
+def test_a_config_file_with_a_byte_order_mark_loads(tmp_path):
+    path = tmp_path / "cfg.json"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"n_layers": 3, "d_model": 32, "n_heads": 4}')
+    cfg = GPTConfig.load(path)
+    assert (cfg.n_layers, cfg.d_model, cfg.n_heads) == (3, 32, 4)
