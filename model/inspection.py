@@ -22,6 +22,7 @@ tokens) as float16, half the memory, converted per head when a view needs it.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,10 +102,62 @@ def encode_prompt(tokenizer, text: str, context_length: int) -> tuple[list[int],
     if not ids:
         raise PromptError("the prompt encodes to no tokens")
     dropped = max(0, len(ids) - int(context_length))
+    return keep_last(tokenizer, ids, int(context_length)), dropped
+
+
+def keep_last(tokenizer, ids: list[int], n: int) -> list[int]:
+    """The last ``n`` of ``ids``; the special tokens a tokenizer puts in front (``prefix_ids``) stay."""
+    dropped = len(ids) - n
+    if dropped <= 0:
+        return list(ids)
     prefix = list(getattr(tokenizer, "prefix_ids", None) or [])
-    if dropped and prefix and ids[: len(prefix)] == prefix and len(prefix) < int(context_length):
-        return prefix + ids[len(prefix) + dropped :], dropped
-    return ids[dropped:], dropped
+    if prefix and ids[: len(prefix)] == prefix and len(prefix) < n:
+        return prefix + ids[len(prefix) + dropped :]
+    return ids[dropped:]
+
+
+def prompt_need(cfg, n_tokens: int):
+    """The bytes :func:`inspect_prompt` needs for ``n_tokens`` (a :class:`model.sizing.Need`): every
+    head's weights L·H·T² (float32 up to :data:`FLOAT32_LIMIT` values, else float16), one layer's
+    scores in flight and the logits [T, V]."""
+    from model.trace import inspection_need
+
+    big = cfg.n_layers * cfg.n_heads * n_tokens * n_tokens > FLOAT32_LIMIT
+    return inspection_need(cfg, n_tokens, kinds=("weights",), bytes_per_value=2 if big else 4)
+
+
+def tokens_that_fit(cfg, n_tokens: int, budget: int | None = None) -> int:
+    """The most tokens, up to ``n_tokens``, whose :func:`prompt_need` fits in ``budget`` bytes (default
+    :func:`model.sizing.usable_bytes`); 0 when not even one does.
+
+    The need grows with T except where the weights switch to float16 (past :data:`FLOAT32_LIMIT`),
+    where it halves: each side of the switch is bisected on its own, the float16 side first.
+    """
+    if budget is None:
+        from model.sizing import usable_bytes
+
+        budget = usable_bytes()
+
+    def fits(T: int) -> bool:
+        return prompt_need(cfg, T).total <= budget
+
+    if fits(n_tokens):
+        return n_tokens
+    heads = max(1, cfg.n_layers * cfg.n_heads)
+    switch = math.isqrt(FLOAT32_LIMIT // heads)
+    while heads * switch * switch <= FLOAT32_LIMIT:
+        switch += 1  # the first T kept as float16
+    for lo, hi in ((max(1, switch), n_tokens), (1, min(n_tokens, switch - 1))):
+        if lo > hi or not fits(lo):
+            continue
+        while lo < hi:  # lo fits; find the last T in [lo, hi] that does
+            mid = (lo + hi + 1) // 2
+            if fits(mid):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+    return 0
 
 
 def token_labels(tokenizer, ids) -> tuple[list[str], list[str]]:
@@ -190,10 +243,13 @@ def inspect_prompt(
     prompt: str = "",
     dropped: int = 0,
     model_key: Any = None,
+    memory_note: str = "",
 ) -> Inspection:
     """Trace ``ids`` (weights of every head) and rank the next tokens; see :class:`Inspection`.
 
     ``block``: the overview's pooling block (1 = every token; the caller knows how much it can draw).
+    ``memory_note``: why tokens were left out to fit in memory (:func:`tokens_that_fit`), for the
+    status line (``extra["memory_note"]``).
     """
     import torch
 
@@ -243,7 +299,10 @@ def inspect_prompt(
         config=cfg,
         seconds=time.perf_counter() - t0,
         model_key=model_key,
-        extra={"special": [i for i, t in enumerate(ids) if int(t) in getattr(tokenizer, "special_ids", ())]},
+        extra={
+            "special": [i for i, t in enumerate(ids) if int(t) in getattr(tokenizer, "special_ids", ())],
+            "memory_note": memory_note,
+        },
     )
 
 

@@ -220,6 +220,12 @@ def _overridden(override: bool) -> bool:
     return override or os.environ.get(OVERRIDE_ENV, "").strip() not in ("", "0")
 
 
+def usable_bytes(device: Any = "cpu") -> int:
+    """:data:`USABLE_SHARE` of the memory left on ``device``: the budget of work sized to fit (no limit
+    when the size check is off)."""
+    return 1 << 62 if _overridden(False) else int(available_memory(device).bytes * USABLE_SHARE)
+
+
 def check(
     need: Need, *, device: Any = "cpu", available: Available | None = None, override: bool = False
 ) -> None:

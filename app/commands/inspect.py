@@ -56,10 +56,10 @@ def _out_path(out: str):
 
 def _budget(args) -> int:
     from app.cli import UserError
-    from model.sizing import USABLE_SHARE, available_memory
+    from model.sizing import usable_bytes
 
     if args.max_memory is None:
-        return int(available_memory().bytes * USABLE_SHARE)
+        return usable_bytes()
     if not (args.max_memory > 0 and args.max_memory < 1e6):  # NaN fails too
         raise UserError(f"--max-memory {args.max_memory}: give the gigabytes to use, e.g. 4")
     return int(args.max_memory * 1024**3)

@@ -259,6 +259,39 @@ def test_unusual_prompts_in_the_attention_tab(prompt_window, qtbot):
         assert "tokens were left out" in outcomes["100 KB"][1]  # and the status says so
 
 
+def test_a_prompt_too_large_for_memory_is_cut_to_fit_or_refused_with_the_numbers(
+    tiny_window, qtbot, monkeypatch
+):
+    from model import sizing
+    from model.data import resolve_source
+    from model.inspection import prompt_need
+    from model.tokens import ByteTokenizer
+
+    win, s = tiny_window, tiny_window.session
+    s.source = resolve_source("builtin:primer", tokenizer=ByteTokenizer())
+    s.source_spec = "builtin:primer"
+    s.build_model()
+    tab = win.tab("Attention")
+    win.tab_widget.setCurrentIndex(1)
+    assert tab.wait_ready(60)
+    cfg = s.model.config
+    half = cfg.context_length // 2
+    budget = (prompt_need(cfg, half).total + prompt_need(cfg, half + 1).total) // 2  # exactly half fits
+    monkeypatch.setattr(sizing, "usable_bytes", lambda device="cpu": budget)
+    kind, status = _attention_outcome(tab, qtbot, "the head looks back " * cfg.context_length)
+    assert kind == "inspected" and tab.inspection.T == half, (kind, status)
+    assert tab.inspection.weights.shape[-1] == half
+    assert f"{cfg.context_length - half} more tokens were left out to fit in memory" in status, status
+
+    monkeypatch.setattr(sizing, "usable_bytes", lambda device="cpu": prompt_need(cfg, 1).total - 1)
+    kind, message = _attention_outcome(tab, qtbot, "abcabc")
+    assert kind == "failed" and "even for one token" in one_clear_line(message), message
+
+    monkeypatch.undo()
+    kind, status = _attention_outcome(tab, qtbot, "abcabc")
+    assert kind == "inspected" and tab.inspection.T == 6 and "memory" not in status, status
+
+
 def test_unusual_prompts_in_the_generate_box(prompt_window, qtbot):
     win, kind = prompt_window
     box = win.tab("Train").generate_box

@@ -139,3 +139,17 @@ def test_take_stack_gives_the_stack_in_its_dtype_and_empties_the_trace():
     assert got.dtype == np.float16 and got.shape == expected.shape
     assert np.allclose(got.astype(np.float32), expected, atol=1e-3)
     assert "weights" not in trace.kinds
+
+
+@pytest.mark.parametrize("budget_mib", [3, 40, 100, 300, 2000])
+def test_tokens_that_fit_is_the_longest_prompt_whose_inspection_fits(budget_mib):
+    from model.inspection import prompt_need, tokens_that_fit
+
+    cfg = GPTConfig(n_layers=12, n_heads=12, d_model=96, context_length=4096, vocab_size=50257)
+    budget = budget_mib * 2**20
+    fit = tokens_that_fit(cfg, 4096, budget)
+    assert 0 < fit < 4096
+    assert prompt_need(cfg, fit).total <= budget
+    assert all(prompt_need(cfg, T).total > budget for T in range(fit + 1, 4097))  # none longer fits
+    assert tokens_that_fit(cfg, fit, budget) == fit  # a prompt that fits is kept whole
+    assert tokens_that_fit(cfg, 4096, prompt_need(cfg, 1).total - 1) == 0

@@ -176,6 +176,8 @@ def run_status(res, timings: dict[str, float], *, training_step: int | None = No
             f"<br>The first {res.dropped} tokens were left out: the model reads at most "
             f"{cfg.context_length} (its context length)."
         )
+    if res.extra.get("memory_note"):
+        text += f"<br>{res.extra['memory_note']}"
     if res.block > 1:
         text += (
             f"<br>Long prompt: the Heads overview shows the largest weight of each "

@@ -47,7 +47,16 @@ from app.views.attention.patching_page import PatchingPage
 from app.views.attention.pipeline_page import PipelinePage
 from app.views.attention.state import AttentionState
 from app.views.page import screenshot_steps
-from model.inspection import PromptError, encode_prompt, inspect_prompt, pick_threads, with_threads
+from model.inspection import (
+    PromptError,
+    encode_prompt,
+    inspect_prompt,
+    keep_last,
+    pick_threads,
+    prompt_need,
+    tokens_that_fit,
+    with_threads,
+)
 from model.pooling import block_size
 
 #: The pages, in the order of their tabs.
@@ -230,6 +239,7 @@ class AttentionTab(QWidget):
             self.set_prompt(s.probe_prompt, run=False)
         try:
             ids, dropped = encode_prompt(tok, self.prompt(), model.config.context_length)
+            ids, memory_note = self._fit_in_memory(ids)
         except PromptError as exc:
             self._edit_started = None
             self._set_status(str(exc), error=True)
@@ -258,6 +268,7 @@ class AttentionTab(QWidget):
                 prompt=prompt,
                 dropped=dropped,
                 model_key=key,
+                memory_note=memory_note,
             ),
         )
 
@@ -266,6 +277,29 @@ class AttentionTab(QWidget):
             "attention.inspect", run, lambda res, err: self._on_inspection(res, err, req, t_submit, t_edit)
         )
         return req
+
+    def _fit_in_memory(self, ids: list[int]) -> tuple[list[int], str]:
+        """``ids`` cut to the most tokens whose inspection fits in memory, and a note saying so ('' when
+        all fit); :class:`PromptError` with the numbers when not even one token does."""
+        from model.budget import human_bytes
+        from model.sizing import usable_bytes
+
+        cfg, budget = self.session.model.config, usable_bytes()
+        fit = tokens_that_fit(cfg, len(ids), budget)
+        if fit == len(ids):
+            return ids, ""
+        need = human_bytes(prompt_need(cfg, len(ids)).total)
+        if fit == 0:
+            raise PromptError(
+                f"inspecting this model needs about {human_bytes(prompt_need(cfg, 1).total)} even for "
+                f"one token, but {human_bytes(budget)} of memory is free: close other programs or use "
+                "a smaller model"
+            )
+        note = (
+            f"{len(ids) - fit} more tokens were left out to fit in memory: all {len(ids)} would need "
+            f"about {need}, {human_bytes(budget)} is free."
+        )
+        return keep_last(self.session.tokenizer, ids, fit), note
 
     def _on_inspection(self, res, err, req: int, t_submit: float, t_edit: float | None) -> None:
         if err is not None:
