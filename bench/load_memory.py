@@ -15,7 +15,7 @@ safetensors shards with an index (2.2 GB on disk, 4.4 GB once upcast to float32)
 default, ``--dtype bf16`` keeps bfloat16) and then traces every head of a 512-token prompt the way the
 Attention tab does (:func:`model.inspection.inspect_prompt`: 22 × 32 heads of [512, 512] weights,
 float16 past ``FLOAT32_LIMIT``), reporting the trace's peak growth against
-:func:`model.trace.estimate_nbytes` and its time.
+:func:`model.trace_size.estimate_nbytes` and its time.
 
 Usage: ``python bench/load_memory.py [--layers 12] [--d-model 768] [--keep DIR]`` or
 ``python bench/load_memory.py --shape tinyllama [--dtype bf16]``. Figures, not pass/fail.
@@ -201,7 +201,7 @@ def _measure_trace(ckpt, T: int, rss) -> dict:
 
     from model.inspection import FLOAT32_LIMIT, inspect_prompt
     from model.pooling import block_size
-    from model.trace import estimate_nbytes
+    from model.trace_size import estimate_nbytes
 
     cfg = ckpt.model.config
     ids = torch.randint(0, 256, (T,), generator=torch.Generator().manual_seed(0)).tolist()

@@ -33,8 +33,6 @@ import torch
 from model.atomic import write_atomic
 from model.trace import Trace
 
-REQUIRED_KINDS = ("weights", "scores_raw", "scores_scaled", "resid_pre", "resid_mid", "resid_post")
-
 
 def _stacked(trace: Trace, kind: str, batch: int, dtype: np.dtype) -> np.ndarray | None:
     """``kind`` of every recorded layer as one [L, ...] array, filled layer by layer (one copy)."""
@@ -52,10 +50,10 @@ def _stacked(trace: Trace, kind: str, batch: int, dtype: np.dtype) -> np.ndarray
 def inspection_arrays(
     trace: Trace, token_strings: list[str], batch: int = 0, *, dtype: np.dtype = np.float32
 ) -> dict[str, np.ndarray]:
-    """The arrays of the inspection format from a trace that recorded :data:`REQUIRED_KINDS`.
+    """The arrays of the inspection format from a trace that recorded :data:`model.trace_size.REQUIRED_KINDS`.
 
     A trace of some layers only, or without the two score kinds (an inspection planned to fit in
-    memory, :func:`model.trace.plan_inspection`), gives the arrays it has; ``layers`` always names the
+    memory, :func:`model.trace_size.plan_inspection`), gives the arrays it has; ``layers`` always names the
     layers present. ``dtype`` float16 halves the size of the [L, H, T, T] arrays.
     """
     points, norms = trace.resid_norms(batch)

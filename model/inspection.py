@@ -120,7 +120,7 @@ def prompt_need(cfg, n_tokens: int):
     """The bytes :func:`inspect_prompt` needs for ``n_tokens`` (a :class:`model.sizing.Need`): every
     head's weights L·H·T² (float32 up to :data:`FLOAT32_LIMIT` values, else float16), one layer's
     scores in flight and the logits [T, V]."""
-    from model.trace import inspection_need
+    from model.trace_size import inspection_need
 
     big = cfg.n_layers * cfg.n_heads * n_tokens * n_tokens > FLOAT32_LIMIT
     return inspection_need(cfg, n_tokens, kinds=("weights",), bytes_per_value=2 if big else 4)
@@ -497,7 +497,8 @@ def token_focus_of(weights: np.ndarray, t: int):
 
 def export_arrays(model, tokenizer, ids: list[int], *, ablate: dict | None = None) -> dict[str, np.ndarray]:
     """The arrays of the .npz inspection format (``model.export``), as ``attention-lab inspect`` writes."""
-    from model.export import REQUIRED_KINDS, inspection_arrays
+    from model.export import inspection_arrays
+    from model.trace_size import REQUIRED_KINDS
 
     trace = inspect(model, tokenizer, ids, kinds=REQUIRED_KINDS, hooks=_ablation_hooks(ablate))
     return inspection_arrays(trace, tokenizer.token_strings([int(i) for i in ids]))

@@ -12,8 +12,8 @@ dying in the allocator minutes later. The figures come from the budget calculato
 * **train**: weights, gradients and AdamW's two moments, ``N ×`` 16 bytes in float32 (the
   precision modes of :data:`model.budget.PRECISIONS`), plus the activations of one batch
   (:func:`model.budget.activation_bytes`, ``B × T`` tokens).
-* **inspect**: :func:`model.trace.inspection_need` and :func:`model.trace.plan_inspection` (the trace,
-  ``L·H·T²·s`` per square kind, the forward pass's own scores of one layer and the logits), checked
+* **inspect**: :func:`model.trace_size.inspection_need` and :func:`model.trace_size.plan_inspection` (the
+  trace, ``L·H·T²·s`` per square kind, the forward pass's own scores of one layer and the logits), checked
   here like the others.
 
 What the machine has (:func:`available_memory`): ``MemAvailable`` of ``/proc/meminfo`` (or psutil

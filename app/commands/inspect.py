@@ -66,13 +66,12 @@ def _budget(args) -> int:
 
 
 def _plan(cfg, n_tokens: int, budget: int, args, *, with_model: bool):
-    """What to record so that it fits (model.trace.plan_inspection); a warning names what was left out."""
+    """What to record so that it fits (model.trace_size.plan_inspection); a warning names what is left out."""
     import os
 
     from model.budget import human_bytes
-    from model.export import REQUIRED_KINDS
     from model.sizing import OVERRIDE_ENV
-    from model.trace import plan_inspection
+    from model.trace_size import REQUIRED_KINDS, plan_inspection
 
     if os.environ.get(OVERRIDE_ENV):
         budget = 1 << 62
@@ -101,17 +100,13 @@ def _plan(cfg, n_tokens: int, budget: int, args, *, with_model: bool):
 
 
 def run(args: argparse.Namespace) -> int:
-    import numpy as np
-    import torch
-
+    # torch is imported only once the inspection is known to fit: with --config, a refusal takes
+    # milliseconds instead of the second and a half that importing torch costs
     from app.cli import UserError
     from model.atomic import clean_stale_temps
     from model.config import GPTConfig
-    from model.export import inspection_arrays, save_inspection
-    from model.gpt import build_model
     from model.sizing import check, load_need
     from model.tokens import ByteTokenizer
-    from model.trace import inspect
 
     if not args.prompt:
         raise UserError("--prompt is empty: give at least one character")
@@ -161,6 +156,13 @@ def run(args: argparse.Namespace) -> int:
         )
         ids = ids[-limit:]
     plan = _plan(cfg, len(ids), budget, args, with_model=model is None)  # refuses in milliseconds
+    import numpy as np
+    import torch
+
+    from model.export import inspection_arrays, save_inspection
+    from model.gpt import build_model
+    from model.trace import inspect
+
     if model is None:
         model = build_model(cfg, seed=args.seed)
     dtype = torch.float16 if plan.float16 else torch.float32

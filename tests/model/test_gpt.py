@@ -11,7 +11,7 @@ from model.config import ConfigError, GPTConfig
 from model.gpt import GPT, KVCache, build_model
 from model.hooks import ablate_heads, use_mask
 from model.layers import apply_rope, rope_tables, sinusoidal_table
-from model.trace import estimate_nbytes
+from model.trace_size import estimate_nbytes
 
 VARIANTS = {
     "default": {},

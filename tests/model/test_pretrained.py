@@ -22,7 +22,7 @@ from model.generate import generate
 from model.gpt import build_model
 from model.pretrained import CheckpointError, detect, open_model
 from model.tokens import CharTokenizer
-from model.trace import estimate_nbytes
+from model.trace_size import estimate_nbytes
 
 PROMPTS = [
     "The quick brown fox",

@@ -16,7 +16,7 @@ from model import sizing
 from model.budget import parameters
 from model.config import ConfigError, GPTConfig
 from model.sizing import Available, ModelTooLarge, available_memory, check, load_need, training_need
-from model.trace import inspection_need, plan_inspection
+from model.trace_size import inspection_need, plan_inspection
 
 GiB = 1024**3
 
