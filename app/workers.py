@@ -231,8 +231,10 @@ class TrainWorker(LoopWorker):
             prober.refresh(trainer)
             yield
             while trainer.step < self.target:
-                event = trainer.train_step()  # takes compute_lock itself; the prober probes when due
-                self.mailbox.put("events", event.to_dict())
+                trainer.train_step()  # takes compute_lock itself; the prober probes when due
+                # the trainer's own record of the step: one dict per step in memory, not two (the
+                # GUI only reads it)
+                self.mailbox.put("events", trainer.history[-1])
                 step = int(trainer.step)
                 if self.sample_every and step % self.sample_every == 0:
                     self._sample(trainer, step)
