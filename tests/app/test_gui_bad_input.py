@@ -282,6 +282,9 @@ def test_a_prompt_too_large_for_memory_is_cut_to_fit_or_refused_with_the_numbers
     assert kind == "inspected" and tab.inspection.T == half, (kind, status)
     assert tab.inspection.weights.shape[-1] == half
     assert f"{cfg.context_length - half} more tokens were left out to fit in memory" in status, status
+    kind, status = _attention_outcome(tab, qtbot, "x" * (half + 3))  # within the context: only memory
+    assert kind == "inspected" and tab.inspection.T == half, (kind, status)
+    assert "The first 3 tokens were left out to fit in memory" in status, status
 
     monkeypatch.setattr(sizing, "usable_bytes", lambda device="cpu": prompt_need(cfg, 1).total - 1)
     kind, message = _attention_outcome(tab, qtbot, "abcabc")

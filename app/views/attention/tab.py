@@ -239,7 +239,7 @@ class AttentionTab(QWidget):
             self.set_prompt(s.probe_prompt, run=False)
         try:
             ids, dropped = encode_prompt(tok, self.prompt(), model.config.context_length)
-            ids, memory_note = self._fit_in_memory(ids)
+            ids, memory_note = self._fit_in_memory(ids, dropped)
         except PromptError as exc:
             self._edit_started = None
             self._set_status(str(exc), error=True)
@@ -278,7 +278,7 @@ class AttentionTab(QWidget):
         )
         return req
 
-    def _fit_in_memory(self, ids: list[int]) -> tuple[list[int], str]:
+    def _fit_in_memory(self, ids: list[int], dropped: int) -> tuple[list[int], str]:
         """``ids`` cut to the most tokens whose inspection fits in memory, and a note saying so ('' when
         all fit); :class:`PromptError` with the numbers when not even one token does."""
         from model.budget import human_bytes
@@ -295,9 +295,10 @@ class AttentionTab(QWidget):
                 f"one token, but {human_bytes(budget)} of memory is free: close other programs or use "
                 "a smaller model"
             )
+        cut = f"{len(ids) - fit} more tokens were" if dropped else f"The first {len(ids) - fit} tokens were"
         note = (
-            f"{len(ids) - fit} more tokens were left out to fit in memory: all {len(ids)} would need "
-            f"about {need}, {human_bytes(budget)} is free."
+            f"{cut} left out to fit in memory: all {len(ids)} would need about {need}, "
+            f"{human_bytes(budget)} is free."
         )
         return keep_last(self.session.tokenizer, ids, fit), note
 
