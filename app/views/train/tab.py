@@ -418,7 +418,7 @@ class TrainTab(QWidget):
         if step is None:
             latest = self.session.latest_frame
             self.scrub_label.setText(
-                f"live: step {latest.step if latest else frames[-1].step}  ({len(frames)} kept)"
+                f"live: step {latest.step if latest else frames.steps()[-1]}  ({len(frames)} kept)"
             )
         else:
             self.scrub_label.setText(f"step {step}  ({len(frames)} kept)")
