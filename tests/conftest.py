@@ -351,6 +351,35 @@ def _write_hf_gpt2_fixture():
     return _write_hf_gpt2
 
 
+def _write_hf_gpt2_skeleton(directory):
+    """A one-layer Hugging Face GPT-2 folder without weights: ``config.json`` (d 8, 2 heads, 16
+    positions, vocab 300), a 26-letter ``vocab.json`` and an empty ``merges.txt``. The bad-input
+    tests add the hostile part (a shard index that escapes the folder, a pickle payload)."""
+    import json
+    from pathlib import Path
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    config = {
+        "model_type": "gpt2",
+        "n_layer": 1,
+        "n_head": 2,
+        "n_embd": 8,
+        "n_positions": 16,
+        "vocab_size": 300,
+    }
+    (directory / "config.json").write_text(json.dumps(config))
+    (directory / "vocab.json").write_text(json.dumps({chr(97 + i): i for i in range(26)}))
+    (directory / "merges.txt").write_text("#version: 0.2\n")
+    return directory
+
+
+@pytest.fixture(scope="session", name="write_hf_gpt2_skeleton")
+def _write_hf_gpt2_skeleton_fixture():
+    """``write_hf_gpt2_skeleton(directory) -> Path``: a weightless one-layer GPT-2 folder."""
+    return _write_hf_gpt2_skeleton
+
+
 @pytest.fixture(scope="session", name="write_nanogpt")
 def _write_nanogpt_fixture():
     """``write_nanogpt(path, *, bias, compiled, untied, legacy, seed) -> NanoGPT`` (nanoGPT's model)."""

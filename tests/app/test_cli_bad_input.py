@@ -32,7 +32,7 @@ def one_thread():
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(tmp_path_factory, write_hf_gpt2_skeleton):
     """Files the cases point at: a tiny trained checkpoint and broken copies of it, FIFOs, configs."""
     from safetensors.torch import load_file, save_file
 
@@ -90,22 +90,7 @@ def world(tmp_path_factory):
     for name, cfg in cfgs.items():
         (root / f"{name}.json").write_text(json.dumps(cfg))  # json writes Infinity / NaN as such
 
-    hf = root / "hf_escape"
-    hf.mkdir()
-    (hf / "config.json").write_text(
-        json.dumps(
-            {
-                "model_type": "gpt2",
-                "n_layer": 1,
-                "n_head": 2,
-                "n_embd": 8,
-                "n_positions": 16,
-                "vocab_size": 300,
-            }
-        )
-    )
-    (hf / "vocab.json").write_text(json.dumps({chr(97 + i): i for i in range(26)}))
-    (hf / "merges.txt").write_text("#version: 0.2\n")
+    hf = write_hf_gpt2_skeleton(root / "hf_escape")
     (hf / "model.safetensors.index.json").write_text(
         json.dumps({"weight_map": {"wte.weight": "../../../../../../etc/passwd"}})
     )

@@ -80,7 +80,7 @@ class Payload:
 
 # ---- opening checkpoints ------------------------------------------------------------------------
 @pytest.fixture
-def saved(tiny_window, tmp_path):
+def saved(tiny_window, tmp_path, write_hf_gpt2_skeleton):
     """The window and a checkpoint it saved (``good``), with broken copies beside it."""
     import torch
 
@@ -108,22 +108,7 @@ def saved(tiny_window, tmp_path):
     shutil.copytree(good, huge)
     (huge / "config.json").write_text(json.dumps({**cfg, "n_layers": 10**7}))
 
-    hf_pickle = tmp_path / "hf_pickle"  # a Hugging Face GPT-2 folder whose weights are a pickle payload
-    hf_pickle.mkdir()
-    (hf_pickle / "config.json").write_text(
-        json.dumps(
-            {
-                "model_type": "gpt2",
-                "n_layer": 1,
-                "n_head": 2,
-                "n_embd": 8,
-                "n_positions": 16,
-                "vocab_size": 300,
-            }
-        )
-    )
-    (hf_pickle / "vocab.json").write_text(json.dumps({chr(97 + i): i for i in range(26)}))
-    (hf_pickle / "merges.txt").write_text("#version: 0.2\n")
+    hf_pickle = write_hf_gpt2_skeleton(tmp_path / "hf_pickle")  # its weights: a pickle payload
     torch.save({"wte.weight": Payload(marker)}, hf_pickle / "pytorch_model.bin")
 
     nano_pickle = tmp_path / "nano_pickle"  # a nanoGPT ckpt.pt payload
