@@ -61,6 +61,37 @@ def unpack_causal(packed: np.ndarray, T: int) -> np.ndarray:
     return out
 
 
+def carried_mask(weights: np.ndarray) -> np.ndarray | None:
+    """The mask attention ``weights`` [..., T, T] carry, as bool [T, T] (True = the query may see the
+    key), or None when they show none.
+
+    A masked pair's weight is exactly 0 in every head (softmax of −∞), so the mask is read from the
+    data: *causal* when every weight above the diagonal is 0; within that, a *sliding window* of ``W``
+    keys (2 ≤ W < T) when every pair ``W`` or more tokens apart is 0 in every head too. A weight that
+    merely rounds to 0 leaves no such pattern across every head and query, so it is never taken for
+    the mask. One pass over the weights, on their bits (fast for float16 and float32).
+    """
+    w = np.asarray(weights)
+    if w.ndim < 2 or w.shape[-1] != w.shape[-2] or w.shape[-1] < 2:
+        return None
+    T = w.shape[-1]
+    flat = w.reshape(-1, T, T)
+    bits = {2: np.uint16, 4: np.uint32, 8: np.uint64}.get(w.dtype.itemsize)
+    if w.dtype.kind == "f" and bits is not None and flat.flags.c_contiguous:
+        # weights are ≥ 0: a pair is 0 in every head iff the OR of its bits is 0 (−0.0 counts as non-zero)
+        seen = np.bitwise_or.reduce(flat.view(bits), axis=0) != 0
+    else:
+        seen = (flat != 0).any(axis=0)
+    if np.triu(seen, 1).any():
+        return None  # something above the diagonal is seen: no causal mask
+    rows, cols = np.nonzero(seen)
+    window = int((rows - cols).max()) + 1 if rows.size else T
+    q = np.arange(T)
+    if 2 <= window < T:
+        return (q[None, :] <= q[:, None]) & (q[:, None] - q[None, :] < window)
+    return q[None, :] <= q[:, None]
+
+
 @dataclass
 class _KeptFrame:
     """A frame as the history keeps it: causal weights packed to their lower triangles."""

@@ -10,7 +10,11 @@ Inside a cell rows are queries (top = first token) and columns keys.
 Modes:
 
 - **weights** (:meth:`HeadMosaic.set_data`): attention weights in [0, 1] (``log``: log10 weights in
-  [−4, 0]; ``gamma`` < 1 brightens small weights); cells a query may not see (``mask``) are grey;
+  [−4, 0]; ``gamma`` < 1 brightens small weights); cells a query may not see are grey
+  (:data:`~app.widgets.palette.HIDDEN_COLOR`, as in every matrix of the app, the legend's grey square
+  says "masked"): the ``mask`` given, else the one the weights carry (exact zeros in every head above
+  the diagonal, or outside a sliding window: :func:`model.probes.carried_mask`), so a training frame or
+  a checkpoint's snapshot is drawn by the same rule as an inspection;
 - **difference** (:meth:`HeadMosaic.set_difference`): ``A − B`` per head on a diverging map, at
   symmetric levels ``(−m, m)`` shared by every head, so equal differences look equally strong;
 - **pooled overview** (either mode, long prompts): a head of ``T`` tokens is drawn at
@@ -46,6 +50,7 @@ from app.widgets.matrix_plot import (
 from app.widgets.mosaic_layout import CellMarks, MosaicGeometry, flow_columns
 from app.widgets.palette import DEFAULT_CMAP, DIVERGING_CMAP, matrix_lut
 from model.pooling import block_size, pool_absmax, pool_max, pool_visible
+from model.probes import carried_mask
 
 
 class HeadMosaic(QWidget):
@@ -204,7 +209,8 @@ class HeadMosaic(QWidget):
         """Draw attention ``weights`` [R, C, T, T] (any float dtype, kept by reference for readouts).
 
         ``overview`` (already ``pool_max``-ed by ``block``) saves the pooling when a worker did it;
-        ``mask`` [T, T] bool (True = may attend) greys out what a query cannot see; ``flow`` wraps
+        ``mask`` [T, T] bool (True = may attend) greys out what a query cannot see (None: the mask the
+        weights carry, :func:`model.probes.carried_mask`); ``flow`` wraps
         the cells to fill the widget, each named in its corner; ``kv_group`` > 1 (GQA: query heads per
         key/value head) frames and labels the heads that share a K/V head.
         """
@@ -216,6 +222,8 @@ class HeadMosaic(QWidget):
             col_labels = [f"KV {c // g} · h{c}" if c % g == 0 else f"h{c}" for c in range(C)]
         b = block if block is not None else block_size(w.shape[-1], w.shape[0] * w.shape[1])
         ov = overview if overview is not None else pool_max(w, b)
+        if mask is None:
+            mask = carried_mask(w)
         self._show("weights", w, ov, b, tokens, mask, row_labels, col_labels, flow, title)
 
     def set_difference(
@@ -225,15 +233,17 @@ class HeadMosaic(QWidget):
         levels: tuple[float, float] | None = None,
         names: tuple[str, str] = ("A", "B"),
         title: str | None = None,
+        mask: np.ndarray | None = None,
     ) -> None:
-        """Draw ``diff`` [L, H, T, T] = A − B at symmetric ``levels`` (default ``±max |diff|``)."""
+        """Draw ``diff`` [L, H, T, T] = A − B at symmetric ``levels`` (default ``±max |diff|``);
+        ``mask`` [T, T] (True = seen) greys the pairs neither model may see."""
         d = self._check(diff, "a difference")
         if levels is None:
             m = float(np.abs(d).max()) if d.size else 0.0
             levels = (-m or -1e-3, m or 1e-3)
         self.levels, self.names = (float(levels[0]), float(levels[1])), tuple(names)
         b = block_size(d.shape[-1], d.shape[0] * d.shape[1])
-        self._show("difference", d, pool_absmax(d, b), b, tokens, None, None, None, False, title)
+        self._show("difference", d, pool_absmax(d, b), b, tokens, mask, None, None, False, title)
 
     @staticmethod
     def _check(values, what: str) -> np.ndarray:
@@ -322,6 +332,7 @@ class HeadMosaic(QWidget):
         hidden = self._hidden_canvas()
         if hidden is not None:
             np.copyto(canvas, np.float32(grey), where=hidden)
+        self.legend.set_hidden("masked" if hidden is not None else None)
         self.image.setImage(self._indices(canvas, lo, top), levels=None, autoLevels=False)
         self.legend.set_levels(*((lo, hi) if self.mode == "weights" else self.levels))
 

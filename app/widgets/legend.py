@@ -9,11 +9,11 @@ With ``gamma`` ≠ 1 the bar shows the colours a gamma-scaled lookup table gives
 from __future__ import annotations
 
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QLinearGradient, QPen
+from PySide6.QtCore import QRectF, QSizeF, Qt
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QLinearGradient, QPen
 from PySide6.QtWidgets import QGraphicsLinearLayout, QGraphicsWidget
 
-from app.widgets.palette import colormap
+from app.widgets.palette import HIDDEN_COLOR, colormap
 
 
 class _Bar(QGraphicsWidget):
@@ -40,13 +40,59 @@ class _Bar(QGraphicsWidget):
         p.drawRect(QRectF(r.left(), r.top(), r.width() - 1, r.height() - 1))
 
 
+class _Swatch(QGraphicsWidget):
+    """A square of the hidden colour and what it stands for ("masked"): the key to grey cells."""
+
+    def __init__(self, width: float):
+        super().__init__()
+        self.box = float(width)
+        self.font = QFont()
+        self.font.setPointSizeF(8)
+        self.text = ""
+
+    def set_text(self, text: str) -> None:
+        self.text = text
+        self.updateGeometry()
+        self.update()
+
+    def text_width(self) -> float:
+        return QFontMetricsF(self.font).horizontalAdvance(self.text)
+
+    def sizeHint(self, which, constraint=None):  # noqa: N802 (Qt naming)
+        h = max(self.box, QFontMetricsF(self.font).height()) + 4
+        w = self.box + 4 + self.text_width() + 2
+        if which == Qt.SizeHint.MaximumSize:
+            return QSizeF(1e6, h)
+        return QSizeF(w, h)
+
+    def paint(self, p, *args):
+        h = self.rect().height()
+        y = (h - self.box) / 2
+        p.setPen(QPen(QColor(120, 120, 120), 0))
+        p.setBrush(QBrush(QColor(*HIDDEN_COLOR)))
+        p.drawRect(QRectF(0, y, self.box - 1, self.box - 1))
+        p.setFont(self.font)
+        p.setPen(QColor(68, 68, 68))
+        p.drawText(
+            QRectF(self.box + 4, 0, self.rect().width() - self.box - 4, h),
+            int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),
+            self.text,
+        )
+
+
 class ColorLegend(QGraphicsWidget):
-    """Colour bar of ``cmap`` from ``lo`` (bottom) to ``hi`` (top) with a labelled axis."""
+    """Colour bar of ``cmap`` from ``lo`` (bottom) to ``hi`` (top) with a labelled axis; under it,
+    when :meth:`set_hidden` names them, a grey square that says what grey cells are ("masked")."""
 
     def __init__(self, cmap: str = "viridis", label: str = "", *, width: float = 12, gamma: float = 1.0):
         super().__init__()
+        outer = QGraphicsLinearLayout(Qt.Orientation.Vertical)
+        outer.setContentsMargins(2, 8, 2, 8)
+        outer.setSpacing(4)
+        self._outer = outer
+        top = QGraphicsWidget()
         lay = QGraphicsLinearLayout(Qt.Orientation.Horizontal)
-        lay.setContentsMargins(2, 8, 2, 8)
+        lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(0)
         self.bar = _Bar(cmap, width)
         self.cmap, self.gamma = cmap, float(gamma)
@@ -58,7 +104,13 @@ class ColorLegend(QGraphicsWidget):
         self.axis.setPen(pg.mkPen("#999"))
         lay.addItem(self.bar)
         lay.addItem(self.axis)
-        self.setLayout(lay)
+        top.setLayout(lay)
+        outer.addItem(top)
+        self.setLayout(outer)
+        self.swatch = _Swatch(width)
+        self.swatch.setParentItem(self)
+        self.swatch.hide()
+        self.hidden_text = ""
         self.levels = (0.0, 1.0)
         self.label = ""
         self.set_levels(0.0, 1.0)
@@ -77,6 +129,21 @@ class ColorLegend(QGraphicsWidget):
         if (cmap, float(gamma)) != (self.cmap, self.gamma):
             self.cmap, self.gamma = cmap, float(gamma)
             self.bar.set_cmap(cmap, self.gamma)
+
+    def set_hidden(self, text: str | None) -> None:
+        """Show a grey square labelled ``text`` under the bar (what grey cells are), or none (None/"")."""
+        text = text or ""
+        if text == self.hidden_text:
+            return
+        self.hidden_text = text
+        if text:
+            self.swatch.set_text(text)
+            if not self.swatch.isVisible():
+                self._outer.addItem(self.swatch)
+                self.swatch.show()
+        elif self.swatch.isVisible():
+            self._outer.removeItem(self.swatch)
+            self.swatch.hide()
 
 
 __all__ = ["ColorLegend"]

@@ -8,7 +8,8 @@ come from :class:`~app.widgets.token_axis.TokenAxis`, thinned to what fits at th
 
 Values drawn: ``setImage(m, levels=..., autoLevels=False)`` on one ImageItem created once, with the
 256-entry :func:`~app.widgets.palette.matrix_lut`: 254 colours for ``[lo, hi]`` and a grey for
-*hidden* cells (``−∞``, a masked score, NaN, or ``mask=False``). Options:
+*hidden* cells (``−∞``, a masked score, NaN, or ``mask=False``), the same grey as every head grid's
+masked cells, named by a grey square under the colour bar. Options:
 
 - ``levels``: fixed ``(lo, hi)``; ``None`` = ``(−a, a)``, ``a = max |m|``, for a ``diverging`` map
   (blue < 0 < red), else the finite ``(min, max)``;
@@ -255,10 +256,12 @@ class MatrixPanel:
         numbers: bool | None | str = "default",
         cmap: str | None = None,
         legend_label: str | None = None,
+        hidden_label: str = "masked",
     ) -> None:
         """Draw ``matrix`` [R, C]; ``mask`` [R, C] bool (False = hidden, grey) adds to the non-finite
         cells; ``levels``, ``log`` and ``numbers`` as in the module doc (``numbers`` defaults to the
-        panel's)."""
+        panel's). The legend's grey square names hidden cells ``hidden_label`` (none when no cell, or
+        every cell, is hidden: an empty placeholder)."""
         m = np.asarray(matrix, dtype=np.float32)
         if m.ndim != 2:
             raise ValueError(f"a matrix plot needs a 2-D matrix, got shape {m.shape}")
@@ -293,6 +296,7 @@ class MatrixPanel:
         self.image.setImage(shown, levels=(lo, top), autoLevels=False)
         if self.legend is not None:
             self.legend.set_levels(*self.levels)
+            self.legend.set_hidden(hidden_label if hidden.any() and not hidden.all() else None)
             if legend_label is not None:
                 self.legend_label = legend_label
             self.legend.set_label(f"log₁₀ {self.legend_label}" if log else self.legend_label)

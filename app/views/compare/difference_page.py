@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QHeaderView, QLabel, QSpli
 from app.views.compare.base import ComparePage, make_table, number_cell
 from app.widgets.head_mosaic import HeadMosaic
 from model import comparison as cmp
+from model.probes import carried_mask
 
 
 class DifferencePage(ComparePage):
@@ -84,7 +85,9 @@ class DifferencePage(ComparePage):
             return
         tokens = st.run(a).record.attention.tokens
         levels = cmp.diff_levels(diff)
-        self.diff_grid.set_difference(diff, tokens, levels, names=(a, b), title=f"{a}  −  {b}")
+        self.diff_grid.set_difference(
+            diff, tokens, levels, names=(a, b), title=f"{a}  −  {b}", mask=self._seen_by_either(a, b)
+        )
         summ = st.diff_summary
         self.diff_status.setText(cmp.diff_verdict(a, b, diff, summ.row_tv, len(tokens)))
         L, H = summ.max_abs.shape
@@ -101,6 +104,13 @@ class DifferencePage(ComparePage):
         t.setMinimumWidth(
             t.horizontalHeader().length() + t.verticalScrollBar().sizeHint().width() + 2 * t.frameWidth()
         )
+
+    def _seen_by_either(self, a: str, b: str):
+        """The pairs A or B may see (the rest grey, as in every grid), or None when both see all."""
+        masks = [carried_mask(self.state.run(n).record.attention.weights) for n in (a, b)]
+        if any(m is None for m in masks):
+            return None
+        return masks[0] | masks[1]
 
     def export_targets(self):
         return {"difference": self.diff_grid.view} if self.built else {}

@@ -153,7 +153,7 @@ class MaskStagesPage(LabPage):
         lim = float(np.abs(finite).max()) if finite.size else 1.0
         self.scores_view.set_matrix(st.scores, labels, labels, levels=(-lim, lim))
         self.mask_view.set_matrix(st.additive, labels, labels, levels=(-1.0, 1.0))
-        self.weights_view.set_matrix(st.weights, labels, labels, levels=(0.0, 1.0))
+        self.weights_view.set_matrix(st.weights, labels, labels, levels=(0.0, 1.0), mask=st.mask)
         self.weights_view.set_title(f"Weights A = softmax(S + M), layer {layer} head {head}")
         visible = st.mask.sum(-1)
         name = dict(MASK_CHOICES)[kind]
