@@ -199,15 +199,16 @@ class Session(QObject, TrainingRun, FollowingRun):
                 self.train_settings = TrainSettings(probe_every=10)
             self.set_device("auto")
             self.set_source(STARTER_SOURCE)
-            self.load_checkpoint(
-                path, meta={"starter": True, "name": "starter model", "source": STARTER_SOURCE}
+            self.load_checkpoint(  # Save asks where: the starter's own folder stays as shipped
+                path,
+                meta={"starter": True, "name": "starter model", "source": STARTER_SOURCE},
+                remember_path=False,
             )
         except Exception as exc:  # a damaged install must not keep the app from starting
             self.statusMessage.emit(f"the starter model could not be opened ({exc}): a fresh model instead")
             return False
         finally:
             self.initialising = False
-        self.checkpoint_path = None  # Save asks where: the starter's own folder stays as shipped
         with self.compute_lock:
             named = named_heads(self.model, self.tokenizer, self.probe_prompt)
         heads = describe({r: h for r, h in named.items() if r in ("previous-token", "induction")})
@@ -411,7 +412,9 @@ class Session(QObject, TrainingRun, FollowingRun):
         self.dirty = False
         self.checkpointSaved.emit(path)
 
-    def load_checkpoint(self, path: str | Path, *, meta: dict | None = None) -> None:
+    def load_checkpoint(
+        self, path: str | Path, *, meta: dict | None = None, remember_path: bool = True
+    ) -> None:
         """Make the model at ``path`` current: config, weights, tokenizer and loss history.
 
         Any kind ``model.pretrained.open_model`` reads (our checkpoints, a Hugging Face GPT-2
@@ -419,7 +422,8 @@ class Session(QObject, TrainingRun, FollowingRun):
         when its data source cannot be rebuilt (a moved text file) the model still opens and
         ``statusMessage`` says why training starts afresh. Raises ``CheckpointError`` (or another
         clear error) and leaves the session unchanged when the model cannot be read. ``meta``
-        adds to (or overrides) what the files say about the model (its name, ...).
+        adds to (or overrides) what the files say about the model (its name, ...);
+        ``remember_path=False`` opens it without making ``path`` where Save writes.
         """
         from model.data import data_for_model, prompt_for
         from model.pretrained import open_model
@@ -462,7 +466,14 @@ class Session(QObject, TrainingRun, FollowingRun):
             self.source = source
             self.source_spec = spec
             self.dataChanged.emit(source)
-        self._install_model(model, model.config, trainer=trainer, history=history, path=path, meta=meta)
+        self._install_model(
+            model,
+            model.config,
+            trainer=trainer,
+            history=history,
+            path=path if remember_path else None,
+            meta=meta,
+        )
         prompt = prompt_for(tokenizer, self.probe_prompt, getattr(self.source, "default_prompt", ""))
         if prompt != self.probe_prompt:
             self._set_probe_prompt(prompt, from_source=True)
@@ -471,13 +482,22 @@ class Session(QObject, TrainingRun, FollowingRun):
             self.statusMessage.emit(note)
 
     def model_origin(self) -> str:
-        """Where the current model came from, for the status bar: name, kind, parameters, tokenizer.
+        """Where the current model came from, for the status bar: name, kind, tokenizer (its
+        parameters are the status bar's own count, of the model as built: one number, not two).
 
         Empty for a model built here and not yet saved or loaded.
         """
         from model.pretrained import describe_origin
 
-        return describe_origin(self.checkpoint_meta, self.checkpoint_path)
+        meta = {k: v for k, v in self.checkpoint_meta.items() if k != "n_params"}
+        return describe_origin(meta, self.checkpoint_path)
+
+    def model_name(self) -> str:
+        """The current model's short name (the window title's): its folder, or what it is called
+        (``starter model``, a Hub repo id); empty for a model built here and never saved."""
+        if self.checkpoint_path:
+            return Path(self.checkpoint_path).name
+        return str(self.checkpoint_meta.get("name") or "")
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, interval_ms: int = 10) -> bool:

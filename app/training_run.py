@@ -46,28 +46,65 @@ class TrainingRun:
         self.traceUpdated.emit(frame)
 
     # ---- training ------------------------------------------------------------------------------
+    def start_problems(self) -> list[str]:
+        """Why Start may not run now, first reason first (empty: it may). The one place that
+        decides: the Train tab disables Start and shows the first reason, :meth:`start_training`
+        raises them. Milliseconds, nothing allocated: the config's own problems, the training
+        settings against this model and data (``TrainSettings.problems_for``: a sequence longer
+        than the context), and whether the run fits this machine's memory."""
+        from model.sizing import ModelTooLarge
+
+        if self.is_training:
+            return ["training is running"]
+        if self.is_following:
+            return ["following a run folder (Stop following first)"]
+        if self.source is None:
+            if self.initialising:
+                return ["loading the default corpus and model…"]
+            return ["choose a data source in the Data panel"]
+        if self.train_settings is None:
+            return ["the training settings are not set yet (Training panel)"]
+        config = self.config.with_vocab(self.source.tokenizer.vocab_size)
+        problems = config.problems()
+        if problems:
+            return problems
+        if self.can_continue():  # the run keeps its own sequence length, seed and device
+            return self.train_settings.problems()
+        problems = self.train_settings.problems_for(config, self.source)
+        if problems:
+            return problems
+        try:
+            self.check_fits(config, train=True)
+        except ModelTooLarge as exc:
+            return [str(exc)]
+        return []
+
     def start_training(self) -> None:
         """Start (or continue) training in the worker thread; see :class:`~app.workers.TrainWorker`.
 
-        Continue (``can_continue()``): the run's trainer goes on with the Training panel's settings
-        (seed, sequence length, device and threads stay those of the run) up to ``steps``, or
-        ``steps`` more when that budget is already reached. Otherwise a fresh Trainer is built in the
-        worker thread: on the current model when it is untrained or loaded without training state
-        and fits the config and data (fine-tuning), else on a new seeded model.
+        Raises ``ConfigError`` with :meth:`start_problems` when Start may not run, before anything
+        changes. Continue (``can_continue()``): the run's trainer goes on with the Training panel's
+        settings (seed, sequence length, device and threads stay those of the run) up to ``steps``,
+        or ``steps`` more when that budget is already reached. Otherwise a fresh Trainer is built in
+        the worker thread: on the current model when it is untrained or loaded without training
+        state and fits the config and data (fine-tuning), else on a new seeded model. The current
+        model, its curves, frames and name stay until that trainer exists: a run that cannot be
+        built ends with an error and leaves the session as it was.
         """
+        from model.config import ConfigError
         from model.train import Trainer
 
         if self.is_training:
             return
         if self.is_following:
             raise ValueError("stop following the run folder first")
-        if self.source is None:
-            raise ValueError("choose a data source first")
-        config = self.config.with_vocab(self.source.tokenizer.vocab_size).validate()
+        problems = self.start_problems()
+        if problems:
+            raise ConfigError(problems)
+        config = self.config.with_vocab(self.source.tokenizer.vocab_size)
         settings = self.train_settings.replace(device=str(self.device or "cpu")).validate()
         self.train_settings = settings
-        if not self.can_continue():
-            self.check_fits(config, train=True)  # before the history is cleared or a worker starts
+        self._awaiting_trainer = False
         if self.can_continue():
             trainer = self.trainer
             old = trainer.settings
@@ -99,14 +136,7 @@ class TrainingRun:
             def make():
                 return Trainer(model.config if model is not None else config, source, settings, model=model)
 
-            self.history = []
-            self.samples = []
-            self.frames.clear()
-            self.latest_frame = None
-            self.checkpoint_path = None
-            if self.checkpoint_meta.get("starter"):
-                self.checkpoint_meta = {}
-            self.historyReset.emit()
+            self._awaiting_trainer = True  # the fresh run replaces what is shown once it exists
         worker = TrainWorker(
             trainer=trainer,
             make_trainer=make,
@@ -164,7 +194,21 @@ class TrainingRun:
             self.state = state
             self.trainingStateChanged.emit(state)
 
+    _awaiting_trainer = False
+
     def _on_trainer_ready(self, trainer: Any) -> None:
+        if self._awaiting_trainer:  # a fresh run exists: now the old one's curves and frames go
+            self._awaiting_trainer = False
+            self.history = []
+            self.samples = []
+            self.frames.clear()
+            self.latest_frame = None
+            self.checkpoint_path = None
+            if self.checkpoint_meta.get("starter") or trainer.model is not self.model:
+                self.checkpoint_meta = {}  # a fresh model is nobody's file (a fine-tune keeps its name)
+            self.dirty = False
+            self._last_tps = 0.0
+            self.historyReset.emit()
         self.trainer = trainer
         self.tokenizer = trainer.tokenizer
         self._model_config_key = self._config_key(trainer.model.config)
@@ -180,6 +224,8 @@ class TrainingRun:
             return
         if self.follow_worker is not None:
             self._drain_follow(worker)
+        if self._awaiting_trainer:  # nothing of a fresh run is taken before its trainer is installed
+            return
         events, frames, samples = worker.mailbox.take("events", "frames", "samples")
         if events:
             self.history.extend(events)
@@ -195,9 +241,13 @@ class TrainingRun:
             self._accept_frame(frames[-1])
 
     def _on_worker_finished(self, reason: str, message: str) -> None:
+        never_started = self._awaiting_trainer  # the trainer could not be built: nothing changed
+        self._awaiting_trainer = False
         self._drain()
         self._finish_worker()
-        if reason == "error":
+        if reason == "error" and never_started:
+            message = f"could not start: {message}"  # said where Start is, not in a dialog
+        elif reason == "error":
             self.errorOccurred.emit("Training stopped", message)
         self.trainingFinished.emit(reason, message)
 

@@ -28,10 +28,10 @@ the reason instead of taking the app down.
 from __future__ import annotations
 
 import traceback
-from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSize, Qt, QTimer, Signal
-from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QTabWidget, QWidget
+from PySide6.QtCore import QByteArray, QRect, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QTabWidget, QWidget
 
 from app.menus import APP_NAME, WindowMenus, about_text, export_widget_targets
 from app.session import Session
@@ -50,6 +50,26 @@ TABS: list[tuple[str, str]] = [
 
 #: Settings layout version: bump when docks change so an old saved state is not restored.
 STATE_VERSION = 1
+
+#: The first window's size where the screen has room for it (see :func:`fit_to_screen`).
+DEFAULT_SIZE = QSize(1500, 940)
+#: Room kept for the window manager's frame and title bar around a fitted window.
+FRAME_ROOM = QSize(16, 48)
+
+
+def screen_area(widget: QWidget | None = None) -> QRect:
+    """The part of the screen a window may use (``QScreen.availableGeometry``: without the task
+    bars): of the screen ``widget`` is on, else the primary screen."""
+    screen = widget.screen() if widget is not None else None
+    screen = screen or QGuiApplication.primaryScreen()
+    return screen.availableGeometry() if screen is not None else QRect(0, 0, 1920, 1080)
+
+
+def fit_to_screen(size: QSize, area: QRect) -> QSize:
+    """``size``, made smaller where ``area`` (minus the frame's room) is: a first window must show its
+    edges and title-bar buttons on a 1280×800 laptop as on a 1920×1080 screen."""
+    room = area.size() - FRAME_ROOM
+    return size.boundedTo(room.expandedTo(QSize(640, 480)))
 
 
 class MainWindow(WindowMenus, QMainWindow):
@@ -103,7 +123,7 @@ class MainWindow(WindowMenus, QMainWindow):
         self._build_menus()
         self._build_status_bar()
         self._connect_session()
-        self.resize(1500, 940)
+        self.resize(fit_to_screen(DEFAULT_SIZE, screen_area(self)))
         self._restore = restore
         if restore:
             self.restore_settings()
@@ -197,16 +217,31 @@ class MainWindow(WindowMenus, QMainWindow):
         return self.tabs[title]
 
     def _connect_panels(self) -> None:
-        """The setup panels' validity gates Start; "Save now" without a path asks for one."""
+        """The setup panels' problems gate Start and are named beside it; what the training
+        settings cannot do with the edited model is said in the Model panel too; a fresh Start over
+        unsaved training asks first, as Quit does; "Save now" without a path asks for one."""
+        config, settings = self.config_panel, self.train_settings_panel
+
+        def related() -> None:
+            config.set_related_problems([p for p in settings.problems() if "context_length" in p])
+
+        settings.form.valueChanged.connect(lambda *_: related())
+        related()
         train = self.tabs.get("Train")
         if train is None:
             return
         if hasattr(train, "set_config_valid"):
-            self.config_panel.validityChanged.connect(train.set_config_valid)
-            train.set_config_valid(self.config_panel.valid)
+            config.validityChanged.connect(train.set_config_valid)
+            train.set_config_valid(config.valid)
         if hasattr(train, "set_settings_valid"):
-            self.train_settings_panel.validityChanged.connect(train.set_settings_valid)
-            train.set_settings_valid(self.train_settings_panel.valid)
+            settings.validityChanged.connect(train.set_settings_valid)
+            train.set_settings_valid(settings.valid)
+        if hasattr(train, "set_panel_problems"):
+            train.set_panel_problems(config.problems, settings.problems)
+            for form in (config.form, settings.form):
+                form.valueChanged.connect(lambda *_: train.panels_changed())
+        if hasattr(train, "confirm_replace"):
+            train.confirm_replace = self._maybe_save
         if hasattr(train, "saveRequested"):
             train.saveRequested.connect(self.save_checkpoint_as)
 
@@ -249,8 +284,8 @@ class MainWindow(WindowMenus, QMainWindow):
         tps = s.tokens_per_s
         self.tps_label.setText(f"Tokens/s: {tps:,.0f}" if tps else "Tokens/s: –")
         title = APP_NAME
-        if s.checkpoint_path:
-            title = f"{Path(s.checkpoint_path).name} — {APP_NAME}"
+        if s.model_name():
+            title = f"{s.model_name()} — {APP_NAME}"
         if s.dirty:
             title = "*" + title
         self.setWindowTitle(title)
@@ -387,7 +422,38 @@ class MainWindow(WindowMenus, QMainWindow):
         event.accept()
 
     def sizeHint(self) -> QSize:  # noqa: N802
-        return QSize(1500, 940)
+        return fit_to_screen(DEFAULT_SIZE, screen_area(self))
+
+    # ---- keyboard focus follows what is visible ------------------------------------------------
+    def focusNextPrevChild(self, next: bool) -> bool:  # noqa: N802, A002 (Qt's names)
+        """Tab and Shift+Tab walk the widgets a person can see: Qt's own chain also enters the dock
+        panels tabbed behind another (kept "visible" off screen), where keys would edit a hidden
+        config. The same rules as Qt's otherwise (tab-focusable, enabled, shown, no focus proxy)."""
+        start = QApplication.focusWidget()
+        if start is None or start.window() is not self:
+            return super().focusNextPrevChild(next)
+        w = start
+        for _ in range(10_000):  # the chain is a ring; the bound only guards against a broken one
+            w = w.nextInFocusChain() if next else w.previousInFocusChain()
+            if w is start or w is None:
+                break
+            if self.takes_tab_focus(w):
+                reason = Qt.FocusReason.TabFocusReason if next else Qt.FocusReason.BacktabFocusReason
+                w.setFocus(reason)
+                return True
+        return False
+
+    def takes_tab_focus(self, w: QWidget) -> bool:
+        """Whether Tab may move the focus to ``w``: as Qt decides, and not in a hidden dock panel."""
+        if not (w.focusPolicy() & Qt.FocusPolicy.TabFocus) or w.focusProxy() is not None:
+            return False
+        if w.window() is not self or not w.isEnabled() or not w.isVisibleTo(self):
+            return False
+        return not any(dock.isAncestorOf(w) for dock in self.hidden_docks())
+
+    def hidden_docks(self) -> list[QDockWidget]:
+        """The dock panels that are not in sight: closed, or tabbed behind another panel."""
+        return [d for d in self.docks.values() if not d.isVisible() or d.visibleRegion().isEmpty()]
 
 
 __all__ = ["TABS", "MainWindow", "TabError", "about_text", "export_widget_targets", "load_tab"]

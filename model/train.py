@@ -184,6 +184,25 @@ class TrainSettings:
             raise ConfigError(problems)
         return self
 
+    def problems_for(self, config: GPTConfig, source: Any = None) -> list[str]:
+        """:meth:`problems`, then what these settings cannot do with this model and data: a
+        ``seq_len`` longer than ``config.context_length``, or than the longest sequence ``source``
+        yields (a synthetic task's fixed length). The one check of whether a run may start: the
+        Training panel shows it inline, Start waits on it, and :class:`Trainer` raises it."""
+        out = self.problems()
+        T = self.seq_len
+        if out or T is None:
+            return out
+        if T > config.context_length:
+            out.append(
+                f"seq_len={T} is longer than the model's context_length={config.context_length}: "
+                "lower seq_len or raise context_length"
+            )
+        limit = data_seq_limit(source)
+        if limit is not None and T > limit:
+            out.append(f"seq_len={T} is longer than the data allows ({limit} tokens); lower seq_len")
+        return out
+
     @property
     def floor_lr(self) -> float:
         """The cosine floor actually used (``min_lr`` or ``lr / 10``)."""
@@ -205,6 +224,16 @@ class TrainSettings:
 
     def replace(self, **changes: Any) -> TrainSettings:
         return dataclasses.replace(self, **changes)
+
+
+def data_seq_limit(source: Any) -> int | None:
+    """The longest sequence ``source`` yields for training and validation (None: no limit, or no
+    source): a synthetic task's fixed length; a corpus has none."""
+    try:
+        limits = [m for m in (source.max_seq_len("train"), source.max_seq_len("val")) if m is not None]
+    except AttributeError:
+        return None
+    return min(limits) if limits else None
 
 
 @dataclass
@@ -567,28 +596,13 @@ class Trainer:
     # ---- helpers -----------------------------------------------------------------------------
     @staticmethod
     def _pick_seq_len(settings: TrainSettings, config: GPTConfig, source: Any) -> int:
-        limit = None
-        try:
-            limits = [m for m in (source.max_seq_len("train"), source.max_seq_len("val")) if m is not None]
-            limit = min(limits) if limits else None
-        except AttributeError:
-            pass
-        if settings.seq_len is None:
-            T = config.context_length if limit is None else min(config.context_length, limit)
-        else:
-            T = settings.seq_len
-            if T > config.context_length:
-                raise ConfigError(
-                    [
-                        f"seq_len={T} is longer than the model's context_length={config.context_length}: "
-                        "lower seq_len or raise context_length"
-                    ]
-                )
-            if limit is not None and T > limit:
-                raise ConfigError(
-                    [f"seq_len={T} is longer than the data allows ({limit} tokens); lower seq_len"]
-                )
-        return T
+        problems = settings.problems_for(config, source)
+        if problems:
+            raise ConfigError(problems)
+        if settings.seq_len is not None:
+            return settings.seq_len
+        limit = data_seq_limit(source)
+        return config.context_length if limit is None else min(config.context_length, limit)
 
     def _apply_threads(self) -> None:
         """Set the CPU thread count in the thread that computes (once per thread)."""

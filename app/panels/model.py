@@ -18,7 +18,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
 from app.widgets.dataclass_form import DataclassForm, FieldSpec
-from app.widgets.layouts import scrolled
+from app.widgets.layouts import pin_above, scrolled
 from model.config import CHOICES, FIELD_HELP, GPTConfig, default_config
 
 #: Field groups, in order; fields not listed go into "Other".
@@ -180,7 +180,14 @@ class ConfigPanel(QWidget):
         layout.addWidget(self.summary)
         self.error_label = self.form.error_label
         self.error_label.setObjectName("configErrors")
-        layout.addWidget(self.error_label)
+        #: problems of this config with the Training panel's settings (``set_related_problems``)
+        self.related_label = QLabel()
+        self.related_label.setObjectName("configRelated")
+        self.related_label.setWordWrap(True)
+        self.related_label.setStyleSheet("color: #c02020;")
+        self.related_label.hide()
+        pin_above(self, self.related_label)
+        pin_above(self, self.error_label)  # both in sight however far the form is scrolled
         buttons = QHBoxLayout()
         self.reset_button = QPushButton("Reset to default")
         self.reset_button.setToolTip("The built-in default: a small GPT-2-style model that trains on the CPU")
@@ -226,6 +233,13 @@ class ConfigPanel(QWidget):
 
     def problems(self) -> list[str]:
         return self.form.problems()
+
+    def set_related_problems(self, problems: list[str]) -> None:
+        """Show what this config cannot do with the Training panel's settings (a sequence longer
+        than the context): said here too, where the user is editing, not only in that panel."""
+        text = "With the Training panel's settings:\n• " + "\n• ".join(problems) if problems else ""
+        self.related_label.setText(text)
+        self.related_label.setVisible(bool(text))
 
     # ---- reacting ------------------------------------------------------------------------------
     def _on_session_config(self, config: GPTConfig) -> None:

@@ -23,10 +23,21 @@ from PySide6.QtWidgets import (
 )
 
 from app.widgets.dataclass_form import DataclassForm, FieldSpec
-from app.widgets.layouts import scrolled
+from app.widgets.layouts import pin_above, scrolled
+from app.widgets.wheel_guard import guard_wheel
 
 #: App-side default: live attention on (the model layer's default is off, for scripts).
 APP_PROBE_EVERY = 10
+
+
+def app_default_settings():
+    """The Training panel's defaults: the model layer's, with live attention on and the sequence
+    length "auto" (the model's context length, or the data's, if shorter), so that the defaults fit
+    whatever model is shown: the starter's context is 64, the default config's 256."""
+    from model.train import TrainSettings
+
+    return TrainSettings(probe_every=APP_PROBE_EVERY, seq_len=None)
+
 
 #: (label, tooltip, minimum, maximum, special text for the minimum or None) per field.
 SPECS: dict[str, tuple[str, str, float, float, str | None]] = {
@@ -138,6 +149,7 @@ class TrainSettingsPanel(QWidget):
                 name: FieldSpec(label=label, tip=tip, minimum=lo, maximum=hi, special=special)
                 for name, (label, tip, lo, hi, special) in SPECS.items()
             },
+            check=lambda v: v.problems_for(self.session.config, self.session.source),
             error_prefix="Fix before training:\n",
             show_names=False,
             object_prefix="setting_",
@@ -152,6 +164,7 @@ class TrainSettingsPanel(QWidget):
         self.sample_every.setValue(session.sample_every)
         self.sample_every.setToolTip("Generate a text sample every this many steps while training (0 = off)")
         self.sample_every.setObjectName("setting_sample_every")
+        guard_wheel(self.sample_every, self.device_combo)
         self.sample_every.valueChanged.connect(self._changed)
         self.form.forms["Optimisation"].addRow("Sample text every", self.sample_every)
         layout.addWidget(self.form)
@@ -160,15 +173,18 @@ class TrainSettingsPanel(QWidget):
         self.recommend_button.setToolTip("Model shape and settings that suit the chosen corpus or task")
         self.recommend_button.clicked.connect(self.apply_recommended)
         layout.addWidget(self.recommend_button)
+        layout.addStretch(1)
         self.error_label = self.form.error_label
         self.error_label.setObjectName("settingsErrors")
-        layout.addWidget(self.error_label)
-        layout.addStretch(1)
+        pin_above(self, self.error_label)  # in sight however far the form is scrolled
 
-        initial = session.train_settings or TrainSettings(probe_every=APP_PROBE_EVERY)
+        initial = session.train_settings or app_default_settings()
         self.set_settings(initial)
         session.trainingStateChanged.connect(self._on_state)
         session.deviceChanged.connect(lambda *_: self._sync_device())
+        # the settings are checked against the model and data they would train
+        for signal in (session.configChanged, session.dataChanged, session.modelChanged):
+            signal.connect(lambda *_: self.form.refresh())
         self._sync_device()
 
     @property

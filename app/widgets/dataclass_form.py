@@ -39,6 +39,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.widgets.wheel_guard import guard_wheel
+
 ERROR_STYLE = "border: 1px solid #d03030; border-radius: 2px;"
 _INT_LIMIT = 2**31 - 1
 
@@ -236,6 +238,7 @@ class DataclassForm(QWidget):
                 w.setPlaceholderText(spec.special)
             w.textChanged.connect(self._changed)
         w.setObjectName(f"{self.object_prefix}{name}")
+        guard_wheel(w)  # the wheel scrolls the form; it changes a field only once clicked into
         return w
 
     # ---- reading and writing -------------------------------------------------------------------
@@ -332,6 +335,8 @@ class DataclassForm(QWidget):
             w.setToolTip(self.tips[name] + ("".join(f"\n⚠ {p}" for p in mine) if mine else ""))
         text = self.error_prefix + "• " + "\n• ".join(problems) if problems else ""
         self.error_label.setText(text)
+        if self.error_label.parentWidget() is not None:  # (a parentless label would open a window)
+            self.error_label.setVisible(bool(text))
 
     def _apply_rules(self) -> None:
         if not self.enable_rules:

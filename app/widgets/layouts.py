@@ -31,7 +31,15 @@ def scrolled(widget: QWidget) -> QVBoxLayout:
     return layout
 
 
-__all__ = ["scrolled", "vertical_scroll"]
+def pin_above(widget: QWidget, pinned: QWidget) -> None:
+    """Put ``pinned`` (a panel's error line) above the :func:`scrolled` body of ``widget``: it stays
+    in sight however far the form is scrolled."""
+    outer = widget.layout()
+    pinned.setContentsMargins(8, 4, 8, 4)
+    outer.insertWidget(0, pinned)
+
+
+__all__ = ["pin_above", "scrolled", "vertical_scroll"]
 
 
 class FlowLayout(QLayout):

@@ -10,11 +10,14 @@ most ~30 times a second from its mailbox drain, so the GUI never falls behind th
 
 from __future__ import annotations
 
+import html
 import math
+from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence, QShortcut, QTextCursor
 from PySide6.QtWidgets import (
+    QApplication,
     QCheckBox,
     QGroupBox,
     QHBoxLayout,
@@ -54,6 +57,7 @@ class TrainTab(QWidget):
         self.session = session
         self._config_valid = True
         self._settings_valid = True
+        self._panel_problems: dict[str, Callable[[], list[str]]] = {}
         self._scrub_live = True
 
         root = QVBoxLayout(self)
@@ -85,7 +89,7 @@ class TrainTab(QWidget):
         s.historyReset.connect(self._on_history_reset)
         s.traceUpdated.connect(self._on_frame)
         s.sampleAdded.connect(self._on_sample)
-        s.modelChanged.connect(lambda *_: self._update_buttons())
+        s.modelChanged.connect(lambda *_: (self._update_buttons(), self._update_reference()))
         s.configChanged.connect(lambda *_: self._update_buttons())
         s.dataChanged.connect(self._on_data)
         s.probePromptChanged.connect(self._on_probe_prompt_changed)
@@ -239,36 +243,54 @@ class TrainTab(QWidget):
         self._settings_valid = valid
         self._update_buttons()
 
+    def set_panel_problems(self, model: Callable[[], list[str]], training: Callable[[], list[str]]) -> None:
+        """Where the Model and Training panels' own problems are read (the window connects them), so
+        a disabled Start names the reason, not only the panel."""
+        self._panel_problems = {"Model panel": model, "Training panel": training}
+        self._update_buttons()
+
+    def panels_changed(self) -> None:
+        """A panel was edited: Start's state and its reason follow."""
+        self._update_buttons()
+
     def shutdown(self) -> None:
         self.generate_box.shutdown()
 
     # ---- run control ---------------------------------------------------------------------------
     def start_blocker(self) -> str:
-        """Why Start is disabled now ('' when it is enabled)."""
+        """Why Start is disabled now ('' when it is enabled): the first problem the panels show, else
+        the session's own reason (:meth:`~app.session.Session.start_problems`)."""
         s = self.session
-        if s.is_training:
-            return "training is running"
-        if s.is_following:
-            return "following a run folder (Stop following first)"
-        if s.source is None:
-            if s.initialising:
-                return "loading the default corpus and model…"
-            return "choose a data source in the Data panel"
-        if not self._config_valid:
-            return "fix the model configuration (Model panel)"
-        if not self._settings_valid:
-            return "fix the training settings (Training panel)"
-        return ""
+        if not s.is_training and not s.is_following:
+            for panel, problems in self._panel_problems.items():
+                found = problems()
+                if found:
+                    return f"{found[0]} ({panel})"
+            if not self._config_valid:
+                return "fix the model configuration (Model panel)"
+            if not self._settings_valid:
+                return "fix the training settings (Training panel)"
+        problems = s.start_problems()
+        return problems[0] if problems else ""
 
     def start(self) -> None:
+        """Start or continue; a fresh run over unsaved training asks first (``confirm_replace``)."""
         if self.start_blocker():
             return
+        s = self.session
+        if not s.can_continue() and not self.confirm_replace("Start a fresh run"):
+            return
         try:
-            self.session.start_training()
+            s.start_training()
         except Exception as exc:
-            self.status_label.setText(f"<span style='color:#c02020'>Cannot start: {exc}</span>")
+            self.status_label.setText(f"<span style='color:#c02020'>Cannot start: {_html(str(exc))}</span>")
             return
         self.status_label.setText("Starting…")
+
+    @staticmethod
+    def confirm_replace(what: str) -> bool:
+        """Whether the current model may be replaced (the window asks about unsaved training)."""
+        return True
 
     def toggle_pause(self) -> None:
         if self.session.state == "paused":
@@ -288,11 +310,17 @@ class TrainTab(QWidget):
     def _update_buttons(self) -> None:
         s = self.session
         state = s.state
+        buttons = (self.start_button, self.pause_button, self.stop_button, self.save_button)
+        # a control button that is about to be disabled hands the focus to its counterpart, never
+        # to the next editor in the chain (Qt's choice), where the next key would change a value
+        had_focus = any(b.hasFocus() for b in buttons)
         blocker = self.start_blocker()
         self.start_button.setEnabled(not blocker)
         if blocker and not s.is_training:
             self.start_button.setToolTip(f"Start is disabled: {blocker}")
-            self.status_label.setText(f"<span style='color:#c02020'>Start is disabled: {blocker}</span>")
+            self.status_label.setText(
+                f"<span style='color:#c02020'>Start is disabled: {_html(blocker)}</span>"
+            )
         else:
             self.start_button.setToolTip("Train the model with the Model and Training panels' settings (F5)")
             if not s.is_training and self.status_label.text().startswith("<span style='color:#c02020'>Start"):
@@ -303,6 +331,21 @@ class TrainTab(QWidget):
         self.pause_button.setText("Resume" if state == "paused" else "Pause")
         self.stop_button.setEnabled(state in ("starting", "running", "paused", "following"))
         self.save_button.setEnabled(s.model is not None and state in ("idle", "running", "paused"))
+        focused = QApplication.focusWidget()
+        if had_focus and not (focused in buttons and focused.isEnabled()):
+            self._focus_pending = True
+            if focused is not None and focused not in buttons:
+                focused.clearFocus()  # where Qt put it: the next key must not edit a field
+        if self._focus_pending:
+            current = QApplication.focusWidget()
+            if current is not None and current not in buttons:
+                self._focus_pending = False  # the user has moved on
+            for b in (self.pause_button, self.stop_button) if s.is_training else (self.start_button,):
+                if self._focus_pending and b.isEnabled():
+                    b.setFocus(Qt.FocusReason.OtherFocusReason)
+                    self._focus_pending = False
+
+    _focus_pending = False
 
     def _start_text(self) -> str:
         s = self.session
@@ -315,6 +358,7 @@ class TrainTab(QWidget):
 
     def _on_state(self, state: str) -> None:
         self._update_buttons()
+        self._update_progress()
         if state == "paused":
             self.status_label.setText(f"Paused at step {self.session.step}")
         elif state == "running":
@@ -356,15 +400,22 @@ class TrainTab(QWidget):
         done = min(span, max(0, step - start))
         self.progress.setRange(0, span)
         self.progress.setValue(done)
-        if s.is_training or s.is_following:
+        if s.state == "paused":  # no ETA while nothing moves
+            self.progress.setFormat(f"step {step} / {target}   paused")
+        elif s.is_training or s.is_following:
             eta = s.eta_seconds(target)
             self.progress.setFormat(f"step {step} / {target}   ETA {format_eta(eta)}")
         else:
             self.progress.setFormat(f"step {step}" if step else "not trained yet")
 
     def _update_reference(self) -> None:
-        tok = self.session.tokenizer
-        self.plots.set_reference_loss(math.log(tok.vocab_size) if tok is not None else None)
+        """The uniform guess, ln V, of the model whose loss is drawn (its output size; else the
+        tokenizer's while no model exists)."""
+        s = self.session
+        vocab = s.model.config.vocab_size if s.model is not None else None
+        if vocab is None and s.tokenizer is not None:
+            vocab = s.tokenizer.vocab_size
+        self.plots.set_reference_loss(math.log(vocab) if vocab else None)
 
     # ---- live attention ------------------------------------------------------------------------
     def _on_data(self, source) -> None:
@@ -463,6 +514,10 @@ class TrainTab(QWidget):
         self.samples_view.moveCursor(QTextCursor.MoveOperation.End)
         self.samples_view.insertPlainText(_sample_block(step, text))
         self.samples_view.moveCursor(QTextCursor.MoveOperation.End)
+
+
+def _html(text: str) -> str:
+    return html.escape(text, quote=False)
 
 
 def _sample_block(step: int, text: str) -> str:
