@@ -82,6 +82,7 @@ class DataPanel(QWidget):
         layout.addWidget(self.error_label)
 
         session.dataChanged.connect(self._on_data_changed)
+        session.modelChanged.connect(lambda *_: self._describe())
         session.trainingStateChanged.connect(lambda st: self.setEnabled(st == "idle"))
         if session.source is not None:
             self._on_data_changed(session.source)
@@ -139,8 +140,22 @@ class DataPanel(QWidget):
         self.error_label.setText(message)
         self.sourceFailed.emit(message)
 
+    def _describe(self) -> None:
+        """The data in use, and whether the model shown can read it (its tokenizer is the data's)."""
+        s = self.session
+        source = s.source
+        if source is None:
+            return
+        text = f"<b>In use:</b> {_escape(source.describe())}"
+        if s.model is not None and s.tokenizer is not None and s.tokenizer != source.tokenizer:
+            text += (
+                f"<br><i>The model shown reads another vocabulary ({s.model.config.vocab_size} tokens): "
+                "Start trains a fresh model on this data.</i>"
+            )
+        self.current_label.setText(text)
+
     def _on_data_changed(self, source) -> None:
-        self.current_label.setText(f"<b>In use:</b> {_escape(source.describe())}")
+        self._describe()
         base = self.session.source_spec.split(":")
         key = ":".join(base[:2]) if base and base[0] in ("builtin", "task") else None
         for i in range(self.list.count()):

@@ -176,9 +176,11 @@ def test_a_config_too_large_for_memory_is_refused_by_new_run_and_start(tiny_wind
     assert "needs about" in reason and "available" in reason
     assert "ATTENTION_LAB_NO_SIZE_CHECK=1" in reason  # the window's override (the CLI's is a flag)
     assert s.model is model
-    train.start_button.click()  # Start: refused in the Train tab's status line, nothing cleared
+    # Start: disabled before it is pressed, the reason in the Train tab's status line, nothing cleared
+    assert not train.start_button.isEnabled()
+    train.start_button.click()
     assert not s.is_training
-    assert "Cannot start" in train.status_label.text() and "needs about" in train.status_label.text()
+    assert "Start is disabled" in train.status_label.text() and "needs about" in train.status_label.text()
     assert s.history == history
     assert rss() - mem < MAX_GROWTH
     # the panel says so beside the fields

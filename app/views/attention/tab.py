@@ -24,11 +24,12 @@ and ``failed(message)``.
 
 from __future__ import annotations
 
+import html
 import time
 from pathlib import Path
 
 from PySide6.QtCore import QTimer, Signal
-from PySide6.QtWidgets import QStackedWidget, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGraphicsOpacityEffect, QStackedWidget, QTabWidget, QVBoxLayout, QWidget
 
 from app.views.attention.ablation_page import AblationPage
 from app.views.attention.aggregate_page import AggregatePage
@@ -242,8 +243,7 @@ class AttentionTab(QWidget):
             ids, memory_note = self._fit_in_memory(ids, dropped)
         except PromptError as exc:
             self._edit_started = None
-            self._set_status(str(exc), error=True)
-            self.failed.emit(str(exc))
+            self._show_failure(str(exc))
             return None
         self._dirty = False
         self._request += 1
@@ -278,6 +278,32 @@ class AttentionTab(QWidget):
         )
         return req
 
+    def _show_failure(self, message: str) -> None:
+        """Say why this prompt cannot run, and that what the pages still show is an older prompt's
+        (greyed out until a prompt runs again)."""
+        shown = self.state.inspection
+        text = html.escape(message, quote=False)
+        if shown is not None:
+            old = shown.prompt if len(shown.prompt) <= 60 else shown.prompt[:57] + "…"
+            text += f"<br>Still showing the previous prompt: “{html.escape(old, quote=False)}”."
+            self._set_stale(True)
+        self._set_status(text, error=True)
+        self.failed.emit(message)
+
+    def _set_stale(self, stale: bool) -> None:
+        """Grey the pages out while they show a prompt other than the one typed."""
+        if stale and self.page_tabs.graphicsEffect() is None:
+            effect = QGraphicsOpacityEffect(self.page_tabs)
+            effect.setOpacity(0.35)
+            self.page_tabs.setGraphicsEffect(effect)
+        elif not stale and self.page_tabs.graphicsEffect() is not None:
+            self.page_tabs.setGraphicsEffect(None)
+
+    @property
+    def stale(self) -> bool:
+        """Whether the pages show an older prompt than the one typed (it could not run)."""
+        return self.page_tabs.graphicsEffect() is not None
+
     def _fit_in_memory(self, ids: list[int], dropped: int) -> tuple[list[int], str]:
         """``ids`` cut to the most tokens whose inspection fits in memory, and a note saying so ('' when
         all fit); :class:`PromptError` with the numbers when not even one token does."""
@@ -304,12 +330,11 @@ class AttentionTab(QWidget):
 
     def _on_inspection(self, res, err, req: int, t_submit: float, t_edit: float | None) -> None:
         if err is not None:
-            msg = f"Could not run the prompt: {err}"
-            self._set_status(msg, error=True)
-            self.failed.emit(msg)
+            self._show_failure(f"Could not run the prompt: {err}")
             return
         if res is None or req != self._request:
             return
+        self._set_stale(False)
         self.state.set_inspection(res)  # every page becomes stale; the one in view is drawn now
         t0 = time.perf_counter()
         self.current_page.ensure_built()
@@ -417,6 +442,8 @@ class AttentionTab(QWidget):
     def _on_training_frame(self, _frame) -> None:
         if not (self.follow_box.isChecked() and self.isVisible() and self.session.is_training):
             return
+        if self.session.compute.outstanding("attention."):
+            return  # the last run or its follow-ups (the head's scores, metrics) are not in yet
         now = time.perf_counter()
         if now - self._last_follow >= self.FOLLOW_INTERVAL_S:
             self._last_follow = now

@@ -249,6 +249,7 @@ class HistoryTab(QWidget):
     def _on_opened(self) -> None:
         h = self.state.history
         self._wanted = -1
+        self.state.say("")  # a message (an error) of the history open before is not this one's
         self.curves.clear()
         self._plot_steps.clear()
         self.mosaic.clear("open a history: File → Open a training history…" if h is None else "loading…")
@@ -310,6 +311,8 @@ class HistoryTab(QWidget):
             else:
                 self.state.say(f"<span style='color:#c02020'>{h.revisions[i].label}: {error}</span>")
                 self.failed.emit(str(error))
+            if self.state.shown is None:  # never "loading…" once nothing is on its way
+                self.mosaic.clear(f"{h.revisions[i].label} could not be opened (the reason is above)")
             self._filling = False
             return
         if i == self._wanted:

@@ -178,6 +178,7 @@ class TrainTab(QWidget):
         prow.addLayout(col)
         layout.addLayout(prow)
         self.probe_error = QLabel()
+        self.probe_error.setTextFormat(Qt.TextFormat.PlainText)
         self.probe_error.setStyleSheet("color: #c02020;")
         self.probe_error.setWordWrap(True)
         self.probe_error.hide()
@@ -434,7 +435,9 @@ class TrainTab(QWidget):
         try:
             self.session.set_probe_prompt(text)
         except Exception as exc:
-            self.probe_error.setText(str(exc))
+            kept = self.session.probe_prompt
+            kept = kept if len(kept) <= 40 else kept[:37] + "…"
+            self.probe_error.setText(f"{exc}. The grid still traces the previous prompt, “{kept}”.")
             self.probe_error.show()
             return
         self.probe_error.hide()
@@ -449,9 +452,12 @@ class TrainTab(QWidget):
         if self._scrub_live:
             self._draw(frame, live=True)
         else:
-            self._update_scrub_label()
+            self._update_scrub_label(self._shown_step)  # still the scrubbed frame's step
+
+    _shown_step: int | None = None  # the step of the frame the grid shows
 
     def _draw(self, frame, live: bool) -> None:
+        self._shown_step = frame.step
         self.plots.set_step_marker(None if live else frame.step)
         self.head_grid.set_data(
             frame.weights,
@@ -472,7 +478,9 @@ class TrainTab(QWidget):
                 f"live: step {latest.step if latest else frames.steps()[-1]}  ({len(frames)} kept)"
             )
         else:
-            self.scrub_label.setText(f"step {step}  ({len(frames)} kept)")
+            latest = self.session.latest_frame
+            newest = f" · newest: {latest.step}" if latest is not None and latest.step != step else ""
+            self.scrub_label.setText(f"step {step}  ({len(frames)} kept{newest})")
 
     def _reset_scrubber(self) -> None:
         self.scrubber.blockSignals(True)
@@ -494,7 +502,10 @@ class TrainTab(QWidget):
             self.live_button.blockSignals(True)
             self.live_button.setChecked(False)
             self.live_button.blockSignals(False)
-        self._draw(frames[index], live=at_end and self._scrub_live)
+        live = at_end and self._scrub_live
+        latest = self.session.latest_frame
+        # the end of the scrubber is the newest frame, which the thinned history may not have kept
+        self._draw(latest if live and latest is not None else frames[index], live=live)
 
     def _on_live_toggled(self, on: bool) -> None:
         self._scrub_live = on
