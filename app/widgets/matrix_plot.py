@@ -16,7 +16,8 @@ masked cells, named by a grey square under the colour bar. Options:
 - ``log=True`` draws ``log10(max(m, LOG_FLOOR))`` so weights of 0.001 and 0.01 differ; the legend then
   reads in log10 units;
 - ``numbers``: the values written in the cells (``None`` = when at most :data:`ANNOTATE_MAX` rows and
-  columns), in white on dark colours and black on light ones.
+  columns), in black or white, whichever contrasts more with the cell (WCAG ratio ≥ 4.5 on every
+  colour of every map).
 """
 
 from __future__ import annotations
@@ -32,7 +33,13 @@ from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 from app.widgets.cell_numbers import CellNumbers
 from app.widgets.layouts import shrinkable_title
 from app.widgets.legend import ColorLegend
-from app.widgets.palette import DEFAULT_CMAP, DIVERGING_CMAP, N_MAP_COLOURS, matrix_lut
+from app.widgets.palette import (
+    DEFAULT_CMAP,
+    DIVERGING_CMAP,
+    N_MAP_COLOURS,
+    matrix_lut,
+    text_colors,
+)
 from app.widgets.token_axis import TokenAxis
 
 #: The smallest weight the log colour scale tells apart (everything below looks like it).
@@ -117,10 +124,13 @@ def describe_value(v: float) -> str:
 
 
 def matrix_axes(p: pg.PlotItem) -> pg.PlotItem:
-    """Lay ``p`` out as a matrix is read: row 0 at the top, column labels along the top axis, no
-    bottom axis, context menu or auto-range button (used by MatrixPanel and HeadMosaic)."""
+    """Lay ``p`` out as a matrix is read: row 0 at the top, column labels along the top axis (ticks
+    pointing out), no bottom axis, context menu or auto-range button (used by MatrixPanel and
+    HeadMosaic)."""
     p.hideAxis("bottom")
     p.showAxis("top")
+    for name in ("left", "top"):  # ticks point out, beside the labels: none is drawn on the data
+        p.getAxis(name).setStyle(tickLength=4)
     p.invertY(True)
     p.setMenuEnabled(False)
     p.hideButtons()
@@ -354,9 +364,10 @@ class MatrixPanel:
         R, C = m.shape
         cells = []
         if on:
-            lut = matrix_lut(self.cmap_name)
             lo, hi = self.levels
-            grey, white, black = QColor(70, 70, 70), QColor(255, 255, 255), QColor(20, 20, 20)
+            # black or white by the cell's luminance (WCAG: contrast ≥ 4.5 on every colour of the map)
+            ink = [QColor(*rgb) for rgb in text_colors(self.cmap_name)]
+            grey = ink[N_MAP_COLOURS]  # the hidden entry
             for i in range(R):
                 for j in range(C):
                     v = float(m[i, j])
@@ -365,8 +376,7 @@ class MatrixPanel:
                     else:
                         x = float(np.log10(max(v, LOG_FLOOR))) if self.log else v
                         frac = 0.0 if hi <= lo else min(1.0, max(0.0, (x - lo) / (hi - lo)))
-                        r, g, b = (int(c) for c in lut[int(frac * (N_MAP_COLOURS - 1))])
-                        colour = white if 0.299 * r + 0.587 * g + 0.114 * b < 140 else black
+                        colour = ink[int(frac * (N_MAP_COLOURS - 1))]
                     cells.append((i, j, format_cell(v, self.digits), colour))
         self.numbers_item.set_cells(cells, (R, C))
 

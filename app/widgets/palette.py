@@ -82,6 +82,35 @@ def colormap(name: str = DEFAULT_CMAP, gamma: float = 1.0):
     return pg.ColorMap(np.linspace(0.0, 1.0, len(lut)), lut)
 
 
+def relative_luminance(rgb) -> float:
+    """WCAG 2 relative luminance of an sRGB colour (0 = black, 1 = white)."""
+
+    def channel(c: float) -> float:
+        c = c / 255.0
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (channel(float(c)) for c in rgb[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast_ratio(a, b) -> float:
+    """WCAG 2 contrast ratio of two colours, 1 to 21 (text needs ≥ 4.5 to be read easily)."""
+    la, lb = relative_luminance(a), relative_luminance(b)
+    return (max(la, lb) + 0.05) / (min(la, lb) + 0.05)
+
+
+def text_color_on(background) -> tuple[int, int, int]:
+    """Black or white, whichever reads better on ``background``: its contrast is always ≥ 4.58."""
+    black, white = (0, 0, 0), (255, 255, 255)
+    return black if contrast_ratio(black, background) >= contrast_ratio(white, background) else white
+
+
+@functools.lru_cache(maxsize=32)
+def text_colors(name: str = DEFAULT_CMAP, gamma: float = 1.0) -> tuple[tuple[int, int, int], ...]:
+    """:func:`text_color_on` each entry of :func:`matrix_lut` (the map's, then hidden and gap)."""
+    return tuple(text_color_on(tuple(int(c) for c in rgb)) for rgb in matrix_lut(name, gamma))
+
+
 #: Fixed colours for the variants the labs compare, so "unmasked" or "Post-LN" has the same colour in
 #: every plot of a lab (anything else cycles through :data:`PALETTE`).
 NAMED_COLORS: dict[str, tuple[int, int, int]] = {

@@ -75,7 +75,7 @@ def test_matrix_numbers_in_cells_when_small_and_the_legend_makes_room(qtbot):
     assert not h.panel.legend.isVisible()  # the numbers say it: no colour bar
     cells = h.panel.numbers_item.cells  # (row, col, text, colour), painted in one item
     assert cells[0][3].name() == "#ffffff"  # white on viridis' dark 0 ...
-    assert cells[3][3].name() == "#141414"  # ... near-black on its bright yellow 1
+    assert cells[3][3].name() == "#000000"  # ... black on its bright yellow 1
     big = np.random.default_rng(0).random((ANNOTATE_MAX + 1, 3))
     h.set_matrix(big)
     assert h.cell_texts() == [] and h.panel.legend.isVisible()
@@ -361,3 +361,26 @@ def test_the_mosaic_hands_pyqtgraph_the_colours_its_float_rescale_would_draw(qtb
         want, _ = pg.makeARGB(m.canvas, lut=lut, levels=(lo, top))
         got, _ = pg.makeARGB(m.image.image, lut=lut)
         assert (got == want).mean() > 0.999  # (float rounding at a level's edge may pick the next entry)
+
+
+def test_cell_numbers_contrast_with_every_colour_of_every_map():
+    from app.widgets.palette import DEFAULT_CMAP, DIVERGING_CMAP, contrast_ratio, matrix_lut, text_colors
+
+    for cmap in (DEFAULT_CMAP, DIVERGING_CMAP):
+        for cell, ink in zip(matrix_lut(cmap), text_colors(cmap), strict=True):
+            assert contrast_ratio(ink, tuple(int(c) for c in cell)) >= 4.5, (cmap, cell, ink)
+
+
+def test_matrix_numbers_are_written_in_a_colour_that_reads_on_their_cell(qtbot):
+    from app.widgets.matrix_plot import MatrixPlot
+    from app.widgets.palette import contrast_ratio, matrix_lut
+
+    plot = MatrixPlot(numbers=True)
+    qtbot.addWidget(plot)
+    values = np.linspace(0, 1, 16, dtype=np.float32).reshape(4, 4)
+    plot.set_matrix(values, levels=(0.0, 1.0))
+    lut = matrix_lut(plot.panel.cmap_name)
+    for i, j, _, colour in plot.panel.numbers_item.cells:
+        cell = lut[min(253, int(values[i, j] * 253))]
+        ratio = contrast_ratio((colour.red(), colour.green(), colour.blue()), tuple(int(c) for c in cell))
+        assert ratio >= 4.5, (i, j)
