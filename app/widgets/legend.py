@@ -119,11 +119,33 @@ class ColorLegend(QGraphicsWidget):
     def set_levels(self, lo: float, hi: float) -> None:
         self.levels = (float(lo), float(hi))
         self.axis.setRange(lo, hi)
+        self._fit_axis()
 
     def set_label(self, text: str) -> None:
         if text != self.label:
             self.label = text
             self.axis.setLabel(text)
+            self._fit_axis()
+
+    def _fit_axis(self) -> None:
+        """A fixed axis width that holds its widest tick text and its label: pyqtgraph's own
+        (``autoExpandTextSpace``) only widens after a paint that already cut the numbers, and a
+        layout short of room never gives the width back."""
+        key = (self.levels, self.label)
+        if key == getattr(self, "_fitted", None):
+            return
+        self._fitted = key
+        lo, hi = self.levels
+        ax = self.axis
+        fm = QFontMetricsF(ax.style["tickFont"] or QFont())
+        widest = 0.0
+        if hi > lo:
+            for size in (60.0, 200.0, 600.0):  # the tick density (so the decimals) follows the bar's height
+                for spacing, values in ax.tickValues(lo, hi, size):
+                    for text in ax.tickStrings(values, 1.0, spacing):
+                        widest = max(widest, fm.horizontalAdvance(text))
+        label = ax.label.boundingRect().height() * 0.8 if self.label else 0.0
+        ax.setWidth(int(widest + ax.style["tickTextOffset"][0] + max(0, ax.style["tickLength"]) + label + 3))
 
     def set_cmap(self, cmap: str, gamma: float = 1.0) -> None:
         if (cmap, float(gamma)) != (self.cmap, self.gamma):

@@ -14,6 +14,8 @@ import pyqtgraph as pg
 
 #: Labels longer than this are cut with an ellipsis (BPE tokens can be long).
 MAX_LABEL_CHARS = 14
+#: Pixels a top or bottom axis takes for one line of labels and their offset (outward ticks add theirs).
+TEXT_HEIGHT = 20
 
 
 def nice_stride(min_units: float) -> int:
@@ -38,6 +40,7 @@ class TokenAxis(pg.AxisItem):
         self.offset = float(offset)
         self.index = index
         self._labels: list[str] = []
+        self._text_extent: int | None = None  # px across the axis the labels take (fixed once set)
         self._char_px = 7.0
         self.enableAutoSIPrefix(False)
 
@@ -54,9 +57,29 @@ class TokenAxis(pg.AxisItem):
             # on the first paint and only widen the axis on the next one
             n = len(self._labels)
             longest = max((len(self._text(i)) for i in range(n)), default=1) if n <= 4096 else 8
-            self.setWidth(int(self._char_px * longest + 22))
+            self._text_extent = int(self._char_px * longest + 22 + max(0, self.style["tickLength"]))
+            self._updateWidth()
+        else:  # the same for the height of a top or bottom axis (one line of text)
+            self._text_extent = TEXT_HEIGHT + max(0, self.style["tickLength"])
+            self._updateHeight()
         self.picture = None
         self.update()
+
+    def _title_extent(self) -> float:
+        """Room the axis title (e.g. "query") takes beside the tick labels (0 when hidden)."""
+        return self.label.boundingRect().height() * 0.8 if self.label.isVisible() else 0.0
+
+    # the fixed extent plus the title: pyqtgraph adds the title only to an automatic size, so a fixed
+    # one would draw the title over the tick labels
+    def _updateWidth(self) -> None:  # noqa: N802 (pyqtgraph naming)
+        if getattr(self, "_text_extent", None) is not None and self.orientation in ("left", "right"):
+            self.fixedWidth = int(self._text_extent + self._title_extent())
+        super()._updateWidth()
+
+    def _updateHeight(self) -> None:  # noqa: N802
+        if getattr(self, "_text_extent", None) is not None and self.orientation in ("top", "bottom"):
+            self.fixedHeight = int(self._text_extent + self._title_extent())
+        super()._updateHeight()
 
     @staticmethod
     def _cut(s: str) -> str:
