@@ -139,7 +139,7 @@ def test_pipeline_shows_every_stage_of_the_selected_head(qtbot, tab, session):
     assert page.plots["scores_raw"].matrix.shape == (T, T)
     np.testing.assert_allclose(page.plots["weights"].matrix, insp.weights[1, 1], atol=1e-6)
     assert np.isneginf(page.plots["scores_masked"].matrix[~insp.mask]).all()
-    title = page.plots["scores_raw"].plot.titleLabel.text
+    title = page.title_of("scores_raw")
     assert f"[{T}, {T}] = [{T}, {d_k}] · [{d_k}, {T}]" in title
 
 

@@ -1,0 +1,107 @@
+"""The Attention tab's pages as a new user meets them: the starter model in a 1280×750 window (a
+1280×800 laptop, maximised) with the setup docks beside the tab. Every title whole, no text on the
+data or under a colour bar, every text readable on what is behind it, matrices of a usable size."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QRectF
+from PySide6.QtGui import QColor
+
+from app.widgets.palette import contrast_ratio
+
+TIMEOUT = 30_000
+PROMPT = "vsqyrnmezgcovsqyrnmezgco"  # the starter's own probe prompt (24 tokens)
+
+
+@pytest.fixture
+def attention_at(window_of_one_tab, qtbot):
+    """``open(size=(1280, 750)) -> (window, tab)``: the Attention tab on the starter model, the prompt
+    inspected."""
+
+    def open_(size=(1280, 750)):
+        win, tab, _ = window_of_one_tab("Attention", "app.views.attention.tab:AttentionTab", size)
+        assert win.session.open_starter()
+        with qtbot.waitSignal(tab.inspected, timeout=TIMEOUT):
+            tab.set_prompt(PROMPT)
+        return win, tab
+
+    return open_
+
+
+def _pipeline(qtbot, tab):
+    with qtbot.waitSignal(tab.headDetailReady, timeout=TIMEOUT):
+        tab.select_head(1, 3)
+        tab.show_page("pipeline")
+    page = tab.pages["pipeline"]
+    qtbot.waitUntil(lambda: page.view.isVisible() and not page.stale, timeout=TIMEOUT)
+    page.arrange(force=True)
+    qtbot.waitUntil(lambda: page.titles["weights"].item.boundingRect().height() > 30, timeout=5000)
+    return page
+
+
+def _image_rect(panel) -> QRectF:
+    """The scene rectangle the matrix is painted in (the image, clipped to its view box)."""
+    return panel.image.sceneBoundingRect().intersected(panel.vb.sceneBoundingRect())
+
+
+def _text_rect(label) -> QRectF:
+    """The scene rectangle a LabelItem's text takes (its text item, not the box the layout gave it)."""
+    return label.item.sceneBoundingRect()
+
+
+@pytest.mark.parametrize("size", [(1280, 750), (1500, 940)])
+def test_pipeline_titles_are_whole_off_the_data_and_beside_no_colour_bar(qtbot, attention_at, size):
+    _, tab = attention_at(size)
+    page = _pipeline(qtbot, tab)
+    view_w = page.view.viewport().width()
+    data = {k: _image_rect(p) for k, p in page.plots.items()}
+    bars = {k: p.legend.sceneBoundingRect() for k, p in page.plots.items()}
+    titles = {k: _text_rect(label) for k, label in page.titles.items()}
+    titles["summary"] = _text_rect(page.summary)
+    for key, rect in titles.items():
+        assert rect.left() >= 0 and rect.right() <= view_w, (key, "title cut at the side")
+        box = (page.titles[key] if key in page.titles else page.summary).sceneBoundingRect()
+        assert rect.height() <= box.height() + 1, (key, "title runs out of its row")
+        for other, d in data.items():
+            assert not rect.intersects(d), (key, "title over the data of", other)
+        for other, b in bars.items():
+            assert not rect.intersects(b), (key, "title under the colour bar of", other)
+    for key, p in page.plots.items():
+        for axis in (p.left_axis, p.top_axis):  # row and column labels beside the matrix, not on it
+            assert not axis.sceneBoundingRect().intersects(data[key]), key
+        for other, b in bars.items():
+            assert not b.intersects(data[key]), (key, "colour bar over", other)
+
+
+def test_pipeline_matrices_are_a_usable_size_at_1280(qtbot, attention_at):
+    _, tab = attention_at()
+    page = _pipeline(qtbot, tab)
+    for key in ("scores_raw", "scores_scaled", "scores_masked", "weights"):
+        rect = _image_rect(page.plots[key])
+        assert min(rect.width(), rect.height()) >= 200, (key, rect)  # was about 60 px
+        assert abs(rect.width() - rect.height()) <= 2, key  # square cells
+    # the page scrolls down through the stages instead of shrinking them
+    assert page.scroll.verticalScrollBar().maximum() > 0
+
+
+def test_every_text_of_panel_7_reads_on_what_is_behind_it(qtbot, attention_at):
+    _, tab = attention_at()
+    page = _pipeline(qtbot, tab)
+    label = page.titles["weights"]
+    ink = QColor(label.opts.get("color", "#222"))
+    ink = (ink.red(), ink.green(), ink.blue())
+    rect = _text_rect(label)
+    label.hide()  # what the title is painted on
+    behind = page.view.grab().toImage()
+    label.show()
+    r = page.view.mapFromScene(rect).boundingRect()
+    pixels = {
+        QColor(behind.pixel(x, y)).getRgb()[:3]
+        for x in range(max(0, r.left()), min(behind.width(), r.right()), 2)
+        for y in range(max(0, r.top()), min(behind.height(), r.bottom()), 2)
+    }
+    assert pixels and min(contrast_ratio(ink, p) for p in pixels) >= 4.5
+    # the masked weights are grey (the colour of "masked" everywhere), not the colour of 0
+    panel = page.plots["weights"]
+    assert panel.hidden is not None and panel.hidden[0, -1] and panel.legend.hidden_text == "masked"
