@@ -8,8 +8,11 @@ keeps its trained model.
 
 from __future__ import annotations
 
+import time
+
 from PySide6.QtCore import QObject, Signal
 
+from app.pace import progress_line
 from app.workers import GroupSpec, GroupWorker, drain_timer
 from model import comparison as cmp
 from model.config import ConfigError
@@ -69,6 +72,7 @@ class VariantTraining(QObject):
         worker.finished.connect(self._on_finished)
         self.worker = worker
         st.set_progress(0, steps * len(configs), "building the models…")
+        self._t0 = time.monotonic()
         st.say(
             "training",
             f"Training {len(configs)} variants for {steps} steps each on {s.source_spec}, "
@@ -98,7 +102,10 @@ class VariantTraining(QObject):
         names = st.names()
         done = sum(len(st.run(r).record.history) for r in worker.variants if r in names)
         step = min(done // max(1, len(worker.variants)), self.target)
-        st.set_progress(done, text=f"step {step} / {self.target}")
+        total = self.target * max(1, len(worker.variants))
+        head = f"step {step} / {self.target}"
+        elapsed = time.monotonic() - self._t0
+        st.set_progress(done, text=progress_line(head, done, total, elapsed, self.session))
 
     def trainer(self, name: str):
         """The trainer of variant ``name`` while it trains (its model is live), else None."""

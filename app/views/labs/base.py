@@ -21,6 +21,7 @@ from typing import Any
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
+from app.pace import sharing_note
 from app.views.page import LazyPage
 
 HEADER_STYLE = """
@@ -182,6 +183,9 @@ class LabPage(LazyPage):
                 traceback.print_exc()
                 self.say(f"Cannot draw: {exc}", error=True)
 
+        note = sharing_note(self.session)
+        if note and key not in self.results:  # nothing drawn yet: say why it takes a while
+            self.say(f"Computing… ({note}).")
         self.session.compute.submit(f"labs.{self.slug}.{key}", fn, callback)
 
     # ---- model and prompt --------------------------------------------------------------------

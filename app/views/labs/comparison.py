@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.pace import progress_line
 from app.widgets.curves import Curves
 from app.widgets.palette import color_for
 from app.workers import GroupSpec, GroupWorker, drain_timer
@@ -83,10 +84,13 @@ class ComparisonPanel(QWidget):
         probe_label: str = "",
         probe_log_y: bool = False,
         samples: bool = False,
+        session=None,
         parent: QWidget | None = None,
     ):
         super().__init__(parent)
         self.spec_factory = spec_factory
+        #: the app's session, when given: its run shares the CPU, and the progress line says so
+        self.session = session
         self.worker: GroupWorker | None = None
         self.losses: dict[str, tuple[list[int], list[float]]] = {}
         self.probes: dict[str, tuple[list[int], list[Any]]] = {}
@@ -250,7 +254,8 @@ class ComparisonPanel(QWidget):
         if events:
             elapsed = time.monotonic() - self._t0
             last = " · ".join(f"{n} {ys[-1]:.3f}" for n, (_, ys) in self.losses.items())
-            self.status.setText(f"step {worker.step} / {self._target} · {elapsed:.0f} s · loss {last}")
+            head = f"step {worker.step} / {self._target} · {elapsed:.0f} s · loss {last}"
+            self.status.setText(progress_line(head, worker.step, self._target, elapsed, self.session))
 
     def _draw_loss(self, name: str, index: int) -> None:
         xs, ys = self.losses[name]  # raw and smoothed by the plot's own control, repainted ≤ 5/s

@@ -221,6 +221,7 @@ class MaskBugPage(LabPage):
             probe_title="Attention on later tokens (probe prompt)",
             probe_label="mean weight on keys j > i",
             samples=True,
+            session=self.session,
         )
         body.addWidget(self.panel, 1)
 

@@ -299,6 +299,7 @@ class GradFlowPage(LabPage):
             probe_title="Gradient norm of the last block (nearest the output)",
             probe_label="‖∂loss/∂θ_last‖ (log scale)",
             probe_log_y=True,
+            session=self.session,
         )
         self.panel.probed.connect(self._probed)
         body.addWidget(self.panel, 3)

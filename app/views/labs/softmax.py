@@ -382,6 +382,7 @@ class SoftmaxTrainingPage(LabPage):
             title="Training loss: scaled vs unscaled",
             probe_title="How one-hot attention is (probe prompt)",
             probe_label="mean max weight over heads",
+            session=self.session,
         )
         body.addWidget(self.panel, 1)
 

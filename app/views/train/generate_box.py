@@ -7,6 +7,8 @@ smallest set whose probability reaches p); the model reads at most the window it
 
 from __future__ import annotations
 
+import time
+
 from PySide6.QtGui import QKeySequence, QShortcut, QTextCursor
 from PySide6.QtWidgets import (
     QDoubleSpinBox,
@@ -19,6 +21,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from app.pace import progress_line, sharing_note
 
 
 class PromptEdit(QPlainTextEdit):
@@ -36,6 +40,8 @@ class GenerateBox(QGroupBox):
 
     ``worker`` is the running :class:`~app.workers.GenerateWorker` (None when idle).
     """
+
+    _count, _t0 = 0, 0.0
 
     def __init__(self, session, parent: QWidget | None = None):
         super().__init__("Generate", parent)
@@ -94,6 +100,12 @@ class GenerateBox(QGroupBox):
             "Type a prompt and press Generate: tokens appear as they are produced."
         )
         layout.addWidget(self.output, 1)
+        #: tokens so far, their pace, the time left, and why it is slow while the run trains
+        self.status = QLabel(" ")
+        self.status.setObjectName("genStatus")
+        self.status.setWordWrap(True)
+        self.status.setStyleSheet("color: #555;")
+        layout.addWidget(self.status)
 
     def shutdown(self) -> None:
         """Stop a running generation and wait for it (the tab's and the window's close)."""
@@ -144,18 +156,32 @@ class GenerateBox(QGroupBox):
         self.worker = worker
         self.output.setPlainText(prompt)
         self.button.setText("Stop")
+        self._count, self._t0 = 0, time.monotonic()
+        note = sharing_note(s)
+        self.status.setText(f"Generating… ({note})" if note else "Generating…")
         worker.start()
 
     def _on_token(self, piece: str) -> None:
         if piece:
             self.output.moveCursor(QTextCursor.MoveOperation.End)
             self.output.insertPlainText(piece)
+        self._count += 1
+        self.status.setText(self._pace(self.max_tokens.value()))
+
+    def _pace(self, total: int | None) -> str:
+        """``N tokens · R tokens/s`` (with the time left while generating, and why it is slow)."""
+        elapsed = max(time.monotonic() - self._t0, 1e-9)
+        head = f"{self._count} tokens · {self._count / elapsed:.1f} tokens/s"
+        if total is None:
+            return head
+        return progress_line(head, self._count, total, elapsed, self.session)
 
     def _on_generated(self, text: str, error: str) -> None:
         if self.worker is not None:
             self.worker.join(5.0)
         self.worker = None
         self.button.setText("Generate")
+        self.status.setText(self._pace(None) + " · done" if self._count else " ")
         if error:
             self.output.appendPlainText(f"\n[generation failed: {error}]")
 

@@ -31,19 +31,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.pace import format_eta
 from app.views.train.follow_bar import FollowBar
 from app.views.train.generate_box import GenerateBox
 from app.views.train.plots import TrainPlots
 from app.widgets.head_mosaic import HeadMosaic
-
-
-def format_eta(seconds: float | None) -> str:
-    if seconds is None or not math.isfinite(seconds):
-        return "–"
-    s = int(round(seconds))
-    if s >= 3600:
-        return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
-    return f"{s // 60}:{s % 60:02d}"
 
 
 class TrainTab(QWidget):
