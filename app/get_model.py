@@ -9,6 +9,7 @@ chunk; files already complete stay in the cache, and nothing half-written is eve
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -29,7 +30,16 @@ from PySide6.QtWidgets import (
 )
 
 from app.workers import LoopWorker, drain_timer
-from model.hub import CATALOGUE, DownloadCancelled, HubError, HubRef, Plan, format_bytes, resolve_name
+from model.hub import (
+    CATALOGUE,
+    DownloadCancelled,
+    HubError,
+    HubRef,
+    Plan,
+    format_bytes,
+    ref_problem,
+    resolve_name,
+)
 
 
 class HubWorker(LoopWorker):
@@ -196,11 +206,13 @@ class GetModelDialog(QDialog):
         ref = self.chosen()
         text = self.repo_edit.text().strip()
         if ref is None:
-            self.info.setText(f"{text!r} is not a repo id: owner/name[@revision]" if text else "")
+            # typing passes through names that are not repo ids yet ("openai-", "a/"): a quiet hint
+            hint = html.escape(f"not a repo id yet: {ref_problem(text)}", quote=False)
+            self.info.setText(f'<span style="color: #777777;">{hint}</span>' if text else "")
             self._update_buttons()
             return
         entry = next((e for e in CATALOGUE if e.repo_id == ref.repo_id), None)
-        parts = [f"<b>{ref}</b>"]
+        parts = [f"<b>{html.escape(str(ref))}</b>"]
         if entry is not None:
             parts.append(f"{entry.family} · {entry.n_params} parameters · {entry.note}")
             parts.append(f"≈ {format_bytes(entry.size)} to download")
@@ -210,7 +222,10 @@ class GetModelDialog(QDialog):
             parts.append(f"on the Hub: {fam}{format_bytes(plan.total)} in {len(plan.files)} files")
         elif entry is None:
             parts.append("family and size: press Look up (or Download)")
-        folder = cached_folder(ref)
+        try:
+            folder = cached_folder(ref)
+        except (HubError, OSError):  # an unreadable cache is "not in the cache" here
+            folder = None
         if folder is not None and not check_complete(folder):
             parts.append("<i>in the cache: opens without downloading</i>")
         self.info.setText(" · ".join(parts))
@@ -224,7 +239,7 @@ class GetModelDialog(QDialog):
         ref = self.chosen()
         if ref is None or self.busy:
             return
-        self.info.setText(f"<b>{ref}</b> · asking the Hub…")
+        self.info.setText(f"<b>{html.escape(str(ref))}</b> · asking the Hub…")
         self.lookup = HubWorker(lambda progress, stop: plan(ref))
         self.lookup.finished.connect(lambda reason, message, w=self.lookup: self._looked_up(w, ref, message))
         self.lookup.start()

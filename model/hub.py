@@ -4,7 +4,9 @@ Everything goes through ``huggingface_hub`` (its cache layout, ETags, redirects,
 module only decides *which* files a model needs and turns the library's progress and errors into what
 a person reads:
 
-* :func:`parse_ref` — ``"hf:gpt2"``, ``"openai-community/gpt2@main"`` → :class:`HubRef`.
+* :func:`parse_ref` — ``"hf:gpt2"``, ``"openai-community/gpt2@main"`` → :class:`HubRef`; a name
+  ``huggingface_hub`` would refuse (``openai-``, ``a/``, ``x--y``) is a :class:`HubError` of one line
+  (:func:`ref_problem` says why without raising: what the Get a model… field shows while typing).
 * :func:`needed_files` — of a repo's top-level files: ``config.json``, the tokenizer files, and the
   weights as safetensors (``model.safetensors``, or ``model.safetensors.index.json`` + its shards).
   A repo whose weights exist only as pickles (``pytorch_model.bin``, ``*.pt``) is refused before any
@@ -56,6 +58,7 @@ __all__ = [
     "needed_files",
     "parse_ref",
     "plan",
+    "ref_problem",
     "resolve",
     "resolve_name",
 ]
@@ -114,24 +117,73 @@ def is_hub_spec(text: Any) -> bool:
     return isinstance(text, str) and text.startswith(PREFIX)
 
 
+#: How a repo id looks (huggingface_hub's rules, which :func:`repo_id_problem` finally asks).
+REPO_ID_RULE = "NAME or OWNER/NAME of letters, digits, '-', '_' and '.'"
+
+
+def repo_id_problem(repo_id: str) -> str:
+    """Why ``repo_id`` is not a Hub repo id (empty when it is one), in a few words for a person.
+
+    The rules are ``huggingface_hub``'s own (``huggingface_hub.utils.validate_repo_id``), checked last
+    so that nothing it would refuse gets through; the checks before it only name the problem better.
+    """
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    parts = repo_id.split("/")
+    if not repo_id:
+        return "no repo id"
+    if len(parts) > 2:
+        return "a repo id is NAME or OWNER/NAME (one slash)"
+    if not all(parts):
+        return "OWNER/NAME needs a name on both sides of the slash"
+    if any(c.isspace() for c in repo_id):
+        return "a repo id has no spaces"
+    if "--" in repo_id or ".." in repo_id:
+        return "a repo id has no '--' and no '..'"
+    if any(p[0] in "-." or p[-1] in "-." for p in parts):
+        return "a name neither starts nor ends with '-' or '.'"
+    if any(len(p) > 96 for p in parts):
+        return "a name has at most 96 characters"
+    if repo_id.endswith(".git"):
+        return "a repo id does not end in '.git'"
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError:
+        return f"a repo id is {REPO_ID_RULE}"
+    return ""
+
+
+def revision_problem(revision: str) -> str:
+    """Why ``revision`` cannot name a branch, tag or commit (empty when it can), in a few words."""
+    if not revision:
+        return "nothing after '@' (a branch, tag or commit)"
+    if any(c.isspace() or ord(c) < 32 or c in "~^:?*[\\" for c in revision):
+        return "a revision has no spaces and none of ~ ^ : ? * [ \\"
+    if ".." in revision or "//" in revision or revision[0] in "/." or revision[-1] in "/.":
+        return "a revision has no '..' or '//' and neither starts nor ends with '/' or '.'"
+    return ""
+
+
+def ref_problem(text: str) -> str:
+    """Why ``text`` is not ``[hf:]REPO[@REVISION]`` (empty when it is): what :func:`parse_ref` says."""
+    raw = (text[len(PREFIX) :] if is_hub_spec(text) else text).strip()
+    repo, at, revision = raw.partition("@")
+    return repo_id_problem(repo.strip()) or (revision_problem(revision.strip()) if at else "")
+
+
 def parse_ref(text: str) -> HubRef:
-    """``[hf:]OWNER/NAME[@REVISION]`` or ``[hf:]NAME[@REVISION]`` → :class:`HubRef`; HubError if malformed."""
-    raw = text[len(PREFIX) :] if is_hub_spec(text) else text
-    raw = raw.strip()
-    repo, _, revision = raw.partition("@")
-    repo, revision = repo.strip().strip("/"), revision.strip()
-    problem = ""
-    if not repo:
-        problem = "no repo id"
-    elif repo.count("/") > 1:
-        problem = "a repo id is OWNER/NAME (one slash)"
-    elif any(c.isspace() for c in repo) or ".." in repo:
-        problem = "a repo id has no spaces and no '..'"
-    elif "@" in text and not revision:
-        problem = "nothing after '@' (a branch, tag or commit)"
+    """``[hf:]OWNER/NAME[@REVISION]`` or ``[hf:]NAME[@REVISION]`` → :class:`HubRef`; HubError if malformed.
+
+    A name ``huggingface_hub`` would refuse (``openai-``, ``a/``, ``x--y``, ...) is refused here, with
+    one line, so no :class:`HubRef` this returns makes the library raise its validation error later.
+    """
+    problem = ref_problem(text)
     if problem:
         raise HubError(f"{text!r} is not a Hub model name: {problem}; e.g. hf:openai-community/gpt2@main")
-    return HubRef(repo, revision or None)
+    raw = (text[len(PREFIX) :] if is_hub_spec(text) else text).strip()
+    repo, _, revision = raw.partition("@")
+    return HubRef(repo.strip(), revision.strip() or None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -245,6 +297,8 @@ def explain(exc: BaseException, ref: HubRef) -> HubError:
     status = _status(exc)
     if isinstance(exc, HubError):
         return exc
+    if isinstance(exc, E.HFValidationError):
+        return HubError(f"{str(ref)!r} is not a Hub model name: {ref_problem(str(ref)) or REPO_ID_RULE}")
     if isinstance(exc, E.GatedRepoError):
         return HubError(
             f"{ref.repo_id} is gated: accept its terms on the Hub's page, then log in "
@@ -457,9 +511,15 @@ class _Tracker:
 def cached_folder(ref: HubRef | str) -> Path | None:
     """The cached snapshot folder of ``ref`` if its config is in the cache (no network), else None."""
     from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub.errors import HFValidationError
 
     ref = parse_ref(ref) if isinstance(ref, str) else ref
-    found = try_to_load_from_cache(ref.repo_id, "config.json", cache_dir=str(cache_dir()), revision=ref.rev)
+    try:
+        found = try_to_load_from_cache(
+            ref.repo_id, "config.json", cache_dir=str(cache_dir()), revision=ref.rev
+        )
+    except HFValidationError:  # a HubRef built by hand, not by parse_ref: not a name the cache holds
+        return None
     return Path(found).parent if isinstance(found, str) else None
 
 

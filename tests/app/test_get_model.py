@@ -111,3 +111,32 @@ def test_cancel_stops_the_download_and_opens_nothing(
     folder = hub.cached_folder(REPO)
     assert folder is not None and not (folder / "model.safetensors").exists()
     assert dlg.download_button.isEnabled()
+
+
+def test_typing_a_repo_id_key_by_key_never_raises_and_keeps_every_character(qtbot, tiny_window, fake_hub):
+    """Every prefix of a repo id passes through the look-up while typing: 'openai-', 'EleutherAI/',
+    'owner/name@' are not repo ids yet, and huggingface_hub would raise on them. The info line says so
+    quietly; no exception reaches the event loop (pytest-qt fails the test on one), no dialog opens,
+    and the field keeps every key."""
+    dlg = _dialog(tiny_window)
+    seen: dict[str, str] = {}
+    for repo in ("openai-community/gpt2", "a//b", "-x", "x--y.", "owner/name@", "EleutherAI/pythia-70m"):
+        dlg.repo_edit.clear()
+        typed = ""
+        for ch in repo:
+            qtbot.keyClicks(dlg.repo_edit, ch)
+            typed += ch
+            assert dlg.repo_edit.text() == typed
+            seen[typed] = dlg.info.text()
+    partials = ("openai-", "openai-community/", "a//b", "-x", "x--y.", "owner/name@", "EleutherAI/pythia-")
+    for partial in partials:
+        assert "not a repo id yet" in seen[partial], (partial, seen[partial])
+    assert "not a repo id yet" not in seen["openai-community/gpt2"]
+    assert "GPT-2" in seen["openai-community/gpt2"] and "124M parameters" in seen["openai-community/gpt2"]
+    # the field ends on the last id: the catalogue's Pythia, described, and Download allowed
+    assert dlg.repo_edit.text() == "EleutherAI/pythia-70m"
+    assert "GPT-NeoX" in dlg.info.text() and "MB to download" in dlg.info.text()
+    assert dlg.chosen().repo_id == "EleutherAI/pythia-70m" and dlg.download_button.isEnabled()
+    qtbot.keyClicks(dlg.repo_edit, "@")
+    assert "nothing after '@'" in dlg.info.text() and not dlg.download_button.isEnabled()
+    assert not fake_hub.requests  # typing asks the Hub nothing

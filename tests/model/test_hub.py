@@ -15,6 +15,7 @@ def test_parse_ref_and_file_choice():
     for bad in ("hf:", "a/b/c", "hf:a/b@", "x y"):
         with pytest.raises(HubError, match="not a Hub model name"):
             parse_ref(bad)
+    assert parse_ref("x@refs/pr/1") == hub.HubRef("x", "refs/pr/1")
     names = [
         "config.json",
         "model.safetensors",
@@ -38,6 +39,50 @@ def test_parse_ref_and_file_choice():
     assert needed_files(sharded)[1:] == sharded[1:4]
     with pytest.raises(HubError, match="only as PyTorch pickles"):
         needed_files(["config.json", "pytorch_model.bin"])
+
+
+#: What a person passes through while typing a repo id, and other names the Hub refuses.
+PARTIAL_OR_BAD_IDS = (
+    "openai-",
+    "EleutherAI/pythia-",
+    "EleutherAI/",
+    "a/",
+    "/b",
+    "a//b",
+    "-x",
+    "x--y",
+    "x..y",
+    "a.",
+    "a/b.",
+    ".hidden",
+    "x.git",
+    "owner/name@",
+    "owner/name@ma in",
+    "owner/name@../x",
+    "owner/name@main/",
+    "a" * 97,
+    "se\u00f1or/x y",
+    "we!rd/name",
+)
+
+
+@pytest.mark.parametrize("text", PARTIAL_OR_BAD_IDS)
+def test_parse_ref_refuses_what_huggingface_hub_would_refuse_in_one_line(text, tmp_path, monkeypatch):
+    from huggingface_hub import try_to_load_from_cache
+
+    with pytest.raises(HubError, match="not a Hub model name") as info:
+        parse_ref(text)
+    assert "\n" not in str(info.value) and "HFValidation" not in str(info.value)
+    with pytest.raises(HubError):
+        hub.resolve_name(text)
+    assert hub.ref_problem(text)
+    # and every name it accepts is one huggingface_hub takes (no HFValidationError later)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    for good in ("gpt2", "openai-community/gpt2", "EleutherAI/pythia-70m@step1000", "a_b/c.d-e@refs/pr/1"):
+        ref = parse_ref(good)
+        assert not hub.ref_problem(good)
+        try_to_load_from_cache(ref.repo_id, "config.json", cache_dir=str(tmp_path), revision=ref.rev)
+        assert hub.cached_folder(ref) is None
     with pytest.raises(HubError, match="no config.json"):
         needed_files(["model.safetensors"])
 
