@@ -116,7 +116,7 @@ def log_spaced_steps(
     """``n`` steps from 0 to ``last``: 0, then ``n - 1`` log-spaced from 1 to ``last``, snapped to
     ``available`` (:func:`snap_steps`).
 
-    For Pythia (the defaults): 0 1 2 4 16 32 64 128 512 1000 2000 5000 11000 25000 59000 143000.
+    For Pythia (the defaults): 0 1 2 4 16 32 64 128 512 1000 2000 5000 11000 26000 61000 143000.
     """
     if n < 1:
         raise HistoryError(f"a history needs at least one step, not {n}")

@@ -28,6 +28,23 @@ def test_pythia_steps_and_the_default_16():
     assert [r.step for r in open_source("hf:a/b", [1000, "step2"]).revisions] == [2, 1000]
 
 
+def test_the_readme_and_the_docstring_list_the_default_revisions_the_code_uses():
+    """The README's "A model's training history" lists the default Pythia steps: the very ones
+    log_spaced_steps() gives (it once said 25000 59000 where the dialog used 26000 61000)."""
+    import re
+    from pathlib import Path
+
+    import model
+
+    readme = (Path(model.__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## A model's training history\n", 1)[1].split("\n## ", 1)[0]
+    lists = re.findall(r"`((?:\d+ ){3,}\d+)`", section)
+    assert len(lists) == 1, lists
+    assert [int(n) for n in lists[0].split()] == H.log_spaced_steps()
+    doc = re.search(r"defaults\): ([\d ]+)\.", H.log_spaced_steps.__doc__)
+    assert doc is not None and [int(n) for n in doc.group(1).split()] == H.log_spaced_steps()
+
+
 def _reference_weights(hf_model, tokenizer, prompt):
     ids = tokenizer.encode(prompt)
     with torch.no_grad():
