@@ -15,7 +15,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QApplication, QFileDialog, QMenu, QMessageBox, QWidget
 
-from app.widgets.exporting import write_png, write_svg
+from app.widgets.exporting import write_png, write_svg, write_svg_group
 
 APP_NAME = "Attention Lab"
 
@@ -365,11 +365,11 @@ def about_text(session) -> str:
 
 
 def export_widget_targets(tab: QWidget, path: str) -> list[str]:
-    """Write ``tab`` (or each of its ``export_targets()``) to ``path`` as PNG or SVG; returns the files.
+    """Write ``tab`` (or its ``export_targets()``) to exactly ``path`` as PNG or SVG; returns ``[path]``.
 
-    PNG: the whole tab as on screen (``QWidget.grab``). SVG: each export target (the whole tab when
-    it has none) drawn as vectors (:mod:`app.widgets.exporting`); several targets get their names
-    appended to the file name.
+    PNG: the whole tab as on screen (``QWidget.grab``). SVG: the export targets (the whole tab when
+    it has none) drawn as vectors (:mod:`app.widgets.exporting`), several of them in one drawing, each
+    where it is on screen: the file is the one the user named, never one named after a target.
     """
     p = Path(path)
     suffix = p.suffix.lower()
@@ -379,14 +379,10 @@ def export_widget_targets(tab: QWidget, path: str) -> list[str]:
         return [str(write_png(tab, p))]
     hook = getattr(tab, "export_targets", None)
     targets = hook() if callable(hook) else {}
-    if not targets:
-        targets = {"": tab}
-    written = []
-    for name, widget in targets.items():
-        out = p if len(targets) == 1 or not name else p.with_name(f"{p.stem}-{name}{p.suffix}")
-        write_svg(widget, out)
-        written.append(str(out))
-    return written
+    widgets = list(targets.values()) if targets else [tab]
+    if len(widgets) == 1:
+        return [str(write_svg(widgets[0], p))]
+    return [str(write_svg_group(tab, widgets, p))]
 
 
 __all__ = ["APP_NAME", "WindowMenus", "about_text", "export_widget_targets"]
