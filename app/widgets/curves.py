@@ -8,7 +8,9 @@ smoothing control, a debiased exponential moving average (as TensorBoard draws i
     m_t = a·m_{t-1} + (1-a)·x_t,   shown as  m_t / (1 - a^t)      (a in [0, 1); 0 = raw)
 
 and a log-y toggle. A smoothed series is drawn as a faint raw curve under the smoothed one; its
-validation points (if any) as a dashed line with dots in the same colour.
+validation points (if any) as a dashed line with dots in the same colour. The legend is a row between
+the title and the curves (:class:`~app.widgets.legend.LegendRow`), so it never covers one; a title too
+long for its plot wraps (:func:`~app.widgets.titles.wrapping_title`).
 
 Cheap redraws: plot items are created once per series and updated with ``setData(...,
 skipFiniteCheck=True)`` (non-finite points are dropped on the way in); new data only marks a series
@@ -32,10 +34,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QFont, QFontMetricsF
 from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from app.widgets.layouts import shrinkable_title
+from app.widgets.legend import legend_row
 from app.widgets.palette import run_color
+from app.widgets.titles import wrapping_title
 from model.comparison import loss_curves
 from model.smoothing import ema
 
@@ -43,9 +47,42 @@ MAIN = "main"
 GUIDE_COLOR = (90, 90, 90)
 
 
+class ReadableAxis(pg.AxisItem):
+    """A value axis whose tick labels never overlap: pyqtgraph always writes its major ticks, and a
+    plot 60 px tall got six labels 10 px apart. Levels closer than a label needs are dropped, and a
+    major level that is still too dense is widened to the next 1-2-5 step."""
+
+    def _min_tick_px(self, lo: float, hi: float) -> float:
+        fm = QFontMetricsF(self.style["tickFont"] or QFont())
+        if self.orientation in ("left", "right"):
+            return 1.3 * fm.height() + 2
+        digits = max(len(f"{v:.4g}") for v in (lo, hi))  # about as wide as the widest label
+        return fm.horizontalAdvance("8" * digits) + 14
+
+    def tickSpacing(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph naming)
+        levels = super().tickSpacing(minVal, maxVal, size)
+        dif = abs(maxVal - minVal)
+        if not levels or size <= 0 or dif == 0 or self.logMode:
+            return levels
+        px = size / dif
+        need = self._min_tick_px(minVal, maxVal)
+        kept = [(s, off) for s, off in levels if s * px >= need]
+        if kept:
+            return kept
+        step = levels[0][0]
+        for _ in range(60):
+            if step * px >= need:
+                break
+            exp = 10 ** math.floor(math.log10(step) + 1e-9)
+            step = next(m * exp for m in (2, 5, 10, 20) if m * exp > step * (1 + 1e-9))
+        return [(step, 0.0)]
+
+
 def style_plot(plot: pg.PlotItem, title: str = "", x_label: str = "", y_label: str = "") -> pg.PlotItem:
-    """The look every plot of the app shares: title, axis labels, plain numbers (no "(x0.001)")."""
-    shrinkable_title(plot)  # a long title never widens the scene past its view (the curves would be cut)
+    """The look every plot of the app shares: title (wrapped when long), axis labels, tick labels
+    that never overlap (:class:`ReadableAxis`), plain numbers (no "(x0.001)")."""
+    wrapping_title(plot)  # a long title wraps: it never widens the scene or runs over a neighbour
+    plot.setAxisItems({name: ReadableAxis(name) for name in ("left", "bottom")})
     if title:
         plot.setTitle(title)
     for axis, label in (("bottom", x_label), ("left", y_label)):
@@ -196,8 +233,8 @@ class Curves(QWidget):
         self.plot = self.add_panel(MAIN, title, y_label, x_label, row=0, col=0, colspan=colspan)
         self._log[MAIN] = (log_x, log_y)
         self.plot.setLogMode(x=log_x, y=log_y)
-        legend_opts = {"labelTextSize": legend_text_size} if legend_text_size else {}
-        self.legend = self.plot.addLegend(offset=legend_offset, **legend_opts) if legend else None
+        # a row of entries between the title and the curves, never over them (legend_offset: unused)
+        self.legend = legend_row(self.plot, text_size=legend_text_size or "9pt") if legend else None
 
         self.series: dict[str, _Series] = {}
         self.curves: dict[str, pg.PlotDataItem] = {}

@@ -1,4 +1,6 @@
-"""ColorLegend: a vertical colour bar with a value axis and a title, for a ``GraphicsLayout``.
+"""Legends: :class:`ColorLegend`, a vertical colour bar with a value axis and a title, for a
+``GraphicsLayout``; :class:`LegendRow` (installed by :func:`legend_row`), the curves' legend as a row
+of entries between a plot's title and its data, never over the curves.
 
 A light stand-in for ``pg.ColorBarItem`` (which is a whole PlotItem with menus: ~10× the cost to
 build, and every matrix of the app has a legend beside it). It only shows; it never edits levels.
@@ -168,4 +170,96 @@ class ColorLegend(QGraphicsWidget):
             self.swatch.hide()
 
 
-__all__ = ["ColorLegend"]
+class LegendRow(pg.GraphicsWidget):
+    """A plot's legend as a row of entries (a sample of the line, its name) above the data.
+
+    pyqtgraph's legend floats over the view box and covers whatever curve passes under it (the Train
+    tab's loss at its start, Compare's runs). This one sits in the plot's own layout, under the title
+    and over the view box; entries flow left to right and wrap onto more lines when the plot is
+    narrow; it takes no height when empty. A drop-in for ``plot.legend``: ``addItem(item, name)``,
+    ``removeItem(item or name)``, ``clear()``, ``items`` [(sample, label)] (named items added to the
+    plot join it by themselves).
+    """
+
+    GAP = 14  # px between entries
+    SAMPLE = 20  # px of a sample (pyqtgraph's ItemSample)
+
+    def __init__(self, *, text_size: str = "9pt", color: str = "#333"):
+        super().__init__()
+        self.items: list[tuple[pg.ItemSample, pg.LabelItem]] = []
+        self.text_size, self.color = text_size, color
+        self._height = -1.0
+        self._place()
+
+    def addItem(self, item, name: str) -> None:  # noqa: N802 (pyqtgraph naming)
+        label = pg.LabelItem(name, justify="left", size=self.text_size, color=self.color)
+        sample = item if isinstance(item, pg.ItemSample) else pg.ItemSample(item)
+        for part in (sample, label):
+            part.setParentItem(self)
+        self.items.append((sample, label))
+        self._place()
+
+    def removeItem(self, item) -> None:  # noqa: N802
+        for sample, label in self.items:
+            if sample.item is item or label.text == item:
+                self.items.remove((sample, label))
+                for part in (sample, label):
+                    part.setParentItem(None)
+                    if part.scene() is not None:
+                        part.scene().removeItem(part)
+                self._place()
+                return
+
+    def clear(self) -> None:
+        for sample, _ in list(self.items):
+            self.removeItem(sample.item)
+
+    def getLabel(self, item):  # noqa: N802 (pyqtgraph's LegendItem has it)
+        return next((label for sample, label in self.items if sample.item is item), None)
+
+    def resizeEvent(self, ev) -> None:  # noqa: N802 (Qt naming)
+        self._place()
+
+    def _place(self) -> None:
+        """Lay the entries out in lines as wide as the row; the row takes the lines' height."""
+        width = self.size().width()
+        width = width if width > 1 else 1e6
+        x = y = line_h = 0.0
+        for sample, label in self.items:
+            text = label.itemRect()
+            w = self.SAMPLE + 2 + text.width()
+            h = max(float(self.SAMPLE), text.height())
+            if x > 0 and x + w > width:
+                x, y, line_h = 0.0, y + line_h, 0.0
+            sample.setPos(x, y + (h - self.SAMPLE) / 2)
+            label.setGeometry(QRectF(x + self.SAMPLE + 2, y, text.width(), text.height()))
+            x += w + self.GAP
+            line_h = max(line_h, h)
+        height = y + line_h
+        if abs(height - self._height) > 0.5:
+            self._height = height
+            self.setMinimumHeight(height)
+            self.setMaximumHeight(height)
+            self.setVisible(height > 0)
+            self.updateGeometry()
+
+    def sizeHint(self, which, constraint=None) -> QSizeF:  # noqa: N802
+        if which == Qt.SizeHint.MaximumSize:
+            return QSizeF(1e6, max(0.0, self._height))
+        return QSizeF(0, max(0.0, self._height))
+
+
+def legend_row(plot: pg.PlotItem, *, text_size: str = "9pt") -> LegendRow:
+    """Give ``plot`` a :class:`LegendRow` between its title and its view box as its legend: the curves
+    added with a name show up in it. It takes the cell of the top axis, hidden in a curve plot (and
+    taken out of the layout: don't show it afterwards)."""
+    row = LegendRow(text_size=text_size)
+    top = plot.getAxis("top")
+    if not top.isVisible():  # its cell: a curve plot never shows a top axis
+        plot.layout.removeItem(top)
+    plot.layout.addItem(row, 1, 1)
+    plot.legend = row
+    return row
+
+
+__all__ = ["ColorLegend", "LegendRow", "legend_row"]

@@ -140,3 +140,50 @@ def test_named_variant_colours():
     assert color_for("Post-LN") == NAMED_COLORS["Post-LN"] == PALETTE[1]
     assert color_for("something else", 2) == run_color(2) == PALETTE[2]
     assert run_color(len(PALETTE) + 1) == PALETTE[1]
+
+
+def _shown(qtbot, widget, size):
+    widget.resize(*size)
+    widget.show()
+    qtbot.waitExposed(widget)
+    qtbot.waitUntil(lambda: widget.view.width() > 50, timeout=5000)
+
+
+@pytest.mark.parametrize("size", [(380, 300), (700, 450)])
+def test_the_legend_is_a_row_above_the_curves_never_on_them(qtbot, curves, size):
+    for i, name in enumerate(("train (smoothed)", "validation", "a third run", "a fourth")):
+        curves.set_series(name, STEPS, LOSS + i)
+    _shown(qtbot, curves, size)
+    legend_rect = curves.legend.sceneBoundingRect
+
+    def laid_out():  # the row has taken the lines its entries need
+        return all(legend_rect().contains(s.sceneBoundingRect().center()) for s, _ in curves.legend.items)
+
+    qtbot.waitUntil(laid_out, timeout=5000)
+    data = curves.plot.getViewBox().sceneBoundingRect()
+    legend = legend_rect()
+    assert not legend.intersects(data)  # pyqtgraph's floated over the top right of the data
+    assert legend.bottom() <= data.top() + 0.5
+    for sample, label in curves.legend.items:  # every entry in the row, within the plot's width
+        for part in (sample, label):
+            rect = part.sceneBoundingRect()
+            assert legend.contains(rect.center()) and rect.right() <= curves.view.width() + 1
+
+
+@pytest.mark.parametrize("width", [900, 1100])
+def test_train_plot_titles_never_overlap_down_to_900_px(qtbot, window_of_one_tab, width):
+    _, tab, _ = window_of_one_tab("Train", "app.views.train.tab:TrainTab", (width, 700))
+    plots = tab.plots
+    qtbot.waitUntil(lambda: plots.view.isVisible() and plots.view.width() > 100, timeout=5000)
+    titles = {k: p.titleLabel.item.sceneBoundingRect() for k, p in plots.panels.items()}
+    shown = plots.view.mapToScene(plots.view.viewport().rect()).boundingRect()
+    for key, rect in titles.items():
+        box = plots.panels[key].sceneBoundingRect()
+        assert box.adjusted(-1, -1, 1, 1).contains(rect), (key, "title wider than its plot")
+        assert shown.adjusted(-1, -1, 1, 1).contains(rect), (key, "title cut")
+    keys = list(titles)
+    for i, a in enumerate(keys):
+        for b in keys[i + 1 :]:
+            assert not titles[a].adjusted(4, 4, -4, -4).intersects(titles[b].adjusted(4, 4, -4, -4)), (a, b)
+    # and the legend does not cover the loss
+    assert not plots.legend.sceneBoundingRect().intersects(plots.plot.getViewBox().sceneBoundingRect())

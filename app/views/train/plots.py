@@ -14,6 +14,8 @@ from app.widgets.curves import Curves, history_points
 from app.widgets.palette import PALETTE
 
 TRAIN = "train"
+#: The plots' titles: four plots share a third of a 1280×800 screen (two lines when a title wraps)
+TITLE_SIZE = "9.5pt"
 #: (series, panel and event key, panel title, colour, line width, row, column, column span)
 EXTRA_PANELS = (
     ("lr", "Learning rate", PALETTE[2], 2.0, 1, 0, 1),
@@ -30,9 +32,17 @@ class TrainPlots(Curves):
     """
 
     def __init__(self, parent: QWidget | None = None):
-        super().__init__("Loss (cross-entropy, nats/token)", colspan=2, smoothing=0.9, parent=parent)
+        super().__init__(
+            "Loss (cross-entropy, nats/token)",
+            colspan=2,
+            smoothing=0.9,
+            legend_text_size="8pt",
+            parent=parent,
+        )
         for key, title, _color, _width, row, col, span in EXTRA_PANELS:
             self.add_panel(key, title, row=row, col=col, colspan=span)
+        for panel in self.panels.values():  # four plots in a third of a laptop screen: smaller titles
+            panel.setTitle(panel.titleLabel.text, size=TITLE_SIZE)
         self.view.ci.layout.setRowStretchFactor(0, 3)
         self.set_series(
             TRAIN,
