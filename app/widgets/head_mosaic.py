@@ -49,6 +49,7 @@ from app.widgets.matrix_plot import (
 )
 from app.widgets.mosaic_layout import CellMarks, MosaicGeometry, flow_columns
 from app.widgets.palette import DEFAULT_CMAP, DIVERGING_CMAP, matrix_lut
+from app.widgets.titles import WrapLabel
 from model.pooling import block_size, pool_absmax, pool_max, pool_visible
 from model.probes import carried_mask
 
@@ -84,7 +85,13 @@ class HeadMosaic(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         self.view = pg.GraphicsLayoutWidget()
         self.view.setBackground("w")
-        self.plot: pg.PlotItem = self.view.addPlot(row=0, col=0)
+        # the title: a row of its own over the heads and the colour bar, wrapped to the widget's width
+        self.title_label = WrapLabel("", justify="left", color="#222", size="10pt")
+        self.title_label.setVisible(False)
+        self.view.addItem(self.title_label, row=0, col=0, colspan=3)
+        self.view.ci.layout.setRowFixedHeight(0, 0)
+        self.title_label.set_on_height(lambda h: self.view.ci.layout.setRowFixedHeight(0, h))
+        self.plot: pg.PlotItem = self.view.addPlot(row=1, col=0)
         p = matrix_axes(self.plot)
         for name in ("left", "top"):
             ax = p.getAxis(name)
@@ -101,11 +108,11 @@ class HeadMosaic(QWidget):
         self.image.setLookupTable(matrix_lut(cmap, self.gamma))
         p.addItem(self.image)
         self.legend = ColorLegend(cmap, "weight", width=10, gamma=self.gamma)
-        self.view.addItem(self.legend, row=0, col=1)
+        self.view.addItem(self.legend, row=1, col=1)
         spare = QGraphicsWidget()  # takes the width the heads do not need: the legend stays beside them
         spare.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
         spare.setPreferredWidth(0)
-        self.view.addItem(spare, row=0, col=2)
+        self.view.addItem(spare, row=1, col=2)
         self.view.ci.layout.setColumnStretchFactor(0, 1000)  # the spare gets only what the plot cannot take
         self.view.ci.layout.setColumnStretchFactor(2, 1)
         self.placeholder = pg.TextItem("", color="#888", anchor=(0.5, 0.5))
@@ -388,7 +395,16 @@ class HeadMosaic(QWidget):
         self._set_colours()
 
     def set_title(self, text: str) -> None:
-        self.plot.setTitle(text, color="#222", size="10pt", justify="left")
+        """The line over the heads (wrapped when the widget is narrow; "" for none)."""
+        shown = bool(text and text.strip())
+        self.title_label.setVisible(shown)
+        self.title_label.setText(text if shown else " ")
+        if not shown:
+            self.view.ci.layout.setRowFixedHeight(0, 0)
+
+    @property
+    def title(self) -> str:
+        return self.title_label.text if self.title_label.isVisible() else ""
 
     def clear(self, message: str = "no attention to show yet") -> None:
         """Show nothing but ``message`` (the title stays)."""
@@ -422,7 +438,12 @@ class HeadMosaic(QWidget):
         vh = self.vb.height()
         if not self.flow and self._canvas is not None and vh > 1:
             H, W = self._canvas.shape  # the content and its margins: a gap in all
-            limit = self.plot.width() - self.vb.width() + vh * W / H + 1
+            # what the plot takes beside its view box: the row labels and the layout's margins (read
+            # from the axis, fixed by the labels: the view box's own width may still be the one from
+            # before the last resize, and a limit made from it shrank the plot under the heads)
+            m = self.plot.layout.getContentsMargins()
+            beside = self.plot.getAxis("left").width() + m[0] + m[2] + 2
+            limit = beside + vh * W / H + 1
         if abs(self.plot.maximumWidth() - limit) > 0.5:
             self.plot.setMaximumWidth(limit)
 

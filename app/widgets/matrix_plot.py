@@ -31,7 +31,6 @@ from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.widgets.cell_numbers import CellNumbers
-from app.widgets.layouts import shrinkable_title
 from app.widgets.legend import ColorLegend
 from app.widgets.palette import (
     DEFAULT_CMAP,
@@ -40,6 +39,7 @@ from app.widgets.palette import (
     matrix_lut,
     text_colors,
 )
+from app.widgets.titles import wrapping_title
 from app.widgets.token_axis import TokenAxis
 
 #: The smallest weight the log colour scale tells apart (everything below looks like it).
@@ -219,7 +219,7 @@ class MatrixPanel:
             row=row, col=col, rowspan=rowspan, axisItems={"left": self.left_axis, "top": self.top_axis}
         )
         p = matrix_axes(self.plot)
-        shrinkable_title(p)  # a long title never widens the scene past its view
+        wrapping_title(p)  # a long title wraps over the matrix: never wider than its plot
         self.row_title, self.col_title = row_title, col_title
         self.set_axis_titles(row_title, col_title)
         if title:
@@ -345,16 +345,13 @@ class MatrixPanel:
             else:
                 self.vb.setRange(QRectF(0, 0, C, R), padding=0.0)
 
-    def set_title(self, text: str, *, lines: int = 1, **style) -> None:
-        """The plot's title; ``lines`` > 1 makes room for that many lines (``style``: color, size)."""
+    def set_title(self, text: str, **style) -> None:
+        """The plot's title (``style``: color, size), wrapped onto as many lines as the plot's width
+        needs (``<br>`` breaks a line where you want it)."""
         style.setdefault("color", "#222")
         if self.fitter is not None:  # the matrix sits at the left: so does its title
             style.setdefault("justify", "left")
         self.plot.setTitle(text, **style)
-        if lines > 1:
-            h = 15 * lines + 6
-            self.plot.titleLabel.setMaximumHeight(h)
-            self.plot.layout.setRowFixedHeight(0, h)
 
     # ---- numbers in the cells ------------------------------------------------------------------
     def _write_numbers(self, on: bool) -> None:

@@ -18,14 +18,12 @@ def tiny_window_tabs():
     return ["Train", "History", "Attention"]
 
 
-def _painted(view, pos) -> tuple[int, int, int]:
-    """The colour ``view`` (a graphics view) paints at widget position ``pos``."""
-    c = QColor(view.grab().toImage().pixel(pos))
-    return (c.red(), c.green(), c.blue())
-
-
 def _mosaic_colour(mosaic, q: int, k: int) -> tuple[int, int, int]:
-    return _painted(mosaic.view, mosaic.widget_pos_of(0, 0, q, k))
+    """The colour the grid paints at token pair (q, k) of its first head (grabbed first: a grab lays
+    out what was pending, and the position is read from that layout)."""
+    image = mosaic.view.grab().toImage()
+    c = QColor(image.pixel(mosaic.widget_pos_of(0, 0, q, k)))
+    return (c.red(), c.green(), c.blue())
 
 
 def test_the_carried_mask_is_causal_or_a_window_and_never_a_stray_zero():
@@ -45,6 +43,7 @@ def test_a_masked_cell_is_the_same_grey_in_the_train_history_and_attention_grids
     from model.history import trace_snapshot
 
     win, s = tiny_window, tiny_window.session
+    win.resize(1280, 750)  # the window as a laptop shows it maximised
     prompt = "abcdabcd"
     # Train: a frame as the scrubber gets it back from the history (packed, then unpacked)
     train = win.tabs["Train"]
