@@ -10,7 +10,8 @@ from PySide6.QtWidgets import QGraphicsItem
 class CellNumbers(QGraphicsItem):
     """The numbers written in a matrix's cells, all in one ``paint`` (one ``pg.TextItem`` per cell
     cost tens of ms a repaint for a few hundred cells). ``cells``: ``(row, col, text, colour)``, each
-    centred on ``(col + 0.5, row + 0.5)`` in view coordinates, at a fixed font size whatever the zoom."""
+    centred on ``(col + 0.5, row + 0.5)`` in view coordinates, at a fixed font size whatever the zoom;
+    a number that does not fit its cell at the current size is left out (zoom in, or hover)."""
 
     def __init__(self, font: QFont):
         super().__init__()
@@ -39,9 +40,13 @@ class CellNumbers(QGraphicsItem):
         painter.resetTransform()
         painter.setFont(self._font)
         clip = QRectF(painter.viewport())
+        origin, corner = to_device.map(QPointF(0, 0)), to_device.map(QPointF(1, 1))
+        cell_w, cell_h = abs(corner.x() - origin.x()), abs(corner.y() - origin.y())
         for r, c, text, colour in self.cells:
             p = to_device.map(QPointF(c + 0.5, r + 0.5))
             w = fm.horizontalAdvance(text) + 4
+            if w > cell_w + 2 or h > cell_h + 4:
+                continue  # a number wider than its cell would run over its neighbours: the readout has it
             box = QRectF(p.x() - w / 2, p.y() - h / 2, w, h)
             if box.intersects(clip):
                 painter.setPen(colour)

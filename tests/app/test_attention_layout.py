@@ -105,3 +105,28 @@ def test_every_text_of_panel_7_reads_on_what_is_behind_it(qtbot, attention_at):
     # the masked weights are grey (the colour of "masked" everywhere), not the colour of 0
     panel = page.plots["weights"]
     assert panel.hidden is not None and panel.hidden[0, -1] and panel.legend.hidden_text == "masked"
+
+
+def _metrics(qtbot, tab):
+    page = tab.show_page("metrics")
+    qtbot.waitUntil(lambda: tab.metrics is not None and page.table.rowCount() > 0, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: page.view.isVisible() and not page.stale, timeout=TIMEOUT)
+    return page
+
+
+def test_metrics_maps_are_one_size_and_every_table_column_is_readable_at_1280(qtbot, attention_at):
+    _, tab = attention_at()
+    page = _metrics(qtbot, tab)
+    qtbot.waitUntil(lambda: min(r.width() for r in [_image_rect(p) for p in page.maps.values()]) > 20)
+    rects = [_image_rect(p) for p in page.maps.values()]
+    sizes = {(round(r.width()), round(r.height())) for r in rects}
+    assert max(w for w, _ in sizes) - min(w for w, _ in sizes) <= 1, sizes  # one size for every map
+    assert max(r.top() for r in rects) - min(r.top() for r in rects) <= 1  # and on one line
+    table, header = page.table, page.table.horizontalHeader()
+    fm = header.fontMetrics()
+    for c in range(table.columnCount()):
+        text = table.horizontalHeaderItem(c).text()
+        assert header.sectionSize(c) >= fm.horizontalAdvance(text), text  # was: two columns at 1280
+    # every column in view at once, without scrolling sideways
+    assert header.length() <= table.viewport().width() + 1
+    assert table.horizontalScrollBar().maximum() == 0

@@ -16,7 +16,6 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QDoubleSpinBox,
     QGroupBox,
-    QHBoxLayout,
     QHeaderView,
     QLabel,
     QSplitter,
@@ -27,16 +26,20 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.attention.base import AttentionPage, blurb_label, holder
+from app.widgets.layouts import FlowLayout, labelled
 from app.widgets.matrix_plot import MatrixPanel
+from app.widgets.titles import WrapLabel
 
 #: (metric field, heatmap title) of the small L×H maps; every one lies in [0, 1].
 MAPS = (
-    ("entropy_norm", "spread: entropy / ln(keys seen)<br>1 = even over all keys, 0 = one key"),
-    ("prev_token", "previous-token score<br>mean weight on key i − 1"),
-    ("sink", "first-token (sink) score<br>mean weight on key 0"),
-    ("self_score", "self score<br>mean weight on key i (diagonal)"),
-    ("induction", "induction score (repeated random tokens)<br>weight on the token after the last copy"),
+    ("entropy_norm", "<b>spread</b><br>entropy / ln(keys seen): 1 even, 0 one key"),
+    ("prev_token", "<b>previous-token</b><br>mean weight on key i − 1"),
+    ("sink", "<b>first-token (sink)</b><br>mean weight on key 0"),
+    ("self_score", "<b>self</b><br>mean weight on key i (diagonal)"),
+    ("induction", "<b>induction</b><br>weight on the token after the last copy"),
 )
+#: Width of the "Named heads" column beside the maps, px.
+NAMED_WIDTH = 150
 #: Table columns: (header, metric field or special, tooltip)
 COLUMNS = (
     ("layer", "layer", ""),
@@ -85,9 +88,48 @@ class MetricsPage(AttentionPage):
     )
 
     def build(self) -> None:
+        """The maps in one row (equal sizes, one colour bar: every score is in [0, 1]) with the named
+        heads beside them; under them the table across the page's whole width (every column
+        readable at 1280 px) and the thresholds; a splitter between the two."""
         lay = QVBoxLayout(self)
         lay.addWidget(blurb_label(self.blurb))
-        split = QSplitter()
+        split = QSplitter(Qt.Orientation.Vertical)
+        self.view = pg.GraphicsLayoutWidget()
+        self.view.setBackground("w")
+        self.view.setMinimumHeight(150)
+        self.maps: dict[str, MatrixPanel] = {}
+        last = len(MAPS) - 1
+        for i, (name, title) in enumerate(MAPS):
+            hp = MatrixPanel(
+                self.view.ci,
+                0,
+                i,
+                title=title,
+                square=True,
+                legend=i == last,  # one colour bar for all: every map is a score in [0, 1]
+                interactive=False,
+                row_title="",  # L0, L1, … and H0, H1, … say it: no room to spare on five maps
+                col_title="",
+                legend_label="score",
+                number_pt=8,
+            )
+            hp.set_title(title, size="8pt")
+            self.maps[name] = hp
+        self._title_h: dict[str, float] = {}
+        for name, hp in self.maps.items():  # the maps side by side at one height: titles of one height
+            hp.plot.titleLabel.set_on_height(lambda h, name=name: self._align_titles(name, h))
+        grid = self.view.ci.layout
+        for i in range(len(MAPS)):
+            grid.setColumnStretchFactor(i, 1)
+        grid.setColumnStretchFactor(len(MAPS), 0)  # the colour bar
+        self.named = WrapLabel(" ", justify="left", color="#222", size="8pt")
+        self.view.ci.addItem(self.named, row=0, col=len(MAPS) + 1)
+        grid.setColumnFixedWidth(len(MAPS) + 1, NAMED_WIDTH)
+        self.canvas = holder(self.view)
+        split.addWidget(self.canvas)
+        below = QWidget()
+        blay = QVBoxLayout(below)
+        blay.setContentsMargins(0, 0, 0, 0)
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels([c[0] for c in COLUMNS])
         for i, (_, _, tip) in enumerate(COLUMNS):
@@ -98,36 +140,11 @@ class MetricsPage(AttentionPage):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.verticalHeader().setVisible(False)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        split.addWidget(self.table)
-        right = QWidget()
-        rlay = QVBoxLayout(right)
-        rlay.setContentsMargins(0, 0, 0, 0)
-        self.view = pg.GraphicsLayoutWidget()
-        self.view.setBackground("w")
-        self.maps: dict[str, MatrixPanel] = {}
-        for i, (name, title) in enumerate(MAPS):
-            r, c = divmod(i, 3)
-            hp = MatrixPanel(
-                self.view.ci,
-                r,
-                2 * c,
-                title=f"<span style='font-size:8pt'>{title}</span>",
-                square=True,
-                legend=(c == 2 or i == len(MAPS) - 1),
-                interactive=False,
-                row_title="layer",
-                col_title="head",
-                legend_label="score",
-                number_pt=9,
-            )
-            self.maps[name] = hp
-        self.named = pg.LabelItem(" ", justify="left", color="#222", size="9pt")
-        self.view.ci.addItem(self.named, row=1, col=4, colspan=2)
-        self.canvas = holder(self.view)
-        rlay.addWidget(self.canvas, 1)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        blay.addWidget(self.table, 1)
         box = QGroupBox("Names and their thresholds")
-        blay = QVBoxLayout(box)
-        row = QHBoxLayout()
+        tlay = QVBoxLayout(box)
+        row = FlowLayout()
         self.spins: dict[str, QDoubleSpinBox] = {}
         for field, label in THRESHOLDS:
             spin = QDoubleSpinBox()
@@ -136,25 +153,31 @@ class MetricsPage(AttentionPage):
             spin.setDecimals(2)
             spin.setValue(getattr(self.state.thresholds, field))
             spin.valueChanged.connect(self._on_threshold)
-            row.addWidget(QLabel(label))
-            row.addWidget(spin)
-            row.addSpacing(8)
+            labelled(row, label, spin)
             self.spins[field] = spin
-        row.addStretch(1)
-        blay.addLayout(row)
+        tlay.addLayout(row)
         self.rules = QLabel(" ")
         self.rules.setWordWrap(True)
-        blay.addWidget(self.rules)
-        rlay.addWidget(box)
-        split.addWidget(right)
-        split.setStretchFactor(0, 1)
-        split.setStretchFactor(1, 1)
-        split.setSizes([560, 700])
+        tlay.addWidget(self.rules)
+        blay.addWidget(box)
+        split.addWidget(below)
+        split.setStretchFactor(0, 2)
+        split.setStretchFactor(1, 3)
+        split.setSizes([220, 330])
         lay.addWidget(split, 1)
         self.status = QLabel(" ")
+        self.status.setWordWrap(True)
         lay.addWidget(self.status)
         self.table.cellDoubleClicked.connect(self._on_row)
         self.view.scene().sigMouseClicked.connect(self._on_map_click)
+
+    def _align_titles(self, name: str, h: float) -> None:
+        """Give every map's title the height of the tallest (the maps then start on one line)."""
+        self._title_h[name] = h
+        top = max(self._title_h.values())
+        for hp in self.maps.values():
+            hp.plot.layout.setRowFixedHeight(0, top)
+            hp.plot.titleLabel.setMaximumHeight(top)
 
     def _on_threshold(self, _v: float) -> None:
         from model.analysis.heads import HeadThresholds
