@@ -130,3 +130,38 @@ def test_metrics_maps_are_one_size_and_every_table_column_is_readable_at_1280(qt
     # every column in view at once, without scrolling sideways
     assert header.length() <= table.viewport().width() + 1
     assert table.horizontalScrollBar().maximum() == 0
+
+
+def test_token_focus_titles_are_whole_at_1280(qtbot, attention_at):
+    from tests.app.layout_probe import text_problems
+
+    _, tab = attention_at()
+    page = tab.show_page("focus")
+    qtbot.waitUntil(lambda: page.focus is not None and page.view.isVisible(), timeout=TIMEOUT)
+    plots = [page.bars_out, page.bars_in, page.heat_out.plot, page.heat_in.plot]
+
+    def inside(p):  # the title's text within its own plot (they were cut: "… per hea")
+        return p.sceneBoundingRect().adjusted(-1, -1, 1, 1).contains(p.titleLabel.item.sceneBoundingRect())
+
+    page.grab()
+    qtbot.waitUntil(lambda: all(inside(p) for p in plots), timeout=5000)
+    for p in plots:
+        text = p.titleLabel.item.toPlainText()
+        assert text.endswith("per head") or text.endswith("heads"), text  # the whole text is there
+    assert text_problems(page) == []
+
+
+@pytest.mark.parametrize(
+    "key", ["heads", "head", "pipeline", "lines", "focus", "aggregates", "metrics", "patching", "next"]
+)
+def test_nothing_is_cut_or_overlapping_on_an_attention_page_at_1280(qtbot, attention_at, key):
+    from tests.app.layout_probe import text_problems
+
+    win, tab = attention_at()
+    page = tab.show_page(key)
+    assert tab.wait_ready(timeout=30)
+    qtbot.waitUntil(lambda: not page.stale, timeout=TIMEOUT)
+    page.grab()  # lays out what is pending
+    assert text_problems(page) == []
+    # and the tab fits beside the docks: no scrolling sideways
+    assert win._holders["Attention"].scroll.horizontalScrollBar().maximum() == 0

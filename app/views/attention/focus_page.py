@@ -2,10 +2,13 @@
 
 ``model.analysis.aggregate.TokenFocus``: ``looks_at`` [L, H, T] is token t's query row in every head,
 ``looked_at_by`` [L, H, T] its key column. Drawn as two heatmaps with one row per head (L·H rows), and
-above them the mean over all heads as bars.
+above them the mean over all heads as bars. Titles wrap within their plot (two plots side by side
+at 1280 px).
 """
 
 from __future__ import annotations
+
+import html
 
 import numpy as np
 import pyqtgraph as pg
@@ -14,6 +17,7 @@ from PySide6.QtWidgets import QLabel, QListView, QListWidget, QListWidgetItem, Q
 
 from app.views.attention.base import AttentionPage, blurb_label, holder
 from app.widgets.matrix_plot import MatrixPanel
+from app.widgets.titles import wrapping_title
 from app.widgets.token_axis import TokenAxis
 from model.inspection import token_focus_of
 
@@ -65,6 +69,7 @@ class FocusPage(AttentionPage):
     def _bar_plot(self, row: int, col: int, title: str):
         axis = TokenAxis("bottom", offset=0.5)
         p = self.view.addPlot(row=row, col=col, axisItems={"bottom": axis})
+        wrapping_title(p)  # two plots side by side: a title wraps within its own
         p.setTitle(title, color="#222")
         p.setMenuEnabled(False)
         p.hideButtons()
@@ -122,12 +127,15 @@ class FocusPage(AttentionPage):
         L, H, T = f.looks_at.shape
         heads = [f"L{l} H{h}" for l in range(L) for h in range(H)]
         # colours from 0 to the largest weight shown (the legend says which), so faint heads still show
+        # what the mask hides (keys after t as a query, queries before t as a key) is grey, as everywhere
+        seen = {self.heat_out: insp.mask[t], self.heat_in: insp.mask[:, t]}
         for hp, m in ((self.heat_out, f.looks_at), (self.heat_in, f.looked_at_by)):
             top = max(0.05, float(m.max()))
-            hp.set_matrix(m.reshape(L * H, T), heads, insp.labels, levels=(0.0, top))
-        lab = insp.labels[t]
-        self.heat_out.set_title(f"token {t} '{lab}' as a query: its weight on each key, per head")
-        self.heat_in.set_title(f"token {t} '{lab}' as a key: each query's weight on it, per head")
+            mask = np.broadcast_to(seen[hp], (L * H, T))
+            hp.set_matrix(m.reshape(L * H, T), heads, insp.labels, levels=(0.0, top), mask=mask)
+        lab = html.escape(insp.labels[t])
+        self.heat_out.set_title(f"'{lab}' as a query: its weight on each key, per head", size="10pt")
+        self.heat_in.set_title(f"'{lab}' as a key: each query's weight on it, per head", size="10pt")
         x = np.arange(T, dtype=np.float32)
         for p, vals in ((self.bars_out, f.looks_at_mean), (self.bars_in, f.looked_at_by_mean)):
             p._bars.setOpts(x0=x + 0.1, x1=x + 0.9, y0=np.zeros(T), y1=vals)  # noqa: SLF001
@@ -135,8 +143,9 @@ class FocusPage(AttentionPage):
             p.setXRange(0, T, padding=0.0)
             p.setYRange(0, max(0.05, float(vals.max()) * 1.15), padding=0.0)
         n = L * H
-        self.bars_out.setTitle(f"where '{lab}' (token {t}) looks — mean over all {n} heads", color="#222")
-        self.bars_in.setTitle(f"who looks at '{lab}' (token {t}) — mean over all {n} heads", color="#222")
+        style = {"color": "#222", "size": "10pt"}
+        self.bars_out.setTitle(f"where '{lab}' (token {t}) looks: mean of the {n} heads", **style)
+        self.bars_in.setTitle(f"who looks at '{lab}' (token {t}): mean of the {n} heads", **style)
 
     def _on_move(self, pos: QPointF) -> None:
         insp, f = self.state.inspection, self.focus

@@ -32,6 +32,7 @@ class HeadPage(AttentionPage):
         bar.addWidget(self.selector)
         self.role_label = QLabel(" ")
         self.role_label.setStyleSheet("color: #333;")
+        self.role_label.setWordWrap(True)  # a long role line wraps instead of widening the tab past 1280 px
         bar.addWidget(self.role_label, 1)
         self.log_box = QCheckBox("Log colours")
         self.log_box.setToolTip("colour log₁₀(weight) from 10⁻⁴ to 1, so small weights differ too")

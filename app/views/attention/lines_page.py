@@ -7,7 +7,6 @@ import numpy as np
 from PySide6.QtWidgets import (
     QButtonGroup,
     QDoubleSpinBox,
-    QHBoxLayout,
     QLabel,
     QPushButton,
     QRadioButton,
@@ -19,6 +18,7 @@ from PySide6.QtWidgets import (
 from app.views.attention.base import AttentionPage, HeadSelector, blurb_label
 from app.views.attention.head_picker import HeadPicker
 from app.views.attention.lines import AttentionLines
+from app.widgets.layouts import FlowLayout, labelled
 
 
 class LinesPage(AttentionPage):
@@ -32,7 +32,7 @@ class LinesPage(AttentionPage):
     def build(self) -> None:
         lay = QVBoxLayout(self)
         lay.addWidget(blurb_label(self.blurb))
-        bar = QHBoxLayout()
+        bar = FlowLayout()  # wraps at 1280 px beside the docks instead of widening the tab
         self.one_radio = QRadioButton("One head:")
         self.avg_radio = QRadioButton("Average of the heads chosen on the right")
         self.one_radio.setChecked(True)
@@ -43,14 +43,12 @@ class LinesPage(AttentionPage):
         bar.addWidget(self.one_radio)
         bar.addWidget(self.selector)
         bar.addWidget(self.avg_radio)
-        bar.addStretch(1)
-        bar.addWidget(QLabel("hide lines below weight"))
         self.min_spin = QDoubleSpinBox()
         self.min_spin.setRange(0.001, 0.9)
         self.min_spin.setDecimals(3)
         self.min_spin.setSingleStep(0.01)
         self.min_spin.setValue(0.02)
-        bar.addWidget(self.min_spin)
+        labelled(bar, "hide lines below weight", self.min_spin)
         self.all_button = QPushButton("Whole prompt")
         self.all_button.setToolTip("zoom out to every token")
         bar.addWidget(self.all_button)
