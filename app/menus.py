@@ -195,15 +195,18 @@ class WindowMenus:
             return
         if not self._maybe_save("Open a checkpoint"):
             return
-        path = QFileDialog.getExistingDirectory(
-            self, "Open checkpoint directory", self.settings.last_dir("checkpoint")
-        )
+        from app.checkpoint_dialog import CheckpointDialog
+
+        path = CheckpointDialog.get_path(self, self.settings.last_dir("checkpoint"))
         if path:
             self.open_checkpoint(path)
 
-    def open_checkpoint(self, path: str) -> bool:
-        """Load the checkpoint at ``path``; an error dialog (and nothing changed) when it cannot."""
-        self.settings.set_last_dir("checkpoint", Path(path).parent)
+    def open_checkpoint(self, path: str, *, remember_dir: bool = True) -> bool:
+        """Load the checkpoint at ``path`` (a folder, or a nanoGPT ``ckpt.pt``); an error dialog (and
+        nothing changed) when it cannot. The next Open starts where ``path`` is, unless
+        ``remember_dir`` is False (a model downloaded into the Hugging Face cache)."""
+        if remember_dir:
+            self.settings.set_last_dir("checkpoint", Path(path).parent)
         QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
         try:
             self.session.load_checkpoint(path)
@@ -267,7 +270,7 @@ class WindowMenus:
             return
         if not self._maybe_save("Open a downloaded model"):
             return
-        if self.open_checkpoint(folder):
+        if self.open_checkpoint(folder, remember_dir=False):
             self.session.checkpoint_meta["name"] = ref  # the repo, not the cache's commit folder
             self._update_status()
             self.statusBar().showMessage(f"Opened {ref} from the Hugging Face cache", 6000)

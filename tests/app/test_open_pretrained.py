@@ -2,7 +2,8 @@
 
 import pytest
 import torch
-from PySide6.QtWidgets import QFileDialog
+
+from app.checkpoint_dialog import CheckpointDialog
 
 TIMEOUT = 60_000
 
@@ -14,7 +15,7 @@ def tiny_window_tabs():
 
 
 def _open(qtbot, win, path, monkeypatch):
-    monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(path))
+    monkeypatch.setattr(CheckpointDialog, "get_path", lambda *a, **k: str(path))
     with qtbot.waitSignal(win.session.historyReset, timeout=TIMEOUT):
         win.open_action.trigger()
 

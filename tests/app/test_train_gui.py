@@ -7,6 +7,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
+from app.checkpoint_dialog import CheckpointDialog
 from model.probes import FrameHistory, ProbeFrame
 
 TIMEOUT = 60_000  # ms; generous because the CI machine's two cores are shared
@@ -121,7 +122,7 @@ def test_save_then_open_checkpoint_via_menu_restores_model_and_curves(
     assert s.step == 0 and tab.plots.n_points == 0
     assert not torch.equal(s.model.tok_emb.weight, saved_weight)
 
-    monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(target))
+    monkeypatch.setattr(CheckpointDialog, "get_path", lambda *a, **k: str(target))
     errors = []
     monkeypatch.setattr(QMessageBox, "critical", lambda *a, **k: errors.append(a))
     with qtbot.waitSignal(s.historyReset, timeout=TIMEOUT):
@@ -175,7 +176,7 @@ def test_corrupt_checkpoint_shows_an_error_and_the_app_keeps_working(
     (bad / "tokenizer.json").write_text("{}")
     shown = []
     monkeypatch.setattr(QMessageBox, "critical", lambda parent, title, text, *a: shown.append((title, text)))
-    monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(bad))
+    monkeypatch.setattr(CheckpointDialog, "get_path", lambda *a, **k: str(bad))
     model_before = s.model
     win.open_action.trigger()
     assert len(shown) == 1 and "checkpoint" in shown[0][0].lower() and str(bad) in shown[0][1]

@@ -1,0 +1,85 @@
+"""File → Open checkpoint…: one dialog that picks a checkpoint folder or a checkpoint file.
+
+Qt's file dialog picks either files or folders, never both, while a model on disk is either (an
+Attention Lab or Hugging Face folder, a run folder, a nanoGPT ``ckpt.pt``). :class:`CheckpointDialog`
+is Qt's own (non-native) file dialog choosing an existing file, with the checkpoint files in its filter,
+plus an **Open this folder** button that opens the folder selected in the list, or else the folder
+shown. :func:`checkpoint_target` says what a choice opens: a file inside a model folder (its
+``config.json``, ``model.safetensors``, …) opens that folder; a PyTorch file elsewhere opens as a
+nanoGPT checkpoint. :func:`model.pretrained.open_model` reads no other formats (no GGUF).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtWidgets import QFileDialog, QGridLayout, QHBoxLayout, QLabel, QPushButton, QWidget
+
+#: What the dialog lists: a model folder's files and PyTorch checkpoints (nanoGPT's ``ckpt.pt``).
+CHECKPOINT_FILTER = "Checkpoints (*.pt *.pth *.ckpt *.safetensors *.json *.bin);;All files (*)"
+
+
+def checkpoint_target(path: str | Path) -> str:
+    """What choosing ``path`` opens: a folder as is; a file beside a ``config.json`` (or a run
+    folder's ``run.json``) its folder; any other file (a nanoGPT ``ckpt.pt``) itself."""
+    p = Path(path)
+    if p.is_file() and ((p.parent / "config.json").is_file() or (p.parent / "run.json").is_file()):
+        return str(p.parent)
+    return str(p)
+
+
+class CheckpointDialog(QFileDialog):
+    """Choose a checkpoint file or folder (see the module docstring); :attr:`chosen` after ``exec``."""
+
+    TITLE = "Open checkpoint (a model folder, or ckpt.pt)"
+
+    def __init__(self, parent: QWidget | None = None, start: str = ""):
+        super().__init__(parent, self.TITLE, start, CHECKPOINT_FILTER)
+        self.setObjectName("checkpointDialog")
+        self.setOption(QFileDialog.Option.DontUseNativeDialog, True)
+        self.setFileMode(QFileDialog.FileMode.ExistingFile)
+        self.setAcceptMode(QFileDialog.AcceptMode.AcceptOpen)
+        self.chosen = ""
+        self.folder_button = QPushButton("Open this folder")
+        self.folder_button.setObjectName("openFolder")
+        self.folder_button.setToolTip(
+            "Open the folder selected in the list, or the folder shown: an Attention Lab, Hugging Face, "
+            "run or nanoGPT folder"
+        )
+        self.folder_button.clicked.connect(self.accept_folder)
+        hint = QLabel("A model folder: select it (or go into it) and press <b>Open this folder</b>.")
+        row = QHBoxLayout()
+        row.addWidget(hint, 1)
+        row.addWidget(self.folder_button)
+        grid = self.layout()
+        if isinstance(grid, QGridLayout):  # Qt's widget-based dialog lays itself out in a grid
+            grid.addLayout(row, grid.rowCount(), 0, 1, grid.columnCount())
+        self.fileSelected.connect(lambda path: setattr(self, "chosen", checkpoint_target(path)))
+        self.resize(820, 520)
+
+    def selected_folder(self) -> str:
+        """The folder a press of **Open this folder** opens: the one selected in the list, else the
+        folder shown."""
+        for path in self.selectedFiles():
+            if Path(path).is_dir():
+                return path
+        return self.directory().absolutePath()
+
+    def accept_folder(self) -> None:
+        self.chosen = self.selected_folder()
+        self.done(QFileDialog.DialogCode.Accepted)
+
+    @classmethod
+    def get_path(cls, parent: QWidget | None, start: str = "") -> str:
+        """Run the dialog; what to open (see :func:`checkpoint_target`), or ``""`` when cancelled.
+        (Tests patch this, as they patch ``QFileDialog``'s static functions.)"""
+        dialog = cls(parent, start)
+        try:
+            if dialog.exec() != QFileDialog.DialogCode.Accepted:
+                return ""
+            return dialog.chosen
+        finally:
+            dialog.deleteLater()
+
+
+__all__ = ["CHECKPOINT_FILTER", "CheckpointDialog", "checkpoint_target"]
