@@ -19,6 +19,8 @@ from PySide6.QtCore import QByteArray, QSettings
 ENV_VAR = "ATTENTION_LAB_SETTINGS"
 ORGANISATION = "AttentionLab"
 APPLICATION = "attention-lab"
+#: The folder of the last file dialog of any kind (where a kind's first dialog starts).
+RECENT_DIR = "dirs/_recent"
 
 
 class AppSettings:
@@ -78,10 +80,37 @@ class AppSettings:
         return value if isinstance(value, str) else default
 
     def last_dir(self, kind: str) -> str:
-        """The directory the user last used for ``kind`` (``checkpoint``, ``export``, ``text``)."""
-        d = self.get_str(f"dirs/{kind}")
-        return d if d and Path(d).is_dir() else str(Path.home())
+        """Where a file dialog for ``kind`` starts: the folder remembered for it by
+        :meth:`set_last_dir` (``checkpoint``, ``run``, ``export``, ``text``, ``history``, ...).
+
+        When that folder is gone, the nearest folder above it that still exists; for a kind never
+        used yet, the folder of the last dialog of any kind; the home folder only when there is none.
+        """
+        for key in (f"dirs/{kind}", RECENT_DIR):
+            d = self.get_str(key)
+            if not d:
+                continue
+            p = Path(d)
+            while not p.is_dir() and p.parent != p:
+                p = p.parent
+            if p.is_dir() and p.parent != p:  # the root itself says nothing about the user's files
+                return str(p)
+        return str(Path.home())
 
     def set_last_dir(self, kind: str, path: str | os.PathLike) -> None:
+        """Remember ``path`` for ``kind``'s next dialog: a folder itself, a file its folder.
+
+        Dialogs pass the folder the next one should start in: the *parent* of a folder the user
+        picked (so that it shows among the others there), the file itself for a file.
+        """
         p = Path(path)
-        self.qsettings.setValue(f"dirs/{kind}", str(p if p.is_dir() else p.parent))
+        folder = str(p if p.is_dir() else p.parent)
+        self.qsettings.setValue(f"dirs/{kind}", folder)
+        self.qsettings.setValue(RECENT_DIR, folder)
+
+
+def window_settings(widget: Any) -> AppSettings | None:
+    """The :class:`AppSettings` of the window holding ``widget`` (a tab's dialogs remember their
+    folders in it), or None outside such a window."""
+    settings = getattr(widget.window(), "settings", None)
+    return settings if isinstance(settings, AppSettings) else None

@@ -114,3 +114,98 @@ def test_open_checkpoint_takes_a_folder_or_a_file_inside_one(qtbot, tiny_window,
     assert dialog.selected_folder() == str(saved)
     dialog.folder_button.click()
     assert dialog.result() == CheckpointDialog.DialogCode.Accepted and dialog.chosen == str(saved)
+
+
+# ---- the folder a dialog starts in ---------------------------------------------------------------
+def test_each_dialog_starts_where_the_last_one_of_its_kind_ended(qtbot, tiny_window, tmp_path, monkeypatch):
+    """Follow a run folder, Open checkpoint, Export and the History tab's Open start beside the last
+    folder chosen for them; a kind's first dialog starts where the last dialog of any kind did, and a
+    folder since removed gives way to the nearest one above it, not to the home folder."""
+    from model.runfolder import RunWriter
+
+    win = tiny_window
+    runs = tmp_path / "runs"
+    writer = RunWriter(runs / "demo")
+    writer.status("done")
+    writer.close()
+    starts = []
+
+    def pick(path):
+        def fake(parent, caption, start="", *a, **k):
+            starts.append(str(start))
+            return str(path)
+
+        return fake
+
+    # the first Follow starts where the last dialog of any kind ended (here: an export into runs/)
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(runs / "view.png"), ""))
+    win.export_action.trigger()
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", pick(runs / "demo"))
+    win.follow_action.trigger()
+    assert starts == [str(runs)] and win.session.is_following
+    win.session.stop_following(wait=True)
+    qtbot.waitUntil(lambda: win.session.state == "idle", timeout=10_000)
+    win.follow_action.trigger()  # the next one starts beside the folder it followed
+    assert starts[-1] == str(runs)
+    win.session.stop_following(wait=True)
+    qtbot.waitUntil(lambda: win.session.state == "idle", timeout=10_000)
+
+    # Open checkpoint starts beside the last checkpoint opened (or saved)
+    ckpt = tmp_path / "models" / "ckpt-a"
+    win.session.save_checkpoint(str(ckpt))
+    seen = _accept_choosing(monkeypatch, lambda d: (d.setDirectory(str(ckpt)), d.folder_button.click()))
+    with qtbot.waitSignal(win.session.historyReset, timeout=30_000):
+        win.open_action.trigger()
+    win.open_action.trigger()
+    assert seen["start"] == str(ckpt.parent)
+
+    # a folder since removed: the nearest one above it
+    gone = tmp_path / "models" / "old" / "deeper"
+    gone.mkdir(parents=True)
+    win.settings.set_last_dir("run", gone)
+    gone.rmdir()
+    assert win.settings.last_dir("run") == str(gone.parent)
+
+
+@pytest.mark.parametrize("tiny_window_tabs", [["Train", "History"]])
+def test_the_history_dialog_and_its_exports_start_where_the_last_ones_ended(
+    qtbot, tiny_window, tmp_path, monkeypatch
+):
+    from app.views.history.open_dialog import OpenHistoryDialog
+
+    win = tiny_window
+    folder = tmp_path / "histories" / "my-run"
+    folder.mkdir(parents=True)
+    starts = []
+
+    def exec_(self):
+        starts.append(self.last_dir)
+        self.folder_edit.setText(str(folder))
+        self.folder_radio.setChecked(True)
+        return False  # cancelled: nothing to open, the folder is not remembered
+
+    monkeypatch.setattr(OpenHistoryDialog, "exec", exec_)
+    win.history_action.trigger()
+
+    def exec_open(self):
+        starts.append(self.last_dir)
+        self.folder_edit.setText(str(folder))
+        self.folder_radio.setChecked(True)
+        return True
+
+    monkeypatch.setattr(OpenHistoryDialog, "exec", exec_open)
+    win.history_action.trigger()  # the folder is no history: the tab says so, and remembers it
+    win.history_action.trigger()
+    assert starts[1:] == [starts[0], str(folder.parent)]
+    # the History tab's CSV and plot exports start in the last export folder
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    win.settings.set_last_dir("export", exports / "x.png")
+    asked = []
+    monkeypatch.setattr(
+        QFileDialog, "getSaveFileName", lambda p, c, start, *a, **k: (asked.append(start), ("", ""))[1]
+    )
+    tab = win.tab("History")
+    tab._export_csv_dialog()
+    tab._export_plot_dialog()
+    assert asked == [str(exports / "history.csv"), str(exports / "history.png")]

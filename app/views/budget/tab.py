@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.panels.model import GROUPS, gpt_config_form
+from app.settings import window_settings
 from app.views.budget.check import CheckPage
 from app.views.budget.inputs import DEVICES, KV_BYTES, BudgetInputs
 from app.views.budget.pages import CostPage, FlopsPage, KVPage, MemoryPage, ParamsPage
@@ -231,13 +232,16 @@ class BudgetTab(QWidget):
         self.recompute()
 
     def _open_config_dialog(self) -> None:
-        start = ""
+        settings = window_settings(self)
+        start = settings.last_dir("checkpoint") if settings is not None else ""
         path = QFileDialog.getExistingDirectory(
             self, "Open a checkpoint directory (or cancel for a file)", start
         )
         if not path:
             path, _ = QFileDialog.getOpenFileName(self, "Open a config file", start, "Config (*.json)")
         if path:
+            if settings is not None:
+                settings.set_last_dir("checkpoint", Path(path).parent if Path(path).is_dir() else path)
             self.open_config(path)
 
     def open_config(self, path: str) -> bool:

@@ -8,6 +8,8 @@ the tab nor the pages.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QIcon, QPixmap
 from PySide6.QtWidgets import (
@@ -29,6 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.settings import window_settings
 from app.views.compare.base import ComparePage, note
 from model import comparison as cmp
 from model.config import GPTConfig
@@ -294,8 +297,12 @@ class SetupPanel(ComparePage):
             self.removeRequested.emit(names)
 
     def _add_checkpoint_dialog(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Add a checkpoint directory")
+        settings = window_settings(self)
+        start = settings.last_dir("checkpoint") if settings is not None else ""
+        path = QFileDialog.getExistingDirectory(self, "Add a checkpoint directory", start)
         if path:
+            if settings is not None:
+                settings.set_last_dir("checkpoint", Path(path).parent)
             self.addCheckpointRequested.emit(path)
 
     def _save_dialog(self) -> None:

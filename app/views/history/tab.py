@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.settings import window_settings
 from app.views.history.state import PLOT_CHOICES, STEP0_X, HistoryState, plot_x, step_ticks
 from app.widgets.curves import Curves
 from app.widgets.exporting import write_png, write_svg
@@ -207,11 +208,15 @@ class HistoryTab(QWidget):
     def open_dialog(self) -> bool:
         """File → Open a training history…: the dialog, then :meth:`open_history`."""
         from app.views.history.open_dialog import OpenHistoryDialog
+        from model.hub import is_hub_spec
 
-        dialog = OpenHistoryDialog(self)
+        settings = window_settings(self)
+        dialog = OpenHistoryDialog(self, last_dir=settings.last_dir("history") if settings else "")
         if not dialog.exec():
             return False
         spec, revisions = dialog.choice()
+        if settings is not None and spec and not is_hub_spec(spec):
+            settings.set_last_dir("history", Path(spec).parent)  # the next Browse… shows this folder
         return self.open_history(spec, revisions)
 
     def open_history(self, spec: str, revisions=None, *, prompt: str | None = None, cache_dir=None) -> bool:
@@ -447,18 +452,32 @@ class HistoryTab(QWidget):
             else write_png(self.curves.view, path)
         )
 
+    def _export_start(self, name: str) -> str:
+        """Where an export dialog starts: ``name`` in the last export folder (File → Export's)."""
+        settings = window_settings(self)
+        return str(Path(settings.last_dir("export")) / name) if settings is not None else name
+
+    def _exported_to(self, path: str) -> None:
+        settings = window_settings(self)
+        if settings is not None:
+            settings.set_last_dir("export", Path(path).parent)
+
     def _export_csv_dialog(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Metric-vs-step table", "history.csv", "CSV (*.csv)")
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Metric-vs-step table", self._export_start("history.csv"), "CSV (*.csv)"
+        )
         if path:
+            self._exported_to(path)
             self.state.say(f"Wrote {self.export_csv(path)}")
 
     def _export_plot_dialog(self) -> None:
         path, chosen = QFileDialog.getSaveFileName(
-            self, "Plot", "history.png", "PNG image (*.png);;SVG drawing (*.svg)"
+            self, "Plot", self._export_start("history.png"), "PNG image (*.png);;SVG drawing (*.svg)"
         )
         if path:
             if not Path(path).suffix:
                 path += ".svg" if "svg" in (chosen or "").lower() else ".png"
+            self._exported_to(path)
             self.state.say(f"Wrote {self.export_plot(path)}")
 
     # ---- hooks for the window ------------------------------------------------------------------
