@@ -23,7 +23,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
-    QProgressBar,
     QPushButton,
     QSlider,
     QSplitter,
@@ -36,6 +35,7 @@ from app.views.train.follow_bar import FollowBar
 from app.views.train.generate_box import GenerateBox
 from app.views.train.plots import TrainPlots
 from app.widgets.head_mosaic import HeadMosaic
+from app.widgets.progress import ReadableProgressBar
 
 
 class TrainTab(QWidget):
@@ -113,7 +113,7 @@ class TrainTab(QWidget):
         self.save_button.clicked.connect(self.save_now)
         for b in (self.start_button, self.pause_button, self.stop_button, self.save_button):
             row.addWidget(b)
-        self.progress = QProgressBar()
+        self.progress = ReadableProgressBar()  # its text contrasts with the bar at any fill
         self.progress.setObjectName("trainProgress")
         self.progress.setMinimumWidth(160)
         self.progress.setFormat("idle")
