@@ -1,6 +1,7 @@
 """The window's menus and what their actions do: File (new run, open and save checkpoints, export
-the current view), View (tabs, panels, layout), Help (About), plus the menus tabs add through their
-``menu_actions()`` hook. :class:`WindowMenus` is mixed into :class:`app.window.MainWindow`; it uses
+the current view), View (tabs, panels, layout), Help (what the current page shows, the keyboard
+shortcuts, the README's sections, About; content in :mod:`app.help`), plus the menus tabs add through
+their ``menu_actions()`` hook. :class:`WindowMenus` is mixed into :class:`app.window.MainWindow`; it uses
 the window's ``session``, ``settings``, ``tabs``, ``docks`` and ``tab_widget``.
 """
 
@@ -85,6 +86,18 @@ class WindowMenus:
         self.about_action = self._action(
             "&About Attention Lab", self.show_about, None, "Versions, device and where things come from"
         )
+        self.page_help_action = self._action(
+            "&What am I looking at?",
+            self.show_page_help,
+            S.HelpContents,
+            "What the current tab and page show, and how to read them",
+        )
+        self.shortcuts_action = self._action(
+            "&Keyboard shortcuts",
+            self.show_shortcuts,
+            None,
+            "Every keyboard shortcut of the window",
+        )
         self.reset_layout_action = self._action(
             "Reset &layout", self.reset_layout, None, "Put the panels back where they started"
         )
@@ -117,7 +130,7 @@ class WindowMenus:
             for menu, actions in self._tab_menu_actions(tab).items():
                 extra.setdefault(menu, []).extend(actions)
         for menu, actions in extra.items():
-            if menu == "View":
+            if menu in ("View", "Help"):  # added to the menus built below
                 continue
             m = self.menus.get(menu) or bar.addMenu(f"&{menu}")
             self.menus[menu] = m
@@ -141,7 +154,28 @@ class WindowMenus:
         self.view_menu.addAction(self.reset_layout_action)
         self.help_menu = bar.addMenu("&Help")
         self.menus["Help"] = self.help_menu
+        self.help_menu.addAction(self.page_help_action)
+        self.help_menu.addAction(self.shortcuts_action)
+        self.readme_menu = self.help_menu.addMenu("&README")
+        self.readme_actions = self._readme_actions()
+        for act in self.readme_actions:
+            self.readme_menu.addAction(act)
+        self.help_menu.addSeparator()
+        for act in extra.get("Help", []):
+            self.help_menu.addAction(act)
         self.help_menu.addAction(self.about_action)
+
+    def _readme_actions(self) -> list[QAction]:
+        """One action per ``## `` section of the README (one saying it is missing when it is)."""
+        from app.help import read_readme
+
+        sections, _ = read_readme()
+        if not sections:
+            return [self._action("README", lambda: self.show_readme(""), None, "The README is not installed")]
+        return [
+            self._action(title, lambda t=title: self.show_readme(t), None, f"The README's section {title!r}")
+            for title, _ in sections
+        ]
 
     @staticmethod
     def _tab_menu_actions(tab: QWidget) -> dict[str, list[QAction]]:
@@ -175,6 +209,39 @@ class WindowMenus:
 
     def show_about(self) -> None:
         QMessageBox.about(self, f"About {APP_NAME}", about_text(self.session))
+
+    def help_dialog(self):
+        """The window's help window (created on first use; it never blocks the window)."""
+        from app.help import HelpDialog
+
+        dialog = getattr(self, "_help_dialog", None)
+        if dialog is None:
+            dialog = self._help_dialog = HelpDialog(self)
+        return dialog
+
+    def show_page_help(self):
+        """Help → What am I looking at? (F1): the current page's own explanation (app.help)."""
+        from app.help import current_help
+
+        title = self.tab_widget.tabText(self.tab_widget.currentIndex())
+        heading, body = current_help(title, self.current_tab())
+        dialog = self.help_dialog()
+        dialog.show_html(heading, body)
+        return dialog
+
+    def show_shortcuts(self):
+        """Help → Keyboard shortcuts: every shortcut, read from the window's actions now."""
+        from app.help import shortcuts_html
+
+        dialog = self.help_dialog()
+        dialog.show_html("Keyboard shortcuts", shortcuts_html(self))
+        return dialog
+
+    def show_readme(self, section: str):
+        """Help → README → ``section``: that part of the README, rendered."""
+        dialog = self.help_dialog()
+        dialog.show_readme(section)
+        return dialog
 
     # ---- file actions --------------------------------------------------------------------------
     def new_run(self) -> None:

@@ -14,6 +14,8 @@ constructed as ``Class(session, parent=None)`` and may offer these optional hook
   command calls each callable (which shows that page) and then renders the tab.
 * ``menu_actions() -> dict[str, list[QAction]]``: actions to add to the named menus.
 * ``on_activated()``: called when the tab becomes the current one (compute lazily here).
+* ``current_help() -> (title, html)``: what Help → What am I looking at? (F1) shows; without it, the
+  header text of the tab's ``current_page`` (:func:`app.views.page.page_help`), else what the tab is.
 * ``shutdown()``: called from ``closeEvent``; stop the tab's own workers and wait for them.
 * ``save_state(settings)`` / ``restore_state(settings)``: persist what the tab wants (AppSettings).
 * ``docks``: the setup docks (keys of ``MainWindow.docks``: "data", "model", "training") the tab

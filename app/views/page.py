@@ -10,7 +10,9 @@ A tab with pages (Attention, Compare, ...) keeps what its pages draw in a Qt-fre
   the drawing of one page whatever the number of pages;
 - names what File → Export writes (:meth:`Page.export_targets`) and brings itself into the state its
   screenshot shows (:meth:`Page.prepare_screenshot`); the tab's ``screenshot_pages`` and
-  ``export_targets`` hooks go through them, with :func:`screenshot_steps` and :func:`page_targets`.
+  ``export_targets`` hooks go through them, with :func:`screenshot_steps` and :func:`page_targets`;
+- explains itself: ``help_html()`` is the text of its header (a ``blurb`` by default), what Help →
+  What am I looking at? shows (:func:`page_help`).
 
 Two bases implement it: :class:`LazyPage` (built on first use, drawn from a state object: Attention,
 and the Labs pages, which their tab creates on first use) and :class:`PushedPage` (built with its tab,
@@ -61,6 +63,12 @@ class PushedPage(QWidget):
     title = ""
     key = ""
     stale = False
+    #: one sentence for the user (Help → What am I looking at?)
+    blurb = ""
+
+    def help_html(self) -> str:
+        """The page's own explanation: its ``blurb``."""
+        return self.blurb
 
     def ensure_built(self) -> None:
         """Built in ``__init__``."""
@@ -118,6 +126,10 @@ class LazyPage(QWidget):
     def prepare_screenshot(self) -> None:
         """Nothing by default: the page as the state has it."""
 
+    def help_html(self) -> str:
+        """The page's own explanation, the text of its header: its ``blurb`` by default."""
+        return self.blurb
+
     def in_view(self) -> bool:
         """Whether this is the page its tab shows (even while the tab itself is hidden)."""
         return self.built and self.isVisibleTo(self.window())
@@ -146,6 +158,14 @@ def bring_into_view(page: Page) -> None:
     page.ensure_built()
     if page.stale:
         page.refresh()
+
+
+def page_help(page: Any) -> str:
+    """What ``page`` says about itself, as rich text: its ``help_html()``, else its ``blurb``; "" when
+    it says nothing (Help → What am I looking at? then says what the tab is)."""
+    hook = getattr(page, "help_html", None)
+    text = hook() if callable(hook) else getattr(page, "blurb", "")
+    return text if isinstance(text, str) else ""
 
 
 def page_targets(page: Page | None, prefix: str = "") -> dict[str, QWidget]:
@@ -209,6 +229,7 @@ __all__ = [
     "Page",
     "PushedPage",
     "bring_into_view",
+    "page_help",
     "page_targets",
     "panel_beside_pages",
     "screenshot_steps",

@@ -209,3 +209,106 @@ def test_the_history_dialog_and_its_exports_start_where_the_last_ones_ended(
     tab._export_csv_dialog()
     tab._export_plot_dialog()
     assert asked == [str(exports / "history.csv"), str(exports / "history.png")]
+
+
+# ---- Help ----------------------------------------------------------------------------------------
+def _plain(rich: str) -> str:
+    from PySide6.QtGui import QTextDocumentFragment
+
+    return " ".join(QTextDocumentFragment.fromHtml(rich).toPlainText().split())
+
+
+def _shown(dialog) -> str:
+    return " ".join(dialog.text().split())
+
+
+def test_keyboard_shortcuts_lists_what_the_actions_say(qtbot, tiny_window):
+    """Help → Keyboard shortcuts reads the window's actions when it opens: a new action is listed."""
+    from PySide6.QtGui import QAction, QKeySequence
+
+    win = tiny_window
+    win.shortcuts_action.trigger()
+    text = _shown(win.help_dialog())
+    native = QKeySequence.SequenceFormat.NativeText
+    save = QKeySequence(QKeySequence.StandardKey.Save).toString(native)
+    for keys, does in (
+        ("F5", "Start / continue training"),
+        ("F6", "Pause / resume training"),
+        ("F7", "Stop training"),
+        (save, "Save checkpoint"),
+        ("Ctrl+1", "Train tab"),
+        ("Ctrl+3", "Labs tab"),
+        ("Ctrl+Shift+O", "Get a model"),
+        ("F1", "What am I looking at?"),
+        ("Ctrl+Return", "Apply the edited probe prompt"),
+    ):
+        assert f"{keys} {does}" in text, (keys, does)
+    assert "Frobnicate" not in text
+    extra = QAction("Frobnicate the heads", win)
+    extra.setShortcut(QKeySequence("Ctrl+Alt+K"))
+    win.addAction(extra)
+    in_menu = QAction("Zoom the grid", win)
+    in_menu.setShortcut(QKeySequence("Ctrl+Alt+J"))
+    win.menus["View"].addAction(in_menu)
+    win.shortcuts_action.trigger()
+    text = _shown(win.help_dialog())
+    assert "Ctrl+Alt+K Frobnicate the heads window" in text
+    assert "Ctrl+Alt+J Zoom the grid View menu" in text
+    assert not win.help_dialog().isModal()
+
+
+def test_f1_explains_the_page_in_view_with_its_own_header(qtbot, tiny_window):
+    from PySide6.QtGui import QKeySequence
+
+    win = tiny_window
+    assert win.page_help_action.shortcut() == QKeySequence(QKeySequence.StandardKey.HelpContents)
+    titles = list(win.tabs)
+    attention = win.tab("Attention")
+    shown = {}
+    win.tab_widget.setCurrentIndex(titles.index("Attention"))
+    for key in ("heads", "pipeline"):
+        page = attention.show_page(key)
+        shown[key] = (_shown(win.show_page_help()), _plain(page.blurb), page.title)
+    labs = win.tab("Labs")
+    win.tab_widget.setCurrentIndex(titles.index("Labs"))
+    lab_page = labs.show_page("mask-bug")
+    win.page_help_action.trigger()
+    shown["lab"] = (_shown(win.help_dialog()), _plain(lab_page.explanation), lab_page.title)
+    for key, (text, header, title) in shown.items():
+        assert header and header in text, key
+        assert title in text
+    assert shown["pipeline"][1] not in shown["heads"][0]
+    assert _plain(lab_page.notice) in shown["lab"][0]
+    # a tab without pages says what the tab is (the README's paragraph about it)
+    win.tab_widget.setCurrentIndex(titles.index("Train"))
+    assert "Pick a corpus or a synthetic task" in _shown(win.show_page_help())
+
+
+def test_readme_sections_open_from_the_help_menu(qtbot, tiny_window, monkeypatch, tmp_path):
+    import re
+    from pathlib import Path
+
+    import app
+    from app import help as help_module
+
+    win = tiny_window
+    readme = (Path(app.__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^## (.+)$", readme, flags=re.M)
+    assert [a.text() for a in win.readme_actions] == headings
+    assert {"Quick start", "What is in the window", "Command line", "A model's training history"} <= set(
+        headings
+    )
+    quick = next(a for a in win.readme_actions if a.text() == "Quick start")
+    quick.trigger()
+    text = win.help_dialog().text()
+    assert "make run" in text and "make test" in text and "Command line" not in text
+    # a link to another section shows that section
+    win.help_dialog()._link(help_module.QUrl("#a-models-training-history"))
+    assert "Pythia" in win.help_dialog().text()
+    # without the README: one clear line
+    monkeypatch.setattr(help_module, "readme_path", lambda: tmp_path / "README.md")
+    quick.trigger()
+    assert (
+        "The README is not installed" in win.help_dialog().text()
+        and str(tmp_path) in win.help_dialog().text()
+    )

@@ -109,6 +109,16 @@ class LabPage(LazyPage):
         return not self.session.compute.outstanding(f"labs.{self.slug}.")
 
     # ---- header ------------------------------------------------------------------------------
+    def help_html(self) -> str:
+        """What the header says: the explanation, the formula and what to notice (Help → What am I
+        looking at?)."""
+        parts = [f"<p>{self.explanation}</p>"] if self.explanation else []
+        if self.formula:
+            parts.append(f"<p style='font-family: monospace; background: #f4f4f8'>{self.formula}</p>")
+        if self.notice:
+            parts.append(f"<p><b>What to notice:</b> {self.notice}</p>")
+        return "".join(parts)
+
     def _header(self) -> QWidget:
         box = QFrame()
         lay = QVBoxLayout(box)

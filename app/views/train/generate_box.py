@@ -54,7 +54,9 @@ class GenerateBox(QGroupBox):
         self.prompt.setPlaceholderText("Prompt (Ctrl+Enter generates)")
         self.prompt.setTabChangesFocus(True)
         self.prompt.setFixedHeight(self.prompt.fontMetrics().lineSpacing() * 3 + 12)
-        QShortcut(QKeySequence("Ctrl+Return"), self.prompt).activated.connect(self.generate)
+        generate_key = QShortcut(QKeySequence("Ctrl+Return"), self.prompt)
+        generate_key.setWhatsThis("Generate from the prompt")  # what Help → Keyboard shortcuts says
+        generate_key.activated.connect(self.generate)
         row.addWidget(self.prompt, 1)
         self.button = QPushButton("Generate")
         self.button.setObjectName("generateButton")

@@ -156,6 +156,7 @@ class TrainTab(QWidget):
         self.probe_apply.setToolTip("Trace this prompt from now on (Ctrl+Enter)")
         self.probe_apply.clicked.connect(self._apply_probe_prompt)
         shortcut = QShortcut(QKeySequence("Ctrl+Return"), self.probe_edit)
+        shortcut.setWhatsThis("Apply the edited probe prompt")  # what Help → Keyboard shortcuts says
         shortcut.activated.connect(self._apply_probe_prompt)
         col = QVBoxLayout()
         col.addWidget(self.probe_apply)
