@@ -207,6 +207,14 @@ class TrainWorker(LoopWorker):
         self.sample_prompt = sample_prompt
         self.start_step = int(getattr(trainer, "step", 0) or 0)
 
+    def stop(self) -> None:
+        """Stop at the next gap between steps; a validation in progress stops between two batches
+        (:meth:`model.train.Trainer.stop`), so a stop never waits for a whole validation."""
+        super().stop()
+        trainer = self.trainer
+        if trainer is not None:
+            trainer.stop()
+
     def request_save(self, path: str) -> None:
         self.call_soon(lambda: self._save(str(path)))
 
@@ -221,6 +229,9 @@ class TrainWorker(LoopWorker):
         if self.trainer is None:
             self.trainer = self._make_trainer()
         trainer = self.trainer
+        trainer.clear_stop()  # a trainer stopped before (Continue) trains again
+        if self.control.stopped:  # a stop that came while it was being made
+            trainer.stop()
         self.start_step = int(trainer.step)
         self.trainerReady.emit(trainer)
         self.stateChanged.emit("running")
@@ -308,12 +319,21 @@ class GroupWorker(LoopWorker):
         self.params: dict[str, int] = {}
         self.step = 0
 
+    def stop(self) -> None:
+        """Stop at the next gap; a variant's validation in progress stops between two batches."""
+        super().stop()
+        group = self.group
+        for trainer in list(group.trainers.values()) if group is not None else ():
+            trainer.stop()
+
     def work(self) -> Iterator[None]:
         from model.multitrain import TrainerGroup
 
         spec = self.spec
         group = TrainerGroup(self.variants, spec.source, spec.settings)
         self.group = group
+        if self.control.stopped:  # a stop that came while it was being built
+            self.stop()
         self.params = {n: int(t.model.num_params()) for n, t in group.trainers.items()}
         target = int(spec.settings.steps)
         self._probe_all(0)

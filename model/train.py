@@ -24,8 +24,10 @@ prompt (attention weights in float16), what animates the heads while the model l
 
 Threads. ``pause``, ``resume`` and ``stop`` may be called from any thread; they take effect between
 steps (a :class:`~model.control.RunControl`; a paused ``run`` blocks on a condition variable, not a
-busy loop). Every step holds :data:`model.runtime.compute_lock` so inspection never competes with
-training for the CPU.
+busy loop). A stop also cuts a validation in progress short between two of its batches (one process
+only): that step's event then has no ``val_loss``, so closing the window never waits for a whole
+validation of a large model. Every step holds :data:`model.runtime.compute_lock` so inspection
+never competes with training for the CPU.
 
 Determinism. On the CPU, the same config, source, settings and seed give bit-identical weights.
 Batches come from the trainer's own ``torch.Generator``; dropout uses the trainer's own copy of the
@@ -58,6 +60,7 @@ from model.runtime import compute_lock, pick_device, set_threads
 
 __all__ = [
     "CALLBACK_EVENTS",
+    "EvaluationStopped",
     "TrainEvent",
     "TrainSettings",
     "Trainer",
@@ -71,6 +74,10 @@ __all__ = [
 
 #: The moments a trainer calls its callbacks: ``on_step_end(trainer, event)`` after every step.
 CALLBACK_EVENTS = ("on_step_end",)
+
+
+class EvaluationStopped(RuntimeError):
+    """A validation cut short by :meth:`Trainer.stop` (between two of its batches)."""
 
 
 class TrainingDiverged(RuntimeError):
@@ -678,8 +685,8 @@ class Trainer:
         self.control.resume()
 
     def stop(self) -> None:
-        """Make ``run`` return before its next step (also wakes a paused run). Sticky until
-        :meth:`clear_stop`."""
+        """Make ``run`` return before its next step (also wakes a paused run) and cut a validation in
+        progress short (:meth:`evaluate`). Sticky until :meth:`clear_stop`."""
         self.control.stop()
 
     def clear_stop(self) -> None:
@@ -742,7 +749,10 @@ class Trainer:
 
         val_loss = None
         if self.step % s.eval_every == 0 or self.step == s.steps:
-            val_loss = self.evaluate()
+            try:
+                val_loss = self.evaluate()
+            except EvaluationStopped:  # a stop came during it: the step stands, its val loss is unknown
+                val_loss = None
         event = TrainEvent(
             step=self.step,
             train_loss=loss_value,
@@ -813,7 +823,11 @@ class Trainer:
     @torch.no_grad()
     def evaluate(self, batches: int | None = None) -> float:
         """Mean loss over ``batches`` (default ``eval_batches``) held-out batches: the same batches
-        every call (their generator is re-seeded), so successive values are comparable."""
+        every call (their generator is re-seeded), so successive values are comparable.
+
+        Raises :class:`EvaluationStopped` when :meth:`stop` is called meanwhile (checked between two
+        batches; with several processes the validation always completes, as every rank must reduce).
+        """
         from model.distributed import all_reduce_sum, shard
 
         n = batches or self.settings.eval_batches
@@ -825,6 +839,8 @@ class Trainer:
             self.model.eval()
             try:
                 for _ in range(n):
+                    if self.world_size == 1 and self.control.stopped:
+                        raise EvaluationStopped(f"validation stopped at step {self.step}")
                     x, y = self._batch("val", gen)  # every rank draws the batch, measures its shard
                     if self.world_size == 1:
                         with self._autocast():
