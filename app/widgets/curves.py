@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QFont, QFontMetricsF
+from PySide6.QtGui import QFont, QFontMetricsF, QTextOption
 from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from app.widgets.legend import legend_row
@@ -50,7 +50,101 @@ GUIDE_COLOR = (90, 90, 90)
 class ReadableAxis(pg.AxisItem):
     """A value axis whose tick labels never overlap: pyqtgraph always writes its major ticks, and a
     plot 60 px tall got six labels 10 px apart. Levels closer than a label needs are dropped, and a
-    major level that is still too dense is widened to the next 1-2-5 step."""
+    major level that is still too dense keeps every k-th tick.
+
+    :meth:`set_categories` names the integer positions 0, 1, … instead (bars, the sublayers of a
+    model): every ``k``-th name is written, ``k`` the smallest that keeps the names apart at the
+    plot's current width.
+    """
+
+    def __init__(self, *args, **kwargs):
+        self.categories: list[str] | None = None
+        self._label_wrap = -1.0
+        super().__init__(*args, **kwargs)
+
+    # an axis title longer than a short plot's height wraps onto a second line beside it instead of
+    # running past the plot into its title
+    def _updateLabel(self) -> None:  # noqa: N802 (pyqtgraph naming)
+        label = getattr(self, "label", None)
+        if label is not None:
+            label.setTextWidth(-1)
+            self._label_wrap = -1.0
+        super()._updateLabel()
+        if label is not None:
+            self._label_natural = label.boundingRect().width()  # on one line
+        self._fit_label()
+
+    def resizeEvent(self, ev=None) -> None:  # noqa: N802 (Qt naming)
+        self._fit_label()
+        super().resizeEvent(ev)
+
+    def _fit_label(self) -> None:
+        label = getattr(self, "label", None)
+        if label is None or self.orientation not in ("left", "right") or getattr(self, "_fitting", False):
+            return
+        room = self.size().height() - 4
+        natural = getattr(self, "_label_natural", 0.0)
+        wrap = max(40.0, room) if room > 10 and natural > room else -1.0
+        if abs(wrap - self._label_wrap) <= 0.5:
+            return
+        self._fitting = True
+        try:
+            self._label_wrap = wrap
+            option = label.document().defaultTextOption()
+            option.setWrapMode(QTextOption.WrapMode.WordWrap)  # between words only: never "densit|y"
+            label.document().setDefaultTextOption(option)
+            label.setTextWidth(wrap)
+            self._adjustSize()
+        finally:
+            self._fitting = False
+
+    def _updateWidth(self) -> None:  # noqa: N802 (pyqtgraph naming)
+        super()._updateWidth()  # it counts 0.8 of the title's height: a wrapped title then touches the ticks
+        label = getattr(self, "label", None)
+        if label is not None and self.fixedWidth is None and self.isVisible() and label.isVisible():
+            w = self.maximumWidth() + 0.25 * label.boundingRect().height()
+            self.setMaximumWidth(w)
+            self.setMinimumWidth(w)
+
+    def _fit_label(self) -> None:
+        label = getattr(self, "label", None)
+        if label is None or self.orientation not in ("left", "right"):
+            return
+        room = self.size().height() - 4
+        label.setTextWidth(-1)
+        wrap = max(40.0, room) if room > 10 and label.boundingRect().width() > room else -1.0
+        label.setTextWidth(wrap)
+        if abs(wrap - self._label_wrap) > 0.5:
+            self._label_wrap = wrap
+            self._adjustSize()
+
+    def set_categories(self, labels: list[str] | None) -> None:
+        self.categories = None if labels is None else [str(s) for s in labels]
+        self.picture = None
+        self.update()
+
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph naming)
+        if self.categories is None:
+            return self._thin(super().tickValues(minVal, maxVal, size), minVal, maxVal, size)
+        n = len(self.categories)
+        lo, hi = sorted((minVal, maxVal))
+        if n == 0 or size <= 0 or hi <= lo:
+            return []
+        fm = QFontMetricsF(self.style["tickFont"] or QFont())
+        if self.orientation in ("left", "right"):
+            need = 1.3 * fm.height()
+        else:
+            need = max(fm.horizontalAdvance(c) for c in self.categories) + 10
+        stride = max(1, math.ceil(need / (size / (hi - lo))))
+        first, last = max(0, math.ceil(lo)), min(n - 1, math.floor(hi))
+        start = first + (-first) % stride
+        return [(float(stride), [float(i) for i in range(start, last + 1, stride)])]
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802
+        if self.categories is None:
+            return super().tickStrings(values, scale, spacing)
+        n = len(self.categories)
+        return [self.categories[int(round(v))] if 0 <= round(v) < n else "" for v in values]
 
     def _min_tick_px(self, lo: float, hi: float) -> float:
         fm = QFontMetricsF(self.style["tickFont"] or QFont())
@@ -59,23 +153,35 @@ class ReadableAxis(pg.AxisItem):
         digits = max(len(f"{v:.4g}") for v in (lo, hi))  # about as wide as the widest label
         return fm.horizontalAdvance("8" * digits) + 14
 
-    def tickSpacing(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph naming)
-        levels = super().tickSpacing(minVal, maxVal, size)
+    def _thin(self, levels, minVal, maxVal, size):
+        """Keep the tick levels whose labels, together, stay a label apart on screen (log axes too:
+        their minor 2…9 labels crowd near each power of ten); thin the first level if even it is
+        too dense."""
         dif = abs(maxVal - minVal)
-        if not levels or size <= 0 or dif == 0 or self.logMode:
+        if not levels or size <= 0 or dif == 0:
             return levels
         px = size / dif
         need = self._min_tick_px(minVal, maxVal)
-        kept = [(s, off) for s, off in levels if s * px >= need]
-        if kept:
-            return kept
-        step = levels[0][0]
-        for _ in range(60):
-            if step * px >= need:
+        kept: list = []
+        shown: list[float] = []
+        if self.orientation in ("left", "right"):  # a label centred on the top end would stick out
+            top = max(minVal, maxVal)  # into the title or legend over the plot: leave it out
+            margin = 0.5 * QFontMetricsF(self.style["tickFont"] or QFont()).height() / px
+            levels = [(s, [v for v in vals if v <= top - margin]) for s, vals in levels]
+        for spacing, values in levels:
+            union = sorted(shown + list(values))
+            gaps = [b - a for a, b in zip(union, union[1:], strict=False)]
+            if not gaps or min(gaps) * px >= need:
+                kept.append((spacing, values))
+                shown = union
+            elif not kept:  # the major level itself is crowded: every k-th of it
+                step = math.ceil(need / max(min(gaps) * px, 1e-9))
+                values = sorted(values)[::step]
+                kept.append((None if spacing is None else spacing * step, values))  # None: a log axis
+                shown = values
+            else:
                 break
-            exp = 10 ** math.floor(math.log10(step) + 1e-9)
-            step = next(m * exp for m in (2, 5, 10, 20) if m * exp > step * (1 + 1e-9))
-        return [(step, 0.0)]
+        return kept
 
 
 def style_plot(plot: pg.PlotItem, title: str = "", x_label: str = "", y_label: str = "") -> pg.PlotItem:
@@ -278,10 +384,9 @@ class Curves(QWidget):
     def set_title(self, text: str) -> None:
         self.plot.setTitle(text)
 
-    def set_x_ticks(self, labels: list[str], max_ticks: int = 30) -> None:
-        """Name the integer x positions 0, 1, ... (at most ``max_ticks`` of them shown)."""
-        step = max(1, int(np.ceil(len(labels) / max_ticks)))
-        self.plot.getAxis("bottom").setTicks([[(i, s) for i, s in enumerate(labels) if i % step == 0]])
+    def set_x_ticks(self, labels: list[str]) -> None:
+        """Name the integer x positions 0, 1, ... (as many of the names as fit side by side)."""
+        self.plot.getAxis("bottom").set_categories(labels)
 
     # ---- series --------------------------------------------------------------------------------
     def _series(

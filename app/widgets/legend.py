@@ -189,10 +189,22 @@ class LegendRow(pg.GraphicsWidget):
         self.items: list[tuple[pg.ItemSample, pg.LabelItem]] = []
         self.text_size, self.color = text_size, color
         self._height = -1.0
+        self._wanted = True  # False after hide(): no entries shown and no height taken
         self._place()
+
+    def setVisible(self, visible: bool) -> None:  # noqa: N802 (Qt naming)
+        self._wanted = bool(visible)
+        self._place()
+
+    def hide(self) -> None:  # Qt's hide() and show() do not go through a Python setVisible
+        self.setVisible(False)
+
+    def show(self) -> None:
+        self.setVisible(True)
 
     def addItem(self, item, name: str) -> None:  # noqa: N802 (pyqtgraph naming)
         label = pg.LabelItem(name, justify="left", size=self.text_size, color=self.color)
+        label.natural_width = label.itemRect().width()  # on one line (the row wraps a longer one)
         sample = item if isinstance(item, pg.ItemSample) else pg.ItemSample(item)
         for part in (sample, label):
             part.setParentItem(self)
@@ -226,6 +238,11 @@ class LegendRow(pg.GraphicsWidget):
         width = width if width > 1 else 1e6
         x = y = line_h = 0.0
         for sample, label in self.items:
+            # a name longer than the whole row wraps within it (else it would run out of the plot)
+            room = width - self.SAMPLE - 2
+            wrap = max(40.0, room) if label.natural_width > room else -1.0
+            if abs(label.item.textWidth() - wrap) > 0.5:
+                label.item.setTextWidth(wrap)
             text = label.itemRect()
             w = self.SAMPLE + 2 + text.width()
             h = max(float(self.SAMPLE), text.height())
@@ -235,12 +252,12 @@ class LegendRow(pg.GraphicsWidget):
             label.setGeometry(QRectF(x + self.SAMPLE + 2, y, text.width(), text.height()))
             x += w + self.GAP
             line_h = max(line_h, h)
-        height = y + line_h
+        height = y + line_h if self._wanted else 0.0
+        super().setVisible(height > 0)
         if abs(height - self._height) > 0.5:
             self._height = height
             self.setMinimumHeight(height)
             self.setMaximumHeight(height)
-            self.setVisible(height > 0)
             self.updateGeometry()
 
     def sizeHint(self, which, constraint=None) -> QSizeF:  # noqa: N802

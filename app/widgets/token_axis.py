@@ -67,7 +67,7 @@ class TokenAxis(pg.AxisItem):
 
     def _title_extent(self) -> float:
         """Room the axis title (e.g. "query") takes beside the tick labels (0 when hidden)."""
-        return self.label.boundingRect().height() * 0.8 if self.label.isVisible() else 0.0
+        return self.label.boundingRect().height() if self.label.isVisible() else 0.0
 
     # the fixed extent plus the title: pyqtgraph adds the title only to an automatic size, so a fixed
     # one would draw the title over the tick labels

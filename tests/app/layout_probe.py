@@ -68,8 +68,9 @@ def view_problems(view: pg.GraphicsView, where: str = "") -> list[str]:
                 elif not _inside(rect, shown):
                     out.append(f"{where}{_name(item)} tick {text!r} cut at the view's edge")
                 texts.append((f"tick {text!r}", rect))
-            if item.label.isVisible() and item.labelText:
-                texts.append((f"axis title {item.labelText!r}", item.label.sceneBoundingRect()))
+            if item.label.isVisible() and item.labelText:  # less the text item's 4 px margins
+                title = item.label.sceneBoundingRect().adjusted(4, 4, -4, -4)
+                texts.append((f"axis title {item.labelText!r}", title))
         elif isinstance(item, pg.LabelItem) and item.text.strip():
             text = item.item.sceneBoundingRect()
             if text.width() < 1:

@@ -13,6 +13,7 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from app.widgets.curves import Curves, style_plot
+from app.widgets.legend import legend_row
 from app.widgets.palette import color_for
 
 
@@ -72,7 +73,7 @@ class BarPlot(QWidget):
         self.plot = style_plot(self.view.getPlotItem(), title, "", y_label)
         self.plot.setMenuEnabled(False)
         self.plot.showGrid(y=True, alpha=0.2)
-        self.legend = self.plot.addLegend(offset=(8, 8), labelTextSize="8pt")
+        self.legend = legend_row(self.plot, text_size="8pt")  # above the bars, never on them
         layout.addWidget(self.view)
         self.bars: dict[str, pg.BarGraphItem] = {}
         self.categories: list[str] = []
@@ -104,13 +105,10 @@ class BarPlot(QWidget):
             self.plot.addItem(item)
             self.legend.addItem(item, name)
             self.bars[name] = item
-        step = max(1, int(np.ceil(len(categories) / 24)))
-        self.plot.getAxis("bottom").setTicks([[(i, c) for i, c in enumerate(categories) if i % step == 0]])
+        self.plot.getAxis("bottom").set_categories(self.categories)  # as many names as fit
         self.plot.setXRange(-0.6, len(categories) - 0.4, padding=0)
         finite = [v[np.isfinite(v)] for v in self.values.values()]
         hi = max([float(f.max()) for f in finite if f.size] + [0.0])
         lo = min([float(f.min()) for f in finite if f.size] + [0.0])
         span = (hi - lo) or 1.0
-        self.plot.setYRange(
-            lo - (0.05 * span if lo < 0 else 0), hi + 0.3 * span, padding=0
-        )  # room for the legend
+        self.plot.setYRange(lo - (0.05 * span if lo < 0 else 0), hi + 0.05 * span, padding=0)

@@ -16,27 +16,32 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QPushButton,
+    QScrollArea,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
+    QWidget,
 )
 
 from app.views.labs.base import LabPage
 from app.views.labs.plots import LinePlot
 
+#: The two plots' smallest height, px: below it the page scrolls instead.
+PLOT_MIN_HEIGHT = 220
+
 COLUMNS = ["key k_j", "value v_j", "q · k_j", "× 1/√d_k", "exp(·)", "weight w_j", "w_j · v_j"]
 KEY_COLORS = [(31, 119, 180), (44, 160, 44), (255, 127, 14)]
 
 
-def fmt(x: float) -> str:
+def fmt(x: float, digits: int = 3) -> str:
     if np.isneginf(x):
         return "−∞"
-    text = f"{x:.3f}"
+    text = f"{x:.{digits}f}"
     return "−" + text[1:] if text.startswith("-") else text
 
 
-def fmt_vec(v) -> str:
-    return "(" + ", ".join(fmt(float(x)) for x in v) + ")"
+def fmt_vec(v, digits: int = 3) -> str:
+    return "(" + ", ".join(fmt(float(x), digits) for x in v) + ")"
 
 
 class WorkedExamplePage(LabPage):
@@ -71,6 +76,9 @@ class WorkedExamplePage(LabPage):
         from model.analysis.worked_example import EXAMPLE_KEYS, EXAMPLE_Q, EXAMPLE_VALUES
 
         self._defaults = (EXAMPLE_Q, EXAMPLE_KEYS, EXAMPLE_VALUES)
+        # inputs, table and plots scroll together when the window is short (1280×800): the plots keep
+        # a readable height instead of being squeezed to a line
+        _, body = self._scrolling(body)
         top = QHBoxLayout()
         inputs = QGroupBox("Inputs (edit any number)")
         grid = QGridLayout(inputs)
@@ -102,17 +110,22 @@ class WorkedExamplePage(LabPage):
         self.reset_button.clicked.connect(self.reset)
         grid.addWidget(self.reset_button, 4, 3, 1, 4)
         top.addWidget(inputs)
-        self.output_label = QLabel()
-        self.output_label.setStyleSheet("font-size: 16px; padding: 8px;")
-        self.output_label.setWordWrap(True)
-        top.addWidget(self.output_label, 1)
+        top.addStretch(1)
         body.addLayout(top)
+        self.output_label = QLabel()  # under the inputs, across the page (beside them it had ~60 px)
+        self.output_label.setStyleSheet("font-size: 14px; padding: 4px;")
+        self.output_label.setWordWrap(True)
+        body.addWidget(self.output_label)
 
         self.table = QTableWidget(4, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.setVerticalHeaderLabels(["token 1", "token 2", "token 3", "Σ (output)"])
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        # the output's bold vector is the widest text: its column takes what it needs
+        self.table.horizontalHeader().setSectionResizeMode(
+            len(COLUMNS) - 1, QHeaderView.ResizeMode.ResizeToContents
+        )
         self.table.verticalHeader().setDefaultSectionSize(26)
         self.table.setFixedHeight(self.table.horizontalHeader().sizeHint().height() + 4 * 26 + 6)
         body.addWidget(self.table)
@@ -122,11 +135,26 @@ class WorkedExamplePage(LabPage):
         self.v_plot = LinePlot("Values and the output (bigger dot = more weight)", "x₁", "x₂", legend=False)
         for p in (self.qk_plot, self.v_plot):
             p.plot.setAspectLocked(True)
+            p.setMinimumHeight(PLOT_MIN_HEIGHT)
         plots.addWidget(self.qk_plot, 1)
         plots.addWidget(self.v_plot, 1)
         body.addLayout(plots, 1)
         self._texts: list[pg.TextItem] = []
         self.reset()
+
+    @staticmethod
+    def _scrolling(body: QVBoxLayout) -> tuple[QScrollArea, QVBoxLayout]:
+        """A frameless area in ``body`` that scrolls up and down; the layout inside it."""
+        area = QScrollArea()
+        area.setFrameShape(QScrollArea.Shape.NoFrame)
+        area.setWidgetResizable(True)
+        area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        inner = QWidget()
+        area.setWidget(inner)
+        lay = QVBoxLayout(inner)
+        lay.setContentsMargins(0, 0, 0, 0)
+        body.addWidget(area, 1)
+        return area, lay
 
     def _spin(self) -> QDoubleSpinBox:
         s = QDoubleSpinBox()
@@ -187,9 +215,9 @@ class WorkedExamplePage(LabPage):
         bold = QFont()
         bold.setBold(True)
         for j in range(3):
-            cells = [
-                fmt_vec(ex.keys[j]),
-                fmt_vec(ex.values[j]),
+            cells = [  # the inputs with 2 decimals (as typed): seven columns fit the page at 1280 px
+                fmt_vec(ex.keys[j], 2),
+                fmt_vec(ex.values[j], 2),
                 fmt(ex.raw[j]),
                 fmt(ex.masked[j]),
                 fmt(ex.exp[j]),
@@ -219,7 +247,7 @@ class WorkedExamplePage(LabPage):
             item.setFont(bold)
             self.table.setItem(3, c, item)
         self.output_label.setText(
-            f"scaled scores {fmt_vec(ex.masked)}<br>weights {fmt_vec(ex.weights)}<br>"
+            f"scaled scores {fmt_vec(ex.masked)} &nbsp;·&nbsp; weights {fmt_vec(ex.weights)} &nbsp;·&nbsp; "
             f"<b>output {fmt_vec(ex.output)}</b>"
         )
 
