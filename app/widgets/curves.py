@@ -35,7 +35,15 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QFont, QFontMetricsF, QTextOption
-from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDoubleSpinBox,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.widgets.legend import legend_row
 from app.widgets.palette import run_color
@@ -322,9 +330,13 @@ class Curves(QWidget):
         self.log_y.setChecked(log_y)
         self.log_y.toggled.connect(self.set_log_y)
         row.addWidget(self.log_y)
-        if hint:
-            row.addWidget(QLabel(f"<span style='color:#555'>{hint}</span>"))
-        row.addStretch(1)
+        if hint:  # wraps under the controls when narrow, instead of widening the whole tab
+            note = QLabel(f"<span style='color:#555'>{hint}</span>")
+            note.setWordWrap(True)
+            note.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+            row.addWidget(note, 1)
+        else:
+            row.addStretch(1)
         self.controls.setVisible(controls)
         layout.addWidget(self.controls)
 

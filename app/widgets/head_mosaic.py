@@ -53,6 +53,9 @@ from app.widgets.titles import WrapLabel
 from model.pooling import block_size, pool_absmax, pool_max, pool_visible
 from model.probes import carried_mask
 
+#: The longest colour-bar label (characters) that fits along the bar of a small grid.
+LEGEND_LABEL_CHARS = 24
+
 
 class HeadMosaic(QWidget):
     """An R×C grid of heads in one image, with labels, roles, selection and marks.
@@ -376,8 +379,9 @@ class HeadMosaic(QWidget):
         cmap, gamma = (DIVERGING_CMAP, 1.0) if diverging else (self.cmap, self.gamma)
         self.image.setLookupTable(matrix_lut(cmap, gamma))
         self.legend.set_cmap(cmap, gamma)
-        if diverging:
-            self.legend.set_label(f"{self.names[0]} − {self.names[1]}")
+        if diverging:  # the runs' names when they fit beside the bar (the title has them anyway)
+            full = f"{self.names[0]} − {self.names[1]}"
+            self.legend.set_label(full if len(full) <= LEGEND_LABEL_CHARS else "A − B")
         else:
             self.legend.set_label("log₁₀ weight" if self.log else "weight")
 

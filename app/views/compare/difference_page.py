@@ -42,6 +42,7 @@ class DifferencePage(ComparePage):
         self.diff_status.setWordWrap(True)
         dl.addWidget(self.diff_status)
         split = QSplitter(Qt.Orientation.Horizontal)
+        self.split = split  # side by side when there is room, else the grid above the table
         self.diff_grid = HeadMosaic(interactive=False, compact=True)
         self.diff_grid.clear("no difference to show yet")
         split.addWidget(self.diff_grid)
@@ -104,6 +105,23 @@ class DifferencePage(ComparePage):
         t.setMinimumWidth(
             t.horizontalHeader().length() + t.verticalScrollBar().sizeHint().width() + 2 * t.frameWidth()
         )
+        self._orient()
+
+    #: the narrowest the grid is drawn beside the table (px): below it, the table goes under the grid
+    GRID_MIN_WIDTH = 360
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt naming)
+        super().resizeEvent(event)
+        self._orient()
+
+    def _orient(self) -> None:
+        split = getattr(self, "split", None)
+        if split is None:
+            return
+        room = self.width() - self.diff_table.minimumWidth() - split.handleWidth()
+        want = Qt.Orientation.Horizontal if room >= self.GRID_MIN_WIDTH else Qt.Orientation.Vertical
+        if split.orientation() != want:
+            split.setOrientation(want)
 
     def _seen_by_either(self, a: str, b: str):
         """The pairs A or B may see (the rest grey, as in every grid), or None when both see all."""
