@@ -31,6 +31,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--size", default="1600x1000", metavar="WxH", help="window size in pixels (default 1600x1000)"
     )
+    p.add_argument(
+        "--exact",
+        action="store_true",
+        help="keep the window at --size even when a tab then scrolls (default: widen it so none does)",
+    )
     p.add_argument("--only", metavar="NAME", help="only tabs/pages whose file name contains NAME")
     p.add_argument(
         "--checkpoint",
@@ -86,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         ),
         default=0,
     )
-    win.resize(max(width, widest + 40), height)
+    win.resize(width if args.exact else max(width, widest + 40), height)
     win.show()
     s = win.session
     written: list[Path] = []
