@@ -117,6 +117,7 @@ class GetModelDialog(QDialog):
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setStretchLastSection(True)
         self.table.itemSelectionChanged.connect(self._on_row)
+        self.table.setTabKeyNavigation(False)  # Tab leaves the catalogue for the repo field
 
         self.repo_edit = QLineEdit()
         self.repo_edit.setPlaceholderText("or type a repo id: owner/name or owner/name@revision")
@@ -164,6 +165,7 @@ class GetModelDialog(QDialog):
         layout.addWidget(self.error_label)
         layout.addLayout(buttons)
         self.resize(820, 560)
+        self.repo_edit.setFocus()  # typing a repo id is what the keyboard does here first
         self._update_buttons()
 
     # ---- what is chosen ------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 against the fake Hub on 127.0.0.1."""
 
 import pytest
+from PySide6.QtCore import Qt
 
 TIMEOUT = 30_000
 REPO = "tiny/gpt2"
@@ -140,3 +141,13 @@ def test_typing_a_repo_id_key_by_key_never_raises_and_keeps_every_character(qtbo
     qtbot.keyClicks(dlg.repo_edit, "@")
     assert "nothing after '@'" in dlg.info.text() and not dlg.download_button.isEnabled()
     assert not fake_hub.requests  # typing asks the Hub nothing
+
+
+def test_the_keyboard_starts_in_the_repo_field_and_tab_leaves_the_catalogue(qtbot, tiny_window, fake_hub):
+    dlg = _dialog(tiny_window)
+    dlg.activateWindow()
+    qtbot.waitUntil(dlg.repo_edit.hasFocus, timeout=5000)  # typing a repo id needs no click first
+    dlg.table.setFocus()
+    qtbot.waitUntil(dlg.table.hasFocus, timeout=5000)
+    qtbot.keyClick(dlg.table, Qt.Key.Key_Tab)
+    assert not dlg.table.hasFocus()  # Tab leaves the table instead of walking its cells
