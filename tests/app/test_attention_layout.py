@@ -166,3 +166,27 @@ def test_nothing_is_cut_or_overlapping_on_an_attention_page_at_1280(qtbot, atten
     assert text_problems(page) == []
     # and the tab fits beside the docks: no scrolling sideways
     assert win._holders["Attention"].scroll.horizontalScrollBar().maximum() == 0
+
+
+def test_the_wheel_over_the_pipeline_scrolls_through_its_stages(qtbot, attention_at):
+    from PySide6.QtCore import QPoint, QPointF, Qt
+    from PySide6.QtGui import QWheelEvent
+    from PySide6.QtWidgets import QApplication
+
+    _, tab = attention_at()
+    page = _pipeline(qtbot, tab)
+    bar = page.scroll.verticalScrollBar()
+    assert bar.value() == 0 and bar.maximum() > 0
+    at = QPointF(page.view.viewport().rect().center())
+    wheel = QWheelEvent(
+        at,
+        QPointF(page.view.viewport().mapToGlobal(at.toPoint())),
+        QPoint(),
+        QPoint(0, -120),
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+        Qt.ScrollPhase.NoScrollPhase,
+        False,
+    )
+    QApplication.sendEvent(page.view.viewport(), wheel)
+    assert bar.value() > 0  # over a matrix the wheel went to the view, and nothing moved

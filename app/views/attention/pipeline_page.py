@@ -18,7 +18,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QPointF, Qt
 from PySide6.QtGui import QFont, QFontMetricsF
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QSizePolicy, QVBoxLayout
+from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QScrollArea, QSizePolicy, QVBoxLayout
 
 from app.views.attention.base import AttentionPage, HeadSelector, blurb_label, holder
 from app.widgets.matrix_plot import MatrixPanel, describe_value
@@ -118,6 +118,7 @@ class PipelinePage(AttentionPage):
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.scroll.setWidget(self.canvas)
         self.scroll.viewport().installEventFilter(self)
+        self.view.viewport().installEventFilter(self)  # the wheel over a matrix scrolls the page
         lay.addWidget(self.scroll, 1)
         self.readout = QLabel(" ")
         self.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -129,7 +130,11 @@ class PipelinePage(AttentionPage):
 
     # ---- layout --------------------------------------------------------------------------------
     def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt naming)
-        if event.type() == QEvent.Type.Resize:
+        if event.type() == QEvent.Type.Wheel and obj is self.view.viewport():
+            # the stages do not zoom: a wheel over them scrolls through them (the view took it)
+            QApplication.sendEvent(self.scroll.verticalScrollBar(), event)
+            return True
+        if event.type() == QEvent.Type.Resize and obj is self.scroll.viewport():
             self.arrange()
         return False
 
