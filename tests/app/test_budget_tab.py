@@ -234,3 +234,19 @@ def test_check_against_an_opened_family_model(qtbot, tmp_path, tab, write_hf_fam
     assert all(page.param_table.item(r, 3).text() == "✓" for r in range(page.param_table.rowCount()))
     if ckpt.config.n_rep > 1:  # the KV-cache figure of the opened model shows what GQA saves
         assert f"{ckpt.config.n_rep}× smaller" in tab.kv_page.summary.text()
+
+
+@pytest.mark.parametrize(
+    ("key", "plots"), [("flops", ("plot",)), ("kv-cache", ("ctx_plot", "batch_plot")), ("memory", ("plot",))]
+)
+def test_budget_legends_are_rows_above_the_plots_never_on_the_data(qtbot, tab, key, plots):
+    _choose(tab, "Llama 2 7B")
+    page = tab.show_page(key)
+    for name in plots:
+        item = getattr(page, name).getPlotItem()
+        legend = item.legend
+        qtbot.waitUntil(
+            lambda legend=legend: legend.items and legend.sceneBoundingRect().height() > 0, timeout=5000
+        )
+        data = item.getViewBox().sceneBoundingRect()
+        assert not legend.sceneBoundingRect().intersects(data)  # pyqtgraph's floated over the curves

@@ -38,6 +38,7 @@ from app.views.budget.common import (
     share_text,
 )
 from app.views.page import PushedPage
+from app.widgets.legend import legend_row
 from model import budget
 from model.budget_table import COST, FLOPS, PARAMETERS, BudgetSettings, Row, display_value, section
 from model.config import GPTConfig
@@ -133,7 +134,7 @@ class FlopsPage(PushedPage):
         )
         self.plot.setLogMode(x=True, y=False)
         self.plot.setYRange(0, 100, padding=0.02)
-        self.plot.addLegend(offset=(10, 10))
+        legend_row(self.plot.getPlotItem())  # above the curves, never on them
         self.curves = {
             k: self.plot.plot([], [], pen=pg.mkPen(*c, width=2.5), name=k) for k, c in PART_COLORS.items()
         }
@@ -233,7 +234,7 @@ class KVPage(PushedPage):
         )
         self.legends = {}
         for p in (self.ctx_plot, self.batch_plot):
-            self.legends[id(p)] = p.addLegend(offset=(10, 10))
+            self.legends[id(p)] = legend_row(p.getPlotItem())
             row.addWidget(p)
         layout.addLayout(row, 1)
         self.pens = {
@@ -357,7 +358,7 @@ class MemoryPage(PushedPage):
             self.table.horizontalHeader().setSectionResizeMode(c, QHeaderView.ResizeMode.Stretch)
         split.addWidget(self.table)
         self.plot = plot_widget("Training memory by precision mode (one device, AdamW)", "GiB", "")
-        self.plot.addLegend(offset=(-10, 10))
+        legend_row(self.plot.getPlotItem())
         self.bars: list[pg.BarGraphItem] = []
         split.addWidget(self.plot)
         split.setSizes([330, 450])
@@ -425,7 +426,7 @@ class MemoryPage(PushedPage):
             self.bars.append(bar)
             bottom += h
         self.plot.getAxis("bottom").setTicks([[(i, n) for i, n in enumerate(names)]])
-        self.plot.setXRange(-0.6, len(names) + 0.6, padding=0)  # room on the right for the legend
+        self.plot.setXRange(-0.6, len(names) - 0.4, padding=0)
         self.plot.setYRange(0, float(bottom.max()) * 1.05 or 1, padding=0)
 
 
