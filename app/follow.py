@@ -124,12 +124,7 @@ class FollowingRun:
         if self._compute is not None:
             self._compute.cancel("session.probe")  # the idle model's frame must not join the run's
         self.trainer = None
-        self.history = []
-        self.samples = []
-        self.frames.clear()
-        self.latest_frame = None
-        self.checkpoint_path = None
-        self.dirty = False
+        self._start_record()
         self.historyReset.emit()
         worker.finished.connect(self._on_follow_finished)
         self._worker = worker

@@ -364,12 +364,9 @@ class Session(QObject, TrainingRun, FollowingRun):
         """File → New run: forget the trained model, rebuild it untrained from the current config."""
         self.build_model()
 
-    def _install_model(self, model, config, *, trainer, history, path, meta=None) -> None:
-        self.checkpoint_meta = dict(meta or {})
-        self.model = model
-        self.config = config
-        self.trainer = trainer
-        self._model_config_key = self._config_key(config)
+    def _start_record(self, history=(), path: str | None = None) -> None:
+        """A new record of the model shown: its loss ``history``, no samples or frames, nothing
+        unsaved, saved at ``path`` (the caller emits ``historyReset`` when its other fields are set)."""
         self.history = list(history)
         self.samples = []
         self.frames.clear()
@@ -377,6 +374,14 @@ class Session(QObject, TrainingRun, FollowingRun):
         self.checkpoint_path = path
         self.dirty = False
         self._last_tps = float(self.history[-1].get("tokens_per_s", 0.0)) if self.history else 0.0
+
+    def _install_model(self, model, config, *, trainer, history, path, meta=None) -> None:
+        self.checkpoint_meta = dict(meta or {})
+        self.model = model
+        self.config = config
+        self.trainer = trainer
+        self._model_config_key = self._config_key(config)
+        self._start_record(history, path)
         self.modelChanged.emit(model)
         self.configChanged.emit(config)
         self.historyReset.emit()

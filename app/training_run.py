@@ -199,15 +199,9 @@ class TrainingRun:
     def _on_trainer_ready(self, trainer: Any) -> None:
         if self._awaiting_trainer:  # a fresh run exists: now the old one's curves and frames go
             self._awaiting_trainer = False
-            self.history = []
-            self.samples = []
-            self.frames.clear()
-            self.latest_frame = None
-            self.checkpoint_path = None
+            self._start_record()
             if self.checkpoint_meta.get("starter") or trainer.model is not self.model:
                 self.checkpoint_meta = {}  # a fresh model is nobody's file (a fine-tune keeps its name)
-            self.dirty = False
-            self._last_tps = 0.0
             self.historyReset.emit()
         self.trainer = trainer
         self.tokenizer = trainer.tokenizer

@@ -29,6 +29,17 @@ def _tiny_labs_session():
     return s
 
 
+@pytest.fixture
+def shipped_starter():
+    """The starter model shipped in assets/starter (its folder); the test is skipped when it is not
+    built (``make starter``)."""
+    from model import starter
+
+    if not (starter.STARTER_DIR / "model.safetensors").is_file():
+        pytest.skip("no starter model built (make starter)")
+    return starter.STARTER_DIR
+
+
 @pytest.fixture(scope="module")
 def labs(qapp):
     """(tab, session): the Labs tab shown on a tiny untrained model, shared by one test module (building

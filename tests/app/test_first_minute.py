@@ -12,13 +12,9 @@ from PySide6.QtGui import QWheelEvent
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QMessageBox, QScrollArea
 
-from model import starter
-
 TIMEOUT = 60_000
 
-needs_starter = pytest.mark.skipif(
-    not (starter.STARTER_DIR / "model.safetensors").is_file(), reason="no starter model built (make starter)"
-)
+needs_starter = pytest.mark.usefixtures("shipped_starter")
 
 
 @pytest.fixture

@@ -6,9 +6,7 @@ from model import starter
 
 TIMEOUT = 60_000
 
-pytestmark = pytest.mark.skipif(
-    not (starter.STARTER_DIR / "model.safetensors").is_file(), reason="no starter model built (make starter)"
-)
+pytestmark = pytest.mark.usefixtures("shipped_starter")
 
 
 @pytest.fixture
