@@ -34,12 +34,12 @@ screenshots: $(STAMP)
 STARTER_BUILD := build/starter
 starter: $(STAMP)
 	rm -rf $(STARTER_BUILD)
-	for stage in $$($(PY) -m model.starter stages); do \
-		corpus=$$($(PY) -m model.starter corpus $$stage $(STARTER_BUILD)) && \
-		$(VENV)/bin/attention-lab $$($(PY) -m model.starter args $$stage $$corpus $(STARTER_BUILD)/run) \
+	for stage in $$($(PY) -m model.io.starter stages); do \
+		corpus=$$($(PY) -m model.io.starter corpus $$stage $(STARTER_BUILD)) && \
+		$(VENV)/bin/attention-lab $$($(PY) -m model.io.starter args $$stage $$corpus $(STARTER_BUILD)/run) \
 		|| exit 1; \
 	done
-	$(PY) -m model.starter finish $(STARTER_BUILD)/run assets/starter
+	$(PY) -m model.io.starter finish $(STARTER_BUILD)/run assets/starter
 
 clean:
 	rm -rf $(VENV) build *.egg-info

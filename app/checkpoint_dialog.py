@@ -6,7 +6,7 @@ is Qt's own (non-native) file dialog choosing an existing file, with the checkpo
 plus an **Open this folder** button that opens the folder selected in the list, or else the folder
 shown. :func:`checkpoint_target` says what a choice opens: a file inside a model folder (its
 ``config.json``, ``model.safetensors``, …) opens that folder; a PyTorch file elsewhere opens as a
-nanoGPT checkpoint. :func:`model.pretrained.open_model` reads no other formats (no GGUF).
+nanoGPT checkpoint. :func:`model.io.pretrained.open_model` reads no other formats (no GGUF).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Each subcommand lives in ``app/commands/<name>.py`` and exposes ``HELP`` (one li
 ``add_arguments(parser)`` and ``run(args) -> int``. Modules are imported lazily so that
 `attention-lab budget` does not pay for torch or Qt start-up.
 
-User mistakes raise :class:`UserError` (or ``ConfigError``/``ValueError`` subclasses the command
-chooses to report); they become one line on stderr and exit code 2, never a traceback.
+User mistakes raise :class:`UserError` or any :class:`model.errors.AttentionLabError` (the one base of
+``model/``'s errors); they become one line on stderr and exit code 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+
+from model.errors import AttentionLabError
 
 COMMANDS: dict[str, str] = {
     "train": "Train a model on a corpus or synthetic task and save a checkpoint.",
@@ -28,8 +30,8 @@ COMMANDS: dict[str, str] = {
 SIZED = ("train", "generate", "inspect")
 
 
-class UserError(Exception):
-    """A mistake the user can fix: printed as one line, exit code 2."""
+class UserError(AttentionLabError):
+    """A mistake the user can fix (found by a command itself): printed as one line, exit code 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -59,8 +61,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     import os
 
-    from model.config import ConfigError
-    from model.sizing import OVERRIDE_ENV, ModelTooLarge
+    from model.budget.sizing import OVERRIDE_ENV
 
     argv = sys.argv[1:] if argv is None else list(argv)
     chosen = next((a for a in argv if not a.startswith("-")), None)
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[OVERRIDE_ENV] = "1"
     try:
         return int(args._module.run(args) or 0)
-    except (UserError, ConfigError, ModelTooLarge) as exc:
+    except AttentionLabError as exc:
         print(f"attention-lab {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except MemoryError:

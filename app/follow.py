@@ -1,6 +1,6 @@
 """Follow a run folder that another process writes (File → Follow a run folder…).
 
-:class:`FollowWorker` polls a :class:`~model.runfolder.RunFollower` in a background thread every
+:class:`FollowWorker` polls a :class:`~model.io.runfolder.RunFollower` in a background thread every
 ``interval`` seconds and posts what is new into the same mailbox kinds a
 :class:`~app.workers.TrainWorker` uses (``"events"``, ``"frames"``), so the session's ~30 Hz drain
 and the Train tab draw a followed run exactly as one trained here: curves, the live head grid and
@@ -37,7 +37,7 @@ class FollowWorker(LoopWorker):
     thread_name = "attention-lab-follow"
 
     def __init__(self, path: str | Path, interval: float = POLL_S):
-        from model.runfolder import RunFollower
+        from model.io.runfolder import RunFollower
 
         super().__init__()
         from app.workers import Mailbox
@@ -112,7 +112,7 @@ class FollowingRun:
 
         Raises ValueError (one line) while training here, or when ``path`` is not a run folder.
         """
-        from model.runfolder import is_run_folder
+        from model.io.runfolder import is_run_folder
 
         if self.is_training:
             raise ValueError("stop training before following another run")
@@ -179,7 +179,7 @@ class FollowingRun:
             return
 
         def job():
-            from model.pretrained import open_model
+            from model.io.pretrained import open_model
 
             return open_model(str(folder), device="cpu")
 

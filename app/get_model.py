@@ -1,8 +1,8 @@
 """File → Get a model…: a catalogue of small models people study, or any Hub repo id, downloaded into
 the Hugging Face cache with a progress bar, then opened.
 
-The network never runs in the GUI thread: the Hub's answer about a repo (:func:`model.hub.plan`) and
-the download (:func:`model.hub.fetch`) each run in a :class:`~app.workers.LoopWorker`; progress
+The network never runs in the GUI thread: the Hub's answer about a repo (:func:`model.io.hub.plan`) and
+the download (:func:`model.io.hub.fetch`) each run in a :class:`~app.workers.LoopWorker`; progress
 reports go through its mailbox, drained ~30 times a second. Cancel stops the download at the next
 chunk; files already complete stay in the cache, and nothing half-written is ever opened.
 """
@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.workers import LoopWorker, drain_timer
-from model.hub import (
+from model.io.hub import (
     CATALOGUE,
     DownloadCancelled,
     HubError,
@@ -90,7 +90,7 @@ class GetModelDialog(QDialog):
         self.plans: dict[str, Plan] = {}
         self._timer = drain_timer(self, self._drain)
 
-        from model.hub import cache_dir
+        from model.io.hub import cache_dir
 
         intro = QLabel(
             "Small models people study, or any Hugging Face repo. Only the config, tokenizer and "
@@ -202,7 +202,7 @@ class GetModelDialog(QDialog):
 
     def _describe(self) -> None:
         """Say what the chosen model is: family, parameters, size (written down or from the Hub)."""
-        from model.hub import cached_folder, check_complete
+        from model.io.hub import cached_folder, check_complete
 
         self.error_label.setText("")
         ref = self.chosen()
@@ -236,7 +236,7 @@ class GetModelDialog(QDialog):
     # ---- the Hub -------------------------------------------------------------------------------
     def look_up(self) -> None:
         """Ask the Hub (in a thread) for the chosen repo's files, sizes and family."""
-        from model.hub import plan
+        from model.io.hub import plan
 
         ref = self.chosen()
         if ref is None or self.busy:
@@ -260,7 +260,7 @@ class GetModelDialog(QDialog):
 
     def start_download(self) -> None:
         """Fetch the chosen model in a thread; progress below; ``downloaded`` when complete."""
-        from model.hub import fetch
+        from model.io.hub import fetch
 
         ref = self.chosen()
         if ref is None or self.busy:

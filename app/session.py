@@ -10,12 +10,12 @@ State (read freely from the GUI thread; change only through the methods):
 =====================  ===========================================================================
 ``config``             the :class:`~model.config.GPTConfig` of the current model (vocab set), or the
                        validated config the user is editing when no model is built yet
-``source``             the :class:`~model.data.DataSource` (corpus or synthetic task) or ``None``
+``source``             the :class:`~model.text.data.DataSource` (corpus or synthetic task) or ``None``
 ``source_spec``        how the source was named (``"builtin:stdlib"``, ``"task:induction"``, a path)
 ``tokenizer``          the model's tokenizer (from the source, or from a loaded checkpoint)
-``model``              the :class:`~model.gpt.GPT` or ``None``
-``trainer``            the :class:`~model.train.Trainer` of the run, or ``None`` (untrained model)
-``train_settings``     the :class:`~model.train.TrainSettings` the next Start will use
+``model``              the :class:`~model.nn.gpt.GPT` or ``None``
+``trainer``            the :class:`~model.train.trainer.Trainer` of the run, or ``None`` (untrained model)
+``train_settings``     the :class:`~model.train.trainer.TrainSettings` the next Start will use
 ``device``             ``torch.device`` used for the next model (``device_choice``: auto/cpu/cuda)
 ``state``              ``"idle" | "starting" | "running" | "paused" | "stopping"``
 ``history``            list of training-event dicts (``TrainEvent.to_dict()``) of the current model
@@ -43,7 +43,7 @@ from app.follow import FollowingRun
 from app.training_run import TrainingRun
 from app.workers import ComputeWorker, drain_timer
 from model.config import GPTConfig, default_config
-from model.probes import FrameHistory, ProbeFrame
+from model.interp.probes import FrameHistory, ProbeFrame
 
 DEFAULT_SOURCE = "builtin:stdlib"
 
@@ -167,7 +167,7 @@ class Session(QObject, TrainingRun, FollowingRun):
     # ---- setting things up ---------------------------------------------------------------------
     def init_default(self) -> None:
         """The built-in default: default corpus, default config, an untrained model, auto device."""
-        from model.train import TrainSettings
+        from model.train.trainer import TrainSettings
 
         self.initialising = True
         try:
@@ -187,8 +187,8 @@ class Session(QObject, TrainingRun, FollowingRun):
         False (nothing changed) when it is missing or unreadable; the caller then builds the default
         untrained model. Start trains a fresh model of the same shape, never the starter itself.
         """
-        from model.starter import STARTER_DIR, STARTER_SOURCE, describe, named_heads
-        from model.train import TrainSettings
+        from model.io.starter import STARTER_DIR, STARTER_SOURCE, describe, named_heads
+        from model.train.trainer import TrainSettings
 
         path = Path(path or STARTER_DIR)
         if not (path / "model.safetensors").is_file():
@@ -231,7 +231,7 @@ class Session(QObject, TrainingRun, FollowingRun):
         if self.model is not None and changed:
             with self.compute_lock:
                 if self.trainer is not None:  # the run goes on there: optimizer state moves along
-                    from model.train import Trainer
+                    from model.train.trainer import Trainer
 
                     t = self.trainer
                     state = t.state_dict()
@@ -254,7 +254,7 @@ class Session(QObject, TrainingRun, FollowingRun):
         at once (so every view shows a model that can read this data); a trained or loaded model
         stays until Start, which continues it only if the tokenizers agree.
         """
-        from model.data import resolve_source
+        from model.text.data import resolve_source
 
         source = None
         if self.model is not None and self.checkpoint_meta and self.tokenizer is not None:
@@ -324,7 +324,7 @@ class Session(QObject, TrainingRun, FollowingRun):
 
     def build_model(self, seed: int | None = None) -> None:
         """Replace the model by a freshly initialised one of ``config`` (untrained; no trainer)."""
-        from model.gpt import build_model
+        from model.nn.gpt import build_model
 
         if self.is_training:
             raise ValueError("stop training before building a new model")
@@ -341,10 +341,10 @@ class Session(QObject, TrainingRun, FollowingRun):
         self.refresh_probe()
 
     def check_fits(self, config: GPTConfig, *, train: bool) -> None:
-        """Raise :class:`model.sizing.ModelTooLarge` (one line: need, memory, what to lower) unless
+        """Raise :class:`model.budget.sizing.ModelTooLarge` (one line: need, memory, what to lower) unless
         ``config`` fits this machine: to hold it (``train=False``), or to train it with the Training
         panel's batch and sequence length. Milliseconds; nothing is allocated."""
-        from model.sizing import OVERRIDE_ENV, ModelTooLarge, check, load_need, training_need
+        from model.budget.sizing import OVERRIDE_ENV, ModelTooLarge, check, load_need, training_need
 
         if train and self.train_settings is not None:
             ts = self.train_settings
@@ -393,7 +393,7 @@ class Session(QObject, TrainingRun, FollowingRun):
         While training, the worker writes it between two steps and ``checkpointSaved`` follows;
         when idle it is written now (raises the checkpoint layer's error on failure).
         """
-        from model.checkpoint import check_save_target
+        from model.io.checkpoint import check_save_target
 
         path = str(path)
         if self.model is None:
@@ -406,7 +406,7 @@ class Session(QObject, TrainingRun, FollowingRun):
             if self.trainer is not None:
                 self.trainer.save(path)
             else:
-                from model.checkpoint import save_checkpoint
+                from model.io.checkpoint import save_checkpoint
 
                 meta = {"source": self.source_spec, "name": Path(path).name}
                 save_checkpoint(path, self.model, self.tokenizer, meta=meta)
@@ -422,7 +422,7 @@ class Session(QObject, TrainingRun, FollowingRun):
     ) -> None:
         """Make the model at ``path`` current: config, weights, tokenizer and loss history.
 
-        Any kind ``model.pretrained.open_model`` reads (our checkpoints, a Hugging Face GPT-2
+        Any kind ``model.io.pretrained.open_model`` reads (our checkpoints, a Hugging Face GPT-2
         directory, a nanoGPT ``ckpt.pt``). With training state, Start continues the run exactly;
         when its data source cannot be rebuilt (a moved text file) the model still opens and
         ``statusMessage`` says why training starts afresh. Raises ``CheckpointError`` (or another
@@ -430,9 +430,9 @@ class Session(QObject, TrainingRun, FollowingRun):
         adds to (or overrides) what the files say about the model (its name, ...);
         ``remember_path=False`` opens it without making ``path`` where Save writes.
         """
-        from model.data import data_for_model, prompt_for
-        from model.pretrained import open_model
-        from model.train import Trainer
+        from model.io.pretrained import open_model
+        from model.text.data import data_for_model, prompt_for
+        from model.train.trainer import Trainer
 
         if self.is_training:
             raise ValueError("stop training before opening a checkpoint")
@@ -492,7 +492,7 @@ class Session(QObject, TrainingRun, FollowingRun):
 
         Empty for a model built here and not yet saved or loaded.
         """
-        from model.pretrained import describe_origin
+        from model.io.pretrained import describe_origin
 
         meta = {k: v for k, v in self.checkpoint_meta.items() if k != "n_params"}
         return describe_origin(meta, self.checkpoint_path)

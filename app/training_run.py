@@ -5,7 +5,7 @@ signals; see ``app/session.py`` for them). Training runs in a :class:`~app.worke
 its events, probe frames and samples arrive through the worker's mailbox, drained ~30 times a
 second in the GUI thread, so a burst of steps becomes one ``eventsAppended`` and only the newest
 probe frame is drawn. The probe prompt is the session's ``probe_prompt``, the one copy: the
-trainer's :class:`~model.probes.Prober` reads it at each probe.
+trainer's :class:`~model.interp.probes.Prober` reads it at each probe.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.workers import TrainWorker
-from model.probes import ProbeFrame
+from model.interp.probes import ProbeFrame
 
 
 class TrainingRun:
@@ -29,7 +29,7 @@ class TrainingRun:
         model, tokenizer, prompt, step = self.model, self.tokenizer, self.probe_prompt, self.step
 
         def job():
-            from model.probes import probe_frame
+            from model.interp.probes import probe_frame
 
             return probe_frame(model, tokenizer, prompt, step)
 
@@ -52,7 +52,7 @@ class TrainingRun:
         raises them. Milliseconds, nothing allocated: the config's own problems, the training
         settings against this model and data (``TrainSettings.problems_for``: a sequence longer
         than the context), and whether the run fits this machine's memory."""
-        from model.sizing import ModelTooLarge
+        from model.budget.sizing import ModelTooLarge
 
         if self.is_training:
             return ["training is running"]
@@ -92,7 +92,7 @@ class TrainingRun:
         built ends with an error and leaves the session as it was.
         """
         from model.config import ConfigError
-        from model.train import Trainer
+        from model.train.trainer import Trainer
 
         if self.is_training:
             return
@@ -280,6 +280,6 @@ class TrainingRun:
     # ---- convenience for tests and benchmarks --------------------------------------------------
     def eta_seconds(self, target: int | None = None) -> float | None:
         """Seconds left to reach ``target`` (default: the step budget) at the recent pace."""
-        from model.train import eta_seconds
+        from model.train.trainer import eta_seconds
 
         return eta_seconds(self.history, self.step, target or self.target_steps)

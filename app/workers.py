@@ -7,7 +7,7 @@ The training workers (:class:`TrainWorker`: the Train tab; :class:`GroupWorker`:
 comparisons and the Compare tab) and :class:`GenerateWorker` are :class:`LoopWorker` s, generators
 as superqt's ``thread_worker``: each ``yield`` is a gap between two steps, where pause, stop and
 queued calls (a checkpoint save, a fresh probe) take effect through one
-:class:`~model.control.RunControl`. Results reach the GUI thread in two ways:
+:class:`~model.train.control.RunControl`. Results reach the GUI thread in two ways:
 
 * high-rate data (training events, probe frames, samples) go into a :class:`Mailbox` that the GUI
   drains with a ~30 Hz :func:`drain_timer`: a slow screen never queues work nor slows training,
@@ -31,8 +31,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from model.control import RunControl
 from model.runtime import WORKER_NICE, compute_lock, lower_thread_priority
+from model.train.control import RunControl
 
 #: GUI redraw period for worker results (ms): ~30 Hz.
 DRAIN_MS = 33
@@ -172,11 +172,11 @@ class LoopWorker(QObject):
 
 
 class TrainWorker(LoopWorker):
-    """Trains one :class:`~model.train.Trainer` step by step until the step target, stop or error.
+    """Trains one :class:`~model.train.trainer.Trainer` step by step until the step target, stop or error.
 
     ``trainer``: continue this one; or ``make_trainer()``: build it inside the worker thread (a
     fresh model can take a while on a big config). Probe frames come from the trainer's
-    :class:`~model.probes.Prober` (every ``probe_every`` steps, at the start and right after
+    :class:`~model.interp.probes.Prober` (every ``probe_every`` steps, at the start and right after
     :meth:`reprobe`); ``probe_prompt()`` returns the prompt, owned by the caller. Every
     ``sample_every`` steps a generated sample. ``request_save(path)`` writes a checkpoint between
     two steps. Mailbox kinds: ``events`` (dicts), ``frames``, ``samples`` ((step, text)).
@@ -209,7 +209,7 @@ class TrainWorker(LoopWorker):
 
     def stop(self) -> None:
         """Stop at the next gap between steps; a validation in progress stops between two batches
-        (:meth:`model.train.Trainer.stop`), so a stop never waits for a whole validation."""
+        (:meth:`model.train.trainer.Trainer.stop`), so a stop never waits for a whole validation."""
         super().stop()
         trainer = self.trainer
         if trainer is not None:
@@ -299,7 +299,7 @@ class GroupSpec:
 
 
 class GroupWorker(LoopWorker):
-    """Trains a :class:`GroupSpec` with one :class:`~model.multitrain.TrainerGroup`, one step of each
+    """Trains a :class:`GroupSpec` with one :class:`~model.train.multitrain.TrainerGroup`, one step of each
     variant in turn (the Labs' comparisons and the Compare tab).
 
     A variant whose loss diverges is dropped with a note (``TrainerGroup`` does it); the run is an
@@ -327,7 +327,7 @@ class GroupWorker(LoopWorker):
             trainer.stop()
 
     def work(self) -> Iterator[None]:
-        from model.multitrain import TrainerGroup
+        from model.train.multitrain import TrainerGroup
 
         spec = self.spec
         group = TrainerGroup(self.variants, spec.source, spec.settings)
@@ -379,7 +379,7 @@ class GroupWorker(LoopWorker):
 
 
 class GenerateWorker(LoopWorker):
-    """Streams a generation token by token (``model.generate.stream``); a stop ends it at a token.
+    """Streams a generation token by token (``model.nn.generate.stream``); a stop ends it at a token.
 
     Each new token's text is emitted with ``token``; ``finished(text, error)`` ends it. Each token
     is computed under ``compute_lock`` so generation interleaves with training instead of racing it.
@@ -401,7 +401,7 @@ class GenerateWorker(LoopWorker):
         self.parts: list[str] = []
 
     def work(self) -> Iterator[None]:
-        from model.generate import stream
+        from model.nn.generate import stream
 
         if self.model_source is not None:
             self.model = self.model_source()

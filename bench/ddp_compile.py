@@ -82,9 +82,9 @@ def bench_compile(args) -> None:
     import torch
 
     from model.config import GPTConfig
-    from model.data import resolve_source
     from model.runtime import set_threads
-    from model.train import Trainer, TrainSettings
+    from model.text.data import resolve_source
+    from model.train.trainer import Trainer, TrainSettings
 
     set_threads(0)
     source = resolve_source(args.corpus)

@@ -37,7 +37,7 @@ def percentile(values, q: float) -> float:
 
 def headless(config, source, settings, warmup: int) -> float:
     """Wall-clock tokens/s of the bare Trainer between step ``warmup`` and the end."""
-    from model.train import Trainer
+    from model.train.trainer import Trainer
 
     trainer = Trainer(config, source, settings)
     marks: dict[int, float] = {}

@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from model.config import GPTConfig  # noqa: E402
-from model.gpt import build_model  # noqa: E402
-from model.hooks import HookPoint  # noqa: E402
+from model.nn.gpt import build_model  # noqa: E402
+from model.nn.hooks import HookPoint  # noqa: E402
 
 
 class _Bare:

@@ -3,7 +3,7 @@
 Trains ``recommended_config`` / ``recommended_settings`` of ``task:induction`` (a 2-layer model) and,
 at every probe trace, computes each head's induction score on the probe prompt (``S G S``: a
 segment, a gap, the segment again): the mean attention from each token of the second copy to the
-token after its previous occurrence (:func:`model.analysis.heads.induction_score`). Prints step,
+token after its previous occurrence (:func:`model.interp.analysis.heads.induction_score`). Prints step,
 seconds, train and validation loss (on the task's scored targets: the predictable part of each
 repeat) and the best head's score, then the step where the score jumps.
 
@@ -23,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from model.analysis.heads import induction_score  # noqa: E402
-from model.data import resolve_source  # noqa: E402
+from model.interp.analysis.heads import induction_score  # noqa: E402
 from model.runtime import set_threads  # noqa: E402
-from model.train import Trainer, recommended_config, recommended_settings  # noqa: E402
+from model.text.data import resolve_source  # noqa: E402
+from model.train.trainer import Trainer, recommended_config, recommended_settings  # noqa: E402
 
 
 def repeat_period(prompt: str) -> int:

@@ -88,7 +88,7 @@ def inspect_vs_forward(model, tokenizer, ids, threads, pairs: int = 7) -> list[f
     order alternating: the recording's own cost, free of the GUI thread and of the queue."""
     import torch
 
-    from model.inspection import inspect_prompt
+    from model.interp.inspection import inspect_prompt
     from model.runtime import compute_lock
     from model.runtime import threads as use_threads
 
@@ -124,7 +124,7 @@ def run_case(name: str, spec: dict, repeats: int, device: str) -> dict:
     from app.session import Session, wait_until
     from app.views.attention.tab import AttentionTab
     from model.config import GPTConfig, default_config
-    from model.train import TrainSettings
+    from model.train.trainer import TrainSettings
 
     app = make_app()  # the app's own settings (pyqtgraph options, GIL switch interval)
     s = Session()

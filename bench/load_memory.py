@@ -2,7 +2,7 @@
 
 Writes random weights of GPT-2 small's shapes (12 layers, 12 heads, d = 768, 1024 positions,
 V = 50257: 124.4M parameters, 498 MB in float32) as ``model.safetensors`` with GPT-2's tensor names,
-then opens the directory with :func:`model.pretrained.open_model` in a fresh process and reports:
+then opens the directory with :func:`model.io.pretrained.open_model` in a fresh process and reports:
 
 * ``weights``: bytes of the loaded parameters (float32);
 * ``peak growth``: the process's peak resident set (``ru_maxrss``) after loading minus its resident
@@ -13,9 +13,9 @@ then opens the directory with :func:`model.pretrained.open_model` in a fresh pro
 query heads over 4 key/value heads, d_ff = 5632, V = 32000: 1.10B parameters) as random **bfloat16**
 safetensors shards with an index (2.2 GB on disk, 4.4 GB once upcast to float32), opens it (float32 by
 default, ``--dtype bf16`` keeps bfloat16) and then traces every head of a 512-token prompt the way the
-Attention tab does (:func:`model.inspection.inspect_prompt`: 22 × 32 heads of [512, 512] weights,
+Attention tab does (:func:`model.interp.inspection.inspect_prompt`: 22 × 32 heads of [512, 512] weights,
 float16 past ``FLOAT32_LIMIT``), reporting the trace's peak growth against
-:func:`model.trace_size.estimate_nbytes` and its time.
+:func:`model.interp.trace_size.estimate_nbytes` and its time.
 
 Usage: ``python bench/load_memory.py [--layers 12] [--d-model 768] [--keep DIR]`` or
 ``python bench/load_memory.py --shape tinyllama [--dtype bf16]``. Figures, not pass/fail.
@@ -39,7 +39,7 @@ def write_gpt2_dir(directory: Path, n_layer: int, n_embd: int, n_positions: int,
     import torch
     from safetensors.torch import save_file
 
-    from model.bpe import bytes_to_unicode
+    from model.text.bpe import bytes_to_unicode
 
     g = torch.Generator().manual_seed(0)
     d = n_embd
@@ -90,7 +90,7 @@ def write_llama_dir(directory: Path, shard_bytes: int = 600_000_000) -> int:
     import torch
     from safetensors.torch import save_file
 
-    from model.bpe import bytes_to_unicode
+    from model.text.bpe import bytes_to_unicode
 
     s = TINYLLAMA
     d, dff, V, H, Hkv = s["d"], s["d_ff"], s["vocab"], s["heads"], s["kv_heads"]
@@ -166,7 +166,7 @@ def measure(directory: Path, dtype: str = "fp32", trace_tokens: int = 0) -> dict
 
     import torch
 
-    from model.pretrained import open_model
+    from model.io.pretrained import open_model
 
     def rss() -> int:
         with open("/proc/self/statm") as f:
@@ -199,9 +199,9 @@ def _measure_trace(ckpt, T: int, rss) -> dict:
     /proc/self/status (VmHWM after resetting it through /proc/self/clear_refs)."""
     import torch
 
-    from model.inspection import FLOAT32_LIMIT, inspect_prompt
-    from model.pooling import block_size
-    from model.trace_size import estimate_nbytes
+    from model.interp.inspection import FLOAT32_LIMIT, inspect_prompt
+    from model.interp.pooling import block_size
+    from model.interp.trace_size import estimate_nbytes
 
     cfg = ckpt.model.config
     ids = torch.randint(0, 256, (T,), generator=torch.Generator().manual_seed(0)).tolist()

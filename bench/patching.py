@@ -1,7 +1,7 @@
 """Activation patching of every head against plain forwards (the issue's target: ≤ 1.5×).
 
 Patches all ``L·H`` heads of a random model (default 12 layers × 12 heads, d 768, as GPT-2 small)
-at ``--tokens`` tokens with :func:`model.analysis.patching.patch_heads` (one clean and one corrupted
+at ``--tokens`` tokens with :func:`model.interp.analysis.patching.patch_heads` (one clean and one corrupted
 forward, then the ``L·H`` patched runs batched), and times ``L·H + 1`` plain forwards of one prompt
 for comparison. Prints each repeat, the median ratio and the load average.
 
@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from model.analysis.patching import patch_heads  # noqa: E402
 from model.config import GPTConfig  # noqa: E402
-from model.gpt import build_model  # noqa: E402
+from model.interp.analysis.patching import patch_heads  # noqa: E402
+from model.nn.gpt import build_model  # noqa: E402
 
 
 def load() -> str:

@@ -31,9 +31,9 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from model.config import GPTConfig  # noqa: E402
-from model.data import resolve_source  # noqa: E402
 from model.runtime import pick_device, set_threads  # noqa: E402
-from model.train import Trainer, TrainSettings  # noqa: E402
+from model.text.data import resolve_source  # noqa: E402
+from model.train.trainer import Trainer, TrainSettings  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------

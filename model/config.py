@@ -50,6 +50,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from model.errors import AttentionLabError
+
 CHOICES: dict[str, tuple[str, ...]] = {
     "mlp": ("gelu", "relu", "swiglu", "geglu"),
     "norm": ("layernorm", "rmsnorm"),
@@ -103,7 +105,7 @@ FIELD_HELP: dict[str, str] = {
 MAX_CONFIG_BYTES = 1024 * 1024
 
 
-class ConfigError(ValueError):
+class ConfigError(AttentionLabError, ValueError):
     """Raised by :meth:`GPTConfig.validate` with every problem found, one per line."""
 
     def __init__(self, problems: list[str]):

@@ -23,6 +23,8 @@ from collections.abc import Iterator
 
 import torch
 
+from model.errors import AttentionLabError
+
 __all__ = [
     "WORKER_NICE",
     "DeviceError",
@@ -64,7 +66,7 @@ atexit.register(remove_empty_cache_dir, _inductor_cache_dir())
 compute_lock = threading.RLock()
 
 
-class DeviceError(ValueError):
+class DeviceError(AttentionLabError, ValueError):
     """A device was asked for that this machine does not have (or the name is not a device)."""
 
 

@@ -159,7 +159,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _list_presets(as_json: bool) -> int:
-    from model import budget, presets
+    from model.budget import arithmetic as budget
+    from model.budget import presets
 
     if as_json:
         out = []
@@ -179,8 +180,8 @@ def _list_presets(as_json: bool) -> int:
 
 def build_config(args: argparse.Namespace):
     """(GPTConfig, title, preset or None) from --preset / --config / the architecture flags."""
+    from model.budget.presets import get, load_config
     from model.config import GPTConfig
-    from model.presets import get, load_config
 
     preset = None
     if args.preset:
@@ -200,8 +201,8 @@ def build_config(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     from app.cli import UserError
-    from model import budget
-    from model.budget_table import render_text
+    from model.budget import arithmetic as budget
+    from model.budget.table import render_text
 
     if args.list_presets:
         return _list_presets(args.json)

@@ -57,15 +57,15 @@ class TerminalProgress:
 
 def local_checkpoint(spec: str, *, quiet: bool = False) -> str | Path:
     """What ``--checkpoint`` names, as a local path: ``hf:REPO[@REV]`` is fetched (progress on stderr)
-    into the cache first; anything else is returned unchanged. Raises :class:`~model.hub.HubError`."""
-    from model.hub import resolve
+    into the cache first; anything else is returned unchanged. Raises :class:`~model.io.hub.HubError`."""
+    from model.io.hub import resolve
 
     return resolve(spec, on_progress=None if quiet else TerminalProgress())
 
 
 def run(args: argparse.Namespace) -> int:
     from app.cli import UserError
-    from model.hub import CATALOGUE, HubError, fetch, format_bytes, resolve_name
+    from model.io.hub import CATALOGUE, HubError, fetch, format_bytes, resolve_name
 
     if args.list:
         for e in CATALOGUE:

@@ -64,8 +64,8 @@ def run(args: argparse.Namespace) -> int:
 
     from app.cli import UserError
     from app.commands.download import local_checkpoint
-    from model.generate import check_sampling, check_seed, stream, trained_window
-    from model.pretrained import open_model
+    from model.io.pretrained import open_model
+    from model.nn.generate import check_sampling, check_seed, stream, trained_window
     from model.runtime import pick_device
 
     try:
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.prompt:
         raise UserError("--prompt is empty: give at least one character")
     if not args.no_cache:  # the cache is sized before the prompt is printed
-        from model.sizing import check, generation_need
+        from model.budget.sizing import check, generation_need
 
         window = trained_window(ckpt) or ckpt.model.config.context_length
         check(generation_need(ckpt.model.config, min(window, ckpt.model.config.context_length)))

@@ -56,7 +56,7 @@ def _out_path(out: str):
 
 def _budget(args) -> int:
     from app.cli import UserError
-    from model.sizing import usable_bytes
+    from model.budget.sizing import usable_bytes
 
     if args.max_memory is None:
         return usable_bytes()
@@ -69,9 +69,9 @@ def _plan(cfg, n_tokens: int, budget: int, args, *, with_model: bool):
     """What to record so that it fits (model.trace_size.plan_inspection); a warning names what is left out."""
     import os
 
-    from model.budget import human_bytes
-    from model.sizing import OVERRIDE_ENV
-    from model.trace_size import REQUIRED_KINDS, plan_inspection
+    from model.budget.arithmetic import human_bytes
+    from model.budget.sizing import OVERRIDE_ENV
+    from model.interp.trace_size import REQUIRED_KINDS, plan_inspection
 
     if os.environ.get(OVERRIDE_ENV):
         budget = 1 << 62
@@ -104,9 +104,9 @@ def run(args: argparse.Namespace) -> int:
     # milliseconds instead of the second and a half that importing torch costs
     from app.cli import UserError
     from model.atomic import clean_stale_temps
+    from model.budget.sizing import check, load_need
     from model.config import GPTConfig
-    from model.sizing import check, load_need
-    from model.tokens import ByteTokenizer
+    from model.text.tokens import ByteTokenizer
 
     if not args.prompt:
         raise UserError("--prompt is empty: give at least one character")
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     budget = _budget(args)
     if args.checkpoint:
         from app.commands.download import local_checkpoint
-        from model.pretrained import open_model
+        from model.io.pretrained import open_model
 
         try:
             ckpt = open_model(local_checkpoint(args.checkpoint))  # sized before it is built (model.sizing)
@@ -159,9 +159,9 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
 
-    from model.export import inspection_arrays, save_inspection
-    from model.gpt import build_model
-    from model.trace import inspect
+    from model.interp.export import inspection_arrays, save_inspection
+    from model.interp.trace import inspect
+    from model.nn.gpt import build_model
 
     if model is None:
         model = build_model(cfg, seed=args.seed)

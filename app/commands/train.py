@@ -6,7 +6,7 @@ The model's shape comes from ``--config FILE.json`` and/or config flags (``--n-l
 suits the data, and each flag overrides one. ``--resume DIR`` continues a checkpoint exactly (its
 shape and settings; flags given override settings, e.g. a larger ``--steps``).
 
-``--out DIR`` is a run folder (model/runfolder.py): ``log.jsonl`` (one JSON object per logged step:
+``--out DIR`` is a run folder (model/io/runfolder.py): ``log.jsonl`` (one JSON object per logged step:
 every ``--log-every`` steps, every evaluation and the last step), ``checkpoint/`` (saved every
 ``--save-every`` steps and at the end; ``DIR`` itself opens as that checkpoint; with
 ``--keep-checkpoints`` every save is also kept as ``checkpoints/step-NNNNNNNN/``), ``probes/`` (with
@@ -17,7 +17,7 @@ On a terminal the progress is one updating line; otherwise plain lines every ``-
 Ctrl-C stops after the current step and saves; a second one aborts.
 
 Under ``torchrun`` every process trains a shard of each global batch with DistributedDataParallel
-(model/distributed.py); rank 0 alone prints, logs, probes and saves.
+(model/train/distributed.py); rank 0 alone prints, logs, probes and saves.
 """
 
 from __future__ import annotations
@@ -128,8 +128,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="train in float32 on CUDA too (CPU always does)",
     )
-    from model.distributed import DEFAULT_TIMEOUT_S
-    from model.train import DTYPES
+    from model.train.distributed import DEFAULT_TIMEOUT_S
+    from model.train.trainer import DTYPES
 
     train.add_argument(
         "--grad-accum",
@@ -243,11 +243,11 @@ def _check_flags(args) -> None:
 def _build(args, dist):
     """(trainer, out_dir) from the arguments; user mistakes raise UserError/ConfigError."""
     from app.cli import UserError
-    from model.checkpoint import CheckpointError, check_save_target, clean_stale_temps
     from model.config import ConfigError, GPTConfig
-    from model.data import DEFAULT_SOURCE, resolve_source
-    from model.runfolder import CHECKPOINT_DIR, RunFolderError, check_run_folder
-    from model.train import Trainer, recommended_config, recommended_settings
+    from model.io.checkpoint import CheckpointError, check_save_target, clean_stale_temps
+    from model.io.runfolder import CHECKPOINT_DIR, RunFolderError, check_run_folder
+    from model.text.data import DEFAULT_SOURCE, resolve_source
+    from model.train.trainer import Trainer, recommended_config, recommended_settings
 
     config_changes = {f.name: getattr(args, f"cfg_{f.name}") for f in _config_fields()}
     config_changes = {k: v for k, v in config_changes.items() if v is not None}
@@ -277,7 +277,7 @@ def _build(args, dist):
                 )
             source = None
             if args.corpus:
-                from model.checkpoint import load_checkpoint
+                from model.io.checkpoint import load_checkpoint
 
                 tok = load_checkpoint(args.resume, with_train_state=False).tokenizer
                 source = resolve_source(args.corpus, tokenizer=tok)
@@ -338,7 +338,7 @@ def _config_vocab(given, config, where: str):
 
 def run(args: argparse.Namespace) -> int:
     from app.cli import UserError
-    from model.distributed import DistributedError, close, init
+    from model.train.distributed import DistributedError, close, init
 
     _check_flags(args)
     try:
@@ -362,10 +362,10 @@ def _run(args: argparse.Namespace, dist) -> int:
     import warnings
 
     from app.cli import UserError
-    from model.checkpoint import CheckpointError
-    from model.distributed import DistributedError, all_reduce_sum
-    from model.runfolder import RunFolderError, RunWriter
-    from model.train import TrainingDiverged
+    from model.io.checkpoint import CheckpointError
+    from model.io.runfolder import RunFolderError, RunWriter
+    from model.train.distributed import DistributedError, all_reduce_sum
+    from model.train.trainer import TrainingDiverged
 
     main = dist.is_main
     say = print if main else (lambda *a, **k: None)
@@ -384,7 +384,7 @@ def _run(args: argparse.Namespace, dist) -> int:
         except (RunFolderError, OSError) as exc:
             raise UserError(str(exc)) from None
         if args.keep_checkpoints:  # kept saves of an earlier run past this start belong to another history
-            from model.history import drop_kept_after
+            from model.io.history import drop_kept_after
 
             drop_kept_after(out, trainer.step)
 
@@ -424,7 +424,7 @@ def _run(args: argparse.Namespace, dist) -> int:
         try:
             trainer.save(writer.checkpoint)
             if args.keep_checkpoints:
-                from model.history import keep_checkpoint
+                from model.io.history import keep_checkpoint
 
                 keep_checkpoint(out, writer.checkpoint, trainer.step)
         except CheckpointError as exc:

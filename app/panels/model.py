@@ -264,14 +264,14 @@ class ConfigPanel(QWidget):
             parts.append(f"grouped-query attention: {cfg.n_rep} query heads per K/V head")
         if cfg.vocab_size:
             try:
-                from model.budget import parameters
+                from model.budget.arithmetic import parameters
 
                 parts.append(f"{parameters(cfg).total:,} parameters")
             except Exception:
                 pass
         text = " · ".join(parts)
         if cfg.vocab_size and self.session is not None:
-            from model.sizing import ModelTooLarge
+            from model.budget.sizing import ModelTooLarge
 
             try:
                 self.session.check_fits(cfg, train=True)

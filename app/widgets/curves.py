@@ -3,7 +3,7 @@
 One widget draws every loss curve of the app: the Train tab's live plots, the runs of the Compare tab
 and the variants a lab trains side by side; the labs' static x–y plots are Curves too. It has ONE
 smoothing control, a debiased exponential moving average (as TensorBoard draws it, see
-:func:`model.smoothing.ema`)::
+:func:`model.train.smoothing.ema`)::
 
     m_t = a·m_{t-1} + (1-a)·x_t,   shown as  m_t / (1 - a^t)      (a in [0, 1); 0 = raw)
 
@@ -48,8 +48,8 @@ from PySide6.QtWidgets import (
 from app.widgets.legend import legend_row
 from app.widgets.palette import run_color
 from app.widgets.titles import wrapping_title
-from model.comparison import loss_curves
-from model.smoothing import ema
+from model.compare.comparison import loss_curves
+from model.train.smoothing import ema
 
 MAIN = "main"
 GUIDE_COLOR = (90, 90, 90)

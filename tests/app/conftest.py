@@ -15,7 +15,7 @@ import pytest
 def _tiny_labs_session():
     from app.session import Session
     from model.config import GPTConfig
-    from model.train import TrainSettings
+    from model.train.trainer import TrainSettings
 
     s = Session()
     s.train_settings = TrainSettings(
@@ -33,7 +33,7 @@ def _tiny_labs_session():
 def shipped_starter():
     """The starter model shipped in assets/starter (its folder); the test is skipped when it is not
     built (``make starter``)."""
-    from model import starter
+    from model.io import starter
 
     if not (starter.STARTER_DIR / "model.safetensors").is_file():
         pytest.skip("no starter model built (make starter)")
@@ -106,7 +106,7 @@ def _attention_session(config=None):
     """A session on ``builtin:primer`` with ``config`` (default: 2 layers × 2 heads, d 32); no model yet."""
     from app.session import Session
     from model.config import GPTConfig
-    from model.train import TrainSettings
+    from model.train.trainer import TrainSettings
 
     s = Session()
     s.set_device("cpu")

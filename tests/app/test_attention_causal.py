@@ -190,7 +190,7 @@ def test_a_causal_page_exports_its_numbers_as_csv_and_npz(qtbot, tab, tmp_path):
 
 
 def test_rollout_is_an_aggregate_with_its_caveat_on_screen(qtbot, tab):
-    from model.analysis.rollout import ROLLOUT_CAVEAT, attention_rollout
+    from model.interp.analysis.rollout import ROLLOUT_CAVEAT, attention_rollout
 
     with qtbot.waitSignal(tab.aggregatesReady, timeout=TIMEOUT):
         page = tab.show_page("aggregates")

@@ -14,7 +14,7 @@ import torch
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 
-from model.tokens import visible
+from model.text.tokens import visible
 
 TIMEOUT = 30_000  # ms: the machine's two cores are shared with other test runs
 
@@ -153,7 +153,7 @@ def test_ablating_a_head_changes_the_logits_and_restore_brings_them_back_exactly
     after = tab.inspection.logits
     assert np.abs(after - before).max() > 1e-4
     ids = tab.inspection.ids
-    from model.hooks import ablate_heads
+    from model.nn.hooks import ablate_heads
 
     with torch.no_grad(), session.model.hooks(ablate_heads({(0, 1): "zero"})):
         fast, _ = session.model(torch.tensor([ids]))
@@ -191,7 +191,7 @@ def test_next_token_panel_ranks_what_the_model_predicts(qtbot, tab, session):
 
 
 def test_exports_write_readable_files_with_the_right_shapes(qtbot, tab, session, tmp_path):
-    from model.export import load_inspection, read_head_csv
+    from model.interp.export import load_inspection, read_head_csv
 
     insp = tab.inspection
     L, H, T = insp.n_layers, insp.n_heads, insp.T
@@ -249,7 +249,7 @@ def test_no_model_explains_and_builds_the_default_one(qtbot, make_attention_sess
 def test_a_long_prompt_is_pooled_in_the_overview_but_exact_everywhere_else(qtbot, make_attention_session):
     from app.views.attention.tab import AttentionTab
     from model.config import GPTConfig
-    from model.pooling import MAX_CELL
+    from model.interp.pooling import MAX_CELL
 
     assert 300 > MAX_CELL  # a head of 300 tokens does not fit a cell: the overview pools it
     s = make_attention_session(GPTConfig(context_length=300, n_layers=1, d_model=16, n_heads=2))
@@ -364,7 +364,7 @@ def test_a_page_draws_from_a_state_alone_and_asks_the_state_for_changes(qtbot, s
     from app.views.attention.lines_page import LinesPage
     from app.views.attention.state import AttentionState
     from app.views.page import Page
-    from model.inspection import inspect_prompt
+    from model.interp.inspection import inspect_prompt
 
     state = AttentionState()
     lines = LinesPage(state)

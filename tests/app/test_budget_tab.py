@@ -7,8 +7,8 @@ import math
 import pytest
 from PySide6.QtCore import Qt
 
-from model import budget
-from model.budget_table import BUDGET_HEADER, from_csv, from_markdown, markdown_cell, number
+from model.budget import arithmetic as budget
+from model.budget.table import BUDGET_HEADER, from_csv, from_markdown, markdown_cell, number
 from model.config import GPTConfig
 
 TIMEOUT = 60_000
@@ -218,7 +218,7 @@ def test_the_budget_tab_fits_a_1280_by_760_window(qtbot, window_of_one_tab):
 def test_check_against_an_opened_family_model(qtbot, tmp_path, tab, write_hf_family, model_type, options):
     """A Qwen3 (QK-norm weights) or Pythia-shaped (parallel, partial rotary) model opened from a Hugging
     Face folder: the form keeps every field, and the check counts exactly its parameters."""
-    from model.pretrained import open_model
+    from model.io.pretrained import open_model
 
     write_hf_family(tmp_path, model_type, **options)
     ckpt = open_model(tmp_path)

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 import app.cli as cli
-from model import budget, presets
+from model.budget import arithmetic as budget
+from model.budget import presets
 from model.config import GPTConfig
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from app.cli import main
-from model.export import load_inspection
+from model.interp.export import load_inspection
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--n-layers", "1", "--d-model", "16", "--n-heads", "2", "--context-length", "16", "--threads", "1"]

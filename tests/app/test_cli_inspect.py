@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from app.cli import main
-from model.export import load_inspection
+from model.interp.export import load_inspection
 
 
 @pytest.fixture

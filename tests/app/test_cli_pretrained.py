@@ -3,8 +3,8 @@
 import torch
 
 from app.cli import main
-from model.export import load_inspection
-from model.pretrained import open_model
+from model.interp.export import load_inspection
+from model.io.pretrained import open_model
 
 
 def test_inspect_and_generate_on_a_hugging_face_gpt2_folder(

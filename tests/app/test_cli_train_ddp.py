@@ -20,8 +20,8 @@ import pytest
 import torch
 
 from app.cli import main
-from model.checkpoint import load_checkpoint
-from model.distributed import shard
+from model.io.checkpoint import load_checkpoint
+from model.train.distributed import shard
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--n-layers", "1", "--d-model", "32", "--n-heads", "2", "--context-length", "32", "--threads", "1"]

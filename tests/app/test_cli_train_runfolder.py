@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from app.cli import main
-from model.checkpoint import load_checkpoint
-from model.runfolder import RunFollower
+from model.io.checkpoint import load_checkpoint
+from model.io.runfolder import RunFollower
 
 TINY = ["--n-layers", "1", "--d-model", "32", "--n-heads", "2", "--context-length", "32", "--threads", "1"]
 BASE = ["train", "--corpus", "task:copy", *TINY, "--seq-len", "16", "--batch-size", "4"]

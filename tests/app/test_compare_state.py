@@ -10,7 +10,7 @@ import pytest
 
 from app.views.compare.runs import Run
 from app.views.compare.state import CompareState
-from model import comparison as cmp
+from model.compare import comparison as cmp
 from model.config import GPTConfig
 
 CFG = GPTConfig(vocab_size=11, context_length=16, n_layers=2, d_model=16, n_heads=2)

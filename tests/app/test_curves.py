@@ -9,7 +9,7 @@ import pytest
 
 from app.widgets.curves import Curves, history_points
 from app.widgets.palette import NAMED_COLORS, PALETTE, color_for, run_color
-from model.smoothing import ema
+from model.train.smoothing import ema
 
 LOSS = np.array([4.0, 3.0, 3.5, 2.0, 2.5, 1.5, 1.8, 1.2])
 STEPS = np.arange(1, len(LOSS) + 1, dtype=np.float64)

@@ -92,7 +92,7 @@ def test_a_sequence_longer_than_the_context_is_said_inline_and_start_waits(qtbot
 
 
 def test_a_corpus_shorter_than_the_sequence_is_said_inline(qtbot, tiny_window, tmp_path):
-    from model.train import data_seq_limit
+    from model.train.trainer import data_seq_limit
 
     win = tiny_window
     train_panel = win.train_settings_panel
@@ -111,7 +111,7 @@ def test_a_corpus_shorter_than_the_sequence_is_said_inline(qtbot, tiny_window, t
 
 # ---- nothing changes before the new run exists -------------------------------------------------
 class _Unbuildable:
-    """Stands in for ``model.train.Trainer``: building the run fails in the worker, as a run too big
+    """Stands in for ``model.train.trainer.Trainer``: building the run fails in the worker, as a run too big
     for the memory left or a data source that broke would."""
 
     def __init__(self, *args, **kwargs):
@@ -121,7 +121,7 @@ class _Unbuildable:
 def test_a_start_that_cannot_begin_changes_nothing_and_the_next_one_is_fresh(
     qtbot, tiny_window, monkeypatch, tiny_config
 ):
-    import model.train
+    import model.train.trainer
 
     win, s, tab = tiny_window, tiny_window.session, tiny_window.tabs["Train"]
     with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT):
@@ -131,8 +131,8 @@ def test_a_start_that_cannot_begin_changes_nothing_and_the_next_one_is_fresh(
     win.config_panel.set_config(tiny_config.replace(n_layers=1))  # Start now means a fresh model
     assert tab.start_button.text() == "Start"
 
-    real = model.train.Trainer
-    monkeypatch.setattr(model.train, "Trainer", _Unbuildable)
+    real = model.train.trainer.Trainer
+    monkeypatch.setattr(model.train.trainer, "Trainer", _Unbuildable)
     with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT) as done:
         tab.start_button.click()  # no dialog: the reason is said beside Start
     assert done.args[0] == "error" and "could not start" in done.args[1]
@@ -140,7 +140,7 @@ def test_a_start_that_cannot_begin_changes_nothing_and_the_next_one_is_fresh(
     assert s.model is trained and s.history == history and len(s.frames) == frames
     assert tab.plots.n_points == len(history) and win.windowTitle() == title and s.dirty
 
-    monkeypatch.setattr(model.train, "Trainer", real)
+    monkeypatch.setattr(model.train.trainer, "Trainer", real)
     with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT) as done:
         tab.start_button.click()
     assert done.args[0] == "done"
@@ -152,21 +152,21 @@ def test_a_start_that_cannot_begin_changes_nothing_and_the_next_one_is_fresh(
 def test_after_a_failed_start_the_starter_is_still_shown_and_never_fine_tuned(
     qtbot, tiny_window, monkeypatch
 ):
-    import model.train
+    import model.train.trainer
 
     win, s, tab = tiny_window, tiny_window.session, tiny_window.tabs["Train"]
     assert s.open_starter()
     shipped = s.model
     origin = win.origin_label.text()
     assert "starter model" in origin and "starter model" in win.windowTitle()
-    real = model.train.Trainer
-    monkeypatch.setattr(model.train, "Trainer", _Unbuildable)
+    real = model.train.trainer.Trainer
+    monkeypatch.setattr(model.train.trainer, "Trainer", _Unbuildable)
     with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT):
         tab.start_button.click()
     assert s.model is shipped and s.checkpoint_meta.get("starter")
     assert win.origin_label.text() == origin and "starter model" in win.windowTitle()
 
-    monkeypatch.setattr(model.train, "Trainer", real)
+    monkeypatch.setattr(model.train.trainer, "Trainer", real)
     with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT):
         tab.start_button.click()
     assert s.model is not shipped  # a fresh model of the starter's shape, not the starter fine-tuned

@@ -17,9 +17,9 @@ import pytest
 import torch
 from PySide6.QtCore import QTimer
 
-from model.checkpoint import load_checkpoint
-from model.probes import ProbeFrame
-from model.runfolder import RunWriter, read_probe
+from model.interp.probes import ProbeFrame
+from model.io.checkpoint import load_checkpoint
+from model.io.runfolder import RunWriter, read_probe
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 90_000

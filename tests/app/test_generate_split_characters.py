@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-import model.generate as generate
-from model.bpe import load_hf_tokenizer
+import model.nn.generate as generate
+from model.text.bpe import load_hf_tokenizer
 
 TEXT = "日本語 😀 ok"
 

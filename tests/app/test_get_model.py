@@ -19,7 +19,7 @@ def _dialog(win):
 
 
 def test_catalogue_lists_family_and_size_before_downloading(qtbot, tiny_window, fake_hub):
-    from model.hub import CATALOGUE
+    from model.io.hub import CATALOGUE
 
     dlg = _dialog(tiny_window)
     assert dlg.table.rowCount() == len(CATALOGUE) >= 9
@@ -83,7 +83,7 @@ def test_cancel_stops_the_download_and_opens_nothing(
 ):
     from huggingface_hub import constants
 
-    from model import hub
+    from model.io import hub
 
     monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 256)
     fake_hub.add_repo(REPO, tiny_gpt2_repo_files)

@@ -205,8 +205,8 @@ def prompt_window(request, tiny_window):
     """The tiny window on ``task:copy`` (12 tokens: most text is refused by the vocabulary) or on bytes
     (every string encodes, so the long and unusual ones reach the model)."""
     if request.param == "bytes":
-        from model.data import resolve_source
-        from model.tokens import ByteTokenizer
+        from model.text.data import resolve_source
+        from model.text.tokens import ByteTokenizer
 
         s = tiny_window.session
         s.source = resolve_source("builtin:primer", tokenizer=ByteTokenizer())
@@ -249,10 +249,10 @@ def test_unusual_prompts_in_the_attention_tab(prompt_window, qtbot):
 def test_a_prompt_too_large_for_memory_is_cut_to_fit_or_refused_with_the_numbers(
     tiny_window, qtbot, monkeypatch
 ):
-    from model import sizing
-    from model.data import resolve_source
-    from model.inspection import prompt_need
-    from model.tokens import ByteTokenizer
+    from model.budget import sizing
+    from model.interp.inspection import prompt_need
+    from model.text.data import resolve_source
+    from model.text.tokens import ByteTokenizer
 
     win, s = tiny_window, tiny_window.session
     s.source = resolve_source("builtin:primer", tokenizer=ByteTokenizer())
@@ -347,7 +347,7 @@ def test_a_read_only_save_folder_while_training_is_refused_at_once(tiny_window, 
 
 
 def test_closing_the_window_mid_save_leaves_a_whole_checkpoint(tiny_window, qtbot, tmp_path):
-    from model.checkpoint import load_checkpoint
+    from model.io.checkpoint import load_checkpoint
 
     win = tiny_window
     s = win.session

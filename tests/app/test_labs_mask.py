@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis.labs_extra import prompt_ids, trace_prompt
-from model.analysis.masks import causal_mask, sliding_window_mask
+from model.interp.analysis.labs_extra import prompt_ids, trace_prompt
+from model.interp.analysis.masks import causal_mask, sliding_window_mask
 
 
 @pytest.fixture
@@ -106,7 +106,7 @@ def test_comparison_stops_cleanly(labs, qtbot):
 def test_same_seed_same_initial_weights():
     """The two variants differ only in the mask: built from one seed, their weights are identical."""
     from model.config import GPTConfig
-    from model.gpt import build_model
+    from model.nn.gpt import build_model
 
     cfg = GPTConfig(vocab_size=12, context_length=8, n_layers=1, d_model=16, n_heads=2)
     a, b = build_model(cfg, seed=0), build_model(cfg.replace(causal=False), seed=0)

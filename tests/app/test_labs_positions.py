@@ -3,7 +3,7 @@ permutation experiment on the session's model."""
 
 import numpy as np
 
-from model.analysis.positions import sinusoidal_heatmap
+from model.interp.analysis.positions import sinusoidal_heatmap
 
 
 def test_sinusoidal_table_and_offset_profile(labs, qtbot, wait_results):

@@ -3,9 +3,9 @@ and the live norms recorded during a real training run of the session."""
 
 import numpy as np
 
-from model.analysis.gradflow import grad_flow_variants
-from model.analysis.labs_extra import prompt_ids, trace_prompt
-from model.analysis.residual import logit_lens, residual_norms, write_stats
+from model.interp.analysis.gradflow import grad_flow_variants
+from model.interp.analysis.labs_extra import prompt_ids, trace_prompt
+from model.interp.analysis.residual import logit_lens, residual_norms, write_stats
 
 STREAM = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")
 

@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from model.analysis.labs_extra import prompt_ids, trace_prompt
-from model.analysis.saturation import model_saturation
-from model.analysis.softmax_theory import sample_logits, softmax_stats
+from model.interp.analysis.labs_extra import prompt_ids, trace_prompt
+from model.interp.analysis.saturation import model_saturation
+from model.interp.analysis.softmax_theory import sample_logits, softmax_stats
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 from PySide6.QtGui import QColor
 
 from app.widgets.palette import HIDDEN_COLOR
-from model.probes import FrameHistory, carried_mask
+from model.interp.probes import FrameHistory, carried_mask
 
 TIMEOUT = 60_000
 
@@ -40,7 +40,7 @@ def test_the_carried_mask_is_causal_or_a_window_and_never_a_stray_zero():
 
 
 def test_a_masked_cell_is_the_same_grey_in_the_train_history_and_attention_grids(qtbot, tiny_window):
-    from model.history import trace_snapshot
+    from model.io.history import trace_snapshot
 
     win, s = tiny_window, tiny_window.session
     win.resize(1280, 750)  # the window as a laptop shows it maximised

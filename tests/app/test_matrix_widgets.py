@@ -173,7 +173,7 @@ def test_mosaic_hit_testing_maps_back_to_exact_tokens_when_pooled(qtbot):
 
 def test_mosaic_pooled_overview_shows_block_maxima_and_reads_exact_weights(qtbot):
     from app.widgets.head_mosaic import HeadMosaic
-    from model.pooling import MAX_CELL, pool_max
+    from model.interp.pooling import MAX_CELL, pool_max
 
     m = HeadMosaic()
     qtbot.addWidget(m)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from model import starter
+from model.io import starter
 
 TIMEOUT = 60_000
 

@@ -108,8 +108,8 @@ def _inspection(request=1, L=2, H=3):
 
 
 def _metrics(L=2, H=3, prev=0.0):
-    from model.analysis.heads import HeadMetrics
-    from model.inspection import MetricsResult
+    from model.interp.analysis.heads import HeadMetrics
+    from model.interp.inspection import MetricsResult
 
     z = np.zeros((L, H))
     p = np.full((L, H), prev)
@@ -157,7 +157,7 @@ def test_attention_state_announces_each_change_once():
 
 def test_attention_state_names_heads_and_follows_the_thresholds():
     from app.views.attention.state import AttentionState
-    from model.analysis.heads import HeadThresholds
+    from model.interp.analysis.heads import HeadThresholds
 
     s = AttentionState()
     s.set_inspection(_inspection())

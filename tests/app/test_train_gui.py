@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from app.checkpoint_dialog import CheckpointDialog
-from model.probes import FrameHistory, ProbeFrame
+from model.interp.probes import FrameHistory, ProbeFrame
 
 TIMEOUT = 60_000  # ms; generous because the CI machine's two cores are shared
 
@@ -144,7 +144,7 @@ def test_save_then_open_checkpoint_via_menu_restores_model_and_curves(
 def test_closing_mid_training_stops_the_worker_and_keeps_the_checkpoint(
     qtbot, tiny_window, tmp_path, tiny_settings
 ):
-    from model.checkpoint import load_checkpoint
+    from model.io.checkpoint import load_checkpoint
 
     win, s = tiny_window, tiny_window.session
     win.train_settings_panel.set_settings(tiny_settings.replace(steps=1_000_000))
@@ -236,7 +236,7 @@ def test_frame_history_stays_bounded_and_spans_the_run(n):
 
 
 def test_a_diverging_run_reports_the_error_and_the_app_keeps_working(qtbot, tiny_window, monkeypatch):
-    from model.train import Trainer, TrainingDiverged
+    from model.train.trainer import Trainer, TrainingDiverged
 
     win, s = tiny_window, tiny_window.session
     real_step = Trainer.train_step

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis.ablation import (
+from model.config import GPTConfig
+from model.interp.analysis.ablation import (
     ablation_dict,
     ablation_effect,
     head_importance,
@@ -13,8 +14,7 @@ from model.analysis.ablation import (
     validation_batches,
     validation_loss_change,
 )
-from model.config import GPTConfig
-from model.gpt import build_model
+from model.nn.gpt import build_model
 
 V = 24
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from model.analysis.aggregate import (
+from model.interp.analysis.aggregate import (
     mean_over_all,
     mean_over_heads,
     mean_over_heads_set,

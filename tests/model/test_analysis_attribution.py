@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis.attribution import LogitAttribution, direct_logit_attribution
 from model.config import GPTConfig
-from model.gpt import GPT
-from model.tokens import CharTokenizer
+from model.interp.analysis.attribution import LogitAttribution, direct_logit_attribution
+from model.nn.gpt import GPT
+from model.text.tokens import CharTokenizer
 
 
 def model_of(**kw) -> GPT:

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis.compare import align_metrics, config_diff, head_diff_summary, weights_difference
-from model.analysis.heads import head_metrics_from_trace
 from model.config import GPTConfig
-from model.gpt import build_model
+from model.interp.analysis.compare import align_metrics, config_diff, head_diff_summary, weights_difference
+from model.interp.analysis.heads import head_metrics_from_trace
+from model.nn.gpt import build_model
 
 
 def traces():

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from model.analysis.gradflow import grad_flow_at_init, grad_flow_variants, random_batch
 from model.config import GPTConfig
+from model.interp.analysis.gradflow import grad_flow_at_init, grad_flow_variants, random_batch
 
 CFG = GPTConfig(vocab_size=64, context_length=32, n_layers=6, d_model=32, n_heads=4)
 

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis.heads import (
+from model.config import GPTConfig
+from model.interp.analysis.heads import (
     HeadMetrics,
     HeadThresholds,
     classify_heads,
@@ -18,8 +19,7 @@ from model.analysis.heads import (
     self_score,
     sink_score,
 )
-from model.config import GPTConfig
-from model.gpt import build_model
+from model.nn.gpt import build_model
 
 T = 12
 

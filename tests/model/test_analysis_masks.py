@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis.masks import (
+from model.config import GPTConfig
+from model.interp.analysis.masks import (
     apply_mask,
     causal_mask,
     full_mask,
@@ -13,9 +14,8 @@ from model.analysis.masks import (
     prefix_lm_mask,
     sliding_window_mask,
 )
-from model.config import GPTConfig
-from model.gpt import build_model
-from model.hooks import use_mask
+from model.nn.gpt import build_model
+from model.nn.hooks import use_mask
 
 
 def test_mask_rules_by_counting_visible_keys():

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis.next_token import prompt_next_tokens, top_k_next_tokens
 from model.config import GPTConfig
-from model.gpt import build_model
+from model.interp.analysis.next_token import prompt_next_tokens, top_k_next_tokens
+from model.nn.gpt import build_model
 
 
 def test_top_k_on_known_logits():

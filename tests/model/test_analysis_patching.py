@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis.patching import Patching, cache_activations, patch_heads, patch_resid, run_patched
 from model.config import GPTConfig
-from model.gpt import GPT
+from model.interp.analysis.patching import Patching, cache_activations, patch_heads, patch_resid, run_patched
+from model.nn.gpt import GPT
 
 
 def model_of(**kw) -> GPT:
@@ -101,11 +101,11 @@ def test_on_a_trained_induction_model_patching_singles_out_its_induction_head():
     """The shipped starter model (500 steps of ``task:induction``, ``make starter``) has induction
     heads in layer 1. On a repeated prompt whose last token is changed to another token of the first
     copy, the head whose clean output restores most of the answer is the head with the highest
-    induction score of :mod:`model.analysis.heads` (named "induction"), and layer 1 carries the
+    induction score of :mod:`model.interp.analysis.heads` (named "induction"), and layer 1 carries the
     answer, not layer 0."""
-    from model.analysis.heads import classify_heads, head_metrics, measure_induction
-    from model.checkpoint import load_checkpoint
-    from model.starter import STARTER_DIR
+    from model.interp.analysis.heads import classify_heads, head_metrics, measure_induction
+    from model.io.checkpoint import load_checkpoint
+    from model.io.starter import STARTER_DIR
 
     model = load_checkpoint(STARTER_DIR).model.eval()
     scores, prompt = measure_induction(model, period=8)

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis.masks import sliding_window_mask
-from model.analysis.pipeline import STAGE_KEYS, head_pipeline, head_pipeline_from_model
-from model.analysis.softmax_theory import softmax_rows
 from model.config import GPTConfig
-from model.gpt import build_model
+from model.interp.analysis.masks import sliding_window_mask
+from model.interp.analysis.pipeline import STAGE_KEYS, head_pipeline, head_pipeline_from_model
+from model.interp.analysis.softmax_theory import softmax_rows
+from model.nn.gpt import build_model
 
 
 @pytest.mark.parametrize("attn_scale", ["sqrt_dk", "none", "learned", "qk_norm"])

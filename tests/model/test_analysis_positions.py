@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis.positions import (
+from model.config import GPTConfig
+from model.interp.analysis.positions import (
     by_offset,
     permutation_experiment,
     position_similarity,
@@ -14,8 +15,7 @@ from model.analysis.positions import (
     sinusoidal_heatmap,
     sinusoidal_offset_profile,
 )
-from model.config import GPTConfig
-from model.gpt import build_model
+from model.nn.gpt import build_model
 
 
 def test_sinusoidal_table_and_offset_dependence():

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis.residual import lens_logits, logit_lens, residual_norms, stream_points, write_stats
 from model.config import GPTConfig
-from model.gpt import build_model
+from model.interp.analysis.residual import lens_logits, logit_lens, residual_norms, stream_points, write_stats
+from model.nn.gpt import build_model
 
 
 def make(norm_position="pre", **kw):

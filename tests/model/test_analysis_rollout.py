@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis.rollout import ROLLOUT_CAVEAT, attention_rollout, rollout_of_means
 from model.config import GPTConfig
-from model.gpt import GPT
+from model.interp.analysis.rollout import ROLLOUT_CAVEAT, attention_rollout, rollout_of_means
+from model.nn.gpt import GPT
 
 
 def causal_weights(L, H, T, seed=0):

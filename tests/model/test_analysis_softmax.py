@@ -4,16 +4,16 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis.saturation import mean_max_weight, model_saturation
-from model.analysis.softmax_theory import (
+from model.config import GPTConfig
+from model.interp.analysis.saturation import mean_max_weight, model_saturation
+from model.interp.analysis.softmax_theory import (
     jacobian_norm,
     sample_logits,
     score_histogram,
     softmax_curves,
     softmax_rows,
 )
-from model.config import GPTConfig
-from model.gpt import build_model
+from model.nn.gpt import build_model
 
 GRID = [1, 4, 16, 64, 128, 512]
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from model.analysis.worked_example import attention_example
+from model.interp.analysis.worked_example import attention_example
 
 
 def test_textbook_numbers():

@@ -15,8 +15,8 @@ import sys
 import pytest
 
 from model.atomic import clean_stale_temps, pid_alive, write_atomic
-from model.comparison import Comparison, load_comparison, save_comparison
-from model.runfolder import STATUS_FILE, RunWriter
+from model.compare.comparison import Comparison, load_comparison, save_comparison
+from model.io.runfolder import STATUS_FILE, RunWriter
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ import pytest
 from tokenizers import pre_tokenizers
 from transformers import GPT2TokenizerFast
 
-from model.bpe import HFTokenizer, bytes_to_unicode, load_hf_tokenizer
-from model.tokenizer_registry import tokenizer_from_dict
-from model.tokens import TokenizerError, visible
+from model.text.bpe import HFTokenizer, bytes_to_unicode, load_hf_tokenizer
+from model.text.registry import tokenizer_from_dict
+from model.text.tokens import TokenizerError, visible
 
 TRICKY = [
     "Hello world",

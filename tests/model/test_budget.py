@@ -14,8 +14,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model import budget, presets
-from model.budget import attention_crossover, flop_shares, flops, kv_cache, memory, parameters, training_cost
+from model.budget import arithmetic as budget
+from model.budget import presets
+from model.budget.arithmetic import (
+    attention_crossover,
+    flop_shares,
+    flops,
+    kv_cache,
+    memory,
+    parameters,
+    training_cost,
+)
 from model.config import ConfigError, GPTConfig
 
 GiB = 2**30
@@ -336,7 +345,7 @@ def test_presets_are_valid_and_saved_configs_are_found(tmp_path):
 
 def test_budget_needs_no_torch():
     code = (
-        "import sys; from model import budget, presets; "
+        "import sys; from model.budget import arithmetic as budget, presets; "
         "budget.report(presets.get('llama2-70b').gpt_config(), tokens=2e12, peak_flops=3e14); "
         "assert 'torch' not in sys.modules and 'numpy' not in sys.modules"
     )

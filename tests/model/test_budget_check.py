@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from model import budget
-from model.budget_check import (
+from model.budget import arithmetic as budget
+from model.budget.presets import get
+from model.config import GPTConfig
+from model.nn.measure import (
     REAL_BUILD_MAX_PARAMS,
     component_of,
     measure_throughput,
     measured_parameters,
     scaled_down,
 )
-from model.config import GPTConfig
-from model.presets import get
 
 TINY = GPTConfig(vocab_size=13, context_length=16, n_layers=2, d_model=16, n_heads=4, n_kv_heads=2)
 
@@ -37,7 +37,7 @@ def test_every_parameter_name_has_one_component():
 def test_small_configs_are_built_for_real_and_match_per_component(cfg):
     check = measured_parameters(cfg)
     assert check.device == "cpu" and check.ok and check.mismatches == []
-    from model.gpt import GPT
+    from model.nn.gpt import GPT
 
     assert check.measured_total == sum(p.numel() for p in GPT(cfg).parameters())
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from model import budget, presets
-from model.budget_table import (
+from model.budget import arithmetic as budget
+from model.budget import presets
+from model.budget.table import (
     BUDGET_HEADER,
     COST,
     PARAMETERS,

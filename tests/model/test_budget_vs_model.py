@@ -27,9 +27,9 @@ from hypothesis import strategies as st
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
-from model import budget
+from model.budget import arithmetic as budget
 from model.config import GPTConfig
-from model.gpt import GPT, KVCache
+from model.nn.gpt import GPT, KVCache
 
 _RULES = [
     (r"tok_emb\.weight", "token embedding"),

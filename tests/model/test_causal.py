@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from model.causal import attribution_of, one_token, patching_of, suggest_corruption
 from model.config import GPTConfig
-from model.gpt import GPT
-from model.inspection import PromptError
-from model.tokens import CharTokenizer
+from model.interp.causal import attribution_of, one_token, patching_of, suggest_corruption
+from model.interp.inspection import PromptError
+from model.nn.gpt import GPT
+from model.text.tokens import CharTokenizer
 
 TEXT = "When Mary and Anne went out, Anne gave it to Mary. xyz"
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
-import model.checkpoint as ckpt_mod
-from model.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+import model.io.checkpoint as ckpt_mod
 from model.config import GPTConfig
-from model.gpt import build_model
-from model.tokens import ByteTokenizer, CharTokenizer
+from model.io.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from model.nn.gpt import build_model
+from model.text.tokens import ByteTokenizer, CharTokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 TOK = CharTokenizer("abcdefghij")
@@ -97,10 +97,10 @@ def test_a_save_killed_halfway_leaves_the_old_checkpoint_loadable(tmp_path):
         f"""
         import os, signal, sys
         sys.path.insert(0, {str(ROOT)!r})
-        import model.checkpoint as ck
+        import model.io.checkpoint as ck
         from model.config import GPTConfig
-        from model.gpt import build_model
-        from model.tokens import CharTokenizer
+        from model.nn.gpt import build_model
+        from model.text.tokens import CharTokenizer
 
         real_write = ck._write_bytes
 

@@ -8,10 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from model import budget
-from model.analysis.compare import weights_difference
-from model.analysis.heads import head_metrics
-from model.comparison import (
+from model.budget import arithmetic as budget
+from model.compare.comparison import (
     AttentionSnapshot,
     Comparison,
     ComparisonError,
@@ -42,8 +40,10 @@ from model.comparison import (
     visible_text,
 )
 from model.config import ConfigError, GPTConfig
-from model.gpt import build_model
-from model.multitrain import variant_configs
+from model.interp.analysis.compare import weights_difference
+from model.interp.analysis.heads import head_metrics
+from model.nn.gpt import build_model
+from model.train.multitrain import variant_configs
 
 BASE = GPTConfig(vocab_size=11, context_length=16, n_layers=2, d_model=16, n_heads=4)
 
@@ -240,8 +240,8 @@ def test_unreadable_files(tmp_path):
 
 
 def test_attention_snapshot_of_a_prompt_and_its_metrics():
-    from model.comparison import attention_snapshot, snapshot_metrics
-    from model.tokens import CharTokenizer
+    from model.compare.comparison import attention_snapshot, snapshot_metrics
+    from model.text.tokens import CharTokenizer
 
     tok = CharTokenizer("abcdefghij")
     cfg = BASE.replace(vocab_size=tok.vocab_size, context_length=8)

@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from model import data
-from model.data import (
+from model.text import data
+from model.text.data import (
     DEFAULT_SOURCE,
     IGNORE_INDEX,
     DataError,
@@ -21,7 +21,7 @@ from model.data import (
     min_tokens,
     resolve_source,
 )
-from model.tokens import ByteTokenizer, CharTokenizer
+from model.text.tokens import ByteTokenizer, CharTokenizer
 
 ALL_SOURCES = list_builtins() + list_tasks()
 
@@ -387,7 +387,7 @@ def test_a_one_symbol_induction_repeat_is_refused():
 
 
 def test_data_for_a_loaded_model_keeps_reencodes_or_says_why():
-    from model.data import data_for_model, resolve_source
+    from model.text.data import data_for_model, resolve_source
 
     corpus = resolve_source("builtin:primer")
     task = resolve_source("task:copy")
@@ -404,7 +404,7 @@ def test_data_for_a_loaded_model_keeps_reencodes_or_says_why():
 
 
 def test_prompt_for_picks_the_first_text_the_tokenizer_encodes():
-    from model.data import prompt_for
+    from model.text.data import prompt_for
 
     tok = CharTokenizer("abc ")
     assert prompt_for(tok, "€uro", "", "cab") == "cab"

@@ -1,4 +1,4 @@
-"""One head's matrix as CSV (``model.export``): what the Attention tab's "Save as CSV" writes."""
+"""One head's matrix as CSV (``model.interp.export``): what the Attention tab's "Save as CSV" writes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 
 def test_head_csv_round_trips_with_awkward_token_labels(tmp_path):
-    from model.export import read_head_csv, write_head_csv
+    from model.interp.export import read_head_csv, write_head_csv
 
     labels = [",", '"', "␣", "⏎", "a"]
     m = np.random.default_rng(2).random((5, 5))
@@ -24,7 +24,7 @@ def test_head_csv_round_trips_with_awkward_token_labels(tmp_path):
 def test_write_matrix_csv_labels_rows_and_columns_and_refuses_a_misfit(tmp_path):
     import csv
 
-    from model.export import write_matrix_csv
+    from model.interp.export import write_matrix_csv
 
     m = np.array([[0.5, np.nan, -1.25], [1e-9, 2.0, 3.0]])
     p = write_matrix_csv(tmp_path / "m", m, ["L0", "L1"], ["H0", "H1", "H2"], corner="layer \\ head")

@@ -16,9 +16,9 @@ import pytest
 import torch
 
 from model.config import ConfigError, GPTConfig
-from model.families import family_config
-from model.generate import generate
-from model.pretrained import CheckpointError, detect, open_model
+from model.io.families import family_config
+from model.io.pretrained import CheckpointError, detect, open_model
+from model.nn.generate import generate
 
 #: case -> (model_type, writer options). Each family's own part is switched on, so a wrong one shows.
 CASES = {
@@ -187,7 +187,7 @@ def test_sliding_window_is_applied_not_ignored(family_models):
     q, k = torch.meshgrid(torch.arange(16), torch.arange(16), indexing="ij")
     assert w[..., (k <= q - 6)].abs().max() == 0 and w[..., (k > q - 6) & (k <= q)].min() > 0
     full = ckpt.model.config.replace(sliding_window=None)
-    from model.pretrained import build_from_state_dict
+    from model.io.pretrained import build_from_state_dict
 
     unwindowed = build_from_state_dict(full, dict(ckpt.model.state_dict()))
     with torch.no_grad():
@@ -204,7 +204,7 @@ def test_special_tokens_are_named_on_the_axes(family_models):
 
 
 def test_tokenizer_survives_our_checkpoint_format(family_models):
-    from model.tokenizer_registry import tokenizer_from_dict
+    from model.text.registry import tokenizer_from_dict
 
     _, _, ckpt = family_models("llama-llama3-rope-sharded")
     again = tokenizer_from_dict(json.loads(json.dumps(ckpt.tokenizer.to_dict())))
@@ -341,7 +341,7 @@ def test_new_config_fields_are_validated():
 
 
 def test_a_cut_prompt_keeps_its_bos_and_the_inspection_names_it(family_models):
-    from model.inspection import encode_prompt, inspect_prompt
+    from model.interp.inspection import encode_prompt, inspect_prompt
 
     _, _, ckpt = family_models("llama-llama3-rope-sharded")
     ids, dropped = encode_prompt(ckpt.tokenizer, "one two three four five six seven eight nine ten", 8)
@@ -378,9 +378,9 @@ class _Hostile:
 def test_a_head_resting_on_bos_is_named_the_attention_sink(family_models):
     """A head built to attend to position 0 (the BOS a Llama tokenizer puts first) is classified
     "sink", and its title names the BOS token."""
-    from model.analysis.heads import classify_heads, head_metrics, role_title
-    from model.gpt import build_model
-    from model.inspection import encode_prompt, inspect_prompt
+    from model.interp.analysis.heads import classify_heads, head_metrics, role_title
+    from model.interp.inspection import encode_prompt, inspect_prompt
+    from model.nn.gpt import build_model
 
     _, _, llama = family_models("llama-llama3-rope-sharded")
     tok = llama.tokenizer
@@ -402,7 +402,7 @@ def test_a_head_resting_on_bos_is_named_the_attention_sink(family_models):
 
 
 def test_an_opened_family_model_saves_as_ours_and_reopens_the_same(family_models, tmp_path, tricky_texts):
-    from model.checkpoint import save_checkpoint
+    from model.io.checkpoint import save_checkpoint
 
     _, _, gemma = family_models("gemma-tied-head-dim")
     save_checkpoint(tmp_path / "ours", gemma.model, gemma.tokenizer, meta={"name": "gemma"})
@@ -417,7 +417,7 @@ def test_an_opened_family_model_saves_as_ours_and_reopens_the_same(family_models
 def test_every_new_part_together_trains_traces_and_decodes_consistently():
     """Our own GPT with all of the new fields at once: the recorded path equals the fused one, and
     KV-cached decoding equals recomputing the window (sliding window past its size included)."""
-    from model.gpt import build_model
+    from model.nn.gpt import build_model
 
     cfg = GPTConfig(
         vocab_size=50,

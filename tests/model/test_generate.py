@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from model.config import GPTConfig
-from model.generate import PromptCroppedWarning, generate, sample_next, stream
-from model.gpt import GPT, KVCache
-from model.tokens import ByteTokenizer, CharTokenizer, UnknownCharactersError
+from model.nn.generate import PromptCroppedWarning, generate, sample_next, stream
+from model.nn.gpt import GPT, KVCache
+from model.text.tokens import ByteTokenizer, CharTokenizer, UnknownCharactersError
 
 CONTEXT = 12
 

@@ -8,10 +8,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from model.config import ConfigError, GPTConfig
-from model.gpt import GPT, KVCache, build_model
-from model.hooks import ablate_heads, use_mask
-from model.layers import apply_rope, rope_tables, sinusoidal_table
-from model.trace_size import estimate_nbytes
+from model.interp.trace_size import estimate_nbytes
+from model.nn.gpt import GPT, KVCache, build_model
+from model.nn.hooks import ablate_heads, use_mask
+from model.nn.layers import apply_rope, rope_tables, sinusoidal_table
 
 VARIANTS = {
     "default": {},

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from model import history as H
-from model.history import History, HistoryError, open_source
-from model.hub import DownloadCancelled, HubRef, fetch
-from model.pretrained import open_model
+from model.io import history as H
+from model.io.history import History, HistoryError, open_source
+from model.io.hub import DownloadCancelled, HubRef, fetch
+from model.io.pretrained import open_model
 
 PROMPT = "The cat sat. The cat sat on the mat."
 

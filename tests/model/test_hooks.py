@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from model.config import GPTConfig
-from model.gpt import GPT, build_model
-from model.hooks import HookPoint, ablate_heads, patch, use_mask
-from model.tokens import CharTokenizer
-from model.trace import ALL_KINDS, inspect
+from model.interp.trace import ALL_KINDS, inspect
+from model.nn.gpt import GPT, build_model
+from model.nn.hooks import HookPoint, ablate_heads, patch, use_mask
+from model.text.tokens import CharTokenizer
 
 PER_LAYER = (
     "resid_pre",

@@ -2,9 +2,9 @@
 
 import pytest
 
-from model import hub
-from model.hub import DownloadCancelled, HubError, fetch, needed_files, parse_ref, plan
-from model.pretrained import open_model
+from model.io import hub
+from model.io.hub import DownloadCancelled, HubError, fetch, needed_files, parse_ref, plan
+from model.io.pretrained import open_model
 
 REPO = "tiny/gpt2"
 

@@ -1,4 +1,4 @@
-"""The attention inspection without Qt (``model.inspection``): every number checked against the
+"""The attention inspection without Qt (``model.interp.inspection``): every number checked against the
 model's own trace, the pooling of long prompts against a plain reference."""
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ import pytest
 import torch
 
 from model.config import GPTConfig
-from model.gpt import build_model
-from model.inspection import (
+from model.interp.inspection import (
     PromptError,
     ablation_of,
     aggregates_of,
@@ -23,7 +22,8 @@ from model.inspection import (
     pool_max,
     token_focus_of,
 )
-from model.tokens import CharTokenizer, visible
+from model.nn.gpt import build_model
+from model.text.tokens import CharTokenizer, visible
 
 TEXT = "the cat sat on the mat. the cat ate."
 
@@ -99,7 +99,7 @@ def test_aggregates_and_token_focus_are_means_and_slices_of_the_weights():
 
 
 def test_ablation_names_the_top_tokens_and_measures_the_loss_on_held_out_batches(model, tok):
-    from model.data import TextCorpus
+    from model.text.data import TextCorpus
 
     assert held_out_batches(None, model.config, tok)[0] is None
     source = TextCorpus(TEXT * 20, tokenizer=tok)
@@ -129,7 +129,7 @@ def test_take_stack_gives_the_stack_in_its_dtype_and_empties_the_trace():
     import torch
 
     from model.config import GPTConfig
-    from model.gpt import build_model
+    from model.nn.gpt import build_model
 
     model = build_model(GPTConfig(vocab_size=11, context_length=8, n_layers=3, d_model=8, n_heads=2), seed=0)
     ids = torch.arange(6)[None] % 11
@@ -143,7 +143,7 @@ def test_take_stack_gives_the_stack_in_its_dtype_and_empties_the_trace():
 
 @pytest.mark.parametrize("budget_mib", [3, 40, 100, 300, 2000])
 def test_tokens_that_fit_is_the_longest_prompt_whose_inspection_fits(budget_mib):
-    from model.inspection import prompt_need, tokens_that_fit
+    from model.interp.inspection import prompt_need, tokens_that_fit
 
     cfg = GPTConfig(n_layers=12, n_heads=12, d_model=96, context_length=4096, vocab_size=50257)
     budget = budget_mib * 2**20

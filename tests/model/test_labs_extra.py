@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis.labs_extra import (
+from model.config import GPTConfig
+from model.interp.analysis.labs_extra import (
     fixed_batch,
     grad_flow_on_batch,
     mask_stages,
@@ -15,11 +16,10 @@ from model.analysis.labs_extra import (
     trace_prompt,
     without_positions,
 )
-from model.analysis.masks import make_mask
-from model.analysis.positions import permutation_experiment
-from model.config import GPTConfig
-from model.gpt import build_model
-from model.tokens import CharTokenizer
+from model.interp.analysis.masks import make_mask
+from model.interp.analysis.positions import permutation_experiment
+from model.nn.gpt import build_model
+from model.text.tokens import CharTokenizer
 
 
 def tiny(**kw):
@@ -105,7 +105,7 @@ def test_without_positions_keeps_weights_and_makes_the_model_permutation_equivar
 
 
 def test_fixed_batch_repeats():
-    from model.data import resolve_source
+    from model.text.data import resolve_source
 
     src = resolve_source("task:copy")
     a, b = fixed_batch(src, 2, 8, seed=4), fixed_batch(src, 2, 8, seed=4)
@@ -113,7 +113,7 @@ def test_fixed_batch_repeats():
 
 
 def test_future_attention_is_zero_under_the_causal_mask_only():
-    from model.analysis.labs_extra import future_attention
+    from model.interp.analysis.labs_extra import future_attention
 
     ids = [1, 2, 3, 4, 5, 6]
     assert future_attention(tiny(causal=True), ids) == 0.0

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from model.config import ConfigError, GPTConfig
-from model.data import resolve_source
-from model.multitrain import TrainerGroup, variant_configs
-from model.train import TrainSettings
+from model.text.data import resolve_source
+from model.train.multitrain import TrainerGroup, variant_configs
+from model.train.trainer import TrainSettings
 
 BASE = GPTConfig(context_length=32, n_layers=1, d_model=16, n_heads=2)
 
@@ -69,7 +69,7 @@ def test_stop_from_another_thread_ends_the_loop():
 
 
 def test_a_diverging_variant_is_dropped_and_reported_the_others_go_on():
-    from model.train import TrainingDiverged
+    from model.train.trainer import TrainingDiverged
 
     source = resolve_source("task:prev_token")
     group = TrainerGroup({"a": BASE, "bad": BASE, "c": BASE}, source, settings(steps=5))

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.pooling import MAX_CANVAS_PIXELS, MAX_CELL, block_size, pool_absmax, pool_max, pool_visible
+from model.interp.pooling import MAX_CANVAS_PIXELS, MAX_CELL, block_size, pool_absmax, pool_max, pool_visible
 
 
 def _reference_pool(w: np.ndarray, b: int) -> np.ndarray:

@@ -16,13 +16,13 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from model.checkpoint import save_checkpoint
 from model.config import GPTConfig
-from model.generate import generate
-from model.gpt import build_model
-from model.pretrained import CheckpointError, detect, open_model
-from model.tokens import CharTokenizer
-from model.trace_size import estimate_nbytes
+from model.interp.trace_size import estimate_nbytes
+from model.io.checkpoint import save_checkpoint
+from model.io.pretrained import CheckpointError, detect, open_model
+from model.nn.generate import generate
+from model.nn.gpt import build_model
+from model.text.tokens import CharTokenizer
 
 PROMPTS = [
     "The quick brown fox",
@@ -391,7 +391,7 @@ def test_nanogpt_without_biases_maps_to_a_shift_free_layernorm(tmp_path, write_n
 
 
 def test_describe_origin_names_kind_source_size_and_tokenizer():
-    from model.pretrained import describe_origin
+    from model.io.pretrained import describe_origin
 
     assert describe_origin({}) == ""
     meta = {"kind": "attention-lab", "source": "hf-gpt2", "n_params": 1234567, "tokenizer": "byte BPE"}

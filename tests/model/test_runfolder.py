@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from model.probes import ProbeFrame
-from model.runfolder import (
+from model.interp.probes import ProbeFrame
+from model.io.runfolder import (
     RunFolderError,
     RunFollower,
     RunWriter,

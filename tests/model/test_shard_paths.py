@@ -10,8 +10,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from model.checkpoint import CheckpointError
-from model.pretrained import open_model
+from model.io.checkpoint import CheckpointError
+from model.io.pretrained import open_model
 
 
 def shard(tmp_path, gpt2_tokenizer_dir, write_hf_gpt2):

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import torch
 
-from model import sizing
-from model.budget import parameters
+from model.budget import sizing
+from model.budget.arithmetic import parameters
+from model.budget.sizing import Available, ModelTooLarge, available_memory, check, load_need, training_need
 from model.config import ConfigError, GPTConfig
-from model.sizing import Available, ModelTooLarge, available_memory, check, load_need, training_need
-from model.trace_size import inspection_need, plan_inspection
+from model.interp.trace_size import inspection_need, plan_inspection
 
 GiB = 1024**3
 
@@ -80,8 +80,8 @@ def test_override_by_argument_and_environment(monkeypatch):
 
 
 def test_a_trainer_of_a_huge_config_is_refused_before_allocation(tiny_settings):
-    from model.data import resolve_source
-    from model.train import Trainer
+    from model.text.data import resolve_source
+    from model.train.trainer import Trainer
 
     before, t0 = rss(), time.perf_counter()
     with pytest.raises(ModelTooLarge, match="d_model=200000"):
@@ -90,9 +90,9 @@ def test_a_trainer_of_a_huge_config_is_refused_before_allocation(tiny_settings):
 
 
 def test_a_lying_config_json_is_refused_before_the_model_is_built(tmp_path, tiny_config):
-    from model.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-    from model.gpt import build_model
-    from model.tokens import ByteTokenizer
+    from model.io.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+    from model.nn.gpt import build_model
+    from model.text.tokens import ByteTokenizer
 
     save_checkpoint(tmp_path / "c", build_model(tiny_config.with_vocab(256), seed=0), ByteTokenizer())
     cfg = json.loads((tmp_path / "c" / "config.json").read_text())
@@ -142,8 +142,8 @@ def test_plan_keeps_everything_when_it_fits_and_less_when_it_does_not():
 
 
 def test_trace_inspect_refuses_what_the_machine_cannot_hold(monkeypatch, tiny_config):
-    from model.gpt import build_model
-    from model.trace import inspect
+    from model.interp.trace import inspect
+    from model.nn.gpt import build_model
 
     model = build_model(tiny_config.with_vocab(256), seed=0)
     ids = list(range(20))
@@ -173,7 +173,7 @@ def test_config_files_that_are_not_regular_files_are_refused(tmp_path):
     [("seed", 10**23), ("seed", -1), ("threads", 100_000), ("steps", 10**12), ("batch_size", 10**12)],
 )
 def test_train_settings_have_maxima(field, value):
-    from model.train import TrainSettings
+    from model.train.trainer import TrainSettings
 
     with pytest.raises(ConfigError, match=field):
         TrainSettings(**{field: value}).validate()
@@ -181,7 +181,7 @@ def test_train_settings_have_maxima(field, value):
 
 @pytest.mark.parametrize("temperature", [float("nan"), float("inf"), 1e-300, -1.0, 1e6])
 def test_sampling_temperature_must_be_finite_and_sensible(temperature):
-    from model.generate import check_sampling
+    from model.nn.generate import check_sampling
 
     with pytest.raises(ValueError, match="temperature"):
         check_sampling(temperature, None, None)
@@ -191,15 +191,15 @@ def test_sampling_temperature_must_be_finite_and_sensible(temperature):
 
 @pytest.mark.parametrize("seed", [10**23, -5, 2**63])
 def test_seed_must_fit_a_64_bit_generator(seed):
-    from model.generate import check_seed
+    from model.nn.generate import check_seed
 
     with pytest.raises(ValueError, match="seed"):
         check_seed(seed)
 
 
 def test_resume_checks_the_optimizer_state_shapes(tiny_config, tiny_settings):
-    from model.data import resolve_source
-    from model.train import Trainer
+    from model.text.data import resolve_source
+    from model.train.trainer import Trainer
 
     trainer = Trainer(tiny_config, resolve_source("task:copy"), tiny_settings)
     trainer.run(1)

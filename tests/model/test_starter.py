@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from model import starter
 from model.config import GPTConfig
+from model.io import starter
 
 pytestmark = pytest.mark.skipif(
     not (starter.STARTER_DIR / "model.safetensors").is_file(), reason="no starter model built (make starter)"
@@ -27,8 +27,8 @@ def test_the_recipe_is_what_was_shipped():
 
 
 def test_the_corpora_are_deterministic_and_speak_the_starters_vocabulary():
-    from model.data import resolve_source
-    from model.tokens import CharTokenizer
+    from model.text.data import resolve_source
+    from model.text.tokens import CharTokenizer
 
     tales = resolve_source("builtin:tales")
     assert starter.starter_corpus(seed=0) == starter.starter_corpus(seed=0) != starter.starter_corpus(seed=1)
@@ -43,8 +43,8 @@ def test_the_corpora_are_deterministic_and_speak_the_starters_vocabulary():
 
 
 def test_the_shipped_weights_name_previous_token_and_induction_heads_on_the_default_prompt():
-    from model.data import resolve_source
-    from model.pretrained import open_model
+    from model.io.pretrained import open_model
+    from model.text.data import resolve_source
 
     ckpt = open_model(starter.STARTER_DIR)
     prompt = resolve_source(starter.STARTER_SOURCE, tokenizer=ckpt.tokenizer).default_prompt

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-import model.generate as generate
-from model.bpe import load_hf_tokenizer
-from model.tokens import ByteTokenizer
+import model.nn.generate as generate
+from model.text.bpe import load_hf_tokenizer
+from model.text.tokens import ByteTokenizer
 
 TEXT = "a😀 世界 ok 🎉!"
 

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model import tokenizer_registry
-from model.tokenizer_registry import register_tokenizer, tokenizer_from_dict
-from model.tokens import (
+from model.text import registry as tokenizer_registry
+from model.text.registry import register_tokenizer, tokenizer_from_dict
+from model.text.tokens import (
     ByteTokenizer,
     CharTokenizer,
     Tokenizer,

@@ -9,10 +9,17 @@ import threading
 import pytest
 import torch
 
-from model.checkpoint import load_checkpoint
 from model.config import ConfigError, GPTConfig
-from model.data import TextCorpus, resolve_source
-from model.train import Trainer, TrainEvent, TrainingDiverged, TrainSettings, lr_at, recommended_settings
+from model.io.checkpoint import load_checkpoint
+from model.text.data import TextCorpus, resolve_source
+from model.train.trainer import (
+    Trainer,
+    TrainEvent,
+    TrainingDiverged,
+    TrainSettings,
+    lr_at,
+    recommended_settings,
+)
 
 TEXT = "".join(f"def f{i}(x):\n    return x * {i} + {i % 7}\n\n" for i in range(120))
 
@@ -346,7 +353,7 @@ def test_sample_continues_the_prompt(source):
 
 
 def test_eta_from_the_recent_pace():
-    from model.train import eta_seconds
+    from model.train.trainer import eta_seconds
 
     history = [{"step": s, "elapsed": 0.5 * s} for s in range(1, 31)]
     assert eta_seconds(history, 30, 50) == pytest.approx(10.0)  # 20 steps at 0.5 s

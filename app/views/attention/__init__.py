@@ -3,7 +3,7 @@
 ``state``     what the pages draw (the inspection, the selected head, the switched-off heads, ...),
               without Qt; the pages read it and follow its signals
 ``jobs``      the follow-up jobs (one head's pipeline, metrics, ablation, aggregates); the numbers
-              come from ``model.inspection``
+              come from ``model.interp.inspection``
 ``controls``  the prompt bar, the ablation banner, the no-model view
 ``exports``   PNG / SVG of the page in view, the head as CSV, the prompt's tensors as .npz
 ``base``      what every page shares (``AttentionPage``, the tabs' ``app.views.page`` protocol)

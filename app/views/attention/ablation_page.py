@@ -1,9 +1,9 @@
-"""The Ablation page: switch heads off and see what changes (``model.analysis.ablation``).
+"""The Ablation page: switch heads off and see what changes (``model.interp.analysis.ablation``).
 
 Switched-off heads apply to the whole tab: the grid, every page and the next-token panel show the
 model without them (their output replaced by zeros, or by its mean over positions), until Restore.
 Nothing in the model is modified (an intervention on the heads' ``attn.z`` hook points,
-``model.hooks.ablate_heads``), so Restore gives back the original logits bit for bit.
+``model.nn.hooks.ablate_heads``), so Restore gives back the original logits bit for bit.
 """
 
 from __future__ import annotations

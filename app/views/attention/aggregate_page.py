@@ -1,6 +1,6 @@
 """The Aggregates page: mean attention over heads per layer, over layers per head index, over every
-head, or over a chosen set of heads (``model.analysis.aggregate``), and attention rollout through
-every layer (``model.analysis.rollout``, with its caveat on screen); computed off the GUI thread."""
+head, or over a chosen set of heads (``model.interp.analysis.aggregate``), and attention rollout through
+every layer (``model.interp.analysis.rollout``, with its caveat on screen); computed off the GUI thread."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from app.views.attention.base import AttentionPage, blurb_label
 from app.views.attention.head_picker import HeadPicker
 from app.widgets.head_mosaic import HeadMosaic
 from app.widgets.matrix_plot import MatrixPlot
-from model.analysis.rollout import ROLLOUT_CAVEAT
+from model.interp.analysis.rollout import ROLLOUT_CAVEAT
 
 MODES = (
     ("layers", "Mean over the heads of each layer"),

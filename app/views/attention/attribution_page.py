@@ -1,4 +1,5 @@
-"""The Logit attribution page: direct logit attribution at one position (``model.causal.attribution_of``).
+"""The Logit attribution page: direct logit attribution at one position
+(``model.interp.causal.attribution_of``).
 
 The stream leaving the last block is a sum of writes (the embedding, every head's output, every
 MLP's); with the final norm's scale frozen from this run, the logit of a token is the sum of what each

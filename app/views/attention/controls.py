@@ -164,7 +164,7 @@ class NoModelView(QWidget):
 
 
 def run_status(res, timings: dict[str, float], *, training_step: int | None = None) -> str:
-    """The status line of a run ``res`` (:class:`~model.inspection.Inspection`): its size and
+    """The status line of a run ``res`` (:class:`~model.interp.inspection.Inspection`): its size and
     timings, what was left out or pooled, and the training step of its weights."""
     cfg = res.config
     text = (

@@ -1,6 +1,6 @@
 """What the Attention tab writes: the page in view as PNG or SVG (``app.widgets.exporting``), the
 selected head as CSV, the prompt's tensors as .npz and a page's own numbers (CSV or .npz; the
-Patching and Logit attribution pages) (``model.export``), and the dialogs that ask where.
+Patching and Logit attribution pages) (``model.interp.export``), and the dialogs that ask where.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from PySide6.QtWidgets import QFileDialog
 
 from app.views.page import page_targets
 from app.widgets.exporting import write_png, write_svg
-from model.export import save_inspection, write_head_csv, write_matrix_csv
-from model.inspection import export_arrays, with_threads
+from model.interp.export import save_inspection, write_head_csv, write_matrix_csv
+from model.interp.inspection import export_arrays, with_threads
 
 
 class AttentionExports:

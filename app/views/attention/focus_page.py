@@ -1,6 +1,6 @@
 """The Token focus page: click a token, see across every head where it looks and who looks at it.
 
-``model.analysis.aggregate.TokenFocus``: ``looks_at`` [L, H, T] is token t's query row in every head,
+``model.interp.analysis.aggregate.TokenFocus``: ``looks_at`` [L, H, T] is token t's query row in every head,
 ``looked_at_by`` [L, H, T] its key column. Drawn as two heatmaps with one row per head (L·H rows), and
 above them the mean over all heads as bars. Titles wrap within their plot (two plots side by side
 at 1280 px).
@@ -19,7 +19,7 @@ from app.views.attention.base import AttentionPage, blurb_label, holder
 from app.widgets.matrix_plot import MatrixPanel
 from app.widgets.titles import wrapping_title
 from app.widgets.token_axis import TokenAxis
-from model.inspection import token_focus_of
+from model.interp.inspection import token_focus_of
 
 
 class FocusPage(AttentionPage):

@@ -9,8 +9,8 @@ tab's matching signal (``headDetailReady``, ``metricsReady``, ``ablationReady``,
 from __future__ import annotations
 
 from app.views.attention.state import CausalFailure
-from model import causal, inspection
-from model.inspection import PromptError
+from model.interp import causal, inspection
+from model.interp.inspection import PromptError
 
 
 class AttentionJobs:

@@ -1,5 +1,5 @@
 """The Lines page: queries left, keys right, one line per (query, key) with opacity = weight, for
-the selected head or the average of chosen heads (``model.analysis.aggregate.mean_over_heads_set``)."""
+the selected head or the average of chosen heads (``model.interp.analysis.aggregate.mean_over_heads_set``)."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ class LinesPage(AttentionPage):
 
     def pattern(self) -> tuple[np.ndarray, str] | None:
         """The [T, T] pattern drawn and its caption."""
-        from model.analysis.aggregate import mean_over_heads_set
+        from model.interp.analysis.aggregate import mean_over_heads_set
 
         insp = self.state.inspection
         if insp is None:

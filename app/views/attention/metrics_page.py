@@ -1,7 +1,7 @@
 """The Metrics page: per-head numbers in a sortable table and as small L×H heatmaps, and the names
 they give heads ("previous-token", "induction", ...) with the thresholds used, which can be changed.
 
-Numbers from ``model.analysis.heads``: entropy, previous-token, first-token (sink) and self scores
+Numbers from ``model.interp.analysis.heads``: entropy, previous-token, first-token (sink) and self scores
 on the prompt, induction on a repeated random sequence; names from ``classify_heads``.
 """
 
@@ -180,7 +180,7 @@ class MetricsPage(AttentionPage):
             hp.plot.titleLabel.setMaximumHeight(top)
 
     def _on_threshold(self, _v: float) -> None:
-        from model.analysis.heads import HeadThresholds
+        from model.interp.analysis.heads import HeadThresholds
 
         self.state.set_thresholds(HeadThresholds(**{f: s.value() for f, s in self.spins.items()}))
 
@@ -238,7 +238,7 @@ class MetricsPage(AttentionPage):
                 if lab.name:
                     by_role.setdefault(lab.name, []).append(f"L{l}H{h}")
         lines = ["<b>Named heads</b>"]
-        from model.analysis.heads import role_title
+        from model.interp.analysis.heads import role_title
 
         bos = insp.labels[0] if 0 in insp.extra.get("special", ()) else ""  # the prompt starts with BOS
         for role, heads in by_role.items():

@@ -1,5 +1,5 @@
 """The Next token page: at every position of the prompt, the model's top-k next tokens with their
-probabilities (``model.analysis.next_token``), beside the token that actually comes next."""
+probabilities (``model.interp.analysis.next_token``), beside the token that actually comes next."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.attention.base import AttentionPage, blurb_label
-from model.inspection import K_MAX
+from model.interp.inspection import K_MAX
 
 FIXED = ("pos", "token", "actually next", "p(actual)", "rank", "entropy (nats)")
 

@@ -1,5 +1,5 @@
 """The Patching page: activation patching of every head and of the residual stream
-(``model.causal.patching_of``, computed off the GUI thread).
+(``model.interp.causal.patching_of``, computed off the GUI thread).
 
 The tab's prompt is the *clean* run; the page asks for a *corrupted* one of the same token length
 (by default two words of the prompt swapped, names first: "When Mary and John …, John gave a drink

@@ -1,6 +1,6 @@
 """The Pipeline page: one head taken apart stage by stage, with formulas and tensor shapes.
 
-Stages (``model.analysis.pipeline.head_pipeline``, read from a trace of the model itself, so they are
+Stages (``model.interp.analysis.pipeline.head_pipeline``, read from a trace of the model itself, so they are
 exactly what it computed): Q, K, V → S = QKᵀ → S' (the model's scale rule) → M (mask: −∞) →
 A = softmax(M) → O = AV. All eight share one scene, so the page exports as one SVG.
 

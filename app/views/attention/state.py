@@ -1,6 +1,6 @@
 """What the Attention tab's pages draw, in one object without Qt: :class:`AttentionState`.
 
-The tab writes results into it as its jobs finish (``model.inspection`` computes them); the pages
+The tab writes results into it as its jobs finish (``model.interp.inspection`` computes them); the pages
 read it and connect to its signals (:class:`app.state.Signal`: called at once, in the emitting
 thread). The pages never read the tab, nor each other: a page that changes something (the selected
 head, the switched-off heads, the thresholds, the heads to average) calls the state, and whoever
@@ -43,10 +43,10 @@ class CausalEntry:
 class AttentionState:
     """The Attention tab's state and its change signals (see the module docstring).
 
-    ``inspection``: the current :class:`~model.inspection.Inspection` (None before the first run or
+    ``inspection``: the current :class:`~model.interp.inspection.Inspection` (None before the first run or
     without a model); ``selected``: the (layer, head) every page shows; ``ablation``: the heads
     switched off, ``{(layer, head): "zero" | "mean"}``; ``metrics``
-    (:class:`~model.inspection.MetricsResult`), ``thresholds`` and the ``classification`` they give;
+    (:class:`~model.interp.inspection.MetricsResult`), ``thresholds`` and the ``classification`` they give;
     ``ablation_result``, ``aggregates`` and the selected head's pipeline
     (:meth:`head_detail_for_selected`) once measured; ``chosen_heads``: the heads the Aggregates
     page averages; ``causal_setup`` and ``causal``: the inputs and results of activation patching
@@ -79,7 +79,7 @@ class AttentionState:
     cleared = Signal()
 
     def __init__(self) -> None:
-        from model.analysis.heads import HeadThresholds
+        from model.interp.analysis.heads import HeadThresholds
 
         self.inspection = None
         self.selected: Head = (0, 0)
@@ -144,7 +144,8 @@ class AttentionState:
             self.head_detail_changed.emit(detail)
 
     def head_detail_for_selected(self):
-        """The selected head's :class:`~model.analysis.pipeline.HeadPipeline` for the current run, or None."""
+        """The selected head's :class:`~model.interp.analysis.pipeline.HeadPipeline` for the current run, or
+        None."""
         e, insp = self.head_detail_entry, self.inspection
         if e is None or insp is None:
             return None
@@ -161,7 +162,7 @@ class AttentionState:
         self._classify()
 
     def _classify(self) -> None:
-        from model.analysis.heads import classify_heads
+        from model.interp.analysis.heads import classify_heads
 
         if self.metrics is None:
             self.classification = None
@@ -198,8 +199,8 @@ class AttentionState:
         return a
 
     def set_causal(self, kind: str, request: int, setup: dict, result) -> bool:
-        """Keep a causal tool's ``result`` (a :class:`~model.causal.PatchingResult`,
-        :class:`~model.causal.AttributionResult` or a :class:`CausalFailure`) measured for run
+        """Keep a causal tool's ``result`` (a :class:`~model.interp.causal.PatchingResult`,
+        :class:`~model.interp.causal.AttributionResult` or a :class:`CausalFailure`) measured for run
         ``request`` with inputs ``setup``; False (dropped) when those inputs changed meanwhile."""
         if setup != self.causal_setup[kind]:
             return False

@@ -7,7 +7,7 @@ tab says so and offers to build the default one. What the pages draw is in ``sta
 (:class:`AttentionState`, no Qt): the pages read it and follow its signals, never the tab nor each
 other.
 
-Computation (``model.inspection``). Typing re-runs the prompt after :attr:`AttentionTab.DEBOUNCE_MS`
+Computation (``model.interp.inspection``). Typing re-runs the prompt after :attr:`AttentionTab.DEBOUNCE_MS`
 of quiet, on the session's current model, in the session's :class:`~app.workers.ComputeWorker` (off
 the GUI thread, under the shared compute lock). Every run gets a request number; a job whose request
 is no longer the newest returns at once when it starts, and a result that is no longer the newest is
@@ -48,7 +48,7 @@ from app.views.attention.patching_page import PatchingPage
 from app.views.attention.pipeline_page import PipelinePage
 from app.views.attention.state import AttentionState
 from app.views.page import screenshot_steps
-from model.inspection import (
+from model.interp.inspection import (
     PromptError,
     encode_prompt,
     inspect_prompt,
@@ -58,7 +58,7 @@ from model.inspection import (
     tokens_that_fit,
     with_threads,
 )
-from model.pooling import block_size
+from model.interp.pooling import block_size
 
 #: The pages, in the order of their tabs.
 PAGES = (
@@ -307,8 +307,8 @@ class AttentionTab(QWidget):
     def _fit_in_memory(self, ids: list[int], dropped: int) -> tuple[list[int], str]:
         """``ids`` cut to the most tokens whose inspection fits in memory, and a note saying so ('' when
         all fit); :class:`PromptError` with the numbers when not even one token does."""
-        from model.budget import human_bytes
-        from model.sizing import usable_bytes
+        from model.budget.arithmetic import human_bytes
+        from model.budget.sizing import usable_bytes
 
         cfg, budget = self.session.model.config, usable_bytes()
         fit = tokens_that_fit(cfg, len(ids), budget)

@@ -24,8 +24,8 @@ from PySide6.QtWidgets import (
 
 from app.views.budget.common import fill, make_table
 from app.views.page import PushedPage
-from model import budget
-from model.budget_table import BudgetSettings
+from model.budget import arithmetic as budget
+from model.budget.table import BudgetSettings
 from model.config import GPTConfig
 
 OK_COLOR = QColor(210, 240, 210)
@@ -143,7 +143,7 @@ class CheckPage(PushedPage):
     def check_params(self) -> None:
         if self.cfg is None:
             return
-        from model.budget_check import REAL_BUILD_MAX_PARAMS, measured_parameters
+        from model.nn.measure import REAL_BUILD_MAX_PARAMS, measured_parameters
 
         cfg = self.cfg
         self._request += 1
@@ -207,7 +207,7 @@ class CheckPage(PushedPage):
     def measure_speed(self) -> None:
         if self.cfg is None:
             return
-        from model.budget_check import measure_throughput
+        from model.nn.measure import measure_throughput
 
         cfg = self.cfg
         device = str(getattr(self.session, "device", None) or "cpu")

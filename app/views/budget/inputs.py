@@ -2,7 +2,7 @@
 halving (the "Figures computed at" box on the left, since they move several pages), precision and
 recomputation (placed on the Memory page), tokens, device peak, MFU, device count and cost basis
 (placed on the Cost page). :meth:`BudgetInputs.settings` reads them as a
-:class:`~model.budget_table.BudgetSettings`; ``changed`` fires after every edit.
+:class:`~model.budget.table.BudgetSettings`; ``changed`` fires after every edit.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from PySide6.QtWidgets import (
     QSpinBox,
 )
 
-from model import budget, presets
-from model.budget_table import BudgetSettings, parse_quantity
+from model.budget import arithmetic as budget
+from model.budget import presets
+from model.budget.table import BudgetSettings, parse_quantity
 
 #: Devices offered for the cost estimate: (label, dense 16-bit peak TFLOP/s).
 DEVICES: list[tuple[str, float]] = [

@@ -1,7 +1,7 @@
-"""The pages of the Budget tab, each drawing one part of a :func:`model.budget.report`.
+"""The pages of the Budget tab, each drawing one part of a :func:`model.budget.arithmetic.report`.
 
 Every page has ``update_report(cfg, settings, rep, rows)``, ``rows`` being the report's
-:func:`model.budget_table.budget_table` (the table the text and the exports render too): the
+:func:`model.budget.table.budget_table` (the table the text and the exports render too): the
 Parameters, FLOPs and Cost tables show their section of it. Plots are created once and updated with
 ``setData``. Nothing here computes more than reading the report and calling the calculator for a
 curve's points (pure arithmetic).
@@ -39,8 +39,8 @@ from app.views.budget.common import (
 )
 from app.views.page import PushedPage
 from app.widgets.legend import legend_row
-from model import budget
-from model.budget_table import COST, FLOPS, PARAMETERS, BudgetSettings, Row, display_value, section
+from model.budget import arithmetic as budget
+from model.budget.table import COST, FLOPS, PARAMETERS, BudgetSettings, Row, display_value, section
 from model.config import GPTConfig
 
 

@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
 
 from app.views.budget.common import BOLD, HIGHLIGHT, item, make_table
 from app.views.page import PushedPage
-from model import presets
-from model.budget_table import BudgetSettings, differs, display, side_by_side_table, side_kind
+from model.budget import presets
+from model.budget.table import BudgetSettings, differs, display, side_by_side_table, side_kind
 from model.config import ConfigError, GPTConfig
 
 #: The columns a new tab starts with.

@@ -1,10 +1,10 @@
 """The Budget tab: parameters, FLOPs, KV cache, memory and training cost of any config, as you type.
 
-Left: a preset of a real model (``model/presets.py``), "Use the current model's config", "Open
+Left: a preset of a real model (``model/budget/presets.py``), "Use the current model's config", "Open
 config…", then every :class:`~model.config.GPTConfig` field as an editable control and the
 settings the figures are computed at (context T, batch, KV bytes, precision, recomputation, tokens,
 device peak, MFU, device count). Right: a headline with the totals and pages drawn from one
-:func:`model.budget.report` — Parameters (per component, with formulas), FLOPs (and the attention
+:func:`model.budget.arithmetic.report` — Parameters (per component, with formulas), FLOPs (and the attention
 share vs context with the crossover marked), KV cache (vs context and batch, with the GQA/MQA
 saving), Memory (per precision mode), Cost (GPU-hours, wall-clock), Side by side (budgets in
 columns, differences highlighted) and Check (the built model's count and a measured speed).
@@ -39,8 +39,9 @@ from app.views.budget.pages import CostPage, FlopsPage, KVPage, MemoryPage, Para
 from app.views.budget.side_by_side import SideBySidePage
 from app.views.page import Page, bring_into_view, page_targets, panel_beside_pages, screenshot_steps
 from app.widgets.layouts import vertical_scroll
-from model import budget, presets
-from model.budget_table import BUDGET_HEADER, BudgetSettings, budget_table, table_cells, to_csv, to_markdown
+from model.budget import arithmetic as budget
+from model.budget import presets
+from model.budget.table import BUDGET_HEADER, BudgetSettings, budget_table, table_cells, to_csv, to_markdown
 from model.config import ConfigError, GPTConfig
 
 DEFAULT_PRESET = "llama2-7b"
@@ -82,7 +83,7 @@ class BudgetTab(QWidget):
         self.preset: presets.Preset | None = None
         self.title = ""
         self.report: dict[str, Any] | None = None
-        #: the report's rows (:func:`model.budget_table.budget_table`): what the pages and exports show
+        #: the report's rows (:func:`model.budget.table.budget_table`): what the pages and exports show
         self.rows: list = []
         self.problems: list[str] = []
         self._loading = False

@@ -8,8 +8,8 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QHeaderView, QLabel, QSpli
 
 from app.views.compare.base import ComparePage, make_table, number_cell
 from app.widgets.head_mosaic import HeadMosaic
-from model import comparison as cmp
-from model.probes import carried_mask
+from model.compare import comparison as cmp
+from model.interp.probes import carried_mask
 
 
 class DifferencePage(ComparePage):

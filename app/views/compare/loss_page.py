@@ -7,7 +7,7 @@ from PySide6.QtWidgets import QHeaderView, QSplitter, QVBoxLayout
 
 from app.views.compare.base import ComparePage, cell, make_table
 from app.widgets.curves import Curves
-from model import comparison as cmp
+from model.compare import comparison as cmp
 
 
 class LossPage(ComparePage):

@@ -1,6 +1,6 @@
 """Runs of a comparison as the app holds them.
 
-A :class:`Run` is a :class:`~model.comparison.RunRecord` (what a comparison file saves) plus what
+A :class:`Run` is a :class:`~model.compare.comparison.RunRecord` (what a comparison file saves) plus what
 lives only in memory: the model, its tokenizer and the per-head metrics of the last prompt. The
 variant runs train together in the app's :class:`~app.workers.GroupWorker`.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from model.comparison import RunRecord
+from model.compare.comparison import RunRecord
 from model.config import GPTConfig
 
 

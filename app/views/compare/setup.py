@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 
 from app.settings import window_settings
 from app.views.compare.base import ComparePage, note
-from model import comparison as cmp
+from model.compare import comparison as cmp
 from model.config import GPTConfig
 
 TRAIN_NOTE = (

@@ -15,7 +15,7 @@ import numpy as np
 
 from app.state import Signal
 from app.views.compare.runs import Run
-from model import comparison as cmp
+from model.compare import comparison as cmp
 from model.config import GPTConfig
 
 
@@ -24,7 +24,7 @@ class CompareState:
 
     ``runs``: the runs in order (run ``i`` is drawn in ``run_color(i)``); ``pair``: the names of A and
     B; ``diff``: A − B of their attention weights [L, H, T, T] (None without a pair of the same shape,
-    then ``pair_problem`` says why) and ``diff_summary`` (:class:`~model.analysis.compare.HeadDiff`);
+    then ``pair_problem`` says why) and ``diff_summary`` (:class:`~model.interp.analysis.compare.HeadDiff`);
     ``prompt``: the prompt that runs through every model (new lines included); ``base``: the config
     variants change and ``source`` its data; ``messages``: the line under each control
     ("variants", "training", "prompt", "file"); ``progress``: (value, maximum, text) of the training.
@@ -90,7 +90,7 @@ class CompareState:
         return cmp.unique_name(name, self.names())
 
     def summary_rows(self) -> list[dict[str, Any]]:
-        """One :func:`model.comparison.summary_row` per run (kept in each record's ``summary``)."""
+        """One :func:`model.compare.comparison.summary_row` per run (kept in each record's ``summary``)."""
         rows = []
         for r in self.runs:
             try:
@@ -104,7 +104,7 @@ class CompareState:
         return rows
 
     def metric_rows(self, metric: str) -> tuple[list[str], list[dict[str, Any]]]:
-        """The measured runs' names and :func:`model.comparison.metric_table` of ``metric``."""
+        """The measured runs' names and :func:`model.compare.comparison.metric_table` of ``metric``."""
         measured = {r.name: r.metrics for r in self.runs if r.metrics is not None}
         return list(measured), (cmp.metric_table(measured, metric) if measured else [])
 
@@ -214,7 +214,7 @@ class CompareState:
         self.set_pair(*pair)
 
     def _compute_diff(self) -> None:
-        from model.analysis.compare import head_diff_summary, weights_difference
+        from model.interp.analysis.compare import head_diff_summary, weights_difference
 
         self.diff = self.diff_summary = None
         self.pair_problem = ""

@@ -2,7 +2,7 @@
 
 Left, the runs (``setup``): variants of the Model panel's config ("the same but n_kv_heads = 1", or a
 quick comparison such as Pre-LN vs Post-LN), the current model of the session, or checkpoints. The
-variants train together (``training``: one :class:`~model.multitrain.TrainerGroup` in its own
+variants train together (``training``: one :class:`~model.train.multitrain.TrainerGroup` in its own
 thread, the same batches in the same order for every variant), and the comparison saves to a JSON
 file that reopens as it was.
 
@@ -12,7 +12,7 @@ cache per token (``loss_page``); the same prompt through every model as head gri
 colours, symmetric levels) with a per-head summary (``difference_page``); per-head metrics aligned by
 (layer, head) and the config fields that differ (``tables_page``). What they draw is in ``state``
 (:class:`CompareState`, no Qt): the pages read it and follow its signals, never the tab nor each
-other. Every number comes from ``model/`` (``model.comparison``, ``model.analysis.compare``).
+other. Every number comes from ``model/`` (``model.compare.comparison``, ``model.interp.analysis.compare``).
 
 Signals for tests: ``trainingFinished(reason, message)``, ``attentionReady()`` once a prompt's
 results are drawn, ``runsChanged()``, ``loadFailed(path, message)``.
@@ -36,7 +36,7 @@ from app.views.compare.state import CompareState
 from app.views.compare.tables_page import ConfigPage, MetricsPage
 from app.views.compare.training import VariantTraining
 from app.views.page import bring_into_view, page_targets, panel_beside_pages, screenshot_steps
-from model import comparison as cmp
+from model.compare import comparison as cmp
 from model.config import ConfigError, GPTConfig
 
 #: The pages, in the order of their tabs (and of the screenshots).
@@ -109,7 +109,7 @@ class CompareTab(QWidget):
         return self.state.run(name)
 
     def summary_rows(self) -> list[dict[str, Any]]:
-        """One :func:`model.comparison.summary_row` per run (what the summary table shows)."""
+        """One :func:`model.compare.comparison.summary_row` per run (what the summary table shows)."""
         return self.state.summary_rows()
 
     # ---- pages ---------------------------------------------------------------------------------
@@ -211,7 +211,7 @@ class CompareTab(QWidget):
         if s.model is None:
             self.state.say("variants", NO_MODEL)
             return False
-        from model.gpt import build_model
+        from model.nn.gpt import build_model
 
         cfg, tok = s.model.config, s.tokenizer
         seed = int(getattr(s.train_settings, "seed", 0) or 0)
@@ -235,7 +235,7 @@ class CompareTab(QWidget):
 
     def add_checkpoint(self, path: str) -> None:
         """Load a checkpoint off the GUI thread and add it as a run (``runsChanged`` when done)."""
-        from model.pretrained import open_model
+        from model.io.pretrained import open_model
 
         st = self.state
         st.say("variants", f"Loading {path}…")
@@ -316,7 +316,7 @@ class CompareTab(QWidget):
         st.say("prompt", f"Running “{shown}” through {len(todo)} model(s)…")
 
         def job():
-            from model.pretrained import open_model
+            from model.io.pretrained import open_model
 
             out = {}
             for name, model, tok, path in todo:
@@ -365,7 +365,7 @@ class CompareTab(QWidget):
         path = Path(path)
         st = self.state
         if with_models:
-            from model.checkpoint import save_checkpoint
+            from model.io.checkpoint import save_checkpoint
 
             folder = path.with_name(path.name.removesuffix(".json") + ".runs")
             for r in st.runs:

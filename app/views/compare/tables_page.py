@@ -7,7 +7,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout
 
 from app.views.compare.base import ComparePage, cell, make_table, note, number_cell
-from model import comparison as cmp
+from model.compare import comparison as cmp
 
 
 class MetricsPage(ComparePage):

@@ -1,6 +1,6 @@
 """The variants of a comparison trained together: :class:`VariantTraining`.
 
-One :class:`~app.workers.GroupWorker` (a :class:`~model.multitrain.TrainerGroup` in its own thread:
+One :class:`~app.workers.GroupWorker` (a :class:`~model.train.multitrain.TrainerGroup` in its own thread:
 the same batches in the same order for every variant); its events reach the
 :class:`~app.views.compare.state.CompareState` from a ~30 Hz drain timer, and when it ends each run
 keeps its trained model.
@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.pace import progress_line
 from app.workers import GroupSpec, GroupWorker, drain_timer
-from model import comparison as cmp
+from model.compare import comparison as cmp
 from model.config import ConfigError
 
 
@@ -46,7 +46,7 @@ class VariantTraining(QObject):
         if s.source is None:
             st.say("training", "Choose a data source in the Data panel first.")
             return False
-        from model.train import TrainSettings
+        from model.train.trainer import TrainSettings
 
         try:
             base = s.train_settings or TrainSettings()

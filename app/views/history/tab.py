@@ -1,6 +1,6 @@
 """The History tab: scrub through a model's checkpoints and watch its heads form.
 
-A history (:class:`model.history.History`) comes from a Hub repo and some of its revisions (Pythia's
+A history (:class:`model.io.history.History`) comes from a Hub repo and some of its revisions (Pythia's
 checkpoints), a folder of checkpoints, or a run folder's kept checkpoints (File → Open a training
 history…). The step scrubber moves through the revisions; each is fetched (with the progress bar and
 Cancel), opened and traced on the prompt only when first shown, in the session's compute worker: the
@@ -208,7 +208,7 @@ class HistoryTab(QWidget):
     def open_dialog(self) -> bool:
         """File → Open a training history…: the dialog, then :meth:`open_history`."""
         from app.views.history.open_dialog import OpenHistoryDialog
-        from model.hub import is_hub_spec
+        from model.io.hub import is_hub_spec
 
         settings = window_settings(self)
         dialog = OpenHistoryDialog(self, last_dir=settings.last_dir("history") if settings else "")
@@ -222,8 +222,8 @@ class HistoryTab(QWidget):
     def open_history(self, spec: str, revisions=None, *, prompt: str | None = None, cache_dir=None) -> bool:
         """Open the history of ``spec`` (``hf:REPO`` with ``revisions``, or a folder); nothing is fetched
         until a step is shown. False (and the reason in the status line) when it cannot be opened."""
-        from model.checkpoint import CheckpointError
-        from model.history import History, open_source, suggested_prompt
+        from model.io.checkpoint import CheckpointError
+        from model.io.history import History, open_source, suggested_prompt
 
         try:
             source = open_source(spec, revisions)
@@ -243,7 +243,7 @@ class HistoryTab(QWidget):
         text = self.prompt_edit.text()
         if h is None or not text or text == h.prompt:
             return
-        from model.history import History
+        from model.io.history import History
 
         index = self.state.index
         self.cancel()
@@ -309,7 +309,7 @@ class HistoryTab(QWidget):
             return
         self._busy(False)
         if error is not None:
-            from model.hub import DownloadCancelled
+            from model.io.hub import DownloadCancelled
 
             if isinstance(error, DownloadCancelled):
                 self.state.say(f"Cancelled {h.revisions[i].label}: pick the step again to continue.")

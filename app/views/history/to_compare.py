@@ -10,8 +10,8 @@ def add_steps(window: Any, history: Any, steps: list[tuple[int, tuple[Any, Any]]
     (its attention on the history's prompt and its metrics already measured), make the first two the
     A/B pair, show the A − B page and bring the tab forward; the run names (None without the tab)."""
     from app.views.compare.runs import Run
-    from model import comparison as cmp
-    from model.analysis.heads import HeadMetrics
+    from model.compare import comparison as cmp
+    from model.interp.analysis.heads import HeadMetrics
 
     try:
         compare = window.tab("Compare")

@@ -218,8 +218,8 @@ class LabPage(LazyPage):
 
     def prompt_ids(self, max_tokens: int | None = None) -> tuple[list[int], list[str]]:
         """The prompt's token ids (cropped to the context and ``max_tokens``) and their axis labels."""
-        from model.analysis.labs_extra import prompt_ids
-        from model.tokens import visible
+        from model.interp.analysis.labs_extra import prompt_ids
+        from model.text.tokens import visible
 
         model, tok = self.require_model()
         ids = prompt_ids(tok, self.prompt_text(), model.config.context_length, max_tokens)

@@ -45,9 +45,9 @@ class ComparisonSpec(GroupSpec):
 
     @staticmethod
     def lab_settings(*, steps: int, batch_size: int, seq_len: int, lr: float, warmup: int) -> Any:
-        """A lab comparison's :class:`~model.train.TrainSettings`: evaluated once, at the end; seed 0
+        """A lab comparison's :class:`~model.train.trainer.TrainSettings`: evaluated once, at the end; seed 0
         (every variant sees the same batches); one CPU thread."""
-        from model.train import TrainSettings
+        from model.train.trainer import TrainSettings
 
         return TrainSettings(
             steps=steps,

@@ -54,8 +54,8 @@ class LensPage(LabPage):
         body.addWidget(self.table, 1)
 
     def compute(self) -> None:
-        from model.analysis.labs_extra import trace_prompt
-        from model.analysis.residual import logit_lens
+        from model.interp.analysis.labs_extra import trace_prompt
+        from model.interp.analysis.residual import logit_lens
 
         model, tok = self.require_model()
         ids, labels = self.prompt_ids(self.tokens.value())
@@ -70,7 +70,7 @@ class LensPage(LabPage):
         self.submit("lens", job, lambda r: self._draw(*r, ids, labels, tok))
 
     def _draw(self, lens, final, ids, labels, tok) -> None:
-        from model.tokens import visible
+        from model.text.tokens import visible
 
         def name(i: int) -> str:
             return visible(tok.token_strings([int(i)])[0]) if i < tok.vocab_size else f"#{int(i)}"

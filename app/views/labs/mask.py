@@ -127,8 +127,8 @@ class MaskStagesPage(LabPage):
         self.kind.setCurrentIndex([k for k, _ in MASK_CHOICES].index(kind))
 
     def compute(self) -> None:
-        from model.analysis.labs_extra import mask_stages, trace_prompt
-        from model.analysis.masks import make_mask
+        from model.interp.analysis.labs_extra import mask_stages, trace_prompt
+        from model.interp.analysis.masks import make_mask
 
         model, _ = self.require_model()
         cfg = model.config
@@ -226,9 +226,9 @@ class MaskBugPage(LabPage):
         body.addWidget(self.panel, 1)
 
     def make_spec(self) -> ComparisonSpec:
-        from model.analysis.labs_extra import future_attention, prompt_ids
         from model.config import GPTConfig
-        from model.multitrain import variant_configs
+        from model.interp.analysis.labs_extra import future_attention, prompt_ids
+        from model.train.multitrain import variant_configs
 
         source = self.require_source()
         T = self.seq_len.value()

@@ -70,7 +70,7 @@ class SinusoidalPage(LabPage):
         body.addLayout(plots, 1)
 
     def compute(self) -> None:
-        from model.analysis.positions import (
+        from model.interp.analysis.positions import (
             position_similarity,
             sinusoidal_heatmap,
             sinusoidal_offset_profile,
@@ -186,7 +186,7 @@ class RopePage(LabPage):
         self._labels: list[pg.TextItem] = []
 
     def compute(self) -> None:
-        from model.analysis.positions import rope_pair_path, rope_scores
+        from model.interp.analysis.positions import rope_pair_path, rope_scores
 
         d = self.d_k.value() + (self.d_k.value() % 2)
         self.pair.setMaximum(d // 2 - 1)
@@ -305,8 +305,8 @@ class PermutationPage(LabPage):
         body.addWidget(self.summary, 2)
 
     def compute(self) -> None:
-        from model.analysis.labs_extra import permutation_predictions, without_positions
-        from model.analysis.positions import permutation_experiment
+        from model.interp.analysis.labs_extra import permutation_predictions, without_positions
+        from model.interp.analysis.positions import permutation_experiment
 
         model, tok = self.require_model()
         ids, _ = self.prompt_ids(self.tokens.value())
@@ -326,7 +326,7 @@ class PermutationPage(LabPage):
         self.submit("perm", job, lambda runs: self._draw(runs, ids, tok, strip, mask, model.config))
 
     def _draw(self, runs, ids, tok, strip, mask, cfg) -> None:
-        from model.tokens import visible
+        from model.text.tokens import visible
 
         r = runs[(strip, mask)]
         self._draw_summary(runs, cfg, len(ids))

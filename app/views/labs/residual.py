@@ -73,8 +73,8 @@ class StreamNormsPage(LabPage):
         body.addLayout(grid, 1)
 
     def compute(self) -> None:
-        from model.analysis.labs_extra import trace_prompt
-        from model.analysis.residual import residual_norms, write_stats
+        from model.interp.analysis.labs_extra import trace_prompt
+        from model.interp.analysis.residual import residual_norms, write_stats
 
         model, _ = self.require_model()
         ids, labels = self.prompt_ids(self.tokens.value())
@@ -193,7 +193,7 @@ class LiveNormsPage(LabPage):
             self._measure()
 
     def _measure(self) -> None:
-        from model.analysis.labs_extra import residual_profile
+        from model.interp.analysis.labs_extra import residual_profile
 
         model, _ = self.require_model()
         ids, _ = self.prompt_ids(64)
@@ -324,7 +324,7 @@ class GradFlowPage(LabPage):
         ).validate()
 
     def compute(self) -> None:
-        from model.analysis.gradflow import grad_flow_variants
+        from model.interp.analysis.gradflow import grad_flow_variants
 
         cfg = self._config(self.init_vocab())
         norm, init = self.norm.currentData(), self.init.currentData()
@@ -349,8 +349,8 @@ class GradFlowPage(LabPage):
         )
 
     def make_spec(self) -> ComparisonSpec:
-        from model.analysis.labs_extra import fixed_batch, grad_flow_on_batch
-        from model.multitrain import variant_configs
+        from model.interp.analysis.labs_extra import fixed_batch, grad_flow_on_batch
+        from model.train.multitrain import variant_configs
 
         source = self.require_source()
         base = self._config(source.tokenizer.vocab_size)

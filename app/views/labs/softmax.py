@@ -150,14 +150,14 @@ class SoftmaxTheoryPage(LabPage):
         }
 
     def compute(self) -> None:
-        from model.analysis.softmax_theory import softmax_curves
+        from model.interp.analysis.softmax_theory import softmax_curves
 
         params = self._params()
         self.submit("curves", lambda: softmax_curves(**params), self._draw_curves)
         self._compute_point()
 
     def _compute_point(self) -> None:
-        from model.analysis.softmax_theory import (
+        from model.interp.analysis.softmax_theory import (
             VARIANTS,
             expected_std,
             sample_logits,
@@ -304,8 +304,8 @@ class SoftmaxModelPage(LabPage):
         body.addLayout(plots, 1)
 
     def compute(self) -> None:
-        from model.analysis.labs_extra import trace_prompt
-        from model.analysis.saturation import model_saturation
+        from model.interp.analysis.labs_extra import trace_prompt
+        from model.interp.analysis.saturation import model_saturation
 
         model, _ = self.require_model()
         ids, _ = self.prompt_ids(self.tokens.value())
@@ -387,9 +387,9 @@ class SoftmaxTrainingPage(LabPage):
         body.addWidget(self.panel, 1)
 
     def make_spec(self) -> ComparisonSpec:
-        from model.analysis.labs_extra import prompt_ids, saturation_summary
         from model.config import GPTConfig
-        from model.multitrain import variant_configs
+        from model.interp.analysis.labs_extra import prompt_ids, saturation_summary
+        from model.train.multitrain import variant_configs
 
         source = self.require_source()
         T = self.seq_len.value()

@@ -16,7 +16,7 @@ Positions          the sinusoidal table; RoPE's offset property; no positions â†
 Worked example     the three-token attention example, editable, every number shown
 =================  ==============================================================================
 
-All numbers come from ``model/`` (``model.analysis``), computed off the GUI thread by the session's
+All numbers come from ``model/`` (``model.interp.analysis``), computed off the GUI thread by the session's
 compute worker; the training comparisons run in their own worker threads, stopped by
 :meth:`LabsTab.shutdown`. The prompt the pages read is the labs' prompt (by default the session's
 probe prompt, followed as it changes until the user types another here).

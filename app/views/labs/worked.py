@@ -73,7 +73,7 @@ class WorkedExamplePage(LabPage):
     follows_training = False
 
     def build(self, body: QVBoxLayout) -> None:
-        from model.analysis.worked_example import EXAMPLE_KEYS, EXAMPLE_Q, EXAMPLE_VALUES
+        from model.interp.analysis.worked_example import EXAMPLE_KEYS, EXAMPLE_Q, EXAMPLE_VALUES
 
         self._defaults = (EXAMPLE_Q, EXAMPLE_KEYS, EXAMPLE_VALUES)
         # inputs, table and plots scroll together when the window is short (1280×800): the plots keep
@@ -192,7 +192,7 @@ class WorkedExamplePage(LabPage):
         return q, keys, values
 
     def recompute(self) -> None:
-        from model.analysis.worked_example import attention_example
+        from model.interp.analysis.worked_example import attention_example
 
         if getattr(self, "_loading", False) or not hasattr(self, "table"):
             return

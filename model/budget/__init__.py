@@ -1,0 +1,1 @@
+"""Arithmetic on configs: parameters, FLOPs, memory, cost, presets, the budget table, sizing."""

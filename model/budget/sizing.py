@@ -1,0 +1,405 @@
+"""Sizing a model before it exists: bytes to load, train or inspect it, against what the machine has.
+
+Every entry point that builds a :class:`~model.nn.gpt.GPT` (the command line's flags and ``--config``,
+a checkpoint's ``config.json``, the GPT-2 and nanoGPT loaders, the app) calls :func:`check` on a
+:class:`Need` first, so a config that cannot fit is refused in one line, in milliseconds, instead of
+dying in the allocator minutes later. The figures come from the budget calculator
+(:mod:`model.budget.arithmetic`), with ``N`` the parameter count:
+
+* **load** (inference): ``N · s`` weights (``s`` bytes per value, 4 for float32) plus the file's
+  copy of them while they are read (``N · s`` again), the fixed position tables (``T_max · d``) and
+  the Python side of every block (:data:`BLOCK_OVERHEAD` bytes per layer).
+* **train**: weights, gradients and AdamW's two moments, ``N ×`` 16 bytes in float32 (the
+  precision modes of :data:`model.budget.arithmetic.PRECISIONS`), plus the activations of one batch
+  (:func:`model.budget.arithmetic.activation_bytes`, ``B × T`` tokens).
+* **inspect**: :func:`model.interp.trace_size.inspection_need` and
+:func:`model.interp.trace_size.plan_inspection` (the
+  trace, ``L·H·T²·s`` per square kind, the forward pass's own scores of one layer and the logits), checked
+  here like the others.
+
+What the machine has (:func:`available_memory`): ``MemAvailable`` of ``/proc/meminfo`` (or psutil
+where installed), lowered by a cgroup memory limit or an address-space rlimit when one is set; on a
+CUDA device, the free device memory. A refusal names what the work would need, what the machine has
+and which value to lower; ``override=True`` (``--no-size-check``, or the environment variable
+:data:`OVERRIDE_ENV`) skips the refusal for people who know better.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from model.budget.arithmetic import PRECISIONS, activation_bytes, human_bytes, parameters
+from model.config import GPTConfig
+from model.errors import AttentionLabError
+
+__all__ = [
+    "BLOCK_OVERHEAD",
+    "OVERRIDE_ENV",
+    "Available",
+    "ModelTooLarge",
+    "Need",
+    "available_memory",
+    "check",
+    "check_config_file_shapes",
+    "generation_need",
+    "skip_init_on_meta",
+    "largest_knob",
+    "load_need",
+    "read_safetensors_header",
+    "safetensors_shapes",
+    "training_need",
+]
+
+#: Set to 1 to skip every size refusal (the environment's form of ``--no-size-check``).
+OVERRIDE_ENV = "ATTENTION_LAB_NO_SIZE_CHECK"
+
+#: Bytes of Python objects, module bookkeeping and small tensors per Transformer block (measured:
+#: about 70 KB per block of a tiny model); a config of 10**7 layers is refused on this alone.
+BLOCK_OVERHEAD = 80 * 1024
+
+#: Share of the available memory a plan may use (the rest is for the process, the GUI, the OS).
+USABLE_SHARE = 0.8
+
+
+class ModelTooLarge(AttentionLabError, ValueError):
+    """The work would need more memory than the machine has; the message is one line with the numbers."""
+
+    def __init__(self, need: Need, available: Available, usable: int):
+        self.need = need
+        self.available = available
+        self.usable = usable
+        share = f", of which {human_bytes(usable)} may be used" if need.total <= available.bytes else ""
+        super().__init__(
+            f"{need.what} needs about {human_bytes(need.total)} ({need.describe_parts()}) but this machine "
+            f"has {human_bytes(available.bytes)} available ({available.source}{share}): lower "
+            f"{need.to_lower(usable)}, or pass --no-size-check if you know better"
+        )
+
+
+@dataclass(frozen=True)
+class Need:
+    """Bytes some work needs, by part, and the value to lower when it does not fit."""
+
+    what: str
+    parts: dict[str, int]
+    lower: str
+    #: Another value to lower (e.g. the batch) and the need once it is at its minimum: named instead of
+    #: ``lower`` when that alone makes the work fit.
+    lower_first: str | None = None
+    floor: int | None = None
+
+    @property
+    def total(self) -> int:
+        return int(sum(self.parts.values()))
+
+    def to_lower(self, usable: int) -> str:
+        """The value to name in a refusal, given ``usable`` bytes."""
+        if self.lower_first is not None and self.floor is not None and self.floor <= usable:
+            return self.lower_first
+        return self.lower
+
+    def describe_parts(self) -> str:
+        shown = [(k, v) for k, v in self.parts.items() if v > 0]
+        shown.sort(key=lambda kv: -kv[1])
+        return ", ".join(f"{k} {human_bytes(v)}" for k, v in shown[:3])
+
+
+@dataclass(frozen=True)
+class Available:
+    """Bytes the machine can give this process now, and where the figure came from."""
+
+    bytes: int
+    source: str
+
+
+# ---------------------------------------------------------------------------------------------
+# what the machine has
+# ---------------------------------------------------------------------------------------------
+def _meminfo_available() -> int | None:
+    try:
+        import psutil  # optional: used where installed
+
+        return int(psutil.virtual_memory().available)
+    except Exception:  # noqa: BLE001 - not installed, or no answer: read /proc
+        pass
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        text = Path(path).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _cgroup_room() -> int | None:
+    """Bytes left under this process's cgroup memory limit (v2, then v1), None without a limit."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text(encoding="ascii").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        rel = parts[2].lstrip("/")
+        if parts[1] == "":  # v2
+            base = Path("/sys/fs/cgroup") / rel
+            limit, used = _read_int(str(base / "memory.max")), _read_int(str(base / "memory.current"))
+        elif "memory" in parts[1].split(","):
+            base = Path("/sys/fs/cgroup/memory") / rel
+            limit = _read_int(str(base / "memory.limit_in_bytes"))
+            used = _read_int(str(base / "memory.usage_in_bytes"))
+        else:
+            continue
+        if limit is not None and used is not None and limit < 1 << 60:
+            return max(0, limit - used)
+    return None
+
+
+def _rlimit_room() -> int | None:
+    """Bytes left under an address-space limit (``ulimit -v``), None without one."""
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ValueError, OSError):
+        return None
+    if soft == resource.RLIM_INFINITY:
+        return None
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("VmSize:"):
+                return max(0, soft - int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    return soft
+
+
+def available_memory(device: Any = "cpu") -> Available:
+    """What this process can still allocate on ``device`` (see the module docstring)."""
+    dev = str(device)
+    if dev.startswith("cuda"):
+        try:
+            import torch
+
+            free, _total = torch.cuda.mem_get_info(torch.device(dev))
+            return Available(int(free), f"free memory of {dev}")
+        except Exception:  # noqa: BLE001 - no CUDA after all: fall back to host memory
+            pass
+    candidates = []
+    mem = _meminfo_available()
+    if mem is not None:
+        candidates.append((mem, "MemAvailable"))
+    room = _cgroup_room()
+    if room is not None:
+        candidates.append((room, "left under the cgroup memory limit"))
+    room = _rlimit_room()
+    if room is not None:
+        candidates.append((room, "left under the address-space limit"))
+    if not candidates:
+        return Available(1 << 62, "unknown")
+    amount, source = min(candidates)
+    return Available(int(amount), source)
+
+
+def _overridden(override: bool) -> bool:
+    return override or os.environ.get(OVERRIDE_ENV, "").strip() not in ("", "0")
+
+
+def usable_bytes(device: Any = "cpu") -> int:
+    """:data:`USABLE_SHARE` of the memory left on ``device``: the budget of work sized to fit (no limit
+    when the size check is off)."""
+    return 1 << 62 if _overridden(False) else int(available_memory(device).bytes * USABLE_SHARE)
+
+
+def check(
+    need: Need, *, device: Any = "cpu", available: Available | None = None, override: bool = False
+) -> None:
+    """Raise :class:`ModelTooLarge` unless ``need`` fits in :data:`USABLE_SHARE` of the memory left."""
+    if _overridden(override):
+        return
+    have = available if available is not None else available_memory(device)
+    usable = int(have.bytes * USABLE_SHARE)
+    if need.total > usable:
+        raise ModelTooLarge(need, have, usable)
+
+
+# ---------------------------------------------------------------------------------------------
+# what the work needs
+# ---------------------------------------------------------------------------------------------
+def _n(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+
+def largest_knob(cfg: GPTConfig) -> str:
+    """The config value whose lowering shrinks the parameters most, e.g. ``"d_model=8192"``."""
+    L, d, C, V = _n(cfg.n_layers), _n(cfg.d_model), _n(cfg.context_length), _n(cfg.vocab_size)
+    dff, dk, h = _n(cfg.hidden), _n(cfg.d_head), _n(cfg.n_heads)
+    shares = {
+        "context_length": C * d if cfg.positions == "learned" else C * max(d, dk),
+        "vocab_size": V * d * (1 if cfg.tie_embeddings else 2),
+        "d_ff": L * 3 * d * dff if cfg.d_ff is not None else 0,
+        "head_dim": L * 4 * h * dk * d if cfg.head_dim is not None else 0,
+        "n_layers": L * BLOCK_OVERHEAD // 4 if L > 64 else 0,
+    }
+    per_layer = L * (4 * d * d + 3 * d * (dff if cfg.d_ff is None else 0))
+    shares["d_model"] = per_layer + (V * d if not shares["vocab_size"] else 0)
+    name = max(shares, key=lambda k: shares[k])
+    if name == "d_model" and (L > 256 or (L > 48 and d <= 1024)):  # deeper than any published model
+        name = "n_layers"
+    return f"{name}={getattr(cfg, name)}"
+
+
+def _param_count(cfg: GPTConfig) -> int:
+    return int(parameters(cfg).total) if cfg.vocab_size is not None else 0
+
+
+def _fixed_tables(cfg: GPTConfig) -> int:
+    """Float32 bytes of the non-parameter position tables (sinusoidal [T_max, d], rope cos+sin)."""
+    if cfg.positions == "sinusoidal":
+        return 4 * _n(cfg.context_length) * _n(cfg.d_model)
+    if cfg.positions == "rope":
+        return 4 * _n(cfg.context_length) * _n(cfg.d_head)
+    return 0
+
+
+def load_need(cfg: GPTConfig, *, bytes_per_value: int = 4, copies: int = 2, what: str = "") -> Need:
+    """Bytes to hold the model for inference: weights (``copies``: the file's and the model's)."""
+    n = _param_count(cfg)
+    parts = {
+        "weights": n * bytes_per_value,
+        "their copy being read": n * bytes_per_value * (copies - 1),
+        "position tables": _fixed_tables(cfg),
+        "blocks' bookkeeping": _n(cfg.n_layers) * BLOCK_OVERHEAD,
+    }
+    return Need(what or f"a model of {n:,} parameters", parts, largest_knob(cfg))
+
+
+def training_need(
+    cfg: GPTConfig, *, batch: int, seq_len: int, precision: str = "fp32", what: str = ""
+) -> Need:
+    """Bytes to train ``cfg`` with AdamW on batches of ``batch × seq_len`` tokens (one device)."""
+    pr = PRECISIONS[precision]
+    n = _param_count(cfg)
+    b, t = max(1, _n(batch)), max(1, _n(seq_len))
+    act = activation_bytes(cfg, t, b, pr.activations) if n else 0
+    parts = {
+        "weights": n * (pr.weights + pr.master_weights),
+        "gradients": n * pr.gradients,
+        "AdamW state": n * pr.optimizer,
+        f"activations of {b} × {t} tokens": act,
+        "position tables": _fixed_tables(cfg),
+        "blocks' bookkeeping": _n(cfg.n_layers) * BLOCK_OVERHEAD,
+    }
+    floor = None
+    if n and b > 1:  # with one sequence a step: the need if only the batch were lowered
+        floor = sum(parts.values()) - act + activation_bytes(cfg, t, 1, pr.activations)
+    return Need(what or f"training {n:,} parameters", parts, largest_knob(cfg), f"--batch-size {b}", floor)
+
+
+def generation_need(cfg: GPTConfig, context: int, *, batch: int = 1, bytes_per_value: int = 4) -> Need:
+    """Bytes of the key/value cache generation allocates: ``2·L·B·h_kv·T·d_k`` values for ``context``
+    positions (:func:`model.budget.arithmetic.kv_cache`), and the logits of one step."""
+    T, B = max(1, _n(context)), max(1, _n(batch))
+    values = 2 * _n(cfg.n_layers) * _n(cfg.kv_heads) * _n(cfg.d_head) * T * B
+    parts = {"key/value cache": values * bytes_per_value, "logits": 4 * B * _n(cfg.vocab_size)}
+    return Need(
+        f"generating with a key/value cache of {T:,} positions",
+        parts,
+        f"context_length={cfg.context_length} (or pass --no-cache)",
+    )
+
+
+def skip_init_on_meta():
+    """A context in which ``torch.nn.init`` functions do nothing to meta tensors (they would be
+    overwritten anyway), because ``normal_``'s meta kernel imports ``torch._dynamo``: ~1.5 s on the first
+    model a process builds on the meta device (to learn its shapes, or to assign loaded tensors)."""
+    from torch.overrides import TorchFunctionMode
+
+    class _SkipInitOnMeta(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if getattr(func, "__module__", None) == "torch.nn.init":
+                tensor = args[0] if args else kwargs.get("tensor")
+                if getattr(tensor, "is_meta", False):
+                    return tensor
+            return func(*args, **kwargs)
+
+    return _SkipInitOnMeta()
+
+
+# ---------------------------------------------------------------------------------------------
+# a config.json checked against the file it describes, before anything is built
+# ---------------------------------------------------------------------------------------------
+def read_safetensors_header(path: str | Path, *, limit: int = 100 * 2**20) -> tuple[dict, int]:
+    """(the JSON header of a safetensors file, the offset where its tensor bytes start): an 8-byte
+    little-endian length ``n``, then ``n`` bytes of JSON, so the bytes start at ``8 + n``. ``n`` is
+    checked against the file's size and ``limit``. A ValueError naming the problem otherwise; reads
+    at most the header."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            n = int.from_bytes(fh.read(8), "little")
+            if n <= 0 or 8 + n > size or n > limit:
+                raise ValueError(f"{path.name}: its header length is wrong (truncated or not safetensors?)")
+            header = json.loads(fh.read(n))
+    except OSError as exc:
+        raise ValueError(f"{path.name} cannot be read: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        raise ValueError(f"{path.name}: its header is not JSON (truncated or corrupt?)") from None
+    if not isinstance(header, dict):
+        raise ValueError(f"{path.name}: its header is not a JSON object")
+    return header, 8 + n
+
+
+def safetensors_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
+    """Tensor name -> shape from a safetensors file's header alone (:func:`read_safetensors_header`).
+
+    Raises ValueError when the header is not readable; reads at most the header.
+    """
+    path = Path(path)
+    header, _ = read_safetensors_header(path)
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            out[name] = tuple(int(x) for x in info["shape"])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"{path.name}: the entry for {name} is malformed") from None
+    return out
+
+
+def check_config_file_shapes(cfg: GPTConfig, shapes: dict[str, tuple[int, ...]], where: str) -> None:
+    """Raise ValueError when ``cfg`` implies more (or fewer) parameters than the file holds.
+
+    Cheap (arithmetic on the header): run before the model is built, so a ``config.json`` that lies
+    about its size costs nothing. Tied matrices are stored once, so the file holds exactly the
+    parameter count of :func:`model.budget.arithmetic.parameters` for a checkpoint of ours.
+    """
+    held = sum(math.prod(s) for s in shapes.values())
+    implied = _param_count(cfg)
+    if implied != held:
+        knob = largest_knob(cfg)
+        knobs = knob if knob.startswith("n_layers=") else f"{knob}, n_layers={cfg.n_layers}"
+        raise ValueError(
+            f"config.json implies {implied:,} parameters ({knobs}) "
+            f"but {where} holds {held:,}: the config does not describe these weights"
+        )

@@ -1,0 +1,646 @@
+"""One budget table: every figure of a :func:`model.budget.arithmetic.report` as rows, and everything that
+renders it.
+
+:func:`budget_table` is the only place that turns a report into rows ``(section, quantity, formula,
+value, unit)`` with exact values; the text of ``attention-lab budget`` (:func:`render_text`), the CSV
+and Markdown exports (:func:`to_csv`, :func:`to_markdown`) and the Budget tab's tables all render
+those rows, and :func:`display_value` is how every human-readable rendering writes a value. Also
+here: the settings a budget is computed at (:class:`BudgetSettings`), budgets side by side, and
+reading the exports back.
+
+CSV keeps the exact numbers (integers as integers, floats with every digit); Markdown shows what
+the table shows (integers with thousands separators) and :func:`from_markdown` reads it back.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from model.budget import arithmetic as budget
+from model.budget.arithmetic import human_bytes, human_count, human_duration, human_flops
+from model.config import GPTConfig
+
+#: The columns of :func:`budget_table` as CSV and Markdown write them (:meth:`Row.cells`).
+BUDGET_HEADER = ["section", "quantity", "formula", "value", "unit"]
+
+#: Sections of :func:`budget_table`, in order (memory's title names the precision: "memory (fp32)").
+PARAMETERS, FLOPS, KV_CACHE, MEMORY, COST = (
+    "parameters",
+    "FLOPs per token",
+    "KV cache",
+    "memory",
+    "training cost",
+)
+
+_SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15}
+
+
+def parse_quantity(text: str) -> float:
+    """``"2T"`` → 2e12, ``"300B"`` → 3e11, ``"1.5e12"``, ``"15,000,000"``; ``ValueError`` otherwise."""
+    s = str(text).strip().replace(",", "").replace("_", "").replace(" ", "")
+    m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)([kKmMbBgGtTpP]?)", s)
+    if not m:
+        raise ValueError(f"{text!r} is not a number of tokens (write e.g. 2T, 300B, 1.5e12)")
+    value = float(m.group(1)) * (_SUFFIXES[m.group(2).lower()] if m.group(2) else 1.0)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{text!r} must be a positive number of tokens")
+    return value
+
+
+@dataclass
+class BudgetSettings:
+    """What the budget is computed at, besides the config (see :func:`model.budget.arithmetic.report`).
+
+    ``seq_len`` None → the config's context length. ``tokens`` None → no training cost.
+    ``peak_tflops`` is per device, dense 16-bit.
+    """
+
+    seq_len: int | None = None
+    batch: int = 1
+    kv_bytes: float = 2.0
+    precision: str = "bf16-mixed"
+    recompute: bool = False
+    causal_halving: bool = False
+    tokens: float | None = 2e12
+    peak_tflops: float | None = 312.0
+    mfu: float = 0.4
+    gpus: int = 1
+    cost_basis: str = "6N"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def seq_len_for(self, cfg: GPTConfig) -> int:
+        return cfg.context_length if self.seq_len is None else self.seq_len
+
+    def kwargs(self, cfg: GPTConfig) -> dict[str, Any]:
+        return dict(
+            seq_len=self.seq_len_for(cfg),
+            batch=self.batch,
+            bytes_per_value=self.kv_bytes,
+            tokens=self.tokens,
+            peak_flops=None if self.peak_tflops is None else self.peak_tflops * 1e12,
+            mfu=self.mfu,
+            gpus=self.gpus,
+            precision=self.precision,
+            recompute=self.recompute,
+            causal_halving=self.causal_halving,
+            cost_basis=self.cost_basis,
+        )
+
+    def problems(self, cfg: GPTConfig) -> list[str]:
+        kw = self.kwargs(cfg)
+        return budget.problems(
+            cfg,
+            seq_len=kw["seq_len"],
+            batch=kw["batch"],
+            bytes_per_value=kw["bytes_per_value"],
+            tokens=kw["tokens"],
+            peak_flops=kw["peak_flops"],
+            mfu=kw["mfu"],
+            gpus=kw["gpus"],
+            precision=kw["precision"],
+            cost_basis=kw["cost_basis"],
+        )
+
+    def report(self, cfg: GPTConfig, title: str | None = None) -> dict[str, Any]:
+        """:func:`model.budget.arithmetic.report` at these settings (raises ConfigError listing problems)."""
+        return budget.report(cfg, title=title, **self.kwargs(cfg))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("extra", None)
+        return d
+
+
+# ---------------------------------------------------------------------------------------------
+# one budget
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Row:
+    """One figure: ``value`` is exact (an int, a float or None), ``unit`` says how to read it (see
+    :func:`display_value`). ``per_layer`` (and its formula) is one block's share of a parameter
+    count; ``note`` explains the row; ``total`` marks a sum the renderings set in bold."""
+
+    section: str
+    quantity: str
+    formula: str
+    value: Any
+    unit: str
+    per_layer: int | None = None
+    per_layer_formula: str = ""
+    note: str = ""
+    total: bool = False
+
+    def cells(self) -> list[Any]:
+        """The row as :data:`BUDGET_HEADER`'s columns."""
+        return [self.section, self.quantity, self.formula, self.value, self.unit]
+
+
+def budget_table(rep: dict[str, Any]) -> list[Row]:
+    """Every figure of one report, section by section (:data:`PARAMETERS`, :data:`FLOPS`,
+    :data:`KV_CACHE`, memory, :data:`COST` when the report has a training cost). A ``"preset"``
+    entry (``Preset.to_dict()``) adds the authors' reported figures to the cost."""
+    rows: list[Row] = []
+    p = rep["params"]
+    for r in p["rows"]:
+        rows.append(
+            Row(
+                PARAMETERS,
+                r["name"],
+                r["formula"],
+                r["count"],
+                "parameters",
+                per_layer=r["per_layer"],
+                per_layer_formula=r.get("per_layer_formula") or "",
+            )
+        )
+    for r in p["summary"]:
+        rows.append(Row(PARAMETERS, r["name"], r["formula"], r["count"], "parameters", total=True))
+    rows += _flop_rows(rep["flops"])
+    rows += _kv_rows(rep["kv_cache"])
+    rows += _memory_rows(rep["memory"])
+    if "training" in rep:
+        rows += _cost_rows(rep)
+    return rows
+
+
+def _flop_rows(f: dict[str, Any]) -> list[Row]:
+    T = f["seq_len"]
+    at = f"FLOP (T={T})"
+    half = "/2" if f["causal_halving"] else ""
+    rows = [
+        Row(
+            FLOPS,
+            "forward, weights",
+            "2·N_mm",
+            f["forward_per_token"],
+            "FLOP",
+            note=f"N_mm = {f['matmul_params']:,}: Q, K, V, O, MLP, output head",
+        ),
+        Row(
+            FLOPS,
+            "forward, attention scores",
+            f"4·L·T·h·d_k{half}",
+            f["attention_forward_per_token"],
+            at,
+            note="Q·Kᵀ and A·V" + (", halved for the causal mask" if half else ""),
+        ),
+        Row(FLOPS, "forward, total", "2·N_mm + scores", f["forward_total_per_token"], at, total=True),
+        Row(
+            FLOPS,
+            "training, weights",
+            "6·N_mm",
+            f["train_per_token"],
+            "FLOP",
+            note="3 × forward: the backward pass costs two forwards",
+        ),
+        Row(FLOPS, "training, total", "3·forward total", f["train_total_per_token"], at, total=True),
+        Row(FLOPS, "textbook forward", "2·N", f["forward_2n"], "FLOP", note="N = all parameters"),
+        Row(FLOPS, "textbook training", "6·N", f["train_6n"], "FLOP"),
+    ]
+    for k, v in f["shares"].items():
+        rows.append(Row(FLOPS, f"share: {k}", "", v, f"fraction of forward (T={T})"))
+    rows.append(
+        Row(
+            FLOPS,
+            "attention overtakes MLP at",
+            "T* = mlp weights / (2·h·d_k)",
+            f["attention_crossover_seq_len"],
+            "tokens of context",
+        )
+    )
+    return rows
+
+
+def _kv_rows(kv: dict[str, Any]) -> list[Row]:
+    where = f"bytes (T={kv['seq_len']}, B={kv['batch']}, {kv['bytes_per_value']:g} B/value)"
+    return [
+        Row(KV_CACHE, "per token", "2·L·h_kv·d_k·bytes", kv["per_token_bytes"], "bytes"),
+        Row(KV_CACHE, "total", "2·L·h_kv·d_k·T·B·bytes", kv["bytes"], where, total=True),
+        Row(KV_CACHE, "with MHA (h_kv = h)", "2·L·h·d_k·T·B·bytes", kv["mha_bytes"], where),
+        Row(KV_CACHE, "saving factor", "h / h_kv", kv["saving_factor"], "×"),
+    ]
+
+
+def _memory_rows(m: dict[str, Any]) -> list[Row]:
+    tr, inf = m["training"], m["inference"]
+    per = m["bytes_per_param"]
+    sec = f"{MEMORY} ({m['precision']})"
+    rows = []
+    for key, label, bkey in (
+        ("weights", "weights", "weights"),
+        ("gradients", "gradients", "gradients"),
+        ("master_weights", "master weights", "master weights"),
+        ("optimizer", "AdamW m, v", "AdamW m, v"),
+    ):
+        if tr[key]:
+            rows.append(Row(sec, f"training: {label}", f"N·{per.get(bkey, 0)} bytes", tr[key], "bytes"))
+    act = f"bytes (T={m['seq_len']}, B={m['batch']})"
+    rows += [
+        Row(sec, "training: activations, no recompute", "", tr["activations_no_recompute"], act),
+        Row(sec, "training: activations, full recompute", "", tr["activations_recompute"], act),
+        Row(sec, "training: total", "states + activations", tr["total"], "bytes", total=True),
+        Row(sec, "inference: weights", "", inf["weights"], "bytes"),
+        Row(sec, "inference: KV cache", "", inf["kv_cache"], act),
+        Row(sec, "inference: total", "", inf["total"], "bytes", total=True),
+    ]
+    return rows
+
+
+def _cost_rows(rep: dict[str, Any]) -> list[Row]:
+    t, f = rep["training"], rep["flops"]
+    T = f["seq_len"]
+    D = t["tokens"]
+    six = t["basis"] == "6N"
+    by_6n, by_matmul = "6·N·D, N = all parameters (Chinchilla's C ≈ 6ND)", f"3·(2·N_mm + scores at T={T:,})·D"
+    rows = [
+        Row(COST, "tokens", "D", D, "tokens"),
+        Row(
+            COST,
+            "FLOPs per token",
+            "6·N" if six else f"3·(2·N_mm + scores at T={T:,})",
+            t["flops_per_token"],
+            "FLOP",
+        ),
+        Row(
+            COST,
+            "compute",
+            by_6n if six else by_matmul,
+            t["flops"],
+            "FLOP",
+            total=True,
+        ),
+        Row(
+            COST,
+            "compute, 6·N·D" if not six else "compute, matmuls",
+            by_matmul if six else by_6n,
+            f["train_total_per_token"] * D if six else f["train_6n"] * D,
+            "FLOP",
+            note="the other way to count (not used for the cost)",
+        ),
+    ]
+    if t.get("gpu_hours") is not None:
+        g = t["gpus"]
+        rows += [
+            Row(COST, "peak per device", "", t["peak_flops"], "FLOP/s"),
+            Row(COST, "utilisation (MFU)", "", t["mfu"], "fraction"),
+            Row(COST, "per device, achieved", "peak · MFU", t["peak_flops"] * t["mfu"], "FLOP/s"),
+            Row(COST, "GPU-hours", "FLOPs / (peak·MFU) / 3600", t["gpu_hours"], "GPU-hours", total=True),
+            Row(
+                COST,
+                f"wall-clock on {g:,} GPU{'s' if g != 1 else ''}",
+                "GPU-hours / GPUs",
+                t["days"],
+                "days",
+                total=True,
+            ),
+            Row(COST, "tokens per second needed", "D / wall-clock", D / t["seconds"], "tokens/s"),
+        ]
+    pre = rep.get("preset") or {}
+    said = f"for {pre.get('title')}"
+    where = (
+        f"{human_count(pre['training_tokens'])} tokens; {pre.get('source') or ''}".rstrip("; ")
+        if pre.get("training_tokens")
+        else pre.get("source") or ""
+    )
+    if pre.get("reported_gpu_hours"):
+        unit = f"{pre.get('gpu') or 'GPU'} GPU-hours"
+        rows.append(
+            Row(
+                COST,
+                f"reported {said}: GPU-hours",
+                "",
+                pre["reported_gpu_hours"],
+                unit,
+                note=where,
+                total=True,
+            )
+        )
+    if pre.get("reported_flops"):
+        rows.append(Row(COST, f"reported {said}: compute", "", pre["reported_flops"], "FLOP", note=where))
+    return rows
+
+
+def section(rows: list[Row], name: str) -> list[Row]:
+    """The rows of one section (``"memory"`` matches every precision's memory section)."""
+    return [r for r in rows if r.section == name or r.section.startswith(name + " (")]
+
+
+#: Units :func:`display_value` writes into the value itself (the others it can append).
+_SELF_EXPLAINING = ("parameters", "FLOP", "bytes", "fraction", "×", "days")
+
+
+def _says_unit(unit: str) -> bool:
+    return unit == "tokens" or unit.startswith(_SELF_EXPLAINING)
+
+
+def display_value(row: Row, with_unit: bool = False) -> str:
+    """The value as people read it, by unit: counts with separators, FLOPs and bytes in SI/binary
+    units, fractions as percentages, days as a duration; ``with_unit`` appends a unit (such as
+    "GPU-hours") that the number does not already say."""
+    text = _display(row.value, row.unit)
+    if with_unit and row.value is not None and row.unit and not _says_unit(row.unit):
+        text += f" {row.unit}"
+    return text
+
+
+def _display(v: Any, unit: str) -> str:
+    if v is None:
+        return "–"
+    if unit == "parameters":
+        return f"{v:,}"
+    if unit.startswith("FLOP/s"):
+        return f"{v / 1e12:.4g} TFLOP/s"
+    if unit == "FLOP" and v >= 1e21:
+        return f"{v:.3g} FLOP"
+    if unit.startswith("FLOP"):
+        return human_flops(v)
+    if unit.startswith("bytes"):
+        return human_bytes(v)
+    if unit.startswith("fraction"):
+        return f"{v:.1%}"
+    if unit == "×":
+        return f"{v:g}×"
+    if unit == "days":
+        return human_duration(v * 86400)
+    if unit == "tokens":
+        return f"{v:.3g} ({human_count(v)})"
+    if isinstance(v, float):
+        return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def table_cells(rows: list[Row]) -> list[list[Any]]:
+    """The rows as :data:`BUDGET_HEADER`'s columns, for :func:`to_csv` and :func:`to_markdown`."""
+    return [r.cells() for r in rows]
+
+
+def render_text(rep: dict[str, Any]) -> str:
+    """The human-readable table of a :func:`model.budget.arithmetic.report`: the rows of :func:`budget_table`,
+    section by section, values as :func:`display_value` writes them (a parameter component of zero
+    is left out)."""
+    cfg, sy, f, kv, m = rep["config"], rep["symbols"], rep["flops"], rep["kv_cache"], rep["memory"]
+    headings = {
+        FLOPS: f"{FLOPS} at T={f['seq_len']:,}  "
+        "(2 per multiply-add; norms, softmax, activations not counted)",
+        KV_CACHE: f"{KV_CACHE}  "
+        f"(T={kv['seq_len']:,}, B={kv['batch']}, {kv['bytes_per_value']:g} bytes/value)",
+        MEMORY: f"{MEMORY}, training in {m['precision']} with AdamW; activations at T={m['seq_len']:,}, "
+        f"B={m['batch']}",
+        COST: COST,
+    }
+    lines = [
+        rep.get("title") or "custom config",
+        "  "
+        + " ".join(f"{k}={v:,}" for k, v in sy.items())
+        + f"  ({cfg['mlp']}, {cfg['norm']} {cfg['norm_position']}-norm, {cfg['positions']} positions, "
+        f"bias {cfg['bias']}, {'tied' if cfg['tie_embeddings'] else 'untied'})",
+    ]
+    rows = budget_table(rep)
+    params = [r for r in rows if r.section == PARAMETERS and r.value]
+    w_q = max(len(r.quantity) for r in rows) + 2
+    w_f = max(len(r.formula) for r in rows)
+    w_n = 15
+    lines += ["", f"{PARAMETERS:<{w_q}} {'formula':<{w_f}} {'per layer':>{w_n}} {'total':>{w_n}}"]
+    for i, r in enumerate(params):
+        if r.total and not params[i - 1].total:
+            lines.append("")
+        per = f"{r.per_layer:,}" if r.per_layer else ""
+        extra = f"  ({human_count(r.value)})" if r.total else ""
+        lines.append(f"  {r.quantity:<{w_q - 2}} {r.formula:<{w_f}} {per:>{w_n}} {r.value:>{w_n},}{extra}")
+    others = [r for r in rows if r.section != PARAMETERS]
+    w_v = max(len(display_value(r)) for r in others)
+    current = None
+    for r in others:
+        if r.section != current:
+            current = r.section
+            lines += ["", headings.get(r.section.split(" (")[0], r.section)]
+        unit = re.sub(r"\s*\(.*\)$", "", r.unit)
+        unit = "" if _says_unit(unit) else unit
+        tail = "  ".join(s for s in (unit, r.note) if s)
+        lines.append(
+            f"  {r.quantity:<{w_q - 2}} {r.formula:<{w_f}} {display_value(r):>{w_v}}  {tail}".rstrip()
+        )
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# budgets side by side
+# ---------------------------------------------------------------------------------------------
+#: (label, how to read it from a report, kind) — kind is "int", "float", "text", "bytes", "flops"
+SIDE_ROWS: list[tuple[str, Any, str]] = [
+    ("layers L", lambda r: r["symbols"]["L"], "int"),
+    ("width d", lambda r: r["symbols"]["d"], "int"),
+    ("query heads h", lambda r: r["symbols"]["h"], "int"),
+    ("KV heads h_kv", lambda r: r["symbols"]["h_kv"], "int"),
+    ("head size d_k", lambda r: r["symbols"]["d_k"], "int"),
+    ("MLP width d_ff", lambda r: r["symbols"]["d_ff"], "int"),
+    ("vocabulary V", lambda r: r["symbols"]["V"], "int"),
+    ("context T_max", lambda r: r["symbols"]["T_max"], "int"),
+    ("MLP", lambda r: r["config"]["mlp"], "text"),
+    ("norm", lambda r: f"{r['config']['norm']} ({r['config']['norm_position']})", "text"),
+    ("positions", lambda r: r["config"]["positions"], "text"),
+    ("biases", lambda r: r["config"]["bias"], "text"),
+    ("output head", lambda r: "tied" if r["config"]["tie_embeddings"] else "untied", "text"),
+    ("parameters, total", lambda r: r["params"]["total"], "int"),
+    ("parameters, non-embedding", lambda r: r["params"]["non_embedding"], "int"),
+    ("attention per layer", lambda r: r["params"]["attention_per_layer"], "int"),
+    ("MLP per layer", lambda r: r["params"]["mlp_per_layer"], "int"),
+    ("embeddings + output", lambda r: r["params"]["embeddings_and_head"], "int"),
+    ("forward FLOPs/token at T", lambda r: r["flops"]["forward_total_per_token"], "flops"),
+    ("training FLOPs/token at T", lambda r: r["flops"]["train_total_per_token"], "flops"),
+    ("attention share at T", lambda r: r["flops"]["shares"]["attention scores"], "percent"),
+    ("attention overtakes MLP at T ≈", lambda r: r["flops"]["attention_crossover_seq_len"], "float"),
+    ("KV cache per token", lambda r: r["kv_cache"]["per_token_bytes"], "bytes"),
+    ("KV cache at T, B", lambda r: r["kv_cache"]["bytes"], "bytes"),
+    ("GQA/MQA saving vs MHA", lambda r: r["kv_cache"]["saving_factor"], "times"),
+    (
+        "training memory (states)",
+        lambda r: r["memory"]["training"]["total"] - r["memory"]["training"]["activations"],
+        "bytes",
+    ),
+    ("training memory (total)", lambda r: r["memory"]["training"]["total"], "bytes"),
+    ("inference memory", lambda r: r["memory"]["inference"]["total"], "bytes"),
+    ("training compute for D tokens", lambda r: r.get("training", {}).get("flops"), "sci"),
+    ("GPU-hours", lambda r: r.get("training", {}).get("gpu_hours"), "float"),
+]
+
+
+def side_by_side_table(columns: list[tuple[str, dict[str, Any] | None]]) -> tuple[list[str], list[list[Any]]]:
+    """Header ``["quantity", title1, title2, ...]`` and one row per :data:`SIDE_ROWS` entry with each
+    budget's raw value (None where a budget has no report or no such figure)."""
+    header = ["quantity"] + [title for title, _ in columns]
+    rows = []
+    for label, get, _kind in SIDE_ROWS:
+        row: list[Any] = [label]
+        for _title, rep in columns:
+            try:
+                row.append(None if rep is None else get(rep))
+            except (KeyError, TypeError):
+                row.append(None)
+        rows.append(row)
+    return header, rows
+
+
+def side_kind(label: str) -> str:
+    for lab, _get, kind in SIDE_ROWS:
+        if lab == label:
+            return kind
+    return "text"
+
+
+def display(value: Any, kind: str = "int") -> str:
+    """How the tab shows a value of ``kind``."""
+    if value is None:
+        return "–"
+    if kind == "text":
+        return str(value)
+    if kind == "bytes":
+        return budget.human_bytes(value)
+    if kind == "flops":
+        return budget.human_flops(value)
+    if kind == "percent":
+        return f"{value:.1%}"
+    if kind == "times":
+        return f"{value:g}×"
+    if kind == "sci":
+        return f"{value:.3g}"
+    if kind == "float":
+        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def differs(values: list[Any]) -> list[bool]:
+    """For each value: whether it differs from the first column's (the first is never marked)."""
+    if not values:
+        return []
+    first = values[0]
+    out = [False]
+    for v in values[1:]:
+        if isinstance(v, float) and isinstance(first, (int, float)) and first is not None:
+            out.append(not math.isclose(v, first, rel_tol=1e-12))
+        else:
+            out.append(v != first)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# CSV and Markdown
+# ---------------------------------------------------------------------------------------------
+def _csv_cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def to_csv(header: list[str], rows: list[list[Any]]) -> str:
+    """RFC 4180 CSV with exact numbers (floats with every digit, integers in full, None empty)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    for r in rows:
+        w.writerow([_csv_cell(v) for v in r])
+    return buf.getvalue()
+
+
+def from_csv(text: str) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of strings, as :func:`to_csv` wrote them."""
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows:
+        return [], []
+    return rows[0], rows[1:]
+
+
+def markdown_cell(v: Any) -> str:
+    """A value as the Markdown table writes it: integers with thousands separators, floats to 6
+    significant digits, ``|`` escaped."""
+    if v is None:
+        s = ""
+    elif isinstance(v, bool):
+        s = str(v).lower()
+    elif isinstance(v, int):
+        s = f"{v:,}"
+    elif isinstance(v, float):
+        s = f"{v:,.0f}" if v.is_integer() and abs(v) < 1e15 else f"{v:.6g}"
+    else:
+        s = str(v)
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(header: list[str], rows: list[list[Any]]) -> str:
+    """A GitHub-flavoured Markdown table (numbers right-aligned)."""
+    numeric = [
+        all(isinstance(r[i], (int, float)) or r[i] is None for r in rows)
+        and any(r[i] is not None for r in rows)
+        for i in range(len(header))
+    ]
+    lines = ["| " + " | ".join(markdown_cell(h) for h in header) + " |"]
+    lines.append("|" + "|".join("---:" if n else "---" for n in numeric) + "|")
+    for r in rows:
+        lines.append("| " + " | ".join(markdown_cell(v) for v in r) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def from_markdown(text: str) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of cell strings of the first Markdown table in ``text``."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("|")]
+    if len(lines) < 2:
+        return [], []
+
+    def cells(line: str) -> list[str]:
+        parts = re.split(r"(?<!\\)\|", line.strip()[1:-1])
+        return [p.strip().replace("\\|", "|") for p in parts]
+
+    return cells(lines[0]), [cells(ln) for ln in lines[2:]]
+
+
+def number(cell: str) -> float | int | None:
+    """A Markdown/CSV cell back to a number (thousands separators allowed); None when it is not one."""
+    s = cell.replace(",", "").strip()
+    if not s:
+        return None
+    try:
+        return int(s)
+    except ValueError:
+        pass
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+
+__all__ = [
+    "BUDGET_HEADER",
+    "COST",
+    "FLOPS",
+    "KV_CACHE",
+    "MEMORY",
+    "PARAMETERS",
+    "SIDE_ROWS",
+    "BudgetSettings",
+    "Row",
+    "budget_table",
+    "differs",
+    "display",
+    "display_value",
+    "from_csv",
+    "from_markdown",
+    "markdown_cell",
+    "number",
+    "parse_quantity",
+    "render_text",
+    "section",
+    "side_by_side_table",
+    "side_kind",
+    "table_cells",
+    "to_csv",
+    "to_markdown",
+]

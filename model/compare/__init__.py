@@ -1,0 +1,1 @@
+"""Comparisons of several models: the comparison file and its numbers."""

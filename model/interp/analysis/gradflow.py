@@ -1,0 +1,180 @@
+"""Gradient flow: how large each layer's gradient is, at initialisation or during training.
+
+For block ``l`` with parameters ``θ_l`` the number is ``‖∂loss/∂θ_l‖₂`` (the 2-norm over all of the
+block's parameters together), also split into attention, MLP and norm parameters.
+
+Xiong et al. (2020): at initialisation a Post-LN Transformer (``x ← Norm(x + F(x))``) has large
+gradients for the layers near the output, and they shrink toward the input, so a large learning
+rate blows up the top layers (hence warm-up). Pre-LN (``x ← x + F(Norm(x))``) keeps an identity path
+from the loss to every layer and its per-layer gradients stay about level with depth.
+:func:`grad_flow_at_init` measures this on a fresh model of any config; :func:`grad_flow_variants`
+does it for Pre/Post-LN × LayerNorm/RMSNorm from one seed and one batch.
+
+Measured here (6 layers, d = 64, 4 heads, V = 64, 8 × 32 random tokens, Xavier init, seed 0): the
+last block's gradient norm is 0.95 for Post-LN against 0.38 for Pre-LN (≈ √L apart, as the paper's
+bound says), while at the first block they are 0.85 and 0.58; Pre-LN's norms fall gently with depth.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+NORM_VARIANTS = (("pre", "layernorm"), ("post", "layernorm"), ("pre", "rmsnorm"), ("post", "rmsnorm"))
+
+
+@dataclass
+class GradFlow:
+    """Gradient norms per block: ``block``, ``attn``, ``mlp``, ``norms`` float arrays [L].
+
+    ``embed``: norm over the embedding tables; ``head``: over the final norm and a separate
+    unembedding (0 when neither exists); ``loss``: the loss that was differentiated (None when the
+    gradients were already there).
+    """
+
+    norm_position: str
+    norm: str
+    block: np.ndarray
+    attn: np.ndarray
+    mlp: np.ndarray
+    norms: np.ndarray
+    embed: float
+    head: float
+    loss: float | None = None
+
+    @property
+    def layers(self) -> np.ndarray:
+        return np.arange(len(self.block))
+
+    @property
+    def top_to_bottom(self) -> float:
+        """``block[-1] / block[0]``: > 1 when the output side gets larger gradients than the input side."""
+        return float(self.block[-1] / self.block[0]) if self.block[0] > 0 else float("inf")
+
+
+def _sq(p: torch.nn.Parameter) -> float:
+    return 0.0 if p.grad is None else float(p.grad.detach().double().pow(2).sum())
+
+
+def block_grad_norms(model) -> GradFlow:
+    """Read the gradients ``model`` holds now (after ``loss.backward()``, before ``zero_grad``)."""
+    cfg = model.config
+    L = cfg.n_layers
+    block, attn, mlp, norms = (np.zeros(L) for _ in range(4))
+    embed = head = 0.0
+    for name, p in model.named_parameters():
+        g = _sq(p)
+        if name.startswith("blocks."):
+            layer = int(name.split(".")[1])
+            block[layer] += g
+            part = name.split(".")[2]
+            if part == "attn":
+                attn[layer] += g
+            elif part == "mlp":
+                mlp[layer] += g
+            else:
+                norms[layer] += g
+        elif name.startswith(("tok_emb", "pos_emb")):
+            embed += g
+        else:
+            head += g
+    return GradFlow(
+        cfg.norm_position,
+        cfg.norm,
+        np.sqrt(block),
+        np.sqrt(attn),
+        np.sqrt(mlp),
+        np.sqrt(norms),
+        float(np.sqrt(embed)),
+        float(np.sqrt(head)),
+    )
+
+
+def random_batch(vocab_size: int, batch_size: int, seq_len: int, seed: int) -> tuple[torch.Tensor, ...]:
+    """Uniformly random token ids ``x`` and next-token targets ``y`` [batch, seq_len] (seeded)."""
+    g = torch.Generator().manual_seed(seed)
+    data = torch.randint(0, vocab_size, (batch_size, seq_len + 1), generator=g)
+    return data[:, :-1], data[:, 1:]
+
+
+def xavier_init_(model, seed: int = 0) -> None:
+    """Re-initialise ``model`` as in Xiong et al.'s analysis: Xavier-normal weight matrices
+    (std ``√(2/(fan_in + fan_out))``, no depth scaling), unit-variance embeddings, zero biases and
+    norms at (γ = 1, β = 0). With tied embeddings the unembedding shares the unit-variance table."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(".bias"):
+                p.zero_()
+            elif name.startswith(("tok_emb", "pos_emb")):
+                p.normal_(0.0, 1.0, generator=g)
+            elif p.dim() >= 2:
+                fan_out, fan_in = p.shape
+                p.normal_(0.0, math.sqrt(2.0 / (fan_in + fan_out)), generator=g)
+
+
+INITS = ("xavier", "model")
+
+
+def grad_flow_at_init(
+    config,
+    *,
+    seed: int = 0,
+    init: str = "xavier",
+    batch=None,
+    batch_size: int = 8,
+    seq_len: int | None = None,
+    device: str | torch.device = "cpu",
+) -> GradFlow:
+    """Build a fresh model of ``config`` (weights from ``seed``), take one loss gradient, measure it.
+
+    ``init``: "xavier" (:func:`xavier_init_`, the setting of Xiong et al.'s result) or "model" (the
+    GPT's own GPT-2 init: N(0, 0.02) and residual writes scaled by 1/√(2L)). The small GPT-2 init
+    hides the effect: each sublayer writes so little that ``Norm(x + F(x)) ≈ x`` and Post-LN's
+    gradients come out flat (and its first block large, from normalising the 0.02-std embedding).
+    ``batch`` ``(x, y)`` defaults to :func:`random_batch` (``seq_len`` = min(context, 64)); pass real
+    text for a measurement on data. Dropout is off (evaluation mode) so the numbers are repeatable.
+    """
+    from model.nn.gpt import build_model
+
+    if init not in INITS:
+        raise ValueError(f"init {init!r} is not one of {', '.join(INITS)}")
+    model = build_model(config, seed=seed, device=device)
+    if init == "xavier":
+        xavier_init_(model, seed)
+    model.eval()
+    if batch is None:
+        T = seq_len or min(config.context_length, 64)
+        batch = random_batch(config.vocab_size, batch_size, T, seed)
+    x, y = (t.to(device) for t in batch)
+    _, loss = model(x, y)
+    loss.backward()
+    flow = block_grad_norms(model)
+    flow.loss = float(loss.detach())
+    return flow
+
+
+def grad_flow_variants(config, variants=NORM_VARIANTS, **kwargs) -> dict[tuple[str, str], GradFlow]:
+    """:func:`grad_flow_at_init` for each ``(norm_position, norm)`` in ``variants``, all else equal.
+
+    The same seed and batch serve every variant, so the curves differ only by the norm choice.
+    """
+    return {
+        (pos, norm): grad_flow_at_init(config.replace(norm_position=pos, norm=norm), **kwargs)
+        for pos, norm in variants
+    }
+
+
+__all__ = [
+    "INITS",
+    "NORM_VARIANTS",
+    "GradFlow",
+    "block_grad_norms",
+    "grad_flow_at_init",
+    "grad_flow_variants",
+    "random_batch",
+    "xavier_init_",
+]

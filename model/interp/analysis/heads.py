@@ -1,0 +1,457 @@
+"""Per-head metrics of attention patterns, and names for the heads they recognise.
+
+Every metric takes attention weights of shape ``[..., T, T]`` (rows = queries ``i``, columns = keys
+``j``, rows summing to 1) and reduces the last two axes, so ``[L, H, T, T]`` gives ``[L, H]``,
+``[H, T, T]`` gives ``[H]`` and one ``[T, T]`` head gives a 0-d array. Inputs may be numpy arrays or
+torch tensors of any float dtype; outputs are float64 numpy arrays.
+
+Which rows count. Under a causal mask query 0 sees only key 0, so its row is forced to ``[1, 0, ...]``
+whatever the head does. A metric averages only over *informative rows*: queries with at least two
+visible keys (``mask[i].sum() >= 2``). The mask is ``[T, T]`` bool, True = may attend (what
+``Trace.mask`` holds); ``None`` means the causal lower triangle.
+
+===================  ====================================================================
+metric               formula, averaged over informative queries ``i``
+===================  ====================================================================
+entropy              ``H_i = -Σ_j w_ij ln w_ij`` (nats)
+entropy_norm         ``H_i / ln n_i`` with ``n_i`` visible keys: 1 = uniform, 0 = one-hot
+prev_token           ``w_{i, i-1}`` (queries ``i >= 1``)
+sink                 ``w_{i, 0}`` (weight on the first token)
+self_score           ``w_{i, i}`` (the diagonal)
+induction            on a sequence repeating with period ``P`` from ``start``:
+                     ``w_{i, i-P+1}`` for ``i`` in every copy after the first
+===================  ====================================================================
+
+An induction head at position ``i`` of the second copy finds the previous occurrence of the current
+token (``i - P``) and attends to the token that followed it (``i - P + 1``), which is what comes
+next. :func:`repeated_sequence` builds such a prompt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+import torch
+
+#: The names :func:`classify_heads` gives, in order of precedence ("" = no recognisable role).
+HEAD_ROLES = ("induction", "previous-token", "self", "sink", "uniform/dead")
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------
+def as_numpy(x: Any) -> np.ndarray:
+    """A float numpy view/copy of a numpy array or (CPU/GPU, any dtype) torch tensor.
+
+    float64 stays float64; every other dtype becomes float32 (enough for weights in [0, 1], and half
+    the memory and time of float64 on a 12×12×256×256 stack).
+    """
+    if hasattr(x, "detach"):
+        x = x.detach().cpu()
+        x = x.numpy() if x.dtype in (torch.float32, torch.float64) else x.float().numpy()
+    x = np.asarray(x)
+    return x if x.dtype in (np.float32, np.float64) else x.astype(np.float32)
+
+
+def causal_mask_np(T: int) -> np.ndarray:
+    """The causal mask as numpy bool [T, T]: ``mask[i, j] = j <= i``."""
+    return np.tril(np.ones((T, T), dtype=bool))
+
+
+def _mask_for(weights: np.ndarray, mask: Any) -> np.ndarray:
+    T = weights.shape[-1]
+    if weights.shape[-2] != T:
+        raise ValueError(f"attention weights must be square [..., T, T], got shape {weights.shape}")
+    if mask is None:
+        return causal_mask_np(T)
+    m = np.asarray(mask.cpu().numpy() if hasattr(mask, "cpu") else mask, dtype=bool)
+    if m.shape != (T, T):
+        raise ValueError(f"mask has shape {m.shape}, expected {(T, T)}")
+    return m
+
+
+def informative_rows(mask: np.ndarray) -> np.ndarray:
+    """bool [T]: queries that see at least two keys (the rows whose weights the head chose)."""
+    return np.asarray(mask, dtype=bool).sum(-1) >= 2
+
+
+def _mean_rows(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Mean of ``values`` [..., T] over the selected rows (NaN when none is selected)."""
+    if not rows.any():
+        return np.full(values.shape[:-1], np.nan)
+    return values[..., rows].mean(-1, dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------------------------
+# one function per metric
+# ---------------------------------------------------------------------------------------------
+def row_entropy(weights: Any) -> np.ndarray:
+    """Entropy of every attention row, ``H_i = -Σ_j w_ij ln w_ij`` in nats (0·ln 0 = 0).
+
+    [..., T, T] → [..., T] (float64).
+    """
+    w = as_numpy(weights)
+    logw = np.log(w, out=np.zeros_like(w), where=w > 0)
+    return -np.einsum("...ij,...ij->...i", w, logw).astype(np.float64)
+
+
+def _entropy_from_rows(h: np.ndarray, m: np.ndarray) -> np.ndarray:
+    return _mean_rows(h, informative_rows(m))
+
+
+def _entropy_norm_from_rows(h: np.ndarray, m: np.ndarray) -> np.ndarray:
+    n = np.maximum(m.sum(-1), 2)
+    return _mean_rows(h / np.log(n), informative_rows(m))
+
+
+def entropy(weights: Any, mask: Any = None) -> np.ndarray:
+    """Mean row entropy in nats over informative rows: [..., T, T] → [...].
+
+    Ranges from 0 (every query looks at one key) to the mean of ``ln n_i`` (uniform over visible keys).
+    """
+    w = as_numpy(weights)
+    return _entropy_from_rows(row_entropy(w), _mask_for(w, mask))
+
+
+def entropy_norm(weights: Any, mask: Any = None) -> np.ndarray:
+    """Mean normalised row entropy ``H_i / ln n_i`` (``n_i`` = keys query ``i`` may see): [..., T, T] → [...].
+
+    1 means uniform over the visible keys (a head that averages, or does nothing), 0 means one-hot.
+    """
+    w = as_numpy(weights)
+    return _entropy_norm_from_rows(row_entropy(w), _mask_for(w, mask))
+
+
+def prev_token_score(weights: Any, mask: Any = None) -> np.ndarray:
+    """Mean weight on the previous token, ``w_{i, i-1}``, over informative queries ``i >= 1``: → [...]."""
+    w = as_numpy(weights)
+    m = _mask_for(w, mask)
+    T = w.shape[-1]
+    if T < 2:
+        return np.full(w.shape[:-2], np.nan)
+    i = np.arange(1, T)
+    return _mean_rows(w[..., i, i - 1], informative_rows(m)[1:])
+
+
+def sink_score(weights: Any, mask: Any = None) -> np.ndarray:
+    """Mean weight on the first token (the "attention sink"), ``w_{i, 0}``, over informative queries."""
+    w = as_numpy(weights)
+    m = _mask_for(w, mask)
+    return _mean_rows(w[..., :, 0], informative_rows(m))
+
+
+def self_score(weights: Any, mask: Any = None) -> np.ndarray:
+    """Mean weight on the diagonal (a query attending to itself), ``w_{i, i}``, over informative queries."""
+    w = as_numpy(weights)
+    m = _mask_for(w, mask)
+    return _mean_rows(np.diagonal(w, axis1=-2, axis2=-1), informative_rows(m))
+
+
+def induction_positions(T: int, period: int, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(queries, keys) an induction head links on a prompt repeating with ``period`` from ``start``.
+
+    Queries are every position of every copy after the first, ``i ∈ [start + P, T)``; the key is the
+    token after the previous occurrence, ``i - P + 1``.
+    """
+    if period < 1:
+        raise ValueError(f"period must be at least 1, got {period}")
+    queries = np.arange(start + period, T)
+    return queries, queries - period + 1
+
+
+def induction_score(weights: Any, period: int, start: int = 0) -> np.ndarray:
+    """Mean weight from each query ``i`` in the repeated copies to key ``i - period + 1``.
+
+    [..., T, T] → [...].
+
+    ``weights`` must come from a prompt whose tokens ``start .. start + period - 1`` repeat after
+    themselves (see :func:`repeated_sequence`); ``period`` ``P`` is the length of one copy. A perfect
+    induction head scores 1; a uniform causal head scores about ``mean(1/(i+1))``.
+    """
+    w = as_numpy(weights)
+    T = w.shape[-1]
+    q, k = induction_positions(T, period, start)
+    if len(q) == 0:
+        raise ValueError(f"a prompt of {T} tokens holds no repeat of period {period} after position {start}")
+    return w[..., q, k].mean(-1, dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------------------------
+# repeated-sequence prompts
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class RepeatedPrompt:
+    """A prompt ``prefix + block * n_repeats`` for measuring induction heads.
+
+    ``tokens`` int64 [T]; ``period`` = len(block); ``start`` = len(prefix), where the first copy begins.
+    """
+
+    tokens: np.ndarray
+    period: int
+    start: int
+    n_repeats: int
+
+    def score(self, weights: Any) -> np.ndarray:
+        """:func:`induction_score` of ``weights`` [..., T, T] taken on this prompt."""
+        return induction_score(weights, self.period, self.start)
+
+
+def repeated_sequence(
+    vocab_size: int,
+    period: int,
+    *,
+    n_repeats: int = 2,
+    prefix: tuple[int, ...] | list[int] = (),
+    exclude: tuple[int, ...] | list[int] = (),
+    seed: int = 0,
+) -> RepeatedPrompt:
+    """A random block of ``period`` token ids repeated ``n_repeats`` times after ``prefix``.
+
+    The block draws distinct ids (when ``period`` ≤ the usable vocabulary) so each token's previous
+    occurrence is unique, avoiding ids in ``exclude`` (e.g. special tokens). Total length
+    ``len(prefix) + period * n_repeats``.
+    """
+    if n_repeats < 2:
+        raise ValueError("an induction prompt needs at least 2 copies of the block")
+    allowed = np.setdiff1d(np.arange(vocab_size), np.asarray(exclude, dtype=np.int64))
+    if len(allowed) == 0:
+        raise ValueError("every token id is excluded")
+    rng = np.random.default_rng(seed)
+    block = rng.choice(allowed, size=period, replace=period > len(allowed))
+    tokens = np.concatenate([np.asarray(prefix, dtype=np.int64), np.tile(block, n_repeats)]).astype(np.int64)
+    return RepeatedPrompt(tokens=tokens, period=period, start=len(prefix), n_repeats=n_repeats)
+
+
+# ---------------------------------------------------------------------------------------------
+# all metrics and names
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class HeadMetrics:
+    """Every per-head metric as float arrays of one shape (``[L, H]`` for a whole model).
+
+    ``induction`` is None unless measured on a repeated prompt (see :func:`head_metrics`).
+    """
+
+    entropy: np.ndarray
+    entropy_norm: np.ndarray
+    prev_token: np.ndarray
+    sink: np.ndarray
+    self_score: np.ndarray
+    induction: np.ndarray | None = None
+
+    #: Column names of :meth:`rows` for a sortable table (in this order).
+    COLUMNS = ("layer", "head", "entropy", "entropy_norm", "prev_token", "sink", "self_score", "induction")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.entropy.shape
+
+    def as_dict(self) -> dict[str, np.ndarray]:
+        """Metric name → array (``induction`` only when measured)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+    def rows(self) -> list[dict[str, float | int | None]]:
+        """One dict per head of an ``[L, H]`` set, keyed by :attr:`COLUMNS` (for a sortable table)."""
+        if len(self.shape) != 2:
+            raise ValueError(f"rows() needs [L, H] metrics, these have shape {self.shape}")
+        out = []
+        for layer in range(self.shape[0]):
+            for head in range(self.shape[1]):
+                row: dict[str, float | int | None] = {"layer": layer, "head": head}
+                for name in self.COLUMNS[2:]:
+                    arr = getattr(self, name)
+                    row[name] = None if arr is None else float(arr[layer, head])
+                out.append(row)
+        return out
+
+
+def head_metrics(
+    weights: Any,
+    mask: Any = None,
+    *,
+    induction_weights: Any = None,
+    period: int | None = None,
+    start: int = 0,
+) -> HeadMetrics:
+    """All metrics of ``weights`` [..., T, T] (e.g. ``trace.stack("weights")`` with ``trace.mask``).
+
+    Induction is measured on ``induction_weights`` (the same heads on a repeated prompt of ``period``
+    from ``start``) when given, else on ``weights`` themselves when ``period`` is given.
+    """
+    w = as_numpy(weights)
+    m = _mask_for(w, mask)
+    induction = None
+    if period is not None:
+        induction = induction_score(w if induction_weights is None else induction_weights, period, start)
+    h = row_entropy(w)
+    return HeadMetrics(
+        entropy=_entropy_from_rows(h, m),
+        entropy_norm=_entropy_norm_from_rows(h, m),
+        prev_token=prev_token_score(w, mask),
+        sink=sink_score(w, mask),
+        self_score=self_score(w, mask),
+        induction=induction,
+    )
+
+
+def head_metrics_from_trace(
+    trace: Any, induction: RepeatedPrompt | None = None, induction_trace: Any = None
+) -> HeadMetrics:
+    """:func:`head_metrics` of every recorded layer of a :class:`~model.interp.trace.Trace` (batch row 0): [L,
+    H].
+
+    Pass ``induction`` (the prompt) and ``induction_trace`` (a trace of it) to fill ``induction``.
+    """
+    w = trace.stack("weights")
+    if induction is None or induction_trace is None:
+        return head_metrics(w, trace.mask)
+    return head_metrics(
+        w,
+        trace.mask,
+        induction_weights=induction_trace.stack("weights"),
+        period=induction.period,
+        start=induction.start,
+    )
+
+
+def measure_induction(
+    model: Any, period: int = 24, *, n_repeats: int = 2, prefix=(), exclude=(), seed: int = 0
+) -> tuple[np.ndarray, RepeatedPrompt]:
+    """Induction score [L, H] of every head of ``model`` on a fresh :func:`repeated_sequence` prompt.
+
+    Runs ``model.interp.trace`` (weights only) on ``prefix + block * n_repeats``; returns (scores, prompt).
+    The caller holds whatever compute lock it shares with training.
+    """
+    import torch
+
+    V = model.config.vocab_size
+    prompt = repeated_sequence(V, period, n_repeats=n_repeats, prefix=prefix, exclude=exclude, seed=seed)
+    from model.interp.trace import inspect
+
+    trace = inspect(model, None, torch.as_tensor(prompt.tokens)[None], kinds=("weights",))
+    return prompt.score(trace.stack("weights")), prompt
+
+
+@dataclass(frozen=True)
+class HeadThresholds:
+    """Where a metric is high enough to name a head (each compared with ``>=``).
+
+    Defaults: a role takes at least 40% (induction) or half (the others) of a query's attention on
+    average; "uniform/dead" means normalised entropy ≥ 0.9, i.e. close to averaging every visible key
+    (what every head of a freshly initialised model does).
+    """
+
+    induction: float = 0.4
+    previous_token: float = 0.5
+    self: float = 0.5
+    sink: float = 0.5
+    uniform: float = 0.9
+
+
+@dataclass(frozen=True)
+class HeadLabel:
+    """The name given to one head and why: ``metric`` ``value`` ≥ ``threshold`` ("" = no name)."""
+
+    name: str
+    metric: str = ""
+    value: float = float("nan")
+    threshold: float = float("nan")
+
+    def __str__(self) -> str:
+        if not self.name:
+            return ""
+        return f"{self.name} ({self.metric} {self.value:.2f} ≥ {self.threshold:.2f})"
+
+
+@dataclass
+class HeadClassification:
+    """Names of every head: ``labels`` [L][H] of :class:`HeadLabel`, ``names`` str array [L, H]."""
+
+    labels: list[list[HeadLabel]]
+    thresholds: HeadThresholds = field(default_factory=HeadThresholds)
+
+    @property
+    def names(self) -> np.ndarray:
+        return np.array([[lab.name for lab in row] for row in self.labels], dtype=object)
+
+    def heads_named(self, name: str) -> list[tuple[int, int]]:
+        """(layer, head) of every head given ``name``."""
+        return [(l, h) for l, row in enumerate(self.labels) for h, lab in enumerate(row) if lab.name == name]
+
+
+def role_title(name: str, bos: str = "") -> str:
+    """The role ``name`` as a page shows it. When the prompt starts with the tokenizer's BOS token
+    ``bos`` (e.g. Llama's ``<s>``), a "sink" head rests on that token: the *attention sink* of Xiao et
+    al. (2023), where heads park weight they do not need elsewhere; the title says so."""
+    if name == "sink" and bos:
+        return f"sink (on the BOS token {bos}, the attention sink)"
+    return name
+
+
+def classify_heads(metrics: HeadMetrics, thresholds: HeadThresholds | None = None) -> HeadClassification:
+    """Name each head of ``[L, H]`` metrics by the first rule that holds, in this order:
+
+    1. "induction": ``induction >= thresholds.induction`` (only when induction was measured)
+    2. "previous-token": ``prev_token >= thresholds.previous_token``
+    3. "self": ``self_score >= thresholds.self``
+    4. "sink": ``sink >= thresholds.sink``
+    5. "uniform/dead": ``entropy_norm >= thresholds.uniform``
+
+    Specific patterns come before the catch-all ones: a head that looks at its previous token is named
+    for that even if it also leaks weight to the first token. Heads matching no rule get "".
+    """
+    t = thresholds or HeadThresholds()
+    if len(metrics.shape) != 2:
+        raise ValueError(f"classify_heads needs [L, H] metrics, got shape {metrics.shape}")
+    rules = [
+        ("induction", "induction", metrics.induction, t.induction),
+        ("previous-token", "prev_token", metrics.prev_token, t.previous_token),
+        ("self", "self_score", metrics.self_score, t.self),
+        ("sink", "sink", metrics.sink, t.sink),
+        ("uniform/dead", "entropy_norm", metrics.entropy_norm, t.uniform),
+    ]
+    L, H = metrics.shape
+    labels: list[list[HeadLabel]] = []
+    for layer in range(L):
+        row = []
+        for head in range(H):
+            label = HeadLabel("")
+            for name, metric, values, threshold in rules:
+                if values is None:
+                    continue
+                v = float(values[layer, head])
+                if np.isfinite(v) and v >= threshold:
+                    label = HeadLabel(name, metric, v, threshold)
+                    break
+            row.append(label)
+        labels.append(row)
+    return HeadClassification(labels, t)
+
+
+__all__ = [
+    "HEAD_ROLES",
+    "HeadClassification",
+    "HeadLabel",
+    "HeadMetrics",
+    "HeadThresholds",
+    "RepeatedPrompt",
+    "as_numpy",
+    "causal_mask_np",
+    "classify_heads",
+    "entropy",
+    "entropy_norm",
+    "head_metrics",
+    "head_metrics_from_trace",
+    "role_title",
+    "induction_positions",
+    "induction_score",
+    "informative_rows",
+    "measure_induction",
+    "prev_token_score",
+    "repeated_sequence",
+    "row_entropy",
+    "self_score",
+    "sink_score",
+]

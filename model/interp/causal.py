@@ -1,0 +1,219 @@
+"""The causal tools of the Attention tab as plain functions of a model: activation patching and
+direct logit attribution of one prompt, with token labels (the numbers come from
+:mod:`model.interp.analysis.patching` and :mod:`model.interp.analysis.attribution`).
+
+- :func:`patching_of`: a clean prompt (the tab's) and a corrupted one of the same token length →
+  :class:`PatchingResult`: how much of the clean − corrupted logit difference patching each head
+  (``restored`` [L, H]) and the residual stream at each layer × position (``restored`` [L, T])
+  restores;
+- :func:`attribution_of`: the direct contribution of every head, MLP and the embedding to one logit
+  (or a difference of two) → :class:`AttributionResult`;
+- :func:`suggest_corruption`: a corrupted prompt of the same token length (two words swapped, names
+  first), the classic "John and Mary" → "Mary and John" corruption;
+- :func:`one_token`: a token typed as text → its id, or a one-line error.
+
+No Qt: the app runs these in its compute worker; each puts the model in evaluation mode for its
+forward passes and restores the mode.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from model.interp.analysis.attribution import LogitAttribution, direct_logit_attribution
+from model.interp.analysis.patching import Patching, patch_heads, patch_resid
+from model.interp.inspection import PromptError, encode_prompt, token_labels
+from model.text.tokens import visible
+
+
+def one_token(tokenizer, text: str, what: str = "token") -> int:
+    """The id of ``text`` when it is exactly one token; else a :class:`PromptError` naming the count."""
+    try:
+        ids = tokenizer.encode(text)
+    except ValueError as exc:
+        raise PromptError(f"the {what} {text!r}: {exc}") from None
+    if len(ids) != 1:
+        pieces = " | ".join(visible(s) for s in tokenizer.token_strings(ids)) if ids else "nothing"
+        raise PromptError(f"the {what} {text!r} is {len(ids)} tokens ({pieces}): type exactly one token")
+    return int(ids[0])
+
+
+#: Words of the prompt :func:`suggest_corruption` tries to pair (names first).
+SWAP_CANDIDATES = 12
+
+
+def suggest_corruption(tokenizer, prompt: str) -> str | None:
+    """``prompt`` with two words swapped everywhere they occur, keeping its token count: capitalised
+    words (names) first, then any two words that encode to the same number of tokens. None when no
+    swap keeps the length (type a corrupted prompt by hand)."""
+    words = list(dict.fromkeys(re.findall(r"[^\W\d_]+", prompt)))
+    if len(words) < 2:
+        return None
+    n_tokens = len(tokenizer.encode(prompt))
+    # names: capitalised somewhere other than the start of a sentence ("When Mary and John ...")
+    names = {
+        m.group(1)
+        for m in re.finditer(r"(?<![.!?\n]\s)(?<!^)\b([^\W\d_]+)", prompt)
+        if m.group(1)[0].isupper()
+    }
+    # at most the first SWAP_CANDIDATES words: each pair tried re-encodes the whole prompt
+    ordered = ([w for w in words if w in names] + [w for w in words if w not in names])[:SWAP_CANDIDATES]
+    for i, a in enumerate(ordered):
+        for b in ordered[i + 1 :]:
+            swap = {a: b, b: a}
+            swapped = re.sub(rf"\b({re.escape(a)}|{re.escape(b)})\b", lambda m, s=swap: s[m.group(0)], prompt)
+            if swapped == prompt:
+                continue
+            try:
+                if len(tokenizer.encode(swapped)) == n_tokens:
+                    return swapped
+            except ValueError:
+                continue
+    return None
+
+
+@dataclass
+class PatchingResult:
+    """Patching of ``corrupt_prompt`` from the clean run of ``prompt`` (see
+    :mod:`model.interp.analysis.patching`).
+
+    ``heads`` (restored [L, H]) and ``resid`` (restored [L, T]) are the two sweeps; ``labels`` /
+    ``corrupt_labels`` [T] the visible tokens of each prompt; ``answer_label`` / ``wrong_label`` the two
+    tokens of the metric ``logit[answer] − logit[wrong]`` at position ``heads.position``.
+    """
+
+    request: int
+    prompt: str
+    corrupt_prompt: str
+    heads: Patching
+    resid: Patching
+    labels: list[str]
+    corrupt_labels: list[str]
+    answer_label: str
+    wrong_label: str
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The numbers as plain arrays (the .npz export; no pickles)."""
+        return {
+            "restored_heads": self.heads.restored.astype(np.float64),
+            "logit_diff_heads": self.heads.patched.astype(np.float64),
+            "restored_resid": self.resid.restored.astype(np.float64),
+            "logit_diff_resid": self.resid.patched.astype(np.float64),
+            "clean_logit_diff": np.float64(self.heads.clean_diff),
+            "corrupt_logit_diff": np.float64(self.heads.corrupt_diff),
+            "answer": np.array([self.heads.answer, self.heads.wrong]),
+            "answer_tokens": np.array([self.answer_label, self.wrong_label], dtype=str),
+            "position": np.int64(self.heads.position),
+            "tokens": np.array(self.labels, dtype=str),
+            "corrupt_tokens": np.array(self.corrupt_labels, dtype=str),
+        }
+
+
+def patching_of(
+    model,
+    tokenizer,
+    ids: list[int],
+    corrupt_prompt: str,
+    *,
+    answer: str | None = None,
+    wrong: str | None = None,
+    position: int = -1,
+    prompt: str = "",
+    request: int = 0,
+) -> PatchingResult:
+    """Patch every head and every (layer, position) of the residual stream from the clean run of
+    ``ids`` into ``corrupt_prompt``'s run (``L·H + L·T`` batched runs). ``answer`` / ``wrong``: tokens
+    as text (None: the clean run's top token, the corrupted run's). A :class:`PromptError` when the
+    corrupted prompt does not encode to as many tokens as the clean one."""
+    corrupt, dropped = encode_prompt(tokenizer, corrupt_prompt, model.config.context_length)
+    if dropped or len(corrupt) != len(ids):
+        raise PromptError(
+            f"the corrupted prompt is {len(corrupt) + dropped} tokens and the clean one {len(ids)}: "
+            "patching needs the same length (swap words of the same token length)"
+        )
+    a = one_token(tokenizer, answer, "answer token") if answer else None
+    w = one_token(tokenizer, wrong, "wrong token") if wrong else None
+    kw = {"answer": a, "wrong": w, "position": position}
+    heads = patch_heads(model, ids, corrupt, **kw)
+    kw.update(answer=heads.answer, wrong=heads.wrong)
+    resid = patch_resid(model, ids, corrupt, **kw)
+    _, labels = token_labels(tokenizer, ids)
+    _, corrupt_labels = token_labels(tokenizer, corrupt)
+    _, (answer_label, wrong_label) = token_labels(tokenizer, [heads.answer, heads.wrong])
+    return PatchingResult(
+        request, prompt, corrupt_prompt, heads, resid, labels, corrupt_labels, answer_label, wrong_label
+    )
+
+
+@dataclass
+class AttributionResult:
+    """Direct logit attribution at one position (:class:`~model.interp.analysis.attribution.LogitAttribution`
+    ``attr``) with the labels: ``token_label`` (and ``other_label`` for a difference), ``labels`` [T];
+    ``norm``: the final norm's kind (``layernorm`` or ``rmsnorm``), whose scale was frozen."""
+
+    request: int
+    attr: LogitAttribution
+    token_label: str
+    other_label: str | None
+    labels: list[str]
+    norm: str
+
+    @property
+    def target(self) -> str:
+        """What is attributed, in words: ``logit('x')`` or ``logit('x') − logit('y')``."""
+        text = f"logit('{self.token_label}')"
+        return text + (f" − logit('{self.other_label}')" if self.other_label is not None else "")
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        a = self.attr
+        names, values = zip(*a.parts(), strict=True)
+        return {
+            "heads": a.heads.astype(np.float64),
+            "mlp": a.mlp.astype(np.float64),
+            "attn_bias": a.attn_bias.astype(np.float64),
+            "embed": np.float64(a.embed),
+            "norm_bias": np.float64(a.norm_bias),
+            "logit": np.float64(a.logit),
+            "total": np.float64(a.total),
+            "frozen_norm_scale": np.float64(a.scale),
+            "position": np.int64(a.position),
+            "token": np.array([a.token, -1 if a.other is None else a.other]),
+            "parts": np.array(names, dtype=str),
+            "part_values": np.array(values, dtype=np.float64),
+            "tokens": np.array(self.labels, dtype=str),
+        }
+
+
+def attribution_of(
+    model,
+    tokenizer,
+    ids: list[int],
+    *,
+    token: str | None = None,
+    other: str | None = None,
+    position: int = -1,
+    request: int = 0,
+) -> AttributionResult:
+    """:class:`AttributionResult` of ``logit[position, token]`` (``− logit[position, other]``) for the
+    prompt ``ids``; ``token`` None = the model's top prediction there. Tokens are typed as text
+    (:func:`one_token`). Post-LN models are refused (a ValueError from the analysis)."""
+    t = one_token(tokenizer, token, "token") if token else None
+    o = one_token(tokenizer, other, "other token") if other else None
+    attr = direct_logit_attribution(model, ids, token=t, other=o, position=position)
+    _, labels = token_labels(tokenizer, ids)
+    _, names = token_labels(tokenizer, [attr.token] + ([attr.other] if attr.other is not None else []))
+    other_label = names[1] if len(names) > 1 else None
+    return AttributionResult(request, attr, names[0], other_label, labels, model.config.norm)
+
+
+__all__ = [
+    "AttributionResult",
+    "PatchingResult",
+    "attribution_of",
+    "one_token",
+    "patching_of",
+    "suggest_corruption",
+]

@@ -1,0 +1,142 @@
+"""The inspection file format (.npz) shared by `attention-lab inspect` and the app's exports, and
+one head's matrix as CSV (:func:`write_head_csv`).
+
+Arrays (``L`` layers, ``H`` heads, ``T`` tokens, ``V`` vocabulary):
+
+==================  ==============  ===============================================
+key                 shape / dtype   meaning
+==================  ==============  ===============================================
+``tokens``          [T] str         each token's text
+``layers``          [L] int         the layers present (all, unless the export was planned to fit)
+``weights``         [L, H, T, T]    attention weights (rows sum to 1)
+``scores_raw``      [L, H, T, T]    Q Kᵀ
+``scores_scaled``   [L, H, T, T]    the softmax input before masking
+``mask``            [T, T] bool     True where a query may attend
+``resid_norms``     [P, T]          ‖residual stream‖₂ at each checkpoint
+``resid_points``    [P] str         checkpoint names: embed, L0.mid, L0.post, ...
+``logits``          [T, V]          next-token logits at every position
+``config``          () str          the model's GPTConfig as JSON
+==================  ==============  ===============================================
+
+No pickled objects: every array is a plain numeric, bool or unicode array, so
+``np.load(path, allow_pickle=False)`` reads it.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from model.atomic import write_atomic
+from model.interp.trace import Trace
+
+
+def _stacked(trace: Trace, kind: str, batch: int, dtype: np.dtype) -> np.ndarray | None:
+    """``kind`` of every recorded layer as one [L, ...] array, filled layer by layer (one copy)."""
+    layers = [layer for layer in trace.layers if trace.has(kind, layer)]
+    if not layers:
+        return None
+    first = trace[kind, layers[0]][batch]
+    out = np.empty((len(layers), *first.shape), dtype=dtype)
+    as_torch = torch.float16 if np.dtype(dtype) == np.float16 else torch.float32
+    for i, layer in enumerate(layers):
+        out[i] = trace[kind, layer][batch].to(as_torch).numpy()
+    return out
+
+
+def inspection_arrays(
+    trace: Trace, token_strings: list[str], batch: int = 0, *, dtype: np.dtype = np.float32
+) -> dict[str, np.ndarray]:
+    """The arrays of the inspection format from a trace that recorded
+    :data:`model.interp.trace_size.REQUIRED_KINDS`.
+
+    A trace of some layers only, or without the two score kinds (an inspection planned to fit in
+    memory, :func:`model.interp.trace_size.plan_inspection`), gives the arrays it has; ``layers`` always names
+    the
+    layers present. ``dtype`` float16 halves the size of the [L, H, T, T] arrays.
+    """
+    points, norms = trace.resid_norms(batch)
+    out = {"tokens": np.array(token_strings, dtype=str)}
+    for kind in ("weights", "scores_raw", "scores_scaled"):
+        stacked = _stacked(trace, kind, batch, dtype)
+        if stacked is not None:
+            out[kind] = stacked
+    out.update(
+        {
+            "layers": np.array(trace.layers, dtype=np.int64),
+            "mask": trace.mask.numpy().astype(bool),
+            "resid_norms": norms.astype(np.float32),
+            "resid_points": np.array(points, dtype=str),
+            "logits": trace.logits[batch].numpy().astype(np.float32),
+            "config": np.array(trace.config.to_json()),
+        }
+    )
+    return out
+
+
+def save_inspection(path: str | Path, arrays: dict[str, np.ndarray]) -> Path:
+    """Write ``arrays`` (any plain arrays: the inspection format, a page's numbers) as a compressed
+    .npz atomically (temp file in the same folder, then rename); ``.npz`` is appended if missing."""
+    path = Path(path)
+    if path.suffix != ".npz":
+        path = path.with_name(path.name + ".npz")
+    return write_atomic(path, lambda fh: np.savez_compressed(fh, **arrays))
+
+
+def load_inspection(path: str | Path) -> dict[str, np.ndarray]:
+    """Read an inspection file back (never unpickles)."""
+    with np.load(path, allow_pickle=False) as data:
+        return {k: data[k] for k in data.files}
+
+
+def write_head_csv(
+    path: str | Path, matrix: np.ndarray, labels: list[str], *, corner: str = "query \\ key"
+) -> Path:
+    """One head's [T, T] matrix as CSV: a header row of ``index:token`` key names, then one row per query.
+
+    Labels carry the position (``"3:␣"``) so repeated tokens stay distinct; values are written with 8
+    significant digits. Written atomically; ``.csv`` is appended to a path without it.
+    """
+    m = np.asarray(matrix, dtype=np.float64)
+    if m.ndim != 2 or m.shape != (len(labels), len(labels)):
+        raise ValueError(f"a head matrix of shape {m.shape} does not fit {len(labels)} token labels")
+    names = [f"{i}:{lab}" for i, lab in enumerate(labels)]
+    return write_matrix_csv(path, m, names, names, corner=corner)
+
+
+def write_matrix_csv(
+    path: str | Path, matrix: np.ndarray, row_labels: list[str], col_labels: list[str], *, corner: str = ""
+) -> Path:
+    """Any labelled [R, C] matrix as CSV (a header row ``corner, col_labels...``, then one row per
+    label of ``row_labels``), values with 8 significant digits, NaN as ``nan``. Written atomically;
+    ``.csv`` is appended to a path without it."""
+    m = np.asarray(matrix, dtype=np.float64)
+    if m.ndim != 2 or m.shape != (len(row_labels), len(col_labels)):
+        raise ValueError(
+            f"a matrix of shape {m.shape} does not fit {len(row_labels)} row and "
+            f"{len(col_labels)} column labels"
+        )
+
+    def write(fh):
+        w = csv.writer(fh)
+        w.writerow([corner, *col_labels])
+        for name, row in zip(row_labels, m, strict=True):
+            w.writerow([name, *(f"{v:.8g}" for v in row)])
+
+    path = Path(path)
+    if path.suffix.lower() != ".csv":
+        path = path.with_name(path.name + ".csv")
+    return write_atomic(path, write, text=True)
+
+
+def read_head_csv(path: str | Path) -> tuple[list[str], list[str], np.ndarray]:
+    """(query labels, key labels, matrix) back from :func:`write_head_csv`."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    keys = rows[0][1:]
+    queries = [r[0] for r in rows[1:]]
+    m = np.array([[float(v) for v in r[1:]] for r in rows[1:]], dtype=np.float64)
+    return queries, keys, m

@@ -1,0 +1,336 @@
+"""Trace: what one inspected forward pass recorded, keyed by (kind, layer).
+
+A trace is taken by :meth:`model.nn.gpt.GPT.trace` (or ``GPT.record``, or ``model.interp.inspection.inspect``
+for a
+prompt): a :class:`Recorder` hooks the model's hook points (:mod:`model.nn.hooks`, whose table maps every
+kind to the point it is read from). Per layer ``l`` and head ``h`` it can hold:
+
+===================  ===============  =====================================================
+kind                 shape            meaning
+===================  ===============  =====================================================
+``q`` ``k`` ``v``    [B, H, T, d_k]   per-head queries/keys/values (K, V repeated to H heads)
+``scores_raw``       [B, H, T, T]     Q Kᵀ
+``scores_scaled``    [B, H, T, T]     what enters the softmax before masking (Q Kᵀ/√d_k, ...)
+``weights``          [B, H, T, T]     softmax(masked scaled scores); rows sum to 1
+``head_out``         [B, H, T, d_k]   weights @ V, one head's output before W_O
+``attn_out``         [B, T, d]        what attention writes into the residual stream
+``mlp_out``          [B, T, d]        what the MLP writes into the residual stream
+``resid_pre``        [B, T, d]        the stream entering the block
+``resid_mid``        [B, T, d]        between attention and MLP
+``resid_post``       [B, T, d]        the stream leaving the block
+``attn_write_norm``  [B, T]           ‖attn_out‖₂ per position
+``mlp_write_norm``   [B, T]           ‖mlp_out‖₂ per position
+===================  ===============  =====================================================
+
+plus, for the whole model, ``mask`` [T, T] (True where a query may attend), ``logits`` [B, T, V]
+(always float32), ``resid_final`` [B, T, d] (after the final norm) and the input ``tokens`` [B, T].
+
+Memory. Every [T, T] kind costs ``L·H·T²·B·s`` bytes (``s`` = 2 for float16, 4 for float32). A
+12-layer, 12-head model at T = 1024 with only ``weights`` in float16 needs 12·12·1024²·2 B = 302 MB
+(all three score kinds: 906 MB); the residual kinds are ``L·T·d·s`` each (12·1024·768·2 = 18.9 MB).
+Select ``layers`` and ``kinds`` to record less; :func:`estimate_nbytes` gives the figure in advance.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from model.interp.trace_size import ALL_KINDS, GLOBAL_KINDS, inspection_need
+
+#: The residual-stream checkpoints in order, as names for plots: ("embed", "L0.mid", "L0.post", ...).
+RESID_POINTS_DOC = "embed, then for each layer l: L{l}.mid (after attention), L{l}.post (after the MLP)"
+
+
+#: Trace kind → the hook point of block ``l`` (``blocks.{l}.<point>``) it is read from.
+KIND_POINTS = {
+    "q": "attn.q",
+    "k": "attn.k",
+    "v": "attn.v",
+    "scores_raw": "attn.k",  # Q Kᵀ from this layer's q and k
+    "scores_scaled": "attn.scores",
+    "weights": "attn.pattern",
+    "head_out": "attn.z",
+    "attn_out": "attn.out",
+    "mlp_out": "mlp.out",
+    "resid_pre": "resid_pre",
+    "resid_mid": "resid_mid",
+    "resid_post": "resid_post",
+    "attn_write_norm": "attn.out",
+    "mlp_write_norm": "mlp.out",
+}
+
+
+def check_kinds(kinds: Iterable[str] | None) -> frozenset[str] | None:
+    """``kinds`` as a frozenset (None = all); ValueError naming the valid kinds for an unknown one."""
+    if kinds is None:
+        return None
+    kinds = frozenset([kinds] if isinstance(kinds, str) else kinds)
+    unknown = sorted(kinds - set(ALL_KINDS))
+    if unknown:
+        names = ", ".join(map(repr, unknown))
+        raise ValueError(f"unknown trace kind {names}; valid kinds: {', '.join(ALL_KINDS)}")
+    return kinds
+
+
+@dataclass
+class Recorder:
+    """Decides what a trace keeps and stores it (detached, on CPU, in ``dtype``).
+
+    :meth:`hooks` gives the hook functions that fill ``store`` from a forward pass; :meth:`trace`
+    turns what they caught into a :class:`Trace`. Unknown ``kinds`` are a ValueError.
+    """
+
+    layers: frozenset[int] | None = None
+    kinds: frozenset[str] | None = None
+    dtype: torch.dtype = torch.float32
+    store: dict[tuple[str, int], torch.Tensor] = field(default_factory=dict)
+    config: Any = None
+    mask: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+
+    def __post_init__(self):
+        self.kinds = check_kinds(self.kinds)
+        if self.layers is not None:
+            self.layers = frozenset(int(i) for i in self.layers)
+
+    def wants_layer(self, layer: int) -> bool:
+        return self.layers is None or layer in self.layers
+
+    def wants(self, kind: str, layer: int) -> bool:
+        return self.wants_layer(layer) and (self.kinds is None or kind in self.kinds)
+
+    def put(self, kind: str, layer: int, tensor: torch.Tensor) -> None:
+        if self.wants(kind, layer):
+            self.store[(kind, layer)] = tensor.detach().to(device="cpu", dtype=self.dtype).contiguous()
+
+    def hooks(self, n_layers: int, n_rep: int = 1) -> list[tuple[str, Any]]:
+        """(hook point, function) pairs that record the wanted kinds of a model with ``n_layers``
+        blocks whose key/value heads serve ``n_rep`` query heads each (K and V are stored repeated)."""
+
+        def keep(name):
+            def fn(x, hook):
+                setattr(self, name, x)
+
+            return fn
+
+        pairs = [("mask", keep("mask")), ("logits", keep("logits"))]
+        if self.wants("resid_final", -1):
+            pairs.append(("ln_final", lambda x, hook: self.put("resid_final", -1, x)))
+        last_q: dict[int, torch.Tensor] = {}
+
+        def heads(t):  # [B, H_kv, S, d_k] -> [B, H, S, d_k]
+            return t.repeat_interleave(n_rep, dim=1) if n_rep > 1 else t
+
+        transforms = {
+            "k": heads,
+            "v": heads,
+            "scores_raw": lambda k, layer: last_q.pop(layer) @ heads(k).transpose(-2, -1),
+            "attn_write_norm": lambda t: t.float().norm(dim=-1),
+            "mlp_write_norm": lambda t: t.float().norm(dim=-1),
+        }
+
+        def recorder(kind, layer):
+            f = transforms.get(kind)
+
+            def fn(x, hook):
+                self.put(kind, layer, x if f is None else f(x, layer) if kind == "scores_raw" else f(x))
+
+            return fn
+
+        for layer in range(n_layers):
+            if self.wants("scores_raw", layer):
+                pairs.append((f"blocks.{layer}.attn.q", lambda q, hook: last_q.__setitem__(hook.layer, q)))
+            pairs += [
+                (f"blocks.{layer}.{point}", recorder(kind, layer))
+                for kind, point in KIND_POINTS.items()
+                if self.wants(kind, layer)
+            ]
+        return pairs
+
+    def trace(self, tokens: torch.Tensor) -> Trace:
+        """The :class:`Trace` of the forward pass of ``tokens`` [B, T] just recorded."""
+        T = tokens.shape[-1]
+        mask = self.mask if self.mask is not None else torch.ones(T, T, dtype=torch.bool)
+        return Trace(self.config, tokens, self.store, mask, self.logits)
+
+
+class Trace:
+    """Recorded activations of one forward pass; see the module docstring for kinds and shapes.
+
+    ``trace["weights", 2]`` is layer 2's attention weights [B, H, T, T];
+    ``trace.stack("weights")`` stacks every recorded layer for one batch row: numpy [L, H, T, T].
+    """
+
+    def __init__(
+        self,
+        config: Any,
+        tokens: torch.Tensor,
+        store: dict[tuple[str, int], torch.Tensor],
+        mask: torch.Tensor,
+        logits: torch.Tensor,
+    ):
+        self.config = config
+        self.tokens = tokens.detach().cpu()
+        self._store = store
+        self.mask = mask.detach().cpu()
+        self.logits = logits.detach().float().cpu()
+
+    def __getitem__(self, key: tuple[str, int]) -> torch.Tensor:
+        try:
+            return self._store[key]
+        except KeyError:
+            kind, layer = key
+            raise KeyError(
+                f"trace has no {kind!r} for layer {layer}; recorded kinds: {sorted(self.kinds)}, "
+                f"layers: {self.layers}"
+            ) from None
+
+    def get(self, kind: str, layer: int, default: Any = None) -> Any:
+        return self._store.get((kind, layer), default)
+
+    def has(self, kind: str, layer: int = -1) -> bool:
+        return (kind, layer) in self._store
+
+    def keys(self) -> list[tuple[str, int]]:
+        return list(self._store)
+
+    @property
+    def kinds(self) -> set[str]:
+        return {k for k, _ in self._store}
+
+    @property
+    def layers(self) -> list[int]:
+        return sorted({layer for _, layer in self._store if layer >= 0})
+
+    @property
+    def seq_len(self) -> int:
+        return int(self.tokens.shape[-1])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the recorded tensors (logits, mask and tokens excluded)."""
+        return sum(t.element_size() * t.nelement() for t in self._store.values())
+
+    def stack(self, kind: str, batch: int = 0) -> np.ndarray:
+        """float32 numpy of ``kind`` for every recorded layer, batch row ``batch``: [L, ...]."""
+        layers = [layer for layer in self.layers if (kind, layer) in self._store]
+        if not layers:
+            raise KeyError(f"trace has no {kind!r}; recorded kinds: {sorted(self.kinds)}")
+        return np.stack([self._store[(kind, layer)][batch].float().numpy() for layer in layers])
+
+    def take_stack(self, kind: str, batch: int = 0) -> np.ndarray:
+        """Like :meth:`stack` but in the recorded dtype, and each layer leaves the trace as it is copied
+        (peak memory: the result plus one layer, not twice the result). The trace no longer has ``kind``."""
+        layers = [layer for layer in self.layers if (kind, layer) in self._store]
+        if not layers:
+            raise KeyError(f"trace has no {kind!r}; recorded kinds: {sorted(self.kinds)}")
+        first = self._store[(kind, layers[0])][batch]
+        out = np.empty((len(layers), *first.shape), dtype=first.numpy().dtype)
+        for i, layer in enumerate(layers):
+            out[i] = self._store.pop((kind, layer))[batch].numpy()
+        return out
+
+    def resid_norms(self, batch: int = 0) -> tuple[list[str], np.ndarray]:
+        """‖residual stream‖₂ at every checkpoint and position: (names, [points, T]).
+
+        Points: ``embed`` (the input of layer 0), then ``L{l}.mid`` and ``L{l}.post`` per layer.
+        Needs ``resid_pre`` of layer 0 and ``resid_mid``/``resid_post`` of every layer.
+        """
+        names: list[str] = []
+        rows: list[np.ndarray] = []
+        layers = self.layers
+        if layers and self.has("resid_pre", layers[0]):
+            names.append("embed" if layers[0] == 0 else f"L{layers[0]}.pre")
+            rows.append(self._store[("resid_pre", layers[0])][batch].float().norm(dim=-1).numpy())
+        for layer in layers:
+            for kind, tag in (("resid_mid", "mid"), ("resid_post", "post")):
+                if self.has(kind, layer):
+                    names.append(f"L{layer}.{tag}")
+                    rows.append(self._store[(kind, layer)][batch].float().norm(dim=-1).numpy())
+        if not rows:
+            raise KeyError("trace recorded no residual stream (kinds resid_pre/resid_mid/resid_post)")
+        return names, np.stack(rows)
+
+    def to_numpy(self, batch: int = 0) -> dict[str, np.ndarray]:
+        """Every stacked per-layer kind for one batch row, plus mask and logits, as float32 numpy."""
+        out: dict[str, np.ndarray] = {}
+        for kind in sorted(self.kinds):
+            if kind in GLOBAL_KINDS:
+                out[kind] = self._store[(kind, -1)][batch].float().numpy()
+            else:
+                out[kind] = self.stack(kind, batch)
+        out["mask"] = self.mask.numpy()
+        out["logits"] = self.logits[batch].numpy()
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"Trace(T={self.seq_len}, layers={self.layers}, kinds={sorted(self.kinds)}, "
+            f"{self.nbytes / 1e6:.1f} MB)"
+        )
+
+
+@contextlib.contextmanager
+def eval_mode(model):
+    was = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was)
+
+
+def inspect(
+    model,
+    tokenizer,
+    prompt,
+    *,
+    kinds=None,
+    layers=None,
+    dtype=None,
+    hooks=(),
+    errors: str = "strict",
+):
+    """The :class:`~model.interp.trace.Trace` of ``prompt``: the one way to inspect a model.
+
+    ``prompt``: text (encoded by ``tokenizer`` with ``errors``, keeping its last ``context_length``
+    tokens), token ids [T], or a tensor [T] / [B, T] (``tokenizer`` may then be None). ``kinds`` and
+    ``layers`` choose what is recorded (all by default; an unknown kind is a ValueError naming the
+    valid ones); ``dtype`` the stored precision (float32 by default); ``hooks``: interventions active
+    during the pass ({name: fn} or (name, fn) pairs, e.g. ``model.nn.hooks.ablate_heads``). Runs in
+    evaluation mode under ``torch.no_grad`` and restores the model's mode.
+    """
+    kinds = check_kinds(kinds)
+    if isinstance(prompt, str):
+        prompt = tokenizer.encode(prompt, errors=errors)[-model.config.context_length :]
+        if not prompt:
+            raise ValueError("the prompt encodes to no tokens")
+    idx = torch.as_tensor(prompt, dtype=torch.long, device=model.device)
+    if idx.dim() == 1:
+        idx = idx[None]
+    _check_fits(model, idx, kinds, layers, dtype or torch.float32)
+    with torch.no_grad(), eval_mode(model), model.hooks(hooks):
+        return model.trace(idx, kinds=kinds, layers=layers, dtype=dtype or torch.float32)
+
+
+def _check_fits(model, idx: torch.Tensor, kinds, layers, dtype: torch.dtype) -> None:
+    """Refuse (:class:`model.budget.sizing.ModelTooLarge`, in milliseconds) a trace the machine cannot hold:
+    every [T, T] kind costs ``L·H·T²·s`` bytes (module docstring)."""
+    from model.budget.sizing import check
+
+    n_layers = len({int(i) for i in layers}) if layers is not None else None
+    need = inspection_need(
+        model.config,
+        int(idx.shape[-1]),
+        kinds=tuple(ALL_KINDS if kinds is None else kinds),
+        n_layers=n_layers,
+        bytes_per_value=torch.empty((), dtype=dtype).element_size(),
+        batch=int(idx.shape[0]),
+    )
+    check(need, device=idx.device)

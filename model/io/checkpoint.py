@@ -1,0 +1,519 @@
+"""Checkpoints: a directory of JSON and safetensors, written atomically, loaded with validation.
+
+Layout of a checkpoint directory::
+
+    config.json            GPTConfig fields (GPTConfig.load reads it on its own)
+    model.safetensors      the model's state_dict (float32 or lower; tied heads stored once)
+    tokenizer.json         Tokenizer.to_dict()
+    meta.json              format tag, file sizes and SHA-256 of the .safetensors files, and the
+                           caller's meta (data source identity, name, ...)
+    train_state.json       optional: step, settings, loss history, ... (everything JSON-able)
+    optimizer.safetensors  optional, present with train_state.json: its tensors (optimizer moments,
+                           RNG states)
+
+Nothing is pickled and nothing is unpickled: tensors go through safetensors, everything else
+through JSON. Files with other names in the directory (``*.pt``, ``*.bin``) are never read.
+
+Atomic save: every file is written (and fsynced) into a sibling temporary directory, which then
+replaces the target in one step (``renameat2(RENAME_EXCHANGE)`` on Linux, otherwise rename-aside
+then rename, with :func:`load_checkpoint` falling back to the set-aside copy if a crash came between
+the two renames). A save killed at any moment leaves either the old checkpoint or the new one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import datetime as _dt
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from model.atomic import pid_alive
+from model.config import ConfigError, GPTConfig
+from model.errors import AttentionLabError
+from model.text.registry import tokenizer_from_dict
+from model.text.tokens import Tokenizer, TokenizerError
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "Checkpoint",
+    "CheckpointError",
+    "check_save_target",
+    "clean_stale_temps",
+    "load_checkpoint",
+    "save_checkpoint",
+]
+
+FORMAT = "attention-lab-checkpoint"
+FORMAT_VERSION = 1
+
+CONFIG_FILE = "config.json"
+MODEL_FILE = "model.safetensors"
+TOKENIZER_FILE = "tokenizer.json"
+META_FILE = "meta.json"
+STATE_FILE = "train_state.json"
+TENSORS_FILE = "optimizer.safetensors"
+REQUIRED_FILES = (CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE)
+
+_TMP_TAG = ".tmp-"
+_OLD_TAG = ".old"
+
+
+class CheckpointError(AttentionLabError, ValueError):
+    """A checkpoint cannot be written or read; the message names the file and what is wrong."""
+
+
+@dataclass
+class Checkpoint:
+    """What :func:`load_checkpoint` returns.
+
+    ``train_state`` is the dict saved with it (None when the checkpoint has none); its ``"tensors"``
+    entry holds the tensors of optimizer.safetensors (on the CPU).
+    """
+
+    path: Path
+    config: GPTConfig
+    model: Any  # model.gpt.GPT (typed loosely to keep this module's import light)
+    tokenizer: Tokenizer
+    train_state: dict[str, Any] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------
+# writing
+# ---------------------------------------------------------------------------------------------
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    try:
+        text = json.dumps(obj, indent=2, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(f"{path.name}: cannot be written as JSON: {exc}") from None
+    _write_bytes(path, (text + "\n").encode("utf-8"))
+
+
+def _write_tensors(
+    path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None
+) -> None:
+    from safetensors.torch import save
+
+    data = save({k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}, metadata=metadata)
+    _write_bytes(path, data)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _model_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The persistent state_dict with each shared storage stored once (safetensors rejects aliases)."""
+    out: dict[str, torch.Tensor] = {}
+    seen: dict[tuple[int, int, tuple[int, ...]], str] = {}
+    for name, t in model.state_dict().items():
+        key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))
+        if key in seen:
+            continue
+        seen[key] = name
+        out[name] = t
+    return out
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
+    if not hasattr(os, "sched_getaffinity"):  # not Linux
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    AT_FDCWD, RENAME_EXCHANGE = -100, 2
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    rc = renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE)
+    return rc == 0
+
+
+def _clean_stale_temps(target: Path) -> None:
+    """Remove temp directories of earlier saves to ``target`` whose process is gone."""
+    prefix = f".{target.name}{_TMP_TAG}"
+    try:
+        siblings = list(target.parent.iterdir())
+    except OSError:
+        return
+    for p in siblings:
+        if not p.name.startswith(prefix) or not p.is_dir():
+            continue
+        try:
+            pid = int(p.name[len(prefix) :].split("-")[0])
+        except ValueError:
+            continue
+        if pid != os.getpid() and not pid_alive(pid):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _looks_like_checkpoint(path: Path) -> bool:
+    return (path / CONFIG_FILE).exists() or (path / MODEL_FILE).exists() or (path / META_FILE).exists()
+
+
+def check_save_target(path: str | Path) -> Path:
+    """Raise :class:`CheckpointError` unless a checkpoint may be written at ``path`` (absent, empty, or
+    a checkpoint already); call it before a long run so a bad ``--out`` fails at once."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise CheckpointError(f"cannot save a checkpoint to {str(path)!r}: it is a file, not a directory")
+    if path.is_dir() and any(path.iterdir()) and not _looks_like_checkpoint(path):
+        raise CheckpointError(
+            f"refusing to overwrite {str(path)!r}: it is a non-empty folder that is not a checkpoint"
+        )
+    _check_writable(path.parent)
+    return path
+
+
+def _check_writable(folder: Path) -> None:
+    """Raise :class:`CheckpointError` unless a file can be created in ``folder`` (or in the nearest
+    folder above it that exists, where the missing ones would be made): the save writes a sibling."""
+    import tempfile
+
+    here = folder.absolute()
+    while not here.exists() and here != here.parent:
+        here = here.parent
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=here)
+    except OSError as exc:
+        raise CheckpointError(
+            f"cannot save a checkpoint in {str(folder)!r}: {exc.strerror or exc} (read-only or no permission)"
+        ) from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def clean_stale_temps(path: str | Path) -> None:
+    """Remove what killed saves to ``path`` left behind (their process is gone): call at start-up."""
+    _clean_stale_temps(Path(path))
+
+
+def save_checkpoint(
+    path: str | Path,
+    model: torch.nn.Module,
+    tokenizer: Tokenizer,
+    *,
+    train_state: dict[str, Any] | None = None,
+    meta: dict[str, Any] | None = None,
+) -> Path:
+    """Write a checkpoint directory at ``path`` atomically; returns the path.
+
+    ``train_state``: JSON-able dict; its optional ``"tensors"`` entry (dict name → tensor) goes to
+    optimizer.safetensors. ``meta``: JSON-able dict kept in meta.json (data source identity, ...).
+    An existing directory at ``path`` is replaced only if it is a checkpoint (or empty), so a typo in
+    ``--out`` never deletes someone's folder.
+    """
+    path = check_save_target(path)
+    config_v = getattr(getattr(model, "config", None), "vocab_size", None)
+    if config_v is not None and tokenizer.vocab_size > config_v:
+        raise CheckpointError(
+            f"the tokenizer has {tokenizer.vocab_size} tokens but the model only {config_v}: "
+            "they do not belong together"
+        )
+    parent = path.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CheckpointError(f"cannot create {str(parent)!r}: {exc.strerror or exc}") from None
+    _clean_stale_temps(path)
+    tmp = parent / f".{path.name}{_TMP_TAG}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        tmp.mkdir()
+    except OSError as exc:
+        raise CheckpointError(f"cannot write into {str(parent)!r}: {exc.strerror or exc}") from None
+    try:
+        config: GPTConfig = model.config  # type: ignore[assignment]
+        _write_json(tmp / CONFIG_FILE, config.to_dict())
+        _write_tensors(tmp / MODEL_FILE, _model_tensors(model), {"format": FORMAT})
+        _write_json(tmp / TOKENIZER_FILE, tokenizer.to_dict())
+        files = [MODEL_FILE]
+        if train_state is not None:
+            state = dict(train_state)
+            tensors = state.pop("tensors", None) or {}
+            _write_tensors(tmp / TENSORS_FILE, tensors, {"format": FORMAT})
+            _write_json(tmp / STATE_FILE, state)
+            files.append(TENSORS_FILE)
+        full_meta = dict(meta or {})
+        full_meta.update(
+            format=FORMAT,
+            version=FORMAT_VERSION,
+            saved_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            torch_version=torch.__version__,
+            files={
+                name: {"bytes": (tmp / name).stat().st_size, "sha256": _sha256(tmp / name)} for name in files
+            },
+        )
+        _write_json(tmp / META_FILE, full_meta)
+        _fsync_dir(tmp)
+        _replace_dir(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def _replace_dir(tmp: Path, target: Path) -> None:
+    """Make ``tmp`` appear at ``target`` in one step; the previous ``target`` (if any) is removed."""
+    if not target.exists():
+        os.rename(tmp, target)
+        _fsync_dir(target.parent)
+        return
+    if _exchange(tmp, target):  # tmp now holds the old checkpoint
+        _fsync_dir(target.parent)
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    old = target.parent / f".{target.name}{_OLD_TAG}"
+    if old.exists():
+        shutil.rmtree(old)
+    os.rename(target, old)  # a crash here leaves `old`, which load_checkpoint falls back to
+    os.rename(tmp, target)
+    _fsync_dir(target.parent)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+# ---------------------------------------------------------------------------------------------
+def _read_json(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise CheckpointError(
+            f"{path.name} in {str(path.parent)!r} is not UTF-8 text (corrupt file?)"
+        ) from None
+    except OSError as exc:
+        raise CheckpointError(f"{path.name} in {str(path.parent)!r} cannot be read: {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(
+            f"{path.name} in {str(path.parent)!r} is not valid JSON ({exc.msg} at line {exc.lineno}): "
+            "the file is truncated or corrupt"
+        ) from None
+    except RecursionError:
+        raise CheckpointError(f"{path.name} in {str(path.parent)!r} is corrupt: nested too deeply") from None
+
+
+def _read_tensors(path: Path, expected: dict[str, Any] | None) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load
+
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CheckpointError(f"{path.name} in {str(path.parent)!r} cannot be read: {exc.strerror}") from None
+    if expected is not None:
+        size = expected.get("bytes")
+        if isinstance(size, int) and size != len(data):
+            raise CheckpointError(
+                f"{path.name} is truncated or corrupt: {len(data)} bytes where {size} were saved"
+            )
+        digest = expected.get("sha256")
+        if isinstance(digest, str) and hashlib.sha256(data).hexdigest() != digest:
+            raise CheckpointError(
+                f"{path.name} is corrupt: its SHA-256 differs from the one saved in {META_FILE}"
+            )
+    try:
+        return load(data)
+    except Exception as exc:  # safetensors raises its own SafetensorError (and others) on bad bytes
+        raise CheckpointError(
+            f"{path.name} is truncated or corrupt (not a readable safetensors file: {exc})"
+        ) from None
+
+
+def _resolve_dir(path: Path) -> Path:
+    if path.is_dir() and not (path / CONFIG_FILE).exists() and (path / "run.json").exists():
+        path = path / "checkpoint"  # a run folder (model/io/runfolder.py): its newest checkpoint
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise CheckpointError(f"checkpoint {str(path)!r} is a file; a checkpoint is a directory")
+    old = path.parent / f".{path.name}{_OLD_TAG}"
+    if old.is_dir() and (old / CONFIG_FILE).exists():  # a save was interrupted between its two renames
+        return old
+    raise CheckpointError(f"checkpoint {str(path)!r} does not exist")
+
+
+def check_state_dict(
+    config: GPTConfig, expected: dict[str, torch.Tensor], found: dict[str, torch.Tensor]
+) -> None:
+    """Raise :class:`CheckpointError` naming every tensor missing, unexpected or of the wrong shape."""
+    _check_shapes(
+        {k: tuple(v.shape) for k, v in expected.items()}, {k: tuple(v.shape) for k, v in found.items()}
+    )
+    for k, t in found.items():
+        if not t.is_floating_point() and expected[k].is_floating_point():
+            raise CheckpointError(f"{MODEL_FILE}: tensor {k} has dtype {t.dtype}, expected a floating type")
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise CheckpointError(f"{MODEL_FILE}: tensor {k} holds NaN or infinite values")
+
+
+def _check_shapes(expected: dict[str, tuple[int, ...]], found: dict[str, tuple[int, ...]]) -> None:
+    problems: list[str] = []
+    missing = [k for k in expected if k not in found]
+    extra = [k for k in found if k not in expected]
+    wrong = [k for k in expected if k in found and tuple(found[k]) != tuple(expected[k])]
+    for k in wrong[:3]:  # one readable line: the first few, then a count
+        problems.append(f"{k} has shape {list(found[k])} but config.json implies {list(expected[k])}")
+    if len(wrong) > 3:
+        problems.append(f"and {len(wrong) - 3} more tensors of another shape")
+    if missing:
+        problems.append(
+            "missing "
+            + ", ".join(missing[:6])
+            + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
+        )
+    if extra:
+        problems.append(
+            "unexpected " + ", ".join(extra[:6]) + (f" and {len(extra) - 6} more" if len(extra) > 6 else "")
+        )
+    if problems:
+        raise CheckpointError(f"{MODEL_FILE} does not match {CONFIG_FILE}: " + "; ".join(problems))
+
+
+def _check_size(config: GPTConfig, weights: Path) -> None:
+    """Before anything is read or built: the model must fit in memory, and config.json must describe
+    as many parameters as the weight file's header holds (a lying config is refused here, cheaply)."""
+    from model.budget.sizing import (
+        check,
+        check_config_file_shapes,
+        load_need,
+        safetensors_shapes,
+        skip_init_on_meta,
+    )
+
+    try:
+        shapes = safetensors_shapes(weights)
+    except ValueError as exc:
+        raise CheckpointError(f"{MODEL_FILE} is truncated or corrupt: {exc}") from None
+    try:
+        check_config_file_shapes(config, shapes, MODEL_FILE)
+    except ValueError as exc:
+        file_layers = {k.split(".")[1] for k in shapes if k.startswith("blocks.") and k.count(".") > 1}
+        if config.n_layers > 2 * len(file_layers) + 8:  # far off: the count says enough
+            raise CheckpointError(f"{CONFIG_FILE} does not match {MODEL_FILE}: {exc}") from None
+        from model.nn.gpt import GPT
+
+        with torch.device("meta"), skip_init_on_meta():  # shapes only: nothing is allocated or initialised
+            expected = {k: tuple(v.shape) for k, v in GPT(config).named_parameters()}
+        _check_shapes(expected, shapes)
+        raise CheckpointError(f"{CONFIG_FILE} does not match {MODEL_FILE}: {exc}") from None
+    check(load_need(config, what=f"loading {str(weights.parent)!r}"))
+
+
+def load_checkpoint(
+    path: str | Path, device: str | torch.device = "cpu", *, with_train_state: bool = True
+) -> Checkpoint:
+    """Read and validate a checkpoint directory; raise :class:`CheckpointError` naming what is wrong.
+
+    Checks, in order: the directory and each required file exist; JSON files parse; config.json is a
+    valid :class:`GPTConfig` with a vocab_size; tokenizer.json is a known tokenizer whose vocabulary
+    fits the model; the .safetensors files are complete (size and SHA-256 from meta.json when present)
+    and readable; their tensor names and shapes are exactly what the config implies; no NaN/inf.
+    The model comes back in eval mode on ``device``. ``with_train_state=False`` skips the training
+    state (faster, for generation and inspection).
+    """
+    from model.nn.gpt import GPT
+
+    path = _resolve_dir(Path(path))
+    missing = [name for name in REQUIRED_FILES if not (path / name).is_file()]
+    if missing:
+        raise CheckpointError(f"checkpoint {str(path)!r} is missing {', '.join(missing)}")
+
+    meta: dict[str, Any] = {}
+    if (path / META_FILE).is_file():
+        meta = _read_json(path / META_FILE)
+        if not isinstance(meta, dict):
+            raise CheckpointError(f"{META_FILE} must hold a JSON object")
+        if meta.get("format", FORMAT) != FORMAT:
+            raise CheckpointError(f"{META_FILE}: format {meta.get('format')!r} is not {FORMAT!r}")
+        version = meta.get("version", FORMAT_VERSION)
+        if isinstance(version, int) and version > FORMAT_VERSION:
+            raise CheckpointError(
+                f"{META_FILE}: checkpoint format version {version} is newer than this program reads "
+                f"({FORMAT_VERSION}); update attention-lab"
+            )
+    files_meta = meta.get("files") if isinstance(meta.get("files"), dict) else {}
+
+    raw_config = _read_json(path / CONFIG_FILE)
+    try:
+        config = GPTConfig.from_dict(raw_config)
+    except ConfigError as exc:
+        raise CheckpointError(f"{CONFIG_FILE} is not a valid model config: {exc}") from None
+    except TypeError as exc:
+        raise CheckpointError(f"{CONFIG_FILE} is not a valid model config: {exc}") from None
+    if config.vocab_size is None:
+        raise CheckpointError(f"{CONFIG_FILE} has no vocab_size")
+
+    try:
+        tokenizer = tokenizer_from_dict(_read_json(path / TOKENIZER_FILE))
+    except TokenizerError as exc:
+        raise CheckpointError(f"{TOKENIZER_FILE}: {exc}") from None
+    if tokenizer.vocab_size > config.vocab_size:
+        raise CheckpointError(
+            f"{TOKENIZER_FILE} has {tokenizer.vocab_size} tokens but {CONFIG_FILE} has "
+            f"vocab_size={config.vocab_size}: they do not belong together"
+        )
+
+    _check_size(config, path / MODEL_FILE)
+    found = _read_tensors(path / MODEL_FILE, files_meta.get(MODEL_FILE))
+    model = GPT(config)
+    expected = {k: v for k, v in _model_tensors(model).items()}
+    check_state_dict(config, expected, found)
+    with torch.no_grad():
+        state = {k: v.to(dtype=expected[k].dtype) for k, v in found.items()}
+        model.load_state_dict(state, strict=False)  # tied weights appear once; check_state_dict was exact
+    model.to(device)
+    model.eval()
+
+    train_state = None
+    if with_train_state and (path / STATE_FILE).is_file():
+        train_state = _read_json(path / STATE_FILE)
+        if not isinstance(train_state, dict):
+            raise CheckpointError(f"{STATE_FILE} must hold a JSON object")
+        if not (path / TENSORS_FILE).is_file():
+            raise CheckpointError(f"checkpoint {str(path)!r} has {STATE_FILE} but is missing {TENSORS_FILE}")
+        tensors = _read_tensors(path / TENSORS_FILE, files_meta.get(TENSORS_FILE))
+        for k, t in tensors.items():
+            if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                raise CheckpointError(f"{TENSORS_FILE}: tensor {k} holds NaN or infinite values")
+        train_state["tensors"] = tensors
+
+    user_meta = {k: v for k, v in meta.items() if k not in ("files",)}
+    return Checkpoint(
+        path=path, config=config, model=model, tokenizer=tokenizer, train_state=train_state, meta=user_meta
+    )

@@ -1,0 +1,318 @@
+"""The run folder: what a headless ``attention-lab train --out DIR`` writes and the app follows.
+
+Layout (every file appears in one step -- written aside, then renamed -- except the log, which only
+ever grows by whole lines)::
+
+    DIR/run.json               status: running | finished | stopped | failed, steps, world_size
+    DIR/log.jsonl              one JSON object per logged step (TrainEvent.to_dict(), world_size included)
+    DIR/checkpoint/            the newest checkpoint, in the ordinary format (load_checkpoint(DIR) opens it)
+    DIR/probes/step-00000050.npz   the probe prompt's attention at that step: ``weights`` float16
+                               [L, H, T, T], ``tokens`` (str [T]), ``prompt``, ``step`` (no pickles)
+
+:class:`RunWriter` writes it (rank 0 of a run only). :class:`RunFollower` reads what is new since its
+last :meth:`~RunFollower.poll`: whole log lines only (a line still being written waits for the next
+poll; a complete line that is not JSON is skipped), probes that load completely (one that does not is
+retried later and never shown half), the newest checkpoint's step, and the status. It never writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from model.atomic import write_atomic
+from model.errors import AttentionLabError
+from model.interp.probes import ProbeFrame
+
+__all__ = [
+    "CHECKPOINT_DIR",
+    "DONE_STATES",
+    "LOG_FILE",
+    "PROBES_DIR",
+    "STATUS_FILE",
+    "FollowUpdate",
+    "RunFollower",
+    "RunFolderError",
+    "RunWriter",
+    "check_run_folder",
+    "is_run_folder",
+    "read_probe",
+    "write_probe",
+]
+
+LOG_FILE = "log.jsonl"
+STATUS_FILE = "run.json"
+PROBES_DIR = "probes"
+CHECKPOINT_DIR = "checkpoint"
+#: Statuses after which a run folder no longer changes.
+DONE_STATES = ("finished", "stopped", "failed")
+_RUN_ENTRIES = {LOG_FILE, STATUS_FILE, PROBES_DIR, CHECKPOINT_DIR, f".{CHECKPOINT_DIR}.old"}
+
+
+class RunFolderError(AttentionLabError, ValueError):
+    """A path that cannot be a run folder (one line saying why)."""
+
+
+def is_run_folder(path: str | Path) -> bool:
+    """True for a directory holding a run's ``run.json``, ``log.jsonl`` or ``checkpoint/``."""
+    path = Path(path)
+    return path.is_dir() and any((path / name).exists() for name in (STATUS_FILE, LOG_FILE, CHECKPOINT_DIR))
+
+
+def check_run_folder(path: str | Path) -> Path:
+    """Raise :class:`RunFolderError` unless a run may write ``path`` (absent, empty or a run folder);
+    call it before a long run so a bad ``--out`` fails at once."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise RunFolderError(f"cannot write a run to {str(path)!r}: it is a file, not a folder")
+    if not path.is_dir() or not any(path.iterdir()) or is_run_folder(path):
+        return path
+    if (path / "config.json").exists():
+        raise RunFolderError(
+            f"{str(path)!r} is a bare checkpoint, not a run folder: pass --out NEWDIR for the run "
+            "(--resume reads the checkpoint from here)"
+        )
+    raise RunFolderError(
+        f"refusing to write into {str(path)!r}: "
+        "it is a non-empty folder that is not a checkpoint or run folder"
+    )
+
+
+def probe_name(step: int) -> str:
+    return f"step-{int(step):08d}.npz"
+
+
+def write_probe(folder: str | Path, frame: ProbeFrame) -> Path:
+    """Write ``frame`` as ``folder/step-NNNNNNNN.npz`` in one step (float16 weights, no pickles)."""
+    import io
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    np.savez(
+        buf,
+        weights=np.ascontiguousarray(frame.weights, dtype=np.float16),
+        tokens=np.array(frame.tokens, dtype=np.str_),
+        prompt=np.array(frame.prompt, dtype=np.str_),
+        step=np.array(int(frame.step), dtype=np.int64),
+    )
+    path = folder / probe_name(frame.step)
+    write_atomic(path, buf.getvalue(), fsync=True)
+    return path
+
+
+def read_probe(path: str | Path) -> ProbeFrame:
+    """A probe written by :func:`write_probe`; raises ValueError when it is incomplete or malformed."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            weights = np.asarray(z["weights"])
+            tokens = [str(t) for t in z["tokens"].tolist()]
+            prompt = str(z["prompt"])
+            step = int(z["step"])
+    except (OSError, KeyError, EOFError, zipfile.BadZipFile, ValueError) as exc:
+        raise ValueError(f"probe {Path(path).name} is incomplete or malformed: {exc}") from None
+    if weights.dtype != np.float16 or weights.ndim != 4 or weights.shape[-1] != len(tokens):
+        raise ValueError(f"probe {Path(path).name} does not hold float16 weights [L, H, T, T] for its tokens")
+    return ProbeFrame(step=step, prompt=prompt, tokens=tokens, weights=weights)
+
+
+# ---------------------------------------------------------------------------------------------
+class RunWriter:
+    """Writes a run folder (see the module docstring); used by rank 0 only.
+
+    ``resume``: the run continues an earlier one -- the log (and ``extra_log``) are appended to;
+    otherwise they start empty and old probes are removed. ``extra_log``: a second file that gets
+    every log row (the command's ``--log-json``).
+    """
+
+    def __init__(self, path: str | Path, *, resume: bool = False, extra_log: str | Path | None = None):
+        self.path = check_run_folder(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.probes = self.path / PROBES_DIR
+        mode = "a" if resume else "w"
+        if not resume:  # a fresh log file (a new inode tells a follower to start over) and no old probes
+            (self.path / LOG_FILE).unlink(missing_ok=True)
+            for old in self.probes.glob("step-*.npz") if self.probes.is_dir() else ():
+                old.unlink()
+        self._logs = [open(self.path / LOG_FILE, mode, encoding="utf-8")]  # noqa: SIM115 - close()
+        if extra_log is not None:
+            try:
+                self._logs.append(open(extra_log, mode, encoding="utf-8"))  # noqa: SIM115 - close()
+            except OSError as exc:
+                self.close()
+                raise RunFolderError(f"cannot write --log-json {extra_log}: {exc.strerror or exc}") from None
+        self.info: dict[str, Any] = {}
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.path / CHECKPOINT_DIR
+
+    def status(self, status: str, **info: Any) -> None:
+        """Record the run's status (and any details) in ``run.json``, in one step."""
+        self.info.update(info)
+        self.info.update(status=status, updated=time.time())
+        self.info.setdefault("host", socket.gethostname())
+        self.info.setdefault("pid", os.getpid())
+        write_atomic(self.path / STATUS_FILE, json.dumps(self.info, indent=1) + "\n", fsync=True)
+
+    def log(self, row: dict[str, Any]) -> None:
+        """Append one row as one whole line (flushed, so a follower sees it at once)."""
+        line = json.dumps(row) + "\n"
+        for f in self._logs:
+            f.write(line)
+            f.flush()
+
+    def probe(self, frame: ProbeFrame) -> Path:
+        return write_probe(self.probes, frame)
+
+    def close(self) -> None:
+        for f in self._logs:
+            f.close()
+        self._logs = []
+
+
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class FollowUpdate:
+    """What appeared in a run folder since the previous poll.
+
+    ``rows``: new log rows in order; ``frames``: new probe frames by step; ``checkpoint_step``: the
+    newest checkpoint's step when it changed (else None); ``status``: the run's status (``"gone"``
+    once the folder has disappeared); ``done``: nothing more will come.
+    """
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    frames: list[ProbeFrame] = field(default_factory=list)
+    checkpoint_step: int | None = None
+    status: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    done: bool = False
+    restarted: bool = False
+
+    def __bool__(self) -> bool:
+        news = self.rows or self.frames or self.checkpoint_step is not None
+        return bool(news or self.done or self.restarted)
+
+
+class RunFollower:
+    """Reads what is new in a run folder at each :meth:`poll` (never writes; see the module docstring)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._offset = 0
+        self._inode: int | None = None
+        self._head = b""  # the log's first line: tells a copy of the same log from a new run's
+        self._seen_probes: set[str] = set()
+        self._ckpt_key: tuple[Any, ...] | None = None
+        self.status: str | None = None
+        self.info: dict[str, Any] = {}
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.path / CHECKPOINT_DIR
+
+    def poll(self) -> FollowUpdate:
+        up = FollowUpdate()
+        if not self.path.is_dir():
+            up.status, up.done = "gone", True
+            return up
+        self._read_status(up)
+        self._read_log(up)
+        self._read_probes(up)
+        self._read_checkpoint(up)
+        up.status, up.info = self.status, dict(self.info)
+        # done only once the status says so AND everything written before it has been read
+        up.done = self.status in DONE_STATES and not up.rows and not up.frames
+        return up
+
+    def _read_status(self, up: FollowUpdate) -> None:
+        try:
+            info = json.loads((self.path / STATUS_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        if isinstance(info, dict):
+            self.info = info
+            self.status = str(info.get("status")) if info.get("status") else None
+
+    def _read_log(self, up: FollowUpdate) -> None:
+        path = self.path / LOG_FILE
+        try:
+            st = path.stat()
+        except OSError:
+            return
+        if self._inode is not None and (st.st_ino != self._inode or st.st_size < self._offset):
+            # a new file: a sync tool's fresh copy of the same log (same first line, no shorter)
+            # continues; anything else is a fresh run's log: start over
+            if st.st_size < self._offset or self._first_line(path) != self._head:
+                self._offset, self._head = 0, b""
+                self._seen_probes.clear()
+                up.restarted = True
+        self._inode = st.st_ino
+        if st.st_size <= self._offset:
+            return
+        try:
+            with open(path, "rb") as f:
+                f.seek(self._offset)
+                data = f.read(st.st_size - self._offset)
+        except OSError:
+            return
+        end = data.rfind(b"\n")
+        if end < 0:
+            return  # only part of a line so far
+        if not self._head:
+            self._head = data[: data.find(b"\n") + 1]
+        self._offset += end + 1
+        for line in data[: end + 1].splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict) and isinstance(row.get("step"), int):
+                up.rows.append(row)
+
+    @staticmethod
+    def _first_line(path: Path) -> bytes:
+        try:
+            with open(path, "rb") as f:
+                return f.readline()
+        except OSError:
+            return b""
+
+    def _read_probes(self, up: FollowUpdate) -> None:
+        folder = self.path / PROBES_DIR
+        try:
+            names = sorted(p.name for p in folder.iterdir() if p.name.startswith("step-"))
+            names = [n for n in names if n.endswith(".npz")]
+        except OSError:
+            return
+        for name in names:
+            if name in self._seen_probes:
+                continue
+            try:
+                frame = read_probe(folder / name)
+            except ValueError:
+                continue  # incomplete (a copy still arriving): try again next poll
+            self._seen_probes.add(name)
+            up.frames.append(frame)
+
+    def _read_checkpoint(self, up: FollowUpdate) -> None:
+        meta = self.checkpoint / "meta.json"
+        try:
+            st = meta.stat()
+            key = (st.st_ino, st.st_mtime_ns, st.st_size)
+            if key == self._ckpt_key:
+                return
+            step = json.loads(meta.read_text(encoding="utf-8")).get("step")
+        except (OSError, ValueError, AttributeError):
+            return
+        if isinstance(step, int):
+            self._ckpt_key = key
+            up.checkpoint_step = step

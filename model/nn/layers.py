@@ -1,0 +1,245 @@
+"""The variant layers of the GPT, each chosen by one config field through a small factory.
+
+* :func:`make_norm` — ``norm``: LayerNorm or RMSNorm;
+* :func:`make_positions` — ``positions``: a learned or sinusoidal table added to the token embeddings,
+  RoPE (rotations of q and k inside attention: :func:`apply_rope`), or none;
+* :func:`make_mlp` — ``mlp``: GELU / ReLU, or gated SwiGLU / GeGLU.
+
+Each module declares its own initialisation (``init_weights``) with :func:`init_linear`: GPT-2's
+N(0, 0.02) for matrices and embeddings, zero biases, and N(0, 0.02/√(2L)) for the matrices that write
+into the residual stream.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+
+from model.config import GPTConfig
+from model.nn.hooks import HookPoint
+
+STD = 0.02  # GPT-2's init: N(0, 0.02) for matrices and embeddings, zero biases
+
+
+def init_linear(layer: nn.Linear | nn.Embedding, std: float = STD) -> None:
+    """``W ~ N(0, std²)``, ``b = 0``."""
+    nn.init.normal_(layer.weight, mean=0.0, std=std)
+    if getattr(layer, "bias", None) is not None:
+        nn.init.zeros_(layer.bias)
+
+
+class OffsetRMSNorm(nn.Module):
+    """Gemma's RMSNorm ``x/√(mean(x²)+ε)·(1 + γ)``, γ [n] initialised to 0 (so it starts as identity scale).
+
+    Computed in float32 whatever the input's dtype, as Gemma does, then cast back.
+    """
+
+    def __init__(self, n: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(n))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (y * (1.0 + self.weight.float())).type_as(x)
+
+    def reset_parameters(self) -> None:
+        nn.init.zeros_(self.weight)
+
+
+def make_norm(config: GPTConfig, n: int | None = None, *, rms: bool = False) -> nn.Module:
+    """LayerNorm ``(x-μ)/√(σ²+ε)·γ + β`` (β only when ``norm_bias``) or RMSNorm ``x/√(mean(x²)+ε)·γ``
+    (``·(1 + γ)`` with ``norm_offset``), over the last ``n`` features (default ``d_model``);
+    ``rms``: RMSNorm whatever ``norm`` says (the per-head QK-norm, ``qk_rmsnorm``)."""
+    n = config.d_model if n is None else n
+    if config.norm == "rmsnorm" or rms:
+        if config.norm_offset:
+            return OffsetRMSNorm(n, eps=config.norm_eps)
+        return nn.RMSNorm(n, eps=config.norm_eps)
+    return nn.LayerNorm(n, eps=config.norm_eps, bias=config.norm_bias)
+
+
+def sinusoidal_table(n_positions: int, d_model: int) -> torch.Tensor:
+    """The fixed table of Vaswani et al.: ``PE[p, 2i] = sin(p/10000^(2i/d))``, ``PE[p, 2i+1] = cos(...)``.
+
+    Returns float32 [n_positions, d_model].
+    """
+    pos = torch.arange(n_positions, dtype=torch.float32)[:, None]
+    inv_freq = torch.exp(-math.log(10000.0) * torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
+    table = torch.zeros(n_positions, d_model)
+    table[:, 0::2] = torch.sin(pos * inv_freq)
+    table[:, 1::2] = torch.cos(pos * inv_freq)
+    return table
+
+
+def rope_frequencies(config: GPTConfig) -> torch.Tensor:
+    """The rotary frequencies θ_i [r/2] of ``config`` (``r = rotary_dim``), after ``rope_scaling``.
+
+    ``θ_i = base^(-2i/r)``; ``linear`` divides every θ_i by ``rope_factor``; ``llama3`` (Llama 3.1)
+    looks at each wavelength λ_i = 2π/θ_i: above ``C₀/low_freq_factor`` (C₀ = ``rope_original_context``)
+    θ_i / factor, below ``C₀/high_freq_factor`` θ_i unchanged, in between the blend
+    ``(1-s)·θ_i/factor + s·θ_i`` with ``s = (C₀/λ_i - low) / (high - low)``.
+    """
+    r = config.rotary_dim
+    inv_freq = 1.0 / (config.rope_base ** (torch.arange(0, r, 2, dtype=torch.float32) / r))
+    factor = config.rope_factor
+    if config.rope_scaling == "linear":
+        return inv_freq / factor
+    if config.rope_scaling == "llama3":
+        low, high, c0 = (
+            config.rope_low_freq_factor,
+            config.rope_high_freq_factor,
+            config.rope_original_context,
+        )
+        wavelen = 2 * math.pi / inv_freq
+        scaled = torch.where(wavelen > c0 / low, inv_freq / factor, inv_freq)
+        smooth = (c0 / wavelen - low) / (high - low)
+        blended = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < c0 / high) * ~(wavelen > c0 / low)
+        return torch.where(medium, blended, scaled)
+    return inv_freq
+
+
+def rope_tables(
+    n_positions: int, head_dim: int, base: float = 10000.0, inv_freq: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of the rotary angles ``p·θ_i`` with ``θ_i = base^(-2i/d_k)`` (or the given
+    ``inv_freq``): each [n_positions, d_k/2]."""
+    if inv_freq is None:
+        inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    angles = torch.arange(n_positions, dtype=torch.float32)[:, None] * inv_freq[None, :]
+    return torch.cos(angles), torch.sin(angles)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate pairs ``(x_i, x_{i+d_k/2})`` of every head vector by the angle of its position.
+
+    ``x`` [B, H, T, d_k]; ``cos``/``sin`` [T, r/2]. After rotation ``q_m · k_n`` depends on
+    positions only through ``m - n`` (the half-split convention of GPT-NeoX and Llama). When
+    ``r < d_k`` (partial rotary, ``rotary_pct``) only the first ``r`` dimensions are rotated, as pairs
+    ``(x_i, x_{i+r/2})``; the others pass unchanged.
+    """
+    r = 2 * cos.shape[-1]
+    if r < x.shape[-1]:
+        return torch.cat([apply_rope(x[..., :r], cos, sin), x[..., r:]], dim=-1)
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    cos = cos.to(x.dtype)
+    sin = sin.to(x.dtype)
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+
+
+class LearnedPositions(nn.Embedding):
+    """A learned table ``P`` [C, d] added to the token embeddings: ``x_t = E[tok_t] + P[t]``."""
+
+    additive = True
+
+    def forward(self, start: int, T: int) -> torch.Tensor:  # [T, d]
+        return super().forward(torch.arange(start, start + T, device=self.weight.device))
+
+    def init_weights(self) -> None:
+        init_linear(self)
+
+
+class SinusoidalPositions(nn.Module):
+    """The fixed table of :func:`sinusoidal_table`, added to the token embeddings."""
+
+    additive = True
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        table = sinusoidal_table(config.context_length, config.d_model)
+        self.register_buffer("table", table, persistent=False)
+
+    def forward(self, start: int, T: int) -> torch.Tensor:  # [T, d]
+        return self.table[start : start + T]
+
+    def init_weights(self) -> None:
+        pass
+
+
+class RotaryPositions(nn.Module):
+    """RoPE: nothing is added; attention rotates q and k by the angles of :func:`rope_tables`."""
+
+    additive = False
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        cos, sin = rope_tables(config.context_length, config.d_head, inv_freq=rope_frequencies(config))
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def forward(self, start: int, T: int) -> tuple[torch.Tensor, torch.Tensor]:  # each [T, d_k/2]
+        return self.cos[start : start + T], self.sin[start : start + T]
+
+    def init_weights(self) -> None:
+        pass
+
+
+def make_positions(config: GPTConfig) -> nn.Module | None:
+    """How positions enter: ``learned``, ``sinusoidal`` (added to x), ``rope`` (rotates q, k), ``none``."""
+    if config.positions == "learned":
+        return LearnedPositions(config.context_length, config.d_model)
+    if config.positions == "sinusoidal":
+        return SinusoidalPositions(config)
+    if config.positions == "rope":
+        return RotaryPositions(config)
+    return None
+
+
+class MLP(nn.Module):
+    """Position-wise feed-forward ``W_out φ(W_in x)``, φ = GELU or ReLU."""
+
+    def __init__(self, config: GPTConfig, act: nn.Module):
+        super().__init__()
+        d, d_ff, bias = config.d_model, config.hidden, config.bias == "all"
+        self.fc_in = nn.Linear(d, d_ff, bias=bias)
+        self.fc_out = nn.Linear(d_ff, d, bias=bias)
+        self.act = act
+        self.dropout = nn.Dropout(config.dropout)
+        self.out = HookPoint()
+        self.resid_std = STD / math.sqrt(2 * config.n_layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.dropout(self.fc_out(self.act(self.fc_in(x)))))
+
+    def init_weights(self) -> None:
+        init_linear(self.fc_in)
+        init_linear(self.fc_out, self.resid_std)  # writes into the residual stream
+
+
+class GatedMLP(nn.Module):
+    """Gated feed-forward ``W_down(φ(W_gate x) ⊙ W_up x)``: SwiGLU (φ = SiLU), GeGLU (φ = GELU)."""
+
+    def __init__(self, config: GPTConfig, act: nn.Module):
+        super().__init__()
+        d, d_ff, bias = config.d_model, config.hidden, config.bias == "all"
+        self.w_gate = nn.Linear(d, d_ff, bias=bias)
+        self.w_up = nn.Linear(d, d_ff, bias=bias)
+        self.w_down = nn.Linear(d_ff, d, bias=bias)
+        self.act = act
+        self.dropout = nn.Dropout(config.dropout)
+        self.out = HookPoint()
+        self.resid_std = STD / math.sqrt(2 * config.n_layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.dropout(self.w_down(self.act(self.w_gate(x)) * self.w_up(x))))
+
+    def init_weights(self) -> None:
+        init_linear(self.w_gate)
+        init_linear(self.w_up)
+        init_linear(self.w_down, self.resid_std)  # writes into the residual stream
+
+
+def make_mlp(config: GPTConfig) -> nn.Module:
+    """The MLP named by ``config.mlp``: gelu, relu, swiglu (and geglu, for a model that needs it)."""
+    gelu = nn.GELU(approximate=config.gelu_approx)
+    return {
+        "gelu": lambda: MLP(config, gelu),
+        "relu": lambda: MLP(config, nn.ReLU()),
+        "swiglu": lambda: GatedMLP(config, nn.SiLU()),
+        "geglu": lambda: GatedMLP(config, gelu),
+    }[config.mlp]()

@@ -1,0 +1,1 @@
+"""Training: the trainer, several trained together, run control, data-parallel, the curves' smoothing."""
