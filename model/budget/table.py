@@ -1,21 +1,16 @@
 """One budget table: every figure of a :func:`model.budget.arithmetic.report` as rows, and everything that
-renders it.
+renders it as text.
 
 :func:`budget_table` is the only place that turns a report into rows ``(section, quantity, formula,
 value, unit)`` with exact values; the text of ``attention-lab budget`` (:func:`render_text`), the CSV
-and Markdown exports (:func:`to_csv`, :func:`to_markdown`) and the Budget tab's tables all render
-those rows, and :func:`display_value` is how every human-readable rendering writes a value. Also
-here: the settings a budget is computed at (:class:`BudgetSettings`), budgets side by side, and
-reading the exports back.
-
-CSV keeps the exact numbers (integers as integers, floats with every digit); Markdown shows what
-the table shows (integers with thousands separators) and :func:`from_markdown` reads it back.
+and Markdown exports (:mod:`model.budget.exports`) and the Budget tab's tables all render those rows,
+and :func:`display_value` is how every human-readable rendering writes a value. Also here: the
+settings a budget is computed at (:class:`BudgetSettings`). Budgets side by side:
+:mod:`model.budget.side_by_side`.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import re
 from dataclasses import asdict, dataclass, field
@@ -428,195 +423,6 @@ def render_text(rep: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------------------------------------
-# budgets side by side
-# ---------------------------------------------------------------------------------------------
-#: (label, how to read it from a report, kind) — kind is "int", "float", "text", "bytes", "flops"
-SIDE_ROWS: list[tuple[str, Any, str]] = [
-    ("layers L", lambda r: r["symbols"]["L"], "int"),
-    ("width d", lambda r: r["symbols"]["d"], "int"),
-    ("query heads h", lambda r: r["symbols"]["h"], "int"),
-    ("KV heads h_kv", lambda r: r["symbols"]["h_kv"], "int"),
-    ("head size d_k", lambda r: r["symbols"]["d_k"], "int"),
-    ("MLP width d_ff", lambda r: r["symbols"]["d_ff"], "int"),
-    ("vocabulary V", lambda r: r["symbols"]["V"], "int"),
-    ("context T_max", lambda r: r["symbols"]["T_max"], "int"),
-    ("MLP", lambda r: r["config"]["mlp"], "text"),
-    ("norm", lambda r: f"{r['config']['norm']} ({r['config']['norm_position']})", "text"),
-    ("positions", lambda r: r["config"]["positions"], "text"),
-    ("biases", lambda r: r["config"]["bias"], "text"),
-    ("output head", lambda r: "tied" if r["config"]["tie_embeddings"] else "untied", "text"),
-    ("parameters, total", lambda r: r["params"]["total"], "int"),
-    ("parameters, non-embedding", lambda r: r["params"]["non_embedding"], "int"),
-    ("attention per layer", lambda r: r["params"]["attention_per_layer"], "int"),
-    ("MLP per layer", lambda r: r["params"]["mlp_per_layer"], "int"),
-    ("embeddings + output", lambda r: r["params"]["embeddings_and_head"], "int"),
-    ("forward FLOPs/token at T", lambda r: r["flops"]["forward_total_per_token"], "flops"),
-    ("training FLOPs/token at T", lambda r: r["flops"]["train_total_per_token"], "flops"),
-    ("attention share at T", lambda r: r["flops"]["shares"]["attention scores"], "percent"),
-    ("attention overtakes MLP at T ≈", lambda r: r["flops"]["attention_crossover_seq_len"], "float"),
-    ("KV cache per token", lambda r: r["kv_cache"]["per_token_bytes"], "bytes"),
-    ("KV cache at T, B", lambda r: r["kv_cache"]["bytes"], "bytes"),
-    ("GQA/MQA saving vs MHA", lambda r: r["kv_cache"]["saving_factor"], "times"),
-    (
-        "training memory (states)",
-        lambda r: r["memory"]["training"]["total"] - r["memory"]["training"]["activations"],
-        "bytes",
-    ),
-    ("training memory (total)", lambda r: r["memory"]["training"]["total"], "bytes"),
-    ("inference memory", lambda r: r["memory"]["inference"]["total"], "bytes"),
-    ("training compute for D tokens", lambda r: r.get("training", {}).get("flops"), "sci"),
-    ("GPU-hours", lambda r: r.get("training", {}).get("gpu_hours"), "float"),
-]
-
-
-def side_by_side_table(columns: list[tuple[str, dict[str, Any] | None]]) -> tuple[list[str], list[list[Any]]]:
-    """Header ``["quantity", title1, title2, ...]`` and one row per :data:`SIDE_ROWS` entry with each
-    budget's raw value (None where a budget has no report or no such figure)."""
-    header = ["quantity"] + [title for title, _ in columns]
-    rows = []
-    for label, get, _kind in SIDE_ROWS:
-        row: list[Any] = [label]
-        for _title, rep in columns:
-            try:
-                row.append(None if rep is None else get(rep))
-            except (KeyError, TypeError):
-                row.append(None)
-        rows.append(row)
-    return header, rows
-
-
-def side_kind(label: str) -> str:
-    for lab, _get, kind in SIDE_ROWS:
-        if lab == label:
-            return kind
-    return "text"
-
-
-def display(value: Any, kind: str = "int") -> str:
-    """How the tab shows a value of ``kind``."""
-    if value is None:
-        return "–"
-    if kind == "text":
-        return str(value)
-    if kind == "bytes":
-        return budget.human_bytes(value)
-    if kind == "flops":
-        return budget.human_flops(value)
-    if kind == "percent":
-        return f"{value:.1%}"
-    if kind == "times":
-        return f"{value:g}×"
-    if kind == "sci":
-        return f"{value:.3g}"
-    if kind == "float":
-        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    return str(value)
-
-
-def differs(values: list[Any]) -> list[bool]:
-    """For each value: whether it differs from the first column's (the first is never marked)."""
-    if not values:
-        return []
-    first = values[0]
-    out = [False]
-    for v in values[1:]:
-        if isinstance(v, float) and isinstance(first, (int, float)) and first is not None:
-            out.append(not math.isclose(v, first, rel_tol=1e-12))
-        else:
-            out.append(v != first)
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# CSV and Markdown
-# ---------------------------------------------------------------------------------------------
-def _csv_cell(v: Any) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return repr(v)
-    return str(v)
-
-
-def to_csv(header: list[str], rows: list[list[Any]]) -> str:
-    """RFC 4180 CSV with exact numbers (floats with every digit, integers in full, None empty)."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(header)
-    for r in rows:
-        w.writerow([_csv_cell(v) for v in r])
-    return buf.getvalue()
-
-
-def from_csv(text: str) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of strings, as :func:`to_csv` wrote them."""
-    rows = list(csv.reader(io.StringIO(text)))
-    if not rows:
-        return [], []
-    return rows[0], rows[1:]
-
-
-def markdown_cell(v: Any) -> str:
-    """A value as the Markdown table writes it: integers with thousands separators, floats to 6
-    significant digits, ``|`` escaped."""
-    if v is None:
-        s = ""
-    elif isinstance(v, bool):
-        s = str(v).lower()
-    elif isinstance(v, int):
-        s = f"{v:,}"
-    elif isinstance(v, float):
-        s = f"{v:,.0f}" if v.is_integer() and abs(v) < 1e15 else f"{v:.6g}"
-    else:
-        s = str(v)
-    return s.replace("|", "\\|").replace("\n", " ")
-
-
-def to_markdown(header: list[str], rows: list[list[Any]]) -> str:
-    """A GitHub-flavoured Markdown table (numbers right-aligned)."""
-    numeric = [
-        all(isinstance(r[i], (int, float)) or r[i] is None for r in rows)
-        and any(r[i] is not None for r in rows)
-        for i in range(len(header))
-    ]
-    lines = ["| " + " | ".join(markdown_cell(h) for h in header) + " |"]
-    lines.append("|" + "|".join("---:" if n else "---" for n in numeric) + "|")
-    for r in rows:
-        lines.append("| " + " | ".join(markdown_cell(v) for v in r) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def from_markdown(text: str) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of cell strings of the first Markdown table in ``text``."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("|")]
-    if len(lines) < 2:
-        return [], []
-
-    def cells(line: str) -> list[str]:
-        parts = re.split(r"(?<!\\)\|", line.strip()[1:-1])
-        return [p.strip().replace("\\|", "|") for p in parts]
-
-    return cells(lines[0]), [cells(ln) for ln in lines[2:]]
-
-
-def number(cell: str) -> float | int | None:
-    """A Markdown/CSV cell back to a number (thousands separators allowed); None when it is not one."""
-    s = cell.replace(",", "").strip()
-    if not s:
-        return None
-    try:
-        return int(s)
-    except ValueError:
-        pass
-    try:
-        return float(s)
-    except ValueError:
-        return None
-
-
 __all__ = [
     "BUDGET_HEADER",
     "COST",
@@ -624,23 +430,12 @@ __all__ = [
     "KV_CACHE",
     "MEMORY",
     "PARAMETERS",
-    "SIDE_ROWS",
     "BudgetSettings",
     "Row",
     "budget_table",
-    "differs",
-    "display",
     "display_value",
-    "from_csv",
-    "from_markdown",
-    "markdown_cell",
-    "number",
     "parse_quantity",
     "render_text",
     "section",
-    "side_by_side_table",
-    "side_kind",
     "table_cells",
-    "to_csv",
-    "to_markdown",
 ]

@@ -8,7 +8,8 @@ import pytest
 from PySide6.QtCore import Qt
 
 from model.budget import arithmetic as budget
-from model.budget.table import BUDGET_HEADER, from_csv, from_markdown, markdown_cell, number
+from model.budget.exports import from_csv, from_markdown, markdown_cell, number
+from model.budget.table import BUDGET_HEADER
 from model.config import GPTConfig
 
 TIMEOUT = 60_000

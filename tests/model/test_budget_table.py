@@ -6,6 +6,7 @@ import pytest
 
 from model.budget import arithmetic as budget
 from model.budget import presets
+from model.budget.exports import from_csv, from_markdown, markdown_cell, number, to_csv, to_markdown
 from model.budget.table import (
     BUDGET_HEADER,
     COST,
@@ -13,16 +14,10 @@ from model.budget.table import (
     BudgetSettings,
     budget_table,
     display_value,
-    from_csv,
-    from_markdown,
-    markdown_cell,
-    number,
     parse_quantity,
     render_text,
     section,
     table_cells,
-    to_csv,
-    to_markdown,
 )
 
 

@@ -24,7 +24,8 @@ from PySide6.QtWidgets import (
 from app.views.budget.common import BOLD, HIGHLIGHT, item, make_table
 from app.views.page import PushedPage
 from model.budget import presets
-from model.budget.table import BudgetSettings, differs, display, side_by_side_table, side_kind
+from model.budget.side_by_side import differs, display, side_by_side_table, side_kind
+from model.budget.table import BudgetSettings
 from model.config import ConfigError, GPTConfig
 
 #: The columns a new tab starts with.

@@ -41,7 +41,8 @@ from app.views.page import Page, bring_into_view, page_targets, panel_beside_pag
 from app.widgets.layouts import vertical_scroll
 from model.budget import arithmetic as budget
 from model.budget import presets
-from model.budget.table import BUDGET_HEADER, BudgetSettings, budget_table, table_cells, to_csv, to_markdown
+from model.budget.exports import to_csv, to_markdown
+from model.budget.table import BUDGET_HEADER, BudgetSettings, budget_table, table_cells
 from model.config import ConfigError, GPTConfig
 
 DEFAULT_PRESET = "llama2-7b"
