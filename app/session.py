@@ -10,7 +10,7 @@ State (read freely from the GUI thread; change only through the methods):
 =====================  ===========================================================================
 ``config``             the :class:`~model.config.GPTConfig` of the current model (vocab set), or the
                        validated config the user is editing when no model is built yet
-``source``             the :class:`~model.text.data.DataSource` (corpus or synthetic task) or ``None``
+``source``             the :class:`~model.text.datasource.DataSource` (corpus or synthetic task) or ``None``
 ``source_spec``        how the source was named (``"builtin:stdlib"``, ``"task:induction"``, a path)
 ``tokenizer``          the model's tokenizer (from the source, or from a loaded checkpoint)
 ``model``              the :class:`~model.nn.gpt.GPT` or ``None``
@@ -254,7 +254,7 @@ class Session(QObject, TrainingRun, FollowingRun):
         at once (so every view shows a model that can read this data); a trained or loaded model
         stays until Start, which continues it only if the tokenizers agree.
         """
-        from model.text.data import resolve_source
+        from model.text.sources import resolve_source
 
         source = None
         if self.model is not None and self.checkpoint_meta and self.tokenizer is not None:
@@ -431,7 +431,7 @@ class Session(QObject, TrainingRun, FollowingRun):
         ``remember_path=False`` opens it without making ``path`` where Save writes.
         """
         from model.io.pretrained import open_model
-        from model.text.data import data_for_model, prompt_for
+        from model.text.sources import data_for_model, prompt_for
         from model.train.trainer import Trainer
 
         if self.is_training:

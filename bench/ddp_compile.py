@@ -83,7 +83,7 @@ def bench_compile(args) -> None:
 
     from model.config import GPTConfig
     from model.runtime import set_threads
-    from model.text.data import resolve_source
+    from model.text.sources import resolve_source
     from model.train.trainer import Trainer, TrainSettings
 
     set_threads(0)

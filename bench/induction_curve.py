@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 
 from model.interp.analysis.heads import induction_score  # noqa: E402
 from model.runtime import set_threads  # noqa: E402
-from model.text.data import resolve_source  # noqa: E402
+from model.text.sources import resolve_source  # noqa: E402
 from model.train.trainer import Trainer, recommended_config, recommended_settings  # noqa: E402
 
 

@@ -32,7 +32,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from model.config import GPTConfig  # noqa: E402
 from model.runtime import pick_device, set_threads  # noqa: E402
-from model.text.data import resolve_source  # noqa: E402
+from model.text.sources import resolve_source  # noqa: E402
 from model.train.trainer import Trainer, TrainSettings  # noqa: E402
 
 

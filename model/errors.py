@@ -11,7 +11,7 @@ kind                        raised by                                for
 ==========================  =======================================  =============================
 ``ConfigError``             ``model.config``                         a config's problems, listed
 ``TokenizerError``          ``model.text.tokens``                    text a tokenizer cannot encode
-``DataError``               ``model.text.data``                      a corpus or task spec
+``DataError``               ``model.text.datasource``                a corpus or task spec
 ``DeviceError``             ``model.runtime``                        a device that is not there
 ``ModelTooLarge``           ``model.budget.sizing``                  memory: need, have, what to lower
 ``PromptError``             ``model.interp.inspection``              a prompt that cannot be inspected

@@ -246,7 +246,7 @@ def _build(args, dist):
     from model.config import ConfigError, GPTConfig
     from model.io.checkpoint import CheckpointError, check_save_target, clean_stale_temps
     from model.io.runfolder import CHECKPOINT_DIR, RunFolderError, check_run_folder
-    from model.text.data import DEFAULT_SOURCE, resolve_source
+    from model.text.sources import DEFAULT_SOURCE, resolve_source
     from model.train.trainer import Trainer, recommended_config, recommended_settings
 
     config_changes = {f.name: getattr(args, f"cfg_{f.name}") for f in _config_fields()}

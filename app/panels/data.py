@@ -1,6 +1,6 @@
 """The data panel: built-in corpora, synthetic tasks, or a text file of the user's own.
 
-Choosing an entry resolves it through ``model.text.data.resolve_source`` at once; the data layer's error
+Choosing an entry resolves it through ``model.text.sources.resolve_source`` at once; the data layer's error
 message (a missing file, not UTF-8 at line/column, too short, an unknown task parameter, ...) is
 shown in red under the list and the previous source stays in use.
 """
@@ -88,7 +88,7 @@ class DataPanel(QWidget):
             self._on_data_changed(session.source)
 
     def _fill_list(self) -> None:
-        from model.text.data import source_help
+        from model.text.sources import source_help
 
         for spec, help_text in source_help().items():
             kind, _, name = spec.partition(":")

@@ -78,7 +78,7 @@ def starter_corpus(
 ) -> str:
     """``builtin:tales`` with ``repeats_per_story`` lines after each story, each a random string of
     ``block_len`` of the stories' characters (no newline) written ``copies`` times, space-separated."""
-    from model.text.data import generate_tales
+    from model.text.tales import generate_tales
 
     if base != "builtin:tales":
         raise ValueError(f"the starter corpus is built on builtin:tales, not {base}")
@@ -102,7 +102,7 @@ def repeats_corpus(
     over symbols: a random segment ``S`` (``seg_len``), then ``copies - 1`` times a random gap ``G``
     (``gap_len``) and ``S`` again. The first stage of the recipe: every copy after the first is
     predictable only by an induction head, so those heads form fast."""
-    from model.text.data import generate_tales
+    from model.text.tales import generate_tales
 
     alphabet = sorted(set(generate_tales()))
     rng = random.Random(seed)
@@ -160,7 +160,7 @@ def finish(run: str | Path, out: str | Path = STARTER_DIR) -> str:
     """Save the trained ``run``'s weights, config and tokenizer (not its optimizer state) to ``out``
     with the recipe in its meta.json; returns the line naming the heads it has on the default prompt."""
     from model.io.checkpoint import load_checkpoint, save_checkpoint
-    from model.text.data import resolve_source
+    from model.text.sources import resolve_source
 
     ckpt = load_checkpoint(run, with_train_state=False)
     trained = ckpt.meta if isinstance(ckpt.meta, dict) else {}

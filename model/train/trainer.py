@@ -1052,7 +1052,7 @@ class Trainer:
             settings = settings.replace(device=device)
         saved_source = (state or {}).get("source") or ckpt.meta.get("source") or {}
         if source is None:
-            from model.text.data import resolve_source
+            from model.text.sources import resolve_source
 
             name = saved_source.get("name")
             if not name:

@@ -205,7 +205,7 @@ def prompt_window(request, tiny_window):
     """The tiny window on ``task:copy`` (12 tokens: most text is refused by the vocabulary) or on bytes
     (every string encodes, so the long and unusual ones reach the model)."""
     if request.param == "bytes":
-        from model.text.data import resolve_source
+        from model.text.sources import resolve_source
         from model.text.tokens import ByteTokenizer
 
         s = tiny_window.session
@@ -251,7 +251,7 @@ def test_a_prompt_too_large_for_memory_is_cut_to_fit_or_refused_with_the_numbers
 ):
     from model.budget import sizing
     from model.interp.inspection import prompt_need
-    from model.text.data import resolve_source
+    from model.text.sources import resolve_source
     from model.text.tokens import ByteTokenizer
 
     win, s = tiny_window, tiny_window.session

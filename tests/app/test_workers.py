@@ -145,7 +145,7 @@ def test_loop_worker_pauses_runs_queued_calls_and_stops_at_a_yield(qtbot):
 def test_group_worker_drops_a_diverging_variant_and_finishes_the_others(qtbot):
     from app.workers import GroupSpec, GroupWorker
     from model.config import GPTConfig
-    from model.text.data import resolve_source
+    from model.text.sources import resolve_source
     from model.train.trainer import TrainSettings
 
     base = GPTConfig(context_length=32, n_layers=1, d_model=16, n_heads=2)

@@ -7,20 +7,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from model.text import data
-from model.text.data import (
-    DEFAULT_SOURCE,
-    IGNORE_INDEX,
-    DataError,
-    TextCorpus,
-    list_builtins,
-    list_tasks,
-    load_text_file,
-    make_task,
-    masked_targets,
-    min_tokens,
-    resolve_source,
-)
+from model.text import corpora
+from model.text.corpora import TextCorpus, list_builtins, load_text_file, min_tokens
+from model.text.datasource import IGNORE_INDEX, DataError, masked_targets
+from model.text.sources import DEFAULT_SOURCE, data_for_model, prompt_for, resolve_source, source_help
+from model.text.tales import generate_tales
+from model.text.tasks import list_tasks, make_task
 from model.text.tokens import ByteTokenizer, CharTokenizer
 
 ALL_SOURCES = list_builtins() + list_tasks()
@@ -34,7 +26,7 @@ def test_the_lists_name_every_kind_the_issue_asks_for():
     assert DEFAULT_SOURCE == "builtin:stdlib" and list_builtins()[0] == DEFAULT_SOURCE
     wanted = {"task:induction", "task:copy", "task:reverse", "task:sort", "task:prev_token"}
     assert wanted <= set(list_tasks())
-    assert set(data.source_help()) == set(ALL_SOURCES)
+    assert set(source_help()) == set(ALL_SOURCES)
 
 
 @pytest.mark.parametrize("spec", ALL_SOURCES)
@@ -125,7 +117,7 @@ def test_stdlib_is_python_source_in_a_fixed_order():
     corpus = resolve_source("builtin:stdlib")
     ident = corpus.identity()
     assert "fallback" not in ident, "this Python has its standard-library source"
-    assert 1_000_000 <= ident["chars"] <= data.STDLIB_CAP_CHARS
+    assert 1_000_000 <= ident["chars"] <= corpora.STDLIB_CAP_CHARS
     assert corpus.vocab_size < 100  # plain ASCII source only
     text = corpus.tokenizer.decode(corpus.tokens[:2000])
     assert text.startswith("# ---- ") and "import " in text
@@ -142,20 +134,20 @@ def test_source_files_order_and_exclusions(tmp_path):
     }.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_bytes(body.encode())
-    files = data._source_files(tmp_path)
+    files = corpora._source_files(tmp_path)
     assert [p.relative_to(tmp_path).as_posix() for p in files] == [
         "alpha.py",
         "beta.py",
         "zeta.py",
         "pkg/__init__.py",
     ]
-    text, used = data._concat_sources(tmp_path, files, cap=10_000)
+    text, used = corpora._concat_sources(tmp_path, files, cap=10_000)
     assert used == 3 and "caf" not in text and "\r" not in text  # non-ASCII file skipped, CRLF normalised
     assert text.index("alpha.py") < text.index("zeta.py") < text.index("pkg/__init__.py")
 
 
 def test_stdlib_falls_back_to_the_projects_own_text(monkeypatch, tmp_path):
-    monkeypatch.setattr(data, "stdlib_dir", lambda: tmp_path / "no-such-dir")
+    monkeypatch.setattr(corpora, "stdlib_dir", lambda: tmp_path / "no-such-dir")
     corpus = resolve_source("builtin:stdlib")
     assert corpus.name == "builtin:stdlib" and corpus.identity()["fallback"] == "project"
     assert "not found" in corpus.describe()
@@ -164,8 +156,8 @@ def test_stdlib_falls_back_to_the_projects_own_text(monkeypatch, tmp_path):
 
 
 def test_tales_are_deterministic_and_keep_their_cast():
-    a, b = data.generate_tales(5_000, seed=1), data.generate_tales(5_000, seed=1)
-    assert a == b and len(a) >= 5_000 and a != data.generate_tales(5_000, seed=2)
+    a, b = generate_tales(5_000, seed=1), generate_tales(5_000, seed=1)
+    assert a == b and len(a) >= 5_000 and a != generate_tales(5_000, seed=2)
     first = a.split("\n\n")[0]
     name = re.search(r"named (\w+)|called (\w+)|name was (\w+)", first)
     hero = next(g for g in name.groups() if g)
@@ -251,7 +243,7 @@ def test_too_short_file_names_the_minimum(tmp_path):
 
 
 def test_too_large_file(tmp_path, monkeypatch):
-    monkeypatch.setattr(data, "MAX_FILE_BYTES", 1000)
+    monkeypatch.setattr(corpora, "MAX_FILE_BYTES", 1000)
     p = tmp_path / "big.txt"
     p.write_text("word " * 400)
     with pytest.raises(DataError, match="too large"):
@@ -387,8 +379,6 @@ def test_a_one_symbol_induction_repeat_is_refused():
 
 
 def test_data_for_a_loaded_model_keeps_reencodes_or_says_why():
-    from model.text.data import data_for_model, resolve_source
-
     corpus = resolve_source("builtin:primer")
     task = resolve_source("task:copy")
     # the current data already uses the model's tokenizer: keep it as it is
@@ -404,8 +394,6 @@ def test_data_for_a_loaded_model_keeps_reencodes_or_says_why():
 
 
 def test_prompt_for_picks_the_first_text_the_tokenizer_encodes():
-    from model.text.data import prompt_for
-
     tok = CharTokenizer("abc ")
     assert prompt_for(tok, "€uro", "", "cab") == "cab"
     assert prompt_for(tok, "xyz") == "abcabcabc"  # the fallbacks after the candidates

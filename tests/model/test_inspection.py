@@ -99,7 +99,7 @@ def test_aggregates_and_token_focus_are_means_and_slices_of_the_weights():
 
 
 def test_ablation_names_the_top_tokens_and_measures_the_loss_on_held_out_batches(model, tok):
-    from model.text.data import TextCorpus
+    from model.text.corpora import TextCorpus
 
     assert held_out_batches(None, model.config, tok)[0] is None
     source = TextCorpus(TEXT * 20, tokenizer=tok)

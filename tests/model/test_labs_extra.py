@@ -105,7 +105,7 @@ def test_without_positions_keeps_weights_and_makes_the_model_permutation_equivar
 
 
 def test_fixed_batch_repeats():
-    from model.text.data import resolve_source
+    from model.text.sources import resolve_source
 
     src = resolve_source("task:copy")
     a, b = fixed_batch(src, 2, 8, seed=4), fixed_batch(src, 2, 8, seed=4)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from model.config import ConfigError, GPTConfig
-from model.text.data import resolve_source
+from model.text.sources import resolve_source
 from model.train.multitrain import TrainerGroup, variant_configs
 from model.train.trainer import TrainSettings
 

@@ -80,7 +80,7 @@ def test_override_by_argument_and_environment(monkeypatch):
 
 
 def test_a_trainer_of_a_huge_config_is_refused_before_allocation(tiny_settings):
-    from model.text.data import resolve_source
+    from model.text.sources import resolve_source
     from model.train.trainer import Trainer
 
     before, t0 = rss(), time.perf_counter()
@@ -198,7 +198,7 @@ def test_seed_must_fit_a_64_bit_generator(seed):
 
 
 def test_resume_checks_the_optimizer_state_shapes(tiny_config, tiny_settings):
-    from model.text.data import resolve_source
+    from model.text.sources import resolve_source
     from model.train.trainer import Trainer
 
     trainer = Trainer(tiny_config, resolve_source("task:copy"), tiny_settings)

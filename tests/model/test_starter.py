@@ -27,7 +27,7 @@ def test_the_recipe_is_what_was_shipped():
 
 
 def test_the_corpora_are_deterministic_and_speak_the_starters_vocabulary():
-    from model.text.data import resolve_source
+    from model.text.sources import resolve_source
     from model.text.tokens import CharTokenizer
 
     tales = resolve_source("builtin:tales")
@@ -44,7 +44,7 @@ def test_the_corpora_are_deterministic_and_speak_the_starters_vocabulary():
 
 def test_the_shipped_weights_name_previous_token_and_induction_heads_on_the_default_prompt():
     from model.io.pretrained import open_model
-    from model.text.data import resolve_source
+    from model.text.sources import resolve_source
 
     ckpt = open_model(starter.STARTER_DIR)
     prompt = resolve_source(starter.STARTER_SOURCE, tokenizer=ckpt.tokenizer).default_prompt

@@ -11,7 +11,8 @@ import torch
 
 from model.config import ConfigError, GPTConfig
 from model.io.checkpoint import load_checkpoint
-from model.text.data import TextCorpus, resolve_source
+from model.text.corpora import TextCorpus
+from model.text.sources import resolve_source
 from model.train.trainer import (
     Trainer,
     TrainEvent,
