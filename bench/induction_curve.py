@@ -26,7 +26,9 @@ import numpy as np  # noqa: E402
 from model.interp.analysis.heads import induction_score  # noqa: E402
 from model.runtime import set_threads  # noqa: E402
 from model.text.sources import resolve_source  # noqa: E402
-from model.train.trainer import Trainer, recommended_config, recommended_settings  # noqa: E402
+from model.train.probes import Prober  # noqa: E402
+from model.train.recipes import recommended_config, recommended_settings  # noqa: E402
+from model.train.trainer import Trainer  # noqa: E402
 
 
 def repeat_period(prompt: str) -> int:
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.probe_every is not None:
         settings = settings.replace(probe_every=args.probe_every)
     settings.validate()
-    trainer = Trainer(config, source, settings)
+    trainer = Trainer(config, source, settings, callbacks={"on_step_end": [Prober()]})  # the probe traces
     prompt = trainer.probe_prompt
     period = repeat_period(prompt)
     print(f"{source.describe()}")
@@ -89,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             last_val = event.val_loss
         if event.trace is None:
             return
-        scores = induction_score(event.trace.stack("weights"), period)  # [L, H]
+        scores = induction_score(event.trace.stack("pattern"), period)  # [L, H]
         layer, head = np.unravel_index(int(scores.argmax()), scores.shape)
         best = float(scores.max())
         per_layer = " ".join(f"{s:.2f}" for s in scores.max(axis=1))

@@ -212,7 +212,7 @@ def _measure_trace(ckpt, T: int, rss) -> dict:
         T,
         cfg.d_model,
         cfg.d_head,
-        kinds=("weights",),
+        kinds=("pattern",),
         bytes_per_value=2 if big else 4,
     )
     try:  # reset the high-water mark to the present resident set (Linux 4.0+)

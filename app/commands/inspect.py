@@ -160,13 +160,13 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from model.interp.export import inspection_arrays, save_inspection
-    from model.interp.trace import inspect
+    from model.interp.trace import run_with_trace
     from model.nn.gpt import build_model
 
     if model is None:
         model = build_model(cfg, seed=args.seed)
     dtype = torch.float16 if plan.float16 else torch.float32
-    trace = inspect(model, tokenizer, ids, kinds=plan.kinds, layers=plan.layers, dtype=dtype)
+    trace = run_with_trace(model, ids, kinds=plan.kinds, layers=plan.layers, dtype=dtype)
     arrays = inspection_arrays(
         trace, tokenizer.token_strings(ids), dtype=np.float16 if plan.float16 else np.float32
     )

@@ -321,14 +321,14 @@ def attention_snapshot(model: Any, tokenizer: Any, prompt: str) -> tuple[Attenti
     import torch
 
     from model.interp.analysis.heads import head_metrics
-    from model.interp.trace import inspect
+    from model.interp.trace import run_with_trace
     from model.text.tokens import visible
 
     ids = tokenizer.encode(prompt, errors="replace")[-model.config.context_length :]
     if not ids:
         raise ValueError("the prompt is empty")
-    trace = inspect(model, tokenizer, ids, kinds=("weights",), dtype=torch.float16)
-    weights = np.ascontiguousarray(trace.stack("weights"), dtype=np.float16)
+    trace = run_with_trace(model, ids, kinds=("pattern",), dtype=torch.float16)
+    weights = np.ascontiguousarray(trace.stack("pattern"), dtype=np.float16)
     labels = [visible(t) for t in tokenizer.token_strings(ids)]
     metrics = head_metrics(weights.astype(np.float64), trace.mask)
     return AttentionSnapshot(prompt, labels, weights), metrics

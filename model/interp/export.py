@@ -18,8 +18,9 @@ key                 shape / dtype   meaning
 ``config``          () str          the model's GPTConfig as JSON
 ==================  ==============  ===============================================
 
-No pickled objects: every array is a plain numeric, bool or unicode array, so
-``np.load(path, allow_pickle=False)`` reads it.
+The square arrays keep the format's own names (``weights``, ``scores_scaled``: the trace keys
+``pattern``, ``scores``), so files written before read the same. No pickled objects: every array is
+a plain numeric, bool or unicode array, so ``np.load(path, allow_pickle=False)`` reads it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ import torch
 
 from model.atomic import write_atomic
 from model.interp.trace import Trace
+
+#: The file's keys for the square kinds (the format's own names, older than the trace's hook names).
+FILE_KEYS = {"weights": "pattern", "scores_raw": "scores_raw", "scores_scaled": "scores"}
 
 
 def _stacked(trace: Trace, kind: str, batch: int, dtype: np.dtype) -> np.ndarray | None:
@@ -60,10 +64,10 @@ def inspection_arrays(
     """
     points, norms = trace.resid_norms(batch)
     out = {"tokens": np.array(token_strings, dtype=str)}
-    for kind in ("weights", "scores_raw", "scores_scaled"):
+    for key, kind in FILE_KEYS.items():
         stacked = _stacked(trace, kind, batch, dtype)
         if stacked is not None:
-            out[kind] = stacked
+            out[key] = stacked
     out.update(
         {
             "layers": np.array(trace.layers, dtype=np.int64),

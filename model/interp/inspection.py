@@ -125,7 +125,7 @@ def prompt_need(cfg, n_tokens: int):
     from model.interp.trace_size import inspection_need
 
     big = cfg.n_layers * cfg.n_heads * n_tokens * n_tokens > FLOAT32_LIMIT
-    return inspection_need(cfg, n_tokens, kinds=("weights",), bytes_per_value=2 if big else 4)
+    return inspection_need(cfg, n_tokens, kinds=("pattern",), bytes_per_value=2 if big else 4)
 
 
 def tokens_that_fit(cfg, n_tokens: int, budget: int | None = None) -> int:
@@ -221,14 +221,6 @@ class Inspection:
         return np.asarray(self.weights[layer, head], dtype=np.float32)
 
 
-def inspect(model, tokenizer, prompt, **kw):
-    """:func:`model.interp.trace.inspect`: the one entry point (a Trace of a prompt, in eval mode, kinds
-    checked). Imported when called, so that this module loads without torch."""
-    from model.interp.trace import inspect as inspect_
-
-    return inspect_(model, tokenizer, prompt, **kw)
-
-
 def _ablation_hooks(ablate):
     from model.nn.hooks import ablate_heads
 
@@ -262,15 +254,16 @@ def inspect_prompt(
     cfg = model.config
     T = len(ids)
     big = cfg.n_layers * cfg.n_heads * T * T > FLOAT32_LIMIT
-    trace = inspect(
+    from model.interp.trace import run_with_trace  # torch, when a function runs
+
+    trace = run_with_trace(
         model,
-        tokenizer,
         ids,
-        kinds=("weights",),
+        kinds=("pattern",),
         dtype=torch.float16 if big else torch.float32,
         hooks=_ablation_hooks(ablate),
     )
-    weights = trace.take_stack("weights")  # [L, H, T, T], never two copies at once
+    weights = trace.take_stack("pattern")  # [L, H, T, T], never two copies at once
     b = max(1, int(block))
     overview = pool_max(weights, b)
     logits = trace.logits[0]
@@ -313,8 +306,9 @@ def head_detail(model, ids: list[int], layer: int, head: int, *, ablate: dict | 
     """:class:`~model.interp.analysis.pipeline.HeadPipeline` of one head on ``ids`` (traces only its
     layer)."""
     from model.interp.analysis.pipeline import PIPELINE_KINDS, head_pipeline
+    from model.interp.trace import run_with_trace  # torch, when a function runs
 
-    trace = inspect(model, None, ids, layers=[layer], kinds=PIPELINE_KINDS, hooks=_ablation_hooks(ablate))
+    trace = run_with_trace(model, ids, layers=[layer], kinds=PIPELINE_KINDS, hooks=_ablation_hooks(ablate))
     return head_pipeline(trace, layer, head)
 
 
@@ -335,8 +329,10 @@ def induction_scores(model, *, ablate: dict | None = None, period: int = INDUCTI
     cfg = model.config
     period = max(2, min(period, cfg.context_length // 2))
     rp = repeated_sequence(cfg.vocab_size, period, seed=seed)
-    trace = inspect(model, None, rp.tokens.tolist(), kinds=("weights",), hooks=_ablation_hooks(ablate))
-    return rp.score(trace.stack("weights")), period
+    from model.interp.trace import run_with_trace  # torch, when a function runs
+
+    trace = run_with_trace(model, rp.tokens.tolist(), kinds=("pattern",), hooks=_ablation_hooks(ablate))
+    return rp.score(trace.stack("pattern")), period
 
 
 def head_metrics_of(
@@ -509,9 +505,10 @@ def export_arrays(model, tokenizer, ids: list[int], *, ablate: dict | None = Non
     """The arrays of the .npz inspection format (``model.interp.export``), as ``attention-lab inspect``
     writes."""
     from model.interp.export import inspection_arrays
+    from model.interp.trace import run_with_trace  # torch, when a function runs
     from model.interp.trace_size import REQUIRED_KINDS
 
-    trace = inspect(model, tokenizer, ids, kinds=REQUIRED_KINDS, hooks=_ablation_hooks(ablate))
+    trace = run_with_trace(model, ids, kinds=REQUIRED_KINDS, hooks=_ablation_hooks(ablate))
     return inspection_arrays(trace, tokenizer.token_strings([int(i) for i in ids]))
 
 
@@ -533,7 +530,6 @@ __all__ = [
     "head_metrics_of",
     "held_out_batches",
     "induction_scores",
-    "inspect",
     "inspect_prompt",
     "pick_threads",
     "token_focus_of",

@@ -178,13 +178,13 @@ class FrameHistory:
 
 def make_probe_frame(trace: Any, tokenizer: Any, step: int, prompt: str) -> ProbeFrame:
     """Turn a probe :class:`~model.interp.trace.Trace` into a :class:`ProbeFrame` (fresh float16 copy)."""
-    weights = np.ascontiguousarray(trace.stack("weights"), dtype=np.float16)
+    weights = np.ascontiguousarray(trace.stack("pattern"), dtype=np.float16)
     ids = [int(i) for i in trace.tokens[0].tolist()]
     labels = [visible(s) for s in tokenizer.token_strings(ids)]
     return ProbeFrame(step=int(step), prompt=prompt, tokens=labels, weights=weights)
 
 
-def trace_prompt(model: Any, tokenizer: Any, prompt: str, *, kinds=("weights",), dtype=None, layers=None):
+def trace_prompt(model: Any, tokenizer: Any, prompt: str, *, kinds=("pattern",), dtype=None, layers=None):
     """A :class:`~model.interp.trace.Trace` of ``prompt`` with the model in eval mode (its mode restored).
 
     Characters the tokenizer lacks are replaced (a probe never fails on its prompt); a prompt longer
@@ -193,13 +193,13 @@ def trace_prompt(model: Any, tokenizer: Any, prompt: str, *, kinds=("weights",),
     """
     import torch
 
-    from model.interp.trace import inspect
+    from model.interp.trace import run_with_trace
 
     ids = tokenizer.encode(prompt, errors="replace")
     if not ids:
         raise ValueError("the probe prompt is empty")
     ids = ids[-model.config.context_length :]
-    return inspect(model, tokenizer, ids, kinds=kinds, layers=layers, dtype=dtype or torch.float16)
+    return run_with_trace(model, ids, kinds=kinds, layers=layers, dtype=dtype or torch.float16)
 
 
 class Prober:

@@ -1,34 +1,42 @@
-"""Trace: what one inspected forward pass recorded, keyed by (kind, layer).
+"""Trace: what one recorded run of a model caught, keyed by (hook name, layer).
 
-A trace is taken by :meth:`model.nn.gpt.GPT.trace` (or ``GPT.record``, or ``model.interp.inspection.inspect``
-for a
-prompt): a :class:`Recorder` hooks the model's hook points (:mod:`model.nn.hooks`, whose table maps every
-kind to the point it is read from). Per layer ``l`` and head ``h`` it can hold:
+:func:`run_with_trace` is the one function that turns a prompt into a :class:`Trace`: a
+:class:`Recorder` hooks the model's hook points (:mod:`model.nn.hooks`) for one forward pass, in
+evaluation mode, under ``torch.no_grad``. Keys are the hook points' own names, as TransformerLens's
+shorthand (``trace["pattern", 3]`` is layer 3's attention pattern). Per layer ``l`` and head ``h``:
 
-===================  ===============  =====================================================
-kind                 shape            meaning
-===================  ===============  =====================================================
-``q`` ``k`` ``v``    [B, H, T, d_k]   per-head queries/keys/values (K, V repeated to H heads)
-``scores_raw``       [B, H, T, T]     Q Kᵀ
-``scores_scaled``    [B, H, T, T]     what enters the softmax before masking (Q Kᵀ/√d_k, ...)
-``weights``          [B, H, T, T]     softmax(masked scaled scores); rows sum to 1
-``head_out``         [B, H, T, d_k]   weights @ V, one head's output before W_O
-``attn_out``         [B, T, d]        what attention writes into the residual stream
-``mlp_out``          [B, T, d]        what the MLP writes into the residual stream
-``resid_pre``        [B, T, d]        the stream entering the block
-``resid_mid``        [B, T, d]        between attention and MLP
-``resid_post``       [B, T, d]        the stream leaving the block
-``attn_write_norm``  [B, T]           ‖attn_out‖₂ per position
-``mlp_write_norm``   [B, T]           ‖mlp_out‖₂ per position
-===================  ===============  =====================================================
+===================  ===============  ===========================  ===================================
+key                  shape            hook point                   meaning
+===================  ===============  ===========================  ===================================
+``q`` ``k`` ``v``    [B, H, T, d_k]   ``blocks.l.attn.q/k/v``      queries/keys/values (K, V repeated
+                                                                   to H heads)
+``scores_raw``       [B, H, T, T]     (from ``attn.q``, ``attn.k``) Q Kᵀ
+``scores``           [B, H, T, T]     ``blocks.l.attn.scores``     what enters the softmax before
+                                                                   masking (Q Kᵀ/√d_k, ...)
+``pattern``          [B, H, T, T]     ``blocks.l.attn.pattern``    softmax(masked scores); rows sum to 1
+``z``                [B, H, T, d_k]   ``blocks.l.attn.z``          pattern @ V, a head's output before W_O
+``attn_out``         [B, T, d]        ``blocks.l.attn.out``        what attention writes into the stream
+``mlp_out``          [B, T, d]        ``blocks.l.mlp.out``         what the MLP writes into the stream
+``resid_pre``        [B, T, d]        ``blocks.l.resid_pre``       the stream entering the block
+``resid_mid``        [B, T, d]        ``blocks.l.resid_mid``       between attention and MLP
+``resid_post``       [B, T, d]        ``blocks.l.resid_post``      the stream leaving the block
+``attn_write_norm``  [B, T]           (from ``attn.out``)          ‖attn_out‖₂ per position
+``mlp_write_norm``   [B, T]           (from ``mlp.out``)           ‖mlp_out‖₂ per position
+===================  ===============  ===========================  ===================================
 
-plus, for the whole model, ``mask`` [T, T] (True where a query may attend), ``logits`` [B, T, V]
-(always float32), ``resid_final`` [B, T, d] (after the final norm) and the input ``tokens`` [B, T].
+plus, for the whole model, ``ln_final`` [B, T, d] (the stream after the final norm; layer ``-1``),
+``mask`` [T, T] (True where a query may attend), ``logits`` [B, T, V] (always float32) and the input
+``tokens`` [B, T].
+
+Older names are accepted everywhere a key is (:data:`ALIASES`): ``weights`` = ``pattern``,
+``scores_scaled`` = ``scores``, ``head_out`` = ``z``, ``resid_final`` = ``ln_final``; the .npz export
+format (``model.interp.export``) keeps the older names as its file keys.
 
 Memory. Every [T, T] kind costs ``L·H·T²·B·s`` bytes (``s`` = 2 for float16, 4 for float32). A
-12-layer, 12-head model at T = 1024 with only ``weights`` in float16 needs 12·12·1024²·2 B = 302 MB
+12-layer, 12-head model at T = 1024 with only ``pattern`` in float16 needs 12·12·1024²·2 B = 302 MB
 (all three score kinds: 906 MB); the residual kinds are ``L·T·d·s`` each (12·1024·768·2 = 18.9 MB).
-Select ``layers`` and ``kinds`` to record less; :func:`estimate_nbytes` gives the figure in advance.
+Select ``layers`` and ``kinds`` to record less; :func:`~model.interp.trace_size.estimate_nbytes`
+gives the figure in advance, and :func:`run_with_trace` refuses a trace that cannot fit.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from model.interp.trace_size import ALL_KINDS, GLOBAL_KINDS, inspection_need
+from model.interp.trace_size import ALIASES, ALL_KINDS, GLOBAL_KINDS, canonical, inspection_need
 
 #: The residual-stream checkpoints in order, as names for plots: ("embed", "L0.mid", "L0.post", ...).
 RESID_POINTS_DOC = "embed, then for each layer l: L{l}.mid (after attention), L{l}.post (after the MLP)"
@@ -53,9 +61,9 @@ KIND_POINTS = {
     "k": "attn.k",
     "v": "attn.v",
     "scores_raw": "attn.k",  # Q Kᵀ from this layer's q and k
-    "scores_scaled": "attn.scores",
-    "weights": "attn.pattern",
-    "head_out": "attn.z",
+    "scores": "attn.scores",
+    "pattern": "attn.pattern",
+    "z": "attn.z",
     "attn_out": "attn.out",
     "mlp_out": "mlp.out",
     "resid_pre": "resid_pre",
@@ -66,15 +74,19 @@ KIND_POINTS = {
 }
 
 
-def check_kinds(kinds: Iterable[str] | None) -> frozenset[str] | None:
-    """``kinds`` as a frozenset (None = all); ValueError naming the valid kinds for an unknown one."""
+def check_kinds(kinds: Iterable[str] | str | None) -> frozenset[str] | None:
+    """``kinds`` by their hook names, as a frozenset (None = all); an older name (:data:`ALIASES`)
+    is its hook name; an unknown one is a ValueError naming the valid kinds."""
     if kinds is None:
         return None
-    kinds = frozenset([kinds] if isinstance(kinds, str) else kinds)
+    kinds = frozenset(canonical(k) for k in ([kinds] if isinstance(kinds, str) else kinds))
     unknown = sorted(kinds - set(ALL_KINDS))
     if unknown:
         names = ", ".join(map(repr, unknown))
-        raise ValueError(f"unknown trace kind {names}; valid kinds: {', '.join(ALL_KINDS)}")
+        raise ValueError(
+            f"unknown trace kind {names}; valid kinds: {', '.join(ALL_KINDS)} "
+            f"(older names: {', '.join(ALIASES)})"
+        )
     return kinds
 
 
@@ -103,7 +115,7 @@ class Recorder:
         return self.layers is None or layer in self.layers
 
     def wants(self, kind: str, layer: int) -> bool:
-        return self.wants_layer(layer) and (self.kinds is None or kind in self.kinds)
+        return self.wants_layer(layer) and (self.kinds is None or canonical(kind) in self.kinds)
 
     def put(self, kind: str, layer: int, tensor: torch.Tensor) -> None:
         if self.wants(kind, layer):
@@ -120,8 +132,8 @@ class Recorder:
             return fn
 
         pairs = [("mask", keep("mask")), ("logits", keep("logits"))]
-        if self.wants("resid_final", -1):
-            pairs.append(("ln_final", lambda x, hook: self.put("resid_final", -1, x)))
+        if self.wants("ln_final", -1):
+            pairs.append(("ln_final", lambda x, hook: self.put("ln_final", -1, x)))
         last_q: dict[int, torch.Tensor] = {}
 
         def heads(t):  # [B, H_kv, S, d_k] -> [B, H, S, d_k]
@@ -163,8 +175,8 @@ class Recorder:
 class Trace:
     """Recorded activations of one forward pass; see the module docstring for kinds and shapes.
 
-    ``trace["weights", 2]`` is layer 2's attention weights [B, H, T, T];
-    ``trace.stack("weights")`` stacks every recorded layer for one batch row: numpy [L, H, T, T].
+    ``trace["pattern", 2]`` is layer 2's attention weights [B, H, T, T];
+    ``trace.stack("pattern")`` stacks every recorded layer for one batch row: numpy [L, H, T, T].
     """
 
     def __init__(
@@ -182,20 +194,20 @@ class Trace:
         self.logits = logits.detach().float().cpu()
 
     def __getitem__(self, key: tuple[str, int]) -> torch.Tensor:
+        kind, layer = key
         try:
-            return self._store[key]
+            return self._store[(canonical(kind), layer)]
         except KeyError:
-            kind, layer = key
             raise KeyError(
                 f"trace has no {kind!r} for layer {layer}; recorded kinds: {sorted(self.kinds)}, "
                 f"layers: {self.layers}"
             ) from None
 
     def get(self, kind: str, layer: int, default: Any = None) -> Any:
-        return self._store.get((kind, layer), default)
+        return self._store.get((canonical(kind), layer), default)
 
     def has(self, kind: str, layer: int = -1) -> bool:
-        return (kind, layer) in self._store
+        return (canonical(kind), layer) in self._store
 
     def keys(self) -> list[tuple[str, int]]:
         return list(self._store)
@@ -219,6 +231,7 @@ class Trace:
 
     def stack(self, kind: str, batch: int = 0) -> np.ndarray:
         """float32 numpy of ``kind`` for every recorded layer, batch row ``batch``: [L, ...]."""
+        kind = canonical(kind)
         layers = [layer for layer in self.layers if (kind, layer) in self._store]
         if not layers:
             raise KeyError(f"trace has no {kind!r}; recorded kinds: {sorted(self.kinds)}")
@@ -227,6 +240,7 @@ class Trace:
     def take_stack(self, kind: str, batch: int = 0) -> np.ndarray:
         """Like :meth:`stack` but in the recorded dtype, and each layer leaves the trace as it is copied
         (peak memory: the result plus one layer, not twice the result). The trace no longer has ``kind``."""
+        kind = canonical(kind)
         layers = [layer for layer in self.layers if (kind, layer) in self._store]
         if not layers:
             raise KeyError(f"trace has no {kind!r}; recorded kinds: {sorted(self.kinds)}")
@@ -286,37 +300,42 @@ def eval_mode(model):
         model.train(was)
 
 
-def inspect(
+def run_with_trace(
     model,
-    tokenizer,
-    prompt,
+    tokens,
     *,
-    kinds=None,
-    layers=None,
-    dtype=None,
+    kinds: Iterable[str] | None = None,
+    layers: Iterable[int] | None = None,
+    dtype: torch.dtype | None = None,
     hooks=(),
-    errors: str = "strict",
-):
-    """The :class:`~model.interp.trace.Trace` of ``prompt``: the one way to inspect a model.
+) -> Trace:
+    """One recorded run: the :class:`Trace` of ``tokens`` through ``model`` — the one way to record.
 
-    ``prompt``: text (encoded by ``tokenizer`` with ``errors``, keeping its last ``context_length``
-    tokens), token ids [T], or a tensor [T] / [B, T] (``tokenizer`` may then be None). ``kinds`` and
-    ``layers`` choose what is recorded (all by default; an unknown kind is a ValueError naming the
-    valid ones); ``dtype`` the stored precision (float32 by default); ``hooks``: interventions active
-    during the pass ({name: fn} or (name, fn) pairs, e.g. ``model.nn.hooks.ablate_heads``). Runs in
-    evaluation mode under ``torch.no_grad`` and restores the model's mode.
+    ``tokens``: a :class:`~model.interp.prompt.Prompt` (make one from text with
+    :func:`~model.interp.prompt.encode_prompt`), token ids [T], or a tensor [T] / [B, T]. ``kinds``
+    and ``layers`` choose what is recorded (all by default; an unknown kind is a ValueError naming the
+    valid ones); ``dtype`` the stored precision (float32 by default; logits are always float32);
+    ``hooks``: interventions active during the pass ({name: fn} or (name, fn) pairs, e.g.
+    :func:`model.nn.hooks.ablate_heads`), run before the recording at the same points. A trace the
+    machine cannot hold is refused first (:class:`~model.budget.sizing.ModelTooLarge`, in
+    milliseconds). Runs in evaluation mode under ``torch.no_grad`` and restores the model's mode.
+    A layer whose scores or pattern are recorded runs the explicit softmax; its logits equal the fused
+    path's to float32 precision.
     """
-    kinds = check_kinds(kinds)
-    if isinstance(prompt, str):
-        prompt = tokenizer.encode(prompt, errors=errors)[-model.config.context_length :]
-        if not prompt:
-            raise ValueError("the prompt encodes to no tokens")
-    idx = torch.as_tensor(prompt, dtype=torch.long, device=model.device)
+    ids = getattr(tokens, "ids", tokens)
+    idx = torch.as_tensor(ids, dtype=torch.long, device=model.device)
     if idx.dim() == 1:
         idx = idx[None]
-    _check_fits(model, idx, kinds, layers, dtype or torch.float32)
+    if idx.shape[-1] == 0:
+        raise ValueError("the prompt encodes to no tokens")
+    dtype = dtype or torch.float32
+    kinds = check_kinds(kinds)
+    _check_fits(model, idx, kinds, layers, dtype)
+    rec = Recorder(layers=layers, kinds=kinds, dtype=dtype, config=model.config)
     with torch.no_grad(), eval_mode(model), model.hooks(hooks):
-        return model.trace(idx, kinds=kinds, layers=layers, dtype=dtype or torch.float32)
+        with model.hooks(rec.hooks(model.config.n_layers, model.config.n_rep)):
+            model(idx)
+    return rec.trace(idx)
 
 
 def _check_fits(model, idx: torch.Tensor, kinds, layers, dtype: torch.dtype) -> None:

@@ -5,8 +5,9 @@ inspection within a budget (:func:`plan_inspection`).
 Arithmetic on a :class:`~model.config.GPTConfig` only, no torch: a command can size (and refuse) an
 inspection in milliseconds, before torch is even imported. For L layers, H heads, T tokens, d_model
 d, head_dim d_k, batch B and b bytes per value, a trace holds per layer H·T² per square kind
-(``scores_raw``, ``scores_scaled``, ``weights``), H·T·d_k per other head kind, T·d per stream kind
-and T per norm kind, plus T·d for ``resid_final``: (L · per_layer + once) · B · b bytes.
+(``scores_raw``, ``scores``, ``pattern``), H·T·d_k per other head kind, T·d per stream kind
+and T per norm kind, plus T·d for ``ln_final``: (L · per_layer + once) · B · b bytes. Kinds are the
+hook names of :mod:`model.interp.trace`; :data:`ALIASES` are the older names, accepted everywhere.
 """
 
 from __future__ import annotations
@@ -18,15 +19,28 @@ from typing import Any
 from model.budget.sizing import Available, ModelTooLarge, Need, largest_knob, load_need
 from model.config import GPTConfig
 
-HEAD_KINDS = ("q", "k", "v", "scores_raw", "scores_scaled", "weights", "head_out")
-SQUARE_KINDS = ("scores_raw", "scores_scaled", "weights")
+HEAD_KINDS = ("q", "k", "v", "scores_raw", "scores", "pattern", "z")
+SQUARE_KINDS = ("scores_raw", "scores", "pattern")
 STREAM_KINDS = ("attn_out", "mlp_out", "resid_pre", "resid_mid", "resid_post")
 NORM_KINDS = ("attn_write_norm", "mlp_write_norm")
 LAYER_KINDS = HEAD_KINDS + STREAM_KINDS + NORM_KINDS
-GLOBAL_KINDS = ("resid_final",)
+GLOBAL_KINDS = ("ln_final",)
 ALL_KINDS = LAYER_KINDS + GLOBAL_KINDS
+#: The older kind names, accepted wherever a kind is: each → the hook name it is.
+ALIASES = {"weights": "pattern", "scores_scaled": "scores", "head_out": "z", "resid_final": "ln_final"}
 #: What the .npz inspection format (``model.interp.export``) records.
-REQUIRED_KINDS = ("weights", "scores_raw", "scores_scaled", "resid_pre", "resid_mid", "resid_post")
+REQUIRED_KINDS = ("pattern", "scores_raw", "scores", "resid_pre", "resid_mid", "resid_post")
+
+
+def canonical(kind: str) -> str:
+    """The hook name of ``kind`` (an older name from :data:`ALIASES` → its hook name; others as given)."""
+    return ALIASES.get(kind, kind)
+
+
+def canonical_kinds(kinds: Iterable[str] | str) -> tuple[str, ...]:
+    """``kinds`` by their hook names, in order, each once."""
+    kinds = [kinds] if isinstance(kinds, str) else kinds
+    return tuple(dict.fromkeys(canonical(k) for k in kinds))
 
 
 def estimate_nbytes(
@@ -41,7 +55,7 @@ def estimate_nbytes(
     bytes_per_value: int = 4,
 ) -> int:
     """Bytes a trace of these kinds takes (logits excluded): the formula in the module docstring."""
-    kinds = set(ALL_KINDS if kinds is None else kinds)
+    kinds = set(ALL_KINDS if kinds is None else canonical_kinds(kinds))
     per_layer = 0
     for kind in kinds:
         if kind in SQUARE_KINDS:
@@ -52,7 +66,7 @@ def estimate_nbytes(
             per_layer += seq_len * d_model
         elif kind in NORM_KINDS:
             per_layer += seq_len
-    once = seq_len * d_model if "resid_final" in kinds else 0
+    once = seq_len * d_model if "ln_final" in kinds else 0
     return (per_layer * n_layers + once) * batch * bytes_per_value
 
 
@@ -83,6 +97,7 @@ def inspection_need(
     H, T, d, V = _n(cfg.n_heads), max(1, _n(seq_len)), _n(cfg.d_model), _n(cfg.vocab_size)
     B = max(1, _n(batch))
     trace = estimate_nbytes(L, H, T, d, _n(cfg.d_head), kinds=kinds, bytes_per_value=bytes_per_value, batch=B)
+    kinds = canonical_kinds(kinds)
     squares = sum(1 for k in kinds if k in SQUARE_KINDS)
     parts = {
         "recorded heads": trace,
@@ -113,7 +128,7 @@ def plan_inspection(
     *,
     kinds: tuple[str, ...],
     budget: int,
-    keep: tuple[str, ...] = ("weights",),
+    keep: tuple[str, ...] = ("pattern",),
     float16: bool | None = None,
     with_model: bool = False,
 ) -> InspectionPlan:
@@ -123,10 +138,11 @@ def plan_inspection(
     float16; then ``keep`` for as many layers as fit, spread evenly from first to last. ``float16``
     True/False pins the precision.
     """
+    kinds, keep = canonical_kinds(kinds), canonical_kinds(keep)
     L = _n(cfg.n_layers)
     precisions = [False, True] if float16 is None else [float16]
     candidates: list[tuple[tuple[str, ...], bool]] = [(kinds, f16) for f16 in precisions]
-    small = tuple(k for k in kinds if k in keep or k not in ("scores_raw", "scores_scaled"))
+    small = tuple(k for k in kinds if k in keep or k not in ("scores_raw", "scores"))
     if small != kinds:
         candidates += [(small, f16) for f16 in precisions]
     need = None

@@ -5,7 +5,7 @@ from :data:`RECIPE`, whose data, shape, steps and seed are written down here (``
 The recipe is ``task:induction`` on its recommended 2-layer shape: random segments repeated after a
 gap, the loss scored only on the repeats, which only "what followed this token last time" predicts.
 A previous-token head in layer 0 and an induction head in layer 1 form in a phase change near step
-130 (``model.train.trainer.recommended_settings``); 250 steps, then 250 more resumed, take a few minutes on
+130 (``model.train.recipes.recommended_settings``); 250 steps, then 250 more resumed, take a few minutes on
 2 CPU cores.
 
 A stage may also be a generated text over ``builtin:tales``'s characters, so that the model reads
@@ -142,11 +142,11 @@ def named_heads(model: Any, tokenizer: Any, prompt: str) -> dict[str, list[tuple
     """``{role: [(layer, head), ...]}`` as the Metrics page names them on ``prompt`` (default thresholds)."""
     from model.interp.analysis.heads import HEAD_ROLES, classify_heads
     from model.interp.inspection import encode_prompt, head_metrics_of
-    from model.interp.trace import inspect
+    from model.interp.trace import run_with_trace
 
     ids, _ = encode_prompt(tokenizer, prompt, model.config.context_length)
-    trace = inspect(model, None, ids, kinds=("weights",))
-    result = head_metrics_of(model, trace.stack("weights"), trace.mask)
+    trace = run_with_trace(model, ids, kinds=("pattern",))
+    result = head_metrics_of(model, trace.stack("pattern"), trace.mask)
     names = classify_heads(result.metrics)
     return {role: names.heads_named(role) for role in HEAD_ROLES if names.heads_named(role)}
 

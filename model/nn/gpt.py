@@ -23,9 +23,9 @@ positions, MLPs) come from the factories of :mod:`model.nn.layers`. Three ways t
 
 * **plain** — ``model(idx)``: ``F.scaled_dot_product_attention`` (fused, never materialises the
   weights); used for training and generation, with an optional :class:`KVCache`;
-* **record** — ``model.interp.trace(idx)`` (or ``with model.record(...)``): a layer whose scores or weights
-are
-  recorded runs the explicit softmax; the logits equal the plain path's (float32, ``allclose``);
+* **record** — :func:`model.interp.trace.run_with_trace` (the one recorded run) hooks the points
+  it records: a layer whose scores or pattern are recorded runs the explicit softmax; the logits equal
+  the plain path's (float32, ``allclose``);
 * **intervene** — ``with model.hooks({name: fn}):``: replace or edit any activation (head ablation,
   custom masks and activation patching are such hooks).
 """
@@ -41,7 +41,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from model.config import ConfigError, GPTConfig
-from model.interp.trace import Recorder, Trace
 from model.nn.hooks import HookPoint, attached, name_hook_points
 from model.nn.layers import STD, apply_rope, init_linear, make_mlp, make_norm, make_positions
 
@@ -245,7 +244,8 @@ class GPT(nn.Module):
     """Token embedding → (positions) → L blocks → (final norm) → unembedding.
 
     Hook points ``embed``, ``pos_embed`` (added positions only), ``mask``, ``blocks.l.*``, ``ln_final``,
-    ``logits``: :meth:`hook_points`, :meth:`hooks` (intervene), :meth:`record` and :meth:`trace`.
+    ``logits``: :meth:`hook_points`, :meth:`hooks` (intervene; recording is
+    :func:`model.interp.trace.run_with_trace`).
     """
 
     def __init__(self, config: GPTConfig):
@@ -319,13 +319,6 @@ class GPT(nn.Module):
         named point, in every forward inside the block (a returned tensor replaces ``x``)."""
         return attached(self._hook_points, fns)
 
-    @contextlib.contextmanager
-    def record(self, kinds=None, layers=None, dtype: torch.dtype = torch.float32):
-        """Record: ``with model.record(kinds, layers, dtype) as rec: model(idx)``, then ``rec.trace(idx)``."""
-        rec = Recorder(layers=layers, kinds=kinds, dtype=dtype, config=self.config)
-        with self.hooks(rec.hooks(self.config.n_layers, self.config.n_rep)):
-            yield rec
-
     # ---- forward -----------------------------------------------------------------------------
     def forward(
         self,
@@ -373,26 +366,22 @@ class GPT(nn.Module):
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1))
         return logits, loss
 
-    @torch.no_grad()
-    def trace(
-        self,
-        idx: torch.Tensor,
-        *,
-        layers=None,
-        kinds=None,
-        dtype: torch.dtype = torch.float32,
-    ) -> Trace:
-        """Record what ``layers`` × ``kinds`` ask for (all by default) in one forward pass of ``idx``.
+    def optimizer_groups(self, weight_decay: float) -> list[dict]:
+        """AdamW's two parameter groups, as nanoGPT's ``configure_optimizers``: ``weight_decay`` on
+        every trainable parameter with two or more dimensions (the projection matrices and the
+        embedding tables, as GPT-2 and nanoGPT do), none on biases, norm gains or per-head scales.
 
-        ``idx`` [T] or [B, T]. ``dtype`` float16 halves the memory of the recorded tensors (see
-        :mod:`model.interp.trace` for the figures). Logits are always float32 and equal the fast path's.
-        Interventions inside ``with model.hooks(...)`` apply (see :meth:`forward`).
+        ``[{"params", "names", "weight_decay"}, ...]``: decayed first, each in ``named_parameters()``
+        order; ``names`` are the parameters' names (take them out before handing the groups to torch).
         """
-        if idx.dim() == 1:
-            idx = idx[None]
-        with self.record(kinds, layers, dtype) as rec:
-            self.forward(idx)
-        return rec.trace(idx)
+        decay = {"params": [], "names": [], "weight_decay": weight_decay}
+        no_decay = {"params": [], "names": [], "weight_decay": 0.0}
+        for name, p in self.named_parameters():
+            if p.requires_grad:
+                group = decay if p.dim() >= 2 else no_decay
+                group["params"].append(p)
+                group["names"].append(name)
+        return [decay, no_decay]
 
 
 def build_model(config: GPTConfig, *, seed: int | None = None, device: str | torch.device = "cpu") -> GPT:

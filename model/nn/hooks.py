@@ -5,9 +5,8 @@ whose name is its path in the model. Nothing is hooked by default, and an unhook
 attribute test, so training pays nothing for them. Three ways to run one model:
 
 * **plain** — ``model(idx)``: the fused ``scaled_dot_product_attention`` path;
-* **record** — ``with model.record(kinds, layers, dtype) as rec: model(idx)`` then ``rec.trace(idx)``
-  (or simply ``model.interp.trace(idx)``): fills a :class:`~model.interp.trace.Trace` (see
-  :mod:`model.interp.trace`);
+* **record** — :func:`model.interp.trace.run_with_trace` hooks the points it records for one pass
+  and returns a :class:`~model.interp.trace.Trace`, keyed by these points' names;
 * **intervene** — ``with model.hooks({"blocks.0.attn.z": fn}): model(idx)``: ``fn(x, hook)`` returns
   the activation to use instead of ``x`` (``None`` keeps ``x``). :func:`ablate_heads`,
   :func:`use_mask` and :func:`patch` build the common ones.
@@ -19,7 +18,7 @@ were added (an intervention entered before a recording is what the recording see
 fused kernel never forms the weights); its logits equal the fused ones to float32 rounding.
 
 ===========================  ===============  ==========================  ==========================
-hook point                   shape            TransformerLens             Trace kind
+hook point                   shape            TransformerLens             Trace key
 ===========================  ===============  ==========================  ==========================
 ``embed``                    [B, T, d]        ``hook_embed``              —
 ``pos_embed``                [T, d]           ``hook_pos_embed``          — (learned/sinusoidal only)
@@ -27,14 +26,14 @@ hook point                   shape            TransformerLens             Trace 
 ``blocks.l.resid_pre``       [B, T, d]        ``blocks.l.hook_resid_pre``   ``resid_pre``
 ``blocks.l.attn.q``          [B, H, T, d_k]   ``attn.hook_q`` / ``hook_rot_q`` ``q`` (after RoPE)
 ``blocks.l.attn.k``, ``.v``  [B, H_kv, S, d_k]  ``attn.hook_k``, ``hook_v``  ``k``, ``v`` (repeated to H)
-``blocks.l.attn.scores``     [B, H, T, S]     ``attn.hook_attn_scores``   ``scores_scaled``
-``blocks.l.attn.pattern``    [B, H, T, S]     ``attn.hook_pattern``       ``weights``
-``blocks.l.attn.z``          [B, H, T, d_k]   ``attn.hook_z``             ``head_out``
+``blocks.l.attn.scores``     [B, H, T, S]     ``attn.hook_attn_scores``   ``scores``
+``blocks.l.attn.pattern``    [B, H, T, S]     ``attn.hook_pattern``       ``pattern``
+``blocks.l.attn.z``          [B, H, T, d_k]   ``attn.hook_z``             ``z``
 ``blocks.l.attn.out``        [B, T, d]        ``hook_attn_out``           ``attn_out``
 ``blocks.l.resid_mid``       [B, T, d]        ``blocks.l.hook_resid_mid``   ``resid_mid``
 ``blocks.l.mlp.out``         [B, T, d]        ``hook_mlp_out``            ``mlp_out``
 ``blocks.l.resid_post``      [B, T, d]        ``blocks.l.hook_resid_post``  ``resid_post``
-``ln_final``                 [B, T, d]        ``ln_final.hook_normalized``  ``resid_final``
+``ln_final``                 [B, T, d]        ``ln_final.hook_normalized``  ``ln_final``
 ``logits``                   [B, T, V]        —                           ``Trace.logits``
 ===========================  ===============  ==========================  ==========================
 

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from app.views.attention.state import CausalFailure
+from model.interp.trace import run_with_trace
 
 TIMEOUT = 30_000
 CLEAN = "When Mary and Anne went out, Anne gave it to"  # fits the primer's characters and 48 tokens
@@ -200,8 +201,8 @@ def test_rollout_is_an_aggregate_with_its_caveat_on_screen(qtbot, tab):
     assert page.caveat.isVisible() and ROLLOUT_CAVEAT in page.caveat.text()
     ids = tab.session.tokenizer.encode(CLEAN)
     with torch.no_grad():
-        trace = tab.session.model.trace(torch.tensor([ids]), kinds=("weights",))
-    want = attention_rollout(trace.stack("weights")).rollout
+        trace = run_with_trace(tab.session.model, torch.tensor([ids]), kinds=("pattern",))
+    want = attention_rollout(trace.stack("pattern")).rollout
     mask = tab.inspection.mask
     np.testing.assert_allclose(page.heatmap.matrix[mask], want[mask], atol=1e-5)
     page.set_mode("all")

@@ -36,7 +36,7 @@ def _pipeline(qtbot, tab):
     page = tab.pages["pipeline"]
     qtbot.waitUntil(lambda: page.view.isVisible() and not page.stale, timeout=TIMEOUT)
     page.arrange(force=True)
-    qtbot.waitUntil(lambda: page.titles["weights"].item.boundingRect().height() > 30, timeout=5000)
+    qtbot.waitUntil(lambda: page.titles["pattern"].item.boundingRect().height() > 30, timeout=5000)
     return page
 
 
@@ -77,7 +77,7 @@ def test_pipeline_titles_are_whole_off_the_data_and_beside_no_colour_bar(qtbot, 
 def test_pipeline_matrices_are_a_usable_size_at_1280(qtbot, attention_at):
     _, tab = attention_at()
     page = _pipeline(qtbot, tab)
-    for key in ("scores_raw", "scores_scaled", "scores_masked", "weights"):
+    for key in ("scores_raw", "scores", "scores_masked", "pattern"):
         rect = _image_rect(page.plots[key])
         assert min(rect.width(), rect.height()) >= 200, (key, rect)  # was about 60 px
         assert abs(rect.width() - rect.height()) <= 2, key  # square cells
@@ -88,7 +88,7 @@ def test_pipeline_matrices_are_a_usable_size_at_1280(qtbot, attention_at):
 def test_every_text_of_panel_7_reads_on_what_is_behind_it(qtbot, attention_at):
     _, tab = attention_at()
     page = _pipeline(qtbot, tab)
-    label = page.titles["weights"]
+    label = page.titles["pattern"]
     ink = QColor(label.opts.get("color", "#222"))
     ink = (ink.red(), ink.green(), ink.blue())
     rect = _text_rect(label)
@@ -103,7 +103,7 @@ def test_every_text_of_panel_7_reads_on_what_is_behind_it(qtbot, attention_at):
     }
     assert pixels and min(contrast_ratio(ink, p) for p in pixels) >= 4.5
     # the masked weights are grey (the colour of "masked" everywhere), not the colour of 0
-    panel = page.plots["weights"]
+    panel = page.plots["pattern"]
     assert panel.hidden is not None and panel.hidden[0, -1] and panel.legend.hidden_text == "masked"
 
 

@@ -14,6 +14,7 @@ import torch
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 
+from model.interp.trace import run_with_trace
 from model.text.tokens import visible
 
 TIMEOUT = 30_000  # ms: the machine's two cores are shared with other test runs
@@ -32,7 +33,7 @@ def tab(attention_tab):
 def _trace(session, text, **kw):
     ids = session.tokenizer.encode(text)
     with torch.no_grad():
-        return ids, session.model.trace(torch.tensor([ids]), **kw)
+        return ids, run_with_trace(session.model, torch.tensor([ids]), **kw)
 
 
 def _type(qtbot, tab, text):
@@ -46,8 +47,8 @@ def _type(qtbot, tab, text):
 def test_typing_a_prompt_updates_the_grid(qtbot, tab, session):
     insp = _type(qtbot, tab, "a cat sat")
     grid = tab.pages["heads"].mosaic
-    ids, trace = _trace(session, "a cat sat", kinds=("weights",))
-    want = trace.stack("weights")
+    ids, trace = _trace(session, "a cat sat", kinds=("pattern",))
+    want = trace.stack("pattern")
     assert grid.weights.shape == (2, 2, 9, 9) == want.shape
     np.testing.assert_allclose(grid.weights, want, atol=1e-6)
     assert grid.tokens == ["a", "␣", "c", "a", "t", "␣", "s", "a", "t"] == insp.labels
@@ -99,11 +100,11 @@ def test_hovering_the_grid_and_the_head_reports_the_right_cell(qtbot, tab, sessi
     with qtbot.waitSignal(heat.hovered, timeout=TIMEOUT) as blk:
         qtbot.mouseMove(heat.view.viewport(), heat.widget_pos_of(6, 3))
     assert tuple(blk.args) == (6, 3)
-    _, trace = _trace(session, "the tree", kinds=("q", "k", "weights", "scores_scaled"))
+    _, trace = _trace(session, "the tree", kinds=("q", "k", "pattern", "scores"))
     q, k = trace["q", 0][0, 1].numpy(), trace["k", 0][0, 1].numpy()
     raw = float(q[6] @ k[3])  # Q Kᵀ, computed here from the model's own queries and keys
-    scaled = float(trace["scores_scaled", 0][0, 1, 6, 3])
-    weight = float(trace["weights", 0][0, 1, 6, 3])
+    scaled = float(trace["scores", 0][0, 1, 6, 3])
+    weight = float(trace["pattern", 0][0, 1, 6, 3])
     text = heat.readout.text()
     assert text.startswith("query 6 'e' → key 3 '␣': weight ")
     assert f"weight {weight:.4f}" in text
@@ -137,7 +138,7 @@ def test_pipeline_shows_every_stage_of_the_selected_head(qtbot, tab, session):
     T, d_k = insp.T, session.model.config.d_head
     assert page.plots["q"].matrix.shape == (T, d_k)
     assert page.plots["scores_raw"].matrix.shape == (T, T)
-    np.testing.assert_allclose(page.plots["weights"].matrix, insp.weights[1, 1], atol=1e-6)
+    np.testing.assert_allclose(page.plots["pattern"].matrix, insp.weights[1, 1], atol=1e-6)
     assert np.isneginf(page.plots["scores_masked"].matrix[~insp.mask]).all()
     title = page.title_of("scores_raw")
     assert f"[{T}, {T}] = [{T}, {d_k}] · [{d_k}, {T}]" in title
@@ -183,7 +184,7 @@ def test_next_token_panel_ranks_what_the_model_predicts(qtbot, tab, session):
     page = tab.show_page("next")
     insp = tab.inspection
     assert page.table.rowCount() == insp.T
-    _, trace = _trace(session, insp.prompt, kinds=("weights",))
+    _, trace = _trace(session, insp.prompt, kinds=("pattern",))
     top = trace.logits[0].argmax(-1).numpy()
     for t in (0, insp.T - 1):
         first = page.table.item(t, 6).text()

@@ -5,8 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from model.interp.analysis.labs_extra import prompt_ids, trace_prompt
 from model.interp.analysis.masks import causal_mask, sliding_window_mask
+from model.interp.prompt import encode_prompt
+from model.interp.trace import run_with_trace
+from model.nn.hooks import use_mask
 
 
 @pytest.fixture
@@ -24,9 +26,11 @@ def test_causal_weights_match_the_model_and_hide_the_future(stages, qtbot, wait_
     page.layer.setValue(1)
     page.head.setValue(1)
     st = wait_results(qtbot, page, "stages")
-    ids = prompt_ids(session.tokenizer, session.probe_prompt, 32, 8)
-    trace = trace_prompt(session.model, ids, kinds=("weights",), attn_mask=causal_mask(len(ids)))
-    expected = trace["weights", 1][0, 1].numpy()
+    ids = list(
+        encode_prompt(session.tokenizer, session.probe_prompt, min(32, 8), keep="first", errors="replace").ids
+    )
+    trace = run_with_trace(session.model, ids, kinds=("pattern",), hooks=use_mask(causal_mask(len(ids))))
+    expected = trace["pattern", 1][0, 1].numpy()
     assert np.allclose(page.weights_view.matrix, expected, atol=1e-6)
     assert np.allclose(st.weights, expected, atol=1e-6)
     upper = np.triu(np.ones_like(expected, dtype=bool), 1)

@@ -4,21 +4,30 @@ and the live norms recorded during a real training run of the session."""
 import numpy as np
 
 from model.interp.analysis.gradflow import grad_flow_variants
-from model.interp.analysis.labs_extra import prompt_ids, trace_prompt
 from model.interp.analysis.residual import logit_lens, residual_norms, write_stats
+from model.interp.prompt import encode_prompt
+from model.interp.trace import run_with_trace
 
 STREAM = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")
 
 
 def _ids(session, n):
-    return prompt_ids(session.tokenizer, session.probe_prompt, session.model.config.context_length, n)
+    return list(
+        encode_prompt(
+            session.tokenizer,
+            session.probe_prompt,
+            min(session.model.config.context_length, n),
+            keep="first",
+            errors="replace",
+        ).ids
+    )
 
 
 def test_norms_page_draws_the_models_numbers(labs, qtbot, wait_results):
     tab, session = labs
     page = tab.show_page("residual-norms")
     norms, writes = wait_results(qtbot, page, "norms")
-    trace = trace_prompt(session.model, _ids(session, page.tokens.value()), kinds=STREAM)
+    trace = run_with_trace(session.model, _ids(session, page.tokens.value()), kinds=STREAM)
     ref, ref_w = residual_norms(trace), write_stats(trace)
     assert norms.names == ["embed", "L0.mid", "L0.post", "L1.mid", "L1.post"] == ref.names
     assert np.allclose(page.heat.matrix, ref.norms, rtol=1e-5)
@@ -36,7 +45,7 @@ def test_logit_lens_last_row_is_the_models_output(labs, qtbot, wait_results):
     assert page.table.rowCount() == P + 2 and page.table.columnCount() == T == 10
     assert [page.cell(P - 1, t) for t in range(T)] == [page.cell(P, t) for t in range(T)]
     ids = _ids(session, 10)
-    ref = logit_lens(session.model, trace_prompt(session.model, ids, kinds=STREAM[:3]), k=3)
+    ref = logit_lens(session.model, run_with_trace(session.model, ids, kinds=STREAM[:3]), k=3)
     assert np.array_equal(lens.top1, ref.top1) and np.array_equal(ref.top1[-1], final)
     visible_next = [page.cell(P + 1, t) for t in range(T - 1)]
     labels = [session.tokenizer.token_strings([i])[0] for i in ids[1:]]

@@ -6,9 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from model.interp.analysis.labs_extra import prompt_ids, trace_prompt
 from model.interp.analysis.saturation import model_saturation
 from model.interp.analysis.softmax_theory import sample_logits, softmax_stats
+from model.interp.prompt import encode_prompt
+from model.interp.trace import run_with_trace
 
 
 @pytest.fixture
@@ -53,8 +54,10 @@ def test_model_page_draws_model_saturation(labs, qtbot, wait_results):
     tab, session = labs
     page = tab.show_page("softmax-model")
     s = wait_results(qtbot, page, "saturation")
-    ids = prompt_ids(session.tokenizer, session.probe_prompt, 32, page.tokens.value())
-    ref = model_saturation(trace_prompt(session.model, ids, kinds=("weights", "scores_raw")))
+    limit = min(32, page.tokens.value())
+    prompt = encode_prompt(session.tokenizer, session.probe_prompt, limit, keep="first", errors="replace")
+    ids = list(prompt.ids)
+    ref = model_saturation(run_with_trace(session.model, ids, kinds=("pattern", "scores_raw")))
     assert np.allclose(s.entropy_model, ref.entropy_model)
     assert np.allclose(page.entropy_bars.values["model's scale"], ref.entropy_model.ravel())
     assert np.allclose(page.max_bars.values["scale removed"], ref.max_weight_unscaled.ravel())

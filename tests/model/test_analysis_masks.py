@@ -14,6 +14,7 @@ from model.interp.analysis.masks import (
     prefix_lm_mask,
     sliding_window_mask,
 )
+from model.interp.trace import run_with_trace
 from model.nn.gpt import build_model
 from model.nn.hooks import use_mask
 
@@ -54,9 +55,9 @@ def test_model_weights_respect_each_mask(kind):
     idx = torch.randint(0, 20, (1, 12), generator=torch.Generator().manual_seed(0))
     m = make_mask(kind, 12, window=3, prefix=5)
     with model.hooks(use_mask(m)):
-        tr = model.trace(idx)
+        tr = run_with_trace(model, idx)
         fast, _ = model(idx)
-    w = tr.stack("weights")
+    w = tr.stack("pattern")
     assert np.all(w[..., ~m.numpy()] == 0)
     assert np.all(w[..., m.numpy()] > 0)
     torch.testing.assert_close(fast, tr.logits, atol=1e-5, rtol=1e-5)

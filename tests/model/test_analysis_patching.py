@@ -6,6 +6,7 @@ import torch
 
 from model.config import GPTConfig
 from model.interp.analysis.patching import Patching, cache_activations, patch_heads, patch_resid, run_patched
+from model.interp.trace import run_with_trace
 from model.nn.gpt import GPT
 
 
@@ -112,8 +113,8 @@ def test_on_a_trained_induction_model_patching_singles_out_its_induction_head():
     clean = torch.as_tensor(prompt.tokens)[:-3]  # ends inside the second copy
     corrupt = clean.clone()
     corrupt[-1] = clean[2]  # another token of the first copy: induction now predicts its successor
-    trace = model.trace(torch.as_tensor(prompt.tokens)[None], kinds=("weights",))
-    w = trace.stack("weights")
+    trace = run_with_trace(model, torch.as_tensor(prompt.tokens)[None], kinds=("pattern",))
+    w = trace.stack("pattern")
     names = classify_heads(head_metrics(w, trace.mask, period=prompt.period, start=prompt.start))
     induction = names.heads_named("induction")
     top = tuple(int(i) for i in np.unravel_index(int(np.argmax(scores)), scores.shape))

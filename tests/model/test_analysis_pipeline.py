@@ -8,6 +8,7 @@ from model.config import GPTConfig
 from model.interp.analysis.masks import sliding_window_mask
 from model.interp.analysis.pipeline import STAGE_KEYS, head_pipeline, head_pipeline_from_model
 from model.interp.analysis.softmax_theory import softmax_rows
+from model.interp.trace import run_with_trace
 from model.nn.gpt import build_model
 
 
@@ -33,7 +34,7 @@ def test_stages_chain_into_each_other(attn_scale):
     assert [s.key for s in p] == list(STAGE_KEYS)
     q, k, v = p["q"].value, p["k"].value, p["v"].value
     np.testing.assert_allclose(p["scores_raw"].value, q @ k.T, rtol=1e-4, atol=1e-4)
-    raw, scaled = p["scores_raw"].value, p["scores_scaled"].value
+    raw, scaled = p["scores_raw"].value, p["scores"].value
     if attn_scale == "qk_norm":
         cos = raw / np.outer(np.linalg.norm(q, axis=1), np.linalg.norm(k, axis=1))
         np.testing.assert_allclose(scaled, p.scale * cos, rtol=1e-4, atol=1e-4)
@@ -44,12 +45,12 @@ def test_stages_chain_into_each_other(attn_scale):
         np.testing.assert_allclose(scaled, expected * raw, rtol=1e-4, atol=1e-4)
     masked = p["scores_masked"].value
     assert np.isneginf(masked[0, 1]) and np.isfinite(masked[1, 0])
-    np.testing.assert_allclose(p["weights"].value, softmax_rows(masked.astype(np.float64)), atol=1e-5)
-    np.testing.assert_allclose(p["head_out"].value, p["weights"].value @ v, atol=1e-5)
+    np.testing.assert_allclose(p["pattern"].value, softmax_rows(masked.astype(np.float64)), atol=1e-5)
+    np.testing.assert_allclose(p["z"].value, p["pattern"].value @ v, atol=1e-5)
     assert p.kv_head == 1 and "shared by 2" in p["k"].title
     assert p["scores_raw"].shape == "[T, T] = [T, d_k] · [d_k, T]"
     assert p["scores_raw"].shape_numeric == "[9, 9] = [9, 6] · [6, 9]"
-    assert p["head_out"].shape_numeric == "[9, 6] = [9, 9] · [9, 6]"
+    assert p["z"].shape_numeric == "[9, 6] = [9, 9] · [9, 6]"
 
 
 def test_pipeline_with_a_custom_mask_and_missing_kinds():
@@ -60,6 +61,6 @@ def test_pipeline_with_a_custom_mask_and_missing_kinds():
     hidden = np.isneginf(p["scores_masked"].value)
     assert hidden.sum() == 100 - 27  # rows see 1, 2, then 3 keys each
     assert "73 of 100 hidden" in p["scores_masked"].formula
-    tr = model.trace(idx[None], kinds=("weights",))
+    tr = run_with_trace(model, idx[None], kinds=("pattern",))
     with pytest.raises(KeyError, match="lacks"):
         head_pipeline(tr, 0, 0)

@@ -6,6 +6,7 @@ import torch
 
 from model.config import GPTConfig
 from model.interp.analysis.residual import lens_logits, logit_lens, residual_norms, stream_points, write_stats
+from model.interp.trace import run_with_trace
 from model.nn.gpt import build_model
 
 
@@ -15,7 +16,7 @@ def make(norm_position="pre", **kw):
     )
     model = build_model(cfg, seed=0).eval()
     idx = torch.randint(0, 30, (1, 11), generator=torch.Generator().manual_seed(0))
-    return model, model.trace(idx)
+    return model, run_with_trace(model, idx)
 
 
 def test_norms_and_writes_follow_the_pre_ln_sums():

@@ -6,6 +6,7 @@ import torch
 
 from model.config import GPTConfig
 from model.interp.analysis.rollout import ROLLOUT_CAVEAT, attention_rollout, rollout_of_means
+from model.interp.trace import run_with_trace
 from model.nn.gpt import GPT
 
 
@@ -43,8 +44,8 @@ def test_one_layer_is_half_attention_half_identity():
 def test_rollout_of_a_model_trace():
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=20, context_length=16, n_layers=3, d_model=32, n_heads=4)).eval()
-    trace = model.trace(torch.randint(0, 20, (1, 10)), kinds=("weights",))
-    r = attention_rollout(trace.stack("weights"))
+    trace = run_with_trace(model, torch.randint(0, 20, (1, 10)), kinds=("pattern",))
+    r = attention_rollout(trace.stack("pattern"))
     np.testing.assert_allclose(r.rollout.sum(-1), 1.0, atol=1e-6)
     assert np.allclose(np.triu(r.rollout, 1), 0.0)
 

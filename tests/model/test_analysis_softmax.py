@@ -13,6 +13,7 @@ from model.interp.analysis.softmax_theory import (
     softmax_curves,
     softmax_rows,
 )
+from model.interp.trace import run_with_trace
 from model.nn.gpt import build_model
 
 GRID = [1, 4, 16, 64, 128, 512]
@@ -72,7 +73,7 @@ def test_model_saturation_compares_with_and_without_scale(attn_scale):
         for b in model.blocks:
             b.attn.q_proj.weight.mul_(30)
             b.attn.k_proj.weight.mul_(30)
-    tr = model.trace(torch.randint(0, 20, (1, 14), generator=torch.Generator().manual_seed(0)))
+    tr = run_with_trace(model, torch.randint(0, 20, (1, 14), generator=torch.Generator().manual_seed(0)))
     s = model_saturation(tr)
     assert s.entropy_model.shape == (2, 2)
     if attn_scale == "none":
@@ -81,4 +82,4 @@ def test_model_saturation_compares_with_and_without_scale(attn_scale):
         # softmax(β s) gets sharper as β grows: removing 1/√d_k lowers entropy, raises max weight
         assert np.all(s.entropy_unscaled < s.entropy_model)
         assert np.all(s.max_weight_unscaled > s.max_weight_model)
-        np.testing.assert_allclose(s.max_weight_model, mean_max_weight(tr.stack("weights"), tr.mask))
+        np.testing.assert_allclose(s.max_weight_model, mean_max_weight(tr.stack("pattern"), tr.mask))

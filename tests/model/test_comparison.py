@@ -42,6 +42,7 @@ from model.compare.comparison import (
 from model.config import ConfigError, GPTConfig
 from model.interp.analysis.compare import weights_difference
 from model.interp.analysis.heads import head_metrics
+from model.interp.trace import run_with_trace
 from model.nn.gpt import build_model
 from model.train.multitrain import variant_configs
 
@@ -135,13 +136,13 @@ def test_difference_of_a_model_with_itself_is_exactly_zero_and_levels_are_symmet
     torch.manual_seed(0)
     model = build_model(BASE, seed=1)
     idx = torch.tensor([[1, 2, 3, 4, 5, 6]])
-    a = model.trace(idx, kinds=("weights",), dtype=torch.float16).stack("weights")
-    b = model.trace(idx, kinds=("weights",), dtype=torch.float16).stack("weights")
+    a = run_with_trace(model, idx, kinds=("pattern",), dtype=torch.float16).stack("pattern")
+    b = run_with_trace(model, idx, kinds=("pattern",), dtype=torch.float16).stack("pattern")
     d = weights_difference(a, b)
     assert d.shape == (2, 4, 6, 6) and not np.any(d)
     lo, hi = diff_levels(d)
     assert lo == -hi and hi > 0  # a zero difference still gets a usable (tiny) range
-    other = build_model(BASE, seed=2).trace(idx, kinds=("weights",)).stack("weights")
+    other = run_with_trace(build_model(BASE, seed=2), idx, kinds=("pattern",)).stack("pattern")
     d2 = weights_difference(a, other)
     lo2, hi2 = diff_levels(d2)
     assert lo2 == -hi2 == -np.abs(d2).max()

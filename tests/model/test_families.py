@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from model.config import ConfigError, GPTConfig
+from model.interp.trace import run_with_trace
 from model.io.families import family_config
 from model.io.pretrained import CheckpointError, detect, open_model
 from model.nn.generate import generate
@@ -114,8 +115,8 @@ def test_attention_weights_match_transformers(family, tricky_texts):
     ids = torch.tensor([ckpt.tokenizer.encode(tricky_texts[1])[:24]])
     with torch.no_grad():
         expected = torch.stack(reference(ids, output_attentions=True).attentions)[:, 0]  # [L, H, T, T]
-    trace = ckpt.model.trace(ids, kinds=("weights",))
-    ours = torch.from_numpy(trace.stack("weights"))
+    trace = run_with_trace(ckpt.model, ids, kinds=("pattern",))
+    ours = torch.from_numpy(trace.stack("pattern"))
     assert ours.shape == expected.shape
     assert (ours - expected).abs().max().item() <= 1e-5
 
@@ -182,8 +183,8 @@ def test_sliding_window_is_applied_not_ignored(family_models):
     """Past the window, the pattern is zero; and a model without the window gives other logits."""
     _, _, ckpt = family_models("mistral-sliding-window")
     ids = torch.arange(3, 19)[None]  # 16 tokens > window 6
-    trace = ckpt.model.trace(ids, kinds=("weights",))
-    w = torch.from_numpy(trace.stack("weights"))  # [L, H, T, T]
+    trace = run_with_trace(ckpt.model, ids, kinds=("pattern",))
+    w = torch.from_numpy(trace.stack("pattern"))  # [L, H, T, T]
     q, k = torch.meshgrid(torch.arange(16), torch.arange(16), indexing="ij")
     assert w[..., (k <= q - 6)].abs().max() == 0 and w[..., (k > q - 6) & (k <= q)].min() > 0
     full = ckpt.model.config.replace(sliding_window=None)
@@ -450,7 +451,7 @@ def test_every_new_part_together_trains_traces_and_decodes_consistently():
     model.eval()
     with torch.no_grad():
         plain, _ = model(ids)
-    assert torch.allclose(model.trace(ids, kinds=("weights",)).logits, plain, atol=1e-5)
+    assert torch.allclose(run_with_trace(model, ids, kinds=("pattern",)).logits, plain, atol=1e-5)
     cached = generate(model, ids, 10, greedy=True)
     recomputed = generate(model, ids, 10, greedy=True, use_cache=False)
     assert cached.tolist() == recomputed.tolist()

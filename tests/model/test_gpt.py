@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from model.config import ConfigError, GPTConfig
+from model.interp.trace import run_with_trace
 from model.interp.trace_size import estimate_nbytes
 from model.nn.gpt import GPT, KVCache, build_model
 from model.nn.hooks import ablate_heads, use_mask
@@ -59,26 +60,26 @@ def variant(request):
 def test_trace_logits_equal_fast_logits(variant):
     model, idx = variant
     fast, _ = model(idx)
-    trace = model.trace(idx)
+    trace = run_with_trace(model, idx)
     torch.testing.assert_close(trace.logits, fast, rtol=1e-4, atol=1e-5)
 
 
 def test_weights_are_softmax_of_masked_scaled_scores(variant):
     model, idx = variant
-    trace = model.trace(idx)
+    trace = run_with_trace(model, idx)
     for layer in range(model.config.n_layers):
-        scaled = trace["scores_scaled", layer]
+        scaled = trace["scores", layer]
         masked = scaled.masked_fill(~trace.mask, float("-inf"))
-        torch.testing.assert_close(trace["weights", layer], torch.softmax(masked, dim=-1))
-        rows = trace["weights", layer].sum(-1)
+        torch.testing.assert_close(trace["pattern", layer], torch.softmax(masked, dim=-1))
+        rows = trace["pattern", layer].sum(-1)
         torch.testing.assert_close(rows, torch.ones_like(rows))
 
 
 def test_scaling_rule_is_what_the_config_says(variant):
     model, idx = variant
     cfg = model.config
-    trace = model.trace(idx)
-    raw, scaled = trace["scores_raw", 0], trace["scores_scaled", 0]
+    trace = run_with_trace(model, idx)
+    raw, scaled = trace["scores_raw", 0], trace["scores", 0]
     if cfg.attn_scale == "sqrt_dk":
         torch.testing.assert_close(scaled, raw / math.sqrt(cfg.d_head))
     elif cfg.attn_scale == "none":
@@ -95,10 +96,10 @@ def test_scaling_rule_is_what_the_config_says(variant):
 
 def test_future_is_exactly_zero_when_causal_and_not_otherwise(variant):
     model, idx = variant
-    trace = model.trace(idx)
+    trace = run_with_trace(model, idx)
     T = idx.shape[1]
     future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
-    w = trace["weights", 1]
+    w = trace["pattern", 1]
     if model.config.causal:
         assert torch.equal(trace.mask, ~future)
         assert (w[..., future] == 0).all()
@@ -110,7 +111,7 @@ def test_future_is_exactly_zero_when_causal_and_not_otherwise(variant):
 def test_gqa_heads_share_keys_and_values():
     torch.manual_seed(1)
     model = GPT(tiny(n_kv_heads=2)).eval()
-    trace = model.trace(torch.randint(0, 37, (1, 10)))
+    trace = run_with_trace(model, torch.randint(0, 37, (1, 10)))
     k = trace["k", 0]  # [B, H, T, d_k], expanded from 2 kv heads to 4 query heads
     assert torch.equal(k[:, 0], k[:, 1]) and torch.equal(k[:, 2], k[:, 3])
     assert not torch.equal(k[:, 0], k[:, 2])
@@ -136,19 +137,19 @@ def test_ablating_a_head_changes_logits_and_only_that_head():
     torch.manual_seed(2)
     model = GPT(tiny()).eval()
     idx = torch.randint(0, 37, (1, 12))
-    base = model.trace(idx)
+    base = run_with_trace(model, idx)
     with model.hooks(ablate_heads({(0, 1): "zero"})):
-        zeroed = model.trace(idx)
-    assert (zeroed["head_out", 0][:, 1] == 0).all()
-    torch.testing.assert_close(zeroed["head_out", 0][:, 0], base["head_out", 0][:, 0])
+        zeroed = run_with_trace(model, idx)
+    assert (zeroed["z", 0][:, 1] == 0).all()
+    torch.testing.assert_close(zeroed["z", 0][:, 0], base["z", 0][:, 0])
     assert not torch.allclose(zeroed.logits, base.logits)
     with model.hooks(ablate_heads({(0, 1): "mean"})):
-        meaned = model.trace(idx)
-    h = meaned["head_out", 0][0, 1]
-    torch.testing.assert_close(h, base["head_out", 0][0, 1].mean(0, keepdim=True).expand_as(h))
+        meaned = run_with_trace(model, idx)
+    h = meaned["z", 0][0, 1]
+    torch.testing.assert_close(h, base["z", 0][0, 1].mean(0, keepdim=True).expand_as(h))
     # restoring means running without ablation: exactly the original logits
     assert torch.equal(model(idx)[0], model(idx)[0])
-    torch.testing.assert_close(model.trace(idx).logits, base.logits, rtol=0, atol=0)
+    torch.testing.assert_close(run_with_trace(model, idx).logits, base.logits, rtol=0, atol=0)
 
 
 def test_custom_mask_overrides_causal():
@@ -160,10 +161,10 @@ def test_custom_mask_overrides_causal():
     )
     idx = torch.randint(0, 37, (1, T))
     with model.hooks(use_mask(window)):
-        trace = model.trace(idx)
+        trace = run_with_trace(model, idx)
         fast, _ = model(idx)
     assert torch.equal(trace.mask, window)
-    assert (trace["weights", 0][..., ~window] == 0).all()
+    assert (trace["pattern", 0][..., ~window] == 0).all()
     torch.testing.assert_close(fast, trace.logits, rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match=r"attn_mask has shape \(10, 10\), expected \(9, 9\)"):
         with model.hooks(use_mask(window)):
@@ -175,33 +176,33 @@ def test_selective_trace_and_float16_memory():
     cfg = tiny(n_layers=3)
     model = GPT(cfg).eval()
     idx = torch.randint(0, 37, (1, 16))
-    full32 = model.trace(idx)
-    some16 = model.trace(idx, layers=[1], kinds=["weights", "resid_post"], dtype=torch.float16)
-    assert some16.layers == [1] and some16.kinds == {"weights", "resid_post"}
-    assert some16["weights", 1].dtype == torch.float16
+    full32 = run_with_trace(model, idx)
+    some16 = run_with_trace(model, idx, layers=[1], kinds=["pattern", "resid_post"], dtype=torch.float16)
+    assert some16.layers == [1] and some16.kinds == {"pattern", "resid_post"}
+    assert some16["pattern", 1].dtype == torch.float16
     torch.testing.assert_close(some16.logits, full32.logits, rtol=1e-4, atol=1e-5)
-    expected = estimate_nbytes(3, 4, 16, 32, 8, kinds=["weights", "resid_post"], bytes_per_value=2) // 3
+    expected = estimate_nbytes(3, 4, 16, 32, 8, kinds=["pattern", "resid_post"], bytes_per_value=2) // 3
     assert some16.nbytes == expected
     assert full32.nbytes == estimate_nbytes(3, 4, 16, 32, 8, bytes_per_value=4)
     with pytest.raises(KeyError, match="recorded kinds"):
-        some16["weights", 0]
+        some16["pattern", 0]
 
 
 def test_trace_budget_for_a_gpt2_sized_prompt_is_as_documented():
     # 12 layers, 12 heads, 1024 tokens, weights only in float16: 302 MB, not gigabytes
-    n = estimate_nbytes(12, 12, 1024, 768, 64, kinds=["weights"], bytes_per_value=2)
+    n = estimate_nbytes(12, 12, 1024, 768, 64, kinds=["pattern"], bytes_per_value=2)
     assert n == 12 * 12 * 1024 * 1024 * 2 and 300e6 < n < 310e6
 
 
 def test_resid_norms_and_numpy_export():
     torch.manual_seed(5)
     model = GPT(tiny()).eval()
-    trace = model.trace(torch.randint(0, 37, (1, 9)))
+    trace = run_with_trace(model, torch.randint(0, 37, (1, 9)))
     names, norms = trace.resid_norms()
     assert names == ["embed", "L0.mid", "L0.post", "L1.mid", "L1.post"]
     assert norms.shape == (5, 9) and (norms > 0).all()
     arrays = trace.to_numpy()
-    assert arrays["weights"].shape == (2, 4, 9, 9)
+    assert arrays["pattern"].shape == (2, 4, 9, 9)
     assert arrays["logits"].shape == (9, 37) and arrays["mask"].dtype == bool
     torch.testing.assert_close(
         torch.from_numpy(arrays["attn_write_norm"][0]), trace["attn_out", 0][0].norm(dim=-1)
@@ -294,9 +295,9 @@ def test_trace_equals_fast_for_random_configs(
     model = GPT(cfg).eval()
     idx = torch.randint(0, 23, (1, T))
     fast, _ = model(idx)
-    trace = model.trace(idx)
+    trace = run_with_trace(model, idx)
     torch.testing.assert_close(trace.logits, fast, rtol=1e-4, atol=1e-5)
-    w = trace.stack("weights")
+    w = trace.stack("pattern")
     assert w.shape == (2, n_heads, T, T)
     assert abs(w.sum(-1) - 1).max() < 1e-5
 

@@ -1,10 +1,13 @@
-"""Hook points: their names, the three ways to run (plain, record, intervene) and inspect()."""
+"""Hook points: their names, the three ways to run (plain, record, intervene) and run_with_trace()."""
+
+import contextlib
 
 import pytest
 import torch
 
 from model.config import GPTConfig
-from model.interp.trace import ALL_KINDS, inspect
+from model.interp.prompt import encode_prompt
+from model.interp.trace import ALIASES, ALL_KINDS, Recorder, run_with_trace
 from model.nn.gpt import GPT, build_model
 from model.nn.hooks import HookPoint, ablate_heads, patch, use_mask
 from model.text.tokens import CharTokenizer
@@ -57,11 +60,19 @@ def test_hook_point_names_and_counts(positions, globals_):
     assert not any("resid" in k or k.endswith((".q", ".z")) for k in model.state_dict())
 
 
+@contextlib.contextmanager
+def recording(model, kinds=None, layers=None, dtype=torch.float32):
+    """A :class:`Recorder` attached by hand for the passes inside the block (what run_with_trace does)."""
+    rec = Recorder(layers=layers, kinds=kinds, dtype=dtype, config=model.config)
+    with model.hooks(rec.hooks(model.config.n_layers, model.config.n_rep)):
+        yield rec
+
+
 def test_plain_run_has_nothing_attached_and_contexts_detach():
     model = model_of()
     idx = torch.randint(0, 37, (1, 9))
     before, _ = model(idx)
-    with model.record(kinds=("weights",)), model.hooks(ablate_heads({(0, 1): "zero"})):
+    with recording(model, kinds=("pattern",)), model.hooks(ablate_heads({(0, 1): "zero"})):
         assert model.hook_points()["blocks.0.attn.z"].fns
     with pytest.raises(RuntimeError, match="boom"), model.hooks({"blocks.1.resid_post": _boom}):
         model(idx)
@@ -78,22 +89,24 @@ def test_unknown_hook_point_and_unknown_kind_are_clear_errors():
     with pytest.raises(ValueError, match="no hook point named blocks.0.attn.weights"):
         with model.hooks({"blocks.0.attn.weights": lambda x, h: None}):
             pass
-    with pytest.raises(ValueError, match="unknown trace kind 'pattern'; valid kinds: q, k, v"):
-        model.trace(torch.zeros(1, 3, dtype=torch.long), kinds=("pattern",))
+    with pytest.raises(ValueError, match="unknown trace kind 'attention'; valid kinds: q, k, v"):
+        run_with_trace(model, torch.zeros(1, 3, dtype=torch.long), kinds=("attention",))
     tok = CharTokenizer.from_text("abcdef ")
-    with pytest.raises(ValueError, match="valid kinds: .*resid_final"):
-        inspect(model, tok, "abc", kinds=("weights", "attention"))
+    with pytest.raises(ValueError, match="valid kinds: .*ln_final.*older names: weights"):
+        run_with_trace(model, encode_prompt(tok, "abc", 16), kinds=("pattern", "attention"))
 
 
-def test_record_context_gives_the_trace_of_trace():
+def test_a_recorder_attached_by_hand_gives_the_trace_of_run_with_trace():
     model = model_of(n_kv_heads=2)
     idx = torch.randint(0, 37, (2, 11))
-    with model.record(kinds=("weights", "k", "scores_raw", "resid_final"), dtype=torch.float16) as rec:
+    kinds = ("weights", "k", "scores_raw", "resid_final")  # older names: the hook names are the keys
+    with recording(model, kinds=kinds, dtype=torch.float16) as rec:
         logits, _ = model(idx)
-    got, want = rec.trace(idx), model.trace(idx, kinds=("weights", "k", "scores_raw", "resid_final"))
-    assert got.kinds == want.kinds == {"weights", "k", "scores_raw", "resid_final"}
-    assert got["weights", 1].dtype == torch.float16 and got["k", 0].shape == (2, 4, 11, 8)
-    torch.testing.assert_close(got["weights", 1].float(), want["weights", 1], atol=1e-3, rtol=1e-3)
+    got, want = rec.trace(idx), run_with_trace(model, idx, kinds=kinds)
+    assert got.kinds == want.kinds == {"pattern", "k", "scores_raw", "ln_final"}
+    assert got["pattern", 1].dtype == torch.float16 and got["k", 0].shape == (2, 4, 11, 8)
+    assert got["weights", 1] is got["pattern", 1]  # an older name is an alias of the hook name
+    torch.testing.assert_close(got["pattern", 1].float(), want["pattern", 1], atol=1e-3, rtol=1e-3)
     assert torch.equal(got.logits, logits) and torch.equal(got.mask, want.mask)
 
 
@@ -101,9 +114,9 @@ def test_recording_only_the_stream_keeps_the_fused_path():
     model = model_of()
     idx = torch.randint(0, 37, (1, 12))
     fast, _ = model(idx)
-    trace = model.trace(idx, kinds=("resid_post", "head_out"))
+    trace = run_with_trace(model, idx, kinds=("resid_post", "z"))
     assert torch.equal(trace.logits, fast)  # no layer switched to the explicit softmax
-    full = model.trace(idx)
+    full = run_with_trace(model, idx)
     torch.testing.assert_close(full.logits, fast, rtol=1e-4, atol=1e-5)
 
 
@@ -118,9 +131,9 @@ def test_intervene_edits_an_activation_and_ablation_is_an_intervention():
         by_hand, _ = model(idx)
     torch.testing.assert_close(by_hand, hooked, rtol=0, atol=1e-6)
     # hooks on one point run in the order they were added: the recording sees the ablation
-    with model.hooks(ablate_heads({(0, 0): "zero"})), model.record(kinds=("head_out",)) as rec:
+    with model.hooks(ablate_heads({(0, 0): "zero"})), recording(model, kinds=("z",)) as rec:
         model(idx)
-    assert (rec.trace(idx)["head_out", 0][:, 0] == 0).all()
+    assert (rec.trace(idx)["z", 0][:, 0] == 0).all()
 
 
 def test_a_custom_mask_is_an_intervention():
@@ -128,10 +141,10 @@ def test_a_custom_mask_is_an_intervention():
     T = 8
     full = torch.ones(T, T, dtype=torch.bool)
     idx = torch.randint(0, 37, (1, T))
-    with model.hooks(use_mask(full)), model.record(kinds=("weights",)) as rec:
+    with model.hooks(use_mask(full)), recording(model, kinds=("pattern",)) as rec:
         hooked, _ = model(idx)
     trace = rec.trace(idx)
-    assert torch.equal(trace.mask, full) and (trace["weights", 0][..., 0, 1:] > 0).all()
+    assert torch.equal(trace.mask, full) and (trace["pattern", 0][..., 0, 1:] > 0).all()
     with model.hooks(use_mask(full)):  # the fused path takes the same mask
         fast, _ = model(idx)
     torch.testing.assert_close(hooked, fast, rtol=1e-4, atol=1e-5)
@@ -159,26 +172,27 @@ def test_patching_everything_restores_the_clean_logits_and_patching_nothing_chan
     # looking at the scores or weights switches to the explicit softmax: the trace path's logits
     with model.hooks({n: (lambda x, hook: None) for n in every}):
         untouched, _ = model(corrupt)
-    assert torch.equal(untouched, model.trace(corrupt).logits)
+    assert torch.equal(untouched, run_with_trace(model, corrupt).logits)
     # one position of the residual stream: patch(value, index) leaves the other positions alone
     with model.hooks({"blocks.0.resid_pre": patch(cache["embed"] + cache["pos_embed"], (slice(None), 3))}):
         one, _ = model(corrupt)
     assert torch.equal(one[0, :3], corrupt_logits[0, :3]) and not torch.equal(one[0, 3], corrupt_logits[0, 3])
 
 
-def test_inspect_encodes_switches_to_eval_and_back():
+def test_run_with_trace_switches_to_eval_and_back():
     tok = CharTokenizer.from_text("hello world")
     model = build_model(tiny(vocab_size=tok.vocab_size, dropout=0.5), seed=0).train()
-    trace = inspect(model, tok, "hello", kinds=("weights",))
+    ctx = model.config.context_length
+    trace = run_with_trace(model, encode_prompt(tok, "hello", ctx), kinds=("pattern",))
     assert model.training
     assert trace.tokens.tolist() == [tok.encode("hello")]
     model.eval()
-    again = inspect(model, tok, tok.encode("hello"), kinds=("weights",))
+    again = run_with_trace(model, tok.encode("hello"), kinds=("pattern",))
     assert not model.training
-    assert torch.equal(trace.logits, again.logits)  # no dropout: inspection ran in eval mode
-    long = inspect(model, tok, "hello world " * 3, kinds=("weights",))
+    assert torch.equal(trace.logits, again.logits)  # no dropout: the recorded run was in eval mode
+    long = run_with_trace(model, encode_prompt(tok, "hello world " * 3, ctx), kinds=("pattern",))
     assert long.seq_len == model.config.context_length
-    assert set(ALL_KINDS) >= {"weights", "resid_final"}
+    assert set(ALL_KINDS) >= {"pattern", "ln_final"} and ALIASES["weights"] == "pattern"
 
 
 def test_hooks_act_only_in_the_thread_that_attached_them():
@@ -206,8 +220,8 @@ def test_hooks_act_only_in_the_thread_that_attached_them():
         assert inside["seen"] and not model.hook_points()["blocks.0.attn.z"].fns
         with torch.no_grad():
             assert torch.equal(model(idx)[0], clean)
-            tr = model.trace(idx, kinds=("weights",))
-        assert tr.stack("weights").shape == (2, 4, 9, 9)
+            tr = run_with_trace(model, idx, kinds=("pattern",))
+        assert tr.stack("pattern").shape == (2, 4, 9, 9)
     finally:
         release.set()
         t.join(timeout=30)

@@ -22,6 +22,7 @@ from model.interp.inspection import (
     pool_max,
     token_focus_of,
 )
+from model.interp.trace import run_with_trace
 from model.nn.gpt import build_model
 from model.text.tokens import CharTokenizer, visible
 
@@ -54,8 +55,8 @@ def test_inspect_prompt_holds_what_the_model_traced(model, tok):
     ids = tok.encode(text)
     insp = inspect_prompt(model, tok, ids, block=3, request=7, prompt=text)
     with torch.no_grad():
-        trace = model.trace(torch.tensor([ids]), kinds=("weights",))
-    want = trace.stack("weights")
+        trace = run_with_trace(model, torch.tensor([ids]), kinds=("pattern",))
+    want = trace.stack("pattern")
     T = len(ids)
     assert (insp.n_layers, insp.n_heads, insp.T) == (2, 2, T) and insp.request == 7
     np.testing.assert_allclose(insp.weights, want, atol=1e-6)
@@ -76,8 +77,8 @@ def test_head_detail_is_the_traced_pipeline_of_one_head(model, tok):
     ids = tok.encode("the cat")
     detail = head_detail(model, ids, 1, 0)
     with torch.no_grad():
-        trace = model.trace(torch.tensor([ids]), kinds=("weights", "scores_raw"))
-    np.testing.assert_allclose(detail["weights"].value, trace["weights", 1][0, 0].numpy(), atol=1e-6)
+        trace = run_with_trace(model, torch.tensor([ids]), kinds=("pattern", "scores_raw"))
+    np.testing.assert_allclose(detail["pattern"].value, trace["pattern", 1][0, 0].numpy(), atol=1e-6)
     np.testing.assert_allclose(detail["scores_raw"].value, trace["scores_raw", 1][0, 0].numpy(), atol=1e-5)
 
 
@@ -133,12 +134,12 @@ def test_take_stack_gives_the_stack_in_its_dtype_and_empties_the_trace():
 
     model = build_model(GPTConfig(vocab_size=11, context_length=8, n_layers=3, d_model=8, n_heads=2), seed=0)
     ids = torch.arange(6)[None] % 11
-    expected = model.trace(ids, kinds=("weights",)).stack("weights")
-    trace = model.trace(ids, kinds=("weights",), dtype=torch.float16)
-    got = trace.take_stack("weights")
+    expected = run_with_trace(model, ids, kinds=("pattern",)).stack("pattern")
+    trace = run_with_trace(model, ids, kinds=("pattern",), dtype=torch.float16)
+    got = trace.take_stack("pattern")
     assert got.dtype == np.float16 and got.shape == expected.shape
     assert np.allclose(got.astype(np.float32), expected, atol=1e-3)
-    assert "weights" not in trace.kinds
+    assert "pattern" not in trace.kinds
 
 
 @pytest.mark.parametrize("budget_mib", [3, 40, 100, 300, 2000])

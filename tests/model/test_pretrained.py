@@ -17,6 +17,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from model.config import GPTConfig
+from model.interp.trace import run_with_trace
 from model.interp.trace_size import estimate_nbytes
 from model.io.checkpoint import save_checkpoint
 from model.io.pretrained import CheckpointError, detect, open_model
@@ -83,8 +84,8 @@ def test_hf_gpt2_attention_weights_match_transformers(hf_model):
     ids = torch.tensor([ckpt.tokenizer.encode(PROMPTS[3])])
     with torch.no_grad():
         expected = torch.stack(reference(ids, output_attentions=True).attentions)[:, 0]  # [L, H, T, T]
-    trace = ckpt.model.trace(ids, kinds=("weights",))
-    assert torch.allclose(torch.from_numpy(trace.stack("weights")), expected, atol=1e-5)
+    trace = run_with_trace(ckpt.model, ids, kinds=("pattern",))
+    assert torch.allclose(torch.from_numpy(trace.stack("pattern")), expected, atol=1e-5)
 
 
 def test_hf_gpt2_greedy_generation_matches_transformers(hf_models):
@@ -168,10 +169,10 @@ def test_gpt2_shaped_trace_stays_within_the_documented_budget(tmp_path, gpt2_tok
     write_hf_gpt2(tmp_path, gpt2_tokenizer_dir, n_layer=12, n_head=12, n_embd=96, n_positions=256)
     ckpt = open_model(tmp_path)
     ids = torch.randint(0, ckpt.config.vocab_size, (1, 256), generator=torch.Generator().manual_seed(0))
-    trace = ckpt.model.trace(ids, kinds=("weights",), dtype=torch.float16)
-    budget = estimate_nbytes(12, 12, 256, 96, 8, kinds=("weights",), bytes_per_value=2)
+    trace = run_with_trace(ckpt.model, ids, kinds=("pattern",), dtype=torch.float16)
+    budget = estimate_nbytes(12, 12, 256, 96, 8, kinds=("pattern",), bytes_per_value=2)
     assert trace.nbytes <= budget == 12 * 12 * 256 * 256 * 2
-    w = trace.stack("weights")
+    w = trace.stack("pattern")
     assert w.shape == (12, 12, 256, 256)
     assert abs(float(w.sum(-1).mean()) - 1.0) < 1e-2
 

@@ -115,12 +115,12 @@ def test_header_shapes_and_parameter_count(tmp_path):
 
 
 # ---- inspection within a budget ---------------------------------------------------------------
-KINDS = ("weights", "scores_raw", "scores_scaled", "resid_pre", "resid_mid", "resid_post")
+KINDS = ("pattern", "scores_raw", "scores", "resid_pre", "resid_mid", "resid_post")
 LONG = GPTConfig(vocab_size=256, n_layers=12, n_heads=12, d_model=48, context_length=4096)
 
 
 def test_the_12x12_model_at_4096_tokens_needs_the_issues_29_gb():
-    need = inspection_need(LONG, 4096, kinds=("weights", "scores_raw", "scores_scaled"))
+    need = inspection_need(LONG, 4096, kinds=("pattern", "scores_raw", "scores"))
     assert math.isclose(need.parts["recorded heads"], 3 * 12 * 12 * 4096**2 * 4)  # 29 GB
 
 
@@ -131,7 +131,7 @@ def test_plan_keeps_everything_when_it_fits_and_less_when_it_does_not():
     half = plan_inspection(LONG, 256, kinds=KINDS, budget=f32 - 1)
     assert half.float16 and half.kinds == KINDS
     weights_only = plan_inspection(LONG, 4096, kinds=KINDS, budget=16 * GiB)
-    assert weights_only.dropped == ["scores_raw", "scores_scaled"] and weights_only.layers is None
+    assert weights_only.dropped == ["scores_raw", "scores"] and weights_only.layers is None
     partial = plan_inspection(LONG, 4096, kinds=KINDS, budget=6 * GiB)
     assert partial.layers is not None and 1 <= len(partial.layers) < 12
     assert partial.layers[0] == 0 and partial.need.total <= 6 * GiB
@@ -141,16 +141,16 @@ def test_plan_keeps_everything_when_it_fits_and_less_when_it_does_not():
     assert time.perf_counter() - t0 < 0.1
 
 
-def test_trace_inspect_refuses_what_the_machine_cannot_hold(monkeypatch, tiny_config):
-    from model.interp.trace import inspect
+def test_run_with_trace_refuses_what_the_machine_cannot_hold(monkeypatch, tiny_config):
+    from model.interp.trace import run_with_trace
     from model.nn.gpt import build_model
 
     model = build_model(tiny_config.with_vocab(256), seed=0)
     ids = list(range(20))
-    assert inspect(model, None, ids, kinds=["weights"]).stack("weights").shape == (2, 2, 20, 20)
+    assert run_with_trace(model, ids, kinds=["pattern"]).stack("pattern").shape == (2, 2, 20, 20)
     monkeypatch.setattr(sizing, "available_memory", lambda device="cpu": Available(10_000, "test"))
     with pytest.raises(ModelTooLarge, match="inspecting 20 tokens in 2 layers × 2 heads"):
-        inspect(model, None, ids, kinds=["weights"])
+        run_with_trace(model, ids, kinds=["pattern"])
 
 
 # ---- numeric values ---------------------------------------------------------------------------
@@ -173,7 +173,7 @@ def test_config_files_that_are_not_regular_files_are_refused(tmp_path):
     [("seed", 10**23), ("seed", -1), ("threads", 100_000), ("steps", 10**12), ("batch_size", 10**12)],
 )
 def test_train_settings_have_maxima(field, value):
-    from model.train.trainer import TrainSettings
+    from model.train.settings import TrainSettings
 
     with pytest.raises(ConfigError, match=field):
         TrainSettings(**{field: value}).validate()

@@ -87,7 +87,7 @@ class HeadPage(AttentionPage):
         d = self.state.head_detail_for_selected()
         if d is None:
             return None
-        return float(d["scores_raw"].value[q, k]), float(d["scores_scaled"].value[q, k])
+        return float(d["scores_raw"].value[q, k]), float(d["scores"].value[q, k])
 
     def describe(self, q: int, k: int) -> str:
         """The readout for cell (query q, key k): tokens, weight, raw and scaled score."""

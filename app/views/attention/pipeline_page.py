@@ -24,8 +24,8 @@ from app.views.attention.base import AttentionPage, HeadSelector, blurb_label, h
 from app.widgets.matrix_plot import MatrixPanel, describe_value
 
 #: The stages in reading order (① … ⑧), laid out left to right, then down, as many per row as fit.
-STAGES = ("q", "k", "v", "scores_raw", "scores_scaled", "scores_masked", "weights", "head_out")
-VECTOR_STAGES = ("q", "k", "v", "head_out")
+STAGES = ("q", "k", "v", "scores_raw", "scores", "scores_masked", "pattern", "z")
+VECTOR_STAGES = ("q", "k", "v", "z")
 #: The narrowest a stage is drawn (matrix, its axes and its colour bar), px: fewer per row below it.
 STAGE_MIN_WIDTH = 400
 #: At most this many stages per row; a matrix between these many pixels tall.
@@ -95,9 +95,9 @@ class PipelinePage(AttentionPage):
                 ci,
                 2 * i + 1,
                 0,
-                diverging=key != "weights",
+                diverging=key != "pattern",
                 square=not vec,
-                legend_label="weight" if key == "weights" else "value",
+                legend_label="weight" if key == "pattern" else "value",
                 row_title="",
                 col_title="",
                 interactive=False,
@@ -257,11 +257,11 @@ class PipelinePage(AttentionPage):
             stage = detail[key]
             hp = self.plots[key]
             mask = None
-            if key == "weights":
+            if key == "pattern":
                 levels = (0.0, 1.0)
                 mask = insp.mask  # what the mask hid is grey here too, not the colour of 0
-            elif key in ("scores_scaled", "scores_masked"):
-                finite = detail["scores_scaled"].value[insp.mask]
+            elif key in ("scores", "scores_masked"):
+                finite = detail["scores"].value[insp.mask]
                 a = float(np.abs(finite).max()) if finite.size else 1.0
                 levels = (-a or -1.0, a or 1.0)  # both on the scale of the scaled scores
             else:

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.pace import sharing_note
 from app.views.page import LazyPage
+from model.interp.prompt import encode_prompt
 
 HEADER_STYLE = """
 QLabel#labTitle { font-size: 15px; font-weight: bold; }
@@ -217,13 +218,17 @@ class LabPage(LazyPage):
         return self.session.probe_prompt
 
     def prompt_ids(self, max_tokens: int | None = None) -> tuple[list[int], list[str]]:
-        """The prompt's token ids (cropped to the context and ``max_tokens``) and their axis labels."""
-        from model.interp.analysis.labs_extra import prompt_ids
-        from model.text.tokens import visible
-
+        """The prompt's token ids and their axis labels: the labs read a prompt from its *start*
+        (``keep="first"``: its first ``max_tokens``, at most the context), characters the vocabulary
+        lacks replaced."""
         model, tok = self.require_model()
-        ids = prompt_ids(tok, self.prompt_text(), model.config.context_length, max_tokens)
-        return ids, [visible(s) for s in tok.token_strings(ids)]
+        limit = (
+            model.config.context_length
+            if max_tokens is None
+            else min(model.config.context_length, max_tokens)
+        )
+        prompt = encode_prompt(tok, self.prompt_text(), limit, keep="first", errors="replace")
+        return list(prompt.ids), list(prompt.labels)
 
 
 def describe_model(session) -> str:

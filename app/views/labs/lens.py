@@ -54,15 +54,15 @@ class LensPage(LabPage):
         body.addWidget(self.table, 1)
 
     def compute(self) -> None:
-        from model.interp.analysis.labs_extra import trace_prompt
         from model.interp.analysis.residual import logit_lens
+        from model.interp.trace import run_with_trace
 
         model, tok = self.require_model()
         ids, labels = self.prompt_ids(self.tokens.value())
         mids = self.mids.isChecked()
 
         def job():
-            trace = trace_prompt(model, ids, kinds=("resid_pre", "resid_mid", "resid_post"))
+            trace = run_with_trace(model, ids, kinds=("resid_pre", "resid_mid", "resid_post"))
             lens = logit_lens(model, trace, k=3, mids=mids)
             final = trace.logits[0].argmax(-1).numpy()
             return lens, final

@@ -127,8 +127,9 @@ class MaskStagesPage(LabPage):
         self.kind.setCurrentIndex([k for k, _ in MASK_CHOICES].index(kind))
 
     def compute(self) -> None:
-        from model.interp.analysis.labs_extra import mask_stages, trace_prompt
-        from model.interp.analysis.masks import make_mask
+        from model.interp.analysis.masks import make_mask, mask_stages
+        from model.interp.trace import run_with_trace
+        from model.nn.hooks import use_mask
 
         model, _ = self.require_model()
         cfg = model.config
@@ -141,9 +142,8 @@ class MaskStagesPage(LabPage):
         layer, head = self.layer.value(), self.head.value()
 
         def job():
-            trace = trace_prompt(
-                model, ids, kinds=("scores_scaled", "weights"), layers=[layer], attn_mask=mask
-            )
+            hooks = use_mask(mask.to(model.device))  # the chosen mask instead of the model's
+            trace = run_with_trace(model, ids, kinds=("scores", "pattern"), layers=[layer], hooks=hooks)
             return mask_stages(trace, layer, head)
 
         self.submit("stages", job, lambda st: self._draw(st, labels, kind, layer, head))
@@ -227,7 +227,8 @@ class MaskBugPage(LabPage):
 
     def make_spec(self) -> ComparisonSpec:
         from model.config import GPTConfig
-        from model.interp.analysis.labs_extra import future_attention, prompt_ids
+        from model.interp.analysis.masks import future_attention
+        from model.interp.prompt import encode_prompt
         from model.train.multitrain import variant_configs
 
         source = self.require_source()
@@ -250,7 +251,7 @@ class MaskBugPage(LabPage):
             warmup=min(20, steps // 10),
         )
         prompt = self.prompt_text() or getattr(source, "default_prompt", "")
-        ids = prompt_ids(source.tokenizer, prompt, T)
+        ids = list(encode_prompt(source.tokenizer, prompt, T, keep="first", errors="replace").ids)
         sample_prompt = source.tokenizer.decode(ids[: min(16, len(ids))])
         return ComparisonSpec(
             variants=variants,

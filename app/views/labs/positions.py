@@ -305,8 +305,11 @@ class PermutationPage(LabPage):
         body.addWidget(self.summary, 2)
 
     def compute(self) -> None:
-        from model.interp.analysis.labs_extra import permutation_predictions, without_positions
-        from model.interp.analysis.positions import permutation_experiment
+        from model.interp.analysis.positions import (
+            permutation_experiment,
+            permutation_predictions,
+            without_positions,
+        )
 
         model, tok = self.require_model()
         ids, _ = self.prompt_ids(self.tokens.value())

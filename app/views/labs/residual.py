@@ -73,14 +73,14 @@ class StreamNormsPage(LabPage):
         body.addLayout(grid, 1)
 
     def compute(self) -> None:
-        from model.interp.analysis.labs_extra import trace_prompt
         from model.interp.analysis.residual import residual_norms, write_stats
+        from model.interp.trace import run_with_trace
 
         model, _ = self.require_model()
         ids, labels = self.prompt_ids(self.tokens.value())
 
         def job():
-            trace = trace_prompt(model, ids, kinds=STREAM_KINDS)
+            trace = run_with_trace(model, ids, kinds=STREAM_KINDS)
             return residual_norms(trace, mids=True), write_stats(trace)
 
         self.submit("norms", job, lambda r: self._draw(*r, labels))
@@ -193,7 +193,7 @@ class LiveNormsPage(LabPage):
             self._measure()
 
     def _measure(self) -> None:
-        from model.interp.analysis.labs_extra import residual_profile
+        from model.interp.analysis.residual import residual_profile
 
         model, _ = self.require_model()
         ids, _ = self.prompt_ids(64)
@@ -349,7 +349,7 @@ class GradFlowPage(LabPage):
         )
 
     def make_spec(self) -> ComparisonSpec:
-        from model.interp.analysis.labs_extra import fixed_batch, grad_flow_on_batch
+        from model.interp.analysis.gradflow import fixed_batch, grad_flow_on_batch
         from model.train.multitrain import variant_configs
 
         source = self.require_source()

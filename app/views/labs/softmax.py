@@ -304,14 +304,14 @@ class SoftmaxModelPage(LabPage):
         body.addLayout(plots, 1)
 
     def compute(self) -> None:
-        from model.interp.analysis.labs_extra import trace_prompt
         from model.interp.analysis.saturation import model_saturation
+        from model.interp.trace import run_with_trace
 
         model, _ = self.require_model()
         ids, _ = self.prompt_ids(self.tokens.value())
 
         def job():
-            return model_saturation(trace_prompt(model, ids, kinds=("weights", "scores_raw")))
+            return model_saturation(run_with_trace(model, ids, kinds=("pattern", "scores_raw")))
 
         self.submit("saturation", job, lambda s: self._draw(s, len(ids)))
 
@@ -388,7 +388,8 @@ class SoftmaxTrainingPage(LabPage):
 
     def make_spec(self) -> ComparisonSpec:
         from model.config import GPTConfig
-        from model.interp.analysis.labs_extra import prompt_ids, saturation_summary
+        from model.interp.analysis.saturation import saturation_summary
+        from model.interp.prompt import encode_prompt
         from model.train.multitrain import variant_configs
 
         source = self.require_source()
@@ -412,7 +413,8 @@ class SoftmaxTrainingPage(LabPage):
             lr=self.lr.value(),
             warmup=min(10, steps // 10),
         )
-        ids = prompt_ids(source.tokenizer, self.prompt_text() or source.default_prompt, T)
+        text = self.prompt_text() or source.default_prompt
+        ids = list(encode_prompt(source.tokenizer, text, T, keep="first", errors="replace").ids)
         return ComparisonSpec(
             variants=variants,
             source=source,

@@ -1,6 +1,6 @@
 """Aggregates of attention weights [L, H, T, T] for the inspector: averages and token focus.
 
-All functions take numpy (or torch) weights ``w`` of shape [L, H, T, T] (``trace.stack("weights")``)
+All functions take numpy (or torch) weights ``w`` of shape [L, H, T, T] (``trace.stack("pattern")``)
 and return float numpy arrays. Averages of rows that sum to 1 still sum to 1.
 """
 

@@ -20,7 +20,7 @@ def _stacked(x, kind: str) -> np.ndarray:
     return as_numpy(x)
 
 
-def weights_difference(a, b, kind: str = "weights") -> np.ndarray:
+def weights_difference(a, b, kind: str = "pattern") -> np.ndarray:
     """``A − B`` per head: two traces (or arrays) of the same shape → [L, H, T, T] (float64).
 
     Raises ``ValueError`` naming both shapes when they differ (different prompts or models).

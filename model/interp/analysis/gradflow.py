@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from model.interp.trace import eval_mode
+
 NORM_VARIANTS = (("pre", "layernorm"), ("post", "layernorm"), ("pre", "rmsnorm"), ("post", "rmsnorm"))
 
 
@@ -168,7 +170,38 @@ def grad_flow_variants(config, variants=NORM_VARIANTS, **kwargs) -> dict[tuple[s
     }
 
 
+def fixed_batch(source, batch_size: int, seq_len: int, seed: int = 0, split: str = "val"):
+    """A repeatable batch ``(x, y)`` [batch_size, seq_len] of ``source`` (the same for every call)."""
+    g = torch.Generator().manual_seed(int(seed))
+    return source.get_batch(split, batch_size, seq_len, g)
+
+
+def grad_flow_on_batch(model, x, y) -> GradFlow:
+    """Per-block ``‖∂loss/∂θ_l‖₂`` of ``model`` as it is now, on the batch ``(x, y)``.
+
+    Runs one forward and backward in evaluation mode (no dropout) and clears the gradients it made,
+    so the weights, an optimizer's state and the next training step are unaffected. Call it between
+    steps (the trainer sets gradients to None after each step).
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    saved = [p.grad for p in params]
+    for p in params:
+        p.grad = None
+    try:
+        with eval_mode(model), torch.enable_grad():
+            _, loss = model(x.to(model.device), y.to(model.device))
+            loss.backward()
+        flow = block_grad_norms(model)
+        flow.loss = float(loss.detach())
+    finally:
+        for p, g in zip(params, saved):
+            p.grad = g
+    return flow
+
+
 __all__ = [
+    "fixed_batch",
+    "grad_flow_on_batch",
     "INITS",
     "NORM_VARIANTS",
     "GradFlow",

@@ -275,7 +275,7 @@ def head_metrics(
     period: int | None = None,
     start: int = 0,
 ) -> HeadMetrics:
-    """All metrics of ``weights`` [..., T, T] (e.g. ``trace.stack("weights")`` with ``trace.mask``).
+    """All metrics of ``weights`` [..., T, T] (e.g. ``trace.stack("pattern")`` with ``trace.mask``).
 
     Induction is measured on ``induction_weights`` (the same heads on a repeated prompt of ``period``
     from ``start``) when given, else on ``weights`` themselves when ``period`` is given.
@@ -304,13 +304,13 @@ def head_metrics_from_trace(
 
     Pass ``induction`` (the prompt) and ``induction_trace`` (a trace of it) to fill ``induction``.
     """
-    w = trace.stack("weights")
+    w = trace.stack("pattern")
     if induction is None or induction_trace is None:
         return head_metrics(w, trace.mask)
     return head_metrics(
         w,
         trace.mask,
-        induction_weights=induction_trace.stack("weights"),
+        induction_weights=induction_trace.stack("pattern"),
         period=induction.period,
         start=induction.start,
     )
@@ -328,10 +328,10 @@ def measure_induction(
 
     V = model.config.vocab_size
     prompt = repeated_sequence(V, period, n_repeats=n_repeats, prefix=prefix, exclude=exclude, seed=seed)
-    from model.interp.trace import inspect
+    from model.interp.trace import run_with_trace
 
-    trace = inspect(model, None, torch.as_tensor(prompt.tokens)[None], kinds=("weights",))
-    return prompt.score(trace.stack("weights")), prompt
+    trace = run_with_trace(model, torch.as_tensor(prompt.tokens)[None], kinds=("pattern",))
+    return prompt.score(trace.stack("pattern")), prompt
 
 
 @dataclass(frozen=True)

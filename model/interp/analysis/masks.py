@@ -15,10 +15,13 @@ kind                rule: query ``i`` sees key ``j`` when            keys per ro
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
 from model.interp.analysis.heads import as_numpy
+from model.interp.trace import run_with_trace
 
 MASK_KINDS = ("causal", "none", "sliding", "prefix")
 
@@ -90,7 +93,50 @@ def future_weight(weights) -> np.ndarray:
     return (w * upper).sum(-1, dtype=np.float64).mean(-1)
 
 
+@dataclass
+class MaskStages:
+    """One head's attention, stage by stage (all float64 [T, T] except ``mask``).
+
+    ``scores``: ``s(QKᵀ)``, what enters the softmax before masking; ``mask`` bool (True = may attend);
+    ``additive``: the additive mask ``M`` (0 where allowed, −∞ where hidden); ``masked``: ``scores + M``;
+    ``weights``: ``softmax_row(masked)``; ``future``: mean weight on keys after the query (j > i).
+    """
+
+    scores: np.ndarray
+    mask: np.ndarray
+    additive: np.ndarray
+    masked: np.ndarray
+    weights: np.ndarray
+    future: float
+
+
+def mask_stages(trace, layer: int, head: int, batch: int = 0) -> MaskStages:
+    """:class:`MaskStages` of head ``(layer, head)`` (the trace holds ``scores_scaled`` and ``weights``)."""
+    scores = trace["scores", layer][batch, head].double().numpy()
+    weights = trace["pattern", layer][batch, head].double().numpy()
+    mask = trace.mask.numpy().astype(bool)
+    additive = np.where(mask, 0.0, -np.inf)
+    return MaskStages(
+        scores=scores,
+        mask=mask,
+        additive=additive,
+        masked=apply_mask(scores, mask),
+        weights=weights,
+        future=float(future_weight(weights)),
+    )
+
+
+def future_attention(model, ids) -> float:
+    """Mean attention weight on keys *after* the query (``j > i``) over every head, on ``ids``, under
+    the model's own mask: 0 for a causal model; near 1 for one that learned to read the answer."""
+    trace = run_with_trace(model, ids, kinds=("pattern",))
+    return float(np.mean(future_weight(trace.stack("pattern"))))
+
+
 __all__ = [
+    "MaskStages",
+    "mask_stages",
+    "future_attention",
     "MASK_KINDS",
     "apply_mask",
     "causal_mask",

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-STAGE_KEYS = ("q", "k", "v", "scores_raw", "scores_scaled", "scores_masked", "weights", "head_out")
-PIPELINE_KINDS = ("q", "k", "v", "scores_raw", "scores_scaled", "weights", "head_out")
+STAGE_KEYS = ("q", "k", "v", "scores_raw", "scores", "scores_masked", "pattern", "z")
+PIPELINE_KINDS = ("q", "k", "v", "scores_raw", "scores", "pattern", "z")
 
 
 @dataclass
@@ -39,7 +39,8 @@ class Stage:
 
 @dataclass
 class HeadPipeline:
-    """All stages of one head in order (see :data:`STAGE_KEYS`); ``pipeline["weights"].value`` etc.
+    """All stages of one head in order (see :data:`STAGE_KEYS`); ``pipeline["pattern"].value`` etc.
+    (stage keys are the trace's hook names, plus ``scores_masked``).
 
     ``scale`` is the effective factor between raw and scaled scores for the scalar rules (1/√d_k,
     1, or the learned τ_h) and the gain ``g_h`` for qk_norm.
@@ -84,7 +85,7 @@ def head_pipeline(trace, layer: int, head: int, batch: int = 0) -> HeadPipeline:
         return trace[kind, layer][batch, head].float().numpy()
 
     q, k, v = get("q"), get("k"), get("v")
-    raw, scaled, weights, out = get("scores_raw"), get("scores_scaled"), get("weights"), get("head_out")
+    raw, scaled, weights, out = get("scores_raw"), get("scores"), get("pattern"), get("z")
     mask = trace.mask.numpy().astype(bool)
     T, d_k = q.shape
     masked = np.where(mask, scaled, -np.inf).astype(np.float32)
@@ -116,10 +117,10 @@ def head_pipeline(trace, layer: int, head: int, batch: int = 0) -> HeadPipeline:
         ("k", f"Keys K{rope}{shared}", "K = X W_K", "[T, d_k]", k),
         ("v", f"Values V{shared}", "V = X W_V", "[T, d_k]", v),
         ("scores_raw", "Raw scores", "S = Q Kᵀ", "[T, T] = [T, d_k] · [d_k, T]", raw),
-        ("scores_scaled", "Scaled scores", scale_formula, "[T, T]", scaled),
+        ("scores", "Scaled scores", scale_formula, "[T, T]", scaled),
         ("scores_masked", "Masked scores", mask_formula, "[T, T]", masked),
-        ("weights", "Attention weights", "A = softmax_row(M), each row sums to 1", "[T, T]", weights),
-        ("head_out", "Head output", "O = A V", "[T, d_k] = [T, T] · [T, d_k]", out),
+        ("pattern", "Attention weights", "A = softmax_row(M), each row sums to 1", "[T, T]", weights),
+        ("z", "Head output", "O = A V", "[T, d_k] = [T, T] · [T, d_k]", out),
     ]
     stages = [
         Stage(key, title, formula, shp, _shape(shp, T, d_k), val) for key, title, formula, shp, val in rows
@@ -129,11 +130,11 @@ def head_pipeline(trace, layer: int, head: int, batch: int = 0) -> HeadPipeline:
 
 def head_pipeline_from_model(model, idx, layer: int, head: int, *, attn_mask=None) -> HeadPipeline:
     """Trace only ``layer`` of ``model`` on ``idx`` ([T] or [1, T]) and take head ``head`` apart."""
-    from model.interp.trace import inspect
+    from model.interp.trace import run_with_trace
     from model.nn.hooks import use_mask
 
     hooks = use_mask(attn_mask.to(model.device)) if attn_mask is not None else []
-    trace = inspect(model, None, idx, layers=[layer], kinds=PIPELINE_KINDS, hooks=hooks)
+    trace = run_with_trace(model, idx, layers=[layer], kinds=PIPELINE_KINDS, hooks=hooks)
     return head_pipeline(trace, layer, head)
 
 

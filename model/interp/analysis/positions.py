@@ -169,7 +169,55 @@ def permutation_experiment(model, idx, *, perm=None, seed: int = 0, mask: str = 
     return PermutationResult(perm, a, b, float(np.abs(b - a[perm]).max()), float(np.abs(a).max()))
 
 
+def without_positions(model):
+    """A copy of ``model`` with ``positions = "none"``: the same token, attention and MLP weights, but
+    no learned table, sinusoids or rotations. The copy is in evaluation mode on the same device."""
+    from model.nn.gpt import build_model
+
+    cfg = model.config.replace(positions="none")
+    copy = build_model(cfg, seed=0, device=model.device)
+    state = {k: v for k, v in model.state_dict().items() if not k.startswith("pos_emb.")}
+    copy.load_state_dict(state, strict=True)
+    copy.eval()
+    return copy
+
+
+@dataclass
+class PermutationPredictions:
+    """Top next-token guesses of a prompt (``pred`` [T]) and of its permutation (``pred_permuted`` [T]).
+
+    Position ``t`` of the permuted prompt holds original token ``perm[t]``; ``follows[t]`` is True when
+    the permuted prompt's guess at ``t`` equals the original's guess at ``perm[t]`` (outputs permute
+    with the inputs).
+    """
+
+    perm: np.ndarray
+    pred: np.ndarray
+    pred_permuted: np.ndarray
+    follows: np.ndarray
+    error: float
+    equivariant: bool
+
+
+def permutation_predictions(result) -> PermutationPredictions:
+    """Turn a :class:`~model.interp.analysis.positions.PermutationResult` into per-position top-1 guesses."""
+    pred = result.logits.argmax(-1)
+    pred_p = result.logits_permuted.argmax(-1)
+    perm = np.asarray(result.perm)
+    return PermutationPredictions(
+        perm=perm,
+        pred=pred,
+        pred_permuted=pred_p,
+        follows=pred_p == pred[perm],
+        error=float(result.error),
+        equivariant=bool(result.equivariant),
+    )
+
+
 __all__ = [
+    "PermutationPredictions",
+    "permutation_predictions",
+    "without_positions",
     "OffsetProfile",
     "PermutationResult",
     "RopeCheck",

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from model.interp.analysis.heads import as_numpy
+from model.interp.trace import run_with_trace
 
 RESIDUAL_KINDS = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")
 
@@ -187,7 +188,15 @@ def logit_lens(
     )
 
 
+def residual_profile(model, ids) -> tuple[list[str], np.ndarray]:
+    """Mean ``‖x‖₂`` over positions at each layer boundary (``embed``, ``L{l}.post``): (names, [P])."""
+    trace = run_with_trace(model, ids, kinds=("resid_pre", "resid_post"))
+    norms = residual_norms(trace, mids=False)
+    return norms.names, norms.mean
+
+
 __all__ = [
+    "residual_profile",
     "RESIDUAL_KINDS",
     "LogitLens",
     "ResidualNorms",

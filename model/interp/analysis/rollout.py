@@ -44,7 +44,7 @@ class Rollout:
 
 
 def attention_rollout(weights, residual: float = 0.5) -> Rollout:
-    """:class:`Rollout` of attention weights [L, H, T, T] (``trace.stack("weights")``).
+    """:class:`Rollout` of attention weights [L, H, T, T] (``trace.stack("pattern")``).
 
     ``residual`` is the identity's share (0.5 in the paper): ``Â = (1 − r) · mean_h A + r · I``, rows
     renormalised. float64 numpy outputs.

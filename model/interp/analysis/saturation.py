@@ -27,6 +27,7 @@ from model.interp.analysis.heads import (
     informative_rows,
 )
 from model.interp.analysis.masks import apply_mask
+from model.interp.trace import run_with_trace
 
 
 def mean_max_weight(weights, mask=None) -> np.ndarray:
@@ -57,7 +58,7 @@ class SaturationStats:
 
 def model_saturation(trace, batch: int = 0) -> SaturationStats:
     """:class:`SaturationStats` from a trace holding ``weights`` and ``scores_raw`` for every layer."""
-    w = trace.stack("weights", batch)
+    w = trace.stack("pattern", batch)
     w0 = softmax_without_scale(trace.stack("scores_raw", batch), trace.mask)
     m = trace.mask
     return SaturationStats(
@@ -71,4 +72,23 @@ def model_saturation(trace, batch: int = 0) -> SaturationStats:
     )
 
 
-__all__ = ["SaturationStats", "mean_max_weight", "model_saturation", "softmax_without_scale"]
+def saturation_summary(model, ids) -> dict[str, float]:
+    """How peaked the model's attention is on ``ids``: means over every head of the mean max weight
+    (``max_j w_ij``, 1 = one-hot) and of the row entropy normalised by ``ln`` (visible keys)."""
+    from model.interp.analysis.heads import entropy_norm
+
+    trace = run_with_trace(model, ids, kinds=("pattern",))
+    w = trace.stack("pattern")  # [L, H, T, T]
+    return {
+        "max_weight": float(np.nanmean(mean_max_weight(w, trace.mask))),
+        "entropy_norm": float(np.nanmean(entropy_norm(w, trace.mask))),
+    }
+
+
+__all__ = [
+    "saturation_summary",
+    "SaturationStats",
+    "mean_max_weight",
+    "model_saturation",
+    "softmax_without_scale",
+]

@@ -1,24 +1,20 @@
-"""The Labs tab's own headless helpers: mask stages, probes between training steps, positions."""
+"""The analyses the Labs tab reads: mask stages, probes between training steps, positions; and the
+labs' prompts, which ask the one prompt rule for the *start* of a text by name."""
 
 import numpy as np
 import pytest
 import torch
 
 from model.config import GPTConfig
-from model.interp.analysis.labs_extra import (
-    fixed_batch,
-    grad_flow_on_batch,
-    mask_stages,
-    permutation_predictions,
-    prompt_ids,
-    residual_profile,
-    saturation_summary,
-    trace_prompt,
-    without_positions,
-)
-from model.interp.analysis.masks import make_mask
-from model.interp.analysis.positions import permutation_experiment
+from model.interp.analysis.gradflow import fixed_batch, grad_flow_on_batch
+from model.interp.analysis.masks import future_attention, make_mask, mask_stages
+from model.interp.analysis.positions import permutation_experiment, permutation_predictions, without_positions
+from model.interp.analysis.residual import residual_profile
+from model.interp.analysis.saturation import saturation_summary
+from model.interp.prompt import encode_prompt
+from model.interp.trace import run_with_trace
 from model.nn.gpt import build_model
+from model.nn.hooks import use_mask
 from model.text.tokens import CharTokenizer
 
 
@@ -28,13 +24,19 @@ def tiny(**kw):
     return build_model(GPTConfig(**base), seed=1)
 
 
-def test_prompt_ids_replaces_crops_and_refuses_empty():
+def test_a_labs_prompt_replaces_keeps_its_start_and_refuses_empty():
     tok = CharTokenizer("abc?")
-    assert prompt_ids(tok, "abxc", context_length=8) == tok.encode("ab?c")
-    assert len(prompt_ids(tok, "abc" * 10, context_length=8)) == 8
-    assert prompt_ids(tok, "abcabc", context_length=8, max_tokens=2) == tok.encode("ab")
+
+    def ids(text, limit):
+        return list(encode_prompt(tok, text, limit, keep="first", errors="replace").ids)
+
+    assert ids("abxc", 8) == tok.encode("ab?c")
+    first = encode_prompt(tok, "abc" * 10, 8, keep="first", errors="replace")
+    assert len(first.ids) == 8 and list(first.ids) == tok.encode("abcabcab")  # the start, by name
+    assert first.dropped == 22 and first.dropped_from == "end"
+    assert ids("abcabc", 2) == tok.encode("ab")
     with pytest.raises(ValueError, match="empty"):
-        prompt_ids(tok, "", context_length=8)
+        ids("", 8)
 
 
 @pytest.mark.parametrize("kind", ["causal", "none", "sliding", "prefix"])
@@ -42,7 +44,7 @@ def test_mask_stages_follow_the_mask_given(kind):
     model = tiny()
     T = 7
     mask = make_mask(kind, T, window=3, prefix=3)
-    trace = trace_prompt(model, [1, 2, 3, 4, 5, 6, 7], kinds=("scores_scaled", "weights"), attn_mask=mask)
+    trace = run_with_trace(model, [1, 2, 3, 4, 5, 6, 7], kinds=("scores", "pattern"), hooks=use_mask(mask))
     st = mask_stages(trace, 1, 1)
     assert np.array_equal(st.mask, mask.numpy())
     assert np.all(st.weights[~st.mask] == 0) and np.allclose(st.weights.sum(-1), 1)
@@ -87,7 +89,7 @@ def test_probes_summarise_attention_and_the_stream():
     assert 0.0 < s["max_weight"] <= 1.0 and 0.0 <= s["entropy_norm"] <= 1.0
     names, mean = residual_profile(model, ids)
     assert names == ["embed", "L0.post", "L1.post"]
-    trace = trace_prompt(model, ids, kinds=("resid_post",))
+    trace = run_with_trace(model, ids, kinds=("resid_post",))
     assert mean[-1] == pytest.approx(trace["resid_post", 1][0].norm(dim=-1).mean().item(), rel=1e-5)
 
 
@@ -113,8 +115,6 @@ def test_fixed_batch_repeats():
 
 
 def test_future_attention_is_zero_under_the_causal_mask_only():
-    from model.interp.analysis.labs_extra import future_attention
-
     ids = [1, 2, 3, 4, 5, 6]
     assert future_attention(tiny(causal=True), ids) == 0.0
     # an untrained non-causal model spreads weight about evenly: about half of it lies ahead
