@@ -39,6 +39,7 @@ import torch
 from model.atomic import pid_alive
 from model.config import ConfigError, GPTConfig
 from model.errors import AttentionLabError
+from model.files import read_json
 from model.text.registry import tokenizer_from_dict
 from model.text.tokens import Tokenizer, TokenizerError
 
@@ -310,23 +311,7 @@ def _replace_dir(tmp: Path, target: Path) -> None:
 # reading
 # ---------------------------------------------------------------------------------------------
 def _read_json(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise CheckpointError(
-            f"{path.name} in {str(path.parent)!r} is not UTF-8 text (corrupt file?)"
-        ) from None
-    except OSError as exc:
-        raise CheckpointError(f"{path.name} in {str(path.parent)!r} cannot be read: {exc.strerror}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(
-            f"{path.name} in {str(path.parent)!r} is not valid JSON ({exc.msg} at line {exc.lineno}): "
-            "the file is truncated or corrupt"
-        ) from None
-    except RecursionError:
-        raise CheckpointError(f"{path.name} in {str(path.parent)!r} is corrupt: nested too deeply") from None
+    return read_json(path, error=CheckpointError, what=f"{path.name} in {str(path.parent)!r}")
 
 
 def _read_tensors(path: Path, expected: dict[str, Any] | None) -> dict[str, torch.Tensor]:

@@ -41,18 +41,20 @@ What is not implemented is refused with one line naming it (logit soft-capping, 
 than linear/llama3, windows on only some layers, attention biases without MLP biases or the reverse).
 Tensors are read one at a time from safetensors (sharded with an index) or ``pytorch_model.bin`` via
 ``torch.load(weights_only=True)``; bf16 / fp16 weights are upcast to ``dtype`` (float32 by default;
-``dtype=torch.bfloat16`` keeps them): :func:`model.io.pretrained.load_hf_family` does the reading.
+``dtype=torch.bfloat16`` keeps them): :func:`model.io.hf.load_hf_family` does the reading. Each row is
+a :class:`~model.io.weights.WeightMap`, as GPT-2's and nanoGPT's are.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple
+from typing import Any
 
 from model.config import ConfigError, GPTConfig
 from model.io.checkpoint import CheckpointError
+from model.io.weights import WeightMap
 
-__all__ = ["FAMILIES", "IGNORED", "WeightMap", "family_config", "family_entries", "family_kind"]
+__all__ = ["FAMILIES", "IGNORED", "family_config", "family_entries", "family_kind"]
 
 #: ``model_type`` values opened here, each as kind ``"hf-" + model_type``.
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gpt_neox")
@@ -62,16 +64,6 @@ _GELU_FORMS = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", 
 
 #: Buffers some files carry that are not weights (causal masks, RoPE frequencies).
 IGNORED = re.compile(r"(\.attention\.(bias|masked_bias)|rotary_emb\.inv_freq)$")
-
-
-class WeightMap(NamedTuple):
-    """One tensor of the file (``src``, of ``shape``) and our names it fills: several ``dst`` split its
-    rows evenly, or, with ``heads`` > 0, per head (``heads`` groups of ``len(dst)`` parts)."""
-
-    src: str
-    shape: tuple[int, ...]
-    dst: tuple[str, ...]
-    heads: int = 0
 
 
 def family_kind(model_type: str) -> str:

@@ -30,7 +30,6 @@ on 127.0.0.1 and a temporary folder.
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
 import threading
 import time
@@ -40,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from model.files import read_json
 from model.io.checkpoint import CheckpointError
 
 __all__ = [
@@ -234,8 +234,8 @@ def check_complete(folder: Path) -> list[str]:
     index = folder / SAFETENSORS_INDEX
     if index.is_file():
         try:
-            shards = set(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values())
-        except (OSError, ValueError, AttributeError):
+            shards = set(read_json(index, error=HubError).get("weight_map", {}).values())
+        except (HubError, AttributeError):
             return [*missing, f"{SAFETENSORS_INDEX} (unreadable)"]
         missing += sorted(s for s in shards if not (folder / s).is_file())
     elif not any(folder.glob("*.safetensors")):

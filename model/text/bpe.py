@@ -28,7 +28,6 @@ Saved form (``tokenizer.json`` of our checkpoints, registered as type ``"hf_bpe"
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -38,6 +37,7 @@ import numpy as np
 from tokenizers import Tokenizer as _HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers
 
+from model.files import read_json
 from model.text.tokens import UNKNOWN_ID_TEXT, Tokenizer, TokenizerError
 
 __all__ = ["HFTokenizer", "bytes_to_unicode", "load_hf_tokenizer"]
@@ -258,7 +258,7 @@ def _special_ids(tok: _HFTokenizer, directory: Path) -> tuple[list[int], list[in
             prefix, suffix = full[:start], full[start + len(plain) :]
             break
     path = directory / "tokenizer_config.json"
-    cfg = _read_json(path) if path.is_file() else {}
+    cfg = read_json(path, error=TokenizerError) if path.is_file() else {}
     cfg = cfg if isinstance(cfg, dict) else {}
     for key, flag, ids, at_start in (
         ("bos_token", "add_bos_token", prefix, True),
@@ -279,17 +279,6 @@ def _special_ids(tok: _HFTokenizer, directory: Path) -> tuple[list[int], list[in
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TokenizerError(f"{path.name} cannot be read: {_first_line(exc)}") from None
-    except json.JSONDecodeError as exc:
-        raise TokenizerError(f"{path.name} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
-    except RecursionError:
-        raise TokenizerError(f"{path.name} is corrupt: its JSON is nested too deeply") from None
 
 
 def read_merges(path: Path) -> list[tuple[str, str]]:
@@ -316,7 +305,7 @@ def _special_tokens(directory: Path) -> list[str]:
         path = directory / fname
         if not path.is_file():
             continue
-        data = _read_json(path)
+        data = read_json(path, error=TokenizerError)
         if not isinstance(data, dict):
             continue
         for key in ("bos_token", "eos_token", "unk_token", "pad_token"):
@@ -358,7 +347,7 @@ def load_hf_tokenizer(directory: str | Path, name: str | None = None) -> HFToken
             f"no tokenizer in {str(directory)!r}: it needs tokenizer.json, or vocab.json and merges.txt "
             f"({' and '.join(missing)} missing)"
         )
-    vocab = _read_json(vocab_path)
+    vocab = read_json(vocab_path, error=TokenizerError)
     if not isinstance(vocab, dict) or not all(
         isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in vocab.items()
     ):

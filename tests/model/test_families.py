@@ -17,8 +17,10 @@ import torch
 
 from model.config import ConfigError, GPTConfig
 from model.interp.trace import run_with_trace
+from model.io.checkpoint import CheckpointError
 from model.io.families import family_config
-from model.io.pretrained import CheckpointError, detect, open_model
+from model.io.pretrained import detect, open_model
+from model.io.weights import build_from_state_dict
 from model.nn.generate import generate
 
 #: case -> (model_type, writer options). Each family's own part is switched on, so a wrong one shows.
@@ -188,8 +190,6 @@ def test_sliding_window_is_applied_not_ignored(family_models):
     q, k = torch.meshgrid(torch.arange(16), torch.arange(16), indexing="ij")
     assert w[..., (k <= q - 6)].abs().max() == 0 and w[..., (k > q - 6) & (k <= q)].min() > 0
     full = ckpt.model.config.replace(sliding_window=None)
-    from model.io.pretrained import build_from_state_dict
-
     unwindowed = build_from_state_dict(full, dict(ckpt.model.state_dict()))
     with torch.no_grad():
         assert (unwindowed(ids)[0] - ckpt.model(ids)[0])[0, 6:].abs().max() > 1e-3

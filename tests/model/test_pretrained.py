@@ -19,8 +19,8 @@ from safetensors.torch import load_file, save_file
 from model.config import GPTConfig
 from model.interp.trace import run_with_trace
 from model.interp.trace_size import estimate_nbytes
-from model.io.checkpoint import save_checkpoint
-from model.io.pretrained import CheckpointError, detect, open_model
+from model.io.checkpoint import CheckpointError, save_checkpoint
+from model.io.pretrained import describe_origin, detect, open_model
 from model.nn.generate import generate
 from model.nn.gpt import build_model
 from model.text.tokens import CharTokenizer
@@ -392,8 +392,6 @@ def test_nanogpt_without_biases_maps_to_a_shift_free_layernorm(tmp_path, write_n
 
 
 def test_describe_origin_names_kind_source_size_and_tokenizer():
-    from model.io.pretrained import describe_origin
-
     assert describe_origin({}) == ""
     meta = {"kind": "attention-lab", "source": "hf-gpt2", "n_params": 1234567, "tokenizer": "byte BPE"}
     assert describe_origin(meta, "/x/run1") == (

@@ -1,0 +1,136 @@
+"""Hugging Face model folders: their ``config.json``, weights (safetensors, sharded with an index, or
+``pytorch_model.bin``) and tokenizer; and the loader of the Llama-era families whose mapping
+:mod:`model.io.families` declares (:func:`load_hf_family`). GPT-2's own mapping: :mod:`model.io.gpt2`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from model.budget.sizing import check as check_size
+from model.budget.sizing import load_need
+from model.config import GPTConfig
+from model.files import read_json
+from model.io.checkpoint import Checkpoint, CheckpointError
+from model.io.families import IGNORED, family_config, family_entries, family_kind
+from model.io.weights import (
+    TensorSource,
+    build_from_state_dict,
+    check_weights,
+    dict_source,
+    listed,
+    loaded_meta,
+    map_weights,
+    safetensors_source,
+    torch_load,
+)
+from model.text.bpe import load_hf_tokenizer
+from model.text.tokens import Tokenizer, TokenizerError
+
+
+def read_config(directory: Path) -> dict[str, Any]:
+    """A Hugging Face folder's ``config.json``: a JSON object, else :class:`CheckpointError`."""
+    hf = read_json(directory / "config.json", error=CheckpointError, what=str(directory / "config.json"))
+    if not isinstance(hf, dict):
+        raise CheckpointError("config.json is not a JSON object of settings")
+    return hf
+
+
+def _names_a_file_inside(name: str) -> bool:
+    """``name`` is a relative path that stays inside its folder (no ``..`` above it, not absolute)."""
+    parts = Path(name.replace("\\", "/")).parts
+    depth = 0
+    for part in parts:
+        depth += -1 if part == ".." else 0 if part == "." else 1
+        if depth < 0:
+            return False
+    return bool(parts) and not Path(name).is_absolute() and depth > 0
+
+
+def hf_weight_source(directory: Path) -> tuple[TensorSource, str]:
+    single = directory / "model.safetensors"
+    index = directory / "model.safetensors.index.json"
+    if single.is_file():
+        return safetensors_source([single]), single.name
+    if index.is_file():
+        data = read_json(index, error=CheckpointError, what=str(index))
+        wm = data.get("weight_map") if isinstance(data, dict) else None
+        if not isinstance(wm, dict):
+            raise CheckpointError(f"{index.name} has no weight_map")
+        shards = sorted({directory / str(f) for f in wm.values()})
+        # by name, not by resolving links: a Hugging Face cache links its shards to ../../blobs
+        outside = [f for f in sorted(set(map(str, wm.values()))) if not _names_a_file_inside(f)]
+        if outside:
+            raise CheckpointError(
+                f"{index.name} names shards outside the model folder ({listed(outside)}): refused"
+            )
+        absent = [s.name for s in shards if not s.is_file()]
+        if absent:
+            raise CheckpointError(f"{index.name} names shards that are missing: {listed(absent)}")
+        return safetensors_source(shards), index.name
+    binf = directory / "pytorch_model.bin"
+    if binf.is_file():
+        sd = torch_load(binf)
+        if not isinstance(sd, dict):
+            raise CheckpointError(f"{binf.name} is not a dictionary of named tensors")
+        return dict_source(sd, binf.name), binf.name
+    raise CheckpointError(
+        f"{str(directory)!r} has a Hugging Face config.json but no weights: model.safetensors is missing"
+    )
+
+
+def hf_name_and_tokenizer(directory: Path, hf: dict[str, Any], cfg: GPTConfig) -> tuple[str, Tokenizer]:
+    """A Hugging Face folder's model name (``_name_or_path``'s last part, else the folder's) and its
+    tokenizer, which must fit ``cfg``'s vocabulary."""
+    name = Path(str(hf.get("_name_or_path") or directory.name)).name or directory.name
+    try:
+        tok = load_hf_tokenizer(directory, name=name)
+    except TokenizerError as exc:
+        raise CheckpointError(str(exc)) from None
+    if tok.vocab_size > cfg.vocab_size:
+        raise CheckpointError(
+            f"the tokenizer has {tok.vocab_size} tokens but config.json says vocab_size={cfg.vocab_size}"
+        )
+    return name, tok
+
+
+def load_hf_family(
+    directory: str | Path, device: str | torch.device = "cpu", *, dtype: torch.dtype = torch.float32
+) -> Checkpoint:
+    """Open a Hugging Face folder of one of :data:`~model.io.families.FAMILIES` (the mapping is in
+    :mod:`model.io.families`)."""
+    directory = Path(directory)
+    hf = read_config(directory)
+    cfg = family_config(hf)
+    model_type = hf["model_type"]
+    name, tok = hf_name_and_tokenizer(directory, hf, cfg)
+    src, fname = hf_weight_source(directory)
+    if cfg.n_layers > len(src.keys):  # a config.json that lies about its depth: refuse before listing
+        raise CheckpointError(
+            f"config.json says num_hidden_layers={cfg.n_layers} but {fname} holds only "
+            f"{len(src.keys)} tensors"
+        )
+    entries = family_entries(model_type, cfg)
+    extra_ok = {k for k in src.keys if IGNORED.search(k)}
+    if cfg.tie_embeddings:
+        extra_ok |= {"lm_head.weight", "embed_out.weight"}  # a stored copy of the tied matrix
+    implied = (
+        f"config.json (num_hidden_layers={cfg.n_layers}, hidden_size={cfg.d_model}, "
+        f"num_attention_heads={cfg.n_heads}, num_key_value_heads={cfg.kv_heads}, head_dim={cfg.d_head}, "
+        f"intermediate_size={cfg.hidden}, vocab_size={cfg.vocab_size})"
+    )
+    check_weights(src, entries, fname, implied, extra_ok)  # a lying config.json is named by the header first
+    check_size(load_need(cfg, what=f"loading {name}"))  # before any tensor is read or built
+    state = map_weights(src, entries, dtype)
+    del src
+    model = build_from_state_dict(cfg, state, device)
+    meta = loaded_meta(
+        family_kind(model_type), name, model, tok, directory, weights=fname, model_type=model_type
+    )
+    return Checkpoint(path=directory, config=cfg, model=model, tokenizer=tok, train_state=None, meta=meta)
+
+
+__all__ = ["hf_name_and_tokenizer", "hf_weight_source", "load_hf_family", "read_config"]

@@ -1,0 +1,277 @@
+"""Tensors of another project's model file, checked and mapped onto our GPT's, then built into one.
+
+* A :class:`TensorSource` gives a file's named tensors one at a time: safetensors files (one, or the
+  shards of an index) each read with one ``readinto``, or a dictionary ``torch.load`` returned
+  (:func:`torch_load`: ``weights_only=True``, never arbitrary objects).
+* A :class:`WeightMap` row names one tensor of the file, its shape, and the tensors of ours it fills;
+  every loader lists its rows (GPT-2 and nanoGPT: :mod:`model.io.gpt2`; the Llama-era families:
+  :mod:`model.io.families`) so that :func:`check_weights` names every missing, misshapen or unexpected
+  tensor before anything is read, and :func:`map_weights` reads each once.
+* :func:`build_from_state_dict` builds the model on the ``meta`` device and assigns the tensors, so
+  memory peaks at about the weights plus one tensor in flight (see ``bench/load_memory.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import torch
+
+from model.budget.sizing import read_safetensors_header, skip_init_on_meta
+from model.config import GPTConfig
+from model.io.checkpoint import CheckpointError
+from model.nn.gpt import GPT
+from model.nn.layers import make_positions
+from model.text.tokens import Tokenizer
+
+#: Problems listed in one error message before "and N more".
+_MAX_LISTED = 6
+
+
+def describe_tokenizer(tok: Tokenizer) -> str:
+    """One line naming a tokenizer's kind and size, e.g. ``"byte-level BPE (gpt2), 50257 tokens"``."""
+    desc = getattr(tok, "description", None)
+    if isinstance(desc, str):
+        return desc
+    kind = getattr(tok, "kind", "") or type(tok).__name__
+    return f"{kind} tokenizer, {tok.vocab_size} tokens"
+
+
+def loaded_meta(kind: str, name: str, model: GPT, tok: Tokenizer, path: Path, **extra: Any) -> dict[str, Any]:
+    """The ``meta`` of a model opened from another project's files: ``kind``, ``source``, ``name``,
+    ``n_params``, ``tokenizer``, ``path`` and ``extra`` (see :func:`model.io.pretrained.open_model`)."""
+    return {
+        "kind": kind,
+        "source": kind,
+        "name": name,
+        "n_params": model.num_params(),
+        "tokenizer": describe_tokenizer(tok),
+        "path": str(path),
+        **extra,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# where the tensors come from
+# ---------------------------------------------------------------------------------------------
+class TensorSource:
+    """Named tensors in a file, read one at a time: ``keys``, ``shape(name)`` (no read), ``get(name)``."""
+
+    def __init__(
+        self, keys: Iterable[str], shape: Callable[[str], tuple], get: Callable[[str], torch.Tensor]
+    ):
+        self.keys = list(keys)
+        self._names = set(self.keys)
+        self.shape = shape
+        self.get = get
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._names
+
+
+def dict_source(sd: dict[str, Any], where: str) -> TensorSource:
+    bad = [k for k, v in sd.items() if not isinstance(k, str) or not isinstance(v, torch.Tensor)]
+    if bad:
+        raise CheckpointError(f"{where}: {bad[0]!r} is not a named tensor")
+    return TensorSource(sd.keys(), lambda k: tuple(sd[k].shape), lambda k: sd.pop(k))
+
+
+#: safetensors dtype names -> torch dtypes (the floating ones weights come in, plus integers).
+_ST_DTYPES = {
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
+    "BOOL": torch.bool,
+}
+
+
+def _safetensors_index(path: Path) -> dict[str, tuple[torch.dtype, tuple[int, ...], int, int]]:
+    """Parse a safetensors header: name -> (dtype, shape, first byte, end byte) in the file.
+
+    The format: an 8-byte little-endian header length ``n``, ``n`` bytes of JSON
+    ``{name: {"dtype", "shape", "data_offsets": [begin, end]}}``, then the tensors' bytes (offsets
+    relative to the end of the header). Every entry is checked against the file's size.
+    """
+    bad = f"{path.name} is not a readable safetensors file"
+    try:
+        header, start = read_safetensors_header(path)
+        size = path.stat().st_size
+    except (ValueError, OSError) as exc:
+        raise CheckpointError(f"{bad}: {str(exc).removeprefix(path.name).lstrip(': ')}") from None
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype = _ST_DTYPES[info["dtype"]]
+            shape = tuple(int(x) for x in info["shape"])
+            begin, end = (int(x) for x in info["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise CheckpointError(f"{bad}: the entry for {name} is malformed") from None
+        nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        if min(shape, default=0) < 0 or end - begin != nbytes or begin < 0 or start + end > size:
+            raise CheckpointError(f"{bad}: {name}'s bytes do not fit its shape or the file (truncated?)")
+        out[name] = (dtype, shape, start + begin, start + end)
+    return out
+
+
+def safetensors_source(files: list[Path]) -> TensorSource:
+    """Tensors of safetensors files, each read into its own memory with one ``readinto``.
+
+    Not memory-mapped on purpose: a mapped file's pages count in the process's resident memory as they
+    are touched, which would double the peak while the weights are copied into the model.
+    """
+    where: dict[str, tuple[Path, tuple[torch.dtype, tuple[int, ...], int, int]]] = {}
+    for f in files:
+        for name, entry in _safetensors_index(f).items():
+            where[name] = (f, entry)
+
+    def get(name: str) -> torch.Tensor:
+        path, (dtype, shape, begin, end) = where[name]
+        buf = bytearray(end - begin)
+        with open(path, "rb") as fh:
+            fh.seek(begin)
+            if fh.readinto(buf) != len(buf):
+                raise CheckpointError(f"{path.name} ends inside {name} (truncated?)")
+        if not buf:
+            return torch.empty(shape, dtype=dtype)
+        return torch.frombuffer(buf, dtype=dtype).reshape(shape)
+
+    return TensorSource(where.keys(), lambda k: where[k][1][1], get)
+
+
+_UNSUPPORTED_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
+
+
+def torch_load(path: Path) -> Any:
+    """``torch.load(weights_only=True)`` (memory-mapped when the format allows); CheckpointError otherwise."""
+    try:
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError as exc:
+            if "mmap" not in str(exc):
+                raise
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        found = _UNSUPPORTED_GLOBAL.search(str(exc))
+        what = f" (it asks for {found.group(1)})" if found else ""
+        raise CheckpointError(
+            f"{path.name} holds Python objects beyond tensors and plain data{what}; opening it would run "
+            f"code stored in the file, which Attention Lab never does. Re-save just the weights, e.g. "
+            f"torch.save({{'model_args': ..., 'model': model.state_dict()}}, path)"
+        ) from None
+    except Exception as exc:  # torch raises RuntimeError/KeyError/EOFError/... for files it cannot read
+        raise CheckpointError(f"{path.name} is not a readable PyTorch checkpoint: {exc}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# how they map onto ours
+# ---------------------------------------------------------------------------------------------
+class WeightMap(NamedTuple):
+    """One tensor of the file (``src``, of ``shape``) and our names it fills: several ``dst`` split its
+    rows evenly, or, with ``heads`` > 0, per head (``heads`` groups of ``len(dst)`` parts each, as
+    GPT-NeoX fuses Q, K and V); ``transpose``: stored ``[in, out]`` (Hugging Face's ``Conv1D``), so it
+    is transposed to ``nn.Linear``'s ``[out, in]``."""
+
+    src: str
+    shape: tuple[int, ...]
+    dst: tuple[str, ...]
+    heads: int = 0
+    transpose: bool = False
+
+
+#: Buffers some GPT-2 files carry that are not weights: the causal mask and its fill value.
+_IGNORED = re.compile(r"(^|\.)h\.\d+\.attn\.(bias|masked_bias)$")
+
+
+def listed(items: list[str]) -> str:
+    more = len(items) - _MAX_LISTED
+    return ", ".join(items[:_MAX_LISTED]) + (f" and {more} more" if more > 0 else "")
+
+
+def check_weights(
+    src: TensorSource, entries: list[WeightMap], where: str, implied: str, extra_ok: set[str]
+) -> None:
+    """Raise one CheckpointError listing missing tensors, wrong shapes and unexpected tensors."""
+    problems = []
+    missing = [e.src for e in entries if e.src not in src]
+    if missing:
+        problems.append(f"missing {listed(missing)}")
+    wrong = [
+        f"{e.src} is {list(src.shape(e.src))}, not {list(e.shape)}"
+        for e in entries
+        if e.src in src and tuple(src.shape(e.src)) != e.shape
+    ]
+    if wrong:
+        problems.append(f"shapes do not match {implied}: {listed(wrong)}")
+    expected = {e.src for e in entries} | extra_ok
+    unexpected = [k for k in src.keys if k not in expected and not _IGNORED.search(k)]
+    if unexpected:
+        problems.append(f"tensors this GPT has no place for: {listed(unexpected)}")
+    if problems:
+        raise CheckpointError(f"{where}: " + "; ".join(problems))
+
+
+def map_weights(src: TensorSource, entries: list[WeightMap], dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """Read each entry once and turn it into our tensors (transposed / split, fresh memory, ``dtype``)."""
+    out: dict[str, torch.Tensor] = {}
+    for e in entries:
+        t = src.get(e.src)
+        if e.transpose:
+            t = t.t()
+        if len(e.dst) == 1:
+            out[e.dst[0]] = t.to(dtype=dtype, memory_format=torch.contiguous_format, copy=True)
+        elif e.heads:  # [heads · n · rows, ...] -> part j: [heads · rows, ...]
+            grouped = t.reshape(e.heads, len(e.dst), -1, *t.shape[1:])
+            for j, name in enumerate(e.dst):
+                part = grouped[:, j].reshape(-1, *t.shape[1:])
+                out[name] = part.to(dtype=dtype, memory_format=torch.contiguous_format, copy=True)
+        else:
+            for name, part in zip(e.dst, t.chunk(len(e.dst), dim=0)):
+                out[name] = part.to(dtype=dtype, memory_format=torch.contiguous_format, copy=True)
+        del t
+    return out
+
+
+def build_from_state_dict(
+    config: GPTConfig, state: dict[str, torch.Tensor], device: str | torch.device = "cpu"
+) -> GPT:
+    """A :class:`GPT` holding exactly ``state`` (our parameter names), without a random init first.
+
+    The model is built on the ``meta`` device and the tensors are assigned, so no second copy of the
+    weights is ever allocated. Fixed tables (sinusoidal, rope) are computed. Eval mode.
+    """
+    with torch.device("meta"), skip_init_on_meta():
+        model = GPT(config)
+    model.load_state_dict(state, strict=True, assign=True)
+    if any(buf.is_meta for buf in model.buffers()):  # the fixed tables (sinusoidal, rope): computed
+        model.pos_emb = make_positions(config)
+    if any(buf.is_meta for buf in model.buffers()):  # pragma: no cover - a new buffer needs a line here
+        raise RuntimeError("a buffer of the model has no value after loading")
+    return model.to(device).eval()
+
+
+__all__ = [
+    "TensorSource",
+    "WeightMap",
+    "build_from_state_dict",
+    "check_weights",
+    "describe_tokenizer",
+    "dict_source",
+    "listed",
+    "loaded_meta",
+    "map_weights",
+    "safetensors_source",
+    "torch_load",
+]
