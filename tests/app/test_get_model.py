@@ -84,6 +84,7 @@ def test_cancel_stops_the_download_and_opens_nothing(
     from huggingface_hub import constants
 
     from model.io import hub
+    from model.io.hub import download
 
     monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 256)
     fake_hub.add_repo(REPO, tiny_gpt2_repo_files)
@@ -93,14 +94,14 @@ def test_cancel_stops_the_download_and_opens_nothing(
     import threading
 
     pressed = threading.Event()
-    real_add = hub._Tracker.add
+    real_add = download._Tracker.add
 
     def slow_add(self, n):
         if self.file == "model.safetensors":
             pressed.wait(TIMEOUT / 1000)
         real_add(self, n)
 
-    monkeypatch.setattr(hub._Tracker, "add", slow_add)
+    monkeypatch.setattr(download._Tracker, "add", slow_add)
     dlg.download_button.click()
     qtbot.waitUntil(lambda: bool(fake_hub.gets("model.safetensors")), timeout=TIMEOUT)
     assert dlg.cancel_button.isEnabled() and not dlg.download_button.isEnabled()

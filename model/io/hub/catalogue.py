@@ -1,0 +1,76 @@
+"""The catalogue of models people study (:data:`CATALOGUE`: File → Get a model… and
+``attention-lab download --list``), and names resolved through it (:func:`resolve_name`, :func:`resolve`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from model.io.hub.download import fetch
+from model.io.hub.refs import HubRef, is_hub_spec, parse_ref
+
+
+@dataclass(frozen=True)
+class CatalogueEntry:
+    """A model people study: repo, family, parameters, and the approximate bytes to download.
+
+    ``size`` is the safetensors weights as listed on the Hub (the tokenizer and config add well under
+    5 MB); :func:`plan` gives the exact figure for a revision.
+    """
+
+    name: str
+    repo_id: str
+    family: str
+    n_params: str
+    size: int
+    note: str = ""
+
+    @property
+    def ref(self) -> HubRef:
+        return HubRef(self.repo_id)
+
+
+CATALOGUE: tuple[CatalogueEntry, ...] = (
+    CatalogueEntry("gpt2", "openai-community/gpt2", "GPT-2", "124M", 548_105_171, "12 layers × 12 heads"),
+    CatalogueEntry("distilgpt2", "distilbert/distilgpt2", "GPT-2", "82M", 352_824_413, "6 layers × 12 heads"),
+    CatalogueEntry("gpt2-medium", "openai-community/gpt2-medium", "GPT-2", "355M", 1_519_974_680, "24 × 16"),
+    CatalogueEntry("pythia-70m", "EleutherAI/pythia-70m", "GPT-NeoX", "70M", 166_029_852, "6 × 8 heads"),
+    CatalogueEntry(
+        "pythia-160m", "EleutherAI/pythia-160m", "GPT-NeoX", "162M", 374_824_712, "12 layers × 12 heads"
+    ),
+    CatalogueEntry(
+        "SmolLM2-135M", "HuggingFaceTB/SmolLM2-135M", "Llama", "135M", 269_060_552, "30 × 9 heads, GQA 3"
+    ),
+    CatalogueEntry(
+        "SmolLM2-360M", "HuggingFaceTB/SmolLM2-360M", "Llama", "362M", 723_674_912, "32 × 15 heads, GQA 5"
+    ),
+    CatalogueEntry("Qwen2.5-0.5B", "Qwen/Qwen2.5-0.5B", "Qwen2", "494M", 988_097_824, "24 × 14 heads, GQA 2"),
+    CatalogueEntry(
+        "TinyLlama-1.1B",
+        "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
+        "Llama",
+        "1.1B",
+        2_200_119_864,
+        "22 × 32 heads, GQA 4",
+    ),
+)
+
+
+def resolve_name(text: str) -> HubRef:
+    """:func:`parse_ref`, with a catalogue name (``gpt2``, ``pythia-70m``) standing for its repo."""
+    ref = parse_ref(text)
+    for entry in CATALOGUE:
+        if ref.repo_id == entry.name:
+            return HubRef(entry.repo_id, ref.revision)
+    return ref
+
+
+def resolve(spec: str | Path, **fetch_kwargs: Any) -> str | Path:
+    """``hf:REPO[@REV]`` → the local snapshot folder (fetched if needed); any other path unchanged."""
+    if is_hub_spec(spec):
+        return fetch(resolve_name(str(spec)), **fetch_kwargs)
+    return spec
+
+
+__all__ = ["CATALOGUE", "CatalogueEntry", "resolve", "resolve_name"]
