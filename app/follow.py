@@ -8,11 +8,11 @@ the step scrubber. The follower reads only whole log lines and whole probes, so 
 is never shown. The worker ends when the run's ``run.json`` says it finished, stopped or failed (after
 reading everything written before), when the folder disappears, or when the user stops following.
 
-:class:`FollowingRun` is the session's half (a mixin of :class:`~app.session.Session`, like
-:class:`~app.training_run.TrainingRun`): :meth:`~FollowingRun.follow_run`,
-:meth:`~FollowingRun.stop_following` and :meth:`~FollowingRun.open_followed_checkpoint`, which
-loads the run's newest checkpoint off the GUI thread and makes it the session's model (the Attention
-tab then shows it) without touching the followed curves.
+:class:`FollowedRun` is the session's part that follows (``session.follow``, beside
+``session.run``), with its own state and signals; it reads and tells the session only through
+:class:`FollowHost`. :meth:`~FollowedRun.start`, :meth:`~FollowedRun.stop` and
+:meth:`~FollowedRun.open_checkpoint`, which loads the run's newest checkpoint off the GUI thread and
+makes it the session's model (the Attention tab then shows it) without touching the followed curves.
 """
 
 from __future__ import annotations
@@ -20,8 +20,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
-from app.workers import LoopWorker
+from PySide6.QtCore import QObject, Signal
+
+from app.training_run import RunHost, deliver
+from app.workers import LoopWorker, Mailbox, drain_timer
+
+if TYPE_CHECKING:  # only for the annotations: app/ imports torch once the window has painted
+    from app.probe import Probe
+    from model.nn.gpt import GPT
 
 #: Seconds between two looks at the folder.
 POLL_S = 0.25
@@ -40,8 +48,6 @@ class FollowWorker(LoopWorker):
         from model.io.runfolder import RunFollower
 
         super().__init__()
-        from app.workers import Mailbox
-
         self.mailbox = Mailbox(bounds={"frames": 4096})  # every probe reaches the scrubber
         self.path = Path(path)
         self.follower = RunFollower(self.path)
@@ -83,9 +89,6 @@ class FollowWorker(LoopWorker):
             self._wake.wait(self.interval)
             self._wake.clear()
 
-    def reprobe(self) -> None:
-        """The followed run traces its own prompt; an edited one applies to runs trained here."""
-
     def end(self, reason: str) -> tuple[str, str]:
         step, where = self._last_step, self.path
         if reason == "stopped":
@@ -95,88 +98,137 @@ class FollowWorker(LoopWorker):
         return "done", f"the followed run {self.status} at step {step} ({where})"
 
 
-class FollowingRun:
-    """Following a run folder, for :class:`~app.session.Session` (see the module docstring)."""
+class FollowHost(RunHost, Protocol):
+    """What a :class:`FollowedRun` needs of the session beyond :class:`~app.training_run.RunHost`."""
 
     @property
-    def is_following(self) -> bool:
+    def compute(self) -> Any: ...
+    def begin_record(self) -> None: ...
+    def restart_history(self) -> None: ...
+    def show_model(self, model: GPT, tokenizer: Any, *, path: str, meta: dict) -> None: ...
+    @property
+    def probe(self) -> Probe: ...
+
+
+class FollowedRun(QObject):
+    """Following a run folder (see the module docstring)."""
+
+    #: "following", then "idle" once the follow ended
+    stateChanged = Signal(str)
+    #: the follow ended: reason "done" | "stopped", and a message
+    finished = Signal(str, str)
+    #: the followed folder's status, world size or newest checkpoint changed
+    updated = Signal()
+
+    def __init__(self, host: FollowHost, parent: QObject | None = None):
+        super().__init__(parent)
+        self.host = host
+        self.state = "idle"
+        #: the worker of the folder followed now, or None
+        self.worker: FollowWorker | None = None
+        self._drain_timer = drain_timer(self, self._drain)
+
+    @property
+    def active(self) -> bool:
         return self.state == "following"
 
-    @property
-    def follow_worker(self) -> FollowWorker | None:
-        worker = self._worker
-        return worker if isinstance(worker, FollowWorker) else None
-
-    def follow_run(self, path: str | Path, interval: float = POLL_S) -> None:
+    def start(self, path: str | Path, interval: float = POLL_S) -> None:
         """Show the run that another process writes to ``path`` in the Train tab, live.
 
         Raises ValueError (one line) while training here, or when ``path`` is not a run folder.
         """
         from model.io.runfolder import is_run_folder
 
-        if self.is_training:
+        if self.host.is_training:
             raise ValueError("stop training before following another run")
         if not is_run_folder(path):
             raise ValueError(f"{path} is not a run folder: it has no run.json, log.jsonl or checkpoint/")
-        if self.is_following:
-            self.stop_following(wait=True)
+        if self.active:
+            self.stop(wait=True)
         worker = FollowWorker(path, interval)
-        if self._compute is not None:
-            self._compute.cancel("session.probe")  # the idle model's frame must not join the run's
-        self.trainer = None
-        self._start_record()
-        self.historyReset.emit()
-        worker.finished.connect(self._on_follow_finished)
-        self._worker = worker
+        self.host.begin_record()
+        worker.finished.connect(self._on_finished)
+        self.worker = worker
         self._set_state("following")
         self._drain_timer.start()
         worker.start()
 
-    def stop_following(self, wait: bool = False) -> None:
-        worker = self.follow_worker
+    def stop(self, wait: bool = False) -> None:
+        worker = self.worker
         if worker is None:
             return
         worker.stop()
         if wait:
             worker.join(5.0)
-            self._on_follow_finished(*(worker.result or ("stopped", "")))
+            self._on_finished(*(worker.result or ("stopped", "")))
 
-    def _drain_follow(self, worker: FollowWorker) -> None:
-        """The follow-only mailbox kinds: a restarted log and new checkpoints."""
+    def shutdown(self, timeout: float = 30.0) -> bool:
+        """Stop the worker and wait for it (the window's closeEvent); True if it ended."""
+        worker = self.worker
+        if worker is None:
+            return True
+        worker.stop()
+        ok = worker.join(timeout)
+        self._drain()
+        if ok:
+            self._finish_worker()
+        return ok
+
+    def _set_state(self, state: str) -> None:
+        if state != self.state:
+            self.state = state
+            self.stateChanged.emit(state)
+
+    def _drain(self) -> None:
+        """The follow-only mailbox kinds (a restarted log, new checkpoints), then what every run
+        posts (events, frames) into the session's record."""
+        worker = self.worker
+        if worker is None:
+            self._drain_timer.stop()
+            return
+        host = self.host
         restart, checkpoints = worker.mailbox.take("restart", "checkpoints")
         if restart:
-            self.history = []
-            self.frames.clear()
-            self.latest_frame = None
-            self.historyReset.emit()
-        if checkpoints and (self.model is None or self.checkpoint_path is None):
-            self.open_followed_checkpoint()  # the first one at once; later ones on request
-        if worker.prompt is not None and worker.prompt != self.probe_prompt:
-            self._set_probe_prompt(worker.prompt, from_source=True)  # show what the frames trace
+            host.restart_history()
+        if checkpoints and (host.model is None or host.checkpoint_path is None):
+            self.open_checkpoint()  # the first one at once; later ones on request
+        if worker.prompt is not None and worker.prompt != host.probe_prompt:
+            host.probe.adopt(worker.prompt)  # show what the frames trace
         seen = (worker.status, worker.world_size, worker.checkpoint_step)
         if seen != worker.shown:
             worker.shown = seen
-            self.followUpdated.emit()
+            self.updated.emit()
+        deliver(worker.mailbox, host)
 
-    def _on_follow_finished(self, reason: str, message: str) -> None:
-        worker = self.follow_worker
-        sender = self.sender() if hasattr(self, "sender") else None
+    def _on_finished(self, reason: str, message: str) -> None:
+        worker = self.worker
+        sender = self.sender()
         if worker is None or (sender is not None and sender is not worker):
             return  # an earlier follow's late signal
         self._drain()
         path = worker.path
         self._finish_worker()
         if worker.checkpoint_step is not None and worker.status != "gone":
-            self.open_followed_checkpoint(path)
-        self.trainingFinished.emit(reason, message)
+            self.open_checkpoint(path)
+        self.finished.emit(reason, message)
 
-    def open_followed_checkpoint(self, path: str | Path | None = None) -> None:
+    def _finish_worker(self) -> None:
+        worker = self.worker
+        if worker is None:
+            return
+        worker.join(5.0)
+        self.worker = None
+        self._drain_timer.stop()
+        self._set_state("idle")
+
+    def open_checkpoint(self, path: str | Path | None = None) -> None:
         """Load the followed run's newest checkpoint off the GUI thread; it becomes the session's
         model (for the Attention tab) while the curves stay those of the followed run."""
-        worker = self.follow_worker
+        worker = self.worker
         folder = Path(path) if path is not None else (worker.path if worker is not None else None)
         if folder is None:
             return
+        host = self.host
 
         def job():
             from model.io.pretrained import open_model
@@ -185,19 +237,14 @@ class FollowingRun:
 
         def done(ckpt, error):
             if error is not None or ckpt is None:
-                self.statusMessage.emit(f"could not open the newest checkpoint of {folder.name}: {error}")
+                host.statusMessage.emit(f"could not open the newest checkpoint of {folder.name}: {error}")
                 return
-            model = ckpt.model
-            model.eval()
-            self.model = model
-            self.config = model.config
-            self.tokenizer = ckpt.tokenizer
-            self._model_config_key = self._config_key(model.config)
-            self.checkpoint_path = str(folder)
-            self.checkpoint_meta = dict(ckpt.meta or {})
-            self.modelChanged.emit(model)
-            self.configChanged.emit(model.config)
+            ckpt.model.eval()
+            host.show_model(ckpt.model, ckpt.tokenizer, path=str(folder), meta=dict(ckpt.meta or {}))
             step = (ckpt.meta or {}).get("step")
-            self.statusMessage.emit(f"opened the checkpoint of step {step} from {folder.name}")
+            host.statusMessage.emit(f"opened the checkpoint of step {step} from {folder.name}")
 
-        self.compute.submit("follow.checkpoint", job, done)
+        host.compute.submit("follow.checkpoint", job, done)
+
+
+__all__ = ["POLL_S", "FollowHost", "FollowWorker", "FollowedRun"]

@@ -297,7 +297,7 @@ class WindowMenus:
         """Follow the run folder at ``path`` in the Train tab; an error dialog when it cannot."""
         self.settings.set_last_dir("run", Path(path).parent)
         try:
-            self.session.follow_run(path)
+            self.session.follow.start(path)
         except Exception as exc:
             self.show_error("Could not follow the run", f"{path}\n\n{exc}")
             return False

@@ -5,51 +5,85 @@ listens to its signals; it never reaches into another tab. All torch work that a
 goes through :attr:`Session.compute` (a :class:`~app.workers.ComputeWorker`: off the GUI thread,
 under the process-wide ``compute_lock``, latest request wins).
 
-State (read freely from the GUI thread; change only through the methods):
+Its parts: ``slot`` (:class:`~app.model_slot.ModelSlot`: the shown model and its ``record``),
+``probe`` (:class:`~app.probe.Probe`), ``run`` (:class:`~app.training_run.TrainingRun`: training
+here) and ``follow`` (:class:`~app.follow.FollowedRun`: a run another process writes). Each reaches
+the session only through its declared host protocol; the session re-emits their signals and reads
+their fields under the names below (read freely from the GUI thread; change only through methods):
 
 =====================  ===========================================================================
+the data and the next model
 ``config``             the :class:`~model.config.GPTConfig` of the current model (vocab set), or the
                        validated config the user is editing when no model is built yet
 ``source``             the :class:`~model.text.datasource.DataSource` (corpus or synthetic task) or ``None``
 ``source_spec``        how the source was named (``"builtin:stdlib"``, ``"task:induction"``, a path)
-``tokenizer``          the model's tokenizer (from the source, or from a loaded checkpoint)
-``model``              the :class:`~model.nn.gpt.GPT` or ``None``
-``trainer``            the :class:`~model.train.trainer.Trainer` of the run, or ``None`` (untrained model)
 ``train_settings``     the :class:`~model.train.trainer.TrainSettings` the next Start will use
 ``device``             ``torch.device`` used for the next model (``device_choice``: auto/cpu/cuda)
-``state``              ``"idle" | "starting" | "running" | "paused" | "stopping"``
+``probe_prompt``       the live-attention prompt (``probe.prompt``: a running trainer's prober reads it)
+the model slot (``slot``): the model every tab shows, and what came with it
+``model``              the :class:`~model.nn.gpt.GPT` or ``None``
+``tokenizer``          the model's tokenizer (from the source, or from a loaded checkpoint)
+``trainer``            the :class:`~model.train.trainer.Trainer` of the run, or ``None`` (untrained model)
+``checkpoint_path``    where the current model was last saved or loaded from (``None`` if never)
+``checkpoint_meta``    what its files say about it (name, kind, source; ``starter``)
+the record of the shown model (``slot.record``)
 ``history``            list of training-event dicts (``TrainEvent.to_dict()``) of the current model
+``samples``            the (step, text) samples generated while it trained
 ``latest_frame``       the newest :class:`ProbeFrame` (attention of the probe prompt) or ``None``
 ``frames``             :class:`FrameHistory`, a bounded history of probe frames for the scrubber
-``checkpoint_path``    where the current model was last saved or loaded from (``None`` if never)
+``dirty``              trained steps not yet saved
+``state``              ``"idle" | "starting" | "running" | "paused" | "stopping"`` (``run.state``), or
+                       ``"following"`` (``follow.state``)
 =====================  ===========================================================================
 
-Signals are emitted in the GUI thread only (worker results arrive through a mailbox drained by a
-~30 Hz timer, so a burst of training steps becomes one ``eventsAppended`` and only the newest probe
-frame is ever drawn).
+Signals are emitted in the GUI thread only (a burst of training steps becomes one
+``eventsAppended``; only the newest probe frame is ever drawn).
 """
 
 from __future__ import annotations
 
 import time
-import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
-from app.follow import FollowingRun
+from app.follow import FollowedRun
+from app.model_files import check_fits, open_model_file, save_model_file, starter_note
+from app.model_slot import ModelSlot
+from app.probe import Probe
 from app.training_run import TrainingRun
-from app.workers import ComputeWorker, drain_timer
+from app.workers import ComputeWorker
 from model.config import GPTConfig, default_config
-from model.interp.probes import FrameHistory, ProbeFrame
+
+if TYPE_CHECKING:  # only for the annotations: app/ imports torch once the window has painted
+    import torch
+
+    from model.interp.probes import FrameHistory, ProbeFrame
+    from model.nn.gpt import GPT
+    from model.train.trainer import Trainer, TrainSettings
 
 DEFAULT_SOURCE = "builtin:stdlib"
 
 
-class Session(QObject, TrainingRun, FollowingRun):
-    """Shared state of the app; see the module docstring for the fields."""
+def _part_field(path: str, *, settable: bool = False) -> property:
+    """A field of one of the session's parts (``path``: ``"slot.model"``, ``"slot.record.history"``,
+    ``"probe.prompt"``), read under the session's name; the session's methods change it."""
+    *parts, name = path.split(".")
+
+    def owner(self):
+        for part in parts:
+            self = getattr(self, part)
+        return self
+
+    setter = (lambda self, value: setattr(owner(self), name, value)) if settable else None
+    return property(lambda self: getattr(owner(self), name), setter, doc=f"``session.{path}``")
+
+
+class Session(QObject):
+    """Shared state of the app; see the module docstring for the fields and the parts."""
 
     #: the validated config changed (GPTConfig); the model may not be rebuilt yet
     configChanged = Signal(object)
@@ -84,33 +118,42 @@ class Session(QObject, TrainingRun, FollowingRun):
 
     def __init__(self, parent: QObject | None = None, *, history_bytes: int = 64 * 2**20):
         super().__init__(parent)
+        # the data and the next model
         self.config: GPTConfig = default_config()
         self.source: Any = None
         self.source_spec: str = ""
-        self.tokenizer: Any = None
-        self.model: Any = None
-        self.trainer: Any = None
-        self.train_settings: Any = None
+        self.train_settings: TrainSettings | None = None
         self.device_choice: str = "auto"
-        self.device: Any = None
-        self.state: str = "idle"
-        self.history: list[dict] = []
-        self.samples: list[tuple[int, str]] = []
-        self.latest_frame: ProbeFrame | None = None
-        self.frames = FrameHistory(max_bytes=history_bytes)
-        self.checkpoint_path: str | None = None
-        self.checkpoint_meta: dict = {}
-        self.dirty = False  # trained steps not yet saved
+        self.device: torch.device | None = None
         self.initialising = False  # True while the window loads the default corpus and model
-        self.probe_prompt: str = ""
-        self.sample_every: int = 100
-        self.sample_prompt: str = ""
-        self._worker: Any = None
-        self._model_config_key: str | None = None
-        self._last_tps: float = 0.0
-        self._compute: Any = None
+        # the parts (see the module docstring)
+        self.slot = ModelSlot(history_bytes)
+        self._compute: ComputeWorker | None = None
+        self.probe = Probe(self, self)
+        self.run = TrainingRun(self, self)
+        self.follow = FollowedRun(self, self)
+        self.probe.promptChanged.connect(lambda _text: self.run.reprobe())
+        self.probe.promptChanged.connect(self.probePromptChanged)
+        for part in (self.run, self.follow):
+            part.stateChanged.connect(self.trainingStateChanged)
+            part.finished.connect(self.trainingFinished)
+        self.follow.updated.connect(self.followUpdated)
 
-        self._drain_timer = drain_timer(self, self._drain)
+    # the parts' fields, under the session's names (the table in the module docstring)
+    probe_prompt: str = _part_field("probe.prompt")
+    sample_prompt: str = _part_field("probe.sample_prompt")
+    sample_every: int = _part_field("probe.sample_every", settable=True)
+    model: GPT | None = _part_field("slot.model")
+    tokenizer: Any = _part_field("slot.tokenizer", settable=True)
+    trainer: Trainer | None = _part_field("slot.trainer")
+    checkpoint_path: str | None = _part_field("slot.path")
+    checkpoint_meta: dict = _part_field("slot.meta")
+    history: list[dict] = _part_field("slot.record.history")
+    samples: list[tuple[int, str]] = _part_field("slot.record.samples")
+    latest_frame: ProbeFrame | None = _part_field("slot.record.latest_frame")
+    frames: FrameHistory = _part_field("slot.record.frames")
+    dirty: bool = _part_field("slot.record.dirty", settable=True)
+    tokens_per_s: float = _part_field("slot.record.tokens_per_s")
 
     # ---- derived -------------------------------------------------------------------------------
     @property
@@ -120,66 +163,79 @@ class Session(QObject, TrainingRun, FollowingRun):
         return compute_lock
 
     @property
-    def compute(self):
+    def compute(self) -> ComputeWorker:
         """The shared :class:`~app.workers.ComputeWorker` for a tab's own torch work (created lazily)."""
         if self._compute is None:
             self._compute = ComputeWorker(self)
         return self._compute
 
     @property
+    def state(self) -> str:
+        return self.follow.state if self.follow.active else self.run.state
+
+    @property
     def is_training(self) -> bool:
-        return self.state in ("starting", "running", "paused", "stopping")
+        return self.run.active
+
+    @property
+    def is_following(self) -> bool:
+        return self.follow.active
 
     @property
     def step(self) -> int:
-        if self.trainer is not None:
-            return int(self.trainer.step)
-        return int(self.history[-1]["step"]) if self.history else 0
+        return self.slot.step
 
     @property
     def num_params(self) -> int | None:
         return None if self.model is None else int(self.model.num_params())
 
     @property
-    def tokens_per_s(self) -> float:
-        return self._last_tps
-
-    @property
     def target_steps(self) -> int:
         return int(getattr(self.train_settings, "steps", 0) or 0)
 
-    def can_continue(self) -> bool:
-        """Whether Start continues the current run (same config and data) instead of a fresh model."""
-        return (
-            self.trainer is not None
-            and self._model_config_key == self._config_key(self.config)
-            and self.trainer_source_matches()
-        )
+    # ---- the runs (the parts: session.run, session.follow) ------------------------------------
+    def start_training(self) -> None:
+        """Start or continue training (:meth:`TrainingRun.start`)."""
+        self.run.start()
 
-    def trainer_source_matches(self) -> bool:
-        if self.trainer is None or self.source is None:
-            return False
-        try:
-            return self.trainer.source.identity() == self.source.identity()
-        except Exception:
-            return False
+    def stop_training(self) -> None:
+        """The Stop button: end the training run, or the following of a run folder."""
+        if self.follow.active:
+            self.follow.stop()
+        else:
+            self.run.stop()
+
+    def shutdown(self, timeout: float = 30.0) -> bool:
+        """Stop every worker and wait for them (the window's closeEvent); True if all ended."""
+        ok = self.run.shutdown(timeout)
+        ok = self.follow.shutdown(timeout) and ok
+        if self._compute is not None:
+            ok = self._compute.shutdown(timeout) and ok
+        return ok
 
     # ---- setting things up ---------------------------------------------------------------------
-    def init_default(self) -> None:
-        """The built-in default: default corpus, default config, an untrained model, auto device."""
+    @contextmanager
+    def _initialising(self) -> Iterator[None]:
+        """While the first model is set up: training settings (normally the Training panel's) and
+        the device chosen, Start says it is loading."""
         from model.train.trainer import TrainSettings
 
         self.initialising = True
         try:
-            if self.train_settings is None:  # normally set by the Training panel
+            if self.train_settings is None:
                 self.train_settings = TrainSettings(probe_every=10)
             self.set_device("auto")
+            yield
+        finally:
+            self.initialising = False
+
+    def init_default(self) -> None:
+        """The built-in default: default corpus, default config, an untrained model, auto device."""
+        with self._initialising():
             if self.source is None:
                 self.set_source(DEFAULT_SOURCE)
             if self.model is None:
                 self.build_model()
-        finally:
-            self.initialising = False
 
     def open_starter(self, path: str | Path | None = None) -> bool:
         """First launch: the starter model shipped in ``assets/starter`` with its data and prompt.
@@ -187,35 +243,23 @@ class Session(QObject, TrainingRun, FollowingRun):
         False (nothing changed) when it is missing or unreadable; the caller then builds the default
         untrained model. Start trains a fresh model of the same shape, never the starter itself.
         """
-        from model.io.starter import STARTER_DIR, STARTER_SOURCE, describe, named_heads
-        from model.train.trainer import TrainSettings
+        from model.io.starter import STARTER_DIR, STARTER_SOURCE
 
         path = Path(path or STARTER_DIR)
         if not (path / "model.safetensors").is_file():
             return False
-        self.initialising = True
         try:
-            if self.train_settings is None:
-                self.train_settings = TrainSettings(probe_every=10)
-            self.set_device("auto")
-            self.set_source(STARTER_SOURCE)
-            self.load_checkpoint(  # Save asks where: the starter's own folder stays as shipped
-                path,
-                meta={"starter": True, "name": "starter model", "source": STARTER_SOURCE},
-                remember_path=False,
-            )
+            with self._initialising():
+                self.set_source(STARTER_SOURCE)
+                self.load_checkpoint(  # Save asks where: the starter's own folder stays as shipped
+                    path,
+                    meta={"starter": True, "name": "starter model", "source": STARTER_SOURCE},
+                    remember_path=False,
+                )
         except Exception as exc:  # a damaged install must not keep the app from starting
             self.statusMessage.emit(f"the starter model could not be opened ({exc}): a fresh model instead")
             return False
-        finally:
-            self.initialising = False
-        with self.compute_lock:
-            named = named_heads(self.model, self.tokenizer, self.probe_prompt)
-        heads = describe({r: h for r, h in named.items() if r in ("previous-token", "induction")})
-        self.statusMessage.emit(
-            f"Starter model, trained by Attention Lab on {STARTER_SOURCE}"
-            f"{': ' + heads if heads else ''}. Start trains a fresh model."
-        )
+        self.statusMessage.emit(starter_note(self.model, self.tokenizer, self.probe_prompt))
         return True
 
     def set_device(self, choice: str) -> None:
@@ -228,23 +272,8 @@ class Session(QObject, TrainingRun, FollowingRun):
         self.device_choice = choice
         changed = str(device) != str(self.device)
         self.device = device
-        if self.model is not None and changed:
-            with self.compute_lock:
-                if self.trainer is not None:  # the run goes on there: optimizer state moves along
-                    from model.train.trainer import Trainer
-
-                    t = self.trainer
-                    state = t.state_dict()
-                    self.trainer = Trainer(
-                        t.config,
-                        t.source,
-                        t.settings.replace(device=str(device)),
-                        model=self.model,
-                        state=state,
-                    )
-                else:
-                    self.model.to(device)
         if changed:
+            self.slot.move_to(device)
             self.deviceChanged.emit(str(device))
 
     def set_source(self, spec: str) -> None:
@@ -270,11 +299,7 @@ class Session(QObject, TrainingRun, FollowingRun):
         untrained = self.trainer is None and self.checkpoint_path is None and not self.history
         if self.model is None:
             self.tokenizer = source.tokenizer
-        if not self.probe_prompt or self._prompt_from_source:
-            self._set_probe_prompt(source.default_prompt, from_source=True)
-        if not self.sample_prompt or self._sample_from_source:
-            self.sample_prompt = source.default_prompt[:16]
-            self._sample_from_source = True
+        self.probe.follow_source(source)
         self.dataChanged.emit(source)
         if (
             self.model is not None
@@ -284,26 +309,6 @@ class Session(QObject, TrainingRun, FollowingRun):
         ):
             self.build_model()
 
-    _sample_from_source = True
-    _prompt_from_source = True
-
-    def _set_probe_prompt(self, text: str, *, from_source: bool) -> None:
-        self._prompt_from_source = from_source
-        self.probe_prompt = text  # the one copy: a running worker's prober reads it at each probe
-        if self._worker is not None:
-            self._worker.reprobe()
-        self.probePromptChanged.emit(text)
-
-    def set_probe_prompt(self, text: str) -> None:
-        """Use ``text`` as the live-attention prompt; raises the tokenizer's error for bad text."""
-        tok = self.tokenizer
-        if tok is not None:
-            if not text:
-                raise ValueError("the probe prompt is empty")
-            tok.encode(text)  # raises with a clear message for characters the vocabulary lacks
-        self._set_probe_prompt(text, from_source=False)
-        self.refresh_probe()
-
     def set_config(self, config: GPTConfig) -> None:
         """Use a (valid) config for the next fresh model; vocab_size follows the tokenizer."""
         if self.tokenizer is not None:
@@ -312,15 +317,9 @@ class Session(QObject, TrainingRun, FollowingRun):
         self.config = config
         self.configChanged.emit(config)
 
-    def set_train_settings(self, settings: Any) -> None:
+    def set_train_settings(self, settings: TrainSettings) -> None:
         """The TrainSettings the next Start uses (a running worker keeps its own)."""
         self.train_settings = settings
-
-    @staticmethod
-    def _config_key(config: GPTConfig) -> str:
-        d = config.to_dict()
-        d.pop("vocab_size", None)
-        return repr(sorted(d.items()))
 
     def build_model(self, seed: int | None = None) -> None:
         """Replace the model by a freshly initialised one of ``config`` (untrained; no trainer)."""
@@ -333,58 +332,75 @@ class Session(QObject, TrainingRun, FollowingRun):
         self.tokenizer = self.source.tokenizer
         config = self.config.with_vocab(self.tokenizer.vocab_size).validate()
         seed = seed if seed is not None else int(getattr(self.train_settings, "seed", 0) or 0)
-        self.check_fits(config, train=False)  # one line naming what to lower, before allocating
+        check_fits(config, device=self.device, settings=None)  # one line naming what to lower
         with self.compute_lock:
             model = build_model(config, seed=seed, device=self.device or "cpu")
             model.eval()
         self._install_model(model, config, trainer=None, history=[], path=None)
-        self.refresh_probe()
-
-    def check_fits(self, config: GPTConfig, *, train: bool) -> None:
-        """Raise :class:`model.budget.sizing.ModelTooLarge` (one line: need, memory, what to lower) unless
-        ``config`` fits this machine: to hold it (``train=False``), or to train it with the Training
-        panel's batch and sequence length. Milliseconds; nothing is allocated."""
-        from model.budget.sizing import OVERRIDE_ENV, ModelTooLarge, check, load_need, training_need
-
-        if train and self.train_settings is not None:
-            ts = self.train_settings
-            seq = min(int(ts.seq_len or config.context_length), int(config.context_length))
-            need = training_need(config, batch=int(ts.batch_size), seq_len=seq)
-        else:
-            need = load_need(
-                config, copies=1, what=f"a model of {config.n_layers} layers × d_model {config.d_model}"
-            )
-        try:
-            check(need, device=self.device or "cpu")
-        except ModelTooLarge as exc:  # the window's override is the environment's, not a flag
-            exc.args = (str(exc).replace("pass --no-size-check", f"start the app with {OVERRIDE_ENV}=1"),)
-            raise
+        self.probe.refresh()
 
     def new_run(self) -> None:
         """File → New run: forget the trained model, rebuild it untrained from the current config."""
         self.build_model()
 
-    def _start_record(self, history=(), path: str | None = None) -> None:
-        """A new record of the model shown: its loss ``history``, no samples or frames, nothing
-        unsaved, saved at ``path`` (the caller emits ``historyReset`` when its other fields are set)."""
-        self.history = list(history)
-        self.samples = []
-        self.frames.clear()
-        self.latest_frame = None
-        self.checkpoint_path = path
-        self.dirty = False
-        self._last_tps = float(self.history[-1].get("tokens_per_s", 0.0)) if self.history else 0.0
-
+    # ---- the model slot and its record (the runs tell the session through these) ----------------
     def _install_model(self, model, config, *, trainer, history, path, meta=None) -> None:
-        self.checkpoint_meta = dict(meta or {})
-        self.model = model
+        self.slot.show(model, trainer=trainer, path=path, meta=meta or {})
+        self.slot.record.restart(history)
         self.config = config
-        self.trainer = trainer
-        self._model_config_key = self._config_key(config)
-        self._start_record(history, path)
         self.modelChanged.emit(model)
         self.configChanged.emit(config)
         self.historyReset.emit()
+
+    def install_trainer(self, trainer: Trainer, *, fresh: bool) -> None:
+        """The run's trainer exists (``fresh``: a new run, whose record replaces the shown one's:
+        the old curves and frames go now, not when Start was pressed)."""
+        other = self.slot.take_trainer(trainer, fresh=fresh)
+        if fresh:
+            self.historyReset.emit()
+        if other:
+            self.config = trainer.model.config
+            self.modelChanged.emit(self.model)
+
+    def begin_record(self) -> None:
+        """A followed run's record begins: no trainer to continue, the shown curves and frames go."""
+        if self._compute is not None:
+            self._compute.cancel("session.probe")  # the idle model's frame must not join the run's
+        self.slot.trainer = None
+        self.slot.record.restart()
+        self.slot.path = None
+        self.historyReset.emit()
+
+    def restart_history(self) -> None:
+        """The followed run's log started over: its curves and frames so far go."""
+        self.slot.record.history = []
+        self.slot.record.clear_frames()
+        self.historyReset.emit()
+
+    def show_model(self, model: GPT, tokenizer: Any, *, path: str, meta: dict) -> None:
+        """Show ``model`` (a followed run's checkpoint at ``path``) and keep the record as it is."""
+        self.slot.show(model, trainer=self.trainer, path=path, meta=meta)
+        self.slot.tokenizer = tokenizer
+        self.config = model.config
+        self.modelChanged.emit(model)
+        self.configChanged.emit(model.config)
+
+    def add_events(self, events: list[dict]) -> None:
+        self.slot.record.add_events(events)
+        self.eventsAppended.emit(events)
+
+    def add_sample(self, step: int, text: str) -> None:
+        self.slot.record.samples.append((step, text))
+        self.sampleAdded.emit(step, text)
+
+    def show_frames(self, frames: list[ProbeFrame]) -> None:
+        """Keep every frame for the scrubber; draw only the newest (the last)."""
+        self.traceUpdated.emit(self.slot.record.add_frames(frames))
+
+    def mark_saved(self, path: str) -> None:
+        self.slot.path = path
+        self.slot.record.dirty = False
+        self.checkpointSaved.emit(path)
 
     # ---- checkpoints ---------------------------------------------------------------------------
     def save_checkpoint(self, path: str | Path) -> None:
@@ -399,110 +415,51 @@ class Session(QObject, TrainingRun, FollowingRun):
         if self.model is None:
             raise ValueError("there is no model to save")
         check_save_target(path)  # a read-only or wrong target fails now, not in the worker
-        if self._worker is not None and self.is_training:
-            self._worker.request_save(path)
+        if self.run.worker is not None and self.is_training:
+            self.run.request_save(path)
             return
-        with self.compute_lock:
-            if self.trainer is not None:
-                self.trainer.save(path)
-            else:
-                from model.io.checkpoint import save_checkpoint
-
-                meta = {"source": self.source_spec, "name": Path(path).name}
-                save_checkpoint(path, self.model, self.tokenizer, meta=meta)
-        self._on_saved(path)
-
-    def _on_saved(self, path: str) -> None:
-        self.checkpoint_path = path
-        self.dirty = False
-        self.checkpointSaved.emit(path)
+        save_model_file(path, self.slot, source_spec=self.source_spec)
+        self.mark_saved(path)
 
     def load_checkpoint(
         self, path: str | Path, *, meta: dict | None = None, remember_path: bool = True
     ) -> None:
         """Make the model at ``path`` current: config, weights, tokenizer and loss history.
 
-        Any kind ``model.io.pretrained.open_model`` reads (our checkpoints, a Hugging Face GPT-2
-        directory, a nanoGPT ``ckpt.pt``). With training state, Start continues the run exactly;
-        when its data source cannot be rebuilt (a moved text file) the model still opens and
+        Any kind :func:`app.model_files.open_model_file` reads. With training state, Start continues
+        the run exactly; when its data source cannot be rebuilt the model still opens and
         ``statusMessage`` says why training starts afresh. Raises ``CheckpointError`` (or another
         clear error) and leaves the session unchanged when the model cannot be read. ``meta``
         adds to (or overrides) what the files say about the model (its name, ...);
         ``remember_path=False`` opens it without making ``path`` where Save writes.
         """
-        from model.io.pretrained import open_model
-        from model.text.sources import data_for_model, prompt_for
-        from model.train.trainer import Trainer
+        from model.text.sources import prompt_for
 
         if self.is_training:
             raise ValueError("stop training before opening a checkpoint")
         path = str(path)
-        note = ""
-        with self.compute_lock:
-            ckpt = open_model(path, device="cpu")
-            trainer = None
-            if ckpt.train_state is not None:
-                try:
-                    with warnings.catch_warnings(record=True) as caught:
-                        warnings.simplefilter("always")
-                        trainer = Trainer.from_checkpoint(path, device=str(self.device or "cpu"))
-                    if caught:
-                        note = str(caught[-1].message)
-                except Exception as exc:  # the model is fine; only continuing the run is not
-                    note = f"training state not restored ({exc}); Start fine-tunes the weights afresh"
-        meta = {**(ckpt.meta or {}), **(meta or {})}
-        if trainer is not None:
-            model, tokenizer, history = trainer.model, trainer.tokenizer, list(trainer.history)
-            self.train_settings = trainer.settings
-            source = trainer.source
-            spec = getattr(source, "name", "")
-        else:
-            model, tokenizer, history = ckpt.model, ckpt.tokenizer, []
-            if ckpt.train_state:
-                history = list(ckpt.train_state.get("history") or [])
-            source, spec, why = data_for_model(tokenizer, self.source, self.source_spec)
-            note = note or why
-            if self.device is not None and str(model.device) != str(self.device):
-                with self.compute_lock:
-                    model.to(self.device)
-        model.eval()
-        self.tokenizer = tokenizer
-        if source is not None and source is not self.source:
-            self.source = source
-            self.source_spec = spec
-            self.dataChanged.emit(source)
+        opened = open_model_file(path, device=self.device, source=self.source, source_spec=self.source_spec)
+        if opened.trainer is not None:
+            self.train_settings = opened.trainer.settings
+        self.tokenizer = opened.tokenizer
+        if opened.source is not None and opened.source is not self.source:
+            self.source = opened.source
+            self.source_spec = opened.spec
+            self.dataChanged.emit(opened.source)
         self._install_model(
-            model,
-            model.config,
-            trainer=trainer,
-            history=history,
+            opened.model,
+            opened.model.config,
+            trainer=opened.trainer,
+            history=opened.history,
             path=path if remember_path else None,
-            meta=meta,
+            meta={**opened.meta, **(meta or {})},
         )
-        prompt = prompt_for(tokenizer, self.probe_prompt, getattr(self.source, "default_prompt", ""))
-        if prompt != self.probe_prompt:
-            self._set_probe_prompt(prompt, from_source=True)
-        self.refresh_probe()
-        if note:
-            self.statusMessage.emit(note)
-
-    def model_origin(self) -> str:
-        """Where the current model came from, for the status bar: name, kind, tokenizer (its
-        parameters are the status bar's own count, of the model as built: one number, not two).
-
-        Empty for a model built here and not yet saved or loaded.
-        """
-        from model.io.pretrained import describe_origin
-
-        meta = {k: v for k, v in self.checkpoint_meta.items() if k != "n_params"}
-        return describe_origin(meta, self.checkpoint_path)
-
-    def model_name(self) -> str:
-        """The current model's short name (the window title's): its folder, or what it is called
-        (``starter model``, a Hub repo id); empty for a model built here and never saved."""
-        if self.checkpoint_path:
-            return Path(self.checkpoint_path).name
-        return str(self.checkpoint_meta.get("name") or "")
+        self.probe.adopt(
+            prompt_for(opened.tokenizer, self.probe_prompt, getattr(self.source, "default_prompt", ""))
+        )
+        self.probe.refresh()
+        if opened.note:
+            self.statusMessage.emit(opened.note)
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, interval_ms: int = 10) -> bool:

@@ -275,7 +275,7 @@ class MainWindow(WindowMenus, QMainWindow):
     # ---- status --------------------------------------------------------------------------------
     def _update_status(self) -> None:
         s = self.session
-        origin = s.model_origin()
+        origin = s.slot.origin()
         self.origin_label.setText(f"Model: {origin}" if origin else "")
         self.origin_label.setToolTip(str(s.checkpoint_path or ""))
         self.device_label.setText(f"Device: {s.device if s.device is not None else '…'}")
@@ -286,8 +286,8 @@ class MainWindow(WindowMenus, QMainWindow):
         tps = s.tokens_per_s
         self.tps_label.setText(f"Tokens/s: {tps:,.0f}" if tps else "Tokens/s: –")
         title = APP_NAME
-        if s.model_name():
-            title = f"{s.model_name()} — {APP_NAME}"
+        if s.slot.name():
+            title = f"{s.slot.name()} — {APP_NAME}"
         if s.dirty:
             title = "*" + title
         self.setWindowTitle(title)

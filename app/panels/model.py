@@ -17,6 +17,7 @@ from typing import Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
+from app.model_files import check_fits
 from app.widgets.dataclass_form import DataclassForm, FieldSpec
 from app.widgets.layouts import pin_above, scrolled
 from model.config import CHOICES, FIELD_HELP, GPTConfig, default_config
@@ -274,7 +275,7 @@ class ConfigPanel(QWidget):
             from model.budget.sizing import ModelTooLarge
 
             try:
-                self.session.check_fits(cfg, train=True)
+                check_fits(cfg, device=self.session.device, settings=self.session.train_settings)
             except ModelTooLarge as exc:  # said beside the fields; New run and Start refuse it too
                 import html
 

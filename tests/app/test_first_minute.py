@@ -85,7 +85,7 @@ def test_a_sequence_longer_than_the_context_is_said_inline_and_start_waits(qtbot
     train_panel.widgets["seq_len"].setValue(16)
     s = win.session
     s.set_train_settings(train_panel.form.value())
-    assert any(why in p for p in s.start_problems())
+    assert any(why in p for p in s.run.problems())
     with pytest.raises(ValueError, match="longer than the model's context_length"):
         s.start_training()
     assert s.state == "idle"

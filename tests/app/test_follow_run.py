@@ -152,7 +152,7 @@ def test_following_stops_cleanly_when_the_folder_disappears(qtbot, tiny_window, 
 def test_stop_following_and_what_cannot_be_followed(qtbot, tiny_window, tmp_path):
     s = tiny_window.session
     with pytest.raises(ValueError, match="not a run folder"):
-        s.follow_run(tmp_path)
+        s.follow.start(tmp_path)
     w = _fake_run(tmp_path / "run")
     assert tiny_window.follow_run(str(tmp_path / "run"))
     qtbot.waitUntil(lambda: len(s.history) == 3, timeout=TIMEOUT)

@@ -64,7 +64,7 @@ def alive(win, qtbot) -> None:
     """A later action still works: the probe of the (unchanged) model is recomputed and drawn."""
     s = win.session
     with qtbot.waitSignal(s.traceUpdated, timeout=20000):
-        s.refresh_probe()
+        s.probe.refresh()
     assert s.latest_frame is not None
 
 

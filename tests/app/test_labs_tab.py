@@ -31,13 +31,13 @@ def test_every_lab_has_pages_and_screenshots(labs):
 def test_prompt_follows_the_session_until_typed(labs, qtbot, wait_results):
     tab, session = labs
     page = tab.show_page("mask-stages")
-    session.set_probe_prompt("abc=abc\n")
+    session.probe.set("abc=abc\n")
     assert tab.prompt() == "abc=abc\n"
     st = wait_results(qtbot, page, "stages")
     assert st.weights.shape[0] == min(8, page.tokens.value())
     st = wait_results(qtbot, page, "stages", lambda: tab.set_prompt("ab"))
     assert st.weights.shape == (2, 2) and page.weights_view.row_labels == ["a", "b"]
-    session.set_probe_prompt("chegijaf=chegijaf\n")
+    session.probe.set("chegijaf=chegijaf\n")
     assert tab.prompt() == "ab"  # typed by the user: kept
     tab.set_prompt(session.probe_prompt)
 

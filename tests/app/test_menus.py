@@ -143,11 +143,11 @@ def test_each_dialog_starts_where_the_last_one_of_its_kind_ended(qtbot, tiny_win
     monkeypatch.setattr(QFileDialog, "getExistingDirectory", pick(runs / "demo"))
     win.follow_action.trigger()
     assert starts == [str(runs)] and win.session.is_following
-    win.session.stop_following(wait=True)
+    win.session.follow.stop(wait=True)
     qtbot.waitUntil(lambda: win.session.state == "idle", timeout=10_000)
     win.follow_action.trigger()  # the next one starts beside the folder it followed
     assert starts[-1] == str(runs)
-    win.session.stop_following(wait=True)
+    win.session.follow.stop(wait=True)
     qtbot.waitUntil(lambda: win.session.state == "idle", timeout=10_000)
 
     # Open checkpoint starts beside the last checkpoint opened (or saved)

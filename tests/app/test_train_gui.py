@@ -83,7 +83,7 @@ def test_pause_resume_stop_through_the_buttons(qtbot, tiny_window, tiny_settings
     paused_at = s.trainer.step
     # a new probe prompt wakes the paused worker: it traces the prompt but takes no step
     with qtbot.waitSignal(s.traceUpdated, timeout=TIMEOUT, check_params_cb=lambda f: f.prompt == "abab"):
-        s.set_probe_prompt("abab")
+        s.probe.set("abab")
     assert s.trainer.step == paused_at and s.state == "paused"
 
     with qtbot.waitSignal(
@@ -95,7 +95,7 @@ def test_pause_resume_stop_through_the_buttons(qtbot, tiny_window, tiny_settings
     with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT) as done:
         tab.stop_button.click()
     assert done.args[0] == "stopped"
-    assert s.state == "idle" and not s._worker
+    assert s.state == "idle" and s.run.worker is None
     assert tab.start_button.isEnabled() and not tab.pause_button.isEnabled()
     assert s.step == s.history[-1]["step"] > paused_at
 
@@ -156,7 +156,7 @@ def test_closing_mid_training_stops_the_worker_and_keeps_the_checkpoint(
     path = tmp_path / "mid"
     with qtbot.waitSignal(s.checkpointSaved, timeout=TIMEOUT):  # "Save now" while training
         s.save_checkpoint(path)
-    worker = s._worker
+    worker = s.run.worker
     assert worker.alive
     win.close()  # closeEvent stops the worker and waits for it
     assert not worker.alive

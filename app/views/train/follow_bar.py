@@ -24,18 +24,18 @@ class FollowBar(QWidget):
         self.open_button = QPushButton("Open newest checkpoint")
         self.open_button.setObjectName("followOpenButton")
         self.open_button.setToolTip("Load the run's newest checkpoint as the current model (Attention tab)")
-        self.open_button.clicked.connect(lambda: session.open_followed_checkpoint())
+        self.open_button.clicked.connect(lambda: session.follow.open_checkpoint())
         row.addWidget(self.open_button)
         self.stop_button = QPushButton("Stop following")
         self.stop_button.setObjectName("followStopButton")
-        self.stop_button.clicked.connect(lambda: session.stop_following())
+        self.stop_button.clicked.connect(lambda: session.follow.stop())
         row.addWidget(self.stop_button)
         session.trainingStateChanged.connect(lambda *_: self.refresh())
         session.followUpdated.connect(lambda *_: self.refresh())
         self.refresh()
 
     def refresh(self) -> None:
-        worker = self.session.follow_worker
+        worker = self.session.follow.worker
         self.setVisible(worker is not None)
         if worker is None:
             return

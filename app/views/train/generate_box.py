@@ -7,6 +7,7 @@ smallest set whose probability reaches p); the model reads at most the window it
 
 from __future__ import annotations
 
+import copy
 import time
 
 from PySide6.QtGui import QKeySequence, QShortcut, QTextCursor
@@ -136,7 +137,7 @@ class GenerateBox(QGroupBox):
         except Exception as exc:
             self.output.setPlainText(f"Cannot generate: {exc}")
             return
-        source = s.generation_source()  # a training model is copied in the worker, not here
+        source = generation_source(s)  # a training model is copied in the worker, not here
         top_k = self.top_k.value() or None
         top_p = self.top_p.value() if self.top_p.value() < 1.0 else None
         temperature = self.temperature.value()
@@ -186,6 +187,23 @@ class GenerateBox(QGroupBox):
         self.status.setText(self._pace(None) + " · done" if self._count else " ")
         if error:
             self.output.appendPlainText(f"\n[generation failed: {error}]")
+
+
+def generation_source(session):
+    """A function returning the model generation should read, to call in the worker thread: the
+    model itself while no run trains it, else a snapshot taken between two steps (``compute_lock``),
+    a wait that must not be the GUI thread's (a step can take a second on a busy machine)."""
+    model, training, lock = session.model, session.is_training, session.compute_lock
+
+    def source():
+        if model is None or not training:
+            return model
+        with lock:
+            snap = copy.deepcopy(model)
+        snap.eval()
+        return snap
+
+    return source
 
 
 def trained_window(session) -> int | None:

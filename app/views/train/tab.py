@@ -253,7 +253,7 @@ class TrainTab(QWidget):
     # ---- run control ---------------------------------------------------------------------------
     def start_blocker(self) -> str:
         """Why Start is disabled now ('' when it is enabled): the first problem the panels show, else
-        the session's own reason (:meth:`~app.session.Session.start_problems`)."""
+        the session's own reason (:meth:`~app.training_run.TrainingRun.problems`)."""
         s = self.session
         if not s.is_training and not s.is_following:
             for panel, problems in self._panel_problems.items():
@@ -264,7 +264,7 @@ class TrainTab(QWidget):
                 return "fix the model configuration (Model panel)"
             if not self._settings_valid:
                 return "fix the training settings (Training panel)"
-        problems = s.start_problems()
+        problems = s.run.problems()
         return problems[0] if problems else ""
 
     def start(self) -> None:
@@ -272,7 +272,7 @@ class TrainTab(QWidget):
         if self.start_blocker():
             return
         s = self.session
-        if not s.can_continue() and not self.confirm_replace("Start a fresh run"):
+        if not s.run.can_continue() and not self.confirm_replace("Start a fresh run"):
             return
         try:
             s.start_training()
@@ -288,9 +288,9 @@ class TrainTab(QWidget):
 
     def toggle_pause(self) -> None:
         if self.session.state == "paused":
-            self.session.resume_training()
+            self.session.run.resume()
         else:
-            self.session.pause_training()
+            self.session.run.pause()
 
     def save_now(self) -> None:
         if self.session.checkpoint_path:
@@ -343,7 +343,7 @@ class TrainTab(QWidget):
 
     def _start_text(self) -> str:
         s = self.session
-        if s.can_continue():
+        if s.run.can_continue():
             budget = s.target_steps
             what = f"train on to step {budget}" if s.step < budget else f"train {budget} more steps"
             self.start_button.setToolTip(f"Continue this run: {what} (F5)")
@@ -386,7 +386,7 @@ class TrainTab(QWidget):
 
     def _update_progress(self) -> None:
         s = self.session
-        worker = s._worker
+        worker = s.run.worker or s.follow.worker  # the run trained here or the one followed
         target = worker.target if worker is not None and getattr(worker, "target", None) else s.target_steps
         step = s.step
         start = worker.start_step if worker is not None else 0
@@ -397,7 +397,9 @@ class TrainTab(QWidget):
         if s.state == "paused":  # no ETA while nothing moves
             self.progress.setFormat(f"step {step} / {target}   paused")
         elif s.is_training or s.is_following:
-            eta = s.eta_seconds(target)
+            from model.train.trainer import eta_seconds  # torch: imported once the window has painted
+
+            eta = eta_seconds(s.history, s.step, target or s.target_steps)
             self.progress.setFormat(f"step {step} / {target}   ETA {format_eta(eta)}")
         else:
             self.progress.setFormat(f"step {step}" if step else "not trained yet")
@@ -426,7 +428,7 @@ class TrainTab(QWidget):
     def _apply_probe_prompt(self) -> None:
         text = self.probe_edit.toPlainText()
         try:
-            self.session.set_probe_prompt(text)
+            self.session.probe.set(text)
         except Exception as exc:
             kept = self.session.probe_prompt
             kept = kept if len(kept) <= 40 else kept[:37] + "…"

@@ -42,6 +42,7 @@ from model.io.hub.download import (
     cached_folder,
     check_complete,
     fetch,
+    format_bytes,
     needed_files,
     plan,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "endpoint",
     "explain",
     "fetch",
+    "format_bytes",
     "is_hub_spec",
     "needed_files",
     "offline",

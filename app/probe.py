@@ -1,0 +1,104 @@
+"""The probe: the prompt every live-attention view traces, and the idle model's probe frame.
+
+:class:`Probe` is a part of the :class:`~app.session.Session` (``session.probe``). Its prompt is
+the one copy: a running trainer's :class:`~model.interp.probes.Prober` reads it at each probe, so
+an edit reaches the run at its next step. The prompt follows the data source's default prompt (and
+a loaded model's or a followed run's) until the user types one. While no run probes, :meth:`refresh`
+traces the shown model on the compute worker and hands the frame to the session.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from PySide6.QtCore import QObject, Signal
+
+if TYPE_CHECKING:
+    from model.interp.probes import ProbeFrame
+
+
+class ProbeHost(Protocol):
+    """What the :class:`Probe` reads of the session and tells it (:class:`app.session.Session`)."""
+
+    model: Any
+    tokenizer: Any
+
+    @property
+    def step(self) -> int: ...
+    @property
+    def is_training(self) -> bool: ...
+    @property
+    def is_following(self) -> bool: ...
+    @property
+    def compute(self) -> Any: ...
+    def show_frames(self, frames: list[ProbeFrame]) -> None: ...
+
+
+class Probe(QObject):
+    """The probe prompt, the sample prompt, and the idle model's probe (see the module docstring).
+
+    ``prompt``: what the live attention traces; ``sample_prompt``: what the samples generated while
+    training start from (the data's default prompt, shortened); ``sample_every``: steps between two
+    samples (0: none).
+    """
+
+    #: the probe prompt changed (str)
+    promptChanged = Signal(str)
+
+    def __init__(self, host: ProbeHost, parent: QObject | None = None):
+        super().__init__(parent)
+        self.host = host
+        self.prompt = ""
+        self.sample_prompt = ""
+        self.sample_every = 100
+        self._from_source = True  # the prompt follows the data (a model, a run) until the user edits it
+
+    def set(self, text: str) -> None:
+        """The user's prompt; raises the tokenizer's error (one line) for text it cannot read."""
+        tok = self.host.tokenizer
+        if tok is not None:
+            if not text:
+                raise ValueError("the probe prompt is empty")
+            tok.encode(text)  # raises with a clear message for characters the vocabulary lacks
+        self._set(text, from_source=False)
+        self.refresh()
+
+    def follow_source(self, source: Any) -> None:
+        """The data changed: its default prompt, unless the user typed one."""
+        if not self.prompt or self._from_source:
+            self._set(source.default_prompt, from_source=True)
+        self.sample_prompt = source.default_prompt[:16]
+
+    def adopt(self, text: str) -> None:
+        """A prompt that came with a model or a run (what its frames trace), not the user's."""
+        if text != self.prompt:
+            self._set(text, from_source=True)
+
+    def _set(self, text: str, *, from_source: bool) -> None:
+        self._from_source = from_source
+        self.prompt = text
+        self.promptChanged.emit(text)
+
+    def refresh(self) -> None:
+        """Trace the idle model's prompt again (off the GUI thread; a run probes its own)."""
+        host = self.host
+        if host.model is None or host.tokenizer is None or host.is_training or not self.prompt:
+            return
+        if host.is_following:  # the frames are the followed run's
+            return
+        model, tokenizer, prompt, step = host.model, host.tokenizer, self.prompt, host.step
+
+        def job():
+            from model.interp.probes import probe_frame
+
+            return probe_frame(model, tokenizer, prompt, step)
+
+        def done(frame, error):
+            idle = not host.is_training and not host.is_following
+            if error is None and frame is not None and model is host.model and idle:
+                host.show_frames([frame])
+
+        host.compute.submit("session.probe", job, done)
+
+
+__all__ = ["Probe", "ProbeHost"]
