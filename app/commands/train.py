@@ -244,7 +244,8 @@ def _build(args, dist):
     """(trainer, out_dir) from the arguments; user mistakes raise UserError/ConfigError."""
     from app.cli import UserError
     from model.config import ConfigError, GPTConfig
-    from model.io.checkpoint import CheckpointError, check_save_target, clean_stale_temps
+    from model.io.atomic_dir import clean_stale_temps
+    from model.io.checkpoint import CheckpointError, check_save_target
     from model.io.runfolder import CHECKPOINT_DIR, RunFolderError, check_run_folder
     from model.text.sources import DEFAULT_SOURCE, resolve_source
     from model.train.trainer import Trainer, recommended_config, recommended_settings

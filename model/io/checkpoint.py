@@ -14,32 +14,37 @@ Layout of a checkpoint directory::
 Nothing is pickled and nothing is unpickled: tensors go through safetensors, everything else
 through JSON. Files with other names in the directory (``*.pt``, ``*.bin``) are never read.
 
-Atomic save: every file is written (and fsynced) into a sibling temporary directory, which then
-replaces the target in one step (``renameat2(RENAME_EXCHANGE)`` on Linux, otherwise rename-aside
-then rename, with :func:`load_checkpoint` falling back to the set-aside copy if a crash came between
-the two renames). A save killed at any moment leaves either the old checkpoint or the new one.
+Atomic save (:mod:`model.io.atomic_dir`): every file is written (and fsynced) into a sibling
+temporary directory, which then replaces the target in one step (``renameat2(RENAME_EXCHANGE)`` on
+Linux, otherwise rename-aside then rename, with :func:`load_checkpoint` falling back to the
+set-aside copy if a crash came between the two renames). A save killed at any moment leaves either
+the old checkpoint or the new one.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import datetime as _dt
 import hashlib
 import json
 import os
 import shutil
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from model.atomic import pid_alive
 from model.config import ConfigError, GPTConfig
 from model.errors import AttentionLabError
 from model.files import read_json
+from model.io.atomic_dir import (
+    clean_stale_temps,
+    fsync_dir,
+    replace_dir,
+    set_aside,
+    temp_dir_for,
+    write_synced,
+)
 from model.text.registry import tokenizer_from_dict
 from model.text.tokens import Tokenizer, TokenizerError
 
@@ -49,7 +54,6 @@ __all__ = [
     "Checkpoint",
     "CheckpointError",
     "check_save_target",
-    "clean_stale_temps",
     "load_checkpoint",
     "save_checkpoint",
 ]
@@ -64,9 +68,6 @@ META_FILE = "meta.json"
 STATE_FILE = "train_state.json"
 TENSORS_FILE = "optimizer.safetensors"
 REQUIRED_FILES = (CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE)
-
-_TMP_TAG = ".tmp-"
-_OLD_TAG = ".old"
 
 
 class CheckpointError(AttentionLabError, ValueError):
@@ -92,32 +93,12 @@ class Checkpoint:
 # ---------------------------------------------------------------------------------------------
 # writing
 # ---------------------------------------------------------------------------------------------
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _write_bytes(path: Path, data: bytes) -> None:
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def _write_json(path: Path, obj: Any) -> None:
     try:
         text = json.dumps(obj, indent=2, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise CheckpointError(f"{path.name}: cannot be written as JSON: {exc}") from None
-    _write_bytes(path, (text + "\n").encode("utf-8"))
+    write_synced(path, (text + "\n").encode("utf-8"))
 
 
 def _write_tensors(
@@ -126,7 +107,7 @@ def _write_tensors(
     from safetensors.torch import save
 
     data = save({k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}, metadata=metadata)
-    _write_bytes(path, data)
+    write_synced(path, data)
 
 
 def _sha256(path: Path) -> str:
@@ -148,39 +129,6 @@ def _model_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
         seen[key] = name
         out[name] = t
     return out
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two paths (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
-    if not hasattr(os, "sched_getaffinity"):  # not Linux
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        renameat2 = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    AT_FDCWD, RENAME_EXCHANGE = -100, 2
-    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    rc = renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE)
-    return rc == 0
-
-
-def _clean_stale_temps(target: Path) -> None:
-    """Remove temp directories of earlier saves to ``target`` whose process is gone."""
-    prefix = f".{target.name}{_TMP_TAG}"
-    try:
-        siblings = list(target.parent.iterdir())
-    except OSError:
-        return
-    for p in siblings:
-        if not p.name.startswith(prefix) or not p.is_dir():
-            continue
-        try:
-            pid = int(p.name[len(prefix) :].split("-")[0])
-        except ValueError:
-            continue
-        if pid != os.getpid() and not pid_alive(pid):
-            shutil.rmtree(p, ignore_errors=True)
 
 
 def _looks_like_checkpoint(path: Path) -> bool:
@@ -219,11 +167,6 @@ def _check_writable(folder: Path) -> None:
     os.unlink(probe)
 
 
-def clean_stale_temps(path: str | Path) -> None:
-    """Remove what killed saves to ``path`` left behind (their process is gone): call at start-up."""
-    _clean_stale_temps(Path(path))
-
-
 def save_checkpoint(
     path: str | Path,
     model: torch.nn.Module,
@@ -251,10 +194,9 @@ def save_checkpoint(
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CheckpointError(f"cannot create {str(parent)!r}: {exc.strerror or exc}") from None
-    _clean_stale_temps(path)
-    tmp = parent / f".{path.name}{_TMP_TAG}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    clean_stale_temps(path)
     try:
-        tmp.mkdir()
+        tmp = temp_dir_for(path)
     except OSError as exc:
         raise CheckpointError(f"cannot write into {str(parent)!r}: {exc.strerror or exc}") from None
     try:
@@ -280,31 +222,12 @@ def save_checkpoint(
             },
         )
         _write_json(tmp / META_FILE, full_meta)
-        _fsync_dir(tmp)
-        _replace_dir(tmp, path)
+        fsync_dir(tmp)
+        replace_dir(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
-
-
-def _replace_dir(tmp: Path, target: Path) -> None:
-    """Make ``tmp`` appear at ``target`` in one step; the previous ``target`` (if any) is removed."""
-    if not target.exists():
-        os.rename(tmp, target)
-        _fsync_dir(target.parent)
-        return
-    if _exchange(tmp, target):  # tmp now holds the old checkpoint
-        _fsync_dir(target.parent)
-        shutil.rmtree(tmp, ignore_errors=True)
-        return
-    old = target.parent / f".{target.name}{_OLD_TAG}"
-    if old.exists():
-        shutil.rmtree(old)
-    os.rename(target, old)  # a crash here leaves `old`, which load_checkpoint falls back to
-    os.rename(tmp, target)
-    _fsync_dir(target.parent)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -347,7 +270,7 @@ def _resolve_dir(path: Path) -> Path:
         return path
     if path.exists():
         raise CheckpointError(f"checkpoint {str(path)!r} is a file; a checkpoint is a directory")
-    old = path.parent / f".{path.name}{_OLD_TAG}"
+    old = set_aside(path)
     if old.is_dir() and (old / CONFIG_FILE).exists():  # a save was interrupted between its two renames
         return old
     raise CheckpointError(f"checkpoint {str(path)!r} does not exist")

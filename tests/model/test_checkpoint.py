@@ -15,6 +15,7 @@ import torch
 
 import model.io.checkpoint as ckpt_mod
 from model.config import GPTConfig
+from model.io import atomic_dir
 from model.io.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from model.nn.gpt import build_model
 from model.text.tokens import ByteTokenizer, CharTokenizer
@@ -102,7 +103,7 @@ def test_a_save_killed_halfway_leaves_the_old_checkpoint_loadable(tmp_path):
         from model.nn.gpt import build_model
         from model.text.tokens import CharTokenizer
 
-        real_write = ck._write_bytes
+        real_write = ck.write_synced
 
         def half_then_die(path, data):
             if path.name != "model.safetensors":
@@ -113,7 +114,7 @@ def test_a_save_killed_halfway_leaves_the_old_checkpoint_loadable(tmp_path):
                 os.fsync(f.fileno())
             os.kill(os.getpid(), signal.SIGKILL)
 
-        ck._write_bytes = half_then_die
+        ck.write_synced = half_then_die
         cfg = GPTConfig(vocab_size=10, context_length=16, n_layers=2, d_model=16, n_heads=2)
         m = build_model(cfg, seed=1)
         ck.save_checkpoint({str(tmp_path / "c")!r}, m, CharTokenizer("abcdefghij"))
@@ -133,7 +134,7 @@ def test_crash_between_the_two_renames_of_the_fallback_still_loads(tmp_path, mon
     """Where an atomic exchange is unavailable: rename aside, then rename in; a crash in between."""
     old = tiny(0)
     save_checkpoint(tmp_path / "c", old, TOK)
-    monkeypatch.setattr(ckpt_mod, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(atomic_dir, "exchange", lambda a, b: False)
     real_rename = os.rename
     calls = []
 
