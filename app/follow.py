@@ -17,7 +17,6 @@ makes it the session's model (the Attention tab then shows it) without touching 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -59,12 +58,7 @@ class FollowWorker(LoopWorker):
         self.world_size = 1
         self.shown: tuple | None = None  # (status, world_size, checkpoint_step) the GUI last showed
         self.prompt: str | None = None  # the run's probe prompt (from its newest probe)
-        self._wake = threading.Event()
         self._last_step = 0
-
-    def stop(self) -> None:
-        super().stop()
-        self._wake.set()
 
     def work(self) -> Iterator[None]:
         while True:
@@ -86,8 +80,7 @@ class FollowWorker(LoopWorker):
             if up.done:
                 return
             yield
-            self._wake.wait(self.interval)
-            self._wake.clear()
+            self.control.sleep(self.interval)  # a stop ends the wait at once
 
     def end(self, reason: str) -> tuple[str, str]:
         step, where = self._last_step, self.path
@@ -157,7 +150,7 @@ class FollowedRun(QObject):
         worker = self.worker
         if worker is None:
             return
-        worker.stop()
+        worker.control.stop()
         if wait:
             worker.join(5.0)
             self._on_finished(*(worker.result or ("stopped", "")))
@@ -167,7 +160,7 @@ class FollowedRun(QObject):
         worker = self.worker
         if worker is None:
             return True
-        worker.stop()
+        worker.control.stop()
         ok = worker.join(timeout)
         self._drain()
         if ok:

@@ -283,7 +283,7 @@ class GetModelDialog(QDialog):
     def cancel_download(self) -> None:
         if self.worker is not None:
             self.progress_label.setText("cancelling…")
-            self.worker.stop()
+            self.worker.control.stop()
 
     @property
     def busy(self) -> bool:
@@ -332,7 +332,7 @@ class GetModelDialog(QDialog):
         """Cancel what runs and wait for it (window closing)."""
         for w in (self.worker, self.lookup):
             if w is not None:
-                w.stop()
+                w.control.stop()
                 w.join(timeout)
 
     def reject(self) -> None:

@@ -16,7 +16,8 @@ if TYPE_CHECKING:  # only for the annotations: app/ imports torch once the windo
     from app.model_slot import ModelSlot
     from model.config import GPTConfig
     from model.nn.gpt import GPT
-    from model.train.trainer import Trainer, TrainSettings
+    from model.train.settings import TrainSettings
+    from model.train.trainer import Trainer
 
 
 @dataclass

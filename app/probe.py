@@ -1,7 +1,7 @@
 """The probe: the prompt every live-attention view traces, and the idle model's probe frame.
 
 :class:`Probe` is a part of the :class:`~app.session.Session` (``session.probe``). Its prompt is
-the one copy: a running trainer's :class:`~model.interp.probes.Prober` reads it at each probe, so
+the one copy: a running worker's :class:`~model.train.probes.Prober` reads it at each probe, so
 an edit reaches the run at its next step. The prompt follows the data source's default prompt (and
 a loaded model's or a followed run's) until the user types one. While no run probes, :meth:`refresh`
 traces the shown model on the compute worker and hands the frame to the session.

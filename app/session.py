@@ -17,7 +17,7 @@ the data and the next model
                        validated config the user is editing when no model is built yet
 ``source``             the :class:`~model.text.datasource.DataSource` (corpus or synthetic task) or ``None``
 ``source_spec``        how the source was named (``"builtin:stdlib"``, ``"task:induction"``, a path)
-``train_settings``     the :class:`~model.train.trainer.TrainSettings` the next Start will use
+``train_settings``     the :class:`~model.train.settings.TrainSettings` the next Start will use
 ``device``             ``torch.device`` used for the next model (``device_choice``: auto/cpu/cuda)
 ``probe_prompt``       the live-attention prompt (``probe.prompt``: a running trainer's prober reads it)
 the model slot (``slot``): the model every tab shows, and what came with it
@@ -63,7 +63,8 @@ if TYPE_CHECKING:  # only for the annotations: app/ imports torch once the windo
 
     from model.interp.probes import FrameHistory, ProbeFrame
     from model.nn.gpt import GPT
-    from model.train.trainer import Trainer, TrainSettings
+    from model.train.settings import TrainSettings
+    from model.train.trainer import Trainer
 
 DEFAULT_SOURCE = "builtin:stdlib"
 
@@ -218,7 +219,7 @@ class Session(QObject):
     def _initialising(self) -> Iterator[None]:
         """While the first model is set up: training settings (normally the Training panel's) and
         the device chosen, Start says it is loading."""
-        from model.train.trainer import TrainSettings
+        from model.train.settings import TrainSettings
 
         self.initialising = True
         try:

@@ -6,7 +6,7 @@ the declared list of what a run needs of a session. Training runs in a
 :class:`~app.workers.TrainWorker`; its events, probe frames and samples arrive through the worker's
 mailbox, drained ~30 times a second in the GUI thread and handed to the session's record, so a burst
 of steps becomes one ``eventsAppended`` and only the newest probe frame is drawn. The probe prompt is
-the session's ``probe_prompt``, the one copy: the trainer's :class:`~model.interp.probes.Prober`
+the session's ``probe_prompt``, the one copy: the worker's :class:`~model.train.probes.Prober`
 reads it at each probe.
 """
 
@@ -23,7 +23,8 @@ if TYPE_CHECKING:  # only for the annotations: app/ imports torch once the windo
     from app.model_slot import ModelSlot
     from model.config import GPTConfig
     from model.interp.probes import ProbeFrame
-    from model.train.trainer import Trainer, TrainSettings
+    from model.train.settings import TrainSettings
+    from model.train.trainer import Trainer
 
 
 class RunHost(Protocol):
@@ -175,8 +176,7 @@ class TrainingRun(QObject):
                 threads=old.threads,
                 steps=settings.steps if trainer.step < settings.steps else old.steps,
             )
-            trainer.clear_stop()
-            make = None
+            make = None  # the worker clears a stop its last run left
         else:
             trainer = None
             target = settings.steps
@@ -192,8 +192,9 @@ class TrainingRun(QObject):
             ):
                 model = s.model  # untrained, or loaded without training state: train these weights
 
-            def make():
-                return Trainer(model.config if model is not None else config, source, settings, model=model)
+            def make(control):
+                cfg = model.config if model is not None else config
+                return Trainer(cfg, source, settings, model=model, control=control)
 
             self._awaiting_trainer = True  # the fresh run replaces what is shown once it exists
         worker = TrainWorker(
@@ -215,15 +216,15 @@ class TrainingRun(QObject):
 
     def pause(self) -> None:
         if self.worker is not None:
-            self.worker.pause()
+            self.worker.control.pause()
 
     def resume(self) -> None:
         if self.worker is not None:
-            self.worker.resume()
+            self.worker.control.resume()
 
     def stop(self) -> None:
         if self.worker is not None:
-            self.worker.stop()
+            self.worker.control.stop()
             if self.state != "stopping":
                 self._set_state("stopping")
 
@@ -241,7 +242,7 @@ class TrainingRun(QObject):
         """Stop the worker and wait for it (the window's closeEvent); True if it ended."""
         if self.worker is None:
             return True
-        self.worker.stop()
+        self.worker.control.stop()
         ok = self.worker.join(timeout)
         self._drain()
         if ok:

@@ -7,7 +7,10 @@ The training workers (:class:`TrainWorker`: the Train tab; :class:`GroupWorker`:
 comparisons and the Compare tab) and :class:`GenerateWorker` are :class:`LoopWorker` s, generators
 as superqt's ``thread_worker``: each ``yield`` is a gap between two steps, where pause, stop and
 queued calls (a checkpoint save, a fresh probe) take effect through one
-:class:`~model.train.control.RunControl`. Results reach the GUI thread in two ways:
+:class:`~model.train.control.RunControl`, ``worker.control``, the only way to pause, resume or stop
+a worker from another thread. A training worker shares it with what it trains (the trainer, or every
+trainer of a group), so a stop also cuts a validation in progress short. Results reach the GUI
+thread in two ways:
 
 * high-rate data (training events, probe frames, samples) go into a :class:`Mailbox` that the GUI
   drains with a ~30 Hz :func:`drain_timer`: a slow screen never queues work nor slows training,
@@ -33,6 +36,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from model.runtime import WORKER_NICE, compute_lock, lower_thread_priority
 from model.train.control import RunControl
+from model.train.probes import Prober
 
 #: GUI redraw period for worker results (ms): ~30 Hz.
 DRAIN_MS = 33
@@ -87,8 +91,9 @@ class LoopWorker(QObject):
     A subclass writes :meth:`work` (a generator: one ``yield`` per step) and may override
     :meth:`end` (runs in the worker thread after the loop, stopped or not: final probes, the
     message). ``stateChanged`` says running / paused / idle; ``finished(reason, message)`` ends it
-    with reason done | stopped | error. :meth:`call_soon` runs a function in the worker thread at
-    the next gap (also while paused). ``mailbox`` carries the results.
+    with reason done | stopped | error. ``control`` (a :class:`~model.train.control.RunControl`, a
+    fresh one unless given) pauses, resumes and stops it; its ``call_soon`` runs a function in the
+    worker thread at the next gap (also while paused). ``mailbox`` carries the results.
     """
 
     stateChanged = Signal(str)
@@ -96,33 +101,21 @@ class LoopWorker(QObject):
     thread_name = "attention-lab-worker"
     nice = WORKER_NICE  # added to the thread's niceness: the GUI thread wins a core first
 
-    def __init__(self) -> None:
+    def __init__(self, control: RunControl | None = None) -> None:
         super().__init__()
         self.mailbox = Mailbox()
-        self.control = RunControl(on_state=self.stateChanged.emit)
+        self.control = control if control is not None else RunControl()
+        self.control.on_state = self.stateChanged.emit  # the loop that gates on it announces its pauses
         self.error: str | None = None
         self.result: tuple[str, str] | None = None  # (reason, message), set just before finished
         self._thread: threading.Thread | None = None
 
-    # ---- control (any thread) ------------------------------------------------------------------
+    # ---- any thread --------------------------------------------------------------------------------
     def start(self) -> None:
         # daemon: a hung torch call can never keep the process alive after the window closed;
         # closeEvent still stops and joins it, so a checkpoint write is never cut short.
         self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
         self._thread.start()
-
-    def pause(self) -> None:
-        self.control.pause()
-
-    def resume(self) -> None:
-        self.control.resume()
-
-    def stop(self) -> None:
-        """Stop at the next gap between steps."""
-        self.control.stop()
-
-    def call_soon(self, fn: Callable[[], Any]) -> None:
-        self.control.call_soon(fn)
 
     def join(self, timeout: float | None = None) -> bool:
         t = self._thread
@@ -174,12 +167,16 @@ class LoopWorker(QObject):
 class TrainWorker(LoopWorker):
     """Trains one :class:`~model.train.trainer.Trainer` step by step until the step target, stop or error.
 
-    ``trainer``: continue this one; or ``make_trainer()``: build it inside the worker thread (a
-    fresh model can take a while on a big config). Probe frames come from the trainer's
-    :class:`~model.interp.probes.Prober` (every ``probe_every`` steps, at the start and right after
-    :meth:`reprobe`); ``probe_prompt()`` returns the prompt, owned by the caller. Every
-    ``sample_every`` steps a generated sample. ``request_save(path)`` writes a checkpoint between
-    two steps. Mailbox kinds: ``events`` (dicts), ``frames``, ``samples`` ((step, text)).
+    ``trainer``: continue this one (the worker runs on its ``control``: a stop or pause its last run
+    left is cleared); or ``make_trainer(control)``: build it inside the worker thread (a fresh model
+    can take a while on a big config) on the worker's ``control``. Either way worker and trainer
+    share one :class:`~model.train.control.RunControl`, so a stop also ends a validation in progress
+    between two batches and never waits for a whole one. Probe frames come from the worker's
+    :class:`~model.train.probes.Prober`, the trainer's first callback while the worker runs it
+    (every ``probe_every`` steps, at the start and right after :meth:`reprobe`); ``probe_prompt()``
+    returns the prompt, owned by the caller. Every ``sample_every`` steps a generated sample.
+    ``request_save(path)`` writes a checkpoint between two steps. Mailbox kinds: ``events`` (dicts),
+    ``frames``, ``samples`` ((step, text)).
     """
 
     trainerReady = Signal(object)
@@ -190,56 +187,46 @@ class TrainWorker(LoopWorker):
         self,
         *,
         trainer: Any = None,
-        make_trainer: Callable[[], Any] | None = None,
+        make_trainer: Callable[[RunControl], Any] | None = None,
         target_steps: int,
         sample_every: int = 0,
         probe_prompt: Callable[[], str] | None = None,
         sample_prompt: str = "",
     ):
-        super().__init__()
         if trainer is None and make_trainer is None:
             raise ValueError("TrainWorker needs a trainer or a way to make one")
+        super().__init__(control=trainer.control if trainer is not None else None)
+        if trainer is not None:  # a trainer stopped (or paused, then stopped) before trains again
+            self.control.clear_stop()
+            self.control.resume()
         self.trainer = trainer
         self._make_trainer = make_trainer
         self.target = int(target_steps)
         self.sample_every = int(sample_every)
-        self._probe_prompt = probe_prompt
+        self.prober = Prober(prompt=probe_prompt, post=lambda frame: self.mailbox.put("frames", frame))
         self.sample_prompt = sample_prompt
         self.start_step = int(getattr(trainer, "step", 0) or 0)
 
-    def stop(self) -> None:
-        """Stop at the next gap between steps; a validation in progress stops between two batches
-        (:meth:`model.train.trainer.Trainer.stop`), so a stop never waits for a whole validation."""
-        super().stop()
-        trainer = self.trainer
-        if trainer is not None:
-            trainer.stop()
-
     def request_save(self, path: str) -> None:
-        self.call_soon(lambda: self._save(str(path)))
+        self.control.call_soon(lambda: self._save(str(path)))
 
     def reprobe(self) -> None:
         """Probe again at the next gap (the prompt changed); wakes a paused worker for it."""
-        self.call_soon(lambda: self.trainer.prober.refresh(self.trainer))
+        self.control.call_soon(lambda: self.prober.refresh(self.trainer))
 
     def set_target(self, steps: int) -> None:
         self.target = int(steps)
 
     def work(self) -> Iterator[None]:
         if self.trainer is None:
-            self.trainer = self._make_trainer()
+            self.trainer = self._make_trainer(self.control)  # a stop meanwhile is the trainer's too
         trainer = self.trainer
-        trainer.clear_stop()  # a trainer stopped before (Continue) trains again
-        if self.control.stopped:  # a stop that came while it was being made
-            trainer.stop()
         self.start_step = int(trainer.step)
         self.trainerReady.emit(trainer)
         self.stateChanged.emit("running")
-        prober = trainer.prober
-        prober.prompt = self._probe_prompt
-        prober.post = lambda frame: self.mailbox.put("frames", frame)
+        trainer.add_callback("on_step_end", self.prober)
         try:
-            prober.refresh(trainer)
+            self.prober.refresh(trainer)
             yield
             while trainer.step < self.target:
                 trainer.train_step()  # takes compute_lock itself; the prober probes when due
@@ -251,7 +238,7 @@ class TrainWorker(LoopWorker):
                     self._sample(trainer, step)
                 yield
         finally:
-            prober.prompt = prober.post = None
+            trainer.remove_callback("on_step_end", self.prober)
 
     def end(self, reason: str) -> tuple[str, str]:
         return ended(reason, self.trainer.step)
@@ -306,7 +293,8 @@ class GroupWorker(LoopWorker):
     error only when every variant diverged. Mailbox kinds: ``events`` ((name, event dict)),
     ``probes`` ((name, step, value)), ``samples`` ((name, step, text)), ``notes`` (str). ``group``
     holds the trainers once built (models, histories, summary); ``step`` the steps every live
-    variant has completed.
+    variant has completed. The group and its trainers run on the worker's ``control``: a stop also
+    ends a variant's validation in progress between two batches.
     """
 
     thread_name = "attention-lab-group"
@@ -319,21 +307,12 @@ class GroupWorker(LoopWorker):
         self.params: dict[str, int] = {}
         self.step = 0
 
-    def stop(self) -> None:
-        """Stop at the next gap; a variant's validation in progress stops between two batches."""
-        super().stop()
-        group = self.group
-        for trainer in list(group.trainers.values()) if group is not None else ():
-            trainer.stop()
-
     def work(self) -> Iterator[None]:
-        from model.train.multitrain import TrainerGroup
+        from model.train.multitrain import TrainerGroup  # torch and the trainer: not at start-up
 
         spec = self.spec
-        group = TrainerGroup(self.variants, spec.source, spec.settings)
+        group = TrainerGroup(self.variants, spec.source, spec.settings, control=self.control)
         self.group = group
-        if self.control.stopped:  # a stop that came while it was being built
-            self.stop()
         self.params = {n: int(t.model.num_params()) for n, t in group.trainers.items()}
         target = int(spec.settings.steps)
         self._probe_all(0)

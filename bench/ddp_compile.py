@@ -84,7 +84,8 @@ def bench_compile(args) -> None:
     from model.config import GPTConfig
     from model.runtime import set_threads
     from model.text.sources import resolve_source
-    from model.train.trainer import Trainer, TrainSettings
+    from model.train.settings import TrainSettings
+    from model.train.trainer import Trainer
 
     set_threads(0)
     source = resolve_source(args.corpus)
@@ -95,8 +96,8 @@ def bench_compile(args) -> None:
     eager = Trainer(config, source, settings)
     t0 = time.perf_counter()
     compiled = Trainer(config, source, settings, compile=True)
-    if not compiled.compiled:
-        print(f"--compile is off here: {compiled.notes[-1]}")
+    if not compiled.engine.compiled:
+        print(f"--compile is off here: {compiled.engine.notes[-1]}")
         return
     eager.train_step()
     t_eager = time.perf_counter()

@@ -124,7 +124,7 @@ def run_case(name: str, spec: dict, repeats: int, device: str) -> dict:
     from app.session import Session, wait_until
     from app.views.attention.tab import AttentionTab
     from model.config import GPTConfig, default_config
-    from model.train.trainer import TrainSettings
+    from model.train.settings import TrainSettings
 
     app = make_app()  # the app's own settings (pyqtgraph options, GIL switch interval)
     s = Session()

@@ -33,7 +33,9 @@ import torch.nn.functional as F  # noqa: E402
 from model.config import GPTConfig  # noqa: E402
 from model.runtime import pick_device, set_threads  # noqa: E402
 from model.text.sources import resolve_source  # noqa: E402
-from model.train.trainer import Trainer, TrainSettings  # noqa: E402
+from model.train.probes import Prober  # noqa: E402
+from model.train.settings import TrainSettings  # noqa: E402
+from model.train.trainer import Trainer  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------
@@ -156,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         device=str(device),
         threads=args.threads,
     )
-    trainer = Trainer(config, source, settings)
+    trainer = Trainer(config, source, settings, callbacks={"on_step_end": [Prober()]})  # as the app probes
 
     ref = RefGPT(V, args.seq_len, args.n_layers, args.d_model, args.n_heads).to(device)
     n_ours, n_ref = trainer.model.num_params(), sum(p.numel() for p in ref.parameters())
@@ -170,11 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         betas=(0.9, 0.99),
     )
     ref_gen = torch.Generator().manual_seed(1)
-    amp = (
-        torch.autocast("cuda", dtype=trainer.amp_dtype)
-        if trainer.amp_dtype is not None
-        else contextlib.nullcontext()
-    )
+    amp_dtype = trainer.engine.amp_dtype
+    amp = torch.autocast("cuda", dtype=amp_dtype) if amp_dtype is not None else contextlib.nullcontext()
 
     def ref_step() -> None:
         x, y = source.get_batch("train", args.batch_size, args.seq_len, ref_gen)

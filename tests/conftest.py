@@ -93,7 +93,7 @@ def tiny_config():
 
 @pytest.fixture
 def tiny_settings():
-    from model.train.trainer import TrainSettings
+    from model.train.settings import TrainSettings
 
     return TrainSettings(
         steps=6,

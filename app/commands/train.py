@@ -129,7 +129,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="train in float32 on CUDA too (CPU always does)",
     )
     from model.train.distributed import DEFAULT_TIMEOUT_S
-    from model.train.trainer import DTYPES
+    from model.train.engine import DTYPES
 
     train.add_argument(
         "--grad-accum",
@@ -248,7 +248,8 @@ def _build(args, dist):
     from model.io.checkpoint import CheckpointError, check_save_target
     from model.io.runfolder import CHECKPOINT_DIR, RunFolderError, check_run_folder
     from model.text.sources import DEFAULT_SOURCE, resolve_source
-    from model.train.trainer import Trainer, recommended_config, recommended_settings
+    from model.train.recipes import recommended_config, recommended_settings
+    from model.train.trainer import Trainer
 
     config_changes = {f.name: getattr(args, f"cfg_{f.name}") for f in _config_fields()}
     config_changes = {k: v for k, v in config_changes.items() if v is not None}
@@ -366,6 +367,7 @@ def _run(args: argparse.Namespace, dist) -> int:
     from model.io.checkpoint import CheckpointError
     from model.io.runfolder import RunFolderError, RunWriter
     from model.train.distributed import DistributedError, all_reduce_sum
+    from model.train.probes import Prober
     from model.train.trainer import TrainingDiverged
 
     main = dist.is_main
@@ -375,7 +377,7 @@ def _run(args: argparse.Namespace, dist) -> int:
         trainer, out = _build(args, dist)
     for w in caught if main else ():
         print(f"attention-lab train: warning: {w.message}", file=sys.stderr)
-    for note in trainer.notes if main else ():
+    for note in trainer.engine.notes if main else ():
         print(f"attention-lab train: note: {note}", file=sys.stderr)
 
     writer = None
@@ -393,7 +395,8 @@ def _run(args: argparse.Namespace, dist) -> int:
     cfg = trainer.config
     V = trainer.tokenizer.vocab_size
     ranks = f", {trainer.world_size} processes ({dist.backend})" if trainer.world_size > 1 else ""
-    accum = f" in {trainer.grad_accum} micro-batches" if trainer.grad_accum > 1 else ""
+    accum = trainer.engine.grad_accum
+    accum = f" in {accum} micro-batches" if accum > 1 else ""
     say(
         f"training {trainer.model.num_params():,} parameters ({cfg.n_layers} layers × {cfg.n_heads} heads, "
         f"d_model {cfg.d_model}) on {trainer.source.name} (vocabulary {V}), {trainer.device}{ranks}, "
@@ -405,7 +408,7 @@ def _run(args: argparse.Namespace, dist) -> int:
     saved_step: int | None = None
     interrupted = False
     if writer is not None:
-        trainer.prober.post = writer.probe
+        trainer.add_callback("on_step_end", Prober(post=writer.probe))
         writer.status("running", steps=s.steps, world_size=trainer.world_size, start_step=trainer.step)
 
     def on_sigint(signum, frame):
@@ -414,7 +417,7 @@ def _run(args: argparse.Namespace, dist) -> int:
             raise KeyboardInterrupt
         interrupted = True
         if not dist.active:  # several ranks agree on the step to stop at (see callback)
-            trainer.stop()
+            trainer.control.stop()
         if main:
             sys.stderr.write("\nstopping after this step and saving (Ctrl-C again to abort)\n")
 
@@ -439,7 +442,7 @@ def _run(args: argparse.Namespace, dist) -> int:
 
     def callback(event) -> None:
         if dist.active and all_reduce_sum([float(interrupted)], dist)[0] > 0:
-            trainer.stop()
+            trainer.control.stop()
         if writer is None:
             return
         done = event.step - first_step

@@ -1,10 +1,10 @@
 """The training settings panel: steps, batch, learning-rate schedule, evaluation, probes, device.
 
-Every :class:`~model.train.trainer.TrainSettings` field gets a widget in a
+Every :class:`~model.train.settings.TrainSettings` field gets a widget in a
 :class:`~app.widgets.dataclass_form.DataclassForm` (fields added later appear at the end);
 ``settings()`` builds and ``problems()`` validates them, shown inline. The device selector
 (auto/CPU/CUDA) is enabled only while nothing trains. "Recommended for this data" applies
-``model.train.trainer.recommended_config/recommended_settings`` for the current source.
+``model.train.recipes.recommended_config/recommended_settings`` for the current source.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def app_default_settings():
     """The Training panel's defaults: the model layer's, with live attention on and the sequence
     length "auto" (the model's context length, or the data's, if shorter), so that the defaults fit
     whatever model is shown: the starter's context is 64, the default config's 256."""
-    from model.train.trainer import TrainSettings
+    from model.train.settings import TrainSettings
 
     return TrainSettings(probe_every=APP_PROBE_EVERY, seq_len=None)
 
@@ -112,13 +112,13 @@ HIDDEN = {"device", "probe_prompt"}
 
 
 class TrainSettingsPanel(QWidget):
-    """Edits :class:`~model.train.trainer.TrainSettings` (plus the sample interval) and the device."""
+    """Edits :class:`~model.train.settings.TrainSettings` (plus the sample interval) and the device."""
 
     validityChanged = Signal(bool)
 
     def __init__(self, session, parent: QWidget | None = None):
         super().__init__(parent)
-        from model.train.trainer import TrainSettings
+        from model.train.settings import TrainSettings
 
         self.session = session
 
@@ -274,7 +274,7 @@ class TrainSettingsPanel(QWidget):
                 self.widgets[name].setEnabled(idle)
 
     def apply_recommended(self) -> None:
-        from model.train.trainer import recommended_config, recommended_settings
+        from model.train.recipes import recommended_config, recommended_settings
 
         source = self.session.source
         if source is None:

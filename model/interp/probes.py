@@ -2,15 +2,13 @@
 
 A :class:`ProbeFrame` is what travels from the trainer to the screen (numpy only, float16, a fresh
 copy the optimizer can never touch); :class:`FrameHistory` keeps a bounded, evenly spread selection
-of them for the step scrubber. :class:`Prober` decides when to probe and produces the frames: it is
-the trainer's first ``on_step_end`` callback, so the trace is taken in the training thread between
-two steps.
+of them for the step scrubber. When a training run probes is :class:`model.train.probes.Prober`'s
+to decide (a trainer callback); it makes its frames here.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -200,48 +198,6 @@ def trace_prompt(model: Any, tokenizer: Any, prompt: str, *, kinds=("pattern",),
         raise ValueError("the probe prompt is empty")
     ids = ids[-model.config.context_length :]
     return run_with_trace(model, ids, kinds=kinds, layers=layers, dtype=dtype or torch.float16)
-
-
-class Prober:
-    """When to probe, and the one producer of probe frames: a trainer's ``on_step_end`` callback.
-
-    Due after every ``trainer.settings.probe_every``-th step (0: never); :meth:`refresh` probes at
-    once when probing is on (the start of a run, an edited prompt). A probe traces the prompt in the
-    training thread, attaches the trace to the step's event and, when ``post`` is set, hands
-    ``post`` a :class:`ProbeFrame` (a fresh float16 numpy copy).
-
-    ``prompt``: None → ``trainer.probe_prompt`` (the settings' prompt or the data's default); or a
-    function returning the prompt, read at each probe, so the prompt lives only with its owner.
-    """
-
-    def __init__(self) -> None:
-        self.prompt: Callable[[], str] | None = None
-        self.post: Callable[[ProbeFrame], Any] | None = None
-
-    def __call__(self, trainer: Any, event: Any) -> None:
-        every = trainer.settings.probe_every
-        if every and trainer.step % every == 0 and getattr(trainer, "rank", 0) == 0:
-            event.trace = self.probe(trainer)
-
-    def prompt_for(self, trainer: Any) -> str:
-        return (self.prompt() if self.prompt is not None else "") or trainer.probe_prompt
-
-    def probe(self, trainer: Any):
-        """Trace the prompt now; post its frame; return the trace."""
-        prompt = self.prompt_for(trainer)
-        trace = trainer.probe(prompt)
-        if self.post is not None:
-            self.post(make_probe_frame(trace, trainer.tokenizer, trainer.step, prompt))
-        return trace
-
-    def refresh(self, trainer: Any):
-        """Probe now if probing is on; a prompt the tokenizer rejects never ends training (None)."""
-        if not trainer.settings.probe_every:
-            return None
-        try:
-            return self.probe(trainer)
-        except Exception:  # noqa: BLE001
-            return None
 
 
 def probe_frame(model: Any, tokenizer: Any, prompt: str, step: int) -> ProbeFrame:

@@ -6,7 +6,8 @@ One :class:`RunControl` serves every loop that trains step by step: :meth:`Train
 and the app's background workers. The loop calls :meth:`RunControl.gate` between steps (never inside
 one); any thread calls :meth:`pause`, :meth:`resume`, :meth:`stop`, or :meth:`call_soon` to run a
 function in the loop's thread at the next gap (a checkpoint save, a fresh probe), which also wakes a
-paused loop. A paused loop blocks on a condition variable, not a busy loop.
+paused loop. A paused loop blocks on a condition variable, not a busy loop; a loop that waits between
+two steps of its own accord (a poll) waits in :meth:`sleep`, which a stop or a queued call cuts short.
 """
 
 from __future__ import annotations
@@ -92,6 +93,12 @@ class RunControl:
                     return
                 fn = self._calls.pop(0)
             fn()
+
+    def sleep(self, seconds: float) -> None:
+        """Wait up to ``seconds`` between two steps (a poll's pause); a stop or a queued call ends
+        the wait at once, so neither waits it out."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._stopped or bool(self._calls), seconds)
 
     def gate(self) -> bool:
         """Between two steps: run queued calls, block while paused; True to go on, False once stopped."""

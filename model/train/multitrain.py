@@ -1,7 +1,7 @@
 """TrainerGroup: train several model variants fairly, side by side.
 
 Every variant gets its own :class:`~model.train.trainer.Trainer` over the same data source with the same
-:class:`~model.train.trainer.TrainSettings` — in particular the same ``seed``, so each sees the same batches
+:class:`~model.train.settings.TrainSettings` — in particular the same ``seed``, so each sees the same batches
 in the same order — and the group steps them round-robin (one step each in turn). Comparisons
 such as "the same model with and without the causal mask", Pre-LN vs Post-LN or MHA vs GQA then
 differ only in the one field that was changed.
@@ -9,6 +9,9 @@ differ only in the one field that was changed.
 A variant whose loss diverges (:class:`~model.train.trainer.TrainingDiverged`) is dropped: ``iter_steps``
 yields one :class:`VariantEvent` with ``diverged`` set for it, keeps it in :attr:`TrainerGroup.diverged`
 (its weights stay those of its last good step) and goes on with the others.
+
+One :class:`~model.train.control.RunControl`, ``group.control``, pauses and stops the group between
+two steps; every variant's trainer shares it, so a stop also cuts a variant's validation short.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from model.config import GPTConfig
+from model.config import ConfigError, GPTConfig
 from model.train.control import RunControl
+from model.train.settings import TrainSettings
+from model.train.trainer import Trainer, TrainingDiverged
 
 
 @dataclass
@@ -36,8 +41,6 @@ def variant_configs(base: GPTConfig, changes: dict[str, dict[str, Any]]) -> dict
 
     Raises :class:`~model.config.ConfigError` naming the variant whose change is invalid.
     """
-    from model.config import ConfigError
-
     out: dict[str, GPTConfig] = {}
     problems: list[str] = []
     for name, change in changes.items():
@@ -54,20 +57,29 @@ def variant_configs(base: GPTConfig, changes: dict[str, dict[str, Any]]) -> dict
 
 
 class TrainerGroup:
-    """Round-robin training of ``{name: GPTConfig}`` on one source with one set of settings."""
+    """Round-robin training of ``{name: GPTConfig}`` on one source with one set of settings.
 
-    def __init__(self, variants: dict[str, GPTConfig], source: Any, settings: Any = None):
-        from model.train.trainer import Trainer, TrainSettings
+    ``control``: the group's :class:`~model.train.control.RunControl` (default: a fresh one), shared by
+    every variant's trainer.
+    """
 
+    def __init__(
+        self,
+        variants: dict[str, GPTConfig],
+        source: Any,
+        settings: TrainSettings | None = None,
+        *,
+        control: RunControl | None = None,
+    ):
         if not variants:
             raise ValueError("a comparison needs at least one variant")
         settings = settings or TrainSettings()
         self.settings = settings
         self.source = source
+        self.control = control if control is not None else RunControl()
         self.trainers: dict[str, Trainer] = {
-            name: Trainer(cfg, source, settings) for name, cfg in variants.items()
+            name: Trainer(cfg, source, settings, control=self.control) for name, cfg in variants.items()
         }
-        self.control = RunControl()
         #: variants dropped because their loss diverged: name → TrainingDiverged
         self.diverged: dict[str, Exception] = {}
 
@@ -86,17 +98,7 @@ class TrainerGroup:
         trainers = [self.trainers[n] for n in self.active] or list(self.trainers.values())
         return min(t.step for t in trainers)
 
-    def stop(self) -> None:
-        """Stop after the current step (from any thread)."""
-        self.control.stop()
-
-    @property
-    def stopped(self) -> bool:
-        return self.control.stopped
-
     def _step(self, name: str) -> VariantEvent:
-        from model.train.trainer import TrainingDiverged
-
         try:
             return VariantEvent(name, self.trainers[name].train_step())
         except TrainingDiverged as exc:

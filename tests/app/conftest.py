@@ -15,7 +15,7 @@ import pytest
 def _tiny_labs_session():
     from app.session import Session
     from model.config import GPTConfig
-    from model.train.trainer import TrainSettings
+    from model.train.settings import TrainSettings
 
     s = Session()
     s.train_settings = TrainSettings(
@@ -106,7 +106,7 @@ def _attention_session(config=None):
     """A session on ``builtin:primer`` with ``config`` (default: 2 layers × 2 heads, d 32); no model yet."""
     from app.session import Session
     from model.config import GPTConfig
-    from model.train.trainer import TrainSettings
+    from model.train.settings import TrainSettings
 
     s = Session()
     s.set_device("cpu")

@@ -54,7 +54,7 @@ def test_a_stopped_trainer_validates_again_when_training_continues(qtbot, tiny_w
     s.set_train_settings(s.train_settings.replace(steps=2, eval_every=1, eval_batches=1))
     with qtbot.waitSignal(s.trainingFinished, timeout=60_000):
         s.start_training()
-    s.trainer.stop()  # as a stop during the last run leaves it
+    s.trainer.control.stop()  # as a stop during the last run leaves it
     s.set_train_settings(s.train_settings.replace(steps=4))
     with qtbot.waitSignal(s.trainingFinished, timeout=60_000) as done:
         s.start_training()

@@ -92,7 +92,7 @@ def test_a_sequence_longer_than_the_context_is_said_inline_and_start_waits(qtbot
 
 
 def test_a_corpus_shorter_than_the_sequence_is_said_inline(qtbot, tiny_window, tmp_path):
-    from model.train.trainer import data_seq_limit
+    from model.train.settings import data_seq_limit
 
     win = tiny_window
     train_panel = win.train_settings_panel

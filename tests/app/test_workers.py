@@ -126,15 +126,15 @@ def test_loop_worker_pauses_runs_queued_calls_and_stops_at_a_yield(qtbot):
     worker.start()
     qtbot.waitUntil(lambda: worker.count > 3, timeout=TIMEOUT)
     with qtbot.waitSignal(worker.stateChanged, timeout=TIMEOUT, check_params_cb=lambda s: s == "paused"):
-        worker.pause()
+        worker.control.pause()
     assert worker.control.wait_until_paused(30)
     held = worker.count
     ran = threading.Event()
-    worker.call_soon(lambda: (worker.threads.add(threading.current_thread().name), ran.set()))
+    worker.control.call_soon(lambda: (worker.threads.add(threading.current_thread().name), ran.set()))
     assert ran.wait(30) and worker.threads == {worker.thread_name}  # in the worker's thread
     assert worker.count == held  # a queued call while paused takes no step
     with qtbot.waitSignal(worker.finished, timeout=TIMEOUT) as done:
-        worker.stop()  # wakes the paused loop
+        worker.control.stop()  # wakes the paused loop
     assert done.args == ["stopped", f"counted {held}"] and worker.result == ("stopped", f"counted {held}")
     assert worker.join(10) and not worker.alive
     assert states[-1] == "idle" and "paused" in states
@@ -146,7 +146,7 @@ def test_group_worker_drops_a_diverging_variant_and_finishes_the_others(qtbot):
     from app.workers import GroupSpec, GroupWorker
     from model.config import GPTConfig
     from model.text.sources import resolve_source
-    from model.train.trainer import TrainSettings
+    from model.train.settings import TrainSettings
 
     base = GPTConfig(context_length=32, n_layers=1, d_model=16, n_heads=2)
     settings = TrainSettings(
@@ -191,3 +191,41 @@ def test_ended_and_sample_text_say_what_happened():
 
     assert sample_text(Trainer(), "ab", seed=7) == "AB7"
     assert sample_text(Trainer(), "", seed=0) == "(sampling failed: empty prompt)"
+
+
+def test_a_train_worker_shares_one_control_with_its_trainer_and_lends_it_a_prober(qtbot):
+    from app.workers import TrainWorker
+    from model.config import GPTConfig
+    from model.text.sources import resolve_source
+    from model.train.settings import TrainSettings
+    from model.train.trainer import Trainer
+
+    source = resolve_source("task:prev_token")
+    settings = TrainSettings(
+        steps=4, batch_size=4, seq_len=16, eval_every=2, eval_batches=1, warmup=1, threads=1, device="cpu"
+    )
+    config = GPTConfig(context_length=32, n_layers=1, d_model=16, n_heads=2)
+    made = []
+
+    def make(control):
+        made.append(Trainer(config, source, settings.replace(probe_every=2), control=control))
+        return made[-1]
+
+    worker = TrainWorker(make_trainer=make, target_steps=2)
+    with qtbot.waitSignal(worker.finished, timeout=TIMEOUT) as done:
+        worker.start()
+    assert done.args == ["done", "reached step 2"]
+    (trainer,) = made
+    assert trainer.control is worker.control  # a stop of the worker also cuts a validation short
+    (frames,) = worker.mailbox.take("frames")
+    assert [f.step for f in frames] == [0, 2]  # at the start, then every probe_every steps
+    trainer.run(steps=2)  # the prober left with its worker: nothing more reaches that mailbox
+    assert trainer.step == 4 and worker.mailbox.take("frames") == ([],)
+
+    trainer.control.stop()  # as a stop during the last run leaves it
+    again = TrainWorker(trainer=trainer, target_steps=6)  # Continue: the same trainer, its control
+    assert again.control is trainer.control and not again.control.stopped
+    with qtbot.waitSignal(again.finished, timeout=TIMEOUT) as done:
+        again.start()
+    assert done.args == ["done", "reached step 6"]
+    assert [f.step for f in again.mailbox.take("frames")[0]] == [4, 6]

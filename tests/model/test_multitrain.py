@@ -6,7 +6,7 @@ import torch
 from model.config import ConfigError, GPTConfig
 from model.text.sources import resolve_source
 from model.train.multitrain import TrainerGroup, variant_configs
-from model.train.trainer import TrainSettings
+from model.train.settings import TrainSettings
 
 BASE = GPTConfig(context_length=32, n_layers=1, d_model=16, n_heads=2)
 
@@ -61,11 +61,12 @@ def test_stop_from_another_thread_ends_the_loop():
         nonlocal count
         count += 1
         if count == 3:
-            threading.Thread(target=lambda: (group.stop(), done.set())).start()
+            threading.Thread(target=lambda: (group.control.stop(), done.set())).start()
             assert done.wait(10)
 
     group.run(callback=on_event)
-    assert group.stopped and 3 <= count < 10_000
+    assert group.control.stopped and 3 <= count < 10_000
+    assert group.trainers["a"].control is group.control  # one control: a stop also cuts a validation short
 
 
 def test_a_diverging_variant_is_dropped_and_reported_the_others_go_on():

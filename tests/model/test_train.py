@@ -13,14 +13,10 @@ from model.config import ConfigError, GPTConfig
 from model.io.checkpoint import load_checkpoint
 from model.text.corpora import TextCorpus
 from model.text.sources import resolve_source
-from model.train.trainer import (
-    Trainer,
-    TrainEvent,
-    TrainingDiverged,
-    TrainSettings,
-    lr_at,
-    recommended_settings,
-)
+from model.train.probes import Prober
+from model.train.recipes import recommended_settings
+from model.train.settings import TrainEvent, TrainSettings, eta_seconds, lr_at
+from model.train.trainer import Trainer, TrainingDiverged
 
 TEXT = "".join(f"def f{i}(x):\n    return x * {i} + {i % 7}\n\n" for i in range(120))
 
@@ -149,6 +145,8 @@ def test_weight_decay_on_matrices_only(source):
     assert "blocks.0.attn.q_proj.bias" not in decayed and "blocks.0.norm1.weight" not in decayed
     assert "blocks.0.attn.q_proj.weight" in decayed
     assert {g["weight_decay"] for g in t.optimizer.param_groups} == {0.3, 0.0}
+    groups = t.model.optimizer_groups(0.3)  # the model's own grouping, nanoGPT's configure_optimizers
+    assert [g["names"] for g in groups] == t.param_names and set(groups[0]["names"]) == decayed
 
 
 def test_gradients_are_clipped_before_the_step(source):
@@ -157,7 +155,7 @@ def test_gradients_are_clipped_before_the_step(source):
     original = t.optimizer.step
 
     def spy(*a, **k):
-        seen.append(math.sqrt(sum(float(p.grad.pow(2).sum()) for p in t._params if p.grad is not None)))
+        seen.append(math.sqrt(sum(float(p.grad.pow(2).sum()) for p in t.params if p.grad is not None)))
         return original(*a, **k)
 
     t.optimizer.step = spy
@@ -190,18 +188,20 @@ def test_non_finite_loss_stops_and_keeps_last_good_weights(source, tmp_path):
 
 def test_probe_trace_is_cheap_and_does_not_disturb_training(source):
     plain = Trainer(tiny_config(), source, tiny_settings())
-    probed = Trainer(tiny_config(), source, tiny_settings(probe_every=2, probe_prompt="def f1(x):"))
+    prober = Prober()
+    settings = tiny_settings(probe_every=2, probe_prompt="def f1(x):")
+    probed = Trainer(tiny_config(), source, settings, callbacks={"on_step_end": [prober]})
     plain.run()
     events = probed.run()
     assert_same_weights(plain.model, probed.model)  # probes use no training randomness, change no weight
     traced = [e for e in events if e.trace is not None]
     assert [e.step for e in traced] == [2, 4, 6]
-    w = traced[0].trace["weights", 1]
+    w = traced[0].trace["pattern", 1]
     assert w.dtype == torch.float16 and tuple(w.shape) == (1, 2, 10, 10)
     assert probed.model.training
     assert "trace" not in traced[0].to_dict()
     # a prompt longer than the context keeps its end; unknown characters are substituted
-    long = probed.probe("é" + "x = 1\n" * 20)
+    long = prober.trace(probed, "é" + "x = 1\n" * 20)
     assert long.seq_len == 32
 
 
@@ -217,25 +217,28 @@ def test_pause_resume_stop_from_another_thread(source):
     worker = threading.Thread(target=t.run, kwargs={"callback": callback}, daemon=True)
     worker.start()
     assert reached[3].wait(30)
-    t.pause()
-    assert t.paused and t.wait_until_paused(30) and t.waiting
+    control = t.control
+    control.pause()
+    assert control.paused and control.wait_until_paused(30) and control.waiting
     held = t.step
     assert worker.is_alive()
-    t.resume()
+    control.resume()
     assert reached[6].wait(30) and t.step > held
-    t.pause()
-    assert t.wait_until_paused(30)
-    t.stop()  # also wakes the paused loop
+    control.pause()
+    assert control.wait_until_paused(30)
+    control.stop()  # also wakes the paused loop
     worker.join(30)
-    assert not worker.is_alive() and t.stopped and t.step < 100_000
+    assert not worker.is_alive() and control.stopped and t.step < 100_000
     assert t.run(steps=2) == []  # stop is sticky ...
-    t.clear_stop()
-    t.resume()
+    control.clear_stop()
+    control.resume()
     assert len(t.run(steps=2)) == 2  # ... until cleared
 
 
 def test_callbacks_run_in_order_after_each_step_the_prober_first(source):
-    t = Trainer(tiny_config(), source, tiny_settings(steps=4, probe_every=2))
+    t = Trainer(
+        tiny_config(), source, tiny_settings(steps=4, probe_every=2), callbacks={"on_step_end": [Prober()]}
+    )
     calls = []
 
     def first(trainer, event):
@@ -260,19 +263,20 @@ def test_callbacks_run_in_order_after_each_step_the_prober_first(source):
 def test_prober_posts_numpy_frames_of_the_owners_prompt(source):
     import numpy as np
 
-    t = Trainer(tiny_config(), source, tiny_settings(steps=4, probe_every=2))
     frames, owner = [], {"prompt": "def f1(x):"}
-    t.prober.prompt = lambda: owner["prompt"]  # read at each probe: the prompt is never copied
-    t.prober.post = frames.append
+    prober = Prober(prompt=lambda: owner["prompt"], post=frames.append)  # read at each probe: never copied
+    t = Trainer(
+        tiny_config(), source, tiny_settings(steps=4, probe_every=2), callbacks={"on_step_end": [prober]}
+    )
     t.run(steps=2)
     owner["prompt"] = "return x"
-    assert t.prober.refresh(t) is not None
+    assert prober.refresh(t) is not None
     assert [(f.step, f.prompt) for f in frames] == [(2, "def f1(x):"), (2, "return x")]
     assert frames[0].weights.dtype == np.float16 and frames[0].weights.shape[:2] == (2, 2)
     owner["prompt"] = ""  # an empty owner prompt falls back to the trainer's own
-    assert t.prober.refresh(t) is not None and frames[-1].prompt == t.probe_prompt
+    assert prober.refresh(t) is not None and frames[-1].prompt == t.probe_prompt
     t.settings = t.settings.replace(probe_every=0)
-    assert t.prober.refresh(t) is None and len(frames) == 3  # probing off: no frame
+    assert prober.refresh(t) is None and len(frames) == 3  # probing off: no frame
 
 
 def test_run_control_calls_soon_between_steps_even_while_paused(source):
@@ -280,17 +284,17 @@ def test_run_control_calls_soon_between_steps_even_while_paused(source):
     states, ran_at = [], []
     t.control.on_state = states.append
     worker = threading.Thread(target=t.run, daemon=True)
-    t.pause()
+    t.control.pause()
     worker.start()
-    assert t.wait_until_paused(30) and t.step == 0 and states == ["paused"]
+    assert t.control.wait_until_paused(30) and t.step == 0 and states == ["paused"]
     done = threading.Event()
     t.control.call_soon(lambda: (ran_at.append((threading.current_thread() is worker, t.step)), done.set()))
     assert done.wait(30) and ran_at == [(True, 0)]  # woke the paused loop, ran in its thread, no step
-    assert t.wait_until_paused(30) and t.step == 0
-    t.resume()
-    t.stop()
+    assert t.control.wait_until_paused(30) and t.step == 0
+    t.control.resume()
+    t.control.stop()
     worker.join(30)
-    assert not worker.is_alive() and t.stopped
+    assert not worker.is_alive() and t.control.stopped
 
 
 def test_settings_can_change_between_steps(source):
@@ -354,8 +358,6 @@ def test_sample_continues_the_prompt(source):
 
 
 def test_eta_from_the_recent_pace():
-    from model.train.trainer import eta_seconds
-
     history = [{"step": s, "elapsed": 0.5 * s} for s in range(1, 31)]
     assert eta_seconds(history, 30, 50) == pytest.approx(10.0)  # 20 steps at 0.5 s
     assert eta_seconds(history, 60, 50) == 0.0

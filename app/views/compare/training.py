@@ -46,7 +46,7 @@ class VariantTraining(QObject):
         if s.source is None:
             st.say("training", "Choose a data source in the Data panel first.")
             return False
-        from model.train.trainer import TrainSettings
+        from model.train.settings import TrainSettings
 
         try:
             base = s.train_settings or TrainSettings()
@@ -86,7 +86,7 @@ class VariantTraining(QObject):
 
     def stop(self) -> None:
         if self.worker is not None:
-            self.worker.stop()
+            self.worker.control.stop()
             self.state.set_progress(self.state.progress[0], text="stopping after the current step…")
 
     def drain(self) -> None:
@@ -153,7 +153,7 @@ class VariantTraining(QObject):
         """Stop the training and wait for it."""
         worker = self.worker
         if worker is not None:
-            worker.stop()
+            worker.control.stop()
             worker.join(30.0)
         self._timer.stop()
 

@@ -45,9 +45,9 @@ class ComparisonSpec(GroupSpec):
 
     @staticmethod
     def lab_settings(*, steps: int, batch_size: int, seq_len: int, lr: float, warmup: int) -> Any:
-        """A lab comparison's :class:`~model.train.trainer.TrainSettings`: evaluated once, at the end; seed 0
+        """A lab comparison's :class:`~model.train.settings.TrainSettings`: evaluated once, at the end; seed 0
         (every variant sees the same batches); one CPU thread."""
-        from model.train.trainer import TrainSettings
+        from model.train.settings import TrainSettings
 
         return TrainSettings(
             steps=steps,
@@ -177,7 +177,7 @@ class ComparisonPanel(QWidget):
 
     def stop(self) -> None:
         if self.worker is not None:
-            self.worker.stop()
+            self.worker.control.stop()
             self.status.setText("Stopping after the current step …")
 
     def shutdown(self, timeout: float = 30.0) -> bool:
@@ -185,7 +185,7 @@ class ComparisonPanel(QWidget):
         worker = self.worker
         if worker is None:
             return True
-        worker.stop()
+        worker.control.stop()
         ok = worker.join(timeout)
         if ok and worker.result is not None:
             self._finish(*worker.result)  # its queued finished signal is then ignored

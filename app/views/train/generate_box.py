@@ -113,12 +113,12 @@ class GenerateBox(QGroupBox):
     def shutdown(self) -> None:
         """Stop a running generation and wait for it (the tab's and the window's close)."""
         if self.worker is not None:
-            self.worker.stop()
+            self.worker.control.stop()
             self.worker.join(10.0)
 
     def _clicked(self) -> None:
         if self.worker is not None:
-            self.worker.stop()
+            self.worker.control.stop()
         else:
             self.generate()
 

@@ -36,6 +36,7 @@ from app.views.train.generate_box import GenerateBox
 from app.views.train.plots import TrainPlots
 from app.widgets.head_mosaic import HeadMosaic
 from app.widgets.progress import ReadableProgressBar
+from model.train.settings import eta_seconds
 
 
 class TrainTab(QWidget):
@@ -397,8 +398,6 @@ class TrainTab(QWidget):
         if s.state == "paused":  # no ETA while nothing moves
             self.progress.setFormat(f"step {step} / {target}   paused")
         elif s.is_training or s.is_following:
-            from model.train.trainer import eta_seconds  # torch: imported once the window has painted
-
             eta = eta_seconds(s.history, s.step, target or s.target_steps)
             self.progress.setFormat(f"step {step} / {target}   ETA {format_eta(eta)}")
         else:

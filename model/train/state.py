@@ -1,0 +1,208 @@
+"""A trainer's state in a checkpoint, and resuming from one exactly where it stopped.
+
+What a checkpoint's ``train_state`` holds (:func:`state_dict`): the step, settings, history, elapsed
+time, tokens seen, the data source's identity, the sequence length, the optimizer's parameter groups
+by name, the GradScaler's state and the world size, plus ``"tensors"``: the AdamW moments by
+parameter name (``optim/NAME/exp_avg``, ...) and the RNG states (batches, dropout on CPU and CUDA).
+So N steps, save, resume, M steps equals N + M steps straight; at any world size, since every rank
+draws the same global batch.
+
+:func:`from_checkpoint` rebuilds the run: the saved settings (with overrides), the saved model, and
+the data source, re-found by its saved name with the saved tokenizer unless one is given (a warning
+when its content changed). The trainer's own methods (``Trainer.state_dict``, ``load_state``,
+``save``, ``from_checkpoint``) are the way to call these.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from model.config import ConfigError
+from model.io.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from model.runtime import compute_lock
+from model.text.sources import resolve_source
+from model.train.settings import TrainSettings
+
+__all__ = ["from_checkpoint", "load_state", "save", "state_dict"]
+
+
+def state_dict(trainer: Any) -> dict[str, Any]:
+    """The training state a checkpoint stores: JSON-able fields plus ``"tensors"`` (optimizer
+    moments by parameter name, RNG states)."""
+    tensors: dict[str, torch.Tensor] = {}
+    names = [n for group in trainer.param_names for n in group]
+    by_param = dict(zip(trainer.params, names))
+    for p, st in trainer.optimizer.state.items():
+        name = by_param[p]
+        for key, value in st.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"optim/{name}/{key}"] = value.detach().cpu().clone()
+    engine = trainer.engine
+    tensors["rng/batch"] = trainer.batch_gen.get_state()
+    tensors["rng/cpu"] = engine.rng_cpu.clone()
+    if engine.rng_cuda is not None:
+        tensors["rng/cuda"] = engine.rng_cuda.cpu().clone()
+    try:
+        source_identity = trainer.source.identity()
+    except Exception:  # noqa: BLE001
+        source_identity = {"name": getattr(trainer.source, "name", "")}
+    return {
+        "step": trainer.step,
+        "settings": trainer.settings.to_dict(),
+        "history": list(trainer.history),
+        "elapsed": trainer.elapsed,
+        "tokens_seen": trainer.tokens_seen,
+        "source": source_identity,
+        "seq_len": trainer.seq_len,
+        "param_groups": [list(g) for g in trainer.param_names],
+        "scaler": engine.scaler.state_dict() if engine.scaler is not None else None,
+        "world_size": trainer.world_size,
+        "grad_accum": engine.grad_accum,
+        "tensors": tensors,
+    }
+
+
+def load_state(trainer: Any, state: dict[str, Any]) -> None:
+    """Restore what :func:`state_dict` saved (raises ValueError naming any mismatch)."""
+    tensors: dict[str, torch.Tensor] = state.get("tensors") or {}
+    groups = state.get("param_groups")
+    if groups is not None and [list(g) for g in groups] != trainer.param_names:
+        raise ValueError("the saved optimizer state belongs to differently named or grouped parameters")
+    opt_state: dict[int, dict[str, Any]] = {}
+    names = [n for group in trainer.param_names for n in group]
+    shapes = {n: tuple(p.shape) for n, p in trainer.model.named_parameters()}
+    wrong: list[str] = []
+    for i, name in enumerate(names):
+        entry = {key.rsplit("/", 1)[1]: t for key, t in tensors.items() if key.startswith(f"optim/{name}/")}
+        for moment, t in entry.items():  # exp_avg, exp_avg_sq: the parameter's shape; step: a scalar
+            if t.dim() and tuple(t.shape) != shapes[name]:
+                wrong.append(f"{name}/{moment} is {list(t.shape)}, not {list(shapes[name])}")
+        if entry:
+            opt_state[i] = entry
+    if wrong:
+        more = f" and {len(wrong) - 3} more" if len(wrong) > 3 else ""
+        raise ValueError("optimizer state shapes do not match the model: " + ", ".join(wrong[:3]) + more)
+    sd = trainer.optimizer.state_dict()
+    sd["state"] = opt_state
+    trainer.optimizer.load_state_dict(sd)
+    trainer.step = int(state.get("step", 0))
+    trainer.history = list(state.get("history", []))
+    trainer.elapsed = float(state.get("elapsed", 0.0))
+    trainer.tokens_seen = int(state.get("tokens_seen", 0))
+    engine = trainer.engine
+    if "rng/batch" in tensors:
+        trainer.batch_gen.set_state(tensors["rng/batch"].to(torch.uint8))
+    if "rng/cpu" in tensors:
+        engine.rng_cpu = tensors["rng/cpu"].to(torch.uint8)
+    if "rng/cuda" in tensors:
+        engine.rng_cuda = tensors["rng/cuda"].to(torch.uint8)
+    if engine.scaler is not None and state.get("scaler"):
+        engine.scaler.load_state_dict(state["scaler"])
+
+
+def save(trainer: Any, path: str | Path, *, meta: dict[str, Any] | None = None) -> Path:
+    """Write a full checkpoint (weights, tokenizer, training state) atomically to ``path``."""
+    with compute_lock:
+        state = state_dict(trainer)
+        full_meta = {
+            "source": state["source"],
+            "step": trainer.step,
+            "name": Path(path).name,
+            "seq_len": trainer.seq_len,
+        }
+        if trainer.history:
+            last_val = next(
+                (h["val_loss"] for h in reversed(trainer.history) if h.get("val_loss") is not None), None
+            )
+            full_meta.update(train_loss=trainer.history[-1]["train_loss"], val_loss=last_val)
+        full_meta.update(meta or {})
+        return save_checkpoint(path, trainer.model, trainer.tokenizer, train_state=state, meta=full_meta)
+
+
+def from_checkpoint(
+    cls: type,
+    path: str | Path,
+    settings: TrainSettings | None = None,
+    *,
+    source: Any = None,
+    device: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    **options: Any,
+) -> Any:
+    """A ``cls`` (the :class:`~model.train.trainer.Trainer`) that continues the checkpoint at ``path``
+    exactly where it stopped.
+
+    ``settings`` None → the saved settings; ``overrides`` (TrainSettings fields, e.g. more ``steps``)
+    and ``device`` are applied on top. ``source`` None → rebuilt from the saved source name with the
+    saved tokenizer; a warning is raised if its identity (SHA-256) differs from the saved one. A
+    checkpoint without training state starts a fresh optimizer from its weights. ``options``
+    (``callbacks``, ``control``, ``dist``, ``grad_accum``, ``dtype``, ``compile``) go to the
+    constructor: a run saved at one world size resumes at any other (the batch generator is the
+    same on every rank, so only the split of each global batch changes).
+    """
+    ckpt = load_checkpoint(path, device="cpu")
+    state = ckpt.train_state
+    settings = _settings(settings, state, overrides, device)
+    saved_source = (state or {}).get("source") or ckpt.meta.get("source") or {}
+    if source is None:
+        name = saved_source.get("name")
+        if not name:
+            raise CheckpointError("the checkpoint does not record its data source: pass one")
+        source = resolve_source(name, tokenizer=ckpt.tokenizer)
+    _warn_if_changed(source, saved_source)
+    trainer = cls(ckpt.config, source, settings, model=ckpt.model, state=None, **options)
+    if state is not None:
+        try:
+            trainer.load_state(state)
+        except (ValueError, KeyError, RuntimeError) as exc:
+            raise CheckpointError(f"the training state does not fit the model: {exc}") from None
+    return trainer
+
+
+def _settings(
+    settings: TrainSettings | None,
+    state: dict[str, Any] | None,
+    overrides: dict[str, Any] | None,
+    device: str | None,
+) -> TrainSettings:
+    """The settings a resumed run trains with: ``settings`` or the saved ones, ``overrides``, ``device``."""
+    if settings is None:
+        saved = (state or {}).get("settings") or {}
+        try:
+            settings = TrainSettings.from_dict(saved) if saved else TrainSettings()
+        except ConfigError as exc:
+            raise CheckpointError(f"train_state.json has invalid settings: {exc}") from None
+    if overrides:
+        unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(TrainSettings)})
+        if unknown:
+            raise ConfigError([f"unknown training setting {name!r}" for name in unknown])
+        settings = settings.replace(**overrides).validate()
+    if device is not None:
+        settings = settings.replace(device=device)
+    return settings
+
+
+def _warn_if_changed(source: Any, saved_source: dict[str, Any]) -> None:
+    """Warn when ``source``'s content (SHA-256) is not what the checkpoint was trained on."""
+    try:
+        now = source.identity()
+    except Exception:  # noqa: BLE001
+        now = {}
+    if saved_source.get("sha256") and now.get("sha256") and saved_source["sha256"] != now["sha256"]:
+        now_name = getattr(source, "name", None) or now.get("name")
+        if now_name and now_name != saved_source.get("name"):  # another --corpus: name both
+            message = (
+                f"training continues on {now_name!r}, not on {saved_source.get('name')!r} "
+                "that the checkpoint was trained on"
+            )
+        else:
+            message = (
+                f"the data source {saved_source.get('name')!r} has changed since the checkpoint was "
+                "saved; training continues on the current data"
+            )
+        warnings.warn(message, stacklevel=4)
