@@ -30,13 +30,13 @@ from PySide6.QtWidgets import (
 )
 
 from app.workers import LoopWorker, drain_timer
+from model.budget.arithmetic import human_bytes
 from model.io.hub import (
     CATALOGUE,
     DownloadCancelled,
     HubError,
     HubRef,
     Plan,
-    format_bytes,
     ref_problem,
     resolve_name,
 )
@@ -106,7 +106,7 @@ class GetModelDialog(QDialog):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         for r, e in enumerate(CATALOGUE):
-            cells = (e.name, e.family, e.n_params, f"≈ {format_bytes(e.size)}", e.repo_id)
+            cells = (e.name, e.family, e.n_params, f"≈ {human_bytes(e.size)}", e.repo_id)
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if c in (2, 3):
@@ -217,11 +217,11 @@ class GetModelDialog(QDialog):
         parts = [f"<b>{html.escape(str(ref))}</b>"]
         if entry is not None:
             parts.append(f"{entry.family} · {entry.n_params} parameters · {entry.note}")
-            parts.append(f"≈ {format_bytes(entry.size)} to download")
+            parts.append(f"≈ {human_bytes(entry.size)} to download")
         plan = self.plans.get(str(ref))
         if plan is not None:
             fam = f"model_type {plan.family} · " if plan.family else ""
-            parts.append(f"on the Hub: {fam}{format_bytes(plan.total)} in {len(plan.files)} files")
+            parts.append(f"on the Hub: {fam}{human_bytes(plan.total)} in {len(plan.files)} files")
         elif entry is None:
             parts.append("family and size: press Look up (or Download)")
         try:

@@ -65,11 +65,12 @@ def local_checkpoint(spec: str, *, quiet: bool = False) -> str | Path:
 
 def run(args: argparse.Namespace) -> int:
     from app.cli import UserError
-    from model.io.hub import CATALOGUE, HubError, fetch, format_bytes, resolve_name
+    from model.budget.arithmetic import human_bytes
+    from model.io.hub import CATALOGUE, HubError, fetch, resolve_name
 
     if args.list:
         for e in CATALOGUE:
-            print(f"{e.name:<16} {e.repo_id:<38} {e.family:<9} {e.n_params:>5}  ≈{format_bytes(e.size)}")
+            print(f"{e.name:<16} {e.repo_id:<38} {e.family:<9} {e.n_params:>5}  ≈{human_bytes(e.size)}")
         return 0
     if not args.repo:
         raise UserError(

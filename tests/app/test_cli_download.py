@@ -12,7 +12,7 @@ def test_download_then_inspect_offline(fake_hub, tiny_gpt2_repo_files, capsys, m
     assert main(["download", REPO]) == 0
     out, err = capsys.readouterr()
     assert f"{REPO}: in the cache at" in out and commit in out
-    assert "100%" in err and ("kB" in err or "MB" in err)  # the progress line: bytes of total
+    assert "100%" in err and ("KiB" in err or "MiB" in err)  # the progress line: bytes of total
     n = len(fake_hub.requests)
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -41,4 +41,4 @@ def test_download_list_names_the_catalogue(capsys):
     out = capsys.readouterr().out
     for name in ("gpt2", "distilgpt2", "EleutherAI/pythia-70m", "Qwen/Qwen2.5-0.5B", "TinyLlama"):
         assert name in out
-    assert "GPT-NeoX" in out and "GB" in out
+    assert "GPT-NeoX" in out and "GiB" in out

@@ -14,8 +14,8 @@ def tiny_window_tabs():
 
 
 def _dialog(win):
-    win.get_model_action.trigger()
-    return win._get_model
+    win.menu.get_model_action.trigger()
+    return win.files.get_model
 
 
 def test_catalogue_lists_family_and_size_before_downloading(qtbot, tiny_window, fake_hub):
@@ -38,7 +38,7 @@ def test_catalogue_lists_family_and_size_before_downloading(qtbot, tiny_window, 
         assert want in names
     assert not dlg.download_button.isEnabled()  # nothing chosen yet
     dlg.select("pythia-70m")
-    assert "GPT-NeoX" in dlg.info.text() and "MB to download" in dlg.info.text()
+    assert "GPT-NeoX" in dlg.info.text() and "MiB to download" in dlg.info.text()
     assert dlg.download_button.isEnabled() and not fake_hub.requests  # nothing asked yet
 
 
@@ -137,7 +137,7 @@ def test_typing_a_repo_id_key_by_key_never_raises_and_keeps_every_character(qtbo
     assert "GPT-2" in seen["openai-community/gpt2"] and "124M parameters" in seen["openai-community/gpt2"]
     # the field ends on the last id: the catalogue's Pythia, described, and Download allowed
     assert dlg.repo_edit.text() == "EleutherAI/pythia-70m"
-    assert "GPT-NeoX" in dlg.info.text() and "MB to download" in dlg.info.text()
+    assert "GPT-NeoX" in dlg.info.text() and "MiB to download" in dlg.info.text()
     assert dlg.chosen().repo_id == "EleutherAI/pythia-70m" and dlg.download_button.isEnabled()
     qtbot.keyClicks(dlg.repo_edit, "@")
     assert "nothing after '@'" in dlg.info.text() and not dlg.download_button.isEnabled()

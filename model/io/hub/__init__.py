@@ -42,7 +42,6 @@ from model.io.hub.download import (
     cached_folder,
     check_complete,
     fetch,
-    format_bytes,
     needed_files,
     plan,
 )
@@ -76,7 +75,6 @@ __all__ = [
     "endpoint",
     "explain",
     "fetch",
-    "format_bytes",
     "is_hub_spec",
     "needed_files",
     "offline",

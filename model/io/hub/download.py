@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from model.budget.arithmetic import human_bytes
 from model.files import read_json
 from model.io.hub.library import cache_dir, endpoint, explain, offline, unreachable
 from model.io.hub.refs import DownloadCancelled, HubError, HubRef, HubUnreachable, parse_ref
@@ -100,7 +101,7 @@ class Plan:
 
     def describe(self) -> str:
         fam = f"{self.family}, " if self.family else ""
-        return f"{self.ref}: {fam}{format_bytes(self.total)} in {len(self.files)} files"
+        return f"{self.ref}: {fam}{human_bytes(self.total)} in {len(self.files)} files"
 
 
 def plan(ref: HubRef | str, *, token: str | bool | None = None) -> Plan:
@@ -144,23 +145,13 @@ class DownloadProgress:
         return min(1.0, self.done / self.total) if self.total else (1.0 if self.finished else 0.0)
 
     def line(self) -> str:
-        """``"12.3 MB of 548.1 MB (2%) · 4.1 MB/s · model.safetensors"``."""
-        parts = [f"{format_bytes(self.done)} of {format_bytes(self.total)} ({self.fraction:.0%})"]
+        """``"12.30 MiB of 522.72 MiB (2%) · 4.10 MiB/s · model.safetensors"``."""
+        parts = [f"{human_bytes(self.done)} of {human_bytes(self.total)} ({self.fraction:.0%})"]
         if self.speed > 0:
-            parts.append(f"{format_bytes(self.speed)}/s")
+            parts.append(f"{human_bytes(self.speed)}/s")
         if self.file and not self.finished:
             parts.append(self.file)
         return " · ".join(parts)
-
-
-def format_bytes(n: float) -> str:
-    """Bytes for a person, in decimal units as the Hub shows them: ``548.1 MB``."""
-    n = float(n)
-    for unit in ("B", "kB", "MB", "GB"):
-        if abs(n) < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} GB"
 
 
 @dataclass
@@ -355,7 +346,6 @@ __all__ = [
     "cached_folder",
     "check_complete",
     "fetch",
-    "format_bytes",
     "needed_files",
     "plan",
 ]
