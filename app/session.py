@@ -2,7 +2,7 @@
 
 A tab receives the session in its constructor, reads numbers from ``model/`` through it, and
 listens to its signals; it never reaches into another tab. All torch work that a tab does itself
-goes through :attr:`Session.compute` (a :class:`~app.workers.ComputeWorker`: off the GUI thread,
+goes through :attr:`Session.compute` (a :class:`~app.compute.ComputeWorker`: off the GUI thread,
 under the process-wide ``compute_lock``, latest request wins).
 
 Its parts: ``slot`` (:class:`~app.model_slot.ModelSlot`: the shown model and its ``record``),
@@ -50,12 +50,12 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
+from app.compute import ComputeWorker
 from app.follow import FollowedRun
 from app.model_files import check_fits, open_model_file, save_model_file, starter_note
 from app.model_slot import ModelSlot
 from app.probe import Probe
 from app.training_run import TrainingRun
-from app.workers import ComputeWorker
 from model.config import GPTConfig, default_config
 
 if TYPE_CHECKING:  # only for the annotations: app/ imports torch once the window has painted
@@ -165,7 +165,7 @@ class Session(QObject):
 
     @property
     def compute(self) -> ComputeWorker:
-        """The shared :class:`~app.workers.ComputeWorker` for a tab's own torch work (created lazily)."""
+        """The shared :class:`~app.compute.ComputeWorker` for a tab's own torch work (created lazily)."""
         if self._compute is None:
             self._compute = ComputeWorker(self)
         return self._compute

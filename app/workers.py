@@ -1,16 +1,16 @@
-"""Background work: the training workers, the generation worker and the shared compute worker.
+"""Background work in loops: the training workers and the generation worker (the tabs' own torch
+jobs go through :class:`app.compute.ComputeWorker`).
 
 Plain ``threading.Thread`` objects, not ``QThread``: each worker's body is one blocking Python loop
-(train steps, sampled tokens, queued jobs) that needs no Qt event loop nor Qt object ownership.
+(train steps, sampled tokens) that needs no Qt event loop nor Qt object ownership.
 
 The training workers (:class:`TrainWorker`: the Train tab; :class:`GroupWorker`: the labs'
 comparisons and the Compare tab) and :class:`GenerateWorker` are :class:`LoopWorker` s, generators
 as superqt's ``thread_worker``: each ``yield`` is a gap between two steps, where pause, stop and
 queued calls (a checkpoint save, a fresh probe) take effect through one
-:class:`~model.train.control.RunControl`, ``worker.control``, the only way to pause, resume or stop
-a worker from another thread. A training worker shares it with what it trains (the trainer, or every
-trainer of a group), so a stop also cuts a validation in progress short. Results reach the GUI
-thread in two ways:
+:class:`~model.train.control.RunControl`, ``worker.control``: a training worker shares it with what
+it trains, so a stop also cuts a validation in progress short. Results reach the GUI thread in two
+ways:
 
 * high-rate data (training events, probe frames, samples) go into a :class:`Mailbox` that the GUI
   drains with a ~30 Hz :func:`drain_timer`: a slow screen never queues work nor slows training,
@@ -105,7 +105,7 @@ class LoopWorker(QObject):
         super().__init__()
         self.mailbox = Mailbox()
         self.control = control if control is not None else RunControl()
-        self.control.on_state = self.stateChanged.emit  # the loop that gates on it announces its pauses
+        self.control.on_state = self.stateChanged.emit  # the loop that gates on it announces
         self.error: str | None = None
         self.result: tuple[str, str] | None = None  # (reason, message), set just before finished
         self._thread: threading.Thread | None = None
@@ -167,11 +167,9 @@ class LoopWorker(QObject):
 class TrainWorker(LoopWorker):
     """Trains one :class:`~model.train.trainer.Trainer` step by step until the step target, stop or error.
 
-    ``trainer``: continue this one (the worker runs on its ``control``: a stop or pause its last run
-    left is cleared); or ``make_trainer(control)``: build it inside the worker thread (a fresh model
-    can take a while on a big config) on the worker's ``control``. Either way worker and trainer
-    share one :class:`~model.train.control.RunControl`, so a stop also ends a validation in progress
-    between two batches and never waits for a whole one. Probe frames come from the worker's
+    ``trainer``: continue this one, on its ``control`` (a stop or pause its last run left is
+    cleared); or ``make_trainer(control)``: build it on the worker's ``control`` inside the worker
+    thread (a fresh model can take a while on a big config). Probe frames come from the worker's
     :class:`~model.train.probes.Prober`, the trainer's first callback while the worker runs it
     (every ``probe_every`` steps, at the start and right after :meth:`reprobe`); ``probe_prompt()``
     returns the prompt, owned by the caller. Every ``sample_every`` steps a generated sample.
@@ -401,105 +399,3 @@ class GenerateWorker(LoopWorker):
 
     def _announce_end(self, reason: str, message: str) -> None:
         self.finished.emit("".join(self.parts), message if reason == "error" else "")
-
-
-class ComputeWorker(QObject):
-    """One background thread for the tabs' own torch work: the newest request per key wins.
-
-    ``submit(key, fn, callback)`` queues ``fn()``; ``callback(result, error)`` is then called in the
-    GUI thread (``error`` is None or the exception). A request is superseded by the next one with
-    the same ``key``: if it has not started it never runs, and if it is running its result is never
-    delivered. :meth:`cancel` supersedes every request whose key starts with a prefix (a new
-    inspection makes its follow-up jobs stale). Jobs run one at a time under ``compute_lock``.
-    """
-
-    _done = Signal(object, object, object, object, object)  # key, ticket, callback, result, error
-
-    def __init__(self, parent: QObject | None = None):
-        super().__init__(parent)
-        self._cond = threading.Condition()
-        self._jobs: dict[str, tuple[int, Callable[[], Any], Callable[[Any, Any], None] | None]] = {}
-        self._latest: dict[str, int] = {}  # key -> ticket of the newest request not yet delivered
-        self._tickets = 0
-        self._stop = False
-        self._busy = False
-        self._thread: threading.Thread | None = None
-        self._done.connect(self._deliver)
-
-    def submit(
-        self, key: str, fn: Callable[[], Any], callback: Callable[[Any, Any], None] | None = None
-    ) -> int:
-        """Queue ``fn`` under ``key`` (superseding the older request with that key); its ticket."""
-        with self._cond:
-            if self._stop:
-                return 0
-            self._tickets += 1
-            ticket = self._tickets
-            self._jobs.pop(key, None)
-            self._jobs[key] = (ticket, fn, callback)
-            self._latest[key] = ticket
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="attention-lab-compute", daemon=True)
-                self._thread.start()
-            self._cond.notify_all()
-        return ticket
-
-    def cancel(self, prefix: str) -> None:
-        """Supersede every request whose key starts with ``prefix``: nothing of theirs is delivered."""
-        with self._cond:
-            for table in (self._jobs, self._latest):
-                for key in [k for k in table if k.startswith(prefix)]:
-                    del table[key]
-
-    def outstanding(self, prefix: str = "") -> bool:
-        """Whether a request whose key starts with ``prefix`` still has a result to deliver."""
-        with self._cond:
-            return any(k.startswith(prefix) for k in self._latest)
-
-    @property
-    def idle(self) -> bool:
-        """Nothing queued, running, or computed but not yet delivered."""
-        with self._cond:
-            return not self._jobs and not self._busy and not self._latest
-
-    def shutdown(self, timeout: float = 10.0) -> bool:
-        with self._cond:
-            self._stop = True
-            self._jobs.clear()
-            self._latest.clear()
-            self._cond.notify_all()
-        if self._thread is None:
-            return True
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    def _loop(self) -> None:
-        while True:
-            with self._cond:
-                while not self._jobs and not self._stop:
-                    self._cond.wait()
-                if self._stop:
-                    return
-                key = next(iter(self._jobs))
-                ticket, fn, callback = self._jobs.pop(key)
-                self._busy = True
-            result, error = None, None
-            try:
-                with compute_lock:
-                    result = fn()
-            except Exception as exc:
-                error = exc
-            with self._cond:
-                self._busy = False
-            self._done.emit(key, ticket, callback, result, error)
-
-    def _deliver(self, key, ticket, callback, result, error) -> None:
-        with self._cond:
-            if self._latest.get(key) != ticket:
-                return  # superseded (or cancelled) while it ran: a stale result is never delivered
-            del self._latest[key]
-        try:
-            if callback is not None:
-                callback(result, error)
-        except Exception:
-            traceback.print_exc()

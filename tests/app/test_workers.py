@@ -1,5 +1,5 @@
-"""The background-work layer (app/workers.py): mailbox, ComputeWorker's newest-request-per-key,
-the shared group-training worker."""
+"""The background-work layer (app/workers.py, app/compute.py): mailbox, ComputeWorker's
+newest-request-per-key, the shared group-training worker, a training worker's one control."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import threading
 
 import pytest
 
-from app.workers import ComputeWorker, Mailbox
+from app.compute import ComputeWorker
+from app.workers import Mailbox
 
 TIMEOUT = 30_000
 

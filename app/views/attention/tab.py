@@ -8,7 +8,7 @@ tab says so and offers to build the default one. What the pages draw is in ``sta
 other.
 
 Computation (``model.interp.inspection``). Typing re-runs the prompt after :attr:`AttentionTab.DEBOUNCE_MS`
-of quiet, on the session's current model, in the session's :class:`~app.workers.ComputeWorker` (off
+of quiet, on the session's current model, in the session's :class:`~app.compute.ComputeWorker` (off
 the GUI thread, under the shared compute lock). Every run gets a request number; a job whose request
 is no longer the newest returns at once when it starts, and a result that is no longer the newest is
 dropped, so a newer prompt always supersedes an older one. The main job (``attention.inspect``)

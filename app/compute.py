@@ -1,0 +1,120 @@
+"""The shared compute worker: one background thread for the tabs' own torch work.
+
+An inspection, a lab's analysis, a history snapshot: each tab submits its job under a key, and only
+the newest request per key is run and delivered (a stale result never reaches a view). Jobs run one at
+a time under ``model.runtime.compute_lock``, so they never run at full thread count beside a training
+step. The loops (training, generation) are :mod:`app.workers`'.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from model.runtime import compute_lock
+
+
+class ComputeWorker(QObject):
+    """One background thread for the tabs' own torch work: the newest request per key wins.
+
+    ``submit(key, fn, callback)`` queues ``fn()``; ``callback(result, error)`` is then called in the
+    GUI thread (``error`` is None or the exception). A request is superseded by the next one with
+    the same ``key``: if it has not started it never runs, and if it is running its result is never
+    delivered. :meth:`cancel` supersedes every request whose key starts with a prefix (a new
+    inspection makes its follow-up jobs stale). Jobs run one at a time under ``compute_lock``.
+    """
+
+    _done = Signal(object, object, object, object, object)  # key, ticket, callback, result, error
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self._cond = threading.Condition()
+        self._jobs: dict[str, tuple[int, Callable[[], Any], Callable[[Any, Any], None] | None]] = {}
+        self._latest: dict[str, int] = {}  # key -> ticket of the newest request not yet delivered
+        self._tickets = 0
+        self._stop = False
+        self._busy = False
+        self._thread: threading.Thread | None = None
+        self._done.connect(self._deliver)
+
+    def submit(
+        self, key: str, fn: Callable[[], Any], callback: Callable[[Any, Any], None] | None = None
+    ) -> int:
+        """Queue ``fn`` under ``key`` (superseding the older request with that key); its ticket."""
+        with self._cond:
+            if self._stop:
+                return 0
+            self._tickets += 1
+            ticket = self._tickets
+            self._jobs.pop(key, None)
+            self._jobs[key] = (ticket, fn, callback)
+            self._latest[key] = ticket
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="attention-lab-compute", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+        return ticket
+
+    def cancel(self, prefix: str) -> None:
+        """Supersede every request whose key starts with ``prefix``: nothing of theirs is delivered."""
+        with self._cond:
+            for table in (self._jobs, self._latest):
+                for key in [k for k in table if k.startswith(prefix)]:
+                    del table[key]
+
+    def outstanding(self, prefix: str = "") -> bool:
+        """Whether a request whose key starts with ``prefix`` still has a result to deliver."""
+        with self._cond:
+            return any(k.startswith(prefix) for k in self._latest)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued, running, or computed but not yet delivered."""
+        with self._cond:
+            return not self._jobs and not self._busy and not self._latest
+
+    def shutdown(self, timeout: float = 10.0) -> bool:
+        with self._cond:
+            self._stop = True
+            self._jobs.clear()
+            self._latest.clear()
+            self._cond.notify_all()
+        if self._thread is None:
+            return True
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._jobs and not self._stop:
+                    self._cond.wait()
+                if self._stop:
+                    return
+                key = next(iter(self._jobs))
+                ticket, fn, callback = self._jobs.pop(key)
+                self._busy = True
+            result, error = None, None
+            try:
+                with compute_lock:
+                    result = fn()
+            except Exception as exc:
+                error = exc
+            with self._cond:
+                self._busy = False
+            self._done.emit(key, ticket, callback, result, error)
+
+    def _deliver(self, key, ticket, callback, result, error) -> None:
+        with self._cond:
+            if self._latest.get(key) != ticket:
+                return  # superseded (or cancelled) while it ran: a stale result is never delivered
+            del self._latest[key]
+        try:
+            if callback is not None:
+                callback(result, error)
+        except Exception:
+            traceback.print_exc()
