@@ -126,7 +126,7 @@ def _meminfo_available() -> int | None:
         import psutil  # optional: used where installed
 
         return int(psutil.virtual_memory().available)
-    except Exception:  # noqa: BLE001 - not installed, or no answer: read /proc
+    except Exception:  # not installed, or no answer: read /proc
         pass
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
@@ -196,11 +196,11 @@ def available_memory(device: Any = "cpu") -> Available:
     dev = str(device)
     if dev.startswith("cuda"):
         try:
-            import torch
+            import torch  # here only: sizing answers before torch is imported (budget, a refused inspect)
 
             free, _total = torch.cuda.mem_get_info(torch.device(dev))
             return Available(int(free), f"free memory of {dev}")
-        except Exception:  # noqa: BLE001 - no CUDA after all: fall back to host memory
+        except Exception:  # no CUDA after all: fall back to host memory
             pass
     candidates = []
     mem = _meminfo_available()
@@ -330,7 +330,7 @@ def skip_init_on_meta():
     """A context in which ``torch.nn.init`` functions do nothing to meta tensors (they would be
     overwritten anyway), because ``normal_``'s meta kernel imports ``torch._dynamo``: ~1.5 s on the first
     model a process builds on the meta device (to learn its shapes, or to assign loaded tensors)."""
-    from torch.overrides import TorchFunctionMode
+    from torch.overrides import TorchFunctionMode  # here only: this module must not import torch
 
     class _SkipInitOnMeta(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):

@@ -28,12 +28,22 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import load as tensors_from_bytes
+from safetensors.torch import save as tensors_to_bytes
 
+from model.budget.sizing import check as check_size
+from model.budget.sizing import (
+    check_config_file_shapes,
+    load_need,
+    safetensors_shapes,
+    skip_init_on_meta,
+)
 from model.config import ConfigError, GPTConfig
 from model.errors import AttentionLabError
 from model.files import read_json
@@ -45,6 +55,7 @@ from model.io.atomic_dir import (
     temp_dir_for,
     write_synced,
 )
+from model.nn.gpt import GPT
 from model.text.registry import tokenizer_from_dict
 from model.text.tokens import Tokenizer, TokenizerError
 
@@ -84,7 +95,7 @@ class Checkpoint:
 
     path: Path
     config: GPTConfig
-    model: Any  # model.gpt.GPT (typed loosely to keep this module's import light)
+    model: GPT
     tokenizer: Tokenizer
     train_state: dict[str, Any] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
@@ -104,10 +115,8 @@ def _write_json(path: Path, obj: Any) -> None:
 def _write_tensors(
     path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None
 ) -> None:
-    from safetensors.torch import save
-
-    data = save({k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}, metadata=metadata)
-    write_synced(path, data)
+    on_cpu = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
+    write_synced(path, tensors_to_bytes(on_cpu, metadata=metadata))
 
 
 def _sha256(path: Path) -> str:
@@ -152,8 +161,6 @@ def check_save_target(path: str | Path) -> Path:
 def _check_writable(folder: Path) -> None:
     """Raise :class:`CheckpointError` unless a file can be created in ``folder`` (or in the nearest
     folder above it that exists, where the missing ones would be made): the save writes a sibling."""
-    import tempfile
-
     here = folder.absolute()
     while not here.exists() and here != here.parent:
         here = here.parent
@@ -238,8 +245,6 @@ def _read_json(path: Path) -> Any:
 
 
 def _read_tensors(path: Path, expected: dict[str, Any] | None) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load
-
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -256,7 +261,7 @@ def _read_tensors(path: Path, expected: dict[str, Any] | None) -> dict[str, torc
                 f"{path.name} is corrupt: its SHA-256 differs from the one saved in {META_FILE}"
             )
     try:
-        return load(data)
+        return tensors_from_bytes(data)
     except Exception as exc:  # safetensors raises its own SafetensorError (and others) on bad bytes
         raise CheckpointError(
             f"{path.name} is truncated or corrupt (not a readable safetensors file: {exc})"
@@ -316,14 +321,6 @@ def _check_shapes(expected: dict[str, tuple[int, ...]], found: dict[str, tuple[i
 def _check_size(config: GPTConfig, weights: Path) -> None:
     """Before anything is read or built: the model must fit in memory, and config.json must describe
     as many parameters as the weight file's header holds (a lying config is refused here, cheaply)."""
-    from model.budget.sizing import (
-        check,
-        check_config_file_shapes,
-        load_need,
-        safetensors_shapes,
-        skip_init_on_meta,
-    )
-
     try:
         shapes = safetensors_shapes(weights)
     except ValueError as exc:
@@ -334,13 +331,11 @@ def _check_size(config: GPTConfig, weights: Path) -> None:
         file_layers = {k.split(".")[1] for k in shapes if k.startswith("blocks.") and k.count(".") > 1}
         if config.n_layers > 2 * len(file_layers) + 8:  # far off: the count says enough
             raise CheckpointError(f"{CONFIG_FILE} does not match {MODEL_FILE}: {exc}") from None
-        from model.nn.gpt import GPT
-
         with torch.device("meta"), skip_init_on_meta():  # shapes only: nothing is allocated or initialised
             expected = {k: tuple(v.shape) for k, v in GPT(config).named_parameters()}
         _check_shapes(expected, shapes)
         raise CheckpointError(f"{CONFIG_FILE} does not match {MODEL_FILE}: {exc}") from None
-    check(load_need(config, what=f"loading {str(weights.parent)!r}"))
+    check_size(load_need(config, what=f"loading {str(weights.parent)!r}"))
 
 
 def load_checkpoint(
@@ -355,8 +350,6 @@ def load_checkpoint(
     The model comes back in eval mode on ``device``. ``with_train_state=False`` skips the training
     state (faster, for generation and inspection).
     """
-    from model.nn.gpt import GPT
-
     path = _resolve_dir(Path(path))
     missing = [name for name in REQUIRED_FILES if not (path / name).is_file()]
     if missing:

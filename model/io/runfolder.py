@@ -17,6 +17,7 @@ retried later and never shown half), the newest checkpoint's step, and the statu
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
@@ -92,8 +93,6 @@ def probe_name(step: int) -> str:
 
 def write_probe(folder: str | Path, frame: ProbeFrame) -> Path:
     """Write ``frame`` as ``folder/step-NNNNNNNN.npz`` in one step (float16 weights, no pickles)."""
-    import io
-
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
@@ -142,10 +141,10 @@ class RunWriter:
             (self.path / LOG_FILE).unlink(missing_ok=True)
             for old in self.probes.glob("step-*.npz") if self.probes.is_dir() else ():
                 old.unlink()
-        self._logs = [open(self.path / LOG_FILE, mode, encoding="utf-8")]  # noqa: SIM115 - close()
+        self._logs = [open(self.path / LOG_FILE, mode, encoding="utf-8")]  # closed by close()
         if extra_log is not None:
             try:
-                self._logs.append(open(extra_log, mode, encoding="utf-8"))  # noqa: SIM115 - close()
+                self._logs.append(open(extra_log, mode, encoding="utf-8"))  # closed by close()
             except OSError as exc:
                 self.close()
                 raise RunFolderError(f"cannot write --log-json {extra_log}: {exc.strerror or exc}") from None

@@ -26,6 +26,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from model.text.tales import generate_tales
+
+# The models' side (model.interp, model.io.checkpoint, model.text.sources: torch) is imported inside
+# named_heads() and finish(): `python -m model.io.starter stages|corpus|args`, which `make starter`
+# runs between trainings, needs none of it.
+
 #: Where the starter lives in the source tree (config.json, model.safetensors, tokenizer.json).
 STARTER_DIR = Path(__file__).resolve().parents[2] / "assets" / "starter"
 
@@ -78,8 +84,6 @@ def starter_corpus(
 ) -> str:
     """``builtin:tales`` with ``repeats_per_story`` lines after each story, each a random string of
     ``block_len`` of the stories' characters (no newline) written ``copies`` times, space-separated."""
-    from model.text.tales import generate_tales
-
     if base != "builtin:tales":
         raise ValueError(f"the starter corpus is built on builtin:tales, not {base}")
     tales = generate_tales()
@@ -102,8 +106,6 @@ def repeats_corpus(
     over symbols: a random segment ``S`` (``seg_len``), then ``copies - 1`` times a random gap ``G``
     (``gap_len``) and ``S`` again. The first stage of the recipe: every copy after the first is
     predictable only by an induction head, so those heads form fast."""
-    from model.text.tales import generate_tales
-
     alphabet = sorted(set(generate_tales()))
     rng = random.Random(seed)
     parts, total = [], 0

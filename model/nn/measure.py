@@ -27,8 +27,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from model.budget import arithmetic as budget
 from model.config import GPTConfig
+from model.nn.gpt import GPT, build_model
 
 #: Parameter name pattern → budget component (every GPT parameter matches exactly one).
 PARAM_RULES: tuple[tuple[str, str], ...] = (
@@ -94,10 +97,6 @@ def measured_parameters(cfg: GPTConfig, *, device: str | None = None) -> ParamCh
     parameters, the ``meta`` device above that. Raises :class:`~model.config.ConfigError` for an
     invalid config.
     """
-    import torch
-
-    from model.nn.gpt import GPT
-
     calc = budget.parameters(cfg)
     if device is None:
         device = "cpu" if calc.total <= REAL_BUILD_MAX_PARAMS else "meta"
@@ -182,8 +181,6 @@ def scaled_down(
 def measure_matmul_peak(device: str = "cpu", n: int = 1024, seconds: float = 0.3, dtype: Any = None) -> float:
     """FLOP/s of square ``n×n`` float32 matrix products on ``device`` (``2·n³`` FLOPs each), the best
     of repeated timings over about ``seconds``: this machine's practical matmul peak."""
-    import torch
-
     dtype = dtype or torch.float32
     dev = torch.device(device)
     a = torch.randn(n, n, device=dev, dtype=dtype)
@@ -289,10 +286,6 @@ def measure_throughput(
     ``max_seconds`` of timed steps (at least two are timed) or when ``should_stop()`` is true (at
     least one).
     """
-    import torch
-
-    from model.nn.gpt import build_model
-
     small, notes = scaled_down(cfg, max_params)
     T = min(seq_len if seq_len is not None else 128, small.context_length)
     dev = torch.device(device)

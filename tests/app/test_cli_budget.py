@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import app.cli as cli
+from app.commands.budget import parse_amount
 from model.budget import arithmetic as budget
 from model.budget import presets
 from model.config import GPTConfig
@@ -161,8 +162,6 @@ def test_several_problems_in_one_line(run):
 
 
 def test_amounts_accept_suffixes():
-    from app.commands.budget import parse_amount
-
     assert parse_amount("2T") == 2 * 10**12
     assert parse_amount("300B") == 300 * 10**9
     assert parse_amount("1.5e9") == 1.5e9

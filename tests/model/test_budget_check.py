@@ -7,6 +7,7 @@ import pytest
 from model.budget import arithmetic as budget
 from model.budget.presets import get
 from model.config import GPTConfig
+from model.nn.gpt import GPT
 from model.nn.measure import (
     REAL_BUILD_MAX_PARAMS,
     component_of,
@@ -37,8 +38,6 @@ def test_every_parameter_name_has_one_component():
 def test_small_configs_are_built_for_real_and_match_per_component(cfg):
     check = measured_parameters(cfg)
     assert check.device == "cpu" and check.ok and check.mismatches == []
-    from model.nn.gpt import GPT
-
     assert check.measured_total == sum(p.numel() for p in GPT(cfg).parameters())
 
 

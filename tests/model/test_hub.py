@@ -1,6 +1,8 @@
 """Downloads from the Hub go through huggingface_hub into its cache, against a fake Hub on 127.0.0.1."""
 
+import huggingface_hub.file_download as fd
 import pytest
+from huggingface_hub import constants, try_to_load_from_cache
 
 from model.io import hub
 from model.io.hub import DownloadCancelled, HubError, fetch, needed_files, parse_ref, plan
@@ -68,8 +70,6 @@ PARTIAL_OR_BAD_IDS = (
 
 @pytest.mark.parametrize("text", PARTIAL_OR_BAD_IDS)
 def test_parse_ref_refuses_what_huggingface_hub_would_refuse_in_one_line(text, tmp_path, monkeypatch):
-    from huggingface_hub import try_to_load_from_cache
-
     with pytest.raises(HubError, match="not a Hub model name") as info:
         parse_ref(text)
     assert "\n" not in str(info.value) and "HFValidation" not in str(info.value)
@@ -109,8 +109,6 @@ def test_fetch_reports_progress_and_opens_the_model(fake_hub, tiny_gpt2_repo_fil
 
 
 def test_cancel_leaves_no_half_file_and_keeps_finished_ones(fake_hub, tiny_gpt2_repo_files, monkeypatch):
-    from huggingface_hub import constants
-
     monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 1024)  # many chunks: a cancel lands mid-file
     fake_hub.add_repo(REPO, tiny_gpt2_repo_files)
     calls_in_weights = []
@@ -139,8 +137,6 @@ def test_cancel_leaves_no_half_file_and_keeps_finished_ones(fake_hub, tiny_gpt2_
 
 
 def test_a_broken_transfer_resumes_where_it_stopped(fake_hub, tiny_gpt2_repo_files, monkeypatch):
-    import huggingface_hub.file_download as fd
-
     monkeypatch.setattr(fd.time, "sleep", lambda s: None)  # the library waits 1 s before retrying
     monkeypatch.setattr(fd.constants, "DOWNLOAD_CHUNK_SIZE", 1024)  # it resumes after the last whole chunk
     fake_hub.add_repo(REPO, tiny_gpt2_repo_files)

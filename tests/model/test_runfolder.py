@@ -4,6 +4,7 @@ whole probes, and notices the end of a run and a vanished folder."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -62,8 +63,6 @@ def test_follower_reads_whole_lines_and_whole_probes_only(tmp_path):
     w.close()
     w.status("finished", step=3)
     assert follow.poll().done
-    import shutil
-
     shutil.rmtree(tmp_path / "run")
     up = follow.poll()
     assert up.done and up.status == "gone"

@@ -115,7 +115,7 @@ def plan(ref: HubRef | str, *, token: str | bool | None = None) -> Plan:
         info = HfApi(endpoint=endpoint(), token=token).model_info(
             ref.repo_id, revision=ref.revision, files_metadata=True
         )
-    except Exception as exc:  # noqa: BLE001 - every failure becomes one line
+    except Exception as exc:  # every failure becomes one line
         raise explain(exc, ref) from None
     sizes = {s.rfilename: int(s.size or 0) for s in (info.siblings or [])}
     names = needed_files(sizes, ref)
@@ -318,7 +318,7 @@ def fetch(
                 folder = path.parent
     except DownloadCancelled:
         raise
-    except Exception as exc:  # noqa: BLE001 - every failure becomes one line
+    except Exception as exc:  # every failure becomes one line
         cancelled = exc.__context__ if isinstance(exc.__context__, DownloadCancelled) else None
         if cancelled is not None:
             raise cancelled from None
