@@ -1,7 +1,8 @@
 """The main window: the tab registry, the setup docks that follow the tab, status bar and settings.
 
-The menus and what their actions do are in :mod:`app.menus`; where a tab lives (its holder, scroll
-area and the :class:`TabError` that stands in for a broken one) in :mod:`app.tab_host`.
+The window is made of parts: its menu bar and actions (``menu``, :mod:`app.menus`), what the File
+menu's actions do (``files``, :mod:`app.file_actions`), and each tab's holder and scroll area
+(:mod:`app.tab_host`, with the :class:`TabError` that stands in for a broken tab).
 
 Tabs
 ----
@@ -33,9 +34,10 @@ import traceback
 
 from PySide6.QtCore import QByteArray, QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QTabWidget, QWidget
+from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QMessageBox, QTabWidget, QWidget
 
-from app.menus import APP_NAME, WindowMenus, about_text, export_widget_targets
+from app.file_actions import FileActions, export_widget_targets
+from app.menus import APP_NAME, WindowMenus, about_text
 from app.session import Session
 from app.settings import AppSettings
 from app.tab_host import TabError, TabHolder, load_tab
@@ -74,8 +76,10 @@ def fit_to_screen(size: QSize, area: QRect) -> QSize:
     return size.boundedTo(room.expandedTo(QSize(640, 480)))
 
 
-class MainWindow(WindowMenus, QMainWindow):
-    """The Attention Lab window. ``session`` and ``settings`` are created when not given."""
+class MainWindow(QMainWindow):
+    """The Attention Lab window. ``session`` and ``settings`` are created when not given; ``menu``
+    (:class:`~app.menus.WindowMenus`) and ``files`` (:class:`~app.file_actions.FileActions`) are its
+    parts."""
 
     #: emitted once, after the first paint (cold-start measurement)
     firstPainted = Signal()
@@ -109,6 +113,7 @@ class MainWindow(WindowMenus, QMainWindow):
         self._holders: dict[str, TabHolder] = {}
         self._pending: dict[str, str] = {}
         self._lazy = lazy
+        self.menu: WindowMenus | None = None  # built once the first tabs and the docks exist
         for i, (title, spec) in enumerate(tabs if tabs is not None else TABS):
             holder = TabHolder(title)
             self._holders[title] = holder
@@ -121,8 +126,8 @@ class MainWindow(WindowMenus, QMainWindow):
         self.tab_widget.currentChanged.connect(self._on_tab_changed)
 
         self._build_docks()
-        self._build_actions()
-        self._build_menus()
+        self.files = FileActions(self)
+        self.menu = WindowMenus(self, self.files)
         self._build_status_bar()
         self._connect_session()
         self.resize(fit_to_screen(DEFAULT_SIZE, screen_area(self)))
@@ -201,8 +206,8 @@ class MainWindow(WindowMenus, QMainWindow):
         tab = load_tab(title, spec, self.session)
         self._holders[title].set_tab(tab)
         self.tabs[title] = tab
-        if hasattr(self, "menus"):
-            self._add_tab_menu_actions(tab)
+        if self.menu is not None:  # a tab built after the menu bar (lazy windows)
+            self.menu.add_tab_actions(tab)
             if self._restore:
                 hook = getattr(tab, "restore_state", None)
                 if callable(hook):
@@ -243,9 +248,9 @@ class MainWindow(WindowMenus, QMainWindow):
             for form in (config.form, settings.form):
                 form.valueChanged.connect(lambda *_: train.panels_changed())
         if hasattr(train, "confirm_replace"):
-            train.confirm_replace = self._maybe_save
+            train.confirm_replace = self.files.maybe_save
         if hasattr(train, "saveRequested"):
-            train.saveRequested.connect(self.save_checkpoint_as)
+            train.saveRequested.connect(self.files.save_checkpoint_as)
 
     def _build_status_bar(self) -> None:
         bar = self.statusBar()
@@ -259,13 +264,13 @@ class MainWindow(WindowMenus, QMainWindow):
         for w in (self.device_label, self.params_label, self.step_label, self.tps_label):
             w.setContentsMargins(8, 0, 8, 0)
             bar.addPermanentWidget(w)
-        self._update_status()
+        self.update_status()
 
     def _connect_session(self) -> None:
         s = self.session
         for sig in (s.modelChanged, s.deviceChanged, s.historyReset, s.trainingStateChanged):
-            sig.connect(lambda *_: self._update_status())
-        s.eventsAppended.connect(lambda *_: self._update_status())
+            sig.connect(lambda *_: self.update_status())
+        s.eventsAppended.connect(lambda *_: self.update_status())
         s.errorOccurred.connect(self.show_error)
         s.statusMessage.connect(lambda text: self.statusBar().showMessage(text, 10000))
         s.checkpointSaved.connect(self._on_saved)
@@ -273,7 +278,12 @@ class MainWindow(WindowMenus, QMainWindow):
         self._update_actions(s.state)
 
     # ---- status --------------------------------------------------------------------------------
-    def _update_status(self) -> None:
+    def show_error(self, title: str, message: str) -> None:
+        """A dialog for what the user must see (tests patch ``QMessageBox.critical``)."""
+        QMessageBox.critical(self, title, message)
+
+    def update_status(self) -> None:
+        """The status bar and the title: the model's origin, device, parameters, step, pace."""
         s = self.session
         origin = s.slot.origin()
         self.origin_label.setText(f"Model: {origin}" if origin else "")
@@ -294,13 +304,13 @@ class MainWindow(WindowMenus, QMainWindow):
 
     def _update_actions(self, state: str) -> None:
         idle = state == "idle"
-        self.new_action.setEnabled(idle)
-        self.open_action.setEnabled(idle)
-        self.follow_action.setEnabled(idle or state == "following")
+        self.menu.new_action.setEnabled(idle)
+        self.menu.open_action.setEnabled(idle)
+        self.menu.follow_action.setEnabled(idle or state == "following")
 
     def _on_saved(self, path: str) -> None:
         self.statusBar().showMessage(f"Saved checkpoint to {path}", 6000)
-        self._update_status()
+        self.update_status()
 
     # ---- export --------------------------------------------------------------------------------
     def current_tab(self) -> QWidget:
@@ -395,24 +405,24 @@ class MainWindow(WindowMenus, QMainWindow):
             except Exception:
                 traceback.print_exc()
 
-    def paintEvent(self, event) -> None:  # noqa: N802
+    def paintEvent(self, event) -> None:
         super().paintEvent(event)
         if not self._painted:
             self._painted = True
             QTimer.singleShot(0, self.firstPainted.emit)
 
-    def closeEvent(self, event) -> None:  # noqa: N802
+    def closeEvent(self, event) -> None:
         """Ask about unsaved training, stop every worker and wait for it, then save settings."""
         if self._closing:
             event.accept()
             return
-        if not self._maybe_save("Quit"):
+        if not self.files.maybe_save("Quit"):
             event.ignore()
             return
         self._closing = True
         self.save_settings()
-        if getattr(self, "_get_model", None) is not None:
-            self._get_model.shutdown()
+        if self.files.get_model is not None:
+            self.files.get_model.shutdown()
         for tab in self.tabs.values():
             hook = getattr(tab, "shutdown", None)
             if callable(hook):
@@ -423,11 +433,11 @@ class MainWindow(WindowMenus, QMainWindow):
         self.session.shutdown()
         event.accept()
 
-    def sizeHint(self) -> QSize:  # noqa: N802
+    def sizeHint(self) -> QSize:
         return fit_to_screen(DEFAULT_SIZE, screen_area(self))
 
     # ---- keyboard focus follows what is visible ------------------------------------------------
-    def focusNextPrevChild(self, next: bool) -> bool:  # noqa: N802, A002 (Qt's names)
+    def focusNextPrevChild(self, next: bool) -> bool:  # Qt's names
         """Tab and Shift+Tab walk the widgets a person can see: Qt's own chain also enters the dock
         panels tabbed behind another (kept "visible" off screen), where keys would edit a hidden
         config. The same rules as Qt's otherwise (tab-focusable, enabled, shown, no focus proxy)."""

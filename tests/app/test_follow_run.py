@@ -93,7 +93,7 @@ def test_the_train_tab_follows_a_headless_run_live(qtbot, tiny_window, tmp_path)
             lambda ev: seen_running.append(json.loads((run / "run.json").read_text())["status"])
         )
         lateness = Lateness()
-        assert win.follow_run(str(run))
+        assert win.files.follow_run(str(run))
         assert s.state == "following" and tab.follow_bar.isVisible() and not tab.start_button.isEnabled()
         with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT) as done:
             pass
@@ -139,7 +139,7 @@ def _fake_run(path: Path, steps: int = 3) -> RunWriter:
 def test_following_stops_cleanly_when_the_folder_disappears(qtbot, tiny_window, tmp_path):
     s = tiny_window.session
     w = _fake_run(tmp_path / "run")
-    tiny_window.follow_run(str(tmp_path / "run"))
+    tiny_window.files.follow_run(str(tmp_path / "run"))
     qtbot.waitUntil(lambda: len(s.history) == 3 and len(s.frames) == 1, timeout=TIMEOUT)
     assert "2 processes" in tiny_window.tabs["Train"].follow_bar.label.text()
     w.close()
@@ -154,7 +154,7 @@ def test_stop_following_and_what_cannot_be_followed(qtbot, tiny_window, tmp_path
     with pytest.raises(ValueError, match="not a run folder"):
         s.follow.start(tmp_path)
     w = _fake_run(tmp_path / "run")
-    assert tiny_window.follow_run(str(tmp_path / "run"))
+    assert tiny_window.files.follow_run(str(tmp_path / "run"))
     qtbot.waitUntil(lambda: len(s.history) == 3, timeout=TIMEOUT)
     with pytest.raises(ValueError, match="stop following"):
         s.start_training()

@@ -141,7 +141,7 @@ def test_a_bad_checkpoint_is_refused_in_one_line_and_nothing_changes(saved, erro
     for case, name in CASES.items():  # one window for all (a window costs a second or two)
         errors.clear()
         mem = rss()
-        assert win.open_checkpoint(str(good.parent / name)) is False, case
+        assert win.files.open_checkpoint(str(good.parent / name)) is False, case
         assert rss() - mem < MAX_GROWTH, case
         assert len(errors) == 1 and errors[0][0] == "Could not open checkpoint", (case, errors)
         reason = one_clear_line(errors[0][1])
@@ -154,7 +154,7 @@ def test_a_bad_checkpoint_is_refused_in_one_line_and_nothing_changes(saved, erro
         assert snapshot(good.parent) == before, case  # nothing on disk touched
         assert win.windowTitle() == title, case
     alive(win, qtbot)
-    assert win.open_checkpoint(str(good)) is True  # and a good one still opens
+    assert win.files.open_checkpoint(str(good)) is True  # and a good one still opens
     assert errors == [] or len(errors) == 1
 
 
@@ -170,7 +170,7 @@ def test_a_config_too_large_for_memory_is_refused_by_new_run_and_start(tiny_wind
     win.config_panel.set_config(huge)
     assert win.config_panel.valid and s.config.d_model == 8192
     mem = rss()
-    win.new_run()  # File → New run builds the config: refused before allocating
+    win.files.new_run()  # File → New run builds the config: refused before allocating
     assert len(errors) == 1
     reason = one_clear_line(errors[0][1])
     assert "needs about" in reason and "available" in reason
@@ -321,13 +321,13 @@ def test_a_read_only_save_folder_is_refused_and_the_old_checkpoint_kept(
         locked.chmod(0o555)
         target = str(locked / "ckpt")
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (target, ""))
-    assert win.save_checkpoint_as() is False
+    assert win.files.save_checkpoint_as() is False
     assert len(errors) == 1 and errors[0][0] == "Could not save checkpoint"
     assert "read-only or no permission" in one_clear_line(errors[0][1])
     assert not Path(target).exists()
     assert s.checkpoint_path == str(good) and s.dirty  # still unsaved
     assert snapshot(good) == before
-    assert win.save_checkpoint() is True  # File → Save to the old place still works
+    assert win.files.save_checkpoint() is True  # File → Save to the old place still works
 
 
 def test_a_read_only_save_folder_while_training_is_refused_at_once(tiny_window, errors, qtbot):
@@ -337,7 +337,7 @@ def test_a_read_only_save_folder_while_training_is_refused_at_once(tiny_window, 
     win.train_settings_panel.set_settings(s.train_settings)
     with qtbot.waitSignal(s.eventsAppended, timeout=30000):
         win.tab("Train").start_button.click()
-    assert win._save_to("/proc/attention-lab-save") is False
+    assert win.files.save_to("/proc/attention-lab-save") is False
     assert "read-only or no permission" in one_clear_line(errors[0][1])
     assert s.is_training  # the run goes on
     with qtbot.waitSignal(s.eventsAppended, timeout=30000):

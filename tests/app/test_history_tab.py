@@ -102,7 +102,7 @@ def test_file_menu_opens_a_folder_history(qtbot, tiny_window, tmp_path, write_hf
     root = tmp_path / "ckpts"
     for step, seed in ((10, 1), (30, 2)):
         write_hf_family(root / f"step{step}", "gpt_neox", seed=seed, num_key_value_heads=None)
-    menu = [a.text() for a in tiny_window.file_menu.actions()]
+    menu = [a.text() for a in tiny_window.menu.file_menu.actions()]
     assert "Open a training &history…" in menu
 
     dialog = open_dialog.OpenHistoryDialog()
@@ -119,7 +119,7 @@ def test_file_menu_opens_a_folder_history(qtbot, tiny_window, tmp_path, write_hf
     monkeypatch.setattr(open_dialog.OpenHistoryDialog, "exec", chosen)
     tab = tiny_window.tab("History")
     with qtbot.waitSignal(tab.stepShown, timeout=TIMEOUT):
-        tiny_window.history_action.trigger()
+        tiny_window.menu.history_action.trigger()
     assert tab.state.history.steps == [10, 30] and tiny_window.current_tab() is tab
     assert tab.mosaic.weights.shape[:2] == (2, 4)
 

@@ -8,6 +8,8 @@ import xml.etree.ElementTree as ET
 import pytest
 from PySide6.QtWidgets import QFileDialog
 
+from app.file_actions import FileActions
+
 
 @pytest.fixture
 def tiny_window_tabs():
@@ -26,7 +28,7 @@ def test_svg_export_writes_the_file_the_user_named_with_every_target(
     assert len(targets) == 2
     out = tmp_path / "foo.svg"
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(out), "SVG drawing (*.svg)"))
-    win.export_action.trigger()
+    win.menu.export_action.trigger()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["foo.svg"]
     root = ET.parse(out).getroot()
     assert root.tag.endswith("svg")
@@ -82,7 +84,7 @@ def test_open_checkpoint_takes_a_nanogpt_ckpt_file(
     _accept_choosing(monkeypatch, choose)
     s = tiny_window.session
     with qtbot.waitSignal(s.historyReset, timeout=60_000):
-        tiny_window.open_action.trigger()
+        tiny_window.menu.open_action.trigger()
     assert s.checkpoint_meta["kind"] == "nanogpt" and s.model.config.n_layers == 2
 
 
@@ -99,13 +101,13 @@ def test_open_checkpoint_takes_a_folder_or_a_file_inside_one(qtbot, tiny_window,
     assert checkpoint_target(saved) == str(saved)
 
     opened = []
-    monkeypatch.setattr(type(tiny_window), "open_checkpoint", lambda self, path, **k: opened.append(path))
+    monkeypatch.setattr(FileActions, "open_checkpoint", lambda self, path, **k: opened.append(path))
     for choose in (
         lambda d: (d.selectFile(str(saved / "config.json")), d.accept()),  # a file inside: its folder
         lambda d: (d.setDirectory(str(saved)), d.folder_button.click()),  # the folder shown
     ):
         _accept_choosing(monkeypatch, choose)
-        tiny_window.open_action.trigger()
+        tiny_window.menu.open_action.trigger()
     assert opened == [str(saved), str(saved)]
     # the folder selected in the list (not gone into) is the one 'Open this folder' opens
     dialog = CheckpointDialog(tiny_window, str(saved.parent))
@@ -139,13 +141,13 @@ def test_each_dialog_starts_where_the_last_one_of_its_kind_ended(qtbot, tiny_win
 
     # the first Follow starts where the last dialog of any kind ended (here: an export into runs/)
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(runs / "view.png"), ""))
-    win.export_action.trigger()
+    win.menu.export_action.trigger()
     monkeypatch.setattr(QFileDialog, "getExistingDirectory", pick(runs / "demo"))
-    win.follow_action.trigger()
+    win.menu.follow_action.trigger()
     assert starts == [str(runs)] and win.session.is_following
     win.session.follow.stop(wait=True)
     qtbot.waitUntil(lambda: win.session.state == "idle", timeout=10_000)
-    win.follow_action.trigger()  # the next one starts beside the folder it followed
+    win.menu.follow_action.trigger()  # the next one starts beside the folder it followed
     assert starts[-1] == str(runs)
     win.session.follow.stop(wait=True)
     qtbot.waitUntil(lambda: win.session.state == "idle", timeout=10_000)
@@ -155,8 +157,8 @@ def test_each_dialog_starts_where_the_last_one_of_its_kind_ended(qtbot, tiny_win
     win.session.save_checkpoint(str(ckpt))
     seen = _accept_choosing(monkeypatch, lambda d: (d.setDirectory(str(ckpt)), d.folder_button.click()))
     with qtbot.waitSignal(win.session.historyReset, timeout=30_000):
-        win.open_action.trigger()
-    win.open_action.trigger()
+        win.menu.open_action.trigger()
+    win.menu.open_action.trigger()
     assert seen["start"] == str(ckpt.parent)
 
     # a folder since removed: the nearest one above it
@@ -185,7 +187,7 @@ def test_the_history_dialog_and_its_exports_start_where_the_last_ones_ended(
         return False  # cancelled: nothing to open, the folder is not remembered
 
     monkeypatch.setattr(OpenHistoryDialog, "exec", exec_)
-    win.history_action.trigger()
+    win.menu.history_action.trigger()
 
     def exec_open(self):
         starts.append(self.last_dir)
@@ -194,8 +196,8 @@ def test_the_history_dialog_and_its_exports_start_where_the_last_ones_ended(
         return True
 
     monkeypatch.setattr(OpenHistoryDialog, "exec", exec_open)
-    win.history_action.trigger()  # the folder is no history: the tab says so, and remembers it
-    win.history_action.trigger()
+    win.menu.history_action.trigger()  # the folder is no history: the tab says so, and remembers it
+    win.menu.history_action.trigger()
     assert starts[1:] == [starts[0], str(folder.parent)]
     # the History tab's CSV and plot exports start in the last export folder
     exports = tmp_path / "exports"
@@ -227,8 +229,8 @@ def test_keyboard_shortcuts_lists_what_the_actions_say(qtbot, tiny_window):
     from PySide6.QtGui import QAction, QKeySequence
 
     win = tiny_window
-    win.shortcuts_action.trigger()
-    text = _shown(win.help_dialog())
+    win.menu.shortcuts_action.trigger()
+    text = _shown(win.menu.help_dialog())
     native = QKeySequence.SequenceFormat.NativeText
     save = QKeySequence(QKeySequence.StandardKey.Save).toString(native)
     for keys, does in (
@@ -249,31 +251,31 @@ def test_keyboard_shortcuts_lists_what_the_actions_say(qtbot, tiny_window):
     win.addAction(extra)
     in_menu = QAction("Zoom the grid", win)
     in_menu.setShortcut(QKeySequence("Ctrl+Alt+J"))
-    win.menus["View"].addAction(in_menu)
-    win.shortcuts_action.trigger()
-    text = _shown(win.help_dialog())
+    win.menu.menus["View"].addAction(in_menu)
+    win.menu.shortcuts_action.trigger()
+    text = _shown(win.menu.help_dialog())
     assert "Ctrl+Alt+K Frobnicate the heads window" in text
     assert "Ctrl+Alt+J Zoom the grid View menu" in text
-    assert not win.help_dialog().isModal()
+    assert not win.menu.help_dialog().isModal()
 
 
 def test_f1_explains_the_page_in_view_with_its_own_header(qtbot, tiny_window):
     from PySide6.QtGui import QKeySequence
 
     win = tiny_window
-    assert win.page_help_action.shortcut() == QKeySequence(QKeySequence.StandardKey.HelpContents)
+    assert win.menu.page_help_action.shortcut() == QKeySequence(QKeySequence.StandardKey.HelpContents)
     titles = list(win.tabs)
     attention = win.tab("Attention")
     shown = {}
     win.tab_widget.setCurrentIndex(titles.index("Attention"))
     for key in ("heads", "pipeline"):
         page = attention.show_page(key)
-        shown[key] = (_shown(win.show_page_help()), _plain(page.blurb), page.title)
+        shown[key] = (_shown(win.menu.show_page_help()), _plain(page.blurb), page.title)
     labs = win.tab("Labs")
     win.tab_widget.setCurrentIndex(titles.index("Labs"))
     lab_page = labs.show_page("mask-bug")
-    win.page_help_action.trigger()
-    shown["lab"] = (_shown(win.help_dialog()), _plain(lab_page.explanation), lab_page.title)
+    win.menu.page_help_action.trigger()
+    shown["lab"] = (_shown(win.menu.help_dialog()), _plain(lab_page.explanation), lab_page.title)
     for key, (text, header, title) in shown.items():
         assert header and header in text, key
         assert title in text
@@ -281,7 +283,7 @@ def test_f1_explains_the_page_in_view_with_its_own_header(qtbot, tiny_window):
     assert _plain(lab_page.notice) in shown["lab"][0]
     # a tab without pages says what the tab is (the README's paragraph about it)
     win.tab_widget.setCurrentIndex(titles.index("Train"))
-    assert "Pick a corpus or a synthetic task" in _shown(win.show_page_help())
+    assert "Pick a corpus or a synthetic task" in _shown(win.menu.show_page_help())
 
 
 def test_readme_sections_open_from_the_help_menu(qtbot, tiny_window, monkeypatch, tmp_path):
@@ -294,21 +296,21 @@ def test_readme_sections_open_from_the_help_menu(qtbot, tiny_window, monkeypatch
     win = tiny_window
     readme = (Path(app.__file__).parents[1] / "README.md").read_text(encoding="utf-8")
     headings = re.findall(r"^## (.+)$", readme, flags=re.M)
-    assert [a.text() for a in win.readme_actions] == headings
+    assert [a.text() for a in win.menu.readme_actions] == headings
     assert {"Quick start", "What is in the window", "Command line", "A model's training history"} <= set(
         headings
     )
-    quick = next(a for a in win.readme_actions if a.text() == "Quick start")
+    quick = next(a for a in win.menu.readme_actions if a.text() == "Quick start")
     quick.trigger()
-    text = win.help_dialog().text()
+    text = win.menu.help_dialog().text()
     assert "make run" in text and "make test" in text and "Command line" not in text
     # a link to another section shows that section
-    win.help_dialog()._link(help_module.QUrl("#a-models-training-history"))
-    assert "Pythia" in win.help_dialog().text()
+    win.menu.help_dialog()._link(help_module.QUrl("#a-models-training-history"))
+    assert "Pythia" in win.menu.help_dialog().text()
     # without the README: one clear line
     monkeypatch.setattr(help_module, "readme_path", lambda: tmp_path / "README.md")
     quick.trigger()
     assert (
-        "The README is not installed" in win.help_dialog().text()
-        and str(tmp_path) in win.help_dialog().text()
+        "The README is not installed" in win.menu.help_dialog().text()
+        and str(tmp_path) in win.menu.help_dialog().text()
     )

@@ -17,7 +17,7 @@ def tiny_window_tabs():
 def _open(qtbot, win, path, monkeypatch):
     monkeypatch.setattr(CheckpointDialog, "get_path", lambda *a, **k: str(path))
     with qtbot.waitSignal(win.session.historyReset, timeout=TIMEOUT):
-        win.open_action.trigger()
+        win.menu.open_action.trigger()
 
 
 def test_open_a_gpt2_folder_shows_its_origin_and_fine_tunes(

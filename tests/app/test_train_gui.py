@@ -112,13 +112,13 @@ def test_save_then_open_checkpoint_via_menu_restores_model_and_curves(
     target = tmp_path / "run1"
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), ""))
     with qtbot.waitSignal(s.checkpointSaved, timeout=TIMEOUT):
-        win.save_as_action.trigger()
+        win.menu.save_as_action.trigger()
     assert (target / "config.json").is_file() and (target / "model.safetensors").is_file()
     assert not s.dirty and s.checkpoint_path == str(target)
     saved_weight = s.model.tok_emb.weight.detach().clone()
     saved_history = list(s.history)
 
-    win.new_action.trigger()  # forget it: an untrained model, empty curves
+    win.menu.new_action.trigger()  # forget it: an untrained model, empty curves
     assert s.step == 0 and tab.plots.n_points == 0
     assert not torch.equal(s.model.tok_emb.weight, saved_weight)
 
@@ -126,7 +126,7 @@ def test_save_then_open_checkpoint_via_menu_restores_model_and_curves(
     errors = []
     monkeypatch.setattr(QMessageBox, "critical", lambda *a, **k: errors.append(a))
     with qtbot.waitSignal(s.historyReset, timeout=TIMEOUT):
-        win.open_action.trigger()
+        win.menu.open_action.trigger()
     assert not errors
     assert s.step == 6 and s.history == saved_history and tab.plots.n_points == 6
     assert torch.equal(s.model.tok_emb.weight.detach(), saved_weight)
@@ -178,7 +178,7 @@ def test_corrupt_checkpoint_shows_an_error_and_the_app_keeps_working(
     monkeypatch.setattr(QMessageBox, "critical", lambda parent, title, text, *a: shown.append((title, text)))
     monkeypatch.setattr(CheckpointDialog, "get_path", lambda *a, **k: str(bad))
     model_before = s.model
-    win.open_action.trigger()
+    win.menu.open_action.trigger()
     assert len(shown) == 1 and "checkpoint" in shown[0][0].lower() and str(bad) in shown[0][1]
     assert s.model is model_before  # nothing changed
     with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT) as done:

@@ -99,7 +99,7 @@ def test_last_directory_is_remembered(app_settings, tmp_path):
 def test_export_current_view(qtbot, tiny_window, tmp_path, monkeypatch, suffix):
     out = tmp_path / f"view{suffix}"
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(out), ""))
-    tiny_window.export_action.trigger()
+    tiny_window.menu.export_action.trigger()
     written = sorted(tmp_path.iterdir())
     assert written, "nothing exported"
     for path in written:
@@ -112,7 +112,7 @@ def test_export_current_view(qtbot, tiny_window, tmp_path, monkeypatch, suffix):
     tiny_window.tab_widget.setCurrentIndex(len(TABS) - 1)
     out2 = tmp_path / f"other{suffix}"
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(out2), ""))
-    tiny_window.export_action.trigger()
+    tiny_window.menu.export_action.trigger()
     others = list(tmp_path.glob("other*"))
     assert others and all(p.stat().st_size > 100 for p in others)
 
@@ -141,7 +141,7 @@ def test_data_panel_shows_the_data_layers_error_and_keeps_the_source(
 def test_about_names_versions_and_device(qtbot, tiny_window, monkeypatch):
     shown = []
     monkeypatch.setattr(QMessageBox, "about", lambda parent, title, text: shown.append(text))
-    tiny_window.about_action.trigger()
+    tiny_window.menu.about_action.trigger()
     assert shown and "PyTorch" in shown[0] and "PySide6" in shown[0] and "cpu" in shown[0]
 
 
@@ -155,11 +155,11 @@ def test_status_bar_shows_device_parameters_and_step(tiny_window):
 
 def test_menus_have_the_expected_actions(tiny_window):
     win = tiny_window
-    file_texts = [a.text().replace("&", "") for a in win.file_menu.actions() if a.text()]
+    file_texts = [a.text().replace("&", "") for a in win.menu.file_menu.actions() if a.text()]
     for want in ("New run", "Open checkpoint…", "Save checkpoint", "Save checkpoint as…", "Quit"):
         assert want in file_texts
     assert any("Export" in t for t in file_texts)
-    assert {"File", "View", "Help", "Training"} <= set(win.menus)
+    assert {"File", "View", "Help", "Training"} <= set(win.menu.menus)
 
 
 def test_closing_with_unsaved_training_asks_and_cancel_keeps_the_window(qtbot, tiny_window, monkeypatch):
@@ -185,7 +185,7 @@ def test_lazy_window_paints_first_then_builds_the_rest(qtbot, app_settings):
     qtbot.waitUntil(lambda: not win._pending and win.data_panel is not None, timeout=60_000)
     assert win.docks["data"].widget() is win.data_panel
     assert all(win.tabs[t] is win._holders[t].tab for t in later)
-    assert "Training" in win.menus
+    assert "Training" in win.menu.menus
     win.close()
 
 

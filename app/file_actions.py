@@ -1,0 +1,238 @@
+"""What the File menu's actions do: a new run, opening, following and saving models, getting one
+from the Hub, a model's training history, exporting the current view.
+
+:class:`FileActions` is a part of the :class:`~app.window.MainWindow` (``window.files``); the menu
+bar (:mod:`app.menus`) triggers its methods, and the window asks :meth:`FileActions.maybe_save`
+before it closes. It reaches the window only through :class:`FileHost`. Dialogs go through
+``QMessageBox`` and ``QFileDialog``, which the tests patch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QStatusBar, QTabWidget, QWidget
+
+from app.checkpoint_dialog import CheckpointDialog
+from app.settings import AppSettings
+from app.widgets.exporting import write_png, write_svg, write_svg_group
+
+
+class FileHost(Protocol):
+    """What :class:`FileActions` reads of the window (:class:`app.window.MainWindow`, also the
+    parent of every dialog it opens)."""
+
+    session: Any
+    settings: AppSettings
+    confirm_close: bool
+    tabs: dict[str, QWidget]
+    tab_widget: QTabWidget
+
+    def tab(self, title: str) -> QWidget: ...
+    def current_tab(self) -> QWidget: ...
+    def statusBar(self) -> QStatusBar: ...
+    def show_error(self, title: str, message: str) -> None: ...
+    def update_status(self) -> None: ...
+    def close(self) -> bool: ...
+
+
+class FileActions:
+    """The File menu's actions (see the module docstring). ``get_model``: the Get a model… dialog
+    once it has been opened (one per window, kept between uses)."""
+
+    def __init__(self, window: FileHost):
+        self.window = window
+        self.session = window.session
+        self.settings = window.settings
+        self.get_model: Any = None
+
+    # ---- file actions --------------------------------------------------------------------------
+    def new_run(self) -> None:
+        if self.session.is_training:
+            return
+        if not self.maybe_save("Start a new run"):
+            return
+        try:
+            self.session.new_run()
+        except Exception as exc:
+            self.window.show_error("New run", str(exc))
+            return
+        self.window.statusBar().showMessage("New untrained model: press Start to train it", 6000)
+
+    def open_checkpoint_dialog(self) -> None:
+        if self.session.is_training:
+            self.window.show_error("Open checkpoint", "Stop training before opening a checkpoint.")
+            return
+        if not self.maybe_save("Open a checkpoint"):
+            return
+        path = CheckpointDialog.get_path(self.window, self.settings.last_dir("checkpoint"))
+        if path:
+            self.open_checkpoint(path)
+
+    def open_checkpoint(self, path: str, *, remember_dir: bool = True) -> bool:
+        """Load the checkpoint at ``path`` (a folder, or a nanoGPT ``ckpt.pt``); an error dialog (and
+        nothing changed) when it cannot. The next Open starts where ``path`` is, unless
+        ``remember_dir`` is False (a model downloaded into the Hugging Face cache)."""
+        if remember_dir:
+            self.settings.set_last_dir("checkpoint", Path(path).parent)
+        QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
+        try:
+            self.session.load_checkpoint(path)
+        except Exception as exc:
+            QApplication.restoreOverrideCursor()
+            self.window.show_error("Could not open checkpoint", f"{path}\n\n{exc}")
+            return False
+        QApplication.restoreOverrideCursor()
+        self.window.statusBar().showMessage(f"Opened {path} at step {self.session.step}", 6000)
+        self.window.update_status()
+        return True
+
+    def follow_run_dialog(self) -> None:
+        if not self.maybe_save("Follow a run folder"):
+            return
+        path = QFileDialog.getExistingDirectory(
+            self.window, "Follow a run folder", self.settings.last_dir("run")
+        )
+        if path:
+            self.follow_run(path)
+
+    def follow_run(self, path: str) -> bool:
+        """Follow the run folder at ``path`` in the Train tab; an error dialog when it cannot."""
+        self.settings.set_last_dir("run", Path(path).parent)
+        try:
+            self.session.follow.start(path)
+        except Exception as exc:
+            self.window.show_error("Could not follow the run", f"{path}\n\n{exc}")
+            return False
+        if "Train" in self.window.tabs:
+            self.window.tab_widget.setCurrentIndex(list(self.window.tabs).index("Train"))
+        self.window.statusBar().showMessage(f"Following {path}", 6000)
+        return True
+
+    def open_history_dialog(self) -> None:
+        """File → Open a training history…: the History tab's dialog, then that tab."""
+        try:
+            tab = self.window.tab("History")
+        except KeyError:
+            return
+        if not hasattr(tab, "open_dialog"):  # the tab could not be built: it says why
+            return
+        self.window.tab_widget.setCurrentIndex(
+            [self.window.tab_widget.tabText(i) for i in range(self.window.tab_widget.count())].index(
+                "History"
+            )
+        )
+        tab.open_dialog()
+
+    def get_model_dialog(self):
+        """File → Get a model…: the download dialog (one per window, kept between uses)."""
+        from app.get_model import GetModelDialog
+
+        dialog = getattr(self, "_get_model", None)
+        if dialog is None:
+            dialog = self.get_model = GetModelDialog(self.window)
+            dialog.downloaded.connect(self._open_downloaded)
+        dialog.show()
+        dialog.raise_()
+        return dialog
+
+    def _open_downloaded(self, folder: str, ref: str) -> None:
+        if self.session.is_training:
+            self.get_model.error_label.setText("Stop training before opening a model.")
+            return
+        if not self.maybe_save("Open a downloaded model"):
+            return
+        if self.open_checkpoint(folder, remember_dir=False):
+            self.session.checkpoint_meta["name"] = ref  # the repo, not the cache's commit folder
+            self.window.update_status()
+            self.window.statusBar().showMessage(f"Opened {ref} from the Hugging Face cache", 6000)
+            self.get_model.accept()
+
+    def save_checkpoint(self) -> bool:
+        if self.session.checkpoint_path:
+            return self.save_to(self.session.checkpoint_path)
+        return self.save_checkpoint_as()
+
+    def save_checkpoint_as(self) -> bool:
+        if self.session.model is None:
+            self.window.show_error("Save checkpoint", "There is no model to save yet.")
+            return False
+        start = str(Path(self.settings.last_dir("checkpoint")) / f"run-step{self.session.step}")
+        path, _ = QFileDialog.getSaveFileName(
+            self.window, "Save checkpoint as (a directory is created)", start, "Checkpoint directory (*)"
+        )
+        if not path:
+            return False
+        self.settings.set_last_dir("checkpoint", Path(path).parent)
+        return self.save_to(path)
+
+    def save_to(self, path: str) -> bool:
+        try:
+            self.session.save_checkpoint(path)
+        except Exception as exc:
+            self.window.show_error("Could not save checkpoint", f"{path}\n\n{exc}")
+            return False
+        return True
+
+    def maybe_save(self, what: str) -> bool:
+        """Ask about unsaved training before discarding it; False when the user cancels."""
+        if not (self.window.confirm_close and self.session.dirty and self.session.model is not None):
+            return True
+        B = QMessageBox.StandardButton
+        answer = QMessageBox.question(
+            self.window,
+            what,
+            f"The model has trained {self.session.step} steps since it was last saved. Save it first?",
+            B.Save | B.Discard | B.Cancel,
+            B.Save,
+        )
+        if answer == B.Cancel:
+            return False
+        if answer == B.Save:
+            return self.save_checkpoint()
+        return True
+
+    # ---- export --------------------------------------------------------------------------------
+    def export_current_view(self) -> None:
+        title = self.window.tab_widget.tabText(self.window.tab_widget.currentIndex()).lower()
+        start = str(Path(self.settings.last_dir("export")) / f"attention-lab-{title}.png")
+        path, chosen = QFileDialog.getSaveFileName(
+            self.window, "Export current view", start, "PNG image (*.png);;SVG drawing (*.svg)"
+        )
+        if not path:
+            return
+        if not Path(path).suffix:
+            path += ".svg" if "svg" in (chosen or "").lower() else ".png"
+        self.settings.set_last_dir("export", Path(path).parent)
+        try:
+            written = export_widget_targets(self.window.current_tab(), path)
+        except Exception as exc:
+            self.window.show_error("Export failed", f"{path}\n\n{exc}")
+            return
+        self.window.statusBar().showMessage("Exported " + ", ".join(written), 8000)
+
+
+def export_widget_targets(tab: QWidget, path: str) -> list[str]:
+    """Write ``tab`` (or its ``export_targets()``) to exactly ``path`` as PNG or SVG; returns ``[path]``.
+
+    PNG: the whole tab as on screen (``QWidget.grab``). SVG: the export targets (the whole tab when
+    it has none) drawn as vectors (:mod:`app.widgets.exporting`), several of them in one drawing, each
+    where it is on screen: the file is the one the user named, never one named after a target.
+    """
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix not in (".png", ".svg"):
+        raise ValueError(f"export as .png or .svg, not {suffix or 'a file without extension'}")
+    if suffix == ".png":
+        return [str(write_png(tab, p))]
+    hook = getattr(tab, "export_targets", None)
+    targets = hook() if callable(hook) else {}
+    widgets = list(targets.values()) if targets else [tab]
+    if len(widgets) == 1:
+        return [str(write_svg(widgets[0], p))]
+    return [str(write_svg_group(tab, widgets, p))]
+
+
+__all__ = ["FileActions", "FileHost", "export_widget_targets"]
