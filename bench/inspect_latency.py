@@ -89,17 +89,20 @@ def inspect_vs_forward(model, tokenizer, ids, threads, pairs: int = 7) -> list[f
     import torch
 
     from model.interp.inspection import inspect_prompt
+    from model.interp.plan import plan_prompt
+    from model.interp.prompt import prompt_of_ids
     from model.runtime import compute_lock
     from model.runtime import threads as use_threads
 
     idx = torch.tensor([ids], device=model.device)
+    plan = plan_prompt(model.config, tokenizer, prompt_of_ids(tokenizer, ids))  # the GUI thread's part
 
     def plain():
         with torch.no_grad():
             model(idx)
 
     def inspected():
-        inspect_prompt(model, tokenizer, ids)
+        inspect_prompt(model, tokenizer, plan)
 
     ratios = []
     with compute_lock, use_threads(threads):

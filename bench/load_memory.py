@@ -15,7 +15,7 @@ safetensors shards with an index (2.2 GB on disk, 4.4 GB once upcast to float32)
 default, ``--dtype bf16`` keeps bfloat16) and then traces every head of a 512-token prompt the way the
 Attention tab does (:func:`model.interp.inspection.inspect_prompt`: 22 × 32 heads of [512, 512] weights,
 float16 past ``FLOAT32_LIMIT``), reporting the trace's peak growth against
-:func:`model.interp.trace_size.estimate_nbytes` and its time.
+:func:`model.interp.plan.estimate_nbytes` and its time.
 
 Usage: ``python bench/load_memory.py [--layers 12] [--d-model 768] [--keep DIR]`` or
 ``python bench/load_memory.py --shape tinyllama [--dtype bf16]``. Figures, not pass/fail.
@@ -199,9 +199,9 @@ def _measure_trace(ckpt, T: int, rss) -> dict:
     /proc/self/status (VmHWM after resetting it through /proc/self/clear_refs)."""
     import torch
 
-    from model.interp.inspection import FLOAT32_LIMIT, inspect_prompt
-    from model.interp.pooling import block_size
-    from model.interp.trace_size import estimate_nbytes
+    from model.interp.inspection import inspect_prompt
+    from model.interp.plan import FLOAT32_LIMIT, estimate_nbytes, plan_prompt
+    from model.interp.prompt import prompt_of_ids
 
     cfg = ckpt.model.config
     ids = torch.randint(0, 256, (T,), generator=torch.Generator().manual_seed(0)).tolist()
@@ -221,7 +221,8 @@ def _measure_trace(ckpt, T: int, rss) -> dict:
         pass
     start = rss()
     t0 = time.perf_counter()
-    insp = inspect_prompt(ckpt.model, ckpt.tokenizer, ids, block=block_size(T, cfg.n_layers * cfg.n_heads))
+    plan = plan_prompt(cfg, ckpt.tokenizer, prompt_of_ids(ckpt.tokenizer, ids), budget=1 << 62)
+    insp = inspect_prompt(ckpt.model, ckpt.tokenizer, plan)
     seconds = time.perf_counter() - t0
     hwm = 0
     for line in Path("/proc/self/status").read_text().splitlines():

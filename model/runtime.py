@@ -24,11 +24,13 @@ from collections.abc import Iterator
 import torch
 
 from model.errors import AttentionLabError
+from model.machine import available_cores
 
 __all__ = [
     "WORKER_NICE",
     "DeviceError",
     "available_cores",
+    "with_threads",
     "compute_lock",
     "lower_thread_priority",
     "pick_device",
@@ -109,12 +111,14 @@ def pick_device(name: str | torch.device | None = "auto") -> torch.device:
     raise DeviceError(f"device {name!r} is not supported: use auto, cpu, cuda or mps")
 
 
-def available_cores() -> int:
-    """CPU cores this process may run on (its affinity mask where the OS has one)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+def with_threads(n: int | None, fn):
+    """``fn`` wrapped to run at ``n`` torch threads in the calling (worker) thread (:func:`threads`)."""
+
+    def run():
+        with threads(n):
+            return fn()
+
+    return run
 
 
 def set_threads(n: int | None = None) -> int:

@@ -71,7 +71,7 @@ def _plan(cfg, n_tokens: int, budget: int, args, *, with_model: bool):
 
     from model.budget.arithmetic import human_bytes
     from model.budget.sizing import OVERRIDE_ENV
-    from model.interp.trace_size import REQUIRED_KINDS, plan_inspection
+    from model.interp.plan import REQUIRED_KINDS, plan_inspection
 
     if os.environ.get(OVERRIDE_ENV):
         budget = 1 << 62

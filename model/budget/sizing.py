@@ -12,8 +12,8 @@ dying in the allocator minutes later. The figures come from the budget calculato
 * **train**: weights, gradients and AdamW's two moments, ``N ×`` 16 bytes in float32 (the
   precision modes of :data:`model.budget.arithmetic.PRECISIONS`), plus the activations of one batch
   (:func:`model.budget.arithmetic.activation_bytes`, ``B × T`` tokens).
-* **inspect**: :func:`model.interp.trace_size.inspection_need` and
-:func:`model.interp.trace_size.plan_inspection` (the
+* **inspect**: :func:`model.interp.plan.inspection_need` and
+:func:`model.interp.plan.plan_inspection` (the
   trace, ``L·H·T²·s`` per square kind, the forward pass's own scores of one layer and the logits), checked
   here like the others.
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from model.interp.analysis.attribution import LogitAttribution, direct_logit_attribution
 from model.interp.analysis.patching import Patching, patch_heads, patch_resid
-from model.interp.inspection import PromptError, encode_prompt, token_labels
+from model.interp.prompt import PromptError, encode_prompt, prompt_of_ids
 from model.text.tokens import visible
 
 
@@ -85,7 +85,6 @@ class PatchingResult:
     tokens of the metric ``logit[answer] − logit[wrong]`` at position ``heads.position``.
     """
 
-    request: int
     prompt: str
     corrupt_prompt: str
     heads: Patching
@@ -122,16 +121,16 @@ def patching_of(
     wrong: str | None = None,
     position: int = -1,
     prompt: str = "",
-    request: int = 0,
 ) -> PatchingResult:
     """Patch every head and every (layer, position) of the residual stream from the clean run of
     ``ids`` into ``corrupt_prompt``'s run (``L·H + L·T`` batched runs). ``answer`` / ``wrong``: tokens
     as text (None: the clean run's top token, the corrupted run's). A :class:`PromptError` when the
     corrupted prompt does not encode to as many tokens as the clean one."""
-    corrupt, dropped = encode_prompt(tokenizer, corrupt_prompt, model.config.context_length)
-    if dropped or len(corrupt) != len(ids):
+    cut = encode_prompt(tokenizer, corrupt_prompt, model.config.context_length)
+    corrupt = list(cut.ids)
+    if cut.dropped or len(corrupt) != len(ids):
         raise PromptError(
-            f"the corrupted prompt is {len(corrupt) + dropped} tokens and the clean one {len(ids)}: "
+            f"the corrupted prompt is {len(corrupt) + cut.dropped} tokens and the clean one {len(ids)}: "
             "patching needs the same length (swap words of the same token length)"
         )
     a = one_token(tokenizer, answer, "answer token") if answer else None
@@ -140,11 +139,10 @@ def patching_of(
     heads = patch_heads(model, ids, corrupt, **kw)
     kw.update(answer=heads.answer, wrong=heads.wrong)
     resid = patch_resid(model, ids, corrupt, **kw)
-    _, labels = token_labels(tokenizer, ids)
-    _, corrupt_labels = token_labels(tokenizer, corrupt)
-    _, (answer_label, wrong_label) = token_labels(tokenizer, [heads.answer, heads.wrong])
+    labels = _labels(tokenizer, ids)
+    answer_label, wrong_label = _labels(tokenizer, [heads.answer, heads.wrong])
     return PatchingResult(
-        request, prompt, corrupt_prompt, heads, resid, labels, corrupt_labels, answer_label, wrong_label
+        prompt, corrupt_prompt, heads, resid, labels, list(cut.labels), answer_label, wrong_label
     )
 
 
@@ -154,7 +152,6 @@ class AttributionResult:
     ``attr``) with the labels: ``token_label`` (and ``other_label`` for a difference), ``labels`` [T];
     ``norm``: the final norm's kind (``layernorm`` or ``rmsnorm``), whose scale was frozen."""
 
-    request: int
     attr: LogitAttribution
     token_label: str
     other_label: str | None
@@ -195,7 +192,6 @@ def attribution_of(
     token: str | None = None,
     other: str | None = None,
     position: int = -1,
-    request: int = 0,
 ) -> AttributionResult:
     """:class:`AttributionResult` of ``logit[position, token]`` (``− logit[position, other]``) for the
     prompt ``ids``; ``token`` None = the model's top prediction there. Tokens are typed as text
@@ -203,10 +199,15 @@ def attribution_of(
     t = one_token(tokenizer, token, "token") if token else None
     o = one_token(tokenizer, other, "other token") if other else None
     attr = direct_logit_attribution(model, ids, token=t, other=o, position=position)
-    _, labels = token_labels(tokenizer, ids)
-    _, names = token_labels(tokenizer, [attr.token] + ([attr.other] if attr.other is not None else []))
+    labels = _labels(tokenizer, ids)
+    names = _labels(tokenizer, [attr.token] + ([attr.other] if attr.other is not None else []))
     other_label = names[1] if len(names) > 1 else None
-    return AttributionResult(request, attr, names[0], other_label, labels, model.config.norm)
+    return AttributionResult(attr, names[0], other_label, labels, model.config.norm)
+
+
+def _labels(tokenizer, ids) -> list[str]:
+    """The visible labels of token ``ids``."""
+    return list(prompt_of_ids(tokenizer, ids).labels)
 
 
 __all__ = [

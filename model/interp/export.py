@@ -55,10 +55,10 @@ def inspection_arrays(
     trace: Trace, token_strings: list[str], batch: int = 0, *, dtype: np.dtype = np.float32
 ) -> dict[str, np.ndarray]:
     """The arrays of the inspection format from a trace that recorded
-    :data:`model.interp.trace_size.REQUIRED_KINDS`.
+    :data:`model.interp.plan.REQUIRED_KINDS`.
 
     A trace of some layers only, or without the two score kinds (an inspection planned to fit in
-    memory, :func:`model.interp.trace_size.plan_inspection`), gives the arrays it has; ``layers`` always names
+    memory, :func:`model.interp.plan.plan_inspection`), gives the arrays it has; ``layers`` always names
     the
     layers present. ``dtype`` float16 halves the size of the [L, H, T, T] arrays.
     """

@@ -35,7 +35,7 @@ format (``model.interp.export``) keeps the older names as its file keys.
 Memory. Every [T, T] kind costs ``L·H·T²·B·s`` bytes (``s`` = 2 for float16, 4 for float32). A
 12-layer, 12-head model at T = 1024 with only ``pattern`` in float16 needs 12·12·1024²·2 B = 302 MB
 (all three score kinds: 906 MB); the residual kinds are ``L·T·d·s`` each (12·1024·768·2 = 18.9 MB).
-Select ``layers`` and ``kinds`` to record less; :func:`~model.interp.trace_size.estimate_nbytes`
+Select ``layers`` and ``kinds`` to record less; :func:`~model.interp.plan.estimate_nbytes`
 gives the figure in advance, and :func:`run_with_trace` refuses a trace that cannot fit.
 """
 
@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from model.interp.trace_size import ALIASES, ALL_KINDS, GLOBAL_KINDS, canonical, inspection_need
+from model.interp.plan import ALIASES, ALL_KINDS, GLOBAL_KINDS, canonical, inspection_need
 
 #: The residual-stream checkpoints in order, as names for plots: ("embed", "L0.mid", "L0.post", ...).
 RESID_POINTS_DOC = "embed, then for each layer l: L{l}.mid (after attention), L{l}.post (after the MLP)"
@@ -308,6 +308,7 @@ def run_with_trace(
     layers: Iterable[int] | None = None,
     dtype: torch.dtype | None = None,
     hooks=(),
+    sized: bool = False,
 ) -> Trace:
     """One recorded run: the :class:`Trace` of ``tokens`` through ``model`` — the one way to record.
 
@@ -318,7 +319,8 @@ def run_with_trace(
     ``hooks``: interventions active during the pass ({name: fn} or (name, fn) pairs, e.g.
     :func:`model.nn.hooks.ablate_heads`), run before the recording at the same points. A trace the
     machine cannot hold is refused first (:class:`~model.budget.sizing.ModelTooLarge`, in
-    milliseconds). Runs in evaluation mode under ``torch.no_grad`` and restores the model's mode.
+    milliseconds), unless ``sized``: the caller's plan (:func:`~model.interp.plan.plan_prompt`) has
+    already sized it. Runs in evaluation mode under ``torch.no_grad`` and restores the model's mode.
     A layer whose scores or pattern are recorded runs the explicit softmax; its logits equal the fused
     path's to float32 precision.
     """
@@ -330,7 +332,8 @@ def run_with_trace(
         raise ValueError("the prompt encodes to no tokens")
     dtype = dtype or torch.float32
     kinds = check_kinds(kinds)
-    _check_fits(model, idx, kinds, layers, dtype)
+    if not sized:
+        _check_fits(model, idx, kinds, layers, dtype)
     rec = Recorder(layers=layers, kinds=kinds, dtype=dtype, config=model.config)
     with torch.no_grad(), eval_mode(model), model.hooks(hooks):
         with model.hooks(rec.hooks(model.config.n_layers, model.config.n_rep)):

@@ -440,10 +440,10 @@ def trace_snapshot(model: Any, tokenizer: Any, prompt: str, step: int, label: st
     """Trace ``prompt`` (:func:`model.interp.probes.trace_prompt`) and measure every head: the snapshot.
 
     Metrics as the Attention tab's Metrics page computes them
-    (:func:`model.interp.inspection.head_metrics_of`):
+    (:func:`model.interp.measures.head_metrics_of`):
     entropy, previous-token, sink and self on the prompt, induction on a repeated random sequence.
     """
-    from model.interp.inspection import head_metrics_of
+    from model.interp.measures import head_metrics_of
     from model.interp.probes import make_probe_frame, trace_prompt
 
     trace = trace_prompt(model, tokenizer, prompt)

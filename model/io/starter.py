@@ -143,11 +143,13 @@ def train_args(stage: int, corpus_path: str | Path, run: str | Path) -> list[str
 def named_heads(model: Any, tokenizer: Any, prompt: str) -> dict[str, list[tuple[int, int]]]:
     """``{role: [(layer, head), ...]}`` as the Metrics page names them on ``prompt`` (default thresholds)."""
     from model.interp.analysis.heads import HEAD_ROLES, classify_heads
-    from model.interp.inspection import encode_prompt, head_metrics_of
+    from model.interp.measures import head_metrics_of
+    from model.interp.prompt import encode_prompt
     from model.interp.trace import run_with_trace
 
-    ids, _ = encode_prompt(tokenizer, prompt, model.config.context_length)
-    trace = run_with_trace(model, ids, kinds=("pattern",))
+    trace = run_with_trace(
+        model, encode_prompt(tokenizer, prompt, model.config.context_length), kinds=("pattern",)
+    )
     result = head_metrics_of(model, trace.stack("pattern"), trace.mask)
     names = classify_heads(result.metrics)
     return {role: names.heads_named(role) for role in HEAD_ROLES if names.heads_named(role)}

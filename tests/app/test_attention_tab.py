@@ -287,7 +287,7 @@ def test_metrics_table_sorts_by_number_and_thresholds_rename_heads(qtbot, tab):
 
     page = tab.show_page("metrics")
     qtbot.waitUntil(
-        lambda: tab.metrics is not None and tab.metrics.request == tab.inspection.request, timeout=TIMEOUT
+        lambda: tab.metrics is not None and tab.state.metrics_request == tab.state.request, timeout=TIMEOUT
     )
     page.refresh()
     m = tab.metrics.metrics
@@ -366,13 +366,14 @@ def test_a_page_draws_from_a_state_alone_and_asks_the_state_for_changes(qtbot, s
     from app.views.attention.state import AttentionState
     from app.views.page import Page
     from model.interp.inspection import inspect_prompt
+    from model.interp.plan import plan_prompt
 
     state = AttentionState()
     lines = LinesPage(state)
     qtbot.addWidget(lines)
     assert isinstance(lines, Page)
-    ids = session.tokenizer.encode("a cat sat")
-    state.set_inspection(inspect_prompt(session.model, session.tokenizer, ids, request=1))
+    plan = plan_prompt(session.model.config, session.tokenizer, "a cat sat")
+    state.set_inspection(inspect_prompt(session.model, session.tokenizer, plan), 1)
     assert lines.stale and not lines.built  # nothing is built before the page is needed
     lines.ensure_built()
     lines.show()

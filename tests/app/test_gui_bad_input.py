@@ -250,7 +250,7 @@ def test_a_prompt_too_large_for_memory_is_cut_to_fit_or_refused_with_the_numbers
     tiny_window, qtbot, monkeypatch
 ):
     from model.budget import sizing
-    from model.interp.inspection import prompt_need
+    from model.interp.plan import view_need as prompt_need
     from model.text.sources import resolve_source
     from model.text.tokens import ByteTokenizer
 

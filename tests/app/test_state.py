@@ -109,7 +109,7 @@ def _inspection(request=1, L=2, H=3):
 
 def _metrics(L=2, H=3, prev=0.0):
     from model.interp.analysis.heads import HeadMetrics
-    from model.interp.inspection import MetricsResult
+    from model.interp.measures import MetricsResult
 
     z = np.zeros((L, H))
     p = np.full((L, H), prev)
@@ -140,7 +140,7 @@ def test_attention_state_announces_each_change_once():
     s = AttentionState()
     log = _record(s)
     first = _inspection(1)
-    s.set_inspection(first)
+    s.set_inspection(first, first.request)
     assert log == [("inspection_changed", (first,))] and s.prompt == "run 1"
     log.clear()
     assert s.select(5, 1) and s.selected == (1, 1)  # clamped to the model's 2 layers
@@ -160,7 +160,7 @@ def test_attention_state_names_heads_and_follows_the_thresholds():
     from model.interp.analysis.heads import HeadThresholds
 
     s = AttentionState()
-    s.set_inspection(_inspection())
+    s.set_inspection(_inspection(), 1)
     log = _record(s)
     s.set_metrics(_metrics())
     assert log == [("metrics_changed", ())]
@@ -170,7 +170,7 @@ def test_attention_state_names_heads_and_follows_the_thresholds():
     assert len(log) == 2 and s.head_tips == {} and "previous-token score ≥ 0.90" in s.role_rules_text()
     # a model of another shape: the old metrics no longer apply, the selection is clamped
     s.select(1, 2)
-    s.set_inspection(_inspection(2, L=1, H=2))
+    s.set_inspection(_inspection(2, L=1, H=2), 2)
     assert s.metrics is None and s.classification is None and s.selected == (0, 1)
 
 
@@ -178,13 +178,13 @@ def test_attention_state_keeps_only_results_of_the_current_run_and_heads():
     from app.views.attention.state import AttentionState
 
     s = AttentionState()
-    s.set_inspection(_inspection(3))
+    s.set_inspection(_inspection(3), 3)
     log = _record(s)
     s.set_head_detail(3, 1, 1, "detail of L1H1")  # not the selected head: kept, not announced
     assert s.head_detail_for_selected() is None and log == []
     s.select(1, 1)
     assert s.head_detail_for_selected() == "detail of L1H1"
-    s.set_inspection(_inspection(4))
+    s.set_inspection(_inspection(4), 4)
     assert s.head_detail_for_selected() is None  # computed for the previous run
     s.set_ablation({(0, 0): "zero"})
     log.clear()
@@ -193,8 +193,8 @@ def test_attention_state_keeps_only_results_of_the_current_run_and_heads():
     assert s.set_ablation_result(res) and log == [("ablation_result_changed", (res,))]
     s.set_ablation({})
     assert s.ablation_result is None
-    agg = SimpleNamespace(request=4, chosen_heads=[])
-    s.set_aggregates(agg)
+    agg = SimpleNamespace(chosen_heads=[])
+    s.set_aggregates(agg, 4)  # measured for the run shown (request 4)
     assert s.aggregates_for_current() is agg
     s.set_chosen_heads([(0, 0)])
     assert s.aggregates_for_current() is None  # averaged other heads

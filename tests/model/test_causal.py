@@ -8,7 +8,7 @@ import torch
 
 from model.config import GPTConfig
 from model.interp.causal import attribution_of, one_token, patching_of, suggest_corruption
-from model.interp.inspection import PromptError
+from model.interp.prompt import PromptError
 from model.nn.gpt import GPT
 from model.text.tokens import CharTokenizer
 

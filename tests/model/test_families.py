@@ -342,14 +342,17 @@ def test_new_config_fields_are_validated():
 
 
 def test_a_cut_prompt_keeps_its_bos_and_the_inspection_names_it(family_models):
-    from model.interp.inspection import encode_prompt, inspect_prompt
+    from model.interp.inspection import inspect_prompt
+    from model.interp.plan import plan_prompt
+    from model.interp.prompt import encode_prompt
 
     _, _, ckpt = family_models("llama-llama3-rope-sharded")
-    ids, dropped = encode_prompt(ckpt.tokenizer, "one two three four five six seven eight nine ten", 8)
+    p = encode_prompt(ckpt.tokenizer, "one two three four five six seven eight nine ten", 8)
+    ids, dropped = list(p.ids), p.dropped
     assert ids[0] == 1 and len(ids) == 8 and dropped > 0
     assert ids[1:] == ckpt.tokenizer.encode("one two three four five six seven eight nine ten")[-7:]
-    insp = inspect_prompt(ckpt.model, ckpt.tokenizer, ids)
-    assert insp.extra["special"] == [0] and insp.labels[0] == "<s>"
+    insp = inspect_prompt(ckpt.model, ckpt.tokenizer, plan_prompt(ckpt.model.config, ckpt.tokenizer, p))
+    assert insp.special == [0] and insp.labels[0] == "<s>"
 
 
 def test_pytorch_model_bin_is_read_without_unpickling_code(family_models, tmp_path, tricky_texts):
@@ -380,7 +383,8 @@ def test_a_head_resting_on_bos_is_named_the_attention_sink(family_models):
     """A head built to attend to position 0 (the BOS a Llama tokenizer puts first) is classified
     "sink", and its title names the BOS token."""
     from model.interp.analysis.heads import classify_heads, head_metrics, role_title
-    from model.interp.inspection import encode_prompt, inspect_prompt
+    from model.interp.inspection import inspect_prompt
+    from model.interp.plan import plan_prompt
     from model.nn.gpt import build_model
 
     _, _, llama = family_models("llama-llama3-rope-sharded")
@@ -393,11 +397,10 @@ def test_a_head_resting_on_bos_is_named_the_attention_sink(family_models):
         model.pos_emb.weight[0, 0] = 10.0  # only position 0 has a feature, which K reads ...
         model.blocks[0].attn.k_proj.weight[0, 0] = 1.0
         model.blocks[0].attn.q_proj.bias[0] = 10.0  # ... and every query of head 0 looks for
-    ids, _ = encode_prompt(tok, "one two three four", cfg.context_length)
-    insp = inspect_prompt(model, tok, ids)
+    insp = inspect_prompt(model, tok, plan_prompt(cfg, tok, "one two three four"))
     labels = classify_heads(head_metrics(insp.weights, insp.mask)).labels
     assert labels[0][0].name == "sink" and labels[0][1].name != "sink"
-    bos = insp.labels[0] if 0 in insp.extra["special"] else ""
+    bos = insp.labels[0] if 0 in insp.special else ""
     assert role_title(labels[0][0].name, bos) == "sink (on the BOS token <s>, the attention sink)"
     assert role_title("sink", "") == "sink" and role_title("self", "<s>") == "self"
 

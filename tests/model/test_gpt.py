@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from model.config import ConfigError, GPTConfig
+from model.interp.plan import estimate_nbytes
 from model.interp.trace import run_with_trace
-from model.interp.trace_size import estimate_nbytes
 from model.nn.gpt import GPT, KVCache, build_model
 from model.nn.hooks import ablate_heads, use_mask
 from model.nn.layers import apply_rope, rope_tables, sinusoidal_table

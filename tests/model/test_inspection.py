@@ -3,6 +3,7 @@ model's own trace, the pooling of long prompts against a plain reference."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -10,18 +11,11 @@ import pytest
 import torch
 
 from model.config import GPTConfig
-from model.interp.inspection import (
-    PromptError,
-    ablation_of,
-    aggregates_of,
-    encode_prompt,
-    head_detail,
-    held_out_batches,
-    inspect_prompt,
-    pick_threads,
-    pool_max,
-    token_focus_of,
-)
+from model.interp.inspection import head_detail, inspect_prompt
+from model.interp.measures import ablation_of, aggregates_of, held_out_batches, token_focus_of
+from model.interp.plan import pick_threads, plan_prompt, view_need
+from model.interp.pooling import pool_max
+from model.interp.prompt import PromptError, encode_prompt, prompt_of_ids
 from model.interp.trace import run_with_trace
 from model.nn.gpt import build_model
 from model.text.tokens import CharTokenizer, visible
@@ -41,9 +35,10 @@ def model(tok):
 
 
 def test_encode_prompt_keeps_the_last_tokens_and_explains_what_it_cannot_run(tok):
-    ids, dropped = encode_prompt(tok, "the cat sat", 5)
-    assert ids == tok.encode("the cat sat")[-5:] and dropped == 6
-    assert encode_prompt(tok, "the", 24) == (tok.encode("the"), 0)
+    p = encode_prompt(tok, "the cat sat", 5)
+    assert list(p.ids) == tok.encode("the cat sat")[-5:] and p.dropped == 6 and p.dropped_from == "start"
+    whole = encode_prompt(tok, "the", 24)
+    assert (list(whole.ids), whole.dropped) == (tok.encode("the"), 0)
     with pytest.raises(PromptError, match="empty"):
         encode_prompt(tok, "", 24)
     with pytest.raises(PromptError):
@@ -53,12 +48,13 @@ def test_encode_prompt_keeps_the_last_tokens_and_explains_what_it_cannot_run(tok
 def test_inspect_prompt_holds_what_the_model_traced(model, tok):
     text = "the cat ate the mat"
     ids = tok.encode(text)
-    insp = inspect_prompt(model, tok, ids, block=3, request=7, prompt=text)
+    plan = dataclasses.replace(plan_prompt(model.config, tok, text), block=3)
+    insp = inspect_prompt(model, tok, plan)
     with torch.no_grad():
         trace = run_with_trace(model, torch.tensor([ids]), kinds=("pattern",))
     want = trace.stack("pattern")
     T = len(ids)
-    assert (insp.n_layers, insp.n_heads, insp.T) == (2, 2, T) and insp.request == 7
+    assert (insp.n_layers, insp.n_heads, insp.T) == (2, 2, T) and insp.prompt == text
     np.testing.assert_allclose(insp.weights, want, atol=1e-6)
     np.testing.assert_array_equal(insp.overview, pool_max(insp.weights, 3))
     assert insp.block == 3 and insp.overview.shape == (2, 2, math.ceil(T / 3), math.ceil(T / 3))
@@ -69,7 +65,9 @@ def test_inspect_prompt_holds_what_the_model_traced(model, tok):
     assert [row[0] for row in insp.next_labels] == [visible(tok.token_strings([int(i)])[0]) for i in top]
     assert model.training  # the mode is restored
     # a switched-off head changes what the others see downstream, and is recorded
-    off = inspect_prompt(model, tok, ids, ablate={(0, 1): "zero"})
+    off = inspect_prompt(
+        model, tok, plan_prompt(model.config, tok, prompt_of_ids(tok, ids)), ablate={(0, 1): "zero"}
+    )
     assert off.ablate == {(0, 1): "zero"} and not np.allclose(off.logits, insp.logits)
 
 
@@ -84,13 +82,13 @@ def test_head_detail_is_the_traced_pipeline_of_one_head(model, tok):
 
 def test_aggregates_and_token_focus_are_means_and_slices_of_the_weights():
     w = np.random.default_rng(0).random((3, 2, 5, 5)).astype(np.float16)
-    a = aggregates_of(w, [(0, 1), (2, 0)], request=4)
+    a = aggregates_of(w, [(0, 1), (2, 0)])
     w32 = w.astype(np.float32)
     np.testing.assert_allclose(a.per_layer, w32.mean(1), atol=1e-6)
     np.testing.assert_allclose(a.per_head, w32.mean(0), atol=1e-6)
     np.testing.assert_allclose(a.overall, w32.mean((0, 1)), atol=1e-6)
     np.testing.assert_allclose(a.chosen, (w32[0, 1] + w32[2, 0]) / 2, atol=1e-6)
-    assert a.request == 4 and a.chosen_heads == [(0, 1), (2, 0)]
+    assert a.chosen_heads == [(0, 1), (2, 0)]
     assert aggregates_of(w, []).chosen is None
     f = token_focus_of(w, 3)
     np.testing.assert_array_equal(f.looks_at, w32[:, :, 3, :])
@@ -109,9 +107,9 @@ def test_ablation_names_the_top_tokens_and_measures_the_loss_on_held_out_batches
     again, _ = held_out_batches(source, model.config, tok)
     assert torch.equal(batches[0][0], again[0][0])  # fixed: before and after see the same text
     ids = tok.encode("the cat sat")
-    res = ablation_of(model, ids, {(0, 0): "zero"}, batches, note, tokenizer=tok, request=2)
+    res = ablation_of(model, ids, {(0, 0): "zero"}, batches, note, tokenizer=tok)
     e = res.effect
-    assert res.heads == {(0, 0): "zero"} and res.request == 2 and np.isfinite(res.loss.delta)
+    assert res.heads == {(0, 0): "zero"} and np.isfinite(res.loss.delta)
     assert len(res.before_labels) == len(ids) == len(res.after_labels)
     for t in (0, len(ids) - 1):
         want = [visible(s) for s in tok.token_strings([int(i) for i in e.top_after.ids[t]])]
@@ -121,8 +119,8 @@ def test_ablation_names_the_top_tokens_and_measures_the_loss_on_held_out_batches
 
 
 def test_small_work_and_training_run_on_one_thread(model):
-    assert pick_threads(model, 8, training=True) == 1
-    assert pick_threads(model, 8) == 1  # far below SMALL_FLOPS
+    assert pick_threads(model.config, 8, training=True) == 1
+    assert pick_threads(model.config, 8) == 1  # far below SMALL_FLOPS
 
 
 def test_take_stack_gives_the_stack_in_its_dtype_and_empties_the_trace():
@@ -143,14 +141,19 @@ def test_take_stack_gives_the_stack_in_its_dtype_and_empties_the_trace():
 
 
 @pytest.mark.parametrize("budget_mib", [3, 40, 100, 300, 2000])
-def test_tokens_that_fit_is_the_longest_prompt_whose_inspection_fits(budget_mib):
-    from model.interp.inspection import prompt_need, tokens_that_fit
+def test_the_plan_keeps_the_longest_prompt_whose_inspection_fits(budget_mib):
+    from model.text.tokens import ByteTokenizer
 
+    byte = ByteTokenizer()
     cfg = GPTConfig(n_layers=12, n_heads=12, d_model=96, context_length=4096, vocab_size=50257)
     budget = budget_mib * 2**20
-    fit = tokens_that_fit(cfg, 4096, budget)
-    assert 0 < fit < 4096
-    assert prompt_need(cfg, fit).total <= budget
-    assert all(prompt_need(cfg, T).total > budget for T in range(fit + 1, 4097))  # none longer fits
-    assert tokens_that_fit(cfg, fit, budget) == fit  # a prompt that fits is kept whole
-    assert tokens_that_fit(cfg, 4096, prompt_need(cfg, 1).total - 1) == 0
+    text = "abcdefgh" * 512  # 4096 tokens
+    plan = plan_prompt(cfg, byte, text, budget=budget)
+    fit = plan.prompt.T
+    assert 0 < fit < 4096 and plan.for_memory == 4096 - fit and plan.for_context == 0
+    assert list(plan.prompt.ids) == byte.encode(text)[-fit:]  # the last tokens, by the one rule
+    assert view_need(cfg, fit).total <= budget and plan.need_all == view_need(cfg, 4096).total
+    assert all(view_need(cfg, T).total > budget for T in range(fit + 1, 4097))  # none longer fits
+    assert plan_prompt(cfg, byte, text[-fit:], budget=budget).prompt.T == fit  # kept whole when it fits
+    with pytest.raises(PromptError, match="even for one token"):
+        plan_prompt(cfg, byte, text, budget=view_need(cfg, 1).total - 1)

@@ -17,8 +17,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from model.config import GPTConfig
+from model.interp.plan import estimate_nbytes
 from model.interp.trace import run_with_trace
-from model.interp.trace_size import estimate_nbytes
 from model.io.checkpoint import CheckpointError, save_checkpoint
 from model.io.pretrained import describe_origin, detect, open_model
 from model.nn.generate import generate

@@ -16,7 +16,7 @@ from model.budget import sizing
 from model.budget.arithmetic import parameters
 from model.budget.sizing import Available, ModelTooLarge, available_memory, check, load_need, training_need
 from model.config import ConfigError, GPTConfig
-from model.interp.trace_size import inspection_need, plan_inspection
+from model.interp.plan import inspection_need, plan_inspection
 
 GiB = 1024**3
 

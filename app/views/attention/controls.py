@@ -163,21 +163,33 @@ class NoModelView(QWidget):
             self.error_label.setText(f"Could not build the model: {exc}")
 
 
-def run_status(res, timings: dict[str, float], *, training_step: int | None = None) -> str:
-    """The status line of a run ``res`` (:class:`~model.interp.inspection.Inspection`): its size and
-    timings, what was left out or pooled, and the training step of its weights."""
+def run_status(res, plan, timings: dict[str, float], *, training_step: int | None = None) -> str:
+    """The status line of a run ``res`` (:class:`~model.interp.inspection.Inspection`) of ``plan``
+    (:class:`~model.interp.plan.PromptPlan`): its size and timings, what was left out and why, what
+    was pooled, and the training step of its weights."""
+    from model.budget.arithmetic import human_bytes
+
     cfg = res.config
     text = (
         f"{res.T} tokens · {cfg.n_layers} layers × {cfg.n_heads} heads · "
         f"traced in {timings['trace_ms']:.0f} ms, drawn in {timings['draw_ms']:.0f} ms"
     )
-    if res.dropped:
+    if plan.for_context:
         text += (
-            f"<br>The first {res.dropped} tokens were left out: the model reads at most "
+            f"<br>The first {plan.for_context} tokens were left out: the model reads at most "
             f"{cfg.context_length} (its context length)."
         )
-    if res.extra.get("memory_note"):
-        text += f"<br>{res.extra['memory_note']}"
+    if plan.for_memory:
+        cut = (
+            f"{plan.for_memory} more tokens were"
+            if plan.for_context
+            else f"The first {plan.for_memory} tokens were"
+        )
+        all_tokens = res.T + plan.for_memory
+        text += (
+            f"<br>{cut} left out to fit in memory: all {all_tokens} would need about "
+            f"{human_bytes(plan.need_all)}, {human_bytes(plan.budget)} is free."
+        )
     if res.block > 1:
         text += (
             f"<br>Long prompt: the Heads overview shows the largest weight of each "

@@ -12,7 +12,8 @@ from PySide6.QtWidgets import QFileDialog
 from app.views.page import page_targets
 from app.widgets.exporting import write_png, write_svg
 from model.interp.export import save_inspection, write_head_csv, write_matrix_csv
-from model.interp.inspection import export_arrays, with_threads
+from model.interp.inspection import export_arrays
+from model.runtime import with_threads
 
 
 class AttentionExports:

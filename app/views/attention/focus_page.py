@@ -19,7 +19,7 @@ from app.views.attention.base import AttentionPage, blurb_label, holder
 from app.widgets.matrix_plot import MatrixPanel
 from app.widgets.titles import wrapping_title
 from app.widgets.token_axis import TokenAxis
-from model.interp.inspection import token_focus_of
+from model.interp.measures import token_focus_of
 
 
 class FocusPage(AttentionPage):

@@ -9,8 +9,8 @@ tab's matching signal (``headDetailReady``, ``metricsReady``, ``ablationReady``,
 from __future__ import annotations
 
 from app.views.attention.state import CausalFailure
-from model.interp import causal, inspection
-from model.interp.inspection import PromptError
+from model.interp import causal, inspection, measures
+from model.interp.prompt import PromptError
 
 
 class AttentionJobs:
@@ -45,7 +45,7 @@ class AttentionJobs:
         if insp is None or model is None or st.head_detail_for_selected() is not None:
             return
         layer, head = st.selected
-        ids, ablate, req = insp.ids, dict(insp.ablate), insp.request
+        ids, ablate, req = insp.ids, dict(insp.ablate), st.request
 
         def fn():
             return req, layer, head, inspection.head_detail(model, ids, layer, head, ablate=ablate)
@@ -62,15 +62,15 @@ class AttentionJobs:
         insp, model = self.state.inspection, self.session.model
         if insp is None or model is None:
             return
-        weights, mask, ablate, req = insp.weights, insp.mask, dict(insp.ablate), insp.request
+        weights, mask, ablate, req = insp.weights, insp.mask, dict(insp.ablate), self.state.request
 
         def done(res):
-            self.state.set_metrics(res)
+            self.state.set_metrics(res, req)
             self.tab.metricsReady.emit(res)
 
         self.tab._submit(
             "attention.metrics",
-            lambda: inspection.head_metrics_of(model, weights, mask, ablate=ablate, request=req),
+            lambda: measures.head_metrics_of(model, weights, mask, ablate=ablate),
             done,
         )
 
@@ -80,7 +80,7 @@ class AttentionJobs:
         insp = st.inspection
         if insp is None or model is None or not st.ablation:
             return
-        heads, ids, req = dict(st.ablation), insp.ids, insp.request
+        heads, ids = dict(st.ablation), insp.ids
         source, tok, cfg = s.source, s.tokenizer, model.config
         cache_key = (id(source), cfg.context_length, id(tok))
         cache = self.val_cache
@@ -88,9 +88,9 @@ class AttentionJobs:
         def fn():
             if cache_key not in cache:
                 cache.clear()
-                cache[cache_key] = inspection.held_out_batches(source, cfg, tok)
+                cache[cache_key] = measures.held_out_batches(source, cfg, tok)
             batches, note = cache[cache_key]
-            return inspection.ablation_of(model, ids, heads, batches, note, tokenizer=tok, request=req)
+            return measures.ablation_of(model, ids, heads, batches, note, tokenizer=tok)
 
         def done(res):
             if st.set_ablation_result(res):
@@ -103,19 +103,19 @@ class AttentionJobs:
         insp = self.state.inspection
         if insp is None:
             return
-        weights, req = insp.weights, insp.request
+        weights, req = insp.weights, self.state.request
         chosen, rollout = list(self.state.chosen_heads), self.state.rollout_wanted
         if self._aggregates_asked == (req, chosen, rollout):
             return  # already on its way
         self._aggregates_asked = (req, chosen, rollout)
 
         def done(res):
-            self.state.set_aggregates(res)
+            self.state.set_aggregates(res, req)
             self.tab.aggregatesReady.emit(res)
 
         self.tab._submit(
             "attention.aggregate",
-            lambda: inspection.aggregates_of(weights, chosen, rollout=rollout, request=req),
+            lambda: measures.aggregates_of(weights, chosen, rollout=rollout),
             done,
         )
 
@@ -128,14 +128,14 @@ class AttentionJobs:
         insp = st.inspection
         if insp is None or model is None or tok is None:
             return
-        setup, ids, req, prompt = dict(st.causal_setup[kind]), list(insp.ids), insp.request, insp.prompt
+        setup, ids, req, prompt = dict(st.causal_setup[kind]), list(insp.ids), st.request, insp.prompt
 
         def fn():
             try:
                 if kind == "attribution":
                     return causal.attribution_of(
                         model, tok, ids, token=setup["token"] or None, other=setup["other"] or None,
-                        position=setup["position"], request=req,
+                        position=setup["position"],
                     )  # fmt: skip
                 corrupt = setup["corrupt"] or causal.suggest_corruption(tok, prompt)
                 if not corrupt:
@@ -145,7 +145,7 @@ class AttentionJobs:
                     )
                 return causal.patching_of(
                     model, tok, ids, corrupt, answer=setup["answer"] or None, wrong=setup["wrong"] or None,
-                    prompt=prompt, request=req,
+                    prompt=prompt,
                 )  # fmt: skip
             except (PromptError, ValueError) as exc:
                 return CausalFailure(str(exc))

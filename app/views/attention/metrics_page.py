@@ -240,7 +240,7 @@ class MetricsPage(AttentionPage):
         lines = ["<b>Named heads</b>"]
         from model.interp.analysis.heads import role_title
 
-        bos = insp.labels[0] if 0 in insp.extra.get("special", ()) else ""  # the prompt starts with BOS
+        bos = insp.labels[0] if 0 in insp.special else ""  # the prompt starts with BOS
         for role, heads in by_role.items():
             shown = ", ".join(heads[:8]) + (f" and {len(heads) - 8} more" if len(heads) > 8 else "")
             lines.append(f"{role_title(role, bos)}: {shown}")

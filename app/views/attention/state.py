@@ -84,7 +84,9 @@ class AttentionState:
         self.inspection = None
         self.selected: Head = (0, 0)
         self.ablation: dict[Head, str] = {}
+        self.request = 0  # the tab's number of the run ``inspection`` shows
         self.head_detail_entry = None  # (request, layer, head, HeadPipeline)
+        self.metrics_request = self.aggregates_request = 0  # the runs they were measured for
         self.metrics = None
         self.thresholds = HeadThresholds()
         self.classification = None
@@ -108,11 +110,13 @@ class AttentionState:
         return self.inspection.prompt if self.inspection is not None else ""
 
     # ---- results -------------------------------------------------------------------------------
-    def set_inspection(self, inspection) -> None:
-        """A new run: keeps the selection (clamped to the new shape) and the metrics while the shape
-        is the same (they follow shortly); the aggregates belong to the old run."""
+    def set_inspection(self, inspection, request: int = 0) -> None:
+        """A new run (the tab's ``request`` number): keeps the selection (clamped to the new shape) and
+        the metrics while the shape is the same (they follow shortly); the aggregates belong to the old
+        run."""
         prev = self.inspection
         self.inspection = inspection
+        self.request = request
         L, H = inspection.n_layers, inspection.n_heads
         if prev is None or (prev.n_layers, prev.n_heads) != (L, H):
             self.metrics = self.classification = None
@@ -150,10 +154,11 @@ class AttentionState:
         if e is None or insp is None:
             return None
         req, layer, head, detail = e
-        return detail if (req, layer, head) == (insp.request, *self.selected) else None
+        return detail if (req, layer, head) == (self.request, *self.selected) else None
 
-    def set_metrics(self, metrics) -> None:
-        self.metrics = metrics
+    def set_metrics(self, metrics, request: int = 0) -> None:
+        """The metrics measured for run ``request``."""
+        self.metrics, self.metrics_request = metrics, request
         self._classify()
 
     def set_thresholds(self, thresholds) -> None:
@@ -185,14 +190,15 @@ class AttentionState:
         self.ablation_result_changed.emit(result)
         return True
 
-    def set_aggregates(self, aggregates) -> None:
-        self.aggregates = aggregates
+    def set_aggregates(self, aggregates, request: int) -> None:
+        """The aggregates measured for run ``request``."""
+        self.aggregates, self.aggregates_request = aggregates, request
         self.aggregates_changed.emit(aggregates)
 
     def aggregates_for_current(self):
         """The aggregates of the current run and the current ``chosen_heads``, or None."""
         a, insp = self.aggregates, self.inspection
-        if a is None or insp is None or a.request != insp.request:
+        if a is None or insp is None or self.aggregates_request != self.request:
             return None
         if a.chosen_heads != self.chosen_heads or (self.rollout_wanted and a.rollout is None):
             return None
@@ -211,7 +217,7 @@ class AttentionState:
     def causal_for_current(self, kind: str):
         """The result of ``kind`` for the current run and inputs, or None (not measured yet)."""
         e, insp = self.causal.get(kind), self.inspection
-        if e is None or insp is None or e.request != insp.request or e.setup != self.causal_setup[kind]:
+        if e is None or insp is None or e.request != self.request or e.setup != self.causal_setup[kind]:
             return None
         return e.result
 

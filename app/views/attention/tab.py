@@ -48,17 +48,10 @@ from app.views.attention.patching_page import PatchingPage
 from app.views.attention.pipeline_page import PipelinePage
 from app.views.attention.state import AttentionState
 from app.views.page import screenshot_steps
-from model.interp.inspection import (
-    PromptError,
-    encode_prompt,
-    inspect_prompt,
-    keep_last,
-    pick_threads,
-    prompt_need,
-    tokens_that_fit,
-    with_threads,
-)
-from model.interp.pooling import block_size
+from model.interp.inspection import inspect_prompt
+from model.interp.plan import plan_prompt
+from model.interp.prompt import PromptError
+from model.runtime import with_threads
 
 #: The pages, in the order of their tabs.
 PAGES = (
@@ -238,9 +231,8 @@ class AttentionTab(QWidget):
             return None
         if not self.prompt() and s.probe_prompt:
             self.set_prompt(s.probe_prompt, run=False)
-        try:
-            ids, dropped = encode_prompt(tok, self.prompt(), model.config.context_length)
-            ids, memory_note = self._fit_in_memory(ids, dropped)
+        try:  # the one plan: the prompt cut to the context and to memory, precision, threads, pooling
+            plan = plan_prompt(model.config, tok, self.prompt(), training=s.is_training)
         except PromptError as exc:
             self._edit_started = None
             self._show_failure(str(exc))
@@ -249,32 +241,17 @@ class AttentionTab(QWidget):
         self._request += 1
         req = self._request
         ablate = dict(self.state.ablation)
-        prompt = self.prompt()
         t_submit = time.perf_counter()
         t_edit = self._edit_started
         self._edit_started = None
-        key = (id(model), s.step)
-        self._threads = pick_threads(model, len(ids), training=s.is_training)
-        block = block_size(len(ids), model.config.n_layers * model.config.n_heads)
-        run = with_threads(
-            self._threads,
-            lambda: inspect_prompt(
-                model,
-                tok,
-                ids,
-                ablate=ablate,
-                block=block,
-                request=req,
-                prompt=prompt,
-                dropped=dropped,
-                model_key=key,
-                memory_note=memory_note,
-            ),
-        )
+        self._threads = plan.threads
+        run = with_threads(plan.threads, lambda: inspect_prompt(model, tok, plan, ablate=ablate))
 
         s.compute.cancel(FOLLOW_UPS)  # the older run's follow-up jobs are stale now
         s.compute.submit(
-            "attention.inspect", run, lambda res, err: self._on_inspection(res, err, req, t_submit, t_edit)
+            "attention.inspect",
+            run,
+            lambda res, err: self._on_inspection(res, err, req, plan, t_submit, t_edit),
         )
         return req
 
@@ -304,38 +281,14 @@ class AttentionTab(QWidget):
         """Whether the pages show an older prompt than the one typed (it could not run)."""
         return self.page_tabs.graphicsEffect() is not None
 
-    def _fit_in_memory(self, ids: list[int], dropped: int) -> tuple[list[int], str]:
-        """``ids`` cut to the most tokens whose inspection fits in memory, and a note saying so ('' when
-        all fit); :class:`PromptError` with the numbers when not even one token does."""
-        from model.budget.arithmetic import human_bytes
-        from model.budget.sizing import usable_bytes
-
-        cfg, budget = self.session.model.config, usable_bytes()
-        fit = tokens_that_fit(cfg, len(ids), budget)
-        if fit == len(ids):
-            return ids, ""
-        need = human_bytes(prompt_need(cfg, len(ids)).total)
-        if fit == 0:
-            raise PromptError(
-                f"inspecting this model needs about {human_bytes(prompt_need(cfg, 1).total)} even for "
-                f"one token, but {human_bytes(budget)} of memory is free: close other programs or use "
-                "a smaller model"
-            )
-        cut = f"{len(ids) - fit} more tokens were" if dropped else f"The first {len(ids) - fit} tokens were"
-        note = (
-            f"{cut} left out to fit in memory: all {len(ids)} would need about {need}, "
-            f"{human_bytes(budget)} is free."
-        )
-        return keep_last(self.session.tokenizer, ids, fit), note
-
-    def _on_inspection(self, res, err, req: int, t_submit: float, t_edit: float | None) -> None:
+    def _on_inspection(self, res, err, req: int, plan, t_submit: float, t_edit: float | None) -> None:
         if err is not None:
             self._show_failure(f"Could not run the prompt: {err}")
             return
         if res is None or req != self._request:
             return
         self._set_stale(False)
-        self.state.set_inspection(res)  # every page becomes stale; the one in view is drawn now
+        self.state.set_inspection(res, req)  # every page becomes stale; the one in view is drawn now
         t0 = time.perf_counter()
         self.current_page.ensure_built()
         self.current_page.refresh()
@@ -348,7 +301,7 @@ class AttentionTab(QWidget):
         if t_edit is not None:
             self.timings["edit_to_draw_ms"] = (t1 - t_edit) * 1e3
         step = self.session.step if self.session.is_training else None
-        self._set_status(run_status(res, self.timings, training_step=step))
+        self._set_status(run_status(res, plan, self.timings, training_step=step))
         self.inspected.emit(res)
         self._follow_up()
 
@@ -490,7 +443,7 @@ class AttentionTab(QWidget):
         page.ensure_built()
 
         def ready() -> bool:
-            if st.inspection is None or st.inspection.request != self._request:
+            if st.inspection is None or st.request != self._request:
                 return False
             if not self.session.compute.idle:
                 return False

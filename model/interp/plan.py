@@ -1,0 +1,346 @@
+"""What a trace will take, before anything is traced, and the one plan of a prompt's inspection: the
+trace kinds, their bytes (:func:`estimate_nbytes`), an inspection's whole need
+(:func:`inspection_need`), the richest recording within a budget (:func:`plan_inspection`), and
+:func:`plan_prompt`: the prompt, what was left out and why, the kinds and layers kept, the precision,
+the threads and the pooling, decided once for the command line, the Attention tab and its worker.
+
+Arithmetic on a :class:`~model.config.GPTConfig` only, no torch: a command can size (and refuse) an
+inspection in milliseconds, before torch is even imported. For L layers, H heads, T tokens, d_model
+d, head_dim d_k, batch B and b bytes per value, a trace holds per layer H·T² per square kind
+(``scores_raw``, ``scores``, ``pattern``), H·T·d_k per other head kind, T·d per stream kind
+and T per norm kind, plus T·d for ``ln_final``: (L · per_layer + once) · B · b bytes. Kinds are the
+hook names of :mod:`model.interp.trace`; :data:`ALIASES` are the older names, accepted everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from model.budget import sizing
+from model.budget.arithmetic import human_bytes, parameters
+from model.budget.sizing import Available, ModelTooLarge, Need, largest_knob, load_need
+from model.config import GPTConfig
+from model.interp.pooling import block_size
+from model.interp.prompt import Prompt, PromptError, Tokenizer, encode_prompt
+from model.machine import available_cores
+
+HEAD_KINDS = ("q", "k", "v", "scores_raw", "scores", "pattern", "z")
+SQUARE_KINDS = ("scores_raw", "scores", "pattern")
+STREAM_KINDS = ("attn_out", "mlp_out", "resid_pre", "resid_mid", "resid_post")
+NORM_KINDS = ("attn_write_norm", "mlp_write_norm")
+LAYER_KINDS = HEAD_KINDS + STREAM_KINDS + NORM_KINDS
+GLOBAL_KINDS = ("ln_final",)
+ALL_KINDS = LAYER_KINDS + GLOBAL_KINDS
+#: The older kind names, accepted wherever a kind is: each → the hook name it is.
+ALIASES = {"weights": "pattern", "scores_scaled": "scores", "head_out": "z", "resid_final": "ln_final"}
+#: What the .npz inspection format (``model.interp.export``) records.
+REQUIRED_KINDS = ("pattern", "scores_raw", "scores", "resid_pre", "resid_mid", "resid_post")
+
+
+def canonical(kind: str) -> str:
+    """The hook name of ``kind`` (an older name from :data:`ALIASES` → its hook name; others as given)."""
+    return ALIASES.get(kind, kind)
+
+
+def canonical_kinds(kinds: Iterable[str] | str) -> tuple[str, ...]:
+    """``kinds`` by their hook names, in order, each once."""
+    kinds = [kinds] if isinstance(kinds, str) else kinds
+    return tuple(dict.fromkeys(canonical(k) for k in kinds))
+
+
+def estimate_nbytes(
+    n_layers: int,
+    n_heads: int,
+    seq_len: int,
+    d_model: int,
+    head_dim: int,
+    *,
+    kinds: Iterable[str] | None = None,
+    batch: int = 1,
+    bytes_per_value: int = 4,
+) -> int:
+    """Bytes a trace of these kinds takes (logits excluded): the formula in the module docstring."""
+    kinds = set(ALL_KINDS if kinds is None else canonical_kinds(kinds))
+    per_layer = 0
+    for kind in kinds:
+        if kind in SQUARE_KINDS:
+            per_layer += n_heads * seq_len * seq_len
+        elif kind in HEAD_KINDS:
+            per_layer += n_heads * seq_len * head_dim
+        elif kind in STREAM_KINDS:
+            per_layer += seq_len * d_model
+        elif kind in NORM_KINDS:
+            per_layer += seq_len
+    once = seq_len * d_model if "ln_final" in kinds else 0
+    return (per_layer * n_layers + once) * batch * bytes_per_value
+
+
+# ---------------------------------------------------------------------------------------------
+# inspection within a budget
+# ---------------------------------------------------------------------------------------------
+def _n(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+
+def inspection_need(
+    cfg: GPTConfig,
+    seq_len: int,
+    *,
+    kinds: tuple[str, ...],
+    n_layers: int | None = None,
+    bytes_per_value: int = 4,
+    export_bytes_per_value: int = 0,
+    with_model: bool = False,
+    batch: int = 1,
+) -> Need:
+    """Bytes to trace ``seq_len`` tokens recording ``kinds`` in ``n_layers`` layers (all by default).
+
+    ``export_bytes_per_value`` > 0 adds the copies an export makes of the square kinds; ``with_model``
+    adds :func:`load_need` (a model not built yet).
+    """
+    L = _n(cfg.n_layers) if n_layers is None else n_layers
+    H, T, d, V = _n(cfg.n_heads), max(1, _n(seq_len)), _n(cfg.d_model), _n(cfg.vocab_size)
+    B = max(1, _n(batch))
+    trace = estimate_nbytes(L, H, T, d, _n(cfg.d_head), kinds=kinds, bytes_per_value=bytes_per_value, batch=B)
+    kinds = canonical_kinds(kinds)
+    squares = sum(1 for k in kinds if k in SQUARE_KINDS)
+    parts = {
+        "recorded heads": trace,
+        "one layer's scores in flight": 4 * 4 * B * H * T * T,
+        "logits": 4 * B * T * V,
+        "the export": export_bytes_per_value * squares * L * H * T * T,
+    }
+    if with_model:
+        parts["the model"] = load_need(cfg, copies=1).total
+    lower = f"the prompt's {T} tokens" if squares else largest_knob(cfg)
+    return Need(f"inspecting {T} tokens in {L} layers × {H} heads", parts, lower)
+
+
+@dataclass(frozen=True)
+class InspectionPlan:
+    """What an inspection records so that it fits: ``kinds``, ``layers`` (None = all), ``float16``."""
+
+    kinds: tuple[str, ...]
+    layers: list[int] | None
+    float16: bool
+    need: Need
+    dropped: list[str] = field(default_factory=list)
+
+
+def plan_inspection(
+    cfg: GPTConfig,
+    seq_len: int,
+    *,
+    kinds: tuple[str, ...],
+    budget: int,
+    keep: tuple[str, ...] = ("pattern",),
+    float16: bool | None = None,
+    with_model: bool = False,
+) -> InspectionPlan:
+    """The richest inspection within ``budget`` bytes, or :class:`ModelTooLarge` with the numbers.
+
+    Tried in order: every kind in float32; in float16; only ``keep`` (the attention weights) in
+    float16; then ``keep`` for as many layers as fit, spread evenly from first to last. ``float16``
+    True/False pins the precision.
+    """
+    kinds, keep = canonical_kinds(kinds), canonical_kinds(keep)
+    L = _n(cfg.n_layers)
+    precisions = [False, True] if float16 is None else [float16]
+    candidates: list[tuple[tuple[str, ...], bool]] = [(kinds, f16) for f16 in precisions]
+    small = tuple(k for k in kinds if k in keep or k not in ("scores_raw", "scores"))
+    if small != kinds:
+        candidates += [(small, f16) for f16 in precisions]
+    need = None
+    for ks, f16 in candidates:
+        s = 2 if f16 else 4
+        need = inspection_need(
+            cfg, seq_len, kinds=ks, bytes_per_value=s, export_bytes_per_value=s, with_model=with_model
+        )
+        if need.total <= budget:
+            dropped = [k for k in kinds if k not in ks]
+            return InspectionPlan(ks, None, f16, need, dropped)
+    ks, f16 = candidates[-1]
+    s = 2 if f16 else 4
+    for n_layers in range(L - 1, 0, -1):
+        need = inspection_need(
+            cfg,
+            seq_len,
+            kinds=ks,
+            n_layers=n_layers,
+            bytes_per_value=s,
+            export_bytes_per_value=s,
+            with_model=with_model,
+        )
+        if need.total <= budget:
+            layers = sorted({round(i * (L - 1) / max(1, n_layers - 1)) for i in range(n_layers)})
+            return InspectionPlan(ks, layers, f16, need, [k for k in kinds if k not in ks])
+    assert need is not None
+    raise ModelTooLarge(need, Available(budget, "the inspection budget"), budget)
+
+
+# ---------------------------------------------------------------------------------------------
+# the one plan of a prompt's inspection: plan_prompt
+# ---------------------------------------------------------------------------------------------
+#: Largest L·H·T² the Attention tab keeps as float32 (128 MB); above it the pattern is float16.
+FLOAT32_LIMIT = 32 * 2**20
+#: Below this many FLOPs a forward pass runs on one thread: thread start-up and barriers would cost
+#: more than they save, and far more when other processes keep the cores busy.
+SMALL_FLOPS = 1e9
+
+
+def _big(cfg: GPTConfig, T: int) -> bool:
+    return cfg.n_layers * cfg.n_heads * T * T > FLOAT32_LIMIT
+
+
+def view_need(cfg: GPTConfig, n_tokens: int) -> Need:
+    """The bytes the Attention tab's inspection needs for ``n_tokens``: every head's pattern L·H·T²
+    (float32 up to :data:`FLOAT32_LIMIT` values, else float16), one layer's scores in flight and the
+    logits [T, V]."""
+    return inspection_need(cfg, n_tokens, kinds=("pattern",), bytes_per_value=2 if _big(cfg, n_tokens) else 4)
+
+
+def _tokens_that_fit(cfg: GPTConfig, n_tokens: int, budget: int) -> int:
+    """The most tokens, up to ``n_tokens``, whose :func:`view_need` fits in ``budget`` bytes; 0 when not
+    even one does. The need grows with T except where the pattern switches to float16 (past
+    :data:`FLOAT32_LIMIT`), where it halves: each side of the switch is bisected on its own."""
+
+    def fits(T: int) -> bool:
+        return view_need(cfg, T).total <= budget
+
+    if fits(n_tokens):
+        return n_tokens
+    heads = max(1, cfg.n_layers * cfg.n_heads)
+    switch = math.isqrt(FLOAT32_LIMIT // heads)
+    while heads * switch * switch <= FLOAT32_LIMIT:
+        switch += 1  # the first T kept as float16
+    for lo, hi in ((max(1, switch), n_tokens), (1, min(n_tokens, switch - 1))):
+        if lo > hi or not fits(lo):
+            continue
+        while lo < hi:  # lo fits; find the last T in [lo, hi] that does
+            mid = (lo + hi + 1) // 2
+            if fits(mid):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+    return 0
+
+
+def pick_threads(cfg: GPTConfig, T: int, *, training: bool = False) -> int | None:
+    """Torch threads for an inspection: ``None`` (every core) only for big work on an idle CPU.
+
+    One thread while training runs (the trainer's threads still hold the cores between steps), for
+    small work (below :data:`SMALL_FLOPS`; work ≈ ``2 · params · T`` for the linear layers ``+ 4 · L
+    · T² · d`` for scores and pattern × V), and when other processes already keep every core busy
+    (1-minute load average ≥ cores − ½): there, threads wait on each other at every operation.
+    Measured on 2 shared cores at load 12, a 12×12-head d=768 model at 256 tokens traced in 2.0 s
+    on 1 thread and 8 s on 2.
+    """
+    if training:
+        return 1
+    flops = 2 * parameters(cfg).total * T + 4 * cfg.n_layers * T * T * cfg.d_model
+    if flops < SMALL_FLOPS:
+        return 1
+    try:
+        busy = os.getloadavg()[0] >= available_cores() - 0.5
+    except (AttributeError, OSError):  # no load average on this platform
+        busy = False
+    return 1 if busy else None
+
+
+@dataclass(frozen=True)
+class PromptPlan:
+    """How one prompt is inspected so that it fits: what :func:`plan_prompt` decided.
+
+    ``prompt``: the :class:`~model.interp.prompt.Prompt` as it will run (cut to the context, then
+    to memory); ``for_context`` and ``for_memory``: how many tokens each cut left out (the latter
+    with ``need_all``, the bytes all of them would have needed, and ``budget``); ``kinds`` and
+    ``layers`` (None = all) recorded, in ``float16`` or float32; ``dropped_kinds`` the kinds given up
+    to fit; ``threads`` for torch (None = every core); ``block``: the pooling block of the overview
+    of every head (1 = every token); ``need``: the bytes the plan needs.
+    """
+
+    prompt: Prompt
+    kinds: tuple[str, ...]
+    layers: list[int] | None
+    float16: bool
+    threads: int | None
+    block: int
+    need: Need
+    budget: int
+    for_context: int = 0
+    for_memory: int = 0
+    need_all: int = 0
+    dropped_kinds: tuple[str, ...] = ()
+
+
+def plan_prompt(
+    cfg: GPTConfig,
+    tokenizer: Tokenizer,
+    text: str | Prompt,
+    *,
+    budget: int | None = None,
+    export: bool = False,
+    float16: bool | None = None,
+    with_model: bool = False,
+    training: bool = False,
+) -> PromptPlan:
+    """The one memory plan of a prompt's inspection: encode ``text`` by the one rule
+    (:func:`~model.interp.prompt.encode_prompt`: the last ``context_length`` tokens, BOS kept), then
+    make it fit in ``budget`` bytes (default: :func:`~model.budget.sizing.usable_bytes`). ``text`` may
+    be a :class:`~model.interp.prompt.Prompt` already (token ids: :func:`~model.interp.prompt.prompt_of_ids`).
+
+    The Attention tab (``export=False``) records every head's pattern (float16 past
+    :data:`FLOAT32_LIMIT`) and gives up tokens: it keeps the last ones that fit (again by the one
+    rule), and refuses with :class:`~model.interp.prompt.PromptError` and the numbers when not even
+    one does. An export (``attention-lab inspect``, ``export=True``) records
+    :data:`REQUIRED_KINDS` and gives up precision, then the two score kinds, then layers
+    (:func:`plan_inspection`; ``float16`` pins the precision, ``with_model`` counts a model not built
+    yet), and refuses with :class:`~model.budget.sizing.ModelTooLarge`. Arithmetic only, no torch: the
+    command line refuses in milliseconds.
+    """
+    budget = sizing.usable_bytes() if budget is None else int(budget)
+    if isinstance(text, Prompt):  # already encoded (token ids): cut to the context by its own rule
+        before = text.dropped
+        prompt = text.cut(cfg.context_length)
+        for_context = prompt.dropped - before
+    else:
+        prompt = encode_prompt(tokenizer, text, cfg.context_length)
+        for_context = prompt.dropped
+    if export:
+        p = plan_inspection(
+            cfg, prompt.T, kinds=REQUIRED_KINDS, budget=budget, float16=float16, with_model=with_model
+        )
+        kinds, layers, f16, need, dropped = p.kinds, p.layers, p.float16, p.need, tuple(p.dropped)
+        for_memory, need_all = 0, 0
+    else:
+        fit = _tokens_that_fit(cfg, prompt.T, budget)
+        need_all = view_need(cfg, prompt.T).total
+        if fit == 0:
+            raise PromptError(
+                f"inspecting this model needs about {human_bytes(view_need(cfg, 1).total)} even for "
+                f"one token, but {human_bytes(budget)} of memory is free: close other programs or use "
+                "a smaller model"
+            )
+        for_memory = prompt.T - fit
+        prompt = prompt.cut(fit)
+        kinds, layers, f16, dropped = ("pattern",), None, _big(cfg, prompt.T), ()
+        need = view_need(cfg, prompt.T)
+    return PromptPlan(
+        prompt=prompt,
+        kinds=kinds,
+        layers=layers,
+        float16=f16,
+        threads=pick_threads(cfg, prompt.T, training=training),
+        block=block_size(prompt.T, cfg.n_layers * cfg.n_heads),
+        need=need,
+        budget=budget,
+        for_context=for_context,
+        for_memory=for_memory,
+        need_all=need_all if for_memory else 0,
+        dropped_kinds=dropped,
+    )
