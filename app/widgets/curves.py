@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QFont, QFontMetricsF, QTextOption
 from PySide6.QtWidgets import (
     QCheckBox,
     QDoubleSpinBox,
@@ -45,165 +44,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.widgets.axes import style_plot
+from app.widgets.column import Column
 from app.widgets.legend import legend_row
 from app.widgets.palette import run_color
-from app.widgets.titles import wrapping_title
 from model.compare.comparison import loss_curves
 from model.train.smoothing import ema
 
 MAIN = "main"
 GUIDE_COLOR = (90, 90, 90)
-
-
-class ReadableAxis(pg.AxisItem):
-    """A value axis whose tick labels never overlap: pyqtgraph always writes its major ticks, and a
-    plot 60 px tall got six labels 10 px apart. Levels closer than a label needs are dropped, and a
-    major level that is still too dense keeps every k-th tick.
-
-    :meth:`set_categories` names the integer positions 0, 1, … instead (bars, the sublayers of a
-    model): every ``k``-th name is written, ``k`` the smallest that keeps the names apart at the
-    plot's current width.
-    """
-
-    def __init__(self, *args, **kwargs):
-        self.categories: list[str] | None = None
-        self._label_wrap = -1.0
-        super().__init__(*args, **kwargs)
-
-    # an axis title longer than a short plot's height wraps onto a second line beside it instead of
-    # running past the plot into its title
-    def _updateLabel(self) -> None:  # noqa: N802 (pyqtgraph naming)
-        label = getattr(self, "label", None)
-        if label is not None:
-            label.setTextWidth(-1)
-            self._label_wrap = -1.0
-        super()._updateLabel()
-        if label is not None:
-            self._label_natural = label.boundingRect().width()  # on one line
-        self._fit_label()
-
-    def resizeEvent(self, ev=None) -> None:  # noqa: N802 (Qt naming)
-        self._fit_label()
-        super().resizeEvent(ev)
-
-    def _fit_label(self) -> None:
-        label = getattr(self, "label", None)
-        if label is None or self.orientation not in ("left", "right") or getattr(self, "_fitting", False):
-            return
-        room = self.size().height() - 4
-        natural = getattr(self, "_label_natural", 0.0)
-        wrap = max(40.0, room) if room > 10 and natural > room else -1.0
-        if abs(wrap - self._label_wrap) <= 0.5:
-            return
-        self._fitting = True
-        try:
-            self._label_wrap = wrap
-            option = label.document().defaultTextOption()
-            option.setWrapMode(QTextOption.WrapMode.WordWrap)  # between words only: never "densit|y"
-            label.document().setDefaultTextOption(option)
-            label.setTextWidth(wrap)
-            self._adjustSize()
-        finally:
-            self._fitting = False
-
-    def _updateWidth(self) -> None:  # noqa: N802 (pyqtgraph naming)
-        super()._updateWidth()  # it counts 0.8 of the title's height: a wrapped title then touches the ticks
-        label = getattr(self, "label", None)
-        if label is not None and self.fixedWidth is None and self.isVisible() and label.isVisible():
-            w = self.maximumWidth() + 0.25 * label.boundingRect().height()
-            self.setMaximumWidth(w)
-            self.setMinimumWidth(w)
-
-    def _fit_label(self) -> None:
-        label = getattr(self, "label", None)
-        if label is None or self.orientation not in ("left", "right"):
-            return
-        room = self.size().height() - 4
-        label.setTextWidth(-1)
-        wrap = max(40.0, room) if room > 10 and label.boundingRect().width() > room else -1.0
-        label.setTextWidth(wrap)
-        if abs(wrap - self._label_wrap) > 0.5:
-            self._label_wrap = wrap
-            self._adjustSize()
-
-    def set_categories(self, labels: list[str] | None) -> None:
-        self.categories = None if labels is None else [str(s) for s in labels]
-        self.picture = None
-        self.update()
-
-    def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph naming)
-        if self.categories is None:
-            return self._thin(super().tickValues(minVal, maxVal, size), minVal, maxVal, size)
-        n = len(self.categories)
-        lo, hi = sorted((minVal, maxVal))
-        if n == 0 or size <= 0 or hi <= lo:
-            return []
-        fm = QFontMetricsF(self.style["tickFont"] or QFont())
-        if self.orientation in ("left", "right"):
-            need = 1.3 * fm.height()
-        else:
-            need = max(fm.horizontalAdvance(c) for c in self.categories) + 10
-        stride = max(1, math.ceil(need / (size / (hi - lo))))
-        first, last = max(0, math.ceil(lo)), min(n - 1, math.floor(hi))
-        start = first + (-first) % stride
-        return [(float(stride), [float(i) for i in range(start, last + 1, stride)])]
-
-    def tickStrings(self, values, scale, spacing):  # noqa: N802
-        if self.categories is None:
-            return super().tickStrings(values, scale, spacing)
-        n = len(self.categories)
-        return [self.categories[int(round(v))] if 0 <= round(v) < n else "" for v in values]
-
-    def _min_tick_px(self, lo: float, hi: float) -> float:
-        fm = QFontMetricsF(self.style["tickFont"] or QFont())
-        if self.orientation in ("left", "right"):
-            return 1.3 * fm.height() + 2
-        digits = max(len(f"{v:.4g}") for v in (lo, hi))  # about as wide as the widest label
-        return fm.horizontalAdvance("8" * digits) + 14
-
-    def _thin(self, levels, minVal, maxVal, size):
-        """Keep the tick levels whose labels, together, stay a label apart on screen (log axes too:
-        their minor 2…9 labels crowd near each power of ten); thin the first level if even it is
-        too dense."""
-        dif = abs(maxVal - minVal)
-        if not levels or size <= 0 or dif == 0:
-            return levels
-        px = size / dif
-        need = self._min_tick_px(minVal, maxVal)
-        kept: list = []
-        shown: list[float] = []
-        if self.orientation in ("left", "right"):  # a label centred on the top end would stick out
-            top = max(minVal, maxVal)  # into the title or legend over the plot: leave it out
-            margin = 0.5 * QFontMetricsF(self.style["tickFont"] or QFont()).height() / px
-            levels = [(s, [v for v in vals if v <= top - margin]) for s, vals in levels]
-        for spacing, values in levels:
-            union = sorted(shown + list(values))
-            gaps = [b - a for a, b in zip(union, union[1:], strict=False)]
-            if not gaps or min(gaps) * px >= need:
-                kept.append((spacing, values))
-                shown = union
-            elif not kept:  # the major level itself is crowded: every k-th of it
-                step = math.ceil(need / max(min(gaps) * px, 1e-9))
-                values = sorted(values)[::step]
-                kept.append((None if spacing is None else spacing * step, values))  # None: a log axis
-                shown = values
-            else:
-                break
-        return kept
-
-
-def style_plot(plot: pg.PlotItem, title: str = "", x_label: str = "", y_label: str = "") -> pg.PlotItem:
-    """The look every plot of the app shares: title (wrapped when long), axis labels, tick labels
-    that never overlap (:class:`ReadableAxis`), plain numbers (no "(x0.001)")."""
-    wrapping_title(plot)  # a long title wraps: it never widens the scene or runs over a neighbour
-    plot.setAxisItems({name: ReadableAxis(name) for name in ("left", "bottom")})
-    if title:
-        plot.setTitle(title)
-    for axis, label in (("bottom", x_label), ("left", y_label)):
-        plot.getAxis(axis).enableAutoSIPrefix(False)
-        if label:
-            plot.setLabel(axis, label)
-    return plot
 
 
 def history_points(history: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -214,42 +63,6 @@ def history_points(history: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, np.
     c = loss_curves(list(history))
     keep = np.isfinite(c["train_loss"])
     return c["step"][keep], c["train_loss"][keep], c["val_step"], c["val_loss"]
-
-
-class Column:
-    """A growing float64 column: appends in amortised O(1), the points so far as a numpy view.
-
-    8 bytes a point where a list of Python floats takes 32, and a redraw hands pyqtgraph the view
-    instead of converting the whole list again: a curve of a long run costs neither memory nor time.
-    """
-
-    __slots__ = ("_buf", "_n")
-
-    def __init__(self, values=()):
-        v = np.asarray(values, dtype=np.float64).ravel()
-        self._buf = np.empty(max(16, 2 * len(v)))
-        self._buf[: len(v)] = v
-        self._n = len(v)
-
-    def __len__(self) -> int:
-        return self._n
-
-    @property
-    def values(self) -> np.ndarray:
-        return self._buf[: self._n]
-
-    def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        return self.values if dtype is None else self.values.astype(dtype)
-
-    def extend(self, values) -> None:
-        v = np.asarray(values, dtype=np.float64).ravel()
-        n = self._n + len(v)
-        if n > len(self._buf):
-            buf = np.empty(max(n, 2 * len(self._buf)))
-            buf[: self._n] = self._buf[: self._n]
-            self._buf = buf
-        self._buf[self._n : n] = v
-        self._n = n
 
 
 @dataclass

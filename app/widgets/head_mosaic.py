@@ -39,22 +39,13 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtWidgets import QGraphicsWidget, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.widgets.legend import ColorLegend
-from app.widgets.matrix_plot import (
-    LOG_FLOOR,
-    TopLeftFit,
-    log_weights,
-    lut_indices,
-    lut_levels,
-    matrix_axes,
-)
+from app.widgets.matrix_plot import TopLeftFit, matrix_axes
 from app.widgets.mosaic_layout import CellMarks, MosaicGeometry, flow_columns
-from app.widgets.palette import DEFAULT_CMAP, DIVERGING_CMAP, matrix_lut
+from app.widgets.mosaic_paint import MosaicPainter
+from app.widgets.palette import DEFAULT_CMAP, matrix_lut
 from app.widgets.titles import WrapLabel
-from model.interp.pooling import block_size, pool_absmax, pool_max, pool_visible
+from model.interp.pooling import block_size, pool_absmax, pool_max
 from model.interp.probes import carried_mask
-
-#: The longest colour-bar label (characters) that fits along the bar of a small grid.
-LEGEND_LABEL_CHARS = 24
 
 
 class HeadMosaic(QWidget):
@@ -112,6 +103,7 @@ class HeadMosaic(QWidget):
         p.addItem(self.image)
         self.legend = ColorLegend(cmap, "weight", width=10, gamma=self.gamma)
         self.view.addItem(self.legend, row=1, col=1)
+        self.painter = MosaicPainter(self.plot, self.image, self.legend)
         spare = QGraphicsWidget()  # takes the width the heads do not need: the legend stays beside them
         spare.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
         spare.setPreferredWidth(0)
@@ -143,8 +135,6 @@ class HeadMosaic(QWidget):
         self.kv_group = 1  # query heads per key/value head (GQA); 1: every head has its own
         self.geom: MosaicGeometry | None = None
         self._overview: np.ndarray | None = None
-        self._canvas: np.ndarray | None = None
-        self._hidden: tuple[object, np.ndarray] | None = None
         self.cell_name: Callable[[int, int], str] = self._default_cell_name
         self._last_hover = (-1, -1, -1, -1)
         self.view.scene().sigMouseMoved.connect(self._on_move)
@@ -289,7 +279,7 @@ class HeadMosaic(QWidget):
         new_geom = geom != self.geom
         if new_geom:
             self.geom = geom
-            self._canvas = np.empty(geom.canvas_shape, dtype=np.float32)
+            self.painter.new_canvas(geom)
         names = None
         if self.flow:
             rl, cl = self.row_labels, self.col_labels
@@ -301,89 +291,33 @@ class HeadMosaic(QWidget):
         self._fill()
         if new_geom:
             # after setImage: an ImageItem's rect is a scale of its current image size
-            H, W = self._canvas.shape
+            H, W = self.canvas.shape
             self.image.setRect(QRectF(0, 0, W, H))
             self.reset_view()
-
-    def _set_ticks(self) -> None:
-        g = self.geom
-        left, top = self.plot.getAxis("left"), self.plot.getAxis("top")
-        if self.flow:  # the names are in the cells
-            self._ticks_key = None
-            left.setTicks([[]])
-            top.setTicks([[]])
-            left.setWidth(4)
-            return
-        step = g.S + g.g
-        key = (g, tuple(self.row_labels), tuple(self.col_labels), self.compact)
-        if key == getattr(self, "_ticks_key", None):  # setTicks re-lays the axis out (~15 ms each)
-            return
-        self._ticks_key = key
-        left.setTicks([[(r * step + g.S / 2, self.row_labels[r]) for r in range(g.R)]])
-        if self.compact and left.labelText != self.row_name:  # the word the ticks leave out
-            left.setLabel(self.row_name)
-        left.setWidth(int(7 * max(len(s) for s in self.row_labels) + (34 if self.compact else 12)))
-        top.setTicks([[(c * step + g.S / 2, self.col_labels[c]) for c in range(g.C)]])
-
-    def _fill(self) -> None:
-        ov = self._overview
-        if self.mode == "difference":
-            lo, hi = self.levels
-            ov = np.clip(ov, np.float32(lo), np.float32(hi))
-        elif self.log:
-            lo, hi = float(np.log10(LOG_FLOOR)), 0.0
-            ov = log_weights(ov)
-        else:
-            lo, hi = 0.0, 1.0
-        lo, top, grey, gap = lut_levels(lo, hi)
-        canvas = self._canvas
-        canvas.fill(np.float32(gap))
-        self.geom.place(canvas, ov)
-        hidden = self._hidden_canvas()
-        if hidden is not None:
-            np.copyto(canvas, np.float32(grey), where=hidden)
-        self.legend.set_hidden("masked" if hidden is not None else None)
-        self.image.setImage(self._indices(canvas, lo, top), levels=None, autoLevels=False)
-        self.legend.set_levels(*((lo, hi) if self.mode == "weights" else self.levels))
-
-    def _indices(self, canvas: np.ndarray, lo: float, top: float) -> np.ndarray:
-        """The canvas as colour-table entries (:func:`lut_indices`, in reused buffers): the paint is
-        then a plain indexed-image copy instead of pyqtgraph's float rescale (~25 ms a 12×12 grid at
-        256 tokens, in the GUI thread, on every repaint)."""
-        if getattr(self, "_scratch", None) is None or self._scratch.shape != canvas.shape:
-            self._scratch = np.empty(canvas.shape, np.float32)
-            self._index_canvas = np.empty(canvas.shape, np.uint8)
-        return lut_indices(canvas, lo, top, scratch=self._scratch, out=self._index_canvas)
 
     @property
     def canvas(self) -> np.ndarray | None:
         """The values drawn (float32, the pooled cells placed with their gaps; what the colours show)."""
-        return self._canvas
+        return self.painter.canvas
 
-    def _hidden_canvas(self) -> np.ndarray | None:
-        """bool canvas of the masked pixels (cached per mask and geometry), or None when none is masked."""
-        if self.mask is None:
-            return None
-        vis = pool_visible(self.mask, self.block)
-        if vis.all():
-            return None
-        key = (self.geom, self.block, vis.tobytes())
-        if self._hidden is None or self._hidden[0] != key:
-            hidden = np.zeros(self._canvas.shape, dtype=bool)
-            self.geom.place(hidden, ~vis)
-            self._hidden = (key, hidden)
-        return self._hidden[1]
+    def _set_ticks(self) -> None:
+        self.painter.set_ticks(
+            self.geom, self.row_labels, self.col_labels, self.row_name, self.compact, self.flow
+        )
+
+    def _fill(self) -> None:
+        self.painter.paint(
+            self.geom,
+            self._overview,
+            mode=self.mode,
+            log=self.log,
+            levels=self.levels,
+            mask=self.mask,
+            block=self.block,
+        )
 
     def _set_colours(self) -> None:
-        diverging = self.mode == "difference"
-        cmap, gamma = (DIVERGING_CMAP, 1.0) if diverging else (self.cmap, self.gamma)
-        self.image.setLookupTable(matrix_lut(cmap, gamma))
-        self.legend.set_cmap(cmap, gamma)
-        if diverging:  # the runs' names when they fit beside the bar (the title has them anyway)
-            full = f"{self.names[0]} − {self.names[1]}"
-            self.legend.set_label(full if len(full) <= LEGEND_LABEL_CHARS else "A − B")
-        else:
-            self.legend.set_label("log₁₀ weight" if self.log else "weight")
+        self.painter.set_colours(self.mode, self.cmap, self.gamma, log=self.log, names=self.names)
 
     def set_log(self, log: bool) -> None:
         """Colour log10(weight) from 10⁻⁴ to 1 (weights mode)."""
@@ -412,12 +346,9 @@ class HeadMosaic(QWidget):
 
     def clear(self, message: str = "no attention to show yet") -> None:
         """Show nothing but ``message`` (the title stays)."""
-        self.values = self._overview = self.geom = self._canvas = self._scratch = None
-        self.image.clear()
+        self.values = self._overview = self.geom = None
+        self.painter.clear()
         self.marks.place(None)
-        self._ticks_key = None
-        self.plot.getAxis("left").setTicks([[]])
-        self.plot.getAxis("top").setTicks([[]])
         self.placeholder.setText(message)
         self.placeholder.setPos(0.5, 0.5)
         self.fitter.size = None
@@ -426,8 +357,8 @@ class HeadMosaic(QWidget):
 
     def reset_view(self) -> None:
         """Show every head again (after a zoom)."""
-        if self._canvas is not None:
-            H, W = self._canvas.shape
+        if self.canvas is not None:
+            H, W = self.canvas.shape
             g = self.geom.g
             if self.flow:
                 self.vb.setRange(QRectF(0, 0, W - g, H - g), padding=0.0)
@@ -440,8 +371,8 @@ class HeadMosaic(QWidget):
         legend sits beside them; flowing cells take all of it."""
         limit = 1e6
         vh = self.vb.height()
-        if not self.flow and self._canvas is not None and vh > 1:
-            H, W = self._canvas.shape  # the content and its margins: a gap in all
+        if not self.flow and self.canvas is not None and vh > 1:
+            H, W = self.canvas.shape  # the content and its margins: a gap in all
             # what the plot takes beside its view box: the row labels and the layout's margins (read
             # from the axis, fixed by the labels: the view box's own width may still be the one from
             # before the last resize, and a limit made from it shrank the plot under the heads)
@@ -481,29 +412,9 @@ class HeadMosaic(QWidget):
         return self.marks.marked
 
     # ---- pointer -------------------------------------------------------------------------------
-    def describe(self, r: int, c: int, q: int, k: int) -> str:
-        """The readout sentence for token pair (q, k) of cell (r, c), from full-resolution values."""
-
-        def tok(i: int) -> str:
-            return self.tokens[i] if 0 <= i < len(self.tokens) else str(i)
-
-        tip = self.marks.role_tip(r, c)
-        head = self.cell_name(r, c) + (f" [{tip}]" if tip else "")
-        if self.mask is not None and not self.mask[q, k]:
-            return f"{head}: query {q} '{tok(q)}' cannot see key {k} '{tok(k)}' (masked)"
-        v = float(self.values[r, c, q, k])
-        pair = f"{head}: query {q} '{tok(q)}' → key {k} '{tok(k)}'"
-        if self.mode == "difference":
-            text = f"{pair}: {self.names[0]} − {self.names[1]} = {v:+.4f}"
-        else:
-            text = f"{pair}: weight {v:.3f}"
-        if self.block > 1:
-            text += f"  (overview: {self.block}×{self.block} tokens per pixel; click to open the head)"
-        return text
-
     def hover_at(self, r: int, c: int, q: int, k: int) -> None:
         self._last_hover = (r, c, q, k)
-        self.readout.setText(" " if r < 0 else self.describe(r, c, q, k))
+        self.readout.setText(" " if r < 0 else readout_text(self, r, c, q, k))
         self.cellHovered.emit(r, c, q, k)
 
     def _refresh_readout(self) -> None:
@@ -511,7 +422,7 @@ class HeadMosaic(QWidget):
         if r >= 0 and self.values is not None:
             R, C, T, _ = self.values.shape
             if r < R and c < C and q < T and k < T:
-                self.readout.setText(self.describe(r, c, q, k))
+                self.readout.setText(readout_text(self, r, c, q, k))
                 return
         self.readout.setText(" ")
 
@@ -539,4 +450,25 @@ class HeadMosaic(QWidget):
             self.headMenuRequested.emit(hit[0], hit[1], ev.screenPos().toPoint())
 
 
-__all__ = ["HeadMosaic"]
+def readout_text(m: HeadMosaic, r: int, c: int, q: int, k: int) -> str:
+    """The readout sentence for token pair (q, k) of cell (r, c) of ``m``, from full-resolution values."""
+
+    def tok(i: int) -> str:
+        return m.tokens[i] if 0 <= i < len(m.tokens) else str(i)
+
+    tip = m.marks.role_tip(r, c)
+    head = m.cell_name(r, c) + (f" [{tip}]" if tip else "")
+    if m.mask is not None and not m.mask[q, k]:
+        return f"{head}: query {q} '{tok(q)}' cannot see key {k} '{tok(k)}' (masked)"
+    v = float(m.values[r, c, q, k])
+    pair = f"{head}: query {q} '{tok(q)}' → key {k} '{tok(k)}'"
+    if m.mode == "difference":
+        text = f"{pair}: {m.names[0]} − {m.names[1]} = {v:+.4f}"
+    else:
+        text = f"{pair}: weight {v:.3f}"
+    if m.block > 1:
+        text += f"  (overview: {m.block}×{m.block} tokens per pixel; click to open the head)"
+    return text
+
+
+__all__ = ["HeadMosaic", "readout_text"]

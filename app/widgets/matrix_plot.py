@@ -32,6 +32,7 @@ from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.widgets.cell_numbers import CellNumbers
 from app.widgets.legend import ColorLegend
+from app.widgets.levels import LOG_FLOOR, finite_range, log_weights, lut_levels, symmetric_levels
 from app.widgets.palette import (
     DEFAULT_CMAP,
     DIVERGING_CMAP,
@@ -42,62 +43,8 @@ from app.widgets.palette import (
 from app.widgets.titles import wrapping_title
 from app.widgets.token_axis import TokenAxis
 
-#: The smallest weight the log colour scale tells apart (everything below looks like it).
-LOG_FLOOR = 1e-4
 #: ``numbers=None`` writes the values in the cells up to this many rows and columns.
 ANNOTATE_MAX = 16
-
-
-def lut_levels(lo: float, hi: float) -> tuple[float, float, float, float]:
-    """Image levels for :func:`~app.widgets.palette.matrix_lut` so that ``[lo, hi]`` spans its map
-    entries: ``(lo, top, hidden, gap)`` with ``top`` the image's upper level and ``hidden``/``gap``
-    the values that land on the grey and white entries."""
-    top = lo + (hi - lo) * 256.0 / (N_MAP_COLOURS - 0.01)
-    unit = (top - lo) / 256.0
-    return lo, top, lo + 254.5 * unit, lo + 255.5 * unit
-
-
-def lut_indices(
-    values: np.ndarray,
-    lo: float,
-    top: float,
-    *,
-    scratch: np.ndarray | None = None,
-    out: np.ndarray | None = None,
-) -> np.ndarray:
-    """uint8 entries of a 256-colour table for ``values`` drawn at levels ``(lo, top)``:
-    ``clip(floor((v − lo) · 256 / (top − lo)), 0, 255)``, what pyqtgraph computes at paint time for a
-    float image (NaN lands on entry 254, the hidden grey). ``scratch`` (float32) and ``out`` (uint8),
-    of ``values``' shape, are reused when given."""
-    scratch = np.empty(values.shape, np.float32) if scratch is None else scratch
-    out = np.empty(values.shape, np.uint8) if out is None else out
-    np.subtract(values, np.float32(lo), out=scratch)
-    np.multiply(scratch, np.float32(256.0 / (top - lo)), out=scratch)
-    np.nan_to_num(scratch, copy=False, nan=254.0)
-    np.clip(scratch, 0.0, 255.0, out=scratch)
-    np.copyto(out, scratch, casting="unsafe")
-    return out
-
-
-def log_weights(m: np.ndarray, floor: float = LOG_FLOOR) -> np.ndarray:
-    """``log10(max(m, floor))`` as float32 (NaN stays NaN): what the log colour scale draws."""
-    with np.errstate(invalid="ignore"):
-        return np.log10(np.maximum(m, np.float32(floor))).astype(np.float32, copy=False)
-
-
-def symmetric_levels(m: np.ndarray) -> tuple[float, float]:
-    """(−a, a) with ``a`` the largest finite |value| (1 when there is none): centres a diverging map on 0."""
-    finite = m[np.isfinite(m)]
-    a = float(np.abs(finite).max()) if finite.size else 1.0
-    a = a if a > 0 else 1.0
-    return (-a, a)
-
-
-def finite_range(m: np.ndarray) -> tuple[float, float]:
-    """(min, max) of the finite values ((0, 1) when none; ``hi > lo`` always)."""
-    vals = m[np.isfinite(m)]
-    lo, hi = (float(vals.min()), float(vals.max())) if vals.size else (0.0, 1.0)
-    return (lo, hi if hi > lo else lo + 1.0)
 
 
 def format_cell(v: float, digits: int = 2) -> str:
@@ -506,14 +453,9 @@ class MatrixPlot(QWidget):
 
 __all__ = [
     "ANNOTATE_MAX",
-    "LOG_FLOOR",
     "MatrixPanel",
     "MatrixPlot",
     "TopLeftFit",
     "describe_value",
-    "finite_range",
     "format_cell",
-    "log_weights",
-    "lut_levels",
-    "symmetric_levels",
 ]

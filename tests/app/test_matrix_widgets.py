@@ -88,7 +88,8 @@ def test_matrix_numbers_in_cells_when_small_and_the_legend_makes_room(qtbot):
 
 
 def test_matrix_log_colours_tell_small_weights_apart(qtbot):
-    from app.widgets.matrix_plot import LOG_FLOOR, MatrixPlot
+    from app.widgets.levels import LOG_FLOOR
+    from app.widgets.matrix_plot import MatrixPlot
 
     h = MatrixPlot()
     qtbot.addWidget(h)
@@ -344,7 +345,7 @@ def test_the_mosaic_hands_pyqtgraph_the_colours_its_float_rescale_would_draw(qtb
     import pyqtgraph as pg
 
     from app.widgets.head_mosaic import HeadMosaic
-    from app.widgets.matrix_plot import lut_levels
+    from app.widgets.levels import lut_levels
 
     m = HeadMosaic()
     qtbot.addWidget(m)

@@ -12,7 +12,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from app.widgets.curves import Curves, style_plot
+from app.widgets.axes import style_plot
+from app.widgets.curves import Curves
 from app.widgets.legend import legend_row
 from app.widgets.palette import color_for
 
