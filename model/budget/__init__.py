@@ -1,1 +1,2 @@
-"""Arithmetic on configs: parameters, FLOPs, memory, cost, presets, the budget table, sizing."""
+"""Arithmetic on configs: the calculator (parameters, FLOPs, memory, cost, reached through
+:mod:`model.budget.arithmetic`), presets, the budget table and its renderings, sizing."""

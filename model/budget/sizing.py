@@ -48,6 +48,7 @@ __all__ = [
     "check",
     "check_config_file_shapes",
     "generation_need",
+    "size_or_zero",
     "skip_init_on_meta",
     "largest_knob",
     "load_need",
@@ -243,14 +244,15 @@ def check(
 # ---------------------------------------------------------------------------------------------
 # what the work needs
 # ---------------------------------------------------------------------------------------------
-def _n(v: Any) -> int:
+def size_or_zero(v: Any) -> int:
+    """``v`` when it is a whole number above 0, else 0: a size of a config read before it is validated."""
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
 
 
 def largest_knob(cfg: GPTConfig) -> str:
     """The config value whose lowering shrinks the parameters most, e.g. ``"d_model=8192"``."""
-    L, d, C, V = _n(cfg.n_layers), _n(cfg.d_model), _n(cfg.context_length), _n(cfg.vocab_size)
-    dff, dk, h = _n(cfg.hidden), _n(cfg.d_head), _n(cfg.n_heads)
+    L, d, C, V = (size_or_zero(v) for v in (cfg.n_layers, cfg.d_model, cfg.context_length, cfg.vocab_size))
+    dff, dk, h = (size_or_zero(v) for v in (cfg.hidden, cfg.d_head, cfg.n_heads))
     shares = {
         "context_length": C * d if cfg.positions == "learned" else C * max(d, dk),
         "vocab_size": V * d * (1 if cfg.tie_embeddings else 2),
@@ -273,9 +275,9 @@ def _param_count(cfg: GPTConfig) -> int:
 def _fixed_tables(cfg: GPTConfig) -> int:
     """Float32 bytes of the non-parameter position tables (sinusoidal [T_max, d], rope cos+sin)."""
     if cfg.positions == "sinusoidal":
-        return 4 * _n(cfg.context_length) * _n(cfg.d_model)
+        return 4 * size_or_zero(cfg.context_length) * size_or_zero(cfg.d_model)
     if cfg.positions == "rope":
-        return 4 * _n(cfg.context_length) * _n(cfg.d_head)
+        return 4 * size_or_zero(cfg.context_length) * size_or_zero(cfg.d_head)
     return 0
 
 
@@ -286,7 +288,7 @@ def load_need(cfg: GPTConfig, *, bytes_per_value: int = 4, copies: int = 2, what
         "weights": n * bytes_per_value,
         "their copy being read": n * bytes_per_value * (copies - 1),
         "position tables": _fixed_tables(cfg),
-        "blocks' bookkeeping": _n(cfg.n_layers) * BLOCK_OVERHEAD,
+        "blocks' bookkeeping": size_or_zero(cfg.n_layers) * BLOCK_OVERHEAD,
     }
     return Need(what or f"a model of {n:,} parameters", parts, largest_knob(cfg))
 
@@ -297,7 +299,7 @@ def training_need(
     """Bytes to train ``cfg`` with AdamW on batches of ``batch × seq_len`` tokens (one device)."""
     pr = PRECISIONS[precision]
     n = _param_count(cfg)
-    b, t = max(1, _n(batch)), max(1, _n(seq_len))
+    b, t = max(1, size_or_zero(batch)), max(1, size_or_zero(seq_len))
     act = activation_bytes(cfg, t, b, pr.activations) if n else 0
     parts = {
         "weights": n * (pr.weights + pr.master_weights),
@@ -305,7 +307,7 @@ def training_need(
         "AdamW state": n * pr.optimizer,
         f"activations of {b} × {t} tokens": act,
         "position tables": _fixed_tables(cfg),
-        "blocks' bookkeeping": _n(cfg.n_layers) * BLOCK_OVERHEAD,
+        "blocks' bookkeeping": size_or_zero(cfg.n_layers) * BLOCK_OVERHEAD,
     }
     floor = None
     if n and b > 1:  # with one sequence a step: the need if only the batch were lowered
@@ -316,9 +318,9 @@ def training_need(
 def generation_need(cfg: GPTConfig, context: int, *, batch: int = 1, bytes_per_value: int = 4) -> Need:
     """Bytes of the key/value cache generation allocates: ``2·L·B·h_kv·T·d_k`` values for ``context``
     positions (:func:`model.budget.arithmetic.kv_cache`), and the logits of one step."""
-    T, B = max(1, _n(context)), max(1, _n(batch))
-    values = 2 * _n(cfg.n_layers) * _n(cfg.kv_heads) * _n(cfg.d_head) * T * B
-    parts = {"key/value cache": values * bytes_per_value, "logits": 4 * B * _n(cfg.vocab_size)}
+    T, B = max(1, size_or_zero(context)), max(1, size_or_zero(batch))
+    values = 2 * size_or_zero(cfg.n_layers) * size_or_zero(cfg.kv_heads) * size_or_zero(cfg.d_head) * T * B
+    parts = {"key/value cache": values * bytes_per_value, "logits": 4 * B * size_or_zero(cfg.vocab_size)}
     return Need(
         f"generating with a key/value cache of {T:,} positions",
         parts,

@@ -18,11 +18,10 @@ import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from model.budget import sizing
 from model.budget.arithmetic import human_bytes, parameters
-from model.budget.sizing import Available, ModelTooLarge, Need, largest_knob, load_need
+from model.budget.sizing import Available, ModelTooLarge, Need, largest_knob, load_need, size_or_zero
 from model.config import GPTConfig
 from model.interp.pooling import block_size
 from model.interp.prompt import Prompt, PromptError, Tokenizer, encode_prompt
@@ -82,10 +81,6 @@ def estimate_nbytes(
 # ---------------------------------------------------------------------------------------------
 # inspection within a budget
 # ---------------------------------------------------------------------------------------------
-def _n(v: Any) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
-
-
 def inspection_need(
     cfg: GPTConfig,
     seq_len: int,
@@ -102,10 +97,10 @@ def inspection_need(
     ``export_bytes_per_value`` > 0 adds the copies an export makes of the square kinds; ``with_model``
     adds :func:`load_need` (a model not built yet).
     """
-    L = _n(cfg.n_layers) if n_layers is None else n_layers
-    H, T, d, V = _n(cfg.n_heads), max(1, _n(seq_len)), _n(cfg.d_model), _n(cfg.vocab_size)
-    B = max(1, _n(batch))
-    trace = estimate_nbytes(L, H, T, d, _n(cfg.d_head), kinds=kinds, bytes_per_value=bytes_per_value, batch=B)
+    L = size_or_zero(cfg.n_layers) if n_layers is None else n_layers
+    H, d, V, d_k = (size_or_zero(v) for v in (cfg.n_heads, cfg.d_model, cfg.vocab_size, cfg.d_head))
+    T, B = max(1, size_or_zero(seq_len)), max(1, size_or_zero(batch))
+    trace = estimate_nbytes(L, H, T, d, d_k, kinds=kinds, bytes_per_value=bytes_per_value, batch=B)
     kinds = canonical_kinds(kinds)
     squares = sum(1 for k in kinds if k in SQUARE_KINDS)
     parts = {
@@ -148,7 +143,7 @@ def plan_inspection(
     True/False pins the precision.
     """
     kinds, keep = canonical_kinds(kinds), canonical_kinds(keep)
-    L = _n(cfg.n_layers)
+    L = size_or_zero(cfg.n_layers)
     precisions = [False, True] if float16 is None else [float16]
     candidates: list[tuple[tuple[str, ...], bool]] = [(kinds, f16) for f16 in precisions]
     small = tuple(k for k in kinds if k in keep or k not in ("scores_raw", "scores"))
