@@ -11,17 +11,27 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
+import tracemalloc
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
+from transformers import PreTrainedTokenizerFast
 
 from model.config import ConfigError, GPTConfig
+from model.interp.analysis.heads import classify_heads, head_metrics, role_title
+from model.interp.inspection import inspect_prompt
+from model.interp.plan import plan_prompt
+from model.interp.prompt import encode_prompt
 from model.interp.trace import run_with_trace
-from model.io.checkpoint import CheckpointError
+from model.io.checkpoint import CheckpointError, save_checkpoint
 from model.io.families import family_config
 from model.io.pretrained import detect, open_model
 from model.io.weights import build_from_state_dict
 from model.nn.generate import generate
+from model.nn.gpt import build_model
+from model.text.registry import tokenizer_from_dict
 
 #: case -> (model_type, writer options). Each family's own part is switched on, so a wrong one shows.
 CASES = {
@@ -80,8 +90,6 @@ def family(request, family_models):
 
 
 def _reference_tokenizer(directory):
-    from transformers import PreTrainedTokenizerFast
-
     return PreTrainedTokenizerFast.from_pretrained(str(directory))
 
 
@@ -205,8 +213,6 @@ def test_special_tokens_are_named_on_the_axes(family_models):
 
 
 def test_tokenizer_survives_our_checkpoint_format(family_models):
-    from model.text.registry import tokenizer_from_dict
-
     _, _, ckpt = family_models("llama-llama3-rope-sharded")
     again = tokenizer_from_dict(json.loads(json.dumps(ckpt.tokenizer.to_dict())))
     assert again.encode("two  words") == ckpt.tokenizer.encode("two  words")
@@ -252,9 +258,6 @@ def test_unsupported_configs_are_refused(family_models, tmp_path, changes, messa
 def test_a_config_json_that_lies_about_its_size_is_refused_before_anything_is_built(
     family_models, tmp_path, changes, message
 ):
-    import time
-    import tracemalloc
-
     directory = family_models("llama-llama3-rope-sharded")[0]
     edited = _copy_with(directory, tmp_path, **changes)
     tracemalloc.start()
@@ -269,8 +272,6 @@ def test_a_config_json_that_lies_about_its_size_is_refused_before_anything_is_bu
 
 
 def test_missing_and_misshapen_tensors_are_named(family_models, tmp_path):
-    from safetensors.torch import load_file, save_file
-
     directory = family_models("qwen3-qk-norm-head-dim")[0]
     edited = _copy_with(directory, tmp_path)
     tensors = load_file(str(edited / "model.safetensors"))
@@ -342,10 +343,6 @@ def test_new_config_fields_are_validated():
 
 
 def test_a_cut_prompt_keeps_its_bos_and_the_inspection_names_it(family_models):
-    from model.interp.inspection import inspect_prompt
-    from model.interp.plan import plan_prompt
-    from model.interp.prompt import encode_prompt
-
     _, _, ckpt = family_models("llama-llama3-rope-sharded")
     p = encode_prompt(ckpt.tokenizer, "one two three four five six seven eight nine ten", 8)
     ids, dropped = list(p.ids), p.dropped
@@ -356,8 +353,6 @@ def test_a_cut_prompt_keeps_its_bos_and_the_inspection_names_it(family_models):
 
 
 def test_pytorch_model_bin_is_read_without_unpickling_code(family_models, tmp_path, tricky_texts):
-    from safetensors.torch import load_file
-
     directory, reference, _ = family_models("qwen3-qk-norm-head-dim")
     edited = _copy_with(directory, tmp_path)
     torch.save(load_file(str(edited / "model.safetensors")), edited / "pytorch_model.bin")
@@ -382,11 +377,6 @@ class _Hostile:
 def test_a_head_resting_on_bos_is_named_the_attention_sink(family_models):
     """A head built to attend to position 0 (the BOS a Llama tokenizer puts first) is classified
     "sink", and its title names the BOS token."""
-    from model.interp.analysis.heads import classify_heads, head_metrics, role_title
-    from model.interp.inspection import inspect_prompt
-    from model.interp.plan import plan_prompt
-    from model.nn.gpt import build_model
-
     _, _, llama = family_models("llama-llama3-rope-sharded")
     tok = llama.tokenizer
     cfg = GPTConfig(vocab_size=tok.vocab_size, context_length=32, n_layers=1, d_model=8, n_heads=2)
@@ -406,8 +396,6 @@ def test_a_head_resting_on_bos_is_named_the_attention_sink(family_models):
 
 
 def test_an_opened_family_model_saves_as_ours_and_reopens_the_same(family_models, tmp_path, tricky_texts):
-    from model.io.checkpoint import save_checkpoint
-
     _, _, gemma = family_models("gemma-tied-head-dim")
     save_checkpoint(tmp_path / "ours", gemma.model, gemma.tokenizer, meta={"name": "gemma"})
     again = open_model(tmp_path / "ours")
@@ -421,8 +409,6 @@ def test_an_opened_family_model_saves_as_ours_and_reopens_the_same(family_models
 def test_every_new_part_together_trains_traces_and_decodes_consistently():
     """Our own GPT with all of the new fields at once: the recorded path equals the fused one, and
     KV-cached decoding equals recomputing the window (sliding window past its size included)."""
-    from model.nn.gpt import build_model
-
     cfg = GPTConfig(
         vocab_size=50,
         context_length=32,

@@ -11,12 +11,21 @@ import time
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import save_file
 
 from model.budget import sizing
 from model.budget.arithmetic import parameters
 from model.budget.sizing import Available, ModelTooLarge, available_memory, check, load_need, training_need
 from model.config import ConfigError, GPTConfig
 from model.interp.plan import inspection_need, plan_inspection
+from model.interp.trace import run_with_trace
+from model.io.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from model.nn.generate import check_sampling, check_seed
+from model.nn.gpt import build_model
+from model.text.sources import resolve_source
+from model.text.tokens import ByteTokenizer
+from model.train.settings import TrainSettings
+from model.train.trainer import Trainer
 
 GiB = 1024**3
 
@@ -80,9 +89,6 @@ def test_override_by_argument_and_environment(monkeypatch):
 
 
 def test_a_trainer_of_a_huge_config_is_refused_before_allocation(tiny_settings):
-    from model.text.sources import resolve_source
-    from model.train.trainer import Trainer
-
     before, t0 = rss(), time.perf_counter()
     with pytest.raises(ModelTooLarge, match="d_model=200000"):
         Trainer(GPTConfig(d_model=200_000, n_heads=4, n_layers=2), resolve_source("task:copy"), tiny_settings)
@@ -90,10 +96,6 @@ def test_a_trainer_of_a_huge_config_is_refused_before_allocation(tiny_settings):
 
 
 def test_a_lying_config_json_is_refused_before_the_model_is_built(tmp_path, tiny_config):
-    from model.io.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-    from model.nn.gpt import build_model
-    from model.text.tokens import ByteTokenizer
-
     save_checkpoint(tmp_path / "c", build_model(tiny_config.with_vocab(256), seed=0), ByteTokenizer())
     cfg = json.loads((tmp_path / "c" / "config.json").read_text())
     for lie in ({"d_model": 8192}, {"n_layers": 5000, "d_model": 512}):
@@ -105,8 +107,6 @@ def test_a_lying_config_json_is_refused_before_the_model_is_built(tmp_path, tiny
 
 
 def test_header_shapes_and_parameter_count(tmp_path):
-    from safetensors.torch import save_file
-
     save_file({"a": torch.zeros(3, 4), "b": torch.zeros(5)}, tmp_path / "w.safetensors")
     assert sizing.safetensors_shapes(tmp_path / "w.safetensors") == {"a": (3, 4), "b": (5,)}
     (tmp_path / "bad.safetensors").write_bytes(b"\xff" * 8 + b"{}")
@@ -142,9 +142,6 @@ def test_plan_keeps_everything_when_it_fits_and_less_when_it_does_not():
 
 
 def test_run_with_trace_refuses_what_the_machine_cannot_hold(monkeypatch, tiny_config):
-    from model.interp.trace import run_with_trace
-    from model.nn.gpt import build_model
-
     model = build_model(tiny_config.with_vocab(256), seed=0)
     ids = list(range(20))
     assert run_with_trace(model, ids, kinds=["pattern"]).stack("pattern").shape == (2, 2, 20, 20)
@@ -173,16 +170,12 @@ def test_config_files_that_are_not_regular_files_are_refused(tmp_path):
     [("seed", 10**23), ("seed", -1), ("threads", 100_000), ("steps", 10**12), ("batch_size", 10**12)],
 )
 def test_train_settings_have_maxima(field, value):
-    from model.train.settings import TrainSettings
-
     with pytest.raises(ConfigError, match=field):
         TrainSettings(**{field: value}).validate()
 
 
 @pytest.mark.parametrize("temperature", [float("nan"), float("inf"), 1e-300, -1.0, 1e6])
 def test_sampling_temperature_must_be_finite_and_sensible(temperature):
-    from model.nn.generate import check_sampling
-
     with pytest.raises(ValueError, match="temperature"):
         check_sampling(temperature, None, None)
     check_sampling(0, None, None)  # greedy
@@ -191,16 +184,11 @@ def test_sampling_temperature_must_be_finite_and_sensible(temperature):
 
 @pytest.mark.parametrize("seed", [10**23, -5, 2**63])
 def test_seed_must_fit_a_64_bit_generator(seed):
-    from model.nn.generate import check_seed
-
     with pytest.raises(ValueError, match="seed"):
         check_seed(seed)
 
 
 def test_resume_checks_the_optimizer_state_shapes(tiny_config, tiny_settings):
-    from model.text.sources import resolve_source
-    from model.train.trainer import Trainer
-
     trainer = Trainer(tiny_config, resolve_source("task:copy"), tiny_settings)
     trainer.run(1)
     state = trainer.state_dict()
