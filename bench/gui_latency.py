@@ -101,14 +101,14 @@ def main() -> int:
     s.eventsAppended.connect(mark)
     tab = win.tabs["Train"]
     draw_times: list[float] = []
-    original = tab._on_frame
+    original = tab.live._on_frame
 
     def timed_on_frame(frame):
         t = time.perf_counter()
         original(frame)
         draw_times.append(time.perf_counter() - t)
 
-    s.traceUpdated.disconnect(tab._on_frame)
+    s.traceUpdated.disconnect(tab.live._on_frame)
     s.traceUpdated.connect(timed_on_frame)
 
     print("app training with live attention…", flush=True)

@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
             win.tab_widget.setCurrentIndex(0)
             train_tab.show_frame(len(s.frames) // 4)
             shot(train_tab, "01-train-scrubbed-to-an-early-step")
-            train_tab.live_button.setChecked(True)
+            train_tab.live.live_button.setChecked(True)
 
         # what a user sees when the config is invalid
         win.tab_widget.setCurrentIndex(0)

@@ -114,8 +114,8 @@ def test_the_train_tab_follows_a_headless_run_live(qtbot, tiny_window, tmp_path)
     assert tab.plots.n_points == len(rows)
     probes = sorted((run / "probes").iterdir())
     assert [f.step for f in s.frames] == [read_probe(p).step for p in probes]
-    assert tab.scrubber.maximum() == len(s.frames) - 1
-    np.testing.assert_array_equal(tab.head_grid.weights, read_probe(probes[-1]).weights)
+    assert tab.live.scrubber.maximum() == len(s.frames) - 1
+    np.testing.assert_array_equal(tab.live.head_grid.weights, read_probe(probes[-1]).weights)
     assert s.latest_frame.step == STEPS
 
     # the newest checkpoint became the session's model (what the Attention tab shows)

@@ -53,7 +53,7 @@ def test_a_masked_cell_is_the_same_grey_in_the_train_history_and_attention_grids
     kept.offer(snap.frame())
     frame = kept[0]
     assert np.triu(frame.weights.astype(np.float32), 1).max() == 0  # the mask is only in the data
-    train._draw(frame, live=True)
+    train.live._draw(frame, live=True)
     # History: a checkpoint's snapshot
     hist = win.tabs["History"]
     win.tab_widget.setCurrentWidget(win._holders["History"])
@@ -67,8 +67,8 @@ def test_a_masked_cell_is_the_same_grey_in_the_train_history_and_attention_grids
     qtbot.waitUntil(lambda: grid.weights is not None and grid.weights.shape[-1] == T, timeout=TIMEOUT)
 
     win.tab_widget.setCurrentWidget(win._holders["Train"])
-    qtbot.waitUntil(lambda: train.head_grid.isVisible(), timeout=5000)
-    painted = {"Train": _mosaic_colour(train.head_grid, 0, T - 1)}
+    qtbot.waitUntil(lambda: train.live.head_grid.isVisible(), timeout=5000)
+    painted = {"Train": _mosaic_colour(train.live.head_grid, 0, T - 1)}
     win.tab_widget.setCurrentWidget(win._holders["History"])
     qtbot.waitUntil(lambda: hist.mosaic.isVisible(), timeout=5000)
     painted["History"] = _mosaic_colour(hist.mosaic, 0, T - 1)
@@ -77,7 +77,7 @@ def test_a_masked_cell_is_the_same_grey_in_the_train_history_and_attention_grids
     painted["Attention"] = _mosaic_colour(grid, 0, T - 1)
     assert painted == dict.fromkeys(painted, HIDDEN_COLOR)
     # a seen cell is not grey (the test looks at the heads, not at a gap)
-    assert _mosaic_colour(train.head_grid, T - 1, 0) != HIDDEN_COLOR
+    assert _mosaic_colour(train.live.head_grid, T - 1, 0) != HIDDEN_COLOR
     # and every colour bar says what the grey is
-    for mosaic in (train.head_grid, hist.mosaic, grid):
+    for mosaic in (train.live.head_grid, hist.mosaic, grid):
         assert mosaic.legend.hidden_text == "masked" and mosaic.legend.swatch.isVisible()

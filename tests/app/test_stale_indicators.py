@@ -54,30 +54,29 @@ def test_the_scrubber_names_the_step_the_grid_shows(qtbot, tiny_window, tiny_set
     win, s, tab = tiny_window, tiny_window.session, tiny_window.tabs["Train"]
     _train(qtbot, win)
     tab.show_frame(0)  # back to step 0
-    assert tab.scrub_label.text().startswith("step 0")
+    assert tab.live.scrub_label.text().startswith("step 0")
     win.train_settings_panel.set_settings(tiny_settings.replace(steps=12))
     _train(qtbot, win)  # Continue: newer frames arrive while the grid still shows step 0
-    assert tab._shown_step == 0
-    label = tab.scrub_label.text()
+    assert tab.live._shown_step == 0
+    label = tab.live.scrub_label.text()
     assert label.startswith("step 0") and "newest: 12" in label and "live" not in label
     # the end of the scrubber is the newest frame even when the thinned history did not keep it
     s.frames.stride = 4
     s.frames.offer(s.latest_frame)
-    tab.live_button.setChecked(True)
+    tab.live.live_button.setChecked(True)
     tab.show_frame(-1)
-    assert tab.scrub_label.text().startswith(f"live: step {s.latest_frame.step}")
-    assert tab._shown_step == s.latest_frame.step
+    assert tab.live.scrub_label.text().startswith(f"live: step {s.latest_frame.step}")
+    assert tab.live._shown_step == s.latest_frame.step
 
 
 def test_a_probe_prompt_that_cannot_be_encoded_says_the_grid_keeps_the_old_one(qtbot, tiny_window):
     tab, s = tiny_window.tabs["Train"], tiny_window.session
     kept = s.probe_prompt
-    tab.probe_edit.setPlainText("€€€")
-    tab._apply_probe_prompt()
-    assert tab.probe_error.isVisibleTo(tab)
-    assert (
-        "still traces the previous prompt" in tab.probe_error.text() and kept[:10] in tab.probe_error.text()
-    )
+    tab.live.probe_edit.setPlainText("€€€")
+    tab.live._apply_probe_prompt()
+    error = tab.live.probe_error
+    assert error.isVisibleTo(tab)
+    assert "still traces the previous prompt" in error.text() and kept[:10] in error.text()
 
 
 def test_an_attention_prompt_that_cannot_run_greys_the_old_one_and_says_so(qtbot, attention_tab):

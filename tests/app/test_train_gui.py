@@ -45,8 +45,8 @@ def test_start_trains_to_target_with_curves_and_live_heads(qtbot, tiny_window):
     # live attention: frames at the start and every probe_every=2 steps, drawn in the grid
     assert s.latest_frame is not None and s.latest_frame.step == 6
     L, H = s.model.config.n_layers, s.model.config.n_heads
-    assert tab.head_grid.shape == (L, H)
-    w = tab.head_grid.weights
+    assert tab.live.head_grid.shape == (L, H)
+    w = tab.live.head_grid.weights
     T = len(s.latest_frame.tokens)
     assert w.shape == (L, H, T, T)
     np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-2)  # softmax rows
@@ -58,11 +58,11 @@ def test_start_trains_to_target_with_curves_and_live_heads(qtbot, tiny_window):
     # the scrubber drags back through the kept frames, and Live returns to the newest
     tab.show_frame(0)
     first = s.frames[0]
-    assert first.step == 0 and not tab.live_button.isChecked()
-    np.testing.assert_array_equal(tab.head_grid.weights, first.weights.astype(np.float32))
+    assert first.step == 0 and not tab.live.live_button.isChecked()
+    np.testing.assert_array_equal(tab.live.head_grid.weights, first.weights.astype(np.float32))
     assert tab.plots.marker.isVisible() and tab.plots.marker.value() == 0
-    tab.live_button.setChecked(True)
-    np.testing.assert_array_equal(tab.head_grid.weights, s.latest_frame.weights.astype(np.float32))
+    tab.live.live_button.setChecked(True)
+    np.testing.assert_array_equal(tab.live.head_grid.weights, s.latest_frame.weights.astype(np.float32))
     assert not tab.plots.marker.isVisible()
 
 
@@ -211,9 +211,9 @@ def test_generation_rejects_unknown_characters_without_crashing(qtbot, tiny_wind
 
 def test_bad_probe_prompt_is_reported_and_training_still_probes(qtbot, tiny_window):
     tab = _train_tab(tiny_window)
-    tab.probe_edit.setPlainText("€ not in the vocabulary")
-    tab._apply_probe_prompt()
-    assert tab.probe_error.isVisibleTo(tab) and "€" in tab.probe_error.text()
+    tab.live.probe_edit.setPlainText("€ not in the vocabulary")
+    tab.live._apply_probe_prompt()
+    assert tab.live.probe_error.isVisibleTo(tab) and "€" in tab.live.probe_error.text()
     assert tiny_window.session.probe_prompt != "€ not in the vocabulary"
 
 

@@ -15,16 +15,14 @@ import math
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QKeySequence, QShortcut, QTextCursor
+from PySide6.QtGui import QAction, QKeySequence, QTextCursor
 from PySide6.QtWidgets import (
     QApplication,
-    QCheckBox,
     QGroupBox,
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
     QPushButton,
-    QSlider,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -33,8 +31,8 @@ from PySide6.QtWidgets import (
 from app.pace import format_eta
 from app.views.train.follow_bar import FollowBar
 from app.views.train.generate_box import GenerateBox
+from app.views.train.live_attention import LiveAttention
 from app.views.train.plots import TrainPlots
-from app.widgets.head_mosaic import HeadMosaic
 from app.widgets.progress import ReadableProgressBar
 from model.train.settings import eta_seconds
 
@@ -51,7 +49,6 @@ class TrainTab(QWidget):
         self._config_valid = True
         self._settings_valid = True
         self._panel_problems: dict[str, Callable[[], list[str]]] = {}
-        self._scrub_live = True
 
         root = QVBoxLayout(self)
         root.addLayout(self._build_controls())
@@ -62,7 +59,9 @@ class TrainTab(QWidget):
         top = QSplitter(Qt.Orientation.Horizontal)
         self.plots = TrainPlots()
         top.addWidget(self.plots)
-        top.addWidget(self._build_attention())
+        self.live = LiveAttention(session)
+        self.live.stepShown.connect(self.plots.set_step_marker)
+        top.addWidget(self.live)
         top.setStretchFactor(0, 5)
         top.setStretchFactor(1, 6)
         main.addWidget(top)
@@ -80,12 +79,10 @@ class TrainTab(QWidget):
         s.trainingStateChanged.connect(self._on_state)
         s.eventsAppended.connect(self._on_events)
         s.historyReset.connect(self._on_history_reset)
-        s.traceUpdated.connect(self._on_frame)
         s.sampleAdded.connect(self._on_sample)
         s.modelChanged.connect(lambda *_: (self._update_buttons(), self._update_reference()))
         s.configChanged.connect(lambda *_: self._update_buttons())
         s.dataChanged.connect(self._on_data)
-        s.probePromptChanged.connect(self._on_probe_prompt_changed)
         s.trainingFinished.connect(self._on_finished)
         s.checkpointSaved.connect(lambda path: self.status_label.setText(f"Saved to {path}"))
         if s.source is not None:
@@ -139,72 +136,6 @@ class TrainTab(QWidget):
         self.stop_action.triggered.connect(lambda: self.session.stop_training())
         return row
 
-    def _build_attention(self) -> QWidget:
-        box = QGroupBox("Live attention of the probe prompt")
-        layout = QVBoxLayout(box)
-        prow = QHBoxLayout()
-        prow.addWidget(QLabel("Probe prompt"))
-        self.probe_edit = QPlainTextEdit()
-        self.probe_edit.setObjectName("probePrompt")
-        self.probe_edit.setToolTip(
-            "The text whose attention is traced every few steps; Apply (or Ctrl+Enter) to use an edit. "
-            "In each cell rows are queries and columns keys."
-        )
-        self.probe_edit.setTabChangesFocus(True)
-        self.probe_edit.setFixedHeight(self.probe_edit.fontMetrics().lineSpacing() * 3 + 12)
-        prow.addWidget(self.probe_edit, 1)
-        self.probe_apply = QPushButton("Apply")
-        self.probe_apply.setToolTip("Trace this prompt from now on (Ctrl+Enter)")
-        self.probe_apply.clicked.connect(self._apply_probe_prompt)
-        shortcut = QShortcut(QKeySequence("Ctrl+Return"), self.probe_edit)
-        shortcut.setWhatsThis("Apply the edited probe prompt")  # what Help → Keyboard shortcuts says
-        shortcut.activated.connect(self._apply_probe_prompt)
-        col = QVBoxLayout()
-        col.addWidget(self.probe_apply)
-        self.sqrt_scale = QCheckBox("√ scale")
-        self.sqrt_scale.setToolTip(
-            "Colour by √weight so that the many small weights of a long prompt are visible "
-            "(0 and 1 keep their colours; the colour bar shows the weights)"
-        )
-        self.sqrt_scale.setChecked(True)
-        self.sqrt_scale.toggled.connect(lambda on: self.head_grid.set_gamma(0.5 if on else 1.0))
-        col.addWidget(self.sqrt_scale)
-        prow.addLayout(col)
-        layout.addLayout(prow)
-        self.probe_error = QLabel()
-        self.probe_error.setTextFormat(Qt.TextFormat.PlainText)
-        self.probe_error.setStyleSheet("color: #c02020;")
-        self.probe_error.setWordWrap(True)
-        self.probe_error.hide()
-        layout.addWidget(self.probe_error)
-        self.head_grid = HeadMosaic(
-            title="attention weights: rows = queries, columns = keys",
-            gamma=0.5,
-            interactive=False,
-            compact=True,
-        )
-        self.head_grid.setMinimumHeight(180)
-        layout.addWidget(self.head_grid, 1)
-        srow = QHBoxLayout()
-        srow.addWidget(QLabel("Step"))
-        self.scrubber = QSlider(Qt.Orientation.Horizontal)
-        self.scrubber.setObjectName("stepScrubber")
-        self.scrubber.setToolTip("Drag back through training to watch the heads form")
-        self.scrubber.setRange(0, 0)
-        self.scrubber.valueChanged.connect(self._on_scrub)
-        srow.addWidget(self.scrubber, 1)
-        self.scrub_label = QLabel("no frames yet")
-        self.scrub_label.setMinimumWidth(170)
-        srow.addWidget(self.scrub_label)
-        self.live_button = QPushButton("Live")
-        self.live_button.setToolTip("Follow the newest step again")
-        self.live_button.setCheckable(True)
-        self.live_button.setChecked(True)
-        self.live_button.toggled.connect(self._on_live_toggled)
-        srow.addWidget(self.live_button)
-        layout.addLayout(srow)
-        return box
-
     def _build_samples(self) -> QWidget:
         box = QGroupBox("Samples while training")
         layout = QVBoxLayout(box)
@@ -225,7 +156,7 @@ class TrainTab(QWidget):
         return {"Training": [self.start_action, self.pause_action, self.stop_action]}
 
     def export_targets(self) -> dict[str, QWidget]:
-        return {"curves": self.plots.view, "attention": self.head_grid.view}
+        return {"curves": self.plots.view, "attention": self.live.head_grid.view}
 
     def screenshot_pages(self):
         return [("", lambda: None)]
@@ -374,9 +305,7 @@ class TrainTab(QWidget):
     def _on_history_reset(self) -> None:
         self.plots.reset(self.session.history)
         self.samples_view.setPlainText("".join(_sample_block(st, t) for st, t in self.session.samples))
-        self._reset_scrubber()
-        if self.session.latest_frame is None:
-            self.head_grid.clear()
+        self.live.reset()
         self._update_progress()
         self._update_reference()
         self._update_buttons()
@@ -412,107 +341,16 @@ class TrainTab(QWidget):
             vocab = s.tokenizer.vocab_size
         self.plots.set_reference_loss(math.log(vocab) if vocab else None)
 
-    # ---- live attention ------------------------------------------------------------------------
+    # ---- data and frames ----------------------------------------------------------------------
     def _on_data(self, source) -> None:
         self._update_reference()
         self._update_buttons()
         if not self.generate_box.prompt.text():
             self.generate_box.prompt.setText(source.default_prompt[:24])
 
-    def _on_probe_prompt_changed(self, text: str) -> None:
-        if self.probe_edit.toPlainText() != text:
-            self.probe_edit.setPlainText(text)
-        self.probe_error.hide()
-
-    def _apply_probe_prompt(self) -> None:
-        text = self.probe_edit.toPlainText()
-        try:
-            self.session.probe.set(text)
-        except Exception as exc:
-            kept = self.session.probe_prompt
-            kept = kept if len(kept) <= 40 else kept[:37] + "…"
-            self.probe_error.setText(f"{exc}. The grid still traces the previous prompt, “{kept}”.")
-            self.probe_error.show()
-            return
-        self.probe_error.hide()
-
-    def _on_frame(self, frame) -> None:
-        frames = self.session.frames
-        self.scrubber.blockSignals(True)
-        self.scrubber.setRange(0, max(0, len(frames) - 1))
-        if self._scrub_live:
-            self.scrubber.setValue(self.scrubber.maximum())
-        self.scrubber.blockSignals(False)
-        if self._scrub_live:
-            self._draw(frame, live=True)
-        else:
-            self._update_scrub_label(self._shown_step)  # still the scrubbed frame's step
-
-    _shown_step: int | None = None  # the step of the frame the grid shows
-
-    def _draw(self, frame, live: bool) -> None:
-        self._shown_step = frame.step
-        self.plots.set_step_marker(None if live else frame.step)
-        self.head_grid.set_data(
-            frame.weights,
-            frame.tokens,
-            title=f"step {frame.step}{' (live)' if live else ''}: rows = queries, "
-            f"columns = keys, {len(frame.tokens)} tokens",
-        )
-        self._update_scrub_label(frame.step if not live else None)
-
-    def _update_scrub_label(self, step: int | None = None) -> None:
-        frames = self.session.frames
-        if not len(frames):
-            self.scrub_label.setText("no frames yet")
-            return
-        if step is None:
-            latest = self.session.latest_frame
-            self.scrub_label.setText(
-                f"live: step {latest.step if latest else frames.steps()[-1]}  ({len(frames)} kept)"
-            )
-        else:
-            latest = self.session.latest_frame
-            newest = f" · newest: {latest.step}" if latest is not None and latest.step != step else ""
-            self.scrub_label.setText(f"step {step}  ({len(frames)} kept{newest})")
-
-    def _reset_scrubber(self) -> None:
-        self.scrubber.blockSignals(True)
-        self.scrubber.setRange(0, max(0, len(self.session.frames) - 1))
-        self.scrubber.setValue(self.scrubber.maximum())
-        self.scrubber.blockSignals(False)
-        self._update_scrub_label()
-
-    def _on_scrub(self, index: int) -> None:
-        frames = self.session.frames
-        if not len(frames):
-            return
-        at_end = index >= len(frames) - 1
-        if at_end and not self._scrub_live:
-            self.live_button.setChecked(True)
-            return
-        if not at_end and self._scrub_live:
-            self._scrub_live = False
-            self.live_button.blockSignals(True)
-            self.live_button.setChecked(False)
-            self.live_button.blockSignals(False)
-        live = at_end and self._scrub_live
-        latest = self.session.latest_frame
-        # the end of the scrubber is the newest frame, which the thinned history may not have kept
-        self._draw(latest if live and latest is not None else frames[index], live=live)
-
-    def _on_live_toggled(self, on: bool) -> None:
-        self._scrub_live = on
-        if on:
-            self._reset_scrubber()
-            if self.session.latest_frame is not None:
-                self._draw(self.session.latest_frame, live=True)
-
     def show_frame(self, index: int) -> None:
         """Scrub to kept frame ``index`` (negative counts from the newest)."""
-        n = len(self.session.frames)
-        if n:
-            self.scrubber.setValue(index % n)
+        self.live.show_frame(index)
 
     # ---- samples -------------------------------------------------------------------------------
     def _on_sample(self, step: int, text: str) -> None:
