@@ -34,6 +34,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from model.nn.generate import stream
 from model.runtime import WORKER_NICE, compute_lock, lower_thread_priority
 from model.train.control import RunControl
 from model.train.probes import Prober
@@ -306,7 +307,7 @@ class GroupWorker(LoopWorker):
         self.step = 0
 
     def work(self) -> Iterator[None]:
-        from model.train.multitrain import TrainerGroup  # torch and the trainer: not at start-up
+        from model.train.multitrain import TrainerGroup  # the trainer's modules: not before a comparison
 
         spec = self.spec
         group = TrainerGroup(self.variants, spec.source, spec.settings, control=self.control)
@@ -378,8 +379,6 @@ class GenerateWorker(LoopWorker):
         self.parts: list[str] = []
 
     def work(self) -> Iterator[None]:
-        from model.nn.generate import stream
-
         if self.model_source is not None:
             self.model = self.model_source()
         with warnings.catch_warnings():

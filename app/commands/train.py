@@ -20,7 +20,8 @@ Under ``torchrun`` every process trains a shard of each global batch with Distri
 (model/train/distributed.py); rank 0 alone prints, logs, probes and saves.
 
 This module is the command: its flags and the trainer they build; the run itself, once built, is
-``app/commands/train_loop.py``.
+``app/commands/train_loop.py``. Its imports sit inside the functions: ``attention-lab --help``
+imports every command's module (app/cli.py) and must not pay for torch.
 """
 
 from __future__ import annotations

@@ -27,8 +27,11 @@ import os
 from dataclasses import dataclass
 
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 from model.errors import AttentionLabError
+from model.runtime import pick_device
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -89,8 +92,6 @@ def env_world() -> tuple[int, int, int] | None:
 
 def _device_for(name: str, local_rank: int) -> torch.device:
     """The device of this rank: ``auto``/``cuda`` → ``cuda:LOCAL_RANK`` when CUDA is there, else CPU."""
-    from model.runtime import pick_device
-
     if name in ("auto", "cuda") and torch.cuda.is_available():
         if local_rank >= torch.cuda.device_count():
             raise DistributedError(
@@ -109,8 +110,6 @@ def init(device: str = "auto", timeout_s: float = DEFAULT_TIMEOUT_S) -> DistCont
     """
     found = env_world()
     if found is None or found[1] == 1:
-        from model.runtime import pick_device
-
         return DistContext(device=pick_device(device), timeout_s=timeout_s)
     rank, world, local = found
     dev = _device_for(device, local)
@@ -119,8 +118,6 @@ def init(device: str = "auto", timeout_s: float = DEFAULT_TIMEOUT_S) -> DistCont
     backend = "nccl" if dev.type == "cuda" else "gloo"
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
-    import torch.distributed as dist
-
     try:
         dist.init_process_group(
             backend=backend,
@@ -139,8 +136,6 @@ def close(ctx: DistContext, *, together: bool = False) -> None:
     while another still uses them (a rank that left early could abort its peer at exit with
     "terminate called without an active exception"). Not after a failure: a dead peer would make
     the barrier wait for the whole timeout."""
-    import torch.distributed as dist
-
     if ctx.active and dist.is_initialized():
         if together:
             try:
@@ -160,8 +155,6 @@ def wrap(model: torch.nn.Module, ctx: DistContext) -> torch.nn.Module:
     """``model`` in DistributedDataParallel when ``ctx`` is active, unchanged otherwise."""
     if not ctx.active:
         return model
-    from torch.nn.parallel import DistributedDataParallel
-
     ids = [ctx.device.index] if ctx.device is not None and ctx.device.type == "cuda" else None
     return DistributedDataParallel(model, device_ids=ids)
 
@@ -170,8 +163,6 @@ def all_reduce_sum(values: list[float], ctx: DistContext) -> list[float]:
     """The sum over ranks of each of ``values`` (float64; unchanged without a group)."""
     if not ctx.active:
         return list(values)
-    import torch.distributed as dist
-
     t = torch.tensor(values, dtype=torch.float64, device=ctx.device)
     try:
         dist.all_reduce(t, op=dist.ReduceOp.SUM)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from model.budget import arithmetic as budget
 from model.config import ConfigError, GPTConfig
 from model.train.control import RunControl
 from model.train.settings import TrainSettings
@@ -135,8 +136,6 @@ class TrainerGroup:
         ``context`` (default: the trainer's sequence length); KV cache per token:
         ``2·L·n_kv_heads·head_dim`` values in fp32.
         """
-        from model.budget import arithmetic as budget
-
         rows = []
         for name, t in self.trainers.items():
             hist = t.history

@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from model.train.trainer import Trainer
+
 
 @pytest.fixture
 def tiny_window_tabs():
@@ -24,8 +26,6 @@ def _train_thread():
 def test_closing_mid_validation_ends_the_training_thread_at_once(qtbot, tiny_window, monkeypatch):
     """A validation of 200,000 batches takes minutes here; closing the window during it must not
     wait for it (closeEvent joins the worker, so a close that waited would take the join's 30 s)."""
-    from model.train.trainer import Trainer
-
     win, s = tiny_window, tiny_window.session
     s.set_train_settings(s.train_settings.replace(steps=1000, eval_every=1, eval_batches=200_000))
     validating = threading.Event()

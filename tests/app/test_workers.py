@@ -8,7 +8,11 @@ import threading
 import pytest
 
 from app.compute import ComputeWorker
-from app.workers import Mailbox
+from app.workers import GroupSpec, GroupWorker, LoopWorker, Mailbox, TrainWorker, ended, sample_text
+from model.config import GPTConfig
+from model.text.sources import resolve_source
+from model.train.settings import TrainSettings
+from model.train.trainer import Trainer
 
 TIMEOUT = 30_000
 
@@ -100,8 +104,6 @@ class _Counter:
 
     @staticmethod
     def make():
-        from app.workers import LoopWorker
-
         class Counter(LoopWorker):
             def __init__(self):
                 super().__init__()
@@ -144,11 +146,6 @@ def test_loop_worker_pauses_runs_queued_calls_and_stops_at_a_yield(qtbot):
 
 
 def test_group_worker_drops_a_diverging_variant_and_finishes_the_others(qtbot):
-    from app.workers import GroupSpec, GroupWorker
-    from model.config import GPTConfig
-    from model.text.sources import resolve_source
-    from model.train.settings import TrainSettings
-
     base = GPTConfig(context_length=32, n_layers=1, d_model=16, n_heads=2)
     settings = TrainSettings(
         steps=4, batch_size=4, seq_len=16, eval_every=2, eval_batches=1, warmup=1, threads=1, device="cpu"
@@ -179,28 +176,20 @@ def test_group_worker_drops_a_diverging_variant_and_finishes_the_others(qtbot):
 
 
 def test_ended_and_sample_text_say_what_happened():
-    from app.workers import ended, sample_text
-
     assert ended("done", 12) == ("done", "reached step 12")
     assert ended("stopped", 3) == ("stopped", "stopped at step 3")
 
-    class Trainer:
+    class FakeTrainer:
         def sample(self, prompt, **sampling):
             if not prompt:
                 raise ValueError("empty prompt")
             return prompt.upper() + str(sampling["seed"])
 
-    assert sample_text(Trainer(), "ab", seed=7) == "AB7"
-    assert sample_text(Trainer(), "", seed=0) == "(sampling failed: empty prompt)"
+    assert sample_text(FakeTrainer(), "ab", seed=7) == "AB7"
+    assert sample_text(FakeTrainer(), "", seed=0) == "(sampling failed: empty prompt)"
 
 
 def test_a_train_worker_shares_one_control_with_its_trainer_and_lends_it_a_prober(qtbot):
-    from app.workers import TrainWorker
-    from model.config import GPTConfig
-    from model.text.sources import resolve_source
-    from model.train.settings import TrainSettings
-    from model.train.trainer import Trainer
-
     source = resolve_source("task:prev_token")
     settings = TrainSettings(
         steps=4, batch_size=4, seq_len=16, eval_every=2, eval_batches=1, warmup=1, threads=1, device="cpu"

@@ -7,6 +7,7 @@ from model.config import ConfigError, GPTConfig
 from model.text.sources import resolve_source
 from model.train.multitrain import TrainerGroup, variant_configs
 from model.train.settings import TrainSettings
+from model.train.trainer import TrainingDiverged
 
 BASE = GPTConfig(context_length=32, n_layers=1, d_model=16, n_heads=2)
 
@@ -70,8 +71,6 @@ def test_stop_from_another_thread_ends_the_loop():
 
 
 def test_a_diverging_variant_is_dropped_and_reported_the_others_go_on():
-    from model.train.trainer import TrainingDiverged
-
     source = resolve_source("task:prev_token")
     group = TrainerGroup({"a": BASE, "bad": BASE, "c": BASE}, source, settings(steps=5))
     bad = group.trainers["bad"]

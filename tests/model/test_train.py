@@ -6,6 +6,7 @@ import json
 import math
 import threading
 
+import numpy as np
 import pytest
 import torch
 
@@ -261,8 +262,6 @@ def test_callbacks_run_in_order_after_each_step_the_prober_first(source):
 
 
 def test_prober_posts_numpy_frames_of_the_owners_prompt(source):
-    import numpy as np
-
     frames, owner = [], {"prompt": "def f1(x):"}
     prober = Prober(prompt=lambda: owner["prompt"], post=frames.append)  # read at each probe: never copied
     t = Trainer(
