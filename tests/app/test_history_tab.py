@@ -54,25 +54,25 @@ def test_trace_all_plot_click_export_and_compare(qtbot, tiny_window, neox_histor
     qtbot.waitUntil(
         lambda: all(h.peek(i) is not None for i in range(3)) and not tab._filling, timeout=TIMEOUT
     )
-    qtbot.waitUntil(lambda: tab.curves.points("induction") == 3, timeout=TIMEOUT)
-    assert set(tab.curves.series) == {"induction", "previous-token", "sink", "entropy"}
-    assert tab.curves.plot.getViewBox().state["logMode"][0]  # log-x
+    qtbot.waitUntil(lambda: tab.plot.curves.points("induction") == 3, timeout=TIMEOUT)
+    assert set(tab.plot.curves.series) == {"induction", "previous-token", "sink", "entropy"}
+    assert tab.plot.curves.plot.getViewBox().state["logMode"][0]  # log-x
     want = [h.snapshot(i).best("induction")[0] for i in range(3)]
-    np.testing.assert_allclose(tab.curves.series["induction"].y, want)
-    tab.plot_combo.setCurrentIndex(1)  # every head: induction
-    assert len(tab.curves.series) == 2 * 4
+    np.testing.assert_allclose(tab.plot.curves.series["induction"].y, want)
+    tab.plot.plot_combo.setCurrentIndex(1)  # every head: induction
+    assert len(tab.plot.curves.series) == 2 * 4
     # clicking the point of step 4 jumps there
-    item = tab.curves.curves["L1H2"]
+    item = tab.plot.curves.curves["L1H2"]
     spot = item.scatter.points()[1]
     with qtbot.waitSignal(tab.stepShown, timeout=TIMEOUT) as shown:
         item.sigPointsClicked.emit(item, [spot], None)
     assert shown.args == [1] and tab.scrubber.value() == 1
     # exports: the table as CSV (one row per revision), the plot as PNG and SVG
-    with open(tab.export_csv(str(tmp_path / "t.csv")), newline="") as f:
+    with open(tab.plot.export_csv(str(tmp_path / "t.csv")), newline="") as f:
         table = list(csv.reader(f))
     assert [r[0] for r in table[1:]] == ["0", "4", "64"] and "induction L1H3" in table[0]
     for name in ("plot.png", "plot.svg"):
-        assert tab.export_plot(str(tmp_path / name)).stat().st_size > 1000
+        assert tab.plot.export_plot(str(tmp_path / name)).stat().st_size > 1000
     # two steps side by side in the Compare tab: A − B per head, metrics aligned
     with qtbot.waitSignal(tab.compareReady, timeout=TIMEOUT) as ready:
         tab.compare_steps(2, 0)

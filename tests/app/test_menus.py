@@ -208,8 +208,8 @@ def test_the_history_dialog_and_its_exports_start_where_the_last_ones_ended(
         QFileDialog, "getSaveFileName", lambda p, c, start, *a, **k: (asked.append(start), ("", ""))[1]
     )
     tab = win.tab("History")
-    tab._export_csv_dialog()
-    tab._export_plot_dialog()
+    tab.plot._export_csv_dialog()
+    tab.plot._export_plot_dialog()
     assert asked == [str(exports / "history.csv"), str(exports / "history.png")]
 
 

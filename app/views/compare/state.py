@@ -1,6 +1,6 @@
 """What the Compare tab's pages draw, in one object without Qt: :class:`CompareState`.
 
-The runs (each a :class:`~app.views.compare.runs.Run`: name, config, history, model; its colour is
+The runs (each a :class:`~app.compare_runs.Run`: name, config, history, model; its colour is
 its index), the A/B pair and its difference, the prompt and the per-run results it gave, the base
 config variants change, whether the variants are training, and the messages under each control.
 The tab (and its training) write into it; the pages read it and follow its signals
@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from app.compare_runs import Run
 from app.state import Signal
-from app.views.compare.runs import Run
 from model.compare import comparison as cmp
 from model.config import GPTConfig
 

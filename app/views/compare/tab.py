@@ -26,11 +26,11 @@ from typing import Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QTabWidget, QWidget
 
+from app.compare_runs import Run
 from app.views.compare.base import ComparePage
 from app.views.compare.difference_page import DifferencePage
 from app.views.compare.grids_page import GridsPage
 from app.views.compare.loss_page import LossPage
-from app.views.compare.runs import Run
 from app.views.compare.setup import SetupPanel
 from app.views.compare.state import CompareState
 from app.views.compare.tables_page import ConfigPage, MetricsPage

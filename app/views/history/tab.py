@@ -19,7 +19,6 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
-    QFileDialog,
     QGroupBox,
     QHBoxLayout,
     QLabel,
@@ -33,9 +32,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.settings import window_settings
-from app.views.history.state import PLOT_CHOICES, STEP0_X, HistoryState, plot_x, step_ticks
-from app.widgets.curves import Curves
-from app.widgets.exporting import write_png, write_svg
+from app.views.history.state import HistoryState
+from app.views.history.step_plot import StepPlot
+from app.views.history.to_compare import add_steps
 from app.widgets.head_mosaic import HeadMosaic
 
 #: The prompt when neither the run nor the session has one: a repeat, so induction heads show.
@@ -60,12 +59,14 @@ class HistoryTab(QWidget):
         self._wanted = -1
         self._cancel = threading.Event()
         self._filling = False
-        self._plot_steps: dict[str, list[float]] = {}
         root = QVBoxLayout(self)
         root.addLayout(self._build_source_row())
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self._build_grid())
-        split.addWidget(self._build_plot())
+        self.plot = StepPlot(self.state)
+        self.plot.traceAllRequested.connect(self.trace_all)
+        self.plot.stepClicked.connect(self.jump_to_step)
+        split.addWidget(self.plot)
         split.setStretchFactor(0, 5)
         split.setStretchFactor(1, 4)
         root.addWidget(split, 1)
@@ -75,7 +76,6 @@ class HistoryTab(QWidget):
         st = self.state
         st.opened.connect(self._on_opened)
         st.shown_changed.connect(self._draw_snapshot)
-        st.table_changed.connect(self._draw_plot)
         st.message.connect(self.status_label.setText)
         self._on_opened()
 
@@ -131,44 +131,6 @@ class HistoryTab(QWidget):
         self.best_label.setObjectName("historyBest")
         self.best_label.setWordWrap(True)
         layout.addWidget(self.best_label)
-        return box
-
-    def _build_plot(self) -> QWidget:
-        box = QGroupBox("Heads against training step")
-        layout = QVBoxLayout(box)
-        row = QHBoxLayout()
-        self.plot_combo = QComboBox()
-        self.plot_combo.setObjectName("historyPlotChoice")
-        for key, label in PLOT_CHOICES:
-            self.plot_combo.addItem(label, key)
-        self.plot_combo.currentIndexChanged.connect(self._on_plot_choice)
-        row.addWidget(self.plot_combo, 1)
-        self.fill_button = QPushButton("Trace all")
-        self.fill_button.setToolTip("Fetch and trace every revision not traced yet, one after another")
-        self.fill_button.clicked.connect(self.trace_all)
-        row.addWidget(self.fill_button)
-        self.csv_button = QPushButton("Table (CSV)…")
-        self.csv_button.setToolTip("The metric-vs-step table: one row per traced revision, every head")
-        self.csv_button.clicked.connect(self._export_csv_dialog)
-        row.addWidget(self.csv_button)
-        self.png_button = QPushButton("Plot…")
-        self.png_button.setToolTip("Save the plot as PNG or SVG")
-        self.png_button.clicked.connect(self._export_plot_dialog)
-        row.addWidget(self.png_button)
-        layout.addLayout(row)
-        self.curves = Curves(
-            "",
-            "score",
-            f"training step (log; step 0 at {STEP0_X:g})",
-            smoothing=0.0,
-            controls=False,
-            log_x=True,
-            grid=True,
-            legend_text_size="8pt",
-            legend_offset=(-10, 120),
-        )
-        self.curves.setMinimumSize(280, 220)
-        layout.addWidget(self.curves, 1)
         return box
 
     def _build_scrubber(self) -> QHBoxLayout:
@@ -255,10 +217,8 @@ class HistoryTab(QWidget):
         h = self.state.history
         self._wanted = -1
         self.state.say("")  # a message (an error) of the history open before is not this one's
-        self.curves.clear()
-        self._plot_steps.clear()
         self.mosaic.clear("open a history: File → Open a training history…" if h is None else "loading…")
-        for w in (self.scrubber, self.fill_button, self.csv_button, self.png_button, self.compare_button):
+        for w in (self.scrubber, self.compare_button):
             w.setEnabled(h is not None)
         if h is None:
             self.name_label.setText("<i>no history open</i>")
@@ -275,7 +235,6 @@ class HistoryTab(QWidget):
             combo.addItems([f"{r.step} ({r.label})" for r in h.revisions])
         self.a_combo.setCurrentIndex(len(h) - 1)
         self.b_combo.setCurrentIndex(0)
-        self.curves.plot.setXRange(0, 1)  # re-fit once points arrive
 
     # ---- scrubbing -----------------------------------------------------------------------------
     def show_step(self, i: int) -> None:
@@ -378,37 +337,7 @@ class HistoryTab(QWidget):
         cached = " · from the trace cache" if snap.from_cache else ""
         if h is not None:
             self.step_label.setText(f"step {snap.step}  ({self.state.index + 1} of {len(h)}){cached}")
-        self.curves.set_marker(plot_x(snap.step), f"step {snap.step}")
-
-    def _on_plot_choice(self) -> None:
-        self.state.plot = self.plot_combo.currentData()
-        self.curves.clear()
-        self._plot_steps.clear()
-        self._draw_plot()
-
-    def _draw_plot(self) -> None:
-        lines = self.state.series()
-        names = {n for n, _, _ in lines}
-        for name in [n for n in self.curves.series if n not in names]:
-            self.curves.remove(name)
-        for name, steps, values in lines:
-            xs = [plot_x(s) for s in steps]
-            new = name not in self.curves.series
-            item = self.curves.set_series(name, xs, values, smooth=False, symbol="o", width=1.5, now=True)
-            self._plot_steps[name] = list(steps)
-            if new:
-                item.sigPointsClicked.connect(lambda _item, points, *_, n=name: self._on_point(n, points))
-        if lines:
-            self.curves.plot.getAxis("bottom").setTicks([step_ticks(lines[0][1])])
-            self.curves.plot.enableAutoRange()
-
-    def _on_point(self, name: str, points) -> None:
-        if not len(points) or self.state.history is None:
-            return
-        steps = self._plot_steps.get(name, [])
-        k = points[0].index()
-        if 0 <= k < len(steps):
-            self.jump_to_step(int(steps[k]))
+        self.plot.mark_step(snap.step)
 
     def jump_to_step(self, step: int) -> None:
         """Show the revision nearest ``step`` (what clicking a point does)."""
@@ -416,7 +345,7 @@ class HistoryTab(QWidget):
         if h is not None:
             self.show_step(h.index_of(step))
 
-    # ---- compare and export --------------------------------------------------------------------
+    # ---- compare -------------------------------------------------------------------------------
     def compare_steps(self, a: int, b: int) -> None:
         """Revisions ``a`` and ``b`` as two runs of the Compare tab (traced and opened off the GUI thread)."""
         h = self.state.history
@@ -430,8 +359,6 @@ class HistoryTab(QWidget):
         self.session.compute.submit("history.compare", job, lambda r, e: self._compare_done(h, a, b, r, e))
 
     def _compare_done(self, h, a: int, b: int, result, error) -> None:
-        from app.views.history.to_compare import add_steps
-
         if error is not None:
             self.state.say(f"<span style='color:#c02020'>Cannot compare: {error}</span>")
             return
@@ -442,47 +369,9 @@ class HistoryTab(QWidget):
         self.state.say(f"{names[0]} and {names[1]} are in the Compare tab.")
         self.compareReady.emit(*names)
 
-    def export_csv(self, path: str) -> Path:
-        return self.state.history.write_csv(path)
-
-    def export_plot(self, path: str) -> Path:
-        return (
-            write_svg(self.curves.view, path)
-            if str(path).lower().endswith(".svg")
-            else write_png(self.curves.view, path)
-        )
-
-    def _export_start(self, name: str) -> str:
-        """Where an export dialog starts: ``name`` in the last export folder (File → Export's)."""
-        settings = window_settings(self)
-        return str(Path(settings.last_dir("export")) / name) if settings is not None else name
-
-    def _exported_to(self, path: str) -> None:
-        settings = window_settings(self)
-        if settings is not None:
-            settings.set_last_dir("export", Path(path).parent)
-
-    def _export_csv_dialog(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(
-            self, "Metric-vs-step table", self._export_start("history.csv"), "CSV (*.csv)"
-        )
-        if path:
-            self._exported_to(path)
-            self.state.say(f"Wrote {self.export_csv(path)}")
-
-    def _export_plot_dialog(self) -> None:
-        path, chosen = QFileDialog.getSaveFileName(
-            self, "Plot", self._export_start("history.png"), "PNG image (*.png);;SVG drawing (*.svg)"
-        )
-        if path:
-            if not Path(path).suffix:
-                path += ".svg" if "svg" in (chosen or "").lower() else ".png"
-            self._exported_to(path)
-            self.state.say(f"Wrote {self.export_plot(path)}")
-
     # ---- hooks for the window ------------------------------------------------------------------
     def export_targets(self) -> dict[str, QWidget]:
-        return {"plot": self.curves.view, "attention": self.mosaic.view}
+        return {"plot": self.plot.curves.view, "attention": self.mosaic.view}
 
     def screenshot_pages(self):
         return [("", lambda: None)]

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.compare_runs import Run
+from model.compare import comparison as cmp
+from model.interp.analysis.heads import HeadMetrics
+
 
 def add_steps(window: Any, history: Any, steps: list[tuple[int, tuple[Any, Any]]]) -> list[str] | None:
     """Add each ``(index, (snapshot, checkpoint))`` of ``history`` to ``window``'s Compare tab as a run
     (its attention on the history's prompt and its metrics already measured), make the first two the
     A/B pair, show the A − B page and bring the tab forward; the run names (None without the tab)."""
-    from app.views.compare.runs import Run
-    from model.compare import comparison as cmp
-    from model.interp.analysis.heads import HeadMetrics
 
     try:
         compare = window.tab("Compare")

@@ -1,4 +1,5 @@
-"""Runs of a comparison as the app holds them.
+"""Runs of a comparison as the app holds them: the Compare tab's, and the steps the History tab
+hands it (a module of its own, so that neither tab imports the other).
 
 A :class:`Run` is a :class:`~model.compare.comparison.RunRecord` (what a comparison file saves) plus what
 lives only in memory: the model, its tokenizer and the per-head metrics of the last prompt. The
