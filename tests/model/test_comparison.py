@@ -14,30 +14,20 @@ from model.compare.comparison import (
     Comparison,
     ComparisonError,
     RunRecord,
-    config_diff_note,
     config_table,
     decode_array,
-    describe_base,
     describe_changes,
-    describe_config,
     diff_levels,
-    diff_verdict,
     encode_array,
-    field_text,
-    format_cell,
     load_comparison,
     loss_curves,
     metric_table,
-    pair_mismatch,
     parse_changes,
-    quick_variants,
     resolve_run_path,
     safe_dir_name,
     save_comparison,
-    summary_cells,
     summary_row,
     unique_name,
-    visible_text,
 )
 from model.config import ConfigError, GPTConfig
 from model.interp.analysis.compare import weights_difference
@@ -257,58 +247,3 @@ def test_attention_snapshot_of_a_prompt_and_its_metrics():
     again = snapshot_metrics(snap, causal=True)  # what a reopened file recomputes
     np.testing.assert_allclose(again.entropy, metrics.entropy)
     np.testing.assert_allclose(again.prev_token, metrics.prev_token)
-
-
-def test_quick_variants_are_valid_variants_of_the_base():
-    sets = quick_variants(BASE)  # 4 heads: MHA vs GQA vs MQA is offered
-    labels = [label for label, _ in sets]
-    assert labels[0] == "Pre-LN vs Post-LN" and "MHA vs GQA vs MQA (4, 2, 1)" in labels
-    assert dict(sets)["4 heads vs 8"] == [
-        ("4 heads", {"n_heads": 4, "n_kv_heads": None}),
-        ("8 heads", {"n_heads": 8, "n_kv_heads": None}),
-    ]
-    for _label, variants in sets:
-        for _name, changes in variants:
-            BASE.replace(**changes).validate()
-    three = quick_variants(BASE.replace(n_heads=2))  # 2 heads: no GQA set
-    assert len(three) == len(sets) - 1 and not any("GQA" in label for label, _ in three)
-
-
-def test_table_cells_and_field_texts():
-    cfg = BASE.replace(n_kv_heads=None)
-    assert field_text(cfg, "n_kv_heads") == "auto (4)" and field_text(cfg, "head_dim") == "auto (4)"
-    assert field_text(cfg, "d_ff") == "auto (64)" and field_text(cfg, "causal") == "true"
-    assert format_cell(None, "{:,}") == "–" and format_cell(1234, "{:,}") == "1,234"
-    assert format_cell("n/a", "{:.4f}") == "n/a" and format_cell(3, None) == "3"
-    row = summary_row(
-        BASE, [{"step": 2, "train_loss": 1.5, "val_loss": None, "tokens_per_s": 99.6}], context=8
-    )
-    cells = summary_cells("a", "variant", row)
-    assert cells[:6] == ["a", "variant", "2", "1.5000", "–", "100"]
-    assert cells[7] == f"{row['flops_per_token']:,} (T = 8)" and cells[8].endswith(" B")
-    assert visible_text("a\tb\nc") == "a⇥b⏎c"
-    assert visible_text("x" * 100, limit=10) == "x" * 9 + "…"
-
-
-def test_the_words_under_the_pages():
-    assert "two or more" in config_diff_note(1, 0)
-    n = len(GPTConfig.field_names())
-    assert config_diff_note(2, 0) == f"All {n} config fields are equal in every run."
-    assert config_diff_note(3, 2).startswith(f"Only the fields that differ: 2 of {n}")
-    w = np.zeros((2, 4, 3, 3))
-    assert pair_mismatch("a", w, list("xyz"), "b", w, list("xyz")) is None
-    assert "different tokens" in pair_mismatch("a", w, list("xyz"), "b", w, list("xyq"))
-    assert "a has 2×4 heads on 3 tokens, b 1×4 on 3" in pair_mismatch(
-        "a", w, list("xyz"), "b", w[:1], list("xyz")
-    )
-    zero = diff_verdict("a", "b", w, np.zeros((2, 4)), 3)
-    assert "on the same 3 tokens" in zero and "Every head attends exactly alike" in zero
-    d = w.copy()
-    d[1, 2, 0, 0] = 0.5
-    tv = np.zeros((2, 4))
-    tv[1, 2] = 0.25
-    assert "layer 1, head 2 (total variation 0.250)" in diff_verdict("a", "b", d, tv, 3)
-    assert "±0.5 " in diff_verdict("a", "b", d, tv, 3)
-    base = describe_base(BASE.replace(n_kv_heads=2), "")
-    assert "2 layers, d = 16, 4 heads, 2 K/V heads" in base and base.endswith("data: no data source yet.")
-    assert describe_config(BASE).startswith("2 layers, d = 16, 4 heads (4 K/V)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QHeaderView, QLabel, QSplitter, QVBoxLayout
 
+from app.views.compare import words
 from app.views.compare.base import ComparePage, make_table, number_cell
 from app.widgets.head_mosaic import HeadMosaic
 from model.compare import comparison as cmp
@@ -90,7 +91,7 @@ class DifferencePage(ComparePage):
             diff, tokens, levels, names=(a, b), title=f"{a}  −  {b}", mask=self._seen_by_either(a, b)
         )
         summ = st.diff_summary
-        self.diff_status.setText(cmp.diff_verdict(a, b, diff, summ.row_tv, len(tokens)))
+        self.diff_status.setText(words.diff_verdict(a, b, diff, summ.row_tv, len(tokens)))
         L, H = summ.max_abs.shape
         t = self.diff_table
         t.setSortingEnabled(False)

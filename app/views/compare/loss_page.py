@@ -5,9 +5,9 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHeaderView, QSplitter, QVBoxLayout
 
+from app.views.compare import words
 from app.views.compare.base import ComparePage, cell, make_table
 from app.widgets.curves import Curves
-from model.compare import comparison as cmp
 
 
 class LossPage(ComparePage):
@@ -31,7 +31,7 @@ class LossPage(ComparePage):
             hint="faint: train loss · solid: smoothed · dashed with dots: validation loss",
         )
         split.addWidget(self.loss_plot)
-        self.summary_table = make_table([h for h, _, _ in cmp.SUMMARY_COLUMNS])
+        self.summary_table = make_table([h for h, _, _ in words.SUMMARY_COLUMNS])
         self.summary_table.setObjectName("compareSummary")
         hdr = self.summary_table.horizontalHeader()
         hdr.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
@@ -72,7 +72,7 @@ class LossPage(ComparePage):
         t.setSortingEnabled(False)
         t.setRowCount(len(rows))
         for i, (r, row) in enumerate(zip(self.state.runs, rows, strict=True)):
-            for c, text in enumerate(cmp.summary_cells(r.name, r.kind, row)):
+            for c, text in enumerate(words.summary_cells(r.name, r.kind, row)):
                 t.setItem(i, c, cell(text, right=c >= 2, color=self.color(r) if c == 0 else None))
 
     def clear(self) -> None:

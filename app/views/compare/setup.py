@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.settings import window_settings
+from app.views.compare import words
 from app.views.compare.base import ComparePage, note
 from model.compare import comparison as cmp
 from model.config import GPTConfig
@@ -225,15 +226,15 @@ class SetupPanel(ComparePage):
             it = QListWidgetItem(QIcon(pix), f"{r.name}  —  {detail} · {r.status}")
             it.setData(Qt.ItemDataRole.UserRole, r.name)
             it.setToolTip(
-                f"{r.kind}: {cmp.describe_config(r.config)}"
+                f"{r.kind}: {words.describe_config(r.config)}"
                 + (f"\nweights: {r.record.path}" if r.record.path else "")
             )
             self.run_list.addItem(it)
 
     def _draw_base(self) -> None:
         st = self.state
-        self.base_label.setText(cmp.describe_base(st.base, st.source))
-        items = cmp.quick_variants(st.base)
+        self.base_label.setText(words.describe_base(st.base, st.source))
+        items = words.quick_variants(st.base)
         if items == self._quick_items:
             return
         current = self.quick_combo.currentIndex()

@@ -15,6 +15,7 @@ import numpy as np
 
 from app.compare_runs import Run
 from app.state import Signal
+from app.views.compare import words
 from model.compare import comparison as cmp
 from model.config import GPTConfig
 
@@ -222,7 +223,7 @@ class CompareState:
         names = [r.name for r in self.with_attention()]
         if a in names and b in names:
             ra, rb = self.run(a).record.attention, self.run(b).record.attention
-            problem = cmp.pair_mismatch(a, ra.weights, ra.tokens, b, rb.weights, rb.tokens)
+            problem = words.pair_mismatch(a, ra.weights, ra.tokens, b, rb.weights, rb.tokens)
             if problem is None:
                 self.diff = weights_difference(ra.weights, rb.weights)
                 self.diff_summary = head_diff_summary(self.diff)

@@ -27,6 +27,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QTabWidget, QWidget
 
 from app.compare_runs import Run
+from app.views.compare import words
 from app.views.compare.base import ComparePage
 from app.views.compare.difference_page import DifferencePage
 from app.views.compare.grids_page import GridsPage
@@ -312,7 +313,7 @@ class CompareTab(QWidget):
         if not todo:
             st.say("prompt", "No run has a model yet: train the variants or add a model.")
             return False
-        shown = cmp.visible_text(prompt)
+        shown = words.visible_text(prompt)
         st.say("prompt", f"Running “{shown}” through {len(todo)} model(s)…")
 
         def job():

@@ -6,6 +6,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout
 
+from app.views.compare import words
 from app.views.compare.base import ComparePage, cell, make_table, note, number_cell
 from model.compare import comparison as cmp
 
@@ -24,7 +25,7 @@ class MetricsPage(ComparePage):
         row.addWidget(QLabel("Metric"))
         self.metric_combo = QComboBox()
         self.metric_combo.setObjectName("compareMetric")
-        for key, label in cmp.METRIC_CHOICES:
+        for key, label in words.METRIC_CHOICES:
             self.metric_combo.addItem(label, key)
         self.metric_combo.currentIndexChanged.connect(lambda *_: self.refresh())
         row.addWidget(self.metric_combo)
@@ -96,8 +97,8 @@ class ConfigPage(ComparePage):
         for i, (field, _values) in enumerate(rows):
             t.setItem(i, 0, cell(field))
             for c, cfg in enumerate(configs.values(), start=1):
-                t.setItem(i, c, cell(cmp.field_text(cfg, field), right=True))
-        self.config_label.setText(cmp.config_diff_note(len(configs), len(rows)))
+                t.setItem(i, c, cell(words.field_text(cfg, field), right=True))
+        self.config_label.setText(words.config_diff_note(len(configs), len(rows)))
 
 
 __all__ = ["ConfigPage", "MetricsPage"]
