@@ -120,6 +120,6 @@ def end_process(code: int) -> NoReturn:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
-            except Exception:  # noqa: BLE001 - a closed stream must not keep the process alive
+            except Exception:  # a closed stream must not keep the process alive
                 pass
         os._exit(code)

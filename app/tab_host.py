@@ -71,11 +71,11 @@ class TabScroll(QScrollArea):
         if tab.size() != size:
             tab.resize(size)
 
-    def resizeEvent(self, event) -> None:  # noqa: N802
+    def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self._fit()
 
-    def eventFilter(self, obj, event) -> bool:  # noqa: N802
+    def eventFilter(self, obj, event) -> bool:
         if obj is self.widget() and event.type() == QEvent.Type.LayoutRequest:
             QTimer.singleShot(0, self, self._fit)  # not after the scroll area is gone
         return False

@@ -437,7 +437,7 @@ class MainWindow(QMainWindow):
         return fit_to_screen(DEFAULT_SIZE, screen_area(self))
 
     # ---- keyboard focus follows what is visible ------------------------------------------------
-    def focusNextPrevChild(self, next: bool) -> bool:  # Qt's names
+    def focusNextPrevChild(self, next: bool) -> bool:
         """Tab and Shift+Tab walk the widgets a person can see: Qt's own chain also enters the dock
         panels tabbed behind another (kept "visible" off screen), where keys would edit a hidden
         config. The same rules as Qt's otherwise (tab-focusable, enabled, shown, no focus proxy)."""

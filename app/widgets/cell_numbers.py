@@ -26,7 +26,7 @@ class CellNumbers(QGraphicsItem):
         self.cells, self._shape = cells, shape
         self.update()
 
-    def boundingRect(self) -> QRectF:  # noqa: N802 (Qt naming)
+    def boundingRect(self) -> QRectF:
         R, C = self._shape
         return QRectF(0, 0, C, R)
 

@@ -58,35 +58,35 @@ class FlowLayout(QLayout):
         self.setContentsMargins(0, 0, 0, 0)
         self.setSpacing(spacing)
 
-    def addItem(self, item: QLayoutItem) -> None:  # noqa: N802 (Qt naming)
+    def addItem(self, item: QLayoutItem) -> None:
         self._items.append(item)
 
-    def addStretch(self, _stretch: int = 0) -> None:  # noqa: N802 (QBoxLayout's name)
+    def addStretch(self, _stretch: int = 0) -> None:
         """Nothing to do: a line's free space is always at its end."""
 
     def count(self) -> int:
         return len(self._items)
 
-    def itemAt(self, index: int) -> QLayoutItem | None:  # noqa: N802
+    def itemAt(self, index: int) -> QLayoutItem | None:
         return self._items[index] if 0 <= index < len(self._items) else None
 
-    def takeAt(self, index: int) -> QLayoutItem | None:  # noqa: N802
+    def takeAt(self, index: int) -> QLayoutItem | None:
         return self._items.pop(index) if 0 <= index < len(self._items) else None
 
-    def expandingDirections(self) -> Qt.Orientation:  # noqa: N802
+    def expandingDirections(self) -> Qt.Orientation:
         return Qt.Orientation(0)
 
-    def hasHeightForWidth(self) -> bool:  # noqa: N802
+    def hasHeightForWidth(self) -> bool:
         return True
 
-    def heightForWidth(self, width: int) -> int:  # noqa: N802
+    def heightForWidth(self, width: int) -> int:
         return self._place(QRect(0, 0, width, 0), move=False)
 
-    def setGeometry(self, rect: QRect) -> None:  # noqa: N802
+    def setGeometry(self, rect: QRect) -> None:
         super().setGeometry(rect)
         self._place(rect, move=True)
 
-    def sizeHint(self) -> QSize:  # noqa: N802
+    def sizeHint(self) -> QSize:
         """All items on one line."""
         w = sum(i.sizeHint().width() for i in self._visible()) + self.spacing() * max(
             0, len(self._visible()) - 1
@@ -95,7 +95,7 @@ class FlowLayout(QLayout):
         m = self.contentsMargins()
         return QSize(w + m.left() + m.right(), h + m.top() + m.bottom())
 
-    def minimumSize(self) -> QSize:  # noqa: N802
+    def minimumSize(self) -> QSize:
         """One item per line at the narrowest: the widest item decides."""
         size = QSize()
         for item in self._visible():

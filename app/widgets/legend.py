@@ -60,7 +60,7 @@ class _Swatch(QGraphicsWidget):
     def text_width(self) -> float:
         return QFontMetricsF(self.font).horizontalAdvance(self.text)
 
-    def sizeHint(self, which, constraint=None):  # noqa: N802 (Qt naming)
+    def sizeHint(self, which, constraint=None):
         h = max(self.box, QFontMetricsF(self.font).height()) + 4
         w = self.box + 4 + self.text_width() + 2
         if which == Qt.SizeHint.MaximumSize:
@@ -192,7 +192,7 @@ class LegendRow(pg.GraphicsWidget):
         self._wanted = True  # False after hide(): no entries shown and no height taken
         self._place()
 
-    def setVisible(self, visible: bool) -> None:  # noqa: N802 (Qt naming)
+    def setVisible(self, visible: bool) -> None:
         self._wanted = bool(visible)
         self._place()
 
@@ -202,7 +202,7 @@ class LegendRow(pg.GraphicsWidget):
     def show(self) -> None:
         self.setVisible(True)
 
-    def addItem(self, item, name: str) -> None:  # noqa: N802 (pyqtgraph naming)
+    def addItem(self, item, name: str) -> None:
         label = pg.LabelItem(name, justify="left", size=self.text_size, color=self.color)
         label.natural_width = label.itemRect().width()  # on one line (the row wraps a longer one)
         sample = item if isinstance(item, pg.ItemSample) else pg.ItemSample(item)
@@ -211,7 +211,7 @@ class LegendRow(pg.GraphicsWidget):
         self.items.append((sample, label))
         self._place()
 
-    def removeItem(self, item) -> None:  # noqa: N802
+    def removeItem(self, item) -> None:
         for sample, label in self.items:
             if sample.item is item or label.text == item:
                 self.items.remove((sample, label))
@@ -226,10 +226,10 @@ class LegendRow(pg.GraphicsWidget):
         for sample, _ in list(self.items):
             self.removeItem(sample.item)
 
-    def getLabel(self, item):  # noqa: N802 (pyqtgraph's LegendItem has it)
+    def getLabel(self, item):
         return next((label for sample, label in self.items if sample.item is item), None)
 
-    def resizeEvent(self, ev) -> None:  # noqa: N802 (Qt naming)
+    def resizeEvent(self, ev) -> None:
         self._place()
 
     def _place(self) -> None:
@@ -260,7 +260,7 @@ class LegendRow(pg.GraphicsWidget):
             self.setMaximumHeight(height)
             self.updateGeometry()
 
-    def sizeHint(self, which, constraint=None) -> QSizeF:  # noqa: N802
+    def sizeHint(self, which, constraint=None) -> QSizeF:
         if which == Qt.SizeHint.MaximumSize:
             return QSizeF(1e6, max(0.0, self._height))
         return QSizeF(0, max(0.0, self._height))

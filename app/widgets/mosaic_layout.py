@@ -121,7 +121,7 @@ class LabelLayer(QGraphicsItem):
     def texts(self) -> list[str]:
         return [t for _, _, t, _, _ in self._labels]
 
-    def boundingRect(self) -> QRectF:  # noqa: N802 (Qt naming)
+    def boundingRect(self) -> QRectF:
         return self._bounds
 
     def paint(self, painter, option, widget=None) -> None:

@@ -49,7 +49,7 @@ class ReadableProgressBar(QProgressBar):
         frac = min(1.0, max(0.0, (self.value() - self.minimum()) / span))
         return round(contents.width() * frac)
 
-    def paintEvent(self, event) -> None:  # noqa: N802 (Qt naming)
+    def paintEvent(self, event) -> None:
         opt = QStyleOptionProgressBar()
         self.initStyleOption(opt)
         text = opt.text if self.isTextVisible() else ""

@@ -41,13 +41,13 @@ class WrapLabel(pg.LabelItem):
         self._wrap_width = width
         self.item.setTextWidth(width if width > 1 else -1)
 
-    def resizeEvent(self, ev) -> None:  # noqa: N802 (Qt naming)
+    def resizeEvent(self, ev) -> None:
         width = self.size().width()
         if abs(width - self._wrap_width) > 0.5:
             self._set_wrap_width(width)
         super().resizeEvent(ev)
 
-    def updateMin(self) -> None:  # noqa: N802 (pyqtgraph naming)
+    def updateMin(self) -> None:
         if not hasattr(self, "_wrap_width"):  # called from LabelItem.__init__ before ours ran
             return
         self._set_wrap_width(self.size().width())
@@ -64,7 +64,7 @@ class WrapLabel(pg.LabelItem):
             self._on_height(h)
         self.updateGeometry()
 
-    def sizeHint(self, hint, constraint=None) -> QSizeF:  # noqa: N802
+    def sizeHint(self, hint, constraint=None) -> QSizeF:
         return QSizeF(*self._sizeHint.get(hint, (0, 0)))
 
 

@@ -71,12 +71,12 @@ class TokenAxis(pg.AxisItem):
 
     # the fixed extent plus the title: pyqtgraph adds the title only to an automatic size, so a fixed
     # one would draw the title over the tick labels
-    def _updateWidth(self) -> None:  # noqa: N802 (pyqtgraph naming)
+    def _updateWidth(self) -> None:
         if getattr(self, "_text_extent", None) is not None and self.orientation in ("left", "right"):
             self.fixedWidth = int(self._text_extent + self._title_extent())
         super()._updateWidth()
 
-    def _updateHeight(self) -> None:  # noqa: N802
+    def _updateHeight(self) -> None:
         if getattr(self, "_text_extent", None) is not None and self.orientation in ("top", "bottom"):
             self.fixedHeight = int(self._text_extent + self._title_extent())
         super()._updateHeight()
@@ -97,7 +97,7 @@ class TokenAxis(pg.AxisItem):
         longest = max((len(self._text(i)) for i in range(0, len(self._labels), step)), default=1)
         return self._char_px * longest + 8.0
 
-    def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph naming)
+    def tickValues(self, minVal, maxVal, size):
         n = len(self._labels)
         if minVal > maxVal:  # an inverted view (rows from the top) hands the range over reversed
             minVal, maxVal = maxVal, minVal
@@ -112,7 +112,7 @@ class TokenAxis(pg.AxisItem):
         start = first + (-first) % stride
         return [(float(stride), [i + self.offset for i in range(start, last + 1, stride)])]
 
-    def tickStrings(self, values, scale, spacing):  # noqa: N802
+    def tickStrings(self, values, scale, spacing):
         out = []
         for v in values:
             i = int(round(v - self.offset))

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QAbstractScrollArea, QAbstractSpinBox, QApplicatio
 
 
 class _WheelGuard(QObject):
-    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
         if event.type() != QEvent.Type.Wheel or not isinstance(obj, QWidget) or obj.hasFocus():
             return False
         area = obj.parentWidget()

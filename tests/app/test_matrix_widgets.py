@@ -261,8 +261,8 @@ def test_mosaic_clicks_open_a_head_and_right_clicks_ask_for_its_menu(qtbot):
     m.set_roles([["prev", "", ""], ["", "", "induction"]])
     texts = sorted(m.marks.texts())
     assert texts == ["OFF", "induction", "prev"]
-    assert m.marks._select_item.isVisible()  # noqa: SLF001
-    assert m.marks._select_item.rect() == m.cell_rect(0, 2).adjusted(-0.5, -0.5, 0.5, 0.5)  # noqa: SLF001
+    assert m.marks._select_item.isVisible()
+    assert m.marks._select_item.rect() == m.cell_rect(0, 2).adjusted(-0.5, -0.5, 0.5, 0.5)
 
 
 def test_flow_columns_give_each_cell_the_largest_square():

@@ -111,7 +111,7 @@ class DifferencePage(ComparePage):
     #: the narrowest the grid is drawn beside the table (px): below it, the table goes under the grid
     GRID_MIN_WIDTH = 360
 
-    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt naming)
+    def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self._orient()
 

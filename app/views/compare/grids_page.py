@@ -111,7 +111,7 @@ class GridsPage(ComparePage):
         for i, g in enumerate(grids):
             self.grid_layout.addWidget(g, i if vertical else 0, 0 if vertical else i)
 
-    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt naming)
+    def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         if self.built:
             self.arrange()

@@ -168,7 +168,7 @@ class LabPage(LazyPage):
         except Exception as exc:  # a prompt the tokenizer cannot read, a bad control value
             self.say(f"Cannot compute: {exc}", error=True)
 
-    def showEvent(self, event) -> None:  # noqa: N802
+    def showEvent(self, event) -> None:
         super().showEvent(event)
         if self.stale:
             self.refresh()

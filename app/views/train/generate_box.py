@@ -32,7 +32,7 @@ class PromptEdit(QPlainTextEdit):
     def text(self) -> str:
         return self.toPlainText()
 
-    def setText(self, text: str) -> None:  # noqa: N802 (Qt naming)
+    def setText(self, text: str) -> None:
         self.setPlainText(text)
 
 
