@@ -87,9 +87,6 @@ class KVCache:
 
 
 # ---------------------------------------------------------------------------------------------
-# variants: norms, positions, MLPs
-# ---------------------------------------------------------------------------------------------
-# ---------------------------------------------------------------------------------------------
 # attention and the block
 # ---------------------------------------------------------------------------------------------
 class Context(NamedTuple):
@@ -152,8 +149,10 @@ class Attention(nn.Module):
             return q, k, 1.0
         if rule == "learned":
             return q * self.scale.view(1, -1, 1, 1).to(q.dtype), k, 1.0
-        qn = F.normalize(q, dim=-1) * self.qk_gain.view(1, -1, 1, 1).to(q.dtype)
-        return qn, F.normalize(k, dim=-1), 1.0
+        if rule == "qk_norm":
+            qn = F.normalize(q, dim=-1) * self.qk_gain.view(1, -1, 1, 1).to(q.dtype)
+            return qn, F.normalize(k, dim=-1), 1.0
+        raise ValueError(f"attn_scale={rule!r} is not a scaling rule: use sqrt_dk, none, learned or qk_norm")
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None):
         """``z = softmax(mask(s(Q Kᵀ))) V`` written out, for the hook points: [B, H, T, d_k]."""
