@@ -13,8 +13,12 @@ from __future__ import annotations
 import platform
 import traceback
 from collections.abc import Callable
+from importlib.metadata import version
 from typing import Any, Protocol
 
+import numpy
+import pyqtgraph
+import PySide6
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMenu, QMenuBar, QMessageBox, QTabWidget, QWidget
 
@@ -261,11 +265,8 @@ class WindowMenus:
 
 
 def about_text(session) -> str:
-    import numpy
-    import pyqtgraph
-    import PySide6
-
-    try:
+    """The About box: versions, the device in use, CUDA."""
+    try:  # the About box opens even where torch cannot be imported
         import torch
 
         torch_v = torch.__version__
@@ -273,8 +274,6 @@ def about_text(session) -> str:
     except Exception:  # pragma: no cover
         torch_v, cuda = "not installed", "not available"
     try:
-        from importlib.metadata import version
-
         app_v = version("attention-lab")
     except Exception:
         app_v = "development"

@@ -12,7 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # only for the annotations: app/ imports torch once the window has painted
+from model.runtime import compute_lock
+
+# model/'s trainer, loaders and data are imported where they are used: together they take ~0.15 s
+# to import, which the window's first paint does not wait for (app/gui.py)
+if TYPE_CHECKING:
     from app.model_slot import ModelSlot
     from model.config import GPTConfig
     from model.nn.gpt import GPT
@@ -49,7 +53,6 @@ def open_model_file(path: str, *, device: Any, source: Any, source_spec: str) ->
     when the model cannot be read.
     """
     from model.io.pretrained import open_model
-    from model.runtime import compute_lock
     from model.text.sources import data_for_model
     from model.train.trainer import Trainer
 
@@ -86,7 +89,6 @@ def open_model_file(path: str, *, device: Any, source: Any, source_spec: str) ->
 def save_model_file(path: str, slot: ModelSlot, *, source_spec: str) -> None:
     """Write the model of ``slot`` to ``path``: with its run's training state when it has one."""
     from model.io.checkpoint import save_checkpoint
-    from model.runtime import compute_lock
 
     with compute_lock:
         if slot.trainer is not None:
@@ -99,7 +101,6 @@ def save_model_file(path: str, slot: ModelSlot, *, source_spec: str) -> None:
 def starter_note(model: GPT, tokenizer: Any, prompt: str) -> str:
     """The status bar's line once the shipped starter is shown: what trained it, its named heads."""
     from model.io.starter import STARTER_SOURCE, describe, named_heads
-    from model.runtime import compute_lock
 
     with compute_lock:
         named = named_heads(model, tokenizer, prompt)

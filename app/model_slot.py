@@ -13,8 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from model.interp.probes import FrameHistory, ProbeFrame
+from model.runtime import compute_lock
 
-if TYPE_CHECKING:  # only for the annotations: app/ imports torch once the window has painted
+# model/'s trainer, loaders and data are imported where they are used: together they take ~0.15 s
+# to import, which the window's first paint does not wait for (app/gui.py)
+if TYPE_CHECKING:
     from model.config import GPTConfig
     from model.nn.gpt import GPT
     from model.train.trainer import Trainer
@@ -117,7 +120,6 @@ class ModelSlot:
 
     def move_to(self, device: Any) -> None:
         """The shown model on ``device``; its run goes on there (the optimizer state moves along)."""
-        from model.runtime import compute_lock
         from model.train.trainer import Trainer
 
         if self.model is None:

@@ -9,12 +9,11 @@ traces the shown model on the compute worker and hands the frame to the session.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, Signal
 
-if TYPE_CHECKING:
-    from model.interp.probes import ProbeFrame
+from model.interp.probes import ProbeFrame, probe_frame
 
 
 class ProbeHost(Protocol):
@@ -89,8 +88,6 @@ class Probe(QObject):
         model, tokenizer, prompt, step = host.model, host.tokenizer, self.prompt, host.step
 
         def job():
-            from model.interp.probes import probe_frame
-
             return probe_frame(model, tokenizer, prompt, step)
 
         def done(frame, error):

@@ -48,7 +48,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QCoreApplication, QEventLoop, QObject, QTimer, Signal
 
 from app.compute import ComputeWorker
 from app.follow import FollowedRun
@@ -57,8 +57,11 @@ from app.model_slot import ModelSlot
 from app.probe import Probe
 from app.training_run import TrainingRun
 from model.config import GPTConfig, default_config
+from model.runtime import compute_lock, pick_device
 
-if TYPE_CHECKING:  # only for the annotations: app/ imports torch once the window has painted
+# model/'s trainer, loaders and data are imported where they are used: together they take ~0.15 s
+# to import, which the window's first paint does not wait for (app/gui.py)
+if TYPE_CHECKING:
     import torch
 
     from model.interp.probes import FrameHistory, ProbeFrame
@@ -159,8 +162,7 @@ class Session(QObject):
     # ---- derived -------------------------------------------------------------------------------
     @property
     def compute_lock(self):
-        from model.runtime import compute_lock
-
+        """``model.runtime.compute_lock``, which every torch computation of the app takes."""
         return compute_lock
 
     @property
@@ -265,8 +267,6 @@ class Session(QObject):
 
     def set_device(self, choice: str) -> None:
         """Choose ``auto``, ``cpu`` or ``cuda``; moves an idle model. Raises ValueError when training."""
-        from model.runtime import pick_device
-
         if self.is_training:
             raise ValueError("the device can only be changed while no training runs")
         device = pick_device(choice)
@@ -471,8 +471,6 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, interval_ms
     One loop and one timer serve every wait (a fresh ``singleShot`` per wait left a small object
     behind each time: 1 MiB over a soak's minutes).
     """
-    from PySide6.QtCore import QCoreApplication, QEventLoop, QTimer
-
     app = QCoreApplication.instance()
     deadline = time.monotonic() + timeout
     loop = QEventLoop()

@@ -38,9 +38,11 @@ from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QM
 
 from app.file_actions import FileActions, export_widget_targets
 from app.menus import APP_NAME, WindowMenus, about_text
+from app.panels.model import ConfigPanel
 from app.session import Session
 from app.settings import AppSettings
 from app.tab_host import TabError, TabHolder, load_tab
+from model.config import GPTConfig
 
 #: The tabs of the main area: (title, "module:Class"). Later issues add their modules; nothing else.
 TABS: list[tuple[str, str]] = [
@@ -141,8 +143,6 @@ class MainWindow(QMainWindow):
     # ---- construction --------------------------------------------------------------------------
     def _build_docks(self) -> None:
         """The Model dock now; Data and Training (which import torch) now or in ``finish_setup``."""
-        from app.panels.model import ConfigPanel
-
         self.config_panel = ConfigPanel(self.session)
         self.data_panel = None
         self.train_settings_panel = None
@@ -359,8 +359,6 @@ class MainWindow(QMainWindow):
         cfg = st.get_json("last/config")
         if cfg:
             try:
-                from model.config import GPTConfig
-
                 self.config_panel.set_config(GPTConfig.from_dict(cfg, validate=False))
             except Exception:
                 pass

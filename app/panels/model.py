@@ -12,6 +12,7 @@ automatically in "Other".
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 from PySide6.QtCore import Signal
@@ -277,8 +278,6 @@ class ConfigPanel(QWidget):
             try:
                 check_fits(cfg, device=self.session.device, settings=self.session.train_settings)
             except ModelTooLarge as exc:  # said beside the fields; New run and Start refuse it too
-                import html
-
                 text += (
                     f"<br><span style='color:#c02020'>This model does not fit: {html.escape(str(exc))}</span>"
                 )

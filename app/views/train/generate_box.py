@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.pace import progress_line, sharing_note
+from app.workers import GenerateWorker
 
 
 class PromptEdit(QPlainTextEdit):
@@ -124,8 +125,6 @@ class GenerateBox(QGroupBox):
 
     def generate(self, seed: int | None = None) -> None:
         """Stream a continuation of the prompt box's text into the output box (``seed``: reproducible)."""
-        from app.workers import GenerateWorker
-
         s = self.session
         if self.worker is not None or s.model is None or s.tokenizer is None:
             return
