@@ -45,7 +45,7 @@ def clean_stale_temps(path: str | Path) -> list[Path]:
     """
     path = Path(path)
     prefix = _temp_prefix(path)
-    removed = []
+    removed: list[Path] = []
     try:
         siblings = list(path.parent.iterdir())
     except OSError:
@@ -91,9 +91,9 @@ def write_atomic(
     path.parent.mkdir(parents=True, exist_ok=True)
     clean_stale_temps(path)
     fd, tmp = tempfile.mkstemp(prefix=f"{_temp_prefix(path)}{os.getpid()}.", suffix=".tmp", dir=path.parent)
-    opts = {"mode": "w", "newline": "", "encoding": "utf-8"} if text else {"mode": "wb"}
     try:
-        with os.fdopen(fd, **opts) as fh:
+        stream: IO[Any] = os.fdopen(fd, "w", newline="", encoding="utf-8") if text else os.fdopen(fd, "wb")
+        with stream as fh:
             os.chmod(tmp, 0o666 & ~_umask())
             content(fh)
             if fsync:

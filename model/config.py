@@ -48,7 +48,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from model.errors import AttentionLabError
 
@@ -227,7 +227,7 @@ class GPTConfig:
             out.append(f"rope_base={self.rope_base!r} must be greater than 1 (10000 is usual)")
         out += self._newer_problems()
 
-        def ok(v: Any) -> bool:
+        def ok(v: object) -> TypeGuard[int]:
             return isinstance(v, int) and not isinstance(v, bool) and v > 0
 
         if ok(self.d_model) and ok(self.n_heads) and self.head_dim is None and self.d_model % self.n_heads:
@@ -267,7 +267,7 @@ class GPTConfig:
         """The fields of today's open models (RoPE scaling, partial rotary, sliding window, norms)."""
         out: list[str] = []
 
-        def number(v: Any) -> bool:
+        def number(v: object) -> TypeGuard[float]:
             return isinstance(v, (int, float)) and not isinstance(v, bool)
 
         for name in ("rope_factor", "rope_low_freq_factor", "rope_high_freq_factor"):

@@ -109,7 +109,10 @@ def _fill(make: Callable[[int], Pieces], n: int, mean_len: float, batch_size: in
         total += sum(length.sum(1) for _, length, _ in pieces)
         if int(total.min()) >= n:
             break
-    merged = [tuple(torch.cat([c[k][i] for c in chunks], 1) for i in range(3)) for k in range(len(chunks[0]))]
+    merged: Pieces = []
+    for k in range(len(chunks[0])):
+        tokens, lengths, scored = (torch.cat([c[k][i] for c in chunks], 1) for i in range(3))
+        merged.append((tokens, lengths, scored))
     return _pack(merged, n)
 
 
@@ -118,7 +121,7 @@ def _no(t: torch.Tensor) -> torch.Tensor:
     return torch.zeros(t.shape, dtype=torch.bool)
 
 
-def _pack(pieces: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], n: int):
+def _pack(pieces: Pieces, n: int):
     """Concatenate episodes made of variable-length pieces and keep the first ``n`` tokens of each row.
 
     ``pieces``: ``(tokens [B, E, Lmax], lengths [B, E], scored [B, E, Lmax])`` per kind of piece; in row
