@@ -26,10 +26,15 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import torch
 
 from model.runtime import compute_lock
+
+if TYPE_CHECKING:
+    from model.nn.gpt import GPT
+    from model.text.tokens import Tokenizer
 
 __all__ = [
     "PromptCroppedWarning",
@@ -118,7 +123,7 @@ def _crop(idx: torch.Tensor, context: int) -> torch.Tensor:
 
 
 def _steps(
-    model: torch.nn.Module,
+    model: GPT,
     idx: torch.Tensor,
     max_new_tokens: int,
     *,
@@ -203,7 +208,7 @@ def _steps(
 
 
 def generate(
-    model: torch.nn.Module,
+    model: GPT,
     idx: torch.Tensor,
     max_new_tokens: int,
     *,
@@ -245,8 +250,8 @@ def generate(
 
 
 def stream(
-    model: torch.nn.Module,
-    tokenizer,
+    model: GPT,
+    tokenizer: Tokenizer,
     prompt: str,
     max_new_tokens: int = 200,
     *,

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import NamedTuple
+from typing import NamedTuple, TypedDict
 
 import torch
 import torch.nn as nn
@@ -42,7 +42,15 @@ import torch.nn.functional as F
 
 from model.config import ConfigError, GPTConfig
 from model.nn.hooks import HookPoint, attached, name_hook_points
-from model.nn.layers import STD, apply_rope, init_linear, make_mlp, make_norm, make_positions
+from model.nn.layers import (
+    STD,
+    LearnedPositions,
+    apply_rope,
+    init_linear,
+    make_mlp,
+    make_norm,
+    make_positions,
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,6 +247,14 @@ class Block(nn.Module):
 # ---------------------------------------------------------------------------------------------
 # the model
 # ---------------------------------------------------------------------------------------------
+class ParamGroup(TypedDict):
+    """One of AdamW's parameter groups from :meth:`GPT.optimizer_groups` (a plain dict at runtime)."""
+
+    params: list[nn.Parameter]
+    names: list[str]
+    weight_decay: float
+
+
 class GPT(nn.Module):
     """Token embedding → (positions) → L blocks → (final norm) → unembedding.
 
@@ -272,6 +288,7 @@ class GPT(nn.Module):
         if self.pos_emb is not None:
             self.pos_emb.init_weights()
         for block in self.blocks:
+            assert isinstance(block, Block)  # a ModuleList yields Modules
             block.init_weights()
         if self.norm_f is not None:
             self.norm_f.reset_parameters()
@@ -289,7 +306,7 @@ class GPT(nn.Module):
         n = sum(p.numel() for p in self.parameters())
         if non_embedding:
             n -= self.tok_emb.weight.numel()
-            if self.config.positions == "learned":
+            if isinstance(self.pos_emb, LearnedPositions):  # positions == "learned"
                 n -= self.pos_emb.weight.numel()
             if self.lm_head is not None:
                 n -= self.lm_head.weight.numel()
@@ -345,6 +362,7 @@ class GPT(nn.Module):
         x = self.embed(x)
         rope = None
         if self.pos_emb is not None and self.pos_emb.additive:
+            assert self.pos_embed is not None  # made with every additive position module
             x = x + self.pos_embed(self.pos_emb(start, T).to(x.dtype))
         elif self.pos_emb is not None:
             rope = self.pos_emb(start, T)
@@ -365,7 +383,7 @@ class GPT(nn.Module):
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1))
         return logits, loss
 
-    def optimizer_groups(self, weight_decay: float) -> list[dict]:
+    def optimizer_groups(self, weight_decay: float) -> list[ParamGroup]:
         """AdamW's two parameter groups, as nanoGPT's ``configure_optimizers``: ``weight_decay`` on
         every trainable parameter with two or more dimensions (the projection matrices and the
         embedding tables, as GPT-2 and nanoGPT do), none on biases, norm gains or per-head scales.
@@ -373,8 +391,8 @@ class GPT(nn.Module):
         ``[{"params", "names", "weight_decay"}, ...]``: decayed first, each in ``named_parameters()``
         order; ``names`` are the parameters' names (take them out before handing the groups to torch).
         """
-        decay = {"params": [], "names": [], "weight_decay": weight_decay}
-        no_decay = {"params": [], "names": [], "weight_decay": 0.0}
+        decay = ParamGroup(params=[], names=[], weight_decay=weight_decay)
+        no_decay = ParamGroup(params=[], names=[], weight_decay=0.0)
         for name, p in self.named_parameters():
             if p.requires_grad:
                 group = decay if p.dim() >= 2 else no_decay

@@ -13,6 +13,7 @@ into the residual stream.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn as nn
@@ -26,8 +27,9 @@ STD = 0.02  # GPT-2's init: N(0, 0.02) for matrices and embeddings, zero biases
 def init_linear(layer: nn.Linear | nn.Embedding, std: float = STD) -> None:
     """``W ~ N(0, std²)``, ``b = 0``."""
     nn.init.normal_(layer.weight, mean=0.0, std=std)
-    if getattr(layer, "bias", None) is not None:
-        nn.init.zeros_(layer.bias)
+    bias = getattr(layer, "bias", None)  # an Embedding has none; a Linear's may be None
+    if bias is not None:
+        nn.init.zeros_(bias)
 
 
 class OffsetRMSNorm(nn.Module):
@@ -50,7 +52,11 @@ class OffsetRMSNorm(nn.Module):
         nn.init.zeros_(self.weight)
 
 
-def make_norm(config: GPTConfig, n: int | None = None, *, rms: bool = False) -> nn.Module:
+#: What :func:`make_norm` builds.
+Norm = nn.LayerNorm | nn.RMSNorm | OffsetRMSNorm
+
+
+def make_norm(config: GPTConfig, n: int | None = None, *, rms: bool = False) -> Norm:
     """LayerNorm ``(x-μ)/√(σ²+ε)·γ + β`` (β only when ``norm_bias``) or RMSNorm ``x/√(mean(x²)+ε)·γ``
     (``·(1 + γ)`` with ``norm_offset``), over the last ``n`` features (default ``d_model``);
     ``rms``: RMSNorm whatever ``norm`` says (the per-head QK-norm, ``qk_rmsnorm``)."""
@@ -137,7 +143,8 @@ class LearnedPositions(nn.Embedding):
 
     additive = True
 
-    def forward(self, start: int, T: int) -> torch.Tensor:  # [T, d]
+    # Every position module is called as (start, T), not as an Embedding on ids: a deliberate override
+    def forward(self, start: int, T: int) -> torch.Tensor:  # type: ignore[override]  # [T, d]
         return super().forward(torch.arange(start, start + T, device=self.weight.device))
 
     def init_weights(self) -> None:
@@ -148,6 +155,7 @@ class SinusoidalPositions(nn.Module):
     """The fixed table of :func:`sinusoidal_table`, added to the token embeddings."""
 
     additive = True
+    table: torch.Tensor  # a buffer
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -165,6 +173,8 @@ class RotaryPositions(nn.Module):
     """RoPE: nothing is added; attention rotates q and k by the angles of :func:`rope_tables`."""
 
     additive = False
+    cos: torch.Tensor  # buffers
+    sin: torch.Tensor
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -179,7 +189,7 @@ class RotaryPositions(nn.Module):
         pass
 
 
-def make_positions(config: GPTConfig) -> nn.Module | None:
+def make_positions(config: GPTConfig) -> Positions | None:
     """How positions enter: ``learned``, ``sinusoidal`` (added to x), ``rope`` (rotates q, k), ``none``."""
     if config.positions == "learned":
         return LearnedPositions(config.context_length, config.d_model)
@@ -188,6 +198,10 @@ def make_positions(config: GPTConfig) -> nn.Module | None:
     if config.positions == "rope":
         return RotaryPositions(config)
     return None
+
+
+#: What :func:`make_positions` builds (or None).
+Positions = LearnedPositions | SinusoidalPositions | RotaryPositions
 
 
 class MLP(nn.Module):
@@ -234,12 +248,13 @@ class GatedMLP(nn.Module):
         init_linear(self.w_down, self.resid_std)  # writes into the residual stream
 
 
-def make_mlp(config: GPTConfig) -> nn.Module:
+def make_mlp(config: GPTConfig) -> MLP | GatedMLP:
     """The MLP named by ``config.mlp``: gelu, relu, swiglu (and geglu, for a model that needs it)."""
     gelu = nn.GELU(approximate=config.gelu_approx)
-    return {
+    makers: dict[str, Callable[[], MLP | GatedMLP]] = {
         "gelu": lambda: MLP(config, gelu),
         "relu": lambda: MLP(config, nn.ReLU()),
         "swiglu": lambda: GatedMLP(config, nn.SiLU()),
         "geglu": lambda: GatedMLP(config, gelu),
-    }[config.mlp]()
+    }
+    return makers[config.mlp]()

@@ -130,6 +130,8 @@ def scaled_down(
     width again, until the model has at most ``max_params`` parameters or cannot shrink further.
     """
     budget.check(cfg)
+    assert cfg.vocab_size is not None  # budget.check refuses a config without one
+    vocab = cfg.vocab_size  # small's, as it shrinks
     notes: list[str] = []
     small = cfg
     if budget.parameters(cfg).total <= max_params:
@@ -140,9 +142,10 @@ def scaled_down(
     if small.context_length > max_seq_len:
         notes.append(f"context_length {small.context_length} → {max_seq_len}")
         small = small.replace(context_length=max_seq_len)
-    if small.vocab_size > max_vocab:
-        notes.append(f"vocab_size {small.vocab_size} → {max_vocab}")
-        small = small.replace(vocab_size=max_vocab)
+    if vocab > max_vocab:
+        notes.append(f"vocab_size {vocab} → {max_vocab}")
+        vocab = max_vocab
+        small = small.replace(vocab_size=vocab)
     d0, h0, kv0, ff0 = small.d_model, small.n_heads, small.kv_heads, small.hidden
     d_k = small.d_head
 
@@ -161,9 +164,10 @@ def scaled_down(
         elif small.n_layers > 2:
             notes.append(f"n_layers {small.n_layers} → 2")
             small = small.replace(n_layers=2)
-        elif small.vocab_size > 2048:
-            notes.append(f"vocab_size {small.vocab_size} → 2048")
-            small = small.replace(vocab_size=2048)
+        elif vocab > 2048:
+            notes.append(f"vocab_size {vocab} → 2048")
+            vocab = 2048
+            small = small.replace(vocab_size=vocab)
         elif small.n_heads >= 2 and small.d_model >= 16:
             small = narrower(small, 1)
         else:
@@ -178,7 +182,9 @@ def scaled_down(
     return small, notes
 
 
-def measure_matmul_peak(device: str = "cpu", n: int = 1024, seconds: float = 0.3, dtype: Any = None) -> float:
+def measure_matmul_peak(
+    device: str = "cpu", n: int = 1024, seconds: float = 0.3, dtype: torch.dtype | None = None
+) -> float:
     """FLOP/s of square ``n×n`` float32 matrix products on ``device`` (``2·n³`` FLOPs each), the best
     of repeated timings over about ``seconds``: this machine's practical matmul peak."""
     dtype = dtype or torch.float32
@@ -287,6 +293,7 @@ def measure_throughput(
     least one).
     """
     small, notes = scaled_down(cfg, max_params)
+    assert small.vocab_size is not None  # scaled_down checks the config first
     T = min(seq_len if seq_len is not None else 128, small.context_length)
     dev = torch.device(device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
