@@ -28,11 +28,14 @@ import math
 import os
 import shutil
 import sys
+from typing import cast
 
 import torch
 import torch.distributed
+from torch.nn.parallel import DistributedDataParallel
 
 from model.config import ConfigError
+from model.nn.gpt import GPT
 from model.train.distributed import DistContext, all_reduce_sum, lost_rank, shard, wrap
 
 __all__ = ["DTYPES", "Engine", "check_options", "compile_problem", "precision_of"]
@@ -106,7 +109,7 @@ class Engine:
 
     def __init__(
         self,
-        model: torch.nn.Module,
+        model: GPT,
         device: torch.device,
         dist: DistContext,
         *,
@@ -129,13 +132,14 @@ class Engine:
         self.scaler: torch.amp.GradScaler | None = None
         self._setup_precision(amp, dtype)
         self.compiled = False
-        fwd = model
+        fwd: torch.nn.Module = model
         if compile:
             problem = compile_problem(device)
             if problem:
                 self.notes.append(f"--compile is off: {problem}")
             else:
-                fwd = torch.compile(model)
+                # torch.compile of a Module returns a Module (an OptimizedModule); its stub says a callable
+                fwd = cast(torch.nn.Module, torch.compile(model))
                 self.compiled = True
         self.eval_model = fwd
         self.step_model = wrap(fwd, dist)
@@ -193,6 +197,11 @@ class Engine:
                 self.rng_cuda = torch.cuda.get_rng_state(self.device)
                 torch.cuda.set_rng_state(saved_cuda, self.device)
 
+    def _no_sync(self) -> contextlib.AbstractContextManager[None]:
+        """DDP's ``no_sync``: a micro-batch before a step's last keeps its gradients local."""
+        assert isinstance(self.step_model, DistributedDataParallel)  # wrap's, under an active group
+        return self.step_model.no_sync()
+
     def micro_batches(self, rows: int) -> list[slice]:
         """This rank's rows of a global batch of ``rows``, cut into ``grad_accum`` micro-batches."""
         mine = shard(rows, self.rank, self.world_size)
@@ -210,7 +219,7 @@ class Engine:
         try:
             for i, (rows, w) in enumerate(zip(pieces, weights)):
                 sync = i == len(pieces) - 1 or not self.dist.active
-                no_sync = contextlib.nullcontext() if sync else self.step_model.no_sync()
+                no_sync = contextlib.nullcontext() if sync else self._no_sync()
                 with no_sync, self.own_rng():
                     with self.autocast():
                         _, loss = self.step_model(x if single else x[rows], y if single else y[rows])

@@ -18,13 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from model.budget import arithmetic as budget
 from model.config import ConfigError, GPTConfig
 from model.train.control import RunControl
-from model.train.settings import TrainSettings
+from model.train.settings import TrainEvent, TrainSettings
 from model.train.trainer import Trainer, TrainingDiverged
+
+if TYPE_CHECKING:
+    from model.text.datasource import DataSource
 
 
 @dataclass
@@ -33,7 +36,7 @@ class VariantEvent:
     the :class:`~model.train.trainer.TrainingDiverged` that dropped the variant."""
 
     name: str
-    event: Any  # model.train.TrainEvent, or None when the variant diverged
+    event: TrainEvent | None  # None when the variant diverged
     diverged: Exception | None = None
 
 
@@ -67,7 +70,7 @@ class TrainerGroup:
     def __init__(
         self,
         variants: dict[str, GPTConfig],
-        source: Any,
+        source: DataSource,
         settings: TrainSettings | None = None,
         *,
         control: RunControl | None = None,
@@ -121,7 +124,9 @@ class TrainerGroup:
                 if self.trainers[name].step < target:
                     yield self._step(name)
 
-    def run(self, steps: int | None = None, callback: Callable[[VariantEvent], Any] | None = None):
+    def run(
+        self, steps: int | None = None, callback: Callable[[VariantEvent], Any] | None = None
+    ) -> list[VariantEvent]:
         events = []
         for ev in self.iter_steps(steps):  # a diverged variant's event included (ev.diverged)
             events.append(ev)

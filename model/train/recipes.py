@@ -6,15 +6,18 @@ the data changes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from model.config import GPTConfig
 from model.train.settings import TrainSettings
 
+if TYPE_CHECKING:
+    from model.text.datasource import DataSource
+
 __all__ = ["recommended_config", "recommended_settings"]
 
 
-def _source_kind(source: Any) -> tuple[str, str]:
+def _source_kind(source: DataSource) -> tuple[str, str]:
     try:
         ident = source.identity()
     except Exception:  # noqa: BLE001 - any source without identity counts as text
@@ -22,7 +25,7 @@ def _source_kind(source: Any) -> tuple[str, str]:
     return str(ident.get("kind", "text")), str(ident.get("task", ""))
 
 
-def recommended_config(source: Any, base: GPTConfig | None = None) -> GPTConfig:
+def recommended_config(source: DataSource, base: GPTConfig | None = None) -> GPTConfig:
     """A model shape that suits ``source`` (``vocab_size`` set from its tokenizer): ``base`` if given,
     else the default GPT for text and, for synthetic tasks, 2 layers of 4 heads, d_model 128 (64 for the
     tasks other than induction), context 64 -- the smallest shape that grows an induction head."""
@@ -36,7 +39,7 @@ def recommended_config(source: Any, base: GPTConfig | None = None) -> GPTConfig:
     return base.with_vocab(source.tokenizer.vocab_size)
 
 
-def recommended_settings(source: Any, config: GPTConfig | None = None) -> TrainSettings:
+def recommended_settings(source: DataSource, config: GPTConfig | None = None) -> TrainSettings:
     """Training settings that suit ``source`` (with ``config``, ``seq_len`` is capped at its context).
 
     Text: the :class:`TrainSettings` defaults. Synthetic tasks: 64 sequences of 64 tokens a step at

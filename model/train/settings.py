@@ -12,9 +12,13 @@ import dataclasses
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from model.config import ConfigError, GPTConfig
+
+if TYPE_CHECKING:
+    from model.interp.trace import Trace
+    from model.text.datasource import DataSource
 
 __all__ = ["TrainEvent", "TrainSettings", "data_seq_limit", "eta_seconds", "lr_at"]
 
@@ -118,7 +122,7 @@ class TrainSettings:
             raise ConfigError(problems)
         return self
 
-    def problems_for(self, config: GPTConfig, source: Any = None) -> list[str]:
+    def problems_for(self, config: GPTConfig, source: DataSource | None = None) -> list[str]:
         """:meth:`problems`, then what these settings cannot do with this model and data: a
         ``seq_len`` longer than ``config.context_length``, or than the longest sequence ``source``
         yields (a synthetic task's fixed length). The one check of whether a run may start: the
@@ -137,7 +141,7 @@ class TrainSettings:
             out.append(f"seq_len={T} is longer than the data allows ({limit} tokens); lower seq_len")
         return out
 
-    def seq_len_for(self, config: GPTConfig, source: Any) -> int:
+    def seq_len_for(self, config: GPTConfig, source: DataSource | None) -> int:
         """The sequence length a run of ``config`` on ``source`` trains: ``seq_len``, or (None) the
         context length, shortened to what the data yields. Raises :meth:`problems_for`'s problems."""
         problems = self.problems_for(config, source)
@@ -171,9 +175,11 @@ class TrainSettings:
         return dataclasses.replace(self, **changes)
 
 
-def data_seq_limit(source: Any) -> int | None:
+def data_seq_limit(source: DataSource | None) -> int | None:
     """The longest sequence ``source`` yields for training and validation (None: no limit, or no
     source): a synthetic task's fixed length; a corpus has none."""
+    if source is None:
+        return None
     try:
         limits = [m for m in (source.max_seq_len("train"), source.max_seq_len("val")) if m is not None]
     except AttributeError:
@@ -199,7 +205,7 @@ class TrainEvent:
     elapsed: float
     tokens_seen: int
     world_size: int = 1
-    trace: Any = field(default=None, repr=False, compare=False)
+    trace: Trace | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {

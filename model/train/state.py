@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import torch
 
@@ -28,15 +29,47 @@ from model.runtime import compute_lock
 from model.text.sources import resolve_source
 from model.train.settings import TrainSettings
 
+if TYPE_CHECKING:
+    from model.nn.gpt import GPT
+    from model.text.datasource import DataSource
+    from model.text.tokens import Tokenizer
+    from model.train.engine import Engine
+
 __all__ = ["from_checkpoint", "load_state", "save", "state_dict"]
 
 
-def state_dict(trainer: Any) -> dict[str, Any]:
+class Trainer(Protocol):
+    """What a checkpoint saves and restores of a :class:`~model.train.trainer.Trainer` (which imports
+    this module, so it is named here by what it has)."""
+
+    model: GPT
+    tokenizer: Tokenizer
+    source: DataSource
+    settings: TrainSettings
+    engine: Engine
+    optimizer: torch.optim.AdamW
+    param_names: list[list[str]]
+    params: list[torch.nn.Parameter]
+    batch_gen: torch.Generator
+    step: int
+    history: list[dict[str, Any]]
+    elapsed: float
+    tokens_seen: int
+    seq_len: int
+    world_size: int
+
+    def load_state(self, state: dict[str, Any]) -> None: ...
+
+
+TrainerT = TypeVar("TrainerT", bound=Trainer)
+
+
+def state_dict(trainer: Trainer) -> dict[str, Any]:
     """The training state a checkpoint stores: JSON-able fields plus ``"tensors"`` (optimizer
     moments by parameter name, RNG states)."""
     tensors: dict[str, torch.Tensor] = {}
     names = [n for group in trainer.param_names for n in group]
-    by_param = dict(zip(trainer.params, names))
+    by_param: dict[torch.Tensor, str] = dict(zip(trainer.params, names))  # optimizer.state's keys
     for p, st in trainer.optimizer.state.items():
         name = by_param[p]
         for key, value in st.items():
@@ -67,7 +100,7 @@ def state_dict(trainer: Any) -> dict[str, Any]:
     }
 
 
-def load_state(trainer: Any, state: dict[str, Any]) -> None:
+def load_state(trainer: Trainer, state: dict[str, Any]) -> None:
     """Restore what :func:`state_dict` saved (raises ValueError naming any mismatch)."""
     tensors: dict[str, torch.Tensor] = state.get("tensors") or {}
     groups = state.get("param_groups")
@@ -105,7 +138,7 @@ def load_state(trainer: Any, state: dict[str, Any]) -> None:
         engine.scaler.load_state_dict(state["scaler"])
 
 
-def save(trainer: Any, path: str | Path, *, meta: dict[str, Any] | None = None) -> Path:
+def save(trainer: Trainer, path: str | Path, *, meta: dict[str, Any] | None = None) -> Path:
     """Write a full checkpoint (weights, tokenizer, training state) atomically to ``path``."""
     with compute_lock:
         state = state_dict(trainer)
@@ -125,15 +158,15 @@ def save(trainer: Any, path: str | Path, *, meta: dict[str, Any] | None = None) 
 
 
 def from_checkpoint(
-    cls: type,
+    cls: Callable[..., TrainerT],
     path: str | Path,
     settings: TrainSettings | None = None,
     *,
-    source: Any = None,
+    source: DataSource | None = None,
     device: str | None = None,
     overrides: dict[str, Any] | None = None,
     **options: Any,
-) -> Any:
+) -> TrainerT:
     """A ``cls`` (the :class:`~model.train.trainer.Trainer`) that continues the checkpoint at ``path``
     exactly where it stopped.
 
@@ -187,7 +220,7 @@ def _settings(
     return settings
 
 
-def _warn_if_changed(source: Any, saved_source: dict[str, Any]) -> None:
+def _warn_if_changed(source: DataSource, saved_source: dict[str, Any]) -> None:
     """Warn when ``source``'s content (SHA-256) is not what the checkpoint was trained on."""
     try:
         now = source.identity()

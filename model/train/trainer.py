@@ -61,8 +61,9 @@ from model.budget.sizing import check, training_need
 from model.config import ConfigError, GPTConfig
 from model.errors import AttentionLabError
 from model.nn.generate import stream
-from model.nn.gpt import build_model
+from model.nn.gpt import GPT, build_model
 from model.runtime import compute_lock, pick_device, set_threads
+from model.text.datasource import DataSource
 from model.train import state as train_state
 from model.train.control import RunControl
 from model.train.distributed import DistContext, all_reduce_sum
@@ -119,10 +120,10 @@ class Trainer:
     def __init__(
         self,
         config: GPTConfig,
-        source: Any,
+        source: DataSource,
         settings: TrainSettings | None = None,
         *,
-        model: torch.nn.Module | None = None,
+        model: GPT | None = None,
         state: dict[str, Any] | None = None,
         callbacks: dict[str, list[Callable[..., Any]]] | None = None,
         control: RunControl | None = None,
@@ -139,6 +140,7 @@ class Trainer:
         if config.vocab_size is None:
             config = config.with_vocab(V)
         config.validate()
+        assert config.vocab_size is not None  # given, or the tokenizer's just above
         if config.vocab_size < V:
             raise ConfigError(
                 [f"vocab_size={config.vocab_size} is below the tokenizer's {V} tokens: raise or omit it"]
@@ -149,7 +151,9 @@ class Trainer:
         self.world_size = self.dist.world_size if self.dist.active else 1
         self.rank = self.dist.rank if self.dist.active else 0
         check_options(settings.batch_size, self.world_size, grad_accum, dtype)
-        self.device = self.dist.device if self.dist.active else pick_device(settings.device)
+        device = self.dist.device if self.dist.active else pick_device(settings.device)
+        assert device is not None, "an active DistContext holds its rank's device (distributed.init sets it)"
+        self.device: torch.device = device
         micro = settings.batch_size // (self.world_size * grad_accum)  # what one rank holds at once
         precision = precision_of(dtype, settings.amp, self.device)
         need = training_need(config, batch=micro, seq_len=self.seq_len, precision=precision)
@@ -164,17 +168,25 @@ class Trainer:
         self.model.train()
         groups = self.model.optimizer_groups(settings.weight_decay)
         #: the parameters' names by optimizer group (decayed, not decayed), and the parameters in that order
-        self.param_names: list[list[str]] = [group.pop("names") for group in groups]
+        self.param_names: list[list[str]] = [group["names"] for group in groups]
         self.params: list[torch.nn.Parameter] = [p for group in groups for p in group["params"]]
         self.optimizer = torch.optim.AdamW(
-            groups,
+            [{"params": group["params"], "weight_decay": group["weight_decay"]} for group in groups],
             lr=lr_at(0, settings),
             betas=(settings.beta1, settings.beta2),
             eps=1e-8,
             **({"fused": True} if self.device.type == "cuda" else {}),
         )
-        how = dict(grad_accum=grad_accum, dtype=dtype, compile=compile)
-        self.engine = Engine(self.model, self.device, self.dist, amp=settings.amp, seed=settings.seed, **how)
+        self.engine = Engine(
+            self.model,
+            self.device,
+            self.dist,
+            amp=settings.amp,
+            seed=settings.seed,
+            grad_accum=grad_accum,
+            dtype=dtype,
+            compile=compile,
+        )
 
         self.step = 0
         self.history: list[dict[str, Any]] = []
@@ -365,8 +377,18 @@ class Trainer:
     ) -> str:
         """The continuation of ``prompt`` (default: :attr:`probe_prompt`) as text, prompt not included."""
         prompt = self.probe_prompt if prompt is None else prompt
-        sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, window=self.seq_len)
-        return "".join(stream(self.model, self.tokenizer, prompt, max_new_tokens, **sampling))
+        pieces = stream(
+            self.model,
+            self.tokenizer,
+            prompt,
+            max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+            window=self.seq_len,
+        )
+        return "".join(pieces)
 
     # ---- checkpoints (model/train/state.py) ------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -387,7 +409,7 @@ class Trainer:
         path: str | Path,
         settings: TrainSettings | None = None,
         *,
-        source: Any = None,
+        source: DataSource | None = None,
         device: str | None = None,
         overrides: dict[str, Any] | None = None,
         **options: Any,
