@@ -45,6 +45,12 @@ def one_token(tokenizer, text: str, what: str = "token") -> int:
 SWAP_CANDIDATES = 12
 
 
+def _swap(prompt: str, a: str, b: str) -> str:
+    """``prompt`` with the whole words ``a`` and ``b`` exchanged."""
+    swap = {a: b, b: a}
+    return re.sub(rf"\b({re.escape(a)}|{re.escape(b)})\b", lambda m: swap[m.group(0)], prompt)
+
+
 def suggest_corruption(tokenizer, prompt: str) -> str | None:
     """``prompt`` with two words swapped everywhere they occur, keeping its token count: capitalised
     words (names) first, then any two words that encode to the same number of tokens. None when no
@@ -63,8 +69,7 @@ def suggest_corruption(tokenizer, prompt: str) -> str | None:
     ordered = ([w for w in words if w in names] + [w for w in words if w not in names])[:SWAP_CANDIDATES]
     for i, a in enumerate(ordered):
         for b in ordered[i + 1 :]:
-            swap = {a: b, b: a}
-            swapped = re.sub(rf"\b({re.escape(a)}|{re.escape(b)})\b", lambda m, s=swap: s[m.group(0)], prompt)
+            swapped = _swap(prompt, a, b)
             if swapped == prompt:
                 continue
             try:
@@ -121,24 +126,26 @@ def patching_of(
     wrong: str | None = None,
     position: int = -1,
     prompt: str = "",
+    dropped: int = 0,
 ) -> PatchingResult:
     """Patch every head and every (layer, position) of the residual stream from the clean run of
     ``ids`` into ``corrupt_prompt``'s run (``L·H + L·T`` batched runs). ``answer`` / ``wrong``: tokens
-    as text (None: the clean run's top token, the corrupted run's). A :class:`PromptError` when the
-    corrupted prompt does not encode to as many tokens as the clean one."""
-    cut = encode_prompt(tokenizer, corrupt_prompt, model.config.context_length)
+    as text (None: the clean run's top token, the corrupted run's). ``dropped``: the clean prompt's
+    tokens left out to fit (the context or memory); the corrupted prompt is cut to ``len(ids)`` by the
+    same rule (:func:`~model.interp.prompt.encode_prompt`: the last tokens, BOS kept), so the two
+    line up position by position. A :class:`PromptError` when the corrupted prompt does not encode to
+    as many tokens as the clean one."""
+    cut = encode_prompt(tokenizer, corrupt_prompt, len(ids))
     corrupt = list(cut.ids)
-    if cut.dropped or len(corrupt) != len(ids):
+    if cut.T + cut.dropped != len(ids) + dropped:
         raise PromptError(
-            f"the corrupted prompt is {len(corrupt) + cut.dropped} tokens and the clean one {len(ids)}: "
+            f"the corrupted prompt is {cut.T + cut.dropped} tokens and the clean one {len(ids) + dropped}: "
             "patching needs the same length (swap words of the same token length)"
         )
     a = one_token(tokenizer, answer, "answer token") if answer else None
     w = one_token(tokenizer, wrong, "wrong token") if wrong else None
-    kw = {"answer": a, "wrong": w, "position": position}
-    heads = patch_heads(model, ids, corrupt, **kw)
-    kw.update(answer=heads.answer, wrong=heads.wrong)
-    resid = patch_resid(model, ids, corrupt, **kw)
+    heads = patch_heads(model, ids, corrupt, answer=a, wrong=w, position=position)
+    resid = patch_resid(model, ids, corrupt, answer=heads.answer, wrong=heads.wrong, position=position)
     labels = _labels(tokenizer, ids)
     answer_label, wrong_label = _labels(tokenizer, [heads.answer, heads.wrong])
     return PatchingResult(

@@ -29,6 +29,7 @@ import csv
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from model.atomic import write_atomic
@@ -38,7 +39,7 @@ from model.interp.trace import Trace
 FILE_KEYS = {"weights": "pattern", "scores_raw": "scores_raw", "scores_scaled": "scores"}
 
 
-def _stacked(trace: Trace, kind: str, batch: int, dtype: np.dtype) -> np.ndarray | None:
+def _stacked(trace: Trace, kind: str, batch: int, dtype: npt.DTypeLike) -> np.ndarray | None:
     """``kind`` of every recorded layer as one [L, ...] array, filled layer by layer (one copy)."""
     layers = [layer for layer in trace.layers if trace.has(kind, layer)]
     if not layers:
@@ -52,7 +53,7 @@ def _stacked(trace: Trace, kind: str, batch: int, dtype: np.dtype) -> np.ndarray
 
 
 def inspection_arrays(
-    trace: Trace, token_strings: list[str], batch: int = 0, *, dtype: np.dtype = np.float32
+    trace: Trace, token_strings: list[str], batch: int = 0, *, dtype: npt.DTypeLike = np.float32
 ) -> dict[str, np.ndarray]:
     """The arrays of the inspection format from a trace that recorded
     :data:`model.interp.plan.REQUIRED_KINDS`.
@@ -62,6 +63,8 @@ def inspection_arrays(
     the
     layers present. ``dtype`` float16 halves the size of the [L, H, T, T] arrays.
     """
+    if trace.config is None:
+        raise ValueError("the trace has no config: record it with run_with_trace")
     points, norms = trace.resid_norms(batch)
     out = {"tokens": np.array(token_strings, dtype=str)}
     for key, kind in FILE_KEYS.items():
@@ -87,7 +90,9 @@ def save_inspection(path: str | Path, arrays: dict[str, np.ndarray]) -> Path:
     path = Path(path)
     if path.suffix != ".npz":
         path = path.with_name(path.name + ".npz")
-    return write_atomic(path, lambda fh: np.savez_compressed(fh, **arrays))
+    # numpy's stub types **kwds as arrays, yet mypy also matches a splatted dict against the
+    # allow_pickle: bool parameter; these keys are array names
+    return write_atomic(path, lambda fh: np.savez_compressed(fh, **arrays))  # type: ignore[arg-type]
 
 
 def load_inspection(path: str | Path) -> dict[str, np.ndarray]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from model.interp.analysis.rollout import rollout_of_means
 from model.interp.trace import run_with_trace
 from model.nn.hooks import ablate_heads
 from model.text.tokens import visible
+
+if TYPE_CHECKING:
+    import torch
 
 #: Period of the repeated random sequence the induction score is measured on.
 INDUCTION_PERIOD = 24
@@ -53,7 +56,7 @@ def induction_scores(model, *, ablate: dict | None = None, period: int = INDUCTI
 
 
 def head_metrics_of(
-    model, weights: np.ndarray, mask: np.ndarray, *, ablate: dict | None = None
+    model, weights: np.ndarray, mask: np.ndarray | torch.Tensor, *, ablate: dict | None = None
 ) -> MetricsResult:
     """Metrics of every head (``model.interp.analysis.heads.head_metrics``, one layer at a time to bound
     memory)."""

@@ -44,12 +44,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from model.interp.plan import ALIASES, ALL_KINDS, GLOBAL_KINDS, canonical, inspection_need
+
+if TYPE_CHECKING:
+    from model.config import GPTConfig
+    from model.nn.hooks import HookFn
 
 #: The residual-stream checkpoints in order, as names for plots: ("embed", "L0.mid", "L0.post", ...).
 RESID_POINTS_DOC = "embed, then for each layer l: L{l}.mid (after attention), L{l}.post (after the MLP)"
@@ -102,7 +106,7 @@ class Recorder:
     kinds: frozenset[str] | None = None
     dtype: torch.dtype = torch.float32
     store: dict[tuple[str, int], torch.Tensor] = field(default_factory=dict)
-    config: Any = None
+    config: GPTConfig | None = None
     mask: torch.Tensor | None = None
     logits: torch.Tensor | None = None
 
@@ -121,7 +125,7 @@ class Recorder:
         if self.wants(kind, layer):
             self.store[(kind, layer)] = tensor.detach().to(device="cpu", dtype=self.dtype).contiguous()
 
-    def hooks(self, n_layers: int, n_rep: int = 1) -> list[tuple[str, Any]]:
+    def hooks(self, n_layers: int, n_rep: int = 1) -> list[tuple[str, HookFn]]:
         """(hook point, function) pairs that record the wanted kinds of a model with ``n_layers``
         blocks whose key/value heads serve ``n_rep`` query heads each (K and V are stored repeated)."""
 
@@ -169,6 +173,8 @@ class Recorder:
         """The :class:`Trace` of the forward pass of ``tokens`` [B, T] just recorded."""
         T = tokens.shape[-1]
         mask = self.mask if self.mask is not None else torch.ones(T, T, dtype=torch.bool)
+        if self.logits is None:
+            raise RuntimeError("no forward pass was recorded: run the model with these hooks first")
         return Trace(self.config, tokens, self.store, mask, self.logits)
 
 
@@ -181,7 +187,7 @@ class Trace:
 
     def __init__(
         self,
-        config: Any,
+        config: GPTConfig | None,
         tokens: torch.Tensor,
         store: dict[tuple[str, int], torch.Tensor],
         mask: torch.Tensor,
@@ -203,7 +209,7 @@ class Trace:
                 f"layers: {self.layers}"
             ) from None
 
-    def get(self, kind: str, layer: int, default: Any = None) -> Any:
+    def get(self, kind: str, layer: int, default: torch.Tensor | None = None) -> torch.Tensor | None:
         return self._store.get((canonical(kind), layer), default)
 
     def has(self, kind: str, layer: int = -1) -> bool:
@@ -334,7 +340,9 @@ def run_with_trace(
     kinds = check_kinds(kinds)
     if not sized:
         _check_fits(model, idx, kinds, layers, dtype)
-    rec = Recorder(layers=layers, kinds=kinds, dtype=dtype, config=model.config)
+    rec = Recorder(
+        layers=None if layers is None else frozenset(layers), kinds=kinds, dtype=dtype, config=model.config
+    )
     with torch.no_grad(), eval_mode(model), model.hooks(hooks):
         with model.hooks(rec.hooks(model.config.n_layers, model.config.n_rep)):
             model(idx)

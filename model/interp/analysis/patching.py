@@ -168,7 +168,8 @@ class Patching:
     def best(self) -> tuple[int, int]:
         """(row, column) of the largest restored fraction: (layer, head) or (layer, position)."""
         flat = np.nan_to_num(self.restored, nan=-np.inf)
-        return tuple(int(i) for i in np.unravel_index(int(np.argmax(flat)), flat.shape))
+        row, col = np.unravel_index(int(np.argmax(flat)), flat.shape)
+        return int(row), int(col)
 
 
 def _sweep(model, clean, corrupt, runs, shape, point, *, answer, wrong, position, max_batch, tokenizer):
