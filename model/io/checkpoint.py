@@ -368,7 +368,8 @@ def load_checkpoint(
                 f"{META_FILE}: checkpoint format version {version} is newer than this program reads "
                 f"({FORMAT_VERSION}); update attention-lab"
             )
-    files_meta = meta.get("files") if isinstance(meta.get("files"), dict) else {}
+    files = meta.get("files")
+    files_meta: dict[str, Any] = files if isinstance(files, dict) else {}
 
     raw_config = _read_json(path / CONFIG_FILE)
     try:

@@ -52,7 +52,7 @@ from typing import Any
 
 from model.config import ConfigError, GPTConfig
 from model.io.checkpoint import CheckpointError
-from model.io.weights import WeightMap
+from model.io.weights import WeightMap, vocab_of
 
 __all__ = ["FAMILIES", "IGNORED", "family_config", "family_entries", "family_kind"]
 
@@ -243,7 +243,7 @@ def _family_config(hf: dict[str, Any]) -> GPTConfig:
 def family_entries(model_type: str, cfg: GPTConfig) -> list[WeightMap]:
     """The tensors a ``model_type`` file must hold for ``cfg`` and where each goes (``lm_head`` included
     when untied)."""
-    d, dff, V = cfg.d_model, cfg.hidden, cfg.vocab_size
+    d, dff, V = cfg.d_model, cfg.hidden, vocab_of(cfg)
     H, H_kv, d_k = cfg.n_heads, cfg.kv_heads, cfg.d_head
     es: list[WeightMap] = []
     if model_type == "gpt_neox":

@@ -33,13 +33,19 @@ from model.budget.sizing import load_need
 from model.config import ConfigError, GPTConfig
 from model.io.checkpoint import Checkpoint, CheckpointError
 from model.io.hf import hf_name_and_tokenizer, hf_weight_source, read_config
-from model.io.weights import WeightMap, build_from_state_dict, check_weights, loaded_meta, map_weights
+from model.io.weights import (
+    WeightMap,
+    build_from_state_dict,
+    check_weights,
+    loaded_meta,
+    map_weights,
+    vocab_of,
+)
 
 
 def gpt2_entries(cfg: GPTConfig, prefix: str, *, conv1d: bool, linear_bias: bool) -> list[WeightMap]:
     """The tensors a GPT-2 layout must hold for ``cfg`` (LayerNorm biases and ``lm_head`` left to callers)."""
-    d, dff, C, V = cfg.d_model, cfg.hidden, cfg.context_length, cfg.vocab_size
-    assert V is not None
+    d, dff, C, V = cfg.d_model, cfg.hidden, cfg.context_length, vocab_of(cfg)
 
     def w(src: str, out_f: int, in_f: int, dst: tuple[str, ...]) -> WeightMap:
         shape = (in_f, out_f) if conv1d else (out_f, in_f)
@@ -171,7 +177,7 @@ def load_hf_gpt2(
     if cfg.tie_embeddings:
         extra_ok.add("lm_head.weight")  # some files store the tied copy too; it is the embedding
     else:
-        entries.append(WeightMap("lm_head.weight", (cfg.vocab_size, cfg.d_model), ("lm_head.weight",)))
+        entries.append(WeightMap("lm_head.weight", (vocab_of(cfg), cfg.d_model), ("lm_head.weight",)))
     implied = (
         f"config.json (n_layer={cfg.n_layers}, n_embd={cfg.d_model}, n_inner={cfg.hidden}, "
         f"n_positions={cfg.context_length}, vocab_size={cfg.vocab_size})"

@@ -26,6 +26,7 @@ from model.io.weights import (
     map_weights,
     safetensors_source,
     torch_load,
+    vocab_of,
 )
 from model.text.bpe import load_hf_tokenizer
 from model.text.tokens import Tokenizer, TokenizerError
@@ -90,7 +91,7 @@ def hf_name_and_tokenizer(directory: Path, hf: dict[str, Any], cfg: GPTConfig) -
         tok = load_hf_tokenizer(directory, name=name)
     except TokenizerError as exc:
         raise CheckpointError(str(exc)) from None
-    if tok.vocab_size > cfg.vocab_size:
+    if tok.vocab_size > vocab_of(cfg):
         raise CheckpointError(
             f"the tokenizer has {tok.vocab_size} tokens but config.json says vocab_size={cfg.vocab_size}"
         )

@@ -29,6 +29,7 @@ from model.io.weights import (
     loaded_meta,
     map_weights,
     torch_load,
+    vocab_of,
 )
 from model.text.bpe import HFTokenizer, is_hf_tokenizer_json, load_hf_tokenizer
 from model.text.registry import tokenizer_from_dict
@@ -156,6 +157,7 @@ def load_nanogpt(
         raise CheckpointError(f"{path.name}: 'model_args' and 'model' must both be dictionaries")
     cfg = nanogpt_config(model_args)
     check_size(load_need(cfg, what=f"loading {path.name}"))  # before any tensor is mapped or built
+    V = vocab_of(cfg)
     sd = _strip_compile_prefix(sd)
     src = dict_source(sd, path.name)
     linear_bias = cfg.bias == "all"
@@ -169,7 +171,7 @@ def load_nanogpt(
     tied = "lm_head.weight" not in sd or _same_tensor(sd["lm_head.weight"], sd.get("transformer.wte.weight"))
     if not tied:
         cfg.tie_embeddings = False
-        entries.append(WeightMap("lm_head.weight", (cfg.vocab_size, cfg.d_model), ("lm_head.weight",)))
+        entries.append(WeightMap("lm_head.weight", (V, cfg.d_model), ("lm_head.weight",)))
     implied = (
         f"model_args (n_layer={cfg.n_layers}, n_embd={cfg.d_model}, block_size={cfg.context_length}, "
         f"vocab_size={cfg.vocab_size}, bias={linear_bias})"
@@ -179,8 +181,8 @@ def load_nanogpt(
     del src, sd
     if tokenizer is None:
         dataset = obj.get("config", {}).get("dataset") if isinstance(obj.get("config"), dict) else None
-        tokenizer = _nanogpt_tokenizer(path.parent, cfg.vocab_size, dataset)
-    if tokenizer.vocab_size > cfg.vocab_size:
+        tokenizer = _nanogpt_tokenizer(path.parent, V, dataset)
+    if tokenizer.vocab_size > V:
         raise CheckpointError(
             f"the tokenizer has {tokenizer.vocab_size} tokens but the model only {cfg.vocab_size}"
         )

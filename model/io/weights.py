@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import torch
 
 from model.budget.sizing import read_safetensors_header, skip_init_on_meta
-from model.config import GPTConfig
+from model.config import ConfigError, GPTConfig
 from model.io.checkpoint import CheckpointError
 from model.nn.gpt import GPT
 from model.nn.layers import make_positions
@@ -178,6 +178,13 @@ def torch_load(path: Path) -> Any:
 # ---------------------------------------------------------------------------------------------
 # how they map onto ours
 # ---------------------------------------------------------------------------------------------
+def vocab_of(cfg: GPTConfig) -> int:
+    """``cfg.vocab_size`` of a config read from another project's file, which every loader requires."""
+    if cfg.vocab_size is None:
+        raise ConfigError(["vocab_size is not set: the config of a weights file must give it"])
+    return cfg.vocab_size
+
+
 class WeightMap(NamedTuple):
     """One tensor of the file (``src``, of ``shape``) and our names it fills: several ``dst`` split its
     rows evenly, or, with ``heads`` > 0, per head (``heads`` groups of ``len(dst)`` parts each, as

@@ -120,8 +120,9 @@ def plan(ref: HubRef | str, *, token: str | bool | None = None) -> Plan:
     sizes = {s.rfilename: int(s.size or 0) for s in (info.siblings or [])}
     names = needed_files(sizes, ref)
     family = ""
-    if isinstance(getattr(info, "config", None), dict):
-        family = str(info.config.get("model_type") or "")
+    config = getattr(info, "config", None)
+    if isinstance(config, dict):
+        family = str(config.get("model_type") or "")
     if not info.sha:
         raise HubError(f"the Hub gave no commit for {ref}")
     return Plan(ref, info.sha, tuple((n, sizes[n]) for n in names), family)
