@@ -24,9 +24,13 @@ from __future__ import annotations
 import random
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from model.text.tales import generate_tales
+
+if TYPE_CHECKING:
+    from model.nn.gpt import GPT
+    from model.text.tokens import Tokenizer
 
 # The models' side (model.interp, model.io.checkpoint, model.text.sources: torch) is imported inside
 # named_heads() and finish(): `python -m model.io.starter stages|corpus|args`, which `make starter`
@@ -140,7 +144,7 @@ def train_args(stage: int, corpus_path: str | Path, run: str | Path) -> list[str
     return args
 
 
-def named_heads(model: Any, tokenizer: Any, prompt: str) -> dict[str, list[tuple[int, int]]]:
+def named_heads(model: GPT, tokenizer: Tokenizer, prompt: str) -> dict[str, list[tuple[int, int]]]:
     """``{role: [(layer, head), ...]}`` as the Metrics page names them on ``prompt`` (default thresholds)."""
     from model.interp.analysis.heads import HEAD_ROLES, classify_heads
     from model.interp.measures import head_metrics_of
