@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from model.interp.probes import FrameHistory, ProbeFrame
+from model.interp.frame import AttentionFrame
+from model.interp.probes import FrameHistory
 from model.runtime import compute_lock
 
 # model/'s trainer, loaders and data are imported where they are used: together they take ~0.15 s
@@ -34,15 +35,15 @@ class Record:
     """The loss history, generated samples and probe frames of the shown model.
 
     ``history``: training-event dicts (``TrainEvent.to_dict()``) in step order; ``samples``:
-    (step, text); ``latest_frame``: the newest :class:`ProbeFrame` (the one drawn) or None;
-    ``frames``: the bounded :class:`FrameHistory` the step scrubber reads; ``dirty``: trained
+    (step, text); ``latest_frame``: the newest probe frame (an :class:`AttentionFrame`, the one drawn) or
+    None; ``frames``: the bounded :class:`FrameHistory` the step scrubber reads; ``dirty``: trained
     steps not yet saved; ``tokens_per_s``: the pace of the newest step.
     """
 
     def __init__(self, history_bytes: int = 64 * 2**20):
         self.history: list[dict] = []
         self.samples: list[tuple[int, str]] = []
-        self.latest_frame: ProbeFrame | None = None
+        self.latest_frame: AttentionFrame | None = None
         self.frames = FrameHistory(max_bytes=history_bytes)
         self.dirty = False
         self.tokens_per_s = 0.0
@@ -71,7 +72,7 @@ class Record:
         self.tokens_per_s = float(events[-1].get("tokens_per_s", self.tokens_per_s) or 0.0)
         self.dirty = True
 
-    def add_frames(self, frames: list[ProbeFrame]) -> ProbeFrame:
+    def add_frames(self, frames: list[AttentionFrame]) -> AttentionFrame:
         """Keep every frame for the scrubber; the newest (the last) becomes ``latest_frame``."""
         for frame in frames:
             self.frames.offer(frame)

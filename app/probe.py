@@ -13,7 +13,8 @@ from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, Signal
 
-from model.interp.probes import ProbeFrame, probe_frame
+from model.interp.frame import AttentionFrame
+from model.interp.probes import probe_frame
 
 
 class ProbeHost(Protocol):
@@ -30,7 +31,7 @@ class ProbeHost(Protocol):
     def is_following(self) -> bool: ...
     @property
     def compute(self) -> Any: ...
-    def show_frames(self, frames: list[ProbeFrame]) -> None: ...
+    def show_frames(self, frames: list[AttentionFrame]) -> None: ...
 
 
 class Probe(QObject):

@@ -29,7 +29,7 @@ the model slot (``slot``): the model every tab shows, and what came with it
 the record of the shown model (``slot.record``)
 ``history``            list of training-event dicts (``TrainEvent.to_dict()``) of the current model
 ``samples``            the (step, text) samples generated while it trained
-``latest_frame``       the newest :class:`ProbeFrame` (attention of the probe prompt) or ``None``
+``latest_frame``       the newest probe frame (an :class:`AttentionFrame`) or ``None``
 ``frames``             :class:`FrameHistory`, a bounded history of probe frames for the scrubber
 ``dirty``              trained steps not yet saved
 ``state``              ``"idle" | "starting" | "running" | "paused" | "stopping"`` (``run.state``), or
@@ -64,7 +64,8 @@ from model.runtime import compute_lock, pick_device
 if TYPE_CHECKING:
     import torch
 
-    from model.interp.probes import FrameHistory, ProbeFrame
+    from model.interp.frame import AttentionFrame
+    from model.interp.probes import FrameHistory
     from model.nn.gpt import GPT
     from model.train.settings import TrainSettings
     from model.train.trainer import Trainer
@@ -95,7 +96,7 @@ class Session(QObject):
     dataChanged = Signal(object)
     #: a new model is current (GPT or None): built, loaded from a checkpoint, or replaced
     modelChanged = Signal(object)
-    #: a new probe frame is the latest (ProbeFrame); at most ~30 per second
+    #: a new probe frame is the latest (an AttentionFrame); at most ~30 per second
     traceUpdated = Signal(object)
     #: new training events (list of dicts), in step order
     eventsAppended = Signal(list)
@@ -154,7 +155,7 @@ class Session(QObject):
     checkpoint_meta: dict = _part_field("slot.meta")
     history: list[dict] = _part_field("slot.record.history")
     samples: list[tuple[int, str]] = _part_field("slot.record.samples")
-    latest_frame: ProbeFrame | None = _part_field("slot.record.latest_frame")
+    latest_frame: AttentionFrame | None = _part_field("slot.record.latest_frame")
     frames: FrameHistory = _part_field("slot.record.frames")
     dirty: bool = _part_field("slot.record.dirty", settable=True)
     tokens_per_s: float = _part_field("slot.record.tokens_per_s")
@@ -394,7 +395,7 @@ class Session(QObject):
         self.slot.record.samples.append((step, text))
         self.sampleAdded.emit(step, text)
 
-    def show_frames(self, frames: list[ProbeFrame]) -> None:
+    def show_frames(self, frames: list[AttentionFrame]) -> None:
         """Keep every frame for the scrubber; draw only the newest (the last)."""
         self.traceUpdated.emit(self.slot.record.add_frames(frames))
 

@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from model.io.history import History, log_spaced_steps, open_source
+    from model.io.history import History
+    from model.io.revisions import log_spaced_steps, open_source
     from model.runtime import set_threads
 
     set_threads(0)
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             f"switch a step, all cached: {d:.2f} ms from the disk cache, {m * 1000:.0f} µs from memory; "
             f"one plain forward of {T} tokens: {f:.1f} ms -> ratio (disk switch / forward) {d / f:.3f}"
         )
-        print(f"load average: {open('/proc/loadavg').read().split()[:3]}")
+        print(f"load average: {Path('/proc/loadavg').read_text().split()[:3]}")
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)

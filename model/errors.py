@@ -14,10 +14,10 @@ kind                        raised by                                for
 ``DataError``               ``model.text.datasource``                a corpus or task spec
 ``DeviceError``             ``model.runtime``                        a device that is not there
 ``ModelTooLarge``           ``model.budget.sizing``                  memory: need, have, what to lower
-``PromptError``             ``model.interp.inspection``              a prompt that cannot be inspected
+``PromptError``             ``model.interp.prompt``                  a prompt that cannot be read
 ``CheckpointError``         ``model.io.checkpoint``                  a model file or folder
 ``HubError``                ``model.io.hub``                         the Hub (and its kinds)
-``HistoryError``            ``model.io.history``                     a training history
+``HistoryError``            ``model.io.revisions``                   a training history
 ``RunFolderError``          ``model.io.runfolder``                   a run folder
 ``ComparisonError``         ``model.compare.comparison``             a comparison file
 ``TrainingDiverged``        ``model.train.trainer``                  a loss that stopped being finite

@@ -65,34 +65,45 @@ def _budget(args) -> int:
     return int(args.max_memory * 1024**3)
 
 
-def _plan(cfg, n_tokens: int, budget: int, args, *, with_model: bool):
-    """What to record so that it fits (model.trace_size.plan_inspection); a warning names what is left out."""
+def _plan(cfg, tokenizer, args, budget: int, *, with_model: bool):
+    """The one memory plan (:func:`model.interp.plan.plan_prompt`, an export): the prompt read by the
+    one rule (the last ``context_length`` tokens, BOS kept) and what is recorded so that it fits; a
+    warning names what was left out."""
     import os
 
     from model.budget.arithmetic import human_bytes
     from model.budget.sizing import OVERRIDE_ENV
-    from model.interp.plan import REQUIRED_KINDS, plan_inspection
+    from model.interp.plan import plan_prompt
 
     if os.environ.get(OVERRIDE_ENV):
         budget = 1 << 62
-    plan = plan_inspection(
+    plan = plan_prompt(
         cfg,
-        n_tokens,
-        kinds=REQUIRED_KINDS,
+        tokenizer,
+        args.prompt,
         budget=budget,
+        export=True,
         float16=True if args.float16 else None,
         with_model=with_model,
     )
+    T = plan.prompt.T
+    if plan.for_context:
+        kept = "the first token and the last" if plan.prompt.prefix else "the last"
+        print(
+            f"attention-lab inspect: warning: prompt has {T + plan.for_context} tokens; keeping "
+            f"{kept} {T} (context_length)",
+            file=sys.stderr,
+        )
     left_out = []
     if plan.float16 and not args.float16:
         left_out.append("float16 instead of float32")
-    if plan.dropped:
-        left_out.append(f"without {' and '.join(plan.dropped)}")
+    if plan.dropped_kinds:
+        left_out.append(f"without {' and '.join(plan.dropped_kinds)}")
     if plan.layers is not None:
         left_out.append(f"layers {', '.join(map(str, plan.layers))} of {cfg.n_layers}")
     if left_out:
         print(
-            f"attention-lab inspect: warning: every head of {n_tokens} tokens does not fit in "
+            f"attention-lab inspect: warning: every head of {T} tokens does not fit in "
             f"{human_bytes(budget)}; exporting {'; '.join(left_out)}",
             file=sys.stderr,
         )
@@ -141,21 +152,7 @@ def run(args: argparse.Namespace) -> int:
             )
         cfg.validate()
         check(load_need(cfg, copies=1, what="building this model"))
-    try:
-        ids = tokenizer.encode(args.prompt)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-    if not ids:
-        raise UserError("the prompt encodes to no tokens")
-    limit = cfg.context_length
-    if len(ids) > limit:
-        print(
-            f"attention-lab inspect: warning: prompt has {len(ids)} tokens; keeping the last {limit} "
-            f"(context_length)",
-            file=sys.stderr,
-        )
-        ids = ids[-limit:]
-    plan = _plan(cfg, len(ids), budget, args, with_model=model is None)  # refuses in milliseconds
+    plan = _plan(cfg, tokenizer, args, budget, with_model=model is None)  # refuses in milliseconds
     import numpy as np
     import torch
 
@@ -166,9 +163,9 @@ def run(args: argparse.Namespace) -> int:
     if model is None:
         model = build_model(cfg, seed=args.seed)
     dtype = torch.float16 if plan.float16 else torch.float32
-    trace = run_with_trace(model, ids, kinds=plan.kinds, layers=plan.layers, dtype=dtype)
+    trace = run_with_trace(model, plan.prompt, kinds=plan.kinds, layers=plan.layers, dtype=dtype, sized=True)
     arrays = inspection_arrays(
-        trace, tokenizer.token_strings(ids), dtype=np.float16 if plan.float16 else np.float32
+        trace, list(plan.prompt.texts), dtype=np.float16 if plan.float16 else np.float32
     )
     del trace
     try:

@@ -19,7 +19,7 @@ import time
 
 from app.cli import UserError
 from model.io.checkpoint import CheckpointError
-from model.io.history import drop_kept_after, keep_checkpoint
+from model.io.revisions import drop_kept_after, keep_checkpoint
 from model.io.runfolder import RunFolderError, RunWriter
 from model.train.distributed import DistributedError, all_reduce_sum
 from model.train.probes import Prober
@@ -31,7 +31,7 @@ def _fmt_rate(x: float) -> str:
 
 
 def _fmt_time(s: float) -> str:
-    s = int(round(s))
+    s = round(s)
     return f"{s // 60}:{s % 60:02d}"
 
 

@@ -48,7 +48,7 @@ from app.widgets.axes import style_plot
 from app.widgets.column import Column
 from app.widgets.legend import legend_row
 from app.widgets.palette import run_color
-from model.compare.comparison import loss_curves
+from model.compare.tables import loss_curves
 from model.train.smoothing import ema
 
 MAIN = "main"

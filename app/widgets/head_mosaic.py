@@ -13,7 +13,7 @@ Modes:
   [−4, 0]; ``gamma`` < 1 brightens small weights); cells a query may not see are grey
   (:data:`~app.widgets.palette.HIDDEN_COLOR`, as in every matrix of the app, the legend's grey square
   says "masked"): the ``mask`` given, else the one the weights carry (exact zeros in every head above
-  the diagonal, or outside a sliding window: :func:`model.interp.probes.carried_mask`), so a training frame or
+  the diagonal, or outside a sliding window: :func:`model.interp.frame.carried_mask`), so a training frame or
   a checkpoint's snapshot is drawn by the same rule as an inspection;
 - **difference** (:meth:`HeadMosaic.set_difference`): ``A − B`` per head on a diverging map, at
   symmetric levels ``(−m, m)`` shared by every head, so equal differences look equally strong;
@@ -44,8 +44,8 @@ from app.widgets.mosaic_layout import CellMarks, MosaicGeometry, flow_columns
 from app.widgets.mosaic_paint import MosaicPainter
 from app.widgets.palette import DEFAULT_CMAP, matrix_lut
 from app.widgets.titles import WrapLabel
+from model.interp.frame import carried_mask
 from model.interp.pooling import block_size, pool_absmax, pool_max
-from model.interp.probes import carried_mask
 
 
 class HeadMosaic(QWidget):
@@ -210,7 +210,7 @@ class HeadMosaic(QWidget):
 
         ``overview`` (already ``pool_max``-ed by ``block``) saves the pooling when a worker did it;
         ``mask`` [T, T] bool (True = may attend) greys out what a query cannot see (None: the mask the
-        weights carry, :func:`model.interp.probes.carried_mask`); ``flow`` wraps
+        weights carry, :func:`model.interp.frame.carried_mask`); ``flow`` wraps
         the cells to fill the widget, each named in its corner; ``kv_group`` > 1 (GQA: query heads per
         key/value head) frames and labels the heads that share a K/V head.
         """

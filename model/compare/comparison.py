@@ -1,24 +1,14 @@
-"""Comparisons of several runs: variant specs, summary rows, aligned tables and the comparison file.
+"""Comparisons of several runs: what each run is, its attention on one prompt, and the comparison file.
 
 A *comparison* is two or more runs of one question ("what does this choice change?"): variants of
 one config trained together on the same batches (:class:`model.train.multitrain.TrainerGroup`), the
 current model of a session, or checkpoints. This module holds what the Compare tab draws, as plain
 Python and numpy, and the file that saves it.
 
-Variants. ``parse_changes("n_kv_heads=1, norm_position=post")`` → ``{"n_kv_heads": 1,
-"norm_position": "post"}``, typed by :class:`~model.config.GPTConfig`'s fields ("auto"/"none" is
-``None`` for the derived sizes). Unknown names and values that are not of the field's type raise
-:class:`~model.config.ConfigError` with one line per problem.
-
-Summary row of a run (the same keys as :meth:`TrainerGroup.summary`): final ``train_loss``, last
-measured ``val_loss``, latest ``tokens_per_s``, ``params`` (all parameters, tied head once),
-``flops_per_token`` = forward ``2·N_mm + 4·L·T·h·d_k`` at the training context ``T``, and
-``kv_cache_bytes_per_token`` = ``2·L·h_kv·d_k`` values × 4 bytes (fp32, as the app computes).
-
-Differences. The A − B heatmap of two runs of the same shape is ``weights_A − weights_B`` per head
-[L, H, T, T] (:func:`model.interp.analysis.compare.weights_difference`); :func:`diff_levels` gives the
-symmetric colour levels ``(−m, m)``, ``m = max |A − B|`` (at least ``floor``, so a zero difference
-is drawn as zero and not as noise blown up to full scale).
+A run's variant of the base config is :mod:`model.compare.variants`'; what the tab tabulates of
+runs (summary rows, aligned tables, loss curves, difference levels) is :mod:`model.compare.tables`'.
+A run's attention on the comparison's prompt is an :class:`~model.interp.frame.AttentionFrame`
+(:func:`prompt_attention`: the prompt read by the probe's rule, the last tokens that fit, BOS kept).
 
 The comparison file (``*.comparison.json``) is JSON, never a pickle::
 
@@ -37,13 +27,9 @@ comparison redraws exactly what was saved. Writes go to a temporary file, then a
 from __future__ import annotations
 
 import base64
-import dataclasses
 import datetime as _dt
-import difflib
 import json
-import math
 import re
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,8 +37,12 @@ from typing import Any
 import numpy as np
 
 from model.atomic import write_atomic
-from model.config import CHOICES, ConfigError, GPTConfig
+from model.compare.tables import history_points
+from model.config import ConfigError, GPTConfig
 from model.errors import AttentionLabError
+from model.interp.analysis.heads import HeadMetrics, causal_mask_np, head_metrics
+from model.interp.frame import AttentionFrame
+from model.interp.probes import frame_of, trace_probe
 
 FORMAT = "attention-lab-comparison"
 FORMAT_VERSION = 1
@@ -60,18 +50,6 @@ FORMAT_VERSION = 1
 SUFFIX = ".comparison.json"
 #: Run kinds.
 KINDS = ("variant", "session", "checkpoint")
-#: The history fields a comparison keeps per step (what the loss curves and the table need).
-HISTORY_KEYS = ("step", "train_loss", "val_loss", "tokens_per_s")
-#: Columns of :func:`summary_row`, in table order.
-SUMMARY_KEYS = (
-    "steps",
-    "train_loss",
-    "val_loss",
-    "tokens_per_s",
-    "params",
-    "flops_per_token",
-    "kv_cache_bytes_per_token",
-)
 
 
 class ComparisonError(AttentionLabError, ValueError):
@@ -79,269 +57,26 @@ class ComparisonError(AttentionLabError, ValueError):
 
 
 # ---------------------------------------------------------------------------------------------
-# variants: "the same but n_kv_heads = 1"
-# ---------------------------------------------------------------------------------------------
-def _field_kinds() -> dict[str, str]:
-    hints = typing.get_type_hints(GPTConfig)
-    out: dict[str, str] = {}
-    for f in dataclasses.fields(GPTConfig):
-        t = hints[f.name]
-        args = typing.get_args(t)
-        if f.name in CHOICES:
-            out[f.name] = "choice"
-        elif t is bool:
-            out[f.name] = "bool"
-        elif t is int:
-            out[f.name] = "int"
-        elif int in args and type(None) in args:
-            out[f.name] = "opt_int"
-        else:
-            out[f.name] = "float"
-    return out
-
-
-FIELD_KINDS: dict[str, str] = _field_kinds()
-
-_TRUE = {"true", "yes", "on", "1"}
-_FALSE = {"false", "no", "off", "0"}
-
-
-def parse_value(name: str, text: str) -> Any:
-    """The value of field ``name`` written as ``text`` ("1", "post", "true", "auto", "1e-6").
-
-    Raises :class:`ConfigError` for an unknown field or a value of the wrong type (choices are
-    checked too, naming the options).
-    """
-    if name not in FIELD_KINDS:
-        near = difflib.get_close_matches(name, list(FIELD_KINDS), n=1, cutoff=0.6)
-        hint = f" (did you mean {near[0]!r}?)" if near else ""
-        raise ConfigError([f"unknown option {name!r}{hint}"])
-    kind = FIELD_KINDS[name]
-    s = str(text).strip()
-    low = s.lower()
-    if kind == "choice":
-        if s not in CHOICES[name]:
-            raise ConfigError([f"{name}={s!r} is not one of {', '.join(CHOICES[name])}"])
-        return s
-    if kind == "bool":
-        if low in _TRUE:
-            return True
-        if low in _FALSE:
-            return False
-        raise ConfigError([f"{name}={s!r} must be true or false"])
-    if kind in ("int", "opt_int"):
-        if kind == "opt_int" and low in ("auto", "none", "null", ""):
-            return None
-        try:
-            return int(s.replace("_", "").replace(",", ""))
-        except ValueError:
-            extra = " or auto" if kind == "opt_int" else ""
-            raise ConfigError([f"{name}={s!r} must be a whole number{extra}"]) from None
-    try:
-        return float(s)
-    except ValueError:
-        raise ConfigError([f"{name}={s!r} must be a number"]) from None
-
-
-def parse_changes(text: str) -> dict[str, Any]:
-    """``"n_kv_heads=1, norm_position = post"`` → ``{"n_kv_heads": 1, "norm_position": "post"}``.
-
-    Separators: commas, semicolons or new lines. An empty text is no change (the base config).
-    Every problem is collected into one :class:`ConfigError`.
-    """
-    out: dict[str, Any] = {}
-    problems: list[str] = []
-    for item in filter(None, (p.strip() for p in re.split(r"[,;\n]", text or ""))):
-        name, eq, value = item.partition("=")
-        if not eq:
-            problems.append(f"write each change as field=value, got {item!r}")
-            continue
-        try:
-            out[name.strip()] = parse_value(name.strip(), value)
-        except ConfigError as exc:
-            problems += exc.problems
-    if problems:
-        raise ConfigError(problems)
-    return out
-
-
-def format_value(value: Any) -> str:
-    """A field value as a user writes it: ``None`` → "auto", booleans lower case, floats short."""
-    if value is None:
-        return "auto"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
-
-
-def describe_changes(changes: dict[str, Any]) -> str:
-    """``{"n_kv_heads": 1}`` → ``"n_kv_heads=1"``; no change → ``"base"``."""
-    if not changes:
-        return "base"
-    return ", ".join(f"{k}={format_value(v)}" for k, v in changes.items())
-
-
-def unique_name(name: str, taken: typing.Iterable[str]) -> str:
-    """``name``, or ``name (2)``, ``name (3)`` ... when it is taken."""
-    taken = set(taken)
-    if name not in taken:
-        return name
-    i = 2
-    while f"{name} ({i})" in taken:
-        i += 1
-    return f"{name} ({i})"
-
-
-# ---------------------------------------------------------------------------------------------
-# summary rows and tables
-# ---------------------------------------------------------------------------------------------
-def history_points(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The fields of :data:`HISTORY_KEYS` of each training event (what a comparison keeps)."""
-    return [{k: ev.get(k) for k in HISTORY_KEYS} for ev in history]
-
-
-def loss_curves(history: list[dict[str, Any]]) -> dict[str, np.ndarray]:
-    """``{"step", "train_loss", "val_step", "val_loss"}`` float64 arrays for plotting (val: measured
-    steps only)."""
-    steps = np.array([float(h["step"]) for h in history], dtype=np.float64)
-    train = np.array(
-        [float(h["train_loss"]) if h.get("train_loss") is not None else np.nan for h in history],
-        dtype=np.float64,
-    )
-    val = [(float(h["step"]), float(h["val_loss"])) for h in history if h.get("val_loss") is not None]
-    return {
-        "step": steps,
-        "train_loss": train,
-        "val_step": np.array([v[0] for v in val], dtype=np.float64),
-        "val_loss": np.array([v[1] for v in val], dtype=np.float64),
-    }
-
-
-def summary_row(
-    config: GPTConfig | dict[str, Any], history: list[dict[str, Any]], *, context: int | None = None
-) -> dict[str, Any]:
-    """One table row for a run (see the module docstring for each key); ``context`` is the T of the
-    FLOPs figure (default: the config's context length), kept in the row as ``context``."""
-    from model.budget import arithmetic as budget
-
-    cfg = config if isinstance(config, GPTConfig) else GPTConfig.from_dict(dict(config), validate=False)
-    last_val = next((h["val_loss"] for h in reversed(history) if h.get("val_loss") is not None), None)
-    T = context or cfg.context_length
-    row: dict[str, Any] = {
-        "steps": int(history[-1]["step"]) if history else 0,
-        "train_loss": history[-1].get("train_loss") if history else None,
-        "val_loss": last_val,
-        "tokens_per_s": history[-1].get("tokens_per_s") if history else None,
-        "params": None,
-        "flops_per_token": None,
-        "kv_cache_bytes_per_token": None,
-        "context": min(T, cfg.context_length) if isinstance(cfg.context_length, int) else T,
-    }
-    if not budget.problems(cfg, seq_len=min(T, cfg.context_length)):
-        row["params"] = budget.parameters(cfg).total
-        row["flops_per_token"] = budget.flops(cfg, min(T, cfg.context_length)).forward_total_per_token
-        row["kv_cache_bytes_per_token"] = budget.kv_cache(cfg, 1, 1, 4).bytes
-    return row
-
-
-def config_table(configs: dict[str, GPTConfig | dict[str, Any]]) -> list[tuple[str, list[Any]]]:
-    """Only the fields that differ across the runs: ``[(field, [value of each run]), ...]`` in
-    GPTConfig field order. One run, or runs with equal configs, give ``[]``."""
-    dicts = [c.to_dict() if hasattr(c, "to_dict") else dict(c) for c in configs.values()]
-    out = []
-    for name in GPTConfig.field_names():
-        values = [d.get(name) for d in dicts]
-        if any(v != values[0] for v in values[1:]):
-            out.append((name, values))
-    return out
-
-
-def metric_table(metrics: dict[str, Any], metric: str) -> list[dict[str, Any]]:
-    """Per-head ``metric`` of every run aligned by (layer, head): one dict per head with ``layer``,
-    ``head``, one entry per run name (None where that run has no such head), and ``delta`` = last
-    run − first run when there are exactly two runs and both have the head.
-
-    ``metrics`` maps run names to :class:`~model.interp.analysis.heads.HeadMetrics` of shape [L, H] (or
-    ``None`` for a run not measured).
-    """
-    arrays = {}
-    for name, m in metrics.items():
-        arr = None if m is None else getattr(m, metric, None)
-        arrays[name] = None if arr is None else np.asarray(arr, dtype=np.float64)
-    shapes = [a.shape for a in arrays.values() if a is not None]
-    if not shapes:
-        return []
-    L = max(s[0] for s in shapes)
-    H = max(s[1] for s in shapes)
-    names = list(arrays)
-    rows = []
-    for layer in range(L):
-        for head in range(H):
-            row: dict[str, Any] = {"layer": layer, "head": head}
-            for name in names:
-                a = arrays[name]
-                ok = a is not None and layer < a.shape[0] and head < a.shape[1]
-                row[name] = float(a[layer, head]) if ok else None
-            if len(names) == 2:
-                a, b = row[names[0]], row[names[1]]
-                row["delta"] = None if a is None or b is None else b - a
-            rows.append(row)
-    return rows
-
-
-def same_shape(a: np.ndarray | None, b: np.ndarray | None) -> bool:
-    """Whether two weight stacks [L, H, T, T] can be subtracted (same layers, heads and tokens)."""
-    return a is not None and b is not None and np.shape(a) == np.shape(b)
-
-
-def diff_levels(diff: np.ndarray, floor: float = 1e-3) -> tuple[float, float]:
-    """Symmetric colour levels ``(−m, m)`` of a difference, ``m = max(max |diff|, floor)``, so zero
-    is the middle colour and equal magnitudes of either sign look equally strong."""
-    d = np.asarray(diff)
-    m = float(np.nanmax(np.abs(d))) if d.size else 0.0
-    if not math.isfinite(m):
-        m = 0.0
-    m = max(m, float(floor))
-    return (-m, m)
-
-
-# ---------------------------------------------------------------------------------------------
 # one prompt through a model
 # ---------------------------------------------------------------------------------------------
-def attention_snapshot(model: Any, tokenizer: Any, prompt: str) -> tuple[AttentionSnapshot, Any]:
-    """Run ``prompt`` through ``model`` on the trace path (eval mode, no grad): its attention weights
-    [L, H, T, T] (float16) with visible token labels, and the per-head metrics
-    (:func:`model.interp.analysis.heads.head_metrics` with the trace's mask).
-
-    Characters the tokenizer lacks are replaced; a prompt longer than the context keeps its last
-    ``context_length`` tokens. The caller holds the compute lock it shares with training.
+def prompt_attention(model: Any, tokenizer: Any, prompt: str) -> tuple[AttentionFrame, HeadMetrics]:
+    """``prompt`` through ``model`` as every probe reads it (:func:`model.interp.probes.trace_probe`:
+    the last tokens that fit the context, BOS kept, characters the vocabulary lacks replaced): its
+    :class:`~model.interp.frame.AttentionFrame` (float16 weights [L, H, T, T]) and the per-head
+    metrics (:func:`model.interp.analysis.heads.head_metrics` with the trace's mask). The caller
+    holds the compute lock it shares with training.
     """
-    import torch
-
-    from model.interp.analysis.heads import head_metrics
-    from model.interp.trace import run_with_trace
-    from model.text.tokens import visible
-
-    ids = tokenizer.encode(prompt, errors="replace")[-model.config.context_length :]
-    if not ids:
-        raise ValueError("the prompt is empty")
-    trace = run_with_trace(model, ids, kinds=("pattern",), dtype=torch.float16)
-    weights = np.ascontiguousarray(trace.stack("pattern"), dtype=np.float16)
-    labels = [visible(t) for t in tokenizer.token_strings(ids)]
-    metrics = head_metrics(weights.astype(np.float64), trace.mask)
-    return AttentionSnapshot(prompt, labels, weights), metrics
+    read, trace = trace_probe(model, tokenizer, prompt)
+    frame = frame_of(trace, read)
+    return frame, head_metrics(frame.weights.astype(np.float64), trace.mask)
 
 
-def snapshot_metrics(snapshot: AttentionSnapshot, causal: bool = True) -> Any:
+def frame_metrics(frame: AttentionFrame, causal: bool = True) -> HeadMetrics:
     """Per-head metrics of saved weights (a reopened comparison): causal mask, or all-visible when
     the model was not causal."""
-    from model.interp.analysis.heads import causal_mask_np, head_metrics
-
-    T = snapshot.weights.shape[-1]
+    T = frame.weights.shape[-1]
     mask = causal_mask_np(T) if causal else np.ones((T, T), dtype=bool)
-    return head_metrics(snapshot.weights.astype(np.float64), mask)
+    return head_metrics(frame.weights.astype(np.float64), mask)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -380,31 +115,25 @@ def decode_array(d: Any, where: str = "array") -> np.ndarray:
     return np.frombuffer(raw, dtype=dt).astype(_DTYPES[d["dtype"]]).reshape(shape)
 
 
-@dataclass
-class AttentionSnapshot:
-    """One run's attention on a prompt: ``tokens`` (visible labels, T) and ``weights`` [L, H, T, T]."""
+def attention_to_dict(frame: AttentionFrame) -> dict[str, Any]:
+    """A run's attention in the comparison file: ``{"prompt", "tokens" (the labels), "weights"}``."""
+    return {"prompt": frame.prompt, "tokens": list(frame.labels), "weights": encode_array(frame.weights)}
 
-    prompt: str
-    tokens: list[str]
-    weights: np.ndarray
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"prompt": self.prompt, "tokens": list(self.tokens), "weights": encode_array(self.weights)}
-
-    @classmethod
-    def from_dict(cls, d: Any, where: str = "attention") -> AttentionSnapshot:
-        if not isinstance(d, dict):
-            raise ComparisonError(f"{where}: expected an object")
-        w = decode_array(d.get("weights"), f"{where}.weights")
-        tokens = d.get("tokens")
-        if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
-            raise ComparisonError(f"{where}.tokens: expected a list of strings")
-        if w.ndim != 4 or w.shape[2] != w.shape[3] or w.shape[3] != len(tokens):
-            raise ComparisonError(
-                f"{where}: weights of shape {list(w.shape)} do not fit {len(tokens)} tokens "
-                f"(expected [layers, heads, {len(tokens)}, {len(tokens)}])"
-            )
-        return cls(str(d.get("prompt", "")), tokens, w)
+def attention_from_dict(d: Any, where: str = "attention") -> AttentionFrame:
+    """The frame :func:`attention_to_dict` wrote; :class:`ComparisonError` naming ``where`` when it is off."""
+    if not isinstance(d, dict):
+        raise ComparisonError(f"{where}: expected an object")
+    w = decode_array(d.get("weights"), f"{where}.weights")
+    tokens = d.get("tokens")
+    if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+        raise ComparisonError(f"{where}.tokens: expected a list of strings")
+    if w.ndim != 4 or w.shape[2] != w.shape[3] or w.shape[3] != len(tokens):
+        raise ComparisonError(
+            f"{where}: weights of shape {list(w.shape)} do not fit {len(tokens)} tokens "
+            f"(expected [layers, heads, {len(tokens)}, {len(tokens)}])"
+        )
+    return AttentionFrame(prompt=str(d.get("prompt", "")), labels=tokens, weights=w)
 
 
 @dataclass
@@ -418,7 +147,7 @@ class RunRecord:
     path: str | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
-    attention: AttentionSnapshot | None = None
+    attention: AttentionFrame | None = None
 
     def gpt_config(self) -> GPTConfig:
         return GPTConfig.from_dict(dict(self.config), validate=False)
@@ -432,7 +161,7 @@ class RunRecord:
             "path": self.path,
             "history": history_points(self.history),
             "summary": dict(self.summary),
-            "attention": None if self.attention is None else self.attention.to_dict(),
+            "attention": None if self.attention is None else attention_to_dict(self.attention),
         }
 
     @classmethod
@@ -446,6 +175,8 @@ class RunRecord:
         if kind not in KINDS:
             raise ComparisonError(f"{where} ({name}): kind {kind!r} is not one of {', '.join(KINDS)}")
         config = d.get("config")
+        if not isinstance(config, dict):
+            raise ComparisonError(f"{where} ({name}): config: expected an object")
         try:
             GPTConfig.from_dict(config, validate=False)
         except (ConfigError, TypeError) as exc:
@@ -468,9 +199,7 @@ class RunRecord:
             path=path,
             history=history_points(history),
             summary=dict(d.get("summary") or {}),
-            attention=None
-            if att is None
-            else AttentionSnapshot.from_dict(att, f"{where} ({name}).attention"),
+            attention=None if att is None else attention_from_dict(att, f"{where} ({name}).attention"),
         )
 
 
@@ -597,35 +326,21 @@ def safe_dir_name(name: str) -> str:
 
 
 __all__ = [
-    "FIELD_KINDS",
     "FORMAT",
     "FORMAT_VERSION",
-    "HISTORY_KEYS",
     "KINDS",
     "SUFFIX",
-    "SUMMARY_KEYS",
-    "AttentionSnapshot",
-    "attention_snapshot",
-    "snapshot_metrics",
     "Comparison",
     "ComparisonError",
     "RunRecord",
-    "config_table",
+    "attention_from_dict",
+    "attention_to_dict",
     "decode_array",
-    "describe_changes",
-    "diff_levels",
     "encode_array",
-    "format_value",
-    "history_points",
+    "frame_metrics",
     "load_comparison",
-    "loss_curves",
-    "metric_table",
-    "parse_changes",
-    "parse_value",
+    "prompt_attention",
     "resolve_run_path",
     "safe_dir_name",
-    "same_shape",
     "save_comparison",
-    "summary_row",
-    "unique_name",
 ]

@@ -5,9 +5,12 @@ tokens' visible labels, every head's pattern ``weights`` [L, H, T, T] (rows = qu
 keys), and where it was taken: a training ``step`` and/or a ``label`` (a Hub revision, a run's name).
 ``metrics`` holds per-head scores [L, H] by name when they were measured (History, Compare).
 
-One packing for storage (:meth:`AttentionFrame.to_arrays` / :meth:`AttentionFrame.from_arrays`):
-plain numpy arrays, no pickles. Causal weights are kept as their lower triangles (half the bytes,
-lossless: :func:`pack_causal`); the scrubber's history keeps frames packed the same way in memory.
+One packing for storage (:meth:`AttentionFrame.pack` → :class:`PackedFrame`, and its plain numpy
+arrays :meth:`AttentionFrame.to_arrays` / :meth:`AttentionFrame.from_arrays`, no pickles): causal
+weights are kept as their lower triangles (half the bytes, lossless: :func:`pack_causal`). The
+scrubber's history keeps its frames packed so in memory; a run folder's probes and the History tab's
+trace cache are .npz files of those arrays. (The comparison file is JSON: it keeps its own layout,
+``model.compare.comparison``, so files written before open as they did.)
 """
 
 from __future__ import annotations
@@ -98,7 +101,7 @@ class AttentionFrame:
         return int(self.weights.shape[1])
 
     @property
-    def T(self) -> int:  # noqa: N802 (the literature's name)
+    def T(self) -> int:
         return int(self.weights.shape[-1])
 
     @property
@@ -110,14 +113,71 @@ class AttentionFrame:
         return np.asarray(self.weights[layer, head], dtype=np.float32)
 
     # ---- the one packing --------------------------------------------------------------------
+    def pack(self) -> PackedFrame:
+        """This frame as storage keeps it: causal weights as their lower triangles (lossless)."""
+        w = self.weights
+        T = int(w.shape[-1]) if w.ndim >= 2 and w.shape[-1] == w.shape[-2] else 0
+        packed = pack_causal(w) if T else None
+        return PackedFrame(
+            prompt=self.prompt,
+            labels=self.labels,
+            step=self.step,
+            label=self.label,
+            metrics=self.metrics,
+            data=packed if packed is not None else w,
+            T=T,
+            packed=packed is not None,
+        )
+
     def to_arrays(self) -> dict[str, np.ndarray]:
-        """Plain arrays for an .npz file or a JSON encoder (no pickles): the weights packed to their
-        lower triangles when causal (``packed`` says which), the labels, prompt, step, label and
-        every metric as ``metric_<name>``."""
-        packed = pack_causal(self.weights)
+        """Plain arrays for an .npz file (no pickles): :meth:`pack`'s, see :meth:`PackedFrame.arrays`."""
+        return self.pack().arrays()
+
+    @classmethod
+    def from_arrays(cls, arrays, where: str = "frame") -> AttentionFrame:
+        """The frame :meth:`to_arrays` wrote; also files written before ``packed`` existed (their
+        ``weights`` are [L, H, T, T]). A malformed one is a ValueError naming ``where``, raised before
+        anything is unpacked (a hostile ``T`` never allocates)."""
+        return PackedFrame.from_arrays(arrays, where).unpack(cls)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PackedFrame:
+    """An :class:`AttentionFrame` as storage keeps it (:meth:`AttentionFrame.pack`): ``data`` is the
+    weights' lower triangles [L, H, T (T + 1) / 2] when ``packed`` (a causal frame), else the weights
+    as they were; ``T`` the tokens (0: weights that are not [..., T, T])."""
+
+    prompt: str
+    labels: list[str]
+    step: int | None
+    label: str
+    metrics: dict[str, np.ndarray]
+    data: np.ndarray
+    T: int
+    packed: bool
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.data.nbytes)
+
+    def unpack(self, cls: type[AttentionFrame] = AttentionFrame) -> AttentionFrame:
+        """The frame again (weights unpacked afresh), as ``cls``."""
+        weights = unpack_causal(self.data, self.T) if self.packed else self.data
+        return cls(
+            prompt=self.prompt,
+            labels=self.labels,
+            weights=weights,
+            step=self.step,
+            label=self.label,
+            metrics=self.metrics,
+        )
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Plain arrays: ``weights`` (packed or not, as ``packed`` says), ``T``, ``tokens`` (the
+        labels), ``prompt``, ``step`` (−1: not known), ``label`` and every metric as ``metric_<name>``."""
         out = {
-            "weights": packed if packed is not None else np.ascontiguousarray(self.weights),
-            "packed": np.array(packed is not None),
+            "weights": np.ascontiguousarray(self.data),
+            "packed": np.array(self.packed),
             "T": np.array(self.T, dtype=np.int64),
             "tokens": np.array(self.labels, dtype=np.str_),
             "prompt": np.array(self.prompt, dtype=np.str_),
@@ -128,21 +188,34 @@ class AttentionFrame:
         return out
 
     @classmethod
-    def from_arrays(cls, arrays) -> AttentionFrame:
-        """The frame :meth:`to_arrays` wrote (also reads files written before ``packed`` existed:
-        their ``weights`` are [L, H, T, T])."""
+    def from_arrays(cls, arrays, where: str = "frame") -> PackedFrame:
+        """What :meth:`arrays` wrote, checked: float16/float32 weights of 4 axes whose tokens match the
+        labels, metrics [L, H]; a ValueError naming ``where`` otherwise."""
         w = np.asarray(arrays["weights"])
-        if "packed" in arrays and bool(np.asarray(arrays["packed"])):
-            w = unpack_causal(w, int(np.asarray(arrays["T"])))
+        labels = [str(t) for t in np.asarray(arrays["tokens"]).tolist()]
+        packed = "packed" in arrays and bool(np.asarray(arrays["packed"]))
+        T = len(labels)
+        if w.dtype not in (np.float16, np.float32):
+            raise ValueError(f"{where}: weights of {w.dtype}, expected float16 or float32")
+        if packed:
+            if int(np.asarray(arrays["T"])) != T or w.ndim != 3 or w.shape[-1] != T * (T + 1) // 2:
+                raise ValueError(f"{where}: packed weights of shape {list(w.shape)} do not fit {T} tokens")
+        elif w.ndim != 4 or w.shape[-1] != T or w.shape[-2] != T:
+            raise ValueError(f"{where}: weights of shape {list(w.shape)} are not [layers, heads, {T}, {T}]")
+        metrics = {k[len("metric_") :]: np.asarray(arrays[k]) for k in arrays if k.startswith("metric_")}
+        if any(m.shape != w.shape[:2] for m in metrics.values()):
+            raise ValueError(f"{where}: a metric is not [layers, heads] = {list(w.shape[:2])}")
         step = int(np.asarray(arrays["step"])) if "step" in arrays else -1
         return cls(
             prompt=str(np.asarray(arrays["prompt"])) if "prompt" in arrays else "",
-            labels=[str(t) for t in np.asarray(arrays["tokens"]).tolist()],
-            weights=w,
+            labels=labels,
             step=None if step < 0 else step,
             label=str(np.asarray(arrays["label"])) if "label" in arrays else "",
-            metrics={k[len("metric_") :]: np.asarray(arrays[k]) for k in arrays if k.startswith("metric_")},
+            metrics=metrics,
+            data=w,
+            T=T,
+            packed=packed,
         )
 
 
-__all__ = ["AttentionFrame", "carried_mask", "pack_causal", "unpack_causal"]
+__all__ = ["AttentionFrame", "PackedFrame", "carried_mask", "pack_causal", "unpack_causal"]

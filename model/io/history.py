@@ -1,25 +1,15 @@
-"""A model's training history: its checkpoints in step order, each traced on the probe prompt when needed.
+"""A model's training history traced on a probe prompt: each revision's attention and head metrics.
 
-Three sources of revisions (:func:`open_source`):
-
-* :class:`HubSource` -- a Hub repo and some of its revisions (branches, tags, commits). Pythia's
-  checkpoints are the branches ``step0``, ``step1``, ``step2``, ``step4`` … ``step512``, then
-  ``step1000`` … ``step143000`` every 1000 (:data:`PYTHIA_STEPS`); :func:`log_spaced_steps` picks 16
-  of them, log-spaced from 0 to 143000 and snapped to ones that exist.
-* :class:`FolderSource` -- a folder whose sub-folders are checkpoints (any kind
-  :func:`model.io.pretrained.open_model` opens); the step is the number in the name (``step-00000020``,
-  ``step1000``, ``ckpt_300``) or ``meta.json``'s ``step``.
-* a run folder of ``attention-lab train --save-every N --keep-checkpoints``: its
-  ``checkpoints/step-NNNNNNNN/`` (:data:`HISTORY_DIR`, written by :func:`keep_checkpoint`) plus the
-  newest ``checkpoint/`` when it is a later step.
-
-:class:`History` is lazy. A revision is fetched (through :func:`model.io.hub.fetch`, with progress and
-cancel) and opened only when its :class:`Snapshot` is first asked for. The snapshot holds the probe
-prompt's attention (float16 ``weights`` [L, H, T, T]) and every head's metrics [L, H] (entropy,
-previous-token, sink, self, induction on a repeated random sequence). It is written to the trace
-cache as one ``.npz`` (no pickles), keyed by the revision's identity (a commit, or the weights'
-SHA-256 / size and time), the prompt and the tokenizer files. A second visit therefore loads no model.
-At most ``max_models`` opened models stay in memory (least recently used goes first).
+The revisions and where they come from (a Hub repo such as Pythia's, a folder of checkpoints, a run
+folder) are :mod:`model.io.revisions`'. :class:`History` is lazy. A revision is fetched and opened
+only when its :class:`Snapshot` is first asked for. The snapshot is the probe prompt's
+:class:`~model.interp.frame.AttentionFrame` at that revision (float16 ``weights`` [L, H, T, T], the
+prompt read by the probe's rule: the last tokens that fit, BOS kept) with every head's metrics
+[L, H] (entropy, previous-token, sink, self, induction on a repeated random sequence). It is written
+to the trace cache as one ``.npz`` of the frame's one packing (no pickles), keyed by the revision's
+identity (a commit, or the weights' SHA-256 / size and time), the prompt and the tokenizer files. A
+second visit therefore loads no model. At most ``max_models`` opened models stay in memory (least
+recently used goes first).
 
 :meth:`History.table` is the metric-vs-step table: one row per traced revision, per head and for the
 best head of each kind (:data:`BEST`), exportable as CSV (:meth:`History.write_csv`).
@@ -27,51 +17,35 @@ best head of each kind (:data:`BEST`), exportable as CSV (:meth:`History.write_c
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
 import json
-import math
 import os
-import re
-import shutil
 import threading
 import zipfile
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from model.atomic import write_atomic
-from model.io.checkpoint import CheckpointError
+from model.interp.frame import AttentionFrame, PackedFrame
+from model.io.revisions import FolderSource, HistoryError, HubSource, Progress, Revision, Stop
 
 __all__ = [
     "BEST",
-    "HISTORY_DIR",
+    "CACHE_VERSION",
     "METRICS",
-    "PYTHIA_STEPS",
-    "FolderSource",
     "History",
-    "HistoryError",
-    "HubSource",
-    "Revision",
     "Snapshot",
     "default_cache_dir",
-    "drop_kept_after",
-    "keep_checkpoint",
-    "log_spaced_steps",
-    "open_source",
-    "snap_steps",
-    "suggested_prompt",
+    "trace_snapshot",
 ]
 
-#: Pythia's published checkpoints: step0, 1, 2, 4 … 512 (powers of two), then every 1000 to 143000.
-PYTHIA_STEPS: tuple[int, ...] = (0, *(2**k for k in range(10)), *range(1000, 143001, 1000))
-#: A run folder's kept periodic checkpoints (``DIR/checkpoints/step-00000020/``).
-HISTORY_DIR = "checkpoints"
 #: Per-head metrics a snapshot holds, each [L, H] (see :func:`model.interp.analysis.heads.head_metrics`).
 METRICS = ("induction", "prev_token", "sink", "entropy_norm", "entropy", "self_score")
 #: The "best head" of each kind: (metric, pick) with pick ``max`` or ``min`` (a focused head has low entropy).
@@ -81,288 +55,25 @@ BEST: dict[str, tuple[str, str]] = {
     "sink": ("sink", "max"),
     "entropy": ("entropy_norm", "min"),
 }
-#: Version of the cached snapshot format (part of the key: a new format never reads an old file).
-CACHE_VERSION = 1
-_STEP_IN_NAME = re.compile(r"(\d+)(?!.*\d)")
-
-
-class HistoryError(CheckpointError):
-    """A history that cannot be opened or a revision that cannot be read (one line for a person)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# which steps
-# ---------------------------------------------------------------------------------------------
-def snap_steps(wanted: Sequence[float], available: Sequence[int]) -> list[int]:
-    """Each of ``wanted`` replaced by the nearest of ``available`` on a log scale (0 only by 0).
-
-    Sorted and unique, so two wanted steps that snap to one give one step."""
-    avail = sorted({int(a) for a in available})
-    if not avail:
-        return []
-    out = set()
-    for w in wanted:
-        if w <= 0:
-            out.add(avail[0] if avail[0] <= 0 else min(avail))
-            continue
-        pos = [a for a in avail if a > 0] or avail
-        out.add(min(pos, key=lambda a: abs(math.log(a) - math.log(w))))
-    return sorted(out)
-
-
-def log_spaced_steps(
-    n: int = 16, last: int = PYTHIA_STEPS[-1], available: Sequence[int] = PYTHIA_STEPS
-) -> list[int]:
-    """``n`` steps from 0 to ``last``: 0, then ``n - 1`` log-spaced from 1 to ``last``, snapped to
-    ``available`` (:func:`snap_steps`).
-
-    For Pythia (the defaults): 0 1 2 4 16 32 64 128 512 1000 2000 5000 11000 26000 61000 143000.
-    """
-    if n < 1:
-        raise HistoryError(f"a history needs at least one step, not {n}")
-    if n == 1:
-        return snap_steps([last], available)
-    wanted = [0.0, *np.geomspace(1, max(1, last), n - 1).tolist()]
-    return snap_steps(wanted, [a for a in available if a <= last])
-
-
-def step_of_name(name: str) -> int | None:
-    """The last number in a revision or folder name (``step1000`` → 1000, ``step-00000020`` → 20)."""
-    m = _STEP_IN_NAME.search(name)
-    return int(m.group(1)) if m else None
-
-
-# ---------------------------------------------------------------------------------------------
-# sources
-# ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Revision:
-    """One checkpoint of a history: its training ``step``, a ``label`` and where it is (``ref``)."""
-
-    step: int
-    label: str
-    ref: str  # a Hub revision name, or a local folder
-
-
-Progress = Callable[[Any], Any] | None
-Stop = Callable[[], bool] | None
-
-
-class HubSource:
-    """Revisions of one Hub repo, fetched into the ``huggingface_hub`` cache by :func:`model.io.hub.fetch`."""
-
-    def __init__(self, repo_id: str, revisions: Sequence[str]):
-        from model.io.hub import parse_ref
-
-        self.repo_id = parse_ref(repo_id).repo_id
-        if not revisions:
-            raise HistoryError(f"no revisions of {self.repo_id} were chosen")
-        revs = []
-        for i, name in enumerate(dict.fromkeys(str(r).strip() for r in revisions)):
-            if not name:
-                continue
-            step = step_of_name(name)
-            revs.append(Revision(i if step is None else step, name, name))
-        self.revisions = sorted(revs, key=lambda r: (r.step, r.label))
-        self.name = f"{self.repo_id} ({len(self.revisions)} revisions)"
-
-    @property
-    def spec(self) -> str:
-        return "hf:" + self.repo_id
-
-    def located(self, rev: Revision) -> Path | None:
-        """The complete cached snapshot folder of ``rev`` (no network), else None."""
-        from model.io.hub import HubRef, cached_folder, check_complete
-
-        folder = cached_folder(HubRef(self.repo_id, rev.ref))
-        return folder if folder is not None and not check_complete(folder) else None
-
-    def locate(self, rev: Revision, on_progress: Progress = None, should_stop: Stop = None) -> Path:
-        """The folder of ``rev``: the cached one, else fetched now (``DownloadCancelled`` on cancel)."""
-        from model.io.hub import HubRef, fetch
-
-        return self.located(rev) or fetch(
-            HubRef(self.repo_id, rev.ref), on_progress=on_progress, should_stop=should_stop
-        )
-
-    def identity(self, rev: Revision, folder: Path) -> str:
-        """The commit (a snapshot folder is named by its commit)."""
-        return f"hub:{self.repo_id}@{folder.name}"
-
-
-class FolderSource:
-    """Checkpoints as sub-folders of one folder, or a run folder's kept checkpoints (see module docstring)."""
-
-    def __init__(self, path: str | Path):
-        from model.io.pretrained import detect
-
-        path = Path(path)
-        if not path.is_dir():
-            raise HistoryError(f"{str(path)!r} is not a folder of checkpoints")
-        self.path = path
-        folders: list[Path] = []
-        if (path / HISTORY_DIR).is_dir():  # a run folder
-            folders = sorted(
-                p for p in (path / HISTORY_DIR).iterdir() if p.is_dir() and not p.name.startswith(".")
-            )
-            newest = path / "checkpoint"
-            if newest.is_dir():
-                folders.append(newest)
-        else:
-            folders = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
-        revs: dict[int, Revision] = {}
-        for p in folders:
-            try:
-                detect(p)
-            except CheckpointError:
-                continue
-            step = _meta_step(p)
-            if step is None:
-                step = step_of_name(p.name)
-            if step is None or step in revs:
-                continue
-            revs[step] = Revision(step, p.name if p.name != "checkpoint" else f"step {step}", str(p))
-        if not revs:
-            what = (
-                "kept checkpoints (train with --save-every N --keep-checkpoints)"
-                if (path / "run.json").is_file()
-                else "sub-folders that are checkpoints, named by their step (step-00000020, step1000)"
-            )
-            raise HistoryError(f"{str(path)!r} holds no {what}")
-        self.revisions = [revs[s] for s in sorted(revs)]
-        self.name = f"{path.name} ({len(self.revisions)} checkpoints)"
-        self.spec = str(path)
-
-    def located(self, rev: Revision) -> Path | None:
-        return Path(rev.ref)
-
-    def locate(self, rev: Revision, on_progress: Progress = None, should_stop: Stop = None) -> Path:
-        return Path(rev.ref)
-
-    def identity(self, rev: Revision, folder: Path) -> str:
-        """The weights' SHA-256 from ``meta.json`` (our checkpoints), else their names, sizes and times."""
-        meta = _read_json(folder / "meta.json")
-        files = meta.get("files") if isinstance(meta, dict) else None
-        if isinstance(files, dict) and isinstance(files.get("model.safetensors"), dict):
-            sha = files["model.safetensors"].get("sha256")
-            if sha:
-                return f"sha256:{sha}"
-        parts = []
-        for p in sorted(folder.iterdir()):
-            if p.is_file() and p.suffix in (".safetensors", ".pt", ".bin", ".ckpt", ".json"):
-                st = p.stat()
-                parts.append(f"{p.name}:{st.st_size}:{st.st_mtime_ns}")
-        return "files:" + hashlib.sha256(f"{folder.resolve()}|{'|'.join(parts)}".encode()).hexdigest()
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def _meta_step(folder: Path) -> int | None:
-    meta = _read_json(folder / "meta.json")
-    step = meta.get("step") if isinstance(meta, dict) else None
-    return step if isinstance(step, int) else None
-
-
-def open_source(spec: str | Path, revisions: Sequence[str | int] | None = None) -> HubSource | FolderSource:
-    """``hf:REPO`` (with ``revisions``: names, or step numbers meaning ``stepN``; default the 16
-    log-spaced Pythia steps) or a local folder (checkpoints, or a run folder)."""
-    from model.io.hub import is_hub_spec, resolve_name
-
-    if is_hub_spec(str(spec)):
-        ref = resolve_name(str(spec))
-        if revisions is None:
-            revisions = [ref.revision] if ref.revision else log_spaced_steps()
-        names = [f"step{r}" if isinstance(r, int) or str(r).isdigit() else str(r) for r in revisions]
-        return HubSource(ref.repo_id, names)
-    if revisions is not None:
-        raise HistoryError("revisions are chosen only for a Hub repo; a folder's history is its checkpoints")
-    return FolderSource(spec)
-
-
-def suggested_prompt(source: HubSource | FolderSource) -> str:
-    """The prompt a run folder probed (its newest ``probes/`` file), else ``""``."""
-    from model.io.runfolder import PROBES_DIR, read_probe
-
-    path = getattr(source, "path", None)
-    probes = sorted((path / PROBES_DIR).glob("step-*.npz")) if path is not None else []
-    for p in reversed(probes):
-        try:
-            return read_probe(p).prompt
-        except ValueError:
-            continue
-    return ""
-
-
-def keep_checkpoint(run_dir: str | Path, checkpoint: str | Path, step: int) -> Path:
-    """Keep a copy of the run's newest ``checkpoint`` as ``run_dir/checkpoints/step-NNNNNNNN/`` (weights,
-    config, tokenizer and meta; not the optimizer state), written aside and renamed in one step. Files
-    are hard-linked when the file system allows (the newest checkpoint is replaced, never rewritten)."""
-    src = Path(checkpoint)
-    dest_root = Path(run_dir) / HISTORY_DIR
-    dest_root.mkdir(parents=True, exist_ok=True)
-    dest = dest_root / f"step-{int(step):08d}"
-    tmp = dest_root / f".{dest.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
-        for name in ("config.json", "model.safetensors", "tokenizer.json", "meta.json"):
-            if not (src / name).is_file():
-                continue
-            try:
-                os.link(src / name, tmp / name)
-            except OSError:
-                shutil.copy2(src / name, tmp / name)
-        if dest.exists():
-            shutil.rmtree(dest)
-        os.replace(tmp, dest)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return dest
-
-
-def drop_kept_after(run_dir: str | Path, step: int) -> list[int]:
-    """Remove a run folder's kept checkpoints after ``step`` (a fresh run, or a resume from ``step``,
-    starts a new future: later saves of the old one would mix into its history); the steps removed."""
-    root = Path(run_dir) / HISTORY_DIR
-    gone = []
-    for p in sorted(root.glob("step-*")) if root.is_dir() else ():
-        s = step_of_name(p.name)
-        if p.is_dir() and s is not None and s > step:
-            shutil.rmtree(p, ignore_errors=True)
-            gone.append(s)
-    return gone
+#: Version of the cached snapshot (part of the key: a new version never reads an old file). 2: the
+#: probe's prompt rule keeps a long prompt's BOS, and the weights are packed.
+CACHE_VERSION = 2
 
 
 # ---------------------------------------------------------------------------------------------
 # snapshots: one revision traced on the probe prompt
 # ---------------------------------------------------------------------------------------------
-@dataclass
-class Snapshot:
-    """The probe prompt at one revision: ``weights`` float16 [L, H, T, T], token labels, metrics [L, H]."""
+@dataclass(kw_only=True)
+class Snapshot(AttentionFrame):
+    """The probe prompt's :class:`~model.interp.frame.AttentionFrame` at one revision (``weights``
+    float16 [L, H, T, T], ``metrics`` [L, H]), with its cache ``key`` and whether it came from the cache."""
 
-    step: int
-    label: str
-    key: str
-    prompt: str
-    tokens: list[str]
-    weights: np.ndarray
-    metrics: dict[str, np.ndarray] = field(default_factory=dict)
+    key: str = ""
     from_cache: bool = False
 
     @property
     def shape(self) -> tuple[int, int]:
-        return int(self.weights.shape[0]), int(self.weights.shape[1])
-
-    def frame(self):
-        """As a :class:`model.interp.probes.ProbeFrame` (what the head grid draws)."""
-        from model.interp.probes import ProbeFrame
-
-        return ProbeFrame(step=self.step, prompt=self.prompt, tokens=list(self.tokens), weights=self.weights)
+        return self.n_layers, self.n_heads
 
     def best(self, kind: str) -> tuple[float, int, int]:
         """``(value, layer, head)`` of the best head of ``kind`` (a key of :data:`BEST`)."""
@@ -373,18 +84,11 @@ class Snapshot:
         return float(a[layer, head]), layer, head
 
     def to_bytes(self) -> bytes:
+        """The cache file: the frame's one packing (:meth:`AttentionFrame.to_arrays`) and the key."""
         buf = io.BytesIO()
-        arrays = {f"metric_{k}": np.asarray(v, dtype=np.float32) for k, v in self.metrics.items()}
-        np.savez(
-            buf,
-            weights=np.ascontiguousarray(self.weights, dtype=np.float16),
-            tokens=np.array(self.tokens, dtype=np.str_),
-            prompt=np.array(self.prompt, dtype=np.str_),
-            key=np.array(self.key, dtype=np.str_),
-            step=np.array(int(self.step), dtype=np.int64),
-            label=np.array(self.label, dtype=np.str_),
-            **arrays,
-        )
+        # Any: numpy's stubs would match a dict of arrays to savez's allow_pickle (numpy ≥ 2.1)
+        arrays: dict[str, Any] = self.to_arrays()
+        np.savez(buf, key=np.array(self.key, dtype=np.str_), **arrays)
         return buf.getvalue()
 
     @classmethod
@@ -394,24 +98,14 @@ class Snapshot:
             with np.load(path, allow_pickle=False) as z:
                 if str(z["key"]) != key:
                     return None
-                metrics = {n[len("metric_") :]: np.asarray(z[n]) for n in z.files if n.startswith("metric_")}
-                snap = cls(
-                    step=int(z["step"]),
-                    label=str(z["label"]),
-                    key=key,
-                    prompt=str(z["prompt"]),
-                    tokens=[str(t) for t in z["tokens"].tolist()],
-                    weights=np.asarray(z["weights"]),
-                    metrics=metrics,
-                    from_cache=True,
-                )
+                arrays = {k: z[k] for k in z.files}
+            snap = PackedFrame.from_arrays(arrays, path.name).unpack(cls)
         except (OSError, KeyError, EOFError, zipfile.BadZipFile, ValueError):
             return None
-        w = snap.weights
-        if w.dtype != np.float16 or w.ndim != 4 or w.shape[-1] != len(snap.tokens):
+        if snap.weights.dtype != np.float16 or snap.step is None:
             return None
-        if any(m.shape != w.shape[:2] for m in snap.metrics.values()):
-            return None
+        assert isinstance(snap, Snapshot)
+        snap.key, snap.from_cache = key, True
         return snap
 
 
@@ -437,26 +131,26 @@ def _tokenizer_digest(folder: Path) -> str:
 
 
 def trace_snapshot(model: Any, tokenizer: Any, prompt: str, step: int, label: str, key: str) -> Snapshot:
-    """Trace ``prompt`` (:func:`model.interp.probes.trace_prompt`) and measure every head: the snapshot.
+    """Trace ``prompt`` as every probe does (:func:`model.interp.probes.trace_probe`: the last tokens
+    that fit, BOS kept) and measure every head: the snapshot.
 
     Metrics as the Attention tab's Metrics page computes them
     (:func:`model.interp.measures.head_metrics_of`):
     entropy, previous-token, sink and self on the prompt, induction on a repeated random sequence.
     """
     from model.interp.measures import head_metrics_of
-    from model.interp.probes import make_probe_frame, trace_prompt
+    from model.interp.probes import frame_of, trace_probe
 
-    trace = trace_prompt(model, tokenizer, prompt)
-    frame = make_probe_frame(trace, tokenizer, step, prompt)
-    mask = trace.mask.numpy()
-    metrics = head_metrics_of(model, frame.weights, mask).metrics.as_dict()
+    read, trace = trace_probe(model, tokenizer, prompt)
+    frame = frame_of(trace, read, step=int(step), label=label)
+    metrics = head_metrics_of(model, frame.weights, trace.mask.numpy()).metrics.as_dict()
     return Snapshot(
+        prompt=frame.prompt,
+        labels=frame.labels,
+        weights=frame.weights,
         step=int(step),
         label=label,
         key=key,
-        prompt=prompt,
-        tokens=frame.tokens,
-        weights=frame.weights,
         metrics={k: np.asarray(v, dtype=np.float32) for k, v in metrics.items()},
     )
 
@@ -601,10 +295,8 @@ class History:
 
     def _write_cache(self, snap: Snapshot) -> None:
         path = self._cache_path(snap.key)
-        try:
+        with contextlib.suppress(OSError):  # an unwritable cache only costs a trace next time
             write_atomic(path, snap.to_bytes())
-        except OSError:
-            pass  # an unwritable cache only costs a trace next time
 
     def forget_memory(self) -> None:
         """Drop the snapshots and models held in memory (the disk cache stays)."""

@@ -31,7 +31,7 @@ import numpy as np
 
 from model.atomic import write_atomic
 from model.errors import AttentionLabError
-from model.interp.probes import ProbeFrame
+from model.interp.frame import AttentionFrame
 
 __all__ = [
     "CHECKPOINT_DIR",
@@ -40,8 +40,8 @@ __all__ = [
     "PROBES_DIR",
     "STATUS_FILE",
     "FollowUpdate",
-    "RunFollower",
     "RunFolderError",
+    "RunFollower",
     "RunWriter",
     "check_run_folder",
     "is_run_folder",
@@ -91,36 +91,34 @@ def probe_name(step: int) -> str:
     return f"step-{int(step):08d}.npz"
 
 
-def write_probe(folder: str | Path, frame: ProbeFrame) -> Path:
-    """Write ``frame`` as ``folder/step-NNNNNNNN.npz`` in one step (float16 weights, no pickles)."""
+def write_probe(folder: str | Path, frame: AttentionFrame) -> Path:
+    """Write ``frame`` as ``folder/step-NNNNNNNN.npz`` in one step: the frame's one packing
+    (:meth:`~model.interp.frame.AttentionFrame.to_arrays`, float16 weights), no pickles."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    # Any: numpy's stubs would match a dict of arrays to savez's allow_pickle (numpy ≥ 2.1)
+    arrays: dict[str, Any] = frame.to_arrays()
+    arrays["weights"] = arrays["weights"].astype(np.float16, copy=False)
     buf = io.BytesIO()
-    np.savez(
-        buf,
-        weights=np.ascontiguousarray(frame.weights, dtype=np.float16),
-        tokens=np.array(frame.tokens, dtype=np.str_),
-        prompt=np.array(frame.prompt, dtype=np.str_),
-        step=np.array(int(frame.step), dtype=np.int64),
-    )
-    path = folder / probe_name(frame.step)
+    np.savez(buf, **arrays)
+    path = folder / probe_name(frame.step or 0)
     write_atomic(path, buf.getvalue(), fsync=True)
     return path
 
 
-def read_probe(path: str | Path) -> ProbeFrame:
-    """A probe written by :func:`write_probe`; raises ValueError when it is incomplete or malformed."""
+def read_probe(path: str | Path) -> AttentionFrame:
+    """A probe written by :func:`write_probe` (or before its weights were packed); raises ValueError
+    when it is incomplete or malformed, before unpacking anything."""
+    name = Path(path).name
     try:
         with np.load(path, allow_pickle=False) as z:
-            weights = np.asarray(z["weights"])
-            tokens = [str(t) for t in z["tokens"].tolist()]
-            prompt = str(z["prompt"])
-            step = int(z["step"])
+            arrays = {k: z[k] for k in z.files}
+        frame = AttentionFrame.from_arrays(arrays, "its frame")
     except (OSError, KeyError, EOFError, zipfile.BadZipFile, ValueError) as exc:
-        raise ValueError(f"probe {Path(path).name} is incomplete or malformed: {exc}") from None
-    if weights.dtype != np.float16 or weights.ndim != 4 or weights.shape[-1] != len(tokens):
-        raise ValueError(f"probe {Path(path).name} does not hold float16 weights [L, H, T, T] for its tokens")
-    return ProbeFrame(step=step, prompt=prompt, tokens=tokens, weights=weights)
+        raise ValueError(f"probe {name} is incomplete or malformed: {exc}") from None
+    if frame.weights.dtype != np.float16 or frame.step is None:
+        raise ValueError(f"probe {name} does not hold float16 weights [L, H, T, T] of a step")
+    return frame
 
 
 # ---------------------------------------------------------------------------------------------
@@ -141,10 +139,10 @@ class RunWriter:
             (self.path / LOG_FILE).unlink(missing_ok=True)
             for old in self.probes.glob("step-*.npz") if self.probes.is_dir() else ():
                 old.unlink()
-        self._logs = [open(self.path / LOG_FILE, mode, encoding="utf-8")]  # closed by close()
+        self._logs = [open(self.path / LOG_FILE, mode, encoding="utf-8")]  # noqa: SIM115 (closed by close())
         if extra_log is not None:
             try:
-                self._logs.append(open(extra_log, mode, encoding="utf-8"))  # closed by close()
+                self._logs.append(open(extra_log, mode, encoding="utf-8"))  # noqa: SIM115 (closed by close())
             except OSError as exc:
                 self.close()
                 raise RunFolderError(f"cannot write --log-json {extra_log}: {exc.strerror or exc}") from None
@@ -169,7 +167,7 @@ class RunWriter:
             f.write(line)
             f.flush()
 
-    def probe(self, frame: ProbeFrame) -> Path:
+    def probe(self, frame: AttentionFrame) -> Path:
         return write_probe(self.probes, frame)
 
     def close(self) -> None:
@@ -189,7 +187,7 @@ class FollowUpdate:
     """
 
     rows: list[dict[str, Any]] = field(default_factory=list)
-    frames: list[ProbeFrame] = field(default_factory=list)
+    frames: list[AttentionFrame] = field(default_factory=list)
     checkpoint_step: int | None = None
     status: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
@@ -247,13 +245,13 @@ class RunFollower:
             st = path.stat()
         except OSError:
             return
-        if self._inode is not None and (st.st_ino != self._inode or st.st_size < self._offset):
-            # a new file: a sync tool's fresh copy of the same log (same first line, no shorter)
-            # continues; anything else is a fresh run's log: start over
-            if st.st_size < self._offset or self._first_line(path) != self._head:
-                self._offset, self._head = 0, b""
-                self._seen_probes.clear()
-                up.restarted = True
+        # a new file: a sync tool's fresh copy of the same log (same first line, no shorter)
+        # continues; anything else is a fresh run's log: start over
+        moved = self._inode is not None and (st.st_ino != self._inode or st.st_size < self._offset)
+        if moved and (st.st_size < self._offset or self._first_line(path) != self._head):
+            self._offset, self._head = 0, b""
+            self._seen_probes.clear()
+            up.restarted = True
         self._inode = st.st_ino
         if st.st_size <= self._offset:
             return

@@ -4,8 +4,8 @@ A :class:`Prober` is a trainer callback (``Trainer(..., callbacks={"on_step_end"
 ``trainer.add_callback("on_step_end", prober)``), so the trace is taken in the training thread
 between two steps. Whoever runs the trainer makes the prober and gives it the prompt's owner and
 where frames go: the app's worker posts them to its mailbox, the command line writes them to the
-run folder. The frames themselves (:class:`~model.interp.probes.ProbeFrame`) are made in
-:mod:`model.interp.probes`.
+run folder. The frames themselves (:class:`~model.interp.frame.AttentionFrame`, float16) are made
+in :mod:`model.interp.probes`, by the prompt rule every path shares (the last tokens, BOS kept).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from model.interp.probes import ProbeFrame, make_probe_frame, trace_prompt
+from model.interp.frame import AttentionFrame
+from model.interp.probes import frame_of, trace_probe
 from model.runtime import compute_lock
 
 __all__ = ["Prober"]
@@ -25,7 +26,7 @@ class Prober:
     Due after every ``trainer.settings.probe_every``-th step (0: never), on rank 0 only;
     :meth:`refresh` probes at once when probing is on (the start of a run, an edited prompt). A probe
     traces the prompt, attaches the trace to the step's event and, when ``post`` is given, hands
-    ``post`` a :class:`~model.interp.probes.ProbeFrame` (a fresh float16 numpy copy).
+    ``post`` an :class:`~model.interp.frame.AttentionFrame` (a fresh float16 numpy copy).
 
     ``prompt``: None → ``trainer.probe_prompt`` (the settings' prompt or the data's default); or a
     function returning the prompt, read at each probe, so the prompt lives only with its owner (an
@@ -35,7 +36,7 @@ class Prober:
     def __init__(
         self,
         prompt: Callable[[], str] | None = None,
-        post: Callable[[ProbeFrame], Any] | None = None,
+        post: Callable[[AttentionFrame], Any] | None = None,
     ) -> None:
         self.prompt = prompt
         self.post = post
@@ -50,22 +51,24 @@ class Prober:
 
     def trace(self, trainer: Any, prompt: str | None = None):
         """A :class:`~model.interp.trace.Trace` of ``prompt`` (default :meth:`prompt_for`) through the
-        trainer's model in eval mode (:func:`~model.interp.probes.trace_prompt`), under the compute lock.
+        trainer's model in eval mode (:func:`~model.interp.probes.trace_probe`), under the compute lock.
 
         Characters the tokenizer lacks are replaced (a probe never fails on its prompt); a prompt
-        longer than the context keeps its last ``context_length`` tokens.
+        longer than the context keeps its last tokens, the tokenizer's BOS in front.
         """
-        prompt = self.prompt_for(trainer) if prompt is None else prompt
+        return self._trace(trainer, prompt)[1]
+
+    def _trace(self, trainer: Any, text: str | None = None):
+        text = self.prompt_for(trainer) if text is None else text
         with compute_lock:
             trainer.apply_threads()
-            return trace_prompt(trainer.model, trainer.tokenizer, prompt)
+            return trace_probe(trainer.model, trainer.tokenizer, text)
 
     def probe(self, trainer: Any):
         """Trace the prompt now; post its frame; return the trace."""
-        prompt = self.prompt_for(trainer)
-        trace = self.trace(trainer, prompt)
+        prompt, trace = self._trace(trainer)
         if self.post is not None:
-            self.post(make_probe_frame(trace, trainer.tokenizer, trainer.step, prompt))
+            self.post(frame_of(trace, prompt, step=trainer.step))
         return trace
 
     def refresh(self, trainer: Any):
@@ -74,5 +77,5 @@ class Prober:
             return None
         try:
             return self.probe(trainer)
-        except Exception:  # noqa: BLE001
+        except Exception:
             return None

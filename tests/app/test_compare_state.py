@@ -12,6 +12,7 @@ from app.compare_runs import Run
 from app.views.compare.state import CompareState
 from model.compare import comparison as cmp
 from model.config import GPTConfig
+from model.interp.frame import AttentionFrame
 
 CFG = GPTConfig(vocab_size=11, context_length=16, n_layers=2, d_model=16, n_heads=2)
 
@@ -20,9 +21,9 @@ def _run(name: str, kind: str = "variant", cfg: GPTConfig = CFG) -> Run:
     return Run(cmp.RunRecord(name=name, kind=kind, config=cfg.to_dict()))
 
 
-def _snapshot(weights: np.ndarray, tokens: list[str] | None = None) -> cmp.AttentionSnapshot:
+def _snapshot(weights: np.ndarray, tokens: list[str] | None = None) -> AttentionFrame:
     T = weights.shape[-1]
-    return cmp.AttentionSnapshot("ab", tokens or [str(i) for i in range(T)], weights)
+    return AttentionFrame(prompt="ab", labels=tokens or [str(i) for i in range(T)], weights=weights)
 
 
 class Recorder:

@@ -17,7 +17,7 @@ from app.views.compare.words import (
     summary_cells,
     visible_text,
 )
-from model.compare.comparison import summary_row
+from model.compare.tables import summary_row
 from model.config import GPTConfig
 
 BASE = GPTConfig(vocab_size=11, context_length=16, n_layers=2, d_model=16, n_heads=4)

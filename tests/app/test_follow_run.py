@@ -17,7 +17,7 @@ import pytest
 import torch
 from PySide6.QtCore import QTimer
 
-from model.interp.probes import ProbeFrame
+from model.interp.frame import AttentionFrame
 from model.io.checkpoint import load_checkpoint
 from model.io.runfolder import RunWriter, read_probe
 
@@ -132,7 +132,7 @@ def _fake_run(path: Path, steps: int = 3) -> RunWriter:
     for step in range(1, steps + 1):
         w.log({"step": step, "train_loss": 3.0 - step / 10, "val_loss": None, "lr": 1e-3, "elapsed": step})
     weights = np.full((1, 2, 2, 2), 0.5, dtype=np.float16)
-    w.probe(ProbeFrame(step=steps, prompt="ab", tokens=["a", "b"], weights=weights))
+    w.probe(AttentionFrame(step=steps, prompt="ab", labels=["a", "b"], weights=weights))
     return w
 
 

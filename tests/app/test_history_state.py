@@ -21,7 +21,10 @@ class _Hist:
 def _snap(step, induction):
     ind = np.asarray(induction, dtype=np.float32).reshape(1, 2)
     metrics = {"induction": ind, "prev_token": ind * 0, "sink": ind * 0 + 0.5, "entropy_norm": 1 - ind}
-    return Snapshot(step, f"step{step}", "k", "p", ["a"], np.zeros((1, 2, 1, 1), np.float16), metrics)
+    w = np.zeros((1, 2, 1, 1), np.float16)
+    return Snapshot(
+        step=step, label=f"step{step}", key="k", prompt="p", labels=["a"], weights=w, metrics=metrics
+    )
 
 
 def test_series_are_the_best_head_of_each_kind_or_every_head():

@@ -8,7 +8,8 @@ import pytest
 from PySide6.QtGui import QColor
 
 from app.widgets.palette import HIDDEN_COLOR
-from model.interp.probes import FrameHistory, carried_mask
+from model.interp.frame import carried_mask
+from model.interp.probes import FrameHistory
 
 TIMEOUT = 60_000
 
@@ -48,9 +49,9 @@ def test_a_masked_cell_is_the_same_grey_in_the_train_history_and_attention_grids
     # Train: a frame as the scrubber gets it back from the history (packed, then unpacked)
     train = win.tabs["Train"]
     snap = trace_snapshot(s.model, s.tokenizer, prompt, 0, "step 0", "test")
-    T = len(snap.tokens)
+    T = len(snap.labels)
     kept = FrameHistory()
-    kept.offer(snap.frame())
+    kept.offer(snap)  # a snapshot is an AttentionFrame
     frame = kept[0]
     assert np.triu(frame.weights.astype(np.float32), 1).max() == 0  # the mask is only in the data
     train.live._draw(frame, live=True)

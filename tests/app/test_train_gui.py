@@ -8,7 +8,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from app.checkpoint_dialog import CheckpointDialog
-from model.interp.probes import FrameHistory, ProbeFrame
+from model.interp.frame import AttentionFrame
+from model.interp.probes import FrameHistory
 
 TIMEOUT = 60_000  # ms; generous because the CI machine's two cores are shared
 
@@ -47,7 +48,7 @@ def test_start_trains_to_target_with_curves_and_live_heads(qtbot, tiny_window):
     L, H = s.model.config.n_layers, s.model.config.n_heads
     assert tab.live.head_grid.shape == (L, H)
     w = tab.live.head_grid.weights
-    T = len(s.latest_frame.tokens)
+    T = len(s.latest_frame.labels)
     assert w.shape == (L, H, T, T)
     np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-2)  # softmax rows
     assert np.all(np.triu(w[0, 0], 1) == 0)  # causal: nothing above the diagonal
@@ -217,8 +218,8 @@ def test_bad_probe_prompt_is_reported_and_training_still_probes(qtbot, tiny_wind
     assert tiny_window.session.probe_prompt != "€ not in the vocabulary"
 
 
-def _frame(step: int, nbytes: int) -> ProbeFrame:
-    return ProbeFrame(step=step, prompt="", tokens=[], weights=np.zeros(nbytes // 2, dtype=np.float16))
+def _frame(step: int, nbytes: int) -> AttentionFrame:
+    return AttentionFrame(step=step, prompt="", labels=[], weights=np.zeros(nbytes // 2, dtype=np.float16))
 
 
 @pytest.mark.parametrize("n", [10, 1000])
@@ -293,9 +294,9 @@ def test_the_history_keeps_causal_frames_packed_and_gives_them_back_exactly():
     open_mask = rng.random((2, 3, T, T)).astype(np.float16)  # a mask that is not causal stays whole
     hist = FrameHistory()
     for step, w in enumerate((causal, open_mask)):
-        hist.offer(ProbeFrame(step=step, prompt="p", tokens=list("abcdefghi"), weights=w))
+        hist.offer(AttentionFrame(step=step, prompt="p", labels=list("abcdefghi"), weights=w))
     assert hist.nbytes == causal.nbytes * (T + 1) // (2 * T) + open_mask.nbytes
     for i, w in enumerate((causal, open_mask)):
         got = hist[i]
-        assert got.step == i and got.tokens == list("abcdefghi") and got.weights.dtype == np.float16
+        assert got.step == i and got.labels == list("abcdefghi") and got.weights.dtype == np.float16
         np.testing.assert_array_equal(got.weights, w)

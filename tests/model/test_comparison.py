@@ -10,28 +10,22 @@ import torch
 
 from model.budget import arithmetic as budget
 from model.compare.comparison import (
-    AttentionSnapshot,
     Comparison,
     ComparisonError,
     RunRecord,
-    config_table,
     decode_array,
-    describe_changes,
-    diff_levels,
     encode_array,
     load_comparison,
-    loss_curves,
-    metric_table,
-    parse_changes,
     resolve_run_path,
     safe_dir_name,
     save_comparison,
-    summary_row,
-    unique_name,
 )
+from model.compare.tables import config_table, diff_levels, loss_curves, metric_table, summary_row
+from model.compare.variants import describe_changes, parse_changes, unique_name
 from model.config import ConfigError, GPTConfig
 from model.interp.analysis.compare import weights_difference
 from model.interp.analysis.heads import head_metrics
+from model.interp.frame import AttentionFrame
 from model.interp.trace import run_with_trace
 from model.nn.gpt import build_model
 from model.train.multitrain import variant_configs
@@ -166,7 +160,7 @@ def _comparison() -> Comparison:
             None,
             hist,
             summary_row(BASE, hist),
-            AttentionSnapshot("abc", ["a", "b", "c"], w),
+            AttentionFrame(prompt="abc", labels=["a", "b", "c"], weights=w),
         ),
         RunRecord(
             "mqa", "variant", BASE.replace(n_kv_heads=1).to_dict(), {"n_kv_heads": 1}, "runs/mqa", hist
@@ -191,7 +185,7 @@ def test_comparison_file_round_trips(tmp_path):
     assert back["base"].history == [{"step": 1, "train_loss": 2.0, "val_loss": 2.1, "tokens_per_s": 50.0}]
     assert back["base"].summary == comp["base"].summary
     att = back["base"].attention
-    assert att.tokens == ["a", "b", "c"] and np.array_equal(att.weights, comp["base"].attention.weights)
+    assert att.labels == ["a", "b", "c"] and np.array_equal(att.weights, comp["base"].attention.weights)
     assert back["mqa"].attention is None
     assert resolve_run_path(path, back["mqa"].path) == tmp_path / "runs" / "mqa"
     assert resolve_run_path(path, "/abs/dir").as_posix() == "/abs/dir"
@@ -230,20 +224,20 @@ def test_unreadable_files(tmp_path):
         load_comparison(tmp_path / "x.json")
 
 
-def test_attention_snapshot_of_a_prompt_and_its_metrics():
-    from model.compare.comparison import attention_snapshot, snapshot_metrics
+def test_the_attention_of_a_prompt_and_its_metrics():
+    from model.compare.comparison import frame_metrics, prompt_attention
     from model.text.tokens import CharTokenizer
 
     tok = CharTokenizer("abcdefghij")
     cfg = BASE.replace(vocab_size=tok.vocab_size, context_length=8)
     model = build_model(cfg, seed=0)
     model.train()
-    snap, metrics = attention_snapshot(model, tok, "abcabcabcab?")  # 12 chars, context 8; '?' unknown
+    snap, metrics = prompt_attention(model, tok, "abcabcabcab?")  # 12 chars, context 8; '?' unknown
     assert model.training  # put back as it was
     assert snap.weights.shape == (2, 4, 8, 8) and snap.weights.dtype == np.float16
-    assert len(snap.tokens) == 8 and snap.tokens[0] == "b"  # the last 8 tokens are kept
+    assert len(snap.labels) == 8 and snap.labels[0] == "b"  # the last 8 tokens are kept
     np.testing.assert_allclose(snap.weights.astype(np.float32).sum(-1), 1.0, atol=5e-3)
     assert metrics.entropy.shape == (2, 4)
-    again = snapshot_metrics(snap, causal=True)  # what a reopened file recomputes
+    again = frame_metrics(snap, causal=True)  # what a reopened file recomputes
     np.testing.assert_allclose(again.entropy, metrics.entropy)
     np.testing.assert_allclose(again.prev_token, metrics.prev_token)

@@ -6,22 +6,23 @@ import numpy as np
 import pytest
 import torch
 
-from model.io import history as H
-from model.io.history import History, HistoryError, open_source
+from model.io import revisions as R
+from model.io.history import History
 from model.io.hub import DownloadCancelled, HubRef, fetch
 from model.io.pretrained import open_model
+from model.io.revisions import HistoryError, open_source
 
 PROMPT = "The cat sat. The cat sat on the mat."
 
 
 def test_pythia_steps_and_the_default_16():
-    assert len(H.PYTHIA_STEPS) == 154 and H.PYTHIA_STEPS[:11] == (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
-    steps = H.log_spaced_steps()
+    assert len(R.PYTHIA_STEPS) == 154 and R.PYTHIA_STEPS[:11] == (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+    steps = R.log_spaced_steps()
     assert len(steps) == 16 and steps[0] == 0 and steps[-1] == 143000
-    assert set(steps) <= set(H.PYTHIA_STEPS) and steps == sorted(steps)
+    assert set(steps) <= set(R.PYTHIA_STEPS) and steps == sorted(steps)
     ratios = np.diff(np.log(steps[1:]))
     assert ratios.min() > 0.3 and ratios.max() < 1.6  # roughly even on a log axis
-    assert H.snap_steps([3000.4, 700, 0], H.PYTHIA_STEPS) == [0, 512, 3000]
+    assert R.snap_steps([3000.4, 700, 0], R.PYTHIA_STEPS) == [0, 512, 3000]
     src = open_source("hf:EleutherAI/pythia-70m")
     assert [r.label for r in src.revisions][:3] == ["step0", "step1", "step2"]
     assert open_source("hf:pythia-70m", [1000, "step2"]).repo_id == "EleutherAI/pythia-70m"
@@ -40,9 +41,9 @@ def test_the_readme_and_the_docstring_list_the_default_revisions_the_code_uses()
     section = readme.split("\n## A model's training history\n", 1)[1].split("\n## ", 1)[0]
     lists = re.findall(r"`((?:\d+ ){3,}\d+)`", section)
     assert len(lists) == 1, lists
-    assert [int(n) for n in lists[0].split()] == H.log_spaced_steps()
-    doc = re.search(r"defaults\): ([\d ]+)\.", H.log_spaced_steps.__doc__)
-    assert doc is not None and [int(n) for n in doc.group(1).split()] == H.log_spaced_steps()
+    assert [int(n) for n in lists[0].split()] == R.log_spaced_steps()
+    doc = re.search(r"defaults\): ([\d ]+)\.", R.log_spaced_steps.__doc__)
+    assert doc is not None and [int(n) for n in doc.group(1).split()] == R.log_spaced_steps()
 
 
 def _reference_weights(hf_model, tokenizer, prompt):

@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from model.interp.probes import ProbeFrame
+from model.interp.frame import AttentionFrame
 from model.io.runfolder import (
     RunFolderError,
     RunFollower,
@@ -20,10 +20,10 @@ from model.io.runfolder import (
 )
 
 
-def frame(step: int, T: int = 3) -> ProbeFrame:
+def frame(step: int, T: int = 3) -> AttentionFrame:
     rng = np.random.default_rng(step)
     w = rng.random((2, 2, T, T)).astype(np.float16)
-    return ProbeFrame(step=step, prompt="ab=", tokens=["a", "b", "="][:T], weights=w)
+    return AttentionFrame(step=step, prompt="ab=", labels=["a", "b", "="][:T], weights=w)
 
 
 def test_probe_round_trips_as_float16_without_pickles(tmp_path):
@@ -33,7 +33,7 @@ def test_probe_round_trips_as_float16_without_pickles(tmp_path):
     with np.load(path, allow_pickle=False) as z:  # loads with pickles refused
         assert z["weights"].dtype == np.float16
     back = read_probe(path)
-    assert (back.step, back.prompt, back.tokens) == (7, "ab=", ["a", "b", "="])
+    assert (back.step, back.prompt, back.labels) == (7, "ab=", ["a", "b", "="])
     np.testing.assert_array_equal(back.weights, f.weights)
 
 

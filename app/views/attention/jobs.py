@@ -129,6 +129,7 @@ class AttentionJobs:
         if insp is None or model is None or tok is None:
             return
         setup, ids, req, prompt = dict(st.causal_setup[kind]), list(insp.ids), st.request, insp.prompt
+        dropped = insp.dropped  # a long prompt was cut: the corrupted one is cut the same way
 
         def fn():
             try:
@@ -145,7 +146,7 @@ class AttentionJobs:
                     )
                 return causal.patching_of(
                     model, tok, ids, corrupt, answer=setup["answer"] or None, wrong=setup["wrong"] or None,
-                    prompt=prompt,
+                    prompt=prompt, dropped=dropped,
                 )  # fmt: skip
             except (PromptError, ValueError) as exc:
                 return CausalFailure(str(exc))

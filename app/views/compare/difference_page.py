@@ -9,8 +9,8 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QHeaderView, QLabel, QSpli
 from app.views.compare import words
 from app.views.compare.base import ComparePage, make_table, number_cell
 from app.widgets.head_mosaic import HeadMosaic
-from model.compare import comparison as cmp
-from model.interp.probes import carried_mask
+from model.compare.tables import diff_levels
+from model.interp.frame import carried_mask
 
 
 class DifferencePage(ComparePage):
@@ -85,8 +85,8 @@ class DifferencePage(ComparePage):
                 self.diff_grid.clear("no difference to show yet")
             self.diff_table.setRowCount(0)
             return
-        tokens = st.run(a).record.attention.tokens
-        levels = cmp.diff_levels(diff)
+        tokens = st.run(a).record.attention.labels
+        levels = diff_levels(diff)
         self.diff_grid.set_difference(
             diff, tokens, levels, names=(a, b), title=f"{a}  −  {b}", mask=self._seen_by_either(a, b)
         )

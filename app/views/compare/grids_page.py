@@ -88,7 +88,7 @@ class GridsPage(ComparePage):
             snap = r.record.attention
             g.set_data(
                 snap.weights.astype(np.float32),
-                snap.tokens,
+                snap.labels,
                 title=f"<span style='color:rgb{self.color(r)}'>■</span> {r.name}",
             )
         self.arrange()

@@ -35,6 +35,7 @@ from app.settings import window_settings
 from app.views.compare import words
 from app.views.compare.base import ComparePage, note
 from model.compare import comparison as cmp
+from model.compare.variants import describe_changes
 from model.config import GPTConfig
 
 TRAIN_NOTE = (
@@ -222,7 +223,7 @@ class SetupPanel(ComparePage):
         for r in self.state.runs:
             pix = QPixmap(14, 14)
             pix.fill(QColor(*self.color(r)))
-            detail = cmp.describe_changes(r.record.changes) if r.kind == "variant" else r.kind
+            detail = describe_changes(r.record.changes) if r.kind == "variant" else r.kind
             it = QListWidgetItem(QIcon(pix), f"{r.name}  —  {detail} · {r.status}")
             it.setData(Qt.ItemDataRole.UserRole, r.name)
             it.setToolTip(

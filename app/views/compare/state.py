@@ -17,6 +17,8 @@ from app.compare_runs import Run
 from app.state import Signal
 from app.views.compare import words
 from model.compare import comparison as cmp
+from model.compare.tables import HISTORY_KEYS, SUMMARY_KEYS, metric_table, summary_row
+from model.compare.variants import unique_name
 from model.config import GPTConfig
 
 
@@ -88,16 +90,16 @@ class CompareState:
         return [r for r in self.runs if r.record.attention is not None]
 
     def unique_name(self, name: str) -> str:
-        return cmp.unique_name(name, self.names())
+        return unique_name(name, self.names())
 
     def summary_rows(self) -> list[dict[str, Any]]:
         """One :func:`model.compare.comparison.summary_row` per run (kept in each record's ``summary``)."""
         rows = []
         for r in self.runs:
             try:
-                row = cmp.summary_row(r.config, r.record.history, context=r.context)
+                row = summary_row(r.config, r.record.history, context=r.context)
             except Exception:
-                row = dict.fromkeys(cmp.SUMMARY_KEYS)
+                row = dict.fromkeys(SUMMARY_KEYS)
             if not r.record.history and r.record.summary:
                 row.update({k: v for k, v in r.record.summary.items() if v is not None})
             r.record.summary = row
@@ -107,7 +109,7 @@ class CompareState:
     def metric_rows(self, metric: str) -> tuple[list[str], list[dict[str, Any]]]:
         """The measured runs' names and :func:`model.compare.comparison.metric_table` of ``metric``."""
         measured = {r.name: r.metrics for r in self.runs if r.metrics is not None}
-        return list(measured), (cmp.metric_table(measured, metric) if measured else [])
+        return list(measured), (metric_table(measured, metric) if measured else [])
 
     def comparison(self, *, prompt: str, source: str, base: GPTConfig) -> cmp.Comparison:
         """What the comparison file saves (the summary rows up to date)."""
@@ -146,7 +148,7 @@ class CompareState:
                 context=context if isinstance(context, int) else None,
             )
             if rec.attention is not None:
-                run.metrics = cmp.snapshot_metrics(rec.attention, causal=run.config.causal)
+                run.metrics = cmp.frame_metrics(rec.attention, causal=run.config.causal)
             runs.append(run)
         self.runs = runs
         self.path = str(path)
@@ -169,7 +171,7 @@ class CompareState:
                 run = self.run(name)
             except KeyError:
                 continue
-            run.record.history.append({k: ev.get(k) for k in cmp.HISTORY_KEYS})
+            run.record.history.append({k: ev.get(k) for k in HISTORY_KEYS})
             touched.add(name)
         if touched:
             self.history_changed.emit(touched)
@@ -223,7 +225,7 @@ class CompareState:
         names = [r.name for r in self.with_attention()]
         if a in names and b in names:
             ra, rb = self.run(a).record.attention, self.run(b).record.attention
-            problem = words.pair_mismatch(a, ra.weights, ra.tokens, b, rb.weights, rb.tokens)
+            problem = words.pair_mismatch(a, ra.weights, ra.labels, b, rb.weights, rb.labels)
             if problem is None:
                 self.diff = weights_difference(ra.weights, rb.weights)
                 self.diff_summary = head_diff_summary(self.diff)

@@ -38,6 +38,8 @@ from app.views.compare.tables_page import ConfigPage, MetricsPage
 from app.views.compare.training import VariantTraining
 from app.views.page import bring_into_view, page_targets, panel_beside_pages, screenshot_steps
 from model.compare import comparison as cmp
+from model.compare.tables import history_points
+from model.compare.variants import describe_changes, parse_changes
 from model.config import ConfigError, GPTConfig
 
 #: The pages, in the order of their tabs (and of the screenshots).
@@ -152,10 +154,10 @@ class CompareTab(QWidget):
         Raises :class:`ConfigError` naming the problem (unknown field, bad value, invalid result).
         """
         if isinstance(changes, str):
-            changes = cmp.parse_changes(changes)
+            changes = parse_changes(changes)
         cfg = self.base_config().replace(**changes)
         cfg.validate()
-        name = self.state.unique_name(name or cmp.describe_changes(changes))
+        name = self.state.unique_name(name or describe_changes(changes))
         record = cmp.RunRecord(name=name, kind="variant", config=cfg.to_dict(), changes=dict(changes))
         return self.state.add(Run(record, status="not trained yet"))
 
@@ -199,7 +201,7 @@ class CompareTab(QWidget):
             kind="session",
             config=model.config.to_dict(),
             path=s.checkpoint_path,
-            history=cmp.history_points(s.history),
+            history=history_points(s.history),
         )
         run = Run(record, model=model, tokenizer=s.tokenizer, status=f"step {s.step}")
         run.context = self._run_context(model.config)
@@ -248,7 +250,7 @@ class CompareTab(QWidget):
                 return
             st.say("variants", "")
             meta = ckpt.meta or {}
-            history = cmp.history_points((ckpt.train_state or {}).get("history") or [])
+            history = history_points((ckpt.train_state or {}).get("history") or [])
             name = st.unique_name(str(meta.get("name") or Path(path).name))
             record = cmp.RunRecord(
                 name=name, kind="checkpoint", config=ckpt.config.to_dict(), path=str(path), history=history
@@ -326,8 +328,8 @@ class CompareTab(QWidget):
                     if model is None:
                         ckpt = open_model(path, device="cpu")
                         model, tok, loaded = ckpt.model, ckpt.tokenizer, ckpt
-                    snap, metrics = cmp.attention_snapshot(model, tok, prompt)
-                    out[name] = (snap, metrics, loaded, None)
+                    frame, metrics = cmp.prompt_attention(model, tok, prompt)
+                    out[name] = (frame, metrics, loaded, None)
                 except Exception as exc:  # one run's failure must not hide the others
                     out[name] = (None, None, None, str(exc) or type(exc).__name__)
             return out
@@ -420,9 +422,9 @@ class CompareTab(QWidget):
         if not self.state.runs and self.session.model is not None and key == "loss":
             self.add_current_model()
             self.add_initial_model()
-        if key == "attention" and any(r.model is not None for r in self.state.runs):
-            if not self.state.with_attention():
-                self.run_prompt()
+        has_model = any(r.model is not None for r in self.state.runs)
+        if key == "attention" and has_model and not self.state.with_attention():
+            self.run_prompt()
         self.show_page(key)
 
     def on_activated(self) -> None:

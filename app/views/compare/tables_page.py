@@ -8,7 +8,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout
 
 from app.views.compare import words
 from app.views.compare.base import ComparePage, cell, make_table, note, number_cell
-from model.compare import comparison as cmp
+from model.compare.tables import config_table
 
 
 class MetricsPage(ComparePage):
@@ -53,10 +53,7 @@ class MetricsPage(ComparePage):
         for i, row in enumerate(rows):
             values = [row["layer"], row["head"]] + [row[n] for n in names] + ([row["delta"]] if two else [])
             for c, v in enumerate(values):
-                if v is None:
-                    it = cell("–", right=True)
-                else:
-                    it = number_cell(v, integer=c < 2)
+                it = cell("–", right=True) if v is None else number_cell(v, integer=c < 2)
                 if c == len(names) + 2 and v is not None and biggest > 0:  # Δ: tinted by sign and size
                     alpha = int(150 * abs(v) / biggest)
                     it.setBackground(QColor(178, 24, 43, alpha) if v > 0 else QColor(33, 102, 172, alpha))
@@ -88,7 +85,7 @@ class ConfigPage(ComparePage):
 
     def draw(self) -> None:
         configs = {r.name: r.config for r in self.state.runs}
-        rows = cmp.config_table(configs) if len(configs) > 1 else []
+        rows = config_table(configs) if len(configs) > 1 else []
         t = self.config_table
         t.clear()
         t.setColumnCount(1 + len(configs))

@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.pace import progress_line
 from app.workers import GroupSpec, GroupWorker, drain_timer
-from model.compare import comparison as cmp
+from model.compare.tables import history_points
 from model.config import ConfigError
 
 
@@ -131,7 +131,7 @@ class VariantTraining(QObject):
                 run.model = trainer.model
                 run.tokenizer = trainer.tokenizer
                 run.context = trainer.seq_len
-                run.record.history = cmp.history_points(trainer.history)
+                run.record.history = history_points(trainer.history)
                 run.status = (
                     f"trained {trainer.step} steps" if reason == "done" else f"stopped at step {trainer.step}"
                 )

@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from model.compare.comparison import diff_levels, format_value, same_shape
+from model.compare.tables import diff_levels, same_shape
+from model.compare.variants import format_value
 from model.config import GPTConfig
 
 #: Columns of the summary table: (header, key of :func:`~model.compare.comparison.summary_row` or

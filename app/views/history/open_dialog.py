@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from model.io.history import log_spaced_steps
+from model.io.revisions import log_spaced_steps
 
 #: The repo the dialog suggests: the smallest Pythia (its 154 checkpoints are Hub branches).
 DEFAULT_REPO = "EleutherAI/pythia-70m"
@@ -27,11 +27,7 @@ DEFAULT_REPO = "EleutherAI/pythia-70m"
 
 def parse_revisions(text: str) -> list[str | int]:
     """``"0 1 2 step512, main"`` → ``[0, 1, 2, "step512", "main"]`` (numbers mean ``stepN``)."""
-    out: list[str | int] = []
-    for part in re.split(r"[\s,;]+", text.strip()):
-        if part:
-            out.append(int(part) if part.isdigit() else part)
-    return out
+    return [int(part) if part.isdigit() else part for part in re.split(r"[\s,;]+", text.strip()) if part]
 
 
 class OpenHistoryDialog(QDialog):

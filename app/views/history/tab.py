@@ -185,7 +185,8 @@ class HistoryTab(QWidget):
         """Open the history of ``spec`` (``hf:REPO`` with ``revisions``, or a folder); nothing is fetched
         until a step is shown. False (and the reason in the status line) when it cannot be opened."""
         from model.io.checkpoint import CheckpointError
-        from model.io.history import History, open_source, suggested_prompt
+        from model.io.history import History
+        from model.io.revisions import open_source, suggested_prompt
 
         try:
             source = open_source(spec, revisions)
@@ -332,7 +333,7 @@ class HistoryTab(QWidget):
     # ---- drawing -------------------------------------------------------------------------------
     def _draw_snapshot(self, snap) -> None:
         h = self.state.history
-        self.mosaic.set_data(snap.weights, snap.tokens, title=f"step {snap.step} ({snap.label})")
+        self.mosaic.set_data(snap.weights, snap.labels, title=f"step {snap.step} ({snap.label})")
         self.best_label.setText("Best heads: " + self.state.describe(snap))
         cached = " · from the trace cache" if snap.from_cache else ""
         if h is not None:

@@ -28,7 +28,7 @@ def add_steps(window: Any, history: Any, steps: list[tuple[int, tuple[Any, Any]]
             kind="checkpoint",
             config=ckpt.model.config.to_dict(),
             path=str(path) if path is not None else None,
-            attention=cmp.AttentionSnapshot(snap.prompt, list(snap.tokens), snap.weights),
+            attention=snap,  # a Snapshot is the revision's AttentionFrame
         )
         run = Run(record, model=ckpt.model, tokenizer=ckpt.tokenizer, status=f"history: {rev.label}")
         run.metrics = HeadMetrics(**{k: v for k, v in snap.metrics.items() if k in HeadMetrics.COLUMNS})

@@ -137,9 +137,9 @@ class LiveAttention(QGroupBox):
         self.stepShown.emit(None if live else frame.step)
         self.head_grid.set_data(
             frame.weights,
-            frame.tokens,
+            frame.labels,
             title=f"step {frame.step}{' (live)' if live else ''}: rows = queries, "
-            f"columns = keys, {len(frame.tokens)} tokens",
+            f"columns = keys, {len(frame.labels)} tokens",
         )
         self._update_scrub_label(frame.step if not live else None)
 
