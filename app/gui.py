@@ -104,6 +104,7 @@ def end_process(code: int) -> NoReturn:
     result nobody will see) ends with the process instead of being waited for.
     """
     import atexit
+    import contextlib
     import os
     import threading
 
@@ -118,8 +119,6 @@ def end_process(code: int) -> NoReturn:
         atexit._run_exitfuncs()
     finally:
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(Exception):  # a closed stream must not keep the process alive
                 stream.flush()
-            except Exception:  # a closed stream must not keep the process alive
-                pass
         os._exit(code)

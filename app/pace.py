@@ -18,7 +18,7 @@ def format_eta(seconds: float | None) -> str:
     """``m:ss`` (``h:mm:ss`` past an hour); ``–`` when unknown."""
     if seconds is None or not math.isfinite(seconds):
         return "–"
-    s = int(round(seconds))
+    s = round(seconds)
     if s >= 3600:
         return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
     return f"{s // 60}:{s % 60:02d}"

@@ -30,6 +30,7 @@ the reason instead of taking the app down.
 
 from __future__ import annotations
 
+import contextlib
 import traceback
 
 from PySide6.QtCore import QByteArray, QRect, QSize, Qt, QTimer, Signal
@@ -358,10 +359,8 @@ class MainWindow(QMainWindow):
             pass
         cfg = st.get_json("last/config")
         if cfg:
-            try:
+            with contextlib.suppress(Exception):
                 self.config_panel.set_config(GPTConfig.from_dict(cfg, validate=False))
-            except Exception:
-                pass
         for tab in self.tabs.values():
             hook = getattr(tab, "restore_state", None)
             if callable(hook):
@@ -376,10 +375,8 @@ class MainWindow(QMainWindow):
         own = self._docks_state  # the user's layout, not the current tab's choice
         st.set_bytes("window/state", own if own is not None else self.saveState(STATE_VERSION))
         st.set_value("window/tab", self.tab_widget.currentIndex())
-        try:
+        with contextlib.suppress(Exception):
             st.set_json("last/config", self.config_panel.config().to_dict())
-        except Exception:
-            pass
         if self.train_settings_panel is not None:
             st.set_json("last/train_settings", self.train_settings_panel.values())
         for tab in self.tabs.values():

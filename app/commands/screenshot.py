@@ -113,9 +113,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         s.init_default()
-        if args.source != s.source_spec:
-            if not win.data_panel.choose(args.source):
-                raise UserError(f"--source {args.source!r}: {win.data_panel.error_label.text()}")
+        if args.source != s.source_spec and not win.data_panel.choose(args.source):
+            raise UserError(f"--source {args.source!r}: {win.data_panel.error_label.text()}")
         panel = win.train_settings_panel
         panel.set_settings(s.train_settings.replace(steps=args.steps, seed=args.seed, probe_every=10))
         panel.sample_every.setValue(max(1, args.steps // 3) if args.steps else 0)

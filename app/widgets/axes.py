@@ -5,6 +5,7 @@ short plot. :class:`~app.widgets.curves.Curves` and the labs' static plots draw 
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pyqtgraph as pg
@@ -88,7 +89,7 @@ class ReadableAxis(pg.AxisItem):
         if self.categories is None:
             return super().tickStrings(values, scale, spacing)
         n = len(self.categories)
-        return [self.categories[int(round(v))] if 0 <= round(v) < n else "" for v in values]
+        return [self.categories[round(float(v))] if 0 <= round(float(v)) < n else "" for v in values]
 
     def _min_tick_px(self, lo: float, hi: float) -> float:
         fm = QFontMetricsF(self.style["tickFont"] or QFont())
@@ -114,7 +115,7 @@ class ReadableAxis(pg.AxisItem):
             levels = [(s, [v for v in vals if v <= top - margin]) for s, vals in levels]
         for spacing, values in levels:
             union = sorted(shown + list(values))
-            gaps = [b - a for a, b in zip(union, union[1:], strict=False)]
+            gaps = [b - a for a, b in itertools.pairwise(union)]
             if not gaps or min(gaps) * px >= need:
                 kept.append((spacing, values))
                 shown = union

@@ -24,6 +24,8 @@ def write_png(widget: QWidget, path: str | Path) -> Path:
 
 
 def _svg_painter(path: Path, width: int, height: int, description: str):
+    """A ``QSvgGenerator`` writing ``path`` and a painter on it. The painter does not keep its device
+    alive: the caller holds the generator (``_gen``) until ``painter.end()``."""
     from PySide6.QtSvg import QSvgGenerator
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -58,7 +60,7 @@ def write_svg(widget: QWidget, path: str | Path) -> Path:
     own ``SVGExporter`` is not used: with Qt 6.11 it fails to parse the path data Qt writes.)
     """
     path = Path(path)
-    gen, painter = _svg_painter(
+    _gen, painter = _svg_painter(
         path, widget.width(), widget.height(), widget.objectName() or type(widget).__name__
     )
     try:
@@ -94,7 +96,9 @@ def write_svg_group(owner: QWidget, widgets: list[QWidget], path: str | Path) ->
         placed.append((w, r))
         box = box.united(r)
         y = r.bottom() + 1
-    gen, painter = _svg_painter(path, max(1, box.width()), max(1, box.height()), owner.objectName() or "view")
+    _gen, painter = _svg_painter(
+        path, max(1, box.width()), max(1, box.height()), owner.objectName() or "view"
+    )
     try:
         for w, r in placed:
             _render(w, painter, r.topLeft() - box.topLeft())

@@ -210,7 +210,7 @@ class MatrixPanel:
         levels: tuple[float, float] | None = None,
         mask: np.ndarray | None = None,
         log: bool = False,
-        numbers: bool | None | str = "default",
+        numbers: bool | str | None = "default",
         cmap: str | None = None,
         legend_label: str | None = None,
         hidden_label: str = "masked",

@@ -22,7 +22,7 @@ def nice_stride(min_units: float) -> int:
     """The smallest of 1, 2, 5, 10, 20, 50, ... that is ≥ ``min_units``."""
     if min_units <= 1:
         return 1
-    exp = 10 ** int(math.floor(math.log10(min_units)))
+    exp = 10 ** math.floor(math.log10(min_units))
     for m in (1, 2, 5, 10):
         if m * exp >= min_units:
             return int(m * exp)
@@ -105,8 +105,8 @@ class TokenAxis(pg.AxisItem):
             return []
         px_per_unit = size / (maxVal - minVal)
         stride = nice_stride(self._label_px() / max(px_per_unit, 1e-9))
-        first = max(0, int(math.ceil(minVal - self.offset)))
-        last = min(n - 1, int(math.floor(maxVal - self.offset)))
+        first = max(0, math.ceil(minVal - self.offset))
+        last = min(n - 1, math.floor(maxVal - self.offset))
         if last < first:
             return []
         start = first + (-first) % stride
@@ -115,7 +115,7 @@ class TokenAxis(pg.AxisItem):
     def tickStrings(self, values, scale, spacing):
         out = []
         for v in values:
-            i = int(round(v - self.offset))
+            i = round(float(v) - self.offset)
             out.append(self._text(i) if 0 <= i < len(self._labels) else "")
         return out
 

@@ -66,7 +66,7 @@ class AttentionExports:
             return False
         ids, ablate, path = insp.ids, dict(insp.ablate), Path(path)
 
-        arrays = with_threads(tab._threads, lambda: export_arrays(model, tok, ids, ablate=ablate))  # noqa: SLF001
+        arrays = with_threads(tab._threads, lambda: export_arrays(model, tok, ids, ablate=ablate))
 
         def job():
             return str(save_inspection(path, arrays()))
@@ -108,7 +108,7 @@ class AttentionExports:
 
     # ---- dialogs -------------------------------------------------------------------------------
     def _ask_path(self, title: str, name: str, filters: str) -> str:
-        settings = self.tab._settings  # noqa: SLF001
+        settings = self.tab._settings
         start = Path(settings.last_dir("export")) if settings is not None else Path.home()
         path, _ = QFileDialog.getSaveFileName(self.tab, title, str(start / name), filters)
         if path and settings is not None:

@@ -78,7 +78,7 @@ class FocusPage(AttentionPage):
         p.setLabel("left", "weight")
         bars = pg.BarGraphItem(x0=[], x1=[], y0=[], y1=[], brush=pg.mkBrush(59, 111, 212), pen=None)
         p.addItem(bars)
-        p._bars, p._axis = bars, axis  # noqa: SLF001
+        p._bars, p._axis = bars, axis
         return p
 
     def set_token(self, t: int) -> None:
@@ -138,8 +138,8 @@ class FocusPage(AttentionPage):
         self.heat_in.set_title(f"'{lab}' as a key: each query's weight on it, per head", size="10pt")
         x = np.arange(T, dtype=np.float32)
         for p, vals in ((self.bars_out, f.looks_at_mean), (self.bars_in, f.looked_at_by_mean)):
-            p._bars.setOpts(x0=x + 0.1, x1=x + 0.9, y0=np.zeros(T), y1=vals)  # noqa: SLF001
-            p._axis.set_labels(insp.labels)  # noqa: SLF001
+            p._bars.setOpts(x0=x + 0.1, x1=x + 0.9, y0=np.zeros(T), y1=vals)
+            p._axis.set_labels(insp.labels)
             p.setXRange(0, T, padding=0.0)
             p.setYRange(0, max(0.05, float(vals.max()) * 1.15), padding=0.0)
         n = L * H

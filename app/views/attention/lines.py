@@ -155,7 +155,7 @@ class AttentionLines(QWidget):
         p = self.vb.mapSceneToView(pos)
         if p.x() >= 0.5:
             return  # the keys' side: keep the last query highlighted
-        i = int(round(p.y()))
+        i = round(p.y())
         if not 0 <= i < self._T:
             i = -1
         if i != self._hover:

@@ -129,7 +129,7 @@ class PipelinePage(AttentionPage):
         self.arrange()
 
     # ---- layout --------------------------------------------------------------------------------
-    def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt naming)
+    def eventFilter(self, obj, event) -> bool:
         if event.type() == QEvent.Type.Wheel and obj is self.view.viewport():
             # the stages do not zoom: a wheel over them scrolls through them (the view took it)
             QApplication.sendEvent(self.scroll.verticalScrollBar(), event)

@@ -85,7 +85,7 @@ def geom(lo: float, hi: float, n: int = 96) -> np.ndarray:
 def pow2_ticks(lo: float, hi: float) -> list[list[tuple[float, str]]]:
     """Log-axis ticks at powers of two, labelled 128, 1k, 32k, 1M ..."""
     out = []
-    e = int(math.floor(math.log2(max(lo, 1))))
+    e = math.floor(math.log2(max(lo, 1)))
     while 2**e <= hi * 1.0001:
         v = 2**e
         label = f"{v // 2**20}M" if v >= 2**20 else f"{v // 2**10}k" if v >= 2**10 else str(v)
@@ -97,10 +97,10 @@ def pow2_ticks(lo: float, hi: float) -> list[list[tuple[float, str]]]:
 
 __all__ = [
     "BOLD",
-    "GiB",
     "HIGHLIGHT",
     "MUTED",
     "PART_COLORS",
+    "GiB",
     "fill",
     "geom",
     "item",

@@ -10,7 +10,7 @@ curve's points (pure arithmetic).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyqtgraph as pg
@@ -51,7 +51,7 @@ class ParamsPage(PushedPage):
     title = "Parameters"
     key = "parameters"
 
-    HEADERS = ["component", "formula (whole model)", "per layer", "total", "share"]
+    HEADERS: ClassVar[list[str]] = ["component", "formula (whole model)", "per layer", "total", "share"]
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -352,7 +352,7 @@ class MemoryPage(PushedPage):
         self.note.setWordWrap(True)
         layout.addWidget(self.note)
         split = QSplitter(Qt.Orientation.Vertical)
-        self.table = make_table(["memory"] + list(budget.PRECISIONS))
+        self.table = make_table(["memory", *budget.PRECISIONS])
         self.table.setObjectName("budgetMemoryTable")
         for c in range(1, self.table.columnCount()):
             self.table.horizontalHeader().setSectionResizeMode(c, QHeaderView.ResizeMode.Stretch)

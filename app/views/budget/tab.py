@@ -428,4 +428,4 @@ def _is_config_problem(p: str) -> bool:
     )
 
 
-__all__ = ["BudgetTab", "DEVICES", "KV_BYTES"]
+__all__ = ["DEVICES", "KV_BYTES", "BudgetTab"]

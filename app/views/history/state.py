@@ -38,7 +38,7 @@ def step_ticks(steps) -> list[tuple[float, str]]:
     positive = [s for s in steps if s > 0] or [1.0]
     lo, hi = min(positive), max(positive)
     ticks = [(math.log10(STEP0_X), "0")] if min(steps) <= 0 else []
-    for k in range(int(math.floor(math.log10(lo))), int(math.ceil(math.log10(hi))) + 1):
+    for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
         for m in (1, 2, 5):
             v = m * 10**k
             if lo / 1.5 <= v <= hi * 1.5:
@@ -100,11 +100,11 @@ class HistoryState:
             return []
         steps = np.array([s.step for s in snaps], dtype=np.float64)
         if self.plot == "best":
-            out = []
-            for kind in BEST:
-                if all(BEST[kind][0] in s.metrics for s in snaps):
-                    out.append((KIND_TITLES[kind], steps, np.array([s.best(kind)[0] for s in snaps])))
-            return out
+            return [
+                (KIND_TITLES[kind], steps, np.array([s.best(kind)[0] for s in snaps]))
+                for kind in BEST
+                if all(BEST[kind][0] in s.metrics for s in snaps)
+            ]
         metric = BEST[self.plot][0]
         L, H = snaps[0].shape
         return [

@@ -76,7 +76,7 @@ class LensPage(LabPage):
             return visible(tok.token_strings([int(i)])[0]) if i < tok.vocab_size else f"#{int(i)}"
 
         P, T = lens.top1.shape
-        rows = list(lens.names) + ["model output", "actual next"]
+        rows = [*lens.names, "model output", "actual next"]
         self.table.clear()
         self.table.setRowCount(len(rows))
         self.table.setColumnCount(T)
@@ -84,7 +84,7 @@ class LensPage(LabPage):
         self.table.setHorizontalHeaderLabels([f"{t}\n{labels[t]}" for t in range(T)])
         bold = QFont()
         bold.setBold(True)
-        nxt = list(ids[1:]) + [None]
+        nxt = [*ids[1:], None]
         for p in range(P):
             for t in range(T):
                 tid = int(lens.top1[p, t])

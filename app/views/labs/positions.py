@@ -317,14 +317,13 @@ class PermutationPage(LabPage):
 
         def job():
             stripped = without_positions(model)
-            runs = {
+            return {
                 (s, m): permutation_predictions(
                     permutation_experiment(stripped if s else model, ids, seed=seed, mask=m)
                 )
                 for s in (True, False)
                 for m in ("none", "model")
             }
-            return runs
 
         self.submit("perm", job, lambda runs: self._draw(runs, ids, tok, strip, mask, model.config))
 

@@ -36,11 +36,11 @@ SLIDER_STEPS = 90  # d_k = round(2^(v/10)), v in 0..90 → 1..512
 
 
 def slider_to_dk(v: int) -> int:
-    return int(round(2 ** (v / 10)))
+    return round(2 ** (v / 10))
 
 
 def dk_to_slider(d: int) -> int:
-    return int(round(10 * math.log2(max(1, d))))
+    return round(10 * math.log2(max(1, d)))
 
 
 class SoftmaxTheoryPage(LabPage):
