@@ -30,12 +30,12 @@ __all__ = [
     "WORKER_NICE",
     "DeviceError",
     "available_cores",
-    "with_threads",
     "compute_lock",
     "lower_thread_priority",
     "pick_device",
     "set_threads",
     "threads",
+    "with_threads",
 ]
 
 

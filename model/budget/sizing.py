@@ -48,12 +48,12 @@ __all__ = [
     "check",
     "check_config_file_shapes",
     "generation_need",
-    "size_or_zero",
-    "skip_init_on_meta",
     "largest_knob",
     "load_need",
     "read_safetensors_header",
     "safetensors_shapes",
+    "size_or_zero",
+    "skip_init_on_meta",
     "training_need",
 ]
 

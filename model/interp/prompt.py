@@ -52,7 +52,7 @@ class Prompt:
     prefix: int = 0  # how many leading ids are the tokenizer's prefix (kept by every cut)
 
     @property
-    def T(self) -> int:  # noqa: N802 (the literature's name)
+    def T(self) -> int:  # the literature's name
         return len(self.ids)
 
     def cut(self, n: int) -> Prompt:

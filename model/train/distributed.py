@@ -22,6 +22,7 @@ Semantics (what :class:`~model.train.trainer.Trainer` does with a :class:`DistCo
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 from dataclasses import dataclass
@@ -125,7 +126,7 @@ def init(device: str = "auto", timeout_s: float = DEFAULT_TIMEOUT_S) -> DistCont
             world_size=world,
             timeout=datetime.timedelta(seconds=timeout_s),
         )
-    except Exception as exc:  # noqa: BLE001 - the rendezvous failed in one of many ways
+    except Exception as exc:  # the rendezvous failed in one of many ways
         raise DistributedError(f"could not join the process group ({backend}): {exc}") from None
     return DistContext(rank, world, local, backend, dev, timeout_s)
 
@@ -138,10 +139,8 @@ def close(ctx: DistContext, *, together: bool = False) -> None:
     the barrier wait for the whole timeout."""
     if ctx.active and dist.is_initialized():
         if together:
-            try:
+            with contextlib.suppress(Exception):  # a peer gone at the very end: leave anyway
                 dist.barrier()
-            except Exception:  # noqa: BLE001 (a peer gone at the very end: leave anyway)
-                pass
         dist.destroy_process_group()
 
 
@@ -166,7 +165,7 @@ def all_reduce_sum(values: list[float], ctx: DistContext) -> list[float]:
     t = torch.tensor(values, dtype=torch.float64, device=ctx.device)
     try:
         dist.all_reduce(t, op=dist.ReduceOp.SUM)
-    except Exception as exc:  # noqa: BLE001 - gloo/NCCL raise several types for a lost peer
+    except Exception as exc:  # gloo/NCCL raise several types for a lost peer
         raise lost_rank(ctx, exc) from None
     return [float(v) for v in t.cpu().tolist()]
 

@@ -20,7 +20,7 @@ __all__ = ["recommended_config", "recommended_settings"]
 def _source_kind(source: DataSource) -> tuple[str, str]:
     try:
         ident = source.identity()
-    except Exception:  # noqa: BLE001 - any source without identity counts as text
+    except Exception:  # any source without identity counts as text
         return "text", ""
     return str(ident.get("kind", "text")), str(ident.get("task", ""))
 

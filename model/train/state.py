@@ -82,7 +82,7 @@ def state_dict(trainer: Trainer) -> dict[str, Any]:
         tensors["rng/cuda"] = engine.rng_cuda.cpu().clone()
     try:
         source_identity = trainer.source.identity()
-    except Exception:  # noqa: BLE001
+    except Exception:
         source_identity = {"name": getattr(trainer.source, "name", "")}
     return {
         "step": trainer.step,
@@ -224,7 +224,7 @@ def _warn_if_changed(source: DataSource, saved_source: dict[str, Any]) -> None:
     """Warn when ``source``'s content (SHA-256) is not what the checkpoint was trained on."""
     try:
         now = source.identity()
-    except Exception:  # noqa: BLE001
+    except Exception:
         now = {}
     if saved_source.get("sha256") and now.get("sha256") and saved_source["sha256"] != now["sha256"]:
         now_name = getattr(source, "name", None) or now.get("name")

@@ -200,13 +200,13 @@ def grad_flow_on_batch(model, x, y) -> GradFlow:
 
 
 __all__ = [
-    "fixed_batch",
-    "grad_flow_on_batch",
     "INITS",
     "NORM_VARIANTS",
     "GradFlow",
     "block_grad_norms",
+    "fixed_batch",
     "grad_flow_at_init",
+    "grad_flow_on_batch",
     "grad_flow_variants",
     "random_batch",
     "xavier_init_",

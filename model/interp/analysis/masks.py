@@ -134,15 +134,15 @@ def future_attention(model, ids) -> float:
 
 
 __all__ = [
-    "MaskStages",
-    "mask_stages",
-    "future_attention",
     "MASK_KINDS",
+    "MaskStages",
     "apply_mask",
     "causal_mask",
     "full_mask",
+    "future_attention",
     "future_weight",
     "make_mask",
+    "mask_stages",
     "prefix_lm_mask",
     "sliding_window_mask",
 ]

@@ -215,18 +215,18 @@ def permutation_predictions(result) -> PermutationPredictions:
 
 
 __all__ = [
-    "PermutationPredictions",
-    "permutation_predictions",
-    "without_positions",
     "OffsetProfile",
+    "PermutationPredictions",
     "PermutationResult",
     "RopeCheck",
     "by_offset",
     "permutation_experiment",
+    "permutation_predictions",
     "position_similarity",
     "rope_pair_path",
     "rope_rotate",
     "rope_scores",
     "sinusoidal_heatmap",
     "sinusoidal_offset_profile",
+    "without_positions",
 ]

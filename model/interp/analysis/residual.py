@@ -196,7 +196,6 @@ def residual_profile(model, ids) -> tuple[list[str], np.ndarray]:
 
 
 __all__ = [
-    "residual_profile",
     "RESIDUAL_KINDS",
     "LogitLens",
     "ResidualNorms",
@@ -204,6 +203,7 @@ __all__ = [
     "lens_logits",
     "logit_lens",
     "residual_norms",
+    "residual_profile",
     "stream_points",
     "write_stats",
 ]

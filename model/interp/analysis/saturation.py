@@ -86,9 +86,9 @@ def saturation_summary(model, ids) -> dict[str, float]:
 
 
 __all__ = [
-    "saturation_summary",
     "SaturationStats",
     "mean_max_weight",
     "model_saturation",
+    "saturation_summary",
     "softmax_without_scale",
 ]
