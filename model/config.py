@@ -207,9 +207,11 @@ class GPTConfig:
             if value not in options:
                 out.append(f"{name}={value!r} is not one of {', '.join(options)}")
         bools = ("causal", "tie_embeddings", "norm_bias", "qk_rmsnorm", "embed_scale", "norm_offset")
-        for name in (*bools, "parallel_residual"):
-            if not isinstance(getattr(self, name), bool):
-                out.append(f"{name}={getattr(self, name)!r} must be true or false")
+        out += [
+            f"{name}={getattr(self, name)!r} must be true or false"
+            for name in (*bools, "parallel_residual")
+            if not isinstance(getattr(self, name), bool)
+        ]
         if (
             not isinstance(self.dropout, (int, float))
             or isinstance(self.dropout, bool)

@@ -63,8 +63,7 @@ def to_markdown(header: list[str], rows: list[list[Any]]) -> str:
     ]
     lines = ["| " + " | ".join(markdown_cell(h) for h in header) + " |"]
     lines.append("|" + "|".join("---:" if n else "---" for n in numeric) + "|")
-    for r in rows:
-        lines.append("| " + " | ".join(markdown_cell(v) for v in r) + " |")
+    lines += ["| " + " | ".join(markdown_cell(v) for v in r) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
 

@@ -139,22 +139,22 @@ def budget_table(rep: dict[str, Any]) -> list[Row]:
     """Every figure of one report, section by section (:data:`PARAMETERS`, :data:`FLOPS`,
     :data:`KV_CACHE`, memory, :data:`COST` when the report has a training cost). A ``"preset"``
     entry (``Preset.to_dict()``) adds the authors' reported figures to the cost."""
-    rows: list[Row] = []
     p = rep["params"]
-    for r in p["rows"]:
-        rows.append(
-            Row(
-                PARAMETERS,
-                r["name"],
-                r["formula"],
-                r["count"],
-                "parameters",
-                per_layer=r["per_layer"],
-                per_layer_formula=r.get("per_layer_formula") or "",
-            )
+    rows: list[Row] = [
+        Row(
+            PARAMETERS,
+            r["name"],
+            r["formula"],
+            r["count"],
+            "parameters",
+            per_layer=r["per_layer"],
+            per_layer_formula=r.get("per_layer_formula") or "",
         )
-    for r in p["summary"]:
-        rows.append(Row(PARAMETERS, r["name"], r["formula"], r["count"], "parameters", total=True))
+        for r in p["rows"]
+    ]
+    rows += [
+        Row(PARAMETERS, r["name"], r["formula"], r["count"], "parameters", total=True) for r in p["summary"]
+    ]
     rows += _flop_rows(rep["flops"])
     rows += _kv_rows(rep["kv_cache"])
     rows += _memory_rows(rep["memory"])

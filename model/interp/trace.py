@@ -343,9 +343,14 @@ def run_with_trace(
     rec = Recorder(
         layers=None if layers is None else frozenset(layers), kinds=kinds, dtype=dtype, config=model.config
     )
-    with torch.no_grad(), eval_mode(model), model.hooks(hooks):
-        with model.hooks(rec.hooks(model.config.n_layers, model.config.n_rep)):
-            model(idx)
+    # the interventions attach first, so they run before the recording at the same points
+    with (
+        torch.no_grad(),
+        eval_mode(model),
+        model.hooks(hooks),
+        model.hooks(rec.hooks(model.config.n_layers, model.config.n_rep)),
+    ):
+        model(idx)
     return rec.trace(idx)
 
 

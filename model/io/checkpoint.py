@@ -296,12 +296,12 @@ def check_state_dict(
 
 
 def _check_shapes(expected: dict[str, tuple[int, ...]], found: dict[str, tuple[int, ...]]) -> None:
-    problems: list[str] = []
     missing = [k for k in expected if k not in found]
     extra = [k for k in found if k not in expected]
     wrong = [k for k in expected if k in found and tuple(found[k]) != tuple(expected[k])]
-    for k in wrong[:3]:  # one readable line: the first few, then a count
-        problems.append(f"{k} has shape {list(found[k])} but config.json implies {list(expected[k])}")
+    problems = [  # one readable line: the first few, then a count
+        f"{k} has shape {list(found[k])} but config.json implies {list(expected[k])}" for k in wrong[:3]
+    ]
     if len(wrong) > 3:
         problems.append(f"and {len(wrong) - 3} more tensors of another shape")
     if missing:

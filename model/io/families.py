@@ -152,9 +152,11 @@ def _family_config(hf: dict[str, Any]) -> GPTConfig:
     missing = [f for f in required if f not in hf]
     if missing:
         raise CheckpointError(f"config.json ({model_type}): missing {', '.join(missing)}")
-    for cap in ("final_logit_softcapping", "attn_logit_softcapping"):
-        if hf.get(cap) is not None:
-            problems.append(f"{cap}={hf[cap]} (logit soft-capping) is not implemented")
+    problems += [
+        f"{cap}={hf[cap]} (logit soft-capping) is not implemented"
+        for cap in ("final_logit_softcapping", "attn_logit_softcapping")
+        if hf.get(cap) is not None
+    ]
     neox = model_type == "gpt_neox"
     n_layers = hf["num_hidden_layers"]
     fields: dict[str, Any] = dict(
@@ -173,9 +175,8 @@ def _family_config(hf: dict[str, Any]) -> GPTConfig:
     if not neox:
         fields["n_kv_heads"] = hf.get("num_key_value_heads") or hf["num_attention_heads"]
         head_dim = hf.get("head_dim")
-        if head_dim is not None and head_dim != hf["hidden_size"] // hf["num_attention_heads"]:
-            fields["head_dim"] = head_dim
-        elif head_dim is not None and hf["hidden_size"] % hf["num_attention_heads"]:
+        d, H = hf["hidden_size"], hf["num_attention_heads"]
+        if head_dim is not None and (head_dim != d // H or d % H):  # not the d / H the config implies
             fields["head_dim"] = head_dim
     if neox:
         act = hf.get("hidden_act", "gelu")
@@ -252,9 +253,11 @@ def family_entries(model_type: str, cfg: GPTConfig) -> list[WeightMap]:
         for i in range(cfg.n_layers):
             t, b = f"{p}layers.{i}.", f"blocks.{i}."
             qkv = tuple(f"{b}attn.{n}_proj" for n in "qkv")
-            for theirs, ours in (("input_layernorm", "norm1"), ("post_attention_layernorm", "norm2")):
-                for kind in ("weight", "bias"):
-                    es.append(WeightMap(f"{t}{theirs}.{kind}", (d,), (f"{b}{ours}.{kind}",)))
+            es += [
+                WeightMap(f"{t}{theirs}.{kind}", (d,), (f"{b}{ours}.{kind}",))
+                for theirs, ours in (("input_layernorm", "norm1"), ("post_attention_layernorm", "norm2"))
+                for kind in ("weight", "bias")
+            ]
             es.append(
                 WeightMap(
                     t + "attention.query_key_value.weight",
@@ -298,8 +301,10 @@ def family_entries(model_type: str, cfg: GPTConfig) -> list[WeightMap]:
         if o_bias:
             es.append(WeightMap(t + "self_attn.o_proj.bias", (d,), (b + "attn.o_proj.bias",)))
         if cfg.qk_rmsnorm:
-            for n in "qk":
-                es.append(WeightMap(f"{t}self_attn.{n}_norm.weight", (d_k,), (f"{b}attn.{n}_norm.weight",)))
+            es += [
+                WeightMap(f"{t}self_attn.{n}_norm.weight", (d_k,), (f"{b}attn.{n}_norm.weight",))
+                for n in "qk"
+            ]
         for theirs, ours, shape in (
             ("gate", "w_gate", (dff, d)),
             ("up", "w_up", (dff, d)),

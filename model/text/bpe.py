@@ -314,9 +314,11 @@ def _special_tokens(directory: Path) -> list[str]:
                 tok = tok.get("content")
             if isinstance(tok, str):
                 found.append(tok)
-        for entry in (data.get("added_tokens_decoder") or {}).values():
-            if isinstance(entry, dict) and entry.get("special") and isinstance(entry.get("content"), str):
-                found.append(entry["content"])
+        found += [
+            entry["content"]
+            for entry in (data.get("added_tokens_decoder") or {}).values()
+            if isinstance(entry, dict) and entry.get("special") and isinstance(entry.get("content"), str)
+        ]
     return found or [ENDOFTEXT]
 
 

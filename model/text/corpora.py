@@ -146,7 +146,7 @@ class TextCorpus(DataSource):
         return {
             "name": self.name,
             "kind": "text",
-            "size": int(len(self.tokens)),
+            "size": len(self.tokens),
             "sha256": self.sha256,
             "chars": self.n_chars,
             "val_fraction": self.val_fraction,

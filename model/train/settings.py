@@ -111,9 +111,11 @@ class TrainSettings:
             )
         if not isinstance(self.device, str):
             out.append(f"device={self.device!r} must be auto, cpu, cuda or cuda:N")
-        for name in ("amp", "loss_mask"):
-            if not isinstance(getattr(self, name), bool):
-                out.append(f"{name}={getattr(self, name)!r} must be true or false")
+        out += [
+            f"{name}={getattr(self, name)!r} must be true or false"
+            for name in ("amp", "loss_mask")
+            if not isinstance(getattr(self, name), bool)
+        ]
         return out
 
     def validate(self) -> TrainSettings:

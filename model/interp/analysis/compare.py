@@ -87,9 +87,11 @@ def align_metrics(a: HeadMetrics, b: HeadMetrics) -> list[MetricRow]:
         va, vb = getattr(a, f.name), getattr(b, f.name)
         if va is None and vb is None:
             continue
-        for layer in range(L):
-            for head in range(H):
-                rows.append(MetricRow(layer, head, f.name, _pick(va, layer, head), _pick(vb, layer, head)))
+        rows += [
+            MetricRow(layer, head, f.name, _pick(va, layer, head), _pick(vb, layer, head))
+            for layer in range(L)
+            for head in range(H)
+        ]
     return rows
 
 
