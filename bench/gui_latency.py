@@ -17,6 +17,7 @@ Usage: ``python bench/gui_latency.py [--steps 200] [--display]``. Figures, not p
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 import tempfile
@@ -133,7 +134,7 @@ def main() -> int:
     h2 = headless(config, s.source, base, args.warmup)
     print(f"  {h2:,.0f} tokens/s", flush=True)
 
-    delays = [max(0.0, (b - a) * 1000 - TICK_MS) for a, b in zip(ticks, ticks[1:])]
+    delays = [max(0.0, (b - a) * 1000 - TICK_MS) for a, b in itertools.pairwise(ticks)]
     ref = (h1 + h2) / 2
     print()
     print(f"GUI event-loop delay while training ({len(delays)} ticks of a {TICK_MS} ms timer):")

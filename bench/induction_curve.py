@@ -14,6 +14,7 @@ repeat) and the best head's score, then the step where the score jumps.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import sys
 import time
@@ -21,14 +22,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from model.interp.analysis.heads import induction_score  # noqa: E402
-from model.runtime import set_threads  # noqa: E402
-from model.text.sources import resolve_source  # noqa: E402
-from model.train.probes import Prober  # noqa: E402
-from model.train.recipes import recommended_config, recommended_settings  # noqa: E402
-from model.train.trainer import Trainer  # noqa: E402
+from model.interp.analysis.heads import induction_score
+from model.runtime import set_threads
+from model.text.sources import resolve_source
+from model.train.probes import Prober
+from model.train.recipes import recommended_config, recommended_settings
+from model.train.trainer import Trainer
 
 
 def repeat_period(prompt: str) -> int:
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     trainer.run(callback=on_event)
     total = time.perf_counter() - t0
     crossed = next((r for r in rows if r[4] >= args.jump), None)
-    jumps = [(b[4] - a[4], a, b) for a, b in zip(rows, rows[1:])]
+    jumps = [(b[4] - a[4], a, b) for a, b in itertools.pairwise(rows)]
     print()
     if crossed:
         print(
@@ -117,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"induction score never reached {args.jump}")
     if jumps:
-        d, a, b = max(jumps)
+        _, a, b = max(jumps)
         print(f"largest jump between probes: {a[4]:.2f} → {b[4]:.2f} from step {a[0]} to {b[0]}")
     print(
         f"final: train loss {rows[-1][2]:.3f}, induction {rows[-1][4]:.3f}; {total:.0f} s in all"

@@ -40,11 +40,11 @@ CASES = {
     "long": dict(n_layers=12, n_heads=12, d_model=768, tokens=1024, target_ms=None),
 }
 
+SENTENCE = "the attention head of a query looks back at the keys of earlier tokens and copies what follows"
+
 
 def _text(n_chars: int, seed: int) -> str:
-    words = (
-        "the attention head of a query looks back at the keys of earlier tokens and copies what follows"
-    ).split()
+    words = SENTENCE.split()
     out, i = [], seed
     while sum(len(w) + 1 for w in out) < n_chars + 1:
         out.append(words[i % len(words)])
@@ -197,7 +197,7 @@ def run_case(name: str, spec: dict, repeats: int, device: str) -> dict:
         wait_until(lambda: s.compute.idle, 600)  # follow-up jobs (metrics) must not overlap the next edit
         timer.stop()
         tm = tab.timings
-        fwd = plain_forward_ms(s.model, tab.inspection.ids, tab._threads, 1 if T > 512 else 3)  # noqa: SLF001
+        fwd = plain_forward_ms(s.model, tab.inspection.ids, tab._threads, 1 if T > 512 else 3)
         rows.append(
             {
                 "forward": fwd,
@@ -219,10 +219,10 @@ def run_case(name: str, spec: dict, repeats: int, device: str) -> dict:
         "d": insp.config.d_model,
         "block": insp.block,
         "dtype": str(insp.weights.dtype),
-        "threads": tab._threads or "all",  # noqa: SLF001
+        "threads": tab._threads or "all",
         "rows": rows,
         "target": spec["target_ms"],
-        "pairs": inspect_vs_forward(s.model, s.tokenizer, insp.ids, tab._threads) if T <= 512 else [],  # noqa: SLF001
+        "pairs": inspect_vs_forward(s.model, s.tokenizer, insp.ids, tab._threads) if T <= 512 else [],
     }
     s.shutdown(timeout=60)
     tab.close()

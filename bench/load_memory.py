@@ -24,6 +24,7 @@ Usage: ``python bench/load_memory.py [--layers 12] [--d-model 768] [--keep DIR]`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
@@ -215,10 +216,8 @@ def _measure_trace(ckpt, T: int, rss) -> dict:
         kinds=("pattern",),
         bytes_per_value=2 if big else 4,
     )
-    try:  # reset the high-water mark to the present resident set (Linux 4.0+)
+    with contextlib.suppress(OSError):  # reset the high-water mark to the present resident set (Linux 4.0+)
         Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        pass
     start = rss()
     t0 = time.perf_counter()
     plan = plan_prompt(cfg, ckpt.tokenizer, prompt_of_ids(ckpt.tokenizer, ids), budget=1 << 62)

@@ -20,11 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
+import torch
 
-from model.config import GPTConfig  # noqa: E402
-from model.interp.analysis.patching import patch_heads  # noqa: E402
-from model.nn.gpt import build_model  # noqa: E402
+from model.config import GPTConfig
+from model.interp.analysis.patching import patch_heads
+from model.nn.gpt import build_model
 
 
 def load() -> str:

@@ -103,7 +103,7 @@ class StallSampler:
         while not self._stop.wait(self.every_s):
             if time.perf_counter() - self.last["t"] < self.threshold_s:
                 continue
-            frame = sys._current_frames().get(self.gui_ident)  # noqa: SLF001
+            frame = sys._current_frames().get(self.gui_ident)
             if frame is None:
                 continue
             stack = traceback.extract_stack(frame)

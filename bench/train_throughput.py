@@ -26,16 +26,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
-from model.config import GPTConfig  # noqa: E402
-from model.runtime import pick_device, set_threads  # noqa: E402
-from model.text.sources import resolve_source  # noqa: E402
-from model.train.probes import Prober  # noqa: E402
-from model.train.settings import TrainSettings  # noqa: E402
-from model.train.trainer import Trainer  # noqa: E402
+from model.config import GPTConfig
+from model.runtime import pick_device, set_threads
+from model.text.sources import resolve_source
+from model.train.probes import Prober
+from model.train.settings import TrainSettings
+from model.train.trainer import Trainer
 
 
 # ---------------------------------------------------------------------------------------------
