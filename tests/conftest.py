@@ -20,7 +20,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Nothing a test does may read or overwrite the user's own settings.
 os.environ["ATTENTION_LAB_SETTINGS"] = os.path.join(tempfile.mkdtemp(prefix="attention-lab-tests-"), "s.ini")
 
-import pytest  # noqa: E402
+import pytest
 
 #: A data source that needs no corpus on disk and resolves instantly.
 TINY_SOURCE = "task:copy"

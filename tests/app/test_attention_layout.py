@@ -61,7 +61,7 @@ def test_pipeline_titles_are_whole_off_the_data_and_beside_no_colour_bar(qtbot, 
     titles["summary"] = _text_rect(page.summary)
     for key, rect in titles.items():
         assert rect.left() >= 0 and rect.right() <= view_w, (key, "title cut at the side")
-        box = (page.titles[key] if key in page.titles else page.summary).sceneBoundingRect()
+        box = page.titles.get(key, page.summary).sceneBoundingRect()
         assert rect.height() <= box.height() + 1, (key, "title runs out of its row")
         for other, d in data.items():
             assert not rect.intersects(d), (key, "title over the data of", other)
@@ -147,7 +147,7 @@ def test_token_focus_titles_are_whole_at_1280(qtbot, attention_at):
     qtbot.waitUntil(lambda: all(inside(p) for p in plots), timeout=5000)
     for p in plots:
         text = p.titleLabel.item.toPlainText()
-        assert text.endswith("per head") or text.endswith("heads"), text  # the whole text is there
+        assert text.endswith(("per head", "heads")), text  # the whole text is there
     assert text_problems(page) == []
 
 

@@ -47,7 +47,7 @@ def _type(qtbot, tab, text):
 def test_typing_a_prompt_updates_the_grid(qtbot, tab, session):
     insp = _type(qtbot, tab, "a cat sat")
     grid = tab.pages["heads"].mosaic
-    ids, trace = _trace(session, "a cat sat", kinds=("pattern",))
+    _, trace = _trace(session, "a cat sat", kinds=("pattern",))
     want = trace.stack("pattern")
     assert grid.weights.shape == (2, 2, 9, 9) == want.shape
     np.testing.assert_allclose(grid.weights, want, atol=1e-6)
@@ -147,9 +147,11 @@ def test_pipeline_shows_every_stage_of_the_selected_head(qtbot, tab, session):
 def test_ablating_a_head_changes_the_logits_and_restore_brings_them_back_exactly(qtbot, tab, session):
     before = tab.inspection.logits.copy()
     page = tab.show_page("ablation")
-    with qtbot.waitSignal(tab.ablationReady, timeout=TIMEOUT) as abl:
-        with qtbot.waitSignal(tab.inspected, timeout=TIMEOUT):
-            page.picker.button(0, 1).click()
+    with (
+        qtbot.waitSignal(tab.ablationReady, timeout=TIMEOUT) as abl,
+        qtbot.waitSignal(tab.inspected, timeout=TIMEOUT),
+    ):
+        page.picker.button(0, 1).click()
     assert tab.ablation == {(0, 1): "zero"}
     after = tab.inspection.logits
     assert np.abs(after - before).max() > 1e-4

@@ -29,7 +29,7 @@ def test_head_picker_reports_one_change_per_action(qtbot):
     p.selectionChanged.connect(lambda: changes.append(p.selected()))
     p.button(1, 2).click()
     p.all_button.click()
-    p._toggle_layer(0)  # noqa: SLF001 (what the "L0" button does)
+    p._toggle_layer(0)
     p.none_button.click()
     assert changes == [
         [(1, 2)],

@@ -113,7 +113,7 @@ def test_flops_page_marks_the_crossover_and_kv_cache_shows_the_gqa_saving(tab):
     cross = budget.attention_crossover(cfg)
     assert tab.flops_page.cross_line.value() == pytest.approx(math.log10(cross))
     assert f"{cross:,.0f}" in tab.flops_page.cross_line.label.format
-    x, y = tab.flops_page.curves["attention scores"].getData()
+    _, y = tab.flops_page.curves["attention scores"].getData()
     _, y_mlp = tab.flops_page.curves["mlp"].getData()
     # left of the marked crossover the MLP dominates, right of it attention does
     assert y[0] < y_mlp[0] and y[-1] > y_mlp[-1]
@@ -181,7 +181,7 @@ def test_budget_table_exports_round_trip(tmp_path, tab):
     assert md_rows == [[markdown_cell(v) for v in r] for r in rows]
     total = next(r for r in md_rows if r[1] == "total")
     assert total[3] == "6,738,415,616" and number(total[3]) == 6_738_415_616
-    with pytest.raises(ValueError, match=".csv or .md"):
+    with pytest.raises(ValueError, match=r"\.csv or \.md"):
         tab.export_table(tmp_path / "b.txt")
 
 

@@ -88,7 +88,7 @@ def straight(tmp_path_factory) -> Path:
 
 def test_rank_shards_are_disjoint_and_cover_the_batch():
     rows = [list(range(24))[shard(24, r, 4)] for r in range(4)]
-    assert sorted(sum(rows, [])) == list(range(24)) and all(len(r) == 6 for r in rows)
+    assert sorted(i for r in rows for i in r) == list(range(24)) and all(len(r) == 6 for r in rows)
 
 
 def test_torchrun_two_processes_and_grad_accum_match_one_process(tmp_path, straight, capsys):

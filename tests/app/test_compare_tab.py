@@ -64,7 +64,7 @@ def test_two_variants_train_together_and_show_both_curves(qtbot, tab):
     assert t.rowCount() == 2
     rows = tab.summary_rows()
     assert [row["steps"] for row in rows] == [4, 4]
-    base, mqa = tab.runs
+    base, _ = tab.runs
     assert rows[0]["params"] == sum(p.numel() for p in base.model.parameters())
     assert rows[1]["params"] < rows[0]["params"]  # one K/V head instead of two
     assert rows[1]["kv_cache_bytes_per_token"] * 2 == rows[0]["kv_cache_bytes_per_token"]

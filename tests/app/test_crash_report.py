@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -49,7 +50,7 @@ def test_an_exception_in_a_slot_shows_a_copyable_report_and_is_logged(qtbot, rep
     assert dialog.report.toPlainText() == report
     # the log sits beside the settings (the app's config folder) and its path is in the dialog
     assert log == str(log_path())
-    assert "broken_slot" in open(log, encoding="utf-8").read()
+    assert "broken_slot" in Path(log).read_text(encoding="utf-8")
     assert log in dialog.log_label.text()
     dialog.copy_button.click()
     assert QGuiApplication.clipboard().text() == report
@@ -57,7 +58,7 @@ def test_an_exception_in_a_slot_shows_a_copyable_report_and_is_logged(qtbot, rep
     with qtbot.waitSignal(rep.reported, timeout=5000):
         _raise_in_slot("again")
     assert rep.dialog is dialog and dialog.count == 2 and "2 errors" in dialog.summary.text()
-    assert open(log, encoding="utf-8").read().count("Attention Lab error report") == 2
+    assert Path(log).read_text(encoding="utf-8").count("Attention Lab error report") == 2
     win.statusBar().showMessage("still here")
     assert win.statusBar().currentMessage() == "still here"
 
@@ -79,7 +80,7 @@ def test_an_unwritable_log_still_shows_the_dialog(qtbot, reporter, monkeypatch, 
     blocked = tmp_path / "file-not-folder"
     blocked.write_text("x")
     monkeypatch.setattr(crash, "log_path", lambda: blocked / "crash.log")
-    win, rep = reporter
+    _, rep = reporter
     with qtbot.waitSignal(rep.reported, timeout=5000) as blocker:
         _raise_in_slot("no log")
     assert blocker.args[2] == ""

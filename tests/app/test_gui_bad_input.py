@@ -283,7 +283,7 @@ def test_a_prompt_too_large_for_memory_is_cut_to_fit_or_refused_with_the_numbers
 
 
 def test_unusual_prompts_in_the_generate_box(prompt_window, qtbot):
-    win, kind = prompt_window
+    win, _ = prompt_window
     box = win.tab("Train").generate_box
     box.max_tokens.setValue(4)
     for case, text in UNUSUAL.items():

@@ -10,7 +10,7 @@ def test_sinusoidal_table_and_offset_profile(labs, qtbot, wait_results):
     tab, _ = labs
     page = tab.show_page("positions-sinusoidal")
     page.n_pos.setValue(32)
-    table, sim, prof = wait_results(qtbot, page, "table", lambda: page.d_model.setValue(16))
+    _, _, prof = wait_results(qtbot, page, "table", lambda: page.d_model.setValue(16))
     assert np.allclose(page.table_view.matrix, sinusoidal_heatmap(32, 16))
     assert prof.max_spread < 1e-4 and np.allclose(prof.mean, prof.theory, atol=1e-4)
     assert np.allclose(page.profile.curves["theory"].yData, prof.theory)
@@ -22,7 +22,7 @@ def test_rope_score_depends_only_on_the_offset(labs, qtbot, wait_results):
     tab, _ = labs
     page = tab.show_page("positions-rope")
     page.n_pos.setValue(12)
-    qpath, kpath, check = wait_results(qtbot, page, "rope", lambda: page.d_k.setValue(8))
+    qpath, _, check = wait_results(qtbot, page, "rope", lambda: page.d_k.setValue(8))
     assert check.scores.shape == (12, 12) and check.profile.max_spread < 1e-4
     assert np.allclose(np.linalg.norm(qpath, axis=1), np.linalg.norm(qpath[0]))  # a rotation keeps the length
     assert page.pair.maximum() == 3

@@ -26,7 +26,7 @@ def _ids(session, n):
 def test_norms_page_draws_the_models_numbers(labs, qtbot, wait_results):
     tab, session = labs
     page = tab.show_page("residual-norms")
-    norms, writes = wait_results(qtbot, page, "norms")
+    norms, _ = wait_results(qtbot, page, "norms")
     trace = run_with_trace(session.model, _ids(session, page.tokens.value()), kinds=STREAM)
     ref, ref_w = residual_norms(trace), write_stats(trace)
     assert norms.names == ["embed", "L0.mid", "L0.post", "L1.mid", "L1.post"] == ref.names
@@ -53,7 +53,7 @@ def test_logit_lens_last_row_is_the_models_output(labs, qtbot, wait_results):
 
 
 def test_gradient_flow_at_init_pre_vs_post(labs, qtbot, wait_results):
-    tab, session = labs
+    tab, _ = labs
     page = tab.show_page("residual-gradflow")
     page.n_layers.setValue(6)
     page.d_model.setValue(64)

@@ -4,6 +4,7 @@ model reads, one parameter count, the head's scores while following training, no
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -159,4 +160,4 @@ def test_the_head_scores_arrive_while_following_training(qtbot, tiny_window, tin
         win.tabs["Train"].stop_button.click()
     runs = seen[: len(seen) - seen[::-1].index("run")]  # up to the last run
     # every run but the last is followed by its scores before the next run
-    assert all(b == "scores" for a, b in zip(runs, runs[1:]) if a == "run"), seen
+    assert all(b == "scores" for a, b in itertools.pairwise(runs) if a == "run"), seen

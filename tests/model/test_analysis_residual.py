@@ -20,7 +20,7 @@ def make(norm_position="pre", **kw):
 
 
 def test_norms_and_writes_follow_the_pre_ln_sums():
-    model, tr = make()
+    _, tr = make()
     rn = residual_norms(tr)
     assert rn.names == ["embed", "L0.mid", "L0.post", "L1.mid", "L1.post", "L2.mid", "L2.post"]
     assert rn.norms.shape == (7, 11) and rn.mean.shape == (7,)

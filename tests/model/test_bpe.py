@@ -94,7 +94,7 @@ def test_partial_utf8_pieces_are_escaped(tok_dirs):
 def test_ids_past_the_vocabulary_show_replacement(tok_dirs):
     ours = load_hf_tokenizer(tok_dirs[0])
     V = ours.vocab_size
-    ids = ours.encode("the cat") + [V, V + 10] + ours.encode(" sat")
+    ids = [*ours.encode("the cat"), V, V + 10, *ours.encode(" sat")]
     assert ours.decode(ids) == "the cat\ufffd\ufffd sat"
     assert ours.token_strings([V])[0] == "\ufffd"
 
@@ -118,7 +118,7 @@ def test_bytes_to_unicode_is_the_libraries_byte_alphabet():
 
 
 def test_missing_files_are_named(tmp_path):
-    with pytest.raises(TokenizerError, match="merges.txt missing"):
+    with pytest.raises(TokenizerError, match=r"merges\.txt missing"):
         (tmp_path / "vocab.json").write_text("{}")
         load_hf_tokenizer(tmp_path)
 
@@ -126,11 +126,11 @@ def test_missing_files_are_named(tmp_path):
 def test_malformed_files_are_reported(tmp_path, tok_dirs):
     (tmp_path / "vocab.json").write_text('["not", "a", "mapping"]')
     (tmp_path / "merges.txt").write_text("#version: 0.2\na b\n")
-    with pytest.raises(TokenizerError, match="vocab.json must map"):
+    with pytest.raises(TokenizerError, match=r"vocab\.json must map"):
         load_hf_tokenizer(tmp_path)
     (tmp_path / "vocab.json").write_text('{"a": 0}')
     (tmp_path / "merges.txt").write_text("#version: 0.2\na b c\n")
-    with pytest.raises(TokenizerError, match="merges.txt line 2"):
+    with pytest.raises(TokenizerError, match=r"merges\.txt line 2"):
         load_hf_tokenizer(tmp_path)
     (tmp_path / "merges.txt").write_text("#version: 0.2\na b\n")
     with pytest.raises(TokenizerError, match="do not fit together"):
@@ -138,7 +138,7 @@ def test_malformed_files_are_reported(tmp_path, tok_dirs):
     bad = tmp_path / "j"
     bad.mkdir()
     (bad / "tokenizer.json").write_text('{"model": {"type": "nonsense"}}')
-    with pytest.raises(TokenizerError, match="tokenizer.json"):
+    with pytest.raises(TokenizerError, match=r"tokenizer\.json"):
         load_hf_tokenizer(bad)
     with pytest.raises(TokenizerError, match="'tokenizer' field"):
         tokenizer_from_dict({"type": "hf_bpe"})

@@ -6,6 +6,7 @@ them from the preset configs (no count is stored anywhere in model/).
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -170,7 +171,7 @@ def test_crossover_and_shares():
     for i in range(5):
         assert sum(sh[k][i] for k in budget.FLOP_PARTS) == pytest.approx(1.0)
     att = sh["attention scores"]
-    assert all(a < b for a, b in zip(att, att[1:]))
+    assert all(a < b for a, b in itertools.pairwise(att))
     assert att[2] == pytest.approx(flops(cfg, 4096).shares()["attention scores"])
     assert att[-1] > sh["mlp"][-1] and att[2] < sh["mlp"][2]
 

@@ -175,7 +175,7 @@ def test_missing_file_is_named(saved, name):
 
 def test_missing_optimizer_file_is_named(saved):
     (saved / "optimizer.safetensors").unlink()
-    with pytest.raises(CheckpointError, match="missing optimizer.safetensors"):
+    with pytest.raises(CheckpointError, match=r"missing optimizer\.safetensors"):
         load_checkpoint(saved)
     assert load_checkpoint(saved, with_train_state=False).train_state is None
 
@@ -191,7 +191,7 @@ def test_truncated_safetensors_is_named(saved, keep_meta):
         (saved / "meta.json").unlink()  # no size record: safetensors itself must notice
     data = (saved / "model.safetensors").read_bytes()
     (saved / "model.safetensors").write_bytes(data[: len(data) // 2])
-    with pytest.raises(CheckpointError, match="model.safetensors is truncated or corrupt"):
+    with pytest.raises(CheckpointError, match=r"model\.safetensors is truncated or corrupt"):
         load_checkpoint(saved)
 
 
@@ -199,14 +199,14 @@ def test_corrupt_bytes_are_caught_by_the_checksum(saved):
     data = bytearray((saved / "model.safetensors").read_bytes())
     data[-5] ^= 0xFF  # inside a tensor: still a well-formed file
     (saved / "model.safetensors").write_bytes(bytes(data))
-    with pytest.raises(CheckpointError, match="model.safetensors is corrupt"):
+    with pytest.raises(CheckpointError, match=r"model\.safetensors is corrupt"):
         load_checkpoint(saved)
 
 
 def test_garbage_header_is_named(saved):
     (saved / "meta.json").unlink()
     (saved / "model.safetensors").write_bytes(b"\x00" * 8 + b"this is not a header")
-    with pytest.raises(CheckpointError, match="model.safetensors is truncated or corrupt"):
+    with pytest.raises(CheckpointError, match=r"model\.safetensors is truncated or corrupt"):
         load_checkpoint(saved)
 
 
@@ -220,27 +220,27 @@ def test_config_that_does_not_match_the_tensors_is_named(saved):
         load_checkpoint(saved)
     cfg.update(d_model=16, n_layers=3)
     (saved / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(CheckpointError, match="missing blocks.2"):
+    with pytest.raises(CheckpointError, match=r"missing blocks\.2"):
         load_checkpoint(saved)
 
 
 def test_invalid_config_and_json_are_named(saved):
     (saved / "config.json").write_text('{"n_heads": 3, "vocab_size": 10, "d_model": 16')
-    with pytest.raises(CheckpointError, match="config.json .* not valid JSON"):
+    with pytest.raises(CheckpointError, match=r"config\.json .* not valid JSON"):
         load_checkpoint(saved)
     (saved / "config.json").write_text('{"n_heads": 3, "vocab_size": 10, "d_model": 16}')
     with pytest.raises(
-        CheckpointError, match="config.json is not a valid model config: d_model=16 is not divisible"
+        CheckpointError, match=r"config\.json is not a valid model config: d_model=16 is not divisible"
     ):
         load_checkpoint(saved)
 
 
 def test_unknown_tokenizer_is_named(saved):
     (saved / "tokenizer.json").write_text('{"type": "wordpiece"}')
-    with pytest.raises(CheckpointError, match="tokenizer.json: unknown tokenizer type 'wordpiece'"):
+    with pytest.raises(CheckpointError, match=r"tokenizer\.json: unknown tokenizer type 'wordpiece'"):
         load_checkpoint(saved)
     (saved / "tokenizer.json").write_text(json.dumps(ByteTokenizer().to_dict()))  # 256 tokens > vocab 10
-    with pytest.raises(CheckpointError, match="256 tokens but config.json has vocab_size=10"):
+    with pytest.raises(CheckpointError, match=r"256 tokens but config\.json has vocab_size=10"):
         load_checkpoint(saved)
 
 
@@ -249,7 +249,7 @@ def test_non_finite_weights_are_refused(tmp_path):
     with torch.no_grad():
         m.blocks[0].attn.q_proj.weight[0, 0] = float("nan")
     save_checkpoint(tmp_path / "c", m, TOK)
-    with pytest.raises(CheckpointError, match="blocks.0.attn.q_proj.weight holds NaN"):
+    with pytest.raises(CheckpointError, match=r"blocks\.0\.attn\.q_proj\.weight holds NaN"):
         load_checkpoint(tmp_path / "c")
 
 
@@ -276,12 +276,12 @@ def test_a_pickle_payload_is_never_executed(saved, tmp_path):
     assert load_checkpoint(saved).config.vocab_size == 10
     for data in (payload, torch_payload.read_bytes()):  # ... and disguised as the weights file
         (saved / "model.safetensors").write_bytes(data)
-        with pytest.raises(CheckpointError, match="model.safetensors is"):
+        with pytest.raises(CheckpointError, match=r"model\.safetensors is"):
             load_checkpoint(saved)
         (saved / "meta.json").unlink(missing_ok=True)
-        with pytest.raises(CheckpointError, match="model.safetensors is truncated or corrupt"):
+        with pytest.raises(CheckpointError, match=r"model\.safetensors is truncated or corrupt"):
             load_checkpoint(saved)
     (saved / "model.safetensors").unlink()
-    with pytest.raises(CheckpointError, match="missing model.safetensors"):
+    with pytest.raises(CheckpointError, match=r"missing model\.safetensors"):
         load_checkpoint(saved)
     assert not marker.exists()

@@ -48,7 +48,7 @@ def test_every_source_gives_shifted_batches_and_a_usable_identity(spec):
     assert resolve_source(ident["name"]).identity() == ident
 
 
-@pytest.mark.parametrize("spec", ["builtin:primer"] + list_tasks())
+@pytest.mark.parametrize("spec", ["builtin:primer", *list_tasks()])
 def test_batches_are_deterministic_for_a_seed(spec):
     src = resolve_source(spec)
     a = [src.get_masked_batch("val", 4, 33, gen(5)) for _ in range(2)]
@@ -99,13 +99,13 @@ def test_bad_batch_arguments_are_rejected():
         corpus.get_batch("test", 2, 8, gen())
     with pytest.raises(DataError, match="seq_len=0"):
         corpus.get_batch("train", 2, 0, gen())
-    with pytest.raises(DataError, match="torch.Generator"):
+    with pytest.raises(DataError, match=r"torch\.Generator"):
         corpus.get_batch("train", 2, 8, 0)
 
 
 def test_masked_targets_make_cross_entropy_score_only_the_mask():
     task = resolve_source("task:copy")
-    x, y, mask = task.get_masked_batch("train", 2, 30, gen())
+    _, y, mask = task.get_masked_batch("train", 2, 30, gen())
     logits = torch.randn(2, 30, task.vocab_size, generator=gen(1))
     t = masked_targets(y, mask)
     assert (t[~mask] == IGNORE_INDEX).all() and torch.equal(t[mask], y[mask])
@@ -294,8 +294,8 @@ def episodes(task, n_rows=6, seq_len=200, seed=0):
     x, y, mask = task.get_masked_batch("train", n_rows, seq_len, gen(seed))
     out = []
     for r in range(n_rows):
-        seq = task.tokenizer.decode([x[r, 0].item()] + y[r].tolist())
-        scored = [False] + mask[r].tolist()
+        seq = task.tokenizer.decode([x[r, 0].item(), *y[r].tolist()])
+        scored = [False, *mask[r].tolist()]
         start = 0
         for m in re.finditer(r"([^=\n]*)=([^=\n]*)\n", seq):
             assert m.start() == start, "episodes are packed back to back from the first token"
@@ -332,8 +332,8 @@ def test_induction_scores_only_what_an_earlier_copy_predicts(params):
     x, y, mask = task.get_masked_batch("train", 8, 300, gen(2))
     runs = 0
     for r in range(8):
-        seq = [x[r, 0].item()] + y[r].tolist()
-        scored = [False] + mask[r].tolist()
+        seq = [x[r, 0].item(), *y[r].tolist()]
+        scored = [False, *mask[r].tolist()]
         t = 1
         while t < len(seq):
             if not scored[t]:

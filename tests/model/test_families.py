@@ -434,7 +434,7 @@ def test_every_new_part_together_trains_traces_and_decodes_consistently():
     ).validate()
     model = build_model(cfg, seed=0)
     ids = torch.randint(0, 50, (1, 12), generator=torch.Generator().manual_seed(0))
-    logits, loss = model(ids, ids)
+    _, loss = model(ids, ids)
     loss.backward()
     assert all(p.grad is not None for p in model.parameters())
     model.eval()

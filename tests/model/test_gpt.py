@@ -166,9 +166,11 @@ def test_custom_mask_overrides_causal():
     assert torch.equal(trace.mask, window)
     assert (trace["pattern", 0][..., ~window] == 0).all()
     torch.testing.assert_close(fast, trace.logits, rtol=1e-4, atol=1e-5)
-    with pytest.raises(ValueError, match=r"attn_mask has shape \(10, 10\), expected \(9, 9\)"):
-        with model.hooks(use_mask(window)):
-            model(idx[:, :9])
+    with (
+        pytest.raises(ValueError, match=r"attn_mask has shape \(10, 10\), expected \(9, 9\)"),
+        model.hooks(use_mask(window)),
+    ):
+        model(idx[:, :9])
 
 
 def test_selective_trace_and_float16_memory():

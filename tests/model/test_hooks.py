@@ -86,13 +86,15 @@ def _boom(x, hook):
 
 def test_unknown_hook_point_and_unknown_kind_are_clear_errors():
     model = model_of()
-    with pytest.raises(ValueError, match="no hook point named blocks.0.attn.weights"):
-        with model.hooks({"blocks.0.attn.weights": lambda x, h: None}):
-            pass
+    with (
+        pytest.raises(ValueError, match=r"no hook point named blocks\.0\.attn\.weights"),
+        model.hooks({"blocks.0.attn.weights": lambda x, h: None}),
+    ):
+        pass
     with pytest.raises(ValueError, match="unknown trace kind 'attention'; valid kinds: q, k, v"):
         run_with_trace(model, torch.zeros(1, 3, dtype=torch.long), kinds=("attention",))
     tok = CharTokenizer.from_text("abcdef ")
-    with pytest.raises(ValueError, match="valid kinds: .*ln_final.*older names: weights"):
+    with pytest.raises(ValueError, match=r"valid kinds: .*ln_final.*older names: weights"):
         run_with_trace(model, encode_prompt(tok, "abc", 16), kinds=("pattern", "attention"))
 
 

@@ -60,7 +60,7 @@ def test_inspect_prompt_holds_what_the_model_traced(model, tok):
     assert insp.block == 3 and insp.overview.shape == (2, 2, math.ceil(T / 3), math.ceil(T / 3))
     assert np.array_equal(insp.mask, np.tril(np.ones((T, T), bool)))
     np.testing.assert_allclose(insp.logits, trace.logits[0].numpy(), atol=1e-5)
-    assert insp.labels == [visible(c) for c in text] and insp.target_labels == insp.labels[1:] + [""]
+    assert insp.labels == [visible(c) for c in text] and insp.target_labels == [*insp.labels[1:], ""]
     top = insp.logits.argmax(-1)
     assert [row[0] for row in insp.next_labels] == [visible(tok.token_strings([int(i)])[0]) for i in top]
     assert model.training  # the mode is restored

@@ -15,7 +15,7 @@ from model.interp.pooling import MAX_CANVAS_PIXELS, MAX_CELL, block_size, pool_a
 def _reference_pool(w: np.ndarray, b: int) -> np.ndarray:
     T = w.shape[-1]
     S = math.ceil(T / b)
-    pad = np.zeros(w.shape[:-2] + (S * b, S * b), dtype=np.float32)
+    pad = np.zeros((*w.shape[:-2], S * b, S * b), dtype=np.float32)
     pad[..., :T, :T] = w
     return pad.reshape(*w.shape[:-2], S, b, S, b).max(axis=(-3, -1))
 

@@ -66,7 +66,7 @@ def hf_model(request, hf_models):
 
 
 def test_hf_gpt2_logits_match_transformers(hf_model):
-    directory, reference, ckpt = hf_model
+    _, reference, ckpt = hf_model
     assert ckpt.meta["kind"] == "hf-gpt2"
     assert not ckpt.model.training
     for prompt in PROMPTS:
@@ -201,13 +201,13 @@ def test_other_model_type_is_named(hf_copy):
 
 def test_missing_weights_are_named(hf_copy):
     (hf_copy / "model.safetensors").unlink()
-    with pytest.raises(CheckpointError, match="model.safetensors is missing"):
+    with pytest.raises(CheckpointError, match=r"model\.safetensors is missing"):
         open_model(hf_copy)
 
 
 def test_missing_tokenizer_is_named(hf_copy):
     (hf_copy / "merges.txt").unlink()
-    with pytest.raises(CheckpointError, match="merges.txt missing"):
+    with pytest.raises(CheckpointError, match=r"merges\.txt missing"):
         open_model(hf_copy)
 
 
@@ -245,7 +245,7 @@ def test_corrupt_safetensors(hf_copy):
     with pytest.raises(CheckpointError, match=r"not a readable safetensors file: .*truncated"):
         open_model(hf_copy)
     weights.write_bytes(b"\x0a\x00\x00\x00\x00\x00\x00\x00{not json}")
-    with pytest.raises(CheckpointError, match="model.safetensors is not a readable safetensors file"):
+    with pytest.raises(CheckpointError, match=r"model\.safetensors is not a readable safetensors file"):
         open_model(hf_copy)
 
 
@@ -329,7 +329,7 @@ def test_a_meta_pkl_is_never_read(tmp_path, write_nanogpt):
     write_nanogpt(tmp_path / "ckpt.pt")
     marker = tmp_path / "pwned"
     (tmp_path / "meta.pkl").write_bytes(pickle.dumps({"itos": {0: "a"}, "x": Payload(marker)}))
-    with pytest.raises(CheckpointError, match="meta.pkl is a pickle and is never read"):
+    with pytest.raises(CheckpointError, match=r"meta\.pkl is a pickle and is never read"):
         open_model(tmp_path)
     assert not marker.exists()
 

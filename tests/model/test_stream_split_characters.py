@@ -67,7 +67,7 @@ def test_characters_chained_across_tokens_all_arrive(bpe, monkeypatch):
 
 def test_a_permanently_broken_sequence_is_shown_once_text_follows(monkeypatch):
     tok = ByteTokenizer()
-    ids = [0xF0, 0x9F] + tok.encode("abcdef")  # two bytes of a 4-byte character, then plain text
+    ids = [0xF0, 0x9F, *tok.encode("abcdef")]  # two bytes of a 4-byte character, then plain text
     pieces = pieces_of(tok, ids, monkeypatch)
     assert "".join(pieces) == tok.decode(ids)
     assert pieces[:2] == ["", ""] and pieces[2] != ""  # "a" arrives: no longer at the end: shown

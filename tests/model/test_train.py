@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import threading
@@ -118,8 +119,8 @@ def test_lr_schedule_warmup_then_cosine_to_floor():
     s = TrainSettings(steps=100, lr=1e-3, warmup=10, min_lr=1e-4)
     lrs = [lr_at(i, s) for i in range(120)]
     assert lrs[0] == pytest.approx(1e-4) and lrs[9] == pytest.approx(1e-3)
-    assert all(a < b for a, b in zip(lrs[:10], lrs[1:10]))  # rises during warmup
-    assert all(a >= b for a, b in zip(lrs[10:100], lrs[11:100]))  # then only falls
+    assert all(a < b for a, b in itertools.pairwise(lrs[:10]))  # rises during warmup
+    assert all(a >= b for a, b in itertools.pairwise(lrs[10:100]))  # then only falls
     assert lrs[55] == pytest.approx((1e-3 + 1e-4) / 2, rel=0.02)  # halfway down the cosine
     assert lrs[99] == pytest.approx(1e-4, rel=0.01) and lrs[119] == 1e-4  # the floor, then flat
     assert TrainSettings(lr=2e-3).floor_lr == pytest.approx(2e-4)
@@ -133,7 +134,7 @@ def test_events_report_lr_and_val_loss_when_due(source):
     assert [e.lr for e in events] == pytest.approx([lr_at(i, t.settings) for i in range(7)])
     assert all(e.tokens_per_s > 0 and e.grad_norm > 0 for e in events)
     assert events[-1].tokens_seen == 7 * 4 * 16
-    assert all(a.elapsed < b.elapsed for a, b in zip(events, events[1:]))
+    assert all(a.elapsed < b.elapsed for a, b in itertools.pairwise(events))
     assert json.loads(json.dumps(events[0].to_dict()))["step"] == 1
     assert t.history == [e.to_dict() for e in events]
 
@@ -342,7 +343,7 @@ def test_settings_validation_and_json_round_trip(source):
 def test_task_sources_train_on_scored_targets_only(source):
     task = resolve_source("task:copy")
     t = Trainer(tiny_config(), task, tiny_settings())
-    x, y = t._batch("train", torch.Generator().manual_seed(0))
+    _, y = t._batch("train", torch.Generator().manual_seed(0))
     _, _, mask = task.get_masked_batch("train", 4, 16, torch.Generator().manual_seed(0))
     assert torch.equal(y == -100, ~mask) and bool((~mask).any())
     settings = recommended_settings(resolve_source("task:induction")).validate()
