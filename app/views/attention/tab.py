@@ -14,7 +14,8 @@ is no longer the newest returns at once when it starts, and a result that is no 
 dropped, so a newer prompt always supersedes an older one. The main job (``attention.inspect``)
 traces the attention weights of every head and ranks the next tokens; follow-up jobs (``jobs``),
 superseded the same way, measure what only some pages show. Only the page in view is redrawn; the
-others redraw when shown. Exports: ``exports``.
+others redraw when shown. What the session's signals (a new model, a training frame, the probe prompt)
+do to the prompt and the run: ``follow``. Exports: ``exports``.
 
 Signals for tests and benchmarks: ``inspected(Inspection)`` once the page in view shows a new run;
 ``headDetailReady``, ``metricsReady``, ``ablationReady``, ``aggregatesReady``, ``causalReady(kind,
@@ -38,6 +39,7 @@ from app.views.attention.base import AttentionPage
 from app.views.attention.controls import AblationBanner, NoModelView, PromptBar, run_status
 from app.views.attention.exports import AttentionExports
 from app.views.attention.focus_page import FocusPage
+from app.views.attention.follow import SessionFollower
 from app.views.attention.grid_page import GridPage
 from app.views.attention.head_page import HeadPage
 from app.views.attention.jobs import AttentionJobs
@@ -94,7 +96,6 @@ class AttentionTab(QWidget):
         self._request = 0
         self._dirty = True
         self._edit_started: float | None = None
-        self._last_follow = 0.0
         self._settings = None
         self._threads: int | None = 1
 
@@ -143,11 +144,7 @@ class AttentionTab(QWidget):
         st.rollout_wanted_changed.connect(lambda _on: self.jobs.aggregates())
         st.causal_setup_changed.connect(self._on_causal_setup)
 
-        s = session
-        s.modelChanged.connect(self._on_model_changed)
-        s.trainingFinished.connect(lambda *_: self.schedule())
-        s.traceUpdated.connect(self._on_training_frame)
-        s.probePromptChanged.connect(self._on_probe_prompt)
+        self.follower = SessionFollower(self)
         if session.probe_prompt:
             self.set_prompt(session.probe_prompt, run=False)
         self._update_empty()
@@ -212,7 +209,7 @@ class AttentionTab(QWidget):
         if self.isVisible():
             self._debounce.start()
 
-    def showEvent(self, event):  # noqa: N802 (Qt naming)
+    def showEvent(self, event):
         super().showEvent(event)
         if self._dirty:
             self._debounce.start()
@@ -373,39 +370,6 @@ class AttentionTab(QWidget):
         if self.current_page.needs_causal == kind and self.state.inspection is not None:
             self.jobs.causal(kind)
 
-    # ---- session -------------------------------------------------------------------------------
-    def _on_model_changed(self, model) -> None:
-        self.state.forget_results()
-        self.jobs.val_cache.clear()
-        if model is not None:
-            self.state.restrict_ablation(model.config.n_layers, model.config.n_heads)
-            tok = self.session.tokenizer
-            if tok is not None and self.prompt():
-                try:
-                    tok.encode(self.prompt())
-                except ValueError:
-                    self.set_prompt(self.session.probe_prompt or "", run=False)
-            elif not self.prompt():
-                self.set_prompt(self.session.probe_prompt or "", run=False)
-        else:
-            self.state.clear()
-        self._update_empty()
-        self.schedule()
-
-    def _on_training_frame(self, _frame) -> None:
-        if not (self.follow_box.isChecked() and self.isVisible() and self.session.is_training):
-            return
-        if self.session.compute.outstanding("attention."):
-            return  # the last run or its follow-ups (the head's scores, metrics) are not in yet
-        now = time.perf_counter()
-        if now - self._last_follow >= self.FOLLOW_INTERVAL_S:
-            self._last_follow = now
-            self.run_inspection()
-
-    def _on_probe_prompt(self, text: str) -> None:
-        if not self.prompt() and text:
-            self.set_prompt(text)
-
     # ---- export (``exports``) ------------------------------------------------------------------
     def export_targets(self) -> dict[str, QWidget]:
         """What File → Export writes as SVG: the graphics of the page in view."""
@@ -436,9 +400,8 @@ class AttentionTab(QWidget):
         if self.session.model is None:
             return True
         st = self.state
-        if self._dirty or st.inspection is None:
-            if self.run_inspection() is None:
-                return False
+        if (self._dirty or st.inspection is None) and self.run_inspection() is None:
+            return False
         page = self.current_page
         page.ensure_built()
 
