@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from PySide6.QtCore import QObject, Signal
 
-from app.training_run import RunHost, deliver
-from app.workers import LoopWorker, Mailbox, drain_timer
+from app.training_run import RunHost, WorkerRun, deliver
+from app.workers import LoopWorker, Mailbox
 
 # model/'s trainer, loaders and data are imported where they are used: together they take ~0.15 s
 # to import, which the window's first paint does not wait for (app/gui.py)
@@ -105,23 +105,18 @@ class FollowHost(RunHost, Protocol):
     def probe(self) -> Probe: ...
 
 
-class FollowedRun(QObject):
-    """Following a run folder (see the module docstring)."""
+class FollowedRun(WorkerRun):
+    """Following a run folder (see the module docstring). ``state``: "following", then "idle" once
+    the follow ended; ``finished``: "done" | "stopped" and a message."""
 
-    #: "following", then "idle" once the follow ended
-    stateChanged = Signal(str)
-    #: the follow ended: reason "done" | "stopped", and a message
-    finished = Signal(str, str)
     #: the followed folder's status, world size or newest checkpoint changed
     updated = Signal()
 
     def __init__(self, host: FollowHost, parent: QObject | None = None):
         super().__init__(parent)
         self.host = host
-        self.state = "idle"
         #: the worker of the folder followed now, or None
         self.worker: FollowWorker | None = None
-        self._drain_timer = drain_timer(self, self._drain)
 
     @property
     def active(self) -> bool:
@@ -157,23 +152,6 @@ class FollowedRun(QObject):
             worker.join(5.0)
             self._on_finished(*(worker.result or ("stopped", "")))
 
-    def shutdown(self, timeout: float = 30.0) -> bool:
-        """Stop the worker and wait for it (the window's closeEvent); True if it ended."""
-        worker = self.worker
-        if worker is None:
-            return True
-        worker.control.stop()
-        ok = worker.join(timeout)
-        self._drain()
-        if ok:
-            self._finish_worker()
-        return ok
-
-    def _set_state(self, state: str) -> None:
-        if state != self.state:
-            self.state = state
-            self.stateChanged.emit(state)
-
     def _drain(self) -> None:
         """The follow-only mailbox kinds (a restarted log, new checkpoints), then what every run
         posts (events, frames) into the session's record."""
@@ -206,15 +184,6 @@ class FollowedRun(QObject):
         if worker.checkpoint_step is not None and worker.status != "gone":
             self.open_checkpoint(path)
         self.finished.emit(reason, message)
-
-    def _finish_worker(self) -> None:
-        worker = self.worker
-        if worker is None:
-            return
-        worker.join(5.0)
-        self.worker = None
-        self._drain_timer.stop()
-        self._set_state("idle")
 
     def open_checkpoint(self, path: str | Path | None = None) -> None:
         """Load the followed run's newest checkpoint off the GUI thread; it becomes the session's

@@ -74,23 +74,67 @@ def deliver(mailbox: Any, host: RunHost) -> None:
         host.show_frames(frames)
 
 
-class TrainingRun(QObject):
-    """Training in a :class:`~app.workers.TrainWorker`: start, pause, resume, stop, the results."""
+class WorkerRun(QObject):
+    """What a run in a background :class:`~app.workers.LoopWorker` shares, whether this process
+    trains it (:class:`TrainingRun`) or another one writes it (:class:`~app.follow.FollowedRun`):
+    its ``state`` and ``stateChanged``, the ``worker`` (None once it ended), the ~30 Hz drain of its
+    mailbox (a subclass's ``_drain``) and how it ends (``finished``, :meth:`shutdown`)."""
 
-    #: idle / starting / running / paused / stopping
+    #: the run's state: "idle" once it ended (the others are the subclass's)
     stateChanged = Signal(str)
-    #: the run ended: reason "done" | "stopped" | "error", and a message
+    #: the run ended: a reason ("done", "stopped", "error") and a message
     finished = Signal(str, str)
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self.state = "idle"
+        self.worker: Any = None
+        self._drain_timer = drain_timer(self, self._drain)
+
+    def _drain(self) -> None:
+        raise NotImplementedError
+
+    def shutdown(self, timeout: float = 30.0) -> bool:
+        """Stop the worker and wait for it (the window's closeEvent); True if it ended."""
+        worker = self.worker
+        if worker is None:
+            return True
+        worker.control.stop()
+        ok = worker.join(timeout)
+        self._drain()
+        if ok:
+            self._finish_worker()
+        return ok
+
+    def _set_state(self, state: str) -> None:
+        if state != self.state:
+            self.state = state
+            self.stateChanged.emit(state)
+
+    def _finish_worker(self) -> None:
+        worker = self.worker
+        if worker is None:
+            return
+        worker.join(5.0)
+        self.worker = None
+        self._drain_timer.stop()
+        self._set_state("idle")
+
+
+class TrainingRun(WorkerRun):
+    """Training in a :class:`~app.workers.TrainWorker`: start, pause, resume, stop, the results.
+
+    ``state``: idle / starting / running / paused / stopping; ``finished``: "done" | "stopped" |
+    "error" and a message.
+    """
 
     def __init__(self, host: RunHost, parent: QObject | None = None):
         super().__init__(parent)
         self.host = host
-        self.state = "idle"
         #: the worker of the run in progress, or None
         self.worker: TrainWorker | None = None
         #: a fresh run's trainer is being built: nothing of it is taken (or shown) before it exists
         self._awaiting_trainer = False
-        self._drain_timer = drain_timer(self, self._drain)
 
     @property
     def active(self) -> bool:
@@ -240,27 +284,11 @@ class TrainingRun(QObject):
         if self.worker is not None:
             self.worker.reprobe()
 
-    def shutdown(self, timeout: float = 30.0) -> bool:
-        """Stop the worker and wait for it (the window's closeEvent); True if it ended."""
-        if self.worker is None:
-            return True
-        self.worker.control.stop()
-        ok = self.worker.join(timeout)
-        self._drain()
-        if ok:
-            self._finish_worker()
-        return ok
-
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Block until the worker has ended (used by the command line and benchmarks)."""
         if self.worker is None:
             return True
         return self.worker.join(timeout)
-
-    def _set_state(self, state: str) -> None:
-        if state != self.state:
-            self.state = state
-            self.stateChanged.emit(state)
 
     def _on_trainer_ready(self, trainer: Trainer) -> None:
         fresh, self._awaiting_trainer = self._awaiting_trainer, False
@@ -286,14 +314,5 @@ class TrainingRun(QObject):
             self.host.errorOccurred.emit("Training stopped", message)
         self.finished.emit(reason, message)
 
-    def _finish_worker(self) -> None:
-        worker = self.worker
-        if worker is None:
-            return
-        worker.join(5.0)
-        self.worker = None
-        self._drain_timer.stop()
-        self._set_state("idle")
 
-
-__all__ = ["RunHost", "TrainingRun", "deliver"]
+__all__ = ["RunHost", "TrainingRun", "WorkerRun", "deliver"]
