@@ -184,13 +184,13 @@ class HistoryTab(QWidget):
     def open_history(self, spec: str, revisions=None, *, prompt: str | None = None, cache_dir=None) -> bool:
         """Open the history of ``spec`` (``hf:REPO`` with ``revisions``, or a folder); nothing is fetched
         until a step is shown. False (and the reason in the status line) when it cannot be opened."""
-        from model.io.checkpoint import CheckpointError
+        from model.errors import AttentionLabError
         from model.io.history import History
         from model.io.revisions import open_source, suggested_prompt
 
         try:
             source = open_source(spec, revisions)
-        except CheckpointError as exc:
+        except AttentionLabError as exc:  # a history, a Hub name or a folder that cannot be opened
             self.state.say(f"<span style='color:#c02020'>Cannot open {spec}: {exc}</span>")
             self.failed.emit(str(exc))
             return False
