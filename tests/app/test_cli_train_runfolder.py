@@ -36,7 +36,7 @@ def test_out_is_a_run_folder_with_log_checkpoints_and_probes(tmp_path, capsys):
     assert [f.step for f in up.frames] == [2, 4, 6] and up.checkpoint_step == 6
     f = up.frames[-1]
     assert f.weights.dtype == np.float16 and f.weights.shape[:2] == (1, 2)
-    assert f.weights.shape[-1] == len(f.tokens)
+    assert f.weights.shape[-1] == len(f.labels)
     np.testing.assert_allclose(f.weights.astype(np.float32).sum(-1), 1.0, atol=1e-2)  # attention rows
 
 
