@@ -15,6 +15,10 @@ about *how* to run (never what to learn):
   tokens, N those of the whole global batch, −100 ignored) times W, as DDP averages over ranks: the
   gradient is exactly that of the global mean loss. One process, one micro-batch: plain
   ``loss.backward()``, the exact arithmetic of a single-process step.
+* **the optimizer step** (:meth:`Engine.optimizer_step`): gradient clipping, and fp16's GradScaler
+  unscaling first and skipping a step whose gradients overflowed; :func:`make_optimizer` builds the
+  AdamW over the model's parameter groups (fused on CUDA), :func:`check_memory` sizes the training
+  before anything is built.
 * **dropout's randomness**: the trainer's own copy of the global RNG state (:meth:`Engine.own_rng`),
   saved in checkpoints, so a resumed run draws the same masks.
 
@@ -34,11 +38,21 @@ import torch
 import torch.distributed
 from torch.nn.parallel import DistributedDataParallel
 
-from model.config import ConfigError
-from model.nn.gpt import GPT
+from model.budget.sizing import check, training_need
+from model.config import ConfigError, GPTConfig
+from model.nn.gpt import GPT, ParamGroup
 from model.train.distributed import DistContext, all_reduce_sum, lost_rank, shard, wrap
+from model.train.settings import TrainSettings, lr_at
 
-__all__ = ["DTYPES", "Engine", "check_options", "compile_problem", "precision_of"]
+__all__ = [
+    "DTYPES",
+    "Engine",
+    "check_memory",
+    "check_options",
+    "compile_problem",
+    "make_optimizer",
+    "precision_of",
+]
 
 #: Training precisions (``Trainer(dtype=...)``, ``train --dtype``).
 DTYPES = ("auto", "bf16", "fp16", "fp32")
@@ -59,6 +73,31 @@ def check_options(batch_size: int, world_size: int, grad_accum: int, dtype: str)
                 f"world_size×grad_accum = {world_size}×{grad_accum} = {per}"
             ]
         )
+
+
+def check_memory(
+    config: GPTConfig, settings: TrainSettings, seq_len: int, parts: int, dtype: str, device: torch.device
+) -> None:
+    """:class:`~model.budget.sizing.ModelTooLarge` (one line naming what to lower) when training
+    ``config`` cannot fit on ``device``: the weights, AdamW's moments and the activations of the
+    micro-batch one rank holds at once (the global batch over ``parts`` = world_size × grad_accum)."""
+    precision = precision_of(dtype, settings.amp, device)
+    micro = settings.batch_size // parts
+    check(training_need(config, batch=micro, seq_len=seq_len, precision=precision), device=device)
+
+
+def make_optimizer(
+    groups: list[ParamGroup], settings: TrainSettings, device: torch.device
+) -> torch.optim.AdamW:
+    """AdamW over the model's parameter groups (:meth:`~model.nn.gpt.GPT.optimizer_groups`: decayed
+    matrices, the rest not), at the schedule's first learning rate; fused on CUDA."""
+    return torch.optim.AdamW(
+        [{"params": group["params"], "weight_decay": group["weight_decay"]} for group in groups],
+        lr=lr_at(0, settings),
+        betas=(settings.beta1, settings.beta2),
+        eps=1e-8,
+        **({"fused": True} if device.type == "cuda" else {}),
+    )
 
 
 def precision_of(dtype: str, amp: bool, device: torch.device) -> str:
@@ -237,6 +276,24 @@ class Engine:
                 raise lost_rank(self.dist, exc) from None
             raise
         return all_reduce_sum([local], self.dist)[0]
+
+    def optimizer_step(
+        self, optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter], grad_clip: float
+    ) -> float:
+        """Clip the gradients to ``grad_clip`` (0: no clipping) and step: the gradient norm before
+        clipping. fp16's GradScaler unscales first and skips the step itself when the gradients
+        overflowed; without a scaler a non-finite norm steps nothing (the trainer stops there). The
+        gradients are zeroed after."""
+        if self.scaler is not None:
+            self.scaler.unscale_(optimizer)
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip > 0 else math.inf))
+        if self.scaler is not None:
+            self.scaler.step(optimizer)
+            self.scaler.update()
+        elif math.isfinite(grad_norm):
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return grad_norm
 
     def eval_loss(self, x: torch.Tensor, y: torch.Tensor) -> float:
         """This rank's share of the mean loss of a held-out global batch: the whole batch's mean with

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from model.interp.trace import Trace
     from model.text.datasource import DataSource
 
-__all__ = ["TrainEvent", "TrainSettings", "data_seq_limit", "eta_seconds", "lr_at"]
+__all__ = ["TrainEvent", "TrainSettings", "data_seq_limit", "eta_seconds", "fit_vocab", "lr_at"]
 
 
 #: The largest value a whole-number setting takes (steps, batches, ...): beyond it is a typo.
@@ -175,6 +175,20 @@ class TrainSettings:
 
     def replace(self, **changes: Any) -> TrainSettings:
         return dataclasses.replace(self, **changes)
+
+
+def fit_vocab(config: GPTConfig, vocab: int) -> GPTConfig:
+    """``config`` for a tokenizer of ``vocab`` tokens: its ``vocab_size`` when unset, validated; a
+    :class:`~model.config.ConfigError` when it is below the tokenizer's (a larger one is a padded head)."""
+    if config.vocab_size is None:
+        config = config.with_vocab(vocab)
+    config.validate()
+    assert config.vocab_size is not None  # given, or the tokenizer's just above
+    if config.vocab_size < vocab:
+        raise ConfigError(
+            [f"vocab_size={config.vocab_size} is below the tokenizer's {vocab} tokens: raise or omit it"]
+        )
+    return config
 
 
 def data_seq_limit(source: DataSource | None) -> int | None:

@@ -57,7 +57,6 @@ from typing import Any
 
 import torch
 
-from model.budget.sizing import check, training_need
 from model.config import ConfigError, GPTConfig
 from model.errors import AttentionLabError
 from model.nn.generate import stream
@@ -67,8 +66,8 @@ from model.text.datasource import DataSource
 from model.train import state as train_state
 from model.train.control import RunControl
 from model.train.distributed import DistContext, all_reduce_sum
-from model.train.engine import Engine, check_options, precision_of
-from model.train.settings import TrainEvent, TrainSettings, lr_at
+from model.train.engine import Engine, check_memory, check_options, make_optimizer
+from model.train.settings import TrainEvent, TrainSettings, fit_vocab, lr_at
 
 __all__ = ["CALLBACK_EVENTS", "EvaluationStopped", "Trainer", "TrainingDiverged"]
 
@@ -136,16 +135,7 @@ class Trainer:
         self._settings = settings
         self.source = source
         self.tokenizer = source.tokenizer
-        V = self.tokenizer.vocab_size
-        if config.vocab_size is None:
-            config = config.with_vocab(V)
-        config.validate()
-        assert config.vocab_size is not None  # given, or the tokenizer's just above
-        if config.vocab_size < V:
-            raise ConfigError(
-                [f"vocab_size={config.vocab_size} is below the tokenizer's {V} tokens: raise or omit it"]
-            )
-        self.config = config
+        self.config = config = fit_vocab(config, self.tokenizer.vocab_size)
         self.seq_len = settings.seq_len_for(config, source)
         self.dist = dist if dist is not None else DistContext()
         self.world_size = self.dist.world_size if self.dist.active else 1
@@ -154,10 +144,8 @@ class Trainer:
         device = self.dist.device if self.dist.active else pick_device(settings.device)
         assert device is not None, "an active DistContext holds its rank's device (distributed.init sets it)"
         self.device: torch.device = device
-        micro = settings.batch_size // (self.world_size * grad_accum)  # what one rank holds at once
-        precision = precision_of(dtype, settings.amp, self.device)
-        need = training_need(config, batch=micro, seq_len=self.seq_len, precision=precision)
-        check(need, device=self.device)  # before anything is built: one line naming what to lower
+        # before anything is built: one line naming what to lower
+        check_memory(config, settings, self.seq_len, self.world_size * grad_accum, dtype, self.device)
 
         if model is None:
             with compute_lock:  # build_model seeds the global RNG: no other torch work may draw from it
@@ -170,13 +158,7 @@ class Trainer:
         #: the parameters' names by optimizer group (decayed, not decayed), and the parameters in that order
         self.param_names: list[list[str]] = [group["names"] for group in groups]
         self.params: list[torch.nn.Parameter] = [p for group in groups for p in group["params"]]
-        self.optimizer = torch.optim.AdamW(
-            [{"params": group["params"], "weight_decay": group["weight_decay"]} for group in groups],
-            lr=lr_at(0, settings),
-            betas=(settings.beta1, settings.beta2),
-            eps=1e-8,
-            **({"fused": True} if self.device.type == "cuda" else {}),
-        )
+        self.optimizer = make_optimizer(groups, settings, self.device)
         self.engine = Engine(
             self.model,
             self.device,
@@ -275,19 +257,9 @@ class Trainer:
             if not math.isfinite(loss_value):
                 self.optimizer.zero_grad(set_to_none=True)
                 raise TrainingDiverged.after(self.step, "loss", loss_value, lr)
-            if engine.scaler is not None:
-                engine.scaler.unscale_(self.optimizer)
-            max_norm = s.grad_clip if s.grad_clip > 0 else math.inf
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, max_norm))
-            if engine.scaler is not None:
-                engine.scaler.step(self.optimizer)  # skips the step itself when the gradients overflowed
-                engine.scaler.update()
-            else:
-                if not math.isfinite(grad_norm):
-                    self.optimizer.zero_grad(set_to_none=True)
-                    raise TrainingDiverged.after(self.step, "gradient norm", grad_norm, lr)
-                self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
+            grad_norm = engine.optimizer_step(self.optimizer, self.params, s.grad_clip)
+            if engine.scaler is None and not math.isfinite(grad_norm):  # nothing was stepped
+                raise TrainingDiverged.after(self.step, "gradient norm", grad_norm, lr)
         step_time = time.perf_counter() - t_start
 
         self.step += 1
