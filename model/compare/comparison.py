@@ -40,6 +40,7 @@ from model.atomic import write_atomic
 from model.compare.tables import history_points
 from model.config import ConfigError, GPTConfig
 from model.errors import AttentionLabError
+from model.files import read_json
 from model.interp.analysis.heads import HeadMetrics, causal_mask_np, head_metrics
 from model.interp.frame import AttentionFrame
 from model.interp.probes import frame_of, trace_probe
@@ -298,17 +299,9 @@ def _json_default(o: Any) -> Any:
 def load_comparison(path: str | Path) -> Comparison:
     """Read a comparison file; :class:`ComparisonError` with one clear line when it cannot."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ComparisonError(f"comparison file {str(path)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ComparisonError(f"comparison file {str(path)!r} cannot be read: {exc}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ComparisonError(f"{path.name} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
-    return Comparison.from_dict(data)
+    if not path.exists():
+        raise ComparisonError(f"comparison file {str(path)!r} does not exist")
+    return Comparison.from_dict(read_json(path, error=ComparisonError))
 
 
 def resolve_run_path(comparison_path: str | Path, run_path: str | None) -> Path | None:

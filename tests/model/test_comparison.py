@@ -222,6 +222,12 @@ def test_unreadable_files(tmp_path):
     (tmp_path / "x.json").write_text("{not json")
     with pytest.raises(ComparisonError, match="not valid JSON"):
         load_comparison(tmp_path / "x.json")
+    (tmp_path / "deep.json").write_text("[" * 200_000)  # a hostile file: one line, no RecursionError
+    with pytest.raises(ComparisonError, match="nested too deeply"):
+        load_comparison(tmp_path / "deep.json")
+    (tmp_path / "latin1.json").write_bytes('{"title": "café"}'.encode("latin-1"))
+    with pytest.raises(ComparisonError, match="not UTF-8"):
+        load_comparison(tmp_path / "latin1.json")
 
 
 def test_the_attention_of_a_prompt_and_its_metrics():
