@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
+from model.budget.sizing import OVERRIDE_ENV
 from model.errors import AttentionLabError
 
 COMMANDS: dict[str, str] = {
@@ -59,10 +61,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import os
-
-    from model.budget.sizing import OVERRIDE_ENV
-
     argv = sys.argv[1:] if argv is None else list(argv)
     chosen = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(chosen if chosen in COMMANDS else None)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import sys
 
+from app.cli import main as cli_main
+
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv:
-        from app.cli import main as cli_main
-
         return cli_main(argv)
-    from app.gui import launch
+    from app.gui import launch  # Qt and the window: only without a subcommand (a command never pays for them)
 
     return launch()
 

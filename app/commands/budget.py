@@ -19,6 +19,12 @@ import json
 import re
 import sys
 
+from app.cli import UserError
+from model.budget import arithmetic as budget
+from model.budget import presets
+from model.budget.table import render_text
+from model.config import CHOICES, FIELD_HELP, GPTConfig
+
 HELP = "Parameters, FLOPs, KV cache, memory and training cost of a config or preset."
 
 # flag -> GPTConfig field
@@ -60,8 +66,6 @@ def _int(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from model.config import CHOICES, FIELD_HELP
-
     src = parser.add_argument_group("what to measure (default: the built-in small config; needs --vocab)")
     one = src.add_mutually_exclusive_group()
     one.add_argument("--preset", metavar="NAME", help="a real model, e.g. llama2-7b (see --list-presets)")
@@ -159,9 +163,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _list_presets(as_json: bool) -> int:
-    from model.budget import arithmetic as budget
-    from model.budget import presets
-
     if as_json:
         out = []
         for p in presets.PRESETS.values():
@@ -180,15 +181,12 @@ def _list_presets(as_json: bool) -> int:
 
 def build_config(args: argparse.Namespace):
     """(GPTConfig, title, preset or None) from --preset / --config / the architecture flags."""
-    from model.budget.presets import get, load_config
-    from model.config import GPTConfig
-
     preset = None
     if args.preset:
-        preset = get(args.preset)
+        preset = presets.get(args.preset)
         base, title = preset.gpt_config(), preset.title
     elif args.config:
-        base, title = load_config(args.config), args.config
+        base, title = presets.load_config(args.config), args.config
     else:
         base, title = GPTConfig(), "custom config"
     changes = {
@@ -200,10 +198,6 @@ def build_config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.cli import UserError
-    from model.budget import arithmetic as budget
-    from model.budget.table import render_text
-
     if args.list_presets:
         return _list_presets(args.json)
     cfg, title, preset = build_config(args)

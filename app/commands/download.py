@@ -16,6 +16,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from app.cli import UserError
+from model.budget.arithmetic import human_bytes
+
+# model.io.hub is imported inside the functions: it imports torch (a second and a half), which
+# `download --help`, a usage error and `inspect --config` (which imports local_checkpoint) never pay
+
 HELP = "Download a model from the Hugging Face Hub into its cache (REPO[@REVISION])."
 
 
@@ -64,8 +70,6 @@ def local_checkpoint(spec: str, *, quiet: bool = False) -> str | Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.cli import UserError
-    from model.budget.arithmetic import human_bytes
     from model.io.hub import CATALOGUE, HubError, fetch, resolve_name
 
     if args.list:

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
+
+from app.cli import UserError
+from app.commands.download import local_checkpoint
+from model.budget.sizing import check, generation_need
+
+# torch and the model are imported inside run(): a bad flag is refused in milliseconds, before them
 
 HELP = "Generate text from a checkpoint."
 
@@ -60,10 +67,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import warnings
-
-    from app.cli import UserError
-    from app.commands.download import local_checkpoint
     from model.io.pretrained import open_model
     from model.nn.generate import check_sampling, check_seed, stream, trained_window
     from model.runtime import pick_device
@@ -80,8 +83,6 @@ def run(args: argparse.Namespace) -> int:
     if not args.prompt:
         raise UserError("--prompt is empty: give at least one character")
     if not args.no_cache:  # the cache is sized before the prompt is printed
-        from model.budget.sizing import check, generation_need
-
         window = trained_window(ckpt) or ckpt.model.config.context_length
         check(generation_need(ckpt.model.config, min(window, ckpt.model.config.context_length)))
     try:

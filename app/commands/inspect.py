@@ -3,7 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
+
+from app.cli import UserError
+from app.commands.download import local_checkpoint
+from model.atomic import clean_stale_temps
+from model.budget.arithmetic import human_bytes
+from model.budget.sizing import OVERRIDE_ENV, check, load_need, usable_bytes
+from model.config import GPTConfig
+
+# numpy, torch and the model are imported inside the functions: a bad flag is refused before numpy,
+# and torch only once the inspection is known to fit, so that with --config a refusal takes
+# milliseconds instead of the second and a half that importing torch costs
 
 HELP = "Run a prompt through a model and export every head's attention as .npz."
 
@@ -45,9 +58,6 @@ DEFAULT_NAME = "inspection.npz"
 
 def _out_path(out: str):
     """``--out`` as a file path: inside the folder when it names one (an existing folder or ``DIR/``)."""
-    import os
-    from pathlib import Path
-
     path = Path(out)
     if path.is_dir() or out.endswith((os.sep, "/")):
         return path / DEFAULT_NAME
@@ -55,9 +65,6 @@ def _out_path(out: str):
 
 
 def _budget(args) -> int:
-    from app.cli import UserError
-    from model.budget.sizing import usable_bytes
-
     if args.max_memory is None:
         return usable_bytes()
     if not (args.max_memory > 0 and args.max_memory < 1e6):  # NaN fails too
@@ -69,10 +76,6 @@ def _plan(cfg, tokenizer, args, budget: int, *, with_model: bool):
     """The one memory plan (:func:`model.interp.plan.plan_prompt`, an export): the prompt read by the
     one rule (the last ``context_length`` tokens, BOS kept) and what is recorded so that it fits; a
     warning names what was left out."""
-    import os
-
-    from model.budget.arithmetic import human_bytes
-    from model.budget.sizing import OVERRIDE_ENV
     from model.interp.plan import plan_prompt
 
     if os.environ.get(OVERRIDE_ENV):
@@ -111,12 +114,6 @@ def _plan(cfg, tokenizer, args, budget: int, *, with_model: bool):
 
 
 def run(args: argparse.Namespace) -> int:
-    # torch is imported only once the inspection is known to fit: with --config, a refusal takes
-    # milliseconds instead of the second and a half that importing torch costs
-    from app.cli import UserError
-    from model.atomic import clean_stale_temps
-    from model.budget.sizing import check, load_need
-    from model.config import GPTConfig
     from model.text.tokens import ByteTokenizer
 
     if not args.prompt:
@@ -129,7 +126,6 @@ def run(args: argparse.Namespace) -> int:
     clean_stale_temps(out if out.suffix == ".npz" else out.with_name(out.name + ".npz"))
     budget = _budget(args)
     if args.checkpoint:
-        from app.commands.download import local_checkpoint
         from model.io.pretrained import open_model
 
         try:

@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from app.cli import UserError
+
 HELP = "Render every tab of the app to PNG files, offscreen."
 
 
@@ -53,8 +55,6 @@ def _slug(text: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.cli import UserError
-
     m = re.fullmatch(r"(\d+)x(\d+)", args.size or "")
     if not m:
         raise UserError(f"--size {args.size!r} must look like 1600x1000")
@@ -73,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         Path(tempfile.mkdtemp(prefix="attention-lab-shots-")) / "s.ini"
     )
 
+    # Qt, the window and torch are imported only now: a bad flag above is refused in milliseconds
     from PySide6.QtWidgets import QApplication
 
     from app.gui import make_app

@@ -20,8 +20,8 @@ Under ``torchrun`` every process trains a shard of each global batch with Distri
 (model/train/distributed.py); rank 0 alone prints, logs, probes and saves.
 
 This module is the command: its flags and the trainer they build; the run itself, once built, is
-``app/commands/train_loop.py``. Its imports sit inside the functions: ``attention-lab --help``
-imports every command's module (app/cli.py) and must not pay for torch.
+``app/commands/train_loop.py``. Its imports sit at the top: ``--dtype``'s choices come from the engine,
+which imports torch, so a ``train`` command line pays for torch before it is parsed anyway.
 """
 
 from __future__ import annotations
@@ -29,7 +29,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import warnings
 from pathlib import Path
+
+from app.cli import UserError
+from app.commands.train_loop import train_into
+from model.config import CHOICES, FIELD_HELP, ConfigError, GPTConfig
+from model.io.atomic_dir import clean_stale_temps
+from model.io.checkpoint import CheckpointError, check_save_target, load_checkpoint
+from model.io.runfolder import CHECKPOINT_DIR, RunFolderError, check_run_folder
+from model.text.sources import DEFAULT_SOURCE, resolve_source
+from model.train.distributed import DEFAULT_TIMEOUT_S, DistributedError, close, init
+from model.train.engine import DTYPES
+from model.train.recipes import recommended_config, recommended_settings
+from model.train.trainer import Trainer
 
 HELP = "Train a model on a corpus or synthetic task and save a checkpoint."
 
@@ -66,14 +79,10 @@ SETTING_FLAGS: dict[str, tuple[type, str]] = {
 
 
 def _config_fields():
-    from model.config import GPTConfig
-
     return [f for f in dataclasses.fields(GPTConfig) if f.name != "vocab_size"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from model.config import CHOICES, FIELD_HELP
-
     p.epilog = EPILOG
     p.formatter_class = argparse.RawDescriptionHelpFormatter
 
@@ -132,9 +141,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="train in float32 on CUDA too (CPU always does)",
     )
-    from model.train.distributed import DEFAULT_TIMEOUT_S
-    from model.train.engine import DTYPES
-
     train.add_argument(
         "--grad-accum",
         type=int,
@@ -184,8 +190,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _check_flags(args) -> None:
     """Flags that are wrong whatever the data: one line each, before anything is built."""
-    from app.cli import UserError
-
     for flag, value in (("--log-every", args.log_every), ("--save-every", args.save_every)):
         if value is not None and not 1 <= value <= 10**9:
             raise UserError(f"{flag} {value}: must be a whole number from 1 to 1,000,000,000")
@@ -197,15 +201,6 @@ def _check_flags(args) -> None:
 
 def _build(args, dist):
     """(trainer, out_dir) from the arguments; user mistakes raise UserError/ConfigError."""
-    from app.cli import UserError
-    from model.config import ConfigError, GPTConfig
-    from model.io.atomic_dir import clean_stale_temps
-    from model.io.checkpoint import CheckpointError, check_save_target
-    from model.io.runfolder import CHECKPOINT_DIR, RunFolderError, check_run_folder
-    from model.text.sources import DEFAULT_SOURCE, resolve_source
-    from model.train.recipes import recommended_config, recommended_settings
-    from model.train.trainer import Trainer
-
     config_changes = {f.name: getattr(args, f"cfg_{f.name}") for f in _config_fields()}
     config_changes = {k: v for k, v in config_changes.items() if v is not None}
     overrides = {name: getattr(args, f"set_{name}") for name in [*SETTING_FLAGS, "amp"]}
@@ -234,8 +229,6 @@ def _build(args, dist):
                 )
             source = None
             if args.corpus:
-                from model.io.checkpoint import load_checkpoint
-
                 tok = load_checkpoint(args.resume, with_train_state=False).tokenizer
                 source = resolve_source(args.corpus, tokenizer=tok)
             trainer = Trainer.from_checkpoint(args.resume, source=source, overrides=overrides, **options)
@@ -270,10 +263,6 @@ def _build(args, dist):
 def _config_vocab(given, config, where: str):
     """``config`` with the ``vocab_size`` a --config file gave, never silently replaced: below the
     tokenizer's size it is refused, above it kept with a warning (the extra rows are never used)."""
-    import warnings
-
-    from app.cli import UserError
-
     V = config.vocab_size
     if given is None:
         return config
@@ -294,9 +283,6 @@ def _config_vocab(given, config, where: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.cli import UserError
-    from model.train.distributed import DistributedError, close, init
-
     _check_flags(args)
     try:
         dist = init(args.set_device or "auto", args.dist_timeout)
@@ -312,10 +298,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, dist) -> int:
-    import warnings
-
-    from app.commands.train_loop import train_into  # torch and the trainer: only once training
-
     main = dist.is_main
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
