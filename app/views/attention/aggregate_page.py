@@ -4,6 +4,7 @@ every layer (``model.interp.analysis.rollout``, with its caveat on screen); comp
 
 from __future__ import annotations
 
+import numpy as np
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -171,7 +172,6 @@ class AggregatePage(AttentionPage):
                 names = ", ".join(f"L{l}H{h}" for l, h in res.chosen_heads[:10])
                 more = "…" if len(res.chosen_heads) > 10 else ""
                 title = f"mean of {len(res.chosen_heads)} heads: {names}{more}"
-            import numpy as np
 
             self.heatmap.set_matrix(
                 np.where(insp.mask, m, np.float32(np.nan)),

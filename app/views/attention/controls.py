@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.attention.state import AttentionState
+from model.budget.arithmetic import human_bytes
 
 ERROR_STYLE = "color: #b00020;"
 NOTE_STYLE = "color: #444;"
@@ -167,8 +168,6 @@ def run_status(res, plan, timings: dict[str, float], *, training_step: int | Non
     """The status line of a run ``res`` (:class:`~model.interp.inspection.Inspection`) of ``plan``
     (:class:`~model.interp.plan.PromptPlan`): its size and timings, what was left out and why, what
     was pooled, and the training step of its weights."""
-    from model.budget.arithmetic import human_bytes
-
     cfg = res.config
     text = (
         f"{res.T} tokens · {cfg.n_layers} layers × {cfg.n_heads} heads · "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QPushButton, QVBoxLayout
 
 from app.views.attention.base import AttentionPage, blurb_label
 from app.views.attention.state import ROLE_SHORT
@@ -59,8 +59,6 @@ class GridPage(AttentionPage):
         return items
 
     def _head_menu(self, layer: int, head: int, pos) -> None:
-        from PySide6.QtWidgets import QMenu
-
         menu = QMenu(self)
         for text, action in self.head_menu_actions(layer, head):
             menu.addAction(text).triggered.connect(lambda _=False, action=action: action())

@@ -19,6 +19,7 @@ from app.views.attention.base import AttentionPage, HeadSelector, blurb_label
 from app.views.attention.head_picker import HeadPicker
 from app.views.attention.lines import AttentionLines
 from app.widgets.layouts import FlowLayout, labelled
+from model.interp.analysis.aggregate import mean_over_heads_set
 
 
 class LinesPage(AttentionPage):
@@ -83,8 +84,6 @@ class LinesPage(AttentionPage):
 
     def pattern(self) -> tuple[np.ndarray, str] | None:
         """The [T, T] pattern drawn and its caption."""
-        from model.interp.analysis.aggregate import mean_over_heads_set
-
         insp = self.state.inspection
         if insp is None:
             return None

@@ -29,6 +29,7 @@ from app.views.attention.base import AttentionPage, blurb_label, holder
 from app.widgets.layouts import FlowLayout, labelled
 from app.widgets.matrix_plot import MatrixPanel
 from app.widgets.titles import WrapLabel
+from model.interp.analysis.heads import HeadThresholds, role_title
 
 #: (metric field, heatmap title) of the small L×H maps; every one lies in [0, 1].
 MAPS = (
@@ -180,8 +181,6 @@ class MetricsPage(AttentionPage):
             hp.plot.titleLabel.setMaximumHeight(top)
 
     def _on_threshold(self, _v: float) -> None:
-        from model.interp.analysis.heads import HeadThresholds
-
         self.state.set_thresholds(HeadThresholds(**{f: s.value() for f, s in self.spins.items()}))
 
     def _on_row(self, row: int, _col: int) -> None:
@@ -238,7 +237,6 @@ class MetricsPage(AttentionPage):
                 if lab.name:
                     by_role.setdefault(lab.name, []).append(f"L{l}H{h}")
         lines = ["<b>Named heads</b>"]
-        from model.interp.analysis.heads import role_title
 
         bos = insp.labels[0] if 0 in insp.special else ""  # the prompt starts with BOS
         for role, heads in by_role.items():

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.state import Signal
+from model.interp.analysis.heads import HeadThresholds, classify_heads
 
 #: Short names written in a grid cell for each role of model.analysis.heads.HEAD_ROLES.
 ROLE_SHORT = {
@@ -79,8 +80,6 @@ class AttentionState:
     cleared = Signal()
 
     def __init__(self) -> None:
-        from model.interp.analysis.heads import HeadThresholds
-
         self.inspection = None
         self.selected: Head = (0, 0)
         self.ablation: dict[Head, str] = {}
@@ -167,8 +166,6 @@ class AttentionState:
         self._classify()
 
     def _classify(self) -> None:
-        from model.interp.analysis.heads import classify_heads
-
         if self.metrics is None:
             self.classification = None
             self.head_tips = {}

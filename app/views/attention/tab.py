@@ -30,8 +30,16 @@ import time
 from pathlib import Path
 
 from PySide6.QtCore import QTimer, Signal
-from PySide6.QtWidgets import QGraphicsOpacityEffect, QStackedWidget, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QApplication,
+    QGraphicsOpacityEffect,
+    QStackedWidget,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
+from app.session import wait_until
 from app.views.attention.ablation_page import AblationPage
 from app.views.attention.aggregate_page import AggregatePage
 from app.views.attention.attribution_page import AttributionPage
@@ -395,8 +403,6 @@ class AttentionTab(QWidget):
     def wait_ready(self, timeout: float = 60.0) -> bool:
         """Process events until the prompt has run and the page in view has everything it needs
         (screenshots, benchmarks). Runs the prompt first when it is out of date."""
-        from app.session import wait_until
-
         if self.session.model is None:
             return True
         st = self.state
@@ -419,7 +425,6 @@ class AttentionTab(QWidget):
             return not page.stale
 
         ok = wait_until(ready, timeout)
-        from PySide6.QtWidgets import QApplication
 
         for _ in range(3):  # let new child widgets (e.g. a picker's buttons) lay out before a grab
             QApplication.processEvents()

@@ -27,6 +27,7 @@ from app.views.page import PushedPage
 from model.budget import arithmetic as budget
 from model.budget.table import BudgetSettings
 from model.config import GPTConfig
+from model.nn.measure import REAL_BUILD_MAX_PARAMS, measure_throughput, measured_parameters
 
 OK_COLOR = QColor(210, 240, 210)
 
@@ -143,7 +144,6 @@ class CheckPage(PushedPage):
     def check_params(self) -> None:
         if self.cfg is None:
             return
-        from model.nn.measure import REAL_BUILD_MAX_PARAMS, measured_parameters
 
         cfg = self.cfg
         self._request += 1
@@ -207,7 +207,6 @@ class CheckPage(PushedPage):
     def measure_speed(self) -> None:
         if self.cfg is None:
             return
-        from model.nn.measure import measure_throughput
 
         cfg = self.cfg
         device = str(getattr(self.session, "device", None) or "cpu")

@@ -20,6 +20,7 @@ from model.compare import comparison as cmp
 from model.compare.tables import HISTORY_KEYS, SUMMARY_KEYS, metric_table, summary_row
 from model.compare.variants import unique_name
 from model.config import GPTConfig
+from model.interp.analysis.compare import head_diff_summary, weights_difference
 
 
 class CompareState:
@@ -217,8 +218,6 @@ class CompareState:
         self.set_pair(*pair)
 
     def _compute_diff(self) -> None:
-        from model.interp.analysis.compare import head_diff_summary, weights_difference
-
         self.diff = self.diff_summary = None
         self.pair_problem = ""
         a, b = self.pair

@@ -20,6 +20,7 @@ results are drawn, ``runsChanged()``, ``loadFailed(path, message)``.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,9 @@ from model.compare import comparison as cmp
 from model.compare.tables import history_points
 from model.compare.variants import describe_changes, parse_changes
 from model.config import ConfigError, GPTConfig
+from model.io.checkpoint import save_checkpoint
+from model.io.pretrained import open_model
+from model.nn.gpt import build_model
 
 #: The pages, in the order of their tabs (and of the screenshots).
 PAGES = (LossPage, GridsPage, DifferencePage, MetricsPage, ConfigPage)
@@ -190,7 +194,6 @@ class CompareTab(QWidget):
         if s.model is None:
             self.state.say("variants", NO_MODEL)
             return None
-        import copy
 
         with s.compute_lock:
             model = copy.deepcopy(s.model)
@@ -214,7 +217,6 @@ class CompareTab(QWidget):
         if s.model is None:
             self.state.say("variants", NO_MODEL)
             return False
-        from model.nn.gpt import build_model
 
         cfg, tok = s.model.config, s.tokenizer
         seed = int(getattr(s.train_settings, "seed", 0) or 0)
@@ -238,8 +240,6 @@ class CompareTab(QWidget):
 
     def add_checkpoint(self, path: str) -> None:
         """Load a checkpoint off the GUI thread and add it as a run (``runsChanged`` when done)."""
-        from model.io.pretrained import open_model
-
         st = self.state
         st.say("variants", f"Loading {path}…")
 
@@ -319,8 +319,6 @@ class CompareTab(QWidget):
         st.say("prompt", f"Running “{shown}” through {len(todo)} model(s)…")
 
         def job():
-            from model.io.pretrained import open_model
-
             out = {}
             for name, model, tok, path in todo:
                 try:
@@ -368,8 +366,6 @@ class CompareTab(QWidget):
         path = Path(path)
         st = self.state
         if with_models:
-            from model.io.checkpoint import save_checkpoint
-
             folder = path.with_name(path.name.removesuffix(".json") + ".runs")
             for r in st.runs:
                 if r.model is None or (r.record.path and r.kind != "variant"):

@@ -16,6 +16,7 @@ from app.pace import progress_line
 from app.workers import GroupSpec, GroupWorker, drain_timer
 from model.compare.tables import history_points
 from model.config import ConfigError
+from model.train.settings import TrainSettings
 
 
 class VariantTraining(QObject):
@@ -46,7 +47,6 @@ class VariantTraining(QObject):
         if s.source is None:
             st.say("training", "Choose a data source in the Data panel first.")
             return False
-        from model.train.settings import TrainSettings
 
         try:
             base = s.train_settings or TrainSettings()

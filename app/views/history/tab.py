@@ -32,10 +32,15 @@ from PySide6.QtWidgets import (
 )
 
 from app.settings import window_settings
+from app.views.history.open_dialog import OpenHistoryDialog
 from app.views.history.state import HistoryState
 from app.views.history.step_plot import StepPlot
 from app.views.history.to_compare import add_steps
 from app.widgets.head_mosaic import HeadMosaic
+from model.errors import AttentionLabError
+from model.io.history import History
+from model.io.hub import DownloadCancelled, is_hub_spec
+from model.io.revisions import open_source, suggested_prompt
 
 #: The prompt when neither the run nor the session has one: a repeat, so induction heads show.
 DEFAULT_PROMPT = "The cat sat on the mat because it was warm. The cat sat on the mat because it was warm."
@@ -169,9 +174,6 @@ class HistoryTab(QWidget):
     # ---- opening -------------------------------------------------------------------------------
     def open_dialog(self) -> bool:
         """File → Open a training history…: the dialog, then :meth:`open_history`."""
-        from app.views.history.open_dialog import OpenHistoryDialog
-        from model.io.hub import is_hub_spec
-
         settings = window_settings(self)
         dialog = OpenHistoryDialog(self, last_dir=settings.last_dir("history") if settings else "")
         if not dialog.exec():
@@ -184,10 +186,6 @@ class HistoryTab(QWidget):
     def open_history(self, spec: str, revisions=None, *, prompt: str | None = None, cache_dir=None) -> bool:
         """Open the history of ``spec`` (``hf:REPO`` with ``revisions``, or a folder); nothing is fetched
         until a step is shown. False (and the reason in the status line) when it cannot be opened."""
-        from model.errors import AttentionLabError
-        from model.io.history import History
-        from model.io.revisions import open_source, suggested_prompt
-
         try:
             source = open_source(spec, revisions)
         except AttentionLabError as exc:  # a history, a Hub name or a folder that cannot be opened
@@ -206,7 +204,6 @@ class HistoryTab(QWidget):
         text = self.prompt_edit.text()
         if h is None or not text or text == h.prompt:
             return
-        from model.io.history import History
 
         index = self.state.index
         self.cancel()
@@ -269,8 +266,6 @@ class HistoryTab(QWidget):
             return
         self._busy(False)
         if error is not None:
-            from model.io.hub import DownloadCancelled
-
             if isinstance(error, DownloadCancelled):
                 self.state.say(f"Cancelled {h.revisions[i].label}: pick the step again to continue.")
             else:

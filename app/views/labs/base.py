@@ -15,6 +15,7 @@ is shown (or at once if it is on screen).
 from __future__ import annotations
 
 import html
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -189,8 +190,6 @@ class LabPage(LazyPage):
             try:
                 done(result)
             except Exception as exc:  # a drawing bug must not take the app down
-                import traceback
-
                 traceback.print_exc()
                 self.say(f"Cannot draw: {exc}", error=True)
 

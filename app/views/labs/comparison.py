@@ -33,6 +33,7 @@ from app.pace import progress_line
 from app.widgets.curves import Curves
 from app.widgets.palette import color_for
 from app.workers import GroupSpec, GroupWorker, drain_timer
+from model.train.settings import TrainSettings
 
 
 @dataclass
@@ -47,8 +48,6 @@ class ComparisonSpec(GroupSpec):
     def lab_settings(*, steps: int, batch_size: int, seq_len: int, lr: float, warmup: int) -> Any:
         """A lab comparison's :class:`~model.train.settings.TrainSettings`: evaluated once, at the end; seed 0
         (every variant sees the same batches); one CPU thread."""
-        from model.train.settings import TrainSettings
-
         return TrainSettings(
             steps=steps,
             batch_size=batch_size,

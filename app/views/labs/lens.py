@@ -16,6 +16,9 @@ from PySide6.QtWidgets import (
 from app.views.labs.base import LabPage
 from app.views.labs.mask import spin
 from app.widgets.layouts import FlowLayout, labelled
+from model.interp.analysis.residual import logit_lens
+from model.interp.trace import run_with_trace
+from model.text.tokens import visible
 
 
 class LensPage(LabPage):
@@ -54,9 +57,6 @@ class LensPage(LabPage):
         body.addWidget(self.table, 1)
 
     def compute(self) -> None:
-        from model.interp.analysis.residual import logit_lens
-        from model.interp.trace import run_with_trace
-
         model, tok = self.require_model()
         ids, labels = self.prompt_ids(self.tokens.value())
         mids = self.mids.isChecked()
@@ -70,8 +70,6 @@ class LensPage(LabPage):
         self.submit("lens", job, lambda r: self._draw(*r, ids, labels, tok))
 
     def _draw(self, lens, final, ids, labels, tok) -> None:
-        from model.text.tokens import visible
-
         def name(i: int) -> str:
             return visible(tok.token_strings([int(i)])[0]) if i < tok.vocab_size else f"#{int(i)}"
 

@@ -17,6 +17,12 @@ from app.views.labs.base import LabPage
 from app.views.labs.comparison import ComparisonPanel, ComparisonSpec
 from app.widgets.layouts import FlowLayout, labelled
 from app.widgets.matrix_plot import MatrixPlot
+from model.config import GPTConfig
+from model.interp.analysis.masks import future_attention, make_mask, mask_stages
+from model.interp.prompt import encode_prompt
+from model.interp.trace import run_with_trace
+from model.nn.hooks import use_mask
+from model.train.multitrain import variant_configs
 
 MASK_CHOICES = [
     ("causal", "causal (on)"),
@@ -127,10 +133,6 @@ class MaskStagesPage(LabPage):
         self.kind.setCurrentIndex([k for k, _ in MASK_CHOICES].index(kind))
 
     def compute(self) -> None:
-        from model.interp.analysis.masks import make_mask, mask_stages
-        from model.interp.trace import run_with_trace
-        from model.nn.hooks import use_mask
-
         model, _ = self.require_model()
         cfg = model.config
         self.layer.setMaximum(cfg.n_layers - 1)
@@ -226,11 +228,6 @@ class MaskBugPage(LabPage):
         body.addWidget(self.panel, 1)
 
     def make_spec(self) -> ComparisonSpec:
-        from model.config import GPTConfig
-        from model.interp.analysis.masks import future_attention
-        from model.interp.prompt import encode_prompt
-        from model.train.multitrain import variant_configs
-
         source = self.require_source()
         T = self.seq_len.value()
         base = GPTConfig(

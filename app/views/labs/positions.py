@@ -22,6 +22,17 @@ from app.views.labs.mask import dspin, spin
 from app.views.labs.plots import LinePlot
 from app.widgets.layouts import FlowLayout, labelled
 from app.widgets.matrix_plot import MatrixPlot
+from model.interp.analysis.positions import (
+    permutation_experiment,
+    permutation_predictions,
+    position_similarity,
+    rope_pair_path,
+    rope_scores,
+    sinusoidal_heatmap,
+    sinusoidal_offset_profile,
+    without_positions,
+)
+from model.text.tokens import visible
 
 
 class SinusoidalPage(LabPage):
@@ -70,12 +81,6 @@ class SinusoidalPage(LabPage):
         body.addLayout(plots, 1)
 
     def compute(self) -> None:
-        from model.interp.analysis.positions import (
-            position_similarity,
-            sinusoidal_heatmap,
-            sinusoidal_offset_profile,
-        )
-
         P, d = self.n_pos.value(), self.d_model.value()
         if d % 2:
             d += 1
@@ -186,8 +191,6 @@ class RopePage(LabPage):
         self._labels: list[pg.TextItem] = []
 
     def compute(self) -> None:
-        from model.interp.analysis.positions import rope_pair_path, rope_scores
-
         d = self.d_k.value() + (self.d_k.value() % 2)
         self.pair.setMaximum(d // 2 - 1)
         pair, P, base, seed = (
@@ -305,12 +308,6 @@ class PermutationPage(LabPage):
         body.addWidget(self.summary, 2)
 
     def compute(self) -> None:
-        from model.interp.analysis.positions import (
-            permutation_experiment,
-            permutation_predictions,
-            without_positions,
-        )
-
         model, tok = self.require_model()
         ids, _ = self.prompt_ids(self.tokens.value())
         strip, mask, seed = self.which.currentData() == "strip", self.mask.currentData(), self.seed.value()
@@ -328,8 +325,6 @@ class PermutationPage(LabPage):
         self.submit("perm", job, lambda runs: self._draw(runs, ids, tok, strip, mask, model.config))
 
     def _draw(self, runs, ids, tok, strip, mask, cfg) -> None:
-        from model.text.tokens import visible
-
         r = runs[(strip, mask)]
         self._draw_summary(runs, cfg, len(ids))
 

@@ -20,6 +20,11 @@ from app.views.labs.plots import BarPlot, LinePlot
 from app.widgets.layouts import FlowLayout, labelled
 from app.widgets.matrix_plot import MatrixPlot
 from app.widgets.palette import color_for
+from model.config import GPTConfig
+from model.interp.analysis.gradflow import fixed_batch, grad_flow_on_batch, grad_flow_variants
+from model.interp.analysis.residual import residual_norms, residual_profile, write_stats
+from model.interp.trace import run_with_trace
+from model.train.multitrain import variant_configs
 
 STREAM_KINDS = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")
 
@@ -73,9 +78,6 @@ class StreamNormsPage(LabPage):
         body.addLayout(grid, 1)
 
     def compute(self) -> None:
-        from model.interp.analysis.residual import residual_norms, write_stats
-        from model.interp.trace import run_with_trace
-
         model, _ = self.require_model()
         ids, labels = self.prompt_ids(self.tokens.value())
 
@@ -193,8 +195,6 @@ class LiveNormsPage(LabPage):
             self._measure()
 
     def _measure(self) -> None:
-        from model.interp.analysis.residual import residual_profile
-
         model, _ = self.require_model()
         ids, _ = self.prompt_ids(64)
         step = int(self.session.step)
@@ -311,8 +311,6 @@ class GradFlowPage(LabPage):
         return max(64, tok.vocab_size if tok is not None else 0)
 
     def _config(self, vocab: int):
-        from model.config import GPTConfig
-
         return GPTConfig(
             vocab_size=vocab,
             n_layers=self.n_layers.value(),
@@ -324,8 +322,6 @@ class GradFlowPage(LabPage):
         ).validate()
 
     def compute(self) -> None:
-        from model.interp.analysis.gradflow import grad_flow_variants
-
         cfg = self._config(self.init_vocab())
         norm, init = self.norm.currentData(), self.init.currentData()
 
@@ -349,9 +345,6 @@ class GradFlowPage(LabPage):
         )
 
     def make_spec(self) -> ComparisonSpec:
-        from model.interp.analysis.gradflow import fixed_batch, grad_flow_on_batch
-        from model.train.multitrain import variant_configs
-
         source = self.require_source()
         base = self._config(source.tokenizer.vocab_size)
         variants = variant_configs(

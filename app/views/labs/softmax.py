@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QGridLayout,
@@ -24,6 +25,19 @@ from app.views.labs.mask import dspin, spin
 from app.views.labs.plots import BarPlot, LinePlot
 from app.widgets.layouts import FlowLayout, labelled
 from app.widgets.palette import color_for
+from model.config import GPTConfig
+from model.interp.analysis.saturation import model_saturation, saturation_summary
+from model.interp.analysis.softmax_theory import (
+    VARIANTS,
+    expected_std,
+    sample_logits,
+    score_histogram,
+    softmax_curves,
+    softmax_stats,
+)
+from model.interp.prompt import encode_prompt
+from model.interp.trace import run_with_trace
+from model.train.multitrain import variant_configs
 
 VARIANT_LABELS = {
     "unscaled": "unscaled: q·k",
@@ -150,21 +164,11 @@ class SoftmaxTheoryPage(LabPage):
         }
 
     def compute(self) -> None:
-        from model.interp.analysis.softmax_theory import softmax_curves
-
         params = self._params()
         self.submit("curves", lambda: softmax_curves(**params), self._draw_curves)
         self._compute_point()
 
     def _compute_point(self) -> None:
-        from model.interp.analysis.softmax_theory import (
-            VARIANTS,
-            expected_std,
-            sample_logits,
-            score_histogram,
-            softmax_stats,
-        )
-
         d = self.dk.value()
         params = self._params()
         kw = {k: v for k, v in params.items() if k in ("n_keys", "n_rows", "temperature", "gain")}
@@ -262,8 +266,6 @@ class SoftmaxTheoryPage(LabPage):
 
 
 def _qcolor(rgb):
-    from PySide6.QtGui import QColor
-
     return QColor(*rgb[:3])
 
 
@@ -304,9 +306,6 @@ class SoftmaxModelPage(LabPage):
         body.addLayout(plots, 1)
 
     def compute(self) -> None:
-        from model.interp.analysis.saturation import model_saturation
-        from model.interp.trace import run_with_trace
-
         model, _ = self.require_model()
         ids, _ = self.prompt_ids(self.tokens.value())
 
@@ -387,11 +386,6 @@ class SoftmaxTrainingPage(LabPage):
         body.addWidget(self.panel, 1)
 
     def make_spec(self) -> ComparisonSpec:
-        from model.config import GPTConfig
-        from model.interp.analysis.saturation import saturation_summary
-        from model.interp.prompt import encode_prompt
-        from model.train.multitrain import variant_configs
-
         source = self.require_source()
         T = self.seq_len.value()
         base = GPTConfig(

@@ -39,7 +39,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.session import wait_until
 from app.views.labs.base import LabPage, describe_model
+from app.views.labs.lens import LensPage
+from app.views.labs.mask import MaskBugPage, MaskStagesPage
+from app.views.labs.positions import PermutationPage, RopePage, SinusoidalPage
+from app.views.labs.residual import GradFlowPage, LiveNormsPage, StreamNormsPage
+from app.views.labs.softmax import SoftmaxModelPage, SoftmaxTheoryPage, SoftmaxTrainingPage
+from app.views.labs.worked import WorkedExamplePage
 from app.views.page import bring_into_view, page_targets, screenshot_steps
 
 #: Refresh the page on screen at most this often while the session trains (seconds).
@@ -50,13 +57,6 @@ SCREENSHOT_TIMEOUT_S = 240.0
 
 def page_classes() -> list[type[LabPage]]:
     """Every lab page, in the order of the tree."""
-    from app.views.labs.lens import LensPage
-    from app.views.labs.mask import MaskBugPage, MaskStagesPage
-    from app.views.labs.positions import PermutationPage, RopePage, SinusoidalPage
-    from app.views.labs.residual import GradFlowPage, LiveNormsPage, StreamNormsPage
-    from app.views.labs.softmax import SoftmaxModelPage, SoftmaxTheoryPage, SoftmaxTrainingPage
-    from app.views.labs.worked import WorkedExamplePage
-
     return [
         MaskStagesPage,
         MaskBugPage,
@@ -240,8 +240,6 @@ class LabsTab(QWidget):
 
     def screenshot_pages(self):
         """One (name, show) per page: ``show()`` prepares and selects it, and waits for its numbers."""
-        from app.session import wait_until
-
         return screenshot_steps(
             self.classes,
             self.page,

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 
 from app.views.labs.base import LabPage
 from app.views.labs.plots import LinePlot
+from model.interp.analysis.worked_example import EXAMPLE_KEYS, EXAMPLE_Q, EXAMPLE_VALUES, attention_example
 
 #: The two plots' smallest height, px: below it the page scrolls instead.
 PLOT_MIN_HEIGHT = 220
@@ -73,8 +74,6 @@ class WorkedExamplePage(LabPage):
     follows_training = False
 
     def build(self, body: QVBoxLayout) -> None:
-        from model.interp.analysis.worked_example import EXAMPLE_KEYS, EXAMPLE_Q, EXAMPLE_VALUES
-
         self._defaults = (EXAMPLE_Q, EXAMPLE_KEYS, EXAMPLE_VALUES)
         # inputs, table and plots scroll together when the window is short (1280×800): the plots keep
         # a readable height instead of being squeezed to a line
@@ -192,8 +191,6 @@ class WorkedExamplePage(LabPage):
         return q, keys, values
 
     def recompute(self) -> None:
-        from model.interp.analysis.worked_example import attention_example
-
         if getattr(self, "_loading", False) or not hasattr(self, "table"):
             return
         q, keys, values = self.inputs()
