@@ -19,10 +19,13 @@ import datetime
 import os
 import platform
 import sys
+import tempfile
 import traceback
+from importlib.metadata import version
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QStandardPaths, Signal
+import PySide6
+from PySide6.QtCore import QObject, QStandardPaths, Qt, Signal, qVersion
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QDialog,
@@ -34,6 +37,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.settings import ENV_VAR
+
 LOG_NAME = "crash.log"
 
 #: The log is cut to its last half when it grows past this (a loop of errors must not fill the disk).
@@ -43,15 +48,11 @@ LOG_MAX_BYTES = 2 * 2**20
 def log_path() -> Path:
     """Where reports are appended: beside the settings file named by ``ATTENTION_LAB_SETTINGS``, else
     in the per-user app data folder (``QStandardPaths.AppDataLocation``), else the temp folder."""
-    from app.settings import ENV_VAR
-
     env = os.environ.get(ENV_VAR)
     if env:
         return Path(env).parent / LOG_NAME
     base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppDataLocation)
     if not base:
-        import tempfile
-
         base = tempfile.gettempdir()
     return Path(base) / LOG_NAME
 
@@ -60,19 +61,11 @@ def versions() -> str:
     """One line: app, Python, Qt, PySide6, PyTorch, NumPy and the platform (what a bug report needs)."""
     parts = []
     try:
-        from importlib.metadata import version
-
         parts.append(f"attention-lab {version('attention-lab')}")
     except Exception:
         parts.append("attention-lab development")
     parts.append(f"Python {platform.python_version()}")
-    try:
-        import PySide6
-        from PySide6.QtCore import qVersion
-
-        parts.append(f"Qt {qVersion()} · PySide6 {PySide6.__version__}")
-    except Exception:  # pragma: no cover
-        pass
+    parts.append(f"Qt {qVersion()} · PySide6 {PySide6.__version__}")
     for name in ("torch", "numpy", "pyqtgraph"):
         mod = sys.modules.get(name)  # only what is loaded: a report must not import torch
         if mod is not None:
@@ -195,8 +188,6 @@ def install(window: QWidget | None = None) -> CrashReporter:
 
 
 def _selectable():
-    from PySide6.QtCore import Qt
-
     return Qt.TextInteractionFlag.TextSelectableByMouse
 
 

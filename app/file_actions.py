@@ -128,7 +128,7 @@ class FileActions:
 
     def get_model_dialog(self):
         """File → Get a model…: the download dialog (one per window, kept between uses)."""
-        from app.get_model import GetModelDialog
+        from app.get_model import GetModelDialog  # the Hub's modules: not before the first paint
 
         dialog = getattr(self, "_get_model", None)
         if dialog is None:

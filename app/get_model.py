@@ -37,6 +37,11 @@ from model.io.hub import (
     HubError,
     HubRef,
     Plan,
+    cache_dir,
+    cached_folder,
+    check_complete,
+    fetch,
+    plan,
     ref_problem,
     resolve_name,
 )
@@ -89,8 +94,6 @@ class GetModelDialog(QDialog):
         self.lookup: HubWorker | None = None
         self.plans: dict[str, Plan] = {}
         self._timer = drain_timer(self, self._drain)
-
-        from model.io.hub import cache_dir
 
         intro = QLabel(
             "Small models people study, or any Hugging Face repo. Only the config, tokenizer and "
@@ -202,8 +205,6 @@ class GetModelDialog(QDialog):
 
     def _describe(self) -> None:
         """Say what the chosen model is: family, parameters, size (written down or from the Hub)."""
-        from model.io.hub import cached_folder, check_complete
-
         self.error_label.setText("")
         ref = self.chosen()
         text = self.repo_edit.text().strip()
@@ -218,10 +219,10 @@ class GetModelDialog(QDialog):
         if entry is not None:
             parts.append(f"{entry.family} · {entry.n_params} parameters · {entry.note}")
             parts.append(f"≈ {human_bytes(entry.size)} to download")
-        plan = self.plans.get(str(ref))
-        if plan is not None:
-            fam = f"model_type {plan.family} · " if plan.family else ""
-            parts.append(f"on the Hub: {fam}{human_bytes(plan.total)} in {len(plan.files)} files")
+        looked_up = self.plans.get(str(ref))
+        if looked_up is not None:
+            fam = f"model_type {looked_up.family} · " if looked_up.family else ""
+            parts.append(f"on the Hub: {fam}{human_bytes(looked_up.total)} in {len(looked_up.files)} files")
         elif entry is None:
             parts.append("family and size: press Look up (or Download)")
         try:
@@ -236,8 +237,6 @@ class GetModelDialog(QDialog):
     # ---- the Hub -------------------------------------------------------------------------------
     def look_up(self) -> None:
         """Ask the Hub (in a thread) for the chosen repo's files, sizes and family."""
-        from model.io.hub import plan
-
         ref = self.chosen()
         if ref is None or self.busy:
             return
@@ -260,8 +259,6 @@ class GetModelDialog(QDialog):
 
     def start_download(self) -> None:
         """Fetch the chosen model in a thread; progress below; ``downloaded`` when complete."""
-        from model.io.hub import fetch
-
         ref = self.chosen()
         if ref is None or self.busy:
             return

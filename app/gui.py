@@ -6,12 +6,18 @@ other than Train are built right after the first paint, so the window appears at
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import os
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
 from typing import NoReturn
 
+# Qt, pyqtgraph, the window and the crash reporter are imported inside the functions, after _T0: the
+# seconds launch() reports at the first paint count every import that paint waits for
 _T0 = time.perf_counter()
 
 #: How long a thread may hold the GIL before the GUI thread gets a turn (Python's default is 5 ms).
@@ -42,7 +48,8 @@ def create_window(*, confirm_close: bool = True, restore: bool = True, init: boo
 
     ``lazy``: only the Train tab and the Model panel exist at the first paint; right after it the
     other panels are built, then (``init``) the default corpus and model are loaded, then the other
-    tabs are built one per event-loop turn, so the window appears before torch is even imported.
+    tabs are built one per event-loop turn, so the window appears before the trainer, the loaders and
+    the data are even imported.
     """
     from PySide6.QtCore import QTimer
 
@@ -103,11 +110,6 @@ def end_process(code: int) -> NoReturn:
     machine) with nothing left to save. A daemon thread still in a torch call (an inspection whose
     result nobody will see) ends with the process instead of being waited for.
     """
-    import atexit
-    import contextlib
-    import os
-    import threading
-
     try:
         shutdown = getattr(threading, "_shutdown", None)
         if callable(shutdown):

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import numpy
 import pyqtgraph
 import PySide6
+import torch
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMenu, QMenuBar, QMessageBox, QTabWidget, QWidget
 
@@ -266,13 +267,11 @@ class WindowMenus:
 
 def about_text(session) -> str:
     """The About box: versions, the device in use, CUDA."""
-    try:  # the About box opens even where torch cannot be imported
-        import torch
-
-        torch_v = torch.__version__
+    torch_v = torch.__version__
+    try:  # the About box opens even where the CUDA driver cannot be asked
         cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "not available"
     except Exception:  # pragma: no cover
-        torch_v, cuda = "not installed", "not available"
+        cuda = "not available"
     try:
         app_v = version("attention-lab")
     except Exception:

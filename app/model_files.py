@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from model.budget.sizing import OVERRIDE_ENV, ModelTooLarge, check, load_need, training_need
 from model.runtime import compute_lock
 
 # model/'s trainer, loaders and data are imported where they are used: together they take ~0.15 s
@@ -115,8 +116,6 @@ def check_fits(config: GPTConfig, *, device: Any, settings: TrainSettings | None
     """Raise :class:`model.budget.sizing.ModelTooLarge` (one line: need, memory, what to lower) unless
     ``config`` fits this machine: to hold it (``settings`` None), or to train it with the batch and
     sequence length of ``settings``. Milliseconds; nothing is allocated."""
-    from model.budget.sizing import OVERRIDE_ENV, ModelTooLarge, check, load_need, training_need
-
     if settings is not None:
         seq = min(int(settings.seq_len or config.context_length), int(config.context_length))
         need = training_need(config, batch=int(settings.batch_size), seq_len=seq)

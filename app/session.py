@@ -59,8 +59,9 @@ from app.training_run import TrainingRun
 from model.config import GPTConfig, default_config
 from model.runtime import compute_lock, pick_device
 
-# model/'s trainer, loaders and data are imported where they are used: together they take ~0.15 s
-# to import, which the window's first paint does not wait for (app/gui.py)
+# model/'s trainer and its settings, the loaders, the data and the model's build are imported where
+# they are used: together they take ~0.15 s to import, which the window's first paint does not wait
+# for (app/gui.py)
 if TYPE_CHECKING:
     import torch
 

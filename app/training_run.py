@@ -18,6 +18,8 @@ from PySide6.QtCore import QObject, Signal, SignalInstance
 
 from app.model_files import check_fits
 from app.workers import TrainWorker, drain_timer
+from model.budget.sizing import ModelTooLarge
+from model.config import ConfigError
 
 # model/'s trainer, loaders and data are imported where they are used: together they take ~0.15 s
 # to import, which the window's first paint does not wait for (app/gui.py)
@@ -156,8 +158,6 @@ class TrainingRun(WorkerRun):
         Milliseconds, nothing allocated: the config's own problems, the training settings against
         this model and data (``TrainSettings.problems_for``: a sequence longer than the context),
         and whether the run fits this machine's memory."""
-        from model.budget.sizing import ModelTooLarge
-
         s = self.host
         if self.active:
             return ["training is running"]
@@ -196,7 +196,6 @@ class TrainingRun(WorkerRun):
         model, its curves, frames and name stay until that trainer exists: a run that cannot be
         built ends with an error and leaves the session as it was.
         """
-        from model.config import ConfigError
         from model.train.trainer import Trainer
 
         s = self.host

@@ -171,6 +171,7 @@ class MainWindow(QMainWindow):
     def _build_late_docks(self) -> None:
         if self.data_panel is not None:
             return
+        # the late docks' modules (the data sources, the training settings): after the first paint
         from app.panels.data import DataPanel
         from app.panels.training import TrainSettingsPanel
 

@@ -22,6 +22,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from model.text.sources import source_help
+
 TEXT_FILTER = "Text files (*.txt *.md *.py *.rst *.csv *.json);;All files (*)"
 
 
@@ -88,8 +90,6 @@ class DataPanel(QWidget):
             self._on_data_changed(session.source)
 
     def _fill_list(self) -> None:
-        from model.text.sources import source_help
-
         for spec, help_text in source_help().items():
             kind, _, name = spec.partition(":")
             title = f"{name} · {'corpus' if kind == 'builtin' else 'synthetic task'}"

@@ -12,6 +12,7 @@ automatically in "Other".
 
 from __future__ import annotations
 
+import contextlib
 import html
 from typing import Any
 
@@ -21,6 +22,8 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 from app.model_files import check_fits
 from app.widgets.dataclass_form import DataclassForm, FieldSpec
 from app.widgets.layouts import pin_above, scrolled
+from model.budget.arithmetic import parameters
+from model.budget.sizing import ModelTooLarge
 from model.config import CHOICES, FIELD_HELP, GPTConfig, default_config
 
 #: Field groups, in order; fields not listed go into "Other".
@@ -265,16 +268,10 @@ class ConfigPanel(QWidget):
         elif cfg.kv_heads < cfg.n_heads:
             parts.append(f"grouped-query attention: {cfg.n_rep} query heads per K/V head")
         if cfg.vocab_size:
-            try:
-                from model.budget.arithmetic import parameters
-
+            with contextlib.suppress(Exception):
                 parts.append(f"{parameters(cfg).total:,} parameters")
-            except Exception:
-                pass
         text = " · ".join(parts)
         if cfg.vocab_size and self.session is not None:
-            from model.budget.sizing import ModelTooLarge
-
             try:
                 check_fits(cfg, device=self.session.device, settings=self.session.train_settings)
             except ModelTooLarge as exc:  # said beside the fields; New run and Start refuse it too

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import torch
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QComboBox,
@@ -25,6 +26,8 @@ from PySide6.QtWidgets import (
 from app.widgets.dataclass_form import DataclassForm, FieldSpec
 from app.widgets.layouts import pin_above, scrolled
 from app.widgets.wheel_guard import guard_wheel
+from model.train.recipes import recommended_config, recommended_settings
+from model.train.settings import TrainSettings
 
 #: App-side default: live attention on (the model layer's default is off, for scripts).
 APP_PROBE_EVERY = 10
@@ -34,8 +37,6 @@ def app_default_settings():
     """The Training panel's defaults: the model layer's, with live attention on and the sequence
     length "auto" (the model's context length, or the data's, if shorter), so that the defaults fit
     whatever model is shown: the starter's context is 64, the default config's 256."""
-    from model.train.settings import TrainSettings
-
     return TrainSettings(probe_every=APP_PROBE_EVERY, seq_len=None)
 
 
@@ -118,7 +119,6 @@ class TrainSettingsPanel(QWidget):
 
     def __init__(self, session, parent: QWidget | None = None):
         super().__init__(parent)
-        from model.train.settings import TrainSettings
 
         self.session = session
 
@@ -201,9 +201,7 @@ class TrainSettingsPanel(QWidget):
 
     @staticmethod
     def _device_choices() -> list[tuple[str, str, bool]]:
-        try:
-            import torch
-
+        try:  # a broken CUDA driver: the CPU alone
             cuda = torch.cuda.is_available()
             name = torch.cuda.get_device_name(0) if cuda else ""
         except Exception:
@@ -274,8 +272,6 @@ class TrainSettingsPanel(QWidget):
                 self.widgets[name].setEnabled(idle)
 
     def apply_recommended(self) -> None:
-        from model.train.recipes import recommended_config, recommended_settings
-
         source = self.session.source
         if source is None:
             return

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QPoint, QRect, QRectF
 from PySide6.QtGui import QPainter
+from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QGraphicsView, QWidget
 
 
@@ -26,8 +27,6 @@ def write_png(widget: QWidget, path: str | Path) -> Path:
 def _svg_painter(path: Path, width: int, height: int, description: str):
     """A ``QSvgGenerator`` writing ``path`` and a painter on it. The painter does not keep its device
     alive: the caller holds the generator (``_gen``) until ``painter.end()``."""
-    from PySide6.QtSvg import QSvgGenerator
-
     path.parent.mkdir(parents=True, exist_ok=True)
     gen = QSvgGenerator()
     gen.setFileName(str(path))

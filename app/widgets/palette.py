@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+import pyqtgraph as pg
 
 #: Run colours (tab10): the i-th run or variant of any view is drawn in ``PALETTE[i % 10]``.
 PALETTE: list[tuple[int, int, int]] = [
@@ -74,8 +75,6 @@ def matrix_lut(name: str = DEFAULT_CMAP, gamma: float = 1.0) -> np.ndarray:
 
 def colormap(name: str = DEFAULT_CMAP, gamma: float = 1.0):
     """A pyqtgraph ColorMap matching :func:`lookup_table` (for colour bars with value ticks)."""
-    import pyqtgraph as pg
-
     if gamma == 1.0:
         return _get(name)
     lut = lookup_table(name, 256, gamma)
@@ -140,8 +139,6 @@ def color_for(name: str, index: int = 0) -> tuple[int, int, int]:
 
 def _get(name: str):
     """The pyqtgraph ColorMap called ``name``: one of :data:`CUSTOM_MAPS` or of pyqtgraph's."""
-    import pyqtgraph as pg
-
     if name in CUSTOM_MAPS:
         colors = CUSTOM_MAPS[name]
         return pg.ColorMap(np.linspace(0.0, 1.0, len(colors)), colors)
