@@ -34,6 +34,9 @@ import numpy as np
 
 from model.atomic import write_atomic
 from model.interp.frame import AttentionFrame, PackedFrame
+from model.interp.measures import head_metrics_of
+from model.interp.probes import frame_of, trace_probe
+from model.io.pretrained import open_model
 from model.io.revisions import FolderSource, HistoryError, HubSource, Progress, Revision, Stop
 
 __all__ = [
@@ -138,9 +141,6 @@ def trace_snapshot(model: Any, tokenizer: Any, prompt: str, step: int, label: st
     (:func:`model.interp.measures.head_metrics_of`):
     entropy, previous-token, sink and self on the prompt, induction on a repeated random sequence.
     """
-    from model.interp.measures import head_metrics_of
-    from model.interp.probes import frame_of, trace_probe
-
     read, trace = trace_probe(model, tokenizer, prompt)
     frame = frame_of(trace, read, step=int(step), label=label)
     metrics = head_metrics_of(model, frame.weights, trace.mask.numpy()).metrics.as_dict()
@@ -257,8 +257,6 @@ class History:
         """Revision ``i`` opened (:func:`model.io.pretrained.open_model`), fetched first if needed; kept in
         an LRU of ``max_models``. Raises :class:`~model.io.hub.HubError` (``DownloadCancelled`` on cancel)
         or :class:`CheckpointError`."""
-        from model.io.pretrained import open_model
-
         with self._lock:
             if i in self._models:
                 self._models.move_to_end(i)
