@@ -68,7 +68,7 @@ def test_end_process_does_what_exit_does_that_matters_and_skips_the_teardown(tmp
     daemon threads still busy are not waited for."""
     script = textwrap.dedent(
         """
-        import atexit, sys, threading, time
+        import atexit, sys, threading
         from app.gui import end_process
 
         class Finalized:
@@ -82,7 +82,7 @@ def test_end_process_does_what_exit_does_that_matters_and_skips_the_teardown(tmp
             go.wait()
             print("non-daemon thread finished")
         threading.Thread(target=worker).start()
-        threading.Thread(target=lambda: time.sleep(3600), daemon=True).start()  # a busy daemon thread
+        threading.Thread(target=threading.Event().wait, daemon=True).start()  # a daemon that never ends
         threading.Timer(0.2, go.set).start()
         print("unflushed", end="")
         end_process(3)
