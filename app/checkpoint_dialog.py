@@ -6,7 +6,7 @@ is Qt's own (non-native) file dialog choosing an existing file, with the checkpo
 plus an **Open this folder** button that opens the folder selected in the list, or else the folder
 shown. :func:`checkpoint_target` says what a choice opens: a file inside a model folder (its
 ``config.json``, ``model.safetensors``, …) opens that folder; a PyTorch file elsewhere opens as a
-nanoGPT checkpoint. :func:`model.io.pretrained.open_model` reads no other formats (no GGUF).
+nanoGPT checkpoint; a GGUF file (llama.cpp, Ollama, LM Studio) opens as itself.
 """
 
 from __future__ import annotations
@@ -15,15 +15,20 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QGridLayout, QHBoxLayout, QLabel, QPushButton, QWidget
 
-#: What the dialog lists: a model folder's files and PyTorch checkpoints (nanoGPT's ``ckpt.pt``).
-CHECKPOINT_FILTER = "Checkpoints (*.pt *.pth *.ckpt *.safetensors *.json *.bin);;All files (*)"
+from model.io.gguf_file import is_gguf
+
+#: What the dialog lists: a model folder's files, PyTorch checkpoints (nanoGPT's ``ckpt.pt``), GGUF files.
+CHECKPOINT_FILTER = (
+    "Models (*.gguf *.pt *.pth *.ckpt *.safetensors *.json *.bin);;GGUF files (*.gguf);;All files (*)"
+)
 
 
 def checkpoint_target(path: str | Path) -> str:
     """What choosing ``path`` opens: a folder as is; a file beside a ``config.json`` (or a run
-    folder's ``run.json``) its folder; any other file (a nanoGPT ``ckpt.pt``) itself."""
+    folder's ``run.json``) its folder; any other file (a nanoGPT ``ckpt.pt``, a GGUF file) itself."""
     p = Path(path)
-    if p.is_file() and ((p.parent / "config.json").is_file() or (p.parent / "run.json").is_file()):
+    beside = (p.parent / "config.json").is_file() or (p.parent / "run.json").is_file()
+    if p.is_file() and beside and not is_gguf(p):
         return str(p.parent)
     return str(p)
 
@@ -31,7 +36,7 @@ def checkpoint_target(path: str | Path) -> str:
 class CheckpointDialog(QFileDialog):
     """Choose a checkpoint file or folder (see the module docstring); :attr:`chosen` after ``exec``."""
 
-    TITLE = "Open checkpoint (a model folder, or ckpt.pt)"
+    TITLE = "Open a model (a model folder, a ckpt.pt or a .gguf file)"
 
     def __init__(self, parent: QWidget | None = None, start: str = ""):
         super().__init__(parent, self.TITLE, start, CHECKPOINT_FILTER)

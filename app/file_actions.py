@@ -71,6 +71,16 @@ class FileActions:
         if path:
             self.open_checkpoint(path)
 
+    def open_dropped(self, path: str) -> bool:
+        """A model file or folder dropped on the window: opened as File → Open would (after asking
+        about unsaved training); False when it was not opened."""
+        if self.session.is_training:
+            self.window.show_error("Open checkpoint", "Stop training before opening a checkpoint.")
+            return False
+        if not self.maybe_save("Open a checkpoint"):
+            return False
+        return self.open_checkpoint(path)
+
     def open_checkpoint(self, path: str, *, remember_dir: bool = True) -> bool:
         """Load the checkpoint at ``path`` (a folder, or a nanoGPT ``ckpt.pt``); an error dialog (and
         nothing changed) when it cannot. The next Open starts where ``path`` is, unless

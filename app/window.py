@@ -106,6 +106,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(APP_NAME)
         self.setObjectName("MainWindow")
         self.setDockOptions(QMainWindow.DockOption.AnimatedDocks | QMainWindow.DockOption.AllowTabbedDocks)
+        self.setAcceptDrops(True)  # a model file or folder dropped on the window opens (dropEvent)
 
         self.tab_widget = QTabWidget()
         self.tab_widget.setObjectName("mainTabs")
@@ -428,6 +429,28 @@ class MainWindow(QMainWindow):
                     traceback.print_exc()
         self.session.shutdown()
         event.accept()
+
+    # ---- drag and drop: a model file or folder dropped anywhere on the window opens -------------
+    @staticmethod
+    def _dropped_path(event) -> str:
+        urls = event.mimeData().urls() if event.mimeData().hasUrls() else []
+        local = [u.toLocalFile() for u in urls if u.isLocalFile()]
+        return local[0] if len(local) == 1 else ""
+
+    def dragEnterEvent(self, event) -> None:
+        if self._dropped_path(event):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dropEvent(self, event) -> None:
+        path = self._dropped_path(event)
+        if not path:
+            event.ignore()
+            return
+        event.acceptProposedAction()
+        # after the drop returns: the source application is not kept waiting while the model loads
+        QTimer.singleShot(0, lambda: self.files.open_dropped(path))
 
     def sizeHint(self) -> QSize:
         return fit_to_screen(DEFAULT_SIZE, screen_area(self))

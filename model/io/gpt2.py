@@ -34,6 +34,7 @@ from model.config import ConfigError, GPTConfig
 from model.io.checkpoint import Checkpoint, CheckpointError
 from model.io.hf import hf_name_and_tokenizer, hf_weight_source, read_config
 from model.io.weights import (
+    TensorSource,
     WeightMap,
     build_from_state_dict,
     check_weights,
@@ -41,6 +42,7 @@ from model.io.weights import (
     map_weights,
     vocab_of,
 )
+from model.nn.gpt import GPT
 
 
 def gpt2_entries(cfg: GPTConfig, prefix: str, *, conv1d: bool, linear_bias: bool) -> list[WeightMap]:
@@ -158,6 +160,38 @@ def gpt2_config(hf: dict[str, Any]) -> GPTConfig:
         raise CheckpointError("config.json: " + "; ".join(exc.problems)) from None
 
 
+def build_gpt2(
+    cfg: GPTConfig,
+    src: TensorSource,
+    fname: str,
+    prefix: str,
+    device: str | torch.device,
+    dtype: torch.dtype,
+    *,
+    conv1d: bool,
+    what: str,
+) -> GPT:
+    """Our GPT from GPT-2's tensors in ``src`` (named ``prefix + "h.0.attn.c_attn.weight"`` etc.;
+    ``conv1d``: stored ``[in, out]`` as Hugging Face does, else ``[out, in]`` as nanoGPT and GGUF do),
+    each checked against ``cfg`` (from ``what``) before any is read."""
+    if prefix + "wte.weight" not in src:
+        raise CheckpointError(f"{fname} has no token embedding ({prefix}wte.weight): not GPT-2 weights")
+    entries = gpt2_entries(cfg, prefix, conv1d=conv1d, linear_bias=True) + ln_bias_entries(cfg, prefix)
+    extra_ok = set()
+    if cfg.tie_embeddings:
+        extra_ok.add("lm_head.weight")  # some files store the tied copy too; it is the embedding
+    else:
+        entries.append(WeightMap("lm_head.weight", (vocab_of(cfg), cfg.d_model), ("lm_head.weight",)))
+    implied = (
+        f"{what} (n_layer={cfg.n_layers}, n_embd={cfg.d_model}, n_inner={cfg.hidden}, "
+        f"n_positions={cfg.context_length}, vocab_size={cfg.vocab_size})"
+    )
+    check_weights(src, entries, fname, implied, extra_ok)
+    state = map_weights(src, entries, dtype)
+    del src
+    return build_from_state_dict(cfg, state, device)
+
+
 def load_hf_gpt2(
     directory: str | Path, device: str | torch.device = "cpu", *, dtype: torch.dtype = torch.float32
 ) -> Checkpoint:
@@ -170,24 +204,9 @@ def load_hf_gpt2(
 
     src, fname = hf_weight_source(directory)
     prefix = "transformer." if "transformer.wte.weight" in src else ""
-    if prefix + "wte.weight" not in src:
-        raise CheckpointError(f"{fname} has no token embedding (transformer.wte.weight): not GPT-2 weights")
-    entries = gpt2_entries(cfg, prefix, conv1d=True, linear_bias=True) + ln_bias_entries(cfg, prefix)
-    extra_ok = set()
-    if cfg.tie_embeddings:
-        extra_ok.add("lm_head.weight")  # some files store the tied copy too; it is the embedding
-    else:
-        entries.append(WeightMap("lm_head.weight", (vocab_of(cfg), cfg.d_model), ("lm_head.weight",)))
-    implied = (
-        f"config.json (n_layer={cfg.n_layers}, n_embd={cfg.d_model}, n_inner={cfg.hidden}, "
-        f"n_positions={cfg.context_length}, vocab_size={cfg.vocab_size})"
-    )
-    check_weights(src, entries, fname, implied, extra_ok)
-    state = map_weights(src, entries, dtype)
-    del src
-    model = build_from_state_dict(cfg, state, device)
+    model = build_gpt2(cfg, src, fname, prefix, device, dtype, conv1d=True, what="config.json")
     meta = loaded_meta("hf-gpt2", name, model, tok, directory, weights=fname)
     return Checkpoint(path=directory, config=cfg, model=model, tokenizer=tok, train_state=None, meta=meta)
 
 
-__all__ = ["gpt2_config", "gpt2_entries", "ln_bias_entries", "load_hf_gpt2"]
+__all__ = ["build_gpt2", "gpt2_config", "gpt2_entries", "ln_bias_entries", "load_hf_gpt2"]

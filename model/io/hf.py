@@ -28,6 +28,7 @@ from model.io.weights import (
     torch_load,
     vocab_of,
 )
+from model.nn.gpt import GPT
 from model.text.bpe import load_hf_tokenizer
 from model.text.tokens import Tokenizer, TokenizerError
 
@@ -106,32 +107,49 @@ def load_hf_family(
     directory = Path(directory)
     hf = read_config(directory)
     cfg = family_config(hf)
-    model_type = hf["model_type"]
     name, tok = hf_name_and_tokenizer(directory, hf, cfg)
     src, fname = hf_weight_source(directory)
-    if cfg.n_layers > len(src.keys):  # a config.json that lies about its depth: refuse before listing
-        raise CheckpointError(
-            f"config.json says num_hidden_layers={cfg.n_layers} but {fname} holds only "
-            f"{len(src.keys)} tensors"
-        )
-    entries = family_entries(model_type, cfg)
-    extra_ok = {k for k in src.keys if IGNORED.search(k)}
-    if cfg.tie_embeddings:
-        extra_ok |= {"lm_head.weight", "embed_out.weight"}  # a stored copy of the tied matrix
-    implied = (
-        f"config.json (num_hidden_layers={cfg.n_layers}, hidden_size={cfg.d_model}, "
-        f"num_attention_heads={cfg.n_heads}, num_key_value_heads={cfg.kv_heads}, head_dim={cfg.d_head}, "
-        f"intermediate_size={cfg.hidden}, vocab_size={cfg.vocab_size})"
-    )
-    check_weights(src, entries, fname, implied, extra_ok)  # a lying config.json is named by the header first
-    check_size(load_need(cfg, what=f"loading {name}"))  # before any tensor is read or built
-    state = map_weights(src, entries, dtype)
-    del src
-    model = build_from_state_dict(cfg, state, device)
+    model_type = hf["model_type"]
+    model = build_family(model_type, cfg, src, fname, name, device, dtype, what="config.json")
     meta = loaded_meta(
         family_kind(model_type), name, model, tok, directory, weights=fname, model_type=model_type
     )
     return Checkpoint(path=directory, config=cfg, model=model, tokenizer=tok, train_state=None, meta=meta)
 
 
-__all__ = ["hf_name_and_tokenizer", "hf_weight_source", "load_hf_family", "read_config"]
+def build_family(
+    model_type: str,
+    cfg: GPTConfig,
+    src: TensorSource,
+    fname: str,
+    name: str,
+    device: str | torch.device,
+    dtype: torch.dtype,
+    *,
+    what: str,
+    depth_key: str = "num_hidden_layers",
+) -> GPT:
+    """Our GPT from ``src``, tensors named as a Hugging Face ``model_type`` folder names them (a GGUF
+    file's are renamed to these by :mod:`model.io.gguf`): every tensor checked against ``cfg`` (which
+    ``what`` gave, its depth as ``depth_key``) before any is read, and the model sized before it is built."""
+    if cfg.n_layers > len(src.keys):  # a config that lies about its depth: refuse before listing
+        raise CheckpointError(
+            f"{what} says {depth_key}={cfg.n_layers} but {fname} holds only {len(src.keys)} tensors"
+        )
+    entries = family_entries(model_type, cfg)
+    extra_ok = {k for k in src.keys if IGNORED.search(k)}
+    if cfg.tie_embeddings:
+        extra_ok |= {"lm_head.weight", "embed_out.weight"}  # a stored copy of the tied matrix
+    implied = (
+        f"{what} (num_hidden_layers={cfg.n_layers}, hidden_size={cfg.d_model}, "
+        f"num_attention_heads={cfg.n_heads}, num_key_value_heads={cfg.kv_heads}, head_dim={cfg.d_head}, "
+        f"intermediate_size={cfg.hidden}, vocab_size={cfg.vocab_size})"
+    )
+    check_weights(src, entries, fname, implied, extra_ok)  # a lying config is named by the header first
+    check_size(load_need(cfg, what=f"loading {name}"))  # before any tensor is read or built
+    state = map_weights(src, entries, dtype)
+    del src
+    return build_from_state_dict(cfg, state, device)
+
+
+__all__ = ["build_family", "hf_name_and_tokenizer", "hf_weight_source", "load_hf_family", "read_config"]

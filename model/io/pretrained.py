@@ -12,6 +12,8 @@
   :func:`model.io.hf.load_hf_family`.
 * **nanogpt** — a ``torch.save`` file (``ckpt.pt``), or a directory holding exactly one, with
   ``model_args`` and ``model``: :mod:`model.io.nanogpt`.
+* **gguf** — a llama.cpp GGUF file (any name: Ollama's blobs have none), or a directory holding
+  exactly one: config, tokenizer and quantized weights in one file, :mod:`model.io.gguf`.
 
 Every foreign model is checked tensor by tensor against what its config implies, then built without
 a random initialisation first (:mod:`model.io.weights`).
@@ -28,6 +30,8 @@ import torch
 from model.files import read_json
 from model.io.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from model.io.families import FAMILIES
+from model.io.gguf import load_gguf
+from model.io.gguf_file import is_gguf
 from model.io.gpt2 import load_hf_gpt2
 from model.io.hf import load_hf_family
 from model.io.nanogpt import load_nanogpt
@@ -36,7 +40,7 @@ from model.text.tokens import Tokenizer
 
 #: The kinds of model :func:`open_model` opens, as written to ``Checkpoint.meta["kind"]``; the
 #: Llama-era families (``hf-llama``, ``hf-mistral``, ...) are those of :mod:`model.io.families`.
-KINDS = ("attention-lab", "hf-gpt2", "nanogpt", *(f"hf-{t}" for t in FAMILIES))
+KINDS = ("attention-lab", "hf-gpt2", "nanogpt", "gguf", *(f"hf-{t}" for t in FAMILIES))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -79,6 +83,8 @@ def detect(path: str | Path) -> tuple[str, Path]:
     if not path.exists():
         raise CheckpointError(f"{str(path)!r} does not exist")
     if path.is_file():
+        if is_gguf(path):
+            return "gguf", path
         if _is_torch_file(path):
             return "nanogpt", path
         path = path.parent
@@ -108,6 +114,12 @@ def detect(path: str | Path) -> tuple[str, Path]:
             f"{cfg_path} is neither an Attention Lab config (n_layers, d_model, ...) nor a Hugging Face "
             f"one (model_type)"
         )
+    ggufs = sorted(p for p in path.iterdir() if p.is_file() and is_gguf(p))
+    if len(ggufs) == 1:
+        return "gguf", ggufs[0]
+    if len(ggufs) > 1:
+        names = ", ".join(p.name for p in ggufs)
+        raise CheckpointError(f"{str(path)!r} holds several GGUF files ({names}): open one of them")
     torch_files = sorted(p for p in path.iterdir() if p.is_file() and _is_torch_file(p))
     if len(torch_files) == 1:
         return "nanogpt", torch_files[0]
@@ -116,7 +128,7 @@ def detect(path: str | Path) -> tuple[str, Path]:
         raise CheckpointError(f"{str(path)!r} holds several PyTorch checkpoints ({names}): open one of them")
     raise CheckpointError(
         f"{str(path)!r} holds no model: expected config.json with model.safetensors (an Attention Lab or "
-        f"Hugging Face GPT-2 directory) or a nanoGPT ckpt.pt"
+        f"Hugging Face GPT-2 directory), a nanoGPT ckpt.pt or a GGUF file"
     )
 
 
@@ -141,6 +153,8 @@ def open_model(
         ckpt = load_hf_gpt2(where, device, dtype=dtype)
     elif kind.startswith("hf-"):
         ckpt = load_hf_family(where, device, dtype=dtype)
+    elif kind == "gguf":
+        ckpt = load_gguf(where, device, dtype=dtype)
     elif kind == "nanogpt":
         ckpt = load_nanogpt(where, device, tokenizer=tokenizer, dtype=dtype)
     else:
@@ -161,6 +175,7 @@ _KIND_NAMES = {
     "attention-lab": "Attention Lab",
     "hf-gpt2": "Hugging Face GPT-2",
     "nanogpt": "nanoGPT",
+    "gguf": "GGUF",
     "hf-llama": "Hugging Face Llama",
     "hf-mistral": "Hugging Face Mistral",
     "hf-qwen2": "Hugging Face Qwen2",
@@ -184,6 +199,10 @@ def describe_origin(meta: dict[str, Any], path: str | Path | None = None) -> str
     parts = [f"{name} ({kind}{', from ' + origin if origin and origin != kind else ''})"]
     if meta.get("n_params"):
         parts.append(f"{int(meta['n_params']):,} parameters")
+    if meta.get("quantization"):
+        parts.append(
+            f"quantized weights {meta['quantization']}: the attention of the quantized model, the one you run"
+        )
     if meta.get("tokenizer"):
         parts.append(f"tokenizer: {meta['tokenizer']}")
     return " · ".join(parts)

