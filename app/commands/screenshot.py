@@ -42,8 +42,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--checkpoint",
         metavar="PATH",
-        help="open this model (any kind File > Open reads, e.g. a Hugging Face Llama folder) instead of "
-        "training the default one",
+        help="open this model (any kind File > Open reads, e.g. a Hugging Face Llama folder or a GGUF "
+        "file) instead of training the default one",
+    )
+    p.add_argument(
+        "--prompt",
+        metavar="TEXT",
+        help="the Attention tab's prompt (e.g. an IOI sentence for the Patching page); default: its own",
     )
     p.add_argument(
         "--display", action="store_true", help="use the real display instead of offscreen rendering"
@@ -126,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
                 s.load_checkpoint(args.checkpoint)
             except Exception as exc:
                 raise UserError(f"--checkpoint {args.checkpoint}: {exc}") from None
+        if args.prompt and win.tabs.get("Attention") is not None:
+            win.tabs["Attention"].set_prompt(args.prompt, run=False)
         elif args.steps:
             t0 = time.monotonic()
             print(f"training {args.steps} steps of the default model on {s.source_spec}…", flush=True)

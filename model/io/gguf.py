@@ -266,9 +266,9 @@ def _source(header: GGUFHeader, model_type: str, cfg: GPTConfig) -> TensorSource
             w = _unpermute_rope(w, cfg.n_heads if ".q_proj." in name else cfg.kv_heads)
         if model_type == "gemma" and name.endswith("norm.weight"):
             w = w - np.float32(1.0)
-        return torch.from_numpy(np.ascontiguousarray(w))
+        return torch.from_numpy(np.ascontiguousarray(w))  # memory of its own: read_tensor's buffer
 
-    return TensorSource(by_hf.keys(), lambda k: by_hf[k].shape, get)
+    return TensorSource(by_hf.keys(), lambda k: by_hf[k].shape, get, fresh=True)
 
 
 # ---------------------------------------------------------------------------------------------

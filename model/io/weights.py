@@ -60,15 +60,25 @@ def loaded_meta(kind: str, name: str, model: GPT, tok: Tokenizer, path: Path, **
 # where the tensors come from
 # ---------------------------------------------------------------------------------------------
 class TensorSource:
-    """Named tensors in a file, read one at a time: ``keys``, ``shape(name)`` (no read), ``get(name)``."""
+    """Named tensors in a file, read one at a time: ``keys``, ``shape(name)`` (no read), ``get(name)``.
+
+    ``fresh``: every ``get`` returns a tensor in memory of its own that nothing else holds (e.g. just
+    dequantized), so :func:`map_weights` may keep it instead of copying it once more.
+    """
 
     def __init__(
-        self, keys: Iterable[str], shape: Callable[[str], tuple], get: Callable[[str], torch.Tensor]
+        self,
+        keys: Iterable[str],
+        shape: Callable[[str], tuple],
+        get: Callable[[str], torch.Tensor],
+        *,
+        fresh: bool = False,
     ):
         self.keys = list(keys)
         self._names = set(self.keys)
         self.shape = shape
         self.get = get
+        self.fresh = fresh
 
     def __contains__(self, name: str) -> bool:
         return name in self._names
@@ -231,14 +241,16 @@ def check_weights(
 
 
 def map_weights(src: TensorSource, entries: list[WeightMap], dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    """Read each entry once and turn it into our tensors (transposed / split, fresh memory, ``dtype``)."""
+    """Read each entry once and turn it into our tensors (transposed / split, fresh memory, ``dtype``;
+    a :attr:`TensorSource.fresh` tensor that needs neither is kept as read)."""
     out: dict[str, torch.Tensor] = {}
     for e in entries:
         t = src.get(e.src)
         if e.transpose:
             t = t.t()
         if len(e.dst) == 1:
-            out[e.dst[0]] = t.to(dtype=dtype, memory_format=torch.contiguous_format, copy=True)
+            keep = src.fresh and not e.transpose and t.dtype == dtype and t.is_contiguous()
+            out[e.dst[0]] = t if keep else t.to(dtype=dtype, memory_format=torch.contiguous_format, copy=True)
         elif e.heads:  # [heads · n · rows, ...] -> part j: [heads · rows, ...]
             grouped = t.reshape(e.heads, len(e.dst), -1, *t.shape[1:])
             for j, name in enumerate(e.dst):
