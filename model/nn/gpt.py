@@ -168,9 +168,10 @@ class Attention(nn.Module):
         if n_rep > 1:  # GQA: query head h reads key/value head h // n_rep
             k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)
         qs, ks, c = self.scaled_qk(q, k)
-        scores = self.scores((qs @ ks.transpose(-2, -1)) * c)  # [B, H, T, S], before the mask
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
+        scores = self.scores((qs @ ks.transpose(-2, -1)).mul_(c))  # [B, H, T, S], before the mask
+        if mask is not None:  # in place unless a hook may have kept the unmasked scores
+            fill = scores.masked_fill if self.scores.fns else scores.masked_fill_
+            scores = fill(~mask, float("-inf"))
         pattern = self.pattern(torch.softmax(scores, dim=-1))
         if self.training and self.attn_dropout > 0:
             pattern = F.dropout(pattern, p=self.attn_dropout)
