@@ -44,6 +44,7 @@ from app.session import Session
 from app.settings import AppSettings
 from app.tab_host import TabError, TabHolder, load_tab
 from model.config import GPTConfig
+from model.io.gguf_file import tensor_types_by_role
 
 #: The tabs of the main area: (title, "module:Class"). Later issues add their modules; nothing else.
 TABS: list[tuple[str, str]] = [
@@ -290,7 +291,11 @@ class MainWindow(QMainWindow):
         s = self.session
         origin = s.slot.origin()
         self.origin_label.setText(f"Model: {origin}" if origin else "")
-        self.origin_label.setToolTip(str(s.checkpoint_path or ""))
+        tip = str(s.checkpoint_path or "")
+        types = s.slot.meta.get("tensor_types") if isinstance(s.slot.meta, dict) else None
+        if types:  # a GGUF file: how each kind of tensor was quantized (the model is its dequantized form)
+            tip += "\n\nStored as (dequantized to float32 here):\n" + "\n".join(tensor_types_by_role(types))
+        self.origin_label.setToolTip(tip)
         self.device_label.setText(f"Device: {s.device if s.device is not None else '…'}")
         n = s.num_params
         self.params_label.setText(f"Parameters: {n:,}" if n is not None else "Parameters: –")

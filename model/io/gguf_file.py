@@ -45,6 +45,7 @@ __all__ = [
     "quant_summary",
     "read_header",
     "read_tensor",
+    "tensor_types_by_role",
     "undequantized",
 ]
 
@@ -69,7 +70,7 @@ DEQUANTIZED: dict[int, tuple[str, int, int]] = {
 }
 
 #: The other ggml types a file may hold (name, values per block, bytes per block): listed and sized,
-#: but refused when opened (the i-quants, ternary and fp4 types, integers, float64).
+#: but refused when opened (the i-quants, the ternary, 1-bit and fp4 types, integers, float64).
 OTHER_TYPES: dict[int, tuple[str, int, int]] = {
     9: ("Q8_1", 32, 40),
     15: ("Q8_K", 256, 292),
@@ -90,6 +91,8 @@ OTHER_TYPES: dict[int, tuple[str, int, int]] = {
     34: ("TQ1_0", 256, 54),
     35: ("TQ2_0", 256, 66),
     39: ("MXFP4", 32, 17),
+    40: ("NVFP4", 64, 36),
+    41: ("Q1_0", 128, 18),
 }
 
 #: metadata value types: number -> (struct format, size); 8 string, 9 array.
@@ -222,8 +225,10 @@ class _Cursor:
             return self.scalar(vtype, what)
         if vtype == _STRING:
             return self.string(what)
-        if vtype != _ARRAY or depth > 1:
+        if vtype != _ARRAY:
             raise self.fail(f"{what} has a value of unknown type {vtype}")
+        if depth > 1:
+            raise self.fail(f"{what} holds arrays nested more than two deep")
         etype, count = self.u32(what), self.u64(what)
         if etype in _NUMPY:  # numbers: one read, checked against what is left of the file
             width = _SCALARS[etype][1]
@@ -306,7 +311,9 @@ def _tensor(
     n = math.prod(ne)
     nbytes = n // block * type_size
     begin = data_start + offset
-    if offset % alignment or begin + nbytes > c.size:
+    if offset % alignment:
+        raise c.fail(f"tensor {name!r} is at offset {offset:,}, not a multiple of the alignment {alignment}")
+    if begin + nbytes > c.size:
         raise c.fail(f"tensor {name!r} ({nbytes:,} bytes at {begin:,}) lies outside the file (truncated?)")
     return GGUFTensor(name, tuple(reversed(ne)), ggml_type, begin, nbytes)
 
@@ -350,3 +357,18 @@ def quant_summary(header: GGUFHeader) -> str:
         return f"{p:.0f}%" if p >= 1 else f"{p:.1g}%"
 
     return ", ".join(f"{k} ({share(v)})" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def tensor_types_by_role(tensor_types: dict[str, str]) -> list[str]:
+    """How each kind of tensor is stored, one line per kind and type, e.g. ``"attn_q: Q4_1 (30 layers)"``,
+    ``"token_embd: Q8_0"``: the per-tensor types of :func:`load_gguf`'s ``meta["tensor_types"]``, with the
+    layer number taken out of each name."""
+    groups: dict[tuple[str, str], int] = {}
+    for name, kind in tensor_types.items():
+        parts = name.split(".")
+        role = ".".join(parts[2:-1]) if len(parts) > 3 and parts[0] == "blk" else ".".join(parts[:-1]) or name
+        groups[(role, kind)] = groups.get((role, kind), 0) + 1
+    return [
+        f"{role}: {kind}" + (f" ({n} layers)" if n > 1 else "")
+        for (role, kind), n in sorted(groups.items(), key=lambda rk: (rk[0][0], rk[0][1]))
+    ]

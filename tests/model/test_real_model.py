@@ -25,6 +25,7 @@ from model.interp.analysis.heads import classify_heads
 from model.interp.analysis.patching import cache_activations, patch_heads
 from model.interp.measures import head_metrics_of
 from model.interp.trace import run_with_trace
+from model.io.gguf_file import tensor_types_by_role
 from model.io.pretrained import describe_origin, detect
 from model.nn.generate import generate
 from model.nn.gpt import KVCache
@@ -83,6 +84,9 @@ def test_the_file_opens_as_the_model_it_is(smollm2, smollm2_path):
     assert meta["quantization"].startswith("Q4_1") and "Q8_0" in meta["quantization"]
     assert meta["tensor_types"]["token_embd.weight"] == "Q8_0"
     assert meta["tensor_types"]["blk.0.attn_q.weight"] == "Q4_1"
+    by_role = tensor_types_by_role(meta["tensor_types"])
+    assert "attn_q: Q4_1 (30 layers)" in by_role and "token_embd: Q8_0" in by_role
+    assert "attn_norm: F32 (30 layers)" in by_role and len(by_role) == 11
     line = describe_origin(meta)
     assert "quantized weights Q4_1" in line and "the attention of the quantized model" in line
 
