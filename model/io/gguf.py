@@ -43,6 +43,7 @@ scaling other than linear, metadata of the wrong kind.
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +132,31 @@ def _hf_name(gguf_name: str, gpt2: bool) -> str:
     if stem in global_names:
         return f"{global_names[stem]}.{kind}"
     return gguf_name
+
+
+_HF_TENSOR = re.compile(r"\b(?:model|transformer|lm_head)(?:\.[A-Za-z_0-9]+)+")
+
+
+def _gguf_name(hf_name: str, gpt2: bool) -> str:
+    """The GGUF name of a tensor :func:`_hf_name` renames to ``hf_name`` (itself when none does)."""
+    layer_names = _GPT2_LAYER_NAMES if gpt2 else _LAYER_NAMES
+    global_names = _GPT2_GLOBAL_NAMES if gpt2 else _GLOBAL_NAMES
+    stem, _, kind = hf_name.rpartition(".")
+    for theirs, ours in global_names.items():
+        if stem == ours:
+            return f"{theirs}.{kind}"
+    prefix = "transformer.h." if gpt2 else "model.layers."
+    if stem.startswith(prefix):
+        layer, _, rest = stem[len(prefix) :].partition(".")
+        for theirs, ours in layer_names.items():
+            if rest == ours and layer.isdigit():
+                return f"blk.{layer}.{theirs}.{kind}"
+    return hf_name
+
+
+def _in_gguf_names(message: str, gpt2: bool) -> str:
+    """``message`` with every Hugging Face tensor name in it written as the GGUF file names it."""
+    return _HF_TENSOR.sub(lambda m: _gguf_name(m.group(0), gpt2), message)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -310,12 +336,15 @@ def load_gguf(
     src = _source(header, model_type, cfg)
     what = f"the GGUF metadata of {path.name}"
     check_size(load_need(cfg, what=f"loading {name}"))  # before any tensor is read or built
-    if model_type == "gpt2":
-        model = build_gpt2(cfg, src, path.name, "transformer.", device, dtype, conv1d=False, what=what)
-    else:
-        model = build_family(
-            model_type, cfg, src, path.name, name, device, dtype, what=what, depth_key="block_count"
-        )
+    try:
+        if model_type == "gpt2":
+            model = build_gpt2(cfg, src, path.name, "transformer.", device, dtype, conv1d=False, what=what)
+        else:
+            model = build_family(
+                model_type, cfg, src, path.name, name, device, dtype, what=what, depth_key="block_count"
+            )
+    except CheckpointError as exc:  # the checks name tensors as a Hugging Face folder would: say the file's
+        raise CheckpointError(_in_gguf_names(str(exc), model_type == "gpt2")) from None
     meta = loaded_meta(
         "gguf",
         name,

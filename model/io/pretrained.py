@@ -85,6 +85,8 @@ def detect(path: str | Path) -> tuple[str, Path]:
     if path.is_file():
         if is_gguf(path):
             return "gguf", path
+        if path.suffix.lower() == ".gguf":
+            raise CheckpointError(f"{path.name} is not a GGUF file (it does not start with 'GGUF')")
         if _is_torch_file(path):
             return "nanogpt", path
         path = path.parent

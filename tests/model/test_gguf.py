@@ -471,7 +471,7 @@ def test_not_gguf_is_refused(tmp_path):
     path = tmp_path / "model.gguf"
     path.write_bytes(b"<!DOCTYPE html><html>not found</html>" + bytes(64))
     _refused(path, ["model.gguf is not a GGUF file", "'GGUF'"], opener=load_gguf)
-    _refused(path, ["holds no model"])  # by content: not a GGUF, so the folder is looked at
+    _refused(path, ["model.gguf is not a GGUF file"])  # named .gguf: told so, not "the folder holds no model"
     short = tmp_path / "short.gguf"
     short.write_bytes(b"GGUF\x03\x00")
     _refused(short, ["short.gguf is not a GGUF file"], opener=load_gguf)
@@ -530,7 +530,7 @@ UNSUPPORTED = {
     ),
     "a layer missing": (
         dict(metadata={"llama.block_count": (3, "UINT32")}),
-        ["missing model.layers.2.input_layernorm.weight"],
+        ["missing blk.2.attn_norm.weight"],  # named as the file names its tensors
     ),
     "block_count a string": (
         dict(metadata={"llama.block_count": ("two", "STRING")}),
