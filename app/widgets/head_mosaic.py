@@ -22,8 +22,13 @@ Modes:
   (the largest |difference|) of its ``b × b`` block. Readouts always use the full-resolution values.
 
 **Grouped-query attention** (``kv_group`` = query heads per key/value head, ``n_heads / n_kv_heads``):
-the columns of each K/V head are framed together (a blue border around the group, every layer) and
-labelled ``KV g · h c`` at the first head of the group, ``h c`` after it; the readout names the K/V head.
+the columns of each K/V head are framed together (a blue border around the group, every layer); the
+top axis names each group (``K/V head g``, ``kvg`` when narrow) over a blue bracket, and each column
+``h c``; the readout names the K/V head.
+
+**Deep models** (30 layers × 9 heads): ``set_rows`` folds rows away, ``set_scrolling`` sets the rows in
+bands or scrolls them and pools cells to the screen's resolution, ``keys=True`` lets the arrow keys move
+the selection (:mod:`app.widgets.mosaic_fit`).
 
 ``flow=True`` wraps the cells into as many rows as fill the widget best (a handful of averaged heads
 instead of a thin strip); each cell is then named in its top-right corner instead of on the axes.
@@ -36,29 +41,33 @@ from collections.abc import Callable
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtWidgets import QGraphicsWidget, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGraphicsWidget, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.widgets.legend import ColorLegend
 from app.widgets.matrix_plot import TopLeftFit, matrix_axes
+from app.widgets.mosaic_fit import MosaicFit, ReadableRows
 from app.widgets.mosaic_layout import CellMarks, MosaicGeometry, flow_columns
 from app.widgets.mosaic_paint import MosaicPainter
+from app.widgets.mosaic_view import GroupAxis, KeyFilter, RowScroll, SmoothImage, kv_groups
 from app.widgets.palette import DEFAULT_CMAP, matrix_lut
 from app.widgets.titles import WrapLabel
 from model.interp.frame import carried_mask
 from model.interp.pooling import block_size, pool_absmax, pool_max
 
 
-class HeadMosaic(QWidget):
+class HeadMosaic(ReadableRows, QWidget):
     """An R×C grid of heads in one image, with labels, roles, selection and marks.
 
-    ``headClicked(r, c)`` on a left click; ``headMenuRequested(r, c, screen pos)`` on a right click;
-    ``cellHovered(r, c, query, key)`` under the pointer (``-1`` everywhere when it leaves).
+    ``headClicked(r, c)`` on a left click (or Enter, with ``keys``); ``headMenuRequested(r, c, screen
+    pos)`` on a right click; ``cellHovered(r, c, query, key)`` under the pointer (``-1`` everywhere
+    when it leaves); ``headStepped(r, c)``: an arrow key asks for the neighbour of the selected cell.
     ``cell_name(r, c)`` names a head in the readout.
     """
 
     headClicked = Signal(int, int)
     cellHovered = Signal(int, int, int, int)
     headMenuRequested = Signal(int, int, object)
+    headStepped = Signal(int, int)
 
     def __init__(
         self,
@@ -71,6 +80,7 @@ class HeadMosaic(QWidget):
         gamma: float = 1.0,
         interactive: bool = True,
         compact: bool = False,
+        keys: bool = False,
     ):
         super().__init__(parent)
         self.row_name, self.col_name = row_name, col_name
@@ -85,19 +95,21 @@ class HeadMosaic(QWidget):
         self.view.addItem(self.title_label, row=0, col=0, colspan=3)
         self.view.ci.layout.setRowFixedHeight(0, 0)
         self.title_label.set_on_height(lambda h: self.view.ci.layout.setRowFixedHeight(0, h))
-        self.plot: pg.PlotItem = self.view.addPlot(row=1, col=0)
+        self.top_axis = GroupAxis("top")
+        self.plot: pg.PlotItem = self.view.addPlot(row=1, col=0, axisItems={"top": self.top_axis})
         p = matrix_axes(self.plot)
         for name in ("left", "top"):
             ax = p.getAxis(name)
             ax.setStyle(tickLength=0, autoReduceTextSpace=False)  # no shrinking while empty
             ax.setPen(pg.mkPen(None))
             ax.setTextPen(pg.mkPen("#333"))
+            ax.enableAutoSIPrefix(False)  # names, not numbers: no label rewritten on every pan
         self.vb: pg.ViewBox = p.getViewBox()
         self.vb.setAspectLocked(True)
         self.vb.setDefaultPadding(0.0)
         self.vb.setMouseEnabled(interactive, interactive)
         self.fitter = TopLeftFit(self.vb)
-        self.image = pg.ImageItem(axisOrder="row-major")
+        self.image = SmoothImage(axisOrder="row-major")
         self.cmap, self.gamma = cmap, float(gamma)
         self.image.setLookupTable(matrix_lut(cmap, self.gamma))
         p.addItem(self.image)
@@ -113,7 +125,13 @@ class HeadMosaic(QWidget):
         self.placeholder = pg.TextItem("", color="#888", anchor=(0.5, 0.5))
         p.addItem(self.placeholder, ignoreBounds=True)
         self.marks = CellMarks(self.vb)
-        layout.addWidget(self.view, 1)
+        self.scroll = RowScroll(self.vb, self.view, self._scroll_content)
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(0)
+        row.addWidget(self.view, 1)
+        row.addWidget(self.scroll.bar)
+        layout.addLayout(row, 1)
         self.readout = QLabel(" ")
         self.readout.setObjectName("mosaicReadout")
         self.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -134,12 +152,17 @@ class HeadMosaic(QWidget):
         self.col_labels: list[str] = []
         self.kv_group = 1  # query heads per key/value head (GQA); 1: every head has its own
         self.geom: MosaicGeometry | None = None
+        self.rows_shown: tuple[int, ...] | None = None  # the rows drawn (None: all)
+        self.fit = MosaicFit(self)  # fit every row, set them in bands, or scroll
+        self.fit.rezoom.timeout.connect(self._rezoom)
+        self.keys = KeyFilter(self.view, self._on_key) if keys else None
         self._overview: np.ndarray | None = None
         self.cell_name: Callable[[int, int], str] = self._default_cell_name
         self._last_hover = (-1, -1, -1, -1)
         self.view.scene().sigMouseMoved.connect(self._on_move)
         self.view.scene().sigMouseClicked.connect(self._on_click)
         self.vb.sigResized.connect(self._on_resized)
+        self.vb.sigRangeChangedManually.connect(self._on_manual_range)
         self.clear()
 
     def _default_cell_name(self, r: int, c: int) -> str:
@@ -218,8 +241,7 @@ class HeadMosaic(QWidget):
         C = w.shape[1]
         self.kv_group = kv_group if kv_group > 1 and C % kv_group == 0 and not flow else 1
         if self.kv_group > 1 and col_labels is None:
-            g = self.kv_group
-            col_labels = [f"KV {c // g} · h{c}" if c % g == 0 else f"h{c}" for c in range(C)]
+            col_labels = [f"h{c}" for c in range(C)]  # the groups are named above them
         b = block if block is not None else block_size(w.shape[-1], w.shape[0] * w.shape[1])
         ov = overview if overview is not None else pool_max(w, b)
         if mask is None:
@@ -257,6 +279,7 @@ class HeadMosaic(QWidget):
         self.mode = mode
         self._set_colours()  # no-op unless the mode (or A, B) changed: the tables are cached
         self.values, self.block, self.mask, self._overview = values, b, mask, ov
+        self._base, self._base_block = ov, b  # as given; drawn pooled further to the screen (fit)
         if flow != self.flow:
             self.flow = flow
             self.geom = None
@@ -272,11 +295,29 @@ class HeadMosaic(QWidget):
         self._redraw()
         self._refresh_readout()
 
-    def _redraw(self) -> None:
+    @property
+    def _gap(self) -> int:
+        """A gap is a cell's size over this (at least a pixel)."""
+        return 24 if self.compact else 12
+
+    def _redraw(self, *, keep_view: bool = False, pool: int | None = None) -> None:
+        """Lay the cells out again and paint them (``keep_view``: the same heads stay in view, at the
+        same size on screen, whatever the new geometry; ``pool``: pool the pixels by that, not by
+        what the layout asks)."""
         R, C = self.values.shape[:2]
-        gap = 24 if self.compact else 12
-        geom = MosaicGeometry.of(R, C, self._overview.shape[-1], self._columns(R, C), gap)
-        new_geom = geom != self.geom
+        gap, fit, old = self._gap, self.fit, self.geom
+        shown = tuple(r for r in self.rows_shown or () if 0 <= r < R) or None
+        n = len(shown) if shown else R
+        bands, band_gap, f = fit.arrange(n, C, self._base.shape[-1], gap)
+        f = f if pool is None else pool
+        self._overview, self.block = fit.pooled(self._base, f, self.mode), self._base_block * f
+        S = self._overview.shape[-1]
+        geom = MosaicGeometry.of(R, C, S, self._columns(n, C), gap, shown, bands, band_gap)
+        new_geom = geom != old
+        # scrolled through the same rows: a new geometry (another prompt length) keeps the top row
+        keep = fit.scrolling and not fit.zoomed and old is not None and old.drawn == geom.drawn
+        top_row = fit.top_row() if keep and new_geom else None
+        view = self.vb.viewRange() if keep_view and old is not None else None
         if new_geom:
             self.geom = geom
             self.painter.new_canvas(geom)
@@ -285,15 +326,24 @@ class HeadMosaic(QWidget):
             rl, cl = self.row_labels, self.col_labels
             names = [[cl[c] if R == 1 else f"{rl[r]} · {cl[c]}" for c in range(C)] for r in range(R)]
         self.marks.names = names
+        self.marks.row_labels = self.row_labels
         self.marks.kv_group = self.kv_group if self.mode == "weights" else 1
         self.marks.place(geom)
         self._set_ticks()
+        self.top_axis.set_groups([] if self.flow else kv_groups(geom, self.marks.kv_group))
         self._fill()
         if new_geom:
             # after setImage: an ImageItem's rect is a scale of its current image size
             H, W = self.canvas.shape
             self.image.setRect(QRectF(0, 0, W, H))
-            self.reset_view()
+            if view is not None:  # the same place, in the new geometry's pixels
+                k = (geom.S + geom.g) / (old.S + old.g)
+                (x0, x1), (y0, y1) = view
+                self.vb.setRange(xRange=(x0 * k, x1 * k), yRange=(y0 * k, y1 * k), padding=0.0)
+            elif top_row is None:
+                self.reset_view()
+            else:
+                fit.apply(keep_top=False, top=top_row * (geom.S + geom.g) - geom.g / 2)
 
     @property
     def canvas(self) -> np.ndarray | None:
@@ -352,49 +402,24 @@ class HeadMosaic(QWidget):
         self.placeholder.setText(message)
         self.placeholder.setPos(0.5, 0.5)
         self.fitter.size = None
+        self.fit.scrolling = self.fit.zoomed = False
+        self.top_axis.set_groups([])
         self.vb.setRange(QRectF(0, 0, 1, 1), padding=0.0)
+        self.scroll.sync()
         self.readout.setText(" ")
 
-    def reset_view(self) -> None:
-        """Show every head again (after a zoom)."""
-        if self.canvas is not None:
-            H, W = self.canvas.shape
-            g = self.geom.g
-            if self.flow:
-                self.vb.setRange(QRectF(0, 0, W - g, H - g), padding=0.0)
-            else:
-                self.fitter.fit(W - g, H - g, margin=g / 2)  # half a gap around: room for the frames
-        self._fit_width()
-
-    def _fit_width(self) -> None:
-        """Give the plot no more width than the heads take at its height (square cells), so the
-        legend sits beside them; flowing cells take all of it."""
-        limit = 1e6
-        vh = self.vb.height()
-        if not self.flow and self.canvas is not None and vh > 1:
-            H, W = self.canvas.shape  # the content and its margins: a gap in all
-            # what the plot takes beside its view box: the row labels and the layout's margins (read
-            # from the axis, fixed by the labels: the view box's own width may still be the one from
-            # before the last resize, and a limit made from it shrank the plot under the heads)
-            m = self.plot.layout.getContentsMargins()
-            beside = self.plot.getAxis("left").width() + m[0] + m[2] + 2
-            limit = beside + vh * W / H + 1
-        if abs(self.plot.maximumWidth() - limit) > 0.5:
-            self.plot.setMaximumWidth(limit)
-
-    def _on_resized(self, *_) -> None:
-        if self.flow and self.geom is not None and self.values is not None:
-            if self._columns(self.geom.R, self.geom.C) != self.geom.cols:
-                self._redraw()
-            else:
-                self.reset_view()
-        else:
-            self._fit_width()
-
     # ---- roles, selection, marks ---------------------------------------------------------------
-    def set_roles(self, short: list[list[str]], tips: list[list[str]] | None = None) -> None:
-        """A short name written in the corner of each cell ("" for none); ``tips`` for the readout."""
+    def set_roles(
+        self,
+        short: list[list[str]],
+        tips: list[list[str]] | None = None,
+        colors: list[list[str | None]] | None = None,
+    ) -> None:
+        """A short name written in the corner of each cell ("" for none; only where it fits in the
+        cell); ``tips`` for the readout; ``colors``: a frame of that colour around the cell (None:
+        none)."""
         self.marks.roles, self.marks.role_tips = short, tips or short
+        self.marks.role_colors = colors or []
         self.marks.place(self.geom)
 
     def set_selected(self, cell: tuple[int, int] | None) -> None:

@@ -4,11 +4,14 @@
 out ``cols`` to a row on screen (``cols = C`` for the L×H grid; fewer or more when the cells flow).
 Head ``(r, c)`` is the ``n = r·C + c``-th cell; it sits at screen place ``(i, j) = divmod(n, cols)``,
 its top-left pixel at ``(x, y) = (j·(S+g), i·(S+g))``. A pixel ``(x, y)`` inside a cell shows the
-``block × block`` tokens from query ``y_in·block`` and key ``x_in·block``.
+``block × block`` tokens from query ``y_in·block`` and key ``x_in·block``. Rows may be folded away
+(``shown``: the rows drawn, e.g. layers 10–19 of 30): the drawn rows are then numbered ``0, 1, …`` on
+screen in their order, and every position still names the real row.
 
-:class:`CellMarks`: role names (top left), "OFF" marks with a red dashed frame, cell names (top
-right, when flowing), the orange selection frame and, for grouped-query attention, a blue frame
-around the ``kv_group`` columns of heads that share one key/value head, as items of the ViewBox.
+:class:`CellMarks`: role names (top left, when they fit in the cell) with a frame in the role's
+colour, "OFF" marks with a red dashed frame, cell names (top right, when flowing), the orange
+selection frame and, for grouped-query attention, a blue frame around the ``kv_group`` columns of
+heads that share one key/value head, as items of the ViewBox.
 """
 
 from __future__ import annotations
@@ -53,23 +56,92 @@ class MosaicGeometry:
     S: int
     g: int
     cols: int
+    #: the rows drawn, in order, when not all of them are (``()``: every row ``0 … R−1``)
+    shown: tuple[int, ...] = ()
+    #: side-by-side bands of rows (a tall grid set in columns, like a newspaper's: 30 layers as
+    #: L0–L14 | L15–L29), each ``C`` cells wide, ``band_gap`` empty cells between two bands
+    bands: int = 1
+    band_gap: int = 1
 
     @classmethod
-    def of(cls, R: int, C: int, S: int, cols: int | None = None, gap: int = 12) -> MosaicGeometry:
-        """The geometry of R×C heads drawn at S pixels (a gap of ``max(1, S // gap)``)."""
-        return cls(R, C, S, max(1, S // gap), C if cols is None else max(1, cols))
+    def of(
+        cls,
+        R: int,
+        C: int,
+        S: int,
+        cols: int | None = None,
+        gap: int = 12,
+        shown: tuple[int, ...] | None = None,
+        bands: int = 1,
+        band_gap: int = 1,
+    ) -> MosaicGeometry:
+        """The geometry of R×C heads drawn at S pixels (a gap of ``max(1, S // gap)``); ``shown``: the
+        rows drawn (None: all); ``bands`` > 1 sets them in that many bands side by side (not with
+        ``cols``)."""
+        rows = tuple(shown) if shown is not None and tuple(shown) != tuple(range(R)) else ()
+        n = len(rows) if rows else R
+        bands = max(1, min(int(bands), n)) if cols in (None, C) else 1
+        if bands > 1:
+            bands = math.ceil(n / math.ceil(n / bands))  # no empty band
+        g = max(1, S // gap)
+        return cls(R, C, S, g, C if cols is None else max(1, cols), rows, bands, max(1, band_gap))
+
+    @property
+    def drawn(self) -> tuple[int, ...]:
+        """The rows drawn, top first (band by band)."""
+        return self.shown or tuple(range(self.R))
+
+    @property
+    def n_drawn(self) -> int:
+        return len(self.shown) if self.shown else self.R
+
+    def shows(self, r: int) -> bool:
+        """Whether row ``r`` is drawn (not folded away)."""
+        return 0 <= r < self.R and (not self.shown or r in self.shown)
+
+    @property
+    def per_band(self) -> int:
+        """Rows in each band (the last may have fewer)."""
+        return math.ceil(self.n_drawn / self.bands)
 
     @property
     def rows(self) -> int:
-        return math.ceil(self.R * self.C / self.cols)
+        """Rows of cells on screen."""
+        if self.bands > 1:
+            return self.per_band
+        return math.ceil(self.n_drawn * self.C / self.cols)
+
+    @property
+    def slots(self) -> int:
+        """Places for a cell across the canvas (with the empty ones between bands)."""
+        if self.bands > 1:
+            return self.bands * self.C + (self.bands - 1) * self.band_gap
+        return self.cols
 
     @property
     def canvas_shape(self) -> tuple[int, int]:
-        return self.rows * (self.S + self.g), self.cols * (self.S + self.g)
+        return self.rows * (self.S + self.g), self.slots * (self.S + self.g)
+
+    def band_x(self, b: int) -> int:
+        """x of the first pixel of band ``b``."""
+        return b * (self.C + self.band_gap) * (self.S + self.g)
+
+    def band_of(self, r: int) -> tuple[int, int]:
+        """(band, row within it) of drawn row ``r``."""
+        i_r = self.shown.index(r) if self.shown else r
+        return divmod(i_r, self.per_band) if self.bands > 1 else (0, i_r)
+
+    def _slot(self, i_r: int, c: int) -> tuple[int, int]:
+        """(screen row, screen place) of the ``i_r``-th drawn row's head ``c``."""
+        if self.bands > 1:
+            b, i = divmod(i_r, self.per_band)
+            return i, b * (self.C + self.band_gap) + c
+        return divmod(i_r * self.C + c, self.cols)
 
     def origin(self, r: int, c: int) -> tuple[int, int]:
-        """(x, y) of the top-left pixel of head (r, c)."""
-        i, j = divmod(r * self.C + c, self.cols)
+        """(x, y) of the top-left pixel of head (r, c) (a ValueError when row r is not drawn)."""
+        i_r = self.shown.index(r) if self.shown else r
+        i, j = self._slot(i_r, c)
         return j * (self.S + self.g), i * (self.S + self.g)
 
     def cell_rect(self, r: int, c: int) -> QRectF:
@@ -80,22 +152,37 @@ class MosaicGeometry:
         """(r, c, query, key) at canvas coordinates (x, y), or None in a gap or outside."""
         step = self.S + self.g
         i, j = int(y // step), int(x // step)
-        n = i * self.cols + j
-        if not (0 <= j < self.cols and 0 <= i and n < self.R * self.C):
+        if not (0 <= j < self.slots and 0 <= i < self.rows):
             return None
+        if self.bands > 1:
+            b, c = divmod(j, self.C + self.band_gap)
+            i_r = b * self.per_band + i
+            if c >= self.C or i_r >= self.n_drawn:
+                return None
+        else:
+            i_r, c = divmod(i * self.cols + j, self.C)
+            if i_r >= self.n_drawn:
+                return None
         yin, xin = y - i * step, x - j * step
         if not (0 <= yin < self.S and 0 <= xin < self.S):
             return None
-        r, c = divmod(n, self.C)
-        return r, c, min(T - 1, int(yin * block)), min(T - 1, int(xin * block))
+        return self.drawn[i_r], c, min(T - 1, int(yin * block)), min(T - 1, int(xin * block))
 
     def place(self, canvas: np.ndarray, cells: np.ndarray) -> None:
-        """Write ``cells`` [R, C, S, S] (or one [S, S] for every head) into ``canvas`` in place."""
+        """Write ``cells`` [R, C, S, S] (the drawn rows of them; or one [S, S] for every head) into
+        ``canvas`` in place."""
         step = self.S + self.g
-        view = canvas.reshape(-1, step, self.cols, step)[:, : self.S, :, : self.S].transpose(0, 2, 1, 3)
+        view = canvas.reshape(-1, step, self.slots, step)[:, : self.S, :, : self.S].transpose(0, 2, 1, 3)
+        n = self.n_drawn
         if cells.ndim == 2:
-            cells = np.broadcast_to(cells, (self.R, self.C, self.S, self.S))
-        flat = cells.reshape(self.R * self.C, self.S, self.S)
+            cells = np.broadcast_to(cells, (n, self.C, self.S, self.S))
+        elif self.shown:
+            cells = cells[list(self.shown)]
+        flat = cells.reshape(n * self.C, self.S, self.S)
+        if self.bands > 1:
+            where = [self._slot(i_r, c) for i_r in range(n) for c in range(self.C)]
+            view[tuple(np.array(where).T)] = flat
+            return
         for i in range(view.shape[0]):
             part = flat[i * self.cols : (i + 1) * self.cols]
             view[i, : len(part)] = part
@@ -107,15 +194,29 @@ class LabelLayer(QGraphicsItem):
 
     ``labels``: ``(x, y, text, right, off)`` with ``(x, y)`` in view coordinates, the box's top-left
     corner there (top-right when ``right``); ``off`` draws the text red. ``bounds`` (view coordinates)
-    is what the labels lie over (the canvas), used for culling.
+    is what the labels lie over (the canvas), used for culling. ``fit`` > 0 (view units, a cell's
+    width): a label wider on screen than that is not drawn (it would cover the next cell), so small
+    cells keep their colours and only their frames say what they are. ``middle``: ``y`` is the
+    label's vertical centre (row names beside a band of cells).
     """
 
-    def __init__(self, labels: list[tuple[float, float, str, bool, bool]], font: QFont, bounds: QRectF):
+    def __init__(
+        self,
+        labels: list[tuple[float, float, str, bool, bool]],
+        font: QFont,
+        bounds: QRectF,
+        fit: float = 0.0,
+        middle: bool = False,
+    ):
         super().__init__()
         self._labels = labels
         self._font = font
         self._bounds = bounds
+        self._fit = float(fit)
+        self._middle = middle
         self._metrics = QFontMetricsF(font)
+        self.drawn: list[str] = []  # the texts the last paint drew (those that fit)
+        self.kind = "cells"  # or "rows": the names of the rows of a band
         self.setZValue(10)
 
     def texts(self) -> list[str]:
@@ -128,17 +229,20 @@ class LabelLayer(QGraphicsItem):
         to_device = painter.transform()
         fm = self._metrics
         h = fm.height() + 2
+        room = self._fit * math.hypot(to_device.m11(), to_device.m12()) if self._fit > 0 else math.inf
         painter.save()
         painter.resetTransform()
         painter.setFont(self._font)
         painter.setPen(Qt.PenStyle.NoPen)
-        clip = painter.viewport()
+        clip = QRectF(painter.viewport())
         boxes = []
         for x, y, text, right, off in self._labels:
-            p = to_device.map(QPointF(x, y))
             w = fm.horizontalAdvance(text) + 6
-            box = QRectF(p.x() - w if right else p.x(), p.y(), w, h)
-            if box.intersects(QRectF(clip)):
+            if w > room + 1:
+                continue
+            p = to_device.map(QPointF(x, y))
+            box = QRectF(p.x() - w if right else p.x(), p.y() - (h / 2 if self._middle else 0), w, h)
+            if box.intersects(clip):
                 boxes.append((box, text, off))
         for box, _, _ in boxes:
             painter.fillRect(box, _LABEL_FILL)
@@ -146,21 +250,56 @@ class LabelLayer(QGraphicsItem):
             painter.setPen(_OFF_TEXT if off else _TEXT)
             painter.drawText(box, Qt.AlignmentFlag.AlignCenter, text)
         painter.restore()
+        self.drawn = [text for _, text, _ in boxes]
+
+
+class FrameLayer(QGraphicsItem):
+    """Coloured frames around cells (``frames``: ``(rect, colour)`` in view coordinates), a cosmetic
+    pen ``width`` px wide, all in one ``paint`` (270 rectangle items cost a repaint each)."""
+
+    def __init__(self, frames: list[tuple[QRectF, QColor]], bounds: QRectF, width: float = 2.0):
+        super().__init__()
+        by_colour: dict[int, tuple[QColor, list[QRectF]]] = {}
+        for rect, colour in frames:
+            by_colour.setdefault(colour.rgba(), (colour, []))[1].append(rect)
+        self._groups = list(by_colour.values())
+        self._bounds = bounds
+        self._width = float(width)
+        self.setZValue(4)
+
+    def frames(self) -> list[tuple[QRectF, QColor]]:
+        return [(r, c) for c, rects in self._groups for r in rects]
+
+    def boundingRect(self) -> QRectF:
+        return self._bounds
+
+    def paint(self, painter, option, widget=None) -> None:
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        for colour, rects in self._groups:
+            pen = QPen(colour, self._width)
+            pen.setCosmetic(True)
+            pen.setJoinStyle(Qt.PenJoinStyle.MiterJoin)
+            painter.setPen(pen)
+            painter.drawRects(rects)
 
 
 class CellMarks:
-    """Role names, OFF marks, flowing cell names and the selection frame over a mosaic's cells."""
+    """Role names (and role frames), OFF marks, flowing cell names and the selection frame over a
+    mosaic's cells; cells of rows the geometry does not draw (folded away) get none."""
 
     def __init__(self, vb: pg.ViewBox):
         self.vb = vb
         self.roles: list[list[str]] = []
         self.role_tips: list[list[str]] = []
+        #: [R][C] colour of a frame around each cell with a role ("" or None: no frame)
+        self.role_colors: list[list[str | None]] = []
         self.marked: set[tuple[int, int]] = set()
         self.selected: tuple[int, int] | None = None
         self.names: list[list[str]] | None = None  # [R][C], written in the top-right corners
         self.kv_group = 1  # > 1: frame each group of this many columns (heads sharing a K/V head)
+        self.row_labels: list[str] = []  # [R]: written beside each band after the first
         self._items: list = []
-        self._key = None
+        self._key: tuple | None = None
         self._select_item: QGraphicsRectItem | None = None
 
     def role_tip(self, r: int, c: int) -> str:
@@ -175,9 +314,11 @@ class CellMarks:
         key = (
             geom,
             tuple(map(tuple, self.roles)),
+            tuple(map(tuple, self.role_colors)),
             tuple(sorted(self.marked)),
             names and tuple(map(tuple, names)),
             self.kv_group,
+            tuple(self.row_labels) if geom is not None and geom.bands > 1 else (),
         )
         if key == self._key:
             return
@@ -188,49 +329,88 @@ class CellMarks:
         if geom is None:
             return
         R, C = geom.R, geom.C
+        H, W = geom.canvas_shape
+        bounds = QRectF(-geom.g, -geom.g, W + geom.g, H + geom.g)
         font = QFont()
         font.setPointSizeF(7.5)
         texts = {
-            (r, c): name for r, row in enumerate(self.roles[:R]) for c, name in enumerate(row[:C]) if name
+            (r, c): name
+            for r, row in enumerate(self.roles[:R])
+            for c, name in enumerate(row[:C])
+            if name and geom.shows(r)
         }
+        frames = [
+            (geom.cell_rect(r, c), QColor(colour))
+            for r, row in enumerate(self.role_colors[:R])
+            for c, colour in enumerate(row[:C])
+            if colour and geom.shows(r)
+        ]
+        if frames:
+            self._add(FrameLayer(frames, bounds))
         for r, c in self.marked:
-            if r < R and c < C:
+            if geom.shows(r) and c < C:
                 texts[(r, c)] = "OFF " + texts.get((r, c), "")
                 rect = QGraphicsRectItem(geom.cell_rect(r, c))
                 rect.setPen(_MARK_PEN)
-                self.vb.addItem(rect)
-                self._items.append(rect)
+                rect.setZValue(6)
+                self._add(rect)
         n_rep = self.kv_group
+        step = geom.S + geom.g
         if n_rep > 1 and geom.cols == C and C % n_rep == 0:  # one frame per K/V head, all layers
-            step = geom.S + geom.g
-            for first in range(0, C, n_rep):
-                frame = QGraphicsRectItem(
-                    QRectF(first * step - geom.g / 2, -geom.g / 2, n_rep * step, geom.rows * step)
-                )
-                frame.setPen(_GROUP_PEN)
-                frame.setZValue(5)
-                self.vb.addItem(frame)
-                self._items.append(frame)
-        corner = [((r, c), name, False) for (r, c), name in texts.items()]
-        if names:
-            corner += [((r, c), names[r][c], True) for r in range(R) for c in range(C)]
-        labels = []
-        for (r, c), name, right in corner:
+            for b in range(geom.bands):
+                n_b = min(geom.per_band, geom.n_drawn - b * geom.per_band) if geom.bands > 1 else geom.rows
+                for first in range(0, C, n_rep):
+                    x = geom.band_x(b) + first * step - geom.g / 2
+                    frame = QGraphicsRectItem(QRectF(x, -geom.g / 2, n_rep * step, n_b * step))
+                    frame.setPen(_GROUP_PEN)
+                    frame.setZValue(5)
+                    self._add(frame)
+        if geom.bands > 1 and self.row_labels:  # the bands after the first name their rows
+            beside = []
+            for r in geom.drawn:
+                b, i = geom.band_of(r)
+                if b and r < len(self.row_labels):
+                    y = i * step + geom.S / 2
+                    beside.append((geom.band_x(b) - geom.g - 1, y, self.row_labels[r], True, False))
+            rows = LabelLayer(beside, QFont(), bounds, middle=True)  # the axes' font
+            rows.kind = "rows"
+            self._add(rows)
+        corner = []
+        for (r, c), name in texts.items():
             x, y = geom.origin(r, c)
-            labels.append((x + geom.S if right else x, y, name.strip(), right, name.startswith("OFF")))
-        if labels:  # one item paints them all: 144 TextItems cost ~40 ms a repaint, this ~3 ms
-            H, W = geom.canvas_shape
-            layer = LabelLayer(labels, font, QRectF(0, 0, W, H))
-            self.vb.addItem(layer)
-            self._items.append(layer)
+            corner.append((x, y, name.strip(), False, name.startswith("OFF")))
+        if corner:  # one item paints them all: 144 TextItems cost ~40 ms a repaint, this ~3 ms
+            self._add(LabelLayer(corner, font, bounds, fit=geom.S))
+        if names:
+            flowing = []
+            for r in geom.drawn:
+                for c in range(C):
+                    x, y = geom.origin(r, c)
+                    flowing.append((x + geom.S, y, names[r][c].strip(), True, False))
+            self._add(LabelLayer(flowing, font, bounds))
+
+    def _add(self, item) -> None:
+        self.vb.addItem(item)
+        self._items.append(item)
 
     def texts(self) -> list[str]:
         """The labels written in the cells (role names, OFF marks, flowing cell names)."""
-        return [t for item in self._items if isinstance(item, LabelLayer) for t in item.texts()]
+        return [t for item in self._layers("cells") for t in item.texts()]
+
+    def row_texts(self) -> list[str]:
+        """The row names written beside the bands after the first (the axis names the first's)."""
+        return [t for item in self._layers("rows") for t in item.texts()]
+
+    def _layers(self, kind: str) -> list[LabelLayer]:
+        return [i for i in self._items if isinstance(i, LabelLayer) and i.kind == kind]
+
+    def frames(self) -> list[tuple[QRectF, QColor]]:
+        """The role frames drawn: (cell rect, colour)."""
+        return [f for item in self._items if isinstance(item, FrameLayer) for f in item.frames()]
 
     def _place_selection(self, geom: MosaicGeometry | None) -> None:
         cell = self.selected
-        if geom is None or cell is None or cell[0] >= geom.R or cell[1] >= geom.C:
+        if geom is None or cell is None or not geom.shows(cell[0]) or cell[1] >= geom.C:
             if self._select_item is not None:
                 self._select_item.setVisible(False)
             return
@@ -238,10 +418,11 @@ class CellMarks:
         if self._select_item is None:
             self._select_item = QGraphicsRectItem(rect)
             self._select_item.setPen(_SELECT_PEN)
+            self._select_item.setZValue(8)
             self.vb.addItem(self._select_item)
         else:
             self._select_item.setRect(rect)
         self._select_item.setVisible(True)
 
 
-__all__ = ["CellMarks", "LabelLayer", "MosaicGeometry", "flow_columns"]
+__all__ = ["CellMarks", "FrameLayer", "LabelLayer", "MosaicGeometry", "flow_columns"]

@@ -66,11 +66,14 @@ class MosaicPainter:
         if key == self._ticks_key:  # setTicks re-lays the axis out (~15 ms each)
             return
         self._ticks_key = key
-        left.setTicks([[(r * step + g.S / 2, row_labels[r]) for r in range(g.R)]])
+        # the first band's rows (the other bands' are written beside them, in the view)
+        left.setTicks([[(i * step + g.S / 2, row_labels[r]) for i, r in enumerate(g.drawn[: g.rows])]])
         if compact and left.labelText != row_name:  # the word the ticks leave out
             left.setLabel(row_name)
         left.setWidth(int(7 * max(len(s) for s in row_labels) + (34 if compact else 12)))
-        top.setTicks([[(c * step + g.S / 2, col_labels[c]) for c in range(g.C)]])
+        top.setTicks(
+            [[(g.band_x(b) + c * step + g.S / 2, col_labels[c]) for b in range(g.bands) for c in range(g.C)]]
+        )
 
     def paint(
         self,

@@ -316,7 +316,8 @@ def test_compact_mosaic_numbers_its_layers_and_names_them_once(qtbot):
 
 
 def test_mosaic_frames_and_labels_the_heads_sharing_a_kv_head(qtbot):
-    """GQA: 8 query heads over 2 K/V heads are two framed groups of 4, labelled by their K/V head."""
+    """GQA: 8 query heads over 2 K/V heads are two framed groups of 4, named by their K/V head above
+    the columns' own labels."""
     from PySide6.QtWidgets import QGraphicsRectItem
 
     from app.widgets.head_mosaic import HeadMosaic
@@ -325,10 +326,12 @@ def test_mosaic_frames_and_labels_the_heads_sharing_a_kv_head(qtbot):
     qtbot.addWidget(m)
     m.resize(800, 400)
     m.show()
+    qtbot.waitExposed(m)
     T = 6
     w = np.random.default_rng(2).random((3, 8, T, T)).astype(np.float32)
     m.set_data(w, kv_group=4)
-    assert m.col_labels[0] == "KV 0 · h0" and m.col_labels[4] == "KV 1 · h4" and m.col_labels[5] == "h5"
+    assert m.col_labels == [f"h{c}" for c in range(8)]
+    qtbot.waitUntil(lambda: m.top_axis.group_texts() == ["K/V head 0", "K/V head 1"], timeout=2000)
     step = m.geom.S + m.geom.g
     frames = [i for i in m.marks._items if isinstance(i, QGraphicsRectItem)]
     assert sorted(round(f.rect().x() + m.geom.g / 2) for f in frames) == [0, 4 * step]
@@ -336,6 +339,7 @@ def test_mosaic_frames_and_labels_the_heads_sharing_a_kv_head(qtbot):
     assert m.cell_name(2, 5) == "layer 2, head 5 (K/V head 1)"
     m.set_data(w)  # multi-head attention: no groups
     assert not [i for i in m.marks._items if isinstance(i, QGraphicsRectItem)]
+    assert m.top_axis.group_texts() == []
     assert m.col_labels[4] == "head 4" and m.cell_name(0, 4) == "layer 0, head 4"
 
 

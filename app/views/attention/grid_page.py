@@ -1,35 +1,66 @@
-"""The Heads page: every layer × head of the prompt at once; click a head to open it large."""
+"""The Heads page: every layer × head of the prompt at once; click a head to open it large.
+
+Deep models stay readable: rows are labelled ``L0``, ``L1``, …; with grouped-query attention the top
+axis names each key/value head over the query heads that share it (and a blue frame holds them); when
+every layer fitted in the page would make a head smaller than :data:`FIT_PX` pixels, heads are drawn
+:data:`SCROLL_PX` wide and the layers scroll (30 layers at 1280×800); ``Layers`` folds the grid to
+a block or a range of layers (:class:`~app.views.attention.grid_controls.LayerFold`). Named heads
+are framed in their role's colour (:data:`~app.views.attention.grid_controls.ROLE_COLORS`, the line
+under the grid says which), their name written in the corner when it fits, and ``Find`` jumps from
+one to the next (:class:`~app.views.attention.grid_controls.HeadFinder`). The arrow keys move the
+selected head (the grid scrolls to it), Enter opens it.
+"""
 
 from __future__ import annotations
+
+import html
 
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QPushButton, QVBoxLayout
 
 from app.views.attention.base import AttentionPage, blurb_label
+from app.views.attention.grid_controls import CELL_NAMES, ROLE_COLORS, HeadFinder, LayerFold
 from app.views.attention.state import ROLE_SHORT
 from app.widgets.head_mosaic import HeadMosaic
+from model.interp.analysis.heads import HEAD_ROLES
+
+#: Fit every layer when a head then is at least this many pixels wide, …
+FIT_PX = 20
+#: … else draw heads this wide and scroll through the layers.
+SCROLL_PX = 28
+#: A deep grid is set in up to this many bands of layers side by side when that draws heads larger.
+MAX_BANDS = 4
 
 
 class GridPage(AttentionPage):
     title = "Heads"
     key = "heads"
     blurb = (
-        "Every head of the model on your prompt: rows are layers, columns heads. In each cell a row is a "
-        "query token (top = first), a column a key it may read; bright = much attention, grey = hidden by "
-        "the mask. Click a head to open it, right-click to switch it off; hover for values; wheel to zoom."
+        "Every head of the model on your prompt: rows are layers (L0 first), columns heads. In each cell "
+        "a row is a query token (top = first), a column a key it may read; bright = much attention, grey "
+        "= hidden by the mask. Click a head to open it, right-click to switch it off; arrow keys move the "
+        "selection, Enter opens it; hover for values; the wheel zooms, or scrolls layers that do not fit "
+        "(Ctrl + wheel zooms)."
     )
 
     def build(self) -> None:
         lay = QVBoxLayout(self)
-        top = QHBoxLayout()
-        top.addWidget(blurb_label(self.blurb), 1)
+        lay.addWidget(blurb_label(self.blurb))
+        bar = QHBoxLayout()
+        self.fold = LayerFold()
+        self.finder = HeadFinder()
         self.log_box = QCheckBox("Log colours")
         self.log_box.setToolTip("colour log₁₀(weight) from 10⁻⁴ to 1, so small weights differ too")
         self.fit_button = QPushButton("Fit")
-        self.fit_button.setToolTip("show every head again after zooming")
-        top.addWidget(self.log_box)
-        top.addWidget(self.fit_button)
-        lay.addLayout(top)
-        self.mosaic = HeadMosaic()
+        self.fit_button.setToolTip("show the heads from the first layer again after zooming")
+        bar.addWidget(self.fold)
+        bar.addSpacing(12)
+        bar.addWidget(self.finder)
+        bar.addStretch(1)
+        bar.addWidget(self.log_box)
+        bar.addWidget(self.fit_button)
+        lay.addLayout(bar)
+        self.mosaic = HeadMosaic(keys=True)
+        self.mosaic.set_scrolling(FIT_PX, SCROLL_PX, bands=MAX_BANDS)
         lay.addWidget(self.mosaic, 1)
         self.roles_label = QLabel(" ")
         self.roles_label.setWordWrap(True)
@@ -37,8 +68,11 @@ class GridPage(AttentionPage):
         lay.addWidget(self.roles_label)
         self.mosaic.headClicked.connect(self.openHeadRequested.emit)
         self.mosaic.headMenuRequested.connect(self._head_menu)
+        self.mosaic.headStepped.connect(lambda layer, head: self.state.select(layer, head))
         self.log_box.toggled.connect(self.mosaic.set_log)
         self.fit_button.clicked.connect(self.mosaic.reset_view)
+        self.fold.changed.connect(self._on_fold)
+        self.finder.jump.connect(self.jump_to)
 
     def head_menu_actions(self, layer: int, head: int) -> list[tuple[str, object]]:
         """(text, action) of the right-click menu of head (layer, head)."""
@@ -68,21 +102,43 @@ class GridPage(AttentionPage):
         insp = self.state.inspection
         if insp is None:
             return
+        self.fold.set_layers(insp.n_layers)
+        self.mosaic.set_rows(self.fold.rows())
         self.mosaic.set_data(
             insp.weights,
             insp.labels,
             mask=insp.mask,
             overview=insp.overview,
             block=insp.block,
+            row_labels=[f"L{layer}" for layer in range(insp.n_layers)],
             kv_group=getattr(insp.config, "n_rep", 1),
         )
         self.mosaic.set_marked(self.state.ablation.keys())
-        self.mosaic.set_selected(self.state.selected)
+        self.mosaic.set_selected(self.state.selected)  # (the fold stays as the user set it)
+        self.mosaic.ensure_visible(*self.state.selected)
+        self.finder.set_current(self.state.selected)
         self._update_roles()
         self.stale = False
 
     def on_head_selected(self, layer: int, head: int) -> None:
-        self.mosaic.set_selected((layer, head))
+        self._show_selected((layer, head))
+
+    def _show_selected(self, cell: tuple[int, int]) -> None:
+        """Frame the selected head; unfold and scroll so it is in view."""
+        self.fold.reveal(cell[0])
+        self.mosaic.set_selected(cell)
+        self.mosaic.ensure_visible(*cell)
+        self.finder.set_current(cell)
+
+    def jump_to(self, layer: int, head: int) -> None:
+        """Select (layer, head) and bring it into view, the grid focused so the arrow keys go on."""
+        if not self.state.select(layer, head):
+            self._show_selected((layer, head))
+        self.mosaic.view.setFocus()
+
+    def _on_fold(self, _range) -> None:
+        self.mosaic.set_rows(self.fold.rows())
+        self.mosaic.ensure_visible(*self.state.selected)
 
     def on_metrics(self) -> None:
         self._update_roles()
@@ -92,27 +148,45 @@ class GridPage(AttentionPage):
         insp = self.state.inspection
         if cls is None or insp is None or len(cls.labels) != insp.n_layers:
             self.mosaic.set_roles([])
+            self.finder.set_heads({})
             self.roles_label.setText(
                 "Head roles appear here once the metrics are measured (Metrics page)."
                 if insp is not None
                 else " "
             )
+            self.roles_label.setToolTip("")
             return
-        short = [[ROLE_SHORT.get(lab.name, lab.name) for lab in row] for row in cls.labels]
+        short = [[CELL_NAMES.get(lab.name, lab.name) for lab in row] for row in cls.labels]
         tips = [[str(lab) for lab in row] for row in cls.labels]
-        self.mosaic.set_roles(short, tips)
-        named = any(lab.name for row in cls.labels for lab in row)
-        self.roles_label.setText(
-            "Orange frame: the head open on the Head and Pipeline pages. "
-            + (
-                f"Blue frames: the {insp.config.n_rep} query heads that share one key/value head (GQA). "
-                if getattr(insp.config, "n_rep", 1) > 1
-                else ""
-            )
-            + ("Names in the corners: " if named else "No head passes a naming threshold yet: ")
-            + self.state.role_rules_text()
-            + ("" if named else ". See the Metrics page for every head's scores.")
-        )
+        colors = [[ROLE_COLORS.get(lab.name) for lab in row] for row in cls.labels]
+        self.mosaic.set_roles(short, tips, colors)
+        heads: dict[str, list[tuple[int, int]]] = {}
+        for layer, row in enumerate(cls.labels):
+            for head, lab in enumerate(row):
+                if lab.name:
+                    heads.setdefault(lab.name, []).append((layer, head))
+        self.finder.set_heads(heads)
+        self.finder.set_current(self.state.selected)
+        self.roles_label.setText(self.legend_html(heads, getattr(insp.config, "n_rep", 1)))
+        rules = html.escape(self.state.role_rules_text())
+        self.roles_label.setToolTip(f"Names, first rule that holds: {rules}")
+
+    @staticmethod
+    def legend_html(heads: dict[str, list[tuple[int, int]]], n_rep: int) -> str:
+        """The line under the grid: each role's frame colour and count, then the other frames."""
+        parts = []
+        for role in HEAD_ROLES:
+            n = len(heads.get(role, []))
+            colour = ROLE_COLORS.get(role)
+            mark = f'<span style="color:{colour}">■</span> ' if colour else ""
+            parts.append(f"{mark}{ROLE_SHORT.get(role, role)} {n}" + ("" if colour else " (no frame)"))
+        frames = "orange: the head open on the Head page"
+        if n_rep > 1:
+            frames += f"; blue: the {n_rep} query heads sharing a key/value head"
+        frames += "; red dashed: switched off"
+        named = sum(len(v) for v in heads.values())
+        lead = "Named heads: " if named else "No head passes a naming threshold yet: "
+        return lead + " · ".join(parts) + f". Frames: {frames}. (Rules: hover here, or the Metrics page.)"
 
     def clear(self) -> None:
         self.mosaic.clear()
@@ -121,4 +195,4 @@ class GridPage(AttentionPage):
         return {"heads": self.mosaic}
 
 
-__all__ = ["ROLE_SHORT", "GridPage"]
+__all__ = ["FIT_PX", "ROLE_SHORT", "SCROLL_PX", "GridPage"]
