@@ -40,13 +40,15 @@ class FileHost(Protocol):
 
 class FileActions:
     """The File menu's actions (see the module docstring). ``get_model``: the Get a model… dialog
-    once it has been opened (one per window, kept between uses)."""
+    once it has been opened (one per window, kept between uses); ``local_models``: the Open a local
+    model… dialog, likewise."""
 
     def __init__(self, window: FileHost):
         self.window = window
         self.session = window.session
         self.settings = window.settings
         self.get_model: Any = None
+        self.local_models: Any = None
 
     # ---- file actions --------------------------------------------------------------------------
     def new_run(self) -> None:
@@ -147,6 +149,41 @@ class FileActions:
         dialog.show()
         dialog.raise_()
         return dialog
+
+    def local_models_dialog(self):
+        """File → Open a local model…: the models already on this machine (one dialog per window,
+        kept between uses; it looks again each time it is opened)."""
+        from app.local_models_dialog import LocalModelsDialog
+
+        dialog = self.local_models
+        if dialog is None:
+            dialog = self.local_models = LocalModelsDialog(self.window)
+            dialog.openRequested.connect(self.open_local_model)
+        elif not dialog.isVisible():
+            dialog.refresh()
+        dialog.show()
+        dialog.raise_()
+        dialog.activateWindow()
+        return dialog
+
+    def open_local_model(self, model: Any) -> bool:
+        """Open a :class:`~model.io.local_models.LocalModel` chosen in the dialog, named as the list
+        names it (an Ollama blob or a cache's commit folder names nothing a person knows)."""
+        dialog = self.local_models
+        if self.session.is_training:
+            if dialog is not None:
+                dialog.show_message("Stop training before opening a model.")
+            return False
+        if not self.maybe_save("Open a local model"):
+            return False
+        if not self.open_checkpoint(str(model.path), remember_dir=False):
+            return False
+        self.session.checkpoint_meta["name"] = model.name
+        self.window.update_status()
+        self.window.statusBar().showMessage(f"Opened {model.name} ({model.source})", 6000)
+        if dialog is not None:
+            dialog.accept()
+        return True
 
     def _open_downloaded(self, folder: str, ref: str) -> None:
         if self.session.is_training:

@@ -79,6 +79,12 @@ class WindowMenus:
             S.Open,
             "Load a saved model with its config, tokenizer and loss history",
         )
+        self.local_models_action = self._action(
+            "Open a &local model…",
+            files.local_models_dialog,
+            "Ctrl+L",
+            "The models already on this machine (Ollama, LM Studio, the Hugging Face cache, packages)",
+        )
         self.get_model_action = self._action(
             "&Get a model…",
             files.get_model_dialog,
@@ -144,6 +150,7 @@ class WindowMenus:
             None,
             self.get_model_action,
             self.open_action,
+            self.local_models_action,
             self.follow_action,
             self.history_action,
             self.save_action,
