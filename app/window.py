@@ -425,6 +425,8 @@ class MainWindow(QMainWindow):
         self.save_settings()
         if self.files.get_model is not None:
             self.files.get_model.shutdown()
+        if self.files.local_models is not None:  # a scan of the machine's models still running
+            self.files.local_models.shutdown()
         for tab in self.tabs.values():
             hook = getattr(tab, "shutdown", None)
             if callable(hook):
