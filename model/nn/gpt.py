@@ -361,22 +361,41 @@ class GPT(nn.Module):
         if cfg.embed_scale:  # Gemma: E[tok]·√d
             x = x * torch.tensor(math.sqrt(cfg.d_model), dtype=x.dtype)
         x = self.embed(x)
-        rope = None
         if self.pos_emb is not None and self.pos_emb.additive:
             assert self.pos_embed is not None  # made with every additive position module
             x = x + self.pos_embed(self.pos_emb(start, T).to(x.dtype))
-        elif self.pos_emb is not None:
+        logits, loss = self._from_block(0, self.drop(x), self._context(T, start, kv_cache), targets)
+        if kv_cache is not None:
+            kv_cache.length += T
+        return logits, loss
+
+    def forward_from(self, layer: int, resid_pre: torch.Tensor) -> torch.Tensor:
+        """The rest of a forward pass that enters block ``layer`` with ``resid_pre`` [B, T, d] (what
+        ``blocks.{layer}.resid_pre`` holds: the embeddings plus blocks 0..layer-1's writes): logits
+        [B, T, V]. Equal to :meth:`forward` whose earlier blocks wrote ``resid_pre``; patching uses it to
+        skip the blocks a patch at ``layer`` cannot change."""
+        if not 0 <= layer < self.config.n_layers:
+            raise ValueError(f"layer {layer} is not one of the model's {self.config.n_layers} blocks")
+        return self._from_block(layer, resid_pre, self._context(resid_pre.shape[1], 0, None), None)[0]
+
+    def _context(self, T: int, start: int, kv_cache: KVCache | None) -> Context:
+        """RoPE's angles, the mask (through the ``mask`` hook point) and the cache of ``T`` new
+        positions after ``start`` cached ones."""
+        cfg = self.config
+        rope = None
+        if self.pos_emb is not None and not self.pos_emb.additive:
             rope = self.pos_emb(start, T)
         mask = self.mask(self.attention_mask(T, start + T))
         plain = cfg.sliding_window is None or T <= cfg.sliding_window  # the mask is the lower triangle
-        ctx = Context(
-            rope, mask, cfg.causal and plain and start == 0 and T > 1 and not self.mask.fns, kv_cache
-        )
-        x = self.drop(x)
-        for block in self.blocks:
+        is_causal = cfg.causal and plain and start == 0 and T > 1 and not self.mask.fns
+        return Context(rope, mask, is_causal, kv_cache)
+
+    def _from_block(
+        self, layer: int, x: torch.Tensor, ctx: Context, targets: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Blocks ``layer``.. on the stream ``x``, then the final norm and the unembedding."""
+        for block in self.blocks[layer:]:
             x = block(x, ctx)
-        if kv_cache is not None:
-            kv_cache.length += T
         x = self.ln_final(self.norm_f(x) if self.norm_f is not None else x)
         logits = self.logits(self.lm_head(x) if self.lm_head is not None else x @ self.tok_emb.weight.t())
         loss = None

@@ -24,7 +24,10 @@ negative values push the other way. (NaN when ``m(clean) = m(corrupted)``: there
 
 Speed: the ``N`` patched runs are one forward over ``N`` copies of the corrupted prompt, each batch
 row patching its own activation (in chunks of ``max_batch`` rows, by default about 8192 tokens a chunk,
-to bound memory), and only the position read is unembedded (a [N, T, V] block of logits would be
+to bound memory); a run patching block ``l`` first starts at block ``l``
+(:meth:`~model.nn.gpt.GPT.forward_from` on the corrupted run's ``blocks.l.resid_pre``: the blocks
+before it would compute the same), which halves a sweep over every layer; only the position read is
+unembedded (a [N, T, V] block of logits would be
 1.8 GB for 144 runs of 64 tokens of GPT-2's vocabulary). Patching ``attn.z`` or ``resid_pre`` keeps
 the fused attention kernel. All runs are
 in evaluation mode under ``torch.no_grad``; the model's mode is restored afterwards.
@@ -119,24 +122,43 @@ def run_patched(
         cache, _ = cache_activations(model, clean, names)
     T = corrupt.shape[1]
     chunk = max(1, int(max_batch) if max_batch else CHUNK_TOKENS // T)
-    out = []
+    # a run whose first patch is in block l starts there, from the corrupted run's own stream: the
+    # blocks before l compute exactly what they compute without it
+    first = [min((_layer_of(name) for name, _ in run), default=0) for run in runs]
+    starts = sorted({layer for layer in first if layer > 0})
+    entering, _ = cache_activations(model, corrupt, [f"blocks.{layer}.resid_pre" for layer in starts])
+    rows: list[torch.Tensor | None] = [None] * len(runs)
     with eval_mode(model):
-        for start in range(0, len(runs), chunk):
-            part = runs[start : start + chunk]
-            by_name: dict[str, list[tuple[int, tuple]]] = {}
-            for row, run in enumerate(part):
-                for name, index in run:
-                    by_name.setdefault(name, []).append((row, tuple(index)))
-            hooks = [(name, _patcher(cache, rows, name)) for name, rows in by_name.items()]
-            if position is not None:  # unembed only the position read: [n, 1, d] → logits [n, 1, V]
-                hooks.append(("ln_final", lambda x, hook: x[:, position : position + 1 or None]))
-            with model.hooks(hooks):
-                logits, _ = model(corrupt.expand(len(part), T))
-            out.append((logits if position is None else logits[:, 0]).float())
+        for layer in sorted(set(first)):
+            group = [i for i, f in enumerate(first) if f == layer]
+            for start in range(0, len(group), chunk):
+                part = group[start : start + chunk]
+                by_name: dict[str, list[tuple[int, tuple]]] = {}
+                for row, i in enumerate(part):
+                    for name, index in runs[i]:
+                        by_name.setdefault(name, []).append((row, tuple(index)))
+                hooks = [(name, _patcher(cache, patches, name)) for name, patches in by_name.items()]
+                if position is not None:  # unembed only the position read: [n, 1, d] → logits [n, 1, V]
+                    hooks.append(("ln_final", lambda x, hook: x[:, position : position + 1 or None]))
+                with torch.no_grad(), model.hooks(hooks):
+                    if layer == 0:
+                        logits, _ = model(corrupt.expand(len(part), T))
+                    else:
+                        resid = entering[f"blocks.{layer}.resid_pre"]
+                        logits = model.forward_from(layer, resid.expand(len(part), *resid.shape[1:]))
+                for row, i in enumerate(part):
+                    rows[i] = (logits[row] if position is None else logits[row, 0]).float()
     V = model.config.vocab_size
-    if not out:
+    if not runs:
         return torch.empty((0, V) if position is not None else (0, T, V))
-    return torch.cat(out)
+    return torch.stack([r for r in rows if r is not None])
+
+
+def _layer_of(name: str) -> int:
+    """The block a hook point belongs to (``"blocks.3.attn.z"`` → 3); 0 for the points before the
+    blocks (``embed``, ``mask``), so a run patching one of them is run whole."""
+    parts = name.split(".")
+    return int(parts[1]) if len(parts) > 2 and parts[0] == "blocks" and parts[1].isdigit() else 0
 
 
 def _same_length(clean: torch.Tensor, corrupt: torch.Tensor) -> None:
