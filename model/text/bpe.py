@@ -89,7 +89,7 @@ class HFTokenizer(Tokenizer):
         self.name = name
         self._byte_level = isinstance(tokenizer.decoder, decoders.ByteLevel)
         self._added = {i: t.content for i, t in tokenizer.get_added_tokens_decoder().items()}
-        self._strings: list[str] | None = None
+        self._strings: dict[int, str] = {}
         #: special tokens ``encode`` puts before / after every text (Llama's ``<s>``): from
         #: ``tokenizer_config.json`` and the post-processor, see :func:`load_hf_tokenizer`
         self.prefix_ids = [int(i) for i in prefix_ids]
@@ -184,10 +184,16 @@ class HFTokenizer(Tokenizer):
         return self._tok.decode(run, skip_special_tokens=False) if run else ""
 
     def token_strings(self, ids: Iterable[int]) -> list[str]:
-        if self._strings is None:
-            self._strings = [self._token_text(i) for i in range(self.vocab_size)]
-        strings, V = self._strings, len(self._strings)
-        return [strings[i] if 0 <= i < V else UNKNOWN_ID_TEXT for i in (int(i) for i in ids)]
+        # memoised per id, not the whole vocabulary at once: a 49k-token vocabulary took ~0.1 s on
+        # the first prompt (often the GUI thread's); each id's text never changes
+        strings, V = self._strings, self.vocab_size
+        out = []
+        for i in (int(i) for i in ids):
+            text = strings.get(i)
+            if text is None:
+                text = strings[i] = self._token_text(i) if 0 <= i < V else UNKNOWN_ID_TEXT
+            out.append(text)
+        return out
 
     def _token_text(self, i: int) -> str:
         if i in self._added:

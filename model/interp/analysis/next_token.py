@@ -53,7 +53,7 @@ def top_k_next_tokens(logits, k: int = 5, *, temperature: float = 1.0, targets=N
     p = logp.exp()
     k = min(k, lg.shape[-1])
     top = torch.topk(p, k, dim=-1)
-    ent = -(p * logp).nan_to_num(0.0).sum(-1)
+    ent = torch.special.entr(p).sum(-1)  # −Σ p log p, 0 where p = 0: one pass over [T, V]
     out = NextTokens(top.indices.numpy().astype(np.int64), top.values.numpy(), ent.numpy())
     if targets is not None:
         tg = torch.as_tensor(np.asarray(targets), dtype=torch.long)
