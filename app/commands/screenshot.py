@@ -128,7 +128,9 @@ def run(args: argparse.Namespace) -> int:
         train_tab = win.tabs.get("Train")
         if args.checkpoint:
             try:
-                s.load_checkpoint(args.checkpoint)
+                from app.commands.download import local_checkpoint  # hf:REPO, package:NAME
+
+                s.load_checkpoint(str(local_checkpoint(args.checkpoint)))
             except Exception as exc:
                 raise UserError(f"--checkpoint {args.checkpoint}: {exc}") from None
         if args.prompt and win.tabs.get("Attention") is not None:
