@@ -77,7 +77,14 @@ def test_pipeline_titles_are_whole_off_the_data_and_beside_no_colour_bar(qtbot, 
 def test_pipeline_matrices_are_a_usable_size_at_1280(qtbot, attention_at):
     _, tab = attention_at()
     page = _pipeline(qtbot, tab)
-    for key in ("scores_raw", "scores", "scores_masked", "pattern"):
+    keys = ("scores_raw", "scores", "scores_masked", "pattern")
+
+    def smallest() -> float:
+        return min(min(_image_rect(page.plots[k]).width(), _image_rect(page.plots[k]).height()) for k in keys)
+
+    # the page re-arranges when its view settles (a scroll bar appearing narrows it): wait for that
+    qtbot.waitUntil(lambda: smallest() >= 200, timeout=5000)
+    for key in keys:
         rect = _image_rect(page.plots[key])
         assert min(rect.width(), rect.height()) >= 200, (key, rect)  # was about 60 px
         assert abs(rect.width() - rect.height()) <= 2, key  # square cells
