@@ -51,16 +51,22 @@ def pool_max(weights: np.ndarray, b: int) -> np.ndarray:
         return np.stack([pool_max(np.asarray(part, dtype=np.float32), b) for part in w])
     T = w.shape[-1]
     S = math.ceil(T / b)
-    pad = S * b - T
-    if pad:
-        widths = [(0, 0)] * (w.ndim - 2) + [(0, pad), (0, pad)]
-        w = np.pad(w, widths)
-    rows = w[..., 0::b, :].astype(np.float32)
+    if S * b == T:
+        rows = w[..., 0::b, :].astype(np.float32)
+    else:  # the zero padding of the last block, without a padded copy of the whole array
+        rows = np.zeros((*w.shape[:-2], S, T), dtype=np.float32)
+        rows[...] = w[..., 0::b, :]
     for i in range(1, b):
-        np.maximum(rows, w[..., i::b, :], out=rows)
-    out = np.ascontiguousarray(rows[..., 0::b])
+        part = w[..., i::b, :]  # S or S - 1 rows (the last block is short)
+        np.maximum(rows[..., : part.shape[-2], :], part, out=rows[..., : part.shape[-2], :])
+    out = np.zeros((*w.shape[:-2], S, S), dtype=np.float32) if S * b != T else None
+    if out is None:
+        out = np.ascontiguousarray(rows[..., 0::b])
+    else:
+        out[...] = rows[..., 0::b]
     for i in range(1, b):
-        np.maximum(out, rows[..., i::b], out=out)
+        part = rows[..., i::b]
+        np.maximum(out[..., : part.shape[-1]], part, out=out[..., : part.shape[-1]])
     return out
 
 
