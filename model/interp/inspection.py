@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from model.config import GPTConfig
 from model.interp.analysis.next_token import top_k_next_tokens
@@ -33,7 +34,6 @@ from model.interp.analysis.pipeline import PIPELINE_KINDS, head_pipeline
 from model.interp.export import inspection_arrays
 from model.interp.frame import AttentionFrame
 from model.interp.plan import REQUIRED_KINDS, PromptPlan
-from model.interp.pooling import pool_max
 from model.interp.trace import run_with_trace
 from model.nn.hooks import ablate_heads
 from model.text.tokens import visible
@@ -82,17 +82,36 @@ def inspect_prompt(model, tokenizer, plan: PromptPlan, *, ablate: dict | None = 
     prompt = plan.prompt
     ids = list(prompt.ids)
     T = len(ids)
+    cfg = model.config
+    dtype = torch.float16 if plan.float16 else torch.float32
+    layers = sorted(plan.layers) if plan.layers is not None else list(range(cfg.n_layers))
+    b = max(1, int(plan.block))
+    S = -(-T // b)
+    # every head's weights written straight into one array, and pooled for the overview as each layer
+    # is computed (from the values as stored): no copy of [L, H, T, T] after the run, no pass over it
+    weights = np.empty((len(layers), cfg.n_heads, T, T), dtype=np.float16 if plan.float16 else np.float32)
+    pooled_apart = b > 1 or plan.float16
+    overview = np.empty((len(layers), cfg.n_heads, S, S), dtype=np.float32) if pooled_apart else weights
+
+    def pool(row: int):
+        def fn(x, hook):
+            stored = x[0].to(dtype).float()
+            ov = F.max_pool2d(stored, b, ceil_mode=True) if b > 1 else stored  # weights ≥ 0: = pool_max
+            torch.from_numpy(overview)[row].copy_(ov)
+
+        return fn
+
+    pooling = [(f"blocks.{layer}.attn.pattern", pool(i)) for i, layer in enumerate(layers)]
     trace = run_with_trace(
         model,
         prompt,
         kinds=plan.kinds,
         layers=plan.layers,
-        dtype=torch.float16 if plan.float16 else torch.float32,
-        hooks=ablate_heads(ablate or {}),
+        dtype=dtype,
+        hooks=[*ablate_heads(ablate or {}), *(pooling if pooled_apart else [])],
         sized=True,
+        into={"pattern": weights},
     )
-    weights = trace.take_stack("pattern")  # [L, H, T, T], never two copies at once
-    b = max(1, int(plan.block))
     logits = trace.logits[0]
     targets = torch.full((T,), -1, dtype=torch.long)
     targets[:-1] = torch.tensor(ids[1:], dtype=torch.long)
@@ -108,7 +127,7 @@ def inspect_prompt(model, tokenizer, plan: PromptPlan, *, ablate: dict | None = 
         ids=ids,
         texts=list(prompt.texts),
         dropped=prompt.dropped,
-        overview=pool_max(weights, b),
+        overview=overview,
         block=b,
         mask=trace.mask.numpy().astype(bool),
         logits=logits.numpy(),

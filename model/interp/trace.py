@@ -109,11 +109,17 @@ class Recorder:
     config: GPTConfig | None = None
     mask: torch.Tensor | None = None
     logits: torch.Tensor | None = None
+    #: kind -> an array [n recorded layers, ...] the kind's batch row 0 is written into, row ``i`` for
+    #: the ``i``-th recorded layer in ascending order, instead of being kept in ``store`` (no second copy)
+    into: dict[str, np.ndarray] | None = None
 
     def __post_init__(self):
         self.kinds = check_kinds(self.kinds)
         if self.layers is not None:
             self.layers = frozenset(int(i) for i in self.layers)
+        self.into = {canonical(k): v for k, v in (self.into or {}).items()}
+        n_layers = self.config.n_layers if self.config is not None else 0
+        self._rows = {layer: i for i, layer in enumerate(sorted(self.layers or range(n_layers)))}
 
     def wants_layer(self, layer: int) -> bool:
         return self.layers is None or layer in self.layers
@@ -122,8 +128,13 @@ class Recorder:
         return self.wants_layer(layer) and (self.kinds is None or canonical(kind) in self.kinds)
 
     def put(self, kind: str, layer: int, tensor: torch.Tensor) -> None:
-        if self.wants(kind, layer):
-            self.store[(kind, layer)] = tensor.detach().to(device="cpu", dtype=self.dtype).contiguous()
+        if not self.wants(kind, layer):
+            return
+        target = self.into.get(kind) if self.into else None
+        if target is not None:
+            torch.from_numpy(target)[self._rows[layer]].copy_(tensor.detach()[0])
+            return
+        self.store[(kind, layer)] = tensor.detach().to(device="cpu", dtype=self.dtype).contiguous()
 
     def hooks(self, n_layers: int, n_rep: int = 1) -> list[tuple[str, HookFn]]:
         """(hook point, function) pairs that record the wanted kinds of a model with ``n_layers``
@@ -315,6 +326,7 @@ def run_with_trace(
     dtype: torch.dtype | None = None,
     hooks=(),
     sized: bool = False,
+    into: dict[str, np.ndarray] | None = None,
 ) -> Trace:
     """One recorded run: the :class:`Trace` of ``tokens`` through ``model`` — the one way to record.
 
@@ -326,7 +338,10 @@ def run_with_trace(
     :func:`model.nn.hooks.ablate_heads`), run before the recording at the same points. A trace the
     machine cannot hold is refused first (:class:`~model.budget.sizing.ModelTooLarge`, in
     milliseconds), unless ``sized``: the caller's plan (:func:`~model.interp.plan.plan_prompt`) has
-    already sized it. Runs in evaluation mode under ``torch.no_grad`` and restores the model's mode.
+    already sized it. ``into``: {kind: array [n layers recorded, ...]} written in place of keeping
+    those kinds (batch row 0, layers in ascending order; the trace then has no such kind), so a
+    caller that wants one array of every layer gets it without a second copy. Runs in evaluation mode
+    under ``torch.no_grad`` and restores the model's mode.
     A layer whose scores or pattern are recorded runs the explicit softmax; its logits equal the fused
     path's to float32 precision.
     """
@@ -341,7 +356,11 @@ def run_with_trace(
     if not sized:
         _check_fits(model, idx, kinds, layers, dtype)
     rec = Recorder(
-        layers=None if layers is None else frozenset(layers), kinds=kinds, dtype=dtype, config=model.config
+        layers=None if layers is None else frozenset(layers),
+        kinds=kinds,
+        dtype=dtype,
+        config=model.config,
+        into=into,
     )
     # the interventions attach first, so they run before the recording at the same points
     with (
