@@ -40,7 +40,7 @@ from tokenizers import decoders, models, pre_tokenizers
 from model.files import read_json
 from model.text.tokens import UNKNOWN_ID_TEXT, Tokenizer, TokenizerError
 
-__all__ = ["HFTokenizer", "bytes_to_unicode", "load_hf_tokenizer"]
+__all__ = ["HFTokenizer", "byte_level_bpe", "bytes_to_unicode", "load_hf_tokenizer"]
 
 #: GPT-2's end-of-text token, a special token of the vocab.json + merges.txt form by default.
 ENDOFTEXT = "<|endoftext|>"
@@ -66,6 +66,19 @@ def bytes_to_unicode() -> dict[int, str]:
 
 
 _BYTE_OF_CHAR = {c: b for b, c in bytes_to_unicode().items()}
+
+
+def byte_level_bpe(vocab: dict[str, int], merges: list[tuple[str, str]]) -> models.BPE:
+    """GPT-2's BPE model over a byte-level vocabulary (no unknown token, no word affixes): the one
+    construction of GPT-2's files and of a GGUF file's ``gpt2`` tokenizer."""
+    return models.BPE(
+        vocab=vocab,
+        merges=merges,
+        dropout=None,
+        continuing_subword_prefix="",
+        end_of_word_suffix="",
+        fuse_unk=False,
+    )
 
 
 class HFTokenizer(Tokenizer):
@@ -110,16 +123,7 @@ class HFTokenizer(Tokenizer):
 
         Of ``special_tokens``, those in the vocabulary become special tokens (matched whole in text).
         """
-        tok = _HFTokenizer(
-            models.BPE(
-                vocab=vocab,
-                merges=merges,
-                dropout=None,
-                continuing_subword_prefix="",
-                end_of_word_suffix="",
-                fuse_unk=False,
-            )
-        )
+        tok = _HFTokenizer(byte_level_bpe(vocab, merges))
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
         specials = [t for t in dict.fromkeys(special_tokens) if t in vocab]

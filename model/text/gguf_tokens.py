@@ -80,7 +80,7 @@ import numpy as np
 from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers
 from tokenizers import Tokenizer as _Backend
 
-from model.text.bpe import HFTokenizer, bytes_to_unicode
+from model.text.bpe import HFTokenizer, byte_level_bpe, bytes_to_unicode
 from model.text.tokens import TokenizerError
 
 __all__ = ["SUPPORTED_TYPES", "GGUFTokenizer", "tokenizer_from_gguf"]
@@ -268,16 +268,7 @@ def _assemble(
     """The BPE model with the normalizer, pre-tokenizer and decoder of ``variant``."""
     try:
         if variant == "gpt2":
-            tok = _Backend(
-                models.BPE(
-                    vocab=vocab,
-                    merges=merges,
-                    dropout=None,
-                    continuing_subword_prefix="",
-                    end_of_word_suffix="",
-                    fuse_unk=False,
-                )
-            )
+            tok = _Backend(byte_level_bpe(vocab, merges))
             split = PRE_TOKENIZER_SPLITS.get(pre or "")
             if split is None:
                 tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
