@@ -9,6 +9,7 @@ step. The loops (training, generation) are :mod:`app.workers`'.
 from __future__ import annotations
 
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +17,9 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from model.runtime import compute_lock
+
+#: How long a background job waits for a job a page is about to submit (e.g. after a 40 ms debounce).
+BACKGROUND_GRACE_S = 0.2
 
 
 class ComputeWorker(QObject):
@@ -34,6 +38,7 @@ class ComputeWorker(QObject):
         super().__init__(parent)
         self._cond = threading.Condition()
         self._jobs: dict[str, tuple[int, Callable[[], Any], Callable[[Any, Any], None] | None]] = {}
+        self._background: dict[str, float] = {}  # queued jobs that wait for the others: key -> when queued
         self._latest: dict[str, int] = {}  # key -> ticket of the newest request not yet delivered
         self._tickets = 0
         self._stop = False
@@ -42,9 +47,18 @@ class ComputeWorker(QObject):
         self._done.connect(self._deliver)
 
     def submit(
-        self, key: str, fn: Callable[[], Any], callback: Callable[[Any, Any], None] | None = None
+        self,
+        key: str,
+        fn: Callable[[], Any],
+        callback: Callable[[Any, Any], None] | None = None,
+        *,
+        background: bool = False,
     ) -> int:
-        """Queue ``fn`` under ``key`` (superseding the older request with that key); its ticket."""
+        """Queue ``fn`` under ``key`` (superseding the older request with that key); its ticket.
+
+        A ``background`` job (the idle probe of a shown model) runs only when no other job waits, and
+        not before :data:`BACKGROUND_GRACE_S` after it was queued, so what a page is about to ask for
+        (a new model's first grid, submitted after its debounce) goes first."""
         with self._cond:
             if self._stop:
                 return 0
@@ -52,6 +66,10 @@ class ComputeWorker(QObject):
             ticket = self._tickets
             self._jobs.pop(key, None)
             self._jobs[key] = (ticket, fn, callback)
+            if background:
+                self._background[key] = time.monotonic()
+            else:
+                self._background.pop(key, None)
             self._latest[key] = ticket
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="attention-lab-compute", daemon=True)
@@ -95,7 +113,14 @@ class ComputeWorker(QObject):
                     self._cond.wait()
                 if self._stop:
                     return
-                key = next(iter(self._jobs))
+                key = next((k for k in self._jobs if k not in self._background), None)
+                if key is None:  # only background jobs: the oldest, once its grace is over
+                    key = next(iter(self._jobs))
+                    wait = self._background[key] + BACKGROUND_GRACE_S - time.monotonic()
+                    if wait > 0:
+                        self._cond.wait(wait)
+                        continue
+                self._background.pop(key, None)
                 ticket, fn, callback = self._jobs.pop(key)
                 self._busy = True
             result, error = None, None

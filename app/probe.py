@@ -96,7 +96,8 @@ class Probe(QObject):
             if error is None and frame is not None and model is host.model and idle:
                 host.show_frames([frame])
 
-        host.compute.submit("session.probe", job, done)
+        # after whatever a page is waiting for (a new model's first grid): this frame is for the Train tab
+        host.compute.submit("session.probe", job, done, background=True)
 
 
 __all__ = ["Probe", "ProbeHost"]

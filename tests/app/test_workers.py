@@ -67,6 +67,23 @@ def test_a_result_superseded_while_it_ran_is_never_delivered(qtbot, compute):
     assert got == [] and len(errors) == 1 and isinstance(errors[0], ZeroDivisionError)
 
 
+def test_a_background_job_waits_for_the_others(qtbot, compute):
+    ran = []
+    release = _blocker(compute)
+    compute.submit("probe", lambda: ran.append("probe"), background=True)
+    compute.submit("page", lambda: ran.append("page"))
+    compute.submit("page.more", lambda: ran.append("page.more"))
+    release.set()
+    qtbot.waitUntil(lambda: compute.idle, timeout=TIMEOUT)
+    assert ran == ["page", "page.more", "probe"]  # queued first, run last
+    # with the worker idle, a job a page asks for just after still goes first (the grace)
+    ran.clear()
+    compute.submit("probe", lambda: ran.append("probe"), background=True)
+    compute.submit("page", lambda: ran.append("page"))
+    qtbot.waitUntil(lambda: compute.idle, timeout=TIMEOUT)
+    assert ran == ["page", "probe"]
+
+
 def test_cancel_supersedes_every_request_under_a_prefix(qtbot, compute):
     got = []
     release = _blocker(compute)
