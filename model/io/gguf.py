@@ -332,10 +332,10 @@ def load_gguf(
     header = read_header(path)
     model_type, _, cfg = gguf_config(header)
     name = _name_of(header)
+    check_size(load_need(cfg, what=f"loading {name}"))  # before the tokenizer, any tensor or the model
     tok = _tokenizer(header, cfg, name)
     src = _source(header, model_type, cfg)
     what = f"the GGUF metadata of {path.name}"
-    check_size(load_need(cfg, what=f"loading {name}"))  # before any tensor is read or built
     try:
         if model_type == "gpt2":
             model = build_gpt2(cfg, src, path.name, "transformer.", device, dtype, conv1d=False, what=what)

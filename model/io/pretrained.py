@@ -116,18 +116,14 @@ def detect(path: str | Path) -> tuple[str, Path]:
             f"{cfg_path} is neither an Attention Lab config (n_layers, d_model, ...) nor a Hugging Face "
             f"one (model_type)"
         )
-    ggufs = sorted(p for p in path.iterdir() if p.is_file() and is_gguf(p))
-    if len(ggufs) == 1:
-        return "gguf", ggufs[0]
-    if len(ggufs) > 1:
-        names = ", ".join(p.name for p in ggufs)
-        raise CheckpointError(f"{str(path)!r} holds several GGUF files ({names}): open one of them")
-    torch_files = sorted(p for p in path.iterdir() if p.is_file() and _is_torch_file(p))
-    if len(torch_files) == 1:
-        return "nanogpt", torch_files[0]
-    if len(torch_files) > 1:
-        names = ", ".join(p.name for p in torch_files)
-        raise CheckpointError(f"{str(path)!r} holds several PyTorch checkpoints ({names}): open one of them")
+    single_files = (("gguf", is_gguf, "GGUF files"), ("nanogpt", _is_torch_file, "PyTorch checkpoints"))
+    for kind, is_kind, what in single_files:  # a folder holding one model file opens as that file
+        found = sorted(p for p in path.iterdir() if p.is_file() and is_kind(p))
+        if len(found) == 1:
+            return kind, found[0]
+        if found:
+            names = ", ".join(p.name for p in found)
+            raise CheckpointError(f"{str(path)!r} holds several {what} ({names}): open one of them")
     raise CheckpointError(
         f"{str(path)!r} holds no model: expected config.json with model.safetensors (an Attention Lab or "
         f"Hugging Face GPT-2 directory), a nanoGPT ckpt.pt or a GGUF file"

@@ -126,8 +126,11 @@ def run_patched(
     # blocks before l compute exactly what they compute without it
     first = [min((_layer_of(name) for name, _ in run), default=0) for run in runs]
     starts = sorted({layer for layer in first if layer > 0})
-    entering, _ = cache_activations(model, corrupt, [f"blocks.{layer}.resid_pre" for layer in starts])
-    rows: list[torch.Tensor | None] = [None] * len(runs)
+    entering: dict[str, torch.Tensor] = {}
+    if starts:  # one corrupted run keeps the stream entering each of those blocks
+        entering, _ = cache_activations(model, corrupt, [f"blocks.{layer}.resid_pre" for layer in starts])
+    rows: list[torch.Tensor] = []
+    order: list[int] = []
     with eval_mode(model):
         for layer in sorted(set(first)):
             group = [i for i, f in enumerate(first) if f == layer]
@@ -146,12 +149,13 @@ def run_patched(
                     else:
                         resid = entering[f"blocks.{layer}.resid_pre"]
                         logits = model.forward_from(layer, resid.expand(len(part), *resid.shape[1:]))
-                for row, i in enumerate(part):
-                    rows[i] = (logits[row] if position is None else logits[row, 0]).float()
+                rows.append((logits if position is None else logits[:, 0]).float())
+                order += part
     V = model.config.vocab_size
     if not runs:
         return torch.empty((0, V) if position is not None else (0, T, V))
-    return torch.stack([r for r in rows if r is not None])
+    out = torch.cat(rows)  # grouped by starting block: back into the order of ``runs``
+    return out[torch.argsort(torch.tensor(order))]
 
 
 def _layer_of(name: str) -> int:
