@@ -50,6 +50,7 @@ import numpy as np
 import torch
 
 from model.interp.plan import ALIASES, ALL_KINDS, GLOBAL_KINDS, canonical, inspection_need
+from model.nn.hooks import reader
 
 if TYPE_CHECKING:
     from model.config import GPTConfig
@@ -134,7 +135,8 @@ class Recorder:
         if target is not None:
             torch.from_numpy(target)[self._rows[layer]].copy_(tensor.detach()[0])
             return
-        self.store[(kind, layer)] = tensor.detach().to(device="cpu", dtype=self.dtype).contiguous()
+        # always a copy: the activation may live in a buffer the next layer reuses (hooks.reader)
+        self.store[(kind, layer)] = torch.empty(tensor.shape, dtype=self.dtype).copy_(tensor.detach())
 
     def hooks(self, n_layers: int, n_rep: int = 1) -> list[tuple[str, HookFn]]:
         """(hook point, function) pairs that record the wanted kinds of a model with ``n_layers``
@@ -165,6 +167,7 @@ class Recorder:
         def recorder(kind, layer):
             f = transforms.get(kind)
 
+            @reader
             def fn(x, hook):
                 self.put(kind, layer, x if f is None else f(x, layer) if kind == "scores_raw" else f(x))
 

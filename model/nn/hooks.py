@@ -88,6 +88,12 @@ class HookPoint(nn.Module):
         """The hooks attached to this point by the calling thread (empty for every other thread)."""
         return _attached_here().get(self, [])
 
+    @property
+    def readers_only(self) -> bool:
+        """Every hook attached here (by this thread) is a :func:`reader`: the activation may live in a
+        buffer that the next layer reuses."""
+        return all(getattr(fn, "reads_only", False) for fn in self.fns)
+
     def __call__(self, x):  # skips nn.Module's call machinery: an idle point is one test
         for fn in self.fns:
             out = fn(x, self)
@@ -131,6 +137,15 @@ def attached(points: Mapping[str, HookPoint], fns: Mapping[str, HookFn] | Iterab
             here[point].remove(fn)
             if not here[point]:
                 del here[point]
+
+
+def reader(fn: HookFn) -> HookFn:
+    """Mark ``fn`` as a hook that only reads: it neither edits the activation nor keeps a reference to
+    it past its call (it copies what it keeps). When every hook on ``attn.pattern`` is a reader, the
+    layers of one forward pass write their patterns into one shared array (see
+    :meth:`model.nn.gpt.Context.shared`) instead of each allocating its own."""
+    fn.reads_only = True  # type: ignore[attr-defined]
+    return fn
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,4 +198,13 @@ def use_mask(mask: torch.Tensor) -> list[tuple[str, HookFn]]:
     return [("mask", fn)]
 
 
-__all__ = ["HookFn", "HookPoint", "ablate_heads", "attached", "name_hook_points", "patch", "use_mask"]
+__all__ = [
+    "HookFn",
+    "HookPoint",
+    "ablate_heads",
+    "attached",
+    "name_hook_points",
+    "patch",
+    "reader",
+    "use_mask",
+]

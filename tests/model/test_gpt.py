@@ -320,3 +320,114 @@ def test_layernorm_without_shift_is_one_field_away():
     assert GPT(tiny()).num_params() - model.num_params() == (2 * cfg.n_layers + 1) * cfg.d_model
     # RMSNorm never has a shift, whatever the field says
     assert GPT(tiny(norm="rmsnorm", norm_bias=False)).num_params() == GPT(tiny(norm="rmsnorm")).num_params()
+
+
+# ---- the written-out softmax in blocks of query rows (Attention.attend) ----------------------------
+BLOCKED = {
+    "causal": {},
+    "gqa": {"n_kv_heads": 2, "positions": "rope"},
+    "mqa-learned-scale": {"n_kv_heads": 1, "attn_scale": "learned"},
+    "qk-norm": {"attn_scale": "qk_norm"},
+    "sliding-window": {"sliding_window": 5, "positions": "rope"},
+}
+
+
+@pytest.mark.parametrize("kw", BLOCKED.values(), ids=list(BLOCKED))
+def test_blocked_softmax_equals_the_square_one(kw, monkeypatch):
+    """Recording only ``pattern`` takes the query rows in blocks (each reads only the keys it may see);
+    recording ``scores`` too forms the whole square. Both give the same weights, and the fused logits."""
+    from model.nn.gpt import Attention
+
+    monkeypatch.setattr(Attention, "QUERY_BLOCK", 4)  # 19 tokens: blocks of 4, 4, 4, 4 and 3 rows
+    torch.manual_seed(0)
+    model = GPT(tiny(**kw)).eval()
+    idx = torch.randint(0, 37, (2, 19))
+    fast, _ = model(idx)
+    blocked = run_with_trace(model, idx, kinds=("pattern",))
+    square = run_with_trace(model, idx, kinds=("pattern", "scores"))
+    for layer in range(2):
+        torch.testing.assert_close(blocked["pattern", layer], square["pattern", layer], rtol=0, atol=1e-6)
+        assert torch.equal(blocked["pattern", layer] > 0, square["pattern", layer] > 0)  # zeros are exact
+    torch.testing.assert_close(blocked.logits, fast, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(square.logits, fast, rtol=1e-4, atol=1e-5)
+    assert not torch.equal(blocked["pattern", 0], blocked["pattern", 1])  # each layer its own copy
+
+
+def test_blocked_softmax_after_a_kv_cache_sees_every_cached_key(monkeypatch):
+    from model.nn.gpt import Attention
+
+    monkeypatch.setattr(Attention, "QUERY_BLOCK", 3)
+    torch.manual_seed(1)
+    model = GPT(tiny(n_kv_heads=2, positions="rope")).eval()
+    idx = torch.randint(0, 37, (1, 17))
+    whole, _ = model(idx)
+    cache = KVCache(model.config, 1, 17)
+    seen = []
+    with torch.no_grad():
+        model(idx[:, :9], kv_cache=cache)
+        with model.hooks({"blocks.1.attn.pattern": lambda x, hook: seen.append(x.clone())}):
+            rest, _ = model(idx[:, 9:], kv_cache=cache)
+    torch.testing.assert_close(rest, whole[:, 9:], rtol=1e-4, atol=1e-5)
+    (pattern,) = seen  # [1, H, 8 new queries, 17 keys]: query i sees keys 0..9+i
+    assert pattern.shape == (1, 4, 8, 17)
+    torch.testing.assert_close(pattern.sum(-1), torch.ones(1, 4, 8))
+    for i in range(8):
+        assert (pattern[..., i, 10 + i :] == 0).all() and (pattern[..., i, : 10 + i] > 0).all()
+
+
+def test_a_pattern_edited_in_place_or_replaced_is_what_attention_uses(monkeypatch):
+    """An intervention on ``attn.pattern`` (in place, or by returning a new tensor) changes ``z`` in the
+    blocked path exactly as in the square one (which also records ``scores``)."""
+    from model.nn.gpt import Attention
+
+    monkeypatch.setattr(Attention, "QUERY_BLOCK", 4)
+    torch.manual_seed(2)
+    model = GPT(tiny()).eval()
+    with torch.no_grad():  # a head's output large enough that its pattern visibly moves the logits
+        model.blocks[0].attn.o_proj.weight.mul_(30)
+    idx = torch.randint(0, 37, (1, 15))
+
+    def self_in_place(x, hook):  # head 1 attends to its own token only
+        x[:, 1] = torch.eye(x.shape[-1])
+
+    def self_new(x, hook):
+        x = x.clone()
+        self_in_place(x, hook)
+        return x
+
+    fast, _ = model(idx)
+    for edit in (self_in_place, self_new):
+        hooks = {"blocks.0.attn.pattern": edit}
+        blocked = run_with_trace(model, idx, kinds=("pattern",), hooks=hooks)
+        square = run_with_trace(model, idx, kinds=("pattern", "scores"), hooks=hooks)
+        torch.testing.assert_close(blocked.logits, square.logits, rtol=1e-5, atol=1e-6)
+        assert (blocked.logits - fast).abs().max() > 1e-2  # the edit did change the output
+        torch.testing.assert_close(blocked["pattern", 0], square["pattern", 0], rtol=0, atol=1e-6)
+
+
+def test_a_hook_that_keeps_the_pattern_gets_each_layers_own(monkeypatch):
+    """Only hooks marked ``reader`` (they copy what they keep) let the layers share one pattern array;
+    a hook that keeps the tensor itself gets a fresh one per layer."""
+    from model.nn.gpt import Attention
+    from model.nn.hooks import reader
+
+    monkeypatch.setattr(Attention, "QUERY_BLOCK", 4)
+    torch.manual_seed(3)
+    model = GPT(tiny(n_layers=3)).eval()
+    idx = torch.randint(0, 37, (1, 11))
+    kept, copied, ptrs = [], [], []
+    hooks = [(f"blocks.{i}.attn.pattern", lambda x, hook: kept.append(x)) for i in range(3)]
+    with torch.no_grad(), model.hooks(hooks):
+        model(idx)
+    assert len({t.data_ptr() for t in kept}) == 3
+
+    @reader
+    def copy(x, hook):
+        copied.append(x.clone())
+        ptrs.append(x.data_ptr())
+
+    with torch.no_grad(), model.hooks([(f"blocks.{i}.attn.pattern", copy) for i in range(3)]):
+        model(idx)
+    assert len(set(ptrs)) == 1  # one array for the three layers
+    for a, b in zip(kept, copied):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
