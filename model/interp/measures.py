@@ -1,5 +1,5 @@
 """What only some Attention pages measure after a run: every head's metrics, what switching heads off
-changes, the mean patterns, one token's row and column.
+changes, the mean patterns, one token's row and column, the next-token table.
 
 Each is a plain function of a model and an :class:`~model.interp.inspection.Inspection`'s arrays;
 the app runs them in its compute worker after each run and keeps which run each result belongs to
@@ -23,6 +23,7 @@ from model.interp.analysis.aggregate import (
     mean_over_layers,
 )
 from model.interp.analysis.heads import HeadMetrics, head_metrics, repeated_sequence
+from model.interp.analysis.next_token import NextTokens, top_k_next_tokens
 from model.interp.analysis.rollout import rollout_of_means
 from model.interp.trace import run_with_trace
 from model.nn.hooks import ablate_heads
@@ -33,6 +34,42 @@ if TYPE_CHECKING:
 
 #: Period of the repeated random sequence the induction score is measured on.
 INDUCTION_PERIOD = 24
+
+#: Top-k kept per position for the Next token page (the page shows up to this many).
+K_MAX = 10
+
+
+def token_labels(tokenizer, ids: np.ndarray) -> list[list[str]]:
+    """The visible texts of token ids [T, k] as rows [T][k] (the ids as text without a tokenizer)."""
+    T, k = ids.shape
+    flat = [int(i) for i in ids.reshape(-1)]
+    if tokenizer is None:
+        texts = [str(i) for i in flat]
+    else:
+        texts = [visible(t) for t in tokenizer.token_strings(flat)]
+    return [texts[t * k : (t + 1) * k] for t in range(T)]
+
+
+@dataclass
+class NextTokenTable:
+    """The Next token page's numbers: ``tokens`` (top-:data:`K_MAX` per position with probabilities,
+    the entropy, and the real next token's probability and rank) and ``labels`` [T][k] the guesses'
+    visible texts."""
+
+    tokens: NextTokens
+    labels: list[list[str]]
+    seconds: float = 0.0
+
+
+def next_tokens_of(logits: np.ndarray, ids: list[int], tokenizer=None, *, k: int = K_MAX) -> NextTokenTable:
+    """Rank the next tokens of a prompt ``ids`` [T] from its ``logits`` [T, V]: at position ``t`` the
+    target is ``ids[t + 1]`` (none at the end). :func:`~model.interp.analysis.next_token.top_k_next_tokens`
+    ranks a block of positions at a time, so no [T, V] temporary is made."""
+    t0 = time.perf_counter()
+    targets = np.full(len(ids), -1, dtype=np.int64)
+    targets[:-1] = ids[1:]
+    nt = top_k_next_tokens(logits, k, targets=targets)
+    return NextTokenTable(nt, token_labels(tokenizer, nt.ids), time.perf_counter() - t0)
 
 
 @dataclass
@@ -137,16 +174,8 @@ def ablation_of(model, ids: list[int], heads: dict, batches, note: str, *, token
     effect = ablation_effect(model, ids, heads, k=5)
     loss = validation_loss_change(model, heads, batches) if batches else None
 
-    def names(top) -> list[list[str]]:
-        T, k = top.ids.shape
-        flat = [int(i) for i in top.ids.reshape(-1)]
-        if tokenizer is None:
-            texts = [str(i) for i in flat]
-        else:
-            texts = [visible(t) for t in tokenizer.token_strings(flat)]
-        return [texts[t * k : (t + 1) * k] for t in range(T)]
-
-    return AblationResult(dict(heads), effect, loss, note, names(effect.top_before), names(effect.top_after))
+    before, after = (token_labels(tokenizer, top.ids) for top in (effect.top_before, effect.top_after))
+    return AblationResult(dict(heads), effect, loss, note, before, after)
 
 
 @dataclass
@@ -202,13 +231,17 @@ def token_focus_of(weights: np.ndarray, t: int):
 
 __all__ = [
     "INDUCTION_PERIOD",
+    "K_MAX",
     "AblationResult",
     "Aggregates",
     "MetricsResult",
+    "NextTokenTable",
     "ablation_of",
     "aggregates_of",
     "head_metrics_of",
     "held_out_batches",
     "induction_scores",
+    "next_tokens_of",
     "token_focus_of",
+    "token_labels",
 ]

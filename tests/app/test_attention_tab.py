@@ -183,7 +183,10 @@ def test_ablating_a_head_changes_the_logits_and_restore_brings_them_back_exactly
 
 
 def test_next_token_panel_ranks_what_the_model_predicts(qtbot, tab, session):
-    page = tab.show_page("next")
+    """The ranking is a job of the page's own, run when it is shown (the grid never waits for it)."""
+    assert tab.state.next_tokens_for_current() is None
+    with qtbot.waitSignal(tab.nextTokensReady, timeout=TIMEOUT):
+        page = tab.show_page("next")
     insp = tab.inspection
     assert page.table.rowCount() == insp.T
     _, trace = _trace(session, insp.prompt, kinds=("pattern",))

@@ -31,3 +31,23 @@ def test_prompt_next_tokens_matches_the_model_softmax():
     np.testing.assert_allclose(nt.probs.sum(-1), 1.0, rtol=1e-5)
     np.testing.assert_allclose(nt.target_prob[:-1], probs[np.arange(9), idx[1:].numpy()], rtol=1e-5)
     assert np.all(np.diff(nt.probs, axis=-1) <= 0)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_ranked_in_blocks_of_positions_equals_the_whole_softmax(temperature):
+    """150 positions (blocks of 64, 64, 22) against the softmax of every position at once: top-k,
+    entropy −Σ p log p, and the real next token's probability and rank."""
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(150, 1000, generator=gen) * 6 + 40  # large logits: no cancellation either
+    targets = torch.randint(0, 1000, (150,), generator=gen)
+    targets[-1] = -1
+    nt = top_k_next_tokens(logits, k=7, temperature=temperature, targets=targets)
+    p = torch.softmax(logits.double() / temperature, -1)
+    top = torch.topk(p, 7, -1)
+    np.testing.assert_array_equal(nt.ids, top.indices.numpy())
+    np.testing.assert_allclose(nt.probs, top.values.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(nt.entropy, torch.special.entr(p).sum(-1).numpy(), rtol=1e-5, atol=1e-5)
+    tp = p[torch.arange(149), targets[:-1]]
+    np.testing.assert_allclose(nt.target_prob[:-1], tp.numpy(), rtol=1e-5)
+    np.testing.assert_array_equal(nt.target_rank[:-1], (p[:-1] > tp[:, None]).sum(-1).numpy())
+    assert np.isnan(nt.target_prob[-1]) and nt.target_rank[-1] == -1

@@ -12,7 +12,7 @@ import torch
 
 from model.config import GPTConfig
 from model.interp.inspection import head_detail, inspect_prompt
-from model.interp.measures import ablation_of, aggregates_of, held_out_batches, token_focus_of
+from model.interp.measures import ablation_of, aggregates_of, held_out_batches, next_tokens_of, token_focus_of
 from model.interp.plan import pick_threads, plan_prompt, view_need
 from model.interp.pooling import pool_max
 from model.interp.prompt import PromptError, encode_prompt, prompt_of_ids
@@ -62,7 +62,12 @@ def test_inspect_prompt_holds_what_the_model_traced(model, tok):
     np.testing.assert_allclose(insp.logits, trace.logits[0].numpy(), atol=1e-5)
     assert insp.labels == [visible(c) for c in text] and insp.target_labels == [*insp.labels[1:], ""]
     top = insp.logits.argmax(-1)
-    assert [row[0] for row in insp.next_labels] == [visible(tok.token_strings([int(i)])[0]) for i in top]
+    table = next_tokens_of(insp.logits, ids, tok)  # the Next token page's job
+    assert [row[0] for row in table.labels] == [visible(tok.token_strings([int(i)])[0]) for i in top]
+    np.testing.assert_array_equal(table.tokens.ids[:, 0], top)
+    assert list(table.tokens.target_rank[:-1]) == [
+        int((insp.logits[t] > insp.logits[t, ids[t + 1]]).sum()) for t in range(T - 1)
+    ]
     assert model.training  # the mode is restored
     # a switched-off head changes what the others see downstream, and is recorded
     off = inspect_prompt(
@@ -157,3 +162,17 @@ def test_the_plan_keeps_the_longest_prompt_whose_inspection_fits(budget_mib):
     assert plan_prompt(cfg, byte, text[-fit:], budget=budget).prompt.T == fit  # kept whole when it fits
     with pytest.raises(PromptError, match="even for one token"):
         plan_prompt(cfg, byte, text, budget=view_need(cfg, 1).total - 1)
+
+
+@pytest.mark.parametrize(("T", "S", "b"), [(24, 24, 4), (23, 23, 4), (17, 30, 5), (9, 9, 1), (5, 7, 8)])
+def test_block_max_is_pool_max(T, S, b):
+    """The inspection pools each layer as it is computed (torch); the result equals the numpy pooling
+    the grid uses, short last blocks included."""
+    from model.interp.inspection import block_max
+
+    x = torch.rand(3, T, S, generator=torch.Generator().manual_seed(T))
+    got = block_max(x, b).numpy()
+    if T == S:
+        np.testing.assert_array_equal(got, pool_max(x.numpy(), b))
+    want = torch.nn.functional.max_pool2d(x, b, ceil_mode=True).numpy() if b > 1 else x.numpy()
+    np.testing.assert_array_equal(got, want)

@@ -31,6 +31,8 @@ class AttentionPage(LazyPage):
     needs_head_detail = False
     #: whether the page needs the aggregates job
     needs_aggregates = False
+    #: whether the page needs the next-token table (ranked over the vocabulary when shown)
+    needs_next_tokens = False
     #: the causal tool the page shows ("patching", "attribution"), whose job it needs
     needs_causal: str | None = None
 
@@ -43,6 +45,7 @@ class AttentionPage(LazyPage):
         self.follow(state.ablation_changed, self.on_ablation)
         self.follow(state.ablation_result_changed, self.on_ablation_result)
         self.follow(state.aggregates_changed, self.on_aggregates)
+        self.follow(state.next_tokens_changed, self.on_next_tokens)
         self.follow(state.causal_changed, self.on_causal)
         self.follow(state.cleared, self.clear)
 
@@ -66,6 +69,9 @@ class AttentionPage(LazyPage):
         pass
 
     def on_aggregates(self, result) -> None:
+        pass
+
+    def on_next_tokens(self, table) -> None:
         pass
 
     def on_causal(self, kind: str, result) -> None:

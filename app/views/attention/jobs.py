@@ -3,7 +3,8 @@
 Each job reads the state (and the session's model), runs in the session's compute worker through the
 tab's ``_submit`` (superseded by a newer run like the run itself), writes its result into the
 :class:`~app.views.attention.state.AttentionState` (whose signals redraw the pages) and then emits the
-tab's matching signal (``headDetailReady``, ``metricsReady``, ``ablationReady``, ``aggregatesReady``).
+tab's matching signal (``headDetailReady``, ``metricsReady``, ``ablationReady``, ``aggregatesReady``,
+``nextTokensReady``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ class AttentionJobs:
             ready = False
         if page.needs_aggregates and st.aggregates_for_current() is None:
             self.aggregates()
+            ready = False
+        if page.needs_next_tokens and st.next_tokens_for_current() is None:
+            self.next_tokens()
             ready = False
         if page.needs_causal and st.causal_for_current(page.needs_causal) is None:
             self.causal(page.needs_causal)
@@ -97,6 +101,20 @@ class AttentionJobs:
                 self.tab.ablationReady.emit(res)
 
         self.tab._submit("attention.ablation", fn, done)
+
+    def next_tokens(self) -> None:
+        """The next-token table of the current run (``attention.next``)."""
+        st, tok = self.state, self.session.tokenizer
+        insp = st.inspection
+        if insp is None:
+            return
+        logits, ids, req = insp.logits, list(insp.ids), st.request
+
+        def done(table):
+            st.set_next_tokens(table, req)
+            self.tab.nextTokensReady.emit(table)
+
+        self.tab._submit("attention.next", lambda: measures.next_tokens_of(logits, ids, tok), done)
 
     def aggregates(self) -> None:
         """Mean patterns, with the chosen heads' and, when wanted, the rollout (``attention.aggregate``)."""

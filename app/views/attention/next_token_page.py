@@ -1,5 +1,8 @@
 """The Next token page: at every position of the prompt, the model's top-k next tokens with their
-probabilities (``model.interp.analysis.next_token``), beside the token that actually comes next."""
+probabilities (``model.interp.analysis.next_token``), beside the token that actually comes next.
+
+The ranking over the whole vocabulary (49k tokens × every position for a real model) is a job of its
+own, run when the page is shown (``AttentionJobs.next_tokens``), so the grid never waits for it."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.attention.base import AttentionPage, blurb_label
-from model.interp.inspection import K_MAX
+from model.interp.measures import K_MAX
 
 FIXED = ("pos", "token", "actually next", "p(actual)", "rank", "entropy (nats)")
 
@@ -26,6 +29,7 @@ FIXED = ("pos", "token", "actually next", "p(actual)", "rank", "entropy (nats)")
 class NextTokenPage(AttentionPage):
     title = "Next token"
     key = "next"
+    needs_next_tokens = True
     blurb = (
         "After reading the prompt up to each position, what does the model expect next? The top guesses "
         "with their probabilities (darker = likelier; bold = the token that really follows), beside that "
@@ -52,11 +56,19 @@ class NextTokenPage(AttentionPage):
         lay.addWidget(self.table, 1)
         self.k_spin.valueChanged.connect(lambda _=0: self.refresh())
 
+    def on_next_tokens(self, table) -> None:
+        self.redraw()
+
     def refresh(self) -> None:
         insp = self.state.inspection
         if insp is None:
             return
-        nt = insp.next_tokens
+        table = self.state.next_tokens_for_current()
+        if table is None:  # ranked in the background: the page follows next_tokens_changed
+            self.table.setRowCount(0)
+            self.summary.setText("<i>Ranking the next tokens…</i>")
+            return
+        nt, guesses = table.tokens, table.labels
         k = min(self.k_spin.value(), nt.ids.shape[1])
         T = insp.T
         headers = list(FIXED) + [f"guess {j + 1}" for j in range(k)]
@@ -85,9 +97,7 @@ class NextTokenPage(AttentionPage):
                 for j in range(k):
                     p = float(nt.probs[t, j])
                     item = QTableWidgetItem(
-                        f"{insp.next_labels[t][j]}   {p:.0%}"
-                        if p >= 0.01
-                        else f"{insp.next_labels[t][j]}   {p:.1%}"
+                        f"{guesses[t][j]}   {p:.0%}" if p >= 0.01 else f"{guesses[t][j]}   {p:.1%}"
                     )
                     shade = int(255 - 150 * min(1.0, p))
                     item.setBackground(QBrush(QColor(shade, shade + (255 - shade) // 3, 255)))

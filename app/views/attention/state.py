@@ -48,7 +48,8 @@ class AttentionState:
     without a model); ``selected``: the (layer, head) every page shows; ``ablation``: the heads
     switched off, ``{(layer, head): "zero" | "mean"}``; ``metrics``
     (:class:`~model.interp.inspection.MetricsResult`), ``thresholds`` and the ``classification`` they give;
-    ``ablation_result``, ``aggregates`` and the selected head's pipeline
+    ``ablation_result``, ``aggregates``, the next-token table (:meth:`next_tokens_for_current`) and
+    the selected head's pipeline
     (:meth:`head_detail_for_selected`) once measured; ``chosen_heads``: the heads the Aggregates
     page averages; ``causal_setup`` and ``causal``: the inputs and results of activation patching
     and direct logit attribution (:meth:`causal_for_current`).
@@ -68,6 +69,8 @@ class AttentionState:
     ablation_result_changed = Signal()
     #: (Aggregates)
     aggregates_changed = Signal()
+    #: (NextTokenTable): the current run's next-token table arrived
+    next_tokens_changed = Signal()
     #: (heads): the heads to average changed
     chosen_heads_changed = Signal()
     #: (bool): whether the aggregates must include attention rollout changed
@@ -92,6 +95,7 @@ class AttentionState:
         self.head_tips: dict[Head, str] = {}
         self.ablation_result = None
         self.aggregates = None
+        self.next_tokens = None  # (request, NextTokenTable)
         self.chosen_heads: list[Head] = []
         #: whether the aggregates include attention rollout (only while the Aggregates page shows it)
         self.rollout_wanted = False
@@ -121,7 +125,7 @@ class AttentionState:
             self.metrics = self.classification = None
             self.head_tips = {}
             self.selected = (min(self.selected[0], L - 1), min(self.selected[1], H - 1))
-        self.aggregates = None
+        self.aggregates = self.next_tokens = None
         self.inspection_changed.emit(inspection)
 
     def forget_results(self) -> None:
@@ -137,7 +141,7 @@ class AttentionState:
         """No model: forget everything drawn."""
         self.forget_results()
         self.inspection = None
-        self.aggregates = None
+        self.aggregates = self.next_tokens = None
         self.cleared.emit()
         self.inspection_changed.emit(None)
 
@@ -200,6 +204,17 @@ class AttentionState:
         if a.chosen_heads != self.chosen_heads or (self.rollout_wanted and a.rollout is None):
             return None
         return a
+
+    def set_next_tokens(self, table, request: int) -> None:
+        """The next-token table (:class:`~model.interp.measures.NextTokenTable`) of run ``request``."""
+        self.next_tokens = (request, table)
+        if request == self.request:
+            self.next_tokens_changed.emit(table)
+
+    def next_tokens_for_current(self):
+        """The next-token table of the current run, or None (not ranked yet)."""
+        e = self.next_tokens
+        return e[1] if e is not None and self.inspection is not None and e[0] == self.request else None
 
     def set_causal(self, kind: str, request: int, setup: dict, result) -> bool:
         """Keep a causal tool's ``result`` (a :class:`~model.interp.causal.PatchingResult`,

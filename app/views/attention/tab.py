@@ -85,6 +85,7 @@ class AttentionTab(QWidget):
     metricsReady = Signal(object)
     ablationReady = Signal(object)
     aggregatesReady = Signal(object)
+    nextTokensReady = Signal(object)
     causalReady = Signal(str, object)
     exported = Signal(str)
     failed = Signal(str)

@@ -38,31 +38,49 @@ class NextTokens:
         return [[decode(int(i)) for i in row] for row in self.ids]
 
 
+#: Positions ranked together: [rows, V] float32 stays in cache (64 × 49k = 12.6 MB), and no [T, V]
+#: temporary is ever allocated
+ROWS = 64
+
+
 def top_k_next_tokens(logits, k: int = 5, *, temperature: float = 1.0, targets=None) -> NextTokens:
     """Top-``k`` of ``softmax(logits / temperature)`` at every position.
 
     ``logits`` [T, V] or [B, T, V] (batch row 0), numpy or torch. ``targets`` [T] (ids of the true
-    next tokens, −1 where unknown) fills ``target_prob``/``target_rank``.
+    next tokens, −1 where unknown) fills ``target_prob``/``target_rank``. Computed :data:`ROWS`
+    positions at a time.
     """
-    lg = torch.as_tensor(np.asarray(logits) if not torch.is_tensor(logits) else logits).detach().float().cpu()
+    lg = torch.as_tensor(np.asarray(logits) if not torch.is_tensor(logits) else logits).detach().cpu()
     if lg.dim() == 3:
         lg = lg[0]
     if temperature <= 0:
         raise ValueError(f"temperature must be positive, got {temperature}")
-    logp = torch.log_softmax(lg / temperature, dim=-1)
-    p = logp.exp()
-    k = min(k, lg.shape[-1])
-    top = torch.topk(p, k, dim=-1)
-    ent = torch.special.entr(p).sum(-1)  # −Σ p log p, 0 where p = 0: one pass over [T, V]
-    out = NextTokens(top.indices.numpy().astype(np.int64), top.values.numpy(), ent.numpy())
-    if targets is not None:
-        tg = torch.as_tensor(np.asarray(targets), dtype=torch.long)
-        known = tg >= 0
-        safe = tg.clamp(min=0)
-        tp = p.gather(-1, safe[:, None])[:, 0]
-        rank = (p > tp[:, None]).sum(-1)
-        out.target_prob = torch.where(known, tp, torch.tensor(float("nan"))).numpy()
-        out.target_rank = torch.where(known, rank, torch.tensor(-1)).numpy().astype(np.int64)
+    T, V = lg.shape
+    k = min(k, V)
+    ids = torch.empty(T, k, dtype=torch.long)
+    probs, entropy = torch.empty(T, k), torch.empty(T)
+    tg = None if targets is None else torch.as_tensor(np.asarray(targets), dtype=torch.long)
+    tp, rank = torch.full((T,), float("nan")), torch.full((T,), -1, dtype=torch.long)
+    for r in range(0, T, ROWS):
+        rows = slice(r, min(T, r + ROWS))
+        x = lg[rows].float()
+        x = x - x.amax(-1, keepdim=True)  # max 0: the same softmax, and log Σ eˣ = −log p_max
+        if temperature != 1.0:
+            x /= temperature
+        p = torch.softmax(x, dim=-1)  # [rows, V]
+        top = torch.topk(p, k, dim=-1)
+        ids[rows], probs[rows] = top.indices, top.values
+        if tg is not None:
+            known = tg[rows] >= 0
+            t_p = p.gather(-1, tg[rows].clamp(min=0)[:, None])[:, 0]
+            tp[rows] = torch.where(known, t_p, tp[rows])
+            above = torch.gt(p, t_p[:, None]).sum(-1, dtype=torch.int32).long()
+            rank[rows] = torch.where(known, above, rank[rows])
+        # H = −Σ p log p = log Σ eˣ − Σ p x: two non-negative terms, and no log over the vocabulary
+        entropy[rows] = -torch.log(top.values[:, 0]) - x.mul_(p).sum(-1)
+    out = NextTokens(ids.numpy(), probs.numpy(), entropy.numpy())
+    if tg is not None:
+        out.target_prob, out.target_rank = tp.numpy(), rank.numpy()
     return out
 
 
