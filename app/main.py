@@ -5,9 +5,11 @@ from __future__ import annotations
 import sys
 
 from app.cli import main as cli_main
+from model.machine import keep_freed_memory
 
 
 def main(argv: list[str] | None = None) -> int:
+    keep_freed_memory()  # before any thread starts: the heap every thread reuses (model/machine.py)
     argv = sys.argv[1:] if argv is None else argv
     if argv:
         return cli_main(argv)

@@ -49,6 +49,9 @@ def headless(config, source, settings, warmup: int) -> float:
 
 
 def main() -> int:
+    from model.machine import keep_freed_memory
+
+    keep_freed_memory()  # as the app does first (app/main.py)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--warmup", type=int, default=10, help="steps left out of the throughput")

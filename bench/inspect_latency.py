@@ -272,6 +272,9 @@ def summarise(info: dict) -> str:
 
 
 def main(argv=None) -> int:
+    from model.machine import keep_freed_memory
+
+    keep_freed_memory()  # as the app does first (app/main.py)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", default="default,gpt2,long", help="comma-separated: " + ", ".join(CASES))
     p.add_argument("--repeats", type=int, default=10)

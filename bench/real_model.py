@@ -206,6 +206,9 @@ def report(results: dict) -> str:
 
 
 def main(argv=None) -> int:
+    from model.machine import keep_freed_memory
+
+    keep_freed_memory()  # as the app does first (app/main.py)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--only", choices=("open", "inspect", "grid"), action="append")

@@ -140,6 +140,9 @@ def _malloc_growth(before, after, top: int = 15) -> str:
 
 
 def main(argv=None) -> int:
+    from model.machine import keep_freed_memory
+
+    keep_freed_memory()  # as the app does first (app/main.py)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--minutes", type=float, default=10.0, help="how long to run (default 10)")
     p.add_argument("--warmup", type=float, default=None, help="minutes left out of the growth")

@@ -18,7 +18,8 @@ dying in the allocator minutes later. The figures come from the budget calculato
   here like the others.
 
 What the machine has (:func:`available_memory`): ``MemAvailable`` of ``/proc/meminfo`` (or psutil
-where installed), lowered by a cgroup memory limit or an address-space rlimit when one is set; on a
+where installed), lowered by a cgroup memory limit or an address-space rlimit when one is set, plus
+the memory this process's heap holds free for reuse (:func:`model.machine.held_free_bytes`); on a
 CUDA device, the free device memory. A refusal names what the work would need, what the machine has
 and which value to lower; ``override=True`` (``--no-size-check``, or the environment variable
 :data:`OVERRIDE_ENV`) skips the refusal for people who know better.
@@ -37,6 +38,7 @@ from typing import Any
 from model.budget.arithmetic import PRECISIONS, activation_bytes, human_bytes, parameters
 from model.config import GPTConfig
 from model.errors import AttentionLabError
+from model.machine import held_free_bytes
 
 __all__ = [
     "BLOCK_OVERHEAD",
@@ -216,6 +218,9 @@ def available_memory(device: Any = "cpu") -> Available:
     if not candidates:
         return Available(1 << 62, "unknown")
     amount, source = min(candidates)
+    kept = held_free_bytes()  # freed memory this process keeps for reuse (machine.keep_freed_memory)
+    if kept >= 1 << 20:
+        return Available(int(amount) + kept, f"{source}, and {human_bytes(kept)} this process holds free")
     return Available(int(amount), source)
 
 
