@@ -16,12 +16,21 @@ times and measures:
 and, once per case, the inspection job against a plain forward in back-to-back pairs on one thread
 (the recording's own cost, goal ≤ 1.2, free of the GUI thread and of the queue).
 
+``--table`` prints instead what recording costs without the tab around it, each figure measured in
+a process of its own on one thread (median of ``--repeats``): a plain forward, the weights-only
+trace (``run_with_trace`` of every head's pattern, in the plan's precision) and the tab's inspection
+(``inspect_prompt``), at 64, 256 and 1024 tokens, for a GPT-2-architecture model of 4 layers × 8
+heads, d 256 and a 49,152-token vocabulary and for one of 12 × 12, d 768; the ratios to the plain
+forward and of the inspection to the trace (goals ≤ 1.5 and ≤ 1.2 at 256 and 1024 tokens), and the
+peak memory each adds over the loaded model (the inspection's within 10 % of the trace's).
+
 Cases (``--cases``): ``default`` = the default config (4 layers × 4 heads, d=128) at 128 tokens
 (target ≤ 100 ms); ``gpt2`` = 12 layers × 12 heads, d=768 at 256 tokens (target ≤ 500 ms);
 ``long`` = the same 12 × 12 model at 1024 tokens (usable: pooled overview, no freeze).
 
     python bench/inspect_latency.py                       # all cases
     python bench/inspect_latency.py --cases default --repeats 20
+    python bench/inspect_latency.py --table --repeats 5   # plain / trace / inspection, own processes
 """
 
 from __future__ import annotations
@@ -116,6 +125,100 @@ def inspect_vs_forward(model, tokenizer, ids, threads, pairs: int = 7) -> list[f
                 spent[name] = time.perf_counter() - t
             ratios.append(spent["inspect"] / spent["plain"])
     return ratios
+
+
+#: ``--table``: the shapes (GPT-2 architecture, 49,152-token vocabulary) and prompt lengths
+TABLE_SHAPES = {
+    "4 × 8, d 256": dict(n_layers=4, n_heads=8, d_model=256),
+    "12 × 12, d 768": dict(n_layers=12, n_heads=12, d_model=768),
+}
+TABLE_TOKENS = (64, 256, 1024)
+TABLE_RUNS = ("plain", "trace", "inspect")
+
+
+def one_figure(shape: str, T: int, run: str, repeats: int) -> dict:
+    """One figure of the table, in this process (a fresh one): the median seconds of ``run`` on one
+    thread, and the most memory the first run held at once beyond the loaded model (the live bytes of
+    ``model.machine.allocated_bytes``, sampled every millisecond)."""
+    import threading
+
+    import torch
+
+    from model.config import GPTConfig
+    from model.interp.inspection import inspect_prompt
+    from model.interp.plan import plan_prompt
+    from model.interp.prompt import prompt_of_ids
+    from model.interp.trace import run_with_trace
+    from model.machine import allocated_bytes
+    from model.nn.gpt import build_model
+    from model.text.tokens import ByteTokenizer
+
+    torch.set_num_threads(1)
+    cfg = GPTConfig(**TABLE_SHAPES[shape], vocab_size=49152, context_length=1024)
+    model = build_model(cfg, seed=0).eval()
+    tok = ByteTokenizer()
+    ids = [int(i) for i in torch.randint(0, 256, (T,), generator=torch.Generator().manual_seed(T))]
+    plan = plan_prompt(cfg, tok, prompt_of_ids(tok, ids))
+    dtype = torch.float16 if plan.float16 else torch.float32
+    idx = torch.tensor([ids])
+    fns = {
+        "plain": lambda: model(idx),
+        "trace": lambda: run_with_trace(model, ids, kinds=("pattern",), dtype=dtype, sized=True),
+        "inspect": lambda: inspect_prompt(model, tok, plan),
+    }
+    fn = fns[run]
+    peak = {"live": 0, "on": True}
+
+    def sample():
+        while peak["on"]:
+            peak["live"] = max(peak["live"], allocated_bytes())
+            time.sleep(0.001)
+
+    with torch.no_grad():
+        base = allocated_bytes()
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        out = fn()
+        peak["on"] = False
+        sampler.join()
+        del out
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+    return {"seconds": statistics.median(times), "peak": max(0, peak["live"] - base)}
+
+
+def ratio_table(repeats: int) -> None:
+    """Print the ``--table`` figures, each from :func:`one_figure` in a process of its own."""
+    import json
+    import subprocess
+
+    for shape in TABLE_SHAPES:
+        print(f"{shape}, vocabulary 49,152, 1 thread, median of {repeats}")
+        print(
+            f"  {'T':>5} {'plain':>8} {'trace':>8} {'inspect':>8}   {'trace/plain':>11} "
+            f"{'inspect/plain':>13} {'inspect/trace':>13}   {'peak trace':>10} {'peak inspect':>12}"
+        )
+        for T in TABLE_TOKENS:
+            fig = {}
+            for run in TABLE_RUNS:
+                out = subprocess.run(
+                    [sys.executable, __file__, "--one", f"{shape}|{T}|{run}", "--repeats", str(repeats)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                fig[run] = json.loads(out.stdout.strip().splitlines()[-1])
+            s = {run: fig[run]["seconds"] for run in TABLE_RUNS}
+            mb = {run: fig[run]["peak"] / 2**20 for run in TABLE_RUNS}
+            print(
+                f"  {T:>5} {s['plain']:>7.3f}s {s['trace']:>7.3f}s {s['inspect']:>7.3f}s   "
+                f"{s['trace'] / s['plain']:>11.2f} {s['inspect'] / s['plain']:>13.2f} "
+                f"{s['inspect'] / s['trace']:>13.2f}   {mb['trace']:>8.0f}MB {mb['inspect']:>10.0f}MB",
+                flush=True,
+            )
 
 
 def run_case(name: str, spec: dict, repeats: int, device: str) -> dict:
@@ -282,7 +385,20 @@ def main(argv=None) -> int:
     p.add_argument(
         "--custom", metavar="LxHxDxT", help="add a case: layers x heads x width x tokens, e.g. 2x2x64x300"
     )
+    p.add_argument("--table", action="store_true", help="plain / trace / inspection, each in its own process")
+    p.add_argument("--one", help=argparse.SUPPRESS)  # "shape|T|run": one figure of --table, here
     args = p.parse_args(argv)
+    if args.one:
+        import json
+
+        shape, T, run = args.one.split("|")
+        print(json.dumps(one_figure(shape, int(T), run, args.repeats)))
+        return 0
+    if args.table:
+        print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
+        ratio_table(args.repeats)
+        print(f"load average at the end {os.getloadavg()[0]:.2f}")
+        return 0
     if args.custom:
         L, H, D, T = (int(v) for v in args.custom.lower().split("x"))
         CASES["custom"] = dict(n_layers=L, n_heads=H, d_model=D, tokens=T, target_ms=None)
