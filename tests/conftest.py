@@ -22,6 +22,8 @@ os.environ["ATTENTION_LAB_SETTINGS"] = os.path.join(tempfile.mkdtemp(prefix="att
 
 import pytest
 
+from tests.texts import TRICKY_TEXTS
+
 #: A data source that needs no corpus on disk and resolves instantly.
 TINY_SOURCE = "task:copy"
 
@@ -396,13 +398,6 @@ def nanogpt_chars() -> str:
 # Llama-era families (model.families): a tiny random transformers model per family, with uneven
 # weights, and its tokenizer as a tokenizer.json built with the tokenizers library.
 # ---------------------------------------------------------------------------------------------
-#: Text that needs every path of a tokenizer: spaces, newlines, tabs, emoji, CJK, digits.
-TRICKY_TEXTS = [
-    "  two leading spaces,   three inside and trailing  ",
-    "line one\nline two\n\n\ttabbed 12345 3.14159",
-    "emoji 😀 👍🏽 family 👨‍👩‍👧 and 日本語のテキスト 東京",
-    "Русский, Ελληνικά, مرحبا, café naïve — 2024-01-01",
-]
 
 #: The tokenizer kinds of the families: byte-level BPE (Qwen, Pythia) or byte-fallback BPE (Llama, ...).
 FAMILY_TOKENIZER = {
@@ -808,32 +803,36 @@ def smollm2(smollm2_path):
 
 
 @pytest.fixture(scope="session")
-def smollm2_reference(smollm2_path):
-    """``(model, tokenizer)``: transformers' own GGUF loading of the same file (eager attention).
+def smollm2_reference(smollm2_path, request):
+    """transformers' own reading of the same file (:class:`tests.smollm2_reference.Reference`),
+    computed in a process of its own that started as soon as the collected tests needed it
+    (:func:`pytest_collection_modifyitems`), so the rest of the suite ran meanwhile."""
+    from tests import smollm2_reference as reference
 
-    transformers reads the file's header with ``gguf.GGUFReader`` twice (config, then weights) and
-    rebuilds gguf's tensor-name table once per tensor; both are pure functions of their arguments, so
-    they are cached while it loads (10 s instead of 20 s). What it computes is unchanged.
-    """
-    import functools
+    job = _REFERENCE.get("job")
+    if job is None:  # started here when the hook could not (no file then)
+        job = _REFERENCE["job"] = reference.start(smollm2_path)
+    return job.result()
 
-    import gguf
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    readers: dict = {}
-    real_reader, real_map = gguf.GGUFReader, gguf.get_tensor_name_map
+#: The reference process of the real-model suite, once started
+_REFERENCE: dict = {}
 
-    def reader(path, *args, **kwargs):
-        key = (str(path), args, tuple(sorted(kwargs.items())))
-        if key not in readers:
-            readers[key] = real_reader(path, *args, **kwargs)
-        return readers[key]
 
-    gguf.GGUFReader, gguf.get_tensor_name_map = reader, functools.cache(real_map)
-    try:
-        folder, name = str(smollm2_path.parent), smollm2_path.name
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, attn_implementation="eager")
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    finally:
-        gguf.GGUFReader, gguf.get_tensor_name_map = real_reader, real_map
-    return model.eval(), tokenizer
+def pytest_collection_modifyitems(session, config, items):
+    """Start the real-model suite's transformers reference now, in the background, when any collected
+    test needs it: its ~25 s then overlap the tests that run before."""
+    if not any("smollm2_reference" in getattr(item, "fixturenames", ()) for item in items):
+        return
+    from model.io.gguf import packaged_gguf
+    from tests import smollm2_reference as reference
+
+    path = packaged_gguf()
+    if path is not None:
+        _REFERENCE["job"] = reference.start(path)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    job = _REFERENCE.pop("job", None)
+    if job is not None:
+        job.close()

@@ -19,25 +19,11 @@ from model.text.bpe import HFTokenizer, bytes_to_unicode
 from model.text.gguf_tokens import generate_merges, tokenizer_from_gguf
 from model.text.registry import tokenizer_from_dict
 from model.text.tokens import TokenizerError
+from tests.texts import GGUF_TRICKY as TRICKY
 
 # ---------------------------------------------------------------------------------------------
 # the real file: SmolLM2-135M-Instruct, byte-level BPE (tokenizer.ggml.model "gpt2"), 49,152 tokens
 # ---------------------------------------------------------------------------------------------
-TRICKY = [
-    "The quick brown fox jumps over the lazy dog. It's what we'll do, isn't it?",
-    "def f(x):\n\tif x:\n\t\treturn [i ** 2 for i in range(x)]\n    pass  # four spaces\n",
-    "12345 3.14159 -0.5e10 1,000,000",
-    "emoji 😀👍🏽 family 👨‍👩‍👧 and combining e\u0301 a\u0308 n\u0303",
-    "日本語のテキスト、東京。中文，한국어",
-    "\n\n\n",
-    "   leading and trailing spaces   ",
-    "two  spaces   three    four\r\n",
-    "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
-    "<|endoftext|>between<|endoftext|>",
-    "",
-    " ",
-    "Long text, over and over: " + " ".join(f"word{i} 😀 ünïcödé\t{i * 7}" for i in range(120)),
-]
 assert len(TRICKY[-1]) > 1000
 
 
@@ -55,8 +41,9 @@ def smol_meta(smollm2_path):
 
 @pytest.fixture(scope="module")
 def smol_reference(smollm2_reference):
-    """transformers' tokenizer of the real file, loaded once for the session (tests/conftest.py)."""
-    return smollm2_reference[1]
+    """transformers' tokenizer of the real file, as the session's reference process read it
+    (tests/smollm2_reference.py): ids of every text here, its backend and special tokens."""
+    return smollm2_reference
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +52,9 @@ def smol(smol_meta):
 
 
 def _backend(tok) -> dict:
-    """The tokenizers JSON, less the post-processor (ours adds BOS/EOS through prefix_ids/suffix_ids)."""
-    data = json.loads(tok.to_str())
+    """The tokenizers JSON (a tokenizer, or its JSON text), less the post-processor (ours adds BOS/EOS
+    through prefix_ids/suffix_ids)."""
+    data = json.loads(tok if isinstance(tok, str) else tok.to_str())
     data.pop("post_processor")
     return data
 
@@ -74,16 +62,16 @@ def _backend(tok) -> dict:
 @pytest.mark.parametrize("text", TRICKY, ids=range(len(TRICKY)))
 def test_real_file_ids_equal_transformers(smol, smol_reference, text):
     ids = smol.encode(text)
-    assert ids == smol_reference.encode(text)
+    assert ids == smol_reference.encode(text)  # transformers' ids
     assert smol.decode(ids) == text
     assert smol.encode_array(text).tolist() == ids
 
 
 def test_real_file_same_tokenizer_as_transformers(smol, smol_meta, smol_reference):
-    assert smol.vocab_size == len(smol_reference) == len(smol_meta["tokenizer.ggml.tokens"]) == 49152
-    assert _backend(smol._tok) == _backend(smol_reference.backend_tokenizer)
-    reference_special = {i for i, t in smol_reference.added_tokens_decoder.items() if t.special}
-    assert smol.special_ids == reference_special == set(range(17))  # the 17 control tokens
+    info = smol_reference.info
+    assert smol.vocab_size == info["vocab_len"] == len(smol_meta["tokenizer.ggml.tokens"]) == 49152
+    assert _backend(smol._tok) == _backend(info["backend_json"])
+    assert smol.special_ids == set(info["special_ids"]) == set(range(17))  # the 17 control tokens
     # the file says add_bos_token = false, and transformers adds nothing either
     assert smol.prefix_ids == smol.suffix_ids == []
     assert smol_reference.encode("hi") == smol.encode("hi")

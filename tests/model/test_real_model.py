@@ -7,7 +7,8 @@ checked against it or against scores computed here by hand from its attention: l
 attention weights (≤ 1e-5) on prose, code, a chat prompt, odd Unicode and 1000+ tokens; token ids;
 20 greedy tokens; the chat template; the named heads; patching and logit attribution on an IOI
 prompt; the GQA grouping, the parameter budget and the KV cache. One model of each is opened for the
-whole session (``smollm2``, ``smollm2_reference`` in tests/conftest.py).
+whole session (``smollm2`` in tests/conftest.py); the reference's outputs are computed in a process of
+their own while the rest of the suite runs (``smollm2_reference``, tests/smollm2_reference.py).
 """
 
 from __future__ import annotations
@@ -30,28 +31,8 @@ from model.io.pretrained import describe_origin, detect
 from model.nn.generate import generate
 from model.nn.gpt import KVCache
 from model.text.chat import apply_chat_template
-
-PROSE = (
-    "The transformer reads a sentence all at once. Each attention head looks back over the words "
-    "before it and decides, for every position, which earlier words matter most."
-)
-CODE = (
-    "def softmax(x):\n\te = np.exp(x - x.max(-1, keepdims=True))\n    return e / e.sum(-1, keepdims=True)\n"
-)
-ODD = "emoji 😀 👍🏽 family 👨‍👩‍👧 日本語のテキスト, Ελληνικά, مرحبا, café naïve — 2024-01-01\u200b\u00a0end"
-CHAT = [{"role": "user", "content": "What does an attention head do?"}]
-IOI_CLEAN = "When Mary and John went to the store, John gave a drink to"
-IOI_CORRUPT = "When Mary and John went to the store, Mary gave a drink to"
-
-
-def _long_text() -> str:
-    """1000+ tokens of varied English (not one sentence repeated: each paragraph names new numbers)."""
-    parts = [
-        f"Paragraph {i}: the model at step {i * 137} had a loss of {3.0 - i / 40:.3f}; its head {i % 9} in "
-        f"layer {i % 30} moved its attention from the token {i + 1} places back to the first one."
-        for i in range(22)
-    ]
-    return " ".join(parts)
+from tests.smollm2_reference import COMPARED_LAYERS, GREEDY_TOKENS
+from tests.texts import CHAT, CODE, IOI_CLEAN, IOI_CORRUPT, ODD, PROSE, long_text
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +45,7 @@ def prompts(smollm2, chat_text):
     tok = smollm2.tokenizer
     out = {name: tok.encode(text) for name, text in (("prose", PROSE), ("code", CODE), ("odd", ODD))}
     out["chat"] = tok.encode(chat_text)
-    out["long"] = tok.encode(_long_text())
+    out["long"] = tok.encode(long_text())
     assert len(out["long"]) >= 1000
     return out
 
@@ -92,62 +73,34 @@ def test_the_file_opens_as_the_model_it_is(smollm2, smollm2_path):
 
 
 def test_token_ids_equal_transformers_on_tricky_text(smollm2, smollm2_reference, chat_text, tricky_texts):
-    _, theirs = smollm2_reference
-    texts = [PROSE, CODE, ODD, chat_text, _long_text(), *tricky_texts, "<|im_start|>user\nhi<|im_end|>"]
+    texts = [PROSE, CODE, ODD, chat_text, long_text(), *tricky_texts, "<|im_start|>user\nhi<|im_end|>"]
     for text in texts:
         ours = smollm2.tokenizer.encode(text)
-        assert ours == theirs(text)["input_ids"], text[:60]
+        assert ours == smollm2_reference.encode(text), text[:60]
         assert smollm2.tokenizer.decode(ours) == text
 
 
 def test_the_chat_template_is_the_files_own(smollm2, smollm2_reference, chat_text):
-    _, theirs = smollm2_reference
-    assert chat_text == theirs.apply_chat_template(CHAT, tokenize=False, add_generation_prompt=True)
+    assert chat_text == smollm2_reference.chat_text
     assert chat_text.startswith("<|im_start|>system\n") and chat_text.endswith("<|im_start|>assistant\n")
-
-
-def _their_run(reference, ids, layers):
-    """transformers' logits [T, V] and eager attention weights [len(layers), H, T, T] of ``ids``, the
-    weights taken from the attention modules of ``layers`` only (all 30 layers of 1000+ tokens would
-    be 1 GB)."""
-    taken: dict[int, torch.Tensor] = {}
-    handles = [
-        reference.model.layers[layer].self_attn.register_forward_hook(
-            lambda module, args, kwargs, out, layer=layer: taken.__setitem__(layer, out[1][0]),
-            with_kwargs=True,
-        )
-        for layer in layers
-    ]
-    try:
-        with torch.no_grad():
-            logits = reference(torch.tensor([ids])).logits[0]
-    finally:
-        for h in handles:
-            h.remove()
-    return logits, torch.stack([taken[layer] for layer in layers])
-
-
-#: The layers whose attention is compared, per prompt (every layer but on the 1000+ token one).
-COMPARED_LAYERS = {
-    "prose": range(30),
-    "code": range(30),
-    "odd": range(30),
-    "chat": range(30),
-    "long": (0, 14, 29),
-}
 
 
 @pytest.fixture(scope="module")
 def compared(smollm2, smollm2_reference, prompts):
     """prompt -> ((their logits, their weights), (our logits, our weights)): one run of each model per
     prompt, our run being the inspection's own recorded run (``run_with_trace``)."""
-    reference, _ = smollm2_reference
     out = {}
     for name, ids in prompts.items():
-        layers = list(COMPARED_LAYERS[name])
-        theirs = _their_run(reference, ids, layers)
-        trace = run_with_trace(smollm2.model, ids, kinds=("pattern",), layers=layers)
-        out[name] = theirs, (trace.logits[0], torch.from_numpy(trace.stack("pattern")))
+        assert smollm2_reference.prompt_ids(name) == ids  # the same tokens go in
+        logits, weights = smollm2_reference.run(name)
+        trace = run_with_trace(smollm2.model, ids, kinds=("pattern",), layers=COMPARED_LAYERS[name])
+        out[name] = (
+            (torch.from_numpy(logits), torch.from_numpy(weights)),
+            (
+                trace.logits[0],
+                torch.from_numpy(trace.stack("pattern")),
+            ),
+        )
     return out
 
 
@@ -168,17 +121,11 @@ def test_attention_weights_equal_transformers(compared, prompts):
 
 
 def test_greedy_text_equals_transformers(smollm2, smollm2_reference, prompts):
-    reference, tok = smollm2_reference
     ids = torch.tensor([prompts["chat"]])
-    reference.generation_config.eos_token_id = None  # 20 tokens whatever comes
-    with torch.no_grad():
-        expected = reference.generate(
-            ids, attention_mask=torch.ones_like(ids), max_new_tokens=20, do_sample=False, pad_token_id=2
-        )
-    ours = generate(smollm2.model, ids, 20, greedy=True)
-    assert ours.tolist() == expected.tolist()
+    ours = generate(smollm2.model, ids, GREEDY_TOKENS, greedy=True)
+    assert ours[0].tolist() == smollm2_reference.info["greedy"]
     reply = smollm2.tokenizer.decode(ours[0, ids.shape[1] :].tolist())
-    assert reply == tok.decode(expected[0, ids.shape[1] :]) and reply.strip()
+    assert reply == smollm2_reference.info["greedy_reply"] and reply.strip()
 
 
 def _diagonal_mean(w: np.ndarray, offset: int, rows: np.ndarray) -> np.ndarray:
@@ -189,7 +136,6 @@ def _diagonal_mean(w: np.ndarray, offset: int, rows: np.ndarray) -> np.ndarray:
 def test_named_heads_match_independent_scores(smollm2, smollm2_reference, prompts, compared):
     """The Metrics page's numbers (``head_metrics_of``: induction on a repeated random block, the rest
     on the prompt) against scores computed here from transformers' attention; the top 5 agree."""
-    reference, _ = smollm2_reference
     ids = prompts["prose"]
     trace = run_with_trace(smollm2.model, ids, kinds=("pattern",))
     result = head_metrics_of(smollm2.model, trace.stack("pattern"), trace.mask)
@@ -202,7 +148,9 @@ def test_named_heads_match_independent_scores(smollm2, smollm2_reference, prompt
     from model.interp.analysis.heads import repeated_sequence
 
     rp = repeated_sequence(smollm2.config.vocab_size, period)  # the prompt head_metrics_of measured on
-    rep = _their_run(reference, rp.tokens.tolist(), list(range(30)))[1].numpy()
+    repeated = smollm2_reference.info["repeated"]
+    assert (repeated["ids"], repeated["period"]) == (rp.tokens.tolist(), period)
+    rep = smollm2_reference.run("repeated")[1]
     induction = _diagonal_mean(rep, period - 1, np.arange(period, 2 * period))
 
     def top(scores, k=5):

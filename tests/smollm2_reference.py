@@ -1,0 +1,239 @@
+"""transformers' own reading of SmolLM2-135M-Instruct's GGUF file: the reference of the real-model
+suite (tests/model/test_real_model.py, tests/model/test_gguf_tokens.py), computed in a process of its
+own while the rest of the suite runs.
+
+Loading the file with ``transformers`` takes ~12 s (gguf's Python reader, then dequantizing) and its
+eager runs another ~15 s; the suite needs only their outputs. :func:`start` launches
+``python -m tests.smollm2_reference DIR`` (tests/conftest.py does it as soon as the collected tests
+need the reference), on one thread so that the tests keep the other core; :meth:`Job.result` waits
+for it and returns a :class:`Reference`. What it computes, with ``transformers`` alone (our package
+is used only for the repeated random prompt's token ids, a pure function of its arguments):
+
+* the tokenizer: ids of every text the suite encodes, the backend's JSON, its size and special ids,
+  the chat template applied;
+* per prompt (prose, code, odd Unicode, the chat prompt, 1000+ tokens): logits [T, V] and the eager
+  attention weights of :data:`COMPARED_LAYERS` [layers, H, T, T];
+* the attention of every layer on the repeated random prompt the Metrics page measures induction on;
+* 20 greedy tokens after the chat prompt, and their text.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tests.texts import CHAT, CODE, GGUF_TRICKY, ODD, PROSE, TRICKY_TEXTS, long_text
+
+#: The layers whose attention is compared, per prompt (every layer but on the 1000+ token one:
+#: all 30 layers of 1000+ tokens would be 1 GB).
+COMPARED_LAYERS = {
+    "prose": tuple(range(30)),
+    "code": tuple(range(30)),
+    "odd": tuple(range(30)),
+    "chat": tuple(range(30)),
+    "long": (0, 14, 29),
+}
+#: Greedy tokens generated after the chat prompt
+GREEDY_TOKENS = 20
+
+
+def encoded_texts() -> list[str]:
+    """Every text whose ids the suite compares."""
+    return [
+        PROSE,
+        CODE,
+        ODD,
+        long_text(),
+        *TRICKY_TEXTS,
+        *GGUF_TRICKY,
+        "hi",
+        "<|im_start|>user\nhi<|im_end|>",
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# the reference process
+# ---------------------------------------------------------------------------------------------
+def _load(path: Path):
+    """``(model, tokenizer)``: transformers' GGUF loading of ``path`` (eager attention).
+
+    transformers reads the header with ``gguf.GGUFReader`` twice (config, then weights) and rebuilds
+    gguf's tensor-name table once per tensor; both are pure functions of their arguments, so they are
+    cached while it loads. What it computes is unchanged."""
+    import gguf
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    readers: dict = {}
+    real_reader, real_map = gguf.GGUFReader, gguf.get_tensor_name_map
+
+    def reader(p, *args, **kwargs):
+        key = (str(p), args, tuple(sorted(kwargs.items())))
+        if key not in readers:
+            readers[key] = real_reader(p, *args, **kwargs)
+        return readers[key]
+
+    gguf.GGUFReader, gguf.get_tensor_name_map = reader, functools.cache(real_map)
+    try:
+        folder, name = str(path.parent), path.name
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, attn_implementation="eager")
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = real_reader, real_map
+    return model.eval(), tokenizer
+
+
+def _run(model, ids: list[int], layers) -> tuple[np.ndarray, np.ndarray]:
+    """Logits [T, V] and the eager attention weights of ``layers`` [len(layers), H, T, T]."""
+    import torch
+
+    taken: dict[int, torch.Tensor] = {}
+    handles = [
+        model.model.layers[layer].self_attn.register_forward_hook(
+            lambda module, args, kwargs, out, layer=layer: taken.__setitem__(layer, out[1][0]),
+            with_kwargs=True,
+        )
+        for layer in layers
+    ]
+    try:
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0]
+    finally:
+        for h in handles:
+            h.remove()
+    return logits.numpy(), torch.stack([taken[layer] for layer in layers]).numpy()
+
+
+def compute(gguf_path: Path, out: Path) -> None:
+    """Write every output of the module docstring into the folder ``out``; ``done.json`` last."""
+    import torch
+
+    from model.interp.analysis.heads import repeated_sequence
+    from model.interp.measures import INDUCTION_PERIOD
+
+    torch.set_num_threads(1)
+    model, tok = _load(gguf_path)
+    chat_text = tok.apply_chat_template(CHAT, tokenize=False, add_generation_prompt=True)
+    texts = [*encoded_texts(), chat_text]
+    info: dict = {
+        "ids": {text: tok(text)["input_ids"] for text in texts},
+        "backend_json": tok.backend_tokenizer.to_str(),
+        "vocab_len": len(tok),
+        "special_ids": sorted(i for i, t in tok.added_tokens_decoder.items() if t.special),
+        "chat_text": chat_text,
+        "prompts": {},
+    }
+    prompts = {"prose": PROSE, "code": CODE, "odd": ODD, "chat": chat_text, "long": long_text()}
+    for name, text in prompts.items():
+        ids = info["ids"][text]
+        logits, weights = _run(model, ids, COMPARED_LAYERS[name])
+        np.save(out / f"{name}.logits.npy", logits)
+        np.save(out / f"{name}.weights.npy", weights)
+        info["prompts"][name] = ids
+    period = min(INDUCTION_PERIOD, model.config.max_position_embeddings // 2)
+    rp = repeated_sequence(model.config.vocab_size, period)
+    info["repeated"] = {"ids": rp.tokens.tolist(), "period": period}
+    np.save(out / "repeated.weights.npy", _run(model, rp.tokens.tolist(), range(30))[1])
+    ids = torch.tensor([info["ids"][chat_text]])
+    model.generation_config.eos_token_id = None  # GREEDY_TOKENS tokens whatever comes
+    with torch.no_grad():
+        greedy = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=GREEDY_TOKENS,
+            do_sample=False,
+            pad_token_id=2,
+        )
+    info["greedy"] = greedy[0].tolist()
+    info["greedy_reply"] = tok.decode(greedy[0, ids.shape[1] :])
+    (out / "done.json").write_text(json.dumps(info), encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------
+# the suite's side
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class Reference:
+    """What :func:`compute` wrote (see the module docstring), read back."""
+
+    folder: Path
+    info: dict
+
+    def encode(self, text: str) -> list[int]:
+        """transformers' ids of ``text`` (one of :func:`encoded_texts` or the chat text)."""
+        return self.info["ids"][text]
+
+    @property
+    def chat_text(self) -> str:
+        return self.info["chat_text"]
+
+    def prompt_ids(self, name: str) -> list[int]:
+        return self.info["prompts"][name]
+
+    def run(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(logits [T, V], weights [layers, H, T, T]) of prompt ``name``, or of ``"repeated"`` (weights of
+        every layer; logits empty)."""
+        weights = np.load(self.folder / f"{name}.weights.npy")
+        logits = self.folder / f"{name}.logits.npy"
+        return (np.load(logits) if logits.exists() else np.empty(0)), weights
+
+
+class Job:
+    """The reference process, started by :func:`start`."""
+
+    def __init__(self, gguf_path: Path):
+        self.folder = Path(tempfile.mkdtemp(prefix="smollm2-reference-"))
+        root = Path(__file__).resolve().parent.parent
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)}
+        self.log = open(self.folder / "log.txt", "w+b")  # noqa: SIM115 (closed in close())
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.smollm2_reference", str(gguf_path), str(self.folder)],
+            cwd=root,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        self._reference: Reference | None = None
+
+    def result(self, timeout: float = 900) -> Reference:
+        """Wait for the process (at most ``timeout`` seconds) and read what it wrote."""
+        if self._reference is None:
+            t0 = time.monotonic()
+            try:
+                code = self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                raise RuntimeError(f"the transformers reference took over {timeout:.0f} s") from None
+            done = self.folder / "done.json"
+            if code != 0 or not done.exists():
+                self.log.seek(0)
+                tail = self.log.read().decode(errors="replace")[-3000:]
+                raise RuntimeError(f"the transformers reference failed (exit {code}):\n{tail}")
+            self.waited = time.monotonic() - t0
+            self._reference = Reference(self.folder, json.loads(done.read_text(encoding="utf-8")))
+        return self._reference
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+        import shutil
+
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def start(gguf_path: Path) -> Job:
+    return Job(gguf_path)
+
+
+if __name__ == "__main__":
+    compute(Path(sys.argv[1]), Path(sys.argv[2]))
