@@ -129,7 +129,42 @@ def gguf_tensors(model) -> list[tuple[str, Any]]:
         if model_type == "gemma" and new.endswith("norm.weight"):
             w = w + 1  # llama.cpp multiplies by the stored weight: Gemma's (1 + γ)
         out.append((new, w))
+    factors = _llama3_rope_freqs(cfg) if model_type == "llama" else None
+    if factors is not None:
+        out.insert(0, ("rope_freqs.weight", factors))
     return out
+
+
+def _llama3_rope_freqs(cfg):
+    """convert_hf_to_gguf's ``LlamaModel.generate_extra_tensors``: Llama 3's RoPE scaling written out as
+    one factor per rotary frequency (each θ_i is divided by it), or None without that scaling."""
+    import math
+
+    import numpy as np
+
+    scaling = getattr(cfg, "rope_scaling", None) or {}
+    if scaling.get("rope_type", scaling.get("type")) != "llama3":
+        return None
+    base = _rope_theta(cfg) or 10000.0
+    dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    factor = scaling.get("factor", 8.0)
+    low_freq_factor = scaling.get("low_freq_factor", 1.0)
+    high_freq_factor = scaling.get("high_freq_factor", 4.0)
+    old_context_len = scaling.get("original_max_position_embeddings", 8192)
+    low_freq_wavelen = old_context_len / low_freq_factor
+    high_freq_wavelen = old_context_len / high_freq_factor
+    factors = []
+    for i in range(0, dim, 2):
+        freq = 1.0 / (base ** (i / dim))
+        wavelen = 2 * math.pi / freq
+        if wavelen < high_freq_wavelen:
+            factors.append(1.0)
+        elif wavelen > low_freq_wavelen:
+            factors.append(factor)
+        else:
+            smooth = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+            factors.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(factors, dtype=np.float32)
 
 
 def _llama_cpp_type(name: str, w, qtype):

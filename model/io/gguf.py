@@ -36,8 +36,9 @@ stored ``[out, in]``). Two of llama.cpp's conversions are undone:
   ``1 + γ``, so 1 is subtracted.
 
 Refused with one line naming it: an architecture not in :data:`ARCHITECTURES`, a tensor type
-``gguf`` cannot dequantize here, mixture-of-experts files, Llama 3.1's ``rope_freqs`` tensor, RoPE
-scaling other than linear, metadata of the wrong kind.
+``gguf`` cannot dequantize here, mixture-of-experts files, ``rope_freqs`` other than Llama 3.1's
+scaling (which opens as ``rope_scaling: llama3``), RoPE scaling other than linear, metadata of the
+wrong kind.
 """
 
 from __future__ import annotations
@@ -58,7 +59,6 @@ from model.io.families import family_config
 from model.io.gguf_file import (
     DEQUANTIZED,
     GGUFHeader,
-    GGUFTensor,
     quant_summary,
     read_header,
     read_tensor,
@@ -67,6 +67,7 @@ from model.io.gguf_file import (
 from model.io.gpt2 import build_gpt2, gpt2_config
 from model.io.hf import build_family
 from model.io.weights import TensorSource, listed, loaded_meta, vocab_of
+from model.nn.layers import llama3_frequencies
 from model.text.gguf_tokens import tokenizer_from_gguf
 from model.text.tokens import Tokenizer, TokenizerError
 
@@ -204,10 +205,6 @@ def gguf_config(header: GGUFHeader) -> tuple[str, dict[str, Any], GPTConfig]:
     for moe in ("expert_count", "expert_used_count"):
         if key(moe):
             raise CheckpointError(f"{where}: {arch}.{moe}={key(moe)} (mixture-of-experts) is not implemented")
-    if "rope_freqs.weight" in header.tensors:
-        raise CheckpointError(
-            f"{where}: rope_freqs.weight (Llama 3.1's per-frequency RoPE factors) is not implemented"
-        )
     embd = header.tensors.get("token_embd.weight")
     if embd is None or len(embd.shape) != 2:
         raise CheckpointError(f"{where}: no token embedding (token_embd.weight) as a matrix")
@@ -258,7 +255,9 @@ def gguf_config(header: GGUFHeader) -> tuple[str, dict[str, Any], GPTConfig]:
     if dims and head_dim and dims != head_dim:
         hf["partial_rotary_factor"] = dims / head_dim
     scaling = header.metadata.get(f"{arch}.rope.scaling.type")
-    if scaling not in (None, "none"):
+    if "rope_freqs.weight" in header.tensors:  # Llama 3.1+: the per-frequency factors themselves
+        hf["rope_scaling"] = _llama3_scaling(header, hf["rope_theta"], dims or head_dim)
+    elif scaling not in (None, "none"):
         if scaling != "linear":
             raise CheckpointError(f"{where}: RoPE scaling {scaling!r} is not implemented (linear is)")
         hf["rope_scaling"] = {"rope_type": "linear", "factor": key("rope.scaling.factor", 1.0)}
@@ -268,6 +267,40 @@ def gguf_config(header: GGUFHeader) -> tuple[str, dict[str, Any], GPTConfig]:
     if hf["attention_bias"]:
         hf["mlp_bias"] = "blk.0.ffn_up.bias" in header.tensors
     return model_type, hf, family_config(hf)
+
+
+#: Llama 3's RoPE scaling (transformers' ``rope_type: llama3``) as Meta's models set it, which
+#: llama.cpp's converter writes out as the ``rope_freqs`` tensor
+LLAMA3_SCALING = {"low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+
+
+def _llama3_scaling(header: GGUFHeader, base: float, rotary_dim: int) -> dict[str, Any]:
+    """The ``rope_scaling`` whose factors the file's ``rope_freqs.weight`` holds.
+
+    llama.cpp stores Llama 3.1's scaling as ``f_i`` [r/2] (each θ_i is divided by f_i): ``factor`` for
+    long wavelengths, 1 for short ones and a blend between (:func:`model.nn.layers.rope_frequencies`).
+    Their largest is ``factor``; the rest must be what :data:`LLAMA3_SCALING` gives with it, else
+    they are refused in one line (RoPE factors of another kind are not implemented).
+    """
+    where = header.path.name
+    t = header.tensors["rope_freqs.weight"]
+    if tuple(t.shape) != (rotary_dim // 2,):
+        raise CheckpointError(
+            f"{where}: rope_freqs.weight has shape {list(t.shape)}, not [{rotary_dim // 2}] (half the "
+            f"rotary dimensions)"
+        )
+    found = read_tensor(header.path, t).astype(np.float64)
+    if not np.all(np.isfinite(found)) or found.min() <= 0:
+        raise CheckpointError(f"{where}: rope_freqs.weight holds factors that are not positive numbers")
+    factor = float(found.max())
+    inv_freq = 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim))
+    expected = inv_freq / llama3_frequencies(inv_freq, factor, *LLAMA3_SCALING.values())
+    if not np.allclose(found, expected.numpy(), rtol=1e-4):
+        raise CheckpointError(
+            f"{where}: rope_freqs.weight holds RoPE factors other than Llama 3's scaling (factor "
+            f"{factor:g}, low/high frequency factors 1/4, original context 8192): not implemented"
+        )
+    return {"rope_type": "llama3", "factor": factor, **LLAMA3_SCALING}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -283,7 +316,8 @@ def _unpermute_rope(w: np.ndarray, heads: int) -> np.ndarray:
 def _source(header: GGUFHeader, model_type: str, cfg: GPTConfig) -> TensorSource:
     """The file's tensors under their Hugging Face names, dequantized to float32 when read."""
     gpt2 = model_type == "gpt2"
-    by_hf: dict[str, GGUFTensor] = {_hf_name(n, gpt2): t for n, t in header.tensors.items()}
+    # rope_freqs (Llama 3.1+) became the config's rope_scaling (_llama3_scaling): no weight of a block
+    by_hf = {_hf_name(n, gpt2): t for n, t in header.tensors.items() if n != "rope_freqs.weight"}
 
     def get(name: str) -> torch.Tensor:
         t = by_hf[name]

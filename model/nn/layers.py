@@ -91,22 +91,27 @@ def rope_frequencies(config: GPTConfig) -> torch.Tensor:
     """
     r = config.rotary_dim
     inv_freq = 1.0 / (config.rope_base ** (torch.arange(0, r, 2, dtype=torch.float32) / r))
-    factor = config.rope_factor
     if config.rope_scaling == "linear":
-        return inv_freq / factor
+        return inv_freq / config.rope_factor
     if config.rope_scaling == "llama3":
-        low, high, c0 = (
-            config.rope_low_freq_factor,
-            config.rope_high_freq_factor,
-            config.rope_original_context,
+        c = config
+        return llama3_frequencies(
+            inv_freq, c.rope_factor, c.rope_low_freq_factor, c.rope_high_freq_factor, c.rope_original_context
         )
-        wavelen = 2 * math.pi / inv_freq
-        scaled = torch.where(wavelen > c0 / low, inv_freq / factor, inv_freq)
-        smooth = (c0 / wavelen - low) / (high - low)
-        blended = (1 - smooth) * scaled / factor + smooth * scaled
-        medium = ~(wavelen < c0 / high) * ~(wavelen > c0 / low)
-        return torch.where(medium, blended, scaled)
     return inv_freq
+
+
+def llama3_frequencies(
+    inv_freq: torch.Tensor, factor: float, low: float, high: float, c0: float
+) -> torch.Tensor:
+    """``llama3`` scaling of the frequencies ``inv_freq`` [r/2] (see :func:`rope_frequencies`); a GGUF
+    file stores ``inv_freq / llama3_frequencies(inv_freq, ...)`` as its ``rope_freqs`` tensor."""
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > c0 / low, inv_freq / factor, inv_freq)
+    smooth = (c0 / wavelen - low) / (high - low)
+    blended = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < c0 / high) * ~(wavelen > c0 / low)
+    return torch.where(medium, blended, scaled)
 
 
 def rope_tables(

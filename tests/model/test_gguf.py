@@ -520,10 +520,6 @@ UNSUPPORTED = {
         dict(metadata={"llama.expert_count": (8, "UINT32")}),
         ["llama.expert_count=8", "mixture-of-experts", "not implemented"],
     ),
-    "rope_freqs": (
-        dict(extra_tensors={"rope_freqs.weight": np.ones(8, dtype=np.float32)}),
-        ["rope_freqs.weight", "not implemented"],
-    ),
     "block_count that lies": (
         dict(metadata={"llama.block_count": (40, "UINT32")}),
         ["block_count=40", "holds only 21 tensors"],
@@ -668,3 +664,47 @@ def test_bfloat16_on_request_keeps_the_dequantized_values_in_bfloat16(cases):
     error = (got.float() - expected).abs().max().item() / expected.abs().max().item()
     corr = torch.corrcoef(torch.stack([got.float().flatten(), expected.flatten()]))[0, 1].item()
     assert error < 0.2 and corr > 0.99
+
+
+LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+
+
+@pytest.mark.parametrize("head_dim", [16, 128])
+def test_llama3_rope_freqs_open_as_llama3_scaling(tmp_path, write_hf_family, head_dim, tricky_texts):
+    """Llama 3.1/3.2 files carry their RoPE scaling as ``rope_freqs.weight`` (one factor per frequency):
+    opened as the ``llama3`` scaling that made it, the model equals the original, whose wavelengths
+    fall on every side of the scaling (kept, blended, divided by the factor)."""
+    scaling = {**LLAMA3_ROPE, "original_max_position_embeddings": 8192}
+    folder = tmp_path / "hf"
+    original = write_hf_family(
+        folder, "llama", hidden_size=64, intermediate_size=128, head_dim=head_dim, rope_theta=500000.0,
+        rope_scaling=scaling, max_position_embeddings=256,
+    )  # fmt: skip
+    path = write_gguf(tmp_path / "llama3.gguf", original, folder, "F32")
+    assert "rope_freqs.weight" in read_header(path).tensors
+    ckpt = open_model(path)
+    cfg = ckpt.config
+    assert (cfg.rope_scaling, cfg.rope_factor, cfg.rope_original_context) == ("llama3", 8.0, 8192)
+    for text in tricky_texts:
+        assert _max_logit_diff(ckpt.model, original, _ids(ckpt, text, 200)) <= 1e-4, text
+    assert "rope_freqs.weight" not in {n for n, _ in ckpt.model.named_parameters()}
+
+
+def test_rope_freqs_of_another_kind_are_refused_in_one_line(tmp_path, write_hf_family):
+    folder = tmp_path / "hf"
+    scaling = {**LLAMA3_ROPE, "original_max_position_embeddings": 4096}  # not Meta's 8192
+    original = write_hf_family(
+        folder, "llama", hidden_size=64, intermediate_size=128, head_dim=16, rope_scaling=scaling
+    )
+    path = write_gguf(tmp_path / "other.gguf", original, folder, "F32")
+    with pytest.raises(
+        CheckpointError, match=r"rope_freqs.weight holds RoPE factors other than Llama 3"
+    ) as e:
+        open_model(path)
+    assert "\n" not in str(e.value)
+    bad = write_gguf(
+        tmp_path / "bad.gguf", original, folder, "F32", drop=("rope_freqs.weight",),
+        extra_tensors={"rope_freqs.weight": [1.0] * 3},
+    )  # fmt: skip
+    with pytest.raises(CheckpointError, match=r"rope_freqs.weight has shape \[3\], not \[8\]"):
+        open_model(bad)
