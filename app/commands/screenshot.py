@@ -24,7 +24,9 @@ HELP = "Render every tab of the app to PNG files, offscreen."
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="folder for the PNG files (created)")
     p.add_argument(
-        "--steps", type=int, default=300, help="training steps before the screenshots (default 300)"
+        "--steps",
+        type=int,
+        help="training steps before the screenshots (default 300; 0 with --checkpoint: the model as it is)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the weights, batches and samples (default 0)")
     p.add_argument(
@@ -64,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
     if not m:
         raise UserError(f"--size {args.size!r} must look like 1600x1000")
     width, height = int(m.group(1)), int(m.group(2))
+    if args.steps is None:
+        args.steps = 0 if args.checkpoint else 300
     if args.steps < 0:
         raise UserError("--steps must be 0 or more")
     out = Path(args.out)
@@ -137,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
             win.tabs["Attention"].set_prompt(args.prompt, run=False)
         elif args.steps:
             t0 = time.monotonic()
-            print(f"training {args.steps} steps of the default model on {s.source_spec}…", flush=True)
+            what = "the opened model" if args.checkpoint else "the default model"
+            print(f"training {args.steps} steps of {what} on {s.source_spec}…", flush=True)
             s.start_training()
             if not wait_until(lambda: not s.is_training, timeout=3600):
                 raise UserError("training did not finish within an hour")

@@ -84,7 +84,7 @@ class HeadMosaic(ReadableRows, QWidget):
     ):
         super().__init__(parent)
         self.row_name, self.col_name = row_name, col_name
-        self.compact = compact  # layer numbers, "layer" once as the axis title; thinner gaps
+        self.compact = compact  # layer and head numbers, each word once as its axis title; thinner gaps
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.view = pg.GraphicsLayoutWidget()
@@ -288,7 +288,8 @@ class HeadMosaic(ReadableRows, QWidget):
         self.tokens = list(tokens) if tokens is not None else [str(i) for i in range(T)]
         rn = "" if self.compact else f"{self.row_name} "
         self.row_labels = row_labels or [f"{rn}{r}" for r in range(R)]
-        self.col_labels = col_labels or [f"{self.col_name} {c}" for c in range(C)]
+        cn = "" if self.compact else f"{self.col_name} "
+        self.col_labels = col_labels or [f"{cn}{c}" for c in range(C)]
         if title is not None:
             self.set_title(title)
         self.placeholder.setText("")
@@ -352,7 +353,12 @@ class HeadMosaic(ReadableRows, QWidget):
 
     def _set_ticks(self) -> None:
         self.painter.set_ticks(
-            self.geom, self.row_labels, self.col_labels, self.row_name, self.compact, self.flow
+            self.geom,
+            self.row_labels,
+            self.col_labels,
+            (self.row_name, self.col_name),
+            self.compact,
+            self.flow,
         )
 
     def _fill(self) -> None:

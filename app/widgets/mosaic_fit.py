@@ -44,6 +44,13 @@ REZOOM_MS = 120
 #: Image pixels per screen pixel a readable grid is drawn with (at most): a smooth scaling by up to
 #: this much still gives every image pixel a share of a screen pixel
 OVERSAMPLE = 1.5
+#: A readable grid (``set_scrolling``) fits every layer when a head then is at least this many pixels
+#: wide, …
+FIT_PX = 20
+#: … else draws heads this wide and scrolls through the layers.
+SCROLL_PX = 28
+#: A deep grid is set in up to this many bands of layers side by side when that draws heads larger.
+MAX_BANDS = 4
 
 
 def screen_block(S: int, px: float) -> int:

@@ -188,6 +188,10 @@ class MosaicGeometry:
             view[i, : len(part)] = part
 
 
+#: Rows too small for every name on screen are named every this many (as on the axis's first level)
+MAJOR_ROWS = 5
+
+
 class LabelLayer(QGraphicsItem):
     """Short labels pinned to points of the view, each on a translucent white box, drawn at a fixed
     font size whatever the zoom (like ``pg.TextItem``) but all in one ``paint``.
@@ -197,7 +201,8 @@ class LabelLayer(QGraphicsItem):
     is what the labels lie over (the canvas), used for culling. ``fit`` > 0 (view units, a cell's
     width): a label wider on screen than that is not drawn (it would cover the next cell), so small
     cells keep their colours and only their frames say what they are. ``middle``: ``y`` is the
-    label's vertical centre (row names beside a band of cells).
+    label's vertical centre (row names beside a band of cells). ``minor`` (one bool per label): labels
+    left out when the labels would overlap on screen (every fifth row name is kept, as on the axis).
     """
 
     def __init__(
@@ -207,9 +212,11 @@ class LabelLayer(QGraphicsItem):
         bounds: QRectF,
         fit: float = 0.0,
         middle: bool = False,
+        minor: list[bool] | None = None,
     ):
         super().__init__()
         self._labels = labels
+        self._minor = minor
         self._font = font
         self._bounds = bounds
         self._fit = float(fit)
@@ -235,8 +242,8 @@ class LabelLayer(QGraphicsItem):
         painter.setFont(self._font)
         painter.setPen(Qt.PenStyle.NoPen)
         clip = QRectF(painter.viewport())
-        boxes = []
-        for x, y, text, right, off in self._labels:
+        boxes, minor = [], []
+        for j, (x, y, text, right, off) in enumerate(self._labels):
             w = fm.horizontalAdvance(text) + 6
             if w > room + 1:
                 continue
@@ -244,6 +251,9 @@ class LabelLayer(QGraphicsItem):
             box = QRectF(p.x() - w if right else p.x(), p.y() - (h / 2 if self._middle else 0), w, h)
             if box.intersects(clip):
                 boxes.append((box, text, off))
+                minor.append(self._minor is not None and self._minor[j])
+        if any(minor) and _overlapping([b for b, _, _ in boxes]):
+            boxes = [entry for entry, small in zip(boxes, minor, strict=True) if not small]
         for box, _, _ in boxes:
             painter.fillRect(box, _LABEL_FILL)
         for box, text, off in boxes:
@@ -251,6 +261,11 @@ class LabelLayer(QGraphicsItem):
             painter.drawText(box, Qt.AlignmentFlag.AlignCenter, text)
         painter.restore()
         self.drawn = [text for _, text, _ in boxes]
+
+
+def _overlapping(boxes: list[QRectF]) -> bool:
+    """Whether two of ``boxes`` overlap (beyond a pixel)."""
+    return any(a.adjusted(0, 1, 0, -1).intersects(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
 
 
 class FrameLayer(QGraphicsItem):
@@ -366,13 +381,14 @@ class CellMarks:
                     frame.setZValue(5)
                     self._add(frame)
         if geom.bands > 1 and self.row_labels:  # the bands after the first name their rows
-            beside = []
+            beside, minor = [], []
             for r in geom.drawn:
                 b, i = geom.band_of(r)
                 if b and r < len(self.row_labels):
                     y = i * step + geom.S / 2
                     beside.append((geom.band_x(b) - geom.g - 1, y, self.row_labels[r], True, False))
-            rows = LabelLayer(beside, QFont(), bounds, middle=True)  # the axes' font
+                    minor.append(i % MAJOR_ROWS != 0)
+            rows = LabelLayer(beside, QFont(), bounds, middle=True, minor=minor)  # the axes' font
             rows.kind = "rows"
             self._add(rows)
         corner = []

@@ -14,7 +14,7 @@ import pyqtgraph as pg
 
 from app.widgets.legend import ColorLegend
 from app.widgets.levels import LOG_FLOOR, log_weights, lut_indices, lut_levels
-from app.widgets.mosaic_layout import MosaicGeometry
+from app.widgets.mosaic_layout import MAJOR_ROWS, MosaicGeometry
 from app.widgets.palette import DIVERGING_CMAP, matrix_lut
 from model.interp.pooling import pool_visible
 
@@ -49,11 +49,12 @@ class MosaicPainter:
         g: MosaicGeometry,
         row_labels: list[str],
         col_labels: list[str],
-        row_name: str,
+        names: tuple[str, str],
         compact: bool,
         flow: bool,
     ) -> None:
-        """Name the rows and columns on the axes (``flow``: none; the cells carry their names)."""
+        """Name the rows and columns on the axes (``flow``: none; the cells carry their names); ``names``:
+        (rows, columns), the words a ``compact`` mosaic writes once as the axes' titles."""
         left, top = self.plot.getAxis("left"), self.plot.getAxis("top")
         if flow:
             self._ticks_key = None
@@ -67,9 +68,14 @@ class MosaicPainter:
             return
         self._ticks_key = key
         # the first band's rows (the other bands' are written beside them, in the view)
-        left.setTicks([[(i * step + g.S / 2, row_labels[r]) for i, r in enumerate(g.drawn[: g.rows])]])
+        # every fifth row named first; the others where pyqtgraph finds room for their text
+        ticks = [(i * step + g.S / 2, row_labels[r]) for i, r in enumerate(g.drawn[: g.rows])]
+        left.setTicks([ticks[::MAJOR_ROWS], [t for i, t in enumerate(ticks) if i % MAJOR_ROWS]])
+        row_name, col_name = names
         if compact and left.labelText != row_name:  # the word the ticks leave out
             left.setLabel(row_name)
+        if compact and top.labelText != col_name:
+            top.setLabel(col_name)
         left.setWidth(int(7 * max(len(s) for s in row_labels) + (34 if compact else 12)))
         top.setTicks(
             [[(g.band_x(b) + c * step + g.S / 2, col_labels[c]) for b in range(g.bands) for c in range(g.C)]]

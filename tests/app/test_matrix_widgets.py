@@ -308,8 +308,8 @@ def test_compact_mosaic_numbers_its_layers_and_names_them_once(qtbot):
     m = HeadMosaic(compact=True)
     qtbot.addWidget(m)
     m.set_data(np.full((2, 3, 4, 4), 0.25, dtype=np.float32))
-    assert m.row_labels == ["0", "1"] and m.col_labels == ["head 0", "head 1", "head 2"]
-    assert m.plot.getAxis("left").labelText == "layer"
+    assert m.row_labels == ["0", "1"] and m.col_labels == ["0", "1", "2"]
+    assert m.plot.getAxis("left").labelText == "layer" and m.plot.getAxis("top").labelText == "head"
     assert m.geom.g == 1  # thin gaps: 4 // 24, at least 1
     m.hover_at(1, 2, 3, 0)
     assert m.readout.text().startswith("layer 1, head 2: query 3")  # the readout still names the head
@@ -389,3 +389,26 @@ def test_matrix_numbers_are_written_in_a_colour_that_reads_on_their_cell(qtbot):
         cell = lut[min(253, int(values[i, j] * 253))]
         ratio = contrast_ratio((colour.red(), colour.green(), colour.blue()), tuple(int(c) for c in cell))
         assert ratio >= 4.5, (i, j)
+
+
+def test_a_deep_compact_grid_fits_in_bands_and_names_every_fifth_layer_when_rows_are_small(qtbot):
+    """The Train tab's probe grid of a 30-layer, 9-head model in its small box: every layer in view,
+    set in bands, and the row names thinned to every fifth where all would overlap."""
+    from app.views.train.live_attention import PROBE_FIT_PX
+    from app.widgets.head_mosaic import HeadMosaic
+    from app.widgets.mosaic_fit import MAX_BANDS, SCROLL_PX
+
+    m = HeadMosaic(compact=True)
+    qtbot.addWidget(m)
+    m.set_scrolling(PROBE_FIT_PX, SCROLL_PX, bands=MAX_BANDS)
+    m.resize(480, 300)
+    m.show()
+    qtbot.waitExposed(m)
+    m.set_data(np.full((30, 9, 27, 27), 0.1, dtype=np.float32))
+    qtbot.waitUntil(lambda: m.geom is not None and m.geom.bands > 1, timeout=5000)
+    assert not m.scrolling and m.geom.n_drawn == 30  # all 30 layers, none scrolled away
+    m.grab()  # paint: the band's row names decide what fits
+    (rows,) = [item for item in m.marks._items if getattr(item, "kind", "") == "rows"]
+    drawn = [int(t) for t in rows.drawn]
+    assert drawn and all(r % 5 == 0 for r in drawn)  # 15, 20, 25 beside the second band
+    assert len(rows.texts()) > len(drawn)  # the others were left out, not drawn over each other

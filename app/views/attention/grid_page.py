@@ -21,14 +21,8 @@ from app.views.attention.base import AttentionPage, blurb_label
 from app.views.attention.grid_controls import CELL_NAMES, ROLE_COLORS, HeadFinder, LayerFold
 from app.views.attention.state import ROLE_SHORT
 from app.widgets.head_mosaic import HeadMosaic
+from app.widgets.mosaic_fit import FIT_PX, MAX_BANDS, SCROLL_PX
 from model.interp.analysis.heads import HEAD_ROLES
-
-#: Fit every layer when a head then is at least this many pixels wide, …
-FIT_PX = 20
-#: … else draw heads this wide and scroll through the layers.
-SCROLL_PX = 28
-#: A deep grid is set in up to this many bands of layers side by side when that draws heads larger.
-MAX_BANDS = 4
 
 
 class GridPage(AttentionPage):

@@ -24,6 +24,10 @@ from PySide6.QtWidgets import (
 )
 
 from app.widgets.head_mosaic import HeadMosaic
+from app.widgets.mosaic_fit import MAX_BANDS, SCROLL_PX
+
+#: The probe grid fits every layer while a head is at least this many pixels wide
+PROBE_FIT_PX = 6
 
 
 class LiveAttention(QGroupBox):
@@ -78,6 +82,9 @@ class LiveAttention(QGroupBox):
             interactive=False,
             compact=True,
         )
+        # a deep model's heads in bands of layers side by side, all in view while they train: a
+        # smaller least size than the Attention tab's (which scrolls), in this smaller box
+        self.head_grid.set_scrolling(PROBE_FIT_PX, SCROLL_PX, bands=MAX_BANDS)
         self.head_grid.setMinimumHeight(180)
         layout.addWidget(self.head_grid, 1)
         srow = QHBoxLayout()
