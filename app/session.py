@@ -441,6 +441,7 @@ class Session(QObject):
         if self.is_training:
             raise ValueError("stop training before opening a checkpoint")
         path = str(path)
+        before = self.source
         opened = open_model_file(path, device=self.device, source=self.source, source_spec=self.source_spec)
         if opened.trainer is not None:
             self.train_settings = opened.trainer.settings
@@ -457,9 +458,14 @@ class Session(QObject):
             path=path if remember_path else None,
             meta={**opened.meta, **(meta or {})},
         )
-        self.probe.adopt(
-            prompt_for(opened.tokenizer, self.probe_prompt, getattr(self.source, "default_prompt", ""))
-        )
+        # a model with a vocabulary of its own (a pretrained one) is probed with text, not with the
+        # previous data's own default prompt (the starter's random letters); a prompt the user typed stays
+        own_vocabulary = before is None or before.tokenizer != opened.tokenizer
+        carried = self.probe_prompt
+        if own_vocabulary and carried == getattr(before, "default_prompt", None):
+            carried = ""
+        source_prompt = "" if own_vocabulary else getattr(self.source, "default_prompt", "")
+        self.probe.adopt(prompt_for(opened.tokenizer, carried, source_prompt))
         self.probe.refresh()
         if opened.note:
             self.statusMessage.emit(opened.note)

@@ -68,3 +68,20 @@ def test_what_is_not_one_local_file_is_not_accepted(tiny_window, tmp_path):
     assert not _enter(tiny_window, _mime(str(a), str(b)))
     assert not _enter(tiny_window, _mime("https://example.org/model.gguf", web=True))
     assert not _enter(tiny_window, QMimeData())
+
+
+def test_a_model_with_its_own_vocabulary_is_probed_with_text_not_the_datas_default(
+    qtbot, tiny_window, tiny_gguf
+):
+    """The window's data is a synthetic task (its default probe prompt: the task's own symbols); a
+    pretrained model opened over it is probed with plain text, and a prompt the user typed is kept."""
+    from model.text.sources import FALLBACK_PROMPTS
+
+    s = tiny_window.session
+    task_prompt = s.probe_prompt
+    assert task_prompt == s.source.default_prompt
+    s.load_checkpoint(tiny_gguf)
+    assert s.probe_prompt == FALLBACK_PROMPTS[0] != task_prompt
+    s.probe.set("a prompt of my own")
+    s.load_checkpoint(tiny_gguf)
+    assert s.probe_prompt == "a prompt of my own"
