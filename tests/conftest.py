@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import tempfile
 
 # Must happen before any test module imports PySide6.
@@ -52,6 +53,19 @@ def _delete_closed_widgets_now(request):
     gc.collect()
     QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
     gc.freeze()
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage_as_the_app_does():
+    """Once a test has made the app (``app.gui.make_app``), Python's automatic collection is off and the
+    app's collector runs on a GUI timer, only while an event loop turns: a test without one collects
+    here, between tests, by the same thresholds."""
+    yield
+    qt = sys.modules.get("PySide6.QtCore")
+    app = qt.QCoreApplication.instance() if qt is not None else None
+    collector = getattr(app, "garbage_collector", None)
+    if collector is not None:
+        collector.check()
 
 
 @pytest.fixture(autouse=True)
