@@ -40,23 +40,10 @@ def make_app(argv: list[str] | None = None):
     import pyqtgraph as pg
 
     pg.setConfigOptions(antialias=False, useOpenGL=False, background="w", foreground="#333")
+    from app.garbage import collect_garbage_on_gui_thread
+
     collect_garbage_on_gui_thread(app)
     return app
-
-
-def collect_garbage_on_gui_thread(app):
-    """Python collects cyclic garbage in whichever thread is allocating when a threshold is crossed:
-    the compute or training worker's, as often as not. A Qt object in such a cycle is then destroyed
-    off the GUI thread, which Qt forbids (seen here: a QMenu's destructor waiting for the GIL while the
-    GUI thread held it and waited for the QMenu's lock, a deadlock). Automatic collection is switched
-    off and pyqtgraph's ``GarbageCollector`` collects, by the same thresholds, on a 1 s timer of the
-    GUI thread. Once per application; returns the collector (``app.garbage_collector``)."""
-    from pyqtgraph.util.garbage_collector import GarbageCollector
-
-    collector = getattr(app, "garbage_collector", None)
-    if collector is None:
-        collector = app.garbage_collector = GarbageCollector(interval=1.0)
-    return collector
 
 
 def create_window(*, confirm_close: bool = True, restore: bool = True, init: bool = True, lazy: bool = True):
@@ -85,6 +72,9 @@ def create_window(*, confirm_close: bool = True, restore: bool = True, init: boo
         win.build_later()
 
     win.firstPainted.connect(lambda: QTimer.singleShot(0, after_first_paint))
+    from app.garbage import settle_garbage
+
+    win.allTabsBuilt.connect(settle_garbage)  # what stands now lives as long as the window
     return win
 
 

@@ -52,6 +52,7 @@ from PySide6.QtCore import QCoreApplication, QEventLoop, QObject, QTimer, Signal
 
 from app.compute import ComputeWorker
 from app.follow import FollowedRun
+from app.garbage import settle_garbage
 from app.model_files import check_fits, open_model_file, save_model_file, starter_note
 from app.model_slot import ModelSlot
 from app.probe import Probe
@@ -467,6 +468,7 @@ class Session(QObject):
         source_prompt = "" if own_vocabulary else getattr(self.source, "default_prompt", "")
         self.probe.adopt(prompt_for(opened.tokenizer, carried, source_prompt))
         self.probe.refresh()
+        settle_garbage()  # the model and what opening it imported stay: out of later collections
         if opened.note:
             self.statusMessage.emit(opened.note)
 

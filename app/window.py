@@ -87,6 +87,8 @@ class MainWindow(QMainWindow):
 
     #: emitted once, after the first paint (cold-start measurement)
     firstPainted = Signal()
+    #: emitted once a lazy window has built its last tab (``build_later``)
+    allTabsBuilt = Signal()
 
     def __init__(
         self,
@@ -201,6 +203,8 @@ class MainWindow(QMainWindow):
             if self._pending and not self._closing:
                 self._build_tab(next(iter(self._pending)))
                 QTimer.singleShot(0, next_tab)
+            elif not self._closing:
+                self.allTabsBuilt.emit()
 
         QTimer.singleShot(0, next_tab)
 

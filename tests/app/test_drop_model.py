@@ -85,3 +85,18 @@ def test_a_model_with_its_own_vocabulary_is_probed_with_text_not_the_datas_defau
     s.probe.set("a prompt of my own")
     s.load_checkpoint(tiny_gguf)
     assert s.probe_prompt == "a prompt of my own"
+
+
+def test_an_opened_model_is_frozen_out_of_later_collections_and_still_freed(tiny_window, tiny_gguf):
+    """Opening a model ends with a collection and a freeze (app.garbage.settle_garbage): a later full
+    collection no longer walks the model's objects, and the model still goes when replaced."""
+    import gc
+    import weakref
+
+    s = tiny_window.session
+    frozen = gc.get_freeze_count()
+    s.load_checkpoint(tiny_gguf)
+    assert gc.get_freeze_count() > frozen
+    first = weakref.ref(s.model)
+    s.load_checkpoint(tiny_gguf)  # replaces it: reference counting frees the frozen model
+    assert first() is None

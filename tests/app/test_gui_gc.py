@@ -1,4 +1,4 @@
-"""Cyclic garbage is collected on the GUI thread only (app.gui.collect_garbage_on_gui_thread): a Qt
+"""Cyclic garbage is collected on the GUI thread only (app.garbage.collect_garbage_on_gui_thread): a Qt
 object in a cycle destroyed in a worker thread deadlocked the window here once."""
 
 import gc

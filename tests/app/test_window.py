@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
@@ -180,9 +182,13 @@ def test_lazy_window_paints_first_then_builds_the_rest(qtbot, app_settings):
     qtbot.addWidget(win)
     later = [title for title, _ in TABS[1:]]
     assert win.data_panel is None and all(t in win._pending for t in later)
+    frozen = gc.get_freeze_count()
     with qtbot.waitSignal(win.firstPainted, timeout=10_000):
         win.show()
-    qtbot.waitUntil(lambda: not win._pending and win.data_panel is not None, timeout=60_000)
+    with qtbot.waitSignal(win.allTabsBuilt, timeout=60_000):
+        qtbot.waitUntil(lambda: not win._pending and win.data_panel is not None, timeout=60_000)
+    # what stands then (the tabs, their modules) is frozen out of later collections (app.garbage)
+    assert gc.get_freeze_count() > frozen
     assert win.docks["data"].widget() is win.data_panel
     assert all(win.tabs[t] is win._holders[t].tab for t in later)
     assert "Training" in win.menu.menus
