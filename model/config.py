@@ -24,6 +24,25 @@ field                      what it does                                        u
 ``embed_scale``            token embeddings multiplied by √d                    Gemma
 ``norm_offset``            RMSNorm scales by (1 + γ), γ initialised to 0        Gemma
 ``parallel_residual``      ``x + Attn(Norm1(x)) + MLP(Norm2(x))``: both read x  GPT-NeoX (Pythia)
+``window_pattern``         which layers use ``sliding_window``: ``L`` local,    Gemma 2/3, gpt-oss
+                           ``G`` global, repeated over the layers ("LG",
+                           "LLLLLG"); empty: every layer
+``attn_softcap``           scores ← c·tanh(scores/c) before the mask            Gemma 2
+``final_softcap``          logits ← c·tanh(logits/c)                            Gemma 2
+``attn_sinks``             a learned logit per head joins each softmax's         gpt-oss
+                           denominator (its share goes to no key)
+``n_experts`` ...          mixture-of-experts feed-forward: ``n_experts``        Mixtral, Qwen3-MoE,
+                           MLPs of width ``expert_d_ff``, ``n_experts_per_token`` DeepSeek-V3, gpt-oss
+                           chosen per token by a router (``router``: how its
+                           weights are normalised), ``n_shared_experts`` always
+                           on, the first ``moe_dense_layers`` layers dense, a
+                           load-balancing loss ``router_aux_loss`` in training
+``kv_lora_rank`` ...       multi-head latent attention: keys and values from a   DeepSeek-V2/V3
+                           shared latent of ``kv_lora_rank`` (the KV cache
+                           holds it and one rotary key of ``qk_rope_head_dim``),
+                           queries through ``q_lora_rank`` when set, heads of
+                           ``qk_nope_head_dim`` + ``qk_rope_head_dim`` (q·k) and
+                           ``v_head_dim`` (values)
 =========================  ==================================================  ===================
 
 Q/K/V biases without an output bias (Qwen2) are ``bias="qkv"``; GeGLU with GELU's tanh form (Gemma) is
@@ -61,6 +80,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "bias": ("all", "qkv", "none"),
     "gelu_approx": ("none", "tanh"),
     "rope_scaling": ("none", "linear", "llama3"),
+    "router": ("topk_softmax", "softmax_topk", "softmax_topk_norm", "sigmoid_topk_norm"),
 }
 
 #: One line per field, shown as tooltips in the app and as ``--help`` text.
@@ -98,6 +118,28 @@ FIELD_HELP: dict[str, str] = {
     "embed_scale": "Multiply the token embeddings by √d before the first block (Gemma).",
     "norm_offset": "RMSNorm scales by (1 + γ) with γ starting at 0 (Gemma), instead of by γ.",
     "parallel_residual": "x + Attn(Norm1(x)) + MLP(Norm2(x)): attention and MLP read the same x (GPT-NeoX).",
+    "window_pattern": "Which layers use sliding_window, repeated over the layers: L local, G global "
+    "('LG' Gemma 2, 'LLLLLG' Gemma 3); empty: every layer.",
+    "attn_softcap": "c: attention scores become c·tanh(score/c) before the mask (Gemma 2: 50); empty: off.",
+    "final_softcap": "c: output logits become c·tanh(logit/c) (Gemma 2: 30); empty: off.",
+    "attn_sinks": "A learned logit per head joins the softmax's denominator: weight that goes to no key "
+    "(gpt-oss).",
+    "n_experts": "E: mixture-of-experts feed-forward with E expert MLPs per layer; empty: one dense MLP.",
+    "n_experts_per_token": "k: experts each token is sent to (top-k of the router).",
+    "n_shared_experts": "Experts every token always goes through, beside the routed ones (DeepSeek).",
+    "expert_d_ff": "Hidden width of one expert MLP; default d_ff.",
+    "moe_dense_layers": "The first this many layers keep a dense MLP of width d_ff (DeepSeek-V3: 3).",
+    "router": "Expert weights: topk_softmax: softmax over the k chosen logits (Mixtral, gpt-oss); "
+    "softmax_topk: top-k of the softmax over all; softmax_topk_norm: those renormalised (Qwen3-MoE); "
+    "sigmoid_topk_norm: sigmoid scores, renormalised (DeepSeek-V3).",
+    "router_aux_loss": "Weight of the load-balancing loss E·Σ f_e·P_e added in training (0: none).",
+    "kv_lora_rank": "r: multi-head latent attention; keys and values come from a latent of r values per "
+    "token, which is what the KV cache stores (DeepSeek); empty: ordinary attention.",
+    "q_lora_rank": "MLA: queries through a low-rank bottleneck of this width; empty: a full projection.",
+    "qk_rope_head_dim": "MLA: the part of each query/key head that RoPE rotates; the key part is shared "
+    "by the heads and cached; default head_dim / 2.",
+    "qk_nope_head_dim": "MLA: the part of each query/key head without RoPE; default head_dim.",
+    "v_head_dim": "MLA: the size of each value head; default head_dim.",
 }
 
 
@@ -149,6 +191,22 @@ class GPTConfig:
     embed_scale: bool = False
     norm_offset: bool = False
     parallel_residual: bool = False
+    window_pattern: str = ""
+    attn_softcap: float | None = None
+    final_softcap: float | None = None
+    attn_sinks: bool = False
+    n_experts: int | None = None
+    n_experts_per_token: int = 2
+    n_shared_experts: int = 0
+    expert_d_ff: int | None = None
+    moe_dense_layers: int = 0
+    router: str = "topk_softmax"
+    router_aux_loss: float = 0.0
+    kv_lora_rank: int | None = None
+    q_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    qk_nope_head_dim: int | None = None
+    v_head_dim: int | None = None
 
     # ---- derived sizes -------------------------------------------------------------------------
     @property
@@ -172,6 +230,50 @@ class GPTConfig:
     def rotary_dim(self) -> int:
         """How many of each head's d_k dimensions RoPE rotates: ``int(d_k · rotary_pct)`` (GPT-NeoX)."""
         return int(self.d_head * self.rotary_pct)
+
+    @property
+    def expert_hidden(self) -> int:
+        """One expert MLP's hidden width (``expert_d_ff`` or :attr:`hidden`)."""
+        return self.expert_d_ff if self.expert_d_ff is not None else self.hidden
+
+    def is_moe_layer(self, layer: int) -> bool:
+        """Whether block ``layer`` has a mixture-of-experts feed-forward (not one of the dense first)."""
+        return self.n_experts is not None and layer >= self.moe_dense_layers
+
+    def is_local_layer(self, layer: int) -> bool:
+        """Whether block ``layer`` attends through ``sliding_window`` (``window_pattern``'s ``L``)."""
+        if self.sliding_window is None:
+            return False
+        return not self.window_pattern or self.window_pattern[layer % len(self.window_pattern)] == "L"
+
+    @property
+    def mla(self) -> bool:
+        """Multi-head latent attention (``kv_lora_rank`` set)."""
+        return self.kv_lora_rank is not None
+
+    @property
+    def qk_rope_dim(self) -> int:
+        """MLA: the rotated part of a query/key head (``qk_rope_head_dim`` or half of d_k, even)."""
+        if self.qk_rope_head_dim is not None:
+            return self.qk_rope_head_dim
+        return (self.d_head // 2) // 2 * 2
+
+    @property
+    def qk_nope_dim(self) -> int:
+        """MLA: the unrotated part of a query/key head (``qk_nope_head_dim`` or d_k)."""
+        return self.qk_nope_head_dim if self.qk_nope_head_dim is not None else self.d_head
+
+    @property
+    def qk_dim(self) -> int:
+        """The size of a query/key head: d_k, or MLA's nope + rope parts."""
+        return self.qk_nope_dim + self.qk_rope_dim if self.mla else self.d_head
+
+    @property
+    def v_dim(self) -> int:
+        """The size of a value head: d_k, or MLA's ``v_head_dim``."""
+        if self.mla and self.v_head_dim is not None:
+            return self.v_head_dim
+        return self.d_head
 
     @property
     def n_rep(self) -> int:
@@ -304,6 +406,86 @@ class GPTConfig:
             out.append("norm_offset (scale by 1 + γ) is an RMSNorm variant: set norm='rmsnorm'")
         if self.parallel_residual and self.norm_position != "pre":
             out.append("parallel_residual needs norm_position='pre' (both branches read Norm(x))")
+        return out + self._block_problems()
+
+    def _block_problems(self) -> list[str]:
+        """Today's block: local/global layers, soft-capping, sinks, mixture-of-experts, latent attention."""
+        out: list[str] = []
+
+        def whole(name: str, *, least: int = 1, optional: bool = False) -> bool:
+            v = getattr(self, name)
+            if v is None and optional:
+                return False
+            if isinstance(v, bool) or not isinstance(v, int) or v < least:
+                kind = "a positive whole number" if least else "a whole number, 0 or more"
+                out.append(f"{name}={v!r} must be {kind}")
+                return False
+            return True
+
+        p = self.window_pattern
+        if not isinstance(p, str) or (p and set(p) - {"L", "G"}):
+            out.append(f"window_pattern={p!r} must be letters L (local) and G (global), e.g. 'LG'")
+        elif p and self.sliding_window is None:
+            out.append("window_pattern needs sliding_window (how far a local layer looks back)")
+        elif p and "L" not in p:
+            out.append(
+                f"window_pattern={p!r} has no local layer (L): leave it empty and unset sliding_window"
+            )
+        for name in ("attn_softcap", "final_softcap"):
+            v = getattr(self, name)
+            if v is not None and (
+                isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0
+            ):
+                out.append(f"{name}={v!r} must be a positive number such as 30 (or empty: off)")
+        if not isinstance(self.attn_sinks, bool):
+            out.append(f"attn_sinks={self.attn_sinks!r} must be true or false")
+        if whole("n_experts", optional=True):
+            E = int(self.n_experts or 0)
+            if whole("n_experts_per_token") and self.n_experts_per_token > E:
+                out.append(f"n_experts_per_token={self.n_experts_per_token} is more than n_experts={E}")
+            whole("n_shared_experts", least=0)
+            whole("expert_d_ff", optional=True)
+            dense = whole("moe_dense_layers", least=0)
+            if dense and isinstance(self.n_layers, int) and self.moe_dense_layers >= self.n_layers:
+                out.append(
+                    f"moe_dense_layers={self.moe_dense_layers} leaves no mixture-of-experts layer "
+                    f"of n_layers={self.n_layers}"
+                )
+        else:
+            for name, default in (("n_shared_experts", 0), ("expert_d_ff", None), ("moe_dense_layers", 0)):
+                if getattr(self, name) != default:
+                    out.append(f"{name} needs n_experts (a mixture-of-experts feed-forward)")
+        v = self.router_aux_loss
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0.0 <= v < 100.0):  # NaN fails
+            out.append(f"router_aux_loss={v!r} must be a number, 0 or more (0.01 is usual)")
+        if whole("kv_lora_rank", optional=True):
+            whole("q_lora_rank", optional=True)
+            for name in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+                whole(name, optional=True)
+            if self.positions != "rope":
+                out.append(
+                    "kv_lora_rank (latent attention) needs positions='rope' (its keys carry a rotary part)"
+                )
+            if isinstance(self.qk_rope_dim, int) and (self.qk_rope_dim < 2 or self.qk_rope_dim % 2):
+                out.append(
+                    f"qk_rope_head_dim={self.qk_rope_dim} must be even, at least 2 (pairs are rotated)"
+                )
+            if self.n_kv_heads not in (None, self.n_heads):
+                out.append(
+                    "kv_lora_rank (latent attention) shares one latent by all heads: leave n_kv_heads empty"
+                )
+            if self.qk_rmsnorm or self.attn_scale not in ("sqrt_dk", "none"):
+                out.append(
+                    "kv_lora_rank (latent attention) takes attn_scale sqrt_dk or none, and no qk_rmsnorm"
+                )
+            if self.rotary_pct != 1.0:
+                out.append("kv_lora_rank (latent attention) rotates qk_rope_head_dim, not rotary_pct")
+        else:
+            out += [
+                f"{name} needs kv_lora_rank (multi-head latent attention)"
+                for name in ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+                if getattr(self, name) is not None
+            ]
         return out
 
     def validate(self) -> GPTConfig:

@@ -60,6 +60,27 @@ GROUPS: list[tuple[str, list[str]]] = [
             "rope_original_context",
         ],
     ),
+    (
+        "Today's block",
+        [
+            "window_pattern",
+            "attn_softcap",
+            "final_softcap",
+            "attn_sinks",
+            "n_experts",
+            "n_experts_per_token",
+            "n_shared_experts",
+            "expert_d_ff",
+            "moe_dense_layers",
+            "router",
+            "router_aux_loss",
+            "kv_lora_rank",
+            "q_lora_rank",
+            "qk_rope_head_dim",
+            "qk_nope_head_dim",
+            "v_head_dim",
+        ],
+    ),
 ]
 
 #: Human labels (the config name follows in grey, so users learn the literature's names).
@@ -96,6 +117,22 @@ LABELS: dict[str, str] = {
     "embed_scale": "Embeddings × √d",
     "norm_offset": "RMSNorm × (1 + γ)",
     "parallel_residual": "Parallel block",
+    "window_pattern": "Local/global layers",
+    "attn_softcap": "Score soft-cap",
+    "final_softcap": "Logit soft-cap",
+    "attn_sinks": "Attention sinks",
+    "n_experts": "Experts",
+    "n_experts_per_token": "Experts per token",
+    "n_shared_experts": "Shared experts",
+    "expert_d_ff": "Expert hidden width",
+    "moe_dense_layers": "Dense first layers",
+    "router": "Router weights",
+    "router_aux_loss": "Load-balancing loss",
+    "kv_lora_rank": "Latent KV rank",
+    "q_lora_rank": "Latent Q rank",
+    "qk_rope_head_dim": "Rotary part of a head",
+    "qk_nope_head_dim": "Plain part of a head",
+    "v_head_dim": "Value head size",
 }
 
 #: Upper bounds for the integer spin boxes (generous: the Budget tab is for 7B-scale configs).
@@ -109,6 +146,16 @@ INT_MAX: dict[str, int] = {
     "d_ff": 262144,
     "sliding_window": 1048576,
     "rope_original_context": 1048576,
+    "n_experts": 1024,
+    "n_experts_per_token": 1024,
+    "n_shared_experts": 64,
+    "expert_d_ff": 262144,
+    "moe_dense_layers": 256,
+    "kv_lora_rank": 65536,
+    "q_lora_rank": 65536,
+    "qk_rope_head_dim": 4096,
+    "qk_nope_head_dim": 4096,
+    "v_head_dim": 4096,
 }
 
 #: Fields switched off while they have no effect on the model.
@@ -124,6 +171,22 @@ ENABLE_RULES = {
     "rope_original_context": lambda v: v.get("rope_scaling") == "llama3",
     "norm_offset": lambda v: v.get("norm") == "rmsnorm",
     "parallel_residual": lambda v: v.get("norm_position") == "pre",
+    "window_pattern": lambda v: v.get("sliding_window") is not None,
+    **{
+        name: (lambda v: v.get("n_experts") is not None)
+        for name in (
+            "n_experts_per_token",
+            "n_shared_experts",
+            "expert_d_ff",
+            "moe_dense_layers",
+            "router",
+            "router_aux_loss",
+        )
+    },
+    **{
+        name: (lambda v: v.get("kv_lora_rank") is not None)
+        for name in ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+    },
 }
 
 #: Problems that name no ``field=`` but belong to one.
@@ -141,6 +204,14 @@ def gpt_config_form(
     specs = {name: FieldSpec(maximum=m) for name, m in int_max.items()}
     specs["dropout"] = FieldSpec(minimum=0.0, maximum=0.95, decimals=2, step=0.05)
     specs["sliding_window"] = FieldSpec(maximum=int_max.get("sliding_window", 1048576), special="off")
+    for name, special in (("n_experts", "dense"), ("kv_lora_rank", "off"), ("q_lora_rank", "full")):
+        specs[name] = FieldSpec(maximum=int_max.get(name, 65536), special=special)
+    for name in ("n_shared_experts", "moe_dense_layers"):  # 0 is a value here, not "unset"
+        specs[name] = FieldSpec(minimum=0, maximum=int_max.get(name, 256))
+    specs["router_aux_loss"] = FieldSpec(minimum=0.0, maximum=10.0, decimals=3, step=0.01)
+    for name in ("attn_softcap", "final_softcap"):
+        specs[name] = FieldSpec(special="off")
+    specs["window_pattern"] = FieldSpec(special="every layer (e.g. LG, LLLLLG)")
     return DataclassForm(
         GPTConfig,
         groups=groups,
