@@ -74,7 +74,7 @@ from model.errors import AttentionLabError
 CHOICES: dict[str, tuple[str, ...]] = {
     "mlp": ("gelu", "relu", "swiglu", "geglu"),
     "norm": ("layernorm", "rmsnorm"),
-    "norm_position": ("pre", "post"),
+    "norm_position": ("pre", "post", "sandwich", "output"),
     "positions": ("learned", "sinusoidal", "rope", "none"),
     "attn_scale": ("sqrt_dk", "none", "learned", "qk_norm"),
     "bias": ("all", "qkv", "none"),
@@ -95,7 +95,8 @@ FIELD_HELP: dict[str, str] = {
     "d_ff": "Hidden width of the MLP; default 4·d_model.",
     "mlp": "gelu / relu: two matrices; swiglu / geglu: three (gate, up, down) as in Llama / Gemma.",
     "norm": "layernorm: subtract mean, divide by std, scale+shift; rmsnorm: divide by RMS, scale only.",
-    "norm_position": "pre: x + f(Norm(x)) (GPT-2, modern); post: Norm(x + f(x)) (original Transformer).",
+    "norm_position": "pre: x + f(Norm(x)) (GPT-2, modern); post: Norm(x + f(x)) (original Transformer); "
+    "sandwich: x + Norm(f(Norm(x))) (Gemma 2/3); output: x + Norm(f(x)) (OLMo 2).",
     "positions": "learned table, fixed sinusoids, rotary (RoPE) on q and k, or none at all.",
     "attn_scale": "sqrt_dk: QKᵀ/√d_k; none: unscaled (saturates); learned: per-head temperature; "
     "qk_norm: cosine attention with a learned gain.",
@@ -228,7 +229,10 @@ class GPTConfig:
 
     @property
     def rotary_dim(self) -> int:
-        """How many of each head's d_k dimensions RoPE rotates: ``int(d_k · rotary_pct)`` (GPT-NeoX)."""
+        """How many of each head's d_k dimensions RoPE rotates: ``int(d_k · rotary_pct)`` (GPT-NeoX), or
+        latent attention's rotary part (``qk_rope_dim``)."""
+        if self.mla:
+            return self.qk_rope_dim
         return int(self.d_head * self.rotary_pct)
 
     @property
@@ -350,7 +354,8 @@ class GPTConfig:
                     f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}: "
                     f"pick n_kv_heads dividing n_heads"
                 )
-        if self.positions == "rope" and ok(self.d_head) and self.d_head % 2 and self.rotary_pct == 1.0:
+        even = self.rotary_pct == 1.0 and not self.mla  # latent attention rotates qk_rope_head_dim
+        if self.positions == "rope" and ok(self.d_head) and self.d_head % 2 and even:
             out.append(f"head_dim={self.d_head} must be even for rope positions (pairs are rotated)")
         if (
             self.positions == "rope"

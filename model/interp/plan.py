@@ -31,7 +31,9 @@ HEAD_KINDS = ("q", "k", "v", "scores_raw", "scores", "pattern", "z")
 SQUARE_KINDS = ("scores_raw", "scores", "pattern")
 STREAM_KINDS = ("attn_out", "mlp_out", "resid_pre", "resid_mid", "resid_post")
 NORM_KINDS = ("attn_write_norm", "mlp_write_norm")
-LAYER_KINDS = HEAD_KINDS + STREAM_KINDS + NORM_KINDS
+#: a mixture of experts' router logits [T, E], and the experts chosen per token and their weights [T, k]
+EXPERT_KINDS = ("router", "chosen", "gates")
+LAYER_KINDS = HEAD_KINDS + STREAM_KINDS + NORM_KINDS + EXPERT_KINDS
 GLOBAL_KINDS = ("ln_final",)
 ALL_KINDS = LAYER_KINDS + GLOBAL_KINDS
 #: The older kind names, accepted wherever a kind is: each → the hook name it is.
@@ -61,11 +63,18 @@ def estimate_nbytes(
     kinds: Iterable[str] | None = None,
     batch: int = 1,
     bytes_per_value: int = 4,
+    n_experts: int = 0,
+    experts_per_token: int = 0,
 ) -> int:
-    """Bytes a trace of these kinds takes (logits excluded): the formula in the module docstring."""
+    """Bytes a trace of these kinds takes (logits excluded): the formula in the module docstring, plus
+    a mixture of experts' ``T·E`` router logits and ``T·k`` choices and weights per layer (8 bytes
+    for a chosen expert's id)."""
     kinds = set(ALL_KINDS if kinds is None else canonical_kinds(kinds))
     per_layer = 0
+    experts = {"router": seq_len * n_experts, "gates": seq_len * experts_per_token}
+    ids = seq_len * experts_per_token * 8 * batch if "chosen" in kinds else 0
     for kind in kinds:
+        per_layer += experts.get(kind, 0)
         if kind in SQUARE_KINDS:
             per_layer += n_heads * seq_len * seq_len
         elif kind in HEAD_KINDS:
@@ -75,7 +84,7 @@ def estimate_nbytes(
         elif kind in NORM_KINDS:
             per_layer += seq_len
     once = seq_len * d_model if "ln_final" in kinds else 0
-    return (per_layer * n_layers + once) * batch * bytes_per_value
+    return (per_layer * n_layers + once) * batch * bytes_per_value + ids * n_layers
 
 
 # ---------------------------------------------------------------------------------------------
@@ -100,7 +109,19 @@ def inspection_need(
     L = size_or_zero(cfg.n_layers) if n_layers is None else n_layers
     H, d, V, d_k = (size_or_zero(v) for v in (cfg.n_heads, cfg.d_model, cfg.vocab_size, cfg.d_head))
     T, B = max(1, size_or_zero(seq_len)), max(1, size_or_zero(batch))
-    trace = estimate_nbytes(L, H, T, d, d_k, kinds=kinds, bytes_per_value=bytes_per_value, batch=B)
+    E, k = (size_or_zero(cfg.n_experts), size_or_zero(cfg.n_experts_per_token)) if cfg.n_experts else (0, 0)
+    trace = estimate_nbytes(
+        L,
+        H,
+        T,
+        d,
+        d_k,
+        kinds=kinds,
+        bytes_per_value=bytes_per_value,
+        batch=B,
+        n_experts=E,
+        experts_per_token=k,
+    )
     kinds = canonical_kinds(kinds)
     squares = sum(1 for k in kinds if k in SQUARE_KINDS)
     parts = {

@@ -22,7 +22,12 @@ key                  shape            hook point                   meaning
 ``resid_post``       [B, T, d]        ``blocks.l.resid_post``      the stream leaving the block
 ``attn_write_norm``  [B, T]           (from ``attn.out``)          ‖attn_out‖₂ per position
 ``mlp_write_norm``   [B, T]           (from ``mlp.out``)           ‖mlp_out‖₂ per position
+``router``           [B, T, E]        ``blocks.l.mlp.router``      a mixture of experts' router logits
+``chosen``           [B, T, k]        ``blocks.l.mlp.chosen``      the experts each token went to (ids)
+``gates``            [B, T, k]        ``blocks.l.mlp.gates``       their weights in the token's output
 ===================  ===============  ===========================  ===================================
+
+(The last three exist in mixture-of-experts blocks only; a dense block records none of them.)
 
 plus, for the whole model, ``ln_final`` [B, T, d] (the stream after the final norm; layer ``-1``),
 ``mask`` [T, T] (True where a query may attend), ``logits`` [B, T, V] (always float32) and the input
@@ -76,6 +81,9 @@ KIND_POINTS = {
     "resid_post": "resid_post",
     "attn_write_norm": "attn.out",
     "mlp_write_norm": "mlp.out",
+    "router": "mlp.router",
+    "chosen": "mlp.chosen",
+    "gates": "mlp.gates",
 }
 
 
@@ -135,12 +143,16 @@ class Recorder:
         if target is not None:
             torch.from_numpy(target)[self._rows[layer]].copy_(tensor.detach()[0])
             return
-        # always a copy: the activation may live in a buffer the next layer reuses (hooks.reader)
-        self.store[(kind, layer)] = torch.empty(tensor.shape, dtype=self.dtype).copy_(tensor.detach())
+        # always a copy: the activation may live in a buffer the next layer reuses (hooks.reader);
+        # the chosen experts' ids stay whole numbers
+        dtype = self.dtype if tensor.is_floating_point() else tensor.dtype
+        self.store[(kind, layer)] = torch.empty(tensor.shape, dtype=dtype).copy_(tensor.detach())
 
-    def hooks(self, n_layers: int, n_rep: int = 1) -> list[tuple[str, HookFn]]:
+    def hooks(self, n_layers: int, n_rep: int = 1, points=None) -> list[tuple[str, HookFn]]:
         """(hook point, function) pairs that record the wanted kinds of a model with ``n_layers``
-        blocks whose key/value heads serve ``n_rep`` query heads each (K and V are stored repeated)."""
+        blocks whose key/value heads serve ``n_rep`` query heads each (K and V are stored repeated);
+        ``points``: the model's hook point names, when some blocks lack some (a dense block has no
+        router)."""
 
         def keep(name):
             def fn(x, hook):
@@ -179,7 +191,7 @@ class Recorder:
             pairs += [
                 (f"blocks.{layer}.{point}", recorder(kind, layer))
                 for kind, point in KIND_POINTS.items()
-                if self.wants(kind, layer)
+                if self.wants(kind, layer) and (points is None or f"blocks.{layer}.{point}" in points)
             ]
         return pairs
 
@@ -370,7 +382,7 @@ def run_with_trace(
         torch.no_grad(),
         eval_mode(model),
         model.hooks(hooks),
-        model.hooks(rec.hooks(model.config.n_layers, model.config.n_rep)),
+        model.hooks(rec.hooks(model.config.n_layers, model.config.n_rep, set(model.hook_points()))),
     ):
         model(idx)
     return rec.trace(idx)

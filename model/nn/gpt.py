@@ -7,15 +7,20 @@ Shapes: batch ``B``, sequence ``T`` (keys ``S`` when a KV cache holds earlier po
 One block (Pre-LN, the default)::
 
     resid_mid  = resid_pre + Attn(Norm1(resid_pre))
-    resid_post = resid_mid + MLP(Norm2(resid_mid))
+    resid_post = resid_mid + FFN(Norm2(resid_mid))
 
 Post-LN (the original Transformer) renormalises the sum instead: ``resid_mid = Norm1(resid_pre +
-Attn(resid_pre))``, ``resid_post = Norm2(resid_mid + MLP(resid_mid))``, and has no final norm.
+Attn(resid_pre))``, ``resid_post = Norm2(resid_mid + FFN(resid_mid))``, and has no final norm.
+``sandwich`` (Gemma 2/3) normalises each sublayer's output too: ``resid_pre + Norm1'(Attn(Norm1(·)))``;
+``output`` (OLMo 2) only its output: ``resid_pre + Norm1(Attn(resid_pre))``.
 
 Attention for head ``h``: ``A_h = softmax(mask(s(Q_h K_hᵀ))) V_h`` where ``s`` is the scaling chosen
 by ``attn_scale``: ``x/√d_k`` (sqrt_dk), identity (none), ``τ_h·x`` with a learned ``τ_h`` initialised
 to ``1/√d_k`` (learned), or ``g_h · cos(q, k)`` (qk_norm). With GQA, query head ``h`` reads key/value
-head ``h // (H / H_kv)``.
+head ``h // (H / H_kv)``. Sliding windows per layer, soft-capping, attention sinks and latent attention
+are in :mod:`model.nn.attention`. The feed-forward ``FFN`` is an MLP (:mod:`model.nn.layers`) or a
+mixture of experts (:mod:`model.nn.moe`, whose load-balancing loss joins the training loss); Gemma 2's
+``final_softcap`` caps the logits, ``c·tanh(z/c)``.
 
 Every activation passes through a named hook point (:mod:`model.nn.hooks` has the names, shapes and
 their TransformerLens and :class:`~model.interp.trace.Trace` counterparts); the variant layers (norms,
@@ -34,234 +39,25 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import NamedTuple, TypedDict
+from typing import TypedDict
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from model.config import ConfigError, GPTConfig
+from model.nn.attention import Attention, Context, KVCache, LatentAttention, make_attention
 from model.nn.hooks import HookPoint, attached, name_hook_points
-from model.nn.layers import (
-    STD,
-    LearnedPositions,
-    apply_rope,
-    init_linear,
-    make_mlp,
-    make_norm,
-    make_positions,
-)
+from model.nn.layers import LearnedPositions, init_linear, make_mlp, make_norm, make_positions
+from model.nn.moe import MoE, aux_loss_of
 
 
 # ---------------------------------------------------------------------------------------------
-# KV cache
+# the block
 # ---------------------------------------------------------------------------------------------
-class KVCache:
-    """Keys and values of earlier positions for incremental decoding.
-
-    Holds ``k`` and ``v`` of shape [L, B, H_kv, max_len, d_k]: ``2·L·H_kv·d_k·max_len·B`` values, so a
-    GQA/MQA model's cache is ``n_heads / n_kv_heads`` times smaller than MHA's.
-    """
-
-    def __init__(
-        self,
-        config: GPTConfig,
-        batch: int,
-        max_len: int,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype = torch.float32,
-    ):
-        shape = (config.n_layers, batch, config.kv_heads, max_len, config.d_head)
-        self.k = torch.zeros(shape, device=device, dtype=dtype)
-        self.v = torch.zeros(shape, device=device, dtype=dtype)
-        self.max_len = max_len
-        self.length = 0
-
-    @property
-    def nbytes(self) -> int:
-        return self.k.element_size() * self.k.nelement() * 2
-
-    def reset(self) -> None:
-        self.length = 0
-
-    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store ``k``, ``v`` [B, H_kv, T, d_k] after the cached positions; return all keys/values so far."""
-        start, end = self.length, self.length + k.shape[2]
-        if end > self.max_len:
-            raise ValueError(f"KV cache holds {self.max_len} positions; {end} requested")
-        self.k[layer, :, :, start:end] = k
-        self.v[layer, :, :, start:end] = v
-        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
-
-
-# ---------------------------------------------------------------------------------------------
-# attention and the block
-# ---------------------------------------------------------------------------------------------
-class Context(NamedTuple):
-    """What attention needs to know of positions: RoPE's ``(cos, sin)`` [T, d_k/2] or None; the bool
-    ``mask`` [T, S] (True = may attend; None = every key); ``is_causal``: the mask is the plain lower
-    triangle, so the fused kernel may use its own; ``triangular``: no query may see a later key (the
-    config's causal or sliding-window mask), so a written-out softmax may skip the keys after each
-    query; the :class:`KVCache` or None; ``scratch``: buffers that every layer of this one forward pass
-    shares (:meth:`shared`)."""
-
-    rope: tuple[torch.Tensor, torch.Tensor] | None
-    mask: torch.Tensor | None
-    is_causal: bool
-    kv_cache: KVCache | None
-    triangular: bool = False
-    scratch: dict | None = None
-
-    def shared(self, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
-        """A zeroed tensor of ``shape`` that every layer of this pass gets again (one allocation per
-        pass, not one per layer: fresh memory costs a page fault per 4 KiB, ~12 ms for the 38 MB of
-        9 heads × 1024² float32). Only for activations whose hooks keep no reference to them."""
-        key = (shape, like.dtype, like.device)
-        buf = self.scratch.get(key) if self.scratch is not None else None
-        if buf is None:
-            buf = like.new_zeros(shape)
-            if self.scratch is not None:
-                self.scratch[key] = buf
-        return buf
-
-
-class Attention(nn.Module):
-    """Multi-head / grouped-query / multi-query causal self-attention.
-
-    ``q_proj`` [H·d_k, d], ``k_proj`` and ``v_proj`` [H_kv·d_k, d], ``o_proj`` [d, H·d_k]. Hook points
-    ``q``, ``k``, ``v``, ``scores``, ``pattern``, ``z``, ``out`` (see :mod:`model.nn.hooks`).
-    """
-
-    def __init__(self, config: GPTConfig, layer: int):
-        super().__init__()
-        self.config = config
-        self.layer = layer
-        H, H_kv, d_k, d = config.n_heads, config.kv_heads, config.d_head, config.d_model
-        qkv_bias = config.bias in ("all", "qkv")
-        self.q_proj = nn.Linear(d, H * d_k, bias=qkv_bias)
-        self.k_proj = nn.Linear(d, H_kv * d_k, bias=qkv_bias)
-        self.v_proj = nn.Linear(d, H_kv * d_k, bias=qkv_bias)
-        self.o_proj = nn.Linear(H * d_k, d, bias=config.bias == "all")
-        if config.attn_scale == "learned":
-            self.scale = nn.Parameter(torch.empty(H))
-        elif config.attn_scale == "qk_norm":
-            self.qk_gain = nn.Parameter(torch.empty(H))
-        if config.qk_rmsnorm:  # Qwen3's QK-norm: RMSNorm over d_k, one [d_k] weight shared by the heads
-            self.q_norm, self.k_norm = make_norm(config, d_k, rms=True), make_norm(config, d_k, rms=True)
-        self.attn_dropout = config.dropout
-        self.resid_dropout = nn.Dropout(config.dropout)
-        self.q, self.k, self.v, self.scores, self.pattern, self.z, self.out = (HookPoint() for _ in range(7))
-
-    #: query rows per block of the written-out causal softmax (:meth:`attend`)
-    QUERY_BLOCK = 64
-
-    def init_weights(self) -> None:
-        for proj in (self.q_proj, self.k_proj, self.v_proj):
-            init_linear(proj)
-        init_linear(self.o_proj, STD / math.sqrt(2 * self.config.n_layers))  # writes into the residual stream
-        if self.config.attn_scale == "learned":
-            nn.init.constant_(self.scale, 1.0 / math.sqrt(self.config.d_head))
-        elif self.config.attn_scale == "qk_norm":
-            nn.init.constant_(self.qk_gain, math.sqrt(self.config.d_head))
-        if self.config.qk_rmsnorm:
-            self.q_norm.reset_parameters()
-            self.k_norm.reset_parameters()
-
-    def scaled_qk(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
-        """The scaling rule ``s`` as ``(q', k', c)`` with ``s(Q Kᵀ) = c · q' k'ᵀ``: ``c = 1/√d_k`` (sqrt_dk),
-        1 (none), ``q' = τ_h q`` (learned), ``q' = g_h q/‖q‖, k' = k/‖k‖`` (qk_norm)."""
-        rule = self.config.attn_scale
-        if rule == "sqrt_dk":
-            return q, k, 1.0 / math.sqrt(q.shape[-1])
-        if rule == "none":
-            return q, k, 1.0
-        if rule == "learned":
-            return q * self.scale.view(1, -1, 1, 1).to(q.dtype), k, 1.0
-        if rule == "qk_norm":
-            qn = F.normalize(q, dim=-1) * self.qk_gain.view(1, -1, 1, 1).to(q.dtype)
-            return qn, F.normalize(k, dim=-1), 1.0
-        raise ValueError(f"attn_scale={rule!r} is not a scaling rule: use sqrt_dk, none, learned or qk_norm")
-
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ctx: Context) -> torch.Tensor:
-        """``z = softmax(mask(s(Q Kᵀ))) V`` written out, for the hook points: [B, H, T, d_k]."""
-        n_rep = self.config.n_rep
-        if n_rep > 1:  # GQA: query head h reads key/value head h // n_rep
-            k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)
-        qs, ks, c = self.scaled_qk(q, k)
-        dropout = self.attn_dropout if self.training else 0.0
-        if ctx.triangular and not self.scores.fns and dropout == 0:
-            return self.attend_causal(qs * c if c != 1.0 else qs, ks, v, ctx)
-        scores = self.scores((qs @ ks.transpose(-2, -1)).mul_(c))  # [B, H, T, S], before the mask
-        if ctx.mask is not None:  # in place unless a hook may have kept the unmasked scores
-            fill = scores.masked_fill if self.scores.fns else scores.masked_fill_
-            scores = fill(~ctx.mask, float("-inf"))
-        pattern = self.pattern(torch.softmax(scores, dim=-1))
-        return (F.dropout(pattern, p=dropout) if dropout > 0 else pattern) @ v
-
-    def attend_causal(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ctx: Context) -> torch.Tensor:
-        """:meth:`attend` under a triangular mask (no query sees a later key), ``q`` already scaled
-        (``c·(q kᵀ) = (c·q) kᵀ``: T×d_k products, not T×S): query rows are taken in blocks of
-        :attr:`QUERY_BLOCK`, each reading only the keys it may see, so half the products and the softmax
-        of the full square are skipped and each block stays in cache. The pattern [B, H, T, S] is zero
-        above the diagonal; an intervention on it (a new tensor, or an edit in place) is what ``z``
-        uses."""
-        assert ctx.mask is not None  # a triangular mask is never "every key"
-        B, H, T, _ = q.shape
-        S = k.shape[2]
-        # one pattern array for every layer when its hooks only read it (they copy what they keep)
-        pattern = ctx.shared((B, H, T, S), q) if self.pattern.readers_only else q.new_zeros(B, H, T, S)
-        z = q.new_empty(B, H, T, v.shape[-1])
-        past = S - T  # keys cached before these queries
-        for i in range(0, T, self.QUERY_BLOCK):
-            rows = slice(i, min(T, i + self.QUERY_BLOCK))
-            seen = past + rows.stop  # these queries see keys 0..seen-1 at most; the rest stay 0
-            s = q[:, :, rows] @ k[:, :, :seen].transpose(-2, -1)
-            # the plain causal mask hides only keys of the diagonal square; a window hides earlier ones too
-            first = past + i if ctx.is_causal else 0
-            s[..., first:].masked_fill_(~ctx.mask[rows, first:seen], float("-inf"))
-            block = torch.softmax(s, dim=-1)
-            pattern[:, :, rows, :seen] = block
-            z[:, :, rows] = block @ v[:, :, :seen]
-        version = pattern._version
-        hooked = self.pattern(pattern)
-        if hooked is not pattern or hooked._version != version:  # an intervention changed the weights
-            z = hooked @ v
-        return z
-
-    def forward(self, x: torch.Tensor, ctx: Context) -> torch.Tensor:
-        """``x`` [B, T, d] → ``W_O concat_h(z_h)`` [B, T, d]."""
-        B, T, _ = x.shape
-        H, H_kv, d_k = self.config.n_heads, self.config.kv_heads, self.config.d_head
-        q = self.q_proj(x).view(B, T, H, d_k).transpose(1, 2)  # [B, H, T, d_k]
-        k = self.k_proj(x).view(B, T, H_kv, d_k).transpose(1, 2)  # [B, H_kv, T, d_k]
-        v = self.v_proj(x).view(B, T, H_kv, d_k).transpose(1, 2)
-        if self.config.qk_rmsnorm:
-            q, k = self.q_norm(q), self.k_norm(k)
-        if ctx.rope is not None:
-            q, k = apply_rope(q, *ctx.rope), apply_rope(k, *ctx.rope)
-        if ctx.kv_cache is not None:
-            k, v = ctx.kv_cache.update(self.layer, k, v)  # [B, H_kv, S, d_k]
-        q, k, v = self.q(q), self.k(k), self.v(v)
-        if self.scores.fns or self.pattern.fns:  # someone looks at the weights: form them
-            z = self.attend(q, k, v, ctx)
-        else:  # the fused kernel, which never materialises them
-            qs, ks, c = self.scaled_qk(q, k)
-            z = F.scaled_dot_product_attention(
-                qs,
-                ks,
-                v,
-                attn_mask=None if ctx.is_causal else ctx.mask,
-                is_causal=ctx.is_causal,
-                dropout_p=self.attn_dropout if self.training else 0.0,
-                scale=c,
-                enable_gqa=H_kv != H,
-            )
-        z = self.z(z)  # [B, H, T, d_k]: each head's output
-        return self.out(self.resid_dropout(self.o_proj(z.transpose(1, 2).reshape(B, T, H * d_k))))
-
-
 class Block(nn.Module):
-    """One Transformer layer: attention then MLP, each writing into the residual stream.
+    """One Transformer layer: attention then the feed-forward (an MLP, or a mixture of experts), each
+    writing into the residual stream, the norms where ``norm_position`` puts them (module docstring).
 
     With ``parallel_residual`` (GPT-NeoX) both read the block's input: ``resid_mid = x + Attn(Norm1(x))``,
     ``resid_post = resid_mid + MLP(Norm2(x))``.
@@ -269,12 +65,14 @@ class Block(nn.Module):
 
     def __init__(self, config: GPTConfig, layer: int):
         super().__init__()
-        self.pre = config.norm_position == "pre"
+        self.position = config.norm_position
         self.parallel = config.parallel_residual
         self.norm1 = make_norm(config)
-        self.attn = Attention(config, layer)
+        self.attn = make_attention(config, layer)
         self.norm2 = make_norm(config)
-        self.mlp = make_mlp(config)
+        self.mlp = MoE(config) if config.is_moe_layer(layer) else make_mlp(config)
+        if self.position == "sandwich":  # Gemma 2/3: a norm after each sublayer too
+            self.post_norm1, self.post_norm2 = make_norm(config), make_norm(config)
         self.resid_pre, self.resid_mid, self.resid_post = HookPoint(), HookPoint(), HookPoint()
 
     def init_weights(self) -> None:
@@ -282,15 +80,24 @@ class Block(nn.Module):
         self.attn.init_weights()
         self.norm2.reset_parameters()
         self.mlp.init_weights()
+        if self.position == "sandwich":
+            self.post_norm1.reset_parameters()
+            self.post_norm2.reset_parameters()
 
     def forward(self, x: torch.Tensor, ctx: Context) -> torch.Tensor:
         x = self.resid_pre(x)
         if self.parallel:  # GPT-NeoX: attention and MLP both read Norm(x)
             mid = self.resid_mid(x + self.attn(self.norm1(x), ctx))
             return self.resid_post(mid + self.mlp(self.norm2(x)))
-        if self.pre:  # Pre-LN: x + Attn(Norm(x)), then + MLP(Norm(·))
+        if self.position == "pre":  # Pre-LN: x + Attn(Norm(x)), then + MLP(Norm(·))
             mid = self.resid_mid(x + self.attn(self.norm1(x), ctx))
             return self.resid_post(mid + self.mlp(self.norm2(mid)))
+        if self.position == "sandwich":  # Gemma 2/3: x + Norm(Attn(Norm(x))), then the same for the MLP
+            mid = self.resid_mid(x + self.post_norm1(self.attn(self.norm1(x), ctx)))
+            return self.resid_post(mid + self.post_norm2(self.mlp(self.norm2(mid))))
+        if self.position == "output":  # OLMo 2: x + Norm(Attn(x)), then x + Norm(MLP(x))
+            mid = self.resid_mid(x + self.norm1(self.attn(x, ctx)))
+            return self.resid_post(mid + self.norm2(self.mlp(mid)))
         # Post-LN: Norm(x + Attn(x)), then Norm(· + MLP(·))
         mid = self.resid_mid(self.norm1(x + self.attn(x, ctx)))
         return self.resid_post(self.norm2(mid + self.mlp(mid)))
@@ -326,7 +133,7 @@ class GPT(nn.Module):
         self.pos_emb = make_positions(config)
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
-        self.norm_f = make_norm(config) if config.norm_position == "pre" else None
+        self.norm_f = make_norm(config) if config.norm_position != "post" else None
         self.lm_head = None if config.tie_embeddings else nn.Linear(d, V, bias=False)
         self.embed, self.mask, self.ln_final, self.logits = HookPoint(), HookPoint(), HookPoint(), HookPoint()
         self.pos_embed = HookPoint() if getattr(self.pos_emb, "additive", False) else None
@@ -364,11 +171,15 @@ class GPT(nn.Module):
                 n -= self.lm_head.weight.numel()
         return n
 
-    def attention_mask(self, T: int, S: int | None = None) -> torch.Tensor | None:
+    def attention_mask(
+        self, T: int, S: int | None = None, *, layer: int | None = None
+    ) -> torch.Tensor | None:
         """The config's bool mask [T, S] (True = may attend) for T queries after ``S - T`` cached
-        positions; ``None`` means every query sees every key (non-causal, or a single new token)."""
+        positions: of block ``layer``, or (None) of the global layers (every layer when there is no
+        ``window_pattern``); ``None`` means every query sees every key (non-causal, or one new token)."""
         S = T if S is None else S
-        W = self.config.sliding_window
+        local = self.config.is_local_layer(layer) if layer is not None else not self.config.window_pattern
+        W = self.config.sliding_window if local else None
         if not self.config.causal or (T == 1 and (W is None or S <= W)):
             return None
         q_pos = torch.arange(S - T, S, device=self.device)[:, None]
@@ -439,10 +250,16 @@ class GPT(nn.Module):
         own = self.attention_mask(T, start + T)
         mask = self.mask(own)
         ours = mask is own  # no hook replaced the config's mask (recording it keeps it)
-        plain = cfg.sliding_window is None or T <= cfg.sliding_window  # the mask is the lower triangle
-        is_causal = cfg.causal and plain and start == 0 and T > 1 and ours
+        W = cfg.sliding_window
+        short = W is None or T <= W  # a window longer than the prompt hides nothing
+        first = start == 0 and T > 1
+        is_causal = cfg.causal and (short or bool(cfg.window_pattern)) and first and ours
         triangular = cfg.causal and own is not None and ours
-        return Context(rope, mask, is_causal, kv_cache, triangular, scratch={})
+        window_mask, window_is_causal = None, False
+        if cfg.window_pattern and ours:  # local layers: the window; global ones: the plain mask
+            window_mask = self.attention_mask(T, start + T, layer=cfg.window_pattern.index("L"))
+            window_is_causal = cfg.causal and short and first
+        return Context(rope, mask, is_causal, kv_cache, triangular, {}, window_mask, window_is_causal)
 
     def _from_block(
         self, layer: int, x: torch.Tensor, ctx: Context, targets: torch.Tensor | None
@@ -451,10 +268,17 @@ class GPT(nn.Module):
         for block in self.blocks[layer:]:
             x = block(x, ctx)
         x = self.ln_final(self.norm_f(x) if self.norm_f is not None else x)
-        logits = self.logits(self.lm_head(x) if self.lm_head is not None else x @ self.tok_emb.weight.t())
+        logits = self.lm_head(x) if self.lm_head is not None else x @ self.tok_emb.weight.t()
+        cap = self.config.final_softcap
+        if cap is not None:  # Gemma 2: c·tanh(z/c)
+            logits = torch.tanh(logits / cap) * cap
+        logits = self.logits(logits)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1))
+            aux = aux_loss_of(self) if self.training and self.config.router_aux_loss else None
+            if aux is not None:  # load balancing of the mixture-of-experts layers (model.nn.moe)
+                loss = loss + self.config.router_aux_loss * aux
         return logits, loss
 
     def optimizer_groups(self, weight_decay: float) -> list[ParamGroup]:
@@ -487,3 +311,6 @@ def build_model(config: GPTConfig, *, seed: int | None = None, device: str | tor
     else:
         model = GPT(config)
     return model.to(device)
+
+
+__all__ = ["GPT", "Attention", "Block", "Context", "KVCache", "LatentAttention", "ParamGroup", "build_model"]

@@ -32,6 +32,9 @@ hook point                   shape            TransformerLens             Trace 
 ``blocks.l.attn.out``        [B, T, d]        ``hook_attn_out``           ``attn_out``
 ``blocks.l.resid_mid``       [B, T, d]        ``blocks.l.hook_resid_mid``   ``resid_mid``
 ``blocks.l.mlp.out``         [B, T, d]        ``hook_mlp_out``            ``mlp_out``
+``blocks.l.mlp.router``      [B, T, E]        —                           ``router`` (MoE blocks)
+``blocks.l.mlp.chosen``      [B, T, k] int64  —                           ``chosen`` (MoE blocks)
+``blocks.l.mlp.gates``       [B, T, k]        —                           ``gates`` (MoE blocks)
 ``blocks.l.resid_post``      [B, T, d]        ``blocks.l.hook_resid_post``  ``resid_post``
 ``ln_final``                 [B, T, d]        ``ln_final.hook_normalized``  ``ln_final``
 ``logits``                   [B, T, V]        —                           ``Trace.logits``
@@ -43,6 +46,11 @@ are [B, T, H, d_k]); ``attn.q``/``attn.k`` are after RoPE (its ``hook_rot_q``/``
 ``attn.k``/``attn.v`` hold the ``H_kv`` key/value heads (with a KV cache: every cached position ``S``).
 ``ln_final`` is the identity for Post-LN models (they have no final norm). ``scores_raw`` (Q Kᵀ) and the
 write norms are computed by the recorder from ``attn.q``, ``attn.k``, ``attn.out`` and ``mlp.out``.
+A mixture-of-experts block (:mod:`model.nn.moe`) adds ``mlp.router`` (logits), ``mlp.chosen`` (each
+token's experts) and ``mlp.gates`` (their weights). Latent attention's ``attn.k``/``attn.v`` are per
+query head, decompressed from the latent (the cache holds the latent). With sinks a ``pattern`` row
+sums to less than 1 (the rest went to the sink); with soft-capping ``scores`` are the capped ones.
+In a ``sandwich`` block ``attn.out`` is the output before its post-norm.
 In a parallel block (``parallel_residual``, GPT-NeoX) ``resid_mid = resid_pre + attn.out`` still holds,
 but the MLP reads ``resid_pre`` (through its own norm), so editing ``resid_mid`` changes only what
 follows the block, not its MLP. With ``qk_rmsnorm`` ``attn.q``/``attn.k`` are after the QK-norm too.

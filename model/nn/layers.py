@@ -210,16 +210,17 @@ Positions = LearnedPositions | SinusoidalPositions | RotaryPositions
 
 
 class MLP(nn.Module):
-    """Position-wise feed-forward ``W_out φ(W_in x)``, φ = GELU or ReLU."""
+    """Position-wise feed-forward ``W_out φ(W_in x)``, φ = GELU or ReLU; ``d_ff`` wide (an expert's
+    width for a mixture of experts), its output through the hook point ``out`` when ``hooked``."""
 
-    def __init__(self, config: GPTConfig, act: nn.Module):
+    def __init__(self, config: GPTConfig, act: nn.Module, d_ff: int | None = None, hooked: bool = True):
         super().__init__()
-        d, d_ff, bias = config.d_model, config.hidden, config.bias == "all"
+        d, d_ff, bias = config.d_model, d_ff or config.hidden, config.bias == "all"
         self.fc_in = nn.Linear(d, d_ff, bias=bias)
         self.fc_out = nn.Linear(d_ff, d, bias=bias)
         self.act = act
         self.dropout = nn.Dropout(config.dropout)
-        self.out = HookPoint()
+        self.out = HookPoint() if hooked else nn.Identity()
         self.resid_std = STD / math.sqrt(2 * config.n_layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -233,15 +234,15 @@ class MLP(nn.Module):
 class GatedMLP(nn.Module):
     """Gated feed-forward ``W_down(φ(W_gate x) ⊙ W_up x)``: SwiGLU (φ = SiLU), GeGLU (φ = GELU)."""
 
-    def __init__(self, config: GPTConfig, act: nn.Module):
+    def __init__(self, config: GPTConfig, act: nn.Module, d_ff: int | None = None, hooked: bool = True):
         super().__init__()
-        d, d_ff, bias = config.d_model, config.hidden, config.bias == "all"
+        d, d_ff, bias = config.d_model, d_ff or config.hidden, config.bias == "all"
         self.w_gate = nn.Linear(d, d_ff, bias=bias)
         self.w_up = nn.Linear(d, d_ff, bias=bias)
         self.w_down = nn.Linear(d_ff, d, bias=bias)
         self.act = act
         self.dropout = nn.Dropout(config.dropout)
-        self.out = HookPoint()
+        self.out = HookPoint() if hooked else nn.Identity()
         self.resid_std = STD / math.sqrt(2 * config.n_layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -253,13 +254,15 @@ class GatedMLP(nn.Module):
         init_linear(self.w_down, self.resid_std)  # writes into the residual stream
 
 
-def make_mlp(config: GPTConfig) -> MLP | GatedMLP:
-    """The MLP named by ``config.mlp``: gelu, relu, swiglu (and geglu, for a model that needs it)."""
+def make_mlp(config: GPTConfig, d_ff: int | None = None, *, hooked: bool = True) -> MLP | GatedMLP:
+    """The MLP named by ``config.mlp``: gelu, relu, swiglu (and geglu, for a model that needs it),
+    ``d_ff`` wide (default ``config.hidden``); ``hooked=False`` for an expert inside a mixture, whose
+    output is the mixture's (:class:`model.nn.moe.MoE`)."""
     gelu = nn.GELU(approximate=config.gelu_approx)
     makers: dict[str, Callable[[], MLP | GatedMLP]] = {
-        "gelu": lambda: MLP(config, gelu),
-        "relu": lambda: MLP(config, nn.ReLU()),
-        "swiglu": lambda: GatedMLP(config, nn.SiLU()),
-        "geglu": lambda: GatedMLP(config, gelu),
+        "gelu": lambda: MLP(config, gelu, d_ff, hooked),
+        "relu": lambda: MLP(config, nn.ReLU(), d_ff, hooked),
+        "swiglu": lambda: GatedMLP(config, nn.SiLU(), d_ff, hooked),
+        "geglu": lambda: GatedMLP(config, gelu, d_ff, hooked),
     }
     return makers[config.mlp]()

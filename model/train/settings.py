@@ -221,6 +221,8 @@ class TrainEvent:
     elapsed: float
     tokens_seen: int
     world_size: int = 1
+    #: a mixture of experts' router load per MoE layer [E] (``model.nn.moe.router_loads``), or None
+    router_load: list[list[float]] | None = None
     trace: Trace | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -234,6 +236,7 @@ class TrainEvent:
             "elapsed": self.elapsed,
             "tokens_seen": self.tokens_seen,
             "world_size": self.world_size,
+            **({"router_load": self.router_load} if self.router_load is not None else {}),
         }
 
 

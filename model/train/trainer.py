@@ -61,6 +61,7 @@ from model.config import ConfigError, GPTConfig
 from model.errors import AttentionLabError
 from model.nn.generate import stream
 from model.nn.gpt import GPT, build_model
+from model.nn.moe import router_loads
 from model.runtime import compute_lock, pick_device, set_threads
 from model.text.datasource import DataSource
 from model.train import state as train_state
@@ -284,6 +285,7 @@ class Trainer:
             elapsed=self.elapsed,
             tokens_seen=self.tokens_seen,
             world_size=self.world_size,
+            router_load=router_loads(self.model),
         )
         self.trigger_callbacks("on_step_end", event)  # a prober first: it may attach event.trace
         self.elapsed += time.perf_counter() - t_start

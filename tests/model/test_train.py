@@ -363,3 +363,49 @@ def test_eta_from_the_recent_pace():
     assert eta_seconds(history, 60, 50) == 0.0
     assert eta_seconds(history[:1], 1, 50) is None and eta_seconds(history, 30, 0) is None
     assert eta_seconds([{"step": 1, "elapsed": 1.0}, {"step": 1, "elapsed": 2.0}], 1, 9) is None
+
+
+#: Every part of today's block at once, small enough to train here
+TODAY = dict(
+    n_experts=4,
+    n_experts_per_token=2,
+    n_shared_experts=1,
+    moe_dense_layers=1,
+    router_aux_loss=0.01,
+    kv_lora_rank=8,
+    q_lora_rank=12,
+    positions="rope",
+    attn_sinks=True,
+    attn_softcap=20.0,
+    final_softcap=30.0,
+    sliding_window=8,
+    window_pattern="LG",
+    norm_position="sandwich",
+    norm="rmsnorm",
+    mlp="swiglu",
+)
+
+
+def test_todays_block_trains_reports_its_router_load_and_resumes_exactly(source, tmp_path):
+    """A tiny MoE with latent attention, sinks, soft-caps and local/global layers learns on the CPU; each
+    event carries the router's load per expert of every MoE layer; N+M steps == N, save, load, M."""
+    cfg, settings = tiny_config(**TODAY), tiny_settings(steps=30, eval_every=30, lr=1e-2)
+    t = Trainer(cfg, source, settings)
+    first = t.evaluate()
+    events = t.run()
+    assert t.evaluate() < first - 0.5
+    load = events[-1].router_load
+    assert load is not None and len(load) == 1 and len(load[0]) == 4  # layer 1 of 2 (layer 0 dense)
+    assert sum(load[0]) == pytest.approx(1.0) and all(0 <= f <= 1 for f in load[0])
+    assert json.loads(json.dumps(t.history[-1]))["router_load"] == load
+
+    settings = tiny_settings(steps=6)
+    straight = Trainer(cfg, source, settings)
+    straight.run()
+    part = Trainer(cfg, source, settings)
+    part.run(steps=3)
+    part.save(tmp_path / "ckpt")
+    resumed = Trainer.from_checkpoint(tmp_path / "ckpt", source=source)
+    resumed.run()
+    assert_same_weights(straight.model, resumed.model)
+    assert [h["train_loss"] for h in resumed.history] == [h["train_loss"] for h in straight.history]
