@@ -235,6 +235,16 @@ class Trace:
                 f"layers: {self.layers}"
             ) from None
 
+    def layer_mask(self, layer: int) -> torch.Tensor:
+        """The mask [T, S] block ``layer`` attended with: :attr:`mask`, narrowed to the sliding window in
+        a local layer of a ``window_pattern`` (the config's own masks)."""
+        cfg = self.config
+        if cfg is None or not cfg.window_pattern or not cfg.is_local_layer(layer):
+            return self.mask
+        T, S = self.mask.shape
+        q, k = torch.arange(S - T, S)[:, None], torch.arange(S)[None, :]
+        return self.mask & (k > q - int(cfg.sliding_window or 0))
+
     def get(self, kind: str, layer: int, default: torch.Tensor | None = None) -> torch.Tensor | None:
         return self._store.get((canonical(kind), layer), default)
 

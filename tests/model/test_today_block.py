@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -321,3 +322,33 @@ def test_fused_recorded_and_cached_paths_agree(kw, monkeypatch):
         full = run_with_trace(model, idx, kinds=("chosen", "gates"))
         moe_layers = [i for i in range(3) if model.config.is_moe_layer(i)]
         assert full.layers == moe_layers and full["chosen", moe_layers[0]].dtype == torch.int64
+
+
+# ---------------------------------------------------------------------------------------------
+# the instruments on today's block
+# ---------------------------------------------------------------------------------------------
+def test_a_local_heads_pipeline_masks_with_its_window_and_a_sink_says_its_share():
+    from model.interp.inspection import head_detail
+
+    model = model_of(n_layers=2, sliding_window=3, window_pattern="LG", attn_sinks=True, attn_softcap=9.0)
+    ids = tokens(T=10, B=1)[0].tolist()
+    local, global_ = head_detail(model, ids, 0, 1), head_detail(model, ids, 1, 1)
+    hidden = lambda d: int(np.isinf(d["scores_masked"].value).sum())  # noqa: E731
+    assert hidden(global_) == 45 and hidden(local) == 45 + 28  # the window hides 28 more of 100
+    assert "soft-capped: 9·tanh" in local["scores"].formula
+    assert "the head's sink b_h takes" in local["pattern"].formula
+
+
+def test_logit_attribution_adds_up_on_latent_attention_and_moe_and_refuses_what_does_not_split():
+    from model.interp.analysis.attribution import direct_logit_attribution
+
+    model = model_of(**MLA, n_experts=4)
+    ids = tokens(T=12, B=1)[0]
+    a = direct_logit_attribution(model, ids)
+    assert a.heads.shape == (3, 4) and a.total == pytest.approx(a.logit, abs=1e-4)
+    for kw, words in (
+        (dict(norm_position="sandwich"), "each sublayer's output is normalised as a whole"),
+        (dict(final_softcap=5.0), "final_softcap=5 bends them"),
+    ):
+        with pytest.raises(ValueError, match=words):
+            direct_logit_attribution(model_of(**kw), ids)

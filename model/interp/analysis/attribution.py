@@ -94,12 +94,24 @@ def direct_logit_attribution(
             "(every block renormalises the whole stream), so the heads' writes do not reach the logits "
             "through one frozen scale"
         )
+    if cfg.norm_position in ("sandwich", "output"):
+        raise ValueError(
+            f"direct logit attribution needs a Pre-LN model: with norm_position={cfg.norm_position!r} "
+            "each sublayer's output is normalised as a whole before it joins the stream, so it does not "
+            "split into one part per head"
+        )
+    if cfg.final_softcap is not None:
+        raise ValueError(
+            "direct logit attribution needs logits linear in the stream: "
+            f"final_softcap={cfg.final_softcap:g} bends them through c·tanh(z/c), so the parts would not "
+            "add up to the logit"
+        )
     idx = as_ids(model, prompt, tokenizer)
     T = idx.shape[1]
     if not -T <= position < T:
         raise ValueError(f"position {position} is outside a prompt of {T} tokens")
     position %= T
-    L, H, d_k = cfg.n_layers, cfg.n_heads, cfg.d_head
+    L, H, d_v = cfg.n_layers, cfg.n_heads, cfg.v_dim
     names = ["blocks.0.resid_pre", f"blocks.{L - 1}.resid_post"]
     names += [f"blocks.{l}.{p}" for l in range(L) for p in ("attn.z", "mlp.out")]
     cache, logits = cache_activations(model, idx, names)
@@ -132,8 +144,8 @@ def direct_logit_attribution(
     attn_bias = np.zeros(L)
     mlp = np.zeros(L)
     for layer, block in enumerate(model.blocks):
-        z = at(f"blocks.{layer}.attn.z")[:, position]  # [H, d_k]
-        W_O = block.attn.o_proj.weight.double().view(-1, H, d_k)  # [d, H, d_k]
+        z = at(f"blocks.{layer}.attn.z")[:, position]  # [H, d_v]
+        W_O = block.attn.o_proj.weight.double().view(-1, H, d_v)  # [d, H, d_v]
         heads[layer] = torch.einsum("hk,dhk,d->h", z, W_O, w).cpu().numpy()
         if block.attn.o_proj.bias is not None:
             attn_bias[layer] = float(block.attn.o_proj.bias.double() @ w)

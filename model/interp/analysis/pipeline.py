@@ -86,7 +86,7 @@ def head_pipeline(trace, layer: int, head: int, batch: int = 0) -> HeadPipeline:
 
     q, k, v = get("q"), get("k"), get("v")
     raw, scaled, weights, out = get("scores_raw"), get("scores"), get("pattern"), get("z")
-    mask = trace.mask.numpy().astype(bool)
+    mask = trace.layer_mask(layer).numpy().astype(bool)
     T, d_k = q.shape
     masked = np.where(mask, scaled, -np.inf).astype(np.float32)
     rule = cfg.attn_scale
@@ -106,12 +106,22 @@ def head_pipeline(trace, layer: int, head: int, batch: int = 0) -> HeadPipeline:
             "none": "S' = S (no scaling)",
             "learned": f"S' = τ_h · S,  learned τ_h = {scale:.3g} (1/√d_k = {1 / np.sqrt(d_k):.3g})",
         }[rule]
+    cap = cfg.attn_softcap
+    if cap is not None:  # Gemma 2: the scaled scores are soft-capped before the mask
+        scale_formula += f", then soft-capped: {cap:g}·tanh(S'/{cap:g})"
     hidden = int((~mask).sum())
     mask_formula = (
         f"M_ij = S'_ij where query i may see key j, −∞ elsewhere ({hidden} of {T * T} hidden)"
         if hidden
         else "M = S' (no position is hidden)"
     )
+    pattern_formula = "A = softmax_row(M), each row sums to 1"
+    if cfg.attn_sinks:
+        share = float(1 - weights.sum(-1).mean())
+        pattern_formula = (
+            "A_ij = exp(M_ij) / (Σ_j' exp(M_ij') + exp(b_h)): the head's sink b_h takes "
+            f"{share:.0%} of the weight on average (a row sums to less than 1)"
+        )
     rows = [
         ("q", f"Queries Q, head {head}{rope}", "Q = X W_Q", "[T, d_k]", q),
         ("k", f"Keys K{rope}{shared}", "K = X W_K", "[T, d_k]", k),
@@ -119,7 +129,7 @@ def head_pipeline(trace, layer: int, head: int, batch: int = 0) -> HeadPipeline:
         ("scores_raw", "Raw scores", "S = Q Kᵀ", "[T, T] = [T, d_k] · [d_k, T]", raw),
         ("scores", "Scaled scores", scale_formula, "[T, T]", scaled),
         ("scores_masked", "Masked scores", mask_formula, "[T, T]", masked),
-        ("pattern", "Attention weights", "A = softmax_row(M), each row sums to 1", "[T, T]", weights),
+        ("pattern", "Attention weights", pattern_formula, "[T, T]", weights),
         ("z", "Head output", "O = A V", "[T, d_k] = [T, T] · [T, d_k]", out),
     ]
     stages = [
