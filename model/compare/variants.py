@@ -1,10 +1,11 @@
 """Variants of a config: "the same but n_kv_heads = 1", written and read as text.
 
 ``parse_changes("n_kv_heads=1, norm_position=post")`` → ``{"n_kv_heads": 1, "norm_position": "post"}``,
-typed by :class:`~model.config.GPTConfig`'s fields (:data:`FIELD_KINDS`; "auto"/"none" is ``None``
-for the derived sizes). Unknown names and values that are not of the field's type raise
-:class:`~model.config.ConfigError` with one line per problem. :func:`describe_changes` writes them
-back; :func:`unique_name` names a new run beside the others.
+typed by :class:`~model.config.GPTConfig`'s fields (:data:`FIELD_KINDS`; "auto", "none" or "off" is
+``None`` for the derived sizes and the optional parts, such as ``n_experts=off``). Unknown names and
+values that are not of the field's type raise :class:`~model.config.ConfigError` with one line per
+problem. :func:`describe_changes` writes them back; :func:`unique_name` names a new run beside the
+others.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ def _field_kinds() -> dict[str, str]:
             out[f.name] = "int"
         elif int in args and type(None) in args:
             out[f.name] = "opt_int"
+        elif float in args and type(None) in args:
+            out[f.name] = "opt_float"
+        elif t is str:
+            out[f.name] = "text"
         else:
             out[f.name] = "float"
     return out
@@ -68,9 +73,11 @@ def parse_value(name: str, text: str) -> Any:
         if low in _FALSE:
             return False
         raise ConfigError([f"{name}={s!r} must be true or false"])
+    if kind == "text":  # window_pattern's letters
+        return s
+    if kind.startswith("opt_") and low in ("auto", "none", "null", "off", ""):
+        return None
     if kind in ("int", "opt_int"):
-        if kind == "opt_int" and low in ("auto", "none", "null", ""):
-            return None
         try:
             return int(s.replace("_", "").replace(",", ""))
         except ValueError:
@@ -79,7 +86,8 @@ def parse_value(name: str, text: str) -> Any:
     try:
         return float(s)
     except ValueError:
-        raise ConfigError([f"{name}={s!r} must be a number"]) from None
+        extra = " or off" if kind == "opt_float" else ""
+        raise ConfigError([f"{name}={s!r} must be a number{extra}"]) from None
 
 
 def parse_changes(text: str) -> dict[str, Any]:
@@ -104,10 +112,17 @@ def parse_changes(text: str) -> dict[str, Any]:
     return out
 
 
-def format_value(value: Any) -> str:
-    """A field value as a user writes it: ``None`` → "auto", booleans lower case, floats short."""
+#: Optional parts of the block (unset = not there), written "off" rather than "auto"
+OFF_WHEN_UNSET = frozenset(
+    {"sliding_window", "attn_softcap", "final_softcap", "n_experts", "kv_lora_rank", "q_lora_rank"}
+)
+
+
+def format_value(value: Any, name: str = "") -> str:
+    """A field value as a user writes it: ``None`` → "auto" ("off" for an optional part of field
+    ``name``: :data:`OFF_WHEN_UNSET`), booleans lower case, floats short."""
     if value is None:
-        return "auto"
+        return "off" if name in OFF_WHEN_UNSET else "auto"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
@@ -119,7 +134,7 @@ def describe_changes(changes: dict[str, Any]) -> str:
     """``{"n_kv_heads": 1}`` → ``"n_kv_heads=1"``; no change → ``"base"``."""
     if not changes:
         return "base"
-    return ", ".join(f"{k}={format_value(v)}" for k, v in changes.items())
+    return ", ".join(f"{k}={format_value(v, k)}" for k, v in changes.items())
 
 
 def unique_name(name: str, taken: typing.Iterable[str]) -> str:

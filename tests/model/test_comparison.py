@@ -39,6 +39,15 @@ def test_parse_changes_types_every_kind_of_field():
     assert got == want
     assert isinstance(got["n_kv_heads"], int) and isinstance(got["dropout"], float)
     assert parse_changes("") == {}
+    today = parse_changes(
+        "n_experts=4, router=softmax_topk, window_pattern=LG, attn_softcap=30, kv_lora_rank=off"
+    )
+    assert today == dict(
+        n_experts=4, router="softmax_topk", window_pattern="LG", attn_softcap=30.0, kv_lora_rank=None
+    )
+    assert describe_changes(parse_changes("attn_softcap=off, d_ff=auto")) == "attn_softcap=off, d_ff=auto"
+    with pytest.raises(ConfigError, match="attn_softcap='big' must be a number or off"):
+        parse_changes("attn_softcap=big")
     # the variants it describes are what TrainerGroup builds
     cfg = variant_configs(BASE, {"x": got})["x"]
     assert cfg.n_kv_heads == 1 and cfg.norm_position == "post" and cfg.causal is False

@@ -87,7 +87,7 @@ def field_text(cfg: GPTConfig, name: str) -> str:
     derived = {"n_kv_heads": cfg.kv_heads, "head_dim": cfg.d_head, "d_ff": cfg.hidden}
     if value is None and name in derived:
         return f"auto ({derived[name]})"
-    return format_value(value)
+    return format_value(value, name)
 
 
 def format_cell(value: Any, fmt: str | None) -> str:
