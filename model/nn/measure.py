@@ -5,6 +5,9 @@
   :data:`model.budget.arithmetic.COMPONENTS`). Small configs are built for real on the CPU; large ones on
   PyTorch's ``meta`` device, which creates every parameter with its shape but allocates no memory,
   so even a 405B config is counted in a moment.
+* :func:`measure_kv_cache` allocates the KV cache of a config under each attention kind (MHA, GQA,
+  MQA, latent attention) and reads its bytes per token off the storage, beside the calculator's
+  formula (:func:`model.budget.arithmetic.kv_per_token_by_kind`).
 * :func:`measure_throughput` times a few AdamW training steps (random token ids: speed does not
   depend on the data) of the config itself when it is small enough, else of a scaled-down copy
   (:func:`scaled_down`: fewer layers, narrower, shorter context, same architecture choices). It
@@ -31,6 +34,7 @@ import torch
 
 from model.budget import arithmetic as budget
 from model.config import GPTConfig
+from model.nn.attention import KVCache
 from model.nn.gpt import GPT, build_model
 
 #: Parameter name pattern → budget component (every GPT parameter matches exactly one).
@@ -342,12 +346,73 @@ def measure_throughput(
     return result
 
 
+@dataclass(frozen=True)
+class KVCacheRow:
+    """One attention kind of :func:`measure_kv_cache`: the values its cache holds per token (``holds``,
+    e.g. "4 × 2 · 8 · 16: K and V per query head" for L × 2 · H · d_k), the calculator's bytes per
+    token (every layer) and the bytes per token of the cache the model really allocates (None when the
+    kind cannot be built with this config's head sizes: ordinary attention has d_k = d_v)."""
+
+    kind: str
+    holds: str
+    formula_bytes: float
+    measured_bytes: float | None
+
+
+def measure_kv_cache(cfg: GPTConfig, *, positions: int = 16) -> list[KVCacheRow]:
+    """The KV cache per token of ``cfg``'s heads as MHA (a key and a value per query head), GQA (the
+    config's ``n_kv_heads``), MQA (one) and MLA (the latent ``r`` and the shared rotary key; ``r = 4·d_k``
+    unless the config sets ``kv_lora_rank``): each allocated as :class:`~model.nn.attention.KVCache`
+    for ``positions`` tokens in float32 and its storage divided by them, beside
+    :func:`model.budget.arithmetic.kv_per_token_by_kind` at 4 bytes a value."""
+    formula = budget.kv_per_token_by_kind(cfg, bytes_per_value=4)
+    L, H = cfg.n_layers, cfg.n_heads
+    plain = dict(kv_lora_rank=None, q_lora_rank=None, qk_rope_head_dim=None, qk_nope_head_dim=None)
+    qk, v = cfg.qk_dim, cfg.v_dim
+    same_heads = cfg.mla is False or qk == v  # ordinary attention has d_k = d_v
+    standard = cfg.replace(**plain, v_head_dim=None, head_dim=qk if cfg.mla else cfg.head_dim)
+    r = cfg.kv_lora_rank if cfg.kv_lora_rank is not None else 4 * cfg.d_head
+    # what the latent cache holds depends on none of these: set them as latent attention needs them
+    latent = cfg.replace(
+        kv_lora_rank=r,
+        n_kv_heads=None,
+        positions="rope",
+        rotary_pct=1.0,
+        qk_rmsnorm=False,
+        attn_scale="sqrt_dk",
+    )
+
+    def heads(n: int) -> str:
+        return f"2 · {n} · {qk}" if qk == v else f"{n} · ({qk} + {v})"
+
+    kinds = {
+        "MHA": (
+            standard.replace(n_kv_heads=None) if same_heads else None,
+            f"{heads(H)}: K and V per query head",
+        ),
+        "GQA": (standard if same_heads else None, f"{heads(cfg.kv_heads)}: this config's K/V heads"),
+        "MQA": (standard.replace(n_kv_heads=1) if same_heads else None, f"{heads(1)}: one K/V head"),
+        "MLA": (latent, f"({r} + {cfg.qk_rope_dim}): the latent and one rotary key"),
+    }
+    rows = []
+    for kind, (variant, holds) in kinds.items():
+        measured = None
+        if variant is not None and not variant.problems():
+            cache = KVCache(variant, 1, positions)
+            allocated = cache.k.untyped_storage().nbytes() + cache.v.untyped_storage().nbytes()
+            measured = allocated / positions
+        rows.append(KVCacheRow(kind, f"{L} × {holds}", float(formula[kind]), measured))
+    return rows
+
+
 __all__ = [
     "PARAM_RULES",
     "REAL_BUILD_MAX_PARAMS",
+    "KVCacheRow",
     "ParamCheck",
     "ThroughputResult",
     "component_of",
+    "measure_kv_cache",
     "measure_matmul_peak",
     "measure_throughput",
     "measured_parameters",

@@ -21,6 +21,7 @@ def test_every_lab_has_pages_and_screenshots(labs):
         "Residual stream lab",
         "Positions lab",
         "Worked example",
+        "KV cache lab",
     }
     for cls in tab.classes.values():  # every page explains itself
         assert cls.explanation and cls.formula and cls.notice, cls.slug

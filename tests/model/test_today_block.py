@@ -352,3 +352,21 @@ def test_logit_attribution_adds_up_on_latent_attention_and_moe_and_refuses_what_
     ):
         with pytest.raises(ValueError, match=words):
             direct_logit_attribution(model_of(**kw), ids)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [dict(n_kv_heads=2), dict(kv_lora_rank=12, qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=8)],
+    ids=["gqa", "mla"],
+)
+def test_the_allocated_kv_cache_per_token_is_the_budgets_formula(kw):
+    from model.nn.measure import measure_kv_cache
+
+    cfg = GPTConfig(**BASE, **kw)
+    rows = {r.kind: r for r in measure_kv_cache(cfg)}
+    for r in rows.values():
+        assert r.measured_bytes is None or r.measured_bytes == r.formula_bytes, r.kind
+    assert rows["MLA"].measured_bytes is not None
+    assert rows["MHA"].formula_bytes / rows["MQA"].formula_bytes == BASE["n_heads"]
+    if "n_kv_heads" in kw:
+        assert rows["MHA"].measured_bytes / rows["GQA"].measured_bytes == BASE["n_heads"] / 2

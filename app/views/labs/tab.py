@@ -14,6 +14,8 @@ Residual stream    norms along the stream and what each sublayer writes; the sam
                    training; gradient flow Pre-LN vs Post-LN; the logit lens
 Positions          the sinusoidal table; RoPE's offset property; no positions → permutation symmetry
 Worked example     the three-token attention example, editable, every number shown
+KV cache           a token's cost in the cache under MHA, GQA, MQA and latent attention, by the
+                   formula and as allocated
 =================  ==============================================================================
 
 All numbers come from ``model/`` (``model.interp.analysis``), computed off the GUI thread by the session's
@@ -41,6 +43,7 @@ from PySide6.QtWidgets import (
 
 from app.session import wait_until
 from app.views.labs.base import LabPage, describe_model
+from app.views.labs.kvcache import KVCachePage
 from app.views.labs.lens import LensPage
 from app.views.labs.mask import MaskBugPage, MaskStagesPage
 from app.views.labs.positions import PermutationPage, RopePage, SinusoidalPage
@@ -71,6 +74,7 @@ def page_classes() -> list[type[LabPage]]:
         RopePage,
         PermutationPage,
         WorkedExamplePage,
+        KVCachePage,
     ]
 
 
