@@ -5,13 +5,21 @@ line and the GUI panel answer instantly for anything from a toy to a 405B model.
 
 Symbols (``symbols(cfg)`` gives their values): ``L`` layers, ``d`` d_model, ``h`` query heads,
 ``h_kv`` key/value heads, ``d_k`` head_dim, ``d_ff`` MLP hidden width, ``V`` vocabulary,
-``T_max`` context_length, ``T`` the context a token attends to (``seq_len``), ``B`` batch.
+``T_max`` context_length, ``T`` the context a token attends to (``seq_len``), ``B`` batch; where the
+config has them: ``W`` sliding window and ``L_local`` blocks using it; ``E`` experts, ``k`` per token,
+``d_e`` an expert's hidden width, ``s`` shared experts, ``L_moe`` blocks with experts and ``L_dense``
+dense first blocks; latent attention's ``r`` (KV latent), ``r_q`` (query latent), ``d_N`` and ``d_R``
+(a query/key head's unrotated and rotated parts), ``d_v`` (a value head).
 
 Conventions, stated once:
 
 * **Parameters** are counted exactly as :class:`model.nn.gpt.GPT` creates them (its ``numel`` per
   component is checked against this module by the tests). Buffers (RoPE and sinusoid tables) are
   not parameters. A tied output head is the token embedding and is counted once.
+* **Active parameters** are those one token uses: all of them, but a mixture of experts sends a
+  token to ``k`` of its ``E`` routed experts, so ``active = total − L_moe·(E − k)·(one expert)``.
+  Memory for weights, gradients and optimizer states counts every parameter; FLOPs, and the ``6N``
+  cost, count the active ones.
 * **Non-embedding parameters** follow Kaplan et al. (2020): every vocabulary and position matrix is
   left out — token embedding, learned position table *and* an untied output head (the
   "unembedding"; Pythia reports its untied models this way). What remains is the ``L`` blocks plus
@@ -22,7 +30,11 @@ Conventions, stated once:
   matrices of every layer, plus the output head (``V·d``, once, tied or not). The token-embedding
   lookup and the position table cost no FLOPs. Forward = ``2·N_mm`` per token, plus the
   attention-score matmuls ``Q·Kᵀ`` and ``A·V``: ``4·L·T·h·d_k`` per token at context ``T``
-  (``2·L·T·h·d_k`` with ``causal_halving``, since a causal token sees on average half the context).
+  (``2·L·T·h·d_k`` with ``causal_halving``, since a causal token sees on average half the context);
+  latent attention's heads give ``2·L·T·h·(d_N + d_R + d_v)``, and a local layer attends to
+  ``min(T, W)`` keys. ``N_mm`` of a mixture of experts counts the router, the ``k`` experts a token
+  goes to and the shared ones.
+* **KV cache**: ``2·h_kv·d_k`` values per token and layer, latent attention's ``r + d_R``.
   Training = 3 × forward (the backward pass costs two forwards). The textbook estimates ``2N``/``6N``
   with ``N`` = all parameters are reported beside them.
 
@@ -38,7 +50,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from model.budget.checks import COST_BASES, PRECISIONS, Precision, check, problems, symbols
+from model.budget.checks import (
+    COST_BASES,
+    PRECISIONS,
+    Precision,
+    check,
+    local_layers,
+    moe_layers,
+    problems,
+    symbols,
+)
 from model.budget.cost import TrainingCost, training_cost
 from model.budget.flops import (
     FLOP_PARTS,
@@ -49,14 +70,17 @@ from model.budget.flops import (
     flops,
 )
 from model.budget.memory import (
+    KV_KINDS,
     KVCacheSize,
     MemoryEstimate,
     activation_bytes,
     activation_values_per_layer,
+    attention_kind,
     kv_cache,
+    kv_per_token_by_kind,
     memory,
 )
-from model.budget.parameters import COMPONENTS, Component, ParamBreakdown, parameters
+from model.budget.parameters import BLOCK_KINDS, COMPONENTS, Component, ParamBreakdown, parameters
 from model.budget.units import human_bytes, human_count, human_duration, human_flops
 from model.config import GPTConfig
 
@@ -80,12 +104,13 @@ def report(
 ) -> dict[str, Any]:
     """Everything at once as a JSON-ready dict (what ``attention-lab budget --json`` prints).
 
-    Keys: ``title``, ``config``, ``symbols``, ``params`` (``total``, ``non_embedding``,
+    Keys: ``title``, ``config``, ``symbols``, ``params`` (``total``, ``active``, ``non_embedding``,
     ``components`` name → count, ``rows`` with formulas, ``summary``, ...), ``flops``
     (``forward_per_token``, ``train_per_token``, ``attention_forward_per_token``, ``parts``,
-    ``shares``, ``attention_crossover_seq_len``, ...), ``kv_cache`` (``bytes``, ``mha_bytes``,
-    ``saving_factor``, ...), ``memory`` (``training``, ``inference``) and, when ``tokens`` is given,
-    ``training`` (``flops`` and, with ``peak_flops``, ``gpu_hours``, ``days``, ...).
+    ``shares``, ``attention_crossover_seq_len`` (None: never), ``scores_formula``, ...), ``kv_cache``
+    (``bytes``, ``mha_bytes``, ``saving_factor``, ``kind``, ``per_token_by_kind``, ...), ``memory``
+    (``training``, ``inference``) and, when ``tokens`` is given, ``training`` (``flops`` and, with
+    ``peak_flops``, ``gpu_hours``, ``days``, ...).
     Raises :class:`ConfigError` listing every problem in the config and the settings.
     """
     seq_len = cfg.context_length if seq_len is None else seq_len
@@ -129,9 +154,11 @@ def report(
 
 
 __all__ = [
+    "BLOCK_KINDS",
     "COMPONENTS",
     "COST_BASES",
     "FLOP_PARTS",
+    "KV_KINDS",
     "PRECISIONS",
     "Component",
     "FlopBreakdown",
@@ -144,6 +171,7 @@ __all__ = [
     "activation_values_per_layer",
     "attention_crossover",
     "attention_flops_per_token",
+    "attention_kind",
     "check",
     "flop_shares",
     "flops",
@@ -152,7 +180,10 @@ __all__ = [
     "human_duration",
     "human_flops",
     "kv_cache",
+    "kv_per_token_by_kind",
+    "local_layers",
     "memory",
+    "moe_layers",
     "parameters",
     "problems",
     "report",

@@ -60,7 +60,8 @@ PRECISIONS: dict[str, Precision] = {
 
 
 COST_BASES: dict[str, str] = {
-    "6N": "6·N per token, N = all parameters (the textbook and Chinchilla estimate C ≈ 6·N·D)",
+    "6N": "6·N per token, N = the parameters a token uses: all of them, or a mixture of experts' active "
+    "count (the textbook and Chinchilla estimate C ≈ 6·N·D)",
     "matmul": "3·(2·N_mm + attention scores at seq_len) per token: the matmuls a training step really does",
 }
 
@@ -138,9 +139,33 @@ def check(cfg: GPTConfig, **settings: Any) -> None:
         raise ConfigError(found)
 
 
+def local_layers(cfg: GPTConfig) -> int:
+    """How many of the ``L`` blocks attend through ``sliding_window`` (``window_pattern``'s ``L``)."""
+    if cfg.sliding_window is None:
+        return 0
+    p = cfg.window_pattern
+    if not p:
+        return cfg.n_layers
+    full, rest = divmod(cfg.n_layers, len(p))
+    return full * p.count("L") + p[:rest].count("L")
+
+
+def moe_layers(cfg: GPTConfig) -> int:
+    """How many blocks have a mixture-of-experts feed-forward (all but the ``moe_dense_layers`` first)."""
+    return max(cfg.n_layers - cfg.moe_dense_layers, 0) if cfg.n_experts is not None else 0
+
+
 def symbols(cfg: GPTConfig) -> dict[str, int]:
-    """The values of the symbols the formulas use: L, d, h, h_kv, d_k, d_ff, V, T_max."""
-    return {
+    """The values of the symbols the formulas use: L, d, h, h_kv, d_k, d_ff, V, T_max, and where the
+    config has them:
+
+    * sliding windows: ``W`` (sliding_window), ``L_local`` (blocks that use it);
+    * mixture of experts: ``E`` experts, ``k`` chosen per token, ``d_e`` one expert's hidden width,
+      ``s`` shared experts (when any), ``L_moe`` blocks with experts, ``L_dense`` dense first blocks;
+    * multi-head latent attention: ``r`` (kv_lora_rank), ``r_q`` (q_lora_rank, when set), ``d_N`` and
+      ``d_R`` (a query/key head's unrotated and rotated parts), ``d_v`` (a value head).
+    """
+    out = {
         "L": cfg.n_layers,
         "d": cfg.d_model,
         "h": cfg.n_heads,
@@ -150,6 +175,28 @@ def symbols(cfg: GPTConfig) -> dict[str, int]:
         "V": int(cfg.vocab_size or 0),
         "T_max": cfg.context_length,
     }
+    if cfg.sliding_window is not None:
+        out.update(W=cfg.sliding_window, L_local=local_layers(cfg))
+    if cfg.n_experts is not None:
+        out.update(E=cfg.n_experts, k=cfg.n_experts_per_token, d_e=cfg.expert_hidden)
+        if cfg.n_shared_experts:
+            out["s"] = cfg.n_shared_experts
+        out.update(L_moe=moe_layers(cfg), L_dense=cfg.n_layers - moe_layers(cfg))
+    if cfg.mla:
+        out["r"] = int(cfg.kv_lora_rank or 0)
+        if cfg.q_lora_rank is not None:
+            out["r_q"] = cfg.q_lora_rank
+        out.update(d_N=cfg.qk_nope_dim, d_R=cfg.qk_rope_dim, d_v=cfg.v_dim)
+    return out
 
 
-__all__ = ["COST_BASES", "PRECISIONS", "Precision", "check", "problems", "symbols"]
+__all__ = [
+    "COST_BASES",
+    "PRECISIONS",
+    "Precision",
+    "check",
+    "local_layers",
+    "moe_layers",
+    "problems",
+    "symbols",
+]

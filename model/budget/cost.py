@@ -81,13 +81,14 @@ def training_cost(
     """Total training FLOPs for ``tokens`` tokens and, given ``peak_flops`` (FLOP/s per device), the
     GPU-seconds, GPU-hours and wall-clock days at utilisation ``mfu`` on ``gpus`` devices.
 
-    ``basis`` (:data:`COST_BASES`): ``"6N"`` = ``6·N·D`` with N all parameters (default, the textbook
-    estimate); ``"matmul"`` = ``3·(2·N_mm + attention scores at seq_len)·D``. Recomputation is not
+    ``basis`` (:data:`COST_BASES`): ``"6N"`` = ``6·N·D`` with N the parameters a token uses (default, the
+    textbook estimate; all parameters of a dense model, the active ones of a mixture of experts);
+    ``"matmul"`` = ``3·(2·N_mm + attention scores at seq_len)·D``. Recomputation is not
     counted (MFU counts model FLOPs, not hardware FLOPs).
     """
     check(cfg, tokens=tokens, peak_flops=peak_flops, mfu=mfu, gpus=gpus, cost_basis=basis, seq_len=seq_len)
     if basis == "6N":
-        per_token = 6 * parameters(cfg).total
+        per_token = 6 * parameters(cfg).active
     else:
         per_token = flops(cfg, seq_len, causal_halving).train_total_per_token
     total = per_token * tokens

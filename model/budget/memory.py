@@ -1,5 +1,5 @@
-"""Memory: the KV cache, the activations a training step keeps, and the bytes to train and to run a
-config in each precision mode.
+"""Memory: the KV cache (and what it would be under MHA, GQA, MQA and latent attention), the
+activations a training step keeps, and the bytes to train and to run a config in each precision mode.
 
 Part of the budget calculator; :mod:`model.budget.arithmetic` is what callers import. Estimates:
 framework workspaces, temporary buffers and fragmentation are not counted.
@@ -8,21 +8,60 @@ framework workspaces, temporary buffers and fragmentation are not counted.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from model.budget.checks import PRECISIONS, check, symbols
+from model.budget.checks import PRECISIONS, check, local_layers, moe_layers, symbols
 from model.budget.parameters import parameters
 from model.budget.units import as_whole
 from model.config import GPTConfig
 
+#: The attention kinds :func:`kv_per_token_by_kind` compares.
+KV_KINDS = ("MHA", "GQA", "MQA", "MLA")
+
+
+def attention_kind(cfg: GPTConfig) -> str:
+    """``"MLA"`` (latent attention), ``"MHA"`` (a K/V head per query head), ``"MQA"`` (one K/V head
+    for all) or ``"GQA"`` (groups of query heads share one)."""
+    if cfg.mla:
+        return "MLA"
+    if cfg.kv_heads == cfg.n_heads:
+        return "MHA"
+    return "MQA" if cfg.kv_heads == 1 else "GQA"
+
+
+def _kv_values_per_layer(cfg: GPTConfig) -> int:
+    """Values one token adds to one layer's cache: ``2·h_kv·d_k`` (a key and a value per K/V head), or
+    latent attention's ``r + d_R`` (the latent and the one rotary key shared by the heads)."""
+    if cfg.mla:
+        return int(cfg.kv_lora_rank or 0) + cfg.qk_rope_dim
+    return 2 * cfg.kv_heads * cfg.d_head
+
+
+def kv_per_token_by_kind(cfg: GPTConfig, bytes_per_value: float = 2) -> dict[str, int | float]:
+    """KV-cache bytes per token (all ``L`` layers) of this config's heads under each attention kind of
+    :data:`KV_KINDS`, side by side: MHA ``L·h·(d_qk + d_v)`` (every query head has its key and value),
+    GQA ``L·h_kv·(d_qk + d_v)`` (the config's K/V heads), MQA ``L·(d_qk + d_v)`` (one K/V head), MLA
+    ``L·(r + d_R)`` (the latent and the shared rotary key; a config without latent attention gets
+    DeepSeek-V2's choice ``r = 4·d_k`` and its ``d_R``, half a head). ``d_qk = d_v = d_k`` except in
+    latent attention (``d_N + d_R`` and ``d_v``), times ``bytes_per_value``."""
+    L, h, h_kv = cfg.n_layers, cfg.n_heads, cfg.kv_heads
+    head = cfg.qk_dim + cfg.v_dim
+    r = cfg.kv_lora_rank if cfg.kv_lora_rank is not None else 4 * cfg.d_head
+    values = {"MHA": L * h * head, "GQA": L * h_kv * head, "MQA": L * head, "MLA": L * (r + cfg.qk_rope_dim)}
+    return {k: as_whole(v * bytes_per_value) for k, v in values.items()}
+
 
 @dataclass(frozen=True)
 class KVCacheSize:
-    """``bytes = 2·L·h_kv·d_k·T·B·bytes_per_value`` (keys and values, every layer and KV head).
+    """``bytes = 2·L·h_kv·d_k·T·B·bytes_per_value`` (keys and values, every layer and KV head); latent
+    attention caches ``L·(r + d_R)·T·B·bytes`` (the latent and the one rotary key per layer).
 
-    ``mha_bytes`` is the same model with ``h_kv = h``; ``saving_factor = h / h_kv`` (1 for MHA, ``h``
-    for MQA).
+    ``mha_bytes`` is the same model with a key and a value per query head (``h_kv = h``; latent
+    attention: heads of ``d_N + d_R`` and ``d_v``); ``saving_factor = mha_bytes / bytes`` (``h / h_kv``:
+    1 for MHA, ``h`` for MQA). ``kind`` is MHA, GQA, MQA or MLA; ``per_token_by_kind`` is
+    :func:`kv_per_token_by_kind`. ``windowed_bytes`` is the cache when every local layer keeps only its
+    last ``W`` tokens (a rolling buffer; ``bytes`` keeps ``T`` in every layer, as the model's cache does).
     """
 
     seq_len: int
@@ -32,6 +71,9 @@ class KVCacheSize:
     per_token_bytes: float
     mha_bytes: int
     saving_factor: float
+    kind: str = "MHA"
+    per_token_by_kind: dict[str, int | float] = field(default_factory=dict)
+    windowed_bytes: int | None = None
 
     @property
     def saved_bytes(self) -> int:
@@ -47,6 +89,9 @@ class KVCacheSize:
             "mha_bytes": self.mha_bytes,
             "saved_bytes": self.saved_bytes,
             "saving_factor": self.saving_factor,
+            "kind": self.kind,
+            "per_token_by_kind": dict(self.per_token_by_kind),
+            "windowed_bytes": self.bytes if self.windowed_bytes is None else self.windowed_bytes,
         }
 
 
@@ -57,8 +102,12 @@ def kv_cache(
     seq_len = cfg.context_length if seq_len is None else seq_len
     check(cfg, seq_len=seq_len, batch=batch, bytes_per_value=bytes_per_value)
     s = symbols(cfg)
-    per_token_values = 2 * s["L"] * s["h_kv"] * s["d_k"]
-    mha_values = 2 * s["L"] * s["h"] * s["d_k"]
+    per_layer = _kv_values_per_layer(cfg)
+    per_token_values = s["L"] * per_layer
+    mha_values = s["L"] * s["h"] * (cfg.qk_dim + cfg.v_dim)
+    n_local = local_layers(cfg)
+    kept = (s["L"] - n_local) * seq_len + n_local * min(seq_len, cfg.sliding_window or seq_len)
+    saving = s["h"] / s["h_kv"] if not cfg.mla else mha_values / per_token_values
     return KVCacheSize(
         seq_len=seq_len,
         batch=batch,
@@ -66,7 +115,10 @@ def kv_cache(
         bytes=math.ceil(per_token_values * seq_len * batch * bytes_per_value),
         per_token_bytes=as_whole(per_token_values * bytes_per_value),
         mha_bytes=math.ceil(mha_values * seq_len * batch * bytes_per_value),
-        saving_factor=as_whole(s["h"] / s["h_kv"]),
+        saving_factor=as_whole(saving),
+        kind=attention_kind(cfg),
+        per_token_by_kind=kv_per_token_by_kind(cfg, bytes_per_value),
+        windowed_bytes=math.ceil(per_layer * kept * batch * bytes_per_value),
     )
 
 
@@ -74,31 +126,43 @@ def kv_cache(
 # memory
 # ---------------------------------------------------------------------------------------------
 def activation_values_per_layer(
-    cfg: GPTConfig, seq_len: int, batch: int, fused_attention: bool = True
+    cfg: GPTConfig, seq_len: int, batch: int, fused_attention: bool = True, *, moe: bool | None = None
 ) -> int:
     """Activation values one block keeps for its backward pass (Korthikanti et al. 2022, generalised).
 
-    Per token: both norm inputs ``2d``; attention input ``d``, Q ``h·d_k``, K and V ``2·h_kv·d_k``,
-    the O-projection input ``h·d_k``; MLP input ``d`` and hidden ``2·d_ff`` (gelu: pre- and
-    post-activation), ``d_ff`` (relu: its output alone gives its gradient) or ``4·d_ff`` (swiglu/geglu:
-    gate, φ(gate), up, product). A parallel block (GPT-NeoX) has one norm input ``d`` instead of two.
-    Without a fused kernel the softmax output ``h·T`` per token is kept too (twice with attention
-    dropout). For GPT-2 shapes in 16 bit with dropout this is their ``34·s·b·d + 5·a·s²·b`` bytes.
+    Per token: the norm inputs ``2d`` (four norms, sandwich: ``4d``); attention input ``d``, Q
+    ``h·d_k``, K and V ``2·h_kv·d_k``, the O-projection input ``h·d_k``; MLP input ``d`` and hidden
+    ``2·d_ff`` (gelu: pre- and post-activation), ``d_ff`` (relu: its output alone gives its gradient) or
+    ``4·d_ff`` (swiglu/geglu: gate, φ(gate), up, product). A parallel block (GPT-NeoX) has one norm
+    input ``d`` instead of two. Without a fused kernel the softmax output ``h·T`` per token is kept
+    too (twice with attention dropout). For GPT-2 shapes in 16 bit with dropout this is their
+    ``34·s·b·d + 5·a·s²·b`` bytes.
+
+    Latent attention keeps, beside the input, the query latent ``r_q`` (when set), Q and K
+    ``h·(d_N + d_R)`` each, the KV latent and rotary key ``r + d_R``, V ``h·d_v`` and the O input
+    ``h·d_v``. A mixture-of-experts block (``moe``; default: whether the config has any) keeps the
+    router logits ``E`` and the hidden values of the ``k`` experts and the shared ones a token goes
+    through, in place of the dense MLP's.
 
     Norms, RoPE and the attention scalings are taken as fused (they keep their input only); the
     app's plain-PyTorch GPT keeps a little more for RMSNorm, RoPE and qk_norm (checked in the tests).
     """
     s = symbols(cfg)
     d, h, h_kv, d_k, d_ff = s["d"], s["h"], s["h_kv"], s["d_k"], s["d_ff"]
-    per_token = (
-        (1 if cfg.parallel_residual else 2) * d
-        + d
-        + d_k * (h + 2 * h_kv)
-        + h * d_k
-        + d
-        + {"gelu": 2, "relu": 1, "swiglu": 4, "geglu": 4}[cfg.mlp] * d_ff
-    )
-    n = per_token * seq_len * batch
+    hidden = {"gelu": 2, "relu": 1, "swiglu": 4, "geglu": 4}[cfg.mlp]
+    n_norms = 1 if cfg.parallel_residual else 4 if cfg.norm_position == "sandwich" else 2
+    if cfg.mla:
+        qk, r_q = cfg.qk_dim, cfg.q_lora_rank or 0
+        attention = d + r_q + 2 * h * qk + int(cfg.kv_lora_rank or 0) + cfg.qk_rope_dim + 2 * h * cfg.v_dim
+    else:
+        attention = d + d_k * (h + 2 * h_kv) + h * d_k
+    moe = cfg.n_experts is not None if moe is None else moe
+    if moe and cfg.n_experts is not None:
+        widths = cfg.n_experts_per_token * cfg.expert_hidden + cfg.n_shared_experts * cfg.expert_hidden
+        feed_forward = d + cfg.n_experts + hidden * widths
+    else:
+        feed_forward = d + hidden * d_ff
+    n = (n_norms * d + attention + feed_forward) * seq_len * batch
     if not fused_attention:
         n += (2 if cfg.dropout else 1) * batch * h * seq_len * seq_len
     return n
@@ -114,22 +178,32 @@ def activation_bytes(
 ) -> int:
     """Bytes of activations a training step holds at its peak (an estimate, see ``memory``).
 
-    Without recomputation: ``L ×`` :func:`activation_values_per_layer` ``× bytes`` (+ 1-byte dropout
-    masks when dropout > 0: ``2·T·B·d`` per layer, and ``h·T²·B`` without fused attention).
-    With full recomputation (activation checkpointing per block): only each block's input
-    ``L·T·B·d`` values are kept, plus one block's activations rebuilt during its backward.
-    Both add the model-level tensors: the output head's input ``T·B·d`` (and the final norm's input,
-    another ``T·B·d``, with Pre-LN) and the loss's log-softmax ``T·B·V`` in fp32.
+    Without recomputation: the sum over the ``L`` blocks of :func:`activation_values_per_layer`
+    ``× bytes`` (+ 1-byte dropout masks when dropout > 0: ``2·T·B·d`` per layer, and ``h·T²·B``
+    without fused attention). With full recomputation (activation checkpointing per block): only each
+    block's input ``L·T·B·d`` values are kept, plus the largest block's activations rebuilt during its
+    backward. Both add the model-level tensors: the output head's input ``T·B·d`` (and the final
+    norm's input, another ``T·B·d``, unless the blocks end in a norm) and the loss's log-softmax
+    ``T·B·V`` in fp32.
     """
     s = symbols(cfg)
     L, d, V, h = s["L"], s["d"], s["V"], s["h"]
-    values = activation_values_per_layer(cfg, seq_len, batch, fused_attention)
     masks = 0
     if cfg.dropout:
         masks = 2 * seq_len * batch * d + (0 if fused_attention else h * seq_len * seq_len * batch)
-    layer = values * bytes_per_value + masks
-    blocks = L * layer if not recompute else L * seq_len * batch * d * bytes_per_value + layer
-    top_d = 2 if cfg.norm_position == "pre" else 1
+    n_moe = moe_layers(cfg)
+    kinds = [(L - n_moe, False), (n_moe, True)]
+    layer = {
+        moe: activation_values_per_layer(cfg, seq_len, batch, fused_attention, moe=moe) * bytes_per_value
+        + masks
+        for count, moe in kinds
+        if count
+    }
+    if not recompute:
+        blocks = sum(count * layer[moe] for count, moe in kinds if count)
+    else:
+        blocks = L * seq_len * batch * d * bytes_per_value + max(layer.values())
+    top_d = 1 if cfg.norm_position == "post" else 2
     top = top_d * seq_len * batch * d * bytes_per_value + seq_len * batch * V * 4
     return math.ceil(blocks + top)
 
@@ -205,10 +279,11 @@ def memory(
     """Memory to train with AdamW (one device, no sharding) and to run inference.
 
     Training: ``N ×`` bytes per parameter of ``precision`` (:data:`PRECISIONS`: fp32 4+4+8 = 16,
-    bf16-mixed 2+2+4+8 = 16, bf16 2+2+4 = 8) + activations (:func:`activation_bytes`, in the mode's
-    activation precision). Inference: weights in the mode's inference precision + the KV cache at
-    ``seq_len`` × ``batch`` in the same precision. Estimates: framework workspaces, temporary
-    buffers and fragmentation are not counted.
+    bf16-mixed 2+2+4+8 = 16, bf16 2+2+4 = 8; ``N`` every parameter: a mixture of experts stores and
+    trains all its experts, though a token uses ``k`` of them) + activations (:func:`activation_bytes`,
+    in the mode's activation precision). Inference: weights in the mode's inference precision + the
+    KV cache at ``seq_len`` × ``batch`` in the same precision. Estimates: framework workspaces,
+    temporary buffers and fragmentation are not counted.
     """
     seq_len = cfg.context_length if seq_len is None else seq_len
     check(cfg, seq_len=seq_len, batch=batch, precision=precision)
@@ -238,10 +313,13 @@ def memory(
 
 
 __all__ = [
+    "KV_KINDS",
     "KVCacheSize",
     "MemoryEstimate",
     "activation_bytes",
     "activation_values_per_layer",
+    "attention_kind",
     "kv_cache",
+    "kv_per_token_by_kind",
     "memory",
 ]

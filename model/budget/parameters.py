@@ -1,4 +1,5 @@
-"""Parameters, counted exactly as :class:`model.nn.gpt.GPT` creates them, per component.
+"""Parameters, counted exactly as :class:`model.nn.gpt.GPT` creates them, per component; and how many of
+them one token uses (a mixture of experts leaves most experts idle).
 
 Part of the budget calculator; :mod:`model.budget.arithmetic` states its conventions (what counts as a
 parameter, Kaplan's non-embedding count) and is what callers import.
@@ -6,6 +7,7 @@ parameter, Kaplan's non-embedding count) and is what callers import.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -13,32 +15,53 @@ from typing import Any
 from model.budget.checks import check, symbols
 from model.config import GPTConfig
 
-#: The components in table order. ``group`` is embedding | attention | mlp | norm | head.
+#: Every component in table order. ``group`` is embedding | attention | mlp | norm | head (the
+#: mixture of experts is the block's feed-forward, group mlp). A config lists the components it can
+#: have: the old ones always (zeros included), latent attention's, the sinks' and the experts' only
+#: when the config has them.
 COMPONENTS: tuple[tuple[str, str], ...] = (
     ("token embedding", "embedding"),
     ("position embedding", "embedding"),
     ("attention Q", "attention"),
+    ("latent Q down", "attention"),
+    ("latent Q up", "attention"),
     ("attention K", "attention"),
     ("attention V", "attention"),
+    ("latent KV down", "attention"),
+    ("latent KV up", "attention"),
     ("attention O", "attention"),
     ("attention biases", "attention"),
     ("attention scale", "attention"),
+    ("attention sinks", "attention"),
     ("mlp weights", "mlp"),
     ("mlp biases", "mlp"),
+    ("router", "mlp"),
+    ("experts", "mlp"),
+    ("shared experts", "mlp"),
+    ("expert biases", "mlp"),
     ("norms", "norm"),
     ("qk norms", "norm"),
+    ("latent norms", "norm"),
     ("final norm", "norm"),
     ("output head", "head"),
 )
+_GROUP = dict(COMPONENTS)
+
+#: Which blocks hold a per-block component: every block, the dense-MLP blocks (all of them in a dense
+#: model; the ``moe_dense_layers`` first ones in a mixture of experts), or the mixture-of-experts blocks.
+BLOCK_KINDS = ("all", "dense", "moe")
 
 
 @dataclass(frozen=True)
 class Component:
     """One row of the parameter table.
 
-    ``count`` is over the whole model; ``per_layer`` is the count in one block (``None`` for the
-    model-level rows: embeddings, final norm, output head). ``formula`` gives ``count`` in the
-    module's symbols; ``matmul`` says the weights multiply every token (2 FLOPs each per token).
+    ``count`` is over the whole model; ``per_layer`` is the count in one block that has the component
+    (``None`` for the model-level rows: embeddings, final norm, output head) and ``blocks`` says which
+    blocks have it (:data:`BLOCK_KINDS`; ``None`` at model level). ``formula`` gives ``count`` in the
+    module's symbols; ``matmul`` says the weights multiply the token vectors that reach them (2 FLOPs
+    each per token). ``active`` is how many of ``count`` one token uses, ``active_per_layer`` how many
+    of ``per_layer`` (``None``: all of them; the routed experts: ``k`` of ``E``), each with a formula.
     """
 
     name: str
@@ -48,11 +71,31 @@ class Component:
     per_layer: int | None = None
     per_layer_formula: str | None = None
     matmul: bool = False
+    blocks: str | None = None
+    active: int | None = None
+    active_formula: str | None = None
+    active_per_layer: int | None = None
+    active_per_layer_formula: str | None = None
+
+    @property
+    def active_count(self) -> int:
+        """Parameters of this component one token uses (``count`` unless it is routed)."""
+        return self.count if self.active is None else self.active
+
+    @property
+    def active_in_layer(self) -> int:
+        """Parameters of this component one token uses in one block that has it."""
+        return (self.per_layer or 0) if self.active_per_layer is None else self.active_per_layer
 
 
 @dataclass(frozen=True)
 class ParamBreakdown:
-    """Exact parameter counts of a config, per component (see :data:`COMPONENTS`)."""
+    """Exact parameter counts of a config, per component (see :data:`COMPONENTS`).
+
+    Blocks are of two kinds when the config has a mixture of experts with dense first layers
+    (DeepSeek-V3: 3 dense, 58 with experts): :meth:`block` gives any block's count, :attr:`per_layer`
+    the count of one block of the model's main kind (a mixture-of-experts block where there are any).
+    """
 
     config: GPTConfig
     components: tuple[Component, ...]
@@ -63,21 +106,124 @@ class ParamBreakdown:
                 return c
         raise KeyError(name)
 
+    def __contains__(self, name: object) -> bool:
+        return any(c.name == name for c in self.components)
+
     def counts(self) -> dict[str, int]:
-        """Component name → count over the whole model (every component, zeros included)."""
+        """Component name → count over the whole model (every component of this config, zeros included)."""
         return {c.name: c.count for c in self.components}
+
+    def active_counts(self) -> dict[str, int]:
+        """Component name → parameters one token uses (:attr:`Component.active_count`)."""
+        return {c.name: c.active_count for c in self.components}
 
     def group_total(self, group: str) -> int:
         return sum(c.count for c in self.components if c.group == group)
 
-    def _per_layer(self, group: str | None = None) -> int:
-        return sum(c.per_layer or 0 for c in self.components if group is None or c.group == group)
+    # ---- blocks ----------------------------------------------------------------------------------
+    @property
+    def has_moe(self) -> bool:
+        """The config has mixture-of-experts blocks."""
+        return self.config.n_experts is not None
 
+    def _in_block(self, moe: bool, group: str | None = None, active: bool = False) -> int:
+        """One block's count (``moe``: a mixture-of-experts block, else a dense one), optionally one
+        group only, optionally only what one token uses."""
+        kinds = ("all", "moe" if moe else "dense")
+        return sum(
+            c.active_in_layer if active else c.per_layer or 0
+            for c in self.components
+            if c.blocks in kinds and (group is None or c.group == group)
+        )
+
+    def block(self, layer: int) -> int:
+        """All parameters of block ``layer`` (0-based): what ``model.blocks[layer]`` holds."""
+        return self._in_block(self.config.is_moe_layer(layer))
+
+    def layer_counts(self) -> list[int]:
+        """:meth:`block` for every block, in order."""
+        return [self.block(i) for i in range(self.config.n_layers)]
+
+    @property
+    def per_layer(self) -> int:
+        """All parameters of one block: a mixture-of-experts block where the model has them (its dense
+        first blocks: :attr:`dense_per_layer`), else any block."""
+        return self._in_block(self.has_moe)
+
+    @property
+    def dense_per_layer(self) -> int:
+        """All parameters of one block with a dense MLP (0 when every block has experts)."""
+        return self._in_block(False) if self.config.n_layers > self._moe_blocks else 0
+
+    @property
+    def attention_per_layer(self) -> int:
+        """Q, K, V, O weights (or latent attention's projections), their biases, per-head scales and
+        sinks of one block."""
+        return self._in_block(self.has_moe, "attention")
+
+    @property
+    def mlp_per_layer(self) -> int:
+        """One block's feed-forward: the MLP, or where the model has experts, one mixture-of-experts
+        block's router, experts, shared experts and their biases (:attr:`moe_per_layer`)."""
+        return self._in_block(self.has_moe, "mlp")
+
+    @property
+    def dense_mlp_per_layer(self) -> int:
+        """The dense MLP of one block that has one (0 when every block has experts)."""
+        return self._in_block(False, "mlp") if self.config.n_layers > self._moe_blocks else 0
+
+    @property
+    def moe_per_layer(self) -> int:
+        """Router + all ``E`` experts + shared experts (+ their biases) of one mixture-of-experts block."""
+        return self._in_block(True, "mlp") if self.has_moe else 0
+
+    @property
+    def moe_active_per_layer(self) -> int:
+        """What one token uses of a mixture-of-experts block: router + ``k`` experts + shared experts."""
+        return self._in_block(True, "mlp", active=True) if self.has_moe else 0
+
+    @property
+    def norms_per_layer(self) -> int:
+        return self._in_block(self.has_moe, "norm")
+
+    @property
+    def _moe_blocks(self) -> int:
+        return symbols(self.config).get("L_moe", 0)
+
+    # ---- totals ----------------------------------------------------------------------------------
     @property
     def total(self) -> int:
         """Every parameter, a tied head counted once: what ``sum(p.numel() for p in model.parameters())``
         gives."""
         return sum(c.count for c in self.components)
+
+    @property
+    def active(self) -> int:
+        """Parameters one token uses: everything but the routed experts it is not sent to,
+        ``total − L_moe·(E − k)·(one expert)`` (= :attr:`total` for a dense model). Embedding and output
+        head are counted, as Mixtral's 12.9B and gpt-oss's 5.1B count them."""
+        return sum(c.active_count for c in self.components)
+
+    @property
+    def active_without_embedding(self) -> int:
+        """:attr:`active` without the token-embedding and position tables, which a token only reads one
+        row of (a tied embedding stays: it is the output head too). The convention of gpt-oss's model
+        card (5.1B active for gpt-oss-120b) and DeepSeek-V3's weights README (36.6B, "including 0.9B
+        for the output head"); Mixtral's 12.9B counts the embedding (:attr:`active`)."""
+        lookup = self["position embedding"].count
+        if not self.config.tie_embeddings:
+            lookup += self["token embedding"].count
+        return self.active - lookup
+
+    @property
+    def active_formula(self) -> str:
+        """How :attr:`active` follows from :attr:`total`."""
+        if not self.has_moe:
+            return "total (dense: every parameter multiplies every token)"
+        expert = self["experts"].per_layer_formula or ""
+        one = expert.removeprefix("E·") if expert.startswith("E·") else f"({expert})/E"
+        bias = " (+ their biases)" if "expert biases" in self and self["expert biases"].count else ""
+        return f"total − L_moe·(E − k)·{one}{bias}"
 
     @property
     def embedding(self) -> int:
@@ -96,28 +242,11 @@ class ParamBreakdown:
         return self.total - self.embeddings_and_head
 
     @property
-    def attention_per_layer(self) -> int:
-        """Q, K, V, O weights, their biases and per-head scales of one block."""
-        return self._per_layer("attention")
-
-    @property
-    def mlp_per_layer(self) -> int:
-        return self._per_layer("mlp")
-
-    @property
-    def norms_per_layer(self) -> int:
-        return self._per_layer("norm")
-
-    @property
-    def per_layer(self) -> int:
-        """All parameters of one block."""
-        return self._per_layer()
-
-    @property
     def layers(self) -> int:
-        """Attention and MLP parameters of all ``L`` blocks, ``L·(attention + mlp per layer)``; the
-        blocks' norms are counted in :attr:`norms` (the source chapter's table splits them so)."""
-        return self.config.n_layers * (self.attention_per_layer + self.mlp_per_layer)
+        """Attention and feed-forward parameters of all ``L`` blocks (``L·(attention + mlp per layer)``
+        in a dense model); the blocks' norms are counted in :attr:`norms` (the source chapter's table
+        splits them so)."""
+        return self.group_total("attention") + self.group_total("mlp")
 
     @property
     def norms(self) -> int:
@@ -126,8 +255,17 @@ class ParamBreakdown:
 
     @property
     def matmul(self) -> int:
-        """``N_mm``: weights that multiply every token's vector (Q, K, V, O, MLP, output head, the
-        head counted even when tied). Forward FLOPs per token ≈ ``2·N_mm``."""
+        """``N_mm``: weights that multiply a token's vector (Q, K, V, O or latent attention's projections,
+        MLP, router, the ``k`` experts a token goes to and the shared ones, output head, the head counted
+        even when tied). Forward FLOPs per token ≈ ``2·N_mm``."""
+        n = sum(c.active_count for c in self.components if c.matmul)
+        if self.config.tie_embeddings:
+            n += self["token embedding"].count
+        return n
+
+    @property
+    def matmul_total(self) -> int:
+        """Every matmul weight, all experts included (= :attr:`matmul` for a dense model)."""
         n = sum(c.count for c in self.components if c.matmul)
         if self.config.tie_embeddings:
             n += self["token embedding"].count
@@ -135,27 +273,52 @@ class ParamBreakdown:
 
     def summary(self) -> list[tuple[str, int, str]]:
         """The rows of the source chapter's table, (name, count, formula); "all layers",
-        "embeddings + output" and "norms" partition "total"."""
-        att_terms = ["2·d·d_k·(h + h_kv)"]
-        att_terms += [
-            c.per_layer_formula
-            for c in self.components_of("attention")
-            if not c.matmul and c.per_layer and c.per_layer_formula
-        ]
-        mlp = self.components_of("mlp")
-        return [
-            ("attention (per layer)", self.attention_per_layer, " + ".join(att_terms)),
-            ("mlp (per layer)", self.mlp_per_layer, _join_formulas(mlp, per_layer=True)),
-            ("all layers", self.layers, "L·(attention + mlp per layer)"),
+        "embeddings + output" and "norms" partition "total". A mixture of experts adds its block, what
+        one token uses of it, and the active count."""
+        cfg = self.config
+        att = self.components_of("attention")
+        if cfg.mla:
+            att_f = _join_formulas(att, per_layer=True)
+        else:
+            att_terms = ["2·d·d_k·(h + h_kv)"]
+            att_terms += [
+                c.per_layer_formula for c in att if not c.matmul and c.per_layer and c.per_layer_formula
+            ]
+            att_f = " + ".join(att_terms)
+        dense = [c for c in self.components_of("mlp") if c.blocks == "dense"]
+        moe = [c for c in self.components_of("mlp") if c.blocks == "moe"]
+        rows = [("attention (per layer)", self.attention_per_layer, att_f)]
+        if not self.has_moe:
+            rows.append(("mlp (per layer)", self.mlp_per_layer, _join_formulas(dense, per_layer=True)))
+            all_f = "L·(attention + mlp per layer)"
+        else:
+            if self.dense_mlp_per_layer:
+                rows.append(
+                    ("mlp (per layer, dense blocks)", self.dense_mlp_per_layer, _join_formulas(dense, True))
+                )
+            rows += [
+                ("mixture of experts (per layer)", self.moe_per_layer, _join_formulas(moe, per_layer=True)),
+                (
+                    "mixture of experts, one token (per layer)",
+                    self.moe_active_per_layer,
+                    _join_formulas(moe, per_layer=True, active=True),
+                ),
+            ]
+            all_f = "L·attention + L_dense·mlp + L_moe·mixture of experts"
+        rows += [
+            ("all layers", self.layers, all_f),
             (
                 "embeddings + output",
                 self.embeddings_and_head,
                 _join_formulas([self["token embedding"], self["position embedding"], self["output head"]]),
             ),
-            ("norms", self.norms, _join_formulas([self["norms"], self["final norm"]])),
+            ("norms", self.norms, _join_formulas(self.components_of("norm"))),
             ("total", self.total, "all layers + embeddings + output + norms"),
             ("non-embedding", self.non_embedding, "total − (embeddings + output)"),
         ]
+        if self.has_moe:
+            rows.append(("active per token", self.active, self.active_formula))
+        return rows
 
     def components_of(self, group: str) -> list[Component]:
         return [c for c in self.components if c.group == group]
@@ -163,16 +326,25 @@ class ParamBreakdown:
     def to_dict(self) -> dict[str, Any]:
         return {
             "total": self.total,
+            "active": self.active,
+            "active_formula": self.active_formula,
+            "active_without_embedding": self.active_without_embedding,
             "non_embedding": self.non_embedding,
             "embedding": self.embedding,
             "embeddings_and_head": self.embeddings_and_head,
             "per_layer": self.per_layer,
+            "dense_per_layer": self.dense_per_layer,
             "attention_per_layer": self.attention_per_layer,
             "mlp_per_layer": self.mlp_per_layer,
+            "dense_mlp_per_layer": self.dense_mlp_per_layer,
+            "moe_per_layer": self.moe_per_layer,
+            "moe_active_per_layer": self.moe_active_per_layer,
             "layers": self.layers,
             "norms": self.norms,
             "matmul": self.matmul,
+            "matmul_total": self.matmul_total,
             "components": self.counts(),
+            "active_components": self.active_counts(),
             "rows": [
                 {
                     "name": c.name,
@@ -181,6 +353,9 @@ class ParamBreakdown:
                     "per_layer": c.per_layer,
                     "formula": c.formula,
                     "per_layer_formula": c.per_layer_formula,
+                    "blocks": c.blocks,
+                    "active": c.active_count,
+                    "active_formula": c.active_formula,
                 }
                 for c in self.components
             ],
@@ -188,82 +363,243 @@ class ParamBreakdown:
         }
 
 
-def _join_formulas(parts: Iterable[Component], per_layer: bool = False) -> str:
+def _join_formulas(parts: Iterable[Component], per_layer: bool = False, active: bool = False) -> str:
     terms = []
     for c in parts:
-        f = c.per_layer_formula if per_layer else c.formula
+        if active and c.active is not None:
+            f = c.active_per_layer_formula if per_layer else c.active_formula
+        else:
+            f = c.per_layer_formula if per_layer else c.formula
         if (c.per_layer if per_layer else c.count) and f:
             terms.append(f)
     return " + ".join(terms) if terms else "0"
 
 
+def _times(n_symbol: str, f: str) -> str:
+    """``L·f`` (``L·(f)`` when ``f`` is a sum)."""
+    return f"{n_symbol}·({f})" if " " in f else f"{n_symbol}·{f}"
+
+
+def _mlp(cfg: GPTConfig, d: int, width: int, w: str) -> tuple[int, str, int, str]:
+    """One MLP of hidden ``width`` (written ``w``) of the config's kind: (weights, formula, biases,
+    formula). Gated (swiglu/geglu): three matrices ``3·d·w`` and biases ``2·w + d``; else two,
+    ``2·d·w`` and ``w + d``; biases only with ``bias="all"``."""
+    gated = cfg.mlp in ("swiglu", "geglu")
+    m = 3 if gated else 2
+    weights, weights_f = m * d * width, f"{m}·d·{w}"
+    if cfg.bias != "all":
+        return weights, weights_f, 0, f"bias={cfg.bias}"
+    w_ = f"({w})" if " " in w or "·" in w else w
+    return (
+        weights,
+        weights_f,
+        (2 * width + d) if gated else (width + d),
+        (f"2·{w_} + d" if gated else f"{w} + d"),
+    )
+
+
 def parameters(cfg: GPTConfig) -> ParamBreakdown:
     """Exact parameter counts per component.
 
-    Per layer: Q ``d·h·d_k``, K and V ``d·h_kv·d_k`` each, O ``h·d_k·d``; biases (``bias="all"``:
-    ``h·d_k + 2·h_kv·d_k + d`` in attention and ``d_ff + d`` (gelu/relu) or ``2·d_ff + d`` (swiglu) in
-    the MLP; ``"qkv"``: only ``h·d_k + 2·h_kv·d_k``); per-head scale or gain ``h`` (attn_scale learned
-    or qk_norm); MLP ``2·d·d_ff`` (gelu/relu) or ``3·d·d_ff`` (swiglu/geglu); two norms ``4·d`` (LayerNorm,
-    weight+bias) or ``2·d`` (RMSNorm, with or without Gemma's 1 + γ); QK-norm (``qk_rmsnorm``, Qwen3)
-    ``2·d_k`` (one [d_k] weight for all query heads, one for all key heads). Partial rotary, sliding
-    windows and parallel blocks add no parameters (RoPE is a fixed table, not a weight).
-    Model level: token embedding ``V·d``, learned position table
-    ``T_max·d``, final norm (Pre-LN only) ``2·d`` or ``d``, output head ``V·d`` when untied.
+    Per layer, standard attention: Q ``d·h·d_k``, K and V ``d·h_kv·d_k`` each, O ``h·d_k·d``; biases
+    (``bias="all"``: ``h·d_k + 2·h_kv·d_k + d``; ``"qkv"``: ``h·d_k + 2·h_kv·d_k``); per-head scale or
+    gain ``h`` (attn_scale learned or qk_norm); QK-norm (``qk_rmsnorm``, Qwen3) ``2·d_k`` (one [d_k]
+    weight for all query heads, one for all key heads); sinks ``h`` (``attn_sinks``, gpt-oss).
+
+    Multi-head latent attention (``kv_lora_rank`` = r; DeepSeek-V2/V3), heads of ``d_N + d_R`` (q·k) and
+    ``d_v`` (values): latent Q down ``d·r_q`` and up ``r_q·h·(d_N + d_R)`` with ``q_lora_rank`` = r_q
+    (else Q ``d·h·(d_N + d_R)``), latent KV down ``d·(r + d_R)`` (the latent and the one shared rotary
+    key), latent KV up ``r·h·(d_N + d_v)``, O ``h·d_v·d``; latent norms ``r_q + r`` (RMSNorm weights);
+    biases, with qkv biases, on every projection but O, and on O with ``bias="all"``.
+
+    Feed-forward: a dense MLP ``2·d·d_ff`` (gelu/relu) or ``3·d·d_ff`` (swiglu/geglu), biases with
+    ``bias="all"`` ``d_ff + d`` or ``2·d_ff + d``. A mixture-of-experts block (``n_experts`` = E, all but
+    the ``moe_dense_layers`` first): router ``d·E``, E experts each the same MLP of width ``d_e``
+    (``E·3·d·d_e`` gated), a shared MLP of width ``s·d_e`` when ``n_shared_experts`` = s, and with
+    ``bias="all"`` their biases (router ``E``, each expert's, the shared one's). One token uses the
+    router, ``k`` experts and the shared ones.
+
+    Norms: two per block ``2·d`` (pre, post, output; RMSNorm, with or without Gemma's 1 + γ) or four
+    (sandwich, Gemma 2/3) ``4·d``, twice that for LayerNorm with a bias. Partial rotary, sliding
+    windows, soft-capping, the router rule and its loss, and parallel blocks add no parameters (RoPE is
+    a fixed table, not a weight). Model level: token embedding ``V·d``, learned position table
+    ``T_max·d``, final norm (not with post-norm) ``d`` or ``2·d``, output head ``V·d`` when untied.
 
     Raises :class:`ConfigError` listing every problem when the config is invalid or lacks V.
     """
     check(cfg)
     s = symbols(cfg)
     L, d, h, h_kv, d_k, d_ff, V, T_max = (s[k] for k in ("L", "d", "h", "h_kv", "d_k", "d_ff", "V", "T_max"))
+    moe = cfg.n_experts is not None
+    n_blocks = {"all": L, "dense": L - s.get("L_moe", 0), "moe": s.get("L_moe", 0)}
+    L_sym = {"all": "L", "dense": "L_dense" if moe else "L", "moe": "L_moe"}
 
-    def layer(name: str, group: str, n: int, f: str, matmul: bool = False, zero_note: str = "") -> Component:
-        total_f = (f"L·({f})" if " " in f else f"L·{f}") if n else zero_note
-        return Component(name, group, L * n, total_f, n, f if n else zero_note, matmul)
-
-    def model_level(name: str, group: str, n: int, f: str) -> Component:
-        return Component(name, group, n, f)
+    def layer(
+        name: str,
+        n: int,
+        f: str,
+        *,
+        matmul: bool = False,
+        zero_note: str = "",
+        blocks: str = "all",
+        active: tuple[int, str] | None = None,
+    ) -> Component:
+        """A per-block component of ``n`` (formula ``f``) in each block of kind ``blocks``; ``active``:
+        (count, formula) one token uses in one such block."""
+        k = n_blocks[blocks]
+        total_f = _times(L_sym[blocks], f) if n and k else zero_note
+        c = Component(name, _GROUP[name], k * n, total_f, n, f if n else zero_note, matmul, blocks)
+        if active is None:
+            return c
+        per, per_f = active
+        return dataclasses.replace(
+            c,
+            active=k * per,
+            active_formula=_times(L_sym[blocks], per_f),
+            active_per_layer=per,
+            active_per_layer_formula=per_f,
+        )
 
     ln = cfg.norm == "layernorm" and cfg.norm_bias  # a norm with a shift β as well as a scale γ
-    swiglu = cfg.mlp in ("swiglu", "geglu")  # gated: three matrices
-    att_bias, att_bias_f = 0, "bias=none"
-    if cfg.bias == "all":
-        att_bias, att_bias_f = h * d_k + 2 * h_kv * d_k + d, "h·d_k + 2·h_kv·d_k + d"
-    elif cfg.bias == "qkv":
-        att_bias, att_bias_f = h * d_k + 2 * h_kv * d_k, "h·d_k + 2·h_kv·d_k"
-    mlp_bias, mlp_bias_f = 0, f"bias={cfg.bias}"
-    if cfg.bias == "all":
-        mlp_bias, mlp_bias_f = (2 * d_ff + d, "2·d_ff + d") if swiglu else (d_ff + d, "d_ff + d")
-    scale = h if cfg.attn_scale in ("learned", "qk_norm") else 0
-    pre = cfg.norm_position == "pre"
-    comps = (
-        model_level("token embedding", "embedding", V * d, "V·d"),
-        model_level(
+    qkv_bias = cfg.bias in ("all", "qkv")
+    o_bias = cfg.bias == "all"
+    comps: list[Component] = [
+        Component("token embedding", "embedding", V * d, "V·d"),
+        Component(
             "position embedding",
             "embedding",
             T_max * d if cfg.positions == "learned" else 0,
             "T_max·d" if cfg.positions == "learned" else f"{cfg.positions}: no learned table",
         ),
-        layer("attention Q", "attention", d * h * d_k, "d·h·d_k", matmul=True),
-        layer("attention K", "attention", d * h_kv * d_k, "d·h_kv·d_k", matmul=True),
-        layer("attention V", "attention", d * h_kv * d_k, "d·h_kv·d_k", matmul=True),
-        layer("attention O", "attention", h * d_k * d, "h·d_k·d", matmul=True),
-        layer("attention biases", "attention", att_bias, att_bias_f, zero_note=att_bias_f),
-        layer("attention scale", "attention", scale, "h", zero_note=f"attn_scale={cfg.attn_scale}"),
+    ]
+
+    # ---- attention -------------------------------------------------------------------------------
+    if not cfg.mla:
+        att_bias, att_bias_f = 0, "bias=none"
+        if cfg.bias == "all":
+            att_bias, att_bias_f = h * d_k + 2 * h_kv * d_k + d, "h·d_k + 2·h_kv·d_k + d"
+        elif cfg.bias == "qkv":
+            att_bias, att_bias_f = h * d_k + 2 * h_kv * d_k, "h·d_k + 2·h_kv·d_k"
+        comps += [
+            layer("attention Q", d * h * d_k, "d·h·d_k", matmul=True),
+            layer("attention K", d * h_kv * d_k, "d·h_kv·d_k", matmul=True),
+            layer("attention V", d * h_kv * d_k, "d·h_kv·d_k", matmul=True),
+            layer("attention O", h * d_k * d, "h·d_k·d", matmul=True),
+            layer("attention biases", att_bias, att_bias_f, zero_note=att_bias_f),
+        ]
+    else:
+        r, d_N, d_R, d_v = s["r"], s["d_N"], s["d_R"], s["d_v"]
+        r_q = cfg.q_lora_rank
+        qk = d_N + d_R
+        from_latent = "MLA: from the latent (latent KV up)"
+        if r_q is None:
+            comps.append(layer("attention Q", d * h * qk, "d·h·(d_N + d_R)", matmul=True))
+        else:
+            comps += [
+                layer("attention Q", 0, "", zero_note="MLA: latent Q down and up"),
+                layer("latent Q down", d * r_q, "d·r_q", matmul=True),
+                layer("latent Q up", r_q * h * qk, "r_q·h·(d_N + d_R)", matmul=True),
+            ]
+        comps += [
+            layer("attention K", 0, "", zero_note=from_latent),
+            layer("attention V", 0, "", zero_note=from_latent),
+            layer("latent KV down", d * (r + d_R), "d·(r + d_R)", matmul=True),
+            layer("latent KV up", r * h * (d_N + d_v), "r·h·(d_N + d_v)", matmul=True),
+            layer("attention O", h * d_v * d, "h·d_v·d", matmul=True),
+        ]
+        bias_terms: list[tuple[int, str]] = []
+        if qkv_bias:
+            if r_q is not None:
+                bias_terms.append((r_q, "r_q"))
+            bias_terms += [
+                (h * qk, "h·(d_N + d_R)"),
+                (r + d_R, "r + d_R"),
+                (h * (d_N + d_v), "h·(d_N + d_v)"),
+            ]
+        if o_bias:
+            bias_terms.append((d, "d"))
+        comps.append(
+            layer(
+                "attention biases",
+                sum(n for n, _ in bias_terms),
+                " + ".join(f for _, f in bias_terms),
+                zero_note=f"bias={cfg.bias}",
+            )
+        )
+    scale = h if cfg.attn_scale in ("learned", "qk_norm") else 0
+    comps.append(layer("attention scale", scale, "h", zero_note=f"attn_scale={cfg.attn_scale}"))
+    if cfg.attn_sinks:
+        comps.append(layer("attention sinks", h, "h"))
+
+    # ---- feed-forward ----------------------------------------------------------------------------
+    mlp_w, mlp_f, mlp_b, mlp_b_f = _mlp(cfg, d, d_ff, "d_ff")
+    no_dense = "every block has experts"
+    comps += [
         layer(
             "mlp weights",
-            "mlp",
-            (3 if swiglu else 2) * d * d_ff,
-            "3·d·d_ff" if swiglu else "2·d·d_ff",
+            mlp_w if n_blocks["dense"] else 0,
+            mlp_f,
             matmul=True,
+            blocks="dense",
+            zero_note=no_dense,
         ),
-        layer("mlp biases", "mlp", mlp_bias, mlp_bias_f, zero_note=mlp_bias_f),
-        layer("norms", "norm", (4 if ln else 2) * d, "4·d" if ln else "2·d"),
-        layer("qk norms", "norm", 2 * d_k if cfg.qk_rmsnorm else 0, "2·d_k", zero_note="qk_rmsnorm off"),
-        model_level(
+        layer(
+            "mlp biases",
+            mlp_b if n_blocks["dense"] else 0,
+            mlp_b_f,
+            blocks="dense",
+            zero_note=mlp_b_f if n_blocks["dense"] else no_dense,
+        ),
+    ]
+    if moe:
+        E, k, d_e, n_shared = s["E"], s["k"], s["d_e"], s.get("s", 0)
+        ex_w, ex_f, ex_b, ex_b_f = _mlp(cfg, d, d_e, "d_e")
+        comps += [
+            layer("router", d * E, "d·E", matmul=True, blocks="moe"),
+            layer(
+                "experts",
+                E * ex_w,
+                f"E·{ex_f}",
+                matmul=True,
+                blocks="moe",
+                active=(k * ex_w, f"k·{ex_f}"),
+            ),
+        ]
+        if n_shared:
+            sh_w, sh_f, sh_b, sh_b_f = _mlp(cfg, d, n_shared * d_e, "s·d_e")
+            comps.append(layer("shared experts", sh_w, sh_f, matmul=True, blocks="moe"))
+        if cfg.bias == "all":
+            one = f"({ex_b_f})"
+            terms = [(E, "E"), (E * ex_b, f"E·{one}")]
+            act_terms = [(E, "E"), (k * ex_b, f"k·{one}")]
+            if n_shared:
+                terms.append((sh_b, sh_b_f))
+                act_terms.append((sh_b, sh_b_f))
+            comps.append(
+                layer(
+                    "expert biases",
+                    sum(n for n, _ in terms),
+                    " + ".join(f for _, f in terms),
+                    blocks="moe",
+                    active=(sum(n for n, _ in act_terms), " + ".join(f for _, f in act_terms)),
+                )
+            )
+
+    # ---- norms and the model level ---------------------------------------------------------------
+    n_norms = 4 if cfg.norm_position == "sandwich" else 2
+    per_norm = 2 if ln else 1
+    comps.append(layer("norms", n_norms * per_norm * d, f"{n_norms * per_norm}·d"))
+    comps.append(layer("qk norms", 2 * d_k if cfg.qk_rmsnorm else 0, "2·d_k", zero_note="qk_rmsnorm off"))
+    if cfg.mla:
+        r_q = cfg.q_lora_rank
+        comps.append(layer("latent norms", (r_q or 0) + s["r"], "r_q + r" if r_q is not None else "r"))
+    final = cfg.norm_position != "post"
+    comps += [
+        Component(
             "final norm",
             "norm",
-            ((2 if ln else 1) * d) if pre else 0,
-            ("2·d" if ln else "d") if pre else "post-LN: blocks end in a norm",
+            per_norm * d if final else 0,
+            ("2·d" if ln else "d") if final else "post-LN: blocks end in a norm",
         ),
         Component(
             "output head",
@@ -272,8 +608,9 @@ def parameters(cfg: GPTConfig) -> ParamBreakdown:
             "tied: is the token embedding" if cfg.tie_embeddings else "V·d",
             matmul=True,
         ),
-    )
-    return ParamBreakdown(cfg, comps)
+    ]
+    order = {name: i for i, (name, _) in enumerate(COMPONENTS)}
+    return ParamBreakdown(cfg, tuple(sorted(comps, key=lambda c: order[c.name])))
 
 
-__all__ = ["COMPONENTS", "Component", "ParamBreakdown", "parameters"]
+__all__ = ["BLOCK_KINDS", "COMPONENTS", "Component", "ParamBreakdown", "parameters"]

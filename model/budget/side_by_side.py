@@ -8,6 +8,22 @@ from typing import Any
 
 from model.budget import arithmetic as budget
 
+
+def _local(r: dict[str, Any]) -> str:
+    """``"21 of 42, W = 4,096"``, or ``"none"``."""
+    sy = r["symbols"]
+    return f"{sy['L_local']:,} of {sy['L']:,}, W = {sy['W']:,}" if sy.get("L_local") else "none"
+
+
+def _experts(r: dict[str, Any]) -> str:
+    """``"8 of 256 + 1 shared"``, or ``"dense"``."""
+    sy = r["symbols"]
+    if "E" not in sy:
+        return "dense"
+    shared = f" + {sy['s']} shared" if sy.get("s") else ""
+    return f"{sy['k']} of {sy['E']}{shared}"
+
+
 #: (label, how to read it from a report, kind) — kind is "int", "float", "text", "bytes", "flops"
 SIDE_ROWS: list[tuple[str, Any, str]] = [
     ("layers L", lambda r: r["symbols"]["L"], "int"),
@@ -23,7 +39,11 @@ SIDE_ROWS: list[tuple[str, Any, str]] = [
     ("positions", lambda r: r["config"]["positions"], "text"),
     ("biases", lambda r: r["config"]["bias"], "text"),
     ("output head", lambda r: "tied" if r["config"]["tie_embeddings"] else "untied", "text"),
+    ("attention", lambda r: r["kv_cache"]["kind"], "text"),
+    ("local layers (window W)", lambda r: _local(r), "text"),
+    ("experts (per token of all)", lambda r: _experts(r), "text"),
     ("parameters, total", lambda r: r["params"]["total"], "int"),
+    ("parameters, active per token", lambda r: r["params"]["active"], "int"),
     ("parameters, non-embedding", lambda r: r["params"]["non_embedding"], "int"),
     ("attention per layer", lambda r: r["params"]["attention_per_layer"], "int"),
     ("MLP per layer", lambda r: r["params"]["mlp_per_layer"], "int"),

@@ -149,24 +149,53 @@ def budget_table(rep: dict[str, Any]) -> list[Row]:
             "parameters",
             per_layer=r["per_layer"],
             per_layer_formula=r.get("per_layer_formula") or "",
+            note=_active_note(r),
         )
         for r in p["rows"]
     ]
     rows += [
         Row(PARAMETERS, r["name"], r["formula"], r["count"], "parameters", total=True) for r in p["summary"]
     ]
-    rows += _flop_rows(rep["flops"])
-    rows += _kv_rows(rep["kv_cache"])
+    rows += _flop_rows(rep["flops"], moe=_is_moe(rep))
+    rows += _kv_rows(rep["kv_cache"], rep.get("symbols", {}))
     rows += _memory_rows(rep["memory"])
     if "training" in rep:
         rows += _cost_rows(rep)
     return rows
 
 
-def _flop_rows(f: dict[str, Any]) -> list[Row]:
+def _is_moe(rep: dict[str, Any]) -> bool:
+    """The report's config has a mixture of experts (a token uses fewer parameters than there are)."""
+    return rep["config"].get("n_experts") is not None
+
+
+def _active_note(r: dict[str, Any]) -> str:
+    """What one token uses of a routed component (empty for the others)."""
+    active = r.get("active")
+    if active is None or active == r["count"] or not r.get("active_formula"):
+        return ""
+    return f"one token uses {active:,} = {r['active_formula']}"
+
+
+def _flop_rows(f: dict[str, Any], moe: bool = False) -> list[Row]:
     T = f["seq_len"]
     at = f"FLOP (T={T})"
     half = "/2" if f["causal_halving"] else ""
+    scores_f = f.get("scores_formula", "4·L·T·h·d_k")
+    windowed = "min(T, W)" in scores_f
+    weights = "Q, K, V, O, MLP, output head"
+    if moe:
+        weights = "attention, dense MLPs, router, the k experts a token goes to, shared experts, output head"
+    scores_note = "Q·Kᵀ and A·V"
+    if half:
+        scores_note += ", halved for the causal mask" + (
+            " (a local layer past W: W − W²/2T)" if windowed else ""
+        )
+    if windowed:
+        scores_note += "; a local layer attends to its last W keys"
+    N_note = "N = all parameters"
+    if moe:
+        N_note = f"N = the {f['active_params']:,} parameters a token uses (all: {f['total_params']:,})"
     rows = [
         Row(
             FLOPS,
@@ -174,15 +203,15 @@ def _flop_rows(f: dict[str, Any]) -> list[Row]:
             "2·N_mm",
             f["forward_per_token"],
             "FLOP",
-            note=f"N_mm = {f['matmul_params']:,}: Q, K, V, O, MLP, output head",
+            note=f"N_mm = {f['matmul_params']:,}: {weights}",
         ),
         Row(
             FLOPS,
             "forward, attention scores",
-            f"4·L·T·h·d_k{half}",
+            f"{scores_f}{half}",
             f["attention_forward_per_token"],
             at,
-            note="Q·Kᵀ and A·V" + (", halved for the causal mask" if half else ""),
+            note=scores_note,
         ),
         Row(FLOPS, "forward, total", "2·N_mm + scores", f["forward_total_per_token"], at, total=True),
         Row(
@@ -194,31 +223,67 @@ def _flop_rows(f: dict[str, Any]) -> list[Row]:
             note="3 × forward: the backward pass costs two forwards",
         ),
         Row(FLOPS, "training, total", "3·forward total", f["train_total_per_token"], at, total=True),
-        Row(FLOPS, "textbook forward", "2·N", f["forward_2n"], "FLOP", note="N = all parameters"),
+        Row(FLOPS, "textbook forward", "2·N", f["forward_2n"], "FLOP", note=N_note),
         Row(FLOPS, "textbook training", "6·N", f["train_6n"], "FLOP"),
     ]
     for k, v in f["shares"].items():
         rows.append(Row(FLOPS, f"share: {k}", "", v, f"fraction of forward (T={T})"))
+    T_star = f["attention_crossover_seq_len"]
     rows.append(
         Row(
             FLOPS,
             "attention overtakes MLP at",
-            "T* = mlp weights / (2·h·d_k)",
-            f["attention_crossover_seq_len"],
+            f.get("crossover_formula", "T* = mlp weights / (2·h·d_k)"),
+            T_star,
             "tokens of context",
+            note="" if T_star is not None else "never: the windows keep the scores below the MLP",
         )
     )
     return rows
 
 
-def _kv_rows(kv: dict[str, Any]) -> list[Row]:
+def _kv_rows(kv: dict[str, Any], sy: dict[str, int] | None = None) -> list[Row]:
+    """The cache of this config, beside MHA's; and per token under each attention kind."""
+    sy = sy or {}
     where = f"bytes (T={kv['seq_len']}, B={kv['batch']}, {kv['bytes_per_value']:g} B/value)"
-    return [
-        Row(KV_CACHE, "per token", "2·L·h_kv·d_k·bytes", kv["per_token_bytes"], "bytes"),
-        Row(KV_CACHE, "total", "2·L·h_kv·d_k·T·B·bytes", kv["bytes"], where, total=True),
-        Row(KV_CACHE, "with MHA (h_kv = h)", "2·L·h·d_k·T·B·bytes", kv["mha_bytes"], where),
-        Row(KV_CACHE, "saving factor", "h / h_kv", kv["saving_factor"], "×"),
+    if kv.get("kind") == "MLA":
+        per, mha, saving = "L·(r + d_R)", "L·h·(d_N + d_R + d_v)", "MHA / MLA"
+        mha_label = "with MHA (a key and value per head)"
+    else:
+        per, mha, saving = "2·L·h_kv·d_k", "2·L·h·d_k", "h / h_kv"
+        mha_label = "with MHA (h_kv = h)"
+    rows = [
+        Row(KV_CACHE, "per token", f"{per}·bytes", kv["per_token_bytes"], "bytes"),
+        Row(KV_CACHE, "total", f"{per}·T·B·bytes", kv["bytes"], where, total=True),
+        Row(KV_CACHE, mha_label, f"{mha}·T·B·bytes", kv["mha_bytes"], where),
+        Row(KV_CACHE, "saving factor", saving, kv["saving_factor"], "×"),
     ]
+    windowed = kv.get("windowed_bytes")
+    if windowed is not None and windowed != kv["bytes"]:
+        one = "(r + d_R)" if kv.get("kind") == "MLA" else "2·h_kv·d_k"
+        rows.append(
+            Row(
+                KV_CACHE,
+                "total, local layers keep W",
+                f"{one}·((L − L_local)·T + L_local·min(T, W))·B·bytes",
+                windowed,
+                where,
+                note="a rolling buffer of the last W tokens in each local layer",
+            )
+        )
+    head = "(d_N + d_R + d_v)" if kv.get("kind") == "MLA" else "2·d_k"
+    latent = "r + d_R" if "r" in sy else "4·d_k + d_k/2"  # DeepSeek-V2's choice for a config without one
+    kinds = {
+        "MHA": (f"L·h·{head}·bytes", "a key and a value per query head"),
+        "GQA": (f"L·h_kv·{head}·bytes", f"the config's h_kv = {sy.get('h_kv', '?')} K/V heads"),
+        "MQA": (f"L·{head}·bytes", "one K/V head for all"),
+        "MLA": (f"L·({latent})·bytes", "the latent and one shared rotary key"),
+    }
+    for kind, value in (kv.get("per_token_by_kind") or {}).items():
+        formula, note = kinds.get(kind, ("", ""))
+        this = " (this config)" if kind == kv.get("kind") else ""
+        rows.append(Row(KV_CACHE, f"per token with {kind}{this}", formula, value, "bytes", note=note))
+    return rows
 
 
 def _memory_rows(m: dict[str, Any]) -> list[Row]:
@@ -251,7 +316,8 @@ def _cost_rows(rep: dict[str, Any]) -> list[Row]:
     T = f["seq_len"]
     D = t["tokens"]
     six = t["basis"] == "6N"
-    by_6n, by_matmul = "6·N·D, N = all parameters (Chinchilla's C ≈ 6ND)", f"3·(2·N_mm + scores at T={T:,})·D"
+    N_is = "the parameters a token uses" if _is_moe(rep) else "all parameters"
+    by_6n, by_matmul = f"6·N·D, N = {N_is} (Chinchilla's C ≈ 6ND)", f"3·(2·N_mm + scores at T={T:,})·D"
     rows = [
         Row(COST, "tokens", "D", D, "tokens"),
         Row(
@@ -406,7 +472,10 @@ def render_text(rep: dict[str, Any]) -> str:
             lines.append("")
         per = f"{r.per_layer:,}" if r.per_layer else ""
         extra = f"  ({human_count(r.value)})" if r.total else ""
-        lines.append(f"  {r.quantity:<{w_q - 2}} {r.formula:<{w_f}} {per:>{w_n}} {r.value:>{w_n},}{extra}")
+        note = f"  {r.note}" if r.note else ""
+        lines.append(
+            f"  {r.quantity:<{w_q - 2}} {r.formula:<{w_f}} {per:>{w_n}} {r.value:>{w_n},}{extra}{note}"
+        )
     others = [r for r in rows if r.section != PARAMETERS]
     w_v = max(len(display_value(r)) for r in others)
     current = None

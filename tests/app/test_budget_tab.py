@@ -251,3 +251,18 @@ def test_budget_legends_are_rows_above_the_plots_never_on_the_data(qtbot, tab, k
         )
         data = item.getViewBox().sceneBoundingRect()
         assert not legend.sceneBoundingRect().intersects(data)  # pyqtgraph's floated over the curves
+
+
+@pytest.mark.parametrize("title", ["DeepSeek-V3", "Mixtral 8x7B", "Mistral 7B", "gpt-oss-20b", "Gemma 2 9B"])
+def test_todays_presets_show_total_active_and_their_cache(tab, title):
+    """Mixtures of experts say what a token uses; latent attention's cache is its own formula; a model
+    whose windows keep attention below the MLP says so instead of crashing on a crossover."""
+    _choose(tab, title)
+    assert tab.report is not None and tab.page_tabs.isEnabled()
+    cfg = tab.editor.value()
+    text = tab.total_label.text()
+    p = budget.parameters(cfg)
+    assert f"{p.total:,}" in text
+    assert ("active per token" in text) == bool(cfg.n_experts)
+    summary = tab.kv_page.summary.text()
+    assert ("L·(r + d_R)" in summary) == cfg.mla

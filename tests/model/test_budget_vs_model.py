@@ -1,12 +1,17 @@
 """The calculator against the real thing: numel of an instantiated GPT, and FlopCounterMode on it.
 
 For random small configs across every variant (positions, norms and their placement, MLP kind,
-MHA/GQA/MQA, free head_dim, attention scalings, biases, tying):
+MHA/GQA/MQA, free head_dim, attention scalings, biases, tying), and of today's block (mixtures of
+experts with shared experts and dense first layers, latent attention, sinks, sandwich and output
+norms, local/global layers, soft-capping):
 
 * every parameter of ``GPT(cfg)`` falls in exactly one budget component, and the numel per
-  component equals the calculator's count;
+  component equals the calculator's count; for today's block, the numel of the whole model and of
+  every block equals the calculator's total and :meth:`~model.budget.parameters.ParamBreakdown.block`;
 * the matmul FLOPs that ``torch.utils.flop_counter.FlopCounterMode`` counts in one forward equal
-  ``B·T · (2·N_mm + 4·L·T·h·d_k)`` exactly, and forward + backward equal three times that. The
+  ``B·T · (2·N_mm + 4·L·T·h·d_k)`` exactly, and forward + backward equal three times that (today's
+  block: ``N_mm`` of the experts a token is routed to, latent attention's head sizes; local layers
+  counted without their window, as the plain model's mask multiplies every key). The
   documented difference is what FlopCounterMode does not count either: norms, softmax, activations,
   RoPE, bias and residual adds, the embedding lookup, the loss.
 
@@ -29,7 +34,7 @@ from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
 from model.budget import arithmetic as budget
 from model.config import GPTConfig
-from model.nn.gpt import GPT, KVCache
+from model.nn.gpt import GPT, KVCache, build_model
 
 _RULES = [
     (r"tok_emb\.weight", "token embedding"),
@@ -113,6 +118,107 @@ def test_component_counts_equal_numel(cfg):
     assert b.per_layer == sum(p.numel() for p in model.blocks[0].parameters())
 
 
+_MLP = r"(fc_in|fc_out|w_gate|w_up|w_down)"
+
+#: :data:`_RULES` for today's block: latent attention, sinks, experts, sandwich norms.
+_TODAY_RULES = [
+    *(rule for rule in _RULES if rule[1] not in ("attention biases", "norms")),
+    (r"blocks\.\d+\.attn\.q_a\.weight", "latent Q down"),
+    (r"blocks\.\d+\.attn\.q_b\.weight", "latent Q up"),
+    (r"blocks\.\d+\.attn\.kv_a\.weight", "latent KV down"),
+    (r"blocks\.\d+\.attn\.kv_b\.weight", "latent KV up"),
+    (r"blocks\.\d+\.attn\.(q_proj|k_proj|v_proj|o_proj|q_a|q_b|kv_a|kv_b)\.bias", "attention biases"),
+    (r"blocks\.\d+\.attn\.sinks", "attention sinks"),
+    (r"blocks\.\d+\.mlp\.gate\.weight", "router"),
+    (rf"blocks\.\d+\.mlp\.experts\.\d+\.{_MLP}\.weight", "experts"),
+    (rf"blocks\.\d+\.mlp\.shared\.{_MLP}\.weight", "shared experts"),
+    (rf"blocks\.\d+\.mlp\.(gate|experts\.\d+\.{_MLP}|shared\.{_MLP})\.bias", "expert biases"),
+    (r"blocks\.\d+\.(norm[12]|post_norm[12])\.(weight|bias)", "norms"),
+    (r"blocks\.\d+\.attn\.(q_a_norm|kv_a_norm)\.weight", "latent norms"),
+]
+
+
+@st.composite
+def today_configs(draw):
+    """Small configs of today's block: experts (shared ones, dense first layers, every router rule),
+    latent attention (with and without a query latent), sinks, the four norm placements, local/global
+    layers and soft-capping, over the old variants that combine with them."""
+    mla = draw(st.booleans())
+    moe = draw(st.booleans())
+    n_heads = draw(st.sampled_from([1, 2, 4]))
+    n_kv = None if mla else draw(st.sampled_from([None, 1, n_heads]))
+    L = draw(st.integers(1, 3))
+    norm = draw(st.sampled_from(["layernorm", "rmsnorm"]))
+    norm_position = draw(st.sampled_from(["pre", "post", "sandwich", "output"]))
+    causal = draw(st.booleans())
+    cfg = dict(
+        vocab_size=draw(st.integers(2, 30)),
+        context_length=draw(st.integers(4, 12)),
+        n_layers=L,
+        d_model=n_heads * draw(st.sampled_from([2, 4])),
+        n_heads=n_heads,
+        n_kv_heads=n_kv,
+        d_ff=draw(st.sampled_from([None, 5, 12])),
+        mlp=draw(st.sampled_from(["gelu", "relu", "swiglu", "geglu"])),
+        norm=norm,
+        norm_bias=draw(st.booleans()),
+        norm_offset=norm == "rmsnorm" and draw(st.booleans()),
+        norm_position=norm_position,
+        parallel_residual=norm_position == "pre" and draw(st.booleans()),
+        positions="rope" if mla else draw(st.sampled_from(["learned", "rope", "none"])),
+        attn_scale="sqrt_dk" if mla else draw(st.sampled_from(["sqrt_dk", "learned", "qk_norm"])),
+        causal=causal,
+        bias=draw(st.sampled_from(["all", "qkv", "none"])),
+        tie_embeddings=draw(st.booleans()),
+        attn_sinks=draw(st.booleans()),
+        attn_softcap=draw(st.sampled_from([None, 20.0])),
+        final_softcap=draw(st.sampled_from([None, 10.0])),
+    )
+    cfg["qk_rmsnorm"] = not mla and cfg["attn_scale"] != "qk_norm" and draw(st.booleans())
+    if causal and draw(st.booleans()):
+        cfg.update(sliding_window=draw(st.integers(1, 6)), window_pattern=draw(st.sampled_from(["", "LG"])))
+    if moe:
+        E = draw(st.integers(1, 4))
+        cfg.update(
+            n_experts=E,
+            n_experts_per_token=draw(st.integers(1, E)),
+            n_shared_experts=draw(st.integers(0, 2)),
+            expert_d_ff=draw(st.sampled_from([None, 3])),
+            moe_dense_layers=draw(st.integers(0, L - 1)),
+            router=draw(
+                st.sampled_from(["topk_softmax", "softmax_topk", "softmax_topk_norm", "sigmoid_topk_norm"])
+            ),
+            router_aux_loss=draw(st.sampled_from([0.0, 0.01])),
+        )
+    if mla:
+        cfg.update(
+            kv_lora_rank=draw(st.integers(1, 6)),
+            q_lora_rank=draw(st.sampled_from([None, 3])),
+            qk_rope_head_dim=draw(st.sampled_from([2, 4])),
+            qk_nope_head_dim=draw(st.sampled_from([None, 3])),
+            v_head_dim=draw(st.sampled_from([None, 5])),
+        )
+    return GPTConfig(**cfg).validate()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(today_configs())
+def test_budget_equals_numel_for_today_s_block(cfg):
+    """The project's rule for today's block: the calculator's count is the built model's numel, in
+    total and block by block (dense first blocks and mixture-of-experts blocks alike)."""
+    model = build_model(cfg, seed=0)
+    b = budget.parameters(cfg)
+    assert b.total == model.num_params() == sum(p.numel() for p in model.parameters())
+    measured: dict[str, int] = {}
+    for name, p in model.named_parameters():
+        hits = [comp for pattern, comp in _TODAY_RULES if re.fullmatch(pattern, name)]
+        assert len(hits) == 1, f"parameter {name!r} matches {hits}: the calculator has no place for it"
+        measured[hits[0]] = measured.get(hits[0], 0) + p.numel()
+    assert measured == {k: v for k, v in b.counts().items() if v}
+    assert [sum(p.numel() for p in block.parameters()) for block in model.blocks] == b.layer_counts()
+    assert b.total - sum(b.layer_counts()) == b.embeddings_and_head + b["final norm"].count
+
+
 def _fused_cpu_attention_counted():
     """FlopCounterMode plus the standard SDPA formula for the CPU fused kernel it lacks."""
     aten = torch.ops.aten
@@ -138,6 +244,24 @@ def test_forward_flops_equal_flop_counter(cfg, B, data):
     assert counter.get_total_flops() == B * T * (
         f.forward_per_token + 4 * cfg.n_layers * T * cfg.n_heads * cfg.d_head
     )
+
+
+@_SETTINGS
+@given(today_configs(), st.integers(1, 2), st.data())
+def test_forward_flops_of_today_s_block_equal_flop_counter(cfg, B, data):
+    """Experts cost what a token is routed to, latent attention its head sizes. A local layer's mask
+    still multiplies every key in the plain model, so the counter sees the scores without windows;
+    the calculator's ``min(T, W)`` is what a kernel that skips the masked keys does."""
+    T = data.draw(st.integers(1, cfg.context_length), label="T")
+    model = build_model(cfg, seed=0).eval()
+    idx = torch.randint(0, cfg.vocab_size, (B, T))
+    with torch.no_grad(), _fused_cpu_attention_counted() as counter:
+        model(idx)
+    f = budget.flops(cfg, seq_len=T)
+    full = budget.flops(cfg.replace(sliding_window=None, window_pattern=""), seq_len=T)
+    assert counter.get_total_flops() == B * T * full.forward_total_per_token
+    assert f.forward_per_token == full.forward_per_token
+    assert f.attention_forward_per_token <= full.attention_forward_per_token
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -172,6 +296,21 @@ def test_kv_cache_size_equals_the_model_cache(dtype, nbytes):
         cfg = GPTConfig(vocab_size=11, context_length=32, n_layers=3, d_model=32, n_heads=4, n_kv_heads=n_kv)
         cache = KVCache(cfg, batch=3, max_len=20, dtype=dtype)
         assert cache.nbytes == budget.kv_cache(cfg, seq_len=20, batch=3, bytes_per_value=nbytes).bytes
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        dict(kv_lora_rank=6, qk_rope_head_dim=4),  # latent attention: the latent and the rotary key
+        dict(kv_lora_rank=5, q_lora_rank=3, qk_rope_head_dim=2, v_head_dim=3),
+        dict(n_kv_heads=2, sliding_window=4, window_pattern="LG"),  # the model keeps T in every layer
+    ],
+)
+def test_kv_cache_of_today_s_block_equals_the_model_cache(change):
+    cfg = GPTConfig(vocab_size=11, context_length=32, n_layers=3, d_model=32, n_heads=4, positions="rope")
+    cfg = cfg.replace(**change).validate()
+    cache = KVCache(cfg, batch=3, max_len=20, dtype=torch.float16)
+    assert cache.nbytes == budget.kv_cache(cfg, seq_len=20, batch=3, bytes_per_value=2).bytes
 
 
 def _saved_activation_bytes(cfg: GPTConfig, B: int, T: int) -> int:

@@ -370,3 +370,14 @@ def test_the_allocated_kv_cache_per_token_is_the_budgets_formula(kw):
     assert rows["MHA"].formula_bytes / rows["MQA"].formula_bytes == BASE["n_heads"]
     if "n_kv_heads" in kw:
         assert rows["MHA"].measured_bytes / rows["GQA"].measured_bytes == BASE["n_heads"] / 2
+
+
+def test_the_budget_check_places_every_parameter_of_todays_block():
+    """The Budget tab's check (measured_parameters): each parameter of a model with every new part
+    falls in one budget component, and the counts equal the calculator's."""
+    from model.nn.measure import measured_parameters
+
+    cfg = GPTConfig(**{**BASE, **PARTS["everything"]}, q_lora_rank=12, n_shared_experts=1, moe_dense_layers=1)
+    check = measured_parameters(cfg)
+    assert check.ok, check.mismatches()
+    assert {"latent KV down", "router", "experts", "shared experts", "attention sinks"} <= set(check.measured)

@@ -176,15 +176,27 @@ class FlopsPage(PushedPage):
             tips=[["", r.note, r.unit, ""] for r in mine],
         )
         shares = ", ".join(f"{k} {v:.1%}" for k, v in f["shares"].items())
-        cross = f["attention_crossover_seq_len"]
-        self.note.setText(
-            f"N_mm = {f['matmul_params']:,} weights multiply every token (Q, K, V, O, MLP, output head); "
-            "2 FLOPs per multiply-add; norms, softmax and activations are not counted. Training = 3 × "
-            "forward (the backward pass costs two forwards).\n\n"
-            f"At T = {T:,}: {shares}.\n\nAttention scores overtake the MLP at T ≈ {cross:,.0f}"
-            + (" (with the causal halving)." if f["causal_halving"] else ".")
+        cross = f["attention_crossover_seq_len"]  # None: windows keep the scores below the MLP
+        routed = (
+            f" (per token: the active ones, {f['active_params']:,}; each token goes to "
+            f"{cfg.n_experts_per_token} of {cfg.n_experts} experts)"
+            if cfg.n_experts and f.get("active_params")
+            else ""
         )
-        hi = max(4 * cross, 4 * cfg.context_length, 2 * T, 4096)
+        crossing = (
+            f"Attention scores overtake the MLP at T ≈ {cross:,.0f}"
+            + (" (with the causal halving)." if f["causal_halving"] else ".")
+            if cross is not None
+            else "Attention scores never overtake the MLP: every layer's window keeps the keys it reads "
+            "below the size where they would."
+        )
+        self.note.setText(
+            f"N_mm = {f['matmul_params']:,} weights multiply every token{routed} (attention, MLP or experts, "
+            "output head); 2 FLOPs per multiply-add; norms, softmax and activations are not counted. "
+            "Training = 3 × forward (the backward pass costs two forwards).\n\n"
+            f"At T = {T:,}: {shares}.\n\n{crossing}"
+        )
+        hi = max(4 * (cross or 0), 4 * cfg.context_length, 2 * T, 4096)
         lo = min(64, T)
         Ts = geom(lo, hi)
         plot_cfg = cfg.replace(context_length=int(max(hi, cfg.context_length)))  # FLOPs ignore the table
@@ -192,8 +204,10 @@ class FlopsPage(PushedPage):
         x = np.asarray(sh["seq_len"], dtype=np.float64)
         for k, curve in self.curves.items():
             curve.setData(x, 100 * np.asarray(sh[k]), skipFiniteCheck=True)
-        self.cross_line.setPos(math.log10(cross))
-        self.cross_line.label.setFormat(f"attention = MLP\nat T ≈ {cross:,.0f}")
+        self.cross_line.setVisible(cross is not None)
+        if cross is not None:
+            self.cross_line.setPos(math.log10(cross))
+            self.cross_line.label.setFormat(f"attention = MLP\nat T ≈ {cross:,.0f}")
         self.t_line.setPos(math.log10(T))
         self.t_line.label.setFormat(f"T = {T:,}")
         ctx = cfg.context_length
@@ -276,15 +290,27 @@ class KVPage(PushedPage):
         kv = rep["kv_cache"]
         T, B, bpv = kv["seq_len"], kv["batch"], kv["bytes_per_value"]
         per_tok = kv["per_token_bytes"]
-        h, h_kv = cfg.n_heads, cfg.kv_heads
-        per_head = per_tok / h_kv  # bytes per token per KV head
-        kind = (
-            "multi-head attention (MHA)"
-            if h_kv == h
-            else "multi-query attention (MQA)"
-            if h_kv == 1
-            else f"grouped-query attention (GQA: {cfg.n_rep} query heads share each K/V head)"
-        )
+        by_kind = kv.get("per_token_by_kind") or {}
+        h, h_kv, L = cfg.n_heads, cfg.kv_heads, cfg.n_layers
+        # bytes per token of this config, and of MHA and MQA of the same heads
+        per_token = {"this": per_tok, "mha": by_kind.get("MHA", per_tok), "mqa": by_kind.get("MQA", per_tok)}
+        if cfg.mla:
+            r = int(cfg.kv_lora_rank or 0)
+            formula = f"L·(r + d_R)·T·B·bytes = {L}·({r} + {cfg.qk_rope_dim})·T·B·{bpv:g}"
+            kind = (
+                "multi-head latent attention (MLA): the cache holds one latent of r values and one rotary "
+                "key per token and layer, and every head's keys and values are rebuilt from them"
+            )
+        else:
+            formula = f"2·L·h_kv·d_k·T·B·bytes = 2·{L}·{h_kv}·{cfg.d_head}·T·B·{bpv:g}"
+            kind = (
+                "multi-head attention (MHA)"
+                if h_kv == h
+                else "multi-query attention (MQA)"
+                if h_kv == 1
+                else f"grouped-query attention (GQA: {cfg.n_rep} query heads share each K/V head)"
+            )
+            kind = f"{h_kv} K/V head(s) for {h} query heads: {kind}"
         if kv["saving_factor"] != 1:
             saving = (
                 "<br>Multi-head attention of the same shape would need "
@@ -294,32 +320,35 @@ class KVPage(PushedPage):
             )
         else:
             saving = (
-                f"<br>Multi-query attention (one K/V head) would need {budget.human_bytes(kv['bytes'] / h)}, "
-                f"{h}× less; GQA with 8 K/V heads {budget.human_bytes(kv['bytes'] * 8 / h)}."
+                f"<br>Multi-query attention (one K/V head) would need "
+                f"{budget.human_bytes(per_token['mqa'] * T * B)}, {h}× less; GQA with 8 K/V heads "
+                f"{budget.human_bytes(kv['bytes'] * 8 / h)}."
                 if h > 1
                 else ""
             )
+        if kv.get("windowed_bytes") is not None and kv["windowed_bytes"] < kv["bytes"]:
+            saving += (
+                f"<br>Local layers that kept only their last {cfg.sliding_window:,} tokens would bring it to "
+                f"{budget.human_bytes(kv['windowed_bytes'])} (the model's own cache keeps every token)."
+            )
         self.summary.setText(
-            f"KV cache = 2·L·h_kv·d_k·T·B·bytes = 2·{cfg.n_layers}·{h_kv}·{cfg.d_head}·T·B·{bpv:g}: "
-            f"<b>{budget.human_bytes(per_tok)} per token</b>; at T = {T:,}, B = {B}: "
-            f"<b>{budget.human_bytes(kv['bytes'])}</b>. {h_kv} K/V head(s) for {h} query heads: {kind}."
-            + saving
+            f"KV cache = {formula}: <b>{budget.human_bytes(per_tok)} per token</b>; at T = {T:,}, B = {B}: "
+            f"<b>{budget.human_bytes(kv['bytes'])}</b>. {kind}." + saving
         )
-        names = {"this": f"this config (h_kv = {h_kv})"}
-        if h_kv != h:
+        names = {"this": "this config" + ("" if cfg.mla else f" (h_kv = {h_kv})")}
+        if per_token["mha"] != per_tok:
             names["mha"] = f"multi-head, h_kv = {h}"
-        if h_kv != 1:
+        if per_token["mqa"] != per_tok:
             names["mqa"] = "multi-query, h_kv = 1"
-        heads = {"this": h_kv, "mha": h, "mqa": 1}
         Ts = np.array([0.0, float(max(cfg.context_length, 2 * T))])  # the cache is linear in T and B
         for k, c in self.ctx_curves.items():
-            c.setData(Ts, per_head * heads[k] * Ts * B / GiB)
+            c.setData(Ts, per_token[k] * Ts * B / GiB)
         self._legend(self.ctx_plot, self.ctx_curves, names)
         self.ctx_marker.setPos(T)
         self.ctx_marker.label.setFormat(f"T = {T:,}")
         Bs = np.array([0.0, float(max(64, 2 * B))])
         for k, c in self.b_curves.items():
-            c.setData(Bs, per_head * heads[k] * T * Bs / GiB)
+            c.setData(Bs, per_token[k] * T * Bs / GiB)
         self._legend(self.batch_plot, self.b_curves, names)
         self.b_marker.setPos(B)
         self.b_marker.label.setFormat(f"B = {B}")

@@ -331,9 +331,15 @@ class BudgetTab(QWidget):
         cost = ""
         if t and t.get("gpu_hours") is not None:
             cost = f" · <b>{t['gpu_hours']:,.0f}</b> GPU-hours for {budget.human_count(t['tokens'])} tokens"
+        active = ""
+        if p.get("active") is not None and p["active"] != p["total"]:  # a mixture of experts
+            active = (
+                f", <b>{budget.human_count(p['active'])}</b> active per token "
+                f"({budget.human_count(p['active_without_embedding'])} without the embedding)"
+            )
         self.total_label.setText(
             f"<span style='font-size:13pt'><b>{self.title or 'custom config'}</b>: "
-            f"<b>{p['total']:,}</b> parameters ({budget.human_count(p['total'])})</span><br>"
+            f"<b>{p['total']:,}</b> parameters ({budget.human_count(p['total'])}){active}</span><br>"
             f"non-embedding {p['non_embedding']:,} · "
             f"forward {budget.human_flops(f['forward_total_per_token'])}"
             f"/token at T = {f['seq_len']:,} · KV cache {budget.human_bytes(kv['per_token_bytes'])}/token"
