@@ -14,7 +14,8 @@ Modes:
   (:data:`~app.widgets.palette.HIDDEN_COLOR`, as in every matrix of the app, the legend's grey square
   says "masked"): the ``mask`` given, else the one the weights carry (exact zeros in every head above
   the diagonal, or outside a sliding window: :func:`model.interp.frame.carried_mask`), so a training frame or
-  a checkpoint's snapshot is drawn by the same rule as an inspection;
+  a checkpoint's snapshot is drawn by the same rule as an inspection; ``mask`` may also be one per row
+  (a model of local and global layers: a local layer's cells grey out what its window hides);
 - **difference** (:meth:`HeadMosaic.set_difference`): ``A − B`` per head on a diverging map, at
   symmetric levels ``(−m, m)`` shared by every head, so equal differences look equally strong;
 - **pooled overview** (either mode, long prompts): a head of ``T`` tokens is drawn at
@@ -36,7 +37,7 @@ instead of a thin strip); each cell is then named in its top-right corner instea
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyqtgraph as pg
@@ -142,7 +143,8 @@ class HeadMosaic(ReadableRows, QWidget):
         self.mode = "weights"  # or "difference"
         self.values: np.ndarray | None = None  # full resolution [R, C, T, T], kept by reference
         self.tokens: list[str] = []
-        self.mask: np.ndarray | None = None
+        self.mask: np.ndarray | None = None  # [T, T], one mask for every row (None: see row_masks)
+        self.row_masks: list[np.ndarray | None] | None = None  # one [T, T] per row, when they differ
         self.block = 1
         self.log = False
         self.flow = False
@@ -184,6 +186,12 @@ class HeadMosaic(ReadableRows, QWidget):
     def shape(self) -> tuple[int, int]:
         return (0, 0) if self.geom is None else (self.geom.R, self.geom.C)
 
+    def mask_of(self, r: int) -> np.ndarray | None:
+        """The mask [T, T] row ``r``'s heads are drawn under (True = may attend; None: none)."""
+        if self.row_masks is not None:
+            return self.row_masks[r] if 0 <= r < len(self.row_masks) else None
+        return self.mask
+
     # ---- geometry ------------------------------------------------------------------------------
     def cell_rect(self, r: int, c: int) -> QRectF:
         return self.geom.cell_rect(r, c)
@@ -220,7 +228,7 @@ class HeadMosaic(ReadableRows, QWidget):
         weights: np.ndarray,
         tokens: list[str] | None = None,
         *,
-        mask: np.ndarray | None = None,
+        mask: np.ndarray | Sequence[np.ndarray | None] | None = None,
         overview: np.ndarray | None = None,
         block: int | None = None,
         row_labels: list[str] | None = None,
@@ -233,7 +241,8 @@ class HeadMosaic(ReadableRows, QWidget):
 
         ``overview`` (already ``pool_max``-ed by ``block``) saves the pooling when a worker did it;
         ``mask`` [T, T] bool (True = may attend) greys out what a query cannot see (None: the mask the
-        weights carry, :func:`model.interp.frame.carried_mask`); ``flow`` wraps
+        weights carry, :func:`model.interp.frame.carried_mask`), or one such mask (or None) per row,
+        e.g. a local layer's window beside global layers (rows sharing one array cost one); ``flow`` wraps
         the cells to fill the widget, each named in its corner; ``kv_group`` > 1 (GQA: query heads per
         key/value head) frames and labels the heads that share a K/V head.
         """
@@ -274,11 +283,24 @@ class HeadMosaic(ReadableRows, QWidget):
             raise ValueError(f"{what} must be [R, C, T, T], got shape {v.shape}")
         return v
 
+    @staticmethod
+    def _split_mask(mask, R: int) -> tuple[np.ndarray | None, list[np.ndarray | None] | None]:
+        """(one mask for every row, None) or (None, one per row) from what ``set_data`` was given."""
+        if mask is None or (isinstance(mask, np.ndarray) and mask.ndim == 2):
+            return mask, None
+        rows = list(mask)
+        if len(rows) != R:
+            raise ValueError(f"{len(rows)} row masks for {R} rows")
+        if all(m is rows[0] for m in rows):
+            return rows[0], None
+        return None, rows
+
     def _show(self, mode, values, ov, b, tokens, mask, row_labels, col_labels, flow, title) -> None:
         R, C, T, _ = values.shape
         self.mode = mode
         self._set_colours()  # no-op unless the mode (or A, B) changed: the tables are cached
-        self.values, self.block, self.mask, self._overview = values, b, mask, ov
+        self.mask, self.row_masks = self._split_mask(mask, R)
+        self.values, self.block, self._overview = values, b, ov
         self._base, self._base_block = ov, b  # as given; drawn pooled further to the screen (fit)
         if flow != self.flow:
             self.flow = flow
@@ -368,7 +390,7 @@ class HeadMosaic(ReadableRows, QWidget):
             mode=self.mode,
             log=self.log,
             levels=self.levels,
-            mask=self.mask,
+            mask=self.mask if self.row_masks is None else self.row_masks,
             block=self.block,
         )
 
@@ -489,7 +511,8 @@ def readout_text(m: HeadMosaic, r: int, c: int, q: int, k: int) -> str:
 
     tip = m.marks.role_tip(r, c)
     head = m.cell_name(r, c) + (f" [{tip}]" if tip else "")
-    if m.mask is not None and not m.mask[q, k]:
+    mask = m.mask_of(r)
+    if mask is not None and not mask[q, k]:
         return f"{head}: query {q} '{tok(q)}' cannot see key {k} '{tok(k)}' (masked)"
     v = float(m.values[r, c, q, k])
     pair = f"{head}: query {q} '{tok(q)}' → key {k} '{tok(k)}'"

@@ -89,10 +89,11 @@ class MosaicPainter:
         mode: str,
         log: bool,
         levels: tuple[float, float],
-        mask: np.ndarray | None,
+        mask: np.ndarray | list[np.ndarray | None] | None,
         block: int,
     ) -> None:
-        """Draw ``overview`` (the pooled cells [R, C, S, S]) on the canvas of ``geom``."""
+        """Draw ``overview`` (the pooled cells [R, C, S, S]) on the canvas of ``geom``; ``mask``: one
+        [T, T] for every head, or a list of one per row (None: nothing hidden in that row)."""
         ov = overview
         if mode == "difference":
             lo, hi = levels
@@ -122,17 +123,45 @@ class MosaicPainter:
             self._index_canvas = np.empty(canvas.shape, np.uint8)
         return lut_indices(canvas, lo, top, scratch=self._scratch, out=self._index_canvas)
 
-    def _hidden_canvas(self, geom: MosaicGeometry, mask: np.ndarray | None, block: int) -> np.ndarray | None:
-        """bool canvas of the masked pixels (cached per mask and geometry), or None when none is masked."""
+    def _hidden_canvas(
+        self, geom: MosaicGeometry, mask: np.ndarray | list[np.ndarray | None] | None, block: int
+    ) -> np.ndarray | None:
+        """bool canvas of the masked pixels (cached per mask and geometry), or None when none is masked.
+        Row masks: each distinct array (by identity) is pooled once."""
         if mask is None:
             return None
-        vis = pool_visible(mask, block)
-        if vis.all():
+        if isinstance(mask, np.ndarray):
+            vis = pool_visible(mask, block)
+            if vis.all():
+                return None
+            key: tuple = (geom, block, vis.tobytes())
+            if self._hidden is None or self._hidden[0] != key:
+                hidden = np.zeros(self.canvas.shape, dtype=bool)
+                geom.place(hidden, ~vis)
+                self._hidden = (key, hidden)
+            return self._hidden[1]
+        which: list[int] = []  # per row: the index of its mask among the distinct ones (-1: none)
+        seen: dict[int, int] = {}
+        distinct: list[np.ndarray] = []
+        for m in mask:
+            if m is None:
+                which.append(-1)
+                continue
+            if id(m) not in seen:
+                seen[id(m)] = len(distinct)
+                distinct.append(pool_visible(m, block))
+            which.append(seen[id(m)])
+        if all(v.all() for v in distinct):
             return None
-        key = (geom, block, vis.tobytes())
+        key = (geom, block, tuple(which), tuple(v.tobytes() for v in distinct))
         if self._hidden is None or self._hidden[0] != key:
+            S = geom.S
+            cells = np.zeros((geom.R, 1, S, S), dtype=bool)
+            for r, i in enumerate(which[: geom.R]):
+                if i >= 0:
+                    cells[r, 0] = ~distinct[i]
             hidden = np.zeros(self.canvas.shape, dtype=bool)
-            geom.place(hidden, ~vis)
+            geom.place(hidden, np.broadcast_to(cells, (geom.R, geom.C, S, S)))
             self._hidden = (key, hidden)
         return self._hidden[1]
 

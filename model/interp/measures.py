@@ -1,5 +1,6 @@
 """What only some Attention pages measure after a run: every head's metrics, what switching heads off
-changes, the mean patterns, one token's row and column, the next-token table.
+changes, the mean patterns, one token's row and column, the next-token table, and the experts a
+mixture of experts' router chose for each token.
 
 Each is a plain function of a model and an :class:`~model.interp.inspection.Inspection`'s arrays;
 the app runs them in its compute worker after each run and keeps which run each result belongs to
@@ -92,15 +93,41 @@ def induction_scores(model, *, ablate: dict | None = None, period: int = INDUCTI
     return rp.score(trace.stack("pattern")), period
 
 
+def layer_masks(config, mask: np.ndarray | torch.Tensor | None, n_layers: int | None = None) -> list:
+    """The mask [T, T] each block attended with, from the model's (global) ``mask``: a local layer of a
+    ``window_pattern`` sees only the last ``sliding_window`` keys (:meth:`GPTConfig.is_local_layer`),
+    the others ``mask`` itself (as :meth:`~model.interp.trace.Trace.layer_mask` narrows it). One
+    windowed array is shared by every local layer, so the list costs at most two masks.
+
+    ``n_layers`` (default ``config.n_layers``): how many layers the list has; when it is not the
+    model's (an inspection of some layers only) the layers cannot be told apart and all get ``mask``.
+    """
+    L = config.n_layers if n_layers is None else int(n_layers)
+    if mask is None:
+        return [None] * L
+    m = np.asarray(mask.cpu().numpy() if hasattr(mask, "cpu") else mask, dtype=bool)
+    if not getattr(config, "window_pattern", "") or L != config.n_layers:
+        return [m] * L
+    T, S = m.shape
+    q, k = np.arange(S - T, S)[:, None], np.arange(S)[None, :]
+    local = m & (k > q - int(config.sliding_window or 0))
+    return [local if config.is_local_layer(layer) else m for layer in range(L)]
+
+
 def head_metrics_of(
     model, weights: np.ndarray, mask: np.ndarray | torch.Tensor, *, ablate: dict | None = None
 ) -> MetricsResult:
     """Metrics of every head (``model.interp.analysis.heads.head_metrics``, one layer at a time to bound
-    memory)."""
+    memory), each layer under the mask it attended with (:func:`layer_masks`: a local layer's window)
+    and with the learned sinks' share when the model has ``attn_sinks``."""
 
     t0 = time.perf_counter()
+    cfg = model.config
+    masks = layer_masks(cfg, mask, len(weights))
+    sinks = bool(getattr(cfg, "attn_sinks", False))
     per_layer = [
-        head_metrics(np.asarray(weights[layer], dtype=np.float32), mask) for layer in range(len(weights))
+        head_metrics(np.asarray(weights[layer], dtype=np.float32), masks[layer], sinks=sinks)
+        for layer in range(len(weights))
     ]
 
     def stack(name):
@@ -114,8 +141,111 @@ def head_metrics_of(
         sink=stack("sink"),
         self_score=stack("self_score"),
         induction=induction,
+        learned_sink=stack("learned_sink"),
     )
     return MetricsResult(metrics, period, time.perf_counter() - t0)
+
+
+@dataclass
+class ExpertChoice:
+    """Which experts a mixture of experts' router chose for each token of a prompt, layer by layer.
+
+    ``moe_layers``: the blocks with a router (ascending; a dense block, e.g. one of DeepSeek's
+    ``moe_dense_layers``, has none); ``chosen`` int64 [M, T, k]: the ``k`` experts of token ``t`` in
+    ``moe_layers[m]``, as the router ordered them; ``gates`` float32 [M, T, k]: their weights in the
+    token's output; ``n_layers``, ``n_experts`` (E) and ``router`` (the rule) of the model.
+    """
+
+    moe_layers: list[int]
+    chosen: np.ndarray
+    gates: np.ndarray
+    n_layers: int
+    n_experts: int
+    router: str = ""
+    n_shared: int = 0
+    seconds: float = 0.0
+
+    @property
+    def k(self) -> int:
+        return int(self.chosen.shape[-1]) if self.chosen.ndim == 3 else 0
+
+    @property
+    def T(self) -> int:
+        return int(self.chosen.shape[1]) if self.chosen.ndim == 3 else 0
+
+    def ranked(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, weights) [M, T, k] with each token's choices by weight, largest first (the router's
+        order is the rule's: top logits or top probabilities, which the weights follow, but a tie or a
+        sigmoid rule's renormalisation can reorder them)."""
+        order = np.argsort(-self.gates, axis=-1, kind="stable")
+        return np.take_along_axis(self.chosen, order, -1), np.take_along_axis(self.gates, order, -1)
+
+    def top(self, rank: int = 0) -> np.ndarray:
+        """float [L, T]: the expert of each token with the ``rank``-th largest weight (0 = the top
+        one), every layer of the model; NaN in a dense layer."""
+        out = np.full((self.n_layers, self.T), np.nan)
+        if self.moe_layers and 0 <= rank < self.k:
+            ids, _ = self.ranked()
+            out[self.moe_layers] = ids[..., rank]
+        return out
+
+    def top_weight(self, rank: int = 0) -> np.ndarray:
+        """float [L, T]: the weight of :meth:`top`'s expert (NaN in a dense layer)."""
+        out = np.full((self.n_layers, self.T), np.nan)
+        if self.moe_layers and 0 <= rank < self.k:
+            _, w = self.ranked()
+            out[self.moe_layers] = w[..., rank]
+        return out
+
+    def load(self) -> np.ndarray:
+        """float [M, E]: each expert's share of the prompt's ``T·k`` token-to-expert assignments per
+        router layer (``1/E`` each when balanced), as a training step's ``router_load`` counts them."""
+        E = self.n_experts
+        out = np.zeros((len(self.moe_layers), E))
+        for m in range(len(self.moe_layers)):
+            ids = self.chosen[m].reshape(-1)
+            if ids.size:
+                out[m] = np.bincount(ids, minlength=E)[:E] / ids.size
+        return out
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Plain arrays for the ``.npz`` export."""
+        return {
+            "moe_layers": np.asarray(self.moe_layers, dtype=np.int64),
+            "chosen": self.chosen,
+            "gates": self.gates,
+            "load": self.load().astype(np.float32),
+            "n_experts": np.asarray(self.n_experts),
+        }
+
+
+def expert_choice_of(model, ids: list[int], *, ablate: dict | None = None) -> ExpertChoice:
+    """:class:`ExpertChoice` of the prompt ``ids`` [T]: one forward pass recording the hook points
+    ``blocks.l.mlp.chosen`` [1, T, k] and ``blocks.l.mlp.gates`` [1, T, k] of every block with a
+    router (``ablate``: the heads switched off for the run shown, so the choices are that run's).
+    A dense model gives no layers."""
+
+    t0 = time.perf_counter()
+    cfg = model.config
+    E = int(cfg.n_experts or 0)
+    T = len(ids)
+    if not E:
+        empty = np.zeros((0, T, 0))
+        return ExpertChoice([], empty.astype(np.int64), empty.astype(np.float32), cfg.n_layers, 0)
+    trace = run_with_trace(model, list(ids), kinds=("chosen", "gates"), hooks=ablate_heads(ablate or {}))
+    layers = [layer for layer in trace.layers if trace.has("chosen", layer)]
+    chosen = np.stack([trace["chosen", layer][0].numpy() for layer in layers]).astype(np.int64)
+    gates = np.stack([trace["gates", layer][0].float().numpy() for layer in layers]).astype(np.float32)
+    return ExpertChoice(
+        layers,
+        chosen,
+        gates,
+        cfg.n_layers,
+        E,
+        router=cfg.router,
+        n_shared=int(cfg.n_shared_experts or 0),
+        seconds=time.perf_counter() - t0,
+    )
 
 
 @dataclass
@@ -234,13 +364,16 @@ __all__ = [
     "K_MAX",
     "AblationResult",
     "Aggregates",
+    "ExpertChoice",
     "MetricsResult",
     "NextTokenTable",
     "ablation_of",
     "aggregates_of",
+    "expert_choice_of",
     "head_metrics_of",
     "held_out_batches",
     "induction_scores",
+    "layer_masks",
     "next_tokens_of",
     "token_focus_of",
     "token_labels",

@@ -132,6 +132,8 @@ def test_metrics_maps_are_one_size_and_every_table_column_is_readable_at_1280(qt
     table, header = page.table, page.table.horizontalHeader()
     fm = header.fontMetrics()
     for c in range(table.columnCount()):
+        if table.isColumnHidden(c):  # (the learned sink's share: a model with attn_sinks only)
+            continue
         text = table.horizontalHeaderItem(c).text()
         assert header.sectionSize(c) >= fm.horizontalAdvance(text), text  # was: two columns at 1280
     # every column in view at once, without scrolling sideways

@@ -35,6 +35,14 @@ class AttentionPage(LazyPage):
     needs_next_tokens = False
     #: the causal tool the page shows ("patching", "attribution"), whose job it needs
     needs_causal: str | None = None
+    #: whether the page needs the experts the router chose per token (a mixture of experts)
+    needs_experts = False
+
+    @staticmethod
+    def applies_to(config) -> bool:
+        """Whether the page has something to show for a model of ``config`` (the tab hides it
+        otherwise: the Experts page for a dense model)."""
+        return True
 
     def __init__(self, state, parent: QWidget | None = None):
         super().__init__(state, parent)
@@ -47,6 +55,7 @@ class AttentionPage(LazyPage):
         self.follow(state.aggregates_changed, self.on_aggregates)
         self.follow(state.next_tokens_changed, self.on_next_tokens)
         self.follow(state.causal_changed, self.on_causal)
+        self.follow(state.experts_changed, self.on_experts)
         self.follow(state.cleared, self.clear)
 
     def _mark_stale(self, _inspection) -> None:
@@ -75,6 +84,9 @@ class AttentionPage(LazyPage):
         pass
 
     def on_causal(self, kind: str, result) -> None:
+        pass
+
+    def on_experts(self, choice) -> None:
         pass
 
     def numbers(self) -> tuple[dict, dict] | None:

@@ -9,6 +9,12 @@ are framed in their role's colour (:data:`~app.views.attention.grid_controls.ROL
 under the grid says which), their name written in the corner when it fits, and ``Find`` jumps from
 one to the next (:class:`~app.views.attention.grid_controls.HeadFinder`). The arrow keys move the
 selected head (the grid scrolls to it), Enter opens it.
+
+Local and global layers (``sliding_window`` with a ``window_pattern``, Gemma 2/3): a local layer's
+row is named ``L3 · local`` (the axis's tool tip and the line under the grid say how far it looks
+back), its hover readout says so, and its cells grey out what its window hides, each layer under
+its own mask (:meth:`~app.views.attention.state.AttentionState.layer_masks`: the inspection's mask,
+narrowed in a local layer; one array shared by every local layer).
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ class GridPage(AttentionPage):
         self.roles_label.setWordWrap(True)
         self.roles_label.setStyleSheet("color: #444;")
         lay.addWidget(self.roles_label)
+        self.mosaic.cell_name = self.cell_name
         self.mosaic.headClicked.connect(self.openHeadRequested.emit)
         self.mosaic.headMenuRequested.connect(self._head_menu)
         self.mosaic.headStepped.connect(lambda layer, head: self.state.select(layer, head))
@@ -98,14 +105,22 @@ class GridPage(AttentionPage):
             return
         self.fold.set_layers(insp.n_layers)
         self.mosaic.set_rows(self.fold.rows())
+        local = set(self.state.local_layers())
         self.mosaic.set_data(
             insp.weights,
             insp.labels,
-            mask=insp.mask,
+            mask=self.state.layer_masks() if local else insp.mask,
             overview=insp.overview,
             block=insp.block,
-            row_labels=[f"L{layer}" for layer in range(insp.n_layers)],
+            row_labels=self.row_labels(insp.n_layers, local),
             kv_group=getattr(insp.config, "n_rep", 1),
+        )
+        window = getattr(insp.config, "sliding_window", None)
+        self.mosaic.plot.getAxis("left").setToolTip(
+            f"local layers (· local) attend through a sliding window of {window} keys: a query sees "
+            f"itself and the {window - 1} keys before it; the others are global"
+            if local and window
+            else ""
         )
         self.mosaic.set_marked(self.state.ablation.keys())
         self.mosaic.set_selected(self.state.selected)  # (the fold stays as the user set it)
@@ -113,6 +128,37 @@ class GridPage(AttentionPage):
         self.finder.set_current(self.state.selected)
         self._update_roles()
         self.stale = False
+
+    @staticmethod
+    def row_labels(n_layers: int, local: set[int]) -> list[str]:
+        """``L0``, ``L1 · local``, ...: a local layer (sliding window) says so."""
+        return [f"L{layer} · local" if layer in local else f"L{layer}" for layer in range(n_layers)]
+
+    def cell_name(self, layer: int, head: int) -> str:
+        """The head's name in the grid's readout (a local layer's window, a GQA head's K/V head)."""
+        insp = self.state.inspection
+        name = f"layer {layer}, head {head}"
+        n_rep = self.mosaic.kv_group
+        if n_rep > 1:
+            name += f" (K/V head {head // n_rep})"
+        if insp is not None and layer in self.state.local_layers():
+            name += f" [local: sliding window of {insp.config.sliding_window} keys]"
+        return name
+
+    def local_html(self) -> str:
+        """The sentence about local layers under the grid ('' without a sliding window)."""
+        insp, local = self.state.inspection, self.state.local_layers()
+        if insp is None or not local:
+            return ""
+        W = insp.config.sliding_window
+        if len(local) == insp.n_layers:
+            which = "every layer"
+        else:
+            which = ", ".join(f"L{layer}" for layer in local) + " (the others are global: every earlier key)"
+        return (
+            f'<span style="color:#2a7a6a">Local layers</span>: {which}, a sliding window of {W} keys: a '
+            f"query sees itself and the {W - 1} before it; grey is what the window hides."
+        )
 
     def on_head_selected(self, layer: int, head: int) -> None:
         self._show_selected((layer, head))
@@ -140,11 +186,13 @@ class GridPage(AttentionPage):
     def _update_roles(self) -> None:
         cls = self.state.classification
         insp = self.state.inspection
+        local = self.local_html()
         if cls is None or insp is None or len(cls.labels) != insp.n_layers:
             self.mosaic.set_roles([])
             self.finder.set_heads({})
             self.roles_label.setText(
                 "Head roles appear here once the metrics are measured (Metrics page)."
+                + (f"<br>{local}" if local else "")
                 if insp is not None
                 else " "
             )
@@ -161,7 +209,8 @@ class GridPage(AttentionPage):
                     heads.setdefault(lab.name, []).append((layer, head))
         self.finder.set_heads(heads)
         self.finder.set_current(self.state.selected)
-        self.roles_label.setText(self.legend_html(heads, getattr(insp.config, "n_rep", 1)))
+        legend = self.legend_html(heads, getattr(insp.config, "n_rep", 1))
+        self.roles_label.setText(legend + (f"<br>{local}" if local else ""))
         rules = html.escape(self.state.role_rules_text())
         self.roles_label.setToolTip(f"Names, first rule that holds: {rules}")
 

@@ -60,7 +60,7 @@ class HeadPage(AttentionPage):
         self.selector.set_shape(insp.n_layers, insp.n_heads)
         self.selector.set_head(layer, head)
         w = insp.head(layer, head)
-        shown = np.where(insp.mask, w, np.float32(np.nan))
+        shown = np.where(self.state.layer_mask(layer), w, np.float32(np.nan))  # a local layer: its window
         self.heatmap.set_matrix(
             shown, insp.labels, insp.labels, levels=(0.0, 1.0), log=self.log_box.isChecked()
         )
@@ -98,7 +98,7 @@ class HeadPage(AttentionPage):
         layer, head = self.state.selected
         pos = f"query {q} '{lab[q]}' → key {k} '{lab[k]}'"
         scores = self._scores(q, k)
-        if not insp.mask[q, k]:
+        if not self.state.layer_mask(layer)[q, k]:
             text = f"{pos}: masked (the query may not see this key: score −∞ before softmax, weight 0)"
             if scores is not None:
                 text += f"; raw score QKᵀ {scores[0]:.4g} is discarded"

@@ -4,7 +4,7 @@ Each job reads the state (and the session's model), runs in the session's comput
 tab's ``_submit`` (superseded by a newer run like the run itself), writes its result into the
 :class:`~app.views.attention.state.AttentionState` (whose signals redraw the pages) and then emits the
 tab's matching signal (``headDetailReady``, ``metricsReady``, ``ablationReady``, ``aggregatesReady``,
-``nextTokensReady``).
+``nextTokensReady``, ``expertsReady``).
 """
 
 from __future__ import annotations
@@ -40,7 +40,27 @@ class AttentionJobs:
         if page.needs_causal and st.causal_for_current(page.needs_causal) is None:
             self.causal(page.needs_causal)
             ready = False
+        if page.needs_experts and st.experts_for_current() is None:
+            self.experts()
+            ready = False
         return ready
+
+    def experts(self) -> None:
+        """The experts a mixture of experts' router chose for each token of the current run
+        (``attention.experts``), with the run's heads switched off."""
+        st, model = self.state, self.session.model
+        insp = st.inspection
+        if insp is None or model is None:
+            return
+        ids, ablate, req = list(insp.ids), dict(insp.ablate), st.request
+
+        def done(res):
+            st.set_experts(res, req)
+            self.tab.expertsReady.emit(res)
+
+        self.tab._submit(
+            "attention.experts", lambda: measures.expert_choice_of(model, ids, ablate=ablate), done
+        )
 
     def head_detail(self) -> None:
         """The selected head's pipeline (``attention.head``), unless the state has it."""

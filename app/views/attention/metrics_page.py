@@ -2,7 +2,10 @@
 they give heads ("previous-token", "induction", ...) with the thresholds used, which can be changed.
 
 Numbers from ``model.interp.analysis.heads``: entropy, previous-token, first-token (sink) and self scores
-on the prompt, induction on a repeated random sequence; names from ``classify_heads``.
+on the prompt, induction on a repeated random sequence; names from ``classify_heads``. A model with
+learned attention sinks (``attn_sinks``) gets one more map and column, the sink's share
+(``learned_sink`` = mean over queries of ``1 − Σ_j w_ij``: what went to no key), not to be confused
+with the first-token "sink" score.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ MAPS = (
     ("self_score", "<b>self</b><br>mean weight on key i (diagonal)"),
     ("induction", "<b>induction</b><br>weight on the token after the last copy"),
 )
+#: The map added for a model with learned sinks (``attn_sinks``)
+SINK_MAP = ("learned_sink", "<b>learned sink</b><br>1 − Σ weights: share to no key")
 #: Width of the "Named heads" column beside the maps, px.
 NAMED_WIDTH = 150
 #: Table columns: (header, metric field or special, tooltip)
@@ -55,6 +60,12 @@ COLUMNS = (
         "induction",
         "induction",
         "mean weight on the token after the previous occurrence, on a repeated sequence",
+    ),
+    (
+        "learned sink",
+        "learned_sink",
+        "share of the attention the head's learned sink took (no key's): mean over queries of 1 − Σ_j w_ij "
+        "(models with attn_sinks only)",
     ),
 )
 #: Threshold spin boxes: (HeadThresholds field, label)
@@ -99,33 +110,9 @@ class MetricsPage(AttentionPage):
         self.view.setBackground("w")
         self.view.setMinimumHeight(150)
         self.maps: dict[str, MatrixPanel] = {}
-        last = len(MAPS) - 1
-        for i, (name, title) in enumerate(MAPS):
-            hp = MatrixPanel(
-                self.view.ci,
-                0,
-                i,
-                title=title,
-                square=True,
-                legend=i == last,  # one colour bar for all: every map is a score in [0, 1]
-                interactive=False,
-                row_title="",  # L0, L1, … and H0, H1, … say it: no room to spare on five maps
-                col_title="",
-                legend_label="score",
-                number_pt=8,
-            )
-            hp.set_title(title, size="8pt")
-            self.maps[name] = hp
         self._title_h: dict[str, float] = {}
-        for name, hp in self.maps.items():  # the maps side by side at one height: titles of one height
-            hp.plot.titleLabel.set_on_height(lambda h, name=name: self._align_titles(name, h))
-        grid = self.view.ci.layout
-        for i in range(len(MAPS)):
-            grid.setColumnStretchFactor(i, 1)
-        grid.setColumnStretchFactor(len(MAPS), 0)  # the colour bar
         self.named = WrapLabel(" ", justify="left", color="#222", size="8pt")
-        self.view.ci.addItem(self.named, row=0, col=len(MAPS) + 1)
-        grid.setColumnFixedWidth(len(MAPS) + 1, NAMED_WIDTH)
+        self._layout_maps(MAPS)
         self.canvas = holder(self.view)
         split.addWidget(self.canvas)
         below = QWidget()
@@ -142,6 +129,7 @@ class MetricsPage(AttentionPage):
         self.table.verticalHeader().setVisible(False)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.setColumnHidden(len(COLUMNS) - 1, True)  # the learned sink: shown for a model with sinks
         blay.addWidget(self.table, 1)
         box = QGroupBox("Names and their thresholds")
         tlay = QVBoxLayout(box)
@@ -171,6 +159,40 @@ class MetricsPage(AttentionPage):
         lay.addWidget(self.status)
         self.table.cellDoubleClicked.connect(self._on_row)
         self.view.scene().sigMouseClicked.connect(self._on_map_click)
+
+    def _layout_maps(self, maps) -> None:
+        """Lay the maps ``maps`` ((metric, title), ...) out in one row, the colour bar after the last
+        and the named heads beside them (again from scratch when the set of maps changes)."""
+        ci = self.view.ci
+        if self.maps:
+            ci.removeItem(self.named)
+            ci.clear()
+        self.maps, self._title_h = {}, {}
+        last = len(maps) - 1
+        for i, (name, title) in enumerate(maps):
+            hp = MatrixPanel(
+                ci,
+                0,
+                i,
+                title=title,
+                square=True,
+                legend=i == last,  # one colour bar for all: every map is a score in [0, 1]
+                interactive=False,
+                row_title="",  # L0, L1, … and H0, H1, … say it: no room to spare on the maps
+                col_title="",
+                legend_label="score",
+                number_pt=8,
+            )
+            hp.set_title(title, size="8pt")
+            self.maps[name] = hp
+        for name, hp in self.maps.items():  # the maps side by side at one height: titles of one height
+            hp.plot.titleLabel.set_on_height(lambda h, name=name: self._align_titles(name, h))
+        grid = ci.layout
+        for i in range(len(maps)):
+            grid.setColumnStretchFactor(i, 1)
+        grid.setColumnStretchFactor(len(maps), 0)  # the colour bar
+        ci.addItem(self.named, row=0, col=len(maps) + 1)
+        grid.setColumnFixedWidth(len(maps) + 1, NAMED_WIDTH)
 
     def _align_titles(self, name: str, h: float) -> None:
         """Give every map's title the height of the tallest (the maps then start on one line)."""
@@ -208,6 +230,11 @@ class MetricsPage(AttentionPage):
             return
         m = res.metrics
         L, H = m.shape
+        sinks = bool(getattr(insp.config, "attn_sinks", False)) and m.learned_sink is not None
+        maps = (*MAPS, SINK_MAP) if sinks else MAPS
+        if tuple(self.maps) != tuple(name for name, _ in maps):
+            self._layout_maps(maps)
+        self.table.setColumnHidden([c[1] for c in COLUMNS].index("learned_sink"), not sinks)
         self.table.setSortingEnabled(False)
         self.table.setRowCount(L * H)
         for i, row in enumerate(m.rows()):
@@ -230,7 +257,14 @@ class MetricsPage(AttentionPage):
                 arr = np.full((L, H), np.nan)
             values = np.asarray(arr, dtype=np.float32)
             hp.set_matrix(values, rows, cols, levels=(0.0, 1.0), numbers=L * H <= 64)
-        self.rules.setText(self.state.role_rules_text(long=True, period=res.period))
+        rules = self.state.role_rules_text(long=True, period=res.period)
+        if sinks:
+            rules += (
+                " The <b>learned sink</b> map is not a name: it is the share of each head's attention that "
+                "went to its learned sink logit (no key at all), where the first-token <b>sink</b> score "
+                "is the weight on the first token."
+            )
+        self.rules.setText(rules)
         by_role: dict[str, list[str]] = {}
         for l, row in enumerate(cls.labels):
             for h, lab in enumerate(row):
@@ -256,4 +290,4 @@ class MetricsPage(AttentionPage):
         return {"metrics-maps": self.canvas, "metrics-table": self.table}
 
 
-__all__ = ["COLUMNS", "MAPS", "THRESHOLDS", "MetricsPage"]
+__all__ = ["COLUMNS", "MAPS", "SINK_MAP", "THRESHOLDS", "MetricsPage"]

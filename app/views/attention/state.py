@@ -14,6 +14,7 @@ from typing import Any
 
 from app.state import Signal
 from model.interp.analysis.heads import HeadThresholds, classify_heads
+from model.interp.measures import layer_masks
 
 #: Short names written in a grid cell for each role of model.analysis.heads.HEAD_ROLES.
 ROLE_SHORT = {
@@ -79,6 +80,8 @@ class AttentionState:
     causal_changed = Signal()
     #: (kind): the inputs of a causal tool changed (corrupted prompt, tokens, position)
     causal_setup_changed = Signal()
+    #: (ExpertChoice): the experts the router chose for the current run's tokens arrived
+    experts_changed = Signal()
     #: (): no model any more; pages forget what they draw
     cleared = Signal()
 
@@ -96,6 +99,8 @@ class AttentionState:
         self.ablation_result = None
         self.aggregates = None
         self.next_tokens = None  # (request, NextTokenTable)
+        self.experts = None  # (request, ExpertChoice)
+        self._layer_masks: tuple[Any, list] | None = None  # (inspection, its per-layer masks)
         self.chosen_heads: list[Head] = []
         #: whether the aggregates include attention rollout (only while the Aggregates page shows it)
         self.rollout_wanted = False
@@ -132,6 +137,7 @@ class AttentionState:
         """The model changed: what was measured on the old one no longer holds (nothing is emitted;
         the next inspection announces itself)."""
         self.head_detail_entry = None
+        self.experts = None
         self.metrics = self.classification = None
         self.head_tips = {}
         self.ablation_result = None
@@ -142,6 +148,7 @@ class AttentionState:
         self.forget_results()
         self.inspection = None
         self.aggregates = self.next_tokens = None
+        self._layer_masks = None
         self.cleared.emit()
         self.inspection_changed.emit(None)
 
@@ -215,6 +222,46 @@ class AttentionState:
         """The next-token table of the current run, or None (not ranked yet)."""
         e = self.next_tokens
         return e[1] if e is not None and self.inspection is not None and e[0] == self.request else None
+
+    def set_experts(self, choice, request: int) -> None:
+        """The experts chosen per token (:class:`~model.interp.measures.ExpertChoice`) in run
+        ``request``."""
+        self.experts = (request, choice)
+        if request == self.request:
+            self.experts_changed.emit(choice)
+
+    def experts_for_current(self):
+        """The experts chosen per token in the current run, or None (not measured yet)."""
+        e = self.experts
+        return e[1] if e is not None and self.inspection is not None and e[0] == self.request else None
+
+    # ---- local and global layers ---------------------------------------------------------------
+    def local_layers(self) -> list[int]:
+        """The layers of the current run's model that attend through a sliding window (every layer
+        of a model with ``sliding_window`` and no ``window_pattern``); [] without a window."""
+        insp = self.inspection
+        cfg = getattr(insp, "config", None)
+        if insp is None or cfg is None or cfg.sliding_window is None or insp.n_layers != cfg.n_layers:
+            return []
+        return [layer for layer in range(insp.n_layers) if cfg.is_local_layer(layer)]
+
+    def layer_masks(self) -> list:
+        """The mask [T, T] of each layer of the current run (True = may attend): the run's ``mask``,
+        narrowed to the window in a local layer of a ``window_pattern``; one array shared by the
+        layers that attend alike (:func:`~model.interp.measures.layer_masks`)."""
+        insp = self.inspection
+        if insp is None:
+            return []
+        if self._layer_masks is None or self._layer_masks[0] is not insp:
+            cfg = getattr(insp, "config", None)
+            masks = [insp.mask] * insp.n_layers if cfg is None else layer_masks(cfg, insp.mask, insp.n_layers)
+            self._layer_masks = (insp, masks)
+        return self._layer_masks[1]
+
+    def layer_mask(self, layer: int):
+        """The mask [T, T] of ``layer`` in the current run (see :meth:`layer_masks`)."""
+        masks = self.layer_masks()
+        return masks[layer] if 0 <= layer < len(masks) else getattr(self.inspection, "mask", None)
 
     def set_causal(self, kind: str, request: int, setup: dict, result) -> bool:
         """Keep a causal tool's ``result`` (a :class:`~model.interp.causal.PatchingResult`,
@@ -324,6 +371,11 @@ class AttentionState:
             )
             if m.induction is not None:
                 text += f" · induction {m.induction[layer, head]:.2f}"
+            insp = self.inspection
+            if m.learned_sink is not None and getattr(getattr(insp, "config", None), "attn_sinks", False):
+                text += f" · learned sink {m.learned_sink[layer, head]:.2f}"
+        if layer in self.local_layers():
+            text += f" · local layer (sliding window of {self.inspection.config.sliding_window} keys)"
         return text
 
 

@@ -2,7 +2,8 @@
 
 Layout (``controls``): the prompt bar (with the token count and timings) on top, a banner while heads
 are switched off, then the pages: Heads (the L×H grid), Head (one head large), Pipeline, Lines, Token
-focus, Aggregates, Metrics, Ablation, Patching, Logit attribution, Next token. With no model yet the
+focus, Aggregates, Metrics, Experts (a mixture-of-experts model only: a page whose ``applies_to`` the
+model's config fails is hidden), Ablation, Patching, Logit attribution, Next token. With no model yet the
 tab says so and offers to build the default one. What the pages draw is in ``state``
 (:class:`AttentionState`, no Qt): the pages read it and follow its signals, never the tab nor each
 other.
@@ -19,7 +20,7 @@ do to the prompt and the run: ``follow``. Exports: ``exports``.
 
 Signals for tests and benchmarks: ``inspected(Inspection)`` once the page in view shows a new run;
 ``headDetailReady``, ``metricsReady``, ``ablationReady``, ``aggregatesReady``, ``causalReady(kind,
-result)`` (Patching, Logit attribution); ``exported(path)``
+result)`` (Patching, Logit attribution), ``expertsReady``; ``exported(path)``
 and ``failed(message)``.
 """
 
@@ -45,6 +46,7 @@ from app.views.attention.aggregate_page import AggregatePage
 from app.views.attention.attribution_page import AttributionPage
 from app.views.attention.base import AttentionPage
 from app.views.attention.controls import AblationBanner, NoModelView, PromptBar, run_status
+from app.views.attention.experts_page import ExpertsPage
 from app.views.attention.exports import AttentionExports
 from app.views.attention.focus_page import FocusPage
 from app.views.attention.follow import SessionFollower
@@ -65,13 +67,14 @@ from model.runtime import with_threads
 
 #: The pages, in the order of their tabs.
 PAGES = (
-    *(GridPage, HeadPage, PipelinePage, LinesPage, FocusPage, AggregatePage, MetricsPage),
+    *(GridPage, HeadPage, PipelinePage, LinesPage, FocusPage, AggregatePage, MetricsPage, ExpertsPage),
     *(AblationPage, PatchingPage, AttributionPage, NextTokenPage),
 )
-#: Screenshot order: the Ablation page last, since its picture switches a head off.
+#: Screenshot order: the Ablation page last, since its picture switches a head off (a page the model
+#: does not offer, e.g. Experts of a dense model, is left out).
 SCREENSHOT_ORDER = (
-    *("heads", "head", "pipeline", "lines", "focus", "aggregates", "metrics", "patching", "attribution"),
-    *("next", "ablation"),
+    *("heads", "head", "pipeline", "lines", "focus", "aggregates", "metrics", "experts", "patching"),
+    *("attribution", "next", "ablation"),
 )
 #: key prefix of the follow-up jobs of one run (metrics, head detail, ...): a new run cancels them
 FOLLOW_UPS = "attention.run."
@@ -87,6 +90,7 @@ class AttentionTab(QWidget):
     aggregatesReady = Signal(object)
     nextTokensReady = Signal(object)
     causalReady = Signal(str, object)
+    expertsReady = Signal(object)
     exported = Signal(str)
     failed = Signal(str)
 
@@ -196,8 +200,28 @@ class AttentionTab(QWidget):
     def _set_status(self, text: str, *, error: bool = False) -> None:
         self.prompt_bar.set_status(text, error=error)
 
+    def offers(self, page: AttentionPage) -> bool:
+        """Whether the current model has something for ``page`` (its tab is shown; every page while
+        there is no model, whose tab shows the no-model view instead)."""
+        model = self.session.model
+        return model is None or page.applies_to(model.config)
+
+    def offered_pages(self) -> list[AttentionPage]:
+        """The pages shown for the current model (the Experts page only for a mixture of experts)."""
+        return [page for page in self.pages.values() if self.offers(page)]
+
+    def _update_pages(self) -> None:
+        """Show the pages the model has something for; leave a page it lost for the Heads page."""
+        model = self.session.model
+        for i in range(self.page_tabs.count()):
+            page = self.page_tabs.widget(i)
+            self.page_tabs.setTabVisible(i, self.offers(page))
+        if model is not None and not self.offers(self.current_page):
+            self.show_page("heads")
+
     def _update_empty(self) -> None:
         has_model = self.session.model is not None
+        self._update_pages()
         self.stack.setCurrentWidget(self.page_tabs if has_model else self.empty)
         self.prompt_edit.setEnabled(True)
         for w in (self.refresh_button, self.prompt_bar.export_button):
@@ -434,8 +458,9 @@ class AttentionTab(QWidget):
     def screenshot_pages(self):
         """One screenshot per page; each callable shows its page with everything computed (first
         what a page prepares from: the Ablation page switches a head off by the metrics)."""
+        offered = {page.key for page in self.offered_pages()}
         return screenshot_steps(
-            SCREENSHOT_ORDER,
+            [key for key in SCREENSHOT_ORDER if key in offered],
             self.pages.__getitem__,
             self.show_page,
             prefix="attention-",
@@ -457,7 +482,7 @@ class AttentionTab(QWidget):
         if text:
             self.set_prompt(text, run=False)
         key = settings.get_str("attention/page", "")
-        if key in self.pages:
+        if key in self.pages and self.offers(self.pages[key]):
             self.page_tabs.setCurrentWidget(self.pages[key])
 
 

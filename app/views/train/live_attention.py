@@ -5,6 +5,11 @@ The grid follows the newest frame (``Live``) until the scrubber is dragged back;
 arrives meanwhile only moves the scrubber's end. An edited prompt applies with Apply or Ctrl+Enter
 (a running trainer traces it from its next probe); a prompt the vocabulary cannot read is refused
 under the editor, and the grid keeps the previous one.
+
+A model of local and global layers (``sliding_window`` with a ``window_pattern``): a local layer's row
+is named ``3 local`` (the axis's tool tip says how far it looks back) and its cells grey out what its
+window hides (the frame's own mask, narrowed per layer by the config: no layer's mask is guessed from
+its weights alone).
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from PySide6.QtWidgets import (
 
 from app.widgets.head_mosaic import HeadMosaic
 from app.widgets.mosaic_fit import MAX_BANDS, SCROLL_PX
+from model.interp.frame import carried_mask
+from model.interp.measures import layer_masks
 
 #: The probe grid fits every layer while a head is at least this many pixels wide
 PROBE_FIT_PX = 6
@@ -142,13 +149,38 @@ class LiveAttention(QGroupBox):
     def _draw(self, frame, live: bool) -> None:
         self._shown_step = frame.step
         self.stepShown.emit(None if live else frame.step)
+        L = frame.weights.shape[0]
+        local = self.local_layers(L)
+        mask = None  # the mask the weights carry
+        if local and self._config().window_pattern:  # local and global layers: each its own
+            mask = layer_masks(self._config(), carried_mask(frame.weights), L)
         self.head_grid.set_data(
             frame.weights,
             frame.labels,
+            mask=mask,
+            row_labels=[f"{layer} local" if layer in local else str(layer) for layer in range(L)],
             title=f"step {frame.step}{' (live)' if live else ''}: rows = queries, "
             f"columns = keys, {len(frame.labels)} tokens",
         )
+        W = self._config().sliding_window if local else None
+        self.head_grid.plot.getAxis("left").setToolTip(
+            f"local layers attend through a sliding window of {W} keys (a query sees itself and the "
+            f"{W - 1} before it); the others are global"
+            if W
+            else ""
+        )
         self._update_scrub_label(frame.step if not live else None)
+
+    def _config(self):
+        model = self.session.model
+        return model.config if model is not None else None
+
+    def local_layers(self, n_layers: int) -> set[int]:
+        """The local (sliding-window) layers of the shown model, when its frames have its ``n_layers``."""
+        cfg = self._config()
+        if cfg is None or cfg.sliding_window is None or cfg.n_layers != n_layers:
+            return set()
+        return {layer for layer in range(n_layers) if cfg.is_local_layer(layer)}
 
     def _update_scrub_label(self, step: int | None = None) -> None:
         frames = self.session.frames

@@ -2,7 +2,9 @@
 
 Layout: a control row (Start/Continue, Pause/Resume, Stop, Save now, progress with ETA), then
 the curves (left) beside the live attention of the probe prompt (right: the head grid and the step
-scrubber), and at the bottom the samples written during training beside the generation box.
+scrubber), and at the bottom the samples written during training beside the generation box. For a
+mixture-of-experts model the samples share their place with the router's load per layer and expert
+at the newest step (a tab of its own, in front once such a model is shown; hidden for a dense model).
 
 Everything drawn here comes from :class:`~app.session.Session` signals, which the session emits at
 most ~30 times a second from its mailbox drain, so the GUI never falls behind the trainer.
@@ -18,12 +20,12 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence, QTextCursor
 from PySide6.QtWidgets import (
     QApplication,
-    QGroupBox,
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
     QPushButton,
     QSplitter,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -33,6 +35,7 @@ from app.views.train.follow_bar import FollowBar
 from app.views.train.generate_box import GenerateBox
 from app.views.train.live_attention import LiveAttention
 from app.views.train.plots import TrainPlots
+from app.views.train.router_load import RouterLoad
 from app.widgets.progress import ReadableProgressBar
 from model.train.settings import eta_seconds
 
@@ -80,13 +83,16 @@ class TrainTab(QWidget):
         s.eventsAppended.connect(self._on_events)
         s.historyReset.connect(self._on_history_reset)
         s.sampleAdded.connect(self._on_sample)
-        s.modelChanged.connect(lambda *_: (self._update_buttons(), self._update_reference()))
+        s.modelChanged.connect(
+            lambda *_: (self._update_buttons(), self._update_reference(), self._update_router())
+        )
         s.configChanged.connect(lambda *_: self._update_buttons())
         s.dataChanged.connect(self._on_data)
         s.trainingFinished.connect(self._on_finished)
         s.checkpointSaved.connect(lambda path: self.status_label.setText(f"Saved to {path}"))
         if s.source is not None:
             self._on_data(s.source)
+        self._update_router()
         self._on_history_reset()
         self._update_buttons()
 
@@ -137,8 +143,12 @@ class TrainTab(QWidget):
         return row
 
     def _build_samples(self) -> QWidget:
-        box = QGroupBox("Samples while training")
+        """The samples written while training and, for a mixture of experts, the router load, as tabs."""
+        self.bottom_tabs = QTabWidget()
+        self.bottom_tabs.setDocumentMode(True)
+        box = QWidget()
         layout = QVBoxLayout(box)
+        layout.setContentsMargins(0, 4, 0, 0)
         self.samples_view = QPlainTextEdit()
         self.samples_view.setObjectName("samplesView")
         self.samples_view.setReadOnly(True)
@@ -149,14 +159,22 @@ class TrainTab(QWidget):
         self.samples_view.setMaximumBlockCount(2000)
         self.samples_view.setMinimumHeight(50)
         layout.addWidget(self.samples_view)
-        return box
+        self.bottom_tabs.addTab(box, "Samples while training")
+        self.router_load = RouterLoad()  # a tab for a mixture of experts only
+        self.bottom_tabs.addTab(self.router_load, "Router load")
+        self.bottom_tabs.setTabToolTip(1, self.router_load.toolTip())
+        self.bottom_tabs.setTabVisible(1, False)
+        return self.bottom_tabs
 
     # ---- hooks for the window ------------------------------------------------------------------
     def menu_actions(self) -> dict[str, list[QAction]]:
         return {"Training": [self.start_action, self.pause_action, self.stop_action]}
 
     def export_targets(self) -> dict[str, QWidget]:
-        return {"curves": self.plots.view, "attention": self.live.head_grid.view}
+        targets = {"curves": self.plots.view, "attention": self.live.head_grid.view}
+        if self.router_load_shown:
+            targets["router-load"] = self.router_load.view
+        return targets
 
     def screenshot_pages(self):
         return [("", lambda: None)]
@@ -302,8 +320,27 @@ class TrainTab(QWidget):
         self._update_buttons()
 
     # ---- progress and curves -------------------------------------------------------------------
+    def _update_router(self) -> None:
+        """The router load for a mixture-of-experts model (hidden for a dense one), from its newest step."""
+        model = self.session.model
+        was = self.router_load.is_moe
+        self.router_load.set_config(model.config if model is not None else None)
+        self.router_load.reset(self.session.history)
+        moe = self.router_load.is_moe
+        self.bottom_tabs.setTabVisible(1, moe)
+        if moe and not was:  # a mixture of experts appeared: its load in front
+            self.bottom_tabs.setCurrentIndex(1)
+        elif not moe:
+            self.bottom_tabs.setCurrentIndex(0)
+
+    @property
+    def router_load_shown(self) -> bool:
+        """Whether the router load is offered (a mixture-of-experts model)."""
+        return self.bottom_tabs.isTabVisible(1)
+
     def _on_history_reset(self) -> None:
         self.plots.reset(self.session.history)
+        self.router_load.reset(self.session.history)
         self.samples_view.setPlainText("".join(_sample_block(st, t) for st, t in self.session.samples))
         self.live.reset()
         self._update_progress()
@@ -312,6 +349,7 @@ class TrainTab(QWidget):
 
     def _on_events(self, events: list) -> None:
         self.plots.append(events)
+        self.router_load.add_events(events)
         self._update_progress()
 
     def _update_progress(self) -> None:

@@ -20,7 +20,16 @@ sink                 ``w_{i, 0}`` (weight on the first token)
 self_score           ``w_{i, i}`` (the diagonal)
 induction            on a sequence repeating with period ``P`` from ``start``:
                      ``w_{i, i-P+1}`` for ``i`` in every copy after the first
+learned_sink         ``1 - Σ_j w_ij``: the share of query ``i``'s attention that went to the
+                     head's *learned* sink (``attn_sinks``: a logit ``b_h`` in the softmax's
+                     denominator, no key's), over every query that sees a key; 0 without sinks
+                     (``head_metrics(..., sinks=)``: measured only when told whether there are)
 ===================  ====================================================================
+
+``sink`` and ``learned_sink`` are two different things. ``sink`` is the weight a head puts on the
+first *token* (an emergent sink: heads park attention they do not need on BOS). ``learned_sink`` is
+what a model with ``attn_sinks`` gives to no token at all: its rows sum to less than 1, and the
+missing part is the sink's share, ``exp(b_h) / (exp(b_h) + Σ_j exp(s_ij))``.
 
 An induction head at position ``i`` of the second copy finds the previous occurrence of the current
 token (``i - P``) and attends to the token that followed it (``i - P + 1``), which is what comes
@@ -149,6 +158,22 @@ def self_score(weights: Any, mask: Any = None) -> np.ndarray:
     return _mean_rows(np.diagonal(w, axis1=-2, axis2=-1), informative_rows(m))
 
 
+def learned_sink_share(weights: Any, mask: Any = None) -> np.ndarray:
+    """Mean share of attention that went to a learned sink (``attn_sinks``), ``1 − Σ_j w_ij``, over every
+    query that sees at least one key: [..., T, T] → [...].
+
+    A head with a learned sink logit ``b_h`` in its softmax's denominator gives each query's keys
+    ``Σ_j w_ij = 1 − exp(b_h) / (exp(b_h) + Σ_j exp(s_ij))``: what is missing went to no key. Without
+    sinks every row sums to 1 and this is 0 (up to rounding: :func:`head_metrics` writes an exact 0
+    for a model without sinks). Every query counts, the first one too: even a query that sees one key
+    splits its attention between that key and the sink.
+    """
+    w = as_numpy(weights)
+    m = _mask_for(w, mask)
+    rows = np.asarray(m.any(-1), dtype=bool)
+    return _mean_rows(1.0 - w.sum(-1, dtype=np.float64), rows)
+
+
 def induction_positions(T: int, period: int, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(queries, keys) an induction head links on a prompt repeating with ``period`` from ``start``.
 
@@ -231,7 +256,10 @@ def repeated_sequence(
 class HeadMetrics:
     """Every per-head metric as float arrays of one shape (``[L, H]`` for a whole model).
 
-    ``induction`` is None unless measured on a repeated prompt (see :func:`head_metrics`).
+    ``induction`` is None unless measured on a repeated prompt (see :func:`head_metrics`);
+    ``learned_sink`` (the share of attention a learned sink took, :func:`learned_sink_share`; not the
+    first-token ``sink``) is 0 for a model without ``attn_sinks``, None when not measured (the
+    default of :func:`head_metrics`; :func:`~model.interp.measures.head_metrics_of` always measures it).
     """
 
     entropy: np.ndarray
@@ -240,9 +268,13 @@ class HeadMetrics:
     sink: np.ndarray
     self_score: np.ndarray
     induction: np.ndarray | None = None
+    learned_sink: np.ndarray | None = None
 
     #: Column names of :meth:`rows` for a sortable table (in this order).
-    COLUMNS = ("layer", "head", "entropy", "entropy_norm", "prev_token", "sink", "self_score", "induction")
+    COLUMNS = (
+        *("layer", "head", "entropy", "entropy_norm", "prev_token", "sink", "self_score", "induction"),
+        "learned_sink",
+    )
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -274,11 +306,15 @@ def head_metrics(
     induction_weights: Any = None,
     period: int | None = None,
     start: int = 0,
+    sinks: bool | None = None,
 ) -> HeadMetrics:
     """All metrics of ``weights`` [..., T, T] (e.g. ``trace.stack("pattern")`` with ``trace.mask``).
 
     Induction is measured on ``induction_weights`` (the same heads on a repeated prompt of ``period``
     from ``start``) when given, else on ``weights`` themselves when ``period`` is given.
+    ``sinks``: True, the heads have learned sinks (``config.attn_sinks``), whose share
+    :func:`learned_sink_share` measures; False, they have none: ``learned_sink`` is exactly 0; None
+    (default): not measured, ``learned_sink`` is None (and not among :meth:`HeadMetrics.as_dict`).
     """
     w = as_numpy(weights)
     m = _mask_for(w, mask)
@@ -293,6 +329,7 @@ def head_metrics(
         sink=sink_score(w, mask),
         self_score=self_score(w, mask),
         induction=induction,
+        learned_sink=None if sinks is None else learned_sink_share(w, m) if sinks else np.zeros(w.shape[:-2]),
     )
 
 
@@ -305,14 +342,16 @@ def head_metrics_from_trace(
     Pass ``induction`` (the prompt) and ``induction_trace`` (a trace of it) to fill ``induction``.
     """
     w = trace.stack("pattern")
+    sinks = True if getattr(trace.config, "attn_sinks", False) else None  # the sinks' share, when it has them
     if induction is None or induction_trace is None:
-        return head_metrics(w, trace.mask)
+        return head_metrics(w, trace.mask, sinks=sinks)
     return head_metrics(
         w,
         trace.mask,
         induction_weights=induction_trace.stack("pattern"),
         period=induction.period,
         start=induction.start,
+        sinks=sinks,
     )
 
 
@@ -447,6 +486,7 @@ __all__ = [
     "induction_positions",
     "induction_score",
     "informative_rows",
+    "learned_sink_share",
     "measure_induction",
     "prev_token_score",
     "repeated_sequence",
