@@ -112,8 +112,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             shape.add_argument(
                 flag, dest=f"cfg_{f.name}", type=float, default=None, metavar="X", help=help_text
             )
-        else:
-            shape.add_argument(flag, dest=f"cfg_{f.name}", default=None, help=help_text)
+        else:  # text: window_pattern's letters
+            shape.add_argument(flag, dest=f"cfg_{f.name}", default=None, metavar="LETTERS", help=help_text)
 
     data = p.add_argument_group("data")
     data.add_argument(
