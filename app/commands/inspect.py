@@ -50,6 +50,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "head of every layer does not fit, float16, the weights alone, then fewer layers are kept",
     )
     p.add_argument("--float16", action="store_true", help="record and export the heads in float16")
+    p.add_argument(
+        "--compress",
+        action="store_true",
+        help="deflate the .npz (smaller, but minutes for a long prompt: attention patterns barely shrink)",
+    )
 
 
 #: The file written when ``--out`` names a folder.
@@ -57,10 +62,25 @@ DEFAULT_NAME = "inspection.npz"
 
 
 def _out_path(out: str):
-    """``--out`` as a file path: inside the folder when it names one (an existing folder or ``DIR/``)."""
+    """``--out`` as a file path: inside the folder when it names one (an existing folder or ``DIR/``).
+
+    A file is replaced only when the user named it: a folder that already holds ``inspection.npz`` is
+    refused, and so is a path that is no regular file (``/dev/null``, a FIFO). (No torch is imported
+    here: a refusal must not wait for it.)"""
     path = Path(out)
     if path.is_dir() or out.endswith((os.sep, "/")):
-        return path / DEFAULT_NAME
+        inside = path / DEFAULT_NAME
+        if inside.exists():
+            raise UserError(
+                f"--out {out}: the folder already holds {DEFAULT_NAME}; name the file to replace it "
+                f"(--out {inside}) or give another folder"
+            )
+        return inside
+    target = path if path.suffix == ".npz" else path.with_name(path.name + ".npz")  # what is written
+    if target.exists() and not target.is_file():
+        raise UserError(f"--out {out}: {target} is not a regular file (a device or a pipe): name a .npz file")
+    if path.exists() and not path.is_file():
+        raise UserError(f"--out {out}: is not a regular file (a device or a pipe): name a .npz file")
     return path
 
 
@@ -152,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
 
-    from model.interp.export import inspection_arrays, save_inspection
+    from model.interp.export import inspection_arrays, npz_bytes, npz_path, save_inspection
     from model.interp.trace import run_with_trace
     from model.nn.gpt import build_model
 
@@ -164,8 +184,13 @@ def run(args: argparse.Namespace) -> int:
         trace, list(plan.prompt.texts), dtype=np.float16 if plan.float16 else np.float32
     )
     del trace
+    print(
+        f"writing {npz_path(out)}: {human_bytes(npz_bytes(arrays))}"
+        + (" before compression…" if args.compress else "…"),
+        flush=True,
+    )
     try:
-        path = save_inspection(out, arrays)
+        path = save_inspection(out, arrays, compress=args.compress)
     except OSError as exc:
         raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
     L, H, T, _ = arrays["weights"].shape

@@ -100,3 +100,37 @@ def test_an_inspection_that_cannot_fit_is_refused_before_torch_is_imported(tmp_p
     assert r.stdout.split() == ["2", "False"], (r.stdout, r.stderr)
     assert "needs about" in r.stderr and "2.00 GiB" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "a.npz").exists()
+
+
+def test_the_npz_is_written_uncompressed_unless_asked_and_its_size_said_first(tmp_path, config_file, capsys):
+    """Deflating a long prompt's patterns took minutes for little gain: the default is a plain .npz,
+    its size said before it is written; --compress deflates."""
+    import zipfile
+
+    plain, packed = tmp_path / "plain.npz", tmp_path / "packed.npz"
+    base = ["inspect", "--config", str(config_file), "--prompt", "abcabcabc" * 4]
+    assert main([*base, "--out", str(plain)]) == 0
+    said = capsys.readouterr().out
+    assert f"writing {plain}:" in said and said.index("writing") < said.index("wrote")
+    assert main([*base, "--out", str(packed), "--compress"]) == 0
+    with zipfile.ZipFile(plain) as z, zipfile.ZipFile(packed) as y:
+        assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_STORED}
+        assert {i.compress_type for i in y.infolist()} == {zipfile.ZIP_DEFLATED}
+    for key, value in load_inspection(plain).items():
+        assert np.array_equal(value, load_inspection(packed)[key]), key
+
+
+def test_a_file_the_user_did_not_name_is_never_replaced(tmp_path, config_file, capsys):
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    theirs = folder / "inspection.npz"
+    theirs.write_bytes(b"the user's own file")
+    base = ["inspect", "--config", str(config_file), "--prompt", "abc"]
+    assert main([*base, "--out", str(folder)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "already holds inspection.npz" in err and "\n" not in err
+    assert theirs.read_bytes() == b"the user's own file"
+    assert main([*base, "--out", "/dev/null"]) == 2
+    assert "is not a regular file" in capsys.readouterr().err
+    assert main([*base, "--out", str(theirs)]) == 0  # named: replaced
+    assert load_inspection(theirs)["weights"].shape[-1] == 3
