@@ -20,6 +20,7 @@ import re
 import sys
 
 from app.cli import UserError
+from app.config_files import read_config
 from model.budget import arithmetic as budget
 from model.budget import presets
 from model.budget.table import render_text
@@ -70,7 +71,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     one = src.add_mutually_exclusive_group()
     one.add_argument("--preset", metavar="NAME", help="a real model, e.g. llama2-7b (see --list-presets)")
     one.add_argument(
-        "--config", metavar="FILE", help="a config JSON saved from the app, or a checkpoint folder"
+        "--config",
+        metavar="FILE",
+        help="a config JSON saved from the app, a checkpoint folder, or any model the app opens (a Hugging "
+        "Face folder, a GGUF file): its config, no weights read",
     )
     src.add_argument("--list-presets", action="store_true", help="list the presets and exit")
 
@@ -186,7 +190,7 @@ def build_config(args: argparse.Namespace):
         preset = presets.get(args.preset)
         base, title = preset.gpt_config(), preset.title
     elif args.config:
-        base, title = presets.load_config(args.config), args.config
+        base, title = read_config(args.config), args.config
     else:
         base, title = GPTConfig(), "custom config"
     changes = {

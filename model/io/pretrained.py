@@ -27,14 +27,15 @@ from typing import Any
 
 import torch
 
+from model.config import ConfigError, GPTConfig
 from model.files import read_json
 from model.io.checkpoint import Checkpoint, CheckpointError, load_checkpoint
-from model.io.families import FAMILIES
-from model.io.gguf import load_gguf
-from model.io.gguf_file import is_gguf
-from model.io.gpt2 import load_hf_gpt2
+from model.io.families import FAMILIES, family_config
+from model.io.gguf import gguf_config, load_gguf
+from model.io.gguf_file import is_gguf, read_header
+from model.io.gpt2 import gpt2_config, load_hf_gpt2
 from model.io.hf import load_hf_family
-from model.io.nanogpt import load_nanogpt
+from model.io.nanogpt import load_nanogpt, nanogpt_config
 from model.io.weights import describe_tokenizer
 from model.text.tokens import Tokenizer
 
@@ -206,4 +207,46 @@ def describe_origin(meta: dict[str, Any], path: str | Path | None = None) -> str
     return " · ".join(parts)
 
 
-__all__ = ["KINDS", "describe_origin", "detect", "open_model"]
+def config_of(path: str | Path) -> GPTConfig:
+    """The config of anything :func:`open_model` opens, read without a weight: our own config JSON or
+    checkpoint (or run) folder, a Hugging Face ``config.json`` (a file, or its folder) of the families
+    opened here, a GGUF file's header, a nanoGPT checkpoint's ``model_args`` (read with
+    ``torch.load(weights_only=True)``). Not validated when it is ours (the caller lists the problems);
+    the others are. Raises :class:`CheckpointError` or :class:`ConfigError` in one line."""
+    path = Path(path)
+    if path.is_file() and path.suffix.lower() == ".json":
+        data = read_json(path, error=ConfigError, what=str(path))
+        if isinstance(data, dict) and "model_type" in data:  # a Hugging Face config.json
+            return _hf_config(data, path)
+        return GPTConfig.load(path, validate=False)
+    kind, found = detect(path)
+    if kind == "gguf":
+        return gguf_config(read_header(found))[2]
+    if kind == "nanogpt":
+        from model.io.weights import torch_load
+
+        obj = torch_load(found)
+        args = obj.get("model_args") if isinstance(obj, dict) else None
+        if not isinstance(args, dict):
+            raise CheckpointError(
+                f"{found.name} is a PyTorch file but not a nanoGPT checkpoint (no model_args)"
+            )
+        return nanogpt_config(args)
+    cfg_path = found / "config.json"
+    if kind == "attention-lab":
+        return GPTConfig.load(cfg_path, validate=False)
+    return _hf_config(read_json(cfg_path, error=CheckpointError, what=str(cfg_path)), cfg_path)
+
+
+def _hf_config(hf: dict[str, Any], where: Path) -> GPTConfig:
+    model_type = hf.get("model_type")
+    if model_type == "gpt2":
+        return gpt2_config(hf)
+    if model_type in FAMILIES:
+        return family_config(hf)
+    raise CheckpointError(
+        f"{where} says model_type {model_type!r}; Attention Lab reads gpt2, {', '.join(FAMILIES)} and its own"
+    )
+
+
+__all__ = ["KINDS", "config_of", "describe_origin", "detect", "open_model"]

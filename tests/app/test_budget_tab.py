@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -266,3 +267,14 @@ def test_todays_presets_show_total_active_and_their_cache(tab, title):
     assert ("active per token" in text) == bool(cfg.n_experts)
     summary = tab.kv_page.summary.text()
     assert ("L·(r + d_R)" in summary) == cfg.mla
+
+
+def test_open_config_reads_a_hugging_face_folder(tab, tmp_path, write_hf_family):
+    from model.io.families import family_config
+
+    folder = tmp_path / "gemma"
+    write_hf_family(folder, "gemma", hidden_size=64, intermediate_size=96, head_dim=32)
+    hf = json.loads((folder / "config.json").read_text())
+    assert tab.open_config(str(folder))
+    assert tab.report["params"]["total"] == budget.parameters(family_config(hf)).total
+    assert not tab.problem_label.isVisibleTo(tab)

@@ -179,3 +179,26 @@ def test_budget_command_does_not_import_torch():
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["training"]["gpu_hours"] > 0
+
+
+def test_config_reads_any_model_the_app_opens(run, tmp_path, write_hf_family, smollm2_path):
+    """A Hugging Face folder (its config.json, without a weight read), a GGUF file's header and our own
+    checkpoint folder all give their budget; the count is the model's."""
+    from model.io.families import family_config
+    from model.io.gguf import gguf_config
+    from model.io.gguf_file import read_header
+
+    folder = tmp_path / "qwen3"
+    write_hf_family(folder, "qwen3", hidden_size=64, intermediate_size=96, head_dim=32)
+    (folder / "model.safetensors").write_bytes(b"not read")  # no weight is read: a broken file is fine
+    hf = json.loads((folder / "config.json").read_text())
+    for path in (folder, folder / "config.json"):
+        rc, out, err = run("--config", str(path), "--json")
+        assert rc == 0, err
+        assert json.loads(out)["params"]["total"] == budget.parameters(family_config(hf)).total
+    rc, out, err = run("--config", str(smollm2_path), "--json")
+    assert rc == 0, err
+    assert json.loads(out)["params"]["total"] == 134_515_008
+    assert budget.parameters(gguf_config(read_header(smollm2_path))[2]).total == 134_515_008
+    rc, out, err = run("--config", str(tmp_path))  # a folder holding no model
+    assert rc == 2 and "holds no model" in err and len(err.strip().splitlines()) == 1

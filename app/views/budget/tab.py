@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.config_files import read_config
 from app.panels.model import GROUPS, gpt_config_form
 from app.settings import window_settings
 from app.views.budget.check import CheckPage
@@ -248,7 +249,7 @@ class BudgetTab(QWidget):
 
     def open_config(self, path: str) -> bool:
         try:
-            cfg = presets.load_config(path)
+            cfg = read_config(path)
         except ConfigError as exc:
             self.problem_label.setText(f"Could not open {path}: {exc}")
             self.problem_label.show()
