@@ -134,6 +134,7 @@ class HeadMosaic(ReadableRows, QWidget):
         row.addWidget(self.scroll.bar)
         layout.addLayout(row, 1)
         self.readout = QLabel(" ")
+        self.readout.setTextFormat(Qt.TextFormat.PlainText)  # token texts such as <|im_start|>
         self.readout.setObjectName("mosaicReadout")
         self.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         layout.addWidget(self.readout)

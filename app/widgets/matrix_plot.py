@@ -378,6 +378,7 @@ class MatrixPlot(QWidget):
         self.panel = MatrixPanel(self.view.ci, 0, 0, title=title, **options)
         layout.addWidget(self.view, 1)
         self.readout = QLabel(" ")
+        self.readout.setTextFormat(Qt.TextFormat.PlainText)  # token texts such as <|im_start|>
         self.readout.setObjectName("matrixReadout")
         self.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         layout.addWidget(self.readout)

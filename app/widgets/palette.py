@@ -45,6 +45,9 @@ DIVERGING_CMAP = "diverging"
 CUSTOM_MAPS: dict[str, list[tuple[int, int, int]]] = {
     "diverging": [(33, 102, 172), (146, 197, 222), (247, 247, 247), (244, 165, 130), (178, 24, 43)],
 }
+#: The same map the other way round: positive values blue (a logit pushed up), negative red
+CUSTOM_MAPS["diverging_up_blue"] = CUSTOM_MAPS["diverging"][::-1]
+UP_BLUE_CMAP = "diverging_up_blue"
 #: The colour of hidden cells: masked (−∞) or not a number.
 HIDDEN_COLOR = (212, 212, 212)
 #: The colour of the gaps between the cells of a mosaic.

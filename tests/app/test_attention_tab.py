@@ -403,3 +403,27 @@ def test_a_page_draws_from_a_state_alone_and_asks_the_state_for_changes(qtbot, s
     assert opened == [(1, 0)] and state.ablation == {(1, 0): "zero"}
     dict(grid.head_menu_actions(1, 0))["Switch every head back on"]()
     assert state.ablation == {}
+
+
+def test_token_texts_that_look_like_tags_stay_text(qtbot):
+    """A token such as Llama's <s> is text, not markup: the labels that say which token the pointer is
+    over are plain text (rich text would drop <s> and strike the rest through)."""
+    from app.widgets.head_mosaic import HeadMosaic
+    from app.widgets.matrix_plot import MatrixPlot
+
+    for widget in (HeadMosaic(), MatrixPlot()):
+        qtbot.addWidget(widget)
+        widget.readout.setText("query 0 '<s>' → key 0 '<s>'")
+        assert widget.readout.textFormat() == Qt.TextFormat.PlainText
+
+
+def test_attribution_colours_parts_that_push_the_token_up_blue(tab):
+    """The heads' map, the bars and the text agree: blue up, red down."""
+    from app.widgets.palette import matrix_lut
+
+    page = tab.show_page("attribution")
+    page.ensure_built()
+    lut = matrix_lut(page.heads_plot.panel.cmap_name)
+    top, bottom = lut[253], lut[0]  # the largest positive part, the largest negative one
+    assert top[2] > top[0] and bottom[0] > bottom[2]
+    assert "Blue parts push the token up" in page.blurb

@@ -97,6 +97,7 @@ class AblationPage(AttentionPage):
         self.plot.addItem(self.cursor)
         rlay.addWidget(self.view, 2)
         self.pos_label = QLabel(" ")
+        self.pos_label.setTextFormat(Qt.TextFormat.PlainText)  # token texts: <s> is no tag
         self.pos_label.setWordWrap(True)  # a long line wraps instead of widening the tab past 1280 px
         rlay.addWidget(self.pos_label)
         self.table = QTableWidget(0, 5)

@@ -20,9 +20,10 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QSplitter, QVBoxLay
 from app.views.attention.base import blurb_label
 from app.views.attention.patching_page import CausalPage, layer_labels
 from app.widgets.matrix_plot import MatrixPlot, format_cell
+from app.widgets.palette import UP_BLUE_CMAP
 from app.widgets.token_axis import TokenAxis
 
-POSITIVE, NEGATIVE = pg.mkBrush(40, 110, 200), pg.mkBrush(210, 70, 60)
+POSITIVE, NEGATIVE = pg.mkBrush(40, 110, 200), pg.mkBrush(210, 70, 60)  # blue up, red down
 
 
 def bar_parts(attr) -> list[tuple[str, float]]:
@@ -67,8 +68,13 @@ class AttributionPage(CausalPage):
         self.summary = self._summary_label()
         lay.addWidget(self.summary)
         split = QSplitter(Qt.Orientation.Horizontal)
-        self.heads_plot = MatrixPlot(
-            diverging=True, legend_label="logit part", row_title="layer", col_title="head", numbers=None
+        self.heads_plot = MatrixPlot(  # blue up, red down: as the bars and the text say
+            diverging=True,
+            cmap=UP_BLUE_CMAP,
+            legend_label="logit part",
+            row_title="layer",
+            col_title="head",
+            numbers=None,
         )
         self.heads_plot.set_title("each head's direct part")
         self.heads_plot.describe = self._describe_head

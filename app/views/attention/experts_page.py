@@ -109,6 +109,7 @@ class ExpertGrid(QWidget):
         self.plot.addItem(self.numbers, ignoreBounds=True)
         lay.addWidget(self.view, 1)
         self.readout = QLabel(" ")
+        self.readout.setTextFormat(Qt.TextFormat.PlainText)  # token texts: <s> is no tag
         self.readout.setObjectName("expertsReadout")
         self.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         lay.addWidget(self.readout)

@@ -60,6 +60,7 @@ class FocusPage(AttentionPage):
         self.canvas = holder(self.view)
         lay.addWidget(self.canvas, 1)
         self.readout = QLabel(" ")
+        self.readout.setTextFormat(Qt.TextFormat.PlainText)  # token texts: <s> is no tag
         self.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         lay.addWidget(self.readout)
         self.focus = None

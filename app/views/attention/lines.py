@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, Signal
+from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.widgets.token_axis import TokenAxis
@@ -83,6 +83,7 @@ class AttentionLines(QWidget):
         p.addItem(self.dots)
         layout.addWidget(self.view, 1)
         self.readout = QLabel(" ")
+        self.readout.setTextFormat(Qt.TextFormat.PlainText)  # token texts: <s> is no tag
         self.readout.setWordWrap(False)
         self.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         layout.addWidget(self.readout)

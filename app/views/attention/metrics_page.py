@@ -10,6 +10,7 @@ with the first-token "sink" score.
 
 from __future__ import annotations
 
+import html
 import math
 
 import numpy as np
@@ -275,7 +276,7 @@ class MetricsPage(AttentionPage):
         bos = insp.labels[0] if 0 in insp.special else ""  # the prompt starts with BOS
         for role, heads in by_role.items():
             shown = ", ".join(heads[:8]) + (f" and {len(heads) - 8} more" if len(heads) > 8 else "")
-            lines.append(f"{role_title(role, bos)}: {shown}")
+            lines.append(f"{html.escape(role_title(role, bos))}: {shown}")  # a BOS like <|im_start|>
         if not by_role:
             lines += ["none yet: no head", "passes a threshold"]
         self.named.setText("<br>".join(lines))

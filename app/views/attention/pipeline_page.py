@@ -121,6 +121,7 @@ class PipelinePage(AttentionPage):
         self.view.viewport().installEventFilter(self)  # the wheel over a matrix scrolls the page
         lay.addWidget(self.scroll, 1)
         self.readout = QLabel(" ")
+        self.readout.setTextFormat(Qt.TextFormat.PlainText)  # token texts: <s> is no tag
         self.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         lay.addWidget(self.readout)
         self.detail = None
