@@ -14,7 +14,8 @@ is used only for the repeated random prompt's token ids, a pure function of its 
 * per prompt (prose, code, odd Unicode, the chat prompt, 1000+ tokens): logits [T, V] and the eager
   attention weights of :data:`COMPARED_LAYERS` [layers, H, T, T];
 * the attention of every layer on the repeated random prompt the Metrics page measures induction on;
-* 20 greedy tokens after the chat prompt, and their text.
+* 20 greedy tokens after the chat prompt, and their text; and the greedy answer as a user gets it,
+  ending at the model's end-of-turn token.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.texts import CHAT, CODE, GGUF_TRICKY, ODD, PROSE, TRICKY_TEXTS, long_text
+from tests.texts import CHAT, CODE, GGUF_TRICKY, ODD, PROSE, SHORT_CHAT, TRICKY_TEXTS, long_text
 
 #: The layers whose attention is compared, per prompt (every layer but on the 1000+ token one:
 #: all 30 layers of 1000+ tokens would be 1 GB).
@@ -142,6 +143,12 @@ def compute(gguf_path: Path, out: Path) -> None:
     rp = repeated_sequence(model.config.vocab_size, period)
     info["repeated"] = {"ids": rp.tokens.tolist(), "period": period}
     np.save(out / "repeated.weights.npy", _run(model, rp.tokens.tolist(), range(30))[1])
+    short = tok.apply_chat_template(SHORT_CHAT, tokenize=False, add_generation_prompt=True)
+    ids = torch.tensor([tok(short)["input_ids"]])
+    with torch.no_grad():  # as a user runs it: generation stops at the end-of-turn token
+        answer = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=60, do_sample=False)
+    info["answer"] = answer[0, ids.shape[1] :].tolist()
+    info["answer_text"] = tok.decode(answer[0, ids.shape[1] :])
     ids = torch.tensor([info["ids"][chat_text]])
     model.generation_config.eos_token_id = None  # GREEDY_TOKENS tokens whatever comes
     with torch.no_grad():

@@ -37,6 +37,8 @@ CODE = (
 )
 ODD = "emoji 😀 👍🏽 family 👨‍👩‍👧 日本語のテキスト, Ελληνικά, مرحبا, café naïve — 2024-01-01\u200b\u00a0end"
 CHAT = [{"role": "user", "content": "What does an attention head do?"}]
+#: A question a chat model answers in one sentence, then ends its turn
+SHORT_CHAT = [{"role": "user", "content": "What is the capital of France?"}]
 IOI_CLEAN = "When Mary and John went to the store, John gave a drink to"
 IOI_CORRUPT = "When Mary and John went to the store, Mary gave a drink to"
 

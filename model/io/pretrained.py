@@ -152,7 +152,9 @@ def open_model(
         ckpt = load_hf_gpt2(where, device, dtype=dtype)
     elif kind.startswith("hf-"):
         ckpt = load_hf_family(where, device, dtype=dtype)
-    elif kind == "gguf":
+    if kind.startswith("hf-"):
+        ckpt.tokenizer.stop_ids = hf_stop_ids(where, ckpt.tokenizer)
+    elif kind == "gguf":  # its tokenizer knows its EOS and end-of-turn tokens (model.text.gguf_tokens)
         ckpt = load_gguf(where, device, dtype=dtype)
     elif kind == "nanogpt":
         ckpt = load_nanogpt(where, device, tokenizer=tokenizer, dtype=dtype)
@@ -168,6 +170,38 @@ def open_model(
         ckpt.meta = meta
         ckpt.model.eval()
     return ckpt
+
+
+def hf_stop_ids(folder: Path, tokenizer: Tokenizer) -> frozenset[int]:
+    """The ids a Hugging Face model's generation stops at, as transformers' ``generate`` takes them:
+    ``eos_token_id`` of ``generation_config.json`` and ``config.json`` (a number or a list) and the
+    ``eos_token`` of ``tokenizer_config.json``; ids outside the vocabulary are left out."""
+    ids: set[int] = set()
+    for name in ("generation_config.json", "config.json"):
+        path = folder / name
+        if not path.is_file():
+            continue
+        try:
+            data = read_json(path, error=CheckpointError, what=str(path))
+        except CheckpointError:
+            continue  # the loader has read config.json already; a broken generation config stops nothing
+        value = data.get("eos_token_id") if isinstance(data, dict) else None
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, int) and not isinstance(v, bool):
+                ids.add(v)
+    special = getattr(tokenizer, "token_id", None)
+    path = folder / "tokenizer_config.json"
+    if special is not None and path.is_file():
+        try:
+            cfg = read_json(path, error=CheckpointError, what=str(path))
+        except CheckpointError:
+            cfg = {}
+        eos = cfg.get("eos_token") if isinstance(cfg, dict) else None
+        eos = eos.get("content") if isinstance(eos, dict) else eos
+        found = special(eos) if isinstance(eos, str) else None
+        if found is not None:
+            ids.add(int(found))
+    return frozenset(i for i in ids if 0 <= i < tokenizer.vocab_size)
 
 
 _KIND_NAMES = {

@@ -25,7 +25,7 @@ its ``context_length`` has never trained its later learned positions, so it shou
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import torch
@@ -135,8 +135,10 @@ def _steps(
     use_cache: bool,
     vocab_limit: int | None = None,
     window: int | None = None,
+    stop_ids: Iterable[int] = (),
 ) -> Iterator[torch.Tensor]:
-    """Yield each new token [B, 1]; the model is in eval mode meanwhile."""
+    """Yield each new token [B, 1]; the model is in eval mode meanwhile. Once every row has produced
+    one of ``stop_ids`` (its end-of-sequence or end-of-turn tokens) no further token is made."""
     from model.nn.gpt import KVCache
 
     check_sampling(0.0 if greedy else temperature, top_k, top_p)  # greedy ignores the temperature
@@ -177,11 +179,15 @@ def _steps(
             last[:, vocab_limit:] = float("-inf")
         return last
 
+    stops = torch.tensor(sorted({int(i) for i in stop_ids}), dtype=torch.long, device=device)
+    ended = torch.zeros(idx.shape[0], dtype=torch.bool, device=device)
     try:
         with torch.no_grad():
             with compute_lock:
                 logits = forward(seen)
             for i in range(max_new_tokens):
+                if stops.numel() and bool(ended.all()):
+                    return
                 with compute_lock:
                     nxt = sample_next(
                         logits,
@@ -202,6 +208,8 @@ def _steps(
                             logits = forward(nxt)  # only the new token; earlier keys/values are cached
                         else:
                             logits = forward(seen)
+                if stops.numel():
+                    ended |= torch.isin(nxt[:, 0], stops)
                 yield nxt
     finally:
         model.train(was_training)
@@ -219,8 +227,12 @@ def generate(
     seed: int | None = None,
     use_cache: bool = True,
     window: int | None = None,
+    stop_ids: Iterable[int] = (),
 ) -> torch.Tensor:
     """Extend ``idx`` [B, T] (or [T]) by ``max_new_tokens`` sampled tokens: returns [B, T + new].
+
+    ``stop_ids``: generation ends once every row has produced one of them (kept, as transformers
+    keeps its EOS): pass a tokenizer's ``stop_ids``; none by default.
 
     The returned tensor starts with the whole prompt, even when the model read only its last
     ``context_length`` tokens (a :class:`PromptCroppedWarning` says so). ``seed`` makes sampling
@@ -243,6 +255,7 @@ def generate(
             seed=seed,
             use_cache=use_cache,
             window=window,
+            stop_ids=stop_ids,
         )
     )
     out = torch.cat([idx.to(new[0].device) if new else idx, *new], dim=1)
@@ -262,8 +275,10 @@ def stream(
     seed: int | None = None,
     use_cache: bool = True,
     window: int | None = None,
+    stop: bool = True,
 ) -> Iterator[str]:
-    """Yield the text of each new token as it is produced (one ``yield`` per token).
+    """Yield the text of each new token as it is produced (one ``yield`` per token), ending after the
+    tokenizer's end-of-sequence or end-of-turn token (its ``stop_ids``; ``stop=False`` goes on).
 
     The prompt is encoded strictly (unknown characters raise the tokenizer's error, which names
     them). Whenever a token's piece splits a character (the byte tokenizer, byte-level BPE such as
@@ -291,10 +306,12 @@ def stream(
         use_cache=use_cache,
         vocab_limit=tokenizer.vocab_size,
         window=window,
+        stop_ids=tokenizer.stop_ids if stop else (),
     ):
         new_ids.append(int(tok[0, 0]))
         text = tokenizer.decode(new_ids)
-        if len(new_ids) < max_new_tokens:  # U+FFFD at the end may be a character still incomplete
+        last = len(new_ids) == max_new_tokens or (stop and new_ids[-1] in tokenizer.stop_ids)
+        if not last:  # U+FFFD at the end may be a character still incomplete
             text = text.rstrip("\ufffd")
         delta = text[len(emitted) :]
         if len(text) >= len(emitted):

@@ -187,6 +187,11 @@ class HFTokenizer(Tokenizer):
     def _decode_run(self, run: list[int]) -> str:
         return self._tok.decode(run, skip_special_tokens=False) if run else ""
 
+    def token_id(self, token: str) -> int | None:
+        """The id of the vocabulary entry ``token`` (a special token such as ``<|im_end|>``), or None."""
+        found = self._tok.token_to_id(token)
+        return None if found is None else int(found)
+
     def token_strings(self, ids: Iterable[int]) -> list[str]:
         # memoised per id, not the whole vocabulary at once: a 49k-token vocabulary took ~0.1 s on
         # the first prompt (often the GUI thread's); each id's text never changes

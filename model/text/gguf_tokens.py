@@ -91,6 +91,9 @@ SUPPORTED_TYPES = ("gpt2", "llama", "gemma4")
 _CONTROL, _USER_DEFINED = 3, 4
 _SPACE = "\u2581"
 
+#: Tokens besides EOS that end a generation in llama.cpp: (GGUF key suffix, what it is called).
+_STOP_IDS = (("eot_token_id", "end-of-turn"), ("eom_token_id", "end-of-message"))
+
 #: The named special tokens: (GGUF key suffix, what it is called in messages).
 _NAMED_IDS = (
     ("bos_token_id", "BOS"),
@@ -251,12 +254,16 @@ def tokenizer_from_gguf(meta: Mapping[str, Any], name: str | None = None) -> HFT
     _add_special_tokens(backend, variant, tokens, keys, types, named)
 
     bos, eos = named["bos_token_id"], named["eos_token_id"]
-    return GGUFTokenizer(
+    out = GGUFTokenizer(
         backend,
         name=name,
         prefix_ids=[bos] if add_bos and bos is not None else [],
         suffix_ids=[eos] if add_eos and eos is not None else [],
     )
+    # generation stops at EOS and at the end-of-turn / end-of-message tokens llama.cpp stops at
+    ends = [eos, *(_token_id(meta, key, label, n) for key, label in _STOP_IDS)]
+    out.stop_ids = frozenset(i for i in ends if i is not None)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

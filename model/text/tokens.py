@@ -79,6 +79,9 @@ class Tokenizer(ABC):
 
     #: The ``"type"`` written to tokenizer.json.
     kind: ClassVar[str] = ""
+    #: Ids that end a generation (a model's end-of-sequence and end-of-turn tokens, e.g. SmolLM2's
+    #: <|im_end|>): what the loaders know of the model, empty for a tokenizer of our own
+    stop_ids: frozenset[int] = frozenset()
 
     @property
     @abstractmethod

@@ -208,3 +208,29 @@ def test_stream_holds_back_incomplete_utf8_characters():
     text = "é→a"
     pieces = list(stream(ScriptedModel(text.encode()), ByteTokenizer(), ">", len(text.encode()), greedy=True))
     assert pieces == ["", "é", "", "", "→", "a"]
+
+
+def test_generation_ends_after_a_stop_token():
+    """A tokenizer's stop ids (its EOS, end-of-turn) end the stream and generate(stop_ids=) after they
+    are produced, the stop token kept; a batch ends once every row has produced one."""
+    tok = ByteTokenizer()
+    model = ScriptedModel(b"ab\ncd\n")  # after the 1-byte prompt: a, b, newline, c, d, newline
+    tok.stop_ids = frozenset({ord("\n")})
+    assert "".join(stream(model, tok, "x", 10)) == "ab\n"
+    assert "".join(stream(model, tok, "x", 10, stop=False)) == "ab\ncd\n\n\n\n\n"
+    out = generate(model, torch.tensor([ord("x")]), 10, greedy=True, stop_ids={ord("d")})
+    assert bytes(out.tolist()) == b"xab\ncd"
+    assert generate(model, torch.tensor([ord("x")]), 10, greedy=True).shape == (11,)  # no stop ids
+
+
+def test_a_hugging_face_folder_brings_its_stop_ids(tmp_path, write_hf_family):
+    """transformers stops at generation_config.json's and config.json's eos_token_id (a list or a
+    number) and the tokenizer's eos_token: so does every stream of the opened model."""
+    import json
+
+    from model.io.pretrained import open_model
+
+    write_hf_family(tmp_path, "llama")
+    (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 7, 10**9]}))
+    ckpt = open_model(tmp_path)
+    assert ckpt.tokenizer.stop_ids == {2, 7}  # an id beyond the vocabulary is left out

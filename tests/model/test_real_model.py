@@ -32,7 +32,7 @@ from model.nn.generate import generate
 from model.nn.gpt import KVCache
 from model.text.chat import apply_chat_template
 from tests.smollm2_reference import COMPARED_LAYERS, GREEDY_TOKENS
-from tests.texts import CHAT, CODE, IOI_CLEAN, IOI_CORRUPT, ODD, PROSE, long_text
+from tests.texts import CHAT, CODE, IOI_CLEAN, IOI_CORRUPT, ODD, PROSE, SHORT_CHAT, long_text
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +126,24 @@ def test_greedy_text_equals_transformers(smollm2, smollm2_reference, prompts):
     assert ours[0].tolist() == smollm2_reference.info["greedy"]
     reply = smollm2.tokenizer.decode(ours[0, ids.shape[1] :].tolist())
     assert reply == smollm2_reference.info["greedy_reply"] and reply.strip()
+
+
+def test_generation_stops_at_the_end_of_turn_as_transformers_does(smollm2, smollm2_reference):
+    """The file's EOS (<|im_end|>) ends the answer, in the CLI's and the Generate box's stream as in
+    transformers' generate; without it the model would write a new user turn."""
+    from model.nn.generate import stream
+
+    tok = smollm2.tokenizer
+    assert tok.token_strings(sorted(tok.stop_ids)) == ["<|im_end|>"]
+    answer = smollm2_reference.info["answer"]
+    assert answer[-1] in tok.stop_ids and len(answer) < 60  # transformers stopped early
+    question = apply_chat_template(smollm2.meta["chat_template"], SHORT_CHAT, add_generation_prompt=True)
+    text = "".join(stream(smollm2.model, tok, question, 60, greedy=True))
+    assert text == smollm2_reference.info["answer_text"] and text.endswith("<|im_end|>")
+    assert "Paris" in text
+    ids = torch.tensor([tok.encode(question)])
+    ours = generate(smollm2.model, ids, 60, greedy=True, stop_ids=tok.stop_ids)
+    assert ours[0, ids.shape[1] :].tolist() == answer
 
 
 def _diagonal_mean(w: np.ndarray, offset: int, rows: np.ndarray) -> np.ndarray:
