@@ -9,18 +9,28 @@ parts of today's open models (Llama, Mistral, Qwen, Gemma, GPT-NeoX):
 =========================  ==================================================  ===================
 field                      what it does                                        used by
 =========================  ==================================================  ===================
-``rope_scaling``           rescaled RoPE frequencies: ``linear`` (θ_i/factor)   Llama 3.x
-                           or ``llama3`` (low frequencies /factor, high ones
+``rope_scaling``           rescaled RoPE frequencies: ``linear`` (θ_i/factor)   Llama 3.x, gpt-oss,
+                           or ``llama3`` (low frequencies /factor, high ones    DeepSeek-V3 (yarn)
                            kept, smooth in between), with ``rope_factor``,
                            ``rope_low_freq_factor``, ``rope_high_freq_factor``,
-                           ``rope_original_context``
+                           ``rope_original_context``; or ``yarn`` (YaRN: a ramp
+                           between the two over the dimensions, from
+                           ``rope_beta_fast`` / ``rope_beta_slow`` rotations,
+                           ``rope_truncate``; cos and sin × ``rope_attn_factor``)
+``rope_local_base``        the RoPE base of the local (sliding-window) layers,  Gemma 3
+                           unscaled; the global ones keep ``rope_base`` and
+                           ``rope_scaling``
 ``rotary_pct``             fraction of each head's d_k that RoPE rotates;       GPT-NeoX (Pythia)
                            the rest passes unrotated
 ``sliding_window``         a query sees only the last W keys (itself included)  Mistral
-``qk_rmsnorm``             RMSNorm over d_k on every query and key head         Qwen3
+``qk_rmsnorm``             RMSNorm over d_k on every query and key head         Qwen3, Gemma 3
                            (weights [d_k], shared by the heads), before RoPE
                            (not ``attn_scale="qk_norm"``: that is cosine
-                           attention with a learned gain)
+                           attention with a learned gain); ``qk_norm_scope``
+                           ``all``: over all heads' q [H·d_k] and k [H_kv·d_k]  OLMo 2
+                           at once, before they are split into heads
+``attn_scale_dim``         scores scaled by 1/√(this) instead of 1/√d_k         Gemma 2/3
+                           (``query_pre_attn_scalar``)
 ``embed_scale``            token embeddings multiplied by √d                    Gemma
 ``norm_offset``            RMSNorm scales by (1 + γ), γ initialised to 0        Gemma
 ``parallel_residual``      ``x + Attn(Norm1(x)) + MLP(Norm2(x))``: both read x  GPT-NeoX (Pythia)
@@ -36,7 +46,13 @@ field                      what it does                                        u
                            chosen per token by a router (``router``: how its
                            weights are normalised), ``n_shared_experts`` always
                            on, the first ``moe_dense_layers`` layers dense, a
-                           load-balancing loss ``router_aux_loss`` in training
+                           load-balancing loss ``router_aux_loss`` in training;
+                           DeepSeek-V3's router: ``router_choice_bias`` (a
+                           per-expert bias that only chooses),
+                           ``router_groups`` / ``router_topk_groups`` (experts
+                           chosen from the best groups), ``router_scale``
+``swiglu_limit``           gpt-oss's clamped SwiGLU with biases: gate ≤ limit,  gpt-oss
+                           up in ±limit, ``(up + 1)·gate·σ(1.702·gate)``
 ``kv_lora_rank`` ...       multi-head latent attention: keys and values from a   DeepSeek-V2/V3
                            shared latent of ``kv_lora_rank`` (the KV cache
                            holds it and one rotary key of ``qk_rope_head_dim``),
@@ -65,6 +81,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -79,7 +96,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "attn_scale": ("sqrt_dk", "none", "learned", "qk_norm"),
     "bias": ("all", "qkv", "none"),
     "gelu_approx": ("none", "tanh"),
-    "rope_scaling": ("none", "linear", "llama3"),
+    "rope_scaling": ("none", "linear", "llama3", "yarn"),
+    "qk_norm_scope": ("head", "all"),
     "router": ("topk_softmax", "softmax_topk", "softmax_topk_norm", "sigmoid_topk_norm"),
 }
 
@@ -108,14 +126,25 @@ FIELD_HELP: dict[str, str] = {
     "norm_bias": "LayerNorm with a learned shift β (GPT-2); false: scale only (nanoGPT's bias=False).",
     "gelu_approx": "GELU form: exact erf, or the tanh approximation GPT-2 used.",
     "rope_base": "θ base of the rotary frequencies θ_i = base^(-2i/d_k).",
-    "rope_scaling": "none; linear: every θ_i / factor; llama3: low frequencies / factor, high ones kept.",
+    "rope_scaling": "none; linear: every θ_i / factor; llama3: low frequencies / factor, high ones kept; "
+    "yarn: YaRN's ramp between the two, and cos, sin × rope_attn_factor (gpt-oss, DeepSeek-V3).",
     "rope_factor": "The factor of rope_scaling (the context is stretched this many times).",
     "rope_low_freq_factor": "llama3: wavelengths above original_context / this are divided by the factor.",
     "rope_high_freq_factor": "llama3 scaling: wavelengths below original_context / this are kept.",
-    "rope_original_context": "llama3 scaling: the context length the model was first trained with.",
+    "rope_original_context": "llama3 and yarn scaling: the context length the model was first trained with.",
+    "rope_beta_fast": "yarn: dimensions turning more than this many times in the original context keep θ_i.",
+    "rope_beta_slow": "yarn: dimensions turning fewer than this many times are divided by the factor.",
+    "rope_truncate": "yarn: round the ramp's ends to whole dimensions (false in gpt-oss).",
+    "rope_attn_factor": "yarn: cos and sin are multiplied by this; empty: 0.1·ln(factor) + 1.",
+    "rope_local_base": "θ base of the local (sliding-window) layers' RoPE, unscaled (Gemma 3: 10 000); "
+    "empty: rope_base.",
     "rotary_pct": "Fraction of each head's d_k that RoPE rotates (GPT-NeoX: 0.25); the rest is not rotated.",
     "sliding_window": "W: a query sees only the last W keys, itself included (Mistral); empty: all of them.",
     "qk_rmsnorm": "RMSNorm on each query and key head vector before RoPE (Qwen3's QK-norm); weights [d_k].",
+    "qk_norm_scope": "head: qk_rmsnorm over each head's d_k (Qwen3, Gemma 3); all: over all heads' q and k "
+    "at once, weights [H·d_k] and [H_kv·d_k] (OLMo 2).",
+    "attn_scale_dim": "Scores are scaled by 1/√(this) instead of 1/√d_k (Gemma 2/3's query_pre_attn_scalar); "
+    "empty: d_k.",
     "embed_scale": "Multiply the token embeddings by √d before the first block (Gemma).",
     "norm_offset": "RMSNorm scales by (1 + γ) with γ starting at 0 (Gemma), instead of by γ.",
     "parallel_residual": "x + Attn(Norm1(x)) + MLP(Norm2(x)): attention and MLP read the same x (GPT-NeoX).",
@@ -134,6 +163,16 @@ FIELD_HELP: dict[str, str] = {
     "softmax_topk: top-k of the softmax over all; softmax_topk_norm: those renormalised (Qwen3-MoE); "
     "sigmoid_topk_norm: sigmoid scores, renormalised (DeepSeek-V3).",
     "router_aux_loss": "Weight of the load-balancing loss E·Σ f_e·P_e added in training (0: none).",
+    "router_choice_bias": "A per-expert bias added to the router's scores only to choose the experts, not "
+    "to weight them (DeepSeek-V3's e_score_correction_bias; not trained by gradient).",
+    "router_groups": "Experts in this many groups; a token chooses among the router_topk_groups groups whose "
+    "two best scores sum highest (DeepSeek-V3: 8); empty: no groups.",
+    "router_topk_groups": "Grouped routing: how many groups a token may choose its experts from "
+    "(DeepSeek-V3: 4).",
+    "router_scale": "The chosen experts' weights are multiplied by this (DeepSeek-V3's "
+    "routed_scaling_factor: 2.5).",
+    "swiglu_limit": "gpt-oss's SwiGLU (with mlp='swiglu'): gate clamped to ≤ limit, up to ±limit, "
+    "output (up + 1)·gate·σ(1.702·gate); empty: the plain SwiGLU.",
     "kv_lora_rank": "r: multi-head latent attention; keys and values come from a latent of r values per "
     "token, which is what the KV cache stores (DeepSeek); empty: ordinary attention.",
     "q_lora_rank": "MLA: queries through a low-rank bottleneck of this width; empty: a full projection.",
@@ -186,9 +225,16 @@ class GPTConfig:
     rope_low_freq_factor: float = 1.0
     rope_high_freq_factor: float = 4.0
     rope_original_context: int = 8192
+    rope_beta_fast: float = 32.0
+    rope_beta_slow: float = 1.0
+    rope_truncate: bool = True
+    rope_attn_factor: float | None = None
+    rope_local_base: float | None = None
     rotary_pct: float = 1.0
     sliding_window: int | None = None
     qk_rmsnorm: bool = False
+    qk_norm_scope: str = "head"
+    attn_scale_dim: float | None = None
     embed_scale: bool = False
     norm_offset: bool = False
     parallel_residual: bool = False
@@ -203,6 +249,11 @@ class GPTConfig:
     moe_dense_layers: int = 0
     router: str = "topk_softmax"
     router_aux_loss: float = 0.0
+    router_choice_bias: bool = False
+    router_groups: int | None = None
+    router_topk_groups: int = 1
+    router_scale: float = 1.0
+    swiglu_limit: float | None = None
     kv_lora_rank: int | None = None
     q_lora_rank: int | None = None
     qk_rope_head_dim: int | None = None
@@ -234,6 +285,16 @@ class GPTConfig:
         if self.mla:
             return self.qk_rope_dim
         return int(self.d_head * self.rotary_pct)
+
+    @property
+    def rope_attention(self) -> float:
+        """What cos and sin of the rotary angles are multiplied by: YaRN's attention factor
+        (``rope_attn_factor``, or ``0.1·ln(factor) + 1`` when the factor exceeds 1), else 1."""
+        if self.rope_scaling != "yarn":
+            return 1.0
+        if self.rope_attn_factor is not None:
+            return float(self.rope_attn_factor)
+        return 0.1 * math.log(self.rope_factor) + 1.0 if self.rope_factor > 1 else 1.0
 
     @property
     def expert_hidden(self) -> int:
@@ -315,7 +376,7 @@ class GPTConfig:
         bools = ("causal", "tie_embeddings", "norm_bias", "qk_rmsnorm", "embed_scale", "norm_offset")
         out += [
             f"{name}={getattr(self, name)!r} must be true or false"
-            for name in (*bools, "parallel_residual")
+            for name in (*bools, "parallel_residual", "rope_truncate", "router_choice_bias")
             if not isinstance(getattr(self, name), bool)
         ]
         if (
@@ -411,7 +472,39 @@ class GPTConfig:
             out.append("norm_offset (scale by 1 + γ) is an RMSNorm variant: set norm='rmsnorm'")
         if self.parallel_residual and self.norm_position != "pre":
             out.append("parallel_residual needs norm_position='pre' (both branches read Norm(x))")
-        return out + self._block_problems()
+        return out + self._scale_problems(number) + self._block_problems()
+
+    def _scale_problems(self, number: Callable[[object], bool]) -> list[str]:
+        """YaRN's fields, the local layers' RoPE base, QK-norm over all heads, the score scale."""
+        out: list[str] = []
+
+        def positive(name: str, *, optional: bool = False, above: float = 0.0) -> bool:
+            v = getattr(self, name)
+            if v is None and optional:
+                return False
+            if not number(v) or not math.isfinite(v) or v <= above:
+                bound = "greater than 1" if above == 1.0 else "a positive number"
+                out.append(f"{name}={v!r} must be {bound}" + (" (or empty)" if optional else ""))
+                return False
+            return True
+
+        positive("rope_beta_fast")
+        positive("rope_beta_slow")
+        positive("rope_attn_factor", optional=True)
+        if positive("rope_local_base", optional=True, above=1.0):
+            if self.positions != "rope":
+                out.append("rope_local_base needs positions='rope'")
+            elif self.sliding_window is None:
+                out.append("rope_local_base needs local layers (sliding_window): it is their RoPE base")
+        if self.qk_norm_scope == "all" and not self.qk_rmsnorm:
+            out.append("qk_norm_scope='all' needs qk_rmsnorm (it says what the QK-norm spans)")
+        if positive("attn_scale_dim", optional=True) and self.attn_scale != "sqrt_dk":
+            out.append(
+                f"attn_scale_dim replaces √d_k: it needs attn_scale='sqrt_dk', not {self.attn_scale!r}"
+            )
+        if positive("swiglu_limit", optional=True) and self.mlp != "swiglu":
+            out.append(f"swiglu_limit (gpt-oss's clamped SwiGLU) needs mlp='swiglu', not {self.mlp!r}")
+        return out
 
     def _block_problems(self) -> list[str]:
         """Today's block: local/global layers, soft-capping, sinks, mixture-of-experts, latent attention."""
@@ -456,8 +549,16 @@ class GPTConfig:
                     f"moe_dense_layers={self.moe_dense_layers} leaves no mixture-of-experts layer "
                     f"of n_layers={self.n_layers}"
                 )
+            out += self._router_problems(E)
         else:
-            for name, default in (("n_shared_experts", 0), ("expert_d_ff", None), ("moe_dense_layers", 0)):
+            for name, default in (
+                ("n_shared_experts", 0),
+                ("expert_d_ff", None),
+                ("moe_dense_layers", 0),
+                ("router_choice_bias", False),
+                ("router_groups", None),
+                ("router_scale", 1.0),
+            ):
                 if getattr(self, name) != default:
                     out.append(f"{name} needs n_experts (a mixture-of-experts feed-forward)")
         v = self.router_aux_loss
@@ -491,6 +592,31 @@ class GPTConfig:
                 for name in ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
                 if getattr(self, name) is not None
             ]
+        return out
+
+    def _router_problems(self, E: int) -> list[str]:
+        """DeepSeek-V3's router: grouped choice and the weights' scale (``n_experts`` = E is valid)."""
+        out: list[str] = []
+        v = self.router_scale
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            out.append(f"router_scale={v!r} must be a positive number (1: the weights as routed)")
+        G, top = self.router_groups, self.router_topk_groups
+        if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+            out.append(f"router_topk_groups={top!r} must be a positive whole number")
+            return out
+        if G is None:
+            return out
+        if isinstance(G, bool) or not isinstance(G, int) or G < 1:
+            out.append(f"router_groups={G!r} must be a positive whole number (or empty: no groups)")
+        elif E % G:
+            out.append(f"router_groups={G} does not divide n_experts={E} into equal groups")
+        elif top > G:
+            out.append(f"router_topk_groups={top} is more than router_groups={G}")
+        elif isinstance(self.n_experts_per_token, int) and self.n_experts_per_token > top * (E // G):
+            out.append(
+                f"n_experts_per_token={self.n_experts_per_token} is more than the "
+                f"{top * (E // G)} experts of router_topk_groups={top} groups"
+            )
         return out
 
     def validate(self) -> GPTConfig:

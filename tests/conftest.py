@@ -421,6 +421,15 @@ FAMILY_TOKENIZER = {
     "qwen2": "bytelevel",
     "qwen3": "bytelevel",
     "gpt_neox": "bytelevel",
+    # today's block (tests/model/test_families_today.py)
+    "mixtral": "fallback",
+    "qwen3_moe": "bytelevel",
+    "deepseek_v3": "bytelevel",
+    "gpt_oss": "bytelevel",
+    "gemma2": "fallback",
+    "gemma3_text": "fallback",
+    "olmo2": "bytelevel",
+    "phi3": "fallback",
 }
 
 
@@ -507,6 +516,14 @@ def _uneven(model, std: float = 0.3) -> None:
                 )
             else:
                 p.normal_(0.0, std)
+        for b in _stored_buffers(model):  # DeepSeek-V3's e_score_correction_bias: it chooses experts
+            b.normal_(0.0, std)
+
+
+def _stored_buffers(model) -> list:
+    """Buffers a family stores in its weights file beside the parameters (DeepSeek-V3's
+    ``e_score_correction_bias``, a buffer in transformers)."""
+    return [b for name, b in model.named_buffers() if name.endswith("e_score_correction_bias")]
 
 
 def _write_hf_family(
@@ -545,7 +562,7 @@ def _write_hf_family(
     _uneven(model)
     if dtype is not None:  # the reference holds exactly the values the file stores
         with torch.no_grad():
-            for p in model.parameters():
+            for p in [*model.parameters(), *_stored_buffers(model)]:
                 p.copy_(p.to(dtype).float())
     kwargs = {"max_shard_size": shard} if shard else {}
     if dtype is not None:  # a copy: converting the model itself would round its RoPE buffers too

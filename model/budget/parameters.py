@@ -36,6 +36,7 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
     ("mlp weights", "mlp"),
     ("mlp biases", "mlp"),
     ("router", "mlp"),
+    ("router choice bias", "mlp"),
     ("experts", "mlp"),
     ("shared experts", "mlp"),
     ("expert biases", "mlp"),
@@ -404,7 +405,8 @@ def parameters(cfg: GPTConfig) -> ParamBreakdown:
     Per layer, standard attention: Q ``d·h·d_k``, K and V ``d·h_kv·d_k`` each, O ``h·d_k·d``; biases
     (``bias="all"``: ``h·d_k + 2·h_kv·d_k + d``; ``"qkv"``: ``h·d_k + 2·h_kv·d_k``); per-head scale or
     gain ``h`` (attn_scale learned or qk_norm); QK-norm (``qk_rmsnorm``, Qwen3) ``2·d_k`` (one [d_k]
-    weight for all query heads, one for all key heads); sinks ``h`` (``attn_sinks``, gpt-oss).
+    weight for all query heads, one for all key heads), or over all heads (``qk_norm_scope="all"``,
+    OLMo 2) ``(h + h_kv)·d_k``; sinks ``h`` (``attn_sinks``, gpt-oss).
 
     Multi-head latent attention (``kv_lora_rank`` = r; DeepSeek-V2/V3), heads of ``d_N + d_R`` (q·k) and
     ``d_v`` (values): latent Q down ``d·r_q`` and up ``r_q·h·(d_N + d_R)`` with ``q_lora_rank`` = r_q
@@ -416,14 +418,15 @@ def parameters(cfg: GPTConfig) -> ParamBreakdown:
     ``bias="all"`` ``d_ff + d`` or ``2·d_ff + d``. A mixture-of-experts block (``n_experts`` = E, all but
     the ``moe_dense_layers`` first): router ``d·E``, E experts each the same MLP of width ``d_e``
     (``E·3·d·d_e`` gated), a shared MLP of width ``s·d_e`` when ``n_shared_experts`` = s, and with
-    ``bias="all"`` their biases (router ``E``, each expert's, the shared one's). One token uses the
-    router, ``k`` experts and the shared ones.
+    ``bias="all"`` their biases (router ``E``, each expert's, the shared one's); DeepSeek-V3's
+    ``router_choice_bias`` ``E``. One token uses the router, ``k`` experts and the shared ones.
 
     Norms: two per block ``2·d`` (pre, post, output; RMSNorm, with or without Gemma's 1 + γ) or four
     (sandwich, Gemma 2/3) ``4·d``, twice that for LayerNorm with a bias. Partial rotary, sliding
-    windows, soft-capping, the router rule and its loss, and parallel blocks add no parameters (RoPE is
-    a fixed table, not a weight). Model level: token embedding ``V·d``, learned position table
-    ``T_max·d``, final norm (not with post-norm) ``d`` or ``2·d``, output head ``V·d`` when untied.
+    windows, soft-capping, the router rule and its loss, grouped routing, gpt-oss's clamped SwiGLU,
+    the score scale and parallel blocks add no parameters (RoPE is a fixed table, not a weight).
+    Model level: token embedding ``V·d``, learned position table ``T_max·d``, final norm (not with
+    post-norm) ``d`` or ``2·d``, output head ``V·d`` when untied.
 
     Raises :class:`ConfigError` listing every problem when the config is invalid or lacks V.
     """
@@ -556,6 +559,10 @@ def parameters(cfg: GPTConfig) -> ParamBreakdown:
         ex_w, ex_f, ex_b, ex_b_f = _mlp(cfg, d, d_e, "d_e")
         comps += [
             layer("router", d * E, "d·E", matmul=True, blocks="moe"),
+        ]
+        if cfg.router_choice_bias:  # DeepSeek-V3's e_score_correction_bias: chooses, multiplies nothing
+            comps.append(layer("router choice bias", E, "E", blocks="moe"))
+        comps += [
             layer(
                 "experts",
                 E * ex_w,
@@ -589,7 +596,10 @@ def parameters(cfg: GPTConfig) -> ParamBreakdown:
     n_norms = 4 if cfg.norm_position == "sandwich" else 2
     per_norm = 2 if ln else 1
     comps.append(layer("norms", n_norms * per_norm * d, f"{n_norms * per_norm}·d"))
-    comps.append(layer("qk norms", 2 * d_k if cfg.qk_rmsnorm else 0, "2·d_k", zero_note="qk_rmsnorm off"))
+    if cfg.qk_rmsnorm and cfg.qk_norm_scope == "all":  # OLMo 2: over all heads' q and k
+        comps.append(layer("qk norms", (h + h_kv) * d_k, "(h + h_kv)·d_k"))
+    else:
+        comps.append(layer("qk norms", 2 * d_k if cfg.qk_rmsnorm else 0, "2·d_k", zero_note="qk_rmsnorm off"))
     if cfg.mla:
         r_q = cfg.q_lora_rank
         comps.append(layer("latent norms", (r_q or 0) + s["r"], "r_q + r" if r_q is not None else "r"))

@@ -15,7 +15,7 @@ from model.budget.sizing import load_need
 from model.config import GPTConfig
 from model.files import read_json
 from model.io.checkpoint import Checkpoint, CheckpointError
-from model.io.families import IGNORED, family_config, family_entries, family_kind
+from model.io.families import extra_tensors, family_config, family_entries, family_kind
 from model.io.weights import (
     TensorSource,
     build_from_state_dict,
@@ -110,7 +110,17 @@ def load_hf_family(
     name, tok = hf_name_and_tokenizer(directory, hf, cfg)
     src, fname = hf_weight_source(directory)
     model_type = hf["model_type"]
-    model = build_family(model_type, cfg, src, fname, name, device, dtype, what="config.json")
+    model = build_family(
+        model_type,
+        cfg,
+        src,
+        fname,
+        name,
+        device,
+        dtype,
+        what="config.json",
+        rope_interleave=bool(hf.get("rope_interleave", True)),
+    )
     meta = loaded_meta(
         family_kind(model_type), name, model, tok, directory, weights=fname, model_type=model_type
     )
@@ -128,16 +138,19 @@ def build_family(
     *,
     what: str,
     depth_key: str = "num_hidden_layers",
+    rope_interleave: bool = True,
 ) -> GPT:
     """Our GPT from ``src``, tensors named as a Hugging Face ``model_type`` folder names them (a GGUF
     file's are renamed to these by :mod:`model.io.gguf`): every tensor checked against ``cfg`` (which
-    ``what`` gave, its depth as ``depth_key``) before any is read, and the model sized before it is built."""
+    ``what`` gave, its depth as ``depth_key``) before any is read, and the model sized before it is built;
+    ``rope_interleave``: DeepSeek's rotary rows stored in pairs (see
+    :func:`~model.io.families.family_entries`)."""
     if cfg.n_layers > len(src.keys):  # a config that lies about its depth: refuse before listing
         raise CheckpointError(
             f"{what} says {depth_key}={cfg.n_layers} but {fname} holds only {len(src.keys)} tensors"
         )
-    entries = family_entries(model_type, cfg)
-    extra_ok = {k for k in src.keys if IGNORED.search(k)}
+    entries = family_entries(model_type, cfg, rope_interleave=rope_interleave)
+    extra_ok = extra_tensors(model_type, cfg, src.keys)
     if cfg.tie_embeddings:
         extra_ok |= {"lm_head.weight", "embed_out.weight"}  # a stored copy of the tied matrix
     implied = (

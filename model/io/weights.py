@@ -197,15 +197,23 @@ def vocab_of(cfg: GPTConfig) -> int:
 
 class WeightMap(NamedTuple):
     """One tensor of the file (``src``, of ``shape``) and our names it fills: several ``dst`` split its
-    rows evenly, or, with ``heads`` > 0, per head (``heads`` groups of ``len(dst)`` parts each, as
-    GPT-NeoX fuses Q, K and V); ``transpose``: stored ``[in, out]`` (Hugging Face's ``Conv1D``), so it
-    is transposed to ``nn.Linear``'s ``[out, in]``."""
+    rows evenly, or in ``sizes`` rows each (Phi-3's fused ``qkv_proj``: Q, K, V of GQA), or, with
+    ``heads`` > 0, per head (``heads`` groups of ``len(dst)`` parts each, as GPT-NeoX fuses Q, K and V),
+    or, ``interleaved``, row ``i`` to part ``i mod len(dst)`` (gpt-oss's gate and up columns);
+    ``transpose``: stored ``[in, out]`` (Hugging Face's ``Conv1D``, gpt-oss's experts), so it is
+    transposed to ``nn.Linear``'s ``[out, in]``; ``rows``: our row ``i`` is the file's row ``rows[i]``
+    (after the transpose; DeepSeek's interleaved rotary rows made half-split); ``stacked``: the first
+    dimension indexes items (experts) done one by one, ``dst`` item after item."""
 
     src: str
     shape: tuple[int, ...]
     dst: tuple[str, ...]
     heads: int = 0
     transpose: bool = False
+    sizes: tuple[int, ...] = ()
+    interleaved: bool = False
+    rows: tuple[int, ...] = ()
+    stacked: bool = False
 
 
 #: Buffers some GPT-2 files carry that are not weights: the causal mask and its fill value.
@@ -240,26 +248,41 @@ def check_weights(
         raise CheckpointError(f"{where}: " + "; ".join(problems))
 
 
+def _parts(t: torch.Tensor, e: WeightMap, n: int) -> list[torch.Tensor]:
+    """One item of entry ``e`` (the whole tensor unless ``stacked``) as its ``n`` parts, as views."""
+    if e.transpose:
+        t = t.t()
+    if e.rows:
+        t = t[torch.tensor(e.rows)]
+    if n == 1:
+        return [t]
+    if e.interleaved:  # row i -> part i mod n
+        return [t[j::n] for j in range(n)]
+    if e.heads:  # [heads · n · rows, ...] -> part j: [heads · rows, ...]
+        grouped = t.reshape(e.heads, n, -1, *t.shape[1:])
+        return [grouped[:, j].reshape(-1, *t.shape[1:]) for j in range(n)]
+    if e.sizes:
+        return list(t.split(list(e.sizes), dim=0))
+    return list(t.chunk(n, dim=0))
+
+
 def map_weights(src: TensorSource, entries: list[WeightMap], dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    """Read each entry once and turn it into our tensors (transposed / split, fresh memory, ``dtype``;
-    a :attr:`TensorSource.fresh` tensor that needs neither is kept as read)."""
+    """Read each entry once and turn it into our tensors (transposed / permuted / split, fresh memory,
+    ``dtype``; a :attr:`TensorSource.fresh` tensor that needs none of it is kept as read)."""
     out: dict[str, torch.Tensor] = {}
     for e in entries:
         t = src.get(e.src)
-        if e.transpose:
-            t = t.t()
-        if len(e.dst) == 1:
-            keep = src.fresh and not e.transpose and t.dtype == dtype and t.is_contiguous()
+        if len(e.dst) == 1 and not (e.transpose or e.rows or e.stacked):
+            keep = src.fresh and t.dtype == dtype and t.is_contiguous()
             out[e.dst[0]] = t if keep else t.to(dtype=dtype, memory_format=torch.contiguous_format, copy=True)
-        elif e.heads:  # [heads · n · rows, ...] -> part j: [heads · rows, ...]
-            grouped = t.reshape(e.heads, len(e.dst), -1, *t.shape[1:])
-            for j, name in enumerate(e.dst):
-                part = grouped[:, j].reshape(-1, *t.shape[1:])
-                out[name] = part.to(dtype=dtype, memory_format=torch.contiguous_format, copy=True)
-        else:
-            for name, part in zip(e.dst, t.chunk(len(e.dst), dim=0)):
-                out[name] = part.to(dtype=dtype, memory_format=torch.contiguous_format, copy=True)
-        del t
+            del t
+            continue
+        items = t.unbind(0) if e.stacked else (t,)
+        names = iter(e.dst)
+        for item in items:
+            for part in _parts(item, e, len(e.dst) // len(items)):
+                out[next(names)] = part.to(dtype=dtype, memory_format=torch.contiguous_format, copy=True)
+        del t, items
     return out
 
 

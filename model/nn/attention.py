@@ -89,7 +89,8 @@ class KVCache:
 # what attention is told of positions
 # ---------------------------------------------------------------------------------------------
 class Context(NamedTuple):
-    """What attention needs to know of positions: RoPE's ``(cos, sin)`` [T, d_rope/2] or None; the bool
+    """What attention needs to know of positions: RoPE's ``(cos, sin)`` [T, d_rope/2] or None (and
+    ``local_rope``, the local layers' own when they have another base, Gemma 3's); the bool
     ``mask`` [T, S] of global layers (True = may attend; None = every key) and ``window_mask`` of
     local ones (None: they use ``mask``); ``is_causal`` / ``window_is_causal``: that mask is the plain
     lower triangle, so the fused kernel may use its own; ``triangular``: no query may see a later key
@@ -105,6 +106,13 @@ class Context(NamedTuple):
     scratch: dict | None = None
     window_mask: torch.Tensor | None = None
     window_is_causal: bool = False
+    local_rope: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def rope_of(self, local: bool) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """RoPE's ``(cos, sin)`` of a local (sliding-window) layer, or of a global one."""
+        if local and self.local_rope is not None:
+            return self.local_rope
+        return self.rope
 
     def masks(self, local: bool) -> tuple[torch.Tensor | None, bool]:
         """``(mask, is_causal)`` of a local (sliding-window) layer, or of a global one."""
@@ -155,7 +163,12 @@ class Attention(nn.Module):
             self.scale = nn.Parameter(torch.empty(H))
         elif config.attn_scale == "qk_norm":
             self.qk_gain = nn.Parameter(torch.empty(H))
-        if config.qk_rmsnorm:  # Qwen3's QK-norm: RMSNorm over d_k, one [d_k] weight shared by the heads
+        if config.qk_rmsnorm and config.qk_norm_scope == "all":  # OLMo 2: over all heads at once
+            self.q_norm, self.k_norm = (
+                make_norm(config, H * d_k, rms=True),
+                make_norm(config, H_kv * d_k, rms=True),
+            )
+        elif config.qk_rmsnorm:  # Qwen3's QK-norm: RMSNorm over d_k, one [d_k] weight shared by the heads
             self.q_norm, self.k_norm = make_norm(config, d_k, rms=True), make_norm(config, d_k, rms=True)
 
     def _common_parts(self, config: GPTConfig) -> None:
@@ -181,11 +194,13 @@ class Attention(nn.Module):
             nn.init.zeros_(self.sinks)
 
     def scaled_qk(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
-        """The scaling rule ``s`` as ``(q', k', c)`` with ``s(Q Kᵀ) = c · q' k'ᵀ``: ``c = 1/√d_k`` (sqrt_dk),
-        1 (none), ``q' = τ_h q`` (learned), ``q' = g_h q/‖q‖, k' = k/‖k‖`` (qk_norm)."""
+        """The scaling rule ``s`` as ``(q', k', c)`` with ``s(Q Kᵀ) = c · q' k'ᵀ``: ``c = 1/√d_k`` (sqrt_dk;
+        ``1/√attn_scale_dim`` when set, Gemma 2/3's query_pre_attn_scalar), 1 (none), ``q' = τ_h q``
+        (learned), ``q' = g_h q/‖q‖, k' = k/‖k‖`` (qk_norm)."""
         rule = self.config.attn_scale
         if rule == "sqrt_dk":
-            return q, k, 1.0 / math.sqrt(q.shape[-1])
+            dim = self.config.attn_scale_dim
+            return q, k, 1.0 / math.sqrt(q.shape[-1] if dim is None else dim)
         if rule == "none":
             return q, k, 1.0
         if rule == "learned":
@@ -277,13 +292,18 @@ class Attention(nn.Module):
         rotated, and the keys/values joined to the cached ones."""
         B, T, _ = x.shape
         H, H_kv, d_k = self.config.n_heads, self.config.kv_heads, self.config.d_head
-        q = self.q_proj(x).view(B, T, H, d_k).transpose(1, 2)  # [B, H, T, d_k]
-        k = self.k_proj(x).view(B, T, H_kv, d_k).transpose(1, 2)  # [B, H_kv, T, d_k]
-        v = self.v_proj(x).view(B, T, H_kv, d_k).transpose(1, 2)
-        if self.config.qk_rmsnorm:
+        q, k = self.q_proj(x), self.k_proj(x)
+        every_head = self.config.qk_rmsnorm and self.config.qk_norm_scope == "all"
+        if every_head:  # OLMo 2: one RMSNorm over all of q [H·d_k], one over k [H_kv·d_k]
             q, k = self.q_norm(q), self.k_norm(k)
-        if ctx.rope is not None:
-            q, k = apply_rope(q, *ctx.rope), apply_rope(k, *ctx.rope)
+        q = q.view(B, T, H, d_k).transpose(1, 2)  # [B, H, T, d_k]
+        k = k.view(B, T, H_kv, d_k).transpose(1, 2)  # [B, H_kv, T, d_k]
+        v = self.v_proj(x).view(B, T, H_kv, d_k).transpose(1, 2)
+        if self.config.qk_rmsnorm and not every_head:
+            q, k = self.q_norm(q), self.k_norm(k)
+        rope = ctx.rope_of(self.local)
+        if rope is not None:
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         if ctx.kv_cache is not None:
             k, v = ctx.kv_cache.update(self.layer, k, v)  # [B, H_kv, S, d_k]
         return q, k, v
@@ -327,7 +347,8 @@ class LatentAttention(Attention):
     ``kv_a`` holds ``[W_DKV; W_KR]`` [r + d_rope, d], ``kv_b`` ``[W_UK,h; W_UV,h]`` per head
     [H·(d_nope + d_v), r]; queries ``q_a`` [r_q, d] and ``q_b`` [H·d_k, r_q] (or ``q_proj`` [H·d_k, d]).
     The cache stores ``r + d_rope`` values per token and layer against MHA's ``2·H·d_k``. The scaling is
-    ``1/√d_k``; the hook points are :class:`Attention`'s (``k`` and ``v`` per head, decompressed).
+    ``1/√d_k`` (``1/√attn_scale_dim`` when set: DeepSeek-V3's YaRN multiplies it by mscale²); the hook
+    points are :class:`Attention`'s (``k`` and ``v`` per head, decompressed).
     """
 
     def __init__(self, config: GPTConfig, layer: int):
@@ -375,8 +396,9 @@ class LatentAttention(Attention):
         q_nope, q_rope = q.split([nope, rope], dim=-1)
         c_kv, k_rope = self.kv_a(x).split([r, rope], dim=-1)  # [B, T, r], [B, T, d_rope]
         c_kv, k_rope = self.kv_a_norm(c_kv)[:, None], k_rope[:, None]  # one "head": [B, 1, T, ·]
-        if ctx.rope is not None:
-            q_rope, k_rope = apply_rope(q_rope, *ctx.rope), apply_rope(k_rope, *ctx.rope)
+        rotary = ctx.rope_of(self.local)
+        if rotary is not None:
+            q_rope, k_rope = apply_rope(q_rope, *rotary), apply_rope(k_rope, *rotary)
         if ctx.kv_cache is not None:
             c_kv, k_rope = ctx.kv_cache.update(self.layer, c_kv, k_rope)  # [B, 1, S, r], [B, 1, S, d_rope]
         S = c_kv.shape[2]

@@ -48,7 +48,14 @@ import torch.nn.functional as F
 from model.config import ConfigError, GPTConfig
 from model.nn.attention import Attention, Context, KVCache, LatentAttention, make_attention
 from model.nn.hooks import HookPoint, attached, name_hook_points
-from model.nn.layers import LearnedPositions, init_linear, make_mlp, make_norm, make_positions
+from model.nn.layers import (
+    LearnedPositions,
+    RotaryPositions,
+    init_linear,
+    make_mlp,
+    make_norm,
+    make_positions,
+)
 from model.nn.moe import MoE, aux_loss_of
 
 
@@ -244,9 +251,9 @@ class GPT(nn.Module):
         """RoPE's angles, the mask (through the ``mask`` hook point) and the cache of ``T`` new
         positions after ``start`` cached ones."""
         cfg = self.config
-        rope = None
-        if self.pos_emb is not None and not self.pos_emb.additive:
-            rope = self.pos_emb(start, T)
+        rope = local_rope = None
+        if isinstance(self.pos_emb, RotaryPositions):
+            rope, local_rope = self.pos_emb(start, T), self.pos_emb.local(start, T)
         own = self.attention_mask(T, start + T)
         mask = self.mask(own)
         ours = mask is own  # no hook replaced the config's mask (recording it keeps it)
@@ -259,7 +266,9 @@ class GPT(nn.Module):
         if cfg.window_pattern and ours:  # local layers: the window; global ones: the plain mask
             window_mask = self.attention_mask(T, start + T, layer=cfg.window_pattern.index("L"))
             window_is_causal = cfg.causal and short and first
-        return Context(rope, mask, is_causal, kv_cache, triangular, {}, window_mask, window_is_causal)
+        return Context(
+            rope, mask, is_causal, kv_cache, triangular, {}, window_mask, window_is_causal, local_rope
+        )
 
     def _from_block(
         self, layer: int, x: torch.Tensor, ctx: Context, targets: torch.Tensor | None

@@ -3,7 +3,8 @@
 * :func:`make_norm` — ``norm``: LayerNorm or RMSNorm;
 * :func:`make_positions` — ``positions``: a learned or sinusoidal table added to the token embeddings,
   RoPE (rotations of q and k inside attention: :func:`apply_rope`), or none;
-* :func:`make_mlp` — ``mlp``: GELU / ReLU, or gated SwiGLU / GeGLU.
+* :func:`make_mlp` — ``mlp``: GELU / ReLU, or gated SwiGLU (gpt-oss's clamped one with
+  ``swiglu_limit``) / GeGLU.
 
 Each module declares its own initialisation (``init_weights``) with :func:`init_linear`: GPT-2's
 N(0, 0.02) for matrices and embeddings, zero biases, and N(0, 0.02/√(2L)) for the matrices that write
@@ -81,15 +82,19 @@ def sinusoidal_table(n_positions: int, d_model: int) -> torch.Tensor:
     return table
 
 
-def rope_frequencies(config: GPTConfig) -> torch.Tensor:
-    """The rotary frequencies θ_i [r/2] of ``config`` (``r = rotary_dim``), after ``rope_scaling``.
+def rope_frequencies(config: GPTConfig, *, local: bool = False) -> torch.Tensor:
+    """The rotary frequencies θ_i [r/2] of ``config`` (``r = rotary_dim``), after ``rope_scaling``;
+    ``local``: those of the local layers (``rope_local_base``, unscaled).
 
     ``θ_i = base^(-2i/r)``; ``linear`` divides every θ_i by ``rope_factor``; ``llama3`` (Llama 3.1)
     looks at each wavelength λ_i = 2π/θ_i: above ``C₀/low_freq_factor`` (C₀ = ``rope_original_context``)
     θ_i / factor, below ``C₀/high_freq_factor`` θ_i unchanged, in between the blend
-    ``(1-s)·θ_i/factor + s·θ_i`` with ``s = (C₀/λ_i - low) / (high - low)``.
+    ``(1-s)·θ_i/factor + s·θ_i`` with ``s = (C₀/λ_i - low) / (high - low)``; ``yarn``:
+    :func:`yarn_frequencies`.
     """
     r = config.rotary_dim
+    if local and config.rope_local_base is not None:
+        return 1.0 / (config.rope_local_base ** (torch.arange(0, r, 2, dtype=torch.float32) / r))
     inv_freq = 1.0 / (config.rope_base ** (torch.arange(0, r, 2, dtype=torch.float32) / r))
     if config.rope_scaling == "linear":
         return inv_freq / config.rope_factor
@@ -98,7 +103,38 @@ def rope_frequencies(config: GPTConfig) -> torch.Tensor:
         return llama3_frequencies(
             inv_freq, c.rope_factor, c.rope_low_freq_factor, c.rope_high_freq_factor, c.rope_original_context
         )
+    if config.rope_scaling == "yarn":
+        return yarn_frequencies(config)
     return inv_freq
+
+
+def yarn_frequencies(config: GPTConfig) -> torch.Tensor:
+    """YaRN's frequencies (Peng et al. 2023), as transformers' ``_compute_yarn_parameters`` computes them.
+
+    With ``r = rotary_dim``, base ``b``, factor ``s``, C₀ = ``rope_original_context``: dimension pair
+    ``i`` turns ``C₀·θ_i/2π`` times over C₀; the pairs between ``lo = d(β_fast)`` and ``hi = d(β_slow)``,
+    ``d(n) = r·ln(C₀/(2πn)) / (2·ln b)`` (floored / ceiled with ``rope_truncate``, clipped to [0, r-1]),
+    blend ``θ_i/s`` and ``θ_i`` along the ramp ``γ_i = clamp((i - lo)/(hi - lo), 0, 1)``:
+    ``θ'_i = θ_i/s·γ_i + θ_i·(1 - γ_i)``. The attention factor (:attr:`GPTConfig.rope_attention`)
+    scales cos and sin (:class:`RotaryPositions`).
+    """
+    r, base, factor = config.rotary_dim, config.rope_base, config.rope_factor
+    c0 = config.rope_original_context
+
+    def correction_dim(rotations: float) -> float:
+        return (r * math.log(c0 / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = correction_dim(config.rope_beta_fast), correction_dim(config.rope_beta_slow)
+    if config.rope_truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, r - 1)
+    if low == high:
+        high += 0.001  # as transformers does: no division by zero
+    ramp = torch.clamp((torch.arange(r // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+    extrapolation_factor = 1 - ramp
+    pos_freqs = base ** (torch.arange(0, r, 2, dtype=torch.float32) / r)
+    extrapolation, interpolation = 1.0 / pos_freqs, 1.0 / (factor * pos_freqs)
+    return interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor
 
 
 def llama3_frequencies(
@@ -115,13 +151,19 @@ def llama3_frequencies(
 
 
 def rope_tables(
-    n_positions: int, head_dim: int, base: float = 10000.0, inv_freq: torch.Tensor | None = None
+    n_positions: int,
+    head_dim: int,
+    base: float = 10000.0,
+    inv_freq: torch.Tensor | None = None,
+    scale: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin of the rotary angles ``p·θ_i`` with ``θ_i = base^(-2i/d_k)`` (or the given
-    ``inv_freq``): each [n_positions, d_k/2]."""
+    ``inv_freq``), each times ``scale`` (YaRN's attention factor; 1 otherwise): each [n_positions, d_k/2]."""
     if inv_freq is None:
         inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
     angles = torch.arange(n_positions, dtype=torch.float32)[:, None] * inv_freq[None, :]
+    if scale != 1.0:
+        return torch.cos(angles) * scale, torch.sin(angles) * scale
     return torch.cos(angles), torch.sin(angles)
 
 
@@ -175,20 +217,38 @@ class SinusoidalPositions(nn.Module):
 
 
 class RotaryPositions(nn.Module):
-    """RoPE: nothing is added; attention rotates q and k by the angles of :func:`rope_tables`."""
+    """RoPE: nothing is added; attention rotates q and k by the angles of :func:`rope_tables` (times
+    YaRN's attention factor). With ``rope_local_base`` (Gemma 3) the local layers have tables of their
+    own, ``local_cos`` / ``local_sin`` (:meth:`local`)."""
 
     additive = False
     cos: torch.Tensor  # buffers
     sin: torch.Tensor
+    local_cos: torch.Tensor | None
+    local_sin: torch.Tensor | None
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        cos, sin = rope_tables(config.context_length, config.d_head, inv_freq=rope_frequencies(config))
+        C, d_k = config.context_length, config.d_head
+        cos, sin = rope_tables(C, d_k, inv_freq=rope_frequencies(config), scale=config.rope_attention)
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
+        local = (
+            rope_tables(C, d_k, inv_freq=rope_frequencies(config, local=True))
+            if config.rope_local_base is not None
+            else (None, None)
+        )
+        self.register_buffer("local_cos", local[0], persistent=False)
+        self.register_buffer("local_sin", local[1], persistent=False)
 
     def forward(self, start: int, T: int) -> tuple[torch.Tensor, torch.Tensor]:  # each [T, d_k/2]
         return self.cos[start : start + T], self.sin[start : start + T]
+
+    def local(self, start: int, T: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The local layers' (cos, sin) [T, d_k/2] when they have their own base, else None."""
+        if self.local_cos is None or self.local_sin is None:
+            return None
+        return self.local_cos[start : start + T], self.local_sin[start : start + T]
 
     def init_weights(self) -> None:
         pass
@@ -254,15 +314,38 @@ class GatedMLP(nn.Module):
         init_linear(self.w_down, self.resid_std)  # writes into the residual stream
 
 
+class ClampedSwiGLU(GatedMLP):
+    """gpt-oss's SwiGLU (``swiglu_limit`` = c): ``g = min(W_gate x, c)``, ``u = clamp(W_up x, -c, c)``,
+    ``W_down((u + 1) ⊙ g·σ(α·g))`` with ``α`` = :attr:`ALPHA`; the same three matrices as SwiGLU."""
+
+    #: gpt-oss's swiglu_alpha
+    ALPHA = 1.702
+
+    def __init__(self, config: GPTConfig, d_ff: int | None = None, hooked: bool = True):
+        super().__init__(config, nn.SiLU(), d_ff, hooked)
+        self.limit = float(config.swiglu_limit or 0.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate = self.w_gate(x).clamp(max=self.limit)
+        up = self.w_up(x).clamp(min=-self.limit, max=self.limit)
+        glu = gate * torch.sigmoid(gate * self.ALPHA)
+        return self.out(self.dropout(self.w_down((up + 1) * glu)))
+
+
 def make_mlp(config: GPTConfig, d_ff: int | None = None, *, hooked: bool = True) -> MLP | GatedMLP:
-    """The MLP named by ``config.mlp``: gelu, relu, swiglu (and geglu, for a model that needs it),
-    ``d_ff`` wide (default ``config.hidden``); ``hooked=False`` for an expert inside a mixture, whose
-    output is the mixture's (:class:`model.nn.moe.MoE`)."""
+    """The MLP named by ``config.mlp``: gelu, relu, swiglu (gpt-oss's clamped form with
+    ``swiglu_limit``; and geglu, for a model that needs it), ``d_ff`` wide (default ``config.hidden``);
+    ``hooked=False`` for an expert inside a mixture, whose output is the mixture's
+    (:class:`model.nn.moe.MoE`)."""
     gelu = nn.GELU(approximate=config.gelu_approx)
     makers: dict[str, Callable[[], MLP | GatedMLP]] = {
         "gelu": lambda: MLP(config, gelu, d_ff, hooked),
         "relu": lambda: MLP(config, nn.ReLU(), d_ff, hooked),
-        "swiglu": lambda: GatedMLP(config, nn.SiLU(), d_ff, hooked),
+        "swiglu": lambda: (
+            ClampedSwiGLU(config, d_ff, hooked)
+            if config.swiglu_limit is not None
+            else GatedMLP(config, nn.SiLU(), d_ff, hooked)
+        ),
         "geglu": lambda: GatedMLP(config, gelu, d_ff, hooked),
     }
     return makers[config.mlp]()

@@ -56,6 +56,7 @@ PARAM_RULES: tuple[tuple[str, str], ...] = (
     (r"blocks\.\d+\.mlp\.(fc_in|fc_out|w_gate|w_up|w_down)\.weight", "mlp weights"),
     (r"blocks\.\d+\.mlp\.(fc_in|fc_out|w_gate|w_up|w_down)\.bias", "mlp biases"),
     (r"blocks\.\d+\.mlp\.gate\.weight", "router"),
+    (r"blocks\.\d+\.mlp\.choice_bias", "router choice bias"),
     (r"blocks\.\d+\.mlp\.experts\.\d+\.(fc_in|fc_out|w_gate|w_up|w_down)\.weight", "experts"),
     (r"blocks\.\d+\.mlp\.shared\.(fc_in|fc_out|w_gate|w_up|w_down)\.weight", "shared experts"),
     (r"blocks\.\d+\.mlp\.(gate|experts\.\d+\.\w+|shared\.\w+)\.bias", "expert biases"),

@@ -11,6 +11,12 @@ weights ``g`` [k] (``router``):
 * ``softmax_topk_norm`` (Qwen3-MoE): the same, ``g = p_S / Σ p_S``;
 * ``sigmoid_topk_norm`` (DeepSeek-V3): ``s = σ(z)``, ``S = top-k(s)``, ``g = s_S / Σ s_S``.
 
+DeepSeek-V3 chooses with more than the scores ``c`` of the rule (the logits for ``topk_softmax``, the
+softmax or sigmoid otherwise): ``router_choice_bias`` adds a per-expert bias ``b`` [E] to them for
+the choice only (``S = top-k(c + b)``; the weights still come from ``c``); with ``router_groups`` = G
+the experts are G equal groups, each scored by the sum of its two best ``c + b``, and only the
+``router_topk_groups`` best groups may be chosen from; ``router_scale`` multiplies the weights ``g``.
+
 Then ``y = Σ_{j} g_j · Expert_{S_j}(x) + Shared(x)`` (``Shared``: one MLP ``n_shared_experts·f`` wide,
 DeepSeek's always-on experts; absent by default). Each expert is the config's MLP kind.
 
@@ -21,7 +27,8 @@ tokens, ``L_aux = E · Σ_e f_e · P_e`` (1 when perfectly balanced); :class:`~m
 last forward pass [E] (what the Train tab shows as the router's load).
 
 Hook points: ``router`` (logits [B, T, E]), ``chosen`` (the chosen experts' ids [B, T, k], int64),
-``gates`` (their weights [B, T, k]) and ``out`` [B, T, d] (as a dense MLP's ``mlp.out``).
+``gates`` (their weights [B, T, k], after ``router_scale``) and ``out`` [B, T, d] (as a dense MLP's
+``mlp.out``).
 """
 
 from __future__ import annotations
@@ -34,17 +41,47 @@ from model.nn.hooks import HookPoint
 from model.nn.layers import MLP, GatedMLP, init_linear, make_mlp
 
 
-def route(logits: torch.Tensor, k: int, rule: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(ids, weights)`` [..., k] of the experts chosen from router ``logits`` [..., E] by ``rule``
-    (the module docstring's formulas)."""
+def route(
+    logits: torch.Tensor,
+    k: int,
+    rule: str,
+    *,
+    choice_bias: torch.Tensor | None = None,
+    groups: int | None = None,
+    topk_groups: int = 1,
+    scale: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(ids, weights)`` [..., k] of the experts chosen from router ``logits`` [..., E] by ``rule``;
+    ``choice_bias`` [E], ``groups`` / ``topk_groups`` and ``scale`` as DeepSeek-V3 (the module
+    docstring's formulas)."""
+    if choice_bias is None and not groups and scale == 1.0:  # the plain rules
+        if rule == "topk_softmax":
+            top, ids = logits.topk(k, dim=-1)
+            return ids, torch.softmax(top, dim=-1)
+        scores = torch.sigmoid(logits) if rule == "sigmoid_topk_norm" else torch.softmax(logits, dim=-1)
+        weights, ids = scores.topk(k, dim=-1)
+        if rule != "softmax_topk":  # softmax_topk_norm, sigmoid_topk_norm: renormalised over the chosen
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        return ids, weights
     if rule == "topk_softmax":
-        top, ids = logits.topk(k, dim=-1)
-        return ids, torch.softmax(top, dim=-1)
-    scores = torch.sigmoid(logits) if rule == "sigmoid_topk_norm" else torch.softmax(logits, dim=-1)
-    weights, ids = scores.topk(k, dim=-1)
-    if rule != "softmax_topk":  # softmax_topk_norm, sigmoid_topk_norm: renormalised over the chosen
+        scores = logits
+    else:
+        scores = torch.sigmoid(logits) if rule == "sigmoid_topk_norm" else torch.softmax(logits, dim=-1)
+    choice = scores if choice_bias is None else scores + choice_bias.to(scores.dtype)
+    if groups and groups > 1:
+        E = choice.shape[-1]
+        per_group = choice.unflatten(-1, (groups, E // groups))  # [..., G, E/G]
+        group_scores = per_group.topk(min(2, E // groups), dim=-1).values.sum(-1)  # [..., G]
+        best = group_scores.topk(topk_groups, dim=-1).indices
+        keep = torch.zeros_like(group_scores, dtype=torch.bool).scatter_(-1, best, True)
+        choice = choice.masked_fill(~keep.repeat_interleave(E // groups, dim=-1), float("-inf"))
+    ids = choice.topk(k, dim=-1).indices
+    weights = scores.gather(-1, ids)
+    if rule == "topk_softmax":
+        weights = torch.softmax(weights, dim=-1)
+    elif rule != "softmax_topk":
         weights = weights / weights.sum(dim=-1, keepdim=True)
-    return ids, weights
+    return ids, weights * scale if scale != 1.0 else weights
 
 
 def balance_loss(logits: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -64,6 +101,15 @@ class MoE(nn.Module):
         E, f = int(config.n_experts or 0), config.expert_hidden
         self.k, self.rule = config.n_experts_per_token, config.router
         self.gate = nn.Linear(config.d_model, E, bias=config.bias == "all")
+        self.groups, self.topk_groups, self.scale = (
+            config.router_groups,
+            config.router_topk_groups,
+            config.router_scale,
+        )
+        # DeepSeek-V3's e_score_correction_bias: chooses experts, is not trained by gradient
+        self.choice_bias = (
+            nn.Parameter(torch.zeros(E), requires_grad=False) if config.router_choice_bias else None
+        )
         self.experts = nn.ModuleList(make_mlp(config, f, hooked=False) for _ in range(E))
         s = config.n_shared_experts
         self.shared = make_mlp(config, s * f, hooked=False) if s else None
@@ -73,6 +119,8 @@ class MoE(nn.Module):
 
     def init_weights(self) -> None:
         init_linear(self.gate)
+        if self.choice_bias is not None:
+            nn.init.zeros_(self.choice_bias)
         for expert in self.experts:
             assert isinstance(expert, (MLP, GatedMLP))  # a ModuleList yields Modules
             expert.init_weights()
@@ -83,7 +131,15 @@ class MoE(nn.Module):
         """``x`` [B, T, d] → [B, T, d]: each token through its ``k`` experts, weighted, plus the shared."""
         B, T, d = x.shape
         logits = self.router(self.gate(x))  # [B, T, E]
-        ids, weights = route(logits, self.k, self.rule)
+        ids, weights = route(
+            logits,
+            self.k,
+            self.rule,
+            choice_bias=self.choice_bias,
+            groups=self.groups,
+            topk_groups=self.topk_groups,
+            scale=self.scale,
+        )
         ids = self.chosen(ids)  # [B, T, k]
         weights = self.gates(weights)
         flat, ids, weights = x.reshape(-1, d), ids.reshape(-1, self.k), weights.reshape(-1, self.k)

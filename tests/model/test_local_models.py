@@ -258,7 +258,7 @@ def test_hf_cache_snapshots_with_config_are_described_from_config(tmp_path):
     files = {"config.json": json.dumps(LLAMA_CONFIG), "tokenizer.json": "{}", "model.safetensors": b"x" * 100}
     snap = hf_cache_repo(cache, "org/tiny-llama", files)
     hf_cache_repo(cache, "org/tiny-llama", files, rev="b" * 40, ref="step1000")
-    phi = dict(LLAMA_CONFIG, model_type="phi3")
+    phi = dict(LLAMA_CONFIG, model_type="olmoe")  # a family the app does not open (Phi-3 opens)
     hf_cache_repo(cache, "org/phi", {"config.json": json.dumps(phi), "model.safetensors": b"y"})
     hf_cache_repo(cache, "org/partial", {"config.json": json.dumps(LLAMA_CONFIG)})
     hf_cache_repo(
@@ -281,7 +281,7 @@ def test_hf_cache_snapshots_with_config_are_described_from_config(tmp_path):
     # 2·16), the final norm 16
     assert m.n_params == 2 * 64 * 16 + 2 * (2 * 256 + 2 * 128 + 3 * 512 + 32) + 16
     assert "revision aaaaaaaaaa (main)" == m.detail
-    assert not found["org/phi"].opens and "'phi3'" in found["org/phi"].problem
+    assert not found["org/phi"].opens and "'olmoe'" in found["org/phi"].problem
     assert str(cache) not in found["org/phi"].problem
     partial = found["org/partial"]
     assert not partial.opens and "no weights" in partial.problem and "no tokenizer" in partial.problem

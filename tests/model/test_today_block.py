@@ -286,6 +286,45 @@ PARTS = {
     "local-global": dict(sliding_window=6, window_pattern="LG"),
     "sandwich": dict(norm_position="sandwich"),
     "output-norms": dict(norm_position="output"),
+    "deepseek-router": dict(
+        n_experts=8,
+        n_experts_per_token=2,
+        router="sigmoid_topk_norm",
+        router_choice_bias=True,
+        router_groups=4,
+        router_topk_groups=2,
+        router_scale=2.5,
+        kv_lora_rank=8,
+        positions="rope",
+        rope_scaling="yarn",
+        rope_factor=4.0,
+        rope_original_context=8,
+        attn_scale_dim=5.0,
+    ),
+    "gpt-oss-clamped-yarn": dict(
+        n_experts=4,
+        bias="all",
+        swiglu_limit=1.0,
+        attn_sinks=True,
+        sliding_window=6,
+        window_pattern="LG",
+        rope_scaling="yarn",
+        rope_factor=8.0,
+        rope_original_context=8,
+        rope_truncate=False,
+    ),
+    "gemma3-local-rope": dict(
+        sliding_window=6,
+        window_pattern="LLG",
+        rope_local_base=100.0,
+        rope_scaling="linear",
+        rope_factor=4.0,
+        qk_rmsnorm=True,
+        norm_offset=True,
+        attn_scale_dim=12.0,
+        norm_position="sandwich",
+    ),
+    "olmo2-qk-norm-all": dict(qk_rmsnorm=True, qk_norm_scope="all", norm_position="output", n_kv_heads=2),
     "everything": dict(
         n_experts=4,
         kv_lora_rank=8,
@@ -381,3 +420,183 @@ def test_the_budget_check_places_every_parameter_of_todays_block():
     check = measured_parameters(cfg)
     assert check.ok, check.mismatches()
     assert {"latent KV down", "router", "experts", "shared experts", "attention sinks"} <= set(check.measured)
+
+
+# ---------------------------------------------------------------------------------------------
+# the parts the families of today need beyond the block: score scale, QK-norm over all heads, a
+# local RoPE base, YaRN, gpt-oss's clamped SwiGLU, DeepSeek-V3's router
+# ---------------------------------------------------------------------------------------------
+def test_attn_scale_dim_replaces_the_square_root_of_d_k():
+    model = model_of(attn_scale_dim=3.0, attn_softcap=None)
+    idx = tokens(T=10, B=1)
+    got = captured(model, idx, ["blocks.0.attn.q", "blocks.0.attn.k", "blocks.0.attn.scores"])
+    raw = got["blocks.0.attn.q"] @ got["blocks.0.attn.k"].transpose(-2, -1)
+    torch.testing.assert_close(got["blocks.0.attn.scores"], raw / math.sqrt(3.0), rtol=1e-5, atol=1e-6)
+
+
+def test_qk_norm_over_all_heads_normalises_q_and_k_before_the_split():
+    model = model_of(qk_rmsnorm=True, qk_norm_scope="all", n_kv_heads=2)
+    attn = model.blocks[0].attn
+    assert attn.q_norm.weight.shape == (32,) and attn.k_norm.weight.shape == (16,)  # H·d_k, H_kv·d_k
+    idx = tokens(T=9, B=1)
+    got = captured(model, idx, ["blocks.0.resid_pre", "blocks.0.attn.q", "blocks.0.attn.k"])
+    x = model.blocks[0].norm1(got["blocks.0.resid_pre"])[0]  # [T, d]
+
+    def rms(v, w):
+        return v / torch.sqrt(v.pow(2).mean(-1, keepdim=True) + model.config.norm_eps) * w
+
+    cos, sin = model.pos_emb(0, 9)
+    with torch.no_grad():
+        q = rms(x @ attn.q_proj.weight.T, attn.q_norm.weight).view(9, 4, 8).transpose(0, 1)
+        k = rms(x @ attn.k_proj.weight.T, attn.k_norm.weight).view(9, 2, 8).transpose(0, 1)
+    torch.testing.assert_close(
+        got["blocks.0.attn.q"][0], apply_rope(q[None], cos, sin)[0], rtol=1e-5, atol=1e-6
+    )
+    torch.testing.assert_close(
+        got["blocks.0.attn.k"][0], apply_rope(k[None], cos, sin)[0], rtol=1e-5, atol=1e-6
+    )
+
+
+def test_local_layers_rotate_with_their_own_base_and_global_ones_with_the_scaled_one():
+    model = model_of(
+        n_layers=2,
+        sliding_window=4,
+        window_pattern="LG",
+        rope_local_base=50.0,
+        rope_scaling="linear",
+        rope_factor=2.0,
+    )
+    T, d_k = 12, 8
+    idx = tokens(T=T, B=1)
+    names = [f"blocks.{i}.{n}" for i in (0, 1) for n in ("resid_pre", "attn.q", "attn.k")]
+    got = captured(model, idx, names)
+    pos = torch.arange(T, dtype=torch.float32)[:, None]
+    for layer, base, factor in ((0, 50.0, 1.0), (1, model.config.rope_base, 2.0)):  # local, then global
+        block = model.blocks[layer]
+        theta = 1.0 / (base ** (torch.arange(0, d_k, 2, dtype=torch.float32) / d_k)) / factor
+        cos, sin = torch.cos(pos * theta), torch.sin(pos * theta)
+        with torch.no_grad():
+            x = block.norm1(got[f"blocks.{layer}.resid_pre"])[0]
+            for n, heads in (("q", 4), ("k", 4)):
+                proj = getattr(block.attn, f"{n}_proj")
+                before = (x @ proj.weight.T).view(T, heads, d_k).transpose(0, 1)[None]
+                want = apply_rope(before, cos, sin)
+                torch.testing.assert_close(got[f"blocks.{layer}.attn.{n}"], want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("truncate", [True, False])
+def test_yarn_frequencies_and_attention_factor_by_the_formula(truncate):
+    from model.nn.layers import rope_frequencies
+
+    cfg = GPTConfig(
+        **{**BASE, "d_model": 64, "n_heads": 2},  # d_k 32
+        rope_base=500.0,
+        rope_scaling="yarn",
+        rope_factor=16.0,
+        rope_original_context=64,
+        rope_beta_fast=8.0,
+        rope_beta_slow=2.0,
+        rope_truncate=truncate,
+    ).validate()
+    r = 32
+
+    def dim(rotations):  # the dimension pair turning this many times over the original context
+        return r * math.log(64 / (rotations * 2 * math.pi)) / (2 * math.log(500.0))
+
+    lo, hi = dim(8.0), dim(2.0)
+    if truncate:
+        lo, hi = math.floor(lo), math.ceil(hi)
+    lo, hi = max(lo, 0), min(hi, r - 1)
+    want = []
+    for i in range(r // 2):
+        theta = 500.0 ** (-2 * i / r)
+        ramp = min(max((i - lo) / (hi - lo), 0.0), 1.0)  # 0: keep θ (fast pairs), 1: θ / factor
+        want.append(theta / 16.0 * ramp + theta * (1 - ramp))
+    torch.testing.assert_close(rope_frequencies(cfg), torch.tensor(want), rtol=1e-6, atol=0)
+    assert cfg.rope_attention == pytest.approx(0.1 * math.log(16.0) + 1.0)
+    model = GPT(cfg)
+    cos, sin = model.pos_emb(0, 5)
+    angles = torch.arange(5.0)[:, None] * rope_frequencies(cfg)[None]
+    torch.testing.assert_close(cos, torch.cos(angles) * cfg.rope_attention)
+    torch.testing.assert_close(sin, torch.sin(angles) * cfg.rope_attention)
+    assert cfg.replace(rope_attn_factor=1.0).rope_attention == 1.0
+
+
+def test_gpt_oss_clamped_swiglu_by_the_formula():
+    model = model_of(swiglu_limit=0.5, bias="all")
+    mlp = model.blocks[0].mlp
+    x = torch.randn(7, 32, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        g, u = mlp.w_gate(x), mlp.w_up(x)
+        assert (g > 0.5).any() and (u.abs() > 0.5).any()  # the clamps bite
+        g, u = g.clamp(max=0.5), u.clamp(-0.5, 0.5)
+        want = mlp.w_down((u + 1) * g * torch.sigmoid(1.702 * g))
+        torch.testing.assert_close(mlp(x), want)
+
+
+def test_deepseek_router_chooses_with_its_bias_among_the_best_groups_and_scales_the_weights():
+    model = model_of(
+        n_experts=8,
+        n_experts_per_token=2,
+        router="sigmoid_topk_norm",
+        router_choice_bias=True,
+        router_groups=4,
+        router_topk_groups=2,
+        router_scale=2.5,
+    )
+    moe = model.blocks[1].mlp
+    assert not moe.choice_bias.requires_grad  # chosen by a rule of its own, not by gradient
+    with torch.no_grad():
+        moe.choice_bias.copy_(torch.tensor([0.0, 0.3, -0.3, 0.1, 0.2, -0.1, 0.0, 0.4]))
+    idx = tokens()
+    got = captured(model, idx, ["blocks.1.mlp.router", "blocks.1.mlp.chosen", "blocks.1.mlp.gates"])
+    for b in range(2):
+        for t in range(idx.shape[1]):
+            z = got["blocks.1.mlp.router"][b, t]
+            s = torch.sigmoid(z)
+            c = (s + moe.choice_bias).tolist()
+            group = [sum(sorted(c[2 * g : 2 * g + 2])[-2:]) for g in range(4)]  # the two best of each group
+            allowed = sorted(range(4), key=lambda g: -group[g])[:2]
+            experts = sorted((e for e in range(8) if e // 2 in allowed), key=lambda e: -c[e])[:2]
+            assert sorted(got["blocks.1.mlp.chosen"][b, t].tolist()) == sorted(experts)
+            w = {e: 2.5 * s[e] / sum(s[x] for x in experts) for e in experts}  # from s, not s + bias
+            for e, g in zip(got["blocks.1.mlp.chosen"][b, t].tolist(), got["blocks.1.mlp.gates"][b, t]):
+                assert float(g) == pytest.approx(float(w[e]), rel=1e-5)
+
+
+def test_the_new_fields_are_checked_in_one_line_each():
+    cases = [
+        (dict(attn_scale_dim=0), "attn_scale_dim=0 must be a positive number"),
+        (dict(attn_scale_dim=4.0, attn_scale="none"), "attn_scale_dim replaces √d_k"),
+        (dict(qk_norm_scope="all"), "qk_norm_scope='all' needs qk_rmsnorm"),
+        (dict(qk_norm_scope="some"), "qk_norm_scope='some' is not one of head, all"),
+        (dict(rope_local_base=100.0), "rope_local_base needs local layers"),
+        (dict(rope_local_base=1.0, sliding_window=4), "rope_local_base=1.0 must be greater than 1"),
+        (dict(rope_beta_fast=-1.0), "rope_beta_fast=-1.0 must be a positive number"),
+        (dict(rope_truncate="yes"), "rope_truncate='yes' must be true or false"),
+        (dict(swiglu_limit=7.0, mlp="gelu"), "swiglu_limit .* needs mlp='swiglu'"),
+        (dict(router_groups=4), "router_groups needs n_experts"),
+        (dict(n_experts=6, router_groups=4), "router_groups=4 does not divide n_experts=6"),
+        (dict(n_experts=8, router_groups=4, router_topk_groups=5), "router_topk_groups=5 is more than"),
+        (
+            dict(n_experts=8, n_experts_per_token=4, router_groups=4, router_topk_groups=1),
+            "n_experts_per_token=4 is more than the 2 experts",
+        ),
+        (dict(n_experts=8, router_scale=0), "router_scale=0 must be a positive number"),
+    ]
+    for kw, words in cases:
+        with pytest.raises(ConfigError, match=words):
+            GPTConfig(**{**BASE, **kw}).validate()
+
+
+def test_the_budget_check_places_every_parameter_of_the_new_parts():
+    from model.nn.measure import measured_parameters
+
+    for kw in (PARTS["deepseek-router"], PARTS["olmo2-qk-norm-all"], PARTS["gpt-oss-clamped-yarn"]):
+        check = measured_parameters(GPTConfig(**{**BASE, **kw}))
+        assert check.ok, check.mismatches()
+    assert check.measured["expert biases"] > 0
+    deepseek = measured_parameters(GPTConfig(**{**BASE, **PARTS["deepseek-router"]}))
+    assert deepseek.measured["router choice bias"] == 3 * 8  # E per mixture-of-experts block
+    olmo = measured_parameters(GPTConfig(**{**BASE, **PARTS["olmo2-qk-norm-all"]}))
+    assert olmo.measured["qk norms"] == 3 * (4 + 2) * 8  # L·(h + h_kv)·d_k

@@ -17,7 +17,10 @@ class CatalogueEntry:
     """A model people study: repo, family, parameters, and the approximate bytes to download.
 
     ``size`` is the safetensors weights as listed on the Hub (the tokenizer and config add well under
-    5 MB); :func:`plan` gives the exact figure for a revision.
+    5 MB); :func:`plan` gives the exact figure for a revision. The entries of today's families (OLMo 2,
+    Gemma 3, Qwen3, Phi-3) give their tensors' bytes, parameters × the stored dtype's size (float32
+    for OLMo 2, bfloat16 for the others; Qwen3-0.6B stores its tied head too), which the listed size
+    exceeds only by each file's header (a few tens of KB).
     """
 
     name: str
@@ -48,12 +51,39 @@ CATALOGUE: tuple[CatalogueEntry, ...] = (
     ),
     CatalogueEntry("Qwen2.5-0.5B", "Qwen/Qwen2.5-0.5B", "Qwen2", "494M", 988_097_824, "24 × 14 heads, GQA 2"),
     CatalogueEntry(
+        "gemma-3-270m",
+        "google/gemma-3-270m",
+        "Gemma 3",
+        "268M",
+        536_196_352,
+        "18 × 4 heads, MQA; 5 local : 1 global (gated: accept the licence on the Hub)",
+    ),
+    CatalogueEntry(
+        "Qwen3-0.6B", "Qwen/Qwen3-0.6B", "Qwen3", "596M", 1_503_264_768, "28 × 16 heads, GQA 2, QK-norm"
+    ),
+    CatalogueEntry(
+        "OLMo-2-1B",
+        "allenai/OLMo-2-0425-1B",
+        "OLMo 2",
+        "1.5B",
+        5_939_666_944,
+        "16 × 16 heads, norms after the sublayers, float32",
+    ),
+    CatalogueEntry(
         "TinyLlama-1.1B",
         "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
         "Llama",
         "1.1B",
         2_200_119_864,
         "22 × 32 heads, GQA 4",
+    ),
+    CatalogueEntry(
+        "Phi-3-mini-4k",
+        "microsoft/Phi-3-mini-4k-instruct",
+        "Phi-3",
+        "3.8B",
+        7_642_159_104,
+        "32 × 32 heads, fused qkv_proj, window 2047",
     ),
 )
 
