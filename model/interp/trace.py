@@ -352,6 +352,7 @@ def run_with_trace(
     hooks=(),
     sized: bool = False,
     into: dict[str, np.ndarray] | None = None,
+    position_offset: int = 0,
 ) -> Trace:
     """One recorded run: the :class:`Trace` of ``tokens`` through ``model`` — the one way to record.
 
@@ -365,7 +366,8 @@ def run_with_trace(
     milliseconds), unless ``sized``: the caller's plan (:func:`~model.interp.plan.plan_prompt`) has
     already sized it. ``into``: {kind: array [n layers recorded, ...]} written in place of keeping
     those kinds (batch row 0, layers in ascending order; the trace then has no such kind), so a
-    caller that wants one array of every layer gets it without a second copy. Runs in evaluation mode
+    caller that wants one array of every layer gets it without a second copy. ``position_offset``
+    places the tokens at positions ``offset..offset+T−1`` (the model's ``forward``). Runs in evaluation mode
     under ``torch.no_grad`` and restores the model's mode.
     A layer whose scores or pattern are recorded runs the explicit softmax; its logits equal the fused
     path's to float32 precision.
@@ -394,7 +396,7 @@ def run_with_trace(
         model.hooks(hooks),
         model.hooks(rec.hooks(model.config.n_layers, model.config.n_rep, set(model.hook_points()))),
     ):
-        model(idx)
+        model(idx, position_offset=position_offset)
     return rec.trace(idx)
 
 

@@ -212,19 +212,25 @@ class GPT(nn.Module):
         targets: torch.Tensor | None = None,
         *,
         kv_cache: KVCache | None = None,
+        position_offset: int = 0,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``idx`` [B, T] token ids → (logits [B, T, V], mean cross-entropy or None).
 
         ``targets`` [B, T] (−100 = ignore). With ``kv_cache`` the new tokens continue after the cached
-        positions. Ablations, custom masks and patches are interventions: :meth:`hooks` with
+        positions. ``position_offset`` moves the whole sequence to positions ``offset..offset+T−1``
+        (Hugging Face's ``position_ids``; RoPE's shift invariance is tested with it). Ablations, custom
+        masks and patches are interventions: :meth:`hooks` with
         :func:`~model.nn.hooks.ablate_heads`, :func:`~model.nn.hooks.use_mask`, :func:`~model.nn.hooks.patch`.
         """
         cfg = self.config
         T = idx.shape[1]
         start = kv_cache.length if kv_cache is not None else 0
-        if start + T > cfg.context_length and cfg.positions != "none":
+        if position_offset < 0:
+            raise ValueError(f"position_offset must be 0 or more, got {position_offset}")
+        end = position_offset + start + T
+        if end > cfg.context_length and cfg.positions != "none":
             raise ValueError(
-                f"sequence of {start + T} tokens is longer than context_length={cfg.context_length}"
+                f"sequence of {end} positions is longer than context_length={cfg.context_length}"
             )
         x = self.tok_emb(idx)  # [B, T, d]
         if cfg.embed_scale:  # Gemma: E[tok]·√d
@@ -232,8 +238,9 @@ class GPT(nn.Module):
         x = self.embed(x)
         if self.pos_emb is not None and self.pos_emb.additive:
             assert self.pos_embed is not None  # made with every additive position module
-            x = x + self.pos_embed(self.pos_emb(start, T).to(x.dtype))
-        logits, loss = self._from_block(0, self.drop(x), self._context(T, start, kv_cache), targets)
+            x = x + self.pos_embed(self.pos_emb(position_offset + start, T).to(x.dtype))
+        ctx = self._context(T, start, kv_cache, position_offset)
+        logits, loss = self._from_block(0, self.drop(x), ctx, targets)
         if kv_cache is not None:
             kv_cache.length += T
         return logits, loss
@@ -247,13 +254,14 @@ class GPT(nn.Module):
             raise ValueError(f"layer {layer} is not one of the model's {self.config.n_layers} blocks")
         return self._from_block(layer, resid_pre, self._context(resid_pre.shape[1], 0, None), None)[0]
 
-    def _context(self, T: int, start: int, kv_cache: KVCache | None) -> Context:
+    def _context(self, T: int, start: int, kv_cache: KVCache | None, position_offset: int = 0) -> Context:
         """RoPE's angles, the mask (through the ``mask`` hook point) and the cache of ``T`` new
-        positions after ``start`` cached ones."""
+        positions after ``start`` cached ones (RoPE's angles from position ``position_offset + start``)."""
         cfg = self.config
         rope = local_rope = None
         if isinstance(self.pos_emb, RotaryPositions):
-            rope, local_rope = self.pos_emb(start, T), self.pos_emb.local(start, T)
+            p0 = position_offset + start
+            rope, local_rope = self.pos_emb(p0, T), self.pos_emb.local(p0, T)
         own = self.attention_mask(T, start + T)
         mask = self.mask(own)
         ours = mask is own  # no hook replaced the config's mask (recording it keeps it)

@@ -44,3 +44,38 @@ def test_permutation_without_positions_is_equivariant(labs, qtbot, wait_results)
         "equivariant" in page.summary.item(0, 3).text()
         and "equivariant" not in page.summary.item(1, 3).text()
     )
+
+
+def test_rope_on_the_models_heads_shifts_the_prompt(labs, qtbot, wait_results):
+    """The session's model has learned positions: the shifted prompt's layer-0 scores move; the same
+    session rebuilt with RoPE compares exactly the same scores at both places."""
+    from model.config import GPTConfig
+
+    tab, session = labs
+    page = tab.show_page("positions-rope-model")
+    page.tokens.setValue(12)
+    check = wait_results(qtbot, page, "shift", lambda: page.shift.setValue(8))
+    assert check.positions == "learned" and check.shift == 8 and check.scores.shape == (2, 12, 12)
+    assert not check.invariant and "the scores move" in page.message.text()
+    bars = page.change_bars.values["|Δ score| ÷ max |score|"]
+    np.testing.assert_allclose(bars, check.change / check.size)
+    assert page.change_bars.categories == ["H0", "H1"]
+    assert page.at_zero.panel.hidden[0, 1] and not page.at_zero.panel.hidden[1, 0]  # the causal mask
+    assert page.shift.maximum() == 30 and page.layer.maximum() == 1  # the model's own limits
+    original = session.config
+    try:
+        session.set_config(original.replace(positions="rope"))
+        session.build_model()
+        page.head.setValue(1)
+        check = wait_results(qtbot, page, "shift", lambda: page.layer.setValue(1))
+        assert check.positions == "rope" and check.layer == 1 and check.invariant
+        np.testing.assert_allclose(page.at_shift.matrix, page.at_zero.matrix, atol=1e-5)
+        assert np.allclose(
+            page.at_zero.matrix[np.isfinite(page.at_zero.matrix)],
+            check.scores[1][np.isfinite(check.scores[1])],
+        )
+        assert "only the offsets count" in page.message.text()
+    finally:
+        session.set_config(original)
+        session.build_model()
+    assert isinstance(session.config, GPTConfig) and session.config.positions == "learned"

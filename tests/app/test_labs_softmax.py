@@ -57,13 +57,20 @@ def test_model_page_draws_model_saturation(labs, qtbot, wait_results):
     limit = min(32, page.tokens.value())
     prompt = encode_prompt(session.tokenizer, session.probe_prompt, limit, keep="first", errors="replace")
     ids = list(prompt.ids)
-    ref = model_saturation(run_with_trace(session.model, ids, kinds=("pattern", "scores_raw")))
+    ref = model_saturation(run_with_trace(session.model, ids, kinds=("pattern", "scores_raw", "scores")))
     assert np.allclose(s.entropy_model, ref.entropy_model)
     assert np.allclose(page.entropy_bars.values["model's scale"], ref.entropy_model.ravel())
     assert np.allclose(page.max_bars.values["scale removed"], ref.max_weight_unscaled.ravel())
     assert page.entropy_bars.categories == ["L0H0", "L0H1", "L1H0", "L1H1"]
     # 1/√d_k < 1 makes the softmax flatter: without it every head is at least as peaked
     assert np.all(ref.max_weight_unscaled >= ref.max_weight_model - 1e-9)
+    # the spread of the scores, raw and as the softmax sees them (√d_k apart), against the dashed 1
+    assert np.allclose(page.spread_bars.values["what the softmax compares"], ref.spread.scaled.ravel())
+    np.testing.assert_allclose(
+        ref.spread.raw / ref.spread.scaled, math.sqrt(session.model.config.d_head), rtol=1e-4
+    )
+    assert page.spread_bars.reference is not None and page.spread_bars.reference.value() == 1.0
+    assert f"{ref.spread.median_scaled:.2f} as the softmax sees it" in page.message.text()
 
 
 def test_scaled_vs_unscaled_training_runs(labs, qtbot):

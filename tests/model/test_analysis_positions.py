@@ -12,6 +12,7 @@ from model.interp.analysis.positions import (
     rope_pair_path,
     rope_rotate,
     rope_scores,
+    shift_check,
     sinusoidal_heatmap,
     sinusoidal_offset_profile,
 )
@@ -62,3 +63,48 @@ def test_permutation_permutes_outputs_only_without_positions_and_mask():
     assert not permutation_experiment(_model("none"), idx, seed=2, mask="model").equivariant
     with pytest.raises(ValueError, match="permutation"):
         permutation_experiment(_model("none"), idx, perm=[0] * 16)
+
+
+def _trained_like(positions: str, **extra):
+    cfg = GPTConfig(
+        vocab_size=50, context_length=256, n_layers=2, d_model=32, n_heads=4, positions=positions, **extra
+    )
+    model = build_model(cfg, seed=0)
+    with torch.no_grad():  # weights large enough that positions move the scores visibly
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.normal_(std=0.3)
+    return model
+
+
+@pytest.mark.parametrize("layer", [0, 1])
+def test_rope_scores_of_the_model_do_not_move_when_the_prompt_shifts(layer):
+    model = _trained_like("rope")
+    ids = torch.randint(0, 50, (24,), generator=torch.Generator().manual_seed(0)).tolist()
+    check = shift_check(model, ids, layer=layer, shift=150)
+    assert check.scores.shape == (4, 24, 24) and np.isnan(check.scores[0, 0, 1])  # the mask hides it
+    assert check.invariant and check.size.min() > 1.0
+    assert check.change.max() < 1e-4 * check.size.max()
+    # the prompt itself placed elsewhere is the same as the model's forward with that offset
+    with torch.no_grad():
+        a, _ = model(torch.tensor([ids]), position_offset=150)
+        b, _ = model(torch.tensor([ids]))
+    torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("positions", ["learned", "sinusoidal"])
+def test_added_positions_move_layer_0s_scores(positions):
+    model = _trained_like(positions)
+    ids = torch.randint(0, 50, (24,), generator=torch.Generator().manual_seed(0)).tolist()
+    check = shift_check(model, ids, layer=0, shift=150)
+    assert not check.invariant and check.change.min() > 0.01 * check.size.min()
+
+
+def test_a_shift_past_the_context_is_one_clear_line():
+    model = _trained_like("rope")
+    with pytest.raises(ValueError, match="past the context length 256"):
+        shift_check(model, list(range(24)), shift=240)
+    with pytest.raises(ValueError, match="not one of the model's 2 blocks"):
+        shift_check(model, list(range(24)), layer=2)
+    with pytest.raises(ValueError, match="longer than context_length=256"):
+        model(torch.zeros(1, 24, dtype=torch.long), position_offset=240)

@@ -1,11 +1,13 @@
 """Softmax saturation: the sampled theory and the model-side comparison."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
 
 from model.config import GPTConfig
-from model.interp.analysis.saturation import mean_max_weight, model_saturation
+from model.interp.analysis.saturation import mean_max_weight, model_saturation, score_spread, score_std
 from model.interp.analysis.softmax_theory import (
     jacobian_norm,
     sample_logits,
@@ -83,3 +85,38 @@ def test_model_saturation_compares_with_and_without_scale(attn_scale):
         assert np.all(s.entropy_unscaled < s.entropy_model)
         assert np.all(s.max_weight_unscaled > s.max_weight_model)
         np.testing.assert_allclose(s.max_weight_model, mean_max_weight(tr.stack("pattern"), tr.mask))
+
+
+def test_score_std_measures_the_visible_pairs_only():
+    z = np.random.default_rng(0).standard_normal((2, 3, 6, 6)).astype(np.float32)
+    mask = np.tril(np.ones((6, 6), dtype=bool))
+    z_masked = z.copy()
+    z_masked[..., ~mask] = 1e6  # what a head never compares cannot move its spread
+    got = score_std(z_masked, mask)
+    assert got.shape == (2, 3)
+    for a in range(2):
+        for b in range(3):
+            assert got[a, b] == pytest.approx(np.std(z[a, b][mask].astype(np.float64)), rel=1e-6)
+    per_layer = np.stack([mask, np.eye(6, dtype=bool) | np.tri(6, k=-5, dtype=bool)])  # [L, T, S]
+    got = score_std(z, per_layer)
+    assert got[1, 2] == pytest.approx(np.std(z[1, 2][per_layer[1]].astype(np.float64)), rel=1e-6)
+    assert np.isnan(score_std(z, np.zeros((6, 6), dtype=bool))).all()
+
+
+@pytest.mark.parametrize("d_head", [16, 64])
+def test_unit_variance_heads_spread_one_after_the_scale(d_head):
+    """The textbook's argument, on the model's own forward pass: q and k of independent unit-variance
+    components give raw scores of std √d_k and scaled scores of std 1; the spread is √d_k apart."""
+    cfg = GPTConfig(
+        vocab_size=64, context_length=128, n_layers=1, d_model=256, n_heads=256 // d_head, norm="rmsnorm"
+    )
+    model = build_model(cfg, seed=0)
+    with torch.no_grad():  # rows of W_Q, W_K of norm 1 on an RMS-normed (unit-variance) stream
+        model.tok_emb.weight.normal_()
+        for p in (model.blocks[0].attn.q_proj.weight, model.blocks[0].attn.k_proj.weight):
+            p.normal_(std=1 / math.sqrt(cfg.d_model))
+    ids = torch.randint(0, 64, (1, 128), generator=torch.Generator().manual_seed(1))
+    spread = score_spread(run_with_trace(model, ids, kinds=("scores_raw", "scores")))
+    np.testing.assert_allclose(spread.raw / spread.scaled, math.sqrt(d_head), rtol=1e-4)
+    assert spread.median_scaled == pytest.approx(1.0, abs=0.15)
+    assert spread.share_above(1.25) < 0.5

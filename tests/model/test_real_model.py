@@ -24,6 +24,8 @@ from model.budget.parameters import parameters
 from model.interp.analysis.attribution import direct_logit_attribution
 from model.interp.analysis.heads import classify_heads
 from model.interp.analysis.patching import cache_activations, patch_heads
+from model.interp.analysis.positions import shift_check
+from model.interp.analysis.saturation import model_saturation
 from model.interp.measures import head_metrics_of
 from model.interp.trace import run_with_trace
 from model.io.gguf_file import tensor_types_by_role
@@ -271,3 +273,24 @@ def test_package_spec_names_the_packaged_file(smollm2_path):
     assert resolve("package:SmolLM2-135M-Instruct") == smollm2_path
     with pytest.raises(HubError, match="no such packaged model"):
         resolve("package:GPT-5")
+
+
+def test_ropes_scores_are_shift_invariant_on_the_models_own_heads(smollm2, prompts):
+    """The Positions lab's RoPE page on the real model: the prose prompt moved by 1000 positions gives
+    layer 0 (and a deep layer) the same scores to float rounding."""
+    ids = prompts["long"][:64]
+    for layer in (0, 17):
+        check = shift_check(smollm2.model, ids, layer=layer, shift=1000)
+        assert check.invariant, (layer, check.change.max())
+        assert check.change.max() < 1e-4 * check.size.max() and check.size.min() > 1.0
+
+
+def test_scaled_scores_spread_wider_than_one_in_almost_every_head(smollm2, prompts):
+    """The Softmax lab's model page: ÷√d_k brings the spread to 1 only for unit-variance q and k; this
+    model's scaled scores spread about 2.3 in 99% of its 270 heads."""
+    trace = run_with_trace(smollm2.model, prompts["long"][:64], kinds=("pattern", "scores_raw", "scores"))
+    spread = model_saturation(trace).spread
+    assert spread.scaled.shape == (30, 9)
+    np.testing.assert_allclose(spread.raw / spread.scaled, 8.0, rtol=1e-4)  # √64
+    assert 2.0 < spread.median_scaled < 2.8
+    assert spread.share_above(1.0) > 0.98 and spread.share_above(1.25) > 0.95

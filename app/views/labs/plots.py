@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from app.widgets.axes import style_plot
@@ -79,6 +80,23 @@ class BarPlot(QWidget):
         self.bars: dict[str, pg.BarGraphItem] = {}
         self.categories: list[str] = []
         self.values: dict[str, np.ndarray] = {}
+        self.reference: pg.InfiniteLine | None = None
+
+    def set_reference(self, y: float | None, label: str = "") -> None:
+        """A dashed horizontal line at ``y`` (None removes it), named ``label`` at its left end."""
+        if self.reference is not None:
+            self.plot.removeItem(self.reference)
+            self.reference = None
+        if y is None:
+            return
+        self.reference = pg.InfiniteLine(
+            pos=y,
+            angle=0,
+            pen=pg.mkPen((90, 90, 90), width=1, style=Qt.PenStyle.DashLine),
+            label=label,
+            labelOpts={"position": 0.02, "color": (60, 60, 60), "anchors": [(0, 1), (0, 1)]},
+        )
+        self.plot.addItem(self.reference)
 
     def set_title(self, text: str) -> None:
         self.plot.setTitle(text)
@@ -109,7 +127,8 @@ class BarPlot(QWidget):
         self.plot.getAxis("bottom").set_categories(self.categories)  # as many names as fit
         self.plot.setXRange(-0.6, len(categories) - 0.4, padding=0)
         finite = [v[np.isfinite(v)] for v in self.values.values()]
-        hi = max([float(f.max()) for f in finite if f.size] + [0.0])
+        top = [] if self.reference is None else [float(self.reference.value())]
+        hi = max([float(f.max()) for f in finite if f.size] + [0.0] + top)
         lo = min([float(f.min()) for f in finite if f.size] + [0.0])
         span = (hi - lo) or 1.0
         self.plot.setYRange(lo - (0.05 * span if lo < 0 else 0), hi + 0.05 * span, padding=0)

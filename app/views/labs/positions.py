@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 
 from app.views.labs.base import LabPage
 from app.views.labs.mask import dspin, spin
-from app.views.labs.plots import LinePlot
+from app.views.labs.plots import BarPlot, LinePlot
 from app.widgets.layouts import FlowLayout, labelled
 from app.widgets.matrix_plot import MatrixPlot
 from model.interp.analysis.positions import (
@@ -28,6 +28,7 @@ from model.interp.analysis.positions import (
     position_similarity,
     rope_pair_path,
     rope_scores,
+    shift_check,
     sinusoidal_heatmap,
     sinusoidal_offset_profile,
     without_positions,
@@ -252,6 +253,94 @@ class RopePage(LabPage):
 
     def export_targets(self):
         return {"rotation": self.circle.view, "scores": self.scores_view.view, "profile": self.profile.view}
+
+
+class RopeModelPage(LabPage):
+    slug = "positions-rope-model"
+    short = "RoPE on the model's heads"
+    lab = "Positions lab"
+    title = "On the model: shift the whole prompt, and RoPE's scores stay put"
+    explanation = (
+        "The same property on the current model's own heads. The prompt runs twice: at positions 0…T−1, "
+        "and moved to s…s+T−1 (the same tokens, every position + s). RoPE adds nothing to the residual "
+        "stream and its scores depend only on offsets, so every head of the chosen layer compares exactly "
+        "the same scores. Learned or sinusoidal positions are added to the tokens, so there the scores "
+        "move."
+    )
+    formula = (
+        "score<sub>h</sub>(i, j) at positions (m, n) = score<sub>h</sub>(i, j) at (m + s, n + s)   "
+        "(RoPE: q<sub>m</sub>·R((n − m)θ) k<sub>n</sub>)"
+    )
+    notice = (
+        "with RoPE the largest change of any head is float rounding (it grows a little with s, as the "
+        "angles m θ do), so the two score maps are the same picture. Open a model with learned positions "
+        "(GPT-2) and the bars jump to a sizeable share of the scores."
+    )
+
+    def build(self, body: QVBoxLayout) -> None:
+        row = FlowLayout()
+        self.layer = labelled(row, "layer", spin(0, 999, 0, "Which block's heads"))
+        self.head = labelled(row, "head", spin(0, 999, 0, "The head whose scores are drawn"))
+        self.shift = labelled(row, "shift s", spin(1, 10**6, 100, "How many positions the prompt moves"))
+        self.tokens = labelled(row, "tokens", spin(2, 512, 32, "How many tokens of the prompt to read"))
+        row.addStretch(1)
+        body.addLayout(row)
+        for w in (self.layer, self.head, self.shift, self.tokens):
+            w.valueChanged.connect(lambda *_: self.mark_dirty())
+        plots = QHBoxLayout()
+        lab = {"square": False, "interactive": False, "numbers": None, "legend_label": "score"}
+        self.at_zero = MatrixPlot(title="Scores, prompt at 0…T−1", diverging=True, **lab)
+        self.at_shift = MatrixPlot(title="Scores, prompt at s…s+T−1", diverging=True, **lab)
+        for view in (self.at_zero, self.at_shift):
+            view.set_axis_titles("query", "key")
+        self.change_bars = BarPlot("Largest change per head ÷ its largest score", "share")
+        plots.addWidget(self.at_zero, 1)
+        plots.addWidget(self.at_shift, 1)
+        plots.addWidget(self.change_bars, 1)
+        body.addLayout(plots, 1)
+
+    def compute(self) -> None:
+        model, tok = self.require_model()
+        cfg = model.config
+        self.layer.setMaximum(cfg.n_layers - 1)
+        self.head.setMaximum(cfg.n_heads - 1)
+        if cfg.positions != "none":
+            self.shift.setMaximum(max(1, cfg.context_length - 2))
+        ids, _ = self.prompt_ids(self.tokens.value())
+        if cfg.positions != "none" and self.shift.value() + len(ids) > cfg.context_length:
+            ids = ids[: max(2, cfg.context_length - self.shift.value())]
+        layer, head, shift = self.layer.value(), self.head.value(), self.shift.value()
+
+        def job():
+            return shift_check(model, ids, layer=layer, shift=shift)
+
+        self.submit("shift", job, lambda c: self._draw(c, ids, tok, head))
+
+    def _draw(self, check, ids, tok, head: int) -> None:
+        names = [visible(t) for t in tok.token_strings(list(ids))]
+        z0, z1 = check.scores[head], check.shifted[head]
+        lim = float(np.nanmax(np.abs(z0))) or 1.0
+        s = check.shift
+        for view, z, where in ((self.at_zero, z0, "0"), (self.at_shift, z1, f"{s}")):
+            view.set_matrix(z, names, names, levels=(-lim, lim), numbers=False)  # NaN: masked
+            view.set_title(f"L{check.layer} H{head}: scores, prompt from position {where}")
+        share = check.change / np.maximum(check.size, 1e-30)
+        self.change_bars.set_groups([f"H{h}" for h in range(len(share))], {"|Δ score| ÷ max |score|": share})
+        worst = int(np.argmax(share))
+        kind = {"rope": "RoPE", "learned": "learned", "sinusoidal": "sinusoidal", "none": "no"}
+        verdict = (
+            "the same scores to float rounding: only the offsets count."
+            if check.invariant
+            else "the scores move: the positions are added to the tokens, not rotated into q and k."
+        )
+        self.say(
+            f"{kind.get(check.positions, check.positions)} positions, layer {check.layer}, {len(ids)} "
+            f"tokens moved by {s}: the largest change is {check.change[worst]:.2g} (head {worst}, whose "
+            f"scores reach {check.size[worst]:.3g}) — {verdict}"
+        )
+
+    def export_targets(self):
+        return {"at zero": self.at_zero.view, "shifted": self.at_shift.view, "change": self.change_bars.view}
 
 
 class PermutationPage(LabPage):

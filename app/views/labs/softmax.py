@@ -269,6 +269,24 @@ def _qcolor(rgb):
     return QColor(*rgb[:3])
 
 
+def spread_sentence(spread, attn_scale: str) -> str:
+    """One plain sentence on the spread of the scaled scores: its median over heads and, for the
+    ``1/√d_k`` rule, how many heads are far from the 1 the rule is derived for."""
+    if spread is None:
+        return ""
+    raw, scaled = float(np.nanmedian(spread.raw)), spread.median_scaled
+    text = f"Score spread (median over heads): {raw:.2f} raw → {scaled:.2f} as the softmax sees it."
+    if attn_scale != "sqrt_dk":
+        return text
+    share = spread.share_above(1.25)
+    if share >= 0.5:
+        return (
+            f"{text} {share:.0%} of the heads spread wider than 1.25, not the 1 that ÷√d_k is derived for: "
+            "this model's q and k are not unit-variance noise."
+        )
+    return f"{text} {share:.0%} of the heads spread wider than 1.25; ÷√d_k keeps most near 1."
+
+
 class SoftmaxModelPage(LabPage):
     slug = "softmax-model"
     short = "On the model"
@@ -276,20 +294,23 @@ class SoftmaxModelPage(LabPage):
     title = "On the model: each head with and without its scale"
     explanation = (
         "The same two measurements on the current model, for the labs' prompt: every head's attention with "
-        "the "
-        "model's own scaling rule, and recomputed from the raw scores QKᵀ with the scale taken out (same "
-        "mask)."
+        "the model's own scaling rule, and recomputed from the raw scores QKᵀ with the scale taken out (same "
+        "mask). The third plot tests the reason for ÷√d<sub>k</sub> on the model's own heads: the spread of "
+        "the scores each head's softmax compares."
     )
     formula = (
         "A = softmax(mask(s(QKᵀ)))  vs  A⁰ = softmax(mask(QKᵀ));   entropy = mean<sub>i</sub> −Σ<sub>j</sub> "
         "A<sub>ij</sub> ln A<sub>ij</sub>;   max weight = mean<sub>i</sub> max<sub>j</sub> A<sub>ij</sub>  "
-        "(over queries that see at least two keys)"
+        "(over queries that see at least two keys);   spread = std of s(QKᵀ)<sub>ij</sub> over the visible "
+        "pairs"
     )
     notice = (
         "with the usual 1/√d<sub>k</sub> removed every head's entropy falls and its max weight rises: rows "
         "turn one-hot. In an untrained model q and k are tiny (weights of std 0.02), so the gap is small; "
-        "training makes q and k larger and the gap wide. (A QK-norm model's g·cos is compared with the raw, "
-        "unnormalised QKᵀ.)"
+        "training makes q and k larger and the gap wide. ÷√d<sub>k</sub> brings the scores' spread to 1 "
+        "only if q and k had independent unit-variance components; a trained model's are larger and "
+        "aligned, so its scaled spread sits above the dashed line (SmolLM2-135M: about 2.3 in 99% of heads). "
+        "(A QK-norm model's g·cos is compared with the raw, unnormalised QKᵀ.)"
     )
 
     def build(self, body: QVBoxLayout) -> None:
@@ -301,8 +322,10 @@ class SoftmaxModelPage(LabPage):
         plots = QHBoxLayout()
         self.entropy_bars = BarPlot("Mean row entropy per head (nats; higher = more spread)", "nats")
         self.max_bars = BarPlot("Mean max weight per head (1 = one-hot)", "max weight")
+        self.spread_bars = BarPlot("Spread of the scores per head (std over visible pairs)", "std")
         plots.addWidget(self.entropy_bars, 1)
         plots.addWidget(self.max_bars, 1)
+        plots.addWidget(self.spread_bars, 1)
         body.addLayout(plots, 1)
 
     def compute(self) -> None:
@@ -310,7 +333,7 @@ class SoftmaxModelPage(LabPage):
         ids, _ = self.prompt_ids(self.tokens.value())
 
         def job():
-            return model_saturation(run_with_trace(model, ids, kinds=("pattern", "scores_raw")))
+            return model_saturation(run_with_trace(model, ids, kinds=("pattern", "scores_raw", "scores")))
 
         self.submit("saturation", job, lambda s: self._draw(s, len(ids)))
 
@@ -335,11 +358,20 @@ class SoftmaxModelPage(LabPage):
             f"{T} tokens; scale rule: {rule.get(s.attn_scale, s.attn_scale)}. Mean over heads — entropy "
             f"{np.nanmean(s.entropy_model):.3f} → {np.nanmean(s.entropy_unscaled):.3f} nats, max weight "
             f"{np.nanmean(s.max_weight_model):.3f} → {np.nanmean(s.max_weight_unscaled):.3f} without the "
-            f"scale.{extra}"
+            f"scale.{extra} {spread_sentence(s.spread, s.attn_scale)}"
+        )
+        sp = s.spread
+        self.spread_bars.set_reference(1.0 if s.attn_scale == "sqrt_dk" else None, "1: what ÷√d_k aims for")
+        self.spread_bars.set_groups(
+            cats, {"raw QKᵀ": sp.raw.ravel(), "what the softmax compares": sp.scaled.ravel()}
         )
 
     def export_targets(self):
-        return {"entropy": self.entropy_bars.view, "max weight": self.max_bars.view}
+        return {
+            "entropy": self.entropy_bars.view,
+            "max weight": self.max_bars.view,
+            "spread": self.spread_bars.view,
+        }
 
 
 class SoftmaxTrainingPage(LabPage):

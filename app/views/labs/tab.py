@@ -46,7 +46,7 @@ from app.views.labs.base import LabPage, describe_model
 from app.views.labs.kvcache import KVCachePage
 from app.views.labs.lens import LensPage
 from app.views.labs.mask import MaskBugPage, MaskStagesPage
-from app.views.labs.positions import PermutationPage, RopePage, SinusoidalPage
+from app.views.labs.positions import PermutationPage, RopeModelPage, RopePage, SinusoidalPage
 from app.views.labs.residual import GradFlowPage, LiveNormsPage, StreamNormsPage
 from app.views.labs.softmax import SoftmaxModelPage, SoftmaxTheoryPage, SoftmaxTrainingPage
 from app.views.labs.worked import WorkedExamplePage
@@ -72,6 +72,7 @@ def page_classes() -> list[type[LabPage]]:
         LensPage,
         SinusoidalPage,
         RopePage,
+        RopeModelPage,
         PermutationPage,
         WorkedExamplePage,
         KVCachePage,

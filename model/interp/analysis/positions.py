@@ -10,6 +10,11 @@ only on ``m − n``. The model pairs channel ``i`` with ``i + d_k/2`` (GPT-NeoX/
 rather than ``(2i, 2i+1)``; the mathematics is the same. Everything here uses the model's own
 ``rope_tables``/``apply_rope``/``sinusoidal_table`` so the lab shows what the model computes.
 
+On the model's own heads: with RoPE nothing position-dependent enters the residual stream, so a
+prompt placed at positions ``s..s+T−1`` instead of ``0..T−1`` gives every layer the same scores (to
+float rounding); with learned or sinusoidal positions, already layer 0's scores move
+(:func:`shift_check`).
+
 Permutation: without any position information and without a mask, attention treats its input as a
 set, so permuting the prompt permutes every position's output the same way (each output depends on
 its own token and the multiset of all tokens). A causal mask or positions break the symmetry.
@@ -123,6 +128,64 @@ def rope_scores(q, k, n_positions: int, base: float = 10000.0) -> RopeCheck:
 
 
 @dataclass
+class ShiftCheck:
+    """One layer's scores for a prompt at positions ``0..T−1`` and at ``shift..shift+T−1``.
+
+    ``scores``, ``shifted`` [H, T, T]: what each head's softmax compares (``s(QKᵀ)``), NaN where the
+    mask hides the pair. ``positions``: the model's kind of positions.
+    """
+
+    layer: int
+    shift: int
+    positions: str
+    scores: np.ndarray
+    shifted: np.ndarray
+
+    @property
+    def change(self) -> np.ndarray:
+        """[H]: the largest ``|shifted − scores|`` over the visible pairs of each head."""
+        return np.nanmax(np.abs(self.shifted - self.scores), axis=(-2, -1))
+
+    @property
+    def size(self) -> np.ndarray:
+        """[H]: the largest ``|score|`` of each head (what the change is small against)."""
+        return np.nanmax(np.abs(self.scores), axis=(-2, -1))
+
+    @property
+    def invariant(self) -> bool:
+        """True when no head's scores moved by more than float32 rounding (1e-5 of their size, with
+        the margin that the rotations' own rounding at large positions needs)."""
+        return bool(np.all(self.change <= 1e-5 * np.maximum(self.size, 1.0) * max(1.0, self.shift / 64)))
+
+
+def shift_check(model, ids, *, layer: int = 0, shift: int = 100) -> ShiftCheck:
+    """:class:`ShiftCheck` of block ``layer`` for ``ids`` [T] at offset 0 and at offset ``shift``.
+
+    RoPE makes ``rot_m(q)·rot_n(k)`` depend on ``m − n`` only, and adds nothing to the residual stream,
+    so every layer's scores are shift-invariant; learned or sinusoidal positions are added to the
+    stream, so they are not. Raises ValueError when ``shift + T`` passes the context length.
+    """
+    from model.interp.trace import run_with_trace
+
+    cfg = model.config
+    if not 0 <= layer < cfg.n_layers:
+        raise ValueError(f"layer {layer} is not one of the model's {cfg.n_layers} blocks")
+    T = len(ids)
+    if shift < 0 or (cfg.positions != "none" and shift + T > cfg.context_length):
+        raise ValueError(
+            f"a shift of {shift} puts the {T}-token prompt past the context length {cfg.context_length}"
+        )
+
+    def scores(offset: int) -> np.ndarray:
+        trace = run_with_trace(model, ids, kinds=("scores",), layers=[layer], position_offset=offset)
+        z = trace.get("scores", layer)[0].double().numpy()  # [H, T, T]
+        visible = trace.layer_mask(layer).cpu().numpy()
+        return np.where(visible, z, np.nan)
+
+    return ShiftCheck(layer, shift, cfg.positions, scores(0), scores(shift))
+
+
+@dataclass
 class PermutationResult:
     """Outputs of a prompt and of its permutation ``perm`` (new position ``t`` holds old token ``perm[t]``).
 
@@ -219,6 +282,7 @@ __all__ = [
     "PermutationPredictions",
     "PermutationResult",
     "RopeCheck",
+    "ShiftCheck",
     "by_offset",
     "permutation_experiment",
     "permutation_predictions",
@@ -226,6 +290,7 @@ __all__ = [
     "rope_pair_path",
     "rope_rotate",
     "rope_scores",
+    "shift_check",
     "sinusoidal_heatmap",
     "sinusoidal_offset_profile",
     "without_positions",
