@@ -58,12 +58,19 @@ GROUPS: list[tuple[str, list[str]]] = [
             "rope_low_freq_factor",
             "rope_high_freq_factor",
             "rope_original_context",
+            "rope_beta_fast",
+            "rope_beta_slow",
+            "rope_truncate",
+            "rope_attn_factor",
         ],
     ),
     (
         "Today's block",
         [
             "window_pattern",
+            "rope_local_base",
+            "qk_norm_scope",
+            "attn_scale_dim",
             "attn_softcap",
             "final_softcap",
             "attn_sinks",
@@ -74,6 +81,11 @@ GROUPS: list[tuple[str, list[str]]] = [
             "moe_dense_layers",
             "router",
             "router_aux_loss",
+            "router_choice_bias",
+            "router_groups",
+            "router_topk_groups",
+            "router_scale",
+            "swiglu_limit",
             "kv_lora_rank",
             "q_lora_rank",
             "qk_rope_head_dim",
@@ -133,11 +145,23 @@ LABELS: dict[str, str] = {
     "qk_rope_head_dim": "Rotary part of a head",
     "qk_nope_head_dim": "Plain part of a head",
     "v_head_dim": "Value head size",
+    "rope_beta_fast": "YaRN β fast",
+    "rope_beta_slow": "YaRN β slow",
+    "rope_truncate": "YaRN: whole periods",
+    "rope_attn_factor": "YaRN attention factor",
+    "rope_local_base": "RoPE base, local layers",
+    "qk_norm_scope": "QK-norm over",
+    "attn_scale_dim": "Scale by 1/√ of",
+    "router_choice_bias": "Router choice bias",
+    "router_groups": "Router groups",
+    "router_topk_groups": "Groups chosen",
+    "router_scale": "Routed weight scale",
+    "swiglu_limit": "SwiGLU clamp",
 }
 
 #: Upper bounds for the integer spin boxes (generous: the Budget tab is for 7B-scale configs).
 INT_MAX: dict[str, int] = {
-    "context_length": 131072,
+    "context_length": 10_485_760,  # Llama 4 Scout reads 10M tokens
     "n_layers": 256,
     "d_model": 65536,
     "n_heads": 1024,
@@ -165,10 +189,18 @@ ENABLE_RULES = {
     "rope_base": lambda v: v.get("positions") == "rope",  # only rotary positions have a base
     "rope_scaling": lambda v: v.get("positions") == "rope",
     "rotary_pct": lambda v: v.get("positions") == "rope",
-    "rope_factor": lambda v: v.get("rope_scaling") in ("linear", "llama3"),
+    "rope_factor": lambda v: v.get("rope_scaling") in ("linear", "llama3", "yarn"),
     "rope_low_freq_factor": lambda v: v.get("rope_scaling") == "llama3",
     "rope_high_freq_factor": lambda v: v.get("rope_scaling") == "llama3",
-    "rope_original_context": lambda v: v.get("rope_scaling") == "llama3",
+    "rope_original_context": lambda v: v.get("rope_scaling") in ("llama3", "yarn"),
+    **{
+        name: (lambda v: v.get("rope_scaling") == "yarn")
+        for name in ("rope_beta_fast", "rope_beta_slow", "rope_truncate", "rope_attn_factor")
+    },
+    "rope_local_base": lambda v: v.get("positions") == "rope" and bool(v.get("window_pattern")),
+    "qk_norm_scope": lambda v: bool(v.get("qk_rmsnorm")),
+    "attn_scale_dim": lambda v: v.get("attn_scale") == "sqrt_dk",
+    "swiglu_limit": lambda v: v.get("mlp") == "swiglu",
     "norm_offset": lambda v: v.get("norm") == "rmsnorm",
     "parallel_residual": lambda v: v.get("norm_position") == "pre",
     "window_pattern": lambda v: v.get("sliding_window") is not None,
@@ -181,6 +213,10 @@ ENABLE_RULES = {
             "moe_dense_layers",
             "router",
             "router_aux_loss",
+            "router_choice_bias",
+            "router_groups",
+            "router_topk_groups",
+            "router_scale",
         )
     },
     **{

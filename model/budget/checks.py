@@ -187,6 +187,7 @@ def symbols(cfg: GPTConfig) -> dict[str, int]:
         if cfg.q_lora_rank is not None:
             out["r_q"] = cfg.q_lora_rank
         out.update(d_N=cfg.qk_nope_dim, d_R=cfg.qk_rope_dim, d_v=cfg.v_dim)
+        out["d_k"] = cfg.qk_nope_dim + cfg.qk_rope_dim  # a query/key head, not d/h
     return out
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -232,6 +233,17 @@ _ALL = (
 )
 
 
+#: gpt-oss's parts beyond the Llama shape: YaRN from 4,096 positions (factor 32, not truncated) and
+#: the clamped SwiGLU (transformers' GptOssConfig).
+_GPT_OSS_PARTS: dict[str, Any] = {
+    "rope_scaling": "yarn",
+    "rope_factor": 32.0,
+    "rope_original_context": 4096,
+    "rope_truncate": False,
+    "swiglu_limit": 7.0,
+}
+
+
 def _hf(repo: str) -> str:
     return f"config.json of huggingface.co/{repo}"
 
@@ -385,12 +397,12 @@ _MOE_TODAY = (
             "n_experts_per_token": 4,
             "router": "topk_softmax",
             "router_aux_loss": 0.9,
+            **_GPT_OSS_PARTS,
         },
         f"{_hf('openai/gpt-oss-20b')} (GptOssForCausalLM); OpenAI 2025, gpt-oss-120b & gpt-oss-20b "
         "Model Card, Table 1",
         notes="the experts' SwiGLU is clamped (limit 7) and computes (up + 1)·gate·σ(1.702·gate); the "
-        "context is stretched from 4,096 to 131,072 with YaRN (factor 32); neither is expressible, "
-        "neither adds a parameter",
+        "context is stretched from 4,096 to 131,072 with YaRN (factor 32); neither adds a parameter",
     ),
     Preset(
         "gpt-oss-120b",
@@ -406,14 +418,14 @@ _MOE_TODAY = (
             "n_experts_per_token": 4,
             "router": "topk_softmax",
             "router_aux_loss": 0.9,
+            **_GPT_OSS_PARTS,
         },
         f"{_hf('openai/gpt-oss-120b')} (GptOssForCausalLM); OpenAI 2025, gpt-oss-120b & gpt-oss-20b "
         "Model Card, Table 1",
         reported_gpu_hours=2.1e6,
         gpu="H100-80GB",
         peak_tflops=H100_SXM_BF16,
-        notes="as gpt-oss-20b: clamped SwiGLU with (up + 1) and YaRN are not expressible and add no "
-        "parameter",
+        notes="as gpt-oss-20b: the clamped SwiGLU with (up + 1) and YaRN add no parameter",
     ),
     Preset(
         "deepseek-v3",
@@ -433,6 +445,15 @@ _MOE_TODAY = (
             "expert_d_ff": 2048,
             "moe_dense_layers": 3,
             "router": "sigmoid_topk_norm",
+            "router_choice_bias": True,
+            "router_groups": 8,
+            "router_topk_groups": 4,
+            "router_scale": 2.5,
+            "rope_scaling": "yarn",
+            "rope_factor": 40.0,
+            "rope_original_context": 4096,
+            "rope_attn_factor": 1.0,  # mscale / mscale_all_dim = 1
+            "attn_scale_dim": 192 / (0.1 * math.log(40.0) + 1.0) ** 4,  # softmax scale d_qk^-½·mscale²
         },
         f"{_hf('deepseek-ai/DeepSeek-V3')} (DeepseekV3ForCausalLM) and its README_WEIGHTS.md; "
         "DeepSeek-AI 2024, DeepSeek-V3 Technical Report",
@@ -442,9 +463,9 @@ _MOE_TODAY = (
         peak_tflops=H100_SXM_BF16,
         notes="the main model only: the released weights add the multi-token-prediction module "
         "(11.5B parameters of its own, README_WEIGHTS.md); the router's correction bias "
-        "(e_score_correction_bias, 58·256 = 14,848 parameters) is not expressible; nor are the "
-        "grouped top-k routing (8 groups, 4 chosen), the routed scaling factor 2.5 and YaRN (factor 40 "
-        "from 4,096 positions, which also rescales the softmax), none of which adds a parameter. "
+        "(e_score_correction_bias, 58·256 = 14,848 numbers) chooses experts without being trained by "
+        "the loss; the grouped top-k routing (8 groups, 4 chosen), the routed scaling factor 2.5 and "
+        "YaRN (factor 40 from 4,096 positions, which also rescales the softmax) add no parameter. "
         "Trained in FP8 mixed precision (peak given here: dense bf16)",
     ),
 )

@@ -215,6 +215,14 @@ _KIND_NAMES = {
     "hf-qwen3": "Hugging Face Qwen3",
     "hf-gemma": "Hugging Face Gemma",
     "hf-gpt_neox": "Hugging Face GPT-NeoX",
+    "hf-mixtral": "Hugging Face Mixtral",
+    "hf-qwen3_moe": "Hugging Face Qwen3-MoE",
+    "hf-deepseek_v3": "Hugging Face DeepSeek-V3",
+    "hf-gpt_oss": "Hugging Face gpt-oss",
+    "hf-gemma2": "Hugging Face Gemma 2",
+    "hf-gemma3_text": "Hugging Face Gemma 3",
+    "hf-olmo2": "Hugging Face OLMo 2",
+    "hf-phi3": "Hugging Face Phi-3",
 }
 
 

@@ -174,3 +174,25 @@ def test_float_text_formats_and_parses_exactly():
     assert format_float(1e-5) == "1e-05" and format_float(None) == ""
     assert parse_float(" 2.5 ") == 2.5 and parse_float("", optional=True) is None
     assert parse_float("fast") == "fast" and parse_float("") == ""
+
+
+def test_todays_block_fields_have_groups_and_switch_on_with_their_feature(qtbot):
+    """gpt-oss's and DeepSeek-V3's configs (YaRN, the clamped SwiGLU, the router's groups) round-trip
+    through the Model panel; their fields sit in named groups, on only while they have an effect."""
+    from app.panels.model import ConfigPanel
+    from model.budget import presets
+
+    panel = ConfigPanel()
+    qtbot.addWidget(panel)
+    assert "Other" not in panel.form.forms  # every field of GPTConfig has its group
+    for name in ("gpt-oss-20b", "deepseek-v3"):
+        cfg = presets.get(name).gpt_config()
+        panel.set_config(cfg)
+        assert panel.config() == cfg.replace(vocab_size=panel.config().vocab_size)
+    w = panel.widgets
+    assert w["rope_factor"].isEnabled() and w["rope_beta_fast"].isEnabled()  # DeepSeek's YaRN
+    assert w["router_groups"].isEnabled() and w["attn_scale_dim"].isEnabled()
+    assert w["swiglu_limit"].isEnabled()  # a SwiGLU model may clamp it
+    panel.set_config(GPTConfig(positions="rope"))
+    assert not w["rope_beta_fast"].isEnabled() and not w["router_groups"].isEnabled()
+    assert not w["qk_norm_scope"].isEnabled() and not w["rope_local_base"].isEnabled()

@@ -64,3 +64,11 @@ def test_pipeline_with_a_custom_mask_and_missing_kinds():
     tr = run_with_trace(model, idx[None], kinds=("pattern",))
     with pytest.raises(KeyError, match="lacks"):
         head_pipeline(tr, 0, 0)
+
+
+def test_a_scale_dimension_other_than_d_k_is_named_in_the_formula():
+    """Gemma 2/3's query_pre_attn_scalar (attn_scale_dim): S' = S/√256 with d_k = 8, as computed."""
+    cfg = GPTConfig(vocab_size=20, context_length=16, n_layers=1, d_model=16, n_heads=2, attn_scale_dim=256.0)
+    p = head_pipeline_from_model(build_model(cfg, seed=0), torch.arange(6), 0, 1)
+    assert p.scale == pytest.approx(1 / 16, rel=1e-4)
+    assert p["scores"].formula.startswith("S' = S / √256 = S / 16") and "not d_k = 8" in p["scores"].formula

@@ -344,7 +344,9 @@ def counts(name: str):
 
 def test_deepseek_v3():
     p = counts("deepseek-v3")
-    assert p.total == 671_026_404_352
+    # transformers' numel of the main model: the router's correction bias (58·256) included
+    assert p.total == 671_026_404_352 + 58 * 256 == 671_026_419_200
+    assert p["router choice bias"].count == 58 * 256
     assert round(p.total / 1e9) == 671  # the report: 671B total
     # README_WEIGHTS.md: "Activation parameters: 36.6B (including 0.9B for the output Head)", i.e.
     # without the embedding lookup; the report's 37B is that figure rounded
@@ -353,7 +355,7 @@ def test_deepseek_v3():
     assert round(p["output head"].count / 1e9, 1) == 0.9
     # with the embedding (0.93B) the active count would read 38B, not the published 37B
     assert round(p.active / 1e9) == 38
-    assert (p.dense_per_layer, p.per_layer) == (583_483_392, 11_507_286_016)
+    assert (p.dense_per_layer, p.per_layer) == (583_483_392, 11_507_286_016 + 256)  # + E choice biases
     assert budget.kv_cache(presets.get("deepseek-v3").gpt_config(), 1, 1, 2).per_token_bytes == 61 * 576 * 2
 
 
@@ -439,7 +441,7 @@ def test_the_table_shows_experts_latent_attention_and_active_counts():
     flops_ = {r.quantity: r for r in section(rows, FLOPS)}
     assert flops_["forward, attention scores"].formula == "2·L·T·h·(d_N + d_R + d_v)"
     text = render_text(rep)
-    for needle in ("L_moe·E·3·d·d_e", "active per token", "L·(r + d_R)·bytes", "37,552,282,624"):
+    for needle in ("L_moe·E·3·d·d_e", "active per token", "L·(r + d_R)·bytes", "37,552,297,472", "d_k=192"):
         assert needle in text, needle
     _, csv_rows = from_csv(to_csv(BUDGET_HEADER, [r.cells() for r in rows]))
     assert len(csv_rows) == len(rows) and all(number(g[3]) == r.value for g, r in zip(csv_rows, rows))

@@ -398,3 +398,11 @@ def test_describe_origin_names_kind_source_size_and_tokenizer():
         "run1 (Attention Lab, from Hugging Face GPT-2) · 1,234,567 parameters · tokenizer: byte BPE"
     )
     assert describe_origin({"kind": "nanogpt", "name": "ckpt.pt", "source": "nanogpt"}) == "ckpt.pt (nanoGPT)"
+
+
+def test_every_kind_has_a_readable_name():
+    from model.io.pretrained import KINDS, describe_origin
+
+    for kind in KINDS:
+        line = describe_origin({"kind": kind, "name": "m"})
+        assert line.startswith("m (") and kind not in line, line

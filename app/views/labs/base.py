@@ -14,7 +14,6 @@ is shown (or at once if it is on screen).
 
 from __future__ import annotations
 
-import html
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -126,7 +125,8 @@ class LabPage(LazyPage):
         lay = QVBoxLayout(box)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(3)
-        title = QLabel(f"{html.escape(self.lab)} — {html.escape(self.title)}")
+        title = QLabel(f"{self.lab} — {self.title}")
+        title.setTextFormat(Qt.TextFormat.PlainText)  # an apostrophe stays one, a "<" stays text
         title.setObjectName("labTitle")
         lay.addWidget(title)
         if self.explanation:
@@ -236,7 +236,12 @@ def describe_model(session) -> str:
     if model is None:
         return "no model yet"
     c = model.config
-    trained = f"step {session.step}" if session.step else "untrained"
+    if session.step:
+        trained = f"step {session.step}"
+    elif session.checkpoint_meta.get("kind") not in (None, "ours"):  # a GGUF file, an HF folder, …
+        trained = "weights as opened"
+    else:
+        trained = "untrained"
     mask = "causal" if c.causal else "no mask"
     return (
         f"{c.n_layers} layers × {c.n_heads} heads, d_model {c.d_model}, d_k {c.d_head}, {c.positions} "

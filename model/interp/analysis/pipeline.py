@@ -102,7 +102,10 @@ def head_pipeline(trace, layer: int, head: int, batch: int = 0) -> HeadPipeline:
     else:
         scale = float((scaled * raw).sum() / max((raw * raw).sum(), 1e-30))
         scale_formula = {
-            "sqrt_dk": f"S' = S / √d_k = S / {np.sqrt(d_k):.3g}",
+            "sqrt_dk": f"S' = S / √d_k = S / {np.sqrt(d_k):.3g}"
+            if cfg.attn_scale_dim is None
+            else f"S' = S / √{cfg.attn_scale_dim:g} = S / {np.sqrt(cfg.attn_scale_dim):.3g} (the model's "
+            f"scale dimension, not d_k = {d_k})",
             "none": "S' = S (no scaling)",
             "learned": f"S' = τ_h · S,  learned τ_h = {scale:.3g} (1/√d_k = {1 / np.sqrt(d_k):.3g})",
         }[rule]
