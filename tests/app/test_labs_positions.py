@@ -2,6 +2,8 @@
 permutation experiment on the session's model."""
 
 import numpy as np
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel
 
 from model.interp.analysis.positions import sinusoidal_heatmap
 
@@ -62,6 +64,8 @@ def test_rope_on_the_models_heads_shifts_the_prompt(labs, qtbot, wait_results):
     assert page.change_bars.categories == ["H0", "H1"]
     assert page.at_zero.panel.hidden[0, 1] and not page.at_zero.panel.hidden[1, 0]  # the causal mask
     assert page.shift.maximum() == 30 and page.layer.maximum() == 1  # the model's own limits
+    title = page.header.findChild(QLabel, "labTitle")  # an apostrophe is shown as one, not &#x27;
+    assert title.text().endswith("RoPE's scores stay put") and title.textFormat() == Qt.TextFormat.PlainText
     original = session.config
     try:
         session.set_config(original.replace(positions="rope"))
