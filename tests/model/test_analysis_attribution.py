@@ -29,6 +29,7 @@ def model_of(**kw) -> GPT:
         dict(bias="none", norm_bias=False),
         dict(tie_embeddings=True, positions="rope"),
         dict(n_kv_heads=2, mlp="swiglu", norm="rmsnorm", positions="sinusoidal"),
+        dict(norm="rmsnorm", norm_offset=True, positions="rope"),  # Gemma: the norm scales by 1 + γ
     ],
 )
 def test_parts_add_up_to_the_logit(variant):

@@ -553,3 +553,41 @@ def test_deepseeks_prediction_layers_past_the_last_are_ignored(today_models, tmp
     ids = _ids(open_model(edited), tricky_texts[2], 30)
     with torch.no_grad():
         assert (open_model(edited).model(ids)[0] - reference(ids).logits).abs().max() <= 1e-4
+
+
+def test_the_instruments_work_on_every_family(family, tricky_texts):
+    """What the Attention tab runs, on each opened family: the inspection and its metrics (a local
+    layer under its window, sinks' share), the expert choice of a mixture, patching of every head and
+    logit attribution whose parts add up to the logit (through sandwich/output norms and a final cap)."""
+    import numpy as np
+
+    from model.interp.analysis.attribution import direct_logit_attribution
+    from model.interp.analysis.patching import patch_heads
+    from model.interp.inspection import inspect_prompt
+    from model.interp.measures import expert_choice_of, head_metrics_of
+    from model.interp.plan import plan_prompt
+
+    ckpt = family[2]
+    model, cfg = ckpt.model, ckpt.model.config
+    text = tricky_texts[0]
+    insp = inspect_prompt(model, ckpt.tokenizer, plan_prompt(cfg, ckpt.tokenizer, text))
+    T = len(insp.ids)
+    assert insp.weights.shape == (cfg.n_layers, cfg.n_heads, T, T) and np.isfinite(insp.weights).all()
+    metrics = head_metrics_of(model, insp.weights, insp.mask).metrics
+    assert np.isfinite(metrics.entropy).all()
+    if cfg.window_pattern:  # a local layer's rows see at most the window
+        local = cfg.window_pattern.index("L")
+        assert (insp.weights[local, :, -1, : T - cfg.sliding_window] == 0).all()
+    if cfg.attn_sinks:
+        rows = insp.weights.sum(-1)  # the sink takes what no key gets: rows sum to less than 1
+        assert rows.max() <= 1 + 1e-5 and rows.min() < 0.99 and (metrics.learned_sink > 0).all()
+    if cfg.n_experts:
+        choice = expert_choice_of(model, insp.ids)
+        assert choice.chosen.shape == (len(choice.moe_layers), T, cfg.n_experts_per_token)
+    ids = insp.ids[:12]
+    corrupt = ids[:-3] + ids[-2:-1] + ids[-3:-2] + ids[-1:]  # two tokens swapped
+    patched = patch_heads(model, ids, corrupt, answer=ids[-1], wrong=corrupt[-2])
+    assert patched.patched.shape == (cfg.n_layers, cfg.n_heads) and np.isfinite(patched.patched).all()
+    a = direct_logit_attribution(model, ids)
+    assert a.total == pytest.approx(a.logit, abs=1e-4 * max(1.0, abs(a.logit)))
+    assert (a.capped is not None) == (cfg.final_softcap is not None)

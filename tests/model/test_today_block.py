@@ -378,19 +378,49 @@ def test_a_local_heads_pipeline_masks_with_its_window_and_a_sink_says_its_share(
     assert "the head's sink b_h takes" in local["pattern"].formula
 
 
-def test_logit_attribution_adds_up_on_latent_attention_and_moe_and_refuses_what_does_not_split():
+def test_logit_attribution_adds_up_on_latent_attention_and_moe():
     from model.interp.analysis.attribution import direct_logit_attribution
 
     model = model_of(**MLA, n_experts=4)
     ids = tokens(T=12, B=1)[0]
     a = direct_logit_attribution(model, ids)
     assert a.heads.shape == (3, 4) and a.total == pytest.approx(a.logit, abs=1e-4)
-    for kw, words in (
-        (dict(norm_position="sandwich"), "each sublayer's output is normalised as a whole"),
-        (dict(final_softcap=5.0), "final_softcap=5 bends them"),
-    ):
-        with pytest.raises(ValueError, match=words):
-            direct_logit_attribution(model_of(**kw), ids)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(norm_position="sandwich", norm="rmsnorm", norm_offset=True),  # Gemma 2/3
+        dict(norm_position="output", norm="rmsnorm"),  # OLMo 2
+        dict(norm_position="sandwich", norm="layernorm"),  # the β of each sublayer norm too
+        dict(final_softcap=0.5, norm="rmsnorm", norm_offset=True),  # Gemma 2's final cap
+    ],
+    ids=["gemma-sandwich", "olmo2-output", "layernorm-sandwich", "final-softcap"],
+)
+def test_logit_attribution_adds_up_through_norms_after_the_sublayers_and_a_final_cap(kw):
+    """Each sublayer norm's scale frozen like the final norm's: the parts add up to the logit (before
+    the cap, which ``capped`` holds), and a head's part is its write through both frozen norms."""
+    from model.interp.analysis.attribution import direct_logit_attribution
+
+    model = model_of(**kw)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.3)
+    ids = tokens(T=12, B=1)[0]
+    with torch.no_grad():
+        logits, _ = model(torch.as_tensor(ids)[None])
+    a = direct_logit_attribution(model, ids, token=3, other=5, position=7)
+    assert a.total == pytest.approx(a.logit, abs=1e-5 * max(1.0, abs(a.logit)))
+    want = float(logits[0, 7, 3] - logits[0, 7, 5])
+    if "final_softcap" in kw:
+        c = kw["final_softcap"]
+        assert a.softcap == c and a.capped == pytest.approx(want, abs=1e-5)
+        assert abs(a.capped) < 2 * c and abs(a.logit - a.capped) > 0.05  # the cap bends it
+        z = np.arctanh(np.clip(logits[0, 7, [3, 5]].double().numpy() / c, -1, 1)) * c
+        assert a.logit == pytest.approx(float(z[0] - z[1]), rel=1e-3)
+    else:
+        assert a.capped is None and a.logit == pytest.approx(want, abs=1e-5)
+    assert len({round(float(v), 6) for v in a.heads.ravel()}) == a.heads.size  # every head its own part
 
 
 @pytest.mark.parametrize(

@@ -118,11 +118,23 @@ class AttributionPage(CausalPage):
         L, H = a.heads.shape
         esc = html.escape
         norm = "LayerNorm σ" if res.norm == "layernorm" else "RMSNorm rms"
+        value = (
+            f"<b>{a.logit:.4f}</b>"
+            if a.capped is None
+            else f"<b>{a.logit:.4f}</b> before the final soft-cap {a.softcap:g}·tanh(z/{a.softcap:g}) "
+            f"(the model's capped value: {a.capped:.4f})"
+        )
+        after = (
+            " Each sublayer's own output norm is frozen the same way, so a head's part is its write "
+            "through both."
+            if a.sublayer_norms
+            else ""
+        )
         self.summary.setText(
             f"<b>{esc(res.target)}</b> at position {a.position} '{esc(res.labels[a.position])}' = "
-            f"<b>{a.logit:.4f}</b>; the parts below add up to {a.total:.4f} "
+            f"{value}; the parts below add up to {a.total:.4f} "
             f"(difference {abs(a.total - a.logit):.1e}). The final norm's scale ({norm} = {a.scale:.4g}) is "
-            "<b>frozen from this run</b>, which makes the norm linear in the writes."
+            f"<b>frozen from this run</b>, which makes the norm linear in the writes.{after}"
         )
         self.heads_plot.set_matrix(a.heads, layer_labels(L), [f"H{i}" for i in range(H)])
         parts = bar_parts(a)

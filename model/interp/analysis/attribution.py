@@ -21,6 +21,15 @@ logit exactly (to float32 rounding). For a difference of two tokens ``u = u_a �
 contribution is *direct* only: what a head writes that later layers read and transform is counted
 where it finally lands, not at the head.
 
+Gemma's RMSNorm scales by ``1 + γ`` (``norm_offset``); its gain is read as the norm computes it.
+
+Norms after the sublayers (Gemma 2/3's ``sandwich``, OLMo 2's ``output``) normalise each sublayer's
+whole output before it joins the stream: ``x += Norm'(Σ_h W_O[h] z_h + b_O)``. With that norm's scale
+frozen too (the rms of this layer's attention output at ``p``), head ``h`` writes
+``γ' ⊙ W_O[h] z_h / r'``, so the parts still add up exactly. A final soft-cap (Gemma 2's
+``c·tanh(z/c)``) bends the logit: the parts add up to ``z``, the logit before the cap, and
+``capped`` holds the model's value.
+
 Post-LN models have no single final norm (each block renormalises the whole stream, so no write
 reaches the logits through one frozen scale): :func:`direct_logit_attribution` refuses them with a
 ValueError.
@@ -34,6 +43,7 @@ import numpy as np
 import torch
 
 from model.interp.analysis.patching import as_ids, cache_activations
+from model.nn.layers import OffsetRMSNorm
 
 
 @dataclass
@@ -41,10 +51,13 @@ class LogitAttribution:
     """Direct contributions to one logit (or a difference of two) at ``position``.
 
     ``embed``: token embedding + added positions; ``heads`` [L, H]; ``attn_bias`` [L] (``o_proj``'s
-    bias, 0 without one); ``mlp`` [L]; ``norm_bias``: the final LayerNorm's ``β`` term (0 for RMSNorm
-    or without β); ``logit``: the model's own value; ``scale``: the frozen σ (LayerNorm) or rms
-    (RMSNorm). ``token`` and ``other`` (None unless a difference): the token ids. ``total`` = the sum
-    of every part, which equals ``logit`` to float32 rounding.
+    bias, and a sublayer norm's β, 0 without); ``mlp`` [L]; ``norm_bias``: the final LayerNorm's ``β``
+    term (0 for RMSNorm or without β); ``logit``: the model's own value (before a final soft-cap);
+    ``scale``: the frozen σ (LayerNorm) or rms (RMSNorm). ``token`` and ``other`` (None unless a
+    difference): the token ids. ``total`` = the sum of every part, which equals ``logit`` to float32
+    rounding. ``softcap`` and ``capped``: the final soft-cap ``c`` and the model's capped value
+    (``c·tanh(z_a/c) − c·tanh(z_b/c)`` for a difference), None without a cap. ``sublayer_norms``: the
+    blocks normalise each sublayer's output (sandwich or output norms), frozen too.
     """
 
     embed: float
@@ -57,6 +70,9 @@ class LogitAttribution:
     position: int
     token: int
     other: int | None = None
+    softcap: float | None = None
+    capped: float | None = None
+    sublayer_norms: bool = False
 
     @property
     def total(self) -> float:
@@ -77,6 +93,38 @@ class LogitAttribution:
         return out
 
 
+def frozen_norm(norm, x: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, float, float]:
+    """``norm`` with its scale frozen at its input ``x`` [d], seen from a direction ``u`` [d] after it:
+    ``(w, shift, scale)`` with ``u · Norm(c) = c · w + shift`` for the writes ``c`` that sum to ``x``.
+
+    LayerNorm: ``w = (γ⊙u − mean(γ⊙u)) / σ``, ``shift = β·u``; RMSNorm: ``w = g⊙u / r`` with ``g = γ``
+    (``1 + γ`` for Gemma's offset norm), ``shift = 0``. Float64 in and out; ``scale`` is σ or r.
+    """
+    eps = norm.eps if norm.eps is not None else torch.finfo(torch.float32).eps
+    weight = getattr(norm, "weight", None)
+    gamma = weight.double() if weight is not None else torch.ones_like(x)
+    if isinstance(norm, torch.nn.LayerNorm):
+        scale = torch.sqrt(x.var(unbiased=False) + eps)
+        w = gamma * u
+        beta = norm.bias
+        return (w - w.mean()) / scale, float(beta.double() @ u) if beta is not None else 0.0, float(scale)
+    if isinstance(norm, OffsetRMSNorm):
+        gamma = 1.0 + gamma
+    scale = torch.sqrt((x * x).mean() + eps)
+    return gamma * u / scale, 0.0, float(scale)
+
+
+def _sublayer_norms(model, block) -> tuple[torch.nn.Module | None, torch.nn.Module | None]:
+    """The norms a block applies to its attention's and its MLP's output before they join the stream
+    (Gemma 2/3: ``post_norm1/2``; OLMo 2: ``norm1/2``), or (None, None) in a Pre-LN block."""
+    position = model.config.norm_position
+    if position == "sandwich":
+        return block.post_norm1, block.post_norm2
+    if position == "output":
+        return block.norm1, block.norm2
+    return None, None
+
+
 @torch.no_grad()
 def direct_logit_attribution(
     model, prompt, *, token: int | None = None, other: int | None = None, position: int = -1, tokenizer=None
@@ -85,7 +133,8 @@ def direct_logit_attribution(
 
     ``prompt``: text (with ``tokenizer``) or ids [T] / [1, T]; ``token`` None = the model's top
     prediction at ``position``. Runs one forward in evaluation mode (the fused path: only ``attn.z``,
-    ``mlp.out`` and the stream are hooked). Post-LN models are a ValueError (no single final norm).
+    ``mlp.out`` and the stream are hooked, and the attention's output under a norm after it).
+    Post-LN models are a ValueError (no single final norm).
     """
     cfg = model.config
     if model.norm_f is None:
@@ -94,26 +143,16 @@ def direct_logit_attribution(
             "(every block renormalises the whole stream), so the heads' writes do not reach the logits "
             "through one frozen scale"
         )
-    if cfg.norm_position in ("sandwich", "output"):
-        raise ValueError(
-            f"direct logit attribution needs a Pre-LN model: with norm_position={cfg.norm_position!r} "
-            "each sublayer's output is normalised as a whole before it joins the stream, so it does not "
-            "split into one part per head"
-        )
-    if cfg.final_softcap is not None:
-        raise ValueError(
-            "direct logit attribution needs logits linear in the stream: "
-            f"final_softcap={cfg.final_softcap:g} bends them through c·tanh(z/c), so the parts would not "
-            "add up to the logit"
-        )
     idx = as_ids(model, prompt, tokenizer)
     T = idx.shape[1]
     if not -T <= position < T:
         raise ValueError(f"position {position} is outside a prompt of {T} tokens")
     position %= T
     L, H, d_v = cfg.n_layers, cfg.n_heads, cfg.v_dim
+    post_normed = cfg.norm_position in ("sandwich", "output")
+    parts = ("attn.z", "attn.out", "mlp.out") if post_normed else ("attn.z", "mlp.out")
     names = ["blocks.0.resid_pre", f"blocks.{L - 1}.resid_post"]
-    names += [f"blocks.{l}.{p}" for l in range(L) for p in ("attn.z", "mlp.out")]
+    names += [f"blocks.{l}.{p}" for l in range(L) for p in parts]
     cache, logits = cache_activations(model, idx, names)
     row = logits[0, position].double()
     token = int(row.argmax()) if token is None else int(token)
@@ -121,35 +160,37 @@ def direct_logit_attribution(
     u = W_U[token] - (W_U[int(other)] if other is not None else 0.0)  # [d]
     logit = float(row[token] - (row[int(other)] if other is not None else 0.0))
 
-    norm = model.norm_f
-    x = cache[f"blocks.{L - 1}.resid_post"][0, position].double()  # [d], the final norm's input
-    eps = norm.eps if norm.eps is not None else torch.finfo(x.dtype).eps
-    gamma = norm.weight.double() if norm.weight is not None else torch.ones_like(x)
-    if isinstance(norm, torch.nn.LayerNorm):
-        scale = torch.sqrt(x.var(unbiased=False) + eps)
-        w = gamma * u
-        w = (w - w.mean()) / scale  # c · w = u · (γ ⊙ (c − mean(c)) / σ)
-        beta = norm.bias
-        norm_bias = float(beta.double() @ u) if beta is not None else 0.0
-    else:  # RMSNorm
-        scale = torch.sqrt((x * x).mean() + eps)
-        w = gamma * u / scale
-        norm_bias = 0.0
-
     def at(name):
         return cache[name][0].double()
+
+    x = at(f"blocks.{L - 1}.resid_post")[position]  # [d], the final norm's input
+    w, norm_bias, scale = frozen_norm(model.norm_f, x, u)
+    capped, cap = None, cfg.final_softcap
+    if cap is not None:  # the parts add up to the logit before c·tanh(z/c): z itself, from the norm
+        z = W_U @ model.norm_f(x.to(W_U.dtype)[None].float()).double()[0]  # [V]
+        capped, logit = logit, float(z[token] - (z[int(other)] if other is not None else 0.0))
 
     embed = float(at("blocks.0.resid_pre")[position] @ w)
     heads = np.zeros((L, H))
     attn_bias = np.zeros(L)
     mlp = np.zeros(L)
     for layer, block in enumerate(model.blocks):
+        attn_norm, mlp_norm = _sublayer_norms(model, block)
+        w_attn, shift = w, 0.0
+        if attn_norm is not None:  # the head's write passes this layer's frozen norm first
+            w_attn, shift, _ = frozen_norm(attn_norm, at(f"blocks.{layer}.attn.out")[position], w)
         z = at(f"blocks.{layer}.attn.z")[:, position]  # [H, d_v]
         W_O = block.attn.o_proj.weight.double().view(-1, H, d_v)  # [d, H, d_v]
-        heads[layer] = torch.einsum("hk,dhk,d->h", z, W_O, w).cpu().numpy()
+        heads[layer] = torch.einsum("hk,dhk,d->h", z, W_O, w_attn).cpu().numpy()
+        attn_bias[layer] = shift
         if block.attn.o_proj.bias is not None:
-            attn_bias[layer] = float(block.attn.o_proj.bias.double() @ w)
-        mlp[layer] = float(at(f"blocks.{layer}.mlp.out")[position] @ w)
+            attn_bias[layer] += float(block.attn.o_proj.bias.double() @ w_attn)
+        out = at(f"blocks.{layer}.mlp.out")[position]
+        if mlp_norm is not None:
+            w_mlp, shift, _ = frozen_norm(mlp_norm, out, w)
+            mlp[layer] = float(out @ w_mlp) + shift
+        else:
+            mlp[layer] = float(out @ w)
     return LogitAttribution(
         embed=embed,
         heads=heads,
@@ -157,11 +198,14 @@ def direct_logit_attribution(
         mlp=mlp,
         norm_bias=norm_bias,
         logit=logit,
-        scale=float(scale),
+        scale=scale,
         position=position,
         token=token,
         other=None if other is None else int(other),
+        softcap=cap,
+        capped=capped,
+        sublayer_norms=post_normed,
     )
 
 
-__all__ = ["LogitAttribution", "direct_logit_attribution"]
+__all__ = ["LogitAttribution", "direct_logit_attribution", "frozen_norm"]
