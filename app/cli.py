@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "train": "Train a model on a corpus or synthetic task and save a checkpoint.",
     "generate": "Generate text from a checkpoint.",
     "inspect": "Run a prompt through a model and export every head's attention as .npz.",
+    "circuits": "How a model's heads compose (Q/K/V composition, copying), from its weights alone.",
     "download": "Download a model from the Hugging Face Hub into its cache (REPO[@REVISION]).",
     "budget": "Parameters, FLOPs, KV cache, memory and training cost of a config or preset.",
     "screenshot": "Render every tab of the app to PNG files, offscreen.",
@@ -29,7 +30,7 @@ COMMANDS: dict[str, str] = {
 
 
 #: Subcommands that build a model, sized first (model.sizing); --no-size-check skips the refusal.
-SIZED = ("train", "generate", "inspect")
+SIZED = ("train", "generate", "inspect", "circuits")
 
 
 class UserError(AttentionLabError):

@@ -10,7 +10,11 @@ direct logit attribution of one prompt, with token labels (the numbers come from
   (or a difference of two) → :class:`AttributionResult`;
 - :func:`suggest_corruption`: a corrupted prompt of the same token length (two words swapped, names
   first), the classic "John and Mary" → "Mary and John" corruption;
-- :func:`one_token`: a token typed as text → its id, or a one-line error.
+- :func:`one_token`: a token typed as text → its id, or a one-line error;
+- :func:`path_patching_of`: path patching of one sender head through every later head's queries,
+  keys and values (Wang et al., 2022) on the Patching page's prompts → :class:`PathPatchingResult`;
+  :func:`induction_corruption` is its corruption when no two words can be swapped (a prompt that
+  repeats itself, as the starter model's: the earlier copy of the last token replaced).
 
 No Qt: the app runs these in its compute worker; each puts the model in evaluation mode for its
 forward passes and restores the mode.
@@ -24,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from model.interp.analysis.attribution import LogitAttribution, direct_logit_attribution
-from model.interp.analysis.patching import Patching, patch_heads, patch_resid
+from model.interp.analysis.patching import Patching, PathPatching, patch_heads, patch_resid, path_patch
 from model.interp.prompt import PromptError, encode_prompt, prompt_of_ids
 from model.text.tokens import visible
 
@@ -212,6 +216,107 @@ def attribution_of(
     return AttributionResult(attr, names[0], other_label, labels, model.config.norm)
 
 
+def induction_corruption(ids: list[int], vocab_size: int) -> tuple[list[int], int, int] | None:
+    """For a prompt whose last token occurred before (``… A B … A``, where an induction head predicts
+    ``B``): the prompt with that earlier ``A`` replaced by the first token the prompt lacks, so no key
+    has ``A`` before it any more: (corrupted ids, the position changed, the new token). None when the
+    last token is new or the prompt uses every token."""
+    ids = [int(i) for i in ids]
+    earlier = [i for i in range(len(ids) - 2, -1, -1) if ids[i] == ids[-1]]
+    if not earlier:
+        return None
+    used = set(ids)
+    new = next((t for t in range(int(vocab_size)) if t not in used), None)
+    if new is None:
+        return None
+    at = earlier[0]
+    return [*ids[:at], new, *ids[at + 1 :]], at, new
+
+
+@dataclass
+class PathPatchingResult:
+    """Path patching of one sender (:class:`~model.interp.analysis.patching.PathPatching` ``paths``)
+    from the clean run of ``prompt`` into ``corrupt_prompt``'s; ``corruption``: how the corrupted prompt
+    was chosen, in words; ``labels`` / ``corrupt_labels`` [T]; ``answer_label`` / ``wrong_label`` the
+    tokens of the metric."""
+
+    prompt: str
+    corrupt_prompt: str
+    corruption: str
+    paths: PathPatching
+    labels: list[str]
+    corrupt_labels: list[str]
+    answer_label: str
+    wrong_label: str
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The numbers as plain arrays (the .npz export; no pickles)."""
+        return {
+            **self.paths.arrays(),
+            "answer_tokens": np.array([self.answer_label, self.wrong_label], dtype=str),
+            "tokens": np.array(self.labels, dtype=str),
+            "corrupt_tokens": np.array(self.corrupt_labels, dtype=str),
+        }
+
+
+def path_patching_of(
+    model,
+    tokenizer,
+    ids: list[int],
+    corrupt_prompt: str | None,
+    sender: tuple[int, int],
+    *,
+    answer: str | None = None,
+    wrong: str | None = None,
+    position: int = -1,
+    prompt: str = "",
+    dropped: int = 0,
+    layers: list[int] | None = None,
+) -> PathPatchingResult:
+    """Path patching of ``sender`` (layer, head) through the heads of ``layers`` (default: every later
+    layer), from the clean run of ``ids`` into the corrupted one's:
+    ``corrupt_prompt`` as typed (cut as :func:`patching_of` cuts it), or when empty two words of
+    ``prompt`` swapped (:func:`suggest_corruption`), or else :func:`induction_corruption`. A
+    :class:`PromptError` when none applies or the lengths differ; a ValueError for a Post-LN model."""
+    ids = [int(i) for i in ids]
+    how = "typed"
+    if not corrupt_prompt:
+        corrupt_prompt = suggest_corruption(tokenizer, prompt) if prompt else None
+        how = "two words of the prompt swapped"
+    if corrupt_prompt:
+        cut = encode_prompt(tokenizer, corrupt_prompt, len(ids))
+        if cut.T + cut.dropped != len(ids) + dropped:
+            raise PromptError(
+                f"the corrupted prompt is {cut.T + cut.dropped} tokens and the clean one "
+                f"{len(ids) + dropped}: path patching needs the same length (swap words of the same "
+                "token length)"
+            )
+        corrupt, corrupt_labels = list(cut.ids), list(cut.labels)
+    else:
+        made = induction_corruption(ids, int(model.config.vocab_size))
+        if made is None:
+            raise PromptError(
+                "no two words of this prompt can be swapped without changing its token count, and its "
+                "last token does not occur earlier: type a corrupted prompt of the same length on the "
+                "Patching page"
+            )
+        corrupt, at, _new = made
+        corrupt_labels = _labels(tokenizer, corrupt)
+        old_label = _labels(tokenizer, [ids[at]])[0]
+        how = (
+            f"the earlier '{old_label}' (position {at}) replaced by '{corrupt_labels[at]}': no key has "
+            "the last token before it any more (an induction corruption)"
+        )
+        corrupt_prompt = tokenizer.decode(corrupt)
+    a = one_token(tokenizer, answer, "answer token") if answer else None
+    w = one_token(tokenizer, wrong, "wrong token") if wrong else None
+    paths = path_patch(model, ids, corrupt, sender, answer=a, wrong=w, position=position, layers=layers)
+    answer_label, wrong_label = _labels(tokenizer, [paths.answer, paths.wrong])
+    return PathPatchingResult(
+        prompt, corrupt_prompt, how, paths, _labels(tokenizer, ids), corrupt_labels, answer_label, wrong_label
+    )
+
+
 def _labels(tokenizer, ids) -> list[str]:
     """The visible labels of token ``ids``."""
     return list(prompt_of_ids(tokenizer, ids).labels)
@@ -220,8 +325,11 @@ def _labels(tokenizer, ids) -> list[str]:
 __all__ = [
     "AttributionResult",
     "PatchingResult",
+    "PathPatchingResult",
     "attribution_of",
+    "induction_corruption",
     "one_token",
     "patching_of",
+    "path_patching_of",
     "suggest_corruption",
 ]

@@ -1,6 +1,7 @@
 """What only some Attention pages measure after a run: every head's metrics, what switching heads off
-changes, the mean patterns, one token's row and column, the next-token table, and the experts a
-mixture of experts' router chose for each token.
+changes, the mean patterns, one token's row and column, the next-token table, the experts a
+mixture of experts' router chose for each token, and the circuits of the weights (how heads compose,
+and one head's full circuits over a few tokens).
 
 Each is a plain function of a model and an :class:`~model.interp.inspection.Inspection`'s arrays;
 the app runs them in its compute worker after each run and keeps which run each result belongs to
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+import model.interp.analysis.circuits as circuit_analysis
 from model.interp.analysis.ablation import ablation_effect, validation_batches, validation_loss_change
 from model.interp.analysis.aggregate import (
     TokenFocus,
@@ -359,16 +361,128 @@ def token_focus_of(weights: np.ndarray, t: int):
     )
 
 
+@dataclass
+class CircuitsResult:
+    """The circuits of the current weights (:class:`~model.interp.analysis.circuits.Circuits`), or why
+    there are none (``failure``: one line, e.g. a Post-LN model); ``config`` the model's."""
+
+    circuits: circuit_analysis.Circuits | None
+    failure: str | None
+    config: Any
+    seconds: float = 0.0
+
+
+def circuits_of(model, *, rope_offset: int = 0) -> CircuitsResult:
+    """Every head's circuits and every composition score of ``model`` (the Circuits page's heavy job:
+    the weights only, so once per model or training step)."""
+    t0 = time.perf_counter()
+    try:
+        got = circuit_analysis.model_circuits(model, rope_offset=rope_offset)
+    except circuit_analysis.CircuitsUnsupported as exc:
+        return CircuitsResult(None, str(exc), model.config, time.perf_counter() - t0)
+    return CircuitsResult(got, None, model.config, time.perf_counter() - t0)
+
+
+#: At most this many tokens in a head's full circuits on the page (the whole vocabulary up to it).
+CIRCUIT_TOKENS = 40
+
+
+def circuit_tokens(vocab_size: int, ids, limit: int = CIRCUIT_TOKENS) -> tuple[list[int], str]:
+    """The tokens a head's full circuits are shown over, and the words for them: the whole vocabulary
+    when it has at most ``limit`` tokens, else the prompt's distinct tokens in order (at most
+    ``limit``)."""
+    if vocab_size <= limit:
+        return list(range(vocab_size)), f"all {vocab_size} tokens"
+    seen = list(dict.fromkeys(int(i) for i in ids))
+    kept = seen[:limit]
+    more = f" (the first {limit} of {len(seen)})" if len(seen) > limit else ""
+    return kept, f"the prompt's {len(kept)} distinct tokens{more}, of {vocab_size}"
+
+
+@dataclass
+class HeadCircuitDetail:
+    """One head's full circuits over a few tokens (direct path; the module doc of
+    :mod:`~model.interp.analysis.circuits` says what is left out): ``tokens`` and their ``labels``
+    [n]; ``full_ov`` [n, n] (row: the token attended to, column: a token's logit raised), ``full_qk``
+    [n, n] (row: query token, column: key token); ``promoted_ids`` / ``promoted_values`` [n, top] the
+    tokens each source raises most over the whole vocabulary, ``promoted_labels`` their texts;
+    ``subset``: which tokens, in words."""
+
+    layer: int
+    head: int
+    tokens: list[int]
+    labels: list[str]
+    full_ov: np.ndarray
+    full_qk: np.ndarray
+    promoted_ids: np.ndarray
+    promoted_values: np.ndarray
+    promoted_labels: list[list[str]]
+    row_mean: np.ndarray
+    row_std: np.ndarray
+    subset: str
+    rope_offset: int | None = None
+    seconds: float = 0.0
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {
+            "head": np.array([self.layer, self.head], dtype=np.int64),
+            "circuit_tokens": np.array(self.tokens, dtype=np.int64),
+            "circuit_token_labels": np.array(self.labels, dtype=str),
+            "full_ov_circuit": self.full_ov.astype(np.float64),
+            "full_qk_circuit": self.full_qk.astype(np.float64),
+            "promoted_ids": self.promoted_ids.astype(np.int64),
+            "promoted_values": self.promoted_values.astype(np.float64),
+        }
+
+
+def circuit_head_of(
+    model, tokenizer, ids, layer: int, head: int, *, rope_offset: int = 0, top: int = 8
+) -> HeadCircuitDetail:
+    """Head (layer, head)'s full OV and QK circuits over :func:`circuit_tokens` and the tokens its OV
+    circuit raises most for each of them (the Circuits page's light job)."""
+    t0 = time.perf_counter()
+    tokens, subset = circuit_tokens(int(model.config.vocab_size), ids)
+    hw = circuit_analysis.head_weights(model, rope_offset=rope_offset, layers=[layer])
+    rows = circuit_analysis.full_ov_circuit(model, 0, head, tokens, hw)  # [n, V]
+    full_qk = circuit_analysis.full_qk_circuit(model, 0, head, tokens, hw)
+    k = min(int(top), rows.shape[1])
+    order = np.argsort(-rows, axis=1, kind="stable")[:, :k]
+    values = np.take_along_axis(rows, order, axis=1)
+    labels = token_labels(tokenizer, np.asarray(tokens, dtype=np.int64)[:, None])
+    return HeadCircuitDetail(
+        layer=int(layer),
+        head=int(head),
+        tokens=tokens,
+        labels=[row[0] for row in labels],
+        full_ov=rows[:, tokens],
+        full_qk=full_qk,
+        promoted_ids=order,
+        promoted_values=values,
+        promoted_labels=token_labels(tokenizer, order),
+        row_mean=rows.mean(axis=1),
+        row_std=rows.std(axis=1),
+        subset=subset,
+        rope_offset=hw.rope_offset,
+        seconds=time.perf_counter() - t0,
+    )
+
+
 __all__ = [
+    "CIRCUIT_TOKENS",
     "INDUCTION_PERIOD",
     "K_MAX",
     "AblationResult",
     "Aggregates",
+    "CircuitsResult",
     "ExpertChoice",
+    "HeadCircuitDetail",
     "MetricsResult",
     "NextTokenTable",
     "ablation_of",
     "aggregates_of",
+    "circuit_head_of",
+    "circuit_tokens",
+    "circuits_of",
     "expert_choice_of",
     "head_metrics_of",
     "held_out_batches",

@@ -162,7 +162,10 @@ def test_token_focus_titles_are_whole_at_1280(qtbot, attention_at):
 
 @pytest.mark.parametrize(
     "key",
-    ["heads", "head", "pipeline", "lines", "focus", "aggregates", "metrics", "patching", "next", "ablation"],
+    [
+        *("heads", "head", "pipeline", "lines", "focus", "aggregates", "metrics", "patching", "circuits"),
+        *("next", "ablation"),
+    ],
 )
 def test_nothing_is_cut_or_overlapping_on_an_attention_page_at_1280(qtbot, attention_at, key):
     from tests.app.layout_probe import text_problems

@@ -37,6 +37,9 @@ class AttentionPage(LazyPage):
     needs_causal: str | None = None
     #: whether the page needs the experts the router chose per token (a mixture of experts)
     needs_experts = False
+    #: whether the page needs the circuits of the weights, the selected head's full circuits and the
+    #: path patching of the sender (the Circuits page)
+    needs_circuits = False
 
     @staticmethod
     def applies_to(config) -> bool:
@@ -56,6 +59,7 @@ class AttentionPage(LazyPage):
         self.follow(state.next_tokens_changed, self.on_next_tokens)
         self.follow(state.causal_changed, self.on_causal)
         self.follow(state.experts_changed, self.on_experts)
+        self.follow(state.circuits_changed, self.on_circuits)
         self.follow(state.cleared, self.clear)
 
     def _mark_stale(self, _inspection) -> None:
@@ -87,6 +91,9 @@ class AttentionPage(LazyPage):
         pass
 
     def on_experts(self, choice) -> None:
+        pass
+
+    def on_circuits(self, kind: str, result) -> None:
         pass
 
     def numbers(self) -> tuple[dict, dict] | None:

@@ -4,7 +4,12 @@ Each job reads the state (and the session's model), runs in the session's comput
 tab's ``_submit`` (superseded by a newer run like the run itself), writes its result into the
 :class:`~app.views.attention.state.AttentionState` (whose signals redraw the pages) and then emits the
 tab's matching signal (``headDetailReady``, ``metricsReady``, ``ablationReady``, ``aggregatesReady``,
-``nextTokensReady``, ``expertsReady``).
+``nextTokensReady``, ``expertsReady``, ``circuitsReady``).
+
+The Circuits page's circuits depend on the weights alone: that job (``attention.circuits``) is keyed
+by the model, its training step and the RoPE offset (:meth:`AttentionJobs.circuits_key`), runs once per
+key, and a new prompt does not cancel it. It and the path patching leave one core to the GUI thread
+(every core but one; one while training): the page draws and paints while they run.
 """
 
 from __future__ import annotations
@@ -12,6 +17,12 @@ from __future__ import annotations
 from app.views.attention.state import CausalFailure
 from model.interp import causal, inspection, measures
 from model.interp.prompt import PromptError
+from model.runtime import with_threads
+
+#: The compute keys of the Circuits page's follow-up jobs (the tab's ``_submit`` puts them under its
+#: follow-up prefix, ``attention.run.``).
+HEAD_JOB = "attention.run.attention.circuit_head"
+PATH_JOB = "attention.run.attention.path"
 
 
 class AttentionJobs:
@@ -24,6 +35,9 @@ class AttentionJobs:
         #: validation batches of the current data and model shape, for the ablation's loss change
         self.val_cache: dict = {}
         self._aggregates_asked = None  # (request, chosen heads) of the last aggregates job
+        self._circuits_asked = None  # the key of the circuits job on its way
+        self._circuit_head_asked = None  # (key, head) of the head's full circuits on their way
+        self._path_asked = None  # (request, setup) of the path patching on its way
 
     def for_page(self, page) -> bool:
         """Request what ``page`` needs and the state lacks; True when it lacks nothing."""
@@ -43,7 +57,131 @@ class AttentionJobs:
         if page.needs_experts and st.experts_for_current() is None:
             self.experts()
             ready = False
+        if page.needs_circuits and not self.circuits_ready():
+            ready = False
         return ready
+
+    # ---- the Circuits page ---------------------------------------------------------------------
+    def circuits_key(self):
+        """What the circuits of the current weights depend on: (the model, its step, the RoPE offset);
+        None without a model."""
+        model = self.session.model
+        if model is None:
+            return None
+        return (id(model), self.session.step, int(self.state.circuit_setup["rope_offset"]))
+
+    def circuits_ready(self) -> bool:
+        """Request what the Circuits page lacks (the circuits first; then the selected head's full
+        circuits and the sender's path patching); True when it lacks nothing."""
+        st, key = self.state, self.circuits_key()
+        if key is None or st.inspection is None:
+            return True
+        res = st.circuits_for(key)
+        if res is None:
+            self.circuits()
+            return False
+        ready = True
+        if res.circuits is not None and st.circuit_head_for(key, st.selected) is None:
+            self.circuit_head()
+            ready = False
+        if st.path_for_current() is None:
+            self.path()
+            ready = False
+        return ready
+
+    def circuits(self) -> None:
+        """Every composition score and every head's circuits of the current weights
+        (``attention.circuits``), unless they are on their way."""
+        st, s, model, key = self.state, self.session, self.session.model, self.circuits_key()
+        if model is None or key is None or st.circuits_for(key) is not None:
+            return
+        if self._circuits_asked == key and s.compute.outstanding("attention.circuits"):
+            return
+        self._circuits_asked = key
+        offset = key[2]
+        # the weights alone: every core but one (the GUI thread keeps a core to paint on), one while training
+        threads = 1 if s.is_training else -1
+
+        def done(res, err):
+            if self._circuits_asked == key:
+                self._circuits_asked = None
+            if err is not None:
+                msg = f"circuits failed: {err}"
+                self.tab._set_status(msg, error=True)
+                self.tab.failed.emit(msg)
+                return
+            if res is None or key != self.circuits_key():
+                return
+            st.set_circuits(key, res)
+            self.tab.circuitsReady.emit("circuits", res)
+            page = self.tab.current_page
+            if page.needs_circuits:
+                self.circuits_ready()  # what it needs next
+
+        s.compute.submit(
+            "attention.circuits",
+            with_threads(threads, lambda: measures.circuits_of(model, rope_offset=offset)),
+            done,
+        )
+
+    def circuit_head(self) -> None:
+        """The selected head's full circuits over a few tokens (``attention.circuit_head``)."""
+        st, model, tok, key = self.state, self.session.model, self.session.tokenizer, self.circuits_key()
+        insp = st.inspection
+        res = st.circuits_for(key) if key is not None else None
+        if insp is None or model is None or res is None or res.circuits is None:
+            return
+        head = st.selected
+        if st.circuit_head_for(key, head) is not None:
+            return
+        if self._circuit_head_asked == (key, head) and self.session.compute.outstanding(HEAD_JOB):
+            return
+        self._circuit_head_asked = (key, head)
+        ids, offset = list(insp.ids), key[2]
+
+        def done(detail):
+            self._circuit_head_asked = None
+            if key == self.circuits_key():
+                st.set_circuit_head(key, head, detail)
+                self.tab.circuitsReady.emit("head", detail)
+
+        self.tab._submit(
+            "attention.circuit_head",
+            lambda: measures.circuit_head_of(model, tok, ids, *head, rope_offset=offset),
+            done,
+        )
+
+    def path(self) -> None:
+        """Path patching of the sender through every head of the receiver's layer (``attention.path``)
+        on the Patching page's prompts (a corruption of its own when no two words can be swapped)."""
+        st, model, tok = self.state, self.session.model, self.session.tokenizer
+        insp = st.inspection
+        if insp is None or model is None or tok is None:
+            return
+        setup, req = st.path_setup(), st.request
+        if self._path_asked == (req, setup) and self.session.compute.outstanding(PATH_JOB):
+            return
+        self._path_asked = (req, setup)
+        ids, prompt, dropped = list(insp.ids), insp.prompt, insp.dropped
+        sender, layers = setup["sender"], [] if setup["layer"] is None else [setup["layer"]]
+
+        def fn():
+            try:
+                return causal.path_patching_of(
+                    model, tok, ids, setup["corrupt"] or None, sender, answer=setup["answer"] or None,
+                    wrong=setup["wrong"] or None, prompt=prompt, dropped=dropped, layers=layers,
+                )  # fmt: skip
+            except (PromptError, ValueError) as exc:
+                return CausalFailure(str(exc))
+
+        def done(res):
+            self._path_asked = None
+            if st.set_path(req, setup, res):
+                self.tab.circuitsReady.emit("path", res)
+
+        # every core but one (one while training): the page that asked is drawing and painting meanwhile
+        threads = 1 if self.session.is_training else -1
+        self.tab._submit("attention.path", with_threads(threads, fn), done)
 
     def experts(self) -> None:
         """The experts a mixture of experts' router chose for each token of the current run

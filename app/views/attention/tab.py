@@ -20,7 +20,8 @@ do to the prompt and the run: ``follow``. Exports: ``exports``.
 
 Signals for tests and benchmarks: ``inspected(Inspection)`` once the page in view shows a new run;
 ``headDetailReady``, ``metricsReady``, ``ablationReady``, ``aggregatesReady``, ``causalReady(kind,
-result)`` (Patching, Logit attribution), ``expertsReady``; ``exported(path)``
+result)`` (Patching, Logit attribution), ``expertsReady``, ``circuitsReady(kind, result)`` (Circuits:
+``"circuits"``, ``"head"``, ``"path"``); ``exported(path)``
 and ``failed(message)``.
 """
 
@@ -45,6 +46,7 @@ from app.views.attention.ablation_page import AblationPage
 from app.views.attention.aggregate_page import AggregatePage
 from app.views.attention.attribution_page import AttributionPage
 from app.views.attention.base import AttentionPage
+from app.views.attention.circuits_page import CircuitsPage
 from app.views.attention.controls import AblationBanner, NoModelView, PromptBar, run_status
 from app.views.attention.experts_page import ExpertsPage
 from app.views.attention.exports import AttentionExports
@@ -68,13 +70,13 @@ from model.runtime import with_threads
 #: The pages, in the order of their tabs.
 PAGES = (
     *(GridPage, HeadPage, PipelinePage, LinesPage, FocusPage, AggregatePage, MetricsPage, ExpertsPage),
-    *(AblationPage, PatchingPage, AttributionPage, NextTokenPage),
+    *(AblationPage, PatchingPage, CircuitsPage, AttributionPage, NextTokenPage),
 )
 #: Screenshot order: the Ablation page last, since its picture switches a head off (a page the model
 #: does not offer, e.g. Experts of a dense model, is left out).
 SCREENSHOT_ORDER = (
     *("heads", "head", "pipeline", "lines", "focus", "aggregates", "metrics", "experts", "patching"),
-    *("attribution", "next", "ablation"),
+    *("circuits", "attribution", "next", "ablation"),
 )
 #: key prefix of the follow-up jobs of one run (metrics, head detail, ...): a new run cancels them
 FOLLOW_UPS = "attention.run."
@@ -91,6 +93,7 @@ class AttentionTab(QWidget):
     nextTokensReady = Signal(object)
     causalReady = Signal(str, object)
     expertsReady = Signal(object)
+    circuitsReady = Signal(str, object)
     exported = Signal(str)
     failed = Signal(str)
 
@@ -156,6 +159,7 @@ class AttentionTab(QWidget):
         st.chosen_heads_changed.connect(lambda _heads: self.jobs.aggregates())
         st.rollout_wanted_changed.connect(lambda _on: self.jobs.aggregates())
         st.causal_setup_changed.connect(self._on_causal_setup)
+        st.circuit_setup_changed.connect(self._on_circuit_setup)
 
         self.follower = SessionFollower(self)
         if session.probe_prompt:
@@ -369,6 +373,8 @@ class AttentionTab(QWidget):
     def _on_head_selected(self, _layer: int, _head: int) -> None:
         if self.current_page.needs_head_detail:
             self.jobs.head_detail()
+        if self.current_page.needs_circuits and self.state.inspection is not None:
+            self.jobs.circuits_ready()
 
     def open_head(self, layer: int, head: int) -> None:
         """Select (layer, head) and show it large (what clicking it in the grid does)."""
@@ -402,6 +408,12 @@ class AttentionTab(QWidget):
     def _on_causal_setup(self, kind: str) -> None:
         if self.current_page.needs_causal == kind and self.state.inspection is not None:
             self.jobs.causal(kind)
+        if kind == "patching" and self.current_page.needs_circuits and self.state.inspection is not None:
+            self.jobs.circuits_ready()  # path patching reads the Patching page's prompts
+
+    def _on_circuit_setup(self) -> None:
+        if self.current_page.needs_circuits and self.state.inspection is not None:
+            self.jobs.circuits_ready()
 
     # ---- export (``exports``) ------------------------------------------------------------------
     def export_targets(self) -> dict[str, QWidget]:

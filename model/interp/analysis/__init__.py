@@ -20,7 +20,8 @@ module              what it computes
 ``positions``       sinusoidal table, offset profiles, RoPE, the permutation experiment
 ``worked_example``  the three-token attention example with every intermediate
 ``compare``         differences of two traces, aligned metric tables, config diff
-``patching``        activation patching per head [L, H] and per stream position [L, T]
+``patching``        activation patching per head [L, H] and per stream position [L, T]; path patching
+``circuits``        QK/OV circuits, Q/K/V composition of every pair of heads, copying (weights only)
 ``attribution``     direct logit attribution of embedding, heads and MLPs (frozen final norm)
 ``rollout``         attention rollout (Abnar & Zuidema 2020), with its caveat
 ==================  =====================================================================
@@ -46,6 +47,22 @@ from model.interp.analysis.aggregate import (
     token_focus,
 )
 from model.interp.analysis.attribution import LogitAttribution, direct_logit_attribution
+from model.interp.analysis.circuits import (
+    Circuits,
+    CircuitsUnsupported,
+    Composition,
+    FactoredMatrix,
+    HeadCircuits,
+    HeadWeights,
+    baseline_scores,
+    composition_scores,
+    full_ov_circuit,
+    full_qk_circuit,
+    head_circuits,
+    head_weights,
+    model_circuits,
+    promoted_tokens,
+)
 from model.interp.analysis.compare import (
     HeadDiff,
     MetricRow,
@@ -92,7 +109,16 @@ from model.interp.analysis.masks import (
     sliding_window_mask,
 )
 from model.interp.analysis.next_token import NextTokens, prompt_next_tokens, top_k_next_tokens
-from model.interp.analysis.patching import Patching, cache_activations, patch_heads, patch_resid, run_patched
+from model.interp.analysis.patching import (
+    Patching,
+    PathPatching,
+    cache_activations,
+    patch_heads,
+    patch_resid,
+    path_patch,
+    path_patch_joint,
+    run_patched,
+)
 from model.interp.analysis.pipeline import HeadPipeline, Stage, head_pipeline, head_pipeline_from_model
 from model.interp.analysis.positions import (
     OffsetProfile,
@@ -137,13 +163,19 @@ __all__ = [
     "ROLLOUT_CAVEAT",
     "VARIANTS",
     "AblationEffect",
+    "Circuits",
+    "CircuitsUnsupported",
+    "Composition",
+    "FactoredMatrix",
     "GradFlow",
+    "HeadCircuits",
     "HeadClassification",
     "HeadDiff",
     "HeadLabel",
     "HeadMetrics",
     "HeadPipeline",
     "HeadThresholds",
+    "HeadWeights",
     "LogitAttribution",
     "LogitLens",
     "LossChange",
@@ -151,6 +183,7 @@ __all__ = [
     "NextTokens",
     "OffsetProfile",
     "Patching",
+    "PathPatching",
     "PermutationResult",
     "RepeatedPrompt",
     "ResidualNorms",
@@ -169,25 +202,31 @@ __all__ = [
     "apply_mask",
     "attention_example",
     "attention_rollout",
+    "baseline_scores",
     "block_grad_norms",
     "by_offset",
     "cache_activations",
     "causal_mask",
     "classify_heads",
+    "composition_scores",
     "config_diff",
     "direct_logit_attribution",
     "entropy",
     "entropy_norm",
     "full_mask",
+    "full_ov_circuit",
+    "full_qk_circuit",
     "future_weight",
     "grad_flow_at_init",
     "grad_flow_variants",
+    "head_circuits",
     "head_diff_summary",
     "head_importance",
     "head_metrics",
     "head_metrics_from_trace",
     "head_pipeline",
     "head_pipeline_from_model",
+    "head_weights",
     "induction_score",
     "kl_divergence",
     "learned_sink_share",
@@ -201,13 +240,17 @@ __all__ = [
     "mean_over_heads_set",
     "mean_over_layers",
     "measure_induction",
+    "model_circuits",
     "model_saturation",
     "patch_heads",
     "patch_resid",
+    "path_patch",
+    "path_patch_joint",
     "permutation_experiment",
     "position_similarity",
     "prefix_lm_mask",
     "prev_token_score",
+    "promoted_tokens",
     "prompt_next_tokens",
     "repeated_sequence",
     "residual_norms",
