@@ -303,9 +303,22 @@ def test_metrics_table_sorts_by_number_and_thresholds_rename_heads(qtbot, tab):
     shown = [page.table.item(r, col).data(Qt.ItemDataRole.DisplayRole) for r in range(L * H)]
     assert shown == sorted(shown, reverse=True)
     assert shown[0] == pytest.approx(float(m.prev_token.max()), abs=1e-3)
-    # an untrained model spreads its attention: every head is "uniform/dead" at the default 0.9 ...
+    # an untrained model spreads its attention: every head is "broad" at the default 0.9, ranked ...
     spread = m.entropy_norm
-    assert all(lab.name == "uniform/dead" for row in tab.classification.labels for lab in row)
+    assert all(lab.name == "broad" for row in tab.classification.labels for lab in row)
+    role = [c[1] for c in COLUMNS].index("role")
+    page.table.sortItems(role, Qt.SortOrder.AscendingOrder)  # by name, then rank as a number
+    assert [page.table.item(r, role).text() for r in range(3)] == ["broad #1", "broad #2", "broad #3"]
+    first = (page.table.item(0, 0).data(Qt.ItemDataRole.DisplayRole), page.table.item(0, 1).data(0))
+    most_even = np.unravel_index(np.argmax(spread), spread.shape)
+    assert first == tuple(int(i) for i in most_even)  # #1: the most even head
+    if L * H >= 10:
+        assert page.table.item(9, role).text() == "broad #10"  # a number's order, not the text's
+    induction = [c[1] for c in COLUMNS].index("induction")  # measured on its own sequence, and says so
+    assert page.table.horizontalHeaderItem(induction).text() == "induction (random)"
+    assert f"2 × {tab.metrics.period} random tokens" in page.table.horizontalHeaderItem(induction).toolTip()
+    summary = tab.state.head_summary(0, 0)
+    assert "on the prompt: spread" in summary and "random tokens" in summary
     # ... and a threshold above the least even head un-names exactly the heads below it
     cut = float(np.median(spread))
     page.spins["uniform"].setValue(round(cut, 2) + 0.005)

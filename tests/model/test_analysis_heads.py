@@ -130,15 +130,43 @@ def test_classify_names_each_hand_built_head():
     w = np.stack(heads)[None]  # [1, 5, T, T]
     m = head_metrics(w, period=period, start=start)
     cls = classify_heads(m)
-    assert list(cls.names[0]) == ["induction", "previous-token", "self", "sink", "uniform/dead"]
+    assert list(cls.names[0]) == ["induction", "previous-token", "self", "sink", "broad"]
     assert cls.heads_named("sink") == [(0, 3)]
     lab = cls.labels[0][1]
     assert lab.metric == "prev_token" and lab.value == pytest.approx(1.0) and "≥ 0.50" in str(lab)
+    assert (lab.rank, lab.of, lab.relative) == (1, 1, False)  # one of its kind, the fixed threshold
     # a head half on itself, half uniform: named "self" at 0.5, nothing at a stricter threshold
     mm = head_metrics(mixed[None, None])
     assert classify_heads(mm).names[0, 0] == "self"
     strict = HeadThresholds(self=0.9)
     assert classify_heads(mm, strict).names[0, 0] == ""
+
+
+def test_a_sink_most_heads_share_names_only_the_heads_that_stand_out():
+    """At scale the BOS sink is everywhere: with 80 of 100 heads above the fixed 0.5, "sink" rises to
+    the model's own top quarter and each named head knows its rank; a rare sink keeps the fixed bar."""
+    n = 8
+    rng = np.random.default_rng(0)
+    shares = np.concatenate([rng.uniform(0.55, 0.95, 80), rng.uniform(0.0, 0.3, 20)])
+    w = np.stack([a * sink_head(n) + (1 - a) * uniform_causal(n) for a in shares]).reshape(10, 10, n, n)
+    m = head_metrics(w)
+    cls = classify_heads(m)
+    sinks = cls.heads_named("sink")
+    assert len(sinks) == 25 and cls.effective["sink"] == pytest.approx(np.quantile(m.sink, 0.75))
+    top = cls.labels[sinks[0][0]][sinks[0][1]]
+    assert (top.rank, top.of, top.relative) == (1, 25, True) and top.value == pytest.approx(m.sink.max())
+    assert "sink #1 of 25" in str(top) and "top quarter" in str(top)
+    ranks = [cls.labels[l][h].rank for l, h in sinks]
+    assert ranks == list(range(1, 26))  # strongest first
+    fixed = classify_heads(m, HeadThresholds(max_share=None))
+    assert len(fixed.heads_named("sink")) == 80 and fixed.effective["sink"] == 0.5
+    all_sinks = head_metrics(w[:2])  # 20 heads, every one a sink: the top quarter is named
+    assert len(classify_heads(all_sinks).heads_named("sink")) == 5
+    one = np.stack([sink_head(n)] + [np.eye(n)] * 9)[None]  # 1 sink of 10: the fixed bar holds
+    assert classify_heads(head_metrics(one)).heads_named("sink") == [(0, 0)]
+    assert classify_heads(head_metrics(one)).counts() == {
+        "induction": 0, "previous-token": 0, "self": 9, "sink": 1, "broad": 0
+    }  # fmt: skip
 
 
 def test_classify_without_induction_measurement_skips_that_rule():

@@ -294,3 +294,19 @@ def test_scaled_scores_spread_wider_than_one_in_almost_every_head(smollm2, promp
     np.testing.assert_allclose(spread.raw / spread.scaled, 8.0, rtol=1e-4)  # √64
     assert 2.0 < spread.median_scaled < 2.8
     assert spread.share_above(1.0) > 0.98 and spread.share_above(1.25) > 0.95
+
+
+def test_names_stay_informative_at_270_heads(smollm2, prompts):
+    """The BOS sink is in most of the 270 heads: the name goes to the model's top quarter, ranked, and
+    says so; the specific names keep their fixed bars; layer 0's even heads are "broad", not dead."""
+    trace = run_with_trace(smollm2.model, prompts["prose"], kinds=("pattern",))
+    metrics = head_metrics_of(smollm2.model, trace.stack("pattern"), trace.mask).metrics
+    named = classify_heads(metrics)
+    fixed = int((metrics.sink >= named.thresholds.sink).sum())
+    sinks = named.heads_named("sink")
+    assert fixed > 0.4 * 270 and len(sinks) <= 0.25 * 270 + 1  # 1 in 4 at most, not most of the model
+    assert named.effective["sink"] == pytest.approx(float(np.quantile(metrics.sink, 0.75)))
+    best = named.labels[sinks[0][0]][sinks[0][1]]
+    assert best.rank == 1 and best.relative and best.value == pytest.approx(float(metrics.sink.max()))
+    assert named.effective["induction"] == named.thresholds.induction  # specific names: fixed bars
+    assert "uniform/dead" not in set(named.names.ravel())

@@ -25,14 +25,14 @@ FOLD_FROM = 8
 #: A block of the fold has about this many layers (30 layers: 0–9, 10–19, 20–29).
 BLOCK = 10
 
-#: The frame colour of each role in the grid (none for uniform/dead heads: in an untrained or
-#: a large model most heads are, and a frame on each would hide the ones that matter).
+#: The frame colour of each role in the grid (none for broad heads: in an untrained model every head
+#: is, and a frame on each would hide the ones that matter).
 ROLE_COLORS: dict[str, str | None] = {
     "induction": "#e6007e",
     "previous-token": "#12a150",
     "self": "#00a3cc",
     "sink": "#8a4fff",
-    "uniform/dead": None,
+    "broad": None,
 }
 
 #: The name written in a head's corner (where it fits in the cell; the frame's colour says it anyway).
@@ -41,7 +41,7 @@ CELL_NAMES = {
     "previous-token": "prev",
     "self": "self",
     "sink": "sink",
-    "uniform/dead": "uniform",
+    "broad": "broad",
 }
 
 Head = tuple[int, int]

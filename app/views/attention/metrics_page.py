@@ -33,7 +33,7 @@ from app.views.attention.base import AttentionPage, blurb_label, holder
 from app.widgets.layouts import FlowLayout, labelled
 from app.widgets.matrix_plot import MatrixPanel
 from app.widgets.titles import WrapLabel
-from model.interp.analysis.heads import HeadThresholds, role_title
+from model.interp.analysis.heads import HEAD_ROLES, HeadThresholds, role_title
 
 #: (metric field, heatmap title) of the small L×H maps; every one lies in [0, 1].
 MAPS = (
@@ -41,7 +41,7 @@ MAPS = (
     ("prev_token", "<b>previous-token</b><br>mean weight on key i − 1"),
     ("sink", "<b>first-token (sink)</b><br>mean weight on key 0"),
     ("self_score", "<b>self</b><br>mean weight on key i (diagonal)"),
-    ("induction", "<b>induction</b><br>weight on the token after the last copy"),
+    ("induction", "<b>induction</b> (random repeat)<br>weight on the token after the last copy"),
 )
 #: The map added for a model with learned sinks (``attn_sinks``)
 SINK_MAP = ("learned_sink", "<b>learned sink</b><br>1 − Σ weights: share to no key")
@@ -51,8 +51,13 @@ NAMED_WIDTH = 150
 COLUMNS = (
     ("layer", "layer", ""),
     ("head", "head", ""),
-    ("role", "role", "the name the thresholds below give this head"),
-    ("entropy (nats)", "entropy", "mean over queries of −Σ w ln w"),
+    (
+        "role",
+        "role",
+        "the name the thresholds below give this head, and its rank among the heads of that name "
+        "(#1 = the highest score)",
+    ),
+    ("entropy", "entropy", "mean over queries of −Σ w ln w, in nats"),
     ("spread", "entropy_norm", "entropy / ln(number of keys the query sees): 1 = uniform, 0 = one-hot"),
     ("prev-token", "prev_token", "mean weight on the previous token"),
     ("sink", "sink", "mean weight on the first token"),
@@ -75,7 +80,7 @@ THRESHOLDS = (
     ("previous_token", "previous-token ≥"),
     ("self", "self ≥"),
     ("sink", "sink ≥"),
-    ("uniform", "uniform/dead: spread ≥"),
+    ("uniform", "broad: spread ≥"),
 )
 
 
@@ -91,13 +96,29 @@ def _num_item(v: float | int | None, decimals: int = 3) -> QTableWidgetItem:
     return item
 
 
+class RoleItem(QTableWidgetItem):
+    """A head's name with its rank (``sink #3``), sorted by name, then by rank as a number (#2 before
+    #10); unnamed heads sort last."""
+
+    def __init__(self, name: str, rank: int):
+        super().__init__(f"{name} #{rank}" if name and rank else name)
+        self.key = (not name, name, rank)
+        self.setFlags(self.flags() & ~Qt.ItemFlag.ItemIsEditable)
+
+    def __lt__(self, other: QTableWidgetItem) -> bool:
+        if isinstance(other, RoleItem):
+            return self.key < other.key
+        return super().__lt__(other)
+
+
 class MetricsPage(AttentionPage):
     title = "Metrics"
     key = "metrics"
     blurb = (
-        "What each head does, in numbers, measured on your prompt (induction on a repeated random sequence, "
-        "since it needs a repeat). Click a column to sort; double-click a row or click a map cell to open "
-        "that head. The names come from the thresholds below: change them and the names follow."
+        "What each head does, in numbers: spread, previous-token, sink and self measured on your prompt; "
+        "induction on a random sequence repeated twice (it needs a repeat, which the prompt may lack). "
+        "Click a column to sort; double-click a row or click a map cell to open that head. The names come "
+        "from the thresholds below: change them and the names follow."
     )
 
     def build(self) -> None:
@@ -243,9 +264,8 @@ class MetricsPage(AttentionPage):
             for j, (_, field, _) in enumerate(COLUMNS):
                 if field == "role":
                     lab = cls.labels[layer][head]
-                    item = QTableWidgetItem(lab.name)
+                    item = RoleItem(lab.name, lab.rank if lab.of > 1 else 0)
                     item.setToolTip(str(lab))
-                    item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
                 else:
                     item = _num_item(row[field])
                 self.table.setItem(i, j, item)
@@ -266,17 +286,20 @@ class MetricsPage(AttentionPage):
                 "is the weight on the first token."
             )
         self.rules.setText(rules)
-        by_role: dict[str, list[str]] = {}
-        for l, row in enumerate(cls.labels):
-            for h, lab in enumerate(row):
-                if lab.name:
-                    by_role.setdefault(lab.name, []).append(f"L{l}H{h}")
-        lines = ["<b>Named heads</b>"]
+        induction_col = [c[1] for c in COLUMNS].index("induction")
+        header = self.table.horizontalHeaderItem(induction_col)
+        header.setText("induction (random)")  # not the prompt's: its own sequence, in the tooltip
+        header.setToolTip(f"{COLUMNS[induction_col][2]} (2 × {res.period} random tokens, not the prompt)")
+        by_role = {role: cls.heads_named(role) for role in HEAD_ROLES if cls.heads_named(role)}
+        lines = ["<b>Named heads</b>, strongest first"]
 
         bos = insp.labels[0] if 0 in insp.special else ""  # the prompt starts with BOS
         for role, heads in by_role.items():
-            shown = ", ".join(heads[:8]) + (f" and {len(heads) - 8} more" if len(heads) > 8 else "")
-            lines.append(f"{html.escape(role_title(role, bos))}: {shown}")  # a BOS like <|im_start|>
+            names = [f"L{l}H{h}" for l, h in heads]
+            shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+            first = cls.labels[heads[0][0]][heads[0][1]]
+            bar = f" (top quarter, ≥ {first.threshold:.2f})" if first.relative else ""
+            lines.append(f"{html.escape(role_title(role, bos))}{bar}: {shown}")  # a BOS like <|im_start|>
         if not by_role:
             lines += ["none yet: no head", "passes a threshold"]
         self.named.setText("<br>".join(lines))

@@ -22,7 +22,7 @@ ROLE_SHORT = {
     "previous-token": "prev",
     "self": "self",
     "sink": "sink",
-    "uniform/dead": "uniform",
+    "broad": "broad",
 }
 
 Head = tuple[int, int]
@@ -450,18 +450,37 @@ class AttentionState:
         """The naming rules with their thresholds, in order of precedence."""
         t = self.thresholds
         per = f" on 2 × {period} random tokens" if period else ""
+        used = self.classification.effective if self.classification is not None else {}
+        metrics = self.metrics.metrics if self.metrics is not None else None
+
+        def bar(role: str, fixed: float, field: str) -> str:
+            """``≥ x``, or the model's own bar when the fixed one would name too many heads."""
+            level = used.get(role, fixed)
+            if not long or metrics is None or level <= fixed:
+                return f"≥ {fixed:.2f}"
+            values = getattr(metrics, field)
+            many = int((values >= fixed).sum())
+            return (
+                f"≥ {level:.2f}, this model's top quarter (the fixed {fixed:.2f} would name {many} of "
+                f"{values.size} heads)"
+            )
+
         rules = [
             ("induction", f"induction score ≥ {t.induction:.2f}{per if long else ''}"),
             ("previous-token", f"previous-token score ≥ {t.previous_token:.2f}"),
             ("self", f"self score ≥ {t.self:.2f}"),
-            ("sink", f"first-token score ≥ {t.sink:.2f}"),
-            ("uniform/dead", f"spread ≥ {t.uniform:.2f} (attention nearly even over the keys it sees)"),
+            ("sink", f"first-token score {bar('sink', t.sink, 'sink')}"),
+            (
+                "broad",
+                f"spread {bar('broad', t.uniform, 'entropy_norm')} (attention nearly even over the keys "
+                "it sees)",
+            ),
         ]
         if long:
             return (
                 "Rules, first match wins: "
                 + "; ".join(f"{i}. <b>{name}</b> if {rule}" for i, (name, rule) in enumerate(rules, start=1))
-                + ". Other heads stay unnamed."
+                + ". Other heads stay unnamed. Within a name, #1 is the head with the highest score."
             )
         return "; ".join(f"{ROLE_SHORT[name]} = {name} ({rule})" for name, rule in rules)
 
@@ -473,11 +492,13 @@ class AttentionState:
             m = self.metrics.metrics
             text += f": {lab}" if lab.name else ": no named role"
             text += (
-                f" · spread {m.entropy_norm[layer, head]:.2f} · prev-token {m.prev_token[layer, head]:.2f}"
-                f" · sink {m.sink[layer, head]:.2f}"
+                f" · on the prompt: spread {m.entropy_norm[layer, head]:.2f}, prev-token "
+                f"{m.prev_token[layer, head]:.2f}, sink {m.sink[layer, head]:.2f}"
             )
-            if m.induction is not None:
-                text += f" · induction {m.induction[layer, head]:.2f}"
+            if m.induction is not None:  # measured on its own sequence, not on the prompt
+                text += (
+                    f" · induction {m.induction[layer, head]:.2f} on 2 × {self.metrics.period} random tokens"
+                )
             insp = self.inspection
             if m.learned_sink is not None and getattr(getattr(insp, "config", None), "attn_sinks", False):
                 text += f" · learned sink {m.learned_sink[layer, head]:.2f}"

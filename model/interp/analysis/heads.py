@@ -45,7 +45,12 @@ import numpy as np
 import torch
 
 #: The names :func:`classify_heads` gives, in order of precedence ("" = no recognisable role).
-HEAD_ROLES = ("induction", "previous-token", "self", "sink", "uniform/dead")
+HEAD_ROLES = ("induction", "previous-token", "self", "sink", "broad")
+
+#: The roles most heads of a trained model may share (the BOS sink): named only for the heads that
+#: stand out in their model when many pass (:attr:`HeadThresholds.max_share`). Not "broad": every head
+#: of an untrained model is broad, and saying so of each is the truth about it.
+CATCH_ALL_ROLES = ("sink",)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,8 +383,15 @@ class HeadThresholds:
     """Where a metric is high enough to name a head (each compared with ``>=``).
 
     Defaults: a role takes at least 40% (induction) or half (the others) of a query's attention on
-    average; "uniform/dead" means normalised entropy ≥ 0.9, i.e. close to averaging every visible key
-    (what every head of a freshly initialised model does).
+    average; "broad" means normalised entropy ≥ 0.9, i.e. close to averaging every visible key (what
+    every head of a freshly initialised model does, what a layer-0 "bag of words" head does, and what
+    an unused head may do).
+
+    ``max_share``: the sink describes most heads of a trained model (a BOS sink in half of SmolLM2's
+    270 heads), which tells nothing about any one of them. When more than this share of the heads pass
+    the sink rule, its threshold rises to the model's own ``1 − max_share`` quantile of the first-token
+    score, so the name goes to the heads that stand out in this model (:data:`CATCH_ALL_ROLES`). None:
+    the fixed thresholds only.
     """
 
     induction: float = 0.4
@@ -387,37 +399,58 @@ class HeadThresholds:
     self: float = 0.5
     sink: float = 0.5
     uniform: float = 0.9
+    max_share: float | None = 0.25
 
 
 @dataclass(frozen=True)
 class HeadLabel:
-    """The name given to one head and why: ``metric`` ``value`` ≥ ``threshold`` ("" = no name)."""
+    """The name given to one head and why: ``metric`` ``value`` ≥ ``threshold`` ("" = no name);
+    ``rank`` (1 = the highest ``metric``) among the ``of`` heads given the same name; ``relative``: the
+    threshold is the model's own quantile (:attr:`HeadThresholds.max_share`), above the fixed one."""
 
     name: str
     metric: str = ""
     value: float = float("nan")
     threshold: float = float("nan")
+    rank: int = 0
+    of: int = 0
+    relative: bool = False
 
     def __str__(self) -> str:
         if not self.name:
             return ""
-        return f"{self.name} ({self.metric} {self.value:.2f} ≥ {self.threshold:.2f})"
+        where = f" #{self.rank} of {self.of}" if self.of > 1 else ""
+        bar = "this model's top quarter" if self.relative else "threshold"
+        return f"{self.name}{where} ({self.metric} {self.value:.2f} ≥ {self.threshold:.2f}, {bar})"
 
 
 @dataclass
 class HeadClassification:
-    """Names of every head: ``labels`` [L][H] of :class:`HeadLabel`, ``names`` str array [L, H]."""
+    """Names of every head: ``labels`` [L][H] of :class:`HeadLabel`, ``names`` str array [L, H];
+    ``effective``: {role: the threshold used} (a catch-all role's may be the model's quantile)."""
 
     labels: list[list[HeadLabel]]
     thresholds: HeadThresholds = field(default_factory=HeadThresholds)
+    effective: dict[str, float] = field(default_factory=dict)
 
     @property
     def names(self) -> np.ndarray:
         return np.array([[lab.name for lab in row] for row in self.labels], dtype=object)
 
     def heads_named(self, name: str) -> list[tuple[int, int]]:
-        """(layer, head) of every head given ``name``."""
-        return [(l, h) for l, row in enumerate(self.labels) for h, lab in enumerate(row) if lab.name == name]
+        """(layer, head) of every head given ``name``, strongest first (by :attr:`HeadLabel.rank`)."""
+        found = [
+            (lab.rank, l, h)
+            for l, row in enumerate(self.labels)
+            for h, lab in enumerate(row)
+            if lab.name == name
+        ]
+        return [(l, h) for _, l, h in sorted(found)]
+
+    def counts(self) -> dict[str, int]:
+        """{role: how many heads bear it}, every role of :data:`HEAD_ROLES` listed."""
+        names = self.names.ravel().tolist()
+        return {role: names.count(role) for role in HEAD_ROLES}
 
 
 def role_title(name: str, bos: str = "") -> str:
@@ -436,10 +469,12 @@ def classify_heads(metrics: HeadMetrics, thresholds: HeadThresholds | None = Non
     2. "previous-token": ``prev_token >= thresholds.previous_token``
     3. "self": ``self_score >= thresholds.self``
     4. "sink": ``sink >= thresholds.sink``
-    5. "uniform/dead": ``entropy_norm >= thresholds.uniform``
+    5. "broad": ``entropy_norm >= thresholds.uniform``
 
     Specific patterns come before the catch-all ones: a head that looks at its previous token is named
-    for that even if it also leaks weight to the first token. Heads matching no rule get "".
+    for that even if it also leaks weight to the first token. Heads matching no rule get "". A
+    catch-all rule that more than ``max_share`` of the heads pass uses the model's own quantile
+    instead (:class:`HeadThresholds`). Each named head is ranked within its name by its metric.
     """
     t = thresholds or HeadThresholds()
     if len(metrics.shape) != 2:
@@ -449,27 +484,53 @@ def classify_heads(metrics: HeadMetrics, thresholds: HeadThresholds | None = Non
         ("previous-token", "prev_token", metrics.prev_token, t.previous_token),
         ("self", "self_score", metrics.self_score, t.self),
         ("sink", "sink", metrics.sink, t.sink),
-        ("uniform/dead", "entropy_norm", metrics.entropy_norm, t.uniform),
+        ("broad", "entropy_norm", metrics.entropy_norm, t.uniform),
     ]
+    effective, relative = {}, set()
+    for name, _, values, threshold in rules:
+        if values is None:
+            continue
+        effective[name] = threshold
+        finite = np.asarray(values, dtype=np.float64)
+        finite = finite[np.isfinite(finite)]
+        widespread = finite.size and t.max_share is not None and (finite >= threshold).mean() > t.max_share
+        if name in CATCH_ALL_ROLES and widespread:
+            effective[name] = max(threshold, float(np.quantile(finite, 1.0 - t.max_share)))
+            relative.add(name)
     L, H = metrics.shape
-    labels: list[list[HeadLabel]] = []
+    chosen: list[list[tuple[str, str, float]]] = []
     for layer in range(L):
         row = []
         for head in range(H):
-            label = HeadLabel("")
-            for name, metric, values, threshold in rules:
+            pick = ("", "", float("nan"))
+            for name, metric, values, _ in rules:
                 if values is None:
                     continue
                 v = float(values[layer, head])
-                if np.isfinite(v) and v >= threshold:
-                    label = HeadLabel(name, metric, v, threshold)
+                if np.isfinite(v) and v >= effective[name]:
+                    pick = (name, metric, v)
                     break
-            row.append(label)
-        labels.append(row)
-    return HeadClassification(labels, t)
+            row.append(pick)
+        chosen.append(row)
+    ranks: dict[tuple[int, int], tuple[int, int]] = {}
+    for name in effective:
+        members = sorted(
+            ((-v, l, h) for l, row in enumerate(chosen) for h, (n, _, v) in enumerate(row) if n == name)
+        )
+        for rank, (_, l, h) in enumerate(members, start=1):
+            ranks[(l, h)] = (rank, len(members))
+    labels = [
+        [
+            HeadLabel(n, m, v, effective[n], *ranks[(l, h)], n in relative) if n else HeadLabel("")
+            for h, (n, m, v) in enumerate(row)
+        ]
+        for l, row in enumerate(chosen)
+    ]
+    return HeadClassification(labels, t, effective)
 
 
 __all__ = [
+    "CATCH_ALL_ROLES",
     "HEAD_ROLES",
     "HeadClassification",
     "HeadLabel",
