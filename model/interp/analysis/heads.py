@@ -493,9 +493,10 @@ def classify_heads(metrics: HeadMetrics, thresholds: HeadThresholds | None = Non
         effective[name] = threshold
         finite = np.asarray(values, dtype=np.float64)
         finite = finite[np.isfinite(finite)]
-        widespread = finite.size and t.max_share is not None and (finite >= threshold).mean() > t.max_share
-        if name in CATCH_ALL_ROLES and widespread:
-            effective[name] = max(threshold, float(np.quantile(finite, 1.0 - t.max_share)))
+        share = t.max_share
+        widespread = share is not None and finite.size > 0 and (finite >= threshold).mean() > share
+        if name in CATCH_ALL_ROLES and share is not None and widespread:
+            effective[name] = max(threshold, float(np.quantile(finite, 1.0 - share)))
             relative.add(name)
     L, H = metrics.shape
     chosen: list[list[tuple[str, str, float]]] = []

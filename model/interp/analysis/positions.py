@@ -178,7 +178,9 @@ def shift_check(model, ids, *, layer: int = 0, shift: int = 100) -> ShiftCheck:
 
     def scores(offset: int) -> np.ndarray:
         trace = run_with_trace(model, ids, kinds=("scores",), layers=[layer], position_offset=offset)
-        z = trace.get("scores", layer)[0].double().numpy()  # [H, T, T]
+        recorded = trace.get("scores", layer)
+        assert recorded is not None, "run_with_trace records the scores it was asked for"
+        z = recorded[0].double().numpy()  # [H, T, T]
         visible = trace.layer_mask(layer).cpu().numpy()
         return np.where(visible, z, np.nan)
 
