@@ -105,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
     win.show()
     s = win.session
     written: list[Path] = []
+    unfinished: list[str] = []
 
     def settle(ms: int = 150) -> None:
         end = time.monotonic() + ms / 1000
@@ -181,7 +182,8 @@ def run(args: argparse.Namespace) -> int:
                 name = f"{index + 1:02d}-{name}"
                 if args.only and args.only not in name:
                     continue
-                show()
+                if show() is False:  # a page that was still computing when its wait ran out
+                    unfinished.append(name)
                 shot(win, name)
 
         if train_tab is not None and hasattr(train_tab, "show_frame") and len(s.frames) > 2:
@@ -207,7 +209,13 @@ def run(args: argparse.Namespace) -> int:
             attention.wait_ready()
             shot(win, name)
     finally:
-        win.close()
+        win.close()  # stops every worker and waits for it (none may outlive the QApplication)
         app.processEvents()
     print(f"{len(written)} screenshots in {out}", file=sys.stderr)
+    if unfinished:
+        print(
+            f"still computing when captured (waited a minute each): {', '.join(unfinished)}",
+            file=sys.stderr,
+        )
+        return 1
     return 0

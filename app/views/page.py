@@ -185,24 +185,23 @@ def screenshot_steps(
     prefix: str = "",
     before: Callable[[], Any] | None = None,
     settle: Callable[[Page], Any] | None = None,
-) -> list[tuple[str, Callable[[], None]]]:
+) -> list[tuple[str, Callable[[], bool]]]:
     """A tab's ``screenshot_pages`` hook: one ``(prefix + key, go)`` per page key, in order.
 
     ``go()`` runs ``before()``, builds the page (``page_of(key)``) and calls its
     :meth:`Page.prepare_screenshot`, shows it (``show(key)``), then waits with ``settle(page)`` until
-    what it draws is computed.
+    what it draws is computed; it returns False when ``settle`` gave up (False), else True.
     """
 
-    def step(key: str) -> Callable[[], None]:
-        def go() -> None:
+    def step(key: str) -> Callable[[], bool]:
+        def go() -> bool:
             if before is not None:
                 before()
             page = page_of(key)
             page.ensure_built()
             page.prepare_screenshot()
             show(key)
-            if settle is not None:
-                settle(page)
+            return settle is None or settle(page) is not False
 
         return go
 

@@ -189,3 +189,37 @@ def test_heads_are_selected_by_keys_and_inspected_on_the_30x9_model(qtbot, deep)
     assert tab.current_page is tab.pages["head"]
     shown = tab.pages["head"].heatmap.matrix
     np.testing.assert_array_equal(shown[insp.mask], insp.weights[16, 1][insp.mask])
+
+
+def test_at_101_tokens_the_metrics_maps_and_the_kv_headers_stay(qtbot, window_of_one_tab):
+    """A prompt of 101 tokens on the 30×9 GQA model (it was: the Metrics maps collapsed to empty axes
+    under overlapping titles, and the grid's header lost its K/V groups)."""
+    from model.train.settings import TrainSettings
+
+    win, tab, _ = window_of_one_tab("Attention", "app.views.attention.tab:AttentionTab", (1280, 800))
+    s = win.session
+    s.set_device("cpu")
+    s.set_source("builtin:primer")
+    s.train_settings = TrainSettings()
+    s.set_config(_config().replace(context_length=128))
+    prompt = ("The cat sat on the mat. " * 5)[:101]
+    with qtbot.waitSignal(tab.metricsReady, timeout=TIMEOUT):
+        s.build_model(seed=1)
+        tab.set_prompt(prompt)
+    qtbot.waitUntil(lambda: tab.inspection is not None and len(tab.inspection.ids) == 101, timeout=TIMEOUT)
+
+    page = tab.show_page("metrics")
+    qtbot.waitUntil(lambda: page.table.rowCount() == L * H and not page.stale, timeout=TIMEOUT)
+    page.grab()
+    maps = [p.image.sceneBoundingRect().intersected(p.vb.sceneBoundingRect()) for p in page.maps.values()]
+    assert all(r.width() >= 3 * H and r.height() >= 3 * L for r in maps), maps  # ≥ 3 px per head
+    assert text_problems(page) == []  # no title over another or over the data
+
+    heads = tab.show_page("heads")
+    qtbot.waitUntil(lambda: heads.mosaic.isVisible() and not heads.stale, timeout=TIMEOUT)
+    heads.grab()
+    m = heads.mosaic
+    groups = m.top_axis.group_texts()
+    assert sorted({t[-1] for t in groups}) == ["0", "1", "2"] and len(groups) == KV * m.geom.bands
+    assert {t for t, _ in axis_texts(m.top_axis)} >= {f"h{h}" for h in range(H)}
+    assert text_problems(heads) == []

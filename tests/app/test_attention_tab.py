@@ -84,6 +84,20 @@ def test_a_prompt_the_vocabulary_lacks_is_explained_not_run(qtbot, tab):
     assert "b00020" in tab.status_label.styleSheet()  # shown as an error
 
 
+def test_opening_a_model_that_cannot_read_the_prompt_runs_one_it_can(qtbot, tab, session, shipped_starter):
+    """The starter's 26 letters cannot encode "The head looks back.": the tab must not keep it (and
+    show only an error) but run a prompt the new model reads (was: the old model's probe prompt,
+    the new one not adopted yet when the tab heard of the model)."""
+    session.probe.set("The head looks back.")  # the live-attention prompt too: the starter cannot read it
+    with qtbot.waitSignal(tab.inspected, timeout=TIMEOUT) as blk:
+        assert session.open_starter()
+    with pytest.raises(ValueError):
+        session.tokenizer.encode("The head looks back.")
+    assert blk.args[0].prompt == tab.prompt() != "The head looks back."
+    assert session.tokenizer.encode(tab.prompt())  # readable by the model now open
+    assert "vocabulary" not in tab.status_label.text() and "b00020" not in tab.status_label.styleSheet()
+
+
 def test_hovering_the_grid_and_the_head_reports_the_right_cell(qtbot, tab, session):
     insp = _type(qtbot, tab, "the tree")
     grid = tab.pages["heads"].mosaic

@@ -2,9 +2,10 @@
 and a new probe prompt do to the prompt in the box and the run on the pages.
 
 A new model forgets the results (and the validation batches of the old shape), keeps the switched-off
-heads that still exist and puts the probe prompt in place of a prompt its tokenizer cannot encode (or
-of none); then the prompt runs again, as it does when training ends. While training, with "Follow
-training" on and the tab in view, a training frame re-runs the prompt at most every
+heads that still exist and puts the probe prompt (or, when the new tokenizer cannot encode that
+either, the first fallback prompt it can) in place of a prompt it cannot encode (or of none); then
+the prompt runs again, as it does when training ends. While training, with "Follow training" on and
+the tab in view, a training frame re-runs the prompt at most every
 :attr:`AttentionTab.FOLLOW_INTERVAL_S`, and only once the last run and its follow-up jobs are in (so a
 head's scores are never superseded before they arrive).
 """
@@ -14,6 +15,8 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import QObject
+
+from model.text.sources import prompt_for
 
 
 class SessionFollower(QObject):
@@ -40,8 +43,9 @@ class SessionFollower(QObject):
             if tok is not None and tab.prompt():
                 try:
                     tok.encode(tab.prompt())
-                except ValueError:
-                    tab.set_prompt(tab.session.probe_prompt or "", run=False)
+                except ValueError:  # text the new model cannot read: the first candidate it can
+                    # (the session adopts its own probe prompt only after this signal)
+                    tab.set_prompt(prompt_for(tok, tab.session.probe_prompt or ""), run=False)
             elif not tab.prompt():
                 tab.set_prompt(tab.session.probe_prompt or "", run=False)
         else:
