@@ -4,15 +4,31 @@ Every single-file write of the project goes through :func:`write_atomic` (inspec
 comparison files, run-folder status and probes), so a killed process never leaves a half-written
 file under the real name, and the temporary file it may leave (``.NAME.PID.<random>.tmp``) is
 removed by the next write to the same path (:func:`clean_stale_temps`) once its process is gone.
+
+:func:`check_output` is the one answer to "may this output path be written?" for every command's
+``--out`` (a file or a folder): it refuses, in one line and before anything is computed, a device, a
+pipe or a socket (``/dev/null``), a file where a folder is wanted or the reverse, a path under a file,
+and a name longer than the file system allows (room left for the temporary name beside it).
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
+
+from model.errors import AttentionLabError
+
+#: Bytes a temporary name adds to the name it is written for (``.NAME.PID.<random>.tmp``).
+TEMP_NAME_ROOM = 32
+
+
+class OutputError(AttentionLabError, ValueError):
+    """An output path that cannot or may not be written (one line naming it and why)."""
 
 
 def pid_alive(pid: int) -> bool:
@@ -24,6 +40,82 @@ def pid_alive(pid: int) -> bool:
     except OSError:
         return True
     return True
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    """``os.stat(path)``, or None when nothing is there (or a name on the way is too long to look up)."""
+    try:
+        return os.stat(path)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG, errno.ELOOP):
+            return None
+        raise
+
+
+def _limit(folder: Path, name: str, default: int) -> int:
+    try:
+        return int(os.pathconf(folder, name))
+    except (OSError, ValueError):
+        return default
+
+
+def check_output(
+    path: str | Path, *, what: str = "", folder: bool = False, room: int = TEMP_NAME_ROOM
+) -> Path:
+    """Raise :class:`OutputError` unless ``path`` may be written: as a regular file (replaced whole,
+    through a temporary name ``room`` bytes longer) or, with ``folder``, as a folder (made if missing).
+
+    Refused: an empty path; a name longer than the file system allows; a path that is a device, a pipe
+    or a socket (``/dev/null``: nothing would be saved), a folder where a file is wanted or a file
+    where a folder is; a dangling link; a path below something that is not a folder. ``what`` (e.g.
+    ``"--out"``) starts the message. Whether a folder's contents are ours to replace is the caller's
+    rule (a run folder: :func:`model.io.runfolder.check_run_folder`). Returns ``path``.
+    """
+    prefix = f"{what}: " if what else ""
+    kind = "folder" if folder else "file"
+    if not str(path).strip():
+        raise OutputError(f"{prefix}the output is empty: name the {kind} to write")
+    path = Path(path)
+    here = path.parent
+    while _stat(here) is None and here != here.parent:
+        here = here.parent
+    name_max = _limit(here, "PC_NAME_MAX", 255)
+    parts = path.parts
+    for i, part in enumerate(parts):
+        size = len(os.fsencode(part))
+        allowed = name_max - (room if i == len(parts) - 1 and not folder else 0)
+        if size > allowed:
+            short = part if len(part) <= 24 else part[:24] + "…"
+            raise OutputError(
+                f"{prefix}cannot write {short!r}: the name is {size} bytes and at most {allowed} fit here "
+                "(the file system's limit): choose a shorter name"
+            )
+    size = len(os.fsencode(os.path.abspath(path))) + room
+    if size > _limit(here, "PC_PATH_MAX", 4096):
+        raise OutputError(
+            f"{prefix}cannot write {str(path)[:40]!r}…: the path is too long for the file system"
+        )
+    st = _stat(path)
+    shown = f"{prefix}cannot write {str(path)!r}"
+    if st is None:
+        if os.path.islink(path):
+            raise OutputError(f"{shown}: it is a link to nothing; remove it or choose another {kind}")
+        above = _stat(here)
+        if above is not None and not stat.S_ISDIR(above.st_mode):
+            raise OutputError(f"{shown}: {str(here)!r} is not a folder")
+        return path
+    if stat.S_ISDIR(st.st_mode):
+        if not folder:
+            raise OutputError(f"{shown}: it is a folder; name the file to write")
+    elif stat.S_ISREG(st.st_mode):
+        if folder:
+            raise OutputError(f"{shown}: it is a file, not a folder")
+    else:
+        raise OutputError(
+            f"{shown}: it is not a {'folder' if folder else 'regular file'} but a device, pipe or socket "
+            "(nothing would be saved there)"
+        )
+    return path
 
 
 def _umask() -> int:

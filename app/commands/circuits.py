@@ -15,6 +15,7 @@ from pathlib import Path
 
 from app.cli import UserError
 from app.commands.download import local_checkpoint
+from model.atomic import OutputError, check_output
 from model.config import GPTConfig
 
 HELP = "Print how a model's heads compose (Q/K/V composition, copying) and export every score."
@@ -62,16 +63,15 @@ def _check(args) -> Path | None:
     out = Path(args.out)
     if out.suffix.lower() not in (".npz", ".csv"):
         raise UserError(f"--out {args.out}: write a .npz or a .csv file")
-    if out.is_dir():
-        raise UserError(f"--out {args.out} is a folder: name the .npz or .csv file to write")
-    if out.exists() and not out.is_file():
-        raise UserError(f"--out {args.out} is not a regular file")
-    return out
+    try:  # a folder, a device or a pipe, a name too long: one line, before the model is built
+        return check_output(out, what="--out")
+    except OutputError as exc:
+        raise UserError(str(exc)) from None
 
 
 def _model(args):
     """(model, what it is in words)."""
-    if args.checkpoint:
+    if args.checkpoint is not None:
         from model.io.pretrained import open_model
 
         try:

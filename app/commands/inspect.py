@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from app.cli import UserError
 from app.commands.download import local_checkpoint
-from model.atomic import clean_stale_temps
+from model.atomic import OutputError, check_output, clean_stale_temps
 from model.budget.arithmetic import human_bytes
 from model.budget.sizing import OVERRIDE_ENV, check, load_need, usable_bytes
 from model.config import GPTConfig
@@ -38,7 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--out",
         required=True,
         metavar="FILE.npz",
-        help=f"where to write the arrays (a folder: {DEFAULT_NAME} inside it)",
+        help=f"where to write the arrays (.npz is added when missing): a FILE.npz you name is replaced; "
+        f"a folder gets {DEFAULT_NAME} inside it, never replaced (name that file to replace it)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the fresh model's weights (with --config)")
     p.add_argument(
@@ -65,22 +65,23 @@ def _out_path(out: str):
     """``--out`` as a file path: inside the folder when it names one (an existing folder or ``DIR/``).
 
     A file is replaced only when the user named it: a folder that already holds ``inspection.npz`` is
-    refused, and so is a path that is no regular file (``/dev/null``, a FIFO). (No torch is imported
-    here: a refusal must not wait for it.)"""
-    path = Path(out)
-    if path.is_dir() or out.endswith((os.sep, "/")):
-        inside = path / DEFAULT_NAME
-        if inside.exists():
-            raise UserError(
-                f"--out {out}: the folder already holds {DEFAULT_NAME}; name the file to replace it "
-                f"(--out {inside}) or give another folder"
-            )
-        return inside
-    target = path if path.suffix == ".npz" else path.with_name(path.name + ".npz")  # what is written
-    if target.exists() and not target.is_file():
-        raise UserError(f"--out {out}: {target} is not a regular file (a device or a pipe): name a .npz file")
-    if path.exists() and not path.is_file():
-        raise UserError(f"--out {out}: is not a regular file (a device or a pipe): name a .npz file")
+    refused, and so is a path that is no regular file (``/dev/null``, a FIFO) or a name too long for
+    the file system (:func:`model.atomic.check_output`). (No torch is imported here: a refusal must
+    not wait for it.)"""
+    try:
+        if os.path.isdir(out) or out.endswith((os.sep, "/")):
+            inside = check_output(out, what="--out", folder=True) / DEFAULT_NAME
+            if os.path.lexists(inside):
+                raise UserError(
+                    f"--out {out}: the folder already holds {DEFAULT_NAME}; name the file to replace it "
+                    f"(--out {inside}) or give another folder"
+                )
+            return check_output(inside, what="--out")
+        path = check_output(out, what="--out")
+        target = path if path.suffix == ".npz" else path.with_name(path.name + ".npz")  # what is written
+        check_output(target, what="--out")
+    except OutputError as exc:
+        raise UserError(str(exc)) from None
     return path
 
 
@@ -145,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     out = _out_path(args.out)
     clean_stale_temps(out if out.suffix == ".npz" else out.with_name(out.name + ".npz"))
     budget = _budget(args)
-    if args.checkpoint:
+    if args.checkpoint is not None:
         from model.io.pretrained import open_model
 
         try:

@@ -4,11 +4,16 @@ Offscreen and deterministic (fixed seed): the window is built at a fixed size, t
 trains ``--steps`` steps on the default corpus with live attention on, then every registered tab
 (and each sub-page a tab lists in ``screenshot_pages()``) and every setup panel is written as PNG.
 Tabs added to ``app.window.TABS`` appear here without changes to this file.
+
+``--out DIR`` is created, or is a folder of earlier screenshots: one that holds anything but PNG
+files is refused (a PNG of the same name is replaced), and a run refused before its first image
+leaves no folder behind.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -17,12 +22,19 @@ import time
 from pathlib import Path
 
 from app.cli import UserError
+from model.atomic import OutputError, check_output
 
 HELP = "Render every tab of the app to PNG files, offscreen."
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", required=True, metavar="DIR", help="folder for the PNG files (created)")
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="folder for the PNG files: created, or one that holds only PNG files (those of the same "
+        "name are replaced)",
+    )
     p.add_argument(
         "--steps",
         type=int,
@@ -61,16 +73,34 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "page"
 
 
+def _out_folder(text: str) -> Path:
+    """``--out`` as a folder the screenshots may be written to: missing, or holding only PNG files."""
+    try:
+        out = check_output(text, what="--out", folder=True)
+    except OutputError as exc:
+        raise UserError(str(exc)) from None
+    if out.is_dir():
+        others = sorted(p.name for p in out.iterdir() if p.suffix.lower() != ".png" or not p.is_file())
+        if others:
+            more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+            raise UserError(
+                f"--out {text}: the folder holds {', '.join(others[:3])}{more}, not only screenshots: "
+                "choose a new folder or one of PNG files only"
+            )
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     m = re.fullmatch(r"(\d+)x(\d+)", args.size or "")
     if not m:
         raise UserError(f"--size {args.size!r} must look like 1600x1000")
     width, height = int(m.group(1)), int(m.group(2))
     if args.steps is None:
-        args.steps = 0 if args.checkpoint else 300
+        args.steps = 0 if args.checkpoint is not None else 300
     if args.steps < 0:
         raise UserError("--steps must be 0 or more")
-    out = Path(args.out)
+    out = _out_folder(args.out)
+    created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -131,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
         panel.sample_every.setValue(max(1, args.steps // 3) if args.steps else 0)
         s.build_model(seed=args.seed)
         train_tab = win.tabs.get("Train")
-        if args.checkpoint:
+        if args.checkpoint is not None:
             try:
                 from app.commands.download import local_checkpoint  # hf:REPO, package:NAME
 
@@ -211,6 +241,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         win.close()  # stops every worker and waits for it (none may outlive the QApplication)
         app.processEvents()
+        if created and not written:  # refused or failed before the first image: no empty folder left
+            with contextlib.suppress(OSError):
+                out.rmdir()
     print(f"{len(written)} screenshots in {out}", file=sys.stderr)
     if unfinished:
         print(

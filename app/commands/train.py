@@ -13,6 +13,11 @@ every ``--log-every`` steps, every evaluation and the last step), ``checkpoint/`
 ``--probe-every K``) and ``run.json``; the app follows it live (File → Follow a run folder…).
 ``--log-json FILE`` writes the same rows to a second file. On resume both logs are appended to.
 
+Nothing of the user's is replaced or deleted: ``--out`` must be missing, empty or a run folder of ours
+(``run.json`` says so and everything in it is the run's own); ``--log-json`` must be a new file or an
+earlier run's log, outside the run folder and none of the run's inputs; ``--resume`` refuses a
+checkpoint whose training state is missing or damaged. Each is one line, before anything is written.
+
 On a terminal the progress is one updating line; otherwise plain lines every ``--log-every`` steps.
 Ctrl-C stops after the current step and saves; a second one aborts.
 
@@ -30,6 +35,7 @@ import argparse
 import dataclasses
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from app.cli import UserError
@@ -37,7 +43,7 @@ from app.commands.train_loop import train_into
 from model.config import CHOICES, FIELD_HELP, ConfigError, GPTConfig
 from model.io.atomic_dir import clean_stale_temps
 from model.io.checkpoint import CheckpointError, check_save_target, load_checkpoint
-from model.io.runfolder import CHECKPOINT_DIR, RunFolderError, check_run_folder
+from model.io.runfolder import CHECKPOINT_DIR, RunFolderError, check_extra_log, check_run_folder
 from model.text.sources import DEFAULT_SOURCE, resolve_source
 from model.train.distributed import DEFAULT_TIMEOUT_S, DistributedError, close, init
 from model.train.engine import DTYPES
@@ -80,6 +86,37 @@ SETTING_FLAGS: dict[str, tuple[type, str]] = {
 
 def _config_fields():
     return [f for f in dataclasses.fields(GPTConfig) if f.name != "vocab_size"]
+
+
+_YARN = ("rope_beta_fast", "rope_beta_slow", "rope_truncate", "rope_attn_factor")
+#: Config flags that mean something only beside another setting: field → (whether the final config
+#: uses it, the setting it needs). Given without that setting, such a flag is refused, not ignored.
+NEEDS: dict[str, tuple[Callable[[GPTConfig], bool], str]] = {
+    "rope_base": (lambda c: c.positions == "rope", "--positions rope"),
+    "rope_factor": (lambda c: c.rope_scaling != "none", "--rope-scaling linear, llama3 or yarn"),
+    "rope_low_freq_factor": (lambda c: c.rope_scaling == "llama3", "--rope-scaling llama3"),
+    "rope_high_freq_factor": (lambda c: c.rope_scaling == "llama3", "--rope-scaling llama3"),
+    "rope_original_context": (
+        lambda c: c.rope_scaling in ("llama3", "yarn"),
+        "--rope-scaling llama3 or yarn",
+    ),
+    **{name: (lambda c: c.rope_scaling == "yarn", "--rope-scaling yarn") for name in _YARN},
+    **{
+        name: (lambda c: c.n_experts is not None, "--n-experts (a mixture-of-experts feed-forward)")
+        for name in ("n_experts_per_token", "router", "router_aux_loss", "router_topk_groups")
+    },
+}
+
+
+def _check_needs(config: GPTConfig, given: dict) -> None:
+    """Refuse a config flag ``given`` that the built ``config`` would ignore (``--rope-factor`` without
+    ``--rope-scaling``): one line naming the flag and the setting it needs."""
+    for name in given:
+        if name in NEEDS and not NEEDS[name][0](config):
+            flag = "--" + name.replace("_", "-")
+            raise UserError(
+                f"{flag} only means something with {NEEDS[name][1]}: add that, or leave {flag} out"
+            )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -168,10 +205,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     out.add_argument(
         "--out",
         metavar="DIR",
-        help="run folder to write: log.jsonl, checkpoint/, probes/ (default: the --resume one)",
+        help="run folder to write: log.jsonl, checkpoint/, probes/ (default: the --resume one); it must "
+        "be missing, empty or a run folder an earlier train wrote",
     )
     out.add_argument("--resume", metavar="DIR", help="continue training this checkpoint or run exactly")
-    out.add_argument("--log-json", metavar="FILE", help="also write the log rows (DIR/log.jsonl) to FILE")
+    out.add_argument(
+        "--log-json",
+        metavar="FILE",
+        help="also write the log rows (DIR/log.jsonl) to FILE: a new file, or the log an earlier run wrote "
+        "there (replaced, or appended to on --resume); never a file inside DIR or an input of the run",
+    )
     out.add_argument("--log-every", type=int, default=10, metavar="N", help="log every N steps (default 10)")
     out.add_argument(
         "--save-every",
@@ -215,6 +258,8 @@ def _build(args, dist):
         check_run_folder(out)
         # before the run: a bad or read-only --out fails now, not after it
         check_save_target(Path(out) / CHECKPOINT_DIR)
+        if args.log_json is not None:
+            check_extra_log(args.log_json, run=out, inputs=(args.corpus, args.config, args.resume))
     except (RunFolderError, CheckpointError) as exc:
         raise UserError(str(exc)) from None
     clean_stale_temps(Path(out) / CHECKPOINT_DIR)  # what a killed earlier save left beside it
@@ -248,6 +293,7 @@ def _build(args, dist):
                 config = recommended_config(source)
                 config = config.replace(**config_changes)
             config.validate()
+            _check_needs(config, config_changes)
             settings = recommended_settings(source, config)
             if "steps" in overrides and "warmup" not in overrides:  # a short run still reaches its peak lr
                 settings = settings.replace(warmup=min(settings.warmup, overrides["steps"] // 10))

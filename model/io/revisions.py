@@ -59,6 +59,9 @@ PYTHIA_STEPS: tuple[int, ...] = (0, *(2**k for k in range(10)), *range(1000, 143
 #: A run folder's kept periodic checkpoints (``DIR/checkpoints/step-00000020/``).
 HISTORY_DIR = "checkpoints"
 _STEP_IN_NAME = re.compile(r"(\d+)(?!.*\d)")
+#: What a kept save holds (the weights; not the optimizer state), and its folder's name.
+KEPT_FILES = ("config.json", "model.safetensors", "tokenizer.json", "meta.json")
+_KEPT_NAME = re.compile(r"step-\d{8}")
 
 
 class HistoryError(CheckpointError):
@@ -286,7 +289,7 @@ def keep_checkpoint(run_dir: str | Path, checkpoint: str | Path, step: int) -> P
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        for name in ("config.json", "model.safetensors", "tokenizer.json", "meta.json"):
+        for name in KEPT_FILES:
             if not (src / name).is_file():
                 continue
             try:
@@ -303,12 +306,16 @@ def keep_checkpoint(run_dir: str | Path, checkpoint: str | Path, step: int) -> P
 
 def drop_kept_after(run_dir: str | Path, step: int) -> list[int]:
     """Remove a run folder's kept checkpoints after ``step`` (a fresh run, or a resume from ``step``,
-    starts a new future: later saves of the old one would mix into its history); the steps removed."""
+    starts a new future: later saves of the old one would mix into its history); the steps removed.
+    Only what :func:`keep_checkpoint` writes is removed: a ``step-NNNNNNNN`` folder holding nothing but
+    its files (a folder of anyone else's is left alone)."""
     root = Path(run_dir) / HISTORY_DIR
     gone = []
     for p in sorted(root.glob("step-*")) if root.is_dir() else ():
         s = step_of_name(p.name)
-        if p.is_dir() and s is not None and s > step:
+        if s is None or s <= step or not _KEPT_NAME.fullmatch(p.name) or p.is_symlink() or not p.is_dir():
+            continue
+        if all(f.name in KEPT_FILES and f.is_file() and not f.is_symlink() for f in p.iterdir()):
             shutil.rmtree(p, ignore_errors=True)
             gone.append(s)
     return gone

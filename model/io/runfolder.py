@@ -3,7 +3,8 @@
 Layout (every file appears in one step -- written aside, then renamed -- except the log, which only
 ever grows by whole lines)::
 
-    DIR/run.json               status: running | finished | stopped | failed, steps, world_size
+    DIR/run.json               format: attention-lab-run; status: running | finished | stopped | failed,
+                               steps, world_size
     DIR/log.jsonl              one JSON object per logged step (TrainEvent.to_dict(), world_size included)
     DIR/checkpoint/            the newest checkpoint, in the ordinary format (load_checkpoint(DIR) opens it)
     DIR/probes/step-00000050.npz   the probe prompt's attention at that step: ``weights`` float16
@@ -13,6 +14,13 @@ ever grows by whole lines)::
 last :meth:`~RunFollower.poll`: whole log lines only (a line still being written waits for the next
 poll; a complete line that is not JSON is skipped), probes that load completely (one that does not is
 retried later and never shown half), the newest checkpoint's step, and the status. It never writes.
+
+A folder is a run's to write (:func:`check_run_folder`) only when it is missing, empty, or a run folder
+of ours: ``run.json`` says so, and everything in it has the layout above (plus ``checkpoints/`` of
+``--keep-checkpoints`` and the temporary names of unfinished writes). Anything else -- a user's own
+``log.jsonl``, a ``README.md`` in ``checkpoint/``, a file of theirs in ``probes/`` -- is refused in one
+line naming it, so a run never replaces or deletes what it did not write. ``--log-json`` gets the same
+care (:func:`check_extra_log`): a file that exists must be a log of ours, never an input of the run.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import socket
 import time
 import zipfile
@@ -29,9 +38,17 @@ from typing import Any
 
 import numpy as np
 
-from model.atomic import write_atomic
+from model.atomic import OutputError, check_output, write_atomic
 from model.errors import AttentionLabError
 from model.interp.frame import AttentionFrame
+from model.io.checkpoint import (
+    CONFIG_FILE,
+    META_FILE,
+    MODEL_FILE,
+    STATE_FILE,
+    TENSORS_FILE,
+    TOKENIZER_FILE,
+)
 
 __all__ = [
     "CHECKPOINT_DIR",
@@ -43,6 +60,7 @@ __all__ = [
     "RunFolderError",
     "RunFollower",
     "RunWriter",
+    "check_extra_log",
     "check_run_folder",
     "is_run_folder",
     "read_probe",
@@ -55,7 +73,16 @@ PROBES_DIR = "probes"
 CHECKPOINT_DIR = "checkpoint"
 #: Statuses after which a run folder no longer changes.
 DONE_STATES = ("finished", "stopped", "failed")
-_RUN_ENTRIES = {LOG_FILE, STATUS_FILE, PROBES_DIR, CHECKPOINT_DIR, f".{CHECKPOINT_DIR}.old"}
+#: ``run.json``'s ``format``: the mark of a run folder this program wrote.
+RUN_FORMAT = "attention-lab-run"
+#: ``--keep-checkpoints``' kept saves (:data:`model.io.revisions.HISTORY_DIR`, which imports this module).
+_KEPT_DIR = "checkpoints"
+_CHECKPOINT_FILES = {CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE, META_FILE, STATE_FILE, TENSORS_FILE}
+_STEP_DIR = re.compile(r"step-\d{8}")
+_PROBE_FILE = re.compile(r"step-\d{8}\.npz")
+#: Temporary names of this program's unfinished writes: ``.NAME.PID.<random>.tmp`` (model.atomic),
+#: ``.NAME.tmp-PID-<random>`` (model.io.atomic_dir), ``.NAME.tmp-PID`` (a kept save).
+_TEMP_NAME = re.compile(r"\.(?P<name>.+?)(\.\d+\.[^.]+\.tmp|\.tmp-\d+(-[0-9a-f]+)?)")
 
 
 class RunFolderError(AttentionLabError, ValueError):
@@ -69,22 +96,176 @@ def is_run_folder(path: str | Path) -> bool:
 
 
 def check_run_folder(path: str | Path) -> Path:
-    """Raise :class:`RunFolderError` unless a run may write ``path`` (absent, empty or a run folder);
-    call it before a long run so a bad ``--out`` fails at once."""
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise RunFolderError(f"cannot write a run to {str(path)!r}: it is a file, not a folder")
-    if not path.is_dir() or not any(path.iterdir()) or is_run_folder(path):
+    """Raise :class:`RunFolderError` unless a run may write ``path``: missing, empty, or a run folder
+    of ours (see the module docstring); call it before a long run so a bad ``--out`` fails at once,
+    before anything is written. A path that is no folder to write (a file, ``/dev/null``, a name too
+    long) is refused by :func:`model.atomic.check_output`."""
+    try:
+        path = check_output(path, what="run folder", folder=True)
+    except OutputError as exc:
+        raise RunFolderError(str(exc)) from None
+    entries = sorted(p.name for p in path.iterdir()) if path.is_dir() else []
+    if not entries:
         return path
-    if (path / "config.json").exists():
+    if STATUS_FILE not in entries:
+        if CONFIG_FILE in entries:
+            raise RunFolderError(
+                f"{str(path)!r} is a bare checkpoint, not a run folder: pass --out NEWDIR for the run "
+                "(--resume reads the checkpoint from here)"
+            )
         raise RunFolderError(
-            f"{str(path)!r} is a bare checkpoint, not a run folder: pass --out NEWDIR for the run "
-            "(--resume reads the checkpoint from here)"
+            f"refusing to write into {str(path)!r}: it is a non-empty folder that is not a checkpoint or "
+            f"run folder (it holds {_listed(entries)}): choose another --out"
         )
-    raise RunFolderError(
-        f"refusing to write into {str(path)!r}: "
-        "it is a non-empty folder that is not a checkpoint or run folder"
-    )
+    if not _our_status(path / STATUS_FILE):
+        raise RunFolderError(
+            f"refusing to write into {str(path)!r}: its {STATUS_FILE} is not one this program wrote, so "
+            "the folder is not a run folder of ours: choose another --out"
+        )
+    foreign = _foreign_entries(path)
+    if foreign:
+        raise RunFolderError(
+            f"refusing to write into the run folder {str(path)!r}: {_listed(foreign)} "
+            f"{'is' if len(foreign) == 1 else 'are'} not the run's own (a run replaces and removes its "
+            "files): move them out, or choose another --out"
+        )
+    return path
+
+
+def _listed(names: list[str], most: int = 3) -> str:
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
+def _our_status(path: Path) -> bool:
+    """Whether ``run.json`` is a run's status written by :class:`RunWriter` (``format`` says so; a
+    folder written before the mark was added has a ``status`` of ours and no ``format``)."""
+    try:
+        if not path.is_file() or path.stat().st_size > 1 << 20:
+            return False
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(info, dict):
+        return False
+    if "format" in info:
+        return info["format"] == RUN_FORMAT
+    return info.get("status") in ("running", *DONE_STATES)
+
+
+def _is_temp(name: str, of: str | None = None) -> bool:
+    m = _TEMP_NAME.fullmatch(name)
+    return m is not None and (of is None or m.group("name") == of or bool(re.fullmatch(of, m.group("name"))))
+
+
+def _foreign_entries(path: Path) -> list[str]:
+    """What in the run folder ``path`` a run did not write (paths relative to it), in order."""
+    foreign: list[str] = []
+
+    def only(folder: Path, ok) -> None:
+        if folder.is_symlink() or not folder.is_dir():
+            foreign.append(str(folder.relative_to(path)))
+            return
+        children = sorted(folder.iterdir(), key=lambda c: c.name)
+        foreign.extend(str(c.relative_to(path)) for c in children if not ok(c))
+
+    def checkpoint_file(p: Path) -> bool:
+        return p.name in _CHECKPOINT_FILES and p.is_file() and not p.is_symlink()
+
+    def checkpoint_dir(p: Path) -> bool:
+        if p.is_symlink() or not p.is_dir():
+            return False
+        only(p, checkpoint_file)
+        return True
+
+    for entry in sorted(path.iterdir(), key=lambda c: c.name):
+        name = entry.name
+        if name in (STATUS_FILE, LOG_FILE) and entry.is_file() and not entry.is_symlink():
+            continue
+        if name in (CHECKPOINT_DIR, f".{CHECKPOINT_DIR}.old") or _is_temp(name, CHECKPOINT_DIR):
+            if checkpoint_dir(entry):
+                continue
+        elif name == PROBES_DIR:
+            only(entry, lambda p: p.is_file() and bool(_PROBE_FILE.fullmatch(p.name) or _is_temp(p.name)))
+            continue
+        elif name == _KEPT_DIR:
+            only(
+                entry,
+                lambda p: (
+                    (bool(_STEP_DIR.fullmatch(p.name)) or _is_temp(p.name, _STEP_DIR.pattern))
+                    and checkpoint_dir(p)
+                ),
+            )
+            continue
+        elif _is_temp(name, STATUS_FILE) and entry.is_file():
+            continue
+        foreign.append(name if not entry.is_dir() else name + "/")
+    return foreign
+
+
+def check_extra_log(path: str | Path, *, run: str | Path, inputs: tuple[str | Path | None, ...] = ()) -> Path:
+    """Raise :class:`RunFolderError` (or :class:`model.atomic.OutputError`) unless ``path`` may get a
+    copy of the log rows (the train command's ``--log-json``): a regular file or a new one in an
+    existing folder, outside the run folder ``run`` (which holds only the run's own files), none of
+    the run's ``inputs`` (corpus, config, checkpoint), and, when it exists and is not empty, a log of
+    ours (JSON lines, each an object with a whole-number ``step``: an earlier run's ``--log-json``).
+    Nothing is written."""
+    path = check_output(path, what="--log-json", room=0)
+    shown = f"--log-json {str(path)!r}"
+    parent = path.absolute().parent
+    if not parent.is_dir():
+        raise RunFolderError(f"{shown}: the folder {str(parent)!r} does not exist")
+    for folder in (run, *inputs):
+        if folder is None or not Path(folder).exists():
+            continue
+        here = Path(folder).resolve()
+        target = path.resolve()
+        if target == here:
+            raise RunFolderError(f"{shown} is an input of this run: name a new file for the log")
+        if here.is_dir() and here in target.parents:
+            what = "the run folder" if folder == run else "an input of this run"
+            raise RunFolderError(f"{shown} is inside {what} {str(folder)!r}: name a file outside it")
+    if path.exists() and path.stat().st_size and not _is_log(path):
+        raise RunFolderError(
+            f"{shown} exists and is not a training log (JSON lines with a step each): name a new file, "
+            "or one an earlier run's --log-json wrote"
+        )
+    return path
+
+
+def _is_log(path: Path, sample: int = 1 << 18) -> bool:
+    """Whether the first and last ``sample`` bytes of ``path`` are whole JSON lines of log rows."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            chunks = [f.read(sample)]
+            if size > 2 * sample:
+                f.seek(size - sample)
+                chunks.append(f.read(sample))
+    except OSError:
+        return False
+    lines: list[bytes] = []
+    for i, chunk in enumerate(chunks):
+        parts = chunk.split(b"\n")
+        if len(chunks) > 1 and i == 1:
+            parts = parts[1:]  # the tail starts mid-line
+        if size > len(chunk) and i == 0:
+            parts = parts[:-1]  # the head ends mid-line
+        lines.extend(p for p in parts if p.strip())
+    if not lines:
+        return False
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            return False
+        if (
+            not isinstance(row, dict)
+            or isinstance(row.get("step"), bool)
+            or not isinstance(row.get("step"), int)
+        ):
+            return False
+    return True
 
 
 def probe_name(step: int) -> str:
@@ -127,26 +308,38 @@ class RunWriter:
 
     ``resume``: the run continues an earlier one -- the log (and ``extra_log``) are appended to;
     otherwise they start empty and old probes are removed. ``extra_log``: a second file that gets
-    every log row (the command's ``--log-json``).
+    every log row (the command's ``--log-json``; :func:`check_extra_log` says whether it may).
+
+    The folder is checked first (:func:`check_run_folder`) and ``run.json`` (status ``running``, our
+    ``format``) is its first file; a failure to open ``extra_log`` leaves the folder as it was.
     """
 
     def __init__(self, path: str | Path, *, resume: bool = False, extra_log: str | Path | None = None):
         self.path = check_run_folder(path)
-        self.path.mkdir(parents=True, exist_ok=True)
         self.probes = self.path / PROBES_DIR
+        self.info: dict[str, Any] = {"format": RUN_FORMAT}
+        self._logs: list[Any] = []
         mode = "a" if resume else "w"
-        if not resume:  # a fresh log file (a new inode tells a follower to start over) and no old probes
-            (self.path / LOG_FILE).unlink(missing_ok=True)
-            for old in self.probes.glob("step-*.npz") if self.probes.is_dir() else ():
-                old.unlink()
-        self._logs = [open(self.path / LOG_FILE, mode, encoding="utf-8")]  # noqa: SIM115 (closed by close())
+        created = not self.path.exists()
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunFolderError(
+                f"cannot create the run folder {str(self.path)!r}: {exc.strerror or exc}"
+            ) from None
         if extra_log is not None:
             try:
                 self._logs.append(open(extra_log, mode, encoding="utf-8"))  # noqa: SIM115 (closed by close())
             except OSError as exc:
-                self.close()
+                if created:
+                    self.path.rmdir()
                 raise RunFolderError(f"cannot write --log-json {extra_log}: {exc.strerror or exc}") from None
-        self.info: dict[str, Any] = {}
+        self.status("running")  # the mark that the folder is a run's, before any other file
+        if not resume:  # a fresh log file (a new inode tells a follower to start over) and no old probes
+            (self.path / LOG_FILE).unlink(missing_ok=True)
+            for old in self.probes.glob("step-*.npz") if self.probes.is_dir() else ():
+                old.unlink()
+        self._logs.insert(0, open(self.path / LOG_FILE, mode, encoding="utf-8"))  # noqa: SIM115 (closed by close())
 
     @property
     def checkpoint(self) -> Path:

@@ -11,11 +11,17 @@ draws the same global batch.
 the data source, re-found by its saved name with the saved tokenizer unless one is given (a warning
 when its content changed). The trainer's own methods (``Trainer.state_dict``, ``load_state``,
 ``save``, ``from_checkpoint``) are the way to call these.
+
+:func:`check_state` reads a saved state as untrusted input: every field's type and range is checked
+(a whole step of 0 or more, a history of log rows, ...) and the first wrong one named in a
+:class:`~model.io.checkpoint.CheckpointError`, before a trainer is built or any file is written.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -35,7 +41,7 @@ if TYPE_CHECKING:
     from model.text.tokens import Tokenizer
     from model.train.engine import Engine
 
-__all__ = ["from_checkpoint", "load_state", "save", "state_dict"]
+__all__ = ["check_state", "from_checkpoint", "load_state", "save", "state_dict"]
 
 
 class Trainer(Protocol):
@@ -98,6 +104,81 @@ def state_dict(trainer: Trainer) -> dict[str, Any]:
         "grad_accum": engine.grad_accum,
         "tensors": tensors,
     }
+
+
+def _whole(value: Any, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+#: A log row's numeric fields (TrainEvent.to_dict): a finite number each, or null where it may be.
+_ROW_NUMBERS = ("train_loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "elapsed", "tokens_seen")
+
+
+def _row_problem(row: Any) -> str | None:
+    if not isinstance(row, dict):
+        return f"is {type(row).__name__}, not a JSON object"
+    if not _whole(row.get("step"), 0):
+        return f"has step {row.get('step')!r}, not a whole number of 0 or more"
+    if not _number(row.get("train_loss")):
+        return f"has train_loss {row.get('train_loss')!r}, not a finite number"
+    for key in _ROW_NUMBERS:
+        if row.get(key) is not None and not _number(row[key]):
+            return f"has {key} {row[key]!r}, not a finite number"
+    return None
+
+
+def check_state(state: Any, where: str = "train_state.json") -> None:
+    """Raise :class:`~model.io.checkpoint.CheckpointError` naming the first field of a saved training
+    state (``where``: its file) whose type or range is wrong; missing optional fields are fine."""
+
+    def bad(field: str, value: Any, should: str) -> CheckpointError:
+        text = json.dumps(value) if isinstance(value, (str, int, float, bool, type(None))) else ""
+        shown = text if text and len(text) <= 40 else f"a {type(value).__name__}"
+        return CheckpointError(
+            f"{where} is damaged: {field} is {shown}, not {should}; the run cannot be resumed"
+        )
+
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{where} is damaged: it must hold a JSON object, not {type(state).__name__}")
+    if "step" not in state:
+        raise CheckpointError(f"{where} is damaged: it has no step; the run cannot be resumed")
+    if not _whole(state["step"], 0):
+        raise bad("step", state["step"], "a whole number of 0 or more")
+    wanted: dict[str, tuple[Callable[[Any], bool], str]] = {
+        "settings": (lambda v: isinstance(v, dict), "a JSON object of settings"),
+        "history": (lambda v: isinstance(v, list), "a list of log rows"),
+        "elapsed": (lambda v: _number(v) and v >= 0, "a number of seconds, 0 or more"),
+        "tokens_seen": (lambda v: _whole(v, 0), "a whole number of 0 or more"),
+        "source": (lambda v: isinstance(v, dict), "a JSON object naming the data source"),
+        "seq_len": (lambda v: v is None or _whole(v, 1), "a whole number of 1 or more"),
+        "param_groups": (
+            lambda v: (
+                isinstance(v, list)
+                and all(isinstance(g, list) and all(isinstance(n, str) for n in g) for g in v)
+            ),
+            "a list of lists of parameter names",
+        ),
+        "scaler": (lambda v: v is None or isinstance(v, dict), "a JSON object or null"),
+        "world_size": (lambda v: _whole(v, 1), "a whole number of 1 or more"),
+        "grad_accum": (lambda v: _whole(v, 1), "a whole number of 1 or more"),
+    }
+    for field, (ok, should) in wanted.items():
+        if field in state and not ok(state[field]):
+            raise bad(field, state[field], should)
+    source = state.get("source") or {}
+    for key in ("name", "sha256"):
+        if source.get(key) is not None and not isinstance(source[key], str):
+            raise bad(f"source.{key}", source[key], "text")
+    for i, row in enumerate(state.get("history") or []):
+        problem = _row_problem(row)
+        if problem is not None:
+            raise CheckpointError(
+                f"{where} is damaged: history row {i + 1} {problem}; the run cannot be resumed"
+            )
 
 
 def load_state(trainer: Trainer, state: dict[str, Any]) -> None:
@@ -173,15 +254,28 @@ def from_checkpoint(
     ``settings`` None → the saved settings; ``overrides`` (TrainSettings fields, e.g. more ``steps``)
     and ``device`` are applied on top. ``source`` None → rebuilt from the saved source name with the
     saved tokenizer; a warning is raised if its identity (SHA-256) differs from the saved one. A
-    checkpoint without training state starts a fresh optimizer from its weights. ``options``
+    checkpoint without training state (no ``train_state.json``) starts a fresh optimizer from its
+    weights when ``settings`` are given, and is refused otherwise: its settings are unknown. A
+    damaged state is refused (:func:`check_state`) before the trainer is built. ``options``
     (``callbacks``, ``control``, ``dist``, ``grad_accum``, ``dtype``, ``compile``) go to the
     constructor: a run saved at one world size resumes at any other (the batch generator is the
     same on every rank, so only the split of each global batch changes).
     """
     ckpt = load_checkpoint(path, device="cpu")
     state = ckpt.train_state
+    if state is not None:
+        check_state({k: v for k, v in state.items() if k != "tensors"})
+    elif settings is None:
+        raise CheckpointError(
+            f"{str(ckpt.path)!r} has no training state (train_state.json is missing), so it cannot be "
+            "resumed: its weights still open with generate and inspect"
+        )
     settings = _settings(settings, state, overrides, device)
     saved_source = (state or {}).get("source") or ckpt.meta.get("source") or {}
+    if not isinstance(saved_source, dict):
+        raise CheckpointError(
+            f"meta.json is damaged: its source is {type(saved_source).__name__}, not a JSON object"
+        )
     if source is None:
         name = saved_source.get("name")
         if not name:

@@ -15,6 +15,7 @@ import torch
 
 from app.cli import main
 from model.interp.export import load_inspection
+from model.io.runfolder import RUN_FORMAT
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--n-layers", "1", "--d-model", "16", "--n-heads", "2", "--context-length", "16", "--threads", "1"]
@@ -55,7 +56,8 @@ def test_inspect_removes_what_a_killed_inspect_left_and_keeps_a_running_ones(tmp
 def test_train_removes_a_killed_saves_temporary_folder_at_start(tmp_path, dead_pid, capsys):
     run = tmp_path / "run"
     run.mkdir()
-    (run / "log.jsonl").write_text("")  # what a killed run leaves: a run folder...
+    (run / "log.jsonl").write_text("")  # what a killed run leaves: a run folder of ours...
+    (run / "run.json").write_text(json.dumps({"format": RUN_FORMAT, "status": "running", "steps": 10}))
     stale = run / f".checkpoint.tmp-{dead_pid}-0badc0de"  # ...and the half-written checkpoint
     stale.mkdir()
     (stale / "model.safetensors").write_bytes(b"x" * 100)
