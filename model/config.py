@@ -81,12 +81,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
 from model.errors import AttentionLabError
+from model.files import parse_json
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "mlp": ("gelu", "relu", "swiglu", "geglu"),
@@ -185,6 +185,34 @@ FIELD_HELP: dict[str, str] = {
 
 #: A config file larger than this is not a config (refused before it is read).
 MAX_CONFIG_BYTES = 1024 * 1024
+
+#: Where each real-number field must lie, both ends included: finite, and far enough from 0 and from
+#: float32's limits that no infinity or NaN can come of it (a RoPE factor of 1e-300 turns the
+#: frequencies into infinities, whose sine is NaN), yet wide around every real model's value (noted).
+FLOAT_RANGES: dict[str, tuple[float, float]] = {
+    "norm_eps": (1e-12, 0.5),  # 1e-5 (GPT-2), 1e-6 (Llama)
+    "rope_factor": (1.0, 10_000.0),  # 8 (Llama 3.1), 32 (gpt-oss), 40 (DeepSeek-V3); 1: unscaled
+    "rope_low_freq_factor": (0.001, 10_000.0),  # 1 (Llama 3.1)
+    "rope_high_freq_factor": (0.001, 10_000.0),  # 4 (Llama 3.1)
+    "rope_beta_fast": (0.001, 10_000.0),  # 32 (YaRN)
+    "rope_beta_slow": (0.001, 10_000.0),  # 1 (YaRN)
+    "rope_attn_factor": (0.01, 100.0),  # 1 (DeepSeek-V3) to about 1.4 (gpt-oss)
+    "attn_scale_dim": (1.0, 1_000_000.0),  # 144, 256 (Gemma 2/3's query_pre_attn_scalar)
+    "attn_softcap": (0.01, 10_000.0),  # 50 (Gemma 2)
+    "final_softcap": (0.01, 10_000.0),  # 30 (Gemma 2)
+    "router_scale": (0.001, 1000.0),  # 2.5 (DeepSeek-V3), 16 (DeepSeek-V2)
+    "swiglu_limit": (0.001, 1_000_000.0),  # 7 (gpt-oss)
+}
+#: The largest RoPE base θ (``rope_base``, ``rope_local_base``; both must exceed 1): Llama 3 uses
+#: 500 000, Qwen and Gemma 3 1 000 000.
+MAX_ROPE_BASE = 1e12
+#: The longest ``rope_original_context`` (the context a model was first trained with: 4096 to 8192).
+MAX_ROPE_CONTEXT = 10**9
+
+
+def _fmt(x: float) -> str:
+    """A range's end as a person writes it: 0.001, 1e-12, 10,000."""
+    return f"{x:,.0f}" if 1 <= x < 1e15 and x == int(x) else f"{x:g}"
 
 
 class ConfigError(AttentionLabError, ValueError):
@@ -385,15 +413,17 @@ class GPTConfig:
             or not (0.0 <= self.dropout < 1.0)
         ):
             out.append(f"dropout={self.dropout!r} must be a probability in [0, 1)")
-        if not isinstance(self.norm_eps, (int, float)) or not (0.0 < self.norm_eps < 1.0):  # NaN fails too
-            out.append(f"norm_eps={self.norm_eps!r} must be a small positive number such as 1e-5")
-        if (
-            not isinstance(self.rope_base, (int, float))
-            or isinstance(self.rope_base, bool)
-            or not math.isfinite(self.rope_base)
-            or self.rope_base <= 1.0
-        ):
-            out.append(f"rope_base={self.rope_base!r} must be greater than 1 (10000 is usual)")
+        if self._out_of_range("norm_eps"):
+            lo, hi = FLOAT_RANGES["norm_eps"]
+            out.append(
+                f"norm_eps={self.norm_eps!r} must be a small positive number from {_fmt(lo)} to {_fmt(hi)}, "
+                "such as 1e-5"
+            )
+        if not _rope_base_ok(self.rope_base):
+            out.append(
+                f"rope_base={self.rope_base!r} must be greater than 1 and at most {_fmt(MAX_ROPE_BASE)} "
+                "(10000 is usual)"
+            )
         out += self._newer_problems()
 
         def ok(v: object) -> TypeGuard[int]:
@@ -441,12 +471,14 @@ class GPTConfig:
             return isinstance(v, (int, float)) and not isinstance(v, bool)
 
         for name in ("rope_factor", "rope_low_freq_factor", "rope_high_freq_factor"):
-            v = getattr(self, name)
-            if not number(v) or v <= 0:
-                out.append(f"{name}={v!r} must be a positive number")
+            lo, hi = FLOAT_RANGES[name]
+            if self._out_of_range(name):
+                out.append(f"{name}={getattr(self, name)!r} must be a number from {_fmt(lo)} to {_fmt(hi)}")
         v = self.rope_original_context
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            out.append(f"rope_original_context={v!r} must be a positive whole number")
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_ROPE_CONTEXT:
+            out.append(
+                f"rope_original_context={v!r} must be a whole number from 1 to {_fmt(MAX_ROPE_CONTEXT)}"
+            )
         if (
             self.rope_scaling == "llama3"
             and number(self.rope_low_freq_factor)
@@ -472,26 +504,34 @@ class GPTConfig:
             out.append("norm_offset (scale by 1 + γ) is an RMSNorm variant: set norm='rmsnorm'")
         if self.parallel_residual and self.norm_position != "pre":
             out.append("parallel_residual needs norm_position='pre' (both branches read Norm(x))")
-        return out + self._scale_problems(number) + self._block_problems()
+        return out + self._scale_problems() + self._block_problems()
 
-    def _scale_problems(self, number: Callable[[object], bool]) -> list[str]:
+    def _scale_problems(self) -> list[str]:
         """YaRN's fields, the local layers' RoPE base, QK-norm over all heads, the score scale."""
         out: list[str] = []
 
-        def positive(name: str, *, optional: bool = False, above: float = 0.0) -> bool:
+        def positive(name: str, *, optional: bool = False) -> bool:
+            """Whether ``name`` is set and in :data:`FLOAT_RANGES` (else its problem is listed)."""
             v = getattr(self, name)
             if v is None and optional:
                 return False
-            if not number(v) or not math.isfinite(v) or v <= above:
-                bound = "greater than 1" if above == 1.0 else "a positive number"
-                out.append(f"{name}={v!r} must be {bound}" + (" (or empty)" if optional else ""))
+            if self._out_of_range(name):
+                lo, hi = FLOAT_RANGES[name]
+                empty = " (or empty)" if optional else ""
+                out.append(f"{name}={v!r} must be a positive number from {_fmt(lo)} to {_fmt(hi)}{empty}")
                 return False
             return True
 
         positive("rope_beta_fast")
         positive("rope_beta_slow")
         positive("rope_attn_factor", optional=True)
-        if positive("rope_local_base", optional=True, above=1.0):
+        local = self.rope_local_base
+        if local is not None and not _rope_base_ok(local):
+            out.append(
+                f"rope_local_base={local!r} must be greater than 1 and at most {_fmt(MAX_ROPE_BASE)} "
+                "(or empty)"
+            )
+        elif local is not None:
             if self.positions != "rope":
                 out.append("rope_local_base needs positions='rope'")
             elif self.sliding_window is None:
@@ -531,10 +571,12 @@ class GPTConfig:
             )
         for name in ("attn_softcap", "final_softcap"):
             v = getattr(self, name)
-            if v is not None and (
-                isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0
-            ):
-                out.append(f"{name}={v!r} must be a positive number such as 30 (or empty: off)")
+            if v is not None and self._out_of_range(name):
+                lo, hi = FLOAT_RANGES[name]
+                out.append(
+                    f"{name}={v!r} must be a positive number from {_fmt(lo)} to {_fmt(hi)}, such as 30 "
+                    "(or empty: off)"
+                )
         if not isinstance(self.attn_sinks, bool):
             out.append(f"attn_sinks={self.attn_sinks!r} must be true or false")
         if whole("n_experts", optional=True):
@@ -563,7 +605,7 @@ class GPTConfig:
                     out.append(f"{name} needs n_experts (a mixture-of-experts feed-forward)")
         v = self.router_aux_loss
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0.0 <= v < 100.0):  # NaN fails
-            out.append(f"router_aux_loss={v!r} must be a number, 0 or more (0.01 is usual)")
+            out.append(f"router_aux_loss={v!r} must be a number from 0 to below 100 (0.01 is usual)")
         if whole("kv_lora_rank", optional=True):
             whole("q_lora_rank", optional=True)
             for name in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
@@ -598,8 +640,12 @@ class GPTConfig:
         """DeepSeek-V3's router: grouped choice and the weights' scale (``n_experts`` = E is valid)."""
         out: list[str] = []
         v = self.router_scale
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-            out.append(f"router_scale={v!r} must be a positive number (1: the weights as routed)")
+        if self._out_of_range("router_scale"):
+            lo, hi = FLOAT_RANGES["router_scale"]
+            out.append(
+                f"router_scale={v!r} must be a positive number from {_fmt(lo)} to {_fmt(hi)} "
+                "(1: the weights as routed)"
+            )
         G, top = self.router_groups, self.router_topk_groups
         if isinstance(top, bool) or not isinstance(top, int) or top < 1:
             out.append(f"router_topk_groups={top!r} must be a positive whole number")
@@ -618,6 +664,12 @@ class GPTConfig:
                 f"{top * (E // G)} experts of router_topk_groups={top} groups"
             )
         return out
+
+    def _out_of_range(self, name: str) -> bool:
+        """Whether number field ``name`` is not a number in its :data:`FLOAT_RANGES` (NaN is not)."""
+        v = getattr(self, name)
+        lo, hi = FLOAT_RANGES[name]
+        return isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi
 
     def validate(self) -> GPTConfig:
         """Raise :class:`ConfigError` listing every problem; return ``self`` when valid."""
@@ -658,12 +710,7 @@ class GPTConfig:
 
     @classmethod
     def from_json(cls, text: str, *, validate: bool = True) -> GPTConfig:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError([f"config is not valid JSON: {exc.msg} at line {exc.lineno}"]) from None
-        except RecursionError:
-            raise ConfigError(["config is not a config: its JSON is nested too deeply"]) from None
+        data = parse_json(text, error=lambda line: ConfigError([line]), what="config")
         return cls.from_dict(data, validate=validate)
 
     @classmethod
@@ -688,6 +735,11 @@ class GPTConfig:
     def with_vocab(self, vocab_size: int) -> GPTConfig:
         """A copy whose vocabulary is set by a tokenizer."""
         return dataclasses.replace(self, vocab_size=vocab_size)
+
+
+def _rope_base_ok(v: object) -> bool:
+    """Whether ``v`` is a RoPE base θ: a number greater than 1, at most :data:`MAX_ROPE_BASE`."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 1.0 < v <= MAX_ROPE_BASE
 
 
 def _closest(name: str, options: set[str]) -> str | None:

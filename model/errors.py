@@ -32,4 +32,11 @@ class AttentionLabError(Exception):
     """Something about the user's input or machine: its message is one line for a person."""
 
 
-__all__ = ["AttentionLabError"]
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (its type's name when it has none): how a library's
+    error joins one of ours."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+__all__ = ["AttentionLabError", "first_line"]

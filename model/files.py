@@ -4,24 +4,77 @@ A checkpoint's ``config.json``, ``meta.json``, ``train_state.json`` and ``tokeni
 Face folder's ``config.json``, tokenizer files and shard index, all go through it, so every unreadable,
 non-UTF-8, malformed or absurdly nested file is one line of the same kind, raised as the caller's own
 error (a :class:`~model.io.checkpoint.CheckpointError`, a :class:`~model.text.tokens.TokenizerError`).
+Our own config JSON, read from a file or from text, is parsed by the same :func:`parse_json`.
+
+What ``json.loads`` lets through silently is refused here too: a key written twice in one object (the
+last copy would win unseen; the line names the key) and a whole number too long for Python to convert
+(over 4,300 digits; the line names the key that holds it).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from model.errors import first_line
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+#: The longest whole number parsed: Python refuses to convert longer digit strings (4,300 digits).
+MAX_DIGITS = 4300
 
 
-def read_json(path: str | Path, *, error: type[Exception], what: str | None = None) -> Any:
+class _Refused(Exception):
+    """Raised inside ``json.loads`` by the hooks below; :func:`parse_json` makes it the caller's error."""
+
+
+class _LongNumber:
+    """A whole number of ``digits`` digits, too long to convert: named by the object that holds it."""
+
+    def __init__(self, digits: int):
+        self.digits = digits
+
+
+def _int(text: str) -> int | _LongNumber:
+    return int(text) if len(text.lstrip("-")) <= MAX_DIGITS else _LongNumber(len(text.lstrip("-")))
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise _Refused(f"repeats the key {key!r} (which value is meant?)")
+    for key, value in pairs:
+        if isinstance(value, list):
+            value = next((v for v in value if isinstance(v, _LongNumber)), value)
+        if isinstance(value, _LongNumber):
+            raise _Refused(f"has a number of {value.digits} digits at {key!r}")
+    return out
+
+
+def parse_json(text: str, *, error: Callable[[str], Exception], what: str) -> Any:
+    """The JSON value of ``text``, or ``error`` with one line naming ``what`` and what is wrong: not
+    valid JSON (message and line), nested too deeply, a key repeated in one object, a whole number
+    too long to convert."""
+    try:
+        value = json.loads(text, object_pairs_hook=_object, parse_int=_int)
+    except json.JSONDecodeError as exc:
+        raise error(f"{what} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    except RecursionError:
+        raise error(f"{what} is corrupt: its JSON is nested too deeply") from None
+    except _Refused as exc:
+        raise error(f"{what} {exc}") from None
+    if isinstance(value, _LongNumber) or (
+        isinstance(value, list) and any(isinstance(v, _LongNumber) for v in value)
+    ):
+        raise error(f"{what} has a number too long to read (over {MAX_DIGITS} digits)")
+    return value
+
+
+def read_json(path: str | Path, *, error: Callable[[str], Exception], what: str | None = None) -> Any:
     """The JSON value in ``path``, or ``error`` with one line naming the file (``what``, default its
-    name) and what is wrong: it cannot be read, is not UTF-8, is not valid JSON (message and line),
-    or is nested too deeply to parse."""
+    name) and what is wrong: it cannot be read, is not UTF-8, or anything :func:`parse_json` refuses."""
     path = Path(path)
     what = path.name if what is None else what
     try:
@@ -29,13 +82,8 @@ def read_json(path: str | Path, *, error: type[Exception], what: str | None = No
     except UnicodeDecodeError:
         raise error(f"{what} is not UTF-8 text (corrupt file?)") from None
     except OSError as exc:
-        raise error(f"{what} cannot be read: {exc.strerror or _first_line(exc)}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise error(f"{what} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
-    except RecursionError:
-        raise error(f"{what} is corrupt: its JSON is nested too deeply") from None
+        raise error(f"{what} cannot be read: {exc.strerror or first_line(exc)}") from None
+    return parse_json(text, error=error, what=what)
 
 
-__all__ = ["read_json"]
+__all__ = ["MAX_DIGITS", "parse_json", "read_json"]

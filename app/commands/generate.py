@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from model.runtime import pick_device
 
     try:
-        check_sampling(0.0 if args.greedy else args.temperature, args.top_k, args.top_p)
+        check_sampling(args.temperature, args.top_k, args.top_p, greedy=args.greedy)
         check_seed(args.seed)
         device = pick_device(args.device)
         ckpt = open_model(

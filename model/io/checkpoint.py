@@ -390,6 +390,12 @@ def load_checkpoint(
             f"{TOKENIZER_FILE} has {tokenizer.vocab_size} tokens but {CONFIG_FILE} has "
             f"vocab_size={config.vocab_size}: they do not belong together"
         )
+    if tokenizer.largest_id >= config.vocab_size:
+        raise CheckpointError(
+            f"{TOKENIZER_FILE} has token id {tokenizer.largest_id} but {CONFIG_FILE} has "
+            f"vocab_size={config.vocab_size} (ids 0 to {config.vocab_size - 1}): the model has no "
+            "embedding for it"
+        )
 
     _check_size(config, path / MODEL_FILE)
     found = _read_tensors(path / MODEL_FILE, files_meta.get(MODEL_FILE))

@@ -7,8 +7,10 @@ fields (:func:`family_config`) and its tensor names onto ours (:func:`family_ent
 ``model_type``   what it sets beyond a Llama-shaped config (RoPE, RMSNorm, SwiGLU, no biases, GQA)
 ===============  ==========================================================================================
 ``llama``        ``rope_base`` (rope_theta), ``rope_scaling`` ``linear`` / ``llama3`` and its factors
-``mistral``      ``sliding_window`` (applied as a mask: a query sees the last W keys)
-``qwen2``        ``bias="qkv"`` (Q, K, V biases; none on the output or the MLP)
+``mistral``      ``sliding_window`` (applied as a mask: a query sees the last W keys) on every layer
+``qwen2``        ``bias="qkv"`` (Q, K, V biases; none on the output or the MLP); with ``use_sliding_window``,
+                 ``window_pattern`` from ``layer_types`` (default: the layers from ``max_window_layers``
+                 on slide), as Qwen3's
 ``qwen3``        ``qk_rmsnorm`` (per-head RMSNorm of q and k, before RoPE); an explicit ``head_dim``
 ``gemma``        ``embed_scale`` (×√d), ``norm_offset`` (RMSNorm ×(1+γ)), ``mlp="geglu"`` with tanh GELU,
                  ``head_dim`` (256 in the real ones ≠ d/h), tied embeddings
@@ -87,17 +89,18 @@ experts as ``[E, in, out]`` with the gate and up projections in alternate column
 reordered ``[0, 2, 4, …, 1, 3, 5, …]``: that permutation of the rotary rows of ``q_b`` (or ``q_proj``)
 and ``kv_a`` makes q·k (and q and k after RoPE) equal, exactly.
 
-What is not implemented is refused with one line naming it: logit soft-capping in the families
-whose code has none, RoPE scalings other than linear / llama3 (and yarn for gpt_oss and deepseek_v3;
-Phi-3's longrope), windows on only some layers where the family has no layer pattern, attention
-biases without MLP biases or the reverse, local layers scaled RoPE, dense layers other than the first
-few (Qwen3-MoE), a quantized checkpoint (``quantization_config``: gpt-oss's MXFP4, DeepSeek's FP8),
-bidirectional attention (Gemma). DeepSeek's multi-token-prediction layers (``model.layers.N`` past
+What is not implemented is refused with one line naming it: logit soft-capping in the families whose
+code has none, RoPE scalings other than linear / llama3 (and yarn for gpt_oss and deepseek_v3; Phi-3's
+longrope), a ``layer_types`` other than the family's code applies (Mistral's, Mixtral's and Phi-3's
+window slides on every layer, Llama's, Gemma's, GPT-NeoX's, OLMo 2's and DeepSeek-V3's code has none),
+attention biases without MLP biases or the reverse, local layers scaled RoPE, dense layers other than
+the first few (Qwen3-MoE), a quantized checkpoint (``quantization_config``: gpt-oss's MXFP4, DeepSeek's
+FP8), bidirectional attention (Gemma). DeepSeek's multi-token-prediction layers (``model.layers.N`` past
 ``num_hidden_layers``) are ignored, as transformers ignores them. Tensors are read one at a time from
-safetensors (sharded with an index) or ``pytorch_model.bin`` via ``torch.load(weights_only=True)``;
-bf16 / fp16 weights are upcast to ``dtype`` (float32 by default; ``dtype=torch.bfloat16`` keeps them):
-:func:`model.io.hf.load_hf_family` does the reading. Each row is a
-:class:`~model.io.weights.WeightMap`, as GPT-2's and nanoGPT's are.
+safetensors (sharded with an index) or ``pytorch_model.bin`` via ``torch.load(weights_only=True)``; bf16
+/ fp16 weights are upcast to ``dtype`` (float32 by default; ``dtype=torch.bfloat16`` keeps them):
+:func:`model.io.hf.load_hf_family` does the reading. Each row is a :class:`~model.io.weights.WeightMap`,
+as GPT-2's and nanoGPT's are.
 """
 
 from __future__ import annotations
@@ -318,32 +321,83 @@ def _score_scale(hf: dict[str, Any]) -> float | None:
     return 1.0 / (scale * scale)
 
 
-def _window(hf: dict[str, Any], model_type: str, n_layers: Any, problems: list[str]) -> int | None:
-    """The sliding window applied to every layer, or None; windows on only some layers are refused."""
+#: How each family's code (transformers') chooses the layers that slide, for those not in
+#: :func:`_layer_pattern`: every layer when ``sliding_window`` is set (Qwen3-MoE: and
+#: ``use_sliding_window``), Qwen's ``layer_types`` (default: the layers from ``max_window_layers`` on, when
+#: ``use_sliding_window``), or none at all (its code has no window).
+_EVERY_LAYER = ("mistral", "mixtral", "phi3", "qwen3_moe")
+_QWEN_LAYERS = ("qwen2", "qwen3")
+
+
+def _layer_letters(types: Any, n: int, problems: list[str]) -> str | None:
+    """``layer_types`` as one letter per layer (``L`` sliding, ``G`` full), or None (a problem) when it
+    is not one ``sliding_attention`` or ``full_attention`` per layer."""
+    other = (
+        sorted({str(t) for t in types} - {"sliding_attention", "full_attention"})
+        if isinstance(types, list)
+        else []
+    )
+    if not isinstance(types, list) or other or len(types) != n:
+        problems.append(
+            f"layer_types {other or types} is not implemented (one sliding_attention or "
+            f"full_attention per layer is)"
+        )
+        return None
+    return "".join("L" if t == "sliding_attention" else "G" for t in types)
+
+
+def _as_pattern(letters: str) -> str:
+    """``window_pattern`` of per-layer letters: their shortest repeating run (empty: every layer slides)."""
+    n = len(letters)
+    period = next(k for k in range(1, n + 1) if all(letters[i] == letters[i % k] for i in range(n)))
+    pattern = letters[:period]
+    return "" if pattern == "L" else pattern
+
+
+def _window(
+    hf: dict[str, Any], model_type: str, n_layers: int, problems: list[str]
+) -> tuple[int | None, str]:
+    """``(sliding_window, window_pattern)`` as the family's code applies them (:data:`_EVERY_LAYER`,
+    :data:`_QWEN_LAYERS`, else no window). A ``layer_types`` that says otherwise than the code does is
+    refused: which of the two the weights were trained with cannot be told."""
     W = hf.get("sliding_window")
     types = hf.get("layer_types")
-    if isinstance(types, list) and types:
-        sliding = [t == "sliding_attention" for t in types]
-        if all(sliding):
-            return W
-        if any(sliding):
-            problems.append("sliding-window attention on only some layers (layer_types) is not implemented")
-        return None
-    if model_type in ("mistral", "mixtral", "phi3"):
-        return W
-    if hf.get("use_sliding_window") and W is not None:  # Qwen: layers from max_window_layers on slide
-        if model_type == "qwen3_moe":  # transformers' Qwen3-MoE slides on every layer
-            return W
+    letters = None if types is None else _layer_letters(types, n_layers, problems)
+    if types is not None and letters is None:
+        return None, ""
+    if model_type in _QWEN_LAYERS:
+        if not hf.get("use_sliding_window"):
+            W = None  # transformers: no window unless use_sliding_window, whatever sliding_window says
         first = hf.get("max_window_layers") or 0
-        if first >= n_layers:
-            return None
-        if first > 0:
+        if letters is None:
+            letters = "".join("L" if W is not None and i >= first else "G" for i in range(n_layers))
+        elif W is None and "L" in letters:
             problems.append(
-                "sliding-window attention on only some layers (max_window_layers) is not implemented"
+                "layer_types has sliding_attention layers but use_sliding_window is false (or "
+                "sliding_window empty): no window to apply"
             )
-            return None
-        return W
-    return None
+            return None, ""
+    else:
+        if model_type == "qwen3_moe" and not hf.get("use_sliding_window"):
+            W = None
+        if model_type not in _EVERY_LAYER:
+            W = None  # Llama, Gemma, GPT-NeoX: their code has no window
+        every = "L" * n_layers if W is not None else "G" * n_layers
+        if letters is not None and letters != every:
+            what = f"slides every layer (sliding_window={W})" if W is not None else "has no sliding window"
+            k = letters.count("L")
+            problems.append(
+                f"sliding-window attention on only some layers (layer_types: {k} of {n_layers}) is not "
+                f"implemented for {model_type}, whose code {what}"
+                if 0 < k < n_layers
+                else f"layer_types marks {k} of {n_layers} layers sliding_attention, but {model_type}'s "
+                f"code {what}: not implemented"
+            )
+            return None, ""
+        letters = every
+    if W is None or "L" not in letters:
+        return None, ""
+    return W, _as_pattern(letters)
 
 
 def _layer_pattern(hf: dict[str, Any], model_type: str, problems: list[str]) -> tuple[int | None, str]:
@@ -354,23 +408,130 @@ def _layer_pattern(hf: dict[str, Any], model_type: str, problems: list[str]) -> 
     if not (isinstance(types, list) and types):
         every = int(hf.get("sliding_window_pattern", 6)) if model_type == "gemma3_text" else 2
         types = ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(n)]
-    other = sorted({str(t) for t in types} - {"sliding_attention", "full_attention"})
-    if other or len(types) != n:
-        problems.append(
-            f"layer_types {other or types} is not implemented (one sliding_attention or "
-            f"full_attention per layer is)"
-        )
-        return None, ""
-    letters = "".join("L" if t == "sliding_attention" else "G" for t in types)
-    if "L" not in letters:
+    letters = _layer_letters(types, n, problems)
+    if letters is None or "L" not in letters:
         return None, ""
     W = hf.get("sliding_window")
     if W is None:
         problems.append("layer_types has sliding_attention layers but sliding_window is empty")
         return None, ""
-    period = next(k for k in range(1, n + 1) if all(letters[i] == letters[i % k] for i in range(n)))
-    pattern = letters[:period]
-    return W, "" if pattern == "L" else pattern
+    return W, _as_pattern(letters)
+
+
+#: config.json fields read as numbers, by what each must be: a positive whole number, a whole number
+#: 0 or more, a finite number; and fields read as true/false. Checked before any arithmetic, so that a
+#: zero, a negative, NaN, a string or a boolean is one line naming the field, never a division by zero.
+_WHOLE = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "num_key_value_heads",
+    "head_dim",
+    "max_position_embeddings",
+    "sliding_window",
+    "sliding_window_pattern",
+    "decoder_sparse_step",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "num_local_experts",
+    "num_experts",
+    "n_routed_experts",
+    "kv_lora_rank",
+    "q_lora_rank",
+    "qk_rope_head_dim",
+    "qk_nope_head_dim",
+    "v_head_dim",
+    "n_group",
+    "topk_group",
+)
+_COUNT = ("max_window_layers", "first_k_dense_replace", "n_shared_experts")
+_REAL = (
+    "rope_theta",
+    "rotary_emb_base",
+    "rotary_pct",
+    "partial_rotary_factor",
+    "rope_local_base_freq",
+    "rms_norm_eps",
+    "layer_norm_eps",
+    "query_pre_attn_scalar",
+    "routed_scaling_factor",
+    "swiglu_alpha",
+    "swiglu_limit",
+    "final_logit_softcapping",
+    "attn_logit_softcapping",
+)
+_FLAGS = (
+    "tie_word_embeddings",
+    "use_parallel_residual",
+    "attention_bias",
+    "mlp_bias",
+    "use_sliding_window",
+    "norm_topk_prob",
+    "rope_interleave",
+    "use_bidirectional_attention",
+)
+#: RoPE parameters read as numbers (in rope_parameters / rope_scaling, per layer type for Gemma 3).
+_ROPE_REAL = (
+    "rope_theta",
+    "partial_rotary_factor",
+    "factor",
+    "low_freq_factor",
+    "high_freq_factor",
+    "original_max_position_embeddings",
+    "beta_fast",
+    "beta_slow",
+    "attention_factor",
+    "mscale",
+    "mscale_all_dim",
+)
+
+
+def _is_real(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _number_problems(hf: dict[str, Any]) -> list[str]:
+    """One line per field of :data:`_WHOLE`, :data:`_COUNT`, :data:`_REAL`, :data:`_FLAGS` (and the
+    RoPE parameters) that is set but not what it must be; empty (null) fields are left to defaults."""
+    out: list[str] = []
+    for key in (*_WHOLE, *_COUNT):
+        v = hf.get(key)
+        least = 1 if key in _WHOLE else 0
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < least):
+            kind = "a positive whole number" if least else "a whole number, 0 or more"
+            out.append(f"{key}={v!r} must be {kind}")
+    out += [
+        f"{k}={hf[k]!r} must be a finite number"
+        for k in _REAL
+        if hf.get(k) is not None and not _is_real(hf[k])
+    ]
+    out += [
+        f"{k}={hf[k]!r} must be true or false"
+        for k in _FLAGS
+        if hf.get(k) is not None and not isinstance(hf[k], bool)
+    ]
+    only = hf.get("mlp_only_layers")
+    if only is not None and not (
+        isinstance(only, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in only)
+    ):
+        out.append(f"mlp_only_layers={only!r} must be a list of layer numbers")
+    for name in ("rope_parameters", "rope_scaling"):
+        params = hf.get(name)
+        if params is None:
+            continue
+        if not isinstance(params, dict):
+            out.append(f"{name} must be an object of RoPE settings, not {params!r}")
+            continue
+        groups = [params] + [v for v in params.values() if isinstance(v, dict)]  # per layer type
+        out += [
+            f"{name} {k}={g[k]!r} must be a finite number"
+            for g in groups
+            for k in _ROPE_REAL
+            if g.get(k) is not None and not _is_real(g[k])
+        ]
+    return out
 
 
 def family_config(hf: dict[str, Any]) -> GPTConfig:
@@ -398,6 +559,9 @@ def _family_config(hf: dict[str, Any]) -> GPTConfig:
     missing = [f for f in required if f not in hf]
     if missing:
         raise CheckpointError(f"config.json ({model_type}): missing {', '.join(missing)}")
+    wrong = _number_problems(hf)
+    if wrong:  # before any arithmetic on them (a division by num_attention_heads=0)
+        raise CheckpointError(f"config.json ({model_type}): " + "; ".join(wrong))
     quant = hf.get("quantization_config")
     if quant:
         method = quant.get("quant_method", "?") if isinstance(quant, dict) else quant
@@ -477,8 +641,8 @@ def _family_config(hf: dict[str, Any]) -> GPTConfig:
             fields["sliding_window"], fields["window_pattern"] = _layer_pattern(hf, model_type, problems)
             if model_type == "gemma3_text" and fields["sliding_window"] is None:
                 fields["rope_local_base"] = None  # no local layer to use it
-        elif model_type not in ("olmo2", "deepseek_v3"):  # whose code has no window
-            fields["sliding_window"] = _window(hf, model_type, n_layers, problems)
+        else:  # OLMo 2 and DeepSeek-V3 too: their code has no window, a layer_types saying so is refused
+            fields["sliding_window"], fields["window_pattern"] = _window(hf, model_type, n_layers, problems)
         if model_type in _TODAY:
             _today(hf, model_type, fields, problems)
     if problems:

@@ -86,16 +86,13 @@ def hf_weight_source(directory: Path) -> tuple[TensorSource, str]:
 
 def hf_name_and_tokenizer(directory: Path, hf: dict[str, Any], cfg: GPTConfig) -> tuple[str, Tokenizer]:
     """A Hugging Face folder's model name (``_name_or_path``'s last part, else the folder's) and its
-    tokenizer, which must fit ``cfg``'s vocabulary."""
+    tokenizer, which must fit ``cfg``'s vocabulary: as many tokens at most, and no id past it (a
+    vocabulary larger than the tokenizer's, as some models have, is fine)."""
     name = Path(str(hf.get("_name_or_path") or directory.name)).name or directory.name
     try:
-        tok = load_hf_tokenizer(directory, name=name)
+        tok = load_hf_tokenizer(directory, name=name, vocab_size=vocab_of(cfg))
     except TokenizerError as exc:
         raise CheckpointError(str(exc)) from None
-    if tok.vocab_size > vocab_of(cfg):
-        raise CheckpointError(
-            f"the tokenizer has {tok.vocab_size} tokens but config.json says vocab_size={cfg.vocab_size}"
-        )
     return name, tok
 
 

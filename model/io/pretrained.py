@@ -80,6 +80,8 @@ def detect(path: str | Path) -> tuple[str, Path]:
     directory (e.g. the ``config.json`` a file dialog picked). Raises :class:`CheckpointError` saying
     what is missing.
     """
+    if not str(path).strip():  # Path("") is ".", the current folder: not what an empty name meant
+        raise CheckpointError("the model path is empty: name a model folder or file")
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"{str(path)!r} does not exist")
@@ -257,7 +259,7 @@ def config_of(path: str | Path) -> GPTConfig:
     the others are. Raises :class:`CheckpointError` or :class:`ConfigError` in one line."""
     path = Path(path)
     if path.is_file() and path.suffix.lower() == ".json":
-        data = read_json(path, error=ConfigError, what=str(path))
+        data = read_json(path, error=lambda line: ConfigError([line]), what=str(path))
         if isinstance(data, dict) and "model_type" in data:  # a Hugging Face config.json
             return _hf_config(data, path)
         return GPTConfig.load(path, validate=False)

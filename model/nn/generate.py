@@ -24,6 +24,7 @@ its ``context_length`` has never trained its later learned positions, so it shou
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
@@ -67,17 +68,32 @@ def check_seed(seed: int | None) -> None:
         raise ValueError(f"seed={seed!r} must be a whole number from 0 to 2**63 - 1")
 
 
-def check_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
-    """Raise ValueError naming a sampling value that is not finite or not in its range."""
+def check_sampling(
+    temperature: float, top_k: int | None, top_p: float | None, *, greedy: bool = False
+) -> None:
+    """Raise ValueError naming a sampling value that is not finite or not in its range.
+
+    The ranges: ``temperature`` 0 (greedy) or from :data:`MIN_TEMPERATURE` to :data:`MAX_TEMPERATURE`;
+    with ``greedy`` it is not used, yet must still be a finite number, 0 or more (a NaN is a mistake
+    whatever reads it); ``top_k`` a whole number of at least 1, or None (off); ``top_p`` in (0, 1], or
+    None (off); however small, the likeliest token stays (:func:`sample_next`).
+    """
     ok = isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
-    if not ok or not (temperature == 0 or MIN_TEMPERATURE <= temperature <= MAX_TEMPERATURE):
+    if greedy and not (ok and math.isfinite(temperature) and temperature >= 0):
+        raise ValueError(
+            f"temperature={temperature!r} must be a finite number, 0 or more (greedy decoding does not "
+            "use it)"
+        )
+    if not greedy and not (ok and (temperature == 0 or MIN_TEMPERATURE <= temperature <= MAX_TEMPERATURE)):
         raise ValueError(
             f"temperature={temperature!r} must be 0 (greedy) or a number from {MIN_TEMPERATURE:g} to "
             f"{MAX_TEMPERATURE:g}, such as 0.8"
         )
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
         raise ValueError(f"top_k={top_k!r} must be a whole number of at least 1")
-    if top_p is not None and (not isinstance(top_p, (int, float)) or not 0.0 < top_p <= 1.0):
+    if top_p is not None and (
+        isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0.0 < top_p <= 1.0
+    ):
         raise ValueError(f"top_p={top_p!r} must be in (0, 1], e.g. 0.9")
 
 
@@ -102,7 +118,9 @@ def sample_next(
     if top_p is not None and top_p < 1.0:
         sorted_p, order = torch.sort(probs, dim=-1, descending=True)
         before = sorted_p.cumsum(dim=-1) - sorted_p  # mass of strictly more likely tokens
-        sorted_p = sorted_p.masked_fill(before >= top_p, 0.0)  # the first token always stays
+        drop = before >= top_p  # a top_p below float32's smallest number compares as 0:
+        drop[..., 0] = False  # the likeliest token stays whatever top_p is
+        sorted_p = sorted_p.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
         probs = probs / probs.sum(dim=-1, keepdim=True)
     if generator is not None and generator.device != probs.device:
@@ -141,7 +159,7 @@ def _steps(
     one of ``stop_ids`` (its end-of-sequence or end-of-turn tokens) no further token is made."""
     from model.nn.gpt import KVCache
 
-    check_sampling(0.0 if greedy else temperature, top_k, top_p)  # greedy ignores the temperature
+    check_sampling(temperature, top_k, top_p, greedy=greedy)  # greedy ignores the temperature
     check_seed(seed)
     if idx.dim() == 1:
         idx = idx[None]

@@ -28,6 +28,7 @@ Saved form (``tokenizer.json`` of our checkpoints, registered as type ``"hf_bpe"
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -37,13 +38,22 @@ import numpy as np
 from tokenizers import Tokenizer as _HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers
 
+from model.errors import first_line
 from model.files import read_json
+from model.text.hf_backend import Backend
 from model.text.tokens import UNKNOWN_ID_TEXT, Tokenizer, TokenizerError
 
 __all__ = ["HFTokenizer", "byte_level_bpe", "bytes_to_unicode", "load_hf_tokenizer"]
 
 #: GPT-2's end-of-text token, a special token of the vocab.json + merges.txt form by default.
 ENDOFTEXT = "<|endoftext|>"
+
+#: The most entries a ``vocab.json`` (and lines a ``merges.txt``) may hold, and the largest either
+#: file may be: GPT-2's vocab.json has 50,257 entries (about 1 MB), Llama 3's vocabulary 128,256 and
+#: Gemma 3's 262,144. A file beyond is refused from its size and a count of its entries, before it is
+#: parsed (ten million entries take minutes and gigabytes to become Python objects and a BPE model).
+MAX_VOCAB_ENTRIES = 1_000_000
+MAX_VOCAB_FILE_BYTES = 64 * 1024**2
 
 
 def bytes_to_unicode() -> dict[int, str]:
@@ -86,18 +96,21 @@ class HFTokenizer(Tokenizer):
 
     ``encode`` never adds special tokens around the text (GPT-2 adds none anyway) but does recognise
     special tokens written inside it; ``decode`` keeps special tokens; ids at or past ``vocab_size``
-    (a padded output head, e.g. nanoGPT's 50304) decode to U+FFFD.
+    (a padded output head, e.g. nanoGPT's 50304) decode to U+FFFD. The library's tokenizer is kept on
+    a :class:`~model.text.hf_backend.Backend`, so no call into it fails with more than one line.
     """
 
     kind = "hf_bpe"
 
     def __init__(
         self,
-        tokenizer: _HFTokenizer,
+        tokenizer: _HFTokenizer | Backend,
         name: str | None = None,
         prefix_ids: Iterable[int] = (),
         suffix_ids: Iterable[int] = (),
     ):
+        if not isinstance(tokenizer, Backend):
+            tokenizer = Backend(tokenizer, f"the tokenizer{f' {name}' if name else ''}")
         self._tok = tokenizer
         self.name = name
         self._byte_level = isinstance(tokenizer.decoder, decoders.ByteLevel)
@@ -132,12 +145,10 @@ class HFTokenizer(Tokenizer):
         return cls(tok, name=name)
 
     @classmethod
-    def from_json_str(cls, text: str, name: str | None = None) -> HFTokenizer:
-        """From the ``tokenizers`` library's JSON (a Hugging Face ``tokenizer.json``)."""
-        try:
-            return cls(_HFTokenizer.from_str(text), name=name)
-        except Exception as exc:  # the library raises plain Exception for malformed JSON
-            raise TokenizerError(f"not a valid Hugging Face tokenizer.json: {_first_line(exc)}") from None
+    def from_json_str(cls, text: str, name: str | None = None, what: str = "tokenizer.json") -> HFTokenizer:
+        """From the ``tokenizers`` library's JSON (a Hugging Face ``tokenizer.json``; ``what`` names it
+        in a refusal)."""
+        return cls(Backend.from_str(text, what), name=name)
 
     # ---- the Tokenizer interface ----------------------------------------------------------------
     @property
@@ -162,6 +173,11 @@ class HFTokenizer(Tokenizer):
         )
         label = f" ({self.name})" if self.name else ""
         return f"{what}{label}, {self.vocab_size} tokens"
+
+    @property
+    def largest_id(self) -> int:
+        """The largest id of the vocabulary, an added token or the BOS / EOS put around a text."""
+        return max([self._tok.largest_id(), *self.prefix_ids, *self.suffix_ids])
 
     def encode(self, text: str, errors: str = "strict") -> list[int]:
         if errors not in ("strict", "replace"):
@@ -232,11 +248,13 @@ class HFTokenizer(Tokenizer):
         if not isinstance(text, str):
             raise TokenizerError("hf_bpe tokenizer: the 'tokenizer' field (the tokenizers JSON) is missing")
         name = d.get("name")
-        tok = cls.from_json_str(text, name=name if isinstance(name, str) else None)
+        tok = cls.from_json_str(
+            text, name=name if isinstance(name, str) else None, what="the hf_bpe tokenizer"
+        )
         for key in ("prefix_ids", "suffix_ids"):
             ids = d.get(key, [])
             if not isinstance(ids, list) or not all(
-                isinstance(i, int) and 0 <= i < tok.vocab_size for i in ids
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < tok.vocab_size for i in ids
             ):
                 raise TokenizerError(f"hf_bpe tokenizer: {key} must be a list of token ids")
             setattr(tok, key, list(ids))
@@ -261,7 +279,7 @@ def _piece_text(piece: str) -> str:
     return piece.replace("\u2581", " ")
 
 
-def _special_ids(tok: _HFTokenizer, directory: Path) -> tuple[list[int], list[int]]:
+def _special_ids(tok: Backend, directory: Path) -> tuple[list[int], list[int]]:
     """The ids ``transformers`` puts around a text: what the post-processor adds, then
     ``tokenizer_config.json``'s ``add_bos_token`` / ``add_eos_token`` (when given) decide for BOS / EOS."""
     probe = "a b"
@@ -291,17 +309,40 @@ def _special_ids(tok: _HFTokenizer, directory: Path) -> tuple[list[int], list[in
     return prefix, suffix
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+def _read_bounded(path: Path, separator: bytes, what: str) -> bytes:
+    """The bytes of a vocab.json or merges.txt, or :class:`TokenizerError` when the file is larger
+    than :data:`MAX_VOCAB_FILE_BYTES` or holds more than :data:`MAX_VOCAB_ENTRIES` ``what``, counted
+    as ``separator`` bytes (an upper bound: vocab.json's ``:``, merges.txt's newlines)."""
+    try:
+        size = path.stat().st_size
+        if size <= MAX_VOCAB_FILE_BYTES:
+            with path.open("rb") as fh:
+                data = fh.read(MAX_VOCAB_FILE_BYTES + 1)  # bounded even if the file grows meanwhile
+                size = len(data)
+    except OSError as exc:
+        raise TokenizerError(f"{path.name} cannot be read: {exc.strerror or first_line(exc)}") from None
+    if size > MAX_VOCAB_FILE_BYTES:
+        raise TokenizerError(
+            f"{path.name} is {size:,} bytes: larger than any tokenizer's (at most {MAX_VOCAB_FILE_BYTES:,}; "
+            "GPT-2's vocab.json is about 1 MB)"
+        )
+    n = data.count(separator)
+    if n > MAX_VOCAB_ENTRIES:
+        raise TokenizerError(
+            f"{path.name} holds about {n:,} {what}: more than any tokenizer's (at most "
+            f"{MAX_VOCAB_ENTRIES:,}; GPT-2 has 50,257)"
+        )
+    return data
 
 
 def read_merges(path: Path) -> list[tuple[str, str]]:
-    """merges.txt: an optional ``#version`` line, then one ``left right`` pair per line, by priority."""
+    """merges.txt: an optional ``#version`` line, then one ``left right`` pair per line, by priority
+    (refused before it is split when it is too large: :data:`MAX_VOCAB_ENTRIES`)."""
+    data = _read_bounded(path, b"\n", "lines")
     try:
-        lines = path.read_text(encoding="utf-8").split("\n")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TokenizerError(f"{path.name} cannot be read: {_first_line(exc)}") from None
+        lines = data.decode("utf-8").split("\n")
+    except UnicodeDecodeError as exc:
+        raise TokenizerError(f"{path.name} cannot be read: {first_line(exc)}") from None
     merges: list[tuple[str, str]] = []
     for n, line in enumerate(lines, 1):
         if not line or (n == 1 and line.startswith("#version")):
@@ -342,21 +383,25 @@ def is_hf_tokenizer_json(data: Any) -> bool:
     return isinstance(data, dict) and "type" not in data and isinstance(data.get("model"), dict)
 
 
-def load_hf_tokenizer(directory: str | Path, name: str | None = None) -> HFTokenizer:
-    """The tokenizer of a Hugging Face model directory: tokenizer.json, else vocab.json + merges.txt.
+def load_hf_tokenizer(
+    directory: str | Path, name: str | None = None, *, vocab_size: int | None = None
+) -> HFTokenizer:
+    """The tokenizer of a Hugging Face model directory: tokenizer.json (read by
+    :func:`model.files.read_json`, so a repeated key is refused), else vocab.json + merges.txt.
 
-    Raises :class:`TokenizerError` naming the missing or malformed file.
+    ``vocab_size``: the model's (config.json's). The tokenizer may have fewer tokens (some models pad
+    their embedding), never more, and no id at or past it (one the embedding has no row for), counting
+    the BOS / EOS put around a text. Raises :class:`TokenizerError` naming the missing or malformed file.
     """
     directory = Path(directory)
     tj = directory / "tokenizer.json"
     if tj.is_file():
-        try:
-            text = tj.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise TokenizerError(f"tokenizer.json cannot be read: {_first_line(exc)}") from None
-        out = HFTokenizer.from_json_str(text, name=name)
+        data = read_json(tj, error=TokenizerError)
+        if not isinstance(data, dict):
+            raise TokenizerError("tokenizer.json is not a Hugging Face tokenizer: not a JSON object")
+        out = HFTokenizer.from_json_str(json.dumps(data), name=name)
         out.prefix_ids, out.suffix_ids = _special_ids(out._tok, directory)
-        return out
+        return _fits(out, "tokenizer.json", vocab_size)
     vocab_path, merges_path = directory / "vocab.json", directory / "merges.txt"
     missing = [p.name for p in (vocab_path, merges_path) if not p.is_file()]
     if missing:
@@ -364,6 +409,7 @@ def load_hf_tokenizer(directory: str | Path, name: str | None = None) -> HFToken
             f"no tokenizer in {str(directory)!r}: it needs tokenizer.json, or vocab.json and merges.txt "
             f"({' and '.join(missing)} missing)"
         )
+    _read_bounded(vocab_path, b":", "entries")  # from its size and entry count, before it is parsed
     vocab = read_json(vocab_path, error=TokenizerError)
     if not isinstance(vocab, dict) or not all(
         isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in vocab.items()
@@ -371,10 +417,28 @@ def load_hf_tokenizer(directory: str | Path, name: str | None = None) -> HFToken
         raise TokenizerError("vocab.json must map each token (a string) to its id (a whole number)")
     merges = read_merges(merges_path)
     try:
-        return HFTokenizer.gpt2_from_vocab_merges(
+        out = HFTokenizer.gpt2_from_vocab_merges(
             vocab, merges, special_tokens=_special_tokens(directory), name=name
         )
     except TokenizerError:
         raise
     except Exception as exc:  # tokenizers rejects e.g. a merge whose pieces are not in the vocabulary
-        raise TokenizerError(f"vocab.json and merges.txt do not fit together: {_first_line(exc)}") from None
+        raise TokenizerError(f"vocab.json and merges.txt do not fit together: {first_line(exc)}") from None
+    return _fits(out, "the tokenizer (vocab.json, merges.txt)", vocab_size)
+
+
+def _fits(tok: HFTokenizer, what: str, vocab_size: int | None) -> HFTokenizer:
+    """``tok``, unless it has more tokens than ``vocab_size`` or an id at or past it."""
+    if vocab_size is None:
+        return tok
+    if tok.vocab_size > vocab_size:
+        raise TokenizerError(
+            f"the tokenizer has {tok.vocab_size} tokens but config.json says vocab_size={vocab_size}"
+        )
+    largest = tok.largest_id
+    if largest >= vocab_size:
+        raise TokenizerError(
+            f"{what} has token id {largest} but config.json says vocab_size={vocab_size} "
+            f"(ids 0 to {vocab_size - 1}): the model has no embedding for it"
+        )
+    return tok

@@ -41,6 +41,17 @@ def check_batch_args(split: str, batch_size: int, seq_len: int, generator: torch
         raise DataError("generator: pass a torch.Generator seeded by manual_seed")
 
 
+def check_scored_window(source: DataSource, seq_len: int) -> None:
+    """Raise :class:`DataError` when windows of ``seq_len`` tokens are shorter than
+    ``source.min_seq_len()``: no batch of them could score a target (its loss would be 0/0)."""
+    need = source.min_seq_len()
+    if seq_len < need:
+        raise DataError(
+            f"{source.name}: no target to score in seq_len={seq_len}: the first scored target is token "
+            f"{need}; use seq_len of at least {need}"
+        )
+
+
 class DataSource(ABC):
     """What the trainer and the views need from a corpus or a task.
 
@@ -75,6 +86,11 @@ class DataSource(ABC):
         """The longest ``seq_len`` this split can serve, or None when there is no limit."""
         return None
 
+    def min_seq_len(self) -> int:
+        """The shortest ``seq_len`` whose windows can hold a scored target (a synthetic task's first
+        scored token comes after its shortest episode's input): 1 for text."""
+        return 1
+
     @abstractmethod
     def identity(self) -> dict[str, Any]:
         """What a checkpoint records to know which data it trained on: ``name``, ``kind``, ``size``,
@@ -88,4 +104,12 @@ class DataSource(ABC):
         return f"<{type(self).__name__} {self.name}>"
 
 
-__all__ = ["IGNORE_INDEX", "SPLITS", "DataError", "DataSource", "check_batch_args", "masked_targets"]
+__all__ = [
+    "IGNORE_INDEX",
+    "SPLITS",
+    "DataError",
+    "DataSource",
+    "check_batch_args",
+    "check_scored_window",
+    "masked_targets",
+]

@@ -80,7 +80,9 @@ import numpy as np
 from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers
 from tokenizers import Tokenizer as _Backend
 
+from model.errors import first_line
 from model.text.bpe import HFTokenizer, byte_level_bpe, bytes_to_unicode
+from model.text.hf_backend import Backend
 from model.text.tokens import TokenizerError
 
 __all__ = ["SUPPORTED_TYPES", "GGUFTokenizer", "tokenizer_from_gguf"]
@@ -255,7 +257,7 @@ def tokenizer_from_gguf(meta: Mapping[str, Any], name: str | None = None) -> HFT
 
     bos, eos = named["bos_token_id"], named["eos_token_id"]
     out = GGUFTokenizer(
-        backend,
+        Backend(backend, "the GGUF file's tokenizer"),  # every later call guarded
         name=name,
         prefix_ids=[bos] if add_bos and bos is not None else [],
         suffix_ids=[eos] if add_eos and eos is not None else [],
@@ -322,7 +324,7 @@ def _assemble(
         tok.decoder = decoders.Sequence([*sentencepiece, decoders.Strip(content=" ", left=1, right=0)])
         return tok
     except Exception as exc:  # the checks above should leave nothing for the library to reject
-        raise TokenizerError(f"the GGUF tokenizer cannot be built: {_first_line(exc)}") from None
+        raise TokenizerError(f"the GGUF tokenizer cannot be built: {first_line(exc)}") from None
 
 
 def _add_special_tokens(
@@ -390,11 +392,6 @@ def _respell(token: str) -> str:
 def _what(value: Any) -> str:
     text = repr(value)
     return f"{type(value).__name__} {text[:40] + '...' if len(text) > 40 else text}"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _as_list(meta: Mapping[str, Any], key: str) -> list[Any] | None:

@@ -1,6 +1,11 @@
 """Synthetic tasks known to grow readable heads, generated on the fly from the caller's generator:
 ``induction`` (repeated random segments), ``copy``, ``reverse``, ``sort`` and ``prev_token``
 (:data:`TASKS`; :func:`make_task` builds one from ``"task:NAME[:key=value,...]"``).
+
+Every parameter is a whole number in a documented range, checked when the spec is parsed (before any
+episode is drawn): ``n_symbols`` 2 to 62, ``min_len``/``max_len`` 1 to :data:`MAX_LEN`,
+``min_gap``/``max_gap`` 0 to :data:`MAX_GAP`. A batch holds about ``seq_len`` / (episode length)
+episodes of ``max_len`` (and ``max_gap``) slots each, so these bounds also bound its memory.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from model.text.datasource import DataError, DataSource, check_batch_args
+from model.text.datasource import DataError, DataSource, check_batch_args, check_scored_window
 from model.text.tokens import CharTokenizer
 
 #: The symbols tasks draw from, in id order: task token ``i < n_symbols`` is ``ALPHABET[i]``.
@@ -25,6 +30,26 @@ ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 SEP = "="
 EOS = "\n"
 _PROMPT_SEED = 7
+#: The longest segment (``max_len``) and gap (``max_gap``) a task takes: an episode of the longest
+#: is about 12k tokens, longer than any context a task model here trains with.
+MAX_LEN = 4096
+MAX_GAP = 4096
+
+
+def _range_problems(spec: Any, bounds: dict[str, tuple[int, int]]) -> list[str]:
+    """One line per parameter of ``spec`` outside its ``bounds`` (name → (least, most))."""
+    out = []
+    for name, (lo, hi) in bounds.items():
+        v = getattr(spec, name)
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            out.append(f"{name}={_short(v)}: must be a whole number between {lo} and {hi:,}")
+    return out
+
+
+def _short(v: Any) -> str:
+    """``repr(v)``, cut to 40 characters (a parameter value comes from the user's text)."""
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @dataclass(frozen=True)
@@ -44,8 +69,18 @@ class InductionSpec:
     min_gap: int = 0
     max_gap: int = 16
 
+    BOUNDS: ClassVar[dict[str, tuple[int, int]]] = {
+        "n_symbols": (2, len(ALPHABET)),
+        "min_len": (1, MAX_LEN),
+        "max_len": (1, MAX_LEN),
+        "min_gap": (0, MAX_GAP),
+        "max_gap": (0, MAX_GAP),
+    }
+
     def problems(self) -> list[str]:
-        out = _symbol_problems(self.n_symbols)
+        out = _range_problems(self, self.BOUNDS)
+        if out:
+            return out
         if not 1 <= self.min_len <= self.max_len:
             out.append(f"min_len={self.min_len}, max_len={self.max_len}: need 1 <= min_len <= max_len")
         elif self.max_len < 2:
@@ -67,8 +102,16 @@ class SequenceSpec:
     min_len: int = 3
     max_len: int = 8
 
+    BOUNDS: ClassVar[dict[str, tuple[int, int]]] = {
+        "n_symbols": (2, len(ALPHABET)),
+        "min_len": (1, MAX_LEN),
+        "max_len": (1, MAX_LEN),
+    }
+
     def problems(self) -> list[str]:
-        out = _symbol_problems(self.n_symbols)
+        out = _range_problems(self, self.BOUNDS)
+        if out:
+            return out
         if not 1 <= self.min_len <= self.max_len:
             out.append(f"min_len={self.min_len}, max_len={self.max_len}: need 1 <= min_len <= max_len")
         elif self.max_len < 2:
@@ -85,14 +128,10 @@ class PrevTokenSpec:
 
     n_symbols: int = 26
 
+    BOUNDS: ClassVar[dict[str, tuple[int, int]]] = {"n_symbols": (2, len(ALPHABET))}
+
     def problems(self) -> list[str]:
-        return _symbol_problems(self.n_symbols)
-
-
-def _symbol_problems(n: int) -> list[str]:
-    if not 2 <= n <= len(ALPHABET):
-        return [f"n_symbols={n}: must be between 2 and {len(ALPHABET)}"]
-    return []
+        return _range_problems(self, self.BOUNDS)
 
 
 Pieces = list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
@@ -205,8 +244,10 @@ class SyntheticTask(DataSource):
 
     def get_masked_batch(self, split, batch_size, seq_len, generator):
         """Windows of episodes; a batch in which no target is scored (possible when ``seq_len`` is
-        shorter than an episode) is drawn again, since its loss would be 0/0."""
+        shorter than an episode) is drawn again, since its loss would be 0/0. A ``seq_len`` below
+        :meth:`min_seq_len`, where no draw could score one, is refused at once."""
         check_batch_args(split, batch_size, seq_len, generator)
+        check_scored_window(self, seq_len)
         for _ in range(self.MAX_REDRAWS):
             seq, scored = self._sample(batch_size, seq_len + 1, generator)
             if scored[:, 1:].any():
@@ -256,6 +297,10 @@ class InductionTask(SyntheticTask):
         mean = s.min_len + s.max_len + (s.min_gap + s.max_gap) / 2
         return _fill(episodes, n, mean, b)
 
+    def min_seq_len(self) -> int:
+        s: InductionSpec = self.spec
+        return max(s.min_len, 2) + s.min_gap + 1  # the repeat's second token, after segment and gap
+
     def _default_prompt(self):
         s: InductionSpec = self.spec
         k = max(s.min_len, min(12, s.max_len))
@@ -297,6 +342,9 @@ class _SequenceTask(SyntheticTask):
             return list(zip([inp, sep, out, eos], [lens, one, lens, one], scored))
 
         return _fill(episodes, n, s.min_len + s.max_len + 2, b)
+
+    def min_seq_len(self) -> int:
+        return self.spec.min_len + 1  # the output's first symbol, after the input and the separator
 
     def _default_prompt(self):
         inp = _prompt_symbols(self.spec.n_symbols, self.spec.max_len)
@@ -343,8 +391,12 @@ class PrevTokenTask(SyntheticTask):
     def _sample(self, batch_size, n, g):  # pragma: no cover - get_masked_batch is overridden
         raise NotImplementedError
 
+    def min_seq_len(self) -> int:
+        return 2  # the first symbol has no previous one
+
     def get_masked_batch(self, split, batch_size, seq_len, generator):
         check_batch_args(split, batch_size, seq_len, generator)
+        check_scored_window(self, seq_len)
         x = torch.randint(self.spec.n_symbols, (batch_size, seq_len), generator=generator)
         y = torch.cat([x[:, :1], x[:, :-1]], dim=1)
         mask = torch.ones_like(x, dtype=torch.bool)
@@ -370,11 +422,13 @@ def _replace_spec(task: str, spec: Any, overrides: dict[str, Any]) -> Any:
     unknown = [k for k in overrides if k not in fields]
     if unknown:
         valid = ", ".join(f"{k} (default {v})" for k, v in fields.items())
-        names = ", ".join(map(repr, unknown))
+        names = ", ".join(map(_short, unknown))
         raise DataError(f"task:{task} has no parameter {names}; its parameters: {valid}")
     bad = [k for k, v in overrides.items() if not isinstance(v, int) or isinstance(v, bool)]
     if bad:
-        raise DataError(f"task:{task}: {', '.join(f'{k}={overrides[k]!r}' for k in bad)} must be integers")
+        raise DataError(
+            f"task:{task}: {', '.join(f'{k}={_short(overrides[k])}' for k in bad)} must be integers"
+        )
     return dataclasses.replace(spec, **overrides)
 
 

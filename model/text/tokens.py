@@ -88,6 +88,12 @@ class Tokenizer(ABC):
     def vocab_size(self) -> int:
         """V, the number of distinct token ids."""
 
+    @property
+    def largest_id(self) -> int:
+        """The largest id ``encode`` can give: a model needs an embedding row for each up to it
+        (``V - 1`` here; a tokenizer read from a file says what its file holds)."""
+        return self.vocab_size - 1
+
     @abstractmethod
     def encode(self, text: str, errors: str = "strict") -> list[int]:
         """Text -> ids. ``errors="replace"`` substitutes what the vocabulary lacks instead of raising."""

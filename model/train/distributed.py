@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from model.errors import AttentionLabError
+from model.errors import AttentionLabError, first_line
 from model.runtime import pick_device
 
 __all__ = [
@@ -172,7 +172,7 @@ def all_reduce_sum(values: list[float], ctx: DistContext) -> list[float]:
 
 def lost_rank(ctx: DistContext, exc: BaseException) -> DistributedError:
     """The one-line error for a collective that failed: another rank died or stopped answering."""
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    first = first_line(exc)
     return DistributedError(
         f"rank {ctx.rank} of {ctx.world_size}: another rank died or did not answer within "
         f"{ctx.timeout_s:g} s ({first[:160]})"

@@ -131,8 +131,10 @@ class TrainSettings:
         Training panel shows it inline, Start waits on it, and :class:`Trainer` raises it."""
         out = self.problems()
         T = self.seq_len
-        if out or T is None:
+        if out:
             return out
+        if T is None:
+            return _too_short(config, source, None)
         if T > config.context_length:
             out.append(
                 f"seq_len={T} is longer than the model's context_length={config.context_length}: "
@@ -141,7 +143,7 @@ class TrainSettings:
         limit = data_seq_limit(source)
         if limit is not None and T > limit:
             out.append(f"seq_len={T} is longer than the data allows ({limit} tokens); lower seq_len")
-        return out
+        return out + _too_short(config, source, T)
 
     def seq_len_for(self, config: GPTConfig, source: DataSource | None) -> int:
         """The sequence length a run of ``config`` on ``source`` trains: ``seq_len``, or (None) the
@@ -189,6 +191,21 @@ def fit_vocab(config: GPTConfig, vocab: int) -> GPTConfig:
             [f"vocab_size={config.vocab_size} is below the tokenizer's {vocab} tokens: raise or omit it"]
         )
     return config
+
+
+def _too_short(config: GPTConfig, source: DataSource | None, seq_len: int | None) -> list[str]:
+    """The problem of windows (``seq_len``, or None: the context) too short for ``source``'s first
+    scored target (:meth:`~model.text.datasource.DataSource.min_seq_len`): no batch could be scored."""
+    need = getattr(source, "min_seq_len", lambda: 1)()
+    T = seq_len if seq_len is not None else config.context_length
+    if not isinstance(T, int) or not isinstance(need, int) or T >= need:
+        return []
+    name = getattr(source, "name", "the data")
+    what = f"seq_len={T}" if seq_len is not None else f"context_length={T}"
+    return [
+        f"{what} is too short for {name}, whose first scored target is token {need}: raise seq_len "
+        f"(and context_length) to at least {need}, or shorten its episodes"
+    ]
 
 
 def data_seq_limit(source: DataSource | None) -> int | None:
