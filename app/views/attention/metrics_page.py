@@ -175,6 +175,7 @@ class MetricsPage(AttentionPage):
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 3)
         split.setSizes([220, 330])
+        self.split, self._fitted_layers = split, 0
         lay.addWidget(split, 1)
         self.status = QLabel(" ")
         self.status.setWordWrap(True)
@@ -216,6 +217,18 @@ class MetricsPage(AttentionPage):
         ci.addItem(self.named, row=0, col=len(maps) + 1)
         grid.setColumnFixedWidth(len(maps) + 1, NAMED_WIDTH)
 
+    def _fit_maps(self, L: int) -> None:
+        """Once per depth: the maps' share of the splitter grows with the layers (about 6 px a layer
+        under their titles, up to 3/5 of it), so a 30-layer model's rows stay rows and the table keeps
+        the rest; the user's own dragging of the splitter is kept until the depth changes."""
+        if L == self._fitted_layers:
+            return
+        self._fitted_layers = L
+        total = sum(self.split.sizes())
+        if total > 0:
+            maps = min(int(total * 0.6), max(220, 110 + 6 * L))
+            self.split.setSizes([maps, total - maps])
+
     def _align_titles(self, name: str, h: float) -> None:
         """Give every map's title the height of the tallest (the maps then start on one line)."""
         self._title_h[name] = h
@@ -256,6 +269,7 @@ class MetricsPage(AttentionPage):
         maps = (*MAPS, SINK_MAP) if sinks else MAPS
         if tuple(self.maps) != tuple(name for name, _ in maps):
             self._layout_maps(maps)
+        self._fit_maps(L)
         self.table.setColumnHidden([c[1] for c in COLUMNS].index("learned_sink"), not sinks)
         self.table.setSortingEnabled(False)
         self.table.setRowCount(L * H)
