@@ -61,8 +61,9 @@ rows into K micro-batches when they do not fit (batch size must be a multiple of
 Loss, validation and logs are global means, written by rank 0 only; log rows and the checkpoint
 record world_size. --resume works at any world size. NCCL on CUDA, gloo on the CPU; a rank that
 dies or hangs makes the others stop with an error (at once, or after --dist-timeout seconds).
---dtype, TF32 and fused AdamW apply on CUDA, --compile where torch.compile works (on the CPU it
-needs a C++ compiler); where one does not apply it is off and one line says so.
+--dtype and TF32 apply on CUDA, --compile where torch.compile works (on the CPU it needs a C++
+compiler); where one does not apply it is off and one line says so. AdamW is fused (one kernel over
+every parameter) on CUDA and on the CPU.
 """
 
 #: TrainSettings fields with a flag: name → (type, help).

