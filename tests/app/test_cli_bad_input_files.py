@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 
 import pytest
 
 from app.cli import main
-from tests.app.test_cli_bad_input import MAX_GROWTH, one_thread, rss
+from tests.app.test_cli_bad_input import assert_refused, one_thread
 
 __all__ = ["one_thread"]  # the imported fixture: one torch thread for the module
 
@@ -109,20 +108,7 @@ CASES = {
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_bad_files_are_one_line_exit_2_fast_and_small(files, capfd, name):
-    argv, message = CASES[name]
-    argv = [a.replace("{w}", str(files)) for a in argv]
-    capfd.readouterr()
-    before, t0 = rss(), time.perf_counter()
-    rc = main(argv)
-    elapsed, grown = time.perf_counter() - t0, rss() - before
-    err = capfd.readouterr().err
-    lines = err.strip().splitlines()
-    assert rc == 2, err
-    assert len(lines) == 1 and "Traceback" not in err, err
-    assert message in lines[0], lines[0]
-    assert elapsed < 5.0, f"{name}: {elapsed:.1f} s"
-    assert grown < MAX_GROWTH, f"{name}: resident memory grew by {grown / 2**20:.0f} MiB"
-    assert not (files / "a.npz").exists()
+    assert_refused(*CASES[name], capfd, folder=files)
 
 
 @pytest.mark.parametrize("folder", ["llama", "stride"])
