@@ -137,6 +137,8 @@ class TrainingRun(WorkerRun):
         self.worker: TrainWorker | None = None
         #: a fresh run's trainer is being built: nothing of it is taken (or shown) before it exists
         self._awaiting_trainer = False
+        #: the trainer last handed to the host (trainerReady and a drain may both bring it)
+        self._installed: Trainer | None = None
 
     @property
     def active(self) -> bool:
@@ -290,7 +292,10 @@ class TrainingRun(WorkerRun):
         return self.worker.join(timeout)
 
     def _on_trainer_ready(self, trainer: Trainer) -> None:
+        if trainer is self._installed:  # already taken by a drain that came first
+            return
         fresh, self._awaiting_trainer = self._awaiting_trainer, False
+        self._installed = trainer
         self.host.install_trainer(trainer, fresh=fresh)
 
     def _drain(self) -> None:
@@ -299,7 +304,12 @@ class TrainingRun(WorkerRun):
             self._drain_timer.stop()
             return
         if self._awaiting_trainer:  # nothing of a fresh run is taken before its trainer is installed
-            return
+            built = worker.trainer
+            if built is None:
+                return
+            # built, its trainerReady still queued (a close joins the worker and drains before the
+            # event loop runs again): take it now, or the steps it already made would be dropped
+            self._on_trainer_ready(built)
         deliver(worker.mailbox, self.host)
 
     def _on_worker_finished(self, reason: str, message: str) -> None:
