@@ -126,6 +126,7 @@ def test_a_start_that_cannot_begin_changes_nothing_and_the_next_one_is_fresh(
     win, s, tab = tiny_window, tiny_window.session, tiny_window.tabs["Train"]
     with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT):
         tab.start_button.click()
+    qtbot.waitUntil(lambda: s.compute.idle, timeout=TIMEOUT)  # the trained model's last probe is in
     trained, history, frames = s.model, list(s.history), len(s.frames)
     title = win.windowTitle()
     win.config_panel.set_config(tiny_config.replace(n_layers=1))  # Start now means a fresh model
@@ -137,6 +138,7 @@ def test_a_start_that_cannot_begin_changes_nothing_and_the_next_one_is_fresh(
         tab.start_button.click()  # no dialog: the reason is said beside Start
     assert done.args[0] == "error" and "could not start" in done.args[1]
     assert "no room for this run" in tab.status_label.text()
+    qtbot.waitUntil(lambda: s.compute.idle, timeout=TIMEOUT)
     assert s.model is trained and s.history == history and len(s.frames) == frames
     assert tab.plots.n_points == len(history) and win.windowTitle() == title and s.dirty
 
