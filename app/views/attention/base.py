@@ -10,8 +10,16 @@ view. So a new prompt costs the drawing of one page, whatever the number of page
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QSpinBox,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.views.page import LazyPage
 
@@ -179,4 +187,19 @@ def blurb_label(text: str) -> QLabel:
     return lab
 
 
-__all__ = ["AttentionPage", "HeadSelector", "blurb_label", "holder"]
+def lines_label(lines: int, *, rich: bool = True, colour: str = "") -> QLabel:
+    """A word-wrapped label exactly ``lines`` lines tall: new text never moves the plots around it (a
+    label that grew or shrank re-laid the page out and repainted every plot, ~40 ms)."""
+    lab = QLabel(" ")
+    lab.setWordWrap(True)
+    if rich:
+        lab.setTextFormat(Qt.TextFormat.RichText)
+    if colour:
+        lab.setStyleSheet(f"color: {colour};")
+    lab.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+    lab.setFixedHeight(lab.fontMetrics().lineSpacing() * lines + 4)
+    lab.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+    return lab
+
+
+__all__ = ["AttentionPage", "HeadSelector", "blurb_label", "holder", "lines_label"]
