@@ -139,15 +139,9 @@ def patching_of(
     same rule (:func:`~model.interp.prompt.encode_prompt`: the last tokens, BOS kept), so the two
     line up position by position. A :class:`PromptError` when the corrupted prompt does not encode to
     as many tokens as the clean one."""
-    cut = encode_prompt(tokenizer, corrupt_prompt, len(ids))
+    cut = _cut_like(tokenizer, corrupt_prompt, ids, dropped, "patching")
     corrupt = list(cut.ids)
-    if cut.T + cut.dropped != len(ids) + dropped:
-        raise PromptError(
-            f"the corrupted prompt is {cut.T + cut.dropped} tokens and the clean one {len(ids) + dropped}: "
-            "patching needs the same length (swap words of the same token length)"
-        )
-    a = one_token(tokenizer, answer, "answer token") if answer else None
-    w = one_token(tokenizer, wrong, "wrong token") if wrong else None
+    a, w = _metric_tokens(tokenizer, answer, wrong)
     heads = patch_heads(model, ids, corrupt, answer=a, wrong=w, position=position)
     resid = patch_resid(model, ids, corrupt, answer=heads.answer, wrong=heads.wrong, position=position)
     labels = _labels(tokenizer, ids)
@@ -284,13 +278,7 @@ def path_patching_of(
         corrupt_prompt = suggest_corruption(tokenizer, prompt) if prompt else None
         how = "two words of the prompt swapped"
     if corrupt_prompt:
-        cut = encode_prompt(tokenizer, corrupt_prompt, len(ids))
-        if cut.T + cut.dropped != len(ids) + dropped:
-            raise PromptError(
-                f"the corrupted prompt is {cut.T + cut.dropped} tokens and the clean one "
-                f"{len(ids) + dropped}: path patching needs the same length (swap words of the same "
-                "token length)"
-            )
+        cut = _cut_like(tokenizer, corrupt_prompt, ids, dropped, "path patching")
         corrupt, corrupt_labels = list(cut.ids), list(cut.labels)
     else:
         made = induction_corruption(ids, int(model.config.vocab_size))
@@ -308,13 +296,32 @@ def path_patching_of(
             "the last token before it any more (an induction corruption)"
         )
         corrupt_prompt = tokenizer.decode(corrupt)
-    a = one_token(tokenizer, answer, "answer token") if answer else None
-    w = one_token(tokenizer, wrong, "wrong token") if wrong else None
+    a, w = _metric_tokens(tokenizer, answer, wrong)
     paths = path_patch(model, ids, corrupt, sender, answer=a, wrong=w, position=position, layers=layers)
     answer_label, wrong_label = _labels(tokenizer, [paths.answer, paths.wrong])
     return PathPatchingResult(
         prompt, corrupt_prompt, how, paths, _labels(tokenizer, ids), corrupt_labels, answer_label, wrong_label
     )
+
+
+def _cut_like(tokenizer, corrupt_prompt: str, ids: list[int], dropped: int, what: str):
+    """``corrupt_prompt`` encoded and cut as the clean prompt was (its last ``len(ids)`` tokens, BOS
+    kept: :func:`~model.interp.prompt.encode_prompt`), so the two runs line up position by position; a
+    :class:`PromptError` naming ``what`` needs when the two are not the same length."""
+    cut = encode_prompt(tokenizer, corrupt_prompt, len(ids))
+    if cut.T + cut.dropped != len(ids) + dropped:
+        raise PromptError(
+            f"the corrupted prompt is {cut.T + cut.dropped} tokens and the clean one {len(ids) + dropped}: "
+            f"{what} needs the same length (swap words of the same token length)"
+        )
+    return cut
+
+
+def _metric_tokens(tokenizer, answer: str | None, wrong: str | None) -> tuple[int | None, int | None]:
+    """The metric's answer and wrong token ids from their text (None: the runs' own top tokens)."""
+    a = one_token(tokenizer, answer, "answer token") if answer else None
+    w = one_token(tokenizer, wrong, "wrong token") if wrong else None
+    return a, w
 
 
 def _labels(tokenizer, ids) -> list[str]:
