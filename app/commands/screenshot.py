@@ -233,6 +233,10 @@ def run(args: argparse.Namespace) -> int:
 
         # what a first launch shows: the starter model, its heads named (last: it replaces the model)
         attention, name = win.tabs.get("Attention"), "first-launch-starter-metrics"
+        if attention is not None and (not args.only or args.only in name):
+            attention.set_ablation(
+                {}
+            )  # every head on, as at a first launch (the Ablation shot switched one off)
         if attention is not None and (not args.only or args.only in name) and s.open_starter():
             win.tab_widget.setCurrentIndex(list(win.tabs).index("Attention"))
             attention.show_page("metrics")
