@@ -166,6 +166,16 @@ class FileActions:
         dialog.activateWindow()
         return dialog
 
+    def open_named(self, path: str, name: str = "") -> bool:
+        """Open the model at ``path`` (``attention-lab MODEL``), called ``name`` when that says more
+        than its path (a packaged GGUF file, a Hub repo's cache folder)."""
+        if not self.open_checkpoint(path, remember_dir=False):
+            return False
+        if name:
+            self.session.checkpoint_meta["name"] = name
+        self.window.update_status()
+        return True
+
     def open_local_model(self, model: Any) -> bool:
         """Open a :class:`~model.io.local_models.LocalModel` chosen in the dialog, named as the list
         names it (an Ollama blob or a cache's commit folder names nothing a person knows)."""
@@ -176,10 +186,8 @@ class FileActions:
             return False
         if not self.maybe_save("Open a local model"):
             return False
-        if not self.open_checkpoint(str(model.path), remember_dir=False):
+        if not self.open_named(str(model.path), model.name):
             return False
-        self.session.checkpoint_meta["name"] = model.name
-        self.window.update_status()
         self.window.statusBar().showMessage(f"Opened {model.name} ({model.source})", 6000)
         if dialog is not None:
             dialog.accept()
@@ -191,9 +199,7 @@ class FileActions:
             return
         if not self.maybe_save("Open a downloaded model"):
             return
-        if self.open_checkpoint(folder, remember_dir=False):
-            self.session.checkpoint_meta["name"] = ref  # the repo, not the cache's commit folder
-            self.window.update_status()
+        if self.open_named(folder, ref):  # the repo, not the cache's commit folder
             self.window.statusBar().showMessage(f"Opened {ref} from the Hugging Face cache", 6000)
             self.get_model.accept()
 

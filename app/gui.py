@@ -46,8 +46,13 @@ def make_app(argv: list[str] | None = None):
     return app
 
 
-def create_window(*, confirm_close: bool = True, restore: bool = True, init: bool = True, lazy: bool = True):
+def create_window(
+    *, confirm_close: bool = True, restore: bool = True, init: bool = True, lazy: bool = True, model=None
+):
     """A MainWindow on a new Session.
+
+    ``model`` (an :class:`app.cli.WindowRequest`): once the starter is shown, the window opens that
+    model as File → Open does (a model that cannot be read is an error dialog; the starter stays).
 
     ``lazy``: only the Train tab and the Model panel exist at the first paint; right after it the
     other panels are built, then (``init``) the default corpus and model are loaded, then the other
@@ -69,6 +74,8 @@ def create_window(*, confirm_close: bool = True, restore: bool = True, init: boo
         except Exception as exc:
             traceback.print_exc()
             win.show_error("Could not set up the default model", str(exc))
+        if model is not None and model.path is not None:
+            win.files.open_named(model.path, model.name)
         win.build_later()
 
     win.firstPainted.connect(lambda: QTimer.singleShot(0, after_first_paint))
@@ -86,15 +93,16 @@ def _install_excepthook(window):
     return window.crash_reporter
 
 
-def launch(on_first_paint: Callable[[float], None] | None = None) -> int:
-    """Open the window and run the event loop; once the window has closed, end the process
-    (:func:`end_process`). Returns the exit code only when the loop ended another way.
+def launch(on_first_paint: Callable[[float], None] | None = None, model=None) -> int:
+    """Open the window (on ``model``, an :class:`app.cli.WindowRequest`, when one is named) and run
+    the event loop; once the window has closed, end the process (:func:`end_process`). Returns the
+    exit code only when the loop ended another way.
 
     ``on_first_paint(seconds)`` is called once the window has painted, with the time since this
     module was imported (the cold-start benchmark uses it).
     """
     app = make_app()
-    win = create_window()
+    win = create_window(model=model)
     if on_first_paint is not None:
         win.firstPainted.connect(lambda: on_first_paint(time.perf_counter() - _T0))
     _install_excepthook(win)

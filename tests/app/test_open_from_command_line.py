@@ -1,0 +1,117 @@
+"""`attention-lab MODEL` and `attention-lab --checkpoint MODEL` open the window on that model; a name
+that is no command and no model is one line and exit 2 before the window (or Qt) is started."""
+
+from __future__ import annotations
+
+import pytest
+
+from app import main as entry
+from app.cli import WindowRequest, window_request
+from model.config import GPTConfig
+from model.io.checkpoint import save_checkpoint
+from model.nn.gpt import build_model
+from model.text.tokens import CharTokenizer
+
+pytestmark = pytest.mark.usefixtures("shipped_starter")
+
+
+@pytest.fixture
+def saved_model(tmp_path):
+    """A tiny checkpoint folder of our own format (3 layers, unlike the starter's 2)."""
+    tok = CharTokenizer("abcdefgh ")
+    config = GPTConfig(vocab_size=tok.vocab_size, context_length=16, n_layers=3, d_model=16, n_heads=2)
+    path = tmp_path / "tiny-run"
+    save_checkpoint(path, build_model(config, seed=3), tok)
+    return path
+
+
+@pytest.fixture
+def launched(monkeypatch):
+    """What ``app.main.main`` would open the window on (the window itself is not started)."""
+    calls: list[WindowRequest] = []
+    import app.gui
+
+    monkeypatch.setattr(app.gui, "launch", lambda model=None, **_: calls.append(model) or 0)
+    return calls
+
+
+@pytest.mark.parametrize("form", ["positional", "--checkpoint"])
+def test_a_model_named_on_the_command_line_opens_the_window_on_it(form, saved_model, launched):
+    argv = [str(saved_model)] if form == "positional" else ["--checkpoint", str(saved_model)]
+    assert entry.main(argv) == 0
+    assert launched == [WindowRequest(str(saved_model))]
+
+
+def test_a_packaged_model_is_opened_under_its_own_name(launched, smollm2_path):
+    assert entry.main(["--checkpoint", "package:SmolLM2-135M-Instruct"]) == 0
+    (request,) = launched
+    assert request.name == "SmolLM2-135M-Instruct" and request.path == str(smollm2_path)
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["trian"], "did you mean 'train'"),
+        (["no-such-model.gguf"], "no such file or folder: no-such-model.gguf"),
+        (["--checkpoint", "package:NoSuchModel"], "no such packaged model"),
+        (["--checkpoint", "/dev/null"], "not a file or a folder"),
+        (["--checkpoint", ""], "path is empty"),
+        (["a", "--checkpoint", "b"], "name the model once"),
+    ],
+)
+def test_a_name_that_is_no_command_and_no_model_is_one_line(argv, says, launched, capsys):
+    assert entry.main(argv) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1 and "Traceback" not in err
+    assert launched == []  # the window was never opened
+
+
+def test_the_help_says_how_to_open_the_window_on_a_model(capsys):
+    assert entry.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "attention-lab [MODEL | --checkpoint MODEL]" in out and "package:NAME" in out
+    assert window_request(["--help"]) == 0
+    assert "--checkpoint MODEL" in capsys.readouterr().out
+
+
+def test_the_window_opens_on_the_named_model_after_the_starter(qtbot, app_settings, saved_model):
+    from app.gui import create_window
+
+    win = create_window(
+        confirm_close=False, restore=False, model=WindowRequest(str(saved_model), "my tiny run")
+    )
+    qtbot.addWidget(win)
+    s = win.session
+    s.set_device("cpu")
+    with qtbot.waitSignal(win.firstPainted, timeout=10_000):
+        win.show()
+    qtbot.waitUntil(lambda: s.model is not None and s.model.config.n_layers == 3, timeout=60_000)
+    assert "starter" not in s.checkpoint_meta and s.checkpoint_meta["name"] == "my tiny run"
+    assert s.model.config.d_model == 16 and s.tokenizer.vocab_size == 9
+    assert win.windowTitle().startswith("tiny-run")  # where Save writes: the folder it came from
+    qtbot.waitUntil(lambda: not win._pending, timeout=60_000)
+    win.close()
+
+
+def test_a_model_that_cannot_be_read_leaves_the_starter_and_says_why(
+    qtbot, app_settings, tmp_path, monkeypatch
+):
+    from PySide6.QtWidgets import QMessageBox
+
+    from app.gui import create_window
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{not json", encoding="utf-8")
+    shown: list[str] = []
+    monkeypatch.setattr(
+        QMessageBox, "critical", lambda _w, title, text, *a, **k: shown.append(f"{title}: {text}")
+    )
+    win = create_window(confirm_close=False, restore=False, model=WindowRequest(str(broken)))
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitUntil(lambda: bool(shown), timeout=60_000)
+    assert "Could not open" in shown[0] and str(broken) in shown[0]
+    assert win.session.checkpoint_meta.get("starter")  # the starter is still shown
+    qtbot.waitUntil(lambda: not win._pending, timeout=60_000)
+    win.close()
