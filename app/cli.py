@@ -4,7 +4,7 @@ Each subcommand lives in ``app/commands/<name>.py`` and exposes ``HELP`` (one li
 ``add_arguments(parser)`` and ``run(args) -> int``. Modules are imported lazily so that
 `attention-lab budget` does not pay for torch or Qt start-up.
 
-Without a subcommand the window opens (:func:`window_request` reads what it opens on): ``attention-lab
+Without a subcommand the window opens (:mod:`app.commands.window` reads what it opens on): ``attention-lab
 MODEL`` or ``attention-lab --checkpoint MODEL`` opens it on MODEL, as File → Open would; a MODEL that
 is no file, folder or model name is one line and exit 2 before Qt is even imported.
 
@@ -15,12 +15,9 @@ User mistakes raise :class:`UserError` or any :class:`model.errors.AttentionLabE
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import os
 import sys
-from dataclasses import dataclass
-from pathlib import Path
 
 from model.budget.sizing import OVERRIDE_ENV
 from model.errors import AttentionLabError
@@ -44,7 +41,7 @@ class UserError(AttentionLabError):
     """A mistake the user can fix (found by a command itself): printed as one line, exit code 2."""
 
 
-class _Parser(argparse.ArgumentParser):
+class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (argparse's own convention)
         self.exit(2, f"{self.prog}: error: {message}\n")
 
@@ -68,14 +65,16 @@ attention-lab COMMAND --help tells what a command takes."""
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser; with ``only`` just that subcommand's module is imported (the others stay bare)."""
-    parser = _Parser(
+    parser = OneLineParser(
         prog="attention-lab",
         usage=WINDOW_USAGE,
         description="Attention Lab: watch every attention head work.",
         epilog=WINDOW_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=OneLineParser, prog="attention-lab"
+    )
     for name, help_text in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         if only is None or name == only:
@@ -91,80 +90,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-@dataclass(frozen=True)
-class WindowRequest:
-    """What the window opens on: ``path`` (local; None: the starter) and ``name``, what the user
-    called it when that says more than the path (``package:NAME`` → NAME, ``hf:REPO`` → REPO)."""
-
-    path: str | None = None
-    name: str = ""
-
-
 def runs_a_command(argv: list[str]) -> bool:
     """Whether ``argv`` asks for a subcommand (or the top-level help) rather than the window."""
     return bool(argv) and (argv[0] in COMMANDS or argv[0] in ("-h", "--help"))
-
-
-def _model_name(spec: str) -> str:
-    from model.io.hub import is_hub_spec, resolve_name
-    from model.io.hub.catalogue import PACKAGE_PREFIX
-
-    if spec.startswith(PACKAGE_PREFIX):
-        return spec[len(PACKAGE_PREFIX) :]
-    return str(resolve_name(spec)) if is_hub_spec(spec) else ""
-
-
-def _local_model(spec: str) -> WindowRequest:
-    """``spec`` as a local model the window can open, or :class:`UserError` naming what is wrong."""
-    from model.io.hub import HubError, is_hub_spec
-    from model.io.hub.catalogue import PACKAGE_PREFIX
-
-    if not spec.strip():
-        raise UserError("the model's path is empty")
-    if is_hub_spec(spec) or spec.startswith(PACKAGE_PREFIX):
-        from app.commands.download import local_checkpoint  # hf: is fetched, with progress here
-
-        try:
-            return WindowRequest(str(local_checkpoint(spec)), _model_name(spec))
-        except HubError as exc:
-            raise UserError(str(exc)) from None
-    path = Path(spec).expanduser()
-    if path.is_dir() or path.is_file():
-        return WindowRequest(str(path))
-    if path.exists():
-        raise UserError(f"{spec}: not a file or a folder (a device or a pipe?)")
-    close = difflib.get_close_matches(spec, COMMANDS, n=1)
-    if close and os.sep not in spec:
-        raise UserError(f"{spec!r} is neither a command nor a model here: did you mean {close[0]!r}?")
-    raise UserError(f"no such file or folder: {spec} (a MODEL is {MODEL_KINDS})")
-
-
-def window_request(argv: list[str]) -> WindowRequest | int:
-    """What ``attention-lab [MODEL | --checkpoint MODEL]`` opens the window on, or an exit code:
-    0 after ``--help``, 2 after one line on stderr naming the mistake (nothing of Qt imported)."""
-    parser = _Parser(
-        prog="attention-lab",
-        usage=WINDOW_USAGE,
-        description="Open the window, on MODEL when one is named.",
-        epilog=WINDOW_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("model", nargs="?", metavar="MODEL", help="the model to open")
-    parser.add_argument("--checkpoint", metavar="MODEL", help="the model to open (the same as MODEL)")
-    try:
-        args = parser.parse_args(argv)
-        if args.model is not None and args.checkpoint is not None:
-            parser.error("name the model once: MODEL or --checkpoint MODEL, not both")
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 2
-    spec = args.checkpoint if args.checkpoint is not None else args.model
-    if spec is None:
-        return WindowRequest()
-    try:
-        return _local_model(spec)
-    except AttentionLabError as exc:
-        print(f"attention-lab: error: {exc}", file=sys.stderr)
-        return 2
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -51,8 +51,8 @@ def create_window(
 ):
     """A MainWindow on a new Session.
 
-    ``model`` (an :class:`app.cli.WindowRequest`): once the starter is shown, the window opens that
-    model as File → Open does (a model that cannot be read is an error dialog; the starter stays).
+    ``model`` (an :class:`app.commands.window.WindowRequest`): once the starter is shown, the window
+    opens that model as File → Open does (one that cannot be read is an error dialog; the starter stays).
 
     ``lazy``: only the Train tab and the Model panel exist at the first paint; right after it the
     other panels are built, then (``init``) the default corpus and model are loaded, then the other
@@ -94,9 +94,9 @@ def _install_excepthook(window):
 
 
 def launch(on_first_paint: Callable[[float], None] | None = None, model=None) -> int:
-    """Open the window (on ``model``, an :class:`app.cli.WindowRequest`, when one is named) and run
-    the event loop; once the window has closed, end the process (:func:`end_process`). Returns the
-    exit code only when the loop ended another way.
+    """Open the window (on ``model``, an :class:`app.commands.window.WindowRequest`, when one is
+    named) and run the event loop; once the window has closed, end the process (:func:`end_process`).
+    Returns the exit code only when the loop ended another way.
 
     ``on_first_paint(seconds)`` is called once the window has painted, with the time since this
     module was imported (the cold-start benchmark uses it).

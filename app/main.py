@@ -6,7 +6,8 @@ from __future__ import annotations
 import sys
 
 from app.cli import main as cli_main
-from app.cli import runs_a_command, window_request
+from app.cli import runs_a_command
+from app.commands.window import window_request
 from model.machine import keep_freed_memory
 
 

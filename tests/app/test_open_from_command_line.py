@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app import main as entry
-from app.cli import WindowRequest, window_request
+from app.commands.window import WindowRequest, window_request
 from model.config import GPTConfig
 from model.io.checkpoint import save_checkpoint
 from model.nn.gpt import build_model
