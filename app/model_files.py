@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from model.budget.sizing import OVERRIDE_ENV, ModelTooLarge, check, load_need, training_need
+from model.budget.sizing import ModelTooLarge, check, human_bytes, load_need, training_need
 from model.runtime import compute_lock
 
 # model/'s trainer, loaders and data are imported where they are used: together they take ~0.15 s
@@ -112,10 +112,42 @@ def starter_note(model: GPT, tokenizer: Any, prompt: str) -> str:
     )
 
 
-def check_fits(config: GPTConfig, *, device: Any, settings: TrainSettings | None) -> None:
-    """Raise :class:`model.budget.sizing.ModelTooLarge` (one line: need, memory, what to lower) unless
-    ``config`` fits this machine: to hold it (``settings`` None), or to train it with the batch and
-    sequence length of ``settings``. Milliseconds; nothing is allocated."""
+#: The settings a size refusal names, as the Training panel labels them.
+SETTING_LABELS = {"seq_len": "Sequence length", "batch_size": "Batch size"}
+
+
+def in_window_words(
+    exc: ModelTooLarge, *, seq_len_auto: bool = False, model_where: str = "Model panel"
+) -> str:
+    """A size refusal as the window says it, in one line: what the work needs, what this machine
+    lets it use, and the value to lower where the window has it (a Training panel field, or the
+    model's own value, in ``model_where``); no command-line flag, no environment variable
+    (``seq_len_auto``: the sequence length is "auto", the model's context)."""
+    need = exc.need
+    head = (
+        f"{need.what[:1].upper()}{need.what[1:]} needs about {human_bytes(need.total)}, and "
+        f"{human_bytes(exc.usable)} of this machine's memory may be used"
+    )
+
+    def value(fix) -> str:
+        label = SETTING_LABELS.get(fix.field, fix.field)
+        now = f"{fix.value:,}"
+        if fix.field == "seq_len" and seq_len_auto:
+            now = f"auto = the model's context, {now}"
+        return f"{label} ({now}) to {fix.to:,}"
+
+    if exc.fixes:
+        return f"{head}: lower {' or '.join(value(f) for f in exc.fixes[:2])} in the Training panel"
+    return f"{head}: the model itself is too large ({model_where}: lower {need.lower})"
+
+
+def check_fits(
+    config: GPTConfig, *, device: Any, settings: TrainSettings | None, model_where: str = "Model panel"
+) -> None:
+    """Raise :class:`model.budget.sizing.ModelTooLarge` (one line in the window's words,
+    :func:`in_window_words`: need, memory, what to lower) unless ``config`` fits this machine: to
+    hold it (``settings`` None), or to train it with the batch and sequence length of ``settings``.
+    Milliseconds; nothing is allocated."""
     if settings is not None:
         seq = min(int(settings.seq_len or config.context_length), int(config.context_length))
         need = training_need(config, batch=int(settings.batch_size), seq_len=seq)
@@ -125,8 +157,9 @@ def check_fits(config: GPTConfig, *, device: Any, settings: TrainSettings | None
         )
     try:
         check(need, device=device or "cpu")
-    except ModelTooLarge as exc:  # the window's override is the environment's, not a flag
-        exc.args = (str(exc).replace("pass --no-size-check", f"start the app with {OVERRIDE_ENV}=1"),)
+    except ModelTooLarge as exc:
+        auto = settings is not None and settings.seq_len is None
+        exc.args = (in_window_words(exc, seq_len_auto=auto, model_where=model_where),)
         raise
 
 

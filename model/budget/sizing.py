@@ -31,6 +31,7 @@ import json
 import math
 import os
 import resource
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ __all__ = [
     "BLOCK_OVERHEAD",
     "OVERRIDE_ENV",
     "Available",
+    "Fix",
     "ModelTooLarge",
     "Need",
     "available_memory",
@@ -71,12 +73,17 @@ USABLE_SHARE = 0.8
 
 
 class ModelTooLarge(AttentionLabError, ValueError):
-    """The work would need more memory than the machine has; the message is one line with the numbers."""
+    """The work would need more memory than the machine has; the message is one line with the numbers.
+
+    ``fixes``: the values of the work (a batch size, a sequence length) each of which, lowered alone
+    to its ``to``, makes it fit; empty when only a smaller model would (``need.lower`` names it). The
+    message says them in the command line's words; the app words them its own way from these fields."""
 
     def __init__(self, need: Need, available: Available, usable: int):
         self.need = need
         self.available = available
         self.usable = usable
+        self.fixes = need.fixes(usable)
         share = f", of which {human_bytes(usable)} may be used" if need.total <= available.bytes else ""
         super().__init__(
             f"{need.what} needs about {human_bytes(need.total)} ({need.describe_parts()}) but this machine "
@@ -86,26 +93,43 @@ class ModelTooLarge(AttentionLabError, ValueError):
 
 
 @dataclass(frozen=True)
+class Fix:
+    """A value of the work to lower: ``field`` (the setting's name, e.g. ``seq_len``), its ``value``
+    now, and ``to``, the largest value that fits with everything else as it is."""
+
+    field: str
+    value: int
+    to: int
+
+    def flag(self) -> str:
+        """In the command line's words: ``--seq-len 8192 to 512 or less``."""
+        return f"--{self.field.replace('_', '-')} {self.value} to {self.to:,} or less"
+
+
+@dataclass(frozen=True)
 class Need:
     """Bytes some work needs, by part, and the value to lower when it does not fit."""
 
     what: str
     parts: dict[str, int]
     lower: str
-    #: Another value to lower (e.g. the batch) and the need once it is at its minimum: named instead of
-    #: ``lower`` when that alone makes the work fit.
-    lower_first: str | None = None
-    floor: int | None = None
+    #: ``usable bytes -> the work's own values that would each make it fit alone`` (training: the
+    #: sequence length and the batch), most effective first; None: only ``lower`` (the model) helps
+    fit: Callable[[int], list[Fix]] | None = None
 
     @property
     def total(self) -> int:
         return int(sum(self.parts.values()))
 
+    def fixes(self, usable: int) -> list[Fix]:
+        return self.fit(usable) if self.fit is not None else []
+
     def to_lower(self, usable: int) -> str:
-        """The value to name in a refusal, given ``usable`` bytes."""
-        if self.lower_first is not None and self.floor is not None and self.floor <= usable:
-            return self.lower_first
-        return self.lower
+        """The value(s) to name in a refusal, given ``usable`` bytes."""
+        fixes = self.fixes(usable)[:2]
+        if not fixes:
+            return self.lower
+        return fixes[0].flag() + (f" (or {fixes[1].flag()})" if len(fixes) > 1 else "")
 
     def describe_parts(self) -> str:
         shown = [(k, v) for k, v in self.parts.items() if v > 0]
@@ -301,7 +325,11 @@ def load_need(cfg: GPTConfig, *, bytes_per_value: int = 4, copies: int = 2, what
 def training_need(
     cfg: GPTConfig, *, batch: int, seq_len: int, precision: str = "fp32", what: str = ""
 ) -> Need:
-    """Bytes to train ``cfg`` with AdamW on batches of ``batch × seq_len`` tokens (one device)."""
+    """Bytes to train ``cfg`` with AdamW on batches of ``batch × seq_len`` tokens (one device).
+
+    When it does not fit, the refusal names the sequence length and the batch each lowered alone to
+    the largest value that fits (the sequence length to a power of two), the one that shrinks least
+    first; when even one token a step does not fit, the model's own largest value."""
     pr = PRECISIONS[precision]
     n = _param_count(cfg)
     b, t = max(1, size_or_zero(batch)), max(1, size_or_zero(seq_len))
@@ -314,10 +342,29 @@ def training_need(
         "position tables": _fixed_tables(cfg),
         "blocks' bookkeeping": size_or_zero(cfg.n_layers) * BLOCK_OVERHEAD,
     }
-    floor = None
-    if n and b > 1:  # with one sequence a step: the need if only the batch were lowered
-        floor = sum(parts.values()) - act + activation_bytes(cfg, t, 1, pr.activations)
-    return Need(what or f"training {n:,} parameters", parts, largest_knob(cfg), f"--batch-size {b}", floor)
+    fixed = sum(parts.values()) - act
+
+    def fit(usable: int) -> list[Fix]:
+        def fits(batch_: int, seq_: int) -> bool:
+            return fixed + activation_bytes(cfg, seq_, batch_, pr.activations) <= usable
+
+        if not n or not fits(1, 1):
+            return []
+        found = []
+        seq_to = 1 << (t.bit_length() - 1)  # the largest power of two that fits, from t down
+        while seq_to > 1 and (seq_to >= t or not fits(b, seq_to)):
+            seq_to //= 2
+        if seq_to < t and fits(b, seq_to):
+            found.append(Fix("seq_len", t, seq_to))
+        lo, hi = 0, b - 1  # the largest batch below b that fits
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if fits(mid, t) else (lo, mid - 1)
+        if lo >= 1:
+            found.append(Fix("batch_size", b, lo))
+        return sorted(found, key=lambda f: f.value / f.to)
+
+    return Need(what or f"training {n:,} parameters", parts, largest_knob(cfg), fit)
 
 
 def generation_need(cfg: GPTConfig, context: int, *, batch: int = 1, bytes_per_value: int = 4) -> Need:

@@ -31,6 +31,9 @@ from model.text.tasks import list_tasks, make_task, task_help
 from model.text.tokens import Tokenizer
 
 DEFAULT_SOURCE = "builtin:stdlib"
+#: The data an opened model trains on when its tokenizer cannot read the current data (a short text
+#: every tokenizer of real text reads in milliseconds; the default corpus takes seconds to encode).
+FALLBACK_SOURCE = "builtin:primer"
 
 
 def source_help() -> dict[str, str]:
@@ -68,8 +71,10 @@ def data_for_model(
     """Which data fits a model loaded with ``tokenizer``: ``(source, spec, note)``.
 
     The ``current`` source when its tokenizer is the model's (keep it); else the current data named by
-    ``current_spec`` re-encoded with the model's tokenizer (fine-tuning on it); else none, and ``note``
-    says why (e.g. a synthetic task's own symbols, or characters the vocabulary lacks).
+    ``current_spec`` re-encoded with the model's tokenizer (fine-tuning on it); else
+    :data:`FALLBACK_SOURCE` when the tokenizer reads it, so that Start fine-tunes the model rather
+    than train a new one in the old data's vocabulary; else none. ``note`` says what was not kept and
+    why (e.g. a synthetic task's own symbols, or characters the vocabulary lacks).
     """
     if current is not None and current.tokenizer == tokenizer:
         return current, current_spec, ""
@@ -78,8 +83,19 @@ def data_for_model(
     try:
         return resolve_source(current_spec, tokenizer=tokenizer), current_spec, ""
     except Exception:  # any reason the data cannot be encoded: say so, open the model
-        why = f"{current_spec} cannot be encoded with this model's tokenizer: choose other data to fine-tune"
-        return None, "", why
+        why = f"{current_spec} cannot be encoded with this model's tokenizer"
+    if current_spec != FALLBACK_SOURCE:
+        try:
+            fallback = resolve_source(FALLBACK_SOURCE, tokenizer=tokenizer)
+        except Exception:  # the fallback is not in its vocabulary either
+            pass
+        else:
+            return (
+                fallback,
+                FALLBACK_SOURCE,
+                f"{why}: its data is now {FALLBACK_SOURCE} (the Data panel has others)",
+            )
+    return None, "", f"{why}: choose other data to fine-tune"
 
 
 #: Prompts tried, in order, when a model arrives without data that knows a prompt for it.
@@ -103,6 +119,7 @@ def prompt_for(tokenizer: Tokenizer, *candidates: str) -> str:
 __all__ = [
     "DEFAULT_SOURCE",
     "FALLBACK_PROMPTS",
+    "FALLBACK_SOURCE",
     "data_for_model",
     "prompt_for",
     "resolve_source",

@@ -262,3 +262,20 @@ def test_pages_follow_the_state(qtbot, tab):
     assert tab.state.prompt == "abcd" and tab.prompt() == "abcd"
     tab.set_prompt("xyz")
     assert edit.text() == "xyz"
+
+
+def test_a_variant_too_large_to_train_is_refused_with_the_train_tabs_remedy(qtbot, session, tab, monkeypatch):
+    """Compare sizes every variant before it trains and names the value to lower in the same words as
+    the Train tab's Start does for the same config and settings (a sequence length "auto" of 8,192)."""
+    from model.budget import sizing
+
+    monkeypatch.setattr(sizing, "available_memory", lambda *a, **k: sizing.Available(512 * 2**20, "test"))
+    session.train_settings = session.train_settings.replace(seq_len=None, batch_size=32)
+    session.set_config(session.config.replace(context_length=8192))
+    tab.add_variant({})
+    assert not tab.train_variants(4)
+    said = tab.state.messages["training"]
+    (train_tab_says,) = session.run.problems()
+    assert said == f"Cannot train base: {train_tab_says}"
+    assert "Sequence length (auto = the model's context, 8,192) to" in said and "--" not in said
+    assert all(r.status != "training" for r in tab.runs)

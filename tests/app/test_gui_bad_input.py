@@ -173,14 +173,15 @@ def test_a_config_too_large_for_memory_is_refused_by_new_run_and_start(tiny_wind
     win.files.new_run()  # File → New run builds the config: refused before allocating
     assert len(errors) == 1
     reason = one_clear_line(errors[0][1])
-    assert "needs about" in reason and "available" in reason
-    assert "ATTENTION_LAB_NO_SIZE_CHECK=1" in reason  # the window's override (the CLI's is a flag)
+    assert "needs about" in reason and "may be used" in reason
+    # in the window's words: the panel and the value to lower, no flag and no environment variable
+    assert "Model panel: lower" in reason and "--" not in reason and "ATTENTION_LAB" not in reason
     assert s.model is model
     # Start: disabled before it is pressed, the reason in the Train tab's status line, nothing cleared
     assert not train.start_button.isEnabled()
     train.start_button.click()
     assert not s.is_training
-    assert "Start is disabled" in train.status_label.text() and "needs about" in train.status_label.text()
+    assert "Start is disabled" in train.plan_label.text() and "needs about" in train.plan_label.text()
     assert s.history == history
     assert rss() - mem < MAX_GROWTH
     # the panel says so beside the fields

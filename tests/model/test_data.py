@@ -10,7 +10,14 @@ import torch.nn.functional as F
 from model.text import corpora
 from model.text.corpora import TextCorpus, list_builtins, load_text_file, min_tokens
 from model.text.datasource import IGNORE_INDEX, DataError, masked_targets
-from model.text.sources import DEFAULT_SOURCE, data_for_model, prompt_for, resolve_source, source_help
+from model.text.sources import (
+    DEFAULT_SOURCE,
+    FALLBACK_SOURCE,
+    data_for_model,
+    prompt_for,
+    resolve_source,
+    source_help,
+)
 from model.text.tales import generate_tales
 from model.text.tasks import list_tasks, make_task
 from model.text.tokens import ByteTokenizer, CharTokenizer
@@ -387,9 +394,13 @@ def test_data_for_a_loaded_model_keeps_reencodes_or_says_why():
     wide = ByteTokenizer()
     source, spec, note = data_for_model(wide, corpus, "builtin:primer")
     assert source.tokenizer == wide and spec == "builtin:primer" and note == ""
-    # a task has its own symbols: no data, and a note that names it
+    # a task has its own symbols: the fallback text when the tokenizer reads it, and a note on both
     source, spec, note = data_for_model(corpus.tokenizer, task, "task:copy")
-    assert source is None and spec == "" and "task:copy" in note and "tokenizer" in note
+    assert spec == FALLBACK_SOURCE and source.tokenizer == corpus.tokenizer
+    assert "task:copy" in note and "tokenizer" in note and FALLBACK_SOURCE in note
+    # ... else no data, and a note that names what could not be kept
+    source, spec, note = data_for_model(CharTokenizer("ab"), task, "task:copy")
+    assert source is None and spec == "" and "task:copy" in note and "choose other data" in note
     assert data_for_model(wide) == (None, "", "")  # no current data: nothing to say
 
 

@@ -36,10 +36,15 @@ def rss() -> int:
 
 
 def test_available_memory_is_what_proc_meminfo_says_at_most():
+    """At most MemAvailable plus what this process's heap holds free for reuse (which MemAvailable does
+    not count): the suite's own earlier tests leave gigabytes there, and other processes change
+    MemAvailable between the two readings, hence the slack."""
+    from model.machine import held_free_bytes
+
     have = available_memory()
     with open("/proc/meminfo") as fh:
         mem = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:"))
-    assert 0 < have.bytes <= mem * 1.05 and have.source
+    assert 0 < have.bytes <= (mem + held_free_bytes()) * 1.05 and have.source
 
 
 def test_training_need_is_the_budget_calculators_bytes_per_parameter():

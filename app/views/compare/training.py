@@ -12,8 +12,10 @@ import time
 
 from PySide6.QtCore import QObject, Signal
 
+from app.model_files import check_fits
 from app.pace import progress_line
 from app.workers import GroupSpec, GroupWorker, drain_timer
+from model.budget.sizing import ModelTooLarge
 from model.compare.tables import history_points
 from model.config import ConfigError
 from model.train.settings import TrainSettings
@@ -58,6 +60,12 @@ class VariantTraining(QObject):
         except ConfigError as exc:
             st.say("training", "Cannot train: " + "; ".join(exc.problems))
             return False
+        for name, cfg in configs.items():  # sized first, and said as the Train tab says it
+            try:
+                check_fits(cfg, device=s.device, settings=settings, model_where="the variant")
+            except ModelTooLarge as exc:
+                st.say("training", f"Cannot train {name}: {exc}")
+                return False
         for r in variants:
             r.record.history = []
             r.record.summary = {}
