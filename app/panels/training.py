@@ -27,7 +27,7 @@ from app.widgets.dataclass_form import DataclassForm, FieldSpec
 from app.widgets.layouts import pin_above, scrolled
 from app.widgets.wheel_guard import guard_wheel
 from model.train.recipes import recommended_config, recommended_settings
-from model.train.settings import TrainSettings
+from model.train.settings import ON_CONTINUE, TrainSettings
 
 #: App-side default: live attention on (the model layer's default is off, for scripts).
 APP_PROBE_EVERY = 10
@@ -107,9 +107,19 @@ SPECS: dict[str, tuple[str, str, float, float, str | None]] = {
         0,
         None,
     ),
+    "on_continue": (
+        "Learning rate on Continue",
+        "When Continue trains past the end the schedule was made for: continue = on from the rate "
+        "it has, down to the final rate over the new steps; stretch = the cosine recomputed over the "
+        "new total (the rate jumps up); restart = warm up to the peak again, then decay",
+        0,
+        0,
+        None,
+    ),
 }
-#: Fields this panel does not show (the device has its own selector; the probe prompt is on the Train tab).
-HIDDEN = {"device", "probe_prompt"}
+#: Fields this panel does not show (the device has its own selector; the probe prompt is on the Train
+#: tab; where a continued run's schedule stands is the run's own, never a setting typed here).
+HIDDEN = {"device", "probe_prompt", "schedule_from", "schedule_peak"}
 
 
 class TrainSettingsPanel(QWidget):
@@ -151,6 +161,7 @@ class TrainSettingsPanel(QWidget):
             },
             check=lambda v: v.problems_for(self.session.config, self.session.source),
             error_prefix="Fix before training:\n",
+            choices={"on_continue": ON_CONTINUE},
             show_names=False,
             object_prefix="setting_",
             errors_below=False,
@@ -197,6 +208,8 @@ class TrainSettingsPanel(QWidget):
         return {
             "device": self.session.device_choice,
             "probe_prompt": getattr(current, "probe_prompt", None),
+            "schedule_from": 0,
+            "schedule_peak": None,
         }
 
     @staticmethod

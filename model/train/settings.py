@@ -20,7 +20,22 @@ if TYPE_CHECKING:
     from model.interp.trace import Trace
     from model.text.datasource import DataSource
 
-__all__ = ["TrainEvent", "TrainSettings", "data_seq_limit", "eta_seconds", "fit_vocab", "lr_at"]
+__all__ = [
+    "ON_CONTINUE",
+    "TrainEvent",
+    "TrainSettings",
+    "continued",
+    "data_seq_limit",
+    "eta_seconds",
+    "fit_vocab",
+    "lr_at",
+]
+
+#: What the learning rate does when a run is continued past the end its schedule was made for:
+#: ``continue`` goes on from the rate it has, down the cosine to the floor over the new steps;
+#: ``stretch`` recomputes the one schedule over the new total (the rate jumps to the value the longer
+#: cosine has at this step); ``restart`` warms up to the peak again and decays over the new steps.
+ON_CONTINUE = ("continue", "stretch", "restart")
 
 
 #: The largest value a whole-number setting takes (steps, batches, ...): beyond it is a typo.
@@ -64,6 +79,12 @@ class TrainSettings:
     amp: bool = True
     threads: int = 0
     loss_mask: bool = True
+    #: what the schedule does when a run is continued with more steps (:data:`ON_CONTINUE`)
+    on_continue: str = "continue"
+    #: the step where the schedule's current stretch began (0: the run's first; set by :func:`continued`)
+    schedule_from: int = 0
+    #: the rate that stretch starts from, without warm-up (None: warm up to ``lr`` from ``schedule_from``)
+    schedule_peak: float | None = None
 
     def problems(self) -> list[str]:
         """Every invalid value, each naming the field and a valid range (empty if fine)."""
@@ -102,6 +123,11 @@ class TrainSettings:
         whole("eval_batches", 1)
         whole("seed", 0, MAX_SEED)
         whole("probe_every", 0)
+        whole("schedule_from", 0)
+        if self.schedule_peak is not None:
+            number("schedule_peak", 0.0, 10.0)
+        if self.on_continue not in ON_CONTINUE:
+            out.append(f"on_continue={self.on_continue!r} must be one of {', '.join(ON_CONTINUE)}")
         if isinstance(self.threads, bool) or not isinstance(self.threads, int) or not 0 <= self.threads:
             out.append(f"threads={self.threads!r} must be a whole number (0 = every core)")
         elif self.threads > MAX_THREADS:
@@ -258,14 +284,49 @@ class TrainEvent:
 
 
 def lr_at(step: int, settings: TrainSettings) -> float:
-    """Learning rate for step index ``step`` (0-based): linear warmup, cosine to ``floor_lr``, then flat."""
-    lr, floor, warm, total = settings.lr, settings.floor_lr, settings.warmup, settings.steps
-    if step < warm:
-        return lr * (step + 1) / warm
+    """Learning rate for step index ``step`` (0-based): linear warmup, cosine to ``floor_lr``, then flat.
+
+    From ``schedule_from`` = s₀ to ``steps`` = S (s₀ = 0 for a run as it was first made): warm-up over
+    ``warmup`` = W steps, ``lr·(s − s₀ + 1)/W``, then ``floor + ½(peak − floor)(1 + cos(π·p))`` with
+    ``p = (s − s₀ − W)/(S − s₀ − W)``, then ``floor``. A continued run's stretch (``schedule_peak`` set)
+    has no warm-up and starts from that rate: the rate the run had reached."""
+    peak, floor, warm, total = settings.lr, settings.floor_lr, settings.warmup, settings.steps
+    start = settings.schedule_from
+    if settings.schedule_peak is not None:
+        peak, warm = settings.schedule_peak, 0
+    local = step - start
+    if local < warm:
+        return peak * (local + 1) / warm
     if step >= total:
         return floor
-    progress = (step - warm) / max(1, total - warm)
-    return floor + 0.5 * (lr - floor) * (1.0 + math.cos(math.pi * progress))
+    progress = (local - warm) / max(1, total - start - warm)
+    return floor + 0.5 * (peak - floor) * (1.0 + math.cos(math.pi * progress))
+
+
+def continued(old: TrainSettings, new: TrainSettings, step: int) -> TrainSettings:
+    """The settings a run at ``step`` trains with when it is continued with ``new`` (the Training
+    panel's) after training with ``old``: ``new``'s values, but the run's own seed, sequence length,
+    device and threads; up to ``new.steps``, or ``new.steps`` more when the run is already there.
+    When that moves the schedule's end, ``new.on_continue`` says what the rate does
+    (:data:`ON_CONTINUE`); a run continued to the end it already had, or still warming up, keeps its
+    schedule."""
+    target = new.steps if step < new.steps else step + new.steps
+    out = new.replace(
+        seed=old.seed,
+        seq_len=old.seq_len,
+        device=old.device,
+        threads=old.threads,
+        steps=target,
+        schedule_from=old.schedule_from,
+        schedule_peak=old.schedule_peak,
+    )
+    if target == old.steps or new.on_continue == "stretch":
+        return out
+    if new.on_continue == "restart":
+        return out.replace(schedule_from=step, schedule_peak=None)
+    if old.schedule_peak is None and step - old.schedule_from < old.warmup:
+        return out  # still warming up: a warm-up does not depend on the end, it goes on as it was
+    return out.replace(schedule_from=step, schedule_peak=lr_at(step, old))
 
 
 def eta_seconds(history: list[dict[str, Any]], step: int, target: int) -> float | None:

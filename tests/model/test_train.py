@@ -10,6 +10,9 @@ import threading
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import settings as examples
+from hypothesis import strategies as st
 
 from model.config import ConfigError, GPTConfig
 from model.io.checkpoint import load_checkpoint
@@ -17,7 +20,7 @@ from model.text.corpora import TextCorpus
 from model.text.sources import resolve_source
 from model.train.probes import Prober
 from model.train.recipes import recommended_settings
-from model.train.settings import TrainEvent, TrainSettings, eta_seconds, lr_at
+from model.train.settings import ON_CONTINUE, TrainEvent, TrainSettings, continued, eta_seconds, lr_at
 from model.train.trainer import Trainer, TrainingDiverged
 
 TEXT = "".join(f"def f{i}(x):\n    return x * {i} + {i % 7}\n\n" for i in range(120))
@@ -124,6 +127,39 @@ def test_lr_schedule_warmup_then_cosine_to_floor():
     assert lrs[55] == pytest.approx((1e-3 + 1e-4) / 2, rel=0.02)  # halfway down the cosine
     assert lrs[99] == pytest.approx(1e-4, rel=0.01) and lrs[119] == 1e-4  # the floor, then flat
     assert TrainSettings(lr=2e-3).floor_lr == pytest.approx(2e-4)
+
+
+@examples(max_examples=200, deadline=None)
+@given(
+    steps=st.integers(1, 400),
+    warmup=st.integers(0, 60),
+    step=st.integers(0, 800),
+    more=st.integers(1, 400),
+    choice=st.sampled_from(ON_CONTINUE),
+)
+def test_a_continued_schedule_is_what_on_continue_says(steps, warmup, step, more, choice):
+    """Continue from ``step`` with a budget of ``more``: "continue" never changes the rate at the step
+    it goes on from and only falls after the warm-up; "stretch" is the one schedule over the new
+    total; "restart" warms up anew; all end at the floor on the new last step."""
+    old = TrainSettings(steps=steps, warmup=warmup, lr=1e-3, min_lr=1e-4)
+    new = continued(old, old.replace(steps=more, on_continue=choice), step)
+    target = more if step < more else step + more
+    assert new.steps == target
+    if target == steps:  # the end it already had: the schedule is the one it had
+        assert [lr_at(i, new) for i in range(step, target)] == [lr_at(i, old) for i in range(step, target)]
+        return
+    rates = [lr_at(i, new) for i in range(step, target + 2)]
+    if choice == "continue":
+        assert rates[0] == pytest.approx(lr_at(step, old))
+        if step >= warmup:
+            assert all(a >= b - 1e-15 for a, b in itertools.pairwise(rates))
+    elif choice == "stretch":
+        assert rates == pytest.approx([lr_at(i, old.replace(steps=target)) for i in range(step, target + 2)])
+    else:
+        assert rates[0] == pytest.approx(1e-3 * (1 / warmup if warmup else 1))
+    warm = warmup if new.schedule_peak is None else 0
+    if target - new.schedule_from > warm:  # a warm-up longer than the schedule never ends (as ever)
+        assert rates[-1] == pytest.approx(old.floor_lr) and lr_at(target - 1, new) >= old.floor_lr - 1e-15
 
 
 def test_events_report_lr_and_val_loss_when_due(source):
