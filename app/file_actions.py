@@ -9,6 +9,8 @@ before it closes. It reaches the window only through :class:`FileHost`. Dialogs 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -16,6 +18,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QStatusBar, QTabWidget, QWidget
 
 from app.checkpoint_dialog import CheckpointDialog
+from app.session import wait_until
 from app.settings import AppSettings
 from app.widgets.exporting import write_png, write_svg, write_svg_group
 
@@ -209,17 +212,36 @@ class FileActions:
         return self.save_checkpoint_as()
 
     def save_checkpoint_as(self) -> bool:
+        """Ask where, then save. A run that is training holds still meanwhile (paused between two
+        steps, resumed after), so the step the suggested name says is the step the save holds."""
         if self.session.model is None:
             self.window.show_error("Save checkpoint", "There is no model to save yet.")
             return False
-        start = str(Path(self.settings.last_dir("checkpoint")) / f"run-step{self.session.step}")
-        path, _ = QFileDialog.getSaveFileName(
-            self.window, "Save checkpoint as (a directory is created)", start, "Checkpoint directory (*)"
-        )
-        if not path:
-            return False
-        self.settings.set_last_dir("checkpoint", Path(path).parent)
-        return self.save_to(path)
+        with self._run_held():
+            start = str(Path(self.settings.last_dir("checkpoint")) / f"run-step{self.session.step}")
+            path, _ = QFileDialog.getSaveFileName(
+                self.window, "Save checkpoint as (a directory is created)", start, "Checkpoint directory (*)"
+            )
+            if not path:
+                return False
+            self.settings.set_last_dir("checkpoint", Path(path).parent)
+            return self.save_to(path)
+
+    @contextmanager
+    def _run_held(self) -> Iterator[None]:
+        """While the block runs, a running training run is paused (its step stands still); after it,
+        resumed (a save asked for meanwhile is written first, at that step)."""
+        s = self.session
+        if s.state != "running":
+            yield
+            return
+        s.run.pause()
+        wait_until(lambda: s.state != "running", timeout=600)  # the step in progress ends first
+        try:
+            yield
+        finally:
+            if s.state == "paused":
+                s.run.resume()
 
     def save_to(self, path: str) -> bool:
         try:
@@ -234,10 +256,18 @@ class FileActions:
         if not (self.window.confirm_close and self.session.dirty and self.session.model is not None):
             return True
         B = QMessageBox.StandardButton
+        unsaved = self.session.unsaved_steps
+        if not unsaved:
+            said = "The model has changes that are not saved."
+        elif self.session.saved_step:
+            at = self.session.saved_step
+            said = f"The model has trained {unsaved:,} steps since it was saved at step {at:,}."
+        else:
+            said = f"The model has trained {unsaved:,} steps and has not been saved."
         answer = QMessageBox.question(
             self.window,
             what,
-            f"The model has trained {self.session.step} steps since it was last saved. Save it first?",
+            f"{said} Save it first?",
             B.Save | B.Discard | B.Cancel,
             B.Save,
         )

@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from model.train.trainer import Trainer
 
 
+#: ``meta`` keys of a model a run made here: a fresh run (the name of the model whose shape it took),
+#: and a fine-tune of an opened model's weights
+NEW_RUN, FINE_TUNED = "new_run", "fine_tuned"
+
+
 def config_key(config: GPTConfig) -> str:
     """A config as a key that ignores ``vocab_size`` (which follows the tokenizer)."""
     d = config.to_dict()
@@ -37,7 +42,8 @@ class Record:
     ``history``: training-event dicts (``TrainEvent.to_dict()``) in step order; ``samples``:
     (step, text); ``latest_frame``: the newest probe frame (an :class:`AttentionFrame`, the one drawn) or
     None; ``frames``: the bounded :class:`FrameHistory` the step scrubber reads; ``dirty``: trained
-    steps not yet saved; ``tokens_per_s``: the pace of the newest step.
+    steps not yet saved, ``saved_step`` the step of the newest save (or of the file it was opened from; 0
+    for a model made here); ``tokens_per_s``: the pace of the newest step.
     """
 
     def __init__(self, history_bytes: int = 64 * 2**20):
@@ -46,6 +52,7 @@ class Record:
         self.latest_frame: AttentionFrame | None = None
         self.frames = FrameHistory(max_bytes=history_bytes)
         self.dirty = False
+        self.saved_step = 0
         self.tokens_per_s = 0.0
 
     @property
@@ -60,6 +67,7 @@ class Record:
         self.samples = []
         self.clear_frames()
         self.dirty = False
+        self.saved_step = self.step  # a file's history ends where the file was saved
         self.tokens_per_s = float(self.history[-1].get("tokens_per_s", 0.0)) if self.history else 0.0
 
     def clear_frames(self) -> None:
@@ -71,6 +79,12 @@ class Record:
         self.history.extend(events)
         self.tokens_per_s = float(events[-1].get("tokens_per_s", self.tokens_per_s) or 0.0)
         self.dirty = True
+
+    def mark_saved(self, step: int, now: int) -> None:
+        """A save holding ``step`` was written while the model is at step ``now`` (later, when it
+        was written between two steps of a run that went on): the steps after it stay unsaved."""
+        self.saved_step = int(step)
+        self.dirty = now > step
 
     def add_frames(self, frames: list[AttentionFrame]) -> AttentionFrame:
         """Keep every frame for the scrubber; the newest (the last) becomes ``latest_frame``."""
@@ -110,8 +124,12 @@ class ModelSlot:
         if fresh:
             self.record.restart()
             self.path = None
+            was = self.name()
             if self.meta.get("starter") or trainer.model is not self.model:
-                self.meta = {}  # a fresh model is nobody's file (a fine-tune keeps its name)
+                # a fresh model is nobody's file: named as new, with the model whose shape it took
+                self.meta = {NEW_RUN: was} if was else {NEW_RUN: ""}
+            elif was:
+                self.meta = {**self.meta, "name": was, FINE_TUNED: True}
         self.trainer = trainer
         self.tokenizer = trainer.tokenizer
         self._config_key = config_key(trainer.model.config)
@@ -147,12 +165,43 @@ class ModelSlot:
         model built here and not yet saved or opened."""
         from model.io.pretrained import describe_origin
 
-        return describe_origin({k: v for k, v in self.meta.items() if k != "n_params"}, self.path)
+        if NEW_RUN in self.meta and not self.path:
+            shape = f", in the shape of {self.meta[NEW_RUN]}" if self.meta[NEW_RUN] else ""
+            return f"new run, trained here from random weights{shape}"
+        meta = {k: v for k, v in self.meta.items() if k not in ("n_params", FINE_TUNED)}
+        origin = describe_origin(meta, self.path)
+        return f"{origin} · fine-tuned here" if self.meta.get(FINE_TUNED) and not self.path else origin
 
     def name(self) -> str:
         """Its short name (the window title's): its folder, or what it is called (``starter
-        model``, a Hub repo id); empty for a model built here and never saved."""
-        return Path(self.path).name if self.path else str(self.meta.get("name") or "")
+        model``, a Hub repo id, ``new run``); empty for a model built here and never trained or saved."""
+        if self.path:
+            return Path(self.path).name
+        if NEW_RUN in self.meta:
+            return "new run"
+        name = str(self.meta.get("name") or "")
+        return f"{name} (fine-tuned)" if name and self.meta.get(FINE_TUNED) else name
+
+    def opened_untracked(self) -> bool:
+        """Whether the shown model came from files that keep none of its training steps."""
+        return not (self.record.history or self.trainer is not None or not self.meta or NEW_RUN in self.meta)
+
+    def steps_before(self) -> int | None:
+        """The steps its files say it was trained for (the starter's ``step``), when they say."""
+        step = self.meta.get("step") if self.opened_untracked() else None
+        return step if isinstance(step, int) and not isinstance(step, bool) and step > 0 else None
+
+    def training_note(self) -> str:
+        """How far the shown model had trained when this window has none of its steps: "trained 500
+        steps before it was opened", "pretrained elsewhere", or "" (its steps are here, or none)."""
+        if not self.opened_untracked():
+            return ""
+        step = self.steps_before()
+        if step:
+            return f"trained {step:,} steps before it was opened"
+        if self.meta.get("kind") == "attention-lab":
+            return "opened without training state"
+        return "pretrained elsewhere: its files keep no training history"
 
 
 __all__ = ["ModelSlot", "Record", "config_key"]

@@ -31,7 +31,7 @@ the record of the shown model (``slot.record``)
 ``samples``            the (step, text) samples generated while it trained
 ``latest_frame``       the newest probe frame (an :class:`AttentionFrame`) or ``None``
 ``frames``             :class:`FrameHistory`, a bounded history of probe frames for the scrubber
-``dirty``              trained steps not yet saved
+``dirty``              trained steps not yet saved (``unsaved_steps``: how many)
 ``state``              ``"idle" | "starting" | "running" | "paused" | "stopping"`` (``run.state``), or
                        ``"following"`` (``follow.state``)
 =====================  ===========================================================================
@@ -160,6 +160,7 @@ class Session(QObject):
     latest_frame: AttentionFrame | None = _part_field("slot.record.latest_frame")
     frames: FrameHistory = _part_field("slot.record.frames")
     dirty: bool = _part_field("slot.record.dirty", settable=True)
+    saved_step: int = _part_field("slot.record.saved_step")
     tokens_per_s: float = _part_field("slot.record.tokens_per_s")
 
     # ---- derived -------------------------------------------------------------------------------
@@ -190,6 +191,11 @@ class Session(QObject):
     @property
     def step(self) -> int:
         return self.slot.step
+
+    @property
+    def unsaved_steps(self) -> int:
+        """Steps trained since the model was last saved or opened (0 when none are unsaved)."""
+        return max(0, self.step - self.saved_step) if self.dirty else 0
 
     @property
     def num_params(self) -> int | None:
@@ -401,9 +407,11 @@ class Session(QObject):
         """Keep every frame for the scrubber; draw only the newest (the last)."""
         self.traceUpdated.emit(self.slot.record.add_frames(frames))
 
-    def mark_saved(self, path: str) -> None:
+    def mark_saved(self, path: str, step: int | None = None) -> None:
+        """The model was written to ``path`` holding ``step`` (default: the step shown now; a save
+        between two steps holds the step it was written at, and the steps trained since stay unsaved)."""
         self.slot.path = path
-        self.slot.record.dirty = False
+        self.slot.record.mark_saved(self.step if step is None else int(step), self.step)
         self.checkpointSaved.emit(path)
 
     # ---- checkpoints ---------------------------------------------------------------------------

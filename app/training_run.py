@@ -12,6 +12,8 @@ reads it at each probe.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from PySide6.QtCore import QObject, Signal, SignalInstance
@@ -20,6 +22,7 @@ from app.model_files import check_fits
 from app.workers import TrainWorker, drain_timer
 from model.budget.sizing import ModelTooLarge
 from model.config import ConfigError
+from model.train.settings import continued, lr_at
 
 # model/'s trainer, loaders and data are imported where they are used: together they take ~0.15 s
 # to import, which the window's first paint does not wait for (app/gui.py)
@@ -61,7 +64,51 @@ class RunHost(Protocol):
     def add_events(self, events: list[dict]) -> None: ...
     def add_sample(self, step: int, text: str) -> None: ...
     def show_frames(self, frames: list[AttentionFrame]) -> None: ...
-    def mark_saved(self, path: str) -> None: ...
+    def mark_saved(self, path: str, step: int | None = None) -> None: ...
+
+
+@dataclass(frozen=True)
+class StartPlan:
+    """What Start would do now (:meth:`TrainingRun.plan`): ``kind`` is ``continue`` (the shown run
+    goes on), ``fine-tune`` (the shown model's trained weights are trained on), ``fresh`` (the shown
+    untrained model, or a new one from random weights) or ``blocked`` (``problems``, first reason
+    first); ``text`` says it in one line of the window's words."""
+
+    kind: str
+    text: str
+    problems: tuple[str, ...] = ()
+
+
+def continue_text(old: TrainSettings, new: TrainSettings, step: int) -> str:
+    """Continue's line: the steps it trains and what the learning rate does at its first step."""
+    head = f"Continue trains this run from step {step:,} to {new.steps:,}"
+    before, after = lr_at(step, old), lr_at(step, new)
+    if new.schedule_from == step and new.schedule_peak is None:
+        return (
+            f"{head}; the learning rate restarts: warm-up to {new.lr:.2g} over {new.warmup:,} steps, "
+            f"then down to {new.floor_lr:.2g}"
+        )
+    if not math.isclose(before, after, rel_tol=1e-6, abs_tol=1e-12):
+        return (
+            f"{head}; the learning rate jumps from {before:.2g} to {after:.2g} (the cosine stretched "
+            f"over {new.steps:,} steps; Training panel: Learning rate on Continue)"
+        )
+    if new.steps != old.steps and math.isclose(before, new.floor_lr, rel_tol=1e-6):
+        return f"{head}; the learning rate stays at its final {before:.2g}"
+    return f"{head}; the learning rate goes on from {before:.2g} down to {new.floor_lr:.2g}"
+
+
+def _why_new(s: Any, config: GPTConfig) -> str:
+    """Why a fresh run cannot train the shown model's weights (for :meth:`TrainingRun.plan`)."""
+    if s.model is None:
+        return ""
+    if s.checkpoint_meta.get("starter"):
+        return " (the starter model itself is never trained on)"
+    if not s.slot.shows_config(config) and s.model.config.vocab_size == config.vocab_size:
+        return " (the Model panel's settings differ from the shown model's)"
+    if s.tokenizer != s.source.tokenizer or s.model.config.vocab_size != config.vocab_size:
+        return f" (the data is in another vocabulary than the shown model's: {config.vocab_size:,} tokens)"
+    return ""
 
 
 def deliver(mailbox: Any, host: RunHost) -> None:
@@ -186,17 +233,62 @@ class TrainingRun(WorkerRun):
             return [str(exc)]
         return []
 
+    def _fine_tune_target(self, config: GPTConfig) -> Any:
+        """The shown model when a fresh run would train its weights (it is untrained, or opened
+        without training state, and fits ``config`` and the data's tokenizer), else None: a new
+        model of ``config`` from random weights."""
+        s = self.host
+        if (
+            s.model is not None
+            and s.slot.shows_config(config)
+            and s.tokenizer is not None
+            and s.tokenizer == s.source.tokenizer
+            and s.model.config.vocab_size == config.vocab_size
+            and not s.checkpoint_meta.get("starter")  # the starter is shown, never trained on
+        ):
+            return s.model
+        return None
+
+    def plan(self) -> StartPlan:
+        """What Start would do now, in the window's words (the Train tab says it beside Start):
+        :meth:`start` does exactly this."""
+        s = self.host
+        problems = self.problems()
+        if problems:
+            return StartPlan("blocked", f"Start is disabled: {problems[0]}", tuple(problems))
+        settings = s.train_settings.replace(device=str(s.device or "cpu"))
+        if self.can_continue():
+            trainer = s.trainer
+            then = continued(trainer.settings, settings, trainer.step)
+            return StartPlan("continue", continue_text(trainer.settings, then, trainer.step))
+        config = s.config.with_vocab(s.source.tokenizer.vocab_size)
+        on = f"for {settings.steps:,} steps on {s.source_spec or 'the chosen data'}"
+        name = s.slot.name() or "the shown model"
+        model = self._fine_tune_target(config)
+        if model is not None and (s.checkpoint_meta or s.history):
+            return StartPlan("fine-tune", f"Start fine-tunes the weights of {name} {on}")
+        if model is not None:
+            return StartPlan("fresh", f"Start trains the shown untrained model {on}")
+        why = _why_new(s, config)
+        shape = f"{config.n_layers} layers × d_model {config.d_model}, vocabulary {config.vocab_size:,}"
+        kept = "; its files stay as they are" if s.checkpoint_meta or s.checkpoint_path else ""
+        replaced = f" It replaces {name} in the window{kept}." if s.model is not None else ""
+        text = f"Start trains a new model from random weights ({shape}) {on}{why}.{replaced}"
+        return StartPlan("fresh", text)
+
     def start(self) -> None:
         """Start (or continue) training in the worker thread; see :class:`~app.workers.TrainWorker`.
 
         Raises ``ConfigError`` with :meth:`problems` when Start may not run, before anything
-        changes. Continue (``can_continue()``): the run's trainer goes on with the Training panel's
-        settings (seed, sequence length, device and threads stay those of the run) up to ``steps``,
-        or ``steps`` more when that budget is already reached. Otherwise a fresh Trainer is built in
-        the worker thread: on the current model when it is untrained or loaded without training
-        state and fits the config and data (fine-tuning), else on a new seeded model. The current
-        model, its curves, frames and name stay until that trainer exists: a run that cannot be
-        built ends with an error and leaves the session as it was.
+        changes. What it does is :meth:`plan`'s. Continue (``can_continue()``): the run's trainer
+        goes on with the Training panel's settings (:func:`model.train.settings.continued`: seed,
+        sequence length, device and threads stay those of the run; the learning rate as
+        ``on_continue`` says) up to ``steps``, or ``steps`` more when that budget is already
+        reached. Otherwise a fresh Trainer is built in the worker thread: on the current model when
+        it is untrained or loaded without training state and fits the config and data
+        (fine-tuning), else on a new seeded model. The current model, its curves, frames and name
+        stay until that trainer exists: a run that cannot be built ends with an error and leaves the
+        session as it was.
         """
         from model.train.trainer import Trainer
 
@@ -214,30 +306,14 @@ class TrainingRun(WorkerRun):
         self._awaiting_trainer = False
         if self.can_continue():
             trainer = s.trainer
-            old = trainer.settings
-            target = settings.steps if trainer.step < settings.steps else trainer.step + settings.steps
-            trainer.settings = settings.replace(
-                seed=old.seed,
-                seq_len=old.seq_len,
-                device=old.device,
-                threads=old.threads,
-                steps=settings.steps if trainer.step < settings.steps else old.steps,
-            )
+            trainer.settings = continued(trainer.settings, settings, trainer.step)
+            target = trainer.settings.steps
             make = None  # the worker clears a stop its last run left
         else:
             trainer = None
             target = settings.steps
             source = s.source
-            model = None
-            if (
-                s.model is not None
-                and s.slot.shows_config(config)
-                and s.tokenizer is not None
-                and s.tokenizer == source.tokenizer
-                and s.model.config.vocab_size == config.vocab_size
-                and not s.checkpoint_meta.get("starter")  # the starter is shown, never trained on
-            ):
-                model = s.model  # untrained, or loaded without training state: train these weights
+            model = self._fine_tune_target(config)
 
             def make(control):
                 cfg = model.config if model is not None else config
@@ -324,4 +400,4 @@ class TrainingRun(WorkerRun):
         self.finished.emit(reason, message)
 
 
-__all__ = ["RunHost", "TrainingRun", "WorkerRun", "deliver"]
+__all__ = ["RunHost", "StartPlan", "TrainingRun", "WorkerRun", "continue_text", "deliver"]

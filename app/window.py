@@ -304,7 +304,12 @@ class MainWindow(QMainWindow):
         n = s.num_params
         self.params_label.setText(f"Parameters: {n:,}" if n is not None else "Parameters: –")
         target = f" / {s.target_steps}" if s.is_training and s.target_steps else ""
-        self.step_label.setText(f"Step: {s.step}{target}")
+        if s.step or not s.slot.opened_untracked():
+            self.step_label.setText(f"Step: {s.step:,}{target}")
+        else:  # its steps were trained elsewhere: not "0"
+            before = s.slot.steps_before()
+            self.step_label.setText(f"Step: {before:,} before opening" if before else "Step: – (pretrained)")
+        self.step_label.setToolTip(s.slot.training_note())
         tps = s.tokens_per_s
         self.tps_label.setText(f"Tokens/s: {tps:,.0f}" if tps else "Tokens/s: –")
         title = APP_NAME

@@ -174,12 +174,13 @@ class TrainWorker(LoopWorker):
     :class:`~model.train.probes.Prober`, the trainer's first callback while the worker runs it
     (every ``probe_every`` steps, at the start and right after :meth:`reprobe`); ``probe_prompt()``
     returns the prompt, owned by the caller. Every ``sample_every`` steps a generated sample.
-    ``request_save(path)`` writes a checkpoint between two steps. Mailbox kinds: ``events`` (dicts),
-    ``frames``, ``samples`` ((step, text)).
+    ``request_save(path)`` writes a checkpoint between two steps (``saved``: path and step).
+    Mailbox kinds: ``events`` (dicts), ``frames``, ``samples`` ((step, text)).
     """
 
     trainerReady = Signal(object)
-    saved = Signal(str)
+    #: a checkpoint was written between two steps: its path and the step it holds
+    saved = Signal(str, int)
     thread_name = "attention-lab-train"
 
     def __init__(
@@ -244,7 +245,7 @@ class TrainWorker(LoopWorker):
 
     def _save(self, path: str) -> None:
         self.trainer.save(path)
-        self.saved.emit(path)
+        self.saved.emit(path, int(self.trainer.step))
 
     def _sample(self, trainer: Any, step: int) -> None:
         if self.sample_prompt:

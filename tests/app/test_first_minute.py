@@ -76,11 +76,11 @@ def test_a_sequence_longer_than_the_context_is_said_inline_and_start_waits(qtbot
     assert train_panel.widgets["seq_len"].styleSheet()  # the field to change is outlined
     assert why in model_panel.related_label.text() and model_panel.related_label.isVisible()
     assert not tab.start_button.isEnabled()
-    assert why in tab.status_label.text() and "Training panel" in tab.status_label.text()
+    assert why in tab.plan_label.text() and "Training panel" in tab.plan_label.text()
     # "auto" follows the context: Start may run again, and nothing is said any more
     train_panel.widgets["seq_len"].setValue(0)
     assert train_panel.valid and tab.start_button.isEnabled()
-    assert not model_panel.related_label.isVisible() and "Start is disabled" not in tab.status_label.text()
+    assert not model_panel.related_label.isVisible() and "Start is disabled" not in tab.plan_label.text()
     # the one gate: the session says the same as the panels, and a direct start_training refuses
     train_panel.widgets["seq_len"].setValue(16)
     s = win.session

@@ -32,7 +32,9 @@ def test_first_launch_shows_the_starter_and_start_trains_a_fresh_model(qtbot, ti
         s.start_training()
     assert s.model is not shipped and s.step == 2
     assert (shipped.tok_emb.weight == shipped_weight).all()  # the starter itself was not trained
-    assert "starter" not in s.checkpoint_meta and "starter model" not in win.origin_label.text()
+    assert "starter" not in s.checkpoint_meta  # no longer the starter: a new run, named as one
+    assert win.origin_label.text().startswith("Model: new run, trained here from random weights")
+    assert win.windowTitle().startswith("*new run")
 
 
 def test_a_missing_starter_falls_back(qtbot, tiny_window, tmp_path):

@@ -58,7 +58,7 @@ def test_invalid_config_disables_start_and_says_why(qtbot, tiny_window):
     assert not tab.start_button.isEnabled()
     assert "not divisible" in panel.error_label.text()
     # the reason itself beside Start, and which panel to fix it in
-    assert "not divisible" in tab.status_label.text() and "Model panel" in tab.status_label.text()
+    assert "not divisible" in tab.plan_label.text() and "Model panel" in tab.plan_label.text()
     assert panel.widgets["n_heads"].styleSheet() and panel.widgets["d_model"].styleSheet()
     # setting head_dim explicitly makes it valid again
     with qtbot.waitSignal(panel.validityChanged, timeout=5000, check_params_cb=lambda ok: ok):

@@ -1,7 +1,8 @@
 """The Train tab: run controls, live curves, live attention with a step scrubber, samples, generation.
 
-Layout: a control row (Start/Continue, Pause/Resume, Stop, Save now, progress with ETA), then
-the curves (left) beside the live attention of the probe prompt (right: the head grid and the step
+Layout: a control row (Start/Continue, Pause/Resume, Stop, Save now, progress with ETA), under it
+one line saying what Start will do, or why it cannot (:meth:`~app.training_run.TrainingRun.plan`),
+then the curves (left) beside the live attention of the probe prompt (right: the head grid and the step
 scrubber), and at the bottom the samples written during training beside the generation box. For a
 mixture-of-experts model the samples share their place with the router's load per layer and expert
 at the newest step (a tab of its own, in front once such a model is shown; hidden for a dense model).
@@ -55,6 +56,12 @@ class TrainTab(QWidget):
 
         root = QVBoxLayout(self)
         root.addLayout(self._build_controls())
+        self.plan_label = QLabel()  # what Start will do, before it is pressed (or why it cannot)
+        self.plan_label.setObjectName("startPlan")
+        self.plan_label.setWordWrap(True)
+        self.plan_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.plan_label.setMaximumHeight(3 * self.plan_label.fontMetrics().lineSpacing())
+        root.addWidget(self.plan_label)
         self.follow_bar = FollowBar(session)
         root.addWidget(self.follow_bar)
 
@@ -260,15 +267,7 @@ class TrainTab(QWidget):
         had_focus = any(b.hasFocus() for b in buttons)
         blocker = self.start_blocker()
         self.start_button.setEnabled(not blocker)
-        if blocker and not s.is_training:
-            self.start_button.setToolTip(f"Start is disabled: {blocker}")
-            self.status_label.setText(
-                f"<span style='color:#c02020'>Start is disabled: {_html(blocker)}</span>"
-            )
-        else:
-            self.start_button.setToolTip("Train the model with the Model and Training panels' settings (F5)")
-            if not s.is_training and self.status_label.text().startswith("<span style='color:#c02020'>Start"):
-                self.status_label.setText("")
+        self._show_plan(blocker)
         if not s.is_training:
             self.start_button.setText(self._start_text())
         self.pause_button.setEnabled(state in ("running", "paused"))
@@ -291,14 +290,23 @@ class TrainTab(QWidget):
 
     _focus_pending = False
 
-    def _start_text(self) -> str:
+    def _show_plan(self, blocker: str) -> None:
+        """The line under the controls: why Start is disabled (red), else what it will do; empty
+        while a run trains or a run folder is followed."""
         s = self.session
-        if s.run.can_continue():
-            budget = s.target_steps
-            what = f"train on to step {budget}" if s.step < budget else f"train {budget} more steps"
-            self.start_button.setToolTip(f"Continue this run: {what} (F5)")
-            return "Continue"
-        return "Start"
+        if s.is_training or s.is_following:
+            text, red = "", False
+        elif blocker:
+            text, red = f"Start is disabled: {blocker}", True
+        else:
+            text, red = s.run.plan().text, False
+        self.plan_label.setText(text)
+        self.plan_label.setToolTip(text)
+        self.plan_label.setStyleSheet("color:#c02020" if red else "color:#444")
+        self.start_button.setToolTip(f"{text} (F5)" if text else "Train the model (F5)")
+
+    def _start_text(self) -> str:
+        return "Continue" if self.session.run.can_continue() else "Start"
 
     def _on_state(self, state: str) -> None:
         self._update_buttons()
@@ -368,7 +376,7 @@ class TrainTab(QWidget):
             eta = eta_seconds(s.history, s.step, target or s.target_steps)
             self.progress.setFormat(f"step {step} / {target}   ETA {format_eta(eta)}")
         else:
-            self.progress.setFormat(f"step {step}" if step else "not trained yet")
+            self.progress.setFormat(f"step {step}" if step else s.slot.training_note() or "not trained yet")
 
     def _update_reference(self) -> None:
         """The uniform guess, ln V, of the model whose loss is drawn (its output size; else the
