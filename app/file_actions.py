@@ -18,7 +18,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QStatusBar, QTabWidget, QWidget
 
 from app.checkpoint_dialog import CheckpointDialog
-from app.session import wait_until
+from app.event_wait import wait_until
 from app.settings import AppSettings
 from app.widgets.exporting import write_png, write_svg, write_svg_group
 

@@ -42,13 +42,12 @@ Signals are emitted in the GUI thread only (a burst of training steps becomes on
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QCoreApplication, QEventLoop, QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Signal
 
 from app.compute import ComputeWorker
 from app.follow import FollowedRun
@@ -481,29 +480,4 @@ class Session(QObject):
             self.statusMessage.emit(opened.note)
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, interval_ms: int = 10) -> bool:
-    """Run the Qt event loop until ``predicate()`` holds or ``timeout`` seconds pass.
-
-    For the command line, benchmarks and screenshot hooks (tests use ``qtbot.waitUntil``). Between
-    checks the loop sleeps in Qt (a short ``QEventLoop``), so timers and queued signals keep flowing.
-    One loop and one timer serve every wait (a fresh ``singleShot`` per wait left a small object
-    behind each time: 1 MiB over a soak's minutes).
-    """
-    app = QCoreApplication.instance()
-    deadline = time.monotonic() + timeout
-    loop = QEventLoop()
-    pause = QTimer()
-    pause.setSingleShot(True)
-    pause.setInterval(interval_ms)
-    pause.timeout.connect(loop.quit)
-    while True:
-        app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 50)
-        if predicate():
-            return True
-        if time.monotonic() > deadline:
-            return False
-        pause.start()
-        loop.exec()
-
-
-__all__ = ["Session", "wait_until"]
+__all__ = ["Session"]

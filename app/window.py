@@ -42,9 +42,9 @@ from app.menus import APP_NAME, WindowMenus, about_text
 from app.panels.model import ConfigPanel
 from app.session import Session
 from app.settings import AppSettings
+from app.status_line import StatusLine
 from app.tab_host import TabError, TabHolder, load_tab
 from model.config import GPTConfig
-from model.io.gguf_file import tensor_types_by_role
 
 #: The tabs of the main area: (title, "module:Class"). Later issues add their modules; nothing else.
 TABS: list[tuple[str, str]] = [
@@ -261,17 +261,10 @@ class MainWindow(QMainWindow):
             train.saveRequested.connect(self.files.save_checkpoint_as)
 
     def _build_status_bar(self) -> None:
-        bar = self.statusBar()
-        self.origin_label = QLabel()  # where a loaded model came from (name, kind, size, tokenizer)
-        self.origin_label.setContentsMargins(8, 0, 8, 0)
-        bar.addWidget(self.origin_label, 1)
-        self.device_label = QLabel()
-        self.params_label = QLabel()
-        self.step_label = QLabel()
-        self.tps_label = QLabel()
-        for w in (self.device_label, self.params_label, self.step_label, self.tps_label):
-            w.setContentsMargins(8, 0, 8, 0)
-            bar.addPermanentWidget(w)
+        self.status_line = StatusLine(self.statusBar(), self.session)
+        line = self.status_line  # its labels, under the window's names
+        self.origin_label, self.device_label, self.params_label = line.origin, line.device, line.params
+        self.step_label, self.tps_label = line.step, line.tps
         self.update_status()
 
     def _connect_session(self) -> None:
@@ -291,27 +284,10 @@ class MainWindow(QMainWindow):
         QMessageBox.critical(self, title, message)
 
     def update_status(self) -> None:
-        """The status bar and the title: the model's origin, device, parameters, step, pace."""
+        """The status bar (:class:`~app.status_line.StatusLine`) and the title: the model's name,
+        ``*`` while it has unsaved training."""
         s = self.session
-        origin = s.slot.origin()
-        self.origin_label.setText(f"Model: {origin}" if origin else "")
-        tip = str(s.checkpoint_path or "")
-        types = s.slot.meta.get("tensor_types") if isinstance(s.slot.meta, dict) else None
-        if types:  # a GGUF file: how each kind of tensor was quantized (the model is its dequantized form)
-            tip += "\n\nStored as (dequantized to float32 here):\n" + "\n".join(tensor_types_by_role(types))
-        self.origin_label.setToolTip(tip)
-        self.device_label.setText(f"Device: {s.device if s.device is not None else '…'}")
-        n = s.num_params
-        self.params_label.setText(f"Parameters: {n:,}" if n is not None else "Parameters: –")
-        target = f" / {s.target_steps}" if s.is_training and s.target_steps else ""
-        if s.step or not s.slot.opened_untracked():
-            self.step_label.setText(f"Step: {s.step:,}{target}")
-        else:  # its steps were trained elsewhere: not "0"
-            before = s.slot.steps_before()
-            self.step_label.setText(f"Step: {before:,} before opening" if before else "Step: – (pretrained)")
-        self.step_label.setToolTip(s.slot.training_note())
-        tps = s.tokens_per_s
-        self.tps_label.setText(f"Tokens/s: {tps:,.0f}" if tps else "Tokens/s: –")
+        self.status_line.update()
         title = APP_NAME
         if s.slot.name():
             title = f"{s.slot.name()} — {APP_NAME}"

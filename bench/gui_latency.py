@@ -64,8 +64,8 @@ def main() -> int:
 
     from PySide6.QtCore import Qt, QTimer
 
+    from app.event_wait import wait_until
     from app.gui import make_app
-    from app.session import wait_until
     from app.window import MainWindow
 
     make_app()

@@ -125,9 +125,10 @@ def bench_first_grid(repeats: int) -> dict:
     from inspect_latency import paint_now
     from PySide6.QtCore import QTimer
 
+    from app.event_wait import wait_until
     from app.garbage import settle_garbage
     from app.gui import make_app
-    from app.session import Session, wait_until
+    from app.session import Session
     from app.views.attention.tab import AttentionTab
 
     app = make_app()

@@ -165,8 +165,8 @@ def main(argv=None) -> int:
 
     from PySide6.QtCore import Qt, QTimer
 
+    from app.event_wait import wait_until
     from app.gui import make_app
-    from app.session import wait_until
     from app.window import MainWindow
 
     app = make_app()

@@ -115,8 +115,8 @@ def run(args: argparse.Namespace) -> int:
     # Qt, the window and torch are imported only now: a bad flag above is refused in milliseconds
     from PySide6.QtWidgets import QApplication
 
+    from app.event_wait import wait_until
     from app.gui import make_app
-    from app.session import wait_until
     from app.window import MainWindow
 
     app = make_app()

@@ -41,7 +41,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.session import wait_until
+from app.event_wait import wait_until
 from app.views.attention.ablation_page import AblationPage
 from app.views.attention.aggregate_page import AggregatePage
 from app.views.attention.attribution_page import AttributionPage

@@ -41,7 +41,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.session import wait_until
+from app.event_wait import wait_until
 from app.views.labs.base import LabPage, describe_model
 from app.views.labs.kvcache import KVCachePage
 from app.views.labs.lens import LensPage
