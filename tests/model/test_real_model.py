@@ -36,6 +36,10 @@ from model.text.chat import apply_chat_template
 from tests.smollm2_reference import COMPARED_LAYERS, GREEDY_TOKENS
 from tests.texts import CHAT, CODE, IOI_CLEAN, IOI_CORRUPT, ODD, PROSE, SHORT_CHAT, long_text
 
+#: about half of the suite's time (a 135M model, transformers' reference, IOI patching of every head):
+#: `make test-fast` leaves it out, `make test` and CI run it
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def chat_text(smollm2):
