@@ -121,7 +121,15 @@ _NUMPY = {
     11: "<i8",
     12: "<f8",
 }
-_STRING, _ARRAY = 8, 9
+_STRING, _ARRAY, _FLOAT32 = 8, 9, 6
+
+
+def shortest_float32(v: float) -> float:
+    """The float32 ``v`` as the shortest decimal that is the same float32: a file's ``1e-05`` is stored
+    as float32 0.0000099999997…, and read as a double it would be shown as 9.999999747378752e-06. The
+    value is unchanged for any float32 computation (it rounds back to the very same float32)."""
+    return float(np.format_float_scientific(np.float32(v), unique=True))
+
 
 #: llama.cpp's GGML_MAX_DIMS.
 _MAX_DIMS = 4
@@ -202,6 +210,8 @@ class _Cursor:
         self.need(n, what)
         (v,) = struct.unpack_from(fmt, self.buf, self.pos)
         self.pos += n
+        if vtype == _FLOAT32:
+            return shortest_float32(v)
         return v
 
     def u32(self, what: str) -> int:
