@@ -33,7 +33,7 @@ from model.interp.trace import run_with_trace
 from model.io import gguf as gguf_module
 from model.io.checkpoint import Checkpoint, CheckpointError
 from model.io.gguf import load_gguf
-from model.io.gguf_file import DEQUANTIZED, OTHER_TYPES, read_header, read_tensor
+from model.io.gguf_file import DEQUANTIZED, OTHER_TYPES, read_header, read_tensor, shortest_float32
 from model.io.pretrained import detect, open_model
 from model.nn.generate import generate
 from tests.gguf_files import (
@@ -201,6 +201,11 @@ def test_header_equals_gguf_reader(case):
     header = read_header(case.path)
     reader = gguf.GGUFReader(case.path)
     expected = {key: field.contents() for key, field in reader.fields.items() if not key.startswith("GGUF.")}
+    float32 = {key for key, field in reader.fields.items() if field.types == [gguf.GGUFValueType.FLOAT32]}
+    assert float32, "the case files hold float32 metadata (the norm's epsilon)"
+    for key in float32:  # the same float32, read as its shortest decimal
+        assert np.float32(header.metadata[key]) == np.float32(expected[key])
+        expected[key] = shortest_float32(expected[key])
     assert header.metadata == expected
     assert header.version == reader.fields["GGUF.version"].contents() == 3
     tensors = [
