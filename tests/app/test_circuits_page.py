@@ -152,3 +152,30 @@ def test_a_post_ln_model_is_refused_in_one_line(qtbot, make_attention_session):
     finally:
         tab.shutdown()
         s.shutdown(timeout=30)
+
+
+def test_the_legend_and_the_footer_count_the_same_scores(qtbot, starter_tab):
+    """One count said one way: the legend's "N drawn of the M composition scores ≥ t (of T)" and the
+    footer's "T composition scores (…; M ≥ t)" are the page's own data (issue: '16 of the 16
+    compositions' above a footer saying '48 composition scores')."""
+    import re
+
+    _, tab = starter_tab
+    page = _circuits(qtbot, tab)
+    comp = page.circuits.composition
+    t = page.threshold.value()
+    total = int(np.isfinite(comp.scores).sum())
+    above = len(comp.strongest(minimum=t))
+    drawn = len(page.edges())
+    legend = re.search(
+        r"([\d,]+) drawn of the ([\d,]+) composition scores ≥ ([\d.]+) \(of ([\d,]+)\)", page.legend.text()
+    )
+    footer = re.search(
+        r"([\d,]+) composition scores \(Q, K and V .*; ([\d,]+) ≥ ([\d.]+)\)", page.status.text()
+    )
+    assert legend and footer, (page.legend.text(), page.status.text())
+    number = lambda s: int(s.replace(",", ""))  # noqa: E731
+    assert (number(legend[1]), number(legend[2]), number(legend[4])) == (drawn, above, total)
+    assert (number(footer[1]), number(footer[2])) == (total, above)
+    assert legend[3] == footer[3] == f"{t:.3f}"
+    assert above < total  # the two numbers differ, so a page that said one for the other would fail

@@ -62,6 +62,13 @@ MAX_EDGES = 150
 CHANCE_TIMES = 2.0
 
 
+def composition_counts(drawn: int, above: int, total: int, threshold: float) -> str:
+    """The legend's count in the words the page's footer uses: of ``total`` composition scores (one
+    per Q, K and V composition of a pair of heads in different layers), ``above`` reach the threshold
+    and ``drawn`` of them are drawn (the edge limit)."""
+    return f"{drawn:,} drawn of the {above:,} composition scores ≥ {threshold:.3f} (of {total:,})"
+
+
 class CircuitsPage(SelectedHeadTab, PathPatchingTab):
     title = "Circuits"
     key = "circuits"
@@ -340,7 +347,8 @@ class CircuitsPage(SelectedHeadTab, PathPatchingTab):
             )
             or "no previous-token, induction, self or sink head"
         )
-        shown = f"{len(edges)} of the {above} compositions ≥ {self.threshold.value():.3f}"
+        total = int(np.isfinite(comp.scores).sum())
+        shown = composition_counts(len(edges), above, total, self.threshold.value())
         how = "; ".join(c.notes) + "."
         self.legend.setText(f"{swatch} (width: score) · {shown} · {named}<br>How: {html.escape(how)}")
         self.legend.setToolTip(how)
@@ -353,9 +361,9 @@ class CircuitsPage(SelectedHeadTab, PathPatchingTab):
         else:
             secs = c.seconds.get("total", 0.0)
             self.status.setText(
-                f"{comp.n_layers} layers × {comp.n_heads} heads: {np.isfinite(comp.scores).sum():,} "
-                f"composition scores and every head's circuits in {secs:.2f} s. Hover an edge or a head "
-                "for its numbers."
+                f"{comp.n_layers} layers × {comp.n_heads} heads: {total:,} composition scores (Q, K and V "
+                f"for each pair of heads in different layers; {above:,} ≥ {self.threshold.value():.3f}) and "
+                f"every head's circuits in {secs:.2f} s. Hover an edge or a head for its numbers."
             )
 
     # ---- the full circuits ---------------------------------------------------------------------
