@@ -270,12 +270,13 @@ class AblationResult:
 VAL_BATCHES, VAL_BATCH_SIZE, VAL_SEQ_LEN = 4, 8, 128
 
 
-def held_out_batches(source, config, tokenizer, *, seed: int = 1234):
+def held_out_batches(source, config, tokenizer, *, seed: int = 1234, loss_mask: bool = True):
     """Fixed validation batches of ``source`` for ``config``'s model, or (None, why not).
 
     :data:`VAL_BATCHES` batches of :data:`VAL_BATCH_SIZE` sequences of at most :data:`VAL_SEQ_LEN`
-    tokens (``model.interp.analysis.ablation.validation_batches``, every target scored), and a note that
-    says what they are.
+    tokens (``model.interp.analysis.ablation.validation_batches``), scored as training scores them:
+    with ``loss_mask`` (``TrainSettings.loss_mask``) and a task that marks its answers, only the answer
+    tokens count, as in the Train tab's loss; otherwise every next token. The note says which.
     """
 
     if source is None:
@@ -290,10 +291,15 @@ def held_out_batches(source, config, tokenizer, *, seed: int = 1234):
     if seq < 2:
         return None, "the validation split is too short"
     try:
-        batches = validation_batches(source, VAL_BATCHES, VAL_BATCH_SIZE, seq, seed=seed, masked=False)
+        batches = validation_batches(source, VAL_BATCHES, VAL_BATCH_SIZE, seq, seed=seed, masked=loss_mask)
     except Exception as exc:  # a source without a usable validation split
         return None, f"no validation batches: {exc}"
-    return batches, f"{VAL_BATCHES} validation batches of {VAL_BATCH_SIZE}×{seq} tokens"
+    answers_only = loss_mask and hasattr(source, "get_masked_batch")
+    scored = "the task's answer tokens only" if answers_only else "every next token"
+    return batches, (
+        f"{VAL_BATCHES} validation batches of {VAL_BATCH_SIZE}×{seq} tokens, "
+        f"scoring {scored}, as the Train tab's loss does"
+    )
 
 
 def ablation_of(model, ids: list[int], heads: dict, batches, note: str, *, tokenizer=None) -> AblationResult:

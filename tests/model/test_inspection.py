@@ -176,3 +176,47 @@ def test_block_max_is_pool_max(T, S, b):
         np.testing.assert_array_equal(got, pool_max(x.numpy(), b))
     want = torch.nn.functional.max_pool2d(x, b, ceil_mode=True).numpy() if b > 1 else x.numpy()
     np.testing.assert_array_equal(got, want)
+
+
+def test_the_ablation_loss_scores_what_training_scores():
+    """The Ablation page's validation loss is the training's own: on a task that marks its answers,
+    only the answer tokens count (as ``Trainer._batch`` with ``loss_mask``), and the note says so;
+    with ``loss_mask`` off every next token counts and the note says that instead."""
+    import torch.nn.functional as F
+
+    from model.interp.analysis.ablation import mean_loss
+    from model.text.tasks import make_task
+
+    task = make_task("induction")
+    cfg = GPTConfig(
+        vocab_size=task.tokenizer.vocab_size, context_length=64, n_layers=1, n_heads=2, d_model=16
+    )
+    torch.manual_seed(0)
+    net = build_model(cfg).eval()
+    batches, note = held_out_batches(task, cfg, task.tokenizer)
+    assert "answer tokens only, as the Train tab's loss does" in note
+    scored = torch.cat([(y != -100).flatten() for _, y in batches])
+    assert 0 < int(scored.sum()) < scored.numel()  # some targets are not answers, and they are not scored
+    with torch.no_grad():
+        by_hand = np.mean(
+            [
+                float(F.cross_entropy(net(x)[0].flatten(0, 1), y.flatten(), ignore_index=-100))
+                for x, y in batches
+            ]
+        )
+    assert mean_loss(net, batches) == pytest.approx(by_hand, rel=1e-6)
+
+    every, note_every = held_out_batches(task, cfg, task.tokenizer, loss_mask=False)
+    assert "every next token, as the Train tab's loss does" in note_every
+    assert all(bool((y != -100).all()) for _, y in every)
+    # the same sequences, scored on every target: the masked loss is the mean over the answer positions only
+    assert all(torch.equal(x, xe) for (x, _), (xe, _) in zip(batches, every, strict=True))
+    with torch.no_grad():
+        answers_only = np.mean(
+            [
+                float(F.cross_entropy(net(x)[0].flatten(0, 1), torch.where(y != -100, ye, -100).flatten()))
+                for (x, y), (_, ye) in zip(batches, every, strict=True)
+            ]
+        )
+    assert mean_loss(net, batches) == pytest.approx(answers_only, rel=1e-6)
+    assert not all(torch.equal(y, ye) for (_, y), (_, ye) in zip(batches, every, strict=True))

@@ -244,13 +244,14 @@ class AttentionJobs:
             return
         heads, ids = dict(st.ablation), insp.ids
         source, tok, cfg = s.source, s.tokenizer, model.config
-        cache_key = (id(source), cfg.context_length, id(tok))
+        loss_mask = bool(getattr(s.train_settings, "loss_mask", True))  # the training's own loss rule
+        cache_key = (id(source), cfg.context_length, id(tok), loss_mask)
         cache = self.val_cache
 
         def fn():
             if cache_key not in cache:
                 cache.clear()
-                cache[cache_key] = measures.held_out_batches(source, cfg, tok)
+                cache[cache_key] = measures.held_out_batches(source, cfg, tok, loss_mask=loss_mask)
             batches, note = cache[cache_key]
             return measures.ablation_of(model, ids, heads, batches, note, tokenizer=tok)
 
