@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.widgets.layouts import compact_combo
 from app.widgets.wheel_guard import guard_wheel
 
 ERROR_STYLE = "border: 1px solid #d03030; border-radius: 2px;"
@@ -211,11 +212,8 @@ class DataclassForm(QWidget):
         spec = self.specs.get(name) or FieldSpec()
         self.kinds[name] = kind
         if kind == "choice":
-            w = QComboBox()
+            w = compact_combo(QComboBox())  # a narrow dock keeps the arrow in sight
             w.addItems(list(self.choices[name]))
-            # as narrow as 8 characters (the open list shows every name whole): the arrow stays in sight
-            w.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-            w.setMinimumContentsLength(8)
             w.currentIndexChanged.connect(self._changed)
         elif kind == "bool":
             w = QCheckBox()

@@ -6,7 +6,16 @@ import types
 
 import pyqtgraph as pg
 from PySide6.QtCore import QPoint, QRect, QSize, Qt
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QLayout, QLayoutItem, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QLayout,
+    QLayoutItem,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
 
 
 class VerticalScroll(QScrollArea):
@@ -24,6 +33,14 @@ class VerticalScroll(QScrollArea):
         return QSize(
             max(hint.width(), width + self.verticalScrollBar().sizeHint().width() + frame), hint.height()
         )
+
+
+def compact_combo(combo: QComboBox, chars: int = 8) -> QComboBox:
+    """Let ``combo`` be as narrow as ``chars`` characters (its arrow always in sight; the open list
+    shows every item whole, and a wider layout still widens it), not as wide as its longest item."""
+    combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    combo.setMinimumContentsLength(chars)
+    return combo
 
 
 def vertical_scroll(*, frame: bool = True) -> tuple[QScrollArea, QVBoxLayout]:
@@ -56,7 +73,7 @@ def pin_above(widget: QWidget, pinned: QWidget) -> None:
     outer.insertWidget(0, pinned)
 
 
-__all__ = ["VerticalScroll", "pin_above", "scrolled", "vertical_scroll"]
+__all__ = ["VerticalScroll", "compact_combo", "pin_above", "scrolled", "vertical_scroll"]
 
 
 class FlowLayout(QLayout):

@@ -76,46 +76,59 @@ def _put_away(w: QWidget, window: QMainWindow) -> bool:
     return False
 
 
+def _past_parent(w: QWidget) -> str | None:
+    parent = w.parentWidget()
+    if parent is None or isinstance(parent, QTabBar):
+        return None
+    if isinstance(parent.parentWidget(), QAbstractScrollArea):  # a viewport's content: it scrolls
+        return None
+    g, room = w.geometry(), parent.rect()
+    if room.adjusted(-SLACK, -SLACK, SLACK, SLACK).contains(g):
+        return None
+    over = max(g.right() - room.right(), g.bottom() - room.bottom(), -g.left(), -g.top())
+    return f"extends {over} px past its parent"
+
+
+def _cut_text(w: QWidget) -> str | None:
+    if isinstance(w, QAbstractButton) and w.text() and w.width() + SLACK < w.sizeHint().width():
+        return f"is {w.width()} px wide, its text needs {w.sizeHint().width()}"
+    if isinstance(w, QComboBox) and w.width() + SLACK < w.minimumSizeHint().width():
+        return f"is {w.width()} px wide, below its minimum {w.minimumSizeHint().width()}"
+    return None
+
+
+def _out_of_sight(w: QWidget, window: QWidget) -> str | None:
+    """A control not wholly inside what shows it: the window, or its scroll area's viewport (a
+    vertical scroller may hold it below the fold; sideways it must show)."""
+    if not isinstance(w, QAbstractButton | QComboBox):
+        return None
+    area = _in_scroll_viewport(w)
+    holder = area.viewport() if area is not None else window
+    box = QRect(w.mapTo(holder, QPoint(0, 0)), w.size())
+    room = holder.rect().adjusted(-SLACK, -SLACK, SLACK, SLACK)
+    if area is not None and area.verticalScrollBar().maximum() > 0:
+        room.setTop(-(10**6))
+        room.setBottom(10**6)
+    return None if room.contains(box) else f"is not wholly visible ({box} outside {room})"
+
+
 def fit_problems(window: QMainWindow) -> list[str]:
+    """One line per problem the module doc lists, for every widget ``window`` shows now."""
     out: list[str] = []
-    frame = QRect(QPoint(0, 0), window.size())
     for w in window.findChildren(QWidget):
         if not _shown(w) or w.isWindow() or _put_away(w, window):
             continue
+        where = f"{_name(w)} in {_where(w, window)}"
         if isinstance(w, QAbstractScrollArea):
             bar = w.horizontalScrollBar()
             if bar.isVisible() and bar.maximum() > 0:
-                out.append(f"{_name(w)} in {_where(w, window)} scrolls sideways by {bar.maximum()} px")
+                out.append(f"{where} scrolls sideways by {bar.maximum()} px")
             continue
-        if isinstance(w, QScrollBar) or w.objectName().startswith("qt_"):
+        if (
+            isinstance(w, QScrollBar)
+            or w.objectName().startswith("qt_")
+            or isinstance(w.parentWidget(), QTabBar)
+        ):
             continue
-        parent = w.parentWidget()
-        viewport_child = isinstance(parent, QWidget) and isinstance(parent.parentWidget(), QAbstractScrollArea)
-        if parent is not None and not viewport_child and not isinstance(parent, QTabBar):
-            g = w.geometry()
-            room = parent.rect().adjusted(-SLACK, -SLACK, SLACK, SLACK)
-            if not room.contains(g):
-                over = max(g.right() - parent.rect().right(), g.bottom() - parent.rect().bottom(), -g.left(), -g.top())
-                out.append(f"{_name(w)} in {_where(w, window)} extends {over} px past its parent")
-        if isinstance(w, QAbstractButton) and not isinstance(parent, QTabBar) and w.text():
-            if w.width() + SLACK < w.sizeHint().width():
-                out.append(
-                    f"{_name(w)} in {_where(w, window)} is {w.width()} px wide, its text needs {w.sizeHint().width()}"
-                )
-        if isinstance(w, QAbstractButton | QComboBox) and not isinstance(parent, QTabBar):
-            area = _in_scroll_viewport(w)
-            holder = area.viewport() if area is not None else window
-            box = QRect(w.mapTo(holder, QPoint(0, 0)), w.size())
-            room = (holder.rect() if area is not None else frame).adjusted(-SLACK, -SLACK, SLACK, SLACK)
-            # inside a vertical scroller a button may lie below the fold; sideways it must show
-            if area is not None and area.verticalScrollBar().maximum() > 0:
-                room.setTop(-10**6)
-                room.setBottom(10**6)
-            if not room.contains(box):
-                out.append(f"{_name(w)} in {_where(w, window)} is not wholly visible ({box} outside {room})")
-        if isinstance(w, QComboBox) and w.width() + SLACK < w.minimumSizeHint().width():
-            out.append(
-                f"{_name(w)} in {_where(w, window)} is {w.width()} px wide, below its minimum "
-                f"{w.minimumSizeHint().width()}"
-            )
+        out += [f"{where} {p}" for p in (_past_parent(w), _cut_text(w), _out_of_sight(w, window)) if p]
     return out

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 from app.views.attention.base import AttentionPage, lines_label
 from app.views.attention.head_graph import KIND_COLORS, head_name
 from app.widgets.axes import style_plot
+from app.widgets.table_width import keep_columns_whole
 
 #: Rows of the "reads from" table.
 READS_ROWS = 8
@@ -63,7 +64,7 @@ class SelectedHeadTab(AttentionPage):
         header = self.reads.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setStretchLastSection(True)
-        self.reads.setMinimumWidth(200)
+        keep_columns_whole(self.reads)
         self.reads.cellDoubleClicked.connect(self._on_reads_clicked)
         row.addWidget(self.reads, 1)
         lay.addLayout(row, 1)

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.attention.base import AttentionPage, blurb_label
+from app.widgets.table_width import keep_columns_whole
 from model.interp.measures import K_MAX
 
 FIXED = ("pos", "token", "actually next", "p(actual)", "rank", "entropy (nats)")
@@ -54,6 +55,7 @@ class NextTokenPage(AttentionPage):
         self.table.verticalHeader().setDefaultSectionSize(22)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        keep_columns_whole(self.table)
         lay.addWidget(self.table, 1)
         self.k_spin.valueChanged.connect(lambda _=0: self.refresh())
 

@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QHeaderView, QLabel, QSpli
 from app.views.compare import words
 from app.views.compare.base import ComparePage, make_table, number_cell
 from app.widgets.head_mosaic import HeadMosaic
+from app.widgets.table_width import columns_width
 from model.compare.tables import diff_levels
 from model.interp.frame import carried_mask
 
@@ -103,9 +104,7 @@ class DifferencePage(ComparePage):
         t.setSortingEnabled(True)
         t.sortItems(4, Qt.SortOrder.DescendingOrder)  # the heads that changed most first
         # every column stays readable: the splitter gives the grid only what the table leaves
-        t.setMinimumWidth(
-            t.horizontalHeader().length() + t.verticalScrollBar().sizeHint().width() + 2 * t.frameWidth()
-        )
+        t.setMinimumWidth(columns_width(t))
         self._orient()
 
     #: the narrowest the grid is drawn beside the table (px): below it, the table goes under the grid

@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QHeaderView, QSplitter, QVBoxLayout
 from app.views.compare import words
 from app.views.compare.base import ComparePage, cell, make_table
 from app.widgets.curves import Curves
+from app.widgets.table_width import keep_columns_whole
 
 
 class LossPage(ComparePage):
@@ -36,6 +37,7 @@ class LossPage(ComparePage):
         hdr = self.summary_table.horizontalHeader()
         hdr.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         hdr.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        keep_columns_whole(self.summary_table)
         self.summary_table.setToolTip(
             "Final train loss, last validation loss, latest training speed; parameters, forward FLOPs per "
             "token (2·N_mm + attention scores at the training context) and KV cache per token from the "

@@ -25,15 +25,14 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QProgressBar,
     QPushButton,
-    QScrollArea,
     QSpinBox,
     QVBoxLayout,
-    QWidget,
 )
 
 from app.settings import window_settings
 from app.views.compare import words
 from app.views.compare.base import ComparePage, note
+from app.widgets.layouts import compact_combo, scrolled
 from model.compare import comparison as cmp
 from model.compare.variants import describe_changes
 from model.config import GPTConfig
@@ -101,16 +100,7 @@ class SetupPanel(ComparePage):
         self.ensure_built()
 
     def build(self) -> None:
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        scroll.setMinimumWidth(370)
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 0)
-        outer.addWidget(scroll)
-        body = QWidget()
-        scroll.setWidget(body)
-        lay = QVBoxLayout(body)
+        lay = scrolled(self)  # never narrower than its widest row, never scrolled sideways
         lay.addWidget(self._build_runs(), 2)
         lay.addWidget(self._build_variants())
         lay.addWidget(self._build_training())
@@ -151,13 +141,13 @@ class SetupPanel(ComparePage):
         vbox, vl = _group("Variants of the current config")
         self.base_label = note(color="#444")
         vl.addWidget(self.base_label)
-        self.quick_combo = QComboBox()
+        self.quick_combo = compact_combo(QComboBox(), 12)
         self.quick_combo.setObjectName("compareQuick")
         self.quick_combo.setToolTip("Add a ready-made set of variants of the base config")
         self.quick_button = _button("Add these", self._add_quick)
         vl.addLayout(_row(self.quick_combo, 1, self.quick_button))
         vl.addWidget(QLabel("Or: the same as the base, but …"))
-        self.field_combo = QComboBox()
+        self.field_combo = compact_combo(QComboBox(), 10)
         self.field_combo.addItem("field…", "")
         for name in GPTConfig.field_names():
             if name != "vocab_size":
@@ -188,7 +178,8 @@ class SetupPanel(ComparePage):
         self.train_button = _button("Train variants", self._train)
         self.train_button.setObjectName("compareTrain")
         self.stop_button = _button("Stop", self.stopRequested.emit)
-        tl.addLayout(_row(QLabel("Steps"), self.steps_spin, self.train_button, self.stop_button))
+        tl.addLayout(_row(QLabel("Steps"), self.steps_spin, 1))
+        tl.addLayout(_row(self.train_button, self.stop_button))
         self.progress = QProgressBar()
         self.progress.setFormat("idle")
         self.progress.setTextVisible(True)
@@ -202,10 +193,10 @@ class SetupPanel(ComparePage):
         self.save_button = _button("Save comparison…", self._save_dialog)
         self.open_button = _button("Open comparison…", self._open_dialog)
         fl.addLayout(_row(self.save_button, self.open_button))
-        self.with_models_check = QCheckBox("also save the trained models (a checkpoint per run)")
+        self.with_models_check = QCheckBox("also save the trained models")
         self.with_models_check.setToolTip(
-            "Without them a reopened comparison shows its curves, tables and attention, but cannot run a "
-            "new prompt through variants trained here"
+            "A checkpoint per run, beside the comparison. Without them a reopened comparison shows its "
+            "curves, tables and attention, but cannot run a new prompt through variants trained here"
         )
         fl.addWidget(self.with_models_check)
         self.file_label = note()

@@ -59,6 +59,10 @@ class CompareTab(QWidget):
     :meth:`open_comparison`; ``state`` holds the runs, ``setup`` is the left panel and
     ``pages[key]`` (:meth:`show_page`) the pages."""
 
+    #: no setup docks: the tab's own setup column takes their place (variants name their changes
+    #: from the Model panel's config, shown there as the base), so its pages keep their room
+    docks = ()
+
     trainingFinished = Signal(str, str)
     attentionReady = Signal()
     runsChanged = Signal()

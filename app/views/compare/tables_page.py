@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout
 
 from app.views.compare import words
 from app.views.compare.base import ComparePage, cell, make_table, note, number_cell
+from app.widgets.layouts import compact_combo
 from model.compare.tables import config_table
 
 
@@ -23,7 +24,7 @@ class MetricsPage(ComparePage):
         ml = QVBoxLayout(self)
         row = QHBoxLayout()
         row.addWidget(QLabel("Metric"))
-        self.metric_combo = QComboBox()
+        self.metric_combo = compact_combo(QComboBox(), 16)
         self.metric_combo.setObjectName("compareMetric")
         for key, label in words.METRIC_CHOICES:
             self.metric_combo.addItem(label, key)

@@ -19,12 +19,12 @@ SUMMARY_COLUMNS: tuple[tuple[str, str | None, str | None], ...] = (
     ("run", None, None),
     ("kind", None, None),
     ("steps", "steps", "{:,}"),
-    ("train loss", "train_loss", "{:.4f}"),
-    ("val loss", "val_loss", "{:.4f}"),
-    ("tokens/s", "tokens_per_s", "{:,.0f}"),
+    ("train\nloss", "train_loss", "{:.4f}"),
+    ("val\nloss", "val_loss", "{:.4f}"),
+    ("tokens\n/ s", "tokens_per_s", "{:,.0f}"),
     ("parameters", "params", "{:,}"),
-    ("forward FLOPs/token", "flops_per_token", "{:,}"),
-    ("KV cache/token (fp32)", "kv_cache_bytes_per_token", "{:,} B"),
+    ("forward FLOPs\n/ token", "flops_per_token", "{:,}"),
+    ("KV cache / token\n(fp32)", "kv_cache_bytes_per_token", "{:,} B"),
 )
 
 #: The per-head metrics the aligned table offers: (HeadMetrics field, label).

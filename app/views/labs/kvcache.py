@@ -19,16 +19,17 @@ from app.views.labs.base import LabPage
 from app.views.labs.mask import spin
 from app.views.labs.plots import BarPlot
 from app.widgets.layouts import FlowLayout, labelled
+from app.widgets.table_width import keep_columns_whole
 from model.budget.arithmetic import human_bytes
 from model.nn.measure import measure_kv_cache
 
 COLUMNS = (
     "attention",
-    "cached per token (values)",
-    "bytes / token: formula",
+    "cached per token\n(values)",
+    "bytes / token:\nformula",
     "allocated",
-    "vs MHA",
-    "at context",
+    "vs\nMHA",
+    "at\ncontext",
 )
 
 
@@ -74,6 +75,7 @@ class KVCachePage(LabPage):
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)  # the long one takes what is left
         self.table.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        keep_columns_whole(self.table)
         self.table.setFixedHeight(self.table.horizontalHeader().sizeHint().height() + 4 * 30 + 6)
         self.table.verticalHeader().setDefaultSectionSize(30)
         body.addWidget(self.table)

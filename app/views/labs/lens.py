@@ -8,6 +8,7 @@ from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
+    QHeaderView,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -52,7 +53,10 @@ class LensPage(LabPage):
         self.mids.toggled.connect(lambda *_: self.mark_dirty())
         self.table = QTableWidget()
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        # a column per token, sharing the page's width; the table scrolls only for a long prompt
         self.table.horizontalHeader().setDefaultSectionSize(46)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.table.horizontalHeader().setMinimumSectionSize(40)
         self.table.verticalHeader().setDefaultSectionSize(34)
         body.addWidget(self.table, 1)
 

@@ -22,6 +22,7 @@ from app.views.labs.mask import dspin, spin
 from app.views.labs.plots import BarPlot, LinePlot
 from app.widgets.layouts import FlowLayout, labelled
 from app.widgets.matrix_plot import MatrixPlot
+from app.widgets.table_width import keep_columns_whole
 from model.interp.analysis.positions import (
     permutation_experiment,
     permutation_predictions,
@@ -384,7 +385,10 @@ class PermutationPage(LabPage):
             w.valueChanged.connect(lambda *_: self.mark_dirty())
         self.table = QTableWidget()
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        # a column per token, sharing the page's width; the table scrolls only for a long prompt
         self.table.horizontalHeader().setDefaultSectionSize(60)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.table.horizontalHeader().setMinimumSectionSize(44)
         body.addWidget(self.table, 3)
         body.addWidget(QLabel("<b>All four settings</b> (same prompt, same shuffle):"))
         self.summary = QTableWidget(4, 4)
@@ -394,6 +398,7 @@ class PermutationPage(LabPage):
         self.summary.verticalHeader().setVisible(False)
         self.summary.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.summary.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        keep_columns_whole(self.summary)
         body.addWidget(self.summary, 2)
 
     def compute(self) -> None:

@@ -25,6 +25,7 @@ from app.views.labs.mask import dspin, spin
 from app.views.labs.plots import BarPlot, LinePlot
 from app.widgets.layouts import FlowLayout, labelled
 from app.widgets.palette import color_for
+from app.widgets.table_width import keep_columns_whole
 from model.config import GPTConfig
 from model.interp.analysis.saturation import model_saturation, saturation_summary
 from model.interp.analysis.softmax_theory import (
@@ -120,19 +121,22 @@ class SoftmaxTheoryPage(LabPage):
         self.table.setHorizontalHeaderLabels(
             [
                 "variant",
-                "std of scores\n(theory)",
+                "score std\n(theory)",
                 "mean max\nweight",
-                "mean row\nentropy (nats)",
+                "row entropy\n(nats)",
                 "‖J‖ softmax\nJacobian",
             ]
         )
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        keep_columns_whole(self.table)
         for i, name in enumerate(VARIANT_LABELS):
-            item = QTableWidgetItem(VARIANT_LABELS[name])
+            item = QTableWidgetItem(VARIANT_LABELS[name].replace(": ", ":\n", 1))  # name above formula
             item.setForeground(_qcolor(color_for(name, i)))
             self.table.setItem(i, 0, item)
+        self.table.resizeRowsToContents()
         self.std_plot = LinePlot("Std of scores", "d_k", "std (dark dashes: √d_k)", log_x=True, log_y=True)
         self.max_plot = LinePlot("Mean max weight", "d_k", "max_j p_j", log_x=True)
         self.ent_plot = LinePlot("Mean row entropy", "d_k", "nats", log_x=True)

@@ -114,7 +114,7 @@ class LabsTab(QWidget):
         split = QSplitter(Qt.Orientation.Horizontal)
         self.tree = QTreeWidget()
         self.tree.setHeaderHidden(True)
-        self.tree.setMinimumWidth(190)
+        self.tree.setMinimumWidth(150)
         self.tree.setMaximumWidth(280)
         self.stack = CurrentPageStack()
         split.addWidget(self.tree)
