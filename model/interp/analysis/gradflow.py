@@ -6,12 +6,12 @@ block's parameters together), also split into attention, MLP and norm parameters
 Xiong et al. (2020): at initialisation a Post-LN Transformer (``x ← Norm(x + F(x))``) has large
 gradients for the layers near the output, and they shrink toward the input, so a large learning
 rate blows up the top layers (hence warm-up). Pre-LN (``x ← x + F(Norm(x))``) keeps an identity path
-from the loss to every layer and its per-layer gradients stay about level with depth.
+from the loss to every layer and its per-layer gradients stay well scaled at every depth.
 :func:`grad_flow_at_init` measures this on a fresh model of any config; :func:`grad_flow_variants`
 does it for Pre/Post-LN × LayerNorm/RMSNorm from one seed and one batch.
 
-The default experiment (:func:`xiong_config`: 6 layers, d = 128, 4 heads, a ReLU FFN of width 2d as
-in the original Transformer Xiong et al. study, V = 64, 8 × 64 random tokens, Xavier init, seed 0)
+The default experiment (:func:`xiong_config`: 6 layers, d = 128, 4 heads, a ReLU FFN (the original
+Transformer's, which Xiong et al. analyse) of width 2d, V = 64, 8 × 64 random tokens, Xavier init, seed 0)
 measures last block / first block = 1.70 for Post-LN and 0.74 for Pre-LN, and Post-LN's last block
 4.3× Pre-LN's; over seeds 0-9 Post-LN's ratio is 1.22-1.92 and Pre-LN's 0.69-0.83 (Pre-LN falls
 gently rather than staying level: its lower blocks also collect gradient through the sublayers
