@@ -37,6 +37,7 @@ from PySide6.QtCore import QByteArray, QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QMessageBox, QTabWidget, QWidget
 
+from app.dock_room import DOCK_MIN_WIDTH, DOCK_WIDTH, DockRoom
 from app.file_actions import FileActions, export_widget_targets
 from app.menus import APP_NAME, WindowMenus, about_text
 from app.panels.model import ConfigPanel
@@ -161,13 +162,14 @@ class MainWindow(QMainWindow):
                 | QDockWidget.DockWidgetFeature.DockWidgetClosable
                 | QDockWidget.DockWidgetFeature.DockWidgetFloatable
             )
-            dock.setMinimumWidth(360)
+            dock.setMinimumWidth(DOCK_MIN_WIDTH)
             self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
             self.docks[key] = dock
         self.tabifyDockWidget(self.docks["data"], self.docks["model"])
         self.tabifyDockWidget(self.docks["model"], self.docks["training"])
         self.docks["model"].raise_()
-        self.resizeDocks([self.docks["model"]], [390], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks["model"]], [DOCK_WIDTH], Qt.Orientation.Horizontal)
+        self.dock_room = DockRoom(self, list(self.docks.values()))  # they give way on a small screen
         self._default_dock_state = self.saveState(STATE_VERSION)
         #: the dock layout from before the current tab hid the docks it does not want (else None)
         self._docks_state: QByteArray | None = None

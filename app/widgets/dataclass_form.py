@@ -203,6 +203,7 @@ class DataclassForm(QWidget):
         text = text or name.replace("_", " ").capitalize()
         label = QLabel(f"{text} <span style='color:#888'>{name}</span>" if self.show_names else text)
         label.setToolTip(self.tips.get(name, name))
+        label.setWordWrap(True)  # a long label takes two lines in a narrow dock, not the field's room
         return label
 
     def _make(self, name: str, hint: Any) -> QWidget:
@@ -212,6 +213,9 @@ class DataclassForm(QWidget):
         if kind == "choice":
             w = QComboBox()
             w.addItems(list(self.choices[name]))
+            # as narrow as 8 characters (the open list shows every name whole): the arrow stays in sight
+            w.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            w.setMinimumContentsLength(8)
             w.currentIndexChanged.connect(self._changed)
         elif kind == "bool":
             w = QCheckBox()

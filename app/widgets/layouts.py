@@ -9,10 +9,27 @@ from PySide6.QtCore import QPoint, QRect, QSize, Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLayout, QLayoutItem, QScrollArea, QVBoxLayout, QWidget
 
 
+class VerticalScroll(QScrollArea):
+    """A scroll area that scrolls only up and down: it is never narrower than its body's minimum
+    width plus its scroll bar, so the body is never cut at the right (a dock or column holding it
+    grows instead)."""
+
+    def minimumSizeHint(self) -> QSize:
+        hint = super().minimumSizeHint()
+        body = self.widget()
+        if body is None:
+            return hint
+        frame = 2 * self.frameWidth()
+        width = body.minimumSizeHint().expandedTo(body.minimumSize()).width()
+        return QSize(
+            max(hint.width(), width + self.verticalScrollBar().sizeHint().width() + frame), hint.height()
+        )
+
+
 def vertical_scroll(*, frame: bool = True) -> tuple[QScrollArea, QVBoxLayout]:
-    """A scroll area that scrolls only up and down (its body always fits its width), and the
-    layout of its body: a setup panel or editor column taller than the window."""
-    scroll = QScrollArea()
+    """A :class:`VerticalScroll` (its body always fits its width), and the layout of its body: a
+    setup panel or editor column taller than the window."""
+    scroll = VerticalScroll()
     scroll.setWidgetResizable(True)
     if not frame:
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
@@ -39,7 +56,7 @@ def pin_above(widget: QWidget, pinned: QWidget) -> None:
     outer.insertWidget(0, pinned)
 
 
-__all__ = ["pin_above", "scrolled", "vertical_scroll"]
+__all__ = ["VerticalScroll", "pin_above", "scrolled", "vertical_scroll"]
 
 
 class FlowLayout(QLayout):

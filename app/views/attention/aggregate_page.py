@@ -11,7 +11,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QSplitter,
-    QStackedWidget,
     QVBoxLayout,
 )
 
@@ -19,6 +18,7 @@ from app.views.attention.base import AttentionPage, blurb_label
 from app.views.attention.head_picker import HeadPicker
 from app.widgets.head_mosaic import HeadMosaic
 from app.widgets.matrix_plot import MatrixPlot
+from app.widgets.page_stack import CurrentPageStack
 
 MODES = (
     ("layers", "Mean over the heads of each layer"),
@@ -53,7 +53,7 @@ class AggregatePage(AttentionPage):
         bar.addWidget(self.log_box)
         lay.addLayout(bar)
         split = QSplitter()
-        self.stack = QStackedWidget()
+        self.stack = CurrentPageStack()
         self.mosaic = HeadMosaic(row_name="layer", col_name="")
         self.heatmap = MatrixPlot(legend_label="mean weight")
         self.stack.addWidget(self.mosaic)

@@ -46,6 +46,7 @@ class NextTokenPage(AttentionPage):
         self.k_spin.setValue(5)
         bar.addWidget(self.k_spin)
         self.summary = QLabel(" ")
+        self.summary.setWordWrap(True)
         bar.addWidget(self.summary, 1)
         lay.addLayout(bar)
         self.table = QTableWidget(0, 0)

@@ -34,8 +34,6 @@ from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import (
     QApplication,
     QGraphicsOpacityEffect,
-    QStackedWidget,
-    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -62,6 +60,7 @@ from app.views.attention.pipeline_page import PipelinePage
 from app.views.attention.rollout_page import RolloutPage
 from app.views.attention.state import AttentionState
 from app.views.page import screenshot_steps
+from app.widgets.page_stack import CurrentPageStack, CurrentPageTabs
 from model.interp.inspection import inspect_prompt
 from model.interp.plan import plan_prompt
 from model.interp.prompt import PromptError
@@ -124,11 +123,11 @@ class AttentionTab(QWidget):
         self.banner = AblationBanner(self.state)
         self.banner_label, self.banner_restore = self.banner.label, self.banner.restore_button
         root.addWidget(self.banner)
-        self.stack = QStackedWidget()
+        self.stack = CurrentPageStack()
         self.empty = NoModelView(session)
         self.build_button = self.empty.build_button
         self.stack.addWidget(self.empty)
-        self.page_tabs = QTabWidget()
+        self.page_tabs = CurrentPageTabs()
         self.page_tabs.setDocumentMode(True)
         self.pages: dict[str, AttentionPage] = {}
         for cls in PAGES:

@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -40,6 +39,7 @@ from app.views.budget.pages import CostPage, FlopsPage, KVPage, MemoryPage, Para
 from app.views.budget.side_by_side import SideBySidePage
 from app.views.page import Page, bring_into_view, page_targets, panel_beside_pages, screenshot_steps
 from app.widgets.layouts import vertical_scroll
+from app.widgets.page_stack import CurrentPageTabs
 from model.budget import arithmetic as budget
 from model.budget import presets
 from model.budget.exports import to_csv, to_markdown
@@ -170,7 +170,7 @@ class BudgetTab(QWidget):
         self.problem_label.hide()
         lay.addWidget(self.problem_label)
 
-        self.page_tabs = QTabWidget()
+        self.page_tabs = CurrentPageTabs()
         self.page_tabs.setObjectName("budgetPages")
         self.params_page = ParamsPage()
         self.flops_page = FlopsPage()

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QTabWidget, QWidget
+from PySide6.QtWidgets import QWidget
 
 from app.compare_runs import Run
 from app.views.compare import words
@@ -38,6 +38,7 @@ from app.views.compare.state import CompareState
 from app.views.compare.tables_page import ConfigPage, MetricsPage
 from app.views.compare.training import VariantTraining
 from app.views.page import bring_into_view, page_targets, panel_beside_pages, screenshot_steps
+from app.widgets.page_stack import CurrentPageTabs
 from model.compare import comparison as cmp
 from model.compare.tables import history_points
 from model.compare.variants import describe_changes, parse_changes
@@ -73,7 +74,7 @@ class CompareTab(QWidget):
 
         self.setup = SetupPanel(st)
         self._connect_setup(self.setup)
-        self.page_tabs = QTabWidget()
+        self.page_tabs = CurrentPageTabs()
         self.page_tabs.setObjectName("comparePages")
         self.pages: dict[str, ComparePage] = {}
         for cls in PAGES:

@@ -128,6 +128,7 @@ class LabPage(LazyPage):
         title = QLabel(f"{self.lab} — {self.title}")
         title.setTextFormat(Qt.TextFormat.PlainText)  # an apostrophe stays one, a "<" stays text
         title.setObjectName("labTitle")
+        title.setWordWrap(True)
         lay.addWidget(title)
         if self.explanation:
             text = QLabel(self.explanation)

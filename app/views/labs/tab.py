@@ -34,7 +34,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QSplitter,
-    QStackedWidget,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -51,6 +50,7 @@ from app.views.labs.residual import GradFlowPage, LiveNormsPage, StreamNormsPage
 from app.views.labs.softmax import SoftmaxModelPage, SoftmaxTheoryPage, SoftmaxTrainingPage
 from app.views.labs.worked import WorkedExamplePage
 from app.views.page import bring_into_view, page_targets, screenshot_steps
+from app.widgets.page_stack import CurrentPageStack
 
 #: Refresh the page on screen at most this often while the session trains (seconds).
 LIVE_INTERVAL_S = 2.0
@@ -107,6 +107,7 @@ class LabsTab(QWidget):
         top.addWidget(self.prompt_edit, 3)
         self.model_label = QLabel()
         self.model_label.setStyleSheet("color: #444;")
+        self.model_label.setWordWrap(True)  # two lines on a small screen, not a wider tab
         top.addWidget(self.model_label, 2)
         root.addLayout(top)
 
@@ -115,7 +116,7 @@ class LabsTab(QWidget):
         self.tree.setHeaderHidden(True)
         self.tree.setMinimumWidth(190)
         self.tree.setMaximumWidth(280)
-        self.stack = QStackedWidget()
+        self.stack = CurrentPageStack()
         split.addWidget(self.tree)
         split.addWidget(self.stack)
         split.setStretchFactor(1, 1)
