@@ -1,4 +1,4 @@
-"""The Attention tab's causal pages: Patching, Logit attribution, and rollout among the aggregates.
+"""The Attention tab's causal pages: Patching and Logit attribution (rollout: test_attention_rollout).
 
 Each number drawn is checked against the model run by hand through its hook points (one patched run
 per checked cell, the model's own logits), not against the batched analysis the page calls.
@@ -13,7 +13,6 @@ import pytest
 import torch
 
 from app.views.attention.state import CausalFailure
-from model.interp.trace import run_with_trace
 
 TIMEOUT = 30_000
 CLEAN = "When Mary and Anne went out, Anne gave it to"  # fits the primer's characters and 48 tokens
@@ -188,22 +187,3 @@ def test_a_causal_page_exports_its_numbers_as_csv_and_npz(qtbot, tab, tmp_path):
     tab.show_page("next")
     with pytest.raises(ValueError, match="no numbers"):
         tab.export_numbers(tmp_path / "next.csv")
-
-
-def test_rollout_is_an_aggregate_with_its_caveat_on_screen(qtbot, tab):
-    from model.interp.analysis.rollout import ROLLOUT_CAVEAT, attention_rollout
-
-    with qtbot.waitSignal(tab.aggregatesReady, timeout=TIMEOUT):
-        page = tab.show_page("aggregates")
-    assert page.result.rollout is None  # L products of [T, T]: computed only when shown
-    with qtbot.waitSignal(tab.aggregatesReady, timeout=TIMEOUT):
-        page.set_mode("rollout")
-    assert page.caveat.isVisible() and ROLLOUT_CAVEAT in page.caveat.text()
-    ids = tab.session.tokenizer.encode(CLEAN)
-    with torch.no_grad():
-        trace = run_with_trace(tab.session.model, torch.tensor([ids]), kinds=("pattern",))
-    want = attention_rollout(trace.stack("pattern")).rollout
-    mask = tab.inspection.mask
-    np.testing.assert_allclose(page.heatmap.matrix[mask], want[mask], atol=1e-5)
-    page.set_mode("all")
-    assert not page.caveat.isVisible()

@@ -164,7 +164,7 @@ def test_token_focus_titles_are_whole_at_1280(qtbot, attention_at):
     "key",
     [
         *("heads", "head", "pipeline", "lines", "focus", "aggregates", "metrics", "patching", "circuits"),
-        *("next", "ablation"),
+        *("next", "ablation", "rollout"),
     ],
 )
 def test_nothing_is_cut_or_overlapping_on_an_attention_page_at_1280(qtbot, attention_at, key):

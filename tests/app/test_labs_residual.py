@@ -2,8 +2,9 @@
 and the live norms recorded during a real training run of the session."""
 
 import numpy as np
+from PySide6.QtWidgets import QLabel
 
-from model.interp.analysis.gradflow import grad_flow_variants
+from model.interp.analysis.gradflow import grad_flow_variants, tilt_words, xiong_config
 from model.interp.analysis.residual import logit_lens, residual_norms, write_stats
 from model.interp.prompt import encode_prompt
 from model.interp.trace import run_with_trace
@@ -55,22 +56,38 @@ def test_logit_lens_last_row_is_the_models_output(labs, qtbot, wait_results):
 def test_gradient_flow_at_init_pre_vs_post(labs, qtbot, wait_results):
     tab, _ = labs
     page = tab.show_page("residual-gradflow")
-    page.n_layers.setValue(6)
-    page.d_model.setValue(64)
-    flows = wait_results(qtbot, page, "init")
+    flows = wait_results(qtbot, page, "init")  # the page's own defaults
     cfg = page._config(page.init_vocab())
-    assert cfg.vocab_size == 64  # the copy task's 12 symbols, raised to the floor
+    assert cfg == xiong_config()  # the experiment the model test checks, whatever the corpus (copy task)
     ref = grad_flow_variants(
         cfg, variants=(("pre", "layernorm"), ("post", "layernorm")), init="xavier", seed=0
     )
     for key, flow in flows.items():
         assert np.allclose(flow.block, ref[key].block, rtol=1e-5)
     assert np.allclose(page.init_plot.curves["Post-LN"].yData, ref[("post", "layernorm")].block, rtol=1e-5)
-    # Xiong et al.: at init Post-LN's gradients grow toward the output, Pre-LN's do not
-    post, pre = flows[("post", "layernorm")], flows[("pre", "layernorm")]
-    assert post.top_to_bottom > 1.0 > pre.top_to_bottom and post.block[-1] > 2 * pre.block[-1]
+    # the words beside the plot say what the plotted curves show (Xiong et al.: Post-LN rises)
+    notice = page.header.findChild(QLabel, "labNotice").text()
+    for name in ("Post-LN", "Pre-LN"):
+        y = page.init_plot.curves[name].yData
+        assert f"{name}'s {'last block gets ' if name == 'Post-LN' else ''}{y[-1] / y[0]:.2f}×" in notice
+    post_y = page.init_plot.curves["Post-LN"].yData
+    assert post_y[-1] / post_y[0] > 1.15 and "(it rises toward the output)" in notice
+    assert "That is as they describe." in notice and page.notice in notice
+    assert "(it falls toward the output);" in notice  # Pre-LN, measured 0.74×
     flows = wait_results(qtbot, page, "init", lambda: page.norm.setCurrentIndex(1))
     assert set(flows) == {("pre", "rmsnorm"), ("post", "rmsnorm")}
+    # GELU at d_model 16, 2 layers: the words follow whatever is measured
+    page.norm.setCurrentIndex(0)
+    for w, v in ((page.n_layers, 2), (page.d_model, 16), (page.n_heads, 2)):
+        w.setValue(v)
+    flows = wait_results(qtbot, page, "init", lambda: page.mlp.setCurrentIndex(1))
+    post = flows[("post", "layernorm")]
+    notice = page.header.findChild(QLabel, "labNotice").text()
+    words = f"{post.top_to_bottom:.2f}× the first block's gradient (it {tilt_words(post.top_to_bottom)})"
+    assert words in notice
+    for w, v in ((page.n_layers, 6), (page.d_model, 128), (page.n_heads, 4)):
+        w.setValue(v)
+    page.mlp.setCurrentIndex(0)
 
 
 def test_gradient_flow_during_training(labs, qtbot):

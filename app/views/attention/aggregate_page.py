@@ -1,6 +1,6 @@
 """The Aggregates page: mean attention over heads per layer, over layers per head index, over every
-head, or over a chosen set of heads (``model.interp.analysis.aggregate``), and attention rollout through
-every layer (``model.interp.analysis.rollout``, with its caveat on screen); computed off the GUI thread."""
+head, or over a chosen set of heads (``model.interp.analysis.aggregate``); computed off the GUI thread.
+Attention rollout, which multiplies the layer means together, has its own page (``rollout_page``)."""
 
 from __future__ import annotations
 
@@ -19,14 +19,12 @@ from app.views.attention.head_picker import HeadPicker
 from app.widgets.head_mosaic import HeadMosaic
 from app.widgets.matrix_plot import MatrixPlot
 from app.widgets.page_stack import CurrentPageStack
-from model.interp.analysis.rollout import ROLLOUT_CAVEAT
 
 MODES = (
     ("layers", "Mean over the heads of each layer"),
     ("heads", "Mean over the layers, per head index"),
     ("all", "Mean over every head"),
     ("chosen", "Mean of the heads I choose"),
-    ("rollout", "Attention rollout through every layer"),
 )
 
 
@@ -66,10 +64,6 @@ class AggregatePage(AttentionPage):
         split.setStretchFactor(0, 4)
         split.setStretchFactor(1, 1)
         lay.addWidget(split, 1)
-        self.caveat = blurb_label(f"Caveat (Abnar & Zuidema 2020): {ROLLOUT_CAVEAT}")
-        self.caveat.setStyleSheet("color: #8a4b00;")
-        self.caveat.setVisible(False)
-        lay.addWidget(self.caveat)
         self.result = None
         self.mode_combo.currentIndexChanged.connect(self._on_mode)
         self.picker.selectionChanged.connect(self._on_picked)
@@ -85,9 +79,6 @@ class AggregatePage(AttentionPage):
 
     def _on_mode(self, _i: int) -> None:
         self.picker.setVisible(self.mode == "chosen")
-        self.caveat.setVisible(self.mode == "rollout")
-        if self.state.set_rollout_wanted(self.mode == "rollout"):
-            return  # the aggregates with the rollout follow (on_aggregates draws them)
         self._draw()
 
     def _on_log(self, on: bool) -> None:
@@ -156,13 +147,6 @@ class AggregatePage(AttentionPage):
             if mode == "all":
                 m = res.overall
                 title = f"mean of all {insp.n_layers * insp.n_heads} heads"
-            elif mode == "rollout":
-                if res.rollout is None:
-                    return  # asked for; on_aggregates draws it
-                m = res.rollout
-                title = (
-                    f"attention rollout through {insp.n_layers} layers: where each position's stream is from"
-                )
             else:
                 if res.chosen is None:
                     self.heatmap.set_title("choose at least one head on the right")

@@ -39,6 +39,8 @@ class AttentionPage(LazyPage):
     needs_head_detail = False
     #: whether the page needs the aggregates job
     needs_aggregates = False
+    #: whether those aggregates must include attention rollout (the Rollout page)
+    needs_rollout = False
     #: whether the page needs the next-token table (ranked over the vocabulary when shown)
     needs_next_tokens = False
     #: the causal tool the page shows ("patching", "attribution"), whose job it needs

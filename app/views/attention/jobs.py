@@ -45,9 +45,11 @@ class AttentionJobs:
         if page.needs_head_detail and st.head_detail_for_selected() is None:
             self.head_detail()
             ready = False
-        if page.needs_aggregates and st.aggregates_for_current() is None:
-            self.aggregates()
-            ready = False
+        if page.needs_aggregates:
+            st.rollout_wanted = page.needs_rollout  # L products of [T, T]: only for the page that shows them
+            if st.aggregates_for_current() is None:
+                self.aggregates()
+                ready = False
         if page.needs_next_tokens and st.next_tokens_for_current() is None:
             self.next_tokens()
             ready = False

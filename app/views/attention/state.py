@@ -74,8 +74,6 @@ class AttentionState:
     next_tokens_changed = Signal()
     #: (heads): the heads to average changed
     chosen_heads_changed = Signal()
-    #: (bool): whether the aggregates must include attention rollout changed
-    rollout_wanted_changed = Signal()
     #: (kind, result): a causal tool's result arrived (``"patching"`` or ``"attribution"``)
     causal_changed = Signal()
     #: (kind): the inputs of a causal tool changed (corrupted prompt, tokens, position)
@@ -108,7 +106,7 @@ class AttentionState:
         self.experts = None  # (request, ExpertChoice)
         self._layer_masks: tuple[Any, list] | None = None  # (inspection, its per-layer masks)
         self.chosen_heads: list[Head] = []
-        #: whether the aggregates include attention rollout (only while the Aggregates page shows it)
+        #: whether the aggregates include attention rollout (set for the page in view: the Rollout page)
         self.rollout_wanted = False
         #: the causal tools' inputs: ``corrupt`` "" = suggest one from the prompt; tokens "" = the top
         #: prediction; ``position`` -1 = the last token
@@ -435,14 +433,6 @@ class AttentionState:
             return False
         self.chosen_heads = heads
         self.chosen_heads_changed.emit(list(heads))
-        return True
-
-    def set_rollout_wanted(self, on: bool) -> bool:
-        """Whether the aggregates must include attention rollout; returns whether that changed."""
-        if bool(on) == self.rollout_wanted:
-            return False
-        self.rollout_wanted = bool(on)
-        self.rollout_wanted_changed.emit(self.rollout_wanted)
         return True
 
     # ---- words ---------------------------------------------------------------------------------

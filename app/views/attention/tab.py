@@ -2,11 +2,10 @@
 
 Layout (``controls``): the prompt bar (with the token count and timings) on top, a banner while heads
 are switched off, then the pages: Heads (the L×H grid), Head (one head large), Pipeline, Lines, Token
-focus, Aggregates, Metrics, Experts (a mixture-of-experts model only: a page whose ``applies_to`` the
-model's config fails is hidden), Ablation, Patching, Logit attribution, Next token. With no model yet the
-tab says so and offers to build the default one. What the pages draw is in ``state``
-(:class:`AttentionState`, no Qt): the pages read it and follow its signals, never the tab nor each
-other.
+focus, Aggregates, Rollout, Metrics, Experts (mixture-of-experts models only: a page whose
+``applies_to`` fails for the model's config is hidden), Ablation, Patching, Logit attribution, Next
+token. With no model the tab says so and offers to build the default one. What the pages draw is in
+``state`` (:class:`AttentionState`, no Qt): pages read it and follow its signals, never the tab or each other.
 
 Computation (``model.interp.inspection``). Typing re-runs the prompt after :attr:`AttentionTab.DEBOUNCE_MS`
 of quiet, on the session's current model, in the session's :class:`~app.compute.ComputeWorker` (off
@@ -58,6 +57,7 @@ from app.views.attention.metrics_page import MetricsPage
 from app.views.attention.next_token_page import NextTokenPage
 from app.views.attention.patching_page import PatchingPage
 from app.views.attention.pipeline_page import PipelinePage
+from app.views.attention.rollout_page import RolloutPage
 from app.views.attention.state import AttentionState
 from app.views.page import screenshot_steps
 from app.widgets.page_stack import CurrentPageStack, CurrentPageTabs
@@ -68,14 +68,14 @@ from model.runtime import with_threads
 
 #: The pages, in the order of their tabs.
 PAGES = (
-    *(GridPage, HeadPage, PipelinePage, LinesPage, FocusPage, AggregatePage, MetricsPage, ExpertsPage),
-    *(AblationPage, PatchingPage, CircuitsPage, AttributionPage, NextTokenPage),
+    *(GridPage, HeadPage, PipelinePage, LinesPage, FocusPage, AggregatePage, RolloutPage, MetricsPage),
+    *(ExpertsPage, AblationPage, PatchingPage, CircuitsPage, AttributionPage, NextTokenPage),
 )
 #: Screenshot order: the Ablation page last, since its picture switches a head off (a page the model
 #: does not offer, e.g. Experts of a dense model, is left out).
 SCREENSHOT_ORDER = (
-    *("heads", "head", "pipeline", "lines", "focus", "aggregates", "metrics", "experts", "patching"),
-    *("circuits", "attribution", "next", "ablation"),
+    *("heads", "head", "pipeline", "lines", "focus", "aggregates", "rollout", "metrics", "experts"),
+    *("patching", "circuits", "attribution", "next", "ablation"),
 )
 #: key prefix of the follow-up jobs of one run (metrics, head detail, ...): a new run cancels them
 FOLLOW_UPS = "attention.run."
@@ -156,7 +156,6 @@ class AttentionTab(QWidget):
         st.selection_changed.connect(self._on_head_selected)
         st.ablation_changed.connect(lambda _heads: self.schedule())
         st.chosen_heads_changed.connect(lambda _heads: self.jobs.aggregates())
-        st.rollout_wanted_changed.connect(lambda _on: self.jobs.aggregates())
         st.causal_setup_changed.connect(self._on_causal_setup)
         st.circuit_setup_changed.connect(self._on_circuit_setup)
 

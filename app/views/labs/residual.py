@@ -9,6 +9,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QGridLayout,
     QHBoxLayout,
+    QLabel,
     QPushButton,
     QVBoxLayout,
 )
@@ -20,8 +21,14 @@ from app.views.labs.plots import BarPlot, LinePlot
 from app.widgets.layouts import FlowLayout, labelled
 from app.widgets.matrix_plot import MatrixPlot
 from app.widgets.palette import color_for
-from model.config import GPTConfig
-from model.interp.analysis.gradflow import fixed_batch, grad_flow_on_batch, grad_flow_variants
+from model.interp.analysis.gradflow import (
+    at_init_summary,
+    fixed_batch,
+    grad_flow_on_batch,
+    grad_flow_variants,
+    shows_xiong,
+    xiong_config,
+)
 from model.interp.analysis.residual import residual_norms, residual_profile, write_stats
 from model.interp.trace import run_with_trace
 from model.train.multitrain import variant_configs
@@ -240,27 +247,34 @@ class GradFlowPage(LabPage):
     explanation = (
         "How large is ∂loss/∂θ for each block? Pre-LN keeps a clean identity path from the loss to every "
         "layer; Post-LN normalises the sum after every sublayer, so every path back passes through a norm. "
-        "Left: one backward pass of a fresh model (Xavier init, as Xiong et al. analyse). Right: the same "
-        "measurement on a fixed batch as two copies train side by side."
+        "Left: one backward pass of a fresh model on random tokens (Xavier init and the original "
+        "Transformer's ReLU FFN, as Xiong et al. analyse). Right: the same measurement on a fixed batch as "
+        "two copies train side by side."
     )
     formula = (
         "‖g<sub>l</sub>‖ = ‖∂loss/∂θ<sub>l</sub>‖₂ over all of block l's parameters;  Pre-LN: x + "
         "F(Norm(x)),  "
         "Post-LN: Norm(x + F(x));  LayerNorm: γ(x − μ)/σ + β,  RMSNorm: γx/rms(x)"
     )
-    notice = (
-        "at initialisation Post-LN's gradients grow toward the output (the last block's is the largest) "
-        "while Pre-LN's shrink gently — Xiong et al.'s reason Post-LN needs warm-up. RMSNorm and LayerNorm "
-        "behave alike. While training, the last block's gradient stays larger under Post-LN."
+    #: the claim the measured sentence (``at_init_summary``) is set beside, in the notice
+    XIONG = (
+        "Xiong et al. (2020) find that at initialisation Post-LN's gradients are largest near the output, "
+        "the reason it needs warm-up, while Pre-LN's are well scaled at every depth"
     )
+    notice = XIONG + "; measuring this page's setting…"
     uses_model = False
     follows_training = False
 
     def build(self, body: QVBoxLayout) -> None:
         row = FlowLayout()
-        self.n_layers = labelled(row, "layers", spin(2, 24, 6))
-        self.d_model = labelled(row, "d_model", spin(8, 512, 64))
-        self.n_heads = labelled(row, "heads", spin(1, 16, 4))
+        xiong = xiong_config()
+        self.n_layers = labelled(row, "layers", spin(2, 24, xiong.n_layers))
+        self.d_model = labelled(row, "d_model", spin(8, 512, xiong.d_model, "FFN width d_ff = 2·d_model"))
+        self.n_heads = labelled(row, "heads", spin(1, 16, xiong.n_heads))
+        self.mlp = QComboBox()
+        self.mlp.addItem("ReLU (original Transformer)", "relu")
+        self.mlp.addItem("GELU (GPT-2)", "gelu")
+        labelled(row, "FFN", self.mlp)
         self.norm = QComboBox()
         self.norm.addItem("LayerNorm", "layernorm")
         self.norm.addItem("RMSNorm", "rmsnorm")
@@ -279,7 +293,7 @@ class GradFlowPage(LabPage):
         body.addLayout(row)
         for w in (self.n_layers, self.d_model, self.n_heads):
             w.valueChanged.connect(lambda *_: self.mark_dirty())
-        for w in (self.norm, self.init):
+        for w in (self.norm, self.init, self.mlp):
             w.currentIndexChanged.connect(lambda *_: self.mark_dirty())
 
         plots = QHBoxLayout()
@@ -305,23 +319,23 @@ class GradFlowPage(LabPage):
         body.addWidget(self.panel, 3)
 
     def init_vocab(self) -> int:
-        """Vocabulary of the at-init measurement (random tokens): the corpus's, but at least 64 — with a
-        handful of symbols the unembedding's gradient is too small for the effect to show."""
-        tok = self.session.tokenizer
-        return max(64, tok.vocab_size if tok is not None else 0)
+        """Vocabulary of the at-init measurement (random tokens, so not the corpus's): the experiment's
+        64 — a handful of symbols leaves the unembedding's gradient too small for the effect, and a
+        large vocabulary blurs it (gradflow's module docstring)."""
+        return xiong_config().vocab_size
 
     def _config(self, vocab: int):
-        return GPTConfig(
+        return xiong_config(
             vocab_size=vocab,
             n_layers=self.n_layers.value(),
             d_model=self.d_model.value(),
             n_heads=self.n_heads.value(),
-            context_length=64,
+            mlp=self.mlp.currentData(),
             norm=self.norm.currentData(),
-            dropout=0.0,
-        ).validate()
+        )
 
     def compute(self) -> None:
+        self._set_notice(self.XIONG + "; measuring this page's setting…")
         cfg = self._config(self.init_vocab())
         norm, init = self.norm.currentData(), self.init.currentData()
 
@@ -336,13 +350,25 @@ class GradFlowPage(LabPage):
             self.init_plot.set_series(name, flow.layers, flow.block, color=color_for(name), symbol="o")
         pre = flows[("pre", self.norm.currentData())]
         post = flows[("post", self.norm.currentData())]
-        self.say(
-            f"At init ({self.norm.currentText()}, {self.init.currentText()} weights, one batch of random "
-            "tokens "
-            f"over {self.init_vocab()} symbols): last block / first block = {post.top_to_bottom:.2f} for "
-            f"Post-LN, {pre.top_to_bottom:.2f} for Pre-LN; last block {post.block[-1]:.3f} vs "
-            f"{pre.block[-1]:.3f}. The effect needs some width and depth (d_model ≥ 64, 6 layers)."
+        verdict = (
+            "as they describe"
+            if shows_xiong(pre, post)
+            else "not their picture: this setting hides it (the defaults show it)"
         )
+        self._set_notice(f"{self.XIONG}; {at_init_summary(pre, post)} That is {verdict}.")
+        self.say(
+            f"At init ({self.norm.currentText()}, {self.mlp.currentText()} FFN, {self.init.currentText()} "
+            f"weights, one batch of 8 × 64 random tokens over {self.init_vocab()} symbols): last block "
+            f"{post.block[-1]:.3f} (Post-LN) vs {pre.block[-1]:.3f} (Pre-LN), first block "
+            f"{post.block[0]:.3f} vs {pre.block[0]:.3f}."
+        )
+
+    def _set_notice(self, text: str) -> None:
+        """The header's "What to notice" (and Help's copy of it) says ``text``."""
+        self.notice = text
+        label = self.header.findChild(QLabel, "labNotice")
+        if label is not None:
+            label.setText(f"<b>What to notice:</b> {text}")
 
     def make_spec(self) -> ComparisonSpec:
         source = self.require_source()

@@ -21,7 +21,8 @@ module              what it computes
 ``worked_example``  the three-token attention example with every intermediate
 ``compare``         differences of two traces, aligned metric tables, config diff
 ``patching``        activation patching per head [L, H] and per stream position [L, T]; path patching
-``circuits``        QK/OV circuits, Q/K/V composition of every pair of heads, copying (weights only)
+``circuits``        QK/OV circuits, Q/K/V composition of every pair of heads, copying (weights only),
+                    from ``circuit_weights`` (folded W_Q/K/V/O), ``composition``, ``full_circuits``
 ``attribution``     direct logit attribution of embedding, heads and MLPs (frozen final norm)
 ``rollout``         attention rollout (Abnar & Zuidema 2020), with its caveat
 ==================  =====================================================================
