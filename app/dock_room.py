@@ -17,7 +17,7 @@ DOCK_WIDTH = 390
 #: px: the narrowest a dock may be (its forms wrap their long labels onto two lines to fit)
 DOCK_MIN_WIDTH = 320
 #: the largest part of the window's width the docks beside the tabs take on a small screen
-DOCK_SHARE = 0.32
+DOCK_SHARE = 0.31
 
 
 class DockRoom(QObject):

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.widgets.dataclass_form import DataclassForm, FieldSpec
-from app.widgets.layouts import pin_above, scrolled
+from app.widgets.layouts import compact_combo, pin_above, scrolled
 from app.widgets.wheel_guard import guard_wheel
 from model.train.recipes import recommended_config, recommended_settings
 from model.train.settings import ON_CONTINUE, TrainSettings
@@ -136,7 +136,7 @@ class TrainSettingsPanel(QWidget):
 
         dev_box = QGroupBox("Device")
         dev_form = QFormLayout(dev_box)
-        self.device_combo = QComboBox()
+        self.device_combo = compact_combo(QComboBox(), 12)  # long GPU names: the dock stays narrow
         self.device_combo.setObjectName("deviceCombo")
         self.device_combo.setToolTip(
             "Where the model trains and runs; auto = CUDA when present, else the CPU"

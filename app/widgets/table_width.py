@@ -5,31 +5,44 @@ Qt keeps the stretching one at its own minimum and scrolls)."""
 from __future__ import annotations
 
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QAbstractItemView, QTableView
+from PySide6.QtWidgets import QHeaderView, QTableView
+
+#: px: the most a grid with a column per token asks for (past it, a long prompt scrolls the table)
+TOKEN_GRID_MAX_WIDTH = 480
 
 
-def columns_width(table: QTableView) -> int:
-    """px: every shown column at the width of its header and its widest shown cell, the row header,
-    the vertical scroll bar and the frame."""
+def columns_width(table: QTableView, *, stretch_content: bool = True) -> int:
+    """px: every shown column at the width of its header and its widest shown cell (a stretching
+    column at its minimum section size only, without ``stretch_content``), the row header, the
+    vertical scroll bar and the frame."""
     header = table.horizontalHeader()
     need = 0
     for c in range(header.count()):
-        if not header.isSectionHidden(c):
+        if header.isSectionHidden(c):
+            continue
+        if not stretch_content and header.sectionResizeMode(c) == QHeaderView.ResizeMode.Stretch:
+            need += header.minimumSectionSize()
+        else:
             need += max(header.sectionSizeHint(c), table.sizeHintForColumn(c), header.minimumSectionSize())
     vertical = table.verticalHeader()
-    if vertical.isVisible():
-        need += vertical.width()
-    return need + table.verticalScrollBar().sizeHint().width() + 2 * table.frameWidth()
+    if not vertical.isHidden():
+        need += max(vertical.width(), vertical.sizeHint().width())
+    # + 2 px: the grid line and rounding Qt adds when it shares out stretching sections
+    return need + table.verticalScrollBar().sizeHint().width() + 2 * table.frameWidth() + 2
 
 
-def keep_columns_whole(table: QAbstractItemView) -> None:
-    """Hold ``table``'s minimum width at :func:`columns_width` as its contents change."""
+def keep_columns_whole(
+    table: QTableView, *, stretch_content: bool = True, at_most: int | None = None
+) -> None:
+    """Hold ``table``'s minimum width at :func:`columns_width` as its contents change, but not above
+    ``at_most`` px (a grid with a column per token: past that, a long prompt scrolls the table)."""
     timer = QTimer(table)
     timer.setSingleShot(True)
     timer.setInterval(0)
 
     def update() -> None:
-        table.setMinimumWidth(columns_width(table))
+        need = columns_width(table, stretch_content=stretch_content)
+        table.setMinimumWidth(need if at_most is None else min(need, at_most))
 
     timer.timeout.connect(update)
     model = table.model()

@@ -18,6 +18,6 @@ def test_the_kv_cache_lab_puts_the_four_kinds_side_by_side(labs, qtbot, wait_res
     for r in rows:  # what the model really allocates is what the formula says
         assert r.measured_bytes == r.formula_bytes, r.kind
     assert page.table.rowCount() == 4 and page.table.item(2, 0).text() == "MQA"
-    assert page.table.item(2, 4).text() == f"{float(H):.1f}× smaller"
+    assert page.table.item(2, 4).text() == f"{float(H):.1f}×"  # under "smaller than MHA"
     page.context.setValue(1024)  # the last column follows the context, without recomputing
     assert page.table.item(0, 5).text() == human_bytes(by_kind["MHA"].formula_bytes * 1024)

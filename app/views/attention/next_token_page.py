@@ -24,7 +24,7 @@ from app.views.attention.base import AttentionPage, blurb_label
 from app.widgets.table_width import keep_columns_whole
 from model.interp.measures import K_MAX
 
-FIXED = ("pos", "token", "actually next", "p(actual)", "rank", "entropy (nats)")
+FIXED = ("pos", "token", "actually\nnext", "p(actual)", "rank", "entropy\n(nats)")
 
 
 class NextTokenPage(AttentionPage):
@@ -74,7 +74,7 @@ class NextTokenPage(AttentionPage):
         nt, guesses = table.tokens, table.labels
         k = min(self.k_spin.value(), nt.ids.shape[1])
         T = insp.T
-        headers = list(FIXED) + [f"guess {j + 1}" for j in range(k)]
+        headers = list(FIXED) + [f"guess\n{j + 1}" for j in range(k)]
         self.table.setUpdatesEnabled(False)
         try:
             self.table.clear()

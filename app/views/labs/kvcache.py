@@ -24,11 +24,11 @@ from model.budget.arithmetic import human_bytes
 from model.nn.measure import measure_kv_cache
 
 COLUMNS = (
-    "attention",
+    "kind",
     "cached per token\n(values)",
-    "bytes / token:\nformula",
+    "bytes/token\nformula",
     "allocated",
-    "vs\nMHA",
+    "smaller\nthan MHA",
     "at\ncontext",
 )
 
@@ -76,8 +76,8 @@ class KVCachePage(LabPage):
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)  # the long one takes what is left
         self.table.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         keep_columns_whole(self.table)
-        self.table.setFixedHeight(self.table.horizontalHeader().sizeHint().height() + 4 * 30 + 6)
-        self.table.verticalHeader().setDefaultSectionSize(30)
+        self.table.setFixedHeight(self.table.horizontalHeader().sizeHint().height() + 4 * 38 + 6)
+        self.table.verticalHeader().setDefaultSectionSize(38)  # two lines
         body.addWidget(self.table)
         self.bars = BarPlot("Bytes per token, every layer", "bytes")
         body.addWidget(self.bars, 1)
@@ -97,10 +97,10 @@ class KVCachePage(LabPage):
             allocated = "—" if r.measured_bytes is None else f"{r.measured_bytes:,.0f}"
             cells = (
                 r.kind,
-                r.holds,
+                r.holds.replace(": ", ":\n", 1),  # the count above what it counts
                 f"{r.formula_bytes:,.0f}",
                 allocated,
-                f"{mha / r.formula_bytes:.1f}× smaller" if r.formula_bytes < mha else "—",
+                f"{mha / r.formula_bytes:.1f}×" if r.formula_bytes < mha else "—",
                 human_bytes(r.formula_bytes * T),
             )
             for c, text in enumerate(cells):

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 from app.views.labs.base import LabPage
 from app.views.labs.mask import spin
 from app.widgets.layouts import FlowLayout, labelled
+from app.widgets.table_width import TOKEN_GRID_MAX_WIDTH, keep_columns_whole
 from model.interp.analysis.residual import logit_lens
 from model.interp.trace import run_with_trace
 from model.text.tokens import visible
@@ -44,7 +45,7 @@ class LensPage(LabPage):
 
     def build(self, body: QVBoxLayout) -> None:
         row = FlowLayout()
-        self.tokens = labelled(row, "tokens", spin(2, 256, 24, "How many tokens of the prompt (columns)"))
+        self.tokens = labelled(row, "tokens", spin(2, 256, 16, "How many tokens of the prompt (columns)"))
         self.mids = QCheckBox("also read the stream after each attention (L0.mid, L1.mid, …)")
         row.addWidget(self.mids)
         row.addStretch(1)
@@ -56,7 +57,8 @@ class LensPage(LabPage):
         # a column per token, sharing the page's width; the table scrolls only for a long prompt
         self.table.horizontalHeader().setDefaultSectionSize(46)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        self.table.horizontalHeader().setMinimumSectionSize(40)
+        self.table.horizontalHeader().setMinimumSectionSize(26)
+        keep_columns_whole(self.table, stretch_content=False, at_most=TOKEN_GRID_MAX_WIDTH)
         self.table.verticalHeader().setDefaultSectionSize(34)
         body.addWidget(self.table, 1)
 

@@ -22,7 +22,7 @@ from app.views.labs.mask import dspin, spin
 from app.views.labs.plots import BarPlot, LinePlot
 from app.widgets.layouts import FlowLayout, labelled
 from app.widgets.matrix_plot import MatrixPlot
-from app.widgets.table_width import keep_columns_whole
+from app.widgets.table_width import TOKEN_GRID_MAX_WIDTH, keep_columns_whole
 from model.interp.analysis.positions import (
     permutation_experiment,
     permutation_predictions,
@@ -388,7 +388,8 @@ class PermutationPage(LabPage):
         # a column per token, sharing the page's width; the table scrolls only for a long prompt
         self.table.horizontalHeader().setDefaultSectionSize(60)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        self.table.horizontalHeader().setMinimumSectionSize(44)
+        self.table.horizontalHeader().setMinimumSectionSize(36)
+        keep_columns_whole(self.table, stretch_content=False, at_most=TOKEN_GRID_MAX_WIDTH)
         body.addWidget(self.table, 3)
         body.addWidget(QLabel("<b>All four settings</b> (same prompt, same shuffle):"))
         self.summary = QTableWidget(4, 4)

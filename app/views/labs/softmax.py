@@ -25,6 +25,7 @@ from app.views.labs.mask import dspin, spin
 from app.views.labs.plots import BarPlot, LinePlot
 from app.widgets.layouts import FlowLayout, labelled
 from app.widgets.palette import color_for
+from app.widgets.side_by_side import SideBySide
 from app.widgets.table_width import keep_columns_whole
 from model.config import GPTConfig
 from model.interp.analysis.saturation import model_saturation, saturation_summary
@@ -141,8 +142,9 @@ class SoftmaxTheoryPage(LabPage):
         self.max_plot = LinePlot("Mean max weight", "d_k", "max_j p_j", log_x=True)
         self.ent_plot = LinePlot("Mean row entropy", "d_k", "nats", log_x=True)
         self.jac_plot = LinePlot("Norm of the softmax Jacobian", "d_k", "‖diag(p) − ppᵀ‖_F", log_x=True)
-        grid.addWidget(self.hist, 0, 0, 1, 2)
-        grid.addWidget(self.table, 0, 2, 1, 2)
+        # the histogram beside the table, or above it on a small screen
+        self.top = SideBySide(self.hist, self.table, first_min=260)
+        grid.addWidget(self.top, 0, 0, 1, 4)
         for c, p in enumerate((self.std_plot, self.max_plot, self.ent_plot, self.jac_plot)):
             grid.addWidget(p, 1, c)
         grid.setRowStretch(0, 2)

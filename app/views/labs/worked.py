@@ -20,11 +20,11 @@ from PySide6.QtWidgets import (
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
-    QWidget,
 )
 
 from app.views.labs.base import LabPage
 from app.views.labs.plots import LinePlot
+from app.widgets.layouts import vertical_scroll
 from model.interp.analysis.worked_example import EXAMPLE_KEYS, EXAMPLE_Q, EXAMPLE_VALUES, attention_example
 
 #: The two plots' smallest height, px: below it the page scrolls instead.
@@ -89,25 +89,27 @@ class WorkedExamplePage(LabPage):
         for c, s in enumerate(self.q):
             grid.addWidget(s, 0, 1 + c)
         for j in range(3):
-            grid.addWidget(QLabel(f"<b>key k{j + 1}</b>"), 1 + j, 0)
+            vis = QCheckBox(f"key k{j + 1}")  # ticked: visible; unticked: masked
+            font = vis.font()
+            font.setBold(True)
+            vis.setFont(font)
+            vis.setChecked(True)
+            vis.setToolTip(f"Untick to mask key {j + 1} (its score becomes −∞)")
+            vis.toggled.connect(lambda *_: self.recompute())
+            grid.addWidget(vis, 1 + j, 0)
+            self.visible.append(vis)
             for c in range(2):
                 grid.addWidget(self.keys[j][c], 1 + j, 1 + c)
             grid.addWidget(QLabel(f"<b>value v{j + 1}</b>"), 1 + j, 3)
             for c in range(2):
                 grid.addWidget(self.values[j][c], 1 + j, 4 + c)
-            vis = QCheckBox("visible")
-            vis.setChecked(True)
-            vis.setToolTip(f"Uncheck to mask key {j + 1} (its score becomes −∞)")
-            vis.toggled.connect(lambda *_: self.recompute())
-            grid.addWidget(vis, 1 + j, 6)
-            self.visible.append(vis)
         self.scale_box = QCheckBox("divide by √d_k")
         self.scale_box.setChecked(True)
         self.scale_box.toggled.connect(lambda *_: self.recompute())
         grid.addWidget(self.scale_box, 4, 0, 1, 3)
         self.reset_button = QPushButton("Back to the textbook numbers")
         self.reset_button.clicked.connect(self.reset)
-        grid.addWidget(self.reset_button, 4, 3, 1, 4)
+        grid.addWidget(self.reset_button, 4, 3, 1, 3)
         top.addWidget(inputs)
         top.addStretch(1)
         body.addLayout(top)
@@ -143,14 +145,9 @@ class WorkedExamplePage(LabPage):
 
     @staticmethod
     def _scrolling(body: QVBoxLayout) -> tuple[QScrollArea, QVBoxLayout]:
-        """A frameless area in ``body`` that scrolls up and down; the layout inside it."""
-        area = QScrollArea()
-        area.setFrameShape(QScrollArea.Shape.NoFrame)
-        area.setWidgetResizable(True)
-        area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        inner = QWidget()
-        area.setWidget(inner)
-        lay = QVBoxLayout(inner)
+        """A frameless area in ``body`` that scrolls up and down (never narrower than what it
+        holds); the layout inside it."""
+        area, lay = vertical_scroll(frame=False)
         lay.setContentsMargins(0, 0, 0, 0)
         body.addWidget(area, 1)
         return area, lay
