@@ -46,7 +46,7 @@ from model.budget.sizing import (
 )
 from model.config import ConfigError, GPTConfig
 from model.errors import AttentionLabError
-from model.files import read_json
+from model.files import check_input, read_json
 from model.io.atomic_dir import (
     clean_stale_temps,
     fsync_dir,
@@ -269,6 +269,7 @@ def _read_tensors(path: Path, expected: dict[str, Any] | None) -> dict[str, torc
 
 
 def _resolve_dir(path: Path) -> Path:
+    check_input(path, error=CheckpointError, what=f"checkpoint {str(path)!r}", kind="any")
     if path.is_dir() and not (path / CONFIG_FILE).exists() and (path / "run.json").exists():
         path = path / "checkpoint"  # a run folder (model/io/runfolder.py): its newest checkpoint
     if path.is_dir():
