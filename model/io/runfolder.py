@@ -23,6 +23,7 @@ care (:func:`check_extra_log`): a file that exists must be a log of ours, never 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -35,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from model.atomic import OutputError, check_output, write_atomic
+from model.atomic import OutputError, check_output, write_atomic, writing
 from model.errors import AttentionLabError
 from model.interp.frame import AttentionFrame
 from model.io.checkpoint import (
@@ -297,6 +298,12 @@ def read_probe(path: str | Path) -> AttentionFrame:
     return frame
 
 
+def _open_log(path: str | Path, mode: str, what: str | None = None) -> Any:
+    """A log file open for whole-line writes (unbuffered bytes: nothing is left to flush at close)."""
+    with writing(path, what):
+        return open(path, mode + "b", buffering=0)
+
+
 # ---------------------------------------------------------------------------------------------
 class RunWriter:
     """Writes a run folder (see the module docstring); used by rank 0 only.
@@ -324,17 +331,17 @@ class RunWriter:
             ) from None
         if extra_log is not None:
             try:
-                self._logs.append(open(extra_log, mode, encoding="utf-8"))  # noqa: SIM115 (closed by close())
+                self._logs.append(_open_log(extra_log, mode, f"--log-json {extra_log}"))
             except OSError as exc:
                 if created:
                     self.path.rmdir()
-                raise RunFolderError(f"cannot write --log-json {extra_log}: {exc.strerror or exc}") from None
+                raise RunFolderError(str(exc)) from None
         self.status("running")  # the mark that the folder is a run's, before any other file
         if not resume:  # a fresh log file (a new inode tells a follower to start over) and no old probes
             (self.path / LOG_FILE).unlink(missing_ok=True)
             for old in self.probes.glob("step-*.npz") if self.probes.is_dir() else ():
                 old.unlink()
-        self._logs.insert(0, open(self.path / LOG_FILE, mode, encoding="utf-8"))  # noqa: SIM115 (closed by close())
+        self._logs.insert(0, _open_log(self.path / LOG_FILE, mode))
 
     @property
     def checkpoint(self) -> Path:
@@ -349,11 +356,21 @@ class RunWriter:
         write_atomic(self.path / STATUS_FILE, json.dumps(self.info, indent=1) + "\n", fsync=True)
 
     def log(self, row: dict[str, Any]) -> None:
-        """Append one row as one whole line (flushed, so a follower sees it at once)."""
-        line = json.dumps(row) + "\n"
+        """Append one row as one whole line, at once (a follower sees it); a line that cannot be written
+        whole (a full disk, a file-size limit) is cut off again, and :class:`model.atomic.WriteError`
+        says so: the lines before it stay as they were."""
+        line = (json.dumps(row) + "\n").encode("utf-8")
         for f in self._logs:
-            f.write(line)
-            f.flush()
+            with writing(f.name):
+                end = os.fstat(f.fileno()).st_size
+                try:
+                    done = 0
+                    while done < len(line):
+                        done += f.write(line[done:]) or 0
+                except OSError:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(f.fileno(), end)
+                    raise
 
     def probe(self, frame: AttentionFrame) -> Path:
         return write_probe(self.probes, frame)
