@@ -15,7 +15,8 @@ what is new in it, and never writes.
 
 A folder is a run's to write (:func:`check_run_folder`) only when it is missing, empty, or a run folder
 of ours: ``run.json`` says so, and everything in it has the layout above (plus ``checkpoints/`` of
-``--keep-checkpoints`` and the temporary names of unfinished writes). Anything else -- a user's own
+``--keep-checkpoints``, the temporary names of unfinished writes and ``.run.lock``, the lock a run
+holds while it writes the folder: :mod:`model.io.runlock`). Anything else -- a user's own
 ``log.jsonl``, a ``README.md`` in ``checkpoint/``, a file of theirs in ``probes/`` -- is refused in one
 line naming it, so a run never replaces or deletes what it did not write. ``--log-json`` gets the same
 care (:func:`check_extra_log`): a file that exists must be a log of ours, never an input of the run.
@@ -47,6 +48,7 @@ from model.io.checkpoint import (
     TENSORS_FILE,
     TOKENIZER_FILE,
 )
+from model.io.runlock import LOCK_FILE
 
 __all__ = [
     "CHECKPOINT_DIR",
@@ -101,6 +103,7 @@ def check_run_folder(path: str | Path) -> Path:
     except OutputError as exc:
         raise RunFolderError(str(exc)) from None
     entries = sorted(p.name for p in path.iterdir()) if path.is_dir() else []
+    entries = [name for name in entries if not _is_lock(path / name)]  # a run's while it writes
     if not entries:
         return path
     if STATUS_FILE not in entries:
@@ -149,6 +152,11 @@ def _our_status(path: Path) -> bool:
     return info.get("status") in ("running", *DONE_STATES)
 
 
+def _is_lock(entry: Path) -> bool:
+    """Whether ``entry`` is a run's lock file (:mod:`model.io.runlock`; a killed run's stays)."""
+    return entry.name == LOCK_FILE and entry.is_file() and not entry.is_symlink()
+
+
 def _is_temp(name: str, of: str | None = None) -> bool:
     m = _TEMP_NAME.fullmatch(name)
     return m is not None and (of is None or m.group("name") == of or bool(re.fullmatch(of, m.group("name"))))
@@ -176,7 +184,9 @@ def _foreign_entries(path: Path) -> list[str]:
 
     for entry in sorted(path.iterdir(), key=lambda c: c.name):
         name = entry.name
-        if name in (STATUS_FILE, LOG_FILE) and entry.is_file() and not entry.is_symlink():
+        if (name in (STATUS_FILE, LOG_FILE) and entry.is_file() and not entry.is_symlink()) or _is_lock(
+            entry
+        ):
             continue
         if name in (CHECKPOINT_DIR, f".{CHECKPOINT_DIR}.old") or _is_temp(name, CHECKPOINT_DIR):
             if checkpoint_dir(entry):
