@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from app.cli import UserError
-from model.atomic import OutputError, check_output
+from model.atomic import OutputError, check_output, write_atomic
 
 HELP = "Render every tab of the app to PNG files, offscreen."
 
@@ -71,6 +71,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "page"
+
+
+def _png(widget) -> bytes:
+    """``widget`` as drawn, encoded as PNG in memory (written by :func:`model.atomic.write_atomic`)."""
+    from PySide6.QtCore import QBuffer, QIODevice
+
+    buf = QBuffer()
+    buf.open(QIODevice.OpenModeFlag.WriteOnly)
+    if not widget.grab().save(buf, "PNG"):
+        raise UserError(f"cannot encode {widget.objectName() or type(widget).__name__} as PNG")
+    return bytes(buf.data().data())
 
 
 def _out_folder(text: str) -> Path:
@@ -147,8 +158,7 @@ def run(args: argparse.Namespace) -> int:
         if args.only and args.only not in name:
             return
         settle()
-        path = out / f"{name}.png"
-        widget.grab().save(str(path), "PNG")
+        path = write_atomic(out / f"{name}.png", _png(widget))  # a failed write: WriteError, one line
         written.append(path)
         print(f"wrote {path}", flush=True)
 

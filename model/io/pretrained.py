@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from model.config import ConfigError, GPTConfig
-from model.files import read_json
+from model.files import check_input, read_json
 from model.io.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from model.io.families import FAMILIES, family_config
 from model.io.gguf import gguf_config, load_gguf
@@ -82,7 +82,7 @@ def detect(path: str | Path) -> tuple[str, Path]:
     """
     if not str(path).strip():  # Path("") is ".", the current folder: not what an empty name meant
         raise CheckpointError("the model path is empty: name a model folder or file")
-    path = Path(path)
+    path = check_input(path, error=CheckpointError, kind="any")
     if not path.exists():
         raise CheckpointError(f"{str(path)!r} does not exist")
     if path.is_file():
@@ -93,13 +93,11 @@ def detect(path: str | Path) -> tuple[str, Path]:
         if _is_torch_file(path):
             return "nanogpt", path
         path = path.parent
-    elif not path.is_dir():
-        raise CheckpointError(f"{str(path)!r} is neither a model folder nor a file (a device, pipe, socket)")
     if not (path / "config.json").exists() and (path / "run.json").is_file():
         path = path / "checkpoint"  # a run folder (model/io/runfolder.py): its newest checkpoint
         if not path.is_dir():
             raise CheckpointError(f"the run in {str(path.parent)!r} has saved no checkpoint yet")
-    cfg_path = path / "config.json"
+    cfg_path = check_input(path / "config.json", error=CheckpointError)
     if cfg_path.is_file():
         cfg = read_json(cfg_path, error=CheckpointError, what=str(cfg_path))
         if not isinstance(cfg, dict):
