@@ -37,6 +37,7 @@ from model.io.gpt2 import gpt2_config, load_hf_gpt2
 from model.io.hf import load_hf_family
 from model.io.nanogpt import load_nanogpt, nanogpt_config
 from model.io.weights import describe_tokenizer
+from model.text.bpe import special_token_text
 from model.text.chat import ChatTemplate, chat_template_for
 from model.text.tokens import Tokenizer
 
@@ -200,9 +201,8 @@ def hf_stop_ids(folder: Path, tokenizer: Tokenizer) -> frozenset[int]:
             cfg = read_json(path, error=CheckpointError, what=str(path))
         except CheckpointError:
             cfg = {}
-        eos = cfg.get("eos_token") if isinstance(cfg, dict) else None
-        eos = eos.get("content") if isinstance(eos, dict) else eos
-        found = special(eos) if isinstance(eos, str) else None
+        eos = special_token_text(cfg.get("eos_token")) if isinstance(cfg, dict) else None
+        found = special(eos) if eos is not None else None
         if found is not None:
             ids.add(int(found))
     return frozenset(i for i in ids if 0 <= i < tokenizer.vocab_size)
@@ -210,12 +210,6 @@ def hf_stop_ids(folder: Path, tokenizer: Tokenizer) -> frozenset[int]:
 
 #: The largest chat template file read (real ones are a few kB)
 MAX_TEMPLATE_BYTES = 1_000_000
-
-
-def _special_text(value: object) -> str | None:
-    """A special token as tokenizer_config.json names it: a string or ``{"content": ...}``."""
-    value = value.get("content") if isinstance(value, dict) else value
-    return value if isinstance(value, str) else None
 
 
 def hf_chat_template(folder: Path, tokenizer: Tokenizer) -> ChatTemplate | None:
@@ -241,7 +235,7 @@ def hf_chat_template(folder: Path, tokenizer: Tokenizer) -> ChatTemplate | None:
             text = jinja.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         pass
-    bos, eos = _special_text(cfg.get("bos_token")), _special_text(cfg.get("eos_token"))
+    bos, eos = special_token_text(cfg.get("bos_token")), special_token_text(cfg.get("eos_token"))
     return chat_template_for(text, tokenizer, bos_token=bos, eos_token=eos)
 
 
