@@ -25,6 +25,8 @@ from app.cli import UserError
 from model.atomic import OutputError, check_output, write_atomic
 
 HELP = "Render every tab of the app to PNG files, offscreen."
+#: What the generation box asks a model that chats (the Train tab's screenshot shows the reply)
+CHAT_MESSAGE = "What is the capital of France?"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -195,7 +197,8 @@ def run(args: argparse.Namespace) -> int:
             )
         if train_tab is not None and hasattr(train_tab, "generate_box"):
             box = train_tab.generate_box
-            box.prompt.setText((s.source.default_prompt or "the")[:40])
+            box.chat.toggle.setChecked(box.chat.toggle.isEnabled())  # a chat model: its Chat mode
+            box.prompt.setText(CHAT_MESSAGE if box.chat.active else (s.source.default_prompt or "the")[:40])
             box.max_tokens.setValue(160)
             box.generate(seed=args.seed)
             wait_until(lambda: box.worker is None, timeout=120)

@@ -37,6 +37,8 @@ from model.io.gpt2 import gpt2_config, load_hf_gpt2
 from model.io.hf import load_hf_family
 from model.io.nanogpt import load_nanogpt, nanogpt_config
 from model.io.weights import describe_tokenizer
+from model.text.bpe import special_token_text
+from model.text.chat import ChatTemplate, chat_template_for
 from model.text.tokens import Tokenizer
 
 #: The kinds of model :func:`open_model` opens, as written to ``Checkpoint.meta["kind"]``; the
@@ -154,6 +156,7 @@ def open_model(
         ckpt = load_hf_family(where, device, dtype=dtype)
     if kind.startswith("hf-"):
         ckpt.tokenizer.stop_ids = hf_stop_ids(where, ckpt.tokenizer)
+        ckpt.tokenizer.chat_template = hf_chat_template(where, ckpt.tokenizer)
     elif kind == "gguf":  # its tokenizer knows its EOS and end-of-turn tokens (model.text.gguf_tokens)
         ckpt = load_gguf(where, device, dtype=dtype)
     elif kind == "nanogpt":
@@ -196,12 +199,42 @@ def hf_stop_ids(folder: Path, tokenizer: Tokenizer) -> frozenset[int]:
             cfg = read_json(path, error=CheckpointError, what=str(path))
         except CheckpointError:
             cfg = {}
-        eos = cfg.get("eos_token") if isinstance(cfg, dict) else None
-        eos = eos.get("content") if isinstance(eos, dict) else eos
-        found = special(eos) if isinstance(eos, str) else None
+        eos = special_token_text(cfg.get("eos_token")) if isinstance(cfg, dict) else None
+        found = special(eos) if eos is not None else None
         if found is not None:
             ids.add(int(found))
     return frozenset(i for i in ids if 0 <= i < tokenizer.vocab_size)
+
+
+#: The largest chat template file read (real ones are a few kB)
+MAX_TEMPLATE_BYTES = 1_000_000
+
+
+def hf_chat_template(folder: Path, tokenizer: Tokenizer) -> ChatTemplate | None:
+    """A Hugging Face folder's chat template, as transformers finds it: ``chat_template.jinja`` when
+    present, else ``tokenizer_config.json``'s ``chat_template`` (a string, or a list of named
+    templates: the one named ``default``); None when there is none or it cannot be read (the model
+    opens all the same, without Chat mode)."""
+    cfg: Any = {}
+    path = folder / "tokenizer_config.json"
+    if path.is_file():
+        try:
+            cfg = read_json(path, error=CheckpointError, what=str(path))
+        except CheckpointError:
+            cfg = {}
+    cfg = cfg if isinstance(cfg, dict) else {}
+    text = cfg.get("chat_template")
+    if isinstance(text, list):
+        named = [t.get("template") for t in text if isinstance(t, dict) and t.get("name") == "default"]
+        text = named[0] if named else None
+    jinja = folder / "chat_template.jinja"
+    try:
+        if jinja.is_file() and jinja.stat().st_size <= MAX_TEMPLATE_BYTES:
+            text = jinja.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        pass
+    bos, eos = special_token_text(cfg.get("bos_token")), special_token_text(cfg.get("eos_token"))
+    return chat_template_for(text, tokenizer, bos_token=bos, eos_token=eos)
 
 
 _KIND_NAMES = {
