@@ -4,8 +4,11 @@ Qt keeps the stretching one at its own minimum and scrolls)."""
 
 from __future__ import annotations
 
+import textwrap
+from collections.abc import Sequence
+
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QHeaderView, QTableView
+from PySide6.QtWidgets import QHeaderView, QTableView, QTableWidget
 
 #: px: the most a grid with a column per token asks for (past it, a long prompt scrolls the table)
 TOKEN_GRID_MAX_WIDTH = 480
@@ -52,3 +55,20 @@ def keep_columns_whole(
         signal.connect(timer.start)
     model.headerDataChanged.connect(timer.start)
     timer.start()
+
+
+#: characters: a header longer than this is broken onto more lines (at spaces)
+HEADER_LINE = 16
+
+
+def set_header_labels(table: QTableWidget, labels: Sequence[str], *, width: int = HEADER_LINE) -> None:
+    """``table``'s column headers, each longer than ``width`` characters broken at spaces onto more
+    lines (so a narrow column shows its header whole, not elided to "…"); each keeps its one-line
+    text as its tooltip."""
+    table.setHorizontalHeaderLabels(
+        [text if "\n" in text else textwrap.fill(text, width, break_long_words=False) for text in labels]
+    )
+    for c, text in enumerate(labels):
+        item = table.horizontalHeaderItem(c)
+        if item is not None:
+            item.setToolTip(text.replace("\n", " "))

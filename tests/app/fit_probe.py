@@ -6,19 +6,25 @@
 - a widget that extends past its parent (outside a scroll area's viewport, where that is scrolling);
 - a button or check box narrower than its text needs, or not wholly inside what shows it (the window,
   or the viewport of the scroll area it lies in);
-- a drop-down narrower than its minimum (its arrow or its text cut).
+- a drop-down narrower than its minimum (its arrow or its text cut);
+- a one-line label whose text is wider than the label (cut at its edge; an eliding label is fine);
+- a table column narrower than its header's text (the header cut or elided).
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, QRect
+from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtWidgets import (
     QAbstractButton,
     QAbstractScrollArea,
     QComboBox,
+    QHeaderView,
+    QLabel,
     QMainWindow,
     QScrollBar,
+    QStyle,
     QTabBar,
+    QTableView,
     QWidget,
 )
 
@@ -94,7 +100,41 @@ def _cut_text(w: QWidget) -> str | None:
         return f"is {w.width()} px wide, its text needs {w.sizeHint().width()}"
     if isinstance(w, QComboBox) and w.width() + SLACK < w.minimumSizeHint().width():
         return f"is {w.width()} px wide, below its minimum {w.minimumSizeHint().width()}"
+    if isinstance(w, QLabel) and not w.wordWrap() and w.textFormat() != Qt.TextFormat.RichText:
+        text = w.text()
+        if text and "<" not in text and not w.property("elides"):
+            m = w.contentsMargins()
+            need = max(w.fontMetrics().horizontalAdvance(line) for line in text.splitlines() or [""])
+            room = w.width() - m.left() - m.right()
+            if room + SLACK < need:
+                return f"cuts its text {text[:40]!r} ({room} px for {need})"
     return None
+
+
+def _cut_headers(table: QTableView) -> list[str]:
+    """Columns narrower than their header's text (its widest line, the style's margins on both
+    sides, and the sort arrow on the column it marks): Qt elides such a header."""
+    header = table.horizontalHeader()
+    model = table.model()
+    if not header.isVisible() or model is None:
+        return []
+    margin = header.style().pixelMetric(QStyle.PixelMetric.PM_HeaderMargin, None, header)
+    arrow = header.style().pixelMetric(QStyle.PixelMetric.PM_HeaderMarkSize, None, header)
+    metrics = header.fontMetrics()
+    out = []
+    for c in range(header.count()):
+        text = model.headerData(c, Qt.Orientation.Horizontal)
+        if header.isSectionHidden(c) or not isinstance(text, str) or not text:
+            continue
+        if header.sectionResizeMode(c) == QHeaderView.ResizeMode.ResizeToContents:
+            continue  # Qt sizes it to its header and cells itself
+        need = max(metrics.horizontalAdvance(line) for line in text.splitlines()) + 2 * margin
+        if header.isSortIndicatorShown() and header.sortIndicatorSection() == c:
+            need += arrow + margin
+        if header.sectionSize(c) + SLACK < need:
+            first = text.splitlines()[0][:30]
+            out.append(f"column {first!r} is {header.sectionSize(c)} px, its header needs {need}")
+    return out
 
 
 def _out_of_sight(w: QWidget, window: QWidget) -> str | None:
@@ -123,6 +163,8 @@ def fit_problems(window: QMainWindow) -> list[str]:
             bar = w.horizontalScrollBar()
             if bar.isVisible() and bar.maximum() > 0:
                 out.append(f"{where} scrolls sideways by {bar.maximum()} px")
+            if isinstance(w, QTableView):
+                out += [f"{where} {p}" for p in _cut_headers(w)]
             continue
         if (
             isinstance(w, QScrollBar)

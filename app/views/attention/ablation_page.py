@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from app.views.attention.base import AttentionPage, blurb_label
 from app.views.attention.head_picker import HeadPicker
+from app.widgets.table_width import keep_columns_whole, set_header_labels
 from app.widgets.token_axis import TokenAxis
 
 MODE_TEXT = {
@@ -101,10 +102,11 @@ class AblationPage(AttentionPage):
         self.pos_label.setWordWrap(True)  # a long line wraps instead of widening the tab past 1280 px
         rlay.addWidget(self.pos_label)
         self.table = QTableWidget(0, 5)
-        self.table.setHorizontalHeaderLabels(["rank", "before: next token", "p", "after: next token", "p"])
+        set_header_labels(self.table, ["rank", "before: next token", "p", "after: next token", "p"], width=10)
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        keep_columns_whole(self.table)  # no column narrower than its header or its tokens
         rlay.addWidget(self.table, 1)
         split.addWidget(right)
         split.setStretchFactor(0, 1)

@@ -84,7 +84,7 @@ class AttentionLines(QWidget):
         layout.addWidget(self.view, 1)
         self.readout = QLabel(" ")
         self.readout.setTextFormat(Qt.TextFormat.PlainText)  # token texts: <s> is no tag
-        self.readout.setWordWrap(False)
+        self.readout.setWordWrap(True)  # every weight it lists shows, on more lines when narrow
         self.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         layout.addWidget(self.readout)
         self.weights: np.ndarray | None = None

@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout
 from app.views.compare import words
 from app.views.compare.base import ComparePage, cell, make_table, note, number_cell
 from app.widgets.layouts import compact_combo
+from app.widgets.table_width import set_header_labels
 from model.compare.tables import config_table
 
 
@@ -47,7 +48,7 @@ class MetricsPage(ComparePage):
         t.setSortingEnabled(False)
         t.clear()
         t.setColumnCount(len(headers))
-        t.setHorizontalHeaderLabels(headers)
+        set_header_labels(t, headers)
         t.setRowCount(len(rows))
         deltas = [abs(r["delta"]) for r in rows if r.get("delta") is not None]
         biggest = max(deltas) if deltas else 0.0

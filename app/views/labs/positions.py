@@ -22,7 +22,7 @@ from app.views.labs.mask import dspin, spin
 from app.views.labs.plots import BarPlot, LinePlot
 from app.widgets.layouts import FlowLayout, labelled
 from app.widgets.matrix_plot import MatrixPlot
-from app.widgets.table_width import TOKEN_GRID_MAX_WIDTH, keep_columns_whole
+from app.widgets.table_width import TOKEN_GRID_MAX_WIDTH, keep_columns_whole, set_header_labels
 from model.interp.analysis.positions import (
     permutation_experiment,
     permutation_predictions,
@@ -388,13 +388,13 @@ class PermutationPage(LabPage):
         # a column per token, sharing the page's width; the table scrolls only for a long prompt
         self.table.horizontalHeader().setDefaultSectionSize(60)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        self.table.horizontalHeader().setMinimumSectionSize(30)
+        self.table.horizontalHeader().setMinimumSectionSize(28)
         keep_columns_whole(self.table, stretch_content=False, at_most=TOKEN_GRID_MAX_WIDTH)
         body.addWidget(self.table, 3)
         body.addWidget(QLabel("<b>All four settings</b> (same prompt, same shuffle):"))
         self.summary = QTableWidget(4, 4)
-        self.summary.setHorizontalHeaderLabels(
-            ["positions", "mask", "max |Δ logits|", "guesses that follow their token"]
+        set_header_labels(
+            self.summary, ["positions", "mask", "max |Δ logits|", "guesses that follow their token"]
         )
         self.summary.verticalHeader().setVisible(False)
         self.summary.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -432,16 +432,16 @@ class PermutationPage(LabPage):
             ("prompt token", [name(i) for i in ids]),
             ("top guess for\nthe next token", [name(i) for i in r.pred]),
             ("shuffled\nprompt token", [name(ids[perm[t]]) for t in range(T)]),
-            ("top guess\n(shuffled prompt)", [name(i) for i in r.pred_permuted]),
-            ("guess of that token\nunshuffled", [name(r.pred[perm[t]]) for t in range(T)]),
+            ("top guess\n(shuffled)", [name(i) for i in r.pred_permuted]),
+            ("unshuffled guess\nof that token", [name(r.pred[perm[t]]) for t in range(T)]),
             ("follows its\ntoken?", ["✓" if f else "✗" for f in r.follows]),
         ]
         self.table.clear()
         self.table.setRowCount(len(rows))
         self.table.setColumnCount(T)
         self.table.setVerticalHeaderLabels([r_[0] for r_ in rows])
-        # column t: position t of the shuffled prompt, and the position its token came from
-        self.table.setHorizontalHeaderLabels([f"t={t}\n←{perm[t]}" for t in range(T)])
+        # column t: position t of the shuffled prompt, ← the position its token came from
+        self.table.setHorizontalHeaderLabels([f"{t}\n←{perm[t]}" for t in range(T)])
         for t in range(T):
             self.table.horizontalHeaderItem(t).setToolTip(
                 f"position {t} of the shuffled prompt holds the token from position {perm[t]}"

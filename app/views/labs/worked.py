@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 from app.views.labs.base import LabPage
 from app.views.labs.plots import LinePlot
 from app.widgets.layouts import vertical_scroll
+from app.widgets.table_width import set_header_labels
 from model.interp.analysis.worked_example import EXAMPLE_KEYS, EXAMPLE_Q, EXAMPLE_VALUES, attention_example
 
 #: The two plots' smallest height, px: below it the page scrolls instead.
@@ -119,7 +120,7 @@ class WorkedExamplePage(LabPage):
         body.addWidget(self.output_label)
 
         self.table = QTableWidget(4, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(COLUMNS)
+        set_header_labels(self.table, COLUMNS, width=6)
         self.table.setVerticalHeaderLabels(["token 1", "token 2", "token 3", "Σ (output)"])
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from app.pace import progress_line, sharing_note
 from app.views.train.chat import ChatControls, Conversation
+from app.widgets.layouts import FlowLayout, labelled
 from app.workers import GenerateWorker
 from model.text.chat import ChatTemplateError
 
@@ -76,8 +77,7 @@ class GenerateBox(QGroupBox):
         self.button.clicked.connect(self._clicked)
         row.addWidget(self.button)
         layout.addLayout(row)
-        opts = QHBoxLayout()
-        opts.addWidget(QLabel("Temperature"))
+        opts = FlowLayout()  # the sampling options wrap onto a second line on a narrow screen
         self.temperature = QDoubleSpinBox()
         self.temperature.setRange(0.0, 5.0)
         self.temperature.setSingleStep(0.1)
@@ -85,26 +85,23 @@ class GenerateBox(QGroupBox):
         self.temperature.setToolTip(
             "Divide the logits by this before sampling (0 = always the most likely token)"
         )
-        opts.addWidget(self.temperature)
-        opts.addWidget(QLabel("Top-k"))
+        labelled(opts, "Temperature", self.temperature)
         self.top_k = QSpinBox()
         self.top_k.setRange(0, 1_000_000)
         self.top_k.setSpecialValueText("off")
         self.top_k.setToolTip("Sample only among the k most likely tokens (off = all)")
-        opts.addWidget(self.top_k)
-        opts.addWidget(QLabel("Top-p"))
+        labelled(opts, "Top-k", self.top_k)
         self.top_p = QDoubleSpinBox()
         self.top_p.setRange(0.01, 1.0)
         self.top_p.setSingleStep(0.05)
         self.top_p.setValue(1.0)
         self.top_p.setToolTip("Sample among the smallest set of tokens whose probability reaches p (1 = off)")
-        opts.addWidget(self.top_p)
-        opts.addWidget(QLabel("Tokens"))
+        labelled(opts, "Top-p", self.top_p)
         self.max_tokens = QSpinBox()
         self.max_tokens.setRange(1, 100_000)
         self.max_tokens.setValue(200)
         self.max_tokens.setToolTip("How many new tokens to generate")
-        opts.addWidget(self.max_tokens)
+        labelled(opts, "Tokens", self.max_tokens)
         self.chat = ChatControls()
         self.conversation = Conversation()
         opts.addWidget(self.chat.toggle)
