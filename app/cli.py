@@ -10,11 +10,16 @@ is no file, folder or model name is one line and exit 2 before Qt is even import
 
 User mistakes raise :class:`UserError` or any :class:`model.errors.AttentionLabError` (the one base of
 ``model/``'s errors); they become one line on stderr and exit code 2, never a traceback.
+
+A reader that stops early (``attention-lab budget --json | head -c 100``) ends the command quietly,
+as it ends a Unix tool: no traceback, nothing on stderr, exit status :data:`BROKEN_PIPE_STATUS`
+(``--help`` is argparse's, which ignores the failed write itself: quiet too, exit status 0).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -32,6 +37,11 @@ COMMANDS: dict[str, str] = {
     "screenshot": "Render every tab of the app to PNG files, offscreen.",
 }
 
+
+#: The exit status when stdout's reader went away: 128 + SIGPIPE, what a shell reports for a Unix
+#: tool that SIGPIPE ended (``yes | head``), so ``set -o pipefail`` sees the output was cut short,
+#: and not 1, which ``train`` returns for a run that diverged.
+BROKEN_PIPE_STATUS = 141
 
 #: Subcommands that build a model, sized first (model.sizing); --no-size-check skips the refusal.
 SIZED = ("train", "generate", "inspect", "circuits")
@@ -96,6 +106,21 @@ def runs_a_command(argv: list[str]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv``; its exit status (see the module docstring)."""
+    try:
+        rc = _main(argv)
+        if sys.stdout is not None:
+            sys.stdout.flush()  # here, so that output a closed pipe refuses is found inside the try
+        return rc
+    except BrokenPipeError:  # Python's recipe: stdout at /dev/null, so the flush at exit is quiet too
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        return BROKEN_PIPE_STATUS
+
+
+def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     chosen = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(chosen if chosen in COMMANDS else None)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from model.budget import presets
 from model.config import ConfigError, GPTConfig
+from model.files import check_input
 
 
 def _ours(path: Path) -> bool:
@@ -35,7 +36,7 @@ def _ours(path: Path) -> bool:
 def read_config(path: str | Path) -> GPTConfig:
     """The config of ``path`` (see the module docstring); ours is not validated (the caller lists its
     problems). Raises :class:`ConfigError` in one line."""
-    path = Path(path)
+    path = check_input(path, error=lambda line: ConfigError([line]), kind="any")  # a FIFO would block
     if _ours(path):
         return presets.load_config(path)
     from model.io.pretrained import config_of  # torch: only for a model of another kind

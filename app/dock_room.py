@@ -9,7 +9,7 @@ keeps its width there.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject, QPoint, QRect, Qt
+from PySide6.QtCore import QEvent, QObject, QPoint, QRect, Qt, QTimer
 from PySide6.QtWidgets import QDockWidget, QMainWindow
 
 #: px: the docks' width on a screen that has room for it
@@ -27,6 +27,12 @@ class DockRoom(QObject):
         super().__init__(window)
         self.window, self.docks = window, docks
         self._shrunk = False
+        # a resize before the window is shown (its first size) comes before the docks are laid out:
+        # fit again once the event loop has placed them, and after each later resize
+        self._later = QTimer(self)
+        self._later.setSingleShot(True)
+        self._later.setInterval(0)
+        self._later.timeout.connect(self.fit)
         window.installEventFilter(self)
 
     def most(self) -> int:
@@ -55,6 +61,7 @@ class DockRoom(QObject):
             self._shrunk = width < DOCK_WIDTH
 
     def eventFilter(self, obj, event) -> bool:
-        if obj is self.window and event.type() == QEvent.Type.Resize:
+        if obj is self.window and event.type() in (QEvent.Type.Resize, QEvent.Type.Show):
             self.fit()
+            self._later.start()
         return False

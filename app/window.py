@@ -261,6 +261,15 @@ class MainWindow(QMainWindow):
             train.confirm_replace = self.files.maybe_save
         if hasattr(train, "saveRequested"):
             train.saveRequested.connect(self.files.save_checkpoint_as)
+        if hasattr(train, "generate_box"):  # a chat's templated text, to the Attention tab
+            train.generate_box.attentionPromptRequested.connect(self.show_in_attention)
+
+    def show_in_attention(self, text: str) -> None:
+        """Run ``text`` in the Attention tab and bring it forward (nothing when it is not there)."""
+        tab = self.tab("Attention") if "Attention" in self.tabs else None
+        if hasattr(tab, "set_prompt"):
+            tab.set_prompt(text)
+            self.tab_widget.setCurrentIndex(list(self.tabs).index("Attention"))
 
     def _build_status_bar(self) -> None:
         self.status_line = StatusLine(self.statusBar(), self.session)

@@ -9,19 +9,26 @@ removed by the next write to the same path (:func:`clean_stale_temps`) once its 
 ``--out`` (a file or a folder): it refuses, in one line and before anything is computed, a device, a
 pipe or a socket (``/dev/null``), a file where a folder is wanted or the reverse, a path under a file,
 and a name longer than the file system allows (room left for the temporary name beside it).
+
+:func:`writing` is the one answer to a write that fails on the way (a full disk, a file-size limit, a
+folder made read-only): every writer of the project -- these single files, the checkpoint's folder,
+the run folder's log rows, the screenshots -- raises :class:`WriteError`, one line naming what was
+being written and why, which a command prints with exit status 2. What was there before stays whole
+(the failed write was to a temporary name, or appended whole lines only).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from model.errors import AttentionLabError
+from model.errors import AttentionLabError, first_line
 
 #: Bytes a temporary name adds to the name it is written for (``.NAME.PID.<random>.tmp``).
 TEMP_NAME_ROOM = 32
@@ -29,6 +36,30 @@ TEMP_NAME_ROOM = 32
 
 class OutputError(AttentionLabError, ValueError):
     """An output path that cannot or may not be written (one line naming it and why)."""
+
+
+class WriteError(OutputError, OSError):
+    """A write that failed on the way (see :func:`writing`): one line naming the file and why. Still an
+    ``OSError``, so a caller that catches those (the window's save dialogs) goes on catching it."""
+
+
+#: What to add to a reason that does not say which limit was met.
+_HINTS = {errno.EFBIG: " (the file-size limit: see ulimit -f)", errno.ENOSPC: " (the disk is full)"}
+
+
+@contextlib.contextmanager
+def writing(path: str | Path, what: str | None = None) -> Iterator[Path]:
+    """Turn an ``OSError`` of the writes inside into :class:`WriteError`: ``cannot write WHAT: REASON``
+    (``what`` defaults to ``path``, quoted). A :class:`WriteError` from a writer nested inside, which
+    named its file already, passes unchanged. Yields ``Path(path)``."""
+    try:
+        yield Path(path)
+    except WriteError:
+        raise
+    except OSError as exc:
+        reason = (exc.strerror or first_line(exc)) + _HINTS.get(exc.errno or 0, "")
+        shown = repr(str(path)) if what is None else what
+        raise WriteError(f"cannot write {shown}: {reason}") from None
 
 
 def pid_alive(pid: int) -> bool:
@@ -171,7 +202,8 @@ def write_atomic(
 
     The file gets the mode an ordinary ``open`` would give it (0666 less the process's umask), not the
     0600 of a temporary file; temporary files of earlier killed writes are removed first. On any
-    error the temporary file is removed and the exception propagates; ``path`` is untouched.
+    error the temporary file is removed and the exception propagates (an ``OSError`` as
+    :class:`WriteError`, :func:`writing`); ``path`` is untouched.
     """
     path = Path(path)
     if isinstance(content, str):
@@ -180,19 +212,23 @@ def write_atomic(
     elif isinstance(content, (bytes, bytearray, memoryview)):
         blob, text = content, False
         content = lambda fh: fh.write(blob)  # noqa: E731
-    path.parent.mkdir(parents=True, exist_ok=True)
-    clean_stale_temps(path)
-    fd, tmp = tempfile.mkstemp(prefix=f"{_temp_prefix(path)}{os.getpid()}.", suffix=".tmp", dir=path.parent)
-    try:
-        stream: IO[Any] = os.fdopen(fd, "w", newline="", encoding="utf-8") if text else os.fdopen(fd, "wb")
-        with stream as fh:
-            os.chmod(tmp, 0o666 & ~_umask())
-            content(fh)
-            if fsync:
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        clean_stale_temps(path)
+        prefix = f"{_temp_prefix(path)}{os.getpid()}."
+        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
+        try:
+            stream: IO[Any] = (
+                os.fdopen(fd, "w", newline="", encoding="utf-8") if text else os.fdopen(fd, "wb")
+            )
+            with stream as fh:
+                os.chmod(tmp, 0o666 & ~_umask())
+                content(fh)
+                if fsync:
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     return path

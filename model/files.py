@@ -1,4 +1,11 @@
-"""The one reader of the JSON files that come with a model: :func:`read_json`.
+"""The one check of every path a command reads (:func:`check_input`) and the one reader of the JSON
+files that come with a model (:func:`read_json`).
+
+:func:`check_input` refuses, in one line and without opening it, a path that is there but is not what
+is read: a FIFO (whose reader waits for a writer forever), a device (``/dev/zero`` never ends), a socket,
+or a folder where a file is wanted. Every input goes through it: ``--config`` of every command, the
+``--corpus`` file, ``--checkpoint``/``--resume``/MODEL (a folder or a file), and each JSON file read
+here.
 
 A checkpoint's ``config.json``, ``meta.json``, ``train_state.json`` and ``tokenizer.json``, a Hugging
 Face folder's ``config.json``, tokenizer files and shard index, all go through it, so every unreadable,
@@ -14,6 +21,8 @@ last copy would win unseen; the line names the key) and a whole number too long 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -72,11 +81,41 @@ def parse_json(text: str, *, error: Callable[[str], Exception], what: str) -> An
     return value
 
 
+def check_input(
+    path: str | Path, *, error: Callable[[str], Exception], what: str | None = None, kind: str = "file"
+) -> Path:
+    """Raise ``error`` with one line naming ``what`` (default: the path, quoted) unless ``path``, when
+    it is there, may be read as ``kind``: ``"file"`` (a regular file), ``"folder"`` or ``"any"`` (either,
+    as a model is). Nothing is opened: a FIFO, device or socket is refused by its ``stat`` alone (links
+    followed). A missing path is the caller's to name (it may have somewhere else to look); returns
+    ``path``."""
+    path = Path(path)
+    what = repr(str(path)) if what is None else what
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # missing, a name too long, a NUL byte: the caller's reading says so
+        return path
+    if stat.S_ISREG(mode):
+        if kind == "folder":
+            raise error(f"{what} is a file, not a folder")
+    elif stat.S_ISDIR(mode):
+        if kind == "file":
+            raise error(f"{what} is a directory, not a regular file: name the file in it")
+    else:
+        wanted = "a regular file" if kind == "file" else "a regular file or folder"
+        raise error(
+            f"{what} is not {wanted} but a device, pipe or socket: it is not opened (reading it would "
+            "wait or never end)"
+        )
+    return path
+
+
 def read_json(path: str | Path, *, error: Callable[[str], Exception], what: str | None = None) -> Any:
     """The JSON value in ``path``, or ``error`` with one line naming the file (``what``, default its
     name) and what is wrong: it cannot be read, is not UTF-8, or anything :func:`parse_json` refuses."""
     path = Path(path)
     what = path.name if what is None else what
+    check_input(path, error=error, what=what)
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -86,4 +125,4 @@ def read_json(path: str | Path, *, error: Callable[[str], Exception], what: str 
     return parse_json(text, error=error, what=what)
 
 
-__all__ = ["MAX_DIGITS", "parse_json", "read_json"]
+__all__ = ["MAX_DIGITS", "check_input", "parse_json", "read_json"]

@@ -152,13 +152,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"  L{l}H{h}  {c:.3f}  {s:+.3f}")
     print("how: " + "; ".join(got.notes) + ".")
     if out is not None:
-        try:
-            if out.suffix.lower() == ".npz":
-                written = save_inspection(out, got.arrays())
-            else:
-                written = _csv(out, comp, kinds)
-        except OSError as exc:
-            raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
+        if out.suffix.lower() == ".npz":  # a failed write: WriteError (model.atomic), one line
+            written = save_inspection(out, got.arrays())
+        else:
+            written = _csv(out, comp, kinds)
         print(f"wrote {written}")
     sys.stdout.flush()
     return 0

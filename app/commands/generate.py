@@ -39,7 +39,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="a checkpoint: ours (from train), a Hugging Face GPT-2 folder, a nanoGPT ckpt.pt, "
         "or hf:REPO[@REVISION] (fetched into the Hugging Face cache once)",
     )
-    p.add_argument("--prompt", required=True, metavar="TEXT", help="the text to continue")
+    p.add_argument(
+        "--prompt", required=True, metavar="TEXT", help="the text to continue (with --chat: your message)"
+    )
+    p.add_argument(
+        "--chat",
+        action="store_true",
+        help="chat with a model that carries a chat template: the prompt is your message, the model "
+        "reads it in its template and the reply (ending at its end-of-turn token) is printed",
+    )
+    p.add_argument(
+        "--system",
+        default=None,
+        metavar="TEXT",
+        help="with --chat: the system prompt (the template's own default otherwise)",
+    )
     p.add_argument(
         "--max-new-tokens", type=_positive_int, default=200, metavar="N", help="tokens to add (200)"
     )
@@ -71,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
     from model.nn.generate import check_sampling, check_seed, stream, trained_window
     from model.runtime import pick_device
 
+    if args.system is not None and not args.chat:
+        raise UserError("--system is the system prompt of a chat: add --chat")
     try:
         check_sampling(args.temperature, args.top_k, args.top_p, greedy=args.greedy)
         check_seed(args.seed)
@@ -82,23 +98,25 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     if not args.prompt:
         raise UserError("--prompt is empty: give at least one character")
+    text = chat_prompt(ckpt, args) if args.chat else args.prompt
     if not args.no_cache:  # the cache is sized before the prompt is printed
         window = trained_window(ckpt) or ckpt.model.config.context_length
         check(generation_need(ckpt.model.config, min(window, ckpt.model.config.context_length)))
     try:
-        ckpt.tokenizer.encode(args.prompt)
+        ckpt.tokenizer.encode(text)
     except ValueError as exc:  # characters the tokenizer does not know
         raise UserError(f"the prompt cannot be encoded: {exc}") from None
 
     out = sys.stdout
-    out.write(args.prompt)
-    out.flush()
+    if not args.chat:  # a chat prints the reply alone
+        out.write(args.prompt)
+        out.flush()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         pieces = stream(
             ckpt.model,
             ckpt.tokenizer,
-            args.prompt,
+            text,
             args.max_new_tokens,
             temperature=args.temperature,
             top_k=args.top_k,
@@ -116,3 +134,17 @@ def run(args: argparse.Namespace) -> int:
     for w in caught:
         print(f"attention-lab generate: warning: {w.message}", file=sys.stderr)
     return 0
+
+
+def chat_prompt(ckpt, args: argparse.Namespace) -> str:
+    """The text the model reads for ``--chat``: the message (and ``--system``) in its chat template."""
+    from model.text.chat import ChatTemplateError
+
+    chat = getattr(ckpt.tokenizer, "chat_template", None)
+    if chat is None:
+        name = (ckpt.meta or {}).get("name") or args.checkpoint
+        raise UserError(f"--chat needs a model with a chat template: {name} has none (leave out --chat)")
+    try:
+        return chat.prompt(args.system or "", [], args.prompt)
+    except ChatTemplateError as exc:
+        raise UserError(str(exc)) from None

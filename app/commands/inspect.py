@@ -190,10 +190,7 @@ def run(args: argparse.Namespace) -> int:
         + (" before compression…" if args.compress else "…"),
         flush=True,
     )
-    try:
-        path = save_inspection(out, arrays, compress=args.compress)
-    except OSError as exc:
-        raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
+    path = save_inspection(out, arrays, compress=args.compress)  # a failed write: WriteError, one line
     L, H, T, _ = arrays["weights"].shape
     print(f"wrote {path}: {L} layers × {H} heads × {T} tokens")
     return 0

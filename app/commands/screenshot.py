@@ -22,9 +22,11 @@ import time
 from pathlib import Path
 
 from app.cli import UserError
-from model.atomic import OutputError, check_output
+from model.atomic import OutputError, check_output, write_atomic
 
 HELP = "Render every tab of the app to PNG files, offscreen."
+#: What the generation box asks a model that chats (the Train tab's screenshot shows the reply)
+CHAT_MESSAGE = "What is the capital of France?"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -71,6 +73,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "page"
+
+
+def _png(widget) -> bytes:
+    """``widget`` as drawn, encoded as PNG in memory (written by :func:`model.atomic.write_atomic`)."""
+    from PySide6.QtCore import QBuffer, QIODevice
+
+    buf = QBuffer()
+    buf.open(QIODevice.OpenModeFlag.WriteOnly)
+    if not widget.grab().save(buf, "PNG"):
+        raise UserError(f"cannot encode {widget.objectName() or type(widget).__name__} as PNG")
+    return bytes(buf.data().data())
 
 
 def _out_folder(text: str) -> Path:
@@ -147,8 +160,7 @@ def run(args: argparse.Namespace) -> int:
         if args.only and args.only not in name:
             return
         settle()
-        path = out / f"{name}.png"
-        widget.grab().save(str(path), "PNG")
+        path = write_atomic(out / f"{name}.png", _png(widget))  # a failed write: WriteError, one line
         written.append(path)
         print(f"wrote {path}", flush=True)
 
@@ -185,7 +197,8 @@ def run(args: argparse.Namespace) -> int:
             )
         if train_tab is not None and hasattr(train_tab, "generate_box"):
             box = train_tab.generate_box
-            box.prompt.setText((s.source.default_prompt or "the")[:40])
+            box.chat.toggle.setChecked(box.chat.toggle.isEnabled())  # a chat model: its Chat mode
+            box.prompt.setText(CHAT_MESSAGE if box.chat.active else (s.source.default_prompt or "the")[:40])
             box.max_tokens.setValue(160)
             box.generate(seed=args.seed)
             wait_until(lambda: box.worker is None, timeout=120)

@@ -16,7 +16,8 @@ every ``--log-every`` steps, every evaluation and the last step), ``checkpoint/`
 Nothing of the user's is replaced or deleted: ``--out`` must be missing, empty or a run folder of ours
 (``run.json`` says so and everything in it is the run's own); ``--log-json`` must be a new file or an
 earlier run's log, outside the run folder and none of the run's inputs; ``--resume`` refuses a
-checkpoint whose training state is missing or damaged. Each is one line, before anything is written.
+checkpoint whose training state is missing or damaged; a folder another run is writing is refused
+naming that run's PID (model/io/runlock.py). Each is one line, before anything is written.
 
 On a terminal the progress is one updating line; otherwise plain lines every ``--log-every`` steps.
 Ctrl-C stops after the current step and saves; a second one aborts.
@@ -32,6 +33,7 @@ which imports torch, so a ``train`` command line pays for torch before it is par
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import sys
 import warnings
@@ -44,6 +46,7 @@ from model.config import CHOICES, FIELD_HELP, ConfigError, GPTConfig
 from model.io.atomic_dir import clean_stale_temps
 from model.io.checkpoint import CheckpointError, check_save_target, load_checkpoint
 from model.io.runfolder import CHECKPOINT_DIR, RunFolderError, check_extra_log, check_run_folder
+from model.io.runlock import RunLock
 from model.text.sources import DEFAULT_SOURCE, resolve_source
 from model.train.distributed import DEFAULT_TIMEOUT_S, DistributedError, close, init
 from model.train.engine import DTYPES
@@ -243,13 +246,8 @@ def _check_flags(args) -> None:
         raise UserError(f"--dist-timeout {args.dist_timeout:g}: must be a positive number of seconds")
 
 
-def _build(args, dist):
-    """(trainer, out_dir) from the arguments; user mistakes raise UserError/ConfigError."""
-    config_changes = {f.name: getattr(args, f"cfg_{f.name}") for f in _config_fields()}
-    config_changes = {k: v for k, v in config_changes.items() if v is not None}
-    overrides = {name: getattr(args, f"set_{name}") for name in [*SETTING_FLAGS, "amp"]}
-    overrides = {k: v for k, v in overrides.items() if v is not None}
-
+def _check_out(args) -> str:
+    """The run folder to write, once it and ``--log-json`` may be written (nothing is written yet)."""
     if args.corpus is not None and not args.corpus.strip():
         raise UserError("--corpus is empty: give a text file, builtin:NAME or task:NAME (or leave it out)")
     out = args.out or args.resume
@@ -263,6 +261,15 @@ def _build(args, dist):
             check_extra_log(args.log_json, run=out, inputs=(args.corpus, args.config, args.resume))
     except (RunFolderError, CheckpointError) as exc:
         raise UserError(str(exc)) from None
+    return out
+
+
+def _build(args, dist, out: str) -> Trainer:
+    """The trainer from the arguments; user mistakes raise UserError/ConfigError."""
+    config_changes = {f.name: getattr(args, f"cfg_{f.name}") for f in _config_fields()}
+    config_changes = {k: v for k, v in config_changes.items() if v is not None}
+    overrides = {name: getattr(args, f"set_{name}") for name in [*SETTING_FLAGS, "amp"]}
+    overrides = {k: v for k, v in overrides.items() if v is not None}
     clean_stale_temps(Path(out) / CHECKPOINT_DIR)  # what a killed earlier save left beside it
     options = {"dist": dist, "grad_accum": args.grad_accum, "dtype": args.dtype, "compile": args.compile}
 
@@ -304,7 +311,7 @@ def _build(args, dist):
         raise
     except ValueError as exc:  # DataError, CheckpointError, DeviceError, TokenizerError: one line each
         raise UserError(str(exc)) from None
-    return trainer, out
+    return trainer
 
 
 def _config_vocab(given, config, where: str):
@@ -346,11 +353,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, dist) -> int:
     main = dist.is_main
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        trainer, out = _build(args, dist)
-    for w in caught if main else ():
-        print(f"attention-lab train: warning: {w.message}", file=sys.stderr)
-    for note in trainer.engine.notes if main else ():
-        print(f"attention-lab train: note: {note}", file=sys.stderr)
-    return train_into(trainer, out, args, dist)
+    out = _check_out(args)
+    # rank 0 writes the folder: it holds the lock from before the model is built to the end of the run
+    # (a missing --resume folder without --out is not made: reading it says it is missing)
+    with RunLock(out, create=bool(args.out)) if main else contextlib.nullcontext():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            trainer = _build(args, dist, out)
+        for w in caught if main else ():
+            print(f"attention-lab train: warning: {w.message}", file=sys.stderr)
+        for note in trainer.engine.notes if main else ():
+            print(f"attention-lab train: note: {note}", file=sys.stderr)
+        return train_into(trainer, out, args, dist)

@@ -18,6 +18,7 @@ import sys
 import time
 
 from app.cli import UserError
+from model.atomic import writing
 from model.io.checkpoint import CheckpointError
 from model.io.revisions import drop_kept_after, keep_checkpoint
 from model.io.runfolder import RunFolderError, RunWriter
@@ -123,13 +124,12 @@ def train_into(trainer: Trainer, out: str, args: argparse.Namespace, dist) -> in
         if writer is None:
             return
         try:
-            trainer.save(writer.checkpoint)
-            if args.keep_checkpoints:
-                keep_checkpoint(out, writer.checkpoint, trainer.step)
+            with writing(out, what=f"the checkpoint in {out!r}"):  # one line, as every writer's
+                trainer.save(writer.checkpoint)
+                if args.keep_checkpoints:
+                    keep_checkpoint(out, writer.checkpoint, trainer.step)
         except CheckpointError as exc:
             raise UserError(str(exc)) from None
-        except OSError as exc:
-            raise UserError(f"cannot save the checkpoint to {out}: {exc.strerror or exc}") from None
         saved_step = trainer.step
 
     t_run = time.perf_counter()

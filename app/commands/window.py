@@ -17,6 +17,7 @@ from pathlib import Path
 
 from app.cli import COMMANDS, MODEL_KINDS, WINDOW_EPILOG, WINDOW_USAGE, OneLineParser, UserError
 from model.errors import AttentionLabError
+from model.files import check_input
 
 
 @dataclass(frozen=True)
@@ -51,11 +52,9 @@ def _local_model(spec: str) -> WindowRequest:
             return WindowRequest(str(local_checkpoint(spec)), _model_name(spec))
         except HubError as exc:
             raise UserError(str(exc)) from None
-    path = Path(spec).expanduser()
-    if path.is_dir() or path.is_file():
-        return WindowRequest(str(path))
+    path = check_input(Path(spec).expanduser(), error=UserError, what=spec, kind="any")
     if path.exists():
-        raise UserError(f"{spec}: not a file or a folder (a device or a pipe?)")
+        return WindowRequest(str(path))
     close = difflib.get_close_matches(spec, COMMANDS, n=1)
     if close and os.sep not in spec:
         raise UserError(f"{spec!r} is neither a command nor a model here: did you mean {close[0]!r}?")

@@ -347,7 +347,9 @@ class Curves(QWidget):
                 pen=pg.mkPen(*color, 200, width=1, style=Qt.PenStyle.DashLine),
                 movable=False,
                 label=label,
-                labelOpts={"position": 0.95, "color": color},
+                # near the foot of the plot, right of the line (left of it near the right edge): the
+                # top is where the legend row and the early, high part of a loss curve are
+                labelOpts={"position": 0.04, "color": color, "anchors": [(0, 1), (1, 1)]},
             )
             self.plot.addItem(self.marker, ignoreBounds=True)
         self._marker_x = float(x)
@@ -372,8 +374,13 @@ class Curves(QWidget):
                 pen=pg.mkPen(120, 120, 120, 180, width=1, style=Qt.PenStyle.DashLine),
                 movable=False,
                 label=label,
-                labelOpts={"position": position, "color": GUIDE_COLOR}
-                | ({"anchors": [(0, 1), (0, 1)]} if above else {}),
+                # the text's own point at ``position`` along it (its left end at the left, its right
+                # end at the right), so a label at either end stays inside the plot
+                labelOpts={
+                    "position": position,
+                    "color": GUIDE_COLOR,
+                    "anchors": [(position, 1.0 if above else 0.0)] * 2,
+                },
             )
             self.plot.addItem(line)
         else:

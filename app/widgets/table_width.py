@@ -16,14 +16,16 @@ def columns_width(table: QTableView, *, stretch_content: bool = True) -> int:
     column at its minimum section size only, without ``stretch_content``), the row header, the
     vertical scroll bar and the frame."""
     header = table.horizontalHeader()
+    shown = [c for c in range(header.count()) if not header.isSectionHidden(c)]
     need = 0
-    for c in range(header.count()):
-        if header.isSectionHidden(c):
-            continue
+    for c in shown:
         if not stretch_content and header.sectionResizeMode(c) == QHeaderView.ResizeMode.Stretch:
             need += header.minimumSectionSize()
-        else:
-            need += max(header.sectionSizeHint(c), table.sizeHintForColumn(c), header.minimumSectionSize())
+            continue
+        content = max(header.sectionSizeHint(c), table.sizeHintForColumn(c), header.minimumSectionSize())
+        if header.stretchLastSection() and c == shown[-1]:
+            content = max(content, header.defaultSectionSize())  # Qt's floor for a stretched last section
+        need += content
     vertical = table.verticalHeader()
     if not vertical.isHidden():
         need += max(vertical.width(), vertical.sizeHint().width())

@@ -95,7 +95,7 @@ from model.config.fields import (
 )
 from model.config.sizes import DerivedSizes
 from model.errors import AttentionLabError
-from model.files import parse_json
+from model.files import check_input, parse_json
 
 
 class ConfigError(AttentionLabError, ValueError):
@@ -221,9 +221,7 @@ class GPTConfig(DerivedSizes):
 
     @classmethod
     def load(cls, path: str | Path, *, validate: bool = True) -> GPTConfig:
-        path = Path(path)
-        if path.exists() and not path.is_file():  # a folder, device or FIFO (which would block)
-            raise ConfigError([f"config file {str(path)!r} is not a regular file"])
+        path = check_input(path, error=lambda line: ConfigError([line]), what=f"config file {str(path)!r}")
         try:
             if path.stat().st_size > MAX_CONFIG_BYTES:
                 raise ConfigError([f"config file {str(path)!r} is too large for a config (over 1 MiB)"])

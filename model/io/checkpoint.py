@@ -37,6 +37,7 @@ import torch
 from safetensors.torch import load as tensors_from_bytes
 from safetensors.torch import save as tensors_to_bytes
 
+from model.atomic import writing
 from model.budget.sizing import check as check_size
 from model.budget.sizing import (
     check_config_file_shapes,
@@ -46,7 +47,7 @@ from model.budget.sizing import (
 )
 from model.config import ConfigError, GPTConfig
 from model.errors import AttentionLabError
-from model.files import read_json
+from model.files import check_input, read_json
 from model.io.atomic_dir import (
     clean_stale_temps,
     fsync_dir,
@@ -206,34 +207,36 @@ def save_checkpoint(
         tmp = temp_dir_for(path)
     except OSError as exc:
         raise CheckpointError(f"cannot write into {str(parent)!r}: {exc.strerror or exc}") from None
-    try:
-        config: GPTConfig = model.config  # type: ignore[assignment]
-        _write_json(tmp / CONFIG_FILE, config.to_dict())
-        _write_tensors(tmp / MODEL_FILE, _model_tensors(model), {"format": FORMAT})
-        _write_json(tmp / TOKENIZER_FILE, tokenizer.to_dict())
-        files = [MODEL_FILE]
-        if train_state is not None:
-            state = dict(train_state)
-            tensors = state.pop("tensors", None) or {}
-            _write_tensors(tmp / TENSORS_FILE, tensors, {"format": FORMAT})
-            _write_json(tmp / STATE_FILE, state)
-            files.append(TENSORS_FILE)
-        full_meta = dict(meta or {})
-        full_meta.update(
-            format=FORMAT,
-            version=FORMAT_VERSION,
-            saved_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            torch_version=torch.__version__,
-            files={
-                name: {"bytes": (tmp / name).stat().st_size, "sha256": _sha256(tmp / name)} for name in files
-            },
-        )
-        _write_json(tmp / META_FILE, full_meta)
-        fsync_dir(tmp)
-        replace_dir(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with writing(path, what=f"the checkpoint {str(path)!r}"):  # a full disk: one line, the old one kept
+        try:
+            config: GPTConfig = model.config  # type: ignore[assignment]
+            _write_json(tmp / CONFIG_FILE, config.to_dict())
+            _write_tensors(tmp / MODEL_FILE, _model_tensors(model), {"format": FORMAT})
+            _write_json(tmp / TOKENIZER_FILE, tokenizer.to_dict())
+            files = [MODEL_FILE]
+            if train_state is not None:
+                state = dict(train_state)
+                tensors = state.pop("tensors", None) or {}
+                _write_tensors(tmp / TENSORS_FILE, tensors, {"format": FORMAT})
+                _write_json(tmp / STATE_FILE, state)
+                files.append(TENSORS_FILE)
+            full_meta = dict(meta or {})
+            full_meta.update(
+                format=FORMAT,
+                version=FORMAT_VERSION,
+                saved_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                torch_version=torch.__version__,
+                files={
+                    name: {"bytes": (tmp / name).stat().st_size, "sha256": _sha256(tmp / name)}
+                    for name in files
+                },
+            )
+            _write_json(tmp / META_FILE, full_meta)
+            fsync_dir(tmp)
+            replace_dir(tmp, path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     return path
 
 
@@ -269,6 +272,7 @@ def _read_tensors(path: Path, expected: dict[str, Any] | None) -> dict[str, torc
 
 
 def _resolve_dir(path: Path) -> Path:
+    check_input(path, error=CheckpointError, what=f"checkpoint {str(path)!r}", kind="any")
     if path.is_dir() and not (path / CONFIG_FILE).exists() and (path / "run.json").exists():
         path = path / "checkpoint"  # a run folder (model/io/runfolder.py): its newest checkpoint
     if path.is_dir():

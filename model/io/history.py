@@ -357,9 +357,10 @@ class History:
     def write_csv(self, path: str | Path) -> Path:
         """The metric-vs-step table as CSV (one row per traced revision)."""
         columns, rows = self.table()
-        path = Path(path)
-        with open(path, "w", newline="", encoding="utf-8") as f:
+
+        def write(f) -> None:
             w = csv.writer(f)
             w.writerow(columns)
             w.writerows(rows)
-        return path
+
+        return write_atomic(path, write, text=True)  # whole or not at all; a failure is one line

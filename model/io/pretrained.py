@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from model.config import ConfigError, GPTConfig
-from model.files import read_json
+from model.files import check_input, read_json
 from model.io.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from model.io.families import FAMILIES, family_config
 from model.io.gguf import gguf_config, load_gguf
@@ -37,6 +37,8 @@ from model.io.gpt2 import gpt2_config, load_hf_gpt2
 from model.io.hf import load_hf_family
 from model.io.nanogpt import load_nanogpt, nanogpt_config
 from model.io.weights import describe_tokenizer
+from model.text.bpe import special_token_text
+from model.text.chat import ChatTemplate, chat_template_for
 from model.text.tokens import Tokenizer
 
 #: The kinds of model :func:`open_model` opens, as written to ``Checkpoint.meta["kind"]``; the
@@ -82,7 +84,7 @@ def detect(path: str | Path) -> tuple[str, Path]:
     """
     if not str(path).strip():  # Path("") is ".", the current folder: not what an empty name meant
         raise CheckpointError("the model path is empty: name a model folder or file")
-    path = Path(path)
+    path = check_input(path, error=CheckpointError, kind="any")
     if not path.exists():
         raise CheckpointError(f"{str(path)!r} does not exist")
     if path.is_file():
@@ -93,13 +95,11 @@ def detect(path: str | Path) -> tuple[str, Path]:
         if _is_torch_file(path):
             return "nanogpt", path
         path = path.parent
-    elif not path.is_dir():
-        raise CheckpointError(f"{str(path)!r} is neither a model folder nor a file (a device, pipe, socket)")
     if not (path / "config.json").exists() and (path / "run.json").is_file():
         path = path / "checkpoint"  # a run folder (model/io/runfolder.py): its newest checkpoint
         if not path.is_dir():
             raise CheckpointError(f"the run in {str(path.parent)!r} has saved no checkpoint yet")
-    cfg_path = path / "config.json"
+    cfg_path = check_input(path / "config.json", error=CheckpointError)
     if cfg_path.is_file():
         cfg = read_json(cfg_path, error=CheckpointError, what=str(cfg_path))
         if not isinstance(cfg, dict):
@@ -156,6 +156,7 @@ def open_model(
         ckpt = load_hf_family(where, device, dtype=dtype)
     if kind.startswith("hf-"):
         ckpt.tokenizer.stop_ids = hf_stop_ids(where, ckpt.tokenizer)
+        ckpt.tokenizer.chat_template = hf_chat_template(where, ckpt.tokenizer)
     elif kind == "gguf":  # its tokenizer knows its EOS and end-of-turn tokens (model.text.gguf_tokens)
         ckpt = load_gguf(where, device, dtype=dtype)
     elif kind == "nanogpt":
@@ -198,12 +199,42 @@ def hf_stop_ids(folder: Path, tokenizer: Tokenizer) -> frozenset[int]:
             cfg = read_json(path, error=CheckpointError, what=str(path))
         except CheckpointError:
             cfg = {}
-        eos = cfg.get("eos_token") if isinstance(cfg, dict) else None
-        eos = eos.get("content") if isinstance(eos, dict) else eos
-        found = special(eos) if isinstance(eos, str) else None
+        eos = special_token_text(cfg.get("eos_token")) if isinstance(cfg, dict) else None
+        found = special(eos) if eos is not None else None
         if found is not None:
             ids.add(int(found))
     return frozenset(i for i in ids if 0 <= i < tokenizer.vocab_size)
+
+
+#: The largest chat template file read (real ones are a few kB)
+MAX_TEMPLATE_BYTES = 1_000_000
+
+
+def hf_chat_template(folder: Path, tokenizer: Tokenizer) -> ChatTemplate | None:
+    """A Hugging Face folder's chat template, as transformers finds it: ``chat_template.jinja`` when
+    present, else ``tokenizer_config.json``'s ``chat_template`` (a string, or a list of named
+    templates: the one named ``default``); None when there is none or it cannot be read (the model
+    opens all the same, without Chat mode)."""
+    cfg: Any = {}
+    path = folder / "tokenizer_config.json"
+    if path.is_file():
+        try:
+            cfg = read_json(path, error=CheckpointError, what=str(path))
+        except CheckpointError:
+            cfg = {}
+    cfg = cfg if isinstance(cfg, dict) else {}
+    text = cfg.get("chat_template")
+    if isinstance(text, list):
+        named = [t.get("template") for t in text if isinstance(t, dict) and t.get("name") == "default"]
+        text = named[0] if named else None
+    jinja = folder / "chat_template.jinja"
+    try:
+        if jinja.is_file() and jinja.stat().st_size <= MAX_TEMPLATE_BYTES:
+            text = jinja.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        pass
+    bos, eos = special_token_text(cfg.get("bos_token")), special_token_text(cfg.get("eos_token"))
+    return chat_template_for(text, tokenizer, bos_token=bos, eos_token=eos)
 
 
 _KIND_NAMES = {

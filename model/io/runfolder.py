@@ -10,14 +10,13 @@ ever grows by whole lines)::
     DIR/probes/step-00000050.npz   the probe prompt's attention at that step: ``weights`` float16
                                [L, H, T, T], ``tokens`` (str [T]), ``prompt``, ``step`` (no pickles)
 
-:class:`RunWriter` writes it (rank 0 of a run only). :class:`RunFollower` reads what is new since its
-last :meth:`~RunFollower.poll`: whole log lines only (a line still being written waits for the next
-poll; a complete line that is not JSON is skipped), probes that load completely (one that does not is
-retried later and never shown half), the newest checkpoint's step, and the status. It never writes.
+:class:`RunWriter` writes it (rank 0 of a run only); :class:`model.io.runfollow.RunFollower` reads
+what is new in it, and never writes.
 
 A folder is a run's to write (:func:`check_run_folder`) only when it is missing, empty, or a run folder
 of ours: ``run.json`` says so, and everything in it has the layout above (plus ``checkpoints/`` of
-``--keep-checkpoints`` and the temporary names of unfinished writes). Anything else -- a user's own
+``--keep-checkpoints``, the temporary names of unfinished writes and ``.run.lock``, the lock a run
+holds while it writes the folder: :mod:`model.io.runlock`). Anything else -- a user's own
 ``log.jsonl``, a ``README.md`` in ``checkpoint/``, a file of theirs in ``probes/`` -- is refused in one
 line naming it, so a run never replaces or deletes what it did not write. ``--log-json`` gets the same
 care (:func:`check_extra_log`): a file that exists must be a log of ours, never an input of the run.
@@ -25,6 +24,7 @@ care (:func:`check_extra_log`): a file that exists must be a log of ours, never 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -32,13 +32,12 @@ import re
 import socket
 import time
 import zipfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from model.atomic import OutputError, check_output, write_atomic
+from model.atomic import OutputError, check_output, write_atomic, writing
 from model.errors import AttentionLabError
 from model.interp.frame import AttentionFrame
 from model.io.checkpoint import (
@@ -49,6 +48,7 @@ from model.io.checkpoint import (
     TENSORS_FILE,
     TOKENIZER_FILE,
 )
+from model.io.runlock import LOCK_FILE
 
 __all__ = [
     "CHECKPOINT_DIR",
@@ -56,9 +56,7 @@ __all__ = [
     "LOG_FILE",
     "PROBES_DIR",
     "STATUS_FILE",
-    "FollowUpdate",
     "RunFolderError",
-    "RunFollower",
     "RunWriter",
     "check_extra_log",
     "check_run_folder",
@@ -105,6 +103,7 @@ def check_run_folder(path: str | Path) -> Path:
     except OutputError as exc:
         raise RunFolderError(str(exc)) from None
     entries = sorted(p.name for p in path.iterdir()) if path.is_dir() else []
+    entries = [name for name in entries if not _is_lock(path / name)]  # a run's while it writes
     if not entries:
         return path
     if STATUS_FILE not in entries:
@@ -153,6 +152,11 @@ def _our_status(path: Path) -> bool:
     return info.get("status") in ("running", *DONE_STATES)
 
 
+def _is_lock(entry: Path) -> bool:
+    """Whether ``entry`` is a run's lock file (:mod:`model.io.runlock`; a killed run's stays)."""
+    return entry.name == LOCK_FILE and entry.is_file() and not entry.is_symlink()
+
+
 def _is_temp(name: str, of: str | None = None) -> bool:
     m = _TEMP_NAME.fullmatch(name)
     return m is not None and (of is None or m.group("name") == of or bool(re.fullmatch(of, m.group("name"))))
@@ -180,7 +184,9 @@ def _foreign_entries(path: Path) -> list[str]:
 
     for entry in sorted(path.iterdir(), key=lambda c: c.name):
         name = entry.name
-        if name in (STATUS_FILE, LOG_FILE) and entry.is_file() and not entry.is_symlink():
+        if (name in (STATUS_FILE, LOG_FILE) and entry.is_file() and not entry.is_symlink()) or _is_lock(
+            entry
+        ):
             continue
         if name in (CHECKPOINT_DIR, f".{CHECKPOINT_DIR}.old") or _is_temp(name, CHECKPOINT_DIR):
             if checkpoint_dir(entry):
@@ -302,6 +308,12 @@ def read_probe(path: str | Path) -> AttentionFrame:
     return frame
 
 
+def _open_log(path: str | Path, mode: str, what: str | None = None) -> Any:
+    """A log file open for whole-line writes (unbuffered bytes: nothing is left to flush at close)."""
+    with writing(path, what):
+        return open(path, mode + "b", buffering=0)
+
+
 # ---------------------------------------------------------------------------------------------
 class RunWriter:
     """Writes a run folder (see the module docstring); used by rank 0 only.
@@ -329,17 +341,17 @@ class RunWriter:
             ) from None
         if extra_log is not None:
             try:
-                self._logs.append(open(extra_log, mode, encoding="utf-8"))  # noqa: SIM115 (closed by close())
+                self._logs.append(_open_log(extra_log, mode, f"--log-json {extra_log}"))
             except OSError as exc:
                 if created:
                     self.path.rmdir()
-                raise RunFolderError(f"cannot write --log-json {extra_log}: {exc.strerror or exc}") from None
+                raise RunFolderError(str(exc)) from None
         self.status("running")  # the mark that the folder is a run's, before any other file
         if not resume:  # a fresh log file (a new inode tells a follower to start over) and no old probes
             (self.path / LOG_FILE).unlink(missing_ok=True)
             for old in self.probes.glob("step-*.npz") if self.probes.is_dir() else ():
                 old.unlink()
-        self._logs.insert(0, open(self.path / LOG_FILE, mode, encoding="utf-8"))  # noqa: SIM115 (closed by close())
+        self._logs.insert(0, _open_log(self.path / LOG_FILE, mode))
 
     @property
     def checkpoint(self) -> Path:
@@ -354,11 +366,21 @@ class RunWriter:
         write_atomic(self.path / STATUS_FILE, json.dumps(self.info, indent=1) + "\n", fsync=True)
 
     def log(self, row: dict[str, Any]) -> None:
-        """Append one row as one whole line (flushed, so a follower sees it at once)."""
-        line = json.dumps(row) + "\n"
+        """Append one row as one whole line, at once (a follower sees it); a line that cannot be written
+        whole (a full disk, a file-size limit) is cut off again, and :class:`model.atomic.WriteError`
+        says so: the lines before it stay as they were."""
+        line = (json.dumps(row) + "\n").encode("utf-8")
         for f in self._logs:
-            f.write(line)
-            f.flush()
+            with writing(f.name):
+                end = os.fstat(f.fileno()).st_size
+                try:
+                    done = 0
+                    while done < len(line):
+                        done += f.write(line[done:]) or 0
+                except OSError:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(f.fileno(), end)
+                    raise
 
     def probe(self, frame: AttentionFrame) -> Path:
         return write_probe(self.probes, frame)
@@ -367,142 +389,3 @@ class RunWriter:
         for f in self._logs:
             f.close()
         self._logs = []
-
-
-# ---------------------------------------------------------------------------------------------
-@dataclass
-class FollowUpdate:
-    """What appeared in a run folder since the previous poll.
-
-    ``rows``: new log rows in order; ``frames``: new probe frames by step; ``checkpoint_step``: the
-    newest checkpoint's step when it changed (else None); ``status``: the run's status (``"gone"``
-    once the folder has disappeared); ``done``: nothing more will come.
-    """
-
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    frames: list[AttentionFrame] = field(default_factory=list)
-    checkpoint_step: int | None = None
-    status: str | None = None
-    info: dict[str, Any] = field(default_factory=dict)
-    done: bool = False
-    restarted: bool = False
-
-    def __bool__(self) -> bool:
-        news = self.rows or self.frames or self.checkpoint_step is not None
-        return bool(news or self.done or self.restarted)
-
-
-class RunFollower:
-    """Reads what is new in a run folder at each :meth:`poll` (never writes; see the module docstring)."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self._offset = 0
-        self._inode: int | None = None
-        self._head = b""  # the log's first line: tells a copy of the same log from a new run's
-        self._seen_probes: set[str] = set()
-        self._ckpt_key: tuple[Any, ...] | None = None
-        self.status: str | None = None
-        self.info: dict[str, Any] = {}
-
-    @property
-    def checkpoint(self) -> Path:
-        return self.path / CHECKPOINT_DIR
-
-    def poll(self) -> FollowUpdate:
-        up = FollowUpdate()
-        if not self.path.is_dir():
-            up.status, up.done = "gone", True
-            return up
-        self._read_status(up)
-        self._read_log(up)
-        self._read_probes(up)
-        self._read_checkpoint(up)
-        up.status, up.info = self.status, dict(self.info)
-        # done only once the status says so AND everything written before it has been read
-        up.done = self.status in DONE_STATES and not up.rows and not up.frames
-        return up
-
-    def _read_status(self, up: FollowUpdate) -> None:
-        try:
-            info = json.loads((self.path / STATUS_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return
-        if isinstance(info, dict):
-            self.info = info
-            self.status = str(info.get("status")) if info.get("status") else None
-
-    def _read_log(self, up: FollowUpdate) -> None:
-        path = self.path / LOG_FILE
-        try:
-            st = path.stat()
-        except OSError:
-            return
-        # a new file: a sync tool's fresh copy of the same log (same first line, no shorter)
-        # continues; anything else is a fresh run's log: start over
-        moved = self._inode is not None and (st.st_ino != self._inode or st.st_size < self._offset)
-        if moved and (st.st_size < self._offset or self._first_line(path) != self._head):
-            self._offset, self._head = 0, b""
-            self._seen_probes.clear()
-            up.restarted = True
-        self._inode = st.st_ino
-        if st.st_size <= self._offset:
-            return
-        try:
-            with open(path, "rb") as f:
-                f.seek(self._offset)
-                data = f.read(st.st_size - self._offset)
-        except OSError:
-            return
-        end = data.rfind(b"\n")
-        if end < 0:
-            return  # only part of a line so far
-        if not self._head:
-            self._head = data[: data.find(b"\n") + 1]
-        self._offset += end + 1
-        for line in data[: end + 1].splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict) and isinstance(row.get("step"), int):
-                up.rows.append(row)
-
-    @staticmethod
-    def _first_line(path: Path) -> bytes:
-        try:
-            with open(path, "rb") as f:
-                return f.readline()
-        except OSError:
-            return b""
-
-    def _read_probes(self, up: FollowUpdate) -> None:
-        folder = self.path / PROBES_DIR
-        try:
-            names = sorted(p.name for p in folder.iterdir() if p.name.startswith("step-"))
-            names = [n for n in names if n.endswith(".npz")]
-        except OSError:
-            return
-        for name in names:
-            if name in self._seen_probes:
-                continue
-            try:
-                frame = read_probe(folder / name)
-            except ValueError:
-                continue  # incomplete (a copy still arriving): try again next poll
-            self._seen_probes.add(name)
-            up.frames.append(frame)
-
-    def _read_checkpoint(self, up: FollowUpdate) -> None:
-        meta = self.checkpoint / "meta.json"
-        try:
-            st = meta.stat()
-            key = (st.st_ino, st.st_mtime_ns, st.st_size)
-            if key == self._ckpt_key:
-                return
-            step = json.loads(meta.read_text(encoding="utf-8")).get("step")
-        except (OSError, ValueError, AttributeError):
-            return
-        if isinstance(step, int):
-            self._ckpt_key = key
-            up.checkpoint_step = step

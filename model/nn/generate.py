@@ -294,9 +294,12 @@ def stream(
     use_cache: bool = True,
     window: int | None = None,
     stop: bool = True,
+    stop_ids: Iterable[int] | None = None,
 ) -> Iterator[str]:
-    """Yield the text of each new token as it is produced (one ``yield`` per token), ending after the
-    tokenizer's end-of-sequence or end-of-turn token (its ``stop_ids``; ``stop=False`` goes on).
+    """Yield the text of each new token as it is produced (one ``yield`` per token), ending at the
+    tokenizer's end-of-sequence or end-of-turn token (its ``stop_ids``, or ``stop_ids`` when given;
+    ``stop=False`` goes on). The stop token's own text (``<|im_end|>``) is never yielded: its step
+    yields only what the earlier tokens held back.
 
     The prompt is encoded strictly (unknown characters raise the tokenizer's error, which names
     them). Whenever a token's piece splits a character (the byte tokenizer, byte-level BPE such as
@@ -310,6 +313,11 @@ def stream(
     if not ids:
         raise ValueError("the prompt is empty: give at least one character")
     idx = torch.tensor([ids], dtype=torch.long)
+    stops = (
+        frozenset(int(i) for i in (tokenizer.stop_ids if stop_ids is None else stop_ids))
+        if stop
+        else frozenset()
+    )
     new_ids: list[int] = []
     emitted = ""
     for tok in _steps(
@@ -324,11 +332,12 @@ def stream(
         use_cache=use_cache,
         vocab_limit=tokenizer.vocab_size,
         window=window,
-        stop_ids=tokenizer.stop_ids if stop else (),
+        stop_ids=stops,
     ):
         new_ids.append(int(tok[0, 0]))
-        text = tokenizer.decode(new_ids)
-        last = len(new_ids) == max_new_tokens or (stop and new_ids[-1] in tokenizer.stop_ids)
+        ended = new_ids[-1] in stops
+        text = tokenizer.decode(new_ids[:-1] if ended else new_ids)
+        last = len(new_ids) == max_new_tokens or ended
         if not last:  # U+FFFD at the end may be a character still incomplete
             text = text.rstrip("\ufffd")
         delta = text[len(emitted) :]

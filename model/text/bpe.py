@@ -43,7 +43,7 @@ from model.files import read_json
 from model.text.hf_backend import Backend
 from model.text.tokens import UNKNOWN_ID_TEXT, Tokenizer, TokenizerError
 
-__all__ = ["HFTokenizer", "byte_level_bpe", "bytes_to_unicode", "load_hf_tokenizer"]
+__all__ = ["HFTokenizer", "byte_level_bpe", "bytes_to_unicode", "load_hf_tokenizer", "special_token_text"]
 
 #: GPT-2's end-of-text token, a special token of the vocab.json + merges.txt form by default.
 ENDOFTEXT = "<|endoftext|>"
@@ -365,10 +365,8 @@ def _special_tokens(directory: Path) -> list[str]:
         if not isinstance(data, dict):
             continue
         for key in ("bos_token", "eos_token", "unk_token", "pad_token"):
-            tok = data.get(key)
-            if isinstance(tok, dict):
-                tok = tok.get("content")
-            if isinstance(tok, str):
+            tok = special_token_text(data.get(key))
+            if tok is not None:
                 found.append(tok)
         found += [
             entry["content"]
@@ -381,6 +379,13 @@ def _special_tokens(directory: Path) -> list[str]:
 def is_hf_tokenizer_json(data: Any) -> bool:
     """Whether a parsed tokenizer.json is the ``tokenizers`` library's format (not ours, which has "type")."""
     return isinstance(data, dict) and "type" not in data and isinstance(data.get("model"), dict)
+
+
+def special_token_text(value: object) -> str | None:
+    """A special token as tokenizer_config.json / special_tokens_map.json name it: a string or
+    ``{"content": ...}`` (None for anything else)."""
+    value = value.get("content") if isinstance(value, dict) else value
+    return value if isinstance(value, str) else None
 
 
 def load_hf_tokenizer(

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from model.files import check_input
 from model.text.datasource import DataError, DataSource, check_batch_args
 from model.text.tales import TALES_SEED, generate_tales
 from model.text.tokens import ByteTokenizer, CharTokenizer, Tokenizer, UnknownCharactersError
@@ -179,10 +180,7 @@ def load_text_file(path: str | os.PathLike, *, tokenizer: Tokenizer | None = Non
     p = Path(path).expanduser()
     if not p.exists():
         raise DataError(f"{p}: no such file")
-    if p.is_dir():
-        raise DataError(f"{p} is a directory; give a text file")
-    if not p.is_file():  # a device (/dev/zero reports size 0) or a FIFO would be read without end
-        raise DataError(f"{p} is not a regular file (a device, pipe or socket); give a text file")
+    check_input(p, error=DataError, what=str(p))  # a folder, FIFO or device (/dev/zero never ends)
     try:
         size = p.stat().st_size
         if size > MAX_FILE_BYTES:

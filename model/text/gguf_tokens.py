@@ -82,6 +82,7 @@ from tokenizers import Tokenizer as _Backend
 
 from model.errors import first_line
 from model.text.bpe import HFTokenizer, byte_level_bpe, bytes_to_unicode
+from model.text.chat import chat_template_for
 from model.text.hf_backend import Backend
 from model.text.tokens import TokenizerError
 
@@ -265,6 +266,10 @@ def tokenizer_from_gguf(meta: Mapping[str, Any], name: str | None = None) -> HFT
     # generation stops at EOS and at the end-of-turn / end-of-message tokens llama.cpp stops at
     ends = [eos, *(_token_id(meta, key, label, n) for key, label in _STOP_IDS)]
     out.stop_ids = frozenset(i for i in ends if i is not None)
+    bos_text, eos_text = (out.token_strings([i])[0] if i is not None else None for i in (bos, eos))
+    out.chat_template = chat_template_for(
+        meta.get("tokenizer.chat_template"), out, bos_token=bos_text, eos_token=eos_text
+    )
     return out
 
 

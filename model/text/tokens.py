@@ -25,11 +25,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from model.errors import AttentionLabError
+
+if TYPE_CHECKING:
+    from model.text.chat import ChatTemplate
 
 __all__ = [
     "ByteTokenizer",
@@ -82,6 +85,8 @@ class Tokenizer(ABC):
     #: Ids that end a generation (a model's end-of-sequence and end-of-turn tokens, e.g. SmolLM2's
     #: <|im_end|>): what the loaders know of the model, empty for a tokenizer of our own
     stop_ids: frozenset[int] = frozenset()
+    #: The model's chat template (:class:`~model.text.chat.ChatTemplate`) when its files carry one
+    chat_template: ChatTemplate | None = None
 
     @property
     @abstractmethod

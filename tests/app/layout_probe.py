@@ -2,7 +2,8 @@
 
 :func:`text_problems` looks at every visible pyqtgraph view under a widget and reports, one line each:
 an axis's tick text outside the axis's own box or outside the visible view (cut), a title's text
-wider than its box or outside the view, and two texts (titles, axis labels) on top of each other.
+wider than its box or outside the view, a guide line's label (a marked step, a reference level) out of
+its plot's box, and two texts (titles, axis labels, legend entries, guide labels) on top of each other.
 """
 
 from __future__ import annotations
@@ -71,6 +72,13 @@ def view_problems(view: pg.GraphicsView, where: str = "") -> list[str]:
             if item.label.isVisible() and item.labelText:  # less the text item's 4 px margins
                 title = item.label.sceneBoundingRect().adjusted(4, 4, -4, -4)
                 texts.append((f"axis title {item.labelText!r}", title))
+        elif isinstance(item, pg.InfLineLabel) and item.toPlainText().strip():
+            text = item.sceneBoundingRect()
+            name = item.toPlainText()[:40]
+            box = item.line.getViewBox()
+            if box is not None and not _inside(text, box.sceneBoundingRect(), slack=4):
+                out.append(f"{where}guide label {name!r} runs out of its plot")
+            texts.append((f"guide label {name!r}", text.adjusted(2, 2, -2, -2)))
         elif isinstance(item, pg.LabelItem) and item.text.strip():
             text = item.item.sceneBoundingRect()
             if text.width() < 1:

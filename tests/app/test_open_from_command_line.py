@@ -54,7 +54,7 @@ def test_a_packaged_model_is_opened_under_its_own_name(launched, smollm2_path):
         (["trian"], "did you mean 'train'"),
         (["no-such-model.gguf"], "no such file or folder: no-such-model.gguf"),
         (["--checkpoint", "package:NoSuchModel"], "no such packaged model"),
-        (["--checkpoint", "/dev/null"], "not a file or a folder"),
+        (["--checkpoint", "/dev/null"], "not a regular file or folder"),
         (["--checkpoint", ""], "path is empty"),
         (["a", "--checkpoint", "b"], "name the model once"),
     ],

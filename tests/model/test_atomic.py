@@ -90,3 +90,27 @@ def test_a_run_folders_status_is_written_atomically_with_the_umask_mode(tmp_path
     mask = os.umask(0)
     os.umask(mask)
     assert mode == 0o666 & ~mask
+
+
+def test_a_write_that_fails_on_the_way_is_one_line_naming_the_file_and_keeps_the_old_one(tmp_path):
+    """A full disk mid-write: WriteError (still an OSError for callers that catch those), one line
+    naming the file and why; the file before it is whole and no temporary file is left."""
+    import errno
+
+    from model.atomic import WriteError
+    from model.errors import AttentionLabError
+
+    path = tmp_path / "export.csv"
+    path.write_bytes(b"the earlier export")
+
+    def full(fh):
+        fh.write(b"half")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with pytest.raises(WriteError) as caught:
+        write_atomic(path, full)
+    message = str(caught.value)
+    assert message == f"cannot write {str(path)!r}: {os.strerror(errno.ENOSPC)} (the disk is full)"
+    assert isinstance(caught.value, OSError) and isinstance(caught.value, AttentionLabError)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export.csv"]
+    assert path.read_bytes() == b"the earlier export"

@@ -212,11 +212,13 @@ def test_stream_holds_back_incomplete_utf8_characters():
 
 def test_generation_ends_after_a_stop_token():
     """A tokenizer's stop ids (its EOS, end-of-turn) end the stream and generate(stop_ids=) after they
-    are produced, the stop token kept; a batch ends once every row has produced one."""
+    are produced: generate keeps the stop token, the stream never shows its text; a batch ends once
+    every row has produced one."""
     tok = ByteTokenizer()
     model = ScriptedModel(b"ab\ncd\n")  # after the 1-byte prompt: a, b, newline, c, d, newline
     tok.stop_ids = frozenset({ord("\n")})
-    assert "".join(stream(model, tok, "x", 10)) == "ab\n"
+    assert list(stream(model, tok, "x", 10)) == ["a", "b", ""]
+    assert "".join(stream(model, tok, "x", 10, stop_ids={ord("d")})) == "ab\nc"  # other stop ids
     assert "".join(stream(model, tok, "x", 10, stop=False)) == "ab\ncd\n\n\n\n\n"
     out = generate(model, torch.tensor([ord("x")]), 10, greedy=True, stop_ids={ord("d")})
     assert bytes(out.tolist()) == b"xab\ncd"

@@ -12,12 +12,12 @@ import pytest
 from model.interp.frame import AttentionFrame
 from model.io.runfolder import (
     RunFolderError,
-    RunFollower,
     RunWriter,
     check_run_folder,
     read_probe,
     write_probe,
 )
+from model.io.runfollow import RunFollower
 
 
 def frame(step: int, T: int = 3) -> AttentionFrame:

@@ -57,7 +57,7 @@ class LensPage(LabPage):
         # a column per token, sharing the page's width; the table scrolls only for a long prompt
         self.table.horizontalHeader().setDefaultSectionSize(46)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        self.table.horizontalHeader().setMinimumSectionSize(26)
+        self.table.horizontalHeader().setMinimumSectionSize(22)
         keep_columns_whole(self.table, stretch_content=False, at_most=TOKEN_GRID_MAX_WIDTH)
         self.table.verticalHeader().setDefaultSectionSize(34)
         body.addWidget(self.table, 1)

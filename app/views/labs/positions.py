@@ -388,7 +388,7 @@ class PermutationPage(LabPage):
         # a column per token, sharing the page's width; the table scrolls only for a long prompt
         self.table.horizontalHeader().setDefaultSectionSize(60)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        self.table.horizontalHeader().setMinimumSectionSize(36)
+        self.table.horizontalHeader().setMinimumSectionSize(30)
         keep_columns_whole(self.table, stretch_content=False, at_most=TOKEN_GRID_MAX_WIDTH)
         body.addWidget(self.table, 3)
         body.addWidget(QLabel("<b>All four settings</b> (same prompt, same shuffle):"))
@@ -430,17 +430,22 @@ class PermutationPage(LabPage):
         perm = r.perm
         rows = [
             ("prompt token", [name(i) for i in ids]),
-            ("top guess for the next token", [name(i) for i in r.pred]),
-            ("shuffled prompt token", [name(ids[perm[t]]) for t in range(T)]),
-            ("top guess (shuffled prompt)", [name(i) for i in r.pred_permuted]),
-            ("guess of that token unshuffled", [name(r.pred[perm[t]]) for t in range(T)]),
-            ("follows its token?", ["✓" if f else "✗" for f in r.follows]),
+            ("top guess for\nthe next token", [name(i) for i in r.pred]),
+            ("shuffled\nprompt token", [name(ids[perm[t]]) for t in range(T)]),
+            ("top guess\n(shuffled prompt)", [name(i) for i in r.pred_permuted]),
+            ("guess of that token\nunshuffled", [name(r.pred[perm[t]]) for t in range(T)]),
+            ("follows its\ntoken?", ["✓" if f else "✗" for f in r.follows]),
         ]
         self.table.clear()
         self.table.setRowCount(len(rows))
         self.table.setColumnCount(T)
         self.table.setVerticalHeaderLabels([r_[0] for r_ in rows])
-        self.table.setHorizontalHeaderLabels([f"t={t}\n(from {perm[t]})" for t in range(T)])
+        # column t: position t of the shuffled prompt, and the position its token came from
+        self.table.setHorizontalHeaderLabels([f"t={t}\n←{perm[t]}" for t in range(T)])
+        for t in range(T):
+            self.table.horizontalHeaderItem(t).setToolTip(
+                f"position {t} of the shuffled prompt holds the token from position {perm[t]}"
+            )
         bold = QFont()
         bold.setBold(True)
         for i, (_, cells) in enumerate(rows):

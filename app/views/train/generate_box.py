@@ -3,6 +3,9 @@ token from a :class:`~app.workers.GenerateWorker` (Generate turns into Stop whil
 
 Sampling: logits / temperature (0 = greedy), then top-k (the k most likely tokens) and top-p (the
 smallest set whose probability reaches p); the model reads at most the window it was trained on.
+
+A model whose files carry a chat template can chat instead (the Chat box, :mod:`app.views.train.chat`):
+the prompt box then holds a message, the output box the conversation.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import copy
 import time
 
+from PySide6.QtCore import Signal
 from PySide6.QtGui import QKeySequence, QShortcut, QTextCursor
 from PySide6.QtWidgets import (
     QDoubleSpinBox,
@@ -24,7 +28,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.pace import progress_line, sharing_note
+from app.views.train.chat import ChatControls, Conversation
 from app.workers import GenerateWorker
+from model.text.chat import ChatTemplateError
 
 
 class PromptEdit(QPlainTextEdit):
@@ -40,10 +46,15 @@ class PromptEdit(QPlainTextEdit):
 class GenerateBox(QGroupBox):
     """Generate from the session's model: ``prompt``, ``button``, ``output``; ``generate(seed)``.
 
-    ``worker`` is the running :class:`~app.workers.GenerateWorker` (None when idle).
+    ``worker`` is the running :class:`~app.workers.GenerateWorker` (None when idle). In chat mode
+    (``chat``, ``conversation``) ``attentionPromptRequested`` carries the text the model read for
+    its latest reply, that reply included, to the Attention tab.
     """
 
+    attentionPromptRequested = Signal(str)
     _count, _t0 = 0, 0.0
+    #: while a chat reply streams: (the text the model reads, the user's message)
+    _pending: tuple[str, str] | None = None
 
     def __init__(self, session, parent: QWidget | None = None):
         super().__init__("Generate", parent)
@@ -55,7 +66,7 @@ class GenerateBox(QGroupBox):
         self.prompt.setObjectName("genPrompt")
         self.prompt.setPlaceholderText("Prompt (Ctrl+Enter generates)")
         self.prompt.setTabChangesFocus(True)
-        self.prompt.setFixedHeight(self.prompt.fontMetrics().lineSpacing() * 3 + 12)
+        self._prompt_height(3)
         generate_key = QShortcut(QKeySequence("Ctrl+Return"), self.prompt)
         generate_key.setWhatsThis("Generate from the prompt")  # what Help → Keyboard shortcuts says
         generate_key.activated.connect(self.generate)
@@ -94,8 +105,12 @@ class GenerateBox(QGroupBox):
         self.max_tokens.setValue(200)
         self.max_tokens.setToolTip("How many new tokens to generate")
         opts.addWidget(self.max_tokens)
+        self.chat = ChatControls()
+        self.conversation = Conversation()
+        opts.addWidget(self.chat.toggle)
         opts.addStretch(1)
         layout.addLayout(opts)
+        layout.addWidget(self.chat)
         self.output = QPlainTextEdit()
         self.output.setObjectName("genOutput")
         self.output.setReadOnly(True)
@@ -110,6 +125,55 @@ class GenerateBox(QGroupBox):
         self.status.setWordWrap(True)
         self.status.setStyleSheet("color: #555;")
         layout.addWidget(self.status)
+        self.chat.modeChanged.connect(self._on_mode)
+        self.chat.clearRequested.connect(self.clear_conversation)
+        self.chat.attentionRequested.connect(self._to_attention)
+        session.modelChanged.connect(lambda *_: self._sync_template())
+        self._sync_template()
+
+    # ---- chat mode -----------------------------------------------------------------------------
+    def _sync_template(self) -> None:
+        """Chat follows the model: another template (or none) starts a new conversation."""
+        chat = getattr(self.session.tokenizer, "chat_template", None)
+        if chat is not self.chat.chat:
+            self.chat.set_template(chat)
+            self.clear_conversation()
+
+    def _prompt_height(self, lines: int) -> None:
+        self.prompt.setFixedHeight(self.prompt.fontMetrics().lineSpacing() * lines + 12)
+
+    def _on_mode(self, chatting: bool) -> None:
+        self.button.setText(self._idle_text())
+        self._prompt_height(2 if chatting else 3)  # a message is short: the conversation gets the room
+        self.prompt.setPlaceholderText(
+            "Message (Ctrl+Enter sends)" if chatting else "Prompt (Ctrl+Enter generates)"
+        )
+        self.output.setPlaceholderText(
+            "Type a message and press Send: the conversation appears here, the reply as it is written."
+            if chatting
+            else "Type a prompt and press Generate: tokens appear as they are produced."
+        )
+        self.output.setPlainText(self.conversation.transcript() if chatting else "")
+
+    def _chat_enabled(self, on: bool) -> None:
+        self.chat.toggle.setEnabled(on and self.chat.chat is not None)
+        self.chat.setEnabled(on)
+
+    def _idle_text(self) -> str:
+        return "Send" if self.chat.active else "Generate"
+
+    def clear_conversation(self) -> None:
+        """Forget every turn (Clear conversation; another model)."""
+        self.conversation.clear()
+        if self.chat.active:
+            self.output.setPlainText("")
+
+    def _to_attention(self) -> None:
+        text = self.conversation.seen_text()
+        if not text:
+            self.status.setText("Nothing to show yet: send a message first")
+            return
+        self.attentionPromptRequested.emit(text)
 
     def shutdown(self) -> None:
         """Stop a running generation and wait for it (the tab's and the window's close)."""
@@ -128,13 +192,22 @@ class GenerateBox(QGroupBox):
         s = self.session
         if self.worker is not None or s.model is None or s.tokenizer is None:
             return
-        prompt = self.prompt.text()
+        self._sync_template()
+        message = self.prompt.text()
+        template = self.chat.chat if self.chat.active else None
+        chatting = template is not None
         try:
-            if not prompt:
-                raise ValueError("type a prompt first")
+            if not message:
+                raise ValueError("type a message first" if chatting else "type a prompt first")
+            prompt = message
+            if template is not None:
+                prompt = self.conversation.prompt(template, self.chat.system.text(), message)
             s.tokenizer.encode(prompt)
-        except Exception as exc:
-            self.output.setPlainText(f"Cannot generate: {exc}")
+        except (ValueError, ChatTemplateError) as exc:
+            if chatting:
+                self.status.setText(f"Cannot send: {exc}")
+            else:
+                self.output.setPlainText(f"Cannot generate: {exc}")
             return
         source = generation_source(s)  # a training model is copied in the worker, not here
         top_k = self.top_k.value() or None
@@ -156,7 +229,9 @@ class GenerateBox(QGroupBox):
         worker.token.connect(self._on_token)
         worker.finished.connect(self._on_generated)
         self.worker = worker
-        self.output.setPlainText(prompt)
+        self._pending = (prompt, message) if chatting else None
+        self._chat_enabled(False)  # the mode and the conversation hold still while the model writes
+        self.output.setPlainText(self.conversation.transcript(message) if chatting else prompt)
         self.button.setText("Stop")
         self._count, self._t0 = 0, time.monotonic()
         note = sharing_note(s)
@@ -182,10 +257,15 @@ class GenerateBox(QGroupBox):
         if self.worker is not None:
             self.worker.join(5.0)
         self.worker = None
-        self.button.setText("Generate")
+        pending, self._pending = self._pending, None
+        self._chat_enabled(True)
+        self.button.setText(self._idle_text())
         self.status.setText(self._pace(None) + " · done" if self._count else " ")
         if error:
             self.output.appendPlainText(f"\n[generation failed: {error}]")
+        elif pending is not None and self.chat.active:  # the reply is a turn of the conversation
+            self.conversation.add_exchange(*pending, text)
+            self.prompt.setText("")
 
 
 def generation_source(session):

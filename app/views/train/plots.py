@@ -19,7 +19,7 @@ TITLE_SIZE = "9.5pt"
 #: (series, panel and event key, panel title, colour, line width, row, column, column span)
 EXTRA_PANELS = (
     ("lr", "Learning rate", PALETTE[2], 2.0, 1, 0, 1),
-    ("grad_norm", "Gradient norm (before clipping)", PALETTE[4], 1.0, 1, 1, 1),
+    ("grad_norm", "Gradient norm, unclipped", PALETTE[4], 1.0, 1, 1, 1),
     ("tokens_per_s", "Training tokens / s", PALETTE[7], 1.0, 2, 0, 2),
 )
 
@@ -34,16 +34,27 @@ class TrainPlots(Curves):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(
             "Loss (cross-entropy, nats/token)",
+            x_label="",  # the four plots share their steps: only the lowest says "step"
             colspan=2,
             smoothing=0.9,
             legend_text_size="8pt",
             parent=parent,
         )
+        last_row = max(row for *_, row, _col, _span in EXTRA_PANELS)
         for key, title, _color, _width, row, col, span in EXTRA_PANELS:
-            self.add_panel(key, title, row=row, col=col, colspan=span)
+            self.add_panel(
+                key, title, x_label="step" if row == last_row else "", row=row, col=col, colspan=span
+            )
         for panel in self.panels.values():  # four plots in a third of a laptop screen: smaller titles
             panel.setTitle(panel.titleLabel.text, size=TITLE_SIZE)
-        self.view.ci.layout.setRowStretchFactor(0, 3)
+        # the small plots ask for 28 px of curve, so on a short screen the loss keeps its room (a grid
+        # shares out a shortfall by preferred heights; what is over goes 3 to 1 to the loss's row)
+        grid = self.view.ci.layout
+        for key, *_, row, _col, _span in EXTRA_PANELS:
+            panel = self.panels[key]
+            panel.setPreferredHeight(panel.minimumHeight() + 28)
+            grid.setRowStretchFactor(row, 1)
+        grid.setRowStretchFactor(0, 3)
         self.set_series(
             TRAIN,
             [],
@@ -60,7 +71,8 @@ class TrainPlots(Curves):
     # ---- data ----------------------------------------------------------------------------------
     def set_reference_loss(self, value: float | None) -> None:
         """Draw a dashed line at ``value`` (ln V: the loss of a uniform guess), or hide it."""
-        self.set_hline("uniform", value, "uniform guess: ln V", position=0.5, above=False)
+        # under the line at its right end: a loss curve starts near ln V, top left, and falls away
+        self.set_hline("uniform", value, "uniform guess: ln V", position=0.97, above=False)
 
     def set_step_marker(self, step: int | None) -> None:
         """Mark the step whose attention the scrubber shows (None: hide the mark)."""

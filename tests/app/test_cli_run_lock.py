@@ -1,0 +1,99 @@
+"""Two ``train`` processes into one ``--out``: the second is refused in one line naming the folder and
+the first one's PID, exit 2, and the folder is byte-for-byte as the first left it (it once printed
+"saved" too, and one of the two runs was gone without a word). A holder killed with ``kill -9``
+leaves no stale lock: the folder is trained into again at once.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from model.io.runlock import LOCK_FILE, RunLock
+from tests.app.test_cli_bad_input import TASK, TINY, one_thread
+from tests.app.test_cli_user_files import snapshot
+
+__all__ = ["one_thread"]  # the imported fixture: one torch thread for the module
+
+ROOT = Path(__file__).resolve().parents[2]
+TRAIN = ["train", *TINY, *TASK, "--batch-size", "2", "--seq-len", "8"]
+
+
+def cli(argv: list[str], **kwargs) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "app.main", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        **kwargs,
+    )
+
+
+def refused_naming(argv: list[str], folder: Path, pid: int) -> None:
+    """Run ``argv``; assert exit 2 and one line naming ``folder`` and the holder's ``pid``."""
+    proc = cli(argv)
+    out, err = proc.communicate(timeout=120)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert str(folder) in lines[0] and f"PID {pid}" in lines[0], lines[0]
+    assert "saved" not in out
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("lock") / "run"
+    assert main([*TRAIN, "--steps", "2", "--probe-every", "1", "--out", str(run)]) == 0
+    return run
+
+
+@pytest.mark.parametrize("how", ["fresh", "resume"])
+def test_a_second_run_into_a_locked_folder_is_refused_and_changes_nothing(tmp_path, trained, how):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    argv = [*TRAIN, "--steps", "3", "--out", str(run)] if how == "fresh" else ["train", "--resume", str(run)]
+    with RunLock(run):  # the first run, as far as the lock goes
+        before = snapshot(run)
+        refused_naming([*argv, "--steps", "4"] if how == "resume" else argv, run, os.getpid())
+        assert snapshot(run) == before  # the first run's files, lock included, byte for byte
+    assert not (run / LOCK_FILE).exists()  # released: the folder as a finished run leaves it
+
+
+def test_after_kill_9_of_a_running_train_the_folder_is_trained_into_again(tmp_path):
+    run = tmp_path / "run"
+    first = cli([*TRAIN, "--steps", "1000000", "--log-every", "1", "--out", str(run)])
+    try:
+        deadline = time.monotonic() + 120
+        while not (run / "log.jsonl").is_file() or not (run / "log.jsonl").read_bytes():
+            assert first.poll() is None and time.monotonic() < deadline, first.communicate()[1]
+            time.sleep(0.05)  # waiting for the first run's first log row: it is training now
+        assert (run / LOCK_FILE).read_text().strip() == str(first.pid)
+        refused_naming([*TRAIN, "--steps", "3", "--out", str(run)], run, first.pid)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=60)
+    assert first.returncode == -signal.SIGKILL
+    assert (run / LOCK_FILE).is_file()  # what kill -9 leaves: the file, but no lock
+    second = cli([*TRAIN, "--steps", "3", "--out", str(run)])
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    assert f"saved {run}" in out
+    assert not (run / LOCK_FILE).exists()
+
+
+def test_a_refused_run_leaves_no_folder_the_lock_made(tmp_path, capsys):
+    run = tmp_path / "new" / "run"
+    argv = [*TRAIN, "--steps", "3", "--warmup", "-1", "--out", str(run)]  # refused once locked, building
+    assert main(argv) == 2
+    assert "warmup" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
