@@ -9,10 +9,11 @@ cares follows the signal.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from app.state import Signal
+from app.views.attention.circuits_state import CircuitsState
+from app.views.attention.state_records import CausalEntry, CausalFailure, Head
 from model.interp.analysis.heads import HeadThresholds, classify_heads
 from model.interp.measures import layer_masks
 
@@ -25,24 +26,8 @@ ROLE_SHORT = {
     "broad": "broad",
 }
 
-Head = tuple[int, int]
 
-
-@dataclass
-class CausalFailure:
-    """Why a causal tool could not run on these inputs (one line, shown on its page)."""
-
-    message: str
-
-
-@dataclass
-class CausalEntry:
-    request: int
-    setup: dict
-    result: Any
-
-
-class AttentionState:
+class AttentionState(CircuitsState):
     """The Attention tab's state and its change signals (see the module docstring).
 
     ``inspection``: the current :class:`~model.interp.inspection.Inspection` (None before the first run or
@@ -306,94 +291,6 @@ class AttentionState:
         self.causal_setup_changed.emit(kind)
         return True
 
-    # ---- circuits ------------------------------------------------------------------------------
-    def set_circuits(self, key, result) -> None:
-        """The circuits (:class:`~model.interp.measures.CircuitsResult`) of the weights ``key`` names."""
-        self.circuits = (key, result)
-        self.circuits_changed.emit("circuits", result)
-
-    def circuits_for(self, key):
-        """The circuits of the weights ``key`` names, or None (not computed yet)."""
-        c = self.circuits
-        return c[1] if c is not None and c[0] == key else None
-
-    @property
-    def circuits_result(self):
-        """The latest circuits (:class:`~model.interp.measures.CircuitsResult`), or None."""
-        return self.circuits[1] if self.circuits is not None else None
-
-    def strongest_edge(self):
-        """(kind, writer, reader, score) of the strongest composition of the latest circuits, or None."""
-        res = self.circuits_result
-        got = getattr(res, "circuits", None)
-        if got is None:
-            return None
-        top = got.composition.strongest(top=1)
-        return top[0] if top else None
-
-    def path_heads(self) -> tuple[Head, Head | None]:
-        """(sender, receiver) of path patching: the chosen ones, else the strongest composition's (a
-        chosen sender's: the head its output feeds most), else L0H0 and the first head of layer 1
-        (no receiver in a one-layer model)."""
-        edge = self.strongest_edge()
-        insp = self.inspection
-        L = insp.n_layers if insp is not None else 1
-        sender = self.circuit_setup["sender"] or (edge[1] if edge else (0, 0))
-        receiver = self.circuit_setup["receiver"]
-        if receiver is None or receiver[0] <= sender[0] or receiver[0] >= L:
-            receiver = None
-            got = getattr(self.circuits_result, "circuits", None)
-            feeds = got.composition.writes_to(*sender, 1) if got is not None else []
-            if feeds:
-                receiver = feeds[0][1]  # the head its output feeds most
-        if receiver is None and sender[0] + 1 < L:
-            receiver = (sender[0] + 1, 0)
-        chosen = (int(sender[0]), int(sender[1]))
-        return chosen, ((int(receiver[0]), int(receiver[1])) if receiver is not None else None)
-
-    def set_circuit_setup(self, **values) -> bool:
-        """Change the Circuits page's inputs (keys of :attr:`circuit_setup`); returns whether they
-        changed. A new sender keeps its receiver only when it is in a later layer."""
-        setup = {**self.circuit_setup, **values}
-        if setup == self.circuit_setup:
-            return False
-        self.circuit_setup = setup
-        self.circuit_setup_changed.emit()
-        return True
-
-    def set_circuit_head(self, key, head: Head, detail) -> None:
-        """One head's full circuits (:class:`~model.interp.measures.HeadCircuitDetail`) for ``key``."""
-        self.circuit_head = (key, (int(head[0]), int(head[1])), detail)
-        self.circuits_changed.emit("head", detail)
-
-    def circuit_head_for(self, key, head: Head):
-        """The full circuits of ``head`` for the weights ``key`` names, or None."""
-        e = self.circuit_head
-        return e[2] if e is not None and e[0] == key and e[1] == (int(head[0]), int(head[1])) else None
-
-    def path_setup(self) -> dict:
-        """What a path patching result depends on besides the run: the Patching page's inputs, the
-        sender and the receiver's layer (its heads are measured together; None: no later layer)."""
-        sender, receiver = self.path_heads()
-        layer = receiver[0] if receiver is not None else None
-        return {**self.causal_setup["patching"], "sender": sender, "layer": layer}
-
-    def set_path(self, request: int, setup: dict, result) -> bool:
-        """Keep a path patching ``result`` measured for run ``request`` with ``setup``
-        (:meth:`path_setup`); False (dropped) when the inputs changed meanwhile."""
-        if setup != self.path_setup():
-            return False
-        self.path = CausalEntry(request, dict(setup), result)
-        self.circuits_changed.emit("path", result)
-        return True
-
-    def path_for_current(self):
-        """Path patching of the current run, inputs and sender, or None (not measured yet)."""
-        e, insp = self.path, self.inspection
-        if e is None or insp is None or e.request != self.request or e.setup != self.path_setup():
-            return None
-        return e.result
-
     # ---- what the user changes -----------------------------------------------------------------
     def select(self, layer: int, head: int) -> bool:
         """Make (layer, head) the selected head (clamped to the model); returns whether it changed."""
@@ -497,4 +394,4 @@ class AttentionState:
         return text
 
 
-__all__ = ["ROLE_SHORT", "AttentionState", "CausalFailure"]
+__all__ = ["ROLE_SHORT", "AttentionState", "CausalEntry", "CausalFailure", "Head"]

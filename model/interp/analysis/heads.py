@@ -44,6 +44,25 @@ from typing import Any
 import numpy as np
 import torch
 
+from model.interp.analysis.head_scores import (
+    _entropy_from_rows,
+    _entropy_norm_from_rows,
+    _mask_for,
+    as_numpy,
+    causal_mask_np,
+    entropy,
+    entropy_norm,
+    induction_positions,
+    induction_score,
+    informative_rows,
+    learned_sink_share,
+    prev_token_score,
+    row_entropy,
+    self_score,
+    sink_score,
+)
+from model.interp.analysis.head_scores import _mean_rows as _mean_rows  # saturation reads it from here
+
 #: The names :func:`classify_heads` gives, in order of precedence ("" = no recognisable role).
 HEAD_ROLES = ("induction", "previous-token", "self", "sink", "broad")
 
@@ -51,161 +70,6 @@ HEAD_ROLES = ("induction", "previous-token", "self", "sink", "broad")
 #: stand out in their model when many pass (:attr:`HeadThresholds.max_share`). Not "broad": every head
 #: of an untrained model is broad, and saying so of each is the truth about it.
 CATCH_ALL_ROLES = ("sink",)
-
-
-# ---------------------------------------------------------------------------------------------
-# helpers
-# ---------------------------------------------------------------------------------------------
-def as_numpy(x: Any) -> np.ndarray:
-    """A float numpy view/copy of a numpy array or (CPU/GPU, any dtype) torch tensor.
-
-    float64 stays float64; every other dtype becomes float32 (enough for weights in [0, 1], and half
-    the memory and time of float64 on a 12×12×256×256 stack).
-    """
-    if hasattr(x, "detach"):
-        x = x.detach().cpu()
-        x = x.numpy() if x.dtype in (torch.float32, torch.float64) else x.float().numpy()
-    x = np.asarray(x)
-    return x if x.dtype in (np.float32, np.float64) else x.astype(np.float32)
-
-
-def causal_mask_np(T: int) -> np.ndarray:
-    """The causal mask as numpy bool [T, T]: ``mask[i, j] = j <= i``."""
-    return np.tril(np.ones((T, T), dtype=bool))
-
-
-def _mask_for(weights: np.ndarray, mask: Any) -> np.ndarray:
-    T = weights.shape[-1]
-    if weights.shape[-2] != T:
-        raise ValueError(f"attention weights must be square [..., T, T], got shape {weights.shape}")
-    if mask is None:
-        return causal_mask_np(T)
-    m = np.asarray(mask.cpu().numpy() if hasattr(mask, "cpu") else mask, dtype=bool)
-    if m.shape != (T, T):
-        raise ValueError(f"mask has shape {m.shape}, expected {(T, T)}")
-    return m
-
-
-def informative_rows(mask: np.ndarray) -> np.ndarray:
-    """bool [T]: queries that see at least two keys (the rows whose weights the head chose)."""
-    return np.asarray(mask, dtype=bool).sum(-1) >= 2
-
-
-def _mean_rows(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Mean of ``values`` [..., T] over the selected rows (NaN when none is selected)."""
-    if not rows.any():
-        return np.full(values.shape[:-1], np.nan)
-    return values[..., rows].mean(-1, dtype=np.float64)
-
-
-# ---------------------------------------------------------------------------------------------
-# one function per metric
-# ---------------------------------------------------------------------------------------------
-def row_entropy(weights: Any) -> np.ndarray:
-    """Entropy of every attention row, ``H_i = -Σ_j w_ij ln w_ij`` in nats (0·ln 0 = 0).
-
-    [..., T, T] → [..., T] (float64).
-    """
-    w = as_numpy(weights)
-    logw = np.log(w, out=np.zeros_like(w), where=w > 0)
-    return -np.einsum("...ij,...ij->...i", w, logw).astype(np.float64)
-
-
-def _entropy_from_rows(h: np.ndarray, m: np.ndarray) -> np.ndarray:
-    return _mean_rows(h, informative_rows(m))
-
-
-def _entropy_norm_from_rows(h: np.ndarray, m: np.ndarray) -> np.ndarray:
-    n = np.maximum(m.sum(-1), 2)
-    return _mean_rows(h / np.log(n), informative_rows(m))
-
-
-def entropy(weights: Any, mask: Any = None) -> np.ndarray:
-    """Mean row entropy in nats over informative rows: [..., T, T] → [...].
-
-    Ranges from 0 (every query looks at one key) to the mean of ``ln n_i`` (uniform over visible keys).
-    """
-    w = as_numpy(weights)
-    return _entropy_from_rows(row_entropy(w), _mask_for(w, mask))
-
-
-def entropy_norm(weights: Any, mask: Any = None) -> np.ndarray:
-    """Mean normalised row entropy ``H_i / ln n_i`` (``n_i`` = keys query ``i`` may see): [..., T, T] → [...].
-
-    1 means uniform over the visible keys (a head that averages, or does nothing), 0 means one-hot.
-    """
-    w = as_numpy(weights)
-    return _entropy_norm_from_rows(row_entropy(w), _mask_for(w, mask))
-
-
-def prev_token_score(weights: Any, mask: Any = None) -> np.ndarray:
-    """Mean weight on the previous token, ``w_{i, i-1}``, over informative queries ``i >= 1``: → [...]."""
-    w = as_numpy(weights)
-    m = _mask_for(w, mask)
-    T = w.shape[-1]
-    if T < 2:
-        return np.full(w.shape[:-2], np.nan)
-    i = np.arange(1, T)
-    return _mean_rows(w[..., i, i - 1], informative_rows(m)[1:])
-
-
-def sink_score(weights: Any, mask: Any = None) -> np.ndarray:
-    """Mean weight on the first token (the "attention sink"), ``w_{i, 0}``, over informative queries."""
-    w = as_numpy(weights)
-    m = _mask_for(w, mask)
-    return _mean_rows(w[..., :, 0], informative_rows(m))
-
-
-def self_score(weights: Any, mask: Any = None) -> np.ndarray:
-    """Mean weight on the diagonal (a query attending to itself), ``w_{i, i}``, over informative queries."""
-    w = as_numpy(weights)
-    m = _mask_for(w, mask)
-    return _mean_rows(np.diagonal(w, axis1=-2, axis2=-1), informative_rows(m))
-
-
-def learned_sink_share(weights: Any, mask: Any = None) -> np.ndarray:
-    """Mean share of attention that went to a learned sink (``attn_sinks``), ``1 − Σ_j w_ij``, over every
-    query that sees at least one key: [..., T, T] → [...].
-
-    A head with a learned sink logit ``b_h`` in its softmax's denominator gives each query's keys
-    ``Σ_j w_ij = 1 − exp(b_h) / (exp(b_h) + Σ_j exp(s_ij))``: what is missing went to no key. Without
-    sinks every row sums to 1 and this is 0 (up to rounding: :func:`head_metrics` writes an exact 0
-    for a model without sinks). Every query counts, the first one too: even a query that sees one key
-    splits its attention between that key and the sink.
-    """
-    w = as_numpy(weights)
-    m = _mask_for(w, mask)
-    rows = np.asarray(m.any(-1), dtype=bool)
-    return _mean_rows(1.0 - w.sum(-1, dtype=np.float64), rows)
-
-
-def induction_positions(T: int, period: int, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """(queries, keys) an induction head links on a prompt repeating with ``period`` from ``start``.
-
-    Queries are every position of every copy after the first, ``i ∈ [start + P, T)``; the key is the
-    token after the previous occurrence, ``i - P + 1``.
-    """
-    if period < 1:
-        raise ValueError(f"period must be at least 1, got {period}")
-    queries = np.arange(start + period, T)
-    return queries, queries - period + 1
-
-
-def induction_score(weights: Any, period: int, start: int = 0) -> np.ndarray:
-    """Mean weight from each query ``i`` in the repeated copies to key ``i - period + 1``.
-
-    [..., T, T] → [...].
-
-    ``weights`` must come from a prompt whose tokens ``start .. start + period - 1`` repeat after
-    themselves (see :func:`repeated_sequence`); ``period`` ``P`` is the length of one copy. A perfect
-    induction head scores 1; a uniform causal head scores about ``mean(1/(i+1))``.
-    """
-    w = as_numpy(weights)
-    T = w.shape[-1]
-    q, k = induction_positions(T, period, start)
-    if len(q) == 0:
-        raise ValueError(f"a prompt of {T} tokens holds no repeat of period {period} after position {start}")
-    return w[..., q, k].mean(-1, dtype=np.float64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,7 +232,6 @@ def measure_induction(
     Runs ``model.interp.trace`` (weights only) on ``prefix + block * n_repeats``; returns (scores, prompt).
     The caller holds whatever compute lock it shares with training.
     """
-    import torch
 
     V = model.config.vocab_size
     prompt = repeated_sequence(V, period, n_repeats=n_repeats, prefix=prefix, exclude=exclude, seed=seed)

@@ -1,0 +1,29 @@
+"""The records the Attention tab's state keeps (:mod:`app.views.attention.state`): a head's
+(layer, head), a causal tool's result with the run and inputs it was measured for, and why a tool could
+not run. No Qt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+#: A head: (layer, head).
+Head = tuple[int, int]
+
+
+@dataclass
+class CausalFailure:
+    """Why a causal tool could not run on these inputs (one line, shown on its page)."""
+
+    message: str
+
+
+@dataclass
+class CausalEntry:
+    request: int
+    setup: dict
+    result: Any
+
+
+__all__ = ["CausalEntry", "CausalFailure", "Head"]

@@ -1,0 +1,266 @@
+"""GPTConfig: every architectural choice of a decoder-only Transformer, as one validated dataclass.
+
+The JSON field names are a user-facing format (config files, checkpoints, the command line):
+``vocab_size, context_length, n_layers, d_model, n_heads, n_kv_heads, head_dim, d_ff, mlp, norm,
+norm_position, positions, attn_scale, causal, bias, tie_embeddings, dropout`` plus the numerical
+details pretrained models need (``norm_eps``, ``norm_bias``, ``gelu_approx``, ``rope_base``) and the
+parts of today's open models (Llama, Mistral, Qwen, Gemma, GPT-NeoX):
+
+=========================  ==================================================  ===================
+field                      what it does                                        used by
+=========================  ==================================================  ===================
+``rope_scaling``           rescaled RoPE frequencies: ``linear`` (θ_i/factor)   Llama 3.x, gpt-oss,
+                           or ``llama3`` (low frequencies /factor, high ones    DeepSeek-V3 (yarn)
+                           kept, smooth in between), with ``rope_factor``,
+                           ``rope_low_freq_factor``, ``rope_high_freq_factor``,
+                           ``rope_original_context``; or ``yarn`` (YaRN: a ramp
+                           between the two over the dimensions, from
+                           ``rope_beta_fast`` / ``rope_beta_slow`` rotations,
+                           ``rope_truncate``; cos and sin × ``rope_attn_factor``)
+``rope_local_base``        the RoPE base of the local (sliding-window) layers,  Gemma 3
+                           unscaled; the global ones keep ``rope_base`` and
+                           ``rope_scaling``
+``rotary_pct``             fraction of each head's d_k that RoPE rotates;       GPT-NeoX (Pythia)
+                           the rest passes unrotated
+``sliding_window``         a query sees only the last W keys (itself included)  Mistral
+``qk_rmsnorm``             RMSNorm over d_k on every query and key head         Qwen3, Gemma 3
+                           (weights [d_k], shared by the heads), before RoPE
+                           (not ``attn_scale="qk_norm"``: that is cosine
+                           attention with a learned gain); ``qk_norm_scope``
+                           ``all``: over all heads' q [H·d_k] and k [H_kv·d_k]  OLMo 2
+                           at once, before they are split into heads
+``attn_scale_dim``         scores scaled by 1/√(this) instead of 1/√d_k         Gemma 2/3
+                           (``query_pre_attn_scalar``)
+``embed_scale``            token embeddings multiplied by √d                    Gemma
+``norm_offset``            RMSNorm scales by (1 + γ), γ initialised to 0        Gemma
+``parallel_residual``      ``x + Attn(Norm1(x)) + MLP(Norm2(x))``: both read x  GPT-NeoX (Pythia)
+``window_pattern``         which layers use ``sliding_window``: ``L`` local,    Gemma 2/3, gpt-oss
+                           ``G`` global, repeated over the layers ("LG",
+                           "LLLLLG"); empty: every layer
+``attn_softcap``           scores ← c·tanh(scores/c) before the mask            Gemma 2
+``final_softcap``          logits ← c·tanh(logits/c)                            Gemma 2
+``attn_sinks``             a learned logit per head joins each softmax's         gpt-oss
+                           denominator (its share goes to no key)
+``n_experts`` ...          mixture-of-experts feed-forward: ``n_experts``        Mixtral, Qwen3-MoE,
+                           MLPs of width ``expert_d_ff``, ``n_experts_per_token`` DeepSeek-V3, gpt-oss
+                           chosen per token by a router (``router``: how its
+                           weights are normalised), ``n_shared_experts`` always
+                           on, the first ``moe_dense_layers`` layers dense, a
+                           load-balancing loss ``router_aux_loss`` in training;
+                           DeepSeek-V3's router: ``router_choice_bias`` (a
+                           per-expert bias that only chooses),
+                           ``router_groups`` / ``router_topk_groups`` (experts
+                           chosen from the best groups), ``router_scale``
+``swiglu_limit``           gpt-oss's clamped SwiGLU with biases: gate ≤ limit,  gpt-oss
+                           up in ±limit, ``(up + 1)·gate·σ(1.702·gate)``
+``kv_lora_rank`` ...       multi-head latent attention: keys and values from a   DeepSeek-V2/V3
+                           shared latent of ``kv_lora_rank`` (the KV cache
+                           holds it and one rotary key of ``qk_rope_head_dim``),
+                           queries through ``q_lora_rank`` when set, heads of
+                           ``qk_nope_head_dim`` + ``qk_rope_head_dim`` (q·k) and
+                           ``v_head_dim`` (values)
+=========================  ==================================================  ===================
+
+Q/K/V biases without an output bias (Qwen2) are ``bias="qkv"``; GeGLU with GELU's tanh form (Gemma) is
+``mlp="geglu"`` with ``gelu_approx="tanh"``; Gemma's head_dim 256 ≠ d/h is ``head_dim``.
+
+Derived sizes (``None`` means "derive it"):
+
+* ``n_kv_heads``: ``n_heads`` (multi-head attention). ``1 < n_kv_heads < n_heads`` is grouped-query
+  attention (GQA), ``n_kv_heads = 1`` is multi-query attention (MQA).
+* ``head_dim`` (d_k = d_v): ``d_model // n_heads``; it may be set freely (Gemma-style), in which case
+  Q has width ``n_heads * head_dim`` and the output projection maps that back to ``d_model``.
+* ``d_ff``: ``4 * d_model``.
+
+``validate()`` collects every problem at once and raises :class:`ConfigError` whose ``problems``
+list names each field and how to fix it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from model.config.checks import config_problems
+from model.config.fields import (
+    CHOICES,
+    FIELD_HELP,
+    FLOAT_RANGES,
+    MAX_CONFIG_BYTES,
+    MAX_ROPE_BASE,
+    MAX_ROPE_CONTEXT,
+)
+from model.config.sizes import DerivedSizes
+from model.errors import AttentionLabError
+from model.files import check_input, parse_json
+
+
+class ConfigError(AttentionLabError, ValueError):
+    """Raised by :meth:`GPTConfig.validate` with every problem found, one per line."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+@dataclass
+class GPTConfig(DerivedSizes):
+    """A decoder-only Transformer's shape and variant choices (defaults: a small GPT-2); its derived sizes
+    (``d_head``, ``hidden``, ``n_rep``, ...) are :class:`~model.config.sizes.DerivedSizes`'."""
+
+    vocab_size: int | None = None
+    context_length: int = 256
+    n_layers: int = 4
+    d_model: int = 128
+    n_heads: int = 4
+    n_kv_heads: int | None = None
+    head_dim: int | None = None
+    d_ff: int | None = None
+    mlp: str = "gelu"
+    norm: str = "layernorm"
+    norm_position: str = "pre"
+    positions: str = "learned"
+    attn_scale: str = "sqrt_dk"
+    causal: bool = True
+    bias: str = "all"
+    tie_embeddings: bool = False
+    dropout: float = 0.0
+    norm_eps: float = 1e-5
+    norm_bias: bool = True
+    gelu_approx: str = "none"
+    rope_base: float = 10000.0
+    rope_scaling: str = "none"
+    rope_factor: float = 1.0
+    rope_low_freq_factor: float = 1.0
+    rope_high_freq_factor: float = 4.0
+    rope_original_context: int = 8192
+    rope_beta_fast: float = 32.0
+    rope_beta_slow: float = 1.0
+    rope_truncate: bool = True
+    rope_attn_factor: float | None = None
+    rope_local_base: float | None = None
+    rotary_pct: float = 1.0
+    sliding_window: int | None = None
+    qk_rmsnorm: bool = False
+    qk_norm_scope: str = "head"
+    attn_scale_dim: float | None = None
+    embed_scale: bool = False
+    norm_offset: bool = False
+    parallel_residual: bool = False
+    window_pattern: str = ""
+    attn_softcap: float | None = None
+    final_softcap: float | None = None
+    attn_sinks: bool = False
+    n_experts: int | None = None
+    n_experts_per_token: int = 2
+    n_shared_experts: int = 0
+    expert_d_ff: int | None = None
+    moe_dense_layers: int = 0
+    router: str = "topk_softmax"
+    router_aux_loss: float = 0.0
+    router_choice_bias: bool = False
+    router_groups: int | None = None
+    router_topk_groups: int = 1
+    router_scale: float = 1.0
+    swiglu_limit: float | None = None
+    kv_lora_rank: int | None = None
+    q_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    qk_nope_head_dim: int | None = None
+    v_head_dim: int | None = None
+
+    # ---- validation (model.config.checks) ------------------------------------------------------
+    def problems(self) -> list[str]:
+        """Every problem with this config, each naming the field and how to fix it (empty if valid)."""
+        return config_problems(self)
+
+    def validate(self) -> GPTConfig:
+        """Raise :class:`ConfigError` listing every problem; return ``self`` when valid."""
+        problems = self.problems()
+        if problems:
+            raise ConfigError(problems)
+        return self
+
+    # ---- (de)serialisation ---------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, validate: bool = True) -> GPTConfig:
+        """Build from a mapping; omitted fields take defaults, unknown names are errors."""
+        if not isinstance(data, dict):
+            raise ConfigError([f"a config must be a JSON object of fields, not {type(data).__name__}"])
+        known = set(cls.field_names())
+        unknown = sorted(set(data) - known)
+        if unknown:
+            problems = []
+            for name in unknown:
+                near = _closest(name, known)
+                hint = f" (did you mean {near!r}?)" if near else ""
+                problems.append(f"unknown option {name!r}{hint}")
+            raise ConfigError(problems)
+        cfg = cls(**data)
+        if validate:
+            cfg.validate()
+        return cfg
+
+    @classmethod
+    def from_json(cls, text: str, *, validate: bool = True) -> GPTConfig:
+        data = parse_json(text, error=lambda line: ConfigError([line]), what="config")
+        return cls.from_dict(data, validate=validate)
+
+    @classmethod
+    def load(cls, path: str | Path, *, validate: bool = True) -> GPTConfig:
+        path = check_input(path, error=lambda line: ConfigError([line]), what=f"config file {str(path)!r}")
+        try:
+            if path.stat().st_size > MAX_CONFIG_BYTES:
+                raise ConfigError([f"config file {str(path)!r} is too large for a config (over 1 MiB)"])
+            text = path.read_text(encoding="utf-8-sig")  # a BOM from a Windows editor is fine
+        except FileNotFoundError:
+            raise ConfigError([f"config file {str(path)!r} does not exist"]) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError([f"config file {str(path)!r} cannot be read: {exc}"]) from None
+        return cls.from_json(text, validate=validate)
+
+    def replace(self, **changes: Any) -> GPTConfig:
+        """A copy with some fields changed (not validated)."""
+        return dataclasses.replace(self, **changes)
+
+    def with_vocab(self, vocab_size: int) -> GPTConfig:
+        """A copy whose vocabulary is set by a tokenizer."""
+        return dataclasses.replace(self, vocab_size=vocab_size)
+
+
+def _closest(name: str, options: set[str]) -> str | None:
+    import difflib
+
+    found = difflib.get_close_matches(name, sorted(options), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def default_config(vocab_size: int | None = None) -> GPTConfig:
+    """The built-in default: a GPT-2-style model that trains in about a minute on 2 CPU cores."""
+    return GPTConfig(vocab_size=vocab_size)
+
+
+__all__ = [
+    "CHOICES",
+    "FIELD_HELP",
+    "FLOAT_RANGES",
+    "MAX_CONFIG_BYTES",
+    "MAX_ROPE_BASE",
+    "MAX_ROPE_CONTEXT",
+    "ConfigError",
+    "GPTConfig",
+    "default_config",
+]

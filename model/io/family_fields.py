@@ -1,0 +1,330 @@
+"""A family's ``config.json`` as our :class:`GPTConfig` (:func:`family_config`; :mod:`model.io.families`).
+
+Which ``model_type`` values are opened (:data:`FAMILIES`), transformers' defaults for what a config
+omits (:data:`_DEFAULTS`), and the mapping of each family's fields onto ours: the activation, norms,
+biases, mixtures of experts and latent attention. The RoPE and sliding-window fields are read by
+:mod:`model.io.family_rope`, the kinds of the values checked by :mod:`model.io.family_checks`; every
+unsupported feature is one line of the :class:`CheckpointError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from model.config import ConfigError, GPTConfig
+from model.io.checkpoint import CheckpointError
+from model.io.family_checks import _number_problems
+from model.io.family_rope import _layer_pattern, _rope_fields, _score_scale, _window
+
+#: The families of the first Llama-era loader: their refusals stay as they were.
+_LLAMA_ERA = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gpt_neox")
+#: Today's block: mixtures of experts, latent attention, sinks, local/global layers, other norms.
+_TODAY = ("mixtral", "qwen3_moe", "deepseek_v3", "gpt_oss", "gemma2", "gemma3_text", "olmo2", "phi3")
+
+#: ``model_type`` values opened here, each as kind ``"hf-" + model_type``.
+FAMILIES = _LLAMA_ERA + _TODAY
+
+
+#: transformers' defaults for what a ``config.json`` of today's families may omit (its config classes).
+_DEFAULTS: dict[str, dict[str, Any]] = {
+    "mixtral": dict(
+        rms_norm_eps=1e-5,
+        max_position_embeddings=131072,
+        rope_theta=1e6,
+        num_experts_per_tok=2,
+    ),
+    "qwen3_moe": dict(
+        rms_norm_eps=1e-6,
+        max_position_embeddings=32768,
+        num_experts_per_tok=8,
+        moe_intermediate_size=768,
+        decoder_sparse_step=1,
+        norm_topk_prob=False,
+    ),
+    "deepseek_v3": dict(
+        rms_norm_eps=1e-6,
+        max_position_embeddings=4096,
+        moe_intermediate_size=2048,
+        num_experts_per_tok=8,
+        n_shared_experts=1,
+        routed_scaling_factor=2.5,
+        kv_lora_rank=512,
+        q_lora_rank=1536,
+        qk_rope_head_dim=64,
+        qk_nope_head_dim=128,
+        v_head_dim=128,
+        n_group=8,
+        topk_group=4,
+        first_k_dense_replace=3,
+        norm_topk_prob=True,
+        rope_interleave=True,
+    ),
+    "gpt_oss": dict(
+        rms_norm_eps=1e-5,
+        max_position_embeddings=131072,
+        rope_theta=150000.0,
+        num_experts_per_tok=4,
+        head_dim=64,
+        sliding_window=128,
+        attention_bias=True,
+        swiglu_alpha=1.702,
+        swiglu_limit=7.0,
+    ),
+    "gemma2": dict(
+        rms_norm_eps=1e-6,
+        max_position_embeddings=8192,
+        head_dim=256,
+        query_pre_attn_scalar=256,
+        sliding_window=4096,
+        final_logit_softcapping=30.0,
+        attn_logit_softcapping=50.0,
+        tie_word_embeddings=True,
+    ),
+    "gemma3_text": dict(
+        rms_norm_eps=1e-6,
+        max_position_embeddings=131072,
+        rope_theta=1e6,
+        head_dim=256,
+        query_pre_attn_scalar=256,
+        sliding_window=4096,
+        tie_word_embeddings=True,
+    ),
+    "olmo2": dict(rms_norm_eps=1e-5, max_position_embeddings=2048),
+    "phi3": dict(rms_norm_eps=1e-5, max_position_embeddings=4096),
+}
+
+
+#: HF activation names -> our GELU form (``silu`` is SwiGLU's).
+_GELU_FORMS = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu_fast": "tanh"}
+
+
+def family_config(hf: dict[str, Any]) -> GPTConfig:
+    """Our config for a ``config.json`` of one of :data:`FAMILIES` (transformers' defaults for what it
+    omits). Raises :class:`CheckpointError` naming every missing field or unsupported feature."""
+    try:
+        return _family_config(hf)
+    except KeyError as exc:  # a field the family's code reads without a default
+        raise CheckpointError(f"config.json ({hf.get('model_type')}): missing {exc}") from None
+    except (TypeError, ValueError, AttributeError) as exc:  # e.g. "rope_theta": "ten thousand"
+        if isinstance(exc, CheckpointError):
+            raise
+        raise CheckpointError(
+            f"config.json ({hf.get('model_type')}): a setting has a value of the wrong kind ({exc})"
+        ) from None
+
+
+def _family_config(hf: dict[str, Any]) -> GPTConfig:
+    model_type = hf.get("model_type")
+    if model_type not in FAMILIES:
+        raise CheckpointError(f"config.json: model_type {model_type!r} is not one of {', '.join(FAMILIES)}")
+    hf = {**_DEFAULTS.get(model_type, {}), **hf}
+    problems: list[str] = []
+    required = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+    missing = [f for f in required if f not in hf]
+    if missing:
+        raise CheckpointError(f"config.json ({model_type}): missing {', '.join(missing)}")
+    wrong = _number_problems(hf)
+    if wrong:  # before any arithmetic on them (a division by num_attention_heads=0)
+        raise CheckpointError(f"config.json ({model_type}): " + "; ".join(wrong))
+    quant = hf.get("quantization_config")
+    if quant:
+        method = quant.get("quant_method", "?") if isinstance(quant, dict) else quant
+        problems.append(f"quantized weights (quantization_config {method!r}) are not implemented")
+    if model_type not in ("gemma2", "gemma3_text"):
+        problems += [
+            f"{cap}={hf[cap]} (logit soft-capping) is not implemented"
+            for cap in ("final_logit_softcapping", "attn_logit_softcapping")
+            if hf.get(cap) is not None
+        ]
+    neox = model_type == "gpt_neox"
+    n_layers = hf["num_hidden_layers"]
+    fields: dict[str, Any] = dict(
+        vocab_size=hf["vocab_size"],
+        context_length=hf.get("max_position_embeddings", 2048),
+        n_layers=n_layers,
+        d_model=hf["hidden_size"],
+        n_heads=hf["num_attention_heads"],
+        d_ff=hf["intermediate_size"],
+        positions="rope",
+        attn_scale="sqrt_dk",
+        causal=True,
+        dropout=0.0,
+        **_rope_fields(hf, model_type, problems),
+    )
+    if not neox:
+        fields["n_kv_heads"] = hf.get("num_key_value_heads") or hf["num_attention_heads"]
+        head_dim = hf.get("head_dim")
+        d, H = hf["hidden_size"], hf["num_attention_heads"]
+        if head_dim is not None and (head_dim != d // H or d % H):  # not the d / H the config implies
+            fields["head_dim"] = head_dim
+    if neox:
+        act = hf.get("hidden_act", "gelu")
+        if act not in _GELU_FORMS:
+            problems.append(f"hidden_act {act!r} is not one of {', '.join(_GELU_FORMS)}")
+        if not hf.get("attention_bias", True):
+            problems.append(
+                "attention_bias=false (an unbiased attention beside a biased MLP) is not implemented"
+            )
+        fields.update(
+            mlp="gelu",
+            gelu_approx=_GELU_FORMS.get(act, "none"),
+            norm="layernorm",
+            norm_bias=True,
+            norm_eps=float(hf.get("layer_norm_eps", 1e-5)),
+            bias="all",
+            parallel_residual=bool(hf.get("use_parallel_residual", True)),
+            tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
+        )
+    else:
+        gemma = model_type in ("gemma", "gemma2", "gemma3_text")
+        act = (
+            hf.get("hidden_activation") or hf.get("hidden_act") or ("gelu_pytorch_tanh" if gemma else "silu")
+        )
+        if model_type == "gemma" and act == "gelu":  # transformers reads Gemma's legacy "gelu" as tanh
+            act = "gelu_pytorch_tanh"
+        if model_type in ("gemma2", "gemma3_text"):  # their code reads hidden_activation only
+            act = hf.get("hidden_activation") or "gelu_pytorch_tanh"
+        if model_type == "gpt_oss":
+            act = "silu"  # its experts' own clamped SwiGLU, whatever hidden_act says
+        if act == "silu":
+            fields.update(mlp="swiglu")
+        elif act in _GELU_FORMS:
+            fields.update(mlp="geglu", gelu_approx=_GELU_FORMS[act])
+        else:
+            problems.append(f"hidden_act {act!r} is not silu or a GELU")
+        fields.update(
+            norm="rmsnorm",
+            norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
+            bias=_bias(hf, model_type, problems),
+            tie_embeddings=bool(hf.get("tie_word_embeddings", gemma)),
+            qk_rmsnorm=model_type in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2"),
+            embed_scale=gemma,
+            norm_offset=gemma,
+        )
+        if model_type in ("gemma2", "gemma3_text", "gpt_oss"):
+            fields["sliding_window"], fields["window_pattern"] = _layer_pattern(hf, model_type, problems)
+            if model_type == "gemma3_text" and fields["sliding_window"] is None:
+                fields["rope_local_base"] = None  # no local layer to use it
+        else:  # OLMo 2 and DeepSeek-V3 too: their code has no window, a layer_types saying so is refused
+            fields["sliding_window"], fields["window_pattern"] = _window(hf, model_type, n_layers, problems)
+        if model_type in _TODAY:
+            _today(hf, model_type, fields, problems)
+    if problems:
+        raise CheckpointError(f"config.json ({model_type}): " + "; ".join(problems))
+    try:
+        return GPTConfig(**fields).validate()
+    except (ConfigError, TypeError) as exc:
+        raise CheckpointError(f"config.json ({model_type}): {exc}") from None
+
+
+def _bias(hf: dict[str, Any], model_type: str, problems: list[str]) -> str:
+    """``bias`` of a Llama-shaped family: ``qkv`` (Qwen2), ``all`` (attention and MLP biased alike;
+    gpt-oss's attention, router and experts), else ``none``; a mix is refused."""
+    if model_type == "qwen2":
+        return "qkv"
+    attn_bias = bool(hf.get("attention_bias", False))
+    if model_type == "gpt_oss":
+        if not attn_bias:
+            problems.append("attention_bias=false beside gpt-oss's biased experts is not implemented")
+        return "all"
+    if model_type in ("mixtral", "phi3"):  # their code has no biases at all
+        return "none"
+    mlp_bias = bool(hf.get("mlp_bias", False)) if model_type in _LLAMA_ERA else False
+    if attn_bias and mlp_bias:
+        return "all"
+    if attn_bias or mlp_bias:
+        problems.append(
+            f"attention_bias={attn_bias} with mlp_bias={mlp_bias} is not implemented (biases on "
+            f"attention and MLP alike, or on neither)"
+        )
+    return "none"
+
+
+def _experts(hf: dict[str, Any], default: int, *names: str) -> int:
+    """The number of routed experts, under whichever name the family's config.json uses (transformers
+    writes its own name, the Hub's files the original one), else the family's default."""
+    for name in names:
+        if hf.get(name) is not None:
+            return int(hf[name])
+    return default
+
+
+def _today(hf: dict[str, Any], model_type: str, fields: dict[str, Any], problems: list[str]) -> None:
+    """The parts of today's block each of :data:`_TODAY` uses (module docstring), into ``fields``."""
+    if model_type in ("gemma2", "gemma3_text"):
+        if hf.get("use_bidirectional_attention"):
+            problems.append("use_bidirectional_attention (no causal mask) is not implemented")
+        scalar = hf.get("query_pre_attn_scalar")
+        head = fields.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"]
+        fields.update(
+            norm_position="sandwich",
+            attn_softcap=hf.get("attn_logit_softcapping"),
+            final_softcap=hf.get("final_logit_softcapping"),
+            attn_scale_dim=None if scalar is None or float(scalar) == head else float(scalar),
+        )
+    elif model_type == "olmo2":
+        fields.update(norm_position="output", qk_norm_scope="all")
+    elif model_type == "mixtral":
+        fields.update(
+            n_experts=_experts(hf, 8, "num_local_experts", "num_experts"),
+            n_experts_per_token=hf["num_experts_per_tok"],
+            router="softmax_topk_norm",
+        )
+    elif model_type == "qwen3_moe":
+        E, n = _experts(hf, 128, "num_experts", "num_local_experts"), hf["num_hidden_layers"]
+        step, only = int(hf.get("decoder_sparse_step") or 1), set(hf.get("mlp_only_layers") or [])
+        dense = [i for i in range(n) if i in only or E <= 0 or (i + 1) % step]
+        if dense != list(range(len(dense))) or len(dense) >= n:
+            problems.append(
+                f"dense MLPs on layers {dense} (mlp_only_layers, decoder_sparse_step) are not implemented "
+                f"(the first few layers dense, the rest mixtures of experts, are)"
+            )
+        fields.update(
+            n_experts=E,
+            n_experts_per_token=hf["num_experts_per_tok"],
+            expert_d_ff=hf["moe_intermediate_size"],
+            moe_dense_layers=len(dense) if len(dense) < n else 0,
+            router="softmax_topk_norm" if hf.get("norm_topk_prob") else "softmax_topk",
+        )
+    elif model_type == "gpt_oss":
+        alpha, limit = hf.get("swiglu_alpha", 1.702), hf.get("swiglu_limit", 7.0)
+        if float(alpha) != 1.702:
+            problems.append(f"swiglu_alpha={alpha} is not implemented (gpt-oss's 1.702 is)")
+        fields.update(
+            attn_sinks=True,
+            swiglu_limit=float(limit),
+            n_experts=_experts(hf, 128, "num_local_experts", "num_experts"),
+            n_experts_per_token=hf["num_experts_per_tok"],
+            router="topk_softmax",
+        )
+    elif model_type == "deepseek_v3":
+        _deepseek(hf, fields, problems)
+
+
+def _deepseek(hf: dict[str, Any], fields: dict[str, Any], problems: list[str]) -> None:
+    """DeepSeek-V3: latent attention, dense first layers, shared experts, its router."""
+    if float(hf.get("rms_norm_eps", 1e-6)) != 1e-6:  # its latent norms use 1e-6 whatever it says
+        problems.append(f"rms_norm_eps={hf['rms_norm_eps']} is not implemented (DeepSeek-V3's 1e-06 is)")
+    if not hf.get("norm_topk_prob", True):
+        problems.append("norm_topk_prob=false (sigmoid weights not renormalised) is not implemented")
+    groups = hf.get("n_group") or 1
+    fields.update(
+        n_kv_heads=None,
+        head_dim=None,  # config.json's head_dim is the rotary part: qk_rope_head_dim
+        kv_lora_rank=hf["kv_lora_rank"],
+        q_lora_rank=hf.get("q_lora_rank"),
+        qk_rope_head_dim=hf["qk_rope_head_dim"],
+        qk_nope_head_dim=hf["qk_nope_head_dim"],
+        v_head_dim=hf["v_head_dim"],
+        n_experts=_experts(hf, 256, "n_routed_experts", "num_local_experts"),
+        n_experts_per_token=hf["num_experts_per_tok"],
+        n_shared_experts=hf.get("n_shared_experts") or 0,
+        expert_d_ff=hf["moe_intermediate_size"],
+        moe_dense_layers=hf.get("first_k_dense_replace") or 0,
+        router="sigmoid_topk_norm",
+        router_choice_bias=True,
+        router_groups=groups if groups > 1 else None,
+        router_topk_groups=hf.get("topk_group") or 1,
+        router_scale=float(hf.get("routed_scaling_factor", 1.0)),
+        attn_scale_dim=_score_scale(hf),
+    )
