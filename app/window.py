@@ -30,7 +30,6 @@ the reason instead of taking the app down.
 
 from __future__ import annotations
 
-import contextlib
 import traceback
 
 from PySide6.QtCore import QByteArray, QRect, QSize, Qt, QTimer, Signal
@@ -45,7 +44,7 @@ from app.session import Session
 from app.settings import AppSettings
 from app.status_line import StatusLine
 from app.tab_host import TabError, TabHolder, load_tab
-from model.config import GPTConfig
+from app.window_settings import STATE_VERSION, restore_window, save_window
 
 #: The tabs of the main area: (title, "module:Class"). Later issues add their modules; nothing else.
 TABS: list[tuple[str, str]] = [
@@ -57,8 +56,6 @@ TABS: list[tuple[str, str]] = [
     ("Budget", "app.views.budget.tab:BudgetTab"),
 ]
 
-#: Settings layout version: bump when docks change so an old saved state is not restored.
-STATE_VERSION = 1
 
 #: The first window's size where the screen has room for it (see :func:`fit_to_screen`).
 DEFAULT_SIZE = QSize(1500, 940)
@@ -141,7 +138,7 @@ class MainWindow(QMainWindow):
         self.resize(fit_to_screen(DEFAULT_SIZE, screen_area(self)))
         self._restore = restore
         if restore:
-            self.restore_settings()
+            restore_window(self)
         self._apply_tab_docks(self.current_tab())
         if not lazy:
             self.finish_setup()
@@ -346,51 +343,6 @@ class MainWindow(QMainWindow):
             if key not in wanted:
                 dock.hide()
 
-    def restore_settings(self) -> None:
-        st = self.settings
-        geometry = st.get_bytes("window/geometry")
-        if geometry is not None:
-            self.restoreGeometry(geometry)
-        state = st.get_bytes("window/state")
-        if state is not None:
-            self.restoreState(state, STATE_VERSION)
-        idx = st.value("window/tab")
-        try:
-            if idx is not None:
-                self.tab_widget.setCurrentIndex(int(idx))
-        except (TypeError, ValueError):
-            pass
-        cfg = st.get_json("last/config")
-        if cfg:
-            with contextlib.suppress(Exception):
-                self.config_panel.set_config(GPTConfig.from_dict(cfg, validate=False))
-        for tab in self.tabs.values():
-            hook = getattr(tab, "restore_state", None)
-            if callable(hook):
-                try:
-                    hook(st)
-                except Exception:
-                    traceback.print_exc()
-
-    def save_settings(self) -> None:
-        st = self.settings
-        st.set_bytes("window/geometry", self.saveGeometry())
-        own = self._docks_state  # the user's layout, not the current tab's choice
-        st.set_bytes("window/state", own if own is not None else self.saveState(STATE_VERSION))
-        st.set_value("window/tab", self.tab_widget.currentIndex())
-        with contextlib.suppress(Exception):
-            st.set_json("last/config", self.config_panel.config().to_dict())
-        if self.train_settings_panel is not None:
-            st.set_json("last/train_settings", self.train_settings_panel.values())
-        for tab in self.tabs.values():
-            hook = getattr(tab, "save_state", None)
-            if callable(hook):
-                try:
-                    hook(st)
-                except Exception:
-                    traceback.print_exc()
-        st.sync()
-
     # ---- events --------------------------------------------------------------------------------
     def _on_tab_changed(self, index: int) -> None:
         title = self.tab_widget.tabText(index)
@@ -418,7 +370,7 @@ class MainWindow(QMainWindow):
             event.ignore()
             return
         self._closing = True
-        self.save_settings()
+        save_window(self)
         if self.files.get_model is not None:
             self.files.get_model.shutdown()
         if self.files.local_models is not None:  # a scan of the machine's models still running

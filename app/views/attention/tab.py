@@ -32,13 +32,11 @@ from pathlib import Path
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import (
-    QApplication,
     QGraphicsOpacityEffect,
     QVBoxLayout,
     QWidget,
 )
 
-from app.event_wait import wait_until
 from app.views.attention.ablation_page import AblationPage
 from app.views.attention.aggregate_page import AggregatePage
 from app.views.attention.attribution_page import AttributionPage
@@ -57,6 +55,7 @@ from app.views.attention.metrics_page import MetricsPage
 from app.views.attention.next_token_page import NextTokenPage
 from app.views.attention.patching_page import PatchingPage
 from app.views.attention.pipeline_page import PipelinePage
+from app.views.attention.readiness import wait_ready
 from app.views.attention.rollout_page import RolloutPage
 from app.views.attention.state import AttentionState
 from app.views.page import screenshot_steps
@@ -437,33 +436,8 @@ class AttentionTab(QWidget):
     # ---- window hooks --------------------------------------------------------------------------
     def wait_ready(self, timeout: float = 60.0) -> bool:
         """Process events until the prompt has run and the page in view has everything it needs
-        (screenshots, benchmarks). Runs the prompt first when it is out of date."""
-        if self.session.model is None:
-            return True
-        st = self.state
-        if (self._dirty or st.inspection is None) and self.run_inspection() is None:
-            return False
-        page = self.current_page
-        page.ensure_built()
-
-        def ready() -> bool:
-            if st.inspection is None or st.request != self._request:
-                return False
-            if not self.session.compute.idle:
-                return False
-            if page.stale:
-                page.refresh()  # also settles what it needs (e.g. the heads the Aggregates page averages)
-            if not self.jobs.for_page(page):
-                return False
-            if page.stale:
-                page.refresh()
-            return not page.stale
-
-        ok = wait_until(ready, timeout)
-
-        for _ in range(3):  # let new child widgets (e.g. a picker's buttons) lay out before a grab
-            QApplication.processEvents()
-        return ok
+        (screenshots, benchmarks): :func:`~app.views.attention.readiness.wait_ready`."""
+        return wait_ready(self, timeout)
 
     def screenshot_pages(self):
         """One screenshot per page; each callable shows its page with everything computed (first

@@ -1,0 +1,44 @@
+"""When the Attention tab is ready to be looked at: the prompt has run and the page in view has
+everything it draws (what screenshots, benchmarks and the window walk wait for)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtWidgets import QApplication
+
+from app.event_wait import wait_until
+
+if TYPE_CHECKING:
+    from app.views.attention.tab import AttentionTab
+
+
+def wait_ready(tab: AttentionTab, timeout: float = 60.0) -> bool:
+    """Process events until the prompt has run and the page in view has everything it needs
+    (screenshots, benchmarks). Runs the prompt first when it is out of date."""
+    if tab.session.model is None:
+        return True
+    st = tab.state
+    if (tab._dirty or st.inspection is None) and tab.run_inspection() is None:
+        return False
+    page = tab.current_page
+    page.ensure_built()
+
+    def ready() -> bool:
+        if st.inspection is None or st.request != tab._request:
+            return False
+        if not tab.session.compute.idle:
+            return False
+        if page.stale:
+            page.refresh()  # also settles what it needs (e.g. the heads the Aggregates page averages)
+        if not tab.jobs.for_page(page):
+            return False
+        if page.stale:
+            page.refresh()
+        return not page.stale
+
+    ok = wait_until(ready, timeout)
+
+    for _ in range(3):  # let new child widgets (e.g. a picker's buttons) lay out before a grab
+        QApplication.processEvents()
+    return ok
