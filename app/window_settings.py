@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import contextlib
 import traceback
-from typing import TYPE_CHECKING
+from typing import Any
 
 from model.config import GPTConfig
-
-if TYPE_CHECKING:
-    from app.window import MainWindow
 
 #: Settings layout version: bump when docks change so an old saved state is not restored.
 STATE_VERSION = 1
 
 
-def restore_window(win: MainWindow) -> None:
+def restore_window(win: Any) -> None:  # win: the MainWindow (typed loosely: no import cycle)
     """Put back the window's geometry, docks, current tab, last config and each tab's own state."""
     st = win.settings
     geometry = st.get_bytes("window/geometry")
@@ -45,7 +42,7 @@ def restore_window(win: MainWindow) -> None:
                 traceback.print_exc()
 
 
-def save_window(win: MainWindow) -> None:
+def save_window(win: Any) -> None:
     """Store what :func:`restore_window` reads, then each tab's own state; sync to disk."""
     st = win.settings
     st.set_bytes("window/geometry", win.saveGeometry())

@@ -3,17 +3,14 @@ everything it draws (what screenshots, benchmarks and the window walk wait for).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from PySide6.QtWidgets import QApplication
 
 from app.event_wait import wait_until
 
-if TYPE_CHECKING:
-    from app.views.attention.tab import AttentionTab
 
-
-def wait_ready(tab: AttentionTab, timeout: float = 60.0) -> bool:
+def wait_ready(tab: Any, timeout: float = 60.0) -> bool:  # tab: the AttentionTab
     """Process events until the prompt has run and the page in view has everything it needs
     (screenshots, benchmarks). Runs the prompt first when it is out of date."""
     if tab.session.model is None:
