@@ -7,6 +7,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QLabel, QStatusBar
 
+from app.widgets.elided_label import ElidedLabel
 from model.io.gguf_file import tensor_types_by_role
 
 
@@ -17,7 +18,8 @@ class StatusLine:
 
     def __init__(self, bar: QStatusBar, session: Any):
         self.session = session
-        self.origin = QLabel()  # where a loaded model came from (name, kind, size, tokenizer)
+        # where a loaded model came from (name, kind, size, tokenizer): as much as fits, all in its tooltip
+        self.origin = ElidedLabel()
         self.origin.setContentsMargins(8, 0, 8, 0)
         bar.addWidget(self.origin, 1)
         self.device, self.params, self.step, self.tps = QLabel(), QLabel(), QLabel(), QLabel()
@@ -34,7 +36,7 @@ class StatusLine:
         types = s.slot.meta.get("tensor_types") if isinstance(s.slot.meta, dict) else None
         if types:  # a GGUF file: how each kind of tensor was quantized (the model is its dequantized form)
             tip += "\n\nStored as (dequantized to float32 here):\n" + "\n".join(tensor_types_by_role(types))
-        self.origin.setToolTip(tip)
+        self.origin.set_detail(tip.strip())
         self.device.setText(f"Device: {s.device if s.device is not None else '…'}")
         n = s.num_params
         self.params.setText(f"Parameters: {n:,}" if n is not None else "Parameters: –")

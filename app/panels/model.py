@@ -283,6 +283,7 @@ class ConfigPanel(QWidget):
         self.widgets = self.form.widgets
         self.vocab_label = QLabel("set by the tokenizer")
         self.vocab_label.setToolTip(FIELD_HELP["vocab_size"])
+        self.vocab_label.setWordWrap(True)  # "49152 (set by the tokenizer)" in a 320 px dock: two lines
         self.form.forms["Size"].insertRow(0, self.form.label("vocab_size"), self.vocab_label)
         layout.addWidget(self.form)
 

@@ -69,6 +69,11 @@ class ReadableProgressBar(QProgressBar):
             return
         contents = self.style().subElementRect(QStyle.SubElement.SE_ProgressBarContents, opt, self)
         fm = painter.fontMetrics()
+        # a long status shows as far as it fits, ending in "…" (the whole of it in the tooltip)
+        whole, text = text, fm.elidedText(text, Qt.TextElideMode.ElideRight, max(0, contents.width() - 6))
+        tip = whole if text != whole else ""
+        if self.toolTip() != tip:
+            self.setToolTip(tip)
         text_rect = QRect(0, 0, fm.horizontalAdvance(text) + 2, fm.height())
         text_rect.moveCenter(contents.center())
         fill = self._chunk_width(contents)

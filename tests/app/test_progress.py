@@ -47,3 +47,24 @@ def test_the_progress_text_reads_on_both_parts_of_the_bar(qtbot, window_of_one_t
     for bg, (ratio, n) in best.items():
         if n >= 20:
             assert ratio >= 4.5, (fill, bg, ratio)  # Fusion: white on its blue chunk, 3.6
+
+
+def test_a_status_longer_than_the_bar_ends_in_an_ellipsis_and_says_all_in_its_tooltip(qtbot):
+    from app.widgets.progress import ReadableProgressBar
+
+    bar = ReadableProgressBar()
+    qtbot.addWidget(bar)
+    bar.resize(160, 24)
+    bar.setValue(0)
+    bar.show()
+    long = "pretrained elsewhere: its files keep no training history"
+    bar.setFormat(long)
+    bar.grab()  # paints
+    text_width = max(r.right() for r, _ink, _bg in bar.painted) - min(
+        r.left() for r, _ink, _bg in bar.painted
+    )
+    assert text_width <= bar.width()  # the text's boxes stay inside the bar
+    assert bar.toolTip() == long
+    bar.setFormat("step 3")
+    bar.grab()
+    assert bar.toolTip() == ""  # a status that fits needs no tooltip
