@@ -29,7 +29,6 @@ from PySide6.QtWidgets import (
 
 from app.pace import progress_line, sharing_note
 from app.views.train.chat import ChatControls, Conversation
-from app.widgets.layouts import FlowLayout, labelled
 from app.workers import GenerateWorker
 from model.text.chat import ChatTemplateError
 
@@ -75,9 +74,16 @@ class GenerateBox(QGroupBox):
         self.button = QPushButton("Generate")
         self.button.setObjectName("generateButton")
         self.button.clicked.connect(self._clicked)
-        row.addWidget(self.button)
+        beside = QVBoxLayout()  # Generate, and under it the Chat switch (the options row stays short)
+        beside.addWidget(self.button)
+        self.chat = ChatControls()
+        self.conversation = Conversation()
+        beside.addWidget(self.chat.toggle)
+        beside.addStretch(1)
+        row.addLayout(beside)
         layout.addLayout(row)
-        opts = FlowLayout()  # the sampling options wrap onto a second line on a narrow screen
+        opts = QHBoxLayout()
+        opts.addWidget(QLabel("Temperature"))
         self.temperature = QDoubleSpinBox()
         self.temperature.setRange(0.0, 5.0)
         self.temperature.setSingleStep(0.1)
@@ -85,26 +91,26 @@ class GenerateBox(QGroupBox):
         self.temperature.setToolTip(
             "Divide the logits by this before sampling (0 = always the most likely token)"
         )
-        labelled(opts, "Temperature", self.temperature)
+        opts.addWidget(self.temperature)
+        opts.addWidget(QLabel("Top-k"))
         self.top_k = QSpinBox()
         self.top_k.setRange(0, 1_000_000)
         self.top_k.setSpecialValueText("off")
         self.top_k.setToolTip("Sample only among the k most likely tokens (off = all)")
-        labelled(opts, "Top-k", self.top_k)
+        opts.addWidget(self.top_k)
+        opts.addWidget(QLabel("Top-p"))
         self.top_p = QDoubleSpinBox()
         self.top_p.setRange(0.01, 1.0)
         self.top_p.setSingleStep(0.05)
         self.top_p.setValue(1.0)
         self.top_p.setToolTip("Sample among the smallest set of tokens whose probability reaches p (1 = off)")
-        labelled(opts, "Top-p", self.top_p)
+        opts.addWidget(self.top_p)
+        opts.addWidget(QLabel("Tokens"))
         self.max_tokens = QSpinBox()
         self.max_tokens.setRange(1, 100_000)
         self.max_tokens.setValue(200)
         self.max_tokens.setToolTip("How many new tokens to generate")
-        labelled(opts, "Tokens", self.max_tokens)
-        self.chat = ChatControls()
-        self.conversation = Conversation()
-        opts.addWidget(self.chat.toggle)
+        opts.addWidget(self.max_tokens)
         opts.addStretch(1)
         layout.addLayout(opts)
         layout.addWidget(self.chat)
