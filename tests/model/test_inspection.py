@@ -109,6 +109,8 @@ def test_ablation_names_the_top_tokens_and_measures_the_loss_on_held_out_batches
     source = TextCorpus(TEXT * 20, tokenizer=tok)
     batches, note = held_out_batches(source, model.config, tok)
     assert len(batches) == 4 and batches[0][0].shape == (8, 24) and "4 validation batches of 8×24" in note
+    # a corpus scores every next token (its mask is all True), and the note says so
+    assert "scoring every next token" in note and not any(bool((y == -100).any()) for _, y in batches)
     again, _ = held_out_batches(source, model.config, tok)
     assert torch.equal(batches[0][0], again[0][0])  # fixed: before and after see the same text
     ids = tok.encode("the cat sat")
