@@ -18,11 +18,12 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Collection
 
 from app.cli import UserError
 from app.config_files import read_config
 from model.budget import arithmetic as budget
-from model.budget import presets
+from model.budget import bounds, presets
 from model.budget.table import render_text
 from model.config import CHOICES, FIELD_HELP, GPTConfig
 
@@ -63,7 +64,7 @@ def _int(text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        raise argparse.ArgumentTypeError(f"{bounds.short(text)} is not a whole number") from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -217,9 +218,22 @@ def run(args: argparse.Namespace) -> int:
         precision=args.precision,
         cost_basis=args.cost_basis,
     )
-    found = budget.problems(cfg, **settings)
+    # every count (flags and --config alike) and setting within the bounds the Budget tab keeps too
+    given = dict(
+        seq_len=args.seq_len,
+        batch=args.batch,
+        gpus=args.gpus,
+        tokens=None if args.tokens is None else float(args.tokens),  # 1e30 read as 1e30, not 31 digits
+        peak_tflops=None if args.peak_tflops is None else float(args.peak_tflops),
+        mfu=args.mfu,
+        bytes_per_value=args.bytes,
+    )
+    bounded = bounds.out_of_bounds({**bounds.config_counts(cfg), **given})
+    found = bounds.merged(bounded, budget.problems(cfg, **settings))
     if found:
-        raise UserError("; ".join(_flag_names(p) for p in found))
+        flags = {field for flag, field in _ARCH_FLAGS.items() if getattr(args, flag) is not None}
+        in_file = args.config if args.config else None
+        raise UserError("; ".join(_flag_names(p, in_file, flags) for p in found))
     rep = budget.report(
         cfg, **settings, recompute=args.recompute, causal_halving=args.causal_halving, title=title
     )
@@ -237,17 +251,26 @@ _FIELD_TO_FLAG = {
     **{field: "--" + flag.replace("_", "-") for flag, field in _ARCH_FLAGS.items()},
     "tie_embeddings": "--tied/--untied",
     "seq_len": "--seq-len",
+    "batch": "--batch",
+    "gpus": "--gpus",
+    "tokens": "--tokens",
+    "mfu": "--mfu",
     "bytes_per_value": "--bytes",
+    "peak_tflops": "--peak-tflops",
     "peak_flops": "--peak-tflops (in FLOP/s)",
     "cost_basis": "--cost-basis",
 }
 
 
-def _flag_names(problem: str) -> str:
-    """Name the command-line flag next to a config field: 'n_heads=3 ...' → 'n_heads=3 (--heads) ...'."""
+def _flag_names(problem: str, in_file: str | None = None, flags: Collection[str] = ()) -> str:
+    """Name the command-line flag next to a config field: 'n_heads=3 ...' → 'n_heads=3 (--heads) ...';
+    a field read from the ``--config`` file ``in_file`` and given by no flag names the file too."""
     m = re.match(r"(\w+)=(\S*?)(?=[\s:]|$)", problem)
     if m and m.group(1) in _FIELD_TO_FLAG:
-        return f"{m.group(0)} ({_FIELD_TO_FLAG[m.group(1)]}){problem[m.end() :]}"
+        flag = _FIELD_TO_FLAG[m.group(1)]
+        if in_file is not None and m.group(1) in _ARCH_FLAGS.values() and m.group(1) not in flags:
+            flag = f"in {in_file}; {flag} overrides it"
+        return f"{m.group(0)} ({flag}){problem[m.end() :]}"
     if problem.startswith("vocab_size is not set"):
         return problem.replace("vocab_size", "vocab_size (--vocab)", 1)
     return problem

@@ -278,3 +278,14 @@ def test_open_config_reads_a_hugging_face_folder(tab, tmp_path, write_hf_family)
     assert tab.open_config(str(folder))
     assert tab.report["params"]["total"] == budget.parameters(family_config(hf)).total
     assert not tab.problem_label.isVisibleTo(tab)
+
+
+def test_every_budget_view_file_stays_under_500_lines():
+    """The project's size rule, for the tab's own package (its pages were one file of 506 lines)."""
+    from pathlib import Path
+
+    import app.views.budget as package
+
+    files = sorted(Path(package.__file__).parent.glob("*.py"))
+    assert len(files) > 5
+    assert {f.name: n for f in files if (n := len(f.read_text(encoding="utf-8").splitlines())) >= 500} == {}

@@ -14,6 +14,7 @@ import app.cli as cli
 from app.commands.budget import parse_amount
 from model.budget import arithmetic as budget
 from model.budget import presets
+from model.budget.bounds import CONFIG_BOUNDS, SETTING_BOUNDS
 from model.config import GPTConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,6 +153,69 @@ def test_mistakes_are_one_line_and_exit_2(run, argv, needle):
     assert out == ""
     assert err.count("\n") == 1 and needle in err
     assert "Traceback" not in err
+
+
+BIG = "9" * 26
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (
+            ("--layers", BIG, "--vocab", "10"),
+            f"n_layers={BIG} (--layers) must be a whole number from 1 to 10,000",
+        ),
+        (
+            ("--preset", "gpt2", "--layers", "0"),
+            "n_layers=0 (--layers) must be a whole number from 1 to 10,000",
+        ),
+        (
+            ("--preset", "gpt2", "--d-model", "100000000000"),
+            f"d_model=100000000000 (--d-model) must be {CONFIG_BOUNDS['d_model'].rule()}",
+        ),
+        (
+            ("--preset", "gpt2", "--vocab", "-5"),
+            f"vocab_size=-5 (--vocab) must be {CONFIG_BOUNDS['vocab_size'].rule()}",
+        ),
+        (
+            ("--preset", "gpt2", "--batch", "0"),
+            "batch=0 (--batch) must be a whole number from 1 to 1,000,000",
+        ),
+        (("--preset", "gpt2", "--gpus", BIG), f"gpus={BIG} (--gpus) must be {SETTING_BOUNDS['gpus'].rule()}"),
+        (
+            ("--preset", "gpt2", "--seq-len", "100000000000"),
+            f"seq_len=100000000000 (--seq-len) must be {SETTING_BOUNDS['seq_len'].rule()}",
+        ),
+        (("--preset", "gpt2", "--tokens", "1e30"), "tokens=1e30 (--tokens) must be a number from 1 to 1e18"),
+        (
+            ("--preset", "gpt2", "--peak-tflops", "1e9"),
+            "peak_tflops=1e9 (--peak-tflops) must be a number from 0.001 to 100,000 TFLOP/s",
+        ),
+        (("--preset", "gpt2", "--mfu", "0"), "mfu=0 (--mfu) must be a number from 0.001 to 1"),
+    ],
+)
+def test_counts_and_settings_out_of_bounds_name_the_option_the_value_and_the_limit(run, argv, needle):
+    """A count past its bound is refused in one line (it was printed as a 30-digit figure)."""
+    rc, out, err = run(*argv)
+    assert (rc, out) == (2, "")
+    assert err.count("\n") == 1 and needle in err, err
+
+
+def test_a_config_files_counts_are_bounded_and_name_the_file(run, tmp_path):
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps({"n_layers": 99_999_999_999, "vocab_size": 10**12}))
+    rc, out, err = run("--config", str(path))
+    assert (rc, out) == (2, "") and err.count("\n") == 1
+    assert (
+        f"n_layers=99999999999 (in {path}; --layers overrides it) must be a whole number from 1 to 10,000"
+        in err
+    )
+    assert (
+        f"vocab_size=1000000000000 (in {path}; --vocab overrides it) "
+        f"must be {CONFIG_BOUNDS['vocab_size'].rule()}" in err
+    )
+    rc, out, err = run("--config", str(path), "--layers", "12", "--vocab", "50257")  # flags override the file
+    assert rc == 0 and "L=12" in out, err
 
 
 def test_several_problems_in_one_line(run):

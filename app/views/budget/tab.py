@@ -35,7 +35,8 @@ from app.panels.model import GROUPS, gpt_config_form
 from app.settings import window_settings
 from app.views.budget.check import CheckPage
 from app.views.budget.inputs import DEVICES, KV_BYTES, BudgetInputs
-from app.views.budget.pages import CostPage, FlopsPage, KVPage, MemoryPage, ParamsPage
+from app.views.budget.memory_pages import KVPage, MemoryPage
+from app.views.budget.pages import CostPage, FlopsPage, ParamsPage
 from app.views.budget.side_by_side import SideBySidePage
 from app.views.page import Page, bring_into_view, page_targets, panel_beside_pages, screenshot_steps
 from app.widgets.layouts import vertical_scroll
