@@ -18,7 +18,6 @@ MAX_CLASS_LINES = 400
 KNOWN_LONG_FILES = frozenset(
     {
         "model/io/local_models.py",
-        "app/views/budget/pages.py",
     }
 )
 
