@@ -294,9 +294,8 @@ def held_out_batches(source, config, tokenizer, *, seed: int = 1234, loss_mask: 
         batches = validation_batches(source, VAL_BATCHES, VAL_BATCH_SIZE, seq, seed=seed, masked=loss_mask)
     except Exception as exc:  # a source without a usable validation split
         return None, f"no validation batches: {exc}"
-    # what the batches hold, not what the source could do: a corpus's mask scores every target
-    answers_only = any(bool((y == -100).any()) for _x, y in batches)
-    scored = "the task's answer tokens only" if answers_only else "every next token"
+    masked = any(bool((y == -100).any()) for _x, y in batches)  # a corpus's batches score every target
+    scored = "the task's answer tokens only" if masked else "every next token"
     return batches, (
         f"{VAL_BATCHES} validation batches of {VAL_BATCH_SIZE}×{seq} tokens, "
         f"scoring {scored}, as the Train tab's loss does"
