@@ -368,7 +368,7 @@ def test_the_packaged_smollm2_is_found_from_its_header(smollm2_path):
 
 
 def test_a_second_scan_reads_no_header_again(tmp_path, monkeypatch):
-    import model.io.local_models as lm
+    import model.io.local_reading as lm
 
     root = tmp_path / "lm"
     for i in range(3):
