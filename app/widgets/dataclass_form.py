@@ -41,6 +41,7 @@ from PySide6.QtWidgets import (
 
 from app.widgets.layouts import compact_combo
 from app.widgets.wheel_guard import guard_wheel
+from app.widgets.wrapped_label import WrappedLabel
 
 ERROR_STYLE = "border: 1px solid #d03030; border-radius: 2px;"
 _INT_LIMIT = 2**31 - 1
@@ -202,9 +203,8 @@ class DataclassForm(QWidget):
         spec = self.specs.get(name)
         text = (spec.label if spec and spec.label else None) or self.labels.get(name)
         text = text or name.replace("_", " ").capitalize()
-        label = QLabel(f"{text} <span style='color:#888'>{name}</span>" if self.show_names else text)
+        label = WrappedLabel(f"{text} <span style='color:#888'>{name}</span>" if self.show_names else text)
         label.setToolTip(self.tips.get(name, name))
-        label.setWordWrap(True)  # a long label takes two lines in a narrow dock, not the field's room
         return label
 
     def _make(self, name: str, hint: Any) -> QWidget:

@@ -100,6 +100,10 @@ def _cut_text(w: QWidget) -> str | None:
         return f"is {w.width()} px wide, its text needs {w.sizeHint().width()}"
     if isinstance(w, QComboBox) and w.width() + SLACK < w.minimumSizeHint().width():
         return f"is {w.width()} px wide, below its minimum {w.minimumSizeHint().width()}"
+    if isinstance(w, QLabel) and w.wordWrap() and w.text().strip():
+        need = w.heightForWidth(w.width())  # the lines it wraps onto at its width
+        if need > 0 and w.height() + SLACK < need:
+            return f"shows {w.height()} px of its {need} px of wrapped text {w.text()[:40]!r}"
     if isinstance(w, QLabel) and not w.wordWrap() and w.textFormat() != Qt.TextFormat.RichText:
         text = w.text()
         if text and "<" not in text and not w.property("elides"):

@@ -42,7 +42,7 @@ class SelectedHeadTab(AttentionPage):
         w = QWidget()
         lay = QVBoxLayout(w)
         lay.setContentsMargins(4, 4, 4, 4)
-        self.head_summary = lines_label(4)
+        self.head_summary = lines_label(5)  # five at 1024 px
         lay.addWidget(self.head_summary)
         row = QHBoxLayout()
         self.spectrum_view = pg.GraphicsLayoutWidget()
@@ -74,7 +74,7 @@ class SelectedHeadTab(AttentionPage):
         self.source_combo.setToolTip("the token this head attends to (its OV circuit's input)")
         self.source_combo.currentIndexChanged.connect(lambda _i: self._draw_promoted())
         promo.addWidget(self.source_combo)
-        self.promoted = lines_label(2)
+        self.promoted = lines_label(3)  # three at 1024 px
         promo.addWidget(self.promoted, 1)
         lay.addLayout(promo)
         self.open_button = QPushButton("Show it on the Head page")

@@ -175,7 +175,7 @@ class CircuitsPage(SelectedHeadTab, PathPatchingTab):
         split.setStretchFactor(0, 5)
         split.setStretchFactor(1, 6)
         lay.addWidget(split, 1)
-        self.legend = lines_label(4, colour="#444")
+        self.legend = lines_label(5, colour="#444")  # five at 1024 px
         lay.addWidget(self.legend)
         self.status = lines_label(2)
         lay.addWidget(self.status)
