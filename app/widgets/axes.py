@@ -129,6 +129,11 @@ class ReadableAxis(pg.AxisItem):
         return kept
 
 
+#: A plot's smallest height, px, where its page can scroll: below it the page scrolls down
+#: instead of squashing the plot until its title, ticks and guide labels run into each other.
+PLOT_MIN_HEIGHT = 220
+
+
 def style_plot(plot: pg.PlotItem, title: str = "", x_label: str = "", y_label: str = "") -> pg.PlotItem:
     """The look every plot of the app shares: title (wrapped when long), axis labels, tick labels
     that never overlap (:class:`ReadableAxis`), plain numbers (no "(x0.001)")."""
@@ -143,4 +148,4 @@ def style_plot(plot: pg.PlotItem, title: str = "", x_label: str = "", y_label: s
     return plot
 
 
-__all__ = ["ReadableAxis", "style_plot"]
+__all__ = ["PLOT_MIN_HEIGHT", "ReadableAxis", "style_plot"]

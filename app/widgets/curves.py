@@ -335,8 +335,9 @@ class Curves(QWidget):
         return np.asarray(self._smoothed(s), dtype=np.float64)
 
     # ---- guides --------------------------------------------------------------------------------
-    def set_marker(self, x: float | None, label: str = "", color=GUIDE_COLOR) -> None:
-        """A vertical line at ``x`` on the main plot (None hides it; give the value, not its log)."""
+    def set_marker(self, x: float | None, label: str = "", color=GUIDE_COLOR, position: float = 0.04) -> None:
+        """A vertical line at ``x`` on the main plot (None hides it; give the value, not its log); its
+        label at ``position`` of the height (0 = foot), beside the line."""
         if x is None:
             if self.marker is not None:
                 self.marker.hide()
@@ -349,7 +350,7 @@ class Curves(QWidget):
                 label=label,
                 # near the foot of the plot, right of the line (left of it near the right edge): the
                 # top is where the legend row and the early, high part of a loss curve are
-                labelOpts={"position": 0.04, "color": color, "anchors": [(0, 1), (1, 1)]},
+                labelOpts={"position": position, "color": color, "anchors": [(0, 1), (1, 1)]},
             )
             self.plot.addItem(self.marker, ignoreBounds=True)
         self._marker_x = float(x)

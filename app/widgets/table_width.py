@@ -36,6 +36,17 @@ def columns_width(table: QTableView, *, stretch_content: bool = True) -> int:
     return need + table.verticalScrollBar().sizeHint().width() + 2 * table.frameWidth() + 2
 
 
+def rows_height(table: QTableView) -> int:
+    """px: every row shown, with the header, the horizontal scroll bar when shown and the frame: the
+    height at which ``table`` needs no vertical scroll bar."""
+    rows = sum(table.rowHeight(r) for r in range(table.model().rowCount()) if not table.isRowHidden(r))
+    header = table.horizontalHeader()
+    head = 0 if header.isHidden() else max(header.height(), header.sizeHint().height())
+    bar = table.horizontalScrollBar()
+    below = bar.sizeHint().height() if bar.isVisible() else 0
+    return rows + head + below + 2 * table.frameWidth()
+
+
 def keep_columns_whole(
     table: QTableView, *, stretch_content: bool = True, at_most: int | None = None
 ) -> None:

@@ -89,7 +89,7 @@ class AblationPage(AttentionPage):
         self.plot.getAxis("left").enableAutoSIPrefix(False)
         self.plot.setLabel("left", "KL(before ‖ after), nats")
         self.plot.setLabel("bottom", "position (the token whose next token is predicted)")
-        self.plot.setTitle("How far each next-token prediction moved", color="#222")
+        self.plot.setTitle("How far each prediction moved", color="#222")
         self.bars = pg.BarGraphItem(x0=[], x1=[], y0=[], y1=[], brush=pg.mkBrush(210, 60, 60), pen=None)
         self.plot.addItem(self.bars)
         self.flips = pg.ScatterPlotItem(size=8, symbol="t", brush=pg.mkBrush(20, 20, 20), pen=None)

@@ -89,7 +89,7 @@ class AttributionPage(CausalPage):
         self.bar_plot.setMouseEnabled(x=False, y=False)
         self.bar_plot.getAxis("left").enableAutoSIPrefix(False)
         self.bar_plot.setLabel("left", "part of the logit")
-        self.bar_plot.setTitle("embedding, attention and MLP of each layer", color="#222")
+        self.bar_plot.setTitle("each layer's parts", color="#222")
         self.bar_plot.addItem(pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("#888")))
         self.bars = pg.BarGraphItem(x=[], height=[], width=0.7)
         self.bar_plot.addItem(self.bars)

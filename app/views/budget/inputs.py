@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QSpinBox,
 )
 
+from app.widgets.layouts import compact_combo
 from model.budget import arithmetic as budget
 from model.budget import presets
 from model.budget.table import BudgetSettings, parse_quantity
@@ -94,9 +95,12 @@ class BudgetInputs(QObject):
         self.tokens_edit = QLineEdit("2T")
         self.tokens_edit.setObjectName("budgetTokens")
         self.tokens_edit.setToolTip("Training tokens D: 2T, 300B, 1.5e12 …; empty = no cost estimate")
-        self.device_combo = QComboBox()
+        # as narrow as 20 characters on a small screen (the open list and the tooltip show it whole)
+        self.device_combo = compact_combo(QComboBox(), 20)
         for label, v in DEVICES:
             self.device_combo.addItem(label, v)
+        self.device_combo.currentTextChanged.connect(self.device_combo.setToolTip)
+        self.device_combo.setToolTip(self.device_combo.currentText())
         self.peak_spin = QDoubleSpinBox()
         self.peak_spin.setObjectName("budgetPeak")
         self.peak_spin.setRange(0.001, 100_000)

@@ -43,12 +43,8 @@ class KVPage(PushedPage):
         self.summary.setTextFormat(Qt.TextFormat.RichText)
         layout.addWidget(self.summary)
         row = QHBoxLayout()
-        self.ctx_plot = plot_widget(
-            "KV cache vs context length (batch B)", "KV cache (GiB)", "context length T (tokens)"
-        )
-        self.batch_plot = plot_widget(
-            "KV cache vs batch size (context T)", "KV cache (GiB)", "batch B (sequences)"
-        )
+        self.ctx_plot = plot_widget("KV cache vs context T", "KV cache (GiB)", "context length T (tokens)")
+        self.batch_plot = plot_widget("KV cache vs batch B", "KV cache (GiB)", "batch B (sequences)")
         self.legends = {}
         for p in (self.ctx_plot, self.batch_plot):
             self.legends[id(p)] = legend_row(p.getPlotItem())

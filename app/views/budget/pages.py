@@ -19,7 +19,6 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush
 from PySide6.QtWidgets import (
-    QHBoxLayout,
     QLabel,
     QSplitter,
     QVBoxLayout,
@@ -37,7 +36,11 @@ from app.views.budget.common import (
     share_text,
 )
 from app.views.page import PushedPage
+from app.widgets.axes import PLOT_MIN_HEIGHT
 from app.widgets.legend import legend_row
+from app.widgets.side_by_side import SideBySide
+from app.widgets.table_width import keep_columns_whole, rows_height
+from app.widgets.wrapped_label import WrappedLabel
 from model.budget import arithmetic as budget
 from model.budget.table import COST, FLOPS, PARAMETERS, BudgetSettings, Row, display_value, section
 from model.config import GPTConfig
@@ -114,17 +117,16 @@ class FlopsPage(PushedPage):
         super().__init__(parent)
         layout = QVBoxLayout(self)
         split = QSplitter(Qt.Orientation.Vertical)
-        top = QWidget()
-        tl = QHBoxLayout(top)
-        tl.setContentsMargins(0, 0, 0, 0)
         self.table = make_table(["per token", "formula", "FLOPs", "exact"], stretch=0)
         self.table.setObjectName("budgetFlopTable")
-        tl.addWidget(self.table, 3)
-        self.note = QLabel()
-        self.note.setWordWrap(True)
+        keep_columns_whole(self.table)  # no column squeezed below its header
+        # as tall as its rows (update_report), no taller: the plot below gets the rest
+        self.note = WrappedLabel()
         self.note.setStyleSheet("color: #444;")
         self.note.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
-        tl.addWidget(self.note, 2)
+        self.note.setMinimumWidth(260)
+        # the note beside the table where there is room, under it on a small screen
+        top = SideBySide(self.table, self.note, first_min=540, stretch=(3, 2))
         split.addWidget(top)
         self.plot = plot_widget(
             "Share of forward FLOPs per token vs context length T",
@@ -149,13 +151,16 @@ class FlopsPage(PushedPage):
             pen=pg.mkPen(90, 90, 90, width=1),
             movable=False,
             label="",
-            labelOpts={"position": 0.93, "color": (60, 60, 60), "fill": (255, 255, 255, 200)},
+            labelOpts={"position": 0.8, "color": (60, 60, 60), "fill": (255, 255, 255, 200)},
         )
         self.beyond = pg.LinearRegionItem(movable=False, brush=pg.mkBrush(0, 0, 0, 18), pen=pg.mkPen(None))
         self.beyond_text = pg.TextItem("beyond the context length", color=(110, 110, 110), anchor=(0, 0))
         for it in (self.beyond, self.cross_line, self.t_line, self.beyond_text):
             self.plot.addItem(it, ignoreBounds=True)
+        # its guide labels stay apart, and at 1280×800 the page still fits without scrolling
+        self.plot.setMinimumHeight(PLOT_MIN_HEIGHT - 40)
         split.addWidget(self.plot)
+        split.setChildrenCollapsible(False)
         split.setStretchFactor(0, 0)
         split.setStretchFactor(1, 1)
         split.setSizes([230, 600])
@@ -174,6 +179,7 @@ class FlopsPage(PushedPage):
             bold_rows=[i for i, r in enumerate(mine) if r.total],
             tips=[["", r.note, r.unit, ""] for r in mine],
         )
+        self.table.setFixedHeight(rows_height(self.table))
         shares = ", ".join(f"{k} {v:.1%}" for k, v in f["shares"].items())
         cross = f["attention_crossover_seq_len"]  # None: windows keep the scores below the MLP
         routed = (
@@ -231,7 +237,7 @@ class CostPage(PushedPage):
         self.table = make_table(["training cost", "how", "value"], stretch=1)
         self.table.setObjectName("budgetCostTable")
         layout.addWidget(self.table, 1)
-        self.note = QLabel()
+        self.note = WrappedLabel()
         self.note.setWordWrap(True)
         self.note.setStyleSheet("color: #555;")
         layout.addWidget(self.note)

@@ -23,6 +23,8 @@ from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.pace import sharing_note
 from app.views.page import LazyPage
+from app.widgets.layouts import vertical_scroll
+from app.widgets.wrapped_label import WrappedLabel
 from model.interp.prompt import encode_prompt
 
 HEADER_STYLE = """
@@ -63,7 +65,12 @@ class LabPage(LazyPage):
         self.session = session
         self._prompt_source = prompt_source
         self.results: dict[str, Any] = {}
-        root = QVBoxLayout(self)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        # the whole page scrolls up and down when the window is short: the header's text and the
+        # plots keep their height instead of being squeezed (a 1024×768 screen)
+        area, root = vertical_scroll(frame=False)
+        outer.addWidget(area)
         root.setContentsMargins(6, 4, 6, 4)
         root.setSpacing(4)
         root.addWidget(self._header())
@@ -125,25 +132,25 @@ class LabPage(LazyPage):
         lay = QVBoxLayout(box)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(3)
-        title = QLabel(f"{self.lab} — {self.title}")
+        title = WrappedLabel(f"{self.lab} — {self.title}")
         title.setTextFormat(Qt.TextFormat.PlainText)  # an apostrophe stays one, a "<" stays text
         title.setObjectName("labTitle")
         title.setWordWrap(True)
         lay.addWidget(title)
         if self.explanation:
-            text = QLabel(self.explanation)
+            text = WrappedLabel(self.explanation)
             text.setWordWrap(True)
             text.setTextFormat(Qt.TextFormat.RichText)
             lay.addWidget(text)
         if self.formula:
-            f = QLabel(self.formula)
+            f = WrappedLabel(self.formula)
             f.setObjectName("labFormula")
             f.setTextFormat(Qt.TextFormat.RichText)
             f.setWordWrap(True)
             f.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             lay.addWidget(f)
         if self.notice:
-            n = QLabel(f"<b>What to notice:</b> {self.notice}")
+            n = WrappedLabel(f"<b>What to notice:</b> {self.notice}")
             n.setObjectName("labNotice")
             n.setWordWrap(True)
             n.setTextFormat(Qt.TextFormat.RichText)

@@ -127,8 +127,10 @@ class BarPlot(QWidget):
         self.plot.getAxis("bottom").set_categories(self.categories)  # as many names as fit
         self.plot.setXRange(-0.6, len(categories) - 0.4, padding=0)
         finite = [v[np.isfinite(v)] for v in self.values.values()]
-        top = [] if self.reference is None else [float(self.reference.value())]
-        hi = max([float(f.max()) for f in finite if f.size] + [0.0] + top)
+        hi = max([float(f.max()) for f in finite if f.size] + [0.0])
         lo = min([float(f.min()) for f in finite if f.size] + [0.0])
+        if self.reference is not None:  # room above the line for its label, under the legend row
+            ref = float(self.reference.value())
+            hi = max(hi, ref + 0.2 * ((max(hi, ref) - lo) or 1.0))
         span = (hi - lo) or 1.0
         self.plot.setYRange(lo - (0.05 * span if lo < 0 else 0), hi + 0.05 * span, padding=0)

@@ -10,7 +10,6 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QGridLayout,
-    QHBoxLayout,
     QHeaderView,
     QLabel,
     QSlider,
@@ -23,9 +22,10 @@ from app.views.labs.base import LabPage
 from app.views.labs.comparison import ComparisonPanel, ComparisonSpec
 from app.views.labs.mask import dspin, spin
 from app.views.labs.plots import BarPlot, LinePlot
+from app.widgets.axes import PLOT_MIN_HEIGHT
 from app.widgets.layouts import FlowLayout, labelled
 from app.widgets.palette import color_for
-from app.widgets.side_by_side import SideBySide
+from app.widgets.side_by_side import PlotGrid, SideBySide
 from app.widgets.table_width import keep_columns_whole
 from model.config import GPTConfig
 from model.interp.analysis.saturation import model_saturation, saturation_summary
@@ -144,11 +144,15 @@ class SoftmaxTheoryPage(LabPage):
         self.jac_plot = LinePlot("Norm of the softmax Jacobian", "d_k", "‖diag(p) − ppᵀ‖_F", log_x=True)
         # the histogram beside the table, or above it on a small screen
         self.top = SideBySide(self.hist, self.table, first_min=260)
-        grid.addWidget(self.top, 0, 0, 1, 4)
-        for c, p in enumerate((self.std_plot, self.max_plot, self.ent_plot, self.jac_plot)):
-            grid.addWidget(p, 1, c)
+        grid.addWidget(self.top, 0, 0, 1, 2)
+        # two by two: four in a row left each ~120 px at 1024 px, too narrow for a title or a label
+        for i, p in enumerate((self.std_plot, self.max_plot, self.ent_plot, self.jac_plot)):
+            p.setMinimumHeight(PLOT_MIN_HEIGHT)  # the page scrolls down rather than squash them
+            grid.addWidget(p, 1 + i // 2, i % 2)
+        self.hist.setMinimumHeight(PLOT_MIN_HEIGHT)
         grid.setRowStretch(0, 2)
-        grid.setRowStretch(1, 3)
+        grid.setRowStretch(1, 2)
+        grid.setRowStretch(2, 2)
         body.addLayout(grid, 1)
 
     def _dk_changed(self, d: int) -> None:
@@ -214,7 +218,10 @@ class SoftmaxTheoryPage(LabPage):
         )
         theory.setZValue(10)  # on top of the unscaled curve it coincides with
         self.ent_plot.set_hline(
-            "uniform", any_curve.uniform_entropy, f"uniform: ln n = {any_curve.uniform_entropy:.2f}"
+            "uniform",
+            any_curve.uniform_entropy,
+            f"uniform: ln n = {any_curve.uniform_entropy:.2f}",
+            above=False,
         )
         self.jac_plot.set_hline("uniform", any_curve.uniform_jacobian, "uniform row")
         self.max_plot.set_hline("uniform", 1.0 / any_curve.n_keys, "uniform: 1/n")
@@ -226,7 +233,8 @@ class SoftmaxTheoryPage(LabPage):
     def _mark(self) -> None:
         d = self.dk.value()
         for p in (self.std_plot, self.max_plot, self.ent_plot, self.jac_plot):
-            p.set_marker(d, f"d_k = {d}")
+            # half-way up: the uniform references' labels are at the top or the foot
+            p.set_marker(d, f"d_k = {d}", position=0.5)
 
     def _draw_point(self, result) -> None:
         d, stats, theory, hists = result
@@ -325,14 +333,13 @@ class SoftmaxModelPage(LabPage):
         self.tokens.valueChanged.connect(lambda *_: self.mark_dirty())
         row.addStretch(1)
         body.addLayout(row)
-        plots = QHBoxLayout()
         self.entropy_bars = BarPlot("Mean row entropy per head (nats; higher = more spread)", "nats")
         self.max_bars = BarPlot("Mean max weight per head (1 = one-hot)", "max weight")
         self.spread_bars = BarPlot("Spread of the scores per head (std over visible pairs)", "std")
-        plots.addWidget(self.entropy_bars, 1)
-        plots.addWidget(self.max_bars, 1)
-        plots.addWidget(self.spread_bars, 1)
-        body.addLayout(plots, 1)
+        bars = [self.entropy_bars, self.max_bars, self.spread_bars]
+        for b in bars:
+            b.setMinimumHeight(PLOT_MIN_HEIGHT)
+        body.addWidget(PlotGrid(bars, min_width=300), 1)
 
     def compute(self) -> None:
         model, _ = self.require_model()

@@ -16,7 +16,6 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QPushButton,
-    QScrollArea,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -24,12 +23,9 @@ from PySide6.QtWidgets import (
 
 from app.views.labs.base import LabPage
 from app.views.labs.plots import LinePlot
-from app.widgets.layouts import vertical_scroll
+from app.widgets.axes import PLOT_MIN_HEIGHT
 from app.widgets.table_width import set_header_labels
 from model.interp.analysis.worked_example import EXAMPLE_KEYS, EXAMPLE_Q, EXAMPLE_VALUES, attention_example
-
-#: The two plots' smallest height, px: below it the page scrolls instead.
-PLOT_MIN_HEIGHT = 220
 
 COLUMNS = ["key k_j", "value v_j", "q · k_j", "× 1/√d_k", "exp(·)", "weight w_j", "w_j · v_j"]
 KEY_COLORS = [(31, 119, 180), (44, 160, 44), (255, 127, 14)]
@@ -78,7 +74,6 @@ class WorkedExamplePage(LabPage):
         self._defaults = (EXAMPLE_Q, EXAMPLE_KEYS, EXAMPLE_VALUES)
         # inputs, table and plots scroll together when the window is short (1280×800): the plots keep
         # a readable height instead of being squeezed to a line
-        _, body = self._scrolling(body)
         top = QHBoxLayout()
         inputs = QGroupBox("Inputs (edit any number)")
         grid = QGridLayout(inputs)
@@ -143,15 +138,6 @@ class WorkedExamplePage(LabPage):
         body.addLayout(plots, 1)
         self._texts: list[pg.TextItem] = []
         self.reset()
-
-    @staticmethod
-    def _scrolling(body: QVBoxLayout) -> tuple[QScrollArea, QVBoxLayout]:
-        """A frameless area in ``body`` that scrolls up and down (never narrower than what it
-        holds); the layout inside it."""
-        area, lay = vertical_scroll(frame=False)
-        lay.setContentsMargins(0, 0, 0, 0)
-        body.addWidget(area, 1)
-        return area, lay
 
     def _spin(self) -> QDoubleSpinBox:
         s = QDoubleSpinBox()
