@@ -34,12 +34,12 @@ from PySide6.QtWidgets import (
     QGroupBox,
     QLabel,
     QLineEdit,
-    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
 from app.widgets.layouts import compact_combo
+from app.widgets.typed_spin import TypedDoubleSpinBox, TypedSpinBox
 from app.widgets.wheel_guard import guard_wheel
 from app.widgets.wrapped_label import WrappedLabel
 
@@ -158,6 +158,7 @@ class DataclassForm(QWidget):
         self.valid = True
         self.problems_shown: list[str] = []
         self._loading = False
+        self._typed_bad: set[str] = set()  # fields whose box holds an out-of-range number
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -219,7 +220,7 @@ class DataclassForm(QWidget):
             w = QCheckBox()
             w.toggled.connect(self._changed)
         elif kind in ("int", "opt_int"):
-            w = QSpinBox()
+            w = TypedSpinBox()  # an out-of-range number stays as typed, named in the problems
             low = spec.minimum if spec.minimum is not None else 0 if kind == "opt_int" or spec.special else 1
             w.setRange(int(low), int(min(spec.maximum or 1_000_000, _INT_LIMIT)))
             special = spec.special or ("auto" if kind == "opt_int" else None)
@@ -228,12 +229,14 @@ class DataclassForm(QWidget):
             w.setGroupSeparatorShown(self.group_separators)
             w.setKeyboardTracking(True)
             w.valueChanged.connect(self._changed)
+            w.lineEdit().textChanged.connect(lambda *_, n=name: self._typed(n))
         elif kind in ("float", "opt_float") and spec.decimals is not None:
-            w = QDoubleSpinBox()
+            w = TypedDoubleSpinBox()
             w.setRange(spec.minimum or 0.0, spec.maximum if spec.maximum is not None else 1e9)
             w.setDecimals(spec.decimals)
             w.setSingleStep(spec.step or 1.0)
             w.valueChanged.connect(self._changed)
+            w.lineEdit().textChanged.connect(lambda *_, n=name: self._typed(n))
         else:
             w = QLineEdit()
             if spec.special:
@@ -306,14 +309,39 @@ class DataclassForm(QWidget):
         self._changed()
 
     # ---- validation ----------------------------------------------------------------------------
+    def typed_problems(self) -> list[str]:
+        """One line per enabled field whose box holds a number outside its range as typed
+        (``n_layers=-5 must be a whole number from 1 to 10,000``): the box keeps it, the value does
+        not take it."""
+        out = []
+        for name, w in self.widgets.items():
+            if isinstance(w, TypedSpinBox | TypedDoubleSpinBox) and w.isEnabled():
+                problem = w.typed_problem(name)
+                if problem:
+                    out.append(problem)
+        return out
+
+    def _typed(self, name: str) -> None:
+        """A keystroke in a number box: validate again when it holds (or held) a typed problem
+        (an in-range number already arrives through ``valueChanged``)."""
+        w = self.widgets[name]
+        now = isinstance(w, TypedSpinBox | TypedDoubleSpinBox) and w.typed_problem(name) is not None
+        if now or name in self._typed_bad:
+            self._typed_bad.discard(name)
+            if now:
+                self._typed_bad.add(name)
+            self._changed()
+
     def problems(self) -> list[str]:
-        """What ``check`` says of the current value (a value that cannot be built is one problem)."""
+        """The typed problems, then what ``check`` says of the current value (a value that cannot be
+        built is one problem)."""
+        typed = self.typed_problems()
         if self.check is None:
-            return []
+            return typed
         try:
-            return list(self.check(self.value()))
+            return typed + list(self.check(self.value()))
         except Exception as exc:
-            return [str(exc)]
+            return [*typed, str(exc)]
 
     def fields_named(self, problem: str) -> set[str]:
         """The fields a problem names: ``name=...``, a leading field name, or ``problem_fields``."""
@@ -333,7 +361,9 @@ class DataclassForm(QWidget):
                 per_field.setdefault(name, []).append(p)
         for name, w in self.widgets.items():
             mine = per_field.get(name)
-            w.setStyleSheet(ERROR_STYLE if mine else "")
+            style = ERROR_STYLE if mine else ""
+            if w.styleSheet() != style:  # (re-styling a box mid-edit loses its selection)
+                w.setStyleSheet(style)
             w.setToolTip(self.tips[name] + ("".join(f"\n⚠ {p}" for p in mine) if mine else ""))
         text = self.error_prefix + "• " + "\n• ".join(problems) if problems else ""
         self.error_label.setText(text)
@@ -368,6 +398,7 @@ class DataclassForm(QWidget):
         problems = self.problems()
         if self.check is not None:
             self.show_problems(problems)
+        # (without ``check`` the owner validates and shows them, typed_problems() first)
         valid = not problems
         flipped = valid != self.valid
         self.valid = valid

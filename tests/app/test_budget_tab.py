@@ -98,11 +98,11 @@ def test_typing_into_a_field_updates_the_totals(qtbot, tab):
 
 def test_an_invalid_field_is_named_and_the_pages_wait(tab):
     tab.editor.set_field("n_kv_heads", 5)  # 32 heads are not a multiple of 5
-    assert tab.report is None and not tab.page_tabs.isEnabled()
+    assert tab.report is None and not tab.figures_shown()
     assert "n_kv_heads" in tab.problem_label.text() and tab.problem_label.isVisibleTo(tab)
     assert "border" in tab.editor.widgets["n_kv_heads"].styleSheet()
     tab.editor.set_field("n_kv_heads", 4)
-    assert tab.report is not None and tab.page_tabs.isEnabled() and not tab.problem_label.isVisibleTo(tab)
+    assert tab.report is not None and tab.figures_shown() and not tab.problem_label.isVisibleTo(tab)
     tab.inputs.tokens_edit.setText("lots")
     assert "not a number of tokens" in tab.inputs.settings_error.text()
     assert tab.report is not None and "training" not in tab.report  # the rest still computes
@@ -259,7 +259,7 @@ def test_todays_presets_show_total_active_and_their_cache(tab, title):
     """Mixtures of experts say what a token uses; latent attention's cache is its own formula; a model
     whose windows keep attention below the MLP says so instead of crashing on a crossover."""
     _choose(tab, title)
-    assert tab.report is not None and tab.page_tabs.isEnabled()
+    assert tab.report is not None and tab.figures_shown()
     cfg = tab.editor.value()
     text = tab.total_label.text()
     p = budget.parameters(cfg)
@@ -289,3 +289,65 @@ def test_every_budget_view_file_stays_under_500_lines():
     files = sorted(Path(package.__file__).parent.glob("*.py"))
     assert len(files) > 5
     assert {f.name: n for f in files if (n := len(f.read_text(encoding="utf-8").splitlines())) >= 500} == {}
+
+
+# ---- issue 38.7: a number typed out of range into the Budget tab (or the Model panel) stays as typed,
+# outlined, with one line naming it, and nothing is computed from the value behind it: never rewritten
+# (−5 → 5, 100000000000 → 10,000) or ignored (0)
+def _type(qtbot, box, text: str) -> None:
+    """Select the box's text and type ``text`` as a user does, then leave it with Return."""
+    box.setFocus()
+    box.lineEdit().selectAll()
+    qtbot.keyClicks(box.lineEdit(), text)
+    qtbot.keyClick(box.lineEdit(), Qt.Key.Key_Return)
+
+
+@pytest.mark.parametrize("typed", ["-5", "0", "100000000000"])
+def test_a_layer_count_out_of_range_is_kept_and_named(qtbot, tab, typed):
+    _choose(tab, "Llama 2 7B")
+    box = tab.editor.widgets["n_layers"]
+    _type(qtbot, box, typed)
+    box.clearFocus()  # leaving the field puts no old value back
+    assert box.text() == typed
+    line = f"n_layers={typed} must be a whole number from 1 to 10,000"
+    assert line in tab.problem_label.text() and tab.problem_label.isVisibleTo(tab)
+    assert line in tab.editor.error_label.text()
+    assert "border" in box.styleSheet()
+    # nothing is computed from the last valid value (32) behind the typed one
+    assert tab.report is None and not tab.figures_shown()
+    _type(qtbot, box, "16")
+    assert box.text() == "16" and tab.report is not None
+    assert tab.report["config"]["n_layers"] == 16 and not tab.problem_label.isVisibleTo(tab)
+    assert "border" not in box.styleSheet()
+
+
+def test_a_setting_out_of_range_is_kept_and_named(qtbot, tab):
+    _choose(tab, "Llama 2 7B")
+    batch = tab.inputs.batch_spin
+    _type(qtbot, batch, "0")
+    assert batch.text() == "0"
+    line = "Batch B=0 must be a whole number from 1 to 1,000,000"
+    assert line in tab.inputs.settings_error.text() and line in tab.problem_label.text()
+    assert tab.report is None and "border" in batch.styleSheet()
+    mfu = tab.inputs.mfu_spin
+    _type(qtbot, batch, "8")
+    tab.page_tabs.setCurrentWidget(tab.cost_page)  # where the cost inputs are
+    _type(qtbot, mfu, "250")
+    assert "Utilisation (MFU, %)=250 must be a number from 0.1 to 100" in tab.problem_label.text()
+    _type(qtbot, mfu, "50")
+    assert tab.report is not None, tab.problem_label.text()
+    assert tab.settings().batch == 8 and tab.settings().mfu == 0.5
+
+
+def test_the_model_panel_keeps_a_typed_value_and_refuses_it(qtbot):
+    from app.gui import make_app
+    from app.panels.model import ConfigPanel
+
+    make_app()
+    panel = ConfigPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    box = panel.form.widgets["n_layers"]
+    _type(qtbot, box, "-5")
+    assert box.text() == "-5" and not panel.form.valid
+    assert "n_layers=-5 must be a whole number from 1" in panel.form.error_label.text()

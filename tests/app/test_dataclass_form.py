@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
-from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QLineEdit, QSpinBox
+from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QLineEdit
 
 from app.widgets.dataclass_form import DataclassForm, FieldSpec, format_float, parse_float
+from app.widgets.typed_spin import TypedSpinBox
 from model.config import FIELD_HELP, GPTConfig
 
 
@@ -49,9 +50,9 @@ def test_round_trip_value_to_form_to_value(qtbot):
     form = _recipe_form(qtbot)
     kinds = {n: type(w) for n, w in form.widgets.items()}
     assert kinds == {
-        "servings": QSpinBox,
+        "servings": TypedSpinBox,
         "title": QLineEdit,
-        "oven": QSpinBox,
+        "oven": TypedSpinBox,
         "salt": QLineEdit,
         "sugar": QLineEdit,
         "spice": QComboBox,

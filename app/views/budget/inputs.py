@@ -11,17 +11,18 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QDoubleSpinBox,
     QFormLayout,
     QGridLayout,
     QGroupBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QSpinBox,
+    QWidget,
 )
 
+from app.widgets.dataclass_form import ERROR_STYLE
 from app.widgets.layouts import compact_combo
+from app.widgets.typed_spin import TypedDoubleSpinBox, TypedSpinBox
 from model.budget import arithmetic as budget
 from model.budget import presets
 from model.budget.table import BudgetSettings, parse_quantity
@@ -54,14 +55,14 @@ class BudgetInputs(QObject):
         super().__init__(parent)
         self.box = box = QGroupBox("Figures computed at")
         form = QFormLayout(box)
-        self.seq_spin = QSpinBox()
+        self.seq_spin = TypedSpinBox()
         self.seq_spin.setObjectName("budgetSeqLen")
         self.seq_spin.setRange(0, 10_000_000)
         self.seq_spin.setSpecialValueText("the context length")
         self.seq_spin.setGroupSeparatorShown(True)
         self.seq_spin.setToolTip("T for attention FLOPs, KV cache and activations (0 = the config's context)")
         form.addRow("Context T", self.seq_spin)
-        self.batch_spin = QSpinBox()
+        self.batch_spin = TypedSpinBox()
         self.batch_spin.setObjectName("budgetBatch")
         self.batch_spin.setRange(1, 1_000_000)
         self.batch_spin.setToolTip("Sequences per batch B, for the KV cache and activations")
@@ -101,21 +102,21 @@ class BudgetInputs(QObject):
             self.device_combo.addItem(label, v)
         self.device_combo.currentTextChanged.connect(self.device_combo.setToolTip)
         self.device_combo.setToolTip(self.device_combo.currentText())
-        self.peak_spin = QDoubleSpinBox()
+        self.peak_spin = TypedDoubleSpinBox()
         self.peak_spin.setObjectName("budgetPeak")
         self.peak_spin.setRange(0.001, 100_000)
         self.peak_spin.setDecimals(1)
         self.peak_spin.setSuffix(" TFLOP/s")
         self.peak_spin.setValue(312.0)
         self.peak_spin.setToolTip("Dense peak FLOP/s of one device in the training precision")
-        self.mfu_spin = QDoubleSpinBox()
+        self.mfu_spin = TypedDoubleSpinBox()
         self.mfu_spin.setObjectName("budgetMFU")
         self.mfu_spin.setRange(0.1, 100.0)
         self.mfu_spin.setDecimals(1)
         self.mfu_spin.setSuffix(" %")
         self.mfu_spin.setValue(40.0)
         self.mfu_spin.setToolTip("Model FLOPs utilisation: the share of the peak the training really uses")
-        self.gpus_spin = QSpinBox()
+        self.gpus_spin = TypedSpinBox()
         self.gpus_spin.setObjectName("budgetGPUs")
         self.gpus_spin.setRange(1, 1_000_000)
         self.gpus_spin.setGroupSeparatorShown(True)
@@ -140,6 +141,9 @@ class BudgetInputs(QObject):
             self.basis_combo.currentIndexChanged,
         ):
             sig.connect(self.changed)
+        for box in self.typed_boxes():  # a number out of range, as typed: the tab says so at once
+            box.lineEdit().textChanged.connect(lambda *_, b=box: self._typed(b))
+        self._typed_bad: set[int] = set()
         self.device_combo.currentIndexChanged.connect(self._device_chosen)
         self.peak_spin.valueChanged.connect(self._peak_edited)
 
@@ -200,6 +204,41 @@ class BudgetInputs(QObject):
             self.device_combo.blockSignals(True)
             self.device_combo.setCurrentIndex(len(DEVICES) - 1)
             self.device_combo.blockSignals(False)
+
+    def widgets(self) -> list[QWidget]:
+        """Every settings widget (the pages that hold some of them keep them editable)."""
+        return [w for w in vars(self).values() if isinstance(w, QWidget) and w is not self.box]
+
+    def typed_boxes(self) -> dict[TypedSpinBox | TypedDoubleSpinBox, str]:
+        """Each number box, by the name its line uses (its label on the page)."""
+        return {
+            self.seq_spin: "Context T",
+            self.batch_spin: "Batch B",
+            self.peak_spin: "Peak per device",
+            self.mfu_spin: "Utilisation (MFU, %)",
+            self.gpus_spin: "Devices",
+        }
+
+    def typed_problems(self) -> list[str]:
+        """One line per box holding a number outside its range as typed (``Batch B=0 must be a whole
+        number from 1 to 1,000,000``), each such box outlined; [] when every box shows its value."""
+        out = []
+        for box, name in self.typed_boxes().items():
+            problem = box.typed_problem(name)
+            style = ERROR_STYLE if problem else ""
+            if box.styleSheet() != style:  # (re-styling a box mid-edit loses its selection)
+                box.setStyleSheet(style)
+            if problem:
+                out.append(problem)
+        return out
+
+    def _typed(self, box) -> None:
+        bad = box.typed_problem("") is not None
+        if bad or id(box) in self._typed_bad:
+            self._typed_bad.discard(id(box))
+            if bad:
+                self._typed_bad.add(id(box))
+            self.changed.emit()
 
     def settings(self) -> BudgetSettings:
         """The settings the widgets describe (raises ValueError for unreadable tokens)."""

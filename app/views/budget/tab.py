@@ -282,29 +282,46 @@ class BudgetTab(QWidget):
         """The settings the widgets describe (raises ValueError for unreadable tokens)."""
         return self.inputs.settings()
 
+    def figures_shown(self) -> bool:
+        """Whether the pages show a budget (False: greyed while the config or a setting is invalid)."""
+        return self.params_page.table.isEnabled()
+
+    def _show_figures(self, on: bool) -> None:
+        """Grey every computed page's figures (not its inputs: the Cost page's and the Memory page's
+        settings stay editable, or a value typed out of range there could not be corrected)."""
+        inputs = set(self.inputs.widgets())
+        for page in (self.params_page, self.flops_page, self.kv_page, self.memory_page, self.cost_page):
+            for child in page.findChildren(QWidget, options=Qt.FindChildOption.FindDirectChildrenOnly):
+                if child not in inputs:
+                    child.setEnabled(on)
+
     # ---- computing -----------------------------------------------------------------------------
     def recompute(self) -> None:
         """Recompute the report of the edited config and redraw every page (cheap arithmetic)."""
         cfg = self.editor.value()
+        # a number typed out of range stays in its box and is named first: the budget is not
+        # computed from the last valid value behind it
+        typed_config, typed_settings = self.editor.typed_problems(), self.inputs.typed_problems()
         try:
             settings = self.settings()
-            self.inputs.settings_error.setText("")
+            self.inputs.settings_error.setText("\n".join(typed_settings))
         except ValueError as exc:
-            self.inputs.settings_error.setText(str(exc))
+            self.inputs.settings_error.setText("\n".join([*typed_settings, str(exc)]))
             settings = BudgetSettings(**{**self._last_settings().to_dict(), "tokens": None})
         try:
             problems = settings.problems(cfg)
         except Exception as exc:  # a field that is not even a number
             problems = [str(exc)]
+        self.editor.show_problems([*typed_config, *(p for p in problems if _is_config_problem(p))])
+        problems = [*typed_config, *typed_settings, *problems]
         self.problems = problems
-        self.editor.show_problems([p for p in problems if _is_config_problem(p)])
         if problems:
             self.report = None
             self.rows = []
             self.problem_label.setText("Cannot compute: " + "; ".join(problems))
             self.problem_label.show()
             self.total_label.setText("<span style='color:#888'>Fix the config to see its budget.</span>")
-            self.page_tabs.setEnabled(False)
+            self._show_figures(False)
             self.check_page.set_config(None, settings)
             self.csv_button.setEnabled(False)
             self.md_button.setEnabled(False)
@@ -312,7 +329,7 @@ class BudgetTab(QWidget):
             return
         self._settings = settings
         self.problem_label.hide()
-        self.page_tabs.setEnabled(True)
+        self._show_figures(True)
         self.csv_button.setEnabled(True)
         self.md_button.setEnabled(True)
         rep = settings.report(cfg, self.title or "custom config")
