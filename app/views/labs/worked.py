@@ -118,11 +118,12 @@ class WorkedExamplePage(LabPage):
         set_header_labels(self.table, COLUMNS, width=6)
         self.table.setVerticalHeaderLabels(["token 1", "token 2", "token 3", "Σ (output)"])
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        # the output's bold vector is the widest text: its column takes what it needs
-        self.table.horizontalHeader().setSectionResizeMode(
-            len(COLUMNS) - 1, QHeaderView.ResizeMode.ResizeToContents
-        )
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        # the key and value vectors whole ("(1.00, 0.00)" was elided at 1280 px), and the output's
+        # bold vector, the widest text: their columns take what they need, the numbers share the rest
+        for c in (0, 1, len(COLUMNS) - 1):
+            header.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
         self.table.verticalHeader().setDefaultSectionSize(26)
         self.table.setFixedHeight(self.table.horizontalHeader().sizeHint().height() + 4 * 26 + 6)
         body.addWidget(self.table)
