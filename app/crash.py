@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.settings import ENV_VAR
+from model.atomic import write_atomic
 
 LOG_NAME = "crash.log"
 
@@ -88,7 +89,7 @@ def append_log(text: str, path: Path | None = None) -> Path | None:
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists() and path.stat().st_size > LOG_MAX_BYTES:
             keep = path.read_bytes()[-LOG_MAX_BYTES // 2 :]
-            path.write_bytes(keep)
+            write_atomic(path, keep)  # the older half dropped whole or not at all
         with open(path, "a", encoding="utf-8", errors="backslashreplace") as f:
             f.write(text.rstrip("\n") + "\n\n")
         return path

@@ -77,13 +77,12 @@ def _slug(text: str) -> str:
 
 def _png(widget) -> bytes:
     """``widget`` as drawn, encoded as PNG in memory (written by :func:`model.atomic.write_atomic`)."""
-    from PySide6.QtCore import QBuffer, QIODevice
+    from app.widgets.exporting import png_bytes
 
-    buf = QBuffer()
-    buf.open(QIODevice.OpenModeFlag.WriteOnly)
-    if not widget.grab().save(buf, "PNG"):
-        raise UserError(f"cannot encode {widget.objectName() or type(widget).__name__} as PNG")
-    return bytes(buf.data().data())
+    try:
+        return png_bytes(widget)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def _out_folder(text: str) -> Path:

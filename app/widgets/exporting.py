@@ -3,38 +3,58 @@
 SVG: ``QWidget.render`` into a ``QSvgGenerator`` gives vector axes, lines and text with heatmap images
 embedded. (pyqtgraph's ``SVGExporter`` is not used: with Qt 6.11 it fails on scenes holding images.)
 :func:`write_svg_group` draws several widgets into one file, each where it is on screen.
+
+Every file is drawn in memory first, then written by :func:`model.atomic.write_atomic`: a full disk,
+a file-size limit or a read-only folder is one line (:class:`model.atomic.WriteError`) and the file
+that was there before stays whole.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QPoint, QRect, QRectF
+from PySide6.QtCore import QBuffer, QIODevice, QPoint, QRect, QRectF
 from PySide6.QtGui import QPainter
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QGraphicsView, QWidget
 
+from model.atomic import write_atomic
+
+
+def png_bytes(widget: QWidget) -> bytes:
+    """The widget as on screen, encoded as PNG in memory."""
+    buf = QBuffer()
+    buf.open(QIODevice.OpenModeFlag.WriteOnly)
+    if not widget.grab().save(buf, "PNG"):
+        raise ValueError(f"cannot encode {widget.objectName() or type(widget).__name__} as PNG")
+    return bytes(buf.data().data())
+
 
 def write_png(widget: QWidget, path: str | Path) -> Path:
-    """The widget as on screen, as a PNG."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not widget.grab().save(str(path), "PNG"):
-        raise OSError(f"could not write {path}")
-    return path
+    """The widget as on screen, as a PNG at ``path`` (written whole or not at all)."""
+    return write_atomic(path, png_bytes(widget))
 
 
-def _svg_painter(path: Path, width: int, height: int, description: str):
-    """A ``QSvgGenerator`` writing ``path`` and a painter on it. The painter does not keep its device
-    alive: the caller holds the generator (``_gen``) until ``painter.end()``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    gen = QSvgGenerator()
-    gen.setFileName(str(path))
+def _svg_bytes(width: int, height: int, description: str, draw: Callable[[QPainter], None]) -> bytes:
+    """An SVG drawing ``width`` × ``height`` that ``draw(painter)`` paints, encoded in memory."""
+    buf = QBuffer()
+    buf.open(QIODevice.OpenModeFlag.WriteOnly)
+    gen = QSvgGenerator()  # held until painter.end(): the painter does not keep its device alive
+    gen.setOutputDevice(buf)
     gen.setSize(QRect(0, 0, width, height).size())
     gen.setViewBox(QRectF(0, 0, width, height))
     gen.setTitle("Attention Lab")
     gen.setDescription(description)
-    return gen, QPainter(gen)
+    painter = QPainter(gen)
+    try:
+        draw(painter)
+    finally:
+        painter.end()
+    data = bytes(buf.data().data())
+    if not data:
+        raise ValueError(f"cannot draw {description} as SVG")
+    return data
 
 
 def _render(widget: QWidget, painter: QPainter, at: QPoint) -> None:
@@ -46,30 +66,21 @@ def _render(widget: QWidget, painter: QPainter, at: QPoint) -> None:
         widget.render(painter, at)  # PySide6 6.11 needs the offset with a painter
 
 
-def _check_written(path: Path) -> Path:
-    if not path.exists() or path.stat().st_size == 0:
-        raise OSError(f"could not write {path}")
-    return path
-
-
 def write_svg(widget: QWidget, path: str | Path) -> Path:
     """The widget as an SVG drawing: ``QWidget.render`` into a ``QSvgGenerator``.
 
     Axes, lines, bars and text become SVG vectors; heatmap images are embedded as bitmaps. (pyqtgraph's
     own ``SVGExporter`` is not used: with Qt 6.11 it fails to parse the path data Qt writes.)
     """
-    path = Path(path)
-    _gen, painter = _svg_painter(
-        path, widget.width(), widget.height(), widget.objectName() or type(widget).__name__
-    )
-    try:
+
+    def draw(painter: QPainter) -> None:
         if isinstance(widget, QGraphicsView):
             widget.render(painter)  # the view's own overload: the scene as shown
         else:
             widget.render(painter, QPoint())  # PySide6 6.11 needs the offset with a painter
-    finally:
-        painter.end()
-    return _check_written(path)
+
+    name = widget.objectName() or type(widget).__name__
+    return write_atomic(path, _svg_bytes(widget.width(), widget.height(), name, draw))
 
 
 def write_svg_group(owner: QWidget, widgets: list[QWidget], path: str | Path) -> Path:
@@ -78,7 +89,6 @@ def write_svg_group(owner: QWidget, widgets: list[QWidget], path: str | Path) ->
     Each is drawn where it is on screen relative to the others (the drawing is their bounding box);
     one that is not on screen inside ``owner`` goes below them, left-aligned.
     """
-    path = Path(path)
     placed: list[tuple[QWidget, QRect]] = []
     loose: list[QWidget] = []
     for w in widgets:
@@ -95,12 +105,10 @@ def write_svg_group(owner: QWidget, widgets: list[QWidget], path: str | Path) ->
         placed.append((w, r))
         box = box.united(r)
         y = r.bottom() + 1
-    _gen, painter = _svg_painter(
-        path, max(1, box.width()), max(1, box.height()), owner.objectName() or "view"
-    )
-    try:
+
+    def draw(painter: QPainter) -> None:
         for w, r in placed:
             _render(w, painter, r.topLeft() - box.topLeft())
-    finally:
-        painter.end()
-    return _check_written(path)
+
+    drawing = _svg_bytes(max(1, box.width()), max(1, box.height()), owner.objectName() or "view", draw)
+    return write_atomic(path, drawing)

@@ -41,6 +41,7 @@ from app.views.budget.side_by_side import SideBySidePage
 from app.views.page import Page, bring_into_view, page_targets, panel_beside_pages, screenshot_steps
 from app.widgets.layouts import vertical_scroll
 from app.widgets.page_stack import CurrentPageTabs
+from model.atomic import write_atomic
 from model.budget import arithmetic as budget
 from model.budget import presets
 from model.budget.exports import to_csv, to_markdown
@@ -386,8 +387,7 @@ class BudgetTab(QWidget):
             text = f"# {title}\n\n" + to_markdown(header, rows)
         else:
             raise ValueError(f"export as .csv or .md, not {path.suffix or 'a file without extension'}")
-        path.write_text(text, encoding="utf-8")
-        return path
+        return write_atomic(path, text)  # whole or not at all: a failed write is one WriteError line
 
     def _export_dialog(self, kind: str, side: bool = False) -> None:
         suffix = ".csv" if kind == "csv" else ".md"
