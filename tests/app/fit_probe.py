@@ -8,12 +8,14 @@
   or the viewport of the scroll area it lies in);
 - a drop-down narrower than its minimum (its arrow or its text cut);
 - a one-line label whose text is wider than the label (cut at its edge; an eliding label is fine);
-- a table column narrower than its header's text (the header cut or elided).
+- a table column narrower than its header's text (the header cut or elided), or than a word of a
+  cell in view (Qt elides a word it cannot wrap: "0.401" shown as "0.4…").
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import QPoint, QRect, Qt
+from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import (
     QAbstractButton,
     QAbstractScrollArea,
@@ -141,6 +143,38 @@ def _cut_headers(table: QTableView) -> list[str]:
     return out
 
 
+def _cut_cells(table: QTableView) -> list[str]:
+    """Columns narrower than a word of a cell in view (its font, the item margins on both sides): a
+    word cannot wrap, so Qt elides it. One line per column, naming its widest such cell."""
+    model = table.model()
+    if model is None or model.rowCount() == 0:
+        return []
+    margin = table.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin, None, table) + 1
+    first = max(0, table.rowAt(0))
+    last = table.rowAt(table.viewport().height() - 1)
+    last = model.rowCount() - 1 if last < 0 else last
+    out = []
+    for c in range(model.columnCount()):
+        if table.isColumnHidden(c):
+            continue
+        room = table.columnWidth(c) - 2 * margin
+        worst: tuple[int, str] = (0, "")
+        for r in range(first, min(last, first + 200) + 1):
+            index = model.index(r, c)
+            text = index.data(Qt.ItemDataRole.DisplayRole)
+            if not isinstance(text, str) or not text.strip():
+                continue
+            font = index.data(Qt.ItemDataRole.FontRole)
+            metrics = QFontMetrics(font) if isinstance(font, QFont) else table.fontMetrics()
+            words = text.split() if table.wordWrap() else [text]
+            need = max(metrics.horizontalAdvance(word) for word in words)
+            if need > room + SLACK and need > worst[0]:
+                worst = (need, text)
+        if worst[0]:
+            out.append(f"column {c} is {room} px inside, its cell {worst[1][:30]!r} needs {worst[0]}")
+    return out
+
+
 def _out_of_sight(w: QWidget, window: QWidget) -> str | None:
     """A control not wholly inside what shows it: the window, or its scroll area's viewport (a
     vertical scroller may hold it below the fold; sideways it must show)."""
@@ -168,7 +202,7 @@ def fit_problems(window: QMainWindow) -> list[str]:
             if bar.isVisible() and bar.maximum() > 0:
                 out.append(f"{where} scrolls sideways by {bar.maximum()} px")
             if isinstance(w, QTableView):
-                out += [f"{where} {p}" for p in _cut_headers(w)]
+                out += [f"{where} {p}" for p in _cut_headers(w) + _cut_cells(w)]
             continue
         if (
             isinstance(w, QScrollBar)

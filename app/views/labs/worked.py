@@ -116,13 +116,15 @@ class WorkedExamplePage(LabPage):
 
         self.table = QTableWidget(4, len(COLUMNS))
         set_header_labels(self.table, COLUMNS, width=6)
-        self.table.setVerticalHeaderLabels(["token 1", "token 2", "token 3", "Σ (output)"])
+        # rows named by the formula's own index (j, summed over in the last row): "token 1" and
+        # "Σ (output)" took the width the bold weights needed at 1024 px ("0.4…")
+        self.table.setVerticalHeaderLabels(["j = 1", "j = 2", "j = 3", "Σ_j"])
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        # the key and value vectors whole ("(1.00, 0.00)" was elided at 1280 px), and the output's
-        # bold vector, the widest text: their columns take what they need, the numbers share the rest
-        for c in (0, 1, len(COLUMNS) - 1):
+        # the key and value vectors whole ("(1.00, 0.00)" was elided at 1280 px), the bold weights and
+        # the output's bold vector, the widest text: their columns take what they need, the rest share
+        for c in (0, 1, 5, len(COLUMNS) - 1):
             header.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
         self.table.verticalHeader().setDefaultSectionSize(26)
         self.table.setFixedHeight(self.table.horizontalHeader().sizeHint().height() + 4 * 26 + 6)
@@ -219,8 +221,8 @@ class WorkedExamplePage(LabPage):
             "",
             "",
             "",
-            f"Σ = {fmt(ex.exp_sum)}",
-            f"Σ = {fmt(float(ex.weights.sum()))}",
+            fmt(ex.exp_sum),  # the row is Σ_j: the sums of the softmax's denominator and of the weights
+            fmt(float(ex.weights.sum())),
             fmt_vec(ex.output),
         ]
         for c, text in enumerate(totals):
