@@ -142,3 +142,17 @@ def attention_tab(qtbot, attention_session):
         t.show()
     yield t
     t.shutdown()
+
+
+@pytest.fixture
+def shown(qtbot):
+    """``shown(widget, (width, height))``: the widget at that size, shown and exposed (closed after)."""
+
+    def show(widget, size):
+        widget.resize(*size)
+        qtbot.addWidget(widget)
+        widget.show()
+        qtbot.waitExposed(widget)
+        return widget
+
+    return show

@@ -11,7 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -72,14 +72,16 @@ def test_a_second_run_into_a_locked_folder_is_refused_and_changes_nothing(tmp_pa
 def test_after_kill_9_of_a_running_train_the_folder_is_trained_into_again(tmp_path):
     run = tmp_path / "run"
     first = cli([*TRAIN, "--steps", "1000000", "--log-every", "1", "--out", str(run)])
+    watchdog = threading.Timer(120, first.kill)  # a child that never starts training fails, not hangs
+    watchdog.start()
     try:
-        deadline = time.monotonic() + 120
-        while not (run / "log.jsonl").is_file() or not (run / "log.jsonl").read_bytes():
-            assert first.poll() is None and time.monotonic() < deadline, first.communicate()[1]
-            time.sleep(0.05)  # waiting for the first run's first log row: it is training now
+        # its "training N parameters ..." line is flushed once its run folder is open and locked
+        started = first.stdout.readline() if first.stdout is not None else ""
+        assert started.startswith("training "), started + first.communicate()[1]
         assert (run / LOCK_FILE).read_text().strip() == str(first.pid)
         refused_naming([*TRAIN, "--steps", "3", "--out", str(run)], run, first.pid)
     finally:
+        watchdog.cancel()
         first.send_signal(signal.SIGKILL)
         first.communicate(timeout=60)
     assert first.returncode == -signal.SIGKILL

@@ -39,7 +39,7 @@ def file_size_limit(limit: int = LIMIT) -> Iterator[None]:
 
 
 @pytest.fixture
-def panel(qtbot) -> QWidget:
+def panel(shown) -> QWidget:
     """Two labels in a widget, drawn larger than the limit as PNG and as SVG."""
     w = QWidget()
     lay = QVBoxLayout(w)
@@ -47,11 +47,7 @@ def panel(qtbot) -> QWidget:
         lab = QLabel(f"head {i}: " + "attention " * 40, w)
         lab.setWordWrap(True)
         lay.addWidget(lab)
-    w.resize(640, 400)
-    qtbot.addWidget(w)
-    w.show()
-    qtbot.waitExposed(w)
-    return w
+    return shown(w, (640, 400))
 
 
 def _writers(panel: QWidget):

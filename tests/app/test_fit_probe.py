@@ -8,7 +8,7 @@ from PySide6.QtWidgets import QMainWindow, QTableWidget, QTableWidgetItem
 from tests.app.fit_probe import fit_problems
 
 
-def _window(qtbot, width: int) -> QMainWindow:
+def _window(shown, width: int) -> QMainWindow:
     win = QMainWindow()
     table = QTableWidget(2, 2)
     table.setHorizontalHeaderLabels(["w", "note"])
@@ -23,17 +23,13 @@ def _window(qtbot, width: int) -> QMainWindow:
     table.setColumnWidth(1, 90)  # wraps onto two lines of whole words: not a problem
     table.verticalHeader().setDefaultSectionSize(40)
     win.setCentralWidget(table)
-    win.resize(400, 300)
-    qtbot.addWidget(win)
-    win.show()
-    qtbot.waitExposed(win)
-    return win
+    return shown(win, (400, 300))
 
 
-def test_an_elided_cell_word_is_reported(qtbot):
-    problems = [p for p in fit_problems(_window(qtbot, 24)) if "cell" in p]
+def test_an_elided_cell_word_is_reported(shown):
+    problems = [p for p in fit_problems(_window(shown, 24)) if "cell" in p]
     assert len(problems) == 1 and "'0.401'" in problems[0] and "column 0" in problems[0], problems
 
 
-def test_a_column_wide_enough_for_its_words_is_not(qtbot):
-    assert [p for p in fit_problems(_window(qtbot, 80)) if "cell" in p] == []
+def test_a_column_wide_enough_for_its_words_is_not(shown):
+    assert [p for p in fit_problems(_window(shown, 80)) if "cell" in p] == []
