@@ -359,11 +359,11 @@ class Curves(QWidget):
             self.marker.label.setFormat(label)
         self.marker.show()
 
-    def set_hline(
-        self, key: str, y: float | None, label: str = "", position: float = 0.03, above: bool = True
-    ) -> None:
+    def set_hline(self, key: str, y: float | None, label: str = "", position: float = 0.03) -> None:
         """A dashed horizontal reference at ``y`` on the main plot (None or non-finite: hidden); its
-        label sits at ``position`` (0 = left end, 1 = right end), above the line or below it."""
+        label sits at ``position`` (0 = left end, 1 = right end), on the side of the line with more
+        of the plot: below it while the line is in the upper half of the view, above it in the lower
+        half, so the text is never cut at the plot's edge."""
         entry = self._hlines.get(key)
         if y is None or not math.isfinite(y):
             if entry is not None:
@@ -380,7 +380,9 @@ class Curves(QWidget):
                 labelOpts={
                     "position": position,
                     "color": GUIDE_COLOR,
-                    "anchors": [(position, 1.0 if above else 0.0)] * 2,
+                    # pyqtgraph takes the first while the line is above the view's centre
+                    # (the text hangs below it), the second below the centre (the text sits on it)
+                    "anchors": [(position, 0.0), (position, 1.0)],
                 },
             )
             self.plot.addItem(line)

@@ -187,3 +187,28 @@ def test_train_plot_titles_never_overlap_down_to_900_px(qtbot, window_of_one_tab
             assert not titles[a].adjusted(4, 4, -4, -4).intersects(titles[b].adjusted(4, 4, -4, -4)), (a, b)
     # and the legend does not cover the loss
     assert not plots.legend.sceneBoundingRect().intersects(plots.plot.getViewBox().sceneBoundingRect())
+
+
+@pytest.mark.parametrize(
+    "y_range", [(9.9, 12.0), (8.0, 10.1)], ids=["line-near-the-bottom", "line-near-the-top"]
+)
+def test_a_reference_line_s_label_stays_inside_the_plot(qtbot, y_range):
+    """The loss plot zoomed to the last steps puts ln V at the bottom edge: its label then sits above
+    the line (it hung below it, cut by the axis); near the top it hangs below."""
+    w = Curves("loss", "nats", smoothing=0.0, redraw_ms=0)
+    qtbot.addWidget(w)
+    w.resize(500, 300)
+    w.show()
+    qtbot.waitExposed(w)
+    w.set_hline("ref", 10.0, "uniform guess: ln V", position=0.97)
+    w.plot.setYRange(*y_range, padding=0)
+    w.plot.setXRange(0, 10, padding=0)
+    qtbot.wait_until(lambda: w.plot.getViewBox().viewRange()[1][0] == pytest.approx(y_range[0]))
+    line = w.hline("ref")
+    label = line.label
+    w.grab()  # lay out and paint: the line takes the view's new transform
+    line.viewTransformChanged()
+    view = w.plot.getViewBox()
+    box = view.mapRectToScene(view.boundingRect())
+    text = label.textItem.mapRectToScene(label.textItem.boundingRect())
+    assert box.top() - 0.5 <= text.top() and text.bottom() <= box.bottom() + 0.5, (text, box)

@@ -218,10 +218,7 @@ class SoftmaxTheoryPage(LabPage):
         )
         theory.setZValue(10)  # on top of the unscaled curve it coincides with
         self.ent_plot.set_hline(
-            "uniform",
-            any_curve.uniform_entropy,
-            f"uniform: ln n = {any_curve.uniform_entropy:.2f}",
-            above=False,
+            "uniform", any_curve.uniform_entropy, f"uniform: ln n = {any_curve.uniform_entropy:.2f}"
         )
         self.jac_plot.set_hline("uniform", any_curve.uniform_jacobian, "uniform row")
         self.max_plot.set_hline("uniform", 1.0 / any_curve.n_keys, "uniform: 1/n")

@@ -72,7 +72,7 @@ class TrainPlots(Curves):
     def set_reference_loss(self, value: float | None) -> None:
         """Draw a dashed line at ``value`` (ln V: the loss of a uniform guess), or hide it."""
         # under the line at its right end: a loss curve starts near ln V, top left, and falls away
-        self.set_hline("uniform", value, "uniform guess: ln V", position=0.97, above=False)
+        self.set_hline("uniform", value, "uniform guess: ln V", position=0.97)
 
     def set_step_marker(self, step: int | None) -> None:
         """Mark the step whose attention the scrubber shows (None: hide the mark)."""
