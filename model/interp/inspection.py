@@ -31,7 +31,8 @@ from model.config import GPTConfig
 from model.interp.analysis.pipeline import PIPELINE_KINDS, head_pipeline
 from model.interp.export import inspection_arrays
 from model.interp.frame import AttentionFrame
-from model.interp.plan import REQUIRED_KINDS, PromptPlan
+from model.interp.plan import REQUIRED_KINDS, PromptPlan, held_tokens
+from model.interp.streamed import stream_prompt
 from model.interp.trace import run_with_trace
 from model.nn.hooks import ablate_heads, reader
 
@@ -42,6 +43,10 @@ class Inspection(AttentionFrame):
 
     ``weights`` [L, H, T, T] (float32, or float16 past :data:`~model.interp.plan.FLOAT32_LIMIT`);
     ``ids``, ``texts`` [T] the tokens and their raw texts (``labels`` their visible labels);
+    Past :data:`~model.interp.plan.HELD_LIMIT` (``held`` False, :mod:`model.interp.streamed`)
+    ``weights`` is a :class:`~model.interp.streamed.HeadPatterns` (one head computed when asked),
+    ``logits`` an :class:`~model.interp.streamed.Unembedding` and ``overview_mean`` the mean-pooled
+    overview beside the max-pooled ``overview``;
     ``dropped``: tokens of the text left out (context or memory); ``overview`` [L, H, S, S] float32,
     ``S = ceil(T / block)``, max-pooled by ``block`` for an overview of every head (the same array as
     ``weights`` when ``block == 1`` and float32); ``mask`` [T, T] bool (True = may attend); ``logits``
@@ -64,12 +69,21 @@ class Inspection(AttentionFrame):
     config: GPTConfig
     seconds: float = 0.0
     special: list[int] = field(default_factory=list)
+    overview_mean: np.ndarray | None = None
+    held: bool = True
+
+    @property
+    def held_limit(self) -> int:
+        """The most tokens whose every pattern an inspection of this model holds."""
+        return held_tokens(self.config)
 
 
 def inspect_prompt(model, tokenizer, plan: PromptPlan, *, ablate: dict | None = None) -> Inspection:
     """Run ``plan`` (:func:`~model.interp.plan.plan_prompt`) on ``model``: every head's pattern and
     the next tokens; see :class:`Inspection`. The plan has sized it: it is not checked again."""
 
+    if not plan.held:
+        return _inspect_streamed(model, tokenizer, plan, ablate)
     t0 = time.perf_counter()
     prompt = plan.prompt
     ids = list(prompt.ids)
@@ -122,6 +136,35 @@ def inspect_prompt(model, tokenizer, plan: PromptPlan, *, ablate: dict | None = 
         config=model.config,
         seconds=time.perf_counter() - t0,
         special=[i for i, t in enumerate(ids) if int(t) in special],
+    )
+
+
+def _inspect_streamed(model, tokenizer, plan: PromptPlan, ablate: dict | None) -> Inspection:
+    """:func:`inspect_prompt` of a prompt whose patterns are not held (:mod:`model.interp.streamed`)."""
+    prompt = plan.prompt
+    ids = list(prompt.ids)
+    b = max(1, int(plan.block))
+    run = stream_prompt(model, ids, b, ablate=ablate, limit=held_tokens(model.config))
+    labels = list(prompt.labels)
+    special = set(getattr(tokenizer, "special_ids", ()))
+    return Inspection(
+        prompt=prompt.text,
+        labels=labels,
+        weights=run.patterns,  # type: ignore[arg-type]  # array-like: one head at a time
+        ids=ids,
+        texts=list(prompt.texts),
+        dropped=prompt.dropped,
+        overview=run.overview,
+        overview_mean=run.overview_mean,
+        block=b,
+        mask=run.mask,
+        logits=run.logits,  # type: ignore[arg-type]
+        target_labels=[*labels[1:], ""],
+        ablate=dict(ablate or {}),
+        config=model.config,
+        seconds=run.seconds,
+        special=[i for i, t in enumerate(ids) if int(t) in special],
+        held=False,
     )
 
 

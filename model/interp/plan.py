@@ -23,7 +23,7 @@ from model.budget import sizing
 from model.budget.arithmetic import human_bytes, parameters
 from model.budget.sizing import Available, ModelTooLarge, Need, largest_knob, load_need, size_or_zero
 from model.config import GPTConfig
-from model.interp.pooling import block_size
+from model.interp.pooling import MAX_CELL, block_size
 from model.interp.prompt import Prompt, PromptError, Tokenizer, encode_prompt
 from model.machine import available_cores
 
@@ -208,34 +208,79 @@ FLOAT32_LIMIT = 32 * 2**20
 SMALL_FLOPS = 1e9
 
 
+#: Largest L·H·T² whose every pattern the Attention tab holds (1 GiB of float16: SmolLM2-135M's 270
+#: heads up to 1,409 tokens, 12 × 12 heads up to 1,930). Past it the inspection is streamed
+#: (:mod:`model.interp.streamed`): per layer the queries and keys, a pooled overview, one head's
+#: pattern when it is opened.
+HELD_LIMIT = 2**29
+
+
 def _big(cfg: GPTConfig, T: int) -> bool:
     return cfg.n_layers * cfg.n_heads * T * T > FLOAT32_LIMIT
 
 
-def view_need(cfg: GPTConfig, n_tokens: int) -> Need:
-    """The bytes the Attention tab's inspection needs for ``n_tokens``: every head's pattern L·H·T²
-    (float32 up to :data:`FLOAT32_LIMIT` values, else float16), one layer's scores in flight and the
-    logits [T, V]."""
+def holds_patterns(cfg: GPTConfig, T: int) -> bool:
+    """Whether an inspection of ``T`` tokens holds every head's pattern (L·H·T² ≤ :data:`HELD_LIMIT`)."""
+    return size_or_zero(cfg.n_layers) * size_or_zero(cfg.n_heads) * T * T <= HELD_LIMIT
+
+
+def held_tokens(cfg: GPTConfig) -> int:
+    """The most tokens whose every pattern an inspection holds."""
+    return math.isqrt(HELD_LIMIT // max(1, size_or_zero(cfg.n_layers) * size_or_zero(cfg.n_heads)))
+
+
+def streamed_need(cfg: GPTConfig, n_tokens: int) -> Need:
+    """The bytes of a streamed inspection of ``n_tokens`` (no pattern held): per layer the scaled
+    queries and keys ``T·(H + H_kv)·d_k``, the overviews ``2·H·S²`` (max and mean, ``S ≤ 256``), the
+    final stream ``T·d``, the mask ``T²`` bools, and in flight one block of rows ``3·H·64·T`` plus one
+    layer's activations ``T·(4·d + 3·d_ff)``, float32."""
+    L, H, d, d_k = (size_or_zero(v) for v in (cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.d_head))
+    H_kv, d_ff = size_or_zero(cfg.kv_heads), size_or_zero(cfg.d_ff)
+    T = max(1, size_or_zero(n_tokens))
+    S = min(T, MAX_CELL)  # at most: the side of a pooled head (an upper bound that grows with T)
+    parts = {
+        "queries and keys": 4 * L * T * (H + H_kv) * d_k,
+        "pooled overviews": 4 * 2 * L * H * S * S,
+        "final stream": 4 * T * d,
+        "mask": T * T,
+        "one layer in flight": 4 * (3 * H * 64 * T + T * (4 * d + 3 * d_ff)),
+    }
+    return Need(
+        f"inspecting {T} tokens in {L} layers × {H} heads (streamed)", parts, f"the prompt's {T} tokens"
+    )
+
+
+def held_need(cfg: GPTConfig, n_tokens: int) -> Need:
+    """The bytes of an inspection that holds every head's pattern L·H·T² (float32 up to
+    :data:`FLOAT32_LIMIT` values, else float16), one layer's scores in flight and the logits [T, V]."""
     return inspection_need(cfg, n_tokens, kinds=("pattern",), bytes_per_value=2 if _big(cfg, n_tokens) else 4)
+
+
+def holds_within(cfg: GPTConfig, n_tokens: int, budget: int | None = None) -> bool:
+    """Whether the Attention tab's inspection of ``n_tokens`` holds every pattern: at most
+    :data:`HELD_LIMIT` values, and (with a ``budget``) they fit in it; else it is streamed."""
+    if not holds_patterns(cfg, n_tokens):
+        return False
+    return budget is None or held_need(cfg, n_tokens).total <= budget
+
+
+def view_need(cfg: GPTConfig, n_tokens: int, budget: int | None = None) -> Need:
+    """The bytes the Attention tab's inspection needs for ``n_tokens``: :func:`held_need` when it holds
+    the patterns (:func:`holds_within` ``budget``), else :func:`streamed_need`."""
+    if holds_within(cfg, n_tokens, budget):
+        return held_need(cfg, n_tokens)
+    return streamed_need(cfg, n_tokens)
 
 
 def _tokens_that_fit(cfg: GPTConfig, n_tokens: int, budget: int) -> int:
     """The most tokens, up to ``n_tokens``, whose :func:`view_need` fits in ``budget`` bytes; 0 when not
-    even one does. The need grows with T except where the pattern switches to float16 (past
+    even one does. Held or streamed, whichever fits: the streamed need grows with T, so it is
+    bisected; the held one too, except where the pattern switches to float16 (past
     :data:`FLOAT32_LIMIT`), where it halves: each side of the switch is bisected on its own."""
 
-    def fits(T: int) -> bool:
-        return view_need(cfg, T).total <= budget
-
-    if fits(n_tokens):
-        return n_tokens
-    heads = max(1, cfg.n_layers * cfg.n_heads)
-    switch = math.isqrt(FLOAT32_LIMIT // heads)
-    while heads * switch * switch <= FLOAT32_LIMIT:
-        switch += 1  # the first T kept as float16
-    for lo, hi in ((max(1, switch), n_tokens), (1, min(n_tokens, switch - 1))):
+    def last_fitting(lo: int, hi: int, fits) -> int:
         if lo > hi or not fits(lo):
-            continue
+            return 0
         while lo < hi:  # lo fits; find the last T in [lo, hi] that does
             mid = (lo + hi + 1) // 2
             if fits(mid):
@@ -243,7 +288,24 @@ def _tokens_that_fit(cfg: GPTConfig, n_tokens: int, budget: int) -> int:
             else:
                 hi = mid - 1
         return lo
-    return 0
+
+    def streamed(T: int) -> bool:
+        return streamed_need(cfg, T).total <= budget
+
+    def held(T: int) -> bool:
+        return held_need(cfg, T).total <= budget
+
+    if view_need(cfg, n_tokens, budget).total <= budget:
+        return n_tokens
+    heads = max(1, cfg.n_layers * cfg.n_heads)
+    switch = math.isqrt(FLOAT32_LIMIT // heads)
+    while heads * switch * switch <= FLOAT32_LIMIT:
+        switch += 1  # the first T kept as float16
+    most = min(n_tokens, held_tokens(cfg))
+    found = [last_fitting(1, n_tokens, streamed)]
+    for lo, hi in ((max(1, switch), most), (1, min(most, switch - 1))):
+        found.append(last_fitting(lo, hi, held))
+    return max(found)
 
 
 def pick_threads(cfg: GPTConfig, T: int, *, training: bool = False) -> int | None:
@@ -277,7 +339,8 @@ class PromptPlan:
     with ``need_all``, the bytes all of them would have needed, and ``budget``); ``kinds`` and
     ``layers`` (None = all) recorded, in ``float16`` or float32; ``dropped_kinds`` the kinds given up
     to fit; ``threads`` for torch (None = every core); ``block``: the pooling block of the overview
-    of every head (1 = every token); ``need``: the bytes the plan needs.
+    of every head (1 = every token); ``need``: the bytes the plan needs; ``held``: every head's
+    pattern is kept (False past :data:`HELD_LIMIT`: streamed, :mod:`model.interp.streamed`).
     """
 
     prompt: Prompt
@@ -292,6 +355,7 @@ class PromptPlan:
     for_memory: int = 0
     need_all: int = 0
     dropped_kinds: tuple[str, ...] = ()
+    held: bool = True
 
 
 def plan_prompt(
@@ -335,17 +399,18 @@ def plan_prompt(
         for_memory, need_all = 0, 0
     else:
         fit = _tokens_that_fit(cfg, prompt.T, budget)
-        need_all = view_need(cfg, prompt.T).total
+        need_all = view_need(cfg, prompt.T, budget).total
         if fit == 0:
+            least = min(view_need(cfg, 1).total, view_need(cfg, 1, 0).total)
             raise PromptError(
-                f"inspecting this model needs about {human_bytes(view_need(cfg, 1).total)} even for "
+                f"inspecting this model needs about {human_bytes(least)} even for "
                 f"one token, but {human_bytes(budget)} of memory is free: close other programs or use "
                 "a smaller model"
             )
         for_memory = prompt.T - fit
         prompt = prompt.cut(fit)
         kinds, layers, f16, dropped = ("pattern",), None, _big(cfg, prompt.T), ()
-        need = view_need(cfg, prompt.T)
+        need = view_need(cfg, prompt.T, budget)
     return PromptPlan(
         prompt=prompt,
         kinds=kinds,
@@ -359,4 +424,5 @@ def plan_prompt(
         for_memory=for_memory,
         need_all=need_all if for_memory else 0,
         dropped_kinds=dropped,
+        held=export or holds_within(cfg, prompt.T, budget),
     )

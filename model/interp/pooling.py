@@ -88,7 +88,7 @@ def pool_visible(mask: np.ndarray, b: int) -> np.ndarray:
     m = np.asarray(mask, dtype=bool)
     if b <= 1:
         return m
-    return pool_max(m.astype(np.float32), b) > 0
+    return pool_max(m.view(np.uint8), b) > 0  # converted an [S, T] slice at a time, not all of [T, T]
 
 
 __all__ = ["MAX_CANVAS_PIXELS", "MAX_CELL", "block_size", "pool_absmax", "pool_max", "pool_visible"]

@@ -178,6 +178,9 @@ class Attention(nn.Module):
         self.attn_dropout = config.dropout
         self.resid_dropout = nn.Dropout(config.dropout)
         self.q, self.k, self.v, self.scores, self.pattern, self.z, self.out = (HookPoint() for _ in range(7))
+        #: ``(rows of the pattern [B, H, r, S'], first row)`` as each block of query rows is computed
+        #: (readers only): a pooled overview of a long prompt without the whole [T, T] at once
+        self.pattern_rows = HookPoint()
 
     def init_weights(self) -> None:
         for proj in (self.q_proj, self.k_proj, self.v_proj):
@@ -217,12 +220,14 @@ class Attention(nn.Module):
             return x
         return torch.tanh(x / c) * c if x.requires_grad else x.div_(c).tanh_().mul_(c)
 
-    def softmax(self, x: torch.Tensor) -> torch.Tensor:
+    def softmax(self, x: torch.Tensor, heads: slice | None = None) -> torch.Tensor:
         """Softmax of masked scores ``x`` [B, H, T, S] over the keys, each head's sink in the
-        denominator when there are sinks (rows then sum to less than 1)."""
+        denominator when there are sinks (rows then sum to less than 1); ``heads``: which of the
+        layer's heads ``x`` holds (all by default)."""
         if not self.config.attn_sinks:
             return torch.softmax(x, dim=-1)
-        sink = self.sinks.view(1, -1, 1, 1).to(x.dtype).expand(*x.shape[:-1], 1)
+        sinks = self.sinks if heads is None else self.sinks[heads]
+        sink = sinks.view(1, -1, 1, 1).to(x.dtype).expand(*x.shape[:-1], 1)
         return torch.softmax(torch.cat([x, sink], dim=-1), dim=-1)[..., :-1]
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ctx: Context) -> torch.Tensor:
@@ -240,6 +245,8 @@ class Attention(nn.Module):
             fill = scores.masked_fill if self.scores.fns else scores.masked_fill_
             scores = fill(~mask, float("-inf"))
         pattern = self.pattern(self.softmax(scores))
+        if self.pattern_rows.fns:
+            self.pattern_rows((pattern, 0))
         return (F.dropout(pattern, p=dropout) if dropout > 0 else pattern) @ v
 
     def attend_causal(
@@ -267,15 +274,12 @@ class Attention(nn.Module):
         if looked_at:
             pattern = ctx.shared((B, H, T, S), q) if self.pattern.readers_only else q.new_zeros(B, H, T, S)
         z = q.new_empty(B, H, T, v.shape[-1])
-        past = S - T  # keys cached before these queries
+        rows_read = bool(self.pattern_rows.fns)
         for i in range(0, T, self.QUERY_BLOCK):
             rows = slice(i, min(T, i + self.QUERY_BLOCK))
-            seen = past + rows.stop  # these queries see keys 0..seen-1 at most; the rest stay 0
-            s = self.cap(q[:, :, rows] @ k[:, :, :seen].transpose(-2, -1))
-            # the plain causal mask hides only keys of the diagonal square; a window hides earlier ones too
-            first = past + i if is_causal else 0
-            s[..., first:].masked_fill_(~mask[rows, first:seen], float("-inf"))
-            block = self.softmax(s)
+            block, seen = self.causal_rows(q, k, mask, is_causal, rows)
+            if rows_read:
+                self.pattern_rows((block, i))
             if pattern is not None:
                 pattern[:, :, rows, :seen] = block
             z[:, :, rows] = block @ v[:, :, :seen]
@@ -286,6 +290,29 @@ class Attention(nn.Module):
         if hooked is not pattern or hooked._version != version:  # an intervention changed the weights
             z = hooked @ v
         return z
+
+    def causal_rows(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        mask: torch.Tensor,
+        is_causal: bool,
+        rows: slice,
+        heads: slice | None = None,
+    ) -> tuple[torch.Tensor, int]:
+        """Rows ``rows`` of the pattern under a triangular mask, as :meth:`attend_causal` computes
+        them: ``(softmax(mask(cap(q[rows] K[:seen]ᵀ))) [B, h, r, seen], seen)`` with ``q`` [B, h, T,
+        d_k] already scaled, ``k`` [B, h, S, d_k] (``heads``: which of the layer's heads they are, for
+        the sinks) and ``seen = S − T + rows.stop``, the keys these queries may see at most (the rest
+        of each row is 0)."""
+        T, S = q.shape[2], k.shape[2]
+        past = S - T  # keys cached before these queries
+        seen = past + rows.stop
+        s = self.cap(q[:, :, rows] @ k[:, :, :seen].transpose(-2, -1))
+        # the plain causal mask hides only keys of the diagonal square; a window hides earlier ones too
+        first = past + rows.start if is_causal else 0
+        s[..., first:].masked_fill_(~mask[rows, first:seen], float("-inf"))
+        return self.softmax(s, heads), seen
 
     def heads(self, x: torch.Tensor, ctx: Context) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``q`` [B, H, T, d_k], ``k`` and ``v`` [B, H_kv, S, d_k] of ``x`` [B, T, d]: projected, QK-normed,
@@ -313,7 +340,7 @@ class Attention(nn.Module):
         B, T, _ = x.shape
         q, k, v = self.heads(x, ctx)
         q, k, v = self.q(q), self.k(k), self.v(v)
-        fused = not (self.scores.fns or self.pattern.fns)  # nobody looks at the weights
+        fused = not (self.scores.fns or self.pattern.fns or self.pattern_rows.fns)  # nobody reads the weights
         fused = fused and not self.config.attn_sinks and self.config.attn_softcap is None  # nor needs them
         if fused:  # the fused kernel, which never materialises them
             qs, ks, c = self.scaled_qk(q, k)

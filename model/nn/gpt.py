@@ -285,11 +285,7 @@ class GPT(nn.Module):
         for block in self.blocks[layer:]:
             x = block(x, ctx)
         x = self.ln_final(self.norm_f(x) if self.norm_f is not None else x)
-        logits = self.lm_head(x) if self.lm_head is not None else x @ self.tok_emb.weight.t()
-        cap = self.config.final_softcap
-        if cap is not None:  # Gemma 2: c·tanh(z/c)
-            logits = torch.tanh(logits / cap) * cap
-        logits = self.logits(logits)
+        logits = self.logits(self.unembed(x))
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1))
@@ -297,6 +293,15 @@ class GPT(nn.Module):
             if aux is not None:  # load balancing of the mixture-of-experts layers (model.nn.moe)
                 loss = loss + self.config.router_aux_loss * aux
         return logits, loss
+
+    def unembed(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits ``W_U x`` [..., V] of the stream after the final norm ``x`` [..., d] (``ln_final``):
+        the output head (or the tied token table), soft-capped ``c·tanh(z/c)`` with ``final_softcap``."""
+        logits = self.lm_head(x) if self.lm_head is not None else x @ self.tok_emb.weight.t()
+        cap = self.config.final_softcap
+        if cap is not None:  # Gemma 2: c·tanh(z/c)
+            logits = torch.tanh(logits / cap) * cap
+        return logits
 
     def optimizer_groups(self, weight_decay: float) -> list[ParamGroup]:
         """AdamW's two parameter groups, as nanoGPT's ``configure_optimizers``: ``weight_decay`` on

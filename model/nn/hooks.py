@@ -28,6 +28,7 @@ hook point                   shape            TransformerLens             Trace 
 ``blocks.l.attn.k``, ``.v``  [B, H_kv, S, d_k]  ``attn.hook_k``, ``hook_v``  ``k``, ``v`` (repeated to H)
 ``blocks.l.attn.scores``     [B, H, T, S]     ``attn.hook_attn_scores``   ``scores``
 ``blocks.l.attn.pattern``    [B, H, T, S]     ``attn.hook_pattern``       ``pattern``
+``blocks.l.attn.pattern_rows`` ([B, H, r, S'], i) —                       — (rows i.. of the pattern)
 ``blocks.l.attn.z``          [B, H, T, d_k]   ``attn.hook_z``             ``z``
 ``blocks.l.attn.out``        [B, T, d]        ``hook_attn_out``           ``attn_out``
 ``blocks.l.resid_mid``       [B, T, d]        ``blocks.l.hook_resid_mid``   ``resid_mid``

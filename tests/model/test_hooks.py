@@ -17,6 +17,7 @@ PER_LAYER = (
     "attn.q",
     "attn.k",
     "attn.v",
+    "attn.pattern_rows",
     "attn.scores",
     "attn.pattern",
     "attn.z",
@@ -52,7 +53,7 @@ def test_hook_point_names_and_counts(positions, globals_):
     names = list(model.hook_points())
     per_layer = [f"blocks.{l}.{p}" for l in range(4) for p in PER_LAYER]
     assert sorted(names) == sorted(globals_ + per_layer)
-    assert len(names) == 4 * 11 + len(globals_)  # default 4-layer model: 49 (rope / none: 48)
+    assert len(names) == 4 * 12 + len(globals_)  # default 4-layer model: 53 (rope / none: 52)
     pts = model.hook_points()
     assert pts["blocks.2.attn.pattern"].layer == 2 and pts["embed"].layer == -1
     assert all(isinstance(p, HookPoint) and p.name == n for n, p in pts.items())
@@ -167,7 +168,7 @@ def test_patching_everything_restores_the_clean_logits_and_patching_nothing_chan
         patched, _ = model(corrupt)
     assert torch.equal(patched, clean_logits)
     every = list(model.hook_points())
-    fused = [n for n in every if not n.endswith(("attn.scores", "attn.pattern"))]
+    fused = [n for n in every if not n.endswith(("attn.scores", "attn.pattern", "attn.pattern_rows"))]
     with model.hooks({n: (lambda x, hook: None) for n in fused}):
         untouched, _ = model(corrupt)
     assert torch.equal(untouched, corrupt_logits)

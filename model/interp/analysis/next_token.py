@@ -50,7 +50,10 @@ def top_k_next_tokens(logits, k: int = 5, *, temperature: float = 1.0, targets=N
     next tokens, −1 where unknown) fills ``target_prob``/``target_rank``. Computed :data:`ROWS`
     positions at a time.
     """
-    lg = torch.as_tensor(np.asarray(logits) if not torch.is_tensor(logits) else logits).detach().cpu()
+    if torch.is_tensor(logits) or isinstance(logits, np.ndarray) or not hasattr(logits, "dim"):
+        lg = torch.as_tensor(np.asarray(logits) if not torch.is_tensor(logits) else logits).detach().cpu()
+    else:  # a [T, V] that gives its rows as tensors (model.interp.streamed.Unembedding)
+        lg = logits
     if lg.dim() == 3:
         lg = lg[0]
     if temperature <= 0:
