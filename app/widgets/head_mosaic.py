@@ -280,7 +280,12 @@ class HeadMosaic(ReadableRows, MosaicMarksAndPointer, QWidget):
 
     @staticmethod
     def _check(values, what: str) -> np.ndarray:
-        v = np.asarray(values)
+        # an array-like computing one head when indexed (a long prompt's patterns) is kept as it is
+        v = (
+            values
+            if getattr(values, "ndim", None) == 4 and not isinstance(values, np.ndarray)
+            else np.asarray(values)
+        )
         if v.ndim != 4 or v.shape[-1] != v.shape[-2]:
             raise ValueError(f"{what} must be [R, C, T, T], got shape {v.shape}")
         return v

@@ -30,6 +30,7 @@ MODES = (
 
 class AggregatePage(AttentionPage):
     title = "Aggregates"
+    needs_every_pattern = True
     key = "aggregates"
     needs_aggregates = True
     blurb = (

@@ -50,6 +50,9 @@ class AttentionPage(LazyPage):
     #: whether the page needs the circuits of the weights, the selected head's full circuits and the
     #: path patching of the sender (the Circuits page)
     needs_circuits = False
+    #: whether the page reads every head's pattern at once (a long prompt's are not held: the tab
+    #: shows :meth:`~app.views.attention.state.AttentionState.shorter_prompt_note` instead)
+    needs_every_pattern = False
 
     @staticmethod
     def applies_to(config) -> bool:
@@ -71,6 +74,61 @@ class AttentionPage(LazyPage):
         self.follow(state.experts_changed, self.on_experts)
         self.follow(state.circuits_changed, self.on_circuits)
         self.follow(state.cleared, self.clear)
+
+    def __init_subclass__(cls, **kwargs):
+        """A page that reads every head's pattern draws, on a streamed run, one line instead."""
+        super().__init_subclass__(**kwargs)
+        draw = cls.__dict__.get("refresh")
+        if draw is None:
+            return
+
+        def refresh(self) -> None:
+            if (
+                self.needs_every_pattern
+                and self.state.inspection is not None
+                and not self.state.patterns_held
+            ):
+                self._note_instead(self.state.shorter_prompt_note(f"The {self.title} page"))
+                self.stale = False
+                return
+            self._note_instead(None)
+            draw(self)
+
+        refresh.__doc__ = draw.__doc__
+        cls.refresh = refresh  # type: ignore[method-assign]
+
+    def _note_instead(self, text: str | None) -> None:
+        """Show ``text`` in place of the page's widgets (None: the widgets again)."""
+        lay = self.layout()
+        note = getattr(self, "_long_note", None)
+        if text is None:
+            if note is not None and note.isVisible():
+                note.hide()
+                for w in self._hidden_for_note:
+                    w.show()
+            return
+        if lay is None:
+            return
+        if note is None:
+            note = self._long_note = QLabel()
+            note.setWordWrap(True)
+            note.setStyleSheet("color: #a33; padding: 8px;")
+            lay.insertWidget(0, note)
+        note.setText(text)
+        if not note.isVisible():
+            self._hidden_for_note = []
+            for i in range(lay.count()):
+                w = lay.itemAt(i).widget()
+                if w is not None and w is not note and not w.isHidden():
+                    w.hide()
+                    self._hidden_for_note.append(w)
+            note.show()
+
+    @property
+    def long_note(self) -> str:
+        """The line shown instead of the page ('' when the page draws)."""
+        note = getattr(self, "_long_note", None)
+        return note.text() if note is not None and not note.isHidden() else ""
 
     def _mark_stale(self, _inspection) -> None:
         self.stale = True

@@ -194,6 +194,11 @@ def run_status(res, plan, timings: dict[str, float], *, training_step: int | Non
             f"<br>Long prompt: the Heads overview shows the largest weight of each "
             f"{res.block}×{res.block} block; open a head for every token."
         )
+    if not getattr(res, "held", True):
+        text += (
+            f"<br>Streamed: {res.T:,} tokens are more than the {res.held_limit:,} whose every pattern is "
+            "kept; each layer keeps its queries and keys, and a head is computed when it is opened."
+        )
     if training_step is not None:
         text += f"<br>Weights of training step {training_step}."
     return text

@@ -24,6 +24,7 @@ from model.interp.measures import token_focus_of
 
 class FocusPage(AttentionPage):
     title = "Token focus"
+    needs_every_pattern = True
     key = "focus"
     blurb = (
         "Click a token of the prompt. Left: where it looks — its attention over earlier tokens in every "

@@ -190,12 +190,12 @@ class GridPage(AttentionPage):
         if cls is None or insp is None or len(cls.labels) != insp.n_layers:
             self.mosaic.set_roles([])
             self.finder.set_heads({})
-            self.roles_label.setText(
+            roles = (
                 "Head roles appear here once the metrics are measured (Metrics page)."
-                + (f"<br>{local}" if local else "")
-                if insp is not None
-                else " "
+                if self.state.patterns_held
+                else self.state.shorter_prompt_note("Naming the heads")
             )
+            self.roles_label.setText(roles + (f"<br>{local}" if local else "") if insp is not None else " ")
             self.roles_label.setToolTip("")
             return
         short = [[CELL_NAMES.get(lab.name, lab.name) for lab in row] for row in cls.labels]

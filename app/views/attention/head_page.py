@@ -66,6 +66,8 @@ class HeadPage(AttentionPage):
         )
         off = self.state.ablation.get((layer, head))
         title = f"layer {layer}, head {head}: attention weights A = softmax(M)  [{insp.T} × {insp.T}]"
+        if not self.state.patterns_held:
+            title += ", computed on opening"
         if off:
             title += f"  — switched off ({off}): its output is not used"
         self.heatmap.set_title(title)
@@ -107,6 +109,8 @@ class HeadPage(AttentionPage):
         text = f"{pos}: weight {w:.4f}"
         if scores is not None:
             text += f"  ·  raw score QKᵀ {scores[0]:.4g}  ·  scaled score {scores[1]:.4g}"
+        elif not self.state.patterns_held:
+            text += f"  ·  scores: kept for prompts of at most {insp.held_limit:,} tokens"
         else:
             text += "  ·  scores: computing…"
         return text

@@ -42,10 +42,12 @@ class AttentionJobs:
     def for_page(self, page) -> bool:
         """Request what ``page`` needs and the state lacks; True when it lacks nothing."""
         st, ready = self.state, True
-        if page.needs_head_detail and st.head_detail_for_selected() is None:
+        if not st.patterns_held and page.needs_every_pattern:
+            return True  # the page says it needs a shorter prompt
+        if page.needs_head_detail and st.head_detail_for_selected() is None and st.patterns_held:
             self.head_detail()
             ready = False
-        if page.needs_aggregates:
+        if page.needs_aggregates and st.patterns_held:
             st.rollout_wanted = page.needs_rollout  # L products of [T, T]: only for the page that shows them
             if st.aggregates_for_current() is None:
                 self.aggregates()
@@ -208,6 +210,8 @@ class AttentionJobs:
         insp = st.inspection
         if insp is None or model is None or st.head_detail_for_selected() is not None:
             return
+        if not getattr(insp, "held", True):
+            return  # one layer's scores [H, T, T]: the Head page shows the weights alone
         layer, head = st.selected
         ids, ablate, req = insp.ids, dict(insp.ablate), st.request
 
@@ -224,8 +228,8 @@ class AttentionJobs:
     def metrics(self) -> None:
         """Metrics of every head (``attention.metrics``)."""
         insp, model = self.state.inspection, self.session.model
-        if insp is None or model is None:
-            return
+        if insp is None or model is None or not getattr(insp, "held", True):
+            return  # every head's pattern is not held: the pages say which prompt length they need
         weights, mask, ablate, req = insp.weights, insp.mask, dict(insp.ablate), self.state.request
 
         def done(res):
@@ -280,7 +284,7 @@ class AttentionJobs:
     def aggregates(self) -> None:
         """Mean patterns, with the chosen heads' and, when wanted, the rollout (``attention.aggregate``)."""
         insp = self.state.inspection
-        if insp is None:
+        if insp is None or not getattr(insp, "held", True):
             return
         weights, req = insp.weights, self.state.request
         chosen, rollout = list(self.state.chosen_heads), self.state.rollout_wanted

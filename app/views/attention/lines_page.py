@@ -24,6 +24,7 @@ from model.interp.analysis.aggregate import mean_over_heads_set
 
 class LinesPage(AttentionPage):
     title = "Lines"
+    needs_every_pattern = True
     key = "lines"
     blurb = (
         "Each query token on the left sends lines to the keys it reads on the right; the darker the line, "

@@ -113,6 +113,7 @@ class RoleItem(QTableWidgetItem):
 
 class MetricsPage(AttentionPage):
     title = "Metrics"
+    needs_every_pattern = True
     key = "metrics"
     blurb = (
         "What each head does, in numbers: spread, previous-token, sink and self measured on your prompt; "

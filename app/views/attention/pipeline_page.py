@@ -55,6 +55,7 @@ def wrap_px(text: str, width: float, metrics: QFontMetricsF) -> list[str]:
 
 class PipelinePage(AttentionPage):
     title = "Pipeline"
+    needs_every_pattern = True
     key = "pipeline"
     needs_head_detail = True
     blurb = (

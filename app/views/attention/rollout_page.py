@@ -33,6 +33,7 @@ def top_sources(row: np.ndarray, k: int = 3) -> list[tuple[int, float]]:
 
 class RolloutPage(AttentionPage):
     title = "Rollout"
+    needs_every_pattern = True
     key = "rollout"
     needs_aggregates = True
     needs_rollout = True

@@ -113,6 +113,21 @@ class AttentionState(CircuitsState):
         self.circuit_setup: dict[str, Any] = {"sender": None, "receiver": None, "rope_offset": 0}
 
     @property
+    def patterns_held(self) -> bool:
+        """Whether the current run holds every head's pattern (False: a long prompt, streamed: the
+        grid draws its pooled overview and a head is computed when it is opened)."""
+        return getattr(self.inspection, "held", True)
+
+    def shorter_prompt_note(self, what: str) -> str:
+        """The one line a page shows when it needs every head's pattern of a streamed run."""
+        insp = self.inspection
+        limit = getattr(insp, "held_limit", 0)
+        return (
+            f"{what} needs every head's pattern at once: this prompt of {insp.T:,} tokens is too long to "
+            f"hold them. Use a prompt of at most {limit:,} tokens (the Heads and Head pages show any length)."
+        )
+
+    @property
     def prompt(self) -> str:
         """The prompt the pages show ('' before the first run)."""
         return self.inspection.prompt if self.inspection is not None else ""
@@ -126,7 +141,7 @@ class AttentionState(CircuitsState):
         self.inspection = inspection
         self.request = request
         L, H = inspection.n_layers, inspection.n_heads
-        if prev is None or (prev.n_layers, prev.n_heads) != (L, H):
+        if prev is None or (prev.n_layers, prev.n_heads) != (L, H) or not self.patterns_held:
             self.metrics = self.classification = None
             self.head_tips = {}
             self.selected = (min(self.selected[0], L - 1), min(self.selected[1], H - 1))
