@@ -368,6 +368,7 @@ def plan_prompt(
     float16: bool | None = None,
     with_model: bool = False,
     training: bool = False,
+    over_context: str = "cut",
 ) -> PromptPlan:
     """The one memory plan of a prompt's inspection: encode ``text`` by the one rule
     (:func:`~model.interp.prompt.encode_prompt`: the last ``context_length`` tokens, BOS kept), then
@@ -380,10 +381,14 @@ def plan_prompt(
     one does. An export (``attention-lab inspect``, ``export=True``) records
     :data:`REQUIRED_KINDS` and gives up precision, then the two score kinds, then layers
     (:func:`plan_inspection`; ``float16`` pins the precision, ``with_model`` counts a model not built
-    yet), and refuses with :class:`~model.budget.sizing.ModelTooLarge`. Arithmetic only, no torch: the
+    yet), and refuses with :class:`~model.budget.sizing.ModelTooLarge`. A prompt longer than the
+    context is cut from the left (``over_context="cut"``, the plan's ``for_context`` says how much)
+    or refused in one line naming both lengths (``"refuse"``). Arithmetic only, no torch: the
     command line refuses in milliseconds.
     """
     budget = sizing.usable_bytes() if budget is None else int(budget)
+    if over_context not in ("cut", "refuse"):
+        raise ValueError(f"over_context={over_context!r}: use 'cut' or 'refuse'")
     if isinstance(text, Prompt):  # already encoded (token ids): cut to the context by its own rule
         before = text.dropped
         prompt = text.cut(cfg.context_length)
@@ -391,6 +396,11 @@ def plan_prompt(
     else:
         prompt = encode_prompt(tokenizer, text, cfg.context_length)
         for_context = prompt.dropped
+    if for_context and over_context == "refuse":
+        raise PromptError(
+            f"the prompt is {prompt.T + for_context:,} tokens, longer than the model's context of "
+            f"{cfg.context_length:,}: shorten it, or let its first tokens be left out"
+        )
     if export:
         p = plan_inspection(
             cfg, prompt.T, kinds=REQUIRED_KINDS, budget=budget, float16=float16, with_model=with_model

@@ -49,3 +49,18 @@ def test_a_streamed_prompt_draws_the_overview_and_opens_heads_exactly(qtbot, lon
         assert "at most 12 tokens" in page.long_note, key
     insp = _run(qtbot, tab, TEXT[:10])  # a short prompt again: the page draws
     assert insp.held and tab.pages["aggregates"].long_note == ""
+
+
+def test_a_prompt_longer_than_the_context_is_cut_or_refused_as_the_user_chooses(qtbot, attention_tab):
+    tab = attention_tab
+    n = tab.session.model.config.context_length
+    text = "ab" * n  # 2 × context tokens (one character each)
+    insp = _run(qtbot, tab, text)
+    assert insp.T == n and f"The first {n} tokens were left out" in tab.status_label.text()
+    tab.prompt_bar.cut_box.setChecked(False)
+    with qtbot.waitSignal(tab.failed, timeout=TIMEOUT) as blk:
+        tab.run_inspection()
+    assert blk.args[0] == (
+        f"the prompt is {2 * n:,} tokens, longer than the model's context of {n:,}: shorten it, or let "
+        "its first tokens be left out"
+    )

@@ -68,6 +68,12 @@ class PromptBar(QWidget):
             f"while the model trains, re-run the prompt on the newest weights (at most every "
             f"{follow_interval_s:g} s)"
         )
+        self.cut_box = QCheckBox("Cut to context")
+        self.cut_box.setChecked(True)
+        self.cut_box.setToolTip(
+            "a prompt longer than the model's context: keep its last tokens (and say how many were left "
+            "out), or, unticked, refuse it and name both lengths"
+        )
         self.refresh_button = QPushButton("Run again")
         self.refresh_button.setToolTip("run the prompt through the current weights now")
         self.export_button = QToolButton()
@@ -76,7 +82,7 @@ class PromptBar(QWidget):
         menu = QMenu(self.export_button)
         self.export_actions: dict[str, QAction] = {key: menu.addAction(text) for key, text in EXPORTS}
         self.export_button.setMenu(menu)
-        for w in (self.follow_box, self.refresh_button, self.export_button):
+        for w in (self.follow_box, self.cut_box, self.refresh_button, self.export_button):
             buttons.addWidget(w)
         buttons.addStretch(1)
         side.addLayout(buttons)

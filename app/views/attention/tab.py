@@ -147,6 +147,7 @@ class AttentionTab(QWidget):
         self.prompt_edit.textChanged.connect(self._on_text_changed)
         self.page_tabs.currentChanged.connect(self._on_page_changed)
         self.refresh_button.clicked.connect(self.run_inspection)
+        self.prompt_bar.cut_box.toggled.connect(lambda _=False: self.schedule())
         for key, action in bar.export_actions.items():
             action.triggered.connect(lambda _=False, key=key: self.exports.dialog(key))
         self.pages["head"].csvRequested.connect(self.exports.head_csv_dialog)
@@ -263,7 +264,8 @@ class AttentionTab(QWidget):
         if not self.prompt() and s.probe_prompt:
             self.set_prompt(s.probe_prompt, run=False)
         try:  # the one plan: the prompt cut to the context and to memory, precision, threads, pooling
-            plan = plan_prompt(model.config, tok, self.prompt(), training=s.is_training)
+            over = "cut" if self.prompt_bar.cut_box.isChecked() else "refuse"
+            plan = plan_prompt(model.config, tok, self.prompt(), training=s.is_training, over_context=over)
         except PromptError as exc:
             self._edit_started = None
             self._show_failure(str(exc))
