@@ -139,8 +139,8 @@ def main() -> None:
             runs.append(r)
             print(
                 f"T={T:,} run {i + 1}: plain {r['plain_s']:.1f} s, inspect {r['inspect_s']:.1f} s "
-                f"(ratio {r['ratio']:.2f}, held={r['held']}); peak over the model "
-                f"{r['model_mb']:.0f} MB: plain {r['plain_peak_mb']:.0f} MB, "
+                f"(ratio {r['ratio']:.2f}, held={r['held']}); the model resident "
+                f"{r['model_mb']:.0f} MB, peak over it: plain {r['plain_peak_mb']:.0f} MB, "
                 f"inspect {r['inspect_peak_mb']:.0f} MB (record {r['record_mb']:.0f} MB); "
                 f"one head opened {r['open_head_s']:.2f} s, {r['head_mb']:.0f} MB; "
                 f"load {os.getloadavg()[0]:.2f}",
