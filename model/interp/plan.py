@@ -209,7 +209,7 @@ SMALL_FLOPS = 1e9
 
 
 #: Largest L·H·T² whose every pattern the Attention tab holds (1 GiB of float16: SmolLM2-135M's 270
-#: heads up to 1,409 tokens, 12 × 12 heads up to 1,930). Past it the inspection is streamed
+#: heads up to 1,410 tokens, 12 × 12 heads up to 1,930). Past it the inspection is streamed
 #: (:mod:`model.interp.streamed`): per layer the queries and keys, a pooled overview, one head's
 #: pattern when it is opened.
 HELD_LIMIT = 2**29

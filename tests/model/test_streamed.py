@@ -107,3 +107,14 @@ def test_the_tab_s_inspection_streams_past_the_held_limit_with_the_held_numbers(
     a, b = next_tokens_of(held.logits, held.ids, tok), next_tokens_of(long.logits, long.ids, tok)
     np.testing.assert_array_equal(a.tokens.ids, b.tokens.ids)
     np.testing.assert_allclose(a.tokens.probs, b.tokens.probs, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("layers", "heads", "most"), [(30, 9, 1410), (12, 12, 1930)])
+def test_the_held_limit_is_the_last_length_whose_patterns_fit(layers, heads, most):
+    """The figures the README and the tab's status line give: SmolLM2's 30 × 9 heads hold 1,410 tokens."""
+    from model.interp.plan import HELD_LIMIT, held_tokens, holds_patterns
+
+    cfg = GPTConfig(vocab_size=64, n_layers=layers, n_heads=heads, d_model=heads * 8, context_length=4096)
+    assert held_tokens(cfg) == most
+    assert holds_patterns(cfg, most) and not holds_patterns(cfg, most + 1)
+    assert layers * heads * most**2 <= HELD_LIMIT < layers * heads * (most + 1) ** 2
