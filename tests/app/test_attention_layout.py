@@ -124,10 +124,16 @@ def _metrics(qtbot, tab):
 def test_metrics_maps_are_one_size_and_every_table_column_is_readable_at_1280(qtbot, attention_at):
     _, tab = attention_at()
     page = _metrics(qtbot, tab)
-    qtbot.waitUntil(lambda: min(r.width() for r in [_image_rect(p) for p in page.maps.values()]) > 20)
+
+    def sizes() -> set[tuple[int, int]]:
+        return {(round(r.width()), round(r.height())) for r in [_image_rect(p) for p in page.maps.values()]}
+
+    def one_size() -> bool:  # the layout settles a few events after the first draw
+        widths = [w for w, _ in sizes()]
+        return min(widths) > 20 and max(widths) - min(widths) <= 1
+
+    qtbot.waitUntil(one_size, timeout=5_000)  # one size for every map (fails if they never agree)
     rects = [_image_rect(p) for p in page.maps.values()]
-    sizes = {(round(r.width()), round(r.height())) for r in rects}
-    assert max(w for w, _ in sizes) - min(w for w, _ in sizes) <= 1, sizes  # one size for every map
     assert max(r.top() for r in rects) - min(r.top() for r in rects) <= 1  # and on one line
     table, header = page.table, page.table.horizontalHeader()
     fm = header.fontMetrics()
