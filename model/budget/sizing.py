@@ -9,6 +9,8 @@ dying in the allocator minutes later. The figures come from the budget calculato
 * **load** (inference): ``N · s`` weights (``s`` bytes per value, 4 for float32) plus the file's
   copy of them while they are read (``N · s`` again), the fixed position tables (``T_max · d``) and
   the Python side of every block (:data:`BLOCK_OVERHEAD` bytes per layer).
+* **load as stored** (a quantized file's matrices kept as its bytes, decoded one layer at a time):
+  the stored bytes, the float32 tensors beside them and one decoded matrix (:func:`stored_load_need`).
 * **train**: weights, gradients and AdamW's two moments, ``N ×`` 16 bytes in float32 (the
   precision modes of :data:`model.budget.arithmetic.PRECISIONS`), plus the activations of one batch
   (:func:`model.budget.arithmetic.activation_bytes`, ``B × T`` tokens).
@@ -58,6 +60,7 @@ __all__ = [
     "safetensors_shapes",
     "size_or_zero",
     "skip_init_on_meta",
+    "stored_load_need",
     "training_need",
 ]
 
@@ -320,6 +323,24 @@ def load_need(cfg: GPTConfig, *, bytes_per_value: int = 4, copies: int = 2, what
         "blocks' bookkeeping": size_or_zero(cfg.n_layers) * BLOCK_OVERHEAD,
     }
     return Need(what or f"a model of {n:,} parameters", parts, largest_knob(cfg))
+
+
+def stored_load_need(
+    cfg: GPTConfig, *, stored_bytes: int, float_values: int, working_bytes: int, what: str = ""
+) -> Need:
+    """Bytes to hold a model whose matrices stay as its file stores them (quantized, mapped: they
+    count once touched): ``stored_bytes``, the float32 tensors beside them (``4 · float_values``),
+    ``working_bytes`` (one matrix decoded to float32 while a layer uses it), the position tables and
+    the blocks' bookkeeping. A refusal asks for a smaller or more quantized file."""
+    parts = {
+        "weights as stored": stored_bytes,
+        "float32 tensors": 4 * float_values,
+        "one layer decoded": working_bytes,
+        "position tables": _fixed_tables(cfg),
+        "blocks' bookkeeping": size_or_zero(cfg.n_layers) * BLOCK_OVERHEAD,
+    }
+    n = _param_count(cfg)
+    return Need(what or f"a model of {n:,} parameters", parts, "the model (a smaller or more quantized file)")
 
 
 def training_need(

@@ -52,7 +52,7 @@ import numpy as np
 import torch
 
 from model.budget.sizing import check as check_size
-from model.budget.sizing import load_need
+from model.budget.sizing import load_need, usable_bytes
 from model.config import GPTConfig
 from model.io.checkpoint import Checkpoint, CheckpointError
 from model.io.families import family_config
@@ -64,6 +64,7 @@ from model.io.gguf_file import (
     read_tensor,
     undequantized,
 )
+from model.io.gguf_stored import stored_matrices, stored_need
 from model.io.gpt2 import build_gpt2, gpt2_config
 from model.io.hf import build_family
 from model.io.weights import TensorSource, listed, loaded_meta, vocab_of
@@ -313,11 +314,19 @@ def _unpermute_rope(w: np.ndarray, heads: int) -> np.ndarray:
     return w.reshape(heads, rows // heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def _source(header: GGUFHeader, model_type: str, cfg: GPTConfig) -> TensorSource:
-    """The file's tensors under their Hugging Face names, dequantized to float32 when read."""
+def _source(header: GGUFHeader, model_type: str, cfg: GPTConfig, *, stored: bool = False) -> TensorSource:
+    """The file's tensors under their Hugging Face names, dequantized to float32 when read;
+    ``stored``: its matrices kept as stored instead (:func:`model.io.gguf_stored.stored_matrices`)."""
     gpt2 = model_type == "gpt2"
     # rope_freqs (Llama 3.1+) became the config's rope_scaling (_llama3_scaling): no weight of a block
     by_hf = {_hf_name(n, gpt2): t for n, t in header.tensors.items() if n != "rope_freqs.weight"}
+
+    def order(name: str, rows: int) -> np.ndarray | None:
+        if model_type == "llama" and (".attn_q." in name or ".attn_k." in name):
+            return _unpermute_rope(np.arange(rows), cfg.n_heads if ".attn_q." in name else cfg.kv_heads)
+        return None
+
+    kept = {_hf_name(n, gpt2): m for n, m in stored_matrices(header, order).items()} if stored else {}
 
     def get(name: str) -> torch.Tensor:
         t = by_hf[name]
@@ -328,7 +337,9 @@ def _source(header: GGUFHeader, model_type: str, cfg: GPTConfig) -> TensorSource
             w = w - np.float32(1.0)
         return torch.from_numpy(np.ascontiguousarray(w))  # memory of its own: read_tensor's buffer
 
-    return TensorSource(by_hf.keys(), lambda k: by_hf[k].shape, get, fresh=True)
+    return TensorSource(
+        by_hf.keys(), lambda k: by_hf[k].shape, get, fresh=True, stored=kept.get if stored else None
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -352,11 +363,34 @@ def _tokenizer(header: GGUFHeader, cfg: GPTConfig, name: str) -> Tokenizer:
     return tok
 
 
+#: Float32 weights (bytes) past which a GGUF opens with its matrices kept as stored by default: 1 GiB,
+#: about 270M parameters. SmolLM2-135M (0.5 GB in float32) is dequantized once and runs at full speed;
+#: a 1B model (4.5 GB in float32, 0.7 GB as Q4) stays near its file's size.
+STORED_ABOVE = 1 << 30
+
+
+def keeps_stored_by_default(cfg: GPTConfig) -> bool:
+    """Whether a GGUF of ``cfg`` opens with its matrices as stored when not told: its float32 weights
+    ``4·N`` pass :data:`STORED_ABOVE`, or opening it dequantized would not fit the memory left."""
+    need = load_need(cfg)  # its "weights" part: 4·N bytes of float32
+    return need.parts.get("weights", 0) > STORED_ABOVE or need.total > usable_bytes()
+
+
 def load_gguf(
-    path: str | Path, device: str | torch.device = "cpu", *, dtype: torch.dtype = torch.float32
+    path: str | Path,
+    device: str | torch.device = "cpu",
+    *,
+    dtype: torch.dtype = torch.float32,
+    stored: bool | None = None,
 ) -> Checkpoint:
-    """Open a GGUF file: header and config first, then the tokenizer, then (sized) the weights,
-    dequantized to ``dtype`` (float32; ``torch.bfloat16`` on request).
+    """Open a GGUF file: header and config first, then the tokenizer, then (sized) the weights.
+
+    ``stored=True``: every matrix kept as the file stores it, mapped and decoded to float32 one layer
+    at a time as it is used (:mod:`model.nn.quantized`), so holding the model takes about the file's
+    size; the rest (norms, biases) in float32. ``stored=False``: every tensor dequantized once to
+    ``dtype`` (float32; ``torch.bfloat16`` on request), the faster to run (nothing is decoded per
+    token). ``None`` (default) chooses, on the CPU in float32 (:func:`keeps_stored_by_default`):
+    stored when the float32 weights pass :data:`STORED_ABOVE` or would not fit in memory.
 
     ``meta`` adds to :func:`~model.io.weights.loaded_meta`'s: ``model_type``, ``architecture``,
     ``quantization`` (one line, e.g. ``"Q4_1 (79%), Q8_0 (21%), F32 (0.03%)"``), ``tensor_types``
@@ -366,16 +400,32 @@ def load_gguf(
     header = read_header(path)
     model_type, _, cfg = gguf_config(header)
     name = _name_of(header)
-    check_size(load_need(cfg, what=f"loading {name}"))  # before the tokenizer, any tensor or the model
+    if stored is None:
+        stored = torch.device(device).type == "cpu" and dtype == torch.float32
+        stored = stored and keeps_stored_by_default(cfg)
+    loading = f"loading {name}"
+    need = stored_need(header, cfg, what=loading) if stored else load_need(cfg, what=loading)
+    check_size(need)  # before the tokenizer, any tensor or the model
     tok = _tokenizer(header, cfg, name)
-    src = _source(header, model_type, cfg)
+    src = _source(header, model_type, cfg, stored=stored)
     what = f"the GGUF metadata of {path.name}"
     try:
         if model_type == "gpt2":
-            model = build_gpt2(cfg, src, path.name, "transformer.", device, dtype, conv1d=False, what=what)
+            model = build_gpt2(
+                cfg, src, path.name, "transformer.", device, dtype, conv1d=False, what=what, need=need
+            )
         else:
             model = build_family(
-                model_type, cfg, src, path.name, name, device, dtype, what=what, depth_key="block_count"
+                model_type,
+                cfg,
+                src,
+                path.name,
+                name,
+                device,
+                dtype,
+                what=what,
+                depth_key="block_count",
+                need=need,
             )
     except CheckpointError as exc:  # the checks name tensors as a Hugging Face folder would: say the file's
         raise CheckpointError(_in_gguf_names(str(exc), model_type == "gpt2")) from None

@@ -28,8 +28,8 @@ from typing import Any
 
 import torch
 
+from model.budget.sizing import Need, load_need
 from model.budget.sizing import check as check_size
-from model.budget.sizing import load_need
 from model.config import ConfigError, GPTConfig
 from model.io.checkpoint import Checkpoint, CheckpointError
 from model.io.hf import hf_name_and_tokenizer, hf_weight_source, read_config
@@ -43,6 +43,7 @@ from model.io.weights import (
     vocab_of,
 )
 from model.nn.gpt import GPT
+from model.nn.quantized import StoredMatrix
 
 
 def gpt2_entries(cfg: GPTConfig, prefix: str, *, conv1d: bool, linear_bias: bool) -> list[WeightMap]:
@@ -170,10 +171,12 @@ def build_gpt2(
     *,
     conv1d: bool,
     what: str,
+    need: Need | None = None,
 ) -> GPT:
     """Our GPT from GPT-2's tensors in ``src`` (named ``prefix + "h.0.attn.c_attn.weight"`` etc.;
     ``conv1d``: stored ``[in, out]`` as Hugging Face does, else ``[out, in]`` as nanoGPT and GGUF do),
-    each checked against ``cfg`` (from ``what``) before any is read."""
+    each checked against ``cfg`` (from ``what``) before any is read, then ``need`` (what holding it
+    takes) checked when given; a source that keeps matrices as stored keeps them so."""
     if prefix + "wte.weight" not in src:
         raise CheckpointError(f"{fname} has no token embedding ({prefix}wte.weight): not GPT-2 weights")
     entries = gpt2_entries(cfg, prefix, conv1d=conv1d, linear_bias=True) + ln_bias_entries(cfg, prefix)
@@ -187,9 +190,12 @@ def build_gpt2(
         f"n_positions={cfg.context_length}, vocab_size={cfg.vocab_size})"
     )
     check_weights(src, entries, fname, implied, extra_ok)
-    state = map_weights(src, entries, dtype)
+    if need is not None:
+        check_size(need)  # before any tensor is read or built
+    stored: dict[str, StoredMatrix] | None = {} if src.stored is not None else None
+    state = map_weights(src, entries, dtype, stored)
     del src
-    return build_from_state_dict(cfg, state, device)
+    return build_from_state_dict(cfg, state, device, stored)
 
 
 def load_hf_gpt2(

@@ -10,8 +10,8 @@ from typing import Any
 
 import torch
 
+from model.budget.sizing import Need, load_need
 from model.budget.sizing import check as check_size
-from model.budget.sizing import load_need
 from model.config import GPTConfig
 from model.files import read_json
 from model.io.checkpoint import Checkpoint, CheckpointError
@@ -29,6 +29,7 @@ from model.io.weights import (
     vocab_of,
 )
 from model.nn.gpt import GPT
+from model.nn.quantized import StoredMatrix
 from model.text.bpe import load_hf_tokenizer
 from model.text.tokens import Tokenizer, TokenizerError
 
@@ -136,12 +137,14 @@ def build_family(
     what: str,
     depth_key: str = "num_hidden_layers",
     rope_interleave: bool = True,
+    need: Need | None = None,
 ) -> GPT:
     """Our GPT from ``src``, tensors named as a Hugging Face ``model_type`` folder names them (a GGUF
     file's are renamed to these by :mod:`model.io.gguf`): every tensor checked against ``cfg`` (which
     ``what`` gave, its depth as ``depth_key``) before any is read, and the model sized before it is built;
     ``rope_interleave``: DeepSeek's rotary rows stored in pairs (see
-    :func:`~model.io.families.family_entries`)."""
+    :func:`~model.io.families.family_entries`); ``need``: what holding it takes (default
+    :func:`~model.budget.sizing.load_need`); a source that keeps matrices as stored keeps them so."""
     if cfg.n_layers > len(src.keys):  # a config that lies about its depth: refuse before listing
         raise CheckpointError(
             f"{what} says {depth_key}={cfg.n_layers} but {fname} holds only {len(src.keys)} tensors"
@@ -156,10 +159,11 @@ def build_family(
         f"intermediate_size={cfg.hidden}, vocab_size={cfg.vocab_size})"
     )
     check_weights(src, entries, fname, implied, extra_ok)  # a lying config is named by the header first
-    check_size(load_need(cfg, what=f"loading {name}"))  # before any tensor is read or built
-    state = map_weights(src, entries, dtype)
+    check_size(need or load_need(cfg, what=f"loading {name}"))  # before any tensor is read or built
+    stored: dict[str, StoredMatrix] | None = {} if src.stored is not None else None
+    state = map_weights(src, entries, dtype, stored)
     del src
-    return build_from_state_dict(cfg, state, device)
+    return build_from_state_dict(cfg, state, device, stored)
 
 
 __all__ = ["build_family", "hf_name_and_tokenizer", "hf_weight_source", "load_hf_family", "read_config"]

@@ -27,6 +27,7 @@ from model.config import ConfigError, GPTConfig
 from model.io.checkpoint import CheckpointError
 from model.nn.gpt import GPT
 from model.nn.layers import make_positions
+from model.nn.quantized import StoredMatrix, install_stored
 from model.text.tokens import Tokenizer
 
 #: Problems listed in one error message before "and N more".
@@ -63,7 +64,9 @@ class TensorSource:
     """Named tensors in a file, read one at a time: ``keys``, ``shape(name)`` (no read), ``get(name)``.
 
     ``fresh``: every ``get`` returns a tensor in memory of its own that nothing else holds (e.g. just
-    dequantized), so :func:`map_weights` may keep it instead of copying it once more.
+    dequantized), so :func:`map_weights` may keep it instead of copying it once more. ``stored``: the
+    matrix a name holds as the file stores it (:class:`~model.nn.quantized.StoredMatrix`, nothing read),
+    or None for a tensor to ``get``; a source without it is read whole.
     """
 
     def __init__(
@@ -73,12 +76,14 @@ class TensorSource:
         get: Callable[[str], torch.Tensor],
         *,
         fresh: bool = False,
+        stored: Callable[[str], StoredMatrix | None] | None = None,
     ):
         self.keys = list(keys)
         self._names = set(self.keys)
         self.shape = shape
         self.get = get
         self.fresh = fresh
+        self.stored = stored
 
     def __contains__(self, name: str) -> bool:
         return name in self._names
@@ -266,12 +271,36 @@ def _parts(t: torch.Tensor, e: WeightMap, n: int) -> list[torch.Tensor]:
     return list(t.chunk(n, dim=0))
 
 
-def map_weights(src: TensorSource, entries: list[WeightMap], dtype: torch.dtype) -> dict[str, torch.Tensor]:
+def _stored_parts(m: StoredMatrix, e: WeightMap) -> list[StoredMatrix] | None:
+    """Entry ``e``'s parts of the stored matrix ``m`` as stored matrices of their own (blocks of its
+    rows, nothing read), or None for a mapping that is not a split of whole rows."""
+    n = len(e.dst)
+    if e.transpose or e.rows or e.stacked or e.interleaved or e.heads or (m.rows % n and not e.sizes):
+        return None
+    sizes = list(e.sizes) if e.sizes else [m.rows // n] * n
+    starts = [sum(sizes[:i]) for i in range(n)]
+    return [m.row_block(a, a + k) for a, k in zip(starts, sizes, strict=True)]
+
+
+def map_weights(
+    src: TensorSource,
+    entries: list[WeightMap],
+    dtype: torch.dtype,
+    stored: dict[str, StoredMatrix] | None = None,
+) -> dict[str, torch.Tensor]:
     """Read each entry once and turn it into our tensors (transposed / permuted / split, fresh memory,
-    ``dtype``; a :attr:`TensorSource.fresh` tensor that needs none of it is kept as read)."""
+    ``dtype``; a :attr:`TensorSource.fresh` tensor that needs none of it is kept as read).
+
+    ``stored`` given and the source keeping an entry's matrix as stored: its parts go into ``stored``
+    under our names instead, unread (a mapping other than a split of whole rows decodes it)."""
     out: dict[str, torch.Tensor] = {}
     for e in entries:
-        t = src.get(e.src)
+        kept = src.stored(e.src) if stored is not None and src.stored is not None else None
+        parts = _stored_parts(kept, e) if kept is not None else None
+        if stored is not None and parts is not None:
+            stored.update(zip(e.dst, parts, strict=True))
+            continue
+        t = kept.dequantize() if kept is not None else src.get(e.src)
         if len(e.dst) == 1 and not (e.transpose or e.rows or e.stacked):
             keep = src.fresh and t.dtype == dtype and t.is_contiguous()
             out[e.dst[0]] = t if keep else t.to(dtype=dtype, memory_format=torch.contiguous_format, copy=True)
@@ -287,15 +316,21 @@ def map_weights(src: TensorSource, entries: list[WeightMap], dtype: torch.dtype)
 
 
 def build_from_state_dict(
-    config: GPTConfig, state: dict[str, torch.Tensor], device: str | torch.device = "cpu"
+    config: GPTConfig,
+    state: dict[str, torch.Tensor],
+    device: str | torch.device = "cpu",
+    stored: dict[str, StoredMatrix] | None = None,
 ) -> GPT:
-    """A :class:`GPT` holding exactly ``state`` (our parameter names), without a random init first.
+    """A :class:`GPT` holding exactly ``state`` (our parameter names), without a random init first;
+    the weights named in ``stored`` kept as stored (:func:`model.nn.quantized.install_stored`).
 
     The model is built on the ``meta`` device and the tensors are assigned, so no second copy of the
     weights is ever allocated. Fixed tables (sinusoidal, rope) are computed. Eval mode.
     """
     with torch.device("meta"), skip_init_on_meta():
         model = GPT(config)
+    if stored:
+        install_stored(model, stored)
     model.load_state_dict(state, strict=True, assign=True)
     if any(buf.is_meta for buf in model.buffers()):  # the fixed tables (sinusoidal, rope): computed
         model.pos_emb = make_positions(config)

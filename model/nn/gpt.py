@@ -57,6 +57,7 @@ from model.nn.layers import (
     make_positions,
 )
 from model.nn.moe import MoE, aux_loss_of
+from model.nn.quantized import StoredEmbedding, StoredLinear, has_stored, stored_numel
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,12 +137,14 @@ class GPT(nn.Module):
             raise ConfigError(["vocab_size is not set: give it, or let the tokenizer decide it"])
         self.config = config
         d, V = config.d_model, config.vocab_size
-        self.tok_emb = nn.Embedding(V, d)
+        self.tok_emb: nn.Embedding | StoredEmbedding = nn.Embedding(V, d)
         self.pos_emb = make_positions(config)
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
         self.norm_f = make_norm(config) if config.norm_position != "post" else None
-        self.lm_head = None if config.tie_embeddings else nn.Linear(d, V, bias=False)
+        self.lm_head: nn.Linear | StoredLinear | None = (
+            None if config.tie_embeddings else nn.Linear(d, V, bias=False)
+        )
         self.embed, self.mask, self.ln_final, self.logits = HookPoint(), HookPoint(), HookPoint(), HookPoint()
         self.pos_embed = HookPoint() if getattr(self.pos_emb, "additive", False) else None
         self._hook_points = name_hook_points(self)
@@ -149,7 +152,11 @@ class GPT(nn.Module):
 
     def reset_parameters(self) -> None:
         """GPT-2 init, each module its own (``init_weights``): N(0, 0.02) for matrices and embeddings,
-        zero biases, residual writes (``o_proj``, ``fc_out``, ``w_down``) N(0, 0.02/√(2L))."""
+        zero biases, residual writes (``o_proj``, ``fc_out``, ``w_down``) N(0, 0.02/√(2L)). A model
+        holding matrices as stored (opened from a file, read-only) has none to draw."""
+        if has_stored(self):
+            raise ValueError("a model holding its matrices as stored cannot be re-initialised")
+        assert isinstance(self.tok_emb, nn.Embedding)
         init_linear(self.tok_emb)
         if self.pos_emb is not None:
             self.pos_emb.init_weights()
@@ -158,24 +165,26 @@ class GPT(nn.Module):
             block.init_weights()
         if self.norm_f is not None:
             self.norm_f.reset_parameters()
-        if self.lm_head is not None:
+        if isinstance(self.lm_head, nn.Linear):
             init_linear(self.lm_head)
 
     # ---- helpers -----------------------------------------------------------------------------
     @property
     def device(self) -> torch.device:
-        return self.tok_emb.weight.device
+        """Where the parameters are (the first one's device; read without decoding a stored matrix)."""
+        return next(self.parameters()).device
 
     def num_params(self, non_embedding: bool = False) -> int:
-        """Parameter count; ``non_embedding`` follows Kaplan et al. (and the budget calculator): it
-        leaves out the token table, the learned position table and an untied output head."""
-        n = sum(p.numel() for p in self.parameters())
+        """Parameter count, matrices kept as stored (:mod:`model.nn.quantized`) included;
+        ``non_embedding`` follows Kaplan et al. (and the budget calculator): it leaves out the token
+        table, the learned position table and an untied output head."""
+        n = sum(p.numel() for p in self.parameters()) + stored_numel(self)
         if non_embedding:
-            n -= self.tok_emb.weight.numel()
+            n -= self.tok_emb.num_embeddings * self.tok_emb.embedding_dim
             if isinstance(self.pos_emb, LearnedPositions):  # positions == "learned"
                 n -= self.pos_emb.weight.numel()
             if self.lm_head is not None:
-                n -= self.lm_head.weight.numel()
+                n -= self.lm_head.in_features * self.lm_head.out_features
         return n
 
     def attention_mask(
@@ -296,8 +305,15 @@ class GPT(nn.Module):
 
     def unembed(self, x: torch.Tensor) -> torch.Tensor:
         """Logits ``W_U x`` [..., V] of the stream after the final norm ``x`` [..., d] (``ln_final``):
-        the output head (or the tied token table), soft-capped ``c·tanh(z/c)`` with ``final_softcap``."""
-        logits = self.lm_head(x) if self.lm_head is not None else x @ self.tok_emb.weight.t()
+        the output head (or the tied token table; a table kept as stored by blocks of vocabulary rows,
+        :meth:`~model.nn.quantized.StoredEmbedding.unembed`), soft-capped ``c·tanh(z/c)`` with
+        ``final_softcap``."""
+        if self.lm_head is not None:
+            logits = self.lm_head(x)
+        elif isinstance(self.tok_emb, StoredEmbedding):
+            logits = self.tok_emb.unembed(x)
+        else:
+            logits = x @ self.tok_emb.weight.t()
         cap = self.config.final_softcap
         if cap is not None:  # Gemma 2: c·tanh(z/c)
             logits = torch.tanh(logits / cap) * cap

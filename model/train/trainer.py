@@ -62,6 +62,7 @@ from model.errors import AttentionLabError
 from model.nn.generate import stream
 from model.nn.gpt import GPT, build_model
 from model.nn.moe import router_loads
+from model.nn.quantized import dequantize_stored
 from model.runtime import compute_lock, pick_device, set_threads
 from model.text.datasource import DataSource
 from model.train import state as train_state
@@ -153,6 +154,8 @@ class Trainer:
                 model = build_model(config, seed=settings.seed)
         elif model.config.to_dict() != config.to_dict():
             raise ConfigError(["the model given does not have the config given"])
+        else:  # training updates float weights: matrices kept as stored (a GGUF's) are decoded once, in place
+            dequantize_stored(model)
         self.model = model.to(self.device)
         self.model.train()
         groups = self.model.optimizer_groups(settings.weight_decay)
