@@ -52,7 +52,7 @@ import numpy as np
 import torch
 
 from model.budget.sizing import check as check_size
-from model.budget.sizing import load_need, usable_bytes
+from model.budget.sizing import load_need
 from model.config import GPTConfig
 from model.io.checkpoint import Checkpoint, CheckpointError
 from model.io.families import family_config
@@ -67,6 +67,7 @@ from model.io.gguf_file import (
 from model.io.gguf_stored import stored_matrices, stored_need
 from model.io.gpt2 import build_gpt2, gpt2_config
 from model.io.hf import build_family
+from model.io.stored import keeps_stored_by_default
 from model.io.weights import TensorSource, listed, loaded_meta, vocab_of
 from model.nn.layers import llama3_frequencies
 from model.text.gguf_tokens import tokenizer_from_gguf
@@ -363,19 +364,6 @@ def _tokenizer(header: GGUFHeader, cfg: GPTConfig, name: str) -> Tokenizer:
     return tok
 
 
-#: Float32 weights (bytes) past which a GGUF opens with its matrices kept as stored by default: 1 GiB,
-#: about 270M parameters. SmolLM2-135M (0.5 GB in float32) is dequantized once and runs at full speed;
-#: a 1B model (4.5 GB in float32, 0.7 GB as Q4) stays near its file's size.
-STORED_ABOVE = 1 << 30
-
-
-def keeps_stored_by_default(cfg: GPTConfig) -> bool:
-    """Whether a GGUF of ``cfg`` opens with its matrices as stored when not told: its float32 weights
-    ``4·N`` pass :data:`STORED_ABOVE`, or opening it dequantized would not fit the memory left."""
-    need = load_need(cfg)  # its "weights" part: 4·N bytes of float32
-    return need.parts.get("weights", 0) > STORED_ABOVE or need.total > usable_bytes()
-
-
 def load_gguf(
     path: str | Path,
     device: str | torch.device = "cpu",
@@ -389,8 +377,8 @@ def load_gguf(
     at a time as it is used (:mod:`model.nn.quantized`), so holding the model takes about the file's
     size; the rest (norms, biases) in float32. ``stored=False``: every tensor dequantized once to
     ``dtype`` (float32; ``torch.bfloat16`` on request), the faster to run (nothing is decoded per
-    token). ``None`` (default) chooses, on the CPU in float32 (:func:`keeps_stored_by_default`):
-    stored when the float32 weights pass :data:`STORED_ABOVE` or would not fit in memory.
+    token). ``None`` (default) chooses, on the CPU in float32: stored when the float32 weights pass
+    1 GiB or would not fit in memory (:func:`~model.io.stored.keeps_stored_by_default`).
 
     ``meta`` adds to :func:`~model.io.weights.loaded_meta`'s: ``model_type``, ``architecture``,
     ``quantization`` (one line, e.g. ``"Q4_1 (79%), Q8_0 (21%), F32 (0.03%)"``), ``tensor_types``

@@ -17,26 +17,22 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-import torch
 
-from model.budget.sizing import Need, stored_load_need
+from model.budget.sizing import Need
 from model.config import GPTConfig
 from model.io.gguf_decode import torch_decoder
 from model.io.gguf_file import DEQUANTIZED, GGUFHeader, GGUFTensor
-from model.nn.quantized import CHUNK_VALUES, WORKING_BYTES, Decoder, StoredMatrix
+from model.io.stored import float_decoder, stored_plan_need
+from model.nn.quantized import Decoder, StoredMatrix
 
 __all__ = ["decoder", "keeps_stored", "stored_matrices", "stored_need"]
 
 
 def decoder(ggml_type: int) -> Decoder:
     """``raw`` [n, row_bytes] uint8 → float32 [n, cols] for ggml type ``ggml_type``."""
-    name = DEQUANTIZED[ggml_type][0]
-    if name == "F32":  # the mapped bytes themselves: no copy
-        return lambda raw: torch.from_numpy(raw.view(np.float32))
-    if name == "F16":
-        return lambda raw: torch.from_numpy(raw.view(np.float16)).float()
-    if name == "BF16":  # bfloat16 is the top half of a float32: widened exactly
-        return lambda raw: torch.from_numpy(raw.view(np.int16)).view(torch.bfloat16).float()
+    plain = float_decoder(DEQUANTIZED[ggml_type][0])
+    if plain is not None:
+        return plain
     fast = torch_decoder(ggml_type)
     if fast is not None:
         return fast
@@ -73,16 +69,6 @@ def stored_matrices(
 
 def stored_need(header: GGUFHeader, cfg: GPTConfig, *, what: str) -> Need:
     """What opening ``header``'s file with its matrices kept as stored takes (module docstring)."""
-    kept = [t for n, t in header.tensors.items() if keeps_stored(n, t)]
+    kept = [(t.numel, t.nbytes, t.shape[1]) for n, t in header.tensors.items() if keeps_stored(n, t)]
     floats = sum(t.numel for n, t in header.tensors.items() if not keeps_stored(n, t))
-    largest = max((t.numel for t in kept), default=0)
-    # one matrix decoded whole (or by blocks of WORKING_BYTES), and the decoder's chunk in flight
-    working = min(4 * largest, WORKING_BYTES + 4 * max((t.shape[1] for t in kept), default=0))
-    working += 4 * 4 * CHUNK_VALUES
-    return stored_load_need(
-        cfg,
-        stored_bytes=sum(t.nbytes for t in kept),
-        float_values=floats,
-        working_bytes=working if kept else 0,
-        what=what,
-    )
+    return stored_plan_need(cfg, kept, floats, what=what)

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from model.config import GPTConfig
 from model.files import read_json
 from model.io.checkpoint import Checkpoint, CheckpointError
 from model.io.families import extra_tensors, family_config, family_entries, family_kind
+from model.io.stored import keeps_stored_by_default, stored_plan_need
 from model.io.weights import (
     TensorSource,
     build_from_state_dict,
@@ -53,11 +55,14 @@ def _names_a_file_inside(name: str) -> bool:
     return bool(parts) and not Path(name).is_absolute() and depth > 0
 
 
-def hf_weight_source(directory: Path) -> tuple[TensorSource, str]:
+def hf_weight_source(directory: Path, *, keep_stored: bool = False) -> tuple[TensorSource, str]:
+    """The folder's weights (``model.safetensors``, its sharded index, or ``pytorch_model.bin`` read
+    without unpickling code) and the file's name; ``keep_stored``: its 16-bit safetensors matrices are
+    offered as stored (:func:`~model.io.weights.safetensors_source`)."""
     single = directory / "model.safetensors"
     index = directory / "model.safetensors.index.json"
     if single.is_file():
-        return safetensors_source([single]), single.name
+        return safetensors_source([single], keep_stored=keep_stored), single.name
     if index.is_file():
         data = read_json(index, error=CheckpointError, what=str(index))
         wm = data.get("weight_map") if isinstance(data, dict) else None
@@ -73,7 +78,7 @@ def hf_weight_source(directory: Path) -> tuple[TensorSource, str]:
         absent = [s.name for s in shards if not s.is_file()]
         if absent:
             raise CheckpointError(f"{index.name} names shards that are missing: {listed(absent)}")
-        return safetensors_source(shards), index.name
+        return safetensors_source(shards, keep_stored=keep_stored), index.name
     binf = directory / "pytorch_model.bin"
     if binf.is_file():
         sd = torch_load(binf)
@@ -98,15 +103,25 @@ def hf_name_and_tokenizer(directory: Path, hf: dict[str, Any], cfg: GPTConfig) -
 
 
 def load_hf_family(
-    directory: str | Path, device: str | torch.device = "cpu", *, dtype: torch.dtype = torch.float32
+    directory: str | Path,
+    device: str | torch.device = "cpu",
+    *,
+    dtype: torch.dtype = torch.float32,
+    stored: bool | None = None,
 ) -> Checkpoint:
     """Open a Hugging Face folder of one of :data:`~model.io.families.FAMILIES` (the mapping is in
-    :mod:`model.io.families`)."""
+    :mod:`model.io.families`). ``stored``: its float16 / bfloat16 safetensors matrices kept as stored,
+    mapped and widened to float32 one layer at a time (:mod:`model.io.stored`); None (default): so on
+    the CPU in float32 when the float32 weights pass 1 GiB or would not fit, else read into ``dtype``."""
     directory = Path(directory)
     hf = read_config(directory)
     cfg = family_config(hf)
+    if stored is None:
+        on_cpu_float32 = torch.device(device).type == "cpu" and dtype == torch.float32
+        stored = on_cpu_float32 and keeps_stored_by_default(cfg)
     name, tok = hf_name_and_tokenizer(directory, hf, cfg)
-    src, fname = hf_weight_source(directory)
+    src, fname = hf_weight_source(directory, keep_stored=stored)
+    need = _stored_need(src, cfg, f"loading {name}") if src.stored is not None else None
     model_type = hf["model_type"]
     model = build_family(
         model_type,
@@ -118,11 +133,24 @@ def load_hf_family(
         dtype,
         what="config.json",
         rope_interleave=bool(hf.get("rope_interleave", True)),
+        need=need,
     )
     meta = loaded_meta(
         family_kind(model_type), name, model, tok, directory, weights=fname, model_type=model_type
     )
     return Checkpoint(path=directory, config=cfg, model=model, tokenizer=tok, train_state=None, meta=meta)
+
+
+def _stored_need(src: TensorSource, cfg: GPTConfig, what: str) -> Need:
+    """What holding ``src``'s model takes with the matrices it offers as stored kept so."""
+    matrices, floats = [], 0
+    for key in src.keys:
+        m = src.stored(key) if src.stored is not None else None
+        if m is None:
+            floats += math.prod(src.shape(key))
+        else:
+            matrices.append((m.numel(), m.nbytes, m.cols))
+    return stored_plan_need(cfg, matrices, floats, what=what)
 
 
 def build_family(

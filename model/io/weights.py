@@ -20,11 +20,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 
 from model.budget.sizing import read_safetensors_header, skip_init_on_meta
 from model.config import ConfigError, GPTConfig
 from model.io.checkpoint import CheckpointError
+from model.io.stored import float_decoder
 from model.nn.gpt import GPT
 from model.nn.layers import make_positions
 from model.nn.quantized import StoredMatrix, install_stored
@@ -141,11 +143,14 @@ def _safetensors_index(path: Path) -> dict[str, tuple[torch.dtype, tuple[int, ..
     return out
 
 
-def safetensors_source(files: list[Path]) -> TensorSource:
+def safetensors_source(files: list[Path], *, keep_stored: bool = False) -> TensorSource:
     """Tensors of safetensors files, each read into its own memory with one ``readinto``.
 
     Not memory-mapped on purpose: a mapped file's pages count in the process's resident memory as they
     are touched, which would double the peak while the weights are copied into the model.
+    ``keep_stored``: each 2-D float16 / bfloat16 tensor is offered as stored instead
+    (:attr:`TensorSource.stored`, a :class:`~model.nn.quantized.StoredMatrix` over a copy-on-write
+    mapping of its file, nothing read), for a model that keeps them so (:mod:`model.io.stored`).
     """
     where: dict[str, tuple[Path, tuple[torch.dtype, tuple[int, ...], int, int]]] = {}
     for f in files:
@@ -163,7 +168,23 @@ def safetensors_source(files: list[Path]) -> TensorSource:
             return torch.empty(shape, dtype=dtype)
         return torch.frombuffer(buf, dtype=dtype).reshape(shape)
 
-    return TensorSource(where.keys(), lambda k: where[k][1][1], get)
+    maps: dict[Path, np.ndarray] = {}
+
+    def stored(name: str) -> StoredMatrix | None:
+        path, (dtype, shape, begin, end) = where[name]
+        kind = _STORED_KINDS.get(dtype)
+        if kind is None or len(shape) != 2 or 0 in shape:
+            return None
+        if path not in maps:
+            maps[path] = np.memmap(path, dtype=np.uint8, mode="c")  # copy-on-write: never written
+        raw = maps[path][begin:end].reshape(shape[0], (end - begin) // shape[0])
+        return StoredMatrix(raw, shape[1], float_decoder(kind), kind)  # type: ignore[arg-type]
+
+    return TensorSource(where.keys(), lambda k: where[k][1][1], get, stored=stored if keep_stored else None)
+
+
+#: Float types a safetensors matrix is kept in as stored (float32 is read: keeping it saves nothing).
+_STORED_KINDS = {torch.float16: "F16", torch.bfloat16: "BF16"}
 
 
 _UNSUPPORTED_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")

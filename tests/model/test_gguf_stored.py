@@ -294,18 +294,18 @@ def test_opening_is_refused_by_the_stored_plan_when_the_file_does_not_fit(files,
 def test_a_small_model_is_dequantized_once_and_a_large_or_tight_one_kept_as_stored(files, monkeypatch):
     """By default the model runs at full speed when its float32 weights are small (SmolLM2-135M: 0.5 GB)
     and keeps the file's size past STORED_ABOVE (a 1B model) or when float32 would not fit."""
-    from model.io import gguf as gguf_loader
+    from model.io import stored as policy
 
     path = files("Q8_0")
     assert not has_stored(load_gguf(path).model)  # a few MB of float32
     _, _, cfg = gguf_config(read_header(path))
     float32 = load_need(cfg).parts["weights"]
-    monkeypatch.setattr(gguf_loader, "STORED_ABOVE", float32 - 1)
+    monkeypatch.setattr(policy, "STORED_ABOVE", float32 - 1)
     assert has_stored(load_gguf(path).model)
     assert not has_stored(load_gguf(path, stored=False).model)
-    monkeypatch.setattr(gguf_loader, "STORED_ABOVE", float32)
+    monkeypatch.setattr(policy, "STORED_ABOVE", float32)
     assert not has_stored(load_gguf(path).model)
-    monkeypatch.setattr(gguf_loader, "usable_bytes", lambda: load_need(cfg).total - 1)  # float32: no room
+    monkeypatch.setattr(policy, "usable_bytes", lambda: load_need(cfg).total - 1)  # float32: no room
     assert has_stored(load_gguf(path, stored=None).model)
     assert not has_stored(load_gguf(path, dtype=torch.bfloat16).model)  # bf16 asked for: dequantized
 
