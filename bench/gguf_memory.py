@@ -11,11 +11,13 @@ then trace every head of a 256-token prompt as the Attention tab does
 (:func:`model.interp.inspection.inspect_prompt`), and report
 
 * ``peak``: the process's peak resident set (VmHWM) minus its resident set before opening (python,
-  torch and the loader imported): the mapped file's pages count once touched;
+  torch and the loader imported, and a small file of the same types opened and traced first, so that
+  torch's first-use costs, the code pages of its kernels and its thread pools, are not counted as the
+  model's; ``--cold`` counts them): the mapped file's pages count once touched;
 * ``held``: the trace it keeps (the activations the inspect returns);
 * ``(peak - held) / file``: the issue's target is at most 1.3 for the stored path.
 
-Usage: ``python bench/gguf_memory.py [--types Q8_0 Q4_K] [--layers 16] [--tokens 256]``. Figures, not
+Usage: ``python bench/gguf_memory.py [--types Q8_0 Q4_K] [--layers 16] [--tokens 256] [--cold]``. Figures, not
 pass/fail; about four minutes on two cores.
 """
 
@@ -110,8 +112,10 @@ def write_llama_gguf(
     return n
 
 
-def measure(path: Path, stored: bool, tokens: int) -> dict:
-    """In this (fresh) process: open ``path`` and trace a ``tokens``-token prompt; the figures."""
+def measure(path: Path, stored: bool, tokens: int, warm: Path | None = None) -> dict:
+    """In this (fresh) process: open ``path`` and trace a ``tokens``-token prompt; the figures. ``warm``:
+    a small file of the same types opened and traced first, so that torch's own first-use costs (the
+    code pages of its kernels, thread pools) are in the baseline and not counted as the model's."""
     import contextlib
     import resource
 
@@ -133,6 +137,17 @@ def measure(path: Path, stored: bool, tokens: int) -> dict:
                 return int(line.split()[1]) * 1024
         return 0
 
+    if warm is not None:
+        small = load_gguf(warm, stored=stored)
+        ids = list(range(tokens))
+        plan = plan_prompt(
+            small.model.config, small.tokenizer, prompt_of_ids(small.tokenizer, ids), budget=1 << 62
+        )
+        inspect_prompt(small.model, small.tokenizer, plan)
+        del small, plan
+        import gc
+
+        gc.collect()
     with contextlib.suppress(OSError):  # the high-water mark from here (Linux 4.0+)
         Path("/proc/self/clear_refs").write_text("5")
     before = rss()
@@ -169,19 +184,27 @@ def main() -> int:
     ap.add_argument("--layers", type=int, default=16)
     ap.add_argument("--d-model", type=int, default=2048)
     ap.add_argument("--tokens", type=int, default=256)
+    ap.add_argument("--vocab", type=int, default=32000, help=argparse.SUPPRESS)
     ap.add_argument("--write", nargs=3, help=argparse.SUPPRESS)  # child: path type layers
-    ap.add_argument("--measure", nargs=3, help=argparse.SUPPRESS)  # child: path stored tokens
+    ap.add_argument("--measure", nargs="+", help=argparse.SUPPRESS)  # child: path stored tokens [warm]
+    ap.add_argument(
+        "--cold",
+        action="store_true",
+        help="count torch's first-use costs as the model's (no small file opened and traced first)",
+    )
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     if args.write:
         path, qtype, layers = args.write
         d = args.d_model
-        shape = dict(d=d, layers=int(layers), heads=d // 64, kv=d // 256, ffn=4 * d, vocab=32000)
+        shape = dict(d=d, layers=int(layers), heads=d // 64, kv=max(1, d // 256), ffn=4 * d, vocab=args.vocab)
         print(write_llama_gguf(Path(path), qtype, **shape))
         return 0
     if args.measure:
-        path, stored, tokens = args.measure
-        print(json.dumps(measure(Path(path), stored == "stored", int(tokens))))
+        path, stored, tokens, *warm = args.measure
+        print(
+            json.dumps(measure(Path(path), stored == "stored", int(tokens), Path(warm[0]) if warm else None))
+        )
         return 0
     mb = 1e6
     with tempfile.TemporaryDirectory() as tmp:
@@ -192,13 +215,16 @@ def main() -> int:
                 _child("--write", str(path), qtype, str(args.layers), "--d-model", str(args.d_model))
             )
             size = path.stat().st_size
+            warm = Path(tmp) / f"warm-{qtype}.gguf"
+            _child("--write", str(warm), qtype, "1", "--d-model", "256", "--vocab", "512")
             print(
                 f"{qtype}: {values / 1e9:.2f}B values, file {size / mb:.0f} MB, written in "
                 f"{time.perf_counter() - t0:.0f} s"
             )
             peaks = {}
             for how in ("stored", "full"):
-                r = json.loads(_child("--measure", str(path), how, str(args.tokens)))
+                extra = [] if args.cold else [str(warm)]
+                r = json.loads(_child("--measure", str(path), how, str(args.tokens), *extra))
                 peaks[how] = r["peak"]
                 print(
                     f"  {how:6}: opened in {r['open_seconds']:5.1f} s (peak {r['open_peak'] / mb:6.0f} MB), "

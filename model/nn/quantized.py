@@ -43,12 +43,14 @@ __all__ = [
     "stored_numel",
 ]
 
-#: Values decoded in one go (8 MiB of float32): bounds the decoder's own temporaries.
-CHUNK_VALUES = 1 << 21
+#: Values decoded in one go (2 MiB of float32): bounds the decoder's own temporaries (a Q4_K chunk
+#: makes a few float32 arrays of its size).
+CHUNK_VALUES = 1 << 19
 
-#: Largest float32 matrix a layer decodes whole for one product (64 MiB: a 1B model's MLP matrix);
-#: a larger one (a head [V, d]) is multiplied by blocks of output rows of about this size.
-WORKING_BYTES = 64 << 20
+#: Largest float32 matrix a layer decodes whole for one product (16 MiB: a 1B model's attention
+#: matrix); a larger one (its MLP matrices, a head [V, d]) is multiplied by blocks of output rows of
+#: about this size. At 64 MiB a 1B Q4_K model's open and 256-token inspect peaked 1.34× its file.
+WORKING_BYTES = 16 << 20
 
 #: ``decode(raw rows) -> float32 [n, cols]``: the file format's decoding of ``n`` whole stored rows.
 Decoder = Callable[[np.ndarray], "np.ndarray | torch.Tensor"]
