@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from model.budget.arithmetic import human_bytes
 from model.config import ConfigError, GPTConfig
 from model.files import check_input, read_json
 from model.io.checkpoint import Checkpoint, CheckpointError, load_checkpoint
@@ -276,6 +277,11 @@ def describe_origin(meta: dict[str, Any], path: str | Path | None = None) -> str
     if meta.get("quantization"):
         parts.append(
             f"quantized weights {meta['quantization']}: the attention of the quantized model, the one you run"
+        )
+    if meta.get("stored_bytes"):
+        parts.append(
+            f"matrices kept as stored ({human_bytes(int(meta['stored_bytes']))} mapped from the file), "
+            "made float32 one layer at a time"
         )
     if meta.get("tokenizer"):
         parts.append(f"tokenizer: {meta['tokenizer']}")

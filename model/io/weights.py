@@ -29,7 +29,7 @@ from model.io.checkpoint import CheckpointError
 from model.io.stored import float_decoder
 from model.nn.gpt import GPT
 from model.nn.layers import make_positions
-from model.nn.quantized import StoredMatrix, install_stored
+from model.nn.quantized import StoredMatrix, has_stored, install_stored, stored_bytes
 from model.text.tokens import Tokenizer
 
 #: Problems listed in one error message before "and N more".
@@ -47,7 +47,9 @@ def describe_tokenizer(tok: Tokenizer) -> str:
 
 def loaded_meta(kind: str, name: str, model: GPT, tok: Tokenizer, path: Path, **extra: Any) -> dict[str, Any]:
     """The ``meta`` of a model opened from another project's files: ``kind``, ``source``, ``name``,
-    ``n_params``, ``tokenizer``, ``path`` and ``extra`` (see :func:`model.io.pretrained.open_model`)."""
+    ``n_params``, ``tokenizer``, ``path``, ``stored_bytes`` (the bytes of the matrices it keeps as the
+    file stores them, when it keeps any) and ``extra`` (see :func:`model.io.pretrained.open_model`)."""
+    kept = {"stored_bytes": stored_bytes(model)} if has_stored(model) else {}
     return {
         "kind": kind,
         "source": kind,
@@ -55,6 +57,7 @@ def loaded_meta(kind: str, name: str, model: GPT, tok: Tokenizer, path: Path, **
         "n_params": model.num_params(),
         "tokenizer": describe_tokenizer(tok),
         "path": str(path),
+        **kept,
         **extra,
     }
 

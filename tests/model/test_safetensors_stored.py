@@ -71,3 +71,15 @@ def test_the_size_check_counts_what_is_kept_as_stored(folders, monkeypatch):
         load_hf_family(folder, stored=True)
     message = str(caught.value)
     assert "\n" not in message and "weights as stored" in message
+
+
+def test_the_model_s_description_says_its_matrices_are_kept_as_stored(folders):
+    from model.io.pretrained import describe_origin
+
+    folder, _ = folders("llama-bf16")
+    kept, full = load_hf_family(folder, stored=True), load_hf_family(folder, stored=False)
+    assert kept.meta["stored_bytes"] == stored_bytes(kept.model) > 0 and "stored_bytes" not in full.meta
+    line = describe_origin(kept.meta)
+    assert "matrices kept as stored (" in line and "made float32 one layer at a time" in line
+    assert f"{full.model.num_params():,} parameters" in line  # the same count either way
+    assert "kept as stored" not in describe_origin(full.meta)
