@@ -6,7 +6,8 @@ vocabulary and merges (:mod:`model.text.gguf_tokens`), and the weights, most of 
 Hugging Face folder of the same family would hold, then builds the model as that folder's loader does
 (:func:`model.io.hf.build_family`, :func:`model.io.gpt2.build_gpt2`), so the exactness of those paths
 carries over. The model is the **dequantized** one: its attention is that of the quantized weights,
-the model llama.cpp runs, not of the original float weights.
+the model llama.cpp runs, not of the original float weights (widened to float32 once, or, for a large
+model, kept as stored and decoded one layer at a time as it is used: :mod:`model.io.stored`).
 
 ==================  ==========================================================================
 metadata (``a.``:   Hugging Face ``config.json``
