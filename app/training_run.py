@@ -361,12 +361,6 @@ class TrainingRun(WorkerRun):
         if self.worker is not None:
             self.worker.reprobe()
 
-    def wait_idle(self, timeout: float = 30.0) -> bool:
-        """Block until the worker has ended (used by the command line and benchmarks)."""
-        if self.worker is None:
-            return True
-        return self.worker.join(timeout)
-
     def _on_trainer_ready(self, trainer: Trainer) -> None:
         if trainer is self._installed:  # already taken by a drain that came first
             return

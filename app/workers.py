@@ -214,9 +214,6 @@ class TrainWorker(LoopWorker):
         """Probe again at the next gap (the prompt changed); wakes a paused worker for it."""
         self.control.call_soon(lambda: self.prober.refresh(self.trainer))
 
-    def set_target(self, steps: int) -> None:
-        self.target = int(steps)
-
     def work(self) -> Iterator[None]:
         if self.trainer is None:
             self.trainer = self._make_trainer(self.control)  # a stop meanwhile is the trainer's too

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import types
-
-import pyqtgraph as pg
 from PySide6.QtCore import QPoint, QRect, QSize, Qt
 from PySide6.QtWidgets import (
     QComboBox,
@@ -167,19 +164,3 @@ def labelled(row: QLayout, text: str, widget: QWidget) -> QWidget:
     lay.addWidget(widget)
     row.addWidget(pair)
     return widget
-
-
-def shrinkable_title(plot: pg.PlotItem) -> pg.PlotItem:
-    """Let ``plot``'s title be narrower than its text (cut at its ends when space is short).
-
-    pyqtgraph makes a title's text width the plot's minimum width, and a graphics view narrower than
-    its scene cuts the plot off at the right: the matrix or curve itself, not just the title."""
-    plot.titleLabel.updateMin = types.MethodType(_title_update_min, plot.titleLabel)
-    plot.titleLabel.updateMin()
-    return plot
-
-
-def _title_update_min(label: pg.LabelItem) -> None:
-    pg.LabelItem.updateMin(label)
-    label.setMinimumWidth(0)
-    label._sizeHint[Qt.SizeHint.MinimumSize] = (0, label._sizeHint[Qt.SizeHint.MinimumSize][1])

@@ -184,10 +184,6 @@ class ParamBreakdown:
         return self._in_block(True, "mlp", active=True) if self.has_moe else 0
 
     @property
-    def norms_per_layer(self) -> int:
-        return self._in_block(self.has_moe, "norm")
-
-    @property
     def _moe_blocks(self) -> int:
         return symbols(self.config).get("L_moe", 0)
 

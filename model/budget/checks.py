@@ -27,10 +27,6 @@ class Precision:
     activations: int
     inference_weights: int
 
-    @property
-    def training_bytes_per_param(self) -> int:
-        return self.weights + self.gradients + self.master_weights + self.optimizer
-
     def per_param(self) -> dict[str, int]:
         """Bytes per parameter by state (zero entries left out)."""
         out = {

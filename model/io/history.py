@@ -296,12 +296,6 @@ class History:
         with contextlib.suppress(OSError):  # an unwritable cache only costs a trace next time
             write_atomic(path, snap.to_bytes())
 
-    def forget_memory(self) -> None:
-        """Drop the snapshots and models held in memory (the disk cache stays)."""
-        with self._lock:
-            self._snapshots.clear()
-            self._models.clear()
-
     # ---- the metric-vs-step table --------------------------------------------------------------
     def in_memory(self) -> list[Snapshot]:
         """The snapshots held in memory, in step order (no disk access: what a GUI thread may call)."""

@@ -109,10 +109,6 @@ class TrainerGroup:
             self.diverged[name] = exc
             return VariantEvent(name, None, diverged=exc)
 
-    def step_all(self) -> list[VariantEvent]:
-        """One step of every active variant, in order."""
-        return [self._step(name) for name in self.active]
-
     def iter_steps(self, steps: int | None = None) -> Iterator[VariantEvent]:
         """Yield each active variant's event, round-robin, until ``steps`` (default: settings.steps),
         stop, or every variant diverged; pause and stop take effect between two steps."""

@@ -388,10 +388,6 @@ class AttentionTab(QWidget):
         The prompt runs again (after the debounce) without them."""
         self.state.set_ablation(heads)
 
-    def restore_heads(self) -> None:
-        """Switch every head back on: the next run's logits equal the original ones exactly."""
-        self.set_ablation({})
-
     # ---- pages ---------------------------------------------------------------------------------
     def _on_page_changed(self, _index: int) -> None:
         page = self.current_page
