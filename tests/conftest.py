@@ -867,3 +867,16 @@ def pytest_sessionfinish(session, exitstatus):
     job = _REFERENCE.pop("job", None)
     if job is not None:
         job.close()
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Torch on one thread for a module of tiny models (they run fastest so, and the shared CPU stays
+    free for others), the count before restored after. A module asks for it with
+    ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

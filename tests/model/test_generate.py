@@ -15,13 +15,7 @@ from model.text.tokens import ByteTokenizer, CharTokenizer, UnknownCharactersErr
 CONTEXT = 12
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run fastest on one thread (and the shared CPU stays free for others)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def model_for(seed: int = 0, **kw) -> GPT:

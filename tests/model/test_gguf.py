@@ -84,13 +84,7 @@ F32_CASES = [c for c, (_, q) in CASES.items() if q == "F32"]
 TRANSFORMERS_CASES = [c for c, (f, _) in CASES.items() if f != "gemma"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run fastest on one thread (and the shared CPU stays free for others)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @dataclass

@@ -36,12 +36,7 @@ from tests.gguf_files import K_QUANTS, gguf_tensors, random_k_quant, write_gguf
 LLAMA = dict(hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=2)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def _write(tmp_path, write_hf_family, qtype: str, *, tied: bool = False, name: str = "m"):
