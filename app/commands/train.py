@@ -46,7 +46,7 @@ from model.config import CHOICES, FIELD_HELP, ConfigError, GPTConfig
 from model.io.atomic_dir import clean_stale_temps
 from model.io.checkpoint import CheckpointError, check_save_target, load_checkpoint
 from model.io.runfolder import CHECKPOINT_DIR, RunFolderError, check_extra_log, check_run_folder
-from model.io.runlock import RunLock
+from model.io.runlock import RunLock, refuse_if_busy
 from model.text.sources import DEFAULT_SOURCE, resolve_source
 from model.train.distributed import DEFAULT_TIMEOUT_S, DistributedError, close, init
 from model.train.engine import DTYPES
@@ -254,6 +254,7 @@ def _check_out(args) -> str:
     if not out:
         raise UserError("--out DIR is required: the run folder to write")
     try:
+        refuse_if_busy(out)  # first: a run writing there has temporary files of its own
         check_run_folder(out)
         # before the run: a bad or read-only --out fails now, not after it
         check_save_target(Path(out) / CHECKPOINT_DIR)

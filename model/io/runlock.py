@@ -27,7 +27,7 @@ try:
 except ImportError:  # not POSIX
     fcntl = None
 
-__all__ = ["LOCK_FILE", "RunFolderBusy", "RunLock"]
+__all__ = ["LOCK_FILE", "RunFolderBusy", "RunLock", "refuse_if_busy"]
 
 #: The lock file inside a run folder (a run's own file for :func:`model.io.runfolder.check_run_folder`).
 LOCK_FILE = ".run.lock"
@@ -78,10 +78,7 @@ class RunLock:
                     pid = _holder(fd)
                     os.close(fd)
                     self._remove_made()
-                    raise RunFolderBusy(
-                        f"the run folder {str(self.path)!r} is being written by another run (PID {pid}): "
-                        "wait for it to end, or choose another --out"
-                    ) from None
+                    raise RunFolderBusy(_busy(self.path, pid)) from None
                 except OSError:  # a file system without locks: run unlocked, as without fcntl
                     os.close(fd)
                     return
@@ -110,6 +107,35 @@ class RunLock:
             except OSError:  # not empty: the run wrote into it
                 break
         self._made = []
+
+
+def _busy(path: Path, pid: str) -> str:
+    return (
+        f"the run folder {str(path)!r} is being written by another run (PID {pid}): "
+        "wait for it to end, or choose another --out"
+    )
+
+
+def refuse_if_busy(path: str | Path) -> None:
+    """:class:`RunFolderBusy` when another process holds the lock of the run folder ``path`` (a probe
+    that takes nothing). Checked before the folder's files are read: a run writing there has
+    temporary files of its own, which a check of a folder at rest would name as foreign."""
+    if fcntl is None:
+        return
+    try:
+        fd = os.open(Path(path) / LOCK_FILE, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:  # no lock file: nobody is writing it
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunFolderBusy(_busy(Path(path), _holder(fd))) from None
+        except OSError:  # a file system without locks
+            return
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def _holder(fd: int) -> str:

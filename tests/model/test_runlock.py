@@ -4,12 +4,13 @@ without ``fcntl``."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
 from model.io import runlock
 from model.io.runfolder import RUN_FORMAT, check_run_folder
-from model.io.runlock import LOCK_FILE, RunFolderBusy, RunLock
+from model.io.runlock import LOCK_FILE, RunFolderBusy, RunLock, refuse_if_busy
 
 
 def test_a_second_holder_is_refused_naming_the_folder_and_the_first_ones_pid(tmp_path):
@@ -54,3 +55,20 @@ def test_a_lock_that_may_not_create_leaves_a_missing_folder_missing(tmp_path):
     (tmp_path / "resumed").mkdir()
     with RunLock(tmp_path / "resumed", create=False) as lock:
         assert lock.held
+
+
+def test_a_folder_being_written_is_named_busy_before_its_files_are_read(tmp_path):
+    """A run writing its folder has temporary files of its own: a second run is told the folder is
+    busy (with the first one's PID), not that those files are foreign (seen once in CI)."""
+    run = tmp_path / "run"
+    refuse_if_busy(run)  # missing: nothing to refuse
+    with RunLock(run):
+        (run / "probes").mkdir()
+        (run / "probes" / ".step-00000345.npz.1234.abcd.tmp").write_bytes(b"half written")
+        with pytest.raises(RunFolderBusy) as caught:
+            refuse_if_busy(run)
+        assert str(caught.value) == (
+            f"the run folder {str(run)!r} is being written by another run (PID {os.getpid()}): "
+            "wait for it to end, or choose another --out"
+        )
+    refuse_if_busy(run)  # released: free again
