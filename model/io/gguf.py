@@ -390,8 +390,7 @@ def load_gguf(
     model_type, _, cfg = gguf_config(header)
     name = _name_of(header)
     if stored is None:
-        stored = torch.device(device).type == "cpu" and dtype == torch.float32
-        stored = stored and keeps_stored_by_default(cfg)
+        stored = keeps_stored_by_default(cfg, device, dtype)
     loading = f"loading {name}"
     need = stored_need(header, cfg, what=loading) if stored else load_need(cfg, what=loading)
     check_size(need)  # before the tokenizer, any tensor or the model

@@ -117,8 +117,7 @@ def load_hf_family(
     hf = read_config(directory)
     cfg = family_config(hf)
     if stored is None:
-        on_cpu_float32 = torch.device(device).type == "cpu" and dtype == torch.float32
-        stored = on_cpu_float32 and keeps_stored_by_default(cfg)
+        stored = keeps_stored_by_default(cfg, device, dtype)
     name, tok = hf_name_and_tokenizer(directory, hf, cfg)
     src, fname = hf_weight_source(directory, keep_stored=stored)
     need = _stored_need(src, cfg, f"loading {name}") if src.stored is not None else None

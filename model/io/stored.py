@@ -30,9 +30,14 @@ __all__ = ["STORED_ABOVE", "float_decoder", "keeps_stored_by_default", "stored_p
 STORED_ABOVE = 1 << 30
 
 
-def keeps_stored_by_default(cfg: GPTConfig) -> bool:
-    """Whether a model of ``cfg`` opens with its matrices as stored when not told: its float32 weights
-    ``4·N`` pass :data:`STORED_ABOVE`, or opening it in float32 would not fit the memory left."""
+def keeps_stored_by_default(
+    cfg: GPTConfig, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
+) -> bool:
+    """Whether a model of ``cfg`` opened on ``device`` in ``dtype`` keeps its matrices as stored when not
+    told: only on the CPU in float32, when its float32 weights ``4·N`` pass :data:`STORED_ABOVE` or
+    opening it in float32 would not fit the memory left."""
+    if torch.device(device).type != "cpu" or dtype != torch.float32:
+        return False
     need = load_need(cfg)  # its "weights" part: 4·N bytes of float32
     return need.parts.get("weights", 0) > STORED_ABOVE or need.total > usable_bytes()
 

@@ -210,7 +210,7 @@ class AttentionJobs:
         insp = st.inspection
         if insp is None or model is None or st.head_detail_for_selected() is not None:
             return
-        if not getattr(insp, "held", True):
+        if not st.patterns_held:
             return  # one layer's scores [H, T, T]: the Head page shows the weights alone
         layer, head = st.selected
         ids, ablate, req = insp.ids, dict(insp.ablate), st.request
@@ -228,7 +228,7 @@ class AttentionJobs:
     def metrics(self) -> None:
         """Metrics of every head (``attention.metrics``)."""
         insp, model = self.state.inspection, self.session.model
-        if insp is None or model is None or not getattr(insp, "held", True):
+        if insp is None or model is None or not self.state.patterns_held:
             return  # every head's pattern is not held: the pages say which prompt length they need
         weights, mask, ablate, req = insp.weights, insp.mask, dict(insp.ablate), self.state.request
 
@@ -284,7 +284,7 @@ class AttentionJobs:
     def aggregates(self) -> None:
         """Mean patterns, with the chosen heads' and, when wanted, the rollout (``attention.aggregate``)."""
         insp = self.state.inspection
-        if insp is None or not getattr(insp, "held", True):
+        if insp is None or not self.state.patterns_held:
             return
         weights, req = insp.weights, self.state.request
         chosen, rollout = list(self.state.chosen_heads), self.state.rollout_wanted
