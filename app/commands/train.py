@@ -246,15 +246,18 @@ def _check_flags(args) -> None:
         raise UserError(f"--dist-timeout {args.dist_timeout:g}: must be a positive number of seconds")
 
 
-def _check_out(args) -> str:
-    """The run folder to write, once it and ``--log-json`` may be written (nothing is written yet)."""
+def _check_out(args, *, main: bool = True) -> str:
+    """The run folder to write, once it and ``--log-json`` may be written (nothing is written yet);
+    ``main``: this process is the one that writes it (rank 0), so a lock held there is another run's
+    (the other ranks would see rank 0's own)."""
     if args.corpus is not None and not args.corpus.strip():
         raise UserError("--corpus is empty: give a text file, builtin:NAME or task:NAME (or leave it out)")
     out = args.out or args.resume
     if not out:
         raise UserError("--out DIR is required: the run folder to write")
     try:
-        refuse_if_busy(out)  # first: a run writing there has temporary files of its own
+        if main:  # first: a run writing there has temporary files of its own
+            refuse_if_busy(out)
         check_run_folder(out)
         # before the run: a bad or read-only --out fails now, not after it
         check_save_target(Path(out) / CHECKPOINT_DIR)
@@ -354,7 +357,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, dist) -> int:
     main = dist.is_main
-    out = _check_out(args)
+    out = _check_out(args, main=main)
     # rank 0 writes the folder: it holds the lock from before the model is built to the end of the run
     # (a missing --resume folder without --out is not made: reading it says it is missing)
     with RunLock(out, create=bool(args.out)) if main else contextlib.nullcontext():
