@@ -19,7 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     request = window_request(argv)  # a model named, checked before Qt is imported
     if isinstance(request, int):
         return request
-    from app.gui import launch  # Qt and the window: only without a subcommand (a command never pays for them)
+    # Qt and the window: only without a subcommand (a command never pays for them)
+    from app.shell.gui import launch
 
     return launch(model=request)
 

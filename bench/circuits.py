@@ -64,9 +64,9 @@ def bench_scores(repeats: int) -> dict:
 def bench_gui(repeats: int) -> dict:
     from PySide6.QtCore import Qt, QTimer
 
-    from app.event_wait import wait_until
-    from app.gui import make_app
-    from app.session import Session
+    from app.session.event_wait import wait_until
+    from app.session.session import Session
+    from app.shell.gui import make_app
     from app.views.attention.tab import AttentionTab
     from model.config import GPTConfig
 

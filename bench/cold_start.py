@@ -1,6 +1,6 @@
 """Cold start of the desktop app: process launch → first painted window (target < 3 s).
 
-Each run starts a fresh Python process that calls ``app.gui.launch`` exactly as ``attention-lab``
+Each run starts a fresh Python process that calls ``app.shell.gui.launch`` exactly as ``attention-lab``
 does (no arguments), with a throw-away settings file. The child reports the wall-clock time of the
 window's first paint and of the moment the default model and corpus are ready (built right after
 the first paint), then quits. Times are measured from just before the parent spawns the child, so
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
 import json, sys, time
-from app.gui import launch
+from app.shell.gui import launch
 
 def first_paint(_since_import):
     from PySide6.QtCore import QTimer

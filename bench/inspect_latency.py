@@ -226,10 +226,10 @@ def run_case(name: str, spec: dict, repeats: int, device: str) -> dict:
     from PySide6.QtGui import QTextCursor
     from PySide6.QtTest import QTest
 
-    from app.event_wait import wait_until
-    from app.garbage import settle_garbage
-    from app.gui import make_app
-    from app.session import Session
+    from app.session.event_wait import wait_until
+    from app.session.garbage import settle_garbage
+    from app.session.session import Session
+    from app.shell.gui import make_app
     from app.views.attention.tab import AttentionTab
     from model.config import GPTConfig, default_config
     from model.train.settings import TrainSettings

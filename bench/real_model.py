@@ -125,10 +125,10 @@ def bench_first_grid(repeats: int) -> dict:
     from inspect_latency import paint_now
     from PySide6.QtCore import QTimer
 
-    from app.event_wait import wait_until
-    from app.garbage import settle_garbage
-    from app.gui import make_app
-    from app.session import Session
+    from app.session.event_wait import wait_until
+    from app.session.garbage import settle_garbage
+    from app.session.session import Session
+    from app.shell.gui import make_app
     from app.views.attention.tab import AttentionTab
 
     app = make_app()
@@ -190,8 +190,8 @@ def bench_patching_gui(repeats: int) -> dict:
     import psutil
     from PySide6.QtCore import QEventLoop, QTimer
 
-    from app.gui import make_app
-    from app.session import Session
+    from app.session.session import Session
+    from app.shell.gui import make_app
     from app.views.attention.tab import AttentionTab
 
     app = make_app()

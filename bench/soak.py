@@ -165,9 +165,9 @@ def main(argv=None) -> int:
 
     from PySide6.QtCore import Qt, QTimer
 
-    from app.event_wait import wait_until
-    from app.gui import make_app
-    from app.window import MainWindow
+    from app.session.event_wait import wait_until
+    from app.shell.gui import make_app
+    from app.shell.window import MainWindow
 
     app = make_app()
     win = MainWindow(confirm_close=False, restore=False)

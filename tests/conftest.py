@@ -57,7 +57,7 @@ def _delete_closed_widgets_now(request):
 
 @pytest.fixture(autouse=True)
 def _collect_garbage_as_the_app_does():
-    """Once a test has made the app (``app.gui.make_app``), Python's automatic collection is off and the
+    """Once a test has made the app (``app.shell.gui.make_app``), Python's automatic collection is off and the
     app's collector runs on a GUI timer, only while an event loop turns: a test without one collects
     here, between tests, by the same thresholds."""
     yield
@@ -93,7 +93,7 @@ def _no_modal_dialogs(request, monkeypatch):
 @pytest.fixture
 def app_settings(tmp_path, monkeypatch):
     """AppSettings stored in a fresh temporary INI file (also what new windows pick up)."""
-    from app.settings import AppSettings
+    from app.session.settings import AppSettings
 
     path = tmp_path / "settings.ini"
     monkeypatch.setenv("ATTENTION_LAB_SETTINGS", str(path))
@@ -127,7 +127,7 @@ def tiny_settings():
 
 @pytest.fixture
 def tiny_window_tabs() -> list[str] | None:
-    """The titles of the tabs ``tiny_window`` builds, in ``app.window.TABS`` order; ``None``: all.
+    """The titles of the tabs ``tiny_window`` builds, in ``app.shell.window.TABS`` order; ``None``: all.
 
     A test module about one tab overrides this fixture (``return ["Train"]``) so its windows build
     only that tab: the other tabs cost about 0.2 s a window and are not under test there.
@@ -142,8 +142,8 @@ def tiny_window(qtbot, app_settings, tiny_config, tiny_settings, tiny_window_tab
     It has the docks, menus and status bar, and the tabs named by ``tiny_window_tabs`` (default all).
     Function scope: the tests train, open checkpoints and close the window, which no reset undoes.
     """
-    from app.gui import make_app
-    from app.window import TABS, MainWindow
+    from app.shell.gui import make_app
+    from app.shell.window import TABS, MainWindow
 
     make_app()
     tabs = None

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Collection
 
 from app.cli import UserError
-from app.config_files import read_config
+from app.session.config_files import read_config
 from model.budget import arithmetic as budget
 from model.budget import bounds, presets
 from model.budget.table import render_text

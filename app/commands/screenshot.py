@@ -3,7 +3,7 @@
 Offscreen and deterministic (fixed seed): the window is built at a fixed size, the default model
 trains ``--steps`` steps on the default corpus with live attention on, then every registered tab
 (and each sub-page a tab lists in ``screenshot_pages()``) and every setup panel is written as PNG.
-Tabs added to ``app.window.TABS`` appear here without changes to this file.
+Tabs added to ``app.shell.window.TABS`` appear here without changes to this file.
 
 ``--out DIR`` is created, or is a folder of earlier screenshots: one that holds anything but PNG
 files is refused (a PNG of the same name is replaced), and a run refused before its first image
@@ -127,9 +127,9 @@ def run(args: argparse.Namespace) -> int:
     # Qt, the window and torch are imported only now: a bad flag above is refused in milliseconds
     from PySide6.QtWidgets import QApplication
 
-    from app.event_wait import wait_until
-    from app.gui import make_app
-    from app.window import MainWindow
+    from app.session.event_wait import wait_until
+    from app.shell.gui import make_app
+    from app.shell.window import MainWindow
 
     app = make_app()
     win = MainWindow(confirm_close=False, restore=False)

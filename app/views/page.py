@@ -1,7 +1,7 @@
 """The page protocol every tab's sub-views follow, and a lazy base class that implements it.
 
 A tab with pages (Attention, Compare, ...) keeps what its pages draw in a Qt-free state object
-(``app/views/<tab>/state.py``, signals from :mod:`app.state`). A page:
+(``app/views/<tab>/state.py``, signals from :mod:`app.core.state`). A page:
 
 - builds its widgets the first time it is needed (:meth:`Page.ensure_built`: plots are costly to
   create, and most sessions never open most pages);

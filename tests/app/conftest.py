@@ -13,7 +13,7 @@ import pytest
 
 
 def _tiny_labs_session():
-    from app.session import Session
+    from app.session.session import Session
     from model.config import GPTConfig
     from model.train.settings import TrainSettings
 
@@ -44,7 +44,7 @@ def shipped_starter():
 def labs(qapp):
     """(tab, session): the Labs tab shown on a tiny untrained model, shared by one test module (building
     it takes a few seconds); workers stopped and the tab closed at teardown."""
-    from app.gui import make_app
+    from app.shell.gui import make_app
     from app.views.labs.tab import LabsTab
 
     make_app()
@@ -78,7 +78,7 @@ def _wait_results_fixture():
 def window_of_one_tab(qtbot, app_settings):
     """``open(title, spec, size=(1280, 760)) -> (window, tab, scroll)``: a main window with only that
     tab, shown at ``size`` and laid out; closed (its session stopped) at teardown."""
-    from app.window import MainWindow
+    from app.shell.window import MainWindow
 
     opened = []
 
@@ -104,7 +104,7 @@ ATTENTION_TIMEOUT = 30_000
 
 def _attention_session(config=None):
     """A session on ``builtin:primer`` with ``config`` (default: 2 layers × 2 heads, d 32); no model yet."""
-    from app.session import Session
+    from app.session.session import Session
     from model.config import GPTConfig
     from model.train.settings import TrainSettings
 

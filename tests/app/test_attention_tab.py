@@ -225,7 +225,7 @@ def test_exports_write_readable_files_with_the_right_shapes(qtbot, tab, session,
             assert ET.parse(svg).getroot().tag.endswith("svg")
 
     # File → Export current view goes through the window's shared writer
-    from app.window import export_widget_targets
+    from app.shell.window import export_widget_targets
 
     for svg in export_widget_targets(tab, str(tmp_path / "menu.svg")):
         assert ET.parse(svg).getroot().tag.endswith("svg")

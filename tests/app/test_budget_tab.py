@@ -20,8 +20,8 @@ TINY = GPTConfig(vocab_size=13, context_length=16, n_layers=2, d_model=16, n_hea
 
 @pytest.fixture
 def session(qtbot):
-    from app.gui import make_app
-    from app.session import Session
+    from app.session.session import Session
+    from app.shell.gui import make_app
 
     make_app()
     s = Session()
@@ -340,8 +340,8 @@ def test_a_setting_out_of_range_is_kept_and_named(qtbot, tab):
 
 
 def test_the_model_panel_keeps_a_typed_value_and_refuses_it(qtbot):
-    from app.gui import make_app
     from app.panels.model import ConfigPanel
+    from app.shell.gui import make_app
 
     make_app()
     panel = ConfigPanel()

@@ -65,13 +65,13 @@ def test_a_stopped_trainer_validates_again_when_training_continues(qtbot, tiny_w
 
 
 def test_end_process_does_what_exit_does_that_matters_and_skips_the_teardown(tmp_path):
-    """app.gui.end_process: atexit handlers run, non-daemon threads are waited for, output is
+    """app.shell.gui.end_process: atexit handlers run, non-daemon threads are waited for, output is
     flushed, the exit code is kept; the interpreter's teardown (objects finalized one by one) and
     daemon threads still busy are not waited for."""
     script = textwrap.dedent(
         """
         import atexit, sys, threading
-        from app.gui import end_process
+        from app.shell.gui import end_process
 
         class Finalized:
             def __del__(self):

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from app.compare_runs import Run
+from app.session.compare_runs import Run
 from app.views.compare.state import CompareState
 from model.compare import comparison as cmp
 from model.config import GPTConfig

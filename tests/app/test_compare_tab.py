@@ -12,8 +12,8 @@ TIMEOUT = 60_000  # ms; generous because the test machine's two cores are shared
 
 @pytest.fixture
 def session(qtbot, tiny_config, tiny_settings):
-    from app.gui import make_app
-    from app.session import Session
+    from app.session.session import Session
+    from app.shell.gui import make_app
 
     make_app()
     s = Session()
@@ -179,8 +179,8 @@ def test_comparison_file_round_trips(qtbot, tmp_path, session, tab):
 @pytest.fixture
 def compare_window(qtbot, app_settings, tiny_config, tiny_settings):
     """A window with the Compare tab only, on the tiny model of ``task:copy``."""
-    from app.gui import make_app
-    from app.window import MainWindow
+    from app.shell.gui import make_app
+    from app.shell.window import MainWindow
 
     make_app()
     win = MainWindow(

@@ -11,8 +11,8 @@ import pytest
 @pytest.fixture
 def reporter(qtbot, app_settings, monkeypatch):
     """A small main window with the crash hook installed as ``launch()`` does; the hook is removed after."""
-    from app.gui import _install_excepthook
-    from app.window import MainWindow
+    from app.shell.gui import _install_excepthook
+    from app.shell.window import MainWindow
 
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # restored at teardown
     tabs = [("Train", "app.views.train.tab:TrainTab")]
@@ -36,7 +36,7 @@ def _raise_in_slot(message: str):
 def test_an_exception_in_a_slot_shows_a_copyable_report_and_is_logged(qtbot, reporter, app_settings):
     from PySide6.QtGui import QGuiApplication
 
-    from app.crash import log_path
+    from app.shell.crash import log_path
 
     win, rep = reporter
     with qtbot.waitSignal(rep.reported, timeout=5000) as blocker:
@@ -66,7 +66,7 @@ def test_an_exception_in_a_slot_shows_a_copyable_report_and_is_logged(qtbot, rep
 def test_the_log_lies_beside_the_settings_file(app_settings):
     from pathlib import Path
 
-    from app.crash import append_log, log_path
+    from app.shell.crash import append_log, log_path
 
     settings_file = Path(app_settings.qsettings.fileName())
     assert log_path() == settings_file.parent / "crash.log"
@@ -75,7 +75,7 @@ def test_the_log_lies_beside_the_settings_file(app_settings):
 
 
 def test_an_unwritable_log_still_shows_the_dialog(qtbot, reporter, monkeypatch, tmp_path):
-    import app.crash as crash
+    import app.shell.crash as crash
 
     blocked = tmp_path / "file-not-folder"
     blocked.write_text("x")

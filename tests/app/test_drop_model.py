@@ -88,7 +88,7 @@ def test_a_model_with_its_own_vocabulary_is_probed_with_text_not_the_datas_defau
 
 
 def test_an_opened_model_is_frozen_out_of_later_collections_and_still_freed(tiny_window, tiny_gguf):
-    """Opening a model ends with a collection and a freeze (app.garbage.settle_garbage): a later full
+    """Opening a model ends with a collection and a freeze (app.session.garbage.settle_garbage): a later full
     collection no longer walks the model's objects, and the model still goes when replaced."""
     import gc
     import weakref

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from app.file_actions import export_widget_targets
+from app.shell.file_actions import export_widget_targets
 from app.widgets.exporting import write_png, write_svg, write_svg_group
 from model.atomic import WriteError
 from tests.app.test_budget_tab import session, tab

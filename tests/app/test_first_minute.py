@@ -24,8 +24,8 @@ def tiny_window_tabs():
 
 def _fresh_window(qtbot, app_settings, **kw):
     """A window as a first launch builds it: fresh settings restored (none), every dock, the Train tab."""
-    from app.gui import make_app
-    from app.window import TABS, MainWindow
+    from app.shell.gui import make_app
+    from app.shell.window import TABS, MainWindow
 
     make_app()
     win = MainWindow(settings=app_settings, restore=True, tabs=[t for t in TABS if t[0] == "Train"], **kw)
@@ -301,9 +301,9 @@ def test_the_wheel_scrolls_the_model_form_and_changes_a_field_only_once_clicked(
     [((1280, 800), (1280 - 16, 800 - 48)), ((1920, 1080), (1500, 940)), ((1366, 768), (1350, 720))],
 )
 def test_the_first_window_fits_the_screen(qtbot, app_settings, monkeypatch, screen, most):
-    import app.window
+    import app.shell.window
 
-    monkeypatch.setattr(app.window, "screen_area", lambda widget=None: QRect(0, 0, *screen))
+    monkeypatch.setattr(app.shell.window, "screen_area", lambda widget=None: QRect(0, 0, *screen))
     win = _fresh_window(qtbot, app_settings, confirm_close=False)
     win.show()
     qtbot.waitExposed(win)

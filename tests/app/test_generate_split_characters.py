@@ -12,7 +12,7 @@ TEXT = "日本語 😀 ok"
 
 
 def test_generate_worker_never_emits_half_a_character(qtbot, gpt2_tokenizer_dir, monkeypatch):
-    from app.workers import GenerateWorker
+    from app.session.workers import GenerateWorker
 
     tok = load_hf_tokenizer(gpt2_tokenizer_dir)
     ids = tok.encode(TEXT)

@@ -1,10 +1,10 @@
-"""Cyclic garbage is collected on the GUI thread only (app.garbage.collect_garbage_on_gui_thread): a Qt
-object in a cycle destroyed in a worker thread deadlocked the window here once."""
+"""Cyclic garbage is collected on the GUI thread only (app.session.garbage.collect_garbage_on_gui_thread): a
+Qt object in a cycle destroyed in a worker thread deadlocked the window here once."""
 
 import gc
 import threading
 
-from app.gui import make_app
+from app.shell.gui import make_app
 
 
 class _Cycle:

@@ -56,8 +56,8 @@ def test_model_change_recomputes_the_page_on_screen(labs, qtbot, wait_results):
 
 
 def test_no_model_says_so(qtbot):
-    from app.gui import make_app
-    from app.session import Session
+    from app.session.session import Session
+    from app.shell.gui import make_app
     from app.views.labs.tab import LabsTab
 
     make_app()

@@ -13,7 +13,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
 
-from app.local_models_dialog import LocalModelsDialog, where_line
+from app.dialogs.local_models_dialog import LocalModelsDialog, where_line
 from model.io.local_models import LMSTUDIO_ENV, LocalScan, Location
 
 gguf = pytest.importorskip("gguf", reason="the gguf package (GGUF writer) is not installed")

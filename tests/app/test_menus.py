@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from PySide6.QtWidgets import QFileDialog
 
-from app.file_actions import FileActions
+from app.shell.file_actions import FileActions
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ def test_svg_export_writes_the_file_the_user_named_with_every_target(
 # ---- Open checkpoint: a file or a folder -----------------------------------------------------------
 def _accept_choosing(monkeypatch, choose):
     """Make ``CheckpointDialog.exec`` act as a user: ``choose(dialog)`` picks, then the dialog ends."""
-    from app.checkpoint_dialog import CheckpointDialog
+    from app.dialogs.checkpoint_dialog import CheckpointDialog
 
     seen = {}
 
@@ -91,7 +91,7 @@ def test_open_checkpoint_takes_a_nanogpt_ckpt_file(
 def test_open_checkpoint_takes_a_folder_or_a_file_inside_one(qtbot, tiny_window, tmp_path, monkeypatch):
     """An Attention Lab checkpoint folder opens by its config.json, or by 'Open this folder' on the
     folder selected in the list or shown."""
-    from app.checkpoint_dialog import CheckpointDialog, checkpoint_target
+    from app.dialogs.checkpoint_dialog import CheckpointDialog, checkpoint_target
 
     s = tiny_window.session
     saved = tmp_path / "runs" / "ckpt-a"
@@ -291,7 +291,7 @@ def test_readme_sections_open_from_the_help_menu(qtbot, tiny_window, monkeypatch
     from pathlib import Path
 
     import app
-    from app import help as help_module
+    from app.shell import help as help_module
 
     win = tiny_window
     readme = (Path(app.__file__).parents[1] / "README.md").read_text(encoding="utf-8")

@@ -29,9 +29,9 @@ def saved_model(tmp_path):
 def launched(monkeypatch):
     """What ``app.main.main`` would open the window on (the window itself is not started)."""
     calls: list[WindowRequest] = []
-    import app.gui
+    import app.shell.gui
 
-    monkeypatch.setattr(app.gui, "launch", lambda model=None, **_: calls.append(model) or 0)
+    monkeypatch.setattr(app.shell.gui, "launch", lambda model=None, **_: calls.append(model) or 0)
     return calls
 
 
@@ -75,7 +75,7 @@ def test_the_help_says_how_to_open_the_window_on_a_model(capsys):
 
 
 def test_the_window_opens_on_the_named_model_after_the_starter(qtbot, app_settings, saved_model):
-    from app.gui import create_window
+    from app.shell.gui import create_window
 
     win = create_window(
         confirm_close=False, restore=False, model=WindowRequest(str(saved_model), "my tiny run")
@@ -98,7 +98,7 @@ def test_a_model_that_cannot_be_read_leaves_the_starter_and_says_why(
 ):
     from PySide6.QtWidgets import QMessageBox
 
-    from app.gui import create_window
+    from app.shell.gui import create_window
 
     broken = tmp_path / "broken"
     broken.mkdir()

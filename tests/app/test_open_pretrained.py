@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from app.checkpoint_dialog import CheckpointDialog
+from app.dialogs.checkpoint_dialog import CheckpointDialog
 
 TIMEOUT = 60_000
 

@@ -85,9 +85,9 @@ def test_screenshot_steps_prepare_then_show_then_settle():
 @pytest.fixture(scope="module")
 def paged_window(qapp, tmp_path_factory):
     """A window with the tabs that have pages (Attention, Labs, Budget) on a tiny untrained model."""
-    from app.gui import make_app
-    from app.settings import AppSettings
-    from app.window import TABS, MainWindow
+    from app.session.settings import AppSettings
+    from app.shell.gui import make_app
+    from app.shell.window import TABS, MainWindow
     from model.config import GPTConfig
 
     make_app()

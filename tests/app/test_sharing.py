@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.pace import SHARING, eta_seconds, format_eta, progress_line, sharing_note
+from app.core.pace import SHARING, eta_seconds, format_eta, progress_line, sharing_note
 
 TIMEOUT = 60_000
 

@@ -1,4 +1,4 @@
-"""Signals without Qt (``app.state``) and the Attention tab's state object: no QApplication here."""
+"""Signals without Qt (``app.core.state``) and the Attention tab's state object: no QApplication here."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from app.state import Signal
+from app.core.state import Signal
 
 
 class Thing:
@@ -91,7 +91,7 @@ def test_a_slot_may_disconnect_itself_while_the_signal_is_emitted_and_errors_rea
 def test_the_state_modules_import_and_run_without_qt():
     code = (
         "import sys\n"
-        "from app.state import Signal\n"
+        "from app.core.state import Signal\n"
         "from app.views.attention.state import AttentionState\n"
         "class T:\n    changed = Signal()\n"
         "t = T(); got = []; t.changed.connect(got.append); t.changed.emit(1); assert got == [1]\n"

@@ -7,7 +7,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
-from app.checkpoint_dialog import CheckpointDialog
+from app.dialogs.checkpoint_dialog import CheckpointDialog
 from model.interp.frame import AttentionFrame
 from model.interp.probes import FrameHistory
 

@@ -7,7 +7,7 @@ import gc
 import pytest
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
-from app.window import TABS, MainWindow, TabError
+from app.shell.window import TABS, MainWindow, TabError
 
 
 class BrokenTab(QWidget):
@@ -176,7 +176,7 @@ def test_closing_with_unsaved_training_asks_and_cancel_keeps_the_window(qtbot, t
 
 
 def test_lazy_window_paints_first_then_builds_the_rest(qtbot, app_settings):
-    from app.gui import create_window
+    from app.shell.gui import create_window
 
     win = create_window(confirm_close=False, restore=False, init=False, lazy=True)
     qtbot.addWidget(win)
@@ -187,7 +187,7 @@ def test_lazy_window_paints_first_then_builds_the_rest(qtbot, app_settings):
         win.show()
     with qtbot.waitSignal(win.allTabsBuilt, timeout=60_000):
         qtbot.waitUntil(lambda: not win._pending and win.data_panel is not None, timeout=60_000)
-    # what stands then (the tabs, their modules) is frozen out of later collections (app.garbage)
+    # what stands then (the tabs, their modules) is frozen out of later collections (app.session.garbage)
     assert gc.get_freeze_count() > frozen
     assert win.docks["data"].widget() is win.data_panel
     assert all(win.tabs[t] is win._holders[t].tab for t in later)

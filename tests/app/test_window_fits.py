@@ -35,7 +35,7 @@ def _settle(qtbot, win, size) -> None:
 
 
 def test_every_tab_page_and_dock_fits_at_each_screen_size(qtbot, app_settings):
-    from app.window import MainWindow
+    from app.shell.window import MainWindow
     from model.config import GPTConfig
 
     win = MainWindow(settings=app_settings, confirm_close=False, restore=False)

@@ -1,4 +1,4 @@
-"""The background-work layer (app/workers.py, app/compute.py): mailbox, ComputeWorker's
+"""The background-work layer (app/session/workers.py, app/session/compute.py): mailbox, ComputeWorker's
 newest-request-per-key, the shared group-training worker, a training worker's one control."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from app.compute import ComputeWorker
-from app.workers import GroupSpec, GroupWorker, LoopWorker, Mailbox, TrainWorker, ended, sample_text
+from app.session.compute import ComputeWorker
+from app.session.workers import GroupSpec, GroupWorker, LoopWorker, Mailbox, TrainWorker, ended, sample_text
 from model.config import GPTConfig
 from model.text.sources import resolve_source
 from model.train.settings import TrainSettings

@@ -7,7 +7,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QApplication
 
-from app.event_wait import wait_until
+from app.session.event_wait import wait_until
 
 
 def wait_ready(tab: Any, timeout: float = 60.0) -> bool:  # tab: the AttentionTab

@@ -1,7 +1,7 @@
 """What the Attention tab's pages draw, in one object without Qt: :class:`AttentionState`.
 
 The tab writes results into it as its jobs finish (``model.interp.inspection`` computes them); the pages
-read it and connect to its signals (:class:`app.state.Signal`: called at once, in the emitting
+read it and connect to its signals (:class:`app.core.state.Signal`: called at once, in the emitting
 thread). The pages never read the tab, nor each other: a page that changes something (the selected
 head, the switched-off heads, the thresholds, the heads to average) calls the state, and whoever
 cares follows the signal.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.state import Signal
+from app.core.state import Signal
 from app.views.attention.circuits_state import CircuitsState
 from app.views.attention.state_records import CausalEntry, CausalFailure, Head
 from model.interp.analysis.heads import HeadThresholds, classify_heads

@@ -8,7 +8,7 @@ token. With no model the tab says so and offers to build the default one. What t
 ``state`` (:class:`AttentionState`, no Qt): pages read it and follow its signals, never the tab or each other.
 
 Computation (``model.interp.inspection``). Typing re-runs the prompt after :attr:`AttentionTab.DEBOUNCE_MS`
-of quiet, on the session's current model, in the session's :class:`~app.compute.ComputeWorker` (off
+of quiet, on the session's current model, in the session's :class:`~app.session.compute.ComputeWorker` (off
 the GUI thread, under the shared compute lock). Every run gets a request number; a job whose request
 is no longer the newest returns at once when it starts, and a result that is no longer the newest is
 dropped, so a newer prompt always supersedes an older one. The main job (``attention.inspect``)

@@ -30,15 +30,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.config_files import read_config
-from app.panels.model import GROUPS, gpt_config_form
-from app.settings import window_settings
+from app.session.config_files import read_config
+from app.session.settings import window_settings
 from app.views.budget.check import CheckPage
 from app.views.budget.inputs import DEVICES, KV_BYTES, BudgetInputs
 from app.views.budget.memory_pages import KVPage, MemoryPage
 from app.views.budget.pages import CostPage, FlopsPage, ParamsPage
 from app.views.budget.side_by_side import SideBySidePage
 from app.views.page import Page, bring_into_view, page_targets, panel_beside_pages, screenshot_steps
+from app.widgets.config_form import GROUPS, gpt_config_form
 from app.widgets.layouts import vertical_scroll
 from app.widgets.page_stack import CurrentPageTabs
 from model.atomic import write_atomic

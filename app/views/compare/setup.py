@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from app.settings import window_settings
+from app.session.settings import window_settings
 from app.views.compare import words
 from app.views.compare.base import ComparePage, note
 from app.widgets.layouts import compact_combo, scrolled

@@ -1,10 +1,10 @@
 """What the Compare tab's pages draw, in one object without Qt: :class:`CompareState`.
 
-The runs (each a :class:`~app.compare_runs.Run`: name, config, history, model; its colour is
+The runs (each a :class:`~app.session.compare_runs.Run`: name, config, history, model; its colour is
 its index), the A/B pair and its difference, the prompt and the per-run results it gave, the base
 config variants change, whether the variants are training, and the messages under each control.
 The tab (and its training) write into it; the pages read it and follow its signals
-(:class:`app.state.Signal`: called at once, in the emitting thread), never the tab nor each other.
+(:class:`app.core.state.Signal`: called at once, in the emitting thread), never the tab nor each other.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from app.compare_runs import Run
-from app.state import Signal
+from app.core.state import Signal
+from app.session.compare_runs import Run
 from app.views.compare import words
 from model.compare import comparison as cmp
 from model.compare.tables import HISTORY_KEYS, SUMMARY_KEYS, metric_table, summary_row

@@ -27,7 +27,7 @@ from typing import Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QWidget
 
-from app.compare_runs import Run
+from app.session.compare_runs import Run
 from app.views.compare import words
 from app.views.compare.base import ComparePage
 from app.views.compare.difference_page import DifferencePage

@@ -1,7 +1,7 @@
 """The variants of a comparison trained together: :class:`VariantTraining`.
 
-One :class:`~app.workers.GroupWorker` (a :class:`~model.train.multitrain.TrainerGroup` in its own thread:
-the same batches in the same order for every variant); its events reach the
+One :class:`~app.session.workers.GroupWorker` (a :class:`~model.train.multitrain.TrainerGroup` in its own
+thread: the same batches in the same order for every variant); its events reach the
 :class:`~app.views.compare.state.CompareState` from a ~30 Hz drain timer, and when it ends each run
 keeps its trained model.
 """
@@ -12,9 +12,9 @@ import time
 
 from PySide6.QtCore import QObject, Signal
 
-from app.model_files import check_fits
-from app.pace import progress_line
-from app.workers import GroupSpec, GroupWorker, drain_timer
+from app.core.pace import progress_line
+from app.session.model_files import check_fits
+from app.session.workers import GroupSpec, GroupWorker, drain_timer
 from model.budget.sizing import ModelTooLarge
 from model.compare.tables import history_points
 from model.config import ConfigError

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from app.state import Signal
+from app.core.state import Signal
 from model.io.history import BEST, History, Snapshot
 
 #: The plot's choices: (key, label). ``best``: the best head of each kind; else every head of a kind.
@@ -48,7 +48,7 @@ def step_ticks(steps) -> list[tuple[float, str]]:
 
 
 class HistoryState:
-    """The History tab's state and its change signals (:class:`app.state.Signal`, called at once).
+    """The History tab's state and its change signals (:class:`app.core.state.Signal`, called at once).
 
     ``history``: the open history (None before one is opened); ``index``: the revision asked for
     (the scrubber's position); ``shown``: the snapshot drawn (the newest delivered, possibly of an

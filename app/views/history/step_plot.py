@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.settings import window_settings
+from app.session.settings import window_settings
 from app.views.history.state import PLOT_CHOICES, STEP0_X, HistoryState, plot_x, step_ticks
 from app.widgets.curves import Curves
 from app.widgets.exporting import write_png, write_svg

@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.settings import window_settings
+from app.session.settings import window_settings
 from app.views.history.open_dialog import OpenHistoryDialog
 from app.views.history.state import HistoryState
 from app.views.history.step_plot import StepPlot

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.compare_runs import Run
+from app.session.compare_runs import Run
 from model.compare import comparison as cmp
 from model.interp.analysis.heads import HeadMetrics
 

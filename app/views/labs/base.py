@@ -21,7 +21,7 @@ from typing import Any
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from app.pace import sharing_note
+from app.core.pace import sharing_note
 from app.views.page import LazyPage
 from app.widgets.layouts import vertical_scroll
 from app.widgets.wrapped_label import WrappedLabel

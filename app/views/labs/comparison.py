@@ -1,6 +1,6 @@
 """Training comparisons for the Labs: two (or more) variants of one small model trained side by side.
 
-The app's :class:`~app.workers.GroupWorker` trains a :class:`ComparisonSpec` (every variant from the
+The app's :class:`~app.session.workers.GroupWorker` trains a :class:`ComparisonSpec` (every variant from the
 same seed, on identical batches, one step of each in turn). Between steps it can take a *probe* of
 each variant (a number such as the mean max attention weight, or a gradient profile) and a generated
 *sample*. Results go into its mailbox; the panel drains it with a ~30 Hz timer (never a signal per
@@ -29,16 +29,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.pace import progress_line
+from app.core.pace import progress_line
+from app.session.workers import GroupSpec, GroupWorker, drain_timer
 from app.widgets.curves import Curves
 from app.widgets.palette import color_for
-from app.workers import GroupSpec, GroupWorker, drain_timer
 from model.train.settings import TrainSettings
 
 
 @dataclass
 class ComparisonSpec(GroupSpec):
-    """A :class:`~app.workers.GroupSpec` plus how the probe plot reads a probe value:
+    """A :class:`~app.session.workers.GroupSpec` plus how the probe plot reads a probe value:
     ``probe_scalar(value)`` is the number it shows."""
 
     probe_scalar: Callable[[Any], float] = float

@@ -40,7 +40,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.event_wait import wait_until
+from app.session.event_wait import wait_until
 from app.views.labs.base import LabPage, describe_model
 from app.views.labs.kvcache import KVCachePage
 from app.views.labs.lens import LensPage

@@ -1,5 +1,5 @@
 """The Train tab's generation box: a prompt, sampling settings, and the continuation streamed token by
-token from a :class:`~app.workers.GenerateWorker` (Generate turns into Stop while it runs).
+token from a :class:`~app.session.workers.GenerateWorker` (Generate turns into Stop while it runs).
 
 Sampling: logits / temperature (0 = greedy), then top-k (the k most likely tokens) and top-p (the
 smallest set whose probability reaches p); the model reads at most the window it was trained on.
@@ -27,9 +27,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.pace import progress_line, sharing_note
+from app.core.pace import progress_line, sharing_note
+from app.session.workers import GenerateWorker
 from app.views.train.chat import ChatControls, Conversation
-from app.workers import GenerateWorker
 from model.text.chat import ChatTemplateError
 
 
@@ -46,7 +46,7 @@ class PromptEdit(QPlainTextEdit):
 class GenerateBox(QGroupBox):
     """Generate from the session's model: ``prompt``, ``button``, ``output``; ``generate(seed)``.
 
-    ``worker`` is the running :class:`~app.workers.GenerateWorker` (None when idle). In chat mode
+    ``worker`` is the running :class:`~app.session.workers.GenerateWorker` (None when idle). In chat mode
     (``chat``, ``conversation``) ``attentionPromptRequested`` carries the text the model read for
     its latest reply, that reply included, to the Attention tab.
     """

@@ -1,5 +1,5 @@
 """The Train tab's live attention: the probe prompt, the head grid of its newest probe frame, and
-the step scrubber back through the frames kept (:attr:`Session.frames <app.session.Session.frames>`).
+the step scrubber back through the frames kept (:attr:`Session.frames <app.session.session.Session.frames>`).
 
 The grid follows the newest frame (``Live``) until the scrubber is dragged back; a frame that
 arrives meanwhile only moves the scrubber's end. An edited prompt applies with Apply or Ctrl+Enter

@@ -1,13 +1,13 @@
 """The Train tab: run controls, live curves, live attention with a step scrubber, samples, generation.
 
 Layout: a control row (Start/Continue, Pause/Resume, Stop, Save now, progress with ETA), under it
-one line saying what Start will do, or why it cannot (:meth:`~app.training_run.TrainingRun.plan`),
+one line saying what Start will do, or why it cannot (:meth:`~app.session.training_run.TrainingRun.plan`),
 then the curves (left) beside the live attention of the probe prompt (right: the head grid and the step
 scrubber), and at the bottom the samples written during training beside the generation box. For a
 mixture-of-experts model the samples share their place with the router's load per layer and expert
 at the newest step (a tab of its own, in front once such a model is shown; hidden for a dense model).
 
-Everything drawn here comes from :class:`~app.session.Session` signals, which the session emits at
+Everything drawn here comes from :class:`~app.session.session.Session` signals, which the session emits at
 most ~30 times a second from its mailbox drain, so the GUI never falls behind the trainer.
 """
 
@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.pace import format_eta
+from app.core.pace import format_eta
 from app.views.train.follow_bar import FollowBar
 from app.views.train.generate_box import GenerateBox
 from app.views.train.live_attention import LiveAttention
@@ -210,7 +210,7 @@ class TrainTab(QWidget):
     # ---- run control ---------------------------------------------------------------------------
     def start_blocker(self) -> str:
         """Why Start is disabled now ('' when it is enabled): the first problem the panels show, else
-        the session's own reason (:meth:`~app.training_run.TrainingRun.problems`)."""
+        the session's own reason (:meth:`~app.session.training_run.TrainingRun.problems`)."""
         s = self.session
         if not s.is_training and not s.is_following:
             for panel, problems in self._panel_problems.items():

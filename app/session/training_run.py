@@ -1,9 +1,9 @@
 """The Train tab's training run: whether Start may run, what it trains, and the worker's results.
 
-:class:`TrainingRun` is a part of the :class:`~app.session.Session` (``session.run``), with its own
+:class:`TrainingRun` is a part of the :class:`~app.session.session.Session` (``session.run``), with its own
 state and signals. It reads the session and tells it what arrived only through :class:`RunHost`,
 the declared list of what a run needs of a session. Training runs in a
-:class:`~app.workers.TrainWorker`; its events, probe frames and samples arrive through the worker's
+:class:`~app.session.workers.TrainWorker`; its events, probe frames and samples arrive through the worker's
 mailbox, drained ~30 times a second in the GUI thread and handed to the session's record, so a burst
 of steps becomes one ``eventsAppended`` and only the newest probe frame is drawn. The probe prompt is
 the session's ``probe_prompt``, the one copy: the worker's :class:`~model.train.probes.Prober`
@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from PySide6.QtCore import QObject, Signal, SignalInstance
 
-from app.model_files import check_fits
-from app.workers import TrainWorker, drain_timer
+from app.session.model_files import check_fits
+from app.session.workers import TrainWorker, drain_timer
 from model.budget.sizing import ModelTooLarge
 from model.config import ConfigError
 from model.train.settings import continued, lr_at
 
 # model/'s trainer, loaders and data are imported where they are used: together they take ~0.15 s
-# to import, which the window's first paint does not wait for (app/gui.py)
+# to import, which the window's first paint does not wait for (app/shell/gui.py)
 if TYPE_CHECKING:
-    from app.model_slot import ModelSlot
+    from app.session.model_slot import ModelSlot
     from model.config import GPTConfig
     from model.interp.frame import AttentionFrame
     from model.train.settings import TrainSettings
@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 
 
 class RunHost(Protocol):
-    """What a :class:`TrainingRun` (and a followed run, :mod:`app.follow`) reads of the session and
-    tells it; :class:`app.session.Session` is the one host. See its docstring for the fields."""
+    """What a :class:`TrainingRun` (and a followed run, :mod:`app.session.follow`) reads of the session and
+    tells it; :class:`app.session.session.Session` is the one host. See its docstring for the fields."""
 
     config: GPTConfig
     source: Any
@@ -124,8 +124,8 @@ def deliver(mailbox: Any, host: RunHost) -> None:
 
 
 class WorkerRun(QObject):
-    """What a run in a background :class:`~app.workers.LoopWorker` shares, whether this process
-    trains it (:class:`TrainingRun`) or another one writes it (:class:`~app.follow.FollowedRun`):
+    """What a run in a background :class:`~app.session.workers.LoopWorker` shares, whether this process
+    trains it (:class:`TrainingRun`) or another one writes it (:class:`~app.session.follow.FollowedRun`):
     its ``state`` and ``stateChanged``, the ``worker`` (None once it ended), the ~30 Hz drain of its
     mailbox (a subclass's ``_drain``) and how it ends (``finished``, :meth:`shutdown`)."""
 
@@ -171,7 +171,7 @@ class WorkerRun(QObject):
 
 
 class TrainingRun(WorkerRun):
-    """Training in a :class:`~app.workers.TrainWorker`: start, pause, resume, stop, the results.
+    """Training in a :class:`~app.session.workers.TrainWorker`: start, pause, resume, stop, the results.
 
     ``state``: idle / starting / running / paused / stopping; ``finished``: "done" | "stopped" |
     "error" and a message.
@@ -277,7 +277,7 @@ class TrainingRun(WorkerRun):
         return StartPlan("fresh", text)
 
     def start(self) -> None:
-        """Start (or continue) training in the worker thread; see :class:`~app.workers.TrainWorker`.
+        """Start (or continue) training in the worker thread; see :class:`~app.session.workers.TrainWorker`.
 
         Raises ``ConfigError`` with :meth:`problems` when Start may not run, before anything
         changes. What it does is :meth:`plan`'s. Continue (``can_continue()``): the run's trainer

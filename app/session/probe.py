@@ -1,6 +1,6 @@
 """The probe: the prompt every live-attention view traces, and the idle model's probe frame.
 
-:class:`Probe` is a part of the :class:`~app.session.Session` (``session.probe``). Its prompt is
+:class:`Probe` is a part of the :class:`~app.session.session.Session` (``session.probe``). Its prompt is
 the one copy: a running worker's :class:`~model.train.probes.Prober` reads it at each probe, so
 an edit reaches the run at its next step. The prompt follows the data source's default prompt (and
 a loaded model's or a followed run's) until the user types one. While no run probes, :meth:`refresh`
@@ -18,7 +18,7 @@ from model.interp.probes import probe_frame
 
 
 class ProbeHost(Protocol):
-    """What the :class:`Probe` reads of the session and tells it (:class:`app.session.Session`)."""
+    """What the :class:`Probe` reads of the session and tells it (:class:`app.session.session.Session`)."""
 
     model: Any
     tokenizer: Any

@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.settings import ENV_VAR
+from app.session.settings import ENV_VAR
 from model.atomic import write_atomic
 
 LOG_NAME = "crash.log"

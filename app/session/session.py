@@ -2,12 +2,13 @@
 
 A tab receives the session in its constructor, reads numbers from ``model/`` through it, and
 listens to its signals; it never reaches into another tab. All torch work that a tab does itself
-goes through :attr:`Session.compute` (a :class:`~app.compute.ComputeWorker`: off the GUI thread,
+goes through :attr:`Session.compute` (a :class:`~app.session.compute.ComputeWorker`: off the GUI thread,
 under the process-wide ``compute_lock``, latest request wins).
 
-Its parts: ``slot`` (:class:`~app.model_slot.ModelSlot`: the shown model and its ``record``),
-``probe`` (:class:`~app.probe.Probe`), ``run`` (:class:`~app.training_run.TrainingRun`: training
-here) and ``follow`` (:class:`~app.follow.FollowedRun`: a run another process writes). Each reaches
+Its parts: ``slot`` (:class:`~app.session.model_slot.ModelSlot`: the shown model and its ``record``),
+``probe`` (:class:`~app.session.probe.Probe`), ``run``
+(:class:`~app.session.training_run.TrainingRun`: training here) and ``follow``
+(:class:`~app.session.follow.FollowedRun`: a run another process writes). Each reaches
 the session only through its declared host protocol; the session re-emits their signals and reads
 their fields under the names below (read freely from the GUI thread; change only through methods):
 
@@ -49,19 +50,19 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
-from app.compute import ComputeWorker
-from app.follow import FollowedRun
-from app.garbage import settle_garbage
-from app.model_files import check_fits, open_model_file, save_model_file, starter_note
-from app.model_slot import ModelSlot
-from app.probe import Probe
-from app.training_run import TrainingRun
+from app.session.compute import ComputeWorker
+from app.session.follow import FollowedRun
+from app.session.garbage import settle_garbage
+from app.session.model_files import check_fits, open_model_file, save_model_file, starter_note
+from app.session.model_slot import ModelSlot
+from app.session.probe import Probe
+from app.session.training_run import TrainingRun
 from model.config import GPTConfig, default_config
 from model.runtime import compute_lock, pick_device
 
 # model/'s trainer and its settings, the loaders, the data and the model's build are imported where
 # they are used: together they take ~0.15 s to import, which the window's first paint does not wait
-# for (app/gui.py)
+# for (app/shell/gui.py)
 if TYPE_CHECKING:
     import torch
 
@@ -105,7 +106,7 @@ class Session(QObject):
     historyReset = Signal()
     #: one generated sample during training: (step, text)
     sampleAdded = Signal(int, str)
-    #: idle / starting / running / paused / stopping, or following (a run folder; app/follow.py)
+    #: idle / starting / running / paused / stopping, or following (a run folder; app/session/follow.py)
     trainingStateChanged = Signal(str)
     #: a run ended: reason "done" | "stopped" | "error", and a message
     trainingFinished = Signal(str, str)
@@ -119,7 +120,7 @@ class Session(QObject):
     errorOccurred = Signal(str, str)
     #: a passing remark for the status bar
     statusMessage = Signal(str)
-    #: a followed run folder's status, world size or newest checkpoint changed (app/follow.py)
+    #: a followed run folder's status, world size or newest checkpoint changed (app/session/follow.py)
     followUpdated = Signal()
 
     def __init__(self, parent: QObject | None = None, *, history_bytes: int = 64 * 2**20):
@@ -170,7 +171,7 @@ class Session(QObject):
 
     @property
     def compute(self) -> ComputeWorker:
-        """The shared :class:`~app.compute.ComputeWorker` for a tab's own torch work (created lazily)."""
+        """The shared :class:`~app.session.compute.ComputeWorker` for a tab's own torch work (made lazily)."""
         if self._compute is None:
             self._compute = ComputeWorker(self)
         return self._compute
@@ -437,7 +438,7 @@ class Session(QObject):
     ) -> None:
         """Make the model at ``path`` current: config, weights, tokenizer and loss history.
 
-        Any kind :func:`app.model_files.open_model_file` reads. With training state, Start continues
+        Any kind :func:`app.session.model_files.open_model_file` reads. With training state, Start continues
         the run exactly; when its data source cannot be rebuilt the model still opens and
         ``statusMessage`` says why training starts afresh. Raises ``CheckpointError`` (or another
         clear error) and leaves the session unchanged when the model cannot be read. ``meta``

@@ -3,7 +3,7 @@
 An inspection, a lab's analysis, a history snapshot: each tab submits its job under a key, and only
 the newest request per key is run and delivered (a stale result never reaches a view). Jobs run one at
 a time under ``model.runtime.compute_lock``, so they never run at full thread count beside a training
-step. The loops (training, generation) are :mod:`app.workers`'.
+step. The loops (training, generation) are :mod:`app.session.workers`'.
 """
 
 from __future__ import annotations

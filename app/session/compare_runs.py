@@ -3,7 +3,7 @@ hands it (a module of its own, so that neither tab imports the other).
 
 A :class:`Run` is a :class:`~model.compare.comparison.RunRecord` (what a comparison file saves) plus what
 lives only in memory: the model, its tokenizer and the per-head metrics of the last prompt. The
-variant runs train together in the app's :class:`~app.workers.GroupWorker`.
+variant runs train together in the app's :class:`~app.session.workers.GroupWorker`.
 """
 
 from __future__ import annotations

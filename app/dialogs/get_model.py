@@ -2,7 +2,7 @@
 the Hugging Face cache with a progress bar, then opened.
 
 The network never runs in the GUI thread: the Hub's answer about a repo (:func:`model.io.hub.plan`) and
-the download (:func:`model.io.hub.fetch`) each run in a :class:`~app.workers.LoopWorker`; progress
+the download (:func:`model.io.hub.fetch`) each run in a :class:`~app.session.workers.LoopWorker`; progress
 reports go through its mailbox, drained ~30 times a second. Cancel stops the download at the next
 chunk; files already complete stay in the cache, and nothing half-written is ever opened.
 """
@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.workers import LoopWorker, drain_timer
+from app.session.workers import LoopWorker, drain_timer
 from model.budget.arithmetic import human_bytes
 from model.io.hub import (
     CATALOGUE,

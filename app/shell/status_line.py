@@ -1,5 +1,5 @@
 """The window's status bar: where the shown model came from, the device, its parameters, its step
-and the training pace (:class:`StatusLine`, a part of :class:`~app.window.MainWindow`)."""
+and the training pace (:class:`StatusLine`, a part of :class:`~app.shell.window.MainWindow`)."""
 
 from __future__ import annotations
 

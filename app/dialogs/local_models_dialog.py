@@ -1,13 +1,13 @@
 """File → Open a local model…: the models already on this machine (Ollama, LM Studio, the Hugging Face
 cache, Python packages), listed from their headers and configs without reading a weight, then opened.
 
-The look runs in a :class:`~app.workers.LoopWorker` (:class:`ScanWorker`, one ``yield`` per model
+The look runs in a :class:`~app.session.workers.LoopWorker` (:class:`ScanWorker`, one ``yield`` per model
 found, so Refresh or Close stops it between two); each model goes through its mailbox and the table
-fills ~30 times a second (:func:`~app.workers.drain_timer`). What is found and why a model would be
+fills ~30 times a second (:func:`~app.session.workers.drain_timer`). What is found and why a model would be
 refused is :mod:`model.io.local_models`' (a :class:`~model.io.local_models.LocalScan`). A model
 Attention Lab cannot open is a grey row, the reason its tooltip and the line below the table; it is
 never opened. Open (double-click, Enter) emits ``openRequested`` with the model; the window opens it
-(:meth:`app.file_actions.FileActions.open_local_model`).
+(:meth:`app.shell.file_actions.FileActions.open_local_model`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.workers import LoopWorker, drain_timer
+from app.session.workers import LoopWorker, drain_timer
 from model.budget.units import human_bytes, human_count
 from model.io.local_models import SOURCES, LocalModel, LocalScan, Location
 

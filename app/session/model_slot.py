@@ -1,6 +1,6 @@
 """The model slot: the model every tab shows, what came with it, and the record of its training.
 
-Both classes are Qt-free parts of the :class:`~app.session.Session` (``session.slot``, and
+Both classes are Qt-free parts of the :class:`~app.session.session.Session` (``session.slot``, and
 ``session.slot.record``): the session changes them when a model is shown or a run reports, and
 announces each change with its own signals (``modelChanged``, ``historyReset``, ``eventsAppended``,
 ``sampleAdded``, ``traceUpdated``, ``checkpointSaved``). Tabs read their fields under the session's
@@ -17,7 +17,7 @@ from model.interp.probes import FrameHistory
 from model.runtime import compute_lock
 
 # model/'s trainer, loaders and data are imported where they are used: together they take ~0.15 s
-# to import, which the window's first paint does not wait for (app/gui.py)
+# to import, which the window's first paint does not wait for (app/shell/gui.py)
 if TYPE_CHECKING:
     from model.config import GPTConfig
     from model.nn.gpt import GPT

@@ -2,7 +2,7 @@
 
 :class:`FollowWorker` polls a :class:`~model.io.runfollow.RunFollower` in a background thread every
 ``interval`` seconds and posts what is new into the same mailbox kinds a
-:class:`~app.workers.TrainWorker` uses (``"events"``, ``"frames"``), so the session's ~30 Hz drain
+:class:`~app.session.workers.TrainWorker` uses (``"events"``, ``"frames"``), so the session's ~30 Hz drain
 and the Train tab draw a followed run exactly as one trained here: curves, the live head grid and
 the step scrubber. The follower reads only whole log lines and whole probes, so a half-written file
 is never shown. The worker ends when the run's ``run.json`` says it finished, stopped or failed (after
@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from PySide6.QtCore import QObject, Signal
 
-from app.training_run import RunHost, WorkerRun, deliver
-from app.workers import LoopWorker, Mailbox
+from app.session.training_run import RunHost, WorkerRun, deliver
+from app.session.workers import LoopWorker, Mailbox
 
 # model/'s trainer, loaders and data are imported where they are used: together they take ~0.15 s
-# to import, which the window's first paint does not wait for (app/gui.py)
+# to import, which the window's first paint does not wait for (app/shell/gui.py)
 if TYPE_CHECKING:
-    from app.probe import Probe
+    from app.session.probe import Probe
     from model.nn.gpt import GPT
 
 #: Seconds between two looks at the folder.
@@ -94,7 +94,7 @@ class FollowWorker(LoopWorker):
 
 
 class FollowHost(RunHost, Protocol):
-    """What a :class:`FollowedRun` needs of the session beyond :class:`~app.training_run.RunHost`."""
+    """What a :class:`FollowedRun` needs of the session beyond :class:`~app.session.training_run.RunHost`."""
 
     @property
     def compute(self) -> Any: ...

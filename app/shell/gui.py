@@ -40,7 +40,7 @@ def make_app(argv: list[str] | None = None):
     import pyqtgraph as pg
 
     pg.setConfigOptions(antialias=False, useOpenGL=False, background="w", foreground="#333")
-    from app.garbage import collect_garbage_on_gui_thread
+    from app.session.garbage import collect_garbage_on_gui_thread
 
     collect_garbage_on_gui_thread(app)
     return app
@@ -61,7 +61,7 @@ def create_window(
     """
     from PySide6.QtCore import QTimer
 
-    from app.window import MainWindow
+    from app.shell.window import MainWindow
 
     win = MainWindow(confirm_close=confirm_close, restore=restore, lazy=lazy)
     win.session.initialising = init
@@ -79,15 +79,15 @@ def create_window(
         win.build_later()
 
     win.firstPainted.connect(lambda: QTimer.singleShot(0, after_first_paint))
-    from app.garbage import settle_garbage
+    from app.session.garbage import settle_garbage
 
     win.allTabsBuilt.connect(settle_garbage)  # what stands now lives as long as the window
     return win
 
 
 def _install_excepthook(window):
-    """An exception in a slot shows a copyable report and is logged instead of vanishing (app/crash.py)."""
-    from app.crash import install
+    """An exception in a slot shows a copyable report and is logged instead of vanishing (app.shell.crash)."""
+    from app.shell.crash import install
 
     window.crash_reporter = install(window)
     return window.crash_reporter

@@ -1,6 +1,6 @@
 """Reading and writing the session's model: a checkpoint (or any model ``open_model`` reads), the
 shipped starter, Save, and whether a model fits this machine before one is made. Plain functions
-that hand back what they read; the :class:`~app.session.Session` shows it
+that hand back what they read; the :class:`~app.session.session.Session` shows it
 (``Session.load_checkpoint``, ``open_starter``, ``save_checkpoint``). Every torch step here holds
 the process-wide ``compute_lock``.
 """
@@ -16,9 +16,9 @@ from model.budget.sizing import ModelTooLarge, check, human_bytes, load_need, tr
 from model.runtime import compute_lock
 
 # model/'s trainer, loaders and data are imported where they are used: together they take ~0.15 s
-# to import, which the window's first paint does not wait for (app/gui.py)
+# to import, which the window's first paint does not wait for (app/shell/gui.py)
 if TYPE_CHECKING:
-    from app.model_slot import ModelSlot
+    from app.session.model_slot import ModelSlot
     from model.config import GPTConfig
     from model.nn.gpt import GPT
     from model.train.settings import TrainSettings

@@ -1,9 +1,9 @@
 """The window's menus: File (new run, open and save checkpoints, export the current view; what those
-do is :mod:`app.file_actions`), View (tabs, panels, layout), Help (what the current page shows, the
-keyboard shortcuts, the README's sections, About; content in :mod:`app.help`), plus the menus tabs
+do is :mod:`app.shell.file_actions`), View (tabs, panels, layout), Help (what the current page shows, the
+keyboard shortcuts, the README's sections, About; content in :mod:`app.shell.help`), plus the menus tabs
 add through their ``menu_actions()`` hook.
 
-:class:`WindowMenus` is a part of the :class:`~app.window.MainWindow` (``window.menu``): it builds
+:class:`WindowMenus` is a part of the :class:`~app.shell.window.MainWindow` (``window.menu``): it builds
 the actions (parented on the window, so their shortcuts work anywhere in it) and the menu bar, and
 reaches the window only through :class:`MenuHost`.
 """
@@ -23,14 +23,14 @@ import torch
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMenu, QMenuBar, QMessageBox, QTabWidget, QWidget
 
-from app.file_actions import FileActions
-from app.help import HelpDialog, current_help, read_readme, shortcuts_html
+from app.shell.file_actions import FileActions
+from app.shell.help import HelpDialog, current_help, read_readme, shortcuts_html
 
 APP_NAME = "Attention Lab"
 
 
 class MenuHost(Protocol):
-    """What :class:`WindowMenus` reads of the window (:class:`app.window.MainWindow`, the parent of
+    """What :class:`WindowMenus` reads of the window (:class:`app.shell.window.MainWindow`, the parent of
     the actions and dialogs)."""
 
     session: Any
@@ -252,7 +252,7 @@ class WindowMenus:
         return self._help_dialog
 
     def show_page_help(self) -> HelpDialog:
-        """Help → What am I looking at? (F1): the current page's own explanation (app.help)."""
+        """Help → What am I looking at? (F1): the current page's own explanation (app.shell.help)."""
         tabs = self.window.tab_widget
         heading, body = current_help(tabs.tabText(tabs.currentIndex()), self.window.current_tab())
         dialog = self.help_dialog()

@@ -1,8 +1,8 @@
 """The main window: the tab registry, the setup docks that follow the tab, status bar and settings.
 
-The window is made of parts: its menu bar and actions (``menu``, :mod:`app.menus`), what the File
-menu's actions do (``files``, :mod:`app.file_actions`), and each tab's holder and scroll area
-(:mod:`app.tab_host`, with the :class:`TabError` that stands in for a broken tab).
+The window is made of parts: its menu bar and actions (``menu``, :mod:`app.shell.menus`), what the File
+menu's actions do (``files``, :mod:`app.shell.file_actions`), and each tab's holder and scroll area
+(:mod:`app.shell.tab_host`, with the :class:`TabError` that stands in for a broken tab).
 
 Tabs
 ----
@@ -36,15 +36,15 @@ from PySide6.QtCore import QByteArray, QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QMessageBox, QTabWidget, QWidget
 
-from app.dock_room import DOCK_MIN_WIDTH, DOCK_WIDTH, DockRoom
-from app.file_actions import FileActions, export_widget_targets
-from app.menus import APP_NAME, WindowMenus, about_text
 from app.panels.model import ConfigPanel
-from app.session import Session
-from app.settings import AppSettings
-from app.status_line import StatusLine
-from app.tab_host import TabError, TabHolder, load_tab
-from app.window_settings import STATE_VERSION, restore_window, save_window
+from app.session.session import Session
+from app.session.settings import AppSettings
+from app.shell.dock_room import DOCK_MIN_WIDTH, DOCK_WIDTH, DockRoom
+from app.shell.file_actions import FileActions, export_widget_targets
+from app.shell.menus import APP_NAME, WindowMenus, about_text
+from app.shell.status_line import StatusLine
+from app.shell.tab_host import TabError, TabHolder, load_tab
+from app.shell.window_settings import STATE_VERSION, restore_window, save_window
 
 #: The tabs of the main area: (title, "module:Class"). Later issues add their modules; nothing else.
 TABS: list[tuple[str, str]] = [
@@ -80,8 +80,8 @@ def fit_to_screen(size: QSize, area: QRect) -> QSize:
 
 class MainWindow(QMainWindow):
     """The Attention Lab window. ``session`` and ``settings`` are created when not given; ``menu``
-    (:class:`~app.menus.WindowMenus`) and ``files`` (:class:`~app.file_actions.FileActions`) are its
-    parts."""
+    (:class:`~app.shell.menus.WindowMenus`) and ``files``
+    (:class:`~app.shell.file_actions.FileActions`) are its parts."""
 
     #: emitted once, after the first paint (cold-start measurement)
     firstPainted = Signal()
@@ -292,7 +292,7 @@ class MainWindow(QMainWindow):
         QMessageBox.critical(self, title, message)
 
     def update_status(self) -> None:
-        """The status bar (:class:`~app.status_line.StatusLine`) and the title: the model's name,
+        """The status bar (:class:`~app.shell.status_line.StatusLine`) and the title: the model's name,
         ``*`` while it has unsaved training."""
         s = self.session
         self.status_line.update()

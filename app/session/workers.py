@@ -1,5 +1,5 @@
 """Background work in loops: the training workers and the generation worker (the tabs' own torch
-jobs go through :class:`app.compute.ComputeWorker`).
+jobs go through :class:`app.session.compute.ComputeWorker`).
 
 Plain ``threading.Thread`` objects, not ``QThread``: each worker's body is one blocking Python loop
 (train steps, sampled tokens) that needs no Qt event loop nor Qt object ownership.

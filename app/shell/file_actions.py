@@ -1,8 +1,8 @@
 """What the File menu's actions do: a new run, opening, following and saving models, getting one
 from the Hub, a model's training history, exporting the current view.
 
-:class:`FileActions` is a part of the :class:`~app.window.MainWindow` (``window.files``); the menu
-bar (:mod:`app.menus`) triggers its methods, and the window asks :meth:`FileActions.maybe_save`
+:class:`FileActions` is a part of the :class:`~app.shell.window.MainWindow` (``window.files``); the menu
+bar (:mod:`app.shell.menus`) triggers its methods, and the window asks :meth:`FileActions.maybe_save`
 before it closes. It reaches the window only through :class:`FileHost`. Dialogs go through
 ``QMessageBox`` and ``QFileDialog``, which the tests patch.
 """
@@ -17,14 +17,14 @@ from typing import Any, Protocol
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QStatusBar, QTabWidget, QWidget
 
-from app.checkpoint_dialog import CheckpointDialog
-from app.event_wait import wait_until
-from app.settings import AppSettings
+from app.dialogs.checkpoint_dialog import CheckpointDialog
+from app.session.event_wait import wait_until
+from app.session.settings import AppSettings
 from app.widgets.exporting import write_png, write_svg, write_svg_group
 
 
 class FileHost(Protocol):
-    """What :class:`FileActions` reads of the window (:class:`app.window.MainWindow`, also the
+    """What :class:`FileActions` reads of the window (:class:`app.shell.window.MainWindow`, also the
     parent of every dialog it opens)."""
 
     session: Any
@@ -143,7 +143,7 @@ class FileActions:
 
     def get_model_dialog(self):
         """File → Get a model…: the download dialog (one per window, kept between uses)."""
-        from app.get_model import GetModelDialog  # the Hub's modules: not before the first paint
+        from app.dialogs.get_model import GetModelDialog  # the Hub's modules: not before the first paint
 
         dialog = getattr(self, "_get_model", None)
         if dialog is None:
@@ -156,7 +156,7 @@ class FileActions:
     def local_models_dialog(self):
         """File → Open a local model…: the models already on this machine (one dialog per window,
         kept between uses; it looks again each time it is opened)."""
-        from app.local_models_dialog import LocalModelsDialog
+        from app.dialogs.local_models_dialog import LocalModelsDialog
 
         dialog = self.local_models
         if dialog is None:
