@@ -76,12 +76,14 @@ class ConfigPanel(QWidget):
         layout.addStretch(1)
 
         if session is not None:
+            session.editsChanged.connect(self._on_edits)
             self.set_config(session.config)
             session.dataChanged.connect(lambda src: self.set_vocab_size(src.tokenizer.vocab_size))
             session.configChanged.connect(self._on_session_config)
             session.trainingStateChanged.connect(lambda st: self.setEnabled(st == "idle"))
             if session.tokenizer is not None:
                 self.set_vocab_size(session.tokenizer.vocab_size)
+            self._report()
         else:
             self.set_config(default_config())
 
@@ -124,7 +126,20 @@ class ConfigPanel(QWidget):
         if config.to_dict() != self.config().to_dict():
             self.set_config(config)
 
+    def _report(self) -> None:
+        """Tell the session what Start must wait for in this panel (``Session.set_edit``)."""
+        if self.session is not None:
+            self.session.set_edit("Model panel", self.problems(), self.valid)
+
+    def _on_edits(self, panel: str) -> None:
+        """The Training panel's problems with this config (a sequence longer than the context) are
+        said here too."""
+        if panel == "Training panel":
+            problems = self.session.edits.get(panel).problems
+            self.set_related_problems([p for p in problems if "context_length" in p])
+
     def _on_edited(self, cfg: GPTConfig) -> None:
+        self._report()
         valid = self.form.valid
         self.summary.setText(self._summary(cfg) if valid else "")
         self.configEdited.emit(cfg)

@@ -197,6 +197,7 @@ class TrainSettingsPanel(QWidget):
         for signal in (session.configChanged, session.dataChanged, session.modelChanged):
             signal.connect(lambda *_: self.form.refresh())
         self._sync_device()
+        self._report()
 
     @property
     def valid(self) -> bool:
@@ -253,7 +254,12 @@ class TrainSettingsPanel(QWidget):
         except Exception:
             pass
 
+    def _report(self) -> None:
+        """Tell the session what Start must wait for in this panel (``Session.set_edit``)."""
+        self.session.set_edit("Training panel", self.problems(), self.valid)
+
     def _changed(self, *_: Any) -> None:
+        self._report()
         if self.form.valid:
             self.session.set_train_settings(self.settings())
             self.session.sample_every = int(self.sample_every.value())

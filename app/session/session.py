@@ -20,6 +20,7 @@ the data and the next model
 ``source_spec``        how the source was named (``"builtin:stdlib"``, ``"task:induction"``, a path)
 ``train_settings``     the :class:`~model.train.settings.TrainSettings` the next Start will use
 ``device``             ``torch.device`` used for the next model (``device_choice``: auto/cpu/cuda)
+``edits``              what the setup panels hold that Start waits for (``set_edit``, ``editsChanged``)
 ``probe_prompt``       the live-attention prompt (``probe.prompt``: a running trainer's prober reads it)
 the model slot (``slot``): the model every tab shows, and what came with it
 ``model``              the :class:`~model.nn.gpt.GPT` or ``None``
@@ -51,6 +52,8 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, Signal
 
 from app.session.compute import ComputeWorker
+from app.session.edits import Edits
+from app.session.fields import announced, part_field
 from app.session.follow import FollowedRun
 from app.session.garbage import settle_garbage
 from app.session.model_files import check_fits, open_model_file, save_model_file, starter_note
@@ -75,20 +78,6 @@ if TYPE_CHECKING:
 DEFAULT_SOURCE = "builtin:stdlib"
 
 
-def _part_field(path: str, *, settable: bool = False) -> property:
-    """A field of one of the session's parts (``path``: ``"slot.model"``, ``"slot.record.history"``,
-    ``"probe.prompt"``), read under the session's name; the session's methods change it."""
-    *parts, name = path.split(".")
-
-    def owner(self):
-        for part in parts:
-            self = getattr(self, part)
-        return self
-
-    setter = (lambda self, value: setattr(owner(self), name, value)) if settable else None
-    return property(lambda self: getattr(owner(self), name), setter, doc=f"``session.{path}``")
-
-
 class Session(QObject):
     """Shared state of the app; see the module docstring for the fields and the parts."""
 
@@ -96,6 +85,10 @@ class Session(QObject):
     configChanged = Signal(object)
     #: the data source changed (DataSource)
     dataChanged = Signal(object)
+    #: the training settings the next Start uses changed (TrainSettings)
+    trainSettingsChanged = Signal(object)
+    #: a setup panel's edit changed what Start must wait for (the panel's name; ``edits``)
+    editsChanged = Signal(str)
     #: a new model is current (GPT or None): built, loaded from a checkpoint, or replaced
     modelChanged = Signal(object)
     #: a new probe frame is the latest (an AttentionFrame); at most ~30 per second
@@ -129,7 +122,8 @@ class Session(QObject):
         self.config: GPTConfig = default_config()
         self.source: Any = None
         self.source_spec: str = ""
-        self.train_settings: TrainSettings | None = None
+        #: what the setup panels hold that Start must wait for (``set_edit``)
+        self.edits = Edits()
         self.device_choice: str = "auto"
         self.device: torch.device | None = None
         self.initialising = False  # True while the window loads the default corpus and model
@@ -146,22 +140,25 @@ class Session(QObject):
             part.finished.connect(self.trainingFinished)
         self.follow.updated.connect(self.followUpdated)
 
+    #: the TrainSettings the next Start uses (a running worker keeps its own)
+    train_settings: TrainSettings | None = announced("trainSettingsChanged")
+
     # the parts' fields, under the session's names (the table in the module docstring)
-    probe_prompt: str = _part_field("probe.prompt")
-    sample_prompt: str = _part_field("probe.sample_prompt")
-    sample_every: int = _part_field("probe.sample_every", settable=True)
-    model: GPT | None = _part_field("slot.model")
-    tokenizer: Any = _part_field("slot.tokenizer", settable=True)
-    trainer: Trainer | None = _part_field("slot.trainer")
-    checkpoint_path: str | None = _part_field("slot.path")
-    checkpoint_meta: dict = _part_field("slot.meta")
-    history: list[dict] = _part_field("slot.record.history")
-    samples: list[tuple[int, str]] = _part_field("slot.record.samples")
-    latest_frame: AttentionFrame | None = _part_field("slot.record.latest_frame")
-    frames: FrameHistory = _part_field("slot.record.frames")
-    dirty: bool = _part_field("slot.record.dirty", settable=True)
-    saved_step: int = _part_field("slot.record.saved_step")
-    tokens_per_s: float = _part_field("slot.record.tokens_per_s")
+    probe_prompt: str = part_field("probe.prompt")
+    sample_prompt: str = part_field("probe.sample_prompt")
+    sample_every: int = part_field("probe.sample_every", settable=True)
+    model: GPT | None = part_field("slot.model")
+    tokenizer: Any = part_field("slot.tokenizer", settable=True)
+    trainer: Trainer | None = part_field("slot.trainer")
+    checkpoint_path: str | None = part_field("slot.path")
+    checkpoint_meta: dict = part_field("slot.meta")
+    history: list[dict] = part_field("slot.record.history")
+    samples: list[tuple[int, str]] = part_field("slot.record.samples")
+    latest_frame: AttentionFrame | None = part_field("slot.record.latest_frame")
+    frames: FrameHistory = part_field("slot.record.frames")
+    dirty: bool = part_field("slot.record.dirty", settable=True)
+    saved_step: int = part_field("slot.record.saved_step")
+    tokens_per_s: float = part_field("slot.record.tokens_per_s")
 
     # ---- derived -------------------------------------------------------------------------------
     @property
@@ -328,8 +325,15 @@ class Session(QObject):
         self.configChanged.emit(config)
 
     def set_train_settings(self, settings: TrainSettings) -> None:
-        """The TrainSettings the next Start uses (a running worker keeps its own)."""
-        self.train_settings = settings
+        """The TrainSettings the next Start uses (a running worker keeps its own); raises
+        ``ConfigError`` with their problems, before anything changes, when they are not valid."""
+        self.train_settings = settings.validate()
+
+    def set_edit(self, panel: str, problems: list[str], valid: bool) -> None:
+        """A setup panel's edited value: its problems and whether it is valid (``edits``; Start
+        waits while any panel has one)."""
+        if self.edits.set(panel, problems, valid):
+            self.editsChanged.emit(panel)
 
     def build_model(self, seed: int | None = None) -> None:
         """Replace the model by a freshly initialised one of ``config`` (untrained; no trainer)."""

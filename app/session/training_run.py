@@ -27,6 +27,7 @@ from model.train.settings import continued, lr_at
 # model/'s trainer, loaders and data are imported where they are used: together they take ~0.15 s
 # to import, which the window's first paint does not wait for (app/shell/gui.py)
 if TYPE_CHECKING:
+    from app.session.edits import Edits
     from app.session.model_slot import ModelSlot
     from model.config import GPTConfig
     from model.interp.frame import AttentionFrame
@@ -51,6 +52,7 @@ class RunHost(Protocol):
     probe_prompt: str
     sample_every: int
     sample_prompt: str
+    edits: Edits
     errorOccurred: SignalInstance
     statusMessage: SignalInstance
 
@@ -202,16 +204,20 @@ class TrainingRun(WorkerRun):
             return False
 
     def problems(self) -> list[str]:
-        """Why Start may not run now, first reason first (empty: it may). The one place that
-        decides: the Train tab disables Start and shows the first reason, :meth:`start` raises them.
-        Milliseconds, nothing allocated: the config's own problems, the training settings against
-        this model and data (``TrainSettings.problems_for``: a sequence longer than the context),
-        and whether the run fits this machine's memory."""
+        """Why Start may not run now, first reason first (empty: it may): Start's rule, the one place
+        that decides. The Train tab disables Start and shows the first reason, :meth:`start` raises
+        them. Milliseconds, nothing allocated: a run in progress; what the setup panels hold that is
+        not valid yet (``edits``, each named with its panel); the config's own problems, the training
+        settings against this model and data (``TrainSettings.problems_for``: a sequence longer than
+        the context), and whether the run fits this machine's memory."""
         s = self.host
         if self.active:
             return ["training is running"]
         if s.is_following:
             return ["following a run folder (Stop following first)"]
+        edits = s.edits.problems()
+        if edits:
+            return edits
         if s.source is None:
             if s.initialising:
                 return ["loading the default corpus and model…"]
@@ -301,8 +307,7 @@ class TrainingRun(WorkerRun):
         if problems:
             raise ConfigError(problems)
         config = s.config.with_vocab(s.source.tokenizer.vocab_size)
-        settings = s.train_settings.replace(device=str(s.device or "cpu")).validate()
-        s.train_settings = settings
+        settings = s.train_settings.replace(device=str(s.device or "cpu"))  # valid: problems() said so
         self._awaiting_trainer = False
         if self.can_continue():
             trainer = s.trainer

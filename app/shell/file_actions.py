@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QStatusBar
 from app.dialogs.checkpoint_dialog import CheckpointDialog
 from app.session.event_wait import wait_until
 from app.session.settings import AppSettings
+from app.views.tab import TabBase
 from app.widgets.exporting import write_png, write_svg, write_svg_group
 
 
@@ -30,11 +31,11 @@ class FileHost(Protocol):
     session: Any
     settings: AppSettings
     confirm_close: bool
-    tabs: dict[str, QWidget]
+    tabs: dict[str, TabBase]
     tab_widget: QTabWidget
 
-    def tab(self, title: str) -> QWidget: ...
-    def current_tab(self) -> QWidget: ...
+    def tab(self, title: str) -> TabBase: ...
+    def current_tab(self) -> TabBase: ...
     def statusBar(self) -> QStatusBar: ...
     def show_error(self, title: str, message: str) -> None: ...
     def update_status(self) -> None: ...
@@ -132,7 +133,9 @@ class FileActions:
             tab = self.window.tab("History")
         except KeyError:
             return
-        if not hasattr(tab, "open_dialog"):  # the tab could not be built: it says why
+        from app.views.history.tab import HistoryTab  # built by now: its module is loaded
+
+        if not isinstance(tab, HistoryTab):  # the tab could not be built: it says why
             return
         self.window.tab_widget.setCurrentIndex(
             [self.window.tab_widget.tabText(i) for i in range(self.window.tab_widget.count())].index(
@@ -310,8 +313,7 @@ def export_widget_targets(tab: QWidget, path: str) -> list[str]:
         raise ValueError(f"export as .png or .svg, not {suffix or 'a file without extension'}")
     if suffix == ".png":
         return [str(write_png(tab, p))]
-    hook = getattr(tab, "export_targets", None)
-    targets = hook() if callable(hook) else {}
+    targets = tab.export_targets() if isinstance(tab, TabBase) else {}
     widgets = list(targets.values()) if targets else [tab]
     if len(widgets) == 1:
         return [str(write_svg(widgets[0], p))]

@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
 
 import app
 from app.views.page import page_help
+from app.views.tab import TabBase
 
 
 # ---- the README --------------------------------------------------------------------------------
@@ -100,19 +101,15 @@ def _inline_markdown(text: str) -> str:
 
 
 # ---- what am I looking at ------------------------------------------------------------------------
-def current_help(title: str, tab: QWidget) -> tuple[str, str]:
+def current_help(title: str, tab: TabBase) -> tuple[str, str]:
     """``(title, html)`` explaining what ``tab`` (titled ``title``) shows now: its ``current_help()``
     hook when it has one; else its current page's own header text (``current_page``, an attribute or
     a method) above what the tab is; else what the tab is."""
-    hook = getattr(tab, "current_help", None)
-    if callable(hook):
-        found = hook()
-        if found:
-            return found
+    found = tab.current_help()
+    if found:
+        return found
     intro = tab_intro(title, tab)
-    page = getattr(tab, "current_page", None)
-    if callable(page) and not isinstance(page, QWidget):
-        page = page()
+    page = tab.current_page
     text = page_help(page) if page is not None else ""
     if not text:
         return title, f"<p>{intro}</p>"

@@ -21,10 +21,11 @@ import pyqtgraph
 import PySide6
 import torch
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QMenu, QMenuBar, QMessageBox, QTabWidget, QWidget
+from PySide6.QtWidgets import QDockWidget, QMenu, QMenuBar, QMessageBox, QTabWidget
 
 from app.shell.file_actions import FileActions
 from app.shell.help import HelpDialog, current_help, read_readme, shortcuts_html
+from app.views.tab import TabBase
 
 APP_NAME = "Attention Lab"
 
@@ -34,11 +35,11 @@ class MenuHost(Protocol):
     the actions and dialogs)."""
 
     session: Any
-    tabs: dict[str, QWidget]
+    tabs: dict[str, TabBase]
     docks: dict[str, QDockWidget]
     tab_widget: QTabWidget
 
-    def current_tab(self) -> QWidget: ...
+    def current_tab(self) -> TabBase: ...
     def menuBar(self) -> QMenuBar: ...
     def reset_layout(self) -> None: ...
     def close(self) -> bool: ...
@@ -216,17 +217,14 @@ class WindowMenus:
         ]
 
     @staticmethod
-    def _tab_menu_actions(tab: QWidget) -> dict[str, list[QAction]]:
-        hook = getattr(tab, "menu_actions", None)
-        if not callable(hook):
-            return {}
+    def _tab_menu_actions(tab: TabBase) -> dict[str, list[QAction]]:
         try:
-            return dict(hook())
+            return dict(tab.menu_actions())
         except Exception:
             traceback.print_exc()
             return {}
 
-    def add_tab_actions(self, tab: QWidget) -> None:
+    def add_tab_actions(self, tab: TabBase) -> None:
         """Menus for a tab built after the menu bar (lazy windows)."""
         for menu, actions in self._tab_menu_actions(tab).items():
             if menu == "View":

@@ -10,18 +10,24 @@ import traceback
 from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
 
+from app.views.tab import TabBase
 
-def load_tab(title: str, spec: str, session) -> QWidget:
-    """Build the tab ``spec`` ("module:Class"), or a :class:`TabError` that says what went wrong."""
+
+def load_tab(title: str, spec: str, session) -> TabBase:
+    """Build the tab ``spec`` ("module:Class", a :class:`~app.views.tab.TabBase`), or a
+    :class:`TabError` that says what went wrong."""
     module_name, _, class_name = spec.partition(":")
     try:
-        return getattr(importlib.import_module(module_name), class_name)(session)
+        tab = getattr(importlib.import_module(module_name), class_name)(session)
     except Exception as exc:
         traceback.print_exc()
         return TabError(title, f"{type(exc).__name__}: {exc}")
+    if not isinstance(tab, TabBase):
+        return TabError(title, f"{spec} is not a tab (it does not derive from TabBase)")
+    return tab
 
 
-class TabError(QWidget):
+class TabError(TabBase):
     """Stands in for a tab that could not be built, and says why (selectable, so it can be reported)."""
 
     def __init__(self, title: str, error: str, parent: QWidget | None = None):
@@ -81,8 +87,9 @@ class TabScroll(QScrollArea):
         return False
 
 
-class TabHolder(QWidget):
-    """The page a tab lives in: "Loading…" until a lazy tab is built, then the tab.
+class TabHolder(TabBase):
+    """The page a tab lives in: "Loading…" until a lazy tab is built, then the tab. Until then it
+    stands in the window's ``tabs`` for the tab, which has nothing yet to save, export or show.
 
     The tab sits in a :class:`TabScroll`, so one wide tab's minimum size cannot force the whole
     window wider than the screen: below its minimum the tab scrolls instead.
@@ -91,14 +98,14 @@ class TabHolder(QWidget):
     def __init__(self, title: str):
         super().__init__()
         self.title = title
-        self.tab: QWidget | None = None
+        self.tab: TabBase | None = None
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(0, 0, 0, 0)
         self._loading = QLabel(f"Loading the {title} tab…")
         self._loading.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self._layout.addWidget(self._loading)
 
-    def set_tab(self, tab: QWidget) -> None:
+    def set_tab(self, tab: TabBase) -> None:
         self._layout.removeWidget(self._loading)
         self._loading.deleteLater()
         self.scroll = TabScroll(tab)

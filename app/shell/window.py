@@ -6,23 +6,12 @@ menu's actions do (``files``, :mod:`app.shell.file_actions`), and each tab's hol
 
 Tabs
 ----
-The main area's tabs come from :data:`TABS`, a list of ``(title, "module:Class")``. A tab class is
-constructed as ``Class(session, parent=None)`` and may offer these optional hooks:
-
-* ``export_targets() -> dict[str, QWidget]``: what File → Export current view writes (pyqtgraph
-  widgets export natively as SVG; any widget exports as PNG). Without it the whole tab is exported.
-* ``screenshot_pages() -> list[tuple[str, Callable[[], None]]]``: named sub-pages; the screenshot
-  command calls each callable (which shows that page) and then renders the tab.
-* ``menu_actions() -> dict[str, list[QAction]]``: actions to add to the named menus.
-* ``on_activated()``: called when the tab becomes the current one (compute lazily here).
-* ``current_help() -> (title, html)``: what Help → What am I looking at? (F1) shows; without it, the
-  header text of the tab's ``current_page`` (:func:`app.views.page.page_help`), else what the tab is.
-* ``shutdown()``: called from ``closeEvent``; stop the tab's own workers and wait for them.
-* ``save_state(settings)`` / ``restore_state(settings)``: persist what the tab wants (AppSettings).
-* ``docks``: the setup docks (keys of ``MainWindow.docks``: "data", "model", "training") the tab
-  wants beside it; the others are hidden while it is current and come back as they were when a tab
-  without ``docks`` (which keeps the user's layout) becomes current. The Budget tab, which has its
-  own config editor, wants none.
+The main area's tabs come from :data:`TABS`, a list of ``(title, "module:Class")``. A tab class derives
+from :class:`~app.views.tab.TabBase` and is constructed as ``Class(session)``; the window attaches
+itself as the tab's host (:class:`~app.views.tab.TabHost`: ask before replacing unsaved training, save
+as, run a prompt in the Attention tab) and calls the tab's hooks (:class:`~app.views.tab.Tab`: docks,
+on_activated, current_page / current_help, menu_actions, export_targets, screenshot_pages,
+save_state / restore_state, shutdown) and nothing else.
 
 A tab whose module is missing, fails to import or fails to construct shows a :class:`TabError` with
 the reason instead of taking the app down.
@@ -45,6 +34,7 @@ from app.shell.menus import APP_NAME, WindowMenus, about_text
 from app.shell.status_line import StatusLine
 from app.shell.tab_host import TabError, TabHolder, load_tab
 from app.shell.window_settings import STATE_VERSION, restore_window, save_window
+from app.views.tab import TabBase
 
 #: The tabs of the main area: (title, "module:Class"). Later issues add their modules; nothing else.
 TABS: list[tuple[str, str]] = [
@@ -114,7 +104,7 @@ class MainWindow(QMainWindow):
         self.tab_widget.setDocumentMode(True)
         self.setCentralWidget(self.tab_widget)
         #: title -> tab (a TabHolder until a lazily built tab exists); in registry order
-        self.tabs: dict[str, QWidget] = {}
+        self.tabs: dict[str, TabBase] = {}
         self._holders: dict[str, TabHolder] = {}
         self._pending: dict[str, str] = {}
         self._lazy = lazy
@@ -186,7 +176,6 @@ class MainWindow(QMainWindow):
             ts = self.settings.get_json("last/train_settings")
             if ts:
                 self.train_settings_panel.restore(ts)
-        self._connect_panels()
 
     def finish_setup(self) -> None:
         """Build everything a lazy window left for later (the late docks, then every tab)."""
@@ -211,62 +200,41 @@ class MainWindow(QMainWindow):
         spec = spec if spec is not None else self._pending.pop(title)
         self._pending.pop(title, None)
         tab = load_tab(title, spec, self.session)
+        tab.attach(self)
         self._holders[title].set_tab(tab)
         self.tabs[title] = tab
         if self.menu is not None:  # a tab built after the menu bar (lazy windows)
             self.menu.add_tab_actions(tab)
             if self._restore:
-                hook = getattr(tab, "restore_state", None)
-                if callable(hook):
-                    try:
-                        hook(self.settings)
-                    except Exception:
-                        traceback.print_exc()
+                try:
+                    tab.restore_state(self.settings)
+                except Exception:
+                    traceback.print_exc()
         return tab
 
-    def tab(self, title: str) -> QWidget:
+    def tab(self, title: str) -> TabBase:
         """The tab ``title``, built now if it was waiting."""
         if title in self._pending:
             return self._build_tab(title)
         return self.tabs[title]
 
-    def _connect_panels(self) -> None:
-        """The setup panels' problems gate Start and are named beside it; what the training
-        settings cannot do with the edited model is said in the Model panel too; a fresh Start over
-        unsaved training asks first, as Quit does; "Save now" without a path asks for one."""
-        config, settings = self.config_panel, self.train_settings_panel
+    # ---- what a tab may ask of the window (app.views.tab.TabHost) ------------------------------
+    def maybe_save(self, what: str) -> bool:
+        """Whether the shown model may be replaced by ``what``: unsaved training is asked about first."""
+        return self.files.maybe_save(what)
 
-        def related() -> None:
-            config.set_related_problems([p for p in settings.problems() if "context_length" in p])
-
-        settings.form.valueChanged.connect(lambda *_: related())
-        related()
-        train = self.tabs.get("Train")
-        if train is None:
-            return
-        if hasattr(train, "set_config_valid"):
-            config.validityChanged.connect(train.set_config_valid)
-            train.set_config_valid(config.valid)
-        if hasattr(train, "set_settings_valid"):
-            settings.validityChanged.connect(train.set_settings_valid)
-            train.set_settings_valid(settings.valid)
-        if hasattr(train, "set_panel_problems"):
-            train.set_panel_problems(config.problems, settings.problems)
-            for form in (config.form, settings.form):
-                form.valueChanged.connect(lambda *_: train.panels_changed())
-        if hasattr(train, "confirm_replace"):
-            train.confirm_replace = self.files.maybe_save
-        if hasattr(train, "saveRequested"):
-            train.saveRequested.connect(self.files.save_checkpoint_as)
-        if hasattr(train, "generate_box"):  # a chat's templated text, to the Attention tab
-            train.generate_box.attentionPromptRequested.connect(self.show_in_attention)
+    def save_checkpoint_as(self) -> None:
+        self.files.save_checkpoint_as()
 
     def show_in_attention(self, text: str) -> None:
         """Run ``text`` in the Attention tab and bring it forward (nothing when it is not there)."""
-        tab = self.tab("Attention") if "Attention" in self.tabs else None
-        if hasattr(tab, "set_prompt"):
-            tab.set_prompt(text)
-            self.tab_widget.setCurrentIndex(list(self.tabs).index("Attention"))
+        if "Attention" not in self.tabs:
+            return
+        tab = self.tab("Attention")
+        if isinstance(tab, TabError):
+            return
+        tab.set_prompt(text)
+        self.tab_widget.setCurrentIndex(list(self.tabs).index("Attention"))
 
     def _build_status_bar(self) -> None:
         self.status_line = StatusLine(self.statusBar(), self.session)
@@ -314,7 +282,7 @@ class MainWindow(QMainWindow):
         self.update_status()
 
     # ---- export --------------------------------------------------------------------------------
-    def current_tab(self) -> QWidget:
+    def current_tab(self) -> TabBase:
         """The current tab itself (not its holder), built now if it was waiting."""
         return self.tab(self.tab_widget.tabText(self.tab_widget.currentIndex()))
 
@@ -326,10 +294,10 @@ class MainWindow(QMainWindow):
             dock.show()
         self._apply_tab_docks(self.current_tab())
 
-    def _apply_tab_docks(self, tab: QWidget) -> None:
-        """Show only the docks ``tab`` wants (its ``docks`` attribute); a tab without one gets the
+    def _apply_tab_docks(self, tab: TabBase) -> None:
+        """Show only the docks ``tab`` wants (its ``docks``); a tab whose ``docks`` is None gets the
         layout back as it was before another tab hid docks."""
-        wanted = getattr(tab, "docks", None)
+        wanted = tab.docks
         if self._docks_state is not None:  # start from the user's own layout
             state = self._docks_state
             if wanted is None:
@@ -346,14 +314,14 @@ class MainWindow(QMainWindow):
     # ---- events --------------------------------------------------------------------------------
     def _on_tab_changed(self, index: int) -> None:
         title = self.tab_widget.tabText(index)
-        tab = self.tab(title) if title in self.tabs else self.tab_widget.widget(index)
+        if title not in self.tabs:
+            return
+        tab = self.tab(title)
         self._apply_tab_docks(tab)
-        hook = getattr(tab, "on_activated", None)
-        if callable(hook):
-            try:
-                hook()
-            except Exception:
-                traceback.print_exc()
+        try:
+            tab.on_activated()
+        except Exception:
+            traceback.print_exc()
 
     def paintEvent(self, event) -> None:
         super().paintEvent(event)
@@ -376,12 +344,10 @@ class MainWindow(QMainWindow):
         if self.files.local_models is not None:  # a scan of the machine's models still running
             self.files.local_models.shutdown()
         for tab in self.tabs.values():
-            hook = getattr(tab, "shutdown", None)
-            if callable(hook):
-                try:
-                    hook()
-                except Exception:
-                    traceback.print_exc()
+            try:
+                tab.shutdown()
+            except Exception:
+                traceback.print_exc()
         self.session.shutdown()
         event.accept()
 

@@ -34,12 +34,10 @@ def restore_window(win: Any) -> None:  # win: the MainWindow (typed loosely: no 
         with contextlib.suppress(Exception):
             win.config_panel.set_config(GPTConfig.from_dict(cfg, validate=False))
     for tab in win.tabs.values():
-        hook = getattr(tab, "restore_state", None)
-        if callable(hook):
-            try:
-                hook(st)
-            except Exception:
-                traceback.print_exc()
+        try:
+            tab.restore_state(st)
+        except Exception:
+            traceback.print_exc()
 
 
 def save_window(win: Any) -> None:
@@ -54,10 +52,8 @@ def save_window(win: Any) -> None:
     if win.train_settings_panel is not None:
         st.set_json("last/train_settings", win.train_settings_panel.values())
     for tab in win.tabs.values():
-        hook = getattr(tab, "save_state", None)
-        if callable(hook):
-            try:
-                hook(st)
-            except Exception:
-                traceback.print_exc()
+        try:
+            tab.save_state(st)
+        except Exception:
+            traceback.print_exc()
     st.sync()

@@ -8,9 +8,10 @@ import pytest
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
 from app.shell.window import TABS, MainWindow, TabError
+from app.views.tab import TabBase
 
 
-class BrokenTab(QWidget):
+class BrokenTab(TabBase):
     def __init__(self, session, parent=None):
         raise RuntimeError("this tab is broken on purpose")
 
@@ -40,12 +41,16 @@ def test_a_missing_or_broken_tab_module_does_not_take_the_app_down(qtbot, app_se
         ("Train", "app.views.train.tab:TrainTab"),
         ("Nowhere", "app.views.no_such_tab_module:Tab"),
         ("Broken", f"{__name__}:BrokenTab"),
+        ("Not a tab", f"{__name__}:NotATab"),
     ]
     win = MainWindow(settings=app_settings, confirm_close=False, restore=False, tabs=tabs)
     qtbot.addWidget(win)
     assert isinstance(win.tabs["Nowhere"], TabError)
     assert "no_such_tab_module" in win.tabs["Nowhere"].message.text()
     assert "broken on purpose" in win.tabs["Broken"].message.text()
+    # a widget that is not a Tab would be asked for hooks it does not have: it is refused by name
+    assert isinstance(win.tabs["Not a tab"], TabError)
+    assert "NotATab is not a tab" in win.tabs["Not a tab"].message.text()
     win.close()
 
 
@@ -195,7 +200,12 @@ def test_lazy_window_paints_first_then_builds_the_rest(qtbot, app_settings):
     win.close()
 
 
-class DataOnlyTab(QWidget):
+class NotATab(QWidget):
+    def __init__(self, session, parent=None):
+        super().__init__(parent)
+
+
+class DataOnlyTab(TabBase):
     """A tab that wants only the Data dock beside it."""
 
     docks = ("data",)

@@ -59,6 +59,7 @@ from app.views.attention.readiness import wait_ready
 from app.views.attention.rollout_page import RolloutPage
 from app.views.attention.state import AttentionState
 from app.views.page import screenshot_steps
+from app.views.tab import TabBase
 from app.widgets.page_stack import CurrentPageStack, CurrentPageTabs
 from model.interp.inspection import inspect_prompt
 from model.interp.plan import plan_prompt
@@ -80,7 +81,7 @@ SCREENSHOT_ORDER = (
 FOLLOW_UPS = "attention.run."
 
 
-class AttentionTab(QWidget):
+class AttentionTab(TabBase):
     """The Attention inspector; see the module docstring. Constructed as ``AttentionTab(session)``."""
 
     inspected = Signal(object)

@@ -38,6 +38,7 @@ from app.views.budget.memory_pages import KVPage, MemoryPage
 from app.views.budget.pages import CostPage, FlopsPage, ParamsPage
 from app.views.budget.side_by_side import SideBySidePage
 from app.views.page import Page, bring_into_view, page_targets, panel_beside_pages, screenshot_steps
+from app.views.tab import TabBase
 from app.widgets.config_form import GROUPS, gpt_config_form
 from app.widgets.layouts import vertical_scroll
 from app.widgets.page_stack import CurrentPageTabs
@@ -74,7 +75,7 @@ def budget_config_form():
     return form
 
 
-class BudgetTab(QWidget):
+class BudgetTab(TabBase):
     """Budgets of any config. ``editor`` holds the config; ``recomputed`` fires after every update."""
 
     recomputed = Signal()

@@ -38,6 +38,7 @@ from app.views.compare.state import CompareState
 from app.views.compare.tables_page import ConfigPage, MetricsPage
 from app.views.compare.training import VariantTraining
 from app.views.page import bring_into_view, page_targets, panel_beside_pages, screenshot_steps
+from app.views.tab import TabBase
 from app.widgets.page_stack import CurrentPageTabs
 from model.compare import comparison as cmp
 from model.compare.tables import history_points
@@ -52,7 +53,7 @@ PAGES = (LossPage, GridsPage, DifferencePage, MetricsPage, ConfigPage)
 NO_MODEL = "There is no current model yet: build or train one in the Train tab."
 
 
-class CompareTab(QWidget):
+class CompareTab(TabBase):
     """Compare runs. Public API (also what the tests drive): :meth:`add_variant`,
     :meth:`add_current_model`, :meth:`add_initial_model`, :meth:`add_checkpoint`,
     :meth:`train_variants`, :meth:`run_prompt`, :meth:`set_pair`, :meth:`save_comparison`,

@@ -36,6 +36,7 @@ from app.views.history.open_dialog import OpenHistoryDialog
 from app.views.history.state import HistoryState
 from app.views.history.step_plot import StepPlot
 from app.views.history.to_compare import add_steps
+from app.views.tab import TabBase
 from app.widgets.head_mosaic import HeadMosaic
 from model.errors import AttentionLabError
 from model.io.history import History
@@ -46,7 +47,7 @@ from model.io.revisions import open_source, suggested_prompt
 DEFAULT_PROMPT = "The cat sat on the mat because it was warm. The cat sat on the mat because it was warm."
 
 
-class HistoryTab(QWidget):
+class HistoryTab(TabBase):
     """A model's training history (see the module docstring). ``stepShown(index)`` once a step's
     snapshot is drawn; ``compareReady(a, b)`` once two steps are in the Compare tab."""
 

@@ -50,6 +50,7 @@ from app.views.labs.residual import GradFlowPage, LiveNormsPage, StreamNormsPage
 from app.views.labs.softmax import SoftmaxModelPage, SoftmaxTheoryPage, SoftmaxTrainingPage
 from app.views.labs.worked import WorkedExamplePage
 from app.views.page import bring_into_view, page_targets, screenshot_steps
+from app.views.tab import TabBase
 from app.widgets.page_stack import CurrentPageStack
 
 #: Refresh the page on screen at most this often while the session trains (seconds).
@@ -79,7 +80,7 @@ def page_classes() -> list[type[LabPage]]:
     ]
 
 
-class LabsTab(QWidget):
+class LabsTab(TabBase):
     """The Labs tab (see the module docstring).
 
     Pages are built when first shown (a page holds several plots; building all of them would slow the
@@ -196,7 +197,7 @@ class LabsTab(QWidget):
             return
         self._last_live = now
         self._update_model_label()
-        page = self.current_page()
+        page = self.current_page
         if page is None:
             return
         if page.uses_model and page.follows_training and page.isVisible() and page.idle:
@@ -221,6 +222,7 @@ class LabsTab(QWidget):
         slug = item.data(0, Qt.ItemDataRole.UserRole)
         self.stack.setCurrentWidget(self.page(slug))
 
+    @property
     def current_page(self) -> LabPage | None:
         return self.stack.currentWidget()
 
@@ -232,7 +234,7 @@ class LabsTab(QWidget):
     # ---- hooks the window calls --------------------------------------------------------------
     def on_activated(self) -> None:
         self._update_model_label()
-        page = self.current_page()
+        page = self.current_page
         if page is not None and page.in_view():
             bring_into_view(page)
 
@@ -241,7 +243,7 @@ class LabsTab(QWidget):
             page.shutdown()
 
     def export_targets(self) -> dict[str, QWidget]:
-        page = self.current_page()
+        page = self.current_page
         return page_targets(page, f"{page.key} " if page is not None else "")
 
     def screenshot_pages(self):

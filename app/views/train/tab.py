@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Callable
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence, QTextCursor
 from PySide6.QtWidgets import (
     QApplication,
@@ -32,6 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.pace import format_eta
+from app.views.tab import TabBase
 from app.views.train.follow_bar import FollowBar
 from app.views.train.generate_box import GenerateBox
 from app.views.train.live_attention import LiveAttention
@@ -41,18 +41,15 @@ from app.widgets.progress import ReadableProgressBar
 from model.train.settings import eta_seconds
 
 
-class TrainTab(QWidget):
-    """Train the current model and watch it learn. Buttons: ``start_button`` ... ``save_button``."""
-
-    #: "Save now" with no checkpoint path yet: the window asks where (File → Save checkpoint)
-    saveRequested = Signal()
+class TrainTab(TabBase):
+    """Train the current model and watch it learn. Buttons: ``start_button`` ... ``save_button``.
+    It asks its host (the window) before a fresh run replaces unsaved training, where "Save now"
+    writes when the model has no checkpoint path yet, and to run a chat's templated text in the
+    Attention tab."""
 
     def __init__(self, session, parent: QWidget | None = None):
         super().__init__(parent)
         self.session = session
-        self._config_valid = True
-        self._settings_valid = True
-        self._panel_problems: dict[str, Callable[[], list[str]]] = {}
 
         root = QVBoxLayout(self)
         root.addLayout(self._build_controls())
@@ -78,6 +75,7 @@ class TrainTab(QWidget):
         bottom = QSplitter(Qt.Orientation.Horizontal)
         bottom.addWidget(self._build_samples())
         self.generate_box = GenerateBox(session)
+        self.generate_box.attentionPromptRequested.connect(lambda text: self.host.show_in_attention(text))
         bottom.addWidget(self.generate_box)
         main.addWidget(bottom)
         main.setStretchFactor(0, 3)
@@ -93,7 +91,8 @@ class TrainTab(QWidget):
         s.modelChanged.connect(
             lambda *_: (self._update_buttons(), self._update_reference(), self._update_router())
         )
-        s.configChanged.connect(lambda *_: self._update_buttons())
+        for changed in (s.configChanged, s.trainSettingsChanged, s.editsChanged):
+            changed.connect(lambda *_: self._update_buttons())
         s.dataChanged.connect(self._on_data)
         s.trainingFinished.connect(self._on_finished)
         s.checkpointSaved.connect(lambda path: self.status_label.setText(f"Saved to {path}"))
@@ -186,50 +185,22 @@ class TrainTab(QWidget):
     def screenshot_pages(self):
         return [("", lambda: None)]
 
-    def set_config_valid(self, valid: bool) -> None:
-        self._config_valid = valid
-        self._update_buttons()
-
-    def set_settings_valid(self, valid: bool) -> None:
-        self._settings_valid = valid
-        self._update_buttons()
-
-    def set_panel_problems(self, model: Callable[[], list[str]], training: Callable[[], list[str]]) -> None:
-        """Where the Model and Training panels' own problems are read (the window connects them), so
-        a disabled Start names the reason, not only the panel."""
-        self._panel_problems = {"Model panel": model, "Training panel": training}
-        self._update_buttons()
-
-    def panels_changed(self) -> None:
-        """A panel was edited: Start's state and its reason follow."""
-        self._update_buttons()
-
     def shutdown(self) -> None:
         self.generate_box.shutdown()
 
     # ---- run control ---------------------------------------------------------------------------
     def start_blocker(self) -> str:
-        """Why Start is disabled now ('' when it is enabled): the first problem the panels show, else
-        the session's own reason (:meth:`~app.session.training_run.TrainingRun.problems`)."""
-        s = self.session
-        if not s.is_training and not s.is_following:
-            for panel, problems in self._panel_problems.items():
-                found = problems()
-                if found:
-                    return f"{found[0]} ({panel})"
-            if not self._config_valid:
-                return "fix the model configuration (Model panel)"
-            if not self._settings_valid:
-                return "fix the training settings (Training panel)"
-        problems = s.run.problems()
+        """Why Start is disabled now ('' when it is enabled): the first reason of Start's rule,
+        :meth:`~app.session.training_run.TrainingRun.problems` (a panel's own problem first)."""
+        problems = self.session.run.problems()
         return problems[0] if problems else ""
 
     def start(self) -> None:
-        """Start or continue; a fresh run over unsaved training asks first (``confirm_replace``)."""
+        """Start or continue; a fresh run over unsaved training asks first (the host's ``maybe_save``)."""
         if self.start_blocker():
             return
         s = self.session
-        if not s.run.can_continue() and not self.confirm_replace("Start a fresh run"):
+        if not s.run.can_continue() and not self.host.maybe_save("Start a fresh run"):
             return
         try:
             s.start_training()
@@ -237,11 +208,6 @@ class TrainTab(QWidget):
             self.status_label.setText(f"<span style='color:#c02020'>Cannot start: {_html(str(exc))}</span>")
             return
         self.status_label.setText("Starting…")
-
-    @staticmethod
-    def confirm_replace(what: str) -> bool:
-        """Whether the current model may be replaced (the window asks about unsaved training)."""
-        return True
 
     def toggle_pause(self) -> None:
         if self.session.state == "paused":
@@ -256,7 +222,7 @@ class TrainTab(QWidget):
             except Exception as exc:
                 self.status_label.setText(f"<span style='color:#c02020'>Save failed: {exc}</span>")
         else:
-            self.saveRequested.emit()
+            self.host.save_checkpoint_as()
 
     def _update_buttons(self) -> None:
         s = self.session
