@@ -49,7 +49,11 @@ class Edits:
         """Every panel's problems, each with its panel named ("… (Model panel)"), then a line for
         each panel that is not valid without naming a problem; empty when Start need not wait."""
         named = [f"{p} ({panel})" for panel in PANELS for p in self.get(panel).problems]
-        unnamed = [line for panel, line in PANELS.items() if not self.get(panel).valid]
+        unnamed = [
+            line
+            for panel, line in PANELS.items()
+            if not self.get(panel).valid and not self.get(panel).problems
+        ]
         return named + unnamed
 
 

@@ -1,0 +1,83 @@
+"""The session's inputs announce their own changes, the panels' edits gate Start through the one rule
+(TrainingRun.problems), and Start does not write the training settings back (issue 40.1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.session.edits import PANELS, Edits
+from model.config import ConfigError
+
+
+@pytest.fixture
+def tiny_session(qtbot, tiny_config, tiny_settings):
+    """A session without a window on a tiny untrained model of ``task:copy``."""
+    from app.session.session import Session
+
+    s = Session()
+    s.sample_every = 0
+    s.set_device("cpu")
+    s.set_source("task:copy")
+    s.set_config(tiny_config)
+    s.set_train_settings(tiny_settings.replace(steps=2, probe_every=0))
+    s.build_model()
+    yield s
+    s.shutdown()
+
+
+def test_edits_name_each_panels_problems_in_panel_order_then_the_invalid_ones():
+    edits = Edits()
+    assert edits.problems() == []
+    assert edits.set("Training panel", ["seq_len 64 > context_length 32"], False)
+    assert not edits.set("Training panel", ["seq_len 64 > context_length 32"], False)  # no change
+    assert edits.set("Model panel", [], False)  # invalid, but no problem named (text in a number field)
+    assert edits.problems() == [
+        "seq_len 64 > context_length 32 (Training panel)",
+        PANELS["Model panel"],
+    ]
+    assert edits.set("Model panel", ["n_heads 3 does not divide d_model 16"], False)
+    assert edits.problems()[0] == "n_heads 3 does not divide d_model 16 (Model panel)"
+    with pytest.raises(KeyError, match="unknown panel"):
+        edits.set("Data panel", [], True)
+
+
+def test_training_settings_announce_their_change_once_and_are_validated_when_set(qtbot, tiny_session):
+    s = tiny_session
+    seen = []
+    s.trainSettingsChanged.connect(seen.append)
+    new = s.train_settings.replace(steps=s.train_settings.steps + 1)
+    s.set_train_settings(new)
+    s.set_train_settings(new.replace())  # an equal value says nothing
+    assert seen == [new]
+    with pytest.raises(ConfigError):
+        s.set_train_settings(new.replace(batch_size=0))
+    assert s.train_settings == new  # nothing changed
+
+
+def test_a_panels_edit_blocks_start_with_its_own_words_and_start_raises_them(qtbot, tiny_session):
+    s = tiny_session
+    assert s.run.problems() == []
+    panels = []
+    s.editsChanged.connect(panels.append)
+    s.set_edit("Model panel", ["d_model must be a multiple of n_heads"], False)
+    s.set_edit("Model panel", ["d_model must be a multiple of n_heads"], False)
+    assert panels == ["Model panel"]
+    assert s.run.problems()[0] == "d_model must be a multiple of n_heads (Model panel)"
+    assert s.run.plan().kind == "blocked"
+    with pytest.raises(ConfigError, match="Model panel"):
+        s.start_training()
+    assert s.state == "idle"
+    s.set_edit("Model panel", [], True)
+    assert s.run.problems() == []
+
+
+def test_start_leaves_the_sessions_training_settings_as_they_were_set(qtbot, tiny_session):
+    s = tiny_session
+    before = s.train_settings.replace(device="auto")
+    s.set_train_settings(before)
+    changed = []
+    s.trainSettingsChanged.connect(changed.append)
+    with qtbot.waitSignal(s.trainingFinished, timeout=60_000):
+        s.start_training()
+    assert s.train_settings is before and changed == []  # the run filled its device in its own copy
+    assert s.trainer.settings.device == "cpu"
