@@ -17,6 +17,8 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, interval_ms
     behind each time: 1 MiB over a soak's minutes).
     """
     app = QCoreApplication.instance()
+    if app is None:
+        raise RuntimeError("wait_until needs a QApplication: create one first")
     deadline = time.monotonic() + timeout
     loop = QEventLoop()
     pause = QTimer()

@@ -1,42 +1,69 @@
-"""How the session shows its inputs and its parts' fields: :func:`announced`, a field that emits its
-own signal when it is set to a new value, and :func:`part_field`, a part's field read under the
-session's name."""
+"""How the session shows its inputs and its parts' fields: :class:`Announced`, a field that emits its
+own signal when it is set to a new value, and :class:`PartField`, a part's field read under the
+session's name. Both are typed descriptors: ``session.model`` is a ``GPT | None`` to mypy."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
+
+T = TypeVar("T")
 
 
-def announced(signal: str, doc: str = "") -> property:
-    """A field that emits the owner's ``signal`` (a Qt signal of one object argument) with the new
-    value whenever it is set to a value that differs from the old one; setting the same value again
-    says nothing. The value lives in the owner's ``_<signal>_value``."""
-    slot = f"_{signal}_value"
+class Announced(Generic[T]):
+    """A field that emits the owner's ``signal`` (a signal of one object argument) with the new value
+    whenever it is set to a value that differs from the old one; setting an equal value again says
+    nothing. Unset, it reads None."""
 
-    def get(self) -> Any:
-        return getattr(self, slot, None)
+    def __init__(self, signal: str) -> None:
+        self.signal = signal
+        self.slot = f"_{signal}_value"
 
-    def set(self, value: Any) -> None:
-        if value is get(self) or (value is not None and value == get(self)):
+    @overload
+    def __get__(self, obj: None, objtype: Any = None) -> Announced[T]: ...
+    @overload
+    def __get__(self, obj: object, objtype: Any = None) -> T: ...
+    def __get__(self, obj: object | None, objtype: Any = None) -> Any:
+        if obj is None:
+            return self
+        return obj.__dict__.get(self.slot)
+
+    def __set__(self, obj: object, value: T) -> None:
+        old = obj.__dict__.get(self.slot)
+        if value is old or (value is not None and value == old):
             return
-        setattr(self, slot, value)
-        getattr(self, signal).emit(value)
-
-    return property(get, set, doc=doc or f"a field that announces its change with ``{signal}``")
+        obj.__dict__[self.slot] = value
+        getattr(obj, self.signal).emit(value)
 
 
-def part_field(path: str, *, settable: bool = False) -> property:
+class PartField(Generic[T]):
     """A field of one of the session's parts (``path``: ``"slot.model"``, ``"slot.record.history"``,
-    ``"probe.prompt"``), read under the session's name; the session's methods change it."""
-    *parts, name = path.split(".")
+    ``"probe.prompt"``), read under the session's name; the session's methods change it, and only a
+    ``settable`` one may be set through the session."""
 
-    def owner(self):
-        for part in parts:
-            self = getattr(self, part)
-        return self
+    def __init__(self, path: str, *, settable: bool = False) -> None:
+        *self.parts, self.name = path.split(".")
+        self.path = path
+        self.settable = settable
+        self.__doc__ = f"``session.{path}``"
 
-    setter = (lambda self, value: setattr(owner(self), name, value)) if settable else None
-    return property(lambda self: getattr(owner(self), name), setter, doc=f"``session.{path}``")
+    def _owner(self, obj: object) -> object:
+        for part in self.parts:
+            obj = getattr(obj, part)
+        return obj
+
+    @overload
+    def __get__(self, obj: None, objtype: Any = None) -> PartField[T]: ...
+    @overload
+    def __get__(self, obj: object, objtype: Any = None) -> T: ...
+    def __get__(self, obj: object | None, objtype: Any = None) -> Any:
+        if obj is None:
+            return self
+        return getattr(self._owner(obj), self.name)
+
+    def __set__(self, obj: object, value: T) -> None:
+        if not self.settable:
+            raise AttributeError(f"session.{self.path} is changed by the session's methods, not set")
+        setattr(self._owner(obj), self.name, value)
 
 
-__all__ = ["announced", "part_field"]
+__all__ = ["Announced", "PartField"]

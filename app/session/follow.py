@@ -17,7 +17,7 @@ makes it the session's model (the Attention tab then shows it) without touching 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -62,7 +62,7 @@ class FollowWorker(LoopWorker):
         self.prompt: str | None = None  # the run's probe prompt (from its newest probe)
         self._last_step = 0
 
-    def work(self) -> Iterator[None]:
+    def work(self) -> Generator[None, None, None]:
         while True:
             up = self.follower.poll()
             if up.restarted:

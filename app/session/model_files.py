@@ -94,6 +94,8 @@ def save_model_file(path: str, slot: ModelSlot, *, source_spec: str) -> None:
     with compute_lock:
         if slot.trainer is not None:
             slot.trainer.save(path)
+        elif slot.model is None:
+            raise ValueError("there is no model to save")
         else:
             meta = {"source": source_spec, "name": Path(path).name}
             save_checkpoint(path, slot.model, slot.tokenizer, meta=meta)

@@ -53,7 +53,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.session.compute import ComputeWorker
 from app.session.edits import Edits
-from app.session.fields import announced, part_field
+from app.session.fields import Announced, PartField
 from app.session.follow import FollowedRun
 from app.session.garbage import settle_garbage
 from app.session.model_files import check_fits, open_model_file, save_model_file, starter_note
@@ -141,24 +141,24 @@ class Session(QObject):
         self.follow.updated.connect(self.followUpdated)
 
     #: the TrainSettings the next Start uses (a running worker keeps its own)
-    train_settings: TrainSettings | None = announced("trainSettingsChanged")
+    train_settings: Announced[TrainSettings | None] = Announced("trainSettingsChanged")
 
     # the parts' fields, under the session's names (the table in the module docstring)
-    probe_prompt: str = part_field("probe.prompt")
-    sample_prompt: str = part_field("probe.sample_prompt")
-    sample_every: int = part_field("probe.sample_every", settable=True)
-    model: GPT | None = part_field("slot.model")
-    tokenizer: Any = part_field("slot.tokenizer", settable=True)
-    trainer: Trainer | None = part_field("slot.trainer")
-    checkpoint_path: str | None = part_field("slot.path")
-    checkpoint_meta: dict = part_field("slot.meta")
-    history: list[dict] = part_field("slot.record.history")
-    samples: list[tuple[int, str]] = part_field("slot.record.samples")
-    latest_frame: AttentionFrame | None = part_field("slot.record.latest_frame")
-    frames: FrameHistory = part_field("slot.record.frames")
-    dirty: bool = part_field("slot.record.dirty", settable=True)
-    saved_step: int = part_field("slot.record.saved_step")
-    tokens_per_s: float = part_field("slot.record.tokens_per_s")
+    probe_prompt: PartField[str] = PartField("probe.prompt")
+    sample_prompt: PartField[str] = PartField("probe.sample_prompt")
+    sample_every: PartField[int] = PartField("probe.sample_every", settable=True)
+    model: PartField[GPT | None] = PartField("slot.model")
+    tokenizer: PartField[Any] = PartField("slot.tokenizer", settable=True)
+    trainer: PartField[Trainer | None] = PartField("slot.trainer")
+    checkpoint_path: PartField[str | None] = PartField("slot.path")
+    checkpoint_meta: PartField[dict] = PartField("slot.meta")
+    history: PartField[list[dict]] = PartField("slot.record.history")
+    samples: PartField[list[tuple[int, str]]] = PartField("slot.record.samples")
+    latest_frame: PartField[AttentionFrame | None] = PartField("slot.record.latest_frame")
+    frames: PartField[FrameHistory] = PartField("slot.record.frames")
+    dirty: PartField[bool] = PartField("slot.record.dirty", settable=True)
+    saved_step: PartField[int] = PartField("slot.record.saved_step")
+    tokens_per_s: PartField[float] = PartField("slot.record.tokens_per_s")
 
     # ---- derived -------------------------------------------------------------------------------
     @property
@@ -268,7 +268,8 @@ class Session(QObject):
         except Exception as exc:  # a damaged install must not keep the app from starting
             self.statusMessage.emit(f"the starter model could not be opened ({exc}): a fresh model instead")
             return False
-        self.statusMessage.emit(starter_note(self.model, self.tokenizer, self.probe_prompt))
+        if self.model is not None:  # (it is: load_checkpoint raises otherwise)
+            self.statusMessage.emit(starter_note(self.model, self.tokenizer, self.probe_prompt))
         return True
 
     def set_device(self, choice: str) -> None:

@@ -46,6 +46,8 @@ class RunHost(Protocol):
     trainer: Trainer | None
     checkpoint_path: str | None
     checkpoint_meta: dict
+    source_spec: str
+    history: list[dict]
     train_settings: TrainSettings | None
     device: Any
     initialising: bool
@@ -255,6 +257,18 @@ class TrainingRun(WorkerRun):
             return s.model
         return None
 
+    def _run_settings(self) -> TrainSettings:
+        """The settings a run started now trains with: the session's, on the session's device (its
+        own copy: the session's settings stay as they were set). Only once :meth:`problems` is empty."""
+        settings = self.host.train_settings
+        if settings is None:
+            raise ConfigError(self.problems())
+        return settings.replace(device=str(self.host.device or "cpu"))
+
+    def _continued(self) -> Trainer | None:
+        """The trainer Start continues (:meth:`can_continue`), else None."""
+        return self.host.trainer if self.can_continue() else None
+
     def plan(self) -> StartPlan:
         """What Start would do now, in the window's words (the Train tab says it beside Start):
         :meth:`start` does exactly this."""
@@ -262,9 +276,9 @@ class TrainingRun(WorkerRun):
         problems = self.problems()
         if problems:
             return StartPlan("blocked", f"Start is disabled: {problems[0]}", tuple(problems))
-        settings = s.train_settings.replace(device=str(s.device or "cpu"))
-        if self.can_continue():
-            trainer = s.trainer
+        settings = self._run_settings()
+        trainer = self._continued()
+        if trainer is not None:
             then = continued(trainer.settings, settings, trainer.step)
             return StartPlan("continue", continue_text(trainer.settings, then, trainer.step))
         config = s.config.with_vocab(s.source.tokenizer.vocab_size)
@@ -307,15 +321,14 @@ class TrainingRun(WorkerRun):
         if problems:
             raise ConfigError(problems)
         config = s.config.with_vocab(s.source.tokenizer.vocab_size)
-        settings = s.train_settings.replace(device=str(s.device or "cpu"))  # valid: problems() said so
+        settings = self._run_settings()  # valid: problems() said so
         self._awaiting_trainer = False
-        if self.can_continue():
-            trainer = s.trainer
+        trainer = self._continued()
+        if trainer is not None:
             trainer.settings = continued(trainer.settings, settings, trainer.step)
             target = trainer.settings.steps
             make = None  # the worker clears a stop its last run left
         else:
-            trainer = None
             target = settings.steps
             source = s.source
             model = self._fine_tune_target(config)

@@ -28,7 +28,7 @@ import threading
 import traceback
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,7 +130,7 @@ class LoopWorker(QObject):
         return self._thread is not None and self._thread.is_alive()
 
     # ---- to write ------------------------------------------------------------------------------
-    def work(self) -> Iterator[Any]:
+    def work(self) -> Generator[Any, None, None]:
         """The loop: yield after each step (raise to end with an error)."""
         raise NotImplementedError
 
@@ -214,8 +214,10 @@ class TrainWorker(LoopWorker):
         """Probe again at the next gap (the prompt changed); wakes a paused worker for it."""
         self.control.call_soon(lambda: self.prober.refresh(self.trainer))
 
-    def work(self) -> Iterator[None]:
+    def work(self) -> Generator[None, None, None]:
         if self.trainer is None:
+            if self._make_trainer is None:
+                raise RuntimeError("a TrainWorker needs a trainer or a way to make one")
             self.trainer = self._make_trainer(self.control)  # a stop meanwhile is the trainer's too
         trainer = self.trainer
         self.start_step = int(trainer.step)
@@ -304,7 +306,7 @@ class GroupWorker(LoopWorker):
         self.params: dict[str, int] = {}
         self.step = 0
 
-    def work(self) -> Iterator[None]:
+    def work(self) -> Generator[None, None, None]:
         from model.train.multitrain import TrainerGroup  # the trainer's modules: not before a comparison
 
         spec = self.spec
@@ -317,7 +319,7 @@ class GroupWorker(LoopWorker):
         for ev in group.iter_steps(target):
             if ev.diverged is not None:
                 self.mailbox.put("notes", f"{ev.name}: {ev.diverged}")
-            else:
+            elif ev.event is not None:  # (a step that did not diverge has its event)
                 self.mailbox.put("events", (ev.name, ev.event.to_dict()))
             if group.step > self.step:
                 self.step = step = group.step
@@ -337,10 +339,13 @@ class GroupWorker(LoopWorker):
         return ended(reason, final)
 
     def _probe_all(self, step: int) -> None:
-        for name in self.group.active if self.spec.probe is not None else ():
+        probe = self.spec.probe
+        if probe is None:
+            return
+        for name in self.group.active:
             try:
                 with compute_lock:
-                    value = self.spec.probe(name, self.group.trainers[name])
+                    value = probe(name, self.group.trainers[name])
             except Exception as exc:
                 self.mailbox.put("notes", f"{name}: probe failed at step {step}: {exc}")
                 continue
@@ -376,7 +381,7 @@ class GenerateWorker(LoopWorker):
         self.sampling = sampling
         self.parts: list[str] = []
 
-    def work(self) -> Iterator[None]:
+    def work(self) -> Generator[None, None, None]:
         if self.model_source is not None:
             self.model = self.model_source()
         with warnings.catch_warnings():

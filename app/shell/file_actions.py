@@ -36,6 +36,10 @@ class FileHost(Protocol):
 
     def tab(self, title: str) -> TabBase: ...
     def current_tab(self) -> TabBase: ...
+    def window(self) -> QWidget:
+        """The window's own widget (QWidget.window()): the parent of every dialog."""
+        ...
+
     def statusBar(self) -> QStatusBar: ...
     def show_error(self, title: str, message: str) -> None: ...
     def update_status(self) -> None: ...
@@ -73,7 +77,7 @@ class FileActions:
             return
         if not self.maybe_save("Open a checkpoint"):
             return
-        path = CheckpointDialog.get_path(self.window, self.settings.last_dir("checkpoint"))
+        path = CheckpointDialog.get_path(self.window.window(), self.settings.last_dir("checkpoint"))
         if path:
             self.open_checkpoint(path)
 
@@ -109,7 +113,7 @@ class FileActions:
         if not self.maybe_save("Follow a run folder"):
             return
         path = QFileDialog.getExistingDirectory(
-            self.window, "Follow a run folder", self.settings.last_dir("run")
+            self.window.window(), "Follow a run folder", self.settings.last_dir("run")
         )
         if path:
             self.follow_run(path)
@@ -150,7 +154,7 @@ class FileActions:
 
         dialog = getattr(self, "_get_model", None)
         if dialog is None:
-            dialog = self.get_model = GetModelDialog(self.window)
+            dialog = self.get_model = GetModelDialog(self.window.window())
             dialog.downloaded.connect(self._open_downloaded)
         dialog.show()
         dialog.raise_()
@@ -163,7 +167,7 @@ class FileActions:
 
         dialog = self.local_models
         if dialog is None:
-            dialog = self.local_models = LocalModelsDialog(self.window)
+            dialog = self.local_models = LocalModelsDialog(self.window.window())
             dialog.openRequested.connect(self.open_local_model)
         elif not dialog.isVisible():
             dialog.refresh()
@@ -223,7 +227,10 @@ class FileActions:
         with self._run_held():
             start = str(Path(self.settings.last_dir("checkpoint")) / f"run-step{self.session.step}")
             path, _ = QFileDialog.getSaveFileName(
-                self.window, "Save checkpoint as (a directory is created)", start, "Checkpoint directory (*)"
+                self.window.window(),
+                "Save checkpoint as (a directory is created)",
+                start,
+                "Checkpoint directory (*)",
             )
             if not path:
                 return False
@@ -268,7 +275,7 @@ class FileActions:
         else:
             said = f"The model has trained {unsaved:,} steps and has not been saved."
         answer = QMessageBox.question(
-            self.window,
+            self.window.window(),
             what,
             f"{said} Save it first?",
             B.Save | B.Discard | B.Cancel,
@@ -285,7 +292,7 @@ class FileActions:
         title = self.window.tab_widget.tabText(self.window.tab_widget.currentIndex()).lower()
         start = str(Path(self.settings.last_dir("export")) / f"attention-lab-{title}.png")
         path, chosen = QFileDialog.getSaveFileName(
-            self.window, "Export current view", start, "PNG image (*.png);;SVG drawing (*.svg)"
+            self.window.window(), "Export current view", start, "PNG image (*.png);;SVG drawing (*.svg)"
         )
         if not path:
             return

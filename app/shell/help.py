@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QDialogButtonBox,
     QLabel,
     QLineEdit,
+    QMainWindow,
     QPlainTextEdit,
     QTextBrowser,
     QTextEdit,
@@ -176,7 +177,8 @@ def shortcut_rows(window: QWidget) -> list[tuple[str, str, str]]:
             else:
                 add_action(act, " → ".join(path) + " menu")
 
-    for top in window.menuBar().actions():
+    bar = window.menuBar() if isinstance(window, QMainWindow) else None
+    for top in bar.actions() if bar is not None else []:
         if top.menu() is not None:
             walk(top.menu(), [_clean(top.text())])
     for act in window.findChildren(QAction):
@@ -185,7 +187,8 @@ def shortcut_rows(window: QWidget) -> list[tuple[str, str, str]]:
         keys = _keys(sc.keys())
         if not keys or not sc.isEnabled():
             continue
-        parent = sc.parent() if isinstance(sc.parent(), QWidget) else None
+        owner = sc.parent()
+        parent = owner if isinstance(owner, QWidget) else None
         what = sc.whatsThis() or f"in the {_widget_label(parent)}"
         rows.append((keys, what, _where(window, sc)))
     return rows

@@ -21,7 +21,7 @@ import pyqtgraph
 import PySide6
 import torch
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QMenu, QMenuBar, QMessageBox, QTabWidget
+from PySide6.QtWidgets import QDockWidget, QMenu, QMenuBar, QMessageBox, QTabWidget, QWidget
 
 from app.shell.file_actions import FileActions
 from app.shell.help import HelpDialog, current_help, read_readme, shortcuts_html
@@ -41,6 +41,10 @@ class MenuHost(Protocol):
 
     def current_tab(self) -> TabBase: ...
     def menuBar(self) -> QMenuBar: ...
+    def window(self) -> QWidget:
+        """The window's own widget (QWidget.window()): the parent of the actions and dialogs."""
+        ...
+
     def reset_layout(self) -> None: ...
     def close(self) -> bool: ...
 
@@ -59,7 +63,7 @@ class WindowMenus:
         self._build_menus()
 
     def _action(self, text: str, slot: Callable, shortcut=None, tip: str = "") -> QAction:
-        act = QAction(text, self.window)
+        act = QAction(text, self.window.window())
         if shortcut is not None:
             act.setShortcut(QKeySequence(shortcut))
         if tip:
@@ -166,7 +170,7 @@ class WindowMenus:
             else:
                 self.file_menu.addAction(act)
         self.menus = {"File": self.file_menu}
-        self._view_extra_anchor = None
+        self._view_extra_anchor: QAction | None = None
         extra: dict[str, list[QAction]] = {}
         for tab in self.window.tabs.values():
             for menu, actions in self._tab_menu_actions(tab).items():
@@ -229,11 +233,14 @@ class WindowMenus:
         for menu, actions in self._tab_menu_actions(tab).items():
             if menu == "View":
                 for act in actions:
-                    self.view_menu.insertAction(self._view_extra_anchor, act)
+                    if self._view_extra_anchor is None:
+                        self.view_menu.addAction(act)
+                    else:
+                        self.view_menu.insertAction(self._view_extra_anchor, act)
                 continue
             m = self.menus.get(menu)
             if m is None:
-                m = QMenu(f"&{menu}", self.window)
+                m = QMenu(f"&{menu}", self.window.window())
                 self.window.menuBar().insertMenu(self.view_menu.menuAction(), m)
                 self.menus[menu] = m
             for act in actions:
@@ -241,12 +248,12 @@ class WindowMenus:
 
     # ---- the Help menu (tests patch QMessageBox) -------------------------------------------------
     def show_about(self) -> None:
-        QMessageBox.about(self.window, f"About {APP_NAME}", about_text(self.session))
+        QMessageBox.about(self.window.window(), f"About {APP_NAME}", about_text(self.session))
 
     def help_dialog(self) -> HelpDialog:
         """The window's help window (created on first use; it never blocks the window)."""
         if self._help_dialog is None:
-            self._help_dialog = HelpDialog(self.window)
+            self._help_dialog = HelpDialog(self.window.window())
         return self._help_dialog
 
     def show_page_help(self) -> HelpDialog:
@@ -260,7 +267,7 @@ class WindowMenus:
     def show_shortcuts(self) -> HelpDialog:
         """Help → Keyboard shortcuts: every shortcut, read from the window's actions now."""
         dialog = self.help_dialog()
-        dialog.show_html("Keyboard shortcuts", shortcuts_html(self.window))
+        dialog.show_html("Keyboard shortcuts", shortcuts_html(self.window.window()))
         return dialog
 
     def show_readme(self, section: str) -> HelpDialog:

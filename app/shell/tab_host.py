@@ -108,9 +108,9 @@ class TabHolder(TabBase):
     def set_tab(self, tab: TabBase) -> None:
         self._layout.removeWidget(self._loading)
         self._loading.deleteLater()
-        self.scroll = TabScroll(tab)
-        self.scroll.setObjectName(f"tabScroll_{self.title}")
-        self._layout.addWidget(self.scroll)
+        self.scroll_area = TabScroll(tab)
+        self.scroll_area.setObjectName(f"tabScroll_{self.title}")
+        self._layout.addWidget(self.scroll_area)
         self.tab = tab
 
 

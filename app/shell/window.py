@@ -20,6 +20,7 @@ the reason instead of taking the app down.
 from __future__ import annotations
 
 import traceback
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QByteArray, QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
@@ -35,6 +36,10 @@ from app.shell.status_line import StatusLine
 from app.shell.tab_host import TabError, TabHolder, load_tab
 from app.shell.window_settings import STATE_VERSION, restore_window, save_window
 from app.views.tab import TabBase
+
+if TYPE_CHECKING:
+    from app.panels.data import DataPanel
+    from app.panels.training import TrainSettingsPanel
 
 #: The tabs of the main area: (title, "module:Class"). Later issues add their modules; nothing else.
 TABS: list[tuple[str, str]] = [
@@ -137,8 +142,8 @@ class MainWindow(QMainWindow):
     def _build_docks(self) -> None:
         """The Model dock now; Data and Training (which import torch) now or in ``finish_setup``."""
         self.config_panel = ConfigPanel(self.session)
-        self.data_panel = None
-        self.train_settings_panel = None
+        self.data_panel: DataPanel | None = None
+        self.train_settings_panel: TrainSettingsPanel | None = None
         self.docks: dict[str, QDockWidget] = {}
         for key, title in (("data", "Data"), ("model", "Model"), ("training", "Training")):
             dock = QDockWidget(title, self)
@@ -168,14 +173,14 @@ class MainWindow(QMainWindow):
         from app.panels.data import DataPanel
         from app.panels.training import TrainSettingsPanel
 
-        self.data_panel = DataPanel(self.session, settings=self.settings)
-        self.train_settings_panel = TrainSettingsPanel(self.session)
-        self.docks["data"].setWidget(self.data_panel)
-        self.docks["training"].setWidget(self.train_settings_panel)
+        self.data_panel = data = DataPanel(self.session, settings=self.settings)
+        self.train_settings_panel = training = TrainSettingsPanel(self.session)
+        self.docks["data"].setWidget(data)
+        self.docks["training"].setWidget(training)
         if self._restore:
             ts = self.settings.get_json("last/train_settings")
             if ts:
-                self.train_settings_panel.restore(ts)
+                training.restore(ts)
 
     def finish_setup(self) -> None:
         """Build everything a lazy window left for later (the late docks, then every tab)."""
@@ -196,7 +201,7 @@ class MainWindow(QMainWindow):
 
         QTimer.singleShot(0, next_tab)
 
-    def _build_tab(self, title: str, spec: str | None = None) -> QWidget:
+    def _build_tab(self, title: str, spec: str | None = None) -> TabBase:
         spec = spec if spec is not None else self._pending.pop(title)
         self._pending.pop(title, None)
         tab = load_tab(title, spec, self.session)
@@ -272,10 +277,13 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(title)
 
     def _update_actions(self, state: str) -> None:
+        menu = self.menu
+        if menu is None:  # (built before the session is connected)
+            return
         idle = state == "idle"
-        self.menu.new_action.setEnabled(idle)
-        self.menu.open_action.setEnabled(idle)
-        self.menu.follow_action.setEnabled(idle or state == "following")
+        menu.new_action.setEnabled(idle)
+        menu.open_action.setEnabled(idle)
+        menu.follow_action.setEnabled(idle or state == "following")
 
     def _on_saved(self, path: str) -> None:
         self.statusBar().showMessage(f"Saved checkpoint to {path}", 6000)
@@ -384,11 +392,12 @@ class MainWindow(QMainWindow):
         start = QApplication.focusWidget()
         if start is None or start.window() is not self:
             return super().focusNextPrevChild(next)
-        w = start
+        w: QWidget = start
         for _ in range(10_000):  # the chain is a ring; the bound only guards against a broken one
-            w = w.nextInFocusChain() if next else w.previousInFocusChain()
-            if w is start or w is None:
+            step = w.nextInFocusChain() if next else w.previousInFocusChain()
+            if step is start or step is None:
                 break
+            w = step
             if self.takes_tab_focus(w):
                 reason = Qt.FocusReason.TabFocusReason if next else Qt.FocusReason.BacktabFocusReason
                 w.setFocus(reason)

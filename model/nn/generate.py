@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import torch
@@ -295,7 +295,7 @@ def stream(
     window: int | None = None,
     stop: bool = True,
     stop_ids: Iterable[int] | None = None,
-) -> Iterator[str]:
+) -> Generator[str, None, None]:
     """Yield the text of each new token as it is produced (one ``yield`` per token), ending at the
     tokenizer's end-of-sequence or end-of-turn token (its ``stop_ids``, or ``stop_ids`` when given;
     ``stop=False`` goes on). The stop token's own text (``<|im_end|>``) is never yielded: its step

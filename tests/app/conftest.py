@@ -88,7 +88,7 @@ def window_of_one_tab(qtbot, app_settings):
         opened.append(win)
         win.resize(*size)
         win.show()
-        scroll = win._holders[title].scroll
+        scroll = win._holders[title].scroll_area
         qtbot.waitUntil(lambda: win.width() == size[0] and scroll.width() > 0, timeout=5000)
         return win, win.tabs[title], scroll
 

@@ -103,7 +103,7 @@ def test_all_270_heads_show_at_1280x800_with_every_layer_and_kv_group_named(qtbo
     assert {t for t, _ in axis_texts(m.top_axis)} >= {f"h{h}" for h in range(H)}
     assert m.cell_name(5, 4) == "layer 5, head 4 (K/V head 1)"
     assert text_problems(page) == []
-    assert win._holders["Attention"].scroll.horizontalScrollBar().maximum() == 0  # no sideways scrolling
+    assert win._holders["Attention"].scroll_area.horizontalScrollBar().maximum() == 0  # no sideways scrolling
 
 
 def test_folding_the_layers_shows_only_those_larger_and_all_again(qtbot, deep):

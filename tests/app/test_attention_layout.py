@@ -183,7 +183,7 @@ def test_nothing_is_cut_or_overlapping_on_an_attention_page_at_1280(qtbot, atten
     page.grab()  # lays out what is pending
     assert text_problems(page) == []
     # and the tab fits beside the docks: no scrolling sideways
-    assert win._holders["Attention"].scroll.horizontalScrollBar().maximum() == 0
+    assert win._holders["Attention"].scroll_area.horizontalScrollBar().maximum() == 0
 
 
 def test_the_wheel_over_the_pipeline_scrolls_through_its_stages(qtbot, attention_at):
