@@ -74,6 +74,12 @@ Derived sizes (``None`` means "derive it"):
 
 ``validate()`` collects every problem at once and raises :class:`ConfigError` whose ``problems``
 list names each field and how to fix it.
+
+The fields come in parts (:mod:`model.config.parts`), each with its own checks and its own rows of the
+parameter count: ``cfg.core`` (vocab_size, context_length, n_layers, d_model, causal, bias,
+tie_embeddings, dropout, embed_scale, final_softcap), ``cfg.attention``, ``cfg.feed_forward``,
+``cfg.normalization`` and ``cfg.positional``. The config stays one flat dataclass (its fields, keywords
+and JSON are the format); a part is a frozen view of some of them.
 """
 
 from __future__ import annotations
@@ -92,6 +98,15 @@ from model.config.fields import (
     MAX_CONFIG_BYTES,
     MAX_ROPE_BASE,
     MAX_ROPE_CONTEXT,
+)
+from model.config.parts import (
+    PARTS,
+    AttentionPart,
+    CorePart,
+    FeedForwardPart,
+    NormPart,
+    Part,
+    PositionPart,
 )
 from model.config.sizes import DerivedSizes
 from model.errors import AttentionLabError
@@ -171,6 +186,37 @@ class GPTConfig(DerivedSizes):
     qk_rope_head_dim: int | None = None
     qk_nope_head_dim: int | None = None
     v_head_dim: int | None = None
+
+    # ---- the parts (model.config.parts) -----------------------------------------------------------
+    @property
+    def core(self) -> CorePart:
+        """The model-level fields: vocabulary, context, width and depth, masking, biases, tying."""
+        return CorePart.of(self)
+
+    @property
+    def attention(self) -> AttentionPart:
+        """The attention sublayer's fields: heads, score scale, QK-norm, windows, sinks, latent attention."""
+        return AttentionPart.of(self)
+
+    @property
+    def feed_forward(self) -> FeedForwardPart:
+        """The feed-forward sublayer's fields: the MLP's kind and width, the mixture of experts."""
+        return FeedForwardPart.of(self)
+
+    @property
+    def normalization(self) -> NormPart:
+        """The norms' fields: kind, ε, shift, offset, where they sit, the parallel residual."""
+        return NormPart.of(self)
+
+    @property
+    def positional(self) -> PositionPart:
+        """The positional encoding's fields: the kind, RoPE's base, scaling and partial rotary."""
+        return PositionPart.of(self)
+
+    @property
+    def parts(self) -> tuple[Part, ...]:
+        """Every part of this config, in :data:`~model.config.parts.PARTS` order."""
+        return tuple(kind.of(self) for kind in PARTS)
 
     # ---- validation (model.config.checks) ------------------------------------------------------
     def problems(self) -> list[str]:
@@ -260,7 +306,14 @@ __all__ = [
     "MAX_CONFIG_BYTES",
     "MAX_ROPE_BASE",
     "MAX_ROPE_CONTEXT",
+    "PARTS",
+    "AttentionPart",
     "ConfigError",
+    "CorePart",
+    "FeedForwardPart",
     "GPTConfig",
+    "NormPart",
+    "Part",
+    "PositionPart",
     "default_config",
 ]

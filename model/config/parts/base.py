@@ -1,0 +1,72 @@
+"""What every part of a :class:`~model.config.GPTConfig` is: a frozen view of the config fields it owns
+(:class:`Part`), which checks them and counts the parameters they create as rows of the budget's
+parameter table (:class:`Term`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from model.config import GPTConfig
+
+P = TypeVar("P", bound="Part")
+
+
+@dataclass(frozen=True)
+class Term:
+    """One row of the parameter table (:data:`model.budget.breakdown.COMPONENTS` names them all), as
+    the part that creates the parameters counts it.
+
+    ``blocks`` says which blocks hold the row: ``"all"``, ``"dense"`` (the dense-MLP blocks), ``"moe"``
+    (the mixture-of-experts blocks), and then ``count`` and ``formula`` are one such block's; or
+    ``None``: a model-level row (embeddings, final norm, output head), counted once. ``zero_note`` says
+    why a per-block row is 0 (it stands for the formula then); ``matmul``: the weights multiply the
+    token vectors that reach them; ``active``: (count, formula) of what one token uses in one block,
+    when that is not all of it (the routed experts).
+    """
+
+    name: str
+    count: int
+    formula: str
+    matmul: bool = False
+    blocks: str | None = "all"
+    zero_note: str = ""
+    active: tuple[int, str] | None = None
+
+
+@dataclass(frozen=True)
+class Part:
+    """A part of the config: its fields are the :class:`~model.config.GPTConfig` fields it owns, named
+    and typed as there (every config field belongs to exactly one part). Built from a config with
+    :meth:`of` (``cfg.attention`` and the like do it); never changes it."""
+
+    #: The part's name in the literature (and in the budget's rows by part).
+    title = "part"
+
+    @classmethod
+    def owns(cls) -> tuple[str, ...]:
+        """The names of the config fields this part owns, in the config's order."""
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def of(cls: type[P], cfg: GPTConfig) -> P:
+        """This part of ``cfg`` (its fields' values, whatever they are: the checks say what is wrong)."""
+        values: dict[str, Any] = {name: getattr(cfg, name) for name in cls.owns()}
+        return cls(**values)
+
+    def problems(self, cfg: GPTConfig) -> list[str]:
+        """Every problem with this part's fields, alone and with the rest of ``cfg`` (the config it is
+        a part of), each naming the field and how to fix it."""
+        raise NotImplementedError
+
+    def parameters(self, cfg: GPTConfig, s: Mapping[str, int]) -> list[Term]:
+        """The rows of the parameter table that this part's fields create, from the values ``s`` of the
+        budget's symbols (:func:`model.budget.checks.symbols`) of a valid ``cfg``."""
+        raise NotImplementedError
+
+
+__all__ = ["Part", "Term"]

@@ -1,0 +1,184 @@
+"""The position-wise feed-forward network: a dense MLP (GELU or ReLU; gated SwiGLU or GeGLU, gpt-oss's
+clamped SwiGLU) or a mixture of experts (Mixtral, Qwen3-MoE, DeepSeek-V3, gpt-oss) with its router."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from model.config.fields import FLOAT_RANGES
+from model.config.parts.base import Part, Term
+from model.config.rules import fmt, kind_problems, needs, out_of_range, positive, whole
+
+if TYPE_CHECKING:
+    from model.config import GPTConfig
+
+#: The mixture-of-experts fields that mean nothing without ``n_experts``, at their defaults.
+_MOE_DEFAULTS: tuple[tuple[str, object], ...] = (
+    ("n_shared_experts", 0),
+    ("expert_d_ff", None),
+    ("moe_dense_layers", 0),
+    ("router_choice_bias", False),
+    ("router_groups", None),
+    ("router_scale", 1.0),
+)
+
+
+@dataclass(frozen=True)
+class FeedForwardPart(Part):
+    """The feed-forward sublayer of every block. Its parameters per block, with d the model's width:
+
+    * a dense MLP of width d_ff: ``2·d·d_ff`` (gelu/relu: W_in, W_out) or ``3·d·d_ff`` (swiglu/geglu:
+      W_gate, W_up, W_down); biases with ``bias="all"``: ``d_ff + d`` or ``2·d_ff + d``;
+    * a mixture of experts (``n_experts`` = E, in all but the ``moe_dense_layers`` first blocks, which
+      keep the dense MLP): router ``d·E``, E experts each the same MLP of width ``d_e`` (``E·3·d·d_e``
+      gated), a shared MLP of width ``s·d_e`` when ``n_shared_experts`` = s, and with ``bias="all"``
+      their biases (router ``E``, each expert's, the shared one's); DeepSeek-V3's ``router_choice_bias``
+      ``E``. One token uses the router, ``k`` experts and the shared ones.
+
+    The router's rule and loss, grouped routing and gpt-oss's clamped SwiGLU add no parameters.
+    """
+
+    title = "feed-forward"
+
+    d_ff: int | None
+    mlp: str
+    gelu_approx: str
+    n_experts: int | None
+    n_experts_per_token: int
+    n_shared_experts: int
+    expert_d_ff: int | None
+    moe_dense_layers: int
+    router: str
+    router_aux_loss: float
+    router_choice_bias: bool
+    router_groups: int | None
+    router_topk_groups: int
+    router_scale: float
+    swiglu_limit: float | None
+
+    # ---- checks ----------------------------------------------------------------------------------
+    def problems(self, cfg: GPTConfig) -> list[str]:
+        out = kind_problems(
+            self,
+            optional_sizes=("d_ff",),
+            choices=("mlp", "gelu_approx", "router"),
+            flags=("router_choice_bias",),
+        )
+        if positive(out, self, "swiglu_limit", optional=True) and self.mlp != "swiglu":
+            out.append(f"swiglu_limit (gpt-oss's clamped SwiGLU) needs mlp='swiglu', not {self.mlp!r}")
+        if whole(out, self, "n_experts", optional=True):
+            out += self._expert_problems(cfg)
+        else:
+            needs(out, self, _MOE_DEFAULTS, "n_experts (a mixture-of-experts feed-forward)")
+        v = self.router_aux_loss
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0.0 <= v < 100.0):  # NaN fails
+            out.append(f"router_aux_loss={v!r} must be a number from 0 to below 100 (0.01 is usual)")
+        return out
+
+    def _expert_problems(self, cfg: GPTConfig) -> list[str]:
+        """A mixture of experts (``n_experts`` is valid): its sizes, its dense first layers, its router."""
+        out: list[str] = []
+        E = int(self.n_experts or 0)
+        if whole(out, self, "n_experts_per_token") and self.n_experts_per_token > E:
+            out.append(f"n_experts_per_token={self.n_experts_per_token} is more than n_experts={E}")
+        whole(out, self, "n_shared_experts", least=0)
+        whole(out, self, "expert_d_ff", optional=True)
+        dense = whole(out, self, "moe_dense_layers", least=0)
+        if dense and isinstance(cfg.n_layers, int) and self.moe_dense_layers >= cfg.n_layers:
+            out.append(
+                f"moe_dense_layers={self.moe_dense_layers} leaves no mixture-of-experts layer "
+                f"of n_layers={cfg.n_layers}"
+            )
+        return out + self._router_problems(E)
+
+    def _router_problems(self, E: int) -> list[str]:
+        """DeepSeek-V3's router: grouped choice and the weights' scale (``n_experts`` = E is valid)."""
+        out: list[str] = []
+        if out_of_range(self, "router_scale"):
+            lo, hi = FLOAT_RANGES["router_scale"]
+            out.append(
+                f"router_scale={self.router_scale!r} must be a positive number from {fmt(lo)} to {fmt(hi)} "
+                "(1: the weights as routed)"
+            )
+        G, top = self.router_groups, self.router_topk_groups
+        if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+            out.append(f"router_topk_groups={top!r} must be a positive whole number")
+            return out
+        if G is None:
+            return out
+        if isinstance(G, bool) or not isinstance(G, int) or G < 1:
+            out.append(f"router_groups={G!r} must be a positive whole number (or empty: no groups)")
+        elif E % G:
+            out.append(f"router_groups={G} does not divide n_experts={E} into equal groups")
+        elif top > G:
+            out.append(f"router_topk_groups={top} is more than router_groups={G}")
+        elif isinstance(self.n_experts_per_token, int) and self.n_experts_per_token > top * (E // G):
+            out.append(
+                f"n_experts_per_token={self.n_experts_per_token} is more than the "
+                f"{top * (E // G)} experts of router_topk_groups={top} groups"
+            )
+        return out
+
+    # ---- parameters ------------------------------------------------------------------------------
+    def mlp_size(self, cfg: GPTConfig, d: int, width: int, w: str) -> tuple[int, str, int, str]:
+        """One MLP of hidden ``width`` (written ``w``) of this kind: (weights, formula, biases, formula).
+        Gated (swiglu/geglu): three matrices ``3·d·w`` and biases ``2·w + d``; else two, ``2·d·w`` and
+        ``w + d``; biases only with ``bias="all"``."""
+        gated = self.mlp in ("swiglu", "geglu")
+        m = 3 if gated else 2
+        weights, weights_f = m * d * width, f"{m}·d·{w}"
+        if cfg.bias != "all":
+            return weights, weights_f, 0, f"bias={cfg.bias}"
+        w_ = f"({w})" if " " in w or "·" in w else w
+        return (
+            weights,
+            weights_f,
+            (2 * width + d) if gated else (width + d),
+            f"2·{w_} + d" if gated else f"{w} + d",
+        )
+
+    def parameters(self, cfg: GPTConfig, s: Mapping[str, int]) -> list[Term]:
+        d, d_ff = s["d"], s["d_ff"]
+        w, w_f, b, b_f = self.mlp_size(cfg, d, d_ff, "d_ff")
+        dense = s["L"] - s.get("L_moe", 0) > 0
+        no_dense = "every block has experts"
+        terms = [
+            Term("mlp weights", w if dense else 0, w_f, matmul=True, blocks="dense", zero_note=no_dense),
+            Term("mlp biases", b if dense else 0, b_f, blocks="dense", zero_note=b_f if dense else no_dense),
+        ]
+        return terms + (self._expert_terms(cfg, s) if self.n_experts is not None else [])
+
+    def _expert_terms(self, cfg: GPTConfig, s: Mapping[str, int]) -> list[Term]:
+        """A mixture-of-experts block's router, experts, shared experts and their biases."""
+        d, E, k, d_e, n_shared = s["d"], s["E"], s["k"], s["d_e"], s.get("s", 0)
+        ex_w, ex_f, ex_b, ex_b_f = self.mlp_size(cfg, d, d_e, "d_e")
+        terms = [Term("router", d * E, "d·E", matmul=True, blocks="moe")]
+        if self.router_choice_bias:  # DeepSeek-V3's e_score_correction_bias: chooses, multiplies nothing
+            terms.append(Term("router choice bias", E, "E", blocks="moe"))
+        terms.append(
+            Term("experts", E * ex_w, f"E·{ex_f}", matmul=True, blocks="moe", active=(k * ex_w, f"k·{ex_f}"))
+        )
+        sh_b, sh_b_f = 0, ""
+        if n_shared:
+            sh_w, sh_f, sh_b, sh_b_f = self.mlp_size(cfg, d, n_shared * d_e, "s·d_e")
+            terms.append(Term("shared experts", sh_w, sh_f, matmul=True, blocks="moe"))
+        if cfg.bias != "all":
+            return terms
+        one = f"({ex_b_f})"
+        every = [(E, "E"), (E * ex_b, f"E·{one}")] + ([(sh_b, sh_b_f)] if n_shared else [])
+        used = [(E, "E"), (k * ex_b, f"k·{one}")] + ([(sh_b, sh_b_f)] if n_shared else [])
+        return [
+            *terms,
+            Term(
+                "expert biases",
+                sum(n for n, _ in every),
+                " + ".join(f for _, f in every),
+                blocks="moe",
+                active=(sum(n for n, _ in used), " + ".join(f for _, f in used)),
+            ),
+        ]
+
+
+__all__ = ["FeedForwardPart"]
