@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from model.config import ConfigError, GPTConfig
-from model.io.checkpoint import CheckpointError
 from model.io.family_checks import _number_problems
 from model.io.family_rope import _layer_pattern, _rope_fields, _score_scale, _window
+from model.io.loaded import CheckpointError
 
 #: The families of the first Llama-era loader: their refusals stay as they were.
 _LLAMA_ERA = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gpt_neox")
