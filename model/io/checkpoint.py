@@ -29,7 +29,6 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +45,6 @@ from model.budget.sizing import (
     skip_init_on_meta,
 )
 from model.config import ConfigError, GPTConfig
-from model.errors import AttentionLabError
 from model.files import check_input, read_json
 from model.io.atomic_dir import (
     clean_stale_temps,
@@ -56,6 +54,9 @@ from model.io.atomic_dir import (
     temp_dir_for,
     write_synced,
 )
+from model.io.build import build_model
+from model.io.loaded import Checkpoint, CheckpointError
+from model.io.weights import Layout, WeightMap, dict_source
 from model.nn.gpt import GPT
 from model.text.registry import tokenizer_from_dict
 from model.text.tokens import Tokenizer, TokenizerError
@@ -80,26 +81,6 @@ META_FILE = "meta.json"
 STATE_FILE = "train_state.json"
 TENSORS_FILE = "optimizer.safetensors"
 REQUIRED_FILES = (CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE)
-
-
-class CheckpointError(AttentionLabError, ValueError):
-    """A checkpoint cannot be written or read; the message names the file and what is wrong."""
-
-
-@dataclass
-class Checkpoint:
-    """What :func:`load_checkpoint` returns.
-
-    ``train_state`` is the dict saved with it (None when the checkpoint has none); its ``"tensors"``
-    entry holds the tensors of optimizer.safetensors (on the CPU).
-    """
-
-    path: Path
-    config: GPTConfig
-    model: GPT
-    tokenizer: Tokenizer
-    train_state: dict[str, Any] | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -358,23 +339,41 @@ def load_checkpoint(
     missing = [name for name in REQUIRED_FILES if not (path / name).is_file()]
     if missing:
         raise CheckpointError(f"checkpoint {str(path)!r} is missing {', '.join(missing)}")
-
-    meta: dict[str, Any] = {}
-    if (path / META_FILE).is_file():
-        meta = _read_json(path / META_FILE)
-        if not isinstance(meta, dict):
-            raise CheckpointError(f"{META_FILE} must hold a JSON object")
-        if meta.get("format", FORMAT) != FORMAT:
-            raise CheckpointError(f"{META_FILE}: format {meta.get('format')!r} is not {FORMAT!r}")
-        version = meta.get("version", FORMAT_VERSION)
-        if isinstance(version, int) and version > FORMAT_VERSION:
-            raise CheckpointError(
-                f"{META_FILE}: checkpoint format version {version} is newer than this program reads "
-                f"({FORMAT_VERSION}); update attention-lab"
-            )
+    meta = _read_meta(path)
     files = meta.get("files")
     files_meta: dict[str, Any] = files if isinstance(files, dict) else {}
+    config = _read_config(path)
+    tokenizer = _read_tokenizer(path, config)
+    model = _read_model(path, config, files_meta.get(MODEL_FILE), device)
+    train_state = None
+    if with_train_state and (path / STATE_FILE).is_file():
+        train_state = _read_train_state(path, files_meta.get(TENSORS_FILE))
+    user_meta = {k: v for k, v in meta.items() if k not in ("files",)}
+    return Checkpoint(
+        path=path, config=config, model=model, tokenizer=tokenizer, train_state=train_state, meta=user_meta
+    )
 
+
+def _read_meta(path: Path) -> dict[str, Any]:
+    """meta.json (empty when there is none): ours, and of a format version this program reads."""
+    if not (path / META_FILE).is_file():
+        return {}
+    meta = _read_json(path / META_FILE)
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{META_FILE} must hold a JSON object")
+    if meta.get("format", FORMAT) != FORMAT:
+        raise CheckpointError(f"{META_FILE}: format {meta.get('format')!r} is not {FORMAT!r}")
+    version = meta.get("version", FORMAT_VERSION)
+    if isinstance(version, int) and version > FORMAT_VERSION:
+        raise CheckpointError(
+            f"{META_FILE}: checkpoint format version {version} is newer than this program reads "
+            f"({FORMAT_VERSION}); update attention-lab"
+        )
+    return meta
+
+
+def _read_config(path: Path) -> GPTConfig:
+    """config.json: a valid :class:`GPTConfig` with a vocab_size."""
     raw_config = _read_json(path / CONFIG_FILE)
     try:
         config = GPTConfig.from_dict(raw_config)
@@ -384,7 +383,12 @@ def load_checkpoint(
         raise CheckpointError(f"{CONFIG_FILE} is not a valid model config: {exc}") from None
     if config.vocab_size is None:
         raise CheckpointError(f"{CONFIG_FILE} has no vocab_size")
+    return config
 
+
+def _read_tokenizer(path: Path, config: GPTConfig) -> Tokenizer:
+    """tokenizer.json: a known tokenizer whose every id has a row of the model's embedding."""
+    assert config.vocab_size is not None  # _read_config refused a config without one
     try:
         tokenizer = tokenizer_from_dict(_read_json(path / TOKENIZER_FILE))
     except TokenizerError as exc:
@@ -400,32 +404,33 @@ def load_checkpoint(
             f"vocab_size={config.vocab_size} (ids 0 to {config.vocab_size - 1}): the model has no "
             "embedding for it"
         )
+    return tokenizer
 
+
+def _read_model(path: Path, config: GPTConfig, saved: Any, device: str | torch.device) -> GPT:
+    """model.safetensors, sized and checked against ``config`` (names, shapes, kinds, finite values;
+    ``saved``: its size and SHA-256 from meta.json), then built by the one build step."""
     _check_size(config, path / MODEL_FILE)
-    found = _read_tensors(path / MODEL_FILE, files_meta.get(MODEL_FILE))
-    model = GPT(config)
-    expected = {k: v for k, v in _model_tensors(model).items()}
+    found = _read_tensors(path / MODEL_FILE, saved)
+    with torch.device("meta"), skip_init_on_meta():  # names, shapes and kinds only: nothing allocated
+        expected = dict(GPT(config).state_dict())
     check_state_dict(config, expected, found)
-    with torch.no_grad():
-        state = {k: v.to(dtype=expected[k].dtype) for k, v in found.items()}
-        model.load_state_dict(state, strict=False)  # tied weights appear once; check_state_dict was exact
-    model.to(device)
-    model.eval()
+    # our own names, one tensor each: the checks above were exact, so the layout is the file's
+    layout = Layout([WeightMap(k, tuple(t.shape), (k,)) for k, t in found.items()], CONFIG_FILE)
+    return build_model(config, dict_source(found, MODEL_FILE), layout, where=MODEL_FILE, device=device)
 
-    train_state = None
-    if with_train_state and (path / STATE_FILE).is_file():
-        train_state = _read_json(path / STATE_FILE)
-        if not isinstance(train_state, dict):
-            raise CheckpointError(f"{STATE_FILE} must hold a JSON object")
-        if not (path / TENSORS_FILE).is_file():
-            raise CheckpointError(f"checkpoint {str(path)!r} has {STATE_FILE} but is missing {TENSORS_FILE}")
-        tensors = _read_tensors(path / TENSORS_FILE, files_meta.get(TENSORS_FILE))
-        for k, t in tensors.items():
-            if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-                raise CheckpointError(f"{TENSORS_FILE}: tensor {k} holds NaN or infinite values")
-        train_state["tensors"] = tensors
 
-    user_meta = {k: v for k, v in meta.items() if k not in ("files",)}
-    return Checkpoint(
-        path=path, config=config, model=model, tokenizer=tokenizer, train_state=train_state, meta=user_meta
-    )
+def _read_train_state(path: Path, saved: Any) -> dict[str, Any]:
+    """train_state.json with optimizer.safetensors' tensors under ``"tensors"`` (``saved``: their
+    size and SHA-256 from meta.json), none of them NaN or infinite."""
+    train_state = _read_json(path / STATE_FILE)
+    if not isinstance(train_state, dict):
+        raise CheckpointError(f"{STATE_FILE} must hold a JSON object")
+    if not (path / TENSORS_FILE).is_file():
+        raise CheckpointError(f"checkpoint {str(path)!r} has {STATE_FILE} but is missing {TENSORS_FILE}")
+    tensors = _read_tensors(path / TENSORS_FILE, saved)
+    for k, t in tensors.items():
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise CheckpointError(f"{TENSORS_FILE}: tensor {k} holds NaN or infinite values")
+    train_state["tensors"] = tensors
+    return train_state

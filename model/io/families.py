@@ -100,8 +100,9 @@ FP8), bidirectional attention (Gemma). DeepSeek's multi-token-prediction layers 
 ``num_hidden_layers``) are ignored, as transformers ignores them. Tensors are read one at a time from
 safetensors (sharded with an index) or ``pytorch_model.bin`` via ``torch.load(weights_only=True)``; bf16
 / fp16 weights are upcast to ``dtype`` (float32 by default; ``dtype=torch.bfloat16`` keeps them):
-:func:`model.io.hf.load_hf_family` does the reading. Each row is a :class:`~model.io.weights.WeightMap`,
-as GPT-2's and nanoGPT's are.
+:func:`model.io.hf.load_hf_family` does the reading (a GGUF file's tensors are renamed to these by
+:mod:`model.io.gguf`) and :func:`model.io.build.build_model` the building. Each row is a
+:class:`~model.io.weights.WeightMap`, as GPT-2's and nanoGPT's are; :func:`family_layout` gathers them.
 """
 
 from __future__ import annotations
@@ -111,8 +112,18 @@ import re
 from model.config import GPTConfig
 from model.io.family_fields import FAMILIES, family_config
 from model.io.family_tensors import family_entries
+from model.io.loaded import CheckpointError
+from model.io.weights import Layout, TensorSource
 
-__all__ = ["FAMILIES", "IGNORED", "extra_tensors", "family_config", "family_entries", "family_kind"]
+__all__ = [
+    "FAMILIES",
+    "IGNORED",
+    "extra_tensors",
+    "family_config",
+    "family_entries",
+    "family_kind",
+    "family_layout",
+]
 
 
 #: Buffers some files carry that are not weights (causal masks, RoPE frequencies).
@@ -137,3 +148,33 @@ def extra_tensors(model_type: str, cfg: GPTConfig, keys: list[str]) -> set[str]:
             if m and int(m.group(1)) >= cfg.n_layers:
                 out.add(k)
     return out
+
+
+def family_layout(
+    model_type: str,
+    cfg: GPTConfig,
+    src: TensorSource,
+    fname: str,
+    *,
+    what: str,
+    depth_key: str = "num_hidden_layers",
+    rope_interleave: bool = True,
+) -> Layout:
+    """Where the tensors of ``src`` (the file ``fname``, named as a Hugging Face ``model_type`` folder
+    names them) go for ``cfg`` (which ``what`` gave, its depth as ``depth_key``); ``rope_interleave``:
+    DeepSeek's rotary rows stored in pairs (:func:`family_entries`). A config deeper than the file has
+    tensors is refused before any row is listed."""
+    if cfg.n_layers > len(src.keys):  # a config that lies about its depth: refuse before listing
+        raise CheckpointError(
+            f"{what} says {depth_key}={cfg.n_layers} but {fname} holds only {len(src.keys)} tensors"
+        )
+    entries = family_entries(model_type, cfg, rope_interleave=rope_interleave)
+    extra_ok = extra_tensors(model_type, cfg, src.keys)
+    if cfg.tie_embeddings:
+        extra_ok |= {"lm_head.weight", "embed_out.weight"}  # a stored copy of the tied matrix
+    implied = (
+        f"{what} (num_hidden_layers={cfg.n_layers}, hidden_size={cfg.d_model}, "
+        f"num_attention_heads={cfg.n_heads}, num_key_value_heads={cfg.kv_heads}, head_dim={cfg.d_head}, "
+        f"intermediate_size={cfg.hidden}, vocab_size={cfg.vocab_size})"
+    )
+    return Layout(entries, implied, frozenset(extra_ok))

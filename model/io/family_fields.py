@@ -9,12 +9,12 @@ unsupported feature is one line of the :class:`CheckpointError`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from model.config import ConfigError, GPTConfig
-from model.io.checkpoint import CheckpointError
 from model.io.family_checks import _number_problems
 from model.io.family_rope import _layer_pattern, _rope_fields, _score_scale, _window
+from model.io.loaded import CheckpointError
 
 #: The families of the first Llama-era loader: their refusals stay as they were.
 _LLAMA_ERA = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gpt_neox")
@@ -113,35 +113,103 @@ def family_config(hf: dict[str, Any]) -> GPTConfig:
         ) from None
 
 
+class _Row(NamedTuple):
+    """How a Llama-shaped family (every one of :data:`FAMILIES` but ``gpt_neox``) reads what its
+    code reads differently: where its activation is named (the first of ``act_keys`` set, else
+    ``act_default``; ``act_aliases`` as its code reads them), ``gemma``'s parts (×√d embedding,
+    RMSNorm ×(1+γ), tied by default), per-head ``qk_rmsnorm``, whether logit ``softcaps`` are
+    applied, and whether its windows come from a per-layer pattern (``layer_pattern``) or slide on
+    every layer (:func:`~model.io.family_rope._window`)."""
+
+    act_keys: tuple[str, ...] = ("hidden_activation", "hidden_act")
+    act_default: str = "silu"
+    act_aliases: tuple[tuple[str, str], ...] = ()
+    gemma: bool = False
+    qk_rmsnorm: bool = False
+    softcaps: bool = False
+    layer_pattern: bool = False
+
+
+_GEMMA2 = _Row(("hidden_activation",), "gelu_pytorch_tanh", gemma=True, softcaps=True, layer_pattern=True)
+
+#: The Llama-shaped families' rows (module docstring of :mod:`model.io.families`).
+_ROWS: dict[str, _Row] = {
+    "llama": _Row(),
+    "mistral": _Row(),
+    "qwen2": _Row(),
+    "qwen3": _Row(qk_rmsnorm=True),
+    # transformers reads Gemma's legacy "gelu" as tanh
+    "gemma": _Row(act_default="gelu_pytorch_tanh", act_aliases=(("gelu", "gelu_pytorch_tanh"),), gemma=True),
+    "mixtral": _Row(),
+    "qwen3_moe": _Row(qk_rmsnorm=True),
+    "deepseek_v3": _Row(),
+    # its experts' own clamped SwiGLU, whatever hidden_act says
+    "gpt_oss": _Row(act_keys=(), layer_pattern=True),
+    "gemma2": _GEMMA2,  # their code reads hidden_activation only
+    "gemma3_text": _GEMMA2._replace(qk_rmsnorm=True),
+    "olmo2": _Row(qk_rmsnorm=True),
+    "phi3": _Row(),
+}
+
+
 def _family_config(hf: dict[str, Any]) -> GPTConfig:
+    model_type, hf = _with_defaults(hf)
+    problems = _refused(hf, model_type)
+    fields = _shape_fields(hf, model_type, problems)
+    if model_type == "gpt_neox":
+        fields.update(_neox_fields(hf, problems))
+    else:
+        _llama_fields(hf, model_type, fields, problems)
+    if problems:
+        raise CheckpointError(f"config.json ({model_type}): " + "; ".join(problems))
+    try:
+        return GPTConfig(**fields).validate()
+    except (ConfigError, TypeError) as exc:
+        raise CheckpointError(f"config.json ({model_type}): {exc}") from None
+
+
+def _with_defaults(hf: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """``(model_type, hf)`` with transformers' defaults for what it omits, once it is a family opened
+    here whose sizes are all given, and numbers (before any arithmetic on them: a division by
+    num_attention_heads=0)."""
     model_type = hf.get("model_type")
     if model_type not in FAMILIES:
         raise CheckpointError(f"config.json: model_type {model_type!r} is not one of {', '.join(FAMILIES)}")
     hf = {**_DEFAULTS.get(model_type, {}), **hf}
-    problems: list[str] = []
     required = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
     missing = [f for f in required if f not in hf]
     if missing:
         raise CheckpointError(f"config.json ({model_type}): missing {', '.join(missing)}")
     wrong = _number_problems(hf)
-    if wrong:  # before any arithmetic on them (a division by num_attention_heads=0)
+    if wrong:
         raise CheckpointError(f"config.json ({model_type}): " + "; ".join(wrong))
+    return model_type, hf
+
+
+def _refused(hf: dict[str, Any], model_type: str) -> list[str]:
+    """The first problems: quantized weights, and logit soft-capping where the family's code has none."""
+    problems: list[str] = []
     quant = hf.get("quantization_config")
     if quant:
         method = quant.get("quant_method", "?") if isinstance(quant, dict) else quant
         problems.append(f"quantized weights (quantization_config {method!r}) are not implemented")
-    if model_type not in ("gemma2", "gemma3_text"):
+    row = _ROWS.get(model_type)
+    if not (row and row.softcaps):
         problems += [
             f"{cap}={hf[cap]} (logit soft-capping) is not implemented"
             for cap in ("final_logit_softcapping", "attn_logit_softcapping")
             if hf.get(cap) is not None
         ]
-    neox = model_type == "gpt_neox"
-    n_layers = hf["num_hidden_layers"]
+    return problems
+
+
+def _shape_fields(hf: dict[str, Any], model_type: str, problems: list[str]) -> dict[str, Any]:
+    """The sizes, RoPE (:func:`~model.io.family_rope._rope_fields`) and, but for GPT-NeoX (whose code
+    has neither), the key/value heads and an explicit head width."""
     fields: dict[str, Any] = dict(
         vocab_size=hf["vocab_size"],
         context_length=hf.get("max_position_embeddings", 2048),
-        n_layers=n_layers,
+        n_layers=hf["num_hidden_layers"],
         d_model=hf["hidden_size"],
         n_heads=hf["num_attention_heads"],
         d_ff=hf["intermediate_size"],
@@ -151,70 +219,64 @@ def _family_config(hf: dict[str, Any]) -> GPTConfig:
         dropout=0.0,
         **_rope_fields(hf, model_type, problems),
     )
-    if not neox:
+    if model_type != "gpt_neox":
         fields["n_kv_heads"] = hf.get("num_key_value_heads") or hf["num_attention_heads"]
         head_dim = hf.get("head_dim")
         d, H = hf["hidden_size"], hf["num_attention_heads"]
         if head_dim is not None and (head_dim != d // H or d % H):  # not the d / H the config implies
             fields["head_dim"] = head_dim
-    if neox:
-        act = hf.get("hidden_act", "gelu")
-        if act not in _GELU_FORMS:
-            problems.append(f"hidden_act {act!r} is not one of {', '.join(_GELU_FORMS)}")
-        if not hf.get("attention_bias", True):
-            problems.append(
-                "attention_bias=false (an unbiased attention beside a biased MLP) is not implemented"
-            )
-        fields.update(
-            mlp="gelu",
-            gelu_approx=_GELU_FORMS.get(act, "none"),
-            norm="layernorm",
-            norm_bias=True,
-            norm_eps=float(hf.get("layer_norm_eps", 1e-5)),
-            bias="all",
-            parallel_residual=bool(hf.get("use_parallel_residual", True)),
-            tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
-        )
+    return fields
+
+
+def _neox_fields(hf: dict[str, Any], problems: list[str]) -> dict[str, Any]:
+    """GPT-NeoX: a GELU MLP, LayerNorm with biases, every linear layer biased, a parallel residual."""
+    act = hf.get("hidden_act", "gelu")
+    if act not in _GELU_FORMS:
+        problems.append(f"hidden_act {act!r} is not one of {', '.join(_GELU_FORMS)}")
+    if not hf.get("attention_bias", True):
+        problems.append("attention_bias=false (an unbiased attention beside a biased MLP) is not implemented")
+    return dict(
+        mlp="gelu",
+        gelu_approx=_GELU_FORMS.get(act, "none"),
+        norm="layernorm",
+        norm_bias=True,
+        norm_eps=float(hf.get("layer_norm_eps", 1e-5)),
+        bias="all",
+        parallel_residual=bool(hf.get("use_parallel_residual", True)),
+        tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
+    )
+
+
+def _llama_fields(hf: dict[str, Any], model_type: str, fields: dict[str, Any], problems: list[str]) -> None:
+    """A Llama-shaped family's MLP, RMSNorm, biases and windows (its :data:`_ROWS` row), and the parts
+    of today's block it uses (:func:`_today`), into ``fields``."""
+    row = _ROWS[model_type]
+    act = next((hf[k] for k in row.act_keys if hf.get(k)), row.act_default)
+    act = dict(row.act_aliases).get(act, act)
+    if act == "silu":
+        fields.update(mlp="swiglu")
+    elif act in _GELU_FORMS:
+        fields.update(mlp="geglu", gelu_approx=_GELU_FORMS[act])
     else:
-        gemma = model_type in ("gemma", "gemma2", "gemma3_text")
-        act = (
-            hf.get("hidden_activation") or hf.get("hidden_act") or ("gelu_pytorch_tanh" if gemma else "silu")
-        )
-        if model_type == "gemma" and act == "gelu":  # transformers reads Gemma's legacy "gelu" as tanh
-            act = "gelu_pytorch_tanh"
-        if model_type in ("gemma2", "gemma3_text"):  # their code reads hidden_activation only
-            act = hf.get("hidden_activation") or "gelu_pytorch_tanh"
-        if model_type == "gpt_oss":
-            act = "silu"  # its experts' own clamped SwiGLU, whatever hidden_act says
-        if act == "silu":
-            fields.update(mlp="swiglu")
-        elif act in _GELU_FORMS:
-            fields.update(mlp="geglu", gelu_approx=_GELU_FORMS[act])
-        else:
-            problems.append(f"hidden_act {act!r} is not silu or a GELU")
-        fields.update(
-            norm="rmsnorm",
-            norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
-            bias=_bias(hf, model_type, problems),
-            tie_embeddings=bool(hf.get("tie_word_embeddings", gemma)),
-            qk_rmsnorm=model_type in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2"),
-            embed_scale=gemma,
-            norm_offset=gemma,
-        )
-        if model_type in ("gemma2", "gemma3_text", "gpt_oss"):
-            fields["sliding_window"], fields["window_pattern"] = _layer_pattern(hf, model_type, problems)
-            if model_type == "gemma3_text" and fields["sliding_window"] is None:
-                fields["rope_local_base"] = None  # no local layer to use it
-        else:  # OLMo 2 and DeepSeek-V3 too: their code has no window, a layer_types saying so is refused
-            fields["sliding_window"], fields["window_pattern"] = _window(hf, model_type, n_layers, problems)
-        if model_type in _TODAY:
-            _today(hf, model_type, fields, problems)
-    if problems:
-        raise CheckpointError(f"config.json ({model_type}): " + "; ".join(problems))
-    try:
-        return GPTConfig(**fields).validate()
-    except (ConfigError, TypeError) as exc:
-        raise CheckpointError(f"config.json ({model_type}): {exc}") from None
+        problems.append(f"hidden_act {act!r} is not silu or a GELU")
+    fields.update(
+        norm="rmsnorm",
+        norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
+        bias=_bias(hf, model_type, problems),
+        tie_embeddings=bool(hf.get("tie_word_embeddings", row.gemma)),
+        qk_rmsnorm=row.qk_rmsnorm,
+        embed_scale=row.gemma,
+        norm_offset=row.gemma,
+    )
+    if row.layer_pattern:
+        fields["sliding_window"], fields["window_pattern"] = _layer_pattern(hf, model_type, problems)
+        if model_type == "gemma3_text" and fields["sliding_window"] is None:
+            fields["rope_local_base"] = None  # no local layer to use it
+    else:  # OLMo 2 and DeepSeek-V3 too: their code has no window, a layer_types saying so is refused
+        n_layers = hf["num_hidden_layers"]
+        fields["sliding_window"], fields["window_pattern"] = _window(hf, model_type, n_layers, problems)
+    if model_type in _TODAY:
+        _today(hf, model_type, fields, problems)
 
 
 def _bias(hf: dict[str, Any], model_type: str, problems: list[str]) -> str:

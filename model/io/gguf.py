@@ -3,11 +3,13 @@
 The file holds everything: the config as metadata under the architecture's prefix, the tokenizer's
 vocabulary and merges (:mod:`model.text.gguf_tokens`), and the weights, most of them quantized
 (:mod:`model.io.gguf_file` reads the header; ``gguf`` dequantizes). Opening maps all three onto what a
-Hugging Face folder of the same family would hold, then builds the model as that folder's loader does
-(:func:`model.io.hf.build_family`, :func:`model.io.gpt2.build_gpt2`), so the exactness of those paths
-carries over. The model is the **dequantized** one: its attention is that of the quantized weights,
-the model llama.cpp runs, not of the original float weights (widened to float32 once, or, for a large
-model, kept as stored and decoded one layer at a time as it is used: :mod:`model.io.stored`).
+Hugging Face folder of the same family would hold (its tensor names: :mod:`model.io.gguf_names`), then
+builds the model through the same layouts (:func:`model.io.families.family_layout`,
+:func:`model.io.gpt2.gpt2_layout`) and the one build step (:func:`model.io.build.build_model`), so the
+exactness of those paths carries over. The model is the **dequantized** one: its attention is that of
+the quantized weights, the model llama.cpp runs, not of the original float weights (widened to float32
+once, or, for a large model, kept as stored and decoded one layer at a time as it is used:
+:mod:`model.io.stored`).
 
 ==================  ==========================================================================
 metadata (``a.``:   Hugging Face ``config.json``
@@ -45,7 +47,7 @@ wrong kind.
 from __future__ import annotations
 
 import importlib.util
-import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +57,8 @@ import torch
 from model.budget.sizing import check as check_size
 from model.budget.sizing import load_need
 from model.config import GPTConfig
-from model.io.checkpoint import Checkpoint, CheckpointError
-from model.io.families import family_config
+from model.io.build import build_model, keeps_stored, opened
+from model.io.families import family_config, family_layout
 from model.io.gguf_file import (
     DEQUANTIZED,
     GGUFHeader,
@@ -65,11 +67,11 @@ from model.io.gguf_file import (
     read_tensor,
     undequantized,
 )
+from model.io.gguf_names import hf_name, in_gguf_names
 from model.io.gguf_stored import stored_matrices, stored_need
-from model.io.gpt2 import build_gpt2, gpt2_config
-from model.io.hf import build_family
-from model.io.stored import keeps_stored_by_default
-from model.io.weights import TensorSource, listed, loaded_meta, vocab_of
+from model.io.gpt2 import gpt2_config, gpt2_layout
+from model.io.loaded import Checkpoint, CheckpointError
+from model.io.weights import TensorSource, listed, vocab_of
 from model.nn.layers import llama3_frequencies
 from model.text.gguf_tokens import tokenizer_from_gguf
 from model.text.tokens import Tokenizer, TokenizerError
@@ -87,81 +89,6 @@ __all__ = [
 #: ``general.architecture`` -> the Hugging Face ``model_type`` it is opened as.
 ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma", "gpt2": "gpt2"}
 
-#: GGUF's per-layer tensor names (after ``blk.i.``) -> Hugging Face's (after ``model.layers.i.``).
-_LAYER_NAMES = {
-    "attn_norm": "input_layernorm",
-    "ffn_norm": "post_attention_layernorm",
-    "attn_q": "self_attn.q_proj",
-    "attn_k": "self_attn.k_proj",
-    "attn_v": "self_attn.v_proj",
-    "attn_output": "self_attn.o_proj",
-    "attn_q_norm": "self_attn.q_norm",
-    "attn_k_norm": "self_attn.k_norm",
-    "ffn_gate": "mlp.gate_proj",
-    "ffn_up": "mlp.up_proj",
-    "ffn_down": "mlp.down_proj",
-}
-_GLOBAL_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
-
-#: GPT-2's (``transformer.`` prefix, nanoGPT's ``[out, in]`` layout, which GGUF also stores).
-_GPT2_LAYER_NAMES = {
-    "attn_norm": "ln_1",
-    "attn_qkv": "attn.c_attn",
-    "attn_output": "attn.c_proj",
-    "ffn_norm": "ln_2",
-    "ffn_up": "mlp.c_fc",
-    "ffn_down": "mlp.c_proj",
-}
-_GPT2_GLOBAL_NAMES = {
-    "token_embd": "transformer.wte",
-    "position_embd": "transformer.wpe",
-    "output_norm": "transformer.ln_f",
-    "output": "lm_head",
-}
-
-
-def _hf_name(gguf_name: str, gpt2: bool) -> str:
-    """The Hugging Face name of a GGUF tensor, or the GGUF name itself when it has none here (so that
-    :func:`model.io.weights.check_weights` names it as a tensor with no place)."""
-    stem, dot, kind = gguf_name.rpartition(".")
-    if not dot:
-        return gguf_name
-    layer_names, global_names = (
-        (_GPT2_LAYER_NAMES, _GPT2_GLOBAL_NAMES) if gpt2 else (_LAYER_NAMES, _GLOBAL_NAMES)
-    )
-    parts = stem.split(".")
-    if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in layer_names:
-        prefix = f"transformer.h.{parts[1]}." if gpt2 else f"model.layers.{parts[1]}."
-        return f"{prefix}{layer_names[parts[2]]}.{kind}"
-    if stem in global_names:
-        return f"{global_names[stem]}.{kind}"
-    return gguf_name
-
-
-_HF_TENSOR = re.compile(r"\b(?:model|transformer|lm_head)(?:\.[A-Za-z_0-9]+)+")
-
-
-def _gguf_name(hf_name: str, gpt2: bool) -> str:
-    """The GGUF name of a tensor :func:`_hf_name` renames to ``hf_name`` (itself when none does)."""
-    layer_names = _GPT2_LAYER_NAMES if gpt2 else _LAYER_NAMES
-    global_names = _GPT2_GLOBAL_NAMES if gpt2 else _GLOBAL_NAMES
-    stem, _, kind = hf_name.rpartition(".")
-    for theirs, ours in global_names.items():
-        if stem == ours:
-            return f"{theirs}.{kind}"
-    prefix = "transformer.h." if gpt2 else "model.layers."
-    if stem.startswith(prefix):
-        layer, _, rest = stem[len(prefix) :].partition(".")
-        for theirs, ours in layer_names.items():
-            if rest == ours and layer.isdigit():
-                return f"blk.{layer}.{theirs}.{kind}"
-    return hf_name
-
-
-def _in_gguf_names(message: str, gpt2: bool) -> str:
-    """``message`` with every Hugging Face tensor name in it written as the GGUF file names it."""
-    return _HF_TENSOR.sub(lambda m: _gguf_name(m.group(0), gpt2), message)
-
 
 # ---------------------------------------------------------------------------------------------
 # the config
@@ -176,14 +103,9 @@ def _arch_of(header: GGUFHeader) -> tuple[str, str]:
     return arch, ARCHITECTURES[arch]
 
 
-def gguf_config(header: GGUFHeader) -> tuple[str, dict[str, Any], GPTConfig]:
-    """``(model_type, hf_config, config)`` of a GGUF file, from its metadata and tensor shapes.
-
-    ``hf_config`` is the ``config.json`` a Hugging Face folder of the same model would have (as far as
-    the file says); ``config`` is ours. Raises :class:`CheckpointError` naming what is missing or
-    unsupported.
-    """
-    arch, model_type = _arch_of(header)
+def _numbers(header: GGUFHeader, arch: str) -> Callable[..., Any]:
+    """``key(name, default=None, *, required=False)``: the number the metadata holds under
+    ``arch.name`` (``default`` when absent), refused in one line when it is not a number."""
     where = header.path.name
 
     def key(name: str, default: Any = None, *, required: bool = False) -> Any:
@@ -198,6 +120,12 @@ def gguf_config(header: GGUFHeader) -> tuple[str, dict[str, Any], GPTConfig]:
             raise CheckpointError(f"{where}: {full} is {value!r}, not a number")
         return value
 
+    return key
+
+
+def _refuse_unsupported(header: GGUFHeader, arch: str, key: Callable[..., Any]) -> None:
+    """Tensor types that cannot be dequantized here, and mixture-of-experts files: one line each."""
+    where = header.path.name
     refused = undequantized(header)
     if refused:
         supported = ", ".join(t[0] for t in DEQUANTIZED.values())
@@ -208,33 +136,74 @@ def gguf_config(header: GGUFHeader) -> tuple[str, dict[str, Any], GPTConfig]:
     for moe in ("expert_count", "expert_used_count"):
         if key(moe):
             raise CheckpointError(f"{where}: {arch}.{moe}={key(moe)} (mixture-of-experts) is not implemented")
+
+
+def gguf_config(header: GGUFHeader) -> tuple[str, dict[str, Any], GPTConfig]:
+    """``(model_type, hf_config, config)`` of a GGUF file, from its metadata and tensor shapes.
+
+    ``hf_config`` is the ``config.json`` a Hugging Face folder of the same model would have (as far as
+    the file says); ``config`` is ours. Raises :class:`CheckpointError` naming what is missing or
+    unsupported.
+    """
+    arch, model_type = _arch_of(header)
+    key = _numbers(header, arch)
+    _refuse_unsupported(header, arch, key)
     embd = header.tensors.get("token_embd.weight")
     if embd is None or len(embd.shape) != 2:
-        raise CheckpointError(f"{where}: no token embedding (token_embd.weight) as a matrix")
+        raise CheckpointError(f"{header.path.name}: no token embedding (token_embd.weight) as a matrix")
     vocab, d = embd.shape
-    n_layers = key("block_count", required=True)
-    n_heads = key("attention.head_count", required=True)
-    context = key("context_length", 2048)
-    tied = "output.weight" not in header.tensors
+    shape = dict(
+        n_layers=key("block_count", required=True),
+        n_heads=key("attention.head_count", required=True),
+        context=key("context_length", 2048),
+        vocab=vocab,
+        d=d,
+        tied="output.weight" not in header.tensors,
+    )
     if arch == "gpt2":
-        hf: dict[str, Any] = {
-            "model_type": "gpt2",
-            "n_layer": n_layers,
-            "n_head": n_heads,
-            "n_embd": key("embedding_length", d),
-            "n_positions": context,
-            "n_inner": key("feed_forward_length"),
-            "vocab_size": vocab,
-            "layer_norm_epsilon": key("attention.layer_norm_epsilon", 1e-5),
-            "activation_function": "gelu_new",
-            "tie_word_embeddings": tied,
-        }
+        hf = _gpt2_hf(key, **shape)
         return model_type, hf, gpt2_config(hf)
+    hf = _family_hf(header, arch, model_type, key, **shape)
+    return model_type, hf, family_config(hf)
+
+
+def _gpt2_hf(
+    key: Callable[..., Any], *, n_layers: int, n_heads: int, context: int, vocab: int, d: int, tied: bool
+) -> dict[str, Any]:
+    """The ``config.json`` of the Hugging Face GPT-2 folder a ``gpt2`` file would be."""
+    return {
+        "model_type": "gpt2",
+        "n_layer": n_layers,
+        "n_head": n_heads,
+        "n_embd": key("embedding_length", d),
+        "n_positions": context,
+        "n_inner": key("feed_forward_length"),
+        "vocab_size": vocab,
+        "layer_norm_epsilon": key("attention.layer_norm_epsilon", 1e-5),
+        "activation_function": "gelu_new",
+        "tie_word_embeddings": tied,
+    }
+
+
+def _family_hf(
+    header: GGUFHeader,
+    arch: str,
+    model_type: str,
+    key: Callable[..., Any],
+    *,
+    n_layers: int,
+    n_heads: int,
+    context: int,
+    vocab: int,
+    d: int,
+    tied: bool,
+) -> dict[str, Any]:
+    """The ``config.json`` of the Hugging Face folder of ``model_type`` a Llama-shaped file would be."""
     kv = header.metadata.get(f"{arch}.attention.head_count_kv", n_heads)
     if isinstance(kv, list):  # one count per layer (OpenELM and the like)
         if len(set(kv)) != 1:
             raise CheckpointError(
-                f"{where}: a different number of key/value heads per layer is not implemented"
+                f"{header.path.name}: a different number of key/value heads per layer is not implemented"
             )
         kv = kv[0]
     hidden = key("embedding_length", d)
@@ -254,22 +223,33 @@ def gguf_config(header: GGUFHeader) -> tuple[str, dict[str, Any], GPTConfig]:
         "tie_word_embeddings": tied,
         "attention_bias": "blk.0.attn_q.bias" in header.tensors and arch != "qwen2",
     }
-    dims = key("rope.dimension_count")
-    if dims and head_dim and dims != head_dim:
-        hf["partial_rotary_factor"] = dims / head_dim
-    scaling = header.metadata.get(f"{arch}.rope.scaling.type")
-    if "rope_freqs.weight" in header.tensors:  # Llama 3.1+: the per-frequency factors themselves
-        hf["rope_scaling"] = _llama3_scaling(header, hf["rope_theta"], dims or head_dim)
-    elif scaling not in (None, "none"):
-        if scaling != "linear":
-            raise CheckpointError(f"{where}: RoPE scaling {scaling!r} is not implemented (linear is)")
-        hf["rope_scaling"] = {"rope_type": "linear", "factor": key("rope.scaling.factor", 1.0)}
+    hf.update(_rope_hf(header, arch, key, hf["rope_theta"], head_dim))
     window = key("attention.sliding_window")
     if window:
         hf.update(use_sliding_window=True, sliding_window=window, max_window_layers=0)
     if hf["attention_bias"]:
         hf["mlp_bias"] = "blk.0.ffn_up.bias" in header.tensors
-    return model_type, hf, family_config(hf)
+    return hf
+
+
+def _rope_hf(
+    header: GGUFHeader, arch: str, key: Callable[..., Any], base: float, head_dim: int
+) -> dict[str, Any]:
+    """``partial_rotary_factor`` and ``rope_scaling`` as the file's RoPE metadata sets them."""
+    out: dict[str, Any] = {}
+    dims = key("rope.dimension_count")
+    if dims and head_dim and dims != head_dim:
+        out["partial_rotary_factor"] = dims / head_dim
+    scaling = header.metadata.get(f"{arch}.rope.scaling.type")
+    if "rope_freqs.weight" in header.tensors:  # Llama 3.1+: the per-frequency factors themselves
+        out["rope_scaling"] = _llama3_scaling(header, base, dims or head_dim)
+    elif scaling not in (None, "none"):
+        if scaling != "linear":
+            raise CheckpointError(
+                f"{header.path.name}: RoPE scaling {scaling!r} is not implemented (linear is)"
+            )
+        out["rope_scaling"] = {"rope_type": "linear", "factor": key("rope.scaling.factor", 1.0)}
+    return out
 
 
 #: Llama 3's RoPE scaling (transformers' ``rope_type: llama3``) as Meta's models set it, which
@@ -321,14 +301,14 @@ def _source(header: GGUFHeader, model_type: str, cfg: GPTConfig, *, stored: bool
     ``stored``: its matrices kept as stored instead (:func:`model.io.gguf_stored.stored_matrices`)."""
     gpt2 = model_type == "gpt2"
     # rope_freqs (Llama 3.1+) became the config's rope_scaling (_llama3_scaling): no weight of a block
-    by_hf = {_hf_name(n, gpt2): t for n, t in header.tensors.items() if n != "rope_freqs.weight"}
+    by_hf = {hf_name(n, gpt2): t for n, t in header.tensors.items() if n != "rope_freqs.weight"}
 
     def order(name: str, rows: int) -> np.ndarray | None:
         if model_type == "llama" and (".attn_q." in name or ".attn_k." in name):
             return _unpermute_rope(np.arange(rows), cfg.n_heads if ".attn_q." in name else cfg.kv_heads)
         return None
 
-    kept = {_hf_name(n, gpt2): m for n, m in stored_matrices(header, order).items()} if stored else {}
+    kept = {hf_name(n, gpt2): m for n, m in stored_matrices(header, order).items()} if stored else {}
 
     def get(name: str) -> torch.Tensor:
         t = by_hf[name]
@@ -381,7 +361,7 @@ def load_gguf(
     token). ``None`` (default) chooses, on the CPU in float32: stored when the float32 weights pass
     1 GiB or would not fit in memory (:func:`~model.io.stored.keeps_stored_by_default`).
 
-    ``meta`` adds to :func:`~model.io.weights.loaded_meta`'s: ``model_type``, ``architecture``,
+    ``meta`` adds to :func:`~model.io.build.loaded_meta`'s: ``model_type``, ``architecture``,
     ``quantization`` (one line, e.g. ``"Q4_1 (79%), Q8_0 (21%), F32 (0.03%)"``), ``tensor_types``
     (GGUF name -> ggml type) and ``chat_template`` when the file has one.
     """
@@ -389,40 +369,29 @@ def load_gguf(
     header = read_header(path)
     model_type, _, cfg = gguf_config(header)
     name = _name_of(header)
-    if stored is None:
-        stored = keeps_stored_by_default(cfg, device, dtype)
+    stored = keeps_stored(stored, cfg, device, dtype)
     loading = f"loading {name}"
     need = stored_need(header, cfg, what=loading) if stored else load_need(cfg, what=loading)
     check_size(need)  # before the tokenizer, any tensor or the model
     tok = _tokenizer(header, cfg, name)
     src = _source(header, model_type, cfg, stored=stored)
-    what = f"the GGUF metadata of {path.name}"
+    what, gpt2 = f"the GGUF metadata of {path.name}", model_type == "gpt2"
     try:
-        if model_type == "gpt2":
-            model = build_gpt2(
-                cfg, src, path.name, "transformer.", device, dtype, conv1d=False, what=what, need=need
-            )
-        else:
-            model = build_family(
-                model_type,
-                cfg,
-                src,
-                path.name,
-                name,
-                device,
-                dtype,
-                what=what,
-                depth_key="block_count",
-                need=need,
-            )
+        layout = (
+            gpt2_layout(cfg, src, path.name, "transformer.", conv1d=False, what=what)
+            if gpt2
+            else family_layout(model_type, cfg, src, path.name, what=what, depth_key="block_count")
+        )
+        model = build_model(cfg, src, layout, where=path.name, device=device, dtype=dtype, need=need)
     except CheckpointError as exc:  # the checks name tensors as a Hugging Face folder would: say the file's
-        raise CheckpointError(_in_gguf_names(str(exc), model_type == "gpt2")) from None
-    meta = loaded_meta(
+        raise CheckpointError(in_gguf_names(str(exc), gpt2)) from None
+    ckpt = opened(
         "gguf",
         name,
+        path,
+        cfg,
         model,
         tok,
-        path,
         weights=path.name,
         model_type=model_type,
         architecture=header.architecture,
@@ -431,8 +400,8 @@ def load_gguf(
     )
     template = header.get("tokenizer.chat_template")
     if isinstance(template, str):
-        meta["chat_template"] = template
-    return Checkpoint(path=path, config=cfg, model=model, tokenizer=tok, train_state=None, meta=meta)
+        ckpt.meta["chat_template"] = template
+    return ckpt
 
 
 class GGUFSummary(dict):

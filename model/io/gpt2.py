@@ -1,5 +1,7 @@
-"""Hugging Face GPT-2 folders, exactly: the config mapping (:func:`gpt2_config`), the tensor rows
-nanoGPT shares (:func:`gpt2_entries`), and :func:`load_hf_gpt2`.
+"""GPT-2's layout, exactly: a Hugging Face ``config.json`` as ours (:func:`gpt2_config`) and where its
+tensors go (:func:`gpt2_entries`, :func:`gpt2_layout`), shared by the loaders of Hugging Face folders
+(:func:`model.io.hf.load_hf_gpt2`), nanoGPT checkpoints and GGUF files, which build through
+:func:`model.io.build.build_model`. No loading here.
 
 GPT-2 is the same GPT as ours (Pre-LN, learned positions, tied head); the mapping, with
 ``d = n_embd``, layer ``i``:
@@ -23,27 +25,11 @@ tanh approximation (``activation_function: "gelu_new"``) and LayerNorm ε = ``la
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import torch
-
-from model.budget.sizing import Need, load_need
-from model.budget.sizing import check as check_size
 from model.config import ConfigError, GPTConfig
-from model.io.checkpoint import Checkpoint, CheckpointError
-from model.io.hf import hf_name_and_tokenizer, hf_weight_source, read_config
-from model.io.weights import (
-    TensorSource,
-    WeightMap,
-    build_from_state_dict,
-    check_weights,
-    loaded_meta,
-    map_weights,
-    vocab_of,
-)
-from model.nn.gpt import GPT
-from model.nn.quantized import StoredMatrix
+from model.io.loaded import CheckpointError
+from model.io.weights import Layout, TensorSource, WeightMap, vocab_of
 
 
 def gpt2_entries(cfg: GPTConfig, prefix: str, *, conv1d: bool, linear_bias: bool) -> list[WeightMap]:
@@ -161,22 +147,12 @@ def gpt2_config(hf: dict[str, Any]) -> GPTConfig:
         raise CheckpointError("config.json: " + "; ".join(exc.problems)) from None
 
 
-def build_gpt2(
-    cfg: GPTConfig,
-    src: TensorSource,
-    fname: str,
-    prefix: str,
-    device: str | torch.device,
-    dtype: torch.dtype,
-    *,
-    conv1d: bool,
-    what: str,
-    need: Need | None = None,
-) -> GPT:
-    """Our GPT from GPT-2's tensors in ``src`` (named ``prefix + "h.0.attn.c_attn.weight"`` etc.;
-    ``conv1d``: stored ``[in, out]`` as Hugging Face does, else ``[out, in]`` as nanoGPT and GGUF do),
-    each checked against ``cfg`` (from ``what``) before any is read, then ``need`` (what holding it
-    takes) checked when given; a source that keeps matrices as stored keeps them so."""
+def gpt2_layout(
+    cfg: GPTConfig, src: TensorSource, fname: str, prefix: str, *, conv1d: bool, what: str
+) -> Layout:
+    """Where GPT-2's tensors in ``src`` go (named ``prefix + "h.0.attn.c_attn.weight"`` etc.;
+    ``conv1d``: stored ``[in, out]`` as Hugging Face does, else ``[out, in]`` as GGUF does), every
+    linear layer and LayerNorm biased, the head tied or not as ``cfg`` (from ``what``) says."""
     if prefix + "wte.weight" not in src:
         raise CheckpointError(f"{fname} has no token embedding ({prefix}wte.weight): not GPT-2 weights")
     entries = gpt2_entries(cfg, prefix, conv1d=conv1d, linear_bias=True) + ln_bias_entries(cfg, prefix)
@@ -189,30 +165,7 @@ def build_gpt2(
         f"{what} (n_layer={cfg.n_layers}, n_embd={cfg.d_model}, n_inner={cfg.hidden}, "
         f"n_positions={cfg.context_length}, vocab_size={cfg.vocab_size})"
     )
-    check_weights(src, entries, fname, implied, extra_ok)
-    if need is not None:
-        check_size(need)  # before any tensor is read or built
-    stored: dict[str, StoredMatrix] | None = {} if src.stored is not None else None
-    state = map_weights(src, entries, dtype, stored)
-    del src
-    return build_from_state_dict(cfg, state, device, stored)
+    return Layout(entries, implied, frozenset(extra_ok))
 
 
-def load_hf_gpt2(
-    directory: str | Path, device: str | torch.device = "cpu", *, dtype: torch.dtype = torch.float32
-) -> Checkpoint:
-    """Open a Hugging Face GPT-2-family directory (see the module docstring for the mapping)."""
-    directory = Path(directory)
-    hf = read_config(directory)
-    cfg = gpt2_config(hf)
-    check_size(load_need(cfg, what=f"loading {directory.name}"))  # before any tensor is read or built
-    name, tok = hf_name_and_tokenizer(directory, hf, cfg)
-
-    src, fname = hf_weight_source(directory)
-    prefix = "transformer." if "transformer.wte.weight" in src else ""
-    model = build_gpt2(cfg, src, fname, prefix, device, dtype, conv1d=True, what="config.json")
-    meta = loaded_meta("hf-gpt2", name, model, tok, directory, weights=fname)
-    return Checkpoint(path=directory, config=cfg, model=model, tokenizer=tok, train_state=None, meta=meta)
-
-
-__all__ = ["build_gpt2", "gpt2_config", "gpt2_entries", "ln_bias_entries", "load_hf_gpt2"]
+__all__ = ["gpt2_config", "gpt2_entries", "gpt2_layout", "ln_bias_entries"]

@@ -1,37 +1,25 @@
 """Hugging Face model folders: their ``config.json``, weights (safetensors, sharded with an index, or
-``pytorch_model.bin``) and tokenizer; and the loader of the Llama-era families whose mapping
-:mod:`model.io.families` declares (:func:`load_hf_family`). GPT-2's own mapping: :mod:`model.io.gpt2`.
+``pytorch_model.bin``) and tokenizer; and their loaders, :func:`load_hf_gpt2` (GPT-2's mapping:
+:mod:`model.io.gpt2`) and :func:`load_hf_family` (the Llama-era families whose mapping
+:mod:`model.io.families` declares), both building through :func:`model.io.build.build_model`.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from model.budget.sizing import Need, load_need
 from model.budget.sizing import check as check_size
+from model.budget.sizing import load_need
 from model.config import GPTConfig
 from model.files import read_json
-from model.io.checkpoint import Checkpoint, CheckpointError
-from model.io.families import extra_tensors, family_config, family_entries, family_kind
-from model.io.stored import keeps_stored_by_default, stored_plan_need
-from model.io.weights import (
-    TensorSource,
-    build_from_state_dict,
-    check_weights,
-    dict_source,
-    listed,
-    loaded_meta,
-    map_weights,
-    safetensors_source,
-    torch_load,
-    vocab_of,
-)
-from model.nn.gpt import GPT
-from model.nn.quantized import StoredMatrix
+from model.io.build import build_model, keeps_stored, opened, source_need
+from model.io.families import family_config, family_kind, family_layout
+from model.io.gpt2 import gpt2_config, gpt2_layout
+from model.io.loaded import Checkpoint, CheckpointError
+from model.io.weights import TensorSource, dict_source, listed, safetensors_source, torch_load, vocab_of
 from model.text.bpe import load_hf_tokenizer
 from model.text.tokens import Tokenizer, TokenizerError
 
@@ -102,6 +90,22 @@ def hf_name_and_tokenizer(directory: Path, hf: dict[str, Any], cfg: GPTConfig) -
     return name, tok
 
 
+def load_hf_gpt2(
+    directory: str | Path, device: str | torch.device = "cpu", *, dtype: torch.dtype = torch.float32
+) -> Checkpoint:
+    """Open a Hugging Face GPT-2-family directory (the mapping is in :mod:`model.io.gpt2`)."""
+    directory = Path(directory)
+    hf = read_config(directory)
+    cfg = gpt2_config(hf)
+    check_size(load_need(cfg, what=f"loading {directory.name}"))  # before any tensor is read or built
+    name, tok = hf_name_and_tokenizer(directory, hf, cfg)
+    src, fname = hf_weight_source(directory)
+    prefix = "transformer." if "transformer.wte.weight" in src else ""
+    layout = gpt2_layout(cfg, src, fname, prefix, conv1d=True, what="config.json")
+    model = build_model(cfg, src, layout, where=fname, device=device, dtype=dtype)
+    return opened("hf-gpt2", name, directory, cfg, model, tok, weights=fname)
+
+
 def load_hf_family(
     directory: str | Path,
     device: str | torch.device = "cpu",
@@ -116,81 +120,17 @@ def load_hf_family(
     directory = Path(directory)
     hf = read_config(directory)
     cfg = family_config(hf)
-    if stored is None:
-        stored = keeps_stored_by_default(cfg, device, dtype)
+    stored = keeps_stored(stored, cfg, device, dtype)
     name, tok = hf_name_and_tokenizer(directory, hf, cfg)
     src, fname = hf_weight_source(directory, keep_stored=stored)
-    need = _stored_need(src, cfg, f"loading {name}") if src.stored is not None else None
+    loading = f"loading {name}"
+    need = source_need(src, cfg, loading) if src.stored is not None else load_need(cfg, what=loading)
     model_type = hf["model_type"]
-    model = build_family(
-        model_type,
-        cfg,
-        src,
-        fname,
-        name,
-        device,
-        dtype,
-        what="config.json",
-        rope_interleave=bool(hf.get("rope_interleave", True)),
-        need=need,
-    )
-    meta = loaded_meta(
-        family_kind(model_type), name, model, tok, directory, weights=fname, model_type=model_type
-    )
-    return Checkpoint(path=directory, config=cfg, model=model, tokenizer=tok, train_state=None, meta=meta)
+    interleave = bool(hf.get("rope_interleave", True))
+    layout = family_layout(model_type, cfg, src, fname, what="config.json", rope_interleave=interleave)
+    model = build_model(cfg, src, layout, where=fname, device=device, dtype=dtype, need=need)
+    kind = family_kind(model_type)
+    return opened(kind, name, directory, cfg, model, tok, weights=fname, model_type=model_type)
 
 
-def _stored_need(src: TensorSource, cfg: GPTConfig, what: str) -> Need:
-    """What holding ``src``'s model takes with the matrices it offers as stored kept so."""
-    matrices, floats = [], 0
-    for key in src.keys:
-        m = src.stored(key) if src.stored is not None else None
-        if m is None:
-            floats += math.prod(src.shape(key))
-        else:
-            matrices.append((m.numel(), m.nbytes, m.cols))
-    return stored_plan_need(cfg, matrices, floats, what=what)
-
-
-def build_family(
-    model_type: str,
-    cfg: GPTConfig,
-    src: TensorSource,
-    fname: str,
-    name: str,
-    device: str | torch.device,
-    dtype: torch.dtype,
-    *,
-    what: str,
-    depth_key: str = "num_hidden_layers",
-    rope_interleave: bool = True,
-    need: Need | None = None,
-) -> GPT:
-    """Our GPT from ``src``, tensors named as a Hugging Face ``model_type`` folder names them (a GGUF
-    file's are renamed to these by :mod:`model.io.gguf`): every tensor checked against ``cfg`` (which
-    ``what`` gave, its depth as ``depth_key``) before any is read, and the model sized before it is built;
-    ``rope_interleave``: DeepSeek's rotary rows stored in pairs (see
-    :func:`~model.io.families.family_entries`); ``need``: what holding it takes (default
-    :func:`~model.budget.sizing.load_need`); a source that keeps matrices as stored keeps them so."""
-    if cfg.n_layers > len(src.keys):  # a config that lies about its depth: refuse before listing
-        raise CheckpointError(
-            f"{what} says {depth_key}={cfg.n_layers} but {fname} holds only {len(src.keys)} tensors"
-        )
-    entries = family_entries(model_type, cfg, rope_interleave=rope_interleave)
-    extra_ok = extra_tensors(model_type, cfg, src.keys)
-    if cfg.tie_embeddings:
-        extra_ok |= {"lm_head.weight", "embed_out.weight"}  # a stored copy of the tied matrix
-    implied = (
-        f"{what} (num_hidden_layers={cfg.n_layers}, hidden_size={cfg.d_model}, "
-        f"num_attention_heads={cfg.n_heads}, num_key_value_heads={cfg.kv_heads}, head_dim={cfg.d_head}, "
-        f"intermediate_size={cfg.hidden}, vocab_size={cfg.vocab_size})"
-    )
-    check_weights(src, entries, fname, implied, extra_ok)  # a lying config is named by the header first
-    check_size(need or load_need(cfg, what=f"loading {name}"))  # before any tensor is read or built
-    stored: dict[str, StoredMatrix] | None = {} if src.stored is not None else None
-    state = map_weights(src, entries, dtype, stored)
-    del src
-    return build_from_state_dict(cfg, state, device, stored)
-
-
-__all__ = ["build_family", "hf_name_and_tokenizer", "hf_weight_source", "load_hf_family", "read_config"]
+__all__ = ["hf_name_and_tokenizer", "hf_weight_source", "load_hf_family", "load_hf_gpt2", "read_config"]

@@ -13,9 +13,9 @@ from typing import Any
 
 from model.budget.parameters import parameters
 from model.budget.sizing import load_need
-from model.io.checkpoint import CheckpointError
 from model.io.families import family_config
 from model.io.gpt2 import gpt2_config
+from model.io.loaded import CheckpointError
 from model.io.local_found import LocalModel
 from model.io.local_look import Look
 from model.io.local_places import HF_CACHE

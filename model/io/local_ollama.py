@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from model.io.checkpoint import CheckpointError
+from model.io.loaded import CheckpointError
 from model.io.local_found import LocalModel
 from model.io.local_look import Look
 from model.io.local_places import OLLAMA

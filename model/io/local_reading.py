@@ -12,8 +12,8 @@ from typing import Any
 
 from model.budget.units import human_bytes
 from model.files import read_json
-from model.io.checkpoint import CheckpointError
 from model.io.gguf import GGUFSummary, summarize_gguf
+from model.io.loaded import CheckpointError
 
 __all__ = ["MAX_JSON_BYTES"]
 

@@ -5,6 +5,7 @@ only: a file that needs arbitrary Python objects unpickled is refused, never exe
 Its tensors are GPT-2's (:func:`model.io.gpt2.gpt2_entries`, already ``nn.Linear``-shaped). nanoGPT
 uses exact GELU and ε = 1e-5, and with ``bias=False`` has no bias anywhere, LayerNorm included: our
 LayerNorm then has none either. It keeps no tokenizer: :func:`load_nanogpt` finds one beside the file.
+The model is built by the one build step, :func:`model.io.build.build_model`.
 """
 
 from __future__ import annotations
@@ -19,18 +20,10 @@ from model.budget.sizing import check as check_size
 from model.budget.sizing import load_need
 from model.config import ConfigError, GPTConfig
 from model.files import read_json
-from model.io.checkpoint import Checkpoint, CheckpointError
+from model.io.build import build_model, opened
 from model.io.gpt2 import gpt2_entries, ln_bias_entries
-from model.io.weights import (
-    WeightMap,
-    build_from_state_dict,
-    check_weights,
-    dict_source,
-    loaded_meta,
-    map_weights,
-    torch_load,
-    vocab_of,
-)
+from model.io.loaded import Checkpoint, CheckpointError
+from model.io.weights import Layout, TensorSource, WeightMap, dict_source, torch_load, vocab_of
 from model.text.bpe import HFTokenizer, is_hf_tokenizer_json, load_hf_tokenizer
 from model.text.registry import tokenizer_from_dict
 from model.text.tokens import CharTokenizer, Tokenizer, TokenizerError
@@ -160,6 +153,25 @@ def load_nanogpt(
     V = vocab_of(cfg)
     sd = _strip_compile_prefix(sd)
     src = dict_source(sd, path.name)
+    layout = _nanogpt_layout(cfg, src, sd)
+    model = build_model(cfg, src, layout, where=path.name, device=device, dtype=dtype)
+    del src, sd
+    if tokenizer is None:
+        dataset = obj.get("config", {}).get("dataset") if isinstance(obj.get("config"), dict) else None
+        tokenizer = _nanogpt_tokenizer(path.parent, V, dataset)
+    if tokenizer.vocab_size > V:
+        raise CheckpointError(
+            f"the tokenizer has {tokenizer.vocab_size} tokens but the model only {cfg.vocab_size}"
+        )
+    name = path.parent.name if path.stem == "ckpt" else path.stem
+    extra = {k: _as_number(obj.get(k)) for k in ("iter_num", "best_val_loss") if k in obj}
+    return opened("nanogpt", name, path, cfg, model, tokenizer, **extra)
+
+
+def _nanogpt_layout(cfg: GPTConfig, src: TensorSource, sd: dict[str, Any]) -> Layout:
+    """Where a nanoGPT state dict's tensors go: GPT-2's rows, ``[out, in]`` already. The file decides
+    what its ``model_args`` leave open, and ``cfg`` is set so: LayerNorm shifts present or not, and the
+    head untied when it differs from the token table."""
     linear_bias = cfg.bias == "all"
     ln_bias = "transformer.ln_f.bias" in src
     if ln_bias != cfg.norm_bias:
@@ -171,26 +183,12 @@ def load_nanogpt(
     tied = "lm_head.weight" not in sd or _same_tensor(sd["lm_head.weight"], sd.get("transformer.wte.weight"))
     if not tied:
         cfg.tie_embeddings = False
-        entries.append(WeightMap("lm_head.weight", (V, cfg.d_model), ("lm_head.weight",)))
+        entries.append(WeightMap("lm_head.weight", (vocab_of(cfg), cfg.d_model), ("lm_head.weight",)))
     implied = (
         f"model_args (n_layer={cfg.n_layers}, n_embd={cfg.d_model}, block_size={cfg.context_length}, "
         f"vocab_size={cfg.vocab_size}, bias={linear_bias})"
     )
-    check_weights(src, entries, path.name, implied, {"lm_head.weight"})
-    state = map_weights(src, entries, dtype)
-    del src, sd
-    if tokenizer is None:
-        dataset = obj.get("config", {}).get("dataset") if isinstance(obj.get("config"), dict) else None
-        tokenizer = _nanogpt_tokenizer(path.parent, V, dataset)
-    if tokenizer.vocab_size > V:
-        raise CheckpointError(
-            f"the tokenizer has {tokenizer.vocab_size} tokens but the model only {cfg.vocab_size}"
-        )
-    model = build_from_state_dict(cfg, state, device)
-    name = path.parent.name if path.stem == "ckpt" else path.stem
-    extra = {k: _as_number(obj.get(k)) for k in ("iter_num", "best_val_loss") if k in obj}
-    meta = loaded_meta("nanogpt", name, model, tokenizer, path, **extra)
-    return Checkpoint(path=path, config=cfg, model=model, tokenizer=tokenizer, train_state=None, meta=meta)
+    return Layout(entries, implied, frozenset({"lm_head.weight"}))
 
 
 def _same_tensor(a: Any, b: Any) -> bool:

@@ -16,7 +16,7 @@
   exactly one: config, tokenizer and quantized weights in one file, :mod:`model.io.gguf`.
 
 Every foreign model is checked tensor by tensor against what its config implies, then built without
-a random initialisation first (:mod:`model.io.weights`).
+a random initialisation first, by the one build step every loader shares (:mod:`model.io.build`).
 """
 
 from __future__ import annotations
@@ -30,14 +30,14 @@ import torch
 from model.budget.arithmetic import human_bytes
 from model.config import ConfigError, GPTConfig
 from model.files import check_input, read_json
+from model.io.build import describe_tokenizer
 from model.io.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from model.io.families import FAMILIES, family_config
 from model.io.gguf import gguf_config, load_gguf
 from model.io.gguf_file import is_gguf, read_header
-from model.io.gpt2 import gpt2_config, load_hf_gpt2
-from model.io.hf import load_hf_family
+from model.io.gpt2 import gpt2_config
+from model.io.hf import load_hf_family, load_hf_gpt2
 from model.io.nanogpt import load_nanogpt, nanogpt_config
-from model.io.weights import describe_tokenizer
 from model.text.bpe import special_token_text
 from model.text.chat import ChatTemplate, chat_template_for
 from model.text.tokens import Tokenizer

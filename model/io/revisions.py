@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from model.files import read_json
-from model.io.checkpoint import CheckpointError
+from model.io.loaded import CheckpointError
 
 __all__ = [
     "HISTORY_DIR",

@@ -9,6 +9,8 @@
   tensor before anything is read, and :func:`map_weights` reads each once.
 * :func:`build_from_state_dict` builds the model on the ``meta`` device and assigns the tensors, so
   memory peaks at about the weights plus one tensor in flight (see ``bench/load_memory.py``).
+
+Every loader reaches these through the one build step, :func:`model.io.build.build_model`.
 """
 
 from __future__ import annotations
@@ -25,41 +27,14 @@ import torch
 
 from model.budget.sizing import read_safetensors_header, skip_init_on_meta
 from model.config import ConfigError, GPTConfig
-from model.io.checkpoint import CheckpointError
+from model.io.loaded import CheckpointError
 from model.io.stored import float_decoder
 from model.nn.gpt import GPT
 from model.nn.layers import make_positions
-from model.nn.quantized import StoredMatrix, has_stored, install_stored, stored_bytes
-from model.text.tokens import Tokenizer
+from model.nn.quantized import StoredMatrix, install_stored
 
 #: Problems listed in one error message before "and N more".
 _MAX_LISTED = 6
-
-
-def describe_tokenizer(tok: Tokenizer) -> str:
-    """One line naming a tokenizer's kind and size, e.g. ``"byte-level BPE (gpt2), 50257 tokens"``."""
-    desc = getattr(tok, "description", None)
-    if isinstance(desc, str):
-        return desc
-    kind = getattr(tok, "kind", "") or type(tok).__name__
-    return f"{kind} tokenizer, {tok.vocab_size} tokens"
-
-
-def loaded_meta(kind: str, name: str, model: GPT, tok: Tokenizer, path: Path, **extra: Any) -> dict[str, Any]:
-    """The ``meta`` of a model opened from another project's files: ``kind``, ``source``, ``name``,
-    ``n_params``, ``tokenizer``, ``path``, ``stored_bytes`` (the bytes of the matrices it keeps as the
-    file stores them, when it keeps any) and ``extra`` (see :func:`model.io.pretrained.open_model`)."""
-    kept = {"stored_bytes": stored_bytes(model)} if has_stored(model) else {}
-    return {
-        "kind": kind,
-        "source": kind,
-        "name": name,
-        "n_params": model.num_params(),
-        "tokenizer": describe_tokenizer(tok),
-        "path": str(path),
-        **kept,
-        **extra,
-    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -245,6 +220,16 @@ class WeightMap(NamedTuple):
     stacked: bool = False
 
 
+class Layout(NamedTuple):
+    """Where a file's tensors go in our model: ``entries`` (every tensor it must hold), ``implied``
+    (what its config said, named when a shape does not match it) and ``extra_ok`` (tensors it may hold
+    beside them, left unread: a stored copy of a tied matrix, buffers that are not weights)."""
+
+    entries: list[WeightMap]
+    implied: str
+    extra_ok: frozenset[str] = frozenset()
+
+
 #: Buffers some GPT-2 files carry that are not weights: the causal mask and its fill value.
 _IGNORED = re.compile(r"(^|\.)h\.\d+\.attn\.(bias|masked_bias)$")
 
@@ -364,14 +349,13 @@ def build_from_state_dict(
 
 
 __all__ = [
+    "Layout",
     "TensorSource",
     "WeightMap",
     "build_from_state_dict",
     "check_weights",
-    "describe_tokenizer",
     "dict_source",
     "listed",
-    "loaded_meta",
     "map_weights",
     "safetensors_source",
     "torch_load",

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import torch
@@ -34,7 +34,7 @@ import torch
 from model.runtime import compute_lock
 
 if TYPE_CHECKING:
-    from model.nn.gpt import GPT
+    from model.nn.gpt import GPT, KVCache
     from model.text.tokens import Tokenizer
 
 __all__ = [
@@ -140,6 +140,71 @@ def _crop(idx: torch.Tensor, context: int) -> torch.Tensor:
     return idx
 
 
+def _checked(
+    model: GPT,
+    idx: torch.Tensor,
+    max_new_tokens: int,
+    window: int | None,
+    temperature: float,
+    top_k: int | None,
+    top_p: float | None,
+    greedy: bool,
+    seed: int | None,
+) -> tuple[torch.Tensor, int]:
+    """The prompt as [B, T] and the context the model reads (its own, or ``window`` when narrower),
+    once the settings are checked: ``ValueError`` in one line otherwise."""
+    check_sampling(temperature, top_k, top_p, greedy=greedy)  # greedy ignores the temperature
+    check_seed(seed)
+    if idx.dim() == 1:
+        idx = idx[None]
+    if idx.shape[1] == 0:
+        raise ValueError("the prompt is empty: give at least one token")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens={max_new_tokens} must be 0 or more")
+    context = model.config.context_length
+    if window is not None:
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ValueError(f"window={window!r} must be a whole number of at least 1")
+        context = min(context, window)
+    return idx, context
+
+
+def _last_logits(
+    model: GPT, cache: KVCache | None, vocab_limit: int | None
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``forward(tokens)``: the last position's logits [B, V] (through ``cache`` when given), the ids
+    from ``vocab_limit`` on never chosen."""
+
+    def forward(tokens: torch.Tensor) -> torch.Tensor:
+        logits, _ = model(tokens, kv_cache=cache)
+        last = logits[:, -1, :]
+        if vocab_limit is not None and vocab_limit < last.shape[-1]:
+            last = last.clone()
+            last[:, vocab_limit:] = float("-inf")
+        return last
+
+    return forward
+
+
+def _advance(
+    seen: torch.Tensor,
+    nxt: torch.Tensor,
+    context: int,
+    cache: KVCache | None,
+    forward: Callable[[torch.Tensor], torch.Tensor],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``seen`` with the new token ``nxt`` (its last ``context`` tokens) and the logits after it."""
+    seen = torch.cat([seen, nxt], dim=1)
+    if seen.shape[1] > context:  # slide: every position moves, rebuild the cache
+        seen = seen[:, -context:]
+        if cache is not None:
+            cache.reset()
+        return seen, forward(seen)
+    if cache is not None:
+        return seen, forward(nxt)  # only the new token; earlier keys/values are cached
+    return seen, forward(seen)
+
+
 def _steps(
     model: GPT,
     idx: torch.Tensor,
@@ -159,20 +224,7 @@ def _steps(
     one of ``stop_ids`` (its end-of-sequence or end-of-turn tokens) no further token is made."""
     from model.nn.gpt import KVCache
 
-    check_sampling(temperature, top_k, top_p, greedy=greedy)  # greedy ignores the temperature
-    check_seed(seed)
-    if idx.dim() == 1:
-        idx = idx[None]
-    if idx.shape[1] == 0:
-        raise ValueError("the prompt is empty: give at least one token")
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens={max_new_tokens} must be 0 or more")
-    config = model.config
-    context = config.context_length
-    if window is not None:
-        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-            raise ValueError(f"window={window!r} must be a whole number of at least 1")
-        context = min(context, window)
+    idx, context = _checked(model, idx, max_new_tokens, window, temperature, top_k, top_p, greedy, seed)
     device = next(model.parameters()).device
     idx = _crop(idx.to(device), context)
     generator = None
@@ -185,18 +237,10 @@ def _steps(
     if use_cache:  # 2·L·B·h_kv·T·d_k values: a context of 10**9 positions is refused, not allocated
         from model.budget.sizing import check, generation_need
 
-        need = generation_need(config, context, batch=idx.shape[0], bytes_per_value=dtype.itemsize)
+        need = generation_need(model.config, context, batch=idx.shape[0], bytes_per_value=dtype.itemsize)
         check(need, device=device)
-    cache = KVCache(config, idx.shape[0], context, device=device, dtype=dtype) if use_cache else None
-
-    def forward(tokens: torch.Tensor) -> torch.Tensor:
-        logits, _ = model(tokens, kv_cache=cache)
-        last = logits[:, -1, :]
-        if vocab_limit is not None and vocab_limit < last.shape[-1]:
-            last = last.clone()
-            last[:, vocab_limit:] = float("-inf")
-        return last
-
+    cache = KVCache(model.config, idx.shape[0], context, device=device, dtype=dtype) if use_cache else None
+    forward = _last_logits(model, cache, vocab_limit)
     stops = torch.tensor(sorted({int(i) for i in stop_ids}), dtype=torch.long, device=device)
     ended = torch.zeros(idx.shape[0], dtype=torch.bool, device=device)
     try:
@@ -216,16 +260,7 @@ def _steps(
                         generator=generator,
                     )
                     if i + 1 < max_new_tokens:
-                        seen = torch.cat([seen, nxt], dim=1)
-                        if seen.shape[1] > context:  # slide: every position moves, rebuild the cache
-                            seen = seen[:, -context:]
-                            if cache is not None:
-                                cache.reset()
-                            logits = forward(seen)
-                        elif cache is not None:
-                            logits = forward(nxt)  # only the new token; earlier keys/values are cached
-                        else:
-                            logits = forward(seen)
+                        seen, logits = _advance(seen, nxt, context, cache, forward)
                 if stops.numel():
                     ended |= torch.isin(nxt[:, 0], stops)
                 yield nxt

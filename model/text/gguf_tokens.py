@@ -73,16 +73,16 @@ large is built, and a problem is one :class:`~model.text.tokens.TokenizerError` 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
-import numpy as np
 from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers
 from tokenizers import Tokenizer as _Backend
 
 from model.errors import first_line
 from model.text.bpe import HFTokenizer, byte_level_bpe, bytes_to_unicode
 from model.text.chat import chat_template_for
+from model.text.gguf_meta import flag, numbers, shown, strings, token_id
 from model.text.hf_backend import Backend
 from model.text.tokens import TokenizerError
 
@@ -182,11 +182,26 @@ def tokenizer_from_gguf(meta: Mapping[str, Any], name: str | None = None) -> HFT
     missing or malformed vocabulary, lists whose lengths do not match it, a merge of unknown pieces,
     a special-token id out of range, a flag that is not a boolean.
     """
+    kind, variant = _variant(meta)
+    found = _read_vocabulary(meta, kind)
+    keys, respelled = _spellings(found.tokens, variant, kind)
+    vocab = {key: i for i, key in enumerate(keys)}
+    if len(vocab) < len(found.tokens):
+        _refuse_duplicate(found.tokens, keys, respelled)
+    merges = _merges(found, vocab, keys, variant, kind)
+    backend = _assemble(variant, vocab, merges, found.pre)
+    _add_special_tokens(backend, variant, found.tokens, keys, found.types, found.named)
+    return _tokenizer(backend, meta, found, name)
+
+
+def _variant(meta: Mapping[str, Any]) -> tuple[str, str]:
+    """``(kind, variant)``: the file's ``tokenizer.ggml.model`` and which of ``transformers``' classes
+    builds it (``gpt2``, ``gemma``, ``phi3``, ``llama``; ``general.architecture`` picks among the last)."""
     kind = meta.get("tokenizer.ggml.model")
     if kind is None:
         raise TokenizerError("the GGUF file describes no tokenizer: tokenizer.ggml.model is missing")
     if not isinstance(kind, str):
-        raise TokenizerError(f"tokenizer.ggml.model must be a name, not {_what(kind)}")
+        raise TokenizerError(f"tokenizer.ggml.model must be a name, not {shown(kind)}")
     if kind not in SUPPORTED_TYPES:
         raise TokenizerError(
             f"GGUF tokenizer type {kind!r} (tokenizer.ggml.model) is not supported: only "
@@ -194,77 +209,96 @@ def tokenizer_from_gguf(meta: Mapping[str, Any], name: str | None = None) -> HFT
         )
     architecture = meta.get("general.architecture", "")
     if not isinstance(architecture, str):
-        raise TokenizerError(f"general.architecture must be a name, not {_what(architecture)}")
-    variant = (
-        "gpt2"
-        if kind == "gpt2"
-        else "gemma"
-        if kind == "gemma4" or architecture in _GEMMA_ARCHITECTURES
-        else "phi3"
-        if architecture == "phi3"
-        else "llama"
-    )
+        raise TokenizerError(f"general.architecture must be a name, not {shown(architecture)}")
+    if kind == "gpt2":
+        return kind, "gpt2"
+    if kind == "gemma4" or architecture in _GEMMA_ARCHITECTURES:
+        return kind, "gemma"
+    return kind, "phi3" if architecture == "phi3" else "llama"
 
-    tokens = _strings(meta, "tokenizer.ggml.tokens")
+
+class _Vocabulary(NamedTuple):
+    """The tokenizer's keys of a GGUF file, each checked (module docstring's table)."""
+
+    tokens: list[str]
+    types: list[Any] | None
+    scores: list[Any] | None
+    merge_lines: list[str] | None
+    pre: str | None
+    named: dict[str, int | None]
+    add_bos: bool
+    add_eos: bool
+
+
+def _read_vocabulary(meta: Mapping[str, Any], kind: str) -> _Vocabulary:
+    """Every key the tokenizer is built from, checked in turn (the first problem raised)."""
+    tokens = strings(meta, "tokenizer.ggml.tokens")
     if tokens is None:
         raise TokenizerError("the GGUF tokenizer has no vocabulary: tokenizer.ggml.tokens is missing")
     if not tokens:
         raise TokenizerError("the GGUF tokenizer's vocabulary (tokenizer.ggml.tokens) is empty")
     n = len(tokens)
-    types = _numbers(meta, "tokenizer.ggml.token_type", n, integer=True)
-    scores = _numbers(meta, "tokenizer.ggml.scores", n, integer=False)
-    merge_lines = _strings(meta, "tokenizer.ggml.merges")
+    types = numbers(meta, "tokenizer.ggml.token_type", n, integer=True)
+    scores = numbers(meta, "tokenizer.ggml.scores", n, integer=False)
+    merge_lines = strings(meta, "tokenizer.ggml.merges")
     pre = meta.get("tokenizer.ggml.pre")
     if pre is not None and not isinstance(pre, str):
-        raise TokenizerError(f"tokenizer.ggml.pre must be a name, not {_what(pre)}")
-    named = {key: _token_id(meta, key, label, n) for key, label in _NAMED_IDS}
-    add_bos = _flag(meta, "tokenizer.ggml.add_bos_token", default=kind == "llama")
-    add_eos = _flag(meta, "tokenizer.ggml.add_eos_token", default=False)
-    _flag(meta, "tokenizer.ggml.add_space_prefix", default=True)  # checked; ignored, as transformers does
+        raise TokenizerError(f"tokenizer.ggml.pre must be a name, not {shown(pre)}")
+    named = {key: token_id(meta, key, label, n) for key, label in _NAMED_IDS}
+    add_bos = flag(meta, "tokenizer.ggml.add_bos_token", default=kind == "llama")
+    add_eos = flag(meta, "tokenizer.ggml.add_eos_token", default=False)
+    flag(meta, "tokenizer.ggml.add_space_prefix", default=True)  # checked; ignored, as transformers does
     if kind == "gemma4":
         add_bos = False  # the chat template writes <bos> itself
+    return _Vocabulary(tokens, types, scores, merge_lines, pre, named, add_bos, add_eos)
 
-    # The vocabulary's spelling of each token (its key in the BPE model).
+
+def _spellings(tokens: list[str], variant: str, kind: str) -> tuple[list[str], str]:
+    """The vocabulary's spelling of each token (its key in the BPE model), and how it was re-spelled
+    (for the message naming two tokens spelled alike)."""
     if variant == "gpt2":
-        keys = [t if _ALPHABET.issuperset(t) else _respell(t) for t in tokens]
-        respelled = "spelled in the byte alphabet"
-    elif variant == "gemma" and kind != "gemma4":
+        return [t if _ALPHABET.issuperset(t) else _respell(t) for t in tokens], "spelled in the byte alphabet"
+    if variant == "gemma" and kind != "gemma4":
         keys = [_SPACE * len(t) if " " in t and not t.strip() else t for t in tokens]
-        respelled = "with spaces spelled as \u2581"
-    else:
-        keys, respelled = tokens, ""
-    vocab = {key: i for i, key in enumerate(keys)}
-    if len(vocab) < n:
-        _refuse_duplicate(tokens, keys, respelled)
+        return keys, "with spaces spelled as \u2581"
+    return tokens, ""
 
-    if merge_lines is not None:
-        merges = _parse_merges(merge_lines, vocab)
-    elif variant == "gpt2":
+
+def _merges(
+    found: _Vocabulary, vocab: dict[str, int], keys: list[str], variant: str, kind: str
+) -> list[tuple[str, str]]:
+    """The file's merges, or, for SentencePiece, rebuilt from the vocabulary (module docstring)."""
+    if found.merge_lines is not None:
+        return _parse_merges(found.merge_lines, vocab)
+    if variant == "gpt2":
         raise TokenizerError(
             "the byte-level GGUF tokenizer lists no merges (tokenizer.ggml.merges is missing)"
         )
-    elif variant == "gemma" and kind != "gemma4":
-        merges = generate_merges(vocab, {key: -float(i) for i, key in enumerate(keys)})
-    elif scores is None:
+    if variant == "gemma" and kind != "gemma4":
+        return generate_merges(vocab, {key: -float(i) for i, key in enumerate(keys)})
+    if found.scores is None:
         raise TokenizerError(
             "the SentencePiece GGUF tokenizer has neither tokenizer.ggml.merges nor tokenizer.ggml.scores "
             "(which rank the merges rebuilt from the vocabulary)"
         )
-    else:
-        merges = generate_merges(vocab, dict(zip(keys, scores)))
+    return generate_merges(vocab, dict(zip(keys, found.scores)))
 
-    backend = _assemble(variant, vocab, merges, pre)
-    _add_special_tokens(backend, variant, tokens, keys, types, named)
 
-    bos, eos = named["bos_token_id"], named["eos_token_id"]
+def _tokenizer(
+    backend: _Backend, meta: Mapping[str, Any], found: _Vocabulary, name: str | None
+) -> HFTokenizer:
+    """The :class:`GGUFTokenizer` over ``backend``: BOS / EOS added as the file says, the ids a
+    generation stops at, and the file's chat template."""
+    bos, eos = found.named["bos_token_id"], found.named["eos_token_id"]
     out = GGUFTokenizer(
         Backend(backend, "the GGUF file's tokenizer"),  # every later call guarded
         name=name,
-        prefix_ids=[bos] if add_bos and bos is not None else [],
-        suffix_ids=[eos] if add_eos and eos is not None else [],
+        prefix_ids=[bos] if found.add_bos and bos is not None else [],
+        suffix_ids=[eos] if found.add_eos and eos is not None else [],
     )
     # generation stops at EOS and at the end-of-turn / end-of-message tokens llama.cpp stops at
-    ends = [eos, *(_token_id(meta, key, label, n) for key, label in _STOP_IDS)]
+    n = len(found.tokens)
+    ends = [eos, *(token_id(meta, key, label, n) for key, label in _STOP_IDS)]
     out.stop_ids = frozenset(i for i in ends if i is not None)
     bos_text, eos_text = (out.token_strings([i])[0] if i is not None else None for i in (bos, eos))
     out.chat_template = chat_template_for(
@@ -388,76 +422,10 @@ def generate_merges(vocab: dict[str, int], scores: Mapping[str, float]) -> list[
 
 
 # ---------------------------------------------------------------------------------------------
-# checking the metadata
+# checking the vocabulary and its merges (the keys themselves: model.text.gguf_meta)
 # ---------------------------------------------------------------------------------------------
 def _respell(token: str) -> str:
     return "".join(_BYTE_ALPHABET[b] for b in token.encode("utf-8"))
-
-
-def _what(value: Any) -> str:
-    text = repr(value)
-    return f"{type(value).__name__} {text[:40] + '...' if len(text) > 40 else text}"
-
-
-def _as_list(meta: Mapping[str, Any], key: str) -> list[Any] | None:
-    value = meta.get(key)
-    if value is None:
-        return None
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise TokenizerError(f"{key} must be a list, not {_what(value)}")
-    return list(value)
-
-
-def _strings(meta: Mapping[str, Any], key: str) -> list[str] | None:
-    values = _as_list(meta, key)
-    if values is not None:
-        for i, v in enumerate(values):
-            if not isinstance(v, str):
-                raise TokenizerError(f"{key} must be a list of strings: entry {i} is {_what(v)}")
-    return values
-
-
-def _numbers(meta: Mapping[str, Any], key: str, n: int, *, integer: bool) -> list[Any] | None:
-    """An optional list of one number per token; its length must be the vocabulary's."""
-    values = _as_list(meta, key)
-    if values is None:
-        return None
-    if len(values) != n:
-        raise TokenizerError(
-            f"{key} has {len(values)} entries but the vocabulary (tokenizer.ggml.tokens) has {n} tokens"
-        )
-    allowed: tuple[type, ...] = (int, np.integer) if integer else (int, float, np.integer, np.floating)
-    for i, v in enumerate(values):
-        if isinstance(v, bool) or not isinstance(v, allowed):
-            what = "whole numbers" if integer else "numbers"
-            raise TokenizerError(f"{key} must be a list of {what}: entry {i} is {_what(v)}")
-    return values
-
-
-def _token_id(meta: Mapping[str, Any], suffix: str, label: str, n: int) -> int | None:
-    key = f"tokenizer.ggml.{suffix}"
-    value = meta.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TokenizerError(f"{key} (the {label} token) must be a token id, not {_what(value)}")
-    if not 0 <= value < n:
-        raise TokenizerError(
-            f"{key} (the {label} token) is {int(value)}, out of range: the vocabulary has {n} tokens "
-            f"(ids 0..{n - 1})"
-        )
-    return int(value)
-
-
-def _flag(meta: Mapping[str, Any], key: str, *, default: bool) -> bool:
-    value = meta.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, (bool, np.bool_)):
-        raise TokenizerError(f"{key} must be true or false, not {_what(value)}")
-    return bool(value)
 
 
 def _refuse_duplicate(tokens: list[str], keys: list[str], respelled: str) -> None:

@@ -1,0 +1,88 @@
+"""A GGUF file's tensor names as a Hugging Face folder of the same family names them, and back.
+
+:func:`hf_name` renames ``blk.0.attn_q.weight`` to ``model.layers.0.self_attn.q_proj.weight`` (GPT-2's to
+``transformer.h.0.…``) so that the file opens through the Hugging Face mapping
+(:mod:`model.io.families`, :mod:`model.io.gpt2`); :func:`in_gguf_names` writes the names in a message
+back as the file spells them, so an error names the tensors the user can see (:mod:`model.io.gguf`).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["gguf_name", "hf_name", "in_gguf_names"]
+
+#: GGUF's per-layer tensor names (after ``blk.i.``) -> Hugging Face's (after ``model.layers.i.``).
+_LAYER_NAMES = {
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+_GLOBAL_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+
+#: GPT-2's (``transformer.`` prefix, nanoGPT's ``[out, in]`` layout, which GGUF also stores).
+_GPT2_LAYER_NAMES = {
+    "attn_norm": "ln_1",
+    "attn_qkv": "attn.c_attn",
+    "attn_output": "attn.c_proj",
+    "ffn_norm": "ln_2",
+    "ffn_up": "mlp.c_fc",
+    "ffn_down": "mlp.c_proj",
+}
+_GPT2_GLOBAL_NAMES = {
+    "token_embd": "transformer.wte",
+    "position_embd": "transformer.wpe",
+    "output_norm": "transformer.ln_f",
+    "output": "lm_head",
+}
+
+
+def hf_name(gguf_name: str, gpt2: bool) -> str:
+    """The Hugging Face name of a GGUF tensor, or the GGUF name itself when it has none here (so that
+    :func:`model.io.weights.check_weights` names it as a tensor with no place)."""
+    stem, dot, kind = gguf_name.rpartition(".")
+    if not dot:
+        return gguf_name
+    layer_names, global_names = (
+        (_GPT2_LAYER_NAMES, _GPT2_GLOBAL_NAMES) if gpt2 else (_LAYER_NAMES, _GLOBAL_NAMES)
+    )
+    parts = stem.split(".")
+    if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in layer_names:
+        prefix = f"transformer.h.{parts[1]}." if gpt2 else f"model.layers.{parts[1]}."
+        return f"{prefix}{layer_names[parts[2]]}.{kind}"
+    if stem in global_names:
+        return f"{global_names[stem]}.{kind}"
+    return gguf_name
+
+
+_HF_TENSOR = re.compile(r"\b(?:model|transformer|lm_head)(?:\.[A-Za-z_0-9]+)+")
+
+
+def gguf_name(hf_name: str, gpt2: bool) -> str:
+    """The GGUF name of a tensor :func:`hf_name` renames to ``hf_name`` (itself when none does)."""
+    layer_names = _GPT2_LAYER_NAMES if gpt2 else _LAYER_NAMES
+    global_names = _GPT2_GLOBAL_NAMES if gpt2 else _GLOBAL_NAMES
+    stem, _, kind = hf_name.rpartition(".")
+    for theirs, ours in global_names.items():
+        if stem == ours:
+            return f"{theirs}.{kind}"
+    prefix = "transformer.h." if gpt2 else "model.layers."
+    if stem.startswith(prefix):
+        layer, _, rest = stem[len(prefix) :].partition(".")
+        for theirs, ours in layer_names.items():
+            if rest == ours and layer.isdigit():
+                return f"blk.{layer}.{theirs}.{kind}"
+    return hf_name
+
+
+def in_gguf_names(message: str, gpt2: bool) -> str:
+    """``message`` with every Hugging Face tensor name in it written as the GGUF file names it."""
+    return _HF_TENSOR.sub(lambda m: gguf_name(m.group(0), gpt2), message)
