@@ -74,6 +74,20 @@ class Probe(QObject):
         if text != self.prompt:
             self._set(text, from_source=True)
 
+    def after_open(self, before: Any, tokenizer: Any, source: Any) -> None:
+        """A model was opened (its ``tokenizer``; the data was ``before`` and is ``source`` now).
+        A model with a vocabulary of its own (a pretrained one) is probed with text, not with the
+        previous data's own default prompt (the starter's random letters); a prompt the user typed
+        stays."""
+        from model.text.sources import prompt_for
+
+        own_vocabulary = before is None or before.tokenizer != tokenizer
+        carried = self.prompt
+        if own_vocabulary and carried == getattr(before, "default_prompt", None):
+            carried = ""
+        source_prompt = "" if own_vocabulary else getattr(source, "default_prompt", "")
+        self.adopt(prompt_for(tokenizer, carried, source_prompt))
+
     def _set(self, text: str, *, from_source: bool) -> None:
         self._from_source = from_source
         self.prompt = text

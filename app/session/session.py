@@ -450,8 +450,6 @@ class Session(QObject):
         adds to (or overrides) what the files say about the model (its name, ...);
         ``remember_path=False`` opens it without making ``path`` where Save writes.
         """
-        from model.text.sources import prompt_for
-
         if self.is_training:
             raise ValueError("stop training before opening a checkpoint")
         path = str(path)
@@ -472,14 +470,7 @@ class Session(QObject):
             path=path if remember_path else None,
             meta={**opened.meta, **(meta or {})},
         )
-        # a model with a vocabulary of its own (a pretrained one) is probed with text, not with the
-        # previous data's own default prompt (the starter's random letters); a prompt the user typed stays
-        own_vocabulary = before is None or before.tokenizer != opened.tokenizer
-        carried = self.probe_prompt
-        if own_vocabulary and carried == getattr(before, "default_prompt", None):
-            carried = ""
-        source_prompt = "" if own_vocabulary else getattr(self.source, "default_prompt", "")
-        self.probe.adopt(prompt_for(opened.tokenizer, carried, source_prompt))
+        self.probe.after_open(before, opened.tokenizer, self.source)
         self.probe.refresh()
         settle_garbage()  # the model and what opening it imported stay: out of later collections
         if opened.note:
