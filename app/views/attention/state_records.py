@@ -10,6 +10,8 @@ from typing import Any
 
 #: A head: (layer, head).
 Head = tuple[int, int]
+#: What the circuits of the weights depend on: (the model's ``id``, its training step, the RoPE offset).
+CircuitsKey = tuple[int, int, int]
 
 
 @dataclass
@@ -26,4 +28,4 @@ class CausalEntry:
     result: Any
 
 
-__all__ = ["CausalEntry", "CausalFailure", "Head"]
+__all__ = ["CausalEntry", "CausalFailure", "CircuitsKey", "Head"]
