@@ -156,8 +156,10 @@ class AttentionJobs:
         """The selected head's full circuits over a few tokens (``attention.circuit_head``)."""
         st, model, tok, key = self.state, self.session.model, self.session.tokenizer, self.circuits_key()
         insp = st.inspection
-        res = st.circuits_for(key) if key is not None else None
-        if insp is None or model is None or res is None or res.circuits is None:
+        if insp is None or model is None or key is None:
+            return
+        res = st.circuits_for(key)
+        if res is None or res.circuits is None:
             return
         head = st.selected
         if st.circuit_head_for(key, head) is not None:
