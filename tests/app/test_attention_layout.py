@@ -89,7 +89,7 @@ def test_pipeline_matrices_are_a_usable_size_at_1280(qtbot, attention_at):
         assert min(rect.width(), rect.height()) >= 200, (key, rect)  # was about 60 px
         assert abs(rect.width() - rect.height()) <= 2, key  # square cells
     # the page scrolls down through the stages instead of shrinking them
-    assert page.scroll.verticalScrollBar().maximum() > 0
+    assert page.scroll_area.verticalScrollBar().maximum() > 0
 
 
 def test_every_text_of_panel_7_reads_on_what_is_behind_it(qtbot, attention_at):
@@ -193,7 +193,7 @@ def test_the_wheel_over_the_pipeline_scrolls_through_its_stages(qtbot, attention
 
     _, tab = attention_at()
     page = _pipeline(qtbot, tab)
-    bar = page.scroll.verticalScrollBar()
+    bar = page.scroll_area.verticalScrollBar()
     assert bar.value() == 0 and bar.maximum() > 0
     at = QPointF(page.view.viewport().rect().center())
     wheel = QWheelEvent(

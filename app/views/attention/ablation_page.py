@@ -94,8 +94,8 @@ class AblationPage(AttentionPage):
         self.plot.addItem(self.bars)
         self.flips = pg.ScatterPlotItem(size=8, symbol="t", brush=pg.mkBrush(20, 20, 20), pen=None)
         self.plot.addItem(self.flips)
-        self.cursor = pg.InfiniteLine(angle=90, pen=pg.mkPen((255, 140, 0), width=2))
-        self.plot.addItem(self.cursor)
+        self.position_line = pg.InfiniteLine(angle=90, pen=pg.mkPen((255, 140, 0), width=2))
+        self.plot.addItem(self.position_line)
         rlay.addWidget(self.view, 2)
         self.pos_label = QLabel(" ")
         self.pos_label.setTextFormat(Qt.TextFormat.PlainText)  # token texts: <s> is no tag
@@ -224,7 +224,7 @@ class AblationPage(AttentionPage):
         if res is None or insp is None:
             return
         self.position = t
-        self.cursor.setPos(t + 0.5)
+        self.position_line.setPos(t + 0.5)
         e = res.effect
         k = e.top_before.ids.shape[1]
         self.table.setRowCount(k)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
+    QBoxLayout,
     QHBoxLayout,
     QLabel,
     QSizePolicy,
@@ -62,6 +63,9 @@ class AttentionPage(LazyPage):
 
     def __init__(self, state, parent: QWidget | None = None):
         super().__init__(state, parent)
+        #: the line shown instead of the widgets (made when first needed), and the widgets it hides
+        self._long_note: QLabel | None = None
+        self._hidden_for_note: list[QWidget] = []
         state.inspection_changed.connect(self._mark_stale)
         self.follow(state.selection_changed, self.on_head_selected)
         self.follow(state.head_detail_changed, self.on_head_detail)
@@ -95,20 +99,20 @@ class AttentionPage(LazyPage):
             draw(self)
 
         refresh.__doc__ = draw.__doc__
-        cls.refresh = refresh  # type: ignore[method-assign]
+        cls.refresh = refresh
 
     def _note_instead(self, text: str | None) -> None:
         """Show ``text`` in place of the page's widgets (None: the widgets again)."""
         lay = self.layout()
-        note = getattr(self, "_long_note", None)
+        note = self._long_note
         if text is None:
             if note is not None and note.isVisible():
                 note.hide()
                 for w in self._hidden_for_note:
                     w.show()
             return
-        if lay is None:
-            return
+        if not isinstance(lay, QBoxLayout):
+            return  # not built (or not a column of widgets)
         if note is None:
             note = self._long_note = QLabel()
             note.setWordWrap(True)
@@ -118,16 +122,17 @@ class AttentionPage(LazyPage):
         if not note.isVisible():
             self._hidden_for_note = []
             for i in range(lay.count()):
-                w = lay.itemAt(i).widget()
-                if w is not None and w is not note and not w.isHidden():
-                    w.hide()
-                    self._hidden_for_note.append(w)
+                item = lay.itemAt(i)
+                widget = item.widget() if item is not None else None
+                if widget is not None and widget is not note and not widget.isHidden():
+                    widget.hide()
+                    self._hidden_for_note.append(widget)
             note.show()
 
     @property
     def long_note(self) -> str:
         """The line shown instead of the page ('' when the page draws)."""
-        note = getattr(self, "_long_note", None)
+        note = self._long_note
         return note.text() if note is not None and not note.isHidden() else ""
 
     def _mark_stale(self, _inspection) -> None:
@@ -229,15 +234,22 @@ class HeadSelector(QWidget):
             self.changed.emit(*self.head())
 
 
-def holder(view: QWidget) -> QWidget:
-    """A plain widget around ``view``: what a page offers for export (File → Export writes a plain
-    widget with ``QSvgGenerator``; pyqtgraph's own SVG exporter fails on Qt 6.11's path data)."""
-    w = QWidget()
-    lay = QVBoxLayout(w)
-    lay.setContentsMargins(0, 0, 0, 0)
-    lay.addWidget(view)
-    w.view = view
-    return w
+class Holder(QWidget):
+    """A plain widget around ``view`` (in a column, ``column``): what a page offers for export (File →
+    Export writes a plain widget with ``QSvgGenerator``; pyqtgraph's own SVG exporter fails on Qt
+    6.11's path data)."""
+
+    def __init__(self, view: QWidget):
+        super().__init__()
+        self.column = QVBoxLayout(self)
+        self.column.setContentsMargins(0, 0, 0, 0)
+        self.column.addWidget(view)
+        self.view = view
+
+
+def holder(view: QWidget) -> Holder:
+    """A :class:`Holder` around ``view``."""
+    return Holder(view)
 
 
 def blurb_label(text: str) -> QLabel:
@@ -262,4 +274,4 @@ def lines_label(lines: int, *, rich: bool = True, colour: str = "") -> QLabel:
     return lab
 
 
-__all__ = ["AttentionPage", "HeadSelector", "blurb_label", "holder", "lines_label"]
+__all__ = ["AttentionPage", "HeadSelector", "Holder", "blurb_label", "holder", "lines_label"]

@@ -25,7 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.views.attention.base import AttentionPage, lines_label
+from app.views.attention.base import lines_label
+from app.views.attention.circuits_base import CircuitsPart
 from app.views.attention.head_graph import KIND_COLORS, head_name
 from app.widgets.axes import style_plot
 from app.widgets.table_width import keep_columns_whole
@@ -34,11 +35,12 @@ from app.widgets.table_width import keep_columns_whole
 READS_ROWS = 8
 
 
-class SelectedHeadTab(AttentionPage):
+class SelectedHeadTab(CircuitsPart):
     """The Head tab's widgets and drawing, for :class:`~app.views.attention.circuits_page.CircuitsPage`
     (which builds the tab with :meth:`_build_head_tab` and draws it when it is in view)."""
 
     def _build_head_tab(self) -> QWidget:
+        self._tokens_for: list[int] | None = None  # the tokens in the source-token box
         w = QWidget()
         lay = QVBoxLayout(w)
         lay.setContentsMargins(4, 4, 4, 4)

@@ -107,12 +107,9 @@ class CircuitsPage(SelectedHeadTab, PathPatchingTab):
         )
 
     def build(self) -> None:
-        self.result = None  # the CircuitsResult drawn
+        self.result = None
         self._auto_threshold = True
         self._auto_focus = False
-        self._sender_items: list[tuple[int, int]] = []
-        self._receiver_items: list[tuple[int, int]] = []
-        self._tokens_for: object = None
         lay = QVBoxLayout(self)
         lay.addWidget(blurb_label(self.blurb))
         bar = QHBoxLayout()
@@ -239,11 +236,6 @@ class CircuitsPage(SelectedHeadTab, PathPatchingTab):
         self._auto_focus = True
 
     # ---- drawing -------------------------------------------------------------------------------
-    @property
-    def circuits(self):
-        """The :class:`~model.interp.analysis.circuits.Circuits` drawn (None before or without them)."""
-        return getattr(self.result, "circuits", None)
-
     def refresh(self) -> None:
         st = self.state
         insp, res = st.inspection, st.circuits_result
@@ -270,10 +262,6 @@ class CircuitsPage(SelectedHeadTab, PathPatchingTab):
         st = self.state
         head_ready = self.circuits is None or st.circuit_head_for(self._key(), st.selected) is not None
         self.stale = not (head_ready and st.path_for_current() is not None)
-
-    def _key(self):
-        """The state's key of the circuits drawn (that of the latest result)."""
-        return self.state.circuits[0] if self.state.circuits is not None else None
 
     def _on_offset(self) -> None:
         """A new RoPE offset: the circuits are computed again for it."""
@@ -392,13 +380,6 @@ class CircuitsPage(SelectedHeadTab, PathPatchingTab):
             + ("" if qk else " into the unembedding")
             + f"; other heads and MLPs are not on it.{rope}"
         )
-
-    @staticmethod
-    def _title(plot: MatrixPlot, text: str) -> None:
-        """``plot``'s title, set only when it changes (a wrapping title lays itself out again)."""
-        if getattr(plot, "_title_text", None) != text:
-            plot._title_text = text
-            plot.set_title(text)
 
     # ---- the graph's clicks ----------------------------------------------------------------------
     def _on_head_clicked(self, layer: int, head: int) -> None:

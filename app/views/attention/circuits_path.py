@@ -14,10 +14,12 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSplitter, QVBoxLayout, QWidget
 
-from app.views.attention.base import AttentionPage, lines_label
+from app.views.attention.base import lines_label
+from app.views.attention.circuits_base import CircuitsPart
 from app.views.attention.head_graph import KIND_COLORS, KINDS, head_name
 from app.views.attention.patching_page import SMALL_GAP
 from app.views.attention.state import CausalFailure
+from app.views.attention.state_records import Head
 from app.widgets.axes import style_plot
 from app.widgets.matrix_plot import MatrixPlot, format_cell
 
@@ -27,11 +29,14 @@ INPUTS = ("q", "k", "v")
 HEAD_TAB, FULL_TAB, PATH_TAB = 0, 1, 2
 
 
-class PathPatchingTab(AttentionPage):
+class PathPatchingTab(CircuitsPart):
     """The path-patching tab's widgets and drawing, for :class:`~app.views.attention.circuits_page.
     CircuitsPage` (which builds the tab with :meth:`_build_path_tab` and draws it when it is in view)."""
 
     def _build_path_tab(self) -> QWidget:
+        #: the heads in the sender and receiver boxes
+        self._sender_items: list[Head] = []
+        self._receiver_items: list[Head] = []
         w = QWidget()
         lay = QVBoxLayout(w)
         lay.setContentsMargins(4, 4, 4, 4)
@@ -83,19 +88,28 @@ class PathPatchingTab(AttentionPage):
         sender, receiver = self.state.path_heads()
         senders = [(l, h) for l in range(L) for h in range(H)]
         receivers = [(l, h) for l in range(sender[0] + 1, L) for h in range(H)]
-        for combo, items, attr, chosen in (
-            (self.sender_combo, senders, "_sender_items", sender),
-            (self.receiver_combo, receivers, "_receiver_items", receiver),
+        if senders != self._sender_items:
+            self._sender_items = senders
+            self._fill_combo(self.sender_combo, senders)
+        if receivers != self._receiver_items:
+            self._receiver_items = receivers
+            self._fill_combo(self.receiver_combo, receivers)
+        for combo, items, chosen in (
+            (self.sender_combo, senders, sender),
+            (self.receiver_combo, receivers, receiver),
         ):
-            combo.blockSignals(True)
-            if getattr(self, attr) != items:
-                setattr(self, attr, items)
-                combo.clear()
-                for head in items:
-                    combo.addItem(head_name(head))
             if chosen in items:
+                combo.blockSignals(True)
                 combo.setCurrentIndex(items.index(chosen))
-            combo.blockSignals(False)
+                combo.blockSignals(False)
+
+    @staticmethod
+    def _fill_combo(combo: QComboBox, items: list[Head]) -> None:
+        combo.blockSignals(True)
+        combo.clear()
+        for head in items:
+            combo.addItem(head_name(head))
+        combo.blockSignals(False)
 
     def _on_sender_combo(self, i: int) -> None:
         if 0 <= i < len(self._sender_items):

@@ -1,35 +1,65 @@
 """The Circuits page's part of the Attention tab's state (:class:`CircuitsState`, a base of
 :class:`~app.views.attention.state.AttentionState`): the weights' circuits, one head's full circuits, the
-path patching of a sender and the page's inputs (sender, receiver, RoPE offset). It uses the state's
-``circuits``, ``circuit_head``, ``path`` and ``circuit_setup`` (set in ``AttentionState.__init__``), its
-``inspection``, ``request`` and ``causal_setup``, and its ``circuits_changed`` and ``circuit_setup_changed``
-signals. No Qt.
+path patching of a sender and the page's inputs (sender, receiver, RoPE offset), with their two
+signals. It reads the state's ``inspection``, ``request`` and ``causal_setup`` (which
+``AttentionState.__init__`` sets). No Qt.
 """
 
 from __future__ import annotations
 
-from app.views.attention.state_records import CausalEntry, Head
+from typing import TYPE_CHECKING, Any
+
+from app.core.state import Signal
+from app.views.attention.state_records import CausalEntry, CircuitsKey, Edge, Head
+
+if TYPE_CHECKING:
+    from model.interp.inspection import Inspection
+    from model.interp.measures import CircuitsResult, HeadCircuitDetail
 
 
 class CircuitsState:
     """What the Circuits page reads and sets (see the module docstring)."""
 
-    def set_circuits(self, key, result) -> None:
+    #: (kind, result): a result of the Circuits page arrived: ``"circuits"`` (the weights' circuits,
+    #: :class:`~model.interp.measures.CircuitsResult`), ``"head"`` (one head's full circuits) or
+    #: ``"path"`` (path patching of the sender, or a :class:`CausalFailure`)
+    circuits_changed = Signal()
+    #: (): the Circuits page's inputs changed (the sender, the receiver, the RoPE offset)
+    circuit_setup_changed = Signal()
+
+    # the rest of the state, which AttentionState.__init__ sets
+    inspection: Inspection | None
+    request: int
+    causal_setup: dict[str, dict[str, Any]]
+
+    def __init__(self) -> None:
+        #: (key, CircuitsResult) of the weights (key: the model, its step and the RoPE offset, which
+        #: the tab's jobs decide), (key, (layer, head), HeadCircuitDetail) of one head, and the path
+        #: patching of a sender (a CausalEntry whose setup holds the Patching page's inputs and the
+        #: sender)
+        self.circuits: tuple[CircuitsKey, CircuitsResult] | None = None
+        self.circuit_head: tuple[CircuitsKey, Head, HeadCircuitDetail] | None = None
+        self.path: CausalEntry | None = None
+        #: the inputs: ``sender`` / ``receiver`` (layer, head) of path patching (None: the strongest
+        #: composition's), ``rope_offset`` (RoPE models: the query − key offset of the QK circuits)
+        self.circuit_setup: dict[str, Any] = {"sender": None, "receiver": None, "rope_offset": 0}
+
+    def set_circuits(self, key: CircuitsKey, result: CircuitsResult) -> None:
         """The circuits (:class:`~model.interp.measures.CircuitsResult`) of the weights ``key`` names."""
         self.circuits = (key, result)
         self.circuits_changed.emit("circuits", result)
 
-    def circuits_for(self, key):
+    def circuits_for(self, key: CircuitsKey) -> CircuitsResult | None:
         """The circuits of the weights ``key`` names, or None (not computed yet)."""
         c = self.circuits
         return c[1] if c is not None and c[0] == key else None
 
     @property
-    def circuits_result(self):
+    def circuits_result(self) -> CircuitsResult | None:
         """The latest circuits (:class:`~model.interp.measures.CircuitsResult`), or None."""
         return self.circuits[1] if self.circuits is not None else None
 
-    def strongest_edge(self):
+    def strongest_edge(self) -> Edge | None:
         """(kind, writer, reader, score) of the strongest composition of the latest circuits, or None."""
         res = self.circuits_result
         got = getattr(res, "circuits", None)
@@ -68,12 +98,12 @@ class CircuitsState:
         self.circuit_setup_changed.emit()
         return True
 
-    def set_circuit_head(self, key, head: Head, detail) -> None:
+    def set_circuit_head(self, key: CircuitsKey, head: Head, detail: HeadCircuitDetail) -> None:
         """One head's full circuits (:class:`~model.interp.measures.HeadCircuitDetail`) for ``key``."""
         self.circuit_head = (key, (int(head[0]), int(head[1])), detail)
         self.circuits_changed.emit("head", detail)
 
-    def circuit_head_for(self, key, head: Head):
+    def circuit_head_for(self, key: CircuitsKey | None, head: Head) -> HeadCircuitDetail | None:
         """The full circuits of ``head`` for the weights ``key`` names, or None."""
         e = self.circuit_head
         return e[2] if e is not None and e[0] == key and e[1] == (int(head[0]), int(head[1])) else None
@@ -85,7 +115,7 @@ class CircuitsState:
         layer = receiver[0] if receiver is not None else None
         return {**self.causal_setup["patching"], "sender": sender, "layer": layer}
 
-    def set_path(self, request: int, setup: dict, result) -> bool:
+    def set_path(self, request: int, setup: dict, result: object) -> bool:
         """Keep a path patching ``result`` measured for run ``request`` with ``setup``
         (:meth:`path_setup`); False (dropped) when the inputs changed meanwhile."""
         if setup != self.path_setup():

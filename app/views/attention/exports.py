@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QWidget
 
+from app.views.attention.host import AttentionHost
 from app.views.page import page_targets
 from app.widgets.exporting import write_png, write_svg
 from model.interp.export import save_inspection, write_head_csv, write_matrix_csv
@@ -18,14 +19,15 @@ from model.runtime import with_threads
 
 class AttentionExports:
     """The Attention tab's exports; ``tab`` gives the page in view, the session, the settings (for
-    the last folder), the status line and the ``exported``/``failed`` signals (this module is part of
-    the tab: it uses the tab's private ``_set_status``, ``_settings`` and ``_threads``)."""
+    the last folder), the status line and the ``exported``/``failed`` signals; the dialogs that ask
+    where open over ``parent`` (the tab's widget)."""
 
-    def __init__(self, tab):
+    def __init__(self, tab: AttentionHost, parent: QWidget):
         self.tab = tab
+        self.parent = parent
         self.state = tab.state
 
-    def targets(self) -> dict:
+    def targets(self) -> dict[str, QWidget]:
         """What File → Export writes as SVG: the graphics of the page in view."""
         return page_targets(self.tab.current_page)
 
@@ -38,7 +40,7 @@ class AttentionExports:
         if suffix != ".svg":
             raise ValueError(f"export as .png or .svg, not {suffix or 'a file without extension'}")
         targets = self.targets()
-        out = []
+        out: list[str] = []
         for name, widget in targets.items():
             p = path if len(targets) == 1 else path.with_name(f"{path.stem}-{name}{path.suffix}")
             out.append(str(write_svg(widget, p)))
@@ -64,20 +66,18 @@ class AttentionExports:
         insp, model, tok = self.state.inspection, tab.session.model, tab.session.tokenizer
         if insp is None or model is None:
             return False
-        ids, ablate, path = insp.ids, dict(insp.ablate), Path(path)
+        ids, ablate, target = insp.ids, dict(insp.ablate), Path(path)
 
-        arrays = with_threads(tab._threads, lambda: export_arrays(model, tok, ids, ablate=ablate))
+        arrays = with_threads(tab.threads, lambda: export_arrays(model, tok, ids, ablate=ablate))
 
-        def job():
-            return str(save_inspection(path, arrays()))
+        def job() -> str:
+            return str(save_inspection(target, arrays()))
 
-        def done(res, err):
+        def done(res: str, err: BaseException | None) -> None:
             if err is not None:
-                msg = f"Could not write {path}: {err}"
-                tab._set_status(msg, error=True)
-                tab.failed.emit(msg)
+                tab.fail(f"Could not write {target}: {err}")
             else:
-                tab._set_status(f"Wrote {res}" + (" (with switched-off heads)" if ablate else ""))
+                tab.show_status(f"Wrote {res}" + (" (with switched-off heads)" if ablate else ""))
                 tab.exported.emit(res)
 
         tab.session.compute.submit("attention.export", job, done)
@@ -91,26 +91,26 @@ class AttentionExports:
         if got is None:
             raise ValueError(f"the {page.title} page has no numbers to export (yet)")
         arrays, tables = got
-        path = Path(path)
-        suffix = path.suffix.lower()
+        target = Path(path)
+        suffix = target.suffix.lower()
+        written: list[str] = []
         if suffix == ".npz":
-            written = [str(save_inspection(path, arrays))]
+            written.append(str(save_inspection(target, arrays)))
         elif suffix == ".csv":
-            written = []
             for name, (matrix, rows, cols, corner) in tables.items():
-                p = path if len(tables) == 1 else path.with_name(f"{path.stem}-{name}{path.suffix}")
+                p = target if len(tables) == 1 else target.with_name(f"{target.stem}-{name}{target.suffix}")
                 written.append(str(write_matrix_csv(p, matrix, rows, cols, corner=corner)))
         else:
             raise ValueError(f"export numbers as .csv or .npz, not {suffix or 'a file without extension'}")
-        for p in written:
-            self.tab.exported.emit(p)
+        for file in written:
+            self.tab.exported.emit(file)
         return written
 
     # ---- dialogs -------------------------------------------------------------------------------
     def _ask_path(self, title: str, name: str, filters: str) -> str:
-        settings = self.tab._settings
+        settings = self.tab.settings
         start = Path(settings.last_dir("export")) if settings is not None else Path.home()
-        path, _ = QFileDialog.getSaveFileName(self.tab, title, str(start / name), filters)
+        path, _ = QFileDialog.getSaveFileName(self.parent, title, str(start / name), filters)
         if path and settings is not None:
             settings.set_last_dir("export", Path(path).parent)
         return path
@@ -126,9 +126,9 @@ class AttentionExports:
         try:
             written = self.view(path)
         except Exception as exc:
-            self.tab._set_status(f"Export failed: {exc}", error=True)
+            self.tab.show_status(f"Export failed: {exc}", error=True)
             return
-        self.tab._set_status("Wrote " + ", ".join(written))
+        self.tab.show_status("Wrote " + ", ".join(written))
         for p in written:
             self.tab.exported.emit(p)
 
@@ -147,14 +147,14 @@ class AttentionExports:
         try:
             written = self.head_csv(path)
         except Exception as exc:
-            self.tab._set_status(f"Export failed: {exc}", error=True)
+            self.tab.show_status(f"Export failed: {exc}", error=True)
             return
-        self.tab._set_status(f"Wrote {written}")
+        self.tab.show_status(f"Wrote {written}")
 
     def numbers_dialog(self) -> None:
         page = self.tab.current_page
         if page.numbers() is None:
-            self.tab._set_status(f"The {page.title} page has no numbers to export (yet).", error=True)
+            self.tab.show_status(f"The {page.title} page has no numbers to export (yet).", error=True)
             return
         path = self._ask_path(
             "Export this page's numbers",
@@ -166,9 +166,9 @@ class AttentionExports:
         try:
             written = self.numbers(path if Path(path).suffix.lower() in (".csv", ".npz") else path + ".csv")
         except Exception as exc:
-            self.tab._set_status(f"Export failed: {exc}", error=True)
+            self.tab.show_status(f"Export failed: {exc}", error=True)
             return
-        self.tab._set_status("Wrote " + ", ".join(written))
+        self.tab.show_status("Wrote " + ", ".join(written))
 
     def dialog(self, key: str) -> None:
         """The dialog of Export-menu entry ``key`` (``controls.EXPORTS``)."""

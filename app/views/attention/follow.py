@@ -13,19 +13,26 @@ head's scores are never superseded before they arrive).
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject
 
+from app.views.attention.host import AttentionHost
+from app.views.attention.jobs import AttentionJobs
 from model.text.sources import prompt_for
+
+if TYPE_CHECKING:
+    from model.nn.gpt import GPT
 
 
 class SessionFollower(QObject):
-    """Connects the Attention tab ``tab`` to its session's signals (a child of the tab, so the
-    connections end with it)."""
+    """Connects the Attention tab ``tab`` (and its ``jobs``) to its session's signals (a child of
+    ``parent``, the tab's widget, so the connections end with it)."""
 
-    def __init__(self, tab):
-        super().__init__(tab)
+    def __init__(self, tab: AttentionHost, jobs: AttentionJobs, parent: QObject):
+        super().__init__(parent)
         self.tab = tab
+        self.jobs = jobs
         self._last_follow = 0.0
         s = tab.session
         s.modelChanged.connect(self._on_model_changed)
@@ -33,10 +40,10 @@ class SessionFollower(QObject):
         s.traceUpdated.connect(self._on_training_frame)
         s.probePromptChanged.connect(self._on_probe_prompt)
 
-    def _on_model_changed(self, model) -> None:
+    def _on_model_changed(self, model: GPT | None) -> None:
         tab = self.tab
         tab.state.forget_results()
-        tab.jobs.val_cache.clear()
+        self.jobs.val_cache.clear()
         if model is not None:
             tab.state.restrict_ablation(model.config.n_layers, model.config.n_heads)
             tok = tab.session.tokenizer
@@ -50,12 +57,12 @@ class SessionFollower(QObject):
                 tab.set_prompt(tab.session.probe_prompt or "", run=False)
         else:
             tab.state.clear()
-        tab._update_empty()
+        tab.update_for_model()
         tab.schedule()
 
-    def _on_training_frame(self, _frame) -> None:
+    def _on_training_frame(self, _frame: object) -> None:
         tab = self.tab
-        if not (tab.follow_box.isChecked() and tab.isVisible() and tab.session.is_training):
+        if not (tab.follows_training and tab.session.is_training):
             return
         if tab.session.compute.outstanding("attention."):
             return  # the last run or its follow-ups (the head's scores, metrics) are not in yet

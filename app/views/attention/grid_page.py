@@ -20,6 +20,7 @@ narrowed in a local layer; one array shared by every local layer).
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QPushButton, QVBoxLayout
 
@@ -75,20 +76,23 @@ class GridPage(AttentionPage):
         self.fold.changed.connect(self._on_fold)
         self.finder.jump.connect(self.jump_to)
 
-    def head_menu_actions(self, layer: int, head: int) -> list[tuple[str, object]]:
+    def head_menu_actions(self, layer: int, head: int) -> list[tuple[str, Callable[[], object]]]:
         """(text, action) of the right-click menu of head (layer, head)."""
         state = self.state
-        items = [(f"Open layer {layer}, head {head}", lambda: self.openHeadRequested.emit(layer, head))]
+        items: list[tuple[str, Callable[[], object]]] = [
+            (f"Open layer {layer}, head {head}", lambda: self.openHeadRequested.emit(layer, head))
+        ]
         off = dict(state.ablation)
         if (layer, head) in off:
             rest = {lh: m for lh, m in off.items() if lh != (layer, head)}
             items.append(("Switch this head back on", lambda: state.set_ablation(rest)))
         else:
-            for mode, text in (
-                ("zero", "Switch this head off (output × 0)"),
-                ("mean", "Switch this head off (output → its mean)"),
-            ):
-                items.append((text, lambda mode=mode: state.set_ablation({**off, (layer, head): mode})))
+
+            def switch_off(mode: str) -> Callable[[], object]:
+                return lambda: state.set_ablation({**off, (layer, head): mode})
+
+            items.append(("Switch this head off (output × 0)", switch_off("zero")))
+            items.append(("Switch this head off (output → its mean)", switch_off("mean")))
         if off:
             items.append(("Switch every head back on", lambda: state.set_ablation({})))
         return items

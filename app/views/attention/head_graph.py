@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
-from PySide6.QtGui import QFont
+from PySide6.QtGui import QBrush, QFont
 from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.views.attention.grid_controls import CELL_NAMES, ROLE_COLORS
@@ -103,7 +103,7 @@ class HeadGraph(QWidget):
         if look != self._look:  # the nodes and their names change with the roles, not with the edges
             self._look = look
             x, y = np.meshgrid(np.arange(L), np.arange(H), indexing="ij")
-            brushes = {None: pg.mkBrush(236, 236, 236)}
+            brushes: dict[str | None, QBrush] = {None: pg.mkBrush(236, 236, 236)}
             for colour in ROLE_COLORS.values():
                 if colour:
                     brushes[colour] = pg.mkBrush(colour)

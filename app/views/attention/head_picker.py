@@ -55,8 +55,9 @@ class HeadPicker(QWidget):
         keep = [lh for lh in self.selected() if lh[0] < n_layers and lh[1] < n_heads]
         while self._grid.count():
             item = self._grid.takeAt(0)
-            if item.widget() is not None:
-                item.widget().deleteLater()
+            widget = item.widget() if item is not None else None
+            if widget is not None:
+                widget.deleteLater()
         self._buttons, self._row_buttons = {}, []
         self._shape = (n_layers, n_heads)
         side = 26 if n_heads <= 16 else 20

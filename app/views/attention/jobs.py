@@ -1,10 +1,11 @@
 """The Attention tab's follow-up jobs: what only some pages show, measured after each run.
 
-Each job reads the state (and the session's model), runs in the session's compute worker through the
-tab's ``_submit`` (superseded by a newer run like the run itself), writes its result into the
+Each job reads the state (and the session's model), runs in the session's compute worker through
+:meth:`AttentionJobs.submit` (superseded by a newer run like the run itself), writes its result into the
 :class:`~app.views.attention.state.AttentionState` (whose signals redraw the pages) and then emits the
 tab's matching signal (``headDetailReady``, ``metricsReady``, ``ablationReady``, ``aggregatesReady``,
-``nextTokensReady``, ``expertsReady``, ``circuitsReady``).
+``nextTokensReady``, ``expertsReady``, ``circuitsReady``). The jobs see the tab as an
+:class:`~app.views.attention.host.AttentionHost`.
 
 The Circuits page's circuits depend on the weights alone: that job (``attention.circuits``) is keyed
 by the model, its training step and the RoPE offset (:meth:`AttentionJobs.circuits_key`), runs once per
@@ -14,32 +15,57 @@ key, and a new prompt does not cancel it. It and the path patching leave one cor
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from app.views.attention.base import AttentionPage
+from app.views.attention.host import AttentionHost
 from app.views.attention.state import CausalFailure
+from app.views.attention.state_records import CircuitsKey, Head
 from model.interp import causal, inspection, measures
 from model.interp.prompt import PromptError
 from model.runtime import with_threads
 
-#: The compute keys of the Circuits page's follow-up jobs (the tab's ``_submit`` puts them under its
-#: follow-up prefix, ``attention.run.``).
-HEAD_JOB = "attention.run.attention.circuit_head"
-PATH_JOB = "attention.run.attention.path"
+#: key prefix of the follow-up jobs of one run (metrics, head detail, ...): a new run cancels them
+FOLLOW_UPS = "attention.run."
+#: The compute keys of the Circuits page's follow-up jobs (:meth:`AttentionJobs.submit` puts them under
+#: :data:`FOLLOW_UPS`).
+HEAD_JOB = FOLLOW_UPS + "attention.circuit_head"
+PATH_JOB = FOLLOW_UPS + "attention.path"
+
+T = TypeVar("T")
 
 
 class AttentionJobs:
-    """The follow-up jobs of an Attention tab ``tab`` (its ``state``, ``session`` and ``_submit``)."""
+    """The follow-up jobs of an Attention tab ``tab`` (its ``state`` and ``session``)."""
 
-    def __init__(self, tab):
+    def __init__(self, tab: AttentionHost):
         self.tab = tab
         self.state = tab.state
         self.session = tab.session
         #: validation batches of the current data and model shape, for the ablation's loss change
-        self.val_cache: dict = {}
-        self._aggregates_asked = None  # (request, chosen heads) of the last aggregates job
-        self._circuits_asked = None  # the key of the circuits job on its way
-        self._circuit_head_asked = None  # (key, head) of the head's full circuits on their way
-        self._path_asked = None  # (request, setup) of the path patching on its way
+        self.val_cache: dict[tuple, tuple[Any, Any]] = {}
+        #: (request, chosen heads, rollout) of the last aggregates job
+        self._aggregates_asked: tuple[int, list[Head], bool] | None = None
+        self._circuits_asked: CircuitsKey | None = None  # the key of the circuits job on its way
+        #: (key, head) of the head's full circuits on their way
+        self._circuit_head_asked: tuple[CircuitsKey, Head] | None = None
+        self._path_asked: tuple[int, dict] | None = None  # (request, setup) of the path patching on its way
 
-    def for_page(self, page) -> bool:
+    def submit(self, key: str, fn: Callable[[], T | None], on_result: Callable[[T], None]) -> None:
+        """A follow-up job of the current run (``attention.run.`` + ``key``): superseded by the next one
+        with ``key`` or the next run; ``on_result`` gets what it returns (unless None)."""
+
+        def done(res: T | None, err: BaseException | None) -> None:
+            if err is not None:
+                self.tab.fail(f"{key.split('.')[-1]} failed: {err}")
+                return
+            if res is not None:
+                on_result(res)
+
+        self.session.compute.submit(FOLLOW_UPS + key, with_threads(self.tab.threads, fn), done)
+
+    def for_page(self, page: AttentionPage) -> bool:
         """Request what ``page`` needs and the state lacks; True when it lacks nothing."""
         st, ready = self.state, True
         if not st.patterns_held and page.needs_every_pattern:
@@ -66,7 +92,7 @@ class AttentionJobs:
         return ready
 
     # ---- the Circuits page ---------------------------------------------------------------------
-    def circuits_key(self):
+    def circuits_key(self) -> CircuitsKey | None:
         """What the circuits of the current weights depend on: (the model, its step, the RoPE offset);
         None without a model."""
         model = self.session.model
@@ -110,9 +136,7 @@ class AttentionJobs:
             if self._circuits_asked == key:
                 self._circuits_asked = None
             if err is not None:
-                msg = f"circuits failed: {err}"
-                self.tab._set_status(msg, error=True)
-                self.tab.failed.emit(msg)
+                self.tab.fail(f"circuits failed: {err}")
                 return
             if res is None or key != self.circuits_key():
                 return
@@ -132,8 +156,10 @@ class AttentionJobs:
         """The selected head's full circuits over a few tokens (``attention.circuit_head``)."""
         st, model, tok, key = self.state, self.session.model, self.session.tokenizer, self.circuits_key()
         insp = st.inspection
-        res = st.circuits_for(key) if key is not None else None
-        if insp is None or model is None or res is None or res.circuits is None:
+        if insp is None or model is None or key is None:
+            return
+        res = st.circuits_for(key)
+        if res is None or res.circuits is None:
             return
         head = st.selected
         if st.circuit_head_for(key, head) is not None:
@@ -149,7 +175,7 @@ class AttentionJobs:
                 st.set_circuit_head(key, head, detail)
                 self.tab.circuitsReady.emit("head", detail)
 
-        self.tab._submit(
+        self.submit(
             "attention.circuit_head",
             lambda: measures.circuit_head_of(model, tok, ids, *head, rope_offset=offset),
             done,
@@ -185,7 +211,7 @@ class AttentionJobs:
 
         # every core but one (one while training): the page that asked is drawing and painting meanwhile
         threads = 1 if self.session.is_training else -1
-        self.tab._submit("attention.path", with_threads(threads, fn), done)
+        self.submit("attention.path", with_threads(threads, fn), done)
 
     def experts(self) -> None:
         """The experts a mixture of experts' router chose for each token of the current run
@@ -200,9 +226,7 @@ class AttentionJobs:
             st.set_experts(res, req)
             self.tab.expertsReady.emit(res)
 
-        self.tab._submit(
-            "attention.experts", lambda: measures.expert_choice_of(model, ids, ablate=ablate), done
-        )
+        self.submit("attention.experts", lambda: measures.expert_choice_of(model, ids, ablate=ablate), done)
 
     def head_detail(self) -> None:
         """The selected head's pipeline (``attention.head``), unless the state has it."""
@@ -223,7 +247,7 @@ class AttentionJobs:
             if entry[1:3] == st.selected:
                 self.tab.headDetailReady.emit(entry[3])
 
-        self.tab._submit("attention.head", fn, done)
+        self.submit("attention.head", fn, done)
 
     def metrics(self) -> None:
         """Metrics of every head (``attention.metrics``)."""
@@ -236,7 +260,7 @@ class AttentionJobs:
             self.state.set_metrics(res, req)
             self.tab.metricsReady.emit(res)
 
-        self.tab._submit(
+        self.submit(
             "attention.metrics",
             lambda: measures.head_metrics_of(model, weights, mask, ablate=ablate),
             done,
@@ -265,7 +289,7 @@ class AttentionJobs:
             if st.set_ablation_result(res):
                 self.tab.ablationReady.emit(res)
 
-        self.tab._submit("attention.ablation", fn, done)
+        self.submit("attention.ablation", fn, done)
 
     def next_tokens(self) -> None:
         """The next-token table of the current run (``attention.next``)."""
@@ -279,7 +303,7 @@ class AttentionJobs:
             st.set_next_tokens(table, req)
             self.tab.nextTokensReady.emit(table)
 
-        self.tab._submit("attention.next", lambda: measures.next_tokens_of(logits, ids, tok), done)
+        self.submit("attention.next", lambda: measures.next_tokens_of(logits, ids, tok), done)
 
     def aggregates(self) -> None:
         """Mean patterns, with the chosen heads' and, when wanted, the rollout (``attention.aggregate``)."""
@@ -296,7 +320,7 @@ class AttentionJobs:
             self.state.set_aggregates(res, req)
             self.tab.aggregatesReady.emit(res)
 
-        self.tab._submit(
+        self.submit(
             "attention.aggregate",
             lambda: measures.aggregates_of(weights, chosen, rollout=rollout),
             done,
@@ -338,7 +362,7 @@ class AttentionJobs:
             if st.set_causal(kind, req, setup, res):
                 self.tab.causalReady.emit(kind, res)
 
-        self.tab._submit(f"attention.{kind}", fn, done)
+        self.submit(f"attention.{kind}", fn, done)
 
 
 __all__ = ["AttentionJobs"]

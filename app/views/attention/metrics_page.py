@@ -144,8 +144,9 @@ class MetricsPage(AttentionPage):
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels([c[0] for c in COLUMNS])
         for i, (_, _, tip) in enumerate(COLUMNS):
-            if tip:
-                self.table.horizontalHeaderItem(i).setToolTip(tip)
+            header = self.table.horizontalHeaderItem(i)  # made by the labels just set
+            if tip and header is not None:
+                header.setToolTip(tip)
         self.table.setSortingEnabled(True)
         self.table.horizontalHeader().setSortIndicator(0, Qt.SortOrder.AscendingOrder)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -242,9 +243,11 @@ class MetricsPage(AttentionPage):
         self.state.set_thresholds(HeadThresholds(**{f: s.value() for f, s in self.spins.items()}))
 
     def _on_row(self, row: int, _col: int) -> None:
-        layer = self.table.item(row, 0).data(Qt.ItemDataRole.DisplayRole)
-        head = self.table.item(row, 1).data(Qt.ItemDataRole.DisplayRole)
-        self.openHeadRequested.emit(int(layer), int(head))
+        layer, head = self.table.item(row, 0), self.table.item(row, 1)
+        if layer is None or head is None:
+            return  # an empty row (none is: every row is filled)
+        role = Qt.ItemDataRole.DisplayRole
+        self.openHeadRequested.emit(int(layer.data(role)), int(head.data(role)))
 
     def _on_map_click(self, ev) -> None:
         if ev.button() != Qt.MouseButton.LeftButton:
@@ -277,6 +280,7 @@ class MetricsPage(AttentionPage):
         for i, row in enumerate(m.rows()):
             layer, head = row["layer"], row["head"]
             for j, (_, field, _) in enumerate(COLUMNS):
+                item: QTableWidgetItem
                 if field == "role":
                     lab = cls.labels[layer][head]
                     item = RoleItem(lab.name, lab.rank if lab.of > 1 else 0)
@@ -303,8 +307,9 @@ class MetricsPage(AttentionPage):
         self.rules.setText(rules)
         induction_col = [c[1] for c in COLUMNS].index("induction")
         header = self.table.horizontalHeaderItem(induction_col)
-        header.setText("induction (random)")  # not the prompt's: its own sequence, in the tooltip
-        header.setToolTip(f"{COLUMNS[induction_col][2]} (2 × {res.period} random tokens, not the prompt)")
+        if header is not None:  # not the prompt's: its own sequence, in the tooltip
+            header.setText("induction (random)")
+            header.setToolTip(f"{COLUMNS[induction_col][2]} (2 × {res.period} random tokens, not the prompt)")
         by_role = {role: cls.heads_named(role) for role in HEAD_ROLES if cls.heads_named(role)}
         lines = ["<b>Named heads</b>, strongest first"]
 

@@ -44,6 +44,9 @@ class CausalPage(AttentionPage):
     ``causal_setup[needs_causal]`` when edited (Enter or leaving the box), a summary line, and the
     result drawn when it arrives."""
 
+    #: the summary line (each page's ``build`` places the one :meth:`_summary_label` makes)
+    summary: QLabel
+
     def _input(self, row: QHBoxLayout, label: str, key: str, placeholder: str, width: int = 0) -> QLineEdit:
         row.addWidget(QLabel(label))
         edit = QLineEdit()

@@ -112,15 +112,15 @@ class PipelinePage(AttentionPage):
         self._summary_lines: list[tuple[str, bool]] = []
         self._arranged: tuple | None = None
         self.canvas = holder(self.view)
-        self.canvas.layout().addStretch(1)
-        self.scroll = QScrollArea()
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.scroll.setWidget(self.canvas)
-        self.scroll.viewport().installEventFilter(self)
+        self.canvas.column.addStretch(1)
+        self.scroll_area = QScrollArea()
+        self.scroll_area.setWidgetResizable(True)
+        self.scroll_area.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll_area.setWidget(self.canvas)
+        self.scroll_area.viewport().installEventFilter(self)
         self.view.viewport().installEventFilter(self)  # the wheel over a matrix scrolls the page
-        lay.addWidget(self.scroll, 1)
+        lay.addWidget(self.scroll_area, 1)
         self.readout = QLabel(" ")
         self.readout.setTextFormat(Qt.TextFormat.PlainText)  # token texts: <s> is no tag
         self.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -134,17 +134,17 @@ class PipelinePage(AttentionPage):
     def eventFilter(self, obj, event) -> bool:
         if event.type() == QEvent.Type.Wheel and obj is self.view.viewport():
             # the stages do not zoom: a wheel over them scrolls through them (the view took it)
-            QApplication.sendEvent(self.scroll.verticalScrollBar(), event)
+            QApplication.sendEvent(self.scroll_area.verticalScrollBar(), event)
             return True
-        if event.type() == QEvent.Type.Resize and obj is self.scroll.viewport():
+        if event.type() == QEvent.Type.Resize and obj is self.scroll_area.viewport():
             self.arrange()
         return False
 
     def _width(self) -> float:
         """The width the stages are laid out in: the scroll area's, less room for its scroll bar (so
         the bar coming or going never changes the layout)."""
-        bar = self.scroll.verticalScrollBar().sizeHint().width()
-        return max(200.0, float(self.scroll.width() - bar - 2 * self.scroll.frameWidth()))
+        bar = self.scroll_area.verticalScrollBar().sizeHint().width()
+        return max(200.0, float(self.scroll_area.width() - bar - 2 * self.scroll_area.frameWidth()))
 
     def arrange(self, *, force: bool = False) -> None:
         """Place the stages ``stage_columns`` to a row, every title wrapped to its stage's width and
@@ -161,7 +161,7 @@ class PipelinePage(AttentionPage):
         bold.setBold(True)
         fm = {False: QFontMetricsF(self.title_font), True: QFontMetricsF(bold)}
         line_h = max(m.lineSpacing() for m in fm.values())
-        room = self.scroll.viewport().height() - 3 * line_h - COLUMN_AXIS_HEIGHT - 40
+        room = self.scroll_area.viewport().height() - 3 * line_h - COLUMN_AXIS_HEIGHT - 40
         wrapped = {k: self._wrapped(self._title_lines.get(k, []), stage_w, fm) for k in STAGES}
         wrapped["summary"] = self._wrapped(self._summary_lines, stage_w, fm)
         axes = tuple((self.plots[k].left_axis.width(), self.plots[k].top_axis.height()) for k in STAGES)
@@ -213,6 +213,8 @@ class PipelinePage(AttentionPage):
     def _legend_width(panel: MatrixPanel) -> float:
         """What a stage's colour bar takes: the bar, its axis (fixed to its widest tick) and margins."""
         legend = panel.legend
+        if legend is None:
+            return 0.0  # (every stage has its colour bar)
         swatch = legend.swatch.sizeHint(Qt.SizeHint.PreferredSize).width() if legend.hidden_text else 0
         return max(legend.bar.minimumWidth() + legend.axis.width(), swatch) + 6
 

@@ -9,13 +9,20 @@ cares follows the signal.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from app.core.state import Signal
 from app.views.attention.circuits_state import CircuitsState
 from app.views.attention.state_records import CausalEntry, CausalFailure, Head
-from model.interp.analysis.heads import HeadThresholds, classify_heads
+from model.interp.analysis.heads import HeadClassification, HeadThresholds, classify_heads
 from model.interp.measures import layer_masks
+
+if TYPE_CHECKING:
+    from model.interp.analysis.pipeline import HeadPipeline
+    from model.interp.inspection import Inspection
+    from model.interp.measures import AblationResult, Aggregates, ExpertChoice, MetricsResult, NextTokenTable
 
 #: Short names written in a grid cell for each role of model.analysis.heads.HEAD_ROLES.
 ROLE_SHORT = {
@@ -65,31 +72,28 @@ class AttentionState(CircuitsState):
     causal_setup_changed = Signal()
     #: (ExpertChoice): the experts the router chose for the current run's tokens arrived
     experts_changed = Signal()
-    #: (kind, result): a result of the Circuits page arrived: ``"circuits"`` (the weights' circuits,
-    #: :class:`~model.interp.measures.CircuitsResult`), ``"head"`` (one head's full circuits) or
-    #: ``"path"`` (path patching of the sender, or a :class:`CausalFailure`)
-    circuits_changed = Signal()
-    #: (): the Circuits page's inputs changed (the sender, the receiver, the RoPE offset)
-    circuit_setup_changed = Signal()
+    # circuits_changed, circuit_setup_changed: the Circuits page's (CircuitsState)
     #: (): no model any more; pages forget what they draw
     cleared = Signal()
 
     def __init__(self) -> None:
-        self.inspection = None
+        super().__init__()
+        self.inspection: Inspection | None = None
         self.selected: Head = (0, 0)
         self.ablation: dict[Head, str] = {}
         self.request = 0  # the tab's number of the run ``inspection`` shows
-        self.head_detail_entry = None  # (request, layer, head, HeadPipeline)
+        self.head_detail_entry: tuple[int, int, int, HeadPipeline] | None = None  # (request, layer, head, ·)
         self.metrics_request = self.aggregates_request = 0  # the runs they were measured for
-        self.metrics = None
+        self.metrics: MetricsResult | None = None
         self.thresholds = HeadThresholds()
-        self.classification = None
+        self.classification: HeadClassification | None = None
         self.head_tips: dict[Head, str] = {}
-        self.ablation_result = None
-        self.aggregates = None
-        self.next_tokens = None  # (request, NextTokenTable)
-        self.experts = None  # (request, ExpertChoice)
-        self._layer_masks: tuple[Any, list] | None = None  # (inspection, its per-layer masks)
+        self.ablation_result: AblationResult | None = None
+        self.aggregates: Aggregates | None = None
+        self.next_tokens: tuple[int, NextTokenTable] | None = None  # (request, table)
+        self.experts: tuple[int, ExpertChoice] | None = None  # (request, choice)
+        #: (inspection, its per-layer masks)
+        self._layer_masks: tuple[Inspection, list[np.ndarray]] | None = None
         self.chosen_heads: list[Head] = []
         #: whether the aggregates include attention rollout (set for the page in view: the Rollout page)
         self.rollout_wanted = False
@@ -100,17 +104,6 @@ class AttentionState(CircuitsState):
             "attribution": {"token": "", "other": "", "position": -1},
         }
         self.causal: dict[str, CausalEntry] = {}
-        #: the Circuits page: (key, CircuitsResult) of the weights (key: the model, its step and the
-        #: RoPE offset, which the tab's jobs decide), (key, (layer, head), HeadCircuitDetail) of one
-        #: head, and the path patching of a sender (a CausalEntry whose setup holds the Patching
-        #: page's inputs and the sender)
-        self.circuits: tuple[Any, Any] | None = None
-        self.circuit_head: tuple[Any, Head, Any] | None = None
-        self.path: CausalEntry | None = None
-        #: the Circuits page's inputs: ``sender`` / ``receiver`` (layer, head) of path patching (None:
-        #: the strongest composition's), ``rope_offset`` (RoPE models: the query − key offset of the
-        #: QK circuits)
-        self.circuit_setup: dict[str, Any] = {"sender": None, "receiver": None, "rope_offset": 0}
 
     @property
     def patterns_held(self) -> bool:
@@ -121,9 +114,9 @@ class AttentionState(CircuitsState):
     def shorter_prompt_note(self, what: str) -> str:
         """The one line a page shows when it needs every head's pattern of a streamed run."""
         insp = self.inspection
-        limit = getattr(insp, "held_limit", 0)
+        tokens, limit = (insp.T, insp.held_limit) if insp is not None else (0, 0)
         return (
-            f"{what} needs every head's pattern at once: this prompt of {insp.T:,} tokens is too long to "
+            f"{what} needs every head's pattern at once: this prompt of {tokens:,} tokens is too long to "
             f"hold them. Use a prompt of at most {limit:,} tokens (the Heads and Head pages show any length)."
         )
 
@@ -404,8 +397,9 @@ class AttentionState(CircuitsState):
             insp = self.inspection
             if m.learned_sink is not None and getattr(getattr(insp, "config", None), "attn_sinks", False):
                 text += f" · learned sink {m.learned_sink[layer, head]:.2f}"
-        if layer in self.local_layers():
-            text += f" · local layer (sliding window of {self.inspection.config.sliding_window} keys)"
+        insp = self.inspection
+        if insp is not None and layer in self.local_layers():
+            text += f" · local layer (sliding window of {insp.config.sliding_window} keys)"
         return text
 
 

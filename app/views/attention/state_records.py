@@ -10,6 +10,10 @@ from typing import Any
 
 #: A head: (layer, head).
 Head = tuple[int, int]
+#: What the circuits of the weights depend on: (the model's ``id``, its training step, the RoPE offset).
+CircuitsKey = tuple[int, int, int]
+#: A composition of two heads: (kind "Q" | "K" | "V", writer, reader, score).
+Edge = tuple[str, Head, Head, float]
 
 
 @dataclass
@@ -26,4 +30,4 @@ class CausalEntry:
     result: Any
 
 
-__all__ = ["CausalEntry", "CausalFailure", "Head"]
+__all__ = ["CausalEntry", "CausalFailure", "CircuitsKey", "Edge", "Head"]

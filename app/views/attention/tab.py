@@ -29,6 +29,7 @@ from __future__ import annotations
 import html
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import (
@@ -49,7 +50,7 @@ from app.views.attention.focus_page import FocusPage
 from app.views.attention.follow import SessionFollower
 from app.views.attention.grid_page import GridPage
 from app.views.attention.head_page import HeadPage
-from app.views.attention.jobs import AttentionJobs
+from app.views.attention.jobs import FOLLOW_UPS, AttentionJobs
 from app.views.attention.lines_page import LinesPage
 from app.views.attention.metrics_page import MetricsPage
 from app.views.attention.next_token_page import NextTokenPage
@@ -66,6 +67,10 @@ from model.interp.plan import plan_prompt
 from model.interp.prompt import PromptError
 from model.runtime import with_threads
 
+if TYPE_CHECKING:
+    from app.session.session import Session
+    from app.session.settings import AppSettings
+
 #: The pages, in the order of their tabs.
 PAGES = (
     *(GridPage, HeadPage, PipelinePage, LinesPage, FocusPage, AggregatePage, RolloutPage, MetricsPage),
@@ -77,12 +82,12 @@ SCREENSHOT_ORDER = (
     *("heads", "head", "pipeline", "lines", "focus", "aggregates", "rollout", "metrics", "experts"),
     *("patching", "circuits", "attribution", "next", "ablation"),
 )
-#: key prefix of the follow-up jobs of one run (metrics, head detail, ...): a new run cancels them
-FOLLOW_UPS = "attention.run."
 
 
 class AttentionTab(TabBase):
-    """The Attention inspector; see the module docstring. Constructed as ``AttentionTab(session)``."""
+    """The Attention inspector; see the module docstring. Constructed as ``AttentionTab(session)``.
+    Its helpers (jobs, exports, follow, readiness) see it as an :class:`~app.views.attention.host.
+    AttentionHost`."""
 
     inspected = Signal(object)
     headDetailReady = Signal(object)
@@ -101,18 +106,20 @@ class AttentionTab(TabBase):
     #: while training, re-run the prompt at most this often (s) when "Follow training" is on
     FOLLOW_INTERVAL_S = 1.0
 
-    def __init__(self, session, parent: QWidget | None = None):
+    def __init__(self, session: Session, parent: QWidget | None = None):
         super().__init__(parent)
         self.session = session
         self.state = AttentionState()
-        self.exports = AttentionExports(self)
+        self.exports = AttentionExports(self, self)
         self.jobs = AttentionJobs(self)
         self.timings: dict[str, float] = {}
         self._request = 0
-        self._dirty = True
+        self._run_due = True
         self._edit_started: float | None = None
-        self._settings = None
-        self._threads: int | None = 1
+        #: the app's settings (the last export folder), from ``restore_state``
+        self.settings: AppSettings | None = None
+        #: the torch threads of the current run's plan (its follow-up jobs use as many)
+        self.threads: int | None = 1
 
         root = QVBoxLayout(self)
         self.prompt_bar = PromptBar(self.FOLLOW_INTERVAL_S)
@@ -133,6 +140,8 @@ class AttentionTab(TabBase):
         for cls in PAGES:
             page = cls(self.state)
             page.openHeadRequested.connect(self.open_head)
+            if isinstance(page, HeadPage):
+                page.csvRequested.connect(self.exports.head_csv_dialog)
             self.pages[page.key] = page
             self.page_tabs.addTab(page, page.title)
             if page.blurb:
@@ -151,7 +160,6 @@ class AttentionTab(TabBase):
         self.prompt_bar.cut_box.toggled.connect(lambda _=False: self.schedule())
         for key, action in bar.export_actions.items():
             action.triggered.connect(lambda _=False, key=key: self.exports.dialog(key))
-        self.pages["head"].csvRequested.connect(self.exports.head_csv_dialog)
 
         st = self.state
         st.selection_changed.connect(self._on_head_selected)
@@ -160,10 +168,10 @@ class AttentionTab(TabBase):
         st.causal_setup_changed.connect(self._on_causal_setup)
         st.circuit_setup_changed.connect(self._on_circuit_setup)
 
-        self.follower = SessionFollower(self)
+        self.follower = SessionFollower(self, self.jobs, self)
         if session.probe_prompt:
             self.set_prompt(session.probe_prompt, run=False)
-        self._update_empty()
+        self.update_for_model()
 
     # what the pages draw lives in ``state``; these read it for callers of the tab
     inspection = property(lambda self: self.state.inspection, doc="the current Inspection (or None)")
@@ -176,7 +184,22 @@ class AttentionTab(TabBase):
     # ---- state helpers -------------------------------------------------------------------------
     @property
     def current_page(self) -> AttentionPage:
-        return self.page_tabs.currentWidget()
+        return list(self.pages.values())[self.page_tabs.currentIndex()]  # the pages in their tabs' order
+
+    @property
+    def run_due(self) -> bool:
+        """Whether the prompt must run again (edited, or the model or the switched-off heads changed)."""
+        return self._run_due
+
+    @property
+    def latest_request(self) -> int:
+        """The number of the newest run asked for (the state's ``request`` once its result is in)."""
+        return self._request
+
+    @property
+    def follows_training(self) -> bool:
+        """Whether a training frame may re-run the prompt: "Follow training" is on and the tab in view."""
+        return self.follow_box.isChecked() and self.isVisible()
 
     def show_page(self, key: str) -> AttentionPage:
         page = self.pages[key]
@@ -196,12 +219,18 @@ class AttentionTab(TabBase):
         self.prompt_edit.blockSignals(True)
         self.prompt_edit.setPlainText(text)
         self.prompt_edit.blockSignals(False)
-        self._dirty = True
+        self._run_due = True
         if run:
             self.schedule()
 
-    def _set_status(self, text: str, *, error: bool = False) -> None:
+    def show_status(self, text: str, *, error: bool = False) -> None:
+        """Put ``text`` (rich text) in the status line, in red for an ``error``."""
         self.prompt_bar.set_status(text, error=error)
+
+    def fail(self, message: str) -> None:
+        """Say ``message`` in red in the status line and emit ``failed(message)``."""
+        self.show_status(message, error=True)
+        self.failed.emit(message)
 
     def offers(self, page: AttentionPage) -> bool:
         """Whether the current model has something for ``page`` (its tab is shown; every page while
@@ -216,13 +245,13 @@ class AttentionTab(TabBase):
     def _update_pages(self) -> None:
         """Show the pages the model has something for; leave a page it lost for the Heads page."""
         model = self.session.model
-        for i in range(self.page_tabs.count()):
-            page = self.page_tabs.widget(i)
+        for i, page in enumerate(self.pages.values()):
             self.page_tabs.setTabVisible(i, self.offers(page))
         if model is not None and not self.offers(self.current_page):
             self.show_page("heads")
 
-    def _update_empty(self) -> None:
+    def update_for_model(self) -> None:
+        """Show the pages the session's model has something for, or the no-model view without one."""
         has_model = self.session.model is not None
         self._update_pages()
         self.stack.setCurrentWidget(self.page_tabs if has_model else self.empty)
@@ -230,28 +259,28 @@ class AttentionTab(TabBase):
         for w in (self.refresh_button, self.prompt_bar.export_button):
             w.setEnabled(has_model)
         if not has_model:
-            self._set_status("No model yet: build or load one to inspect it.")
+            self.show_status("No model yet: build or load one to inspect it.")
 
     # ---- running the prompt --------------------------------------------------------------------
     def _on_text_changed(self) -> None:
         if self._edit_started is None:
             self._edit_started = time.perf_counter()
-        self._dirty = True
+        self._run_due = True
         self._debounce.start()
 
     def schedule(self) -> None:
         """Run the prompt after the debounce (or when the tab is next shown)."""
-        self._dirty = True
+        self._run_due = True
         if self.isVisible():
             self._debounce.start()
 
     def showEvent(self, event):
         super().showEvent(event)
-        if self._dirty:
+        if self._run_due:
             self._debounce.start()
 
     def on_activated(self) -> None:
-        if self._dirty and self.session.model is not None:
+        if self._run_due and self.session.model is not None:
             self._debounce.start()
 
     def run_inspection(self) -> int | None:
@@ -259,7 +288,7 @@ class AttentionTab(TabBase):
         self._debounce.stop()
         s = self.session
         model, tok = s.model, s.tokenizer
-        self._update_empty()
+        self.update_for_model()
         if model is None or tok is None:
             return None
         if not self.prompt() and s.probe_prompt:
@@ -271,14 +300,14 @@ class AttentionTab(TabBase):
             self._edit_started = None
             self._show_failure(str(exc))
             return None
-        self._dirty = False
+        self._run_due = False
         self._request += 1
         req = self._request
         ablate = dict(self.state.ablation)
         t_submit = time.perf_counter()
         t_edit = self._edit_started
         self._edit_started = None
-        self._threads = plan.threads
+        self.threads = plan.threads
         run = with_threads(plan.threads, lambda: inspect_prompt(model, tok, plan, ablate=ablate))
 
         s.compute.cancel(FOLLOW_UPS)  # the older run's follow-up jobs are stale now
@@ -298,7 +327,7 @@ class AttentionTab(TabBase):
             old = shown.prompt if len(shown.prompt) <= 60 else shown.prompt[:57] + "…"
             text += f"<br>Still showing the previous prompt: “{html.escape(old, quote=False)}”."
             self._set_stale(True)
-        self._set_status(text, error=True)
+        self.show_status(text, error=True)
         self.failed.emit(message)
 
     def _set_stale(self, stale: bool) -> None:
@@ -308,7 +337,8 @@ class AttentionTab(TabBase):
             effect.setOpacity(0.35)
             self.page_tabs.setGraphicsEffect(effect)
         elif not stale and self.page_tabs.graphicsEffect() is not None:
-            self.page_tabs.setGraphicsEffect(None)
+            # Qt takes nullptr to remove the effect; PySide6's stubs leave None out
+            self.page_tabs.setGraphicsEffect(None)  # type: ignore[arg-type]
 
     @property
     def stale(self) -> bool:
@@ -335,7 +365,7 @@ class AttentionTab(TabBase):
         if t_edit is not None:
             self.timings["edit_to_draw_ms"] = (t1 - t_edit) * 1e3
         step = self.session.step if self.session.is_training else None
-        self._set_status(run_status(res, plan, self.timings, training_step=step))
+        self.show_status(run_status(res, plan, self.timings, training_step=step))
         self.inspected.emit(res)
         self._follow_up()
 
@@ -345,21 +375,6 @@ class AttentionTab(TabBase):
         if self.state.ablation:
             self.jobs.ablation()
         self.jobs.for_page(self.current_page)
-
-    # ---- follow-up jobs (``jobs``) -------------------------------------------------------------
-    def _submit(self, key: str, fn, on_result) -> None:
-        """A follow-up job of the current run: superseded by the next one with ``key`` or the next run."""
-
-        def done(res, err):
-            if err is not None:
-                msg = f"{key.split('.')[-1]} failed: {err}"
-                self._set_status(msg, error=True)
-                self.failed.emit(msg)
-                return
-            if res is not None:
-                on_result(res)
-
-        self.session.compute.submit(FOLLOW_UPS + key, with_threads(self._threads, fn), done)
 
     def set_thresholds(self, thresholds) -> None:
         """Name the heads again with new thresholds (no recomputation)."""
@@ -392,8 +407,6 @@ class AttentionTab(TabBase):
     # ---- pages ---------------------------------------------------------------------------------
     def _on_page_changed(self, _index: int) -> None:
         page = self.current_page
-        if page is None:
-            return
         page.ensure_built()
         if self.state.inspection is None:
             return
@@ -436,7 +449,7 @@ class AttentionTab(TabBase):
     def wait_ready(self, timeout: float = 60.0) -> bool:
         """Process events until the prompt has run and the page in view has everything it needs
         (screenshots, benchmarks): :func:`~app.views.attention.readiness.wait_ready`."""
-        return wait_ready(self, timeout)
+        return wait_ready(self, self.jobs, timeout)
 
     def screenshot_pages(self):
         """One screenshot per page; each callable shows its page with everything computed (first
@@ -455,12 +468,12 @@ class AttentionTab(TabBase):
         """Nothing of our own runs: the session's compute worker is stopped by the session."""
         self._debounce.stop()
 
-    def save_state(self, settings) -> None:
+    def save_state(self, settings: AppSettings) -> None:
         settings.set_value("attention/prompt", self.prompt())
         settings.set_value("attention/page", self.current_page.key)
 
-    def restore_state(self, settings) -> None:
-        self._settings = settings
+    def restore_state(self, settings: AppSettings) -> None:
+        self.settings = settings
         text = settings.get_str("attention/prompt", "")
         if text:
             self.set_prompt(text, run=False)
