@@ -25,6 +25,11 @@ def _rgb(c: QColor) -> tuple[int, int, int]:
     return (c.red(), c.green(), c.blue())
 
 
+def best_ink(background: tuple[int, int, int]) -> tuple[int, int, int]:
+    """Black or white, whichever contrasts best with ``background``."""
+    return max(_INKS, key=lambda ink: contrast_ratio(ink, background))
+
+
 def ink_for(backgrounds: list[tuple[int, int, int]]) -> tuple[int, int, int] | None:
     """Black or white, whichever contrasts best with every one of ``backgrounds``; None when neither
     reaches :data:`MIN_CONTRAST` on all of them."""
@@ -95,7 +100,7 @@ class ReadableProgressBar(QProgressBar):
         ink = ink_for([bg for _, bg in parts])
         painter.setFont(self.font())
         for under, bg in parts:
-            part_ink = ink or max(_INKS, key=lambda i, bg=bg: contrast_ratio(i, bg))
+            part_ink = ink or best_ink(bg)
             painter.save()
             painter.setClipRect(under)
             painter.setPen(QColor(*part_ink))
