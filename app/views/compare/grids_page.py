@@ -76,9 +76,9 @@ class GridsPage(ComparePage):
         names = [r.name for r in with_att]
         for name in list(self.grids):
             if name not in names:
-                g = self.grids.pop(name)
-                self.grid_layout.removeWidget(g)
-                g.deleteLater()
+                gone = self.grids.pop(name)
+                self.grid_layout.removeWidget(gone)
+                gone.deleteLater()
         for r in with_att:
             g = self.grids.get(r.name)
             if g is None:
