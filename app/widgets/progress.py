@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QColor, QImage, QPainter
-from PySide6.QtWidgets import QProgressBar, QStyle, QStyleOptionProgressBar
+from PySide6.QtWidgets import QProgressBar, QStyle, QStyleOptionProgressBar, QWidget
 
 from app.widgets.palette import contrast_ratio
 
@@ -43,7 +43,7 @@ class ReadableProgressBar(QProgressBar):
     ``painted``: the (region, ink, background) the last paint wrote the text with, for tests.
     """
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.painted: list[tuple[QRect, tuple[int, int, int], tuple[int, int, int]]] = []
 

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.compare.base import ComparePage, note
+from app.views.compare.state import CompareState
 from app.widgets.head_mosaic import HeadMosaic
 
 
@@ -30,7 +31,7 @@ class GridsPage(ComparePage):
     redraw_on = ("runs_changed", "attention_changed")
     runRequested = Signal()
 
-    def __init__(self, state, parent=None):
+    def __init__(self, state: CompareState, parent: QWidget | None = None):
         super().__init__(state, parent)
         self.grids: dict[str, HeadMosaic] = {}
         self.follow(state.prompt_changed, self._show_prompt)
