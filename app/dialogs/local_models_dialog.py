@@ -22,11 +22,12 @@ from PySide6.QtCore import (
     QItemSelectionModel,
     QModelIndex,
     QObject,
+    QPersistentModelIndex,
     QSortFilterProxyModel,
     Qt,
     Signal,
 )
-from PySide6.QtGui import QPalette, QStandardItem, QStandardItemModel
+from PySide6.QtGui import QKeyEvent, QPalette, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
@@ -66,7 +67,7 @@ class _Filter(QSortFilterProxyModel):
             self.text = text
             self.invalidateRowsFilter()
 
-    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex) -> bool:
+    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex | QPersistentModelIndex) -> bool:
         if not self.text:
             return True
         model = self.sourceModel()
@@ -443,6 +444,7 @@ class LocalModelsDialog(QDialog):
         if (
             watched is self.filter_edit
             and event.type() == QEvent.Type.KeyPress
+            and isinstance(event, QKeyEvent)
             and event.key() in down
             and self.proxy.rowCount()
         ):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtGui import QFont, QFontMetricsF
@@ -24,7 +25,7 @@ class ReadableAxis(pg.AxisItem):
     plot's current width.
     """
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.categories: list[str] | None = None
         self._label_wrap = -1.0
         super().__init__(*args, **kwargs)
@@ -98,7 +99,7 @@ class ReadableAxis(pg.AxisItem):
         digits = max(len(f"{v:.4g}") for v in (lo, hi))  # about as wide as the widest label
         return fm.horizontalAdvance("8" * digits) + 14
 
-    def _thin(self, levels, minVal, maxVal, size):
+    def _thin(self, levels: list, minVal: float, maxVal: float, size: float) -> list:
         """Keep the tick levels whose labels, together, stay a label apart on screen (log axes too:
         their minor 2…9 labels crowd near each power of ten); thin the first level if even it is
         too dense."""

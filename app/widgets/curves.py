@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QPen
 from PySide6.QtWidgets import (
     QCheckBox,
     QDoubleSpinBox,
@@ -70,7 +71,7 @@ class _Series:
     panel: str
     smooth: bool
     color: tuple[int, int, int]
-    pen: object  # QPen: width, dash and alpha of the main line (its colour follows ``color``)
+    pen: QPen  # width, dash and alpha of the main line (its colour follows ``color``)
     curve: pg.PlotDataItem
     raw: pg.PlotDataItem | None
     val: pg.PlotDataItem

@@ -39,12 +39,15 @@ from PySide6.QtWidgets import (
 )
 
 from app.widgets.layouts import compact_combo
-from app.widgets.typed_spin import TypedDoubleSpinBox, TypedSpinBox
+from app.widgets.typed_spin import TypedDoubleSpinBox, TypedSpinBox, line_edit
 from app.widgets.wheel_guard import guard_wheel
 from app.widgets.wrapped_label import WrappedLabel
 
 ERROR_STYLE = "border: 1px solid #d03030; border-radius: 2px;"
 _INT_LIMIT = 2**31 - 1
+
+#: the widget a field gets, by its kind: choice, bool, int/opt_int, float with ``decimals``, the rest
+FieldWidget = QComboBox | QCheckBox | TypedSpinBox | TypedDoubleSpinBox | QLineEdit
 
 
 @dataclass(frozen=True)
@@ -133,11 +136,10 @@ class DataclassForm(QWidget):
     ):
         super().__init__(parent)
         self.cls = cls
-        #: values not shown as widgets but passed to the constructor (``set_fixed`` changes them),
-        #: or a callable that returns them when a value is read
-        self.fixed: dict[str, Any] | Callable[[], Mapping[str, Any]] = (
-            fixed if callable(fixed) else dict(fixed or {})
-        )
+        #: values not shown as widgets but passed to the constructor (``set_fixed`` changes them)
+        self.fixed: dict[str, Any] = {} if callable(fixed) else dict(fixed or {})
+        #: or, when ``fixed`` is a callable, what returns them each time a value is read
+        self.fixed_from: Callable[[], Mapping[str, Any]] | None = fixed if callable(fixed) else None
         self.labels = dict(labels or {})
         self.specs = dict(specs or {})
         self.choices = {k: tuple(v) for k, v in (choices or {}).items()}
@@ -149,7 +151,7 @@ class DataclassForm(QWidget):
         self.group_separators = group_separators
         self.object_prefix = object_prefix
         #: field name -> its widget, in form order
-        self.widgets: dict[str, QWidget] = {}
+        self.widgets: dict[str, FieldWidget] = {}
         self.kinds: dict[str, str] = {}
         self.row_labels: dict[str, QLabel] = {}
         self.tips: dict[str, str] = {}
@@ -208,10 +210,11 @@ class DataclassForm(QWidget):
         label.setToolTip(self.tips.get(name, name))
         return label
 
-    def _make(self, name: str, hint: Any) -> QWidget:
+    def _make(self, name: str, hint: Any) -> FieldWidget:
         kind = field_kind(name, hint, self.choices)
         spec = self.specs.get(name) or FieldSpec()
         self.kinds[name] = kind
+        w: FieldWidget
         if kind == "choice":
             w = compact_combo(QComboBox())  # a narrow dock keeps the arrow in sight
             w.addItems(list(self.choices[name]))
@@ -220,23 +223,9 @@ class DataclassForm(QWidget):
             w = QCheckBox()
             w.toggled.connect(self._changed)
         elif kind in ("int", "opt_int"):
-            w = TypedSpinBox()  # an out-of-range number stays as typed, named in the problems
-            low = spec.minimum if spec.minimum is not None else 0 if kind == "opt_int" or spec.special else 1
-            w.setRange(int(low), int(min(spec.maximum or 1_000_000, _INT_LIMIT)))
-            special = spec.special or ("auto" if kind == "opt_int" else None)
-            if special:
-                w.setSpecialValueText(special)
-            w.setGroupSeparatorShown(self.group_separators)
-            w.setKeyboardTracking(True)
-            w.valueChanged.connect(self._changed)
-            w.lineEdit().textChanged.connect(lambda *_, n=name: self._typed(n))
+            w = self._int_box(name, kind, spec)
         elif kind in ("float", "opt_float") and spec.decimals is not None:
-            w = TypedDoubleSpinBox()
-            w.setRange(spec.minimum or 0.0, spec.maximum if spec.maximum is not None else 1e9)
-            w.setDecimals(spec.decimals)
-            w.setSingleStep(spec.step or 1.0)
-            w.valueChanged.connect(self._changed)
-            w.lineEdit().textChanged.connect(lambda *_, n=name: self._typed(n))
+            w = self._float_box(name, spec, spec.decimals)
         else:
             w = QLineEdit()
             if spec.special:
@@ -246,18 +235,38 @@ class DataclassForm(QWidget):
         guard_wheel(w)  # the wheel scrolls the form; it changes a field only once clicked into
         return w
 
+    def _int_box(self, name: str, kind: str, spec: FieldSpec) -> TypedSpinBox:
+        w = TypedSpinBox()  # an out-of-range number stays as typed, named in the problems
+        low = spec.minimum if spec.minimum is not None else 0 if kind == "opt_int" or spec.special else 1
+        w.setRange(int(low), int(min(spec.maximum or 1_000_000, _INT_LIMIT)))
+        special = spec.special or ("auto" if kind == "opt_int" else None)
+        if special:
+            w.setSpecialValueText(special)
+        w.setGroupSeparatorShown(self.group_separators)
+        w.setKeyboardTracking(True)
+        w.valueChanged.connect(self._changed)
+        line_edit(w).textChanged.connect(lambda *_, n=name: self._typed(n))
+        return w
+
+    def _float_box(self, name: str, spec: FieldSpec, decimals: int) -> TypedDoubleSpinBox:
+        w = TypedDoubleSpinBox()
+        w.setRange(spec.minimum or 0.0, spec.maximum if spec.maximum is not None else 1e9)
+        w.setDecimals(decimals)
+        w.setSingleStep(spec.step or 1.0)
+        w.valueChanged.connect(self._changed)
+        line_edit(w).textChanged.connect(lambda *_, n=name: self._typed(n))
+        return w
+
     # ---- reading and writing -------------------------------------------------------------------
     def field(self, name: str) -> Any:
         """The value the widget of ``name`` shows (None for an optional field left at its minimum)."""
         w, kind = self.widgets[name], self.kinds[name]
-        if kind == "choice":
+        if isinstance(w, QComboBox):
             return w.currentText()
-        if kind == "bool":
+        if isinstance(w, QCheckBox):
             return w.isChecked()
-        if kind == "int":
-            return int(w.value())
-        if kind == "opt_int":
-            return None if w.value() == w.minimum() else int(w.value())
+        if isinstance(w, TypedSpinBox):
+            return None if kind == "opt_int" and w.value() == w.minimum() else int(w.value())
         if isinstance(w, QDoubleSpinBox):
             return float(w.value())
         if kind in ("float", "opt_float"):
@@ -269,7 +278,7 @@ class DataclassForm(QWidget):
         return {name: self.field(name) for name in self.widgets}
 
     def _fixed(self) -> Mapping[str, Any]:
-        return self.fixed() if callable(self.fixed) else self.fixed
+        return self.fixed_from() if self.fixed_from is not None else self.fixed
 
     def value(self) -> Any:
         """The instance the widgets describe (not validated)."""
@@ -278,11 +287,11 @@ class DataclassForm(QWidget):
     def set_field(self, name: str, value: Any) -> None:
         """Show ``value`` in the widget of ``name`` (as a user would: emits unless loading)."""
         w, kind = self.widgets[name], self.kinds[name]
-        if kind == "choice":
+        if isinstance(w, QComboBox):
             w.setCurrentIndex(max(0, w.findText(str(value))))
-        elif kind == "bool":
+        elif isinstance(w, QCheckBox):
             w.setChecked(bool(value))
-        elif kind in ("int", "opt_int"):
+        elif isinstance(w, TypedSpinBox):
             w.setValue(w.minimum() if value is None else int(value))
         elif isinstance(w, QDoubleSpinBox):
             w.setValue(float(value))
@@ -303,7 +312,7 @@ class DataclassForm(QWidget):
 
     def set_fixed(self, name: str, value: Any) -> None:
         """Change a value that has no widget (one ``valueChanged`` afterwards)."""
-        if callable(self.fixed):
+        if self.fixed_from is not None:
             raise TypeError("this form's fixed values come from a callable")
         self.fixed[name] = value
         self._changed()

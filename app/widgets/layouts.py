@@ -66,6 +66,8 @@ def pin_above(widget: QWidget, pinned: QWidget) -> None:
     """Put ``pinned`` (a panel's error line) above the :func:`scrolled` body of ``widget``: it stays
     in sight however far the form is scrolled."""
     outer = widget.layout()
+    if not isinstance(outer, QVBoxLayout):
+        raise TypeError(f"pin_above: {type(widget).__name__} has no scrolled() body to pin above")
     pinned.setContentsMargins(8, 4, 8, 4)
     outer.insertWidget(0, pinned)
 
@@ -135,7 +137,7 @@ class FlowLayout(QLayout):
         return size + QSize(m.left() + m.right(), m.top() + m.bottom())
 
     def _visible(self) -> list[QLayoutItem]:
-        return [i for i in self._items if not (i.widget() is not None and i.widget().isHidden())]
+        return [i for i in self._items if not ((w := i.widget()) is not None and w.isHidden())]
 
     def _place(self, rect: QRect, *, move: bool) -> int:
         """Lay the items out left to right in ``rect``, wrapping; returns the height used."""

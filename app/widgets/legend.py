@@ -48,8 +48,8 @@ class _Swatch(QGraphicsWidget):
     def __init__(self, width: float):
         super().__init__()
         self.box = float(width)
-        self.font = QFont()
-        self.font.setPointSizeF(8)
+        self.label_font = QFont()  # (not ``font``: that is QGraphicsWidget's own method)
+        self.label_font.setPointSizeF(8)
         self.text = ""
 
     def set_text(self, text: str) -> None:
@@ -58,10 +58,10 @@ class _Swatch(QGraphicsWidget):
         self.update()
 
     def text_width(self) -> float:
-        return QFontMetricsF(self.font).horizontalAdvance(self.text)
+        return QFontMetricsF(self.label_font).horizontalAdvance(self.text)
 
     def sizeHint(self, which, constraint=None):
-        h = max(self.box, QFontMetricsF(self.font).height()) + 4
+        h = max(self.box, QFontMetricsF(self.label_font).height()) + 4
         w = self.box + 4 + self.text_width() + 2
         if which == Qt.SizeHint.MaximumSize:
             return QSizeF(1e6, h)
@@ -73,7 +73,7 @@ class _Swatch(QGraphicsWidget):
         p.setPen(QPen(QColor(120, 120, 120), 0))
         p.setBrush(QBrush(QColor(*HIDDEN_COLOR)))
         p.drawRect(QRectF(0, y, self.box - 1, self.box - 1))
-        p.setFont(self.font)
+        p.setFont(self.label_font)
         p.setPen(QColor(68, 68, 68))
         p.drawText(
             QRectF(self.box + 4, 0, self.rect().width() - self.box - 4, h),

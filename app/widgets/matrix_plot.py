@@ -272,7 +272,7 @@ class MatrixPanel:
             numbers = self.numbers
         if numbers is None:
             numbers = R <= ANNOTATE_MAX and C <= ANNOTATE_MAX
-        self._write_numbers(bool(numbers))
+        self._write_numbers(m, hidden, bool(numbers))
 
     def set_axis_titles(self, rows: str, cols: str) -> None:
         """Name the axes (default: rows "query", columns "key"); also used by the readout."""
@@ -301,10 +301,10 @@ class MatrixPanel:
         self.plot.setTitle(text, **style)
 
     # ---- numbers in the cells ------------------------------------------------------------------
-    def _write_numbers(self, on: bool) -> None:
+    def _write_numbers(self, m: np.ndarray, hidden: np.ndarray, on: bool) -> None:
+        """Write ``m``'s values in its cells (``on``; else none), in grey where ``hidden``."""
         if self.numbers_item.scene() is None:
             self.plot.addItem(self.numbers_item, ignoreBounds=True)
-        m = self.matrix
         R, C = m.shape
         cells = []
         if on:
@@ -315,7 +315,7 @@ class MatrixPanel:
             for i in range(R):
                 for j in range(C):
                     v = float(m[i, j])
-                    if self.hidden[i, j]:
+                    if hidden[i, j]:
                         colour = grey
                     else:
                         x = float(np.log10(max(v, LOG_FLOOR))) if self.log else v

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QColor, QImage, QPainter
-from PySide6.QtWidgets import QProgressBar, QStyle, QStyleOptionProgressBar
+from PySide6.QtWidgets import QProgressBar, QStyle, QStyleOptionProgressBar, QWidget
 
 from app.widgets.palette import contrast_ratio
 
@@ -23,6 +23,11 @@ _INKS = ((0, 0, 0), (255, 255, 255))
 
 def _rgb(c: QColor) -> tuple[int, int, int]:
     return (c.red(), c.green(), c.blue())
+
+
+def best_ink(background: tuple[int, int, int]) -> tuple[int, int, int]:
+    """Black or white, whichever contrasts best with ``background``."""
+    return max(_INKS, key=lambda ink: contrast_ratio(ink, background))
 
 
 def ink_for(backgrounds: list[tuple[int, int, int]]) -> tuple[int, int, int] | None:
@@ -38,7 +43,7 @@ class ReadableProgressBar(QProgressBar):
     ``painted``: the (region, ink, background) the last paint wrote the text with, for tests.
     """
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.painted: list[tuple[QRect, tuple[int, int, int], tuple[int, int, int]]] = []
 
@@ -95,7 +100,7 @@ class ReadableProgressBar(QProgressBar):
         ink = ink_for([bg for _, bg in parts])
         painter.setFont(self.font())
         for under, bg in parts:
-            part_ink = ink or max(_INKS, key=lambda i, bg=bg: contrast_ratio(i, bg))
+            part_ink = ink or best_ink(bg)
             painter.save()
             painter.setClipRect(under)
             painter.setPen(QColor(*part_ink))

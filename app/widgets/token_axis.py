@@ -35,12 +35,16 @@ class TokenAxis(pg.AxisItem):
     ``index=True`` prefixes each label with its position (``"12 e"``), which helps on long prompts.
     """
 
+    #: px across the axis the labels take (fixed once set); None: pyqtgraph's own size. Declared
+    #: here as well, as pyqtgraph's ``__init__`` already sizes the axis before ours sets it
+    _text_extent: int | None = None
+
     def __init__(self, orientation: str, *, offset: float = 0.5, index: bool = False, **kwargs):
         super().__init__(orientation, **kwargs)
         self.offset = float(offset)
         self.index = index
         self._labels: list[str] = []
-        self._text_extent: int | None = None  # px across the axis the labels take (fixed once set)
+        self._text_extent = None
         self._char_px = 7.0
         self.enableAutoSIPrefix(False)
 
@@ -72,12 +76,12 @@ class TokenAxis(pg.AxisItem):
     # the fixed extent plus the title: pyqtgraph adds the title only to an automatic size, so a fixed
     # one would draw the title over the tick labels
     def _updateWidth(self) -> None:
-        if getattr(self, "_text_extent", None) is not None and self.orientation in ("left", "right"):
+        if self._text_extent is not None and self.orientation in ("left", "right"):
             self.fixedWidth = int(self._text_extent + self._title_extent())
         super()._updateWidth()
 
     def _updateHeight(self) -> None:
-        if getattr(self, "_text_extent", None) is not None and self.orientation in ("top", "bottom"):
+        if self._text_extent is not None and self.orientation in ("top", "bottom"):
             self.fixedHeight = int(self._text_extent + self._title_extent())
         super()._updateHeight()
 

@@ -17,10 +17,19 @@ import re
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QValidator
-from PySide6.QtWidgets import QDoubleSpinBox, QSpinBox
+from PySide6.QtWidgets import QAbstractSpinBox, QDoubleSpinBox, QLineEdit, QSpinBox
 
 _WHOLE = re.compile(r"[-+−]?\d*")
 _NUMBER = re.compile(r"[-+−]?(\d*\.?\d*)([eE][-+]?\d*)?")
+
+
+def line_edit(box: QAbstractSpinBox) -> QLineEdit:
+    """The line edit inside ``box``, e.g. to follow each keystroke (``textChanged``), in or out of
+    range: a spin box always has one, though Qt's signature allows None."""
+    edit = box.lineEdit()
+    if edit is None:
+        raise RuntimeError(f"{type(box).__name__} has no line edit")
+    return edit
 
 
 def _limit(x: float) -> str:
@@ -63,7 +72,7 @@ class _Typed:
         super().keyPressEvent(event)  # type: ignore[misc]
 
     def _bare(self) -> str:
-        text = self.cleanText() if hasattr(self, "cleanText") else ""  # type: ignore[attr-defined]
+        text = self.cleanText() if hasattr(self, "cleanText") else ""
         return text.replace(self.locale().groupSeparator(), "").replace("−", "-").strip()  # type: ignore[attr-defined]
 
     def _number(self, text: str) -> float | None:
@@ -109,4 +118,4 @@ class TypedDoubleSpinBox(_Typed, QDoubleSpinBox):
     pattern = _NUMBER
 
 
-__all__ = ["TypedDoubleSpinBox", "TypedSpinBox"]
+__all__ = ["TypedDoubleSpinBox", "TypedSpinBox", "line_edit"]

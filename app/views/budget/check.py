@@ -27,7 +27,7 @@ from app.views.page import PushedPage
 from model.budget import arithmetic as budget
 from model.budget.table import BudgetSettings
 from model.config import GPTConfig
-from model.nn.measure import REAL_BUILD_MAX_PARAMS, measure_throughput, measured_parameters
+from model.nn.measure import REAL_BUILD_MAX_PARAMS, ParamCheck, measure_throughput, measured_parameters
 
 OK_COLOR = QColor(210, 240, 210)
 
@@ -63,7 +63,7 @@ class CheckPage(PushedPage):
         self.session = session
         self.cfg: GPTConfig | None = None
         self.settings = BudgetSettings()
-        self.param_result: Any = None
+        self.param_result: ParamCheck | Exception | None = None
         self.speed_result: Any = None
         self._request = 0
         layout = QVBoxLayout(self)
@@ -159,13 +159,16 @@ class CheckPage(PushedPage):
             if req != self._request:
                 return
             self.param_result = error if error is not None else result
-            self._draw_params()
+            self._draw_params(cfg)
             self.paramsChecked.emit(self.param_result)
 
         self.session.compute.submit("budget.params", lambda: measured_parameters(cfg), done)
 
-    def _draw_params(self) -> None:
+    def _draw_params(self, cfg: GPTConfig) -> None:
+        """The count of ``cfg`` (the config still shown: another one would have dropped the result)."""
         r = self.param_result
+        if r is None:
+            return
         if isinstance(r, Exception):
             self.param_status.setText(f"Could not build the model: {r}")
             self.param_table.setRowCount(0)
@@ -184,11 +187,11 @@ class CheckPage(PushedPage):
                 "✓" if r.measured_total == r.calculated_total else "✗ differs",
             ]
         )
-        fill(self.param_table, rows, right_from=1, bold_rows=(len(rows) - 1,))
-        for i, row in enumerate(rows):
+        items = fill(self.param_table, rows, right_from=1, bold_rows=(len(rows) - 1,))
+        for row, row_items in zip(rows, items, strict=True):
             color = OK_COLOR if row[3] == "✓" else BAD_COLOR
-            self.param_table.item(i, 3).setBackground(QBrush(color))
-            self.param_table.item(i, 3).setTextAlignment(Qt.AlignmentFlag.AlignCenter)
+            row_items[3].setBackground(QBrush(color))
+            row_items[3].setTextAlignment(Qt.AlignmentFlag.AlignCenter)
         how = (
             "built for real on the CPU"
             if r.device == "cpu"
@@ -199,9 +202,7 @@ class CheckPage(PushedPage):
             if r.ok
             else f"MISMATCH in {', '.join(r.mismatches)}: a bug in the calculator or the model"
         )
-        self.param_status.setText(
-            f"GPT({self.cfg.n_layers} layers, d = {self.cfg.d_model}) {how}: {verdict}."
-        )
+        self.param_status.setText(f"GPT({cfg.n_layers} layers, d = {cfg.d_model}) {how}: {verdict}.")
 
     # ---- throughput ----------------------------------------------------------------------------
     def measure_speed(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -55,12 +56,25 @@ def item(text: Any, *, right: bool = False, bold: bool = False, tip: str = "") -
     return it
 
 
-def fill(table: QTableWidget, rows: list[list[Any]], *, right_from: int = 1, bold_rows=(), tips=None) -> None:
+def fill(
+    table: QTableWidget,
+    rows: list[list[Any]],
+    *,
+    right_from: int = 1,
+    bold_rows: Collection[int] = (),
+    tips: list[list[str]] | None = None,
+) -> list[list[QTableWidgetItem]]:
+    """Put ``rows`` in ``table``, one item a cell; the items, row by row (to colour some)."""
     table.setRowCount(len(rows))
+    items: list[list[QTableWidgetItem]] = []
     for r, row in enumerate(rows):
+        items.append([])
         for c, v in enumerate(row):
             tip = tips[r][c] if tips else ""
-            table.setItem(r, c, item(v, right=c >= right_from, bold=r in bold_rows, tip=tip))
+            it = item(v, right=c >= right_from, bold=r in bold_rows, tip=tip)
+            table.setItem(r, c, it)
+            items[r].append(it)
+    return items
 
 
 def plot_widget(title: str, left: str, bottom: str) -> pg.PlotWidget:

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 
 from app.widgets.dataclass_form import ERROR_STYLE
 from app.widgets.layouts import compact_combo
-from app.widgets.typed_spin import TypedDoubleSpinBox, TypedSpinBox
+from app.widgets.typed_spin import TypedDoubleSpinBox, TypedSpinBox, line_edit
 from model.budget import arithmetic as budget
 from model.budget import presets
 from model.budget.table import BudgetSettings, parse_quantity
@@ -141,8 +141,8 @@ class BudgetInputs(QObject):
             self.basis_combo.currentIndexChanged,
         ):
             sig.connect(self.changed)
-        for box in self.typed_boxes():  # a number out of range, as typed: the tab says so at once
-            box.lineEdit().textChanged.connect(lambda *_, b=box: self._typed(b))
+        for spin in self.typed_boxes():  # a number out of range, as typed: the tab says so at once
+            line_edit(spin).textChanged.connect(lambda *_, b=spin: self._typed(b))
         self._typed_bad: set[int] = set()
         self.device_combo.currentIndexChanged.connect(self._device_chosen)
         self.peak_spin.valueChanged.connect(self._peak_edited)

@@ -175,7 +175,8 @@ class MemoryPage(PushedPage):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        layout = QVBoxLayout(self)
+        #: the page's column (the tab puts its memory inputs at the top)
+        self.body = layout = QVBoxLayout(self)
         self.note = QLabel()
         self.note.setWordWrap(True)
         layout.addWidget(self.note)
@@ -198,7 +199,7 @@ class MemoryPage(PushedPage):
         T = rep["memory"]["seq_len"]
         B = rep["memory"]["batch"]
         ests = {name: budget.memory(cfg, name, T, B, settings.recompute) for name in budget.PRECISIONS}
-        rows = [
+        cells = [
             ["bytes per parameter"]
             + [
                 " + ".join(str(v) for v in e.bytes_per_param.values())
@@ -219,10 +220,10 @@ class MemoryPage(PushedPage):
             + [budget.human_bytes(e.kv_cache) for e in ests.values()],
             ["inference total"] + [budget.human_bytes(e.inference_total) for e in ests.values()],
         ]
-        fill(self.table, rows, right_from=1, bold_rows=(8, 11))
+        items = fill(self.table, cells, right_from=1, bold_rows=(8, 11))
         col = list(budget.PRECISIONS).index(settings.precision) + 1
-        for r in range(self.table.rowCount()):
-            self.table.item(r, col).setBackground(QBrush(HIGHLIGHT))
+        for row_items in items:
+            row_items[col].setBackground(QBrush(HIGHLIGHT))
         self.table.setHorizontalHeaderLabels(
             ["memory"] + [f"{n} ◀" if n == settings.precision else n for n in budget.PRECISIONS]
         )

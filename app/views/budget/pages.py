@@ -96,11 +96,11 @@ class ParamsPage(PushedPage):
                 cells.append([r.quantity, r.formula, per, f"{r.value:,}", share_text(r.value / total)])
             tips.append(["", r.per_layer_formula, "", budget.human_count(r.value), ""])
         bold = [i for i, r in enumerate(mine) if r.total]
-        fill(self.table, cells, right_from=2, bold_rows=bold, tips=tips)
-        for i, r in enumerate(mine):
+        items = fill(self.table, cells, right_from=2, bold_rows=bold, tips=tips)
+        for r, row_items in zip(mine, items, strict=True):
             if not r.value:
-                for c in range(self.table.columnCount()):
-                    self.table.item(i, c).setForeground(QBrush(MUTED))
+                for it in row_items:
+                    it.setForeground(QBrush(MUTED))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,7 +233,8 @@ class CostPage(PushedPage):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        layout = QVBoxLayout(self)
+        #: the page's column (the tab puts its cost inputs at the top)
+        self.body = layout = QVBoxLayout(self)
         self.table = make_table(["training cost", "how", "value"], stretch=1)
         self.table.setObjectName("budgetCostTable")
         layout.addWidget(self.table, 1)

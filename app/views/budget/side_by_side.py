@@ -139,7 +139,7 @@ class SideBySidePage(PushedPage):
     # ---- drawing -------------------------------------------------------------------------------
     def reports(self) -> list[tuple[str, dict[str, Any] | None, str]]:
         """(header title, report or None, problem text) per column at the common T."""
-        out = []
+        out: list[tuple[str, dict[str, Any] | None, str]] = []
         T = int(self.t_spin.value())
         for title, cfg in self.columns:
             t_col = T

@@ -37,7 +37,7 @@ from app.views.budget.inputs import DEVICES, KV_BYTES, BudgetInputs
 from app.views.budget.memory_pages import KVPage, MemoryPage
 from app.views.budget.pages import CostPage, FlopsPage, ParamsPage
 from app.views.budget.side_by_side import SideBySidePage
-from app.views.page import Page, bring_into_view, page_targets, panel_beside_pages, screenshot_steps
+from app.views.page import PushedPage, bring_into_view, page_targets, panel_beside_pages, screenshot_steps
 from app.views.tab import TabBase
 from app.widgets.config_form import GROUPS, gpt_config_form
 from app.widgets.layouts import vertical_scroll
@@ -188,12 +188,12 @@ class BudgetTab(TabBase):
         self.side_page.exportRequested.connect(lambda kind: self._export_dialog(kind, side=True))
         self.check_page = CheckPage(self.session)
         pages = (self.params_page, self.flops_page, self.kv_page, self.memory_page, self.cost_page)
-        #: the pages ({key: Page}, in the order of their tabs)
-        self.pages: dict[str, Page] = {p.key: p for p in (*pages, self.side_page, self.check_page)}
+        #: the pages ({key: page}, in the order of their tabs)
+        self.pages: dict[str, PushedPage] = {p.key: p for p in (*pages, self.side_page, self.check_page)}
         for page in self.pages.values():
             self.page_tabs.addTab(page, page.title)
-        self.memory_page.layout().insertLayout(0, self.inputs.memory_bar())
-        self.cost_page.layout().insertLayout(0, self.inputs.cost_grid())
+        self.memory_page.body.insertLayout(0, self.inputs.memory_bar())
+        self.cost_page.body.insertLayout(0, self.inputs.cost_grid())
         self.page_tabs.currentChanged.connect(lambda *_: bring_into_view(self.current_page))
         lay.addWidget(self.page_tabs, 1)
         return w
@@ -409,10 +409,10 @@ class BudgetTab(TabBase):
 
     # ---- hooks for the window ------------------------------------------------------------------
     @property
-    def current_page(self) -> Page:
-        return self.page_tabs.currentWidget()
+    def current_page(self) -> PushedPage:
+        return list(self.pages.values())[self.page_tabs.currentIndex()]  # (a tab per page, in order)
 
-    def show_page(self, key: str) -> Page:
+    def show_page(self, key: str) -> PushedPage:
         page = self.pages[key]
         self.page_tabs.setCurrentWidget(page)
         return page

@@ -125,10 +125,10 @@ class DifferencePage(ComparePage):
 
     def _seen_by_either(self, a: str, b: str):
         """The pairs A or B may see (the rest grey, as in every grid), or None when both see all."""
-        masks = [carried_mask(self.state.run(n).record.attention.weights) for n in (a, b)]
-        if any(m is None for m in masks):
+        ma, mb = (carried_mask(self.state.run(n).record.attention.weights) for n in (a, b))
+        if ma is None or mb is None:
             return None
-        return masks[0] | masks[1]
+        return ma | mb
 
     def export_targets(self):
         return {"difference": self.diff_grid.view} if self.built else {}

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.compare.base import ComparePage, note
+from app.views.compare.state import CompareState
 from app.widgets.head_mosaic import HeadMosaic
 
 
@@ -30,7 +31,7 @@ class GridsPage(ComparePage):
     redraw_on = ("runs_changed", "attention_changed")
     runRequested = Signal()
 
-    def __init__(self, state, parent=None):
+    def __init__(self, state: CompareState, parent: QWidget | None = None):
         super().__init__(state, parent)
         self.grids: dict[str, HeadMosaic] = {}
         self.follow(state.prompt_changed, self._show_prompt)
@@ -76,9 +77,9 @@ class GridsPage(ComparePage):
         names = [r.name for r in with_att]
         for name in list(self.grids):
             if name not in names:
-                g = self.grids.pop(name)
-                self.grid_layout.removeWidget(g)
-                g.deleteLater()
+                gone = self.grids.pop(name)
+                self.grid_layout.removeWidget(gone)
+                gone.deleteLater()
         for r in with_att:
             g = self.grids.get(r.name)
             if g is None:

@@ -27,11 +27,13 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSpinBox,
     QVBoxLayout,
+    QWidget,
 )
 
 from app.session.settings import window_settings
 from app.views.compare import words
 from app.views.compare.base import ComparePage, note
+from app.views.compare.state import CompareState
 from app.widgets.layouts import compact_combo, scrolled
 from model.compare import comparison as cmp
 from model.compare.variants import describe_changes
@@ -92,7 +94,7 @@ class SetupPanel(ComparePage):
     #: (path)
     openRequested = Signal(str)
 
-    def __init__(self, state, parent=None):
+    def __init__(self, state: CompareState, parent: QWidget | None = None):
         super().__init__(state, parent)
         self._quick_items: list = []
         self.follow(state.message, self._on_message)

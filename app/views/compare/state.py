@@ -20,7 +20,7 @@ from model.compare import comparison as cmp
 from model.compare.tables import HISTORY_KEYS, SUMMARY_KEYS, metric_table, summary_row
 from model.compare.variants import unique_name
 from model.config import GPTConfig
-from model.interp.analysis.compare import head_diff_summary, weights_difference
+from model.interp.analysis.compare import HeadDiff, head_diff_summary, weights_difference
 
 
 class CompareState:
@@ -57,7 +57,7 @@ class CompareState:
         self.runs: list[Run] = []
         self.pair: tuple[str, str] = ("", "")
         self.diff: np.ndarray | None = None
-        self.diff_summary = None
+        self.diff_summary: HeadDiff | None = None
         self.pair_problem = ""
         self.prompt = ""
         self.base = GPTConfig()
@@ -221,9 +221,9 @@ class CompareState:
         self.diff = self.diff_summary = None
         self.pair_problem = ""
         a, b = self.pair
-        names = [r.name for r in self.with_attention()]
-        if a in names and b in names:
-            ra, rb = self.run(a).record.attention, self.run(b).record.attention
+        seen = {r.name: r.record.attention for r in self.with_attention()}
+        ra, rb = seen.get(a), seen.get(b)
+        if ra is not None and rb is not None:
             problem = words.pair_mismatch(a, ra.weights, ra.labels, b, rb.weights, rb.labels)
             if problem is None:
                 self.diff = weights_difference(ra.weights, rb.weights)

@@ -48,8 +48,6 @@ from model.io.checkpoint import save_checkpoint
 from model.io.pretrained import open_model
 from model.nn.gpt import build_model
 
-#: The pages, in the order of their tabs (and of the screenshots).
-PAGES = (LossPage, GridsPage, DifferencePage, MetricsPage, ConfigPage)
 NO_MODEL = "There is no current model yet: build or train one in the Train tab."
 
 
@@ -81,13 +79,15 @@ class CompareTab(TabBase):
         self._connect_setup(self.setup)
         self.page_tabs = CurrentPageTabs()
         self.page_tabs.setObjectName("comparePages")
+        loss_page = LossPage(st)
+        self.grids_page = GridsPage(st)  # its prompt box asks the tab to run the prompt
+        self.grids_page.runRequested.connect(lambda: self.run_prompt())
+        #: the pages, in the order of their tabs (and of the screenshots)
         self.pages: dict[str, ComparePage] = {}
-        for cls in PAGES:
-            page = cls(st)
+        for page in (loss_page, self.grids_page, DifferencePage(st), MetricsPage(st), ConfigPage(st)):
             self.pages[page.key] = page
             self.page_tabs.addTab(page, page.title)
             self.page_tabs.setTabToolTip(self.page_tabs.count() - 1, page.blurb)
-        self.pages["attention"].runRequested.connect(lambda: self.run_prompt())
         self.page_tabs.currentChanged.connect(self._on_page_changed)
         panel_beside_pages(self, self.setup, self.page_tabs, 380)
 
@@ -103,7 +103,7 @@ class CompareTab(TabBase):
         p.addCurrentRequested.connect(lambda: self.add_current_model())
         p.addInitialRequested.connect(lambda: self.add_initial_model())
         p.addCheckpointRequested.connect(self.add_checkpoint)
-        p.removeRequested.connect(lambda names: [self.remove_run(n) for n in names])
+        p.removeRequested.connect(self._remove_runs)
         p.addVariantRequested.connect(self._add_typed_variant)
         p.addVariantsRequested.connect(self._add_variants)
         p.trainRequested.connect(lambda steps: self.train_variants(steps))
@@ -128,7 +128,7 @@ class CompareTab(TabBase):
     # ---- pages ---------------------------------------------------------------------------------
     @property
     def current_page(self) -> ComparePage:
-        return self.page_tabs.currentWidget()
+        return list(self.pages.values())[self.page_tabs.currentIndex()]  # (a tab per page, in order)
 
     def show_page(self, key: str) -> ComparePage:
         """Bring page ``key`` into view, drawn."""
@@ -270,6 +270,10 @@ class CompareTab(TabBase):
     def remove_run(self, name: str) -> None:
         """Drop run ``name`` (not a variant while the group trains it)."""
         self.state.remove(name)
+
+    def _remove_runs(self, names: list[str]) -> None:
+        for name in names:
+            self.remove_run(name)
 
     # ---- training ------------------------------------------------------------------------------
     def train_variants(self, steps: int | None = None) -> bool:
@@ -416,7 +420,7 @@ class CompareTab(TabBase):
 
     def screenshot_pages(self) -> list[tuple[str, Any]]:
         """The five pages, in order (see :meth:`_show_for_screenshot`)."""
-        return screenshot_steps([cls.key for cls in PAGES], self.pages.__getitem__, self._show_for_screenshot)
+        return screenshot_steps(list(self.pages), self.pages.__getitem__, self._show_for_screenshot)
 
     def _show_for_screenshot(self, key: str) -> None:
         """An empty tab first takes the session's model and its initialisation, so the pages show

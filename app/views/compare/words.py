@@ -64,7 +64,7 @@ def quick_variants(base: GPTConfig) -> list[tuple[str, VariantSet]]:
         ("causal mask vs none", [("causal", {"causal": True}), ("no mask", {"causal": False})]),
     ]
     if h >= 4 and h % 2 == 0:
-        gqa = [
+        gqa: VariantSet = [
             ("MHA", {"n_kv_heads": None}),
             (f"GQA-{h // 2}", {"n_kv_heads": h // 2}),
             ("MQA", {"n_kv_heads": 1}),

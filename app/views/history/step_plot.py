@@ -119,7 +119,10 @@ class StepPlot(QGroupBox):
             self.stepClicked.emit(int(steps[k]))
 
     def export_csv(self, path: str) -> Path:
-        return self.state.history.write_csv(path)
+        h = self.state.history
+        if h is None:
+            raise ValueError("no history is open: there is no table to write")
+        return h.write_csv(path)
 
     def export_plot(self, path: str) -> Path:
         return (

@@ -254,7 +254,7 @@ class HistoryTab(TabBase):
             "history.step", lambda: self._job(h, i), lambda s, e: self._done(h, i, s, e)
         )
 
-    def _job(self, h, i: int):
+    def _job(self, h: History, i: int):
         """In the compute thread: the snapshot (a download stops when another step is wanted)."""
 
         def stop() -> bool:
@@ -262,7 +262,7 @@ class HistoryTab(TabBase):
 
         return h.snapshot(i, on_progress=self._progressed.emit, should_stop=stop)
 
-    def _done(self, h, i: int, snap, error) -> None:
+    def _done(self, h: History, i: int, snap, error) -> None:
         if h is not self.state.history:
             return
         self._busy(False)
@@ -315,7 +315,7 @@ class HistoryTab(TabBase):
     def _fill_next(self) -> None:
         h = self.state.history
         todo = [i for i in range(len(h)) if not h.is_in_memory(i)] if h is not None else []
-        if not todo:
+        if h is None or not todo:
             self._filling = False
             self._busy(False)
             self.state.say(f"All {len(h)} revisions traced." if h is not None else "")

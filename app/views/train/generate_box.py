@@ -59,7 +59,7 @@ class GenerateBox(QGroupBox):
     def __init__(self, session, parent: QWidget | None = None):
         super().__init__("Generate", parent)
         self.session = session
-        self.worker = None
+        self.worker: GenerateWorker | None = None
         layout = QVBoxLayout(self)
         row = QHBoxLayout()
         self.prompt = PromptEdit()

@@ -73,7 +73,6 @@ class LiveAttention(QGroupBox):
             "(0 and 1 keep their colours; the colour bar shows the weights)"
         )
         self.sqrt_scale.setChecked(True)
-        self.sqrt_scale.toggled.connect(lambda on: self.head_grid.set_gamma(0.5 if on else 1.0))
         col.addWidget(self.sqrt_scale)
         prow.addLayout(col)
         layout.addLayout(prow)
@@ -94,6 +93,7 @@ class LiveAttention(QGroupBox):
         self.head_grid.set_scrolling(PROBE_FIT_PX, SCROLL_PX, bands=MAX_BANDS)
         self.head_grid.setMinimumHeight(180)
         layout.addWidget(self.head_grid, 1)
+        self.sqrt_scale.toggled.connect(lambda on: self.head_grid.set_gamma(0.5 if on else 1.0))
         srow = QHBoxLayout()
         srow.addWidget(QLabel("Step"))
         self.scrubber = QSlider(Qt.Orientation.Horizontal)

@@ -251,6 +251,8 @@ class RouterLoad(QWidget):
 
     def describe(self, m: int, e: int) -> str:
         a = self.load
+        if a is None:  # nothing drawn yet: no cell to describe
+            return ""
         return (
             f"layer {self.moe_layers[m]}, expert {e}: {a[m, e]:.1%} of the batch's token-to-expert "
             f"assignments (balanced: {1 / self.n_experts:.1%})"
