@@ -103,6 +103,10 @@ class LabPage(LazyPage):
     def shutdown(self) -> None:
         """Stop the page's own workers and wait for them."""
 
+    def on_training_events(self, events: list[dict[str, Any]]) -> None:
+        """The session's training appended ``events`` (every page hears them, on screen or not);
+        nothing by default."""
+
     def export_targets(self) -> dict[str, QWidget]:
         """Plots File → Export can write, by name."""
         return {}
