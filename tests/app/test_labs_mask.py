@@ -55,7 +55,7 @@ def test_toggling_the_mask_off_fills_the_upper_triangle(stages, qtbot, wait_resu
 
 def test_sliding_window_and_prefix_masks(stages, qtbot, wait_results):
     page, _ = stages
-    page.window.setValue(3)
+    page.window_size.setValue(3)
     st = wait_results(qtbot, page, "stages", lambda: page.set_mask("sliding"))
     assert np.array_equal(st.mask, sliding_window_mask(8, 3).numpy())
     assert np.all(page.weights_view.matrix[~st.mask] == 0)

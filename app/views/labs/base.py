@@ -2,9 +2,10 @@
 the prompt as token ids, and the hooks the Labs tab calls.
 
 A page subclasses :class:`LabPage`, sets ``slug``/``lab``/``title``/``explanation``/``formula``/
-``notice``, builds its controls and plots in ``build(body)`` and submits its torch work in
-``compute()`` with :meth:`LabPage.submit` (the session's compute worker: off the GUI thread, under
-the compute lock, latest request per key wins, results of superseded requests are dropped).
+``notice``, adds its controls and plots to ``self.body`` in ``build()``, hears the session's training
+in ``on_training_events(events)`` if it wants to, and submits its torch work in ``compute()`` with
+:meth:`LabPage.submit` (the session's compute worker: off the GUI thread, under the compute lock,
+latest request per key wins, results of superseded requests are dropped).
 
 A lab page is an :class:`app.views.page.LazyPage` (the tabs' page protocol, ``key`` = ``slug``) over
 the session. The Labs tab creates a page the first time it is shown, so the page builds at once.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QVBoxLayout, QWidget
@@ -34,6 +35,9 @@ QLabel#labFormula { font-family: 'DejaVu Sans Mono', monospace; background: #f4f
 QLabel#labNotice { background: #fff6da; border: 1px solid #ecd68a; padding: 3px 6px; }
 QLabel#labMessage { color: #555; }
 """
+
+
+R = TypeVar("R")
 
 
 class NoModel(Exception):
@@ -62,6 +66,8 @@ class LabPage(LazyPage):
         self, session, prompt_source: Callable[[], str] | None = None, parent: QWidget | None = None
     ):
         super().__init__(session, parent)
+        #: the tabs' name of the page (file names, screenshots): its ``slug``
+        self.key: str = self.slug
         self.session = session
         self._prompt_source = prompt_source
         self.results: dict[str, Any] = {}
@@ -73,7 +79,8 @@ class LabPage(LazyPage):
         outer.addWidget(area)
         root.setContentsMargins(6, 4, 6, 4)
         root.setSpacing(4)
-        root.addWidget(self._header())
+        self.header = self._header()
+        root.addWidget(self.header)
         self.message = QLabel(" ")
         self.message.setObjectName("labMessage")
         self.message.setWordWrap(True)
@@ -84,24 +91,19 @@ class LabPage(LazyPage):
         self.setStyleSheet(HEADER_STYLE)
         self.ensure_built()
 
-    @property
-    def key(self) -> str:
-        return self.slug
-
-    def ensure_built(self) -> None:
-        if not self.built:
-            self.built = True
-            self.build(self.body)
-
     # ---- to override -----------------------------------------------------------------------
-    def build(self, body: QVBoxLayout) -> None:
-        """Add the page's controls and plots to ``body``."""
+    def build(self) -> None:
+        """Add the page's controls and plots to ``self.body`` (called once, from ``__init__``)."""
 
     def compute(self) -> None:
         """Submit the page's work (called by :meth:`refresh`)."""
 
     def shutdown(self) -> None:
         """Stop the page's own workers and wait for them."""
+
+    def on_training_events(self, events: list[dict[str, Any]]) -> None:
+        """The session's training appended ``events`` (every page hears them, on screen or not);
+        nothing by default."""
 
     def export_targets(self) -> dict[str, QWidget]:
         """Plots File → Export can write, by name."""
@@ -156,7 +158,6 @@ class LabPage(LazyPage):
             n.setTextFormat(Qt.TextFormat.RichText)
             lay.addWidget(n)
         box.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
-        self.header = box
         return box
 
     # ---- refresh logic -----------------------------------------------------------------------
@@ -187,7 +188,7 @@ class LabPage(LazyPage):
         self.message.setText(text)
 
     # ---- background jobs ---------------------------------------------------------------------
-    def submit(self, key: str, fn: Callable[[], Any], done: Callable[[Any], None]) -> None:
+    def submit(self, key: str, fn: Callable[[], R], done: Callable[[R], None]) -> None:
         """Run ``fn()`` off the GUI thread; ``done(result)`` in the GUI thread if still the newest."""
 
         def callback(result, error):  # only ever the newest request's result (ComputeWorker)

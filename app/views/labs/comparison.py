@@ -97,6 +97,8 @@ class ComparisonPanel(QWidget):
         self.notes: list[str] = []
         self._t0 = 0.0
         self._target = 0
+        #: the running comparison's ``probe_scalar`` (the worker knows its spec only as a GroupSpec)
+        self._probe_scalar: Callable[[Any], float] = float
 
         root = QVBoxLayout(self)
         root.setContentsMargins(0, 0, 0, 0)
@@ -164,6 +166,7 @@ class ComparisonPanel(QWidget):
             self.probe_plot.clear()
         self._make_sample_boxes(list(spec.variants))
         self._target = int(spec.settings.steps)
+        self._probe_scalar = spec.probe_scalar
         self._t0 = time.monotonic()
         self.worker = GroupWorker(spec)
         self.worker.finished.connect(self._finish)
@@ -200,8 +203,9 @@ class ComparisonPanel(QWidget):
             return
         while self.samples_row.count():
             item = self.samples_row.takeAt(0)
-            if item.widget() is not None:
-                item.widget().deleteLater()
+            widget = item.widget() if item is not None else None
+            if widget is not None:
+                widget.deleteLater()
         self.sample_boxes = {}
         for i, name in enumerate(names):
             group = QGroupBox(f"Sample from “{name}”")
@@ -237,7 +241,7 @@ class ComparisonPanel(QWidget):
             vs.append(value)
             self.probed.emit(name, step, value)
         if probes and self.probe_plot is not None:
-            scalar = worker.spec.probe_scalar
+            scalar = self._probe_scalar
             for i, (name, (xs, vs)) in enumerate(self.probes.items()):
                 try:
                     ys = [scalar(v) for v in vs]

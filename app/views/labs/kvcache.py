@@ -12,13 +12,12 @@ from PySide6.QtWidgets import (
     QSizePolicy,
     QTableWidget,
     QTableWidgetItem,
-    QVBoxLayout,
 )
 
 from app.views.labs.base import LabPage
-from app.views.labs.mask import spin
+from app.views.labs.controls import labelled, spin
 from app.views.labs.plots import BarPlot
-from app.widgets.layouts import FlowLayout, labelled
+from app.widgets.layouts import FlowLayout
 from app.widgets.table_width import keep_columns_whole
 from model.budget.arithmetic import human_bytes
 from model.nn.measure import measure_kv_cache
@@ -58,7 +57,8 @@ class KVCachePage(LabPage):
     )
     follows_training = False
 
-    def build(self, body: QVBoxLayout) -> None:
+    def build(self) -> None:
+        body = self.body
         row = FlowLayout()
         self.context = labelled(
             row, "context", spin(1, 10_000_000, 8192, "Tokens in the cache, for the last column")

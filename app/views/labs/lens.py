@@ -11,14 +11,13 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QTableWidget,
     QTableWidgetItem,
-    QVBoxLayout,
 )
 
 from app.views.labs.base import LabPage
-from app.views.labs.mask import spin
-from app.widgets.layouts import FlowLayout, labelled
+from app.views.labs.controls import labelled, spin
+from app.widgets.layouts import FlowLayout
 from app.widgets.table_width import TOKEN_GRID_MAX_WIDTH, keep_columns_whole
-from model.interp.analysis.residual import logit_lens
+from model.interp.analysis.residual import LogitLens, logit_lens
 from model.interp.trace import run_with_trace
 from model.text.tokens import visible
 
@@ -43,7 +42,8 @@ class LensPage(LabPage):
         "up."
     )
 
-    def build(self, body: QVBoxLayout) -> None:
+    def build(self) -> None:
+        body = self.body
         row = FlowLayout()
         self.tokens = labelled(row, "tokens", spin(2, 256, 16, "How many tokens of the prompt (columns)"))
         self.mids = QCheckBox("also read the stream after each attention (L0.mid, L1.mid, …)")
@@ -67,7 +67,7 @@ class LensPage(LabPage):
         ids, labels = self.prompt_ids(self.tokens.value())
         mids = self.mids.isChecked()
 
-        def job():
+        def job() -> tuple[LogitLens, np.ndarray]:
             trace = run_with_trace(model, ids, kinds=("resid_pre", "resid_mid", "resid_post"))
             lens = logit_lens(model, trace, k=3, mids=mids)
             final = trace.logits[0].argmax(-1).numpy()

@@ -5,17 +5,15 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtWidgets import (
     QComboBox,
-    QDoubleSpinBox,
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QSpinBox,
-    QVBoxLayout,
 )
 
 from app.views.labs.base import LabPage
 from app.views.labs.comparison import ComparisonPanel, ComparisonSpec
-from app.widgets.layouts import FlowLayout, labelled
+from app.views.labs.controls import dspin, labelled, spin, still_matrix
+from app.widgets.layouts import FlowLayout
 from app.widgets.matrix_plot import MatrixPlot
 from model.config import GPTConfig
 from model.interp.analysis.masks import future_attention, make_mask, mask_stages
@@ -30,28 +28,6 @@ MASK_CHOICES = [
     ("sliding", "sliding window"),
     ("prefix", "prefix-LM"),
 ]
-
-
-def spin(lo: int, hi: int, value: int, tip: str = "") -> QSpinBox:
-    s = QSpinBox()
-    s.setRange(lo, hi)
-    s.setValue(value)
-    if tip:
-        s.setToolTip(tip)
-    return s
-
-
-def dspin(
-    lo: float, hi: float, value: float, step: float, decimals: int = 4, tip: str = ""
-) -> QDoubleSpinBox:
-    s = QDoubleSpinBox()
-    s.setDecimals(decimals)
-    s.setRange(lo, hi)
-    s.setSingleStep(step)
-    s.setValue(value)
-    if tip:
-        s.setToolTip(tip)
-    return s
 
 
 class MaskStagesPage(LabPage):
@@ -79,7 +55,8 @@ class MaskStagesPage(LabPage):
         "lets the first p tokens see each other both ways."
     )
 
-    def build(self, body: QVBoxLayout) -> None:
+    def build(self) -> None:
+        body = self.body
         row = FlowLayout()
         self.layer = labelled(row, "Layer", spin(0, 0, 0, "Which layer's head to show"))
         self.head = labelled(row, "Head", spin(0, 0, 0, "Which head of that layer"))
@@ -91,7 +68,8 @@ class MaskStagesPage(LabPage):
         self.toggle = QPushButton("Toggle causal on/off")
         self.toggle.clicked.connect(self.toggle_causal)
         row.addWidget(self.toggle)
-        self.window = labelled(
+        # not ``window``: that is QWidget.window(), the top-level widget
+        self.window_size = labelled(
             row, "window w", spin(1, 512, 4, "Sliding window: each query sees itself and w−1 keys before")
         )
         self.prefix = labelled(
@@ -100,18 +78,17 @@ class MaskStagesPage(LabPage):
         self.tokens = labelled(row, "tokens shown", spin(2, 64, 10, "How many tokens of the prompt to show"))
         row.addStretch(1)
         body.addLayout(row)
-        for w in (self.layer, self.head, self.window, self.prefix, self.tokens):
+        for w in (self.layer, self.head, self.window_size, self.prefix, self.tokens):
             w.valueChanged.connect(lambda *_: self.mark_dirty())
         self.kind.currentIndexChanged.connect(self._kind_changed)
 
         mats = QHBoxLayout()
-        lab = {"square": False, "interactive": False, "numbers": None, "legend_label": "value"}
+        lab = still_matrix("value")
         self.scores_view = MatrixPlot(title="Scores S = QKᵀ/√d_k (before the mask)", diverging=True, **lab)
         self.mask_view = MatrixPlot(
             title="Mask M: 0 = may attend, −∞ = hidden", diverging=True, legend=False, digits=0, **lab
         )
-        lab["legend_label"] = "weight"
-        self.weights_view = MatrixPlot(title="Weights A = softmax(S + M)", **lab)
+        self.weights_view = MatrixPlot(title="Weights A = softmax(S + M)", **still_matrix("weight"))
         for v in (self.scores_view, self.mask_view, self.weights_view):
             mats.addWidget(v, 1)
         body.addLayout(mats, 1)
@@ -122,7 +99,7 @@ class MaskStagesPage(LabPage):
 
     def _kind_changed(self) -> None:
         kind = self.kind.currentData()
-        self.window.setEnabled(kind == "sliding")
+        self.window_size.setEnabled(kind == "sliding")
         self.prefix.setEnabled(kind == "prefix")
         self.mark_dirty()
 
@@ -140,7 +117,7 @@ class MaskStagesPage(LabPage):
         ids, labels = self.prompt_ids(self.tokens.value())
         T = len(ids)
         kind = self.kind.currentData()
-        mask = make_mask(kind, T, window=self.window.value(), prefix=self.prefix.value())
+        mask = make_mask(kind, T, window=self.window_size.value(), prefix=self.prefix.value())
         layer, head = self.layer.value(), self.head.value()
 
         def job():
@@ -199,7 +176,8 @@ class MaskBugPage(LabPage):
     uses_model = False
     follows_training = False
 
-    def build(self, body: QVBoxLayout) -> None:
+    def build(self) -> None:
+        body = self.body
         row = FlowLayout()
         self.steps = labelled(row, "steps", spin(1, 100000, 300, "Training steps per variant"))
         self.lr = labelled(row, "learning rate", dspin(1e-5, 1.0, 1e-2, 1e-3))

@@ -14,16 +14,17 @@ from PySide6.QtWidgets import (
     QLabel,
     QTableWidget,
     QTableWidgetItem,
-    QVBoxLayout,
 )
 
 from app.views.labs.base import LabPage
-from app.views.labs.mask import dspin, spin
+from app.views.labs.controls import dspin, labelled, spin, still_matrix
 from app.views.labs.plots import BarPlot, LinePlot
-from app.widgets.layouts import FlowLayout, labelled
+from app.widgets.layouts import FlowLayout
 from app.widgets.matrix_plot import MatrixPlot
 from app.widgets.table_width import TOKEN_GRID_MAX_WIDTH, keep_columns_whole, set_header_labels
 from model.interp.analysis.positions import (
+    OffsetProfile,
+    RopeCheck,
     permutation_experiment,
     permutation_predictions,
     position_similarity,
@@ -61,7 +62,8 @@ class SinusoidalPage(LabPage):
     uses_model = False
     follows_training = False
 
-    def build(self, body: QVBoxLayout) -> None:
+    def build(self) -> None:
+        body = self.body
         row = FlowLayout()
         self.n_pos = labelled(row, "positions", spin(2, 1024, 64))
         self.d_model = labelled(row, "d_model", spin(2, 1024, 64, "Width of the table (even)"))
@@ -71,7 +73,7 @@ class SinusoidalPage(LabPage):
         for w in (self.n_pos, self.d_model):
             w.valueChanged.connect(lambda *_: self.mark_dirty())
         plots = QHBoxLayout()
-        lab = {"square": False, "interactive": False, "numbers": None, "legend_label": "value"}
+        lab = still_matrix("value")
         self.table_view = MatrixPlot(title="The table PE[p, dim]", diverging=True, **lab)
         self.table_view.set_axis_titles("position p", "dimension")
         self.sim_view = MatrixPlot(title="PE[p] · PE[q]", **lab)
@@ -89,7 +91,7 @@ class SinusoidalPage(LabPage):
             self.d_model.setValue(d)
             return
 
-        def job():
+        def job() -> tuple[np.ndarray, np.ndarray, OffsetProfile]:
             table = sinusoidal_heatmap(P, d)
             return table, position_similarity(table), sinusoidal_offset_profile(P, d)
 
@@ -159,7 +161,8 @@ class RopePage(LabPage):
     uses_model = False
     follows_training = False
 
-    def build(self, body: QVBoxLayout) -> None:
+    def build(self) -> None:
+        body = self.body
         row = FlowLayout()
         self.d_k = labelled(row, "head size d_k", spin(2, 256, 16, "Even"))
         self.d_k.setSingleStep(2)
@@ -202,7 +205,7 @@ class RopePage(LabPage):
             self.seed.value(),
         )
 
-        def job():
+        def job() -> tuple[np.ndarray, np.ndarray, RopeCheck]:
             rng = np.random.default_rng(seed)
             q, k = rng.standard_normal(d), rng.standard_normal(d)
             positions = np.arange(P)
@@ -278,7 +281,8 @@ class RopeModelPage(LabPage):
         "(GPT-2) and the bars jump to a sizeable share of the scores."
     )
 
-    def build(self, body: QVBoxLayout) -> None:
+    def build(self) -> None:
+        body = self.body
         row = FlowLayout()
         self.layer = labelled(row, "layer", spin(0, 999, 0, "Which block's heads"))
         self.head = labelled(row, "head", spin(0, 999, 0, "The head whose scores are drawn"))
@@ -289,7 +293,7 @@ class RopeModelPage(LabPage):
         for w in (self.layer, self.head, self.shift, self.tokens):
             w.valueChanged.connect(lambda *_: self.mark_dirty())
         plots = QHBoxLayout()
-        lab = {"square": False, "interactive": False, "numbers": None, "legend_label": "score"}
+        lab = still_matrix("score")
         self.at_zero = MatrixPlot(title="Scores, prompt at 0…T−1", diverging=True, **lab)
         self.at_shift = MatrixPlot(title="Scores, prompt at s…s+T−1", diverging=True, **lab)
         for view in (self.at_zero, self.at_shift):
@@ -365,24 +369,26 @@ class PermutationPage(LabPage):
         "back and the symmetry breaks."
     )
 
-    def build(self, body: QVBoxLayout) -> None:
+    def build(self) -> None:
+        body = self.body
         row = FlowLayout()
         self.which = QComboBox()
         self.which.addItem("current weights, positions removed", "strip")
         self.which.addItem("current model as it is", "model")
         labelled(row, "model", self.which)
-        self.mask = QComboBox()
-        self.mask.addItem("off (every token sees every token)", "none")
-        self.mask.addItem("the model's own (causal)", "model")
-        labelled(row, "mask", self.mask)
+        # not ``mask``: that is QWidget.mask(), the widget's shape
+        self.mask_kind = QComboBox()
+        self.mask_kind.addItem("off (every token sees every token)", "none")
+        self.mask_kind.addItem("the model's own (causal)", "model")
+        labelled(row, "mask", self.mask_kind)
         self.seed = labelled(row, "shuffle seed", spin(0, 10**6, 0))
         self.tokens = labelled(row, "tokens", spin(2, 64, 12))
         row.addStretch(1)
         body.addLayout(row)
-        for w in (self.which, self.mask):
-            w.currentIndexChanged.connect(lambda *_: self.mark_dirty())
-        for w in (self.seed, self.tokens):
-            w.valueChanged.connect(lambda *_: self.mark_dirty())
+        for choice in (self.which, self.mask_kind):
+            choice.currentIndexChanged.connect(lambda *_: self.mark_dirty())
+        for box in (self.seed, self.tokens):
+            box.valueChanged.connect(lambda *_: self.mark_dirty())
         self.table = QTableWidget()
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         # a column per token, sharing the page's width; the table scrolls only for a long prompt
@@ -405,7 +411,11 @@ class PermutationPage(LabPage):
     def compute(self) -> None:
         model, tok = self.require_model()
         ids, _ = self.prompt_ids(self.tokens.value())
-        strip, mask, seed = self.which.currentData() == "strip", self.mask.currentData(), self.seed.value()
+        strip, mask, seed = (
+            self.which.currentData() == "strip",
+            self.mask_kind.currentData(),
+            self.seed.value(),
+        )
 
         def job():
             stripped = without_positions(model)
@@ -443,9 +453,9 @@ class PermutationPage(LabPage):
         # column t: position t of the shuffled prompt, ← the position its token came from
         self.table.setHorizontalHeaderLabels([f"{t}\n←{perm[t]}" for t in range(T)])
         for t in range(T):
-            self.table.horizontalHeaderItem(t).setToolTip(
-                f"position {t} of the shuffled prompt holds the token from position {perm[t]}"
-            )
+            header = self.table.horizontalHeaderItem(t)
+            assert header is not None  # setHorizontalHeaderLabels made one per column
+            header.setToolTip(f"position {t} of the shuffled prompt holds the token from position {perm[t]}")
         bold = QFont()
         bold.setBold(True)
         for i, (_, cells) in enumerate(rows):

@@ -3,6 +3,8 @@ page is in lens.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -11,14 +13,13 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QVBoxLayout,
 )
 
 from app.views.labs.base import LabPage
 from app.views.labs.comparison import ComparisonPanel, ComparisonSpec
-from app.views.labs.mask import dspin, spin
+from app.views.labs.controls import dspin, labelled, spin
 from app.views.labs.plots import BarPlot, LinePlot
-from app.widgets.layouts import FlowLayout, labelled
+from app.widgets.layouts import FlowLayout
 from app.widgets.matrix_plot import MatrixPlot
 from app.widgets.palette import color_for
 from model.interp.analysis.gradflow import (
@@ -29,7 +30,13 @@ from model.interp.analysis.gradflow import (
     shows_xiong,
     xiong_config,
 )
-from model.interp.analysis.residual import residual_norms, residual_profile, write_stats
+from model.interp.analysis.residual import (
+    ResidualNorms,
+    WriteStats,
+    residual_norms,
+    residual_profile,
+    write_stats,
+)
 from model.interp.trace import run_with_trace
 from model.train.multitrain import variant_configs
 
@@ -60,7 +67,8 @@ class StreamNormsPage(LabPage):
         "there, below 0 it erases."
     )
 
-    def build(self, body: QVBoxLayout) -> None:
+    def build(self) -> None:
+        body = self.body
         row = FlowLayout()
         self.tokens = labelled(row, "tokens", spin(2, 4096, 64, "How many tokens of the prompt to read"))
         self.tokens.valueChanged.connect(lambda *_: self.mark_dirty())
@@ -88,7 +96,7 @@ class StreamNormsPage(LabPage):
         model, _ = self.require_model()
         ids, labels = self.prompt_ids(self.tokens.value())
 
-        def job():
+        def job() -> tuple[ResidualNorms, WriteStats]:
             trace = run_with_trace(model, ids, kinds=STREAM_KINDS)
             return residual_norms(trace, mids=True), write_stats(trace)
 
@@ -158,7 +166,8 @@ class LiveNormsPage(LabPage):
     )
     follows_training = False
 
-    def build(self, body: QVBoxLayout) -> None:
+    def build(self) -> None:
+        body = self.body
         row = FlowLayout()
         self.record = QCheckBox("Record while training")
         self.record.setChecked(True)
@@ -174,7 +183,8 @@ class LiveNormsPage(LabPage):
         self.steps: list[int] = []
         self.values: list[np.ndarray] = []
         self.names: list[str] = []
-        self._model_id = None
+        #: id() of the model the points were measured on (a new model starts a new plot)
+        self._model_id: int | None = None
         self._last_step = -1
 
     def clear(self) -> None:
@@ -191,7 +201,7 @@ class LiveNormsPage(LabPage):
         if not self.session.is_training:
             self.say("Start training in the Train tab: a point is added every few steps.")
 
-    def on_training_events(self, events) -> None:
+    def on_training_events(self, events: list[dict[str, Any]]) -> None:
         if not self.record.isChecked() or not events or self.session.model is None:
             return
         step = int(events[-1]["step"])
@@ -265,7 +275,8 @@ class GradFlowPage(LabPage):
     uses_model = False
     follows_training = False
 
-    def build(self, body: QVBoxLayout) -> None:
+    def build(self) -> None:
+        body = self.body
         row = FlowLayout()
         xiong = xiong_config()
         self.n_layers = labelled(row, "layers", spin(2, 24, xiong.n_layers))
@@ -291,10 +302,10 @@ class GradFlowPage(LabPage):
         self.warmup = labelled(row, "warm-up", spin(0, 10000, 0, "Linear warm-up steps (Post-LN needs them)"))
         row.addStretch(1)
         body.addLayout(row)
-        for w in (self.n_layers, self.d_model, self.n_heads):
-            w.valueChanged.connect(lambda *_: self.mark_dirty())
-        for w in (self.norm, self.init, self.mlp):
-            w.currentIndexChanged.connect(lambda *_: self.mark_dirty())
+        for box in (self.n_layers, self.d_model, self.n_heads):
+            box.valueChanged.connect(lambda *_: self.mark_dirty())
+        for choice in (self.norm, self.init, self.mlp):
+            choice.currentIndexChanged.connect(lambda *_: self.mark_dirty())
 
         plots = QHBoxLayout()
         self.init_plot = LinePlot(
@@ -322,7 +333,9 @@ class GradFlowPage(LabPage):
         """Vocabulary of the at-init measurement (random tokens, so not the corpus's): the experiment's
         64 — a handful of symbols leaves the unembedding's gradient too small for the effect, and a
         large vocabulary blurs it (gradflow's module docstring)."""
-        return xiong_config().vocab_size
+        vocab = xiong_config().vocab_size
+        assert vocab is not None  # xiong_config always sets one
+        return vocab
 
     def _config(self, vocab: int):
         return xiong_config(

@@ -15,15 +15,15 @@ from PySide6.QtWidgets import (
     QSlider,
     QTableWidget,
     QTableWidgetItem,
-    QVBoxLayout,
+    QWidget,
 )
 
 from app.views.labs.base import LabPage
 from app.views.labs.comparison import ComparisonPanel, ComparisonSpec
-from app.views.labs.mask import dspin, spin
+from app.views.labs.controls import dspin, labelled, spin
 from app.views.labs.plots import BarPlot, LinePlot
 from app.widgets.axes import PLOT_MIN_HEIGHT
-from app.widgets.layouts import FlowLayout, labelled
+from app.widgets.layouts import FlowLayout
 from app.widgets.palette import color_for
 from app.widgets.side_by_side import PlotGrid, SideBySide
 from app.widgets.table_width import keep_columns_whole
@@ -88,7 +88,8 @@ class SoftmaxTheoryPage(LabPage):
     uses_model = False
     follows_training = False
 
-    def build(self, body: QVBoxLayout) -> None:
+    def build(self) -> None:
+        body = self.body
         row = FlowLayout()
         row.addWidget(QLabel("head size d_k"))
         self.slider = QSlider(Qt.Orientation.Horizontal)
@@ -324,7 +325,8 @@ class SoftmaxModelPage(LabPage):
         "(A QK-norm model's g·cos is compared with the raw, unnormalised QKᵀ.)"
     )
 
-    def build(self, body: QVBoxLayout) -> None:
+    def build(self) -> None:
+        body = self.body
         row = FlowLayout()
         self.tokens = labelled(row, "tokens", spin(2, 4096, 64, "How many tokens of the prompt to read"))
         self.tokens.valueChanged.connect(lambda *_: self.mark_dirty())
@@ -333,7 +335,7 @@ class SoftmaxModelPage(LabPage):
         self.entropy_bars = BarPlot("Mean row entropy per head (nats; higher = more spread)", "nats")
         self.max_bars = BarPlot("Mean max weight per head (1 = one-hot)", "max weight")
         self.spread_bars = BarPlot("Spread of the scores per head (std over visible pairs)", "std")
-        bars = [self.entropy_bars, self.max_bars, self.spread_bars]
+        bars: list[QWidget] = [self.entropy_bars, self.max_bars, self.spread_bars]
         for b in bars:
             b.setMinimumHeight(PLOT_MIN_HEIGHT)
         body.addWidget(PlotGrid(bars, min_width=300), 1)
@@ -406,7 +408,8 @@ class SoftmaxTrainingPage(LabPage):
     uses_model = False
     follows_training = False
 
-    def build(self, body: QVBoxLayout) -> None:
+    def build(self) -> None:
+        body = self.body
         row = FlowLayout()
         self.head_dim = labelled(row, "head size d_k", spin(2, 1024, 256, "head_dim of every head"))
         self.n_heads = labelled(row, "heads", spin(1, 16, 1))

@@ -129,19 +129,19 @@ class LabsTab(TabBase):
         self._items: dict[str, QTreeWidgetItem] = {}
         labs: dict[str, QTreeWidgetItem] = {}
         for cls in self.classes.values():
-            parent = labs.get(cls.lab)
-            if parent is None:
-                parent = QTreeWidgetItem([cls.lab])
-                parent.setData(0, Qt.ItemDataRole.UserRole, cls.slug)
-                f = parent.font(0)
+            group = labs.get(cls.lab)
+            if group is None:
+                group = QTreeWidgetItem([cls.lab])
+                group.setData(0, Qt.ItemDataRole.UserRole, cls.slug)
+                f = group.font(0)
                 f.setBold(True)
-                parent.setFont(0, f)
-                self.tree.addTopLevelItem(parent)
-                labs[cls.lab] = parent
+                group.setFont(0, f)
+                self.tree.addTopLevelItem(group)
+                labs[cls.lab] = group
             item = QTreeWidgetItem([cls.short or cls.title])
             item.setData(0, Qt.ItemDataRole.UserRole, cls.slug)
             item.setToolTip(0, cls.title)
-            parent.addChild(item)
+            group.addChild(item)
             self._items[cls.slug] = item
             if cls.eager:
                 self.page(cls.slug)
@@ -188,10 +188,8 @@ class LabsTab(TabBase):
 
     def _events(self, events) -> None:
         """While the session trains, refresh the page on screen every few seconds (weights move)."""
-        for page in self.pages.values():
-            hook = getattr(page, "on_training_events", None)
-            if hook is not None:
-                hook(events)
+        for listener in self.pages.values():
+            listener.on_training_events(events)
         now = time.monotonic()
         if now - self._last_live < LIVE_INTERVAL_S:
             return
@@ -224,7 +222,8 @@ class LabsTab(TabBase):
 
     @property
     def current_page(self) -> LabPage | None:
-        return self.stack.currentWidget()
+        page = self.stack.currentWidget()  # the stack holds only lab pages (``page``)
+        return page if isinstance(page, LabPage) else None
 
     def show_page(self, slug: str) -> LabPage:
         """Select the page ``slug`` in the tree and show it (building it if needed); returns it."""

@@ -18,7 +18,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
-    QVBoxLayout,
 )
 
 from app.views.labs.base import LabPage
@@ -70,7 +69,8 @@ class WorkedExamplePage(LabPage):
     uses_model = False
     follows_training = False
 
-    def build(self, body: QVBoxLayout) -> None:
+    def build(self) -> None:
+        body = self.body
         self._defaults = (EXAMPLE_Q, EXAMPLE_KEYS, EXAMPLE_VALUES)
         # inputs, table and plots scroll together when the window is short (1280×800): the plots keep
         # a readable height instead of being squeezed to a line
@@ -293,10 +293,14 @@ class WorkedExamplePage(LabPage):
 
     def weights_text(self) -> list[str]:
         """The weight column as shown (for tests and screen readers)."""
-        return [self.table.item(j, 5).text() for j in range(3)]
+        return [self._cell(j, 5) for j in range(3)]
 
     def output_text(self) -> str:
-        return self.table.item(3, 6).text()
+        return self._cell(3, 6)
+
+    def _cell(self, row: int, col: int) -> str:
+        item = self.table.item(row, col)
+        return item.text() if item is not None else ""
 
     def export_targets(self):
         return {"table": self.table, "values": self.v_plot.view}
