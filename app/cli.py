@@ -23,6 +23,7 @@ import contextlib
 import importlib
 import os
 import sys
+from typing import NoReturn
 
 from model.budget.sizing import OVERRIDE_ENV
 from model.errors import AttentionLabError
@@ -52,7 +53,7 @@ class UserError(AttentionLabError):
 
 
 class OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse's own convention)
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse's own convention)
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 

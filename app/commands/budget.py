@@ -79,21 +79,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     src.add_argument("--list-presets", action="store_true", help="list the presets and exit")
 
+    _add_architecture(parser)
+    _add_usage(parser)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+
+
+#: The architecture flags, in --help's order: (flag, GPTConfig field, metavar); a flag without a
+#: metavar takes one of the field's CHOICES. Each flag's help is its field's.
+_ARCH_ARGS: tuple[tuple[str, str, str | None], ...] = (
+    ("--layers", "n_layers", "L"),
+    ("--d-model", "d_model", "D"),
+    ("--heads", "n_heads", "H"),
+    ("--kv-heads", "n_kv_heads", "H_KV"),
+    ("--head-dim", "head_dim", "D_K"),
+    ("--d-ff", "d_ff", "D_FF"),
+    ("--mlp", "mlp", None),
+    ("--vocab", "vocab_size", "V"),
+    ("--positions", "positions", None),
+    ("--context", "context_length", "T_MAX"),
+    ("--bias", "bias", None),
+    ("--norm", "norm", None),
+    ("--norm-position", "norm_position", None),
+    ("--attn-scale", "attn_scale", None),
+)
+
+
+def _add_architecture(parser: argparse.ArgumentParser) -> None:
+    """The GPTConfig fields (:data:`_ARCH_ARGS`, then --tied/--untied)."""
     arch = parser.add_argument_group("architecture (override the preset or config when given with one)")
-    arch.add_argument("--layers", type=_int, metavar="L", help=FIELD_HELP["n_layers"])
-    arch.add_argument("--d-model", type=_int, metavar="D", help=FIELD_HELP["d_model"])
-    arch.add_argument("--heads", type=_int, metavar="H", help=FIELD_HELP["n_heads"])
-    arch.add_argument("--kv-heads", type=_int, metavar="H_KV", help=FIELD_HELP["n_kv_heads"])
-    arch.add_argument("--head-dim", type=_int, metavar="D_K", help=FIELD_HELP["head_dim"])
-    arch.add_argument("--d-ff", type=_int, metavar="D_FF", help=FIELD_HELP["d_ff"])
-    arch.add_argument("--mlp", choices=CHOICES["mlp"], help=FIELD_HELP["mlp"])
-    arch.add_argument("--vocab", type=_int, metavar="V", help=FIELD_HELP["vocab_size"])
-    arch.add_argument("--positions", choices=CHOICES["positions"], help=FIELD_HELP["positions"])
-    arch.add_argument("--context", type=_int, metavar="T_MAX", help=FIELD_HELP["context_length"])
-    arch.add_argument("--bias", choices=CHOICES["bias"], help=FIELD_HELP["bias"])
-    arch.add_argument("--norm", choices=CHOICES["norm"], help=FIELD_HELP["norm"])
-    arch.add_argument("--norm-position", choices=CHOICES["norm_position"], help=FIELD_HELP["norm_position"])
-    arch.add_argument("--attn-scale", choices=CHOICES["attn_scale"], help=FIELD_HELP["attn_scale"])
+    for flag, field, metavar in _ARCH_ARGS:
+        if metavar is None:
+            arch.add_argument(flag, choices=CHOICES[field], help=FIELD_HELP[field])
+        else:
+            arch.add_argument(flag, type=_int, metavar=metavar, help=FIELD_HELP[field])
     tie = arch.add_mutually_exclusive_group()
     tie.add_argument(
         "--tied",
@@ -110,6 +128,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a separate output head (Llama)",
     )
 
+
+def _add_usage(parser: argparse.ArgumentParser) -> None:
+    """How the model is used: the sequence, the batch, the precision and the training run."""
     use = parser.add_argument_group("how it is used")
     use.add_argument(
         "--seq-len",
@@ -164,7 +185,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("6N", "matmul"),
         help="6N: 6·N·D with N all parameters (default); matmul: 3·(2·N_mm + attention at T)·D",
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
 
 
 def _list_presets(as_json: bool) -> int:

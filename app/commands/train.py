@@ -39,6 +39,7 @@ import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from app.cli import UserError
 from app.commands.train_loop import train_into
@@ -130,31 +131,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE.json", help="model config file (flags below override it)")
     shape = p.add_argument_group("model shape (each overrides --config)")
     for f in _config_fields():
-        flag = "--" + f.name.replace("_", "-")
-        help_text = FIELD_HELP.get(f.name, "")
-        kind = str(f.type)
-        if f.name in CHOICES:
-            shape.add_argument(
-                flag, dest=f"cfg_{f.name}", choices=CHOICES[f.name], default=None, help=help_text
-            )
-        elif kind.startswith("bool"):
-            shape.add_argument(
-                flag,
-                dest=f"cfg_{f.name}",
-                action=argparse.BooleanOptionalAction,
-                default=None,
-                help=help_text,
-            )
-        elif kind.startswith("int"):
-            shape.add_argument(
-                flag, dest=f"cfg_{f.name}", type=int, default=None, metavar="N", help=help_text
-            )
-        elif kind.startswith("float"):
-            shape.add_argument(
-                flag, dest=f"cfg_{f.name}", type=float, default=None, metavar="X", help=help_text
-            )
-        else:  # text: window_pattern's letters
-            shape.add_argument(flag, dest=f"cfg_{f.name}", default=None, metavar="LETTERS", help=help_text)
+        shape.add_argument("--" + f.name.replace("_", "-"), **_shape_flag(f))
 
     data = p.add_argument_group("data")
     data.add_argument(
@@ -164,6 +141,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="builtin:NAME, task:NAME[:key=value,...] or a UTF-8 text file (default builtin:stdlib)",
     )
 
+    _add_training(p)
+    _add_output(p)
+
+
+def _shape_flag(f: dataclasses.Field[Any]) -> dict[str, Any]:
+    """The add_argument keywords of the GPTConfig field ``f``'s flag (``--n-layers`` for n_layers): its
+    choices, on/off for a bool, N for a whole number, X for a float; else text (window_pattern's
+    letters). Its value lands in ``cfg_<field>`` (None when not given)."""
+    common: dict[str, Any] = {"dest": f"cfg_{f.name}", "default": None, "help": FIELD_HELP.get(f.name, "")}
+    kind = str(f.type)
+    if f.name in CHOICES:
+        return {**common, "choices": CHOICES[f.name]}
+    if kind.startswith("bool"):
+        return {**common, "action": argparse.BooleanOptionalAction}
+    if kind.startswith("int"):
+        return {**common, "type": int, "metavar": "N"}
+    if kind.startswith("float"):
+        return {**common, "type": float, "metavar": "X"}
+    return {**common, "metavar": "LETTERS"}
+
+
+def _add_training(p: argparse.ArgumentParser) -> None:
+    """The TrainSettings flags (:data:`SETTING_FLAGS`, each lands in ``set_<field>``) and how the run
+    computes: precision, micro-batches, torch.compile, the ranks' timeout."""
     train = p.add_argument_group("training (defaults suit the data source)")
     for name, (kind, help_text) in SETTING_FLAGS.items():
         metavar = "NAME" if kind is str else ("N" if kind is int else "X")
@@ -205,6 +206,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"seconds a rank waits for the others before failing (default {DEFAULT_TIMEOUT_S:g})",
     )
 
+
+def _add_output(p: argparse.ArgumentParser) -> None:
+    """The run folder, resuming, the logs and the saves."""
     out = p.add_argument_group("output")
     out.add_argument(
         "--out",
