@@ -1,7 +1,7 @@
-"""How the cells of a :class:`~app.widgets.head_mosaic.HeadMosaic` fill its view: :class:`MosaicFit`.
+"""How the cells of a :class:`~app.widgets.head_grid.grid.HeadMosaic` fill its view: :class:`MosaicFit`.
 
 By default every drawn row is fitted into the view (square cells at the top left, the colour bar
-beside them). A deep grid (:meth:`~app.widgets.head_mosaic.HeadMosaic.set_scrolling`) is kept
+beside them). A deep grid (:meth:`~app.widgets.head_grid.grid.HeadMosaic.set_scrolling`) is kept
 readable instead, in this order:
 
 1. **bands**: the rows are set in up to ``max_bands`` bands side by side (30 layers at 1280×800:
@@ -9,12 +9,12 @@ readable instead, in this order:
    two bands for the row names;
 2. **scrolling**: when even the best arrangement gives cells under ``fit_px`` pixels, they are drawn
    ``scroll_px`` pixels wide in one band and the rows scroll (the axes stay; see
-   :class:`~app.widgets.mosaic_view.RowScroll`).
+   :class:`~app.widgets.head_grid.scroll.RowScroll`).
 
 Readable grids are also drawn near the screen's resolution: a head of ``S`` pixels (already pooled
 by the model's ``block``) shown ``s`` pixels wide is max-pooled by ``f = ceil(S / (1.5·s))``
 (:func:`~model.interp.pooling.pool_max`; the largest difference for ``A − B``) and the image is
-scaled down smoothly (:class:`~app.widgets.mosaic_view.SmoothImage`), so a one-token diagonal or a
+scaled down smoothly (:class:`~app.widgets.head_grid.scroll.SmoothImage`), so a one-token diagonal or a
 first-token column stays a line on screen instead of the dotted or missing one a plainly scaled
 image shows; a smaller image is also a quicker paint. Zooming in draws finer again (after the wheel
 stops). The readouts keep reading the full-resolution values.
@@ -22,7 +22,7 @@ stops). The readouts keep reading the full-resolution values.
 A zoom or pan by the user (``zoomed``) is kept until the view is reset.
 
 :class:`ReadableRows` is the mosaic's side of it (a base of
-:class:`~app.widgets.head_mosaic.HeadMosaic`): folding rows away (:meth:`ReadableRows.set_rows`: every
+:class:`~app.widgets.head_grid.grid.HeadMosaic`): folding rows away (:meth:`ReadableRows.set_rows`: every
 position and signal still names the real row), bands and scrolling
 (:meth:`ReadableRows.set_scrolling`), bringing a head into view, and the keys (``keys=True``: the
 arrows ask to move the selected head, ``headStepped(r, c)``, the owner selects it; Enter opens it,
@@ -36,7 +36,7 @@ import math
 import numpy as np
 from PySide6.QtCore import Qt, QTimer
 
-from app.widgets.mosaic_view import step_from
+from app.widgets.head_grid.scroll import step_from
 from model.interp.pooling import pool_absmax, pool_max
 
 #: ms of quiet after a zoom before the heads are drawn again at the new resolution
@@ -210,7 +210,7 @@ class MosaicFit:
 
 
 class ReadableRows:
-    """What a :class:`~app.widgets.head_mosaic.HeadMosaic` does for deep grids (see the module
+    """What a :class:`~app.widgets.head_grid.grid.HeadMosaic` does for deep grids (see the module
     docstring); it uses the mosaic's ``fit`` (:class:`MosaicFit`), ``scroll``, ``geom`` and signals."""
 
     def reset_view(self) -> None:

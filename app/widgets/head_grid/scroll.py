@@ -1,4 +1,4 @@
-"""How a tall :class:`~app.widgets.head_mosaic.HeadMosaic` is read: named column groups and a scroll bar.
+"""How a tall :class:`~app.widgets.head_grid.grid.HeadMosaic` is read: named column groups and a scroll bar.
 
 :class:`GroupAxis` is the grid's top axis: a label per column (``h0``, ``h1``, …) and, above them,
 one name per group of columns with a bracket under it (grouped-query attention: the query heads that
@@ -237,7 +237,7 @@ class RowScroll(QObject):
 
 def kv_groups(geom, n: int) -> list[tuple[float, float, str, str]]:
     """The groups of ``n`` columns sharing a K/V head in each band of ``geom`` (a
-    :class:`~app.widgets.mosaic_layout.MosaicGeometry`), for :meth:`GroupAxis.set_groups`; none unless
+    :class:`~app.widgets.head_grid.geometry.MosaicGeometry`), for :meth:`GroupAxis.set_groups`; none unless
     ``n`` > 1 and the columns are the heads."""
     if n <= 1 or geom.cols != geom.C:
         return []
@@ -252,7 +252,7 @@ def kv_groups(geom, n: int) -> list[tuple[float, float, str, str]]:
 
 def step_from(geom, cell: tuple[int, int] | None, key: int) -> tuple[int, int] | None:
     """The head an arrow ``key`` moves to from ``cell`` in ``geom`` (a
-    :class:`~app.widgets.mosaic_layout.MosaicGeometry`; within its drawn rows), or None for
+    :class:`~app.widgets.head_grid.geometry.MosaicGeometry`; within its drawn rows), or None for
     another key. From no cell (or one folded away), the first drawn head."""
     if key not in (Qt.Key.Key_Left, Qt.Key.Key_Right, Qt.Key.Key_Up, Qt.Key.Key_Down):
         return None

@@ -29,7 +29,7 @@ top axis names each group (``K/V head g``, ``kvg`` when narrow) over a blue brac
 
 **Deep models** (30 layers × 9 heads): ``set_rows`` folds rows away, ``set_scrolling`` sets the rows in
 bands or scrolls them and pools cells to the screen's resolution, ``keys=True`` lets the arrow keys move
-the selection (:mod:`app.widgets.mosaic_fit`).
+the selection (:mod:`app.widgets.head_grid.fit`).
 
 ``flow=True`` wraps the cells into as many rows as fill the widget best (a handful of averaged heads
 instead of a thin strip); each cell is then named in its top-right corner instead of on the axes.
@@ -44,13 +44,13 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtWidgets import QGraphicsWidget, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
+from app.widgets.head_grid.fit import MosaicFit, ReadableRows
+from app.widgets.head_grid.geometry import CellMarks, MosaicGeometry, flow_columns
+from app.widgets.head_grid.painter import MosaicPainter
+from app.widgets.head_grid.pointer import MosaicMarksAndPointer, readout_text
+from app.widgets.head_grid.scroll import GroupAxis, KeyFilter, RowScroll, SmoothImage, kv_groups
 from app.widgets.legend import ColorLegend
 from app.widgets.matrix_plot import TopLeftFit, matrix_axes
-from app.widgets.mosaic_fit import MosaicFit, ReadableRows
-from app.widgets.mosaic_layout import CellMarks, MosaicGeometry, flow_columns
-from app.widgets.mosaic_paint import MosaicPainter
-from app.widgets.mosaic_pointer import MosaicMarksAndPointer, readout_text
-from app.widgets.mosaic_view import GroupAxis, KeyFilter, RowScroll, SmoothImage, kv_groups
 from app.widgets.palette import DEFAULT_CMAP, matrix_lut
 from app.widgets.titles import WrapLabel
 from model.interp.frame import carried_mask

@@ -1,4 +1,4 @@
-"""Where the cells of a :class:`~app.widgets.head_mosaic.HeadMosaic` go, and what is drawn over them.
+"""Where the cells of a :class:`~app.widgets.head_grid.grid.HeadMosaic` go, and what is drawn over them.
 
 :class:`MosaicGeometry`: ``R × C`` heads of ``S × S`` pixels, a gap of ``g`` pixels after each, laid
 out ``cols`` to a row on screen (``cols = C`` for the L×H grid; fewer or more when the cells flow).

@@ -1,4 +1,4 @@
-"""What a :class:`~app.widgets.head_mosaic.HeadMosaic`'s image shows, painted from its values.
+"""What a :class:`~app.widgets.head_grid.grid.HeadMosaic`'s image shows, painted from its values.
 
 :class:`MosaicPainter` places the pooled cells on one float32 canvas (the gaps between them at the
 colour table's gap entry), colours them through a lookup table (weights in [0, 1], log10 weights
@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 
+from app.widgets.head_grid.geometry import MAJOR_ROWS, MosaicGeometry
 from app.widgets.legend import ColorLegend
 from app.widgets.levels import LOG_FLOOR, log_weights, lut_indices, lut_levels
-from app.widgets.mosaic_layout import MAJOR_ROWS, MosaicGeometry
 from app.widgets.palette import DIVERGING_CMAP, matrix_lut
 from model.interp.pooling import pool_visible
 

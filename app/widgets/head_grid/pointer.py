@@ -1,4 +1,4 @@
-"""What a :class:`~app.widgets.head_mosaic.HeadMosaic` shows on top of its cells and does under the
+"""What a :class:`~app.widgets.head_grid.grid.HeadMosaic` shows on top of its cells and does under the
 pointer: the roles, the selected and the marked cells (:class:`CellMarks` placed on its geometry), the
 readout of the token pair under the pointer (:func:`readout_text`) and the clicks that open a head or its
 menu. :class:`MosaicMarksAndPointer` is a base of ``HeadMosaic``; it uses the mosaic's ``marks``,
@@ -11,7 +11,7 @@ from PySide6.QtCore import QPointF, Qt
 
 
 class MosaicMarksAndPointer:
-    """Roles, selection, marks and the pointer of a :class:`~app.widgets.head_mosaic.HeadMosaic`."""
+    """Roles, selection, marks and the pointer of a :class:`~app.widgets.head_grid.grid.HeadMosaic`."""
 
     def set_roles(
         self,
