@@ -1,4 +1,4 @@
-"""How the cells of a :class:`~app.widgets.head_grid.grid.HeadMosaic` fill its view: :class:`MosaicFit`.
+"""How the cells of the head grid fill its view: :class:`MosaicFit`.
 
 By default every drawn row is fitted into the view (square cells at the top left, the colour bar
 beside them). A deep grid (:meth:`~app.widgets.head_grid.grid.HeadMosaic.set_scrolling`) is kept
@@ -14,29 +14,30 @@ readable instead, in this order:
 Readable grids are also drawn near the screen's resolution: a head of ``S`` pixels (already pooled
 by the model's ``block``) shown ``s`` pixels wide is max-pooled by ``f = ceil(S / (1.5·s))``
 (:func:`~model.interp.pooling.pool_max`; the largest difference for ``A − B``) and the image is
-scaled down smoothly (:class:`~app.widgets.head_grid.scroll.SmoothImage`), so a one-token diagonal or a
+scaled down smoothly (:class:`~app.widgets.head_grid.scene.SmoothImage`), so a one-token diagonal or a
 first-token column stays a line on screen instead of the dotted or missing one a plainly scaled
 image shows; a smaller image is also a quicker paint. Zooming in draws finer again (after the wheel
 stops). The readouts keep reading the full-resolution values.
 
 A zoom or pan by the user (``zoomed``) is kept until the view is reset.
 
-:class:`ReadableRows` is the mosaic's side of it (a base of
-:class:`~app.widgets.head_grid.grid.HeadMosaic`): folding rows away (:meth:`ReadableRows.set_rows`: every
-position and signal still names the real row), bands and scrolling
-(:meth:`ReadableRows.set_scrolling`), bringing a head into view, and the keys (``keys=True``: the
-arrows ask to move the selected head, ``headStepped(r, c)``, the owner selects it; Enter opens it,
-``headClicked``; Page Up/Down scroll).
+The fit reads what the grid draws through :class:`FitHost`; what the grid does with it as its size,
+zoom and rows change is :class:`~app.widgets.head_grid.readable.ReadableRows`.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 import numpy as np
-from PySide6.QtCore import Qt, QTimer
+import pyqtgraph as pg
+from PySide6.QtCore import QTimer
 
-from app.widgets.head_grid.scroll import step_from
+from app.widgets.head_grid.geometry import Drawn
+from app.widgets.head_grid.scroll import Content, RowScroll
+from app.widgets.legend import ColorLegend
+from app.widgets.matrix_plot import TopLeftFit
 from model.interp.pooling import pool_absmax, pool_max
 
 #: ms of quiet after a zoom before the heads are drawn again at the new resolution
@@ -59,11 +60,44 @@ def screen_block(S: int, px: float) -> int:
     return max(1, math.ceil(S / max(OVERSAMPLE * px, 1.0)))
 
 
+class FitHost(Drawn, Protocol):
+    """What a :class:`MosaicFit` reads of its grid: what is drawn now, and the grid's width."""
+
+    @property
+    def flow(self) -> bool: ...
+
+    @property
+    def canvas(self) -> np.ndarray | None: ...
+
+    @property
+    def row_labels(self) -> list[str]: ...
+
+    def width(self) -> int: ...
+
+
+def scroll_content(grid: FitHost) -> Content | None:
+    """What a grid's scroll bar moves through: (top, height, one row) in view units (None: nothing,
+    a flowing or empty grid)."""
+    canvas, g = grid.canvas, grid.geom
+    if canvas is None or g is None or grid.flow:
+        return None
+    H, _ = canvas.shape
+    return -g.g / 2, float(H), float(g.S + g.g)
+
+
 class MosaicFit:
     """The arrangement and view range of one mosaic (see the module docstring)."""
 
-    def __init__(self, mosaic):
-        self.m = mosaic
+    def __init__(
+        self,
+        grid: FitHost,
+        plot: pg.PlotItem,
+        legend: ColorLegend,
+        fitter: TopLeftFit,
+        scroll: RowScroll,
+    ):
+        self.grid, self.plot, self.vb, self.legend = grid, plot, plot.getViewBox(), legend
+        self.fitter, self.scroll = fitter, scroll
         self.fit_px = self.scroll_px = 0  # 0: always fit every row
         self.max_bands = 1
         self.scrolling = False  # the cells are drawn at scroll_px and the rows scroll
@@ -83,26 +117,25 @@ class MosaicFit:
         """(width, height) in pixels the heads could take: the view box's height, and the widget's
         width less the row labels, the colour bar and the scroll bar (whether shown or not, so that
         showing it changes no choice)."""
-        m = self.m
-        margins = m.plot.layout.getContentsMargins()
-        beside = m.plot.getAxis("left").width() + margins[0] + margins[2] + 2
-        legend = m.legend.geometry().width() + 12
-        bar = m.scroll.bar.sizeHint().width()
-        return m.width() - beside - legend - bar, m.vb.height()
+        margins = self.plot.layout.getContentsMargins()
+        beside = self.plot.getAxis("left").width() + margins[0] + margins[2] + 2
+        legend = self.legend.geometry().width() + 12
+        bar = self.scroll.bar.sizeHint().width()
+        return self.grid.width() - beside - legend - bar, self.vb.height()
 
     def arrange(self, n: int, C: int, S: int, gap: int) -> tuple[int, int, int]:
         """(bands, empty cells between two, pooling ``f``) that draw ``n`` rows of ``C`` cells of
         ``S`` pixels (a gap of ``S // gap``) the largest in the room there is: more bands only for
         cells a quarter larger, one when even the best gives cells under ``fit_px`` (they scroll
         instead, ``scroll_px`` wide); ``f``: what brings ``S`` down to the cells' size on screen."""
-        m = self.m
-        if self.max_bands <= 1 or m.flow or not self.scroll_px:
+        grid = self.grid
+        if self.max_bands <= 1 or grid.flow or not self.scroll_px:
             return 1, 1, 1
         vw, vh = self.room()
         if vw <= 1 or vh <= 1:  # not laid out yet: as it was
-            return (m.geom.bands, m.geom.band_gap, self.f) if m.geom is not None else (1, 1, 1)
+            return (grid.geom.bands, grid.geom.band_gap, self.f) if grid.geom is not None else (1, 1, 1)
         cell = S / (S + max(1, S // gap))  # of a step, the cell (the rest is the gap)
-        names = max((len(t) for t in m.row_labels), default=3)
+        names = max((len(t) for t in grid.row_labels), default=3)
         label = 7.0 * names + 10  # px the row names beside a band take
         best, best_step = (1, 1), 0.0
         for bands in range(1, self.max_bands + 1):
@@ -135,19 +168,20 @@ class MosaicFit:
 
     def zoom_block(self, S: int) -> int:
         """The pooling a zoomed view asks for: cells of ``S`` pixels at their size on screen now."""
-        g = self.m.geom
+        g = self.grid.geom
+        assert g is not None  # zoomed into drawn heads
         return screen_block(S, self.cell_px() * g.S / (g.S + g.g))
 
     def scroll_scale(self) -> float | None:
         """Screen pixels per canvas pixel while scrolling, or None when every row fits readably."""
-        m = self.m
-        if not self.scroll_px or m.canvas is None or m.flow:
+        canvas, g = self.grid.canvas, self.grid.geom
+        if not self.scroll_px or canvas is None or g is None or self.grid.flow:
             return None
         vw, vh = self.room()
         if vh <= 1 or vw <= 1:
             return None  # not laid out yet
-        H, W = m.canvas.shape
-        S = m.geom.S
+        H, W = canvas.shape
+        S = g.S
         fit = min(vw / W, vh / H)
         if fit * S >= self.fit_px:
             return None
@@ -158,176 +192,65 @@ class MosaicFit:
     def apply(self, *, keep_top: bool, top: float | None = None) -> None:
         """Fit the heads to the view, or (scrolling) show them at ``scroll_px`` from the first row,
         from ``top`` (view units), or from where the view is when ``keep_top``."""
-        m = self.m
-        if m.canvas is not None:
-            H, W = m.canvas.shape
-            g = m.geom.g
-            k = None if m.flow else self.scroll_scale()
+        canvas, geom, flow, vb = self.grid.canvas, self.grid.geom, self.grid.flow, self.vb
+        if canvas is not None and geom is not None:
+            H, W = canvas.shape
+            g = geom.g
+            k = None if flow else self.scroll_scale()
             self.scrolling = k is not None
-            if m.flow:
-                m.vb.setRange(xRange=(0, W - g), yRange=(0, H - g), padding=0.0)
+            if flow:
+                vb.setRange(xRange=(0, W - g), yRange=(0, H - g), padding=0.0)
             elif k is None:
-                m.fitter.fit(W - g, H - g, margin=g / 2)  # half a gap around: room for the frames
+                self.fitter.fit(W - g, H - g, margin=g / 2)  # half a gap around: room for the frames
             else:
-                m.fitter.size = None  # the fitter would show every row
+                self.fitter.size = None  # the fitter would show every row
                 if top is None:
-                    top = m.vb.viewRange()[1][0] if keep_top else -g / 2
-                vw, vh = max(m.vb.width(), 1.0), max(m.vb.height(), 1.0)
-                m.vb.setRange(xRange=(-g / 2, -g / 2 + vw / k), yRange=(top, top + vh / k), padding=0.0)
-                m.scroll.show_from(top)  # within the content
+                    top = vb.viewRange()[1][0] if keep_top else -g / 2
+                vw, vh = max(vb.width(), 1.0), max(vb.height(), 1.0)
+                vb.setRange(xRange=(-g / 2, -g / 2 + vw / k), yRange=(top, top + vh / k), padding=0.0)
+                self.scroll.show_from(top)  # within the content
         self.fit_width()
-        m.scroll.sync()
+        self.scroll.sync()
 
     def fit_width(self) -> None:
         """Give the plot no more width than the heads take at its height (square cells; scrolling,
         at their readable size), so the legend sits beside them; flowing cells take all of it."""
-        m = self.m
+        plot, canvas = self.plot, self.grid.canvas
         limit = 1e6
-        vh = m.vb.height()
-        if not m.flow and m.canvas is not None and vh > 1:
-            H, W = m.canvas.shape  # the content and its margins: a gap in all
+        vh = self.vb.height()
+        if not self.grid.flow and canvas is not None and vh > 1:
+            H, W = canvas.shape  # the content and its margins: a gap in all
             # what the plot takes beside its view box: the row labels and the layout's margins (read
             # from the axis, fixed by the labels: the view box's own width may still be the one from
             # before the last resize, and a limit made from it shrank the plot under the heads)
-            margins = m.plot.layout.getContentsMargins()
-            beside = m.plot.getAxis("left").width() + margins[0] + margins[2] + 2
+            margins = plot.layout.getContentsMargins()
+            beside = plot.getAxis("left").width() + margins[0] + margins[2] + 2
             k = self.scroll_scale() if self.scrolling else None
             limit = beside + (W * k if k is not None else vh * W / H) + 1
-        if abs(m.plot.maximumWidth() - limit) > 0.5:
-            m.plot.setMaximumWidth(limit)
+        if abs(plot.maximumWidth() - limit) > 0.5:
+            plot.setMaximumWidth(limit)
 
     def top_row(self) -> float:
         """The row at the top of the view (in rows, from the first drawn one)."""
-        g = self.m.geom
-        return (self.m.vb.viewRange()[1][0] + g.g / 2) / (g.S + g.g)
+        g = self.grid.geom
+        assert g is not None  # rows are drawn
+        return (self.vb.viewRange()[1][0] + g.g / 2) / (g.S + g.g)
 
     def cell_px(self) -> float:
         """A cell's step (cell and gap) on screen, in pixels."""
-        m = self.m
-        (x0, x1), _ = m.vb.viewRange()
-        g = m.geom
-        return (g.S + g.g) * m.vb.width() / max(1e-9, x1 - x0)
+        (x0, x1), _ = self.vb.viewRange()
+        g = self.grid.geom
+        assert g is not None  # cells are drawn
+        return (g.S + g.g) * self.vb.width() / max(1e-9, x1 - x0)
 
 
-class ReadableRows:
-    """What a :class:`~app.widgets.head_grid.grid.HeadMosaic` does for deep grids (see the module
-    docstring); it uses the mosaic's ``fit`` (:class:`MosaicFit`), ``scroll``, ``geom`` and signals."""
-
-    def reset_view(self) -> None:
-        """Show every head again (after a zoom); with scrolling, from the first row at the readable
-        size."""
-        self.fit.zoomed = False
-        ready = self.values is not None and self.geom is not None and not self.flow
-        if ready and self.fit.scroll_px and self._relayout_due():
-            self._redraw()  # drawn for a zoom: as the layout asks
-            return
-        self.fit.apply(keep_top=False)
-
-    def _relayout_due(self) -> bool:
-        """Whether the room there is now asks for other bands or another pooling than drawn."""
-        g = self.geom
-        want = self.fit.arrange(g.n_drawn, g.C, self._base.shape[-1], self._gap)
-        return want != (g.bands, g.band_gap, self.fit.f)
-
-    @property
-    def scrolling(self) -> bool:
-        """Whether the cells are drawn at the readable size and the rows scroll (:meth:`set_scrolling`)."""
-        return self.fit.scrolling
-
-    def set_scrolling(self, fit_px: int, scroll_px: int, bands: int = 1) -> None:
-        """Keep cells readable: set the rows in up to ``bands`` bands side by side when that draws
-        them larger, and when even then every drawn row fitted in the view gives cells under
-        ``fit_px`` pixels, draw them ``scroll_px`` pixels wide in one band and scroll through the
-        rows (``0, 0, 1``: always fit in one band, the default)."""
-        self.fit.configure(fit_px, scroll_px, bands)
-        self.scroll.enabled = self.image.smooth = self.fit.scroll_px > 0
-        if self.values is not None:
-            self._redraw()
-
-    def _scroll_content(self) -> tuple[float, float, float] | None:
-        """What the scroll bar moves through: (top, height, one row) in view units."""
-        if self.canvas is None or self.flow:
-            return None
-        H, _ = self.canvas.shape
-        g = self.geom
-        return -g.g / 2, float(H), float(g.S + g.g)
-
-    def _on_manual_range(self, *_) -> None:
-        self.fit.zoomed = True
-        if self.fit.scroll_px:
-            self.fit.rezoom.start()  # drawn again at the new size once the wheel stops
-
-    def _rezoom(self) -> None:
-        """After a zoom: draw the heads at the resolution they now take on screen."""
-        if self.values is None or self.geom is None or self.flow:
-            return
-        f = self.fit.zoom_block(self._base.shape[-1])
-        if f != self.fit.f:
-            self._redraw(keep_view=True, pool=f)
-
-    def _on_resized(self, *_) -> None:
-        if self.flow and self.geom is not None and self.values is not None:
-            n = self.geom.n_drawn
-            if self._columns(n, self.geom.C) != self.geom.cols:
-                self._redraw()
-            else:
-                self.reset_view()
-        elif self.fit.scroll_px and self.values is not None and not self.fit.zoomed:
-            if self._relayout_due():
-                self._redraw()  # more or fewer bands, larger or smaller cells
-            else:
-                self.fit.apply(keep_top=True)  # fit, or scroll, whichever the new size calls for
-            if self.marks.selected is not None:  # the selected head stays in view
-                self.ensure_visible(*self.marks.selected)
-        else:
-            self.fit.fit_width()
-            self.scroll.sync()
-
-    # ---- rows shown ----------------------------------------------------------------------------
-    def set_rows(self, rows) -> None:
-        """Draw only ``rows`` (real row numbers, e.g. a range of layers; None: all of them). Clicks,
-        hovers, marks and selection keep naming the real rows."""
-        shown = None if rows is None else tuple(sorted({int(r) for r in rows}))
-        if shown == self.rows_shown:
-            return
-        self.rows_shown = shown
-        if self.values is not None:
-            self._redraw()
-            self._refresh_readout()
-
-    @property
-    def drawn_rows(self) -> tuple[int, ...]:
-        """The rows on screen, top first (none before the first data)."""
-        return () if self.geom is None else self.geom.drawn
-
-    def ensure_visible(self, r: int, c: int) -> bool:
-        """Scroll so head (r, c) is in view; False when its row is folded away (or nothing is drawn)."""
-        g = self.geom
-        if g is None or not g.shows(r) or not 0 <= c < g.C:
-            return False
-        self.scroll.ensure_visible(g.cell_rect(r, c), margin=g.g / 2 + 0.5)
-        return True
-
-    def _on_key(self, key: int) -> bool:
-        """An arrow asks for the next head (``headStepped``), Enter opens the selected one, Page Up /
-        Down scroll; False for any other key."""
-        if self.geom is None:
-            return False
-        if key in (Qt.Key.Key_PageUp, Qt.Key.Key_PageDown):
-            if self.scroll.active:
-                rows = max(1, int(self.vb.height() / max(1.0, self.fit.cell_px())) - 1)
-                self.scroll.scroll_rows(-rows if key == Qt.Key.Key_PageUp else rows)
-            return True
-        cell = self.marks.selected
-        if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
-            if cell is not None and self.geom.shows(cell[0]):
-                self.headClicked.emit(*cell)
-            return True
-        to = step_from(self.geom, cell, key)
-        if to is None:
-            return False
-        self.headStepped.emit(*to)
-        return True
-
-
-__all__ = ["OVERSAMPLE", "MosaicFit", "ReadableRows", "screen_block"]
+__all__ = [
+    "FIT_PX",
+    "MAX_BANDS",
+    "OVERSAMPLE",
+    "SCROLL_PX",
+    "FitHost",
+    "MosaicFit",
+    "screen_block",
+    "scroll_content",
+]
