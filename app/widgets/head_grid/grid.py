@@ -76,8 +76,8 @@ class HeadMosaic(QWidget):
         self.mode = "weights"  # or "difference"
         self.values: np.ndarray | None = None  # full resolution [R, C, T, T], kept by reference
         self.tokens: list[str] = []
-        self._mask: np.ndarray | None = None  # [T, T], one mask for every row (None: see _row_masks)
-        self._row_masks: list[np.ndarray | None] | None = None  # one [T, T] per row, when they differ
+        self._mask: np.ndarray | None = None  # [T, T], one mask for every row (None: see row_masks)
+        self.row_masks: list[np.ndarray | None] | None = None  # one [T, T] per row, when they differ
         self.block = 1
         self.log = False
         self.flow = False
@@ -125,8 +125,8 @@ class HeadMosaic(QWidget):
 
     def mask_of(self, r: int) -> np.ndarray | None:
         """The mask [T, T] row ``r``'s heads are drawn under (True = may attend; None: none)."""
-        if self._row_masks is not None:
-            return self._row_masks[r] if 0 <= r < len(self._row_masks) else None
+        if self.row_masks is not None:
+            return self.row_masks[r] if 0 <= r < len(self.row_masks) else None
         return self._mask
 
     @property
@@ -238,7 +238,7 @@ class HeadMosaic(QWidget):
         R, C, T, _ = values.shape
         self.mode = mode
         self._set_colours()  # no-op unless the mode (or A, B) changed: the tables are cached
-        self._mask, self._row_masks = split_mask(mask, R)
+        self._mask, self.row_masks = split_mask(mask, R)
         self.values, self.block, self._overview = values, b, ov
         self._base, self._base_block = ov, b  # as given; drawn pooled further to the screen (fit)
         if flow != self.flow:
@@ -316,7 +316,7 @@ class HeadMosaic(QWidget):
             mode=self.mode,
             log=self.log,
             levels=self.levels,
-            mask=self._mask if self._row_masks is None else self._row_masks,
+            mask=self._mask if self.row_masks is None else self.row_masks,
             block=self.block,
         )
 
