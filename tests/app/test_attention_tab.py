@@ -435,7 +435,7 @@ def test_a_page_draws_from_a_state_alone_and_asks_the_state_for_changes(qtbot, s
 def test_token_texts_that_look_like_tags_stay_text(qtbot):
     """A token such as Llama's <s> is text, not markup: the labels that say which token the pointer is
     over are plain text (rich text would drop <s> and strike the rest through)."""
-    from app.widgets.head_mosaic import HeadMosaic
+    from app.widgets.head_grid import HeadMosaic
     from app.widgets.matrix_plot import MatrixPlot
 
     for widget in (HeadMosaic(), MatrixPlot()):

@@ -19,7 +19,7 @@ def _weights(T: int = 12, seed: int = 0) -> np.ndarray:
 
 
 def _mosaic(qtbot, size, *, bands: int = 4):
-    from app.widgets.head_mosaic import HeadMosaic
+    from app.widgets.head_grid import HeadMosaic
 
     m = HeadMosaic(keys=True)
     qtbot.addWidget(m)
@@ -45,7 +45,7 @@ def _visible(m, r: int, c: int) -> bool:
     ("bands", "shown"), [(1, None), (2, None), (3, tuple(range(10, 20))), (2, (3, 7, 29))]
 )
 def test_every_place_of_a_banded_or_folded_grid_names_its_real_head(bands, shown):
-    from app.widgets.mosaic_layout import MosaicGeometry
+    from app.widgets.head_grid import MosaicGeometry
 
     g = MosaicGeometry.of(L, H, 10, shown=shown, bands=bands, band_gap=2)
     rows = shown or tuple(range(L))
@@ -219,7 +219,7 @@ def _lit_rows(m, image, r: int, c: int, where) -> float:
 
 
 def test_a_long_prompt_is_pooled_to_the_screen_so_thin_patterns_stay_lines(qtbot):
-    from app.widgets.head_mosaic import HeadMosaic
+    from app.widgets.head_grid import HeadMosaic
     from model.interp.pooling import block_size, pool_max
 
     T = 548
@@ -260,7 +260,7 @@ def test_a_long_prompt_is_pooled_to_the_screen_so_thin_patterns_stay_lines(qtbot
 
 
 def test_zooming_in_draws_the_heads_finer_and_fit_draws_them_as_before(qtbot):
-    from app.widgets.head_mosaic import HeadMosaic
+    from app.widgets.head_grid import HeadMosaic
     from model.interp.pooling import block_size, pool_max
 
     T = 548

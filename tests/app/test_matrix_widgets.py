@@ -156,7 +156,7 @@ def test_matrix_rejects_what_is_not_a_matrix(qtbot):
 
 # ---- HeadMosaic --------------------------------------------------------------------------------
 def test_mosaic_hit_testing_maps_back_to_exact_tokens_when_pooled(qtbot):
-    from app.widgets.head_mosaic import HeadMosaic
+    from app.widgets.head_grid import HeadMosaic
 
     m = HeadMosaic()
     qtbot.addWidget(m)
@@ -173,7 +173,7 @@ def test_mosaic_hit_testing_maps_back_to_exact_tokens_when_pooled(qtbot):
 
 
 def test_mosaic_pooled_overview_shows_block_maxima_and_reads_exact_weights(qtbot):
-    from app.widgets.head_mosaic import HeadMosaic
+    from app.widgets.head_grid import HeadMosaic
     from model.interp.pooling import MAX_CELL, pool_max
 
     m = HeadMosaic()
@@ -193,7 +193,7 @@ def test_mosaic_pooled_overview_shows_block_maxima_and_reads_exact_weights(qtbot
 
 
 def test_mosaic_masks_grey_and_gamma_brightens_small_weights(qtbot):
-    from app.widgets.head_mosaic import HeadMosaic
+    from app.widgets.head_grid import HeadMosaic
     from app.widgets.palette import GAP_COLOR, HIDDEN_COLOR
 
     m = HeadMosaic()
@@ -214,7 +214,7 @@ def test_mosaic_masks_grey_and_gamma_brightens_small_weights(qtbot):
 
 
 def test_mosaic_difference_mode_is_diverging_on_symmetric_levels(qtbot):
-    from app.widgets.head_mosaic import HeadMosaic
+    from app.widgets.head_grid import HeadMosaic
     from app.widgets.palette import DIVERGING_CMAP, matrix_lut
 
     m = HeadMosaic()
@@ -237,7 +237,7 @@ def test_mosaic_difference_mode_is_diverging_on_symmetric_levels(qtbot):
 
 
 def test_mosaic_clicks_open_a_head_and_right_clicks_ask_for_its_menu(qtbot):
-    from app.widgets.head_mosaic import HeadMosaic
+    from app.widgets.head_grid import HeadMosaic
 
     m = HeadMosaic()
     qtbot.addWidget(m)
@@ -266,7 +266,7 @@ def test_mosaic_clicks_open_a_head_and_right_clicks_ask_for_its_menu(qtbot):
 
 
 def test_flow_columns_give_each_cell_the_largest_square():
-    from app.widgets.mosaic_layout import flow_columns
+    from app.widgets.head_grid import flow_columns
 
     assert flow_columns(4, 1600, 400) == 4  # a wide strip: one row
     assert flow_columns(4, 400, 1600) == 1  # a tall one: one column
@@ -276,7 +276,7 @@ def test_flow_columns_give_each_cell_the_largest_square():
 
 
 def test_mosaic_flow_fills_the_widget_and_still_hits_the_right_head(qtbot):
-    from app.widgets.head_mosaic import HeadMosaic
+    from app.widgets.head_grid import HeadMosaic
 
     m = HeadMosaic(row_name="layer", col_name="")
     qtbot.addWidget(m)
@@ -303,7 +303,7 @@ def test_mosaic_flow_fills_the_widget_and_still_hits_the_right_head(qtbot):
 
 
 def test_compact_mosaic_numbers_its_layers_and_names_them_once(qtbot):
-    from app.widgets.head_mosaic import HeadMosaic
+    from app.widgets.head_grid import HeadMosaic
 
     m = HeadMosaic(compact=True)
     qtbot.addWidget(m)
@@ -320,7 +320,7 @@ def test_mosaic_frames_and_labels_the_heads_sharing_a_kv_head(qtbot):
     the columns' own labels."""
     from PySide6.QtWidgets import QGraphicsRectItem
 
-    from app.widgets.head_mosaic import HeadMosaic
+    from app.widgets.head_grid import HeadMosaic
 
     m = HeadMosaic()
     qtbot.addWidget(m)
@@ -348,7 +348,7 @@ def test_the_mosaic_hands_pyqtgraph_the_colours_its_float_rescale_would_draw(qtb
     drawn at the same levels by pyqtgraph's own rescale, grey and gaps included."""
     import pyqtgraph as pg
 
-    from app.widgets.head_mosaic import HeadMosaic
+    from app.widgets.head_grid import HeadMosaic
     from app.widgets.levels import lut_levels
 
     m = HeadMosaic()
@@ -395,8 +395,7 @@ def test_a_deep_compact_grid_fits_in_bands_and_names_every_fifth_layer_when_rows
     """The Train tab's probe grid of a 30-layer, 9-head model in its small box: every layer in view,
     set in bands, and the row names thinned to every fifth where all would overlap."""
     from app.views.train.live_attention import PROBE_FIT_PX
-    from app.widgets.head_mosaic import HeadMosaic
-    from app.widgets.mosaic_fit import MAX_BANDS, SCROLL_PX
+    from app.widgets.head_grid import MAX_BANDS, SCROLL_PX, HeadMosaic
 
     m = HeadMosaic(compact=True)
     qtbot.addWidget(m)

@@ -170,7 +170,7 @@ def test_the_metrics_page_maps_the_learned_sinks_share_only_with_sinks(qtbot, op
 
 # ---- local layers in the head grids ------------------------------------------------------------
 def test_the_head_grid_marks_exactly_the_local_layers_and_greys_their_window(qtbot, open_tab):
-    from app.widgets.head_mosaic import readout_text
+    from app.widgets.head_grid import readout_text
 
     tab = open_tab(MOE)
     page = tab.show_page("heads")

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
 
 from app.views.attention.base import AttentionPage, blurb_label
 from app.views.attention.head_picker import HeadPicker
-from app.widgets.head_mosaic import HeadMosaic
+from app.widgets.head_grid import HeadMosaic
 from app.widgets.matrix_plot import MatrixPlot
 from app.widgets.page_stack import CurrentPageStack
 

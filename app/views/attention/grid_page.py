@@ -27,8 +27,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QPushButton
 from app.views.attention.base import AttentionPage, blurb_label
 from app.views.attention.grid_controls import CELL_NAMES, ROLE_COLORS, HeadFinder, LayerFold
 from app.views.attention.state import ROLE_SHORT
-from app.widgets.head_mosaic import HeadMosaic
-from app.widgets.mosaic_fit import FIT_PX, MAX_BANDS, SCROLL_PX
+from app.widgets.head_grid import FIT_PX, MAX_BANDS, SCROLL_PX, HeadMosaic
 from model.interp.analysis.heads import HEAD_ROLES
 
 

@@ -8,7 +8,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QHeaderView, QLabel, QSpli
 
 from app.views.compare import words
 from app.views.compare.base import ComparePage, make_table, number_cell
-from app.widgets.head_mosaic import HeadMosaic
+from app.widgets.head_grid import HeadMosaic
 from app.widgets.table_width import columns_width
 from model.compare.tables import diff_levels
 from model.interp.frame import carried_mask

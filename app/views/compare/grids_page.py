@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
 
 from app.views.compare.base import ComparePage, note
 from app.views.compare.state import CompareState
-from app.widgets.head_mosaic import HeadMosaic
+from app.widgets.head_grid import HeadMosaic
 
 
 class GridsPage(ComparePage):

@@ -37,7 +37,7 @@ from app.views.history.state import HistoryState
 from app.views.history.step_plot import StepPlot
 from app.views.history.to_compare import add_steps
 from app.views.tab import TabBase
-from app.widgets.head_mosaic import HeadMosaic
+from app.widgets.head_grid import HeadMosaic
 from model.errors import AttentionLabError
 from model.io.history import History
 from model.io.hub import DownloadCancelled, is_hub_spec

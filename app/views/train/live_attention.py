@@ -28,8 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.widgets.head_mosaic import HeadMosaic
-from app.widgets.mosaic_fit import MAX_BANDS, SCROLL_PX
+from app.widgets.head_grid import MAX_BANDS, SCROLL_PX, HeadMosaic
 from model.interp.frame import carried_mask
 from model.interp.measures import layer_masks
 

@@ -1,29 +1,23 @@
-"""Where the cells of a :class:`~app.widgets.head_mosaic.HeadMosaic` go, and what is drawn over them.
+"""What the head grid draws over its cells: :class:`CellMarks`.
 
-:class:`MosaicGeometry`: ``R × C`` heads of ``S × S`` pixels, a gap of ``g`` pixels after each, laid
-out ``cols`` to a row on screen (``cols = C`` for the L×H grid; fewer or more when the cells flow).
-Head ``(r, c)`` is the ``n = r·C + c``-th cell; it sits at screen place ``(i, j) = divmod(n, cols)``,
-its top-left pixel at ``(x, y) = (j·(S+g), i·(S+g))``. A pixel ``(x, y)`` inside a cell shows the
-``block × block`` tokens from query ``y_in·block`` and key ``x_in·block``. Rows may be folded away
-(``shown``: the rows drawn, e.g. layers 10–19 of 30): the drawn rows are then numbered ``0, 1, …`` on
-screen in their order, and every position still names the real row.
-
-:class:`CellMarks`: role names (top left, when they fit in the cell) with a frame in the role's
-colour, "OFF" marks with a red dashed frame, cell names (top right, when flowing), the orange
-selection frame and, for grouped-query attention, a blue frame around the ``kv_group`` columns of
-heads that share one key/value head, as items of the ViewBox.
+Role names (top left, when they fit in the cell) with a frame in the role's colour, "OFF" marks with a
+red dashed frame, cell names (top right, when flowing), the orange selection frame and, for
+grouped-query attention, a blue frame around the ``kv_group`` columns of heads that share one
+key/value head, as items of the ViewBox, placed on a :class:`~app.widgets.head_grid.geometry.MosaicGeometry`.
+The labels are painted by one :class:`LabelLayer` and the frames by one :class:`FrameLayer` each (a
+hundred and more items each cost a repaint).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
-import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPen
-from PySide6.QtWidgets import QGraphicsItem, QGraphicsRectItem
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPen
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsRectItem, QStyleOptionGraphicsItem, QWidget
+
+from app.widgets.head_grid.geometry import MAJOR_ROWS, MosaicGeometry
 
 _SELECT_PEN = QPen(QColor(255, 140, 0), 3)
 _SELECT_PEN.setCosmetic(True)
@@ -35,161 +29,8 @@ _LABEL_FILL = QColor(255, 255, 255, 200)
 _TEXT = QColor(20, 20, 20)
 _OFF_TEXT = QColor(200, 0, 0)
 
-
-def flow_columns(n: int, width: float, height: float) -> int:
-    """How many columns give ``n`` cells in a ``width × height`` area the largest square inside each
-    cell (on a tie, the fewest empty places, then the fewest rows)."""
-    if n <= 1 or width <= 1 or height <= 1:
-        return max(1, n)
-
-    def score(c: int):
-        rows = math.ceil(n / c)
-        return (round(min(width / c, height / rows), 6), -(rows * c - n), c)
-
-    return max(range(1, n + 1), key=score)
-
-
-@dataclass(frozen=True)
-class MosaicGeometry:
-    R: int
-    C: int
-    S: int
-    g: int
-    cols: int
-    #: the rows drawn, in order, when not all of them are (``()``: every row ``0 … R−1``)
-    shown: tuple[int, ...] = ()
-    #: side-by-side bands of rows (a tall grid set in columns, like a newspaper's: 30 layers as
-    #: L0–L14 | L15–L29), each ``C`` cells wide, ``band_gap`` empty cells between two bands
-    bands: int = 1
-    band_gap: int = 1
-
-    @classmethod
-    def of(
-        cls,
-        R: int,
-        C: int,
-        S: int,
-        cols: int | None = None,
-        gap: int = 12,
-        shown: tuple[int, ...] | None = None,
-        bands: int = 1,
-        band_gap: int = 1,
-    ) -> MosaicGeometry:
-        """The geometry of R×C heads drawn at S pixels (a gap of ``max(1, S // gap)``); ``shown``: the
-        rows drawn (None: all); ``bands`` > 1 sets them in that many bands side by side (not with
-        ``cols``)."""
-        rows = tuple(shown) if shown is not None and tuple(shown) != tuple(range(R)) else ()
-        n = len(rows) if rows else R
-        bands = max(1, min(int(bands), n)) if cols in (None, C) else 1
-        if bands > 1:
-            bands = math.ceil(n / math.ceil(n / bands))  # no empty band
-        g = max(1, S // gap)
-        return cls(R, C, S, g, C if cols is None else max(1, cols), rows, bands, max(1, band_gap))
-
-    @property
-    def drawn(self) -> tuple[int, ...]:
-        """The rows drawn, top first (band by band)."""
-        return self.shown or tuple(range(self.R))
-
-    @property
-    def n_drawn(self) -> int:
-        return len(self.shown) if self.shown else self.R
-
-    def shows(self, r: int) -> bool:
-        """Whether row ``r`` is drawn (not folded away)."""
-        return 0 <= r < self.R and (not self.shown or r in self.shown)
-
-    @property
-    def per_band(self) -> int:
-        """Rows in each band (the last may have fewer)."""
-        return math.ceil(self.n_drawn / self.bands)
-
-    @property
-    def rows(self) -> int:
-        """Rows of cells on screen."""
-        if self.bands > 1:
-            return self.per_band
-        return math.ceil(self.n_drawn * self.C / self.cols)
-
-    @property
-    def slots(self) -> int:
-        """Places for a cell across the canvas (with the empty ones between bands)."""
-        if self.bands > 1:
-            return self.bands * self.C + (self.bands - 1) * self.band_gap
-        return self.cols
-
-    @property
-    def canvas_shape(self) -> tuple[int, int]:
-        return self.rows * (self.S + self.g), self.slots * (self.S + self.g)
-
-    def band_x(self, b: int) -> int:
-        """x of the first pixel of band ``b``."""
-        return b * (self.C + self.band_gap) * (self.S + self.g)
-
-    def band_of(self, r: int) -> tuple[int, int]:
-        """(band, row within it) of drawn row ``r``."""
-        i_r = self.shown.index(r) if self.shown else r
-        return divmod(i_r, self.per_band) if self.bands > 1 else (0, i_r)
-
-    def _slot(self, i_r: int, c: int) -> tuple[int, int]:
-        """(screen row, screen place) of the ``i_r``-th drawn row's head ``c``."""
-        if self.bands > 1:
-            b, i = divmod(i_r, self.per_band)
-            return i, b * (self.C + self.band_gap) + c
-        return divmod(i_r * self.C + c, self.cols)
-
-    def origin(self, r: int, c: int) -> tuple[int, int]:
-        """(x, y) of the top-left pixel of head (r, c) (a ValueError when row r is not drawn)."""
-        i_r = self.shown.index(r) if self.shown else r
-        i, j = self._slot(i_r, c)
-        return j * (self.S + self.g), i * (self.S + self.g)
-
-    def cell_rect(self, r: int, c: int) -> QRectF:
-        x, y = self.origin(r, c)
-        return QRectF(x, y, self.S, self.S)
-
-    def locate(self, x: float, y: float, T: int, block: int) -> tuple[int, int, int, int] | None:
-        """(r, c, query, key) at canvas coordinates (x, y), or None in a gap or outside."""
-        step = self.S + self.g
-        i, j = int(y // step), int(x // step)
-        if not (0 <= j < self.slots and 0 <= i < self.rows):
-            return None
-        if self.bands > 1:
-            b, c = divmod(j, self.C + self.band_gap)
-            i_r = b * self.per_band + i
-            if c >= self.C or i_r >= self.n_drawn:
-                return None
-        else:
-            i_r, c = divmod(i * self.cols + j, self.C)
-            if i_r >= self.n_drawn:
-                return None
-        yin, xin = y - i * step, x - j * step
-        if not (0 <= yin < self.S and 0 <= xin < self.S):
-            return None
-        return self.drawn[i_r], c, min(T - 1, int(yin * block)), min(T - 1, int(xin * block))
-
-    def place(self, canvas: np.ndarray, cells: np.ndarray) -> None:
-        """Write ``cells`` [R, C, S, S] (the drawn rows of them; or one [S, S] for every head) into
-        ``canvas`` in place."""
-        step = self.S + self.g
-        view = canvas.reshape(-1, step, self.slots, step)[:, : self.S, :, : self.S].transpose(0, 2, 1, 3)
-        n = self.n_drawn
-        if cells.ndim == 2:
-            cells = np.broadcast_to(cells, (n, self.C, self.S, self.S))
-        elif self.shown:
-            cells = cells[list(self.shown)]
-        flat = cells.reshape(n * self.C, self.S, self.S)
-        if self.bands > 1:
-            where = [self._slot(i_r, c) for i_r in range(n) for c in range(self.C)]
-            view[tuple(np.array(where).T)] = flat
-            return
-        for i in range(view.shape[0]):
-            part = flat[i * self.cols : (i + 1) * self.cols]
-            view[i, : len(part)] = part
-
-
-#: Rows too small for every name on screen are named every this many (as on the axis's first level)
-MAJOR_ROWS = 5
+#: A label of a :class:`LabelLayer`: (x, y, text, right, off)
+Label = tuple[float, float, str, bool, bool]
 
 
 class LabelLayer(QGraphicsItem):
@@ -207,7 +48,7 @@ class LabelLayer(QGraphicsItem):
 
     def __init__(
         self,
-        labels: list[tuple[float, float, str, bool, bool]],
+        labels: list[Label],
         font: QFont,
         bounds: QRectF,
         fit: float = 0.0,
@@ -232,7 +73,9 @@ class LabelLayer(QGraphicsItem):
     def boundingRect(self) -> QRectF:
         return self._bounds
 
-    def paint(self, painter, option, widget=None) -> None:
+    def paint(
+        self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None
+    ) -> None:
         to_device = painter.transform()
         fm = self._metrics
         h = fm.height() + 2
@@ -288,7 +131,9 @@ class FrameLayer(QGraphicsItem):
     def boundingRect(self) -> QRectF:
         return self._bounds
 
-    def paint(self, painter, option, widget=None) -> None:
+    def paint(
+        self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None
+    ) -> None:
         painter.setBrush(Qt.BrushStyle.NoBrush)
         for colour, rects in self._groups:
             pen = QPen(colour, self._width)
@@ -313,13 +158,29 @@ class CellMarks:
         self.names: list[list[str]] | None = None  # [R][C], written in the top-right corners
         self.kv_group = 1  # > 1: frame each group of this many columns (heads sharing a K/V head)
         self.row_labels: list[str] = []  # [R]: written beside each band after the first
-        self._items: list = []
-        self._key: tuple | None = None
+        self._items: list[QGraphicsItem] = []
+        self._key: tuple[object, ...] | None = None
         self._select_item: QGraphicsRectItem | None = None
 
     def role_tip(self, r: int, c: int) -> str:
         tips = self.role_tips
         return tips[r][c] if r < len(tips) and c < len(tips[r]) else ""
+
+    def label(
+        self, geom: MosaicGeometry, row_labels: list[str], col_labels: list[str], *, flow: bool, kv_group: int
+    ) -> None:
+        """Place the marks on ``geom`` for rows and columns named so: flowing cells are each named in
+        their corner (``flow``), the bands after the first name their rows, groups of ``kv_group``
+        columns are framed (> 1)."""
+        names = None
+        if flow:
+            R = geom.R
+            names = [
+                [col_labels[c] if R == 1 else f"{row_labels[r]} · {col_labels[c]}" for c in range(geom.C)]
+                for r in range(R)
+            ]
+        self.names, self.row_labels, self.kv_group = names, row_labels, kv_group
+        self.place(geom)
 
     def place(self, geom: MosaicGeometry | None) -> None:
         """(Re)draw the labels and frames for ``geom``; items are rebuilt only when what they show
@@ -369,43 +230,53 @@ class CellMarks:
                 rect.setPen(_MARK_PEN)
                 rect.setZValue(6)
                 self._add(rect)
-        n_rep = self.kv_group
-        step = geom.S + geom.g
-        if n_rep > 1 and geom.cols == C and C % n_rep == 0:  # one frame per K/V head, all layers
-            for b in range(geom.bands):
-                n_b = min(geom.per_band, geom.n_drawn - b * geom.per_band) if geom.bands > 1 else geom.rows
-                for first in range(0, C, n_rep):
-                    x = geom.band_x(b) + first * step - geom.g / 2
-                    frame = QGraphicsRectItem(QRectF(x, -geom.g / 2, n_rep * step, n_b * step))
-                    frame.setPen(_GROUP_PEN)
-                    frame.setZValue(5)
-                    self._add(frame)
+        self._place_groups(geom)
         if geom.bands > 1 and self.row_labels:  # the bands after the first name their rows
-            beside, minor = [], []
-            for r in geom.drawn:
-                b, i = geom.band_of(r)
-                if b and r < len(self.row_labels):
-                    y = i * step + geom.S / 2
-                    beside.append((geom.band_x(b) - geom.g - 1, y, self.row_labels[r], True, False))
-                    minor.append(i % MAJOR_ROWS != 0)
-            rows = LabelLayer(beside, QFont(), bounds, middle=True, minor=minor)  # the axes' font
-            rows.kind = "rows"
-            self._add(rows)
-        corner = []
+            self._place_band_rows(geom, bounds)
+        corner: list[Label] = []
         for (r, c), name in texts.items():
             x, y = geom.origin(r, c)
             corner.append((x, y, name.strip(), False, name.startswith("OFF")))
         if corner:  # one item paints them all: 144 TextItems cost ~40 ms a repaint, this ~3 ms
             self._add(LabelLayer(corner, font, bounds, fit=geom.S))
         if names:
-            flowing = []
+            flowing: list[Label] = []
             for r in geom.drawn:
                 for c in range(C):
                     x, y = geom.origin(r, c)
                     flowing.append((x + geom.S, y, names[r][c].strip(), True, False))
             self._add(LabelLayer(flowing, font, bounds))
 
-    def _add(self, item) -> None:
+    def _place_groups(self, geom: MosaicGeometry) -> None:
+        """One frame per K/V head (``kv_group`` columns), over all the rows of each band."""
+        n_rep, C, step = self.kv_group, geom.C, geom.S + geom.g
+        if n_rep <= 1 or geom.cols != C or C % n_rep != 0:
+            return
+        for b in range(geom.bands):
+            n_b = min(geom.per_band, geom.n_drawn - b * geom.per_band) if geom.bands > 1 else geom.rows
+            for first in range(0, C, n_rep):
+                x = geom.band_x(b) + first * step - geom.g / 2
+                frame = QGraphicsRectItem(QRectF(x, -geom.g / 2, n_rep * step, n_b * step))
+                frame.setPen(_GROUP_PEN)
+                frame.setZValue(5)
+                self._add(frame)
+
+    def _place_band_rows(self, geom: MosaicGeometry, bounds: QRectF) -> None:
+        """The row names beside each band after the first (every fifth kept when they crowd)."""
+        step = geom.S + geom.g
+        beside: list[Label] = []
+        minor: list[bool] = []
+        for r in geom.drawn:
+            b, i = geom.band_of(r)
+            if b and r < len(self.row_labels):
+                y = i * step + geom.S / 2
+                beside.append((geom.band_x(b) - geom.g - 1, y, self.row_labels[r], True, False))
+                minor.append(i % MAJOR_ROWS != 0)
+        rows = LabelLayer(beside, QFont(), bounds, middle=True, minor=minor)  # the axes' font
+        rows.kind = "rows"
+        self._add(rows)
+
+    def _add(self, item: QGraphicsItem) -> None:
         self.vb.addItem(item)
         self._items.append(item)
 
@@ -441,4 +312,4 @@ class CellMarks:
         self._select_item.setVisible(True)
 
 
-__all__ = ["CellMarks", "FrameLayer", "LabelLayer", "MosaicGeometry", "flow_columns"]
+__all__ = ["CellMarks", "FrameLayer", "LabelLayer"]

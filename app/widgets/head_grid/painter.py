@@ -1,4 +1,4 @@
-"""What a :class:`~app.widgets.head_mosaic.HeadMosaic`'s image shows, painted from its values.
+"""What the head grid's image shows, painted from its values: :class:`MosaicPainter`.
 
 :class:`MosaicPainter` places the pooled cells on one float32 canvas (the gaps between them at the
 colour table's gap entry), colours them through a lookup table (weights in [0, 1], log10 weights
@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 
+from app.widgets.head_grid.geometry import MAJOR_ROWS, MosaicGeometry
 from app.widgets.legend import ColorLegend
 from app.widgets.levels import LOG_FLOOR, log_weights, lut_indices, lut_levels
-from app.widgets.mosaic_layout import MAJOR_ROWS, MosaicGeometry
 from app.widgets.palette import DIVERGING_CMAP, matrix_lut
 from model.interp.pooling import pool_visible
 
@@ -105,6 +105,7 @@ class MosaicPainter:
             lo, hi = 0.0, 1.0
         lo, top, grey, gap = lut_levels(lo, hi)
         canvas = self.canvas
+        assert canvas is not None  # made by new_canvas for this geometry
         canvas.fill(np.float32(gap))
         geom.place(canvas, ov)
         hidden = self._hidden_canvas(geom, mask, block)
@@ -136,7 +137,7 @@ class MosaicPainter:
                 return None
             key: tuple = (geom, block, vis.tobytes())
             if self._hidden is None or self._hidden[0] != key:
-                hidden = np.zeros(self.canvas.shape, dtype=bool)
+                hidden = np.zeros(geom.canvas_shape, dtype=bool)  # the canvas's
                 geom.place(hidden, ~vis)
                 self._hidden = (key, hidden)
             return self._hidden[1]
@@ -160,7 +161,7 @@ class MosaicPainter:
             for r, i in enumerate(which[: geom.R]):
                 if i >= 0:
                     cells[r, 0] = ~distinct[i]
-            hidden = np.zeros(self.canvas.shape, dtype=bool)
+            hidden = np.zeros(geom.canvas_shape, dtype=bool)  # the canvas's
             geom.place(hidden, np.broadcast_to(cells, (geom.R, geom.C, S, S)))
             self._hidden = (key, hidden)
         return self._hidden[1]
