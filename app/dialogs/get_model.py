@@ -10,7 +10,7 @@ chunk; files already complete stay in the cache, and nothing half-written is eve
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
@@ -63,7 +63,7 @@ class HubWorker(LoopWorker):
         self.value: Any = None
         self.cancelled = False
 
-    def work(self) -> Iterator[None]:
+    def work(self) -> Generator[None, None, None]:
         try:
             self.value = self.fn(lambda e: self.mailbox.put("progress", e), lambda: self.control.stopped)
         except DownloadCancelled:

@@ -13,7 +13,7 @@ never opened. Open (double-click, Enter) emits ``openRequested`` with the model;
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from pathlib import Path
 
 from PySide6.QtCore import (
@@ -89,7 +89,7 @@ class ScanWorker(LoopWorker):
         super().__init__()
         self.scan = scan
 
-    def work(self) -> Iterator[None]:
+    def work(self) -> Generator[None, None, None]:
         for model in self.scan:
             self.mailbox.put("models", model)
             yield

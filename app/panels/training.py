@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 from PySide6.QtCore import Signal
+from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (
     QComboBox,
     QFormLayout,
@@ -143,9 +144,11 @@ class TrainSettingsPanel(QWidget):
         )
         for label, value, ok in self._device_choices():
             self.device_combo.addItem(label, value)
-            if not ok:
-                item = self.device_combo.model().item(self.device_combo.count() - 1)
-                item.setEnabled(False)
+            items = self.device_combo.model()
+            if not ok and isinstance(items, QStandardItemModel):  # (a combo box's own model is one)
+                item = items.item(self.device_combo.count() - 1)
+                if item is not None:
+                    item.setEnabled(False)
         self.device_combo.currentIndexChanged.connect(self._device_changed)
         dev_form.addRow("Device", self.device_combo)
         layout.addWidget(dev_box)

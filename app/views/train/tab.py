@@ -88,9 +88,7 @@ class TrainTab(TabBase):
         s.eventsAppended.connect(self._on_events)
         s.historyReset.connect(self._on_history_reset)
         s.sampleAdded.connect(self._on_sample)
-        s.modelChanged.connect(
-            lambda *_: (self._update_buttons(), self._update_reference(), self._update_router())
-        )
+        s.modelChanged.connect(self._on_model)
         for changed in (s.configChanged, s.trainSettingsChanged, s.editsChanged):
             changed.connect(lambda *_: self._update_buttons())
         s.dataChanged.connect(self._on_data)
@@ -273,6 +271,11 @@ class TrainTab(TabBase):
 
     def _start_text(self) -> str:
         return "Continue" if self.session.run.can_continue() else "Start"
+
+    def _on_model(self, *_: object) -> None:
+        self._update_buttons()
+        self._update_reference()
+        self._update_router()
 
     def _on_state(self, state: str) -> None:
         self._update_buttons()
