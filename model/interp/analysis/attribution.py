@@ -125,6 +125,20 @@ def _sublayer_norms(model, block) -> tuple[torch.nn.Module | None, torch.nn.Modu
     return None, None
 
 
+def _attributable(model, T: int, position: int) -> int:
+    """``position`` of a prompt of ``T`` tokens as an index in [0, T); a ValueError naming why when
+    the model (Post-LN) or the position cannot be attributed."""
+    if model.norm_f is None:
+        raise ValueError(
+            "direct logit attribution needs a Pre-LN model: a Post-LN model has no single final norm "
+            "(every block renormalises the whole stream), so the heads' writes do not reach the logits "
+            "through one frozen scale"
+        )
+    if not -T <= position < T:
+        raise ValueError(f"position {position} is outside a prompt of {T} tokens")
+    return position % T
+
+
 @torch.no_grad()
 def direct_logit_attribution(
     model, prompt, *, token: int | None = None, other: int | None = None, position: int = -1, tokenizer=None
@@ -137,17 +151,8 @@ def direct_logit_attribution(
     Post-LN models are a ValueError (no single final norm).
     """
     cfg = model.config
-    if model.norm_f is None:
-        raise ValueError(
-            "direct logit attribution needs a Pre-LN model: a Post-LN model has no single final norm "
-            "(every block renormalises the whole stream), so the heads' writes do not reach the logits "
-            "through one frozen scale"
-        )
     idx = as_ids(model, prompt, tokenizer)
-    T = idx.shape[1]
-    if not -T <= position < T:
-        raise ValueError(f"position {position} is outside a prompt of {T} tokens")
-    position %= T
+    position = _attributable(model, idx.shape[1], position)
     L, H, d_v = cfg.n_layers, cfg.n_heads, cfg.v_dim
     post_normed = cfg.norm_position in ("sandwich", "output")
     parts = ("attn.z", "attn.out", "mlp.out") if post_normed else ("attn.z", "mlp.out")
