@@ -103,7 +103,7 @@ def paged_window(qapp, tmp_path_factory):
     win.show()
     yield win
     for tab in win.tabs.values():
-        getattr(tab, "shutdown", lambda: None)()
+        tab.shutdown()
     s.shutdown(timeout=30)
     win.close()
     win.deleteLater()
@@ -138,5 +138,5 @@ def test_every_page_follows_the_protocol(paged_window, qtbot, title):
     shots = [name for name, _ in tab.screenshot_pages()]
     offered = getattr(tab, "offered_pages", lambda: pages)()  # (Attention: Experts only for an MoE)
     assert len(shots) == len(offered) and all(any(n.endswith(k) for k in keys) for n in shots)
-    getattr(tab, "shutdown", lambda: None)()  # the training comparisons that prepare_screenshot started
+    tab.shutdown()  # the training comparisons that prepare_screenshot started
     qtbot.waitUntil(lambda: all(getattr(p, "idle", True) for p in pages), timeout=60000)

@@ -73,8 +73,7 @@ def test_every_tab_page_and_dock_fits_at_each_screen_size(qtbot, app_settings):
         win.docks["model"].raise_()
         for index, (title, tab) in enumerate(win.tabs.items()):
             win.tab_widget.setCurrentIndex(index)
-            hook = getattr(tab, "screenshot_pages", None)
-            pages = (hook() if callable(hook) else []) or [(title, lambda: None)]
+            pages = tab.screenshot_pages() or [(title, lambda: None)]
             for name, show in pages:
                 show()
                 check(f"{title} / {name}")
