@@ -1,9 +1,12 @@
 """The shared compute worker: one background thread for the tabs' own torch work.
 
 An inspection, a lab's analysis, a history snapshot: each tab submits its job under a key, and only
-the newest request per key is run and delivered (a stale result never reaches a view). Jobs run one at
-a time under ``model.runtime.compute_lock``, so they never run at full thread count beside a training
-step. The loops (training, generation) are :mod:`app.session.workers`'.
+the newest request per key is run and delivered (a stale result never reaches a view). Each request is
+a :class:`~app.core.jobs.Job` on the session's :class:`~app.core.jobs.JobBoard`: it says that it runs,
+how far it is (the work reports through :mod:`model.progress`), and stops when cancelled or superseded
+(at the work's next check, within one block of a forward pass). Jobs run one at a time under
+``model.runtime.compute_lock``, so they never run at full thread count beside a training step. The
+loops (training, generation) are :mod:`app.session.workers`'.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from app.core.jobs import Job, JobBoard
+from model.progress import Cancelled, reporting
 from model.runtime import compute_lock
 
 #: How long a background job waits for a job a page is about to submit (e.g. after a 40 ms debounce).
@@ -27,17 +32,22 @@ class ComputeWorker(QObject):
 
     ``submit(key, fn, callback)`` queues ``fn()``; ``callback(result, error)`` is then called in the
     GUI thread (``error`` is None or the exception). A request is superseded by the next one with
-    the same ``key``: if it has not started it never runs, and if it is running its result is never
-    delivered. :meth:`cancel` supersedes every request whose key starts with a prefix (a new
-    inspection makes its follow-up jobs stale). Jobs run one at a time under ``compute_lock``.
+    the same ``key``: if it has not started it never runs, and if it is running it is asked to stop
+    (:mod:`model.progress`) and its result is never delivered. :meth:`cancel` supersedes every request
+    whose key starts with a prefix (a new inspection makes its follow-up jobs stale); :meth:`abort` is
+    the user's Cancel of one. A cancelled job's callback is not called: the board says it was
+    cancelled. Jobs run one at a time under ``compute_lock``.
     """
 
     _done = Signal(object, object, object, object, object)  # key, ticket, callback, result, error
+    _started = Signal(object)  # the Job whose work began
 
-    def __init__(self, parent: QObject | None = None):
+    def __init__(self, parent: QObject | None = None, board: JobBoard | None = None):
         super().__init__(parent)
+        #: the job model every request is announced on (the session's)
+        self.board = board if board is not None else JobBoard()
         self._cond = threading.Condition()
-        self._jobs: dict[str, tuple[int, Callable[[], Any], Callable[[Any, Any], None] | None]] = {}
+        self._jobs: dict[str, tuple[int, Callable[[], Any], Callable[[Any, Any], None] | None, Job]] = {}
         self._background: dict[str, float] = {}  # queued jobs that wait for the others: key -> when queued
         self._latest: dict[str, int] = {}  # key -> ticket of the newest request not yet delivered
         self._tickets = 0
@@ -45,6 +55,7 @@ class ComputeWorker(QObject):
         self._busy = False
         self._thread: threading.Thread | None = None
         self._done.connect(self._deliver)
+        self._started.connect(self._on_started)  # a method of this QObject: queued into the GUI thread
 
     def submit(
         self,
@@ -53,19 +64,24 @@ class ComputeWorker(QObject):
         callback: Callable[[Any, Any], None] | None = None,
         *,
         background: bool = False,
+        title: str = "",
+        subject: str = "",
     ) -> int:
         """Queue ``fn`` under ``key`` (superseding the older request with that key); its ticket.
 
+        ``title`` and ``subject`` name the job on the board ("Tracing the prompt", "“The cat sat”").
         A ``background`` job (the idle probe of a shown model) runs only when no other job waits, and
         not before :data:`BACKGROUND_GRACE_S` after it was queued, so what a page is about to ask for
         (a new model's first grid, submitted after its debounce) goes first."""
         with self._cond:
             if self._stop:
                 return 0
+        job = self.board.add(key, title or key, subject)  # supersedes (and stops) the older one
+        with self._cond:
             self._tickets += 1
             ticket = self._tickets
             self._jobs.pop(key, None)
-            self._jobs[key] = (ticket, fn, callback)
+            self._jobs[key] = (ticket, fn, callback, job)
             if background:
                 self._background[key] = time.monotonic()
             else:
@@ -78,11 +94,32 @@ class ComputeWorker(QObject):
         return ticket
 
     def cancel(self, prefix: str) -> None:
-        """Supersede every request whose key starts with ``prefix``: nothing of theirs is delivered."""
+        """Supersede every request whose key starts with ``prefix``: nothing of theirs is delivered, and
+        the one running stops at its next check."""
         with self._cond:
             for table in (self._jobs, self._latest):
                 for key in [k for k in table if k.startswith(prefix)]:
                     del table[key]
+        self.board.supersede(prefix)
+
+    def abort(self, key: str) -> bool:
+        """The user's Cancel of the request under ``key``: a queued one never runs, a running one stops
+        at its next check; either ends as "cancelled" on the board (its callback is not called). False
+        when nothing under ``key`` is queued or running."""
+        job = self.board.get(key)
+        if job is None or not job.active:
+            return False
+        with self._cond:
+            queued = self._jobs.get(key)
+            if queued is not None and queued[3] is job:
+                del self._jobs[key]
+                self._latest.pop(key, None)
+            else:
+                queued = None
+        self.board.cancel(key)
+        if queued is not None:  # it never started: it ends now
+            self.board.finish(job, "cancelled")
+        return True
 
     def outstanding(self, prefix: str = "") -> bool:
         """Whether a request whose key starts with ``prefix`` still has a result to deliver."""
@@ -101,6 +138,8 @@ class ComputeWorker(QObject):
             self._jobs.clear()
             self._latest.clear()
             self._cond.notify_all()
+        for job in self.board.active():
+            job.progress.cancel()  # the one running stops at its next check
         if self._thread is None:
             return True
         self._thread.join(timeout)
@@ -121,23 +160,36 @@ class ComputeWorker(QObject):
                         self._cond.wait(wait)
                         continue
                 self._background.pop(key, None)
-                ticket, fn, callback = self._jobs.pop(key)
+                ticket, fn, callback, job = self._jobs.pop(key)
                 self._busy = True
             result, error = None, None
+            self._started.emit(job)  # the board marks it running, in the GUI thread
             try:
-                with compute_lock:
+                with compute_lock, reporting(job.progress):
+                    job.progress.check()  # cancelled while it waited for the lock
                     result = fn()
-            except Exception as exc:
+            except Exception as exc:  # Cancelled included: _deliver ends the job as cancelled
                 error = exc
             with self._cond:
                 self._busy = False
-            self._done.emit(key, ticket, callback, result, error)
+            self._done.emit(key, ticket, (callback, job), result, error)
 
-    def _deliver(self, key, ticket, callback, result, error) -> None:
+    def _on_started(self, job: Job) -> None:
+        self.board.started(job)
+
+    def _deliver(self, key, ticket, callback_job, result, error) -> None:
+        callback, job = callback_job
         with self._cond:
-            if self._latest.get(key) != ticket:
-                return  # superseded (or cancelled) while it ran: a stale result is never delivered
-            del self._latest[key]
+            current = self._latest.get(key) == ticket
+            if current:
+                del self._latest[key]
+        if isinstance(error, Cancelled) or job.progress.cancelled:
+            self.board.finish(job, "cancelled" if job.state != "superseded" else "superseded")
+            return
+        if not current:
+            self.board.finish(job, "superseded")
+            return  # superseded while it ran: a stale result is never delivered
+        self.board.finish(job, "failed" if error is not None else "done", "" if error is None else str(error))
         try:
             if callback is not None:
                 callback(result, error)

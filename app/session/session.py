@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
+from app.core.jobs import JobBoard
 from app.session.compute import ComputeWorker
 from app.session.edits import Edits
 from app.session.fields import Announced, PartField
@@ -130,6 +131,8 @@ class Session(QObject):
         # the parts (see the module docstring)
         self.slot = ModelSlot(history_bytes)
         self._compute: ComputeWorker | None = None
+        #: the job model: every background job a page waits for (busy, progress, Cancel, superseded)
+        self.jobs = JobBoard()
         self.probe = Probe(self, self)
         self.run = TrainingRun(self, self)
         self.follow = FollowedRun(self, self)
@@ -170,7 +173,7 @@ class Session(QObject):
     def compute(self) -> ComputeWorker:
         """The shared :class:`~app.session.compute.ComputeWorker` for a tab's own torch work (made lazily)."""
         if self._compute is None:
-            self._compute = ComputeWorker(self)
+            self._compute = ComputeWorker(self, self.jobs)
         return self._compute
 
     @property

@@ -30,6 +30,7 @@ import numpy as np
 from model.interp.analysis.attribution import LogitAttribution, direct_logit_attribution
 from model.interp.analysis.patching import Patching, PathPatching, patch_heads, patch_resid, path_patch
 from model.interp.prompt import PromptError, encode_prompt, prompt_of_ids
+from model.progress import part
 from model.text.tokens import visible
 
 
@@ -142,8 +143,11 @@ def patching_of(
     cut = _cut_like(tokenizer, corrupt_prompt, ids, dropped, "patching")
     corrupt = list(cut.ids)
     a, w = _metric_tokens(tokenizer, answer, wrong)
-    heads = patch_heads(model, ids, corrupt, answer=a, wrong=w, position=position)
-    resid = patch_resid(model, ids, corrupt, answer=heads.answer, wrong=heads.wrong, position=position)
+    L, H, T = model.config.n_layers, model.config.n_heads, len(ids)
+    with part(0, L * H + L * T):  # one count of runs over both sweeps
+        heads = patch_heads(model, ids, corrupt, answer=a, wrong=w, position=position)
+    with part(L * H, L * H + L * T):
+        resid = patch_resid(model, ids, corrupt, answer=heads.answer, wrong=heads.wrong, position=position)
     labels = _labels(tokenizer, ids)
     answer_label, wrong_label = _labels(tokenizer, [heads.answer, heads.wrong])
     return PatchingResult(

@@ -35,6 +35,7 @@ from model.interp.plan import REQUIRED_KINDS, PromptPlan, held_tokens
 from model.interp.streamed import stream_prompt
 from model.interp.trace import run_with_trace
 from model.nn.hooks import ablate_heads, reader
+from model.progress import layer_hooks
 
 
 @dataclass(kw_only=True)
@@ -113,7 +114,7 @@ def inspect_prompt(model, tokenizer, plan: PromptPlan, *, ablate: dict | None = 
         kinds=plan.kinds,
         layers=plan.layers,
         dtype=dtype,
-        hooks=[*ablate_heads(ablate or {}), *(pooling if pooled_apart else [])],
+        hooks=[*ablate_heads(ablate or {}), *(pooling if pooled_apart else []), *layer_hooks(layers)],
         sized=True,
         into={"pattern": weights},
     )

@@ -33,6 +33,7 @@ import torch
 from model.errors import AttentionLabError
 from model.interp.trace import eval_mode
 from model.nn.hooks import ablate_heads, reader
+from model.progress import check, layer_hooks
 
 
 class PatternsNotHeld(AttentionLabError, ValueError):
@@ -273,6 +274,7 @@ def stream_prompt(model, ids, b: int, *, ablate: dict | None = None, limit: int 
         @reader
         def fn(x, hook):
             block, first = x
+            check()  # a cancelled run stops between two blocks of rows
             pool_rows(block[0].float(), first, b, top[layer], total[layer])
 
         return fn
@@ -281,7 +283,7 @@ def stream_prompt(model, ids, b: int, *, ablate: dict | None = None, limit: int 
         final.append(x[0].detach().clone())
         return x[:, -1:]
 
-    hooks = [("ln_final", on_final)]
+    hooks = [("ln_final", on_final), *layer_hooks(L)]
     for layer in range(L):
         pre = f"blocks.{layer}.attn."
         hooks += [(pre + "q", on_q(layer)), (pre + "k", on_k(layer)), (pre + "pattern_rows", on_rows(layer))]

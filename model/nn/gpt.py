@@ -58,6 +58,7 @@ from model.nn.layers import (
 )
 from model.nn.moe import MoE, aux_loss_of
 from model.nn.quantized import StoredEmbedding, StoredLinear, has_stored, stored_numel
+from model.progress import check as cancel_point
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,6 +293,7 @@ class GPT(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Blocks ``layer``.. on the stream ``x``, then the final norm and the unembedding."""
         for block in self.blocks[layer:]:
+            cancel_point()  # a cancelled inspection stops here (model.progress); nothing outside one
             x = block(x, ctx)
         x = self.ln_final(self.norm_f(x) if self.norm_f is not None else x)
         logits = self.logits(self.unembed(x))

@@ -85,11 +85,11 @@ def test_an_attention_prompt_that_cannot_run_greys_the_old_one_and_says_so(qtbot
     assert not tab.stale
     with qtbot.waitSignal(tab.failed, timeout=TIMEOUT):
         tab.set_prompt("€€ cannot be read")
-    assert tab.stale and "Still showing the previous prompt" in tab.status_label.text()
-    assert "The head looks back." in tab.status_label.text()
+    assert tab.stale and "Showing the previous prompt" in tab.job_bar.stale_note
+    assert "The head looks back." in tab.job_bar.stale_note
     with qtbot.waitSignal(tab.inspected, timeout=TIMEOUT):
         tab.set_prompt("The head looks on.")
-    assert not tab.stale and "Still showing" not in tab.status_label.text()
+    assert not tab.stale and not tab.job_bar.isVisibleTo(tab)
 
 
 def test_a_history_step_that_fails_is_not_left_loading_and_its_error_goes_with_it(

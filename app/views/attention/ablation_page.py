@@ -41,6 +41,7 @@ MODE_TEXT = {
 class AblationPage(AttentionPage):
     title = "Ablation"
     key = "ablation"
+    own_jobs = ("ablation",)
     blurb = (
         "Switch heads off to see what they are for. The bars show, at each position, how far the model's "
         "next-token distribution moved (KL divergence); the loss line says how much worse it predicts "

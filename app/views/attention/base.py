@@ -10,6 +10,8 @@ view. So a new prompt costs the drawing of one page, whatever the number of page
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QBoxLayout,
@@ -22,7 +24,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.jobs import JobBoard
+from app.views.attention.job_keys import page_job_keys
 from app.views.page import LazyPage
+from app.widgets.job_bar import JobBar
 
 
 class AttentionPage(LazyPage):
@@ -54,6 +59,8 @@ class AttentionPage(LazyPage):
     #: whether the page reads every head's pattern at once (a long prompt's are not held: the tab
     #: shows :meth:`~app.views.attention.state.AttentionState.shorter_prompt_note` instead)
     needs_every_pattern = False
+    #: the follow-up jobs the page shows besides those its needs say (``"ablation"``, ``"metrics"``)
+    own_jobs: tuple[str, ...] = ()
 
     @staticmethod
     def applies_to(config) -> bool:
@@ -63,6 +70,10 @@ class AttentionPage(LazyPage):
 
     def __init__(self, state, parent: QWidget | None = None):
         super().__init__(state, parent)
+        #: the session's job board and the tab's Cancel (:meth:`use_jobs`); the page's busy line
+        self._board: JobBoard | None = None
+        self._cancel_job: Callable[[str], bool] = lambda _key: False
+        self.job_bar: JobBar | None = None
         #: the line shown instead of the widgets (made when first needed), and the widgets it hides
         self._long_note: QLabel | None = None
         self._hidden_for_note: list[QWidget] = []
@@ -78,6 +89,25 @@ class AttentionPage(LazyPage):
         self.follow(state.experts_changed, self.on_experts)
         self.follow(state.circuits_changed, self.on_circuits)
         self.follow(state.cleared, self.clear)
+
+    def use_jobs(self, board: JobBoard, cancel: Callable[[str], bool]) -> None:
+        """The board the page's jobs are announced on and how to cancel one (the tab's, before build)."""
+        self._board, self._cancel_job = board, cancel
+
+    def ensure_built(self) -> None:
+        """Build the page; a page that waits for jobs of its own gets its busy line under its blurb."""
+        if self.built:
+            return
+        super().ensure_built()
+        keys = page_job_keys(self)
+        lay = self.layout()
+        if keys and self._board is not None and isinstance(lay, QBoxLayout):
+            self.job_bar = JobBar(self._board, keys, cancel=self._cancel_job)
+            self.job_bar.jobEnded.connect(self.on_job_ended)
+            lay.insertWidget(1 if lay.count() > 1 else 0, self.job_bar)
+
+    def on_job_ended(self, key: str, state: str) -> None:
+        """One of the page's jobs ended (``state``: done, failed, cancelled, superseded)."""
 
     def __init_subclass__(cls, **kwargs):
         """A page that reads every head's pattern draws, on a streamed run, one line instead."""

@@ -20,18 +20,12 @@ from typing import Any, TypeVar
 
 from app.views.attention.base import AttentionPage
 from app.views.attention.host import AttentionHost
+from app.views.attention.job_keys import CIRCUITS_JOB, FOLLOW_UPS, HEAD_JOB, PATH_JOB, TITLES
 from app.views.attention.state import CausalFailure
 from app.views.attention.state_records import CircuitsKey, Head
 from model.interp import causal, inspection, measures
 from model.interp.prompt import PromptError
 from model.runtime import with_threads
-
-#: key prefix of the follow-up jobs of one run (metrics, head detail, ...): a new run cancels them
-FOLLOW_UPS = "attention.run."
-#: The compute keys of the Circuits page's follow-up jobs (:meth:`AttentionJobs.submit` puts them under
-#: :data:`FOLLOW_UPS`).
-HEAD_JOB = FOLLOW_UPS + "attention.circuit_head"
-PATH_JOB = FOLLOW_UPS + "attention.path"
 
 T = TypeVar("T")
 
@@ -63,7 +57,15 @@ class AttentionJobs:
             if res is not None:
                 on_result(res)
 
-        self.session.compute.submit(FOLLOW_UPS + key, with_threads(self.tab.threads, fn), done)
+        insp = self.state.inspection
+        subject = f"“{insp.prompt[:30]}{'…' if len(insp.prompt) > 30 else ''}”" if insp is not None else ""
+        self.session.compute.submit(
+            FOLLOW_UPS + key,
+            with_threads(self.tab.threads, fn),
+            done,
+            title=TITLES.get(key, key),
+            subject=subject,
+        )
 
     def for_page(self, page: AttentionPage) -> bool:
         """Request what ``page`` needs and the state lacks; True when it lacks nothing."""
@@ -125,7 +127,7 @@ class AttentionJobs:
         st, s, model, key = self.state, self.session, self.session.model, self.circuits_key()
         if model is None or key is None or st.circuits_for(key) is not None:
             return
-        if self._circuits_asked == key and s.compute.outstanding("attention.circuits"):
+        if self._circuits_asked == key and s.compute.outstanding(CIRCUITS_JOB):
             return
         self._circuits_asked = key
         offset = key[2]
@@ -147,9 +149,10 @@ class AttentionJobs:
                 self.circuits_ready()  # what it needs next
 
         s.compute.submit(
-            "attention.circuits",
+            CIRCUITS_JOB,
             with_threads(threads, lambda: measures.circuits_of(model, rope_offset=offset)),
             done,
+            title="Computing every head's circuits and every composition score",
         )
 
     def circuit_head(self) -> None:

@@ -115,6 +115,7 @@ class MetricsPage(AttentionPage):
     title = "Metrics"
     needs_every_pattern = True
     key = "metrics"
+    own_jobs = ("metrics",)
     blurb = (
         "What each head does, in numbers: spread, previous-token, sink and self measured on your prompt; "
         "induction on a random sequence repeated twice (it needs a repeat, which the prompt may lack). "

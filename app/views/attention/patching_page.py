@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from app.views.attention.base import AttentionPage, blurb_label
 from app.views.attention.state import CausalFailure
+from app.widgets.job_bar import quoted
 from app.widgets.matrix_plot import MatrixPlot, format_cell
 
 #: A clean − corrupted logit difference below this (nats) makes the restored fractions noisy.
@@ -72,8 +73,10 @@ class CausalPage(AttentionPage):
         res = self.state.causal_for_current(self.needs_causal)
         self.show_inputs()
         if res is None:
-            self.summary.setText("<i>Measuring…</i>")
+            self._mark_previous()
             return  # the tab asks for it; on_causal draws it
+        if self.job_bar is not None:
+            self.job_bar.set_stale(None)
         if isinstance(res, CausalFailure):
             self.result = None
             self.summary.setText(f"<b style='color:#b00'>Cannot measure:</b> {html.escape(res.message)}")
@@ -86,6 +89,31 @@ class CausalPage(AttentionPage):
     def on_causal(self, kind: str, result) -> None:
         if kind == self.needs_causal:
             self.redraw()
+
+    def _mark_previous(self, why: str = "") -> None:
+        """Say that the numbers on screen (if any) were measured for other inputs, and grey them, while
+        the new ones are measured (``why``: what became of the new measurement)."""
+        shown = self.result
+        if shown is None:
+            self.summary.setText(f"<i>{why or 'Measuring…'}</i>")
+            return
+        note = f"Showing the previous measurement ({self.shown_inputs(shown)})"
+        if self.job_bar is not None:
+            if why:
+                self.job_bar.set_stale(f"{why} {note}.", at_once=True)
+            else:
+                self.job_bar.set_stale(f"{note} until the new one is measured.")
+
+    def on_job_ended(self, key: str, state: str) -> None:
+        if state == "cancelled" and self.state.causal_for_current(self.needs_causal) is None:
+            self._mark_previous(f"Cancelled: {self.rerun_hint} to measure again.")
+
+    #: how to measure again (said in the line after a Cancel)
+    rerun_hint = "press Enter in a box above"
+
+    def shown_inputs(self, result) -> str:
+        """What the numbers shown were measured for, in words (rich text)."""
+        return html.escape(str(getattr(result, "target", "")), quote=False)
 
     # for the subclasses
     def show_inputs(self) -> None: ...
@@ -164,13 +192,21 @@ class PatchingPage(CausalPage):
         self.resid_plot.clicked.connect(self._open_layer_head)
 
     def _apply(self) -> None:
-        """Patch with the corrupted prompt and tokens in the boxes (what Patch does)."""
-        self.state.set_causal_setup(
+        """Patch with the corrupted prompt and tokens in the boxes (what Patch does); the same inputs
+        again measure again when nothing is measured for them (after a Cancel)."""
+        changed = self.state.set_causal_setup(
             "patching",
             corrupt=self.corrupt_edit.toPlainText(),
             answer=self.answer_edit.text(),
             wrong=self.wrong_edit.text(),
         )
+        if not changed and self.state.causal_for_current("patching") is None:
+            self.state.causal_setup_changed.emit("patching")
+
+    rerun_hint = "press Patch"
+
+    def shown_inputs(self, result) -> str:
+        return f"corrupted prompt {quoted(result.corrupt_prompt)}"
 
     def show_inputs(self) -> None:
         setup = self.state.causal_setup["patching"]

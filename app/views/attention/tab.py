@@ -32,11 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QTimer, Signal
-from PySide6.QtWidgets import (
-    QGraphicsOpacityEffect,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from app.views.attention.ablation_page import AblationPage
 from app.views.attention.aggregate_page import AggregatePage
@@ -50,7 +46,8 @@ from app.views.attention.focus_page import FocusPage
 from app.views.attention.follow import SessionFollower
 from app.views.attention.grid_page import GridPage
 from app.views.attention.head_page import HeadPage
-from app.views.attention.jobs import FOLLOW_UPS, AttentionJobs
+from app.views.attention.job_keys import FOLLOW_UPS, INSPECT_JOB
+from app.views.attention.jobs import AttentionJobs
 from app.views.attention.lines_page import LinesPage
 from app.views.attention.metrics_page import MetricsPage
 from app.views.attention.next_token_page import NextTokenPage
@@ -61,6 +58,7 @@ from app.views.attention.rollout_page import RolloutPage
 from app.views.attention.state import AttentionState
 from app.views.page import screenshot_steps
 from app.views.tab import TabBase
+from app.widgets.job_bar import JobBar, quoted, subscribe
 from app.widgets.page_stack import CurrentPageStack, CurrentPageTabs
 from model.interp.inspection import inspect_prompt
 from model.interp.plan import plan_prompt
@@ -130,6 +128,12 @@ class AttentionTab(TabBase):
         self.banner = AblationBanner(self.state)
         self.banner_label, self.banner_restore = self.banner.label, self.banner.restore_button
         root.addWidget(self.banner)
+        #: what the tab waits for (the trace, the page's own jobs), and whether the pages show an older input
+        self.job_bar = JobBar(
+            session.jobs, (INSPECT_JOB,), cancel=lambda key: self.session.compute.abort(key)
+        )
+        root.addWidget(self.job_bar)
+        subscribe(session.jobs.changed, self._on_job_changed, self)
         self.stack = CurrentPageStack()
         self.empty = NoModelView(session)
         self.build_button = self.empty.build_button
@@ -140,6 +144,7 @@ class AttentionTab(TabBase):
         for cls in PAGES:
             page = cls(self.state)
             page.openHeadRequested.connect(self.open_head)
+            page.use_jobs(session.jobs, lambda key: self.session.compute.abort(key))
             if isinstance(page, HeadPage):
                 page.csvRequested.connect(self.exports.head_csv_dialog)
             self.pages[page.key] = page
@@ -147,6 +152,7 @@ class AttentionTab(TabBase):
             if page.blurb:
                 self.page_tabs.setTabToolTip(self.page_tabs.count() - 1, page.blurb)
         self.stack.addWidget(self.page_tabs)
+        self.job_bar.cover(self.page_tabs)
         root.addWidget(self.stack, 1)
         self.current_page.ensure_built()
 
@@ -157,13 +163,13 @@ class AttentionTab(TabBase):
         self.prompt_edit.textChanged.connect(self._on_text_changed)
         self.page_tabs.currentChanged.connect(self._on_page_changed)
         self.refresh_button.clicked.connect(self.run_inspection)
-        self.prompt_bar.cut_box.toggled.connect(lambda _=False: self.schedule())
+        self.prompt_bar.cut_box.toggled.connect(lambda _=False: self._input_changed())
         for key, action in bar.export_actions.items():
             action.triggered.connect(lambda _=False, key=key: self.exports.dialog(key))
 
         st = self.state
         st.selection_changed.connect(self._on_head_selected)
-        st.ablation_changed.connect(lambda _heads: self.schedule())
+        st.ablation_changed.connect(lambda _heads: self._input_changed())
         st.chosen_heads_changed.connect(lambda _heads: self.jobs.aggregates())
         st.causal_setup_changed.connect(self._on_causal_setup)
         st.circuit_setup_changed.connect(self._on_circuit_setup)
@@ -266,7 +272,36 @@ class AttentionTab(TabBase):
         if self._edit_started is None:
             self._edit_started = time.perf_counter()
         self._run_due = True
+        self._mark_previous()
         self._debounce.start()
+
+    def _input_changed(self) -> None:
+        """The prompt's run changed (heads switched off, cut or refuse): say that what is shown is the
+        previous run, then run again."""
+        self._mark_previous()
+        self.schedule()
+
+    def _mark_previous(self, why: str = "") -> None:
+        """Mark the pages as showing the previous prompt, from the moment the input changes until the
+        new run is drawn (greyed and said, see :meth:`JobBar.set_stale`); ``why``: what happened to the
+        new one (it failed, it was cancelled), said at once."""
+        shown = self.state.inspection
+        if shown is None:
+            self.job_bar.set_stale(why or None, at_once=True)
+            return
+        note = f"Showing the previous prompt {quoted(shown.prompt)} ({len(shown.ids):,} tokens)"
+        if why:
+            self.job_bar.set_stale(f"{why} {note}.", at_once=True)
+        else:
+            self.job_bar.set_stale(note + " until the new one is traced.")
+
+    def _on_job_changed(self, key: str) -> None:
+        """A cancelled trace leaves the previous result, labelled as the previous prompt's."""
+        job = self.session.jobs.get(key)
+        if key == INSPECT_JOB and job is not None and job.state == "cancelled":
+            self._run_due = False
+            self._mark_previous("Cancelled: press Refresh to trace the new prompt.")
+        self.job_bar.update_now()
 
     def schedule(self) -> None:
         """Run the prompt after the debounce (or when the tab is next shown)."""
@@ -311,39 +346,27 @@ class AttentionTab(TabBase):
         run = with_threads(plan.threads, lambda: inspect_prompt(model, tok, plan, ablate=ablate))
 
         s.compute.cancel(FOLLOW_UPS)  # the older run's follow-up jobs are stale now
+        n = len(plan.prompt.ids)
         s.compute.submit(
-            "attention.inspect",
+            INSPECT_JOB,
             run,
             lambda res, err: self._on_inspection(res, err, req, plan, t_submit, t_edit),
+            title="Tracing",
+            subject=f"{quoted(plan.prompt.text, 40)} ({n:,} token{'s' if n != 1 else ''})",
         )
         return req
 
     def _show_failure(self, message: str) -> None:
         """Say why this prompt cannot run, and that what the pages still show is an older prompt's
         (greyed out until a prompt runs again)."""
-        shown = self.state.inspection
-        text = html.escape(message, quote=False)
-        if shown is not None:
-            old = shown.prompt if len(shown.prompt) <= 60 else shown.prompt[:57] + "…"
-            text += f"<br>Still showing the previous prompt: “{html.escape(old, quote=False)}”."
-            self._set_stale(True)
-        self.show_status(text, error=True)
+        self._mark_previous("This prompt cannot run (see above).")
+        self.show_status(html.escape(message, quote=False), error=True)
         self.failed.emit(message)
-
-    def _set_stale(self, stale: bool) -> None:
-        """Grey the pages out while they show a prompt other than the one typed."""
-        if stale and self.page_tabs.graphicsEffect() is None:
-            effect = QGraphicsOpacityEffect(self.page_tabs)
-            effect.setOpacity(0.35)
-            self.page_tabs.setGraphicsEffect(effect)
-        elif not stale and self.page_tabs.graphicsEffect() is not None:
-            # Qt takes nullptr to remove the effect; PySide6's stubs leave None out
-            self.page_tabs.setGraphicsEffect(None)  # type: ignore[arg-type]
 
     @property
     def stale(self) -> bool:
-        """Whether the pages show an older prompt than the one typed (it could not run)."""
-        return self.page_tabs.graphicsEffect() is not None
+        """Whether the pages show an older run than the input asks for (typed, cancelled, or failed)."""
+        return self.job_bar.stale
 
     def _on_inspection(self, res, err, req: int, plan, t_submit: float, t_edit: float | None) -> None:
         if err is not None:
@@ -351,7 +374,7 @@ class AttentionTab(TabBase):
             return
         if res is None or req != self._request:
             return
-        self._set_stale(False)
+        self.job_bar.set_stale(None)
         self.state.set_inspection(res, req)  # every page becomes stale; the one in view is drawn now
         t0 = time.perf_counter()
         self.current_page.ensure_built()
@@ -417,6 +440,7 @@ class AttentionTab(TabBase):
     def _on_causal_setup(self, kind: str) -> None:
         if self.current_page.needs_causal == kind and self.state.inspection is not None:
             self.jobs.causal(kind)
+            self.current_page.refresh()  # the old numbers are marked as the old inputs' at once
         if kind == "patching" and self.current_page.needs_circuits and self.state.inspection is not None:
             self.jobs.circuits_ready()  # path patching reads the Patching page's prompts
 

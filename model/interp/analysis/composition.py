@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from model.interp.analysis.circuit_weights import CircuitsUnsupported, HeadWeights, _r_factor, head_weights
+from model.progress import report
 
 #: Composition kinds, in the order of :attr:`Composition.scores`' first axis.
 KINDS = ("Q", "K", "V")
@@ -237,11 +238,15 @@ def composition_scores(
     X, Yt = X.to(low), Yt.to(low)
     reader_norm = torch.stack([qk_norm, qk_norm, ov_norm], dim=1).view(L, 3 * H)  # float64
     scores = torch.full((3, L, H, L, H), float("nan"), dtype=torch.float64)
+    pairs = L * (L - 1) // 2
+    report(0, pairs, "layer pairs")
     for l1 in range(L - 1):
         for l2 in range(l1 + 1, L):
             num = _scores_of(X[l1], Yt[l2], H, k).double()  # [H, 3·H]
             s = num / (ov_norm[l1][:, None] * reader_norm[l2][None])
             scores[:, l1, :, l2, :] = s.view(H, 3, H).permute(1, 0, 2).cpu()
+            done = l1 * L - l1 * (l1 + 1) // 2 + (l2 - l1)  # pairs (a, b), a < b, up to (l1, l2)
+            report(done, pairs, "layer pairs")
     base = baseline_scores(d, k, samples=samples, seed=seed)
     return Composition(
         scores=scores.numpy(),

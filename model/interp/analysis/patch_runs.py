@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import torch
 
 from model.interp.trace import eval_mode
+from model.progress import report
 
 #: One patch: (hook point name, index into the activation *after* the batch axis); ``()`` = all of it.
 Patch = tuple[str, tuple]
@@ -100,6 +101,7 @@ def run_patched(
         entering, _ = cache_activations(model, corrupt, [f"blocks.{layer}.resid_pre" for layer in starts])
     rows: list[torch.Tensor] = []
     order: list[int] = []
+    report(0, len(runs), "runs")
     with eval_mode(model):
         for layer in sorted(set(first)):
             group = [i for i, f in enumerate(first) if f == layer]
@@ -120,6 +122,7 @@ def run_patched(
                         logits = model.forward_from(layer, resid.expand(len(part), *resid.shape[1:]))
                 rows.append((logits if position is None else logits[:, 0]).float())
                 order += part
+                report(len(order), len(runs), "runs")  # and stop here when cancelled
     V = model.config.vocab_size
     if not runs:
         return torch.empty((0, V) if position is not None else (0, T, V))

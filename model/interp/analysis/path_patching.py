@@ -21,6 +21,7 @@ from model.interp.analysis.patch_runs import (
     cache_activations,
 )
 from model.interp.trace import eval_mode
+from model.progress import report
 
 PATH_INPUTS = ("q", "k", "v")
 
@@ -237,6 +238,8 @@ def path_patch(
         effects = np.full((len(PATH_INPUTS), L, H), np.nan)
         chunk = max(1, int(max_batch) if max_batch else CHUNK_TOKENS // T)
         wanted = range(ls + 1, L) if layers is None else sorted({int(x) for x in layers})
+        runs, done = len(wanted) * len(PATH_INPUTS) * H, 0
+        report(0, runs, "runs")
         for layer in wanted:
             if not ls < layer < L:
                 raise ValueError(f"receiver layer {layer}: not a layer after the sender's ({ls}) of {L}")
@@ -250,6 +253,8 @@ def path_patch(
                                         [(f"blocks.{layer}.attn.z", setter)]))  # fmt: skip
                 for (c, h), value in zip(part, got):
                     effects[c, layer, h] = value
+                done += len(part)
+                report(done, runs, "runs")
     return PathPatching(
         (ls, hs), effects, float(direct), float(total), m_clean, m_corrupt, answer, wrong, run.position
     )
