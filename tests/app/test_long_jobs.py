@@ -120,10 +120,12 @@ def test_a_newer_prompt_supersedes_a_running_trace_which_stops(qtbot, attention_
 def test_patching_marks_the_old_numbers_counts_its_runs_and_cancels(qtbot, attention_tab, gate):
     tab = attention_tab
     gate.open()
-    page = tab.show_page("patching")
-    with qtbot.waitSignal(tab.causalReady, timeout=TIMEOUT):
+    with qtbot.waitSignal(tab.inspected, timeout=TIMEOUT):
         tab.set_prompt("the cat saw the dog and the dog saw the")
+    with qtbot.waitSignal(tab.causalReady, timeout=TIMEOUT):
+        page = tab.show_page("patching")
     first = page.result
+    assert first.prompt == "the cat saw the dog and the dog saw the"
     assert first is not None and first.corrupt_prompt != "the dog saw the cat and the cat saw the"
     assert not page.job_bar.stale
     gate.remove()

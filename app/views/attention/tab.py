@@ -53,12 +53,13 @@ from app.views.attention.metrics_page import MetricsPage
 from app.views.attention.next_token_page import NextTokenPage
 from app.views.attention.patching_page import PatchingPage
 from app.views.attention.pipeline_page import PipelinePage
+from app.views.attention.previous import mark_previous
 from app.views.attention.readiness import wait_ready
 from app.views.attention.rollout_page import RolloutPage
 from app.views.attention.state import AttentionState
 from app.views.page import screenshot_steps
 from app.views.tab import TabBase
-from app.widgets.job_bar import JobBar, quoted, subscribe
+from app.widgets.job_bar import JobBar, quoted
 from app.widgets.page_stack import CurrentPageStack, CurrentPageTabs
 from model.interp.inspection import inspect_prompt
 from model.interp.plan import plan_prompt
@@ -128,12 +129,10 @@ class AttentionTab(TabBase):
         self.banner = AblationBanner(self.state)
         self.banner_label, self.banner_restore = self.banner.label, self.banner.restore_button
         root.addWidget(self.banner)
-        #: what the tab waits for (the trace, the page's own jobs), and whether the pages show an older input
-        self.job_bar = JobBar(
-            session.jobs, (INSPECT_JOB,), cancel=lambda key: self.session.compute.abort(key)
-        )
+        #: the trace's busy line, and whether the pages show an older input than asked for
+        self.job_bar = JobBar(session.jobs, (INSPECT_JOB,), cancel=session.compute.abort)
         root.addWidget(self.job_bar)
-        subscribe(session.jobs.changed, self._on_job_changed, self)
+        self.job_bar.jobEnded.connect(self._on_job_ended)
         self.stack = CurrentPageStack()
         self.empty = NoModelView(session)
         self.build_button = self.empty.build_button
@@ -144,7 +143,7 @@ class AttentionTab(TabBase):
         for cls in PAGES:
             page = cls(self.state)
             page.openHeadRequested.connect(self.open_head)
-            page.use_jobs(session.jobs, lambda key: self.session.compute.abort(key))
+            page.use_jobs(session.jobs, session.compute.abort)
             if isinstance(page, HeadPage):
                 page.csvRequested.connect(self.exports.head_csv_dialog)
             self.pages[page.key] = page
@@ -163,13 +162,13 @@ class AttentionTab(TabBase):
         self.prompt_edit.textChanged.connect(self._on_text_changed)
         self.page_tabs.currentChanged.connect(self._on_page_changed)
         self.refresh_button.clicked.connect(self.run_inspection)
-        self.prompt_bar.cut_box.toggled.connect(lambda _=False: self._input_changed())
+        self.prompt_bar.cut_box.toggled.connect(lambda _=False: self.schedule(changed=True))
         for key, action in bar.export_actions.items():
             action.triggered.connect(lambda _=False, key=key: self.exports.dialog(key))
 
         st = self.state
         st.selection_changed.connect(self._on_head_selected)
-        st.ablation_changed.connect(lambda _heads: self._input_changed())
+        st.ablation_changed.connect(lambda _heads: self.schedule(changed=True))
         st.chosen_heads_changed.connect(lambda _heads: self.jobs.aggregates())
         st.causal_setup_changed.connect(self._on_causal_setup)
         st.circuit_setup_changed.connect(self._on_circuit_setup)
@@ -275,36 +274,19 @@ class AttentionTab(TabBase):
         self._mark_previous()
         self._debounce.start()
 
-    def _input_changed(self) -> None:
-        """The prompt's run changed (heads switched off, cut or refuse): say that what is shown is the
-        previous run, then run again."""
-        self._mark_previous()
-        self.schedule()
-
     def _mark_previous(self, why: str = "") -> None:
-        """Mark the pages as showing the previous prompt, from the moment the input changes until the
-        new run is drawn (greyed and said, see :meth:`JobBar.set_stale`); ``why``: what happened to the
-        new one (it failed, it was cancelled), said at once."""
-        shown = self.state.inspection
-        if shown is None:
-            self.job_bar.set_stale(why or None, at_once=True)
-            return
-        note = f"Showing the previous prompt {quoted(shown.prompt)} ({len(shown.ids):,} tokens)"
-        if why:
-            self.job_bar.set_stale(f"{why} {note}.", at_once=True)
-        else:
-            self.job_bar.set_stale(note + " until the new one is traced.")
+        mark_previous(self.job_bar, self.state.inspection, why)
 
-    def _on_job_changed(self, key: str) -> None:
-        """A cancelled trace leaves the previous result, labelled as the previous prompt's."""
-        job = self.session.jobs.get(key)
-        if key == INSPECT_JOB and job is not None and job.state == "cancelled":
+    def _on_job_ended(self, _key: str, state: str) -> None:  # a cancelled trace leaves the previous run
+        if state == "cancelled":
             self._run_due = False
             self._mark_previous("Cancelled: press Refresh to trace the new prompt.")
-        self.job_bar.update_now()
 
-    def schedule(self) -> None:
-        """Run the prompt after the debounce (or when the tab is next shown)."""
+    def schedule(self, *, changed: bool = False) -> None:
+        """Run the prompt after the debounce (or when the tab is next shown); ``changed``: the run's input
+        changed (heads switched off, cut or refuse), so the pages show the previous run till then."""
+        if changed:
+            self._mark_previous()
         self._run_due = True
         if self.isVisible():
             self._debounce.start()
@@ -356,17 +338,14 @@ class AttentionTab(TabBase):
         )
         return req
 
-    def _show_failure(self, message: str) -> None:
-        """Say why this prompt cannot run, and that what the pages still show is an older prompt's
-        (greyed out until a prompt runs again)."""
+    def _show_failure(self, message: str) -> None:  # the pages show an older prompt's run (greyed)
         self._mark_previous("This prompt cannot run (see above).")
         self.show_status(html.escape(message, quote=False), error=True)
         self.failed.emit(message)
 
-    @property
-    def stale(self) -> bool:
-        """Whether the pages show an older run than the input asks for (typed, cancelled, or failed)."""
-        return self.job_bar.stale
+    stale = property(
+        lambda self: self.job_bar.stale, doc="whether the pages show an older run than asked for"
+    )
 
     def _on_inspection(self, res, err, req: int, plan, t_submit: float, t_edit: float | None) -> None:
         if err is not None:
