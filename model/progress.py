@@ -31,6 +31,7 @@ __all__ = [
     "Snapshot",
     "check",
     "current",
+    "eta_seconds",
     "layer_hooks",
     "part",
     "report",
@@ -57,6 +58,7 @@ class Snapshot:
     elapsed: float
     started: bool
     cancelled: bool
+    text: str = ""  # the work's own line for how far it is ("12.3 MiB of 522.7 MiB · 4.1 MiB/s"), if any
 
     @property
     def fraction(self) -> float | None:
@@ -66,11 +68,19 @@ class Snapshot:
         return min(1.0, max(0.0, self.done / self.total))
 
     def eta(self, after: float = 2.0) -> float | None:
-        """Seconds left, extrapolated from the pace so far: ``elapsed · (total − done) / done``; None before
-        ``after`` seconds of work (an early pace is noise) or while nothing is counted yet."""
-        if self.total <= 0 or self.done <= 0 or self.elapsed < after:
+        """Seconds left at the pace so far (:func:`eta_seconds`); None before ``after`` seconds of work (an
+        early pace is noise) or while nothing is counted yet."""
+        if self.total <= 0 or self.elapsed < after:
             return None
-        return self.elapsed * max(0, self.total - self.done) / self.done
+        return eta_seconds(self.done, self.total, self.elapsed)
+
+
+def eta_seconds(done: float, total: float, elapsed: float) -> float | None:
+    """Seconds left to reach ``total`` at the pace of ``done`` in ``elapsed`` seconds:
+    ``elapsed · (total − done) / done`` (0 once done; None without a pace yet)."""
+    if done <= 0 or elapsed <= 0 or total <= done:
+        return None if done <= 0 or elapsed <= 0 else 0.0
+    return (total - done) * elapsed / done
 
 
 class Progress:
@@ -83,6 +93,7 @@ class Progress:
         self._done = 0
         self._total = 0
         self._unit = ""
+        self._text = ""
         self._t0: float | None = None
 
     # ---- the worker's side -----------------------------------------------------------------------
@@ -94,10 +105,18 @@ class Progress:
     def update(self, done: int, total: int, unit: str = "") -> None:
         """``done`` of ``total`` ``unit`` so far; raises :class:`Cancelled` when a stop was asked for."""
         with self._lock:
-            self._done, self._total, self._unit = int(done), int(total), str(unit)
+            self._done, self._total, self._unit, self._text = int(done), int(total), str(unit), ""
             if self._t0 is None:
                 self._t0 = time.monotonic()
         self.check()
+
+    def describe(self, done: int, total: int, text: str) -> None:
+        """``done`` of ``total`` (bytes, say) with the work's own ``text`` for it; never raises (for a
+        callback of a library that stops by its own means, e.g. a download's ``should_stop``)."""
+        with self._lock:
+            self._done, self._total, self._unit, self._text = int(done), int(total), "", str(text)
+            if self._t0 is None:
+                self._t0 = time.monotonic()
 
     def check(self) -> None:
         """Raise :class:`Cancelled` when a stop was asked for."""
@@ -117,7 +136,9 @@ class Progress:
         with self._lock:
             t0 = self._t0
             elapsed = 0.0 if t0 is None else time.monotonic() - t0
-            return Snapshot(self._done, self._total, self._unit, elapsed, t0 is not None, self._stop.is_set())
+            return Snapshot(
+                self._done, self._total, self._unit, elapsed, t0 is not None, self._stop.is_set(), self._text
+            )
 
 
 _local = threading.local()

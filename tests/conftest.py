@@ -598,8 +598,10 @@ class FakeHub:
 
     ``add_repo(repo_id, files)`` serves ``{name: bytes}`` at one commit (branch ``main``);
     ``status[repo_id] = 500`` makes every request about it answer that; ``cut_once[name] = n`` sends
-    only the first ``n`` bytes of that file's next full GET and drops the connection. ``requests``
-    records ``(method, path, range header)`` of every request.
+    only the first ``n`` bytes of that file's next full GET and drops the connection; ``pace =
+    (n_bytes, seconds)`` sends each file body ``n_bytes`` at a time, that long apart (a slow network, for
+    the tests of a download's progress and Cancel). ``requests`` records ``(method, path, range
+    header)`` of every request.
     """
 
     def __init__(self):
@@ -609,6 +611,7 @@ class FakeHub:
         self.repos: dict[str, dict] = {}
         self.status: dict[str, int] = {}
         self.cut_once: dict[str, int] = {}
+        self.pace: tuple[int, float] | None = None
         self.requests: list[tuple[str, str, str]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -753,6 +756,18 @@ class FakeHub:
                     import socket
 
                     self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if hub.pace is not None:  # a slow network: the body in pieces, paced by the server
+                    import time
+
+                    n, seconds = hub.pace
+                    try:
+                        for i in range(start, len(data), n):
+                            self.wfile.write(data[i : i + n])
+                            self.wfile.flush()
+                            time.sleep(seconds)
+                    except (BrokenPipeError, ConnectionResetError):  # the client cancelled
+                        self.close_connection = True
                     return
                 self.wfile.write(data[start:])
 

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from app.core.pace import format_eta
 from app.core.state import Signal
 from model.progress import Progress, Snapshot
 
@@ -49,32 +50,22 @@ class Job:
         return self.progress.snapshot()
 
     def describe(self) -> str:
-        """One line for the page: "Tracing the prompt (3,000 tokens) · 12 of 30 layers · about 40 s left"."""
+        """One line for the page: "Tracing “…” (3,000 tokens) · 12 of 30 layers · ETA 0:40"."""
         parts = [self.title + (f" {self.subject}" if self.subject else "")]
         if self.state == "queued":
             parts.append("waiting for the computation before it")
             return " · ".join(parts)
         snap = self.snapshot()
-        if snap.total > 0:
+        if snap.text:
+            parts.append(snap.text)
+        elif snap.total > 0:
             parts.append(f"{snap.done:,} of {snap.total:,} {snap.unit}".rstrip())
         eta = snap.eta()
         if eta is not None:
-            parts.append(f"about {format_seconds(eta)} left")
+            parts.append(f"ETA {format_eta(eta)}")  # as every progress readout of the app says it
         elif snap.elapsed >= 1.0:
-            parts.append(f"{format_seconds(snap.elapsed)} so far")
+            parts.append(f"{format_eta(snap.elapsed)} so far")
         return " · ".join(parts)
-
-
-def format_seconds(s: float) -> str:
-    """``s`` seconds as a person reads them: "8 s", "2 min 05 s", "1 h 03 min"."""
-    s = max(0.0, float(s))
-    if s < 60:
-        return f"{max(1, round(s))} s"
-    m, sec = divmod(round(s), 60)
-    if m < 60:
-        return f"{m} min {sec:02d} s"
-    h, m = divmod(m, 60)
-    return f"{h} h {m:02d} min"
 
 
 class JobBoard:
@@ -147,4 +138,4 @@ class JobBoard:
             job.state = state
 
 
-__all__ = ["ENDED", "Job", "JobBoard", "format_seconds"]
+__all__ = ["ENDED", "Job", "JobBoard"]

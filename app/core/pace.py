@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+from model.progress import eta_seconds
+
 #: What a readout adds while the Train tab's run holds the CPU.
 SHARING = "sharing the CPU with the training run (Train tab): slower until it ends or is paused"
 
@@ -22,13 +24,6 @@ def format_eta(seconds: float | None) -> str:
     if s >= 3600:
         return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
     return f"{s // 60}:{s % 60:02d}"
-
-
-def eta_seconds(done: float, total: float, elapsed: float) -> float | None:
-    """Seconds left to reach ``total`` at the pace of ``done`` in ``elapsed`` seconds (None: no pace)."""
-    if done <= 0 or elapsed <= 0 or total <= done:
-        return None if done <= 0 or elapsed <= 0 else 0.0
-    return (total - done) * elapsed / done
 
 
 def sharing_note(session) -> str:

@@ -38,7 +38,6 @@ class Recorder:
         "base_changed",
         "training_changed",
         "message",
-        "progress_changed",
     )
 
     def __init__(self, state: CompareState):
@@ -119,10 +118,7 @@ def test_history_prompt_messages_and_progress():
     st.set_prompt("x\ny")  # no change, no signal
     assert rec.names().count("prompt_changed") == 1 and st.prompt == "x\ny"
     st.say("file", "Saved")
-    st.set_progress(3, 10, "step 3 / 10")
-    st.set_progress(4)
-    assert st.messages == {"file": "Saved"} and st.progress == (4, 10, "step 3 / 10")
-    assert rec.calls[-1] == ("progress_changed", (4, 10, "step 3 / 10"))
+    assert st.messages == {"file": "Saved"}
     st.set_base(CFG, "task:copy", True)
     assert st.base is CFG and st.has_model and rec.names()[-1] == "base_changed"
 

@@ -8,6 +8,7 @@ the tab nor the pages.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -23,17 +24,18 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QListWidgetItem,
-    QProgressBar,
     QPushButton,
     QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
+from app.core.jobs import JobBoard
 from app.session.settings import window_settings
 from app.views.compare import words
 from app.views.compare.base import ComparePage, note
-from app.views.compare.state import CompareState
+from app.views.compare.state import TRAIN_JOB, CompareState
+from app.widgets.job_bar import JobBar
 from app.widgets.layouts import compact_combo, scrolled
 from model.compare import comparison as cmp
 from model.compare.variants import describe_changes
@@ -88,7 +90,6 @@ class SetupPanel(ComparePage):
     addVariantsRequested = Signal(list)
     #: (steps)
     trainRequested = Signal(int)
-    stopRequested = Signal()
     #: (path, with the models)
     saveRequested = Signal(str, bool)
     #: (path)
@@ -98,7 +99,6 @@ class SetupPanel(ComparePage):
         super().__init__(state, parent)
         self._quick_items: list = []
         self.follow(state.message, self._on_message)
-        self.follow(state.progress_changed, self._on_progress)
         self.ensure_built()
 
     def build(self) -> None:
@@ -179,13 +179,9 @@ class SetupPanel(ComparePage):
         self.steps_spin.setToolTip("Training steps of every variant")
         self.train_button = _button("Train variants", self._train)
         self.train_button.setObjectName("compareTrain")
-        self.stop_button = _button("Stop", self.stopRequested.emit)
         tl.addLayout(_row(QLabel("Steps"), self.steps_spin, 1))
-        tl.addLayout(_row(self.train_button, self.stop_button))
-        self.progress = QProgressBar()
-        self.progress.setFormat("idle")
-        self.progress.setTextVisible(True)
-        tl.addWidget(self.progress)
+        tl.addLayout(_row(self.train_button))
+        self.training_box = tl  # the tab puts the training's busy line here (use_jobs)
         self.train_status = note(TRAIN_NOTE)
         tl.addWidget(self.train_status)
         return tbox
@@ -242,7 +238,6 @@ class SetupPanel(ComparePage):
         st = self.state
         training = st.training
         self.train_button.setEnabled(not training and any(r.kind == "variant" for r in st.runs))
-        self.stop_button.setEnabled(training)
         self.add_current_button.setEnabled(st.has_model)
         self.add_init_button.setEnabled(st.has_model)
         self.open_button.setEnabled(not training)
@@ -255,10 +250,10 @@ class SetupPanel(ComparePage):
         if where in label:
             label[where].setText(text)
 
-    def _on_progress(self, value: int, maximum: int, text: str) -> None:
-        self.progress.setRange(0, maximum)
-        self.progress.setValue(value)
-        self.progress.setFormat(text)
+    def use_jobs(self, board: JobBoard, cancel: Callable[[str], bool]) -> None:
+        """Show the training's job (how far, the time left, Cancel) under the Train button."""
+        self.job_bar = JobBar(board, (TRAIN_JOB,), cancel=cancel)
+        self.training_box.insertWidget(self.training_box.count() - 1, self.job_bar)
 
     # ---- requests ------------------------------------------------------------------------------
     def _train(self) -> None:

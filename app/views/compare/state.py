@@ -22,6 +22,9 @@ from model.compare.variants import unique_name
 from model.config import GPTConfig
 from model.interp.analysis.compare import HeadDiff, head_diff_summary, weights_difference
 
+#: The compute key of the variants' training on the session's job board.
+TRAIN_JOB = "compare.train"
+
 
 class CompareState:
     """The Compare tab's state and its change signals (see the module docstring).
@@ -31,7 +34,7 @@ class CompareState:
     then ``pair_problem`` says why) and ``diff_summary`` (:class:`~model.interp.analysis.compare.HeadDiff`);
     ``prompt``: the prompt that runs through every model (new lines included); ``base``: the config
     variants change and ``source`` its data; ``messages``: the line under each control
-    ("variants", "training", "prompt", "file"); ``progress``: (value, maximum, text) of the training.
+    ("variants", "training", "prompt", "file"). How far a training is: its job on the session's board.
     """
 
     #: (): a run was added, removed or replaced, or its status changed
@@ -51,7 +54,6 @@ class CompareState:
     #: (where, text)
     message = Signal()
     #: (value, maximum, text)
-    progress_changed = Signal()
 
     def __init__(self) -> None:
         self.runs: list[Run] = []
@@ -65,7 +67,6 @@ class CompareState:
         self.has_model = False
         self.training = False
         self.messages: dict[str, str] = {}
-        self.progress: tuple[int, int, str] = (0, 0, "idle")
         # what the comparison file records besides the runs
         self.path: str | None = None
         self.title = ""
@@ -251,14 +252,5 @@ class CompareState:
         self.messages[where] = text
         self.message.emit(where, text)
 
-    def set_progress(self, value: int, maximum: int | None = None, text: str | None = None) -> None:
-        old = self.progress
-        self.progress = (
-            int(value),
-            old[1] if maximum is None else int(maximum),
-            old[2] if text is None else text,
-        )
-        self.progress_changed.emit(*self.progress)
 
-
-__all__ = ["CompareState"]
+__all__ = ["TRAIN_JOB", "CompareState"]

@@ -76,6 +76,7 @@ class CompareTab(TabBase):
         self.training.finished.connect(self._on_trained)
 
         self.setup = SetupPanel(st)
+        self.setup.use_jobs(session.jobs, session.jobs.cancel)  # Cancel stops after the current step
         self._connect_setup(self.setup)
         self.page_tabs = CurrentPageTabs()
         self.page_tabs.setObjectName("comparePages")
@@ -107,7 +108,6 @@ class CompareTab(TabBase):
         p.addVariantRequested.connect(self._add_typed_variant)
         p.addVariantsRequested.connect(self._add_variants)
         p.trainRequested.connect(lambda steps: self.train_variants(steps))
-        p.stopRequested.connect(self.stop_training)
         p.saveRequested.connect(self._save_clicked)
         p.openRequested.connect(self._open_clicked)
 

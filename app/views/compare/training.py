@@ -8,13 +8,12 @@ keeps its trained model.
 
 from __future__ import annotations
 
-import time
-
 from PySide6.QtCore import QObject, Signal
 
-from app.core.pace import progress_line
+from app.core.jobs import Job
 from app.session.model_files import check_fits
 from app.session.workers import GroupSpec, GroupWorker, drain_timer
+from app.views.compare.state import TRAIN_JOB
 from model.budget.sizing import ModelTooLarge
 from model.compare.tables import history_points
 from model.config import ConfigError
@@ -34,6 +33,8 @@ class VariantTraining(QObject):
         self.session = session
         self.state = state
         self.worker: GroupWorker | None = None
+        #: the training's job on the session's board (how far, Cancel) while it runs
+        self.job: Job | None = None
         self.target = 0
         self._timer = drain_timer(self, self.drain)
 
@@ -79,8 +80,14 @@ class VariantTraining(QObject):
         worker = GroupWorker(GroupSpec(configs, s.source, settings))
         worker.finished.connect(self._on_finished)
         self.worker = worker
-        st.set_progress(0, steps * len(configs), "building the models…")
-        self._t0 = time.monotonic()
+        self.job = s.jobs.add(
+            TRAIN_JOB,
+            f"Training {len(configs)} variants",
+            f"for {steps} steps",
+            on_cancel=worker.control.stop,
+        )
+        s.jobs.started(self.job)
+        self.job.progress.describe(0, steps, "building the models…")
         st.say(
             "training",
             f"Training {len(configs)} variants for {steps} steps each on {s.source_spec}, "
@@ -93,9 +100,8 @@ class VariantTraining(QObject):
         return True
 
     def stop(self) -> None:
-        if self.worker is not None:
-            self.worker.control.stop()
-            self.state.set_progress(self.state.progress[0], text="stopping after the current step…")
+        """Stop after the current step (what the busy line's Cancel does)."""
+        self.session.jobs.cancel(TRAIN_JOB)
 
     def drain(self) -> None:
         worker = self.worker
@@ -110,10 +116,8 @@ class VariantTraining(QObject):
         names = st.names()
         done = sum(len(st.run(r).record.history) for r in worker.variants if r in names)
         step = min(done // max(1, len(worker.variants)), self.target)
-        total = self.target * max(1, len(worker.variants))
-        head = f"step {step} / {self.target}"
-        elapsed = time.monotonic() - self._t0
-        st.set_progress(done, text=progress_line(head, done, total, elapsed, self.session))
+        if self.job is not None:
+            self.job.progress.describe(step, self.target, f"step {step} of {self.target}")
 
     def trainer(self, name: str):
         """The trainer of variant ``name`` while it trains (its model is live), else None."""
@@ -152,7 +156,10 @@ class VariantTraining(QObject):
                     r.status = "error"
         else:
             st.say("training", f"Variants {message}. The prompt now runs through every model.")
-        st.set_progress(st.progress[0], text=reason)
+        if self.job is not None:
+            ended = {"done": "done", "stopped": "cancelled"}.get(reason, "failed")
+            self.session.jobs.finish(self.job, ended, message if ended == "failed" else "")
+            self.job = None
         st.set_training(False)
         st.changed()
         self.finished.emit(reason, message)

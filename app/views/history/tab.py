@@ -2,10 +2,12 @@
 
 A history (:class:`model.io.history.History`) comes from a Hub repo and some of its revisions (Pythia's
 checkpoints), a folder of checkpoints, or a run folder's kept checkpoints (File → Open a training
-history…). The step scrubber moves through the revisions; each is fetched (with the progress bar and
-Cancel), opened and traced on the prompt only when first shown, in the session's compute worker: the
-GUI never waits, and while one step loads, moving on supersedes it (the latest requested step wins; a
-download in flight for a step no longer wanted stops at its next chunk). The head grid shows the
+history…). The step scrubber moves through the revisions; each is fetched, opened and traced on the
+prompt only when first shown, in the session's compute worker, as a job of the session's board (its
+busy line: how far the download or the trace is, Cancel): the GUI never waits, and while one step
+loads, moving on supersedes it (the latest requested step wins; a download in flight for a step no
+longer wanted stops at its next chunk). Until the step asked for is drawn, the grid is greyed and
+said to be the step it shows. The head grid shows the
 step's attention; the plot shows each kind's best head (or every head of one kind) against the step
 on a log axis, over the revisions traced so far ("Trace all" traces the rest), and clicking a point
 jumps to that step. Two steps go side by side to the Compare tab (A − B per head, metrics aligned).
@@ -13,7 +15,6 @@ jumps to that step. Two steps go side by side to the Compare tab (A − B per he
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -23,7 +24,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QProgressBar,
     QPushButton,
     QSlider,
     QSplitter,
@@ -38,10 +38,15 @@ from app.views.history.step_plot import StepPlot
 from app.views.history.to_compare import add_steps
 from app.views.tab import TabBase
 from app.widgets.head_grid import HeadMosaic
+from app.widgets.job_bar import JobBar
 from model.errors import AttentionLabError
 from model.io.history import History
 from model.io.hub import DownloadCancelled, is_hub_spec
 from model.io.revisions import open_source, suggested_prompt
+from model.progress import current
+
+#: The compute keys of the tab's jobs: the step shown, "Trace all", the two steps for Compare.
+JOBS = ("history.step", "history.fill", "history.compare")
 
 #: The prompt when neither the run nor the session has one: a repeat, so induction heads show.
 DEFAULT_PROMPT = "The cat sat on the mat because it was warm. The cat sat on the mat because it was warm."
@@ -56,14 +61,12 @@ class HistoryTab(TabBase):
     stepShown = Signal(int)
     compareReady = Signal(str, str)
     failed = Signal(str)
-    _progressed = Signal(object)  # a model.hub.DownloadProgress, from the compute thread
 
     def __init__(self, session, parent: QWidget | None = None):
         super().__init__(parent)
         self.session = session
         self.state = HistoryState()
         self._wanted = -1
-        self._cancel = threading.Event()
         self._filling = False
         root = QVBoxLayout(self)
         root.addLayout(self._build_source_row())
@@ -78,7 +81,7 @@ class HistoryTab(TabBase):
         root.addWidget(split, 1)
         root.addLayout(self._build_scrubber())
         root.addLayout(self._build_compare_row())
-        self._progressed.connect(self._on_progress)
+        self.job_bar.cover(self.mosaic)
         st = self.state
         st.opened.connect(self._on_opened)
         st.shown_changed.connect(self._draw_snapshot)
@@ -98,21 +101,11 @@ class HistoryTab(TabBase):
         self.name_label = QLabel()
         self.name_label.setObjectName("historyName")
         row.addWidget(self.name_label, 1)
-        self.progress = QProgressBar()
-        self.progress.setObjectName("historyProgress")
-        self.progress.setRange(0, 1000)
-        self.progress.setTextVisible(True)
-        self.progress.setMinimumWidth(240)
-        self.progress.hide()
-        row.addWidget(self.progress)
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setToolTip(
-            "Stop the download or the tracing in progress (finished files are kept)"
-        )
-        self.cancel_button.clicked.connect(self.cancel)
-        self.cancel_button.setEnabled(False)
-        row.addWidget(self.cancel_button)
         col.addLayout(row)
+        #: what is being fetched or traced, how far, Cancel; and which step the grid shows meanwhile
+        self.job_bar = JobBar(self.session.jobs, JOBS, cancel=self._cancel_job)
+        self.job_bar.jobEnded.connect(self._on_job_ended)
+        col.addWidget(self.job_bar)
         prow = QHBoxLayout()
         prow.addWidget(QLabel("Prompt"))
         self.prompt_edit = QLineEdit()
@@ -248,24 +241,35 @@ class HistoryTab(TabBase):
             self.scrubber.blockSignals(False)
         rev = h.revisions[i]
         self._wanted = i
-        self._cancel.clear()
         self.step_label.setText(f"step {rev.step}  ({i + 1} of {len(h)})")
+        shown = self.state.shown
+        if shown is not None and shown.step != rev.step:
+            self.job_bar.set_stale(f"Showing step {shown.step} until step {rev.step} is traced.")
         self.session.compute.submit(
-            "history.step", lambda: self._job(h, i), lambda s, e: self._done(h, i, s, e)
+            "history.step",
+            lambda: self._job(h, i),
+            lambda s, e: self._done(h, i, s, e),
+            title="Fetching and tracing",
+            subject=f"step {rev.step} ({rev.label})",
         )
 
     def _job(self, h: History, i: int):
-        """In the compute thread: the snapshot (a download stops when another step is wanted)."""
+        """In the compute thread: the snapshot. A download says how far it is on the job's progress and
+        stops when the job is cancelled or another step is wanted; the trace stops at the next block."""
+        progress = current()
 
         def stop() -> bool:
-            return self._cancel.is_set() or (self._wanted != i and not self._filling)
+            return (progress is not None and progress.cancelled) or (self._wanted != i and not self._filling)
 
-        return h.snapshot(i, on_progress=self._progressed.emit, should_stop=stop)
+        def said(p) -> None:
+            if progress is not None and not getattr(p, "finished", False):
+                progress.describe(p.done, p.total, f"{p.ref}: {p.line()}")
+
+        return h.snapshot(i, on_progress=said, should_stop=stop)
 
     def _done(self, h: History, i: int, snap, error) -> None:
         if h is not self.state.history:
             return
-        self._busy(False)
         if error is not None:
             if isinstance(error, DownloadCancelled):
                 self.state.say(f"Cancelled {h.revisions[i].label}: pick the step again to continue.")
@@ -284,32 +288,36 @@ class HistoryTab(TabBase):
         if self._filling:
             self._fill_next()
 
-    def _on_progress(self, p) -> None:
-        if getattr(p, "finished", False):
-            self._busy(False)
-            return
-        self._busy(True)
-        self.progress.setValue(int(1000 * p.fraction))
-        self.progress.setFormat(f"{p.ref}: {p.line()}")
-
-    def _busy(self, on: bool) -> None:
-        self.progress.setVisible(on)
-        self.cancel_button.setEnabled(on or self._filling)
-
     def cancel(self) -> None:
-        """Stop the download in progress and "Trace all" (what is finished stays, in the cache)."""
-        self._cancel.set()
+        """Stop the download or trace in progress and "Trace all" (what is finished stays, in the cache)."""
         self._filling = False
-        self.session.compute.cancel("history.fill")
-        self._busy(False)
+        for key in JOBS:
+            self.session.compute.abort(key)
+
+    def _cancel_job(self, key: str) -> bool:
+        """The busy line's Cancel: "Trace all" stops with the step it traces."""
+        self._filling = False
+        return self.session.compute.abort(key)
+
+    def _on_job_ended(self, key: str, state: str) -> None:
+        h, i = self.state.history, self._wanted
+        if state != "cancelled" or h is None or key == "history.compare":
+            return
+        label = h.revisions[i].label if 0 <= i < len(h) else "the step"
+        self.state.say(f"Cancelled {label}: pick the step again to continue.")
+        shown = self.state.shown
+        if shown is not None and 0 <= i < len(h) and shown.step != h.revisions[i].step:
+            self.job_bar.set_stale(
+                f"Showing step {shown.step} (step {h.revisions[i].step} was cancelled).", at_once=True
+            )
+        elif shown is None:
+            self.mosaic.clear(f"{label} was cancelled: pick the step again to continue")
 
     def trace_all(self) -> None:
         """Trace every revision not traced yet, one per compute job (the plot grows as they come)."""
         if self.state.history is None:
             return
         self._filling = True
-        self._cancel.clear()
-        self.cancel_button.setEnabled(True)
         self._fill_next()
 
     def _fill_next(self) -> None:
@@ -317,18 +325,22 @@ class HistoryTab(TabBase):
         todo = [i for i in range(len(h)) if not h.is_in_memory(i)] if h is not None else []
         if h is None or not todo:
             self._filling = False
-            self._busy(False)
             self.state.say(f"All {len(h)} revisions traced." if h is not None else "")
             return
         i = todo[0]
         self.state.say(f"Tracing {h.revisions[i].label} ({len(h) - len(todo) + 1} of {len(h)})…")
         self.session.compute.submit(
-            "history.fill", lambda: self._job(h, i), lambda s, e: self._done(h, i, s, e)
+            "history.fill",
+            lambda: self._job(h, i),
+            lambda s, e: self._done(h, i, s, e),
+            title="Tracing every step:",
+            subject=f"{h.revisions[i].label} ({len(h) - len(todo) + 1} of {len(h)})",
         )
 
     # ---- drawing -------------------------------------------------------------------------------
     def _draw_snapshot(self, snap) -> None:
         h = self.state.history
+        self.job_bar.set_stale(None)
         self.mosaic.set_data(snap.weights, snap.labels, title=f"step {snap.step} ({snap.label})")
         self.best_label.setText("Best heads: " + self.state.describe(snap))
         cached = " · from the trace cache" if snap.from_cache else ""
@@ -353,7 +365,13 @@ class HistoryTab(TabBase):
         def job():
             return [(h.snapshot(i), h.model(i)) for i in (a, b)]
 
-        self.session.compute.submit("history.compare", job, lambda r, e: self._compare_done(h, a, b, r, e))
+        self.session.compute.submit(
+            "history.compare",
+            job,
+            lambda r, e: self._compare_done(h, a, b, r, e),
+            title="Preparing for Compare:",
+            subject=f"steps {h.revisions[a].step} and {h.revisions[b].step}",
+        )
 
     def _compare_done(self, h, a: int, b: int, result, error) -> None:
         if error is not None:

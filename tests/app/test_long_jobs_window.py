@@ -1,0 +1,69 @@
+"""Long jobs of the window's other tabs (issue 53): a history step fetched over a slow network, the
+Compare tab's training, the Train tab's generation. Each says that it runs and how far, can be
+cancelled, and never shows an older input's result as the current one."""
+
+from __future__ import annotations
+
+import pytest
+
+TIMEOUT = 60_000
+#: the issue's bound on a Cancel (ms)
+CANCEL_MS = 1_000
+
+
+@pytest.fixture
+def tiny_window_tabs():
+    return ["Train", "History", "Compare"]
+
+
+def test_a_slow_history_step_says_how_far_its_download_is_and_cancels_keeping_the_step_shown(
+    qtbot, tiny_window, neox_history_hub, tmp_path, monkeypatch
+):
+    from huggingface_hub import constants
+
+    tab = tiny_window.tab("History")
+    with qtbot.waitSignal(tab.stepShown, timeout=TIMEOUT):
+        tab.open_history(
+            "hf:tiny/pythia", ["step0", "step16"], prompt="a b c d a b c d", cache_dir=tmp_path / "c"
+        )
+    assert tab.state.shown.step == 0 and not tab.job_bar.stale
+    monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 512)
+    neox_history_hub.pace = (512, 0.02)  # a slow network: 25 kB/s
+    tab.show_step(1)
+    # at once: the grid is said to show step 0 while step 16 is on its way
+    assert tab.job_bar.stale and "Showing step 0 until step 16" in tab.job_bar.stale_note
+    job = tiny_window.session.jobs.get("history.step")
+    assert job is not None and job.subject.startswith("step 16")
+    qtbot.waitUntil(lambda: job.snapshot().done > 0 and " of " in job.snapshot().text, timeout=TIMEOUT)
+    first = job.snapshot().done
+    qtbot.waitUntil(lambda: job.snapshot().done > first, timeout=TIMEOUT)  # it advances
+    qtbot.waitUntil(lambda: tab.job_bar.busy_row.isVisibleTo(tab), timeout=TIMEOUT)
+    assert "step 16" in tab.job_bar.label.text()
+    tab.job_bar.cancel_button.click()
+    qtbot.waitUntil(lambda: job.state == "cancelled", timeout=CANCEL_MS)
+    assert tab.state.shown.step == 0 and "Cancelled step16" in tab.status_label.text()
+    assert tab.job_bar.stale and "Showing step 0" in tab.job_bar.stale_note
+    neox_history_hub.pace = None
+    with qtbot.waitSignal(tab.stepShown, timeout=TIMEOUT) as shown:
+        tab.show_step(1)  # asked again: fetched and shown; only now does the grid change
+    assert shown.args == [1] and tab.state.shown.step == 16 and not tab.job_bar.stale
+
+
+def test_compare_training_is_a_job_that_counts_steps_and_cancels_within_a_second(qtbot, tiny_window):
+    tab = tiny_window.tab("Compare")
+    tab.add_variant({})
+    tab.add_variant("causal=false")
+    assert tab.train_variants(1_000_000)
+    job = tiny_window.session.jobs.get("compare.train")
+    # at once: the job is on the board, running, and the page's busy line follows it
+    assert job is not None and job.active and tab.setup.job_bar.busy
+    assert job.title == "Training 2 variants" and "1000000 steps" in job.subject
+    qtbot.waitUntil(lambda: job.snapshot().done >= 2, timeout=TIMEOUT)
+    first = job.snapshot().done
+    qtbot.waitUntil(lambda: job.snapshot().done > first, timeout=TIMEOUT)  # it advances
+    qtbot.waitUntil(lambda: "of 1000000" in tab.setup.job_bar.label.text(), timeout=TIMEOUT)
+    with qtbot.waitSignal(tab.trainingFinished, timeout=CANCEL_MS) as ended:
+        tab.setup.job_bar.cancel_button.click()
+    assert ended.args[0] == "stopped" and job.state == "cancelled"
+    assert all(r.status.startswith("stopped at step") for r in tab.runs if r.kind == "variant")
+    assert not tab.setup.job_bar.busy
