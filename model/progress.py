@@ -195,16 +195,24 @@ def check() -> None:
 
 def layer_hooks(layers: list[int] | int) -> list[tuple[str, object]]:
     """Hooks that report one forward pass by layers: after block ``l``'s output (``blocks.l.resid_post``),
-    ``i + 1`` of ``len(layers)`` "layers" are done (``layers``: the blocks that count, or their number).
-    For :func:`model.nn.hooks.attached`; they read only, and report nothing without a :class:`Progress`."""
+    ``i + 1`` of ``len(layers)`` "layers" are done (``layers``: the blocks that count, or their number),
+    and a stop is also checked between each block's attention and its MLP (``blocks.l.resid_mid``), so a
+    long prompt's block is cut in two. For :func:`model.nn.hooks.attached`; they read only, and do
+    nothing without a :class:`Progress`."""
     order = list(range(layers)) if isinstance(layers, int) else sorted(layers)
     total = len(order)
 
-    def done(i: int):
-        def fn(x, hook):
-            report(i + 1, total, "layers")
-
+    def reading(fn):
         fn.reads_only = True  # type: ignore[attr-defined]  # the marker model.nn.hooks.reader sets
         return fn
 
-    return [(f"blocks.{layer}.resid_post", done(i)) for i, layer in enumerate(order)]
+    def done(i: int):
+        return reading(lambda x, hook: report(i + 1, total, "layers"))
+
+    hooks: list[tuple[str, object]] = []
+    for i, layer in enumerate(order):
+        hooks += [
+            (f"blocks.{layer}.resid_mid", reading(lambda x, hook: check())),
+            (f"blocks.{layer}.resid_post", done(i)),
+        ]
+    return hooks
