@@ -19,7 +19,10 @@ first-token column stays a line on screen instead of the dotted or missing one a
 image shows; a smaller image is also a quicker paint. Zooming in draws finer again (after the wheel
 stops). The readouts keep reading the full-resolution values.
 
-A zoom or pan by the user (``zoomed``) is kept until the view is reset.
+A zoom or pan by the user (``zoomed``) is kept until the view is reset. **Fit** (``whole``, the
+grid's :meth:`~app.widgets.head_grid.grid.HeadMosaic.fit_all`) fits every drawn row in the view
+however small its heads then are (in the bands that draw them largest): nothing scrolls until the
+grid is set readable again (:meth:`~app.widgets.head_grid.grid.HeadMosaic.set_scrolling`).
 
 The fit reads what the grid draws through :class:`FitHost`; what the grid does with it as its size,
 zoom and rows change is :class:`~app.widgets.head_grid.readable.ReadableRows`.
@@ -102,6 +105,7 @@ class MosaicFit:
         self.max_bands = 1
         self.scrolling = False  # the cells are drawn at scroll_px and the rows scroll
         self.zoomed = False  # the user zoomed or panned: no refitting until a reset
+        self.whole = False  # Fit: every drawn row in view, however small (never scrolled)
         self.f = 1  # the heads' pixels are max-pooled by this (to the screen's resolution)
         self._pooled: tuple | None = None  # (base, mode, {f: pooled})
         self.rezoom = QTimer()
@@ -127,7 +131,8 @@ class MosaicFit:
         """(bands, empty cells between two, pooling ``f``) that draw ``n`` rows of ``C`` cells of
         ``S`` pixels (a gap of ``S // gap``) the largest in the room there is: more bands only for
         cells a quarter larger, one when even the best gives cells under ``fit_px`` (they scroll
-        instead, ``scroll_px`` wide); ``f``: what brings ``S`` down to the cells' size on screen."""
+        instead, ``scroll_px`` wide, unless ``whole``); ``f``: what brings ``S`` down to the cells' size
+        on screen."""
         grid = self.grid
         if self.max_bands <= 1 or grid.flow or not self.scroll_px:
             return 1, 1, 1
@@ -149,7 +154,7 @@ class MosaicFit:
                     break
             if step > best_step * 1.25:
                 best, best_step = (bands, band_gap), step
-        if best_step * cell < self.fit_px:
+        if best_step * cell < self.fit_px and not self.whole:
             return 1, 1, screen_block(S, self.scroll_px)
         return (*best, screen_block(S, best_step * cell))
 
@@ -173,9 +178,10 @@ class MosaicFit:
         return screen_block(S, self.cell_px() * g.S / (g.S + g.g))
 
     def scroll_scale(self) -> float | None:
-        """Screen pixels per canvas pixel while scrolling, or None when every row fits readably."""
+        """Screen pixels per canvas pixel while scrolling, or None when every row fits readably (or
+        has to: ``whole``)."""
         canvas, g = self.grid.canvas, self.grid.geom
-        if not self.scroll_px or canvas is None or g is None or self.grid.flow:
+        if not self.scroll_px or self.whole or canvas is None or g is None or self.grid.flow:
             return None
         vw, vh = self.room()
         if vh <= 1 or vw <= 1:
