@@ -14,7 +14,7 @@ readable instead, in this order:
 Readable grids are also drawn near the screen's resolution: a head of ``S`` pixels (already pooled
 by the model's ``block``) shown ``s`` pixels wide is max-pooled by ``f = ceil(S / (1.5·s))``
 (:func:`~model.interp.pooling.pool_max`; the largest difference for ``A − B``) and the image is
-scaled down smoothly (:class:`~app.widgets.head_grid.scene.SmoothImage`), so a one-token diagonal or a
+scaled down smoothly (:class:`~app.widgets.screen_image.SmoothImage`), so a one-token diagonal or a
 first-token column stays a line on screen instead of the dotted or missing one a plainly scaled
 image shows; a smaller image is also a quicker paint. Zooming in draws finer again (after the wheel
 stops). The readouts keep reading the full-resolution values.
@@ -40,14 +40,12 @@ from PySide6.QtCore import QTimer
 from app.widgets.head_grid.geometry import Drawn
 from app.widgets.head_grid.scroll import Content, RowScroll
 from app.widgets.legend import ColorLegend
-from app.widgets.matrix_plot import TopLeftFit
+from app.widgets.matrix_view import TopLeftFit
+from app.widgets.screen_image import screen_block
 from model.interp.pooling import pool_absmax, pool_max
 
 #: ms of quiet after a zoom before the heads are drawn again at the new resolution
 REZOOM_MS = 120
-#: Image pixels per screen pixel a readable grid is drawn with (at most): a smooth scaling by up to
-#: this much still gives every image pixel a share of a screen pixel
-OVERSAMPLE = 1.5
 #: A readable grid (``set_scrolling``) fits every layer when a head then is at least this many pixels
 #: wide, …
 FIT_PX = 20
@@ -55,12 +53,6 @@ FIT_PX = 20
 SCROLL_PX = 28
 #: A deep grid is set in up to this many bands of layers side by side when that draws heads larger.
 MAX_BANDS = 4
-
-
-def screen_block(S: int, px: float) -> int:
-    """The pooling that draws a head of ``S`` pixels ``px`` screen pixels wide with at most
-    :data:`OVERSAMPLE` image pixels per screen pixel."""
-    return max(1, math.ceil(S / max(OVERSAMPLE * px, 1.0)))
 
 
 class FitHost(Drawn, Protocol):
@@ -253,10 +245,8 @@ class MosaicFit:
 __all__ = [
     "FIT_PX",
     "MAX_BANDS",
-    "OVERSAMPLE",
     "SCROLL_PX",
     "FitHost",
     "MosaicFit",
-    "screen_block",
     "scroll_content",
 ]

@@ -16,8 +16,8 @@ import numpy as np
 
 from app.widgets.head_grid.fit import FitHost, MosaicFit
 from app.widgets.head_grid.marks import CellMarks
-from app.widgets.head_grid.scene import SmoothImage
 from app.widgets.head_grid.scroll import RowScroll
+from app.widgets.screen_image import SmoothImage
 
 
 class ReadableHost(FitHost, Protocol):
