@@ -69,7 +69,7 @@ def row_normalised(m: np.ndarray, hidden: np.ndarray) -> np.ndarray:
     value is not above 0 is left as it is. Hidden cells keep their value (drawn grey anyway)."""
     if m.size == 0:
         return m.astype(np.float32)
-    top = np.where(hidden, -np.inf, m).max(axis=1, keepdims=True)
+    top = np.max(m, axis=1, keepdims=True, where=~hidden, initial=-np.inf)  # no [R, C] copy
     top = np.where(np.isfinite(top) & (top > 0), top, 1.0).astype(np.float32)
     with np.errstate(invalid="ignore"):  # NaN and ±∞ in hidden cells stay what they are
         return (m / top).astype(np.float32, copy=False)

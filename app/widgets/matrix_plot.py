@@ -210,8 +210,9 @@ class MatrixPanel:
         values = row_normalised(m, hidden) if scale == "row" else m
         # pooled to the screen when large: a square map of values ≥ 0 (weights, shares)
         self.poolable = R == C and not self.diverging and bool((values[~hidden] >= 0).all())
-        if self.poolable:  # hidden cells 0: never the largest of a block that has a seen cell
-            values = np.where(hidden, np.float32(0.0), values)
+        if self.poolable and hidden.any():  # hidden cells 0: never the largest of a block with a seen cell
+            values = values.copy() if values is m else values  # (the caller's matrix stays as given)
+            values[hidden] = 0.0
         self._colour_values = values
         if scale == "log":
             levels = (float(np.log10(LOG_FLOOR)), 0.0)
