@@ -53,11 +53,10 @@ class HeadPage(AttentionPage):
         for i, (scale, tip) in enumerate(COLOUR_SCALES):
             self.scale_box.addItem(scale_label(scale, "weight"), scale)
             self.scale_box.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)
-        self.scale_box.setToolTip("how the weights are coloured (the colour bar names it)")
+        self.scale_box.setToolTip("colours: how the weights are coloured (the colour bar names it too)")
         self.reset_button = QPushButton("Reset zoom")
         self.csv_button = QPushButton("Save as CSV…")
         self.csv_button.setToolTip("this head's weights as a table with the tokens as row and column names")
-        bar.addWidget(QLabel("Colour"))
         for w in (self.scale_box, self.reset_button, self.csv_button):
             bar.addWidget(w)
         lay.addLayout(bar)
