@@ -1,6 +1,6 @@
 """Values as colours: the levels and colour-table entries every matrix and head grid of the app
 draws with (:func:`~app.widgets.palette.matrix_lut`: 254 colours, then the hidden grey and the gap
-white), the log scale of weights, and the default levels of a matrix."""
+white), the colour scales of weights (:data:`SCALES`), and the default levels of a matrix."""
 
 from __future__ import annotations
 
@@ -51,6 +51,30 @@ def log_weights(m: np.ndarray, floor: float = LOG_FLOOR) -> np.ndarray:
         return np.log10(np.maximum(m, np.float32(floor))).astype(np.float32, copy=False)
 
 
+#: How a matrix of weights may be coloured: ``"linear"`` the values; ``"row"`` each row over its
+#: largest value (``A[i, j] / max_j A[i, j]``, in [0, 1]); ``"log"`` ``log10(max(A, LOG_FLOOR))``. A
+#: causal row at query ``i`` spreads its weight over ``i + 1`` keys, so on a long prompt the weights
+#: of late rows fall like ``1/i`` and a linear map is dark but for its first rows; over the row's
+#: largest weight every row shows where it looks, at any length.
+SCALES = ("row", "linear", "log")
+
+
+def scale_label(scale: str, label: str) -> str:
+    """What the colour bar of ``label`` values says under ``scale`` (e.g. "weight ÷ row max")."""
+    return {"row": f"{label} ÷ row max", "log": f"log₁₀ {label}"}.get(scale, label)
+
+
+def row_normalised(m: np.ndarray, hidden: np.ndarray) -> np.ndarray:
+    """``m[i, j] / max_j m[i, j]`` over the cells not ``hidden`` (float32 [R, C]); a row whose largest
+    value is not above 0 is left as it is. Hidden cells keep their value (drawn grey anyway)."""
+    if m.size == 0:
+        return m.astype(np.float32)
+    top = np.max(m, axis=1, keepdims=True, where=~hidden, initial=-np.inf)  # no [R, C] copy
+    top = np.where(np.isfinite(top) & (top > 0), top, 1.0).astype(np.float32)
+    with np.errstate(invalid="ignore"):  # NaN and ±∞ in hidden cells stay what they are
+        return (m / top).astype(np.float32, copy=False)
+
+
 def symmetric_levels(m: np.ndarray) -> tuple[float, float]:
     """(−a, a) with ``a`` the largest finite |value| (1 when there is none): centres a diverging map on 0."""
     finite = m[np.isfinite(m)]
@@ -66,4 +90,14 @@ def finite_range(m: np.ndarray) -> tuple[float, float]:
     return (lo, hi if hi > lo else lo + 1.0)
 
 
-__all__ = ["LOG_FLOOR", "finite_range", "log_weights", "lut_indices", "lut_levels", "symmetric_levels"]
+__all__ = [
+    "LOG_FLOOR",
+    "SCALES",
+    "finite_range",
+    "log_weights",
+    "lut_indices",
+    "lut_levels",
+    "row_normalised",
+    "scale_label",
+    "symmetric_levels",
+]

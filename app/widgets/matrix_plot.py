@@ -13,8 +13,13 @@ masked cells, named by a grey square under the colour bar. Options:
 
 - ``levels``: fixed ``(lo, hi)``; ``None`` = ``(−a, a)``, ``a = max |m|``, for a ``diverging`` map
   (blue < 0 < red), else the finite ``(min, max)``;
-- ``log=True`` draws ``log10(max(m, LOG_FLOOR))`` so weights of 0.001 and 0.01 differ; the legend then
-  reads in log10 units;
+- ``scale`` (:data:`~app.widgets.levels.SCALES`): ``"linear"`` the values; ``"row"`` each row over its
+  largest value, so a long causal map, whose weights fall like ``1/i`` down the rows, shows where every
+  row looks; ``"log"`` ``log10(max(m, LOG_FLOOR))``, so weights of 0.001 and 0.01 differ. The legend
+  names the scale ("weight ÷ row max", "log₁₀ weight"); the readout always gives the values as given;
+- a matrix of non-negative values with more rows or columns than the plot has pixels is max-pooled
+  to the screen (:mod:`~app.widgets.screen_image`: a pixel shows the largest value of its block,
+  again after a zoom), so a one-token diagonal of 3,000 tokens is still a line;
 - ``numbers``: the values written in the cells (``None`` = when at most :data:`ANNOTATE_MAX` rows and
   columns), in black or white, whichever contrasts more with the cell (WCAG ratio ≥ 4.5 on every
   colour of every map).
@@ -26,13 +31,22 @@ from collections.abc import Callable
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.widgets.cell_numbers import CellNumbers
 from app.widgets.legend import ColorLegend
-from app.widgets.levels import LOG_FLOOR, finite_range, log_weights, lut_levels, symmetric_levels
+from app.widgets.levels import (
+    LOG_FLOOR,
+    finite_range,
+    log_weights,
+    lut_levels,
+    row_normalised,
+    scale_label,
+    symmetric_levels,
+)
+from app.widgets.matrix_view import TopLeftFit, matrix_axes
 from app.widgets.palette import (
     DEFAULT_CMAP,
     DIVERGING_CMAP,
@@ -40,11 +54,15 @@ from app.widgets.palette import (
     matrix_lut,
     text_colors,
 )
+from app.widgets.screen_image import SmoothImage, screen_block
 from app.widgets.titles import wrapping_title
 from app.widgets.token_axis import TokenAxis
+from model.interp.pooling import pool_max, pool_visible
 
 #: ``numbers=None`` writes the values in the cells up to this many rows and columns.
 ANNOTATE_MAX = 16
+#: ms of quiet after a zoom or resize before a pooled matrix is drawn again at its new resolution
+REPOOL_MS = 120
 
 
 def format_cell(v: float, digits: int = 2) -> str:
@@ -68,65 +86,6 @@ def describe_value(v: float) -> str:
     if np.isnan(v):
         return "hidden"
     return f"{v:.4g}"
-
-
-def matrix_axes(p: pg.PlotItem) -> pg.PlotItem:
-    """Lay ``p`` out as a matrix is read: row 0 at the top, column labels along the top axis (ticks
-    pointing out), no bottom axis, context menu or auto-range button (used by MatrixPanel and
-    HeadMosaic)."""
-    p.hideAxis("bottom")
-    p.showAxis("top")
-    for name in ("left", "top"):  # ticks point out, beside the labels: none is drawn on the data
-        p.getAxis(name).setStyle(tickLength=4)
-    p.invertY(True)
-    p.setMenuEnabled(False)
-    p.hideButtons()
-    return p
-
-
-class TopLeftFit:
-    """Keeps an aspect-locked view's content (``W × H`` from the origin) at the top left.
-
-    pyqtgraph centres locked content in a wider (or taller) view, which leaves the matrix far from
-    its axis labels. This sets the range so the content starts at the axes, again after every resize,
-    until the user zooms or pans (then "reset" brings it back).
-    """
-
-    def __init__(self, vb: pg.ViewBox):
-        self.vb = vb
-        self.size: tuple[float, float] | None = None
-        self.margin = 0.0
-        self.user_moved = False
-        vb.sigResized.connect(self._on_resized)
-        vb.sigRangeChangedManually.connect(self._on_manual)
-
-    def _on_manual(self, *_):
-        self.user_moved = True
-
-    def _on_resized(self, *_):
-        if not self.user_moved:
-            self.apply()
-
-    def fit(self, W: float, H: float, margin: float = 0.0) -> None:
-        """Show ``[−margin, W + margin] × [−margin, H + margin]`` (the margin: room for frames)."""
-        self.size = (float(W) + 2 * margin, float(H) + 2 * margin)
-        self.margin = float(margin)
-        self.user_moved = False
-        self.apply()
-
-    def apply(self) -> None:
-        if self.size is None:
-            return
-        W, H = self.size
-        m = self.margin
-        vw, vh = self.vb.width(), self.vb.height()
-        if vw <= 1 or vh <= 1 or W <= 0 or H <= 0:
-            self.vb.setRange(QRectF(-m, -m, W, H), padding=0.0)
-            return
-        if vw / vh > W / H:  # the view is wider than the content: extra room on the right
-            self.vb.setRange(xRange=(-m, H * vw / vh - m), yRange=(-m, H - m), padding=0.0)
-        else:  # taller: extra room at the bottom
-            self.vb.setRange(xRange=(-m, W - m), yRange=(-m, W * vh / vw - m), padding=0.0)
 
 
 class MatrixPanel:
@@ -180,9 +139,14 @@ class MatrixPanel:
         self.vb.setMouseEnabled(interactive, interactive)
         self.diverging = diverging
         self.cmap_name = cmap or (DIVERGING_CMAP if diverging else DEFAULT_CMAP)
-        self.image = pg.ImageItem(axisOrder="row-major")
+        self.image = SmoothImage(axisOrder="row-major")
+        self.image.smooth = True  # pooled to at most 1.5 image pixels a screen pixel: scaled down smoothly
         self.image.setLookupTable(matrix_lut(self.cmap_name))
         p.addItem(self.image)
+        self.repool = QTimer()  # a zoom or resize that stopped: pool to the new resolution
+        self.repool.setSingleShot(True)
+        self.repool.setInterval(REPOOL_MS)
+        self.repool.timeout.connect(self._render)
         self.legend: ColorLegend | None = None
         self.legend_label = legend_label
         if legend:
@@ -192,13 +156,19 @@ class MatrixPanel:
         self._font = QFont()
         self._font.setPointSizeF(number_pt)
         self.numbers_item = CellNumbers(self._font)
-        self.matrix: np.ndarray | None = None  # the values as given (not log-transformed)
+        self.matrix: np.ndarray | None = None  # the values as given (not scaled)
         self.hidden: np.ndarray | None = None  # bool [R, C]: drawn grey
         self.row_labels: list[str] = []
         self.col_labels: list[str] = []
         self.levels = (0.0, 1.0)
-        self.log = False
+        self.scale = "linear"
         self._shape: tuple[int, int] | None = None
+        #: the values the colours show before any log (hidden cells 0 when ``poolable``) [R, C]
+        self._colour_values: np.ndarray | None = None
+        self.poolable = False  # ≥ 0 where seen: max-pooled to the screen when larger than it
+        self.pool = 1  # the block the image is pooled by now
+        self.vb.sigRangeChanged.connect(self._view_changed)
+        self.vb.sigResized.connect(self._view_changed)
 
     # ---- data ----------------------------------------------------------------------------------
     def set_matrix(
@@ -209,16 +179,17 @@ class MatrixPanel:
         *,
         levels: tuple[float, float] | None = None,
         mask: np.ndarray | None = None,
-        log: bool = False,
+        scale: str = "linear",
         numbers: bool | str | None = "default",
         cmap: str | None = None,
         legend_label: str | None = None,
         hidden_label: str = "masked",
     ) -> None:
         """Draw ``matrix`` [R, C]; ``mask`` [R, C] bool (False = hidden, grey) adds to the non-finite
-        cells; ``levels``, ``log`` and ``numbers`` as in the module doc (``numbers`` defaults to the
-        panel's). The legend's grey square names hidden cells ``hidden_label`` (none when no cell, or
-        every cell, is hidden: an empty placeholder)."""
+        cells; ``levels``, ``scale`` and ``numbers`` as in the module doc (``numbers`` defaults to the
+        panel's; ``levels`` are those of the scaled values, fixed for ``"log"``). The legend's grey
+        square names hidden cells ``hidden_label`` (none when no cell, or every cell, is hidden: an
+        empty placeholder)."""
         m = np.asarray(matrix, dtype=np.float32)
         if m.ndim != 2:
             raise ValueError(f"a matrix plot needs a 2-D matrix, got shape {m.shape}")
@@ -235,37 +206,36 @@ class MatrixPanel:
         if mask is not None:
             hidden |= ~np.asarray(mask, dtype=bool)
         self.hidden = hidden
-        if log:
-            shown = log_weights(m)
+        self.scale = scale
+        values = row_normalised(m, hidden) if scale == "row" else m
+        # pooled to the screen when large: a square map of values ≥ 0 (weights, shares)
+        self.poolable = R == C and not self.diverging and bool((values[~hidden] >= 0).all())
+        if self.poolable and hidden.any():  # hidden cells 0: never the largest of a block with a seen cell
+            values = values.copy() if values is m else values  # (the caller's matrix stays as given)
+            values[hidden] = 0.0
+        self._colour_values = values
+        if scale == "log":
             levels = (float(np.log10(LOG_FLOOR)), 0.0)
-        else:
-            shown = m
-            if levels is None:
-                levels = symmetric_levels(m) if self.diverging else finite_range(np.where(hidden, np.nan, m))
-        self.log = log
+        elif levels is None:
+            seen = np.where(hidden, np.nan, values)
+            levels = symmetric_levels(values) if self.diverging else finite_range(seen)
         lo, hi = self.levels = (float(levels[0]), float(levels[1]))
-        if hi <= lo:
-            hi = lo + 1.0
-        lo, top, grey, _ = lut_levels(lo, hi)
-        shown = np.clip(shown, np.float32(lo), np.float32(hi))  # also turns ±∞ into a level (NaN stays)
-        if hidden.any():
-            shown[hidden] = np.float32(grey)
-        self.image.setImage(shown, levels=(lo, top), autoLevels=False)
+        self.levels = (lo, hi if hi > lo else lo + 1.0)
         if self.legend is not None:
             self.legend.set_levels(*self.levels)
             self.legend.set_hidden(hidden_label if hidden.any() and not hidden.all() else None)
             if legend_label is not None:
                 self.legend_label = legend_label
-            self.legend.set_label(f"log₁₀ {self.legend_label}" if log else self.legend_label)
+            self.legend.set_label(scale_label(scale, self.legend_label))
         if self._shape != (R, C):
             self._shape = (R, C)
-            self.image.setRect(QRectF(0, 0, C, R))
             if self.vb.state["aspectLocked"]:
                 # room to show a square matrix in a wide or tall plot without cropping it
                 self.vb.setLimits(xMin=-2 * C, xMax=3 * C, yMin=-2 * R, yMax=3 * R)
             else:
                 self.vb.setLimits(xMin=0, xMax=C, yMin=0, yMax=R)
             self.reset_view()
+        self._render(force=True)  # in the view as it is now: pooled to its resolution
         self.left_axis.set_labels(self.row_labels)
         self.top_axis.set_labels(self.col_labels)
         if numbers == "default":
@@ -273,6 +243,45 @@ class MatrixPanel:
         if numbers is None:
             numbers = R <= ANNOTATE_MAX and C <= ANNOTATE_MAX
         self._write_numbers(m, hidden, bool(numbers))
+
+    # ---- the image -----------------------------------------------------------------------------
+    def screen_pool(self) -> int:
+        """The block a poolable matrix is max-pooled by to be drawn at the plot's size and zoom now:
+        at most :data:`~app.widgets.screen_image.OVERSAMPLE` values a screen pixel on either axis."""
+        if not self.poolable or self._colour_values is None:
+            return 1
+        (x0, x1), (y0, y1) = self.vb.viewRange()
+        w, h = self.vb.width(), self.vb.height()
+        if w <= 1 or h <= 1:
+            return self.pool  # not laid out yet
+        R, C = self._colour_values.shape
+        return max(screen_block(min(C, round(x1 - x0)), w), screen_block(min(R, round(y1 - y0)), h))
+
+    def _view_changed(self, *_: object) -> None:
+        if self.poolable and self.screen_pool() != self.pool:
+            self.repool.start()
+
+    def _render(self, force: bool = False) -> None:
+        """Draw the colour values through the scale and levels, pooled to the screen (:meth:`screen_pool`),
+        hidden cells grey."""
+        values, hidden = self._colour_values, self.hidden
+        if values is None or hidden is None:
+            return
+        R, C = values.shape
+        f = self.screen_pool()
+        if f == self.pool and not force:
+            return
+        self.pool = f
+        if f > 1:
+            values, hidden = pool_max(values, f), ~pool_visible(~hidden, f)
+        if self.scale == "log":
+            values = log_weights(values)
+        lo, top, grey, _ = lut_levels(*self.levels)
+        shown = np.clip(values, np.float32(lo), np.float32(self.levels[1]))  # ±∞ too (NaN stays)
+        if hidden.any():
+            shown[hidden] = np.float32(grey)
+        self.image.setImage(shown, levels=(lo, top), autoLevels=False)
+        self.image.setRect(QRectF(0, 0, C, R))  # the pooled pixels over the matrix's own coordinates
 
     def set_axis_titles(self, rows: str, cols: str) -> None:
         """Name the axes (default: rows "query", columns "key"); also used by the readout."""
@@ -318,7 +327,8 @@ class MatrixPanel:
                     if hidden[i, j]:
                         colour = grey
                     else:
-                        x = float(np.log10(max(v, LOG_FLOOR))) if self.log else v
+                        x = float(self._colour_values[i, j]) if self._colour_values is not None else v
+                        x = float(np.log10(max(x, LOG_FLOOR))) if self.scale == "log" else x
                         frac = 0.0 if hi <= lo else min(1.0, max(0.0, (x - lo) / (hi - lo)))
                         colour = ink[int(frac * (N_MAP_COLOURS - 1))]
                     cells.append((i, j, format_cell(v, self.digits), colour))
@@ -456,7 +466,6 @@ __all__ = [
     "ANNOTATE_MAX",
     "MatrixPanel",
     "MatrixPlot",
-    "TopLeftFit",
     "describe_value",
     "format_cell",
 ]

@@ -8,6 +8,7 @@ import torch
 
 from model.interp.analysis.rollout import ROLLOUT_CAVEAT, attention_rollout
 from model.interp.trace import run_with_trace
+from tests.app.test_head_page_maps import assert_fills_its_plot
 
 TIMEOUT = 30_000
 PROMPT = "When Mary and Anne went out, Anne gave it to"
@@ -31,6 +32,8 @@ def test_rollout_page_draws_the_models_rollout_with_its_caveat(qtbot, attention_
     np.testing.assert_allclose(page.heatmap.matrix[mask], want[mask], atol=1e-5)
     assert np.isnan(page.heatmap.matrix[~mask]).all()  # the future is masked, not a share of 0
     assert page.caveat.isVisible() and ROLLOUT_CAVEAT in page.caveat.text()
+    page.grab()  # laid out: the map fills its plot, the axes end with it
+    assert_fills_its_plot(page.heatmap)
     # the sentence names the last position's largest share, as drawn
     last = len(ids) - 1
     j = int(np.argmax(want[last]))

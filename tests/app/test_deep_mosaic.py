@@ -3,6 +3,8 @@ in bands side by side, or scrolled, every position still naming the real head; t
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
@@ -18,7 +20,7 @@ def _weights(T: int = 12, seed: int = 0) -> np.ndarray:
     return w / w.sum(-1, keepdims=True)
 
 
-def _mosaic(qtbot, size, *, bands: int = 4):
+def _mosaic(qtbot, size, *, bands: int = 4, T: int = 12):
     from app.widgets.head_grid import HeadMosaic
 
     m = HeadMosaic(keys=True)
@@ -27,7 +29,7 @@ def _mosaic(qtbot, size, *, bands: int = 4):
     m.resize(*size)
     m.show()
     qtbot.waitExposed(m)
-    m.set_data(_weights(), kv_group=H // KV, row_labels=[f"L{r}" for r in range(L)])
+    m.set_data(_weights(T), kv_group=H // KV, row_labels=[f"L{r}" for r in range(L)])
     return m
 
 
@@ -300,3 +302,80 @@ def test_role_names_are_written_only_where_they_fit_in_the_cell(qtbot):
     assert len(m.marks.frames()) == 2  # both framed in the role's colour all the same
     m.set_rows([2, 3])  # two layers: large heads
     qtbot.waitUntil(lambda: drawn() == ["ind", "induction"], timeout=3000)
+
+
+def _drawn_on_screen(m):
+    """The rect (viewport pixels) the heads' image takes on screen."""
+    return m.view.mapFromScene(m.image.sceneBoundingRect()).boundingRect()
+
+
+def test_fit_shows_the_whole_grid_in_the_view_after_scrolling_and_zooming(qtbot):
+    m = _mosaic(qtbot, (520, 320), T=120)  # heads of 120 pixels, pooled to the screen
+    qtbot.waitUntil(lambda: m.scrolling and m.scroll.active, timeout=3000)
+    _wheel(m, -3)  # scrolled three rows down …
+    f = m.fit.f
+    for _ in range(3):
+        _wheel(m, 1, Qt.KeyboardModifier.ControlModifier)  # … and zoomed in, drawn finer once it stops
+    qtbot.waitUntil(lambda: m.fit.f != f, timeout=3000)
+    m.reset_view()  # back to the layout: the first row at the readable size, not the zoomed one
+    assert m.fit.top_row() == pytest.approx(0, abs=0.01) and m.fit.f == f
+    m.fit_all()  # the page's Fit
+    viewport = m.view.viewport().rect()
+    qtbot.waitUntil(lambda: viewport.contains(_drawn_on_screen(m)), timeout=3000)
+    assert not m.scrolling and not m.scroll.active
+    assert all(_visible(m, r, c) for r in (0, L // 2, L - 1) for c in (0, H - 1))
+    # fitted, not shrunk: the heads take the view's height, or its width
+    box = m.view.mapFromScene(m.vb.sceneBoundingRect()).boundingRect()
+    drawn = _drawn_on_screen(m)
+    assert drawn.height() >= 0.9 * box.height() or drawn.width() >= 0.9 * box.width()
+    m.resize(560, 300)  # a resize keeps the whole grid fitted
+    qtbot.waitUntil(lambda: m.view.viewport().rect().contains(_drawn_on_screen(m)), timeout=3000)
+    assert not m.scrolling
+
+
+def test_the_readout_follows_the_head_that_scrolls_under_a_still_pointer(qtbot):
+    m = _mosaic(qtbot, (520, 320))
+    qtbot.waitUntil(lambda: m.scrolling and m.scroll.active, timeout=3000)
+    vp = m.view.viewport()
+    at = QPointF(vp.width() / 3, vp.height() / 2).toPoint()  # where _wheel points
+    qtbot.mouseMove(vp, at)
+    p = m.vb.mapSceneToView(m.view.mapToScene(at))
+    before = m.locate(p.x(), p.y())
+    assert before is not None
+    qtbot.waitUntil(
+        lambda: m.readout.text().startswith(f"layer {before[0]}, head {before[1]} "), timeout=2000
+    )
+    with qtbot.waitSignal(m.cellHovered, timeout=2000):
+        _wheel(m, -3)  # three rows down: another head is under the pointer now
+    p = m.vb.mapSceneToView(m.view.mapToScene(at))
+    now = m.locate(p.x(), p.y())
+    assert now is not None and now[0] == before[0] + 3 and now[1] == before[1]
+    assert m.readout.text().startswith(f"layer {now[0]}, head {now[1]} ")
+    assert f"query {now[2]} " in m.readout.text()
+
+
+@pytest.mark.parametrize("kv_group", [4, 1])
+@pytest.mark.parametrize("width", [1280, 850])
+def test_the_names_of_32_heads_never_run_into_each_other(qtbot, width, kv_group):
+    """32 query heads (a Llama-3-8B layer) in a grid as wide as a 1280-px window, and as wide as the
+    Heads page in it: the column names the axis draws stay apart, and still name the heads."""
+    from app.widgets.head_grid import HeadMosaic
+
+    layers, heads = 32, 32
+    w = np.full((layers, heads, 4, 4), 0.25, np.float32)
+    m = HeadMosaic(keys=True)
+    qtbot.addWidget(m)
+    m.set_scrolling(20, 28, bands=4)
+    m.resize(width, 560)
+    m.show()
+    qtbot.waitExposed(m)
+    m.set_data(w, kv_group=kv_group)
+    m.view.grab()
+    groups = {t for g in m.top_axis.groups for t in g[2:]}
+    names = [(t, r) for t, r in _tick_texts(m.top_axis) if t not in groups]
+    assert names and names[0][0].endswith("0")  # the first head is named
+    names.sort(key=lambda tr: tr[1].left())
+    for (a, ra), (b, rb) in itertools.pairwise(names):
+        assert ra.right() + 2 <= rb.left(), f"{a!r} runs into {b!r}"
+    # thinned, not gone: a named column at least every 8th head
+    assert len({t for t, _ in names}) >= heads // 8

@@ -97,7 +97,7 @@ def test_matrix_log_colours_tell_small_weights_apart(qtbot):
     h.set_matrix(m, levels=(0.0, 1.0))
     linear = [_pixel(h.panel.image, x, 0) for x in range(4)]
     assert linear[0] == linear[1]  # on a linear scale 0.0002 and 0.001 look alike
-    h.set_matrix(m, log=True)
+    h.set_matrix(m, scale="log")
     assert h.panel.levels == (np.log10(LOG_FLOOR), 0.0)
     assert h.panel.legend.label == "log₁₀ weight"
     logc = [_pixel(h.panel.image, x, 0) for x in range(4)]

@@ -163,7 +163,7 @@ class AggregatePage(AttentionPage):
                 labels,
                 labels,
                 levels=(0.0, 1.0),
-                log=self.log_box.isChecked(),
+                scale="log" if self.log_box.isChecked() else "linear",
             )
             self.heatmap.set_title(title)
             self.stack.setCurrentWidget(self.heatmap)

@@ -37,7 +37,8 @@ from PySide6.QtWidgets import (
 
 from app.views.attention.base import AttentionPage, blurb_label
 from app.widgets.cell_numbers import CellNumbers
-from app.widgets.matrix_plot import MatrixPlot, matrix_axes
+from app.widgets.matrix_plot import MatrixPlot
+from app.widgets.matrix_view import matrix_axes
 from app.widgets.palette import HIDDEN_COLOR, PALETTE, text_color_on
 from app.widgets.token_axis import TokenAxis
 

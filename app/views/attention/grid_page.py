@@ -51,7 +51,9 @@ class GridPage(AttentionPage):
         self.log_box = QCheckBox("Log colours")
         self.log_box.setToolTip("colour log₁₀(weight) from 10⁻⁴ to 1, so small weights differ too")
         self.fit_button = QPushButton("Fit")
-        self.fit_button.setToolTip("show the heads from the first layer again after zooming")
+        self.fit_button.setToolTip(
+            "every head of the layers shown in view at once, however small (no scrolling)"
+        )
         bar.addWidget(self.fold)
         bar.addSpacing(12)
         bar.addWidget(self.finder)
@@ -71,7 +73,7 @@ class GridPage(AttentionPage):
         self.mosaic.headMenuRequested.connect(self._head_menu)
         self.mosaic.headStepped.connect(lambda layer, head: self.state.select(layer, head))
         self.log_box.toggled.connect(self.mosaic.set_log)
-        self.fit_button.clicked.connect(self.mosaic.reset_view)
+        self.fit_button.clicked.connect(self.mosaic.fit_all)
         self.fold.changed.connect(self._on_fold)
         self.finder.jump.connect(self.jump_to)
 

@@ -1,14 +1,28 @@
-"""The Head page: one head large, with token axes, hover values (weight, raw and scaled score),
-a colour legend and an optional log colour scale."""
+"""The Head page: one head large, with token axes, hover values (weight, raw and scaled score), a
+colour legend and a choice of colour scale (:data:`COLOUR_SCALES`).
+
+The default colours each row over its largest weight: a causal row at query ``i`` spreads its weight
+over ``i + 1`` keys, so on a prompt of thousands of tokens the weights of late rows fall like ``1/i``
+and a linear map is dark but for its first rows. The legend names the scale shown; the hover gives
+the weight itself.
+"""
 
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
 from app.views.attention.base import AttentionPage, HeadSelector, blurb_label
+from app.widgets.levels import scale_label
 from app.widgets.matrix_plot import MatrixPlot
+
+#: The colour scales the page offers, the default first: (scale, tool tip)
+COLOUR_SCALES = (
+    ("row", "each row over its largest weight: where every query looks, at any prompt length"),
+    ("linear", "the weight itself, 0 to 1: rows compare with each other, but a long prompt's are dark"),
+    ("log", "log₁₀(weight) from 10⁻⁴ to 1: small weights differ too"),
+)
 
 
 class HeadPage(AttentionPage):
@@ -20,8 +34,8 @@ class HeadPage(AttentionPage):
     needs_head_detail = True
     blurb = (
         "One head: row i shows how query token i spreads its attention over the keys it may see (each "
-        "row sums to 1). Hover a cell for the weight and the scores before the softmax; wheel zooms, "
-        "drag pans."
+        "row sums to 1). Colours: each row over its largest weight unless you choose otherwise. Hover a "
+        "cell for the weight and the scores before the softmax; wheel zooms, drag pans."
     )
 
     def build(self) -> None:
@@ -34,19 +48,23 @@ class HeadPage(AttentionPage):
         self.role_label.setStyleSheet("color: #333;")
         self.role_label.setWordWrap(True)  # a long role line wraps instead of widening the tab past 1280 px
         bar.addWidget(self.role_label, 1)
-        self.log_box = QCheckBox("Log colours")
-        self.log_box.setToolTip("colour log₁₀(weight) from 10⁻⁴ to 1, so small weights differ too")
+        self.scale_box = QComboBox()
+        self.scale_box.setObjectName("colourScale")
+        for i, (scale, tip) in enumerate(COLOUR_SCALES):
+            self.scale_box.addItem(scale_label(scale, "weight"), scale)
+            self.scale_box.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)
+        self.scale_box.setToolTip("colours: how the weights are coloured (the colour bar names it too)")
         self.reset_button = QPushButton("Reset zoom")
         self.csv_button = QPushButton("Save as CSV…")
         self.csv_button.setToolTip("this head's weights as a table with the tokens as row and column names")
-        for w in (self.log_box, self.reset_button, self.csv_button):
+        for w in (self.scale_box, self.reset_button, self.csv_button):
             bar.addWidget(w)
         lay.addLayout(bar)
-        self.heatmap = MatrixPlot(legend_label="attention weight")
+        self.heatmap = MatrixPlot(legend_label="attention weight", square=False)  # the map fills its plot
         self.heatmap.describe = self.describe
         lay.addWidget(self.heatmap, 1)
         self.selector.changed.connect(self.state.select)
-        self.log_box.toggled.connect(lambda _=False: self.refresh())
+        self.scale_box.currentIndexChanged.connect(lambda _=0: self.refresh())
         self.reset_button.clicked.connect(self.heatmap.reset_view)
         self.csv_button.clicked.connect(self.csvRequested.emit)
         self._detail = None
@@ -61,9 +79,7 @@ class HeadPage(AttentionPage):
         self.selector.set_head(layer, head)
         w = insp.head(layer, head)
         shown = np.where(self.state.layer_mask(layer), w, np.float32(np.nan))  # a local layer: its window
-        self.heatmap.set_matrix(
-            shown, insp.labels, insp.labels, levels=(0.0, 1.0), log=self.log_box.isChecked()
-        )
+        self.heatmap.set_matrix(shown, insp.labels, insp.labels, levels=(0.0, 1.0), scale=self.scale)
         off = self.state.ablation.get((layer, head))
         title = f"layer {layer}, head {head}: attention weights A = softmax(M)  [{insp.T} × {insp.T}]"
         if not self.state.patterns_held:
@@ -73,6 +89,11 @@ class HeadPage(AttentionPage):
         self.heatmap.set_title(title)
         self.role_label.setText(self.state.head_summary(layer, head))
         self.stale = False
+
+    @property
+    def scale(self) -> str:
+        """The colour scale chosen (:data:`COLOUR_SCALES`)."""
+        return str(self.scale_box.currentData())
 
     def on_head_selected(self, layer: int, head: int) -> None:
         self.selector.set_head(layer, head)
@@ -122,4 +143,4 @@ class HeadPage(AttentionPage):
         return {"head": self.heatmap}
 
 
-__all__ = ["HeadPage"]
+__all__ = ["COLOUR_SCALES", "HeadPage"]

@@ -60,7 +60,7 @@ class RolloutPage(AttentionPage):
         self.log_box.toggled.connect(lambda _on: self._draw())
         bar.addWidget(self.log_box)
         lay.addLayout(bar)
-        self.heatmap = MatrixPlot(legend_label="share R[i, j]")
+        self.heatmap = MatrixPlot(legend_label="share R[i, j]", square=False)  # the map fills its plot
         self.heatmap.set_axis_titles("position i", "input token j")
         lay.addWidget(self.heatmap, 1)
         self.caveat = blurb_label(f"Caveat (Abnar & Zuidema 2020): {ROLLOUT_CAVEAT}")
@@ -86,7 +86,8 @@ class RolloutPage(AttentionPage):
             return
         labels = insp.labels
         masked = np.where(insp.mask, r, np.float32(np.nan))
-        self.heatmap.set_matrix(masked, labels, labels, levels=(0.0, 1.0), log=self.log_box.isChecked())
+        scale = "log" if self.log_box.isChecked() else "linear"
+        self.heatmap.set_matrix(masked, labels, labels, levels=(0.0, 1.0), scale=scale)
         self.heatmap.set_title(
             f"attention rollout through {insp.n_layers} layers: where each position's stream is from"
         )

@@ -1,13 +1,19 @@
 """The head grid's top axis: :class:`GroupAxis`, named groups of columns.
 
-A label per column (``h0``, ``h1``, …) and, above them, one name per group of columns with a bracket
-under it (grouped-query attention: the query heads that share a key/value head, ``K/V head 0`` or
-``kv0`` when the group is narrow; :func:`kv_groups`). The groups are given in view coordinates, so
-they follow zoom and pan like the tick labels; their texts are part of the axis's draw specs, where the
-tick labels are.
+A label per column (``h0``, ``h1``, …; :meth:`GroupAxis.set_columns`) and, above them, one name per
+group of columns with a bracket under it (grouped-query attention: the query heads that share a
+key/value head, ``K/V head 0`` or ``kv0`` when the group is narrow; :func:`kv_groups`). The groups
+are given in view coordinates, so they follow zoom and pan like the tick labels; their texts are part
+of the axis's draw specs, where the tick labels are.
+
+pyqtgraph writes every tick it is given, overlapping or not (32 query heads in 850 px ran into each
+other): the column names are thinned to every ``k``-th head of a band, ``k`` the smallest power of two
+that leaves the widest name room at the current zoom (all of them again when zoomed in).
 """
 
 from __future__ import annotations
+
+import math
 
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
@@ -24,8 +30,14 @@ class GroupAxis(pg.AxisItem):
 
     def __init__(self, orientation: str = "top", **kwargs):
         super().__init__(orientation, **kwargs)
+        # the first head's name may reach past the axis's end, into the empty corner over the row
+        # names: pyqtgraph would leave it out
+        self.setStyle(hideOverlappingLabels=False)
         #: (x0, x1, text, short text) in view coordinates, left to right
         self.groups: list[tuple[float, float, str, str]] = []
+        #: (x, name) of each column in view coordinates, band by band, ``per_band`` columns a band
+        self.columns: list[tuple[float, str]] = []
+        self.per_band = 1
         self._bracket = QPen(GROUP_COLOR, 1.5)
         self._bracket.setCosmetic(True)
 
@@ -36,6 +48,24 @@ class GroupAxis(pg.AxisItem):
         self._updateHeight()
         self.picture = None
         self.update()
+
+    def set_columns(self, columns: list[tuple[float, str]], per_band: int) -> None:
+        """Name the columns (``(x, name)`` each, band after band of ``per_band``); thinned when drawn."""
+        self.columns, self.per_band = list(columns), max(1, int(per_band))
+        self.setTicks([self.columns])
+
+    def column_stride(self) -> int:
+        """Every how many columns of a band a name is written at the current size and zoom: the
+        smallest power of two whose names stay at least a space apart."""
+        lo, hi = self.range
+        width = self.mapRectFromParent(self.geometry()).width()
+        if len(self.columns) < 2 or hi == lo or width <= 0:
+            return 1
+        pitch = abs(self.columns[1][0] - self.columns[0][0]) * width / abs(hi - lo)  # px per column
+        fm = self._metrics()
+        need = max(fm.horizontalAdvance(t) for _, t in self.columns) + fm.horizontalAdvance("  ")
+        k = 2 ** math.ceil(math.log2(max(1.0, need / max(pitch, 1e-9))))
+        return min(k, 2 ** math.ceil(math.log2(self.per_band)))
 
     def _band(self) -> float:
         """Height of the band of group names (above the tick labels)."""
@@ -53,6 +83,9 @@ class GroupAxis(pg.AxisItem):
             self.setMinimumHeight(h)
 
     def generateDrawSpecs(self, p):
+        if self.columns:  # the names that fit now (setTicks would redraw: set the levels directly)
+            k = self.column_stride()
+            self._tickLevels = [[t for i, t in enumerate(self.columns) if (i % self.per_band) % k == 0]]
         specs = super().generateDrawSpecs(p)
         if specs is None or not self.groups or self.range[1] == self.range[0]:
             return specs

@@ -14,12 +14,15 @@ readable instead, in this order:
 Readable grids are also drawn near the screen's resolution: a head of ``S`` pixels (already pooled
 by the model's ``block``) shown ``s`` pixels wide is max-pooled by ``f = ceil(S / (1.5·s))``
 (:func:`~model.interp.pooling.pool_max`; the largest difference for ``A − B``) and the image is
-scaled down smoothly (:class:`~app.widgets.head_grid.scene.SmoothImage`), so a one-token diagonal or a
+scaled down smoothly (:class:`~app.widgets.screen_image.SmoothImage`), so a one-token diagonal or a
 first-token column stays a line on screen instead of the dotted or missing one a plainly scaled
 image shows; a smaller image is also a quicker paint. Zooming in draws finer again (after the wheel
 stops). The readouts keep reading the full-resolution values.
 
-A zoom or pan by the user (``zoomed``) is kept until the view is reset.
+A zoom or pan by the user (``zoomed``) is kept until the view is reset. **Fit** (``whole``, the
+grid's :meth:`~app.widgets.head_grid.grid.HeadMosaic.fit_all`) fits every drawn row in the view
+however small its heads then are (in the bands that draw them largest): nothing scrolls until the
+grid is set readable again (:meth:`~app.widgets.head_grid.grid.HeadMosaic.set_scrolling`).
 
 The fit reads what the grid draws through :class:`FitHost`; what the grid does with it as its size,
 zoom and rows change is :class:`~app.widgets.head_grid.readable.ReadableRows`.
@@ -37,14 +40,12 @@ from PySide6.QtCore import QTimer
 from app.widgets.head_grid.geometry import Drawn
 from app.widgets.head_grid.scroll import Content, RowScroll
 from app.widgets.legend import ColorLegend
-from app.widgets.matrix_plot import TopLeftFit
+from app.widgets.matrix_view import TopLeftFit
+from app.widgets.screen_image import screen_block
 from model.interp.pooling import pool_absmax, pool_max
 
 #: ms of quiet after a zoom before the heads are drawn again at the new resolution
 REZOOM_MS = 120
-#: Image pixels per screen pixel a readable grid is drawn with (at most): a smooth scaling by up to
-#: this much still gives every image pixel a share of a screen pixel
-OVERSAMPLE = 1.5
 #: A readable grid (``set_scrolling``) fits every layer when a head then is at least this many pixels
 #: wide, …
 FIT_PX = 20
@@ -52,12 +53,6 @@ FIT_PX = 20
 SCROLL_PX = 28
 #: A deep grid is set in up to this many bands of layers side by side when that draws heads larger.
 MAX_BANDS = 4
-
-
-def screen_block(S: int, px: float) -> int:
-    """The pooling that draws a head of ``S`` pixels ``px`` screen pixels wide with at most
-    :data:`OVERSAMPLE` image pixels per screen pixel."""
-    return max(1, math.ceil(S / max(OVERSAMPLE * px, 1.0)))
 
 
 class FitHost(Drawn, Protocol):
@@ -102,6 +97,7 @@ class MosaicFit:
         self.max_bands = 1
         self.scrolling = False  # the cells are drawn at scroll_px and the rows scroll
         self.zoomed = False  # the user zoomed or panned: no refitting until a reset
+        self.whole = False  # Fit: every drawn row in view, however small (never scrolled)
         self.f = 1  # the heads' pixels are max-pooled by this (to the screen's resolution)
         self._pooled: tuple | None = None  # (base, mode, {f: pooled})
         self.rezoom = QTimer()
@@ -127,7 +123,8 @@ class MosaicFit:
         """(bands, empty cells between two, pooling ``f``) that draw ``n`` rows of ``C`` cells of
         ``S`` pixels (a gap of ``S // gap``) the largest in the room there is: more bands only for
         cells a quarter larger, one when even the best gives cells under ``fit_px`` (they scroll
-        instead, ``scroll_px`` wide); ``f``: what brings ``S`` down to the cells' size on screen."""
+        instead, ``scroll_px`` wide, unless ``whole``); ``f``: what brings ``S`` down to the cells' size
+        on screen."""
         grid = self.grid
         if self.max_bands <= 1 or grid.flow or not self.scroll_px:
             return 1, 1, 1
@@ -149,7 +146,7 @@ class MosaicFit:
                     break
             if step > best_step * 1.25:
                 best, best_step = (bands, band_gap), step
-        if best_step * cell < self.fit_px:
+        if best_step * cell < self.fit_px and not self.whole:
             return 1, 1, screen_block(S, self.scroll_px)
         return (*best, screen_block(S, best_step * cell))
 
@@ -173,9 +170,10 @@ class MosaicFit:
         return screen_block(S, self.cell_px() * g.S / (g.S + g.g))
 
     def scroll_scale(self) -> float | None:
-        """Screen pixels per canvas pixel while scrolling, or None when every row fits readably."""
+        """Screen pixels per canvas pixel while scrolling, or None when every row fits readably (or
+        has to: ``whole``)."""
         canvas, g = self.grid.canvas, self.grid.geom
-        if not self.scroll_px or canvas is None or g is None or self.grid.flow:
+        if not self.scroll_px or self.whole or canvas is None or g is None or self.grid.flow:
             return None
         vw, vh = self.room()
         if vh <= 1 or vw <= 1:
@@ -247,10 +245,8 @@ class MosaicFit:
 __all__ = [
     "FIT_PX",
     "MAX_BANDS",
-    "OVERSAMPLE",
     "SCROLL_PX",
     "FitHost",
     "MosaicFit",
-    "screen_block",
     "scroll_content",
 ]

@@ -68,7 +68,7 @@ class HeadMosaic(QWidget):
         self.view, self.plot, self.vb, self.image = sc.view, sc.plot, sc.vb, sc.image
         self.top_axis, self.legend, self.fitter, self.scroll = sc.top_axis, sc.legend, sc.fitter, sc.scroll
         self.placeholder, self.readout, self.title_label = sc.placeholder, sc.readout, sc.title_label
-        self.painter = MosaicPainter(self.plot, self.image, self.legend)
+        self.painter = MosaicPainter(self.plot, self.top_axis, self.image, self.legend)
         self.marks = CellMarks(self.vb)
         if title:
             self.set_title(title)
@@ -100,6 +100,7 @@ class HeadMosaic(QWidget):
             opened, stepped = self.headClicked.emit, self.headStepped.emit
             self.keys = GridKeys(self.view, self, self.fit, self.scroll, self.marks, opened, stepped)
         self.view.scene().sigMouseMoved.connect(self.pointer.on_move)
+        self.view.viewport().installEventFilter(self.pointer)
         self.view.scene().sigMouseClicked.connect(self.pointer.on_click)
         self.readable = ReadableRows(self, self.fit, self.scroll, self.marks, self.image)
         self.clear()
@@ -262,10 +263,11 @@ class HeadMosaic(QWidget):
         """A gap is a cell's size over this (at least a pixel)."""
         return 24 if self.compact else 12
 
-    def redraw(self, *, keep_view: bool = False, pool: int | None = None) -> None:
+    def redraw(self, *, keep_view: bool = False, pool: int | None = None, from_top: bool = False) -> None:
         """Lay the cells out again and paint them (``keep_view``: the same heads stay in view, at the
         same size on screen, whatever the new geometry; ``pool``: pool the pixels by that, not by
-        what the layout asks)."""
+        what the layout asks; ``from_top``: a scrolled grid shows its first row, not the one at the
+        top of the view now)."""
         assert self.values is not None and self._base is not None  # drawn after set_data
         R, C = self.values.shape[:2]
         gap, fit, old = self.gap, self.fit, self.geom
@@ -278,7 +280,9 @@ class HeadMosaic(QWidget):
         geom = MosaicGeometry.of(R, C, S, self.columns(n, C), gap, shown, bands, band_gap)
         new_geom = geom != old
         # scrolled through the same rows: a new geometry (another prompt length) keeps the top row
-        keep = fit.scrolling and not fit.zoomed and old is not None and old.drawn == geom.drawn
+        keep = (
+            fit.scrolling and not fit.zoomed and not from_top and old is not None and old.drawn == geom.drawn
+        )
         top_row = fit.top_row() if keep and new_geom else None
         view = self.vb.viewRange() if keep_view and old is not None else None
         if new_geom:
@@ -386,8 +390,13 @@ class HeadMosaic(QWidget):
 
     # ---- deep grids ----------------------------------------------------------------------------
     def reset_view(self) -> None:
-        """Show every head again, after a zoom (:meth:`ReadableRows.reset_view`)."""
+        """Show the heads as laid out again, after a zoom: fitted, or from the first row at the
+        readable size when they scroll (:meth:`ReadableRows.reset_view`)."""
         self.readable.reset_view()
+
+    def fit_all(self) -> None:
+        """Fit: every drawn head in the view, however small (:meth:`ReadableRows.fit_all`)."""
+        self.readable.fit_all()
 
     @property
     def scrolling(self) -> bool:

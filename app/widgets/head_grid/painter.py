@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 
+from app.widgets.head_grid.axis import GroupAxis
 from app.widgets.head_grid.geometry import MAJOR_ROWS, MosaicGeometry
 from app.widgets.legend import ColorLegend
 from app.widgets.levels import LOG_FLOOR, log_weights, lut_indices, lut_levels
@@ -25,8 +26,8 @@ LEGEND_LABEL_CHARS = 24
 class MosaicPainter:
     """The image, colour bar and tick labels of one mosaic (see the module docstring)."""
 
-    def __init__(self, plot: pg.PlotItem, image: pg.ImageItem, legend: ColorLegend):
-        self.plot, self.image, self.legend = plot, image, legend
+    def __init__(self, plot: pg.PlotItem, top: GroupAxis, image: pg.ImageItem, legend: ColorLegend):
+        self.plot, self.top, self.image, self.legend = plot, top, image, legend
         #: the values drawn (float32, the pooled cells placed with their gaps), None when empty
         self.canvas: np.ndarray | None = None
         self._scratch: np.ndarray | None = None
@@ -42,7 +43,7 @@ class MosaicPainter:
         self.image.clear()
         self._ticks_key = None
         self.plot.getAxis("left").setTicks([[]])
-        self.plot.getAxis("top").setTicks([[]])
+        self.top.set_columns([], 1)
 
     def set_ticks(
         self,
@@ -55,11 +56,11 @@ class MosaicPainter:
     ) -> None:
         """Name the rows and columns on the axes (``flow``: none; the cells carry their names); ``names``:
         (rows, columns), the words a ``compact`` mosaic writes once as the axes' titles."""
-        left, top = self.plot.getAxis("left"), self.plot.getAxis("top")
+        left, top = self.plot.getAxis("left"), self.top
         if flow:
             self._ticks_key = None
             left.setTicks([[]])
-            top.setTicks([[]])
+            top.set_columns([], 1)
             left.setWidth(4)
             return
         step = g.S + g.g
@@ -77,8 +78,9 @@ class MosaicPainter:
         if compact and top.labelText != col_name:
             top.setLabel(col_name)
         left.setWidth(int(7 * max(len(s) for s in row_labels) + (34 if compact else 12)))
-        top.setTicks(
-            [[(g.band_x(b) + c * step + g.S / 2, col_labels[c]) for b in range(g.bands) for c in range(g.C)]]
+        top.set_columns(
+            [(g.band_x(b) + c * step + g.S / 2, col_labels[c]) for b in range(g.bands) for c in range(g.C)],
+            g.C,
         )
 
     def paint(

@@ -2,8 +2,9 @@
 
 The readout line names the token pair under the pointer (:func:`readout_text`, from the full-resolution
 values, whatever the pooling drawn), ``hovered(r, c, query, key)`` follows it (``-1`` everywhere when it
-leaves the cells), a left click opens a head and a right click asks for its menu. It reads the grid
-through :class:`PointerHost`.
+leaves the cells), a left click opens a head and a right click asks for its menu. The pair under a
+still pointer changes when the view moves beneath it (the wheel scrolls the rows, a key brings a head
+into view, a zoom): the readout follows the view too. It reads the grid through :class:`PointerHost`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, Qt
 from PySide6.QtWidgets import QLabel
 
 from app.widgets.head_grid.geometry import Drawn
@@ -57,9 +58,10 @@ class PointerHost(ReadoutSource, Drawn, Protocol):
     def locate(self, x: float, y: float) -> Hit | None: ...
 
 
-class MosaicPointer:
+class MosaicPointer(QObject):
     """The readout, hover and clicks of one grid (see the module docstring); ``hovered``, ``clicked``
-    and ``menu`` are called with what the pointer is over (the grid's signals)."""
+    and ``menu`` are called with what the pointer is over (the grid's signals). Installed as an event
+    filter of the view's viewport, it learns when the pointer leaves it."""
 
     def __init__(
         self,
@@ -70,9 +72,12 @@ class MosaicPointer:
         clicked: Callable[[int, int], None],
         menu: Callable[[int, int, QPoint], None],
     ):
+        super().__init__()
         self.grid, self.vb, self.readout = grid, vb, readout
         self._hovered, self._clicked, self._menu = hovered, clicked, menu
         self.last: Hit = NO_HIT  # the token pair the readout names
+        self.pos: QPointF | None = None  # the pointer's scene position while it is over the view
+        vb.sigRangeChanged.connect(self.on_view_moved)
 
     def hover_at(self, r: int, c: int, q: int, k: int) -> None:
         """Name (r, c, q, k) in the readout and say so (``r`` < 0: nothing)."""
@@ -99,9 +104,20 @@ class MosaicPointer:
         return self.grid.locate(p.x(), p.y())
 
     def on_move(self, pos: QPointF) -> None:
+        self.pos = QPointF(pos)
         hit = self.hit(pos) or NO_HIT
         if hit != self.last:
             self.hover_at(*hit)
+
+    def on_view_moved(self, *_: object) -> None:
+        """The view scrolled or zoomed under a still pointer: read out what is under it now."""
+        if self.pos is not None:
+            self.on_move(self.pos)
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Leave:
+            self.pos = None  # off the view: a later scroll is not under the pointer
+        return False
 
     def on_click(self, ev: Any) -> None:
         """A click of pyqtgraph's scene (a ``MouseClickEvent``, which ships no types)."""

@@ -16,8 +16,8 @@ import numpy as np
 
 from app.widgets.head_grid.fit import FitHost, MosaicFit
 from app.widgets.head_grid.marks import CellMarks
-from app.widgets.head_grid.scene import SmoothImage
 from app.widgets.head_grid.scroll import RowScroll
+from app.widgets.screen_image import SmoothImage
 
 
 class ReadableHost(FitHost, Protocol):
@@ -34,7 +34,7 @@ class ReadableHost(FitHost, Protocol):
 
     def columns(self, n: int, C: int) -> int: ...
 
-    def redraw(self, *, keep_view: bool = False, pool: int | None = None) -> None: ...
+    def redraw(self, *, keep_view: bool = False, pool: int | None = None, from_top: bool = False) -> None: ...
 
 
 class ReadableRows:
@@ -60,9 +60,15 @@ class ReadableRows:
         grid = self.grid
         ready = grid.values is not None and grid.geom is not None and not grid.flow
         if ready and self.fit.scroll_px and self.relayout_due():
-            grid.redraw()  # drawn for a zoom: as the layout asks
+            grid.redraw(from_top=True)  # drawn for a zoom: as the layout asks, from the first row
             return
         self.fit.apply(keep_top=False)
+
+    def fit_all(self) -> None:
+        """Fit every drawn row in the view, however small its heads then are (the Fit button): the
+        rows no longer scroll, through resizes and new data, until :meth:`set_scrolling`."""
+        self.fit.whole = True
+        self.reset_view()
 
     def relayout_due(self) -> bool:
         """Whether the room there is now asks for other bands or another pooling than drawn."""
@@ -77,6 +83,7 @@ class ReadableRows:
         ``fit_px`` pixels, draw them ``scroll_px`` pixels wide in one band and scroll through the
         rows (``0, 0, 1``: always fit in one band, the default)."""
         self.fit.configure(fit_px, scroll_px, bands)
+        self.fit.whole = False
         self.scroll.enabled = self.image.smooth = self.fit.scroll_px > 0
         if self.grid.values is not None:
             self.grid.redraw()

@@ -2,43 +2,27 @@
 
 The pyqtgraph view: a title row over the heads (wrapped to the widget's width), the plot (row names on
 the left, column and K/V-group names on top, :class:`~app.widgets.head_grid.axis.GroupAxis`) holding
-the one image of every head (:class:`SmoothImage`) and the placeholder text of an empty grid, the
-colour bar beside it, and a spare column that takes the width the heads do not need, so the colour bar
-stays beside them. Beside the view the rows' scroll bar
+the one image of every head (:class:`~app.widgets.screen_image.SmoothImage`) and the placeholder text
+of an empty grid, the colour bar beside it, and a spare column that takes the width the heads do not
+need, so the colour bar stays beside them. Beside the view the rows' scroll bar
 (:class:`~app.widgets.head_grid.scroll.RowScroll`), under it the readout line.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QGraphicsWidget, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.widgets.head_grid.axis import GroupAxis
 from app.widgets.head_grid.scroll import Content, RowScroll
 from app.widgets.legend import ColorLegend
-from app.widgets.matrix_plot import TopLeftFit, matrix_axes
+from app.widgets.matrix_view import TopLeftFit, matrix_axes
 from app.widgets.palette import matrix_lut
+from app.widgets.screen_image import SmoothImage
 from app.widgets.titles import WrapLabel
-
-
-class SmoothImage(pg.ImageItem):
-    """An ImageItem that, once ``smooth``, is scaled down smoothly (bilinear) instead of by dropping
-    rows and columns: drawn with up to 1.5 image pixels per screen pixel, every image pixel still
-    shows. Enlarged, its pixels stay sharp squares."""
-
-    smooth = False
-
-    def paint(self, painter: QPainter, *args: object) -> None:
-        if self.smooth:
-            t = painter.transform()
-            smaller = math.hypot(t.m11(), t.m12()) < 0.999 or math.hypot(t.m21(), t.m22()) < 0.999
-            painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, smaller)
-        super().paint(painter, *args)
 
 
 class GridScene:
@@ -129,4 +113,4 @@ class GridScene:
         self.readout.setText(" ")
 
 
-__all__ = ["GridScene", "SmoothImage"]
+__all__ = ["GridScene"]
