@@ -203,7 +203,7 @@ def layer_hooks(layers: list[int] | int) -> list[tuple[str, object]]:
     total = len(order)
 
     def reading(fn):
-        fn.reads_only = True  # type: ignore[attr-defined]  # the marker model.nn.hooks.reader sets
+        fn.reads_only = True  # the marker model.nn.hooks.reader sets
         return fn
 
     def done(i: int):
