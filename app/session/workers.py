@@ -34,6 +34,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from app.core.jobs import Job, JobBoard
 from model.nn.generate import stream
 from model.runtime import WORKER_NICE, compute_lock, lower_thread_priority
 from model.train.control import RunControl
@@ -99,6 +100,8 @@ class LoopWorker(QObject):
 
     stateChanged = Signal(str)
     finished = Signal(str, str)
+    _board_started = Signal()  # the loop began (its job is running)
+    _announce_end_signal = Signal(str, str)  # the loop ended (its job ends): reason, message
     thread_name = "attention-lab-worker"
     nice = WORKER_NICE  # added to the thread's niceness: the GUI thread wins a core first
 
@@ -110,6 +113,27 @@ class LoopWorker(QObject):
         self.error: str | None = None
         self.result: tuple[str, str] | None = None  # (reason, message), set just before finished
         self._thread: threading.Thread | None = None
+        #: the loop's job on a board (:meth:`announce`): how far it is, and a Cancel that stops it
+        self.job: Job | None = None
+        self._board: JobBoard | None = None
+
+    def announce(self, board: JobBoard, key: str, title: str, subject: str = "") -> Job:
+        """Put the loop on ``board`` under ``key`` (a page's busy line follows it): the job's Cancel stops the
+        loop at its next gap, and the job ends with the loop (done, cancelled or failed)."""
+        self._board = board
+        self.job = board.add(key, title, subject, on_cancel=self.control.stop)
+        self._announce_end_signal.connect(self._end_job)
+        self._board_started.connect(self._start_job)  # a method of this QObject: into the GUI thread
+        return self.job
+
+    def _start_job(self) -> None:
+        if self.job is not None and self._board is not None:
+            self._board.started(self.job)
+
+    def _end_job(self, reason: str, message: str) -> None:
+        if self.job is not None and self._board is not None:
+            state = {"done": "done", "stopped": "cancelled"}.get(reason, "failed")
+            self._board.finish(self.job, state, message if state == "failed" else "")
 
     # ---- any thread --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -141,6 +165,9 @@ class LoopWorker(QObject):
     # ---- the thread ----------------------------------------------------------------------------
     def _run(self) -> None:
         reason, message = "done", ""
+        if self.job is not None:
+            self.job.progress.begin()
+            self._board_started.emit()
         lower_thread_priority(self.nice)
         try:
             steps = self.work()
@@ -159,6 +186,7 @@ class LoopWorker(QObject):
             self.error = traceback.format_exc()
         self.result = (reason, message)
         self.stateChanged.emit("idle")
+        self._announce_end_signal.emit(reason, message)
         self._announce_end(reason, message)
 
     def _announce_end(self, reason: str, message: str) -> None:
@@ -395,6 +423,11 @@ class GenerateWorker(LoopWorker):
                         return
                     self.parts.append(piece)
                     self.token.emit(piece)
+                    if self.job is not None:
+                        n, most = len(self.parts), int(self.sampling.get("max_new_tokens") or 0)
+                        self.job.progress.describe(
+                            n, most, f"{n} of {most} tokens" if most else f"{n} tokens"
+                        )
                     yield
             finally:
                 tokens.close()

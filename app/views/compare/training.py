@@ -80,13 +80,9 @@ class VariantTraining(QObject):
         worker = GroupWorker(GroupSpec(configs, s.source, settings))
         worker.finished.connect(self._on_finished)
         self.worker = worker
-        self.job = s.jobs.add(
-            TRAIN_JOB,
-            f"Training {len(configs)} variants",
-            f"for {steps} steps",
-            on_cancel=worker.control.stop,
+        self.job = worker.announce(
+            s.jobs, TRAIN_JOB, f"Training {len(configs)} variants", f"for {steps} steps"
         )
-        s.jobs.started(self.job)
         self.job.progress.describe(0, steps, "building the models…")
         st.say(
             "training",
@@ -156,10 +152,7 @@ class VariantTraining(QObject):
                     r.status = "error"
         else:
             st.say("training", f"Variants {message}. The prompt now runs through every model.")
-        if self.job is not None:
-            ended = {"done": "done", "stopped": "cancelled"}.get(reason, "failed")
-            self.session.jobs.finish(self.job, ended, message if ended == "failed" else "")
-            self.job = None
+        self.job = None  # the worker ended it on the board
         st.set_training(False)
         st.changed()
         self.finished.emit(reason, message)
