@@ -171,6 +171,11 @@ def test_metrics_maps_fill_their_room_and_the_table_shows_every_row(qtbot, atten
     qtbot.waitUntil(lambda: table.verticalScrollBar().maximum() == 0, timeout=5000)
     rows = sum(table.rowHeight(r) for r in range(table.rowCount()))
     assert table.viewport().height() >= rows  # every row at once
+    # the page scrolls as a whole, the wheel over the maps too (they do not zoom)
+    bar = page.scroll_area.verticalScrollBar()
+    assert bar.value() == 0 and bar.maximum() > 0
+    _wheel_down(page.view.viewport())
+    assert bar.value() > 0
     # scrolled to the table, every row is on screen together
     page.scroll_area.ensureWidgetVisible(table, 0, 0)
     shown = page.scroll_area.viewport().rect()
@@ -217,19 +222,16 @@ def test_nothing_is_cut_or_overlapping_on_an_attention_page_at_1280(qtbot, atten
     assert win._holders["Attention"].scroll_area.horizontalScrollBar().maximum() == 0
 
 
-def test_the_wheel_over_the_pipeline_scrolls_through_its_stages(qtbot, attention_at):
+def _wheel_down(viewport) -> None:
+    """Turn the wheel one notch down over the middle of ``viewport``."""
     from PySide6.QtCore import QPoint, QPointF, Qt
     from PySide6.QtGui import QWheelEvent
     from PySide6.QtWidgets import QApplication
 
-    _, tab = attention_at()
-    page = _pipeline(qtbot, tab)
-    bar = page.scroll_area.verticalScrollBar()
-    assert bar.value() == 0 and bar.maximum() > 0
-    at = QPointF(page.view.viewport().rect().center())
+    at = QPointF(viewport.rect().center())
     wheel = QWheelEvent(
         at,
-        QPointF(page.view.viewport().mapToGlobal(at.toPoint())),
+        QPointF(viewport.mapToGlobal(at.toPoint())),
         QPoint(),
         QPoint(0, -120),
         Qt.MouseButton.NoButton,
@@ -237,5 +239,13 @@ def test_the_wheel_over_the_pipeline_scrolls_through_its_stages(qtbot, attention
         Qt.ScrollPhase.NoScrollPhase,
         False,
     )
-    QApplication.sendEvent(page.view.viewport(), wheel)
+    QApplication.sendEvent(viewport, wheel)
+
+
+def test_the_wheel_over_the_pipeline_scrolls_through_its_stages(qtbot, attention_at):
+    _, tab = attention_at()
+    page = _pipeline(qtbot, tab)
+    bar = page.scroll_area.verticalScrollBar()
+    assert bar.value() == 0 and bar.maximum() > 0
+    _wheel_down(page.view.viewport())
     assert bar.value() > 0  # over a matrix the wheel went to the view, and nothing moved

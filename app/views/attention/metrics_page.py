@@ -18,7 +18,6 @@ import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QApplication,
     QDoubleSpinBox,
     QGroupBox,
     QHeaderView,
@@ -28,7 +27,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from app.views.attention.base import AttentionPage, blurb_label, holder
+from app.views.attention.base import AttentionPage, blurb_label, holder, wheel_scrolls_page
 from app.widgets.layouts import FlowLayout, labelled, vertical_scroll
 from app.widgets.matrix_plot import MatrixPanel
 from app.widgets.titles import WrapLabel
@@ -162,8 +161,9 @@ class MetricsPage(AttentionPage):
     )
 
     def build(self) -> None:
-        """One column that scrolls as a whole: the maps in one row (equal sizes, one colour bar: every
-        score is in [0, 1]) with the named heads beside them, as tall as their square cells need at
+        """One column that scrolls as a whole: the maps in a row, or in two rows when that makes their
+        cells bigger (:func:`map_columns`; equal sizes, one colour bar: every score is in [0, 1]) with
+        the named heads beside them, as tall as their square cells need at
         the page's width (:meth:`_fit_canvas`: no empty band under them); under them the table across
         the page's whole width (every column readable at 1280 px), tall enough for every row (up to
         the page's height: a deep model's table scrolls inside), and the thresholds."""
@@ -227,8 +227,11 @@ class MetricsPage(AttentionPage):
         self.status.setWordWrap(True)
         lay.addWidget(self.status)
         self.table.cellDoubleClicked.connect(self._on_row)
+        # a sideways scroll bar coming or going, or a row's new height: the table's height follows
+        self.table.horizontalScrollBar().rangeChanged.connect(lambda *_: self._fit_table())
+        self.table.verticalHeader().sectionResized.connect(lambda *_: self._fit_table())
         self.view.scene().sigMouseClicked.connect(self._on_map_click)
-        self.view.viewport().installEventFilter(self)  # the wheel over the maps scrolls the page
+        wheel_scrolls_page(self.view, self.scroll_area)  # the maps do not zoom: the wheel scrolls
         self.scroll_area.viewport().installEventFilter(self)  # a new height: the table's may change
 
     def _layout_maps(self, maps, cols: int) -> None:
@@ -286,10 +289,6 @@ class MetricsPage(AttentionPage):
         return anew
 
     def eventFilter(self, obj, event) -> bool:
-        if event.type() == QEvent.Type.Wheel and obj is self.view.viewport():
-            # the maps do not zoom: a wheel over them scrolls the page (the view took it)
-            QApplication.sendEvent(self.scroll_area.verticalScrollBar(), event)
-            return True
         if event.type() == QEvent.Type.Resize and obj is self.scroll_area.viewport():
             self._fit_table()
             self._rearrange.start()  # once the resizing is over
