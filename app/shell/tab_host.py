@@ -84,7 +84,9 @@ class TabScroll(QScrollArea):
     def eventFilter(self, obj, event) -> bool:
         if obj is self.widget() and event.type() == QEvent.Type.LayoutRequest:
             QTimer.singleShot(0, self, self._fit)  # not after the scroll area is gone
-        return False
+        # QScrollArea's own filter sets the scroll bars' ranges when the tab is resized: without it a
+        # tab that shrank back into the window kept the scroll bar of its wider page
+        return super().eventFilter(obj, event)
 
 
 class TabHolder(TabBase):

@@ -147,6 +147,42 @@ def test_metrics_maps_are_one_size_and_every_table_column_is_readable_at_1280(qt
     assert table.horizontalScrollBar().maximum() == 0
 
 
+@pytest.mark.parametrize("size", [(1280, 750), (1024, 718)])
+def test_metrics_maps_fill_their_room_and_the_table_shows_every_row(qtbot, attention_at, size):
+    """Issue 53: the maps were small with ~100 px empty under them, and the table showed 4 of the
+    starter's 8 rows. The maps' view is as tall as their square cells (no empty band), the table as
+    tall as its rows, and the page scrolls as a whole where that is more than the window."""
+    _, tab = attention_at(size)
+    page = _metrics(qtbot, tab)
+
+    def fitted() -> bool:  # each map's cells take its whole plot: its width, and its height too
+        page.grab()
+        return all(
+            abs(_image_rect(p).width() - p.vb.width()) <= 2
+            and abs(_image_rect(p).height() - p.vb.height()) <= 2
+            for p in page.maps.values()
+        )
+
+    qtbot.waitUntil(fitted, timeout=5000)  # was: ~100 px of the plots under the cells empty
+    for p in page.maps.values():
+        assert _image_rect(p).width() >= 60  # and the cells readable (at 1024 px: two rows of maps)
+    table = page.table
+    assert table.rowCount() == 8
+    qtbot.waitUntil(lambda: table.verticalScrollBar().maximum() == 0, timeout=5000)
+    rows = sum(table.rowHeight(r) for r in range(table.rowCount()))
+    assert table.viewport().height() >= rows  # every row at once
+    # the page scrolls as a whole, the wheel over the maps too (they do not zoom)
+    bar = page.scroll_area.verticalScrollBar()
+    assert bar.value() == 0 and bar.maximum() > 0
+    _wheel_down(page.view.viewport())
+    assert bar.value() > 0
+    # scrolled to the table, every row is on screen together
+    page.scroll_area.ensureWidgetVisible(table, 0, 0)
+    shown = page.scroll_area.viewport().rect()
+    top = table.viewport().mapTo(page.scroll_area.viewport(), table.viewport().rect().topLeft())
+    assert shown.top() <= top.y() and top.y() + rows <= shown.bottom() + 1
+
+
 def test_token_focus_titles_are_whole_at_1280(qtbot, attention_at):
     from tests.app.layout_probe import text_problems
 
@@ -186,19 +222,16 @@ def test_nothing_is_cut_or_overlapping_on_an_attention_page_at_1280(qtbot, atten
     assert win._holders["Attention"].scroll_area.horizontalScrollBar().maximum() == 0
 
 
-def test_the_wheel_over_the_pipeline_scrolls_through_its_stages(qtbot, attention_at):
+def _wheel_down(viewport) -> None:
+    """Turn the wheel one notch down over the middle of ``viewport``."""
     from PySide6.QtCore import QPoint, QPointF, Qt
     from PySide6.QtGui import QWheelEvent
     from PySide6.QtWidgets import QApplication
 
-    _, tab = attention_at()
-    page = _pipeline(qtbot, tab)
-    bar = page.scroll_area.verticalScrollBar()
-    assert bar.value() == 0 and bar.maximum() > 0
-    at = QPointF(page.view.viewport().rect().center())
+    at = QPointF(viewport.rect().center())
     wheel = QWheelEvent(
         at,
-        QPointF(page.view.viewport().mapToGlobal(at.toPoint())),
+        QPointF(viewport.mapToGlobal(at.toPoint())),
         QPoint(),
         QPoint(0, -120),
         Qt.MouseButton.NoButton,
@@ -206,5 +239,13 @@ def test_the_wheel_over_the_pipeline_scrolls_through_its_stages(qtbot, attention
         Qt.ScrollPhase.NoScrollPhase,
         False,
     )
-    QApplication.sendEvent(page.view.viewport(), wheel)
+    QApplication.sendEvent(viewport, wheel)
+
+
+def test_the_wheel_over_the_pipeline_scrolls_through_its_stages(qtbot, attention_at):
+    _, tab = attention_at()
+    page = _pipeline(qtbot, tab)
+    bar = page.scroll_area.verticalScrollBar()
+    assert bar.value() == 0 and bar.maximum() > 0
+    _wheel_down(page.view.viewport())
     assert bar.value() > 0  # over a matrix the wheel went to the view, and nothing moved

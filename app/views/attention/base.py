@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtWidgets import (
+    QAbstractScrollArea,
+    QApplication,
     QBoxLayout,
     QHBoxLayout,
     QLabel,
@@ -282,6 +284,29 @@ def holder(view: QWidget) -> Holder:
     return Holder(view)
 
 
+class WheelScrollsPage(QObject):
+    """Sends the wheel turned over a view's viewport to a scroll area's vertical bar: plots that do
+    not zoom (a page's stages, its maps) let the page scroll under the pointer, where the view would
+    take the wheel and nothing move. Made by :func:`wheel_scrolls_page`."""
+
+    def __init__(self, viewport: QWidget, scroll_area: QAbstractScrollArea):
+        super().__init__(viewport)
+        self.scroll_area = scroll_area
+        viewport.installEventFilter(self)
+
+    def eventFilter(self, obj, event) -> bool:
+        if event.type() == QEvent.Type.Wheel:
+            QApplication.sendEvent(self.scroll_area.verticalScrollBar(), event)
+            return True
+        return False
+
+
+def wheel_scrolls_page(view, scroll_area: QAbstractScrollArea) -> WheelScrollsPage:
+    """The wheel over ``view`` (a ``QGraphicsView``) scrolls ``scroll_area`` (see
+    :class:`WheelScrollsPage`)."""
+    return WheelScrollsPage(view.viewport(), scroll_area)
+
+
 def blurb_label(text: str) -> QLabel:
     lab = QLabel(text)
     lab.setWordWrap(True)
@@ -304,4 +329,13 @@ def lines_label(lines: int, *, rich: bool = True, colour: str = "") -> QLabel:
     return lab
 
 
-__all__ = ["AttentionPage", "HeadSelector", "Holder", "blurb_label", "holder", "lines_label"]
+__all__ = [
+    "AttentionPage",
+    "HeadSelector",
+    "Holder",
+    "WheelScrollsPage",
+    "blurb_label",
+    "holder",
+    "lines_label",
+    "wheel_scrolls_page",
+]

@@ -36,8 +36,19 @@ from app.widgets.matrix_plot import MatrixPlot, format_cell
 SMALL_GAP = 0.5
 
 
+#: px of a map's width that are not its cells: the row labels ("L29") with their title, and the colour
+#: bar with its label (measured: 163 px on a 30-layer model).
+MAP_FRAME_PX = 165
+
+
 def layer_labels(n: int) -> list[str]:
     return [f"L{layer}" for layer in range(n)]
+
+
+def heads_share(n_heads: int, n_positions: int) -> float:
+    """The heads map's share of the two maps' cell width: ``H / (H + T)`` (a column of either map
+    as wide), kept in [0.3, 0.6] so neither map shrinks to a strip (a long prompt, a few heads)."""
+    return min(0.6, max(0.3, n_heads / max(1, n_heads + n_positions)))
 
 
 class CausalPage(AttentionPage):
@@ -167,10 +178,11 @@ class PatchingPage(CausalPage):
         lay.addLayout(row)
         self.summary = self._summary_label()
         lay.addWidget(self.summary)
-        split = QSplitter(Qt.Orientation.Horizontal)
+        self.split = split = QSplitter(Qt.Orientation.Horizontal)
         self.heads_plot = MatrixPlot(
-            diverging=True, legend_label="restored", row_title="layer", col_title="head", numbers=None
-        )
+            diverging=True, legend_label="restored", row_title="layer", col_title="head",
+            square=False, numbers=None,
+        )  # fmt: skip
         self.resid_plot = MatrixPlot(
             diverging=True, legend_label="restored", row_title="layer (stream entering it)",
             col_title="position", square=False, numbers=None,
@@ -183,13 +195,28 @@ class PatchingPage(CausalPage):
             blay.setContentsMargins(0, 0, 0, 0)
             blay.addWidget(plot)
             split.addWidget(box)
-        split.setStretchFactor(0, 2)
-        split.setStretchFactor(1, 3)
+        self._shared: tuple[int, int] | None = None  # the (heads, positions) the widths were shared for
+        self._share_widths(1, 1)
         lay.addWidget(split, 1)
         self.heads_plot.describe = self._describe_head
         self.resid_plot.describe = self._describe_resid
         self.heads_plot.clicked.connect(lambda l, h: self.openHeadRequested.emit(l, h))
         self.resid_plot.clicked.connect(self._open_layer_head)
+
+    def _share_widths(self, n_heads: int, n_positions: int) -> None:
+        """Give the two maps the width their columns need: both have a row per layer, so the heads map
+        gets :func:`heads_share` of the width for its data (each map also keeps its axis and colour
+        bar), and a head's column is about as wide as a position's. Once per shape: the user's own
+        dragging of the splitter is kept until the model or the prompt length changes."""
+        if self._shared == (n_heads, n_positions):
+            return
+        self._shared = (n_heads, n_positions)
+        share = heads_share(n_heads, n_positions)
+        total = max(sum(self.split.sizes()), self.split.width(), 2 * MAP_FRAME_PX + 2)
+        heads = round(MAP_FRAME_PX + share * (total - 2 * MAP_FRAME_PX))
+        self.split.setSizes([heads, total - heads])
+        self.split.setStretchFactor(0, max(1, round(100 * share)))  # a resize keeps the shares
+        self.split.setStretchFactor(1, max(1, round(100 * (1 - share))))
 
     def _apply(self) -> None:
         """Patch with the corrupted prompt and tokens in the boxes (what Patch does); the same inputs
@@ -254,6 +281,7 @@ class PatchingPage(CausalPage):
         else:
             lines.append("Both runs give the same difference: there is no gap to restore. Try other tokens.")
         self.summary.setText("<br>".join(lines))
+        self._share_widths(H, T)
         self.heads_plot.set_matrix(
             h.restored, layer_labels(L), [f"H{i}" for i in range(H)], levels=(-1.0, 1.0)
         )
@@ -302,4 +330,4 @@ class PatchingPage(CausalPage):
         return {"heads": self.heads_plot, "resid": self.resid_plot}
 
 
-__all__ = ["CausalPage", "PatchingPage", "layer_labels"]
+__all__ = ["CausalPage", "PatchingPage", "heads_share", "layer_labels"]

@@ -18,9 +18,9 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QPointF, Qt
 from PySide6.QtGui import QFont, QFontMetricsF
-from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QScrollArea, QSizePolicy, QVBoxLayout
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QSizePolicy, QVBoxLayout
 
-from app.views.attention.base import AttentionPage, HeadSelector, blurb_label, holder
+from app.views.attention.base import AttentionPage, HeadSelector, blurb_label, holder, wheel_scrolls_page
 from app.widgets.matrix_plot import MatrixPanel, describe_value
 
 #: The stages in reading order (① … ⑧), laid out left to right, then down, as many per row as fit.
@@ -119,7 +119,7 @@ class PipelinePage(AttentionPage):
         self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.scroll_area.setWidget(self.canvas)
         self.scroll_area.viewport().installEventFilter(self)
-        self.view.viewport().installEventFilter(self)  # the wheel over a matrix scrolls the page
+        wheel_scrolls_page(self.view, self.scroll_area)  # the stages do not zoom: the wheel scrolls
         lay.addWidget(self.scroll_area, 1)
         self.readout = QLabel(" ")
         self.readout.setTextFormat(Qt.TextFormat.PlainText)  # token texts: <s> is no tag
@@ -132,10 +132,6 @@ class PipelinePage(AttentionPage):
 
     # ---- layout --------------------------------------------------------------------------------
     def eventFilter(self, obj, event) -> bool:
-        if event.type() == QEvent.Type.Wheel and obj is self.view.viewport():
-            # the stages do not zoom: a wheel over them scrolls through them (the view took it)
-            QApplication.sendEvent(self.scroll_area.verticalScrollBar(), event)
-            return True
         if event.type() == QEvent.Type.Resize and obj is self.scroll_area.viewport():
             self.arrange()
         return False

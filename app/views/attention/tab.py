@@ -1,11 +1,13 @@
 """The Attention tab: type a prompt, see every head, and take any head apart.
 
 Layout (``controls``): the prompt bar (with the token count and timings) on top, a banner while heads
-are switched off, then the pages: Heads (the L×H grid), Head (one head large), Pipeline, Lines, Token
-focus, Aggregates, Rollout, Metrics, Experts (mixture-of-experts models only: a page whose
-``applies_to`` fails for the model's config is hidden), Ablation, Patching, Logit attribution, Next
-token. With no model the tab says so and offers to build the default one. What the pages draw is in
-``state`` (:class:`AttentionState`, no Qt): pages read it and follow its signals, never the tab or each other.
+are switched off, then the pages under a row of page tabs that wraps onto a second row on a narrow
+window (every page's name whole, none behind scroll arrows): Heads (the L×H grid), Head (one head
+large), Pipeline, Lines, Token focus, Aggregates, Rollout, Metrics, Experts (mixture-of-experts
+models only: a page whose ``applies_to`` fails for the model's config is hidden), Ablation,
+Patching, Logit attribution, Next token. With no model the tab says so and offers to build the
+default one. What the pages draw is in ``state`` (:class:`AttentionState`, no Qt): pages read it and
+follow its signals, never the tab or each other.
 
 Computation (``model.interp.inspection``). Typing re-runs the prompt after :attr:`AttentionTab.DEBOUNCE_MS`
 of quiet, on the session's current model, in the session's :class:`~app.session.compute.ComputeWorker` (off
@@ -60,7 +62,7 @@ from app.views.attention.state import AttentionState
 from app.views.page import screenshot_steps
 from app.views.tab import TabBase
 from app.widgets.job_bar import JobBar, quoted
-from app.widgets.page_stack import CurrentPageStack, CurrentPageTabs
+from app.widgets.page_stack import CurrentPageStack, WrappingPageTabs
 from model.interp.inspection import inspect_prompt
 from model.interp.plan import plan_prompt
 from model.interp.prompt import PromptError
@@ -137,8 +139,8 @@ class AttentionTab(TabBase):
         self.empty = NoModelView(session)
         self.build_button = self.empty.build_button
         self.stack.addWidget(self.empty)
-        self.page_tabs = CurrentPageTabs()
-        self.page_tabs.setDocumentMode(True)
+        self.page_tabs = WrappingPageTabs()  # every page's name in sight: the row wraps, never scrolls
+        self.page_tabs.setObjectName("attentionPages")
         self.pages: dict[str, AttentionPage] = {}
         for cls in PAGES:
             page = cls(self.state)
