@@ -152,7 +152,7 @@ class FileActions:
         """File → Get a model…: the download dialog (one per window, kept between uses)."""
         from app.dialogs.get_model import GetModelDialog  # the Hub's modules: not before the first paint
 
-        dialog = getattr(self, "_get_model", None)
+        dialog = self.get_model
         if dialog is None:
             dialog = self.get_model = GetModelDialog(self.window.window())
             dialog.downloaded.connect(self._open_downloaded)
