@@ -332,7 +332,7 @@ class TrainTab(TabBase):
     def _update_progress(self) -> None:
         s = self.session
         worker = s.run.worker or s.follow.worker  # the run trained here or the one followed
-        target = worker.target if worker is not None and getattr(worker, "target", None) else s.target_steps
+        target = s.target_steps
         step = s.step
         start = worker.start_step if worker is not None else 0
         span = max(1, target - start)
@@ -342,7 +342,7 @@ class TrainTab(TabBase):
         if s.state == "paused":  # no ETA while nothing moves
             self.progress.setFormat(f"step {step} / {target}   paused")
         elif s.is_training or s.is_following:
-            eta = eta_seconds(s.history, s.step, target or s.target_steps)
+            eta = eta_seconds(s.history, s.step, target)
             self.progress.setFormat(f"step {step} / {target}   ETA {format_eta(eta)}")
         else:
             self.progress.setFormat(f"step {step}" if step else s.slot.training_note() or "not trained yet")
