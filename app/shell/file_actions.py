@@ -105,7 +105,8 @@ class FileActions:
             self.window.show_error("Could not open checkpoint", f"{path}\n\n{exc}")
             return False
         QApplication.restoreOverrideCursor()
-        self.window.statusBar().showMessage(f"Opened {path} at step {self.session.step}", 6000)
+        step = self.session.step  # 0: a model trained elsewhere whose files name no step
+        self.window.statusBar().showMessage(f"Opened {path}" + (f" at step {step:,}" if step else ""), 6000)
         self.window.update_status()
         return True
 

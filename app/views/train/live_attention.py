@@ -113,6 +113,7 @@ class LiveAttention(QGroupBox):
         layout.addLayout(srow)
         session.probePromptChanged.connect(self._on_probe_prompt_changed)
         session.traceUpdated.connect(self._on_frame)
+        session.trainingStateChanged.connect(self._on_training_state)
 
     def _on_probe_prompt_changed(self, text: str) -> None:
         if self.probe_edit.toPlainText() != text:
@@ -158,7 +159,7 @@ class LiveAttention(QGroupBox):
             frame.labels,
             mask=mask,
             row_labels=[f"{layer} local" if layer in local else str(layer) for layer in range(L)],
-            title=f"step {frame.step}{' (live)' if live else ''}: rows = queries, "
+            title=f"step {frame.step}{' (live)' if live and self._running() else ''}: rows = queries, "
             f"columns = keys, {len(frame.labels)} tokens",
         )
         W = self._config().sliding_window if local else None
@@ -169,6 +170,15 @@ class LiveAttention(QGroupBox):
             else ""
         )
         self._update_scrub_label(frame.step if not live else None)
+
+    def _running(self) -> bool:
+        """Whether the shown model is training (here, or in a followed run): only then is a frame live."""
+        return bool(self.session.is_training or self.session.is_following)
+
+    def _on_training_state(self, _state: str) -> None:
+        """A run started or ended: the newest frame's title says "live" only while it runs."""
+        if self._scrub_live and self.session.latest_frame is not None:
+            self._draw(self.session.latest_frame, live=True)
 
     def _config(self):
         model = self.session.model
@@ -188,8 +198,9 @@ class LiveAttention(QGroupBox):
             return
         if step is None:
             latest = self.session.latest_frame
+            live = "live: " if self._running() else ""
             self.scrub_label.setText(
-                f"live: step {latest.step if latest else frames.steps()[-1]}  ({len(frames)} kept)"
+                f"{live}step {latest.step if latest else frames.steps()[-1]}  ({len(frames)} kept)"
             )
         else:
             latest = self.session.latest_frame
