@@ -137,6 +137,11 @@ class ModelSlot:
         self.model = trainer.model
         return other
 
+    def saved_to(self, path: str) -> None:
+        """The model was written to ``path``: our checkpoint format now, whatever it was opened from."""
+        self.path = path
+        self.meta = {**self.meta, "kind": "attention-lab"}
+
     def move_to(self, device: Any) -> None:
         """The shown model on ``device``; its run goes on there (the optimizer state moves along)."""
         from model.train.trainer import Trainer

@@ -420,7 +420,7 @@ class Session(QObject):
     def mark_saved(self, path: str, step: int | None = None) -> None:
         """The model was written to ``path`` holding ``step`` (default: the step shown now; a save
         between two steps holds the step it was written at, and the steps trained since stay unsaved)."""
-        self.slot.path = path
+        self.slot.saved_to(path)
         self.slot.record.mark_saved(self.step if step is None else int(step), self.step)
         self.checkpointSaved.emit(path)
 

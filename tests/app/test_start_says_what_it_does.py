@@ -171,6 +171,9 @@ def test_save_now_names_the_step_it_saves(qtbot, tiny_window, tmp_path, monkeypa
     state = json.loads((tmp_path / "saved" / "train_state.json").read_text())
     assert state["step"] == step_named  # the name says the step the checkpoint holds
     assert s.step == 300  # and the run went on after it
+    # the status bar names the saved folder and what it is, never an empty "()"
+    assert win.origin_label.text().startswith("Model: saved (Attention Lab")
+    assert "()" not in win.origin_label.text()
 
 
 # ---- Continue and the learning rate ------------------------------------------------------------------
