@@ -200,12 +200,10 @@ class Session(QObject):
 
     @property
     def target_steps(self) -> int:
-        """The step the shown model trains to: the running (or followed) run's own target, which a
-        continued run moves past the Training panel's ``steps`` (:func:`model.train.settings.continued`);
-        the panel's ``steps`` while nothing runs. The one source of every "step N / target" label."""
+        """Every "step N / target" label's target: the running (or followed) run's own, which Continue
+        moves past the panel's ``steps`` (:func:`~model.train.settings.continued`); else the panel's."""
         worker = self.run.worker if self.run.active else self.follow.worker if self.follow.active else None
-        target = getattr(worker, "target", 0) if worker is not None else 0
-        return int(target or getattr(self.train_settings, "steps", 0) or 0)
+        return int(getattr(worker, "target", 0) or getattr(self.train_settings, "steps", 0) or 0)
 
     # ---- the runs (the parts: session.run, session.follow) ------------------------------------
     def start_training(self) -> None:
