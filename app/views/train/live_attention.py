@@ -15,19 +15,18 @@ its weights alone).
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QCheckBox,
     QGroupBox,
     QHBoxLayout,
     QLabel,
-    QPlainTextEdit,
     QPushButton,
     QSlider,
     QVBoxLayout,
     QWidget,
 )
 
+from app.views.train.prompt_edit import PromptEdit
 from app.widgets.head_grid import MAX_BANDS, SCROLL_PX, HeadMosaic
 from model.interp.frame import carried_mask
 from model.interp.measures import layer_masks
@@ -49,8 +48,9 @@ class LiveAttention(QGroupBox):
         layout = QVBoxLayout(self)
         prow = QHBoxLayout()
         prow.addWidget(QLabel("Probe prompt"))
-        self.probe_edit = QPlainTextEdit()
+        self.probe_edit = PromptEdit()
         self.probe_edit.setObjectName("probePrompt")
+        self.probe_edit.setAccessibleName("probe prompt")
         self.probe_edit.setToolTip(
             "The text whose attention is traced every few steps; Apply (or Ctrl+Enter) to use an edit. "
             "In each cell rows are queries and columns keys."
@@ -61,9 +61,7 @@ class LiveAttention(QGroupBox):
         self.probe_apply = QPushButton("Apply")
         self.probe_apply.setToolTip("Trace this prompt from now on (Ctrl+Enter)")
         self.probe_apply.clicked.connect(self._apply_probe_prompt)
-        shortcut = QShortcut(QKeySequence("Ctrl+Return"), self.probe_edit)
-        shortcut.setWhatsThis("Apply the edited probe prompt")  # what Help → Keyboard shortcuts says
-        shortcut.activated.connect(self._apply_probe_prompt)
+        self.probe_edit.on_submit("Apply the edited probe prompt", self._apply_probe_prompt)
         col = QVBoxLayout()
         col.addWidget(self.probe_apply)
         self.sqrt_scale = QCheckBox("√ scale")
