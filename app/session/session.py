@@ -126,7 +126,7 @@ class Session(QObject):
         self.edits = Edits()
         self.device_choice: str = "auto"
         self.device: torch.device | None = None
-        self.initialising = False  # True while the window loads the default corpus and model
+        self.initialising = ""  # while the window sets up, what it does ("opening X"; Start says it)
         # the parts (see the module docstring)
         self.slot = ModelSlot(history_bytes)
         self._compute: ComputeWorker | None = None
@@ -200,8 +200,7 @@ class Session(QObject):
 
     @property
     def target_steps(self) -> int:
-        """Every "step N / target" label's target: the running (or followed) run's own, which Continue
-        moves past the panel's ``steps`` (:func:`~model.train.settings.continued`); else the panel's."""
+        """Every "step N / target" label's: the running (or followed) run's own, else the panel's."""
         worker = self.run.worker if self.run.active else self.follow.worker if self.follow.active else None
         return int(getattr(worker, "target", 0) or getattr(self.train_settings, "steps", 0) or 0)
 
@@ -229,17 +228,18 @@ class Session(QObject):
     @contextmanager
     def _initialising(self) -> Iterator[None]:
         """While the first model is set up: training settings (normally the Training panel's) and
-        the device chosen, Start says it is loading."""
+        the device chosen, Start says it is loading (or what the window said it opens)."""
         from model.train.settings import TrainSettings
 
-        self.initialising = True
+        before = self.initialising
+        self.initialising = before or "loading the default corpus and model"
         try:
             if self.train_settings is None:
                 self.train_settings = TrainSettings(probe_every=10)
             self.set_device("auto")
             yield
         finally:
-            self.initialising = False
+            self.initialising = before
 
     def init_default(self) -> None:
         """The built-in default: default corpus, default config, an untrained model, auto device."""

@@ -132,6 +132,16 @@ class GenerateBox(QGroupBox):
             self.chat.set_template(chat)
             self.clear_conversation()
 
+    _suggested = ""  # the prompt the box was last given (not typed): replaced by the next one
+
+    def suggest(self, text: str) -> None:
+        """A prompt that belongs to the shown model's data: it replaces the box's prompt unless the
+        user typed that prompt (a model opened with other data gets that data's prompt, never the
+        previous model's; a chat message is the user's)."""
+        if not self.chat.active and self.prompt.text() in ("", self._suggested):
+            self.prompt.setText(text)
+        self._suggested = text
+
     def _prompt_height(self, lines: int) -> None:
         self.prompt.setFixedHeight(self.prompt.fontMetrics().lineSpacing() * lines + 12)
 

@@ -360,8 +360,7 @@ class TrainTab(TabBase):
     def _on_data(self, source) -> None:
         self._update_reference()
         self._update_buttons()
-        if not self.generate_box.prompt.text():
-            self.generate_box.prompt.setText(source.default_prompt[:24])
+        self.generate_box.suggest(source.default_prompt[:24])
 
     def show_frame(self, index: int) -> None:
         """Scrub to kept frame ``index`` (negative counts from the newest)."""
