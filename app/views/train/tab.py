@@ -37,8 +37,13 @@ from app.views.train.generate_box import GenerateBox
 from app.views.train.live_attention import LiveAttention
 from app.views.train.plots import TrainPlots
 from app.views.train.router_load import RouterLoad
+from app.views.train.share_splitter import ShareSplitter
 from app.widgets.progress import ReadableProgressBar
 from model.train.settings import eta_seconds
+
+#: the share of the Train tab's height the curves and the live heads get (the rest: samples, Generate),
+#: and the least they get (px) on a small screen, where the loss plot's guide labels need it
+TOP_SHARE, TOP_LEAST = 0.57, 345
 
 
 class TrainTab(TabBase):
@@ -62,7 +67,8 @@ class TrainTab(TabBase):
         self.follow_bar = FollowBar(session)
         root.addWidget(self.follow_bar)
 
-        main = QSplitter(Qt.Orientation.Vertical)
+        # the curves and heads above, the samples and the Generate box below: room for both at any size
+        main = ShareSplitter(Qt.Orientation.Vertical, TOP_SHARE, TOP_LEAST)
         top = QSplitter(Qt.Orientation.Horizontal)
         self.plots = TrainPlots()
         top.addWidget(self.plots)
@@ -78,8 +84,6 @@ class TrainTab(TabBase):
         self.generate_box.attentionPromptRequested.connect(lambda text: self.host.show_in_attention(text))
         bottom.addWidget(self.generate_box)
         main.addWidget(bottom)
-        main.setStretchFactor(0, 3)
-        main.setStretchFactor(1, 1)
         root.addWidget(main, 1)
         self.top_splitter, self.main_splitter = top, main
 
