@@ -108,6 +108,9 @@ def test_a_pretrained_model_says_it_was_trained_elsewhere_and_names_the_field_to
     assert s.source_spec == "builtin:primer" and s.source.tokenizer == s.tokenizer  # Start fine-tunes it
     assert tab.progress.format() == "pretrained elsewhere: its files keep no training history"
     assert win.step_label.text() == "Step: – (pretrained)"
+    # the probe grid names its frame as the status bar does, not "step 0"
+    qtbot.waitUntil(lambda: s.latest_frame is not None and bool(tab.live.head_grid.title), timeout=TIMEOUT)
+    assert tab.live.head_grid.title.startswith("pretrained:") and "step 0" not in tab.live.scrub_label.text()
     plan = tab.plan_label.text()
     assert plan.startswith("Start is disabled: Training ") and not tab.start_button.isEnabled()
     assert "Sequence length (auto = the model's context, 8,192) to" in plan and "Training panel" in plan

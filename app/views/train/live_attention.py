@@ -152,13 +152,14 @@ class LiveAttention(QGroupBox):
         mask = None  # the mask the weights carry
         if local and self._config().window_pattern:  # local and global layers: each its own
             mask = layer_masks(self._config(), carried_mask(frame.weights), L)
+        live_mark = " (live)" if live and self._running() else ""
         self.head_grid.set_data(
             frame.weights,
             frame.labels,
             mask=mask,
             row_labels=[f"{layer} local" if layer in local else str(layer) for layer in range(L)],
-            title=f"step {frame.step}{' (live)' if live and self._running() else ''}: rows = queries, "
-            f"columns = keys, {len(frame.labels)} tokens",
+            title=f"{self._step_name(frame.step)}{live_mark}: rows = queries, columns = keys, "
+            f"{len(frame.labels)} tokens",
         )
         W = self._config().sliding_window if local else None
         self.head_grid.plot.getAxis("left").setToolTip(
@@ -168,6 +169,14 @@ class LiveAttention(QGroupBox):
             else ""
         )
         self._update_scrub_label(frame.step if not live else None)
+
+    def _step_name(self, step: int) -> str:
+        """A frame's step as the status bar names it: "step N", or "pretrained" for a model opened
+        from files that keep no step (its 0 is not a step it was trained to)."""
+        slot = self.session.slot
+        if step == 0 and slot.opened_untracked() and slot.steps_before() is None:
+            return "pretrained"
+        return f"step {step}"
 
     def _running(self) -> bool:
         """Whether the shown model is training (here, or in a followed run): only then is a frame live."""
@@ -197,13 +206,12 @@ class LiveAttention(QGroupBox):
         if step is None:
             latest = self.session.latest_frame
             live = "live: " if self._running() else ""
-            self.scrub_label.setText(
-                f"{live}step {latest.step if latest else frames.steps()[-1]}  ({len(frames)} kept)"
-            )
+            step = latest.step if latest else frames.steps()[-1]
+            self.scrub_label.setText(f"{live}{self._step_name(step)}  ({len(frames)} kept)")
         else:
             latest = self.session.latest_frame
             newest = f" · newest: {latest.step}" if latest is not None and latest.step != step else ""
-            self.scrub_label.setText(f"step {step}  ({len(frames)} kept{newest})")
+            self.scrub_label.setText(f"{self._step_name(step)}  ({len(frames)} kept{newest})")
 
     def reset(self) -> None:
         """The record was replaced (a new run, a model opened): the scrubber starts over; the grid
