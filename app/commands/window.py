@@ -3,7 +3,8 @@
 A MODEL is anything File → Open reads (:data:`app.cli.MODEL_KINDS`); ``hf:REPO`` is fetched into the
 Hugging Face cache first (progress on stderr) and ``package:NAME`` found in its package. A MODEL that is
 neither a command nor a file, folder or model name is one line on stderr and exit code 2, so a typo of a
-command (``attention-lab trian``) says so instead of opening a window.
+command (``attention-lab trian``) says so instead of opening a window; so is a file or folder that holds
+no model File → Open would recognise (:func:`model.io.pretrained.detect`).
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ def _local_model(spec: str) -> WindowRequest:
             raise UserError(str(exc)) from None
     path = check_input(Path(spec).expanduser(), error=UserError, what=spec, kind="any")
     if path.exists():
+        from model.io.pretrained import detect  # torch: only when a model is named
+
+        detect(path)  # a folder or file that holds no model: one line here, not a dialog in the window
         return WindowRequest(str(path))
     close = difflib.get_close_matches(spec, COMMANDS, n=1)
     if close and os.sep not in spec:

@@ -13,7 +13,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtWidgets import QFileDialog, QGridLayout, QHBoxLayout, QLabel, QPushButton, QWidget
+from PySide6.QtWidgets import (
+    QDialogButtonBox,
+    QFileDialog,
+    QGridLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QTreeView,
+    QWidget,
+)
 
 from model.io.gguf_file import is_gguf
 
@@ -52,15 +61,30 @@ class CheckpointDialog(QFileDialog):
             "run or nanoGPT folder"
         )
         self.folder_button.clicked.connect(self.accept_folder)
+        # beside Open and Cancel: the file name's completer drops its list over the rows under the
+        # name, where this button was, never over the buttons at its right
+        buttons = self.findChild(QDialogButtonBox, "buttonBox")
+        if buttons is not None:
+            buttons.addButton(self.folder_button, QDialogButtonBox.ButtonRole.ActionRole)
         hint = QLabel("A model folder: select it (or go into it) and press <b>Open this folder</b>.")
-        row = QHBoxLayout()
-        row.addWidget(hint, 1)
-        row.addWidget(self.folder_button)
         grid = self.layout()
         if isinstance(grid, QGridLayout):  # Qt's widget-based dialog lays itself out in a grid
-            grid.addLayout(row, grid.rowCount(), 0, 1, grid.columnCount())
+            grid.addWidget(hint, grid.rowCount(), 0, 1, grid.columnCount())
+        self._fit_detail_columns()
         self.fileSelected.connect(lambda path: setattr(self, "chosen", checkpoint_target(path)))
         self.resize(820, 520)
+
+    def _fit_detail_columns(self) -> None:
+        """The list's Size, Type and Date Modified columns as wide as what they hold (they were cut
+        to "1.2…" and "gguf F…"); the name takes the rest."""
+        view = self.findChild(QTreeView, "treeView")
+        if view is None:
+            return
+        header = view.header()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for col in range(1, header.count()):
+            header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
 
     def selected_folder(self) -> str:
         """The folder a press of **Open this folder** opens: the one selected in the list, else the

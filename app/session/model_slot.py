@@ -137,6 +137,11 @@ class ModelSlot:
         self.model = trainer.model
         return other
 
+    def saved_to(self, path: str) -> None:
+        """The model was written to ``path``: our checkpoint format now, whatever it was opened from."""
+        self.path = path
+        self.meta = {**self.meta, "kind": "attention-lab"}
+
     def move_to(self, device: Any) -> None:
         """The shown model on ``device``; its run goes on there (the optimizer state moves along)."""
         from model.train.trainer import Trainer
@@ -157,7 +162,11 @@ class ModelSlot:
 
     @property
     def step(self) -> int:
-        return int(self.trainer.step) if self.trainer is not None else self.record.step
+        """The step the shown model is at, the one every label names: its run's (a trainer's, or the
+        newest recorded), else the step its files say it was trained to (the starter's 500), else 0."""
+        if self.trainer is not None:
+            return int(self.trainer.step)
+        return self.record.step or self.steps_before() or 0
 
     def origin(self) -> str:
         """Where the model came from, for the status bar: name, kind, tokenizer (its parameters

@@ -127,7 +127,7 @@ class Session(QObject):
         self.edits = Edits()
         self.device_choice: str = "auto"
         self.device: torch.device | None = None
-        self.initialising = False  # True while the window loads the default corpus and model
+        self.initialising = ""  # while the window sets up, what it does ("opening X"; Start says it)
         # the parts (see the module docstring)
         self.slot = ModelSlot(history_bytes)
         self._compute: ComputeWorker | None = None
@@ -203,7 +203,9 @@ class Session(QObject):
 
     @property
     def target_steps(self) -> int:
-        return int(getattr(self.train_settings, "steps", 0) or 0)
+        """Every "step N / target" label's: the running (or followed) run's own, else the panel's."""
+        worker = self.run.worker if self.run.active else self.follow.worker if self.follow.active else None
+        return int(getattr(worker, "target", 0) or getattr(self.train_settings, "steps", 0) or 0)
 
     # ---- the runs (the parts: session.run, session.follow) ------------------------------------
     def start_training(self) -> None:
@@ -229,17 +231,18 @@ class Session(QObject):
     @contextmanager
     def _initialising(self) -> Iterator[None]:
         """While the first model is set up: training settings (normally the Training panel's) and
-        the device chosen, Start says it is loading."""
+        the device chosen, Start says it is loading (or what the window said it opens)."""
         from model.train.settings import TrainSettings
 
-        self.initialising = True
+        before = self.initialising
+        self.initialising = before or "loading the default corpus and model"
         try:
             if self.train_settings is None:
                 self.train_settings = TrainSettings(probe_every=10)
             self.set_device("auto")
             yield
         finally:
-            self.initialising = False
+            self.initialising = before
 
     def init_default(self) -> None:
         """The built-in default: default corpus, default config, an untrained model, auto device."""
@@ -418,7 +421,7 @@ class Session(QObject):
     def mark_saved(self, path: str, step: int | None = None) -> None:
         """The model was written to ``path`` holding ``step`` (default: the step shown now; a save
         between two steps holds the step it was written at, and the steps trained since stay unsaved)."""
-        self.slot.path = path
+        self.slot.saved_to(path)
         self.slot.record.mark_saved(self.step if step is None else int(step), self.step)
         self.checkpointSaved.emit(path)
 

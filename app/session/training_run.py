@@ -50,7 +50,7 @@ class RunHost(Protocol):
     history: list[dict]
     train_settings: TrainSettings | None
     device: Any
-    initialising: bool
+    initialising: str
     probe_prompt: str
     sample_every: int
     sample_prompt: str
@@ -221,8 +221,8 @@ class TrainingRun(WorkerRun):
         if edits:
             return edits
         if s.source is None:
-            if s.initialising:
-                return ["loading the default corpus and model…"]
+            if s.initialising:  # the window is still setting up: say what it is doing
+                return [f"{s.initialising}…"]
             return ["choose a data source in the Data panel"]
         if s.train_settings is None:
             return ["the training settings are not set yet (Training panel)"]

@@ -105,7 +105,8 @@ class FileActions:
             self.window.show_error("Could not open checkpoint", f"{path}\n\n{exc}")
             return False
         QApplication.restoreOverrideCursor()
-        self.window.statusBar().showMessage(f"Opened {path} at step {self.session.step}", 6000)
+        step = self.session.step  # 0: a model trained elsewhere whose files name no step
+        self.window.statusBar().showMessage(f"Opened {path}" + (f" at step {step:,}" if step else ""), 6000)
         self.window.update_status()
         return True
 
@@ -152,7 +153,7 @@ class FileActions:
         """File → Get a model…: the download dialog (one per window, kept between uses)."""
         from app.dialogs.get_model import GetModelDialog  # the Hub's modules: not before the first paint
 
-        dialog = getattr(self, "_get_model", None)
+        dialog = self.get_model
         if dialog is None:
             dialog = self.get_model = GetModelDialog(self.window.window())
             dialog.downloaded.connect(self._open_downloaded)

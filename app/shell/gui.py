@@ -14,6 +14,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import NoReturn
 
 # Qt, pyqtgraph, the window and the crash reporter are imported inside the functions, after _T0: the
@@ -62,10 +63,18 @@ def create_window(
     """
     from PySide6.QtCore import QTimer
 
+    from app.session.session import Session
     from app.shell.window import MainWindow
 
-    win = MainWindow(confirm_close=confirm_close, restore=restore, lazy=lazy)
-    win.session.initialising = init
+    named = model is not None and model.path is not None
+    session = Session()
+    # what Start says from the first paint on, before a data source exists (set before the tabs are built)
+    if named:
+        session.initialising = f"opening {model.name or Path(model.path).name}"
+    elif init:
+        session.initialising = "loading the default corpus and model"
+    win = MainWindow(session, confirm_close=confirm_close, restore=restore, lazy=lazy)
+    session.setParent(win)
 
     def after_first_paint():
         try:
@@ -75,7 +84,8 @@ def create_window(
         except Exception as exc:
             traceback.print_exc()
             win.show_error("Could not set up the default model", str(exc))
-        if model is not None and model.path is not None:
+        win.session.initialising = ""
+        if named:
             win.files.open_named(model.path, model.name)
         win.build_later()
 

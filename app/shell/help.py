@@ -14,7 +14,7 @@ import inspect
 import re
 from pathlib import Path
 
-from PySide6.QtCore import QUrl
+from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import (
     QAction,
     QDesktopServices,
@@ -154,6 +154,10 @@ def _widget_label(widget: QWidget | None) -> str:
     return name or type(widget).__name__
 
 
+#: shortcut contexts that fire only while their own widget (or a child of it) has the focus
+_FOCUSED = (Qt.ShortcutContext.WidgetShortcut, Qt.ShortcutContext.WidgetWithChildrenShortcut)
+
+
 def shortcut_rows(window: QWidget) -> list[tuple[str, str, str]]:
     """Every keyboard shortcut the window has now, as ``(keys, what it does, where)``: the menus'
     actions in menu order ("File", "View → …"), then actions outside the menus and widget shortcuts
@@ -190,7 +194,10 @@ def shortcut_rows(window: QWidget) -> list[tuple[str, str, str]]:
         owner = sc.parent()
         parent = owner if isinstance(owner, QWidget) else None
         what = sc.whatsThis() or f"in the {_widget_label(parent)}"
-        rows.append((keys, what, _where(window, sc)))
+        where = _where(window, sc)
+        if sc.context() in _FOCUSED and parent is not None:  # fires only in its own box
+            where = f"{where}, in the {_widget_label(parent)}"
+        rows.append((keys, what, where))
     return rows
 
 

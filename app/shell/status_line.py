@@ -43,9 +43,8 @@ class StatusLine:
         target = f" / {s.target_steps:,}" if s.is_training and s.target_steps else ""
         if s.step or not s.slot.opened_untracked():
             self.step.setText(f"Step: {s.step:,}{target}")
-        else:  # its steps were trained elsewhere: not "0"
-            before = s.slot.steps_before()
-            self.step.setText(f"Step: {before:,} before opening" if before else "Step: – (pretrained)")
+        else:  # trained elsewhere, for steps its files do not say: not "0"
+            self.step.setText("Step: – (pretrained)")
         self.step.setToolTip(s.slot.training_note())
         tps = s.tokens_per_s
         self.tps.setText(f"Tokens/s: {tps:,.0f}" if tps else "Tokens/s: –")

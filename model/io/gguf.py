@@ -67,7 +67,7 @@ from model.io.gguf_file import (
     read_tensor,
     undequantized,
 )
-from model.io.gguf_names import hf_name, in_gguf_names
+from model.io.gguf_names import gguf_model_name, hf_name, in_gguf_names
 from model.io.gguf_stored import stored_matrices, stored_need
 from model.io.gpt2 import gpt2_config, gpt2_layout
 from model.io.loaded import Checkpoint, CheckpointError
@@ -328,8 +328,7 @@ def _source(header: GGUFHeader, model_type: str, cfg: GPTConfig, *, stored: bool
 # opening
 # ---------------------------------------------------------------------------------------------
 def _name_of(header: GGUFHeader) -> str:
-    name = header.get("general.name")
-    return str(name) if isinstance(name, str) and name.strip() else header.path.stem
+    return gguf_model_name(header.path.name, header.get("general.name"))
 
 
 def _tokenizer(header: GGUFHeader, cfg: GPTConfig, name: str) -> Tokenizer:

@@ -4,13 +4,38 @@
 ``transformer.h.0.…``) so that the file opens through the Hugging Face mapping
 (:mod:`model.io.families`, :mod:`model.io.gpt2`); :func:`in_gguf_names` writes the names in a message
 back as the file spells them, so an error names the tensors the user can see (:mod:`model.io.gguf`).
+
+:func:`gguf_model_name` is the model's own name, one rule whichever way the file is opened (File → Open,
+``package:NAME``, the local models' list).
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["gguf_name", "hf_name", "in_gguf_names"]
+__all__ = ["gguf_model_name", "gguf_name", "hf_name", "in_gguf_names"]
+
+#: What follows a model's name in a GGUF file's name: a quantization (``.Q4_1``, ``-Q4_K_M``,
+#: ``-IQ3_XXS``, ``.f16``, ``-BF16``), a split's part (``-00001-of-00003``), then ``.gguf``.
+_FILE_TAIL = re.compile(
+    r"(?:[.\-_](?:I?Q\d\w*|[Ff](?:16|32)|BF16|bf16))?(?:-\d{5}-of-\d{5})?\.gguf$", re.IGNORECASE
+)
+#: A file named by its content, not by its model (Ollama's blobs: ``sha256-<64 hex digits>``).
+_BLOB = re.compile(r"(?:sha256[-:])?[0-9a-f]{64}", re.IGNORECASE)
+
+
+def gguf_model_name(file_name: str, general_name: object = None) -> str:
+    """A GGUF model's name: its file's name less the quantization, the split part and ``.gguf``
+    (``SmolLM2-135M-Instruct.Q4_1.gguf`` → ``SmolLM2-135M-Instruct``, which is also its
+    ``package:`` name), the name people downloaded it by. A file whose name says nothing (an Ollama
+    blob, ``sha256-…``) is called by its header's ``general.name`` (``general_name``) when it has one.
+    """
+    stem = _FILE_TAIL.sub("", file_name) if file_name.lower().endswith(".gguf") else file_name
+    says_nothing = bool(_BLOB.fullmatch(stem)) or not stem.strip()
+    if says_nothing and isinstance(general_name, str) and general_name.strip():
+        return general_name.strip()
+    return stem
+
 
 #: GGUF's per-layer tensor names (after ``blk.i.``) -> Hugging Face's (after ``model.layers.i.``).
 _LAYER_NAMES = {

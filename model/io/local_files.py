@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from model.io.gguf import PACKAGED
+from model.io.gguf_names import gguf_model_name
 from model.io.local_found import LocalModel
 from model.io.local_look import Look
 from model.io.local_places import LM_STUDIO, PACKAGE
@@ -40,7 +41,13 @@ def lmstudio_models(look: Look, roots: Sequence[Path], max_depth: int) -> Iterat
             seen.add(real)
             size = _split_size(path) if split else None
             loc.found += 1
-            yield look.gguf(path, name=path.stem, source=LM_STUDIO, detail="/".join(parts[:-1]), size=size)
+            yield look.gguf(
+                path,
+                name=gguf_model_name(path.name),
+                source=LM_STUDIO,
+                detail="/".join(parts[:-1]),
+                size=size,
+            )
 
 
 def package_models(look: Look, packages: Sequence[tuple[str, Path | None]]) -> Iterator[LocalModel]:

@@ -271,7 +271,8 @@ def describe_origin(meta: dict[str, Any], path: str | Path | None = None) -> str
     kind = _KIND_NAMES.get(str(meta.get("kind", "")), str(meta.get("kind", "")))
     origin = _KIND_NAMES.get(str(meta.get("source", "")), "")
     name = meta.get("name") or (Path(path).name if path else "")
-    parts = [f"{name} ({kind}{', from ' + origin if origin and origin != kind else ''})"]
+    said = ", ".join(w for w in (kind, f"from {origin}" if origin and origin != kind else "") if w)
+    parts = [f"{name} ({said})" if said else name]
     if meta.get("n_params"):
         parts.append(f"{int(meta['n_params']):,} parameters")
     if meta.get("quantization"):

@@ -152,3 +152,22 @@ def test_the_keyboard_starts_in_the_repo_field_and_tab_leaves_the_catalogue(qtbo
     qtbot.waitUntil(dlg.table.hasFocus, timeout=5000)
     qtbot.keyClick(dlg.table, Qt.Key.Key_Tab)
     assert not dlg.table.hasFocus()  # Tab leaves the table instead of walking its cells
+
+
+def test_one_dialog_is_reused_and_closing_the_window_shuts_it_down(qtbot, tiny_window, fake_hub, monkeypatch):
+    """Get a model… twice is one dialog (not one more on every use), and the window's closeEvent
+    shuts that dialog's workers down."""
+    from app.dialogs.get_model import GetModelDialog
+
+    first = _dialog(tiny_window)
+    first.reject()
+    second = _dialog(tiny_window)
+    assert second is first and second.isVisible()
+    assert len(tiny_window.findChildren(GetModelDialog)) == 1
+    shut: list[GetModelDialog] = []
+    real = GetModelDialog.shutdown
+    monkeypatch.setattr(
+        GetModelDialog, "shutdown", lambda self, *a, **k: (shut.append(self), real(self, *a, **k))
+    )
+    tiny_window.close()
+    assert shut == [first]

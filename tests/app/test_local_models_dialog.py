@@ -66,7 +66,7 @@ def stores(tmp_path):
     paths = {
         "tinyllama:latest": _pull(ollama, "tinyllama", "latest", _gguf(tmp_path / "a.gguf")),
         "phi3:mini": _pull(ollama, "phi3", "mini", _gguf(tmp_path / "b.gguf", "phi3")),
-        "Qwen-Tiny-Q8_0": _gguf(lmstudio / "pub" / "Qwen-Tiny-GGUF" / "Qwen-Tiny-Q8_0.gguf", "qwen2"),
+        "Qwen-Tiny": _gguf(lmstudio / "pub" / "Qwen-Tiny-GGUF" / "Qwen-Tiny-Q8_0.gguf", "qwen2"),
     }
     return ollama, lmstudio, paths
 
@@ -95,7 +95,7 @@ def dialog(qtbot, stores):
 def test_the_list_fills_in_the_background_and_says_where_it_looked(dialog, stores):
     ollama, lmstudio, _ = stores
     assert dialog.objectName() == "localModelsDialog"
-    assert sorted(dialog.visible_names()) == ["Qwen-Tiny-Q8_0", "phi3:mini", "tinyllama:latest"]
+    assert sorted(dialog.visible_names()) == ["Qwen-Tiny", "phi3:mini", "tinyllama:latest"]
     row = {c: dialog.proxy.index(0, c).data() for c in range(len(dialog.COLUMNS))}
     assert row[1] == "Ollama" and row[2] in ("llama", "phi3") and row[3].endswith("KiB")
     assert "3 models (1 cannot open)" in dialog.status.text()
@@ -108,8 +108,8 @@ def test_the_list_fills_in_the_background_and_says_where_it_looked(dialog, store
 
 def test_the_filter_narrows_the_list(qtbot, dialog):
     qtbot.keyClicks(dialog.filter_edit, "qwen")
-    assert dialog.visible_names() == ["Qwen-Tiny-Q8_0"]  # not phi3, whose refusal lists qwen2
-    assert dialog.selected().name == "Qwen-Tiny-Q8_0" and "1 shown" in dialog.status.text()
+    assert dialog.visible_names() == ["Qwen-Tiny"]  # not phi3, whose refusal lists qwen2
+    assert dialog.selected().name == "Qwen-Tiny" and "1 shown" in dialog.status.text()
     dialog.filter_edit.setText("ollama")  # any column: the source
     assert sorted(dialog.visible_names()) == ["phi3:mini", "tinyllama:latest"]
     dialog.filter_edit.setText("nothing like it")
@@ -152,13 +152,13 @@ def test_enter_and_double_click_request_the_chosen_model(qtbot, dialog, stores):
     assert got.args[0].path == paths["tinyllama:latest"]
     qtbot.keyClick(dialog.filter_edit, Qt.Key.Key_Down)  # ↓: into the list
     assert dialog.table.hasFocus()
-    dialog.select("Qwen-Tiny-Q8_0")
+    dialog.select("Qwen-Tiny")
     with qtbot.waitSignal(dialog.openRequested) as got:
         qtbot.keyClick(dialog.table, Qt.Key.Key_Return)
-    assert got.args[0].name == "Qwen-Tiny-Q8_0"
+    assert got.args[0].name == "Qwen-Tiny"
     with qtbot.waitSignal(dialog.openRequested) as got:
         dialog.table.doubleClicked.emit(dialog.table.currentIndex())
-    assert got.args[0].path == paths["Qwen-Tiny-Q8_0"]
+    assert got.args[0].path == paths["Qwen-Tiny"]
 
 
 class _GatedScan:
@@ -256,7 +256,7 @@ def test_file_menu_opens_the_chosen_model_through_open_checkpoint(
     dlg = win.files.local_models
     assert dlg.isVisible() and dlg.parent() is win
     qtbot.waitUntil(lambda: dlg.complete, timeout=TIMEOUT)
-    assert {"tinyllama:latest", "phi3:mini", "Qwen-Tiny-Q8_0"} <= set(dlg.visible_names())
+    assert {"tinyllama:latest", "phi3:mini", "Qwen-Tiny"} <= set(dlg.visible_names())
     assert str(ollama) in dlg.where.text()
     dlg.select("tinyllama:latest")
     dlg.open_button.click()

@@ -242,7 +242,7 @@ def test_keyboard_shortcuts_lists_what_the_actions_say(qtbot, tiny_window):
         ("Ctrl+3", "Labs tab"),
         ("Ctrl+Shift+O", "Get a model"),
         ("F1", "What am I looking at?"),
-        ("Ctrl+Return", "Apply the edited probe prompt"),
+        ("Ctrl+Return, Ctrl+Enter", "Apply the edited probe prompt"),
     ):
         assert f"{keys} {does}" in text, (keys, does)
     assert "Frobnicate" not in text

@@ -83,6 +83,8 @@ def test_the_window_opens_on_the_named_model_after_the_starter(qtbot, app_settin
     qtbot.addWidget(win)
     s = win.session
     s.set_device("cpu")
+    # from the first paint, Start says the window is opening the model, not "choose a data source"
+    assert win.tabs["Train"].plan_label.text() == "Start is disabled: opening my tiny run…"
     with qtbot.waitSignal(win.firstPainted, timeout=10_000):
         win.show()
     qtbot.waitUntil(lambda: s.model is not None and s.model.config.n_layers == 3, timeout=60_000)
@@ -115,3 +117,28 @@ def test_a_model_that_cannot_be_read_leaves_the_starter_and_says_why(
     assert win.session.checkpoint_meta.get("starter")  # the starter is still shown
     qtbot.waitUntil(lambda: not win._pending, timeout=60_000)
     win.close()
+
+
+def test_a_folder_that_holds_no_model_is_one_line_and_exit_2_before_the_window(tmp_path):
+    """A folder holding only a symlink to itself is a folder, but no model: the process says so in one
+    line and exits 2 without starting the window (a subprocess, as a user runs it)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    folder = tmp_path / "not-a-model"
+    folder.mkdir()
+    (folder / "loop").symlink_to(folder, target_is_directory=True)
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "OMP_NUM_THREADS": "1"}
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.main", str(folder)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=60,  # before the check, the window opened and waited on its error dialog
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "holds no model" in proc.stderr and "Traceback" not in proc.stderr

@@ -38,8 +38,9 @@ def test_the_starter_says_how_far_it_was_trained_and_what_start_will_do(qtbot, t
     from model.io.starter import STARTER_DIR
 
     trained = int(json.loads((STARTER_DIR / "meta.json").read_text())["step"])
-    assert tab.progress.format() == f"trained {trained:,} steps before it was opened"
-    assert win.step_label.text() == f"Step: {trained:,} before opening"
+    assert tab.progress.format() == f"step {trained:,}"
+    assert win.step_label.text() == f"Step: {trained:,}"
+    assert win.step_label.toolTip() == f"trained {trained:,} steps before it was opened"
     assert "not trained yet" not in tab.progress.format() and win.step_label.text() != "Step: 0"
     plan = tab.plan_label.text()
     assert plan.startswith("Start trains a new model from random weights")
@@ -52,6 +53,36 @@ def test_the_starter_says_how_far_it_was_trained_and_what_start_will_do(qtbot, t
     assert win.windowTitle().startswith("*new run")
     assert "new run" in win.origin_label.text() and "starter model" in win.origin_label.text()
     assert win.step_label.text() == "Step: 2" and tab.progress.format() == "step 2"
+
+
+@pytest.mark.usefixtures("shipped_starter")
+def test_every_label_of_an_opened_models_step_names_its_true_step_and_live_only_while_it_trains(
+    qtbot, tiny_window
+):
+    """The starter opened by File → Open: the message, the status bar, the progress bar and the
+    probe grid all say the step its files were saved at (meta.json's), and the grid says "live" only
+    once a run trains it."""
+    from model.io.starter import STARTER_DIR
+
+    win, s = tiny_window, tiny_window.session
+    tab = win.tabs["Train"]
+    trained = int(json.loads((STARTER_DIR / "meta.json").read_text())["step"])
+    with qtbot.waitSignal(s.traceUpdated, timeout=TIMEOUT):
+        assert win.files.open_checkpoint(str(STARTER_DIR))
+    assert win.statusBar().currentMessage() == f"Opened {STARTER_DIR} at step {trained:,}"
+    assert win.step_label.text() == f"Step: {trained:,}" and tab.progress.format() == f"step {trained:,}"
+    qtbot.waitUntil(lambda: s.latest_frame is not None and s.latest_frame.step == trained, timeout=TIMEOUT)
+    title = tab.live.head_grid.title
+    assert title.startswith(f"step {trained}:") and "live" not in title
+    assert tab.live.scrub_label.text().startswith(f"step {trained} ")
+
+    s.set_train_settings(s.train_settings.replace(steps=10**6, batch_size=2, seq_len=16))
+    with qtbot.waitSignal(s.traceUpdated, timeout=TIMEOUT):  # the fresh run's first frame
+        s.start_training()
+    assert "(live)" in tab.live.head_grid.title and tab.live.scrub_label.text().startswith("live: ")
+    with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT):
+        s.stop_training()
+    assert "live" not in tab.live.head_grid.title and "live" not in tab.live.scrub_label.text()
 
 
 def test_an_untrained_model_says_start_trains_it(qtbot, tiny_window):
@@ -77,6 +108,9 @@ def test_a_pretrained_model_says_it_was_trained_elsewhere_and_names_the_field_to
     assert s.source_spec == "builtin:primer" and s.source.tokenizer == s.tokenizer  # Start fine-tunes it
     assert tab.progress.format() == "pretrained elsewhere: its files keep no training history"
     assert win.step_label.text() == "Step: – (pretrained)"
+    # the probe grid names its frame as the status bar does, not "step 0"
+    qtbot.waitUntil(lambda: s.latest_frame is not None and bool(tab.live.head_grid.title), timeout=TIMEOUT)
+    assert tab.live.head_grid.title.startswith("pretrained:") and "step 0" not in tab.live.scrub_label.text()
     plan = tab.plan_label.text()
     assert plan.startswith("Start is disabled: Training ") and not tab.start_button.isEnabled()
     assert "Sequence length (auto = the model's context, 8,192) to" in plan and "Training panel" in plan
@@ -140,6 +174,9 @@ def test_save_now_names_the_step_it_saves(qtbot, tiny_window, tmp_path, monkeypa
     state = json.loads((tmp_path / "saved" / "train_state.json").read_text())
     assert state["step"] == step_named  # the name says the step the checkpoint holds
     assert s.step == 300  # and the run went on after it
+    # the status bar names the saved folder and what it is, never an empty "()"
+    assert win.origin_label.text().startswith("Model: saved (Attention Lab")
+    assert "()" not in win.origin_label.text()
 
 
 # ---- Continue and the learning rate ------------------------------------------------------------------

@@ -83,3 +83,27 @@ def test_compare_fits_at_1280_and_its_difference_grid_keeps_room(qtbot, window_o
         return text_problems(page)
 
     qtbot.waitUntil(lambda: not problems(), timeout=5000)
+
+
+def test_the_generated_text_and_the_chat_transcript_get_room_at_1280(qtbot, window_of_one_tab):
+    """At 1280×800 (maximised: 1280×750) the Generate box's output shows at least 6 lines, as text and
+    as a chat transcript (it was 3), while the curves and the heads keep their least height."""
+    from tests.app.test_chat_gui import _with_template
+
+    win, tab, scroll = window_of_one_tab("Train", "app.views.train.tab:TrainTab", SIZE)
+    _tiny_model(win)
+    box = tab.generate_box
+    line = box.output.fontMetrics().lineSpacing()
+    top = tab.main_splitter.widget(0)
+
+    def lines() -> float:
+        win.grab()  # lays out what is pending
+        return box.output.viewport().height() / line
+
+    qtbot.waitUntil(lambda: lines() >= 6, timeout=5000)
+    _with_template(win.session)
+    box.chat.toggle.setChecked(True)
+    assert not box.chat.isHidden()
+    qtbot.waitUntil(lambda: lines() >= 6, timeout=5000)
+    assert top.height() >= top.minimumSizeHint().height()
+    assert scroll.verticalScrollBar().maximum() == 0  # all of it in the window, nothing scrolled away

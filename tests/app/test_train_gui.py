@@ -300,3 +300,27 @@ def test_the_history_keeps_causal_frames_packed_and_gives_them_back_exactly():
         got = hist[i]
         assert got.step == i and got.labels == list("abcdefghi") and got.weights.dtype == np.float16
         np.testing.assert_array_equal(got.weights, w)
+
+
+def test_continuing_a_finished_run_names_one_target_in_the_status_bar_and_the_progress_bar(
+    qtbot, tiny_window, tiny_settings
+):
+    """A finished run of 6 steps continued with the panel's 6 steps trains to step 12
+    (model.train.settings.continued): the status bar and the progress bar both say "/ 12"."""
+    win, s = tiny_window, tiny_window.session
+    tab = _train_tab(win)
+    with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT):
+        tab.start_button.click()
+    assert s.step == tiny_settings.steps and tab.start_button.text() == "Continue"
+    with qtbot.waitSignal(
+        s.trainingStateChanged, timeout=TIMEOUT, check_params_cb=lambda st: st == "running"
+    ):
+        tab.start_button.click()
+    with qtbot.waitSignal(s.trainingStateChanged, timeout=TIMEOUT, check_params_cb=lambda st: st == "paused"):
+        tab.pause_button.click()
+    target = 2 * tiny_settings.steps
+    assert s.target_steps == s.run.worker.target == target
+    assert f"/ {target}" in win.step_label.text() and f"/ {target}" in tab.progress.format()
+    with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT):
+        tab.pause_button.click()
+    assert s.step == target

@@ -230,7 +230,10 @@ def test_opens_as_what_it_is(case):
     family, qtype = CASES[case.path.stem]
     assert detect(case.path) == ("gguf", case.path)
     meta = case.ours.meta
-    assert meta["kind"] == "gguf" and meta["name"] == "tiny"
+    # named by its file less the quantization (as people download it), not by general.name ("tiny")
+    # ("K" names a mix of k-quants, no one quantization: it stays in the name)
+    name = case.path.stem if qtype == "K" else case.path.stem.removesuffix(f"-{qtype}")
+    assert meta["kind"] == "gguf" and meta["name"] == name != "tiny"
     assert meta["model_type"] == meta["architecture"] == family.split("-")[0]
     assert meta["n_params"] == case.original.num_parameters() == case.ours.model.num_params()
     assert meta["tensor_types"]["token_embd.weight"] == ("Q2_K" if qtype == "K" else qtype)
@@ -587,7 +590,7 @@ def test_a_model_larger_than_memory_is_refused_by_the_size_check(tmp_path, monke
     )
     _no_tensor_read(monkeypatch)
     message = _refused(
-        path, ["loading tiny"], opener=lambda p: load_gguf(p, stored=False), error=ModelTooLarge
+        path, ["loading huge"], opener=lambda p: load_gguf(p, stored=False), error=ModelTooLarge
     )
     assert "192.00 TiB" in message and "d_ff=68719476736" in message
     message = _refused(path, ["shapes do not match", "intermediate_size=68719476736"])
@@ -713,3 +716,20 @@ def test_rope_freqs_of_another_kind_are_refused_in_one_line(tmp_path, write_hf_f
     )  # fmt: skip
     with pytest.raises(CheckpointError, match=r"rope_freqs.weight has shape \[3\], not \[8\]"):
         open_model(bad)
+
+
+def test_one_name_for_a_gguf_model_whichever_way_it_is_opened(smollm2_path, tmp_path, tiny_file):
+    """The packaged SmolLM2 opened as a file (File → Open) is called what ``package:NAME`` calls it,
+    not its header's general.name ("Smollm2 135M 8k Lc100K Mix1 Ep2"); a blob named by its hash
+    falls back on general.name."""
+    from model.io.gguf import PACKAGED, summarize_gguf
+    from model.io.gguf_file import read_header
+    from model.io.gguf_names import gguf_model_name
+
+    for name, (_, file_name) in PACKAGED.items():
+        assert gguf_model_name(file_name) == name
+    opened = summarize_gguf(smollm2_path)["name"]
+    assert opened in PACKAGED and opened != read_header(smollm2_path).get("general.name")
+    blob = tmp_path / ("sha256-" + "cd34" * 16)
+    shutil.copy(tiny_file, blob)
+    assert summarize_gguf(blob)["name"] == read_header(blob).get("general.name") == "tiny"

@@ -206,10 +206,10 @@ def test_lmstudio_finds_gguf_files_in_publisher_repo_folders(tmp_path):
     write_gguf(old / "TheBloke" / "Old-GGUF" / "old.Q4_0.GGUF", "qwen2")
     (new / "lmstudio-community" / "Tiny-GGUF" / "README.md").write_text("not a model")
     s, found = scan(tmp_path, lmstudio=[new, old])
-    assert set(found) == {"Tiny-Q8_0", "old.Q4_0"}
-    assert found["Tiny-Q8_0"].path == a and found["Tiny-Q8_0"].source == LM_STUDIO
-    assert found["Tiny-Q8_0"].detail == "lmstudio-community/Tiny-GGUF" and found["Tiny-Q8_0"].opens
-    assert found["old.Q4_0"].family == "qwen2"
+    assert set(found) == {"Tiny", "old"}  # named as the model, less the quantization (gguf_model_name)
+    assert found["Tiny"].path == a and found["Tiny"].source == LM_STUDIO
+    assert found["Tiny"].detail == "lmstudio-community/Tiny-GGUF" and found["Tiny"].opens
+    assert found["old"].family == "qwen2"
     assert [loc.found for loc in s.locations] == [1, 1]
 
 
@@ -218,8 +218,8 @@ def test_split_files_are_listed_once_and_refused(tmp_path):
     first = write_gguf(root / "p" / "r" / "big-00001-of-00002.gguf")
     second = write_gguf(root / "p" / "r" / "big-00002-of-00002.gguf")
     _, found = scan(tmp_path, lmstudio=[root])
-    assert list(found) == ["big-00001-of-00002"]
-    m = found["big-00001-of-00002"]
+    assert list(found) == ["big"]
+    m = found["big"]
     assert not m.opens and "split into 2 files" in m.problem
     assert m.size_bytes == first.stat().st_size + second.stat().st_size
 

@@ -398,6 +398,8 @@ def test_describe_origin_names_kind_source_size_and_tokenizer():
         "run1 (Attention Lab, from Hugging Face GPT-2) · 1,234,567 parameters · tokenizer: byte BPE"
     )
     assert describe_origin({"kind": "nanogpt", "name": "ckpt.pt", "source": "nanogpt"}) == "ckpt.pt (nanoGPT)"
+    # metadata that names no kind (a run made here, saved): the folder's name, no empty "()"
+    assert describe_origin({"new_run": ""}, "/x/run-step300") == "run-step300"
 
 
 def test_every_kind_has_a_readable_name():

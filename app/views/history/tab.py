@@ -186,7 +186,9 @@ class HistoryTab(TabBase):
             self.state.say(f"<span style='color:#c02020'>Cannot open {spec}: {exc}</span>")
             self.failed.emit(str(exc))
             return False
-        prompt = prompt or suggested_prompt(source) or self.session.probe_prompt or DEFAULT_PROMPT
+        # the run's own probe prompt, else text: never the shown model's prompt (the starter's letters
+        # belong to its task, not to a Pythia)
+        prompt = prompt or suggested_prompt(source) or DEFAULT_PROMPT
         self.cancel()
         self._cache_dir = cache_dir
         self.state.open(History(source, prompt, cache_dir=cache_dir))

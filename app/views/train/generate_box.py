@@ -14,7 +14,7 @@ import copy
 import time
 
 from PySide6.QtCore import Signal
-from PySide6.QtGui import QKeySequence, QShortcut, QTextCursor
+from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QGroupBox,
@@ -30,17 +30,8 @@ from PySide6.QtWidgets import (
 from app.core.pace import progress_line, sharing_note
 from app.session.workers import GenerateWorker
 from app.views.train.chat import ChatControls, Conversation
+from app.views.train.prompt_edit import PromptEdit
 from model.text.chat import ChatTemplateError
-
-
-class PromptEdit(QPlainTextEdit):
-    """A few lines of prompt (prompts often hold newlines); ``text``/``setText`` like a line edit."""
-
-    def text(self) -> str:
-        return self.toPlainText()
-
-    def setText(self, text: str) -> None:
-        self.setPlainText(text)
 
 
 class GenerateBox(QGroupBox):
@@ -64,12 +55,11 @@ class GenerateBox(QGroupBox):
         row = QHBoxLayout()
         self.prompt = PromptEdit()
         self.prompt.setObjectName("genPrompt")
+        self.prompt.setAccessibleName("Generate box's prompt")
         self.prompt.setPlaceholderText("Prompt (Ctrl+Enter generates)")
         self.prompt.setTabChangesFocus(True)
         self._prompt_height(3)
-        generate_key = QShortcut(QKeySequence("Ctrl+Return"), self.prompt)
-        generate_key.setWhatsThis("Generate from the prompt")  # what Help → Keyboard shortcuts says
-        generate_key.activated.connect(self.generate)
+        self.prompt.on_submit("Generate from the prompt, or send the chat message", self.generate)
         row.addWidget(self.prompt, 1)
         self.button = QPushButton("Generate")
         self.button.setObjectName("generateButton")
@@ -141,6 +131,16 @@ class GenerateBox(QGroupBox):
         if chat is not self.chat.chat:
             self.chat.set_template(chat)
             self.clear_conversation()
+
+    _suggested = ""  # the prompt the box was last given (not typed): replaced by the next one
+
+    def suggest(self, text: str) -> None:
+        """A prompt that belongs to the shown model's data: it replaces the box's prompt unless the
+        user typed that prompt (a model opened with other data gets that data's prompt, never the
+        previous model's; a chat message is the user's)."""
+        if not self.chat.active and self.prompt.text() in ("", self._suggested):
+            self.prompt.setText(text)
+        self._suggested = text
 
     def _prompt_height(self, lines: int) -> None:
         self.prompt.setFixedHeight(self.prompt.fontMetrics().lineSpacing() * lines + 12)

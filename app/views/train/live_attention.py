@@ -15,19 +15,18 @@ its weights alone).
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QCheckBox,
     QGroupBox,
     QHBoxLayout,
     QLabel,
-    QPlainTextEdit,
     QPushButton,
     QSlider,
     QVBoxLayout,
     QWidget,
 )
 
+from app.views.train.prompt_edit import PromptEdit
 from app.widgets.head_grid import MAX_BANDS, SCROLL_PX, HeadMosaic
 from model.interp.frame import carried_mask
 from model.interp.measures import layer_masks
@@ -49,8 +48,9 @@ class LiveAttention(QGroupBox):
         layout = QVBoxLayout(self)
         prow = QHBoxLayout()
         prow.addWidget(QLabel("Probe prompt"))
-        self.probe_edit = QPlainTextEdit()
+        self.probe_edit = PromptEdit()
         self.probe_edit.setObjectName("probePrompt")
+        self.probe_edit.setAccessibleName("probe prompt")
         self.probe_edit.setToolTip(
             "The text whose attention is traced every few steps; Apply (or Ctrl+Enter) to use an edit. "
             "In each cell rows are queries and columns keys."
@@ -61,9 +61,7 @@ class LiveAttention(QGroupBox):
         self.probe_apply = QPushButton("Apply")
         self.probe_apply.setToolTip("Trace this prompt from now on (Ctrl+Enter)")
         self.probe_apply.clicked.connect(self._apply_probe_prompt)
-        shortcut = QShortcut(QKeySequence("Ctrl+Return"), self.probe_edit)
-        shortcut.setWhatsThis("Apply the edited probe prompt")  # what Help → Keyboard shortcuts says
-        shortcut.activated.connect(self._apply_probe_prompt)
+        self.probe_edit.on_submit("Apply the edited probe prompt", self._apply_probe_prompt)
         col = QVBoxLayout()
         col.addWidget(self.probe_apply)
         self.sqrt_scale = QCheckBox("√ scale")
@@ -113,6 +111,7 @@ class LiveAttention(QGroupBox):
         layout.addLayout(srow)
         session.probePromptChanged.connect(self._on_probe_prompt_changed)
         session.traceUpdated.connect(self._on_frame)
+        session.trainingStateChanged.connect(self._on_training_state)
 
     def _on_probe_prompt_changed(self, text: str) -> None:
         if self.probe_edit.toPlainText() != text:
@@ -153,13 +152,14 @@ class LiveAttention(QGroupBox):
         mask = None  # the mask the weights carry
         if local and self._config().window_pattern:  # local and global layers: each its own
             mask = layer_masks(self._config(), carried_mask(frame.weights), L)
+        live_mark = " (live)" if live and self._running() else ""
         self.head_grid.set_data(
             frame.weights,
             frame.labels,
             mask=mask,
             row_labels=[f"{layer} local" if layer in local else str(layer) for layer in range(L)],
-            title=f"step {frame.step}{' (live)' if live else ''}: rows = queries, "
-            f"columns = keys, {len(frame.labels)} tokens",
+            title=f"{self._step_name(frame.step)}{live_mark}: rows = queries, columns = keys, "
+            f"{len(frame.labels)} tokens",
         )
         W = self._config().sliding_window if local else None
         self.head_grid.plot.getAxis("left").setToolTip(
@@ -169,6 +169,23 @@ class LiveAttention(QGroupBox):
             else ""
         )
         self._update_scrub_label(frame.step if not live else None)
+
+    def _step_name(self, step: int) -> str:
+        """A frame's step as the status bar names it: "step N", or "pretrained" for a model opened
+        from files that keep no step (its 0 is not a step it was trained to)."""
+        slot = self.session.slot
+        if step == 0 and slot.opened_untracked() and slot.steps_before() is None:
+            return "pretrained"
+        return f"step {step}"
+
+    def _running(self) -> bool:
+        """Whether the shown model is training (here, or in a followed run): only then is a frame live."""
+        return bool(self.session.is_training or self.session.is_following)
+
+    def _on_training_state(self, _state: str) -> None:
+        """A run started or ended: the newest frame's title says "live" only while it runs."""
+        if self._scrub_live and self.session.latest_frame is not None:
+            self._draw(self.session.latest_frame, live=True)
 
     def _config(self):
         model = self.session.model
@@ -188,13 +205,13 @@ class LiveAttention(QGroupBox):
             return
         if step is None:
             latest = self.session.latest_frame
-            self.scrub_label.setText(
-                f"live: step {latest.step if latest else frames.steps()[-1]}  ({len(frames)} kept)"
-            )
+            live = "live: " if self._running() else ""
+            step = latest.step if latest else frames.steps()[-1]
+            self.scrub_label.setText(f"{live}{self._step_name(step)}  ({len(frames)} kept)")
         else:
             latest = self.session.latest_frame
             newest = f" · newest: {latest.step}" if latest is not None and latest.step != step else ""
-            self.scrub_label.setText(f"step {step}  ({len(frames)} kept{newest})")
+            self.scrub_label.setText(f"{self._step_name(step)}  ({len(frames)} kept{newest})")
 
     def reset(self) -> None:
         """The record was replaced (a new run, a model opened): the scrubber starts over; the grid

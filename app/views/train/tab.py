@@ -37,8 +37,13 @@ from app.views.train.generate_box import GenerateBox
 from app.views.train.live_attention import LiveAttention
 from app.views.train.plots import TrainPlots
 from app.views.train.router_load import RouterLoad
+from app.views.train.share_splitter import ShareSplitter
 from app.widgets.progress import ReadableProgressBar
 from model.train.settings import eta_seconds
+
+#: the share of the Train tab's height the curves and the live heads get (the rest: samples, Generate),
+#: and the least they get (px) on a small screen, where the loss plot's guide labels need it
+TOP_SHARE, TOP_LEAST = 0.57, 345
 
 
 class TrainTab(TabBase):
@@ -62,7 +67,8 @@ class TrainTab(TabBase):
         self.follow_bar = FollowBar(session)
         root.addWidget(self.follow_bar)
 
-        main = QSplitter(Qt.Orientation.Vertical)
+        # the curves and heads above, the samples and the Generate box below: room for both at any size
+        main = ShareSplitter(Qt.Orientation.Vertical, TOP_SHARE, TOP_LEAST)
         top = QSplitter(Qt.Orientation.Horizontal)
         self.plots = TrainPlots()
         top.addWidget(self.plots)
@@ -78,8 +84,6 @@ class TrainTab(TabBase):
         self.generate_box.attentionPromptRequested.connect(lambda text: self.host.show_in_attention(text))
         bottom.addWidget(self.generate_box)
         main.addWidget(bottom)
-        main.setStretchFactor(0, 3)
-        main.setStretchFactor(1, 1)
         root.addWidget(main, 1)
         self.top_splitter, self.main_splitter = top, main
 
@@ -332,7 +336,7 @@ class TrainTab(TabBase):
     def _update_progress(self) -> None:
         s = self.session
         worker = s.run.worker or s.follow.worker  # the run trained here or the one followed
-        target = worker.target if worker is not None and getattr(worker, "target", None) else s.target_steps
+        target = s.target_steps
         step = s.step
         start = worker.start_step if worker is not None else 0
         span = max(1, target - start)
@@ -342,7 +346,7 @@ class TrainTab(TabBase):
         if s.state == "paused":  # no ETA while nothing moves
             self.progress.setFormat(f"step {step} / {target}   paused")
         elif s.is_training or s.is_following:
-            eta = eta_seconds(s.history, s.step, target or s.target_steps)
+            eta = eta_seconds(s.history, s.step, target)
             self.progress.setFormat(f"step {step} / {target}   ETA {format_eta(eta)}")
         else:
             self.progress.setFormat(f"step {step}" if step else s.slot.training_note() or "not trained yet")
@@ -360,8 +364,7 @@ class TrainTab(TabBase):
     def _on_data(self, source) -> None:
         self._update_reference()
         self._update_buttons()
-        if not self.generate_box.prompt.text():
-            self.generate_box.prompt.setText(source.default_prompt[:24])
+        self.generate_box.suggest(source.default_prompt[:24])
 
     def show_frame(self, index: int) -> None:
         """Scrub to kept frame ``index`` (negative counts from the newest)."""
