@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from PySide6.QtWidgets import QLabel
 
 from model.interp.analysis.saturation import model_saturation
 from model.interp.analysis.softmax_theory import sample_logits, softmax_stats
@@ -37,6 +38,26 @@ def test_theory_table_shows_sqrt_dk_and_saturation(theory, qtbot, d_k, std, wait
     assert ref_un.max_weight > 0.6 > ref_sc.max_weight  # the unscaled rows saturate
     assert page.table_text(4, 2) == page.table_text(1, 2)  # scale baked into init = scaled, at init
     assert page.std_plot.marker is not None and page.std_plot.marker.value() == pytest.approx(math.log10(d_k))
+
+
+def test_default_dk_shows_the_vanishing_gradient_and_says_what_it_shows(labs, qtbot, wait_results):
+    """At the page's default d_k (the chapters' 128) the unscaled softmax's mean Jacobian is below the
+    scaled one's and rows have vanished; the notice quotes the very numbers of the table."""
+    from app.views.labs.softmax import SoftmaxTheoryPage
+
+    _, session = labs
+    page = SoftmaxTheoryPage(session)  # a fresh page: its defaults, not a neighbour test's settings
+    qtbot.addWidget(page)
+    wait_results(qtbot, page, "point", page._compute_point)
+    _, stats, _, _ = page.results["point"]
+    un, sc = stats["unscaled"], stats["scaled"]
+    assert un.jacobian_norm < sc.jacobian_norm and un.vanished > 0.2 > sc.vanished
+    notice = page.header.findChild(QLabel, "labNotice").text()
+    for row in (0, 1):  # unscaled, scaled
+        assert page.table_text(row, 4) in notice  # ‖J‖ as the table shows it
+        assert page.table_text(row, 5).split()[0] in notice  # the share of vanished rows
+    assert "vanishes row by row" in notice and "still" not in notice
+    assert page.notice in notice  # Help's copy says the same
 
 
 def test_slider_and_curves(theory, qtbot, wait_results):

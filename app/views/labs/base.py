@@ -160,6 +160,14 @@ class LabPage(LazyPage):
         box.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
         return box
 
+    def set_notice(self, text: str) -> None:
+        """The header's "What to notice" (and Help's copy of it) says ``text``: a page whose notice is
+        built from what it measured sets it here once the numbers are in."""
+        self.notice = text
+        label = self.header.findChild(QLabel, "labNotice")
+        if label is not None:
+            label.setText(f"<b>What to notice:</b> {text}")
+
     # ---- refresh logic -----------------------------------------------------------------------
     def in_view(self) -> bool:
         """On screen (a page of a hidden tab waits until shown)."""

@@ -36,6 +36,7 @@ from model.interp.analysis.softmax_theory import (
     score_histogram,
     softmax_curves,
     softmax_stats,
+    theory_summary,
 )
 from model.interp.prompt import encode_prompt
 from model.interp.trace import run_with_trace
@@ -49,6 +50,9 @@ VARIANT_LABELS = {
     "init": "scale in init: W_Q, W_K × d_k^(−1/4)",
 }
 SLIDER_STEPS = 90  # d_k = round(2^(v/10)), v in 0..90 → 1..512
+#: the chapters' example (std √128 = 11.3): with 64 keys a row, the first power of two at which the
+#: unscaled softmax's mean Jacobian is below the scaled one's and a quarter of its rows have vanished
+DEFAULT_DK = 128
 
 
 def slider_to_dk(v: int) -> int:
@@ -70,21 +74,28 @@ class SoftmaxTheoryPage(LabPage):
         "widely "
         "spread scores puts almost all weight on one key, and its Jacobian — what carries the gradient back "
         "— "
-        "almost vanishes. Dividing by √d<sub>k</sub> keeps the spread at 1 for every head size. All numbers "
-        "below are measured on sampled rows of n keys (512 rows of 64 by default)."
+        "shrinks once one key takes almost all the weight. Dividing by √d<sub>k</sub> keeps the spread at 1 "
+        "for every head size. All numbers below are measured on sampled rows of n keys (512 rows of 64 by "
+        "default)."
     )
     formula = (
         "Var(q·k) = Σ<sub>m</sub> Var(q<sub>m</sub>k<sub>m</sub>) = d<sub>k</sub> ⇒ std = √d<sub>k</sub> "
         "(8 at d<sub>k</sub> = 64, 11.3 at 128);   p = softmax(z),  J = ∂p/∂z = diag(p) − ppᵀ,  "
-        "H = −Σ p<sub>j</sub> ln p<sub>j</sub>"
+        "H = −Σ p<sub>j</sub> ln p<sub>j</sub>;  a row's gradient has vanished when ‖J‖<sub>F</sub> &lt; "
+        "‖J<sub>uniform</sub>‖<sub>F</sub>/10"
     )
-    notice = (
-        "the unscaled curves run away with d<sub>k</sub> — std ≈ √d<sub>k</sub>, max weight → 1, entropy → 0 "
-        "and, past a brief rise, ‖J‖ → 0: saturation — while the scaled curve stays flat (colours as in the "
-        "table). A fixed temperature τ is right only near d<sub>k</sub> = τ²; cosine attention's scores "
-        "never "
-        "exceed its gain g; the d<sub>k</sub><sup>−1/4</sup> init gives exactly the scaled numbers."
+    #: the chapters' claim, set beside what this page measures (``theory_summary``) in the notice
+    CLAIM = (
+        "unscaled, scores spread like √d<sub>k</sub> (11.3 at d<sub>k</sub> = 128), the softmax turns "
+        "nearly one-hot and its gradient nearly vanishes; ÷√d<sub>k</sub> keeps the spread at 1"
     )
+    #: what holds by construction, whatever the sample: the other variants' rules
+    VARIANTS_NOTE = (
+        "A fixed temperature τ is right only near d<sub>k</sub> = τ²; cosine attention's scores never "
+        "exceed its gain g; the d<sub>k</sub><sup>−1/4</sup> init gives exactly the scaled numbers "
+        "(colours as in the table)."
+    )
+    notice = CLAIM + "; measuring…"
     uses_model = False
     follows_training = False
 
@@ -97,7 +108,7 @@ class SoftmaxTheoryPage(LabPage):
         self.slider.setMinimumWidth(260)
         self.slider.setToolTip("d_k from 1 to 512 (logarithmic)")
         row.addWidget(self.slider)
-        self.dk = spin(1, 512, 64, "d_k, the size of one head's query and key")
+        self.dk = spin(1, 512, DEFAULT_DK, "d_k, the size of one head's query and key")
         row.addWidget(self.dk)
         self.tau = labelled(
             row, "temperature τ", dspin(0.1, 100.0, 8.0, 0.5, 2, "Fixed divisor for the temperature variant")
@@ -111,15 +122,15 @@ class SoftmaxTheoryPage(LabPage):
         self.n_keys = labelled(row, "keys n", spin(2, 1024, 64, "Keys per softmax row"))
         row.addStretch(1)
         body.addLayout(row)
-        self.slider.setValue(dk_to_slider(64))
+        self.slider.setValue(dk_to_slider(DEFAULT_DK))
         self.slider.valueChanged.connect(lambda v: self.dk.setValue(slider_to_dk(v)))
         self.dk.valueChanged.connect(self._dk_changed)
         for w in (self.tau, self.gain, self.n_keys):
             w.valueChanged.connect(lambda *_: self.mark_dirty())
 
         grid = QGridLayout()
-        self.hist = LinePlot("Scores at d_k = 64 (sampled)", "score fed to softmax", "density")
-        self.table = QTableWidget(len(VARIANT_LABELS), 5)
+        self.hist = LinePlot(f"Scores at d_k = {DEFAULT_DK} (sampled)", "score fed to softmax", "density")
+        self.table = QTableWidget(len(VARIANT_LABELS), 6)
         self.table.setHorizontalHeaderLabels(
             [
                 "variant",
@@ -127,6 +138,7 @@ class SoftmaxTheoryPage(LabPage):
                 "mean max\nweight",
                 "row entropy\n(nats)",
                 "‖J‖ softmax\nJacobian",
+                "gradient\nvanished",
             ]
         )
         self.table.verticalHeader().setVisible(False)
@@ -249,6 +261,7 @@ class SoftmaxTheoryPage(LabPage):
                 f"{s.max_weight:.3f}",
                 f"{s.entropy:.3f}",
                 f"{s.jacobian_norm:.4f}",
+                f"{s.vanished:.0%} of rows",
             ]
             for j, text in enumerate(cells, start=1):
                 item = QTableWidgetItem(text)
@@ -257,6 +270,7 @@ class SoftmaxTheoryPage(LabPage):
         self.table.resizeRowsToContents()
         self._mark()
         un, sc = stats["unscaled"], stats["scaled"]
+        self.set_notice(f"{self.CLAIM}; {theory_summary(d, un, sc)} {self.VARIANTS_NOTE}")
         self.say(
             f"d_k = {d}: unscaled scores have std {un.score_std:.2f} (√d_k = {math.sqrt(d):.2f}); "
             f"their softmax puts {un.max_weight:.2f} on the top key on average, against {sc.max_weight:.2f} "
