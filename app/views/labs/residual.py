@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (
     QGridLayout,
     QHBoxLayout,
     QPushButton,
+    QWidget,
 )
 
 from app.views.labs.base import LabPage
@@ -306,7 +307,9 @@ class GradFlowPage(LabPage):
         for choice in (self.norm, self.init, self.mlp):
             choice.currentIndexChanged.connect(lambda *_: self.mark_dirty())
 
-        plots = QHBoxLayout()
+        plots_row = QWidget()
+        plots = QHBoxLayout(plots_row)
+        plots.setContentsMargins(0, 0, 0, 0)
         self.init_plot = LinePlot(
             "At initialisation: ‖∂loss/∂θ‖ per block", "block (0 = nearest the input)", "gradient norm"
         )
@@ -316,7 +319,8 @@ class GradFlowPage(LabPage):
         for plot in (self.init_plot, self.train_plot):
             plot.setMinimumHeight(170)  # six blocks stay readable when the training plots below take room
             plots.addWidget(plot, 1)
-        body.addLayout(plots, 3)
+        body.addWidget(plots_row, 3)
+        self.keep_in_view(plots_row)
         self.panel = ComparisonPanel(
             self.make_spec,
             title="Training loss: Pre-LN vs Post-LN",
