@@ -8,6 +8,7 @@ import pytest
 from PySide6.QtWidgets import QLabel
 
 from model.interp.analysis.saturation import model_saturation
+from model.interp.analysis.scaling_run import LEVEL, final_loss, scaling_run_summary
 from model.interp.analysis.softmax_theory import sample_logits, softmax_stats
 from model.interp.prompt import encode_prompt
 from model.interp.trace import run_with_trace
@@ -95,8 +96,11 @@ def test_model_page_draws_model_saturation(labs, qtbot, wait_results):
 
 
 def test_scaled_vs_unscaled_training_runs(labs, qtbot):
-    tab, _ = labs
+    """A short run on the Data panel's data: both variants train and are probed, and the notice then
+    says what this run measured (its words follow its numbers, whichever way they came out)."""
+    tab, session = labs
     page = tab.show_page("softmax-training")
+    page.data.setCurrentIndex(page.data.findData(""))  # the session's own data
     for w, v in (
         (page.head_dim, 32),
         (page.d_model, 16),
@@ -113,3 +117,29 @@ def test_scaled_vs_unscaled_training_runs(labs, qtbot):
     steps, values = page.panel.probes["unscaled"]
     assert steps == [0, 1, 2] and all(0 < v <= 1 for v in values)
     assert set(page.panel.probe_plot.curves) == {"scaled", "unscaled"}
+    outcome = page.outcome()
+    assert outcome is not None and outcome.vocab_size == session.tokenizer.vocab_size
+    assert outcome.loss_unscaled == final_loss(page.panel.losses["unscaled"][1])
+    notice = page.header.findChild(QLabel, "labNotice").text()
+    assert scaling_run_summary(outcome) in notice and page.notice in notice
+
+
+def test_the_default_comparison_learns_and_shows_the_effect(labs, qtbot):
+    """The page's defaults (its own task, its head, rate and batch), cut to 100 steps to stay quick:
+    both models learn — the scaled one ends well below ln V — and the unscaled one is behind and
+    attends more one-hot, as the notice then says."""
+    tab, _ = labs
+    page = tab.show_page("softmax-training")
+    fresh = type(page)(page.session)  # the defaults, whatever another test set on the tab's page
+    qtbot.addWidget(fresh)
+    fresh.steps.setValue(100)
+    with qtbot.waitSignal(fresh.panel.finished, timeout=120000) as blocker:
+        fresh.panel.start()
+    assert blocker.args[0] == "done"
+    o = fresh.outcome()
+    assert o is not None
+    assert o.loss_scaled < o.ln_vocab - 1.0  # learned: over a nat below a uniform guess
+    assert o.loss_unscaled < o.ln_vocab - LEVEL and o.gap > LEVEL  # learned too, and is behind
+    assert o.max_weight_unscaled > o.max_weight_scaled
+    notice = fresh.header.findChild(QLabel, "labNotice").text()
+    assert "nats behind, as the theory says" in notice and "it learned nothing" not in notice

@@ -19,7 +19,6 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.labs.base import LabPage
-from app.views.labs.comparison import ComparisonPanel, ComparisonSpec
 from app.views.labs.controls import dspin, labelled, spin
 from app.views.labs.plots import BarPlot, LinePlot
 from app.widgets.axes import PLOT_MIN_HEIGHT
@@ -27,8 +26,7 @@ from app.widgets.layouts import FlowLayout
 from app.widgets.palette import color_for
 from app.widgets.side_by_side import PlotGrid, SideBySide
 from app.widgets.table_width import keep_columns_whole
-from model.config import GPTConfig
-from model.interp.analysis.saturation import model_saturation, saturation_summary
+from model.interp.analysis.saturation import model_saturation
 from model.interp.analysis.softmax_theory import (
     VARIANTS,
     expected_std,
@@ -38,9 +36,7 @@ from model.interp.analysis.softmax_theory import (
     softmax_stats,
     theory_summary,
 )
-from model.interp.prompt import encode_prompt
 from model.interp.trace import run_with_trace
-from model.train.multitrain import variant_configs
 
 VARIANT_LABELS = {
     "unscaled": "unscaled: q·k",
@@ -398,94 +394,3 @@ class SoftmaxModelPage(LabPage):
             "max weight": self.max_bars.view,
             "spread": self.spread_bars.view,
         }
-
-
-class SoftmaxTrainingPage(LabPage):
-    slug = "softmax-training"
-    short = "Training: scaled vs unscaled"
-    lab = "Softmax scaling lab"
-    title = "Training: scaled vs unscaled attention with large heads"
-    explanation = (
-        "Two copies of a model with large heads start from the same seed and train on the same batches; one "
-        "divides the scores by √d<sub>k</sub>, the other does not. A probe measures how one-hot each model's "
-        "attention is on the labs' prompt as they train."
-    )
-    formula = (
-        "scaled: softmax(QKᵀ/√d<sub>k</sub>)V   vs   unscaled: softmax(QKᵀ)V,   d<sub>k</sub> = head size"
-    )
-    notice = (
-        "within a few dozen steps the unscaled model's attention is close to one-hot (mean max weight near "
-        "1) "
-        "while the scaled model's stays moderate; over a few hundred steps the unscaled loss falls behind "
-        "(about 0.1–0.2 nats at 300 steps with the defaults): saturated rows pass back little gradient."
-    )
-    uses_model = False
-    follows_training = False
-
-    def build(self) -> None:
-        body = self.body
-        row = FlowLayout()
-        self.head_dim = labelled(row, "head size d_k", spin(2, 1024, 256, "head_dim of every head"))
-        self.n_heads = labelled(row, "heads", spin(1, 16, 1))
-        self.d_model = labelled(row, "d_model", spin(8, 512, 64))
-        self.n_layers = labelled(row, "layers", spin(1, 8, 2))
-        self.steps = labelled(row, "steps", spin(1, 100000, 300))
-        self.lr = labelled(row, "learning rate", dspin(1e-5, 1.0, 1e-2, 1e-3))
-        self.seq_len = labelled(row, "sequence", spin(4, 256, 64))
-        self.batch = labelled(row, "batch", spin(1, 256, 16))
-        row.addStretch(1)
-        body.addLayout(row)
-        self.panel = ComparisonPanel(
-            self.make_spec,
-            title="Training loss: scaled vs unscaled",
-            probe_title="How one-hot attention is (probe prompt)",
-            probe_label="mean max weight over heads",
-            session=self.session,
-        )
-        body.addWidget(self.panel, 1)
-
-    def make_spec(self) -> ComparisonSpec:
-        source = self.require_source()
-        T = self.seq_len.value()
-        base = GPTConfig(
-            n_layers=self.n_layers.value(),
-            d_model=self.d_model.value(),
-            n_heads=self.n_heads.value(),
-            head_dim=self.head_dim.value(),
-            context_length=max(T, 8),
-            dropout=0.0,
-        ).with_vocab(source.tokenizer.vocab_size)
-        variants = variant_configs(
-            base, {"scaled": {"attn_scale": "sqrt_dk"}, "unscaled": {"attn_scale": "none"}}
-        )
-        steps = self.steps.value()
-        settings = ComparisonSpec.lab_settings(
-            steps=steps,
-            batch_size=self.batch.value(),
-            seq_len=T,
-            lr=self.lr.value(),
-            warmup=min(10, steps // 10),
-        )
-        text = self.prompt_text() or source.default_prompt
-        ids = list(encode_prompt(source.tokenizer, text, T, keep="first", errors="replace").ids)
-        return ComparisonSpec(
-            variants=variants,
-            source=source,
-            settings=settings,
-            probe=lambda name, trainer: saturation_summary(trainer.model, ids)["max_weight"],
-            probe_every=max(1, steps // 30),
-        )
-
-    def prepare_screenshot(self) -> None:
-        self.steps.setValue(100)
-        self.panel.start()
-
-    @property
-    def idle(self) -> bool:
-        return not self.panel.running
-
-    def shutdown(self) -> None:
-        self.panel.shutdown()
-
-    def export_targets(self):
-        return {"loss": self.panel.loss_plot.view, "max weight": self.panel.probe_plot.view}
