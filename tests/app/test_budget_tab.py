@@ -417,3 +417,6 @@ def test_a_half_typed_value_shows_the_last_valid_budget_greyed(qtbot, tab):
     qtbot.keyClick(box.lineEdit(), Qt.Key.Key_Return)
     assert tab.report is not None and not stale.isVisibleTo(tab)
     assert tab.report["params"]["total"] == budget.parameters(tab.editor.value()).total != total
+    box.lineEdit().selectAll()  # entered with Return: now the last valid config
+    qtbot.keyClicks(box.lineEdit(), "999999999999")
+    assert "V = 50,000" in stale.text() and stale.isVisibleTo(tab)

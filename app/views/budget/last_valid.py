@@ -11,7 +11,7 @@ computed while no box was in an edit; while any value is invalid the tab draws t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,13 +35,14 @@ class Entered:
 
 class LastValid:
     """Follows which of ``boxes`` (spin boxes or line edits) are in an edit, and keeps the last
-    :class:`Entered` budget offered while none was. ``finished()`` is called when an edit ends, so
-    the owner can recompute (and the value then typed becomes the entered one)."""
+    :class:`Entered` budget: one offered while no box was in an edit, or the last one offered during
+    an edit once that edit ends valid (Enter, or leaving the box). Nothing is redrawn when an edit
+    ends: the pages already show the valid budget, and a box may end its edit as the window closes."""
 
-    def __init__(self, boxes: Iterable[QWidget], finished: Callable[[], None]):
+    def __init__(self, boxes: Iterable[QWidget]):
         self.entered: Entered | None = None
+        self._pending: Entered | None = None
         self._editing: set[QWidget] = set()
-        self._finished = finished
         for box in boxes:
             if isinstance(box, QAbstractSpinBox):
                 edit = line_edit(box)
@@ -58,14 +59,20 @@ class LastValid:
         return bool(self._editing)
 
     def _end(self, box: QWidget) -> None:
-        if box in self._editing:
-            self._editing.discard(box)
-            self._finished()
+        self._editing.discard(box)
+        if not self._editing and self._pending is not None:
+            self.entered = self._pending
 
     def offer(self, entered: Entered) -> None:
-        """A valid budget was computed: it is the entered one unless a box is mid-edit."""
+        """A valid budget was computed: the entered one unless a box is mid-edit (then it becomes
+        the entered one if the edit ends with no invalid value typed after it)."""
+        self._pending = entered
         if not self._editing:
             self.entered = entered
+
+    def withdraw(self) -> None:
+        """An invalid value was typed: the budget offered before it was a half-typed one."""
+        self._pending = None
 
 
 def stale_line(entered: Entered) -> str:

@@ -96,7 +96,7 @@ class BudgetTab(TabBase):
 
         self.splitter = panel_beside_pages(self, self._build_left(), self._build_right(), 400)
         #: the budget the user last entered whole: shown, greyed, while a value is invalid
-        self.last_valid = LastValid([*self.editor.widgets.values(), *self.inputs.widgets()], self.recompute)
+        self.last_valid = LastValid([*self.editor.widgets.values(), *self.inputs.widgets()])
 
         self.choose_preset(DEFAULT_PRESET)
 
@@ -271,12 +271,12 @@ class BudgetTab(TabBase):
         )
         return True
 
-    def _on_config_edited(self, cfg: GPTConfig) -> None:
+    def _on_config_edited(self, cfg: GPTConfig | None) -> None:
         """An edit names what the values now are: the preset they equal (whichever it is, not the
         one the editing started from), else a custom config."""
         if self._loading:
             return
-        self.preset = presets.matching(cfg)
+        self.preset = presets.matching(cfg) if isinstance(cfg, GPTConfig) else None  # None: unreadable
         self.title = self.preset.title if self.preset is not None else "custom config"
         self.preset_combo.setCurrentIndex(
             max(0, self.preset_combo.findData(self.preset.name)) if self.preset is not None else 0
@@ -335,6 +335,7 @@ class BudgetTab(TabBase):
             self.rows = []
             self.problem_label.setText("Cannot compute: " + "; ".join(problems))
             self.problem_label.show()
+            self.last_valid.withdraw()
             self._show_entered()
             self.check_page.set_config(None, settings)
             self.csv_button.setEnabled(False)
