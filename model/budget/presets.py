@@ -72,6 +72,13 @@ def names() -> list[str]:
     return list(PRESETS)
 
 
+def matching(cfg: GPTConfig) -> Preset | None:
+    """The first preset (in :func:`names` order) whose config equals ``cfg`` field for field, or None:
+    what an edited config is, whatever preset the editing started from."""
+    target = cfg.to_dict()
+    return next((p for p in PRESETS.values() if p.gpt_config().to_dict() == target), None)
+
+
 def get(name: str) -> Preset:
     """The preset called ``name`` (case and ``-``/``_``/space insensitive; "gpt2-small", "Llama 2 7B"
     work). Unknown names raise :class:`ConfigError` with the closest match."""

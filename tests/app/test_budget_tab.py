@@ -7,6 +7,7 @@ import math
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QWidget
 
 from model.budget import arithmetic as budget
 from model.budget.exports import from_csv, from_markdown, markdown_cell, number
@@ -88,7 +89,7 @@ def test_typing_into_a_field_updates_the_totals(qtbot, tab):
     # 32 → 16 layers removes 16 blocks of 67,108,864 + 135,266,304 + 8,192 (two RMSNorms)
     assert "3,500,281,856" in tab.total_label.text()
     assert _table_value(tab.params_page.table, "total") == "3,500,281,856"
-    assert "(edited)" in tab.total_label.text()
+    assert "custom config" in tab.total_label.text() and "Llama" not in tab.total_label.text()
     # GQA: 8 KV heads shrink K and V and the KV cache fourfold
     tab.editor.set_field("n_kv_heads", 8)
     assert tab.report["params"]["total"] == budget.parameters(tab.editor.value()).total
@@ -351,3 +352,71 @@ def test_the_model_panel_keeps_a_typed_value_and_refuses_it(qtbot):
     _type(qtbot, box, "-5")
     assert box.text() == "-5" and not panel.form.valid
     assert "n_layers=-5 must be a whole number from 1" in panel.form.error_label.text()
+
+
+# ---- issue 53.11: the header names what the values are; a half-typed value never shows
+def test_the_header_names_the_preset_the_values_equal(tab):
+    """GPT-2 small edited field by field into Llama 2 7B is Llama 2 7B (with the paper's figures),
+    not "GPT-2 small (edited)"; one more change and it is a custom config."""
+    from model.budget import presets
+
+    _choose(tab, "GPT-2 small")
+    llama = presets.get("llama2-7b")
+    for name, value in llama.gpt_config().to_dict().items():
+        if name in tab.editor.widgets:
+            tab.editor.set_field(name, value)
+    assert tab.editor.value().to_dict() == llama.gpt_config().to_dict()
+    head = tab.total_label.text()
+    assert "<b>Llama 2 7B</b>" in head and "GPT-2" not in head and "edited" not in head
+    assert tab.preset_combo.currentText() == "Llama 2 7B" and "preset" in tab.report
+    tab.editor.set_field("d_ff", 11000)
+    assert "<b>custom config</b>" in tab.total_label.text() and tab.preset_combo.currentIndex() == 0
+
+
+def _colours(widget) -> int:
+    """How many pixels of ``widget`` as drawn are not a shade of grey (r, g, b more than 24 apart)."""
+    image = widget.grab().toImage()
+    count = 0
+    for y in range(0, image.height(), 3):
+        for x in range(0, image.width(), 3):
+            c = image.pixelColor(x, y)
+            count += max(c.red(), c.green(), c.blue()) - min(c.red(), c.green(), c.blue()) > 24
+    return count
+
+
+def test_a_half_typed_value_shows_the_last_valid_budget_greyed(qtbot, tab):
+    """Typing 999999999999 into V passes 9,999,999 (valid) on the way to an invalid number: while it
+    is invalid every page shows the last budget entered whole (Llama 2 7B, V = 32,000), greyed,
+    plots and coloured rows too, under a line that names it."""
+    _choose(tab, "Llama 2 7B")
+    total = tab.report["params"]["total"]
+    flops = tab.show_page("flops")
+    qtbot.waitUntil(lambda: _colours(flops.plot) > 0)  # in colour while valid
+    box = tab.editor.widgets["vocab_size"]
+    box.setFocus()
+    box.lineEdit().selectAll()
+    qtbot.keyClicks(box.lineEdit(), "999999999999")  # still in the box: no Return, no focus out
+    assert "vocab_size=999999999999 must be" in tab.problem_label.text()
+    assert tab.report is None and not tab.figures_shown()
+    assert _table_value(tab.params_page.table, "total") == f"{total:,}"  # Llama's, not V = 9,999,999's
+    assert f"{total:,}" in tab.total_label.text()
+    stale = tab.stale_label
+    assert stale.isVisibleTo(tab) and "last valid config: Llama 2 7B" in stale.text()
+    assert "V = 32,000" in stale.text()
+    inputs = set(tab.inputs.widgets())
+    for key in ("flops", "parameters", "kv-cache", "memory", "cost"):
+        page = tab.show_page(key)
+        figures = [
+            w
+            for w in page.findChildren(QWidget, options=Qt.FindChildOption.FindDirectChildrenOnly)
+            if w.isVisible() and w not in inputs
+        ]
+        assert figures and all(_colours(w) == 0 for w in figures), key  # tables, rows, plots: grey
+    box.lineEdit().selectAll()
+    qtbot.keyClicks(box.lineEdit(), "50000")
+    qtbot.keyClick(box.lineEdit(), Qt.Key.Key_Return)
+    assert tab.report is not None and not stale.isVisibleTo(tab)
+    assert tab.report["params"]["total"] == budget.parameters(tab.editor.value()).total != total
+    box.lineEdit().selectAll()  # entered with Return: now the last valid config
+    qtbot.keyClicks(box.lineEdit(), "999999999999")
+    assert "V = 50,000" in stale.text() and stale.isVisibleTo(tab)

@@ -5,8 +5,10 @@ import math
 
 import numpy as np
 import pytest
+from PySide6.QtWidgets import QLabel
 
 from model.interp.analysis.saturation import model_saturation
+from model.interp.analysis.scaling_run import LEVEL, final_loss, scaling_run_summary
 from model.interp.analysis.softmax_theory import sample_logits, softmax_stats
 from model.interp.prompt import encode_prompt
 from model.interp.trace import run_with_trace
@@ -37,6 +39,26 @@ def test_theory_table_shows_sqrt_dk_and_saturation(theory, qtbot, d_k, std, wait
     assert ref_un.max_weight > 0.6 > ref_sc.max_weight  # the unscaled rows saturate
     assert page.table_text(4, 2) == page.table_text(1, 2)  # scale baked into init = scaled, at init
     assert page.std_plot.marker is not None and page.std_plot.marker.value() == pytest.approx(math.log10(d_k))
+
+
+def test_default_dk_shows_the_vanishing_gradient_and_says_what_it_shows(labs, qtbot, wait_results):
+    """At the page's default d_k (the chapters' 128) the unscaled softmax's mean Jacobian is below the
+    scaled one's and rows have vanished; the notice quotes the very numbers of the table."""
+    from app.views.labs.softmax import SoftmaxTheoryPage
+
+    _, session = labs
+    page = SoftmaxTheoryPage(session)  # a fresh page: its defaults, not a neighbour test's settings
+    qtbot.addWidget(page)
+    wait_results(qtbot, page, "point", page._compute_point)
+    _, stats, _, _ = page.results["point"]
+    un, sc = stats["unscaled"], stats["scaled"]
+    assert un.jacobian_norm < sc.jacobian_norm and un.vanished > 0.2 > sc.vanished
+    notice = page.header.findChild(QLabel, "labNotice").text()
+    for row in (0, 1):  # unscaled, scaled
+        assert page.table_text(row, 4) in notice  # ‖J‖ as the table shows it
+        assert page.table_text(row, 5).split()[0] in notice  # the share of vanished rows
+    assert "vanishes row by row" in notice and "still" not in notice
+    assert page.notice in notice  # Help's copy says the same
 
 
 def test_slider_and_curves(theory, qtbot, wait_results):
@@ -74,8 +96,11 @@ def test_model_page_draws_model_saturation(labs, qtbot, wait_results):
 
 
 def test_scaled_vs_unscaled_training_runs(labs, qtbot):
-    tab, _ = labs
+    """A short run on the Data panel's data: both variants train and are probed, and the notice then
+    says what this run measured (its words follow its numbers, whichever way they came out)."""
+    tab, session = labs
     page = tab.show_page("softmax-training")
+    page.data.setCurrentIndex(page.data.findData(""))  # the session's own data
     for w, v in (
         (page.head_dim, 32),
         (page.d_model, 16),
@@ -92,3 +117,29 @@ def test_scaled_vs_unscaled_training_runs(labs, qtbot):
     steps, values = page.panel.probes["unscaled"]
     assert steps == [0, 1, 2] and all(0 < v <= 1 for v in values)
     assert set(page.panel.probe_plot.curves) == {"scaled", "unscaled"}
+    outcome = page.outcome()
+    assert outcome is not None and outcome.vocab_size == session.tokenizer.vocab_size
+    assert outcome.loss_unscaled == final_loss(page.panel.losses["unscaled"][1])
+    notice = page.header.findChild(QLabel, "labNotice").text()
+    assert scaling_run_summary(outcome) in notice and page.notice in notice
+
+
+def test_the_default_comparison_learns_and_shows_the_effect(labs, qtbot):
+    """The page's defaults (its own task, its head, rate and batch), cut to 100 steps to stay quick:
+    both models learn — the scaled one ends well below ln V — and the unscaled one is behind and
+    attends more one-hot, as the notice then says."""
+    tab, _ = labs
+    page = tab.show_page("softmax-training")
+    fresh = type(page)(page.session)  # the defaults, whatever another test set on the tab's page
+    qtbot.addWidget(fresh)
+    fresh.steps.setValue(100)
+    with qtbot.waitSignal(fresh.panel.finished, timeout=120000) as blocker:
+        fresh.panel.start()
+    assert blocker.args[0] == "done"
+    o = fresh.outcome()
+    assert o is not None
+    assert o.loss_scaled < o.ln_vocab - 1.0  # learned: over a nat below a uniform guess
+    assert o.loss_unscaled < o.ln_vocab - LEVEL and o.gap > LEVEL  # learned too, and is behind
+    assert o.max_weight_unscaled > o.max_weight_scaled
+    notice = fresh.header.findChild(QLabel, "labNotice").text()
+    assert "nats behind, as the theory says" in notice and "it learned nothing" not in notice

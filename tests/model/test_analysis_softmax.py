@@ -14,6 +14,8 @@ from model.interp.analysis.softmax_theory import (
     score_histogram,
     softmax_curves,
     softmax_rows,
+    softmax_stats,
+    theory_summary,
 )
 from model.interp.trace import run_with_trace
 from model.nn.gpt import build_model
@@ -120,3 +122,30 @@ def test_unit_variance_heads_spread_one_after_the_scale(d_head):
     np.testing.assert_allclose(spread.raw / spread.scaled, math.sqrt(d_head), rtol=1e-4)
     assert spread.median_scaled == pytest.approx(1.0, abs=0.15)
     assert spread.share_above(1.25) < 0.5
+
+
+@pytest.mark.parametrize("d_k", [16, 512])
+def test_theory_summary_follows_the_ordering_measured(d_k):
+    """The lab's "What to notice" sentence: at d_k = 16 the unscaled Jacobian is still the larger
+    (peaked rows, not one-hot), at 512 the smaller; the words follow whichever side of 1 it is."""
+    un = softmax_stats(sample_logits(d_k, "unscaled", n_rows=256))
+    sc = softmax_stats(sample_logits(d_k, "scaled", n_rows=256))
+    text = theory_summary(d_k, un, sc)
+    ratio = un.jacobian_norm / sc.jacobian_norm
+    assert f"{un.jacobian_norm:.4f}" in text and f"{sc.jacobian_norm:.4f}" in text
+    assert (f"still {ratio:.2f}×" in text) == (ratio > 1)
+    assert (f", {ratio:.2f}× the scaled" in text) == (ratio < 1)
+    assert f"{un.vanished:.0%} of the unscaled rows" in text and f"(scaled: {sc.vanished:.0%})" in text
+    assert sc.vanished == 0  # unit-spread scores never make a row one-hot
+    assert ("vanishes row by row" in text) == (un.vanished > 0)
+    assert ratio > 1 if d_k == 16 else ratio < 0.6  # both orderings are covered
+
+
+def test_vanished_counts_rows_below_a_tenth_of_uniform():
+    n = 8
+    uniform = np.zeros((1, n))
+    one_hot = np.array([[40.0] + [0.0] * (n - 1)])
+    two = np.array([[20.0, 20.0] + [0.0] * (n - 2)])
+    stats = softmax_stats(np.concatenate([uniform, one_hot, two, one_hot]))
+    assert stats.vanished == pytest.approx(0.5)  # the two one-hot rows of four
+    assert jacobian_norm(softmax_rows(two))[0] == pytest.approx(0.5)  # two keys sharing: 0.5

@@ -13,12 +13,12 @@ from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
 
 from app.widgets.palette import PALETTE
+from model.budget import arithmetic as budget
 
 GiB = 1024**3
 BOLD = QFont()
 BOLD.setBold(True)
 HIGHLIGHT = QColor(255, 236, 170)
-MUTED = QColor(130, 130, 130)
 #: Colours of the four FLOP parts (from the one palette).
 PART_COLORS = {
     "attention scores": PALETTE[1],
@@ -88,6 +88,29 @@ def plot_widget(title: str, left: str, bottom: str) -> pg.PlotWidget:
     return w
 
 
+def headline(title: str, rep: dict[str, Any]) -> str:
+    """The tab's headline for a :func:`model.budget.arithmetic.report`: ``title`` and its totals."""
+    p, f, kv = rep["params"], rep["flops"], rep["kv_cache"]
+    t = rep.get("training")
+    cost = ""
+    if t and t.get("gpu_hours") is not None:
+        cost = f" · <b>{t['gpu_hours']:,.0f}</b> GPU-hours for {budget.human_count(t['tokens'])} tokens"
+    active = ""
+    if p.get("active") is not None and p["active"] != p["total"]:  # a mixture of experts
+        active = (
+            f", <b>{budget.human_count(p['active'])}</b> active per token "
+            f"({budget.human_count(p['active_without_embedding'])} without the embedding)"
+        )
+    return (
+        f"<span style='font-size:13pt'><b>{title}</b>: "
+        f"<b>{p['total']:,}</b> parameters ({budget.human_count(p['total'])}){active}</span><br>"
+        f"non-embedding {p['non_embedding']:,} · "
+        f"forward {budget.human_flops(f['forward_total_per_token'])}"
+        f"/token at T = {f['seq_len']:,} · KV cache {budget.human_bytes(kv['per_token_bytes'])}/token"
+        f"{cost}"
+    )
+
+
 def share_text(x: float) -> str:
     return "0" if x == 0 else "< 0.01%" if x < 1e-4 else f"{x:.2%}"
 
@@ -112,11 +135,11 @@ def pow2_ticks(lo: float, hi: float) -> list[list[tuple[float, str]]]:
 __all__ = [
     "BOLD",
     "HIGHLIGHT",
-    "MUTED",
     "PART_COLORS",
     "GiB",
     "fill",
     "geom",
+    "headline",
     "item",
     "make_table",
     "plot_widget",

@@ -17,7 +17,6 @@ from typing import Any, ClassVar
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QBrush
 from PySide6.QtWidgets import (
     QLabel,
     QSplitter,
@@ -26,7 +25,6 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.budget.common import (
-    MUTED,
     PART_COLORS,
     fill,
     geom,
@@ -98,9 +96,9 @@ class ParamsPage(PushedPage):
         bold = [i for i, r in enumerate(mine) if r.total]
         items = fill(self.table, cells, right_from=2, bold_rows=bold, tips=tips)
         for r, row_items in zip(mine, items, strict=True):
-            if not r.value:
+            if not r.value:  # muted: drawn as disabled, so it greys with the table, not darker than it
                 for it in row_items:
-                    it.setForeground(QBrush(MUTED))
+                    it.setFlags(it.flags() & ~Qt.ItemFlag.ItemIsEnabled)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -33,7 +33,9 @@ from PySide6.QtWidgets import (
 from app.session.config_files import read_config
 from app.session.settings import window_settings
 from app.views.budget.check import CheckPage
+from app.views.budget.common import headline
 from app.views.budget.inputs import DEVICES, KV_BYTES, BudgetInputs
+from app.views.budget.last_valid import Entered, LastValid, grey_out, stale_label, stale_line
 from app.views.budget.memory_pages import KVPage, MemoryPage
 from app.views.budget.pages import CostPage, FlopsPage, ParamsPage
 from app.views.budget.side_by_side import SideBySidePage
@@ -43,7 +45,6 @@ from app.widgets.config_form import GROUPS, gpt_config_form
 from app.widgets.layouts import vertical_scroll
 from app.widgets.page_stack import CurrentPageTabs
 from model.atomic import write_atomic
-from model.budget import arithmetic as budget
 from model.budget import presets
 from model.budget.exports import to_csv, to_markdown
 from model.budget.table import BUDGET_HEADER, BudgetSettings, budget_table, table_cells
@@ -94,6 +95,8 @@ class BudgetTab(TabBase):
         self._loading = False
 
         self.splitter = panel_beside_pages(self, self._build_left(), self._build_right(), 400)
+        #: the budget the user last entered whole: shown, greyed, while a value is invalid
+        self.last_valid = LastValid([*self.editor.widgets.values(), *self.inputs.widgets()])
 
         self.choose_preset(DEFAULT_PRESET)
 
@@ -176,6 +179,8 @@ class BudgetTab(TabBase):
         self.problem_label.setStyleSheet("color: #c02020; font-weight: bold;")
         self.problem_label.hide()
         lay.addWidget(self.problem_label)
+        self.stale_label = stale_label()  # "showing the last valid config: …", while one is shown
+        lay.addWidget(self.stale_label)
 
         self.page_tabs = CurrentPageTabs()
         self.page_tabs.setObjectName("budgetPages")
@@ -266,13 +271,18 @@ class BudgetTab(TabBase):
         )
         return True
 
-    def _on_config_edited(self, cfg: GPTConfig) -> None:
+    def _on_config_edited(self, cfg: GPTConfig | None) -> None:
+        """An edit names what the values now are: the preset they equal (whichever it is, not the
+        one the editing started from), else a custom config."""
         if self._loading:
             return
-        if self.preset is not None and cfg.to_dict() != self.preset.gpt_config().to_dict():
-            self.title = f"{self.preset.title} (edited)"
-        elif self.preset is not None:
-            self.title = self.preset.title
+        self.preset = presets.matching(cfg) if isinstance(cfg, GPTConfig) else None  # None: unreadable
+        self.title = self.preset.title if self.preset is not None else "custom config"
+        self.preset_combo.setCurrentIndex(
+            max(0, self.preset_combo.findData(self.preset.name)) if self.preset is not None else 0
+        )
+        if self.preset is not None:
+            self.source_label.setText(f"{self.preset.title}: {self.preset.source}.")
         self.recompute()
 
     # ---- settings ------------------------------------------------------------------------------
@@ -296,6 +306,9 @@ class BudgetTab(TabBase):
             for child in page.findChildren(QWidget, options=Qt.FindChildOption.FindDirectChildrenOnly):
                 if child not in inputs:
                     child.setEnabled(on)
+                    grey_out(child, not on)
+        for figures in (self.side_page.table, self.total_label):
+            grey_out(figures, not on)
 
     # ---- computing -----------------------------------------------------------------------------
     def recompute(self) -> None:
@@ -322,8 +335,8 @@ class BudgetTab(TabBase):
             self.rows = []
             self.problem_label.setText("Cannot compute: " + "; ".join(problems))
             self.problem_label.show()
-            self.total_label.setText("<span style='color:#888'>Fix the config to see its budget.</span>")
-            self._show_figures(False)
+            self.last_valid.withdraw()
+            self._show_entered()
             self.check_page.set_config(None, settings)
             self.csv_button.setEnabled(False)
             self.md_button.setEnabled(False)
@@ -331,45 +344,47 @@ class BudgetTab(TabBase):
             return
         self._settings = settings
         self.problem_label.hide()
+        self.stale_label.hide()
         self._show_figures(True)
         self.csv_button.setEnabled(True)
         self.md_button.setEnabled(True)
-        rep = settings.report(cfg, self.title or "custom config")
+        title = self.title or "custom config"
+        rep = settings.report(cfg, title)
         self.report = rep
         if self.preset is not None and cfg.to_dict() == self.preset.gpt_config().to_dict():
             rep["preset"] = self.preset.to_dict()  # the authors' figures beside the estimate
-        self.rows = budget_table(rep)
-        for page in (self.params_page, self.flops_page, self.kv_page, self.memory_page, self.cost_page):
-            page.update_report(cfg, settings, rep, self.rows)
+        entered = Entered(cfg, settings, title, rep)
+        self.rows = self._draw(entered)
+        self.last_valid.offer(entered)
         self.check_page.set_config(cfg, settings)
-        self.side_page.set_current(self.title or "edited config", cfg)
-        self.side_page.set_settings(settings)
-        self._draw_headline(cfg, rep)
         self.recomputed.emit()
+
+    def _draw(self, budget_shown: Entered) -> list:
+        """Every page, the side-by-side column and the headline from one budget; its table rows."""
+        cfg, settings, rep = budget_shown.config, budget_shown.settings, budget_shown.report
+        rows = budget_table(rep)
+        for page in (self.params_page, self.flops_page, self.kv_page, self.memory_page, self.cost_page):
+            page.update_report(cfg, settings, rep, rows)
+        self.side_page.set_current(budget_shown.title, cfg)
+        self.side_page.set_settings(settings)
+        self.total_label.setText(headline(budget_shown.title, rep))
+        return rows
+
+    def _show_entered(self) -> None:
+        """While a value is invalid: the last budget entered whole, greyed, and a line naming it (never
+        a budget of a half-typed value)."""
+        self._show_figures(False)
+        entered = self.last_valid.entered
+        if entered is None:
+            self.total_label.setText("<span style='color:#888'>Fix the config to see its budget.</span>")
+            self.stale_label.hide()
+            return
+        self._draw(entered)
+        self.stale_label.setText(stale_line(entered))
+        self.stale_label.show()
 
     def _last_settings(self) -> BudgetSettings:
         return getattr(self, "_settings", BudgetSettings())
-
-    def _draw_headline(self, cfg: GPTConfig, rep: dict[str, Any]) -> None:
-        p, f, kv = rep["params"], rep["flops"], rep["kv_cache"]
-        t = rep.get("training")
-        cost = ""
-        if t and t.get("gpu_hours") is not None:
-            cost = f" · <b>{t['gpu_hours']:,.0f}</b> GPU-hours for {budget.human_count(t['tokens'])} tokens"
-        active = ""
-        if p.get("active") is not None and p["active"] != p["total"]:  # a mixture of experts
-            active = (
-                f", <b>{budget.human_count(p['active'])}</b> active per token "
-                f"({budget.human_count(p['active_without_embedding'])} without the embedding)"
-            )
-        self.total_label.setText(
-            f"<span style='font-size:13pt'><b>{self.title or 'custom config'}</b>: "
-            f"<b>{p['total']:,}</b> parameters ({budget.human_count(p['total'])}){active}</span><br>"
-            f"non-embedding {p['non_embedding']:,} · "
-            f"forward {budget.human_flops(f['forward_total_per_token'])}"
-            f"/token at T = {f['seq_len']:,} · KV cache {budget.human_bytes(kv['per_token_bytes'])}/token"
-            f"{cost}"
-        )
 
     # ---- export --------------------------------------------------------------------------------
     def budget_rows(self) -> tuple[list[str], list[list[Any]]]:

@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, QPoint, Qt, QTimer
 from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.core.pace import sharing_note
@@ -76,6 +76,8 @@ class LabPage(LazyPage):
         # the whole page scrolls up and down when the window is short: the header's text and the
         # plots keep their height instead of being squeezed (a 1024×768 screen)
         area, root = vertical_scroll(frame=False)
+        self.scroll_area = area
+        self._in_view: list[QWidget] = []
         outer.addWidget(area)
         root.setContentsMargins(6, 4, 6, 4)
         root.setSpacing(4)
@@ -159,6 +161,40 @@ class LabPage(LazyPage):
             lay.addWidget(n)
         box.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
         return box
+
+    def keep_in_view(self, widget: QWidget) -> None:
+        """Keep ``widget`` (a row of plots under the header) no taller than the room left for it in
+        the page's view at scroll 0, never below its minimum: the page opens with the plots whole,
+        and what is under them is a scroll away (at 1280×800 the plots reached past the view)."""
+        self._in_view.append(widget)
+        self.scroll_area.viewport().installEventFilter(self)
+        widget.installEventFilter(self)  # moved: the header above it grew (a notice set later)
+
+    def eventFilter(self, watched, event) -> bool:
+        if (event.type() == QEvent.Type.Resize and watched is self.scroll_area.viewport()) or (
+            event.type() == QEvent.Type.Move and watched in self._in_view
+        ):
+            QTimer.singleShot(0, self._fit_in_view)  # once the layout has settled at this size
+        return super().eventFilter(watched, event)
+
+    def _fit_in_view(self) -> None:
+        content = self.scroll_area.widget()
+        if content is None:
+            return
+        room = self.scroll_area.viewport().height()
+        for w in self._in_view:
+            top = w.mapTo(content, QPoint(0, 0)).y()
+            height = max(w.minimumHeight(), room - top - 4)
+            if w.maximumHeight() != height:
+                w.setMaximumHeight(height)
+
+    def set_notice(self, text: str) -> None:
+        """The header's "What to notice" (and Help's copy of it) says ``text``: a page whose notice is
+        built from what it measured sets it here once the numbers are in."""
+        self.notice = text
+        label = self.header.findChild(QLabel, "labNotice")
+        if label is not None:
+            label.setText(f"<b>What to notice:</b> {text}")
 
     # ---- refresh logic -----------------------------------------------------------------------
     def in_view(self) -> bool:

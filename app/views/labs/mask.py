@@ -5,14 +5,13 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtWidgets import (
     QComboBox,
-    QHBoxLayout,
     QLabel,
     QPushButton,
 )
 
 from app.views.labs.base import LabPage
 from app.views.labs.comparison import ComparisonPanel, ComparisonSpec
-from app.views.labs.controls import dspin, labelled, spin, still_matrix
+from app.views.labs.controls import dspin, labelled, map_grid, readable_map, spin
 from app.widgets.layouts import FlowLayout
 from app.widgets.matrix_plot import MatrixPlot
 from model.config import GPTConfig
@@ -82,16 +81,13 @@ class MaskStagesPage(LabPage):
             w.valueChanged.connect(lambda *_: self.mark_dirty())
         self.kind.currentIndexChanged.connect(self._kind_changed)
 
-        mats = QHBoxLayout()
-        lab = still_matrix("value")
+        lab = readable_map("value")
         self.scores_view = MatrixPlot(title="Scores S = QKᵀ/√d_k (before the mask)", diverging=True, **lab)
         self.mask_view = MatrixPlot(
             title="Mask M: 0 = may attend, −∞ = hidden", diverging=True, legend=False, digits=0, **lab
         )
-        self.weights_view = MatrixPlot(title="Weights A = softmax(S + M)", **still_matrix("weight"))
-        for v in (self.scores_view, self.mask_view, self.weights_view):
-            mats.addWidget(v, 1)
-        body.addLayout(mats, 1)
+        self.weights_view = MatrixPlot(title="Weights A = softmax(S + M)", **readable_map("weight"))
+        body.addWidget(map_grid([self.scores_view, self.mask_view, self.weights_view]), 1)
         self.summary = QLabel(" ")
         self.summary.setWordWrap(True)
         body.addWidget(self.summary)

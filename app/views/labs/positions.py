@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.labs.base import LabPage
-from app.views.labs.controls import dspin, labelled, spin, still_matrix
+from app.views.labs.controls import dspin, labelled, map_grid, readable_map, spin, still_matrix
 from app.views.labs.plots import BarPlot, LinePlot
 from app.widgets.layouts import FlowLayout
 from app.widgets.matrix_plot import MatrixPlot
@@ -174,25 +174,16 @@ class RopePage(LabPage):
         body.addLayout(row)
         for w in (self.d_k, self.pair, self.n_pos, self.base, self.seed):
             w.valueChanged.connect(lambda *_: self.mark_dirty())
-        plots = QHBoxLayout()
         self.circle = LinePlot(
             "Channel pair i of q and k at positions 0, 1, 2, …", "channel i", "channel i + d_k/2"
         )
         self.circle.plot.setAspectLocked(True)
         self.scores_view = MatrixPlot(
-            title="Score rot_m(q) · rot_n(k)",
-            diverging=True,
-            square=False,
-            interactive=False,
-            numbers=None,
-            legend_label="value",
+            title="Score rot_m(q) · rot_n(k)", diverging=True, **readable_map("value")
         )
         self.scores_view.set_axis_titles("query position m", "key position n")
         self.profile = LinePlot("Score vs offset m − n", "offset m − n", "score")
-        plots.addWidget(self.circle, 1)
-        plots.addWidget(self.scores_view, 1)
-        plots.addWidget(self.profile, 1)
-        body.addLayout(plots, 1)
+        body.addWidget(map_grid([self.circle, self.scores_view, self.profile]), 1)
         self._labels: list[pg.TextItem] = []
 
     def compute(self) -> None:

@@ -11,8 +11,8 @@ from PySide6.QtWidgets import (
     QComboBox,
     QGridLayout,
     QHBoxLayout,
-    QLabel,
     QPushButton,
+    QWidget,
 )
 
 from app.views.labs.base import LabPage
@@ -307,7 +307,9 @@ class GradFlowPage(LabPage):
         for choice in (self.norm, self.init, self.mlp):
             choice.currentIndexChanged.connect(lambda *_: self.mark_dirty())
 
-        plots = QHBoxLayout()
+        plots_row = QWidget()
+        plots = QHBoxLayout(plots_row)
+        plots.setContentsMargins(0, 0, 0, 0)
         self.init_plot = LinePlot(
             "At initialisation: ‖∂loss/∂θ‖ per block", "block (0 = nearest the input)", "gradient norm"
         )
@@ -317,7 +319,8 @@ class GradFlowPage(LabPage):
         for plot in (self.init_plot, self.train_plot):
             plot.setMinimumHeight(170)  # six blocks stay readable when the training plots below take room
             plots.addWidget(plot, 1)
-        body.addLayout(plots, 3)
+        body.addWidget(plots_row, 3)
+        self.keep_in_view(plots_row)
         self.panel = ComparisonPanel(
             self.make_spec,
             title="Training loss: Pre-LN vs Post-LN",
@@ -348,7 +351,7 @@ class GradFlowPage(LabPage):
         )
 
     def compute(self) -> None:
-        self._set_notice(self.XIONG + "; measuring this page's setting…")
+        self.set_notice(self.XIONG + "; measuring this page's setting…")
         cfg = self._config(self.init_vocab())
         norm, init = self.norm.currentData(), self.init.currentData()
 
@@ -368,20 +371,13 @@ class GradFlowPage(LabPage):
             if shows_xiong(pre, post)
             else "not their picture: this setting hides it (the defaults show it)"
         )
-        self._set_notice(f"{self.XIONG}; {at_init_summary(pre, post)} That is {verdict}.")
+        self.set_notice(f"{self.XIONG}; {at_init_summary(pre, post)} That is {verdict}.")
         self.say(
             f"At init ({self.norm.currentText()}, {self.mlp.currentText()} FFN, {self.init.currentText()} "
             f"weights, one batch of 8 × 64 random tokens over {self.init_vocab()} symbols): last block "
             f"{post.block[-1]:.3f} (Post-LN) vs {pre.block[-1]:.3f} (Pre-LN), first block "
             f"{post.block[0]:.3f} vs {pre.block[0]:.3f}."
         )
-
-    def _set_notice(self, text: str) -> None:
-        """The header's "What to notice" (and Help's copy of it) says ``text``."""
-        self.notice = text
-        label = self.header.findChild(QLabel, "labNotice")
-        if label is not None:
-            label.setText(f"<b>What to notice:</b> {text}")
 
     def make_spec(self) -> ComparisonSpec:
         source = self.require_source()

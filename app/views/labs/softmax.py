@@ -19,7 +19,6 @@ from PySide6.QtWidgets import (
 )
 
 from app.views.labs.base import LabPage
-from app.views.labs.comparison import ComparisonPanel, ComparisonSpec
 from app.views.labs.controls import dspin, labelled, spin
 from app.views.labs.plots import BarPlot, LinePlot
 from app.widgets.axes import PLOT_MIN_HEIGHT
@@ -27,8 +26,7 @@ from app.widgets.layouts import FlowLayout
 from app.widgets.palette import color_for
 from app.widgets.side_by_side import PlotGrid, SideBySide
 from app.widgets.table_width import keep_columns_whole
-from model.config import GPTConfig
-from model.interp.analysis.saturation import model_saturation, saturation_summary
+from model.interp.analysis.saturation import model_saturation
 from model.interp.analysis.softmax_theory import (
     VARIANTS,
     expected_std,
@@ -36,10 +34,9 @@ from model.interp.analysis.softmax_theory import (
     score_histogram,
     softmax_curves,
     softmax_stats,
+    theory_summary,
 )
-from model.interp.prompt import encode_prompt
 from model.interp.trace import run_with_trace
-from model.train.multitrain import variant_configs
 
 VARIANT_LABELS = {
     "unscaled": "unscaled: q·k",
@@ -49,6 +46,9 @@ VARIANT_LABELS = {
     "init": "scale in init: W_Q, W_K × d_k^(−1/4)",
 }
 SLIDER_STEPS = 90  # d_k = round(2^(v/10)), v in 0..90 → 1..512
+#: the chapters' example (std √128 = 11.3): with 64 keys a row, the first power of two at which the
+#: unscaled softmax's mean Jacobian is below the scaled one's and a quarter of its rows have vanished
+DEFAULT_DK = 128
 
 
 def slider_to_dk(v: int) -> int:
@@ -70,21 +70,28 @@ class SoftmaxTheoryPage(LabPage):
         "widely "
         "spread scores puts almost all weight on one key, and its Jacobian — what carries the gradient back "
         "— "
-        "almost vanishes. Dividing by √d<sub>k</sub> keeps the spread at 1 for every head size. All numbers "
-        "below are measured on sampled rows of n keys (512 rows of 64 by default)."
+        "shrinks once one key takes almost all the weight. Dividing by √d<sub>k</sub> keeps the spread at 1 "
+        "for every head size. All numbers below are measured on sampled rows of n keys (512 rows of 64 by "
+        "default)."
     )
     formula = (
         "Var(q·k) = Σ<sub>m</sub> Var(q<sub>m</sub>k<sub>m</sub>) = d<sub>k</sub> ⇒ std = √d<sub>k</sub> "
         "(8 at d<sub>k</sub> = 64, 11.3 at 128);   p = softmax(z),  J = ∂p/∂z = diag(p) − ppᵀ,  "
-        "H = −Σ p<sub>j</sub> ln p<sub>j</sub>"
+        "H = −Σ p<sub>j</sub> ln p<sub>j</sub>;  a row's gradient has vanished when ‖J‖<sub>F</sub> &lt; "
+        "‖J<sub>uniform</sub>‖<sub>F</sub>/10"
     )
-    notice = (
-        "the unscaled curves run away with d<sub>k</sub> — std ≈ √d<sub>k</sub>, max weight → 1, entropy → 0 "
-        "and, past a brief rise, ‖J‖ → 0: saturation — while the scaled curve stays flat (colours as in the "
-        "table). A fixed temperature τ is right only near d<sub>k</sub> = τ²; cosine attention's scores "
-        "never "
-        "exceed its gain g; the d<sub>k</sub><sup>−1/4</sup> init gives exactly the scaled numbers."
+    #: the chapters' claim, set beside what this page measures (``theory_summary``) in the notice
+    CLAIM = (
+        "unscaled, scores spread like √d<sub>k</sub> (11.3 at d<sub>k</sub> = 128), the softmax turns "
+        "nearly one-hot and its gradient nearly vanishes; ÷√d<sub>k</sub> keeps the spread at 1"
     )
+    #: what holds by construction, whatever the sample: the other variants' rules
+    VARIANTS_NOTE = (
+        "A fixed temperature τ is right only near d<sub>k</sub> = τ²; cosine attention's scores never "
+        "exceed its gain g; the d<sub>k</sub><sup>−1/4</sup> init gives exactly the scaled numbers "
+        "(colours as in the table)."
+    )
+    notice = CLAIM + "; measuring…"
     uses_model = False
     follows_training = False
 
@@ -97,7 +104,7 @@ class SoftmaxTheoryPage(LabPage):
         self.slider.setMinimumWidth(260)
         self.slider.setToolTip("d_k from 1 to 512 (logarithmic)")
         row.addWidget(self.slider)
-        self.dk = spin(1, 512, 64, "d_k, the size of one head's query and key")
+        self.dk = spin(1, 512, DEFAULT_DK, "d_k, the size of one head's query and key")
         row.addWidget(self.dk)
         self.tau = labelled(
             row, "temperature τ", dspin(0.1, 100.0, 8.0, 0.5, 2, "Fixed divisor for the temperature variant")
@@ -111,15 +118,15 @@ class SoftmaxTheoryPage(LabPage):
         self.n_keys = labelled(row, "keys n", spin(2, 1024, 64, "Keys per softmax row"))
         row.addStretch(1)
         body.addLayout(row)
-        self.slider.setValue(dk_to_slider(64))
+        self.slider.setValue(dk_to_slider(DEFAULT_DK))
         self.slider.valueChanged.connect(lambda v: self.dk.setValue(slider_to_dk(v)))
         self.dk.valueChanged.connect(self._dk_changed)
         for w in (self.tau, self.gain, self.n_keys):
             w.valueChanged.connect(lambda *_: self.mark_dirty())
 
         grid = QGridLayout()
-        self.hist = LinePlot("Scores at d_k = 64 (sampled)", "score fed to softmax", "density")
-        self.table = QTableWidget(len(VARIANT_LABELS), 5)
+        self.hist = LinePlot(f"Scores at d_k = {DEFAULT_DK} (sampled)", "score fed to softmax", "density")
+        self.table = QTableWidget(len(VARIANT_LABELS), 6)
         self.table.setHorizontalHeaderLabels(
             [
                 "variant",
@@ -127,6 +134,7 @@ class SoftmaxTheoryPage(LabPage):
                 "mean max\nweight",
                 "row entropy\n(nats)",
                 "‖J‖ softmax\nJacobian",
+                "gradient\nvanished",
             ]
         )
         self.table.verticalHeader().setVisible(False)
@@ -249,6 +257,7 @@ class SoftmaxTheoryPage(LabPage):
                 f"{s.max_weight:.3f}",
                 f"{s.entropy:.3f}",
                 f"{s.jacobian_norm:.4f}",
+                f"{s.vanished:.0%} of rows",
             ]
             for j, text in enumerate(cells, start=1):
                 item = QTableWidgetItem(text)
@@ -257,6 +266,7 @@ class SoftmaxTheoryPage(LabPage):
         self.table.resizeRowsToContents()
         self._mark()
         un, sc = stats["unscaled"], stats["scaled"]
+        self.set_notice(f"{self.CLAIM}; {theory_summary(d, un, sc)} {self.VARIANTS_NOTE}")
         self.say(
             f"d_k = {d}: unscaled scores have std {un.score_std:.2f} (√d_k = {math.sqrt(d):.2f}); "
             f"their softmax puts {un.max_weight:.2f} on the top key on average, against {sc.max_weight:.2f} "
@@ -384,94 +394,3 @@ class SoftmaxModelPage(LabPage):
             "max weight": self.max_bars.view,
             "spread": self.spread_bars.view,
         }
-
-
-class SoftmaxTrainingPage(LabPage):
-    slug = "softmax-training"
-    short = "Training: scaled vs unscaled"
-    lab = "Softmax scaling lab"
-    title = "Training: scaled vs unscaled attention with large heads"
-    explanation = (
-        "Two copies of a model with large heads start from the same seed and train on the same batches; one "
-        "divides the scores by √d<sub>k</sub>, the other does not. A probe measures how one-hot each model's "
-        "attention is on the labs' prompt as they train."
-    )
-    formula = (
-        "scaled: softmax(QKᵀ/√d<sub>k</sub>)V   vs   unscaled: softmax(QKᵀ)V,   d<sub>k</sub> = head size"
-    )
-    notice = (
-        "within a few dozen steps the unscaled model's attention is close to one-hot (mean max weight near "
-        "1) "
-        "while the scaled model's stays moderate; over a few hundred steps the unscaled loss falls behind "
-        "(about 0.1–0.2 nats at 300 steps with the defaults): saturated rows pass back little gradient."
-    )
-    uses_model = False
-    follows_training = False
-
-    def build(self) -> None:
-        body = self.body
-        row = FlowLayout()
-        self.head_dim = labelled(row, "head size d_k", spin(2, 1024, 256, "head_dim of every head"))
-        self.n_heads = labelled(row, "heads", spin(1, 16, 1))
-        self.d_model = labelled(row, "d_model", spin(8, 512, 64))
-        self.n_layers = labelled(row, "layers", spin(1, 8, 2))
-        self.steps = labelled(row, "steps", spin(1, 100000, 300))
-        self.lr = labelled(row, "learning rate", dspin(1e-5, 1.0, 1e-2, 1e-3))
-        self.seq_len = labelled(row, "sequence", spin(4, 256, 64))
-        self.batch = labelled(row, "batch", spin(1, 256, 16))
-        row.addStretch(1)
-        body.addLayout(row)
-        self.panel = ComparisonPanel(
-            self.make_spec,
-            title="Training loss: scaled vs unscaled",
-            probe_title="How one-hot attention is (probe prompt)",
-            probe_label="mean max weight over heads",
-            session=self.session,
-        )
-        body.addWidget(self.panel, 1)
-
-    def make_spec(self) -> ComparisonSpec:
-        source = self.require_source()
-        T = self.seq_len.value()
-        base = GPTConfig(
-            n_layers=self.n_layers.value(),
-            d_model=self.d_model.value(),
-            n_heads=self.n_heads.value(),
-            head_dim=self.head_dim.value(),
-            context_length=max(T, 8),
-            dropout=0.0,
-        ).with_vocab(source.tokenizer.vocab_size)
-        variants = variant_configs(
-            base, {"scaled": {"attn_scale": "sqrt_dk"}, "unscaled": {"attn_scale": "none"}}
-        )
-        steps = self.steps.value()
-        settings = ComparisonSpec.lab_settings(
-            steps=steps,
-            batch_size=self.batch.value(),
-            seq_len=T,
-            lr=self.lr.value(),
-            warmup=min(10, steps // 10),
-        )
-        text = self.prompt_text() or source.default_prompt
-        ids = list(encode_prompt(source.tokenizer, text, T, keep="first", errors="replace").ids)
-        return ComparisonSpec(
-            variants=variants,
-            source=source,
-            settings=settings,
-            probe=lambda name, trainer: saturation_summary(trainer.model, ids)["max_weight"],
-            probe_every=max(1, steps // 30),
-        )
-
-    def prepare_screenshot(self) -> None:
-        self.steps.setValue(100)
-        self.panel.start()
-
-    @property
-    def idle(self) -> bool:
-        return not self.panel.running
-
-    def shutdown(self) -> None:
-        self.panel.shutdown()
-
-    def export_targets(self):
-        return {"loss": self.panel.loss_plot.view, "max weight": self.panel.probe_plot.view}

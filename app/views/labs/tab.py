@@ -47,7 +47,8 @@ from app.views.labs.lens import LensPage
 from app.views.labs.mask import MaskBugPage, MaskStagesPage
 from app.views.labs.positions import PermutationPage, RopeModelPage, RopePage, SinusoidalPage
 from app.views.labs.residual import GradFlowPage, LiveNormsPage, StreamNormsPage
-from app.views.labs.softmax import SoftmaxModelPage, SoftmaxTheoryPage, SoftmaxTrainingPage
+from app.views.labs.softmax import SoftmaxModelPage, SoftmaxTheoryPage
+from app.views.labs.softmax_training import SoftmaxTrainingPage
 from app.views.labs.worked import WorkedExamplePage
 from app.views.page import bring_into_view, page_targets, screenshot_steps
 from app.views.tab import TabBase

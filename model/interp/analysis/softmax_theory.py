@@ -26,6 +26,14 @@ rescaled parameter). Per row ``p = softmax(z)`` the measured numbers are average
 * ``entropy``: ``−Σ p_j ln p_j`` in nats (at most ``ln n_keys``)
 * ``jacobian_norm``: Frobenius norm ``‖diag(p) − p pᵀ‖_F = √(Σp² − 2Σp³ + (Σp²)²)``
   (≈ ``1/√n_keys`` for uniform p, 0 for one-hot)
+* ``vanished``: the share of rows whose ``‖J‖_F`` is below a tenth of a uniform row's,
+  ``√(1/n − 1/n²) / 10``: rows that pass back all but no gradient
+
+The mean ``‖J‖_F`` is not monotone in the spread: as weight gathers on a few keys the Jacobian first
+*grows* (a uniform row's is small, ≈ 1/√n; two keys sharing it equally give 0.5), and it shrinks
+only once one key takes almost everything. The mean over rows mixes rows still in the rise with
+rows already one-hot, so the gradient vanishes row by row (``vanished``) before it does on average.
+With 64 keys the unscaled mean falls below the scaled one between d_k = 64 and 128.
 
 Everything is seeded: the same arguments give the same numbers.
 """
@@ -119,18 +127,64 @@ class SoftmaxStats:
     max_weight: float
     entropy: float
     jacobian_norm: float
+    vanished: float
+
+
+def uniform_jacobian_norm(n_keys: int) -> float:
+    """``‖diag(p) − p pᵀ‖_F`` of a uniform row of ``n_keys``: √(1/n − 1/n²)."""
+    return float(np.sqrt(1 / n_keys - 1 / n_keys**2))
+
+
+#: a row's gradient has "vanished" below this share of a uniform row's Jacobian norm
+VANISHED_SHARE = 0.1
 
 
 def softmax_stats(z: np.ndarray) -> SoftmaxStats:
-    """Measure logits ``z`` [rows, n_keys]: their std, and the mean max weight, entropy, Jacobian norm."""
+    """Measure logits ``z`` [rows, n_keys]: their std, and the mean max weight, entropy, Jacobian norm,
+    and the share of rows whose Jacobian norm is below ``VANISHED_SHARE`` of a uniform row's."""
     p = softmax_rows(z)
     plogp = np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0)
+    jac = jacobian_norm(p)
     return SoftmaxStats(
         score_std=float(z.std()),
         max_weight=float(p.max(-1).mean()),
         entropy=float(-plogp.sum(-1).mean()),
-        jacobian_norm=float(jacobian_norm(p).mean()),
+        jacobian_norm=float(jac.mean()),
+        vanished=float((jac < VANISHED_SHARE * uniform_jacobian_norm(z.shape[-1])).mean()),
     )
+
+
+def theory_summary(d_k: int, unscaled: SoftmaxStats, scaled: SoftmaxStats) -> str:
+    """What the sampled numbers at ``d_k`` say about the unscaled softmax's gradient, against the
+    scaled one: the ratio of the mean Jacobian norms ``r = ‖J‖_unscaled / ‖J‖_scaled`` in words that
+    follow its side of 1, and both shares of rows whose gradient vanished. The lab's "What to notice"
+    is this sentence, so it never says more than its table shows."""
+    ratio = unscaled.jacobian_norm / scaled.jacobian_norm if scaled.jacobian_norm > 0 else float("inf")
+    head = (
+        f"at d_k = {d_k} the unscaled scores spread {unscaled.score_std:.1f} wide and put "
+        f"{unscaled.max_weight:.2f} on the top key on average (scaled: {scaled.max_weight:.2f}); "
+    )
+    if ratio < 1:
+        jac = (
+            f"the unscaled softmax Jacobian averages {unscaled.jacobian_norm:.4f}, {ratio:.2f}× the scaled "
+            f"{scaled.jacobian_norm:.4f}"
+        )
+    else:
+        jac = (
+            f"the unscaled softmax Jacobian averages {unscaled.jacobian_norm:.4f}, still {ratio:.2f}× the "
+            f"scaled {scaled.jacobian_norm:.4f}: its rows are peaked but not yet one-hot, where the Jacobian "
+            "is largest (raise d_k to watch it fall)"
+        )
+    rows = (
+        f"{unscaled.vanished:.0%} of the unscaled rows pass back under a tenth of a uniform row's "
+        f"gradient (scaled: {scaled.vanished:.0%})"
+    )
+    verdict = (
+        "the gradient vanishes row by row"
+        if unscaled.vanished > scaled.vanished
+        else "no row's gradient has vanished yet"
+    )
+    return f"{head}{jac}; {rows}: {verdict}."
 
 
 @dataclass
@@ -156,8 +210,7 @@ class SoftmaxCurves:
 
     @property
     def uniform_jacobian(self) -> float:
-        n = self.n_keys
-        return float(np.sqrt(1 / n - 1 / n**2))
+        return uniform_jacobian_norm(self.n_keys)
 
 
 def expected_std(variant: str, d_k, *, temperature: float = 8.0, gain: float | None = None) -> np.ndarray:
@@ -235,4 +288,6 @@ __all__ = [
     "softmax_curves",
     "softmax_rows",
     "softmax_stats",
+    "theory_summary",
+    "uniform_jacobian_norm",
 ]
