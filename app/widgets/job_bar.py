@@ -17,10 +17,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt, QTimer
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtCore import Signal as QtSignal
+from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import (
-    QGraphicsOpacityEffect,
     QHBoxLayout,
     QLabel,
     QProgressBar,
@@ -43,6 +43,33 @@ SHOW_AFTER_MS = 250
 STALE_OPACITY = 0.4
 
 
+class Veil(QWidget):
+    """A translucent white cover over ``target`` (the stale result under it stays visible, greyed, and
+    takes the mouse as before): a child of ``target`` that follows its size and stays on top. Unlike a
+    graphics effect it never caches the widgets under it, so a view that redraws beneath stays right."""
+
+    def __init__(self, target: QWidget):
+        super().__init__(target)
+        self.target = target
+        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self.hide()
+        target.installEventFilter(self)
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Resize and obj is self.target:
+            self.setGeometry(self.target.rect())
+        return False
+
+    def cover(self, on: bool) -> None:
+        if on:
+            self.setGeometry(self.target.rect())
+            self.raise_()
+        self.setVisible(on)
+
+    def paintEvent(self, event) -> None:
+        QPainter(self).fillRect(self.rect(), QColor(255, 255, 255, round(255 * (1 - STALE_OPACITY))))
+
+
 class JobBar(QWidget):
     """The busy line and the stale line of one page (module doc). ``cancel(key)`` stops the job under
     ``key`` (the compute worker's :meth:`~app.session.compute.ComputeWorker.abort`). ``jobEnded(key,
@@ -62,10 +89,11 @@ class JobBar(QWidget):
         self.board = board
         self.keys: tuple[str, ...] = tuple(keys)
         self._cancel = cancel
-        self._covers: list[QWidget] = []
+        self._veils: list[Veil] = []
+        self._floating: QWidget | None = None
         self._stale_note = ""
         self._stale_since = 0.0
-        lay = QVBoxLayout(self)
+        lay = self._lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(2)
         self.busy_row = QWidget()
@@ -100,8 +128,36 @@ class JobBar(QWidget):
         self.update_now()
 
     def cover(self, *widgets: QWidget) -> None:
-        """The widgets that show the page's result: greyed while it is stale."""
-        self._covers = list(widgets)
+        """The widgets that show the page's result: greyed (a :class:`Veil` over each) while it is stale."""
+        self._veils = [Veil(w) for w in widgets]
+
+    def float_over(self, target: QWidget) -> None:
+        """Lie over the bottom of ``target`` (a banner above the result it speaks of) instead of taking a
+        row of a layout, so showing and hiding it never moves what is drawn."""
+        self.setParent(target)
+        self.setObjectName("jobBanner")
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)  # the style sheet paints it
+        self.setStyleSheet(
+            "#jobBanner { background: #fdf6e3; border: 1px solid #c9b27c; border-radius: 4px; }"
+        )
+        self._lay.setContentsMargins(8, 4, 8, 4)
+        self._floating = target
+        target.installEventFilter(self)
+        self._place()
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
+        if obj is self._floating and event.type() == QEvent.Type.Resize:
+            self._place()
+        return False
+
+    def _place(self) -> None:
+        target = self._floating
+        if target is None:
+            return
+        width = max(100, target.width() - 16)
+        height = self.heightForWidth(width) if self.hasHeightForWidth() else self.sizeHint().height()
+        self.setGeometry(8, max(0, target.height() - height - 8), width, height)
+        self.raise_()
 
     def set_stale(self, note: str | None, *, at_once: bool = False) -> None:
         """Say that the result shown belongs to another input (``note``, rich text: "Showing the previous
@@ -115,19 +171,16 @@ class JobBar(QWidget):
         self.update_now()
 
     def _grey(self, on: bool) -> None:
-        for w in self._covers:
-            effect = w.graphicsEffect()
-            if on and effect is None:
-                effect = QGraphicsOpacityEffect(w)
-                effect.setOpacity(STALE_OPACITY)
-                w.setGraphicsEffect(effect)
-            elif not on and effect is not None:
-                w.setGraphicsEffect(None)  # type: ignore[arg-type]  # Qt takes nullptr to remove it
+        for veil in self._veils:
+            if veil.isVisible() != on:
+                veil.cover(on)
+        if on and self._veils:
+            self.raise_()  # the bar's Cancel above the veil when both are in one widget
 
     @property
     def greyed(self) -> bool:
         """Whether the result is drawn greyed now (stale for at least :data:`SHOW_AFTER_MS`)."""
-        return any(w.graphicsEffect() is not None for w in self._covers)
+        return any(not veil.isHidden() for veil in self._veils)
 
     @property
     def stale(self) -> bool:
@@ -177,7 +230,10 @@ class JobBar(QWidget):
             self._timer.stop()
         self.stale_label.setVisible(stale_shown)
         self.stale_label.setText(f"<span style='color:#8a4b00'>{self._stale_note}</span>")
-        self.setVisible(bool(announced) or stale_shown)
+        visible = bool(announced) or stale_shown
+        if visible and self._floating is not None:
+            self._place()
+        self.setVisible(visible)
 
     def _on_board(self, key: str) -> None:
         if key in self.keys:

@@ -106,7 +106,8 @@ class AttentionPage(LazyPage):
         if keys and self._board is not None and isinstance(lay, QBoxLayout):
             self.job_bar = JobBar(self._board, keys, cancel=self._cancel_job)
             self.job_bar.jobEnded.connect(self.on_job_ended)
-            lay.insertWidget(1 if lay.count() > 1 else 0, self.job_bar)
+            self.job_bar.cover(self)  # the page greyed while its numbers are another input's
+            self.job_bar.float_over(self)
 
     def on_job_ended(self, key: str, state: str) -> None:
         """One of the page's jobs ended (``state``: done, failed, cancelled, superseded)."""

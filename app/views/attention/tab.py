@@ -133,7 +133,6 @@ class AttentionTab(TabBase):
         root.addWidget(self.banner)
         #: the trace's busy line, and whether the pages show an older input than asked for
         self.job_bar = JobBar(session.jobs, (INSPECT_JOB,), cancel=session.compute.abort)
-        root.addWidget(self.job_bar)
         self.job_bar.jobEnded.connect(self._on_job_ended)
         self.stack = CurrentPageStack()
         self.empty = NoModelView(session)
@@ -154,6 +153,7 @@ class AttentionTab(TabBase):
                 self.page_tabs.setTabToolTip(self.page_tabs.count() - 1, page.blurb)
         self.stack.addWidget(self.page_tabs)
         self.job_bar.cover(self.page_tabs)
+        self.job_bar.float_over(self.page_tabs)
         root.addWidget(self.stack, 1)
         self.current_page.ensure_built()
 
@@ -282,7 +282,7 @@ class AttentionTab(TabBase):
     def _on_job_ended(self, _key: str, state: str) -> None:  # a cancelled trace leaves the previous run
         if state == "cancelled":
             self._run_due = False
-            self._mark_previous("Cancelled: press Refresh to trace the new prompt.")
+            self._mark_previous(f"Cancelled: press {self.refresh_button.text()} to trace the new prompt.")
 
     def schedule(self, *, changed: bool = False) -> None:
         """Run the prompt after the debounce (or when the tab is next shown); ``changed``: the run's input
