@@ -131,8 +131,7 @@ class Session(QObject):
         # the parts (see the module docstring)
         self.slot = ModelSlot(history_bytes)
         self._compute: ComputeWorker | None = None
-        #: the job model: every background job a page waits for (busy, progress, Cancel, superseded)
-        self.jobs = JobBoard()
+        self.jobs = JobBoard()  # the job model: every background job a page waits for
         self.probe = Probe(self, self)
         self.run = TrainingRun(self, self)
         self.follow = FollowedRun(self, self)
@@ -164,10 +163,9 @@ class Session(QObject):
     tokens_per_s: PartField[float] = PartField("slot.record.tokens_per_s")
 
     # ---- derived -------------------------------------------------------------------------------
-    @property
-    def compute_lock(self):
-        """``model.runtime.compute_lock``, which every torch computation of the app takes."""
-        return compute_lock
+    compute_lock = property(
+        lambda self: compute_lock, doc="model.runtime.compute_lock: every torch computation's"
+    )
 
     @property
     def compute(self) -> ComputeWorker:
