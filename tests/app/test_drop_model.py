@@ -87,7 +87,7 @@ def test_a_model_with_its_own_vocabulary_is_probed_with_text_not_the_datas_defau
     assert s.probe_prompt == "a prompt of my own"
 
 
-def test_an_opened_model_is_frozen_out_of_later_collections_and_still_freed(tiny_window, tiny_gguf):
+def test_an_opened_model_is_frozen_out_of_later_collections_and_still_freed(qtbot, tiny_window, tiny_gguf):
     """Opening a model ends with a collection and a freeze (app.session.garbage.settle_garbage): a later full
     collection no longer walks the model's objects, and the model still goes when replaced."""
     import gc
@@ -99,4 +99,6 @@ def test_an_opened_model_is_frozen_out_of_later_collections_and_still_freed(tiny
     assert gc.get_freeze_count() > frozen
     first = weakref.ref(s.model)
     s.load_checkpoint(tiny_gguf)  # replaces it: reference counting frees the frozen model
-    assert first() is None
+    # once the job that may be reading it (the idle probe of the first model) has let go: superseded,
+    # it stops at its next block
+    qtbot.waitUntil(lambda: first() is None, timeout=30_000)

@@ -63,7 +63,7 @@ class GroupAxis(pg.AxisItem):
             return 1
         pitch = abs(self.columns[1][0] - self.columns[0][0]) * width / abs(hi - lo)  # px per column
         fm = self._metrics()
-        need = max(fm.horizontalAdvance(t) for _, t in self.columns) + fm.horizontalAdvance("  ")
+        need = max(fm.horizontalAdvance(t) for _, t in self.columns) + fm.horizontalAdvance(" ")
         k = 2 ** math.ceil(math.log2(max(1.0, need / max(pitch, 1e-9))))
         return min(k, 2 ** math.ceil(math.log2(self.per_band)))
 
