@@ -399,17 +399,34 @@ class GenerateWorker(LoopWorker):
     thread_name = "attention-lab-generate"
     nice = 0  # the user waits for these tokens: no lower priority
 
-    def __init__(self, model: Any, tokenizer: Any, prompt: str, *, model_source=None, **sampling: Any):
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        prompt: str,
+        *,
+        model_source=None,
+        prompt_source=None,
+        **sampling: Any,
+    ):
         super().__init__()
         self.model = model
         #: called in the worker thread for the model when given (e.g. a snapshot of a training model)
         self.model_source = model_source
+        #: called in the worker thread for the prompt when given (a chat template rendered off the GUI
+        #: thread); ``prompt`` then holds the rendered text once the loop began
+        self.prompt_source = prompt_source
         self.tokenizer = tokenizer
         self.prompt = prompt
         self.sampling = sampling
         self.parts: list[str] = []
 
     def work(self) -> Generator[None, None, None]:
+        if self.prompt_source is not None:
+            if self.job is not None:
+                self.job.progress.describe(0, 0, "rendering the chat template")
+            self.prompt = self.prompt_source()
+            yield  # a Cancel while it rendered stops here
         if self.model_source is not None:
             self.model = self.model_source()
         with warnings.catch_warnings():

@@ -49,9 +49,9 @@ def _send(qtbot, box, message: str) -> str:
     qtbot.mouseClick(box.button, Qt.MouseButton.LeftButton)
     assert box.worker is not None
     assert not box.chat.toggle.isEnabled() and not box.chat.isEnabled()  # held while it writes
-    prompt = box.worker.prompt
+    worker = box.worker
     qtbot.waitUntil(lambda: box.worker is None, timeout=TIMEOUT)
-    return prompt
+    return worker.prompt  # the template is rendered in the worker thread
 
 
 def test_chat_is_off_and_says_why_for_a_model_without_a_template(qtbot, tiny_window):

@@ -67,3 +67,58 @@ def test_compare_training_is_a_job_that_counts_steps_and_cancels_within_a_second
     assert ended.args[0] == "stopped" and job.state == "cancelled"
     assert all(r.status.startswith("stopped at step") for r in tab.runs if r.kind == "variant")
     assert not tab.setup.job_bar.busy
+
+
+class SlowTemplate:
+    """A chat template whose rendering waits for the test (a model file's template that takes long):
+    it records the thread it was rendered in."""
+
+    def __init__(self, inner):
+        import threading
+
+        self.inner, self.go, self.threads = inner, threading.Event(), []
+
+    def prompt(self, system, turns, message):
+        import threading
+
+        self.threads.append(threading.current_thread().name)
+        assert self.go.wait(30)
+        return self.inner.prompt(system, turns, message)
+
+
+def test_a_chat_template_renders_off_the_window_s_thread_as_a_job_that_stop_cancels(qtbot, tiny_window):
+    import threading
+
+    from tests.app.test_chat_gui import _box, _with_template
+
+    s = tiny_window.session
+    box = _box(tiny_window)
+    tok = _with_template(s)
+    slow = tok.chat_template = SlowTemplate(tok.chat_template)
+    box.chat.set_template(slow)
+    box.chat.toggle.setChecked(True)
+    box.prompt.setText("abc")
+    box.button.click()  # returns at once: the template renders in the worker
+    job = s.jobs.get("train.generate")
+    assert job is not None and job.active and job.title == "Replying to" and box.button.text() == "Stop"
+    qtbot.waitUntil(lambda: "rendering the chat template" in job.describe(), timeout=TIMEOUT)
+    assert slow.threads and slow.threads[0] != threading.main_thread().name
+    box.button.click()  # Stop: the job's Cancel, taken at the worker's next gap (after the rendering)
+    slow.go.set()
+    qtbot.waitUntil(lambda: box.worker is None, timeout=TIMEOUT)
+    assert job.state == "cancelled" and box.conversation.turns == []  # the conversation is as it was
+
+
+def test_a_generation_counts_its_tokens_and_stop_ends_it_within_a_second(qtbot, tiny_window):
+    s = tiny_window.session
+    box = tiny_window.tabs["Train"].generate_box
+    box.max_tokens.setValue(box.max_tokens.maximum())
+    box.prompt.setText("abc")
+    box.button.click()
+    job = s.jobs.get("train.generate")
+    assert job is not None and job.title == "Generating after"
+    qtbot.waitUntil(lambda: job.snapshot().done >= 3, timeout=TIMEOUT)
+    assert f"of {box.max_tokens.maximum()} tokens" in job.describe()
+    box.button.click()  # Stop
+    qtbot.waitUntil(lambda: job.state == "cancelled", timeout=CANCEL_MS)
+    assert box.worker is None and box.button.text() == "Generate"

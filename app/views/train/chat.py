@@ -11,6 +11,8 @@ exact templated text to the Attention tab.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLineEdit, QPushButton, QWidget
 
@@ -45,6 +47,11 @@ class Conversation:
     def prompt(self, chat: ChatTemplate, system: str, message: str) -> str:
         """The text the model reads to answer ``message`` after the turns so far (ChatTemplateError)."""
         return chat.prompt(system, self.turns, message)
+
+    def renderer(self, chat: ChatTemplate, system: str, message: str) -> Callable[[], str]:
+        """:meth:`prompt` for the turns as they are now, to call later in another thread."""
+        turns = list(self.turns)
+        return lambda: chat.prompt(system, turns, message)
 
     def add_exchange(self, prompt: str, message: str, reply: str) -> None:
         """The model answered ``message`` with ``reply``, having read ``prompt``."""

@@ -33,6 +33,9 @@ from app.views.train.chat import ChatControls, Conversation
 from app.views.train.prompt_edit import PromptEdit
 from model.text.chat import ChatTemplateError
 
+#: The generation's key on the session's job board (Generate turns into Stop, its Cancel).
+GENERATE_JOB = "train.generate"
+
 
 class GenerateBox(QGroupBox):
     """Generate from the session's model: ``prompt``, ``button``, ``output``; ``generate(seed)``.
@@ -44,8 +47,8 @@ class GenerateBox(QGroupBox):
 
     attentionPromptRequested = Signal(str)
     _count, _t0 = 0, 0.0
-    #: while a chat reply streams: (the text the model reads, the user's message)
-    _pending: tuple[str, str] | None = None
+    #: while a chat reply streams: the user's message (the text the model reads is the worker's prompt)
+    _pending: str | None = None
 
     def __init__(self, session, parent: QWidget | None = None):
         super().__init__("Generate", parent)
@@ -186,7 +189,7 @@ class GenerateBox(QGroupBox):
 
     def _clicked(self) -> None:
         if self.worker is not None:
-            self.worker.control.stop()
+            self.session.jobs.cancel(GENERATE_JOB)  # Stop: the job's Cancel
         else:
             self.generate()
 
@@ -199,13 +202,17 @@ class GenerateBox(QGroupBox):
         message = self.prompt.text()
         template = self.chat.chat if self.chat.active else None
         chatting = template is not None
+        render = None
         try:
             if not message:
                 raise ValueError("type a message first" if chatting else "type a prompt first")
             prompt = message
-            if template is not None:
-                prompt = self.conversation.prompt(template, self.chat.system.text(), message)
-            s.tokenizer.encode(prompt)
+            if (
+                template is not None
+            ):  # rendered in the worker: a model file's template never blocks the window
+                render = self.conversation.renderer(template, self.chat.system.text(), message)
+            else:
+                s.tokenizer.encode(prompt)
         except (ValueError, ChatTemplateError) as exc:
             if chatting:
                 self.status.setText(f"Cannot send: {exc}")
@@ -221,6 +228,7 @@ class GenerateBox(QGroupBox):
             s.tokenizer,
             prompt,
             model_source=source,
+            prompt_source=render,
             max_new_tokens=self.max_tokens.value(),
             temperature=max(temperature, 1e-6),
             top_k=top_k,
@@ -231,8 +239,10 @@ class GenerateBox(QGroupBox):
         )
         worker.token.connect(self._on_token)
         worker.finished.connect(self._on_generated)
+        title = "Replying to" if chatting else "Generating after"
+        worker.announce(s.jobs, GENERATE_JOB, title, f"“{message[:30]}{'…' if len(message) > 30 else ''}”")
         self.worker = worker
-        self._pending = (prompt, message) if chatting else None
+        self._pending = message if chatting else None
         self._chat_enabled(False)  # the mode and the conversation hold still while the model writes
         self.output.setPlainText(self.conversation.transcript(message) if chatting else prompt)
         self.button.setText("Stop")
@@ -257,17 +267,24 @@ class GenerateBox(QGroupBox):
         return progress_line(head, self._count, total, elapsed, self.session)
 
     def _on_generated(self, text: str, error: str) -> None:
-        if self.worker is not None:
-            self.worker.join(5.0)
+        worker = self.worker
+        if worker is not None:
+            worker.join(5.0)
         self.worker = None
         pending, self._pending = self._pending, None
+        stopped = worker is not None and (worker.result or ("",))[0] == "stopped"
         self._chat_enabled(True)
         self.button.setText(self._idle_text())
         self.status.setText(self._pace(None) + " · done" if self._count else " ")
-        if error:
+        if error and pending is not None:  # the template or the reply failed: the conversation stays
+            self.status.setText(f"Cannot send: {error}")
+            self.output.setPlainText(self.conversation.transcript())
+        elif error:
             self.output.appendPlainText(f"\n[generation failed: {error}]")
-        elif pending is not None and self.chat.active:  # the reply is a turn of the conversation
-            self.conversation.add_exchange(*pending, text)
+        elif pending is not None and self.chat.active and worker is not None and (text or not stopped):
+            self.conversation.add_exchange(
+                worker.prompt, pending, text
+            )  # a turn (none if stopped before a word)
             self.prompt.setText("")
 
 
