@@ -2,9 +2,10 @@
 the Hugging Face cache with a progress bar, then opened.
 
 The network never runs in the GUI thread: the Hub's answer about a repo (:func:`model.io.hub.plan`) and
-the download (:func:`model.io.hub.fetch`) each run in a :class:`~app.session.workers.LoopWorker`; progress
-reports go through its mailbox, drained ~30 times a second. Cancel stops the download at the next
-chunk; files already complete stay in the cache, and nothing half-written is ever opened.
+the download (:func:`model.io.hub.fetch`) each run in a :class:`~app.session.workers.LoopWorker`, a job
+on the session's board (the dialog's busy line: bytes, speed, time left, Cancel). Cancel stops the
+download at the next chunk; files already complete stay in the cache, and nothing half-written is ever
+opened.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QLineEdit,
-    QProgressBar,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
@@ -29,7 +29,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.session.workers import LoopWorker, drain_timer
+from app.core.jobs import JobBoard
+from app.session.workers import LoopWorker
+from app.widgets.job_bar import JobBar
 from model.budget.arithmetic import human_bytes
 from model.io.hub import (
     CATALOGUE,
@@ -46,12 +48,15 @@ from model.io.hub import (
     resolve_name,
 )
 
+#: The dialog's job keys on the board: the download, the look-up.
+JOBS = ("hub.download", "hub.lookup")
+
 
 class HubWorker(LoopWorker):
     """Runs one Hub call (``fn(on_progress, should_stop)``) in a thread; ``result`` holds its value.
 
     ``finished(reason, message)``: ``done`` with :attr:`value` set, ``stopped`` (cancelled) or
-    ``error`` with the one-line message. Progress reports go to ``mailbox`` under ``"progress"``.
+    ``error`` with the one-line message. Progress reports go to its job (:meth:`announce`).
     """
 
     thread_name = "attention-lab-hub"
@@ -65,10 +70,17 @@ class HubWorker(LoopWorker):
 
     def work(self) -> Generator[None, None, None]:
         try:
-            self.value = self.fn(lambda e: self.mailbox.put("progress", e), lambda: self.control.stopped)
+            self.value = self.fn(self._progressed, lambda: self.control.stopped)
         except DownloadCancelled:
             self.cancelled = True
         yield
+
+    def _progressed(self, e: Any) -> None:  # in the worker thread: a DownloadProgress
+        if self.job is not None and not getattr(e, "finished", False):
+            self.job.progress.describe(e.done, e.total, e.line())
+        self.last = e
+
+    last: Any = None  # the last DownloadProgress
 
     def end(self, reason: str) -> tuple[str, str]:
         if self.cancelled:
@@ -86,14 +98,15 @@ class GetModelDialog(QDialog):
 
     COLUMNS = ("model", "family", "parameters", "download", "repo")
 
-    def __init__(self, parent: QWidget | None = None):
+    def __init__(self, parent: QWidget | None = None, board: JobBoard | None = None):
         super().__init__(parent)
+        #: the job board the look-up and the download are announced on (the session's)
+        self.board = board if board is not None else JobBoard()
         self.setWindowTitle("Get a model")
         self.setObjectName("get-model-dialog")
         self.worker: HubWorker | None = None
         self.lookup: HubWorker | None = None
         self.plans: dict[str, Plan] = {}
-        self._timer = drain_timer(self, self._drain)
 
         intro = QLabel(
             "Small models people study, or any Hugging Face repo. Only the config, tokenizer and "
@@ -136,11 +149,9 @@ class GetModelDialog(QDialog):
         self.info = QLabel("Choose a model above or type a repo id.")
         self.info.setWordWrap(True)
         self.info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.progress = QProgressBar()
-        self.progress.setRange(0, 1000)
-        self.progress.setValue(0)
-        self.progress.setTextVisible(False)
-        self.progress_label = QLabel("")
+        #: what the Hub is asked or sends now: how far, the time left, Cancel
+        self.job_bar = JobBar(self.board, JOBS, cancel=self.board.cancel)
+        self.progress_label = QLabel("")  # how the last download ended
         self.error_label = QLabel("")
         self.error_label.setWordWrap(True)
         self.error_label.setStyleSheet("color: #b00020;")
@@ -149,13 +160,11 @@ class GetModelDialog(QDialog):
         self.download_button = QPushButton("Download and open")
         self.download_button.setDefault(True)
         self.download_button.clicked.connect(self.start_download)
-        self.cancel_button = QPushButton("Cancel download")
-        self.cancel_button.clicked.connect(self.cancel_download)
         self.close_button = QPushButton("Close")
         self.close_button.clicked.connect(self.reject)
         buttons = QHBoxLayout()
         buttons.addStretch(1)
-        for b in (self.download_button, self.cancel_button, self.close_button):
+        for b in (self.download_button, self.close_button):
             buttons.addWidget(b)
 
         layout = QVBoxLayout(self)
@@ -163,7 +172,7 @@ class GetModelDialog(QDialog):
         layout.addWidget(self.table, 1)
         layout.addLayout(repo_row)
         layout.addWidget(self.info)
-        layout.addWidget(self.progress)
+        layout.addWidget(self.job_bar)
         layout.addWidget(self.progress_label)
         layout.addWidget(self.error_label)
         layout.addLayout(buttons)
@@ -242,6 +251,7 @@ class GetModelDialog(QDialog):
             return
         self.info.setText(f"<b>{html.escape(str(ref))}</b> · asking the Hub…")
         self.lookup = HubWorker(lambda progress, stop: plan(ref))
+        self.lookup.announce(self.board, JOBS[1], "Asking the Hub about", str(ref))
         self.lookup.finished.connect(lambda reason, message, w=self.lookup: self._looked_up(w, ref, message))
         self.lookup.start()
         self._update_buttons()
@@ -263,9 +273,7 @@ class GetModelDialog(QDialog):
         if ref is None or self.busy:
             return
         self.error_label.setText("")
-        self.progress.setValue(0)
-        self._last_event = None
-        self.progress_label.setText(f"{ref}: asking the Hub…")
+        self.progress_label.setText("")
         planned = self.plans.get(str(ref))
         self.worker = HubWorker(
             lambda progress, stop: fetch(ref, on_progress=progress, should_stop=stop, planned=planned)
@@ -273,37 +281,24 @@ class GetModelDialog(QDialog):
         self.worker.finished.connect(
             lambda reason, message, w=self.worker: self._finished(w, ref, reason, message)
         )
+        self.worker.announce(self.board, JOBS[0], "Downloading", str(ref))
         self.worker.start()
-        self._timer.start()
         self._update_buttons()
 
     def cancel_download(self) -> None:
-        if self.worker is not None:
-            self.progress_label.setText("cancelling…")
-            self.worker.control.stop()
+        """Stop the download at its next chunk (the busy line's Cancel)."""
+        self.board.cancel(JOBS[0])
 
     @property
     def busy(self) -> bool:
         return self.worker is not None or self.lookup is not None
 
-    def _drain(self) -> None:
-        if self.worker is None:
-            return
-        (events,) = self.worker.mailbox.take("progress")
-        if events:
-            e = self._last_event = events[-1]
-            self.progress.setValue(int(1000 * e.fraction))
-            self.progress_label.setText(e.line())
-
     def _finished(self, worker: HubWorker, ref: HubRef, reason: str, message: str) -> None:
         if worker is not self.worker:
             return
-        self._drain()
-        self._timer.stop()
         self.worker = None
         if reason == "done" and worker.value is not None:
-            self.progress.setValue(1000)
-            last = getattr(self, "_last_event", None)
+            last = worker.last
             done = f"{last.line()} · " if last is not None else ""
             self.progress_label.setText(f"{ref}: {done}in the cache, opening…")
             self._update_buttons()
@@ -311,7 +306,6 @@ class GetModelDialog(QDialog):
             return
         self._describe()
         if reason == "stopped":
-            self.progress.setValue(0)
             self.progress_label.setText(f"{ref}: {message}")
         else:
             self.progress_label.setText("")
@@ -321,7 +315,6 @@ class GetModelDialog(QDialog):
         ok = self.chosen() is not None
         self.download_button.setEnabled(ok and not self.busy)
         self.lookup_button.setEnabled(ok and not self.busy)
-        self.cancel_button.setEnabled(self.worker is not None)
         self.table.setEnabled(self.worker is None)
         self.repo_edit.setEnabled(self.worker is None)
 

@@ -155,7 +155,7 @@ class FileActions:
 
         dialog = self.get_model
         if dialog is None:
-            dialog = self.get_model = GetModelDialog(self.window.window())
+            dialog = self.get_model = GetModelDialog(self.window.window(), self.session.jobs)
             dialog.downloaded.connect(self._open_downloaded)
         dialog.show()
         dialog.raise_()

@@ -55,7 +55,7 @@ def test_typed_repo_downloads_with_progress_and_opens(qtbot, tiny_window, fake_h
         dlg.download_button.click()
     assert s.checkpoint_meta["kind"] == "hf-gpt2" and s.model.config.n_layers == 2
     assert REPO in win.origin_label.text()
-    assert dlg.progress.value() == 1000 and "100%" in dlg.progress_label.text()
+    assert dlg.board.get("hub.download").state == "done" and "100%" in dlg.progress_label.text()
     assert not dlg.isVisible()
 
 
@@ -104,8 +104,8 @@ def test_cancel_stops_the_download_and_opens_nothing(
     monkeypatch.setattr(download._Tracker, "add", slow_add)
     dlg.download_button.click()
     qtbot.waitUntil(lambda: bool(fake_hub.gets("model.safetensors")), timeout=TIMEOUT)
-    assert dlg.cancel_button.isEnabled() and not dlg.download_button.isEnabled()
-    dlg.cancel_button.click()
+    assert dlg.job_bar.busy and not dlg.download_button.isEnabled()
+    dlg.job_bar.cancel_button.click()
     pressed.set()
     qtbot.waitUntil(lambda: dlg.worker is None, timeout=TIMEOUT)
     assert "cancelled" in dlg.progress_label.text() and not dlg.error_label.text()

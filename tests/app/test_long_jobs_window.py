@@ -122,3 +122,29 @@ def test_a_generation_counts_its_tokens_and_stop_ends_it_within_a_second(qtbot, 
     box.button.click()  # Stop
     qtbot.waitUntil(lambda: job.state == "cancelled", timeout=CANCEL_MS)
     assert box.worker is None and box.button.text() == "Generate"
+
+
+def test_a_slow_hub_download_shows_its_bytes_and_cancels_within_a_second(
+    qtbot, tiny_window, fake_hub, tiny_gpt2_repo_files, monkeypatch
+):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 512)
+    fake_hub.add_repo("tiny/gpt2", tiny_gpt2_repo_files)
+    fake_hub.pace = (512, 0.02)  # a slow network
+    tiny_window.menu.get_model_action.trigger()
+    dlg = tiny_window.files.get_model
+    assert dlg.board is tiny_window.session.jobs  # the window's one job model
+    dlg.repo_edit.setText("tiny/gpt2")
+    dlg.download_button.click()
+    job = dlg.board.get("hub.download")
+    assert job is not None and job.active and job.subject == "tiny/gpt2" and dlg.job_bar.busy
+    qtbot.waitUntil(lambda: job.snapshot().done > 0, timeout=TIMEOUT)
+    first = job.snapshot().done
+    qtbot.waitUntil(lambda: job.snapshot().done > first and "/s" in job.describe(), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: "tiny/gpt2" in dlg.job_bar.label.text(), timeout=TIMEOUT)
+    dlg.job_bar.cancel_button.click()
+    qtbot.waitUntil(lambda: job.state == "cancelled", timeout=CANCEL_MS)
+    qtbot.waitUntil(lambda: dlg.worker is None, timeout=TIMEOUT)
+    assert "cancelled" in dlg.progress_label.text() and dlg.download_button.isEnabled()
+    assert tiny_window.session.checkpoint_meta.get("kind") != "hf-gpt2"  # nothing was opened
