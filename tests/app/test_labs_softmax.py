@@ -143,3 +143,28 @@ def test_the_default_comparison_learns_and_shows_the_effect(labs, qtbot):
     assert o.max_weight_unscaled > o.max_weight_scaled
     notice = fresh.header.findChild(QLabel, "labNotice").text()
     assert "nats behind, as the theory says" in notice and "it learned nothing" not in notice
+
+
+def test_a_lab_comparison_is_a_job_that_counts_its_steps_and_stop_cancels(labs, qtbot):
+    """The lab's training goes through the window's job model: on the board while it runs, how far it is,
+    and Stop is the job's Cancel (it ends within a second, between two steps)."""
+    tab, session = labs
+    page = tab.show_page("softmax-training")
+    page.data.setCurrentIndex(page.data.findData(""))
+    for w, v in (
+        (page.head_dim, 32),
+        (page.d_model, 16),
+        (page.n_layers, 1),
+        (page.seq_len, 16),
+        (page.batch, 2),
+    ):
+        w.setValue(v)
+    page.steps.setValue(page.steps.maximum())
+    page.panel.start()
+    job = session.jobs.get(page.panel.job_key)
+    assert job is not None and job.active and "2 variants" in job.title
+    qtbot.waitUntil(lambda: job.snapshot().done >= 2, timeout=60000)
+    assert f"of {page.steps.maximum()}" in job.describe()
+    with qtbot.waitSignal(page.panel.finished, timeout=1000) as ended:
+        page.panel.stop_button.click()
+    assert ended.args[0] == "stopped" and job.state == "cancelled"

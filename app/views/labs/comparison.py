@@ -88,6 +88,7 @@ class ComparisonPanel(QWidget):
     ):
         super().__init__(parent)
         self.spec_factory = spec_factory
+        self.title = title
         #: the app's session, when given: its run shares the CPU, and the progress line says so
         self.session = session
         self.worker: GroupWorker | None = None
@@ -170,6 +171,9 @@ class ComparisonPanel(QWidget):
         self._t0 = time.monotonic()
         self.worker = GroupWorker(spec)
         self.worker.finished.connect(self._finish)
+        if self.session is not None:  # a job of the window's board: how far, Cancel (Stop)
+            n = len(spec.variants)
+            self.worker.announce(self.session.jobs, self.job_key, f"{self.title}: {n} variants", "")
         self.worker.start()
         self.start_button.setEnabled(False)
         self.stop_button.setEnabled(True)
@@ -179,8 +183,16 @@ class ComparisonPanel(QWidget):
 
     def stop(self) -> None:
         if self.worker is not None:
-            self.worker.control.stop()
+            if self.worker.job is not None:
+                self.session.jobs.cancel(self.job_key)  # the job's Cancel stops the loop
+            else:
+                self.worker.control.stop()
             self.status.setText("Stopping after the current step …")
+
+    @property
+    def job_key(self) -> str:
+        """The comparison's key on the board."""
+        return f"labs.comparison.{self.title}"
 
     def shutdown(self, timeout: float = 30.0) -> bool:
         """Stop the worker and wait for it (the tab's shutdown and the window's close)."""
@@ -254,6 +266,8 @@ class ComparisonPanel(QWidget):
             if box is not None:
                 box.setPlainText(f"[step {step}] {worker.spec.sample_prompt}{text}")
         self.notes.extend(notes)
+        if events and worker.job is not None:
+            worker.job.progress.describe(worker.step, self._target, f"step {worker.step} of {self._target}")
         if events:
             elapsed = time.monotonic() - self._t0
             last = " · ".join(f"{n} {ys[-1]:.3f}" for n, (_, ys) in self.losses.items())
