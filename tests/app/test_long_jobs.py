@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
-from app.views.attention.job_keys import FOLLOW_UPS, INSPECT_JOB
-from model.progress import check
+from app.views.attention.job_keys import CIRCUITS_JOB, FOLLOW_UPS, INSPECT_JOB
+from model.progress import check, current
 
 TIMEOUT = 30_000
 #: the issue's bound on a Cancel (ms)
@@ -30,7 +30,12 @@ class Gate:
         self.passed = 0
         self._handles = [block.register_forward_pre_hook(self._wait) for block in model.blocks]
 
+    #: when set, only the work whose Progress this returns waits at the gate (others pass)
+    only = None
+
     def _wait(self, module, args):
+        if self.only is not None and current() is not self.only():
+            return
         while not self._open.is_set() and not self._tokens.acquire(timeout=0.01):
             check()  # a cancelled job stops here, as it would before a real block
         self.passed += 1
@@ -41,6 +46,9 @@ class Gate:
 
     def open(self) -> None:
         self._open.set()
+
+    def close(self) -> None:
+        self._open.clear()
 
     def remove(self) -> None:
         self.open()
@@ -165,6 +173,84 @@ def test_patching_marks_the_old_numbers_counts_its_runs_and_cancels(qtbot, atten
         assert not page.job_bar.stale
     finally:
         slow.remove()
+
+
+PROMPT = "the cat saw the dog and the dog saw the"
+
+
+def _slow_follow_up(qtbot, tab, gate, key, start):
+    """``start()`` asks for the follow-up job ``key`` with the gate closed: it is announced on the page in
+    view, said to run, cancelled within a second by the page's Cancel; asked again with the gate open, its
+    result arrives."""
+    job_key = key if key == CIRCUITS_JOB else FOLLOW_UPS + key
+    # only this job waits at the gate: the jobs queued before it (the new run's metrics, ...) go through
+    gate.only = lambda: (j := tab.session.jobs.get(job_key)) is not None and j.progress
+    start()
+    qtbot.waitUntil(lambda: (j := _job(tab, job_key)) is not None and j.state == "running", timeout=TIMEOUT)
+    job, page = _job(tab, job_key), tab.current_page
+    assert page.job_bar is not None and page.job_bar.busy and job.title in page.job_bar.job().describe()
+    qtbot.waitUntil(lambda: page.job_bar.busy_row.isVisibleTo(page), timeout=TIMEOUT)
+    page.job_bar.cancel_button.click()
+    qtbot.waitUntil(lambda: job.state == "cancelled", timeout=CANCEL_MS)
+    assert not page.job_bar.busy
+    return job
+
+
+@pytest.mark.parametrize("kind", ["attribution", "ablation", "path", "circuits"])
+def test_each_follow_up_page_shows_its_job_and_cancels_it(qtbot, attention_tab, gate, kind, monkeypatch):
+    tab = attention_tab
+    gate.open()
+    with qtbot.waitSignal(tab.inspected, timeout=TIMEOUT):
+        tab.set_prompt(PROMPT)
+    qtbot.waitUntil(lambda: tab.session.compute.idle, timeout=TIMEOUT)
+    if kind == "attribution":
+        gate.close()
+        _slow_follow_up(qtbot, tab, gate, "attention.attribution", lambda: tab.show_page("attribution"))
+        gate.open()
+        with qtbot.waitSignal(tab.causalReady, timeout=TIMEOUT):
+            tab.state.causal_setup_changed.emit("attribution")  # asked again (Enter in a box)
+    elif kind == "ablation":
+        tab.show_page("ablation")
+        qtbot.waitUntil(lambda: tab.session.compute.idle, timeout=TIMEOUT)
+        gate.close()  # the prompt runs again without the head (it passes), then the ablation (it waits)
+        _slow_follow_up(qtbot, tab, gate, "attention.ablation", lambda: tab.set_ablation({(0, 0): "zero"}))
+        gate.open()
+        with qtbot.waitSignal(tab.ablationReady, timeout=TIMEOUT):
+            tab.set_ablation({(0, 1): "zero"})
+    elif kind == "circuits":  # the weights alone, no forward pass: each pair of layers waits instead
+        import model.interp.analysis.composition as composition
+
+        scores_of = composition._scores_of
+
+        def slow(*args):
+            while not gate._open.is_set():
+                check()
+                gate._open.wait(0.01)
+            return scores_of(*args)
+
+        monkeypatch.setattr(composition, "_scores_of", slow)
+        gate.close()
+        job = _slow_follow_up(qtbot, tab, gate, CIRCUITS_JOB, lambda: tab.show_page("circuits"))
+        assert job.snapshot().total == 1 and job.snapshot().unit == "layer pairs"  # L = 2: one pair
+        gate.open()
+        tab.show_page("heads")
+        with qtbot.waitSignal(
+            tab.circuitsReady, timeout=TIMEOUT, check_params_cb=lambda k, _r: k == "circuits"
+        ):
+            tab.show_page("circuits")
+    else:
+        tab.show_page("circuits")
+        qtbot.waitUntil(lambda: tab.session.compute.idle, timeout=TIMEOUT)
+        gate.close()
+        layer, head = tab.state.path_heads()[0]  # another sender: a new path patching
+        job = _slow_follow_up(
+            qtbot, tab, gate, "attention.path", lambda: tab.state.set_circuit_setup(sender=(layer, 1 - head))
+        )
+        assert job.snapshot().unit in ("runs", "")  # counted once its patched runs begin
+        gate.open()
+        tab.show_page("heads")
+        with qtbot.waitSignal(tab.circuitsReady, timeout=TIMEOUT, check_params_cb=lambda k, _r: k == "path"):
+            tab.show_page("circuits")  # shown again: the cancelled path patching is measured
 
 
 def qtbot_left():
