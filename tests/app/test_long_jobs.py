@@ -105,7 +105,7 @@ def test_a_slow_trace_is_busy_at_once_shows_progress_and_cancels_leaving_the_old
     with qtbot.waitSignal(tab.inspected, timeout=TIMEOUT) as blk:
         tab.refresh_button.click()
     assert blk.args[0].prompt == "A new prompt, traced slowly." and tab.state.inspection is blk.args[0]
-    assert not tab.stale and not tab.job_bar.isVisibleTo(tab)
+    assert not tab.stale and not tab.job_bar.isVisibleTo(tab) and tab.status_label.isEnabled()
 
 
 def test_a_newer_prompt_supersedes_a_running_trace_which_stops(qtbot, attention_tab, gate):

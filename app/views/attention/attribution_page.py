@@ -97,6 +97,7 @@ class AttributionPage(CausalPage):
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 3)
         lay.addWidget(split, 1)
+        self.results = split  # with the summary: what is greyed while it is another input's
 
     def show_inputs(self) -> None:
         setup = self.state.causal_setup["attribution"]

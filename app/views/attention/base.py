@@ -106,8 +106,13 @@ class AttentionPage(LazyPage):
         if keys and self._board is not None and isinstance(lay, QBoxLayout):
             self.job_bar = JobBar(self._board, keys, cancel=self._cancel_job)
             self.job_bar.jobEnded.connect(self.on_job_ended)
-            self.job_bar.cover(self)  # the page greyed while its numbers are another input's
+            self.job_bar.cover(*self.stale_covers())  # greyed while its numbers are another input's
             self.job_bar.float_over(self)
+
+    def stale_covers(self) -> list[QWidget]:
+        """What shows the page's result (greyed while it belongs to another input): the page by default;
+        a page with inputs of its own names its results, so the inputs stay as they are."""
+        return [self]
 
     def on_job_ended(self, key: str, state: str) -> None:
         """One of the page's jobs ended (``state``: done, failed, cancelled, superseded)."""

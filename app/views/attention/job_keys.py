@@ -22,9 +22,9 @@ CIRCUITS_JOB = "attention.circuits"
 
 #: What each follow-up job does, as its busy line says it ("Patching … · 120 of 690 runs").
 TITLES = {
-    "attention.patching": "Patching every head and stream position of",
+    "attention.patching": "Patching",
     "attention.attribution": "Attributing the logit of",
-    "attention.ablation": "Measuring the switched-off heads on",
+    "attention.ablation": "Switching heads off on",
     "attention.path": "Path patching",
     "attention.circuit_head": "The selected head's full circuits on",
     "attention.head": "Taking the selected head apart on",

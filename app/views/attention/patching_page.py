@@ -101,6 +101,12 @@ class CausalPage(AttentionPage):
         if kind == self.needs_causal:
             self.redraw()
 
+    #: the maps (with :attr:`summary`): greyed while they show another input's numbers
+    results: QWidget
+
+    def stale_covers(self) -> list[QWidget]:
+        return [self.summary, self.results]
+
     def _mark_previous(self, why: str = "") -> None:
         """Say that the numbers on screen (if any) were measured for other inputs, and grey them, while
         the new ones are measured (``why``: what became of the new measurement)."""
@@ -198,6 +204,7 @@ class PatchingPage(CausalPage):
         self._shared: tuple[int, int] | None = None  # the (heads, positions) the widths were shared for
         self._share_widths(1, 1)
         lay.addWidget(split, 1)
+        self.results = split  # with the summary: what is greyed while it is another input's
         self.heads_plot.describe = self._describe_head
         self.resid_plot.describe = self._describe_resid
         self.heads_plot.clicked.connect(lambda l, h: self.openHeadRequested.emit(l, h))

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from PySide6.QtWidgets import QLabel
+
 from app.widgets.job_bar import JobBar, quoted
 
 
-def mark_previous(bar: JobBar, shown, why: str = "") -> None:
+def mark_previous(bar: JobBar, shown, why: str = "", header: QLabel | None = None) -> None:
     """Mark the pages as showing the previous prompt (``shown``: its Inspection, or None), from the moment
     the input changes until the new run is drawn (greyed and said, see :meth:`JobBar.set_stale`); ``why``:
-    what became of the new run (it failed, it was cancelled), said at once."""
+    what became of the new run (it failed, it was cancelled), said at once. The ``header`` (the line about
+    the run shown) is greyed while the new run is on its way."""
+    if header is not None:
+        header.setEnabled(bool(why))  # a failure's or a Cancel's own words stay readable
     if shown is None:
         bar.set_stale(why or None, at_once=True)
         return
@@ -19,4 +24,10 @@ def mark_previous(bar: JobBar, shown, why: str = "") -> None:
         bar.set_stale(note + " until the new one is traced.")
 
 
-__all__ = ["mark_previous"]
+def mark_current(bar: JobBar, header: QLabel) -> None:
+    """The pages and the ``header`` show the run the input asks for."""
+    bar.set_stale(None)
+    header.setEnabled(True)
+
+
+__all__ = ["mark_current", "mark_previous"]

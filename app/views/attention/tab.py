@@ -55,7 +55,7 @@ from app.views.attention.metrics_page import MetricsPage
 from app.views.attention.next_token_page import NextTokenPage
 from app.views.attention.patching_page import PatchingPage
 from app.views.attention.pipeline_page import PipelinePage
-from app.views.attention.previous import mark_previous
+from app.views.attention.previous import mark_current, mark_previous
 from app.views.attention.readiness import wait_ready
 from app.views.attention.rollout_page import RolloutPage
 from app.views.attention.state import AttentionState
@@ -277,7 +277,7 @@ class AttentionTab(TabBase):
         self._debounce.start()
 
     def _mark_previous(self, why: str = "") -> None:
-        mark_previous(self.job_bar, self.state.inspection, why)
+        mark_previous(self.job_bar, self.state.inspection, why, self.status_label)
 
     def _on_job_ended(self, _key: str, state: str) -> None:  # a cancelled trace leaves the previous run
         if state == "cancelled":
@@ -355,7 +355,7 @@ class AttentionTab(TabBase):
             return
         if res is None or req != self._request:
             return
-        self.job_bar.set_stale(None)
+        mark_current(self.job_bar, self.status_label)
         self.state.set_inspection(res, req)  # every page becomes stale; the one in view is drawn now
         t0 = time.perf_counter()
         self.current_page.ensure_built()
