@@ -82,6 +82,7 @@ def test_a_slow_trace_is_busy_at_once_shows_progress_and_cancels_leaving_the_old
         and "previous prompt" in tab.job_bar.stale_note
         and "The head looks back." in tab.job_bar.stale_note
     )
+    assert not tab.status_label.isEnabled()  # the header about the run shown is greyed with it
     qtbot.waitUntil(
         lambda: (j := _job(tab, INSPECT_JOB)) is not None and j.state == "running", timeout=TIMEOUT
     )
