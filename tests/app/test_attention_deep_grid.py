@@ -228,3 +228,17 @@ def test_at_101_tokens_the_metrics_maps_and_the_kv_headers_stay(qtbot, window_of
     assert sorted({t[-1] for t in groups}) == ["0", "1", "2"] and len(groups) == KV * m.geom.bands
     assert {t for t, _ in axis_texts(m.top_axis)} >= {f"h{h}" for h in range(H)}
     assert text_problems(heads) == []
+
+
+#: The width the Attention tab's pages get in a 1024×768 window beside the default setup dock (measured
+#: in a real window: 698 px for the page stack).
+PAGE_WIDTH_AT_1024 = 698
+
+
+def test_the_heads_page_of_a_30_layer_model_fits_a_1024_px_window_beside_the_dock(qtbot, deep):
+    """The grid's controls (the layer fold, the finder, Log colours, Fit) once asked for 718 px, so the
+    whole tab scrolled sideways at 1024 px on a real model's 30 layers."""
+    _, tab, page = deep
+    assert page.fold.isVisibleTo(page)  # 30 layers: the fold is there
+    assert page.minimumSizeHint().width() <= PAGE_WIDTH_AT_1024
+    assert tab.page_tabs.minimumSizeHint().width() <= PAGE_WIDTH_AT_1024

@@ -17,6 +17,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QToolButton, QWidget
 
 from app.views.attention.state import ROLE_SHORT
+from app.widgets.layouts import compact_combo
 from app.widgets.wheel_guard import guard_wheel
 from model.interp.analysis.heads import HEAD_ROLES
 
@@ -65,7 +66,7 @@ class LayerFold(QWidget):
         lay = QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(QLabel("Layers"))
-        self.combo = QComboBox()
+        self.combo = compact_combo(QComboBox(), 4)  # "all 30", "10–19": the open list shows them whole
         self.combo.setToolTip("fold the grid to a block of layers, so each head is drawn larger")
         self.first = QSpinBox()
         self.last = QSpinBox()
@@ -188,7 +189,7 @@ class HeadFinder(QWidget):
         lay = QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(QLabel("Find"))
-        self.combo = QComboBox()
+        self.combo = compact_combo(QComboBox(), 7)  # the open list shows every role whole
         self.combo.setToolTip("jump to the heads of a role (measured on the Metrics page's rules)")
         self.prev_button = QToolButton()
         self.prev_button.setText("◀")
