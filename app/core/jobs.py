@@ -49,9 +49,17 @@ class Job:
     def snapshot(self) -> Snapshot:
         return self.progress.snapshot()
 
+    def headline(self) -> str:
+        """What runs, for what: "Tracing “…” (3,000 tokens)"."""
+        return self.title + (f" {self.subject}" if self.subject else "")
+
+    def how_far(self) -> str:
+        """How far it is and the time left: "12 of 30 layers · ETA 0:40" ('' before there is any)."""
+        return " · ".join(self.describe().split(" · ")[1:])
+
     def describe(self) -> str:
         """One line for the page: "Tracing “…” (3,000 tokens) · 12 of 30 layers · ETA 0:40"."""
-        parts = [self.title + (f" {self.subject}" if self.subject else "")]
+        parts = [self.headline()]
         if self.state == "queued":
             parts.append("waiting for the computation before it")
             return " · ".join(parts)

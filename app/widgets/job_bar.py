@@ -101,9 +101,9 @@ class JobBar(QWidget):
         row.setContentsMargins(0, 0, 0, 0)
         self.label = QLabel()
         self.label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.bar = QProgressBar()
-        self.bar.setFixedWidth(160)
-        self.bar.setTextVisible(False)
+        self.bar = QProgressBar()  # how far, and the time left, written on it: always in sight
+        self.bar.setFixedWidth(220)
+        self.bar.setTextVisible(True)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setToolTip("stop this computation; the page keeps what it showed before")
         self.cancel_button.clicked.connect(self._on_cancel)
@@ -212,9 +212,9 @@ class JobBar(QWidget):
         self.busy_row.setVisible(bool(announced))
         self._grey(stale_shown)
         if job is not None:
-            text = job.describe()
-            self.label.setText(text)
-            self.label.setToolTip(text)
+            self.label.setText(job.headline())
+            self.label.setToolTip(job.describe())
+            self.bar.setFormat(job.how_far() or "starting…")
             snap = job.snapshot()
             fraction = snap.fraction if job.state == "running" else None
             if fraction is None:

@@ -93,7 +93,7 @@ def test_a_slow_trace_is_busy_at_once_shows_progress_and_cancels_leaving_the_old
     assert tab.state.inspection is old
     gate.release(1)  # one of the two layers
     qtbot.waitUntil(lambda: job.snapshot().done == 1, timeout=TIMEOUT)
-    qtbot.waitUntil(lambda: "1 of 2 layers" in tab.job_bar.label.text(), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: "1 of 2 layers" in tab.job_bar.bar.format(), timeout=TIMEOUT)
     assert tab.job_bar.bar.maximum() == 1000 and 400 <= tab.job_bar.bar.value() <= 600
     # Cancel stops it within a second and leaves the old result, said to be the previous prompt's
     qtbot.mouseClick(tab.job_bar.cancel_button, qtbot_left())
@@ -158,7 +158,7 @@ def test_patching_marks_the_old_numbers_counts_its_runs_and_cancels(qtbot, atten
         snap = job.snapshot()
         L, H, T = 2, 2, len(tab.state.inspection.ids)
         assert snap.unit == "runs" and snap.total == L * H + L * T and 0 < snap.done < snap.total
-        qtbot.waitUntil(lambda: "runs" in page.job_bar.label.text(), timeout=TIMEOUT)
+        qtbot.waitUntil(lambda: "runs" in page.job_bar.bar.format(), timeout=TIMEOUT)
         assert page.result is first  # the old numbers stay, marked, until the new ones are done
         page.job_bar.cancel_button.click()
         qtbot.waitUntil(lambda: job.state == "cancelled", timeout=CANCEL_MS)

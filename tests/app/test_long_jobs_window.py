@@ -61,7 +61,7 @@ def test_compare_training_is_a_job_that_counts_steps_and_cancels_within_a_second
     qtbot.waitUntil(lambda: job.snapshot().done >= 2, timeout=TIMEOUT)
     first = job.snapshot().done
     qtbot.waitUntil(lambda: job.snapshot().done > first, timeout=TIMEOUT)  # it advances
-    qtbot.waitUntil(lambda: "of 1000000" in tab.setup.job_bar.label.text(), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: "of 1000000" in tab.setup.job_bar.bar.format(), timeout=TIMEOUT)
     with qtbot.waitSignal(tab.trainingFinished, timeout=CANCEL_MS) as ended:
         tab.setup.job_bar.cancel_button.click()
     assert ended.args[0] == "stopped" and job.state == "cancelled"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QPushButton, QVBoxLayout
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QToolButton, QVBoxLayout
 
 from app.views.attention.base import AttentionPage, blurb_label
 from app.views.attention.grid_controls import CELL_NAMES, ROLE_COLORS, HeadFinder, LayerFold
@@ -50,7 +50,8 @@ class GridPage(AttentionPage):
         self.finder = HeadFinder()
         self.log_box = QCheckBox("Log colours")
         self.log_box.setToolTip("colour log₁₀(weight) from 10⁻⁴ to 1, so small weights differ too")
-        self.fit_button = QPushButton("Fit")
+        self.fit_button = QToolButton()  # as wide as its word: the row fits a 1024-px window
+        self.fit_button.setText("Fit")
         self.fit_button.setToolTip(
             "every head of the layers shown in view at once, however small (no scrolling)"
         )
