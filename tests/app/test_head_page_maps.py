@@ -122,3 +122,30 @@ def test_a_short_head_fills_its_plot_too(qtbot):
     page.refresh()
     page.grab()
     assert_fills_its_plot(page.heatmap)
+
+
+def test_the_head_s_role_line_never_squeezes_the_map_in_a_1024_px_window(qtbot):
+    """At 1024 × 768 the page is 650 px wide: the role line once sat between the controls, wrapped into a
+    column of ten lines, and took the map's height."""
+    from app.views.attention.head_page import HeadPage
+    from app.views.attention.state import AttentionState
+
+    state = AttentionState()
+    page = HeadPage(state)
+    qtbot.addWidget(page)
+    page.resize(650, 480)
+    page.ensure_built()
+    page.show()
+    qtbot.waitExposed(page)
+    state.set_inspection(_inspection(_previous_token_head(12)), 1)
+    page.refresh()
+    page.role_label.setText(  # what SmolLM2's first head says
+        "layer 0, head 0: no named role · on the prompt: spread 0.82, prev-token 0.21, sink 0.08 · "
+        "induction 0.02 on 2 × 24 random tokens"
+    )
+    for _ in range(3):  # a wrapped label's height follows its width after a layout pass or two
+        page.layout().activate()
+        page.grab()
+    line = page.role_label.fontMetrics().lineSpacing()
+    assert page.role_label.height() <= 3 * line + 4  # two lines at most, the page's width
+    assert page.heatmap.height() >= 0.55 * page.height()

@@ -44,10 +44,12 @@ class HeadPage(AttentionPage):
         bar = QHBoxLayout()
         self.selector = HeadSelector()
         bar.addWidget(self.selector)
+        bar.addStretch(1)
+        # the head's role on a line of its own, the page's width: beside the controls, at 1024 px it was
+        # squeezed into a column of ten lines that took the map's room
         self.role_label = QLabel(" ")
         self.role_label.setStyleSheet("color: #333;")
-        self.role_label.setWordWrap(True)  # a long role line wraps instead of widening the tab past 1280 px
-        bar.addWidget(self.role_label, 1)
+        self.role_label.setWordWrap(True)
         self.scale_box = QComboBox()
         self.scale_box.setObjectName("colourScale")
         for i, (scale, tip) in enumerate(COLOUR_SCALES):
@@ -60,6 +62,7 @@ class HeadPage(AttentionPage):
         for w in (self.scale_box, self.reset_button, self.csv_button):
             bar.addWidget(w)
         lay.addLayout(bar)
+        lay.addWidget(self.role_label)
         self.heatmap = MatrixPlot(legend_label="attention weight", square=False)  # the map fills its plot
         self.heatmap.describe = self.describe
         lay.addWidget(self.heatmap, 1)
