@@ -269,4 +269,4 @@ def quoted(text: str, limit: int = 60) -> str:
     return f"“{html.escape(cut, quote=False)}”"
 
 
-__all__ = ["JobBar", "quoted", "subscribe"]
+__all__ = ["JobBar", "Veil", "quoted", "subscribe"]

@@ -82,7 +82,7 @@ def test_a_slow_trace_is_busy_at_once_shows_progress_and_cancels_leaving_the_old
         and "previous prompt" in tab.job_bar.stale_note
         and "The head looks back." in tab.job_bar.stale_note
     )
-    assert not tab.status_label.isEnabled()  # the header about the run shown is greyed with it
+    assert tab.header_veil.isVisibleTo(tab)  # the header about the run shown is greyed with it
     qtbot.waitUntil(
         lambda: (j := _job(tab, INSPECT_JOB)) is not None and j.state == "running", timeout=TIMEOUT
     )
@@ -106,7 +106,7 @@ def test_a_slow_trace_is_busy_at_once_shows_progress_and_cancels_leaving_the_old
     with qtbot.waitSignal(tab.inspected, timeout=TIMEOUT) as blk:
         tab.refresh_button.click()
     assert blk.args[0].prompt == "A new prompt, traced slowly." and tab.state.inspection is blk.args[0]
-    assert not tab.stale and not tab.job_bar.isVisibleTo(tab) and tab.status_label.isEnabled()
+    assert not tab.stale and not tab.job_bar.isVisibleTo(tab) and not tab.header_veil.isVisibleTo(tab)
 
 
 def test_a_newer_prompt_supersedes_a_running_trace_which_stops(qtbot, attention_tab, gate):

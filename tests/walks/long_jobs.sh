@@ -75,4 +75,6 @@ for size in "${sizes[@]}"; do
   x click $(xy "$PATCH"); sleep 2; shot 09-patching-stale
   sleep 25; shot 10-patching-new
   x stop
+  disp=${XWALK_DISPLAY:-:77}
+  for _ in $(seq 100); do [[ -e /tmp/.X${disp#:}-lock ]] || break; sleep 0.1; done  # the next size's screen
 done

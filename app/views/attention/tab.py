@@ -55,13 +55,13 @@ from app.views.attention.metrics_page import MetricsPage
 from app.views.attention.next_token_page import NextTokenPage
 from app.views.attention.patching_page import PatchingPage
 from app.views.attention.pipeline_page import PipelinePage
-from app.views.attention.previous import mark_current, mark_previous
+from app.views.attention.previous import mark_current, mark_previous, trace_bar
 from app.views.attention.readiness import wait_ready
 from app.views.attention.rollout_page import RolloutPage
 from app.views.attention.state import AttentionState
 from app.views.page import screenshot_steps
 from app.views.tab import TabBase
-from app.widgets.job_bar import JobBar, quoted
+from app.widgets.job_bar import quoted
 from app.widgets.page_stack import CurrentPageStack, WrappingPageTabs
 from model.interp.inspection import inspect_prompt
 from model.interp.plan import plan_prompt
@@ -132,8 +132,6 @@ class AttentionTab(TabBase):
         self.banner_label, self.banner_restore = self.banner.label, self.banner.restore_button
         root.addWidget(self.banner)
         #: the trace's busy line, and whether the pages show an older input than asked for
-        self.job_bar = JobBar(session.jobs, (INSPECT_JOB,), cancel=session.compute.abort)
-        self.job_bar.jobEnded.connect(self._on_job_ended)
         self.stack = CurrentPageStack()
         self.empty = NoModelView(session)
         self.build_button = self.empty.build_button
@@ -152,8 +150,8 @@ class AttentionTab(TabBase):
             if page.blurb:
                 self.page_tabs.setTabToolTip(self.page_tabs.count() - 1, page.blurb)
         self.stack.addWidget(self.page_tabs)
-        self.job_bar.cover(self.page_tabs)
-        self.job_bar.float_over(self.page_tabs)
+        self.job_bar, self.header_veil = trace_bar(session, self.page_tabs, self.status_label)
+        self.job_bar.jobEnded.connect(self._on_job_ended)
         root.addWidget(self.stack, 1)
         self.current_page.ensure_built()
 
@@ -277,7 +275,7 @@ class AttentionTab(TabBase):
         self._debounce.start()
 
     def _mark_previous(self, why: str = "") -> None:
-        mark_previous(self.job_bar, self.state.inspection, why, self.status_label)
+        mark_previous(self.job_bar, self.state.inspection, why, self.header_veil)
 
     def _on_job_ended(self, _key: str, state: str) -> None:  # a cancelled trace leaves the previous run
         if state == "cancelled":
@@ -355,7 +353,7 @@ class AttentionTab(TabBase):
             return
         if res is None or req != self._request:
             return
-        mark_current(self.job_bar, self.status_label)
+        mark_current(self.job_bar, self.header_veil)
         self.state.set_inspection(res, req)  # every page becomes stale; the one in view is drawn now
         t0 = time.perf_counter()
         self.current_page.ensure_built()
