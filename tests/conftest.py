@@ -865,9 +865,31 @@ def smollm2_reference(smollm2_path, request):
 _REFERENCE: dict = {}
 
 
+#: The slowest test files (tens of seconds each on 2 cores), run first: `make test`'s two workers take
+#: files in collection order, and a long file taken last kept one worker busy alone for up to a minute
+#: after the other had finished. The real-model suite comes after a few, so that its reference process
+#: (started at collection) is ready when it runs.
+SLOW_FIRST = (
+    "test_window_fits.py",
+    "test_gguf_tokens.py",
+    "test_cli_train_ddp.py",
+    "test_cli_input_paths.py",
+    "test_cli_write_limits.py",
+    "test_budget_tab.py",
+    "test_cli_run_lock.py",
+    "test_real_model.py",
+    "test_gguf.py",
+    "test_start_says_what_it_does.py",
+    "test_window.py",
+)
+
+
 def pytest_collection_modifyitems(session, config, items):
-    """Start the real-model suite's transformers reference now, in the background, when any collected
-    test needs it: its ~25 s then overlap the tests that run before."""
+    """Run :data:`SLOW_FIRST` first (the same order in every worker: the sort is stable), and start the
+    real-model suite's transformers reference now, in the background, when any collected test needs
+    it: its ~25 s then overlap the tests that run before."""
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
     if not any("smollm2_reference" in getattr(item, "fixturenames", ()) for item in items):
         return
     from model.io.gguf import packaged_gguf
