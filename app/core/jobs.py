@@ -55,15 +55,10 @@ class Job:
 
     def how_far(self) -> str:
         """How far it is and the time left: "12 of 30 layers · ETA 0:40" ('' before there is any)."""
-        return " · ".join(self.describe().split(" · ")[1:])
-
-    def describe(self) -> str:
-        """One line for the page: "Tracing “…” (3,000 tokens) · 12 of 30 layers · ETA 0:40"."""
-        parts = [self.headline()]
         if self.state == "queued":
-            parts.append("waiting for the computation before it")
-            return " · ".join(parts)
+            return "waiting for the computation before it"
         snap = self.snapshot()
+        parts = []
         if snap.text:
             parts.append(snap.text)
         elif snap.total > 0:
@@ -74,6 +69,10 @@ class Job:
         elif snap.elapsed >= 1.0:
             parts.append(f"{format_eta(snap.elapsed)} so far")
         return " · ".join(parts)
+
+    def describe(self) -> str:
+        """One line for the page: "Tracing “…” (3,000 tokens) · 12 of 30 layers · ETA 0:40"."""
+        return " · ".join(part for part in (self.headline(), self.how_far()) if part)
 
 
 class JobBoard:

@@ -100,8 +100,8 @@ class LoopWorker(QObject):
 
     stateChanged = Signal(str)
     finished = Signal(str, str)
-    _board_started = Signal()  # the loop began (its job is running)
-    _announce_end_signal = Signal(str, str)  # the loop ended (its job ends): reason, message
+    _job_started = Signal()  # the loop began (its job is running)
+    _job_ended = Signal(str, str)  # the loop ended (its job ends): reason, message
     thread_name = "attention-lab-worker"
     nice = WORKER_NICE  # added to the thread's niceness: the GUI thread wins a core first
 
@@ -122,8 +122,8 @@ class LoopWorker(QObject):
         loop at its next gap, and the job ends with the loop (done, cancelled or failed)."""
         self._board = board
         self.job = board.add(key, title, subject, on_cancel=self.control.stop)
-        self._announce_end_signal.connect(self._end_job)
-        self._board_started.connect(self._start_job)  # a method of this QObject: into the GUI thread
+        self._job_ended.connect(self._end_job)
+        self._job_started.connect(self._start_job)  # a method of this QObject: into the GUI thread
         return self.job
 
     def _start_job(self) -> None:
@@ -167,7 +167,7 @@ class LoopWorker(QObject):
         reason, message = "done", ""
         if self.job is not None:
             self.job.progress.begin()
-            self._board_started.emit()
+            self._job_started.emit()
         lower_thread_priority(self.nice)
         try:
             steps = self.work()
@@ -186,7 +186,7 @@ class LoopWorker(QObject):
             self.error = traceback.format_exc()
         self.result = (reason, message)
         self.stateChanged.emit("idle")
-        self._announce_end_signal.emit(reason, message)
+        self._job_ended.emit(reason, message)
         self._announce_end(reason, message)
 
     def _announce_end(self, reason: str, message: str) -> None:

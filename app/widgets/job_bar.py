@@ -91,6 +91,7 @@ class JobBar(QWidget):
         self._cancel = cancel
         self._veils: list[Veil] = []
         self._floating: QWidget | None = None
+        self._placed_for: tuple[bool, str] = (False, "")  # the rows the banner was last sized for
         self._stale_note = ""
         self._stale_since = 0.0
         lay = self._lay = QVBoxLayout(self)
@@ -231,8 +232,10 @@ class JobBar(QWidget):
         self.stale_label.setVisible(stale_shown)
         self.stale_label.setText(f"<span style='color:#8a4b00'>{self._stale_note}</span>")
         visible = bool(announced) or stale_shown
-        if visible and self._floating is not None:
-            self._place()
+        rows = (bool(announced), self._stale_note if stale_shown else "")
+        if visible and self._floating is not None and (self.isHidden() or rows != self._placed_for):
+            self._place()  # on showing, or when its rows change: not on every poll of the progress
+        self._placed_for = rows
         self.setVisible(visible)
 
     def _on_board(self, key: str) -> None:
