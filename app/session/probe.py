@@ -106,8 +106,10 @@ class Probe(QObject):
             return probe_frame(model, tokenizer, prompt, step)
 
         def done(frame, error):
+            # a run that began and ended while this traced trained the same model past ``step``
+            current = model is host.model and host.step == step
             idle = not host.is_training and not host.is_following
-            if error is None and frame is not None and model is host.model and idle:
+            if error is None and frame is not None and current and idle:
                 host.show_frames([frame])
 
         # after whatever a page is waiting for (a new model's first grid): this frame is for the Train tab

@@ -324,3 +324,27 @@ def test_continuing_a_finished_run_names_one_target_in_the_status_bar_and_the_pr
     with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT):
         tab.pause_button.click()
     assert s.step == target
+
+
+def test_an_idle_probe_traced_before_a_run_is_not_shown_after_it(qtbot, tiny_window, monkeypatch):
+    """The idle model's probe traced at one step and delivered once a run on the same model had
+    trained it further must not replace the run's newest frame (a race CI met once: a step-0 frame
+    shown after the run's step-6 one)."""
+    import app.session.probe as probe_module
+
+    win, s = tiny_window, tiny_window.session
+    with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT):
+        _train_tab(win).start_button.click()
+    assert s.latest_frame.step == 6
+    real = probe_module.probe_frame
+
+    def traced_then_trained_past(model, tokenizer, prompt, step):
+        frame = real(model, tokenizer, prompt, step)
+        s.trainer.step = step + 1  # a run went on meanwhile
+        return frame
+
+    monkeypatch.setattr(probe_module, "probe_frame", traced_then_trained_past)
+    s.probe.refresh()
+    probe = s.jobs.get("session.probe")
+    qtbot.waitUntil(lambda: not probe.active, timeout=TIMEOUT)
+    assert s.latest_frame.step == 6 and s.frames.steps() == [0, 2, 4, 6]
