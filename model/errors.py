@@ -11,6 +11,7 @@ kind                        raised by                                for
 ==========================  =======================================  =============================
 ``ConfigError``             ``model.config``                         a config's problems, listed
 ``TokenizerError``          ``model.text.tokens``                    text a tokenizer cannot encode
+``ChatTemplateError``       ``model.text.chat``                      a model file's chat template
 ``DataError``               ``model.text.datasource``                a corpus or task spec
 ``DeviceError``             ``model.runtime``                        a device that is not there
 ``ModelTooLarge``           ``model.budget.sizing``                  memory: need, have, what to lower
