@@ -22,6 +22,7 @@ kind                        raised by                                for
 ``RunFolderError``          ``model.io.runfolder``                   a run folder
 ``ComparisonError``         ``model.compare.comparison``             a comparison file
 ``TrainingDiverged``        ``model.train.trainer``                  a loss that stopped being finite
+``NonFiniteLogits``         ``model.nn.generate``                    logits that are NaN or ±∞
 ``DistributedError``        ``model.train.distributed``              a data-parallel run
 ==========================  =======================================  =============================
 """

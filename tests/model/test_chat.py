@@ -110,8 +110,9 @@ def test_a_gguf_files_template_that_loops_is_stopped_naming_the_file(tmp_path, w
 
 
 def _force_end(model, ends: set[int], at_call: int):
-    """A logits hook: the model's ``at_call``-th forward makes ``max(ends)`` certain; before it, every
-    end token is impossible."""
+    """A logits hook: the model's ``at_call``-th forward makes ``max(ends)`` certain (a logit 10⁹ above
+    the others: +∞ would leave no distribution to sample from); before it, every end token is
+    impossible (−∞)."""
     calls = [0]
 
     def hook(_module, _inputs, output):
@@ -119,7 +120,7 @@ def _force_end(model, ends: set[int], at_call: int):
         logits = output[0].clone()
         logits[:, -1, sorted(ends)] = float("-inf")
         if calls[0] == at_call:
-            logits[:, -1, max(ends)] = float("inf")
+            logits[:, -1, max(ends)] = logits[:, -1].max() + 1e9
         return (logits, *output[1:])
 
     return model.register_forward_hook(hook)
