@@ -22,7 +22,7 @@ conversation (system prompt, earlier user/assistant turns, the new user message)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,10 +59,12 @@ def apply_chat_template(
     eos_token: str = "",
     source: str = UNNAMED,
     time_limit: float | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> str:
     """``template`` rendered for ``messages`` (each a dict with ``role`` and ``content``), ending with
     the assistant's turn opened when ``add_generation_prompt``, in the bounded sandbox
-    (``time_limit`` seconds, :data:`~model.text.template_process.TIME_LIMIT_S` when None).
+    (``time_limit`` seconds, :data:`~model.text.template_process.TIME_LIMIT_S` when None; stopped
+    within 50 ms once ``cancelled()`` is True).
 
     Raises :class:`ChatTemplateError` ``"{source}: {reason}"`` (``source`` names the file the
     template came from); a template that writes nothing is one too (the model would read nothing)."""
@@ -79,7 +81,7 @@ def apply_chat_template(
     }
     try:
         text, reason = template_process.render(
-            request, template_process.TIME_LIMIT_S if time_limit is None else time_limit
+            request, template_process.TIME_LIMIT_S if time_limit is None else time_limit, cancelled
         )
     except TypeError as exc:  # a message's content that JSON cannot carry
         raise ChatTemplateError(f"{source}: the messages cannot be given to it: {exc}") from None
@@ -119,11 +121,13 @@ class ChatTemplate:
         message: str,
         *,
         time_limit: float | None = None,
+        cancelled: Callable[[], bool] | None = None,
     ) -> str:
         """The templated text of a conversation, the assistant's turn opened: ``system`` (none when
         empty: the template may then write its own default), the earlier ``history`` turns as
         ``(role, text)`` with role ``"user"`` or ``"assistant"``, then the new user ``message``.
-        Rendered within the limits of :func:`apply_chat_template`; raises :class:`ChatTemplateError`
+        Rendered within the limits of :func:`apply_chat_template` (``time_limit``, ``cancelled``
+        as there); raises :class:`ChatTemplateError`
         (one line naming :attr:`source` and the reason)."""
         return apply_chat_template(
             self.text,
@@ -133,6 +137,7 @@ class ChatTemplate:
             eos_token=self.eos_token,
             source=self.source,
             time_limit=time_limit,
+            cancelled=cancelled,
         )
 
 

@@ -11,7 +11,8 @@ gigabyte before any output is counted), and a thread cannot be stopped. So the t
 * each render has :data:`TIME_LIMIT_S` seconds of wall-clock time (counted from the request, not from
   the child's start): past it the child is killed, and the next render starts a fresh one;
 * a child that dies (a crash of the interpreter, the kernel's kill) is an error of that render, and
-  is started again for the next.
+  is started again for the next;
+* a render whose caller cancels it (the window's Cancel) is killed within :data:`CANCEL_POLL_S`.
 
 :func:`render` is the one entry point (:func:`model.text.chat.apply_chat_template` calls it); it is
 thread-safe (one render at a time) and never raises: it returns the text or the reason it failed.
@@ -26,10 +27,19 @@ import queue
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["MEMORY_LIMIT_BYTES", "START_TIMEOUT_S", "TIME_LIMIT_S", "TemplateProcess", "render"]
+__all__ = [
+    "CANCELLED",
+    "MEMORY_LIMIT_BYTES",
+    "START_TIMEOUT_S",
+    "TIME_LIMIT_S",
+    "TemplateProcess",
+    "render",
+]
 
 #: Wall-clock seconds one chat template may take to render. Real templates take milliseconds (SmolLM2's
 #: ~1 ms once compiled); a few seconds leave room for a loaded machine and end a runaway one quickly.
@@ -40,8 +50,17 @@ MEMORY_LIMIT_BYTES = 256 * 2**20
 #: Seconds the rendering process may take to start (Python and Jinja2: ~0.15 s on an idle machine)
 START_TIMEOUT_S = 30.0
 
+#: How often a render asks whether it was cancelled (a Cancel takes effect within this)
+CANCEL_POLL_S = 0.05
+#: The reason of a render cancelled while it ran
+CANCELLED = "was cancelled"
+
 #: The script the child runs (by path, in isolated mode: it needs nothing of this package)
 CHILD_SCRIPT = Path(__file__).with_name("template_child.py")
+
+
+class _Cancelled(Exception):
+    """The caller cancelled the render while the child ran it."""
 
 
 class TemplateProcess:
@@ -59,8 +78,12 @@ class TemplateProcess:
         #: how many children were started (a test reads it: a reused child is not started again)
         self.starts = 0
 
-    def render(self, request: dict[str, Any], seconds: float) -> tuple[str | None, str]:
-        """``(text, "")``, or ``(None, reason)`` where reason completes "the chat template ..."."""
+    def render(
+        self, request: dict[str, Any], seconds: float, cancelled: Callable[[], bool] | None = None
+    ) -> tuple[str | None, str]:
+        """``(text, "")``, or ``(None, reason)`` where reason completes "the chat template ...".
+        ``cancelled`` is asked every :data:`CANCEL_POLL_S` while the child renders: True kills it
+        (reason :data:`CANCELLED`)."""
         with self._lock:
             proc, reason = self._started()
             if proc is None:
@@ -69,10 +92,13 @@ class TemplateProcess:
             try:
                 proc.stdin.write(json.dumps({**request, "seconds": seconds}) + "\n")
                 proc.stdin.flush()
-                line = self._answers.get(timeout=seconds)
+                line = self._answer(time.monotonic() + seconds, cancelled)
             except queue.Empty:
                 self._kill()
                 return None, f"ran past its time limit of {seconds:g} s and was stopped"
+            except _Cancelled:
+                self._kill()
+                return None, CANCELLED
             except OSError:
                 line = None
             if line is None:  # the child died: killed for its memory, or crashed
@@ -82,6 +108,19 @@ class TemplateProcess:
             if "text" in answer:
                 return str(answer["text"]), ""
             return None, str(answer.get("error") or "failed")
+
+    def _answer(self, deadline: float, cancelled: Callable[[], bool] | None) -> str | None:
+        """The child's next line (None: it ended) by ``deadline`` (``time.monotonic()``), else
+        queue.Empty; _Cancelled as soon as ``cancelled()`` says so."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise queue.Empty
+            try:
+                return self._answers.get(timeout=min(left, CANCEL_POLL_S) if cancelled else left)
+            except queue.Empty:
+                if cancelled is not None and cancelled():
+                    raise _Cancelled from None
 
     def close(self) -> None:
         """End the child (the next render starts another)."""
@@ -145,6 +184,9 @@ _SHARED = TemplateProcess()
 atexit.register(_SHARED.close)
 
 
-def render(request: dict[str, Any], seconds: float) -> tuple[str | None, str]:
-    """``request`` rendered by the shared child within ``seconds`` (see :meth:`TemplateProcess.render`)."""
-    return _SHARED.render(request, seconds)
+def render(
+    request: dict[str, Any], seconds: float, cancelled: Callable[[], bool] | None = None
+) -> tuple[str | None, str]:
+    """``request`` rendered by the shared child within ``seconds`` unless ``cancelled()`` (see
+    :meth:`TemplateProcess.render`)."""
+    return _SHARED.render(request, seconds, cancelled)
