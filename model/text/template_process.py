@@ -132,14 +132,17 @@ class TemplateProcess:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc, ""
         self._kill()
-        proc = subprocess.Popen(
-            [sys.executable, "-I", str(CHILD_SCRIPT), str(int(self.memory_bytes))],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            encoding="utf-8",
-        )
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-I", str(CHILD_SCRIPT), str(int(self.memory_bytes))],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                encoding="utf-8",
+            )
+        except OSError as exc:  # no interpreter to start, no process left to make
+            return None, f"could not be rendered: its process could not start ({exc.strerror or exc})"
         self.starts += 1
         self._proc, self._answers = proc, queue.Queue()
         assert proc.stdout is not None

@@ -71,6 +71,17 @@ HOSTILE = {
 }
 
 
+#: What :func:`model.text.chat.apply_chat_template` sends the child, for a template that works
+REQUEST = {
+    "template": "{{ messages[0]['content'] }}",
+    "messages": [{"role": "user", "content": "x"}],
+    "add_generation_prompt": True,
+    "bos_token": "",
+    "eos_token": "",
+    "max_chars": MAX_CHARS,
+}
+
+
 @pytest.mark.parametrize("template, reason", list(HOSTILE.values()), ids=list(HOSTILE))
 def test_a_hostile_template_ends_in_one_line_naming_the_file_and_the_reason(
     template, reason, tmp_path, monkeypatch
@@ -92,21 +103,48 @@ def test_a_hostile_template_ends_in_one_line_naming_the_file_and_the_reason(
 
 def test_one_child_renders_every_template_and_a_runaway_one_is_replaced():
     process = template_process.TemplateProcess()
-    request = {
-        "template": "{{ messages[0]['content'] }}",
-        "messages": [{"role": "user", "content": "x"}],
-        "add_generation_prompt": True,
-        "bos_token": "",
-        "eos_token": "",
-        "max_chars": MAX_CHARS,
-    }
     try:
-        assert process.render(request, LIMIT) == ("x", "")
-        assert process.render(request, LIMIT) == ("x", "")
+        assert process.render(REQUEST, LIMIT) == ("x", "")
+        assert process.render(REQUEST, LIMIT) == ("x", "")
         assert process.starts == 1  # reused, not started per render
-        loop = {**request, "template": HOSTILE["nested loops"][0]}
+        loop = {**REQUEST, "template": HOSTILE["nested loops"][0]}
         text, reason = process.render(loop, 0.3)
         assert text is None and "time limit of 0.3 s" in reason
-        assert process.render(request, LIMIT) == ("x", "") and process.starts == 2
+        assert process.render(REQUEST, LIMIT) == ("x", "") and process.starts == 2
+    finally:
+        process.close()
+
+
+CHILDREN = {
+    # a child that dies in the middle of a render (the interpreter crashed, the kernel killed it)
+    "dies": (
+        "import sys\nprint('{\"ready\": true}', flush=True)\nsys.stdin.readline()\nsys.exit(3)\n",
+        "crashed the process that renders it (exit status 3)",
+    ),
+    # a child that never says it is ready
+    "never starts": (
+        "raise SystemExit(4)\n",
+        "could not be rendered: its process did not start (exit status 4)",
+    ),
+}
+
+
+@pytest.mark.parametrize("script, reason", list(CHILDREN.values()), ids=list(CHILDREN))
+def test_a_child_that_dies_is_one_line_and_the_next_render_starts_a_good_one(
+    script, reason, tmp_path, monkeypatch
+):
+    process = template_process.TemplateProcess()
+    real = template_process.CHILD_SCRIPT
+    try:
+        bad = tmp_path / "child.py"
+        bad.write_text(script, encoding="utf-8")
+        monkeypatch.setattr(template_process, "CHILD_SCRIPT", bad)
+        assert process.render(REQUEST, LIMIT) == (None, reason)
+        monkeypatch.setattr(template_process, "CHILD_SCRIPT", real)
+        assert process.render(REQUEST, LIMIT) == ("x", "")
+        monkeypatch.setattr(template_process.sys, "executable", str(tmp_path / "no-python"))
+        process.close()
+        text, why = process.render(REQUEST, LIMIT)
+        assert text is None and why.startswith("could not be rendered: its process could not start (")
     finally:
         process.close()
