@@ -70,7 +70,7 @@ def apply_chat_template(
     template came from); a template that writes nothing is one too (the model would read nothing)."""
     bad = [m for m in messages if not isinstance(m, dict) or not isinstance(m.get("role"), str)]
     if bad:
-        raise ChatTemplateError("each chat message must be a dict with a 'role' and a 'content'")
+        raise ChatTemplateError(f"{source}: each message must be a dict with a 'role' and a 'content'")
     request = {
         "template": str(template),
         "messages": [dict(m) for m in messages],

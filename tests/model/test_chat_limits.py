@@ -148,3 +148,10 @@ def test_a_child_that_dies_is_one_line_and_the_next_render_starts_a_good_one(
         assert text is None and why.startswith("could not be rendered: its process could not start (")
     finally:
         process.close()
+
+
+def test_messages_without_a_role_are_refused_naming_the_template_before_any_process_runs():
+    from model.text.chat import apply_chat_template
+
+    with pytest.raises(ChatTemplateError, match=f"^{re.escape(SOURCE)}: each message must be a dict"):
+        apply_chat_template("{{ messages }}", [{"content": "no role"}], source=SOURCE)
