@@ -11,6 +11,7 @@ kind                        raised by                                for
 ==========================  =======================================  =============================
 ``ConfigError``             ``model.config``                         a config's problems, listed
 ``TokenizerError``          ``model.text.tokens``                    text a tokenizer cannot encode
+``ChatTemplateError``       ``model.text.chat``                      a model file's chat template
 ``DataError``               ``model.text.datasource``                a corpus or task spec
 ``DeviceError``             ``model.runtime``                        a device that is not there
 ``ModelTooLarge``           ``model.budget.sizing``                  memory: need, have, what to lower
@@ -21,6 +22,7 @@ kind                        raised by                                for
 ``RunFolderError``          ``model.io.runfolder``                   a run folder
 ``ComparisonError``         ``model.compare.comparison``             a comparison file
 ``TrainingDiverged``        ``model.train.trainer``                  a loss that stopped being finite
+``NonFiniteLogits``         ``model.nn.generate``                    logits that are NaN or ±∞
 ``DistributedError``        ``model.train.distributed``              a data-parallel run
 ==========================  =======================================  =============================
 """

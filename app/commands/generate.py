@@ -9,6 +9,7 @@ import warnings
 from app.cli import UserError
 from app.commands.download import local_checkpoint
 from model.budget.sizing import check, generation_need
+from model.errors import AttentionLabError
 
 # torch and the model are imported inside run(): a bad flag is refused in milliseconds, before them
 
@@ -126,10 +127,14 @@ def run(args: argparse.Namespace) -> int:
             use_cache=not args.no_cache,
             window=trained_window(ckpt),
         )
-        for piece in pieces:
-            if piece:
-                out.write(piece)
-                out.flush()
+        try:
+            for piece in pieces:
+                if piece:
+                    out.write(piece)
+                    out.flush()
+        except AttentionLabError:  # e.g. logits that are not finite: the error starts a line of its own
+            out.write("\n")
+            raise
     out.write("\n")
     for w in caught:
         print(f"attention-lab generate: warning: {w.message}", file=sys.stderr)

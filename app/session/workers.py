@@ -414,7 +414,8 @@ class GenerateWorker(LoopWorker):
         #: called in the worker thread for the model when given (e.g. a snapshot of a training model)
         self.model_source = model_source
         #: called in the worker thread for the prompt when given (a chat template rendered off the GUI
-        #: thread); ``prompt`` then holds the rendered text once the loop began
+        #: thread), with a function saying whether the job was cancelled meanwhile; ``prompt`` then
+        #: holds the rendered text once the loop began
         self.prompt_source = prompt_source
         self.tokenizer = tokenizer
         self.prompt = prompt
@@ -425,8 +426,12 @@ class GenerateWorker(LoopWorker):
         if self.prompt_source is not None:
             if self.job is not None:
                 self.job.progress.describe(0, 0, "rendering the chat template")
-            self.prompt = self.prompt_source()
-            yield  # a Cancel while it rendered stops here
+            try:
+                self.prompt = self.prompt_source(lambda: self.control.stopped)
+            except Exception:
+                if not self.control.stopped:
+                    raise  # the template's error, one line
+            yield  # a Cancel while it rendered stops here (and stopped the rendering)
         if self.model_source is not None:
             self.model = self.model_source()
         with warnings.catch_warnings():

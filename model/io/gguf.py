@@ -333,7 +333,7 @@ def _name_of(header: GGUFHeader) -> str:
 
 def _tokenizer(header: GGUFHeader, cfg: GPTConfig, name: str) -> Tokenizer:
     try:
-        tok = tokenizer_from_gguf(header.metadata, name=name)
+        tok = tokenizer_from_gguf(header.metadata, name=name, file=header.path.name)
     except TokenizerError as exc:
         raise CheckpointError(f"{header.path.name}: {exc}") from None
     if tok.vocab_size > vocab_of(cfg):

@@ -228,14 +228,15 @@ def hf_chat_template(folder: Path, tokenizer: Tokenizer) -> ChatTemplate | None:
     if isinstance(text, list):
         named = [t.get("template") for t in text if isinstance(t, dict) and t.get("name") == "default"]
         text = named[0] if named else None
+    source = f"{path} (chat_template)"
     jinja = folder / "chat_template.jinja"
     try:
         if jinja.is_file() and jinja.stat().st_size <= MAX_TEMPLATE_BYTES:
-            text = jinja.read_text(encoding="utf-8")
+            text, source = jinja.read_text(encoding="utf-8"), str(jinja)
     except (OSError, UnicodeDecodeError):
         pass
     bos, eos = special_token_text(cfg.get("bos_token")), special_token_text(cfg.get("eos_token"))
-    return chat_template_for(text, tokenizer, bos_token=bos, eos_token=eos)
+    return chat_template_for(text, tokenizer, bos_token=bos, eos_token=eos, source=source)
 
 
 _KIND_NAMES = {

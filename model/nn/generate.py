@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from model.errors import AttentionLabError
 from model.runtime import compute_lock
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from model.text.tokens import Tokenizer
 
 __all__ = [
+    "NonFiniteLogits",
     "PromptCroppedWarning",
     "check_sampling",
     "check_seed",
@@ -50,6 +52,11 @@ __all__ = [
 
 class PromptCroppedWarning(UserWarning):
     """The prompt was longer than the model's context; its beginning was dropped."""
+
+
+class NonFiniteLogits(AttentionLabError, RuntimeError):
+    """The model's logits hold NaN or infinity (weights that are NaN, an overflow): nothing can be
+    sampled from them. The message (one line) says where the first value that is not finite appears."""
 
 
 #: Sampling temperatures outside [MIN_TEMPERATURE, MAX_TEMPERATURE] (other than 0 = greedy) are refused:
@@ -186,6 +193,58 @@ def _last_logits(
     return forward
 
 
+def _check_finite(
+    model: GPT, seen: torch.Tensor, logits: torch.Tensor, vocab_limit: int | None, step: int
+) -> None:
+    """Raise :class:`NonFiniteLogits` unless ``softmax(logits)`` is a distribution for every row of
+    ``logits`` [B, V] (the model's prediction after ``seen`` [B, T], for new token ``step``; the ids
+    from ``vocab_limit`` on are −∞ on purpose): no NaN, no +∞ (``∞ − ∞`` in the softmax), and some
+    logit above −∞ (−∞ alone is an impossible token)."""
+    logits = logits[:, :vocab_limit] if vocab_limit is not None else logits
+    nan, pos = torch.isnan(logits), torch.isposinf(logits)
+    if not bool((nan | pos).any()) and bool((logits > float("-inf")).any(dim=-1).all()):
+        return
+    counts = ", ".join(
+        f"{n:,} {kind}"
+        for n, kind in (
+            (int(nan.sum()), "NaN"),
+            (int(pos.sum()), "+∞"),
+            (int(torch.isneginf(logits).sum()), "−∞"),
+        )
+        if n
+    )
+    raise NonFiniteLogits(
+        f"the model's logits for new token {step + 1} are not finite ({counts} of {logits.numel():,}), "
+        f"so no token can be sampled: {_where_non_finite(model, seen)}"
+    )
+
+
+def _where_non_finite(model: GPT, idx: torch.Tensor) -> str:
+    """Where values that are not finite first appear when ``model`` reads ``idx`` [B, T]: the first
+    hook point, in forward order, whose activation holds NaN or ±∞ (one more forward pass, without
+    the cache), and the first weight tensor that does (registration order), as one line."""
+    weights = [
+        name
+        for name, p in model.named_parameters()
+        if p.is_floating_point() and not bool(torch.isfinite(p).all())
+    ]
+    first: list[str] = []
+
+    def look(x, hook):
+        tensor = not first and isinstance(x, torch.Tensor) and x.is_floating_point()
+        if tensor and not bool(torch.isfinite(x).all()):
+            first.append(hook.name)
+
+    with torch.no_grad(), model.hooks([(name, look) for name in model.hook_points()]):
+        model(idx)
+    found = f"they first appear at {first[0]}" if first else "no activation before them holds NaN or ±∞"
+    if weights:
+        more = f" and {len(weights) - 1} more" if len(weights) > 1 else ""
+        return f"{found}; the weights hold NaN or ±∞ in {weights[0]}{more}"
+    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    return f"{found}; every weight is finite, so the numbers outgrew {dtype}"
+
+
 def _advance(
     seen: torch.Tensor,
     nxt: torch.Tensor,
@@ -247,6 +306,7 @@ def _steps(
         with torch.no_grad():
             with compute_lock:
                 logits = forward(seen)
+                _check_finite(model, seen, logits, vocab_limit, 0)
             for i in range(max_new_tokens):
                 if stops.numel() and bool(ended.all()):
                     return
@@ -261,6 +321,7 @@ def _steps(
                     )
                     if i + 1 < max_new_tokens:
                         seen, logits = _advance(seen, nxt, context, cache, forward)
+                        _check_finite(model, seen, logits, vocab_limit, i + 1)
                 if stops.numel():
                     ended |= torch.isin(nxt[:, 0], stops)
                 yield nxt

@@ -175,8 +175,11 @@ class GGUFTokenizer(HFTokenizer):
         return f"{super().description}, from a GGUF file"
 
 
-def tokenizer_from_gguf(meta: Mapping[str, Any], name: str | None = None) -> HFTokenizer:
-    """The tokenizer that a GGUF file's metadata ``meta`` (key -> plain value) describes.
+def tokenizer_from_gguf(
+    meta: Mapping[str, Any], name: str | None = None, file: str | None = None
+) -> HFTokenizer:
+    """The tokenizer that a GGUF file's metadata ``meta`` (key -> plain value) describes (``file``,
+    the file's name, is how its chat template's errors name it).
 
     Raises :class:`TokenizerError` naming the key for an unsupported ``tokenizer.ggml.model``, a
     missing or malformed vocabulary, lists whose lengths do not match it, a merge of unknown pieces,
@@ -191,7 +194,7 @@ def tokenizer_from_gguf(meta: Mapping[str, Any], name: str | None = None) -> HFT
     merges = _merges(found, vocab, keys, variant, kind)
     backend = _assemble(variant, vocab, merges, found.pre)
     _add_special_tokens(backend, variant, found.tokens, keys, found.types, found.named)
-    return _tokenizer(backend, meta, found, name)
+    return _tokenizer(backend, meta, found, name, file)
 
 
 def _variant(meta: Mapping[str, Any]) -> tuple[str, str]:
@@ -285,7 +288,7 @@ def _merges(
 
 
 def _tokenizer(
-    backend: _Backend, meta: Mapping[str, Any], found: _Vocabulary, name: str | None
+    backend: _Backend, meta: Mapping[str, Any], found: _Vocabulary, name: str | None, file: str | None
 ) -> HFTokenizer:
     """The :class:`GGUFTokenizer` over ``backend``: BOS / EOS added as the file says, the ids a
     generation stops at, and the file's chat template."""
@@ -302,7 +305,11 @@ def _tokenizer(
     out.stop_ids = frozenset(i for i in ends if i is not None)
     bos_text, eos_text = (out.token_strings([i])[0] if i is not None else None for i in (bos, eos))
     out.chat_template = chat_template_for(
-        meta.get("tokenizer.chat_template"), out, bos_token=bos_text, eos_token=eos_text
+        meta.get("tokenizer.chat_template"),
+        out,
+        bos_token=bos_text,
+        eos_token=eos_text,
+        source=f"{file or 'the GGUF file'} (tokenizer.chat_template)",
     )
     return out
 

@@ -105,3 +105,51 @@ def test_a_conversation_of_two_turns_without_end_tokens(qtbot, tiny_window, monk
     s.show_model(s.model, plain, path=s.checkpoint_path, meta=s.checkpoint_meta or {})
     assert not box.chat.toggle.isEnabled() and not box.chat.toggle.isChecked()
     assert box.button.text() == "Generate" and box.chat.isHidden()
+
+
+#: a template that loops without writing when the message is "ee" (as a model file's template may)
+LOOPS_ON_EE = (
+    "{% if messages[-1]['content'] == 'ee' %}{% for i in range(100000) %}{% for j in range(100000) %}"
+    "{% endfor %}{% endfor %}{% endif %}" + TEMPLATE
+)
+
+
+def test_a_template_that_runs_on_is_stopped_and_named_beside_send_keeping_the_conversation(
+    qtbot, tiny_window, monkeypatch
+):
+    from PySide6.QtCore import QTimer
+
+    from model.text import template_process
+
+    monkeypatch.setattr(template_process, "TIME_LIMIT_S", 0.5)  # the default is a few seconds
+    s = tiny_window.session
+    box = _box(tiny_window)
+    tok = copy.copy(s.tokenizer)
+    tok.chat_template = ChatTemplate(LOOPS_ON_EE, source="chat template in loops.gguf")
+    tok.stop_ids = frozenset(tok.encode("="))
+    s.show_model(s.model, tok, path=s.checkpoint_path, meta=s.checkpoint_meta or {})
+    box.chat.toggle.setChecked(True)
+    _script(monkeypatch, tok, "ab=cd=")
+    assert _send(qtbot, box, "abc") == "abc\nj"
+    before = box.output.toPlainText()
+
+    box.prompt.setText("ee")
+    qtbot.mouseClick(box.button, Qt.MouseButton.LeftButton)  # returns at once: it renders in the worker
+    assert box.worker is not None and box.button.text() == "Stop"
+    ticks = []
+    timer = QTimer()
+    timer.timeout.connect(lambda: ticks.append(1))
+    timer.start(20)
+    qtbot.waitUntil(lambda: box.worker is None, timeout=TIMEOUT)
+    timer.stop()
+    assert len(ticks) >= 5  # the window went on handling events while the template ran
+    error = box.send_error.text()
+    assert box.send_error.isVisible() and "\n" not in error
+    assert error.startswith("Cannot send: chat template in loops.gguf: ") and "time limit of 0.5 s" in error
+    assert box.conversation.turns == [("user", "abc"), ("assistant", "ab")]  # kept, as it was
+    assert box.output.toPlainText() == before and box.prompt.text() == "ee"
+    assert box.button.text() == "Send" and box.chat.toggle.isEnabled()
+    # the next message is answered, after the earlier turns, and the error goes
+    assert _send(qtbot, box, "dd") == "abc\nab\ndd\nj"
+    assert box.conversation.turns[2:] == [("user", "dd"), ("assistant", "cd")]
+    assert not box.send_error.isVisible()

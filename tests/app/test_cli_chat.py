@@ -72,3 +72,31 @@ def test_chat_mistakes_are_one_line_and_exit_2(tmp_path, write_hf_family, capsys
     rc = main(["generate", "--checkpoint", str(tmp_path), "--prompt", "Hi", *extra])
     err = capsys.readouterr().err
     assert rc == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "template, reason",
+    [
+        ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "time limit"),
+        ("{% set x = 'a' * 10**9 %}ok", "memory limit"),
+        ("{{ range(1, 2, 0)|list }}", "ValueError"),
+        ("{% if false %}{% endif %}", "wrote nothing"),
+    ],
+    ids=["loops", "gigabytes", "exception", "empty"],
+)
+def test_a_failing_template_is_one_line_naming_its_file_and_exit_2(
+    tmp_path, write_hf_family, capsys, monkeypatch, template, reason
+):
+    from model.text import template_process
+
+    monkeypatch.setattr(template_process, "TIME_LIMIT_S", 0.5)  # the default is a few seconds
+    write_hf_family(tmp_path, "llama")
+    path = tmp_path / "tokenizer_config.json"
+    cfg = json.loads(path.read_text())
+    cfg["chat_template"] = template
+    path.write_text(json.dumps(cfg))
+    capsys.readouterr()
+    rc = main(["generate", "--checkpoint", str(tmp_path), "--prompt", "Hi", "--chat"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and out == ""
+    assert f"chat template in {path} (chat_template): " in err and reason in err

@@ -165,3 +165,24 @@ def test_console_script_reports_without_traceback(tmp_path):
     )
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"attention-lab generate: error: {str(tmp_path / 'x')!r} does not exist"
+
+
+def test_a_model_whose_weights_are_nan_opens_and_generate_says_where_in_one_line(
+    tmp_path, write_hf_family, capsys
+):
+    """Layer 1's MLP holds a NaN: the model opens, and generation stops before sampling, in one line
+    naming the non-finite logits and where they first appear (that MLP's output); exit status 2."""
+    from safetensors.torch import load_file, save_file
+
+    write_hf_family(tmp_path, "llama")
+    path = tmp_path / "model.safetensors"
+    weights = load_file(path)
+    weights["model.layers.1.mlp.up_proj.weight"][3, 2] = float("nan")
+    save_file(weights, path, metadata={"format": "pt"})
+    capsys.readouterr()
+    rc = main(["generate", "--checkpoint", str(tmp_path), "--prompt", "Hi", "--max-new-tokens", "3"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert out == "Hi\n"  # the prompt, its line ended before the error
+    assert "logits for new token 1 are not finite" in err and "NaN" in err
+    assert "first appear at blocks.1.mlp.out;" in err and "in blocks.1.mlp." in err

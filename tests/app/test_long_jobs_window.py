@@ -78,7 +78,7 @@ class SlowTemplate:
 
         self.inner, self.go, self.threads = inner, threading.Event(), []
 
-    def prompt(self, system, turns, message):
+    def prompt(self, system, turns, message, **_):
         import threading
 
         self.threads.append(threading.current_thread().name)
@@ -107,6 +107,31 @@ def test_a_chat_template_renders_off_the_window_s_thread_as_a_job_that_stop_canc
     slow.go.set()
     qtbot.waitUntil(lambda: box.worker is None, timeout=TIMEOUT)
     assert job.state == "cancelled" and box.conversation.turns == []  # the conversation is as it was
+
+
+def test_stop_kills_a_chat_template_that_runs_on_within_a_second(qtbot, tiny_window, monkeypatch):
+    """A model file's template that loops without writing, its time limit far away: Stop ends the job
+    within a second (the template's process is killed), the conversation as it was, no error."""
+    from model.text import template_process
+    from model.text.chat import ChatTemplate
+    from tests.app.test_chat_gui import LOOPS_ON_EE, _box, _with_template
+
+    monkeypatch.setattr(template_process, "TIME_LIMIT_S", 60.0)
+    s = tiny_window.session
+    box = _box(tiny_window)
+    tok = _with_template(s)
+    tok.chat_template = ChatTemplate(LOOPS_ON_EE)
+    box.chat.set_template(tok.chat_template)
+    box.chat.toggle.setChecked(True)
+    box.prompt.setText("ee")
+    box.button.click()
+    job = s.jobs.get("train.generate")
+    assert job is not None and job.active
+    qtbot.waitUntil(lambda: "rendering the chat template" in job.describe(), timeout=TIMEOUT)
+    box.button.click()  # Stop
+    qtbot.waitUntil(lambda: job.state == "cancelled", timeout=CANCEL_MS)
+    qtbot.waitUntil(lambda: box.worker is None, timeout=CANCEL_MS)
+    assert box.conversation.turns == [] and not box.send_error.isVisible() and box.button.text() == "Send"
 
 
 def test_a_generation_counts_its_tokens_and_stop_ends_it_within_a_second(qtbot, tiny_window):

@@ -81,13 +81,38 @@ def test_a_hugging_face_folder_brings_its_chat_template(tmp_path, write_hf_famil
     cfg_path.write_text(json.dumps(cfg))
     chat = open_model(tmp_path).tokenizer.chat_template
     assert chat is not None and chat.prompt("", [], "hi") == "[hi]</s>"  # BOS: the tokenizer adds it
-    (tmp_path / "chat_template.jinja").write_text("<{{ messages[-1]['content'] }}>", encoding="utf-8")
-    assert open_model(tmp_path).tokenizer.chat_template.prompt("", [], "hi") == "<hi>"  # the file wins
+    assert chat.source == f"chat template in {cfg_path} (chat_template)"  # what its errors name
+    jinja = tmp_path / "chat_template.jinja"
+    jinja.write_text("<{{ messages[-1]['content'] }}>", encoding="utf-8")
+    chat = open_model(tmp_path).tokenizer.chat_template
+    assert chat.prompt("", [], "hi") == "<hi>" and chat.source == f"chat template in {jinja}"  # the file wins
+
+
+def test_a_gguf_files_template_that_loops_is_stopped_naming_the_file(tmp_path, write_hf_family):
+    """The loader names the file in the template's errors: a template that loops without writing is
+    stopped at its time limit, in one line that begins with the file's name and the key."""
+    from model.io.pretrained import open_model
+    from tests.gguf_files import write_gguf
+
+    folder = tmp_path / "hf"
+    model = write_hf_family(folder, "llama")
+    loops = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    path = write_gguf(
+        tmp_path / "looping.gguf", model, folder, metadata={"tokenizer.chat_template": (loops, "STRING")}
+    )
+    chat = open_model(path).tokenizer.chat_template
+    with pytest.raises(ChatTemplateError) as caught:
+        chat.prompt("", [], "hi", time_limit=0.3)
+    assert str(caught.value) == (
+        "chat template in looping.gguf (tokenizer.chat_template): ran past its time limit of 0.3 s and "
+        "was stopped"
+    )
 
 
 def _force_end(model, ends: set[int], at_call: int):
-    """A logits hook: the model's ``at_call``-th forward makes ``max(ends)`` certain; before it, every
-    end token is impossible."""
+    """A logits hook: the model's ``at_call``-th forward makes ``max(ends)`` certain (a logit 10⁹ above
+    the others: +∞ would leave no distribution to sample from); before it, every end token is
+    impossible (−∞)."""
     calls = [0]
 
     def hook(_module, _inputs, output):
@@ -95,7 +120,7 @@ def _force_end(model, ends: set[int], at_call: int):
         logits = output[0].clone()
         logits[:, -1, sorted(ends)] = float("-inf")
         if calls[0] == at_call:
-            logits[:, -1, max(ends)] = float("inf")
+            logits[:, -1, max(ends)] = logits[:, -1].max() + 1e9
         return (logits, *output[1:])
 
     return model.register_forward_hook(hook)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from model.config import GPTConfig
-from model.nn.generate import PromptCroppedWarning, generate, sample_next, stream
+from model.nn.generate import NonFiniteLogits, PromptCroppedWarning, generate, sample_next, stream
 from model.nn.gpt import GPT, KVCache
 from model.text.tokens import ByteTokenizer, CharTokenizer, UnknownCharactersError
 
@@ -230,3 +230,41 @@ def test_a_hugging_face_folder_brings_its_stop_ids(tmp_path, write_hf_family):
     (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 7, 10**9]}))
     ckpt = open_model(tmp_path)
     assert ckpt.tokenizer.stop_ids == {2, 7}  # an id beyond the vocabulary is left out
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_weights_that_are_nan_end_generation_in_one_line_saying_where(use_cache):
+    """One NaN in layer 1's MLP: the logits are NaN, and the error names them, the first hook point
+    holding NaN (that MLP's output: everything before it is finite) and the weight; sampling, greedy
+    decoding and the text stream all stop there instead of sampling from NaN."""
+    model = model_for()
+    with torch.no_grad():
+        model.blocks[1].mlp.fc_in.weight[3, 2] = float("nan")
+    prompt = torch.tensor([1, 2, 3])
+    for run in (
+        lambda: generate(model, prompt, 5, seed=0, use_cache=use_cache),
+        lambda: generate(model, prompt, 5, greedy=True, use_cache=use_cache),
+        lambda: "".join(stream(model, CharTokenizer("abcdefghijk"), "abc", 5, use_cache=use_cache)),
+    ):
+        with pytest.raises(NonFiniteLogits) as caught:
+            run()
+        message = str(caught.value)
+        assert "\n" not in message and "new token 1 are not finite" in message
+        assert f"({model.config.vocab_size} NaN of {model.config.vocab_size})" in message  # every logit
+        assert "first appear at blocks.1.mlp.out;" in message and "blocks.1.mlp.fc_in.weight" in message
+
+
+def test_logits_that_overflow_are_named_with_every_weight_finite():
+    """Finite weights whose logits overflow float32 at the unembedding: the final norm writes 1 in every
+    dimension, and d_model products of 1 × 3e38 sum past float32's largest number (3.4e38)."""
+    model = model_for().float()
+    with torch.no_grad():
+        model.norm_f.weight.fill_(0.0)
+        model.norm_f.bias.fill_(1.0)
+        model.lm_head.weight.fill_(3e38)
+    with pytest.raises(NonFiniteLogits) as caught:
+        generate(model, torch.tensor([1, 2, 3]), 3, greedy=True)
+    v = model.config.vocab_size
+    message = str(caught.value)
+    assert f"({v} +∞ of {v})" in message and "first appear at logits;" in message
+    assert message.endswith("every weight is finite, so the numbers outgrew float32")

@@ -44,14 +44,12 @@ class Conversation:
         self.turns.clear()
         self.last_prompt = ""
 
-    def prompt(self, chat: ChatTemplate, system: str, message: str) -> str:
-        """The text the model reads to answer ``message`` after the turns so far (ChatTemplateError)."""
-        return chat.prompt(system, self.turns, message)
-
-    def renderer(self, chat: ChatTemplate, system: str, message: str) -> Callable[[], str]:
-        """:meth:`prompt` for the turns as they are now, to call later in another thread."""
+    def renderer(self, chat: ChatTemplate, system: str, message: str) -> Callable[[Callable[[], bool]], str]:
+        """The text the model reads to answer ``message`` after the turns as they are now, as a function
+        to call in the generation's thread with ``cancelled`` (it waits for the template's process, up
+        to its time limit, or until ``cancelled()``; ChatTemplateError)."""
         turns = list(self.turns)
-        return lambda: chat.prompt(system, turns, message)
+        return lambda cancelled: chat.prompt(system, turns, message, cancelled=cancelled)
 
     def add_exchange(self, prompt: str, message: str, reply: str) -> None:
         """The model answered ``message`` with ``reply``, having read ``prompt``."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import time
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import (
     QDoubleSpinBox,
@@ -75,6 +75,15 @@ class GenerateBox(QGroupBox):
         beside.addStretch(1)
         row.addLayout(beside)
         layout.addLayout(row)
+        #: why the last message could not be sent (a chat template's failure names its file), right
+        #: under the message and Send; hidden once the next one is sent
+        self.send_error = QLabel()
+        self.send_error.setObjectName("sendError")
+        self.send_error.setWordWrap(True)
+        self.send_error.setStyleSheet("color: #b00020;")
+        self.send_error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.send_error.hide()
+        layout.addWidget(self.send_error)
         opts = QHBoxLayout()
         opts.addWidget(QLabel("Temperature"))
         self.temperature = QDoubleSpinBox()
@@ -149,6 +158,7 @@ class GenerateBox(QGroupBox):
         self.prompt.setFixedHeight(self.prompt.fontMetrics().lineSpacing() * lines + 12)
 
     def _on_mode(self, chatting: bool) -> None:
+        self.show_send_error("")
         self.button.setText(self._idle_text())
         self._prompt_height(2 if chatting else 3)  # a message is short: the conversation gets the room
         self.prompt.setPlaceholderText(
@@ -168,8 +178,14 @@ class GenerateBox(QGroupBox):
     def _idle_text(self) -> str:
         return "Send" if self.chat.active else "Generate"
 
+    def show_send_error(self, reason: str) -> None:
+        """Say under Send why the message was not sent ("" hides it); the conversation is unchanged."""
+        self.send_error.setText(f"Cannot send: {reason}" if reason else "")
+        self.send_error.setVisible(bool(reason))
+
     def clear_conversation(self) -> None:
         """Forget every turn (Clear conversation; another model)."""
+        self.show_send_error("")
         self.conversation.clear()
         if self.chat.active:
             self.output.setPlainText("")
@@ -215,7 +231,7 @@ class GenerateBox(QGroupBox):
                 s.tokenizer.encode(prompt)
         except (ValueError, ChatTemplateError) as exc:
             if chatting:
-                self.status.setText(f"Cannot send: {exc}")
+                self.show_send_error(str(exc))
             else:
                 self.output.setPlainText(f"Cannot generate: {exc}")
             return
@@ -242,6 +258,7 @@ class GenerateBox(QGroupBox):
         title = "Replying to" if chatting else "Generating after"
         worker.announce(s.jobs, GENERATE_JOB, title, f"“{message[:30]}{'…' if len(message) > 30 else ''}”")
         self.worker = worker
+        self.show_send_error("")
         self._pending = message if chatting else None
         self._chat_enabled(False)  # the mode and the conversation hold still while the model writes
         self.output.setPlainText(self.conversation.transcript(message) if chatting else prompt)
@@ -277,7 +294,7 @@ class GenerateBox(QGroupBox):
         self.button.setText(self._idle_text())
         self.status.setText(self._pace(None) + " · done" if self._count else " ")
         if error and pending is not None:  # the template or the reply failed: the conversation stays
-            self.status.setText(f"Cannot send: {error}")
+            self.show_send_error(error)
             self.output.setPlainText(self.conversation.transcript())
         elif error:
             self.output.appendPlainText(f"\n[generation failed: {error}]")
