@@ -55,9 +55,10 @@ class Job:
 
     def how_far(self) -> str:
         """How far it is and the time left: "12 of 30 layers · ETA 0:40" ('' before there is any)."""
-        if self.state == "queued":
-            return "waiting for the computation before it"
         snap = self.snapshot()
+        # the work's own start may come before the worker's "started" reaches the GUI thread
+        if self.state == "queued" and not snap.started:
+            return "waiting for the computation before it"
         parts = []
         if snap.text:
             parts.append(snap.text)
