@@ -38,12 +38,7 @@ from safetensors.torch import save as tensors_to_bytes
 
 from model.atomic import writing
 from model.budget.sizing import check as check_size
-from model.budget.sizing import (
-    check_config_file_shapes,
-    load_need,
-    safetensors_shapes,
-    skip_init_on_meta,
-)
+from model.budget.sizing import check_config_file_shapes, load_need, skip_init_on_meta
 from model.config import ConfigError, GPTConfig
 from model.files import check_input, read_json
 from model.io.atomic_dir import (
@@ -56,6 +51,7 @@ from model.io.atomic_dir import (
 )
 from model.io.build import build_model
 from model.io.loaded import Checkpoint, CheckpointError
+from model.io.safetensors_file import safetensors_shapes
 from model.io.weights import Layout, WeightMap, dict_source
 from model.nn.gpt import GPT
 from model.text.registry import tokenizer_from_dict

@@ -316,6 +316,73 @@ def test_a_panic_inside_the_library_is_one_tokenizer_error(llama_dir):
         backend.encode("a b c d e f")
 
 
+# ---- safetensors headers: what the safetensors library refuses ------------------------------------------
+def _with_weights_header(llama_dir, tmp_path, edit):
+    """A copy of ``llama_dir`` whose model.safetensors header is ``edit(header)``'s JSON text (the tensor
+    bytes kept as they are): written as text, so that it may hold what ``json.dumps`` cannot write."""
+    dst = tmp_path / "edited"
+    shutil.copytree(llama_dir, dst)
+    weights = dst / "model.safetensors"
+    raw = weights.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    text = edit(json.loads(raw[8 : 8 + n])).encode("utf-8")
+    weights.write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + n :])
+    return dst
+
+
+_NORM = "model.norm.weight"
+
+
+def _set(header, name, field, literal):
+    """``header`` as JSON text with ``name``'s ``field`` written as the JSON ``literal`` itself."""
+    header[name][field] = "@literal@"
+    return json.dumps(header).replace('"@literal@"', literal)
+
+
+def _named_twice(header):
+    """The last entry written again before the others, as a second copy over another tensor's bytes."""
+    text = json.dumps(header)
+    copy = dict(header[_NORM], data_offsets=header["model.layers.0.input_layernorm.weight"]["data_offsets"])
+    return "{" + json.dumps(_NORM) + ": " + json.dumps(copy) + ", " + text[1:]
+
+
+def _sharing_bytes(header):
+    """Layer 0's o_proj read from q_proj's bytes (both [32, 32]): two names over one tensor."""
+    header["model.layers.0.self_attn.o_proj.weight"]["data_offsets"] = header[
+        "model.layers.0.self_attn.q_proj.weight"
+    ]["data_offsets"]
+    return json.dumps(header)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda h: _set(h, _NORM, "shape", "[1e400]"),
+            r"model\.norm\.weight has shape \[inf\], not a list of whole",
+        ),
+        (lambda h: _set(h, _NORM, "shape", "[32.0]"), r"model\.norm\.weight has shape \[32\.0\], not a list"),
+        (
+            lambda h: _set(h, _NORM, "data_offsets", "[0, 1e400]"),
+            r"model\.norm\.weight has data_offsets \[0, inf\], not two whole numbers",
+        ),
+        (_named_twice, r"its header repeats the key 'model\.norm\.weight'"),
+        (
+            _sharing_bytes,
+            r"model\.layers\.0\.self_attn\.o_proj\.weight and model\.layers\.0\.self_attn\.q_proj\.weight "
+            r"share bytes",
+        ),
+    ],
+    ids=["shape 1e400", "shape a float", "offset 1e400", "a name twice", "two names over the same bytes"],
+)
+def test_a_safetensors_header_the_library_refuses_is_one_line(llama_dir, tmp_path, edit, message):
+    """json.loads reads 1e400 as inf (int() of it raised OverflowError), keeps the last of two equal keys,
+    and nothing held two tensors apart: each is now refused in one line naming the file and the tensor."""
+    with pytest.raises(CheckpointError, match=message) as got:
+        open_model(_with_weights_header(llama_dir, tmp_path, edit))
+    assert _one_line(got.value).startswith("model.safetensors is not a readable safetensors file: ")
+
+
 # ---- text that is not Unicode: lone surrogates ----------------------------------------------------------
 def test_lone_surrogates_encode_as_the_byte_tokenizer_reads_them(llama_dir, tmp_path):
     """Bytes that are not UTF-8 reach Python as lone surrogates ("\\udcff"); UTF-8 cannot hold them, so
