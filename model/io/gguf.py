@@ -238,6 +238,12 @@ def _rope_hf(
     """``partial_rotary_factor`` and ``rope_scaling`` as the file's RoPE metadata sets them."""
     out: dict[str, Any] = {}
     dims = key("rope.dimension_count")
+    if dims is not None and not (isinstance(dims, int) and 0 < dims <= head_dim and dims % 2 == 0):
+        raise CheckpointError(  # 0 is no rotation at all, not "absent": llama.cpp reads it as written
+            f"{header.path.name}: {arch}.rope.dimension_count={dims} must be an even whole number from 2 "
+            f"to the head's size ({arch}.attention.key_length={head_dim}): RoPE rotates pairs of a head's "
+            f"dimensions"
+        )
     if dims and head_dim and dims != head_dim:
         out["partial_rotary_factor"] = dims / head_dim
     scaling = header.metadata.get(f"{arch}.rope.scaling.type")

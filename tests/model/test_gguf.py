@@ -436,6 +436,10 @@ RAW_FILES = {
         gguf_bytes([ARCH], [tensor_info("token_embd.weight", [48, 2], 2, 0)], EMBD_DATA),
         ["'token_embd.weight'", "rows of 48 values", "32-value blocks"],
     ),
+    "metadata key written twice": (
+        gguf_bytes([ARCH, kv("general.architecture", 8, string("gemma"))], [EMBD], EMBD_DATA),
+        ["metadata key 'general.architecture' is written twice"],
+    ),
     "tensor listed twice": (
         gguf_bytes([ARCH], [EMBD, EMBD], EMBD_DATA),
         ["'token_embd.weight' is listed twice"],
@@ -529,6 +533,10 @@ UNSUPPORTED = {
     "a layer missing": (
         dict(metadata={"llama.block_count": (3, "UINT32")}),
         ["missing blk.2.attn_norm.weight"],  # named as the file names its tensors
+    ),
+    "rope.dimension_count 0": (  # no rotation at all, not "absent" (full rotation)
+        dict(metadata={"llama.rope.dimension_count": (0, "UINT32")}),
+        ["llama.rope.dimension_count=0 must be an even whole number from 2", "head's size (llama.attention"],
     ),
     "block_count a string": (
         dict(metadata={"llama.block_count": ("two", "STRING")}),
