@@ -88,6 +88,17 @@ _BASE = dict(vocab_size=10, hidden_size=8, num_hidden_layers=2, num_attention_he
         ("gpt_neox", {"layer_norm_eps": "1e-5"}, "layer_norm_eps='1e-5'"),
         ("gemma3_text", {"sliding_window_pattern": 0}, "sliding_window_pattern=0"),
         ("mixtral", {"num_local_experts": float("nan")}, "num_local_experts=nan"),
+        ("mixtral", {"router_jitter_noise": float("nan")}, "router_jitter_noise=nan must be a finite number"),
+        (  # transformers' router takes the best topk_group of n_group groups: it cannot route with these
+            "deepseek_v3",
+            {"first_k_dense_replace": 0, "n_group": 1, "topk_group": 2},
+            "topk_group=2 is more than n_group=1: a token cannot choose its experts from 2 of 1 group",
+        ),
+        (
+            "deepseek_v3",
+            {"first_k_dense_replace": 0, "n_group": 2, "topk_group": 3},
+            "topk_group=3 is more th",
+        ),
         ("qwen3_moe", {"decoder_sparse_step": 0}, "decoder_sparse_step=0"),
         ("qwen3_moe", {"mlp_only_layers": 5}, "mlp_only_layers=5"),
         (
