@@ -122,8 +122,9 @@ def _safetensors_index(path: Path) -> dict[str, tuple[torch.dtype, tuple[int, ..
 def safetensors_source(files: list[Path], *, keep_stored: bool = False) -> TensorSource:
     """Tensors of safetensors files, each read into its own memory with one ``readinto``.
 
-    Not memory-mapped on purpose: a mapped file's pages count in the process's resident memory as they
-    are touched, which would double the peak while the weights are copied into the model.
+    A tensor in two of the files is refused, as one named twice in a header is. Not memory-mapped on
+    purpose: a mapped file's pages count in the process's resident memory as they are touched, which
+    would double the peak while the weights are copied into the model.
     ``keep_stored``: each 2-D float16 / bfloat16 tensor is offered as stored instead
     (:attr:`TensorSource.stored`, a :class:`~model.nn.quantized.StoredMatrix` over a copy-on-write
     mapping of its file, nothing read), for a model that keeps them so (:mod:`model.io.stored`).
@@ -131,6 +132,8 @@ def safetensors_source(files: list[Path], *, keep_stored: bool = False) -> Tenso
     where: dict[str, tuple[Path, tuple[torch.dtype, tuple[int, ...], int, int]]] = {}
     for f in files:
         for name, entry in _safetensors_index(f).items():
+            if name in where:  # two shards of one model: which copy is meant cannot be told
+                raise CheckpointError(f"{name} is in both {where[name][0].name} and {f.name}: refused")
             where[name] = (f, entry)
 
     def get(name: str) -> torch.Tensor:

@@ -394,6 +394,25 @@ def test_a_safetensors_header_the_library_refuses_is_one_line(llama_dir, tmp_pat
     assert _one_line(got.value).startswith("model.safetensors is not a readable safetensors file: ")
 
 
+def test_a_tensor_in_two_shards_is_refused(llama_dir, tmp_path):
+    """The shards were read in turn into one map, the last copy of a name winning unseen: here a second
+    shard's zeros would have replaced the final norm's weights."""
+    from safetensors.torch import load_file, save_file
+
+    dst = tmp_path / "sharded"
+    shutil.copytree(llama_dir, dst)
+    tensors = load_file(dst / "model.safetensors")
+    (dst / "model.safetensors").unlink()
+    save_file(tensors, dst / "model-00001-of-00002.safetensors")
+    save_file({_NORM: torch.zeros_like(tensors[_NORM])}, dst / "model-00002-of-00002.safetensors")
+    weight_map = {name: "model-00001-of-00002.safetensors" for name in tensors}
+    weight_map[_NORM] = "model-00002-of-00002.safetensors"
+    (dst / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    with pytest.raises(CheckpointError, match=r"model\.norm\.weight is in both model-00001-of-00002") as got:
+        open_model(dst)
+    _one_line(got.value)
+
+
 # ---- text that is not Unicode: lone surrogates ----------------------------------------------------------
 def test_lone_surrogates_encode_as_the_byte_tokenizer_reads_them(llama_dir, tmp_path):
     """Bytes that are not UTF-8 reach Python as lone surrogates ("\\udcff"); UTF-8 cannot hold them, so
