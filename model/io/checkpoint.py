@@ -310,7 +310,9 @@ def _check_size(config: GPTConfig, weights: Path) -> None:
         check_config_file_shapes(config, shapes, MODEL_FILE)
     except ValueError as exc:
         file_layers = {k.split(".")[1] for k in shapes if k.startswith("blocks.") and k.count(".") > 1}
-        if config.n_layers > 2 * len(file_layers) + 8:  # far off: the count says enough
+        experts = config.n_layers * (config.n_experts or 0)  # three tensors each in the file
+        if config.n_layers > 2 * len(file_layers) + 8 or experts > len(shapes):
+            # far off (10⁹ experts would be built even on meta, a module each): the count says enough
             raise CheckpointError(f"{CONFIG_FILE} does not match {MODEL_FILE}: {exc}") from None
         with torch.device("meta"), skip_init_on_meta():  # shapes only: nothing is allocated or initialised
             expected = {k: tuple(v.shape) for k, v in GPT(config).named_parameters()}

@@ -104,7 +104,8 @@ def test_a_trainer_of_a_huge_config_is_refused_before_allocation(tiny_settings):
 def test_a_lying_config_json_is_refused_before_the_model_is_built(tmp_path, tiny_config):
     save_checkpoint(tmp_path / "c", build_model(tiny_config.with_vocab(256), seed=0), ByteTokenizer())
     cfg = json.loads((tmp_path / "c" / "config.json").read_text())
-    for lie in ({"d_model": 8192}, {"n_layers": 5000, "d_model": 512}):
+    experts = {"mlp": "swiglu", "n_experts_per_token": 1}  # as many modules, even on the meta device
+    for lie in ({"d_model": 8192}, {"n_layers": 5000, "d_model": 512}, {**experts, "n_experts": 50_000}):
         (tmp_path / "c" / "config.json").write_text(json.dumps({**cfg, **lie}))
         before, t0 = rss(), time.perf_counter()
         with pytest.raises(CheckpointError, match="does not match"):
