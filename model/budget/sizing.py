@@ -29,7 +29,6 @@ and which value to lower; ``override=True`` (``--no-size-check``, or the environ
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import resource
@@ -56,8 +55,6 @@ __all__ = [
     "generation_need",
     "largest_knob",
     "load_need",
-    "read_safetensors_header",
-    "safetensors_shapes",
     "size_or_zero",
     "skip_init_on_meta",
     "stored_load_need",
@@ -422,46 +419,6 @@ def skip_init_on_meta():
 # ---------------------------------------------------------------------------------------------
 # a config.json checked against the file it describes, before anything is built
 # ---------------------------------------------------------------------------------------------
-def read_safetensors_header(path: str | Path, *, limit: int = 100 * 2**20) -> tuple[dict, int]:
-    """(the JSON header of a safetensors file, the offset where its tensor bytes start): an 8-byte
-    little-endian length ``n``, then ``n`` bytes of JSON, so the bytes start at ``8 + n``. ``n`` is
-    checked against the file's size and ``limit``. A ValueError naming the problem otherwise; reads
-    at most the header."""
-    path = Path(path)
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
-            n = int.from_bytes(fh.read(8), "little")
-            if n <= 0 or 8 + n > size or n > limit:
-                raise ValueError(f"{path.name}: its header length is wrong (truncated or not safetensors?)")
-            header = json.loads(fh.read(n))
-    except OSError as exc:
-        raise ValueError(f"{path.name} cannot be read: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-        raise ValueError(f"{path.name}: its header is not JSON (truncated or corrupt?)") from None
-    if not isinstance(header, dict):
-        raise ValueError(f"{path.name}: its header is not a JSON object")
-    return header, 8 + n
-
-
-def safetensors_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
-    """Tensor name -> shape from a safetensors file's header alone (:func:`read_safetensors_header`).
-
-    Raises ValueError when the header is not readable; reads at most the header.
-    """
-    path = Path(path)
-    header, _ = read_safetensors_header(path)
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            out[name] = tuple(int(x) for x in info["shape"])
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"{path.name}: the entry for {name} is malformed") from None
-    return out
-
-
 def check_config_file_shapes(cfg: GPTConfig, shapes: dict[str, tuple[int, ...]], where: str) -> None:
     """Raise ValueError when ``cfg`` implies more (or fewer) parameters than the file holds.
 

@@ -38,12 +38,7 @@ from safetensors.torch import save as tensors_to_bytes
 
 from model.atomic import writing
 from model.budget.sizing import check as check_size
-from model.budget.sizing import (
-    check_config_file_shapes,
-    load_need,
-    safetensors_shapes,
-    skip_init_on_meta,
-)
+from model.budget.sizing import check_config_file_shapes, load_need, skip_init_on_meta
 from model.config import ConfigError, GPTConfig
 from model.files import check_input, read_json
 from model.io.atomic_dir import (
@@ -56,6 +51,7 @@ from model.io.atomic_dir import (
 )
 from model.io.build import build_model
 from model.io.loaded import Checkpoint, CheckpointError
+from model.io.safetensors_file import safetensors_shapes
 from model.io.weights import Layout, WeightMap, dict_source
 from model.nn.gpt import GPT
 from model.text.registry import tokenizer_from_dict
@@ -314,7 +310,9 @@ def _check_size(config: GPTConfig, weights: Path) -> None:
         check_config_file_shapes(config, shapes, MODEL_FILE)
     except ValueError as exc:
         file_layers = {k.split(".")[1] for k in shapes if k.startswith("blocks.") and k.count(".") > 1}
-        if config.n_layers > 2 * len(file_layers) + 8:  # far off: the count says enough
+        experts = config.n_layers * (config.n_experts or 0)  # three tensors each in the file
+        if config.n_layers > 2 * len(file_layers) + 8 or experts > len(shapes):
+            # far off (10⁹ experts would be built even on meta, a module each): the count says enough
             raise CheckpointError(f"{CONFIG_FILE} does not match {MODEL_FILE}: {exc}") from None
         with torch.device("meta"), skip_init_on_meta():  # shapes only: nothing is allocated or initialised
             expected = {k: tuple(v.shape) for k, v in GPT(config).named_parameters()}

@@ -107,8 +107,10 @@ safetensors (sharded with an index) or ``pytorch_model.bin`` via ``torch.load(we
 
 from __future__ import annotations
 
+import math
 import re
 
+from model.budget.arithmetic import parameters
 from model.config import GPTConfig
 from model.io.family_fields import FAMILIES, family_config
 from model.io.family_tensors import family_entries
@@ -157,24 +159,54 @@ def family_layout(
     fname: str,
     *,
     what: str,
-    depth_key: str = "num_hidden_layers",
     rope_interleave: bool = True,
 ) -> Layout:
     """Where the tensors of ``src`` (the file ``fname``, named as a Hugging Face ``model_type`` folder
-    names them) go for ``cfg`` (which ``what`` gave, its depth as ``depth_key``); ``rope_interleave``:
-    DeepSeek's rotary rows stored in pairs (:func:`family_entries`). A config deeper than the file has
-    tensors is refused before any row is listed."""
+    names them) go for ``cfg`` (which ``what`` gave); ``rope_interleave``: DeepSeek's rotary rows stored
+    in pairs (:func:`family_entries`). The config is sized before it is laid out: one deeper than the
+    file has tensors, or of over twice as many parameters as the file holds values (50 000 experts, a
+    latent rank of 500 000: rows by the million before any check), is refused before any row is
+    listed. Nearer the file's size, the rows (each at least one of the config's parameters) are listed
+    and the tensors that do not match them named (:func:`~model.io.weights.check_weights`)."""
     if cfg.n_layers > len(src.keys):  # a config that lies about its depth: refuse before listing
         raise CheckpointError(
-            f"{what} says {depth_key}={cfg.n_layers} but {fname} holds only {len(src.keys)} tensors"
+            f"{what} says num_hidden_layers={cfg.n_layers} but {fname} holds only {len(src.keys)} tensors"
+        )
+    implied = _implied(model_type, cfg, what)
+    needed, held = parameters(cfg).total, sum(math.prod(src.shape(k)) for k in src.keys)
+    if needed > 2 * held:  # every parameter is one of the file's values: far off, the count says enough
+        raise CheckpointError(
+            f"{implied} means {needed:,} parameters but {fname} holds {held:,} values: the config does not "
+            f"describe these weights"
         )
     entries = family_entries(model_type, cfg, rope_interleave=rope_interleave)
     extra_ok = extra_tensors(model_type, cfg, src.keys)
     if cfg.tie_embeddings:
         extra_ok |= {"lm_head.weight", "embed_out.weight"}  # a stored copy of the tied matrix
-    implied = (
-        f"{what} (num_hidden_layers={cfg.n_layers}, hidden_size={cfg.d_model}, "
-        f"num_attention_heads={cfg.n_heads}, num_key_value_heads={cfg.kv_heads}, head_dim={cfg.d_head}, "
-        f"intermediate_size={cfg.hidden}, vocab_size={cfg.vocab_size})"
-    )
     return Layout(entries, implied, frozenset(extra_ok))
+
+
+#: The config.json field each family's number of routed experts is read from first.
+_EXPERTS_KEY = {"qwen3_moe": "num_experts", "deepseek_v3": "n_routed_experts"}
+
+
+def _implied(model_type: str, cfg: GPTConfig, what: str) -> str:
+    """``what`` and the sizes of ``cfg`` by their config.json names: the shapes the file must have."""
+    sizes = dict(
+        num_hidden_layers=cfg.n_layers,
+        hidden_size=cfg.d_model,
+        num_attention_heads=cfg.n_heads,
+        num_key_value_heads=cfg.kv_heads,
+        head_dim=cfg.d_head,
+        intermediate_size=cfg.hidden,
+        vocab_size=cfg.vocab_size,
+    )
+    if cfg.n_experts is not None:
+        sizes[_EXPERTS_KEY.get(model_type, "num_local_experts")] = cfg.n_experts
+        if cfg.expert_d_ff is not None:
+            sizes["moe_intermediate_size"] = cfg.expert_d_ff
+    if cfg.mla:
+        sizes["kv_lora_rank"] = cfg.kv_lora_rank
+        if cfg.q_lora_rank is not None:
+            sizes["q_lora_rank"] = cfg.q_lora_rank
+    return f"{what} ({', '.join(f'{k}={v}' for k, v in sizes.items())})"

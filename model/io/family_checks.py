@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from model.budget.bounds import CONFIG_BOUNDS, Bound
+
 #: config.json fields read as numbers, by what each must be: a positive whole number, a whole number
 #: 0 or more, a finite number; and fields read as true/false. Checked before any arithmetic, so that a
 #: zero, a negative, NaN, a string or a boolean is one line naming the field, never a division by zero.
@@ -39,6 +41,36 @@ _WHOLE = (
     "topk_group",
 )
 _COUNT = ("max_window_layers", "first_k_dense_replace", "n_shared_experts")
+#: The sizes held to the bound of the field of ours each becomes (:data:`model.budget.bounds.CONFIG_BOUNDS`)
+#: before a layer, an expert or a row is listed for them: ``num_hidden_layers`` = 10⁹ is one line here, not
+#: a pattern of 10⁹ letters, and 10⁹ experts or a latent rank of 10⁹ not billions of rows.
+_BOUNDED: dict[str, Bound] = {
+    key: CONFIG_BOUNDS[ours]
+    for key, ours in {
+        "vocab_size": "vocab_size",
+        "hidden_size": "d_model",
+        "num_hidden_layers": "n_layers",
+        "num_attention_heads": "n_heads",
+        "num_key_value_heads": "n_kv_heads",
+        "head_dim": "head_dim",
+        "intermediate_size": "d_ff",
+        "moe_intermediate_size": "expert_d_ff",
+        "sliding_window": "sliding_window",
+        "num_local_experts": "n_experts",
+        "num_experts": "n_experts",
+        "n_routed_experts": "n_experts",
+        "num_experts_per_tok": "n_experts_per_token",
+        "n_shared_experts": "n_shared_experts",
+        "first_k_dense_replace": "moe_dense_layers",
+        "n_group": "router_groups",
+        "topk_group": "router_topk_groups",
+        "kv_lora_rank": "kv_lora_rank",
+        "q_lora_rank": "q_lora_rank",
+        "qk_rope_head_dim": "qk_rope_head_dim",
+        "qk_nope_head_dim": "qk_nope_head_dim",
+        "v_head_dim": "v_head_dim",
+    }.items()
+}
 _REAL = (
     "rope_theta",
     "rotary_emb_base",
@@ -51,6 +83,8 @@ _REAL = (
     "routed_scaling_factor",
     "swiglu_alpha",
     "swiglu_limit",
+    "router_jitter_noise",
+    "router_aux_loss_coef",
     "final_logit_softcapping",
     "attn_logit_softcapping",
 )
@@ -86,7 +120,8 @@ def _is_real(v: Any) -> bool:
 
 def _number_problems(hf: dict[str, Any]) -> list[str]:
     """One line per field of :data:`_WHOLE`, :data:`_COUNT`, :data:`_REAL`, :data:`_FLAGS` (and the
-    RoPE parameters) that is set but not what it must be; empty (null) fields are left to defaults."""
+    RoPE parameters) that is set but not what it must be, or past its bound (:data:`_BOUNDED`); empty
+    (null) fields are left to defaults."""
     out: list[str] = []
     for key in (*_WHOLE, *_COUNT):
         v = hf.get(key)
@@ -94,6 +129,8 @@ def _number_problems(hf: dict[str, Any]) -> list[str]:
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < least):
             kind = "a positive whole number" if least else "a whole number, 0 or more"
             out.append(f"{key}={v!r} must be {kind}")
+        elif v is not None and key in _BOUNDED and (too_large := _BOUNDED[key].problem(key, v)):
+            out.append(too_large)
     out += [
         f"{k}={hf[k]!r} must be a finite number"
         for k in _REAL

@@ -98,18 +98,19 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
 _GELU_FORMS = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu_fast": "tanh"}
 
 
-def family_config(hf: dict[str, Any]) -> GPTConfig:
+def family_config(hf: dict[str, Any], *, source: str = "config.json") -> GPTConfig:
     """Our config for a ``config.json`` of one of :data:`FAMILIES` (transformers' defaults for what it
-    omits). Raises :class:`CheckpointError` naming every missing field or unsupported feature."""
+    omits). Raises :class:`CheckpointError` naming every missing field or unsupported feature, and
+    ``source``, what ``hf`` was read from (a GGUF file's metadata is not a config.json)."""
     try:
-        return _family_config(hf)
+        return _family_config(hf, source)
     except KeyError as exc:  # a field the family's code reads without a default
-        raise CheckpointError(f"config.json ({hf.get('model_type')}): missing {exc}") from None
+        raise CheckpointError(f"{source} ({hf.get('model_type')}): missing {exc}") from None
     except (TypeError, ValueError, AttributeError) as exc:  # e.g. "rope_theta": "ten thousand"
         if isinstance(exc, CheckpointError):
             raise
         raise CheckpointError(
-            f"config.json ({hf.get('model_type')}): a setting has a value of the wrong kind ({exc})"
+            f"{source} ({hf.get('model_type')}): a setting has a value of the wrong kind ({exc})"
         ) from None
 
 
@@ -152,8 +153,8 @@ _ROWS: dict[str, _Row] = {
 }
 
 
-def _family_config(hf: dict[str, Any]) -> GPTConfig:
-    model_type, hf = _with_defaults(hf)
+def _family_config(hf: dict[str, Any], source: str) -> GPTConfig:
+    model_type, hf = _with_defaults(hf, source)
     problems = _refused(hf, model_type)
     fields = _shape_fields(hf, model_type, problems)
     if model_type == "gpt_neox":
@@ -161,28 +162,28 @@ def _family_config(hf: dict[str, Any]) -> GPTConfig:
     else:
         _llama_fields(hf, model_type, fields, problems)
     if problems:
-        raise CheckpointError(f"config.json ({model_type}): " + "; ".join(problems))
+        raise CheckpointError(f"{source} ({model_type}): " + "; ".join(problems))
     try:
         return GPTConfig(**fields).validate()
     except (ConfigError, TypeError) as exc:
-        raise CheckpointError(f"config.json ({model_type}): {exc}") from None
+        raise CheckpointError(f"{source} ({model_type}): {exc}") from None
 
 
-def _with_defaults(hf: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _with_defaults(hf: dict[str, Any], source: str) -> tuple[str, dict[str, Any]]:
     """``(model_type, hf)`` with transformers' defaults for what it omits, once it is a family opened
     here whose sizes are all given, and numbers (before any arithmetic on them: a division by
     num_attention_heads=0)."""
     model_type = hf.get("model_type")
     if model_type not in FAMILIES:
-        raise CheckpointError(f"config.json: model_type {model_type!r} is not one of {', '.join(FAMILIES)}")
+        raise CheckpointError(f"{source}: model_type {model_type!r} is not one of {', '.join(FAMILIES)}")
     hf = {**_DEFAULTS.get(model_type, {}), **hf}
     required = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
     missing = [f for f in required if f not in hf]
     if missing:
-        raise CheckpointError(f"config.json ({model_type}): missing {', '.join(missing)}")
+        raise CheckpointError(f"{source} ({model_type}): missing {', '.join(missing)}")
     wrong = _number_problems(hf)
     if wrong:
-        raise CheckpointError(f"config.json ({model_type}): " + "; ".join(wrong))
+        raise CheckpointError(f"{source} ({model_type}): " + "; ".join(wrong))
     return model_type, hf
 
 
@@ -369,7 +370,12 @@ def _deepseek(hf: dict[str, Any], fields: dict[str, Any], problems: list[str]) -
         problems.append(f"rms_norm_eps={hf['rms_norm_eps']} is not implemented (DeepSeek-V3's 1e-06 is)")
     if not hf.get("norm_topk_prob", True):
         problems.append("norm_topk_prob=false (sigmoid weights not renormalised) is not implemented")
-    groups = hf.get("n_group") or 1
+    groups, topk_groups = hf.get("n_group") or 1, hf.get("topk_group") or 1
+    if topk_groups > groups:  # transformers' router takes the top topk_group of n_group groups: it cannot
+        problems.append(
+            f"topk_group={topk_groups} is more than n_group={hf.get('n_group')}: a token cannot choose its "
+            f"experts from {topk_groups} of {groups} group{'s' * (groups > 1)}"
+        )
     fields.update(
         n_kv_heads=None,
         head_dim=None,  # config.json's head_dim is the rotary part: qk_rope_head_dim
@@ -386,7 +392,7 @@ def _deepseek(hf: dict[str, Any], fields: dict[str, Any], problems: list[str]) -
         router="sigmoid_topk_norm",
         router_choice_bias=True,
         router_groups=groups if groups > 1 else None,
-        router_topk_groups=hf.get("topk_group") or 1,
+        router_topk_groups=topk_groups,
         router_scale=float(hf.get("routed_scaling_factor", 1.0)),
         attn_scale_dim=_score_scale(hf),
     )

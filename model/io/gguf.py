@@ -41,7 +41,10 @@ stored ``[out, in]``). Two of llama.cpp's conversions are undone:
 Refused with one line naming it: an architecture not in :data:`ARCHITECTURES`, a tensor type
 ``gguf`` cannot dequantize here, mixture-of-experts files, ``rope_freqs`` other than Llama 3.1's
 scaling (which opens as ``rope_scaling: llama3``), RoPE scaling other than linear, metadata of the
-wrong kind.
+wrong kind or out of bounds (``block_count`` = 10⁹, ``rope.dimension_count`` = 0). The checks are the
+Hugging Face config's (:func:`~model.io.families.family_config`), but a refusal names the file and its
+own metadata keys (``llama.attention.head_count=3``, :func:`~model.io.gguf_names.in_gguf_keys`), never a
+``config.json`` the user does not have.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ from model.io.gguf_file import (
     read_tensor,
     undequantized,
 )
-from model.io.gguf_names import gguf_model_name, hf_name, in_gguf_names
+from model.io.gguf_names import gguf_model_name, hf_name, in_gguf_keys, in_gguf_names
 from model.io.gguf_stored import stored_matrices, stored_need
 from model.io.gpt2 import gpt2_config, gpt2_layout
 from model.io.loaded import Checkpoint, CheckpointError
@@ -160,11 +163,15 @@ def gguf_config(header: GGUFHeader) -> tuple[str, dict[str, Any], GPTConfig]:
         d=d,
         tied="output.weight" not in header.tensors,
     )
-    if arch == "gpt2":
-        hf = _gpt2_hf(key, **shape)
-        return model_type, hf, gpt2_config(hf)
-    hf = _family_hf(header, arch, model_type, key, **shape)
-    return model_type, hf, family_config(hf)
+    source = f"{header.path.name}: its metadata"  # refusals name its keys: the user has no config.json
+    try:
+        if arch == "gpt2":
+            hf = _gpt2_hf(key, **shape)
+            return model_type, hf, gpt2_config(hf, source=source)
+        hf = _family_hf(header, arch, model_type, key, **shape)
+        return model_type, hf, family_config(hf, source=source)
+    except CheckpointError as exc:
+        raise CheckpointError(in_gguf_keys(str(exc), arch)) from None
 
 
 def _gpt2_hf(
@@ -238,6 +245,12 @@ def _rope_hf(
     """``partial_rotary_factor`` and ``rope_scaling`` as the file's RoPE metadata sets them."""
     out: dict[str, Any] = {}
     dims = key("rope.dimension_count")
+    if dims is not None and not (isinstance(dims, int) and 0 < dims <= head_dim and dims % 2 == 0):
+        raise CheckpointError(  # 0 is no rotation at all, not "absent": llama.cpp reads it as written
+            f"{header.path.name}: {arch}.rope.dimension_count={dims} must be an even whole number from 2 "
+            f"to the head's size ({arch}.attention.key_length={head_dim}): RoPE rotates pairs of a head's "
+            f"dimensions"
+        )
     if dims and head_dim and dims != head_dim:
         out["partial_rotary_factor"] = dims / head_dim
     scaling = header.metadata.get(f"{arch}.rope.scaling.type")
@@ -379,11 +392,11 @@ def load_gguf(
         layout = (
             gpt2_layout(cfg, src, path.name, "transformer.", conv1d=False, what=what)
             if gpt2
-            else family_layout(model_type, cfg, src, path.name, what=what, depth_key="block_count")
+            else family_layout(model_type, cfg, src, path.name, what=what)
         )
         model = build_model(cfg, src, layout, where=path.name, device=device, dtype=dtype, need=need)
-    except CheckpointError as exc:  # the checks name tensors as a Hugging Face folder would: say the file's
-        raise CheckpointError(in_gguf_names(str(exc), gpt2)) from None
+    except CheckpointError as exc:  # the checks name tensors and settings as a Hugging Face folder would
+        raise CheckpointError(in_gguf_keys(in_gguf_names(str(exc), gpt2), header.architecture)) from None
     ckpt = opened(
         "gguf",
         name,

@@ -18,8 +18,9 @@ eight-bit ``q``; the K-quants nest 256-value super-blocks with quantized scales)
 values is ``ne[0] / block_size`` blocks, so the header alone says every tensor's size in bytes.
 
 :func:`read_header` reads and checks the header only: every length, count, shape and offset is held
-against the file's size before it is used, so a corrupt or hostile file is refused in one line and
-nothing large is allocated. :func:`read_tensor` reads one tensor's bytes and dequantizes them to
+against the file's size before it is used, and a metadata key or tensor written twice is refused (as
+llama.cpp refuses it), so a corrupt or hostile file is refused in one line and nothing large is
+allocated. :func:`read_tensor` reads one tensor's bytes and dequantizes them to
 float32 with ``gguf.quants.dequantize`` (never our own arithmetic: the file's format is theirs).
 """
 
@@ -288,6 +289,8 @@ def _parse(buf: mmap.mmap, path: Path) -> GGUFHeader:
     metadata: dict[str, Any] = {}
     for i in range(n_kv):
         key = c.string(f"metadata key {i}")
+        if key in metadata:  # llama.cpp refuses the file: which value is meant cannot be told
+            raise c.fail(f"metadata key {key!r} is written twice (which value is meant?)")
         metadata[key] = c.value(c.u32(f"metadata {key!r}"), f"metadata {key!r}")
     infos = []
     for i in range(n_tensors):

@@ -3,7 +3,9 @@
 :func:`hf_name` renames ``blk.0.attn_q.weight`` to ``model.layers.0.self_attn.q_proj.weight`` (GPT-2's to
 ``transformer.h.0.…``) so that the file opens through the Hugging Face mapping
 (:mod:`model.io.families`, :mod:`model.io.gpt2`); :func:`in_gguf_names` writes the names in a message
-back as the file spells them, so an error names the tensors the user can see (:mod:`model.io.gguf`).
+back as the file spells them, so an error names the tensors the user can see (:mod:`model.io.gguf`);
+:func:`in_gguf_keys` does the same for the settings a message names (``num_hidden_layers=40``, our
+``n_layers=40``: the file's ``llama.block_count=40``).
 
 :func:`gguf_model_name` is the model's own name, one rule whichever way the file is opened (File → Open,
 ``package:NAME``, the local models' list).
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["gguf_model_name", "gguf_name", "hf_name", "in_gguf_names"]
+__all__ = ["gguf_model_name", "gguf_name", "hf_name", "in_gguf_keys", "in_gguf_names"]
 
 #: What follows a model's name in a GGUF file's name: a quantization (``.Q4_1``, ``-Q4_K_M``,
 #: ``-IQ3_XXS``, ``.f16``, ``-BF16``), a split's part (``-00001-of-00003``), then ``.gguf``.
@@ -111,3 +113,45 @@ def gguf_name(hf_name: str, gpt2: bool) -> str:
 def in_gguf_names(message: str, gpt2: bool) -> str:
     """``message`` with every Hugging Face tensor name in it written as the GGUF file names it."""
     return _HF_TENSOR.sub(lambda m: gguf_name(m.group(0), gpt2), message)
+
+
+#: The metadata keys (after ``ARCH.``) a Hugging Face config's fields and ours are read from
+#: (:func:`model.io.gguf.gguf_config`): config.json's names, GPT-2's, then :class:`GPTConfig`'s.
+_KEYS = {
+    "num_hidden_layers": "block_count",
+    "hidden_size": "embedding_length",
+    "intermediate_size": "feed_forward_length",
+    "num_attention_heads": "attention.head_count",
+    "num_key_value_heads": "attention.head_count_kv",
+    "head_dim": "attention.key_length",
+    "max_position_embeddings": "context_length",
+    "rms_norm_eps": "attention.layer_norm_rms_epsilon",
+    "rope_theta": "rope.freq_base",
+    "sliding_window": "attention.sliding_window",
+    "n_layers": "block_count",
+    "d_model": "embedding_length",
+    "d_ff": "feed_forward_length",
+    "n_heads": "attention.head_count",
+    "n_kv_heads": "attention.head_count_kv",
+    "context_length": "context_length",
+    "rope_base": "rope.freq_base",
+    "rope_factor": "rope.scaling.factor",
+}
+_GPT2_KEYS = {
+    "n_layer": "block_count",
+    "n_embd": "embedding_length",
+    "n_inner": "feed_forward_length",
+    "n_head": "attention.head_count",
+    "n_positions": "context_length",
+    "layer_norm_epsilon": "attention.layer_norm_epsilon",
+    "norm_eps": "attention.layer_norm_epsilon",
+    **{k: v for k, v in _KEYS.items() if k in ("n_layers", "d_model", "d_ff", "n_heads", "context_length")},
+}
+
+
+def in_gguf_keys(message: str, arch: str) -> str:
+    """``message`` with every config field it names (a word of :data:`_KEYS`, not part of a longer
+    name) written as the metadata key of a GGUF file of architecture ``arch`` that it was read from."""
+    keys = _GPT2_KEYS if arch == "gpt2" else {**_KEYS, "norm_eps": "attention.layer_norm_rms_epsilon"}
+    words = re.compile(r"(?<![\w.])(" + "|".join(sorted(keys, key=len, reverse=True)) + r")\b")
+    return words.sub(lambda m: f"{arch}.{keys[m.group(1)]}", message)

@@ -91,8 +91,9 @@ _GPT2_ALIASES = {
 }
 
 
-def gpt2_config(hf: dict[str, Any]) -> GPTConfig:
-    """Our config for a Hugging Face GPT-2 ``config.json`` (HF's defaults for what it omits).
+def gpt2_config(hf: dict[str, Any], *, source: str = "config.json") -> GPTConfig:
+    """Our config for a Hugging Face GPT-2 ``config.json`` (HF's defaults for what it omits); its
+    refusals name ``source``, what ``hf`` was read from.
 
     ``n_layer, n_head, n_embd, n_positions, vocab_size, n_inner`` -> ``n_layers, n_heads, d_model,
     context_length, vocab_size, d_ff``; ``activation_function`` -> ``mlp`` + ``gelu_approx``;
@@ -120,7 +121,7 @@ def gpt2_config(hf: dict[str, Any]) -> GPTConfig:
     if hf.get("scale_attn_by_inverse_layer_idx"):
         problems.append("scale_attn_by_inverse_layer_idx (scores divided by layer+1) is not supported")
     if problems:
-        raise CheckpointError("config.json: " + "; ".join(problems))
+        raise CheckpointError(f"{source}: " + "; ".join(problems))
     mlp, approx = _GPT2_ACTIVATIONS[act]
     cfg = GPTConfig(
         vocab_size=sizes["vocab_size"],
@@ -144,7 +145,7 @@ def gpt2_config(hf: dict[str, Any]) -> GPTConfig:
     try:
         return cfg.validate()
     except ConfigError as exc:
-        raise CheckpointError("config.json: " + "; ".join(exc.problems)) from None
+        raise CheckpointError(f"{source}: " + "; ".join(exc.problems)) from None
 
 
 def gpt2_layout(

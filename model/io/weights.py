@@ -25,9 +25,10 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from model.budget.sizing import read_safetensors_header, skip_init_on_meta
+from model.budget.sizing import skip_init_on_meta
 from model.config import ConfigError, GPTConfig
 from model.io.loaded import CheckpointError
+from model.io.safetensors_file import safetensors_entries
 from model.io.stored import float_decoder
 from model.nn.gpt import GPT
 from model.nn.layers import make_positions
@@ -92,30 +93,27 @@ _ST_DTYPES = {
 
 
 def _safetensors_index(path: Path) -> dict[str, tuple[torch.dtype, tuple[int, ...], int, int]]:
-    """Parse a safetensors header: name -> (dtype, shape, first byte, end byte) in the file.
+    """A safetensors file's tensors: name -> (dtype, shape, first byte, end byte) in the file.
 
-    The format: an 8-byte little-endian header length ``n``, ``n`` bytes of JSON
-    ``{name: {"dtype", "shape", "data_offsets": [begin, end]}}``, then the tensors' bytes (offsets
-    relative to the end of the header). Every entry is checked against the file's size.
+    The header is read and its entries checked by :func:`~model.io.safetensors_file.safetensors_entries`
+    (kinds, a name written twice, tensors sharing bytes); here each entry's bytes are held against its
+    dtype and shape, and against the file's size.
     """
     bad = f"{path.name} is not a readable safetensors file"
     try:
-        header, start = read_safetensors_header(path)
+        entries, start = safetensors_entries(path)
         size = path.stat().st_size
     except (ValueError, OSError) as exc:
         raise CheckpointError(f"{bad}: {str(exc).removeprefix(path.name).lstrip(': ')}") from None
     out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            dtype = _ST_DTYPES[info["dtype"]]
-            shape = tuple(int(x) for x in info["shape"])
-            begin, end = (int(x) for x in info["data_offsets"])
-        except (KeyError, TypeError, ValueError):
-            raise CheckpointError(f"{bad}: the entry for {name} is malformed") from None
+    for name, (dtype_name, shape, begin, end) in entries.items():
+        dtype = _ST_DTYPES.get(dtype_name)
+        if dtype is None:
+            raise CheckpointError(
+                f"{bad}: {name} has dtype {dtype_name!r}, not one of {', '.join(_ST_DTYPES)}"
+            )
         nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-        if min(shape, default=0) < 0 or end - begin != nbytes or begin < 0 or start + end > size:
+        if end - begin != nbytes or start + end > size:
             raise CheckpointError(f"{bad}: {name}'s bytes do not fit its shape or the file (truncated?)")
         out[name] = (dtype, shape, start + begin, start + end)
     return out
@@ -124,8 +122,9 @@ def _safetensors_index(path: Path) -> dict[str, tuple[torch.dtype, tuple[int, ..
 def safetensors_source(files: list[Path], *, keep_stored: bool = False) -> TensorSource:
     """Tensors of safetensors files, each read into its own memory with one ``readinto``.
 
-    Not memory-mapped on purpose: a mapped file's pages count in the process's resident memory as they
-    are touched, which would double the peak while the weights are copied into the model.
+    A tensor in two of the files is refused, as one named twice in a header is. Not memory-mapped on
+    purpose: a mapped file's pages count in the process's resident memory as they are touched, which
+    would double the peak while the weights are copied into the model.
     ``keep_stored``: each 2-D float16 / bfloat16 tensor is offered as stored instead
     (:attr:`TensorSource.stored`, a :class:`~model.nn.quantized.StoredMatrix` over a copy-on-write
     mapping of its file, nothing read), for a model that keeps them so (:mod:`model.io.stored`).
@@ -133,6 +132,8 @@ def safetensors_source(files: list[Path], *, keep_stored: bool = False) -> Tenso
     where: dict[str, tuple[Path, tuple[torch.dtype, tuple[int, ...], int, int]]] = {}
     for f in files:
         for name, entry in _safetensors_index(f).items():
+            if name in where:  # two shards of one model: which copy is meant cannot be told
+                raise CheckpointError(f"{name} is in both {where[name][0].name} and {f.name}: refused")
             where[name] = (f, entry)
 
     def get(name: str) -> torch.Tensor:

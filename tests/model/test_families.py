@@ -251,7 +251,11 @@ def test_unsupported_configs_are_refused(family_models, tmp_path, changes, messa
 @pytest.mark.parametrize(
     "changes, message",
     [
-        ({"num_hidden_layers": 10**7}, r"num_hidden_layers=10000000 but .* holds only \d+ tensors"),
+        ({"num_hidden_layers": 9000}, r"num_hidden_layers=9000 but .* holds only \d+ tensors"),
+        (
+            {"num_hidden_layers": 10**9},
+            r"num_hidden_layers=1000000000 must be a whole number from 1 to 10,000",
+        ),
         ({"hidden_size": 8192, "intermediate_size": 22016}, r"hidden_size=8192"),
     ],
 )

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
+import tracemalloc
 
 import pytest
 import torch
@@ -536,6 +538,60 @@ def test_what_is_not_implemented_is_refused_in_one_line(today_models, tmp_path, 
     (edited / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(CheckpointError, match=message) as err:
         open_model(edited)
+    assert "\n" not in str(err.value)
+
+
+_DEEPSEEK = "deepseek_v3-mla-grouped-yarn-bf16"
+_TOO_MANY = r"means [\d,]+ parameters but model[.\w-]* holds [\d,]+ values: the config does not describe"
+
+
+@pytest.mark.parametrize(
+    "case, changes, message",
+    [
+        (
+            "mixtral-window-sharded",
+            {"num_local_experts": 10**9},
+            "num_local_experts=1000000000 must be a whole",
+        ),
+        ("qwen3_moe-dense-first", {"num_experts": 10**9}, "num_experts=1000000000 must be a whole number"),
+        (_DEEPSEEK, {"n_routed_experts": 10**9}, "n_routed_experts=1000000000 must be a whole number from 1"),
+        (
+            _DEEPSEEK,
+            {"kv_lora_rank": 10**9},
+            "kv_lora_rank=1000000000 must be a whole number from 1 to 1,000,000",
+        ),
+        ("mixtral-window-sharded", {"num_local_experts": 50_000}, "num_local_experts=50000.*" + _TOO_MANY),
+        (_DEEPSEEK, {"kv_lora_rank": 500_000}, "kv_lora_rank=500000.*" + _TOO_MANY),
+    ],
+    ids=[
+        "1e9 experts",
+        "1e9 experts qwen3_moe",
+        "1e9 experts deepseek",
+        "latent rank 1e9",
+        "5e4 experts",
+        "rank 5e5",
+    ],
+)
+def test_a_config_is_sized_before_its_experts_and_latent_rows_are_laid_out(
+    today_models, tmp_path, case, changes, message
+):
+    """10⁹ experts were laid out as three rows each before any check (over 90 s and 2.6 GB, then
+    refused by nothing), a latent rank of 10⁹ as a row order of 10⁹ entries (stopped by the system's
+    memory cap): a count past its bound is one line at once, and one within it that means far more
+    parameters than the file holds is refused by the arithmetic before any row is listed."""
+    edited = tmp_path / "edited"
+    shutil.copytree(today_models(case)[0], edited)
+    cfg = json.loads((edited / "config.json").read_text())
+    (edited / "config.json").write_text(json.dumps({**cfg, **changes}))
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(CheckpointError, match=message) as err:
+            open_model(edited)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert time.perf_counter() - t0 < 1.0 and peak < 4 * 2**20, (time.perf_counter() - t0, peak)
     assert "\n" not in str(err.value)
 
 

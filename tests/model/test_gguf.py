@@ -28,11 +28,12 @@ import torch
 from gguf.quants import dequantize
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from model.budget.arithmetic import human_bytes, parameters
 from model.budget.sizing import ModelTooLarge
 from model.interp.trace import run_with_trace
 from model.io import gguf as gguf_module
 from model.io.checkpoint import Checkpoint, CheckpointError
-from model.io.gguf import load_gguf
+from model.io.gguf import gguf_config, load_gguf
 from model.io.gguf_file import DEQUANTIZED, OTHER_TYPES, read_header, read_tensor, shortest_float32
 from model.io.pretrained import detect, open_model
 from model.nn.generate import generate
@@ -436,6 +437,10 @@ RAW_FILES = {
         gguf_bytes([ARCH], [tensor_info("token_embd.weight", [48, 2], 2, 0)], EMBD_DATA),
         ["'token_embd.weight'", "rows of 48 values", "32-value blocks"],
     ),
+    "metadata key written twice": (
+        gguf_bytes([ARCH, kv("general.architecture", 8, string("gemma"))], [EMBD], EMBD_DATA),
+        ["metadata key 'general.architecture' is written twice"],
+    ),
     "tensor listed twice": (
         gguf_bytes([ARCH], [EMBD, EMBD], EMBD_DATA),
         ["'token_embd.weight' is listed twice"],
@@ -530,6 +535,22 @@ UNSUPPORTED = {
         dict(metadata={"llama.block_count": (3, "UINT32")}),
         ["missing blk.2.attn_norm.weight"],  # named as the file names its tensors
     ),
+    "block_count 10^9": (  # refused before anything is laid out per layer (1 GB of layer letters)
+        dict(metadata={"llama.block_count": (10**9, "UINT32")}),
+        ["its metadata (llama): llama.block_count=1000000000 must be a whole number from 1 to 10,000"],
+    ),
+    "rope.dimension_count 0": (  # no rotation at all, not "absent" (full rotation)
+        dict(metadata={"llama.rope.dimension_count": (0, "UINT32")}),
+        ["llama.rope.dimension_count=0 must be an even whole number from 2", "head's size (llama.attention"],
+    ),
+    "head counts that do not divide": (  # named by the file's keys, not config.json's or ours
+        dict(metadata={"llama.attention.head_count": (3, "UINT32")}),
+        ["llama.attention.head_count=3 is not a multiple of llama.attention.head_count_kv=2"],
+    ),
+    "feed_forward_length 0": (
+        dict(metadata={"llama.feed_forward_length": (0, "UINT32")}),
+        ["x.gguf: its metadata (llama): llama.feed_forward_length=0 must be a positive whole number"],
+    ),
     "block_count a string": (
         dict(metadata={"llama.block_count": ("two", "STRING")}),
         ["llama.block_count is 'two', not a number"],
@@ -558,7 +579,8 @@ def test_unsupported_file_is_refused_before_reading_weights(tmp_path, monkeypatc
     path = write_gguf(tmp_path / "x.gguf", model, folder, "F32", **options)
     _no_tensor_read(monkeypatch)
     assert detect(path) == ("gguf", path)
-    _refused(path, ["x.gguf", *words])
+    message = _refused(path, ["x.gguf", *words])
+    assert "config.json" not in message  # a file the user does not have
 
 
 def test_i_quant_is_refused_naming_the_tensor_and_the_supported_types(tmp_path, monkeypatch, hf_models):
@@ -581,20 +603,18 @@ def test_a_model_larger_than_memory_is_refused_by_the_size_check(tmp_path, monke
     """Dequantized whole, the size is the config's (a width of 2**36 is refused by the arithmetic);
     kept as stored, it is the file's tensors', and metadata that lies about them is named as such."""
     folder, model = hf_models("llama")
-    path = write_gguf(
-        tmp_path / "huge.gguf",
-        model,
-        folder,
-        "F32",
-        metadata={"llama.feed_forward_length": (2**36, "UINT64")},
-    )
+    wide = {"llama.feed_forward_length": (10**7, "UINT64"), "llama.embedding_length": (2**16, "UINT64")}
+    path = write_gguf(tmp_path / "huge.gguf", model, folder, "F32", metadata=wide)
     _no_tensor_read(monkeypatch)
     message = _refused(
         path, ["loading huge"], opener=lambda p: load_gguf(p, stored=False), error=ModelTooLarge
     )
-    assert "192.00 TiB" in message and "d_ff=68719476736" in message
-    message = _refused(path, ["shapes do not match", "intermediate_size=68719476736"])
-    assert "blk.0.ffn_up.weight is [128, 64], not [68719476736, 64]" in message
+    header = read_header(path)
+    n = parameters(gguf_config(header)[2]).total  # 3.9e12, read into float32
+    assert f"(weights {human_bytes(4 * n)}" in message and "d_ff=10000000" in message
+    message = _refused(path, ["llama.embedding_length=65536", "llama.feed_forward_length=10000000"])
+    held = sum(t.numel for t in header.tensors.values())
+    assert f"means {n:,} parameters but huge.gguf holds {held:,} values: the config does not" in message
 
 
 # ---------------------------------------------------------------------------------------------

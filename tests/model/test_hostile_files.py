@@ -88,6 +88,17 @@ _BASE = dict(vocab_size=10, hidden_size=8, num_hidden_layers=2, num_attention_he
         ("gpt_neox", {"layer_norm_eps": "1e-5"}, "layer_norm_eps='1e-5'"),
         ("gemma3_text", {"sliding_window_pattern": 0}, "sliding_window_pattern=0"),
         ("mixtral", {"num_local_experts": float("nan")}, "num_local_experts=nan"),
+        ("mixtral", {"router_jitter_noise": float("nan")}, "router_jitter_noise=nan must be a finite number"),
+        (  # transformers' router takes the best topk_group of n_group groups: it cannot route with these
+            "deepseek_v3",
+            {"first_k_dense_replace": 0, "n_group": 1, "topk_group": 2},
+            "topk_group=2 is more than n_group=1: a token cannot choose its experts from 2 of 1 group",
+        ),
+        (
+            "deepseek_v3",
+            {"first_k_dense_replace": 0, "n_group": 2, "topk_group": 3},
+            "topk_group=3 is more th",
+        ),
         ("qwen3_moe", {"decoder_sparse_step": 0}, "decoder_sparse_step=0"),
         ("qwen3_moe", {"mlp_only_layers": 5}, "mlp_only_layers=5"),
         (
@@ -314,6 +325,92 @@ def test_a_panic_inside_the_library_is_one_tokenizer_error(llama_dir):
     backend._raw = Tokenizer.from_str(json.dumps(data))  # the library's own, truncation kept: it panics
     with pytest.raises(TokenizerError, match=r"tokenizer\.json: the tokenizers library failed on it"):
         backend.encode("a b c d e f")
+
+
+# ---- safetensors headers: what the safetensors library refuses ------------------------------------------
+def _with_weights_header(llama_dir, tmp_path, edit):
+    """A copy of ``llama_dir`` whose model.safetensors header is ``edit(header)``'s JSON text (the tensor
+    bytes kept as they are): written as text, so that it may hold what ``json.dumps`` cannot write."""
+    dst = tmp_path / "edited"
+    shutil.copytree(llama_dir, dst)
+    weights = dst / "model.safetensors"
+    raw = weights.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    text = edit(json.loads(raw[8 : 8 + n])).encode("utf-8")
+    weights.write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + n :])
+    return dst
+
+
+_NORM = "model.norm.weight"
+
+
+def _set(header, name, field, literal):
+    """``header`` as JSON text with ``name``'s ``field`` written as the JSON ``literal`` itself."""
+    header[name][field] = "@literal@"
+    return json.dumps(header).replace('"@literal@"', literal)
+
+
+def _named_twice(header):
+    """The last entry written again before the others, as a second copy over another tensor's bytes."""
+    text = json.dumps(header)
+    copy = dict(header[_NORM], data_offsets=header["model.layers.0.input_layernorm.weight"]["data_offsets"])
+    return "{" + json.dumps(_NORM) + ": " + json.dumps(copy) + ", " + text[1:]
+
+
+def _sharing_bytes(header):
+    """Layer 0's o_proj read from q_proj's bytes (both [32, 32]): two names over one tensor."""
+    header["model.layers.0.self_attn.o_proj.weight"]["data_offsets"] = header[
+        "model.layers.0.self_attn.q_proj.weight"
+    ]["data_offsets"]
+    return json.dumps(header)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda h: _set(h, _NORM, "shape", "[1e400]"),
+            r"model\.norm\.weight has shape \[inf\], not a list of whole",
+        ),
+        (lambda h: _set(h, _NORM, "shape", "[32.0]"), r"model\.norm\.weight has shape \[32\.0\], not a list"),
+        (
+            lambda h: _set(h, _NORM, "data_offsets", "[0, 1e400]"),
+            r"model\.norm\.weight has data_offsets \[0, inf\], not two whole numbers",
+        ),
+        (_named_twice, r"its header repeats the key 'model\.norm\.weight'"),
+        (
+            _sharing_bytes,
+            r"model\.layers\.0\.self_attn\.o_proj\.weight and model\.layers\.0\.self_attn\.q_proj\.weight "
+            r"share bytes",
+        ),
+    ],
+    ids=["shape 1e400", "shape a float", "offset 1e400", "a name twice", "two names over the same bytes"],
+)
+def test_a_safetensors_header_the_library_refuses_is_one_line(llama_dir, tmp_path, edit, message):
+    """json.loads reads 1e400 as inf (int() of it raised OverflowError), keeps the last of two equal keys,
+    and nothing held two tensors apart: each is now refused in one line naming the file and the tensor."""
+    with pytest.raises(CheckpointError, match=message) as got:
+        open_model(_with_weights_header(llama_dir, tmp_path, edit))
+    assert _one_line(got.value).startswith("model.safetensors is not a readable safetensors file: ")
+
+
+def test_a_tensor_in_two_shards_is_refused(llama_dir, tmp_path):
+    """The shards were read in turn into one map, the last copy of a name winning unseen: here a second
+    shard's zeros would have replaced the final norm's weights."""
+    from safetensors.torch import load_file, save_file
+
+    dst = tmp_path / "sharded"
+    shutil.copytree(llama_dir, dst)
+    tensors = load_file(dst / "model.safetensors")
+    (dst / "model.safetensors").unlink()
+    save_file(tensors, dst / "model-00001-of-00002.safetensors")
+    save_file({_NORM: torch.zeros_like(tensors[_NORM])}, dst / "model-00002-of-00002.safetensors")
+    weight_map = {name: "model-00001-of-00002.safetensors" for name in tensors}
+    weight_map[_NORM] = "model-00002-of-00002.safetensors"
+    (dst / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    with pytest.raises(CheckpointError, match=r"model\.norm\.weight is in both model-00001-of-00002") as got:
+        open_model(dst)
+    _one_line(got.value)
 
 
 # ---- text that is not Unicode: lone surrogates ----------------------------------------------------------

@@ -20,6 +20,7 @@ from model.config import ConfigError, GPTConfig
 from model.interp.plan import inspection_need, plan_inspection
 from model.interp.trace import run_with_trace
 from model.io.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from model.io.safetensors_file import safetensors_shapes
 from model.nn.generate import check_sampling, check_seed
 from model.nn.gpt import build_model
 from model.text.sources import resolve_source
@@ -103,7 +104,8 @@ def test_a_trainer_of_a_huge_config_is_refused_before_allocation(tiny_settings):
 def test_a_lying_config_json_is_refused_before_the_model_is_built(tmp_path, tiny_config):
     save_checkpoint(tmp_path / "c", build_model(tiny_config.with_vocab(256), seed=0), ByteTokenizer())
     cfg = json.loads((tmp_path / "c" / "config.json").read_text())
-    for lie in ({"d_model": 8192}, {"n_layers": 5000, "d_model": 512}):
+    experts = {"mlp": "swiglu", "n_experts_per_token": 1}  # as many modules, even on the meta device
+    for lie in ({"d_model": 8192}, {"n_layers": 5000, "d_model": 512}, {**experts, "n_experts": 50_000}):
         (tmp_path / "c" / "config.json").write_text(json.dumps({**cfg, **lie}))
         before, t0 = rss(), time.perf_counter()
         with pytest.raises(CheckpointError, match="does not match"):
@@ -113,10 +115,10 @@ def test_a_lying_config_json_is_refused_before_the_model_is_built(tmp_path, tiny
 
 def test_header_shapes_and_parameter_count(tmp_path):
     save_file({"a": torch.zeros(3, 4), "b": torch.zeros(5)}, tmp_path / "w.safetensors")
-    assert sizing.safetensors_shapes(tmp_path / "w.safetensors") == {"a": (3, 4), "b": (5,)}
+    assert safetensors_shapes(tmp_path / "w.safetensors") == {"a": (3, 4), "b": (5,)}
     (tmp_path / "bad.safetensors").write_bytes(b"\xff" * 8 + b"{}")
     with pytest.raises(ValueError, match="header length"):
-        sizing.safetensors_shapes(tmp_path / "bad.safetensors")
+        safetensors_shapes(tmp_path / "bad.safetensors")
 
 
 # ---- inspection within a budget ---------------------------------------------------------------
