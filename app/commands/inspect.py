@@ -7,7 +7,7 @@ import os
 import sys
 
 from app.cli import UserError
-from app.commands.download import local_checkpoint
+from app.commands.opening import add_keep_stored, open_checkpoint
 from model.atomic import OutputError, check_output, clean_stale_temps
 from model.budget.arithmetic import human_bytes
 from model.budget.sizing import OVERRIDE_ENV, check, load_need, usable_bytes
@@ -32,6 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE.json",
         help="a config file: a freshly initialised model with the byte-level tokenizer",
     )
+    add_keep_stored(p)
     p.add_argument("--prompt", required=True, metavar="TEXT", help="the text to inspect")
     p.add_argument(
         "--out",
@@ -147,12 +148,7 @@ def run(args: argparse.Namespace) -> int:
     clean_stale_temps(out if out.suffix == ".npz" else out.with_name(out.name + ".npz"))
     budget = _budget(args)
     if args.checkpoint is not None:
-        from model.io.pretrained import open_model
-
-        try:
-            ckpt = open_model(local_checkpoint(args.checkpoint))  # sized before it is built (model.sizing)
-        except (OSError, ValueError) as exc:
-            raise UserError(str(exc)) from None
+        ckpt = open_checkpoint(args, "inspect")  # sized before it is built (model.sizing)
         model, tokenizer, cfg = ckpt.model, ckpt.tokenizer, ckpt.model.config
     else:
         model = None
