@@ -179,10 +179,11 @@ class FileActions:
         dialog.activateWindow()
         return dialog
 
-    def open_named(self, path: str, name: str = "") -> bool:
+    def open_named(self, path: str, name: str = "", *, stored: bool | None = None) -> bool:
         """Open the model at ``path`` (``attention-lab MODEL``), called ``name`` when that says more
-        than its path (a packaged GGUF file, a Hub repo's cache folder)."""
-        if not self.open_checkpoint(path, remember_dir=False):
+        than its path (a packaged GGUF file, a Hub repo's cache folder), its weights held as
+        ``stored`` says (``--keep-stored``)."""
+        if not self.open_checkpoint(path, remember_dir=False, stored=stored):
             return False
         if name:
             self.session.checkpoint_meta["name"] = name
