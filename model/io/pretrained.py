@@ -152,8 +152,8 @@ def stored_note(kind: str, stored: bool | None) -> str:
         return ""
     what = _KIND_NAMES.get(kind, kind)
     return (
-        "keeping the weights as stored or decoding them once applies to GGUF files and Hugging Face "
-        f"folders of the Llama-era families; this model ({what}) is read into float32 as always"
+        "keeping weights as stored applies to GGUF and Llama-era Hugging Face models; "
+        f"this one ({what}) is read into float32"
     )
 
 
