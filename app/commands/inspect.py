@@ -64,7 +64,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "head pooled to at most 256×256 (max and mean) and each layer's queries and keys, from which "
         "model.interp.export.streamed_head recomputes any head",
     )
-    p.add_argument("--float16", action="store_true", help="record and export the heads in float16")
+    p.add_argument(
+        "--float16",
+        action="store_true",
+        help="record and export the heads in float16 (the streamed form keeps its queries and keys float32)",
+    )
     p.add_argument(
         "--compress",
         action="store_true",
