@@ -64,7 +64,7 @@ MODEL_KINDS = (
 )
 
 WINDOW_USAGE = """\
-attention-lab [MODEL | --checkpoint MODEL]
+attention-lab [MODEL | --checkpoint MODEL] [--keep-stored | --no-keep-stored]
        attention-lab COMMAND [OPTIONS]"""
 
 WINDOW_EPILOG = f"""\

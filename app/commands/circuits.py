@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from app.cli import UserError
-from app.commands.download import local_checkpoint
+from app.commands.opening import add_keep_stored, open_checkpoint
 from model.atomic import OutputError, check_output
 from model.config import GPTConfig
 
@@ -31,6 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="a saved model, a Hugging Face folder or GGUF file, or hf:REPO[@REVISION]",
     )
     src.add_argument("--config", metavar="FILE.json", help="a config file: a freshly initialised model")
+    add_keep_stored(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the fresh model's weights (with --config)")
     p.add_argument(
         "--kind",
@@ -72,12 +73,7 @@ def _check(args) -> Path | None:
 def _model(args):
     """(model, what it is in words)."""
     if args.checkpoint is not None:
-        from model.io.pretrained import open_model
-
-        try:
-            ckpt = open_model(local_checkpoint(args.checkpoint))
-        except (OSError, ValueError) as exc:
-            raise UserError(str(exc)) from None
+        ckpt = open_checkpoint(args, "circuits")
         return ckpt.model, str(args.checkpoint)
     from model.budget.sizing import check, load_need
     from model.text.tokens import ByteTokenizer

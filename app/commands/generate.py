@@ -7,7 +7,7 @@ import sys
 import warnings
 
 from app.cli import UserError
-from app.commands.download import local_checkpoint
+from app.commands.opening import add_keep_stored, open_checkpoint
 from model.budget.sizing import check, generation_need
 from model.errors import AttentionLabError
 
@@ -79,10 +79,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=None, help="make sampling reproducible")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
     p.add_argument("--no-cache", action="store_true", help="recompute the whole context every token")
+    add_keep_stored(p)
 
 
 def run(args: argparse.Namespace) -> int:
-    from model.io.pretrained import open_model
     from model.nn.generate import check_sampling, check_seed, stream, trained_window
     from model.runtime import pick_device
 
@@ -92,9 +92,7 @@ def run(args: argparse.Namespace) -> int:
         check_sampling(args.temperature, args.top_k, args.top_p, greedy=args.greedy)
         check_seed(args.seed)
         device = pick_device(args.device)
-        ckpt = open_model(
-            local_checkpoint(args.checkpoint), device=device
-        )  # ours, Hugging Face GPT-2 or nanoGPT
+        ckpt = open_checkpoint(args, "generate", device=device)  # any model File → Open reads
     except ValueError as exc:  # bad sampling values, DeviceError, CheckpointError
         raise UserError(str(exc)) from None
     if not args.prompt:

@@ -1,4 +1,11 @@
-"""`attention-lab inspect`: run one prompt through a model and export every head as .npz."""
+"""`attention-lab inspect`: run one prompt through a model and export every head as .npz.
+
+Every head's weights [L, H, T, T] when they fit (in float16, or without the scores, if they must);
+past that, or with ``--streamed``, the streamed form the Attention tab keeps of a long prompt: every
+head pooled, and each layer's queries and keys, which recompute any head exactly
+(:mod:`model.interp.export` documents both). A prompt longer than the model's context is cut to its
+last tokens (BOS kept), and the warning and the file (``dropped``, ``positions``) say where.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,7 @@ import os
 import sys
 
 from app.cli import UserError
-from app.commands.download import local_checkpoint
+from app.commands.opening import add_keep_stored, open_checkpoint
 from model.atomic import OutputError, check_output, clean_stale_temps
 from model.budget.arithmetic import human_bytes
 from model.budget.sizing import OVERRIDE_ENV, check, load_need, usable_bytes
@@ -32,6 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE.json",
         help="a config file: a freshly initialised model with the byte-level tokenizer",
     )
+    add_keep_stored(p)
     p.add_argument("--prompt", required=True, metavar="TEXT", help="the text to inspect")
     p.add_argument(
         "--out",
@@ -47,9 +55,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="GB",
         help="memory the inspection may use (default: most of what the machine has free); when every "
-        "head of every layer does not fit, float16, the weights alone, then fewer layers are kept",
+        "head of every layer does not fit, float16, then the weights alone are kept, then it is streamed",
     )
-    p.add_argument("--float16", action="store_true", help="record and export the heads in float16")
+    p.add_argument(
+        "--streamed",
+        action="store_true",
+        help="write the streamed form (the default past ~1 GiB of heads or when they do not fit): every "
+        "head pooled to at most 256×256 (max and mean) and each layer's queries and keys, from which "
+        "model.interp.export.streamed_head recomputes any head",
+    )
+    p.add_argument(
+        "--float16",
+        action="store_true",
+        help="record and export the heads in float16 (the streamed form keeps its queries and keys float32)",
+    )
     p.add_argument(
         "--compress",
         action="store_true",
@@ -109,13 +128,16 @@ def _plan(cfg, tokenizer, args, budget: int, *, with_model: bool):
         export=True,
         float16=True if args.float16 else None,
         with_model=with_model,
+        streamed=args.streamed,
     )
     T = plan.prompt.T
     if plan.for_context:
-        kept = "the first token and the last" if plan.prompt.prefix else "the last"
+        print(f"attention-lab inspect: warning: {_cut(plan.prompt, cfg.context_length)}", file=sys.stderr)
+    if not plan.held and not args.streamed:
         print(
-            f"attention-lab inspect: warning: prompt has {T + plan.for_context} tokens; keeping "
-            f"{kept} {T} (context_length)",
+            f"attention-lab inspect: note: every head of {T:,} tokens is not held ({cfg.n_layers} × "
+            f"{cfg.n_heads} heads of {T:,}² weights): writing the streamed form, every head pooled and "
+            "each layer's queries and keys, which recompute any head (model.interp.export.streamed_head)",
             file=sys.stderr,
         )
     left_out = []
@@ -123,8 +145,6 @@ def _plan(cfg, tokenizer, args, budget: int, *, with_model: bool):
         left_out.append("float16 instead of float32")
     if plan.dropped_kinds:
         left_out.append(f"without {' and '.join(plan.dropped_kinds)}")
-    if plan.layers is not None:
-        left_out.append(f"layers {', '.join(map(str, plan.layers))} of {cfg.n_layers}")
     if left_out:
         print(
             f"attention-lab inspect: warning: every head of {T} tokens does not fit in "
@@ -132,6 +152,19 @@ def _plan(cfg, tokenizer, args, budget: int, *, with_model: bool):
             file=sys.stderr,
         )
     return plan
+
+
+def _cut(prompt, context: int) -> str:
+    """Where ``prompt`` was cut to the model's ``context``, in one line: which tokens were left out."""
+    T, gone = prompt.T, prompt.dropped
+    front = next((i for i, at in enumerate(prompt.positions) if at != i), T)  # kept in front: a BOS
+    first = "the first token" if front == 1 else f"the first {front:,}"
+    kept = f"{first} and the last {T - front:,}" if front else f"the last {T:,}"
+    return (
+        f"the prompt is {T + gone:,} tokens, longer than the model's context of {context:,}: keeping {kept}, "
+        f"leaving out its tokens {front:,} to {front + gone - 1:,} (counting from 0; the file's positions "
+        "give each kept token's place)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -147,12 +180,7 @@ def run(args: argparse.Namespace) -> int:
     clean_stale_temps(out if out.suffix == ".npz" else out.with_name(out.name + ".npz"))
     budget = _budget(args)
     if args.checkpoint is not None:
-        from model.io.pretrained import open_model
-
-        try:
-            ckpt = open_model(local_checkpoint(args.checkpoint))  # sized before it is built (model.sizing)
-        except (OSError, ValueError) as exc:
-            raise UserError(str(exc)) from None
+        ckpt = open_checkpoint(args, "inspect")  # sized before it is built (model.sizing)
         model, tokenizer, cfg = ckpt.model, ckpt.tokenizer, ckpt.model.config
     else:
         model = None
@@ -173,24 +201,31 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
 
-    from model.interp.export import inspection_arrays, npz_bytes, npz_path, save_inspection
+    from model.interp.export import inspection_arrays, npz_bytes, npz_path, save_inspection, streamed_arrays
     from model.interp.trace import run_with_trace
     from model.nn.gpt import build_model
 
     if model is None:
         model = build_model(cfg, seed=args.seed)
-    dtype = torch.float16 if plan.float16 else torch.float32
-    trace = run_with_trace(model, plan.prompt, kinds=plan.kinds, layers=plan.layers, dtype=dtype, sized=True)
-    arrays = inspection_arrays(
-        trace, list(plan.prompt.texts), dtype=np.float16 if plan.float16 else np.float32
-    )
-    del trace
+    prompt = plan.prompt
+    if plan.held:
+        dtype = torch.float16 if plan.float16 else torch.float32
+        trace = run_with_trace(model, prompt, kinds=plan.kinds, layers=plan.layers, dtype=dtype, sized=True)
+        arrays = inspection_arrays(
+            trace, list(prompt.texts), dtype=np.float16 if plan.float16 else np.float32
+        )
+        del trace
+    else:  # every head pooled, and what recomputes any of them, never a [T, T] in flight
+        arrays = streamed_arrays(model, list(prompt.ids), list(prompt.texts), plan.block)
+    arrays.update(dropped=np.array(prompt.dropped), positions=np.array(prompt.positions, dtype=np.int64))
     print(
         f"writing {npz_path(out)}: {human_bytes(npz_bytes(arrays))}"
         + (" before compression…" if args.compress else "…"),
         flush=True,
     )
     path = save_inspection(out, arrays, compress=args.compress)  # a failed write: WriteError, one line
-    L, H, T, _ = arrays["weights"].shape
-    print(f"wrote {path}: {L} layers × {H} heads × {T} tokens")
+    L, H, T = len(arrays["layers"]), cfg.n_heads, prompt.T
+    S = arrays["overview"].shape[-1] if not plan.held else T
+    form = f", streamed: every head pooled to {S}×{S}, each layer's queries and keys" if not plan.held else ""
+    print(f"wrote {path}: {L} layers × {H} heads × {T} tokens{form}")
     return 0

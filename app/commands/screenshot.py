@@ -141,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
         _prepare(win, args)
         _generate(win, args.seed)
         _shoot_window_and_panels(win, shots)
+        _shoot_open_dialog(win, shots)
         unfinished = _shoot_tabs(win, shots)
         _shoot_scrubbed(win, shots)
         _shoot_invalid_config(win, shots)
@@ -299,6 +300,22 @@ def _shoot_window_and_panels(win: MainWindow, shots: _Shots) -> None:
         dock.raise_()
         shots.shot(dock.widget(), f"panel-{key}")
     win.docks["model"].raise_()
+
+
+def _shoot_open_dialog(win: MainWindow, shots: _Shots) -> None:
+    """File → Open checkpoint's dialog in the shipped assets folder, as ``dialog-open`` (shown, not run)."""
+    from app.dialogs.checkpoint_dialog import CheckpointDialog
+    from model.io.starter import STARTER_DIR
+
+    if not shots.wanted("dialog-open"):
+        return
+    dialog = CheckpointDialog(win, str(STARTER_DIR.parent))
+    dialog.show()
+    try:
+        shots.shot(dialog, "dialog-open")
+    finally:
+        dialog.close()
+        dialog.deleteLater()
 
 
 def _shoot_tabs(win: MainWindow, shots: _Shots) -> list[str]:

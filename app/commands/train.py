@@ -11,13 +11,16 @@ every ``--log-every`` steps, every evaluation and the last step), ``checkpoint/`
 ``--save-every`` steps and at the end; ``DIR`` itself opens as that checkpoint; with
 ``--keep-checkpoints`` every save is also kept as ``checkpoints/step-NNNNNNNN/``), ``probes/`` (with
 ``--probe-every K``) and ``run.json``; the app follows it live (File → Follow a run folder…).
-``--log-json FILE`` writes the same rows to a second file. On resume both logs are appended to.
+``--log-json FILE`` writes the same rows to a second file. On resume both logs are appended to, from
+the checkpoint's step: rows a killed run logged after its last save are cut first.
 
 Nothing of the user's is replaced or deleted: ``--out`` must be missing, empty or a run folder of ours
-(``run.json`` says so and everything in it is the run's own); ``--log-json`` must be a new file or an
+(``run.json`` says so and everything in it is the run's own), and one that holds a checkpoint (a trained
+model) is replaced only with ``--overwrite``: without it, and unless it is the run ``--resume``
+continues, the refusal names that run's status, step and date; ``--log-json`` must be a new file or an
 earlier run's log, outside the run folder and none of the run's inputs; ``--resume`` refuses a
-checkpoint whose training state is missing or damaged; a folder another run is writing is refused
-naming that run's PID (model/io/runlock.py). Each is one line, before anything is written.
+checkpoint whose training state is missing or damaged; a folder another run is writing is refused naming
+that run's PID (model/io/runlock.py). Each is one line, before anything is written.
 
 On a terminal the progress is one updating line; otherwise plain lines every ``--log-every`` steps.
 Ctrl-C stops after the current step and saves; a second one aborts.
@@ -44,9 +47,9 @@ from typing import Any
 from app.cli import UserError
 from app.commands.train_loop import train_into
 from model.config import CHOICES, FIELD_HELP, ConfigError, GPTConfig
-from model.io.atomic_dir import clean_stale_temps
 from model.io.checkpoint import CheckpointError, check_save_target, load_checkpoint
 from model.io.runfolder import CHECKPOINT_DIR, RunFolderError, check_extra_log, check_run_folder
+from model.io.runleftovers import clean_run_temps, saved_run
 from model.io.runlock import RunLock, refuse_if_busy
 from model.text.sources import DEFAULT_SOURCE, resolve_source
 from model.train.distributed import DEFAULT_TIMEOUT_S, DistributedError, close, init
@@ -218,6 +221,12 @@ def _add_output(p: argparse.ArgumentParser) -> None:
     )
     out.add_argument("--resume", metavar="DIR", help="continue training this checkpoint or run exactly")
     out.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the trained model of the run folder --out (without it, a folder holding a "
+        "checkpoint is refused: --resume DIR continues that run instead)",
+    )
+    out.add_argument(
         "--log-json",
         metavar="FILE",
         help="also write the log rows (DIR/log.jsonl) to FILE: a new file, or the log an earlier run wrote "
@@ -263,6 +272,7 @@ def _check_out(args, *, main: bool = True) -> str:
         if main:  # first: a run writing there has temporary files of its own
             refuse_if_busy(out)
         check_run_folder(out)
+        _refuse_replacing(args, out)
         # before the run: a bad or read-only --out fails now, not after it
         check_save_target(Path(out) / CHECKPOINT_DIR)
         if args.log_json is not None:
@@ -272,13 +282,30 @@ def _check_out(args, *, main: bool = True) -> str:
     return out
 
 
+def _refuse_replacing(args, out: str) -> None:
+    """One line when the run folder ``out`` holds a trained model this run would replace: not the run
+    ``--resume`` continues, and no ``--overwrite``. It names the run (:func:`saved_run`) and both ways
+    on."""
+    if args.overwrite:
+        return
+    if args.resume and Path(args.resume).resolve() in (
+        Path(out).resolve(),
+        Path(out).resolve() / CHECKPOINT_DIR,
+    ):
+        return
+    held = saved_run(out)
+    if held is not None:
+        raise UserError(
+            f"--out {out} holds {held}: pass --resume {out} to train on from it, or --overwrite to replace it"
+        )
+
+
 def _build(args, dist, out: str) -> Trainer:
     """The trainer from the arguments; user mistakes raise UserError/ConfigError."""
     config_changes = {f.name: getattr(args, f"cfg_{f.name}") for f in _config_fields()}
     config_changes = {k: v for k, v in config_changes.items() if v is not None}
     overrides = {name: getattr(args, f"set_{name}") for name in [*SETTING_FLAGS, "amp"]}
     overrides = {k: v for k, v in overrides.items() if v is not None}
-    clean_stale_temps(Path(out) / CHECKPOINT_DIR)  # what a killed earlier save left beside it
     options = {"dist": dist, "grad_accum": args.grad_accum, "dtype": args.dtype, "compile": args.compile}
 
     try:
@@ -364,7 +391,9 @@ def _run(args: argparse.Namespace, dist) -> int:
     out = _check_out(args, main=main)
     # rank 0 writes the folder: it holds the lock from before the model is built to the end of the run
     # (a missing --resume folder without --out is not made: reading it says it is missing)
-    with RunLock(out, create=bool(args.out)) if main else contextlib.nullcontext():
+    with RunLock(out, create=bool(args.out)) if main else contextlib.nullcontext() as lock:
+        if lock is not None:  # what killed writes left: all of it while the lock keeps other runs out
+            clean_run_temps(out, held=lock.held)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             trainer = _build(args, dist, out)

@@ -108,7 +108,8 @@ def train_into(trainer: Trainer, out: str, args: argparse.Namespace, dist) -> in
 def _open_run_folder(trainer: Trainer, out: str, args: argparse.Namespace) -> RunWriter:
     """Rank 0's writer of the run folder ``out`` (a resumed run appends to it)."""
     try:
-        writer = RunWriter(out, resume=trainer.step > 0, extra_log=args.log_json)
+        resume_step = trainer.step if trainer.step > 0 else None  # its log goes on from the save
+        writer = RunWriter(out, resume_step=resume_step, extra_log=args.log_json)
     except (RunFolderError, OSError) as exc:
         raise UserError(str(exc)) from None
     if args.keep_checkpoints:  # kept saves of an earlier run past this start belong to another history

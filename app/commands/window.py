@@ -4,7 +4,9 @@ A MODEL is anything File → Open reads (:data:`app.cli.MODEL_KINDS`); ``hf:REPO
 Hugging Face cache first (progress on stderr) and ``package:NAME`` found in its package. A MODEL that is
 neither a command nor a file, folder or model name is one line on stderr and exit code 2, so a typo of a
 command (``attention-lab trian``) says so instead of opening a window; so is a file or folder that holds
-no model File → Open would recognise (:func:`model.io.pretrained.detect`).
+no model File → Open would recognise (:func:`model.io.pretrained.detect`). ``--keep-stored`` /
+``--no-keep-stored`` choose how MODEL's weights are held, as on the commands that open a model
+(:mod:`app.commands.opening`) and File → Open's Weights list.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ import argparse
 import difflib
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.cli import COMMANDS, MODEL_KINDS, WINDOW_EPILOG, WINDOW_USAGE, OneLineParser, UserError
+from app.commands.opening import add_keep_stored
 from model.errors import AttentionLabError
 from model.files import check_input
 
@@ -24,10 +27,12 @@ from model.files import check_input
 @dataclass(frozen=True)
 class WindowRequest:
     """What the window opens on: ``path`` (local; None: the starter) and ``name``, what the user
-    called it when that says more than the path (``package:NAME`` → NAME, ``hf:REPO`` → REPO)."""
+    called it when that says more than the path (``package:NAME`` → NAME, ``hf:REPO`` → REPO);
+    ``stored``: how its weights are held (``open_model``'s ``stored``, None: automatic)."""
 
     path: str | None = None
     name: str = ""
+    stored: bool | None = None
 
 
 def _model_name(spec: str) -> str:
@@ -77,17 +82,20 @@ def window_request(argv: list[str]) -> WindowRequest | int:
     )
     parser.add_argument("model", nargs="?", metavar="MODEL", help="the model to open")
     parser.add_argument("--checkpoint", metavar="MODEL", help="the model to open (the same as MODEL)")
+    add_keep_stored(parser)
     try:
         args = parser.parse_args(argv)
         if args.model is not None and args.checkpoint is not None:
             parser.error("name the model once: MODEL or --checkpoint MODEL, not both")
+        if args.model is None and args.checkpoint is None and args.keep_stored is not None:
+            parser.error("--keep-stored and --no-keep-stored are for a MODEL you name (the starter is small)")
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 2
     spec = args.checkpoint if args.checkpoint is not None else args.model
     if spec is None:
         return WindowRequest()
     try:
-        return _local_model(spec)
+        return replace(_local_model(spec), stored=args.keep_stored)
     except AttentionLabError as exc:
         print(f"attention-lab: error: {exc}", file=sys.stderr)
         return 2

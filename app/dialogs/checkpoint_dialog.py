@@ -7,6 +7,11 @@ plus an **Open this folder** button that opens the folder selected in the list, 
 shown. :func:`checkpoint_target` says what a choice opens: a file inside a model folder (its
 ``config.json``, ``model.safetensors``, …) opens that folder; a PyTorch file elsewhere opens as a
 nanoGPT checkpoint; a GGUF file (llama.cpp, Ollama, LM Studio) opens as itself.
+
+Under the list, **Weights** chooses how a GGUF file's or a bf16/fp16 Hugging Face folder's matrices
+are held (:data:`WEIGHT_CHOICES`, ``open_model``'s ``stored``): decoded once into float32, kept as
+stored and decoded layer by layer as they are used, or automatically (as stored past 1 GiB of float32
+weights). :meth:`CheckpointDialog.get_choice` returns the path and that choice.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtWidgets import (
+    QComboBox,
     QDialogButtonBox,
     QFileDialog,
     QGridLayout,
@@ -29,6 +35,14 @@ from model.io.gguf_file import is_gguf
 #: What the dialog lists: a model folder's files, PyTorch checkpoints (nanoGPT's ``ckpt.pt``), GGUF files.
 CHECKPOINT_FILTER = (
     "Models (*.gguf *.pt *.pth *.ckpt *.safetensors *.json *.bin);;GGUF files (*.gguf);;All files (*)"
+)
+
+
+#: The Weights choice: its text, and ``open_model``'s ``stored`` (None: decided by the model's size).
+WEIGHT_CHOICES: tuple[tuple[str, bool | None], ...] = (
+    ("automatic (kept as stored past 1 GiB of float32 weights)", None),
+    ("decoded once to float32 (fastest to run)", False),
+    ("kept as stored, decoded layer by layer as used (least memory)", True),
 )
 
 
@@ -67,9 +81,24 @@ class CheckpointDialog(QFileDialog):
         if buttons is not None:
             buttons.addButton(self.folder_button, QDialogButtonBox.ButtonRole.ActionRole)
         hint = QLabel("A model folder: select it (or go into it) and press <b>Open this folder</b>.")
+        self.weights = QComboBox()
+        self.weights.setObjectName("weightsChoice")
+        for text, stored in WEIGHT_CHOICES:
+            self.weights.addItem(text, stored)
+        self.weights.setToolTip(
+            "How a GGUF file's or a bf16/fp16 Hugging Face folder's matrices are held: decoded once into "
+            "float32 (4 bytes a weight, fastest), or kept as the file stores them and decoded one layer "
+            "at a time as it is used (about the file's size, slower per pass). Other models are read "
+            "into float32 whatever is chosen (the status bar says so)."
+        )
         grid = self.layout()
         if isinstance(grid, QGridLayout):  # Qt's widget-based dialog lays itself out in a grid
-            grid.addWidget(hint, grid.rowCount(), 0, 1, grid.columnCount())
+            row = grid.rowCount()  # under "Files of type", its label and list in the same columns
+            label = QLabel("&Weights:")
+            label.setBuddy(self.weights)
+            grid.addWidget(label, row, 0)
+            grid.addWidget(self.weights, row, 1)
+            grid.addWidget(hint, row + 1, 0, 1, grid.columnCount())
         self._fit_detail_columns()
         self.fileSelected.connect(lambda path: setattr(self, "chosen", checkpoint_target(path)))
         self.resize(820, 520)
@@ -98,17 +127,23 @@ class CheckpointDialog(QFileDialog):
         self.chosen = self.selected_folder()
         self.done(QFileDialog.DialogCode.Accepted)
 
+    @property
+    def stored(self) -> bool | None:
+        """The Weights choice as ``open_model``'s ``stored``."""
+        return self.weights.currentData()
+
     @classmethod
-    def get_path(cls, parent: QWidget | None, start: str = "") -> str:
-        """Run the dialog; what to open (see :func:`checkpoint_target`), or ``""`` when cancelled.
-        (Tests patch this, as they patch ``QFileDialog``'s static functions.)"""
+    def get_choice(cls, parent: QWidget | None, start: str = "") -> tuple[str, bool | None]:
+        """Run the dialog; what to open (see :func:`checkpoint_target`, ``""`` when cancelled) and the
+        Weights choice (:attr:`stored`). (Tests patch this, as they patch ``QFileDialog``'s static
+        functions.)"""
         dialog = cls(parent, start)
         try:
             if dialog.exec() != QFileDialog.DialogCode.Accepted:
-                return ""
-            return dialog.chosen
+                return "", None
+            return dialog.chosen, dialog.stored
         finally:
             dialog.deleteLater()
 
 
-__all__ = ["CHECKPOINT_FILTER", "CheckpointDialog", "checkpoint_target"]
+__all__ = ["CHECKPOINT_FILTER", "WEIGHT_CHOICES", "CheckpointDialog", "checkpoint_target"]

@@ -44,14 +44,17 @@ class OpenedModel:
     note: str = ""
 
 
-def open_model_file(path: str, *, device: Any, source: Any, source_spec: str) -> OpenedModel:
+def open_model_file(
+    path: str, *, device: Any, source: Any, source_spec: str, stored: bool | None = None
+) -> OpenedModel:
     """Read the model at ``path`` (``model.io.pretrained.open_model``: our checkpoints, a Hugging
     Face directory, a nanoGPT ``ckpt.pt``) and, when it has training state, the run to continue.
 
     When that state cannot be restored (a moved text file) the model still opens and ``note`` says
     why training starts afresh; without it, the data is ``source`` if the model's tokenizer reads
-    it, else one it does (``data_for_model``). Raises ``CheckpointError`` (or another clear error)
-    when the model cannot be read.
+    it, else one it does (``data_for_model``). ``stored``: ``open_model``'s (how the matrices are
+    held); where it does not apply, ``note`` says so. Raises ``CheckpointError`` (or another clear
+    error) when the model cannot be read.
     """
     from model.io.pretrained import open_model
     from model.text.sources import data_for_model
@@ -59,7 +62,8 @@ def open_model_file(path: str, *, device: Any, source: Any, source_spec: str) ->
 
     note = ""
     with compute_lock:
-        ckpt = open_model(path, device="cpu")
+        ckpt = open_model(path, device="cpu", stored=stored)
+        opening_note = str((ckpt.meta or {}).pop("note", ""))  # said once, in the status bar, not kept
         trainer = None
         if ckpt.train_state is not None:
             try:
@@ -84,6 +88,7 @@ def open_model_file(path: str, *, device: Any, source: Any, source_spec: str) ->
             with compute_lock:
                 model.to(device)
     model.eval()
+    note = "; ".join(n for n in (opening_note, note) if n)
     return OpenedModel(model, tokenizer, trainer, history, source, spec, dict(ckpt.meta or {}), note)
 
 

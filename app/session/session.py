@@ -443,22 +443,21 @@ class Session(QObject):
         self.mark_saved(path)
 
     def load_checkpoint(
-        self, path: str | Path, *, meta: dict | None = None, remember_path: bool = True
-    ) -> None:
-        """Make the model at ``path`` current: config, weights, tokenizer and loss history.
+        self, path: str | Path, *, meta: dict | None = None, remember_path: bool = True, **options: Any
+    ) -> str:
+        """Make the model at ``path`` current: config, weights, tokenizer and loss history; the note
+        it also emits on ``statusMessage`` ("" when none: why training starts afresh, a choice that
+        did not apply), for a caller that says more.
 
-        Any kind :func:`app.session.model_files.open_model_file` reads. With training state, Start continues
-        the run exactly; when its data source cannot be rebuilt the model still opens and
-        ``statusMessage`` says why training starts afresh. Raises ``CheckpointError`` (or another
-        clear error) and leaves the session unchanged when the model cannot be read. ``meta``
-        adds to (or overrides) what the files say about the model (its name, ...);
-        ``remember_path=False`` opens it without making ``path`` where Save writes.
+        Any kind :func:`app.session.model_files.open_model_file` reads (``options``: its ``stored``).
+        With training state, Start continues the run exactly. Raises ``CheckpointError`` (or another
+        clear error) and leaves the session unchanged when the model cannot be read. ``meta`` adds to
+        what the files say (its name, ...); ``remember_path=False``: Save does not write to ``path``.
         """
         if self.is_training:
             raise ValueError("stop training before opening a checkpoint")
-        path = str(path)
-        before = self.source
-        opened = open_model_file(path, device=self.device, source=self.source, source_spec=self.source_spec)
+        path, before, spec = str(path), self.source, self.source_spec
+        opened = open_model_file(path, device=self.device, source=before, source_spec=spec, **options)
         if opened.trainer is not None:
             self.train_settings = opened.trainer.settings
         self.tokenizer = opened.tokenizer
@@ -479,6 +478,7 @@ class Session(QObject):
         settle_garbage()  # the model and what opening it imported stay: out of later collections
         if opened.note:
             self.statusMessage.emit(opened.note)
+        return opened.note
 
 
 __all__ = ["Session"]

@@ -77,9 +77,9 @@ class FileActions:
             return
         if not self.maybe_save("Open a checkpoint"):
             return
-        path = CheckpointDialog.get_path(self.window.window(), self.settings.last_dir("checkpoint"))
+        path, stored = CheckpointDialog.get_choice(self.window.window(), self.settings.last_dir("checkpoint"))
         if path:
-            self.open_checkpoint(path)
+            self.open_checkpoint(path, stored=stored)
 
     def open_dropped(self, path: str) -> bool:
         """A model file or folder dropped on the window: opened as File → Open would (after asking
@@ -91,22 +91,24 @@ class FileActions:
             return False
         return self.open_checkpoint(path)
 
-    def open_checkpoint(self, path: str, *, remember_dir: bool = True) -> bool:
+    def open_checkpoint(self, path: str, *, remember_dir: bool = True, stored: bool | None = None) -> bool:
         """Load the checkpoint at ``path`` (a folder, or a nanoGPT ``ckpt.pt``); an error dialog (and
         nothing changed) when it cannot. The next Open starts where ``path`` is, unless
-        ``remember_dir`` is False (a model downloaded into the Hugging Face cache)."""
+        ``remember_dir`` is False (a model downloaded into the Hugging Face cache). ``stored``: how its
+        matrices are held (the dialog's Weights choice, ``open_model``'s ``stored``)."""
         if remember_dir:
             self.settings.set_last_dir("checkpoint", Path(path).parent)
         QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
         try:
-            self.session.load_checkpoint(path)
+            note = self.session.load_checkpoint(path, stored=stored)
         except Exception as exc:
             QApplication.restoreOverrideCursor()
             self.window.show_error("Could not open checkpoint", f"{path}\n\n{exc}")
             return False
         QApplication.restoreOverrideCursor()
         step = self.session.step  # 0: a model trained elsewhere whose files name no step
-        self.window.statusBar().showMessage(f"Opened {path}" + (f" at step {step:,}" if step else ""), 6000)
+        opened = f"Opened {path}" + (f" at step {step:,}" if step else "")
+        self.window.statusBar().showMessage(opened + (f" · {note}" if note else ""), 10000 if note else 6000)
         self.window.update_status()
         return True
 
@@ -177,10 +179,11 @@ class FileActions:
         dialog.activateWindow()
         return dialog
 
-    def open_named(self, path: str, name: str = "") -> bool:
+    def open_named(self, path: str, name: str = "", *, stored: bool | None = None) -> bool:
         """Open the model at ``path`` (``attention-lab MODEL``), called ``name`` when that says more
-        than its path (a packaged GGUF file, a Hub repo's cache folder)."""
-        if not self.open_checkpoint(path, remember_dir=False):
+        than its path (a packaged GGUF file, a Hub repo's cache folder), its weights held as
+        ``stored`` says (``--keep-stored``)."""
+        if not self.open_checkpoint(path, remember_dir=False, stored=stored):
             return False
         if name:
             self.session.checkpoint_meta["name"] = name

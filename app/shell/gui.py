@@ -86,7 +86,7 @@ def create_window(
             win.show_error("Could not set up the default model", str(exc))
         win.session.initialising = ""
         if named:
-            win.files.open_named(model.path, model.name)
+            win.files.open_named(model.path, model.name, stored=model.stored)
         win.build_later()
 
     win.firstPainted.connect(lambda: QTimer.singleShot(0, after_first_paint))

@@ -21,6 +21,37 @@ key                 shape / dtype   meaning
 The square arrays keep the format's own names (``weights``, ``scores_scaled``: the trace keys
 ``pattern``, ``scores``), so files written before read the same. No pickled objects: every array is
 a plain numeric, bool or unicode array, so ``np.load(path, allow_pickle=False)`` reads it.
+
+Both forms may also say where the prompt was cut to the model's context: ``dropped`` () int, the
+tokens of the text left out, and ``positions`` [T] int, each kept token's place in the whole encoded
+text (counting from 0: a BOS kept in front, then the last tokens).
+
+**Streamed** (``streamed`` () True; :func:`streamed_arrays`): when every head's [T, T] cannot be held
+(L·H·T² past :data:`~model.interp.plan.HELD_LIMIT`, or the memory allowed), the file keeps what the
+Attention tab keeps of a long prompt (:mod:`model.interp.streamed`), never a [T, T] array:
+
+==================  ====================  ==================================================
+``overview``        [L, H, S, S] float32  the max of each ``b × b`` block of each head's weights
+``overview_mean``   [L, H, S, S] float32  the mean of each block (``S = ceil(T / b)``)
+``block``           () int                ``b``
+``q``               [L, H, T, d_k] f32    the queries as the softmax multiplies them (RoPE, QK-norm
+                                          and the scaling rule applied)
+``k``               [L, H_kv, T, d_k]     the keys likewise; query head ``h`` reads key head
+                                          ``h·H_kv / H``
+``scale``           [L] float32           ``c``, the scale still to apply (1 when folded into ``q``)
+``window``          [L] int               each layer's sliding window ``W`` (0: none)
+``causal``          () bool               the model's mask is causal
+``softcap``         () float32            Gemma 2's score soft-cap ``κ`` (0: none)
+``sinks``           [L, H] float32        each head's sink logit (only for a model with sinks)
+``final_stream``    [T, d] float32        the stream after the final norm (logits = it · W_Uᵀ)
+``logits_last``     [V] float32           the logits of the last position: the next token
+==================  ====================  ==================================================
+
+plus ``tokens``, ``layers``, ``config``, ``dropped``, ``positions``. Head ``(l, h)``'s weights are
+``A = softmax(mask_l(cap(c_l · q[l, h] · k[l, g]ᵀ)))`` [T, T], ``cap(x) = κ·tanh(x/κ)``,
+``mask_l(i, j) = j ≤ i ∧ (W_l = 0 ∨ j > i − W_l)`` (every pair when not causal), each sink a last
+column of the softmax then dropped; :func:`streamed_head` computes it, equal to the model's own to
+float32 rounding. Memory ``L·T·(H + H_kv)·d_k`` values, not ``L·H·T²``.
 """
 
 from __future__ import annotations
@@ -82,6 +113,70 @@ def inspection_arrays(
         }
     )
     return out
+
+
+def streamed_arrays(model, ids: list[int], token_strings: list[str], block: int) -> dict[str, np.ndarray]:
+    """The arrays of the streamed form (see the module docstring) of token ``ids`` [T] through
+    ``model``: one pass of :func:`~model.interp.streamed.stream_prompt`, pooling by ``block``."""
+    from model.interp.streamed import stream_prompt
+
+    cfg = model.config
+    run = stream_prompt(model, ids, block)
+    layers = run.patterns.layers  # emptied as each layer is copied: one copy of the queries at a time
+    L = len(layers)
+    q = np.empty((L, *layers[0].q.shape), dtype=np.float32)
+    k = np.empty((L, *layers[0].k.shape), dtype=np.float32)
+    scale = np.empty(L, dtype=np.float32)
+    for i in range(L):
+        rec = layers.pop(0)
+        q[i], k[i], scale[i] = rec.q.numpy(), rec.k.numpy(), rec.c
+    out: dict[str, np.ndarray] = {
+        "streamed": np.array(True),
+        "tokens": np.array(token_strings, dtype=str),
+        "layers": np.arange(L, dtype=np.int64),
+        "overview": run.overview,
+        "overview_mean": run.overview_mean,
+        "block": np.array(int(block)),
+        "q": q,
+        "k": k,
+        "scale": scale,
+        "window": np.array(
+            [int(cfg.sliding_window or 0) if cfg.is_local_layer(i) else 0 for i in range(L)], dtype=np.int64
+        ),
+        "causal": np.array(bool(cfg.causal)),
+        "softcap": np.array(float(cfg.attn_softcap or 0.0), dtype=np.float32),
+        "final_stream": run.logits.x.float().numpy(),
+        "logits_last": run.logits[-1:][0].numpy(),
+        "config": np.array(cfg.to_json()),
+    }
+    if cfg.attn_sinks:
+        sinks = [model.blocks[i].attn.sinks.detach().float() for i in range(L)]
+        out["sinks"] = torch.stack(sinks).numpy()
+    return out
+
+
+def streamed_head(arrays: dict[str, np.ndarray], layer: int, head: int) -> np.ndarray:
+    """Head ``(layer, head)``'s weights [T, T] float32 from a streamed file's ``arrays`` (the formula in
+    the module docstring), without the model."""
+    q = torch.from_numpy(np.asarray(arrays["q"][layer, head], dtype=np.float32))  # [T, d_k]
+    H, H_kv = arrays["q"].shape[1], arrays["k"].shape[1]
+    k = torch.from_numpy(np.asarray(arrays["k"][layer, head * H_kv // H], dtype=np.float32))
+    s = (q @ k.T) * float(arrays["scale"][layer])
+    kappa = float(arrays["softcap"])
+    if kappa > 0:
+        s = torch.tanh(s / kappa) * kappa
+    T = s.shape[0]
+    if bool(arrays["causal"]):
+        i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        visible = j <= i
+        W = int(arrays["window"][layer])
+        if W > 0:
+            visible &= j > i - W
+        s = s.masked_fill(~visible, float("-inf"))
+    if "sinks" in arrays:
+        sink = torch.full((T, 1), float(arrays["sinks"][layer, head]))
+        return torch.softmax(torch.cat([s, sink], dim=-1), dim=-1)[:, :-1].numpy()
+    return torch.softmax(s, dim=-1).numpy()
 
 
 def npz_path(path: str | Path) -> Path:

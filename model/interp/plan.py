@@ -340,7 +340,8 @@ class PromptPlan:
     ``layers`` (None = all) recorded, in ``float16`` or float32; ``dropped_kinds`` the kinds given up
     to fit; ``threads`` for torch (None = every core); ``block``: the pooling block of the overview
     of every head (1 = every token); ``need``: the bytes the plan needs; ``held``: every head's
-    pattern is kept (False past :data:`HELD_LIMIT`: streamed, :mod:`model.interp.streamed`).
+    pattern is kept (False past :data:`HELD_LIMIT`, or for an export that does not fit whole:
+    streamed, :mod:`model.interp.streamed`).
     """
 
     prompt: Prompt
@@ -369,6 +370,7 @@ def plan_prompt(
     with_model: bool = False,
     training: bool = False,
     over_context: str = "cut",
+    streamed: bool = False,
 ) -> PromptPlan:
     """The one memory plan of a prompt's inspection: encode ``text`` by the one rule
     (:func:`~model.interp.prompt.encode_prompt`: the last ``context_length`` tokens, BOS kept), then
@@ -379,9 +381,10 @@ def plan_prompt(
     :data:`FLOAT32_LIMIT`) and gives up tokens: it keeps the last ones that fit (again by the one
     rule), and refuses with :class:`~model.interp.prompt.PromptError` and the numbers when not even
     one does. An export (``attention-lab inspect``, ``export=True``) records
-    :data:`REQUIRED_KINDS` and gives up precision, then the two score kinds, then layers
-    (:func:`plan_inspection`; ``float16`` pins the precision, ``with_model`` counts a model not built
-    yet), and refuses with :class:`~model.budget.sizing.ModelTooLarge`. A prompt longer than the
+    :data:`REQUIRED_KINDS`, giving up precision, then the scores (``float16`` pins the precision,
+    ``with_model`` counts a model not built yet), else (or ``streamed``) is streamed as the tab
+    streams (:func:`_plan_export`), refused with :class:`~model.budget.sizing.ModelTooLarge` when
+    not even that fits. A prompt longer than the
     context is cut from the left (``over_context="cut"``, the plan's ``for_context`` says how much)
     or refused in one line naming both lengths (``"refuse"``). Arithmetic only, no torch: the
     command line refuses in milliseconds.
@@ -401,12 +404,11 @@ def plan_prompt(
             f"the prompt is {prompt.T + for_context:,} tokens, longer than the model's context of "
             f"{cfg.context_length:,}: shorten it, or let its first tokens be left out"
         )
+    held = True
     if export:
-        p = plan_inspection(
-            cfg, prompt.T, kinds=REQUIRED_KINDS, budget=budget, float16=float16, with_model=with_model
-        )
+        p = _plan_export(cfg, prompt.T, budget, float16, with_model, streamed, for_context)
         kinds, layers, f16, need, dropped = p.kinds, p.layers, p.float16, p.need, tuple(p.dropped)
-        for_memory, need_all = 0, 0
+        for_memory, need_all, held = 0, 0, bool(p.kinds)
     else:
         fit = _tokens_that_fit(cfg, prompt.T, budget)
         need_all = view_need(cfg, prompt.T, budget).total
@@ -421,6 +423,7 @@ def plan_prompt(
         prompt = prompt.cut(fit)
         kinds, layers, f16, dropped = ("pattern",), None, _big(cfg, prompt.T), ()
         need = view_need(cfg, prompt.T, budget)
+        held = holds_within(cfg, prompt.T, budget)
     return PromptPlan(
         prompt=prompt,
         kinds=kinds,
@@ -434,5 +437,37 @@ def plan_prompt(
         for_memory=for_memory,
         need_all=need_all if for_memory else 0,
         dropped_kinds=dropped,
-        held=export or holds_within(cfg, prompt.T, budget),
+        held=held,
     )
+
+
+def _plan_export(
+    cfg: GPTConfig, T: int, budget: int, float16, with_model: bool, streamed: bool, for_context: int
+) -> InspectionPlan:
+    """An export's recording: every layer's heads held (:func:`plan_inspection`, which may give up
+    precision and the scores) up to :data:`HELD_LIMIT`, as the tab; else (or ``streamed``) streamed:
+    no kinds, :func:`streamed_need` (with the model when ``with_model``), refused with the numbers
+    when not even that fits in ``budget``, naming the prompt's own length when it was cut to the
+    context (``for_context`` tokens left out)."""
+    if not streamed and holds_patterns(cfg, T):
+        try:
+            held = plan_inspection(
+                cfg, T, kinds=REQUIRED_KINDS, budget=budget, float16=float16, with_model=with_model
+            )
+        except ModelTooLarge:
+            held = None
+        if held is not None and held.layers is None:
+            return held
+    need = streamed_need(cfg, T)
+    parts = {**need.parts, "the model": load_need(cfg, copies=1).total} if with_model else need.parts
+    what, lower = need.what, need.lower
+    if for_context:  # the user gave a longer prompt: say so, not only the context's length
+        what = (
+            f"inspecting the last {T:,} of the prompt's {T + for_context:,} tokens (the model's context) "
+            f"in {cfg.n_layers} layers × {cfg.n_heads} heads (streamed)"
+        )
+        lower = f"the prompt's {T + for_context:,} tokens (at most {T:,} are read)"
+    need = Need(what, parts, lower)
+    if need.total > budget:
+        raise ModelTooLarge(need, Available(budget, "the inspection budget"), budget)
+    return InspectionPlan((), None, bool(float16), need)

@@ -55,6 +55,15 @@ class Prompt:
     def T(self) -> int:  # the literature's name
         return len(self.ids)
 
+    @property
+    def positions(self) -> list[int]:
+        """Each kept token's place in the whole encoded text (from 0): all of them in order when nothing
+        was left out or the end was; else the prefix, then the tokens after the ``dropped`` ones."""
+        if not self.dropped or self.dropped_from == "end":
+            return list(range(self.T))
+        p = self.prefix if 0 < self.prefix < self.T else 0
+        return [*range(p), *range(p + self.dropped, self.dropped + self.T)]
+
     def cut(self, n: int) -> Prompt:
         """This prompt at most ``n`` tokens long, by its own rule (the last ones, prefix kept; or the
         first ones when it was made with ``keep="first"``)."""

@@ -137,29 +137,54 @@ def detect(path: str | Path) -> tuple[str, Path]:
 # ---------------------------------------------------------------------------------------------
 # the entry point
 # ---------------------------------------------------------------------------------------------
+def keeps_stored_applies(kind: str) -> bool:
+    """Whether a model of ``kind`` (one of :data:`KINDS`) can keep its matrices as stored
+    (:mod:`model.io.stored`): a GGUF file's quantized or float blocks, a Llama-era family folder's
+    float16 / bfloat16 safetensors. Our checkpoints, nanoGPT's and GPT-2 folders are read into
+    float32 whatever is asked."""
+    return kind == "gguf" or (kind.startswith("hf-") and kind != "hf-gpt2")
+
+
+def stored_note(kind: str, stored: bool | None) -> str:
+    """The one line saying that ``stored`` (asked: True kept as stored, False decoded once) does not
+    apply to a model of ``kind``; "" when it does or was not asked."""
+    if stored is None or keeps_stored_applies(kind):
+        return ""
+    what = _KIND_NAMES.get(kind, kind)
+    return (
+        "keeping weights as stored applies to GGUF and Llama-era Hugging Face models; "
+        f"this one ({what}) is read into float32"
+    )
+
+
 def open_model(
     path: str | Path,
     device: str | torch.device = "cpu",
     *,
     tokenizer: Tokenizer | None = None,
     dtype: torch.dtype = torch.float32,
+    stored: bool | None = None,
 ) -> Checkpoint:
     """Open any model :func:`detect` recognises, in eval mode on ``device``.
 
     ``meta`` always has ``kind`` (one of :data:`KINDS`), ``name``, ``n_params`` (parameters, tied
     matrices counted once), ``tokenizer`` (one line) and ``path``. ``tokenizer`` overrides the one
-    found beside a nanoGPT checkpoint (which has none of its own). Raises :class:`CheckpointError`.
+    found beside a nanoGPT checkpoint (which has none of its own). ``stored``: True keeps the matrices
+    as the file stores them, decoded to float32 one layer at a time; False decodes them once; None
+    chooses (:func:`~model.io.stored.keeps_stored_by_default`). Where it does not apply
+    (:func:`keeps_stored_applies`) ``meta["note"]`` says so in one line (:func:`stored_note`).
+    Raises :class:`CheckpointError`.
     """
     kind, where = detect(path)
     if kind == "hf-gpt2":
         ckpt = load_hf_gpt2(where, device, dtype=dtype)
     elif kind.startswith("hf-"):
-        ckpt = load_hf_family(where, device, dtype=dtype)
+        ckpt = load_hf_family(where, device, dtype=dtype, stored=stored)
     if kind.startswith("hf-"):
         ckpt.tokenizer.stop_ids = hf_stop_ids(where, ckpt.tokenizer)
         ckpt.tokenizer.chat_template = hf_chat_template(where, ckpt.tokenizer)
     elif kind == "gguf":  # its tokenizer knows its EOS and end-of-turn tokens (model.text.gguf_tokens)
-        ckpt = load_gguf(where, device, dtype=dtype)
+        ckpt = load_gguf(where, device, dtype=dtype, stored=stored)
     elif kind == "nanogpt":
         ckpt = load_nanogpt(where, device, tokenizer=tokenizer, dtype=dtype)
     else:
@@ -173,6 +198,9 @@ def open_model(
         )
         ckpt.meta = meta
         ckpt.model.eval()
+    note = stored_note(kind, stored)
+    if note and isinstance(ckpt.meta, dict):
+        ckpt.meta["note"] = note
     return ckpt
 
 

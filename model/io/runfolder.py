@@ -20,6 +20,13 @@ holds while it writes the folder: :mod:`model.io.runlock`). Anything else -- a u
 ``log.jsonl``, a ``README.md`` in ``checkpoint/``, a file of theirs in ``probes/`` -- is refused in one
 line naming it, so a run never replaces or deletes what it did not write. ``--log-json`` gets the same
 care (:func:`check_extra_log`): a file that exists must be a log of ours, never an input of the run.
+A run folder that holds a checkpoint is a trained model: :func:`model.io.runleftovers.saved_run`
+names it (its status, step and date) for the command's refusal to replace it unasked.
+
+A run resumed from its checkpoint of step ``S`` continues its log from ``S``: rows a killed run logged
+after its last save (steps past ``S``, which the resumed run logs again) are cut first
+(:meth:`RunWriter.__init__`), so each step has one row. The temporary names of writes a killed run
+left are removed by :func:`model.io.runleftovers.clean_run_temps` when the next run takes the folder.
 """
 
 from __future__ import annotations
@@ -53,13 +60,16 @@ from model.io.runlock import LOCK_FILE
 __all__ = [
     "CHECKPOINT_DIR",
     "DONE_STATES",
+    "KEPT_DIR",
     "LOG_FILE",
     "PROBES_DIR",
     "STATUS_FILE",
+    "TEMP_NAME",
     "RunFolderError",
     "RunWriter",
     "check_extra_log",
     "check_run_folder",
+    "cut_log_after",
     "is_run_folder",
     "read_probe",
     "write_probe",
@@ -74,13 +84,13 @@ DONE_STATES = ("finished", "stopped", "failed")
 #: ``run.json``'s ``format``: the mark of a run folder this program wrote.
 RUN_FORMAT = "attention-lab-run"
 #: ``--keep-checkpoints``' kept saves (:data:`model.io.revisions.HISTORY_DIR`, which imports this module).
-_KEPT_DIR = "checkpoints"
+KEPT_DIR = "checkpoints"
 _CHECKPOINT_FILES = {CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE, META_FILE, STATE_FILE, TENSORS_FILE}
 _STEP_DIR = re.compile(r"step-\d{8}")
 _PROBE_FILE = re.compile(r"step-\d{8}\.npz")
 #: Temporary names of this program's unfinished writes: ``.NAME.PID.<random>.tmp`` (model.atomic),
 #: ``.NAME.tmp-PID-<random>`` (model.io.atomic_dir), ``.NAME.tmp-PID`` (a kept save).
-_TEMP_NAME = re.compile(r"\.(?P<name>.+?)(\.\d+\.[^.]+\.tmp|\.tmp-\d+(-[0-9a-f]+)?)")
+TEMP_NAME = re.compile(r"\.(?P<name>.+?)(\.(?P<pid>\d+)\.[^.]+\.tmp|\.tmp-(?P<pid2>\d+)(-[0-9a-f]+)?)")
 
 
 class RunFolderError(AttentionLabError, ValueError):
@@ -158,7 +168,7 @@ def _is_lock(entry: Path) -> bool:
 
 
 def _is_temp(name: str, of: str | None = None) -> bool:
-    m = _TEMP_NAME.fullmatch(name)
+    m = TEMP_NAME.fullmatch(name)
     return m is not None and (of is None or m.group("name") == of or bool(re.fullmatch(of, m.group("name"))))
 
 
@@ -194,7 +204,7 @@ def _foreign_entries(path: Path) -> list[str]:
         elif name == PROBES_DIR:
             only(entry, lambda p: p.is_file() and bool(_PROBE_FILE.fullmatch(p.name) or _is_temp(p.name)))
             continue
-        elif name == _KEPT_DIR:
+        elif name == KEPT_DIR:
             only(
                 entry,
                 lambda p: (
@@ -308,6 +318,36 @@ def read_probe(path: str | Path) -> AttentionFrame:
     return frame
 
 
+def cut_log_after(path: str | Path, step: int) -> int:
+    """Cut the log ``path`` before its first row past ``step``: a run resumed from its save of
+    ``step`` logs the later steps again, so the rows a killed run logged after that save go (so does
+    a line that is not a whole JSON object with a step, and all after it). The file is replaced
+    in one step (a new file: a follower reads it again from the start); untouched when nothing is
+    past ``step``. Returns how many lines were cut."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return 0
+    lines = data.splitlines(keepends=True)
+    keep = 0  # lines up to and including the last row of a step <= `step`
+    for i, line in enumerate(lines):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            if not line.strip():
+                continue
+            break
+        at = row.get("step") if isinstance(row, dict) else None
+        if not line.endswith(b"\n") or isinstance(at, bool) or not isinstance(at, int) or at > step:
+            break
+        keep = i + 1
+    if keep == len(lines):
+        return 0
+    write_atomic(path, b"".join(lines[:keep]), fsync=True)
+    return len(lines) - keep
+
+
 def _open_log(path: str | Path, mode: str, what: str | None = None) -> Any:
     """A log file open for whole-line writes (unbuffered bytes: nothing is left to flush at close)."""
     with writing(path, what):
@@ -318,19 +358,24 @@ def _open_log(path: str | Path, mode: str, what: str | None = None) -> Any:
 class RunWriter:
     """Writes a run folder (see the module docstring); used by rank 0 only.
 
-    ``resume``: the run continues an earlier one -- the log (and ``extra_log``) are appended to;
-    otherwise they start empty and old probes are removed. ``extra_log``: a second file that gets
-    every log row (the command's ``--log-json``; :func:`check_extra_log` says whether it may).
+    ``resume_step``: the run continues an earlier one from its checkpoint of that step -- the log (and
+    ``extra_log``) are appended to, once cut before their first row past it
+    (:func:`cut_log_after`); None: they start empty and old probes are removed. ``extra_log``: a
+    second file that gets every log row (the command's ``--log-json``; :func:`check_extra_log` says
+    whether it may).
 
     The folder is checked first (:func:`check_run_folder`) and ``run.json`` (status ``running``, our
     ``format``) is its first file; a failure to open ``extra_log`` leaves the folder as it was.
     """
 
-    def __init__(self, path: str | Path, *, resume: bool = False, extra_log: str | Path | None = None):
+    def __init__(
+        self, path: str | Path, *, resume_step: int | None = None, extra_log: str | Path | None = None
+    ):
         self.path = check_run_folder(path)
         self.probes = self.path / PROBES_DIR
         self.info: dict[str, Any] = {"format": RUN_FORMAT}
         self._logs: list[Any] = []
+        resume = resume_step is not None
         mode = "a" if resume else "w"
         created = not self.path.exists()
         try:
@@ -341,6 +386,8 @@ class RunWriter:
             ) from None
         if extra_log is not None:
             try:
+                if resume_step is not None:
+                    cut_log_after(extra_log, resume_step)
                 self._logs.append(_open_log(extra_log, mode, f"--log-json {extra_log}"))
             except OSError as exc:
                 if created:
@@ -351,6 +398,8 @@ class RunWriter:
             (self.path / LOG_FILE).unlink(missing_ok=True)
             for old in self.probes.glob("step-*.npz") if self.probes.is_dir() else ():
                 old.unlink()
+        elif resume_step is not None:
+            cut_log_after(self.path / LOG_FILE, resume_step)
         self._logs.insert(0, _open_log(self.path / LOG_FILE, mode))
 
     @property

@@ -65,6 +65,22 @@ def test_train_removes_a_killed_saves_temporary_folder_at_start(tmp_path, dead_p
     assert not stale.exists()
 
 
+def test_train_holding_the_lock_removes_every_temporary_a_killed_run_left(tmp_path, dead_pid, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"format": RUN_FORMAT, "status": "running", "steps": 10}))
+    reused = run / f".checkpoint.tmp-{os.getpid()}-0badc0de"  # the killed run's PID is ours now
+    kept = run / "checkpoints" / f".step-00000004.tmp-{dead_pid}"  # a kept save cut short
+    probe = run / "probes" / f".step-00000002.npz.{dead_pid}.k2j4.tmp"
+    for folder in (reused, kept):
+        folder.mkdir(parents=True)
+        (folder / "model.safetensors").write_bytes(b"x" * 100)
+    probe.parent.mkdir()
+    probe.write_bytes(b"partial")
+    assert main(["train", "--corpus", "task:copy", "--lr", "nan", "--out", str(run)]) == 2
+    assert not reused.exists() and not kept.exists() and not probe.exists()
+
+
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
 def test_exports_get_the_mode_the_umask_gives(tmp_path, config_file, umask, mode):
     old = os.umask(umask)

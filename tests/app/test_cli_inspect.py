@@ -86,19 +86,20 @@ def test_user_mistakes_are_one_line_and_exit_2(tmp_path, config_file, args, mess
 
 
 def test_an_inspection_that_cannot_fit_is_refused_before_torch_is_imported(tmp_path):
-    """12 layers × 12 heads at 4096 tokens in 2 GB: refused with the numbers, and since torch is not
-    even imported (a second and a half), in a fraction of a second."""
+    """12 layers × 12 heads at 4096 tokens in 0.5 GB (not even streamed: 0.8 GB with the model): refused
+    with the numbers, and since torch is not even imported (a second and a half), in a fraction of a
+    second."""
     cfg = tmp_path / "big.json"
     cfg.write_text(json.dumps({"n_layers": 12, "n_heads": 12, "d_model": 768, "context_length": 4096}))
     argv = ["inspect", "--config", str(cfg), "--prompt", "abcd efgh " * 410, "--out", str(tmp_path / "a.npz")]
     code = (
         "import sys\nfrom app.cli import main\n"
-        f"rc = main({[*argv, '--max-memory', '2']!r})\n"
+        f"rc = main({[*argv, '--max-memory', '0.5']!r})\n"
         "print(rc, 'torch' in sys.modules)"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.stdout.split() == ["2", "False"], (r.stdout, r.stderr)
-    assert "needs about" in r.stderr and "2.00 GiB" in r.stderr and "Traceback" not in r.stderr
+    assert "needs about" in r.stderr and "512.00 MiB" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "a.npz").exists()
 
 
@@ -134,3 +135,43 @@ def test_a_file_the_user_did_not_name_is_never_replaced(tmp_path, config_file, c
     assert "is not a regular file" in capsys.readouterr().err
     assert main([*base, "--out", str(theirs)]) == 0  # named: replaced
     assert load_inspection(theirs)["weights"].shape[-1] == 3
+
+
+def test_a_cut_prompt_says_where_and_the_file_keeps_each_tokens_place(tmp_path, config_file, capsys):
+    out = tmp_path / "long.npz"
+    assert main(["inspect", "--config", str(config_file), "--prompt", "ab" * 50, "--out", str(out)]) == 0
+    warning = capsys.readouterr().err.strip().splitlines()
+    assert len(warning) == 1 and "leaving out its tokens 0 to 35" in warning[0]
+    assert "the prompt is 100 tokens, longer than the model's context of 64" in warning[0]
+    data = load_inspection(out)
+    assert int(data["dropped"]) == 36 and data["positions"].tolist() == list(range(36, 100))
+    assert "".join(data["tokens"]) == ("ab" * 50)[36:]
+
+
+def test_heads_that_do_not_fit_are_streamed_whole_not_cut_to_fewer_layers(tmp_path, capsys):
+    """8 layers × 4 heads of 512 tokens in 24 MiB (the weights alone take 49): no layer is left out;
+    the file holds every head pooled and what recomputes each of them, equal to the weights of an
+    export that held them."""
+    from model.interp.export import streamed_head
+
+    cfg = tmp_path / "deep.json"
+    cfg.write_text(json.dumps({"n_layers": 8, "d_model": 16, "n_heads": 4, "context_length": 512}))
+    base = ["inspect", "--config", str(cfg), "--prompt", "abcd" * 128]
+    held, streamed = tmp_path / "held.npz", tmp_path / "streamed.npz"
+    assert main([*base, "--out", str(held)]) == 0
+    capsys.readouterr()
+    assert main([*base, "--out", str(streamed), "--max-memory", str(24 / 1024)]) == 0
+    said = capsys.readouterr()
+    assert "writing the streamed form" in said.err and "8 layers × 4 heads × 512 tokens, streamed" in said.out
+    data, weights = load_inspection(streamed), load_inspection(held)["weights"]
+    assert bool(data["streamed"]) and "weights" not in data and data["q"].shape[:3] == (8, 4, 512)
+    for layer, head in ((0, 0), (3, 2), (7, 3)):
+        np.testing.assert_allclose(streamed_head(data, layer, head), weights[layer, head], atol=2e-6)
+    assert data["overview"].shape[:2] == (8, 4)
+
+
+def test_a_refusal_names_the_prompt_the_user_gave_not_only_the_context(tmp_path, config_file, capsys):
+    argv = ["inspect", "--config", str(config_file), "--prompt", "ab" * 50, "--out", str(tmp_path / "a.npz")]
+    assert main([*argv, "--max-memory", "0.000001"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "the last 64 of the prompt's 100 tokens" in err and "lower the prompt's 100 tokens" in err

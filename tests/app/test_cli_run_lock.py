@@ -86,7 +86,7 @@ def test_after_kill_9_of_a_running_train_the_folder_is_trained_into_again(tmp_pa
         first.communicate(timeout=60)
     assert first.returncode == -signal.SIGKILL
     assert (run / LOCK_FILE).is_file()  # what kill -9 leaves: the file, but no lock
-    second = cli([*TRAIN, "--steps", "3", "--out", str(run)])
+    second = cli([*TRAIN, "--steps", "3", "--overwrite", "--out", str(run)])  # it saved a checkpoint
     out, err = second.communicate(timeout=120)
     assert second.returncode == 0, err
     assert f"saved {run}" in out

@@ -1,8 +1,10 @@
 """`train --out DIR` writes a run folder: log.jsonl, checkpoint/, float16 probes, run.json; resuming
-appends to the logs; a resume that would train no step is refused."""
+appends to the logs (from the saved step); a resume that would train no step is refused, and so is a
+fresh run into a folder holding a trained model, unless told to replace it."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import numpy as np
@@ -83,3 +85,41 @@ def test_gpu_options_on_the_cpu_are_off_with_one_line_each(tmp_path, capsys):
     assert main([*BASE, "--steps", "1", "--grad-accum", "3", "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "must be a multiple of world_size×grad_accum = 1×3 = 3" in err[0]
+
+
+def test_a_folder_holding_a_finished_run_is_not_replaced_unless_told(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main([*BASE, "--steps", "6", "--log-every", "2", "--out", str(run)]) == 0
+    weights = (run / "checkpoint" / "model.safetensors").read_bytes()
+    log = (run / "log.jsonl").read_text()
+    saved = json.loads((run / "checkpoint" / "meta.json").read_text())["saved_at"]
+    day = dt.datetime.fromisoformat(saved).astimezone(dt.timezone.utc).strftime("%Y-%m-%d")
+    capsys.readouterr()
+
+    assert main([*BASE, "--steps", "2", "--out", str(run)]) == 2  # one forgotten --resume
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "a finished run" in err[0] and "step 6" in err[0] and day in err[0]
+    assert f"--resume {run}" in err[0] and "--overwrite" in err[0]
+    assert (run / "checkpoint" / "model.safetensors").read_bytes() == weights
+    assert (run / "log.jsonl").read_text() == log
+
+    assert main(["train", "--resume", str(run), "--out", str(run), "--steps", "7"]) == 0  # its own run
+    assert main([*BASE, "--steps", "2", "--overwrite", "--out", str(run)]) == 0
+    assert load_checkpoint(run).train_state["step"] == 2
+    assert [r["step"] for r in rows(run / "log.jsonl")] == [2]
+
+
+def test_a_resume_logs_each_step_once_after_a_kill_past_the_save(tmp_path, capsys):
+    run, extra = tmp_path / "run", tmp_path / "extra.jsonl"
+    argv = [*BASE, "--log-every", "1", "--eval-every", "10", "--log-json", str(extra)]
+    assert main([*argv, "--steps", "3", "--out", str(run)]) == 0
+    for log in (run / "log.jsonl", extra):  # a run killed at step 5 had logged 4 and 5 after its save of 3
+        last = rows(log)[-1]
+        with log.open("a") as f:
+            for step in (4, 5):
+                f.write(json.dumps({**last, "step": step, "train_loss": -1.0}) + "\n")
+    resume = ["train", "--resume", str(run), "--steps", "6", "--log-every", "1", "--log-json", str(extra)]
+    assert main(resume) == 0
+    for log in (run / "log.jsonl", extra):
+        assert [r["step"] for r in rows(log)] == [1, 2, 3, 4, 5, 6]
+        assert all(r["train_loss"] > 0 for r in rows(log))  # the resumed run's rows, not the killed one's

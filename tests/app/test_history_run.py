@@ -55,6 +55,7 @@ def test_a_task_induction_run_saved_every_20_steps_shows_induction_rising(tmp_pa
     columns, rows = hist.table()
     assert len(rows) == 10 and rows[-1][columns.index("best induction")] == round(scores[-1], 6)
 
-    # a fresh run into the same folder drops the kept saves of the old one past its start
-    assert main([*RUN, "--steps", "20", "--save-every", "20", "--keep-checkpoints", "--out", str(run)]) == 0
+    # a fresh run into the same folder (told to replace it) drops the kept saves of the old one past its start
+    fresh = [*RUN, "--steps", "20", "--save-every", "20", "--keep-checkpoints", "--overwrite"]
+    assert main([*fresh, "--out", str(run)]) == 0
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-00000020"]

@@ -118,6 +118,42 @@ def test_open_checkpoint_takes_a_folder_or_a_file_inside_one(qtbot, tiny_window,
     assert dialog.result() == CheckpointDialog.DialogCode.Accepted and dialog.chosen == str(saved)
 
 
+def test_open_checkpoint_holds_the_weights_as_chosen_and_says_where_the_choice_does_not_apply(
+    qtbot, tiny_window, tmp_path, monkeypatch, write_hf_family
+):
+    """The dialog's Weights choice: a small GGUF kept as stored when asked (by default it is decoded
+    once); for our own checkpoint the status bar says the choice does not apply."""
+    from app.dialogs.checkpoint_dialog import WEIGHT_CHOICES
+    from model.nn.quantized import has_stored
+    from tests.gguf_files import write_gguf
+
+    folder = tmp_path / "hf"
+    model = write_hf_family(folder, "llama", hidden_size=64, intermediate_size=128, num_attention_heads=4)
+    gguf = write_gguf(tmp_path / "m.gguf", model, folder, "Q8_0")
+    s = tiny_window.session
+    ours = tmp_path / "ours"
+    s.save_checkpoint(str(ours))
+
+    def choosing(path, stored):
+        def choose(dialog):
+            dialog.weights.setCurrentIndex([v for _, v in WEIGHT_CHOICES].index(stored))
+            dialog.selectFile(str(path))
+            dialog.accept()
+
+        return choose
+
+    _accept_choosing(monkeypatch, choosing(gguf, True))
+    with qtbot.waitSignal(s.historyReset, timeout=60_000):
+        tiny_window.menu.open_action.trigger()
+    assert s.checkpoint_meta["kind"] == "gguf" and has_stored(s.model)
+
+    _accept_choosing(monkeypatch, choosing(ours / "config.json", False))
+    with qtbot.waitSignal(s.historyReset, timeout=60_000):
+        tiny_window.menu.open_action.trigger()
+    said = tiny_window.statusBar().currentMessage()
+    assert said.startswith(f"Opened {ours}") and "read into float32" in said
+
+
 # ---- the folder a dialog starts in ---------------------------------------------------------------
 def test_each_dialog_starts_where_the_last_one_of_its_kind_ended(qtbot, tiny_window, tmp_path, monkeypatch):
     """Follow a run folder, Open checkpoint, Export and the History tab's Open start beside the last

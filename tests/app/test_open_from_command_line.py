@@ -66,6 +66,18 @@ def test_a_name_that_is_no_command_and_no_model_is_one_line(argv, says, launched
     assert launched == []  # the window was never opened
 
 
+def test_keep_stored_goes_with_the_named_model_and_is_refused_without_one(saved_model, launched, capsys):
+    assert entry.main([str(saved_model), "--keep-stored"]) == 0
+    assert entry.main(["--checkpoint", str(saved_model), "--no-keep-stored"]) == 0
+    assert launched == [
+        WindowRequest(str(saved_model), stored=True),
+        WindowRequest(str(saved_model), stored=False),
+    ]
+    assert entry.main(["--keep-stored"]) == 2
+    err = capsys.readouterr().err
+    assert "for a MODEL you name" in err and err.count("\n") == 1 and len(launched) == 2
+
+
 def test_the_help_says_how_to_open_the_window_on_a_model(capsys):
     assert entry.main(["--help"]) == 0
     out = capsys.readouterr().out

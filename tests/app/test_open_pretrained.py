@@ -15,7 +15,7 @@ def tiny_window_tabs():
 
 
 def _open(qtbot, win, path, monkeypatch):
-    monkeypatch.setattr(CheckpointDialog, "get_path", lambda *a, **k: str(path))
+    monkeypatch.setattr(CheckpointDialog, "get_choice", lambda *a, **k: (str(path), None))
     with qtbot.waitSignal(win.session.historyReset, timeout=TIMEOUT):
         win.menu.open_action.trigger()
 

@@ -25,7 +25,7 @@ def gpt2_folder(tmp_path, gpt2_tokenizer_dir, write_hf_gpt2):
 
 
 def _open(qtbot, win, path, monkeypatch):
-    monkeypatch.setattr(CheckpointDialog, "get_path", lambda *a, **k: str(path))
+    monkeypatch.setattr(CheckpointDialog, "get_choice", lambda *a, **k: (str(path), None))
     with qtbot.waitSignal(win.session.historyReset, timeout=TIMEOUT):
         win.menu.open_action.trigger()
 

@@ -29,6 +29,7 @@ from model.io.gguf import gguf_config, load_gguf
 from model.io.gguf_decode import TORCH_DECODED
 from model.io.gguf_file import DEQUANTIZED, GGUFHeader, GGUFTensor, read_header
 from model.io.gguf_stored import stored_need
+from model.io.pretrained import open_model
 from model.nn import quantized
 from model.nn.quantized import StoredEmbedding, StoredLinear, has_stored, stored_bytes
 from tests.gguf_files import K_QUANTS, gguf_tensors, random_k_quant, write_gguf
@@ -303,6 +304,32 @@ def test_a_small_model_is_dequantized_once_and_a_large_or_tight_one_kept_as_stor
     monkeypatch.setattr(policy, "usable_bytes", lambda: load_need(cfg).total - 1)  # float32: no room
     assert has_stored(load_gguf(path, stored=None).model)
     assert not has_stored(load_gguf(path, dtype=torch.bfloat16).model)  # bf16 asked for: dequantized
+
+
+def test_open_model_holds_the_weights_as_asked_and_says_where_the_choice_does_not_apply(
+    files, monkeypatch, tmp_path, tiny_config
+):
+    """File → Open's Weights choice and the commands' --keep-stored reach the loader through open_model;
+    a model read into float32 whatever is asked (ours) gets one line saying so, never silence."""
+    from model.io import stored as policy
+    from model.io.checkpoint import save_checkpoint
+    from model.nn.gpt import build_model
+    from model.text.tokens import ByteTokenizer
+
+    path = files("Q8_0")
+    assert has_stored(open_model(path, stored=True).model)  # small: by default it would be decoded once
+    _, _, cfg = gguf_config(read_header(path))
+    monkeypatch.setattr(policy, "STORED_ABOVE", load_need(cfg).parts["weights"] - 1)
+    assert has_stored(open_model(path).model)  # large: by default kept as stored...
+    full = open_model(path, stored=False)  # ...unless asked to decode once
+    assert not has_stored(full.model) and "note" not in full.meta
+
+    tok = ByteTokenizer()
+    ours = save_checkpoint(tmp_path / "ours", build_model(tiny_config.with_vocab(tok.vocab_size)), tok)
+    assert "note" not in open_model(ours).meta
+    for stored in (True, False):
+        note = open_model(ours, stored=stored).meta["note"]
+        assert "\n" not in note and "GGUF" in note and "read into float32" in note
 
 
 @pytest.mark.slow

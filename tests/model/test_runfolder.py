@@ -76,7 +76,7 @@ def test_a_fresh_run_starts_a_new_log_and_the_follower_starts_over(tmp_path):
     follow = RunFollower(tmp_path / "run")
     assert len(follow.poll().rows) == 2
     w.close()
-    w = RunWriter(tmp_path / "run", resume=True)  # resume appends
+    w = RunWriter(tmp_path / "run", resume_step=2)  # resume appends
     w.log({"step": 3})
     w.close()
     assert [r["step"] for r in follow.poll().rows] == [3]
