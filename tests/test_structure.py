@@ -18,10 +18,6 @@ PACKAGES = ("model", "app", "bench")
 MAX_FILE_LINES = 500
 MAX_CLASS_LINES = 400
 
-#: Files over the limit that are being split elsewhere right now (by other changes in flight); each must
-#: still be over it, so that the list is emptied as they land instead of going stale.
-KNOWN_LONG_FILES: frozenset[str] = frozenset()
-
 
 def _sources() -> list[Path]:
     return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
@@ -42,17 +38,7 @@ def test_the_packages_are_there():
 
 def test_no_file_is_over_500_lines():
     long = {_name(p): n for p in _sources() if (n := _line_count(p)) > MAX_FILE_LINES}
-    unexpected = {name: n for name, n in long.items() if name not in KNOWN_LONG_FILES}
-    assert not unexpected, f"files over {MAX_FILE_LINES} lines (split them by what they do): {unexpected}"
-
-
-def test_every_known_long_file_is_still_long():
-    """A file split since it was listed leaves :data:`KNOWN_LONG_FILES`: the list never goes stale."""
-    lines = {_name(p): _line_count(p) for p in _sources()}
-    missing = sorted(name for name in KNOWN_LONG_FILES if name not in lines)
-    assert not missing, f"listed in KNOWN_LONG_FILES but no longer there: {missing}"
-    done = {name: lines[name] for name in KNOWN_LONG_FILES if lines[name] <= MAX_FILE_LINES}
-    assert not done, f"no longer over {MAX_FILE_LINES} lines: take them out of KNOWN_LONG_FILES: {done}"
+    assert not long, f"files over {MAX_FILE_LINES} lines (split them by what they do): {long}"
 
 
 def test_no_class_is_over_400_lines():
@@ -71,10 +57,6 @@ def test_no_class_is_over_400_lines():
 FUNCTION_PACKAGES = ("model", "app/commands")
 MAX_FUNCTION_LINES = 80
 MAX_COMPLEXITY = 20
-
-#: Functions in model/ over either limit that are being split elsewhere right now (by other changes in
-#: flight), as "path::qualified name"; each must still be over one, so the list empties as they land.
-KNOWN_LONG_FUNCTIONS: frozenset[str] = frozenset()
 
 
 def _functions() -> dict[tuple[str, int], tuple[str, int]]:
@@ -141,15 +123,8 @@ def _over_the_limits() -> dict[str, str]:
 
 
 def test_no_function_is_over_80_lines_or_complexity_20():
-    unexpected = {name: why for name, why in _over_the_limits().items() if name not in KNOWN_LONG_FUNCTIONS}
-    assert not unexpected, (
+    over = _over_the_limits()
+    assert not over, (
         f"functions over {MAX_FUNCTION_LINES} lines or complexity {MAX_COMPLEXITY} (split them by what "
-        f"they do): {unexpected}"
+        f"they do): {over}"
     )
-
-
-def test_every_known_long_function_is_still_over_a_limit():
-    """A function split since it was listed leaves :data:`KNOWN_LONG_FUNCTIONS`: the list never goes
-    stale."""
-    done = sorted(KNOWN_LONG_FUNCTIONS - set(_over_the_limits()))
-    assert not done, f"within the limits now (or gone): take them out of KNOWN_LONG_FUNCTIONS: {done}"
