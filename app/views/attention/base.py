@@ -137,7 +137,7 @@ class AttentionPage(LazyPage):
             draw(self)
 
         refresh.__doc__ = draw.__doc__
-        cls.refresh = refresh
+        setattr(cls, "refresh", refresh)  # noqa: B010 (a method replaced on the class, as mypy allows it)
 
     def _note_instead(self, text: str | None) -> None:
         """Show ``text`` in place of the page's widgets (None: the widgets again)."""

@@ -329,11 +329,11 @@ class CompareTab(TabBase):
         st.say("prompt", f"Running “{shown}” through {len(todo)} model(s)…")
 
         def job():
-            out = {}
+            out: dict[str, tuple[Any, Any, Any, str | None]] = {}  # name -> (frame, metrics, loaded, error)
             for name, model, tok, path in todo:
                 try:
                     loaded = None
-                    if model is None:
+                    if model is None and path is not None:  # one or the other: see todo
                         ckpt = open_model(path, device="cpu")
                         model, tok, loaded = ckpt.model, ckpt.tokenizer, ckpt
                     frame, metrics = cmp.prompt_attention(model, tok, prompt)

@@ -147,4 +147,7 @@ class SoftmaxTrainingPage(LabPage):
         self.panel.shutdown()
 
     def export_targets(self):
-        return {"loss": self.panel.loss_plot.view, "max weight": self.panel.probe_plot.view}
+        targets = {"loss": self.panel.loss_plot.view}
+        if self.panel.probe_plot is not None:  # this page always has one
+            targets["max weight"] = self.panel.probe_plot.view
+        return targets

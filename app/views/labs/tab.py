@@ -253,5 +253,7 @@ class LabsTab(TabBase):
             self.page,
             self.show_page,
             prefix="labs-",
-            settle=lambda page: wait_until(lambda: page.idle, SCREENSHOT_TIMEOUT_S),
+            settle=lambda page: wait_until(
+                lambda: not isinstance(page, LabPage) or page.idle, SCREENSHOT_TIMEOUT_S
+            ),
         )
