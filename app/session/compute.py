@@ -173,6 +173,10 @@ class ComputeWorker(QObject):
             with self._cond:
                 self._busy = False
             self._done.emit(key, ticket, (callback, job), result, error)
+            # the thread keeps nothing of the job while it waits for the next one: its work, its result
+            # or an exception whose frames hold the model (a replaced model is freed when the GUI
+            # thread lets go of it, not when the next job comes)
+            del fn, callback, job, result, error
 
     def _on_started(self, job: Job) -> None:
         self.board.started(job)

@@ -99,6 +99,8 @@ def test_an_opened_model_is_frozen_out_of_later_collections_and_still_freed(qtbo
     assert gc.get_freeze_count() > frozen
     first = weakref.ref(s.model)
     s.load_checkpoint(tiny_gguf)  # replaces it: reference counting frees the frozen model
-    # once the job that may be reading it (the idle probe of the first model) has let go: superseded,
-    # it stops at its next block
-    qtbot.waitUntil(lambda: first() is None, timeout=30_000)
+    # once the jobs that may read it (the first model's idle probe, superseded: it stops at its next
+    # block) ran and were delivered; then at once, however slow the machine (the compute thread keeps
+    # nothing of a job it ran)
+    qtbot.waitUntil(lambda: s.compute.idle, timeout=60_000)
+    assert first() is None

@@ -236,3 +236,26 @@ def test_a_train_worker_shares_one_control_with_its_trainer_and_lends_it_a_probe
         again.start()
     assert done.args == ["done", "reached step 6"]
     assert [f.step for f in again.mailbox.take("frames")[0]] == [4, 6]
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["returns", "raises"])
+def test_the_compute_thread_keeps_nothing_of_a_job_it_ran(qtbot, compute, fails):
+    """What a job read (a model) is freed once its result is delivered, not when the next job comes: the
+    thread waiting for work holds neither the job, nor its result, nor an exception whose frames hold it."""
+    import weakref
+
+    class Model:
+        pass
+
+    model = Model()
+    held = weakref.ref(model)
+
+    def job(m=model):
+        if fails:
+            raise ValueError("a job that failed while it held the model")
+        return [m]
+
+    compute.submit("k", job, lambda r, e: None)
+    del model, job
+    qtbot.waitUntil(lambda: compute.idle, timeout=TIMEOUT)
+    assert held() is None
