@@ -170,21 +170,21 @@ def run(args: argparse.Namespace) -> int:
         cfg.validate()
         check(load_need(cfg, copies=1, what="building this model"))
     plan = _plan(cfg, tokenizer, args, budget, with_model=model is None)  # refuses in milliseconds
-    import numpy as np
-    import torch
-
-    from model.interp.export import inspection_arrays, npz_bytes, npz_path, save_inspection
-    from model.interp.trace import run_with_trace
+    from model.interp.export import npz_bytes, npz_path, save_inspection
+    from model.interp.inspection import export_arrays
     from model.nn.gpt import build_model
 
     if model is None:
         model = build_model(cfg, seed=args.seed)
-    dtype = torch.float16 if plan.float16 else torch.float32
-    trace = run_with_trace(model, plan.prompt, kinds=plan.kinds, layers=plan.layers, dtype=dtype, sized=True)
-    arrays = inspection_arrays(
-        trace, list(plan.prompt.texts), dtype=np.float16 if plan.float16 else np.float32
+    arrays = export_arrays(
+        model,
+        tokenizer,
+        list(plan.prompt.ids),
+        kinds=plan.kinds,
+        layers=plan.layers,
+        float16=plan.float16,
+        sized=True,
     )
-    del trace
     print(
         f"writing {npz_path(out)}: {human_bytes(npz_bytes(arrays))}"
         + (" before compression…" if args.compress else "…"),

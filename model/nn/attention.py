@@ -241,9 +241,15 @@ class Attention(nn.Module):
         if ctx.triangular and not self.scores.fns and dropout == 0:
             return self.attend_causal(qs * c if c != 1.0 else qs, ks, v, mask, is_causal, ctx)
         scores = self.scores(self.cap((qs @ ks.transpose(-2, -1)).mul_(c)))  # [B, H, T, S], unmasked
-        if mask is not None:  # in place unless a hook may have kept the unmasked scores
-            fill = scores.masked_fill if self.scores.fns else scores.masked_fill_
-            scores = fill(~mask, float("-inf"))
+        if (
+            mask is not None
+        ):  # in place unless a hook may have kept the unmasked scores (a reader copied them)
+            kept = self.scores.fns and not self.scores.readers_only
+            scores = (
+                scores.masked_fill(~mask, float("-inf"))
+                if kept
+                else scores.masked_fill_(~mask, float("-inf"))
+            )
         pattern = self.pattern(self.softmax(scores))
         if self.pattern_rows.fns:
             self.pattern_rows((pattern, 0))

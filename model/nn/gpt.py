@@ -317,8 +317,10 @@ class GPT(nn.Module):
         else:
             logits = x @ self.tok_emb.weight.t()
         cap = self.config.final_softcap
-        if cap is not None:  # Gemma 2: c·tanh(z/c)
-            logits = torch.tanh(logits / cap) * cap
+        if cap is not None:  # Gemma 2: c·tanh(z/c), in place unless a gradient needs the input
+            logits = (
+                torch.tanh(logits / cap) * cap if logits.requires_grad else logits.div_(cap).tanh_().mul_(cap)
+            )
         return logits
 
     def optimizer_groups(self, weight_decay: float) -> list[ParamGroup]:

@@ -86,19 +86,19 @@ def test_user_mistakes_are_one_line_and_exit_2(tmp_path, config_file, args, mess
 
 
 def test_an_inspection_that_cannot_fit_is_refused_before_torch_is_imported(tmp_path):
-    """12 layers × 12 heads at 4096 tokens in 2 GB: refused with the numbers, and since torch is not
+    """12 layers × 12 heads at 4096 tokens in 1 GB: refused with the numbers, and since torch is not
     even imported (a second and a half), in a fraction of a second."""
     cfg = tmp_path / "big.json"
     cfg.write_text(json.dumps({"n_layers": 12, "n_heads": 12, "d_model": 768, "context_length": 4096}))
     argv = ["inspect", "--config", str(cfg), "--prompt", "abcd efgh " * 410, "--out", str(tmp_path / "a.npz")]
     code = (
         "import sys\nfrom app.cli import main\n"
-        f"rc = main({[*argv, '--max-memory', '2']!r})\n"
+        f"rc = main({[*argv, '--max-memory', '1']!r})\n"
         "print(rc, 'torch' in sys.modules)"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.stdout.split() == ["2", "False"], (r.stdout, r.stderr)
-    assert "needs about" in r.stderr and "2.00 GiB" in r.stderr and "Traceback" not in r.stderr
+    assert "needs about" in r.stderr and "1.00 GiB" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "a.npz").exists()
 
 
