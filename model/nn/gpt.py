@@ -272,7 +272,10 @@ class GPT(nn.Module):
         if isinstance(self.pos_emb, RotaryPositions):
             p0 = position_offset + start
             rope, local_rope = self.pos_emb(p0, T), self.pos_emb.local(p0, T)
-        own = self.attention_mask(T, start + T)
+        # keys the queries see: every position so far, or in a local layer what the cache kept of them
+        S = start + T
+        S_local = kv_cache.seen(T, local=True) if kv_cache is not None else S
+        own = self.attention_mask(T, S_local if cfg.sliding_window and not cfg.window_pattern else S)
         mask = self.mask(own)
         ours = mask is own  # no hook replaced the config's mask (recording it keeps it)
         W = cfg.sliding_window
@@ -282,7 +285,7 @@ class GPT(nn.Module):
         triangular = cfg.causal and own is not None and ours
         window_mask, window_is_causal = None, False
         if cfg.window_pattern and ours:  # local layers: the window; global ones: the plain mask
-            window_mask = self.attention_mask(T, start + T, layer=cfg.window_pattern.index("L"))
+            window_mask = self.attention_mask(T, S_local, layer=cfg.window_pattern.index("L"))
             window_is_causal = cfg.causal and short and first
         return Context(
             rope, mask, is_causal, kv_cache, triangular, {}, window_mask, window_is_causal, local_rope
