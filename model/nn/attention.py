@@ -302,6 +302,9 @@ class Attention(nn.Module):
         assert mask is not None  # a triangular mask is never "every key"
         B, H, T, _ = q.shape
         S = k.shape[2]
+        if T <= self.QUERY_BLOCK and not self.pattern_rows.fns:  # one block: it is the whole pattern
+            block, _ = self.causal_rows(q, k, mask, is_causal, slice(0, T))
+            return self.pattern(block) @ v  # a fresh array: what a hook leaves in it is what z uses
         # one pattern array for every layer when its hooks only read it (they copy what they keep); none
         # when nothing looks at it (training with sinks or soft-capping takes this path too)
         looked_at = bool(self.pattern.fns)
