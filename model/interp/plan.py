@@ -108,12 +108,12 @@ def inspection_need(
     With ``A = 4·B·H·T²`` (one layer's square of float32 scores) and ``V`` the vocabulary, the peak is
 
     * the recorded kinds, :func:`estimate_nbytes`;
-    * ``A`` for the one pattern buffer every layer shares when only the pattern is read (the causal
-      softmax of :meth:`~model.nn.attention.Attention.attend_causal`, held until the logits exist),
-      and a block of 64 query rows in flight, ``3·4·B·H·64·T``;
     * the larger of the logits ``4·B·T·V`` (float32, made after the last layer) and one layer in
       flight before them: ``2·A`` when the scores are recorded (the written-out softmax of the whole
-      square: the scores, then the weights) plus the layer's activations ``4·B·T·(4·d + 3·d_ff)``;
+      square: the scores, then the weights), else ``A`` for the pattern buffer the layers share when
+      only the pattern is read (:meth:`~model.nn.attention.Attention.attend_causal`, let go before the
+      logits) and a block of 64 query rows ``3·4·B·H·64·T``; plus the layer's activations
+      ``4·B·T·(4·d + 3·d_ff)``;
     * ``with_model``: :func:`~model.budget.sizing.load_need` (a model not built yet).
 
     Within 15% of the peak resident set measured for the families' shapes
@@ -137,11 +137,10 @@ def inspection_need(
     )
     square = 4 * B * H * T * T
     written_out = any(k in ("scores", "scores_raw") for k in kinds)
-    causal = square + 3 * 4 * B * H * 64 * T  # and a block of 64 query rows' scores
-    layer = (2 * square if written_out else 0) + 4 * B * T * (4 * d + 3 * size_or_zero(cfg.d_ff))
+    squares = 2 * square if written_out else square + 3 * 4 * B * H * 64 * T if "pattern" in kinds else 0
+    layer = squares + 4 * B * T * (4 * d + 3 * size_or_zero(cfg.d_ff))
     parts = {
         "recorded heads": trace,
-        "the shared pattern buffer": causal if "pattern" in kinds and not written_out else 0,
         "the logits, or one layer in flight before them": max(4 * B * T * V, layer),
     }
     if with_model:

@@ -298,6 +298,8 @@ class GPT(nn.Module):
         for block in self.blocks[layer:]:
             cancel_point()  # a cancelled inspection stops here (model.progress); nothing outside one
             x = block(x, ctx)
+        if ctx.scratch:  # the layers' shared buffers go before the logits [T, V] come
+            ctx.scratch.clear()
         x = self.ln_final(self.norm_f(x) if self.norm_f is not None else x)
         logits = self.logits(self.unembed(x))
         loss = None
