@@ -113,7 +113,7 @@ def inspection_need(
       square: the scores, then the weights), else ``A`` for the pattern buffer the layers share when
       only the pattern is read (:meth:`~model.nn.attention.Attention.attend_causal`, let go before the
       logits) and a block of 64 query rows ``3·4·B·H·64·T``; plus the layer's activations
-      ``4·B·T·(4·d + 3·d_ff)``;
+      ``4·B·T·(4·d + 3·f)``, ``f`` the feed-forward's width in flight (:func:`_ffn_width`);
     * ``with_model``: :func:`~model.budget.sizing.load_need` (a model not built yet).
 
     Within 15% of the peak resident set measured for the families' shapes
@@ -138,7 +138,7 @@ def inspection_need(
     square = 4 * B * H * T * T
     written_out = any(k in ("scores", "scores_raw") for k in kinds)
     squares = 2 * square if written_out else square + 3 * 4 * B * H * 64 * T if "pattern" in kinds else 0
-    layer = squares + 4 * B * T * (4 * d + 3 * size_or_zero(cfg.d_ff))
+    layer = squares + 4 * B * T * (4 * d + 3 * _ffn_width(cfg))
     parts = {
         "recorded heads": trace,
         "the logits, or one layer in flight before them": max(4 * B * T * V, layer),
@@ -147,6 +147,15 @@ def inspection_need(
         parts["the model"] = load_need(cfg, copies=1).total
     lower = f"the prompt's {T} tokens" if any(k in SQUARE_KINDS for k in kinds) else largest_knob(cfg)
     return Need(f"inspecting {T} tokens in {L} layers × {H} heads", parts, lower)
+
+
+def _ffn_width(cfg: GPTConfig) -> int:
+    """The feed-forward's hidden values per token in flight: ``d_ff``, or in a mixture of experts with
+    no dense layer the ``k`` of ``E`` experts run one at a time, ``f·k/E``, plus the shared experts."""
+    if not cfg.n_experts or cfg.moe_dense_layers:
+        return size_or_zero(cfg.hidden)
+    E, k, f = (size_or_zero(v) for v in (cfg.n_experts, cfg.n_experts_per_token, cfg.expert_hidden))
+    return f * k // max(1, E) + f * size_or_zero(cfg.n_shared_experts)
 
 
 @dataclass(frozen=True)

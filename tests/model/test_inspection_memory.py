@@ -68,7 +68,7 @@ SHAPES = {
     ),
 }
 #: (prompt tokens, vocabulary: None = the family's own)
-SIZES = ((64, None), (512, 512))
+SIZES = ((64, None), (640, 512))
 
 CHILD = r"""
 import json, sys
