@@ -7,7 +7,7 @@ Peak memory: every way runs once in a process of its own, which builds its model
 reports its peak resident set (``ru_maxrss``: the model, the work and the interpreter, as a user sees
 it), so that no measurement inherits another's memory; one way at a time. Time: every way in one
 process (both models built once), ``--repeats`` rounds interleaved, the order reversed every other
-round, the median of each. The ways:
+round, the median of each (and the fastest, the least disturbed on a busy machine). The ways:
 
 * ``transformers``: ``model(ids, output_attentions=True)``: every attention map [H, T, T] and the logits;
 * ``attention maps``: ``run_with_trace(model, ids, kinds=("pattern",))``: the same arrays, ours;
@@ -170,7 +170,7 @@ def time_child(ways: list[str], T: int, repeats: int) -> dict:
             done = work()
             spent[way].append(time.perf_counter() - t0)
             del done
-    return {way: statistics.median(v) for way, v in spent.items()}
+    return {way: (statistics.median(v), min(v)) for way, v in spent.items()}
 
 
 def smollm2(repeats: int) -> None:
@@ -267,9 +267,12 @@ def main() -> None:
             p, t = peaks.get(way), (times or {}).get(way)
             line = f"  {way:15s}"
             line += f" peak {_gb(p['peak'])}" if p else " peak failed"
-            line += f"  time {t:6.1f} s" if t else "  time failed"
+            line += f"  time {t[0]:6.1f} s (fastest {t[1]:.1f})" if t else "  time failed"
             if way != "transformers" and p and t and base_peak and base_time:
-                line += f"   × transformers: peak {p['peak'] / base_peak:.2f}, time {t / base_time:.2f}"
+                line += (
+                    f"   × transformers: peak {p['peak'] / base_peak:.2f}, time {t[0] / base_time[0]:.2f} "
+                    f"(fastest {t[1] / base_time[1]:.2f})"
+                )
             if p and p["estimate"] is not None:
                 line += (
                     f"   estimate {_gb(p['estimate'])} = {p['estimate'] / p['over_interpreter']:.2f}× the "
