@@ -199,22 +199,24 @@ def run(args: argparse.Namespace) -> int:
         check(load_need(cfg, copies=1, what="building this model"))
     plan = _plan(cfg, tokenizer, args, budget, with_model=model is None)  # refuses in milliseconds
     import numpy as np
-    import torch
 
-    from model.interp.export import inspection_arrays, npz_bytes, npz_path, save_inspection, streamed_arrays
-    from model.interp.trace import run_with_trace
+    from model.interp.export import npz_bytes, npz_path, save_inspection, streamed_arrays
+    from model.interp.inspection import export_arrays
     from model.nn.gpt import build_model
 
     if model is None:
         model = build_model(cfg, seed=args.seed)
     prompt = plan.prompt
-    if plan.held:
-        dtype = torch.float16 if plan.float16 else torch.float32
-        trace = run_with_trace(model, prompt, kinds=plan.kinds, layers=plan.layers, dtype=dtype, sized=True)
-        arrays = inspection_arrays(
-            trace, list(prompt.texts), dtype=np.float16 if plan.float16 else np.float32
+    if plan.held:  # each square written once, straight from the forward pass into the file's array
+        arrays = export_arrays(
+            model,
+            tokenizer,
+            list(prompt.ids),
+            kinds=plan.kinds,
+            layers=plan.layers,
+            float16=plan.float16,
+            sized=True,
         )
-        del trace
     else:  # every head pooled, and what recomputes any of them, never a [T, T] in flight
         arrays = streamed_arrays(model, list(prompt.ids), list(prompt.texts), plan.block)
     arrays.update(dropped=np.array(prompt.dropped), positions=np.array(prompt.positions, dtype=np.int64))

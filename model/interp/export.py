@@ -108,7 +108,7 @@ def inspection_arrays(
             "mask": trace.mask.numpy().astype(bool),
             "resid_norms": norms.astype(np.float32),
             "resid_points": np.array(points, dtype=str),
-            "logits": trace.logits[batch].numpy().astype(np.float32),
+            "logits": trace.logits[batch].numpy().astype(np.float32, copy=False),  # the trace's, not a copy
             "config": np.array(trace.config.to_json()),
         }
     )

@@ -29,9 +29,9 @@ import torch
 
 from model.config import GPTConfig
 from model.interp.analysis.pipeline import PIPELINE_KINDS, head_pipeline
-from model.interp.export import inspection_arrays
+from model.interp.export import FILE_KEYS, inspection_arrays
 from model.interp.frame import AttentionFrame
-from model.interp.plan import REQUIRED_KINDS, PromptPlan, held_tokens
+from model.interp.plan import REQUIRED_KINDS, SQUARE_KINDS, PromptPlan, canonical_kinds, held_tokens
 from model.interp.streamed import stream_prompt
 from model.interp.trace import run_with_trace
 from model.nn.hooks import ablate_heads, reader
@@ -196,12 +196,45 @@ def head_detail(model, ids: list[int], layer: int, head: int, *, ablate: dict | 
     return head_pipeline(trace, layer, head)
 
 
-def export_arrays(model, tokenizer, ids: list[int], *, ablate: dict | None = None) -> dict[str, np.ndarray]:
+def export_arrays(
+    model,
+    tokenizer,
+    ids: list[int],
+    *,
+    ablate: dict | None = None,
+    kinds: tuple[str, ...] = REQUIRED_KINDS,
+    layers: list[int] | None = None,
+    float16: bool = False,
+    sized: bool = False,
+) -> dict[str, np.ndarray]:
     """The arrays of the .npz inspection format (``model.interp.export``), as ``attention-lab inspect``
-    writes."""
+    writes: ``kinds`` (the format's by default) of ``layers`` (all by default; a plan's, sorted), the
+    square ones [L, H, T, T] in float16 or float32.
 
-    trace = run_with_trace(model, ids, kinds=REQUIRED_KINDS, hooks=ablate_heads(ablate or {}))
-    return inspection_arrays(trace, tokenizer.token_strings([int(i) for i in ids]))
+    Memory: each square kind is written once, straight from the forward pass into the array returned
+    (``run_with_trace``'s ``into``), and the logits [T, V] are the trace's own: the peak is what
+    :func:`~model.interp.plan.inspection_need` says (the arrays, the logits, one layer in flight), not
+    a second copy of each. ``sized``: a plan has sized it already (else refused when it cannot fit)."""
+
+    cfg = model.config
+    kinds = canonical_kinds(kinds)
+    rows = sorted({int(i) for i in layers}) if layers is not None else list(range(cfg.n_layers))
+    T = len(ids)
+    dtype = np.float16 if float16 else np.float32
+    squares = {k: np.empty((len(rows), cfg.n_heads, T, T), dtype=dtype) for k in kinds if k in SQUARE_KINDS}
+    trace = run_with_trace(
+        model,
+        ids,
+        kinds=kinds,
+        layers=layers,
+        dtype=torch.float16 if float16 else torch.float32,
+        hooks=ablate_heads(ablate or {}),
+        sized=sized,
+        into=squares,
+    )
+    arrays = inspection_arrays(trace, tokenizer.token_strings([int(i) for i in ids]), dtype=dtype)
+    arrays.update({key: squares[kind] for key, kind in FILE_KEYS.items() if kind in squares})
+    return arrays
 
 
 __all__ = ["Inspection", "export_arrays", "head_detail", "inspect_prompt"]

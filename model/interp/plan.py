@@ -94,22 +94,35 @@ def inspection_need(
     cfg: GPTConfig,
     seq_len: int,
     *,
-    kinds: tuple[str, ...],
+    kinds: Iterable[str],
     n_layers: int | None = None,
     bytes_per_value: int = 4,
-    export_bytes_per_value: int = 0,
     with_model: bool = False,
     batch: int = 1,
 ) -> Need:
-    """Bytes to trace ``seq_len`` tokens recording ``kinds`` in ``n_layers`` layers (all by default).
+    """Bytes to trace ``seq_len`` tokens recording ``kinds`` in ``n_layers`` layers (all by default):
+    the one estimate of a recorded run, whoever runs it (:func:`~model.interp.trace.run_with_trace`,
+    the Attention tab's :func:`held_need`, ``attention-lab inspect`` and
+    :func:`~model.interp.inspection.export_arrays`, which write each kind once, into what they return).
 
-    ``export_bytes_per_value`` > 0 adds the copies an export makes of the square kinds; ``with_model``
-    adds :func:`load_need` (a model not built yet).
-    """
+    With ``A = 4·B·H·T²`` (one layer's square of float32 scores) and ``V`` the vocabulary, the peak is
+
+    * the recorded kinds, :func:`estimate_nbytes`;
+    * the larger of the logits ``4·B·T·V`` (float32, made after the last layer) and one layer in
+      flight before them: ``2·A`` when the scores are recorded (the written-out softmax of the whole
+      square: the scores, then the weights), else ``A`` for the pattern buffer the layers share when
+      only the pattern is read (:meth:`~model.nn.attention.Attention.attend_causal`, let go before the
+      logits) and a block of 64 query rows ``3·4·B·H·64·T``; plus the layer's activations
+      ``4·B·T·(4·d + 3·f)``, ``f`` the feed-forward's width in flight (:func:`_ffn_width`);
+    * ``with_model``: :func:`~model.budget.sizing.load_need` (a model not built yet).
+
+    Within 15% of the peak resident set measured for the families' shapes
+    (``tests/model/test_inspection_memory.py``)."""
     L = size_or_zero(cfg.n_layers) if n_layers is None else n_layers
     H, d, V, d_k = (size_or_zero(v) for v in (cfg.n_heads, cfg.d_model, cfg.vocab_size, cfg.d_head))
     T, B = max(1, size_or_zero(seq_len)), max(1, size_or_zero(batch))
     E, k = (size_or_zero(cfg.n_experts), size_or_zero(cfg.n_experts_per_token)) if cfg.n_experts else (0, 0)
+    kinds = canonical_kinds(kinds)
     trace = estimate_nbytes(
         L,
         H,
@@ -122,18 +135,27 @@ def inspection_need(
         n_experts=E,
         experts_per_token=k,
     )
-    kinds = canonical_kinds(kinds)
-    squares = sum(1 for k in kinds if k in SQUARE_KINDS)
+    square = 4 * B * H * T * T
+    written_out = any(k in ("scores", "scores_raw") for k in kinds)
+    squares = 2 * square if written_out else square + 3 * 4 * B * H * 64 * T if "pattern" in kinds else 0
+    layer = squares + 4 * B * T * (4 * d + 3 * _ffn_width(cfg))
     parts = {
         "recorded heads": trace,
-        "one layer's scores in flight": 4 * 4 * B * H * T * T,
-        "logits": 4 * B * T * V,
-        "the export": export_bytes_per_value * squares * L * H * T * T,
+        "the logits, or one layer in flight before them": max(4 * B * T * V, layer),
     }
     if with_model:
         parts["the model"] = load_need(cfg, copies=1).total
-    lower = f"the prompt's {T} tokens" if squares else largest_knob(cfg)
+    lower = f"the prompt's {T} tokens" if any(k in SQUARE_KINDS for k in kinds) else largest_knob(cfg)
     return Need(f"inspecting {T} tokens in {L} layers × {H} heads", parts, lower)
+
+
+def _ffn_width(cfg: GPTConfig) -> int:
+    """The feed-forward's hidden values per token in flight: ``d_ff``, or in a mixture of experts with
+    no dense layer the ``k`` of ``E`` experts run one at a time, ``f·k/E``, plus the shared experts."""
+    if not cfg.n_experts or cfg.moe_dense_layers:
+        return size_or_zero(cfg.hidden)
+    E, k, f = (size_or_zero(v) for v in (cfg.n_experts, cfg.n_experts_per_token, cfg.expert_hidden))
+    return f * k // max(1, E) + f * size_or_zero(cfg.n_shared_experts)
 
 
 @dataclass(frozen=True)
@@ -173,9 +195,7 @@ def plan_inspection(
     need = None
     for ks, f16 in candidates:
         s = 2 if f16 else 4
-        need = inspection_need(
-            cfg, seq_len, kinds=ks, bytes_per_value=s, export_bytes_per_value=s, with_model=with_model
-        )
+        need = inspection_need(cfg, seq_len, kinds=ks, bytes_per_value=s, with_model=with_model)
         if need.total <= budget:
             dropped = [k for k in kinds if k not in ks]
             return InspectionPlan(ks, None, f16, need, dropped)
@@ -188,7 +208,6 @@ def plan_inspection(
             kinds=ks,
             n_layers=n_layers,
             bytes_per_value=s,
-            export_bytes_per_value=s,
             with_model=with_model,
         )
         if need.total <= budget:
@@ -252,8 +271,16 @@ def streamed_need(cfg: GPTConfig, n_tokens: int) -> Need:
 
 def held_need(cfg: GPTConfig, n_tokens: int) -> Need:
     """The bytes of an inspection that holds every head's pattern L·H·T² (float32 up to
-    :data:`FLOAT32_LIMIT` values, else float16), one layer's scores in flight and the logits [T, V]."""
-    return inspection_need(cfg, n_tokens, kinds=("pattern",), bytes_per_value=2 if _big(cfg, n_tokens) else 4)
+    :data:`FLOAT32_LIMIT` values, else float16; :func:`inspection_need`) and, when it is pooled or
+    float16, the overview beside it, ``4·L·H·S²`` with ``S = ceil(T / block)``."""
+    big = _big(cfg, n_tokens)
+    need = inspection_need(cfg, n_tokens, kinds=("pattern",), bytes_per_value=2 if big else 4)
+    heads = size_or_zero(cfg.n_layers) * size_or_zero(cfg.n_heads)
+    T = max(1, size_or_zero(n_tokens))
+    b = block_size(T, heads)
+    S = -(-T // b)
+    overview = 4 * heads * S * S if b > 1 or big else 0
+    return Need(need.what, {**need.parts, "pooled overview": overview}, need.lower)
 
 
 def holds_within(cfg: GPTConfig, n_tokens: int, budget: int | None = None) -> bool:

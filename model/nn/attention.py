@@ -42,10 +42,13 @@ from model.nn.layers import STD, apply_rope, init_linear, make_norm
 class KVCache:
     """Keys and values of earlier positions for incremental decoding.
 
-    Holds ``k`` [L, B, H_kv, max_len, d_k] and ``v`` [L, B, H_kv, max_len, d_v]: ``L·H_kv·(d_k + d_v)``
-    values per position and sequence, so a GQA/MQA model's cache is ``n_heads / n_kv_heads`` times
-    smaller than MHA's. For latent attention ``k`` holds the latent ``c_KV`` [L, B, 1, max_len, r] and
-    ``v`` the rotary key shared by the heads [L, B, 1, max_len, d_rope]: ``L·(r + d_rope)`` values.
+    Block ``l`` holds ``keys[l]`` [B, H_kv, n_l, d_k] and ``values[l]`` [B, H_kv, n_l, d_v]:
+    ``H_kv·(d_k + d_v)`` values per position and sequence, so a GQA/MQA model's cache is ``n_heads /
+    n_kv_heads`` times smaller than MHA's. ``n_l = max_len``, except in a local (sliding-window) layer,
+    whose queries never see a key ``W`` or more positions back: it keeps the last ``min(max_len, W)``
+    positions, oldest first (the budget's windowed figure: Gemma 3's 15 local layers of 18 keep 512 of
+    1,024 positions). For latent attention ``keys`` hold the latent ``c_KV`` [B, 1, n_l, r] and
+    ``values`` the rotary key shared by the heads [B, 1, n_l, d_rope]: ``r + d_rope`` values.
     """
 
     def __init__(
@@ -56,33 +59,59 @@ class KVCache:
         device: torch.device | str | None = None,
         dtype: torch.dtype = torch.float32,
     ):
-        L = config.n_layers
         if config.mla:
-            k_shape = (L, batch, 1, max_len, int(config.kv_lora_rank or 0))
-            v_shape = (L, batch, 1, max_len, config.qk_rope_dim)
+            k_shape, v_shape = (batch, 1, int(config.kv_lora_rank or 0)), (batch, 1, config.qk_rope_dim)
         else:
-            k_shape = (L, batch, config.kv_heads, max_len, config.d_head)
-            v_shape = (L, batch, config.kv_heads, max_len, config.v_dim)
-        self.k = torch.zeros(k_shape, device=device, dtype=dtype)
-        self.v = torch.zeros(v_shape, device=device, dtype=dtype)
+            k_shape = (batch, config.kv_heads, config.d_head)
+            v_shape = (batch, config.kv_heads, config.v_dim)
+        W = config.sliding_window
+        #: positions each block keeps: ``max_len``, or ``min(max_len, W)`` in a local layer
+        self.kept = [
+            min(max_len, W) if W is not None and config.is_local_layer(i) else max_len
+            for i in range(config.n_layers)
+        ]
+        self.keys = [
+            torch.zeros((*k_shape[:2], n, k_shape[2]), device=device, dtype=dtype) for n in self.kept
+        ]
+        self.values = [
+            torch.zeros((*v_shape[:2], n, v_shape[2]), device=device, dtype=dtype) for n in self.kept
+        ]
         self.max_len = max_len
         self.length = 0
 
     @property
     def nbytes(self) -> int:
-        return self.k.element_size() * (self.k.nelement() + self.v.nelement())
+        return sum(t.element_size() * t.nelement() for t in (*self.keys, *self.values))
 
     def reset(self) -> None:
         self.length = 0
 
+    def seen(self, T: int, *, local: bool) -> int:
+        """Keys that ``T`` new queries attend over in a local (sliding-window) layer or a global one:
+        the positions it holds, then the ``T`` new ones."""
+        kept = min(self.kept) if local else self.max_len
+        return min(self.length, kept) + T
+
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store ``k``, ``v`` [B, H_kv, T, ·] after the cached positions; return all of them so far."""
-        start, end = self.length, self.length + k.shape[2]
+        """Store ``k``, ``v`` [B, H_kv, T, ·] after the cached positions; return the keys and values the
+        new queries attend over: every position so far, or in a local layer the ones it kept then the
+        new ones (:meth:`seen`)."""
+        T = k.shape[2]
+        start, end = self.length, self.length + T
         if end > self.max_len:
             raise ValueError(f"KV cache holds {self.max_len} positions; {end} requested")
-        self.k[layer, :, :, start:end] = k
-        self.v[layer, :, :, start:end] = v
-        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
+        keys, values, n = self.keys[layer], self.values[layer], self.kept[layer]
+        held = min(start, n)
+        if held + T <= n:  # room left: the new positions go after the held ones
+            keys[:, :, held : held + T] = k
+            values[:, :, held : held + T] = v
+            return keys[:, :, : held + T], values[:, :, : held + T]
+        # a local layer past its window: the held positions and the new ones, then keep the last n
+        all_k = torch.cat([keys[:, :, :held], k], dim=2)
+        all_v = torch.cat([values[:, :, :held], v], dim=2)
+        keys.copy_(all_k[:, :, -n:])
+        values.copy_(all_v[:, :, -n:])
+        return all_k, all_v
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,9 +270,15 @@ class Attention(nn.Module):
         if ctx.triangular and not self.scores.fns and dropout == 0:
             return self.attend_causal(qs * c if c != 1.0 else qs, ks, v, mask, is_causal, ctx)
         scores = self.scores(self.cap((qs @ ks.transpose(-2, -1)).mul_(c)))  # [B, H, T, S], unmasked
-        if mask is not None:  # in place unless a hook may have kept the unmasked scores
-            fill = scores.masked_fill if self.scores.fns else scores.masked_fill_
-            scores = fill(~mask, float("-inf"))
+        if (
+            mask is not None
+        ):  # in place unless a hook may have kept the unmasked scores (a reader copied them)
+            kept = self.scores.fns and not self.scores.readers_only
+            scores = (
+                scores.masked_fill(~mask, float("-inf"))
+                if kept
+                else scores.masked_fill_(~mask, float("-inf"))
+            )
         pattern = self.pattern(self.softmax(scores))
         if self.pattern_rows.fns:
             self.pattern_rows((pattern, 0))
@@ -267,6 +302,9 @@ class Attention(nn.Module):
         assert mask is not None  # a triangular mask is never "every key"
         B, H, T, _ = q.shape
         S = k.shape[2]
+        if T <= self.QUERY_BLOCK and not self.pattern_rows.fns:  # one block: it is the whole pattern
+            block, _ = self.causal_rows(q, k, mask, is_causal, slice(0, T))
+            return self.pattern(block) @ v  # a fresh array: what a hook leaves in it is what z uses
         # one pattern array for every layer when its hooks only read it (they copy what they keep); none
         # when nothing looks at it (training with sinks or soft-capping takes this path too)
         looked_at = bool(self.pattern.fns)

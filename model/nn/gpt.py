@@ -272,7 +272,10 @@ class GPT(nn.Module):
         if isinstance(self.pos_emb, RotaryPositions):
             p0 = position_offset + start
             rope, local_rope = self.pos_emb(p0, T), self.pos_emb.local(p0, T)
-        own = self.attention_mask(T, start + T)
+        # keys the queries see: every position so far, or in a local layer what the cache kept of them
+        S = start + T
+        S_local = kv_cache.seen(T, local=True) if kv_cache is not None else S
+        own = self.attention_mask(T, S_local if cfg.sliding_window and not cfg.window_pattern else S)
         mask = self.mask(own)
         ours = mask is own  # no hook replaced the config's mask (recording it keeps it)
         W = cfg.sliding_window
@@ -282,7 +285,7 @@ class GPT(nn.Module):
         triangular = cfg.causal and own is not None and ours
         window_mask, window_is_causal = None, False
         if cfg.window_pattern and ours:  # local layers: the window; global ones: the plain mask
-            window_mask = self.attention_mask(T, start + T, layer=cfg.window_pattern.index("L"))
+            window_mask = self.attention_mask(T, S_local, layer=cfg.window_pattern.index("L"))
             window_is_causal = cfg.causal and short and first
         return Context(
             rope, mask, is_causal, kv_cache, triangular, {}, window_mask, window_is_causal, local_rope
@@ -295,6 +298,8 @@ class GPT(nn.Module):
         for block in self.blocks[layer:]:
             cancel_point()  # a cancelled inspection stops here (model.progress); nothing outside one
             x = block(x, ctx)
+        if ctx.scratch:  # the layers' shared buffers go before the logits [T, V] come
+            ctx.scratch.clear()
         x = self.ln_final(self.norm_f(x) if self.norm_f is not None else x)
         logits = self.logits(self.unembed(x))
         loss = None
@@ -317,8 +322,10 @@ class GPT(nn.Module):
         else:
             logits = x @ self.tok_emb.weight.t()
         cap = self.config.final_softcap
-        if cap is not None:  # Gemma 2: c·tanh(z/c)
-            logits = torch.tanh(logits / cap) * cap
+        if cap is not None:  # Gemma 2: c·tanh(z/c), in place unless a gradient needs the input
+            logits = (
+                torch.tanh(logits / cap) * cap if logits.requires_grad else logits.div_(cap).tanh_().mul_(cap)
+            )
         return logits
 
     def optimizer_groups(self, weight_decay: float) -> list[ParamGroup]:

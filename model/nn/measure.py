@@ -410,8 +410,7 @@ def measure_kv_cache(cfg: GPTConfig, *, positions: int = 16) -> list[KVCacheRow]
         measured = None
         if variant is not None and not variant.problems():
             cache = KVCache(variant, 1, positions)
-            allocated = cache.k.untyped_storage().nbytes() + cache.v.untyped_storage().nbytes()
-            measured = allocated / positions
+            measured = cache.nbytes / positions
         rows.append(KVCacheRow(kind, f"{L} × {holds}", float(formula[kind]), measured))
     return rows
 

@@ -303,14 +303,15 @@ def test_kv_cache_size_equals_the_model_cache(dtype, nbytes):
     [
         dict(kv_lora_rank=6, qk_rope_head_dim=4),  # latent attention: the latent and the rotary key
         dict(kv_lora_rank=5, q_lora_rank=3, qk_rope_head_dim=2, v_head_dim=3),
-        dict(n_kv_heads=2, sliding_window=4, window_pattern="LG"),  # the model keeps T in every layer
+        dict(n_kv_heads=2, sliding_window=4, window_pattern="LG"),  # a local layer keeps its window only
+        dict(sliding_window=6),  # every layer local (Mistral)
     ],
 )
 def test_kv_cache_of_today_s_block_equals_the_model_cache(change):
     cfg = GPTConfig(vocab_size=11, context_length=32, n_layers=3, d_model=32, n_heads=4, positions="rope")
     cfg = cfg.replace(**change).validate()
     cache = KVCache(cfg, batch=3, max_len=20, dtype=torch.float16)
-    assert cache.nbytes == budget.kv_cache(cfg, seq_len=20, batch=3, bytes_per_value=2).bytes
+    assert cache.nbytes == budget.kv_cache(cfg, seq_len=20, batch=3, bytes_per_value=2).windowed_bytes
 
 
 def _saved_activation_bytes(cfg: GPTConfig, B: int, T: int) -> int:

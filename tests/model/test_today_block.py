@@ -189,12 +189,12 @@ def test_the_latent_cache_holds_the_latent_and_is_smaller_by_its_formula():
     attn = model.blocks[0].attn
     with torch.no_grad():
         latent = attn.kv_a_norm((model.blocks[0].norm1(x) @ attn.kv_a.weight.T)[..., :10])
-    torch.testing.assert_close(cache.k[0, :, 0], latent, rtol=1e-5, atol=1e-6)
-    allocated = cache.k.untyped_storage().nbytes() + cache.v.untyped_storage().nbytes()
+    torch.testing.assert_close(cache.keys[0][:, 0], latent, rtol=1e-5, atol=1e-6)
+    allocated = cache.nbytes
     assert allocated == 3 * 2 * 24 * (10 + 4) * 4  # L·B·T·(r + d_rope) float32
     plain = dict(kv_lora_rank=None, q_lora_rank=None, qk_rope_head_dim=None, qk_nope_head_dim=None)
     mha = KVCache(cfg.replace(**plain, v_head_dim=None), 2, 24)
-    mha_bytes = mha.k.untyped_storage().nbytes() + mha.v.untyped_storage().nbytes()
+    mha_bytes = mha.nbytes
     assert mha_bytes / allocated == pytest.approx((2 * 4 * 8) / (10 + 4))  # 2·H·d_k / (r + d_rope)
 
 
