@@ -1,0 +1,172 @@
+"""GGUF files of DeepSeek's latent attention (``deepseek2``) opened exactly (model.io.gguf_mla).
+
+Each file is written in the test from a tiny random transformers model as llama.cpp's converter writes
+it (tests/gguf_mla_files.py): DeepSeek-V3 (sigmoid router with its choice bias, grouped routing, a
+low-rank query, dense first layer, shared expert, YaRN with mscale on the scores, ``kv_b`` split into
+``attn_k_b`` / ``attn_v_b`` as newer converters write it) and DeepSeek-V2-Lite's shape (softmax router
+scaled, not renormalised, one ``W_Q``, ``attn_kv_b`` whole, as older converters wrote it, no gating key).
+transformers does not read ``deepseek2`` GGUF files, so the reference is transformers' own model of the
+same weights (DeepseekV3ForCausalLM, DeepseekV2ForCausalLM): logits ≤ 1e-4 relative to their largest,
+attention weights ≤ 1e-5. A file of mixed types is held against transformers' model holding the
+weights as ``gguf``'s reader and decoders give them back.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from model.interp.trace import run_with_trace
+from model.io.gguf import load_gguf, summarize_gguf
+from model.io.loaded import CheckpointError
+from tests.gguf_mla_files import dequantized_into, write_deepseek2_gguf
+
+_YARN = {
+    "rope_type": "yarn",
+    "rope_theta": 10000.0,
+    "factor": 4.0,
+    "original_max_position_embeddings": 16,
+    "mscale": 0.8,  # llama.cpp keeps one mscale (the log multiplier): both equal, as in the real configs
+    "mscale_all_dim": 0.8,
+    "beta_fast": 32.0,
+    "beta_slow": 1.0,
+}
+_SHAPE = dict(
+    num_hidden_layers=3,
+    num_key_value_heads=4,
+    n_routed_experts=8,
+    num_experts_per_tok=2,
+    n_shared_experts=1,
+    moe_intermediate_size=32,
+    first_k_dense_replace=1,
+    kv_lora_rank=32,
+    qk_rope_head_dim=8,
+    qk_nope_head_dim=32,
+    v_head_dim=32,
+)
+#: case -> (model_type, config, kv_b split as newer converters write it)
+CASES = {
+    "v3": ("deepseek_v3", dict(_SHAPE, q_lora_rank=32, n_group=4, topk_group=2, rope_parameters=_YARN), True),
+    "v2-lite": (
+        "deepseek_v2",
+        dict(_SHAPE, q_lora_rank=None, n_group=1, topk_group=1, routed_scaling_factor=1.5),
+        False,
+    ),
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def deepseek(tmp_path_factory, write_hf_family):
+    """case -> (folder with the tokenizer, transformers' model, the F32 GGUF file)."""
+    made: dict = {}
+
+    def get(case: str):
+        if case not in made:
+            model_type, config, split = CASES[case]
+            folder = tmp_path_factory.mktemp(case)
+            reference = write_hf_family(folder, model_type, **config)
+            path = write_deepseek2_gguf(folder / "tiny.gguf", reference, folder, split_kv_b=split)
+            made[case] = folder, reference, path
+        return made[case]
+
+    return get
+
+
+def _differences(reference, ckpt, text: str) -> tuple[float, float]:
+    """(largest logit difference relative to the largest logit, largest attention difference)."""
+    ids = torch.tensor([ckpt.tokenizer.encode(text)[:40]])
+    with torch.no_grad():
+        theirs = reference(ids, output_attentions=True)
+        ours, _ = ckpt.model(ids)
+    attention = torch.from_numpy(run_with_trace(ckpt.model, ids, kinds=("pattern",)).stack("pattern"))
+    expected = torch.stack(theirs.attentions)[:, 0]  # [L, H, T, T]
+    assert attention.shape == expected.shape and theirs.logits.std().item() > 0.5
+    logits = ((ours - theirs.logits).abs().max() / theirs.logits.abs().max()).item()
+    return logits, (attention - expected).abs().max().item()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_deepseek2_file_equals_transformers(deepseek, case, tricky_texts):
+    _, reference, path = deepseek(case)
+    ckpt = load_gguf(path)
+    cfg = ckpt.config
+    assert ckpt.meta["architecture"] == "deepseek2" and ckpt.meta["model_type"] == "deepseek_v3"
+    assert (cfg.kv_lora_rank, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim) == (32, 32, 8, 32)
+    v3 = case == "v3"
+    assert cfg.router == ("sigmoid_topk_norm" if v3 else "softmax_topk")
+    assert (cfg.router_choice_bias, cfg.router_groups, cfg.q_lora_rank) == (
+        (True, 4, 32) if v3 else (False, None, None)
+    )
+    assert cfg.router_scale == reference.config.routed_scaling_factor
+    for text in tricky_texts[:3]:
+        logits, attention = _differences(reference, ckpt, text)
+        assert logits <= 1e-4 and attention <= 1e-5, (text, logits, attention)
+
+
+def test_a_file_of_mixed_types_equals_transformers_with_its_decoded_weights(deepseek, tmp_path, tricky_texts):
+    folder, reference, _ = deepseek("v3")
+    types = {
+        "token_embd.weight": "Q4_1",
+        "blk.0.attn_q_b.weight": "Q5_0",
+        "blk.1.attn_k_b.weight": "F16",
+        "blk.1.ffn_gate_exps.weight": "Q4_0",
+        "blk.2.ffn_down_exps.weight": "BF16",
+        "blk.2.attn_kv_a_mqa.weight": "Q5_1",
+    }
+    path = write_deepseek2_gguf(tmp_path / "mixed.gguf", reference, folder, "Q8_0", types=types)
+    quantized = copy.deepcopy(reference)
+    dequantized_into(quantized, path)
+    opened = load_gguf(path, stored=False)
+    found = {t.split(" ")[0] for t in opened.meta["quantization"].split(", ")}
+    assert found == {"Q8_0", "Q4_1", "Q5_0", "F16", "Q4_0", "BF16", "Q5_1", "F32"}
+    kept = load_gguf(path, stored=True)  # matrices decoded as used; stacked and split ones at the open
+    for text in tricky_texts[:2]:
+        logits, attention = _differences(quantized, opened, text)
+        assert logits <= 1e-4 and attention <= 1e-5, (text, logits, attention)
+        ids = torch.tensor([opened.tokenizer.encode(text)[:40]])
+        with torch.no_grad():
+            assert torch.allclose(kept.model(ids)[0], opened.model(ids)[0], rtol=0, atol=1e-5)
+    assert _differences(reference, opened, tricky_texts[0])[0] > 1e-3  # the types really round
+
+
+def test_the_local_models_list_marks_deepseek2_openable(deepseek):
+    _, reference, path = deepseek("v3")
+    summary = summarize_gguf(path)
+    assert summary["opens"] and not summary["problem"] and summary["architecture"] == "deepseek2"
+    assert summary["n_layers"] == 3 and summary["n_kv_heads"] == 1  # MLA as MQA over the latent
+    biases = sum(b.numel() for n, b in reference.named_buffers() if n.endswith("e_score_correction_bias"))
+    assert summary["n_params"] == sum(p.numel() for p in reference.parameters()) + biases  # the V3 router's
+
+
+def test_v2_group_limited_routing_is_refused_in_one_line(tmp_path, write_hf_family):
+    model_type, config, _ = CASES["v2-lite"]
+    config = dict(config, n_group=2, topk_group=1, topk_method="group_limited_greedy", num_hidden_layers=2)
+    reference = write_hf_family(tmp_path, model_type, **config)
+    path = write_deepseek2_gguf(tmp_path / "grouped.gguf", reference, tmp_path)
+    with pytest.raises(CheckpointError) as refused:
+        load_gguf(path)
+    message = str(refused.value)
+    assert "\n" not in message and "deepseek2.expert_group_count=2" in message and "softmax" in message
+    assert not summarize_gguf(path)["opens"]
+
+
+def test_split_and_whole_kv_b_give_the_same_model(deepseek, tmp_path):
+    folder, reference, split_path = deepseek("v3")
+    whole_path = write_deepseek2_gguf(tmp_path / "whole.gguf", reference, folder, split_kv_b=False)
+    split, whole = load_gguf(split_path), load_gguf(whole_path)
+    for (name, a), (_, b) in zip(
+        split.model.state_dict().items(), whole.model.state_dict().items(), strict=True
+    ):
+        assert torch.equal(a, b), name
+    assert np.isfinite(split.model.blocks[0].attn.kv_b.weight.detach().numpy()).all()
