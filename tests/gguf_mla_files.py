@@ -27,7 +27,7 @@ from typing import Any
 
 from tests.gguf_files import _add_tokenizer, _llama_cpp_type
 
-__all__ = ["deepseek2_tensors", "dequantized_into", "write_deepseek2_gguf"]
+__all__ = ["deepseek2_tensors", "dequantized_into", "write_deepseek2_gguf", "write_gpt_oss_gguf"]
 
 _LAYER = {
     "input_layernorm": "attn_norm",
@@ -51,7 +51,7 @@ _LAYER = {
 _GLOBAL = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
 
 
-def _converted(model, split_kv_b: bool) -> list[tuple[str, list[tuple[str, Any]]]]:
+def _deepseek2_converted(model, split_kv_b: bool) -> list[tuple[str, list[tuple[str, Any]]]]:
     """Each state-dict entry of ``model`` with the ``(llama.cpp name, float32 array)`` it is written
     as (none for a tied head, two for the fused experts and a split ``kv_b_proj``)."""
     import numpy as np
@@ -89,6 +89,56 @@ def _converted(model, split_kv_b: bool) -> list[tuple[str, list[tuple[str, Any]]
             parts = [(f"{blk}{_LAYER[part]}.{kind}", w)]
         out.append((name, parts))
     return out
+
+
+_GPT_OSS_LAYER = {
+    "input_layernorm": "attn_norm",
+    "post_attention_layernorm": "post_attention_norm",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "mlp.router": "ffn_gate_inp",
+}
+
+
+def _gpt_oss_converted(model) -> list[tuple[str, list[tuple[str, Any]]]]:
+    """As :func:`_deepseek2_converted`, for gpt-oss (``GptOssModel.modify_tensors`` from bf16 weights):
+    ``gate_up_proj`` [E, d, 2f] transposed and split into its even (gate) and odd (up) rows,
+    ``down_proj`` [E, f, d] transposed, the biases split alike, ``sinks`` as ``attn_sinks.weight``."""
+    out = []
+    for name, tensor in model.state_dict().items():
+        w = tensor.detach().float().numpy().copy()
+        m = re.fullmatch(r"model\.layers\.(\d+)\.(.+)", name)
+        if m is None:
+            stem, _, kind = name.rpartition(".")
+            tied = stem == "lm_head" and model.config.tie_word_embeddings
+            out.append((name, [] if tied else [(f"{_GLOBAL[stem]}.{kind}", w)]))
+            continue
+        blk, rest = f"blk.{m[1]}.", m[2]
+        if rest.startswith("mlp.experts.gate_up_proj"):
+            kind = "bias" if rest.endswith("_bias") else "weight"
+            w = w if kind == "bias" else w.swapaxes(1, 2)  # [E, 2f, d]
+            parts = [
+                (f"{blk}ffn_gate_exps.{kind}", w[:, ::2].copy()),
+                (f"{blk}ffn_up_exps.{kind}", w[:, 1::2].copy()),
+            ]
+        elif rest.startswith("mlp.experts.down_proj"):
+            kind = "bias" if rest.endswith("_bias") else "weight"
+            parts = [(f"{blk}ffn_down_exps.{kind}", w if kind == "bias" else w.swapaxes(1, 2).copy())]
+        elif rest == "self_attn.sinks":
+            parts = [(f"{blk}attn_sinks.weight", w)]
+        else:
+            part, _, kind = rest.rpartition(".")
+            parts = [(f"{blk}{_GPT_OSS_LAYER[part]}.{kind}", w)]
+        out.append((name, parts))
+    return out
+
+
+def _converted(model, split_kv_b: bool = True) -> list[tuple[str, list[tuple[str, Any]]]]:
+    if model.config.model_type == "gpt_oss":
+        return _gpt_oss_converted(model)
+    return _deepseek2_converted(model, split_kv_b)
 
 
 def deepseek2_tensors(model, *, split_kv_b: bool = True) -> list[tuple[str, Any]]:
@@ -195,10 +245,68 @@ def dequantized_into(model, path: str | Path) -> None:
             if not parts:
                 continue  # the tied head
             arrays = [decoded[n].reshape(w.shape) for n, w in parts]
-            if len(arrays) == 1:
+            if (
+                len(arrays) == 1
+                and name.endswith("experts.down_proj")
+                and model.config.model_type == "gpt_oss"
+            ):
+                w = arrays[0].swapaxes(1, 2)
+            elif len(arrays) == 1:
                 w = arrays[0]
-            elif name.endswith("gate_up_proj"):
+            elif name.endswith("gate_up_proj") and model.config.model_type != "gpt_oss":
                 w = np.concatenate(arrays, axis=1)
+            elif "gate_up_proj" in name:  # gpt-oss: gate and up rows interleaved, the weight transposed
+                both = np.stack(arrays, axis=2).reshape(arrays[0].shape[0], -1, *arrays[0].shape[2:])
+                w = both if both.ndim == 2 else both.swapaxes(1, 2)
             else:  # kv_b_proj from attn_k_b [H, r, d_nope] and attn_v_b [H, d_v, r]
                 w = np.concatenate([arrays[0].swapaxes(1, 2), arrays[1]], axis=1).reshape(state[name].shape)
             state[name].copy_(torch.tensor(np.asarray(w, dtype=np.float32)))
+
+
+def write_gpt_oss_gguf(
+    path: str | Path, model, tokenizer_folder: str | Path, qtype: str = "F32", *, experts: str = "MXFP4"
+) -> Path:
+    """Write transformers' ``GptOssForCausalLM`` as llama.cpp's converter would: metadata under
+    ``gpt-oss.`` (the Llama-shaped keys, ``expert_count``, ``expert_used_count``,
+    ``expert_feed_forward_length``, ``attention.sliding_window``, ``key_length`` / ``value_length``, YaRN
+    as ``rope.scaling.*``), the o200k-style vocabulary as ``gpt2`` with ``pre`` = ``gpt-4o``, the expert
+    matrices in ``experts`` (MXFP4, as the released files), the other matrices in ``qtype``."""
+    import numpy as np
+    from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter, RopeScalingType
+    from gguf.gguf_writer import GGUFValue
+    from gguf.quants import quantize
+
+    path, cfg = Path(path), model.config
+    writer = GGUFWriter(str(path), arch="gpt-oss")
+    writer.add_name("tiny-gpt-oss")
+    writer.add_context_length(cfg.max_position_embeddings)
+    writer.add_embedding_length(cfg.hidden_size)
+    writer.add_block_count(cfg.num_hidden_layers)
+    writer.add_feed_forward_length(cfg.intermediate_size)
+    writer.add_head_count(cfg.num_attention_heads)
+    writer.add_head_count_kv(cfg.num_key_value_heads)
+    params = dict(cfg.rope_parameters)
+    writer.add_rope_freq_base(float(params["rope_theta"]))
+    writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    writer.add_expert_count(cfg.num_local_experts)
+    writer.add_expert_used_count(cfg.num_experts_per_tok)
+    writer.add_key_length(cfg.head_dim)
+    writer.add_value_length(cfg.head_dim)
+    if params.get("rope_type") == "yarn":
+        writer.add_rope_scaling_type(RopeScalingType.YARN)
+        writer.add_rope_scaling_factor(params["factor"])
+        writer.add_rope_scaling_orig_ctx_len(params["original_max_position_embeddings"])
+    writer.add_sliding_window(cfg.sliding_window)
+    writer.add_expert_feed_forward_length(cfg.intermediate_size)
+    _add_tokenizer(writer, Path(tokenizer_folder), "gpt-oss")
+    writer.kv_data[0]["tokenizer.ggml.pre"] = GGUFValue(value="gpt-4o", type=GGUFValueType.STRING)
+    for name, w in deepseek2_tensors(model):
+        kind = _llama_cpp_type(name, w, GGMLQuantizationType[qtype])
+        if "_exps.weight" in name:
+            kind = GGMLQuantizationType[experts]
+        writer.add_tensor(name, quantize(np.ascontiguousarray(w, dtype=np.float32), kind), raw_dtype=kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

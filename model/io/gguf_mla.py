@@ -1,5 +1,6 @@
 """GGUF files of the latent-attention and sink families: ``deepseek2`` (DeepSeek-V2/V3 and their small
-relatives) opened as the Hugging Face ``deepseek_v3`` family (:mod:`model.io.families`), exactly.
+relatives) opened as the Hugging Face ``deepseek_v3`` family and ``gpt-oss`` as ``gpt_oss``
+(:mod:`model.io.families`), exactly.
 
 llama.cpp's ``convert_hf_to_gguf.py`` (``DeepseekV2Model``) writes a DeepSeek checkpoint as follows, and
 :func:`mla_hf` and :func:`mla_source` undo it:
@@ -38,6 +39,18 @@ head as ``[W_UK_h; W_UV_h]``. The experts are stacked: ``ffn_{gate,up,down}_exps
 → ``mlp.experts.e.{gate,up,down}_proj``; ``ffn_gate_inp`` → ``mlp.gate``, ``exp_probs_b.bias`` →
 ``mlp.gate.e_score_correction_bias``, ``ffn_*_shexp`` → ``mlp.shared_experts.*``.
 
+``gpt-oss`` (``GptOssModel``): the metadata holds the Llama-shaped keys, ``expert_count``,
+``expert_used_count``, ``expert_feed_forward_length`` (f), ``attention.sliding_window`` W, YaRN; the
+architecture implies the rest, as llama.cpp's loader does: every other layer local from layer 0
+(``"LG"``), every linear layer biased, the SwiGLU clamped at 7 with α = 1.702, the router's softmax over
+the chosen k logits. Tensors: ``attn_sinks.weight`` → ``self_attn.sinks`` (one logit per head in each
+softmax's denominator), ``post_attention_norm`` → ``post_attention_layernorm`` (the MLP's pre-norm),
+``ffn_gate_inp`` (+ bias) → ``mlp.router``, and the experts back in transformers' stacked form:
+``ffn_gate_exps`` and ``ffn_up_exps`` [E, f, d] (or the fused ``ffn_gate_up_exps`` [E, 2f, d]) into
+``gate_up_proj`` [E, d, 2f], gate and up in alternate columns, ``ffn_down_exps`` [E, d, f] into
+``down_proj`` [E, f, d], their biases alike. The released files store the expert matrices as MXFP4
+(:mod:`model.io.gguf_decode`). Q and K are not permuted (llama.cpp rotates gpt-oss's halves, NEOX).
+
 Refused in one line: V2's group-limited routing (each group scored by its best expert), sigmoid gating
 without its choice bias or without renormalised weights, a ``kv_b`` that is neither whole nor split.
 The stacked and split tensors are dequantized when opened even where the rest is kept as stored
@@ -47,7 +60,7 @@ The stacked and split tensors are dequantized when opened even where the rest is
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -61,7 +74,7 @@ from model.io.weights import TensorSource
 __all__ = ["MLA_ARCHITECTURES", "mla_adjust", "mla_hf", "mla_source"]
 
 #: ``general.architecture`` -> the Hugging Face ``model_type`` it opens as.
-MLA_ARCHITECTURES = {"deepseek2": "deepseek_v3"}
+MLA_ARCHITECTURES = {"deepseek2": "deepseek_v3", "gpt-oss": "gpt_oss"}
 
 #: llama.cpp's ``llama_expert_gating_func_type``.
 _SOFTMAX, _SIGMOID = 1, 2
@@ -85,6 +98,7 @@ _DEEPSEEK2_LAYER = {
     "ffn_gate_shexp": "mlp.shared_experts.gate_proj",
     "ffn_up_shexp": "mlp.shared_experts.up_proj",
     "ffn_down_shexp": "mlp.shared_experts.down_proj",
+    "exp_probs_b": "mlp.gate.e_score_correction_bias",  # a buffer of the router's in transformers
 }
 #: the stacked experts [E, ...]: ``blk.i.<theirs>`` -> ``mlp.experts.e.<Hugging Face>``.
 _DEEPSEEK2_EXPERTS = {"ffn_gate_exps": "gate_proj", "ffn_up_exps": "up_proj", "ffn_down_exps": "down_proj"}
@@ -94,7 +108,16 @@ _GLOBAL = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "out
 # ---------------------------------------------------------------------------------------------
 # the config
 # ---------------------------------------------------------------------------------------------
-def mla_hf(
+def mla_hf(header: GGUFHeader, arch: str, key: Callable[..., Any], **shape: Any) -> dict[str, Any]:
+    """The ``config.json`` of the Hugging Face folder a file of :data:`MLA_ARCHITECTURES` would be;
+    ``shape``: ``n_layers``, ``n_heads``, ``context``, ``vocab``, ``d``, ``tied`` (from
+    :func:`model.io.gguf.gguf_config`)."""
+    if arch == "gpt-oss":
+        return _gpt_oss_hf(header, arch, key, **shape)
+    return _deepseek2_hf(header, arch, key, **shape)
+
+
+def _deepseek2_hf(
     header: GGUFHeader,
     arch: str,
     key: Callable[..., Any],
@@ -197,8 +220,67 @@ def _yarn(header: GGUFHeader, arch: str, key: Callable[..., Any]) -> dict[str, A
     }
 
 
+def _gpt_oss_hf(
+    header: GGUFHeader,
+    arch: str,
+    key: Callable[..., Any],
+    *,
+    n_layers: int,
+    n_heads: int,
+    context: int,
+    vocab: int,
+    d: int,
+    tied: bool,
+) -> dict[str, Any]:
+    """The ``config.json`` of the Hugging Face ``gpt_oss`` folder a ``gpt-oss`` file would be: what the
+    metadata holds; the window on every other layer from layer 0 (llama.cpp's ``set_swa_pattern(2)``,
+    transformers' default ``layer_types``), the SwiGLU limit 7 and α 1.702 from the architecture."""
+    where = header.path.name
+    hidden = key("embedding_length", d)
+    head_dim = key("attention.key_length", hidden // n_heads if n_heads else 0)
+    rope = key("rope.dimension_count", head_dim)
+    if key("attention.value_length", head_dim) != head_dim or rope != head_dim:
+        raise CheckpointError(
+            f"{where}: {arch}.attention.value_length or rope.dimension_count other than "
+            f"{arch}.attention.key_length={head_dim} is not implemented (gpt-oss rotates whole heads)"
+        )
+    theta = key("rope.freq_base", 150000.0)
+    scaling = header.get(f"{arch}.rope.scaling.type")
+    params: dict[str, Any] = {"rope_type": "default", "rope_theta": theta}
+    if scaling == "yarn":  # llama.cpp's YaRN: corrections rounded to whole dims (transformers' truncate)
+        params.update(
+            rope_type="yarn",
+            factor=key("rope.scaling.factor", required=True),
+            original_max_position_embeddings=key("rope.scaling.original_context_length", required=True),
+            beta_fast=key("rope.scaling.yarn_beta_fast", 32.0),
+            beta_slow=key("rope.scaling.yarn_beta_slow", 1.0),
+        )
+    elif scaling not in (None, "none"):
+        raise CheckpointError(f"{where}: RoPE scaling {scaling!r} is not implemented for {arch} (yarn is)")
+    return {
+        "model_type": "gpt_oss",
+        "num_hidden_layers": n_layers,
+        "hidden_size": hidden,
+        "intermediate_size": key("expert_feed_forward_length") or key("feed_forward_length", required=True),
+        "num_attention_heads": n_heads,
+        "num_key_value_heads": key("attention.head_count_kv", n_heads),
+        "head_dim": head_dim,
+        "max_position_embeddings": context,
+        "rms_norm_eps": key("attention.layer_norm_rms_epsilon", 1e-5),
+        "vocab_size": vocab,
+        "tie_word_embeddings": tied,
+        "attention_bias": True,
+        "num_local_experts": key("expert_count", required=True),
+        "num_experts_per_tok": key("expert_used_count", required=True),
+        "sliding_window": key("attention.sliding_window", required=True),
+        "rope_parameters": params,
+    }
+
+
 def mla_adjust(header: GGUFHeader, arch: str, cfg: GPTConfig) -> GPTConfig:
     """``cfg`` with the router the file's gating sets (the ``deepseek_v3`` family's is V3's sigmoid)."""
+    if arch != "deepseek2":
+        return cfg
     gating = header.get(f"{arch}.expert_gating_func", _SOFTMAX)
     if gating == _SIGMOID:
         return cfg
@@ -217,17 +299,38 @@ def _layer_of(name: str) -> tuple[str, str, str] | None:
     return None
 
 
-def mla_source(header: GGUFHeader, arch: str, *, stored: bool = False) -> TensorSource:
-    """The tensors of a ``deepseek2`` file under the Hugging Face names (module docstring), dequantized
-    to float32 when read; ``stored``: the one-to-one matrices kept as stored instead."""
-    shapes: dict[str, tuple[int, ...]] = {}
-    reads: dict[str, Callable[[], np.ndarray]] = {}
-    renamed: dict[str, str] = {}  # GGUF name -> HF name, for the tensors kept whole
-    path = header.path
-    stacks: dict[str, tuple[np.ndarray, set[int]]] = {}
+class _Entry(NamedTuple):
+    """One Hugging Face tensor of the file: its ``shape``, how it is ``read`` (dequantized float32) and
+    the GGUF tensor it is whole, as stored (``whole``; None for one built from parts)."""
 
-    def whole(t: GGUFTensor) -> Callable[[], np.ndarray]:
-        return lambda: read_tensor(path, t)
+    hf: str
+    shape: tuple[int, ...]
+    read: Callable[[], np.ndarray]
+    whole: str | None = None
+
+
+def _one_to_one(header: GGUFHeader, name: str, layer_names: dict[str, str]) -> _Entry:
+    """The entry of a tensor renamed as is: ``output_norm`` -> ``model.norm``, ``blk.i.<part>`` ->
+    ``model.layers.i.<layer_names[part]>`` (a name with no place here kept, for the check to name)."""
+    t, path = header.tensors[name], header.path
+    stem, _, kind = name.rpartition(".")
+    found = _layer_of(name)
+    if found is None:
+        hf = f"{_GLOBAL[stem]}.{kind}" if stem in _GLOBAL else name
+    else:
+        layer, part, kind = found
+        hf = f"model.layers.{layer}.{layer_names[part]}" if part in layer_names else name
+        hf += f".{kind}" if part in layer_names and part not in _NO_KIND else ""
+    return _Entry(hf, t.shape, lambda: read_tensor(path, t), name)
+
+
+#: parts whose Hugging Face name has no ``.weight`` / ``.bias`` (a buffer, a parameter of its own).
+_NO_KIND = ("exp_probs_b", "attn_sinks")
+
+
+def _deepseek2_entries(header: GGUFHeader) -> list[_Entry]:
+    path, out = header.path, []
+    stacks: dict[str, tuple[np.ndarray, set[int]]] = {}
 
     def expert(t: GGUFTensor, e: int) -> Callable[[], np.ndarray]:
         def read() -> np.ndarray:  # the stack is read once, kept until its last expert is taken
@@ -242,18 +345,12 @@ def mla_source(header: GGUFHeader, arch: str, *, stored: bool = False) -> Tensor
         return read
 
     for name, t in header.tensors.items():
-        found = _layer_of(name)
-        stem, _, kind = name.rpartition(".")
-        if found is None:
-            hf = f"{_GLOBAL[stem]}.{kind}" if stem in _GLOBAL else name
-            shapes[hf], reads[hf], renamed[name] = t.shape, whole(t), hf
-            continue
-        layer, part, kind = found
+        layer, part, kind = _layer_of(name) or ("", "", "")
         prefix = f"model.layers.{layer}."
         if part in _DEEPSEEK2_EXPERTS and len(t.shape) == 3:
             for e in range(t.shape[0]):
                 hf = f"{prefix}mlp.experts.{e}.{_DEEPSEEK2_EXPERTS[part]}.{kind}"
-                shapes[hf], reads[hf] = t.shape[1:], expert(t, e)
+                out.append(_Entry(hf, t.shape[1:], expert(t, e)))
         elif part == "attn_k_b" and f"blk.{layer}.attn_kv_b.weight" not in header.tensors:
             v_b = header.tensors.get(f"blk.{layer}.attn_v_b.weight")
             if v_b is None or len(t.shape) != 3 or len(v_b.shape) != 3:
@@ -261,24 +358,89 @@ def mla_source(header: GGUFHeader, arch: str, *, stored: bool = False) -> Tensor
                     f"{path.name}: {name} without blk.{layer}.attn_v_b.weight, each [heads, ·, ·]: the "
                     f"latent's key and value up-projections are stored split but not both"
                 )
-            hf = f"{prefix}self_attn.kv_b_proj.weight"
             heads, rank, nope = t.shape
-            shapes[hf], reads[hf] = (heads * (nope + v_b.shape[1]), rank), _kv_b(path, t, v_b)
-        elif part in ("attn_k_b", "attn_v_b"):
-            continue  # beside the whole attn_kv_b (or read with attn_k_b)
+            shape = (heads * (nope + v_b.shape[1]), rank)
+            out.append(_Entry(f"{prefix}self_attn.kv_b_proj.weight", shape, _kv_b(path, t, v_b)))
+        elif part not in ("attn_k_b", "attn_v_b"):  # those beside a whole attn_kv_b are not read
+            out.append(_one_to_one(header, name, _DEEPSEEK2_LAYER))
+    return out
+
+
+#: gpt-oss's tensors renamed one to one (after ``blk.i.``).
+_GPT_OSS_LAYER = {
+    "attn_norm": "input_layernorm",
+    "post_attention_norm": "post_attention_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "attn_sinks": "self_attn.sinks",
+    "ffn_gate_inp": "mlp.router",
+}
+
+
+def _gpt_oss_entries(header: GGUFHeader) -> list[_Entry]:
+    """gpt-oss's experts as transformers holds them: ``gate_up_proj`` [E, d, 2f] with the gate and up
+    projections in alternate columns (``ffn_gate_exps`` and ``ffn_up_exps`` [E, f, d], or the fused
+    ``ffn_gate_up_exps`` [E, 2f, d], transposed and interleaved), ``down_proj`` [E, f, d]
+    (``ffn_down_exps`` [E, d, f] transposed), and their biases [E, 2f] (interleaved) and [E, d]."""
+    path, out, tensors = header.path, [], header.tensors
+    shape: tuple[int, ...]
+    for name, t in tensors.items():
+        layer, part, kind = _layer_of(name) or ("", "", "")
+        x = f"model.layers.{layer}.mlp.experts."
+        suffix = "" if kind == "weight" else "_bias"
+        if part in ("ffn_gate_exps", "ffn_gate_up_exps"):
+            up = tensors.get(f"blk.{layer}.ffn_up_exps.{kind}") if part == "ffn_gate_exps" else None
+            if part == "ffn_gate_exps" and up is None:
+                raise CheckpointError(f"{path.name}: {name} without blk.{layer}.ffn_up_exps.{kind}")
+            E, f = t.shape[0], t.shape[1] // (1 if up is not None else 2)
+            shape = (E, t.shape[-1], 2 * f) if kind == "weight" else (E, 2 * f)
+            out.append(_Entry(f"{x}gate_up_proj{suffix}", shape, _gate_up(path, t, up)))
+        elif part == "ffn_down_exps":
+            shape = (t.shape[0], t.shape[2], t.shape[1]) if kind == "weight" else t.shape
+            out.append(_Entry(f"{x}down_proj{suffix}", shape, _down(path, t)))
+        elif part != "ffn_up_exps":  # read with ffn_gate_exps
+            out.append(_one_to_one(header, name, _GPT_OSS_LAYER))
+    return out
+
+
+def _down(path: Any, t: GGUFTensor) -> Callable[[], np.ndarray]:
+    """transformers' ``down_proj`` [E, f, d] from ``ffn_down_exps`` [E, d, f] (its bias [E, d] as is)."""
+    return lambda: read_tensor(path, t).swapaxes(1, 2) if len(t.shape) == 3 else read_tensor(path, t)
+
+
+def _gate_up(path: Any, gate: GGUFTensor, up: GGUFTensor | None) -> Callable[[], np.ndarray]:
+    """transformers' ``gate_up_proj`` [E, d, 2f] (or its bias [E, 2f]): gate in the even columns, up in
+    the odd, from llama.cpp's ``[E, f, d]`` halves (``up`` None: stacked in ``gate`` as [E, 2f, d])."""
+
+    def read() -> np.ndarray:
+        g = read_tensor(path, gate)
+        if up is None:
+            g, u = np.split(g, 2, axis=1)
         else:
-            hf = f"{prefix}{_DEEPSEEK2_LAYER[part]}.{kind}" if part in _DEEPSEEK2_LAYER else name
-            if part == "exp_probs_b":  # a buffer of the router's in transformers, not a bias
-                hf = f"{prefix}mlp.gate.e_score_correction_bias"
-            shapes[hf], reads[hf], renamed[name] = t.shape, whole(t), hf
+            u = read_tensor(path, up)
+        both = np.stack([g, u], axis=2)  # [E, f, 2, (d)]: rows 2j (gate j), 2j + 1 (up j)
+        fused = both.reshape(g.shape[0], 2 * g.shape[1], *g.shape[2:])
+        return fused.swapaxes(1, 2) if fused.ndim == 3 else fused
+
+    return read
+
+
+def mla_source(header: GGUFHeader, arch: str, *, stored: bool = False) -> TensorSource:
+    """The tensors of a file of :data:`MLA_ARCHITECTURES` under the Hugging Face names (module
+    docstring), dequantized to float32 when read; ``stored``: the matrices stored whole kept as stored
+    instead (the stacked experts and the split ``kv_b`` are dequantized at the open)."""
+    entries = {e.hf: e for e in (_deepseek2_entries if arch == "deepseek2" else _gpt_oss_entries)(header)}
+    renamed = {e.whole: e.hf for e in entries.values() if e.whole is not None}
     matrices = stored_matrices(header, lambda n, r: None) if stored else {}
     kept = {renamed[n]: m for n, m in matrices.items() if n in renamed}
 
     def get(hf: str) -> torch.Tensor:
-        return torch.from_numpy(np.ascontiguousarray(reads[hf]()))
+        return torch.from_numpy(np.ascontiguousarray(entries[hf].read()))
 
     return TensorSource(
-        shapes.keys(), shapes.__getitem__, get, fresh=True, stored=kept.get if stored else None
+        entries.keys(), lambda hf: entries[hf].shape, get, fresh=True, stored=kept.get if stored else None
     )
 
 

@@ -22,7 +22,7 @@ import torch
 from model.interp.trace import run_with_trace
 from model.io.gguf import load_gguf, summarize_gguf
 from model.io.loaded import CheckpointError
-from tests.gguf_mla_files import dequantized_into, write_deepseek2_gguf
+from tests.gguf_mla_files import dequantized_into, write_deepseek2_gguf, write_gpt_oss_gguf
 
 _YARN = {
     "rope_type": "yarn",
@@ -170,3 +170,97 @@ def test_split_and_whole_kv_b_give_the_same_model(deepseek, tmp_path):
     ):
         assert torch.equal(a, b), name
     assert np.isfinite(split.model.blocks[0].attn.kv_b.weight.detach().numpy()).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# gpt-oss: sinks, alternating windows, biased experts with the clamped SwiGLU, MXFP4, o200k's split
+# ---------------------------------------------------------------------------------------------
+#: o200k's pre-tokenizer split (gpt-oss's tokenizer.json, tiktoken's o200k_base), written out here.
+_O200K = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+
+@pytest.fixture(scope="module")
+def gpt_oss(tmp_path_factory, write_hf_family):
+    """(folder, transformers' model of the file's decoded weights, the file: experts in MXFP4)."""
+    folder = tmp_path_factory.mktemp("gpt-oss")
+    yarn = {  # truncate: llama.cpp rounds YaRN's correction range to whole dimensions
+        "rope_type": "yarn",
+        "rope_theta": 1000.0,
+        "factor": 8.0,
+        "original_max_position_embeddings": 16,
+        "beta_fast": 32.0,
+        "beta_slow": 1.0,
+        "truncate": True,
+    }
+    reference = write_hf_family(
+        folder,
+        "gpt_oss",
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        head_dim=32,
+        intermediate_size=32,
+        sliding_window=8,
+        swiglu_limit=7.0,
+        max_position_embeddings=128,
+        rope_parameters=yarn,
+    )
+    path = write_gpt_oss_gguf(folder / "tiny-MXFP4.gguf", reference, folder, "Q8_0", experts="MXFP4")
+    dequantized_into(reference, path)
+    return folder, reference, path
+
+
+@pytest.mark.parametrize("stored", [False, True])
+def test_gpt_oss_file_equals_transformers(gpt_oss, stored, tricky_texts):
+    _, reference, path = gpt_oss
+    ckpt = load_gguf(path, stored=stored)
+    cfg = ckpt.config
+    assert ckpt.meta["architecture"] == "gpt-oss" and "MXFP4" in ckpt.meta["quantization"]
+    assert (cfg.window_pattern, cfg.sliding_window, cfg.attn_sinks, cfg.swiglu_limit) == ("LG", 8, True, 7.0)
+    assert (cfg.rope_scaling, cfg.rope_factor, cfg.router, cfg.bias) == ("yarn", 8.0, "topk_softmax", "all")
+    for text in tricky_texts[:3]:
+        assert len(ckpt.tokenizer.encode(text)[:40]) > 2 * cfg.sliding_window  # past the local window
+        logits, attention = _differences(reference, ckpt, text)
+        assert logits <= 1e-4 and attention <= 1e-5, (text, logits, attention)
+
+
+def test_mxfp4_is_decoded_bit_for_bit_as_gguf_decodes_it():
+    import gguf
+    from gguf.quants import dequantize
+
+    from model.io.gguf_stored import decoder
+
+    raw = np.random.default_rng(39).integers(0, 256, (256, 4 * 17), dtype=np.uint8)
+    raw[:, 0] = np.arange(256)  # every E8M0 exponent, the subnormal ones (0, 1) and 255 too
+    with np.errstate(over="ignore"):
+        expected = dequantize(raw, gguf.GGMLQuantizationType.MXFP4)
+    ours = decoder(39)(raw.copy()).numpy()
+    assert ours.shape == expected.shape == (256, 128)
+    assert np.array_equal(ours.view(np.uint32), expected.view(np.uint32))
+
+
+def test_gpt_oss_tokenizer_splits_as_o200k(gpt_oss, tricky_texts):
+    import json
+
+    from tokenizers import Regex, Tokenizer, decoders, pre_tokenizers
+
+    folder, _, path = gpt_oss
+    data = json.loads((folder / "tokenizer.json").read_text("utf-8"))
+    theirs = Tokenizer.from_str(json.dumps(data))
+    theirs.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(_O200K), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    theirs.decoder = decoders.ByteLevel()
+    ours = load_gguf(path).tokenizer
+    odd = ["HTTPServer's URLs  don't\r\n\r\n12345 ab🙂c", "CamelCaseWORDSLike'THIS'  \t\n x", *tricky_texts]
+    for text in odd:
+        ids = theirs.encode(text, add_special_tokens=False).ids
+        assert ours.encode(text) == ids, text
+        assert ours.decode(ids) == text
+    assert summarize_gguf(path)["opens"]
