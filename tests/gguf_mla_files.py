@@ -199,12 +199,15 @@ def write_deepseek2_gguf(
     *,
     split_kv_b: bool = True,
     types: dict[str, str] | None = None,
+    pre: str = "deepseek-v3",
 ) -> Path:
     """Write ``model`` (transformers' ``DeepseekV3ForCausalLM``, scoring ``sigmoid``, or
     ``DeepseekV2ForCausalLM``, whose config names no scoring function) as llama.cpp's converter would,
-    its matrices in ``qtype`` (``types``: another type for named tensors, for a file of mixed types)."""
+    its matrices in ``qtype`` (``types``: another type for named tensors, for a file of mixed types),
+    its vocabulary's split named ``pre`` (DeepSeek-V3's by default)."""
     import numpy as np
-    from gguf import GGMLQuantizationType, GGUFWriter
+    from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter
+    from gguf.gguf_writer import GGUFValue
     from gguf.quants import quantize
 
     path = Path(path)
@@ -213,6 +216,7 @@ def write_deepseek2_gguf(
     writer.add_name("tiny-deepseek")
     _add_deepseek2_hparams(writer, cfg, "sigmoid" if cfg.model_type == "deepseek_v3" else None)
     _add_tokenizer(writer, Path(tokenizer_folder), "deepseek2")
+    writer.kv_data[0]["tokenizer.ggml.pre"] = GGUFValue(value=pre, type=GGUFValueType.STRING)
     for name, w in deepseek2_tensors(model, split_kv_b=split_kv_b):
         kind = GGMLQuantizationType[types[name]] if types and name in types else None
         if kind is None:

@@ -141,6 +141,9 @@ def _deepseek2_hf(
             f"{where}: {arch}.rope.dimension_count={rope} must be a whole number below the key's size "
             f"({arch}.attention.key_length_mla={qk}): latent attention's keys are a rotary and a plain part"
         )
+    pre = header.get("tokenizer.ggml.pre")
+    if pre in ("deepseek-llm", "deepseek-coder"):  # several splits by long character classes
+        raise CheckpointError(f"{where}: tokenizer.ggml.pre={pre!r} (DeepSeek-V2's split) is not implemented")
     gating = key("expert_gating_func", _SOFTMAX)  # absent in V2's files: llama.cpp reads it as softmax
     groups, used_groups = key("expert_group_count", 1), key("expert_group_used_count", 1)
     norm = bool(header.get(f"{arch}.expert_weights_norm", False))

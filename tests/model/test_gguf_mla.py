@@ -172,6 +172,53 @@ def test_split_and_whole_kv_b_give_the_same_model(deepseek, tmp_path):
     assert np.isfinite(split.model.blocks[0].attn.kv_b.weight.detach().numpy()).all()
 
 
+#: DeepSeek-V3's pre-tokenizer (its tokenizer.json: three splits, then bytes), written out here.
+_DEEPSEEK3 = (
+    r"\p{N}{1,3}",
+    r"[一-龥぀-ゟ゠-ヿ]+",
+    r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
+    r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+)
+#: text where the splits differ from GPT-2's: digits in threes, CJK and kana runs, punctuation + letters.
+_ODD = [
+    "1234567 x12345y 3.14159",
+    "日本語のテキストとカタカナ、漢字123",
+    "def f(x):\n\treturn x.y['key'] + .5e-3;//comment",
+    "HTTPServer's URLs  don't\r\n\r\n ab🙂c   end ",
+]
+
+
+def _their_tokenizer(folder, splits: tuple[str, ...]):
+    """The folder's byte-level BPE with ``splits`` applied one after the other, then the bytes."""
+    from tokenizers import Regex, Tokenizer, decoders, pre_tokenizers
+
+    theirs = Tokenizer.from_str((folder / "tokenizer.json").read_text("utf-8"))
+    theirs.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            *(pre_tokenizers.Split(Regex(one), behavior="isolated") for one in splits),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    theirs.decoder = decoders.ByteLevel()
+    return theirs
+
+
+def test_deepseek3_vocabulary_splits_as_its_tokenizer_json(deepseek, tricky_texts):
+    folder, _, path = deepseek("v3")
+    theirs, ours = _their_tokenizer(folder, _DEEPSEEK3), load_gguf(path).tokenizer
+    for text in [*_ODD, *tricky_texts]:
+        ids = theirs.encode(text, add_special_tokens=False).ids
+        assert ours.encode(text) == ids, text
+        assert ours.decode(ids) == text
+
+
+def test_deepseek_v2_split_is_refused_in_one_line(deepseek, tmp_path):
+    folder, reference, _ = deepseek("v2-lite")
+    path = write_deepseek2_gguf(tmp_path / "v2.gguf", reference, folder, pre="deepseek-llm")
+    with pytest.raises(CheckpointError, match=r"tokenizer\.ggml\.pre='deepseek-llm' .*not implemented$"):
+        load_gguf(path)
+
+
 # ---------------------------------------------------------------------------------------------
 # gpt-oss: sinks, alternating windows, biased experts with the clamped SwiGLU, MXFP4, o200k's split
 # ---------------------------------------------------------------------------------------------
@@ -243,23 +290,9 @@ def test_mxfp4_is_decoded_bit_for_bit_as_gguf_decodes_it():
 
 
 def test_gpt_oss_tokenizer_splits_as_o200k(gpt_oss, tricky_texts):
-    import json
-
-    from tokenizers import Regex, Tokenizer, decoders, pre_tokenizers
-
     folder, _, path = gpt_oss
-    data = json.loads((folder / "tokenizer.json").read_text("utf-8"))
-    theirs = Tokenizer.from_str(json.dumps(data))
-    theirs.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(_O200K), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
-    theirs.decoder = decoders.ByteLevel()
-    ours = load_gguf(path).tokenizer
-    odd = ["HTTPServer's URLs  don't\r\n\r\n12345 ab🙂c", "CamelCaseWORDSLike'THIS'  \t\n x", *tricky_texts]
-    for text in odd:
+    theirs, ours = _their_tokenizer(folder, (_O200K,)), load_gguf(path).tokenizer
+    for text in [*_ODD, "CamelCaseWORDSLike'THIS'  \t\n x", *tricky_texts]:
         ids = theirs.encode(text, add_special_tokens=False).ids
         assert ours.encode(text) == ids, text
         assert ours.decode(ids) == text
