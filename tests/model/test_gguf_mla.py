@@ -140,13 +140,38 @@ def test_a_file_of_mixed_types_equals_transformers_with_its_decoded_weights(deep
     assert _differences(reference, opened, tricky_texts[0])[0] > 1e-3  # the types really round
 
 
-def test_the_local_models_list_marks_deepseek2_openable(deepseek):
-    _, reference, path = deepseek("v3")
-    summary = summarize_gguf(path)
-    assert summary["opens"] and not summary["problem"] and summary["architecture"] == "deepseek2"
-    assert summary["n_layers"] == 3 and summary["n_kv_heads"] == 1  # MLA as MQA over the latent
+def test_lm_studio_lists_both_families_openable_with_their_parameters(deepseek, gpt_oss, tmp_path):
+    import shutil
+
+    from model.io.local_models import find_local_models
+
+    repo = tmp_path / "lm" / "someone" / "Tiny-GGUF"
+    repo.mkdir(parents=True)
+    for name, (_, _, path) in {
+        "deepseek-Q8_0.gguf": deepseek("v3"),
+        "oss-MXFP4.gguf": gpt_oss,
+    }.items():
+        shutil.copy(path, repo / name)
+    found = {
+        m.name: m
+        for m in find_local_models(
+            ollama=[], lmstudio=[tmp_path / "lm"], hf_cache=[], packages=[], usable_memory=2**34
+        )
+    }
+    ds, oss = found["deepseek"], found["oss"]
+    assert (ds.family, ds.opens, ds.problem, oss.family, oss.opens, oss.problem) == (
+        "deepseek2",
+        True,
+        "",
+        "gpt-oss",
+        True,
+        "",
+    )
+    reference = deepseek("v3")[1]
     biases = sum(b.numel() for n, b in reference.named_buffers() if n.endswith("e_score_correction_bias"))
-    assert summary["n_params"] == sum(p.numel() for p in reference.parameters()) + biases  # the V3 router's
+    assert ds.n_params == sum(p.numel() for p in reference.parameters()) + biases  # the V3 router's
+    assert oss.n_params == sum(p.numel() for p in gpt_oss[1].parameters()) and "MXFP4" in oss.quantization
+    assert summarize_gguf(repo / "deepseek-Q8_0.gguf")["n_kv_heads"] == 1  # MLA as MQA over the latent
 
 
 def test_v2_group_limited_routing_is_refused_in_one_line(tmp_path, write_hf_family):
