@@ -71,7 +71,7 @@ from model.io.gguf_file import (
     read_tensor,
     undequantized,
 )
-from model.io.gguf_mla import MLA_ARCHITECTURES, mla_adjust, mla_hf, mla_source
+from model.io.gguf_mla import MLA_ARCHITECTURES, mla_adjust, mla_hf, mla_source, mla_stored_need
 from model.io.gguf_names import gguf_model_name, hf_name, in_gguf_keys, in_gguf_names
 from model.io.gguf_stored import stored_matrices, stored_need
 from model.io.gpt2 import gpt2_config, gpt2_layout
@@ -397,7 +397,11 @@ def load_gguf(
     name = _name_of(header)
     stored = keeps_stored(stored, cfg, device, dtype)
     loading = f"loading {name}"
-    need = stored_need(header, cfg, what=loading) if stored else load_need(cfg, what=loading)
+    arch = header.architecture
+    if stored and arch in MLA_ARCHITECTURES:
+        need = mla_stored_need(header, arch, cfg, what=loading)
+    else:
+        need = stored_need(header, cfg, what=loading) if stored else load_need(cfg, what=loading)
     check_size(need)  # before the tokenizer, any tensor or the model
     tok = _tokenizer(header, cfg, name)
     src = _source(header, model_type, cfg, stored=stored)

@@ -53,8 +53,9 @@ softmax's denominator), ``post_attention_norm`` → ``post_attention_layernorm``
 
 Refused in one line: V2's group-limited routing (each group scored by its best expert), sigmoid gating
 without its choice bias or without renormalised weights, a ``kv_b`` that is neither whole nor split.
-The stacked and split tensors are dequantized when opened even where the rest is kept as stored
-(:mod:`model.io.gguf_stored` keeps matrices, one per tensor).
+Kept as stored (:mod:`model.io.gguf_stored`), each of DeepSeek's experts is a matrix over its own rows
+of the stack; the split ``kv_b`` and gpt-oss's experts (transposed, interleaved) are dequantized at the
+open.
 """
 
 from __future__ import annotations
@@ -65,13 +66,16 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from model.budget.sizing import Need
 from model.config import GPTConfig
+from model.io.build import source_need
 from model.io.gguf_file import GGUFHeader, GGUFTensor, read_tensor
-from model.io.gguf_stored import stored_matrices
+from model.io.gguf_stored import decoder, stored_matrices
 from model.io.loaded import CheckpointError
 from model.io.weights import TensorSource
+from model.nn.quantized import StoredMatrix
 
-__all__ = ["MLA_ARCHITECTURES", "mla_adjust", "mla_hf", "mla_source"]
+__all__ = ["MLA_ARCHITECTURES", "mla_adjust", "mla_hf", "mla_source", "mla_stored_need"]
 
 #: ``general.architecture`` -> the Hugging Face ``model_type`` it opens as.
 MLA_ARCHITECTURES = {"deepseek2": "deepseek_v3", "gpt-oss": "gpt_oss"}
@@ -438,6 +442,8 @@ def mla_source(header: GGUFHeader, arch: str, *, stored: bool = False) -> Tensor
     renamed = {e.whole: e.hf for e in entries.values() if e.whole is not None}
     matrices = stored_matrices(header, lambda n, r: None) if stored else {}
     kept = {renamed[n]: m for n, m in matrices.items() if n in renamed}
+    if stored and arch == "deepseek2":
+        kept.update(_stored_experts(header))
 
     def get(hf: str) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(entries[hf].read()))
@@ -445,6 +451,36 @@ def mla_source(header: GGUFHeader, arch: str, *, stored: bool = False) -> Tensor
     return TensorSource(
         entries.keys(), lambda hf: entries[hf].shape, get, fresh=True, stored=kept.get if stored else None
     )
+
+
+def _stored_experts(header: GGUFHeader) -> dict[str, StoredMatrix]:
+    """DeepSeek's stacked experts kept as stored: expert ``e`` of ``ffn_*_exps`` [E, rows, cols] is the
+    ``rows`` stored rows from ``e·rows`` on (each row whole blocks), one :class:`StoredMatrix` each."""
+    stacks = {
+        n: t
+        for n, t in header.tensors.items()
+        if len(t.shape) == 3 and (_layer_of(n) or ("", "", ""))[1] in _DEEPSEEK2_EXPERTS
+    }
+    if not stacks:
+        return {}
+    mapped = np.memmap(header.path, dtype=np.uint8, mode="c")  # copy-on-write: never written
+    out = {}
+    for name, t in stacks.items():
+        layer, part, kind = _layer_of(name) or ("", "", "")
+        E, rows, cols = t.shape
+        raw = mapped[t.offset : t.offset + t.nbytes].reshape(E * rows, t.nbytes // (E * rows))
+        decode = decoder(t.ggml_type)
+        for e in range(E):
+            hf = f"model.layers.{layer}.mlp.experts.{e}.{_DEEPSEEK2_EXPERTS[part]}.{kind}"
+            out[hf] = StoredMatrix(raw[e * rows : (e + 1) * rows], cols, decode, t.type_name)
+    return out
+
+
+def mla_stored_need(header: GGUFHeader, arch: str, cfg: GPTConfig, *, what: str) -> Need:
+    """What opening a file of :data:`MLA_ARCHITECTURES` with its matrices kept as stored takes: the
+    matrices :func:`mla_source` keeps (DeepSeek's experts among them) at their stored size, the rest
+    in float32 (:func:`~model.io.build.source_need`)."""
+    return source_need(mla_source(header, arch, stored=True), cfg, what)
 
 
 def _kv_b(path: Any, k_b: GGUFTensor, v_b: GGUFTensor) -> Callable[[], np.ndarray]:

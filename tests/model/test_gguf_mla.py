@@ -21,7 +21,9 @@ import torch
 
 from model.interp.trace import run_with_trace
 from model.io.gguf import load_gguf, summarize_gguf
+from model.io.gguf_file import read_header
 from model.io.loaded import CheckpointError
+from model.nn.quantized import StoredLinear
 from tests.gguf_mla_files import dequantized_into, write_deepseek2_gguf, write_gpt_oss_gguf
 
 _YARN = {
@@ -48,6 +50,7 @@ _SHAPE = dict(
     v_head_dim=32,
 )
 #: case -> (model_type, config, kv_b split as newer converters write it)
+_EXPERT_PARTS = ("w_gate", "w_up", "w_down")
 CASES = {
     "v3": ("deepseek_v3", dict(_SHAPE, q_lora_rank=32, n_group=4, topk_group=2, rope_parameters=_YARN), True),
     "v2-lite": (
@@ -130,7 +133,11 @@ def test_a_file_of_mixed_types_equals_transformers_with_its_decoded_weights(deep
     opened = load_gguf(path, stored=False)
     found = {t.split(" ")[0] for t in opened.meta["quantization"].split(", ")}
     assert found == {"Q8_0", "Q4_1", "Q5_0", "F16", "Q4_0", "BF16", "Q5_1", "F32"}
-    kept = load_gguf(path, stored=True)  # matrices decoded as used; stacked and split ones at the open
+    kept = load_gguf(path, stored=True)  # matrices decoded as used, each expert its rows of the stack
+    experts = [getattr(x, w) for b in kept.model.blocks[1:] for x in b.mlp.experts for w in _EXPERT_PARTS]
+    assert len(experts) == 2 * 8 * 3 and all(isinstance(m, StoredLinear) for m in experts)
+    stacks = sum(t.nbytes for n, t in read_header(path).tensors.items() if "_exps." in n)
+    assert sum(m.stored.nbytes for m in experts) == stacks  # each expert its own rows of the stack
     for text in tricky_texts[:2]:
         logits, attention = _differences(quantized, opened, text)
         assert logits <= 1e-4 and attention <= 1e-5, (text, logits, attention)
