@@ -425,6 +425,7 @@ FAMILY_TOKENIZER = {
     "mixtral": "fallback",
     "qwen3_moe": "bytelevel",
     "deepseek_v3": "bytelevel",
+    "deepseek_v2": "bytelevel",  # its GGUF files (tests/model/test_gguf_mla.py)
     "gpt_oss": "bytelevel",
     "gemma2": "fallback",
     "gemma3_text": "fallback",

@@ -39,12 +39,13 @@ stored ``[out, in]``). Two of llama.cpp's conversions are undone:
   ``1 + γ``, so 1 is subtracted.
 
 Refused with one line naming it: an architecture not in :data:`ARCHITECTURES`, a tensor type
-``gguf`` cannot dequantize here, mixture-of-experts files, ``rope_freqs`` other than Llama 3.1's
-scaling (which opens as ``rope_scaling: llama3``), RoPE scaling other than linear, metadata of the
-wrong kind or out of bounds (``block_count`` = 10⁹, ``rope.dimension_count`` = 0). The checks are the
-Hugging Face config's (:func:`~model.io.families.family_config`), but a refusal names the file and its
-own metadata keys (``llama.attention.head_count=3``, :func:`~model.io.gguf_names.in_gguf_keys`), never a
-``config.json`` the user does not have.
+``gguf`` cannot dequantize here, mixture-of-experts files (but those of
+:data:`~model.io.gguf_mla.MLA_ARCHITECTURES`, which have tables of their own), ``rope_freqs`` other
+than Llama 3.1's scaling (which opens as ``rope_scaling: llama3``), RoPE scaling other than linear,
+metadata of the wrong kind or out of bounds (``block_count`` = 10⁹, ``rope.dimension_count`` = 0).
+The checks are the Hugging Face config's (:func:`~model.io.families.family_config`), but a refusal
+names the file and its own metadata keys (``llama.attention.head_count=3``,
+:func:`~model.io.gguf_names.in_gguf_keys`), never a ``config.json`` the user does not have.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ from model.io.gguf_file import (
     read_tensor,
     undequantized,
 )
+from model.io.gguf_mla import MLA_ARCHITECTURES, mla_adjust, mla_hf, mla_source, mla_stored_need
 from model.io.gguf_names import gguf_model_name, hf_name, in_gguf_keys, in_gguf_names
 from model.io.gguf_stored import stored_matrices, stored_need
 from model.io.gpt2 import gpt2_config, gpt2_layout
@@ -90,7 +92,14 @@ __all__ = [
 ]
 
 #: ``general.architecture`` -> the Hugging Face ``model_type`` it is opened as.
-ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma", "gpt2": "gpt2"}
+ARCHITECTURES = {
+    "llama": "llama",
+    "qwen2": "qwen2",
+    "qwen3": "qwen3",
+    "gemma": "gemma",
+    "gpt2": "gpt2",
+    **MLA_ARCHITECTURES,  # their own tables: model.io.gguf_mla
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -137,7 +146,7 @@ def _refuse_unsupported(header: GGUFHeader, arch: str, key: Callable[..., Any]) 
             f"(it reads {supported})"
         )
     for moe in ("expert_count", "expert_used_count"):
-        if key(moe):
+        if key(moe) and arch not in MLA_ARCHITECTURES:
             raise CheckpointError(f"{where}: {arch}.{moe}={key(moe)} (mixture-of-experts) is not implemented")
 
 
@@ -168,6 +177,9 @@ def gguf_config(header: GGUFHeader) -> tuple[str, dict[str, Any], GPTConfig]:
         if arch == "gpt2":
             hf = _gpt2_hf(key, **shape)
             return model_type, hf, gpt2_config(hf, source=source)
+        if arch in MLA_ARCHITECTURES:
+            hf = mla_hf(header, arch, key, **shape)
+            return model_type, hf, mla_adjust(header, arch, family_config(hf, source=source))
         hf = _family_hf(header, arch, model_type, key, **shape)
         return model_type, hf, family_config(hf, source=source)
     except CheckpointError as exc:
@@ -312,6 +324,8 @@ def _unpermute_rope(w: np.ndarray, heads: int) -> np.ndarray:
 def _source(header: GGUFHeader, model_type: str, cfg: GPTConfig, *, stored: bool = False) -> TensorSource:
     """The file's tensors under their Hugging Face names, dequantized to float32 when read;
     ``stored``: its matrices kept as stored instead (:func:`model.io.gguf_stored.stored_matrices`)."""
+    if header.architecture in MLA_ARCHITECTURES:
+        return mla_source(header, header.architecture, stored=stored)
     gpt2 = model_type == "gpt2"
     # rope_freqs (Llama 3.1+) became the config's rope_scaling (_llama3_scaling): no weight of a block
     by_hf = {hf_name(n, gpt2): t for n, t in header.tensors.items() if n != "rope_freqs.weight"}
@@ -383,7 +397,11 @@ def load_gguf(
     name = _name_of(header)
     stored = keeps_stored(stored, cfg, device, dtype)
     loading = f"loading {name}"
-    need = stored_need(header, cfg, what=loading) if stored else load_need(cfg, what=loading)
+    arch = header.architecture
+    if stored and arch in MLA_ARCHITECTURES:
+        need = mla_stored_need(header, arch, cfg, what=loading)
+    else:
+        need = stored_need(header, cfg, what=loading) if stored else load_need(cfg, what=loading)
     check_size(need)  # before the tokenizer, any tensor or the model
     tok = _tokenizer(header, cfg, name)
     src = _source(header, model_type, cfg, stored=stored)

@@ -19,6 +19,11 @@ type        bytes   values
                     ``x = (d·s_j)·q − dmin·m_j`` for sub-block ``j`` of 32 values
 ``Q6_K``    210     128 bytes of low 4 bits, 64 bytes of high 2 bits, 16 int8 scales ``s_j``,
                     ``d``: ``q`` = low | high << 4 (0..63), ``x = (d·s_j)·(q − 32)`` per 16 values
+``MXFP4``   17      an E8M0 exponent ``e`` (no sign, no mantissa), 16 bytes of 4-bit E2M1 codes ``q``
+                    (low nibbles values 0-15, high 16-31; gpt-oss's experts): ``x = d·k[q]`` with
+                    ``k`` = (0, 1, 2, 3, 4, 6, 8, 12, 0, −1, …, −12) the doubled E2M1 values and
+                    ``d = 2^(e − 128)`` (half of E8M0's ``2^(e − 127)``), as float32 bits: ``(e − 1) << 23``,
+                    or ``0x00200000 << e`` below e = 2 (subnormal)
 ==========  ======  ==========================================================================
 
 Each decoder takes ``raw`` [n, row_bytes] uint8 (whole stored rows) and returns float32 [n, cols].
@@ -81,6 +86,17 @@ def _q6_k(b: torch.Tensor) -> torch.Tensor:
     return (scale * q).reshape(n, 256)
 
 
+#: MXFP4's doubled E2M1 values, by 4-bit code.
+_E2M1 = torch.tensor([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], dtype=torch.float32)
+
+
+def _mxfp4(b: torch.Tensor) -> torch.Tensor:
+    e = b[:, :1].to(torch.int32)
+    bits = torch.where(e < 2, torch.tensor(0x00200000, dtype=torch.int32) << e, (e - 1) << 23)
+    q = _nibbles(b[:, 1:]).reshape(len(b), 32).long()
+    return bits.view(torch.float32) * _E2M1[q]
+
+
 #: ggml type number -> (bytes per block, the block's decoding [blocks, bytes] → [blocks, values]).
 TORCH_DECODED: dict[int, tuple[int, Callable[[torch.Tensor], torch.Tensor]]] = {
     8: (34, _q8_0),
@@ -88,6 +104,7 @@ TORCH_DECODED: dict[int, tuple[int, Callable[[torch.Tensor], torch.Tensor]]] = {
     3: (20, _q4_1),
     12: (144, _q4_k),
     14: (210, _q6_k),
+    39: (17, _mxfp4),
 }
 
 

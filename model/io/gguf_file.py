@@ -68,6 +68,7 @@ DEQUANTIZED: dict[int, tuple[str, int, int]] = {
     13: ("Q5_K", 256, 176),
     14: ("Q6_K", 256, 210),
     30: ("BF16", 1, 2),
+    39: ("MXFP4", 32, 17),
 }
 
 #: The other ggml types a file may hold (name, values per block, bytes per block): listed and sized,
@@ -91,7 +92,6 @@ OTHER_TYPES: dict[int, tuple[str, int, int]] = {
     29: ("IQ1_M", 256, 56),
     34: ("TQ1_0", 256, 54),
     35: ("TQ2_0", 256, 66),
-    39: ("MXFP4", 32, 17),
     40: ("NVFP4", 64, 36),
     41: ("Q1_0", 128, 18),
 }

@@ -18,9 +18,10 @@ import re
 __all__ = ["gguf_model_name", "gguf_name", "hf_name", "in_gguf_keys", "in_gguf_names"]
 
 #: What follows a model's name in a GGUF file's name: a quantization (``.Q4_1``, ``-Q4_K_M``,
-#: ``-IQ3_XXS``, ``.f16``, ``-BF16``), a split's part (``-00001-of-00003``), then ``.gguf``.
+#: ``-IQ3_XXS``, ``.f16``, ``-BF16``, gpt-oss's ``-MXFP4``), a split's part (``-00001-of-00003``),
+#: then ``.gguf``.
 _FILE_TAIL = re.compile(
-    r"(?:[.\-_](?:I?Q\d\w*|[Ff](?:16|32)|BF16|bf16))?(?:-\d{5}-of-\d{5})?\.gguf$", re.IGNORECASE
+    r"(?:[.\-_](?:I?Q\d\w*|[Ff](?:16|32)|BF16|bf16|MXFP4))?(?:-\d{5}-of-\d{5})?\.gguf$", re.IGNORECASE
 )
 #: A file named by its content, not by its model (Ollama's blobs: ``sha256-<64 hex digits>``).
 _BLOB = re.compile(r"(?:sha256[-:])?[0-9a-f]{64}", re.IGNORECASE)

@@ -135,8 +135,18 @@ _GPT4O_SPLIT = (
     r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 
-#: ``tokenizer.ggml.pre`` -> the split regex of a byte-level vocabulary; any other value keeps GPT-2's.
-PRE_TOKENIZER_SPLITS: dict[str, str] = {
+#: DeepSeek-V3's (and R1's) three splits, applied one after the other: numbers of up to three digits,
+#: runs of CJK ideographs and kana, then the rest (llama.cpp's ``deepseek-v3``; its tokenizer.json's).
+_DEEPSEEK3_SPLITS = (
+    r"\p{N}{1,3}",
+    r"[一-龥぀-ゟ゠-ヿ]+",
+    r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
+    r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+)
+
+#: ``tokenizer.ggml.pre`` -> the split regex of a byte-level vocabulary (or the regexes it splits by one
+#: after the other); any other value keeps GPT-2's.
+PRE_TOKENIZER_SPLITS: dict[str, str | tuple[str, ...]] = {
     **dict.fromkeys(
         (
             "llama3",
@@ -157,6 +167,7 @@ PRE_TOKENIZER_SPLITS: dict[str, str] = {
     **dict.fromkeys(("qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez"), _QWEN2_SPLIT),
     "qwen35": _QWEN35_SPLIT,
     **dict.fromkeys(("gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"), _GPT4O_SPLIT),
+    "deepseek-v3": _DEEPSEEK3_SPLITS,
 }
 
 _GEMMA_ARCHITECTURES = ("gemma", "gemma2", "gemma3")
@@ -330,7 +341,10 @@ def _assemble(
             else:
                 tok.pre_tokenizer = pre_tokenizers.Sequence(
                     [
-                        pre_tokenizers.Split(Regex(split), behavior="isolated"),
+                        *(
+                            pre_tokenizers.Split(Regex(one), behavior="isolated")
+                            for one in ((split,) if isinstance(split, str) else split)
+                        ),
                         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
                     ]
                 )
