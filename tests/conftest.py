@@ -424,6 +424,7 @@ FAMILY_TOKENIZER = {
     # today's block (tests/model/test_families_today.py)
     "mixtral": "fallback",
     "qwen3_moe": "bytelevel",
+    "qwen2_moe": "bytelevel",
     "deepseek_v3": "bytelevel",
     "gpt_oss": "bytelevel",
     "gemma2": "fallback",

@@ -1,12 +1,15 @@
 """Mixture-of-experts GGUF files for the tests, as llama.cpp's ``convert_hf_to_gguf.py`` writes them.
 
 A helper module, not a test module: ``tests/model/test_gguf_moe.py`` imports it. From a transformers
-``MixtralForCausalLM`` or ``Qwen3MoeForCausalLM`` (whose experts transformers holds fused, ``gate_up_proj``
-[E, 2f, d] gate first and ``down_proj`` [E, d, f]), after llama.cpp:
+``MixtralForCausalLM``, ``Qwen3MoeForCausalLM`` or ``Qwen2MoeForCausalLM`` (whose experts transformers
+holds fused, ``gate_up_proj`` [E, 2f, d] gate first and ``down_proj`` [E, d, f]), after llama.cpp:
 
 * architecture ``llama`` for Mixtral (``LlamaModel`` converts it: W_Q / W_K rows permuted), ``qwen3moe``
-  for Qwen3-MoE (rows as they are);
-* ``a.expert_count``, ``a.expert_used_count`` and, for Qwen3-MoE, ``a.expert_feed_forward_length``;
+  and ``qwen2moe`` (rows as they are);
+* ``a.expert_count``, ``a.expert_used_count`` and, for the Qwens, ``a.expert_feed_forward_length``
+  (Qwen2-MoE: ``a.expert_shared_feed_forward_length`` too);
+* Qwen2-MoE's shared expert as ``ffn_{gate,up,down}_shexp`` and its gate ``ffn_gate_inp_shexp``
+  squeezed to [d] (the converter squeezes every tensor: [1, d] becomes [d], kept F32);
 * per layer ``ffn_gate_inp`` [E, d] (the router, kept F32 as the converter keeps it), and the experts
   stacked: ``ffn_gate_exps`` / ``ffn_up_exps`` [E, f, d], ``ffn_down_exps`` [E, d, f];
 * the rest as :func:`tests.gguf_files.gguf_tensors` names it.
@@ -23,7 +26,14 @@ from tests.gguf_files import _GLOBAL, _LAYER, _permute, write_gguf_tensors
 __all__ = ["ARCH", "moe_tensors", "write_moe_gguf"]
 
 #: transformers ``model_type`` -> llama.cpp's ``general.architecture``.
-ARCH = {"mixtral": "llama", "qwen3_moe": "qwen3moe"}
+ARCH = {"mixtral": "llama", "qwen3_moe": "qwen3moe", "qwen2_moe": "qwen2moe"}
+#: Qwen2-MoE's shared expert (after ``model.layers.N.mlp.``) -> llama.cpp's name (after ``blk.N.``).
+_SHARED = {
+    "shared_expert.gate_proj": "ffn_gate_shexp",
+    "shared_expert.up_proj": "ffn_up_shexp",
+    "shared_expert.down_proj": "ffn_down_shexp",
+    "shared_expert_gate": "ffn_gate_inp_shexp",
+}
 
 
 def moe_tensors(model) -> list[tuple[str, Any]]:
@@ -49,6 +59,9 @@ def moe_tensors(model) -> list[tuple[str, Any]]:
             out.append((f"blk.{m[1]}.ffn_gate_inp.weight", w))
             continue
         lm = re.fullmatch(r"model\.layers\.(\d+)\.(.+)", stem)
+        if lm and lm[2].removeprefix("mlp.") in _SHARED:
+            out.append((f"blk.{lm[1]}.{_SHARED[lm[2].removeprefix('mlp.')]}.{kind}", w.squeeze()))
+            continue
         new = f"blk.{lm[1]}.{_LAYER[lm[2]]}.{kind}" if lm else f"{_GLOBAL[stem]}.{kind}"
         if cfg.model_type == "mixtral" and lm and lm[2] in ("self_attn.q_proj", "self_attn.k_proj"):
             heads = cfg.num_attention_heads if lm[2] == "self_attn.q_proj" else cfg.num_key_value_heads
@@ -70,8 +83,10 @@ def write_moe_gguf(
         experts = getattr(cfg, "num_local_experts", None) or cfg.num_experts
         writer.add_expert_count(experts)
         writer.add_expert_used_count(cfg.num_experts_per_tok)
-        if cfg.model_type == "qwen3_moe":
+        if cfg.model_type in ("qwen3_moe", "qwen2_moe"):
             writer.add_expert_feed_forward_length(cfg.moe_intermediate_size)
+        if cfg.model_type == "qwen2_moe":
+            writer.add_expert_shared_feed_forward_length(cfg.shared_expert_intermediate_size)
 
     tensors = options.pop("tensors", None) or moe_tensors(model)
     return write_gguf_tensors(
@@ -81,8 +96,8 @@ def write_moe_gguf(
         tokenizer_folder,
         tensors,
         qtype,
-        tokenizer_family="qwen3" if cfg.model_type == "qwen3_moe" else "llama",
+        tokenizer_family="llama" if cfg.model_type == "mixtral" else "qwen2",
         metadata=metadata,
-        float32=lambda name: name.endswith("ffn_gate_inp.weight"),
+        float32=lambda name: "ffn_gate_inp" in name,  # the routers and the shared expert's gate
         **options,
     )

@@ -1,4 +1,5 @@
-"""Mixture-of-experts GGUF files: Mixtral (``llama`` with experts) and Qwen3-MoE (``qwen3moe``).
+"""Mixture-of-experts GGUF files: Mixtral (``llama`` with experts), Qwen3-MoE (``qwen3moe``) and
+Qwen2-MoE (``qwen2moe``).
 
 llama.cpp's ``convert_hf_to_gguf.py`` writes a mixture-of-experts block of layer ``i`` as
 
@@ -9,6 +10,8 @@ GGUF tensor (PyTorch order)            shape               Hugging Face (Mixtral
 ``blk.i.ffn_gate_exps.weight``         [E, f, d]           expert e's ``w1`` / ``gate_proj``
 ``blk.i.ffn_up_exps.weight``           [E, f, d]           expert e's ``w3`` / ``up_proj``
 ``blk.i.ffn_down_exps.weight``         [E, d, f]           expert e's ``w2`` / ``down_proj``
+``blk.i.ffn_{gate,up,down}_shexp``     [f_s, d], [d, f_s]  Qwen2-MoE: ``mlp.shared_expert.*_proj``
+``blk.i.ffn_gate_inp_shexp.weight``    [d]                 Qwen2-MoE: ``mlp.shared_expert_gate`` [1, d]
 =====================================  ==================  ==========================================
 
 the E experts' matrices stacked along a first axis. In the file a stacked tensor is ``E·f`` rows of
@@ -20,7 +23,8 @@ a 2-D matrix: it is dequantized alone, or kept as stored (:mod:`model.io.gguf_st
 expert at a time as it is used, and the size check counts its stored bytes.
 
 Metadata (``a.`` the architecture): ``a.expert_count`` E, ``a.expert_used_count`` k,
-``a.expert_feed_forward_length`` f (Qwen3-MoE; Mixtral's experts are ``a.feed_forward_length`` wide).
+``a.expert_feed_forward_length`` f (Qwen3-MoE, Qwen2-MoE; Mixtral's experts are ``a.feed_forward_length``
+wide), ``a.expert_shared_feed_forward_length`` f_s (Qwen2-MoE's shared expert).
 What the architecture implies, as llama.cpp's graph computes it (``build_moe_ffn``):
 
 * ``llama`` with experts is Mixtral: ``softmax`` gating, top-k renormalised (Mixtral's router; the
@@ -28,7 +32,11 @@ What the architecture implies, as llama.cpp's graph computes it (``build_moe_ffn
   every ``llama`` file's (undone by :mod:`model.io.gguf`);
 * ``qwen3moe``: softmax, top-k renormalised (``norm_topk_prob``: llama.cpp always renormalises; a file's
   ``a.expert_weights_norm`` says otherwise where present), per-head Q/K RMSNorm, every layer a mixture,
-  no Q/K permutation (Qwen rotates halves, as ggml's NeoX RoPE).
+  no Q/K permutation (Qwen rotates halves, as ggml's NeoX RoPE);
+* ``qwen2moe``: softmax, top-k **not** renormalised (llama.cpp's and transformers' default; a file's
+  ``a.expert_weights_norm`` says otherwise where present), Q/K/V biases where the file has them, and
+  the shared expert added behind its gate: ``y = Σ_j g_j·E_j(x) + σ(w_s·x)·Shared(x)``, every layer a
+  mixture.
 
 A stacked tensor that is not ``[E, …]`` 3-D, or a layer without its router and three stacked tensors, is
 refused in one line naming the file's tensors.
@@ -48,13 +56,21 @@ __all__ = ["MOE_ARCHITECTURES", "expert_header", "moe_hf", "moe_model_type"]
 
 #: ``general.architecture`` -> the Hugging Face ``model_type`` of its mixture-of-experts files (a
 #: ``llama`` file with ``llama.expert_count`` is Mixtral: :func:`moe_model_type`).
-MOE_ARCHITECTURES = {"qwen3moe": "qwen3_moe"}
+MOE_ARCHITECTURES = {"qwen3moe": "qwen3_moe", "qwen2moe": "qwen2_moe"}
 
 #: Per family: the Hugging Face prefix of the block (after ``model.layers.i.``) and its experts' names
 #: of the gate, up and down projections.
 _HF_EXPERTS = {
     "mixtral": ("block_sparse_moe.", ("w1", "w3", "w2")),
     "qwen3_moe": ("mlp.", ("gate_proj", "up_proj", "down_proj")),
+    "qwen2_moe": ("mlp.", ("gate_proj", "up_proj", "down_proj")),
+}
+#: Qwen2-MoE's shared expert: GGUF name (after ``blk.i.``) -> Hugging Face's (after ``mlp.``).
+_SHARED = {
+    "ffn_gate_inp_shexp": "shared_expert_gate",
+    "ffn_gate_shexp": "shared_expert.gate_proj",
+    "ffn_up_shexp": "shared_expert.up_proj",
+    "ffn_down_shexp": "shared_expert.down_proj",
 }
 _STACKED = ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
 
@@ -74,12 +90,12 @@ def moe_hf(header: GGUFHeader, arch: str, model_type: str, key: Callable[..., An
     E, k = key("expert_count", required=True), key("expert_used_count", required=True)
     if model_type == "mixtral":
         return {"num_local_experts": E, "num_experts_per_tok": k}
-    norm = header.get(f"{arch}.expert_weights_norm", True)
+    norm = header.get(f"{arch}.expert_weights_norm", model_type == "qwen3_moe")
     if not isinstance(norm, bool):
         raise CheckpointError(
             f"{header.path.name}: {arch}.expert_weights_norm is {norm!r}, not true or false"
         )
-    return {
+    out = {
         "num_experts": E,
         "num_experts_per_tok": k,
         "moe_intermediate_size": key("expert_feed_forward_length", required=True),
@@ -87,6 +103,13 @@ def moe_hf(header: GGUFHeader, arch: str, model_type: str, key: Callable[..., An
         "decoder_sparse_step": 1,
         "mlp_only_layers": [],
     }
+    if model_type == "qwen2_moe":
+        out.update(
+            shared_expert_intermediate_size=key("expert_shared_feed_forward_length", required=True),
+            qkv_bias="blk.0.attn_q.bias" in header.tensors,
+            attention_bias=False,  # its O projection and MLPs never have biases
+        )
+    return out
 
 
 def expert_header(header: GGUFHeader, model_type: str, cfg: GPTConfig) -> GGUFHeader:
@@ -104,9 +127,14 @@ def expert_header(header: GGUFHeader, model_type: str, cfg: GPTConfig) -> GGUFHe
         hf = f"model.layers.{i}.{block}"
         router = tensors.pop(f"blk.{i}.ffn_gate_inp.weight", None)
         stacked = [tensors.pop(f"blk.{i}.{s}.weight", None) for s in _STACKED]
+        shared = (
+            {s: tensors.pop(f"blk.{i}.{s}.weight", None) for s in _SHARED}
+            if model_type == "qwen2_moe"
+            else {}
+        )
         missing = [
             f"blk.{i}.{s}.weight"
-            for s, t in zip(("ffn_gate_inp", *_STACKED), [router, *stacked])
+            for s, t in zip(("ffn_gate_inp", *_STACKED, *shared), [router, *stacked, *shared.values()])
             if t is None
         ]
         if missing:
@@ -122,6 +150,12 @@ def expert_header(header: GGUFHeader, model_type: str, cfg: GPTConfig) -> GGUFHe
                 tensors[f"{hf}experts.{e}.{theirs}.weight"] = dataclasses.replace(
                     part, name=f"{hf}experts.{e}.{theirs}.weight"
                 )
+        for s, t in shared.items():
+            assert t is not None
+            shape = (1, *t.shape) if len(t.shape) == 1 else t.shape  # the gate: [d] stored, [1, d] theirs
+            tensors[f"{hf}{_SHARED[s]}.weight"] = dataclasses.replace(
+                t, name=f"{hf}{_SHARED[s]}.weight", shape=shape
+            )
     return dataclasses.replace(header, tensors=tensors)
 
 

@@ -1,13 +1,15 @@
-"""Mixture-of-experts GGUF files (Mixtral's ``llama`` with experts, ``qwen3moe``) open exactly, and a
-Q4_K_M-like file of mixed quantization types decodes bit-equal to ``gguf``, kept as stored or not.
+"""Mixture-of-experts GGUF files (Mixtral's ``llama`` with experts, ``qwen3moe``, ``qwen2moe``) open
+exactly, and a Q4_K_M-like file of mixed quantization types decodes bit-equal to ``gguf``, kept as
+stored or not. Also Qwen2-MoE's Hugging Face folders (its shared expert behind a σ gate), which the
+``qwen2moe`` files open through.
 
 Each case is a tiny random transformers model converted as llama.cpp's ``convert_hf_to_gguf.py``
 converts it (tests/gguf_moe_files.py: stacked experts, the router F32, Mixtral's Q/K rows permuted).
 The references: an F32 file must equal the transformers model it was written from (the round trip is
 exact) and our own Hugging Face path of that model's folder; a quantized file must equal the
 transformers model holding the file's weights as ``gguf.quants.dequantize`` decodes them, and, for
-``qwen3moe``, transformers' own GGUF loading (which reads no ``expert_feed_forward_length``: it is
-given the expert width). Logits ≤ 1e-4 relative to their largest, attention weights ≤ 1e-5.
+``qwen3moe`` and ``qwen2moe``, transformers' own GGUF loading (which reads no expert widths: they are
+given to it). Logits ≤ 1e-4 relative to their largest, attention weights ≤ 1e-5.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from model.io.gguf_stored import decoder, stored_need
 from model.io.pretrained import open_model
 from model.nn.quantized import StoredLinear, has_stored
 from tests.gguf_files import _GLOBAL, _LAYER, K_QUANTS, random_k_quant
-from tests.gguf_moe_files import ARCH, moe_tensors, write_moe_gguf
+from tests.gguf_moe_files import _SHARED, ARCH, moe_tensors, write_moe_gguf
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -49,7 +51,18 @@ FAMILIES = {
         head_dim=32,
         norm_topk_prob=True,  # what llama.cpp's qwen3moe computes whatever the config said
     ),
+    "qwen2_moe": dict(
+        hidden_size=64,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=32,
+        shared_expert_intermediate_size=96,
+    ),
 }
+#: The router each family's GGUF implies (llama.cpp's build_moe_ffn: renormalised top-k or not).
+ROUTERS = {"mixtral": "softmax_topk_norm", "qwen3_moe": "softmax_topk_norm", "qwen2_moe": "softmax_topk"}
+#: What transformers' GGUF loading does not read from these files (the widths): given to it.
+WIDTHS = ("moe_intermediate_size", "shared_expert_intermediate_size")
 #: Q4_K_M's mix (llama.cpp's llama-quantize): Q4_K most matrices, Q6_K some, with the Q5_0 and Q8_0
 #: fallbacks beside them; norms and routers F32. Rows of whole 256-value super-blocks.
 MIXED = dict(hidden_size=256, intermediate_size=256, num_local_experts=4, num_experts_per_tok=2)
@@ -90,7 +103,9 @@ def _gguf_name(hf_name: str) -> str:
     stem, _, kind = hf_name.rpartition(".")
     parts = stem.split(".", 3)
     if stem.startswith("model.layers."):
-        return f"blk.{parts[2]}.{'ffn_gate_inp' if parts[3] == 'mlp.gate' else _LAYER[parts[3]]}.{kind}"
+        part = parts[3].removeprefix("mlp.")
+        theirs = "ffn_gate_inp" if part == "gate" else _SHARED.get(part) or _LAYER[parts[3]]
+        return f"blk.{parts[2]}.{theirs}.{kind}"
     return f"{_GLOBAL[stem]}.{kind}"
 
 
@@ -159,7 +174,7 @@ def test_opens_as_the_mixture_of_experts_it_is(cases, family):
     original = case.original.config
     assert (cfg.n_experts, cfg.n_experts_per_token) == (4, 2)
     assert cfg.expert_hidden == getattr(original, "moe_intermediate_size", original.intermediate_size)
-    assert cfg.router == "softmax_topk_norm"  # top-k renormalised, as llama.cpp computes both
+    assert cfg.router == ROUTERS[family]
     summary = summarize_gguf(case.path)  # the local models' list marks it openable
     assert summary["opens"] and not summary["problem"]
     ckpt = open_model(case.path)
@@ -193,12 +208,15 @@ def test_quantized_file_equals_its_dequantized_weights(cases, family, stored):
     assert _attention_diff(ours, reference, _ids(ours, TEXTS[1])) <= 1e-5
 
 
-def test_qwen3moe_file_equals_transformers_own_gguf_loading(cases):
-    case = cases("qwen3_moe", "Q8_0")
+@pytest.mark.parametrize("family", ["qwen3_moe", "qwen2_moe"])
+def test_qwen_moe_file_equals_transformers_own_gguf_loading(cases, family):
+    case = cases(family, "Q8_0")
     where = str(case.path.parent)
     config = AutoConfig.from_pretrained(where, gguf_file=case.path.name)
-    assert config.norm_topk_prob  # transformers too takes llama.cpp's renormalised top-k
-    config.moe_intermediate_size = FAMILIES["qwen3_moe"]["moe_intermediate_size"]  # it reads no width
+    assert config.norm_topk_prob == (ROUTERS[family] == "softmax_topk_norm")  # as llama.cpp computes
+    for width in WIDTHS:
+        if width in FAMILIES[family]:
+            setattr(config, width, FAMILIES[family][width])
     theirs = AutoModelForCausalLM.from_pretrained(
         where, gguf_file=case.path.name, config=config, attn_implementation="eager"
     ).eval()
@@ -251,7 +269,7 @@ def test_mixed_file_holds_every_type_and_each_tensor_decodes_bit_equal_to_gguf(m
             layer, kind = t.name.split(".")[1], {"gate": "w1", "up": "w3", "down": "w2"}[t.name.split("_")[1]]
             for e in range(expected.shape[0]):
                 part = experts[f"model.layers.{layer}.block_sparse_moe.experts.{e}.{kind}.weight"]
-                raw = np.memmap(mixed.path, np.uint8, "r", part.offset, part.nbytes).reshape(
+                raw = np.memmap(mixed.path, np.uint8, "c", part.offset, part.nbytes).reshape(
                     part.shape[0], -1
                 )
                 assert np.array_equal(np.asarray(decoder(t.tensor_type)(raw)), expected[e]), (t.name, e)
@@ -328,3 +346,73 @@ def test_experts_in_an_architecture_without_them_here_stay_refused(tmp_path, wri
     model = write_hf_family(folder, "qwen2", hidden_size=64, intermediate_size=64)
     path = write_gguf(tmp_path / "x.gguf", model, folder, metadata={"qwen2.expert_count": (8, "UINT32")})
     _refused(path, ["qwen2.expert_count=8 (mixture-of-experts) is not implemented"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Qwen2-MoE's Hugging Face folders: the shared expert behind its σ gate
+# ---------------------------------------------------------------------------------------------
+def test_qwen2_moe_folder_equals_transformers_with_a_dense_first_layer(tmp_path, write_hf_family):
+    config = {**FAMILIES["qwen2_moe"], "mlp_only_layers": [0], "norm_topk_prob": True}
+    model = write_hf_family(tmp_path, "qwen2_moe", **config)
+    ckpt = open_model(tmp_path)
+    cfg = ckpt.config
+    assert (cfg.moe_dense_layers, cfg.n_shared_experts, cfg.shared_hidden, cfg.shared_expert_gate) == (
+        1,
+        1,
+        96,
+        True,
+    )
+    assert (cfg.bias, cfg.router) == ("qkv", "softmax_topk_norm")
+    assert ckpt.model.num_params() == model.num_parameters() == ckpt.meta["n_params"]
+    for text in TEXTS:
+        assert _logit_diff(ckpt.model, model, _ids(ckpt, text)) <= 1e-4, text
+    assert _attention_diff(ckpt, model, _ids(ckpt, TEXTS[0])) <= 1e-5
+
+
+def test_qwen2_moe_shared_gate_is_sigma_of_a_projection(cases):
+    """Zeroing the shared expert's gate weights halves its share (σ(0) = ½): the gate is applied."""
+    ckpt = open_model(cases("qwen2_moe", "F32").path)
+    block = ckpt.model.blocks[0].mlp
+    x = torch.randn(1, 3, 64)
+    with torch.no_grad():
+        shared = block.shared(x.reshape(-1, 64))
+        before = block(x)
+        block.shared_gate.weight.zero_()
+        after = block(x)
+    torch.testing.assert_close(after - before, (0.5 - torch.sigmoid(_gate(cases, x))) * shared.view(1, 3, 64))
+
+
+def _gate(cases, x: torch.Tensor) -> torch.Tensor:
+    original = cases("qwen2_moe", "F32").original
+    w = original.model.layers[0].mlp.shared_expert_gate.weight
+    return (x.reshape(-1, 64) @ w.T).view(1, 3, 1)
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"use_sliding_window": True, "sliding_window": 8}, "use_sliding_window (Qwen2-MoE's windows"),
+        ({"shared_expert_intermediate_size": 0}, "shared_expert_intermediate_size=0 must be"),
+    ],
+)
+def test_qwen2_moe_folder_refusals_are_one_line(tmp_path, write_hf_family, fields, words):
+    import json
+
+    write_hf_family(tmp_path, "qwen2_moe", **FAMILIES["qwen2_moe"])
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, **fields}))
+    with pytest.raises(CheckpointError) as info:
+        open_model(tmp_path)
+    assert words in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_shared_expert_gate_without_shared_experts_is_refused():
+    from model.config import ConfigError, GPTConfig
+
+    base = dict(vocab_size=50, n_layers=1, d_model=16, n_heads=2, d_ff=32, mlp="swiglu", n_experts=4)
+    with pytest.raises(ConfigError, match="shared_expert_gate needs n_shared_experts"):
+        GPTConfig(**base, shared_expert_gate=True).validate()
+    with pytest.raises(ConfigError, match="shared_expert_d_ff needs n_shared_experts"):
+        GPTConfig(**base, shared_expert_d_ff=8).validate()
+    cfg = GPTConfig(**base, n_shared_experts=1, shared_expert_d_ff=8, shared_expert_gate=True).validate()
+    assert cfg.shared_hidden == 8
