@@ -73,11 +73,16 @@ def moe_tensors(model) -> list[tuple[str, Any]]:
 def write_moe_gguf(
     path: str | Path, model, tokenizer_folder: str | Path, qtype: str = "F32", **options: Any
 ) -> Path:
-    """Write ``model`` (Mixtral or Qwen3-MoE) and the tokenizer of ``tokenizer_folder`` as llama.cpp
-    converts them; ``options`` as :func:`tests.gguf_files.write_gguf_tensors`' (``types``, ``raw``),
-    ``tensors`` replacing :func:`moe_tensors`' list."""
+    """Write ``model`` (Mixtral, Qwen3-MoE or Qwen2-MoE) and the tokenizer of ``tokenizer_folder`` as
+    llama.cpp converts them; ``options`` as :func:`tests.gguf_files.write_gguf_tensors`' (``types``,
+    ``raw``), ``tensors`` replacing :func:`moe_tensors`' list, ``metadata`` setting keys as
+    :func:`tests.gguf_files.write_gguf`'s does (``{key: (value, "UINT32")}``)."""
+    from gguf import GGUFValueType
+    from gguf.gguf_writer import GGUFValue
+
     cfg = model.config
     arch = ARCH[cfg.model_type]
+    overrides = options.pop("metadata", {})
 
     def metadata(writer) -> None:
         experts = getattr(cfg, "num_local_experts", None) or cfg.num_experts
@@ -87,6 +92,8 @@ def write_moe_gguf(
             writer.add_expert_feed_forward_length(cfg.moe_intermediate_size)
         if cfg.model_type == "qwen2_moe":
             writer.add_expert_shared_feed_forward_length(cfg.shared_expert_intermediate_size)
+        for key, (value, vtype) in overrides.items():
+            writer.kv_data[0][key] = GGUFValue(value=value, type=GGUFValueType[vtype])
 
     tensors = options.pop("tensors", None) or moe_tensors(model)
     return write_gguf_tensors(

@@ -40,11 +40,12 @@ stored ``[out, in]``). Two of llama.cpp's conversions are undone:
 
 Refused with one line naming it: an architecture not in :data:`ARCHITECTURES`, a tensor type
 ``gguf`` cannot dequantize here, experts (``a.expert_count``) in an architecture that has none here
-(Mixtral's ``llama``, ``qwen3moe`` and ``qwen2moe`` open: :mod:`model.io.gguf_moe`), ``rope_freqs`` other than Llama 3.1's
-scaling (which opens as ``rope_scaling: llama3``), RoPE scaling other than linear, metadata of the
-wrong kind or out of bounds (``block_count`` = 10⁹, ``rope.dimension_count`` = 0). The checks are the
-Hugging Face config's (:func:`~model.io.families.family_config`), but a refusal names the file and its
-own metadata keys (``llama.attention.head_count=3``, :func:`~model.io.gguf_names.in_gguf_keys`), never a
+(Mixtral's ``llama``, ``qwen3moe`` and ``qwen2moe`` open: :mod:`model.io.gguf_moe`), ``rope_freqs``
+other than Llama 3.1's scaling (which opens as ``rope_scaling: llama3``), RoPE scaling other than
+linear, metadata of the wrong kind or out of bounds (``block_count`` = 10⁹,
+``rope.dimension_count`` = 0). The checks are the Hugging Face config's
+(:func:`~model.io.families.family_config`), but a refusal names the file and its own metadata keys
+(``llama.attention.head_count=3``, :func:`~model.io.gguf_names.in_gguf_keys`), never a
 ``config.json`` the user does not have.
 """
 

@@ -416,3 +416,11 @@ def test_a_shared_expert_gate_without_shared_experts_is_refused():
         GPTConfig(**base, shared_expert_d_ff=8).validate()
     cfg = GPTConfig(**base, n_shared_experts=1, shared_expert_d_ff=8, shared_expert_gate=True).validate()
     assert cfg.shared_hidden == 8
+
+
+def test_expert_counts_out_of_bounds_are_refused_by_the_file_s_keys(cases, tmp_path):
+    case = cases("qwen3_moe", "F32")
+
+    more_used = {"qwen3moe.expert_used_count": (5, "UINT32")}
+    path = write_moe_gguf(tmp_path / "x.gguf", case.original, case.folder, metadata=more_used)
+    _refused(path, ["qwen3moe.expert_used_count=5 is more than qwen3moe.expert_count=4"])
