@@ -436,7 +436,9 @@ def load_gguf(
 class GGUFSummary(dict):
     """What a GGUF file holds, from its header alone: ``name``, ``architecture``, ``n_params``,
     ``quantization``, ``file_bytes``, ``context_length``, ``n_layers``, ``n_heads``, ``n_kv_heads``,
-    ``opens`` (whether :func:`load_gguf` would open it) and ``problem`` (why not, one line)."""
+    ``opens`` (whether :func:`load_gguf` would open it), ``problem`` (why not, one line) and ``family``
+    (the Hugging Face ``model_type`` it opens as, e.g. ``mixtral`` for a ``llama`` file with experts;
+    the architecture when it does not open)."""
 
 
 def summarize_gguf(path: str | Path) -> GGUFSummary:
@@ -459,9 +461,10 @@ def summarize_gguf(path: str | Path) -> GGUFSummary:
         n_kv_heads=header.get(f"{arch}.attention.head_count_kv"),
         opens=True,
         problem="",
+        family=arch,
     )
     try:
-        gguf_config(header)
+        out["family"] = gguf_config(header)[0]
     except CheckpointError as exc:
         out.update(opens=False, problem=str(exc).removeprefix(f"{path.name}: "))
     return out

@@ -87,7 +87,12 @@ def moe_model_type(header: GGUFHeader) -> str | None:
 def moe_hf(header: GGUFHeader, arch: str, model_type: str, key: Callable[..., Any]) -> dict[str, Any]:
     """The ``config.json`` fields of a mixture-of-experts file beyond a Llama-shaped one's
     (``key``: the file's numbers, :func:`model.io.gguf._numbers`)."""
-    E, k = key("expert_count", required=True), key("expert_used_count", required=True)
+    E, k = key("expert_count", required=True), key("expert_used_count")
+    if not k:  # llama.cpp cannot route without it either
+        raise CheckpointError(
+            f"{header.path.name}: {arch}.expert_count={E} (mixture-of-experts) without "
+            f"{arch}.expert_used_count: how many experts each token goes to is not said"
+        )
     if model_type == "mixtral":
         return {"num_local_experts": E, "num_experts_per_tok": k}
     norm = header.get(f"{arch}.expert_weights_norm", model_type == "qwen3_moe")

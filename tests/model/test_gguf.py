@@ -525,7 +525,7 @@ UNSUPPORTED = {
     ),
     "experts without their count used": (
         dict(metadata={"llama.expert_count": (8, "UINT32")}),
-        ["the metadata has no llama.expert_used_count"],
+        ["llama.expert_count=8 (mixture-of-experts) without llama.expert_used_count"],
     ),
     "experts the file does not hold": (  # a Mixtral file's stacked experts (tests/model/test_gguf_moe.py)
         dict(metadata={"llama.expert_count": (8, "UINT32"), "llama.expert_used_count": (2, "UINT32")}),

@@ -424,3 +424,22 @@ def test_expert_counts_out_of_bounds_are_refused_by_the_file_s_keys(cases, tmp_p
     more_used = {"qwen3moe.expert_used_count": (5, "UINT32")}
     path = write_moe_gguf(tmp_path / "x.gguf", case.original, case.folder, metadata=more_used)
     _refused(path, ["qwen3moe.expert_used_count=5 is more than qwen3moe.expert_count=4"])
+
+
+def test_lm_studio_lists_the_files_as_openable_with_family_and_parameters(cases, tmp_path):
+    from model.io.local_models import LocalScan
+
+    folder = tmp_path / "models" / "someone" / "Tiny-MoE-GGUF"
+    folder.mkdir(parents=True)
+    for family in FAMILIES:
+        case = cases(family, "Q8_0")
+        (folder / f"tiny-{family}-Q8_0.gguf").write_bytes(case.path.read_bytes())
+    scan = LocalScan(
+        ollama=[], lmstudio=[tmp_path / "models"], hf_cache=[], packages=[], usable_memory=1 << 40
+    )
+    found = {m.name: m for m in scan.run()}
+    for family in FAMILIES:
+        m = found[f"tiny-{family}"]
+        assert m.opens and not m.problem, m.problem
+        assert m.family == family  # Mixtral's, not its architecture's "llama"
+        assert m.n_params == cases(family, "Q8_0").original.num_parameters()
