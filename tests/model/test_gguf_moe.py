@@ -443,3 +443,23 @@ def test_lm_studio_lists_the_files_as_openable_with_family_and_parameters(cases,
         assert m.opens and not m.problem, m.problem
         assert m.family == family  # Mixtral's, not its architecture's "llama"
         assert m.n_params == cases(family, "Q8_0").original.num_parameters()
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_cli_inspect_exports_the_attention_of_a_moe_gguf_as_of_its_folder(tmp_path, capsys, cases, family):
+    """``attention-lab inspect --checkpoint FILE.gguf`` writes the heads of the F32 file, equal to those
+    of the Hugging Face folder it was converted from."""
+    from app.cli import main
+
+    case = cases(family, "F32")
+    prompt = "the quick brown fox"
+    arrays = {}
+    for what, source in (("gguf", case.path), ("folder", case.folder)):
+        out = tmp_path / f"{what}.npz"
+        assert main(["inspect", "--checkpoint", str(source), "--prompt", prompt, "--out", str(out)]) == 0
+        assert f"wrote {out}: 2 layers × 4 heads" in capsys.readouterr().out
+        with np.load(out, allow_pickle=False) as npz:
+            arrays[what] = {k: npz[k] for k in npz.files if npz[k].dtype.kind == "f"}
+    assert arrays["gguf"].keys() == arrays["folder"].keys() and arrays["gguf"]
+    for key, value in arrays["gguf"].items():
+        assert np.abs(value - arrays["folder"][key]).max() <= 1e-5, key
