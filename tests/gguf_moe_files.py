@@ -76,7 +76,7 @@ def write_moe_gguf(
     """Write ``model`` (Mixtral, Qwen3-MoE or Qwen2-MoE) and the tokenizer of ``tokenizer_folder`` as
     llama.cpp converts them; ``options`` as :func:`tests.gguf_files.write_gguf_tensors`' (``types``,
     ``raw``), ``tensors`` replacing :func:`moe_tensors`' list, ``metadata`` setting keys as
-    :func:`tests.gguf_files.write_gguf`'s does (``{key: (value, "UINT32")}``)."""
+    :func:`tests.gguf_files.write_gguf`'s does (``{key: (value, "UINT32")}``; None removes one)."""
     from gguf import GGUFValueType
     from gguf.gguf_writer import GGUFValue
 
@@ -92,8 +92,11 @@ def write_moe_gguf(
             writer.add_expert_feed_forward_length(cfg.moe_intermediate_size)
         if cfg.model_type == "qwen2_moe":
             writer.add_expert_shared_feed_forward_length(cfg.shared_expert_intermediate_size)
-        for key, (value, vtype) in overrides.items():
-            writer.kv_data[0][key] = GGUFValue(value=value, type=GGUFValueType[vtype])
+        for key, value in overrides.items():
+            if value is None:
+                writer.kv_data[0].pop(key, None)
+            else:
+                writer.kv_data[0][key] = GGUFValue(value=value[0], type=GGUFValueType[value[1]])
 
     tensors = options.pop("tensors", None) or moe_tensors(model)
     return write_gguf_tensors(

@@ -30,13 +30,16 @@ What the architecture implies, as llama.cpp's graph computes it (``build_moe_ffn
 * ``llama`` with experts is Mixtral: ``softmax`` gating, top-k renormalised (Mixtral's router; the
   top-k of a softmax, renormalised, is the softmax of the top-k logits), W_Q / W_K rows permuted as
   every ``llama`` file's (undone by :mod:`model.io.gguf`);
-* ``qwen3moe``: softmax, top-k renormalised (``norm_topk_prob``: llama.cpp always renormalises; a file's
-  ``a.expert_weights_norm`` says otherwise where present), per-head Q/K RMSNorm, every layer a mixture,
-  no Q/K permutation (Qwen rotates halves, as ggml's NeoX RoPE);
-* ``qwen2moe``: softmax, top-k **not** renormalised (llama.cpp's and transformers' default; a file's
-  ``a.expert_weights_norm`` says otherwise where present), Q/K/V biases where the file has them, and
-  the shared expert added behind its gate: ``y = Σ_j g_j·E_j(x) + σ(w_s·x)·Shared(x)``, every layer a
-  mixture.
+* ``qwen3moe``: softmax, top-k renormalised (``norm_topk_prob``: llama.cpp's graph always
+  renormalises, whatever the metadata), per-head Q/K RMSNorm, every layer a mixture, no Q/K permutation
+  (Qwen rotates halves, as ggml's NeoX RoPE);
+* ``qwen2moe``: softmax, top-k **not** renormalised (llama.cpp's graph, transformers' default), Q/K/V
+  biases where the file has them, and the shared expert added behind its gate:
+  ``y = Σ_j g_j·E_j(x) + σ(w_s·x)·Shared(x)``, every layer a mixture.
+
+The Qwens' widths default as llama.cpp's loader does when a file (converted before the keys were
+written) lacks them: f = ``a.feed_forward_length`` / k, f_s = ``a.feed_forward_length``. A file asking
+for ``a.expert_weights_scale`` (its routed weights scaled) is refused in one line.
 
 A stacked tensor that is not ``[E, …]`` 3-D, or a layer without its router and three stacked tensors, is
 refused in one line naming the file's tensors.
@@ -93,24 +96,27 @@ def moe_hf(header: GGUFHeader, arch: str, model_type: str, key: Callable[..., An
             f"{header.path.name}: {arch}.expert_count={E} (mixture-of-experts) without "
             f"{arch}.expert_used_count: how many experts each token goes to is not said"
         )
+    scale = key("expert_weights_scale")
+    if scale not in (None, 0, 1):  # llama.cpp multiplies the routed weights by it
+        raise CheckpointError(
+            f"{header.path.name}: {arch}.expert_weights_scale={scale} (routed weights scaled) is not "
+            f"implemented for {arch}"
+        )
     if model_type == "mixtral":
         return {"num_local_experts": E, "num_experts_per_tok": k}
-    norm = header.get(f"{arch}.expert_weights_norm", model_type == "qwen3_moe")
-    if not isinstance(norm, bool):
-        raise CheckpointError(
-            f"{header.path.name}: {arch}.expert_weights_norm is {norm!r}, not true or false"
-        )
+    n_ff = key("feed_forward_length", required=True)
     out = {
         "num_experts": E,
         "num_experts_per_tok": k,
-        "moe_intermediate_size": key("expert_feed_forward_length", required=True),
-        "norm_topk_prob": norm,
+        # llama.cpp's width when the key is absent (files converted before it was written)
+        "moe_intermediate_size": key("expert_feed_forward_length") or n_ff // k,
+        "norm_topk_prob": model_type == "qwen3_moe",  # llama.cpp's graphs: fixed per architecture
         "decoder_sparse_step": 1,
         "mlp_only_layers": [],
     }
     if model_type == "qwen2_moe":
         out.update(
-            shared_expert_intermediate_size=key("expert_shared_feed_forward_length", required=True),
+            shared_expert_intermediate_size=key("expert_shared_feed_forward_length") or n_ff,
             qkv_bias="blk.0.attn_q.bias" in header.tensors,
             attention_bias=False,  # its O projection and MLPs never have biases
         )
@@ -120,56 +126,57 @@ def moe_hf(header: GGUFHeader, arch: str, model_type: str, key: Callable[..., An
 def expert_header(header: GGUFHeader, model_type: str, cfg: GPTConfig) -> GGUFHeader:
     """``header`` with each layer's router and stacked experts under their Hugging Face names, every
     stacked ``[E, r, c]`` tensor split into E ``[r, c]`` tensors over its bytes (module docstring);
-    ``header`` itself when ``model_type`` is no mixture of experts."""
+    ``header`` itself when ``model_type`` is no mixture of experts. A tensor missing, or of another
+    shape than the config says, is refused naming it as the file does."""
     if model_type not in _HF_EXPERTS:
         return header
-    block, names = _HF_EXPERTS[model_type]
-    E = int(cfg.n_experts or 0)
     tensors = dict(header.tensors)
     for i in range(cfg.n_layers):
-        if not cfg.is_moe_layer(i):
-            continue
-        hf = f"model.layers.{i}.{block}"
-        router = tensors.pop(f"blk.{i}.ffn_gate_inp.weight", None)
-        stacked = [tensors.pop(f"blk.{i}.{s}.weight", None) for s in _STACKED]
-        shared = (
-            {s: tensors.pop(f"blk.{i}.{s}.weight", None) for s in _SHARED}
-            if model_type == "qwen2_moe"
-            else {}
-        )
-        missing = [
-            f"blk.{i}.{s}.weight"
-            for s, t in zip(("ffn_gate_inp", *_STACKED, *shared), [router, *stacked, *shared.values()])
-            if t is None
-        ]
-        if missing:
-            raise CheckpointError(
-                f"{header.path.name}: {', '.join(missing)} missing ({E} experts, "
-                f"{header.architecture}.expert_count)"
-            )
-        assert router is not None
-        tensors[f"{hf}gate.weight"] = dataclasses.replace(router, name=f"{hf}gate.weight")
-        for t, theirs in zip(stacked, names, strict=True):
-            assert t is not None
-            for e, part in enumerate(_split(header, t, E)):
-                tensors[f"{hf}experts.{e}.{theirs}.weight"] = dataclasses.replace(
-                    part, name=f"{hf}experts.{e}.{theirs}.weight"
-                )
-        for s, t in shared.items():
-            assert t is not None
-            shape = (1, *t.shape) if len(t.shape) == 1 else t.shape  # the gate: [d] stored, [1, d] theirs
-            tensors[f"{hf}{_SHARED[s]}.weight"] = dataclasses.replace(
-                t, name=f"{hf}{_SHARED[s]}.weight", shape=shape
-            )
+        if cfg.is_moe_layer(i):
+            tensors.update(_layer(header, tensors, i, model_type, cfg))
     return dataclasses.replace(header, tensors=tensors)
 
 
-def _split(header: GGUFHeader, t: GGUFTensor, E: int) -> list[GGUFTensor]:
-    """The E ``[r, c]`` tensors over the bytes of stacked ``t`` [E, r, c] (each whole rows of blocks)."""
-    if len(t.shape) != 3 or t.shape[0] != E:
-        raise CheckpointError(
-            f"{header.path.name}: {t.name} has shape {list(t.shape)}, not [{E}, rows, columns] "
-            f"({E} experts stacked, {header.architecture}.expert_count)"
+def _layer(
+    header: GGUFHeader, tensors: dict[str, GGUFTensor], i: int, model_type: str, cfg: GPTConfig
+) -> dict[str, GGUFTensor]:
+    """Layer ``i``'s expert tensors taken out of ``tensors``, checked and renamed (:func:`expert_header`)."""
+    E, f, d, f_s = int(cfg.n_experts or 0), cfg.expert_hidden, cfg.d_model, cfg.shared_hidden
+    expected = {
+        "ffn_gate_inp": (E, d),
+        "ffn_gate_exps": (E, f, d),
+        "ffn_up_exps": (E, f, d),
+        "ffn_down_exps": (E, d, f),
+    }
+    if model_type == "qwen2_moe":  # the shared expert; its gate is stored [d] (the converter squeezes)
+        expected.update(
+            ffn_gate_inp_shexp=(d,), ffn_gate_shexp=(f_s, d), ffn_up_shexp=(f_s, d), ffn_down_shexp=(d, f_s)
         )
-    each = t.nbytes // E
-    return [GGUFTensor(t.name, tuple(t.shape[1:]), t.ggml_type, t.offset + e * each, each) for e in range(E)]
+    found = {s: tensors.pop(f"blk.{i}.{s}.weight", None) for s in expected}
+    where, arch = header.path.name, header.architecture
+    missing = [f"blk.{i}.{s}.weight" for s, t in found.items() if t is None]
+    if missing:
+        raise CheckpointError(f"{where}: {', '.join(missing)} missing ({E} experts, {arch}.expert_count)")
+    for s, t in found.items():
+        assert t is not None
+        if tuple(t.shape) != expected[s] and not (s == "ffn_gate_inp_shexp" and tuple(t.shape) == (1, d)):
+            raise CheckpointError(
+                f"{where}: {t.name} has shape {list(t.shape)}, not {list(expected[s])} (as "
+                f"{arch}.expert_count, the experts' widths and {arch}.embedding_length say)"
+            )
+    block, names = _HF_EXPERTS[model_type]
+    hf = f"model.layers.{i}.{block}"
+    out: dict[str, GGUFTensor] = {}
+    for s, t in found.items():
+        assert t is not None
+        if s in _STACKED:
+            theirs = names[_STACKED.index(s)]
+            each = t.nbytes // E  # expert e: rows [e·r, (e+1)·r), whole blocks each
+            for e in range(E):
+                name = f"{hf}experts.{e}.{theirs}.weight"
+                out[name] = GGUFTensor(name, tuple(t.shape[1:]), t.ggml_type, t.offset + e * each, each)
+        else:
+            name = f"{hf}{'gate' if s == 'ffn_gate_inp' else _SHARED[s]}.weight"
+            shape = (1, d) if s == "ffn_gate_inp_shexp" else t.shape  # the gate: [1, d] theirs
+            out[name] = dataclasses.replace(t, name=name, shape=shape)
+    return out

@@ -56,7 +56,7 @@ FAMILIES = {
         num_experts=4,
         num_experts_per_tok=2,
         moe_intermediate_size=32,
-        shared_expert_intermediate_size=96,
+        shared_expert_intermediate_size=64,  # its own width: twice the experts'
     ),
 }
 #: The router each family's GGUF implies (llama.cpp's build_moe_ffn: renormalised top-k or not).
@@ -329,7 +329,9 @@ def test_stacked_experts_of_another_count_are_refused_naming_the_tensor(cases, t
     case = cases("qwen3_moe", "F32")
     tensors = [(n, w[:3] if n == "blk.0.ffn_down_exps.weight" else w) for n, w in moe_tensors(case.original)]
     path = write_moe_gguf(tmp_path / "x.gguf", case.original, case.folder, tensors=tensors)
-    _refused(path, ["blk.0.ffn_down_exps.weight has shape [3, 64, 32], not [4, rows, columns]"])
+    _refused(
+        path, ["blk.0.ffn_down_exps.weight has shape [3, 64, 32], not [4, 64, 32]", "qwen3moe.expert_count"]
+    )
 
 
 def test_a_broken_file_is_listed_as_not_opening_and_why(cases, tmp_path):
@@ -359,7 +361,7 @@ def test_qwen2_moe_folder_equals_transformers_with_a_dense_first_layer(tmp_path,
     assert (cfg.moe_dense_layers, cfg.n_shared_experts, cfg.shared_hidden, cfg.shared_expert_gate) == (
         1,
         1,
-        96,
+        64,
         True,
     )
     assert (cfg.bias, cfg.router) == ("qkv", "softmax_topk_norm")
@@ -463,3 +465,29 @@ def test_cli_inspect_exports_the_attention_of_a_moe_gguf_as_of_its_folder(tmp_pa
     assert arrays["gguf"].keys() == arrays["folder"].keys() and arrays["gguf"]
     for key, value in arrays["gguf"].items():
         assert np.abs(value - arrays["folder"][key]).max() <= 1e-5, key
+
+
+def test_a_qwen_file_without_its_expert_widths_takes_llama_cpp_s(cases, tmp_path):
+    """Files converted before llama.cpp wrote ``expert_feed_forward_length`` open as its loader reads
+    them: experts ``feed_forward_length / k`` wide, Qwen2-MoE's shared expert ``feed_forward_length``
+    (the test models are sized so that both agree with one ``feed_forward_length``)."""
+    for family, arch in (("qwen3_moe", "qwen3moe"), ("qwen2_moe", "qwen2moe")):
+        case = cases(family, "F32")
+        f, k = FAMILIES[family]["moe_intermediate_size"], FAMILIES[family]["num_experts_per_tok"]
+        old = {
+            f"{arch}.expert_feed_forward_length": None,
+            f"{arch}.expert_shared_feed_forward_length": None,
+            f"{arch}.feed_forward_length": (f * k, "UINT32"),
+        }
+        path = write_moe_gguf(tmp_path / f"{family}.gguf", case.original, case.folder, metadata=old)
+        ckpt = open_model(path)
+        assert ckpt.config.expert_hidden == f
+        assert ckpt.config.shared_hidden == (f * k if family == "qwen2_moe" else 0)
+        assert _logit_diff(ckpt.model, case.original, _ids(ckpt, TEXTS[0])) <= 1e-4
+
+
+def test_routed_weights_scaled_are_refused_in_one_line(cases, tmp_path):
+    case = cases("mixtral", "F32")
+    scaled = {"llama.expert_weights_scale": (2.5, "FLOAT32")}
+    path = write_moe_gguf(tmp_path / "x.gguf", case.original, case.folder, metadata=scaled)
+    _refused(path, ["llama.expert_weights_scale=2.5 (routed weights scaled) is not implemented"])
