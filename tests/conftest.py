@@ -424,6 +424,7 @@ FAMILY_TOKENIZER = {
     # today's block (tests/model/test_families_today.py)
     "mixtral": "fallback",
     "qwen3_moe": "bytelevel",
+    "qwen2_moe": "bytelevel",
     "deepseek_v3": "bytelevel",
     "deepseek_v2": "bytelevel",  # its GGUF files (tests/model/test_gguf_mla.py)
     "gpt_oss": "bytelevel",

@@ -40,6 +40,7 @@ __all__ = [
     "string",
     "tensor_info",
     "write_gguf",
+    "write_gguf_tensors",
 ]
 
 #: llama.cpp's per-layer names for a Llama-shaped Hugging Face model (after ``model.layers.N.``).
@@ -397,3 +398,58 @@ def gguf_bytes(
     head += b"".join(kvs) + b"".join(infos)
     head += b"\0" * (-len(head) % alignment)
     return head + data
+
+
+def write_gguf_tensors(
+    path: str | Path,
+    arch: str,
+    cfg,
+    tokenizer_folder: str | Path,
+    tensors: list[tuple[str, Any]],
+    qtype: str = "F32",
+    *,
+    tokenizer_family: str | None = None,
+    name: str = "tiny",
+    metadata: Callable[[Any], None] | None = None,
+    types: Mapping[str, str] | None = None,
+    raw: Callable[[str, tuple[int, ...], str], bytes] | None = None,
+    float32: Callable[[str], bool] = lambda name: False,
+) -> Path:
+    """Write ``tensors`` [(llama.cpp name, float32 array of any rank)] of a transformers model of config
+    ``cfg`` as a GGUF file of architecture ``arch``, with :func:`write_gguf`'s hyper-parameters, the
+    tokenizer of ``tokenizer_folder`` (as ``tokenizer_family``'s, default ``cfg.model_type``) and
+    ``metadata(writer)`` adding an architecture's own keys. Each tensor in llama.cpp's type for
+    ``qtype`` (``types`` overrides by name, ``float32(name)`` keeps one F32 as the converter keeps
+    routers; ``raw(name, shape, type)`` gives the bytes of the types ``gguf`` cannot quantize)."""
+    import numpy as np
+    from gguf import GGML_QUANT_VERSION, GGMLQuantizationType, GGUFWriter, LlamaFileType
+    from gguf.quants import quantize
+
+    path = Path(path)
+    wanted = GGMLQuantizationType[qtype]
+    writer = GGUFWriter(str(path), arch=arch)
+    writer.add_name(name)
+    writer.add_file_type(int(LlamaFileType.ALL_F32 if qtype == "F32" else LlamaFileType[f"MOSTLY_{qtype}"]))
+    if qtype not in ("F32", "F16", "BF16"):
+        writer.add_quantization_version(GGML_QUANT_VERSION)
+    _add_hparams(writer, cfg)
+    _add_tokenizer(writer, Path(tokenizer_folder), tokenizer_family or cfg.model_type)
+    if metadata is not None:
+        metadata(writer)
+    for tname, w in tensors:
+        if types and tname in types:
+            t = GGMLQuantizationType[types[tname]]
+        elif float32(tname):
+            t = GGMLQuantizationType.F32
+        else:
+            t = _llama_cpp_type(tname, w, wanted)
+        if raw is not None and (data := raw(tname, w.shape, t.name)) is not None:
+            array = np.frombuffer(data, dtype=np.uint8).reshape(*w.shape[:-1], -1)
+            writer.add_tensor(tname, array, raw_dtype=t)
+        else:
+            writer.add_tensor(tname, quantize(w, t), raw_dtype=t)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

@@ -65,6 +65,8 @@ GROUPS: list[tuple[str, list[str]]] = [
             "n_experts_per_token",
             "n_shared_experts",
             "expert_d_ff",
+            "shared_expert_d_ff",
+            "shared_expert_gate",
             "moe_dense_layers",
             "router",
             "router_aux_loss",
@@ -124,6 +126,8 @@ LABELS: dict[str, str] = {
     "n_experts_per_token": "Experts per token",
     "n_shared_experts": "Shared experts",
     "expert_d_ff": "Expert hidden width",
+    "shared_expert_d_ff": "Shared experts' width",
+    "shared_expert_gate": "Shared experts gated",
     "moe_dense_layers": "Dense first layers",
     "router": "Router weights",
     "router_aux_loss": "Load-balancing loss",
@@ -161,6 +165,7 @@ INT_MAX: dict[str, int] = {
     "n_experts_per_token": 1024,
     "n_shared_experts": 64,
     "expert_d_ff": 262144,
+    "shared_expert_d_ff": 262144,
     "moe_dense_layers": 256,
     "kv_lora_rank": 65536,
     "q_lora_rank": 65536,
@@ -205,6 +210,10 @@ ENABLE_RULES = {
             "router_topk_groups",
             "router_scale",
         )
+    },
+    **{
+        name: (lambda v: v.get("n_experts") is not None and bool(v.get("n_shared_experts")))
+        for name in ("shared_expert_d_ff", "shared_expert_gate")
     },
     **{
         name: (lambda v: v.get("kv_lora_rank") is not None)

@@ -7,9 +7,9 @@ Symbols (``symbols(cfg)`` gives their values): ``L`` layers, ``d`` d_model, ``h`
 ``h_kv`` key/value heads, ``d_k`` head_dim, ``d_ff`` MLP hidden width, ``V`` vocabulary,
 ``T_max`` context_length, ``T`` the context a token attends to (``seq_len``), ``B`` batch; where the
 config has them: ``W`` sliding window and ``L_local`` blocks using it; ``E`` experts, ``k`` per token,
-``d_e`` an expert's hidden width, ``s`` shared experts, ``L_moe`` blocks with experts and ``L_dense``
-dense first blocks; latent attention's ``r`` (KV latent), ``r_q`` (query latent), ``d_N`` and ``d_R``
-(a query/key head's unrotated and rotated parts), ``d_v`` (a value head).
+``d_e`` an expert's hidden width, ``s`` shared experts (``d_s`` wide when set), ``L_moe`` blocks with
+experts and ``L_dense`` dense first blocks; latent attention's ``r`` (KV latent), ``r_q`` (query
+latent), ``d_N`` and ``d_R`` (a query/key head's unrotated and rotated parts), ``d_v`` (a value head).
 
 Conventions, stated once:
 

@@ -72,6 +72,7 @@ CONFIG_BOUNDS: dict[str, Bound] = {
     "n_experts_per_token": Bound(1, 100_000),
     "n_shared_experts": Bound(0, 100_000),
     "expert_d_ff": Bound(1, 10_000_000),
+    "shared_expert_d_ff": Bound(1, 10_000_000),
     "moe_dense_layers": Bound(0, 10_000),
     "router_groups": Bound(1, 100_000),
     "router_topk_groups": Bound(1, 100_000),

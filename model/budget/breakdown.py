@@ -39,6 +39,7 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
     ("router choice bias", "mlp"),
     ("experts", "mlp"),
     ("shared experts", "mlp"),
+    ("shared expert gate", "mlp"),
     ("expert biases", "mlp"),
     ("norms", "norm"),
     ("qk norms", "norm"),

@@ -157,7 +157,8 @@ def symbols(cfg: GPTConfig) -> dict[str, int]:
 
     * sliding windows: ``W`` (sliding_window), ``L_local`` (blocks that use it);
     * mixture of experts: ``E`` experts, ``k`` chosen per token, ``d_e`` one expert's hidden width,
-      ``s`` shared experts (when any), ``L_moe`` blocks with experts, ``L_dense`` dense first blocks;
+      ``s`` shared experts (when any) and ``d_s`` their width (when set: shared_expert_d_ff), ``L_moe``
+      blocks with experts, ``L_dense`` dense first blocks;
     * multi-head latent attention: ``r`` (kv_lora_rank), ``r_q`` (q_lora_rank, when set), ``d_N`` and
       ``d_R`` (a query/key head's unrotated and rotated parts), ``d_v`` (a value head).
     """
@@ -177,6 +178,8 @@ def symbols(cfg: GPTConfig) -> dict[str, int]:
         out.update(E=cfg.n_experts, k=cfg.n_experts_per_token, d_e=cfg.expert_hidden)
         if cfg.n_shared_experts:
             out["s"] = cfg.n_shared_experts
+            if cfg.shared_expert_d_ff is not None:
+                out["d_s"] = cfg.shared_expert_d_ff
         out.update(L_moe=moe_layers(cfg), L_dense=cfg.n_layers - moe_layers(cfg))
     if cfg.mla:
         out["r"] = int(cfg.kv_lora_rank or 0)

@@ -158,7 +158,7 @@ def activation_values_per_layer(
         attention = d + d_k * (h + 2 * h_kv) + h * d_k
     moe = cfg.n_experts is not None if moe is None else moe
     if moe and cfg.n_experts is not None:
-        widths = cfg.n_experts_per_token * cfg.expert_hidden + cfg.n_shared_experts * cfg.expert_hidden
+        widths = cfg.n_experts_per_token * cfg.expert_hidden + cfg.shared_hidden
         feed_forward = d + cfg.n_experts + hidden * widths
     else:
         feed_forward = d + hidden * d_ff

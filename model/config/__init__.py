@@ -45,7 +45,8 @@ field                      what it does                                        u
                            MLPs of width ``expert_d_ff``, ``n_experts_per_token`` DeepSeek-V3, gpt-oss
                            chosen per token by a router (``router``: how its
                            weights are normalised), ``n_shared_experts`` always
-                           on, the first ``moe_dense_layers`` layers dense, a
+                           on (``shared_expert_d_ff`` wide, Qwen2-MoE's behind
+                           a σ gate: ``shared_expert_gate``), the first ``moe_dense_layers`` layers dense, a
                            load-balancing loss ``router_aux_loss`` in training;
                            DeepSeek-V3's router: ``router_choice_bias`` (a
                            per-expert bias that only chooses),
@@ -173,6 +174,8 @@ class GPTConfig(DerivedSizes):
     n_experts_per_token: int = 2
     n_shared_experts: int = 0
     expert_d_ff: int | None = None
+    shared_expert_d_ff: int | None = None
+    shared_expert_gate: bool = False
     moe_dense_layers: int = 0
     router: str = "topk_softmax"
     router_aux_loss: float = 0.0

@@ -76,6 +76,10 @@ FIELD_HELP: dict[str, str] = {
     "n_experts_per_token": "k: experts each token is sent to (top-k of the router).",
     "n_shared_experts": "Experts every token always goes through, beside the routed ones (DeepSeek).",
     "expert_d_ff": "Hidden width of one expert MLP; default d_ff.",
+    "shared_expert_d_ff": "Hidden width of the shared experts' MLP (Qwen2-MoE's "
+    "shared_expert_intermediate_size); default n_shared_experts · expert_d_ff.",
+    "shared_expert_gate": "The shared experts' output is multiplied by σ(w·x), a scalar gate per token "
+    "(Qwen2-MoE's shared_expert_gate).",
     "moe_dense_layers": "The first this many layers keep a dense MLP of width d_ff (DeepSeek-V3: 3).",
     "router": "Expert weights: topk_softmax: softmax over the k chosen logits (Mixtral, gpt-oss); "
     "softmax_topk: top-k of the softmax over all; softmax_topk_norm: those renormalised (Qwen3-MoE); "

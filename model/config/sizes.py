@@ -24,6 +24,8 @@ class DerivedSizes:
         rope_factor: float
         expert_d_ff: int | None
         n_experts: int | None
+        n_shared_experts: int
+        shared_expert_d_ff: int | None
         moe_dense_layers: int
         sliding_window: int | None
         window_pattern: str
@@ -71,6 +73,16 @@ class DerivedSizes:
     def expert_hidden(self) -> int:
         """One expert MLP's hidden width (``expert_d_ff`` or :attr:`hidden`)."""
         return self.expert_d_ff if self.expert_d_ff is not None else self.hidden
+
+    @property
+    def shared_hidden(self) -> int:
+        """The shared experts' MLP hidden width: ``shared_expert_d_ff``, else ``n_shared_experts`` ·
+        :attr:`expert_hidden` (0 without shared experts)."""
+        if not self.n_shared_experts:
+            return 0
+        if self.shared_expert_d_ff is not None:
+            return self.shared_expert_d_ff
+        return self.n_shared_experts * self.expert_hidden
 
     def is_moe_layer(self, layer: int) -> bool:
         """Whether block ``layer`` has a mixture-of-experts feed-forward (not one of the dense first)."""

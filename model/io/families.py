@@ -21,6 +21,9 @@ fields (:func:`family_config`) and its tensor names onto ours (:func:`family_ent
 ``qwen3_moe``    Qwen3's QK-norm; ``n_experts`` (num_experts) of ``moe_intermediate_size``, router
                  ``softmax_topk`` (``_norm`` with norm_topk_prob); dense first layers from
                  ``mlp_only_layers`` / ``decoder_sparse_step`` (``intermediate_size`` wide)
+``qwen2_moe``    Qwen3-MoE's experts and router without the QK-norm, Q/K/V biases (qkv_bias), one
+                 shared expert ``shared_expert_d_ff`` (shared_expert_intermediate_size) wide behind a
+                 σ gate (``shared_expert_gate``); ``use_sliding_window`` refused
 ``deepseek_v3``  latent attention (``kv_lora_rank``, ``q_lora_rank``, ``qk_nope_head_dim``,
                  ``qk_rope_head_dim``, ``v_head_dim``), ``moe_dense_layers`` = first_k_dense_replace,
                  ``n_shared_experts``, router ``sigmoid_topk_norm`` with ``router_choice_bias``
@@ -70,6 +73,8 @@ mixtral ``block_sparse_moe.experts.e.w{1,3,2}``   ``mlp.experts.e.w_{gate,up,dow
 ``mlp.gate``, ``mlp.experts.e.{gate,up,down}_proj``  ``mlp.gate``, ``mlp.experts.e.w_*``  as is
 ``mlp.gate.e_score_correction_bias`` (deepseek)   ``blocks.i.mlp.choice_bias``           as is
 ``mlp.shared_experts.*`` (deepseek)               ``blocks.i.mlp.shared.*``              as is
+``mlp.shared_expert.*`` (qwen2_moe)               ``blocks.i.mlp.shared.*``              as is
+``mlp.shared_expert_gate`` [1, d] (qwen2_moe)     ``blocks.i.mlp.shared_gate``           as is
 ``mlp.router`` (gpt_oss)                          ``blocks.i.mlp.gate``                  as is
 ``mlp.experts.gate_up_proj`` [E, d, 2f] (gpt_oss) ``experts.e.w_gate``, ``w_up``         per expert,
                                                                                          transposed,
@@ -187,7 +192,7 @@ def family_layout(
 
 
 #: The config.json field each family's number of routed experts is read from first.
-_EXPERTS_KEY = {"qwen3_moe": "num_experts", "deepseek_v3": "n_routed_experts"}
+_EXPERTS_KEY = {"qwen3_moe": "num_experts", "qwen2_moe": "num_experts", "deepseek_v3": "n_routed_experts"}
 
 
 def _implied(model_type: str, cfg: GPTConfig, what: str) -> str:

@@ -19,7 +19,17 @@ from model.io.loaded import CheckpointError
 #: The families of the first Llama-era loader: their refusals stay as they were.
 _LLAMA_ERA = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gpt_neox")
 #: Today's block: mixtures of experts, latent attention, sinks, local/global layers, other norms.
-_TODAY = ("mixtral", "qwen3_moe", "deepseek_v3", "gpt_oss", "gemma2", "gemma3_text", "olmo2", "phi3")
+_TODAY = (
+    "mixtral",
+    "qwen3_moe",
+    "deepseek_v3",
+    "gpt_oss",
+    "gemma2",
+    "gemma3_text",
+    "olmo2",
+    "phi3",
+    "qwen2_moe",
+)
 
 #: ``model_type`` values opened here, each as kind ``"hf-" + model_type``.
 FAMILIES = _LLAMA_ERA + _TODAY
@@ -38,6 +48,16 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
         max_position_embeddings=32768,
         num_experts_per_tok=8,
         moe_intermediate_size=768,
+        decoder_sparse_step=1,
+        norm_topk_prob=False,
+    ),
+    "qwen2_moe": dict(
+        rms_norm_eps=1e-6,
+        max_position_embeddings=32768,
+        num_experts=60,
+        num_experts_per_tok=4,
+        moe_intermediate_size=1408,
+        shared_expert_intermediate_size=5632,
         decoder_sparse_step=1,
         norm_topk_prob=False,
     ),
@@ -143,6 +163,7 @@ _ROWS: dict[str, _Row] = {
     "gemma": _Row(act_default="gelu_pytorch_tanh", act_aliases=(("gelu", "gelu_pytorch_tanh"),), gemma=True),
     "mixtral": _Row(),
     "qwen3_moe": _Row(qk_rmsnorm=True),
+    "qwen2_moe": _Row(),
     "deepseek_v3": _Row(),
     # its experts' own clamped SwiGLU, whatever hidden_act says
     "gpt_oss": _Row(act_keys=(), layer_pattern=True),
@@ -177,6 +198,8 @@ def _with_defaults(hf: dict[str, Any], source: str) -> tuple[str, dict[str, Any]
     if model_type not in FAMILIES:
         raise CheckpointError(f"{source}: model_type {model_type!r} is not one of {', '.join(FAMILIES)}")
     hf = {**_DEFAULTS.get(model_type, {}), **hf}
+    if model_type == "qwen2_moe" and not hf.get("use_sliding_window") and hf.get("sliding_window") == 0:
+        hf["sliding_window"] = None  # transformers writes 0 for "no window" here
     required = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
     missing = [f for f in required if f not in hf]
     if missing:
@@ -285,6 +308,8 @@ def _bias(hf: dict[str, Any], model_type: str, problems: list[str]) -> str:
     gpt-oss's attention, router and experts), else ``none``; a mix is refused."""
     if model_type == "qwen2":
         return "qkv"
+    if model_type == "qwen2_moe":  # its code: Q, K and V biased by qkv_bias, never O or the MLPs
+        return "qkv" if hf.get("qkv_bias", True) else "none"
     attn_bias = bool(hf.get("attention_bias", False))
     if model_type == "gpt_oss":
         if not attn_bias:
@@ -333,22 +358,8 @@ def _today(hf: dict[str, Any], model_type: str, fields: dict[str, Any], problems
             n_experts_per_token=hf["num_experts_per_tok"],
             router="softmax_topk_norm",
         )
-    elif model_type == "qwen3_moe":
-        E, n = _experts(hf, 128, "num_experts", "num_local_experts"), hf["num_hidden_layers"]
-        step, only = int(hf.get("decoder_sparse_step") or 1), set(hf.get("mlp_only_layers") or [])
-        dense = [i for i in range(n) if i in only or E <= 0 or (i + 1) % step]
-        if dense != list(range(len(dense))) or len(dense) >= n:
-            problems.append(
-                f"dense MLPs on layers {dense} (mlp_only_layers, decoder_sparse_step) are not implemented "
-                f"(the first few layers dense, the rest mixtures of experts, are)"
-            )
-        fields.update(
-            n_experts=E,
-            n_experts_per_token=hf["num_experts_per_tok"],
-            expert_d_ff=hf["moe_intermediate_size"],
-            moe_dense_layers=len(dense) if len(dense) < n else 0,
-            router="softmax_topk_norm" if hf.get("norm_topk_prob") else "softmax_topk",
-        )
+    elif model_type in ("qwen3_moe", "qwen2_moe"):
+        _qwen_moe(hf, model_type, fields, problems)
     elif model_type == "gpt_oss":
         alpha, limit = hf.get("swiglu_alpha", 1.702), hf.get("swiglu_limit", 7.0)
         if float(alpha) != 1.702:
@@ -362,6 +373,34 @@ def _today(hf: dict[str, Any], model_type: str, fields: dict[str, Any], problems
         )
     elif model_type == "deepseek_v3":
         _deepseek(hf, fields, problems)
+
+
+def _qwen_moe(hf: dict[str, Any], model_type: str, fields: dict[str, Any], problems: list[str]) -> None:
+    """Qwen3-MoE and Qwen2-MoE: dense first layers (``mlp_only_layers``, ``decoder_sparse_step``), the
+    router; Qwen2-MoE's shared expert (``shared_expert_intermediate_size`` wide) behind its σ gate."""
+    E, n = _experts(hf, 128, "num_experts", "num_local_experts"), hf["num_hidden_layers"]
+    step, only = int(hf.get("decoder_sparse_step") or 1), set(hf.get("mlp_only_layers") or [])
+    dense = [i for i in range(n) if i in only or E <= 0 or (i + 1) % step]
+    if dense != list(range(len(dense))) or len(dense) >= n:
+        problems.append(
+            f"dense MLPs on layers {dense} (mlp_only_layers, decoder_sparse_step) are not implemented "
+            f"(the first few layers dense, the rest mixtures of experts, are)"
+        )
+    fields.update(
+        n_experts=E,
+        n_experts_per_token=hf["num_experts_per_tok"],
+        expert_d_ff=hf["moe_intermediate_size"],
+        moe_dense_layers=len(dense) if len(dense) < n else 0,
+        router="softmax_topk_norm" if hf.get("norm_topk_prob") else "softmax_topk",
+    )
+    if model_type == "qwen2_moe":
+        if hf.get("use_sliding_window"):  # its code slides the odd layers below max_window_layers
+            problems.append("use_sliding_window (Qwen2-MoE's windows on some layers) is not implemented")
+        fields.update(
+            n_shared_experts=1,
+            shared_expert_d_ff=hf["shared_expert_intermediate_size"],
+            shared_expert_gate=True,
+        )
 
 
 def _deepseek(hf: dict[str, Any], fields: dict[str, Any], problems: list[str]) -> None:

@@ -119,7 +119,7 @@ def _score_scale(hf: dict[str, Any]) -> float | None:
 #: :func:`_layer_pattern`: every layer when ``sliding_window`` is set (Qwen3-MoE: and
 #: ``use_sliding_window``), Qwen's ``layer_types`` (default: the layers from ``max_window_layers`` on, when
 #: ``use_sliding_window``), or none at all (its code has no window).
-_EVERY_LAYER = ("mistral", "mixtral", "phi3", "qwen3_moe")
+_EVERY_LAYER = ("mistral", "mixtral", "phi3", "qwen3_moe", "qwen2_moe")
 _QWEN_LAYERS = ("qwen2", "qwen3")
 
 
@@ -172,7 +172,7 @@ def _window(
             )
             return None, ""
     else:
-        if model_type == "qwen3_moe" and not hf.get("use_sliding_window"):
+        if model_type in ("qwen3_moe", "qwen2_moe") and not hf.get("use_sliding_window"):
             W = None
         if model_type not in _EVERY_LAYER:
             W = None  # Llama, Gemma, GPT-NeoX: their code has no window

@@ -237,7 +237,8 @@ def _moe_entries(model_type: str, cfg: GPTConfig, t: str, b: str) -> list[Weight
     for e in range(E):
         es += _mlp_entries(model_type, cfg, f"{m}experts.{e}.", f"{b}mlp.experts.{e}.", f)
     if cfg.n_shared_experts:
-        es += _mlp_entries(
-            model_type, cfg, m + "shared_experts.", b + "mlp.shared.", cfg.n_shared_experts * f
-        )
+        shared = "shared_expert." if model_type == "qwen2_moe" else "shared_experts."
+        es += _mlp_entries(model_type, cfg, m + shared, b + "mlp.shared.", cfg.shared_hidden)
+    if cfg.shared_expert_gate:  # Qwen2-MoE's σ gate of the shared expert: [1, d]
+        es.append(WeightMap(m + "shared_expert_gate.weight", (1, d), (b + "mlp.shared_gate.weight",)))
     return es

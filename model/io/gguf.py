@@ -39,7 +39,8 @@ stored ``[out, in]``). Two of llama.cpp's conversions are undone:
   ``1 + γ``, so 1 is subtracted.
 
 Refused with one line naming it: an architecture not in :data:`ARCHITECTURES`, a tensor type
-``gguf`` cannot dequantize here, mixture-of-experts files (but those of
+``gguf`` cannot dequantize here, experts (``a.expert_count``) in an architecture that has none here
+(Mixtral's ``llama``, ``qwen3moe`` and ``qwen2moe`` open: :mod:`model.io.gguf_moe`; so do those of
 :data:`~model.io.gguf_mla.MLA_ARCHITECTURES`, which have tables of their own), ``rope_freqs`` other
 than Llama 3.1's scaling (which opens as ``rope_scaling: llama3``), RoPE scaling other than linear,
 metadata of the wrong kind or out of bounds (``block_count`` = 10⁹, ``rope.dimension_count`` = 0).
@@ -72,6 +73,7 @@ from model.io.gguf_file import (
     undequantized,
 )
 from model.io.gguf_mla import MLA_ARCHITECTURES, mla_adjust, mla_hf, mla_source, mla_stored_need
+from model.io.gguf_moe import MOE_ARCHITECTURES, expert_header, moe_hf, moe_model_type
 from model.io.gguf_names import gguf_model_name, hf_name, in_gguf_keys, in_gguf_names
 from model.io.gguf_stored import stored_matrices, stored_need
 from model.io.gpt2 import gpt2_config, gpt2_layout
@@ -99,6 +101,7 @@ ARCHITECTURES = {
     "gemma": "gemma",
     "gpt2": "gpt2",
     **MLA_ARCHITECTURES,  # their own tables: model.io.gguf_mla
+    **MOE_ARCHITECTURES,  # and llama with experts: mixtral (model.io.gguf_moe)
 }
 
 
@@ -112,7 +115,7 @@ def _arch_of(header: GGUFHeader) -> tuple[str, str]:
             f"{header.path.name}: architecture {arch or '(none)'!r} is not one Attention Lab opens from "
             f"GGUF (it opens {', '.join(ARCHITECTURES)})"
         )
-    return arch, ARCHITECTURES[arch]
+    return arch, moe_model_type(header) or ARCHITECTURES[arch]
 
 
 def _numbers(header: GGUFHeader, arch: str) -> Callable[..., Any]:
@@ -136,7 +139,8 @@ def _numbers(header: GGUFHeader, arch: str) -> Callable[..., Any]:
 
 
 def _refuse_unsupported(header: GGUFHeader, arch: str, key: Callable[..., Any]) -> None:
-    """Tensor types that cannot be dequantized here, and mixture-of-experts files: one line each."""
+    """Tensor types that cannot be dequantized here, and experts in an architecture that has none
+    here (:mod:`model.io.gguf_moe` opens those that have): one line each."""
     where = header.path.name
     refused = undequantized(header)
     if refused:
@@ -146,7 +150,7 @@ def _refuse_unsupported(header: GGUFHeader, arch: str, key: Callable[..., Any]) 
             f"(it reads {supported})"
         )
     for moe in ("expert_count", "expert_used_count"):
-        if key(moe) and arch not in MLA_ARCHITECTURES:
+        if key(moe) and arch not in MLA_ARCHITECTURES and not moe_model_type(header):
             raise CheckpointError(f"{where}: {arch}.{moe}={key(moe)} (mixture-of-experts) is not implemented")
 
 
@@ -160,6 +164,7 @@ def gguf_config(header: GGUFHeader) -> tuple[str, dict[str, Any], GPTConfig]:
     arch, model_type = _arch_of(header)
     key = _numbers(header, arch)
     _refuse_unsupported(header, arch, key)
+    experts = moe_model_type(header) is not None
     embd = header.tensors.get("token_embd.weight")
     if embd is None or len(embd.shape) != 2:
         raise CheckpointError(f"{header.path.name}: no token embedding (token_embd.weight) as a matrix")
@@ -181,7 +186,11 @@ def gguf_config(header: GGUFHeader) -> tuple[str, dict[str, Any], GPTConfig]:
             hf = mla_hf(header, arch, key, **shape)
             return model_type, hf, mla_adjust(header, arch, family_config(hf, source=source))
         hf = _family_hf(header, arch, model_type, key, **shape)
-        return model_type, hf, family_config(hf, source=source)
+        if experts:
+            hf.update(moe_hf(header, arch, model_type, key))
+        cfg = family_config(hf, source=source)
+        expert_header(header, model_type, cfg)  # the stacked experts the config says, or refused: no read
+        return model_type, hf, cfg
     except CheckpointError as exc:
         raise CheckpointError(in_gguf_keys(str(exc), arch)) from None
 
@@ -326,12 +335,12 @@ def _source(header: GGUFHeader, model_type: str, cfg: GPTConfig, *, stored: bool
     ``stored``: its matrices kept as stored instead (:func:`model.io.gguf_stored.stored_matrices`)."""
     if header.architecture in MLA_ARCHITECTURES:
         return mla_source(header, header.architecture, stored=stored)
-    gpt2 = model_type == "gpt2"
+    gpt2, permuted = model_type == "gpt2", header.architecture == "llama"  # Mixtral's rows too
     # rope_freqs (Llama 3.1+) became the config's rope_scaling (_llama3_scaling): no weight of a block
     by_hf = {hf_name(n, gpt2): t for n, t in header.tensors.items() if n != "rope_freqs.weight"}
 
     def order(name: str, rows: int) -> np.ndarray | None:
-        if model_type == "llama" and (".attn_q." in name or ".attn_k." in name):
+        if permuted and (".attn_q." in name or ".attn_k." in name):
             return _unpermute_rope(np.arange(rows), cfg.n_heads if ".attn_q." in name else cfg.kv_heads)
         return None
 
@@ -340,7 +349,7 @@ def _source(header: GGUFHeader, model_type: str, cfg: GPTConfig, *, stored: bool
     def get(name: str) -> torch.Tensor:
         t = by_hf[name]
         w = read_tensor(header.path, t)
-        if model_type == "llama" and (".q_proj." in name or ".k_proj." in name):
+        if permuted and (".q_proj." in name or ".k_proj." in name):
             w = _unpermute_rope(w, cfg.n_heads if ".q_proj." in name else cfg.kv_heads)
         if model_type == "gemma" and name.endswith("norm.weight"):
             w = w - np.float32(1.0)
@@ -398,13 +407,14 @@ def load_gguf(
     stored = keeps_stored(stored, cfg, device, dtype)
     loading = f"loading {name}"
     arch = header.architecture
+    tensors = expert_header(header, model_type, cfg)  # each expert a matrix of its own, nothing read
     if stored and arch in MLA_ARCHITECTURES:
         need = mla_stored_need(header, arch, cfg, what=loading)
     else:
-        need = stored_need(header, cfg, what=loading) if stored else load_need(cfg, what=loading)
+        need = stored_need(tensors, cfg, what=loading) if stored else load_need(cfg, what=loading)
     check_size(need)  # before the tokenizer, any tensor or the model
     tok = _tokenizer(header, cfg, name)
-    src = _source(header, model_type, cfg, stored=stored)
+    src = _source(tensors, model_type, cfg, stored=stored)
     what, gpt2 = f"the GGUF metadata of {path.name}", model_type == "gpt2"
     try:
         layout = (
@@ -437,7 +447,9 @@ def load_gguf(
 class GGUFSummary(dict):
     """What a GGUF file holds, from its header alone: ``name``, ``architecture``, ``n_params``,
     ``quantization``, ``file_bytes``, ``context_length``, ``n_layers``, ``n_heads``, ``n_kv_heads``,
-    ``opens`` (whether :func:`load_gguf` would open it) and ``problem`` (why not, one line)."""
+    ``opens`` (whether :func:`load_gguf` would open it), ``problem`` (why not, one line) and ``family``
+    (the Hugging Face ``model_type`` it opens as, e.g. ``mixtral`` for a ``llama`` file with experts;
+    the architecture when it does not open)."""
 
 
 def summarize_gguf(path: str | Path) -> GGUFSummary:
@@ -460,9 +472,10 @@ def summarize_gguf(path: str | Path) -> GGUFSummary:
         n_kv_heads=header.get(f"{arch}.attention.head_count_kv"),
         opens=True,
         problem="",
+        family=arch,
     )
     try:
-        gguf_config(header)
+        out["family"] = gguf_config(header)[0]
     except CheckpointError as exc:
         out.update(opens=False, problem=str(exc).removeprefix(f"{path.name}: "))
     return out

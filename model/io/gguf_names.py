@@ -129,6 +129,11 @@ _KEYS = {
     "rms_norm_eps": "attention.layer_norm_rms_epsilon",
     "rope_theta": "rope.freq_base",
     "sliding_window": "attention.sliding_window",
+    "num_experts": "expert_count",  # mixtures of experts (model.io.gguf_moe)
+    "num_local_experts": "expert_count",
+    "num_experts_per_tok": "expert_used_count",
+    "moe_intermediate_size": "expert_feed_forward_length",
+    "shared_expert_intermediate_size": "expert_shared_feed_forward_length",
     "n_layers": "block_count",
     "d_model": "embedding_length",
     "d_ff": "feed_forward_length",
@@ -137,6 +142,10 @@ _KEYS = {
     "context_length": "context_length",
     "rope_base": "rope.freq_base",
     "rope_factor": "rope.scaling.factor",
+    "n_experts": "expert_count",
+    "n_experts_per_token": "expert_used_count",
+    "expert_d_ff": "expert_feed_forward_length",
+    "shared_expert_d_ff": "expert_shared_feed_forward_length",
 }
 _GPT2_KEYS = {
     "n_layer": "block_count",

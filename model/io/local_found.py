@@ -14,11 +14,12 @@ class LocalModel:
     """One model found on the machine.
 
     ``path``: what :func:`model.io.pretrained.open_model` opens (a GGUF file, a snapshot folder);
-    ``source``: one of :data:`model.io.local_places.SOURCES`; ``family``: the GGUF architecture or
-    ``config.json``'s ``model_type``; ``size_bytes``: on disk; ``quantization``: GGUF's types by share
-    of values, or a Hugging Face folder's dtype (``"bfloat16"``); ``n_params`` when the header or config
-    says; ``opens`` and ``problem`` (why not, one line); ``detail``: what else identifies it (the GGUF's
-    own name, the publisher and repo, the revision).
+    ``source``: one of :data:`model.io.local_places.SOURCES`; ``family``: the ``model_type`` a GGUF
+    opens as (its architecture when it does not open) or ``config.json``'s ``model_type``;
+    ``size_bytes``: on disk; ``quantization``: GGUF's types by share of values, or a Hugging Face
+    folder's dtype (``"bfloat16"``); ``n_params`` when the header or config says; ``opens`` and
+    ``problem`` (why not, one line); ``detail``: what else identifies it (the GGUF's own name, the
+    publisher and repo, the revision).
     """
 
     name: str

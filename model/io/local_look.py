@@ -130,7 +130,7 @@ class Look:
             name=name,
             path=path,
             source=source,
-            family=str(s.get("architecture") or ""),
+            family=str(s.get("family") or s.get("architecture") or ""),
             size_bytes=int(s["file_bytes"]) if size is None else size,
             quantization=str(s.get("quantization") or ""),
             n_params=n_params,

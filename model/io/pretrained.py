@@ -280,6 +280,7 @@ _KIND_NAMES = {
     "hf-gpt_neox": "Hugging Face GPT-NeoX",
     "hf-mixtral": "Hugging Face Mixtral",
     "hf-qwen3_moe": "Hugging Face Qwen3-MoE",
+    "hf-qwen2_moe": "Hugging Face Qwen2-MoE",
     "hf-deepseek_v3": "Hugging Face DeepSeek-V3",
     "hf-gpt_oss": "Hugging Face gpt-oss",
     "hf-gemma2": "Hugging Face Gemma 2",

@@ -17,8 +17,10 @@ the choice only (``S = top-k(c + b)``; the weights still come from ``c``); with 
 the experts are G equal groups, each scored by the sum of its two best ``c + b``, and only the
 ``router_topk_groups`` best groups may be chosen from; ``router_scale`` multiplies the weights ``g``.
 
-Then ``y = Σ_{j} g_j · Expert_{S_j}(x) + Shared(x)`` (``Shared``: one MLP ``n_shared_experts·f`` wide,
-DeepSeek's always-on experts; absent by default). Each expert is the config's MLP kind.
+Then ``y = Σ_{j} g_j · Expert_{S_j}(x) + Shared(x)`` (``Shared``: one MLP ``shared_hidden`` wide,
+``n_shared_experts·f`` unless ``shared_expert_d_ff`` says, DeepSeek's always-on experts; absent by
+default), or, with ``shared_expert_gate`` (Qwen2-MoE), ``… + σ(w_s · x) · Shared(x)`` with ``w_s`` [d]
+(``shared_gate``, a scalar gate per token). Each expert is the config's MLP kind.
 
 Load balancing (Switch Transformer, Fedus et al. 2021, as Mixtral trains): with ``f_e`` the share of
 the ``N·k`` assignments that went to expert ``e`` and ``P_e`` the mean of ``softmax(z)_e`` over the
@@ -111,8 +113,14 @@ class MoE(nn.Module):
             nn.Parameter(torch.zeros(E), requires_grad=False) if config.router_choice_bias else None
         )
         self.experts = nn.ModuleList(make_mlp(config, f, hooked=False) for _ in range(E))
-        s = config.n_shared_experts
-        self.shared = make_mlp(config, s * f, hooked=False) if s else None
+        self.shared = (
+            make_mlp(config, config.shared_hidden, hooked=False) if config.n_shared_experts else None
+        )
+        self.shared_gate = (
+            nn.Linear(config.d_model, 1, bias=False)
+            if self.shared is not None and config.shared_expert_gate
+            else None
+        )
         self.router, self.chosen, self.gates, self.out = HookPoint(), HookPoint(), HookPoint(), HookPoint()
         self.aux_loss: torch.Tensor | None = None  # L_aux of the last forward pass (training only)
         self.load: torch.Tensor | None = None  # f [E] of the last forward pass, detached
@@ -126,6 +134,8 @@ class MoE(nn.Module):
             expert.init_weights()
         if self.shared is not None:
             self.shared.init_weights()
+        if self.shared_gate is not None:
+            init_linear(self.shared_gate)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` [B, T, d] → [B, T, d]: each token through its ``k`` experts, weighted, plus the shared."""
@@ -155,7 +165,8 @@ class MoE(nn.Module):
             if rows.numel():
                 y.index_add_(0, rows, expert(flat[rows]) * weights[rows, slots, None].to(flat.dtype))
         if self.shared is not None:
-            y = y + self.shared(flat)
+            shared = self.shared(flat)
+            y = y + (shared if self.shared_gate is None else torch.sigmoid(self.shared_gate(flat)) * shared)
         return self.out(y.view(B, T, d))
 
 

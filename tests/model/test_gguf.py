@@ -523,9 +523,13 @@ UNSUPPORTED = {
         dict(metadata={"general.architecture": ("mamba", "STRING")}),
         ["architecture 'mamba'", "it opens llama, qwen2, qwen3, gemma, gpt2"],
     ),
-    "mixture of experts": (
+    "experts without their count used": (
         dict(metadata={"llama.expert_count": (8, "UINT32")}),
-        ["llama.expert_count=8", "mixture-of-experts", "not implemented"],
+        ["llama.expert_count=8 (mixture-of-experts) without llama.expert_used_count"],
+    ),
+    "experts the file does not hold": (  # a Mixtral file's stacked experts (tests/model/test_gguf_moe.py)
+        dict(metadata={"llama.expert_count": (8, "UINT32"), "llama.expert_used_count": (2, "UINT32")}),
+        ["blk.0.ffn_gate_inp.weight, blk.0.ffn_gate_exps.weight", "missing (8 experts, llama.expert_count)"],
     ),
     "block_count that lies": (
         dict(metadata={"llama.block_count": (40, "UINT32")}),

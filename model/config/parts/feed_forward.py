@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 _MOE_DEFAULTS: tuple[tuple[str, object], ...] = (
     ("n_shared_experts", 0),
     ("expert_d_ff", None),
+    ("shared_expert_d_ff", None),
+    ("shared_expert_gate", False),
     ("moe_dense_layers", 0),
     ("router_choice_bias", False),
     ("router_groups", None),
@@ -33,7 +35,8 @@ class FeedForwardPart(Part):
       W_gate, W_up, W_down); biases with ``bias="all"``: ``d_ff + d`` or ``2·d_ff + d``;
     * a mixture of experts (``n_experts`` = E, in all but the ``moe_dense_layers`` first blocks, which
       keep the dense MLP): router ``d·E``, E experts each the same MLP of width ``d_e`` (``E·3·d·d_e``
-      gated), a shared MLP of width ``s·d_e`` when ``n_shared_experts`` = s, and with ``bias="all"``
+      gated), a shared MLP of width ``d_s`` when ``n_shared_experts`` = s (``shared_expert_d_ff``, else
+      ``s·d_e``) and its σ gate ``d`` (``shared_expert_gate``, Qwen2-MoE), and with ``bias="all"``
       their biases (router ``E``, each expert's, the shared one's); DeepSeek-V3's ``router_choice_bias``
       ``E``. One token uses the router, ``k`` experts and the shared ones.
 
@@ -49,6 +52,8 @@ class FeedForwardPart(Part):
     n_experts_per_token: int
     n_shared_experts: int
     expert_d_ff: int | None
+    shared_expert_d_ff: int | None
+    shared_expert_gate: bool
     moe_dense_layers: int
     router: str
     router_aux_loss: float
@@ -64,7 +69,7 @@ class FeedForwardPart(Part):
             self,
             optional_sizes=("d_ff",),
             choices=("mlp", "gelu_approx", "router"),
-            flags=("router_choice_bias",),
+            flags=("router_choice_bias", "shared_expert_gate"),
         )
         if positive(out, self, "swiglu_limit", optional=True) and self.mlp != "swiglu":
             out.append(f"swiglu_limit (gpt-oss's clamped SwiGLU) needs mlp='swiglu', not {self.mlp!r}")
@@ -83,8 +88,14 @@ class FeedForwardPart(Part):
         E = int(self.n_experts or 0)
         if whole(out, self, "n_experts_per_token") and self.n_experts_per_token > E:
             out.append(f"n_experts_per_token={self.n_experts_per_token} is more than n_experts={E}")
-        whole(out, self, "n_shared_experts", least=0)
+        shared = whole(out, self, "n_shared_experts", least=0) and self.n_shared_experts > 0
         whole(out, self, "expert_d_ff", optional=True)
+        whole(out, self, "shared_expert_d_ff", optional=True)
+        out += [
+            f"{name} needs n_shared_experts (the shared experts it is of)"
+            for name in ("shared_expert_d_ff", "shared_expert_gate")
+            if getattr(self, name) not in (None, False) and not shared
+        ]
         dense = whole(out, self, "moe_dense_layers", least=0)
         if dense and isinstance(cfg.n_layers, int) and self.moe_dense_layers >= cfg.n_layers:
             out.append(
@@ -153,6 +164,7 @@ class FeedForwardPart(Part):
     def _expert_terms(self, cfg: GPTConfig, s: Mapping[str, int]) -> list[Term]:
         """A mixture-of-experts block's router, experts, shared experts and their biases."""
         d, E, k, d_e, n_shared = s["d"], s["E"], s["k"], s["d_e"], s.get("s", 0)
+        width, width_f = (s["d_s"], "d_s") if "d_s" in s else (n_shared * d_e, "s·d_e")
         ex_w, ex_f, ex_b, ex_b_f = self.mlp_size(cfg, d, d_e, "d_e")
         terms = [Term("router", d * E, "d·E", matmul=True, blocks="moe")]
         if self.router_choice_bias:  # DeepSeek-V3's e_score_correction_bias: chooses, multiplies nothing
@@ -162,8 +174,10 @@ class FeedForwardPart(Part):
         )
         sh_b, sh_b_f = 0, ""
         if n_shared:
-            sh_w, sh_f, sh_b, sh_b_f = self.mlp_size(cfg, d, n_shared * d_e, "s·d_e")
+            sh_w, sh_f, sh_b, sh_b_f = self.mlp_size(cfg, d, width, width_f)
             terms.append(Term("shared experts", sh_w, sh_f, matmul=True, blocks="moe"))
+            if self.shared_expert_gate:
+                terms.append(Term("shared expert gate", d, "d", matmul=True, blocks="moe"))
         if cfg.bias != "all":
             return terms
         one = f"({ex_b_f})"
