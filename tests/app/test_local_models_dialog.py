@@ -260,7 +260,7 @@ def test_file_menu_opens_the_chosen_model_through_open_checkpoint(
     assert str(ollama) in dlg.where.text()
     dlg.select("tinyllama:latest")
     dlg.open_button.click()
-    assert opened == [(str(paths["tinyllama:latest"]), {"remember_dir": False})]
+    assert opened == [(str(paths["tinyllama:latest"]), {"remember_dir": False, "stored": None})]
     assert win.session.checkpoint_meta["name"] == "tinyllama:latest"
     assert not dlg.isVisible()
     win.menu.local_models_action.trigger()  # again: the same dialog, looking again
