@@ -47,7 +47,7 @@ gives the figure in advance, and :func:`run_with_trace` refuses a trace that can
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -168,7 +168,7 @@ class Recorder:
         def heads(t):  # [B, H_kv, S, d_k] -> [B, H, S, d_k]
             return t.repeat_interleave(n_rep, dim=1) if n_rep > 1 else t
 
-        transforms = {
+        transforms: dict[str, Callable[..., torch.Tensor]] = {
             "k": heads,
             "v": heads,
             "scores_raw": lambda k, layer: last_q.pop(layer) @ heads(k).transpose(-2, -1),
