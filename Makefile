@@ -38,6 +38,16 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/lint-imports && $(VENV)/bin/mypy
 
+# The benchmarks in bench/ (each prints its ratio against a baseline run in the same process; some take
+# many minutes): `make bench` lists them, `make bench BENCH="patching real_model"` runs those named.
+bench: $(STAMP)
+	@if [ -z "$(BENCH)" ]; then \
+		for f in bench/*.py; do printf '%-22s %s\n' "$$(basename $$f .py)" "$$(sed -n '1s/^"""//p' $$f)"; done; \
+		echo 'run some: make bench BENCH="NAME ..." (each takes --help)'; \
+	else \
+		for b in $(BENCH); do echo "== bench/$$b.py"; $(PY) bench/$$b.py || exit 1; done; \
+	fi
+
 screenshots: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/attention-lab screenshot --out docs/screenshots
 
