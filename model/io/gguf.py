@@ -35,8 +35,13 @@ stored ``[out, in]``). Two of llama.cpp's conversions are undone:
   the rotate-half pairing (dims ``j`` and ``j + d_k/2``) to ggml's interleaved one (``2j``, ``2j+1``):
   ``W.view(H, 2, d_k/2, d).transpose(1, 2)``. The inverse, ``W.view(H, d_k/2, 2, d).transpose(1, 2)``,
   restores the order our RoPE (and transformers') rotates (``H`` = n_kv_heads for ``W_K``).
-* **gemma**: norms are stored as ``1 + γ`` (llama.cpp multiplies by the weight); ours multiply by
-  ``1 + γ``, so 1 is subtracted.
+* **gemma** (and **gemma2**, **gemma3**): norms are stored as ``1 + γ`` (llama.cpp multiplies by the
+  weight); ours multiply by ``1 + γ``, so 1 is subtracted.
+
+The ``gemma2``, ``gemma3``, ``phi3`` and ``olmo2`` architectures name some tensors their own way (Gemma's
+four norms a block, Phi-3's fused ``attn_qkv`` and gate/up ``ffn_up``, OLMo 2's norms after each
+sublayer) and leave parts of the config to the architecture (Gemma's local/global layers, local RoPE
+base, query scalar and soft-caps): :mod:`model.io.gguf_dense` holds a table for each.
 
 Refused with one line naming it: an architecture not in :data:`ARCHITECTURES`, a tensor type
 ``gguf`` cannot dequantize here, mixture-of-experts files, ``rope_freqs`` other than Llama 3.1's
@@ -62,6 +67,7 @@ from model.budget.sizing import load_need
 from model.config import GPTConfig
 from model.io.build import build_model, keeps_stored, opened
 from model.io.families import family_config, family_layout
+from model.io.gguf_dense import DENSE, dense_gguf_name, dense_hf, dense_hf_name
 from model.io.gguf_file import (
     DEQUANTIZED,
     GGUFHeader,
@@ -91,6 +97,7 @@ __all__ = [
 
 #: ``general.architecture`` -> the Hugging Face ``model_type`` it is opened as.
 ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma", "gpt2": "gpt2"}
+ARCHITECTURES.update({arch: t.model_type for arch, t in DENSE.items()})  # gemma2, gemma3, phi3, olmo2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,6 +243,8 @@ def _family_hf(
         hf.update(use_sliding_window=True, sliding_window=window, max_window_layers=0)
     if hf["attention_bias"]:
         hf["mlp_bias"] = "blk.0.ffn_up.bias" in header.tensors
+    if arch in DENSE:  # what Gemma 2/3, Phi-3 and OLMo 2 files leave to the architecture
+        hf.update(dense_hf(header, key, hf))
     return hf
 
 
@@ -312,23 +321,25 @@ def _unpermute_rope(w: np.ndarray, heads: int) -> np.ndarray:
 def _source(header: GGUFHeader, model_type: str, cfg: GPTConfig, *, stored: bool = False) -> TensorSource:
     """The file's tensors under their Hugging Face names, dequantized to float32 when read;
     ``stored``: its matrices kept as stored instead (:func:`model.io.gguf_stored.stored_matrices`)."""
-    gpt2 = model_type == "gpt2"
+    gpt2, arch = model_type == "gpt2", header.architecture
+    rename = (lambda n: dense_hf_name(arch, n)) if arch in DENSE else (lambda n: hf_name(n, gpt2))
+    plus_one = model_type == "gemma" or (arch in DENSE and DENSE[arch].norm_plus_one)
     # rope_freqs (Llama 3.1+) became the config's rope_scaling (_llama3_scaling): no weight of a block
-    by_hf = {hf_name(n, gpt2): t for n, t in header.tensors.items() if n != "rope_freqs.weight"}
+    by_hf = {rename(n): t for n, t in header.tensors.items() if n != "rope_freqs.weight"}
 
     def order(name: str, rows: int) -> np.ndarray | None:
         if model_type == "llama" and (".attn_q." in name or ".attn_k." in name):
             return _unpermute_rope(np.arange(rows), cfg.n_heads if ".attn_q." in name else cfg.kv_heads)
         return None
 
-    kept = {hf_name(n, gpt2): m for n, m in stored_matrices(header, order).items()} if stored else {}
+    kept = {rename(n): m for n, m in stored_matrices(header, order).items()} if stored else {}
 
     def get(name: str) -> torch.Tensor:
         t = by_hf[name]
         w = read_tensor(header.path, t)
         if model_type == "llama" and (".q_proj." in name or ".k_proj." in name):
             w = _unpermute_rope(w, cfg.n_heads if ".q_proj." in name else cfg.kv_heads)
-        if model_type == "gemma" and name.endswith("norm.weight"):
+        if plus_one and name.endswith("norm.weight"):  # stored as 1 + γ: ours multiply by 1 + γ
             w = w - np.float32(1.0)
         return torch.from_numpy(np.ascontiguousarray(w))  # memory of its own: read_tensor's buffer
 
@@ -396,7 +407,9 @@ def load_gguf(
         )
         model = build_model(cfg, src, layout, where=path.name, device=device, dtype=dtype, need=need)
     except CheckpointError as exc:  # the checks name tensors and settings as a Hugging Face folder would
-        raise CheckpointError(in_gguf_keys(in_gguf_names(str(exc), gpt2), header.architecture)) from None
+        arch = header.architecture
+        rename = (lambda n: dense_gguf_name(arch, n)) if arch in DENSE else None
+        raise CheckpointError(in_gguf_keys(in_gguf_names(str(exc), gpt2, rename), arch)) from None
     ckpt = opened(
         "gguf",
         name,

@@ -14,6 +14,7 @@ back as the file spells them, so an error names the tensors the user can see (:m
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 __all__ = ["gguf_model_name", "gguf_name", "hf_name", "in_gguf_keys", "in_gguf_names"]
 
@@ -110,9 +111,10 @@ def gguf_name(hf_name: str, gpt2: bool) -> str:
     return hf_name
 
 
-def in_gguf_names(message: str, gpt2: bool) -> str:
-    """``message`` with every Hugging Face tensor name in it written as the GGUF file names it."""
-    return _HF_TENSOR.sub(lambda m: gguf_name(m.group(0), gpt2), message)
+def in_gguf_names(message: str, gpt2: bool, rename: Callable[[str], str] | None = None) -> str:
+    """``message`` with every Hugging Face tensor name in it written as the GGUF file names it
+    (``rename``: an architecture's own renaming, :func:`gguf_name` by default)."""
+    return _HF_TENSOR.sub(lambda m: (rename or (lambda n: gguf_name(n, gpt2)))(m.group(0)), message)
 
 
 #: The metadata keys (after ``ARCH.``) a Hugging Face config's fields and ours are read from
