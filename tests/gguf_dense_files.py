@@ -8,7 +8,8 @@ transformers model of one of these families as ``convert_hf_to_gguf.py``'s ``Gem
 * the architecture's name (``gemma3`` for ``gemma3_text``) and the metadata each writes: the base
   ``TextModel``'s (context, width, depth, MLP width, heads, KV heads, ``rope.freq_base``, the RMSNorm
   epsilon, ``key_length`` / ``value_length`` for an explicit ``head_dim``); Gemma 2's soft-caps and
-  ``sliding_window``; Gemma 3's global θ, ``sliding_window`` and a final soft-cap only when set; Phi-3's
+  ``sliding_window``; Gemma 3's global θ and linear scaling, ``sliding_window`` and a final soft-cap only
+  when set; Phi-3's
   ``rope.dimension_count`` and ``sliding_window`` (0 for none);
 * tensors named by ``gguf``'s own ``TensorNameMap`` for the architecture (llama.cpp's table, not ours),
   Gemma's norms (every ``*norm.weight``) stored as ``1 + γ``, a tied head not stored, no Q/K row
@@ -99,6 +100,8 @@ def dense_tensors(model) -> list[tuple[str, Any]]:
 
 
 def _add_hparams(writer, cfg, arch: str) -> None:
+    from gguf import RopeScalingType
+
     heads = cfg.num_attention_heads
     writer.add_context_length(cfg.max_position_embeddings)
     writer.add_embedding_length(cfg.hidden_size)
@@ -118,6 +121,9 @@ def _add_hparams(writer, cfg, arch: str) -> None:
         writer.add_final_logit_softcapping(cfg.final_logit_softcapping)
         writer.add_sliding_window(cfg.sliding_window)
     elif arch == "gemma3":
+        if params.get("rope_type") == "linear":  # the global layers' scaling, as the base converter writes it
+            writer.add_rope_scaling_type(RopeScalingType.LINEAR)
+            writer.add_rope_scaling_factor(float(params["factor"]))
         if cfg.final_logit_softcapping:
             writer.add_final_logit_softcapping(cfg.final_logit_softcapping)
         if "sliding_attention" in (cfg.layer_types or []):

@@ -213,6 +213,28 @@ def test_what_each_architecture_implies(cases):
     assert olmo2.norm_position == "output" and olmo2.qk_norm_scope == "all"
 
 
+def test_gemma3_global_rope_scaling_leaves_the_local_layers_unscaled(tmp_path, write_hf_family, tricky_texts):
+    """Gemma 3 4B and up scale the global layers' RoPE (linear, ×8: ``rope.scaling.*``); the local
+    layers keep θ = 10 000 unscaled, which the file does not say (transformers' GGUF loading reads no
+    scaling: the reference is the model the F32 file was written from)."""
+    rope = {
+        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+    }
+    original = write_hf_family(tmp_path, "gemma3_text", rope_parameters=rope, **FAMILIES["gemma3_text"])
+    ckpt = load_gguf(write_dense_gguf(tmp_path / "g.gguf", original, tmp_path))
+    cfg = ckpt.config
+    assert (cfg.rope_scaling, cfg.rope_factor, cfg.rope_base, cfg.rope_local_base) == (
+        "linear",
+        8.0,
+        1e6,
+        1e4,
+    )
+    ids = _ids(ckpt, " ".join(tricky_texts), 24)
+    expected = _logits(original, ids)
+    assert ((_logits(ckpt.model, ids) - expected).abs().max() / expected.abs().max()).item() <= 1e-5
+
+
 def test_mixed_quantization_file_holds_every_type(cases):
     case = cases("gemma3-Q4_K_M")
     types = set(read_header(case.path).tensors[n].type_name for n in read_header(case.path).tensors)
