@@ -67,7 +67,7 @@ from model.budget.sizing import load_need
 from model.config import GPTConfig
 from model.io.build import build_model, keeps_stored, opened
 from model.io.families import family_config, family_layout
-from model.io.gguf_dense import DENSE, dense_gguf_name, dense_hf, dense_hf_name
+from model.io.gguf_dense import DENSE, dense_hf
 from model.io.gguf_file import (
     DEQUANTIZED,
     GGUFHeader,
@@ -321,9 +321,13 @@ def _unpermute_rope(w: np.ndarray, heads: int) -> np.ndarray:
 def _source(header: GGUFHeader, model_type: str, cfg: GPTConfig, *, stored: bool = False) -> TensorSource:
     """The file's tensors under their Hugging Face names, dequantized to float32 when read;
     ``stored``: its matrices kept as stored instead (:func:`model.io.gguf_stored.stored_matrices`)."""
-    gpt2, arch = model_type == "gpt2", header.architecture
-    rename = (lambda n: dense_hf_name(arch, n)) if arch in DENSE else (lambda n: hf_name(n, gpt2))
-    plus_one = model_type == "gemma" or (arch in DENSE and DENSE[arch].norm_plus_one)
+    gpt2, dense = model_type == "gpt2", DENSE.get(header.architecture)
+    layers = dense.layers if dense else None  # gemma2/3, phi3, olmo2: their own per-layer names
+
+    def rename(n: str) -> str:
+        return hf_name(n, gpt2, layers)
+
+    plus_one = model_type == "gemma" or bool(dense and dense.norm_plus_one)
     # rope_freqs (Llama 3.1+) became the config's rope_scaling (_llama3_scaling): no weight of a block
     by_hf = {rename(n): t for n, t in header.tensors.items() if n != "rope_freqs.weight"}
 
@@ -408,8 +412,8 @@ def load_gguf(
         model = build_model(cfg, src, layout, where=path.name, device=device, dtype=dtype, need=need)
     except CheckpointError as exc:  # the checks name tensors and settings as a Hugging Face folder would
         arch = header.architecture
-        rename = (lambda n: dense_gguf_name(arch, n)) if arch in DENSE else None
-        raise CheckpointError(in_gguf_keys(in_gguf_names(str(exc), gpt2, rename), arch)) from None
+        layers = DENSE[arch].layers if arch in DENSE else None
+        raise CheckpointError(in_gguf_keys(in_gguf_names(str(exc), gpt2, layers), arch)) from None
     ckpt = opened(
         "gguf",
         name,

@@ -31,8 +31,9 @@ arch        ``model_type``   what the file does not say (llama.cpp's rule), how 
 
 None of them permutes the rows of W_Q and W_K: llama.cpp rotates these architectures' queries and keys as
 NeoX does (rotate-half), the Hugging Face order. Per-layer tensor names (after ``blk.i.``) -> Hugging Face's
-(after ``model.layers.i.``) are each architecture's :attr:`DenseArch.layers`; ``token_embd``,
-``output_norm`` and ``output`` are as for every family.
+(after ``model.layers.i.``) are each architecture's :attr:`DenseArch.layers`, which
+:func:`model.io.gguf_names.hf_name` takes instead of Llama's; ``token_embd``, ``output_norm`` and
+``output`` are as for every family.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from typing import Any, NamedTuple
 from model.io.gguf_file import GGUFHeader
 from model.io.loaded import CheckpointError
 
-__all__ = ["DENSE", "DenseArch", "dense_gguf_name", "dense_hf", "dense_hf_name"]
+__all__ = ["DENSE", "DenseArch", "dense_hf"]
 
 #: ``key(name, default=None, *, required=False)``: a number of the file's metadata (model.io.gguf)
 Key = Callable[..., Any]
@@ -159,37 +160,9 @@ DENSE: dict[str, DenseArch] = {
     ),
 }
 
-_GLOBAL = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
-
 
 def dense_hf(header: GGUFHeader, key: Key, hf: dict[str, Any]) -> dict[str, Any]:
     """The ``config.json`` fields a file of one of :data:`DENSE` implies beyond ``hf`` (what
     :func:`model.io.gguf.gguf_config` read from its metadata); raises :class:`CheckpointError` for
     what is not implemented."""
     return DENSE[header.architecture].hf(header, key, hf)
-
-
-def dense_hf_name(arch: str, gguf_name: str) -> str:
-    """The Hugging Face name of tensor ``gguf_name`` of an ``arch`` file (itself when it has none)."""
-    stem, dot, kind = gguf_name.rpartition(".")
-    parts = stem.split(".")
-    layers = DENSE[arch].layers
-    if dot and len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in layers:
-        return f"model.layers.{parts[1]}.{layers[parts[2]]}.{kind}"
-    if dot and stem in _GLOBAL:
-        return f"{_GLOBAL[stem]}.{kind}"
-    return gguf_name
-
-
-def dense_gguf_name(arch: str, hf_name: str) -> str:
-    """The GGUF name of the tensor :func:`dense_hf_name` renames to ``hf_name`` (itself when none)."""
-    stem, _, kind = hf_name.rpartition(".")
-    for theirs, ours in _GLOBAL.items():
-        if stem == ours:
-            return f"{theirs}.{kind}"
-    if stem.startswith("model.layers."):
-        layer, _, rest = stem[len("model.layers.") :].partition(".")
-        for theirs, ours in DENSE[arch].layers.items():
-            if rest == ours and layer.isdigit():
-                return f"blk.{layer}.{theirs}.{kind}"
-    return hf_name
