@@ -235,6 +235,22 @@ def test_gemma3_global_rope_scaling_leaves_the_local_layers_unscaled(tmp_path, w
     assert ((_logits(ckpt.model, ids) - expected).abs().max() / expected.abs().max()).item() <= 1e-5
 
 
+@pytest.mark.parametrize("model_type, depth", [("gemma2", 46), ("gemma3_text", 62)])
+def test_the_27b_depths_scale_queries_by_d_over_h(tmp_path, write_hf_family, model_type, depth):
+    """The file holds no query scalar: llama.cpp scales scores by 1/√d_k, but by 1/√(d/H) for the 27B
+    models (query_pre_attn_scalar 144 and 168), which it knows by their depth (46 and 62 layers)."""
+    sizes = dict(hidden_size=64, intermediate_size=64, num_attention_heads=2, num_key_value_heads=1)
+    original = write_hf_family(
+        tmp_path, model_type, num_hidden_layers=depth, head_dim=16, query_pre_attn_scalar=32,
+        sliding_window=4, tie_word_embeddings=True, **sizes,
+    )  # fmt: skip
+    ckpt = load_gguf(write_dense_gguf(tmp_path / "g.gguf", original, tmp_path))
+    assert ckpt.config.attn_scale_dim == 32.0  # d / H, not the head size (16)
+    ids = torch.tensor([list(range(5, 17))])
+    expected = _logits(original, ids)
+    assert ((_logits(ckpt.model, ids) - expected).abs().max() / expected.abs().max()).item() <= 1e-5
+
+
 def test_mixed_quantization_file_holds_every_type(cases):
     case = cases("gemma3-Q4_K_M")
     types = set(read_header(case.path).tensors[n].type_name for n in read_header(case.path).tensors)
