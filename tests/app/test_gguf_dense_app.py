@@ -1,6 +1,7 @@
-"""A Gemma 3 GGUF file from the command line: `generate --chat` reads the message in the file's own chat
-template and ends the reply at ``<end_of_turn>``, which is never printed (the file names ``<eos>`` as its
-EOS, as Gemma's do: llama.cpp stops at ``<end_of_turn>`` by its text), and `inspect` exports its heads."""
+"""A Gemma 3 GGUF file in the window and from the command line: the window opens it (kept as stored) with
+its local and global layers; `generate --chat` reads the message in the file's own chat template and ends
+the reply at ``<end_of_turn>``, which is never printed (the file names ``<eos>`` as its EOS, as Gemma's
+do: llama.cpp stops at ``<end_of_turn>`` by its text); `inspect` exports its heads."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 import model.nn.generate as gen
 from app.cli import main
+from model.nn.quantized import has_stored
 from tests.gguf_dense_files import gemma_vocabulary, write_dense_gguf
 
 #: Gemma's chat template, as its files carry it (less the system-prompt folding)
@@ -82,3 +84,24 @@ def test_inspect_exports_every_head_of_the_local_and_global_layers(gemma3_file, 
     local, global_ = weights[0, 0], weights[5, 0]
     assert np.all(np.triu(local, 1) == 0) and np.all(np.tril(local, -4) == 0)  # the last 4 keys only
     assert np.count_nonzero(np.tril(global_, -4)) > 0  # the global layer sees the whole prompt
+
+
+@pytest.fixture
+def tiny_window_tabs():
+    return ["Train"]
+
+
+def test_the_window_opens_it_kept_as_stored_with_its_local_and_global_layers(qtbot, tiny_window, gemma3_file):
+    win = tiny_window
+    with qtbot.waitSignal(win.session.modelChanged, timeout=20_000):
+        assert win.files.open_checkpoint(str(gemma3_file), stored=True)
+    assert has_stored(win.session.model)  # its matrices as the file stores them, decoded layer by layer
+    cfg = win.session.model.config
+    assert (cfg.n_layers, cfg.window_pattern, cfg.sliding_window, cfg.rope_local_base) == (
+        6,
+        "LLLLLG",
+        4,
+        1e4,
+    )
+    label = win.origin_label.text()
+    assert "gemma-3-tiny-it" in label and "quantized weights Q8_0" in label
