@@ -35,8 +35,13 @@ stored ``[out, in]``). Two of llama.cpp's conversions are undone:
   the rotate-half pairing (dims ``j`` and ``j + d_k/2``) to ggml's interleaved one (``2j``, ``2j+1``):
   ``W.view(H, 2, d_k/2, d).transpose(1, 2)``. The inverse, ``W.view(H, d_k/2, 2, d).transpose(1, 2)``,
   restores the order our RoPE (and transformers') rotates (``H`` = n_kv_heads for ``W_K``).
-* **gemma**: norms are stored as ``1 + γ`` (llama.cpp multiplies by the weight); ours multiply by
-  ``1 + γ``, so 1 is subtracted.
+* **gemma** (and **gemma2**, **gemma3**): norms are stored as ``1 + γ`` (llama.cpp multiplies by the
+  weight); ours multiply by ``1 + γ``, so 1 is subtracted.
+
+The ``gemma2``, ``gemma3``, ``phi3`` and ``olmo2`` architectures name some tensors their own way (Gemma's
+four norms a block, Phi-3's fused ``attn_qkv`` and gate/up ``ffn_up``, OLMo 2's norms after each
+sublayer) and leave parts of the config to the architecture (Gemma's local/global layers, local RoPE
+base, query scalar and soft-caps): :mod:`model.io.gguf_dense` holds a table for each.
 
 Refused with one line naming it: an architecture not in :data:`ARCHITECTURES`, a tensor type
 ``gguf`` cannot dequantize here, experts (``a.expert_count``) in an architecture that has none here
@@ -64,6 +69,7 @@ from model.budget.sizing import load_need
 from model.config import GPTConfig
 from model.io.build import build_model, keeps_stored, opened
 from model.io.families import family_config, family_layout
+from model.io.gguf_dense import DENSE, dense_hf
 from model.io.gguf_file import (
     DEQUANTIZED,
     GGUFHeader,
@@ -75,11 +81,11 @@ from model.io.gguf_file import (
 from model.io.gguf_mla import MLA_ARCHITECTURES, mla_adjust, mla_hf, mla_source, mla_stored_need
 from model.io.gguf_moe import MOE_ARCHITECTURES, expert_header, moe_hf, moe_model_type
 from model.io.gguf_names import gguf_model_name, hf_name, in_gguf_keys, in_gguf_names
+from model.io.gguf_rope import rope_hf
 from model.io.gguf_stored import stored_matrices, stored_need
 from model.io.gpt2 import gpt2_config, gpt2_layout
 from model.io.loaded import Checkpoint, CheckpointError
 from model.io.weights import TensorSource, listed, vocab_of
-from model.nn.layers import llama3_frequencies
 from model.text.gguf_tokens import tokenizer_from_gguf
 from model.text.tokens import Tokenizer, TokenizerError
 
@@ -100,6 +106,7 @@ ARCHITECTURES = {
     "qwen3": "qwen3",
     "gemma": "gemma",
     "gpt2": "gpt2",
+    **{arch: t.model_type for arch, t in DENSE.items()},  # gemma2, gemma3, phi3, olmo2: model.io.gguf_dense
     **MLA_ARCHITECTURES,  # their own tables: model.io.gguf_mla
     **MOE_ARCHITECTURES,  # and llama with experts: mixtral (model.io.gguf_moe)
 }
@@ -251,73 +258,15 @@ def _family_hf(
         "tie_word_embeddings": tied,
         "attention_bias": "blk.0.attn_q.bias" in header.tensors and arch != "qwen2",
     }
-    hf.update(_rope_hf(header, arch, key, hf["rope_theta"], head_dim))
+    hf.update(rope_hf(header, arch, key, hf["rope_theta"], head_dim))
     window = key("attention.sliding_window")
     if window:
         hf.update(use_sliding_window=True, sliding_window=window, max_window_layers=0)
     if hf["attention_bias"]:
         hf["mlp_bias"] = "blk.0.ffn_up.bias" in header.tensors
+    if arch in DENSE:  # what Gemma 2/3, Phi-3 and OLMo 2 files leave to the architecture
+        hf.update(dense_hf(header, key, hf))
     return hf
-
-
-def _rope_hf(
-    header: GGUFHeader, arch: str, key: Callable[..., Any], base: float, head_dim: int
-) -> dict[str, Any]:
-    """``partial_rotary_factor`` and ``rope_scaling`` as the file's RoPE metadata sets them."""
-    out: dict[str, Any] = {}
-    dims = key("rope.dimension_count")
-    if dims is not None and not (isinstance(dims, int) and 0 < dims <= head_dim and dims % 2 == 0):
-        raise CheckpointError(  # 0 is no rotation at all, not "absent": llama.cpp reads it as written
-            f"{header.path.name}: {arch}.rope.dimension_count={dims} must be an even whole number from 2 "
-            f"to the head's size ({arch}.attention.key_length={head_dim}): RoPE rotates pairs of a head's "
-            f"dimensions"
-        )
-    if dims and head_dim and dims != head_dim:
-        out["partial_rotary_factor"] = dims / head_dim
-    scaling = header.metadata.get(f"{arch}.rope.scaling.type")
-    if "rope_freqs.weight" in header.tensors:  # Llama 3.1+: the per-frequency factors themselves
-        out["rope_scaling"] = _llama3_scaling(header, base, dims or head_dim)
-    elif scaling not in (None, "none"):
-        if scaling != "linear":
-            raise CheckpointError(
-                f"{header.path.name}: RoPE scaling {scaling!r} is not implemented (linear is)"
-            )
-        out["rope_scaling"] = {"rope_type": "linear", "factor": key("rope.scaling.factor", 1.0)}
-    return out
-
-
-#: Llama 3's RoPE scaling (transformers' ``rope_type: llama3``) as Meta's models set it, which
-#: llama.cpp's converter writes out as the ``rope_freqs`` tensor
-LLAMA3_SCALING = {"low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
-
-
-def _llama3_scaling(header: GGUFHeader, base: float, rotary_dim: int) -> dict[str, Any]:
-    """The ``rope_scaling`` whose factors the file's ``rope_freqs.weight`` holds.
-
-    llama.cpp stores Llama 3.1's scaling as ``f_i`` [r/2] (each θ_i is divided by f_i): ``factor`` for
-    long wavelengths, 1 for short ones and a blend between (:func:`model.nn.layers.rope_frequencies`).
-    Their largest is ``factor``; the rest must be what :data:`LLAMA3_SCALING` gives with it, else
-    they are refused in one line (RoPE factors of another kind are not implemented).
-    """
-    where = header.path.name
-    t = header.tensors["rope_freqs.weight"]
-    if tuple(t.shape) != (rotary_dim // 2,):
-        raise CheckpointError(
-            f"{where}: rope_freqs.weight has shape {list(t.shape)}, not [{rotary_dim // 2}] (half the "
-            f"rotary dimensions)"
-        )
-    found = read_tensor(header.path, t).astype(np.float64)
-    if not np.all(np.isfinite(found)) or found.min() <= 0:
-        raise CheckpointError(f"{where}: rope_freqs.weight holds factors that are not positive numbers")
-    factor = float(found.max())
-    inv_freq = 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim))
-    expected = inv_freq / llama3_frequencies(inv_freq, factor, *LLAMA3_SCALING.values())
-    if not np.allclose(found, expected.numpy(), rtol=1e-4):
-        raise CheckpointError(
-            f"{where}: rope_freqs.weight holds RoPE factors other than Llama 3's scaling (factor "
-            f"{factor:g}, low/high frequency factors 1/4, original context 8192): not implemented"
-        )
-    return {"rope_type": "llama3", "factor": factor, **LLAMA3_SCALING}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -336,22 +285,29 @@ def _source(header: GGUFHeader, model_type: str, cfg: GPTConfig, *, stored: bool
     if header.architecture in MLA_ARCHITECTURES:
         return mla_source(header, header.architecture, stored=stored)
     gpt2, permuted = model_type == "gpt2", header.architecture == "llama"  # Mixtral's rows too
-    # rope_freqs (Llama 3.1+) became the config's rope_scaling (_llama3_scaling): no weight of a block
-    by_hf = {hf_name(n, gpt2): t for n, t in header.tensors.items() if n != "rope_freqs.weight"}
+    dense = DENSE.get(header.architecture)
+    layers = dense.layers if dense else None  # gemma2/3, phi3, olmo2: their own per-layer names
+
+    def rename(n: str) -> str:
+        return hf_name(n, gpt2, layers)
+
+    plus_one = model_type == "gemma" or bool(dense and dense.norm_plus_one)
+    # rope_freqs (Llama 3.1+) became the config's rope_scaling (model.io.gguf_rope): no weight of a block
+    by_hf = {rename(n): t for n, t in header.tensors.items() if n != "rope_freqs.weight"}
 
     def order(name: str, rows: int) -> np.ndarray | None:
         if permuted and (".attn_q." in name or ".attn_k." in name):
             return _unpermute_rope(np.arange(rows), cfg.n_heads if ".attn_q." in name else cfg.kv_heads)
         return None
 
-    kept = {hf_name(n, gpt2): m for n, m in stored_matrices(header, order).items()} if stored else {}
+    kept = {rename(n): m for n, m in stored_matrices(header, order).items()} if stored else {}
 
     def get(name: str) -> torch.Tensor:
         t = by_hf[name]
         w = read_tensor(header.path, t)
         if permuted and (".q_proj." in name or ".k_proj." in name):
             w = _unpermute_rope(w, cfg.n_heads if ".q_proj." in name else cfg.kv_heads)
-        if model_type == "gemma" and name.endswith("norm.weight"):
+        if plus_one and name.endswith("norm.weight"):  # stored as 1 + γ: ours multiply by 1 + γ
             w = w - np.float32(1.0)
         return torch.from_numpy(np.ascontiguousarray(w))  # memory of its own: read_tensor's buffer
 
@@ -424,7 +380,9 @@ def load_gguf(
         )
         model = build_model(cfg, src, layout, where=path.name, device=device, dtype=dtype, need=need)
     except CheckpointError as exc:  # the checks name tensors and settings as a Hugging Face folder would
-        raise CheckpointError(in_gguf_keys(in_gguf_names(str(exc), gpt2), header.architecture)) from None
+        arch = header.architecture
+        layers = DENSE[arch].layers if arch in DENSE else None
+        raise CheckpointError(in_gguf_keys(in_gguf_names(str(exc), gpt2, layers), arch)) from None
     ckpt = opened(
         "gguf",
         name,

@@ -14,6 +14,7 @@ back as the file spells them, so an error names the tensors the user can see (:m
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 __all__ = ["gguf_model_name", "gguf_name", "hf_name", "in_gguf_keys", "in_gguf_names"]
 
@@ -73,14 +74,15 @@ _GPT2_GLOBAL_NAMES = {
 }
 
 
-def hf_name(gguf_name: str, gpt2: bool) -> str:
+def hf_name(gguf_name: str, gpt2: bool, layers: Mapping[str, str] | None = None) -> str:
     """The Hugging Face name of a GGUF tensor, or the GGUF name itself when it has none here (so that
-    :func:`model.io.weights.check_weights` names it as a tensor with no place)."""
+    :func:`model.io.weights.check_weights` names it as a tensor with no place). ``layers``: an
+    architecture's own per-layer names instead of :data:`_LAYER_NAMES` (:mod:`model.io.gguf_dense`)."""
     stem, dot, kind = gguf_name.rpartition(".")
     if not dot:
         return gguf_name
     layer_names, global_names = (
-        (_GPT2_LAYER_NAMES, _GPT2_GLOBAL_NAMES) if gpt2 else (_LAYER_NAMES, _GLOBAL_NAMES)
+        (_GPT2_LAYER_NAMES, _GPT2_GLOBAL_NAMES) if gpt2 else (layers or _LAYER_NAMES, _GLOBAL_NAMES)
     )
     parts = stem.split(".")
     if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in layer_names:
@@ -94,9 +96,9 @@ def hf_name(gguf_name: str, gpt2: bool) -> str:
 _HF_TENSOR = re.compile(r"\b(?:model|transformer|lm_head)(?:\.[A-Za-z_0-9]+)+")
 
 
-def gguf_name(hf_name: str, gpt2: bool) -> str:
+def gguf_name(hf_name: str, gpt2: bool, layers: Mapping[str, str] | None = None) -> str:
     """The GGUF name of a tensor :func:`hf_name` renames to ``hf_name`` (itself when none does)."""
-    layer_names = _GPT2_LAYER_NAMES if gpt2 else _LAYER_NAMES
+    layer_names = _GPT2_LAYER_NAMES if gpt2 else layers or _LAYER_NAMES
     global_names = _GPT2_GLOBAL_NAMES if gpt2 else _GLOBAL_NAMES
     stem, _, kind = hf_name.rpartition(".")
     for theirs, ours in global_names.items():
@@ -111,9 +113,10 @@ def gguf_name(hf_name: str, gpt2: bool) -> str:
     return hf_name
 
 
-def in_gguf_names(message: str, gpt2: bool) -> str:
-    """``message`` with every Hugging Face tensor name in it written as the GGUF file names it."""
-    return _HF_TENSOR.sub(lambda m: gguf_name(m.group(0), gpt2), message)
+def in_gguf_names(message: str, gpt2: bool, layers: Mapping[str, str] | None = None) -> str:
+    """``message`` with every Hugging Face tensor name in it written as the GGUF file names it
+    (``layers`` as :func:`hf_name`'s)."""
+    return _HF_TENSOR.sub(lambda m: gguf_name(m.group(0), gpt2, layers), message)
 
 
 #: The metadata keys (after ``ARCH.``) a Hugging Face config's fields and ours are read from

@@ -58,7 +58,9 @@ the vocabulary has them (``<|endoftext|>``; ``<unk>``, ``<s>``, ``</s>``; Gemma'
 ``<pad>``, ``<mask>``). User-defined tokens are added, matched whole, but not special.
 
 ``encode(text) = prefix + ids(text) + suffix`` with ``prefix = [bos]`` when BOS is added (and the file
-names one), ``suffix = [eos]`` likewise.
+names one), ``suffix = [eos]`` likewise. A generation stops where llama.cpp's does: at EOS, at the
+end-of-turn and end-of-message ids the file names, and at the tokens it knows by their text (Gemma's
+``<end_of_turn>``, Phi-3's ``<|end|>``, ``<|im_end|>``...: :data:`_STOP_TEXTS`).
 
 Where this departs from ``transformers``: it never appends a token the file does not have (for a default
 such as ``<|endoftext|>`` missing from the vocabulary, or a named BOS spelled outside the byte alphabet,
@@ -96,6 +98,25 @@ _SPACE = "\u2581"
 
 #: Tokens besides EOS that end a generation in llama.cpp: (GGUF key suffix, what it is called).
 _STOP_IDS = (("eot_token_id", "end-of-turn"), ("eom_token_id", "end-of-message"))
+#: Tokens llama.cpp also ends a generation at by their text, whatever the ids above say (its vocabulary
+#: loader's end-of-generation list): Gemma's ``<end_of_turn>`` and Phi-3's ``<|end|>`` among them, which
+#: their files do not name as EOS. Left out: ``<|endoftext|>``, the document separator byte-level
+#: vocabularies carry (SmolLM2's), at which transformers does not stop unless it is the EOS.
+_STOP_TEXTS = frozenset(
+    (
+        "<|eot_id|>",
+        "<|im_end|>",
+        "<|end|>",
+        "<|return|>",
+        "<|call|>",
+        "<end_of_turn>",
+        "<|eom_id|>",
+        "<EOT>",
+        "_<EOT>",
+        "<|end_of_text|>",
+        "<end_of_utterance>",
+    )
+)
 
 #: The named special tokens: (GGUF key suffix, what it is called in messages).
 _NAMED_IDS = (
@@ -313,6 +334,7 @@ def _tokenizer(
     # generation stops at EOS and at the end-of-turn / end-of-message tokens llama.cpp stops at
     n = len(found.tokens)
     ends = [eos, *(token_id(meta, key, label, n) for key, label in _STOP_IDS)]
+    ends += [i for i, t in enumerate(found.tokens) if t in _STOP_TEXTS]
     out.stop_ids = frozenset(i for i in ends if i is not None)
     bos_text, eos_text = (out.token_strings([i])[0] if i is not None else None for i in (bos, eos))
     out.chat_template = chat_template_for(

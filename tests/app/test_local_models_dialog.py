@@ -65,7 +65,7 @@ def stores(tmp_path):
     ollama, lmstudio = tmp_path / "ollama", tmp_path / "lmstudio"
     paths = {
         "tinyllama:latest": _pull(ollama, "tinyllama", "latest", _gguf(tmp_path / "a.gguf")),
-        "phi3:mini": _pull(ollama, "phi3", "mini", _gguf(tmp_path / "b.gguf", "phi3")),
+        "mamba:mini": _pull(ollama, "mamba", "mini", _gguf(tmp_path / "b.gguf", "mamba")),
         "Qwen-Tiny": _gguf(lmstudio / "pub" / "Qwen-Tiny-GGUF" / "Qwen-Tiny-Q8_0.gguf", "qwen2"),
     }
     return ollama, lmstudio, paths
@@ -95,9 +95,9 @@ def dialog(qtbot, stores):
 def test_the_list_fills_in_the_background_and_says_where_it_looked(dialog, stores):
     ollama, lmstudio, _ = stores
     assert dialog.objectName() == "localModelsDialog"
-    assert sorted(dialog.visible_names()) == ["Qwen-Tiny", "phi3:mini", "tinyllama:latest"]
+    assert sorted(dialog.visible_names()) == ["Qwen-Tiny", "mamba:mini", "tinyllama:latest"]
     row = {c: dialog.proxy.index(0, c).data() for c in range(len(dialog.COLUMNS))}
-    assert row[1] == "Ollama" and row[2] in ("llama", "phi3") and row[3].endswith("KiB")
+    assert row[1] == "Ollama" and row[2] in ("llama", "mamba") and row[3].endswith("KiB")
     assert "3 models (1 cannot open)" in dialog.status.text()
     assert (
         f"Ollama: {ollama} (2)" in dialog.where.text() and f"LM Studio: {lmstudio} (1)" in dialog.where.text()
@@ -108,10 +108,10 @@ def test_the_list_fills_in_the_background_and_says_where_it_looked(dialog, store
 
 def test_the_filter_narrows_the_list(qtbot, dialog):
     qtbot.keyClicks(dialog.filter_edit, "qwen")
-    assert dialog.visible_names() == ["Qwen-Tiny"]  # not phi3, whose refusal lists qwen2
+    assert dialog.visible_names() == ["Qwen-Tiny"]  # not mamba, whose refusal lists qwen2
     assert dialog.selected().name == "Qwen-Tiny" and "1 shown" in dialog.status.text()
     dialog.filter_edit.setText("ollama")  # any column: the source
-    assert sorted(dialog.visible_names()) == ["phi3:mini", "tinyllama:latest"]
+    assert sorted(dialog.visible_names()) == ["mamba:mini", "tinyllama:latest"]
     dialog.filter_edit.setText("nothing like it")
     assert dialog.visible_names() == [] and dialog.selected() is None
     assert not dialog.open_button.isEnabled() and "No model here" in dialog.detail.text()
@@ -120,11 +120,11 @@ def test_the_filter_narrows_the_list(qtbot, dialog):
 def test_a_refused_row_is_grey_says_why_and_cannot_be_opened(qtbot, dialog):
     opened = []
     dialog.openRequested.connect(opened.append)
-    dialog.select("phi3:mini")
+    dialog.select("mamba:mini")
     r = dialog.table.currentIndex().row()
     status = dialog.proxy.index(r, len(dialog.COLUMNS) - 1)
-    assert "architecture 'phi3'" in status.data()
-    assert "Cannot open: architecture 'phi3'" in status.data(Qt.ItemDataRole.ToolTipRole)
+    assert "architecture 'mamba'" in status.data()
+    assert "Cannot open: architecture 'mamba'" in status.data(Qt.ItemDataRole.ToolTipRole)
     grey = dialog.palette().color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text)
     assert dialog.proxy.index(r, 0).data(Qt.ItemDataRole.ForegroundRole).color() == grey
     assert "Cannot open" in dialog.detail.text()
@@ -256,7 +256,7 @@ def test_file_menu_opens_the_chosen_model_through_open_checkpoint(
     dlg = win.files.local_models
     assert dlg.isVisible() and dlg.parent() is win
     qtbot.waitUntil(lambda: dlg.complete, timeout=TIMEOUT)
-    assert {"tinyllama:latest", "phi3:mini", "Qwen-Tiny"} <= set(dlg.visible_names())
+    assert {"tinyllama:latest", "mamba:mini", "Qwen-Tiny"} <= set(dlg.visible_names())
     assert str(ollama) in dlg.where.text()
     dlg.select("tinyllama:latest")
     dlg.open_button.click()

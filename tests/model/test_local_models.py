@@ -181,12 +181,12 @@ def test_ollama_corrupt_manifests_and_blobs_are_refused_rows(tmp_path):
 
 def test_refusals_name_the_architecture_moe_and_quant_type(tmp_path):
     root = tmp_path / "ollama"
-    ollama_pull(root, "phi3:mini", write_gguf(tmp_path / "a.gguf", "phi3"))
+    ollama_pull(root, "mamba:tiny", write_gguf(tmp_path / "a.gguf", "mamba"))  # a state-space model
     ollama_pull(root, "mixtral:tiny", write_gguf(tmp_path / "b.gguf", experts=8))
     ollama_pull(root, "iq2:tiny", write_gguf(tmp_path / "c.gguf", iq2=True))
     _, found = scan(tmp_path, ollama=[root])
-    phi3, moe, iq2 = found["phi3:mini"], found["mixtral:tiny"], found["iq2:tiny"]
-    assert not phi3.opens and "architecture 'phi3'" in phi3.problem and phi3.family == "phi3"
+    mamba, moe, iq2 = found["mamba:tiny"], found["mixtral:tiny"], found["iq2:tiny"]
+    assert not mamba.opens and "architecture 'mamba'" in mamba.problem and mamba.family == "mamba"
     assert not moe.opens and "mixture-of-experts" in moe.problem
     assert not iq2.opens and "IQ2_XXS" in iq2.problem and iq2.quantization.startswith("IQ2_XXS")
 
