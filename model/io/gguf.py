@@ -433,7 +433,9 @@ def summarize_gguf(path: str | Path) -> GGUFSummary:
         family=arch,
     )
     try:
-        out["family"] = gguf_config(header)[0]
+        model_type = gguf_config(header)[0]
+        # a deepseek2 file is DeepSeek-V2 or V3, opened through the deepseek_v3 family: named as the file is
+        out["family"] = arch if arch in MLA_ARCHITECTURES else model_type
     except CheckpointError as exc:
         out.update(opens=False, problem=str(exc).removeprefix(f"{path.name}: "))
     return out

@@ -251,7 +251,7 @@ def test_a_prompt_too_large_for_memory_is_cut_to_fit_or_refused_with_the_numbers
     tiny_window, qtbot, monkeypatch
 ):
     from model.budget import sizing
-    from model.interp.plan import view_need as prompt_need
+    from model.interp.plan import held_need, streamed_need
     from model.text.sources import resolve_source
     from model.text.tokens import ByteTokenizer
 
@@ -264,7 +264,11 @@ def test_a_prompt_too_large_for_memory_is_cut_to_fit_or_refused_with_the_numbers
     assert tab.wait_ready(60)
     cfg = s.model.config
     half = cfg.context_length // 2
-    budget = (prompt_need(cfg, half).total + prompt_need(cfg, half + 1).total) // 2  # exactly half fits
+
+    def prompt_need(T):  # the tab holds the patterns or streams them, whichever fits
+        return min(held_need(cfg, T).total, streamed_need(cfg, T).total)
+
+    budget = (prompt_need(half) + prompt_need(half + 1)) // 2  # exactly half fits
     monkeypatch.setattr(sizing, "usable_bytes", lambda device="cpu": budget)
     kind, status = _attention_outcome(tab, qtbot, "the head looks back " * cfg.context_length)
     assert kind == "inspected" and tab.inspection.T == half, (kind, status)
@@ -274,7 +278,7 @@ def test_a_prompt_too_large_for_memory_is_cut_to_fit_or_refused_with_the_numbers
     assert kind == "inspected" and tab.inspection.T == half, (kind, status)
     assert "The first 3 tokens were left out to fit in memory" in status, status
 
-    monkeypatch.setattr(sizing, "usable_bytes", lambda device="cpu": prompt_need(cfg, 1).total - 1)
+    monkeypatch.setattr(sizing, "usable_bytes", lambda device="cpu": prompt_need(1) - 1)
     kind, message = _attention_outcome(tab, qtbot, "abcabc")
     assert kind == "failed" and "even for one token" in one_clear_line(message), message
 

@@ -123,7 +123,7 @@ def test_save_then_open_checkpoint_via_menu_restores_model_and_curves(
     assert s.step == 0 and tab.plots.n_points == 0
     assert not torch.equal(s.model.tok_emb.weight, saved_weight)
 
-    monkeypatch.setattr(CheckpointDialog, "get_path", lambda *a, **k: str(target))
+    monkeypatch.setattr(CheckpointDialog, "get_choice", lambda *a, **k: (str(target), None))
     errors = []
     monkeypatch.setattr(QMessageBox, "critical", lambda *a, **k: errors.append(a))
     with qtbot.waitSignal(s.historyReset, timeout=TIMEOUT):
@@ -177,7 +177,7 @@ def test_corrupt_checkpoint_shows_an_error_and_the_app_keeps_working(
     (bad / "tokenizer.json").write_text("{}")
     shown = []
     monkeypatch.setattr(QMessageBox, "critical", lambda parent, title, text, *a: shown.append((title, text)))
-    monkeypatch.setattr(CheckpointDialog, "get_path", lambda *a, **k: str(bad))
+    monkeypatch.setattr(CheckpointDialog, "get_choice", lambda *a, **k: (str(bad), None))
     model_before = s.model
     win.menu.open_action.trigger()
     assert len(shown) == 1 and "checkpoint" in shown[0][0].lower() and str(bad) in shown[0][1]
