@@ -277,7 +277,10 @@ def _tokenizer(
     # generation stops at EOS and at the end-of-turn / end-of-message tokens llama.cpp stops at
     n = len(found.tokens)
     ends = [eos, *(token_id(meta, key, label, n) for key, label in _STOP_IDS)]
-    ends += [i for i, t in enumerate(found.tokens) if t in _STOP_TEXTS]
+    by_text = {t: i for i, t in enumerate(found.tokens) if t in _STOP_TEXTS}
+    if "<|return|>" in by_text and "<|call|>" in by_text:  # gpt-oss's harmony format, as llama.cpp reads
+        by_text.pop("<|end|>", None)  # it: <|end|> closes each channel's message, not the answer
+    ends += by_text.values()
     out.stop_ids = frozenset(i for i in ends if i is not None)
     bos_text, eos_text = (out.token_strings([i])[0] if i is not None else None for i in (bos, eos))
     out.chat_template = chat_template_for(

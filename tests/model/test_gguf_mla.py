@@ -329,3 +329,31 @@ def test_gpt_oss_tokenizer_splits_as_o200k(gpt_oss, tricky_texts):
         assert ours.encode(text) == ids, text
         assert ours.decode(ids) == text
     assert summarize_gguf(path)["opens"]
+
+
+def test_gpt_oss_ends_at_return_and_call_but_not_at_end_as_llama_cpp_does():
+    """The harmony format closes every channel's message with <|end|> (the analysis before the answer):
+    with <|return|> and <|call|> in the vocabulary, llama.cpp drops <|end|> from the tokens that end a
+    generation, and so do we; a vocabulary without them still ends at <|end|> (Phi-3's)."""
+    from model.text.gguf_tokens import tokenizer_from_gguf
+
+    specials = ["<|startoftext|>", "<|endoftext|>", "<|return|>", "<|channel|>", "<|end|>", "<|call|>"]
+    alphabet = [chr(c) for c in range(33, 127)]
+
+    def stops(tokens):
+        meta = {
+            "general.architecture": "gpt-oss",
+            "tokenizer.ggml.model": "gpt2",
+            "tokenizer.ggml.pre": "gpt-4o",
+            "tokenizer.ggml.tokens": tokens,
+            "tokenizer.ggml.token_type": [3 if t in specials else 1 for t in tokens],
+            "tokenizer.ggml.merges": [],
+            "tokenizer.ggml.bos_token_id": 0,
+            "tokenizer.ggml.eos_token_id": 2,
+        }
+        tok = tokenizer_from_gguf(meta)
+        return set(tok.token_strings(sorted(tok.stop_ids)))
+
+    assert stops(specials + alphabet) == {"<|return|>", "<|call|>"}
+    no_call = [t for t in specials if t != "<|call|>"]
+    assert stops(no_call + alphabet) == {"<|return|>", "<|end|>"}
