@@ -433,9 +433,9 @@ def summarize_gguf(path: str | Path) -> GGUFSummary:
         family=arch,
     )
     try:
-        model_type = gguf_config(header)[0]
-        # a deepseek2 file is DeepSeek-V2 or V3, opened through the deepseek_v3 family: named as the file is
-        out["family"] = arch if arch in MLA_ARCHITECTURES else model_type
+        # named as the file names it (gemma3, qwen3moe, deepseek2: what llama.cpp and LM Studio show), but
+        # a llama file with experts, which is Mixtral's
+        out["family"] = "mixtral" if gguf_config(header)[0] == "mixtral" else arch
     except CheckpointError as exc:
         out.update(opens=False, problem=str(exc).removeprefix(f"{path.name}: "))
     return out
