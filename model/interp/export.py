@@ -18,6 +18,14 @@ key                 shape / dtype   meaning
 ``config``          () str          the model's GPTConfig as JSON
 ==================  ==============  ===============================================
 
+Written by ``attention-lab inspect`` and the Attention tab as the forward pass computes it
+(:func:`model.interp.inspection.write_inspection`): each layer's [H, T, T] of each square kind goes
+to a temporary file beside the output (a :class:`Spool`) while the layer is in memory, and the .npz is
+assembled after the last layer (:func:`save_inspection`: a zip, ZIP64 past 4 GiB, of ``KEY.npy``
+entries, byte for byte what ``np.savez`` writes), atomically, every temporary removed whatever
+happens. In memory: the logits or one layer, never [L, H, T, T]; on disk: the file and one square
+kind while it is copied in.
+
 The square arrays keep the format's own names (``weights``, ``scores_scaled``: the trace keys
 ``pattern``, ``scores``), so files written before read the same. No pickled objects: every array is
 a plain numeric, bool or unicode array, so ``np.load(path, allow_pickle=False)`` reads it.
@@ -57,6 +65,11 @@ float32 rounding. Memory ``L·T·(H + H_kv)·d_k`` values, not ``L·H·T²``.
 from __future__ import annotations
 
 import csv
+import math
+import os
+import tempfile
+import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +77,7 @@ import numpy.typing as npt
 import torch
 
 from model.atomic import write_atomic
+from model.interp.plan import COPY_CHUNK as CHUNK
 from model.interp.trace import Trace
 
 #: The file's keys for the square kinds (the format's own names, older than the trace's hook names).
@@ -90,9 +104,8 @@ def inspection_arrays(
     :data:`model.interp.plan.REQUIRED_KINDS`.
 
     A trace of some layers only, or without the two score kinds (an inspection planned to fit in
-    memory, :func:`model.interp.plan.plan_inspection`), gives the arrays it has; ``layers`` always names
-    the
-    layers present. ``dtype`` float16 halves the size of the [L, H, T, T] arrays.
+    memory or on disk, :func:`model.interp.plan.plan_file_export`), gives the arrays it has;
+    ``layers`` always names the layers present. ``dtype`` float16 halves the size of the [L, H, T, T] arrays.
     """
     if trace.config is None:
         raise ValueError("the trace has no config: record it with run_with_trace")
@@ -185,21 +198,123 @@ def npz_path(path: str | Path) -> Path:
     return path if path.suffix == ".npz" else path.with_name(path.name + ".npz")
 
 
-def npz_bytes(arrays: dict[str, np.ndarray]) -> int:
+def npz_bytes(arrays: Mapping[str, np.ndarray | Spool]) -> int:
     """About the size of the uncompressed .npz of ``arrays`` (their data; headers are a few KB)."""
-    return sum(np.asarray(a).nbytes for a in arrays.values())
+    return sum(a.nbytes if isinstance(a, Spool) else np.asarray(a).nbytes for a in arrays.values())
 
 
-def save_inspection(path: str | Path, arrays: dict[str, np.ndarray], *, compress: bool = False) -> Path:
-    """Write ``arrays`` (any plain arrays: the inspection format, a page's numbers) as a .npz atomically
-    (temp file in the same folder, then rename); ``.npz`` is appended if missing. Uncompressed by
-    default: deflating SmolLM2's 2.8 GB of weights at 1024 tokens took 250 s of a 307 s export, for
-    a file attention patterns barely shrink; ``compress=True`` for small files that are kept."""
+class Spool:
+    """One array [N, ...] on its way into a .npz, row by row (a :class:`~model.interp.trace.Sink`):
+    each row, in ``dtype``, is written to a temporary file beside ``path`` as it is made, with plain
+    file writes (a memory map's dirty pages would count in the resident set), and copied into the
+    .npz by :func:`save_inspection`, CHUNK bytes at a time. In memory: one row at a time, never [N, ...].
+    The temporary file has the name of ``path``'s temporaries (:func:`model.atomic.clean_stale_temps`
+    removes it after a killed run); :meth:`close` removes it."""
+
+    def __init__(self, path: str | Path, shape: tuple[int, ...], dtype: npt.DTypeLike):
+        path = Path(path)
+        self.shape, self.dtype, self.rows = tuple(int(n) for n in shape), np.dtype(dtype), 0
+        self._torch = torch.float16 if self.dtype == np.float16 else torch.float32
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd, self.name = tempfile.mkstemp(
+            prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent
+        )
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+    def write(self, row: int, tensor: torch.Tensor) -> None:
+        if row != self.rows or tuple(tensor.shape) != self.shape[1:]:
+            raise ValueError(
+                f"spool {self.shape}: row {row} of shape {tuple(tensor.shape)}, expected row {self.rows}"
+            )
+        for piece in _pieces(tensor, CHUNK // self.dtype.itemsize):  # no whole copy of a strided row
+            data = memoryview(piece.to(self._torch).contiguous().numpy().reshape(-1).view(np.uint8))
+            while data:  # a write may stop short (a file-size limit): the next one says why
+                data = data[os.write(self._fd, data) :]
+        self.rows += 1
+
+    def copy_into(self, fh) -> None:
+        """The .npy of the spooled array (header, then the rows) written to ``fh``."""
+        if self.rows != self.shape[0]:
+            raise ValueError(f"spool {self.shape}: only {self.rows} rows were written")
+        header = {
+            "descr": np.lib.format.dtype_to_descr(self.dtype),
+            "fortran_order": False,
+            "shape": self.shape,
+        }
+        np.lib.format.write_array_header_1_0(fh, header)
+        buffer, at = bytearray(CHUNK), 0
+        while chunk := os.preadv(self._fd, [buffer], at):
+            fh.write(memoryview(buffer)[:chunk])
+            at += chunk
+
+    def close(self) -> None:
+        """Remove the temporary file (again: nothing)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+            Path(self.name).unlink(missing_ok=True)
+
+
+def _pieces(t: torch.Tensor, most: int):
+    """``t`` in C order as consecutive pieces of at most ``most`` values (but one row of its last axis):
+    views, so that converting or gathering a strided tensor copies one piece at a time."""
+    if t.numel() <= most or t.dim() <= 1:
+        yield t
+    elif t.dim() == 2:
+        step = max(1, most // max(1, t.shape[1]))
+        for i in range(0, t.shape[0], step):
+            yield t[i : i + step]
+    else:
+        for sub in t.unbind(0):
+            yield from _pieces(sub, most)
+
+
+def write_npy(fh, array: npt.ArrayLike) -> None:
+    """``array`` as ``np.save`` writes it (the .npy header, then the values in C order) to ``fh``,
+    CHUNK bytes at a time straight from the array: no copy of it (``np.save`` into a zip entry copies
+    16 MiB at a time, as much again as a small vocabulary's logits)."""
+    array = np.asanyarray(array)
+    if array.dtype.hasobject or not array.flags.c_contiguous:
+        np.lib.format.write_array(fh, array, allow_pickle=False)  # refuses objects; copies the others
+        return
+    np.lib.format.write_array_header_1_0(fh, np.lib.format.header_data_from_array_1_0(array))
+    data = memoryview(array.reshape(-1).view(np.uint8))  # type: ignore[arg-type]  # numpy's buffer
+    for at in range(0, len(data), CHUNK):
+        fh.write(data[at : at + CHUNK])
+
+
+def save_inspection(
+    path: str | Path, arrays: Mapping[str, np.ndarray | Spool], *, compress: bool = False
+) -> Path:
+    """Write ``arrays`` (any plain arrays: the inspection format, a page's numbers; or a
+    :class:`Spool`, whose rows are on disk already) as a .npz atomically (temp file in the same folder,
+    then rename); ``.npz`` is appended if missing. The file is what ``np.savez`` writes: a zip (ZIP64
+    past 4 GiB) of one ``KEY.npy`` per key, in order. Each spool is removed once copied in, and every
+    one on the way out, whatever happened (a failed write, an interrupt). Uncompressed by default:
+    deflating SmolLM2's 2.8 GB of weights at 1024 tokens took 250 s of a 307 s export, for a file
+    attention patterns barely shrink; ``compress=True`` for small files that are kept."""
     path = npz_path(path)
-    save = np.savez_compressed if compress else np.savez
-    # numpy's stub types **kwds as arrays, yet mypy also matches a splatted dict against the
-    # allow_pickle: bool parameter; these keys are array names
-    return write_atomic(path, lambda fh: save(fh, **arrays))  # type: ignore[arg-type]
+    method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+
+    def write(fh) -> None:
+        with zipfile.ZipFile(fh, "w", compression=method, allowZip64=True) as zf:
+            for key, value in arrays.items():
+                with zf.open(f"{key}.npy", "w", force_zip64=True) as entry:
+                    if isinstance(value, Spool):
+                        value.copy_into(entry)
+                        value.close()  # its disk space back before the next one is copied
+                    else:
+                        write_npy(entry, value)
+
+    try:
+        return write_atomic(path, write)
+    finally:
+        for value in arrays.values():
+            if isinstance(value, Spool):
+                value.close()
 
 
 def load_inspection(path: str | Path) -> dict[str, np.ndarray]:
