@@ -129,7 +129,8 @@ def _plan(cfg, tokenizer, args, budget: int, out, *, with_model: bool):
     in ``budget`` and the file on the disk of ``out``; a warning names what was left out, and why."""
     from model.interp.plan import plan_prompt
 
-    disk: int | None = _free_disk(out)
+    free = _free_disk(out)
+    disk: int | None = free // 2 if args.compress else free  # --compress: the stored file beside it
     if os.environ.get(OVERRIDE_ENV):
         budget, disk = 1 << 62, None
     plan = plan_prompt(

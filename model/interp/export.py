@@ -19,12 +19,12 @@ key                 shape / dtype   meaning
 ==================  ==============  ===============================================
 
 Written by ``attention-lab inspect`` and the Attention tab as the forward pass computes it
-(:func:`model.interp.inspection.write_inspection`): each layer's [H, T, T] of each square kind goes
-to a temporary file beside the output (a :class:`Spool`) while the layer is in memory, and the .npz is
-assembled after the last layer (:func:`save_inspection`: a zip, ZIP64 past 4 GiB, of ``KEY.npy``
-entries, byte for byte what ``np.savez`` writes), atomically, every temporary removed whatever
-happens. In memory: the logits or one layer, never [L, H, T, T]; on disk: the file and one square
-kind while it is copied in.
+(:func:`model.interp.inspection.write_inspection`): the zip's entries for the square kinds are
+reserved first (:mod:`model.interp.npzfile`: stored, ZIP64), each layer's [H, T, T] is written at its
+place in the file while the layer is in memory, the logits [T, V] a block of positions at a time,
+then the other arrays, then the zip's directory; to a temporary name, renamed when whole, removed
+whatever happens (:func:`write_npz`). In memory: one layer or two blocks of logits, never [L, H, T, T]; on disk: the file (twice it with ``--compress``, which
+deflates it in a second pass).
 
 The square arrays keep the format's own names (``weights``, ``scores_scaled``: the trace keys
 ``pattern``, ``scores``), so files written before read the same. No pickled objects: every array is
@@ -65,11 +65,10 @@ float32 rounding. Memory ``L·T·(H + H_kv)·d_k`` values, not ``L·H·T²``.
 from __future__ import annotations
 
 import csv
-import math
-import os
+import shutil
 import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -77,7 +76,8 @@ import numpy.typing as npt
 import torch
 
 from model.atomic import write_atomic
-from model.interp.plan import COPY_CHUNK as CHUNK
+from model.interp.npzfile import NpzWriter
+from model.interp.plan import COPY_CHUNK
 from model.interp.trace import Trace
 
 #: The file's keys for the square kinds (the format's own names, older than the trace's hook names).
@@ -198,123 +198,48 @@ def npz_path(path: str | Path) -> Path:
     return path if path.suffix == ".npz" else path.with_name(path.name + ".npz")
 
 
-def npz_bytes(arrays: Mapping[str, np.ndarray | Spool]) -> int:
+def npz_bytes(arrays: Mapping[str, npt.ArrayLike]) -> int:
     """About the size of the uncompressed .npz of ``arrays`` (their data; headers are a few KB)."""
-    return sum(a.nbytes if isinstance(a, Spool) else np.asarray(a).nbytes for a in arrays.values())
+    return sum(np.asarray(a).nbytes for a in arrays.values())
 
 
-class Spool:
-    """One array [N, ...] on its way into a .npz, row by row (a :class:`~model.interp.trace.Sink`):
-    each row, in ``dtype``, is written to a temporary file beside ``path`` as it is made, with plain
-    file writes (a memory map's dirty pages would count in the resident set), and copied into the
-    .npz by :func:`save_inspection`, CHUNK bytes at a time. In memory: one row at a time, never [N, ...].
-    The temporary file has the name of ``path``'s temporaries (:func:`model.atomic.clean_stale_temps`
-    removes it after a killed run); :meth:`close` removes it."""
-
-    def __init__(self, path: str | Path, shape: tuple[int, ...], dtype: npt.DTypeLike):
-        path = Path(path)
-        self.shape, self.dtype, self.rows = tuple(int(n) for n in shape), np.dtype(dtype), 0
-        self._torch = torch.float16 if self.dtype == np.float16 else torch.float32
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd, self.name = tempfile.mkstemp(
-            prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent
-        )
-
-    @property
-    def nbytes(self) -> int:
-        return math.prod(self.shape) * self.dtype.itemsize
-
-    def write(self, row: int, tensor: torch.Tensor) -> None:
-        if row != self.rows or tuple(tensor.shape) != self.shape[1:]:
-            raise ValueError(
-                f"spool {self.shape}: row {row} of shape {tuple(tensor.shape)}, expected row {self.rows}"
-            )
-        for piece in _pieces(tensor, CHUNK // self.dtype.itemsize):  # no whole copy of a strided row
-            data = memoryview(piece.to(self._torch).contiguous().numpy().reshape(-1).view(np.uint8))
-            while data:  # a write may stop short (a file-size limit): the next one says why
-                data = data[os.write(self._fd, data) :]
-        self.rows += 1
-
-    def copy_into(self, fh) -> None:
-        """The .npy of the spooled array (header, then the rows) written to ``fh``."""
-        if self.rows != self.shape[0]:
-            raise ValueError(f"spool {self.shape}: only {self.rows} rows were written")
-        header = {
-            "descr": np.lib.format.dtype_to_descr(self.dtype),
-            "fortran_order": False,
-            "shape": self.shape,
-        }
-        np.lib.format.write_array_header_1_0(fh, header)
-        buffer, at = bytearray(CHUNK), 0
-        while chunk := os.preadv(self._fd, [buffer], at):
-            fh.write(memoryview(buffer)[:chunk])
-            at += chunk
-
-    def close(self) -> None:
-        """Remove the temporary file (again: nothing)."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-            Path(self.name).unlink(missing_ok=True)
-
-
-def _pieces(t: torch.Tensor, most: int):
-    """``t`` in C order as consecutive pieces of at most ``most`` values (but one row of its last axis):
-    views, so that converting or gathering a strided tensor copies one piece at a time."""
-    if t.numel() <= most or t.dim() <= 1:
-        yield t
-    elif t.dim() == 2:
-        step = max(1, most // max(1, t.shape[1]))
-        for i in range(0, t.shape[0], step):
-            yield t[i : i + step]
-    else:
-        for sub in t.unbind(0):
-            yield from _pieces(sub, most)
-
-
-def write_npy(fh, array: npt.ArrayLike) -> None:
-    """``array`` as ``np.save`` writes it (the .npy header, then the values in C order) to ``fh``,
-    CHUNK bytes at a time straight from the array: no copy of it (``np.save`` into a zip entry copies
-    16 MiB at a time, as much again as a small vocabulary's logits)."""
-    array = np.asanyarray(array)
-    if array.dtype.hasobject or not array.flags.c_contiguous:
-        np.lib.format.write_array(fh, array, allow_pickle=False)  # refuses objects; copies the others
-        return
-    np.lib.format.write_array_header_1_0(fh, np.lib.format.header_data_from_array_1_0(array))
-    data = memoryview(array.reshape(-1).view(np.uint8))  # type: ignore[arg-type]  # numpy's buffer
-    for at in range(0, len(data), CHUNK):
-        fh.write(data[at : at + CHUNK])
-
-
-def save_inspection(
-    path: str | Path, arrays: Mapping[str, np.ndarray | Spool], *, compress: bool = False
-) -> Path:
-    """Write ``arrays`` (any plain arrays: the inspection format, a page's numbers; or a
-    :class:`Spool`, whose rows are on disk already) as a .npz atomically (temp file in the same folder,
-    then rename); ``.npz`` is appended if missing. The file is what ``np.savez`` writes: a zip (ZIP64
-    past 4 GiB) of one ``KEY.npy`` per key, in order. Each spool is removed once copied in, and every
-    one on the way out, whatever happened (a failed write, an interrupt). Uncompressed by default:
-    deflating SmolLM2's 2.8 GB of weights at 1024 tokens took 250 s of a 307 s export, for a file
-    attention patterns barely shrink; ``compress=True`` for small files that are kept."""
+def write_npz(path: str | Path, fill: Callable[[NpzWriter], None], *, compress: bool = False) -> Path:
+    """A .npz written atomically at ``path`` (``.npz`` appended if missing; a temporary file in the
+    same folder, then a rename, removed on any error or interrupt): ``fill(writer)`` reserves and adds
+    its entries (:class:`~model.interp.npzfile.NpzWriter`; a forward pass may run inside it, filling
+    reserved entries as it goes), then the zip is closed. ``compress``: the stored zip, in an unnamed
+    temporary file beside it, is deflated into the file (twice the disk while it runs)."""
     path = npz_path(path)
-    method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
 
-    def write(fh) -> None:
-        with zipfile.ZipFile(fh, "w", compression=method, allowZip64=True) as zf:
-            for key, value in arrays.items():
-                with zf.open(f"{key}.npy", "w", force_zip64=True) as entry:
-                    if isinstance(value, Spool):
-                        value.copy_into(entry)
-                        value.close()  # its disk space back before the next one is copied
-                    else:
-                        write_npy(entry, value)
+    def stored(fh) -> None:
+        npz = NpzWriter(fh)
+        fill(npz)
+        npz.close()
 
-    try:
-        return write_atomic(path, write)
-    finally:
-        for value in arrays.values():
-            if isinstance(value, Spool):
-                value.close()
+    def deflated(fh) -> None:
+        with tempfile.TemporaryFile(dir=path.parent) as raw:  # unnamed: gone whatever happens
+            stored(raw)
+            raw.seek(0)
+            with zipfile.ZipFile(raw) as src, zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED) as dst:
+                for info in src.infolist():
+                    with src.open(info) as r, dst.open(info.filename, "w", force_zip64=True) as w:
+                        shutil.copyfileobj(r, w, COPY_CHUNK)
+
+    return write_atomic(path, deflated if compress else stored)
+
+
+def save_inspection(path: str | Path, arrays: Mapping[str, npt.ArrayLike], *, compress: bool = False) -> Path:
+    """Write ``arrays`` (any plain arrays: the inspection format, a page's numbers) as a .npz atomically
+    (:func:`write_npz`): what ``np.load`` reads as it reads ``np.savez``'s, each array copied once,
+    straight into the file. Uncompressed by default: deflating SmolLM2's 2.8 GB of weights at 1024
+    tokens took 250 s of a 307 s export, for a file attention patterns barely shrink;
+    ``compress=True`` for small files that are kept."""
+
+    def fill(npz: NpzWriter) -> None:
+        for key, value in arrays.items():
+            npz.add(key, value)
+
+    return write_npz(path, fill, compress=compress)
 
 
 def load_inspection(path: str | Path) -> dict[str, np.ndarray]:

@@ -29,13 +29,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from model.atomic import writing
 from model.config import GPTConfig
 from model.interp.analysis.pipeline import PIPELINE_KINDS, head_pipeline
-from model.interp.export import FILE_KEYS, Spool, inspection_arrays, npz_path, save_inspection
+from model.interp.export import FILE_KEYS, inspection_arrays, write_npz
 from model.interp.frame import AttentionFrame
+from model.interp.npzfile import NpzWriter, RowSink, write_rows
 from model.interp.plan import REQUIRED_KINDS, SQUARE_KINDS, PromptPlan, canonical_kinds, held_tokens
-from model.interp.streamed import stream_prompt
+from model.interp.streamed import Unembedding, stream_prompt
 from model.interp.trace import run_with_trace
 from model.nn.hooks import ablate_heads, reader
 from model.progress import layer_hooks
@@ -238,25 +238,37 @@ def write_inspection(
     extra: dict[str, np.ndarray] | None = None,
 ) -> Path:
     """:func:`export_arrays`'s arrays (and ``extra`` ones) written to the .npz ``path`` as they are
-    computed: each layer's [H, T, T] of each square kind goes to a :class:`~model.interp.export.Spool`
-    on disk while the forward pass holds it, and the file is assembled after the last layer
-    (:func:`~model.interp.export.save_inspection`, atomically, every temporary file removed whatever
-    happens). Memory: :func:`~model.interp.plan.inspection_need` ``to_file`` (the logits or one
-    layer in flight, never [L, H, T, T]); sized by the caller's plan. Returns the file written."""
-    target = npz_path(path)
+    computed: each square kind's entry is reserved in the file first, and each layer's [H, T, T] is
+    written at its place while the forward pass holds it (:mod:`model.interp.npzfile`); the forward
+    pass unembeds only the last position, and the logits [T, V] are unembedded from the final
+    stream [T, d] into the file a block of positions at a time (``write_rows``, written while the
+    next block is computed); the other arrays follow, then the zip's directory, atomically
+    (:func:`~model.interp.export.write_npz`, the file removed whatever happens). Memory:
+    :func:`~model.interp.plan.inspection_need` ``to_file`` (one layer in flight or two blocks of
+    logits, never [L, H, T, T] nor [T, V]); sized by the caller's plan. Returns the file written."""
     shape = _square_shape(model.config, len(ids), layers)
     dtype = np.float16 if float16 else np.float32
-    spools: dict[str, Spool] = {}
-    try:
-        with writing(target):
-            for kind in canonical_kinds(kinds):
-                if kind in SQUARE_KINDS:
-                    spools[kind] = Spool(target, shape, dtype)
-        arrays = _recorded(model, tokenizer, ids, spools, ablate, kinds, layers, float16, True)
-        return save_inspection(target, {**arrays, **(extra or {})}, compress=compress)
-    finally:
-        for spool in spools.values():
-            spool.close()
+    wanted = canonical_kinds(kinds)
+    final: list[torch.Tensor] = []
+
+    def keep_stream(x, hook):  # the stream after the final norm [T, d]; only the last row is unembedded
+        final.append(x[0].detach().clone())
+        return x[:, -1:]
+
+    def fill(npz: NpzWriter) -> None:
+        squares = {k: RowSink(npz.reserve(key, shape, dtype)) for key, k in FILE_KEYS.items() if k in wanted}
+        stream = [("ln_final", keep_stream)]
+        arrays = _recorded(model, tokenizer, ids, squares, ablate, kinds, layers, float16, True, stream)
+        arrays.pop("logits")  # the last row's: the file's [T, V] are unembedded a block at a time
+        write_rows(
+            npz.reserve("logits", (len(ids), model.config.vocab_size), np.float32),
+            Unembedding(model, final[0]),
+        )
+        for key, value in {**arrays, **(extra or {})}.items():
+            if not isinstance(value, RowSink):
+                npz.add(key, value)
+
+    return write_npz(path, fill, compress=compress)
 
 
 def _square_shape(cfg: GPTConfig, T: int, layers: list[int] | None) -> tuple[int, int, int, int]:
@@ -265,9 +277,11 @@ def _square_shape(cfg: GPTConfig, T: int, layers: list[int] | None) -> tuple[int
     return (n, cfg.n_heads, T, T)
 
 
-def _recorded(model, tokenizer, ids, squares: dict, ablate, kinds, layers, float16: bool, sized: bool):
+def _recorded(
+    model, tokenizer, ids, squares: dict, ablate, kinds, layers, float16: bool, sized: bool, hooks=()
+):
     """The format's arrays of one recorded run, each square kind going ``into`` its ``squares`` entry
-    (an array or a spool), which stands under the format's key."""
+    (an array or a sink), which stands under the format's key; ``hooks`` after the ablations."""
     kinds = canonical_kinds(kinds)
     trace = run_with_trace(
         model,
@@ -275,7 +289,7 @@ def _recorded(model, tokenizer, ids, squares: dict, ablate, kinds, layers, float
         kinds=kinds,
         layers=sorted({int(i) for i in layers}) if layers is not None else None,
         dtype=torch.float16 if float16 else torch.float32,
-        hooks=ablate_heads(ablate or {}),
+        hooks=[*ablate_heads(ablate or {}), *hooks],
         sized=sized,
         into=squares,
     )

@@ -36,8 +36,10 @@ EXPERT_KINDS = ("router", "chosen", "gates")
 LAYER_KINDS = HEAD_KINDS + STREAM_KINDS + NORM_KINDS + EXPERT_KINDS
 GLOBAL_KINDS = ("ln_final",)
 ALL_KINDS = LAYER_KINDS + GLOBAL_KINDS
-#: Bytes copied at a time into an .npz (``model.interp.export``): a spooled square, the logits.
+#: Bytes written at a time into an .npz (``model.interp.npzfile``): a piece of a row, of the logits.
 COPY_CHUNK = 2**20
+#: Bytes of logits [rows, V] unembedded at a time into an .npz written as it is computed.
+LOGITS_BLOCK = 64 * 2**20
 #: The older kind names, accepted wherever a kind is: each → the hook name it is.
 ALIASES = {"weights": "pattern", "scores_scaled": "scores", "head_out": "z", "resid_final": "ln_final"}
 #: What the .npz inspection format (``model.interp.export``) records.
@@ -121,7 +123,9 @@ def inspection_need(
       (:meth:`~model.nn.attention.Attention.attend_causal`, let go before the logits) and a block
       of 64 query rows ``3·4·B·H·64·T``; plus the layer's activations ``4·B·T·(4·d + 3·f)``, ``f``
       the feed-forward's width in flight (:func:`_ffn_width`);
-    * ``to_file``: the buffer that copies a spooled kind into the file, :data:`COPY_CHUNK`;
+    * ``to_file``: the logits are unembedded into the file a block of ``r`` rows at a time
+      (``4·V·r`` ≈ :data:`LOGITS_BLOCK`), two blocks in flight: ``4·B·V·min(T, 2·r)`` in place of
+      ``4·B·T·V``;
     * ``with_model``: :func:`~model.budget.sizing.load_need` (a model not built yet).
 
     Within 15% of the peak resident set measured for the families' shapes
@@ -147,13 +151,12 @@ def inspection_need(
     written_out = any(k in ("scores", "scores_raw") for k in kinds)
     softmax = (3 if cfg.attn_sinks and to_file else 2) * square
     squares = softmax if written_out else square + 3 * 4 * B * H * 64 * T if "pattern" in kinds else 0
+    logit_rows = min(T, 2 * max(1, LOGITS_BLOCK // (4 * max(1, V))) if to_file else T)
     layer = squares + 4 * B * T * (4 * d + 3 * _ffn_width(cfg))
     parts = {
         "recorded heads" if not to_file else "recorded streams": trace,
-        "the logits, or one layer in flight before them": max(4 * B * T * V, layer),
+        "the logits, or one layer in flight before them": max(4 * B * V * logit_rows, layer),
     }
-    if to_file:
-        parts["the file's copy buffer"] = COPY_CHUNK
     if with_model:
         parts["the model"] = load_need(cfg, copies=1).total
     lower = f"the prompt's {T} tokens" if any(k in SQUARE_KINDS for k in kinds) else largest_knob(cfg)
@@ -425,12 +428,10 @@ def plan_file_export(
     (:func:`~model.interp.inspection.write_inspection`), or None when none fits, and why the richer
     ones did not (the first's reason when one fits, else the last's). In memory it holds
     :func:`inspection_need` ``to_file`` (the model, the logits or one layer in flight, the streams),
-    which must fit in ``budget``; the file goes to disk, where it and the one square kind being
-    copied into it (:func:`export_file_bytes` plus ``L·H·T²·b``) must fit in ``disk`` free bytes (None:
-    not checked). Tried in order: :data:`REQUIRED_KINDS` in float32, in
-    float16, then the weights alone in float32, in float16; ``float16`` True/False pins the precision."""
+    which must fit in ``budget``; the file (:func:`export_file_bytes`) must fit in ``disk`` free
+    bytes (None: not checked). Tried in order: :data:`REQUIRED_KINDS` in float32, in float16, then
+    the weights alone in float32, in float16; ``float16`` True/False pins the precision."""
     T = max(1, size_or_zero(seq_len))
-    heads = size_or_zero(cfg.n_layers) * size_or_zero(cfg.n_heads) * T * T
     small = tuple(k for k in REQUIRED_KINDS if k not in ("scores_raw", "scores"))
     precisions = [False, True] if float16 is None else [bool(float16)]
     first, why = "", ""
@@ -438,11 +439,10 @@ def plan_file_export(
         for f16 in precisions:
             need = inspection_need(cfg, T, kinds=ks, with_model=with_model, to_file=True)
             file = export_file_bytes(cfg, T, squares=sum(k in SQUARE_KINDS for k in ks), float16=f16)
-            on_disk = file + heads * (2 if f16 else 4)
             if need.total > budget:
                 why = f"{human_bytes(need.total)} of memory is needed and {human_bytes(budget)} may be used"
-            elif disk is not None and on_disk > disk:
-                why = f"the file takes {human_bytes(on_disk)} on a disk with {human_bytes(disk)} free"
+            elif disk is not None and file > disk:
+                why = f"the file takes {human_bytes(file)} on a disk with {human_bytes(disk)} free"
             else:
                 dropped = [k for k in REQUIRED_KINDS if k not in ks]
                 return InspectionPlan(ks, None, f16, need, dropped, file=file, why=first), first
