@@ -23,8 +23,8 @@ Written by ``attention-lab inspect`` and the Attention tab as the forward pass c
 reserved first (:mod:`model.interp.npzfile`: stored, ZIP64), each layer's [H, T, T] is written at its
 place in the file while the layer is in memory, the logits [T, V] a block of positions at a time,
 then the other arrays, then the zip's directory; to a temporary name, renamed when whole, removed
-whatever happens (:func:`write_npz`). In memory: one layer or two blocks of logits, never [L, H, T, T]; on disk: the file (twice it with ``--compress``, which
-deflates it in a second pass).
+whatever happens (:func:`write_npz`). In memory: one layer or two blocks of logits, never
+[L, H, T, T]; on disk: the file (twice it with ``--compress``, which deflates it in a second pass).
 
 The square arrays keep the format's own names (``weights``, ``scores_scaled``: the trace keys
 ``pattern``, ``scores``), so files written before read the same. No pickled objects: every array is
