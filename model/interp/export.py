@@ -23,7 +23,7 @@ Written by ``attention-lab inspect`` and the Attention tab as the forward pass c
 reserved first (:mod:`model.interp.npzfile`: stored, ZIP64), each layer's [H, T, T] is written at its
 place in the file while the layer is in memory, the logits [T, V] a block of positions at a time,
 then the other arrays, then the zip's directory; to a temporary name, renamed when whole, removed
-whatever happens (:func:`write_npz`). In memory: one layer or two blocks of logits, never
+whatever happens (:func:`write_npz`). In memory: one layer or a block of logits, never
 [L, H, T, T]; on disk: the file (twice it with ``--compress``, which deflates it in a second pass).
 
 The square arrays keep the format's own names (``weights``, ``scores_scaled``: the trace keys

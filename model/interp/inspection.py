@@ -241,10 +241,10 @@ def write_inspection(
     computed: each square kind's entry is reserved in the file first, and each layer's [H, T, T] is
     written at its place while the forward pass holds it (:mod:`model.interp.npzfile`); the forward
     pass unembeds only the last position, and the logits [T, V] are unembedded from the final
-    stream [T, d] into the file a block of positions at a time (``write_rows``, written while the
-    next block is computed); the other arrays follow, then the zip's directory, atomically
-    (:func:`~model.interp.export.write_npz`, the file removed whatever happens). Memory:
-    :func:`~model.interp.plan.inspection_need` ``to_file`` (one layer in flight or two blocks of
+    stream [T, d] into the file a block of positions at a time (``write_rows``); the other arrays
+    follow, then the zip's directory, atomically (:func:`~model.interp.export.write_npz`, the file
+    removed whatever happens). Memory:
+    :func:`~model.interp.plan.inspection_need` ``to_file`` (one layer in flight or a block of
     logits, never [L, H, T, T] nor [T, V]); sized by the caller's plan. Returns the file written."""
     shape = _square_shape(model.config, len(ids), layers)
     dtype = np.float16 if float16 else np.float32

@@ -20,7 +20,6 @@ import os
 import struct
 import zlib
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import numpy.typing as npt
@@ -180,19 +179,13 @@ class RowSink:
 def write_rows(entry: Entry, rows, block: int = LOGITS_BLOCK) -> None:
     """Fill ``entry`` with ``rows[a:b]`` (an array-like of tensors [N, V], e.g. the logits unembedded a
     block of positions at a time, :class:`~model.interp.streamed.Unembedding`), blocks of about
-    ``block`` bytes: each block is written (CRC and ``pwrite``, which let go of the GIL) by a second
-    thread while the next one is computed. In memory: two blocks, never [N, V]."""
+    ``block`` bytes float32. In memory: one block, never [N, V]. (Writing a block from a second thread
+    while the next is computed was slower on 2 busy cores: the product and the copy to the page
+    cache share the memory bus and the cores.)"""
     N, V = rows.shape
     step = max(1, block // (4 * max(1, V)))
-    with ThreadPoolExecutor(1) as writer:
-        pending = None
-        for a in range(0, N, step):
-            values = rows[a : a + step].float().contiguous().numpy()
-            if pending is not None:
-                pending.result()
-            pending = writer.submit(entry.write, values.reshape(-1).view(np.uint8))
-        if pending is not None:
-            pending.result()
+    for a in range(0, N, step):
+        entry.write(rows[a : a + step].float().contiguous().numpy().reshape(-1).view(np.uint8))
 
 
 def _pieces(t, most: int) -> Iterator:

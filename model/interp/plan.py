@@ -38,8 +38,10 @@ GLOBAL_KINDS = ("ln_final",)
 ALL_KINDS = LAYER_KINDS + GLOBAL_KINDS
 #: Bytes written at a time into an .npz (``model.interp.npzfile``): a piece of a row, of the logits.
 COPY_CHUNK = 2**20
-#: Bytes of logits [rows, V] unembedded at a time into an .npz written as it is computed.
-LOGITS_BLOCK = 64 * 2**20
+#: Bytes of logits [rows, V] unembedded at a time into an .npz written as it is computed: each block
+#: reads the whole unembedding, so small blocks are slow (64 rows of Gemma 3's 262,144 took 1.5x the
+#: time of one [1024, V] product here, 256 rows 1.1x).
+LOGITS_BLOCK = 256 * 2**20
 #: The older kind names, accepted wherever a kind is: each → the hook name it is.
 ALIASES = {"weights": "pattern", "scores_scaled": "scores", "head_out": "z", "resid_final": "ln_final"}
 #: What the .npz inspection format (``model.interp.export``) records.
@@ -124,8 +126,7 @@ def inspection_need(
       of 64 query rows ``3·4·B·H·64·T``; plus the layer's activations ``4·B·T·(4·d + 3·f)``, ``f``
       the feed-forward's width in flight (:func:`_ffn_width`);
     * ``to_file``: the logits are unembedded into the file a block of ``r`` rows at a time
-      (``4·V·r`` ≈ :data:`LOGITS_BLOCK`), two blocks in flight: ``4·B·V·min(T, 2·r)`` in place of
-      ``4·B·T·V``;
+      (``4·V·r`` ≈ :data:`LOGITS_BLOCK`): ``4·B·V·min(T, r)`` in place of ``4·B·T·V``;
     * ``with_model``: :func:`~model.budget.sizing.load_need` (a model not built yet).
 
     Within 15% of the peak resident set measured for the families' shapes
@@ -151,7 +152,7 @@ def inspection_need(
     written_out = any(k in ("scores", "scores_raw") for k in kinds)
     softmax = (3 if cfg.attn_sinks and to_file else 2) * square
     squares = softmax if written_out else square + 3 * 4 * B * H * 64 * T if "pattern" in kinds else 0
-    logit_rows = min(T, 2 * max(1, LOGITS_BLOCK // (4 * max(1, V))) if to_file else T)
+    logit_rows = min(T, max(1, LOGITS_BLOCK // (4 * max(1, V))) if to_file else T)
     layer = squares + 4 * B * T * (4 * d + 3 * _ffn_width(cfg))
     parts = {
         "recorded heads" if not to_file else "recorded streams": trace,
