@@ -26,7 +26,7 @@ file opened by ``transformers`` and run eager with ``output_attentions=True``, i
 alternating which goes first.
 
     python bench/large_vocab.py --tokens 512 1024          # peak and time at two lengths, median of 3
-    python bench/large_vocab.py --tokens 2048 --repeats 3  # the issue's case (transformers: ~5 GB at its peak)
+    python bench/large_vocab.py --tokens 2048 --repeats 3  # the issue's case (transformers peaks at ~5 GB)
     python bench/large_vocab.py --smollm2 --repeats 15
 """
 
