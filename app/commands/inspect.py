@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 
 from app.cli import UserError
@@ -54,8 +55,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="GB",
-        help="memory the inspection may use (default: most of what the machine has free); when every "
-        "head of every layer does not fit, float16, then the weights alone are kept, then it is streamed",
+        help="memory the inspection may use (default: most of what the machine has free): the model, the "
+        "logits or one layer in flight, since each layer's heads go to the file as they are computed; "
+        "when the file does not fit on its disk, float16, then the weights alone are kept, then it is "
+        "streamed",
     )
     p.add_argument(
         "--streamed",
@@ -112,14 +115,24 @@ def _budget(args) -> int:
     return int(args.max_memory * 1024**3)
 
 
-def _plan(cfg, tokenizer, args, budget: int, *, with_model: bool):
-    """The one memory plan (:func:`model.interp.plan.plan_prompt`, an export): the prompt read by the
-    one rule (the last ``context_length`` tokens, BOS kept) and what is recorded so that it fits; a
-    warning names what was left out."""
+def _free_disk(path) -> int:
+    """Bytes free on the disk that will hold ``path`` (its nearest folder that exists)."""
+    folder = os.path.abspath(os.path.dirname(path) or ".")
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    return shutil.disk_usage(folder).free
+
+
+def _plan(cfg, tokenizer, args, budget: int, out, *, with_model: bool):
+    """The one plan (:func:`model.interp.plan.plan_prompt`, an export): the prompt read by the one
+    rule (the last ``context_length`` tokens, BOS kept) and what is recorded so that what is held fits
+    in ``budget`` and the file on the disk of ``out``; a warning names what was left out, and why."""
     from model.interp.plan import plan_prompt
 
+    free = _free_disk(out)
+    disk: int | None = free // 2 if args.compress else free  # --compress: the stored file beside it
     if os.environ.get(OVERRIDE_ENV):
-        budget = 1 << 62
+        budget, disk = 1 << 62, None
     plan = plan_prompt(
         cfg,
         tokenizer,
@@ -129,15 +142,17 @@ def _plan(cfg, tokenizer, args, budget: int, *, with_model: bool):
         float16=True if args.float16 else None,
         with_model=with_model,
         streamed=args.streamed,
+        disk=disk,
     )
     T = plan.prompt.T
     if plan.for_context:
         print(f"attention-lab inspect: warning: {_cut(plan.prompt, cfg.context_length)}", file=sys.stderr)
     if not plan.held and not args.streamed:
         print(
-            f"attention-lab inspect: note: every head of {T:,} tokens is not held ({cfg.n_layers} × "
-            f"{cfg.n_heads} heads of {T:,}² weights): writing the streamed form, every head pooled and "
-            "each layer's queries and keys, which recompute any head (model.interp.export.streamed_head)",
+            f"attention-lab inspect: note: every head of {T:,} tokens is not written ({cfg.n_layers} × "
+            f"{cfg.n_heads} heads of {T:,}² weights{': ' + plan.why if plan.why else ''}): writing the "
+            "streamed form, every head pooled and each layer's queries and keys, which recompute any head "
+            "(model.interp.export.streamed_head)",
             file=sys.stderr,
         )
     left_out = []
@@ -147,8 +162,8 @@ def _plan(cfg, tokenizer, args, budget: int, *, with_model: bool):
         left_out.append(f"without {' and '.join(plan.dropped_kinds)}")
     if left_out:
         print(
-            f"attention-lab inspect: warning: every head of {T} tokens does not fit in "
-            f"{human_bytes(budget)}; exporting {'; '.join(left_out)}",
+            f"attention-lab inspect: warning: every head of {T} tokens does not fit ({plan.why}); "
+            f"exporting {'; '.join(left_out)}",
             file=sys.stderr,
         )
     return plan
@@ -197,37 +212,36 @@ def run(args: argparse.Namespace) -> int:
             )
         cfg.validate()
         check(load_need(cfg, copies=1, what="building this model"))
-    plan = _plan(cfg, tokenizer, args, budget, with_model=model is None)  # refuses in milliseconds
+    plan = _plan(cfg, tokenizer, args, budget, out, with_model=model is None)  # refuses in milliseconds
     import numpy as np
 
-    from model.interp.export import npz_bytes, npz_path, save_inspection, streamed_arrays
-    from model.interp.inspection import export_arrays
+    from model.interp.export import npz_path, save_inspection, streamed_arrays
+    from model.interp.inspection import write_inspection
     from model.nn.gpt import build_model
 
     if model is None:
         model = build_model(cfg, seed=args.seed)
     prompt = plan.prompt
-    if plan.held:  # each square written once, straight from the forward pass into the file's array
-        arrays = export_arrays(
+    where = dict(dropped=np.array(prompt.dropped), positions=np.array(prompt.positions, dtype=np.int64))
+    size = human_bytes(plan.file) + (" before compression" if args.compress else "")
+    print(f"writing {npz_path(out)}: about {size}…", flush=True)
+    if plan.held:  # each layer's squares to the file as they are computed; a failed write: one line
+        path = write_inspection(
             model,
             tokenizer,
             list(prompt.ids),
+            out,
             kinds=plan.kinds,
             layers=plan.layers,
             float16=plan.float16,
-            sized=True,
+            compress=args.compress,
+            extra=where,
         )
     else:  # every head pooled, and what recomputes any of them, never a [T, T] in flight
         arrays = streamed_arrays(model, list(prompt.ids), list(prompt.texts), plan.block)
-    arrays.update(dropped=np.array(prompt.dropped), positions=np.array(prompt.positions, dtype=np.int64))
-    print(
-        f"writing {npz_path(out)}: {human_bytes(npz_bytes(arrays))}"
-        + (" before compression…" if args.compress else "…"),
-        flush=True,
-    )
-    path = save_inspection(out, arrays, compress=args.compress)  # a failed write: WriteError, one line
-    L, H, T = len(arrays["layers"]), cfg.n_heads, prompt.T
-    S = arrays["overview"].shape[-1] if not plan.held else T
+        path = save_inspection(out, {**arrays, **where}, compress=args.compress)
+    L, H, T = len(plan.layers or range(cfg.n_layers)), cfg.n_heads, prompt.T
+    S = -(-T // plan.block) if not plan.held else T
     form = f", streamed: every head pooled to {S}×{S}, each layer's queries and keys" if not plan.held else ""
     print(f"wrote {path}: {L} layers × {H} heads × {T} tokens{form}")
     return 0

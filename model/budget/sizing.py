@@ -15,7 +15,7 @@ dying in the allocator minutes later. The figures come from the budget calculato
   precision modes of :data:`model.budget.arithmetic.PRECISIONS`), plus the activations of one batch
   (:func:`model.budget.arithmetic.activation_bytes`, ``B × T`` tokens).
 * **inspect**: :func:`model.interp.plan.inspection_need` and
-:func:`model.interp.plan.plan_inspection` (the
+:func:`model.interp.plan.plan_file_export` (the
   trace, ``L·H·T²·s`` per square kind, the forward pass's own scores of one layer and the logits), checked
   here like the others.
 

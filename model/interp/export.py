@@ -18,6 +18,14 @@ key                 shape / dtype   meaning
 ``config``          () str          the model's GPTConfig as JSON
 ==================  ==============  ===============================================
 
+Written by ``attention-lab inspect`` and the Attention tab as the forward pass computes it
+(:func:`model.interp.inspection.write_inspection`): the zip's entries for the square kinds are
+reserved first (:mod:`model.interp.npzfile`: stored, ZIP64), each layer's [H, T, T] is written at its
+place in the file while the layer is in memory, the logits [T, V] a block of positions at a time,
+then the other arrays, then the zip's directory; to a temporary name, renamed when whole, removed
+whatever happens (:func:`write_npz`). In memory: one layer or a block of logits, never
+[L, H, T, T]; on disk: the file (twice it with ``--compress``, which deflates it in a second pass).
+
 The square arrays keep the format's own names (``weights``, ``scores_scaled``: the trace keys
 ``pattern``, ``scores``), so files written before read the same. No pickled objects: every array is
 a plain numeric, bool or unicode array, so ``np.load(path, allow_pickle=False)`` reads it.
@@ -57,6 +65,10 @@ float32 rounding. Memory ``L·T·(H + H_kv)·d_k`` values, not ``L·H·T²``.
 from __future__ import annotations
 
 import csv
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +76,8 @@ import numpy.typing as npt
 import torch
 
 from model.atomic import write_atomic
+from model.interp.npzfile import NpzWriter
+from model.interp.plan import COPY_CHUNK
 from model.interp.trace import Trace
 
 #: The file's keys for the square kinds (the format's own names, older than the trace's hook names).
@@ -90,9 +104,8 @@ def inspection_arrays(
     :data:`model.interp.plan.REQUIRED_KINDS`.
 
     A trace of some layers only, or without the two score kinds (an inspection planned to fit in
-    memory, :func:`model.interp.plan.plan_inspection`), gives the arrays it has; ``layers`` always names
-    the
-    layers present. ``dtype`` float16 halves the size of the [L, H, T, T] arrays.
+    memory or on disk, :func:`model.interp.plan.plan_file_export`), gives the arrays it has;
+    ``layers`` always names the layers present. ``dtype`` float16 halves the size of the [L, H, T, T] arrays.
     """
     if trace.config is None:
         raise ValueError("the trace has no config: record it with run_with_trace")
@@ -185,21 +198,48 @@ def npz_path(path: str | Path) -> Path:
     return path if path.suffix == ".npz" else path.with_name(path.name + ".npz")
 
 
-def npz_bytes(arrays: dict[str, np.ndarray]) -> int:
+def npz_bytes(arrays: Mapping[str, npt.ArrayLike]) -> int:
     """About the size of the uncompressed .npz of ``arrays`` (their data; headers are a few KB)."""
     return sum(np.asarray(a).nbytes for a in arrays.values())
 
 
-def save_inspection(path: str | Path, arrays: dict[str, np.ndarray], *, compress: bool = False) -> Path:
-    """Write ``arrays`` (any plain arrays: the inspection format, a page's numbers) as a .npz atomically
-    (temp file in the same folder, then rename); ``.npz`` is appended if missing. Uncompressed by
-    default: deflating SmolLM2's 2.8 GB of weights at 1024 tokens took 250 s of a 307 s export, for
-    a file attention patterns barely shrink; ``compress=True`` for small files that are kept."""
+def write_npz(path: str | Path, fill: Callable[[NpzWriter], None], *, compress: bool = False) -> Path:
+    """A .npz written atomically at ``path`` (``.npz`` appended if missing; a temporary file in the
+    same folder, then a rename, removed on any error or interrupt): ``fill(writer)`` reserves and adds
+    its entries (:class:`~model.interp.npzfile.NpzWriter`; a forward pass may run inside it, filling
+    reserved entries as it goes), then the zip is closed. ``compress``: the stored zip, in an unnamed
+    temporary file beside it, is deflated into the file (twice the disk while it runs)."""
     path = npz_path(path)
-    save = np.savez_compressed if compress else np.savez
-    # numpy's stub types **kwds as arrays, yet mypy also matches a splatted dict against the
-    # allow_pickle: bool parameter; these keys are array names
-    return write_atomic(path, lambda fh: save(fh, **arrays))  # type: ignore[arg-type]
+
+    def stored(fh) -> None:
+        npz = NpzWriter(fh)
+        fill(npz)
+        npz.close()
+
+    def deflated(fh) -> None:
+        with tempfile.TemporaryFile(dir=path.parent) as raw:  # unnamed: gone whatever happens
+            stored(raw)
+            raw.seek(0)
+            with zipfile.ZipFile(raw) as src, zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED) as dst:
+                for info in src.infolist():
+                    with src.open(info) as r, dst.open(info.filename, "w", force_zip64=True) as w:
+                        shutil.copyfileobj(r, w, COPY_CHUNK)
+
+    return write_atomic(path, deflated if compress else stored)
+
+
+def save_inspection(path: str | Path, arrays: Mapping[str, npt.ArrayLike], *, compress: bool = False) -> Path:
+    """Write ``arrays`` (any plain arrays: the inspection format, a page's numbers) as a .npz atomically
+    (:func:`write_npz`): what ``np.load`` reads as it reads ``np.savez``'s, each array copied once,
+    straight into the file. Uncompressed by default: deflating SmolLM2's 2.8 GB of weights at 1024
+    tokens took 250 s of a 307 s export, for a file attention patterns barely shrink;
+    ``compress=True`` for small files that are kept."""
+
+    def fill(npz: NpzWriter) -> None:
+        for key, value in arrays.items():
+            npz.add(key, value)
+
+    return write_npz(path, fill, compress=compress)
 
 
 def load_inspection(path: str | Path) -> dict[str, np.ndarray]:

@@ -3,7 +3,8 @@
 :func:`inspect_prompt` runs a :class:`~model.interp.plan.PromptPlan` (the one plan: the prompt as it
 runs, precision, pooling) and returns an :class:`Inspection`: every head's pattern [L, H, T, T], the
 mask and the logits. :func:`head_detail` takes one head apart stage by stage;
-:func:`export_arrays` gives the arrays of the .npz inspection format. What only some pages measure
+:func:`export_arrays` gives the arrays of the .npz inspection format, :func:`write_inspection`
+writes its file as it is computed. What only some pages measure
 after a run (metrics, ablation effects, aggregates, the next-token table) is in
 :mod:`model.interp.measures`.
 
@@ -23,16 +24,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from model.config import GPTConfig
 from model.interp.analysis.pipeline import PIPELINE_KINDS, head_pipeline
-from model.interp.export import FILE_KEYS, inspection_arrays
+from model.interp.export import FILE_KEYS, inspection_arrays, write_npz
 from model.interp.frame import AttentionFrame
+from model.interp.npzfile import NpzWriter, RowSink, write_rows
 from model.interp.plan import REQUIRED_KINDS, SQUARE_KINDS, PromptPlan, canonical_kinds, held_tokens
-from model.interp.streamed import stream_prompt
+from model.interp.streamed import Unembedding, stream_prompt
 from model.interp.trace import run_with_trace
 from model.nn.hooks import ablate_heads, reader
 from model.progress import layer_hooks
@@ -207,34 +210,93 @@ def export_arrays(
     float16: bool = False,
     sized: bool = False,
 ) -> dict[str, np.ndarray]:
-    """The arrays of the .npz inspection format (``model.interp.export``), as ``attention-lab inspect``
-    writes: ``kinds`` (the format's by default) of ``layers`` (all by default; a plan's, sorted), the
-    square ones [L, H, T, T] in float16 or float32.
+    """The arrays of the .npz inspection format (``model.interp.export``) in memory: ``kinds`` (the
+    format's by default) of ``layers`` (all by default; a plan's, sorted), the square ones
+    [L, H, T, T] in float16 or float32 (:func:`write_inspection` writes the file without holding them).
 
     Memory: each square kind is written once, straight from the forward pass into the array returned
     (``run_with_trace``'s ``into``), and the logits [T, V] are the trace's own: the peak is what
     :func:`~model.interp.plan.inspection_need` says (the arrays, the logits, one layer in flight), not
     a second copy of each. ``sized``: a plan has sized it already (else refused when it cannot fit)."""
-
-    cfg = model.config
-    kinds = canonical_kinds(kinds)
-    rows = sorted({int(i) for i in layers}) if layers is not None else list(range(cfg.n_layers))
-    T = len(ids)
+    shape = _square_shape(model.config, len(ids), layers)
     dtype = np.float16 if float16 else np.float32
-    squares = {k: np.empty((len(rows), cfg.n_heads, T, T), dtype=dtype) for k in kinds if k in SQUARE_KINDS}
+    squares = {k: np.empty(shape, dtype=dtype) for k in canonical_kinds(kinds) if k in SQUARE_KINDS}
+    return _recorded(model, tokenizer, ids, squares, ablate, kinds, layers, float16, sized)
+
+
+def write_inspection(
+    model,
+    tokenizer,
+    ids: list[int],
+    path: str | Path,
+    *,
+    ablate: dict | None = None,
+    kinds: tuple[str, ...] = REQUIRED_KINDS,
+    layers: list[int] | None = None,
+    float16: bool = False,
+    compress: bool = False,
+    extra: dict[str, np.ndarray] | None = None,
+) -> Path:
+    """:func:`export_arrays`'s arrays (and ``extra`` ones) written to the .npz ``path`` as they are
+    computed: each square kind's entry is reserved in the file first, and each layer's [H, T, T] is
+    written at its place while the forward pass holds it (:mod:`model.interp.npzfile`); the forward
+    pass unembeds only the last position, and the logits [T, V] are unembedded from the final
+    stream [T, d] into the file a block of positions at a time (``write_rows``); the other arrays
+    follow, then the zip's directory, atomically (:func:`~model.interp.export.write_npz`, the file
+    removed whatever happens). Memory:
+    :func:`~model.interp.plan.inspection_need` ``to_file`` (one layer in flight or a block of
+    logits, never [L, H, T, T] nor [T, V]); sized by the caller's plan. Returns the file written."""
+    shape = _square_shape(model.config, len(ids), layers)
+    dtype = np.float16 if float16 else np.float32
+    wanted = canonical_kinds(kinds)
+    final: list[torch.Tensor] = []
+
+    def keep_stream(x, hook):  # the stream after the final norm [T, d]; only the last row is unembedded
+        final.append(x[0].detach().clone())
+        return x[:, -1:]
+
+    def fill(npz: NpzWriter) -> None:
+        squares = {k: RowSink(npz.reserve(key, shape, dtype)) for key, k in FILE_KEYS.items() if k in wanted}
+        stream = [("ln_final", keep_stream)]
+        arrays = _recorded(model, tokenizer, ids, squares, ablate, kinds, layers, float16, True, stream)
+        arrays.pop("logits")  # the last row's: the file's [T, V] are unembedded a block at a time
+        write_rows(
+            npz.reserve("logits", (len(ids), model.config.vocab_size), np.float32),
+            Unembedding(model, final[0]),
+        )
+        for key, value in {**arrays, **(extra or {})}.items():
+            if not isinstance(value, RowSink):
+                npz.add(key, value)
+
+    return write_npz(path, fill, compress=compress)
+
+
+def _square_shape(cfg: GPTConfig, T: int, layers: list[int] | None) -> tuple[int, int, int, int]:
+    """[L, H, T, T] of a square kind recorded in ``layers`` (all when None)."""
+    n = len({int(i) for i in layers}) if layers is not None else cfg.n_layers
+    return (n, cfg.n_heads, T, T)
+
+
+def _recorded(
+    model, tokenizer, ids, squares: dict, ablate, kinds, layers, float16: bool, sized: bool, hooks=()
+):
+    """The format's arrays of one recorded run, each square kind going ``into`` its ``squares`` entry
+    (an array or a sink), which stands under the format's key; ``hooks`` after the ablations."""
+    kinds = canonical_kinds(kinds)
     trace = run_with_trace(
         model,
         ids,
         kinds=kinds,
-        layers=layers,
+        layers=sorted({int(i) for i in layers}) if layers is not None else None,
         dtype=torch.float16 if float16 else torch.float32,
-        hooks=ablate_heads(ablate or {}),
+        hooks=[*ablate_heads(ablate or {}), *hooks],
         sized=sized,
         into=squares,
     )
-    arrays = inspection_arrays(trace, tokenizer.token_strings([int(i) for i in ids]), dtype=dtype)
+    dtype = np.float16 if float16 else np.float32
+    arrays: dict = inspection_arrays(trace, tokenizer.token_strings([int(i) for i in ids]), dtype=dtype)
     arrays.update({key: squares[kind] for key, kind in FILE_KEYS.items() if kind in squares})
     return arrays
 
 
-__all__ = ["Inspection", "export_arrays", "head_detail", "inspect_prompt"]
+__all__ = ["Inspection", "export_arrays", "head_detail", "inspect_prompt", "write_inspection"]

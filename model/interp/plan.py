@@ -1,6 +1,6 @@
 """What a trace will take, before anything is traced, and the one plan of a prompt's inspection: the
 trace kinds, their bytes (:func:`estimate_nbytes`), an inspection's whole need
-(:func:`inspection_need`), the richest recording within a budget (:func:`plan_inspection`), and
+(:func:`inspection_need`), the richest export within a budget and a disk (:func:`plan_file_export`), and
 :func:`plan_prompt`: the prompt, what was left out and why, the kinds and layers kept, the precision,
 the threads and the pooling, decided once for the command line, the Attention tab and its worker.
 
@@ -15,17 +15,17 @@ hook names of :mod:`model.interp.trace`; :data:`ALIASES` are the older names, ac
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from model.budget import sizing
-from model.budget.arithmetic import human_bytes, parameters
+from model.budget.arithmetic import human_bytes
 from model.budget.sizing import Available, ModelTooLarge, Need, largest_knob, load_need, size_or_zero
 from model.config import GPTConfig
+from model.interp.file_size import DiskTooSmall, export_file_bytes, streamed_file_bytes
 from model.interp.pooling import MAX_CELL, block_size
 from model.interp.prompt import Prompt, PromptError, Tokenizer, encode_prompt
-from model.machine import available_cores
+from model.interp.threads import pick_threads
 
 HEAD_KINDS = ("q", "k", "v", "scores_raw", "scores", "pattern", "z")
 SQUARE_KINDS = ("scores_raw", "scores", "pattern")
@@ -36,6 +36,12 @@ EXPERT_KINDS = ("router", "chosen", "gates")
 LAYER_KINDS = HEAD_KINDS + STREAM_KINDS + NORM_KINDS + EXPERT_KINDS
 GLOBAL_KINDS = ("ln_final",)
 ALL_KINDS = LAYER_KINDS + GLOBAL_KINDS
+#: Bytes written at a time into an .npz (``model.interp.npzfile``): a piece of a row, of the logits.
+COPY_CHUNK = 2**20
+#: Bytes of logits [rows, V] unembedded at a time into an .npz written as it is computed: each block
+#: reads the whole unembedding, so small blocks are slow (64 rows of Gemma 3's 262,144 took 1.5x the
+#: time of one [1024, V] product here, 256 rows 1.1x).
+LOGITS_BLOCK = 256 * 2**20
 #: The older kind names, accepted wherever a kind is: each → the hook name it is.
 ALIASES = {"weights": "pattern", "scores_scaled": "scores", "head_out": "z", "resid_final": "ln_final"}
 #: What the .npz inspection format (``model.interp.export``) records.
@@ -99,21 +105,28 @@ def inspection_need(
     bytes_per_value: int = 4,
     with_model: bool = False,
     batch: int = 1,
+    to_file: bool = False,
 ) -> Need:
     """Bytes to trace ``seq_len`` tokens recording ``kinds`` in ``n_layers`` layers (all by default):
     the one estimate of a recorded run, whoever runs it (:func:`~model.interp.trace.run_with_trace`,
-    the Attention tab's :func:`held_need`, ``attention-lab inspect`` and
-    :func:`~model.interp.inspection.export_arrays`, which write each kind once, into what they return).
+    the Attention tab's :func:`held_need`, :func:`~model.interp.inspection.export_arrays`, which
+    write each kind once, into what they return, and ``attention-lab inspect``'s
+    :func:`~model.interp.inspection.write_inspection`, which writes the square kinds to the file as
+    each layer makes them: ``to_file``, none of them held, only the layer in flight).
 
     With ``A = 4·B·H·T²`` (one layer's square of float32 scores) and ``V`` the vocabulary, the peak is
 
     * the recorded kinds, :func:`estimate_nbytes`;
     * the larger of the logits ``4·B·T·V`` (float32, made after the last layer) and one layer in
       flight before them: ``2·A`` when the scores are recorded (the written-out softmax of the whole
-      square: the scores, then the weights), else ``A`` for the pattern buffer the layers share when
-      only the pattern is read (:meth:`~model.nn.attention.Attention.attend_causal`, let go before the
-      logits) and a block of 64 query rows ``3·4·B·H·64·T``; plus the layer's activations
-      ``4·B·T·(4·d + 3·f)``, ``f`` the feed-forward's width in flight (:func:`_ffn_width`);
+      square: the scores, then the weights; ``3·A`` with attention sinks written ``to_file``: their
+      column joins a copy of the scores, at a moment when a held layer's weights are not written
+      yet), else ``A`` for the pattern buffer the layers share when only the pattern is read
+      (:meth:`~model.nn.attention.Attention.attend_causal`, let go before the logits) and a block
+      of 64 query rows ``3·4·B·H·64·T``; plus the layer's activations ``4·B·T·(4·d + 3·f)``, ``f``
+      the feed-forward's width in flight (:func:`_ffn_width`);
+    * ``to_file``: the logits are unembedded into the file a block of ``r`` rows at a time
+      (``4·V·r`` ≈ :data:`LOGITS_BLOCK`): ``4·B·V·min(T, r)`` in place of ``4·B·T·V``;
     * ``with_model``: :func:`~model.budget.sizing.load_need` (a model not built yet).
 
     Within 15% of the peak resident set measured for the families' shapes
@@ -129,7 +142,7 @@ def inspection_need(
         T,
         d,
         d_k,
-        kinds=kinds,
+        kinds=[k for k in kinds if not (to_file and k in SQUARE_KINDS)],
         bytes_per_value=bytes_per_value,
         batch=B,
         n_experts=E,
@@ -137,11 +150,13 @@ def inspection_need(
     )
     square = 4 * B * H * T * T
     written_out = any(k in ("scores", "scores_raw") for k in kinds)
-    squares = 2 * square if written_out else square + 3 * 4 * B * H * 64 * T if "pattern" in kinds else 0
+    softmax = (3 if cfg.attn_sinks and to_file else 2) * square
+    squares = softmax if written_out else square + 3 * 4 * B * H * 64 * T if "pattern" in kinds else 0
+    logit_rows = min(T, max(1, LOGITS_BLOCK // (4 * max(1, V))) if to_file else T)
     layer = squares + 4 * B * T * (4 * d + 3 * _ffn_width(cfg))
     parts = {
-        "recorded heads": trace,
-        "the logits, or one layer in flight before them": max(4 * B * T * V, layer),
+        "recorded heads" if not to_file else "recorded streams": trace,
+        "the logits, or one layer in flight before them": max(4 * B * V * logit_rows, layer),
     }
     if with_model:
         parts["the model"] = load_need(cfg, copies=1).total
@@ -160,61 +175,16 @@ def _ffn_width(cfg: GPTConfig) -> int:
 
 @dataclass(frozen=True)
 class InspectionPlan:
-    """What an inspection records so that it fits: ``kinds``, ``layers`` (None = all), ``float16``."""
+    """What an inspection records so that it fits: ``kinds``, ``layers`` (None = all), ``float16``;
+    ``need`` its memory; an export's ``file`` bytes and, when it keeps less than everything, ``why``."""
 
     kinds: tuple[str, ...]
     layers: list[int] | None
     float16: bool
     need: Need
     dropped: list[str] = field(default_factory=list)
-
-
-def plan_inspection(
-    cfg: GPTConfig,
-    seq_len: int,
-    *,
-    kinds: tuple[str, ...],
-    budget: int,
-    keep: tuple[str, ...] = ("pattern",),
-    float16: bool | None = None,
-    with_model: bool = False,
-) -> InspectionPlan:
-    """The richest inspection within ``budget`` bytes, or :class:`ModelTooLarge` with the numbers.
-
-    Tried in order: every kind in float32; in float16; only ``keep`` (the attention weights) in
-    float16; then ``keep`` for as many layers as fit, spread evenly from first to last. ``float16``
-    True/False pins the precision.
-    """
-    kinds, keep = canonical_kinds(kinds), canonical_kinds(keep)
-    L = size_or_zero(cfg.n_layers)
-    precisions = [False, True] if float16 is None else [float16]
-    candidates: list[tuple[tuple[str, ...], bool]] = [(kinds, f16) for f16 in precisions]
-    small = tuple(k for k in kinds if k in keep or k not in ("scores_raw", "scores"))
-    if small != kinds:
-        candidates += [(small, f16) for f16 in precisions]
-    need = None
-    for ks, f16 in candidates:
-        s = 2 if f16 else 4
-        need = inspection_need(cfg, seq_len, kinds=ks, bytes_per_value=s, with_model=with_model)
-        if need.total <= budget:
-            dropped = [k for k in kinds if k not in ks]
-            return InspectionPlan(ks, None, f16, need, dropped)
-    ks, f16 = candidates[-1]
-    s = 2 if f16 else 4
-    for n_layers in range(L - 1, 0, -1):
-        need = inspection_need(
-            cfg,
-            seq_len,
-            kinds=ks,
-            n_layers=n_layers,
-            bytes_per_value=s,
-            with_model=with_model,
-        )
-        if need.total <= budget:
-            layers = sorted({round(i * (L - 1) / max(1, n_layers - 1)) for i in range(n_layers)})
-            return InspectionPlan(ks, layers, f16, need, [k for k in kinds if k not in ks])
-    assert need is not None
-    raise ModelTooLarge(need, Available(budget, "the inspection budget"), budget)
+    file: int = 0
+    why: str = ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -222,9 +192,6 @@ def plan_inspection(
 # ---------------------------------------------------------------------------------------------
 #: Largest L·H·T² the Attention tab keeps as float32 (128 MB); above it the pattern is float16.
 FLOAT32_LIMIT = 32 * 2**20
-#: Below this many FLOPs a forward pass runs on one thread: thread start-up and barriers would cost
-#: more than they save, and far more when other processes keep the cores busy.
-SMALL_FLOPS = 1e9
 
 
 #: Largest L·H·T² whose every pattern the Attention tab holds (1 GiB of float16: SmolLM2-135M's 270
@@ -335,28 +302,6 @@ def _tokens_that_fit(cfg: GPTConfig, n_tokens: int, budget: int) -> int:
     return max(found)
 
 
-def pick_threads(cfg: GPTConfig, T: int, *, training: bool = False) -> int | None:
-    """Torch threads for an inspection: ``None`` (every core) only for big work on an idle CPU.
-
-    One thread while training runs (the trainer's threads still hold the cores between steps), for
-    small work (below :data:`SMALL_FLOPS`; work ≈ ``2 · params · T`` for the linear layers ``+ 4 · L
-    · T² · d`` for scores and pattern × V), and when other processes already keep every core busy
-    (1-minute load average ≥ cores − ½): there, threads wait on each other at every operation.
-    Measured on 2 shared cores at load 12, a 12×12-head d=768 model at 256 tokens traced in 2.0 s
-    on 1 thread and 8 s on 2.
-    """
-    if training:
-        return 1
-    flops = 2 * parameters(cfg).total * T + 4 * cfg.n_layers * T * T * cfg.d_model
-    if flops < SMALL_FLOPS:
-        return 1
-    try:
-        busy = os.getloadavg()[0] >= available_cores() - 0.5
-    except (AttributeError, OSError):  # no load average on this platform
-        busy = False
-    return 1 if busy else None
-
-
 @dataclass(frozen=True)
 class PromptPlan:
     """How one prompt is inspected so that it fits: what :func:`plan_prompt` decided.
@@ -368,7 +313,8 @@ class PromptPlan:
     to fit; ``threads`` for torch (None = every core); ``block``: the pooling block of the overview
     of every head (1 = every token); ``need``: the bytes the plan needs; ``held``: every head's
     pattern is kept (False past :data:`HELD_LIMIT`, or for an export that does not fit whole:
-    streamed, :mod:`model.interp.streamed`).
+    streamed, :mod:`model.interp.streamed`); an export's ``file`` bytes and ``why`` it keeps less
+    than everything.
     """
 
     prompt: Prompt
@@ -384,6 +330,8 @@ class PromptPlan:
     need_all: int = 0
     dropped_kinds: tuple[str, ...] = ()
     held: bool = True
+    file: int = 0
+    why: str = ""
 
 
 def plan_prompt(
@@ -398,6 +346,7 @@ def plan_prompt(
     training: bool = False,
     over_context: str = "cut",
     streamed: bool = False,
+    disk: int | None = None,
 ) -> PromptPlan:
     """The one memory plan of a prompt's inspection: encode ``text`` by the one rule
     (:func:`~model.interp.prompt.encode_prompt`: the last ``context_length`` tokens, BOS kept), then
@@ -405,16 +354,12 @@ def plan_prompt(
     be a :class:`~model.interp.prompt.Prompt` already (token ids: :func:`~model.interp.prompt.prompt_of_ids`).
 
     The Attention tab (``export=False``) records every head's pattern (float16 past
-    :data:`FLOAT32_LIMIT`) and gives up tokens: it keeps the last ones that fit (again by the one
-    rule), and refuses with :class:`~model.interp.prompt.PromptError` and the numbers when not even
-    one does. An export (``attention-lab inspect``, ``export=True``) records
-    :data:`REQUIRED_KINDS`, giving up precision, then the scores (``float16`` pins the precision,
-    ``with_model`` counts a model not built yet), else (or ``streamed``) is streamed as the tab
-    streams (:func:`_plan_export`), refused with :class:`~model.budget.sizing.ModelTooLarge` when
-    not even that fits. A prompt longer than the
-    context is cut from the left (``over_context="cut"``, the plan's ``for_context`` says how much)
-    or refused in one line naming both lengths (``"refuse"``). Arithmetic only, no torch: the
-    command line refuses in milliseconds.
+    :data:`FLOAT32_LIMIT`) and keeps the last tokens that fit (by the one rule), refused with
+    :class:`~model.interp.prompt.PromptError` when not even one does. An export (``attention-lab
+    inspect``, ``export=True``): :func:`_plan_export` (``float16`` pins the precision, ``with_model``
+    counts a model not built yet, ``disk`` the free bytes of the file's disk). A prompt longer than
+    the context is cut from the left (``over_context="cut"``, the plan's ``for_context`` says how
+    much) or refused in one line naming both lengths (``"refuse"``). Arithmetic only, no torch.
     """
     budget = sizing.usable_bytes() if budget is None else int(budget)
     if over_context not in ("cut", "refuse"):
@@ -433,9 +378,9 @@ def plan_prompt(
         )
     held = True
     if export:
-        p = _plan_export(cfg, prompt.T, budget, float16, with_model, streamed, for_context)
+        p = _plan_export(cfg, prompt.T, budget, float16, with_model, streamed, for_context, disk)
         kinds, layers, f16, need, dropped = p.kinds, p.layers, p.float16, p.need, tuple(p.dropped)
-        for_memory, need_all, held = 0, 0, bool(p.kinds)
+        for_memory, need_all, held, file, why = 0, 0, bool(p.kinds), p.file, p.why
     else:
         fit = _tokens_that_fit(cfg, prompt.T, budget)
         need_all = view_need(cfg, prompt.T, budget).total
@@ -451,6 +396,7 @@ def plan_prompt(
         kinds, layers, f16, dropped = ("pattern",), None, _big(cfg, prompt.T), ()
         need = view_need(cfg, prompt.T, budget)
         held = holds_within(cfg, prompt.T, budget)
+        file, why = 0, ""
     return PromptPlan(
         prompt=prompt,
         kinds=kinds,
@@ -465,25 +411,67 @@ def plan_prompt(
         need_all=need_all if for_memory else 0,
         dropped_kinds=dropped,
         held=held,
+        file=file,
+        why=why,
     )
 
 
+def plan_file_export(
+    cfg: GPTConfig,
+    seq_len: int,
+    *,
+    budget: int,
+    disk: int | None = None,
+    float16: bool | None = None,
+    with_model: bool = False,
+) -> tuple[InspectionPlan | None, str]:
+    """The richest held export of ``seq_len`` tokens written as it is computed
+    (:func:`~model.interp.inspection.write_inspection`), or None when none fits, and why the richer
+    ones did not (the first's reason when one fits, else the last's). In memory it holds
+    :func:`inspection_need` ``to_file`` (the model, the logits or one layer in flight, the streams),
+    which must fit in ``budget``; the file (:func:`export_file_bytes`) must fit in ``disk`` free
+    bytes (None: not checked). Tried in order: :data:`REQUIRED_KINDS` in float32, in float16, then
+    the weights alone in float32, in float16; ``float16`` True/False pins the precision."""
+    T = max(1, size_or_zero(seq_len))
+    small = tuple(k for k in REQUIRED_KINDS if k not in ("scores_raw", "scores"))
+    precisions = [False, True] if float16 is None else [bool(float16)]
+    first, why = "", ""
+    for ks in (REQUIRED_KINDS, small):
+        for f16 in precisions:
+            need = inspection_need(cfg, T, kinds=ks, with_model=with_model, to_file=True)
+            file = export_file_bytes(cfg, T, squares=sum(k in SQUARE_KINDS for k in ks), float16=f16)
+            if need.total > budget:
+                why = f"{human_bytes(need.total)} of memory is needed and {human_bytes(budget)} may be used"
+            elif disk is not None and file > disk:
+                why = f"the file takes {human_bytes(file)} on a disk with {human_bytes(disk)} free"
+            else:
+                dropped = [k for k in REQUIRED_KINDS if k not in ks]
+                return InspectionPlan(ks, None, f16, need, dropped, file=file, why=first), first
+            first = first or why
+    return None, why
+
+
 def _plan_export(
-    cfg: GPTConfig, T: int, budget: int, float16, with_model: bool, streamed: bool, for_context: int
+    cfg: GPTConfig,
+    T: int,
+    budget: int,
+    float16,
+    with_model: bool,
+    streamed: bool,
+    for_context: int,
+    disk: int | None = None,
 ) -> InspectionPlan:
-    """An export's recording: every layer's heads held (:func:`plan_inspection`, which may give up
-    precision and the scores) up to :data:`HELD_LIMIT`, as the tab; else (or ``streamed``) streamed:
-    no kinds, :func:`streamed_need` (with the model when ``with_model``), refused with the numbers
-    when not even that fits in ``budget``, naming the prompt's own length when it was cut to the
-    context (``for_context`` tokens left out)."""
+    """An export's recording: every layer's heads written to the file as they are computed
+    (:func:`plan_file_export`, which may give up precision and the scores to fit in memory and on
+    disk) up to :data:`HELD_LIMIT`, as the tab; else (or ``streamed``) streamed: no kinds,
+    :func:`streamed_need` (with the model when ``with_model``), refused with the numbers when not
+    even that fits in ``budget`` (:class:`~model.budget.sizing.ModelTooLarge`) or its file in
+    ``disk`` free bytes (:class:`DiskTooSmall`), naming the prompt's own length when it was cut to
+    the context (``for_context`` tokens left out)."""
+    why = ""
     if not streamed and holds_patterns(cfg, T):
-        try:
-            held = plan_inspection(
-                cfg, T, kinds=REQUIRED_KINDS, budget=budget, float16=float16, with_model=with_model
-            )
-        except ModelTooLarge:
-            held = None
-        if held is not None and held.layers is None:
+        held, why = plan_file_export(cfg, T, budget=budget, disk=disk, float16=float16, with_model=with_model)
+        if held is not None:
             return held
     need = streamed_need(cfg, T)
     parts = {**need.parts, "the model": load_need(cfg, copies=1).total} if with_model else need.parts
@@ -497,4 +485,10 @@ def _plan_export(
     need = Need(what, parts, lower)
     if need.total > budget:
         raise ModelTooLarge(need, Available(budget, "the inspection budget"), budget)
-    return InspectionPlan((), None, bool(float16), need)
+    file = streamed_file_bytes(cfg, T)
+    if disk is not None and file > disk:
+        raise DiskTooSmall(
+            f"{what} writes a file of about {human_bytes(file)} but its folder's disk has "
+            f"{human_bytes(disk)} free: free some space, write to another disk or lower {lower}"
+        )
+    return InspectionPlan((), None, bool(float16), need, file=file, why=why)

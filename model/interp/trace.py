@@ -49,7 +49,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
@@ -60,6 +60,16 @@ from model.nn.hooks import reader
 if TYPE_CHECKING:
     from model.config import GPTConfig
     from model.nn.hooks import HookFn
+
+
+class Sink(Protocol):
+    """Where a kind goes instead of the trace (``run_with_trace``'s ``into``), one layer at a time:
+    ``write(row, tensor)`` receives batch row 0 of the ``row``-th recorded layer (ascending), e.g.
+    [H, T, T] for a square kind, while the forward pass holds it; it must not keep the tensor, which
+    may live in a buffer the next layer reuses."""
+
+    def write(self, row: int, tensor: torch.Tensor) -> None: ...
+
 
 #: The residual-stream checkpoints in order, as names for plots: ("embed", "L0.mid", "L0.post", ...).
 RESID_POINTS_DOC = "embed, then for each layer l: L{l}.mid (after attention), L{l}.post (after the MLP)"
@@ -119,8 +129,9 @@ class Recorder:
     mask: torch.Tensor | None = None
     logits: torch.Tensor | None = None
     #: kind -> an array [n recorded layers, ...] the kind's batch row 0 is written into, row ``i`` for
-    #: the ``i``-th recorded layer in ascending order, instead of being kept in ``store`` (no second copy)
-    into: dict[str, np.ndarray] | None = None
+    #: the ``i``-th recorded layer in ascending order, or a :class:`Sink` given each row as it is made,
+    #: instead of being kept in ``store`` (no second copy)
+    into: dict[str, np.ndarray | Sink] | None = None
 
     def __post_init__(self):
         self.kinds = check_kinds(self.kinds)
@@ -140,8 +151,11 @@ class Recorder:
         if not self.wants(kind, layer):
             return
         target = self.into.get(kind) if self.into else None
-        if target is not None:
+        if isinstance(target, np.ndarray):
             torch.from_numpy(target)[self._rows[layer]].copy_(tensor.detach()[0])
+            return
+        if target is not None:
+            target.write(self._rows[layer], tensor.detach()[0])
             return
         # always a copy: the activation may live in a buffer the next layer reuses (hooks.reader);
         # the chosen experts' ids stay whole numbers
@@ -357,7 +371,7 @@ def run_with_trace(
     dtype: torch.dtype | None = None,
     hooks=(),
     sized: bool = False,
-    into: dict[str, np.ndarray] | None = None,
+    into: dict[str, np.ndarray | Sink] | None = None,
     position_offset: int = 0,
 ) -> Trace:
     """One recorded run: the :class:`Trace` of ``tokens`` through ``model`` — the one way to record.
@@ -372,7 +386,9 @@ def run_with_trace(
     milliseconds), unless ``sized``: the caller's plan (:func:`~model.interp.plan.plan_prompt`) has
     already sized it. ``into``: {kind: array [n layers recorded, ...]} written in place of keeping
     those kinds (batch row 0, layers in ascending order; the trace then has no such kind), so a
-    caller that wants one array of every layer gets it without a second copy. ``position_offset``
+    caller that wants one array of every layer gets it without a second copy; or {kind:
+    :class:`Sink`}, given each layer's row as it is made (a file written layer by layer: one layer
+    in memory, never all of them). ``position_offset``
     places the tokens at positions ``offset..offset+T−1`` (the model's ``forward``). Runs in evaluation mode
     under ``torch.no_grad`` and restores the model's mode.
     A layer whose scores or pattern are recorded runs the explicit softmax; its logits equal the fused

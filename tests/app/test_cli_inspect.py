@@ -148,10 +148,22 @@ def test_a_cut_prompt_says_where_and_the_file_keeps_each_tokens_place(tmp_path, 
     assert "".join(data["tokens"]) == ("ab" * 50)[36:]
 
 
-def test_heads_that_do_not_fit_are_streamed_whole_not_cut_to_fewer_layers(tmp_path, capsys):
-    """8 layers × 4 heads of 512 tokens in 20 MiB (the float16 weights alone, with the logits, take
-    more): no layer is left out; the file holds every head pooled and what recomputes each of them,
-    equal to the weights of an export that held them."""
+def free_disk(monkeypatch, free: int) -> None:
+    """The disk of every folder has ``free`` bytes free, as ``shutil.disk_usage`` says."""
+    import shutil
+
+    monkeypatch.setattr(
+        shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10 * free, 9 * free, free)
+    )
+
+
+def test_heads_whose_file_does_not_fit_on_disk_are_streamed_whole_not_cut_to_fewer_layers(
+    tmp_path, capsys, monkeypatch
+):
+    """8 layers × 4 heads of 512 tokens on a disk with 16.7 MiB free (the float16 weights alone take
+    16.8 MiB, the streamed file 16.6): no layer is left out; the file
+    holds every head pooled and what recomputes each of them, equal to the weights of an export that
+    held them."""
     from model.interp.export import streamed_head
 
     cfg = tmp_path / "deep.json"
@@ -160,14 +172,53 @@ def test_heads_that_do_not_fit_are_streamed_whole_not_cut_to_fewer_layers(tmp_pa
     held, streamed = tmp_path / "held.npz", tmp_path / "streamed.npz"
     assert main([*base, "--out", str(held)]) == 0
     capsys.readouterr()
-    assert main([*base, "--out", str(streamed), "--max-memory", str(20 / 1024)]) == 0
+    free_disk(monkeypatch, int(16.7 * 2**20))
+    assert main([*base, "--out", str(streamed)]) == 0
     said = capsys.readouterr()
     assert "writing the streamed form" in said.err and "8 layers × 4 heads × 512 tokens, streamed" in said.out
+    assert "on a disk with 16.70 MiB free" in said.err
     data, weights = load_inspection(streamed), load_inspection(held)["weights"]
     assert bool(data["streamed"]) and "weights" not in data and data["q"].shape[:3] == (8, 4, 512)
     for layer, head in ((0, 0), (3, 2), (7, 3)):
         np.testing.assert_allclose(streamed_head(data, layer, head), weights[layer, head], atol=2e-6)
     assert data["overview"].shape[:2] == (8, 4)
+
+
+def test_the_disk_decides_float16_then_the_weights_alone_and_memory_only_what_is_held(
+    tmp_path, capsys, monkeypatch
+):
+    """The squares go to the file as they are computed: a memory budget far below the three float32
+    squares [8, 4, 512, 512] (96 MiB) still writes them all; a disk too small for them keeps float16,
+    then the weights alone (float32, then float16), saying why; a disk too small even for the streamed
+    file is refused in one
+    line naming the disk, before a file is made."""
+    cfg = tmp_path / "deep.json"
+    cfg.write_text(json.dumps({"n_layers": 8, "d_model": 16, "n_heads": 4, "context_length": 512}))
+    base = ["inspect", "--config", str(cfg), "--prompt", "abcd" * 128]
+    out = tmp_path / "a.npz"
+    assert main([*base, "--out", str(out), "--max-memory", str(16 / 1024)]) == 0
+    data = load_inspection(out)
+    assert {k: (data[k].dtype, data[k].shape) for k in ("weights", "scores_raw", "scores_scaled")} == {
+        k: (np.dtype(np.float32), (8, 4, 512, 512)) for k in ("weights", "scores_raw", "scores_scaled")
+    }
+    for free, kept, dtype in (
+        (60 * 2**20, {"weights", "scores_raw", "scores_scaled"}, np.float16),
+        (40 * 2**20, {"weights"}, np.float32),
+        (20 * 2**20, {"weights"}, np.float16),
+    ):
+        capsys.readouterr()
+        free_disk(monkeypatch, free)
+        assert main([*base, "--out", str(out)]) == 0
+        data = load_inspection(out)
+        assert {k for k in ("weights", "scores_raw", "scores_scaled") if k in data} == kept
+        assert data["weights"].dtype == dtype and data["weights"].shape == (8, 4, 512, 512)
+        assert f"on a disk with {free / 2**20:.2f} MiB free" in capsys.readouterr().err
+    free_disk(monkeypatch, 2**20)
+    out.unlink()
+    assert main([*base, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "disk has 1.00 MiB free" in err and "writes a file of about" in err
+    assert list(tmp_path.iterdir()) == [cfg]
 
 
 def test_a_refusal_names_the_prompt_the_user_gave_not_only_the_context(tmp_path, config_file, capsys):

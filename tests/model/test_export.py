@@ -79,3 +79,83 @@ def test_a_streamed_export_recomputes_every_head_and_pools_it(shape):
     np.testing.assert_allclose(data["overview_mean"], sums / np.outer(sides, sides), atol=2e-6)
     with torch.no_grad():
         np.testing.assert_allclose(data["logits_last"], model(torch.tensor([ids]))[0][0, -1], atol=1e-4)
+
+
+class _Ids:
+    special_ids = ()
+
+    def token_strings(self, ids):
+        return [f"t{i}" for i in ids]
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        dict(),
+        dict(compress=True),
+        dict(float16=True, kinds=("pattern", "resid_pre", "resid_mid", "resid_post"), layers=[0, 2]),
+    ],
+)
+def test_the_file_written_as_it_is_computed_is_np_savez_of_the_arrays(tmp_path, how):
+    """``write_inspection`` writes each layer's squares at their place in the file as the forward
+    pass makes them: ``np.load`` reads it exactly as ``np.savez`` of the arrays in memory (the same
+    keys, dtypes, shapes and values; every CRC right), and no temporary file is left beside it."""
+    import zipfile
+
+    from model.config import GPTConfig
+    from model.interp.inspection import export_arrays, write_inspection
+    from model.nn.gpt import build_model
+
+    cfg = GPTConfig(n_layers=3, d_model=32, n_heads=4, context_length=64, attn_sinks=True).with_vocab(300)
+    model = build_model(cfg, seed=5)
+    ids = [(7 * i + 3) % 300 for i in range(41)]
+    compress = how.pop("compress", False)
+    extra = {"dropped": np.array(2), "positions": np.arange(2, 43, dtype=np.int64)}
+    path = write_inspection(model, _Ids(), ids, tmp_path / "streamed", compress=compress, extra=extra, **how)
+    assert path == tmp_path / "streamed.npz" and [p.name for p in tmp_path.iterdir()] == ["streamed.npz"]
+    np.savez(tmp_path / "held.npz", **export_arrays(model, _Ids(), ids, **how), **extra)
+    with np.load(path, allow_pickle=False) as got, np.load(tmp_path / "held.npz", allow_pickle=False) as want:
+        assert sorted(got.files) == sorted(want.files)
+        for key in want.files:
+            assert got[key].dtype == want[key].dtype and got[key].shape == want[key].shape, key
+            np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    with zipfile.ZipFile(path) as z:
+        assert z.testzip() is None
+        method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+        assert {i.compress_type for i in z.infolist()} == {method}
+
+
+@pytest.mark.parametrize("when", ["forward", "assembly"])
+def test_a_write_stopped_on_the_way_removes_every_temporary_and_keeps_the_old_file(
+    tmp_path, monkeypatch, when
+):
+    """Interrupted during the forward pass (Ctrl+C, a cancelled job) or failing on the way (a full
+    disk): the half-written file is gone, the old file whole."""
+    import errno
+
+    from model.atomic import WriteError
+    from model.config import GPTConfig
+    from model.interp.inspection import write_inspection
+    from model.interp.npzfile import NpzWriter
+    from model.nn.gpt import build_model
+
+    model = build_model(
+        GPTConfig(n_layers=3, d_model=32, n_heads=4, context_length=64).with_vocab(256), seed=0
+    )
+    old = tmp_path / "att.npz"
+    old.write_bytes(b"the user's earlier export")
+    if when == "forward":
+        model.blocks[2].register_forward_hook(lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
+        expected: type[BaseException] = KeyboardInterrupt
+    else:
+
+        def full(npz, key, array):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(NpzWriter, "add", full)
+        expected = WriteError
+    with pytest.raises(expected):
+        write_inspection(model, _Ids(), list(range(30)), old)
+    assert [p.name for p in tmp_path.iterdir()] == [
+        "att.npz"
+    ] and old.read_bytes() == b"the user's earlier export"

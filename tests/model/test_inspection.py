@@ -13,9 +13,10 @@ import torch
 from model.config import GPTConfig
 from model.interp.inspection import head_detail, inspect_prompt
 from model.interp.measures import ablation_of, aggregates_of, held_out_batches, next_tokens_of, token_focus_of
-from model.interp.plan import pick_threads, plan_prompt, view_need
+from model.interp.plan import plan_prompt, view_need
 from model.interp.pooling import pool_max
 from model.interp.prompt import PromptError, encode_prompt, prompt_of_ids
+from model.interp.threads import pick_threads
 from model.interp.trace import run_with_trace
 from model.nn.gpt import build_model
 from model.text.tokens import CharTokenizer, visible

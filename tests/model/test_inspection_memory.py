@@ -75,7 +75,7 @@ import json, sys
 import torch
 torch.set_num_threads(1)
 from model.config import GPTConfig
-from model.interp.inspection import export_arrays, inspect_prompt
+from model.interp.inspection import export_arrays, inspect_prompt, write_inspection
 from model.interp.plan import ALL_KINDS, REQUIRED_KINDS, inspection_need, plan_prompt
 from model.interp.prompt import prompt_of_ids
 from model.interp.trace import run_with_trace
@@ -96,6 +96,10 @@ def export(model, ids):
     export_arrays(model, Ids(), ids)
     return inspection_need(model.config, len(ids), kinds=REQUIRED_KINDS)
 
+def to_file(model, ids):
+    write_inspection(model, Ids(), ids, folder + "/inspection.npz")
+    return inspection_need(model.config, len(ids), kinds=REQUIRED_KINDS, to_file=True)
+
 def view(model, ids):
     plan = plan_prompt(model.config, Ids(), prompt_of_ids(Ids(), ids), budget=1 << 40)
     inspect_prompt(model, Ids(), plan)
@@ -105,13 +109,14 @@ def every_kind(model, ids):
     run_with_trace(model, ids)
     return inspection_need(model.config, len(ids), kinds=ALL_KINDS)
 
-shapes, sizes = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+shapes, sizes, folder = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
 for name, kw in shapes.items():
     for T, V in sizes:
         cfg = GPTConfig(**dict(kw, vocab_size=V or kw["vocab_size"]))
         model = build_model(cfg, seed=0)
         ids = [1 + i % (cfg.vocab_size - 1) for i in range(T)]
-        for path in (export, view, every_kind) if V is None and name.startswith("gemma3") else (export, view):
+        paths = [export, to_file, view] + ([every_kind] if V is None and name.startswith("gemma3") else [])
+        for path in paths:
             path(model, ids[:8])  # lazy initialisations of torch's kernels first
             before = status("VmRSS")
             with open("/proc/self/clear_refs", "w") as f:
@@ -123,13 +128,20 @@ for name, kw in shapes.items():
 
 
 @pytest.fixture(scope="module")
-def peaks() -> dict:
+def peaks(tmp_path_factory) -> dict:
     if not Path("/proc/self/clear_refs").exists():
         pytest.skip("the peak resident set is reset through Linux's /proc/self/clear_refs")
     # a fixed threshold: every array of 64 KiB or more is its own mapping, handed back when freed
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": "1"}
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(SHAPES), json.dumps(SIZES)],
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            json.dumps(SHAPES),
+            json.dumps(SIZES),
+            str(tmp_path_factory.mktemp("npz")),
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -142,9 +154,9 @@ def peaks() -> dict:
 
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_the_estimate_is_within_15_percent_of_the_measured_peak(peaks, shape):
-    """For every path that records (the .npz export of the API and of ``inspect``, the Attention
-    tab's held patterns; a trace of every kind for Gemma 3's vocabulary), at a long vocabulary and at
-    long prompts."""
+    """For every path that records (the .npz export of the API in memory, ``inspect``'s file written
+    as it is computed, the Attention tab's held patterns; a trace of every kind for Gemma 3's
+    vocabulary), at a long vocabulary and at long prompts."""
     for (name, T, path), (V, measured, need) in peaks.items():
         if name == shape:
             assert abs(need - measured) <= 0.15 * measured, (
@@ -159,3 +171,17 @@ def test_a_large_vocabulary_holds_its_logits_once(peaks):
     assert V == 262144 and measured < 1.5 * 4 * 64 * V
     V, measured, _ = peaks[("gemma2-softcaps", 64, "export")]
     assert V == 256000 and measured < 1.5 * 4 * 64 * V
+
+
+def test_the_file_written_as_it_is_computed_holds_no_square(peaks):
+    """``inspect``'s writer at 640 tokens, where the three squares [L, H, T, T] lead: each layer goes
+    to disk as it is made, so its peak is below one square of Gemma 3's six layers, and below half
+    the export in memory, which holds all three, for every family."""
+    for (name, T, path), (_, measured, _) in peaks.items():
+        if path == "to_file" and T == 640:
+            in_memory = peaks[(name, T, "export")][1]
+            assert measured < in_memory / 2, (
+                f"{name}: {measured / 1e6:.1f} MB, in memory {in_memory / 1e6:.1f} MB"
+            )
+    cfg, measured = SHAPES["gemma3-270m-vocabulary"], peaks[("gemma3-270m-vocabulary", 640, "to_file")][1]
+    assert measured < 4 * cfg["n_layers"] * cfg["n_heads"] * 640**2

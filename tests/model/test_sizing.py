@@ -17,7 +17,8 @@ from model.budget import sizing
 from model.budget.arithmetic import parameters
 from model.budget.sizing import Available, ModelTooLarge, available_memory, check, load_need, training_need
 from model.config import ConfigError, GPTConfig
-from model.interp.plan import inspection_need, plan_inspection
+from model.interp.file_size import export_file_bytes
+from model.interp.plan import inspection_need, plan_file_export
 from model.interp.trace import run_with_trace
 from model.io.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from model.io.safetensors_file import safetensors_shapes
@@ -131,20 +132,25 @@ def test_the_12x12_model_at_4096_tokens_needs_the_issues_29_gb():
     assert math.isclose(need.parts["recorded heads"], 3 * 12 * 12 * 4096**2 * 4)  # 29 GB
 
 
-def test_plan_keeps_everything_when_it_fits_and_less_when_it_does_not():
-    full = plan_inspection(LONG, 64, kinds=KINDS, budget=8 * GiB)
-    assert full.kinds == KINDS and full.layers is None and not full.float16
-    f32 = inspection_need(LONG, 256, kinds=KINDS).total
-    half = plan_inspection(LONG, 256, kinds=KINDS, budget=f32 - 1)
-    assert half.float16 and half.kinds == KINDS
-    weights_only = plan_inspection(LONG, 4096, kinds=KINDS, budget=8 * GiB)
-    assert weights_only.dropped == ["scores_raw", "scores"] and weights_only.layers is None
-    partial = plan_inspection(LONG, 4096, kinds=KINDS, budget=3 * GiB)
-    assert partial.layers is not None and 1 <= len(partial.layers) < 12
-    assert partial.layers[0] == 0 and partial.need.total <= 3 * GiB
+def test_an_export_holds_the_logits_or_one_layer_and_the_disk_decides_what_the_file_keeps():
+    """``inspect`` writes the squares [L, H, T, T] as they are computed: in memory it needs less than
+    one of them, whatever it keeps; the file against the free disk decides float16, then the weights
+    alone; memory that cannot hold even the layer in flight gives
+    no held plan, in milliseconds."""
+    T, square = 1024, 12 * 12 * 1024**2 * 4
+    need = inspection_need(LONG, T, kinds=KINDS, to_file=True)
+    assert need.total < square < inspection_need(LONG, T, kinds=KINDS).total
+    full, why = plan_file_export(LONG, T, budget=need.total)
+    assert full is not None and full.kinds == KINDS and not full.float16 and why == ""
+    assert full.file == export_file_bytes(LONG, T, squares=3) > 3 * square
+    half, why = plan_file_export(LONG, T, budget=need.total, disk=full.file - 1)
+    assert half is not None and half.float16 and half.kinds == KINDS and "on a disk with" in why
+    weights = export_file_bytes(LONG, T, squares=1, float16=True)
+    alone, _ = plan_file_export(LONG, T, budget=need.total, disk=weights)
+    assert alone is not None and alone.dropped == ["scores_raw", "scores"] and alone.float16
     t0 = time.perf_counter()
-    with pytest.raises(ModelTooLarge, match=r"inspecting 4096 tokens in 1 layers.*lower the prompt"):
-        plan_inspection(LONG, 4096, kinds=KINDS, budget=GiB)
+    none, why = plan_file_export(LONG, T, budget=need.total // 2, disk=weights - 1)
+    assert none is None and "of memory is needed" in why
     assert time.perf_counter() - t0 < 0.1
 
 

@@ -13,7 +13,7 @@ from app.views.attention.host import AttentionHost
 from app.views.page import page_targets
 from app.widgets.exporting import write_png, write_svg
 from model.interp.export import save_inspection, write_head_csv, write_matrix_csv
-from model.interp.inspection import export_arrays
+from model.interp.inspection import write_inspection
 from model.runtime import with_threads
 
 
@@ -68,10 +68,8 @@ class AttentionExports:
             return False
         ids, ablate, target = insp.ids, dict(insp.ablate), Path(path)
 
-        arrays = with_threads(tab.threads, lambda: export_arrays(model, tok, ids, ablate=ablate))
-
-        def job() -> str:
-            return str(save_inspection(target, arrays()))
+        # each layer's squares to the file as they are computed: never every head in memory twice
+        job = with_threads(tab.threads, lambda: str(write_inspection(model, tok, ids, target, ablate=ablate)))
 
         def done(res: str, err: BaseException | None) -> None:
             if err is not None:

@@ -1,0 +1,38 @@
+"""Bytes of an inspection file (``model.interp.export``) before it is written: what ``attention-lab
+inspect`` holds against the free disk of its folder (:func:`model.interp.plan.plan_file_export`).
+Arithmetic on a config only, no torch."""
+
+from __future__ import annotations
+
+from model.budget.sizing import size_or_zero
+from model.config import GPTConfig
+from model.errors import AttentionLabError
+from model.interp.pooling import block_size
+
+
+class DiskTooSmall(AttentionLabError, ValueError):
+    """An export whose file does not fit on its disk: one line with the numbers."""
+
+
+def export_file_bytes(cfg: GPTConfig, seq_len: int, *, squares: int, float16: bool = False) -> int:
+    """Bytes of the held .npz of ``seq_len`` tokens with ``squares`` square kinds [L, H, T, T]:
+    ``L·H·T²·b`` each (``b`` = 2 in float16, else 4), the logits ``4·T·V``, the mask ``T²``, the
+    residual norms ``4·(2L + 1)·T``, and the tokens (16 characters each, ``64·T``)."""
+    L, H, V = (size_or_zero(v) for v in (cfg.n_layers, cfg.n_heads, cfg.vocab_size))
+    T = max(1, size_or_zero(seq_len))
+    return squares * L * H * T * T * (2 if float16 else 4) + 4 * T * V + T * T + 4 * (2 * L + 1) * T + 64 * T
+
+
+def streamed_file_bytes(cfg: GPTConfig, seq_len: int) -> int:
+    """Bytes of the streamed .npz of ``seq_len`` tokens: the queries and keys ``4·L·T·(H + H_kv)·d_k``,
+    the two overviews ``8·L·H·S²`` (``S = ceil(T / block)``, :func:`~model.interp.pooling.block_size`),
+    the final stream ``4·T·d``, the last logits ``4·V`` and the tokens ``64·T``."""
+    L, H, d, d_k, V = (
+        size_or_zero(v) for v in (cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.d_head, cfg.vocab_size)
+    )
+    T = max(1, size_or_zero(seq_len))
+    S = -(-T // block_size(T, L * H))
+    return 4 * L * T * (H + size_or_zero(cfg.kv_heads)) * d_k + 8 * L * H * S * S + 4 * T * d + 4 * V + 64 * T
+
+
+__all__ = ["DiskTooSmall", "export_file_bytes", "streamed_file_bytes"]
