@@ -201,6 +201,8 @@ def _check_finite(
     from ``vocab_limit`` on are −∞ on purpose): no NaN, no +∞ (``∞ − ∞`` in the softmax), and some
     logit above −∞ (−∞ alone is an impossible token)."""
     logits = logits[:, :vocab_limit] if vocab_limit is not None else logits
+    if bool(torch.isfinite(logits).all()):  # every step's case: one pass over the vocabulary
+        return
     nan, pos = torch.isnan(logits), torch.isposinf(logits)
     if not bool((nan | pos).any()) and bool((logits > float("-inf")).any(dim=-1).all()):
         return
