@@ -889,7 +889,8 @@ SLOW_FIRST = (
 def pytest_collection_modifyitems(session, config, items):
     """Run :data:`SLOW_FIRST` first (the same order in every worker: the sort is stable), and start the
     real-model suite's transformers reference now, in the background, when any collected test needs
-    it: its ~25 s then overlap the tests that run before."""
+    it: its ~25 s then overlap the tests that run before. Every xdist worker collects every test; the
+    first to get here starts the one reference of the run, the other waits for the same one."""
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
     if not any("smollm2_reference" in getattr(item, "fixturenames", ()) for item in items):
@@ -902,10 +903,21 @@ def pytest_collection_modifyitems(session, config, items):
         _REFERENCE["job"] = reference.start(path)
 
 
+def pytest_configure(config):
+    """The run's controller (the one process without xdist, or xdist's controller before it starts its
+    workers) names the folder its processes share the SmolLM2 reference through."""
+    if not hasattr(config, "workerinput"):
+        from tests import smollm2_reference as reference
+
+        config._smollm2_reference_folder = reference.make_shared_folder()
+
+
 def pytest_sessionfinish(session, exitstatus):
-    job = _REFERENCE.pop("job", None)
-    if job is not None:
-        job.close()
+    folder = getattr(session.config, "_smollm2_reference_folder", None)
+    if folder is not None:  # the controller, once every worker is done
+        from tests import smollm2_reference as reference
+
+        reference.remove(folder)
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,8 @@ is used only for the repeated random prompt's token ids, a pure function of its 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import json
 import os
@@ -194,52 +196,105 @@ class Reference:
 
 
 class Job:
-    """The reference process, started by :func:`start`."""
+    """The reference process, computed once per test run in ``folder``, a folder all of the run's
+    processes share (``make test``'s two xdist workers both collect the real-model tests; before, each
+    started its own ~25 s reference). The first process to ask claims the folder (``claimed``, created
+    exclusively) and starts the computation, which holds an exclusive ``flock`` on ``lock`` for its
+    whole life; every process, the claimer included, waits for that lock in :meth:`result`. The kernel
+    drops the lock when the computation ends, however it ends, so no one waits on a dead process."""
 
-    def __init__(self, gguf_path: Path):
-        self.folder = Path(tempfile.mkdtemp(prefix="smollm2-reference-"))
+    def __init__(self, gguf_path: Path, folder: Path):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.out = self.folder / "out"
+        self._reference: Reference | None = None
+        try:
+            os.close(os.open(self.folder / "claimed", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return  # another process started it
+        self.out.mkdir()
         root = Path(__file__).resolve().parent.parent
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)}
-        self.log = open(self.folder / "log.txt", "w+b")  # noqa: SIM115 (closed in close())
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.smollm2_reference", str(gguf_path), str(self.folder)],
-            cwd=root,
-            env=env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        self._reference: Reference | None = None
+        lock = os.open(self.folder / "lock", os.O_CREAT | os.O_WRONLY)
+        fcntl.flock(lock, fcntl.LOCK_EX)  # taken before the child starts: no one can wait too early
+        with open(self.folder / "log.txt", "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.smollm2_reference", str(gguf_path), str(self.out)],
+                cwd=root,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(lock,),  # the child holds the lock (the same open file) until it exits
+            )
+        os.close(lock)
+        (self.folder / "pid").write_text(str(proc.pid), encoding="utf-8")
+        self.proc = proc
 
     def result(self, timeout: float = 900) -> Reference:
-        """Wait for the process (at most ``timeout`` seconds) and read what it wrote."""
+        """Wait for the computation (at most ``timeout`` seconds) and read what it wrote."""
         if self._reference is None:
             t0 = time.monotonic()
+            while not (self.folder / "lock").exists():  # the claimer is between its two steps
+                if time.monotonic() - t0 > 60:
+                    raise RuntimeError(f"the transformers reference never started in {self.folder}")
+                time.sleep(0.05)
+            lock = os.open(self.folder / "lock", os.O_RDONLY)
             try:
-                code = self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                raise RuntimeError(f"the transformers reference took over {timeout:.0f} s") from None
-            done = self.folder / "done.json"
-            if code != 0 or not done.exists():
-                self.log.seek(0)
-                tail = self.log.read().decode(errors="replace")[-3000:]
-                raise RuntimeError(f"the transformers reference failed (exit {code}):\n{tail}")
+                while True:
+                    try:
+                        fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if time.monotonic() - t0 > timeout:
+                            late = f"the transformers reference took over {timeout:.0f} s"
+                            raise RuntimeError(late) from None
+                        time.sleep(0.1)
+            finally:
+                os.close(lock)
+            if getattr(self, "proc", None) is not None:
+                self.proc.wait()  # reap it (it has ended: its lock is free)
+            done = self.out / "done.json"
+            if not done.exists():
+                log = self.folder / "log.txt"
+                tail = log.read_bytes().decode(errors="replace")[-3000:] if log.exists() else ""
+                raise RuntimeError(f"the transformers reference failed:\n{tail}")
             self.waited = time.monotonic() - t0
-            self._reference = Reference(self.folder, json.loads(done.read_text(encoding="utf-8")))
+            self._reference = Reference(self.out, json.loads(done.read_text(encoding="utf-8")))
         return self._reference
 
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-        import shutil
 
-        shutil.rmtree(self.folder, ignore_errors=True)
+def shared_folder() -> Path:
+    """The folder of this test run's reference: one per run, the same in every xdist worker (the
+    controller names it in :data:`FOLDER_ENV` before it starts them, :func:`make_shared_folder`)."""
+    return Path(os.environ[FOLDER_ENV])
+
+
+def make_shared_folder() -> Path:
+    """A fresh folder for this run's reference, named in the environment the workers inherit."""
+    folder = Path(tempfile.mkdtemp(prefix="smollm2-reference-"))
+    os.environ[FOLDER_ENV] = str(folder)
+    return folder
+
+
+def remove(folder: Path) -> None:
+    """End the computation if it still runs and remove ``folder`` (the run's controller, at its end)."""
+    import shutil
+    import signal
+
+    pid = folder / "pid"
+    if pid.exists():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(pid.read_text(encoding="utf-8")), signal.SIGKILL)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+#: The environment variable naming the run's shared folder
+FOLDER_ENV = "ATTENTION_LAB_TEST_REFERENCE_DIR"
 
 
 def start(gguf_path: Path) -> Job:
-    return Job(gguf_path)
+    """This run's reference job: started here unless another process of the run started it."""
+    return Job(gguf_path, shared_folder())
 
 
 if __name__ == "__main__":
