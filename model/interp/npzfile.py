@@ -18,11 +18,11 @@ import io
 import math
 import os
 import struct
-import zlib
 from collections.abc import Iterator
 
 import numpy as np
 import numpy.typing as npt
+from isal.isal_zlib import crc32  # zlib's CRC-32, computed with carry-less multiplication: ~6x faster
 
 from model.interp.plan import COPY_CHUNK, LOGITS_BLOCK
 
@@ -69,7 +69,7 @@ class Entry:
         view = memoryview(data).cast("B")
         if self.written + len(view) > self.size:
             raise ValueError(f"{self.name.decode()}: {self.written + len(view)} bytes, {self.size} reserved")
-        self.crc = zlib.crc32(view, self.crc)
+        self.crc = crc32(view, self.crc)
         _pwrite_all(self.fd, view, self.data_at + self.written)
         self.written += len(view)
 
