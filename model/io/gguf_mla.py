@@ -58,9 +58,10 @@ interleaved columns. The released files store the expert matrices as MXFP4
 Refused in one line: V2's group-limited routing (each group scored by its best expert), sigmoid gating
 without its choice bias or without renormalised weights, a ``kv_b`` that is neither whole nor split.
 Kept as stored (:mod:`model.io.gguf_stored`), each expert's matrix (DeepSeek's, gpt-oss's MXFP4 ones)
-is a matrix over its own rows of the stack, decoded as it is used and sized at its stored bytes; the
-split ``kv_b`` and DeepSeek's ``q_b`` / ``kv_a`` (their rotary rows reordered) are dequantized at the
-open.
+is a matrix over its own rows of the stack, decoded as it is used and sized at its stored bytes;
+DeepSeek's ``q_b`` / ``kv_a`` are their stored rows read in our rotary order
+(:meth:`~model.nn.quantized.StoredMatrix.reordered`); only a split ``kv_b`` (rebuilt from
+``attn_k_b`` and ``attn_v_b``) is dequantized at the open.
 """
 
 from __future__ import annotations

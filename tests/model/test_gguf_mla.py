@@ -148,6 +148,23 @@ def test_a_file_of_mixed_types_equals_transformers_with_its_decoded_weights(deep
     assert _differences(reference, opened, tricky_texts[0])[0] > 1e-3  # the types really round
 
 
+def test_deepseek_kept_as_stored_keeps_q_b_and_kv_a_with_their_rotary_rows_reordered(deepseek, tricky_texts):
+    """``q_b`` and ``kv_a`` hold their rotary rows in pairs in the file: kept as stored, each is the file's
+    rows read in the order our RoPE rotates (nothing widened at the open), the same matrix and the same
+    logits as the model widened at the open."""
+    _, _, path = deepseek("v3")
+    kept, widened = load_gguf(path, stored=True), load_gguf(path, stored=False)
+    for ours, theirs in zip(kept.model.blocks, widened.model.blocks, strict=True):
+        for name in ("q_b", "kv_a"):
+            matrix = getattr(ours.attn, name)
+            assert isinstance(matrix, StoredLinear) and matrix.stored.order is not None, name
+            assert torch.equal(matrix.weight, getattr(theirs.attn, name).weight), name
+    for text in tricky_texts[:2]:
+        ids = torch.tensor([kept.tokenizer.encode(text)[:40]])
+        with torch.no_grad():
+            assert torch.equal(kept.model(ids)[0], widened.model(ids)[0]), text
+
+
 def test_lm_studio_lists_both_families_openable_with_their_parameters(deepseek, gpt_oss, tmp_path):
     import shutil
 
