@@ -81,6 +81,7 @@ mixtral ``block_sparse_moe.experts.e.w{1,3,2}``   ``mlp.experts.e.w_{gate,up,dow
                                                                                          columns
                                                                                          interleaved
 ``mlp.experts.down_proj`` [E, f, d] (+ biases)    ``experts.e.w_down``                   per expert
+gpt_oss from GGUF: ``mlp.experts.e.*_proj`` (+ b) ``experts.e.w_*``                      as is
 ``self_attn.q_a_proj``, ``q_a_layernorm``,        ``attn.q_a``, ``q_a_norm``, ``q_b``    q_b, kv_a:
 ``q_b_proj`` (or ``q_proj``), ``kv_a_proj_with_   (or ``q_proj``), ``kv_a``,             rotary rows
 mqa``, ``kv_a_layernorm``, ``kv_b_proj``          ``kv_a_norm``, ``kv_b``                de-interleaved
@@ -165,14 +166,17 @@ def family_layout(
     *,
     what: str,
     rope_interleave: bool = True,
+    stacked_experts: bool = True,
 ) -> Layout:
     """Where the tensors of ``src`` (the file ``fname``, named as a Hugging Face ``model_type`` folder
     names them) go for ``cfg`` (which ``what`` gave); ``rope_interleave``: DeepSeek's rotary rows stored
-    in pairs (:func:`family_entries`). The config is sized before it is laid out: one deeper than the
-    file has tensors, or of over twice as many parameters as the file holds values (50 000 experts, a
-    latent rank of 500 000: rows by the million before any check), is refused before any row is
-    listed. Nearer the file's size, the rows (each at least one of the config's parameters) are listed
-    and the tensors that do not match them named (:func:`~model.io.weights.check_weights`)."""
+    in pairs, ``stacked_experts``: gpt-oss's experts stacked as transformers holds them, or one by one
+    as a GGUF file's are split (:func:`family_entries`). The config is sized before it is laid out: one
+    deeper than the file has tensors, or of over twice as many parameters as the file holds values
+    (50 000 experts, a latent rank of 500 000: rows by the million before any check), is refused
+    before any row is listed. Nearer the file's size, the rows (each at least one of the config's
+    parameters) are listed and the tensors that do not match them named
+    (:func:`~model.io.weights.check_weights`)."""
     if cfg.n_layers > len(src.keys):  # a config that lies about its depth: refuse before listing
         raise CheckpointError(
             f"{what} says num_hidden_layers={cfg.n_layers} but {fname} holds only {len(src.keys)} tensors"
@@ -184,7 +188,9 @@ def family_layout(
             f"{implied} means {needed:,} parameters but {fname} holds {held:,} values: the config does not "
             f"describe these weights"
         )
-    entries = family_entries(model_type, cfg, rope_interleave=rope_interleave)
+    entries = family_entries(
+        model_type, cfg, rope_interleave=rope_interleave, stacked_experts=stacked_experts
+    )
     extra_ok = extra_tensors(model_type, cfg, src.keys)
     if cfg.tie_embeddings:
         extra_ok |= {"lm_head.weight", "embed_out.weight"}  # a stored copy of the tied matrix

@@ -12,10 +12,14 @@ from model.config import GPTConfig
 from model.io.weights import WeightMap, vocab_of
 
 
-def family_entries(model_type: str, cfg: GPTConfig, *, rope_interleave: bool = True) -> list[WeightMap]:
+def family_entries(
+    model_type: str, cfg: GPTConfig, *, rope_interleave: bool = True, stacked_experts: bool = True
+) -> list[WeightMap]:
     """The tensors a ``model_type`` file must hold for ``cfg`` and where each goes (``lm_head`` included
     when untied); ``rope_interleave``: latent attention's rotary rows are stored in pairs (DeepSeek's
-    ``rope_interleave``, its default), reordered to ours."""
+    ``rope_interleave``, its default), reordered to ours; ``stacked_experts``: gpt-oss's experts are
+    transformers' stacked ``gate_up_proj`` and ``down_proj`` (False: one ``experts.e.{gate,up,down}_proj``
+    each, as a GGUF file's stacks are split, :func:`model.io.gguf_mla.mla_expert_header`)."""
     if model_type == "gpt_neox":
         return _neox_entries(cfg)
     d, V = cfg.d_model, vocab_of(cfg)
@@ -30,7 +34,7 @@ def family_entries(model_type: str, cfg: GPTConfig, *, rope_interleave: bool = T
             else _attention_entries(model_type, cfg, t, b)
         )
         if cfg.is_moe_layer(i):
-            es += _moe_entries(model_type, cfg, t, b)
+            es += _moe_entries(model_type, cfg, t, b, stacked_experts)
         else:
             es += _mlp_entries(model_type, cfg, t + "mlp.", b + "mlp.", cfg.hidden)
     es.append(WeightMap(p + "norm.weight", (d,), ("norm_f.weight",)))
@@ -192,15 +196,27 @@ def _mlp_entries(model_type: str, cfg: GPTConfig, t: str, b: str, width: int) ->
     return es
 
 
-def _moe_entries(model_type: str, cfg: GPTConfig, t: str, b: str) -> list[WeightMap]:
-    """A mixture-of-experts block: the router, the experts (one by one, or gpt-oss's stacked ones), the
-    shared experts and DeepSeek's choice bias."""
+def _moe_entries(model_type: str, cfg: GPTConfig, t: str, b: str, stacked: bool = True) -> list[WeightMap]:
+    """A mixture-of-experts block: the router, the experts (one by one, or gpt-oss's ``stacked`` ones),
+    the shared experts and DeepSeek's choice bias."""
     d, E, f = cfg.d_model, int(cfg.n_experts or 0), cfg.expert_hidden
     if model_type == "gpt_oss":
         m, x = t + "mlp.", b + "mlp.experts."
-        return [
+        router = [
             WeightMap(m + "router.weight", (E, d), (b + "mlp.gate.weight",)),
             WeightMap(m + "router.bias", (E,), (b + "mlp.gate.bias",)),
+        ]
+        if not stacked:  # a GGUF file's: each expert a gated MLP of its own
+            return [
+                *router,
+                *(
+                    w
+                    for e in range(E)
+                    for w in _mlp_entries(model_type, cfg, f"{m}experts.{e}.", f"{x}{e}.", f)
+                ),
+            ]
+        return [
+            *router,
             WeightMap(
                 m + "experts.gate_up_proj",
                 (E, d, 2 * f),

@@ -78,7 +78,7 @@ from model.io.gguf_file import (
     read_tensor,
     undequantized,
 )
-from model.io.gguf_mla import MLA_ARCHITECTURES, mla_adjust, mla_hf, mla_source, mla_stored_need
+from model.io.gguf_mla import MLA_ARCHITECTURES, mla_adjust, mla_expert_header, mla_hf, mla_source
 from model.io.gguf_moe import MOE_ARCHITECTURES, expert_header, moe_hf, moe_model_type
 from model.io.gguf_names import gguf_model_name, hf_name, in_gguf_keys, in_gguf_names
 from model.io.gguf_rope import rope_hf
@@ -363,11 +363,11 @@ def load_gguf(
     stored = keeps_stored(stored, cfg, device, dtype)
     loading = f"loading {name}"
     arch = header.architecture
-    tensors = expert_header(header, model_type, cfg)  # each expert a matrix of its own, nothing read
-    if stored and arch in MLA_ARCHITECTURES:
-        need = mla_stored_need(header, arch, cfg, what=loading)
-    else:
-        need = stored_need(tensors, cfg, what=loading) if stored else load_need(cfg, what=loading)
+    # each expert a matrix of its own, nothing read
+    tensors = (
+        mla_expert_header(header) if arch in MLA_ARCHITECTURES else expert_header(header, model_type, cfg)
+    )
+    need = stored_need(tensors, cfg, what=loading) if stored else load_need(cfg, what=loading)
     check_size(need)  # before the tokenizer, any tensor or the model
     tok = _tokenizer(header, cfg, name)
     src = _source(tensors, model_type, cfg, stored=stored)
@@ -376,7 +376,7 @@ def load_gguf(
         layout = (
             gpt2_layout(cfg, src, path.name, "transformer.", conv1d=False, what=what)
             if gpt2
-            else family_layout(model_type, cfg, src, path.name, what=what)
+            else family_layout(model_type, cfg, src, path.name, what=what, stacked_experts=False)
         )
         model = build_model(cfg, src, layout, where=path.name, device=device, dtype=dtype, need=need)
     except CheckpointError as exc:  # the checks name tensors and settings as a Hugging Face folder would

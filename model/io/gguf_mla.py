@@ -36,8 +36,8 @@ kv_a_layernorm, o_proj}``; ``W_UKV`` = ``kv_b_proj`` [H·(d_nope + d_v), r] is s
 ``attn_kv_b`` by older converters and split by newer ones (for the absorbed form of MLA) into
 ``attn_k_b`` [H, r, d_nope] (each head's ``W_UK`` transposed) and ``attn_v_b`` [H, d_v, r]; rebuilt per
 head as ``[W_UK_h; W_UV_h]``. The experts are stacked: ``ffn_{gate,up,down}_exps`` [E, f, d] / [E, d, f]
-→ ``mlp.experts.e.{gate,up,down}_proj``; ``ffn_gate_inp`` → ``mlp.gate``, ``exp_probs_b.bias`` →
-``mlp.gate.e_score_correction_bias``, ``ffn_*_shexp`` → ``mlp.shared_experts.*``.
+→ ``mlp.experts.e.{gate,up,down}_proj`` (:func:`mla_expert_header`); ``ffn_gate_inp`` → ``mlp.gate``,
+``exp_probs_b.bias`` → ``mlp.gate.e_score_correction_bias``, ``ffn_*_shexp`` → ``mlp.shared_experts.*``.
 
 ``gpt-oss`` (``GptOssModel``): the metadata holds the Llama-shaped keys, ``expert_count``,
 ``expert_used_count``, ``expert_feed_forward_length`` (f), ``attention.sliding_window`` W, YaRN; the
@@ -45,37 +45,42 @@ architecture implies the rest, as llama.cpp's loader does: every other layer loc
 (``"LG"``), every linear layer biased, the SwiGLU clamped at 7 with α = 1.702, the router's softmax over
 the chosen k logits. Tensors: ``attn_sinks.weight`` → ``self_attn.sinks`` (one logit per head in each
 softmax's denominator), ``post_attention_norm`` → ``post_attention_layernorm`` (the MLP's pre-norm),
-``ffn_gate_inp`` (+ bias) → ``mlp.router``, and the experts back in transformers' stacked form:
-``ffn_gate_exps`` and ``ffn_up_exps`` [E, f, d] (or the fused ``ffn_gate_up_exps`` [E, 2f, d]) into
-``gate_up_proj`` [E, d, 2f], gate and up in alternate columns, ``ffn_down_exps`` [E, d, f] into
-``down_proj`` [E, f, d], their biases alike. The released files store the expert matrices as MXFP4
+``ffn_gate_inp`` (+ bias) → ``mlp.router``, and the experts one by one as DeepSeek's:
+``ffn_gate_exps`` and ``ffn_up_exps`` [E, f, d] (or the fused ``ffn_gate_up_exps`` [E, 2f, d], gate
+rows then up rows) → ``mlp.experts.e.{gate,up}_proj`` [f, d], ``ffn_down_exps`` [E, d, f] →
+``mlp.experts.e.down_proj`` [d, f], each bias [E, ·] alike. The converter took transformers'
+``gate_up_proj`` [E, d, 2f] (gate and up in alternate columns) apart into these, so expert e's
+``W_gate`` is its rows of ``ffn_gate_exps`` as stored, and our clamped SwiGLU
+(:class:`~model.nn.layers.ClampedSwiGLU`) computes from them what transformers computes from the
+interleaved columns. The released files store the expert matrices as MXFP4
 (:mod:`model.io.gguf_decode`). Q and K are not permuted (llama.cpp rotates gpt-oss's halves, NEOX).
 
 Refused in one line: V2's group-limited routing (each group scored by its best expert), sigmoid gating
 without its choice bias or without renormalised weights, a ``kv_b`` that is neither whole nor split.
-Kept as stored (:mod:`model.io.gguf_stored`), each of DeepSeek's experts is a matrix over its own rows
-of the stack; the split ``kv_b`` and gpt-oss's experts (transposed, interleaved) are dequantized at the
-open.
+Kept as stored (:mod:`model.io.gguf_stored`), each expert's matrix (DeepSeek's, gpt-oss's MXFP4 ones)
+is a matrix over its own rows of the stack, decoded as it is used and sized at its stored bytes;
+DeepSeek's ``q_b`` / ``kv_a`` are their stored rows read in our rotary order
+(:meth:`~model.nn.quantized.StoredMatrix.reordered`); only a split ``kv_b`` (rebuilt from
+``attn_k_b`` and ``attn_v_b``) is dequantized at the open.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
-from model.budget.sizing import Need
 from model.config import GPTConfig
-from model.io.build import source_need
 from model.io.gguf_file import GGUFHeader, GGUFTensor, read_tensor
-from model.io.gguf_stored import decoder, stored_matrices
+from model.io.gguf_moe import stacked_items
+from model.io.gguf_stored import stored_matrices
 from model.io.loaded import CheckpointError
 from model.io.weights import TensorSource
-from model.nn.quantized import StoredMatrix
 
-__all__ = ["MLA_ARCHITECTURES", "mla_adjust", "mla_hf", "mla_source", "mla_stored_need"]
+__all__ = ["MLA_ARCHITECTURES", "mla_adjust", "mla_expert_header", "mla_hf", "mla_source"]
 
 #: ``general.architecture`` -> the Hugging Face ``model_type`` it opens as.
 MLA_ARCHITECTURES = {"deepseek2": "deepseek_v3", "gpt-oss": "gpt_oss"}
@@ -104,8 +109,14 @@ _DEEPSEEK2_LAYER = {
     "ffn_down_shexp": "mlp.shared_experts.down_proj",
     "exp_probs_b": "mlp.gate.e_score_correction_bias",  # a buffer of the router's in transformers
 }
-#: the stacked experts [E, ...]: ``blk.i.<theirs>`` -> ``mlp.experts.e.<Hugging Face>``.
-_DEEPSEEK2_EXPERTS = {"ffn_gate_exps": "gate_proj", "ffn_up_exps": "up_proj", "ffn_down_exps": "down_proj"}
+#: the stacked experts [E, ...]: ``blk.i.<theirs>`` -> ``mlp.experts.e.<Hugging Face>`` (each item's
+#: rows split evenly among the names: gpt-oss's fused gate and up).
+_EXPERTS = {
+    "ffn_gate_exps": ("gate_proj",),
+    "ffn_up_exps": ("up_proj",),
+    "ffn_down_exps": ("down_proj",),
+    "ffn_gate_up_exps": ("gate_proj", "up_proj"),
+}
 _GLOBAL = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
 
 
@@ -318,7 +329,8 @@ class _Entry(NamedTuple):
 
 def _one_to_one(header: GGUFHeader, name: str, layer_names: dict[str, str]) -> _Entry:
     """The entry of a tensor renamed as is: ``output_norm`` -> ``model.norm``, ``blk.i.<part>`` ->
-    ``model.layers.i.<layer_names[part]>`` (a name with no place here kept, for the check to name)."""
+    ``model.layers.i.<layer_names[part]>``; a name with no place here (or an expert's, already under its
+    Hugging Face name: :func:`mla_expert_header`) kept as is."""
     t, path = header.tensors[name], header.path
     stem, _, kind = name.rpartition(".")
     found = _layer_of(name)
@@ -337,28 +349,10 @@ _NO_KIND = ("exp_probs_b", "attn_sinks")
 
 def _deepseek2_entries(header: GGUFHeader) -> list[_Entry]:
     path, out = header.path, []
-    stacks: dict[str, tuple[np.ndarray, set[int]]] = {}
-
-    def expert(t: GGUFTensor, e: int) -> Callable[[], np.ndarray]:
-        def read() -> np.ndarray:  # the stack is read once, kept until its last expert is taken
-            w, left = stacks.get(t.name) or (read_tensor(path, t), set(range(t.shape[0])))
-            left.discard(e)
-            if left:
-                stacks[t.name] = (w, left)
-            else:
-                stacks.pop(t.name, None)
-            return w[e].copy()
-
-        return read
-
     for name, t in header.tensors.items():
-        layer, part, kind = _layer_of(name) or ("", "", "")
+        layer, part, _ = _layer_of(name) or ("", "", "")
         prefix = f"model.layers.{layer}."
-        if part in _DEEPSEEK2_EXPERTS and len(t.shape) == 3:
-            for e in range(t.shape[0]):
-                hf = f"{prefix}mlp.experts.{e}.{_DEEPSEEK2_EXPERTS[part]}.{kind}"
-                out.append(_Entry(hf, t.shape[1:], expert(t, e)))
-        elif part == "attn_k_b" and f"blk.{layer}.attn_kv_b.weight" not in header.tensors:
+        if part == "attn_k_b" and f"blk.{layer}.attn_kv_b.weight" not in header.tensors:
             v_b = header.tensors.get(f"blk.{layer}.attn_v_b.weight")
             if v_b is None or len(t.shape) != 3 or len(v_b.shape) != 3:
                 raise CheckpointError(
@@ -387,63 +381,37 @@ _GPT_OSS_LAYER = {
 
 
 def _gpt_oss_entries(header: GGUFHeader) -> list[_Entry]:
-    """gpt-oss's experts as transformers holds them: ``gate_up_proj`` [E, d, 2f] with the gate and up
-    projections in alternate columns (``ffn_gate_exps`` and ``ffn_up_exps`` [E, f, d], or the fused
-    ``ffn_gate_up_exps`` [E, 2f, d], transposed and interleaved), ``down_proj`` [E, f, d]
-    (``ffn_down_exps`` [E, d, f] transposed), and their biases [E, 2f] (interleaved) and [E, d]."""
-    path, out, tensors = header.path, [], header.tensors
-    shape: tuple[int, ...]
-    for name, t in tensors.items():
+    """Every tensor renamed one to one (the experts already split and named by :func:`mla_expert_header`)."""
+    return [_one_to_one(header, name, _GPT_OSS_LAYER) for name in header.tensors]
+
+
+def mla_expert_header(header: GGUFHeader) -> GGUFHeader:
+    """``header`` with each stacked expert tensor (:data:`_EXPERTS`, weights [E, r, c] and biases
+    [E, r]) split into one tensor per expert over its bytes, nothing read
+    (:func:`~model.io.gguf_moe.stacked_items`), named ``model.layers.i.mlp.experts.e.<proj>.<kind>``:
+    a 2-D matrix each, dequantized alone or kept as stored, and sized so; gpt-oss's fused
+    ``ffn_gate_up_exps`` [E, 2f, d] gives each expert its ``[W_gate; W_up]`` halves."""
+    tensors: dict[str, GGUFTensor] = {}
+    for name, t in header.tensors.items():
         layer, part, kind = _layer_of(name) or ("", "", "")
-        x = f"model.layers.{layer}.mlp.experts."
-        suffix = "" if kind == "weight" else "_bias"
-        if part in ("ffn_gate_exps", "ffn_gate_up_exps"):
-            up = tensors.get(f"blk.{layer}.ffn_up_exps.{kind}") if part == "ffn_gate_exps" else None
-            if part == "ffn_gate_exps" and up is None:
-                raise CheckpointError(f"{path.name}: {name} without blk.{layer}.ffn_up_exps.{kind}")
-            E, f = t.shape[0], t.shape[1] // (1 if up is not None else 2)
-            shape = (E, t.shape[-1], 2 * f) if kind == "weight" else (E, 2 * f)
-            out.append(_Entry(f"{x}gate_up_proj{suffix}", shape, _gate_up(path, t, up)))
-        elif part == "ffn_down_exps":
-            shape = (t.shape[0], t.shape[2], t.shape[1]) if kind == "weight" else t.shape
-            out.append(_Entry(f"{x}down_proj{suffix}", shape, _down(path, t)))
-        elif part != "ffn_up_exps":  # read with ffn_gate_exps
-            out.append(_one_to_one(header, name, _GPT_OSS_LAYER))
-    return out
-
-
-def _down(path: Any, t: GGUFTensor) -> Callable[[], np.ndarray]:
-    """transformers' ``down_proj`` [E, f, d] from ``ffn_down_exps`` [E, d, f] (its bias [E, d] as is)."""
-    return lambda: read_tensor(path, t).swapaxes(1, 2) if len(t.shape) == 3 else read_tensor(path, t)
-
-
-def _gate_up(path: Any, gate: GGUFTensor, up: GGUFTensor | None) -> Callable[[], np.ndarray]:
-    """transformers' ``gate_up_proj`` [E, d, 2f] (or its bias [E, 2f]): gate in the even columns, up in
-    the odd, from llama.cpp's ``[E, f, d]`` halves (``up`` None: stacked in ``gate`` as [E, 2f, d])."""
-
-    def read() -> np.ndarray:
-        g = read_tensor(path, gate)
-        if up is None:
-            g, u = np.split(g, 2, axis=1)
+        if part in _EXPERTS and len(t.shape) == (3 if kind == "weight" else 2):
+            x = f"model.layers.{layer}.mlp.experts."
+            names = [tuple(f"{x}{e}.{proj}.{kind}" for proj in _EXPERTS[part]) for e in range(t.shape[0])]
+            tensors.update(stacked_items(t, names))
         else:
-            u = read_tensor(path, up)
-        both = np.stack([g, u], axis=2)  # [E, f, 2, (d)]: rows 2j (gate j), 2j + 1 (up j)
-        fused = both.reshape(g.shape[0], 2 * g.shape[1], *g.shape[2:])
-        return fused.swapaxes(1, 2) if fused.ndim == 3 else fused
-
-    return read
+            tensors[name] = t
+    return dataclasses.replace(header, tensors=tensors)
 
 
 def mla_source(header: GGUFHeader, arch: str, *, stored: bool = False) -> TensorSource:
-    """The tensors of a file of :data:`MLA_ARCHITECTURES` under the Hugging Face names (module
-    docstring), dequantized to float32 when read; ``stored``: the matrices stored whole kept as stored
-    instead (the stacked experts and the split ``kv_b`` are dequantized at the open)."""
+    """The tensors of a file of :data:`MLA_ARCHITECTURES` (its header from :func:`mla_expert_header`)
+    under the Hugging Face names (module docstring), dequantized to float32 when read; ``stored``: the
+    matrices stored whole kept as stored instead, each expert's among them (the split ``kv_b`` is
+    dequantized at the open)."""
     entries = {e.hf: e for e in (_deepseek2_entries if arch == "deepseek2" else _gpt_oss_entries)(header)}
     renamed = {e.whole: e.hf for e in entries.values() if e.whole is not None}
     matrices = stored_matrices(header, lambda n, r: None) if stored else {}
     kept = {renamed[n]: m for n, m in matrices.items() if n in renamed}
-    if stored and arch == "deepseek2":
-        kept.update(_stored_experts(header))
 
     def get(hf: str) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(entries[hf].read()))
@@ -451,36 +419,6 @@ def mla_source(header: GGUFHeader, arch: str, *, stored: bool = False) -> Tensor
     return TensorSource(
         entries.keys(), lambda hf: entries[hf].shape, get, fresh=True, stored=kept.get if stored else None
     )
-
-
-def _stored_experts(header: GGUFHeader) -> dict[str, StoredMatrix]:
-    """DeepSeek's stacked experts kept as stored: expert ``e`` of ``ffn_*_exps`` [E, rows, cols] is the
-    ``rows`` stored rows from ``e·rows`` on (each row whole blocks), one :class:`StoredMatrix` each."""
-    stacks = {
-        n: t
-        for n, t in header.tensors.items()
-        if len(t.shape) == 3 and (_layer_of(n) or ("", "", ""))[1] in _DEEPSEEK2_EXPERTS
-    }
-    if not stacks:
-        return {}
-    mapped = np.memmap(header.path, dtype=np.uint8, mode="c")  # copy-on-write: never written
-    out = {}
-    for name, t in stacks.items():
-        layer, part, kind = _layer_of(name) or ("", "", "")
-        E, rows, cols = t.shape
-        raw = mapped[t.offset : t.offset + t.nbytes].reshape(E * rows, t.nbytes // (E * rows))
-        decode = decoder(t.ggml_type)
-        for e in range(E):
-            hf = f"model.layers.{layer}.mlp.experts.{e}.{_DEEPSEEK2_EXPERTS[part]}.{kind}"
-            out[hf] = StoredMatrix(raw[e * rows : (e + 1) * rows], cols, decode, t.type_name)
-    return out
-
-
-def mla_stored_need(header: GGUFHeader, arch: str, cfg: GPTConfig, *, what: str) -> Need:
-    """What opening a file of :data:`MLA_ARCHITECTURES` with its matrices kept as stored takes: the
-    matrices :func:`mla_source` keeps (DeepSeek's experts among them) at their stored size, the rest
-    in float32 (:func:`~model.io.build.source_need`)."""
-    return source_need(mla_source(header, arch, stored=True), cfg, what)
 
 
 def _kv_b(path: Any, k_b: GGUFTensor, v_b: GGUFTensor) -> Callable[[], np.ndarray]:

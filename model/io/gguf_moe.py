@@ -17,7 +17,8 @@ GGUF tensor (PyTorch order)            shape               Hugging Face (Mixtral
 the E experts' matrices stacked along a first axis. In the file a stacked tensor is ``E·f`` rows of
 ``d`` values (``E·d`` rows of ``f``), each row whole blocks of its type, so expert ``e`` is the
 contiguous bytes ``[e·n/E, (e+1)·n/E)`` of its ``n``: :func:`expert_header` splits each stacked tensor
-into E tensors of their own over those bytes (nothing read), under the Hugging Face names, and the file
+into E tensors of their own over those bytes (:func:`stacked_items`, nothing read; DeepSeek's and
+gpt-oss's files are split by it too, :mod:`model.io.gguf_mla`), under the Hugging Face names, and the file
 then opens through the families' layouts (:mod:`model.io.families`) like any other. Each expert is thus
 a 2-D matrix: it is dequantized alone, or kept as stored (:mod:`model.io.gguf_stored`) and decoded one
 expert at a time as it is used, and the size check counts its stored bytes.
@@ -52,10 +53,10 @@ from collections.abc import Callable
 from typing import Any
 
 from model.config import GPTConfig
-from model.io.gguf_file import GGUFHeader, GGUFTensor
+from model.io.gguf_file import DEQUANTIZED, GGUFHeader, GGUFTensor
 from model.io.loaded import CheckpointError
 
-__all__ = ["MOE_ARCHITECTURES", "expert_header", "moe_hf", "moe_model_type"]
+__all__ = ["MOE_ARCHITECTURES", "expert_header", "moe_hf", "moe_model_type", "stacked_items"]
 
 #: ``general.architecture`` -> the Hugging Face ``model_type`` of its mixture-of-experts files (a
 #: ``llama`` file with ``llama.expert_count`` is Mixtral: :func:`moe_model_type`).
@@ -137,6 +138,25 @@ def expert_header(header: GGUFHeader, model_type: str, cfg: GPTConfig) -> GGUFHe
     return dataclasses.replace(header, tensors=tensors)
 
 
+def stacked_items(t: GGUFTensor, names: list[tuple[str, ...]]) -> dict[str, GGUFTensor]:
+    """The items of the stacked tensor ``t`` [E, r, ...] as tensors of their own over its bytes, nothing
+    read: item ``e`` is the bytes ``[e·n/E, (e+1)·n/E)`` of its ``n`` (rows ``[e·r, (e+1)·r)``, whole
+    blocks each), split into equal blocks of rows named ``names[e]`` (one name: the item whole; two:
+    the halves of a fused ``[W_gate; W_up]``). An item whose rows do not split into whole blocks is
+    refused naming ``t``."""
+    E, parts = t.shape[0], len(names[0])
+    shape = (t.shape[1] // parts, *t.shape[2:])
+    block = DEQUANTIZED[t.ggml_type][1] if len(shape) == 1 else 1  # an item [r] is one row of blocks
+    if t.nbytes % (E * parts) or t.shape[1] % parts or shape[0] % block:
+        raise CheckpointError(f"{t.name} {list(t.shape)} ({t.type_name}) does not split in {E}×{parts} parts")
+    each = t.nbytes // (E * parts)
+    out: dict[str, GGUFTensor] = {}
+    for e in range(E):
+        for j, name in enumerate(names[e]):
+            out[name] = GGUFTensor(name, shape, t.ggml_type, t.offset + (e * parts + j) * each, each)
+    return out
+
+
 def _layer(
     header: GGUFHeader, tensors: dict[str, GGUFTensor], i: int, model_type: str, cfg: GPTConfig
 ) -> dict[str, GGUFTensor]:
@@ -171,10 +191,7 @@ def _layer(
         assert t is not None
         if s in _STACKED:
             theirs = names[_STACKED.index(s)]
-            each = t.nbytes // E  # expert e: rows [e·r, (e+1)·r), whole blocks each
-            for e in range(E):
-                name = f"{hf}experts.{e}.{theirs}.weight"
-                out[name] = GGUFTensor(name, tuple(t.shape[1:]), t.ggml_type, t.offset + e * each, each)
+            out.update(stacked_items(t, [(f"{hf}experts.{e}.{theirs}.weight",) for e in range(E)]))
         else:
             name = f"{hf}{'gate' if s == 'ffn_gate_inp' else _SHARED[s]}.weight"
             shape = (1, d) if s == "ffn_gate_inp_shexp" else t.shape  # the gate: [1, d] theirs

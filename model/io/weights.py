@@ -283,8 +283,10 @@ def _parts(t: torch.Tensor, e: WeightMap, n: int) -> list[torch.Tensor]:
 
 def _stored_parts(m: StoredMatrix, e: WeightMap) -> list[StoredMatrix] | None:
     """Entry ``e``'s parts of the stored matrix ``m`` as stored matrices of their own (blocks of its
-    rows, nothing read), or None for a mapping that is not a split of whole rows."""
+    rows, or its rows reordered, nothing read), or None for a mapping that is neither."""
     n = len(e.dst)
+    if e.rows and n == 1 and not (e.transpose or e.stacked):  # DeepSeek's rotary rows de-interleaved
+        return [m.reordered(e.rows)]
     if e.transpose or e.rows or e.stacked or e.interleaved or e.heads or (m.rows % n and not e.sizes):
         return None
     sizes = list(e.sizes) if e.sizes else [m.rows // n] * n

@@ -23,7 +23,7 @@ the float32 ``nn.Linear`` / ``nn.Embedding`` it stands for (the trainer does so 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -95,6 +95,14 @@ class StoredMatrix:
         if self.order is None:
             return StoredMatrix(self.raw[start:stop], self.cols, self.decode, self.kind)
         return StoredMatrix(self.raw, self.cols, self.decode, self.kind, self.order[start:stop])
+
+    def reordered(self, rows: Sequence[int]) -> StoredMatrix:
+        """``W[rows]`` [len(rows), cols]: its row ``i`` is row ``rows[i]`` of ``W`` (a view: nothing read),
+        e.g. rows a file's writer permuted, put back in the order the model computes with."""
+        at = np.asarray(rows, dtype=np.int64)
+        return StoredMatrix(
+            self.raw, self.cols, self.decode, self.kind, at if self.order is None else self.order[at]
+        )
 
     def _decode(self, raw: np.ndarray) -> torch.Tensor:
         out = self.decode(np.asarray(raw))

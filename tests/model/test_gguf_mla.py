@@ -20,8 +20,8 @@ import pytest
 import torch
 
 from model.interp.trace import run_with_trace
-from model.io.gguf import load_gguf, summarize_gguf
-from model.io.gguf_file import read_header
+from model.io.gguf import gguf_config, load_gguf, summarize_gguf
+from model.io.gguf_file import GGUFHeader, read_header
 from model.io.loaded import CheckpointError
 from model.nn.quantized import StoredLinear
 from tests.gguf_mla_files import dequantized_into, write_deepseek2_gguf, write_gpt_oss_gguf
@@ -51,6 +51,7 @@ _SHAPE = dict(
 )
 #: case -> (model_type, config, kv_b split as newer converters write it)
 _EXPERT_PARTS = ("w_gate", "w_up", "w_down")
+GiB = 2**30
 CASES = {
     "v3": ("deepseek_v3", dict(_SHAPE, q_lora_rank=32, n_group=4, topk_group=2, rope_parameters=_YARN), True),
     "v2-lite": (
@@ -145,6 +146,23 @@ def test_a_file_of_mixed_types_equals_transformers_with_its_decoded_weights(deep
         with torch.no_grad():
             assert torch.allclose(kept.model(ids)[0], opened.model(ids)[0], rtol=0, atol=1e-5)
     assert _differences(reference, opened, tricky_texts[0])[0] > 1e-3  # the types really round
+
+
+def test_deepseek_kept_as_stored_keeps_q_b_and_kv_a_with_their_rotary_rows_reordered(deepseek, tricky_texts):
+    """``q_b`` and ``kv_a`` hold their rotary rows in pairs in the file: kept as stored, each is the file's
+    rows read in the order our RoPE rotates (nothing widened at the open), the same matrix and the same
+    logits as the model widened at the open."""
+    _, _, path = deepseek("v3")
+    kept, widened = load_gguf(path, stored=True), load_gguf(path, stored=False)
+    for ours, theirs in zip(kept.model.blocks, widened.model.blocks, strict=True):
+        for name in ("q_b", "kv_a"):
+            matrix = getattr(ours.attn, name)
+            assert isinstance(matrix, StoredLinear) and matrix.stored.order is not None, name
+            assert torch.equal(matrix.weight, getattr(theirs.attn, name).weight), name
+    for text in tricky_texts[:2]:
+        ids = torch.tensor([kept.tokenizer.encode(text)[:40]])
+        with torch.no_grad():
+            assert torch.equal(kept.model(ids)[0], widened.model(ids)[0]), text
 
 
 def test_lm_studio_lists_both_families_openable_with_their_parameters(deepseek, gpt_oss, tmp_path):
@@ -304,6 +322,138 @@ def test_gpt_oss_file_equals_transformers(gpt_oss, stored, tricky_texts):
         assert len(ckpt.tokenizer.encode(text)[:40]) > 2 * cfg.sliding_window  # past the local window
         logits, attention = _differences(reference, ckpt, text)
         assert logits <= 1e-4 and attention <= 1e-5, (text, logits, attention)
+
+
+def test_gpt_oss_kept_as_stored_holds_each_expert_in_mxfp4_and_computes_the_widened_numbers(
+    gpt_oss, tricky_texts
+):
+    """Each expert's W_gate, W_up [f, d] and W_down [d, f] are its rows of the file's MXFP4 stacks, decoded
+    as used; its biases, the norms and the sinks are the only float32 parameters; the logits are those of
+    the model widened at the open, bit for bit, and transformers' (≤ 1e-4)."""
+    _, reference, path = gpt_oss
+    header = read_header(path)
+    kept, widened = load_gguf(path, stored=True), load_gguf(path, stored=False)
+    cfg = kept.config
+    experts = [getattr(x, w) for b in kept.model.blocks for x in b.mlp.experts for w in _EXPERT_PARTS]
+    assert len(experts) == cfg.n_layers * cfg.n_experts * 3
+    assert all(isinstance(m, StoredLinear) and m.stored.kind == "MXFP4" for m in experts)
+    stacks = sum(t.nbytes for n, t in header.tensors.items() if n.endswith("_exps.weight"))
+    assert sum(m.stored.nbytes for m in experts) == stacks  # each expert its own rows, none widened
+    matrices = [t for n, t in header.tensors.items() if n.endswith(".weight") and len(t.shape) >= 2]
+    assert kept.meta["stored_bytes"] == sum(t.nbytes for t in matrices)  # every matrix as stored
+    floats = sum(t.numel for t in header.tensors.values()) - sum(t.numel for t in matrices)
+    assert sum(p.numel() for p in kept.model.parameters()) == floats  # biases, norms, sinks: float32
+    far = widened.model.blocks[-1].mlp.experts[-1]
+    for ours, theirs in zip(experts[-3:], (far.w_gate, far.w_up, far.w_down), strict=True):
+        assert torch.equal(ours.weight, theirs.weight) and torch.equal(ours.bias, theirs.bias)
+    for text in tricky_texts[:3]:
+        ids = torch.tensor([kept.tokenizer.encode(text)[:40]])
+        with torch.no_grad():
+            assert torch.equal(kept.model(ids)[0], widened.model(ids)[0]), text
+    logits, attention = _differences(reference, kept, tricky_texts[0])
+    assert logits <= 1e-4 and attention <= 1e-5
+
+
+def _size_checked(monkeypatch, path, header=None):
+    """The :class:`~model.budget.sizing.Need` that opening ``path`` kept as stored is checked against
+    (``header``: the file's header, instead of reading it), taken where :func:`load_gguf` checks it."""
+    from model.io import gguf as loader
+
+    class Checked(Exception):
+        pass
+
+    seen = []
+
+    def check(need):
+        seen.append(need)
+        raise Checked
+
+    monkeypatch.setattr(loader, "check_size", check)
+    if header is not None:
+        monkeypatch.setattr(loader, "read_header", lambda p: header)
+    with pytest.raises(Checked):
+        load_gguf(path, stored=True)
+    return seen[0]
+
+
+def test_the_size_check_counts_gpt_oss_experts_as_stored(gpt_oss, monkeypatch):
+    _, _, path = gpt_oss
+    header = read_header(path)
+    need = _size_checked(monkeypatch, path)
+    matrices = [t for n, t in header.tensors.items() if n.endswith(".weight") and len(t.shape) >= 2]
+    assert need.parts["weights as stored"] == sum(t.nbytes for t in matrices)  # MXFP4 bytes, not float32
+    floats = sum(t.numel for t in header.tensors.values()) - sum(t.numel for t in matrices)
+    assert need.parts["float32 tensors"] == 4 * floats
+
+
+def _gpt_oss_20b_header(tmp_path) -> GGUFHeader:
+    """A header (no file behind it) of gpt-oss-20b's shapes (its config.json: 24 layers, d 2880, 64 query
+    and 8 KV heads of 64, 32 experts 2880 wide, 4 per token, vocabulary 201,088): experts in MXFP4, the
+    other matrices in BF16, norms, biases and sinks in F32."""
+    from model.io.gguf_file import DEQUANTIZED, GGUFTensor
+
+    L, d, H, H_kv, d_k, E, f, V = 24, 2880, 64, 8, 64, 32, 2880, 201088
+    types = {name: number for number, (name, _, _) in DEQUANTIZED.items()}
+    tensors: dict[str, GGUFTensor] = {}
+
+    def add(name: str, shape: tuple[int, ...], kind: str) -> None:
+        _, block, size = DEQUANTIZED[types[kind]]
+        tensors[name] = GGUFTensor(name, shape, types[kind], 0, int(np.prod(shape)) // block * size)
+
+    add("token_embd.weight", (V, d), "BF16")
+    add("output.weight", (V, d), "BF16")
+    add("output_norm.weight", (d,), "F32")
+    for i in range(L):
+        b = f"blk.{i}."
+        for part, rows, cols in (
+            ("attn_q", H * d_k, d), ("attn_k", H_kv * d_k, d), ("attn_v", H_kv * d_k, d),
+            ("attn_output", d, H * d_k), ("ffn_gate_inp", E, d),
+        ):  # fmt: skip
+            add(f"{b}{part}.weight", (rows, cols), "BF16")
+            add(f"{b}{part}.bias", (rows,), "F32")
+        for part, shape in (
+            ("ffn_gate_exps", (E, f, d)),
+            ("ffn_up_exps", (E, f, d)),
+            ("ffn_down_exps", (E, d, f)),
+        ):
+            add(f"{b}{part}.weight", shape, "MXFP4")
+            add(f"{b}{part}.bias", shape[:2], "F32")
+        for part, n in (("attn_norm", d), ("post_attention_norm", d), ("attn_sinks", H)):
+            add(f"{b}{part}.weight", (n,), "F32")
+    a = "gpt-oss."
+    metadata = {
+        "general.architecture": "gpt-oss",
+        a + "block_count": L,
+        a + "context_length": 131072,
+        a + "embedding_length": d,
+        a + "feed_forward_length": f,
+        a + "attention.head_count": H,
+        a + "attention.head_count_kv": H_kv,
+        a + "attention.key_length": d_k,
+        a + "attention.value_length": d_k,
+        a + "attention.sliding_window": 128,
+        a + "attention.layer_norm_rms_epsilon": 1e-5,
+        a + "rope.freq_base": 150000.0,
+        a + "rope.scaling.type": "yarn",
+        a + "rope.scaling.factor": 32.0,
+        a + "rope.scaling.original_context_length": 4096,
+        a + "expert_count": E,
+        a + "expert_used_count": 4,
+        a + "expert_feed_forward_length": f,
+    }
+    return GGUFHeader(path=tmp_path / "gpt-oss-20b.gguf", version=3, metadata=metadata, tensors=tensors)
+
+
+def test_a_gpt_oss_20b_shape_is_sized_at_its_stored_bytes_not_widened(tmp_path, monkeypatch):
+    from model.budget.sizing import load_need
+
+    header = _gpt_oss_20b_header(tmp_path)
+    cfg = gguf_config(header)[2]
+    matrices = sum(t.nbytes for t in header.tensors.values() if len(t.shape) >= 2 and t.type_name != "F32")
+    need = _size_checked(monkeypatch, header.path, header)
+    assert need.parts["weights as stored"] == matrices
+    assert 12 * GiB < need.total < 1.1 * matrices < 15 * GiB  # MXFP4 experts, BF16 attention and tables
+    assert load_need(cfg).parts["weights"] > 75 * GiB  # the same model widened: 4 bytes a parameter
 
 
 def test_mxfp4_is_decoded_bit_for_bit_as_gguf_decodes_it():
