@@ -1,9 +1,11 @@
-"""The Help menu's content: what the current page is, the window's keyboard shortcuts, the README.
+"""The Help menu's content: what the current page is, the window's keyboard shortcuts, the GPT in one
+file (the reading path, :mod:`model.nn.reference`), the README.
 
 Nothing here is written twice. The page help is the page's own header text (:func:`app.views.page.
 page_help`, or a tab's ``current_help()`` hook); the shortcuts are read from the window's actions
 and shortcuts when the dialog opens (:func:`shortcut_rows`); the README's sections are its ``## ``
-headings, read from the ``README.md`` beside the package (:func:`readme_sections`).
+headings, read from the ``README.md`` beside the package (:func:`readme_sections`); the GPT in one file
+is that module's own source (:func:`reference_model_html`).
 :class:`HelpDialog` shows any of them, without blocking the window.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import html
 import inspect
+import math
 import re
 from pathlib import Path
 
@@ -38,6 +41,7 @@ from PySide6.QtWidgets import (
 )
 
 import app
+import model.nn.reference
 from app.views.page import page_help
 from app.views.tab import TabBase
 
@@ -215,6 +219,26 @@ def shortcuts_html(window: QWidget) -> str:
     )
 
 
+# ---- the GPT in one file -------------------------------------------------------------------------
+#: The README's section on the reading path (:func:`reference_model_html` links to it).
+READING_SECTION = "Reading the model"
+
+
+def reference_model_html() -> tuple[str, str]:
+    """``(title, html)`` of Help → The GPT in one file: where :mod:`model.nn.reference` is in the
+    repository, a line on what it is, and its source as it is installed, to read top to bottom."""
+    module = model.nn.reference
+    path = "/".join(module.__name__.split(".")) + ".py"
+    intro = (
+        f"<p><b>{path}</b>: the default GPT, the one <code>GPTConfig()</code> describes, in one file of "
+        "plain PyTorch with each formula and tensor shape beside its line. It computes what the production "
+        "model computes, from the same weights (tested); the README's section "
+        f"<a href='#{anchor(READING_SECTION)}'>{READING_SECTION}</a> says what the production model adds.</p>"
+    )
+    source = html.escape(inspect.getsource(module), quote=False)
+    return f"The GPT in one file — {path}", f"{intro}<pre>{source}</pre>"
+
+
 # ---- the dialog --------------------------------------------------------------------------------
 class HelpDialog(QDialog):
     """A non-blocking window of help text (HTML or the README's markdown); links to README sections
@@ -241,12 +265,29 @@ class HelpDialog(QDialog):
         lay.addWidget(buttons)
         self.resize(820, 640)
 
-    def show_html(self, title: str, body: str) -> None:
+    def show_html(self, title: str, body: str, *, fit_width: bool = False) -> None:
+        """``body`` under the heading ``title``; ``fit_width``: widen the dialog (up to the screen) so that
+        its widest unbreakable line, such as a line of code, shows whole."""
         self.setWindowTitle(title)
         self.heading.setText(html.escape(title, quote=False))
         self.heading.show()
         self.browser.setHtml(body)
+        if fit_width:
+            self._fit_width()
         self._present()
+
+    def _fit_width(self) -> None:
+        doc = self.browser.document()
+        doc.adjustSize()  # lays the text out at its ideal width, the widest line that cannot wrap
+        scrollbar = self.browser.verticalScrollBar().sizeHint().width()
+        need = (
+            math.ceil(doc.idealWidth())
+            + scrollbar
+            + 2 * self.browser.frameWidth()
+            + (self.width() - self.browser.width())
+        )
+        screen = self.screen().availableGeometry().width() if self.screen() is not None else need
+        self.resize(max(self.width(), min(need, screen)), self.height())
 
     def show_readme(self, title: str) -> None:
         """The README's section ``title`` (or a line saying the README is not there)."""
@@ -318,6 +359,7 @@ __all__ = [
     "read_readme",
     "readme_path",
     "readme_sections",
+    "reference_model_html",
     "shortcut_rows",
     "shortcuts_html",
     "tab_intro",

@@ -1,7 +1,7 @@
 """The window's menus: File (new run, open and save checkpoints, export the current view; what those
 do is :mod:`app.shell.file_actions`), View (tabs, panels, layout), Help (what the current page shows, the
-keyboard shortcuts, the README's sections, About; content in :mod:`app.shell.help`), plus the menus tabs
-add through their ``menu_actions()`` hook.
+keyboard shortcuts, the GPT in one file, the README's sections, About; content in
+:mod:`app.shell.help`), plus the menus tabs add through their ``menu_actions()`` hook.
 
 :class:`WindowMenus` is a part of the :class:`~app.shell.window.MainWindow` (``window.menu``): it builds
 the actions (parented on the window, so their shortcuts work anywhere in it) and the menu bar, and
@@ -24,7 +24,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMenu, QMenuBar, QMessageBox, QTabWidget, QWidget
 
 from app.shell.file_actions import FileActions
-from app.shell.help import HelpDialog, current_help, read_readme, shortcuts_html
+from app.shell.help import HelpDialog, current_help, read_readme, reference_model_html, shortcuts_html
 from app.views.tab import TabBase
 
 APP_NAME = "Attention Lab"
@@ -143,6 +143,12 @@ class WindowMenus:
             None,
             "Every keyboard shortcut of the window",
         )
+        self.reference_action = self._action(
+            "The &GPT in one file",
+            self.show_reference_model,
+            None,
+            "model/nn/reference.py: the default GPT in about 150 lines of plain PyTorch, to read",
+        )
         self.reset_layout_action = self._action(
             "Reset &layout", window.reset_layout, None, "Put the panels back where they started"
         )
@@ -201,6 +207,7 @@ class WindowMenus:
         self.menus["Help"] = self.help_menu
         self.help_menu.addAction(self.page_help_action)
         self.help_menu.addAction(self.shortcuts_action)
+        self.help_menu.addAction(self.reference_action)
         self.readme_menu = self.help_menu.addMenu("&README")
         self.readme_actions = self._readme_actions()
         for act in self.readme_actions:
@@ -268,6 +275,12 @@ class WindowMenus:
         """Help → Keyboard shortcuts: every shortcut, read from the window's actions now."""
         dialog = self.help_dialog()
         dialog.show_html("Keyboard shortcuts", shortcuts_html(self.window.window()))
+        return dialog
+
+    def show_reference_model(self) -> HelpDialog:
+        """Help → The GPT in one file: model/nn/reference.py's source, the reading path for learners."""
+        dialog = self.help_dialog()
+        dialog.show_html(*reference_model_html(), fit_width=True)
         return dialog
 
     def show_readme(self, section: str) -> HelpDialog:

@@ -350,3 +350,32 @@ def test_readme_sections_open_from_the_help_menu(qtbot, tiny_window, monkeypatch
         "The README is not installed" in win.menu.help_dialog().text()
         and str(tmp_path) in win.menu.help_dialog().text()
     )
+
+
+def test_help_shows_the_gpt_in_one_file_and_the_readme_points_to_it(qtbot, tiny_window, monkeypatch):
+    """The reading path for learners: Help → The GPT in one file shows model/nn/reference.py's own
+    source, and its link opens the README's section that names the same file."""
+    import inspect
+
+    import model.nn.reference
+    from app.shell import help as help_module
+
+    win = tiny_window
+    help_actions = [a.text().replace("&", "") for a in win.menu.help_menu.actions()]
+    assert "The GPT in one file" in help_actions
+    dialog = win.menu.help_dialog()
+    dialog.resize(400, 300)  # narrower than a line of code: the code widens it, within the screen
+    win.menu.reference_action.trigger()
+    assert 400 < dialog.width() <= dialog.screen().availableGeometry().width()
+    text = dialog.text()
+    assert "model/nn/reference.py" in text
+    assert inspect.getsource(model.nn.reference).strip() in dialog.browser.toPlainText()
+    assert not dialog.isModal()
+    # the README's section, linked from the dialog and in the README menu, names the same file
+    shown: list[str] = []
+    monkeypatch.setattr(help_module.HelpDialog, "show_readme", lambda self, title: shown.append(title))
+    dialog._link(help_module.QUrl("#reading-the-model"))
+    assert shown == ["Reading the model"]
+    sections = dict(help_module.read_readme()[0])
+    assert "model/nn/reference.py" in sections["Reading the model"]
+    assert "Reading the model" in [a.text() for a in win.menu.readme_actions]
