@@ -80,7 +80,10 @@ from model.interp.npzfile import NpzWriter
 from model.interp.plan import COPY_CHUNK
 from model.interp.trace import Trace
 
-#: The file's keys for the square kinds (the format's own names, older than the trace's hook names).
+#: The file's keys for the square kinds → the trace's hook names. The format keeps its own names
+#: (``weights``, ``scores_scaled``: the kinds' names before they took their hook points') so that
+#: files written before, and every reader of them, read the same. This is the one place they map: as
+#: kinds they are retired (``model.interp.plan.RETIRED``), refused by every function that takes a kind.
 FILE_KEYS = {"weights": "pattern", "scores_raw": "scores_raw", "scores_scaled": "scores"}
 
 

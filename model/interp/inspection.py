@@ -34,7 +34,7 @@ from model.interp.analysis.pipeline import PIPELINE_KINDS, head_pipeline
 from model.interp.export import FILE_KEYS, inspection_arrays, write_npz
 from model.interp.frame import AttentionFrame
 from model.interp.npzfile import NpzWriter, RowSink, write_rows
-from model.interp.plan import REQUIRED_KINDS, SQUARE_KINDS, PromptPlan, canonical_kinds, held_tokens
+from model.interp.plan import REQUIRED_KINDS, SQUARE_KINDS, PromptPlan, held_tokens, hook_names
 from model.interp.streamed import Unembedding, stream_prompt
 from model.interp.trace import run_with_trace
 from model.nn.hooks import ablate_heads, reader
@@ -220,7 +220,7 @@ def export_arrays(
     a second copy of each. ``sized``: a plan has sized it already (else refused when it cannot fit)."""
     shape = _square_shape(model.config, len(ids), layers)
     dtype = np.float16 if float16 else np.float32
-    squares = {k: np.empty(shape, dtype=dtype) for k in canonical_kinds(kinds) if k in SQUARE_KINDS}
+    squares = {k: np.empty(shape, dtype=dtype) for k in hook_names(kinds) if k in SQUARE_KINDS}
     return _recorded(model, tokenizer, ids, squares, ablate, kinds, layers, float16, sized)
 
 
@@ -248,7 +248,7 @@ def write_inspection(
     logits, never [L, H, T, T] nor [T, V]); sized by the caller's plan. Returns the file written."""
     shape = _square_shape(model.config, len(ids), layers)
     dtype = np.float16 if float16 else np.float32
-    wanted = canonical_kinds(kinds)
+    wanted = hook_names(kinds)
     final: list[torch.Tensor] = []
 
     def keep_stream(x, hook):  # the stream after the final norm [T, d]; only the last row is unembedded
@@ -282,7 +282,7 @@ def _recorded(
 ):
     """The format's arrays of one recorded run, each square kind going ``into`` its ``squares`` entry
     (an array or a sink), which stands under the format's key; ``hooks`` after the ablations."""
-    kinds = canonical_kinds(kinds)
+    kinds = hook_names(kinds)
     trace = run_with_trace(
         model,
         ids,

@@ -9,7 +9,8 @@ inspection in milliseconds, before torch is even imported. For L layers, H heads
 d, head_dim d_k, batch B and b bytes per value, a trace holds per layer H·T² per square kind
 (``scores_raw``, ``scores``, ``pattern``), H·T·d_k per other head kind, T·d per stream kind
 and T per norm kind, plus T·d for ``ln_final``: (L · per_layer + once) · B · b bytes. Kinds are the
-hook names of :mod:`model.interp.trace`; :data:`ALIASES` are the older names, accepted everywhere.
+hook names of :mod:`model.interp.trace`; the names they had before (:data:`RETIRED`) are refused,
+naming the hook name (:func:`hook_name`).
 """
 
 from __future__ import annotations
@@ -42,21 +43,25 @@ COPY_CHUNK = 2**20
 #: reads the whole unembedding, so small blocks are slow (64 rows of Gemma 3's 262,144 took 1.5x the
 #: time of one [1024, V] product here, 256 rows 1.1x).
 LOGITS_BLOCK = 256 * 2**20
-#: The older kind names, accepted wherever a kind is: each → the hook name it is.
-ALIASES = {"weights": "pattern", "scores_scaled": "scores", "head_out": "z", "resid_final": "ln_final"}
+#: The kinds' names before they took their hook points' → the hook name: refused wherever a kind is
+#: given (:func:`hook_name`). The .npz format keeps two as file keys (``model.interp.export.FILE_KEYS``).
+RETIRED = {"weights": "pattern", "scores_scaled": "scores", "head_out": "z", "resid_final": "ln_final"}
 #: What the .npz inspection format (``model.interp.export``) records.
 REQUIRED_KINDS = ("pattern", "scores_raw", "scores", "resid_pre", "resid_mid", "resid_post")
 
 
-def canonical(kind: str) -> str:
-    """The hook name of ``kind`` (an older name from :data:`ALIASES` → its hook name; others as given)."""
-    return ALIASES.get(kind, kind)
+def hook_name(kind: str) -> str:
+    """``kind`` as given, unless retired (:data:`RETIRED`): a ValueError naming its hook name,
+    ``'weights' is now 'pattern'`` (whether it is a kind at all: :func:`~model.interp.trace.check_kinds`)."""
+    if kind in RETIRED:
+        raise ValueError(f"{kind!r} is now {RETIRED[kind]!r}")
+    return kind
 
 
-def canonical_kinds(kinds: Iterable[str] | str) -> tuple[str, ...]:
-    """``kinds`` by their hook names, in order, each once."""
+def hook_names(kinds: Iterable[str] | str) -> tuple[str, ...]:
+    """``kinds`` in order, each once, every one checked by :func:`hook_name`."""
     kinds = [kinds] if isinstance(kinds, str) else kinds
-    return tuple(dict.fromkeys(canonical(k) for k in kinds))
+    return tuple(dict.fromkeys(hook_name(k) for k in kinds))
 
 
 def estimate_nbytes(
@@ -75,7 +80,7 @@ def estimate_nbytes(
     """Bytes a trace of these kinds takes (logits excluded): the formula in the module docstring, plus
     a mixture of experts' ``T·E`` router logits and ``T·k`` choices and weights per layer (8 bytes
     for a chosen expert's id)."""
-    kinds = set(ALL_KINDS if kinds is None else canonical_kinds(kinds))
+    kinds = set(ALL_KINDS if kinds is None else hook_names(kinds))
     per_layer = 0
     experts = {"router": seq_len * n_experts, "gates": seq_len * experts_per_token}
     ids = seq_len * experts_per_token * 8 * batch if "chosen" in kinds else 0
@@ -135,7 +140,7 @@ def inspection_need(
     H, d, V, d_k = (size_or_zero(v) for v in (cfg.n_heads, cfg.d_model, cfg.vocab_size, cfg.d_head))
     T, B = max(1, size_or_zero(seq_len)), max(1, size_or_zero(batch))
     E, k = (size_or_zero(cfg.n_experts), size_or_zero(cfg.n_experts_per_token)) if cfg.n_experts else (0, 0)
-    kinds = canonical_kinds(kinds)
+    kinds = hook_names(kinds)
     trace = estimate_nbytes(
         L,
         H,

@@ -33,9 +33,10 @@ plus, for the whole model, ``ln_final`` [B, T, d] (the stream after the final no
 ``mask`` [T, T] (True where a query may attend), ``logits`` [B, T, V] (always float32) and the input
 ``tokens`` [B, T].
 
-Older names are accepted everywhere a key is (:data:`ALIASES`): ``weights`` = ``pattern``,
-``scores_scaled`` = ``scores``, ``head_out`` = ``z``, ``resid_final`` = ``ln_final``; the .npz export
-format (``model.interp.export``) keeps the older names as its file keys.
+What is recorded is chosen by hook name: a list of names, or a predicate over them, as
+TransformerLens's ``names_filter`` (``kinds=lambda name: name.startswith("resid")``). The names the
+kinds had before (:data:`~model.interp.plan.RETIRED`) are refused wherever a kind is given, naming the
+hook name: ``'weights' is now 'pattern'``.
 
 Memory. Every [T, T] kind costs ``L·H·T²·B·s`` bytes (``s`` = 2 for float16, 4 for float32). A
 12-layer, 12-head model at T = 1024 with only ``pattern`` in float16 needs 12·12·1024²·2 B = 302 MB
@@ -54,7 +55,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import torch
 
-from model.interp.plan import ALIASES, ALL_KINDS, GLOBAL_KINDS, canonical, inspection_need
+from model.interp.plan import ALL_KINDS, GLOBAL_KINDS, hook_name, hook_names, inspection_need
 from model.nn.hooks import reader
 
 if TYPE_CHECKING:
@@ -97,19 +98,24 @@ KIND_POINTS = {
 }
 
 
-def check_kinds(kinds: Iterable[str] | str | None) -> frozenset[str] | None:
-    """``kinds`` by their hook names, as a frozenset (None = all); an older name (:data:`ALIASES`)
-    is its hook name; an unknown one is a ValueError naming the valid kinds."""
+#: What a trace records: hook names (one, or several), or a predicate over them; None = every kind.
+Kinds = Iterable[str] | str | Callable[[str], bool] | None
+
+
+def check_kinds(kinds: Kinds) -> frozenset[str] | None:
+    """``kinds`` as a frozenset of hook names (None = all): the names given, or those of
+    :data:`~model.interp.plan.ALL_KINDS` a predicate ``kinds(name)`` keeps (TransformerLens's
+    ``names_filter``). A retired name is a ValueError naming its hook name
+    (:func:`~model.interp.plan.hook_name`); an unknown one a ValueError naming the valid kinds."""
     if kinds is None:
         return None
-    kinds = frozenset(canonical(k) for k in ([kinds] if isinstance(kinds, str) else kinds))
+    if callable(kinds):
+        return frozenset(k for k in ALL_KINDS if kinds(k))
+    kinds = frozenset(hook_names(kinds))
     unknown = sorted(kinds - set(ALL_KINDS))
     if unknown:
         names = ", ".join(map(repr, unknown))
-        raise ValueError(
-            f"unknown trace kind {names}; valid kinds: {', '.join(ALL_KINDS)} "
-            f"(older names: {', '.join(ALIASES)})"
-        )
+        raise ValueError(f"unknown trace kind {names}; valid kinds: {', '.join(ALL_KINDS)}")
     return kinds
 
 
@@ -137,7 +143,7 @@ class Recorder:
         self.kinds = check_kinds(self.kinds)
         if self.layers is not None:
             self.layers = frozenset(int(i) for i in self.layers)
-        self.into = {canonical(k): v for k, v in (self.into or {}).items()}
+        self.into = {hook_name(k): v for k, v in (self.into or {}).items()}
         n_layers = self.config.n_layers if self.config is not None else 0
         self._rows = {layer: i for i, layer in enumerate(sorted(self.layers or range(n_layers)))}
 
@@ -145,7 +151,7 @@ class Recorder:
         return self.layers is None or layer in self.layers
 
     def wants(self, kind: str, layer: int) -> bool:
-        return self.wants_layer(layer) and (self.kinds is None or canonical(kind) in self.kinds)
+        return self.wants_layer(layer) and (self.kinds is None or hook_name(kind) in self.kinds)
 
     def put(self, kind: str, layer: int, tensor: torch.Tensor) -> None:
         if not self.wants(kind, layer):
@@ -242,7 +248,7 @@ class Trace:
     def __getitem__(self, key: tuple[str, int]) -> torch.Tensor:
         kind, layer = key
         try:
-            return self._store[(canonical(kind), layer)]
+            return self._store[(hook_name(kind), layer)]
         except KeyError:
             raise KeyError(
                 f"trace has no {kind!r} for layer {layer}; recorded kinds: {sorted(self.kinds)}, "
@@ -260,10 +266,10 @@ class Trace:
         return self.mask & (k > q - int(cfg.sliding_window or 0))
 
     def get(self, kind: str, layer: int, default: torch.Tensor | None = None) -> torch.Tensor | None:
-        return self._store.get((canonical(kind), layer), default)
+        return self._store.get((hook_name(kind), layer), default)
 
     def has(self, kind: str, layer: int = -1) -> bool:
-        return (canonical(kind), layer) in self._store
+        return (hook_name(kind), layer) in self._store
 
     def keys(self) -> list[tuple[str, int]]:
         return list(self._store)
@@ -287,7 +293,7 @@ class Trace:
 
     def stack(self, kind: str, batch: int = 0) -> np.ndarray:
         """float32 numpy of ``kind`` for every recorded layer, batch row ``batch``: [L, ...]."""
-        kind = canonical(kind)
+        kind = hook_name(kind)
         layers = [layer for layer in self.layers if (kind, layer) in self._store]
         if not layers:
             raise KeyError(f"trace has no {kind!r}; recorded kinds: {sorted(self.kinds)}")
@@ -296,7 +302,7 @@ class Trace:
     def take_stack(self, kind: str, batch: int = 0) -> np.ndarray:
         """Like :meth:`stack` but in the recorded dtype, and each layer leaves the trace as it is copied
         (peak memory: the result plus one layer, not twice the result). The trace no longer has ``kind``."""
-        kind = canonical(kind)
+        kind = hook_name(kind)
         layers = [layer for layer in self.layers if (kind, layer) in self._store]
         if not layers:
             raise KeyError(f"trace has no {kind!r}; recorded kinds: {sorted(self.kinds)}")
@@ -366,7 +372,7 @@ def run_with_trace(
     model,
     tokens,
     *,
-    kinds: Iterable[str] | None = None,
+    kinds: Kinds = None,
     layers: Iterable[int] | None = None,
     dtype: torch.dtype | None = None,
     hooks=(),
@@ -378,19 +384,19 @@ def run_with_trace(
 
     ``tokens``: a :class:`~model.interp.prompt.Prompt` (make one from text with
     :func:`~model.interp.prompt.encode_prompt`), token ids [T], or a tensor [T] / [B, T]. ``kinds``
-    and ``layers`` choose what is recorded (all by default; an unknown kind is a ValueError naming the
-    valid ones); ``dtype`` the stored precision (float32 by default; logits are always float32);
-    ``hooks``: interventions active during the pass ({name: fn} or (name, fn) pairs, e.g.
-    :func:`model.nn.hooks.ablate_heads`), run before the recording at the same points. A trace the
-    machine cannot hold is refused first (:class:`~model.budget.sizing.ModelTooLarge`, in
-    milliseconds), unless ``sized``: the caller's plan (:func:`~model.interp.plan.plan_prompt`) has
-    already sized it. ``into``: {kind: array [n layers recorded, ...]} written in place of keeping
-    those kinds (batch row 0, layers in ascending order; the trace then has no such kind), so a
-    caller that wants one array of every layer gets it without a second copy; or {kind:
-    :class:`Sink`}, given each layer's row as it is made (a file written layer by layer: one layer
-    in memory, never all of them). ``position_offset``
-    places the tokens at positions ``offset..offset+T−1`` (the model's ``forward``). Runs in evaluation mode
-    under ``torch.no_grad`` and restores the model's mode.
+    (hook names, or a predicate over them: :func:`check_kinds`) and ``layers`` choose what is recorded
+    (all by default; an unknown kind is a ValueError naming the valid ones); ``dtype`` the stored
+    precision (float32 by default; logits are always float32); ``hooks``: interventions active during
+    the pass ({name: fn} or (name, fn) pairs, e.g. :func:`model.nn.hooks.ablate_heads`), run before
+    the recording at the same points. A trace the machine cannot hold is refused first
+    (:class:`~model.budget.sizing.ModelTooLarge`, in milliseconds), unless ``sized``: the caller's plan
+    (:func:`~model.interp.plan.plan_prompt`) has already sized it. ``into``: {kind: array [n layers
+    recorded, ...]} written in place of keeping those kinds (batch row 0, layers in ascending order;
+    the trace then has no such kind), so a caller that wants one array of every layer gets it without
+    a second copy; or {kind: :class:`Sink`}, given each layer's row as it is made (a file written
+    layer by layer: one layer in memory, never all of them). ``position_offset`` places the tokens at
+    positions ``offset..offset+T−1`` (the model's ``forward``). Runs in evaluation mode under
+    ``torch.no_grad`` and restores the model's mode.
     A layer whose scores or pattern are recorded runs the explicit softmax; its logits equal the fused
     path's to float32 precision.
     """

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from model.config import GPTConfig
+from model.interp.plan import inspection_need
 from model.interp.prompt import encode_prompt
-from model.interp.trace import ALIASES, ALL_KINDS, Recorder, run_with_trace
+from model.interp.trace import ALL_KINDS, Recorder, run_with_trace
 from model.nn.gpt import GPT, build_model
 from model.nn.hooks import HookPoint, ablate_heads, patch, use_mask
 from model.text.tokens import CharTokenizer
@@ -95,22 +96,54 @@ def test_unknown_hook_point_and_unknown_kind_are_clear_errors():
     with pytest.raises(ValueError, match="unknown trace kind 'attention'; valid kinds: q, k, v"):
         run_with_trace(model, torch.zeros(1, 3, dtype=torch.long), kinds=("attention",))
     tok = CharTokenizer.from_text("abcdef ")
-    with pytest.raises(ValueError, match=r"valid kinds: .*ln_final.*older names: weights"):
+    with pytest.raises(ValueError, match=r"valid kinds: .*ln_final"):
         run_with_trace(model, encode_prompt(tok, "abc", 16), kinds=("pattern", "attention"))
 
 
 def test_a_recorder_attached_by_hand_gives_the_trace_of_run_with_trace():
     model = model_of(n_kv_heads=2)
     idx = torch.randint(0, 37, (2, 11))
-    kinds = ("weights", "k", "scores_raw", "resid_final")  # older names: the hook names are the keys
+    kinds = ("pattern", "k", "scores_raw", "ln_final")
     with recording(model, kinds=kinds, dtype=torch.float16) as rec:
         logits, _ = model(idx)
     got, want = rec.trace(idx), run_with_trace(model, idx, kinds=kinds)
     assert got.kinds == want.kinds == {"pattern", "k", "scores_raw", "ln_final"}
     assert got["pattern", 1].dtype == torch.float16 and got["k", 0].shape == (2, 4, 11, 8)
-    assert got["weights", 1] is got["pattern", 1]  # an older name is an alias of the hook name
     torch.testing.assert_close(got["pattern", 1].float(), want["pattern", 1], atol=1e-3, rtol=1e-3)
     assert torch.equal(got.logits, logits) and torch.equal(got.mask, want.mask)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [("weights", "pattern"), ("scores_scaled", "scores"), ("head_out", "z"), ("resid_final", "ln_final")],
+)
+def test_a_retired_kind_name_is_refused_naming_its_hook_name_wherever_a_kind_is_given(old, new):
+    model = model_of()
+    idx = torch.randint(0, 37, (1, 5))
+    said = rf"^'{old}' is now '{new}'$"
+    with pytest.raises(ValueError, match=said):
+        run_with_trace(model, idx, kinds=(old,))
+    with pytest.raises(ValueError, match=said):
+        Recorder(kinds=[new, old], config=model.config)
+    with pytest.raises(ValueError, match=said):
+        inspection_need(model.config, 5, kinds=(old,))
+    trace = run_with_trace(model, idx, kinds=(new,))
+    for read in (lambda: trace[old, 0], lambda: trace.stack(old), lambda: trace.has(old, 0)):
+        with pytest.raises(ValueError, match=said):
+            read()
+
+
+def test_a_predicate_over_hook_names_chooses_what_a_trace_records():
+    model = model_of()
+    idx = torch.randint(0, 37, (1, 9))
+    trace = run_with_trace(model, idx, kinds=lambda name: name.startswith("resid") or name == "pattern")
+    want = {k for k in ALL_KINDS if k.startswith("resid")} | {"pattern"}
+    assert trace.kinds == want and trace.layers == [0, 1]
+    by_list = run_with_trace(model, idx, kinds=sorted(want))
+    keys = by_list.keys()
+    assert sorted(trace.keys()) == sorted(keys)
+    assert all(torch.equal(trace[k, l], by_list[k, l]) for k, l in keys)
+    assert run_with_trace(model, idx, kinds=lambda name: False).kinds == set()
 
 
 def test_recording_only_the_stream_keeps_the_fused_path():
@@ -195,7 +228,7 @@ def test_run_with_trace_switches_to_eval_and_back():
     assert torch.equal(trace.logits, again.logits)  # no dropout: the recorded run was in eval mode
     long = run_with_trace(model, encode_prompt(tok, "hello world " * 3, ctx), kinds=("pattern",))
     assert long.seq_len == model.config.context_length
-    assert set(ALL_KINDS) >= {"pattern", "ln_final"} and ALIASES["weights"] == "pattern"
+    assert set(ALL_KINDS) >= {"pattern", "ln_final"}
 
 
 def test_hooks_act_only_in_the_thread_that_attached_them():

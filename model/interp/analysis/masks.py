@@ -111,7 +111,7 @@ class MaskStages:
 
 
 def mask_stages(trace, layer: int, head: int, batch: int = 0) -> MaskStages:
-    """:class:`MaskStages` of head ``(layer, head)`` (the trace holds ``scores_scaled`` and ``weights``)."""
+    """:class:`MaskStages` of head ``(layer, head)`` (the trace holds ``scores`` and ``pattern``)."""
     scores = trace["scores", layer][batch, head].double().numpy()
     weights = trace["pattern", layer][batch, head].double().numpy()
     mask = trace.mask.numpy().astype(bool)
