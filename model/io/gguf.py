@@ -58,16 +58,16 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from model.budget.sizing import check as check_size
 from model.budget.sizing import load_need
 from model.config import GPTConfig
-from model.io.build import build_model, keeps_stored, opened
+from model.io.build import Weights, build_model, keeps_stored, opened
 from model.io.families import family_config, family_layout
 from model.io.gguf_dense import DENSE, dense_hf
 from model.io.gguf_file import (
@@ -368,17 +368,18 @@ def load_gguf(
         need = mla_stored_need(header, arch, cfg, what=loading)
     else:
         need = stored_need(tensors, cfg, what=loading) if stored else load_need(cfg, what=loading)
-    check_size(need)  # before the tokenizer, any tensor or the model
     tok = _tokenizer(header, cfg, name)
     src = _source(tensors, model_type, cfg, stored=stored)
     what, gpt2 = f"the GGUF metadata of {path.name}", model_type == "gpt2"
+    layout = (
+        partial(gpt2_layout, cfg, src, path.name, "transformer.", conv1d=False, what=what)
+        if gpt2
+        else partial(family_layout, model_type, cfg, src, path.name, what=what)
+    )
     try:
-        layout = (
-            gpt2_layout(cfg, src, path.name, "transformer.", conv1d=False, what=what)
-            if gpt2
-            else family_layout(model_type, cfg, src, path.name, what=what)
+        model = build_model(
+            cfg, lambda: Weights(src, layout(), path.name), need=need, device=device, dtype=dtype
         )
-        model = build_model(cfg, src, layout, where=path.name, device=device, dtype=dtype, need=need)
     except CheckpointError as exc:  # the checks name tensors and settings as a Hugging Face folder would
         arch = header.architecture
         layers = DENSE[arch].layers if arch in DENSE else None
