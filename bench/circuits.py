@@ -43,9 +43,9 @@ def uptime() -> str:
 def bench_scores(repeats: int) -> dict:
     import model.interp.analysis.circuits as C
     from model.config import GPTConfig
-    from model.nn.gpt import build_model
+    from model.nn.gpt import init_model
 
-    model = build_model(GPTConfig(vocab_size=50257, **SHAPE), seed=0).eval()
+    model = init_model(GPTConfig(vocab_size=50257, **SHAPE), seed=0).eval()
     rows = []
     for _ in range(repeats):
         C._BASELINES.clear()  # the chance level is sampled again each time

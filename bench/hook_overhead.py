@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch
 
 from model.config import GPTConfig
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 from model.nn.hooks import HookPoint
 
 
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         d_model=args.d_model,
         n_heads=args.n_heads,
     )
-    hooked = build_model(cfg, seed=0)
+    hooked = init_model(cfg, seed=0)
     bare = without_hook_points(hooked)
     models = {"hooked": hooked, "bare": bare}
     opts = {k: torch.optim.AdamW(m.parameters(), lr=3e-4) for k, m in models.items()}

@@ -150,12 +150,12 @@ def one_figure(shape: str, T: int, run: str, repeats: int) -> dict:
     from model.interp.prompt import prompt_of_ids
     from model.interp.trace import run_with_trace
     from model.machine import allocated_bytes
-    from model.nn.gpt import build_model
+    from model.nn.gpt import init_model
     from model.text.tokens import ByteTokenizer
 
     torch.set_num_threads(1)
     cfg = GPTConfig(**TABLE_SHAPES[shape], vocab_size=49152, context_length=1024)
-    model = build_model(cfg, seed=0).eval()
+    model = init_model(cfg, seed=0).eval()
     tok = ByteTokenizer()
     ids = [int(i) for i in torch.randint(0, 256, (T,), generator=torch.Generator().manual_seed(T))]
     plan = plan_prompt(cfg, tok, prompt_of_ids(tok, ids))

@@ -129,10 +129,10 @@ def _ways(ways: list[str], T: int) -> dict:
         from model.interp.plan import REQUIRED_KINDS, inspection_need, plan_prompt
         from model.interp.prompt import prompt_of_ids
         from model.interp.trace import run_with_trace
-        from model.nn.gpt import build_model
+        from model.nn.gpt import init_model
 
         cfg = GPTConfig(**GEMMA3_270M)
-        model = build_model(cfg, seed=0)
+        model = init_model(cfg, seed=0)
         ids_list = ids.tolist()
         weights = load_need(cfg, copies=1).total
         plan = plan_prompt(cfg, _Ids(), prompt_of_ids(_Ids(), ids_list), budget=1 << 40)

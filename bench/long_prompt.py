@@ -73,10 +73,10 @@ def child(T: int, plain: bool = True) -> dict:
     from model.interp.inspection import inspect_prompt
     from model.interp.plan import plan_prompt
     from model.interp.prompt import prompt_of_ids
-    from model.nn.gpt import build_model
+    from model.nn.gpt import init_model
 
     cfg = GPTConfig(**SHAPE, context_length=max(8192, T))
-    model = build_model(cfg, seed=0).eval()
+    model = init_model(cfg, seed=0).eval()
     tok = _Ids()
     ids = torch.randint(0, cfg.vocab_size, (T,), generator=torch.Generator().manual_seed(0)).tolist()
     with torch.no_grad():  # warm both paths on a short prompt (first-call costs)

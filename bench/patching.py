@@ -24,7 +24,7 @@ import torch
 
 from model.config import GPTConfig
 from model.interp.analysis.patching import patch_heads
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 
 
 def load() -> str:
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         n_heads=args.heads,
         d_model=args.d_model,
     )
-    model = build_model(config, seed=0, device=args.device).eval()
+    model = init_model(config, seed=0, device=args.device).eval()
     g = torch.Generator().manual_seed(0)
     clean = torch.randint(0, args.vocab, (args.tokens,), generator=g)
     corrupt = clean.clone()

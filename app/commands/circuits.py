@@ -83,9 +83,9 @@ def _model(args):
         cfg = cfg.with_vocab(ByteTokenizer().vocab_size)
     cfg.validate()
     check(load_need(cfg, copies=1, what="building this model"))
-    from model.nn.gpt import build_model
+    from model.nn.gpt import init_model
 
-    return build_model(cfg, seed=args.seed), f"{args.config} (fresh weights, seed {args.seed})"
+    return init_model(cfg, seed=args.seed), f"{args.config} (fresh weights, seed {args.seed})"
 
 
 def _csv(out: Path, comp, kinds: list[str]) -> Path:

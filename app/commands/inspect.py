@@ -217,10 +217,10 @@ def run(args: argparse.Namespace) -> int:
 
     from model.interp.export import npz_path, save_inspection, streamed_arrays
     from model.interp.inspection import write_inspection
-    from model.nn.gpt import build_model
+    from model.nn.gpt import init_model
 
     if model is None:
-        model = build_model(cfg, seed=args.seed)
+        model = init_model(cfg, seed=args.seed)
     prompt = plan.prompt
     where = dict(dropped=np.array(prompt.dropped), positions=np.array(prompt.positions, dtype=np.int64))
     size = human_bytes(plan.file) + (" before compression" if args.compress else "")

@@ -342,7 +342,7 @@ class Session(QObject):
 
     def build_model(self, seed: int | None = None) -> None:
         """Replace the model by a freshly initialised one of ``config`` (untrained; no trainer)."""
-        from model.nn.gpt import build_model
+        from model.nn.gpt import init_model
 
         if self.is_training:
             raise ValueError("stop training before building a new model")
@@ -353,7 +353,7 @@ class Session(QObject):
         seed = seed if seed is not None else int(getattr(self.train_settings, "seed", 0) or 0)
         check_fits(config, device=self.device, settings=None)  # one line naming what to lower
         with self.compute_lock:
-            model = build_model(config, seed=seed, device=self.device or "cpu")
+            model = init_model(config, seed=seed, device=self.device or "cpu")
             model.eval()
         self._install_model(model, config, trainer=None, history=[], path=None)
         self.probe.refresh()

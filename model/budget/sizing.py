@@ -310,14 +310,24 @@ def _fixed_tables(cfg: GPTConfig) -> int:
     return 0
 
 
-def load_need(cfg: GPTConfig, *, bytes_per_value: int = 4, copies: int = 2, what: str = "") -> Need:
-    """Bytes to hold the model for inference: weights (``copies``: the file's and the model's)."""
-    n = _param_count(cfg)
+def load_need(
+    cfg: GPTConfig,
+    *,
+    bytes_per_value: int = 4,
+    copies: int = 2,
+    what: str = "",
+    held: tuple[int, int] | None = None,
+) -> Need:
+    """Bytes to hold the model for inference: weights (``copies``: the file's and the model's) of
+    ``cfg``'s parameters and blocks, or of ``held`` = (values, blocks) when given, what a file of
+    exactly the model's parameters holds: a config that lies about its size then sizes nothing the file
+    does not hold, and is named by the checks that follow."""
+    n, blocks = (_param_count(cfg), size_or_zero(cfg.n_layers)) if held is None else held
     parts = {
         "weights": n * bytes_per_value,
         "their copy being read": n * bytes_per_value * (copies - 1),
         "position tables": _fixed_tables(cfg),
-        "blocks' bookkeeping": size_or_zero(cfg.n_layers) * BLOCK_OVERHEAD,
+        "blocks' bookkeeping": blocks * BLOCK_OVERHEAD,
     }
     return Need(what or f"a model of {n:,} parameters", parts, largest_knob(cfg))
 

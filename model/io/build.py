@@ -1,15 +1,18 @@
 """The one build step every loader ends in: a file's tensors, checked and mapped, become our GPT.
 
 A loader does only what is its own format's: it reads the file's config into a
-:class:`~model.config.GPTConfig`, names where each of the file's tensors goes (a
-:class:`~model.io.weights.Layout`: :mod:`model.io.gpt2`, :mod:`model.io.families`, our own names in
-:mod:`model.io.checkpoint`) and finds the tokenizer. Then :func:`build_model` does the rest, the same
-for all of them:
+:class:`~model.config.GPTConfig`, says what holding the model takes (a
+:class:`~model.budget.sizing.Need`: the config's parameters, or the file's own values and stored bytes),
+says how to open the file's tensors and where each goes (:class:`Weights`: a
+:class:`~model.io.weights.TensorSource` and a :class:`~model.io.weights.Layout` from :mod:`model.io.gpt2`,
+:mod:`model.io.families` or, our own names, :func:`own_layout`) and finds the tokenizer. Then
+:func:`build_model` does the rest, the same for all of them, in this order:
 
-1. every tensor checked against the layout by name and shape before any is read, every problem in
-   one :class:`~model.io.loaded.CheckpointError` line (:func:`~model.io.weights.check_weights`);
-2. what holding the model takes checked against the memory left, when the loader gives it
-   (:func:`model.budget.sizing.check`), before any tensor is read;
+1. the need checked against the memory left (:func:`model.budget.sizing.check`), before the weights
+   are opened: a config of 10⁷ layers opens no file, lists no row and reads no byte;
+2. the weights opened and their layout listed, and every tensor checked against it by name and shape
+   before any is read, every problem in one :class:`~model.io.loaded.CheckpointError` line
+   (:func:`~model.io.weights.check_weights`);
 3. each tensor read once into ``dtype``, or, from a source that keeps its matrices as stored, kept so
    (:func:`~model.io.weights.map_weights`, :mod:`model.io.stored`);
 4. the model built on the ``meta`` device and given those tensors, in eval mode on ``device``
@@ -23,44 +26,79 @@ the sizing of a model kept as stored.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
-from model.budget.sizing import Need
+from model.budget.sizing import Need, skip_init_on_meta
 from model.budget.sizing import check as check_size
 from model.config import GPTConfig
 from model.io.loaded import Checkpoint
 from model.io.stored import keeps_stored_by_default, stored_plan_need
-from model.io.weights import Layout, TensorSource, build_from_state_dict, check_weights, map_weights
+from model.io.weights import (
+    Layout,
+    TensorSource,
+    WeightMap,
+    build_from_state_dict,
+    check_weights,
+    map_weights,
+)
 from model.nn.gpt import GPT
 from model.nn.quantized import StoredMatrix, has_stored, stored_bytes
 from model.text.tokens import Tokenizer
 
-__all__ = ["build_model", "describe_tokenizer", "keeps_stored", "loaded_meta", "opened", "source_need"]
+__all__ = [
+    "Weights",
+    "build_model",
+    "describe_tokenizer",
+    "keeps_stored",
+    "loaded_meta",
+    "opened",
+    "own_layout",
+    "source_need",
+]
+
+
+class Weights(NamedTuple):
+    """What a loader hands the one build step once the model is known to fit: the tensors of the file
+    ``where`` (``src``) and where each goes in our model (``layout``)."""
+
+    src: TensorSource
+    layout: Layout
+    where: str
 
 
 def build_model(
     cfg: GPTConfig,
-    src: TensorSource,
-    layout: Layout,
+    weights: Callable[[], Weights],
     *,
-    where: str,
+    need: Need,
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.float32,
-    need: Need | None = None,
 ) -> GPT:
-    """Our GPT of ``cfg`` from ``src`` (the file ``where``), its tensors placed as ``layout`` says: all
-    checked before any is read, then ``need`` (what holding the model takes) when given, then read
-    (a source that keeps matrices as stored keeps them so) and built (module docstring)."""
+    """Our GPT of ``cfg``: ``need`` (what holding it takes) checked against the memory left; then
+    ``weights()`` (the file's tensors and their layout, asked for only once the model fits: a lying
+    config would list a row for every layer it claims) and every tensor checked against the layout
+    before any is read; then read (a source that keeps matrices as stored keeps them so) and built
+    (module docstring)."""
+    check_size(need)  # before the file's tensors are opened, any row listed, any tensor read or built
+    src, layout, where = weights()
     check_weights(src, layout.entries, where, layout.implied, set(layout.extra_ok))
-    if need is not None:
-        check_size(need)  # before any tensor is read or built
     stored: dict[str, StoredMatrix] | None = {} if src.stored is not None else None
     state = map_weights(src, layout.entries, dtype, stored)
     del src
     return build_from_state_dict(cfg, state, device, stored)
+
+
+def own_layout(cfg: GPTConfig, implied: str) -> Layout:
+    """Our own names for ``cfg``, each tensor to itself, as a file of ours stores them: the state dict
+    of a GPT of ``cfg`` on the ``meta`` device (names and shapes only: nothing allocated or
+    initialised), ``implied`` naming what the config was read from."""
+    with torch.device("meta"), skip_init_on_meta():
+        shapes = {k: tuple(v.shape) for k, v in GPT(cfg).state_dict().items()}
+    return Layout([WeightMap(k, s, (k,)) for k, s in shapes.items()], implied)
 
 
 def keeps_stored(stored: bool | None, cfg: GPTConfig, device: str | torch.device, dtype: torch.dtype) -> bool:

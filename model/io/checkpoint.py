@@ -26,9 +26,11 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +39,7 @@ from safetensors.torch import load as tensors_from_bytes
 from safetensors.torch import save as tensors_to_bytes
 
 from model.atomic import writing
-from model.budget.sizing import check as check_size
-from model.budget.sizing import check_config_file_shapes, load_need, skip_init_on_meta
+from model.budget.sizing import check_config_file_shapes, load_need
 from model.config import ConfigError, GPTConfig
 from model.files import check_input, read_json
 from model.io.atomic_dir import (
@@ -49,10 +50,10 @@ from model.io.atomic_dir import (
     temp_dir_for,
     write_synced,
 )
-from model.io.build import build_model
+from model.io.build import Weights, build_model, own_layout
 from model.io.loaded import Checkpoint, CheckpointError
 from model.io.safetensors_file import safetensors_shapes
-from model.io.weights import Layout, WeightMap, dict_source
+from model.io.weights import Layout, TensorSource
 from model.nn.gpt import GPT
 from model.text.registry import tokenizer_from_dict
 from model.text.tokens import Tokenizer, TokenizerError
@@ -262,63 +263,59 @@ def _resolve_dir(path: Path) -> Path:
     raise CheckpointError(f"checkpoint {str(path)!r} does not exist")
 
 
-def check_state_dict(
-    config: GPTConfig, expected: dict[str, torch.Tensor], found: dict[str, torch.Tensor]
-) -> None:
-    """Raise :class:`CheckpointError` naming every tensor missing, unexpected or of the wrong shape."""
-    _check_shapes(
-        {k: tuple(v.shape) for k, v in expected.items()}, {k: tuple(v.shape) for k, v in found.items()}
-    )
-    for k, t in found.items():
-        if not t.is_floating_point() and expected[k].is_floating_point():
-            raise CheckpointError(f"{MODEL_FILE}: tensor {k} has dtype {t.dtype}, expected a floating type")
-        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-            raise CheckpointError(f"{MODEL_FILE}: tensor {k} holds NaN or infinite values")
-
-
-def _check_shapes(expected: dict[str, tuple[int, ...]], found: dict[str, tuple[int, ...]]) -> None:
-    missing = [k for k in expected if k not in found]
-    extra = [k for k in found if k not in expected]
-    wrong = [k for k in expected if k in found and tuple(found[k]) != tuple(expected[k])]
-    problems = [  # one readable line: the first few, then a count
-        f"{k} has shape {list(found[k])} but config.json implies {list(expected[k])}" for k in wrong[:3]
-    ]
-    if len(wrong) > 3:
-        problems.append(f"and {len(wrong) - 3} more tensors of another shape")
-    if missing:
-        problems.append(
-            "missing "
-            + ", ".join(missing[:6])
-            + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
-        )
-    if extra:
-        problems.append(
-            "unexpected " + ", ".join(extra[:6]) + (f" and {len(extra) - 6} more" if len(extra) > 6 else "")
-        )
-    if problems:
-        raise CheckpointError(f"{MODEL_FILE} does not match {CONFIG_FILE}: " + "; ".join(problems))
-
-
-def _check_size(config: GPTConfig, weights: Path) -> None:
-    """Before anything is read or built: the model must fit in memory, and config.json must describe
-    as many parameters as the weight file's header holds (a lying config is refused here, cheaply)."""
+def _header_shapes(weights: Path) -> dict[str, tuple[int, ...]]:
+    """model.safetensors' tensor names and shapes from its header alone (nothing else is read)."""
     try:
-        shapes = safetensors_shapes(weights)
+        return safetensors_shapes(weights)
     except ValueError as exc:
         raise CheckpointError(f"{MODEL_FILE} is truncated or corrupt: {exc}") from None
+
+
+def _blocks(shapes: dict[str, tuple[int, ...]]) -> int:
+    """How many Transformer blocks a file of ours holds (``blocks.<i>.…``)."""
+    return len({k.split(".")[1] for k in shapes if k.startswith("blocks.") and k.count(".") > 1})
+
+
+def _weights(config: GPTConfig, weights: Path, shapes: dict[str, tuple[int, ...]], saved: Any) -> Weights:
+    """model.safetensors (:func:`_source`) laid out as our own names for ``config`` (:func:`_layout`)."""
+    return Weights(_source(weights, shapes, saved), _layout(config, shapes), MODEL_FILE)
+
+
+def _layout(config: GPTConfig, shapes: dict[str, tuple[int, ...]]) -> Layout:
+    """Where our file's tensors go: our own names for ``config`` (:func:`~model.io.build.own_layout`).
+
+    A file of ours holds exactly the parameters its config implies (tied matrices once), so a count that
+    differs is a config that lies; one far off (twice the file's layers and more, or more experts than
+    the file has tensors: 10⁹ experts would be a module each even on the ``meta`` device) is refused by
+    the count before anything is listed. Nearer, the one build step names every tensor that differs."""
     try:
         check_config_file_shapes(config, shapes, MODEL_FILE)
     except ValueError as exc:
-        file_layers = {k.split(".")[1] for k in shapes if k.startswith("blocks.") and k.count(".") > 1}
         experts = config.n_layers * (config.n_experts or 0)  # three tensors each in the file
-        if config.n_layers > 2 * len(file_layers) + 8 or experts > len(shapes):
-            # far off (10⁹ experts would be built even on meta, a module each): the count says enough
+        if config.n_layers > 2 * _blocks(shapes) + 8 or experts > len(shapes):
             raise CheckpointError(f"{CONFIG_FILE} does not match {MODEL_FILE}: {exc}") from None
-        with torch.device("meta"), skip_init_on_meta():  # shapes only: nothing is allocated or initialised
-            expected = {k: tuple(v.shape) for k, v in GPT(config).named_parameters()}
-        _check_shapes(expected, shapes)
-        raise CheckpointError(f"{CONFIG_FILE} does not match {MODEL_FILE}: {exc}") from None
-    check_size(load_need(config, what=f"loading {str(weights.parent)!r}"))
+    return own_layout(config, CONFIG_FILE)
+
+
+def _source(weights: Path, shapes: dict[str, tuple[int, ...]], saved: Any) -> TensorSource:
+    """model.safetensors' tensors: named and shaped by its header; read whole on the first ``get``,
+    its size and SHA-256 held against ``saved`` (from meta.json); each handed out only when it is
+    floating-point and finite."""
+    found: list[dict[str, torch.Tensor]] = []  # the file's tensors, once read
+
+    def get(name: str) -> torch.Tensor:
+        if not found:
+            found.append(_read_tensors(weights, saved))
+        t = found[0].pop(name)
+        if not t.is_floating_point():
+            raise CheckpointError(
+                f"{MODEL_FILE}: tensor {name} has dtype {t.dtype}, expected a floating type"
+            )
+        if not bool(torch.isfinite(t).all()):
+            raise CheckpointError(f"{MODEL_FILE}: tensor {name} holds NaN or infinite values")
+        return t
+
+    return TensorSource(shapes, shapes.__getitem__, get)
 
 
 def load_checkpoint(
@@ -406,16 +403,15 @@ def _read_tokenizer(path: Path, config: GPTConfig) -> Tokenizer:
 
 
 def _read_model(path: Path, config: GPTConfig, saved: Any, device: str | torch.device) -> GPT:
-    """model.safetensors, sized and checked against ``config`` (names, shapes, kinds, finite values;
-    ``saved``: its size and SHA-256 from meta.json), then built by the one build step."""
-    _check_size(config, path / MODEL_FILE)
-    found = _read_tensors(path / MODEL_FILE, saved)
-    with torch.device("meta"), skip_init_on_meta():  # names, shapes and kinds only: nothing allocated
-        expected = dict(GPT(config).state_dict())
-    check_state_dict(config, expected, found)
-    # our own names, one tensor each: the checks above were exact, so the layout is the file's
-    layout = Layout([WeightMap(k, tuple(t.shape), (k,)) for k, t in found.items()], CONFIG_FILE)
-    return build_model(config, dict_source(found, MODEL_FILE), layout, where=MODEL_FILE, device=device)
+    """model.safetensors built by the one build step: sized by the values and blocks its header says it
+    holds (a config that claims more is named by :func:`_layout`), checked against our names for
+    ``config`` (names and shapes, from the header), then read (``saved``: its size and SHA-256 from
+    meta.json; every tensor floating-point and finite)."""
+    weights = path / MODEL_FILE
+    shapes = _header_shapes(weights)
+    held = sum(math.prod(s) for s in shapes.values()), _blocks(shapes)
+    need = load_need(config, held=held, what=f"loading {str(path)!r}")
+    return build_model(config, partial(_weights, config, weights, shapes, saved), need=need, device=device)
 
 
 def _read_train_state(path: Path, saved: Any) -> dict[str, Any]:

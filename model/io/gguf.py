@@ -64,10 +64,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from model.budget.sizing import check as check_size
 from model.budget.sizing import load_need
 from model.config import GPTConfig
-from model.io.build import build_model, keeps_stored, opened
+from model.io.build import Weights, build_model, keeps_stored, opened
 from model.io.families import family_config, family_layout
 from model.io.gguf_dense import DENSE, dense_hf
 from model.io.gguf_file import (
@@ -368,17 +367,20 @@ def load_gguf(
         mla_expert_header(header) if arch in MLA_ARCHITECTURES else expert_header(header, model_type, cfg)
     )
     need = stored_need(tensors, cfg, what=loading) if stored else load_need(cfg, what=loading)
-    check_size(need)  # before the tokenizer, any tensor or the model
     tok = _tokenizer(header, cfg, name)
-    src = _source(tensors, model_type, cfg, stored=stored)
     what, gpt2 = f"the GGUF metadata of {path.name}", model_type == "gpt2"
-    try:
+
+    def weights() -> Weights:  # once the model fits: the file is mapped only then
+        src = _source(tensors, model_type, cfg, stored=stored)
         layout = (
             gpt2_layout(cfg, src, path.name, "transformer.", conv1d=False, what=what)
             if gpt2
             else family_layout(model_type, cfg, src, path.name, what=what, stacked_experts=False)
         )
-        model = build_model(cfg, src, layout, where=path.name, device=device, dtype=dtype, need=need)
+        return Weights(src, layout, path.name)
+
+    try:
+        model = build_model(cfg, weights, need=need, device=device, dtype=dtype)
     except CheckpointError as exc:  # the checks name tensors and settings as a Hugging Face folder would
         arch = header.architecture
         layers = DENSE[arch].layers if arch in DENSE else None

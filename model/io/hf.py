@@ -6,16 +6,16 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from model.budget.sizing import check as check_size
 from model.budget.sizing import load_need
 from model.config import GPTConfig
 from model.files import read_json
-from model.io.build import build_model, keeps_stored, opened, source_need
+from model.io.build import Weights, build_model, keeps_stored, opened, source_need
 from model.io.families import family_config, family_kind, family_layout
 from model.io.gpt2 import gpt2_config, gpt2_layout
 from model.io.loaded import Checkpoint, CheckpointError
@@ -97,13 +97,18 @@ def load_hf_gpt2(
     directory = Path(directory)
     hf = read_config(directory)
     cfg = gpt2_config(hf)
-    check_size(load_need(cfg, what=f"loading {directory.name}"))  # before any tensor is read or built
     name, tok = hf_name_and_tokenizer(directory, hf, cfg)
-    src, fname = hf_weight_source(directory)
-    prefix = "transformer." if "transformer.wte.weight" in src else ""
-    layout = gpt2_layout(cfg, src, fname, prefix, conv1d=True, what="config.json")
-    model = build_model(cfg, src, layout, where=fname, device=device, dtype=dtype)
-    return opened("hf-gpt2", name, directory, cfg, model, tok, weights=fname)
+    opened_from: list[str] = []  # the weights file's name, once the build step has opened it
+
+    def weights() -> Weights:
+        src, fname = hf_weight_source(directory)
+        opened_from.append(fname)
+        prefix = "transformer." if "transformer.wte.weight" in src else ""
+        return Weights(src, gpt2_layout(cfg, src, fname, prefix, conv1d=True, what="config.json"), fname)
+
+    need = load_need(cfg, what=f"loading {directory.name}")
+    model = build_model(cfg, weights, need=need, device=device, dtype=dtype)
+    return opened("hf-gpt2", name, directory, cfg, model, tok, weights=opened_from[0])
 
 
 def load_hf_family(
@@ -127,8 +132,10 @@ def load_hf_family(
     need = source_need(src, cfg, loading) if src.stored is not None else load_need(cfg, what=loading)
     model_type = hf["model_type"]
     interleave = bool(hf.get("rope_interleave", True))
-    layout = family_layout(model_type, cfg, src, fname, what="config.json", rope_interleave=interleave)
-    model = build_model(cfg, src, layout, where=fname, device=device, dtype=dtype, need=need)
+    layout = partial(
+        family_layout, model_type, cfg, src, fname, what="config.json", rope_interleave=interleave
+    )
+    model = build_model(cfg, lambda: Weights(src, layout(), fname), need=need, device=device, dtype=dtype)
     kind = family_kind(model_type)
     return opened(kind, name, directory, cfg, model, tok, weights=fname, model_type=model_type)
 

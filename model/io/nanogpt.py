@@ -16,11 +16,10 @@ from typing import Any
 
 import torch
 
-from model.budget.sizing import check as check_size
 from model.budget.sizing import load_need
 from model.config import ConfigError, GPTConfig
 from model.files import read_json
-from model.io.build import build_model, opened
+from model.io.build import Weights, build_model, opened
 from model.io.gpt2 import gpt2_entries, ln_bias_entries
 from model.io.loaded import Checkpoint, CheckpointError
 from model.io.weights import Layout, TensorSource, WeightMap, dict_source, torch_load, vocab_of
@@ -149,13 +148,14 @@ def load_nanogpt(
     if not isinstance(model_args, dict) or not isinstance(sd, dict):
         raise CheckpointError(f"{path.name}: 'model_args' and 'model' must both be dictionaries")
     cfg = nanogpt_config(model_args)
-    check_size(load_need(cfg, what=f"loading {path.name}"))  # before any tensor is mapped or built
     V = vocab_of(cfg)
     sd = _strip_compile_prefix(sd)
     src = dict_source(sd, path.name)
-    layout = _nanogpt_layout(cfg, src, sd)
-    model = build_model(cfg, src, layout, where=path.name, device=device, dtype=dtype)
-    del src, sd
+    _as_the_file_has_it(cfg, src, sd)
+    need = load_need(cfg, what=f"loading {path.name}")
+    model = build_model(
+        cfg, lambda: Weights(src, _nanogpt_layout(cfg), path.name), need=need, device=device, dtype=dtype
+    )
     if tokenizer is None:
         dataset = obj.get("config", {}).get("dataset") if isinstance(obj.get("config"), dict) else None
         tokenizer = _nanogpt_tokenizer(path.parent, V, dataset)
@@ -168,21 +168,22 @@ def load_nanogpt(
     return opened("nanogpt", name, path, cfg, model, tokenizer, **extra)
 
 
-def _nanogpt_layout(cfg: GPTConfig, src: TensorSource, sd: dict[str, Any]) -> Layout:
-    """Where a nanoGPT state dict's tensors go: GPT-2's rows, ``[out, in]`` already. The file decides
-    what its ``model_args`` leave open, and ``cfg`` is set so: LayerNorm shifts present or not, and the
-    head untied when it differs from the token table."""
+def _as_the_file_has_it(cfg: GPTConfig, src: TensorSource, sd: dict[str, Any]) -> None:
+    """Set what nanoGPT's ``model_args`` leave open as the file decides it: LayerNorm shifts present or
+    not, and the head untied when it differs from the token table (nanoGPT ties them)."""
+    cfg.norm_bias = "transformer.ln_f.bias" in src
+    if "lm_head.weight" in sd and not _same_tensor(sd["lm_head.weight"], sd.get("transformer.wte.weight")):
+        cfg.tie_embeddings = False  # a file whose head differs is loaded untied, exactly
+
+
+def _nanogpt_layout(cfg: GPTConfig) -> Layout:
+    """Where a nanoGPT state dict's tensors go for ``cfg`` (as :func:`_as_the_file_has_it` set it):
+    GPT-2's rows, ``[out, in]`` already."""
     linear_bias = cfg.bias == "all"
-    ln_bias = "transformer.ln_f.bias" in src
-    if ln_bias != cfg.norm_bias:
-        cfg.norm_bias = ln_bias  # the file decides: a LayerNorm shift present or not
     entries = gpt2_entries(cfg, "transformer.", conv1d=False, linear_bias=linear_bias)
-    if ln_bias:
+    if cfg.norm_bias:
         entries += ln_bias_entries(cfg, "transformer.")
-    # nanoGPT ties lm_head to wte; a file whose head differs is loaded untied, exactly.
-    tied = "lm_head.weight" not in sd or _same_tensor(sd["lm_head.weight"], sd.get("transformer.wte.weight"))
-    if not tied:
-        cfg.tie_embeddings = False
+    if not cfg.tie_embeddings:
         entries.append(WeightMap("lm_head.weight", (vocab_of(cfg), cfg.d_model), ("lm_head.weight",)))
     implied = (
         f"model_args (n_layer={cfg.n_layers}, n_embd={cfg.d_model}, block_size={cfg.context_length}, "

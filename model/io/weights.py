@@ -235,32 +235,35 @@ class Layout(NamedTuple):
 _IGNORED = re.compile(r"(^|\.)h\.\d+\.attn\.(bias|masked_bias)$")
 
 
-def listed(items: list[str]) -> str:
-    more = len(items) - _MAX_LISTED
-    return ", ".join(items[:_MAX_LISTED]) + (f" and {more} more" if more > 0 else "")
+def listed(items: list[str], kind: str = "", most: int = _MAX_LISTED) -> str:
+    """The first ``most`` of ``items``, then how many more (of ``kind``, when given)."""
+    more = len(items) - most
+    rest = f" and {more} more" + (f" {kind}" if kind else "") if more > 0 else ""
+    return ", ".join(items[:most]) + rest
 
 
 def check_weights(
     src: TensorSource, entries: list[WeightMap], where: str, implied: str, extra_ok: set[str]
 ) -> None:
-    """Raise one CheckpointError listing missing tensors, wrong shapes and unexpected tensors."""
+    """Raise one CheckpointError, ``"{where} does not match {implied}: ..."``, listing missing tensors,
+    tensors of another shape than ``implied`` gives them and tensors with no place in the model."""
     problems = []
     missing = [e.src for e in entries if e.src not in src]
     if missing:
         problems.append(f"missing {listed(missing)}")
     wrong = [
-        f"{e.src} is {list(src.shape(e.src))}, not {list(e.shape)}"
+        f"{e.src} has shape {list(src.shape(e.src))}, not {list(e.shape)}"
         for e in entries
         if e.src in src and tuple(src.shape(e.src)) != e.shape
     ]
     if wrong:
-        problems.append(f"shapes do not match {implied}: {listed(wrong)}")
+        problems.append(listed(wrong, "tensors of another shape", most=3))  # each names two shapes
     expected = {e.src for e in entries} | extra_ok
     unexpected = [k for k in src.keys if k not in expected and not _IGNORED.search(k)]
     if unexpected:
         problems.append(f"tensors this GPT has no place for: {listed(unexpected)}")
     if problems:
-        raise CheckpointError(f"{where}: " + "; ".join(problems))
+        raise CheckpointError(f"{where} does not match {implied}: " + "; ".join(problems))
 
 
 def _parts(t: torch.Tensor, e: WeightMap, n: int) -> list[torch.Tensor]:

@@ -346,7 +346,7 @@ class GPT(nn.Module):
         return [decay, no_decay]
 
 
-def build_model(config: GPTConfig, *, seed: int | None = None, device: str | torch.device = "cpu") -> GPT:
+def init_model(config: GPTConfig, *, seed: int | None = None, device: str | torch.device = "cpu") -> GPT:
     """A freshly initialised :class:`GPT`; ``seed`` makes the weights reproducible."""
     if seed is not None:
         gen_state = torch.random.get_rng_state()
@@ -360,4 +360,4 @@ def build_model(config: GPTConfig, *, seed: int | None = None, device: str | tor
     return model.to(device)
 
 
-__all__ = ["GPT", "Attention", "Block", "Context", "KVCache", "LatentAttention", "ParamGroup", "build_model"]
+__all__ = ["GPT", "Attention", "Block", "Context", "KVCache", "LatentAttention", "ParamGroup", "init_model"]

@@ -35,7 +35,7 @@ import torch
 from model.budget import arithmetic as budget
 from model.config import GPTConfig
 from model.nn.attention import KVCache
-from model.nn.gpt import GPT, build_model
+from model.nn.gpt import GPT, init_model
 
 #: Parameter name pattern → budget component (every GPT parameter matches exactly one).
 PARAM_RULES: tuple[tuple[str, str], ...] = (
@@ -312,7 +312,7 @@ def measure_throughput(
     T = min(seq_len if seq_len is not None else 128, small.context_length)
     dev = torch.device(device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    model = build_model(small, seed=seed, device=dev)
+    model = init_model(small, seed=seed, device=dev)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     gen = torch.Generator().manual_seed(seed)

@@ -60,7 +60,7 @@ import torch
 from model.config import ConfigError, GPTConfig
 from model.errors import AttentionLabError
 from model.nn.generate import stream
-from model.nn.gpt import GPT, build_model
+from model.nn.gpt import GPT, init_model
 from model.nn.moe import router_loads
 from model.nn.quantized import dequantize_stored
 from model.runtime import compute_lock, pick_device, set_threads
@@ -150,8 +150,8 @@ class Trainer:
         check_memory(config, settings, self.seq_len, self.world_size * grad_accum, dtype, self.device)
 
         if model is None:
-            with compute_lock:  # build_model seeds the global RNG: no other torch work may draw from it
-                model = build_model(config, seed=settings.seed)
+            with compute_lock:  # init_model seeds the global RNG: no other torch work may draw from it
+                model = init_model(config, seed=settings.seed)
         elif model.config.to_dict() != config.to_dict():
             raise ConfigError(["the model given does not have the config given"])
         else:  # training updates float weights: matrices kept as stored (a GGUF's) are decoded once, in place

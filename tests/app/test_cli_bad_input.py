@@ -137,13 +137,13 @@ def world(tmp_path_factory, write_hf_gpt2_skeleton):
     variant("bad_header", lambda d: (d / "model.safetensors").write_bytes(b"\xff" * 8 + b"{}"))
     from model.config import GPTConfig
     from model.io.checkpoint import save_checkpoint
-    from model.nn.gpt import build_model
+    from model.nn.gpt import init_model
     from model.text.tokens import ByteTokenizer
 
     endless = GPTConfig(
         vocab_size=256, n_layers=1, d_model=16, n_heads=2, positions="none", context_length=10**9
     )
-    save_checkpoint(root / "endless", build_model(endless, seed=0), ByteTokenizer())
+    save_checkpoint(root / "endless", init_model(endless, seed=0), ByteTokenizer())
     return root
 
 

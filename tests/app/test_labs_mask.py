@@ -110,8 +110,8 @@ def test_comparison_stops_cleanly(labs, qtbot):
 def test_same_seed_same_initial_weights():
     """The two variants differ only in the mask: built from one seed, their weights are identical."""
     from model.config import GPTConfig
-    from model.nn.gpt import build_model
+    from model.nn.gpt import init_model
 
     cfg = GPTConfig(vocab_size=12, context_length=8, n_layers=1, d_model=16, n_heads=2)
-    a, b = build_model(cfg, seed=0), build_model(cfg.replace(causal=False), seed=0)
+    a, b = init_model(cfg, seed=0), init_model(cfg.replace(causal=False), seed=0)
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))

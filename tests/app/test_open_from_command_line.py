@@ -9,7 +9,7 @@ from app import main as entry
 from app.commands.window import WindowRequest, window_request
 from model.config import GPTConfig
 from model.io.checkpoint import save_checkpoint
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 from model.text.tokens import CharTokenizer
 
 pytestmark = pytest.mark.usefixtures("shipped_starter")
@@ -21,7 +21,7 @@ def saved_model(tmp_path):
     tok = CharTokenizer("abcdefgh ")
     config = GPTConfig(vocab_size=tok.vocab_size, context_length=16, n_layers=3, d_model=16, n_heads=2)
     path = tmp_path / "tiny-run"
-    save_checkpoint(path, build_model(config, seed=3), tok)
+    save_checkpoint(path, init_model(config, seed=3), tok)
     return path
 
 

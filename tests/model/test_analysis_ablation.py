@@ -14,7 +14,7 @@ from model.interp.analysis.ablation import (
     validation_batches,
     validation_loss_change,
 )
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 
 V = 24
 
@@ -22,7 +22,7 @@ V = 24
 @pytest.fixture(scope="module")
 def model():
     cfg = GPTConfig(vocab_size=V, context_length=16, n_layers=2, d_model=16, n_heads=2)
-    m = build_model(cfg, seed=0)
+    m = init_model(cfg, seed=0)
     # larger weights than the 0.02 init so each head's output matters visibly
     with torch.no_grad():
         for p in m.parameters():

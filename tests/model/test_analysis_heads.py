@@ -19,7 +19,7 @@ from model.interp.analysis.heads import (
     self_score,
     sink_score,
 )
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 
 T = 12
 
@@ -178,7 +178,7 @@ def test_classify_without_induction_measurement_skips_that_rule():
 
 def test_measure_induction_on_a_tiny_model():
     cfg = GPTConfig(vocab_size=30, context_length=32, n_layers=2, d_model=16, n_heads=2)
-    model = build_model(cfg, seed=0)
+    model = init_model(cfg, seed=0)
     scores, prompt = measure_induction(model, period=8)
     assert scores.shape == (2, 2)
     assert len(prompt.tokens) == 16

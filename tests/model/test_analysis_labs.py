@@ -13,7 +13,7 @@ from model.interp.analysis.residual import residual_profile
 from model.interp.analysis.saturation import saturation_summary
 from model.interp.prompt import encode_prompt
 from model.interp.trace import run_with_trace
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 from model.nn.hooks import use_mask
 from model.text.tokens import CharTokenizer
 
@@ -21,7 +21,7 @@ from model.text.tokens import CharTokenizer
 def tiny(**kw):
     base = dict(vocab_size=12, context_length=16, n_layers=2, d_model=16, n_heads=2)
     base.update(kw)
-    return build_model(GPTConfig(**base), seed=1)
+    return init_model(GPTConfig(**base), seed=1)
 
 
 def test_a_labs_prompt_replaces_keeps_its_start_and_refuses_empty():

@@ -15,7 +15,7 @@ from model.interp.analysis.masks import (
     sliding_window_mask,
 )
 from model.interp.trace import run_with_trace
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 from model.nn.hooks import use_mask
 
 
@@ -51,7 +51,7 @@ def test_apply_mask_and_future_weight():
 @pytest.mark.parametrize("kind", ["sliding", "prefix", "none"])
 def test_model_weights_respect_each_mask(kind):
     cfg = GPTConfig(vocab_size=20, context_length=16, n_layers=1, d_model=16, n_heads=2)
-    model = build_model(cfg, seed=0).eval()
+    model = init_model(cfg, seed=0).eval()
     idx = torch.randint(0, 20, (1, 12), generator=torch.Generator().manual_seed(0))
     m = make_mask(kind, 12, window=3, prefix=5)
     with model.hooks(use_mask(m)):

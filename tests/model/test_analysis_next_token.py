@@ -6,7 +6,7 @@ import torch
 
 from model.config import GPTConfig
 from model.interp.analysis.next_token import prompt_next_tokens, top_k_next_tokens
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 
 
 def test_top_k_on_known_logits():
@@ -24,7 +24,7 @@ def test_top_k_on_known_logits():
 
 def test_prompt_next_tokens_matches_the_model_softmax():
     cfg = GPTConfig(vocab_size=25, context_length=16, n_layers=1, d_model=16, n_heads=2)
-    model = build_model(cfg, seed=0)
+    model = init_model(cfg, seed=0)
     idx = torch.randint(0, 25, (10,), generator=torch.Generator().manual_seed(0))
     nt = prompt_next_tokens(model, idx, k=25)
     probs = torch.softmax(model(idx[None])[0][0], -1).detach().numpy()

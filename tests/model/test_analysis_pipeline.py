@@ -9,7 +9,7 @@ from model.interp.analysis.masks import sliding_window_mask
 from model.interp.analysis.pipeline import STAGE_KEYS, head_pipeline, head_pipeline_from_model
 from model.interp.analysis.softmax_theory import softmax_rows
 from model.interp.trace import run_with_trace
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 
 
 @pytest.mark.parametrize("attn_scale", ["sqrt_dk", "none", "learned", "qk_norm"])
@@ -24,7 +24,7 @@ def test_stages_chain_into_each_other(attn_scale):
         attn_scale=attn_scale,
         positions="rope",
     )
-    model = build_model(cfg, seed=0)
+    model = init_model(cfg, seed=0)
     with torch.no_grad():
         model.blocks[1].attn.q_proj.weight.mul_(20)  # make scores large enough to tell rules apart
         if attn_scale == "learned":
@@ -55,7 +55,7 @@ def test_stages_chain_into_each_other(attn_scale):
 
 def test_pipeline_with_a_custom_mask_and_missing_kinds():
     cfg = GPTConfig(vocab_size=20, context_length=16, n_layers=1, d_model=16, n_heads=2)
-    model = build_model(cfg, seed=0)
+    model = init_model(cfg, seed=0)
     idx = torch.arange(10)
     p = head_pipeline_from_model(model, idx, 0, 0, attn_mask=sliding_window_mask(10, 3))
     hidden = np.isneginf(p["scores_masked"].value)
@@ -69,6 +69,6 @@ def test_pipeline_with_a_custom_mask_and_missing_kinds():
 def test_a_scale_dimension_other_than_d_k_is_named_in_the_formula():
     """Gemma 2/3's query_pre_attn_scalar (attn_scale_dim): S' = S/√256 with d_k = 8, as computed."""
     cfg = GPTConfig(vocab_size=20, context_length=16, n_layers=1, d_model=16, n_heads=2, attn_scale_dim=256.0)
-    p = head_pipeline_from_model(build_model(cfg, seed=0), torch.arange(6), 0, 1)
+    p = head_pipeline_from_model(init_model(cfg, seed=0), torch.arange(6), 0, 1)
     assert p.scale == pytest.approx(1 / 16, rel=1e-4)
     assert p["scores"].formula.startswith("S' = S / √256 = S / 16") and "not d_k = 8" in p["scores"].formula

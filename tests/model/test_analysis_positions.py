@@ -16,7 +16,7 @@ from model.interp.analysis.positions import (
     sinusoidal_heatmap,
     sinusoidal_offset_profile,
 )
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 
 
 def test_sinusoidal_table_and_offset_dependence():
@@ -50,7 +50,7 @@ def test_rope_score_depends_only_on_offset():
 
 def _model(positions):
     cfg = GPTConfig(vocab_size=30, context_length=32, n_layers=2, d_model=32, n_heads=4, positions=positions)
-    return build_model(cfg, seed=0)
+    return init_model(cfg, seed=0)
 
 
 def test_permutation_permutes_outputs_only_without_positions_and_mask():
@@ -69,7 +69,7 @@ def _trained_like(positions: str, **extra):
     cfg = GPTConfig(
         vocab_size=50, context_length=256, n_layers=2, d_model=32, n_heads=4, positions=positions, **extra
     )
-    model = build_model(cfg, seed=0)
+    model = init_model(cfg, seed=0)
     with torch.no_grad():  # weights large enough that positions move the scores visibly
         for p in model.parameters():
             if p.dim() == 2:

@@ -7,14 +7,14 @@ import torch
 from model.config import GPTConfig
 from model.interp.analysis.residual import lens_logits, logit_lens, residual_norms, stream_points, write_stats
 from model.interp.trace import run_with_trace
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 
 
 def make(norm_position="pre", **kw):
     cfg = GPTConfig(
         vocab_size=30, context_length=16, n_layers=3, d_model=24, n_heads=3, norm_position=norm_position, **kw
     )
-    model = build_model(cfg, seed=0).eval()
+    model = init_model(cfg, seed=0).eval()
     idx = torch.randint(0, 30, (1, 11), generator=torch.Generator().manual_seed(0))
     return model, run_with_trace(model, idx)
 

@@ -18,7 +18,7 @@ from model.interp.analysis.softmax_theory import (
     theory_summary,
 )
 from model.interp.trace import run_with_trace
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 
 GRID = [1, 4, 16, 64, 128, 512]
 
@@ -72,7 +72,7 @@ def test_model_saturation_compares_with_and_without_scale(attn_scale):
     cfg = GPTConfig(
         vocab_size=20, context_length=16, n_layers=2, d_model=32, n_heads=2, attn_scale=attn_scale
     )
-    model = build_model(cfg, seed=0)
+    model = init_model(cfg, seed=0)
     with torch.no_grad():
         for b in model.blocks:
             b.attn.q_proj.weight.mul_(30)
@@ -112,7 +112,7 @@ def test_unit_variance_heads_spread_one_after_the_scale(d_head):
     cfg = GPTConfig(
         vocab_size=64, context_length=128, n_layers=1, d_model=256, n_heads=256 // d_head, norm="rmsnorm"
     )
-    model = build_model(cfg, seed=0)
+    model = init_model(cfg, seed=0)
     with torch.no_grad():  # rows of W_Q, W_K of norm 1 on an RMS-normed (unit-variance) stream
         model.tok_emb.weight.normal_()
         for p in (model.blocks[0].attn.q_proj.weight, model.blocks[0].attn.k_proj.weight):

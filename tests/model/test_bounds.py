@@ -68,7 +68,7 @@ def test_rope_scaling_values_that_trained_into_nan_are_refused_with_their_range(
 
 
 def test_the_edges_of_the_rope_ranges_still_give_finite_outputs():
-    from model.nn.gpt import build_model
+    from model.nn.gpt import init_model
 
     x = torch.randint(32, (1, 16))
     for kw in (
@@ -78,7 +78,7 @@ def test_the_edges_of_the_rope_ranges_still_give_finite_outputs():
         dict(rope_base=MAX_ROPE_BASE, norm_eps=1e-12, final_softcap=0.01),
     ):
         cfg = GPTConfig(**ROPE, **kw).validate()
-        logits, _ = build_model(cfg, seed=0)(x)
+        logits, _ = init_model(cfg, seed=0)(x)
         assert torch.isfinite(logits).all(), kw
     with pytest.raises(ConfigError, match=r"norm_eps=1e-300 must be a small positive number from 1e-12"):
         GPTConfig(norm_eps=1e-300).validate()

@@ -34,7 +34,7 @@ from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
 from model.budget import arithmetic as budget
 from model.config import GPTConfig
-from model.nn.gpt import GPT, KVCache, build_model
+from model.nn.gpt import GPT, KVCache, init_model
 
 _RULES = [
     (r"tok_emb\.weight", "token embedding"),
@@ -206,7 +206,7 @@ def today_configs(draw):
 def test_budget_equals_numel_for_today_s_block(cfg):
     """The project's rule for today's block: the calculator's count is the built model's numel, in
     total and block by block (dense first blocks and mixture-of-experts blocks alike)."""
-    model = build_model(cfg, seed=0)
+    model = init_model(cfg, seed=0)
     b = budget.parameters(cfg)
     assert b.total == model.num_params() == sum(p.numel() for p in model.parameters())
     measured: dict[str, int] = {}
@@ -253,7 +253,7 @@ def test_forward_flops_of_today_s_block_equal_flop_counter(cfg, B, data):
     still multiplies every key in the plain model, so the counter sees the scores without windows;
     the calculator's ``min(T, W)`` is what a kernel that skips the masked keys does."""
     T = data.draw(st.integers(1, cfg.context_length), label="T")
-    model = build_model(cfg, seed=0).eval()
+    model = init_model(cfg, seed=0).eval()
     idx = torch.randint(0, cfg.vocab_size, (B, T))
     with torch.no_grad(), _fused_cpu_attention_counted() as counter:
         model(idx)

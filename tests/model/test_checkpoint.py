@@ -17,7 +17,7 @@ import model.io.checkpoint as ckpt_mod
 from model.config import GPTConfig
 from model.io import atomic_dir
 from model.io.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 from model.text.tokens import ByteTokenizer, CharTokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +27,7 @@ TOK = CharTokenizer("abcdefghij")
 def tiny(seed: int = 0, **kw):
     base = dict(vocab_size=10, context_length=16, n_layers=2, d_model=16, n_heads=2)
     base.update(kw)
-    return build_model(GPTConfig(**base), seed=seed)
+    return init_model(GPTConfig(**base), seed=seed)
 
 
 def same_weights(a, b) -> bool:
@@ -100,7 +100,7 @@ def test_a_save_killed_halfway_leaves_the_old_checkpoint_loadable(tmp_path):
         sys.path.insert(0, {str(ROOT)!r})
         import model.io.checkpoint as ck
         from model.config import GPTConfig
-        from model.nn.gpt import build_model
+        from model.nn.gpt import init_model
         from model.text.tokens import CharTokenizer
 
         real_write = ck.write_synced
@@ -116,7 +116,7 @@ def test_a_save_killed_halfway_leaves_the_old_checkpoint_loadable(tmp_path):
 
         ck.write_synced = half_then_die
         cfg = GPTConfig(vocab_size=10, context_length=16, n_layers=2, d_model=16, n_heads=2)
-        m = build_model(cfg, seed=1)
+        m = init_model(cfg, seed=1)
         ck.save_checkpoint({str(tmp_path / "c")!r}, m, CharTokenizer("abcdefghij"))
         """
     )

@@ -20,7 +20,7 @@ import torch
 import model.interp.analysis.circuits as C
 from model.config import GPTConfig
 from model.interp.analysis.patching import patch_heads, path_patch, path_patch_joint
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 
 
 @pytest.fixture
@@ -169,7 +169,7 @@ VARIANTS = {
 def _model(seed: int = 0, **overrides):
     base = {"vocab_size": 40, "context_length": 32, "n_layers": 3, "d_model": 32, "n_heads": 4}
     cfg = GPTConfig(**{**base, **overrides})
-    model = build_model(cfg, seed=seed)
+    model = init_model(cfg, seed=seed)
     _uneven(model, seed=seed)
     return model.eval()
 
@@ -292,9 +292,7 @@ def test_the_chance_score_is_that_of_random_matrices_of_the_same_shapes():
     assert abs(np.mean(base**2) * 64 - 1) < 0.05  # E[score²] = 1/d exactly
     assert 0.9 / 8 < base.mean() < 1 / 8  # the mean just below √(1/d)
     # a random model composes at chance: its scores average the baseline
-    model = build_model(
-        GPTConfig(vocab_size=40, context_length=32, n_layers=3, d_model=64, n_heads=4), seed=3
-    )
+    model = init_model(GPTConfig(vocab_size=40, context_length=32, n_layers=3, d_model=64, n_heads=4), seed=3)
     comp = C.composition_scores(model)
     assert comp.baseline == pytest.approx(float(base.mean()))
     assert abs(np.nanmean(comp.scores) / comp.baseline - 1) < 0.1
@@ -327,7 +325,7 @@ def test_strongest_and_reads_from_order_the_pairs():
     [({"norm_position": "post"}, "Post-LN"), ({"kv_lora_rank": 8, "positions": "rope"}, "latent attention")],
 )
 def test_what_the_head_algebra_cannot_express_is_refused_in_one_line(overrides, words):
-    model = build_model(
+    model = init_model(
         GPTConfig(vocab_size=40, context_length=32, n_layers=2, d_model=32, n_heads=4, **overrides)
     )
     with pytest.raises(C.CircuitsUnsupported, match=words) as err:
@@ -449,7 +447,7 @@ def test_path_patching_measures_the_layers_asked_and_refuses_post_ln():
         path_patch(model, clean, corrupt, (1, 0), layers=[1])
     with pytest.raises(ValueError, match="not one of"):
         path_patch(model, clean, corrupt, (3, 0))
-    post = build_model(
+    post = init_model(
         GPTConfig(vocab_size=40, context_length=32, n_layers=2, d_model=32, n_heads=4, norm_position="post")
     )
     with pytest.raises(ValueError, match="Post-LN"):

@@ -27,7 +27,7 @@ from model.interp.analysis.compare import weights_difference
 from model.interp.analysis.heads import head_metrics
 from model.interp.frame import AttentionFrame
 from model.interp.trace import run_with_trace
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 from model.train.multitrain import variant_configs
 
 BASE = GPTConfig(vocab_size=11, context_length=16, n_layers=2, d_model=16, n_heads=4)
@@ -84,7 +84,7 @@ def test_summary_row_takes_the_last_losses_and_the_calculator_figures():
     row = summary_row(mqa, history, context=8)
     assert row["steps"] == 3 and row["train_loss"] == 2.0 and row["val_loss"] == 2.7
     assert row["tokens_per_s"] == 120.0
-    model = build_model(mqa)
+    model = init_model(mqa)
     assert row["params"] == sum(p.numel() for p in model.parameters())
     # KV cache per token: keys and values of every layer and KV head, fp32
     assert row["kv_cache_bytes_per_token"] == 2 * mqa.n_layers * 1 * mqa.d_head * 4
@@ -127,7 +127,7 @@ def test_metric_table_aligns_heads_and_fills_missing_ones_with_none():
 
 def test_difference_of_a_model_with_itself_is_exactly_zero_and_levels_are_symmetric():
     torch.manual_seed(0)
-    model = build_model(BASE, seed=1)
+    model = init_model(BASE, seed=1)
     idx = torch.tensor([[1, 2, 3, 4, 5, 6]])
     a = run_with_trace(model, idx, kinds=("pattern",), dtype=torch.float16).stack("pattern")
     b = run_with_trace(model, idx, kinds=("pattern",), dtype=torch.float16).stack("pattern")
@@ -135,7 +135,7 @@ def test_difference_of_a_model_with_itself_is_exactly_zero_and_levels_are_symmet
     assert d.shape == (2, 4, 6, 6) and not np.any(d)
     lo, hi = diff_levels(d)
     assert lo == -hi and hi > 0  # a zero difference still gets a usable (tiny) range
-    other = run_with_trace(build_model(BASE, seed=2), idx, kinds=("pattern",)).stack("pattern")
+    other = run_with_trace(init_model(BASE, seed=2), idx, kinds=("pattern",)).stack("pattern")
     d2 = weights_difference(a, other)
     lo2, hi2 = diff_levels(d2)
     assert lo2 == -hi2 == -np.abs(d2).max()
@@ -245,7 +245,7 @@ def test_the_attention_of_a_prompt_and_its_metrics():
 
     tok = CharTokenizer("abcdefghij")
     cfg = BASE.replace(vocab_size=tok.vocab_size, context_length=8)
-    model = build_model(cfg, seed=0)
+    model = init_model(cfg, seed=0)
     model.train()
     snap, metrics = prompt_attention(model, tok, "abcabcabcab?")  # 12 chars, context 8; '?' unknown
     assert model.training  # put back as it was

@@ -54,10 +54,10 @@ def test_a_streamed_export_recomputes_every_head_and_pools_it(shape):
     from model.interp.export import streamed_arrays, streamed_head
     from model.interp.pooling import pool_max
     from model.interp.trace import run_with_trace
-    from model.nn.gpt import build_model
+    from model.nn.gpt import init_model
 
     cfg = GPTConfig(n_layers=2, d_model=32, n_heads=4, context_length=96, **shape).with_vocab(64)
-    model = build_model(cfg, seed=3)
+    model = init_model(cfg, seed=3)
     with torch.no_grad():  # weights far enough from uniform that a wrong mask or scale shows
         for p in model.parameters():
             p.mul_(4.0)
@@ -104,10 +104,10 @@ def test_the_file_written_as_it_is_computed_is_np_savez_of_the_arrays(tmp_path, 
 
     from model.config import GPTConfig
     from model.interp.inspection import export_arrays, write_inspection
-    from model.nn.gpt import build_model
+    from model.nn.gpt import init_model
 
     cfg = GPTConfig(n_layers=3, d_model=32, n_heads=4, context_length=64, attn_sinks=True).with_vocab(300)
-    model = build_model(cfg, seed=5)
+    model = init_model(cfg, seed=5)
     ids = [(7 * i + 3) % 300 for i in range(41)]
     compress = how.pop("compress", False)
     extra = {"dropped": np.array(2), "positions": np.arange(2, 43, dtype=np.int64)}
@@ -137,9 +137,9 @@ def test_a_write_stopped_on_the_way_removes_every_temporary_and_keeps_the_old_fi
     from model.config import GPTConfig
     from model.interp.inspection import write_inspection
     from model.interp.npzfile import NpzWriter
-    from model.nn.gpt import build_model
+    from model.nn.gpt import init_model
 
-    model = build_model(
+    model = init_model(
         GPTConfig(n_layers=3, d_model=32, n_heads=4, context_length=64).with_vocab(256), seed=0
     )
     old = tmp_path / "att.npz"

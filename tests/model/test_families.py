@@ -30,7 +30,7 @@ from model.io.families import family_config
 from model.io.pretrained import detect, open_model
 from model.io.weights import build_from_state_dict
 from model.nn.generate import generate
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 from model.text.registry import tokenizer_from_dict
 
 #: case -> (model_type, writer options). Each family's own part is switched on, so a wrong one shows.
@@ -384,7 +384,7 @@ def test_a_head_resting_on_bos_is_named_the_attention_sink(family_models):
     _, _, llama = family_models("llama-llama3-rope-sharded")
     tok = llama.tokenizer
     cfg = GPTConfig(vocab_size=tok.vocab_size, context_length=32, n_layers=1, d_model=8, n_heads=2)
-    model = build_model(cfg, seed=0)
+    model = init_model(cfg, seed=0)
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.fill_(1.0 if "norm" in name and name.endswith("weight") else 0.0)
@@ -436,7 +436,7 @@ def test_every_new_part_together_trains_traces_and_decodes_consistently():
         norm_offset=True,
         parallel_residual=True,
     ).validate()
-    model = build_model(cfg, seed=0)
+    model = init_model(cfg, seed=0)
     ids = torch.randint(0, 50, (1, 12), generator=torch.Generator().manual_seed(0))
     _, loss = model(ids, ids)
     loss.backward()

@@ -357,6 +357,7 @@ def test_gpt_oss_kept_as_stored_holds_each_expert_in_mxfp4_and_computes_the_wide
 def _size_checked(monkeypatch, path, header=None):
     """The :class:`~model.budget.sizing.Need` that opening ``path`` kept as stored is checked against
     (``header``: the file's header, instead of reading it), taken where :func:`load_gguf` checks it."""
+    from model.io import build
     from model.io import gguf as loader
 
     class Checked(Exception):
@@ -368,9 +369,10 @@ def _size_checked(monkeypatch, path, header=None):
         seen.append(need)
         raise Checked
 
-    monkeypatch.setattr(loader, "check_size", check)
-    if header is not None:
+    monkeypatch.setattr(build, "check_size", check)  # the one build step's size check
+    if header is not None:  # a header alone: no file, no tokenizer (read before the size check)
         monkeypatch.setattr(loader, "read_header", lambda p: header)
+        monkeypatch.setattr(loader, "_tokenizer", lambda *a: None)
     with pytest.raises(Checked):
         load_gguf(path, stored=True)
     return seen[0]

@@ -313,7 +313,7 @@ def test_open_model_holds_the_weights_as_asked_and_says_where_the_choice_does_no
     a model read into float32 whatever is asked (ours) gets one line saying so, never silence."""
     from model.io import stored as policy
     from model.io.checkpoint import save_checkpoint
-    from model.nn.gpt import build_model
+    from model.nn.gpt import init_model
     from model.text.tokens import ByteTokenizer
 
     path = files("Q8_0")
@@ -325,7 +325,7 @@ def test_open_model_holds_the_weights_as_asked_and_says_where_the_choice_does_no
     assert not has_stored(full.model) and "note" not in full.meta
 
     tok = ByteTokenizer()
-    ours = save_checkpoint(tmp_path / "ours", build_model(tiny_config.with_vocab(tok.vocab_size)), tok)
+    ours = save_checkpoint(tmp_path / "ours", init_model(tiny_config.with_vocab(tok.vocab_size)), tok)
     assert "note" not in open_model(ours).meta
     for stored in (True, False):
         note = open_model(ours, stored=stored).meta["note"]

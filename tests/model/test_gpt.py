@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from model.config import ConfigError, GPTConfig
 from model.interp.plan import estimate_nbytes
 from model.interp.trace import run_with_trace
-from model.nn.gpt import GPT, KVCache, build_model
+from model.nn.gpt import GPT, KVCache, init_model
 from model.nn.hooks import ablate_heads, use_mask
 from model.nn.layers import apply_rope, rope_tables, sinusoidal_table
 
@@ -253,7 +253,7 @@ def test_too_long_input_is_a_clear_error():
 
 
 def test_seeded_build_is_reproducible():
-    a, b = build_model(tiny(), seed=7), build_model(tiny(), seed=7)
+    a, b = init_model(tiny(), seed=7), init_model(tiny(), seed=7)
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
 
 

@@ -9,7 +9,7 @@ from model.config import GPTConfig
 from model.interp.plan import inspection_need
 from model.interp.prompt import encode_prompt
 from model.interp.trace import ALL_KINDS, Recorder, run_with_trace
-from model.nn.gpt import GPT, build_model
+from model.nn.gpt import GPT, init_model
 from model.nn.hooks import HookPoint, ablate_heads, patch, use_mask
 from model.text.tokens import CharTokenizer
 
@@ -217,7 +217,7 @@ def test_patching_everything_restores_the_clean_logits_and_patching_nothing_chan
 
 def test_run_with_trace_switches_to_eval_and_back():
     tok = CharTokenizer.from_text("hello world")
-    model = build_model(tiny(vocab_size=tok.vocab_size, dropout=0.5), seed=0).train()
+    model = init_model(tiny(vocab_size=tok.vocab_size, dropout=0.5), seed=0).train()
     ctx = model.config.context_length
     trace = run_with_trace(model, encode_prompt(tok, "hello", ctx), kinds=("pattern",))
     assert model.training

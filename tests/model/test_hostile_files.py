@@ -460,12 +460,12 @@ def test_our_checkpoint_with_a_token_id_past_the_vocabulary_is_refused(tmp_path)
     """A tokenizer of three tokens whose last id is 500 fits a count of 16, not the embedding."""
     from model.config import GPTConfig
     from model.io.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-    from model.nn.gpt import build_model
+    from model.nn.gpt import init_model
     from model.text.bpe import HFTokenizer
 
     tok = HFTokenizer.gpt2_from_vocab_merges({"a": 0, "b": 1, "c": 500}, [], special_tokens=())
     assert tok.vocab_size <= 16 and tok.largest_id == 500
     cfg = GPTConfig(vocab_size=16, n_layers=1, d_model=16, n_heads=2, context_length=8)
-    save_checkpoint(tmp_path / "ckpt", build_model(cfg, seed=0), tok)
+    save_checkpoint(tmp_path / "ckpt", init_model(cfg, seed=0), tok)
     with pytest.raises(CheckpointError, match=r"token id 500 but config\.json has vocab_size=16"):
         load_checkpoint(tmp_path / "ckpt")

@@ -18,7 +18,7 @@ from model.interp.pooling import pool_max
 from model.interp.prompt import PromptError, encode_prompt, prompt_of_ids
 from model.interp.threads import pick_threads
 from model.interp.trace import run_with_trace
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 from model.text.tokens import CharTokenizer, visible
 
 TEXT = "the cat sat on the mat. the cat ate."
@@ -32,7 +32,7 @@ def tok():
 @pytest.fixture(scope="module")
 def model(tok):
     cfg = GPTConfig(vocab_size=tok.vocab_size, context_length=24, n_layers=2, d_model=16, n_heads=2)
-    return build_model(cfg, seed=0)
+    return init_model(cfg, seed=0)
 
 
 def test_encode_prompt_keeps_the_last_tokens_and_explains_what_it_cannot_run(tok):
@@ -136,9 +136,9 @@ def test_take_stack_gives_the_stack_in_its_dtype_and_empties_the_trace():
     import torch
 
     from model.config import GPTConfig
-    from model.nn.gpt import build_model
+    from model.nn.gpt import init_model
 
-    model = build_model(GPTConfig(vocab_size=11, context_length=8, n_layers=3, d_model=8, n_heads=2), seed=0)
+    model = init_model(GPTConfig(vocab_size=11, context_length=8, n_layers=3, d_model=8, n_heads=2), seed=0)
     ids = torch.arange(6)[None] % 11
     expected = run_with_trace(model, ids, kinds=("pattern",)).stack("pattern")
     trace = run_with_trace(model, ids, kinds=("pattern",), dtype=torch.float16)
@@ -207,7 +207,7 @@ def test_the_ablation_loss_scores_what_training_scores():
         vocab_size=task.tokenizer.vocab_size, context_length=64, n_layers=1, n_heads=2, d_model=16
     )
     torch.manual_seed(0)
-    net = build_model(cfg).eval()
+    net = init_model(cfg).eval()
     batches, note = held_out_batches(task, cfg, task.tokenizer)
     assert "answer tokens only, as the Train tab's loss does" in note
     scored = torch.cat([(y != -100).flatten() for _, y in batches])
@@ -243,7 +243,7 @@ def test_a_recorded_run_switches_only_the_modules_in_training_and_restores_each(
     cost of ~14 ms each on SmolLM2 (820 modules), and a block left in evaluation mode came back
     training."""
     cfg = GPTConfig(vocab_size=11, context_length=16, n_layers=3, d_model=16, n_heads=2, dropout=0.1)
-    model = build_model(cfg, seed=0)
+    model = init_model(cfg, seed=0)
     walks = []
     monkeypatch.setattr(torch.nn.Module, "train", lambda self, mode=True: walks.append(self) or self)
     model.training = False

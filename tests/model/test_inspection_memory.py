@@ -79,7 +79,7 @@ from model.interp.inspection import export_arrays, inspect_prompt, write_inspect
 from model.interp.plan import ALL_KINDS, REQUIRED_KINDS, inspection_need, plan_prompt
 from model.interp.prompt import prompt_of_ids
 from model.interp.trace import run_with_trace
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 
 def status(field):
     with open("/proc/self/status") as f:
@@ -113,7 +113,7 @@ shapes, sizes, folder = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.ar
 for name, kw in shapes.items():
     for T, V in sizes:
         cfg = GPTConfig(**dict(kw, vocab_size=V or kw["vocab_size"]))
-        model = build_model(cfg, seed=0)
+        model = init_model(cfg, seed=0)
         ids = [1 + i % (cfg.vocab_size - 1) for i in range(T)]
         paths = [export, to_file, view] + ([every_kind] if V is None and name.startswith("gemma3") else [])
         for path in paths:

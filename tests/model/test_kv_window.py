@@ -10,7 +10,7 @@ import torch
 from model.budget import arithmetic as budget
 from model.config import GPTConfig
 from model.nn.generate import generate
-from model.nn.gpt import KVCache, build_model
+from model.nn.gpt import KVCache, init_model
 
 W = 4
 #: Gemma 3's block in small: five local layers (window W) to one global, sandwich norms, QK-norm
@@ -40,7 +40,7 @@ GEMMA3 = GPTConfig(
 
 @pytest.fixture(scope="module")
 def model():
-    m = build_model(GEMMA3, seed=0).eval()
+    m = init_model(GEMMA3, seed=0).eval()
     with torch.no_grad():  # uneven weights: a window that leaked would change the tokens
         for p in m.parameters():
             p.add_(0.3 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
@@ -81,7 +81,7 @@ def test_cached_logits_equal_the_full_forward_whatever_the_chunks(model, chunks)
 
 def test_every_layer_local_keeps_the_window_in_each():
     cfg = GEMMA3.replace(window_pattern="", rope_local_base=None)  # Mistral: one window for all
-    m = build_model(cfg, seed=1).eval()
+    m = init_model(cfg, seed=1).eval()
     seq = torch.randint(0, 37, (1, 19), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         full, _ = m(seq)

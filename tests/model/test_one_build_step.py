@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
+import torch
 
 import model.io.build as build
+from model.budget import sizing
+from model.budget.sizing import Available, ModelTooLarge
 from model.config import GPTConfig
-from model.io.checkpoint import load_checkpoint, save_checkpoint
+from model.io.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from model.io.gguf import load_gguf
 from model.io.hf import load_hf_family, load_hf_gpt2
 from model.io.nanogpt import load_nanogpt
@@ -151,3 +156,136 @@ def test_only_the_build_step_assembles_a_model():
         if _calls(p) & {"map_weights", "check_weights", "build_from_state_dict"} and p.name != "weights.py"
     }
     assert callers == {"build.py"}
+
+
+# ---- the one step also sizes: first, before the weights are opened (issue 56) ---------------------
+@pytest.fixture
+def steps(monkeypatch):
+    """What the shared step did, in order: ``"size"`` (its memory check) and ``"check"`` (its tensor
+    check); a size check that refuses is recorded before it raises."""
+    done: list[str] = []
+    real_size, real_check = build.check_size, build.check_weights
+
+    def size(need, *args, **kwargs):
+        done.append("size")
+        return real_size(need, *args, **kwargs)
+
+    def check(*args, **kwargs):
+        done.append("check")
+        return real_check(*args, **kwargs)
+
+    monkeypatch.setattr(build, "check_size", size)
+    monkeypatch.setattr(build, "check_weights", check)
+    return done
+
+
+def _opener(kind, tmp_path, write_hf_gpt2, write_hf_family, write_nanogpt, gpt2_tokenizer_dir, nanogpt_chars):
+    (tmp_path / "hf").mkdir()
+    return FILES[kind](
+        tmp_path,
+        write_hf_gpt2=write_hf_gpt2,
+        write_hf_family=write_hf_family,
+        write_nanogpt=write_nanogpt,
+        gpt2_tokenizer_dir=gpt2_tokenizer_dir,
+        nanogpt_chars=nanogpt_chars,
+    )
+
+
+@pytest.mark.parametrize("kind", FILES)
+def test_each_loader_is_sized_once_by_the_one_step_before_its_tensors_are_checked(
+    kind, tmp_path, steps, write_hf_gpt2, write_hf_family, write_nanogpt, gpt2_tokenizer_dir, nanogpt_chars
+):
+    """Our checkpoints, GPT-2 and nanoGPT sized themselves and handed the step no need; GGUF sized
+    twice; the Hugging Face families were sized after their tensors were checked."""
+    opener = _opener(
+        kind, tmp_path, write_hf_gpt2, write_hf_family, write_nanogpt, gpt2_tokenizer_dir, nanogpt_chars
+    )
+    opener()
+    assert steps == ["size", "check"], kind
+
+
+@pytest.mark.parametrize("kind", FILES)
+def test_a_model_the_memory_cannot_hold_is_refused_by_the_one_step_before_anything_is_checked(
+    kind, tmp_path, steps, monkeypatch, write_hf_gpt2, write_hf_family, write_nanogpt, gpt2_tokenizer_dir,
+    nanogpt_chars,
+):  # fmt: skip
+    opener = _opener(
+        kind, tmp_path, write_hf_gpt2, write_hf_family, write_nanogpt, gpt2_tokenizer_dir, nanogpt_chars
+    )
+    monkeypatch.setattr(sizing, "available_memory", lambda device="cpu": Available(4096, "MemAvailable"))
+    with pytest.raises(ModelTooLarge):
+        opener()
+    assert steps == ["size"], kind  # the step's own size check refused it: no layout listed, no tensor read
+
+
+def _claim_ten_million_layers(kind: str, tmp_path: Path) -> None:
+    """Edit the file :data:`FILES` wrote for ``kind`` so that its config claims 10⁷ layers."""
+    if kind == "nanogpt":
+        ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=True)
+        ckpt["model_args"]["n_layer"] = 10**7
+        torch.save(ckpt, tmp_path / "ckpt.pt")
+        return
+    config, field = (
+        (tmp_path / "ours" / "config.json", "n_layers")
+        if kind == "attention-lab"
+        else (tmp_path / "config.json", "n_layer")
+    )
+    config.write_text(json.dumps({**json.loads(config.read_text()), field: 10**7}))
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.parametrize("kind", ["attention-lab", "hf-gpt2", "nanogpt"])
+def test_a_config_claiming_ten_million_layers_is_refused_by_the_one_step_in_one_line(
+    kind, tmp_path, steps, write_hf_gpt2, write_hf_family, write_nanogpt, gpt2_tokenizer_dir, nanogpt_chars
+):
+    """Refused in one line naming the value, inside the step and before a row per layer is listed, in
+    well under a second and 100 MB: GPT-2's and nanoGPT's by its size check, ours (sized by what the
+    file holds) by the count of our layout, which the step asks for once the file's model fits."""
+    opener = _opener(
+        kind, tmp_path, write_hf_gpt2, write_hf_family, write_nanogpt, gpt2_tokenizer_dir, nanogpt_chars
+    )
+    _claim_ten_million_layers(kind, tmp_path)
+    before, t0 = _rss(), time.perf_counter()
+    with pytest.raises((ModelTooLarge, CheckpointError), match="n_layers=10000000") as refused:
+        opener()
+    assert time.perf_counter() - t0 < 1.0 and _rss() - before < 100 * 2**20, kind
+    assert steps == ["size"] and "\n" not in str(refused.value), kind
+    assert isinstance(refused.value, CheckpointError if kind == "attention-lab" else ModelTooLarge), kind
+
+
+def test_a_config_of_ours_that_lies_is_named_by_the_one_steps_tensor_check(tmp_path, steps):
+    """Our loader no longer builds a model on the ``meta`` device to compare shapes itself: the layout
+    of our own names goes to the step, whose one check names each tensor of another shape."""
+    _attention_lab(tmp_path)
+    config = tmp_path / "ours" / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "d_model": 32}))
+    with pytest.raises(CheckpointError, match=r"model\.safetensors does not match config\.json: tok_emb"):
+        load_checkpoint(tmp_path / "ours")
+    assert steps == ["size", "check"]
+
+
+def test_no_loader_sizes_memory_or_builds_a_model_itself():
+    """The memory check and every model construction (``GPT(...)``, on ``meta`` or not) of a loader
+    are the build step's."""
+    for loader in LOADERS:
+        calls = _calls(IO / f"{loader}.py")
+        assert not calls & {"check_size", "GPT", "skip_init_on_meta"}, loader
+        source = (IO / f"{loader}.py").read_text(encoding="utf-8")
+        assert "import check as" not in source and '"meta"' not in source, loader
+
+
+def test_one_function_is_named_build_model():
+    """The constructor of a fresh GPT has a name of its own; ``build_model`` is the one build step."""
+    defined = [
+        path.relative_to(IO.parents[1]).as_posix()
+        for path in (IO.parents[1] / "model").rglob("*.py")
+        if any(
+            isinstance(n, ast.FunctionDef) and n.name == "build_model"
+            for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        )
+    ]
+    assert defined == ["model/io/build.py"]

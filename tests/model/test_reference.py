@@ -12,7 +12,7 @@ import torch
 
 import model.nn.reference as reference_module
 from model.config import ConfigError, GPTConfig
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 from model.nn.reference import ReferenceGPT
 
 V = 97  # the one field GPTConfig() leaves for a tokenizer to set
@@ -28,7 +28,7 @@ RTOL = {torch.float32: 32 * torch.finfo(torch.float32).eps, torch.float64: 1e-12
 def _gpt_and_reference(config: GPTConfig, seed: int = 0):
     """The production GPT with weights moved away from their init (so LayerNorm's γ ≠ 1, β ≠ 0 and the
     attention patterns are far from uniform), and the reference holding the same weights."""
-    gpt = build_model(config, seed=seed)
+    gpt = init_model(config, seed=seed)
     gen = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for p in gpt.parameters():
@@ -69,7 +69,7 @@ def test_the_reference_computes_the_production_gpts_logits_and_loss_under_gpt_co
 
 def test_the_reference_draws_the_production_gpts_initial_weights_from_the_same_seed():
     cfg = GPTConfig(vocab_size=V)
-    gpt = build_model(cfg, seed=5).state_dict()
+    gpt = init_model(cfg, seed=5).state_dict()
     torch.manual_seed(5)
     ref = ReferenceGPT(cfg).state_dict()
     assert list(ref) == list(gpt)

@@ -23,7 +23,7 @@ from model.interp.trace import run_with_trace
 from model.io.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from model.io.safetensors_file import safetensors_shapes
 from model.nn.generate import check_sampling, check_seed
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 from model.text.sources import resolve_source
 from model.text.tokens import ByteTokenizer
 from model.train.settings import TrainSettings
@@ -103,7 +103,7 @@ def test_a_trainer_of_a_huge_config_is_refused_before_allocation(tiny_settings):
 
 
 def test_a_lying_config_json_is_refused_before_the_model_is_built(tmp_path, tiny_config):
-    save_checkpoint(tmp_path / "c", build_model(tiny_config.with_vocab(256), seed=0), ByteTokenizer())
+    save_checkpoint(tmp_path / "c", init_model(tiny_config.with_vocab(256), seed=0), ByteTokenizer())
     cfg = json.loads((tmp_path / "c" / "config.json").read_text())
     experts = {"mlp": "swiglu", "n_experts_per_token": 1}  # as many modules, even on the meta device
     for lie in ({"d_model": 8192}, {"n_layers": 5000, "d_model": 512}, {**experts, "n_experts": 50_000}):
@@ -155,7 +155,7 @@ def test_an_export_holds_the_logits_or_one_layer_and_the_disk_decides_what_the_f
 
 
 def test_run_with_trace_refuses_what_the_machine_cannot_hold(monkeypatch, tiny_config):
-    model = build_model(tiny_config.with_vocab(256), seed=0)
+    model = init_model(tiny_config.with_vocab(256), seed=0)
     ids = list(range(20))
     assert run_with_trace(model, ids, kinds=["pattern"]).stack("pattern").shape == (2, 2, 20, 20)
     monkeypatch.setattr(sizing, "available_memory", lambda device="cpu": Available(10_000, "test"))

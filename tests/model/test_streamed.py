@@ -11,7 +11,7 @@ from model.config import GPTConfig
 from model.interp.inspection import block_max
 from model.interp.streamed import PatternsNotHeld, block_counts, stream_prompt
 from model.interp.trace import run_with_trace
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 
 T = 150  # more than two query blocks of 64, and a short last one
 
@@ -31,7 +31,7 @@ CONFIGS = {
 def model_of(**kw):
     base = dict(vocab_size=50, context_length=256, n_layers=2, d_model=32, n_heads=4)
     cfg = GPTConfig(**{**base, **kw})
-    model = build_model(cfg, seed=0).eval()
+    model = init_model(cfg, seed=0).eval()
     with torch.no_grad():  # sinks and per-head scales away from their initial values
         for name, p in model.named_parameters():
             if name.endswith(("sinks", "scale", "qk_gain")):
@@ -94,7 +94,7 @@ def test_the_tab_s_inspection_streams_past_the_held_limit_with_the_held_numbers(
     text = "the cat sat on the mat and the dog sat on the log. " * 3
     tok = CharTokenizer.from_text(text)
     cfg = GPTConfig(vocab_size=tok.vocab_size, context_length=256, n_layers=2, d_model=16, n_heads=2)
-    model = build_model(cfg, seed=0)
+    model = init_model(cfg, seed=0)
     held = inspect_prompt(model, tok, plans.plan_prompt(cfg, tok, text))
     monkeypatch.setattr(plans, "HELD_LIMIT", 2 * 2 * 100**2)  # past 100 tokens: streamed
     plan = plans.plan_prompt(cfg, tok, text)

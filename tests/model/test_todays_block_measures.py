@@ -13,7 +13,7 @@ from model.config import GPTConfig
 from model.interp import measures
 from model.interp.analysis.heads import head_metrics, learned_sink_share
 from model.interp.trace import run_with_trace
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 
 T = 14
 
@@ -22,7 +22,7 @@ def model_of(**kw):
     cfg = GPTConfig(vocab_size=40, context_length=32, n_layers=3, d_model=32, n_heads=4, positions="rope")
     cfg = cfg.replace(**kw)
     torch.manual_seed(0)
-    model = build_model(cfg)
+    model = init_model(cfg)
     with torch.no_grad():  # away from the initialisation: routers and sinks that differ per token and head
         for p in model.parameters():
             p.add_(0.2 * torch.randn_like(p))

@@ -46,7 +46,7 @@ from model.compare.variants import describe_changes, parse_changes
 from model.config import ConfigError, GPTConfig
 from model.io.checkpoint import save_checkpoint
 from model.io.pretrained import open_model
-from model.nn.gpt import build_model
+from model.nn.gpt import init_model
 
 NO_MODEL = "There is no current model yet: build or train one in the Train tab."
 
@@ -229,7 +229,7 @@ class CompareTab(TabBase):
         context = self._run_context(cfg)
 
         def job():
-            model = build_model(cfg, seed=seed)
+            model = init_model(cfg, seed=seed)
             model.eval()
             return model
 

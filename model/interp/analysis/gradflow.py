@@ -200,11 +200,11 @@ def grad_flow_at_init(
     ``batch`` ``(x, y)`` defaults to :func:`random_batch` (``seq_len`` = min(context, 64)); pass real
     text for a measurement on data. Dropout is off (evaluation mode) so the numbers are repeatable.
     """
-    from model.nn.gpt import build_model
+    from model.nn.gpt import init_model
 
     if init not in INITS:
         raise ValueError(f"init {init!r} is not one of {', '.join(INITS)}")
-    model = build_model(config, seed=seed, device=device)
+    model = init_model(config, seed=seed, device=device)
     if init == "xavier":
         xavier_init_(model, seed)
     model.eval()

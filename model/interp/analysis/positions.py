@@ -237,10 +237,10 @@ def permutation_experiment(model, idx, *, perm=None, seed: int = 0, mask: str = 
 def without_positions(model):
     """A copy of ``model`` with ``positions = "none"``: the same token, attention and MLP weights, but
     no learned table, sinusoids or rotations. The copy is in evaluation mode on the same device."""
-    from model.nn.gpt import build_model
+    from model.nn.gpt import init_model
 
     cfg = model.config.replace(positions="none")
-    copy = build_model(cfg, seed=0, device=model.device)
+    copy = init_model(cfg, seed=0, device=model.device)
     state = {k: v for k, v in model.state_dict().items() if not k.startswith("pos_emb.")}
     copy.load_state_dict(state, strict=True)
     copy.eval()
