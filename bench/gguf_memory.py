@@ -6,7 +6,7 @@ weights (d = 2048, 16 layers, 32 query heads over 8 key/value heads, d_ff = 8192
 head: 1.04B values) in Q8_0 and in Q4_K, and a byte-level vocabulary of 32000 tokens. The blocks are
 random bytes with small finite float16 scales, not quantized floats: ``gguf`` has no Q4_K quantizer,
 and quantizing 1B floats to Q8_0 in numpy takes minutes here, while the memory figures depend only on
-the sizes. Each (file, path) is measured in a fresh process: open with :func:`model.io.gguf.load_gguf`,
+the sizes. Each (file, path) is measured in a fresh process: open with :func:`model.io.gguf.load.load_gguf`,
 then trace every head of a 256-token prompt as the Attention tab does
 (:func:`model.interp.inspection.inspect_prompt`), and report
 
@@ -124,7 +124,7 @@ def measure(path: Path, stored: bool, tokens: int, warm: Path | None = None) -> 
     from model.interp.inspection import inspect_prompt
     from model.interp.plan import plan_prompt
     from model.interp.prompt import prompt_of_ids
-    from model.io.gguf import load_gguf
+    from model.io.gguf.load import load_gguf
     from model.nn.quantized import stored_bytes
 
     def rss() -> int:

@@ -4,7 +4,7 @@ Writes a Pythia-70m-shaped GPT-NeoX folder (6 layers, 8 heads, d = 512, d_ff = 2
 each head, parallel residual, V = 50304: 70.4M parameters, random float32 weights, nothing downloaded)
 and 16 revisions of it as sub-folders ``step0`` … ``step143000`` (Pythia's 16 log-spaced default
 steps). The revisions hard-link one weights file (so the disk holds it once): each is still a separate
-revision to :class:`model.io.history.History` -- its own identity, its own load, trace and cache entry.
+revision to :class:`model.io.history.traced.History` -- its own identity, its own load, trace and cache entry.
 
 Then, in this process:
 
@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from model.io.history import History
-    from model.io.revisions import log_spaced_steps, open_source
+    from model.io.history.revisions import log_spaced_steps, open_source
+    from model.io.history.traced import History
     from model.runtime import set_threads
 
     set_threads(0)

@@ -188,7 +188,7 @@ def smollm2(repeats: int) -> None:
     from transformers import AutoModelForCausalLM
 
     from model.interp.trace import run_with_trace
-    from model.io.gguf import packaged_gguf
+    from model.io.gguf.load import packaged_gguf
     from model.io.pretrained import open_model
 
     torch.set_num_threads(1)

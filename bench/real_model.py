@@ -42,7 +42,7 @@ SENTENCE = (
 
 
 def _path() -> Path:
-    from model.io.gguf import packaged_gguf
+    from model.io.gguf.load import packaged_gguf
 
     path = packaged_gguf()
     if path is None:
@@ -52,7 +52,7 @@ def _path() -> Path:
 
 def _prompt_of_256_tokens() -> str:
     """A text SmolLM2's tokenizer encodes to exactly 256 tokens."""
-    from model.io.gguf_file import read_header
+    from model.io.gguf.file import read_header
     from model.text.gguf_tokens import tokenizer_from_gguf
 
     tok = tokenizer_from_gguf(read_header(_path()).metadata)

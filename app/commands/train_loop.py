@@ -1,7 +1,7 @@
 """`attention-lab train` once its trainer is built: the run folder, the progress line, Ctrl-C, the summary.
 
 :func:`train_into` trains ``trainer`` to its step budget into the run folder ``out``
-(model/io/runfolder.py): rank 0 alone prints, logs rows to ``log.jsonl`` (every ``--log-every``
+(model/io/runs/folder.py): rank 0 alone prints, logs rows to ``log.jsonl`` (every ``--log-every``
 steps, every evaluation and the last step), writes probe frames to ``probes/`` (a
 :class:`~model.train.probes.Prober` callback), saves ``checkpoint/`` every ``--save-every`` steps and
 at the end, and keeps ``run.json``'s status. Ctrl-C stops after the current step and saves (under
@@ -19,9 +19,9 @@ import time
 
 from app.cli import UserError
 from model.atomic import writing
-from model.io.checkpoint import CheckpointError
-from model.io.revisions import drop_kept_after, keep_checkpoint
-from model.io.runfolder import RunFolderError, RunWriter
+from model.io.checkpoint.saved import CheckpointError
+from model.io.history.revisions import drop_kept_after, keep_checkpoint
+from model.io.runs.folder import RunFolderError, RunWriter
 from model.train.distributed import DistributedError, all_reduce_sum
 from model.train.probes import Prober
 from model.train.trainer import Trainer, TrainingDiverged

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from model.io.gguf_file import is_gguf
+from model.io.gguf.file import is_gguf
 
 #: What the dialog lists: a model folder's files, PyTorch checkpoints (nanoGPT's ``ckpt.pt``), GGUF files.
 CHECKPOINT_FILTER = (

@@ -4,7 +4,7 @@ cache, Python packages), listed from their headers and configs without reading a
 The look runs in a :class:`~app.session.workers.LoopWorker` (:class:`ScanWorker`, one ``yield`` per model
 found, so Refresh or Close stops it between two); each model goes through its mailbox and the table
 fills ~30 times a second (:func:`~app.session.workers.drain_timer`). What is found and why a model would be
-refused is :mod:`model.io.local_models`' (a :class:`~model.io.local_models.LocalScan`). A model
+refused is :mod:`model.io.local.models`' (a :class:`~model.io.local.models.LocalScan`). A model
 Attention Lab cannot open is a grey row, the reason its tooltip and the line below the table; it is
 never opened. Open (double-click, Enter) emits ``openRequested`` with the model; the window opens it
 (:meth:`app.shell.file_actions.FileActions.open_local_model`).
@@ -43,7 +43,7 @@ from PySide6.QtWidgets import (
 
 from app.session.workers import LoopWorker, drain_timer
 from model.budget.units import human_bytes, human_count
-from model.io.local_models import SOURCES, LocalModel, LocalScan, Location
+from model.io.local.models import SOURCES, LocalModel, LocalScan, Location
 
 #: The role holding each cell's sort key (numbers sort as numbers, not as their text).
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1

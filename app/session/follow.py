@@ -1,6 +1,6 @@
 """Follow a run folder that another process writes (File → Follow a run folder…).
 
-:class:`FollowWorker` polls a :class:`~model.io.runfollow.RunFollower` in a background thread every
+:class:`FollowWorker` polls a :class:`~model.io.runs.follow.RunFollower` in a background thread every
 ``interval`` seconds and posts what is new into the same mailbox kinds a
 :class:`~app.session.workers.TrainWorker` uses (``"events"``, ``"frames"``), so the session's ~30 Hz drain
 and the Train tab draw a followed run exactly as one trained here: curves, the live head grid and
@@ -46,7 +46,7 @@ class FollowWorker(LoopWorker):
     thread_name = "attention-lab-follow"
 
     def __init__(self, path: str | Path, interval: float = POLL_S):
-        from model.io.runfollow import RunFollower
+        from model.io.runs.follow import RunFollower
 
         super().__init__()
         self.mailbox = Mailbox(bounds={"frames": 4096})  # every probe reaches the scrubber
@@ -127,7 +127,7 @@ class FollowedRun(WorkerRun):
 
         Raises ValueError (one line) while training here, or when ``path`` is not a run folder.
         """
-        from model.io.runfolder import is_run_folder
+        from model.io.runs.folder import is_run_folder
 
         if self.host.is_training:
             raise ValueError("stop training before following another run")

@@ -94,7 +94,7 @@ def open_model_file(
 
 def save_model_file(path: str, slot: ModelSlot, *, source_spec: str) -> None:
     """Write the model of ``slot`` to ``path``: with its run's training state when it has one."""
-    from model.io.checkpoint import save_checkpoint
+    from model.io.checkpoint.saved import save_checkpoint
 
     with compute_lock:
         if slot.trainer is not None:
@@ -108,7 +108,7 @@ def save_model_file(path: str, slot: ModelSlot, *, source_spec: str) -> None:
 
 def starter_note(model: GPT, tokenizer: Any, prompt: str) -> str:
     """The status bar's line once the shipped starter is shown: what trained it, its named heads."""
-    from model.io.starter import STARTER_SOURCE, describe, named_heads
+    from model.io.checkpoint.starter import STARTER_SOURCE, describe, named_heads
 
     with compute_lock:
         named = named_heads(model, tokenizer, prompt)

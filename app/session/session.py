@@ -256,7 +256,7 @@ class Session(QObject):
         False (nothing changed) when it is missing or unreadable; the caller then builds the default
         untrained model. Start trains a fresh model of the same shape, never the starter itself.
         """
-        from model.io.starter import STARTER_DIR, STARTER_SOURCE
+        from model.io.checkpoint.starter import STARTER_DIR, STARTER_SOURCE
 
         path = Path(path or STARTER_DIR)
         if not (path / "model.safetensors").is_file():
@@ -430,7 +430,7 @@ class Session(QObject):
         While training, the worker writes it between two steps and ``checkpointSaved`` follows;
         when idle it is written now (raises the checkpoint layer's error on failure).
         """
-        from model.io.checkpoint import check_save_target
+        from model.io.checkpoint.saved import check_save_target
 
         path = str(path)
         if self.model is None:

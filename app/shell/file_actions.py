@@ -191,7 +191,7 @@ class FileActions:
         return True
 
     def open_local_model(self, model: Any) -> bool:
-        """Open a :class:`~model.io.local_models.LocalModel` chosen in the dialog, named as the list
+        """Open a :class:`~model.io.local.models.LocalModel` chosen in the dialog, named as the list
         names it (an Ollama blob or a cache's commit folder names nothing a person knows)."""
         dialog = self.local_models
         if self.session.is_training:

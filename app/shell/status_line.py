@@ -8,7 +8,7 @@ from typing import Any
 from PySide6.QtWidgets import QLabel, QStatusBar
 
 from app.widgets.elided_label import ElidedLabel
-from model.io.gguf_file import tensor_types_by_role
+from model.io.gguf.file import tensor_types_by_role
 
 
 class StatusLine:

@@ -4,8 +4,8 @@ A loader does only what is its own format's: it reads the file's config into a
 :class:`~model.config.GPTConfig`, says what holding the model takes (a
 :class:`~model.budget.sizing.Need`: the config's parameters, or the file's own values and stored bytes),
 says how to open the file's tensors and where each goes (:class:`Weights`: a
-:class:`~model.io.weights.TensorSource` and a :class:`~model.io.weights.Layout` from :mod:`model.io.gpt2`,
-:mod:`model.io.families` or, our own names, :func:`own_layout`) and finds the tokenizer. Then
+:class:`~model.io.weights.TensorSource` and a :class:`~model.io.weights.Layout` from :mod:`model.io.hf.gpt2`,
+:mod:`model.io.hf.families` or, our own names, :func:`own_layout`) and finds the tokenizer. Then
 :func:`build_model` does the rest, the same for all of them, in this order:
 
 1. the need checked against the memory left (:func:`model.budget.sizing.check`), before the weights

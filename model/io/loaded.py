@@ -1,8 +1,8 @@
 """What every loader gives back (:class:`Checkpoint`) and the one error it raises (:class:`CheckpointError`).
 
-Kept apart from any one format so that the loaders (:mod:`model.io.checkpoint`, :mod:`model.io.hf`,
-:mod:`model.io.gguf`, :mod:`model.io.nanogpt`) and the pieces they share (:mod:`model.io.weights`,
-:mod:`model.io.build`) name them without importing one another.
+Kept apart from any one format so that the loaders (:mod:`model.io.checkpoint.saved`,
+:mod:`model.io.hf.folder`, :mod:`model.io.gguf.load`, :mod:`model.io.checkpoint.nanogpt`) and the pieces
+they share (:mod:`model.io.weights`, :mod:`model.io.build`) name them without importing one another.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class CheckpointError(AttentionLabError, ValueError):
 
 @dataclass
 class Checkpoint:
-    """What :func:`~model.io.checkpoint.load_checkpoint` (and every other loader) returns.
+    """What :func:`~model.io.checkpoint.saved.load_checkpoint` (and every other loader) returns.
 
     ``train_state`` is the dict saved with it (None when the checkpoint has none); its ``"tensors"``
     entry holds the tensors of optimizer.safetensors (on the CPU).

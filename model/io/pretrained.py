@@ -3,17 +3,17 @@
 :func:`open_model` decides by content, never by file name (:func:`detect`):
 
 * **attention-lab** — a directory whose ``config.json`` holds our :class:`~model.config.GPTConfig`
-  fields: handed to :func:`model.io.checkpoint.load_checkpoint`.
+  fields: handed to :func:`model.io.checkpoint.saved.load_checkpoint`.
 * **hf-gpt2** — a Hugging Face GPT-2-family directory: ``config.json`` with ``model_type: "gpt2"``, the
   weights in ``model.safetensors`` (or sharded with ``model.safetensors.index.json``, or a
   ``pytorch_model.bin`` read with ``torch.load(weights_only=True)``), and the tokenizer as
-  ``tokenizer.json`` or ``vocab.json`` + ``merges.txt``: :mod:`model.io.gpt2`.
-* **hf-llama**, **hf-mistral**, ... — the families of :mod:`model.io.families`, opened by
-  :func:`model.io.hf.load_hf_family`.
+  ``tokenizer.json`` or ``vocab.json`` + ``merges.txt``: :mod:`model.io.hf.gpt2`.
+* **hf-llama**, **hf-mistral**, ... — the families of :mod:`model.io.hf.families`, opened by
+  :func:`model.io.hf.folder.load_hf_family`.
 * **nanogpt** — a ``torch.save`` file (``ckpt.pt``), or a directory holding exactly one, with
-  ``model_args`` and ``model``: :mod:`model.io.nanogpt`.
+  ``model_args`` and ``model``: :mod:`model.io.checkpoint.nanogpt`.
 * **gguf** — a llama.cpp GGUF file (any name: Ollama's blobs have none), or a directory holding
-  exactly one: config, tokenizer and quantized weights in one file, :mod:`model.io.gguf`.
+  exactly one: config, tokenizer and quantized weights in one file, :mod:`model.io.gguf.load`.
 
 Every foreign model is checked tensor by tensor against what its config implies, then built without
 a random initialisation first, by the one build step every loader shares (:mod:`model.io.build`).
@@ -31,19 +31,19 @@ from model.budget.arithmetic import human_bytes
 from model.config import ConfigError, GPTConfig
 from model.files import check_input, read_json
 from model.io.build import describe_tokenizer
-from model.io.checkpoint import Checkpoint, CheckpointError, load_checkpoint
-from model.io.families import FAMILIES, family_config
-from model.io.gguf import gguf_config, load_gguf
-from model.io.gguf_file import is_gguf, read_header
-from model.io.gpt2 import gpt2_config
-from model.io.hf import load_hf_family, load_hf_gpt2
-from model.io.nanogpt import load_nanogpt, nanogpt_config
+from model.io.checkpoint.nanogpt import load_nanogpt, nanogpt_config
+from model.io.checkpoint.saved import Checkpoint, CheckpointError, load_checkpoint
+from model.io.gguf.file import is_gguf, read_header
+from model.io.gguf.load import gguf_config, load_gguf
+from model.io.hf.families import FAMILIES, family_config
+from model.io.hf.folder import load_hf_family, load_hf_gpt2
+from model.io.hf.gpt2 import gpt2_config
 from model.text.bpe import special_token_text
 from model.text.chat import ChatTemplate, chat_template_for
 from model.text.tokens import Tokenizer
 
 #: The kinds of model :func:`open_model` opens, as written to ``Checkpoint.meta["kind"]``; the
-#: Llama-era families (``hf-llama``, ``hf-mistral``, ...) are those of :mod:`model.io.families`.
+#: Llama-era families (``hf-llama``, ``hf-mistral``, ...) are those of :mod:`model.io.hf.families`.
 KINDS = ("attention-lab", "hf-gpt2", "nanogpt", "gguf", *(f"hf-{t}" for t in FAMILIES))
 
 
@@ -97,7 +97,7 @@ def detect(path: str | Path) -> tuple[str, Path]:
             return "nanogpt", path
         path = path.parent
     if not (path / "config.json").exists() and (path / "run.json").is_file():
-        path = path / "checkpoint"  # a run folder (model/io/runfolder.py): its newest checkpoint
+        path = path / "checkpoint"  # a run folder (model/io/runs/folder.py): its newest checkpoint
         if not path.is_dir():
             raise CheckpointError(f"the run in {str(path.parent)!r} has saved no checkpoint yet")
     cfg_path = check_input(path / "config.json", error=CheckpointError)

@@ -1,6 +1,6 @@
 """Opening a model with its matrices kept as the file stores them: when, how large, how decoded.
 
-Shared by the GGUF loader (quantized blocks, :mod:`model.io.gguf_stored`) and the safetensors one
+Shared by the GGUF loader (quantized blocks, :mod:`model.io.gguf.stored`) and the safetensors one
 (float16 / bfloat16 matrices, :func:`model.io.weights.safetensors_source`): every 2-D weight becomes a
 :class:`~model.nn.quantized.StoredMatrix` over a copy-on-write mapping of the file, decoded to float32
 one layer at a time as it is used, and the rest (norms, biases) is read into float32.

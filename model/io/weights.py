@@ -4,8 +4,8 @@
   shards of an index) each read with one ``readinto``, or a dictionary ``torch.load`` returned
   (:func:`torch_load`: ``weights_only=True``, never arbitrary objects).
 * A :class:`WeightMap` row names one tensor of the file, its shape, and the tensors of ours it fills;
-  every loader lists its rows (GPT-2 and nanoGPT: :mod:`model.io.gpt2`; the Llama-era families:
-  :mod:`model.io.families`) so that :func:`check_weights` names every missing, misshapen or unexpected
+  every loader lists its rows (GPT-2 and nanoGPT: :mod:`model.io.hf.gpt2`; the Llama-era families:
+  :mod:`model.io.hf.families`) so that :func:`check_weights` names every missing, misshapen or unexpected
   tensor before anything is read, and :func:`map_weights` reads each once.
 * :func:`build_from_state_dict` builds the model on the ``meta`` device and assigns the tensors, so
   memory peaks at about the weights plus one tensor in flight (see ``bench/load_memory.py``).

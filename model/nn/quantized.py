@@ -3,7 +3,7 @@
 A model opened from a quantized file need not hold its weights in float32: a 7B model is 28 GB that way
 and 4 GB as Q4_K. A :class:`StoredMatrix` keeps a matrix ``W`` [rows, cols] as the file's bytes, a
 memory-mapped view (no copy), and decodes rows of it to float32 when asked, a chunk of rows at a time
-(the decoding is the file format's, given by whoever opened the file: :mod:`model.io.gguf_file`):
+(the decoding is the file format's, given by whoever opened the file: :mod:`model.io.gguf.file`):
 
 * :class:`StoredLinear` replaces an ``nn.Linear``: ``y = x Wᵀ + b``, ``x`` [..., cols] → ``y``
   [..., rows], with ``W`` decoded to float32 for this call only (one layer at a time), by blocks of

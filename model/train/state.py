@@ -14,7 +14,7 @@ when its content changed). The trainer's own methods (``Trainer.state_dict``, ``
 
 :func:`check_state` reads a saved state as untrusted input: every field's type and range is checked
 (a whole step of 0 or more, a history of log rows, ...) and the first wrong one named in a
-:class:`~model.io.checkpoint.CheckpointError`, before a trainer is built or any file is written.
+:class:`~model.io.checkpoint.saved.CheckpointError`, before a trainer is built or any file is written.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import torch
 
 from model.config import ConfigError
-from model.io.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from model.io.checkpoint.saved import CheckpointError, load_checkpoint, save_checkpoint
 from model.runtime import compute_lock
 from model.text.sources import resolve_source
 from model.train.settings import TrainSettings
@@ -132,7 +132,7 @@ def _row_problem(row: Any) -> str | None:
 
 
 def check_state(state: Any, where: str = "train_state.json") -> None:
-    """Raise :class:`~model.io.checkpoint.CheckpointError` naming the first field of a saved training
+    """Raise :class:`~model.io.checkpoint.saved.CheckpointError` naming the first field of a saved training
     state (``where``: its file) whose type or range is wrong; missing optional fields are fine."""
 
     def bad(field: str, value: Any, should: str) -> CheckpointError:

@@ -33,7 +33,7 @@ def _tiny_labs_session():
 def shipped_starter():
     """The starter model shipped in assets/starter (its folder); the test is skipped when it is not
     built (``make starter``)."""
-    from model.io import starter
+    from model.io.checkpoint import starter
 
     if not (starter.STARTER_DIR / "model.safetensors").is_file():
         pytest.skip("no starter model built (make starter)")

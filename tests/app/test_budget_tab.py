@@ -271,7 +271,7 @@ def test_todays_presets_show_total_active_and_their_cache(tab, title):
 
 
 def test_open_config_reads_a_hugging_face_folder(tab, tmp_path, write_hf_family):
-    from model.io.families import family_config
+    from model.io.hf.families import family_config
 
     folder = tmp_path / "gemma"
     write_hf_family(folder, "gemma", hidden_size=64, intermediate_size=96, head_dim=32)

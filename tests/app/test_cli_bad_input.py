@@ -136,7 +136,7 @@ def world(tmp_path_factory, write_hf_gpt2_skeleton):
     variant("truncated", truncate)
     variant("bad_header", lambda d: (d / "model.safetensors").write_bytes(b"\xff" * 8 + b"{}"))
     from model.config import GPTConfig
-    from model.io.checkpoint import save_checkpoint
+    from model.io.checkpoint.saved import save_checkpoint
     from model.nn.gpt import init_model
     from model.text.tokens import ByteTokenizer
 

@@ -248,9 +248,9 @@ def test_budget_command_does_not_import_torch():
 def test_config_reads_any_model_the_app_opens(run, tmp_path, write_hf_family, smollm2_path):
     """A Hugging Face folder (its config.json, without a weight read), a GGUF file's header and our own
     checkpoint folder all give their budget; the count is the model's."""
-    from model.io.families import family_config
-    from model.io.gguf import gguf_config
-    from model.io.gguf_file import read_header
+    from model.io.gguf.file import read_header
+    from model.io.gguf.load import gguf_config
+    from model.io.hf.families import family_config
 
     folder = tmp_path / "qwen3"
     write_hf_family(folder, "qwen3", hidden_size=64, intermediate_size=96, head_dim=32)

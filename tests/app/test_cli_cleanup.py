@@ -15,7 +15,7 @@ import torch
 
 from app.cli import main
 from model.interp.export import load_inspection
-from model.io.runfolder import RUN_FORMAT
+from model.io.runs.folder import RUN_FORMAT
 from tests.app.test_cli_inspect import free_disk
 
 ROOT = Path(__file__).resolve().parents[2]

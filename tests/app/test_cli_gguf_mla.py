@@ -7,7 +7,7 @@ import torch
 
 from app.cli import main
 from model.interp.export import load_inspection
-from model.io.gguf import load_gguf
+from model.io.gguf.load import load_gguf
 from tests.gguf_mla_files import dequantized_into, write_deepseek2_gguf, write_gpt_oss_gguf
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from model.io.runlock import LOCK_FILE, RunLock
+from model.io.runs.lock import LOCK_FILE, RunLock
 from tests.app.test_cli_bad_input import TASK, TINY, one_thread
 from tests.app.test_cli_user_files import snapshot
 

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from app.cli import main
-from model.io.checkpoint import load_checkpoint
+from model.io.checkpoint.saved import load_checkpoint
 from model.train.distributed import shard
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from app.cli import main
-from model.io.checkpoint import load_checkpoint
+from model.io.checkpoint.saved import load_checkpoint
 from model.nn.generate import trained_window
 
 ROOT = Path(__file__).resolve().parents[2]

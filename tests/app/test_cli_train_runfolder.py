@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from app.cli import main
-from model.io.checkpoint import load_checkpoint
-from model.io.runfollow import RunFollower
+from model.io.checkpoint.saved import load_checkpoint
+from model.io.runs.follow import RunFollower
 
 TINY = ["--n-layers", "1", "--d-model", "32", "--n-heads", "2", "--context-length", "32", "--threads", "1"]
 BASE = ["train", "--corpus", "task:copy", *TINY, "--seq-len", "16", "--batch-size", "4"]

@@ -18,8 +18,8 @@ import torch
 from PySide6.QtCore import QTimer
 
 from model.interp.frame import AttentionFrame
-from model.io.checkpoint import load_checkpoint
-from model.io.runfolder import RunWriter, read_probe
+from model.io.checkpoint.saved import load_checkpoint
+from model.io.runs.folder import RunWriter, read_probe
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 90_000

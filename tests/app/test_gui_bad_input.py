@@ -352,7 +352,7 @@ def test_a_read_only_save_folder_while_training_is_refused_at_once(tiny_window, 
 
 
 def test_closing_the_window_mid_save_leaves_a_whole_checkpoint(tiny_window, qtbot, tmp_path):
-    from model.io.checkpoint import load_checkpoint
+    from model.io.checkpoint.saved import load_checkpoint
 
     win = tiny_window
     s = win.session

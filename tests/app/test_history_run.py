@@ -8,8 +8,8 @@ import json
 import numpy as np
 
 from app.cli import main
-from model.io.history import History
-from model.io.revisions import open_source
+from model.io.history.revisions import open_source
+from model.io.history.traced import History
 
 #: The smallest shape that still shows the rise within 200 steps on a CPU (the task's recommended
 #: d_model 128 × batch 64 makes the full phase change near step 120, but takes minutes).

@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from app.views.history.state import HistoryState, plot_x, step_ticks
-from model.io.history import Snapshot
+from model.io.history.traced import Snapshot
 
 
 class _Hist:

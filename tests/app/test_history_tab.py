@@ -97,7 +97,7 @@ def test_a_bad_source_says_why(qtbot, tiny_window, tmp_path):
 
 def test_file_menu_opens_a_folder_history(qtbot, tiny_window, tmp_path, write_hf_family, monkeypatch):
     from app.views.history import open_dialog
-    from model.io.revisions import log_spaced_steps
+    from model.io.history.revisions import log_spaced_steps
 
     root = tmp_path / "ckpts"
     for step, seed in ((10, 1), (30, 2)):

@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
 
 from app.dialogs.local_models_dialog import LocalModelsDialog, where_line
-from model.io.local_models import LMSTUDIO_ENV, LocalScan, Location
+from model.io.local.models import LMSTUDIO_ENV, LocalScan, Location
 
 gguf = pytest.importorskip("gguf", reason="the gguf package (GGUF writer) is not installed")
 
@@ -178,7 +178,7 @@ class _GatedScan:
 def test_the_first_model_that_opens_is_picked_until_the_user_picks(qtbot, tmp_path):
     import threading
 
-    from model.io.local_models import LocalModel
+    from model.io.local.models import LocalModel
 
     refused = LocalModel("aaa-refused", tmp_path / "a", "Ollama", opens=False, problem="no")
     good = LocalModel("zzz-opens", tmp_path / "z", "Ollama")

@@ -15,8 +15,8 @@ from types import SimpleNamespace
 import pytest
 
 from model.interp.prompt import encode_prompt
-from model.io.history import History
-from model.io.revisions import open_source
+from model.io.history.revisions import open_source
+from model.io.history.traced import History
 from model.train.probes import Prober
 
 TIMEOUT = 30_000

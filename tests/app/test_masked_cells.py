@@ -41,7 +41,7 @@ def test_the_carried_mask_is_causal_or_a_window_and_never_a_stray_zero():
 
 
 def test_a_masked_cell_is_the_same_grey_in_the_train_history_and_attention_grids(qtbot, tiny_window):
-    from model.io.history import trace_snapshot
+    from model.io.history.traced import trace_snapshot
 
     win, s = tiny_window, tiny_window.session
     win.resize(1280, 750)  # the window as a laptop shows it maximised

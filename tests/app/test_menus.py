@@ -159,7 +159,7 @@ def test_each_dialog_starts_where_the_last_one_of_its_kind_ended(qtbot, tiny_win
     """Follow a run folder, Open checkpoint, Export and the History tab's Open start beside the last
     folder chosen for them; a kind's first dialog starts where the last dialog of any kind did, and a
     folder since removed gives way to the nearest one above it, not to the home folder."""
-    from model.io.runfolder import RunWriter
+    from model.io.runs.folder import RunWriter
 
     win = tiny_window
     runs = tmp_path / "runs"

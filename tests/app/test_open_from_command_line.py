@@ -8,7 +8,7 @@ import pytest
 from app import main as entry
 from app.commands.window import WindowRequest, window_request
 from model.config import GPTConfig
-from model.io.checkpoint import save_checkpoint
+from model.io.checkpoint.saved import save_checkpoint
 from model.nn.gpt import init_model
 from model.text.tokens import CharTokenizer
 

@@ -35,7 +35,7 @@ def test_the_starter_says_how_far_it_was_trained_and_what_start_will_do(qtbot, t
     win, s = tiny_window, tiny_window.session
     tab = win.tabs["Train"]
     assert s.open_starter()
-    from model.io.starter import STARTER_DIR
+    from model.io.checkpoint.starter import STARTER_DIR
 
     trained = int(json.loads((STARTER_DIR / "meta.json").read_text())["step"])
     assert tab.progress.format() == f"step {trained:,}"
@@ -62,7 +62,7 @@ def test_every_label_of_an_opened_models_step_names_its_true_step_and_live_only_
     """The starter opened by File → Open: the message, the status bar, the progress bar and the
     probe grid all say the step its files were saved at (meta.json's), and the grid says "live" only
     once a run trains it."""
-    from model.io.starter import STARTER_DIR
+    from model.io.checkpoint.starter import STARTER_DIR
 
     win, s = tiny_window, tiny_window.session
     tab = win.tabs["Train"]

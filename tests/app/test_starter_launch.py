@@ -2,7 +2,7 @@
 
 import pytest
 
-from model.io import starter
+from model.io.checkpoint import starter
 
 TIMEOUT = 60_000
 

@@ -145,7 +145,7 @@ def test_save_then_open_checkpoint_via_menu_restores_model_and_curves(
 def test_closing_mid_training_stops_the_worker_and_keeps_the_checkpoint(
     qtbot, tiny_window, tmp_path, tiny_settings
 ):
-    from model.io.checkpoint import load_checkpoint
+    from model.io.checkpoint.saved import load_checkpoint
 
     win, s = tiny_window, tiny_window.session
     win.train_settings_panel.set_settings(tiny_settings.replace(steps=1_000_000))

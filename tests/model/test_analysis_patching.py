@@ -105,8 +105,8 @@ def test_on_a_trained_induction_model_patching_singles_out_its_induction_head():
     induction score of :mod:`model.interp.analysis.heads` (named "induction"), and layer 1 carries the
     answer, not layer 0."""
     from model.interp.analysis.heads import classify_heads, head_metrics, measure_induction
-    from model.io.checkpoint import load_checkpoint
-    from model.io.starter import STARTER_DIR
+    from model.io.checkpoint.saved import load_checkpoint
+    from model.io.checkpoint.starter import STARTER_DIR
 
     model = load_checkpoint(STARTER_DIR).model.eval()
     scores, prompt = measure_induction(model, period=8)

@@ -16,7 +16,7 @@ import pytest
 
 from model.atomic import clean_stale_temps, pid_alive, write_atomic
 from model.compare.comparison import Comparison, load_comparison, save_comparison
-from model.io.runfolder import STATUS_FILE, RunWriter
+from model.io.runs.folder import STATUS_FILE, RunWriter
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from model.io.gguf_file import read_header
+from model.io.gguf.file import read_header
 from model.nn.generate import generate, stream
 from model.text.chat import ChatTemplate, ChatTemplateError, chat_template_for
 from model.text.gguf_tokens import tokenizer_from_gguf

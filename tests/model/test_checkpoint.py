@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-import model.io.checkpoint as ckpt_mod
+import model.io.checkpoint.saved as ckpt_mod
 from model.config import GPTConfig
 from model.io import atomic_dir
-from model.io.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from model.io.checkpoint.saved import CheckpointError, load_checkpoint, save_checkpoint
 from model.nn.gpt import init_model
 from model.text.tokens import ByteTokenizer, CharTokenizer
 
@@ -98,7 +98,7 @@ def test_a_save_killed_halfway_leaves_the_old_checkpoint_loadable(tmp_path):
         f"""
         import os, signal, sys
         sys.path.insert(0, {str(ROOT)!r})
-        import model.io.checkpoint as ck
+        import model.io.checkpoint.saved as ck
         from model.config import GPTConfig
         from model.nn.gpt import init_model
         from model.text.tokens import CharTokenizer

@@ -26,7 +26,7 @@ from model.nn.gpt import init_model
 @pytest.fixture
 def shipped_starter():
     """The starter model's folder (assets/starter); skipped when it is not built (``make starter``)."""
-    from model.io import starter
+    from model.io.checkpoint import starter
 
     if not (starter.STARTER_DIR / "model.safetensors").is_file():
         pytest.skip("no starter model built (make starter)")
@@ -351,7 +351,7 @@ def test_the_starters_induction_head_reads_its_keys_from_a_previous_token_head(s
     L0H3 → L1H3 = 0.227, the induction head's two strongest inputs, against a chance score of 0.088
     (mean of 256 random pairs; 95th percentile 0.092; √(1/d) = 0.088): 3.0× and 2.6× chance. Its Q-
     and V-compositions with them are 0.11 or less. The heads' copying scores are 0.97 – 1.00."""
-    from model.io import starter
+    from model.io.checkpoint import starter
     from model.io.pretrained import open_model
 
     ckpt = open_model(shipped_starter)

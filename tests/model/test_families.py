@@ -25,8 +25,8 @@ from model.interp.inspection import inspect_prompt
 from model.interp.plan import plan_prompt
 from model.interp.prompt import encode_prompt
 from model.interp.trace import run_with_trace
-from model.io.checkpoint import CheckpointError, save_checkpoint
-from model.io.families import family_config
+from model.io.checkpoint.saved import CheckpointError, save_checkpoint
+from model.io.hf.families import family_config
 from model.io.pretrained import detect, open_model
 from model.io.weights import build_from_state_dict
 from model.nn.generate import generate

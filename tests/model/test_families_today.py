@@ -26,8 +26,8 @@ from transformers import PreTrainedTokenizerFast
 
 from model.budget.arithmetic import parameters
 from model.interp.trace import run_with_trace
-from model.io.checkpoint import CheckpointError
-from model.io.families import family_config
+from model.io.checkpoint.saved import CheckpointError
+from model.io.hf.families import family_config
 from model.io.pretrained import detect, open_model
 from model.io.weights import build_from_state_dict
 from model.nn.generate import generate

@@ -31,10 +31,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from model.budget.arithmetic import human_bytes, parameters
 from model.budget.sizing import ModelTooLarge
 from model.interp.trace import run_with_trace
-from model.io import gguf as gguf_module
-from model.io.checkpoint import Checkpoint, CheckpointError
-from model.io.gguf import gguf_config, load_gguf
-from model.io.gguf_file import DEQUANTIZED, OTHER_TYPES, read_header, read_tensor, shortest_float32
+from model.io.checkpoint.saved import Checkpoint, CheckpointError
+from model.io.gguf import load as gguf_module
+from model.io.gguf.file import DEQUANTIZED, OTHER_TYPES, read_header, read_tensor, shortest_float32
+from model.io.gguf.load import gguf_config, load_gguf
 from model.io.pretrained import detect, open_model
 from model.nn.generate import generate
 from tests.gguf_files import (
@@ -679,7 +679,7 @@ def test_cli_inspect_exports_a_gguf_as_it_exports_a_folder(tmp_path, capsys, cas
 def test_bfloat16_on_request_keeps_the_dequantized_values_in_bfloat16(cases):
     """``load_gguf(..., dtype=torch.bfloat16)``: every weight is the float32 one rounded to bfloat16,
     and the logits follow the float32 model's to bfloat16 precision."""
-    from model.io.gguf import load_gguf
+    from model.io.gguf.load import load_gguf
 
     case = cases("llama-Q8_0")
     ours16 = load_gguf(case.path, dtype=torch.bfloat16)
@@ -746,9 +746,9 @@ def test_one_name_for_a_gguf_model_whichever_way_it_is_opened(smollm2_path, tmp_
     """The packaged SmolLM2 opened as a file (File → Open) is called what ``package:NAME`` calls it,
     not its header's general.name ("Smollm2 135M 8k Lc100K Mix1 Ep2"); a blob named by its hash
     falls back on general.name."""
-    from model.io.gguf import PACKAGED, summarize_gguf
-    from model.io.gguf_file import read_header
-    from model.io.gguf_names import gguf_model_name
+    from model.io.gguf.file import read_header
+    from model.io.gguf.load import PACKAGED, summarize_gguf
+    from model.io.gguf.names import gguf_model_name
 
     for name, (_, file_name) in PACKAGED.items():
         assert gguf_model_name(file_name) == name

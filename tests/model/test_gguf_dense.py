@@ -1,4 +1,4 @@
-"""GGUF files of Gemma 2, Gemma 3 (text), Phi-3 and OLMo 2, opened exactly (model/io/gguf_dense.py).
+"""GGUF files of Gemma 2, Gemma 3 (text), Phi-3 and OLMo 2, opened exactly (model/io/gguf/dense.py).
 
 Each case is a tiny random transformers model of the family (uneven weights, tests/conftest.py) converted
 as llama.cpp's ``convert_hf_to_gguf.py`` converts it (tests/gguf_dense_files.py: llama.cpp's own tensor
@@ -31,10 +31,10 @@ from gguf.quants import dequantize
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from model.interp.trace import run_with_trace
-from model.io.checkpoint import Checkpoint, CheckpointError
-from model.io.gguf import load_gguf, summarize_gguf
-from model.io.gguf_file import read_header
-from model.io.local_models import LM_STUDIO, LocalScan
+from model.io.checkpoint.saved import Checkpoint, CheckpointError
+from model.io.gguf.file import read_header
+from model.io.gguf.load import load_gguf, summarize_gguf
+from model.io.local.models import LM_STUDIO, LocalScan
 from model.io.pretrained import open_model
 from tests.gguf_dense_files import ARCH, dense_tensors, gemma_vocabulary, write_dense_gguf
 from tests.gguf_files import random_k_quant

@@ -8,7 +8,7 @@ import gguf
 import numpy as np
 import pytest
 
-from model.io.gguf_file import read_header, shortest_float32
+from model.io.gguf.file import read_header, shortest_float32
 
 
 @pytest.mark.parametrize("written", [1e-5, 1e-6, 10000.0, 500000.0, 0.1, 3.14159, 1.0 / 3.0])

@@ -1,4 +1,4 @@
-"""GGUF files of DeepSeek's latent attention (``deepseek2``) opened exactly (model.io.gguf_mla).
+"""GGUF files of DeepSeek's latent attention (``deepseek2``) opened exactly (model.io.gguf.mla).
 
 Each file is written in the test from a tiny random transformers model as llama.cpp's converter writes
 it (tests/gguf_mla_files.py): DeepSeek-V3 (sigmoid router with its choice bias, grouped routing, a
@@ -20,8 +20,8 @@ import pytest
 import torch
 
 from model.interp.trace import run_with_trace
-from model.io.gguf import gguf_config, load_gguf, summarize_gguf
-from model.io.gguf_file import GGUFHeader, read_header
+from model.io.gguf.file import GGUFHeader, read_header
+from model.io.gguf.load import gguf_config, load_gguf, summarize_gguf
 from model.io.loaded import CheckpointError
 from model.nn.quantized import StoredLinear
 from tests.gguf_mla_files import dequantized_into, write_deepseek2_gguf, write_gpt_oss_gguf
@@ -168,7 +168,7 @@ def test_deepseek_kept_as_stored_keeps_q_b_and_kv_a_with_their_rotary_rows_reord
 def test_lm_studio_lists_both_families_openable_with_their_parameters(deepseek, gpt_oss, tmp_path):
     import shutil
 
-    from model.io.local_models import find_local_models
+    from model.io.local.models import find_local_models
 
     repo = tmp_path / "lm" / "someone" / "Tiny-GGUF"
     repo.mkdir(parents=True)
@@ -358,7 +358,7 @@ def _size_checked(monkeypatch, path, header=None):
     """The :class:`~model.budget.sizing.Need` that opening ``path`` kept as stored is checked against
     (``header``: the file's header, instead of reading it), taken where :func:`load_gguf` checks it."""
     from model.io import build
-    from model.io import gguf as loader
+    from model.io.gguf import load as loader
 
     class Checked(Exception):
         pass
@@ -392,7 +392,7 @@ def _gpt_oss_20b_header(tmp_path) -> GGUFHeader:
     """A header (no file behind it) of gpt-oss-20b's shapes (its config.json: 24 layers, d 2880, 64 query
     and 8 KV heads of 64, 32 experts 2880 wide, 4 per token, vocabulary 201,088): experts in MXFP4, the
     other matrices in BF16, norms, biases and sinks in F32."""
-    from model.io.gguf_file import DEQUANTIZED, GGUFTensor
+    from model.io.gguf.file import DEQUANTIZED, GGUFTensor
 
     L, d, H, H_kv, d_k, E, f, V = 24, 2880, 64, 8, 64, 32, 2880, 201088
     types = {name: number for number, (name, _, _) in DEQUANTIZED.items()}
@@ -462,7 +462,7 @@ def test_mxfp4_is_decoded_bit_for_bit_as_gguf_decodes_it():
     import gguf
     from gguf.quants import dequantize
 
-    from model.io.gguf_stored import decoder
+    from model.io.gguf.stored import decoder
 
     raw = np.random.default_rng(39).integers(0, 256, (256, 4 * 17), dtype=np.uint8)
     raw[:, 0] = np.arange(256)  # every E8M0 exponent, the subnormal ones (0, 1) and 255 too

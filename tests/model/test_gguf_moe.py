@@ -28,11 +28,11 @@ from transformers import AutoConfig, AutoModelForCausalLM
 from model.budget import sizing
 from model.budget.sizing import Available, ModelTooLarge
 from model.interp.trace import run_with_trace
-from model.io.checkpoint import CheckpointError
-from model.io.gguf import gguf_config, load_gguf, summarize_gguf
-from model.io.gguf_file import read_header, read_tensor
-from model.io.gguf_moe import expert_header
-from model.io.gguf_stored import decoder, stored_need
+from model.io.checkpoint.saved import CheckpointError
+from model.io.gguf.file import read_header, read_tensor
+from model.io.gguf.load import gguf_config, load_gguf, summarize_gguf
+from model.io.gguf.moe import expert_header
+from model.io.gguf.stored import decoder, stored_need
 from model.io.pretrained import open_model
 from model.nn.quantized import StoredLinear, has_stored
 from tests.gguf_files import _GLOBAL, _LAYER, K_QUANTS, random_k_quant
@@ -429,7 +429,7 @@ def test_expert_counts_out_of_bounds_are_refused_by_the_file_s_keys(cases, tmp_p
 
 
 def test_lm_studio_lists_the_files_as_openable_with_family_and_parameters(cases, tmp_path):
-    from model.io.local_models import LocalScan
+    from model.io.local.models import LocalScan
 
     folder = tmp_path / "models" / "someone" / "Tiny-MoE-GGUF"
     folder.mkdir(parents=True)

@@ -23,12 +23,12 @@ from model.budget import sizing
 from model.budget.arithmetic import human_bytes
 from model.budget.sizing import Available, ModelTooLarge, check, load_need
 from model.interp.analysis.circuit_weights import head_weights
-from model.io import gguf_stored
-from model.io.checkpoint import CheckpointError
-from model.io.gguf import gguf_config, load_gguf
-from model.io.gguf_decode import TORCH_DECODED
-from model.io.gguf_file import DEQUANTIZED, GGUFHeader, GGUFTensor, read_header
-from model.io.gguf_stored import stored_need
+from model.io.checkpoint.saved import CheckpointError
+from model.io.gguf import stored as gguf_stored
+from model.io.gguf.decode import TORCH_DECODED
+from model.io.gguf.file import DEQUANTIZED, GGUFHeader, GGUFTensor, read_header
+from model.io.gguf.load import gguf_config, load_gguf
+from model.io.gguf.stored import stored_need
 from model.io.pretrained import open_model
 from model.nn import quantized
 from model.nn.quantized import StoredEmbedding, StoredLinear, has_stored, stored_bytes
@@ -312,7 +312,7 @@ def test_open_model_holds_the_weights_as_asked_and_says_where_the_choice_does_no
     """File → Open's Weights choice and the commands' --keep-stored reach the loader through open_model;
     a model read into float32 whatever is asked (ours) gets one line saying so, never silence."""
     from model.io import stored as policy
-    from model.io.checkpoint import save_checkpoint
+    from model.io.checkpoint.saved import save_checkpoint
     from model.nn.gpt import init_model
     from model.text.tokens import ByteTokenizer
 

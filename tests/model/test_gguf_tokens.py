@@ -13,7 +13,7 @@ import pytest
 from transformers import AutoTokenizer
 from transformers.tokenization_utils_base import generate_merges as reference_generate_merges
 
-from model.io.gguf_file import read_header
+from model.io.gguf.file import read_header
 from model.text import gguf_tokens
 from model.text.bpe import HFTokenizer, bytes_to_unicode
 from model.text.gguf_tokens import generate_merges, tokenizer_from_gguf

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from model.io import revisions as R
-from model.io.history import History
+from model.io.history import revisions as R
+from model.io.history.revisions import HistoryError, open_source
+from model.io.history.traced import History
 from model.io.hub import DownloadCancelled, HubRef, fetch
 from model.io.pretrained import open_model
-from model.io.revisions import HistoryError, open_source
 
 PROMPT = "The cat sat. The cat sat on the mat."
 

@@ -18,8 +18,8 @@ import torch
 
 from model.config import ConfigError, GPTConfig
 from model.files import read_json
-from model.io.checkpoint import CheckpointError
-from model.io.families import family_config
+from model.io.checkpoint.saved import CheckpointError
+from model.io.hf.families import family_config
 from model.io.pretrained import config_of, detect, open_model
 from model.text.tokens import TokenizerError
 
@@ -459,7 +459,7 @@ def test_our_hf_bpe_form_is_guarded_too():
 def test_our_checkpoint_with_a_token_id_past_the_vocabulary_is_refused(tmp_path):
     """A tokenizer of three tokens whose last id is 500 fits a count of 16, not the embedding."""
     from model.config import GPTConfig
-    from model.io.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+    from model.io.checkpoint.saved import CheckpointError, load_checkpoint, save_checkpoint
     from model.nn.gpt import init_model
     from model.text.bpe import HFTokenizer
 

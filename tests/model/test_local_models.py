@@ -1,4 +1,4 @@
-"""The models already on the machine (model/io/local_models.py), found in fake stores under tmp_path:
+"""The models already on the machine (model/io/local/models.py), found in fake stores under tmp_path:
 an Ollama store (manifests + GGUF blobs), LM Studio folders, a Hugging Face cache laid out as
 huggingface_hub lays it out, and a package's GGUF file. No real home folder is ever looked in."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model.io.local_models import (
+from model.io.local.models import (
     HF_CACHE,
     LM_STUDIO,
     LMSTUDIO_ENV,
@@ -368,7 +368,7 @@ def test_the_packaged_smollm2_is_found_from_its_header(smollm2_path):
 
 
 def test_a_second_scan_reads_no_header_again(tmp_path, monkeypatch):
-    import model.io.local_reading as lm
+    import model.io.local.reading as lm
 
     root = tmp_path / "lm"
     for i in range(3):

@@ -21,10 +21,10 @@ import model.io.build as build
 from model.budget import sizing
 from model.budget.sizing import Available, ModelTooLarge
 from model.config import GPTConfig
-from model.io.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from model.io.gguf import load_gguf
-from model.io.hf import load_hf_family, load_hf_gpt2
-from model.io.nanogpt import load_nanogpt
+from model.io.checkpoint.nanogpt import load_nanogpt
+from model.io.checkpoint.saved import CheckpointError, load_checkpoint, save_checkpoint
+from model.io.gguf.load import load_gguf
+from model.io.hf.folder import load_hf_family, load_hf_gpt2
 from model.nn.gpt import GPT
 from model.text.tokens import CharTokenizer
 from tests.gguf_files import write_gguf
@@ -32,7 +32,8 @@ from tests.gguf_files import write_gguf
 IO = Path(build.__file__).parent
 
 #: The format loaders: each reads its own format, then calls the one build step.
-LOADERS = ("checkpoint", "hf", "gguf", "nanogpt")
+#: each loader, as its module under model/io
+LOADERS = ("checkpoint/saved", "hf/folder", "gguf/load", "checkpoint/nanogpt")
 
 LLAMA = dict(hidden_size=64, intermediate_size=128)  # rows of whole Q8_0 blocks
 
@@ -144,7 +145,7 @@ def test_no_loader_reads_or_assembles_tensors_itself(loader):
     path = IO / f"{loader}.py"
     assert "build_model" in _calls(path)
     assert not _calls(path) & {"map_weights", "check_weights", "build_from_state_dict", "load_state_dict"}
-    loaders = {f"model.io.{other}" for other in LOADERS if other != loader}
+    loaders = {"model.io." + other.replace("/", ".") for other in LOADERS if other != loader}
     assert not _imports(path) & loaders, f"{loader} imports another loader"
 
 
@@ -152,7 +153,7 @@ def test_only_the_build_step_assembles_a_model():
     """The tensor check and the assembly are called from :mod:`model.io.build` alone."""
     callers = {
         p.name
-        for p in IO.glob("*.py")
+        for p in IO.rglob("*.py")
         if _calls(p) & {"map_weights", "check_weights", "build_from_state_dict"} and p.name != "weights.py"
     }
     assert callers == {"build.py"}

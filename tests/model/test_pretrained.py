@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 from model.config import GPTConfig
 from model.interp.plan import estimate_nbytes
 from model.interp.trace import run_with_trace
-from model.io.checkpoint import CheckpointError, save_checkpoint
+from model.io.checkpoint.saved import CheckpointError, save_checkpoint
 from model.io.pretrained import describe_origin, detect, open_model
 from model.nn.generate import generate
 from model.nn.gpt import init_model

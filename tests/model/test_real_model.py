@@ -28,7 +28,7 @@ from model.interp.analysis.positions import shift_check
 from model.interp.analysis.saturation import model_saturation
 from model.interp.measures import head_metrics_of
 from model.interp.trace import run_with_trace
-from model.io.gguf_file import tensor_types_by_role
+from model.io.gguf.file import tensor_types_by_role
 from model.io.pretrained import describe_origin, detect
 from model.nn.generate import generate
 from model.nn.gpt import KVCache

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from model.interp.frame import AttentionFrame
-from model.io.runfolder import (
+from model.io.runs.folder import (
     RunFolderError,
     RunWriter,
     check_run_folder,
     read_probe,
     write_probe,
 )
-from model.io.runfollow import RunFollower
+from model.io.runs.follow import RunFollower
 
 
 def frame(step: int, T: int = 3) -> AttentionFrame:

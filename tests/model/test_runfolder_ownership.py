@@ -12,9 +12,9 @@ import os
 import pytest
 
 from model.atomic import TEMP_NAME_ROOM, OutputError, check_output
-from model.io.checkpoint import CheckpointError
-from model.io.revisions import drop_kept_after
-from model.io.runfolder import RUN_FORMAT, RunFolderError, RunWriter, check_extra_log, check_run_folder
+from model.io.checkpoint.saved import CheckpointError
+from model.io.history.revisions import drop_kept_after
+from model.io.runs.folder import RUN_FORMAT, RunFolderError, RunWriter, check_extra_log, check_run_folder
 from model.train.state import check_state
 
 

@@ -1,4 +1,4 @@
-"""model.io.runlock: the lock a run holds on its folder, what a killed holder leaves, and a platform
+"""model.io.runs.lock: the lock a run holds on its folder, what a killed holder leaves, and a platform
 without ``fcntl``."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-from model.io import runlock
-from model.io.runfolder import RUN_FORMAT, check_run_folder
-from model.io.runlock import LOCK_FILE, RunFolderBusy, RunLock, refuse_if_busy
+from model.io.runs import lock as runlock
+from model.io.runs.folder import RUN_FORMAT, check_run_folder
+from model.io.runs.lock import LOCK_FILE, RunFolderBusy, RunLock, refuse_if_busy
 
 
 def test_a_second_holder_is_refused_naming_the_folder_and_the_first_ones_pid(tmp_path):

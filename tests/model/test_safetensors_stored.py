@@ -10,7 +10,7 @@ import torch
 from model.budget import sizing
 from model.budget.sizing import Available, ModelTooLarge
 from model.io import stored as policy
-from model.io.hf import load_hf_family
+from model.io.hf.folder import load_hf_family
 from model.nn.quantized import StoredEmbedding, StoredLinear, has_stored, stored_bytes
 
 CASES = {

@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from model.io.checkpoint import CheckpointError
+from model.io.checkpoint.saved import CheckpointError
 from model.io.pretrained import open_model
 
 

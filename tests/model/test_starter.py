@@ -5,7 +5,7 @@ import json
 import pytest
 
 from model.config import GPTConfig
-from model.io import starter
+from model.io.checkpoint import starter
 
 pytestmark = pytest.mark.skipif(
     not (starter.STARTER_DIR / "model.safetensors").is_file(), reason="no starter model built (make starter)"

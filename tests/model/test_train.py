@@ -15,7 +15,7 @@ from hypothesis import settings as examples
 from hypothesis import strategies as st
 
 from model.config import ConfigError, GPTConfig
-from model.io.checkpoint import load_checkpoint
+from model.io.checkpoint.saved import load_checkpoint
 from model.text.corpora import TextCorpus
 from model.text.sources import resolve_source
 from model.train.probes import Prober

@@ -31,7 +31,7 @@ mkdir -p "$ROOT"
 prompt=$ROOT/prompt-8000.txt
 .venv/bin/python - "$prompt" <<'EOF'
 import random, sys
-from model.io.gguf import packaged_gguf
+from model.io.gguf.load import packaged_gguf
 from model.io.pretrained import open_model
 tok = open_model(packaged_gguf()).tokenizer
 words = open("README.md", encoding="utf-8").read().split()

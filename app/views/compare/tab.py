@@ -44,7 +44,7 @@ from model.compare import comparison as cmp
 from model.compare.tables import history_points
 from model.compare.variants import describe_changes, parse_changes
 from model.config import ConfigError, GPTConfig
-from model.io.checkpoint import save_checkpoint
+from model.io.checkpoint.saved import save_checkpoint
 from model.io.pretrained import open_model
 from model.nn.gpt import init_model
 

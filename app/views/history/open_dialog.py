@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from model.io.revisions import log_spaced_steps
+from model.io.history.revisions import log_spaced_steps
 
 #: The repo the dialog suggests: the smallest Pythia (its 154 checkpoints are Hub branches).
 DEFAULT_REPO = "EleutherAI/pythia-70m"

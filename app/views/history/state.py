@@ -1,4 +1,4 @@
-"""What the History tab draws, without Qt: the open :class:`~model.io.history.History`, the step shown,
+"""What the History tab draws, without Qt: the open :class:`~model.io.history.traced.History`, the step shown,
 and the plot's choice (the best head of each kind, or every head of one kind)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from app.core.state import Signal
-from model.io.history import BEST, History, Snapshot
+from model.io.history.traced import BEST, History, Snapshot
 
 #: The plot's choices: (key, label). ``best``: the best head of each kind; else every head of a kind.
 PLOT_CHOICES = (

@@ -1,6 +1,6 @@
 """The History tab: scrub through a model's checkpoints and watch its heads form.
 
-A history (:class:`model.io.history.History`) comes from a Hub repo and some of its revisions (Pythia's
+A history (:class:`model.io.history.traced.History`) comes from a Hub repo and some of its revisions (Pythia's
 checkpoints), a folder of checkpoints, or a run folder's kept checkpoints (File → Open a training
 history…). The step scrubber moves through the revisions; each is fetched, opened and traced on the
 prompt only when first shown, in the session's compute worker, as a job of the session's board (its
@@ -40,9 +40,9 @@ from app.views.tab import TabBase
 from app.widgets.head_grid import HeadMosaic
 from app.widgets.job_bar import JobBar
 from model.errors import AttentionLabError
-from model.io.history import History
+from model.io.history.revisions import open_source, suggested_prompt
+from model.io.history.traced import History
 from model.io.hub import DownloadCancelled, is_hub_spec
-from model.io.revisions import open_source, suggested_prompt
 from model.progress import current
 
 #: The compute keys of the tab's jobs: the step shown, "Trace all", the two steps for Compare.

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from model.io.gguf import PACKAGED, packaged_gguf
+from model.io.gguf.load import PACKAGED, packaged_gguf
 from model.io.hub.download import fetch
 from model.io.hub.refs import HubError, HubRef, is_hub_spec, parse_ref
 
@@ -97,7 +97,7 @@ def resolve_name(text: str) -> HubRef:
     return ref
 
 
-#: ``package:NAME``: a model a Python package carries (:data:`model.io.gguf.PACKAGED`).
+#: ``package:NAME``: a model a Python package carries (:data:`model.io.gguf.load.PACKAGED`).
 PACKAGE_PREFIX = "package:"
 
 

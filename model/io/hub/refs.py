@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from model.io.checkpoint import CheckpointError
+from model.io.checkpoint.saved import CheckpointError
 
 PREFIX = "hf:"
 

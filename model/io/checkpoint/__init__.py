@@ -1,0 +1,1 @@
+"""Checkpoints: ours (JSON and safetensors in a directory), the starter model in assets/, and nanoGPT's."""

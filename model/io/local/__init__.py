@@ -1,0 +1,1 @@
+"""The models already on this machine (Ollama, LM Studio, the Hugging Face cache), listed unread."""

@@ -1,0 +1,1 @@
+"""Run folders: what `attention-lab train --out DIR` writes, its lock and leftovers, following it."""
