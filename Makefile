@@ -31,7 +31,8 @@ PYTEST := QT_QPA_PLATFORM=offscreen OMP_NUM_THREADS=1 $(PY) -m pytest -q -p no:c
 test: $(STAMP)
 	$(PYTEST)
 
-# every test but those marked slow (the real-model suite): for the edit-test loop; `make test` and CI run all
+# every test but those marked slow (the real-model suite and the ~35 slowest tests: about half the suite's
+# time): for the edit-test loop; `make test` and CI run all
 test-fast: $(STAMP)
 	$(PYTEST) -m "not slow"
 

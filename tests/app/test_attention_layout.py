@@ -209,6 +209,7 @@ def test_token_focus_titles_are_whole_at_1280(qtbot, attention_at):
         *("next", "ablation", "rollout"),
     ],
 )
+@pytest.mark.slow
 def test_nothing_is_cut_or_overlapping_on_an_attention_page_at_1280(qtbot, attention_at, key):
     from tests.app.layout_probe import text_problems
 

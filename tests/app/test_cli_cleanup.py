@@ -127,6 +127,7 @@ def test_a_partial_export_says_what_it_left_out(tmp_path, capsys, monkeypatch):
     assert abs(np_rows - 1).max() < 1e-2
 
 
+@pytest.mark.slow
 def test_no_empty_torch_cache_folder_is_left_in_the_temp_dir(tmp_path):
     code = "import torch, model.runtime; torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))])"
     env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}

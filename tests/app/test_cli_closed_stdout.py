@@ -86,6 +86,7 @@ def test_a_command_whose_reader_stops_after_the_first_bytes_ends_quietly(argv, a
     assert err == b"" and rc == BROKEN_PIPE_STATUS, (rc, err.decode())
 
 
+@pytest.mark.slow
 def test_generate_into_a_closed_pipe_ends_quietly(checkpoint):
     argv = ["generate", "--checkpoint", str(checkpoint), "--prompt", "ab", "--max-new-tokens", "40"]
     rc, _, err = run_with_stdout_closed(argv)

@@ -48,6 +48,7 @@ def world(tmp_path) -> dict[str, str]:
     return {"fifo": str(fifo), "folder": str(folder), "w": str(tmp_path)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_fifo_where_a_file_is_read_is_refused_in_one_line_never_opened(world, tmp_path, name):
     before = snapshot(tmp_path)
@@ -71,6 +72,7 @@ def test_a_fifo_where_a_file_is_read_is_refused_in_one_line_never_opened(world, 
     ],
     ids=["budget device", "train --config device", "train --config folder", "train --corpus folder"],
 )
+@pytest.mark.slow
 def test_a_device_or_a_folder_where_a_file_is_read_is_refused(tmp_path, argv, words):
     before = snapshot(tmp_path)
     proc = run_cli([a.format(w=tmp_path) for a in argv])

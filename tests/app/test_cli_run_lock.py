@@ -57,6 +57,7 @@ def trained(tmp_path_factory) -> Path:
     return run
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["fresh", "resume"])
 def test_a_second_run_into_a_locked_folder_is_refused_and_changes_nothing(tmp_path, trained, how):
     run = tmp_path / "run"
@@ -69,6 +70,7 @@ def test_a_second_run_into_a_locked_folder_is_refused_and_changes_nothing(tmp_pa
     assert not (run / LOCK_FILE).exists()  # released: the folder as a finished run leaves it
 
 
+@pytest.mark.slow
 def test_after_kill_9_of_a_running_train_the_folder_is_trained_into_again(tmp_path):
     run = tmp_path / "run"
     first = cli([*TRAIN, "--steps", "1000000", "--log-every", "1", "--out", str(run)])

@@ -11,6 +11,7 @@ import pytest
 from app.views.page import screenshot_steps
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("shipped_starter")
 def test_screenshots_of_an_opened_model_exit_cleanly_with_every_page(tmp_path, shipped_starter):
     out = tmp_path / "shots"

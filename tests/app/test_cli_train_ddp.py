@@ -91,6 +91,7 @@ def test_rank_shards_are_disjoint_and_cover_the_batch():
     assert sorted(i for r in rows for i in r) == list(range(24)) and all(len(r) == 6 for r in rows)
 
 
+@pytest.mark.slow
 def test_torchrun_two_processes_and_grad_accum_match_one_process(tmp_path, straight, capsys):
     two = tmp_path / "two"
     port = str(free_port())
@@ -116,6 +117,7 @@ def test_torchrun_two_processes_and_grad_accum_match_one_process(tmp_path, strai
     assert load_checkpoint(two).train_state["world_size"] == 2
 
 
+@pytest.mark.slow
 def test_resume_on_one_process_continues_a_two_process_run_exactly(tmp_path, straight, capsys):
     run = tmp_path / "run"
     procs = start_ranks([*BASE, "--steps", "3", "--out", str(run)])
@@ -129,6 +131,7 @@ def test_resume_on_one_process_continues_a_two_process_run_exactly(tmp_path, str
     assert sizes == [2, 2, 2, 1, 1]  # the log was continued, each row saying who wrote it
 
 
+@pytest.mark.slow
 def test_a_dead_rank_makes_the_other_exit_with_a_clear_error(tmp_path):
     run = tmp_path / "run"
     argv = [*BASE, "--steps", "100000", "--save-every", "3", "--dist-timeout", "10", "--out", str(run)]

@@ -84,6 +84,7 @@ def _failed_and_intact(run: Path, before: dict, *, grown: tuple[str, ...] = ()) 
             assert after[name] == data, name
 
 
+@pytest.mark.slow
 def test_resume_whose_probe_cannot_be_written_is_one_line_and_loses_nothing(tmp_path, trained):
     run, before = _copy(trained, tmp_path)
     rc, line = run_limited(["train", "--resume", str(run), "--steps", "4"])
@@ -91,6 +92,7 @@ def test_resume_whose_probe_cannot_be_written_is_one_line_and_loses_nothing(tmp_
     _failed_and_intact(run, before)
 
 
+@pytest.mark.slow
 def test_a_log_row_that_cannot_be_written_is_cut_off_whole_and_is_one_line(tmp_path, trained):
     run, before = _copy(trained, tmp_path)
     argv = ["train", "--resume", str(run), "--steps", "40", "--probe-every", "0", "--log-every", "1"]
@@ -100,6 +102,7 @@ def test_a_log_row_that_cannot_be_written_is_cut_off_whole_and_is_one_line(tmp_p
     assert len((run / "log.jsonl").read_bytes()) > len(before["log.jsonl"])  # rows came until the limit
 
 
+@pytest.mark.slow
 def test_a_checkpoint_that_cannot_be_written_is_one_line_and_keeps_the_old_one(tmp_path, trained):
     run, before = _copy(trained, tmp_path)
     rc, line = run_limited(["train", "--resume", str(run), "--steps", "3", "--probe-every", "0"])
@@ -107,6 +110,7 @@ def test_a_checkpoint_that_cannot_be_written_is_one_line_and_keeps_the_old_one(t
     _failed_and_intact(run, before, grown=("log.jsonl",))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["inspect", "circuits"])
 def test_an_export_that_cannot_be_written_is_one_line_and_the_old_file_stays(tmp_path, trained, command):
     out = tmp_path / "mine.npz"
@@ -119,6 +123,7 @@ def test_an_export_that_cannot_be_written_is_one_line_and_the_old_file_stays(tmp
     assert snapshot(tmp_path) == before  # the old file whole, no temporary file beside it
 
 
+@pytest.mark.slow
 def test_a_screenshot_that_cannot_be_written_is_one_line(tmp_path, shipped_starter):
     out = tmp_path / "shots"
     argv = ["screenshot", "--checkpoint", str(shipped_starter), "--steps", "0", "--only", "panel-data"]

@@ -42,6 +42,7 @@ def _finish(qtbot, s):
 
 
 # ---- a first Start that works ------------------------------------------------------------------
+@pytest.mark.slow
 @needs_starter
 def test_a_fresh_settings_first_start_trains_a_fresh_model_with_no_dialog(qtbot, app_settings):
     win = _fresh_window(qtbot, app_settings, confirm_close=True)

@@ -83,6 +83,7 @@ class Lateness:
         return float(np.percentile(self.delays, 99))
 
 
+@pytest.mark.slow
 def test_the_train_tab_follows_a_headless_run_live(qtbot, tiny_window, tmp_path):
     win, s = tiny_window, tiny_window.session
     tab = win.tabs["Train"]

@@ -124,6 +124,7 @@ def test_scaled_vs_unscaled_training_runs(labs, qtbot):
     assert scaling_run_summary(outcome) in notice and page.notice in notice
 
 
+@pytest.mark.slow
 def test_the_default_comparison_learns_and_shows_the_effect(labs, qtbot):
     """The page's defaults (its own task, its head, rate and batch), cut to 100 steps to stay quick:
     both models learn — the scaled one ends well below ln V — and the unscaled one is behind and

@@ -107,6 +107,7 @@ def test_the_window_opens_on_the_named_model_after_the_starter(qtbot, app_settin
     win.close()
 
 
+@pytest.mark.slow
 def test_a_model_that_cannot_be_read_leaves_the_starter_and_says_why(
     qtbot, app_settings, tmp_path, monkeypatch
 ):
@@ -131,6 +132,7 @@ def test_a_model_that_cannot_be_read_leaves_the_starter_and_says_why(
     win.close()
 
 
+@pytest.mark.slow
 def test_a_folder_that_holds_no_model_is_one_line_and_exit_2_before_the_window(tmp_path):
     """A folder holding only a symlink to itself is a folder, but no model: the process says so in one
     line and exits 2 without starting the window (a subprocess, as a user runs it)."""

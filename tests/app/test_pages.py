@@ -116,6 +116,7 @@ def tab_pages(tab) -> list:
     return list(tab.pages.values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("title", ["Attention", "Labs", "Compare", "Budget"])
 def test_every_page_follows_the_protocol(paged_window, qtbot, title):
     tab = paged_window.tabs[title]

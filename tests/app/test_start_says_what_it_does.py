@@ -93,6 +93,7 @@ def test_an_untrained_model_says_start_trains_it(qtbot, tiny_window):
     assert tab.plan_label.text().startswith("Start trains the shown untrained model for 6 steps on task:copy")
 
 
+@pytest.mark.slow
 def test_a_pretrained_model_says_it_was_trained_elsewhere_and_names_the_field_to_change(
     qtbot, tiny_window, smollm2_path
 ):
@@ -133,6 +134,7 @@ def test_a_pretrained_model_says_it_was_trained_elsewhere_and_names_the_field_to
 
 
 # ---- unsaved steps and Save now ----------------------------------------------------------------------
+@pytest.mark.slow
 def test_quit_counts_the_steps_since_the_last_save(qtbot, tiny_window, tmp_path, monkeypatch):
     win, s = tiny_window, tiny_window.session
     s.set_train_settings(s.train_settings.replace(steps=400, eval_every=100))
@@ -156,6 +158,7 @@ def test_quit_counts_the_steps_since_the_last_save(qtbot, tiny_window, tmp_path,
     win.confirm_close = False
 
 
+@pytest.mark.slow
 def test_save_now_names_the_step_it_saves(qtbot, tiny_window, tmp_path, monkeypatch):
     win, s = tiny_window, tiny_window.session
     tab = win.tabs["Train"]
@@ -182,6 +185,7 @@ def test_save_now_names_the_step_it_saves(qtbot, tiny_window, tmp_path, monkeypa
 
 
 # ---- Continue and the learning rate ------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("choice", ["continue", "stretch", "restart"])
 def test_continue_says_what_the_learning_rate_does_and_does_it(qtbot, tiny_window, choice):
     win, s = tiny_window, tiny_window.session

@@ -33,6 +33,7 @@ LABS_PAGES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("slug", "kinds"), LABS_PAGES)
 def test_a_labs_page_at_1280_has_nothing_cut_or_overlapping(qtbot, window_of_one_tab, slug, kinds):
     win, tab, scroll = window_of_one_tab("Labs", "app.views.labs.tab:LabsTab", SIZE)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 import pyqtgraph as pg
+import pytest
 from PySide6.QtWidgets import QApplication
 
 from tests.app.fit_probe import fit_problems
@@ -34,6 +35,7 @@ def _settle(qtbot, win, size) -> None:
         QApplication.processEvents()
 
 
+@pytest.mark.slow
 def test_every_tab_page_and_dock_fits_at_each_screen_size(qtbot, app_settings):
     from app.shell.window import MainWindow
     from model.config import GPTConfig

@@ -192,6 +192,7 @@ def test_type_tables_agree_with_gguf():
         assert out.shape == (2, 2 * block), name
 
 
+@pytest.mark.slow
 def test_header_equals_gguf_reader(case):
     header = read_header(case.path)
     reader = gguf.GGUFReader(case.path)

@@ -59,6 +59,7 @@ def _backend(tok) -> dict:
     return data
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text", TRICKY, ids=range(len(TRICKY)))
 def test_real_file_ids_equal_transformers(smol, smol_reference, text):
     ids = smol.encode(text)

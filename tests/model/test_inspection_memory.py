@@ -152,6 +152,7 @@ def peaks(tmp_path_factory) -> dict:
     return {(name, T, path): (V, measured, need) for name, T, V, path, measured, need in rows}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_the_estimate_is_within_15_percent_of_the_measured_peak(peaks, shape):
     """For every path that records (the .npz export of the API in memory, ``inspect``'s file written
