@@ -86,7 +86,7 @@ class QKMapPage(AttentionPage):
         self.corpus_box.addItem("")  # the session's data
         self.corpus_box.addItems(list(source_help()))
         self.corpus_box.setToolTip("builtin:NAME, task:NAME or a text file; empty: the data of the Train tab")
-        self.corpus_box.setMinimumContentsLength(14)
+        self.corpus_box.setMinimumContentsLength(24)
         self.method_box, self.colour_box = QComboBox(), QComboBox()
         for name, text in METHOD_NAMES.items():
             self.method_box.addItem(text, name)
@@ -174,6 +174,14 @@ class QKMapPage(AttentionPage):
         )  # fmt: skip
         if changed:
             self.refresh()
+
+    def prepare_screenshot(self) -> None:
+        """Map the first head the Metrics page names previous-token, if any: AttentionViz's clearest
+        picture, each query beside the key one position back."""
+        c = self.state.classification
+        heads = c.heads_named("previous-token") if c is not None else []
+        if heads:
+            self.choose_head(*heads[0])
 
     def choose_head(self, layer: int, head: int) -> None:
         """Map (``layer``, ``head``): what clicking its thumbnail does."""
