@@ -83,3 +83,22 @@ def test_a_corpus_the_tokenizer_cannot_read_is_one_line_on_the_page(qtbot, page)
     qtbot.waitUntil(lambda: "No map:" in page.corr_label.text(), timeout=TIMEOUT)
     assert "not in the tokenizer's vocabulary" in page.corr_label.text()
     assert tab.wait_ready(timeout=30)  # the wait for the page ends: the failure is not asked for again
+
+
+def test_the_map_runs_in_the_background_and_cancel_stops_it(qtbot, page):
+    from app.views.attention.job_keys import QK_MAP_JOB
+
+    tab, page = page
+    board = tab.session.jobs
+    page.prompts_spin.setValue(64)
+    page.tokens_spin.setValue(32)
+    page.method_box.setCurrentIndex(page.method_box.findData("tsne"))  # 4,000 points: seconds of t-SNE
+    qtbot.waitUntil(lambda: board.get(QK_MAP_JOB) is not None, timeout=TIMEOUT)
+    job = board.get(QK_MAP_JOB)
+    qtbot.waitUntil(lambda: job.state == "running" and page.job_bar.job() is job, timeout=TIMEOUT)
+    assert job.title == "Mapping the queries and keys of L0H0 (TSNE)"  # the page's busy line says it
+    page.job_bar.cancel_button.click()
+    qtbot.waitUntil(lambda: job.state == "cancelled", timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: tab.session.compute.idle, timeout=TIMEOUT)
+    assert tab.state.qk_map_for(page.map_key()) is None  # nothing of the cancelled run was delivered
+    assert tab.wait_ready(timeout=30) and board.get(QK_MAP_JOB) is job  # and it is not asked for again

@@ -77,16 +77,28 @@ class QKMapJobs:
         if key is None or st.inspection is None or st.qk_error_for(key):
             return True  # nothing to map, or the page says why it cannot
         ready = True
-        if st.qk_thumbs_for(self.key(thumbs=True)) is None:
+        thumbs = self.key(thumbs=True)
+        if st.qk_thumbs_for(thumbs) is None and not self._cancelled(QK_THUMBS_JOB, thumbs):
             self._thumbs()
             ready = False
         if st.qk_map_for(key) is None:
+            if self._cancelled(QK_MAP_JOB, key):
+                return ready  # the user's Cancel holds until the inputs change
             self._map()
             return False
         if st.qk_prompt_for(key, st.request) is None:
             self._prompt()
             ready = False
         return ready
+
+    def map_cancelled(self) -> bool:
+        """Whether the user cancelled the map the inputs ask for (it is asked again once they change)."""
+        return self._cancelled(QK_MAP_JOB, self.key())
+
+    def _cancelled(self, job: str, key: tuple | None) -> bool:
+        """Whether the user cancelled the request of ``job`` for ``key`` (not asked again for it)."""
+        ended = self.session.jobs.get(job)
+        return self._asked.get(job) == key and ended is not None and ended.state == "cancelled"
 
     def _source(self):
         """The corpus as a data source read with the model's tokenizer (a DataError says why not)."""

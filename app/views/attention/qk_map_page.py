@@ -222,6 +222,9 @@ class QKMapPage(AttentionPage):
                 f'<span style="color:#a33">No map: {html.escape(error, quote=False)}</span>'
             )
             self.stale = False
+        elif qmap is None and self._host is not None and self._host.map_cancelled():
+            self.corr_label.setText("Cancelled: change an input to map the head again.")
+            self.stale = False
         elif qmap is None and insp is not None:
             self.corr_label.setText("Mapping the head over the corpus…")
 
