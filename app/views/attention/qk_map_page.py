@@ -72,6 +72,24 @@ class QKMapPage(AttentionPage):
         "click one to map it."
     )
 
+    def help_html(self) -> str:
+        return (
+            f"{self.blurb}<br><br>"
+            "<b>The two free parameters</b> (Yeh et al., 2023). Adding one vector t to every key adds q·t to "
+            "every score of a query's row, which its softmax does not see; scaling the queries by α and the "
+            "keys by 1/α leaves q·k as it is. The keys are moved onto the queries' centroid and α makes "
+            "their mean norms equal; then ‖q − k‖² = ‖q‖² + ‖k‖² − 2 q·k, so near means a large dot "
+            "product.<br>"
+            "<b>The correlation</b> says how true that is here: Pearson's r of ‖q_i − k_j‖ with q_i·k_j "
+            "over pairs of one window with the key at or before the query, in d_k and in the map "
+            "(−1 is exact).<br>"
+            "<b>The vectors</b> are those the softmax multiplies: after QK-norm and RoPE, with 1/√d_k folded "
+            "into the queries, and under grouped-query attention the key head the query head reads.<br>"
+            "<b>PCA or t-SNE.</b> PCA keeps the two directions of largest spread, and places your prompt on "
+            "the same axes. t-SNE (openTSNE) keeps neighbours, not distances; your prompt is placed by its "
+            "<i>transform</i>, the map as fitted."
+        )
+
     def build(self) -> None:
         lay = QVBoxLayout(self)
         lay.addWidget(blurb_label(self.blurb))
