@@ -75,6 +75,12 @@ def test_every_head_has_a_thumbnail_and_a_click_maps_it(qtbot, page):
     page._thumb_clicked(click)
     qmap = _drawn(qtbot, tab, page, 1, 2, 24)
     assert (qmap.layer, qmap.head) == (1, 2) and page.thumb_frame.rect().topLeft() == QPointF(2, 1)
+    # more windows for the map: the thumbnails (a few windows, always) are not made again
+    page.prompts_spin.setValue(9)
+    qtbot.waitUntil(
+        lambda: page._map is not None and int(page._map.is_query.sum()) == 9 * 16, timeout=TIMEOUT
+    )
+    assert page._thumbs is th
 
 
 def test_a_corpus_the_tokenizer_cannot_read_is_one_line_on_the_page(qtbot, page):

@@ -53,13 +53,14 @@ class QKMapJobs:
         return s.source_spec if usable else FALLBACK_CORPUS
 
     def key(self, *, thumbs: bool = False) -> tuple | None:
-        """What the map (``thumbs``: the thumbnails) is computed from; None without a model."""
+        """What the map (``thumbs``: the thumbnails, whose windows are :data:`THUMB_PROMPTS` whatever the
+        inputs say) is computed from; None without a model."""
         model = self.session.model
         if model is None:
             return None
         s = self.state.qk_setup
-        base = (id(model), self.session.step, self.corpus(), s["prompts"], s["seq_len"])
-        return base if thumbs else (*base, s["layer"], s["head"], s["method"])
+        base = (id(model), self.session.step, self.corpus(), s["seq_len"])
+        return base if thumbs else (*base, s["prompts"], s["layer"], s["head"], s["method"])
 
     def _on_changed(self, what: str) -> None:
         """New inputs ask for their map; a new result redraws the page (when it is the one in view)."""

@@ -308,7 +308,7 @@ class QKMapPage(AttentionPage):
         self.corr_label.setText(correlation_text(qmap.corr_full, qmap.corr_map))
         note = "; ".join(qmap.notes)
         if qmap.method == "tsne":
-            note += ". t-SNE: your prompt is placed by openTSNE's transform (the map stays as fitted)"
+            note += "; t-SNE: your prompt placed by openTSNE's transform"
         self.note_label.setText(note)
         if placed is None:
             self.prompt_q.setData([], [])

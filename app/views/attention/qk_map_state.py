@@ -6,7 +6,7 @@ was computed from, and one signal. No Qt.
 A map depends on the weights and the inputs, not on the prompt: its key is (the model's ``id``, its
 training step, layer, head, corpus, prompts, tokens, method), so a new prompt only places its own
 points again (a follow-up of the run) and never recomputes the map; the thumbnails' key leaves out the
-head and the method (PCA always).
+head, the method (PCA always) and the number of windows (a few, always).
 """
 
 from __future__ import annotations
