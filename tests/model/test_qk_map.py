@@ -162,3 +162,18 @@ def test_the_sampled_vectors_are_those_the_softmax_multiplies_under_rope_gqa_and
     scores = run_with_trace(model, torch.as_tensor(s.ids[1]), kinds=["scores"], layers=[1])["scores", 1]
     mine = s.window == 1
     np.testing.assert_allclose(s.q[mine] @ s.k[mine].T, scores[0, 3].numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_a_capped_sample_takes_the_same_vectors_of_fewer_tokens(built):
+    """``max_points`` draws tokens before the passes (each batch keeps only its drawn tokens): the
+    capped sample's vectors are the full sample's at the same (window, position)."""
+    from model.interp.analysis.qk_map import sample_head
+
+    model, tok, corpus = built
+    full = sample_head(model, tok, corpus, 0, 1, n_prompts=20, seq_len=T, max_points=10_000)
+    few = sample_head(model, tok, corpus, 0, 1, n_prompts=20, seq_len=T, max_points=7)
+    assert len(few.q) == 7 and len(full.q) == 20 * T
+    at = few.window * T + few.position  # full samples every token, in order
+    np.testing.assert_array_equal(few.q, full.q[at])
+    np.testing.assert_array_equal(few.k, full.k[at])
+    np.testing.assert_array_equal(few.weight, full.weight[at])

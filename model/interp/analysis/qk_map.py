@@ -165,18 +165,47 @@ def _check_head(config, layer: int, head: int | None = None) -> None:
         raise QKMapError(f"head {head}: the model has heads 0 to {config.n_heads - 1}")
 
 
-def _run(model, x: torch.Tensor, layers: Sequence[int], pattern_head=None, batch: int = 8) -> dict[int, list]:
-    """Forward passes of the windows ``x`` [N, T] in batches, keeping what :func:`_head_hooks` keeps."""
+def _points(N: int, T: int, first: int, max_points: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The tokens sampled from ``N`` windows of ``T``: ``(window [P], position [P])``, every position from
+    ``first`` on (the prefix is never sampled), at most ``max_points`` of them drawn with ``seed``, in
+    order."""
+    w, p = np.divmod(np.arange(N * (T - first)), T - first)
+    if len(w) > max_points:
+        pick = np.sort(np.random.default_rng(seed).choice(len(w), max_points, replace=False))
+        w, p = w[pick], p[pick]
+    return w, p + first
+
+
+def _run(model, x: torch.Tensor, layers: Sequence[int], w: np.ndarray, p: np.ndarray, pattern_head=None,
+         batch: int = 8) -> dict[int, list[np.ndarray]]:  # fmt: skip
+    """Forward passes of the windows ``x`` [N, T] in batches; per layer, ``[q [P, H, d_k], k [P, H_kv,
+    d_k]]`` of the sampled tokens (window ``w``, position ``p``), plus, for ``pattern_head``'s layer,
+    ``weight`` [P, 2] (a query's largest weight; a key's mean weight over the queries that see it).
+    Each batch's activations are dropped once its sampled tokens are taken: memory grows with the
+    points, not with the windows."""
     from model.interp.trace import eval_mode
 
     keep: dict[int, list] = {layer: [] for layer in layers}
-    n = x.shape[0]
+    got: dict[int, list[list[torch.Tensor]]] = {layer: [[], [], []] for layer in layers}
+    n, T = x.shape
+    seen = torch.arange(T, 0, -1, dtype=torch.float32)  # key j is seen by the T − j queries i ≥ j
     with torch.no_grad(), eval_mode(model), model.hooks(_head_hooks(model, layers, keep, pattern_head)):
         for i in range(0, n, batch):
             check()
             model(x[i : i + batch].to(model.device))
+            mine = (w >= i) & (w < i + batch)
+            rows, cols = torch.as_tensor(w[mine] - i), torch.as_tensor(p[mine])
+            for layer in layers:
+                q, k, *pattern = keep[layer].pop()
+                got[layer][0].append(q[rows, :, cols])  # [n, H, d_k]
+                got[layer][1].append(k[rows, :, cols])
+                if pattern:
+                    a = pattern[0]  # [B, T, T]
+                    got[layer][2].append(
+                        torch.stack([a.amax(-1)[rows, cols], (a.sum(1) / seen)[rows, cols]], 1)
+                    )
             report(min(n, i + batch), n, "prompts")
-    return keep
+    return {layer: [torch.cat(parts).numpy() for parts in got[layer] if parts] for layer in layers}
 
 
 def sample_head(
@@ -189,22 +218,10 @@ def sample_head(
     cfg = model.config
     _check_head(cfg, layer, head)
     x = _windows(model, tokenizer, source, n_prompts, seq_len, seed)
-    kept = _run(model, x, [layer], pattern_head=(layer, head))[layer]
-    kv = head // cfg.n_rep
-    q = torch.cat([b[0][:, head] for b in kept])  # [N, T, d_k]
-    k = torch.cat([b[1][:, kv] for b in kept])
-    a = torch.cat([b[2] for b in kept])  # [N, T, T]
     N, T = x.shape
-    first = len(getattr(tokenizer, "prefix_ids", []))
-    idx = np.array([(n, t) for n in range(N) for t in range(first, T)])
-    if len(idx) > max_points:
-        pick = np.random.default_rng(seed).choice(len(idx), max_points, replace=False)
-        idx = idx[np.sort(pick)]
-    w, p = idx[:, 0], idx[:, 1]
-    seen = torch.arange(T, 0, -1, dtype=torch.float32)  # key j is seen by the T − j queries i ≥ j
-    received = (a.sum(1) / seen).numpy()  # [N, T]
-    weight = np.stack([a.amax(-1).numpy()[w, p], received[w, p]], axis=1)
-    return Sample(q[w, p].numpy(), k[w, p].numpy(), w, p, x.numpy(), weight.astype(np.float32))
+    w, p = _points(N, T, len(getattr(tokenizer, "prefix_ids", [])), max_points, seed)
+    q, k, weight = _run(model, x, [layer], w, p, pattern_head=(layer, head))[layer]
+    return Sample(q[:, head], k[:, head // cfg.n_rep], w, p, x.numpy(), weight.astype(np.float32))
 
 
 def distance_correlation(q: np.ndarray, k: np.ndarray, window: np.ndarray, position: np.ndarray,
@@ -362,14 +379,18 @@ class PromptPoints:
 def project_prompt(model, tokenizer, qmap: QKMap, ids: Sequence[int]) -> PromptPoints:
     """The queries and keys of token ``ids`` at ``qmap``'s head, normalised as the map's were (the same
     ``α`` and ``t``) and placed by its projector (PCA's axes, or openTSNE's ``transform``)."""
-    x = torch.as_tensor(list(ids), dtype=torch.long)[None]
-    kept = _run(model, x, [qmap.layer])[qmap.layer][0]
-    first = min(len(getattr(tokenizer, "prefix_ids", [])), x.shape[1] - 1)
-    q = qmap.norm.queries(kept[0][0, qmap.head, first:].numpy())
-    k = qmap.norm.keys(kept[1][0, qmap.kv_head, first:].numpy())
+    ids = [int(i) for i in ids]
+    x = torch.as_tensor(ids, dtype=torch.long)[None]
+    prefix = [int(i) for i in getattr(tokenizer, "prefix_ids", [])]
+    first = (
+        len(prefix) if ids[: len(prefix)] == prefix and len(ids) > len(prefix) else 0
+    )  # as the map: no BOS
+    _, pos = _points(1, x.shape[1], first, x.shape[1], 0)
+    q_all, k_all = _run(model, x, [qmap.layer], np.zeros_like(pos), pos)[qmap.layer]
+    q = qmap.norm.queries(q_all[:, qmap.head])
+    k = qmap.norm.keys(k_all[:, qmap.kv_head])
     T = len(q)
     texts = tokenizer.token_strings([int(i) for i in x[0, first:]])
-    pos = np.arange(first, first + T)
     return PromptPoints(qmap.place(np.concatenate([q, k])), np.r_[np.ones(T, bool), np.zeros(T, bool)],
                         np.r_[pos, pos], texts + texts)  # fmt: skip
 
@@ -399,22 +420,17 @@ def qk_thumbnails(
     for layer in layers:
         _check_head(cfg, layer)
     x = _windows(model, tokenizer, source, n_prompts, seq_len, seed)
-    kept = _run(model, x, layers)
     N, T = x.shape
-    first = len(getattr(tokenizer, "prefix_ids", []))
-    idx = np.array([(n, t) for n in range(N) for t in range(first, T)])
-    if len(idx) > max_points:
-        idx = idx[np.sort(np.random.default_rng(seed).choice(len(idx), max_points, replace=False))]
-    w, p = idx[:, 0], idx[:, 1]
-    P = len(idx)
+    w, p = _points(N, T, len(getattr(tokenizer, "prefix_ids", [])), max_points, seed)
+    kept = _run(model, x, layers, w, p)
+    P = len(w)
     out = np.zeros((len(layers), cfg.n_heads, 2 * P, 2), np.float32)
     corr = np.full((len(layers), cfg.n_heads), np.nan, np.float32)
     for row, layer in enumerate(layers):
-        q_all = torch.cat([b[0] for b in kept[layer]]).numpy()  # [N, H, T, d_k]
-        k_all = torch.cat([b[1] for b in kept[layer]]).numpy()
+        q_all, k_all = kept[layer]  # [P, H, d_k], [P, H_kv, d_k]
         for h in range(cfg.n_heads):
             check()
-            q, k = q_all[w, h, p], k_all[w, h // cfg.n_rep, p]
+            q, k = q_all[:, h], k_all[:, h // cfg.n_rep]
             norm = normalise(q, k)
             joint = np.concatenate([norm.queries(q), norm.keys(k)])
             pts = PCA.fit(joint).project(joint)
