@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "generate": "Generate text from a checkpoint.",
     "inspect": "Run a prompt through a model and export every head's attention as .npz.",
     "circuits": "How a model's heads compose (Q/K/V composition, copying), from its weights alone.",
+    "qk-map": "One head's queries and keys over a corpus in one 2-D map (AttentionViz), your prompt in it.",
     "download": "Download a model from the Hugging Face Hub into its cache (REPO[@REVISION]).",
     "budget": "Parameters, FLOPs, KV cache, memory and training cost of a config or preset.",
     "screenshot": "Render every tab of the app to PNG files, offscreen.",
@@ -45,7 +46,7 @@ COMMANDS: dict[str, str] = {
 BROKEN_PIPE_STATUS = 141
 
 #: Subcommands that build a model, sized first (model.sizing); --no-size-check skips the refusal.
-SIZED = ("train", "generate", "inspect", "circuits")
+SIZED = ("train", "generate", "inspect", "circuits", "qk-map")
 
 
 class UserError(AttentionLabError):
@@ -89,7 +90,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     for name, help_text in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         if only is None or name == only:
-            module = importlib.import_module(f"app.commands.{name}")
+            module = importlib.import_module(f"app.commands.{name.replace('-', '_')}")
             module.add_arguments(p)
             if name in SIZED:
                 p.add_argument(

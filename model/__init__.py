@@ -26,6 +26,7 @@ API = (
     "budget_report",
     "budget_table",
     "circuits",
+    "qk_map",
     "open_model",
     "patch",
     "prompt_of",

@@ -24,6 +24,8 @@ function               what it gives
                        logit, summing to it
 :func:`circuits`       QK/OV circuits, Q/K/V composition of every pair of heads, copying scores,
                        from the weights alone
+:func:`qk_map`         one head's queries and keys over a corpus in one 2-D map (AttentionViz), a
+                       typed prompt's placed into it, and how well distance tracks the dot product
 :func:`budget_report`  parameters, FLOPs, KV cache, memory and training cost of a model, a config or
                        a preset (:func:`budget_table` writes it as the command line prints it)
 =====================  =============================================================================
@@ -51,6 +53,8 @@ from model.budget import arithmetic, presets
 from model.budget.table import render_text
 from model.config import GPTConfig
 from model.interp.analysis.circuits import Circuits, model_circuits
+from model.interp.analysis.qk_map import PromptPoints, QKMap, project_prompt
+from model.interp.analysis.qk_map import qk_map as _qk_map
 from model.interp.causal import AttributionResult, PatchingResult, attribution_of, patching_of
 from model.interp.prompt import Prompt, encode_prompt, prompt_of_ids
 from model.interp.trace import Kinds, Trace
@@ -154,6 +158,37 @@ def circuits(lm: Checkpoint | GPT, *, rope_offset: int = 0) -> Circuits:
     circuit: singular values, norms, ranks, copying scores [L, H]). ``rope_offset``: the relative
     position a rotary model's QK circuit is read at."""
     return model_circuits(lm.model if isinstance(lm, Checkpoint) else lm, rope_offset=rope_offset)
+
+
+def qk_map(
+    lm: Checkpoint,
+    layer: int,
+    head: int,
+    corpus: str = "builtin:primer",
+    *,
+    prompts: int = 64,
+    seq_len: int = 32,
+    method: str = "pca",
+    prompt: str | Prompt | list[int] | None = None,
+    max_points: int = 2000,
+    seed: int = 0,
+) -> tuple[QKMap, PromptPoints | None]:
+    """Head (``layer``, ``head``)'s joint query–key map (AttentionViz) over ``corpus`` (``builtin:NAME``,
+    ``task:NAME`` or a text file, encoded by ``lm.tokenizer``): up to ``max_points`` queries and as many
+    keys of ``prompts`` windows of ``seq_len`` tokens (``seed``), keys moved and both scaled so that
+    distance tracks the dot product, embedded by ``method`` ("pca" or "tsne", openTSNE). Returns
+    ``(map, points)``: ``map.points`` [P, 2], ``map.is_query``, ``map.token``, ``map.position``,
+    ``map.corr_full`` / ``map.corr_map`` (Pearson of distance with q·k, in d_k and in 2-D); ``points``
+    the typed ``prompt``'s queries and keys placed into the map (None without one)."""
+    from model.text.sources import resolve_source
+
+    source = resolve_source(corpus, tokenizer=lm.tokenizer)
+    got = _qk_map(lm.model, lm.tokenizer, source, layer, head, n_prompts=prompts, seq_len=seq_len,
+                  method=method, max_points=max_points, seed=seed)  # fmt: skip
+    placed = (
+        None if prompt is None else project_prompt(lm.model, lm.tokenizer, got, prompt_of(lm, prompt).ids)
+    )
+    return got, placed
 
 
 def budget_report(what: Checkpoint | GPT | GPTConfig | str, **settings: Any) -> dict[str, Any]:

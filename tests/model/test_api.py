@@ -81,3 +81,16 @@ def test_circuits_and_budget_take_what_a_notebook_has(lm):
 def test_open_model_reads_hub_and_package_specs_and_refuses_in_one_line():
     with pytest.raises(HubError, match=r"^package:nope: no such packaged model"):
         api.open_model("package:nope")
+
+
+def test_qk_map_is_the_commands_map_with_the_prompt_placed_in_it(lm):
+    from model.interp.analysis.qk_map import qk_map
+    from model.text.sources import resolve_source
+
+    got, placed = api.qk_map(lm, 1, 3, "task:induction", prompts=4, seq_len=16, prompt=TEXT)
+    want = qk_map(lm.model, lm.tokenizer, resolve_source("task:induction"), 1, 3, n_prompts=4, seq_len=16)
+    np.testing.assert_array_equal(got.points, want.points)
+    assert got.corr_full == want.corr_full and got.token == want.token
+    T = len(encode_prompt(lm.tokenizer, TEXT, lm.config.context_length).ids)
+    assert placed is not None and placed.points.shape == (2 * T, 2) and placed.token[:T] == list(TEXT[-T:])
+    assert api.qk_map(lm, 0, 0, "task:induction", prompts=2, seq_len=12)[1] is None

@@ -58,6 +58,8 @@ class AttentionPage(LazyPage):
     #: whether the page needs the circuits of the weights, the selected head's full circuits and the
     #: path patching of the sender (the Circuits page)
     needs_circuits = False
+    #: whether the page needs the Q–K map of its head over a corpus and every head's thumbnail
+    needs_qk_map = False
     #: whether the page reads every head's pattern at once (a long prompt's are not held: the tab
     #: shows :meth:`~app.views.attention.state.AttentionState.shorter_prompt_note` instead)
     needs_every_pattern = False

@@ -20,6 +20,11 @@ PATH_JOB = FOLLOW_UPS + "attention.path"
 #: the compute key of the Circuits page's composition scores (the weights alone: not a follow-up)
 CIRCUITS_JOB = "attention.circuits"
 
+#: the compute keys of the Q–K map page's map of one head and every head's thumbnail (the weights and
+#: the corpus: not follow-ups); placing the prompt in the map is the follow-up ``attention.qkprompt``
+QK_MAP_JOB = "attention.qkmap"
+QK_THUMBS_JOB = "attention.qkthumbs"
+
 #: What each follow-up job does, as its busy line says it ("Patching … · 120 of 690 runs").
 TITLES = {
     "attention.patching": "Patching",
@@ -32,6 +37,7 @@ TITLES = {
     "attention.aggregate": "Averaging the patterns of",
     "attention.next": "Ranking the next tokens of",
     "attention.experts": "Reading the router's choices on",
+    "attention.qkprompt": "Placing in the Q–K map the queries and keys of",
 }
 
 
@@ -50,8 +56,13 @@ def page_job_keys(page: Any) -> tuple[str, ...]:
         keys.append(FOLLOW_UPS + "attention.next")
     if page.needs_experts:
         keys.append(FOLLOW_UPS + "attention.experts")
+    if page.needs_qk_map:
+        keys += [QK_MAP_JOB, QK_THUMBS_JOB, FOLLOW_UPS + "attention.qkprompt"]
     keys += [FOLLOW_UPS + f"attention.{name}" for name in page.own_jobs]
     return tuple(keys)
 
 
-__all__ = ["CIRCUITS_JOB", "FOLLOW_UPS", "HEAD_JOB", "INSPECT_JOB", "PATH_JOB", "TITLES", "page_job_keys"]
+__all__ = [
+    "CIRCUITS_JOB", "FOLLOW_UPS", "HEAD_JOB", "INSPECT_JOB", "PATH_JOB", "QK_MAP_JOB", "QK_THUMBS_JOB",
+    "TITLES", "page_job_keys",
+]  # fmt: skip

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from app.views.attention.base import AttentionPage
 from app.views.attention.host import AttentionHost
 from app.views.attention.job_keys import CIRCUITS_JOB, FOLLOW_UPS, HEAD_JOB, PATH_JOB, TITLES
+from app.views.attention.qk_map_jobs import QKMapJobs
 from app.views.attention.state import CausalFailure
 from app.views.attention.state_records import CircuitsKey, Head
 from model.interp import causal, inspection, measures
@@ -45,6 +46,7 @@ class AttentionJobs:
         #: (key, head) of the head's full circuits on their way
         self._circuit_head_asked: tuple[CircuitsKey, Head] | None = None
         self._path_asked: tuple[int, dict] | None = None  # (request, setup) of the path patching on its way
+        self.qk = QKMapJobs(self.submit, tab)  # the Q–K map page's
 
     def submit(self, key: str, fn: Callable[[], T | None], on_result: Callable[[T], None]) -> None:
         """A follow-up job of the current run (``attention.run.`` + ``key``): superseded by the next one
@@ -90,6 +92,8 @@ class AttentionJobs:
             self.experts()
             ready = False
         if page.needs_circuits and not self.circuits_ready():
+            ready = False
+        if page.needs_qk_map and not self.qk.ready():
             ready = False
         return ready
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from app.core.state import Signal
 from app.views.attention.circuits_state import CircuitsState
+from app.views.attention.qk_map_state import QKMapState
 from app.views.attention.state_records import CausalEntry, CausalFailure, Head
 from model.interp.analysis.heads import HeadClassification, HeadThresholds, classify_heads
 from model.interp.measures import layer_masks
@@ -34,7 +35,7 @@ ROLE_SHORT = {
 }
 
 
-class AttentionState(CircuitsState):
+class AttentionState(CircuitsState, QKMapState):
     """The Attention tab's state and its change signals (see the module docstring).
 
     ``inspection``: the current :class:`~model.interp.inspection.Inspection` (None before the first run or
@@ -77,7 +78,8 @@ class AttentionState(CircuitsState):
     cleared = Signal()
 
     def __init__(self) -> None:
-        super().__init__()
+        CircuitsState.__init__(self)
+        QKMapState.__init__(self)
         self.inspection: Inspection | None = None
         self.selected: Head = (0, 0)
         self.ablation: dict[Head, str] = {}
@@ -156,6 +158,7 @@ class AttentionState(CircuitsState):
     def clear(self) -> None:
         """No model: forget everything drawn."""
         self.forget_results()
+        self.forget_qk()
         self.inspection = None
         self.aggregates = self.next_tokens = None
         self._layer_masks = None

@@ -56,6 +56,7 @@ from app.views.attention.next_token_page import NextTokenPage
 from app.views.attention.patching_page import PatchingPage
 from app.views.attention.pipeline_page import PipelinePage
 from app.views.attention.previous import mark_current, mark_previous, trace_bar
+from app.views.attention.qk_map_page import QKMapPage
 from app.views.attention.readiness import wait_ready
 from app.views.attention.rollout_page import RolloutPage
 from app.views.attention.state import AttentionState
@@ -75,13 +76,13 @@ if TYPE_CHECKING:
 #: The pages, in the order of their tabs.
 PAGES = (
     *(GridPage, HeadPage, PipelinePage, LinesPage, FocusPage, AggregatePage, RolloutPage, MetricsPage),
-    *(ExpertsPage, AblationPage, PatchingPage, CircuitsPage, AttributionPage, NextTokenPage),
+    *(ExpertsPage, AblationPage, PatchingPage, CircuitsPage, QKMapPage, AttributionPage, NextTokenPage),
 )
 #: Screenshot order: the Ablation page last, since its picture switches a head off (a page the model
 #: does not offer, e.g. Experts of a dense model, is left out).
 SCREENSHOT_ORDER = (
     *("heads", "head", "pipeline", "lines", "focus", "aggregates", "rollout", "metrics", "experts"),
-    *("patching", "circuits", "attribution", "next", "ablation"),
+    *("patching", "circuits", "qkmap", "attribution", "next", "ablation"),
 )
 
 
@@ -145,6 +146,8 @@ class AttentionTab(TabBase):
             page.use_jobs(session.jobs, session.compute.abort)
             if isinstance(page, HeadPage):
                 page.csvRequested.connect(self.exports.head_csv_dialog)
+            if isinstance(page, QKMapPage):
+                page.use_qk_jobs(self.jobs.qk)
             self.pages[page.key] = page
             self.page_tabs.addTab(page, page.title)
             if page.blurb:
