@@ -81,3 +81,15 @@ def test_circuits_and_budget_take_what_a_notebook_has(lm):
 def test_open_model_reads_hub_and_package_specs_and_refuses_in_one_line():
     with pytest.raises(HubError, match=r"^package:nope: no such packaged model"):
         api.open_model("package:nope")
+
+
+def test_head_scores_is_the_corpus_run_and_caches_it(lm, tmp_path, monkeypatch):
+    from model.interp.corpus import CorpusSettings, corpus_run
+
+    monkeypatch.setenv("ATTENTION_LAB_CACHE", str(tmp_path))
+    got = model.head_scores(lm, "task:induction", prompts=8, seq_len=32, top_k=3)
+    settings = CorpusSettings("task:induction", n_prompts=8, seq_len=32, top_k=3)
+    direct = corpus_run(lm.model, lm.tokenizer, settings, use_cache=False)
+    assert np.array_equal(got.mean, direct.mean, equal_nan=True) and got.names == direct.names
+    assert got.examples["attention"].k == 3 and len(list((tmp_path / "heads").glob("*.npz"))) == 1
+    assert model.head_scores(lm, "task:induction", prompts=8, seq_len=32, top_k=3).from_cache
