@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "generate": "Generate text from a checkpoint.",
     "inspect": "Run a prompt through a model and export every head's attention as .npz.",
     "circuits": "How a model's heads compose (Q/K/V composition, copying), from its weights alone.",
+    "heads": "Every head's scores over a corpus (with 95% intervals), top examples and clusters of heads.",
     "download": "Download a model from the Hugging Face Hub into its cache (REPO[@REVISION]).",
     "budget": "Parameters, FLOPs, KV cache, memory and training cost of a config or preset.",
     "screenshot": "Render every tab of the app to PNG files, offscreen.",
@@ -45,7 +46,7 @@ COMMANDS: dict[str, str] = {
 BROKEN_PIPE_STATUS = 141
 
 #: Subcommands that build a model, sized first (model.sizing); --no-size-check skips the refusal.
-SIZED = ("train", "generate", "inspect", "circuits")
+SIZED = ("train", "generate", "inspect", "circuits", "heads")
 
 
 class UserError(AttentionLabError):
