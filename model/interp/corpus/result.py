@@ -45,7 +45,9 @@ class CorpusSettings:
     ``batch_size`` prompts per forward pass (0: chosen by the model's size; prompts are drawn batch by
     batch, so it is part of what was run); ``top_k`` examples per head and kind, with ``context``
     tokens either side; ``window`` the local window (:func:`~model.interp.analysis.head_scores.local_share`);
-    ``resamples`` of the bootstrap; ``n_clusters`` groups of heads."""
+    ``resamples`` of the bootstrap; ``n_clusters`` groups of heads; ``random_prompts``: how many of the
+    prompts (the first ones) also measure induction on repeated random tokens, a second forward pass
+    each (the others' ``induction_random`` is NaN, left out of its mean and interval)."""
 
     corpus: str
     n_prompts: int = 256
@@ -57,6 +59,7 @@ class CorpusSettings:
     window: int = 8
     resamples: int = 1000
     n_clusters: int = 6
+    random_prompts: int = 64
 
 
 @dataclass

@@ -5,9 +5,10 @@ encoded with the model's tokenizer; each prompt is the tokenizer's BOS prefix, i
 window of the corpus: :meth:`~model.text.datasource.DataSource.sample_windows`), ``batch_size`` at a
 time, and runs each batch once through the model with reading hooks
 (:class:`~model.interp.corpus.statistics.Collector`) that reduce every layer's pattern [B, H, T, T] to
-scores [B, H] before the next layer is computed. A second pass per batch measures induction on
-repeated random tokens, as the Metrics page does (a random block of ``P = min(24, T // 2)`` ids twice,
-:func:`~model.interp.analysis.heads.repeated_sequence` with seed ``seed + n`` for prompt ``n``).
+scores [B, H] before the next layer is computed. A second pass measures induction on repeated random
+tokens for the first ``random_prompts`` prompts, as the Metrics page does (a random block of
+``P = min(24, T // 2)`` ids twice, :func:`~model.interp.analysis.heads.repeated_sequence` with seed
+``seed + n`` for prompt ``n``).
 
 Memory: the model, one batch's forward pass (one layer's square at a time), and the kept statistics:
 ``S·N·L·H`` float32 per-prompt scores and the top examples' heaps, ``2·L·H·k`` examples of
@@ -65,7 +66,7 @@ def check_settings(settings: CorpusSettings, context_length: int) -> None:
         raise CorpusError(
             f"seq_len={settings.seq_len}: a prompt is 2 to {context_length} tokens (the model's context)"
         )
-    for name in ("top_k", "resamples", "n_clusters", "window"):
+    for name in ("top_k", "resamples", "n_clusters", "window", "random_prompts"):
         if getattr(settings, name) < 1:
             raise CorpusError(f"{name}={getattr(settings, name)}: must be 1 or more")
     if settings.batch_size < 0 or settings.context < 0 or settings.seed < 0:
@@ -83,7 +84,8 @@ def weights_digest(model) -> str:
         h.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode())
         flat = t.detach().reshape(-1)
         if flat.numel():
-            idx = torch.linspace(0, flat.numel() - 1, min(4096, flat.numel())).long()
+            k = min(4096, flat.numel())
+            idx = torch.arange(k) * (flat.numel() - 1) // max(1, k - 1)  # whole numbers: exact to the end
             h.update(flat[idx].cpu().to(torch.float64).numpy().tobytes())
     return h.hexdigest()
 
@@ -203,10 +205,11 @@ def _stream(model, source: DataSource, settings: CorpusSettings, prefix: list[in
         n = len(ids)
         collector.at(start, ids.numpy())
         run_with_trace(model, ids, kinds=(), hooks=collector.hooks(points))
-        seeds = range(settings.seed + start, settings.seed + start + n)
-        rand = np.stack([repeated_sequence(cfg.vocab_size, period, seed=s).tokens for s in seeds])
-        collector.at(start, rand)
-        run_with_trace(model, torch.from_numpy(rand), kinds=(), hooks=collector.random_hooks(period))
+        seeds = range(settings.seed + start, settings.seed + min(start + n, settings.random_prompts))
+        rand = np.array([repeated_sequence(cfg.vocab_size, period, seed=s).tokens for s in seeds])
+        if len(rand):
+            collector.at(start, rand)
+            run_with_trace(model, torch.from_numpy(rand), kinds=(), hooks=collector.random_hooks(period))
         report(start + n, N, "prompts")
     return collector
 
