@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--corpus",
         required=True,
         metavar="C",
-        help="builtin:NAME, task:NAME or a UTF-8 text file (encoded with the model's tokenizer)",
+        help="builtin:NAME, task:NAME, a UTF-8 text file or a folder of them (with the model's tokenizer)",
     )
     p.add_argument("--prompts", type=int, default=256, metavar="N", help="how many prompts (default 256)")
     p.add_argument(

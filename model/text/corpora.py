@@ -1,5 +1,6 @@
 """Text corpora: a text tokenized once and split into training and validation windows
-(:class:`TextCorpus`), a user's UTF-8 text file (:func:`load_text_file`), and the built-in corpora
+(:class:`TextCorpus`), a user's UTF-8 text file (:func:`load_text_file`) or folder of them
+(:func:`load_text_folder`), and the built-in corpora
 (:func:`builtin_corpus`): ``builtin:stdlib``, ``builtin:primer`` and ``builtin:tales``.
 """
 
@@ -244,6 +245,40 @@ def read_text_file(path: str | os.PathLike) -> str:
     return text
 
 
+def read_text_folder(path: str | os.PathLike) -> tuple[str, int]:
+    """The text files of a folder and its subfolders (hidden ones left out), in the order of their paths,
+    each read by :func:`read_text_file` and joined by a blank line; a file that is not UTF-8 text
+    (binary, empty) is skipped. Returns ``(text, files read)``; :class:`DataError` when none is text or
+    the whole passes :data:`MAX_FILE_BYTES`."""
+    root = Path(path).expanduser()
+    files = sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
+    parts: list[str] = []
+    total = 0
+    for p in files:
+        total += p.stat().st_size
+        if total > MAX_FILE_BYTES:
+            raise DataError(f"{root} holds more than {MAX_FILE_BYTES / 2**20:.0f} MiB of files; choose fewer")
+        try:
+            parts.append(read_text_file(p).rstrip("\n"))
+        except DataError:
+            continue
+    if not parts:
+        raise DataError(f"{root} holds no UTF-8 text file ({len(files)} files, none of them text)")
+    return "\n\n".join(parts) + "\n", len(parts)
+
+
+def load_text_folder(path: str | os.PathLike, *, tokenizer: Tokenizer | None = None, min_seq_len: int = 16):
+    """A folder's text files (:func:`read_text_folder`) as one :class:`TextCorpus` named by its path."""
+    text, n = read_text_folder(path)
+    return TextCorpus(
+        text, name=str(path), tokenizer=tokenizer, description=f"{n} text files", min_seq_len=min_seq_len
+    )
+
+
 # ----------------------------------------------------------------------------------------------------
 # Built-in corpora
 
@@ -419,7 +454,9 @@ __all__ = [
     "builtin_help",
     "list_builtins",
     "load_text_file",
+    "load_text_folder",
     "min_tokens",
     "read_text_file",
+    "read_text_folder",
     "stdlib_dir",
 ]

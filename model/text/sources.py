@@ -10,7 +10,9 @@ Every source is a :class:`DataSource` addressable by a string (:func:`resolve_so
   :func:`list_tasks`): ``induction`` (repeated random segments), ``copy``, ``reverse``, ``sort`` and
   ``prev_token``. Parameters other than the defaults are part of the name:
   ``"task:induction:n_symbols=10,max_len=16"``.
-* anything else is a path to a UTF-8 text file (:func:`load_text_file`).
+* anything else is a path to a UTF-8 text file (:func:`load_text_file`), or to a folder whose text
+  files are read as one text (:func:`load_text_folder`: every file in path order, the binary ones and
+  hidden folders left out).
 
 ``source.get_batch(split, batch_size, seq_len, generator)`` returns ``(x, y)``, two ``int64`` tensors of
 shape ``[B, T]``. For language modelling (``source.next_token``) ``y[b, t] = x[b, t+1]``: both are cut
@@ -25,13 +27,17 @@ data and prompt fit a loaded model (:func:`data_for_model`, :func:`prompt_for`).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from model.text.corpora import (
     TextCorpus,
     builtin_corpus,
     builtin_help,
     list_builtins,
     load_text_file,
+    load_text_folder,
     read_text_file,
+    read_text_folder,
 )
 from model.text.datasource import DataError, DataSource
 from model.text.tasks import list_tasks, make_task, task_help
@@ -49,7 +55,7 @@ def source_help() -> dict[str, str]:
 
 
 def resolve_source(spec: str, *, tokenizer: Tokenizer | None = None, reading: bool = False) -> DataSource:
-    """``"builtin:NAME"`` | ``"task:NAME[:key=value,...]"`` | a path to a UTF-8 text file.
+    """``"builtin:NAME"`` | ``"task:NAME[:key=value,...]"`` | a path to a UTF-8 text file or a folder.
 
     ``tokenizer``: encode a corpus with this tokenizer instead of building one from its text (resuming a
     checkpoint); a task accepts only its own. ``reading``: the source is read, not trained on (a corpus
@@ -72,7 +78,10 @@ def resolve_source(spec: str, *, tokenizer: Tokenizer | None = None, reading: bo
                 "tokenizer given"
             )
         return task
-    return load_text_file(spec, tokenizer=tokenizer, min_seq_len=0 if reading else TextCorpus.MIN_SEQ_LEN)
+    min_seq_len = 0 if reading else TextCorpus.MIN_SEQ_LEN
+    if Path(spec).expanduser().is_dir():
+        return load_text_folder(spec, tokenizer=tokenizer, min_seq_len=min_seq_len)
+    return load_text_file(spec, tokenizer=tokenizer, min_seq_len=min_seq_len)
 
 
 def check_source(spec: str) -> None:
@@ -87,7 +96,10 @@ def check_source(spec: str) -> None:
         if not spec or spec.startswith("task:"):
             resolve_source(spec)  # a task's parameters are checked as it is made (cheap)
         return
-    read_text_file(spec)
+    if Path(spec).expanduser().is_dir():
+        read_text_folder(spec)
+    else:
+        read_text_file(spec)
 
 
 def data_for_model(

@@ -195,3 +195,33 @@ def test_top_examples_name_the_prompts_query_and_key_with_their_text(starter):
         w = run_with_trace(starter.model, torch.from_numpy(prompts), kinds=("pattern",))["pattern", layer]
         best = w[:, head, 1:, :].flatten(1).max(1).values.numpy()
         assert ex.value[layer, head, 0] == pytest.approx(best.max(), rel=1e-6)
+
+
+def test_a_mixture_of_experts_gets_each_layers_router_load():
+    from model.config import GPTConfig
+    from model.nn.gpt import init_model
+    from model.text.sources import resolve_source
+
+    task = resolve_source("task:induction")
+    cfg = GPTConfig(
+        vocab_size=task.vocab_size, context_length=32, n_layers=2, d_model=16, n_heads=2, mlp="swiglu",
+        n_experts=4, n_experts_per_token=2, expert_d_ff=8, moe_dense_layers=1,
+    ).validate()  # fmt: skip
+    moe = init_model(cfg, seed=0)
+    settings = CorpusSettings("task:induction", n_prompts=6, seq_len=32, batch_size=4)
+    result = corpus_run(moe, task.tokenizer, settings, use_cache=False)
+    load, low, high = result.router_load, result.router_low, result.router_high
+    assert load is not None and low is not None and high is not None and load.shape == (2, 4)
+    assert np.all(np.isnan(load[0]))  # the dense first layer has no router
+    assert load[1].sum() == pytest.approx(1.0)  # every choice went to one of the experts
+    assert np.all((low[1] <= load[1]) & (load[1] <= high[1]))
+    chosen = run_chosen(moe, settings, task)
+    assert load[1] == pytest.approx(np.bincount(chosen.reshape(-1), minlength=4) / chosen.size, abs=1e-6)
+
+
+def run_chosen(model, settings, source):
+    """The experts layer 1 chose for every token of the run's prompts: [N, T, k]."""
+    from model.interp.trace import run_with_trace
+
+    ids = torch.cat([ids for _, ids in prompt_batches(source, settings, [], settings.batch_size)])
+    return run_with_trace(model, ids, kinds=("chosen",))["chosen", 1].numpy()

@@ -15,6 +15,7 @@ among its heads); and a 2-D placement, the first two principal components of the
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,7 +45,8 @@ def bootstrap_interval(
             counts = counts.astype(np.float64)
             means[r : r + len(counts)] = (counts @ values) / (counts @ finite)
     alpha = (1.0 - level) / 2
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a score no prompt defines: NaN, said so
         low, high = np.nanpercentile(means, [100 * alpha, 100 * (1 - alpha)], axis=0) if N else (mean, mean)
     shape = x.shape[1:]
     return mean.reshape(shape), np.asarray(low).reshape(shape), np.asarray(high).reshape(shape)
