@@ -11,6 +11,9 @@ batch, then the corpus run, and reports its peak resident set (``ru_maxrss``) af
 part is the difference. Bounded statistics mean the two differences are close (the per-prompt rows,
 S·L·H float32 a prompt, are the only part that grows with N).
 
+Agreement: the five top induction heads of the Metrics page (one random block repeated) beside the
+corpus run's, on the corpus's own repeats and on repeated random tokens.
+
     python bench/corpus_heads.py                                      # SmolLM2, 256 × 128, N = 64 vs 1024
     python bench/corpus_heads.py --checkpoint assets/starter --corpus task:induction --prompts 64 \\
         --seq-len 64 --memory-prompts 64,256
@@ -30,11 +33,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import numpy as np
 import torch
 
 from model import open_model
 from model.interp.corpus import CorpusSettings, corpus_run
 from model.interp.corpus.run import batch_size_for, bos_prefix, open_source, prompt_batches
+from model.interp.measures import induction_scores
 from model.interp.trace import eval_mode
 
 
@@ -54,6 +59,10 @@ def child(args) -> None:
     before = _peak_mb()
     corpus_run(lm.model, lm.tokenizer, settings, source=source, use_cache=False)
     print(json.dumps({"n": args.child, "forward_mb": before, "run_mb": _peak_mb()}))
+
+
+def _heads(pairs) -> str:
+    return ", ".join(f"L{layer}H{head}" for layer, head in pairs)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,9 +102,11 @@ def main(argv: list[str] | None = None) -> int:
                 lm.model(ids)
         return time.perf_counter() - t0
 
+    last = []
+
     def scored() -> float:
         t0 = time.perf_counter()
-        corpus_run(lm.model, lm.tokenizer, settings, source=source, use_cache=False)
+        last[:] = [corpus_run(lm.model, lm.tokenizer, settings, source=source, use_cache=False)]
         return time.perf_counter() - t0
 
     times: dict[str, list[float]] = {"plain": [], "corpus": []}
@@ -109,6 +120,12 @@ def main(argv: list[str] | None = None) -> int:
         f"median of {args.repeats}: plain forward {med['plain']:.2f} s, corpus run {med['corpus']:.2f} s: "
         f"{med['corpus'] / med['plain']:.2f}× (goal ≤ 2×); load average now {os.getloadavg()[0]:.2f}"
     )
+    page, period = induction_scores(lm.model)
+    H = cfg.n_heads
+    top = [divmod(int(i), H) for i in np.argsort(-page.reshape(-1), kind="stable")[:5]]
+    print(f"top induction heads: the Metrics page (random block of {period}, twice) {_heads(top)}")
+    for name in ("induction", "induction_random"):
+        print(f"  the corpus run's {name}: {_heads(last[0].top_heads(name, 5))}")
     rows = []
     for n in (int(x) for x in args.memory_prompts.split(",") if x):
         cmd = [sys.executable, __file__, "--child", str(n), "--checkpoint", args.checkpoint]
