@@ -72,6 +72,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompts", type=int, default=256)
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument(
+        "--random-prompts",
+        type=int,
+        default=64,
+        help="prompts that also measure induction on random tokens (the run's default: 64; a bench of "
+        "fewer prompts keeps the share of 256 with N/4)",
+    )
     p.add_argument("--memory-prompts", default="64,1024", help="N of each memory child (comma-separated)")
     p.add_argument("--memory-seq-len", type=int, default=32, help="T of the memory children")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = every core)")
@@ -85,14 +92,17 @@ def main(argv: list[str] | None = None) -> int:
     load, cores, threads = os.getloadavg()[0], os.cpu_count(), torch.get_num_threads()
     print(f"load average {load:.2f} on {cores} cores; torch threads {threads}")
     lm = open_model(args.checkpoint)
-    settings = CorpusSettings(args.corpus, n_prompts=args.prompts, seq_len=args.seq_len)
+    settings = CorpusSettings(
+        args.corpus, n_prompts=args.prompts, seq_len=args.seq_len, random_prompts=args.random_prompts
+    )
     source = open_source(settings.corpus, lm.tokenizer)
     B = batch_size_for(lm.config, settings)
     batches = [ids for _, ids in prompt_batches(source, settings, bos_prefix(lm.tokenizer, args.seq_len), B)]
     cfg = lm.config
     print(
         f"{args.checkpoint}: {cfg.n_layers} layers × {cfg.n_heads} heads; {args.prompts} prompts × "
-        f"{args.seq_len} tokens of {args.corpus} in batches of {B}"
+        f"{args.seq_len} tokens of {args.corpus} in batches of {B}; induction on random tokens measured "
+        f"on {min(args.prompts, args.random_prompts)} of them"
     )
 
     def plain() -> float:
