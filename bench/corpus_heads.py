@@ -6,10 +6,11 @@ tokens included, the cache off) against the plain forward pass of the same promp
 batches (``model(ids)`` under ``torch.no_grad``), in the same process, alternating, ``--repeats`` times
 each; printed: the medians and their ratio (the goal is ≤ 2×).
 
-Memory: a child process per N of ``--memory-prompts`` opens the model, runs one plain forward pass of a
-batch, then the corpus run, and reports its peak resident set (``ru_maxrss``) after each; the run's
-part is the difference. Bounded statistics mean the two differences are close (the per-prompt rows,
-S·L·H float32 a prompt, are the only part that grows with N).
+Memory: a child process per N of ``--memory-prompts`` opens the model, then reports the peak resident
+set of one plain forward pass of a batch and, afresh, of the corpus run (Linux's VmHWM, reset between
+them; elsewhere ``ru_maxrss``, which the model's loading may mask). Bounded statistics mean the
+run's peak hardly moves with N (the per-prompt rows, S·L·H float32 a prompt, are the only part that
+grows with it).
 
 Agreement: the five top induction heads of the Metrics page (one random block repeated) beside the
 corpus run's, on the corpus's own repeats and on repeated random tokens.
@@ -22,6 +23,7 @@ corpus run's, on the corpus's own repeats and on repeated random tokens.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -44,7 +46,20 @@ from model.interp.trace import eval_mode
 
 
 def _peak_mb() -> float:
+    """The peak resident set since the last :func:`_reset_peak` (Linux's VmHWM), else ``ru_maxrss``."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _reset_peak() -> None:
+    """Start the peak afresh (Linux: 5 to clear_refs resets VmHWM); elsewhere the peak stays the process's."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
 
 
 def child(args) -> None:
@@ -54,9 +69,11 @@ def child(args) -> None:
     source = open_source(settings.corpus, lm.tokenizer)
     B = batch_size_for(lm.config, settings)
     _, ids = next(prompt_batches(source, settings, bos_prefix(lm.tokenizer, settings.seq_len), B))
+    _reset_peak()  # the model is open: what follows is measured from here
     with torch.no_grad(), eval_mode(lm.model):
         lm.model(ids)
     before = _peak_mb()
+    _reset_peak()
     corpus_run(lm.model, lm.tokenizer, settings, source=source, use_cache=False)
     print(json.dumps({"n": args.child, "forward_mb": before, "run_mb": _peak_mb()}))
 
@@ -125,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, fn in order if r % 2 == 0 else order[::-1]:
             times[name].append(fn())
             print(f"  round {r + 1}: {name} {times[name][-1]:.2f} s", flush=True)
+    if not args.repeats:
+        return _memory(args)
     med = {k: statistics.median(v) for k, v in times.items()}
     print(
         f"median of {args.repeats}: plain forward {med['plain']:.2f} s, corpus run {med['corpus']:.2f} s: "
@@ -136,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"top induction heads: the Metrics page (random block of {period}, twice) {_heads(top)}")
     for name in ("induction", "induction_random"):
         print(f"  the corpus run's {name}: {_heads(last[0].top_heads(name, 5))}")
+    return _memory(args)
+
+
+def _memory(args) -> int:
     rows = []
     for n in (int(x) for x in args.memory_prompts.split(",") if x):
         cmd = [sys.executable, __file__, "--child", str(n), "--checkpoint", args.checkpoint]
@@ -146,8 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(json.loads(out))
         r = rows[-1]
         print(
-            f"N = {n} × {args.memory_seq_len} tokens: peak {r['forward_mb']:.0f} MB after a plain pass, "
-            f"{r['run_mb']:.0f} MB after the run (+{r['run_mb'] - r['forward_mb']:.0f} MB)"
+            f"N = {n} × {args.memory_seq_len} tokens, the model open: peak {r['forward_mb']:.0f} MB in a "
+            f"plain pass, {r['run_mb']:.0f} MB during the run"
         )
     return 0
 
