@@ -267,7 +267,8 @@ def read_text_folder(path: str | os.PathLike) -> tuple[str, int]:
         except DataError:
             continue
     if not parts:
-        raise DataError(f"{root} holds no UTF-8 text file ({len(files)} files, none of them text)")
+        what = f"{len(files)} files, none of them text" if files else "it is empty"
+        raise DataError(f"{root} holds no UTF-8 text file ({what})")
     return "\n\n".join(parts) + "\n", len(parts)
 
 
