@@ -7,9 +7,11 @@ top activations).
 that head, so the ``k`` examples of a head come from ``k`` different prompts:
 
 * kind ``"attention"``: the largest weight ``w_ij`` of the prompt, over queries that see two keys or
-  more and keys of the text (the tokenizer's BOS prefix left out: its weight is the sink score's);
+  more and keys after position 0 and the tokenizer's BOS prefix (the weight there is the sink score's:
+  a trained model parks weight on its first token, BOS or not, and it would fill every head's list);
 * kind ``"z"``: the largest output norm ``‖z_i‖₂`` (``z = A V``, the head's output before ``W_O``) of the
-  prompt, over the same queries; its key is the one the head weighted most at that query.
+  prompt, over the same queries; its key is the one the head weighted most at that query, among the
+  same keys.
 
 Arrays, each ``[L, H, k]`` and sorted best first (a slot never filled has ``prompt = −1`` and value
 ``−inf``): ``value``, ``prompt`` (its index in the run), ``query``, ``key``; ``tokens`` ``[L, H, k, 2,

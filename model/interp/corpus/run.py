@@ -48,7 +48,7 @@ from model.text.datasource import DataError, DataSource
 from model.text.sources import resolve_source
 
 #: Bumped when what a run computes changes, so an older cached result is not read as a newer one.
-CODE_VERSION = 1
+CODE_VERSION = 2
 
 #: Logit bytes one batch may hold (B·T·V float32): the auto batch size keeps under it.
 BATCH_LOGIT_BYTES = 256 * 2**20

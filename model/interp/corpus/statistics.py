@@ -120,9 +120,10 @@ class Collector:
         for s, name in enumerate(SCORES):
             if name in got:
                 self.values[s, rows, layer] = got[name]
-        # the top examples: queries that chose among two keys or more, keys of the text (not the BOS)
+        # the top examples: queries that chose among two keys or more, keys after position 0 (the BOS,
+        # or the first token a model without one parks weight on: the sink score's) and the prefix
         allowed = mask & informative_rows(mask)[:, None]
-        allowed[:, : self.prefix] = False
+        allowed[:, : max(1, self.prefix)] = False
         masked = np.where(allowed, w, -np.inf)
         B, H, T, _ = w.shape
         flat = masked.reshape(B, H, T * T).argmax(-1)
