@@ -196,7 +196,7 @@ CASES = {
     "save_every 0": (["train", *TASK, *TINY, "--save-every", "0", "--out", "{w}/o"], "--save-every"),
     "corpus /dev/zero": (["train", "--corpus", "/dev/zero", "--out", "{w}/o"], "not a regular file"),
     "corpus FIFO": (["train", "--corpus", "{w}/fifo", "--out", "{w}/o"], "not a regular file"),
-    "corpus folder": (["train", "--corpus", "{w}/notes", "--out", "{w}/o"], "is a directory"),
+    "corpus folder": (["train", "--corpus", "{w}/notes", "--out", "{w}/o"], "holds no UTF-8 text file"),
     "config FIFO": (["train", *TASK, "--config", "{w}/fifo", "--out", "{w}/o"], "not a regular file"),
     "config /dev/zero": (["train", *TASK, "--config", "/dev/zero", "--out", "{w}/o"], "not a regular file"),
     "config vocab 0": (["train", *TASK, "--config", "{w}/vocab0.json", "--out", "{w}/o"], "vocab_size=0"),

@@ -68,12 +68,13 @@ def test_a_fifo_where_a_file_is_read_is_refused_in_one_line_never_opened(world, 
         (["budget", "--config", "/dev/zero"], ["/dev/zero", "not a regular file or folder"]),
         (["train", "--config", "/dev/zero", "--corpus", "task:copy", "--out", "{w}/run"], ["not a regular"]),
         (["train", "--config", "{w}", "--corpus", "task:copy", "--out", "{w}/run"], ["is a directory"]),
-        (["train", "--corpus", "{w}", "--out", "{w}/run"], ["is a directory"]),
+        (["train", "--corpus", "{w}/empty", "--out", "{w}/run"], ["holds no UTF-8 text file"]),
     ],
-    ids=["budget device", "train --config device", "train --config folder", "train --corpus folder"],
+    ids=["budget device", "train --config device", "train --config folder", "train --corpus empty folder"],
 )
 @pytest.mark.slow
 def test_a_device_or_a_folder_where_a_file_is_read_is_refused(tmp_path, argv, words):
+    (tmp_path / "empty").mkdir()  # a folder is a corpus of its text files: this one has none
     before = snapshot(tmp_path)
     proc = run_cli([a.format(w=tmp_path) for a in argv])
     lines = proc.stderr.strip().splitlines()
