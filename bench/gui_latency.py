@@ -103,7 +103,7 @@ def main() -> int:
             step_marks[e["step"]] = time.perf_counter()
 
     s.eventsAppended.connect(mark)
-    tab = win.tabs["Train"]
+    tab = win.tabs["train"]
     draw_times: list[float] = []
     original = tab.live._on_frame
 

@@ -183,10 +183,10 @@ def main(argv=None) -> int:
         f"{s.train_settings.probe_every} steps; load average {os.getloadavg()[0]:.1f}",
         flush=True,
     )
-    train = win.tab("Train")
-    attention = win.tab("Attention")
+    train = win.tab("train")
+    attention = win.tab("attention")
     text = s.source.default_prompt * 4 if s.source is not None else "the head looks back " * 8
-    titles = list(win.tabs)
+    tab_ids = list(win.tabs)
     counts = {"tab": 0, "inspect": 0, "generate": 0, "restart": 0}
     state = {"i": 0}
 
@@ -205,9 +205,9 @@ def main(argv=None) -> int:
             train.start()
             counts["restart"] += 1
         if kind == "tab":
-            win.tab_widget.setCurrentIndex((i // 2) % len(titles))
+            win.tab_widget.setCurrentIndex((i // 2) % len(tab_ids))
         elif kind == "inspect":
-            win.tab_widget.setCurrentIndex(titles.index("Attention"))
+            win.show_tab("attention")
             start = (i * 37) % max(1, len(text) - 80)
             attention.set_prompt(text[start : start + 60 + i % 20], run=True)
         else:
@@ -217,7 +217,7 @@ def main(argv=None) -> int:
                 box.prompt.setText(text[: 8 + i % 16])
                 box.generate(seed=i)
         counts[kind] += 1
-        return kind if kind != "tab" else f"tab {titles[(i // 2) % len(titles)]}"
+        return kind if kind != "tab" else f"tab {tab_ids[(i // 2) % len(tab_ids)]}"
 
     hist = {"warm": DelayHistogram(), "after": DelayHistogram()}
     rss: list[tuple[float, int]] = []

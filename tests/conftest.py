@@ -127,9 +127,9 @@ def tiny_settings():
 
 @pytest.fixture
 def tiny_window_tabs() -> list[str] | None:
-    """The titles of the tabs ``tiny_window`` builds, in ``app.shell.window.TABS`` order; ``None``: all.
+    """The ids of the tabs ``tiny_window`` builds, in ``app.shell.window.TABS`` order; ``None``: all.
 
-    A test module about one tab overrides this fixture (``return ["Train"]``) so its windows build
+    A test module about one tab overrides this fixture (``return ["train"]``) so its windows build
     only that tab: the other tabs cost about 0.2 s a window and are not under test there.
     """
     return None
@@ -148,9 +148,9 @@ def tiny_window(qtbot, app_settings, tiny_config, tiny_settings, tiny_window_tab
     make_app()
     tabs = None
     if tiny_window_tabs is not None:
-        specs = dict(TABS)
-        assert all(title in specs for title in tiny_window_tabs), tiny_window_tabs
-        tabs = [(title, specs[title]) for title in tiny_window_tabs]
+        entries = {entry.id: entry for entry in TABS}
+        assert all(tab_id in entries for tab_id in tiny_window_tabs), tiny_window_tabs
+        tabs = [entries[tab_id] for tab_id in tiny_window_tabs]
     win = MainWindow(settings=app_settings, confirm_close=False, restore=False, tabs=tabs)
     qtbot.addWidget(win)
     s = win.session

@@ -250,7 +250,7 @@ def _prepare(win: MainWindow, args: argparse.Namespace) -> None:
             s.load_checkpoint(str(local_checkpoint(args.checkpoint)))
         except Exception as exc:
             raise UserError(f"--checkpoint {args.checkpoint}: {exc}") from None
-    attention = win.tabs.get("Attention")
+    attention = win.tabs.get("attention")
     if args.prompt and isinstance(attention, AttentionTab):
         attention.set_prompt(args.prompt, run=False)
     elif args.steps:
@@ -281,7 +281,7 @@ def _generate(win: MainWindow, seed: int) -> None:
     from app.session.event_wait import wait_until
     from app.views.train.tab import TrainTab
 
-    train_tab = win.tabs.get("Train")
+    train_tab = win.tabs.get("train")
     if not isinstance(train_tab, TrainTab):
         return
     box = train_tab.generate_box
@@ -322,9 +322,9 @@ def _shoot_tabs(win: MainWindow, shots: _Shots) -> list[str]:
     """Every tab, each of its ``screenshot_pages()`` in turn, as ``NN-tab[-page]``; the names of the
     pages still computing when their wait ran out."""
     unfinished: list[str] = []
-    for index, (title, tab) in enumerate(win.tabs.items()):
+    for index, (tab_id, tab) in enumerate(win.tabs.items()):
         win.tab_widget.setCurrentIndex(index)
-        slug = _slug(title)
+        slug = _slug(tab_id)
         pages = tab.screenshot_pages()
         if not pages:
             shots.shot(win, f"{index + 1:02d}-{slug}")
@@ -346,7 +346,7 @@ def _shoot_scrubbed(win: MainWindow, shots: _Shots) -> None:
     """The Train tab scrubbed back to an early step (then live again)."""
     from app.views.train.tab import TrainTab
 
-    train_tab = win.tabs.get("Train")
+    train_tab = win.tabs.get("train")
     frames = win.session.frames
     if not isinstance(train_tab, TrainTab) or len(frames) <= 2:
         return
@@ -375,12 +375,12 @@ def _shoot_first_launch(win: MainWindow, shots: _Shots) -> None:
     """What a first launch shows: the starter model, its heads named (it replaces the model)."""
     from app.views.attention.tab import AttentionTab
 
-    attention, name = win.tabs.get("Attention"), "first-launch-starter-metrics"
+    attention, name = win.tabs.get("attention"), "first-launch-starter-metrics"
     if not isinstance(attention, AttentionTab) or not shots.wanted(name):
         return
     attention.set_ablation({})  # every head on, as at a first launch (the Ablation shot switched one off)
     if win.session.open_starter():
-        win.tab_widget.setCurrentIndex(list(win.tabs).index("Attention"))
+        win.show_tab("attention")
         attention.show_page("metrics")
         attention.wait_ready()
         shots.shot(win, name)

@@ -1,9 +1,11 @@
 """Session: the one object every tab shares — the current model, its data, and the training run.
 
 A tab receives the session in its constructor, reads numbers from ``model/`` through it, and
-listens to its signals; it never reaches into another tab. All torch work that a tab does itself
-goes through :attr:`Session.compute` (a :class:`~app.session.compute.ComputeWorker`: off the GUI thread,
-under the process-wide ``compute_lock``, latest request wins).
+listens to its signals; it never reaches into another tab: what it asks of one is a typed message on
+``hub`` (a :class:`~app.core.hub.Hub`; the requests are in :mod:`app.session.messages`). All torch
+work that a tab does itself goes through :attr:`Session.compute` (a
+:class:`~app.session.compute.ComputeWorker`: off the GUI thread, under the process-wide
+``compute_lock``, latest request wins).
 
 Its parts: ``slot`` (:class:`~app.session.model_slot.ModelSlot`: the shown model and its ``record``),
 ``probe`` (:class:`~app.session.probe.Probe`), ``run``
@@ -51,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
+from app.core.hub import Hub
 from app.core.jobs import JobBoard
 from app.session.compute import ComputeWorker
 from app.session.edits import Edits
@@ -123,8 +126,7 @@ class Session(QObject):
         self.config: GPTConfig = default_config()
         self.source: Any = None
         self.source_spec: str = ""
-        #: what the setup panels hold that Start must wait for (``set_edit``)
-        self.edits = Edits()
+        self.edits = Edits()  # what the setup panels hold that Start must wait for (``set_edit``)
         self.device_choice: str = "auto"
         self.device: torch.device | None = None
         self.initialising = ""  # while the window sets up, what it does ("opening X"; Start says it)
@@ -132,6 +134,7 @@ class Session(QObject):
         self.slot = ModelSlot(history_bytes)
         self._compute: ComputeWorker | None = None
         self.jobs = JobBoard()  # the job model: every background job a page waits for
+        self.hub = Hub()  # the tabs' requests of one another (app.session.messages)
         self.probe = Probe(self, self)
         self.run = TrainingRun(self, self)
         self.follow = FollowedRun(self, self)

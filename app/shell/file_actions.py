@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QStatusBar, QTabWidget, QWidget
+from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QStatusBar, QWidget
 
 from app.dialogs.checkpoint_dialog import CheckpointDialog
 from app.session.event_wait import wait_until
@@ -31,11 +31,11 @@ class FileHost(Protocol):
     session: Any
     settings: AppSettings
     confirm_close: bool
-    tabs: dict[str, TabBase]
-    tab_widget: QTabWidget
 
-    def tab(self, title: str) -> TabBase: ...
-    def current_tab(self) -> TabBase: ...
+    def tab(self, tab_id: str) -> TabBase: ...
+    def show_tab(self, tab_id: str) -> bool: ...
+    def current_tab(self) -> TabBase | None: ...
+    def current_id(self) -> str | None: ...
     def window(self) -> QWidget:
         """The window's own widget (QWidget.window()): the parent of every dialog."""
         ...
@@ -129,26 +129,21 @@ class FileActions:
         except Exception as exc:
             self.window.show_error("Could not follow the run", f"{path}\n\n{exc}")
             return False
-        if "Train" in self.window.tabs:
-            self.window.tab_widget.setCurrentIndex(list(self.window.tabs).index("Train"))
+        self.window.show_tab("train")
         self.window.statusBar().showMessage(f"Following {path}", 6000)
         return True
 
     def open_history_dialog(self) -> None:
         """File → Open a training history…: the History tab's dialog, then that tab."""
         try:
-            tab = self.window.tab("History")
+            tab = self.window.tab("history")
         except KeyError:
             return
         from app.views.history.tab import HistoryTab  # built by now: its module is loaded
 
         if not isinstance(tab, HistoryTab):  # the tab could not be built: it says why
             return
-        self.window.tab_widget.setCurrentIndex(
-            [self.window.tab_widget.tabText(i) for i in range(self.window.tab_widget.count())].index(
-                "History"
-            )
-        )
+        self.window.show_tab("history")
         tab.open_dialog()
 
     def get_model_dialog(self):
@@ -293,8 +288,10 @@ class FileActions:
 
     # ---- export --------------------------------------------------------------------------------
     def export_current_view(self) -> None:
-        title = self.window.tab_widget.tabText(self.window.tab_widget.currentIndex()).lower()
-        start = str(Path(self.settings.last_dir("export")) / f"attention-lab-{title}.png")
+        tab, tab_id = self.window.current_tab(), self.window.current_id()
+        if tab is None:  # a window without tabs: nothing to export
+            return
+        start = str(Path(self.settings.last_dir("export")) / f"attention-lab-{tab_id}.png")
         path, chosen = QFileDialog.getSaveFileName(
             self.window.window(), "Export current view", start, "PNG image (*.png);;SVG drawing (*.svg)"
         )
@@ -304,7 +301,7 @@ class FileActions:
             path += ".svg" if "svg" in (chosen or "").lower() else ".png"
         self.settings.set_last_dir("export", Path(path).parent)
         try:
-            written = export_widget_targets(self.window.current_tab(), path)
+            written = export_widget_targets(tab, path)
         except Exception as exc:
             self.window.show_error("Export failed", f"{path}\n\n{exc}")
             return

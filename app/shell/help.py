@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QMainWindow,
     QPlainTextEdit,
+    QTabWidget,
     QTextBrowser,
     QTextEdit,
     QVBoxLayout,
@@ -139,9 +140,13 @@ def _where(window: QWidget, obj) -> str:
     widget = obj if isinstance(obj, QWidget) else obj.parent()
     while widget is not None and not isinstance(widget, QWidget):
         widget = widget.parent()
-    for title, tab in getattr(window, "tabs", {}).items():
-        if widget is not None and (tab is widget or tab.isAncestorOf(widget)):
-            return f"{title} tab"
+    tabs = getattr(window, "tab_widget", None)
+    if widget is None or not isinstance(tabs, QTabWidget):
+        return "window"
+    for i in range(tabs.count()):
+        page = tabs.widget(i)  # the tab's holder
+        if page is not None and (page is widget or page.isAncestorOf(widget)):
+            return f"{tabs.tabText(i)} tab"  # its title, as the tab bar shows it
     return "window"
 
 

@@ -39,7 +39,7 @@ class MenuHost(Protocol):
     docks: dict[str, QDockWidget]
     tab_widget: QTabWidget
 
-    def current_tab(self) -> TabBase: ...
+    def current_tab(self) -> TabBase | None: ...
     def menuBar(self) -> QMenuBar: ...
     def window(self) -> QWidget:
         """The window's own widget (QWidget.window()): the parent of the actions and dialogs."""
@@ -191,7 +191,8 @@ class WindowMenus:
         self.view_menu = bar.addMenu("&View")
         self.menus["View"] = self.view_menu
         tab_widget = self.window.tab_widget
-        for i, title in enumerate(self.window.tabs):
+        for i in range(tab_widget.count()):
+            title = tab_widget.tabText(i)
             act = self._action(f"{title} tab", lambda i=i: tab_widget.setCurrentIndex(i), f"Ctrl+{i + 1}")
             self.view_menu.addAction(act)
         self.view_menu.addSeparator()
@@ -265,8 +266,11 @@ class WindowMenus:
 
     def show_page_help(self) -> HelpDialog:
         """Help → What am I looking at? (F1): the current page's own explanation (app.shell.help)."""
-        tabs = self.window.tab_widget
-        heading, body = current_help(tabs.tabText(tabs.currentIndex()), self.window.current_tab())
+        tabs, tab = self.window.tab_widget, self.window.current_tab()
+        if tab is None:  # a window without tabs
+            heading, body = APP_NAME, "<p>This window has no tabs.</p>"
+        else:
+            heading, body = current_help(tabs.tabText(tabs.currentIndex()), tab)
         dialog = self.help_dialog()
         dialog.show_html(heading, body)
         return dialog

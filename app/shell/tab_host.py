@@ -97,8 +97,9 @@ class TabHolder(TabBase):
     window wider than the screen: below its minimum the tab scrolls instead.
     """
 
-    def __init__(self, title: str):
+    def __init__(self, tab_id: str, title: str):
         super().__init__()
+        self.tab_id = tab_id
         self.title = title
         self.tab: TabBase | None = None
         self._layout = QVBoxLayout(self)
@@ -111,7 +112,7 @@ class TabHolder(TabBase):
         self._layout.removeWidget(self._loading)
         self._loading.deleteLater()
         self.scroll_area = TabScroll(tab)
-        self.scroll_area.setObjectName(f"tabScroll_{self.title}")
+        self.scroll_area.setObjectName(f"tabScroll_{self.tab_id}")
         self._layout.addWidget(self.scroll_area)
         self.tab = tab
 

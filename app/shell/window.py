@@ -6,12 +6,17 @@ menu's actions do (``files``, :mod:`app.shell.file_actions`), and each tab's hol
 
 Tabs
 ----
-The main area's tabs come from :data:`TABS`, a list of ``(title, "module:Class")``. A tab class derives
-from :class:`~app.views.tab.TabBase` and is constructed as ``Class(session)``; the window attaches
-itself as the tab's host (:class:`~app.views.tab.TabHost`: ask before replacing unsaved training, save
-as, run a prompt in the Attention tab) and calls the tab's hooks (:class:`~app.views.tab.Tab`: docks,
-on_activated, current_page / current_help, menu_actions, export_targets, screenshot_pages,
-save_state / restore_state, shutdown) and nothing else.
+The main area's tabs come from :data:`TABS`, a list of :class:`TabEntry` ``(id, title, "module:Class")``:
+the window keys its tabs by the stable ``id`` (:meth:`MainWindow.tab`, :meth:`MainWindow.show_tab`);
+the ``title`` is only what the tab bar shows. A tab class derives from :class:`~app.views.tab.TabBase`
+and is constructed as ``Class(session)``; the window attaches itself as the tab's host
+(:class:`~app.views.tab.TabHost`: ask before replacing unsaved training, save as) and calls the tab's
+hooks (:class:`~app.views.tab.Tab`: docks, on_activated, current_page / current_help, menu_actions,
+export_targets, screenshot_pages, save_state / restore_state, shutdown) and nothing else.
+
+A tab asks another for something with a message on the session's hub (:mod:`app.session.messages`);
+the window only answers :class:`~app.session.messages.ShowTab` (brings that tab forward) and builds a
+lazily built tab that a request is for (:class:`~app.core.hub.Unheard`).
 
 A tab whose module is missing, fails to import or fails to construct shows a :class:`TabError` with
 the reason instead of taking the app down.
@@ -20,13 +25,15 @@ the reason instead of taking the app down.
 from __future__ import annotations
 
 import traceback
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from PySide6.QtCore import QByteArray, QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QMessageBox, QTabWidget, QWidget
 
+from app.core.hub import Unheard
 from app.panels.model import ConfigPanel
+from app.session.messages import ShowTab, TabRequest
 from app.session.session import Session
 from app.session.settings import AppSettings
 from app.shell.dock_room import DOCK_MIN_WIDTH, DOCK_WIDTH, DockRoom
@@ -41,14 +48,26 @@ if TYPE_CHECKING:
     from app.panels.data import DataPanel
     from app.panels.training import TrainSettingsPanel
 
-#: The tabs of the main area: (title, "module:Class"). Later issues add their modules; nothing else.
-TABS: list[tuple[str, str]] = [
-    ("Train", "app.views.train.tab:TrainTab"),
-    ("History", "app.views.history.tab:HistoryTab"),
-    ("Attention", "app.views.attention.tab:AttentionTab"),
-    ("Labs", "app.views.labs.tab:LabsTab"),
-    ("Compare", "app.views.compare.tab:CompareTab"),
-    ("Budget", "app.views.budget.tab:BudgetTab"),
+
+class TabEntry(NamedTuple):
+    """One tab of the registry."""
+
+    #: the stable key (``MainWindow.tab(id)``, a request's ``tab``, a screenshot's file name)
+    id: str
+    #: what the tab bar shows (may be translated; nothing looks a tab up by it)
+    title: str
+    #: ``"module:Class"`` of its :class:`~app.views.tab.TabBase`
+    spec: str
+
+
+#: The tabs of the main area. Later issues add their modules; nothing else.
+TABS: list[TabEntry] = [
+    TabEntry("train", "Train", "app.views.train.tab:TrainTab"),
+    TabEntry("history", "History", "app.views.history.tab:HistoryTab"),
+    TabEntry("attention", "Attention", "app.views.attention.tab:AttentionTab"),
+    TabEntry("labs", "Labs", "app.views.labs.tab:LabsTab"),
+    TabEntry("compare", "Compare", "app.views.compare.tab:CompareTab"),
+    TabEntry("budget", "Budget", "app.views.budget.tab:BudgetTab"),
 ]
 
 
@@ -90,7 +109,7 @@ class MainWindow(QMainWindow):
         *,
         confirm_close: bool = True,
         restore: bool = True,
-        tabs: list[tuple[str, str]] | None = None,
+        tabs: list[TabEntry] | None = None,
         lazy: bool = False,
     ):
         super().__init__()
@@ -108,21 +127,24 @@ class MainWindow(QMainWindow):
         self.tab_widget.setObjectName("mainTabs")
         self.tab_widget.setDocumentMode(True)
         self.setCentralWidget(self.tab_widget)
-        #: title -> tab (a TabHolder until a lazily built tab exists); in registry order
+        #: id -> tab (a TabHolder until a lazily built tab exists); in registry order
         self.tabs: dict[str, TabBase] = {}
         self._holders: dict[str, TabHolder] = {}
         self._pending: dict[str, str] = {}
         self._lazy = lazy
         self.menu: WindowMenus | None = None  # built once the first tabs and the docks exist
-        for i, (title, spec) in enumerate(tabs if tabs is not None else TABS):
-            holder = TabHolder(title)
-            self._holders[title] = holder
-            self.tabs[title] = holder
+        hub = self.session.hub
+        # a tab's requests of another: the window brings tabs forward, and builds one not built yet
+        self._subscriptions = [hub.subscribe(ShowTab, self._on_show_tab), hub.subscribe(Unheard, self._wake)]
+        for i, (tab_id, title, spec) in enumerate(tabs if tabs is not None else TABS):
+            holder = TabHolder(tab_id, title)
+            self._holders[tab_id] = holder
+            self.tabs[tab_id] = holder
             self.tab_widget.addTab(holder, title)
             if lazy and i > 0:
-                self._pending[title] = spec
+                self._pending[tab_id] = spec
             else:
-                self._build_tab(title, spec)
+                self._build_tab(tab_id, spec)
         self.tab_widget.currentChanged.connect(self._on_tab_changed)
 
         self._build_docks()
@@ -185,8 +207,8 @@ class MainWindow(QMainWindow):
     def finish_setup(self) -> None:
         """Build everything a lazy window left for later (the late docks, then every tab)."""
         self._build_late_docks()
-        for title in list(self._pending):
-            self._build_tab(title)
+        for tab_id in list(self._pending):
+            self._build_tab(tab_id)
 
     def build_later(self) -> None:
         """Lazy windows: build the late docks now and the other tabs one per event-loop turn."""
@@ -201,13 +223,14 @@ class MainWindow(QMainWindow):
 
         QTimer.singleShot(0, next_tab)
 
-    def _build_tab(self, title: str, spec: str | None = None) -> TabBase:
-        spec = spec if spec is not None else self._pending.pop(title)
-        self._pending.pop(title, None)
-        tab = load_tab(title, spec, self.session)
+    def _build_tab(self, tab_id: str, spec: str | None = None) -> TabBase:
+        spec = spec if spec is not None else self._pending.pop(tab_id)
+        self._pending.pop(tab_id, None)
+        holder = self._holders[tab_id]
+        tab = load_tab(holder.title, spec, self.session)
         tab.attach(self)
-        self._holders[title].set_tab(tab)
-        self.tabs[title] = tab
+        holder.set_tab(tab)
+        self.tabs[tab_id] = tab
         if self.menu is not None:  # a tab built after the menu bar (lazy windows)
             self.menu.add_tab_actions(tab)
             if self._restore:
@@ -217,11 +240,35 @@ class MainWindow(QMainWindow):
                     traceback.print_exc()
         return tab
 
-    def tab(self, title: str) -> TabBase:
-        """The tab ``title``, built now if it was waiting."""
-        if title in self._pending:
-            return self._build_tab(title)
-        return self.tabs[title]
+    def tab(self, tab_id: str) -> TabBase:
+        """The tab ``tab_id`` (its :class:`TabEntry` id), built now if it was waiting; KeyError when
+        the window has no such tab."""
+        if tab_id in self._pending:
+            return self._build_tab(tab_id)
+        return self.tabs[tab_id]
+
+    def show_tab(self, tab_id: str) -> bool:
+        """Bring the tab ``tab_id`` forward; False when the window has no such tab."""
+        holder = self._holders.get(tab_id)
+        if holder is None:
+            return False
+        self.tab_widget.setCurrentWidget(holder)
+        return True
+
+    def current_id(self) -> str | None:
+        """The id of the tab in front (None in a window without tabs)."""
+        holder = self.tab_widget.currentWidget()
+        return holder.tab_id if isinstance(holder, TabHolder) else None
+
+    def _on_show_tab(self, message: ShowTab) -> None:
+        self.show_tab(message.tab)
+
+    def _wake(self, unheard: Unheard) -> None:
+        """A request nobody answered: when it is for a tab not built yet (a lazy window's first
+        moments), build that tab now; it subscribes, and the hub hands it the request."""
+        request = unheard.message
+        if isinstance(request, TabRequest) and request.tab in self._pending:
+            self._build_tab(request.tab)
 
     # ---- what a tab may ask of the window (app.views.tab.TabHost) ------------------------------
     def maybe_save(self, what: str) -> bool:
@@ -230,16 +277,6 @@ class MainWindow(QMainWindow):
 
     def save_checkpoint_as(self) -> None:
         self.files.save_checkpoint_as()
-
-    def show_in_attention(self, text: str) -> None:
-        """Run ``text`` in the Attention tab and bring it forward (nothing when it is not there)."""
-        if "Attention" not in self.tabs:
-            return
-        tab = self.tab("Attention")
-        if isinstance(tab, TabError):
-            return
-        tab.set_prompt(text)
-        self.tab_widget.setCurrentIndex(list(self.tabs).index("Attention"))
 
     def _build_status_bar(self) -> None:
         self.status_line = StatusLine(self.statusBar(), self.session)
@@ -290,9 +327,10 @@ class MainWindow(QMainWindow):
         self.update_status()
 
     # ---- export --------------------------------------------------------------------------------
-    def current_tab(self) -> TabBase:
-        """The current tab itself (not its holder), built now if it was waiting."""
-        return self.tab(self.tab_widget.tabText(self.tab_widget.currentIndex()))
+    def current_tab(self) -> TabBase | None:
+        """The current tab itself (not its holder), built now if it was waiting; None without tabs."""
+        tab_id = self.current_id()
+        return self.tab(tab_id) if tab_id is not None else None
 
     # ---- layout and settings -------------------------------------------------------------------
     def reset_layout(self) -> None:
@@ -302,10 +340,10 @@ class MainWindow(QMainWindow):
             dock.show()
         self._apply_tab_docks(self.current_tab())
 
-    def _apply_tab_docks(self, tab: TabBase) -> None:
-        """Show only the docks ``tab`` wants (its ``docks``); a tab whose ``docks`` is None gets the
-        layout back as it was before another tab hid docks."""
-        wanted = tab.docks
+    def _apply_tab_docks(self, tab: TabBase | None) -> None:
+        """Show only the docks ``tab`` wants (its ``docks``); a tab whose ``docks`` is None (or no tab)
+        gets the layout back as it was before another tab hid docks."""
+        wanted = tab.docks if tab is not None else None
         if self._docks_state is not None:  # start from the user's own layout
             state = self._docks_state
             if wanted is None:
@@ -321,10 +359,10 @@ class MainWindow(QMainWindow):
 
     # ---- events --------------------------------------------------------------------------------
     def _on_tab_changed(self, index: int) -> None:
-        title = self.tab_widget.tabText(index)
-        if title not in self.tabs:
+        holder = self.tab_widget.widget(index)
+        if not isinstance(holder, TabHolder):
             return
-        tab = self.tab(title)
+        tab = self.tab(holder.tab_id)
         self._apply_tab_docks(tab)
         try:
             tab.on_activated()
@@ -417,4 +455,4 @@ class MainWindow(QMainWindow):
         return [d for d in self.docks.values() if not d.isVisible() or d.visibleRegion().isEmpty()]
 
 
-__all__ = ["TABS", "MainWindow", "TabError", "about_text", "export_widget_targets", "load_tab"]
+__all__ = ["TABS", "MainWindow", "TabEntry", "TabError", "about_text", "export_widget_targets", "load_tab"]

@@ -12,7 +12,9 @@ hook                         what the window does with it
 ``docks``                    the setup docks (keys of ``MainWindow.docks``: "data", "model",
                              "training") the tab wants beside it; the others are hidden while it is
                              current. ``None`` keeps the user's own layout.
-``attach(host)``             the window the tab lives in (:class:`TabHost`)
+``attach(host)``             the window the tab lives in (:class:`TabHost`); what a tab asks of
+                             another tab is a message on the session's hub instead
+                             (:mod:`app.session.messages`, :meth:`TabBase.listen`)
 ``on_activated()``           the tab became the current one (compute lazily here)
 ``current_page``             the page in front (:class:`~app.views.page.Page`), or None: its
                              header text is Help → What am I looking at?, unless ``current_help()``
@@ -34,21 +36,26 @@ hook                         what the window does with it
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QWidget
 
+from app.core.hub import Hub, Subscription
+
 if TYPE_CHECKING:
     from app.session.settings import AppSettings
     from app.views.page import Page
+
+M = TypeVar("M")
 
 #: a screenshot's sub-page: its name and what shows it
 ScreenshotPage = tuple[str, Callable[[], object]]
 
 
 class TabHost(Protocol):
-    """What a tab may ask of the window it lives in (the window is the one host)."""
+    """What a tab may ask of the window it lives in (the window is the one host). What it asks of
+    another tab is a message on the session's hub instead (:meth:`TabBase.listen`)."""
 
     def maybe_save(self, what: str) -> bool:
         """Whether the shown model may be replaced by ``what`` ("Start a fresh run"): asks about
@@ -59,22 +66,15 @@ class TabHost(Protocol):
         """File → Save checkpoint as…: asks where, then saves."""
         ...
 
-    def show_in_attention(self, text: str) -> None:
-        """Run ``text`` in the Attention tab and bring it forward."""
-        ...
-
 
 class NoHost:
     """The host of a tab built outside a window (a test, a script): replacing the model needs no
-    question, and there is nowhere to save to or show a prompt in."""
+    question, and there is nowhere to save to."""
 
     def maybe_save(self, what: str) -> bool:
         return True
 
     def save_checkpoint_as(self) -> None:
-        return None
-
-    def show_in_attention(self, text: str) -> None:
         return None
 
 
@@ -110,6 +110,14 @@ class TabBase(QWidget):
 
     def attach(self, host: TabHost) -> None:
         self.host = host
+
+    def listen(self, hub: Hub, message_type: type[M], handler: Callable[[M], object]) -> Subscription:
+        """Answer ``message_type`` requests of other tabs (:mod:`app.session.messages`) with ``handler``
+        for as long as this tab exists: the subscription ends when the widget is destroyed (or its
+        Python object collected, for a bound method)."""
+        sub = hub.subscribe(message_type, handler)
+        self.destroyed.connect(lambda *_: sub.cancel())
+        return sub
 
     def on_activated(self) -> None:
         return None

@@ -76,21 +76,24 @@ def _wait_results_fixture():
 
 @pytest.fixture
 def window_of_one_tab(qtbot, app_settings):
-    """``open(title, spec, size=(1280, 760)) -> (window, tab, scroll)``: a main window with only that
-    tab, shown at ``size`` and laid out; closed (its session stopped) at teardown."""
-    from app.shell.window import MainWindow
+    """``open(tab_id, spec, size=(1280, 760)) -> (window, tab, scroll)``: a main window with only that
+    tab (titled as in the registry), shown at ``size`` and laid out; closed (its session stopped) at
+    teardown."""
+    from app.shell.window import TABS, MainWindow, TabEntry
 
     opened = []
+    titles = {entry.id: entry.title for entry in TABS}
 
-    def open_(title: str, spec: str, size: tuple[int, int] = (1280, 760)):
-        win = MainWindow(settings=app_settings, confirm_close=False, restore=False, tabs=[(title, spec)])
+    def open_(tab_id: str, spec: str, size: tuple[int, int] = (1280, 760)):
+        entry = TabEntry(tab_id, titles[tab_id], spec)
+        win = MainWindow(settings=app_settings, confirm_close=False, restore=False, tabs=[entry])
         qtbot.addWidget(win)
         opened.append(win)
         win.resize(*size)
         win.show()
-        scroll = win._holders[title].scroll_area
+        scroll = win._holders[tab_id].scroll_area
         qtbot.waitUntil(lambda: win.width() == size[0] and scroll.width() > 0, timeout=5000)
-        return win, win.tabs[title], scroll
+        return win, win.tabs[tab_id], scroll
 
     yield open_
     for win in opened:

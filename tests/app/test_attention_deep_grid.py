@@ -41,7 +41,7 @@ def deep(qtbot, window_of_one_tab):
     """(window, tab, Heads page) at 1280×800, the prompt inspected and its metrics measured."""
     from model.train.settings import TrainSettings
 
-    win, tab, _ = window_of_one_tab("Attention", "app.views.attention.tab:AttentionTab", (1280, 800))
+    win, tab, _ = window_of_one_tab("attention", "app.views.attention.tab:AttentionTab", (1280, 800))
     s = win.session
     s.set_device("cpu")
     s.set_source("builtin:primer")
@@ -105,7 +105,7 @@ def test_all_270_heads_show_at_1280x800_with_every_layer_and_kv_group_named(qtbo
     assert {t for t, _ in axis_texts(m.top_axis)} >= {f"h{h}" for h in range(H)}
     assert m.cell_name(5, 4) == "layer 5, head 4 (K/V head 1)"
     assert text_problems(page) == []
-    assert win._holders["Attention"].scroll_area.horizontalScrollBar().maximum() == 0  # no sideways scrolling
+    assert win._holders["attention"].scroll_area.horizontalScrollBar().maximum() == 0  # no sideways scrolling
 
 
 def test_folding_the_layers_shows_only_those_larger_and_all_again(qtbot, deep):
@@ -201,7 +201,7 @@ def test_at_101_tokens_the_metrics_maps_and_the_kv_headers_stay(qtbot, window_of
     under overlapping titles, and the grid's header lost its K/V groups)."""
     from model.train.settings import TrainSettings
 
-    win, tab, _ = window_of_one_tab("Attention", "app.views.attention.tab:AttentionTab", (1280, 800))
+    win, tab, _ = window_of_one_tab("attention", "app.views.attention.tab:AttentionTab", (1280, 800))
     s = win.session
     s.set_device("cpu")
     s.set_source("builtin:primer")

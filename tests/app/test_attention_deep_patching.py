@@ -23,7 +23,7 @@ def _data(panel) -> QRectF:
 def test_the_heads_map_of_a_30_by_9_model_is_as_readable_as_the_stream_map(qtbot, window_of_one_tab):
     from model.train.settings import TrainSettings
 
-    win, tab, scroll = window_of_one_tab("Attention", "app.views.attention.tab:AttentionTab", (1280, 750))
+    win, tab, scroll = window_of_one_tab("attention", "app.views.attention.tab:AttentionTab", (1280, 750))
     s = win.session
     s.set_device("cpu")
     s.set_source("builtin:primer")

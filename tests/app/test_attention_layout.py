@@ -20,7 +20,7 @@ def attention_at(window_of_one_tab, qtbot):
     inspected."""
 
     def open_(size=(1280, 750)):
-        win, tab, _ = window_of_one_tab("Attention", "app.views.attention.tab:AttentionTab", size)
+        win, tab, _ = window_of_one_tab("attention", "app.views.attention.tab:AttentionTab", size)
         assert win.session.open_starter()
         with qtbot.waitSignal(tab.inspected, timeout=TIMEOUT):
             tab.set_prompt(PROMPT)
@@ -220,7 +220,7 @@ def test_nothing_is_cut_or_overlapping_on_an_attention_page_at_1280(qtbot, atten
     page.grab()  # lays out what is pending
     assert text_problems(page) == []
     # and the tab fits beside the docks: no scrolling sideways
-    assert win._holders["Attention"].scroll_area.horizontalScrollBar().maximum() == 0
+    assert win._holders["attention"].scroll_area.horizontalScrollBar().maximum() == 0
 
 
 def _wheel_down(viewport) -> None:

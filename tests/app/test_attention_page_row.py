@@ -17,7 +17,7 @@ def attention(qtbot, window_of_one_tab):
     """(window, tab): the Attention tab on a tiny model (its pages offered), at the first size."""
     from model.config import GPTConfig
 
-    win, tab, _ = window_of_one_tab("Attention", "app.views.attention.tab:AttentionTab", SIZES[0])
+    win, tab, _ = window_of_one_tab("attention", "app.views.attention.tab:AttentionTab", SIZES[0])
     s = win.session
     s.set_device("cpu")
     s.set_source("task:copy")
@@ -65,7 +65,7 @@ def test_every_page_name_is_whole_and_in_sight(qtbot, attention, size):
     page = tab.current_page
     assert page.mapTo(win, QPoint(0, 0)).y() >= max(bar.mapTo(win, r.bottomLeft()).y() for r in rects)
     # and the tab as a whole still fits beside the docks
-    sideways = win._holders["Attention"].scroll_area.horizontalScrollBar()
+    sideways = win._holders["attention"].scroll_area.horizontalScrollBar()
     qtbot.waitUntil(lambda: sideways.maximum() == 0, timeout=5000)
 
 

@@ -205,7 +205,7 @@ def test_check_against_the_built_model_and_a_measured_speed(qtbot, tab):
 
 
 def test_the_budget_tab_fits_a_1280_by_760_window(qtbot, window_of_one_tab):
-    win, tab, scroll = window_of_one_tab("Budget", "app.views.budget.tab:BudgetTab")
+    win, tab, scroll = window_of_one_tab("budget", "app.views.budget.tab:BudgetTab")
     assert not any(d.isVisible() for d in win.docks.values())  # the docks make room for it
     assert tab.minimumSizeHint().width() <= scroll.contentsRect().width()
     for i in range(tab.page_tabs.count()):  # on every page

@@ -22,11 +22,11 @@ TEMPLATE = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}{% if add_gen
 
 @pytest.fixture
 def tiny_window_tabs():
-    return ["Train", "Attention"]
+    return ["train", "attention"]
 
 
 def _box(win):
-    return win.tabs["Train"].generate_box
+    return win.tabs["train"].generate_box
 
 
 def _with_template(session):
@@ -91,7 +91,7 @@ def test_a_conversation_of_two_turns_without_end_tokens(qtbot, tiny_window, monk
     assert box.output.toPlainText() == "You: abc\nModel: ab\n\nYou: ee\nModel: cd"
     assert "=" not in box.output.toPlainText()
 
-    attention = win.tabs["Attention"]
+    attention = win.tabs["attention"]
     qtbot.mouseClick(box.chat.attention_button, Qt.MouseButton.LeftButton)
     assert attention.prompt() == "hhh\nabc\nab\nee\njcd"  # what the model read, its reply included
     assert win.current_tab() is attention

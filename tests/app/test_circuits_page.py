@@ -17,7 +17,7 @@ PROMPT = "vsqyrnmezgcovsqyrnmezgco"  # the starter's own probe prompt
 @pytest.fixture
 def starter_tab(window_of_one_tab, qtbot, shipped_starter):
     """(window, tab): the Attention tab on the shipped starter model in a 1280×750 window."""
-    win, tab, _ = window_of_one_tab("Attention", "app.views.attention.tab:AttentionTab", (1280, 750))
+    win, tab, _ = window_of_one_tab("attention", "app.views.attention.tab:AttentionTab", (1280, 750))
     assert win.session.open_starter()
     with qtbot.waitSignal(tab.inspected, timeout=TIMEOUT):
         tab.set_prompt(PROMPT)

@@ -16,7 +16,7 @@ from model.train.trainer import Trainer
 
 @pytest.fixture
 def tiny_window_tabs():
-    return ["Train"]
+    return ["train"]
 
 
 def _train_thread():

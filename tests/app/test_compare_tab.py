@@ -180,14 +180,14 @@ def test_comparison_file_round_trips(qtbot, tmp_path, session, tab):
 def compare_window(qtbot, app_settings, tiny_config, tiny_settings):
     """A window with the Compare tab only, on the tiny model of ``task:copy``."""
     from app.shell.gui import make_app
-    from app.shell.window import MainWindow
+    from app.shell.window import MainWindow, TabEntry
 
     make_app()
     win = MainWindow(
         settings=app_settings,
         confirm_close=False,
         restore=False,
-        tabs=[("Compare", "app.views.compare.tab:CompareTab")],
+        tabs=[TabEntry("compare", "Compare", "app.views.compare.tab:CompareTab")],
     )
     qtbot.addWidget(win)
     s = win.session
@@ -204,7 +204,7 @@ def compare_window(qtbot, app_settings, tiny_config, tiny_settings):
 
 def test_closing_the_window_stops_the_variants(qtbot, compare_window):
     win = compare_window
-    tab = win.tab("Compare")
+    tab = win.tab("compare")
     tab.add_variant({})
     tab.add_variant("causal=false")
     assert tab.train_variants(1_000_000)

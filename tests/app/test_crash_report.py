@@ -12,10 +12,10 @@ import pytest
 def reporter(qtbot, app_settings, monkeypatch):
     """A small main window with the crash hook installed as ``launch()`` does; the hook is removed after."""
     from app.shell.gui import _install_excepthook
-    from app.shell.window import MainWindow
+    from app.shell.window import MainWindow, TabEntry
 
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # restored at teardown
-    tabs = [("Train", "app.views.train.tab:TrainTab")]
+    tabs = [TabEntry("train", "Train", "app.views.train.tab:TrainTab")]
     win = MainWindow(settings=app_settings, confirm_close=False, restore=False, tabs=tabs)
     qtbot.addWidget(win)
     win.show()

@@ -16,7 +16,7 @@ TIMEOUT = 30_000
 
 @pytest.fixture
 def tiny_window_tabs():
-    return ["Train"]
+    return ["train"]
 
 
 def _ctrl_enter(qtbot, win, box) -> None:
@@ -28,7 +28,7 @@ def _ctrl_enter(qtbot, win, box) -> None:
 
 
 def test_ctrl_enter_generates_from_the_prompt(qtbot, tiny_window):
-    box = tiny_window.tabs["Train"].generate_box
+    box = tiny_window.tabs["train"].generate_box
     box.prompt.setText("abc")
     _ctrl_enter(qtbot, tiny_window, box.prompt)
     qtbot.waitUntil(lambda: box.worker is None and bool(box.output.toPlainText()), timeout=TIMEOUT)
@@ -37,7 +37,7 @@ def test_ctrl_enter_generates_from_the_prompt(qtbot, tiny_window):
 
 def test_ctrl_enter_sends_the_chat_message(qtbot, tiny_window, monkeypatch):
     s = tiny_window.session
-    box = tiny_window.tabs["Train"].generate_box
+    box = tiny_window.tabs["train"].generate_box
     tok = _with_template(s)
     box.chat.toggle.setChecked(True)
     _script(monkeypatch, tok, "ab=")
@@ -49,7 +49,7 @@ def test_ctrl_enter_sends_the_chat_message(qtbot, tiny_window, monkeypatch):
 
 def test_ctrl_enter_applies_the_probe_prompt(qtbot, tiny_window):
     s = tiny_window.session
-    live = tiny_window.tabs["Train"].live
+    live = tiny_window.tabs["train"].live
     assert s.probe_prompt != "abab"
     live.probe_edit.setPlainText("abab")
     with qtbot.waitSignal(s.probePromptChanged, timeout=TIMEOUT, check_params_cb=lambda t: t == "abab"):

@@ -172,7 +172,7 @@ def test_the_legend_is_a_row_above_the_curves_never_on_them(qtbot, curves, size)
 
 @pytest.mark.parametrize("width", [900, 1100])
 def test_train_plot_titles_never_overlap_down_to_900_px(qtbot, window_of_one_tab, width):
-    _, tab, _ = window_of_one_tab("Train", "app.views.train.tab:TrainTab", (width, 700))
+    _, tab, _ = window_of_one_tab("train", "app.views.train.tab:TrainTab", (width, 700))
     plots = tab.plots
     qtbot.waitUntil(lambda: plots.view.isVisible() and plots.view.width() > 100, timeout=5000)
     titles = {k: p.titleLabel.item.sceneBoundingRect() for k, p in plots.panels.items()}

@@ -19,7 +19,7 @@ needs_starter = pytest.mark.usefixtures("shipped_starter")
 
 @pytest.fixture
 def tiny_window_tabs():
-    return ["Train"]
+    return ["train"]
 
 
 def _fresh_window(qtbot, app_settings, **kw):
@@ -28,7 +28,7 @@ def _fresh_window(qtbot, app_settings, **kw):
     from app.shell.window import TABS, MainWindow
 
     make_app()
-    win = MainWindow(settings=app_settings, restore=True, tabs=[t for t in TABS if t[0] == "Train"], **kw)
+    win = MainWindow(settings=app_settings, restore=True, tabs=[t for t in TABS if t.id == "train"], **kw)
     qtbot.addWidget(win)
     win.session.sample_every = 0
     win.train_settings_panel.sample_every.setValue(0)
@@ -46,7 +46,7 @@ def _finish(qtbot, s):
 @needs_starter
 def test_a_fresh_settings_first_start_trains_a_fresh_model_with_no_dialog(qtbot, app_settings):
     win = _fresh_window(qtbot, app_settings, confirm_close=True)
-    s, tab, panel = win.session, win.tabs["Train"], win.train_settings_panel
+    s, tab, panel = win.session, win.tabs["train"], win.train_settings_panel
     s.set_device("cpu")
     assert s.open_starter()
     shipped = s.model
@@ -66,7 +66,7 @@ def test_a_fresh_settings_first_start_trains_a_fresh_model_with_no_dialog(qtbot,
 
 
 def test_a_sequence_longer_than_the_context_is_said_inline_and_start_waits(qtbot, tiny_window):
-    win, tab = tiny_window, tiny_window.tabs["Train"]
+    win, tab = tiny_window, tiny_window.tabs["train"]
     model_panel, train_panel = win.config_panel, win.train_settings_panel
     train_panel.widgets["seq_len"].setValue(16)
     assert tab.start_button.isEnabled()
@@ -105,9 +105,9 @@ def test_a_corpus_shorter_than_the_sequence_is_said_inline(qtbot, tiny_window, t
     win.config_panel.widgets["context_length"].setValue(128)
     train_panel.widgets["seq_len"].setValue(limit + 1)
     assert not train_panel.valid and "longer than the data allows" in train_panel.error_label.text()
-    assert not win.tabs["Train"].start_button.isEnabled()
+    assert not win.tabs["train"].start_button.isEnabled()
     train_panel.widgets["seq_len"].setValue(limit)
-    assert train_panel.valid and win.tabs["Train"].start_button.isEnabled()
+    assert train_panel.valid and win.tabs["train"].start_button.isEnabled()
 
 
 # ---- nothing changes before the new run exists -------------------------------------------------
@@ -124,7 +124,7 @@ def test_a_start_that_cannot_begin_changes_nothing_and_the_next_one_is_fresh(
 ):
     import model.train.trainer
 
-    win, s, tab = tiny_window, tiny_window.session, tiny_window.tabs["Train"]
+    win, s, tab = tiny_window, tiny_window.session, tiny_window.tabs["train"]
     with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT):
         tab.start_button.click()
     qtbot.waitUntil(lambda: s.compute.idle, timeout=TIMEOUT)  # the trained model's last probe is in
@@ -157,7 +157,7 @@ def test_after_a_failed_start_the_starter_is_still_shown_and_never_fine_tuned(
 ):
     import model.train.trainer
 
-    win, s, tab = tiny_window, tiny_window.session, tiny_window.tabs["Train"]
+    win, s, tab = tiny_window, tiny_window.session, tiny_window.tabs["train"]
     assert s.open_starter()
     shipped = s.model
     origin = win.origin_label.text()
@@ -178,7 +178,7 @@ def test_after_a_failed_start_the_starter_is_still_shown_and_never_fine_tuned(
 
 # ---- unsaved work is never thrown away without a question --------------------------------------
 def test_a_fresh_start_over_unsaved_training_asks_first(qtbot, tiny_window, monkeypatch, tiny_config):
-    win, s, tab = tiny_window, tiny_window.session, tiny_window.tabs["Train"]
+    win, s, tab = tiny_window, tiny_window.session, tiny_window.tabs["train"]
     win.confirm_close = True  # as in the app (the fixture turns the questions off)
     with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT):
         tab.start_button.click()
@@ -225,7 +225,7 @@ def test_tab_walks_only_the_visible_panels(qtbot, tiny_window):
     win.docks["data"].raise_()  # Model and Training are tabbed behind Data, as on a first launch
     qtbot.waitUntil(lambda: win.docks["model"].visibleRegion().isEmpty(), timeout=5000)
     win.activateWindow()
-    start = win.tabs["Train"].generate_box.prompt
+    start = win.tabs["train"].generate_box.prompt
     start.setFocus()
     qtbot.waitUntil(lambda: QApplication.focusWidget() is start, timeout=5000)
     seen = []
@@ -247,7 +247,7 @@ def test_tab_walks_only_the_visible_panels(qtbot, tiny_window):
 
 
 def test_focus_stays_on_the_run_controls_after_start_and_stop(qtbot, tiny_window, tiny_settings):
-    win, s, tab = tiny_window, tiny_window.session, tiny_window.tabs["Train"]
+    win, s, tab = tiny_window, tiny_window.session, tiny_window.tabs["train"]
     win.train_settings_panel.set_settings(tiny_settings.replace(steps=1_000_000))
     win.activateWindow()
     tab.start_button.setFocus()

@@ -38,7 +38,7 @@ def p99_limit() -> float:
 
 @pytest.fixture
 def tiny_window_tabs():
-    return ["Train"]
+    return ["train"]
 
 
 #: steps of the followed run: enough for rows and probes to arrive while it runs, short for the suite
@@ -86,7 +86,7 @@ class Lateness:
 @pytest.mark.slow
 def test_the_train_tab_follows_a_headless_run_live(qtbot, tiny_window, tmp_path):
     win, s = tiny_window, tiny_window.session
-    tab = win.tabs["Train"]
+    tab = win.tabs["train"]
     run = tmp_path / "run"
     proc = headless_run(run)
     try:
@@ -148,7 +148,7 @@ def test_following_stops_cleanly_when_the_folder_disappears(qtbot, tiny_window, 
     w = _fake_run(tmp_path / "run")
     tiny_window.files.follow_run(str(tmp_path / "run"))
     qtbot.waitUntil(lambda: len(s.history) == 3 and len(s.frames) == 1, timeout=TIMEOUT)
-    assert "2 processes" in tiny_window.tabs["Train"].follow_bar.label.text()
+    assert "2 processes" in tiny_window.tabs["train"].follow_bar.label.text()
     w.close()
     with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT) as done:
         shutil.rmtree(tmp_path / "run")
@@ -166,7 +166,7 @@ def test_stop_following_and_what_cannot_be_followed(qtbot, tiny_window, tmp_path
     with pytest.raises(ValueError, match="stop following"):
         s.start_training()
     with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT) as done:
-        tiny_window.tabs["Train"].follow_bar.stop_button.click()
+        tiny_window.tabs["train"].follow_bar.stop_button.click()
     assert done.args == ["stopped", f"stopped following at step 3 ({tmp_path / 'run'})"]
-    assert s.state == "idle" and tiny_window.tabs["Train"].start_button.isEnabled()
+    assert s.state == "idle" and tiny_window.tabs["train"].start_button.isEnabled()
     w.close()

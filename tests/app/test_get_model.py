@@ -10,7 +10,7 @@ REPO = "tiny/gpt2"
 
 @pytest.fixture
 def tiny_window_tabs():
-    return ["Train"]
+    return ["train"]
 
 
 def _dialog(win):

@@ -88,7 +88,7 @@ def test_inspect_exports_every_head_of_the_local_and_global_layers(gemma3_file, 
 
 @pytest.fixture
 def tiny_window_tabs():
-    return ["Train"]
+    return ["train"]
 
 
 def test_the_window_opens_it_kept_as_stored_with_its_local_and_global_layers(qtbot, tiny_window, gemma3_file):

@@ -22,7 +22,7 @@ MAX_GROWTH = 300 * 1024**2
 
 @pytest.fixture
 def tiny_window_tabs():
-    return ["Train", "Attention"]
+    return ["train", "attention"]
 
 
 @pytest.fixture
@@ -164,7 +164,7 @@ def test_a_config_too_large_for_memory_is_refused_by_new_run_and_start(tiny_wind
 
     win = tiny_window
     s = win.session
-    train = win.tab("Train")
+    train = win.tab("train")
     model, history = s.model, list(s.history)
     huge = GPTConfig(context_length=32, n_layers=4096, d_model=8192, n_heads=8)
     win.config_panel.set_config(huge)
@@ -230,7 +230,7 @@ def _attention_outcome(tab, qtbot, text: str) -> tuple[str, str]:
 
 def test_unusual_prompts_in_the_attention_tab(prompt_window, qtbot):
     win, kind = prompt_window
-    tab = win.tab("Attention")
+    tab = win.tab("attention")
     win.tab_widget.setCurrentIndex(1)
     assert tab.wait_ready(60)
     outcomes = {}
@@ -259,7 +259,7 @@ def test_a_prompt_too_large_for_memory_is_cut_to_fit_or_refused_with_the_numbers
     s.source = resolve_source("builtin:primer", tokenizer=ByteTokenizer())
     s.source_spec = "builtin:primer"
     s.build_model()
-    tab = win.tab("Attention")
+    tab = win.tab("attention")
     win.tab_widget.setCurrentIndex(1)
     assert tab.wait_ready(60)
     cfg = s.model.config
@@ -289,7 +289,7 @@ def test_a_prompt_too_large_for_memory_is_cut_to_fit_or_refused_with_the_numbers
 
 def test_unusual_prompts_in_the_generate_box(prompt_window, qtbot):
     win, _ = prompt_window
-    box = win.tab("Train").generate_box
+    box = win.tab("train").generate_box
     box.max_tokens.setValue(4)
     for case, text in UNUSUAL.items():
         box.prompt.setText(text)
@@ -341,7 +341,7 @@ def test_a_read_only_save_folder_while_training_is_refused_at_once(tiny_window, 
     s.train_settings = s.train_settings.replace(steps=400)
     win.train_settings_panel.set_settings(s.train_settings)
     with qtbot.waitSignal(s.eventsAppended, timeout=30000):
-        win.tab("Train").start_button.click()
+        win.tab("train").start_button.click()
     assert win.files.save_to("/proc/attention-lab-save") is False
     assert "read-only or no permission" in one_clear_line(errors[0][1])
     assert s.is_training  # the run goes on
@@ -362,7 +362,7 @@ def test_closing_the_window_mid_save_leaves_a_whole_checkpoint(tiny_window, qtbo
     s.train_settings = s.train_settings.replace(steps=400)
     win.train_settings_panel.set_settings(s.train_settings)
     with qtbot.waitSignal(s.eventsAppended, timeout=30000):
-        win.tab("Train").start_button.click()
+        win.tab("train").start_button.click()
     target = tmp_path / "mid"
     s.save_checkpoint(target)  # the worker writes it between two steps…
     win.close()  # …while the window closes at once

@@ -12,7 +12,7 @@ TIMEOUT = 60_000
 
 @pytest.fixture
 def tiny_window_tabs():
-    return ["History", "Compare"]
+    return ["history", "compare"]
 
 
 def _open(qtbot, tab, revisions, tmp_path):
@@ -27,7 +27,7 @@ def _open(qtbot, tab, revisions, tmp_path):
 def test_scrubbing_draws_each_revision_and_the_latest_request_wins(
     qtbot, tiny_window, neox_history_hub, tiny_neox_history, tmp_path
 ):
-    tab = tiny_window.tab("History")
+    tab = tiny_window.tab("history")
     revs = list(tiny_neox_history)
     h = _open(qtbot, tab, revs, tmp_path)
     assert tab.scrubber.maximum() == 4 and tab.mosaic.weights is not None
@@ -48,7 +48,7 @@ def test_scrubbing_draws_each_revision_and_the_latest_request_wins(
 
 
 def test_trace_all_plot_click_export_and_compare(qtbot, tiny_window, neox_history_hub, tmp_path):
-    tab = tiny_window.tab("History")
+    tab = tiny_window.tab("history")
     h = _open(qtbot, tab, ["step0", "step4", "step64"], tmp_path)
     tab.trace_all()
     qtbot.waitUntil(
@@ -77,7 +77,7 @@ def test_trace_all_plot_click_export_and_compare(qtbot, tiny_window, neox_histor
     with qtbot.waitSignal(tab.compareReady, timeout=TIMEOUT) as ready:
         tab.compare_steps(2, 0)
     assert ready.args == ["step 64", "step 0"]
-    compare = tiny_window.tab("Compare")
+    compare = tiny_window.tab("compare")
     assert tiny_window.current_tab() is compare
     diff = h.snapshot(2).weights.astype(np.float32) - h.snapshot(0).weights.astype(np.float32)
     np.testing.assert_allclose(compare.state.diff, diff, atol=1e-3)
@@ -87,7 +87,7 @@ def test_trace_all_plot_click_export_and_compare(qtbot, tiny_window, neox_histor
 
 
 def test_a_bad_source_says_why(qtbot, tiny_window, tmp_path):
-    tab = tiny_window.tab("History")
+    tab = tiny_window.tab("history")
     with qtbot.waitSignal(tab.failed, timeout=TIMEOUT):
         assert not tab.open_history(str(tmp_path / "nothing-here"))
     assert "Cannot open" in tab.status_label.text()
@@ -117,7 +117,7 @@ def test_file_menu_opens_a_folder_history(qtbot, tiny_window, tmp_path, write_hf
         return 1
 
     monkeypatch.setattr(open_dialog.OpenHistoryDialog, "exec", chosen)
-    tab = tiny_window.tab("History")
+    tab = tiny_window.tab("history")
     with qtbot.waitSignal(tab.stepShown, timeout=TIMEOUT):
         tiny_window.menu.history_action.trigger()
     assert tab.state.history.steps == [10, 30] and tiny_window.current_tab() is tab
@@ -129,7 +129,7 @@ def test_cancel_mid_download_then_the_step_loads_again(
 ):
     from huggingface_hub import constants
 
-    tab = tiny_window.tab("History")
+    tab = tiny_window.tab("history")
     h = _open(qtbot, tab, ["step0", "step16"], tmp_path)
     monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 512)  # many chunks: the cancel lands mid-file
     tab.show_step(1)
@@ -139,3 +139,30 @@ def test_cancel_mid_download_then_the_step_loads_again(
     with qtbot.waitSignal(tab.stepShown, timeout=TIMEOUT) as shown:
         tab.show_step(1)  # asked again: fetched (finished files kept) and shown
     assert shown.args == [1] and tab.state.shown.step == 16 and h.cached(1)
+
+
+@pytest.mark.parametrize("tiny_window_tabs", [["history"]])
+def test_two_steps_are_asked_of_compare_by_a_message_and_without_that_tab_it_says_so(
+    qtbot, tiny_window, neox_history_hub, tmp_path
+):
+    """History holds no Compare tab: it publishes a request (CompareRuns) on the session's hub. In a
+    window without the Compare tab nothing crashes and one line says so; whoever answers the request
+    gets both steps as runs on the history's prompt."""
+    from app.session.messages import CompareRuns
+
+    tab = tiny_window.tab("history")
+    h = _open(qtbot, tab, ["step0", "step4"], tmp_path)
+    tab.compare_steps(1, 0)
+    qtbot.waitUntil(lambda: tab.status_label.text() == "The Compare tab is not open.", timeout=TIMEOUT)
+    assert tiny_window.current_tab() is tab
+
+    asked: list[CompareRuns] = []
+    subscription = tiny_window.session.hub.subscribe(CompareRuns, asked.append)
+    with qtbot.waitSignal(tab.compareReady, timeout=TIMEOUT) as ready:
+        tab.compare_steps(1, 0)
+    assert ready.args == ["step 4", "step 0"]
+    [request] = asked
+    assert [run.name for run in request.runs] == ["step 4", "step 0"] and request.prompt == h.prompt
+    for run, i in zip(request.runs, (1, 0), strict=True):
+        np.testing.assert_array_equal(run.record.attention.weights, h.snapshot(i).weights)
+    subscription.cancel()

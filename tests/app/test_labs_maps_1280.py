@@ -36,7 +36,7 @@ def _drawn(matrix_plot):
 
 
 def _open(qtbot, window_of_one_tab, slug, model: bool):
-    win, tab, _ = window_of_one_tab("Labs", "app.views.labs.tab:LabsTab", SIZE)
+    win, tab, _ = window_of_one_tab("labs", "app.views.labs.tab:LabsTab", SIZE)
     if model:
         _tiny_model(win)
     page = tab.show_page(slug)

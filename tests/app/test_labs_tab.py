@@ -7,7 +7,7 @@ import pytest
 @pytest.fixture
 def tiny_window_tabs():
     """The window here builds the Labs tab only: its place in the window is what is under test."""
-    return ["Labs"]
+    return ["labs"]
 
 
 def test_every_lab_has_pages_and_screenshots(labs):
@@ -95,7 +95,7 @@ def test_shutdown_stops_a_running_comparison(labs, qtbot):
 def test_labs_tab_in_the_main_window(tiny_window, qtbot, wait_results):
     from app.views.labs.tab import LabsTab
 
-    tab = tiny_window.tabs["Labs"]
+    tab = tiny_window.tabs["labs"]
     assert isinstance(tab, LabsTab)
     tiny_window.tab_widget.setCurrentWidget(tab)
     page = tab.show_page("residual-norms")

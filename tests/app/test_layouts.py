@@ -60,7 +60,7 @@ def test_flow_layout_wraps_controls_and_keeps_a_label_with_its_control(qtbot):
 def test_every_labs_page_fits_a_1280_by_760_window_beside_the_docks(window_of_one_tab):
     from app.views.labs.tab import page_classes
 
-    win, tab, scroll = window_of_one_tab("Labs", "app.views.labs.tab:LabsTab")
+    win, tab, scroll = window_of_one_tab("labs", "app.views.labs.tab:LabsTab")
     assert any(d.isVisible() for d in win.docks.values())  # the Labs tab keeps the setup docks
     for cls in page_classes():
         tab.show_page(cls.slug)

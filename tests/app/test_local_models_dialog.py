@@ -23,7 +23,7 @@ TIMEOUT = 20_000
 
 @pytest.fixture
 def tiny_window_tabs():
-    return ["Train"]
+    return ["train"]
 
 
 def _gguf(path: Path, arch: str = "llama") -> Path:

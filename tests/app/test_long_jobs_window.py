@@ -13,7 +13,7 @@ CANCEL_MS = 1_000
 
 @pytest.fixture
 def tiny_window_tabs():
-    return ["Train", "History", "Compare"]
+    return ["train", "history", "compare"]
 
 
 def test_a_slow_history_step_says_how_far_its_download_is_and_cancels_keeping_the_step_shown(
@@ -21,7 +21,7 @@ def test_a_slow_history_step_says_how_far_its_download_is_and_cancels_keeping_th
 ):
     from huggingface_hub import constants
 
-    tab = tiny_window.tab("History")
+    tab = tiny_window.tab("history")
     with qtbot.waitSignal(tab.stepShown, timeout=TIMEOUT):
         tab.open_history(
             "hf:tiny/pythia", ["step0", "step16"], prompt="a b c d a b c d", cache_dir=tmp_path / "c"
@@ -50,7 +50,7 @@ def test_a_slow_history_step_says_how_far_its_download_is_and_cancels_keeping_th
 
 
 def test_compare_training_is_a_job_that_counts_steps_and_cancels_within_a_second(qtbot, tiny_window):
-    tab = tiny_window.tab("Compare")
+    tab = tiny_window.tab("compare")
     tab.add_variant({})
     tab.add_variant("causal=false")
     assert tab.train_variants(1_000_000)
@@ -136,7 +136,7 @@ def test_stop_kills_a_chat_template_that_runs_on_within_a_second(qtbot, tiny_win
 
 def test_a_generation_counts_its_tokens_and_stop_ends_it_within_a_second(qtbot, tiny_window):
     s = tiny_window.session
-    box = tiny_window.tabs["Train"].generate_box
+    box = tiny_window.tabs["train"].generate_box
     box.max_tokens.setValue(box.max_tokens.maximum())
     box.prompt.setText("abc")
     box.button.click()

@@ -16,7 +16,7 @@ TIMEOUT = 60_000
 
 @pytest.fixture
 def tiny_window_tabs():
-    return ["Train", "History", "Attention"]
+    return ["train", "history", "attention"]
 
 
 def _mosaic_colour(mosaic, q: int, k: int) -> tuple[int, int, int]:
@@ -47,7 +47,7 @@ def test_a_masked_cell_is_the_same_grey_in_the_train_history_and_attention_grids
     win.resize(1280, 750)  # the window as a laptop shows it maximised
     prompt = "abcdabcd"
     # Train: a frame as the scrubber gets it back from the history (packed, then unpacked)
-    train = win.tabs["Train"]
+    train = win.tabs["train"]
     snap = trace_snapshot(s.model, s.tokenizer, prompt, 0, "step 0", "test")
     T = len(snap.labels)
     kept = FrameHistory()
@@ -56,24 +56,24 @@ def test_a_masked_cell_is_the_same_grey_in_the_train_history_and_attention_grids
     assert np.triu(frame.weights.astype(np.float32), 1).max() == 0  # the mask is only in the data
     train.live._draw(frame, live=True)
     # History: a checkpoint's snapshot
-    hist = win.tabs["History"]
-    win.tab_widget.setCurrentWidget(win._holders["History"])
+    hist = win.tabs["history"]
+    win.tab_widget.setCurrentWidget(win._holders["history"])
     hist._draw_snapshot(snap)
     # Attention: an inspection, which carries the model's mask
-    att = win.tabs["Attention"]
-    win.tab_widget.setCurrentWidget(win._holders["Attention"])
+    att = win.tabs["attention"]
+    win.tab_widget.setCurrentWidget(win._holders["attention"])
     with qtbot.waitSignal(att.inspected, timeout=TIMEOUT):
         att.set_prompt(prompt)
     grid = att.pages["heads"].mosaic
     qtbot.waitUntil(lambda: grid.weights is not None and grid.weights.shape[-1] == T, timeout=TIMEOUT)
 
-    win.tab_widget.setCurrentWidget(win._holders["Train"])
+    win.tab_widget.setCurrentWidget(win._holders["train"])
     qtbot.waitUntil(lambda: train.live.head_grid.isVisible(), timeout=5000)
     painted = {"Train": _mosaic_colour(train.live.head_grid, 0, T - 1)}
-    win.tab_widget.setCurrentWidget(win._holders["History"])
+    win.tab_widget.setCurrentWidget(win._holders["history"])
     qtbot.waitUntil(lambda: hist.mosaic.isVisible(), timeout=5000)
     painted["History"] = _mosaic_colour(hist.mosaic, 0, T - 1)
-    win.tab_widget.setCurrentWidget(win._holders["Attention"])
+    win.tab_widget.setCurrentWidget(win._holders["attention"])
     qtbot.waitUntil(lambda: grid.isVisible(), timeout=5000)
     painted["Attention"] = _mosaic_colour(grid, 0, T - 1)
     assert painted == dict.fromkeys(painted, HIDDEN_COLOR)

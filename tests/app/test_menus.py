@@ -13,7 +13,7 @@ from app.shell.file_actions import FileActions
 
 @pytest.fixture
 def tiny_window_tabs():
-    return ["Train", "Attention", "Labs"]
+    return ["train", "attention", "labs"]
 
 
 def test_svg_export_writes_the_file_the_user_named_with_every_target(
@@ -205,7 +205,7 @@ def test_each_dialog_starts_where_the_last_one_of_its_kind_ended(qtbot, tiny_win
     assert win.settings.last_dir("run") == str(gone.parent)
 
 
-@pytest.mark.parametrize("tiny_window_tabs", [["Train", "History"]])
+@pytest.mark.parametrize("tiny_window_tabs", [["train", "history"]])
 def test_the_history_dialog_and_its_exports_start_where_the_last_ones_ended(
     qtbot, tiny_window, tmp_path, monkeypatch
 ):
@@ -243,7 +243,7 @@ def test_the_history_dialog_and_its_exports_start_where_the_last_ones_ended(
     monkeypatch.setattr(
         QFileDialog, "getSaveFileName", lambda p, c, start, *a, **k: (asked.append(start), ("", ""))[1]
     )
-    tab = win.tab("History")
+    tab = win.tab("history")
     tab.plot._export_csv_dialog()
     tab.plot._export_plot_dialog()
     assert asked == [str(exports / "history.csv"), str(exports / "history.png")]
@@ -300,15 +300,14 @@ def test_f1_explains_the_page_in_view_with_its_own_header(qtbot, tiny_window):
 
     win = tiny_window
     assert win.menu.page_help_action.shortcut() == QKeySequence(QKeySequence.StandardKey.HelpContents)
-    titles = list(win.tabs)
-    attention = win.tab("Attention")
+    attention = win.tab("attention")
     shown = {}
-    win.tab_widget.setCurrentIndex(titles.index("Attention"))
+    win.show_tab("attention")
     for key in ("heads", "pipeline"):
         page = attention.show_page(key)
         shown[key] = (_shown(win.menu.show_page_help()), _plain(page.blurb), page.title)
-    labs = win.tab("Labs")
-    win.tab_widget.setCurrentIndex(titles.index("Labs"))
+    labs = win.tab("labs")
+    win.show_tab("labs")
     lab_page = labs.show_page("mask-bug")
     win.menu.page_help_action.trigger()
     shown["lab"] = (_shown(win.menu.help_dialog()), _plain(lab_page.explanation), lab_page.title)
@@ -318,7 +317,7 @@ def test_f1_explains_the_page_in_view_with_its_own_header(qtbot, tiny_window):
     assert shown["pipeline"][1] not in shown["heads"][0]
     assert _plain(lab_page.notice) in shown["lab"][0]
     # a tab without pages says what the tab is (the README's paragraph about it)
-    win.tab_widget.setCurrentIndex(titles.index("Train"))
+    win.show_tab("train")
     assert "Pick a corpus or a synthetic task" in _shown(win.menu.show_page_help())
 
 

@@ -96,7 +96,7 @@ def test_the_window_opens_on_the_named_model_after_the_starter(qtbot, app_settin
     s = win.session
     s.set_device("cpu")
     # from the first paint, Start says the window is opening the model, not "choose a data source"
-    assert win.tabs["Train"].plan_label.text() == "Start is disabled: opening my tiny run…"
+    assert win.tabs["train"].plan_label.text() == "Start is disabled: opening my tiny run…"
     with qtbot.waitSignal(win.firstPainted, timeout=10_000):
         win.show()
     qtbot.waitUntil(lambda: s.model is not None and s.model.config.n_layers == 3, timeout=60_000)

@@ -11,7 +11,7 @@ TIMEOUT = 60_000
 @pytest.fixture
 def tiny_window_tabs():
     """Windows here build the Train tab only: File → Open and the origin label are the window's."""
-    return ["Train"]
+    return ["train"]
 
 
 def _open(qtbot, win, path, monkeypatch):

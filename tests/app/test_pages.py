@@ -92,7 +92,7 @@ def paged_window(qapp, tmp_path_factory):
 
     make_app()
     settings = AppSettings(tmp_path_factory.mktemp("settings") / "settings.ini")
-    tabs = [(t, spec) for t, spec in TABS if t in ("Attention", "Labs", "Compare", "Budget")]
+    tabs = [entry for entry in TABS if entry.id in ("attention", "labs", "compare", "budget")]
     win = MainWindow(settings=settings, confirm_close=False, restore=False, tabs=tabs)
     s = win.session
     s.set_device("cpu")
@@ -117,10 +117,10 @@ def tab_pages(tab) -> list:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("title", ["Attention", "Labs", "Compare", "Budget"])
-def test_every_page_follows_the_protocol(paged_window, qtbot, title):
-    tab = paged_window.tabs[title]
-    paged_window.tab_widget.setCurrentIndex(list(paged_window.tabs).index(title))
+@pytest.mark.parametrize("tab_id", ["attention", "labs", "compare", "budget"])
+def test_every_page_follows_the_protocol(paged_window, qtbot, tab_id):
+    tab = paged_window.tabs[tab_id]
+    paged_window.show_tab(tab_id)
     pages = tab_pages(tab)
     assert pages
     for page in pages:

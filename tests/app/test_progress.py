@@ -36,7 +36,7 @@ def glyph_contrast(bar) -> dict[tuple[int, int, int], tuple[float, int]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("fill", [0, 10, 45, 55, 90, 100])
 def test_the_progress_text_reads_on_both_parts_of_the_bar(qtbot, window_of_one_tab, fill):
-    _, tab, _ = window_of_one_tab("Train", "app.views.train.tab:TrainTab")
+    _, tab, _ = window_of_one_tab("train", "app.views.train.tab:TrainTab")
     bar = tab.progress
     qtbot.waitUntil(bar.isVisible, timeout=5000)
     bar.setRange(0, 100)

@@ -13,7 +13,7 @@ TIMEOUT = 60_000
 
 @pytest.fixture
 def tiny_window_tabs():
-    return ["Train", "History"]
+    return ["train", "history"]
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def test_a_model_opened_with_other_data_gets_that_datas_generate_prompt(
     qtbot, tiny_window, gpt2_folder, monkeypatch, typed
 ):
     win, s = tiny_window, tiny_window.session
-    box = win.tabs["Train"].generate_box
+    box = win.tabs["train"].generate_box
     task_prompt = s.source.default_prompt[:24]
     assert box.prompt.text() == task_prompt  # the copy task's letters, for the model trained on it
     if typed:
@@ -53,7 +53,7 @@ def test_a_history_is_not_traced_on_the_shown_models_probe_prompt(
     root = tmp_path / "ckpts"
     for step, seed in ((10, 1), (30, 2)):
         write_hf_family(root / f"step{step}", "gpt_neox", seed=seed, num_key_value_heads=None)
-    tab = tiny_window.tab("History")
+    tab = tiny_window.tab("history")
     with qtbot.waitSignal(tab.stepShown, timeout=TIMEOUT):
         assert tab.open_history(str(root))
     assert tab.state.history.prompt == DEFAULT_PROMPT != tiny_window.session.probe_prompt

@@ -17,7 +17,7 @@ PROMPT = "vsqyrnmezgcovsqyrnmezgco"  # the starter's own probe prompt (24 tokens
 
 @pytest.fixture
 def page(window_of_one_tab, qtbot, shipped_starter):
-    win, tab, _ = window_of_one_tab("Attention", "app.views.attention.tab:AttentionTab", (1280, 750))
+    win, tab, _ = window_of_one_tab("attention", "app.views.attention.tab:AttentionTab", (1280, 750))
     assert win.session.open_starter()
     with qtbot.waitSignal(tab.inspected, timeout=TIMEOUT):
         tab.set_prompt(PROMPT)

@@ -13,7 +13,7 @@ TIMEOUT = 60_000
 
 @pytest.fixture
 def tiny_window_tabs():
-    return ["Train", "Labs"]
+    return ["train", "labs"]
 
 
 def test_the_pace_arithmetic():
@@ -37,16 +37,16 @@ def _train_long(qtbot, win, tiny_settings):
     win.train_settings_panel.set_settings(tiny_settings.replace(steps=1_000_000))
     running = lambda st: st == "running"  # noqa: E731
     with qtbot.waitSignal(s.trainingStateChanged, timeout=TIMEOUT, check_params_cb=running):
-        win.tabs["Train"].start_button.click()
+        win.tabs["train"].start_button.click()
 
 
 def _stop(qtbot, win):
     with qtbot.waitSignal(win.session.trainingFinished, timeout=TIMEOUT):
-        win.tabs["Train"].stop_button.click()
+        win.tabs["train"].stop_button.click()
 
 
 def test_generation_beside_training_says_it_shares_the_cpu_with_its_pace(qtbot, tiny_window, tiny_settings):
-    box = tiny_window.tabs["Train"].generate_box
+    box = tiny_window.tabs["train"].generate_box
     _train_long(qtbot, tiny_window, tiny_settings)
     box.prompt.setText("ab")
     box.max_tokens.setValue(8)
@@ -69,7 +69,7 @@ def test_generation_beside_training_says_it_shares_the_cpu_with_its_pace(qtbot, 
 
 
 def test_a_lab_page_computing_beside_training_says_why_it_is_blank(qtbot, tiny_window, tiny_settings):
-    labs = tiny_window.tab("Labs")
+    labs = tiny_window.tab("labs")
     _train_long(qtbot, tiny_window, tiny_settings)
     page = labs.show_page("softmax-theory")
     page.ensure_built()

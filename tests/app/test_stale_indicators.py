@@ -14,12 +14,12 @@ TIMEOUT = 60_000
 
 @pytest.fixture
 def tiny_window_tabs():
-    return ["Train", "History", "Attention"]
+    return ["train", "history", "attention"]
 
 
 def _train(qtbot, win):
     with qtbot.waitSignal(win.session.trainingFinished, timeout=TIMEOUT) as done:
-        win.tabs["Train"].start_button.click()
+        win.tabs["train"].start_button.click()
     assert done.args[0] == "done", done.args
 
 
@@ -30,7 +30,7 @@ def _uniform_line(tab) -> float:
 
 
 def test_the_uniform_guess_is_that_of_the_model_drawn(qtbot, tiny_window):
-    win, s, tab = tiny_window, tiny_window.session, tiny_window.tabs["Train"]
+    win, s, tab = tiny_window, tiny_window.session, tiny_window.tabs["train"]
     _train(qtbot, win)
     before = s.model.config.vocab_size
     assert _uniform_line(tab) == pytest.approx(math.log(before))
@@ -52,7 +52,7 @@ def test_the_data_panel_says_when_the_model_shown_cannot_read_the_data(qtbot, ti
 
 
 def test_the_scrubber_names_the_step_the_grid_shows(qtbot, tiny_window, tiny_settings):
-    win, s, tab = tiny_window, tiny_window.session, tiny_window.tabs["Train"]
+    win, s, tab = tiny_window, tiny_window.session, tiny_window.tabs["train"]
     _train(qtbot, win)
     tab.show_frame(0)  # back to step 0
     assert tab.live.scrub_label.text().startswith("step 0")
@@ -73,7 +73,7 @@ def test_the_scrubber_names_the_step_the_grid_shows(qtbot, tiny_window, tiny_set
 
 
 def test_a_probe_prompt_that_cannot_be_encoded_says_the_grid_keeps_the_old_one(qtbot, tiny_window):
-    tab, s = tiny_window.tabs["Train"], tiny_window.session
+    tab, s = tiny_window.tabs["train"], tiny_window.session
     kept = s.probe_prompt
     tab.live.probe_edit.setPlainText("€€€")
     tab.live._apply_probe_prompt()
@@ -97,7 +97,7 @@ def test_an_attention_prompt_that_cannot_run_greys_the_old_one_and_says_so(qtbot
 def test_a_history_step_that_fails_is_not_left_loading_and_its_error_goes_with_it(
     qtbot, tiny_window, tmp_path, write_hf_family
 ):
-    tab = tiny_window.tab("History")
+    tab = tiny_window.tab("history")
     root = tmp_path / "ckpts"
     write_hf_family(root / "step10", "gpt_neox", seed=1, num_key_value_heads=None)
     write_hf_family(root / "step30", "gpt_neox", seed=2, num_key_value_heads=None)
@@ -127,7 +127,7 @@ def test_the_status_bar_shows_one_parameter_count(qtbot, tiny_window, tmp_path):
 
 
 def test_no_eta_while_paused(qtbot, tiny_window, tiny_settings):
-    win, s, tab = tiny_window, tiny_window.session, tiny_window.tabs["Train"]
+    win, s, tab = tiny_window, tiny_window.session, tiny_window.tabs["train"]
     win.train_settings_panel.set_settings(tiny_settings.replace(steps=1_000_000))
     running = lambda st: st == "running"  # noqa: E731
     with qtbot.waitSignal(s.trainingStateChanged, timeout=TIMEOUT, check_params_cb=running):
@@ -145,8 +145,8 @@ def test_the_head_scores_arrive_while_following_training(qtbot, tiny_window, tin
     """Following training re-runs the prompt only once the last run's follow-ups are in, so the Head
     page's raw and scaled scores are never superseded before they arrive."""
     win, s = tiny_window, tiny_window.session
-    attention = win.tab("Attention")
-    win.tab_widget.setCurrentIndex(list(win.tabs).index("Attention"))
+    attention = win.tab("attention")
+    win.show_tab("attention")
     attention.show_page("head")
     win.train_settings_panel.set_settings(tiny_settings.replace(steps=1_000_000, probe_every=1))
     attention.FOLLOW_INTERVAL_S = 0.0  # follow every frame: each run used to cancel the last one's scores
@@ -155,11 +155,11 @@ def test_the_head_scores_arrive_while_following_training(qtbot, tiny_window, tin
     attention.headDetailReady.connect(lambda *_: seen.append("scores"))
     running = lambda st: st == "running"  # noqa: E731
     with qtbot.waitSignal(s.trainingStateChanged, timeout=TIMEOUT, check_params_cb=running):
-        win.tabs["Train"].start_button.click()
+        win.tabs["train"].start_button.click()
     qtbot.waitUntil(lambda: seen.count("run") >= 8, timeout=TIMEOUT)
     assert s.is_training
     with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT):
-        win.tabs["Train"].stop_button.click()
+        win.tabs["train"].stop_button.click()
     runs = seen[: len(seen) - seen[::-1].index("run")]  # up to the last run
     # every run but the last is followed by its scores before the next run
     assert all(b == "scores" for a, b in itertools.pairwise(runs) if a == "run"), seen

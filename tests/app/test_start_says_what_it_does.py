@@ -18,7 +18,7 @@ TIMEOUT = 60_000
 
 @pytest.fixture
 def tiny_window_tabs():
-    return ["Train"]
+    return ["train"]
 
 
 def _train(qtbot, s, **changes):
@@ -33,7 +33,7 @@ def _train(qtbot, s, **changes):
 @pytest.mark.usefixtures("shipped_starter")
 def test_the_starter_says_how_far_it_was_trained_and_what_start_will_do(qtbot, tiny_window):
     win, s = tiny_window, tiny_window.session
-    tab = win.tabs["Train"]
+    tab = win.tabs["train"]
     assert s.open_starter()
     from model.io.checkpoint.starter import STARTER_DIR
 
@@ -65,7 +65,7 @@ def test_every_label_of_an_opened_models_step_names_its_true_step_and_live_only_
     from model.io.checkpoint.starter import STARTER_DIR
 
     win, s = tiny_window, tiny_window.session
-    tab = win.tabs["Train"]
+    tab = win.tabs["train"]
     trained = int(json.loads((STARTER_DIR / "meta.json").read_text())["step"])
     with qtbot.waitSignal(s.traceUpdated, timeout=TIMEOUT):
         assert win.files.open_checkpoint(str(STARTER_DIR))
@@ -88,7 +88,7 @@ def test_every_label_of_an_opened_models_step_names_its_true_step_and_live_only_
 
 
 def test_an_untrained_model_says_start_trains_it(qtbot, tiny_window):
-    tab = tiny_window.tabs["Train"]
+    tab = tiny_window.tabs["train"]
     assert tab.progress.format() == "not trained yet"  # true here: nothing trained it
     assert tab.plan_label.text().startswith("Start trains the shown untrained model for 6 steps on task:copy")
 
@@ -101,7 +101,7 @@ def test_a_pretrained_model_says_it_was_trained_elsewhere_and_names_the_field_to
     refusal names the sequence length ("auto", its 8,192-token context) in the window's words, its
     parameter count is the status bar's, and the refusal is a short line that leaves the plots room."""
     win, s = tiny_window, tiny_window.session
-    tab = win.tabs["Train"]
+    tab = win.tabs["train"]
     win.resize(1280, 760)
     qtbot.waitUntil(lambda: tab.plots.height() > 0, timeout=TIMEOUT)
     plots_before = tab.plots.height()
@@ -161,7 +161,7 @@ def test_quit_counts_the_steps_since_the_last_save(qtbot, tiny_window, tmp_path,
 @pytest.mark.slow
 def test_save_now_names_the_step_it_saves(qtbot, tiny_window, tmp_path, monkeypatch):
     win, s = tiny_window, tiny_window.session
-    tab = win.tabs["Train"]
+    tab = win.tabs["train"]
     s.set_train_settings(s.train_settings.replace(steps=300, eval_every=100))
     suggested: list[str] = []
 
@@ -189,7 +189,7 @@ def test_save_now_names_the_step_it_saves(qtbot, tiny_window, tmp_path, monkeypa
 @pytest.mark.parametrize("choice", ["continue", "stretch", "restart"])
 def test_continue_says_what_the_learning_rate_does_and_does_it(qtbot, tiny_window, choice):
     win, s = tiny_window, tiny_window.session
-    tab, panel = win.tabs["Train"], win.train_settings_panel
+    tab, panel = win.tabs["train"], win.train_settings_panel
     panel.set_settings(s.train_settings.replace(steps=20, warmup=4, eval_every=10))
     _train(qtbot, s)
     panel.set_settings(panel.settings().replace(steps=8, on_continue=choice))
@@ -219,7 +219,7 @@ def test_continue_mid_run_with_a_longer_budget_goes_on_from_the_rate_it_has(qtbo
     """Stopped at step 10 of 20, continued with 40: the default goes on from the rate at step 10
     (no jump), down to the floor at 40; before, the rate jumped to the 40-step cosine's value."""
     win, s = tiny_window, tiny_window.session
-    panel, tab = win.train_settings_panel, win.tabs["Train"]
+    panel, tab = win.train_settings_panel, win.tabs["train"]
     panel.set_settings(s.train_settings.replace(steps=20, warmup=2, eval_every=10))
     _train(qtbot, s, steps=10)  # the run's own schedule is made for 10 steps here
     s.trainer.settings = s.trainer.settings.replace(steps=20)  # as if stopped at 10 of a 20-step run

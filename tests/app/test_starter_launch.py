@@ -11,7 +11,7 @@ pytestmark = pytest.mark.usefixtures("shipped_starter")
 
 @pytest.fixture
 def tiny_window_tabs():
-    return ["Train"]
+    return ["train"]
 
 
 def test_first_launch_shows_the_starter_and_start_trains_a_fresh_model(qtbot, tiny_window):

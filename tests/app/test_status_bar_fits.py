@@ -8,7 +8,7 @@ from tests.app.fit_probe import fit_problems
 
 
 def test_a_long_origin_is_elided_and_the_counts_stay_whole(qtbot, window_of_one_tab):
-    win, _tab, _scroll = window_of_one_tab("Budget", "app.views.budget.tab:BudgetTab", (1024, 718))
+    win, _tab, _scroll = window_of_one_tab("budget", "app.views.budget.tab:BudgetTab", (1024, 718))
     line = win.status_line
     long = "Model: " + " · ".join(["SmolLM2 135M (GGUF)", "quantized weights Q4_1 (79%), Q8_0 (21%)"] * 6)
     line.origin.setText(long)

@@ -36,7 +36,7 @@ LABS_PAGES = [
 @pytest.mark.slow
 @pytest.mark.parametrize(("slug", "kinds"), LABS_PAGES)
 def test_a_labs_page_at_1280_has_nothing_cut_or_overlapping(qtbot, window_of_one_tab, slug, kinds):
-    win, tab, scroll = window_of_one_tab("Labs", "app.views.labs.tab:LabsTab", SIZE)
+    win, tab, scroll = window_of_one_tab("labs", "app.views.labs.tab:LabsTab", SIZE)
     _tiny_model(win)
     page = tab.show_page(slug)
     page.refresh()
@@ -64,7 +64,7 @@ def test_a_labs_page_at_1280_has_nothing_cut_or_overlapping(qtbot, window_of_one
 
 
 def test_compare_fits_at_1280_and_its_difference_grid_keeps_room(qtbot, window_of_one_tab):
-    win, tab, scroll = window_of_one_tab("Compare", "app.views.compare.tab:CompareTab", SIZE)
+    win, tab, scroll = window_of_one_tab("compare", "app.views.compare.tab:CompareTab", SIZE)
     _tiny_model(win)
     assert scroll.horizontalScrollBar().maximum() == 0  # the loss page's hint widened it by 153 px
     tab.add_current_model("A")
@@ -91,7 +91,7 @@ def test_the_generated_text_and_the_chat_transcript_get_room_at_1280(qtbot, wind
     as a chat transcript (it was 3), while the curves and the heads keep their least height."""
     from tests.app.test_chat_gui import _with_template
 
-    win, tab, scroll = window_of_one_tab("Train", "app.views.train.tab:TrainTab", SIZE)
+    win, tab, scroll = window_of_one_tab("train", "app.views.train.tab:TrainTab", SIZE)
     _tiny_model(win)
     box = tab.generate_box
     line = box.output.fontMetrics().lineSpacing()

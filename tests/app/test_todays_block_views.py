@@ -37,7 +37,7 @@ DENSE = GPTConfig(context_length=48, n_layers=2, d_model=32, n_heads=2)
 @pytest.fixture
 def tiny_window_tabs():
     """The Train tab only (the Attention tests below build their own tab)."""
-    return ["Train"]
+    return ["train"]
 
 
 @pytest.fixture
@@ -202,7 +202,7 @@ def test_the_head_grid_marks_exactly_the_local_layers_and_greys_their_window(qtb
 @pytest.mark.parametrize("tiny_config", [MOE.replace(context_length=32)])
 def test_the_train_tab_shows_the_router_load_of_each_step(qtbot, tiny_window, tiny_config):
     win, s = tiny_window, tiny_window.session
-    tab = win.tabs["Train"]
+    tab = win.tabs["train"]
     load = tab.router_load
     assert tab.router_load_shown and tab.bottom_tabs.currentWidget() is load
     assert load.moe_layers == [1, 2] and load.n_experts == 4 and load.load is None
@@ -240,7 +240,7 @@ def test_the_train_tab_shows_the_router_load_of_each_step(qtbot, tiny_window, ti
 
 def test_a_dense_run_never_shows_the_router_load(qtbot, tiny_window):
     win, s = tiny_window, tiny_window.session
-    tab = win.tabs["Train"]
+    tab = win.tabs["train"]
     assert not tab.router_load_shown
     with qtbot.waitSignal(s.trainingFinished, timeout=60_000):
         tab.start_button.click()
@@ -252,7 +252,7 @@ def test_a_dense_run_never_shows_the_router_load(qtbot, tiny_window):
 # ---- at 1280 × 750 beside the docks ------------------------------------------------------------
 @pytest.mark.parametrize("key", ["experts", "metrics", "heads"])
 def test_todays_pages_have_nothing_cut_at_1280(qtbot, window_of_one_tab, key):
-    win, tab, scroll = window_of_one_tab("Attention", "app.views.attention.tab:AttentionTab", (1280, 750))
+    win, tab, scroll = window_of_one_tab("attention", "app.views.attention.tab:AttentionTab", (1280, 750))
     s = win.session
     s.set_device("cpu")
     s.set_source("builtin:primer")

@@ -17,11 +17,11 @@ TIMEOUT = 60_000  # ms; generous because the CI machine's two cores are shared
 @pytest.fixture
 def tiny_window_tabs():
     """Windows here build the Train tab only: the tests drive it, the docks and the menus."""
-    return ["Train"]
+    return ["train"]
 
 
 def _train_tab(win):
-    return win.tabs["Train"]
+    return win.tabs["train"]
 
 
 def _finish(qtbot, win):

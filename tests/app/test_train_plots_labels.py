@@ -14,7 +14,7 @@ from tests.app.layout_probe import text_problems
 @pytest.mark.parametrize("size", [(1024, 718), (1280, 750)])
 @pytest.mark.parametrize("shown", [10, 38])  # right of the line, and left of it near the right edge
 def test_the_shown_step_label_stays_off_the_legend(qtbot, window_of_one_tab, size, shown):
-    _win, tab, _scroll = window_of_one_tab("Train", "app.views.train.tab:TrainTab", size)
+    _win, tab, _scroll = window_of_one_tab("train", "app.views.train.tab:TrainTab", size)
     plots = tab.plots
     events = [
         {

@@ -7,7 +7,7 @@ import gc
 import pytest
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
-from app.shell.window import TABS, MainWindow, TabError
+from app.shell.window import TABS, MainWindow, TabEntry, TabError
 from app.views.tab import TabBase
 
 
@@ -19,44 +19,57 @@ class BrokenTab(TabBase):
 def test_every_registered_tab_is_there_and_built(tiny_window):
     win = tiny_window
     titles = [win.tab_widget.tabText(i) for i in range(win.tab_widget.count())]
-    assert titles == [t for t, _ in TABS]
-    for title, spec in TABS:
-        tab = win.tabs[title]
-        assert not isinstance(tab, TabError), (title, tab.message.text())
-        assert type(tab).__name__ == spec.partition(":")[2], title
+    assert titles == [entry.title for entry in TABS]
+    for tab_id, _title, spec in TABS:
+        tab = win.tabs[tab_id]
+        assert not isinstance(tab, TabError), (tab_id, tab.message.text())
+        assert type(tab).__name__ == spec.partition(":")[2], tab_id
 
 
-@pytest.mark.parametrize("tiny_window_tabs", [["Labs", "Budget"]])
+@pytest.mark.parametrize("tiny_window_tabs", [["labs", "budget"]])
 def test_a_window_asked_for_some_tabs_builds_only_those(tiny_window):
     """What the single-tab test modules rely on: ``tabs=`` (through ``tiny_window_tabs``) builds
     just the named tabs, in order, and the window works around them."""
     win = tiny_window
     assert [win.tab_widget.tabText(i) for i in range(win.tab_widget.count())] == ["Labs", "Budget"]
-    assert type(win.tabs["Labs"]).__name__ == "LabsTab" and "Train" not in win.tabs
+    assert type(win.tabs["labs"]).__name__ == "LabsTab" and "train" not in win.tabs
     assert win.session.model is not None and win.data_panel is not None
+
+
+def test_a_window_without_tabs_builds_and_works(qtbot, app_settings):
+    win = MainWindow(settings=app_settings, confirm_close=False, restore=False, tabs=[])
+    qtbot.addWidget(win)
+    win.show()
+    assert win.tabs == {} and win.current_tab() is None and win.current_id() is None
+    assert not win.show_tab("compare")
+    with pytest.raises(KeyError):
+        win.tab("compare")
+    assert "no tabs" in win.menu.show_page_help().text()  # Help → What am I looking at? (F1)
+    win.reset_layout()
+    win.close()
 
 
 def test_a_missing_or_broken_tab_module_does_not_take_the_app_down(qtbot, app_settings):
     tabs = [
-        ("Train", "app.views.train.tab:TrainTab"),
-        ("Nowhere", "app.views.no_such_tab_module:Tab"),
-        ("Broken", f"{__name__}:BrokenTab"),
-        ("Not a tab", f"{__name__}:NotATab"),
+        TabEntry("train", "Train", "app.views.train.tab:TrainTab"),
+        TabEntry("nowhere", "Nowhere", "app.views.no_such_tab_module:Tab"),
+        TabEntry("broken", "Broken", f"{__name__}:BrokenTab"),
+        TabEntry("not-a-tab", "Not a tab", f"{__name__}:NotATab"),
     ]
     win = MainWindow(settings=app_settings, confirm_close=False, restore=False, tabs=tabs)
     qtbot.addWidget(win)
-    assert isinstance(win.tabs["Nowhere"], TabError)
-    assert "no_such_tab_module" in win.tabs["Nowhere"].message.text()
-    assert "broken on purpose" in win.tabs["Broken"].message.text()
+    assert isinstance(win.tabs["nowhere"], TabError)
+    assert "no_such_tab_module" in win.tabs["nowhere"].message.text()
+    assert "broken on purpose" in win.tabs["broken"].message.text()
     # a widget that is not a Tab would be asked for hooks it does not have: it is refused by name
-    assert isinstance(win.tabs["Not a tab"], TabError)
-    assert "NotATab is not a tab" in win.tabs["Not a tab"].message.text()
+    assert isinstance(win.tabs["not-a-tab"], TabError)
+    assert "NotATab is not a tab" in win.tabs["not-a-tab"].message.text()
     win.close()
 
 
 def test_invalid_config_disables_start_and_says_why(qtbot, tiny_window):
     win = tiny_window
-    panel, tab = win.config_panel, win.tabs["Train"]
+    panel, tab = win.config_panel, win.tabs["train"]
     assert tab.start_button.isEnabled() and panel.valid
     with qtbot.waitSignal(panel.validityChanged, timeout=5000, check_params_cb=lambda ok: not ok):
         panel.widgets["n_heads"].setValue(3)  # d_model 16 is not divisible by 3
@@ -73,7 +86,7 @@ def test_invalid_config_disables_start_and_says_why(qtbot, tiny_window):
 
 
 def test_invalid_training_settings_disable_start(qtbot, tiny_window):
-    panel, tab = tiny_window.train_settings_panel, tiny_window.tabs["Train"]
+    panel, tab = tiny_window.train_settings_panel, tiny_window.tabs["train"]
     panel.widgets["lr"].setText("fast")
     assert not tab.start_button.isEnabled() and "lr" in panel.error_label.text()
     panel.widgets["lr"].setText("0.001")
@@ -185,7 +198,7 @@ def test_lazy_window_paints_first_then_builds_the_rest(qtbot, app_settings):
 
     win = create_window(confirm_close=False, restore=False, init=False, lazy=True)
     qtbot.addWidget(win)
-    later = [title for title, _ in TABS[1:]]
+    later = [entry.id for entry in TABS[1:]]
     assert win.data_panel is None and all(t in win._pending for t in later)
     frozen = gc.get_freeze_count()
     with qtbot.waitSignal(win.firstPainted, timeout=10_000):
@@ -220,9 +233,9 @@ def _shown(win) -> dict[str, bool]:
 
 def test_docks_follow_the_tab(qtbot, app_settings):
     tabs = [
-        ("Train", "app.views.train.tab:TrainTab"),
-        ("Data only", f"{__name__}:DataOnlyTab"),
-        ("Budget", "app.views.budget.tab:BudgetTab"),
+        TabEntry("train", "Train", "app.views.train.tab:TrainTab"),
+        TabEntry("data-only", "Data only", f"{__name__}:DataOnlyTab"),
+        TabEntry("budget", "Budget", "app.views.budget.tab:BudgetTab"),
     ]
     win = MainWindow(settings=app_settings, confirm_close=False, restore=False, tabs=tabs)
     qtbot.addWidget(win)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
+from app.session.messages import InspectPrompt
 from app.views.attention.ablation_page import AblationPage
 from app.views.attention.aggregate_page import AggregatePage
 from app.views.attention.attribution_page import AttributionPage
@@ -177,6 +178,7 @@ class AttentionTab(TabBase):
         st.circuit_setup_changed.connect(self._on_circuit_setup)
 
         self.follower = SessionFollower(self, self.jobs, self)
+        self.listen(session.hub, InspectPrompt, lambda request: self.set_prompt(request.text))
         if session.probe_prompt:
             self.set_prompt(session.probe_prompt, run=False)
         self.update_for_model()

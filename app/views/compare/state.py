@@ -131,6 +131,15 @@ class CompareState:
         self.changed()
         return run
 
+    def take(self, runs: tuple[Run, ...], prompt: str) -> list[str]:
+        """Runs another tab hands over (:class:`~app.session.messages.CompareRuns`): each added under a
+        name not yet taken (its ``name`` from then on), and ``prompt`` set; their names, in order."""
+        for run in runs:
+            run.record.name = self.unique_name(run.name)
+            self.add(run)
+        self.set_prompt(prompt)
+        return [run.name for run in runs]
+
     def remove(self, name: str) -> bool:
         """Drop run ``name``; not a variant being trained (False then)."""
         if self.training and self.run(name).kind == "variant":

@@ -28,6 +28,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QWidget
 
 from app.session.compare_runs import Run
+from app.session.messages import CompareRuns
 from app.views.compare import words
 from app.views.compare.base import ComparePage
 from app.views.compare.difference_page import DifferencePage
@@ -99,6 +100,8 @@ class CompareTab(TabBase):
         session.probePromptChanged.connect(self._on_probe_prompt)
         self._update_base()
         self._on_page_changed()
+        # another tab's runs (History's steps), the first two shown as A − B
+        self.listen(session.hub, CompareRuns, lambda r: self.set_pair(*st.take(r.runs, r.prompt)[:2]))
 
     def _connect_setup(self, p: SetupPanel) -> None:
         p.addCurrentRequested.connect(lambda: self.add_current_model())

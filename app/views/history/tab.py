@@ -31,11 +31,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.session.messages import CompareRuns, ask
 from app.session.settings import window_settings
 from app.views.history.open_dialog import OpenHistoryDialog
 from app.views.history.state import HistoryState
 from app.views.history.step_plot import StepPlot
-from app.views.history.to_compare import add_steps
+from app.views.history.to_compare import runs_of_steps
 from app.views.tab import TabBase
 from app.widgets.head_grid import HeadMosaic
 from app.widgets.job_bar import JobBar
@@ -379,10 +380,11 @@ class HistoryTab(TabBase):
         if error is not None:
             self.state.say(f"<span style='color:#c02020'>Cannot compare: {error}</span>")
             return
-        names = add_steps(self.window(), h, list(zip((a, b), result, strict=True)))
-        if names is None:
-            self.state.say("The Compare tab is not in this window.")
+        runs = runs_of_steps(h, list(zip((a, b), result, strict=True)))
+        if not ask(self.session.hub, CompareRuns(runs, prompt=h.prompt)):
+            self.state.say("The Compare tab is not open.")
             return
+        names = [run.name for run in runs]  # as the Compare tab named them (unique there)
         self.state.say(f"{names[0]} and {names[1]} are in the Compare tab.")
         self.compareReady.emit(*names)
 

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.pace import format_eta
+from app.session.messages import InspectPrompt, ask
 from app.views.tab import TabBase
 from app.views.train.follow_bar import FollowBar
 from app.views.train.generate_box import GenerateBox
@@ -48,9 +49,9 @@ TOP_SHARE, TOP_LEAST = 0.57, 345
 
 class TrainTab(TabBase):
     """Train the current model and watch it learn. Buttons: ``start_button`` ... ``save_button``.
-    It asks its host (the window) before a fresh run replaces unsaved training, where "Save now"
-    writes when the model has no checkpoint path yet, and to run a chat's templated text in the
-    Attention tab."""
+    It asks its host (the window) before a fresh run replaces unsaved training, and where "Save now"
+    writes when the model has no checkpoint path yet; it asks the Attention tab, through the
+    session's hub (:class:`~app.session.messages.InspectPrompt`), to run a chat's templated text."""
 
     def __init__(self, session, parent: QWidget | None = None):
         super().__init__(parent)
@@ -81,7 +82,7 @@ class TrainTab(TabBase):
         bottom = QSplitter(Qt.Orientation.Horizontal)
         bottom.addWidget(self._build_samples())
         self.generate_box = GenerateBox(session)
-        self.generate_box.attentionPromptRequested.connect(lambda text: self.host.show_in_attention(text))
+        self.generate_box.attentionPromptRequested.connect(lambda text: ask(session.hub, InspectPrompt(text)))
         bottom.addWidget(self.generate_box)
         main.addWidget(bottom)
         root.addWidget(main, 1)
