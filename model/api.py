@@ -28,6 +28,8 @@ function               what it gives
                        typed prompt's placed into it, and how well distance tracks the dot product
 :func:`budget_report`  parameters, FLOPs, KV cache, memory and training cost of a model, a config or
                        a preset (:func:`budget_table` writes it as the command line prints it)
+:func:`head_scores`    every head's scores over a corpus (previous-token, induction, sink, entropy,
+                       ...) with 95% bootstrap intervals, top examples and clusters of alike heads
 =====================  =============================================================================
 
 The trace's hook names and shapes (``B`` batch, ``H`` heads, ``T`` tokens, ``d`` d_model, ``d_k``
@@ -56,6 +58,7 @@ from model.interp.analysis.circuits import Circuits, model_circuits
 from model.interp.analysis.qk_map import PromptPoints, QKMap, project_prompt
 from model.interp.analysis.qk_map import qk_map as _qk_map
 from model.interp.causal import AttributionResult, PatchingResult, attribution_of, patching_of
+from model.interp.corpus import CorpusSettings, HeadScores, corpus_run
 from model.interp.prompt import Prompt, encode_prompt, prompt_of_ids
 from model.interp.trace import Kinds, Trace
 from model.interp.trace import run_with_trace as _record
@@ -210,6 +213,30 @@ def budget_table(report: dict[str, Any]) -> str:
     """A :func:`budget_report` as the table ``attention-lab budget`` prints: parameters per component
     with formulas, FLOPs per token, KV cache, memory (and training cost), section by section."""
     return render_text(report)
+
+
+def head_scores(
+    lm: Checkpoint,
+    corpus: str,
+    *,
+    prompts: int = 256,
+    seq_len: int = 128,
+    seed: int = 0,
+    cache: bool = True,
+    **settings: Any,
+) -> HeadScores:
+    """Every head of ``lm`` over ``prompts`` prompts of ``seq_len`` tokens from ``corpus``
+    (``"builtin:tales"``, ``"task:induction"``, a text file: :func:`model.text.sources.resolve_source`),
+    drawn with ``seed``; cached on disk unless ``cache=False``. ``result.score("induction")`` [L, H] and
+    ``result.interval("induction")`` its 95% bootstrap interval over prompts, for every score of
+    ``result.names`` (:data:`model.interp.corpus.SCORES`); ``result.top_heads(name, n)``;
+    ``result.examples["attention"]`` / ``["z"]`` the top examples per head with
+    ``result.example_texts``; ``result.clusters`` (labels [L, H], names, 2-D ``coords``);
+    ``result.csv()`` the heads × scores table. ``settings``: the other fields of
+    :class:`~model.interp.corpus.CorpusSettings` (``batch_size``, ``top_k``, ``context``, ``window``,
+    ``resamples``, ``n_clusters``). Progress and cancel: :mod:`model.progress`."""
+    chosen = CorpusSettings(corpus, n_prompts=prompts, seq_len=seq_len, seed=seed, **settings)
+    return corpus_run(lm.model, lm.tokenizer, chosen, use_cache=cache)
 
 
 __all__ = [*API]

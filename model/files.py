@@ -125,4 +125,14 @@ def read_json(path: str | Path, *, error: Callable[[str], Exception], what: str 
     return parse_json(text, error=error, what=what)
 
 
-__all__ = ["MAX_DIGITS", "check_input", "parse_json", "read_json"]
+def cache_root() -> Path:
+    """Where Attention Lab caches what it computed (each user of it a folder of its own below):
+    ``$ATTENTION_LAB_CACHE``, else ``$XDG_CACHE_HOME/attention-lab`` (``XDG_CACHE_HOME`` defaults to
+    ``~/.cache``)."""
+    if os.environ.get("ATTENTION_LAB_CACHE"):
+        return Path(os.environ["ATTENTION_LAB_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "attention-lab"
+
+
+__all__ = ["MAX_DIGITS", "cache_root", "check_input", "parse_json", "read_json"]

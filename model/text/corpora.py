@@ -1,5 +1,6 @@
 """Text corpora: a text tokenized once and split into training and validation windows
-(:class:`TextCorpus`), a user's UTF-8 text file (:func:`load_text_file`), and the built-in corpora
+(:class:`TextCorpus`), a user's UTF-8 text file (:func:`load_text_file`) or folder of them
+(:func:`load_text_folder`), and the built-in corpora
 (:func:`builtin_corpus`): ``builtin:stdlib``, ``builtin:primer`` and ``builtin:tales``.
 """
 
@@ -58,7 +59,8 @@ class TextCorpus(DataSource):
 
     ``tokenizer=None`` builds a :class:`CharTokenizer` from the text itself. Raises :class:`DataError`
     when the text has characters the given tokenizer lacks, or is too short for two windows of
-    ``min_seq_len`` (see :func:`min_tokens`).
+    ``min_seq_len`` (see :func:`min_tokens`; 0: a text that is read, not trained on, needs no window:
+    :meth:`sample_windows` says when it is shorter than what is asked).
     """
 
     MIN_SEQ_LEN = 16
@@ -88,7 +90,7 @@ class TextCorpus(DataSource):
         except UnknownCharactersError as e:
             raise DataError(f"{name}: {e}") from None
         n = len(self.tokens)
-        need = min_tokens(min_seq_len, val_fraction)
+        need = min_tokens(min_seq_len, val_fraction) if min_seq_len else 1
         if n < need:
             unit = _unit(self.tokenizer)
             raise DataError(
@@ -143,6 +145,18 @@ class TextCorpus(DataSource):
         w = torch.from_numpy(window.astype(np.int64))
         return w[:, :-1].contiguous(), w[:, 1:].contiguous()
 
+    def sample_windows(self, n, seq_len, generator):
+        """``n`` windows of ``seq_len`` tokens from anywhere in the text (both splits: nothing here is
+        trained on), starts ``i ~ U{0, N − T}``; :class:`DataError` when the text is shorter than one."""
+        if len(self.tokens) < seq_len:
+            raise DataError(
+                f"{self.name} is shorter than one prompt: {len(self.tokens)} {_unit(self.tokenizer)}, "
+                f"a prompt of {seq_len} needs {seq_len}; lower the length or use a longer text"
+            )
+        starts = torch.randint(len(self.tokens) - seq_len + 1, (n,), generator=generator).numpy()
+        window = self.tokens[starts[:, None] + np.arange(seq_len)]
+        return torch.from_numpy(window.astype(np.int64))
+
     def identity(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -170,12 +184,26 @@ MAX_FILE_BYTES = 256 * 1024 * 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 
 
-def load_text_file(path: str | os.PathLike, *, tokenizer: Tokenizer | None = None, val_fraction: float = 0.1):
-    """A UTF-8 text file as a :class:`TextCorpus` named by its path.
+def load_text_file(
+    path: str | os.PathLike,
+    *,
+    tokenizer: Tokenizer | None = None,
+    val_fraction: float = 0.1,
+    min_seq_len: int = TextCorpus.MIN_SEQ_LEN,
+):
+    """A UTF-8 text file (:func:`read_text_file`) as a :class:`TextCorpus` named by its path;
+    :class:`DataError` also for a text too short for windows of ``min_seq_len``."""
+    p = Path(path).expanduser()
+    text = read_text_file(p)
+    return TextCorpus(
+        text, name=str(p), tokenizer=tokenizer, val_fraction=val_fraction, min_seq_len=min_seq_len
+    )
 
-    ``\\r\\n`` line ends become ``\\n``; a UTF-8 byte-order mark is dropped. :class:`DataError` says
-    what is wrong for a missing file, a directory, an unreadable, empty, binary, non-UTF-8 (with the
-    line, column and byte), too large or too short file.
+
+def read_text_file(path: str | os.PathLike) -> str:
+    """The text of a UTF-8 text file, checked: ``\\r\\n`` line ends become ``\\n``; a UTF-8 byte-order
+    mark is dropped. :class:`DataError` says what is wrong for a missing file, a directory, an
+    unreadable, empty, binary, non-UTF-8 (with the line, column and byte) or too large file.
     """
     p = Path(path).expanduser()
     if not p.exists():
@@ -214,7 +242,41 @@ def load_text_file(path: str | os.PathLike, *, tokenizer: Tokenizer | None = Non
     text = text.replace("\r\n", "\n")
     if not text.strip():
         raise DataError(f"{p} is empty (only whitespace)")
-    return TextCorpus(text, name=str(p), tokenizer=tokenizer, val_fraction=val_fraction)
+    return text
+
+
+def read_text_folder(path: str | os.PathLike) -> tuple[str, int]:
+    """The text files of a folder and its subfolders (hidden ones left out), in the order of their paths,
+    each read by :func:`read_text_file` and joined by a blank line; a file that is not UTF-8 text
+    (binary, empty) is skipped. Returns ``(text, files read)``; :class:`DataError` when none is text or
+    the whole passes :data:`MAX_FILE_BYTES`."""
+    root = Path(path).expanduser()
+    files = sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
+    parts: list[str] = []
+    total = 0
+    for p in files:
+        total += p.stat().st_size
+        if total > MAX_FILE_BYTES:
+            raise DataError(f"{root} holds more than {MAX_FILE_BYTES / 2**20:.0f} MiB of files; choose fewer")
+        try:
+            parts.append(read_text_file(p).rstrip("\n"))
+        except DataError:
+            continue
+    if not parts:
+        raise DataError(f"{root} holds no UTF-8 text file ({len(files)} files, none of them text)")
+    return "\n\n".join(parts) + "\n", len(parts)
+
+
+def load_text_folder(path: str | os.PathLike, *, tokenizer: Tokenizer | None = None, min_seq_len: int = 16):
+    """A folder's text files (:func:`read_text_folder`) as one :class:`TextCorpus` named by its path."""
+    text, n = read_text_folder(path)
+    return TextCorpus(
+        text, name=str(path), tokenizer=tokenizer, description=f"{n} text files", min_seq_len=min_seq_len
+    )
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -392,6 +454,9 @@ __all__ = [
     "builtin_help",
     "list_builtins",
     "load_text_file",
+    "load_text_folder",
     "min_tokens",
+    "read_text_file",
+    "read_text_folder",
     "stdlib_dir",
 ]

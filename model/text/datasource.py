@@ -82,6 +82,14 @@ class DataSource(ABC):
         x, y, _ = self.get_masked_batch(split, batch_size, seq_len, generator)
         return x, y
 
+    def sample_windows(self, n: int, seq_len: int, generator: torch.Generator) -> torch.Tensor:
+        """``n`` windows of ``seq_len`` tokens to read rather than train on (a corpus run over heads):
+        int64 [n, seq_len], drawn with ``generator`` as :meth:`get_batch` draws its inputs. A text
+        draws them from its whole text (:class:`~model.text.corpora.TextCorpus`); raises
+        :class:`DataError` when the source is shorter than one window."""
+        x, _ = self.get_batch("train", n, seq_len, generator)
+        return x
+
     def max_seq_len(self, split: str = "train") -> int | None:
         """The longest ``seq_len`` this split can serve, or None when there is no limit."""
         return None

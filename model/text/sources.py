@@ -10,7 +10,9 @@ Every source is a :class:`DataSource` addressable by a string (:func:`resolve_so
   :func:`list_tasks`): ``induction`` (repeated random segments), ``copy``, ``reverse``, ``sort`` and
   ``prev_token``. Parameters other than the defaults are part of the name:
   ``"task:induction:n_symbols=10,max_len=16"``.
-* anything else is a path to a UTF-8 text file (:func:`load_text_file`).
+* anything else is a path to a UTF-8 text file (:func:`load_text_file`), or to a folder whose text
+  files are read as one text (:func:`load_text_folder`: every file in path order, the binary ones and
+  hidden folders left out).
 
 ``source.get_batch(split, batch_size, seq_len, generator)`` returns ``(x, y)``, two ``int64`` tensors of
 shape ``[B, T]``. For language modelling (``source.next_token``) ``y[b, t] = x[b, t+1]``: both are cut
@@ -25,7 +27,18 @@ data and prompt fit a loaded model (:func:`data_for_model`, :func:`prompt_for`).
 
 from __future__ import annotations
 
-from model.text.corpora import builtin_corpus, builtin_help, list_builtins, load_text_file
+from pathlib import Path
+
+from model.text.corpora import (
+    TextCorpus,
+    builtin_corpus,
+    builtin_help,
+    list_builtins,
+    load_text_file,
+    load_text_folder,
+    read_text_file,
+    read_text_folder,
+)
 from model.text.datasource import DataError, DataSource
 from model.text.tasks import list_tasks, make_task, task_help
 from model.text.tokens import Tokenizer
@@ -41,11 +54,14 @@ def source_help() -> dict[str, str]:
     return {**builtin_help(), **task_help()}
 
 
-def resolve_source(spec: str, *, tokenizer: Tokenizer | None = None) -> DataSource:
-    """``"builtin:NAME"`` | ``"task:NAME[:key=value,...]"`` | a path to a UTF-8 text file.
+def resolve_source(spec: str, *, tokenizer: Tokenizer | None = None, reading: bool = False) -> DataSource:
+    """``"builtin:NAME"`` | ``"task:NAME[:key=value,...]"`` | a path to a UTF-8 text file or a folder.
 
     ``tokenizer``: encode a corpus with this tokenizer instead of building one from its text (resuming a
-    checkpoint); a task accepts only its own. Raises :class:`DataError` naming the valid choices.
+    checkpoint); a task accepts only its own. ``reading``: the source is read, not trained on (a corpus
+    run over heads), so a text file need not hold training windows, only the prompts asked of
+    :meth:`~model.text.datasource.DataSource.sample_windows`. Raises :class:`DataError` naming the
+    valid choices.
     """
     spec = str(spec).strip()
     if not spec:
@@ -62,7 +78,28 @@ def resolve_source(spec: str, *, tokenizer: Tokenizer | None = None) -> DataSour
                 "tokenizer given"
             )
         return task
-    return load_text_file(spec, tokenizer=tokenizer)
+    min_seq_len = 0 if reading else TextCorpus.MIN_SEQ_LEN
+    if Path(spec).expanduser().is_dir():
+        return load_text_folder(spec, tokenizer=tokenizer, min_seq_len=min_seq_len)
+    return load_text_file(spec, tokenizer=tokenizer, min_seq_len=min_seq_len)
+
+
+def check_source(spec: str) -> None:
+    """Refuse, in one line (:class:`DataError`), a source no model could read, before any model is
+    opened: an unknown built-in or task, or a text file that is missing, empty, binary or not UTF-8
+    (:func:`~model.text.corpora.read_text_file`). What depends on the model's tokenizer (characters it
+    lacks, a text shorter than a prompt) is found by :func:`resolve_source` with it."""
+    spec = str(spec).strip()
+    if not spec or spec.startswith(("builtin:", "task:")):
+        if spec.startswith("builtin:") and spec.removeprefix("builtin:") not in builtin_help():
+            builtin_corpus(spec)  # raises, naming the built-in corpora
+        if not spec or spec.startswith("task:"):
+            resolve_source(spec)  # a task's parameters are checked as it is made (cheap)
+        return
+    if Path(spec).expanduser().is_dir():
+        read_text_folder(spec)
+    else:
+        read_text_file(spec)
 
 
 def data_for_model(
@@ -120,6 +157,7 @@ __all__ = [
     "DEFAULT_SOURCE",
     "FALLBACK_PROMPTS",
     "FALLBACK_SOURCE",
+    "check_source",
     "data_for_model",
     "prompt_for",
     "resolve_source",

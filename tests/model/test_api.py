@@ -94,3 +94,15 @@ def test_qk_map_is_the_commands_map_with_the_prompt_placed_in_it(lm):
     T = len(encode_prompt(lm.tokenizer, TEXT, lm.config.context_length).ids)
     assert placed is not None and placed.points.shape == (2 * T, 2) and placed.token[:T] == list(TEXT[-T:])
     assert api.qk_map(lm, 0, 0, "task:induction", prompts=2, seq_len=12)[1] is None
+
+
+def test_head_scores_is_the_corpus_run_and_caches_it(lm, tmp_path, monkeypatch):
+    from model.interp.corpus import CorpusSettings, corpus_run
+
+    monkeypatch.setenv("ATTENTION_LAB_CACHE", str(tmp_path))
+    got = model.head_scores(lm, "task:induction", prompts=8, seq_len=32, top_k=3)
+    settings = CorpusSettings("task:induction", n_prompts=8, seq_len=32, top_k=3)
+    direct = corpus_run(lm.model, lm.tokenizer, settings, use_cache=False)
+    assert np.array_equal(got.mean, direct.mean, equal_nan=True) and got.names == direct.names
+    assert got.examples["attention"].k == 3 and len(list((tmp_path / "heads").glob("*.npz"))) == 1
+    assert model.head_scores(lm, "task:induction", prompts=8, seq_len=32, top_k=3).from_cache

@@ -410,3 +410,24 @@ def test_prompt_for_picks_the_first_text_the_tokenizer_encodes():
     assert prompt_for(tok, "xyz") == "abcabcabc"  # the fallbacks after the candidates
     tiny = CharTokenizer("qz")  # nothing fits: the text of its own first tokens
     assert prompt_for(tiny, "abc") == tiny.decode(list(range(min(16, tiny.vocab_size))))
+
+
+def test_a_folder_is_its_text_files_in_path_order_and_a_folder_without_text_is_one_line(tmp_path):
+    from model.text.sources import check_source, resolve_source
+
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "two.txt").write_text("the second file\n" * 20, encoding="utf-8")
+    (tmp_path / "a.txt").write_text("the first file\n" * 20, encoding="utf-8")
+    (tmp_path / "c.bin").write_bytes(b"\x00\x01\x02" * 100)  # binary: left out
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".hidden" / "x.txt").write_text("hidden\n", encoding="utf-8")
+    check_source(str(tmp_path))
+    corpus = resolve_source(str(tmp_path))
+    text = corpus.tokenizer.decode(corpus.tokens.tolist())
+    assert text == "the first file\n" * 19 + "the first file\n\n" + "the second file\n" * 20
+    assert "2 text files" in corpus.describe()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "blob").write_bytes(b"\x00" * 64)
+    with pytest.raises(DataError, match="holds no UTF-8 text file"):
+        check_source(str(empty))

@@ -165,3 +165,77 @@ def induction_score(weights: Any, period: int, start: int = 0) -> np.ndarray:
     if len(q) == 0:
         raise ValueError(f"a prompt of {T} tokens holds no repeat of period {period} after position {start}")
     return w[..., q, k].mean(-1, dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------------------------
+# scores of where a head looks: distance, locality, and the prompt's own repeated tokens
+# ---------------------------------------------------------------------------------------------
+#: The local window of :func:`local_share`: keys at most this many positions back, the query's own
+#: position included (``i − j < LOCAL_WINDOW``).
+LOCAL_WINDOW = 8
+
+
+def mean_distance(weights: Any, mask: Any = None) -> np.ndarray:
+    """Mean attention distance ``Σ_j w_ij (i − j)`` (positions back), over informative queries: → [...]."""
+    w = as_numpy(weights)
+    m = _mask_for(w, mask)
+    T = w.shape[-1]
+    back = np.arange(T)[:, None] - np.arange(T)[None, :]
+    per_row = np.einsum("...ij,ij->...i", w, np.where(m, back, 0).astype(w.dtype))
+    return _mean_rows(per_row, informative_rows(m))
+
+
+def local_share(weights: Any, mask: Any = None, window: int = LOCAL_WINDOW) -> np.ndarray:
+    """Share of attention on the last ``window`` keys, ``Σ_{i−window < j ≤ i} w_ij``, over informative
+    queries: → [...]. 1 for a head that only looks nearby (a previous-token head: ``window ≥ 2``)."""
+    w = as_numpy(weights)
+    m = _mask_for(w, mask)
+    T = w.shape[-1]
+    back = np.arange(T)[:, None] - np.arange(T)[None, :]
+    near = (m & (back < int(window))).astype(w.dtype)
+    return _mean_rows(np.einsum("...ij,ij->...i", w, near), informative_rows(m))
+
+
+def _same_token(tokens: np.ndarray) -> np.ndarray:
+    """bool [..., T, T]: ``x_i = x_j`` for an earlier key ``j < i``."""
+    t = np.asarray(tokens)
+    T = t.shape[-1]
+    return (t[..., :, None] == t[..., None, :]) & (np.arange(T)[:, None] > np.arange(T)[None, :])
+
+
+def _share_on(w: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Mean over the queries that have a key in ``keys`` [..., T, T] (bool, broadcast against ``w``'s
+    leading axes) of the weight on those keys; NaN where no query has one."""
+    per_row = np.einsum("...ij,...ij->...i", w, keys.astype(w.dtype))
+    rows = np.broadcast_to(keys.any(-1), per_row.shape)
+    n = rows.sum(-1)
+    total = np.where(rows, per_row, 0.0).sum(-1, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, total / np.maximum(n, 1), np.nan)
+
+
+def duplicate_token_score(weights: Any, tokens: Any) -> np.ndarray:
+    """Weight on earlier copies of the query's own token, ``Σ_{j<i, x_j = x_i} w_ij``, averaged over the
+    queries whose token occurred before (NaN when none did): [..., T, T] → [...].
+
+    ``tokens`` [..., T] the prompt's ids, broadcast against the weights' leading axes (pass
+    ``tokens[:, None]`` for weights [B, H, T, T])."""
+    w = as_numpy(weights)
+    return _share_on(w, _same_token(tokens))
+
+
+def repeat_induction_score(weights: Any, tokens: Any) -> np.ndarray:
+    """Induction on the prompt's own repeats: the weight from query ``i`` on the tokens that followed an
+    earlier occurrence of its token, ``Σ_{j+1<i, x_j = x_i} w_{i, j+1}``, averaged over the queries that
+    have such a key (NaN when none has): [..., T, T] → [...]; ``tokens`` as in
+    :func:`duplicate_token_score`.
+
+    On a random block repeated with period ``P`` (distinct ids) the one such key of a query ``i`` of a
+    later copy is ``i − P + 1``, and this equals :func:`induction_score`."""
+    w = as_numpy(weights)
+    same = _same_token(tokens)
+    after = np.zeros_like(same)
+    after[..., 1:] = same[..., :-1]  # key j + 1 for every earlier occurrence j
+    T = w.shape[-1]
+    after &= np.arange(T)[:, None] > np.arange(T)[None, :]  # the key itself comes before the query
+    return _share_on(w, after)

@@ -22,7 +22,6 @@ import csv
 import hashlib
 import io
 import json
-import os
 import threading
 import zipfile
 from collections import OrderedDict
@@ -33,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from model.atomic import write_atomic
+from model.files import cache_root
 from model.interp.frame import AttentionFrame, PackedFrame
 from model.interp.measures import head_metrics_of
 from model.interp.probes import frame_of, trace_probe
@@ -115,10 +115,7 @@ class Snapshot(AttentionFrame):
 def default_cache_dir() -> Path:
     """Where traces are cached: ``$ATTENTION_LAB_CACHE/history``, else
     ``$XDG_CACHE_HOME/attention-lab/history`` (``XDG_CACHE_HOME`` defaults to ``~/.cache``)."""
-    if os.environ.get("ATTENTION_LAB_CACHE"):
-        return Path(os.environ["ATTENTION_LAB_CACHE"]).expanduser() / "history"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "attention-lab" / "history"
+    return cache_root() / "history"
 
 
 def _tokenizer_digest(folder: Path) -> str:
