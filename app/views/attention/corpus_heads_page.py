@@ -141,11 +141,11 @@ class CorpusHeadsPage(AttentionPage):
         self.top_split = QSplitter(Qt.Orientation.Horizontal)
         self.top_split.addWidget(self.table)
         self.top_split.addWidget(self.map_plot)
-        self.top_split.setSizes([900, 340])
+        self.top_split.setSizes([780, 460])
         self.bottom_split = QSplitter(Qt.Orientation.Horizontal)
         self.bottom_split.addWidget(card_box)
         self.bottom_split.addWidget(self.alike)
-        self.bottom_split.setSizes([820, 420])
+        self.bottom_split.setSizes([780, 460])
         self.split = QSplitter(Qt.Orientation.Vertical)
         self.split.addWidget(self.top_split)
         self.split.addWidget(self.bottom_split)
@@ -208,10 +208,8 @@ class CorpusHeadsPage(AttentionPage):
                 self._result, self._result_key = res, key
                 self._draw()
                 self._show_top()
-            self._say(
-                f"{run_text(res)}: {res.seconds:.1f} s"
-                + (" (read back from the cache)" if res.from_cache else "")
-            )
+            took = "read back from the cache" if res.from_cache else f"run in {res.seconds:.1f} s"
+            self._say(f"{run_text(res)}: {took}")
             if self.job_bar is not None:
                 self.job_bar.set_stale(None)
             self.stale = False
