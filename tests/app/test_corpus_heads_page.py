@@ -138,4 +138,7 @@ def test_a_result_of_the_previous_model_is_marked_stale(qtbot, page):
     # the new model's run is on its way (its result cannot have been delivered yet): the old one is greyed
     assert page._result is res and page._result_key != page.run_key()
     assert page.job_bar.stale and "previous model" in page.job_bar.stale_note
+    (veil,) = page.job_bar._veils  # greyed at once, the whole result under the veil
+    assert page.job_bar.greyed and veil.target.isAncestorOf(page.table)
+    assert page.split.count() == 2  # the veil is no pane of its own (a QSplitter makes one of every child)
     qtbot.waitUntil(lambda: tab.session.compute.idle, timeout=TIMEOUT)

@@ -149,7 +149,12 @@ class CorpusHeadsPage(AttentionPage):
         self.split = QSplitter(Qt.Orientation.Vertical)
         self.split.addWidget(self.top_split)
         self.split.addWidget(self.bottom_split)
-        lay.addWidget(self.split, 1)
+        #: the result, under one veil while stale (a veil made a child of a QSplitter would be a pane)
+        self.result_box = QWidget()
+        box_lay = QVBoxLayout(self.result_box)
+        box_lay.setContentsMargins(0, 0, 0, 0)
+        box_lay.addWidget(self.split)
+        lay.addWidget(self.result_box, 1)
         self.status_label = lines_label(2)
         lay.addWidget(self.status_label)
 
@@ -193,7 +198,7 @@ class CorpusHeadsPage(AttentionPage):
 
     # ---- drawing ---------------------------------------------------------------------------------
     def stale_covers(self) -> list[QWidget]:
-        return [self.split]
+        return [self.result_box]
 
     def refresh(self) -> None:
         st, key = self.state, self.run_key()
