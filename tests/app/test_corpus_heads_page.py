@@ -57,6 +57,10 @@ def test_the_run_shows_every_heads_scores_with_intervals_and_l1h3_tops_induction
     # every head in the plane of heads that behave alike, hover names it
     assert sum(len(item.data) for item in page.alike.items) == 8
     assert page.alike.describe(1, 3).startswith(f"<b>L1H3</b>: cluster {cluster}")
+    # Help → What am I looking at? explains the scores and the interval
+    from app.views.page import page_help
+
+    assert "bootstrap over prompts" in page_help(page) and "standardised scores" in page_help(page)
     # the same inputs again: the result comes back at once, not run again
     page.prompts_spin.setValue(65)
     qtbot.waitUntil(lambda: page._result is not res and page._result_key == page.run_key(), timeout=TIMEOUT)
