@@ -38,7 +38,8 @@ class AttentionPage(LazyPage):
 
     The state's signals reach the ``on_*`` methods below (a page not built yet only becomes stale);
     a new inspection marks the page stale (the tab redraws the page in view). A page asks the tab to
-    open a head large with ``openHeadRequested(layer, head)``.
+    open a head large with ``openHeadRequested(layer, head)``, and to run a prompt with the state's
+    ``request_prompt(text)``.
     """
 
     openHeadRequested = Signal(int, int)
@@ -60,6 +61,8 @@ class AttentionPage(LazyPage):
     needs_circuits = False
     #: whether the page needs the Q–K map of its head over a corpus and every head's thumbnail
     needs_qk_map = False
+    #: whether the page needs every head scored over a corpus (the Heads-over-a-corpus page)
+    needs_corpus_heads = False
     #: whether the page reads every head's pattern at once (a long prompt's are not held: the tab
     #: shows :meth:`~app.views.attention.state.AttentionState.shorter_prompt_note` instead)
     needs_every_pattern = False
@@ -93,6 +96,10 @@ class AttentionPage(LazyPage):
         self.follow(state.experts_changed, self.on_experts)
         self.follow(state.circuits_changed, self.on_circuits)
         self.follow(state.cleared, self.clear)
+
+    def use_tab_jobs(self, jobs) -> None:
+        """The tab's :class:`~app.views.attention.jobs.AttentionJobs`, for a page whose inputs key its
+        own jobs (the Q–K map, the corpus run): nothing by default."""
 
     def use_jobs(self, board: JobBoard, cancel: Callable[[str], bool]) -> None:
         """The board the page's jobs are announced on and how to cancel one (the tab's, before build)."""

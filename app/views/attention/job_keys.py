@@ -24,6 +24,8 @@ CIRCUITS_JOB = "attention.circuits"
 #: the corpus: not follow-ups); placing the prompt in the map is the follow-up ``attention.qkprompt``
 QK_MAP_JOB = "attention.qkmap"
 QK_THUMBS_JOB = "attention.qkthumbs"
+#: the compute key of the Heads-over-a-corpus page's run (the weights and the corpus: not a follow-up)
+CORPUS_JOB = "attention.corpus"
 
 #: What each follow-up job does, as its busy line says it ("Patching … · 120 of 690 runs").
 TITLES = {
@@ -58,11 +60,13 @@ def page_job_keys(page: Any) -> tuple[str, ...]:
         keys.append(FOLLOW_UPS + "attention.experts")
     if page.needs_qk_map:
         keys += [QK_MAP_JOB, QK_THUMBS_JOB, FOLLOW_UPS + "attention.qkprompt"]
+    if page.needs_corpus_heads:
+        keys.append(CORPUS_JOB)
     keys += [FOLLOW_UPS + f"attention.{name}" for name in page.own_jobs]
     return tuple(keys)
 
 
 __all__ = [
-    "CIRCUITS_JOB", "FOLLOW_UPS", "HEAD_JOB", "INSPECT_JOB", "PATH_JOB", "QK_MAP_JOB", "QK_THUMBS_JOB",
-    "TITLES", "page_job_keys",
+    "CIRCUITS_JOB", "CORPUS_JOB", "FOLLOW_UPS", "HEAD_JOB", "INSPECT_JOB", "PATH_JOB", "QK_MAP_JOB",
+    "QK_THUMBS_JOB", "TITLES", "page_job_keys",
 ]  # fmt: skip

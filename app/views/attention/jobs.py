@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from app.views.attention.base import AttentionPage
+from app.views.attention.corpus_heads_jobs import CorpusHeadsJobs
 from app.views.attention.host import AttentionHost
 from app.views.attention.job_keys import CIRCUITS_JOB, FOLLOW_UPS, HEAD_JOB, PATH_JOB, TITLES
 from app.views.attention.qk_map_jobs import QKMapJobs
@@ -47,6 +48,7 @@ class AttentionJobs:
         self._circuit_head_asked: tuple[CircuitsKey, Head] | None = None
         self._path_asked: tuple[int, dict] | None = None  # (request, setup) of the path patching on its way
         self.qk = QKMapJobs(self.submit, tab)  # the Q–K map page's
+        self.corpus = CorpusHeadsJobs(tab)  # the Heads-over-a-corpus page's
 
     def submit(self, key: str, fn: Callable[[], T | None], on_result: Callable[[T], None]) -> None:
         """A follow-up job of the current run (``attention.run.`` + ``key``): superseded by the next one
@@ -94,6 +96,8 @@ class AttentionJobs:
         if page.needs_circuits and not self.circuits_ready():
             ready = False
         if page.needs_qk_map and not self.qk.ready():
+            ready = False
+        if page.needs_corpus_heads and not self.corpus.ready():
             ready = False
         return ready
 

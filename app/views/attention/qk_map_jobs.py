@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from app.views.attention.corpus_box import corpus_spec
 from app.views.attention.job_keys import QK_MAP_JOB, QK_THUMBS_JOB
 from model.interp.analysis import qk_map as qk
 from model.runtime import with_threads
@@ -25,8 +26,6 @@ from model.runtime import with_threads
 if TYPE_CHECKING:
     from app.views.attention.host import AttentionHost
 
-#: The corpus when the session has no data (every tokenizer of real text reads it).
-FALLBACK_CORPUS = "builtin:primer"
 #: Thumbnails: windows, tokens per window and points per head (PCA only, AttentionViz's first view).
 THUMB_PROMPTS, THUMB_POINTS = 16, 150
 
@@ -44,13 +43,8 @@ class QKMapJobs:
         self._asked: dict[str, tuple] = {}  # job -> the key of the request on its way
 
     def corpus(self) -> str:
-        """The corpus the page's inputs name; "" is the session's data when it reads the model's tokens,
-        else :data:`FALLBACK_CORPUS`."""
-        s = self.session
-        if self.state.qk_setup["corpus"]:
-            return self.state.qk_setup["corpus"]
-        usable = s.source is not None and s.source.tokenizer == s.tokenizer and s.source_spec
-        return s.source_spec if usable else FALLBACK_CORPUS
+        """The corpus the page's inputs name (:func:`~app.views.attention.corpus_box.corpus_spec`)."""
+        return corpus_spec(self.session, self.state.qk_setup["corpus"])
 
     def key(self, *, thumbs: bool = False) -> tuple | None:
         """What the map (``thumbs``: the thumbnails, whose windows are :data:`THUMB_PROMPTS` whatever the
@@ -173,4 +167,4 @@ class QKMapJobs:
         )
 
 
-__all__ = ["FALLBACK_CORPUS", "QKMapJobs"]
+__all__ = ["QKMapJobs"]

@@ -25,8 +25,8 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QSplitter, QVBoxLayout, QWidget
 
 from app.views.attention.base import AttentionPage, blurb_label, lines_label
+from app.views.attention.corpus_box import corpus_box
 from app.widgets.palette import lookup_table
-from model.text.sources import source_help
 from model.text.tokens import visible
 
 if TYPE_CHECKING:
@@ -99,12 +99,7 @@ class QKMapPage(AttentionPage):
         self.prompts_spin, self.tokens_spin = QSpinBox(), QSpinBox()
         self.prompts_spin.setRange(1, 4096)
         self.tokens_spin.setRange(2, 4096)
-        self.corpus_box = QComboBox()
-        self.corpus_box.setEditable(True)
-        self.corpus_box.addItem("")  # the session's data
-        self.corpus_box.addItems(list(source_help()))
-        self.corpus_box.setToolTip("builtin:NAME, task:NAME or a text file; empty: the data of the Train tab")
-        self.corpus_box.setMinimumContentsLength(24)
+        self.corpus_box = corpus_box()
         self.method_box, self.colour_box = QComboBox(), QComboBox()
         for name, text in METHOD_NAMES.items():
             self.method_box.addItem(text, name)
@@ -251,13 +246,13 @@ class QKMapPage(AttentionPage):
         host = self._host
         return host.key(thumbs=thumbs) if host is not None else None
 
-    _host: QKMapJobs | None = None  # the tab's Q–K map jobs (``use_qk_jobs``)
+    _host: QKMapJobs | None = None  # the tab's Q–K map jobs (``use_tab_jobs``)
     _thumbs: Thumbnails | None = None
     _map: QKMap | None = None
 
-    def use_qk_jobs(self, jobs) -> None:
-        """The tab's jobs, whose keys say which map belongs to the inputs shown."""
-        self._host = jobs
+    def use_tab_jobs(self, jobs) -> None:
+        """The tab's Q–K map jobs, whose keys say which map belongs to the inputs shown."""
+        self._host = jobs.qk
 
     def _draw_thumbs(self) -> None:
         th = self._thumbs

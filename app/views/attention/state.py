@@ -15,6 +15,7 @@ import numpy as np
 
 from app.core.state import Signal
 from app.views.attention.circuits_state import CircuitsState
+from app.views.attention.corpus_heads_state import CorpusHeadsState
 from app.views.attention.qk_map_state import QKMapState
 from app.views.attention.state_records import CausalEntry, CausalFailure, Head
 from model.interp.analysis.heads import HeadClassification, HeadThresholds, classify_heads
@@ -35,7 +36,7 @@ ROLE_SHORT = {
 }
 
 
-class AttentionState(CircuitsState, QKMapState):
+class AttentionState(CircuitsState, QKMapState, CorpusHeadsState):
     """The Attention tab's state and its change signals (see the module docstring).
 
     ``inspection``: the current :class:`~model.interp.inspection.Inspection` (None before the first run or
@@ -76,10 +77,13 @@ class AttentionState(CircuitsState, QKMapState):
     # circuits_changed, circuit_setup_changed: the Circuits page's (CircuitsState)
     #: (): no model any more; pages forget what they draw
     cleared = Signal()
+    #: (text): a page asks for this prompt to be run (a top example of a corpus run, opened)
+    prompt_requested = Signal()
 
     def __init__(self) -> None:
         CircuitsState.__init__(self)
         QKMapState.__init__(self)
+        CorpusHeadsState.__init__(self)
         self.inspection: Inspection | None = None
         self.selected: Head = (0, 0)
         self.ablation: dict[Head, str] = {}
@@ -159,6 +163,7 @@ class AttentionState(CircuitsState, QKMapState):
         """No model: forget everything drawn."""
         self.forget_results()
         self.forget_qk()
+        self.forget_corpus()
         self.inspection = None
         self.aggregates = self.next_tokens = None
         self._layer_masks = None
@@ -315,6 +320,10 @@ class AttentionState(CircuitsState, QKMapState):
         self.selected = (layer, head)
         self.selection_changed.emit(layer, head)
         return True
+
+    def request_prompt(self, text: str) -> None:
+        """Ask for ``text`` to be run as the prompt (the tab follows ``prompt_requested``)."""
+        self.prompt_requested.emit(text)
 
     def set_ablation(self, heads: dict) -> bool:
         """Switch ``heads`` ({(layer, head): "zero" | "mean"}) off; {} = every head on. Returns whether

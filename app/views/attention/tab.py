@@ -5,9 +5,9 @@ are switched off, then the pages under a row of page tabs that wraps onto a seco
 window (every page's name whole, none behind scroll arrows): Heads (the L×H grid), Head (one head
 large), Pipeline, Lines, Token focus, Aggregates, Rollout, Metrics, Experts (mixture-of-experts
 models only: a page whose ``applies_to`` fails for the model's config is hidden), Ablation,
-Patching, Logit attribution, Next token. With no model the tab says so and offers to build the
-default one. What the pages draw is in ``state`` (:class:`AttentionState`, no Qt): pages read it and
-follow its signals, never the tab or each other.
+Patching, Circuits, Q–K map, Corpus (heads over a corpus), Logit attribution, Next token. With no
+model the tab says so and offers to build the default one. What the pages draw is in ``state``
+(:class:`AttentionState`, no Qt): pages read it and follow its signals, never the tab or each other.
 
 Computation (``model.interp.inspection``). Typing re-runs the prompt after :attr:`AttentionTab.DEBOUNCE_MS`
 of quiet, on the session's current model, in the session's :class:`~app.session.compute.ComputeWorker` (off
@@ -43,6 +43,7 @@ from app.views.attention.attribution_page import AttributionPage
 from app.views.attention.base import AttentionPage
 from app.views.attention.circuits_page import CircuitsPage
 from app.views.attention.controls import AblationBanner, NoModelView, PromptBar, run_status
+from app.views.attention.corpus_heads_page import CorpusHeadsPage
 from app.views.attention.experts_page import ExpertsPage
 from app.views.attention.exports import AttentionExports
 from app.views.attention.focus_page import FocusPage
@@ -77,13 +78,14 @@ if TYPE_CHECKING:
 #: The pages, in the order of their tabs.
 PAGES = (
     *(GridPage, HeadPage, PipelinePage, LinesPage, FocusPage, AggregatePage, RolloutPage, MetricsPage),
-    *(ExpertsPage, AblationPage, PatchingPage, CircuitsPage, QKMapPage, AttributionPage, NextTokenPage),
+    *(ExpertsPage, AblationPage, PatchingPage, CircuitsPage, QKMapPage, CorpusHeadsPage, AttributionPage),
+    NextTokenPage,
 )
 #: Screenshot order: the Ablation page last, since its picture switches a head off (a page the model
 #: does not offer, e.g. Experts of a dense model, is left out).
 SCREENSHOT_ORDER = (
     *("heads", "head", "pipeline", "lines", "focus", "aggregates", "rollout", "metrics", "experts"),
-    *("patching", "circuits", "qkmap", "attribution", "next", "ablation"),
+    *("patching", "circuits", "qkmap", "corpus", "attribution", "next", "ablation"),
 )
 
 
@@ -145,10 +147,9 @@ class AttentionTab(TabBase):
             page = cls(self.state)
             page.openHeadRequested.connect(self.open_head)
             page.use_jobs(session.jobs, session.compute.abort)
+            page.use_tab_jobs(self.jobs)
             if isinstance(page, HeadPage):
                 page.csvRequested.connect(self.exports.head_csv_dialog)
-            if isinstance(page, QKMapPage):
-                page.use_qk_jobs(self.jobs.qk)
             self.pages[page.key] = page
             self.page_tabs.addTab(page, page.title)
             if page.blurb:
@@ -172,6 +173,7 @@ class AttentionTab(TabBase):
 
         st = self.state
         st.selection_changed.connect(self._on_head_selected)
+        st.prompt_requested.connect(self.set_prompt)
         st.ablation_changed.connect(lambda _heads: self.schedule(changed=True))
         st.chosen_heads_changed.connect(lambda _heads: self.jobs.aggregates())
         st.causal_setup_changed.connect(self._on_causal_setup)

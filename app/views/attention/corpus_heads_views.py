@@ -1,0 +1,117 @@
+"""What the Heads-over-a-corpus page draws its result with, apart from the page: the heads × scores
+table (:class:`ScoresTable`, sortable by any column: the numbers sort, not their text), each score as
+"mean [low, high]" (:func:`interval_text`), and a top example as HTML with its key and query tokens
+highlighted (:func:`example_html`, from the example's own line of text, whose key is in «» and query
+in ⟦⟧: :meth:`model.interp.corpus.TopExamples.texts`)."""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QStandardItem, QStandardItemModel
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView
+
+if TYPE_CHECKING:
+    from model.interp.corpus import HeadScores
+
+#: The table's sort role (numbers, not texts) and the role that holds a row's (layer, head).
+SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+HEAD_ROLE = Qt.ItemDataRole.UserRole + 2
+#: The highlights of an example: its key and its query (the Q–K map page's key red and query blue).
+KEY_STYLE = "background:#f6c9c9; color:#000; font-weight:bold"
+QUERY_STYLE = "background:#c6dbf0; color:#000; font-weight:bold"
+#: a query that is its own key
+SELF_STYLE = "background:#ddc6f0; color:#000; font-weight:bold"
+
+
+def interval_text(mean: float, low: float, high: float) -> str:
+    """``mean [low, high]`` to two decimals ("n/a" for a score no prompt defines)."""
+    if math.isnan(mean):
+        return "n/a"
+    return f"{mean:.2f} [{low:.2f}, {high:.2f}]".replace("-", "−")
+
+
+def example_html(line: str) -> str:
+    """An example's line (key in «», query in ⟦⟧) as HTML: the key and query tokens highlighted (a query
+    that is its own key in a third colour)."""
+    text = html.escape(line, quote=False).replace("\n", "⏎")
+    text = re.sub("⟦«(.*?)»⟧", lambda m: f'<span style="{SELF_STYLE}">{m.group(1)}</span>', text)
+    text = re.sub("«(.*?)»", lambda m: f'<span style="{KEY_STYLE}">{m.group(1)}</span>', text)
+    return re.sub("⟦(.*?)⟧", lambda m: f'<span style="{QUERY_STYLE}">{m.group(1)}</span>', text)
+
+
+class ScoresTable(QTableView):
+    """The heads × scores table of a :class:`~model.interp.corpus.HeadScores`: head, cluster, then each
+    score as :func:`interval_text`; a click on a header sorts by that column (by the mean, NaN last),
+    a click on a row emits ``headClicked(layer, head)``."""
+
+    headClicked = Signal(int, int)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = QStandardItemModel(self)
+        self.table.setSortRole(SORT_ROLE)
+        self.setModel(self.table)
+        self.setSortingEnabled(True)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.verticalHeader().setVisible(False)
+        self.verticalHeader().setDefaultSectionSize(20)
+        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.clicked.connect(lambda index: self.headClicked.emit(*self.head_at(index.row())))
+
+    def show_result(self, result: HeadScores | None) -> None:
+        """Fill the table with ``result``'s heads (empty for None), kept sorted as it was."""
+        self.table.clear()
+        if result is None:
+            return
+        self.table.setHorizontalHeaderLabels(["head", "cluster", *result.names])
+        L, H = result.shape
+        for layer in range(L):
+            for head in range(H):
+                name = QStandardItem(f"L{layer}H{head}")
+                name.setData(layer * H + head, SORT_ROLE)
+                name.setData((layer, head), HEAD_ROLE)
+                label = int(result.clusters.labels[layer, head])
+                cluster = QStandardItem(result.clusters.names[label])
+                cluster.setData(label, SORT_ROLE)
+                row = [name, cluster]
+                for i in range(len(result.names)):
+                    m, lo, hi = (float(a[i, layer, head]) for a in (result.mean, result.low, result.high))
+                    item = QStandardItem(interval_text(m, lo, hi))
+                    item.setData(-math.inf if math.isnan(m) else m, SORT_ROLE)
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                    row.append(item)
+                self.table.appendRow(row)
+        header = self.horizontalHeader()
+        if header.sortIndicatorSection() >= 0 and header.sortIndicatorSection() < self.table.columnCount():
+            self.table.sort(header.sortIndicatorSection(), header.sortIndicatorOrder())
+
+    def sort_by(self, score: str, descending: bool = True) -> None:
+        """Sort by column ``score`` ("head", "cluster" or a score's name), as a click on its header."""
+        labels = [
+            self.table.headerData(c, Qt.Orientation.Horizontal) for c in range(self.table.columnCount())
+        ]
+        order = Qt.SortOrder.DescendingOrder if descending else Qt.SortOrder.AscendingOrder
+        self.sortByColumn(labels.index(score), order)
+
+    def head_at(self, row: int) -> tuple[int, int]:
+        """The (layer, head) of row ``row`` as the table is sorted now."""
+        layer, head = self.table.item(row, 0).data(HEAD_ROLE)
+        return int(layer), int(head)
+
+    def select_head(self, layer: int, head: int) -> None:
+        """Select the row of (layer, head), scrolled into view."""
+        for row in range(self.table.rowCount()):
+            if self.head_at(row) == (layer, head):
+                self.selectRow(row)
+                self.scrollTo(self.table.index(row, 0))
+                return
+
+
+__all__ = ["ScoresTable", "example_html", "interval_text"]
