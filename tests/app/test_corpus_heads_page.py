@@ -19,7 +19,7 @@ PROMPT = "vsqyrnmezgcovsqyrnmezgco"  # the starter's own probe prompt
 @pytest.fixture
 def page(window_of_one_tab, qtbot, shipped_starter, tmp_path, monkeypatch):
     monkeypatch.setenv("ATTENTION_LAB_CACHE", str(tmp_path / "cache"))
-    win, tab, _ = window_of_one_tab("Attention", "app.views.attention.tab:AttentionTab", (1280, 750))
+    win, tab, _ = window_of_one_tab("attention", "app.views.attention.tab:AttentionTab", (1280, 750))
     assert win.session.open_starter()
     with qtbot.waitSignal(tab.inspected, timeout=TIMEOUT):
         tab.set_prompt(PROMPT)

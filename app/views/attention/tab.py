@@ -127,8 +127,7 @@ class AttentionTab(TabBase):
         self.threads: int | None = 1
 
         root = QVBoxLayout(self)
-        self.prompt_bar = PromptBar(self.FOLLOW_INTERVAL_S)
-        bar = self.prompt_bar
+        self.prompt_bar = bar = PromptBar(self.FOLLOW_INTERVAL_S)
         self.prompt_edit, self.status_label, self.follow_box = bar.edit, bar.status_label, bar.follow_box
         self.refresh_button = bar.refresh_button
         root.addWidget(bar)
