@@ -79,7 +79,8 @@ def main() -> int:
     settings = s.train_settings
     config = s.config
     print(
-        f"config: {config.n_layers} layers x {config.n_heads} heads, d_model {config.d_model}, "
+        f"config: {config.core.n_layers} layers x {config.attention.n_heads} heads, d_model "
+        f"{config.core.d_model}, "
         f"{s.model.num_params():,} parameters; batch {settings.batch_size} x seq {settings.seq_len}; "
         f"live attention every {settings.probe_every} steps, samples every {s.sample_every} steps",
         flush=True,

@@ -69,8 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     period = repeat_period(prompt)
     print(f"{source.describe()}")
     print(
-        f"model: {config.n_layers} layers, d_model {config.d_model}, {config.n_heads} heads, context "
-        f"{config.context_length}; {trainer.model.num_params():,} parameters"
+        f"model: {config.core.n_layers} layers, d_model {config.core.d_model}, {config.attention.n_heads} "
+        "heads, context "
+        f"{config.core.context_length}; {trainer.model.num_params():,} parameters"
     )
     print(
         f"settings: {settings.steps} steps, batch {settings.batch_size}×{trainer.seq_len}, "

@@ -322,7 +322,7 @@ def run_case(name: str, spec: dict, repeats: int, device: str) -> dict:
         "L": insp.n_layers,
         "H": insp.n_heads,
         "T": insp.T,
-        "d": insp.config.d_model,
+        "d": insp.config.core.d_model,
         "block": insp.block,
         "dtype": str(insp.weights.dtype),
         "threads": tab._threads or "all",

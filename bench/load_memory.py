@@ -206,12 +206,12 @@ def _measure_trace(ckpt, T: int, rss) -> dict:
 
     cfg = ckpt.model.config
     ids = torch.randint(0, 256, (T,), generator=torch.Generator().manual_seed(0)).tolist()
-    big = cfg.n_layers * cfg.n_heads * T * T > FLOAT32_LIMIT
+    big = cfg.core.n_layers * cfg.attention.n_heads * T * T > FLOAT32_LIMIT
     budget = estimate_nbytes(
-        cfg.n_layers,
-        cfg.n_heads,
+        cfg.core.n_layers,
+        cfg.attention.n_heads,
         T,
-        cfg.d_model,
+        cfg.core.d_model,
         cfg.d_head,
         kinds=("pattern",),
         bytes_per_value=2 if big else 4,
@@ -229,7 +229,7 @@ def _measure_trace(ckpt, T: int, rss) -> dict:
             hwm = int(line.split()[1]) * 1024
     return {
         "trace_T": T,
-        "trace_heads": f"{cfg.n_layers}x{cfg.n_heads}",
+        "trace_heads": f"{cfg.core.n_layers}x{cfg.attention.n_heads}",
         "trace_seconds": seconds,
         "trace_budget": budget,
         "trace_held": insp.weights.nbytes + insp.overview.nbytes,

@@ -78,7 +78,7 @@ def child(T: int, plain: bool = True) -> dict:
     cfg = GPTConfig(**SHAPE, context_length=max(8192, T))
     model = init_model(cfg, seed=0).eval()
     tok = _Ids()
-    ids = torch.randint(0, cfg.vocab_size, (T,), generator=torch.Generator().manual_seed(0)).tolist()
+    ids = torch.randint(0, cfg.core.vocab_size, (T,), generator=torch.Generator().manual_seed(0)).tolist()
     with torch.no_grad():  # warm both paths on a short prompt (first-call costs)
         model(torch.tensor([ids[:256]]))
     base = _status("VmRSS")
@@ -101,7 +101,7 @@ def child(T: int, plain: bool = True) -> dict:
     inspect_s = time.perf_counter() - t0
     inspect_peak = _status("VmHWM") - base2
     t0 = time.perf_counter()
-    head = insp.head(cfg.n_layers - 1, 0)  # one head opened: [T, T]
+    head = insp.head(cfg.core.n_layers - 1, 0)  # one head opened: [T, T]
     open_s = time.perf_counter() - t0
     return {
         "T": T,

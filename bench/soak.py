@@ -179,7 +179,8 @@ def main(argv=None) -> int:
     cfg = s.config
     print(
         f"soak: {args.minutes:g} min ({warmup:g} min warm-up), an action every {args.every:g} s; "
-        f"{cfg.n_layers} layers x {cfg.n_heads} heads, d_model {cfg.d_model}; live attention every "
+        f"{cfg.core.n_layers} layers x {cfg.attention.n_heads} heads, d_model {cfg.core.d_model}; live "
+        "attention every "
         f"{s.train_settings.probe_every} steps; load average {os.getloadavg()[0]:.1f}",
         flush=True,
     )

@@ -92,8 +92,8 @@ def prompt_of(lm: Checkpoint, prompt: str | Prompt | list[int]) -> Prompt:
     if isinstance(prompt, Prompt):
         return prompt
     if isinstance(prompt, str):
-        return encode_prompt(lm.tokenizer, prompt, lm.config.context_length)
-    return prompt_of_ids(lm.tokenizer, prompt, lm.config.context_length)
+        return encode_prompt(lm.tokenizer, prompt, lm.config.core.context_length)
+    return prompt_of_ids(lm.tokenizer, prompt, lm.config.core.context_length)
 
 
 def run_with_trace(

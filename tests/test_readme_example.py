@@ -42,7 +42,7 @@ def ran() -> tuple[dict, list[str]]:
 def test_the_trace_records_what_the_predicate_chose_and_each_pattern_row_is_a_distribution(ran):
     names, printed = ran
     trace, pattern, lm = names["trace"], names["pattern"], names["lm"]
-    L, H = lm.config.n_layers, lm.config.n_heads
+    L, H = lm.config.core.n_layers, lm.config.attention.n_heads
     assert trace.kinds == {"pattern", "resid_pre", "resid_mid", "resid_post"} and trace.layers == list(
         range(L)
     )
@@ -68,7 +68,10 @@ def test_the_patched_head_is_the_one_that_restores_most_and_zeroing_it_is_what_t
     names, printed = ran
     lm, patched, trace, ablated = names["lm"], names["patched"], names["trace"], names["ablated"]
     restored = patched.heads.restored
-    assert restored.shape == (lm.config.n_layers, lm.config.n_heads) and np.isfinite(restored).all()
+    assert (
+        restored.shape == (lm.config.core.n_layers, lm.config.attention.n_heads)
+        and np.isfinite(restored).all()
+    )
     layer, head = names["layer"], names["head"]
     assert (layer, head) == np.unravel_index(np.argmax(restored), restored.shape)
     said = re.fullmatch(r"L(\d)H(\d) restores (-?[\d.]+) of logit\('(.)'\) − logit\('(.)'\)", printed[1])

@@ -200,7 +200,10 @@ def _list_presets(as_json: bool) -> int:
     for p in presets.PRESETS.values():
         c = p.gpt_config()
         n = budget.parameters(c).total
-        print(f"{p.name:<16} {p.title:<16} {n:>17,}  {c.n_layers} × {c.d_model}, {c.n_heads} ({c.kv_heads})")
+        print(
+            f"{p.name:<16} {p.title:<16} {n:>17,}  {c.core.n_layers} × {c.core.d_model}, "
+            f"{c.attention.n_heads} ({c.kv_heads})"
+        )
     return 0
 
 

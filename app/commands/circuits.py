@@ -79,7 +79,7 @@ def _model(args):
     from model.text.tokens import ByteTokenizer
 
     cfg = GPTConfig.load(args.config, validate=False)
-    if cfg.vocab_size is None:
+    if cfg.core.vocab_size is None:
         cfg = cfg.with_vocab(ByteTokenizer().vocab_size)
     cfg.validate()
     check(load_need(cfg, copies=1, what="building this model"))
@@ -117,9 +117,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--rope-offset {args.rope_offset}: {exc}") from None
     comp, heads = got.composition, got.heads
     kinds = list(KINDS) if args.kind == "ALL" else [args.kind]
-    kv = f" ({cfg.kv_heads} key/value heads)" if cfg.kv_heads != cfg.n_heads else ""
+    kv = f" ({cfg.kv_heads} key/value heads)" if cfg.kv_heads != cfg.attention.n_heads else ""
     print(
-        f"circuits of {what}: {cfg.n_layers} layers × {cfg.n_heads} heads{kv}, d {comp.d}, d_k {comp.d_k}; "
+        f"circuits of {what}: {cfg.core.n_layers} layers × {cfg.attention.n_heads} heads{kv}, d {comp.d}, "
+        f"d_k {comp.d_k}; "
         f"{np.isfinite(comp.scores).sum():,} composition scores in {got.seconds['total']:.2f} s"
     )
     print(
@@ -138,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     if not pairs:
         print("  none: the model has one layer (composition needs a later head)")
     order = np.argsort(-heads.copying.reshape(-1), kind="stable")[:top]
-    H = cfg.n_heads
+    H = cfg.attention.n_heads
     subset = "every token" if heads.copying_tokens == heads.vocab else f"{heads.copying_tokens} random tokens"
     print(f"copying heads (share of the OV eigenvalues' mass with Re λ > 0, and Σλ/Σ|λ|; over {subset}):")
     for i in order:

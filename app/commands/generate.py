@@ -99,8 +99,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--prompt is empty: give at least one character")
     text = chat_prompt(ckpt, args) if args.chat else args.prompt
     if not args.no_cache:  # the cache is sized before the prompt is printed
-        window = trained_window(ckpt) or ckpt.model.config.context_length
-        check(generation_need(ckpt.model.config, min(window, ckpt.model.config.context_length)))
+        window = trained_window(ckpt) or ckpt.model.config.core.context_length
+        check(generation_need(ckpt.model.config, min(window, ckpt.model.config.core.context_length)))
     try:
         ckpt.tokenizer.encode(text)
     except ValueError as exc:  # characters the tokenizer does not know

@@ -146,11 +146,14 @@ def _plan(cfg, tokenizer, args, budget: int, out, *, with_model: bool):
     )
     T = plan.prompt.T
     if plan.for_context:
-        print(f"attention-lab inspect: warning: {_cut(plan.prompt, cfg.context_length)}", file=sys.stderr)
+        print(
+            f"attention-lab inspect: warning: {_cut(plan.prompt, cfg.core.context_length)}", file=sys.stderr
+        )
     if not plan.held and not args.streamed:
         print(
-            f"attention-lab inspect: note: every head of {T:,} tokens is not written ({cfg.n_layers} × "
-            f"{cfg.n_heads} heads of {T:,}² weights{': ' + plan.why if plan.why else ''}): writing the "
+            f"attention-lab inspect: note: every head of {T:,} tokens is not written ({cfg.core.n_layers} × "
+            f"{cfg.attention.n_heads} heads of {T:,}² weights{': ' + plan.why if plan.why else ''}): "
+            "writing the "
             "streamed form, every head pooled and each layer's queries and keys, which recompute any head "
             "(model.interp.export.streamed_head)",
             file=sys.stderr,
@@ -201,13 +204,13 @@ def run(args: argparse.Namespace) -> int:
         model = None
         cfg = GPTConfig.load(args.config, validate=False)
         tokenizer = ByteTokenizer()
-        if cfg.vocab_size is None:
+        if cfg.core.vocab_size is None:
             cfg = cfg.with_vocab(tokenizer.vocab_size)
-        elif not isinstance(cfg.vocab_size, int) or isinstance(cfg.vocab_size, bool):
+        elif not isinstance(cfg.core.vocab_size, int) or isinstance(cfg.core.vocab_size, bool):
             cfg.validate()  # names the problem
-        elif cfg.vocab_size < tokenizer.vocab_size:
+        elif cfg.core.vocab_size < tokenizer.vocab_size:
             raise UserError(
-                f"vocab_size={cfg.vocab_size} is too small for the byte-level tokenizer "
+                f"vocab_size={cfg.core.vocab_size} is too small for the byte-level tokenizer "
                 f"({tokenizer.vocab_size} tokens): omit it or make it at least {tokenizer.vocab_size}"
             )
         cfg.validate()
@@ -240,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
     else:  # every head pooled, and what recomputes any of them, never a [T, T] in flight
         arrays = streamed_arrays(model, list(prompt.ids), list(prompt.texts), plan.block)
         path = save_inspection(out, {**arrays, **where}, compress=args.compress)
-    L, H, T = len(plan.layers or range(cfg.n_layers)), cfg.n_heads, prompt.T
+    L, H, T = len(plan.layers or range(cfg.core.n_layers)), cfg.attention.n_heads, prompt.T
     S = -(-T // plan.block) if not plan.held else T
     form = f", streamed: every head pooled to {S}×{S}, each layer's queries and keys" if not plan.held else ""
     print(f"wrote {path}: {L} layers × {H} heads × {T} tokens{form}")

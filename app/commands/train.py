@@ -93,24 +93,27 @@ SETTING_FLAGS: dict[str, tuple[type, str]] = {
 
 
 def _config_fields():
-    return [f for f in dataclasses.fields(GPTConfig) if f.name != "vocab_size"]
+    return [f for f in GPTConfig.fields() if f.name != "vocab_size"]
 
 
 _YARN = ("rope_beta_fast", "rope_beta_slow", "rope_truncate", "rope_attn_factor")
 #: Config flags that mean something only beside another setting: field → (whether the final config
 #: uses it, the setting it needs). Given without that setting, such a flag is refused, not ignored.
 NEEDS: dict[str, tuple[Callable[[GPTConfig], bool], str]] = {
-    "rope_base": (lambda c: c.positions == "rope", "--positions rope"),
-    "rope_factor": (lambda c: c.rope_scaling != "none", "--rope-scaling linear, llama3 or yarn"),
-    "rope_low_freq_factor": (lambda c: c.rope_scaling == "llama3", "--rope-scaling llama3"),
-    "rope_high_freq_factor": (lambda c: c.rope_scaling == "llama3", "--rope-scaling llama3"),
+    "rope_base": (lambda c: c.positional.positions == "rope", "--positions rope"),
+    "rope_factor": (lambda c: c.positional.rope_scaling != "none", "--rope-scaling linear, llama3 or yarn"),
+    "rope_low_freq_factor": (lambda c: c.positional.rope_scaling == "llama3", "--rope-scaling llama3"),
+    "rope_high_freq_factor": (lambda c: c.positional.rope_scaling == "llama3", "--rope-scaling llama3"),
     "rope_original_context": (
-        lambda c: c.rope_scaling in ("llama3", "yarn"),
+        lambda c: c.positional.rope_scaling in ("llama3", "yarn"),
         "--rope-scaling llama3 or yarn",
     ),
-    **{name: (lambda c: c.rope_scaling == "yarn", "--rope-scaling yarn") for name in _YARN},
+    **{name: (lambda c: c.positional.rope_scaling == "yarn", "--rope-scaling yarn") for name in _YARN},
     **{
-        name: (lambda c: c.n_experts is not None, "--n-experts (a mixture-of-experts feed-forward)")
+        name: (
+            lambda c: c.feed_forward.n_experts is not None,
+            "--n-experts (a mixture-of-experts feed-forward)",
+        )
         for name in ("n_experts_per_token", "router", "router_aux_loss", "router_topk_groups")
     },
 }
@@ -331,7 +334,7 @@ def _build(args, dist, out: str) -> Trainer:
             if args.config:
                 base = GPTConfig.load(args.config, validate=False)
                 config = recommended_config(source, base.replace(**config_changes))
-                config = _config_vocab(base.vocab_size, config, args.config)
+                config = _config_vocab(base.core.vocab_size, config, args.config)
             else:
                 config = recommended_config(source)
                 config = config.replace(**config_changes)
@@ -352,7 +355,7 @@ def _build(args, dist, out: str) -> Trainer:
 def _config_vocab(given, config, where: str):
     """``config`` with the ``vocab_size`` a --config file gave, never silently replaced: below the
     tokenizer's size it is refused, above it kept with a warning (the extra rows are never used)."""
-    V = config.vocab_size
+    V = config.core.vocab_size
     if given is None:
         return config
     if isinstance(given, bool) or not isinstance(given, int):

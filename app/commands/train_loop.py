@@ -125,8 +125,9 @@ def _describe(trainer: Trainer, dist) -> str:
     micro = trainer.engine.grad_accum
     accum = f" in {micro} micro-batches" if micro > 1 else ""
     return (
-        f"training {trainer.model.num_params():,} parameters ({cfg.n_layers} layers × {cfg.n_heads} heads, "
-        f"d_model {cfg.d_model}) on {trainer.source.name} (vocabulary {trainer.tokenizer.vocab_size}), "
+        f"training {trainer.model.num_params():,} parameters ({cfg.core.n_layers} layers × "
+        f"{cfg.attention.n_heads} heads, "
+        f"d_model {cfg.core.d_model}) on {trainer.source.name} (vocabulary {trainer.tokenizer.vocab_size}), "
         f"{trainer.device}{ranks}, steps {trainer.step}→{s.steps}, batch {s.batch_size}×{trainer.seq_len}"
         f"{accum}"
     )

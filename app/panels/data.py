@@ -149,7 +149,7 @@ class DataPanel(QWidget):
         text = f"<b>In use:</b> {_escape(source.describe())}"
         if s.model is not None and s.tokenizer is not None and s.tokenizer != source.tokenizer:
             text += (
-                f"<br><i>The model shown reads another vocabulary ({s.model.config.vocab_size} tokens): "
+                f"<br><i>The model shown reads another vocabulary ({s.model.config.core.vocab_size} tokens): "
                 "Start trains a fresh model on this data.</i>"
             )
         self.current_label.setText(text)

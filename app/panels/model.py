@@ -102,9 +102,9 @@ class ConfigPanel(QWidget):
 
     def set_config(self, config: GPTConfig) -> None:
         """Show ``config`` in the widgets (one change afterwards, not one per field)."""
-        if config.vocab_size:
-            self.form.fixed["vocab_size"] = config.vocab_size
-            self.vocab_label.setText(f"{config.vocab_size} (set by the tokenizer)")
+        if config.core.vocab_size:
+            self.form.fixed["vocab_size"] = config.core.vocab_size
+            self.vocab_label.setText(f"{config.core.vocab_size} (set by the tokenizer)")
         self.form.set_value(config)
 
     def config(self) -> GPTConfig:
@@ -151,15 +151,15 @@ class ConfigPanel(QWidget):
 
     def _summary(self, cfg: GPTConfig) -> str:
         parts = [f"d_k = {cfg.d_head}", f"MLP hidden = {cfg.hidden}"]
-        if cfg.kv_heads == 1 and cfg.n_heads > 1:
+        if cfg.kv_heads == 1 and cfg.attention.n_heads > 1:
             parts.append("multi-query attention (MQA)")
-        elif cfg.kv_heads < cfg.n_heads:
+        elif cfg.kv_heads < cfg.attention.n_heads:
             parts.append(f"grouped-query attention: {cfg.n_rep} query heads per K/V head")
-        if cfg.vocab_size:
+        if cfg.core.vocab_size:
             with contextlib.suppress(Exception):
                 parts.append(f"{parameters(cfg).total:,} parameters")
         text = " · ".join(parts)
-        if cfg.vocab_size and self.session is not None:
+        if cfg.core.vocab_size and self.session is not None:
             try:
                 check_fits(cfg, device=self.session.device, settings=self.session.train_settings)
             except ModelTooLarge as exc:  # said beside the fields; New run and Start refuse it too

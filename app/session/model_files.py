@@ -156,11 +156,11 @@ def check_fits(
     hold it (``settings`` None), or to train it with the batch and sequence length of ``settings``.
     Milliseconds; nothing is allocated."""
     if settings is not None:
-        seq = min(int(settings.seq_len or config.context_length), int(config.context_length))
+        seq = min(int(settings.seq_len or config.core.context_length), int(config.core.context_length))
         need = training_need(config, batch=int(settings.batch_size), seq_len=seq)
     else:
         need = load_need(
-            config, copies=1, what=f"a model of {config.n_layers} layers × d_model {config.d_model}"
+            config, copies=1, what=f"a model of {config.core.n_layers} layers × d_model {config.core.d_model}"
         )
     try:
         check(need, device=device or "cpu")

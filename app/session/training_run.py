@@ -108,10 +108,12 @@ def _why_new(s: Any, config: GPTConfig) -> str:
         return ""
     if s.checkpoint_meta.get("starter"):
         return " (the starter model itself is never trained on)"
-    if not s.slot.shows_config(config) and s.model.config.vocab_size == config.vocab_size:
+    if not s.slot.shows_config(config) and s.model.config.core.vocab_size == config.core.vocab_size:
         return " (the Model panel's settings differ from the shown model's)"
-    if s.tokenizer != s.source.tokenizer or s.model.config.vocab_size != config.vocab_size:
-        return f" (the data is in another vocabulary than the shown model's: {config.vocab_size:,} tokens)"
+    if s.tokenizer != s.source.tokenizer or s.model.config.core.vocab_size != config.core.vocab_size:
+        return (
+            f" (the data is in another vocabulary than the shown model's: {config.core.vocab_size:,} tokens)"
+        )
     return ""
 
 
@@ -251,7 +253,7 @@ class TrainingRun(WorkerRun):
             and s.slot.shows_config(config)
             and s.tokenizer is not None
             and s.tokenizer == s.source.tokenizer
-            and s.model.config.vocab_size == config.vocab_size
+            and s.model.config.core.vocab_size == config.core.vocab_size
             and not s.checkpoint_meta.get("starter")  # the starter is shown, never trained on
         ):
             return s.model
@@ -290,7 +292,8 @@ class TrainingRun(WorkerRun):
         if model is not None:
             return StartPlan("fresh", f"Start trains the shown untrained model {on}")
         why = _why_new(s, config)
-        shape = f"{config.n_layers} layers × d_model {config.d_model}, vocabulary {config.vocab_size:,}"
+        core = config.core
+        shape = f"{core.n_layers} layers × d_model {core.d_model}, vocabulary {core.vocab_size:,}"
         kept = "; its files stay as they are" if s.checkpoint_meta or s.checkpoint_path else ""
         replaced = f" It replaces {name} in the window{kept}." if s.model is not None else ""
         text = f"Start trains a new model from random weights ({shape}) {on}{why}.{replaced}"

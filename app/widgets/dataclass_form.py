@@ -66,6 +66,19 @@ class FieldSpec:
     step: float | None = None
 
 
+def _composed(cls: type) -> bool:
+    """Whether ``cls`` declares its fields in parts (:class:`~model.config.GPTConfig`): it then lists
+    them by their file names itself (``fields``, ``field_types``) and reads one with ``get``."""
+    return hasattr(cls, "field_types")
+
+
+def _fields(cls: type) -> tuple[dict[str, Any], tuple[dataclasses.Field[Any], ...]]:
+    """The type and the declaration of each field of ``cls``, by the names its constructor takes."""
+    if _composed(cls):
+        return cls.field_types(), cls.fields()  # type: ignore[attr-defined]
+    return typing.get_type_hints(cls), dataclasses.fields(cls)
+
+
 def field_kind(name: str, hint: Any, choices: Mapping[str, Iterable[str]]) -> str:
     """ "choice", "bool", "int", "opt_int", "float", "opt_float" or "str" for a field's type hint."""
     if name in choices:
@@ -164,8 +177,8 @@ class DataclassForm(QWidget):
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        hints = typing.get_type_hints(cls)
-        fields = {f.name: f for f in dataclasses.fields(cls)}
+        hints, listed = _fields(cls)
+        fields = {f.name: f for f in listed}
         skip = set(hidden) | set(self._fixed())
         for f in fields.values():
             self.tips[f.name] = (tips or {}).get(f.name) or f.metadata.get("help") or f.name
@@ -305,7 +318,7 @@ class DataclassForm(QWidget):
         self._loading = True
         try:
             for name in self.widgets:
-                self.set_field(name, getattr(value, name))
+                self.set_field(name, value.get(name) if _composed(self.cls) else getattr(value, name))
         finally:
             self._loading = False
         self._changed()

@@ -113,7 +113,7 @@ def report(
     ``peak_flops``, ``gpu_hours``, ``days``, ...).
     Raises :class:`ConfigError` listing every problem in the config and the settings.
     """
-    seq_len = cfg.context_length if seq_len is None else seq_len
+    seq_len = cfg.core.context_length if seq_len is None else seq_len
     check(
         cfg,
         seq_len=seq_len,

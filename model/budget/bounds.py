@@ -102,7 +102,7 @@ ALIASES = {"peak_flops": "peak_tflops"}
 
 def config_counts(cfg: GPTConfig) -> dict[str, Any]:
     """The bounded fields of ``cfg`` that are set (a None field is "auto" and is not checked)."""
-    return {name: getattr(cfg, name) for name in CONFIG_BOUNDS if getattr(cfg, name) is not None}
+    return {name: cfg.get(name) for name in CONFIG_BOUNDS if cfg.get(name) is not None}
 
 
 def out_of_bounds(values: Mapping[str, Any]) -> dict[str, str]:

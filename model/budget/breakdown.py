@@ -126,7 +126,7 @@ class ParamBreakdown:
     @property
     def has_moe(self) -> bool:
         """The config has mixture-of-experts blocks."""
-        return self.config.n_experts is not None
+        return self.config.feed_forward.n_experts is not None
 
     def _in_block(self, moe: bool, group: str | None = None, active: bool = False) -> int:
         """One block's count (``moe``: a mixture-of-experts block, else a dense one), optionally one
@@ -144,7 +144,7 @@ class ParamBreakdown:
 
     def layer_counts(self) -> list[int]:
         """:meth:`block` for every block, in order."""
-        return [self.block(i) for i in range(self.config.n_layers)]
+        return [self.block(i) for i in range(self.config.core.n_layers)]
 
     @property
     def per_layer(self) -> int:
@@ -155,7 +155,7 @@ class ParamBreakdown:
     @property
     def dense_per_layer(self) -> int:
         """All parameters of one block with a dense MLP (0 when every block has experts)."""
-        return self._in_block(False) if self.config.n_layers > self._moe_blocks else 0
+        return self._in_block(False) if self.config.core.n_layers > self._moe_blocks else 0
 
     @property
     def attention_per_layer(self) -> int:
@@ -172,7 +172,7 @@ class ParamBreakdown:
     @property
     def dense_mlp_per_layer(self) -> int:
         """The dense MLP of one block that has one (0 when every block has experts)."""
-        return self._in_block(False, "mlp") if self.config.n_layers > self._moe_blocks else 0
+        return self._in_block(False, "mlp") if self.config.core.n_layers > self._moe_blocks else 0
 
     @property
     def moe_per_layer(self) -> int:
@@ -209,7 +209,7 @@ class ParamBreakdown:
         card (5.1B active for gpt-oss-120b) and DeepSeek-V3's weights README (36.6B, "including 0.9B
         for the output head"); Mixtral's 12.9B counts the embedding (:attr:`active`)."""
         lookup = self["position embedding"].count
-        if not self.config.tie_embeddings:
+        if not self.config.core.tie_embeddings:
             lookup += self["token embedding"].count
         return self.active - lookup
 
@@ -257,7 +257,7 @@ class ParamBreakdown:
         MLP, router, the ``k`` experts a token goes to and the shared ones, output head, the head counted
         even when tied). Forward FLOPs per token ≈ ``2·N_mm``."""
         n = sum(c.active_count for c in self.components if c.matmul)
-        if self.config.tie_embeddings:
+        if self.config.core.tie_embeddings:
             n += self["token embedding"].count
         return n
 
@@ -265,7 +265,7 @@ class ParamBreakdown:
     def matmul_total(self) -> int:
         """Every matmul weight, all experts included (= :attr:`matmul` for a dense model)."""
         n = sum(c.count for c in self.components if c.matmul)
-        if self.config.tie_embeddings:
+        if self.config.core.tie_embeddings:
             n += self["token embedding"].count
         return n
 

@@ -90,7 +90,7 @@ def problems(
     peak FLOP/s > 0, 0 < mfu ≤ 1, a known precision mode and cost basis.
     """
     out = list(cfg.problems())
-    if cfg.vocab_size is None:
+    if cfg.core.vocab_size is None:
         out.append("vocab_size is not set: give the vocabulary size V (50257 for GPT-2's tokenizer)")
     for name, value in (("seq_len", seq_len), ("batch", batch), ("gpus", gpus)):
         if value is None:
@@ -101,12 +101,13 @@ def problems(
             out.append(f"{name}={value} must be at least 1")
     if (
         _is_int(seq_len)
-        and cfg.positions == "learned"
-        and _is_int(cfg.context_length)
-        and seq_len > cfg.context_length > 0
+        and cfg.positional.positions == "learned"
+        and _is_int(cfg.core.context_length)
+        and seq_len > cfg.core.context_length > 0
     ):
         out.append(
-            f"seq_len={seq_len} is longer than context_length={cfg.context_length}, the size of the learned "
+            f"seq_len={seq_len} is longer than context_length={cfg.core.context_length}, the size of the "
+            "learned "
             f"position table: lower seq_len or raise context_length"
         )
     for name, value in (("bytes_per_value", bytes_per_value), ("tokens", tokens), ("peak_flops", peak_flops)):
@@ -137,18 +138,22 @@ def check(cfg: GPTConfig, **settings: Any) -> None:
 
 def local_layers(cfg: GPTConfig) -> int:
     """How many of the ``L`` blocks attend through ``sliding_window`` (``window_pattern``'s ``L``)."""
-    if cfg.sliding_window is None:
+    if cfg.attention.sliding_window is None:
         return 0
-    p = cfg.window_pattern
+    p = cfg.attention.window_pattern
     if not p:
-        return cfg.n_layers
-    full, rest = divmod(cfg.n_layers, len(p))
+        return cfg.core.n_layers
+    full, rest = divmod(cfg.core.n_layers, len(p))
     return full * p.count("L") + p[:rest].count("L")
 
 
 def moe_layers(cfg: GPTConfig) -> int:
     """How many blocks have a mixture-of-experts feed-forward (all but the ``moe_dense_layers`` first)."""
-    return max(cfg.n_layers - cfg.moe_dense_layers, 0) if cfg.n_experts is not None else 0
+    return (
+        max(cfg.core.n_layers - cfg.feed_forward.moe_dense_layers, 0)
+        if cfg.feed_forward.n_experts is not None
+        else 0
+    )
 
 
 def symbols(cfg: GPTConfig) -> dict[str, int]:
@@ -163,28 +168,30 @@ def symbols(cfg: GPTConfig) -> dict[str, int]:
       ``d_R`` (a query/key head's unrotated and rotated parts), ``d_v`` (a value head).
     """
     out = {
-        "L": cfg.n_layers,
-        "d": cfg.d_model,
-        "h": cfg.n_heads,
+        "L": cfg.core.n_layers,
+        "d": cfg.core.d_model,
+        "h": cfg.attention.n_heads,
         "h_kv": cfg.kv_heads,
         "d_k": cfg.d_head,
         "d_ff": cfg.hidden,
-        "V": int(cfg.vocab_size or 0),
-        "T_max": cfg.context_length,
+        "V": int(cfg.core.vocab_size or 0),
+        "T_max": cfg.core.context_length,
     }
-    if cfg.sliding_window is not None:
-        out.update(W=cfg.sliding_window, L_local=local_layers(cfg))
-    if cfg.n_experts is not None:
-        out.update(E=cfg.n_experts, k=cfg.n_experts_per_token, d_e=cfg.expert_hidden)
-        if cfg.n_shared_experts:
-            out["s"] = cfg.n_shared_experts
-            if cfg.shared_expert_d_ff is not None:
-                out["d_s"] = cfg.shared_expert_d_ff
-        out.update(L_moe=moe_layers(cfg), L_dense=cfg.n_layers - moe_layers(cfg))
+    if cfg.attention.sliding_window is not None:
+        out.update(W=cfg.attention.sliding_window, L_local=local_layers(cfg))
+    if cfg.feed_forward.n_experts is not None:
+        out.update(
+            E=cfg.feed_forward.n_experts, k=cfg.feed_forward.n_experts_per_token, d_e=cfg.expert_hidden
+        )
+        if cfg.feed_forward.n_shared_experts:
+            out["s"] = cfg.feed_forward.n_shared_experts
+            if cfg.feed_forward.shared_expert_d_ff is not None:
+                out["d_s"] = cfg.feed_forward.shared_expert_d_ff
+        out.update(L_moe=moe_layers(cfg), L_dense=cfg.core.n_layers - moe_layers(cfg))
     if cfg.mla:
-        out["r"] = int(cfg.kv_lora_rank or 0)
-        if cfg.q_lora_rank is not None:
-            out["r_q"] = cfg.q_lora_rank
+        out["r"] = int(cfg.attention.kv_lora_rank or 0)
+        if cfg.attention.q_lora_rank is not None:
+            out["r_q"] = cfg.attention.q_lora_rank
         out.update(d_N=cfg.qk_nope_dim, d_R=cfg.qk_rope_dim, d_v=cfg.v_dim)
         out["d_k"] = cfg.qk_nope_dim + cfg.qk_rope_dim  # a query/key head, not d/h
     return out

@@ -143,7 +143,9 @@ def _scores(cfg: GPTConfig) -> _Scores:
     s = symbols(cfg)
     per_layer = 2 * s["h"] * (cfg.qk_dim + cfg.v_dim)
     n_local = local_layers(cfg)
-    return _Scores(per_layer, per_layer * (s["L"] - n_local), per_layer * n_local, cfg.sliding_window or 0)
+    return _Scores(
+        per_layer, per_layer * (s["L"] - n_local), per_layer * n_local, cfg.attention.sliding_window or 0
+    )
 
 
 def _scores_formula(cfg: GPTConfig) -> str:
@@ -155,7 +157,7 @@ def _scores_formula(cfg: GPTConfig) -> str:
         per, head = "4·", "·h·d_k"
     if not n_local:
         return f"{per}L·T{head}"
-    if n_local == cfg.n_layers:
+    if n_local == cfg.core.n_layers:
         return f"{per}L·min(T, W){head}"
     return f"{per}((L − L_local)·T + L_local·min(T, W)){head}"
 
@@ -197,7 +199,7 @@ def attention_crossover(cfg: GPTConfig, causal_halving: bool = False) -> float:
 
 def flops(cfg: GPTConfig, seq_len: int | None = None, causal_halving: bool = False) -> FlopBreakdown:
     """FLOPs per token at context ``seq_len`` (default: ``context_length``); see the module docstring."""
-    seq_len = cfg.context_length if seq_len is None else seq_len
+    seq_len = cfg.core.context_length if seq_len is None else seq_len
     check(cfg, seq_len=seq_len)
     p = parameters(cfg)
     proj, mlp, head = _matmul_parts(p)

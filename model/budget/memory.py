@@ -25,7 +25,7 @@ def attention_kind(cfg: GPTConfig) -> str:
     for all) or ``"GQA"`` (groups of query heads share one)."""
     if cfg.mla:
         return "MLA"
-    if cfg.kv_heads == cfg.n_heads:
+    if cfg.kv_heads == cfg.attention.n_heads:
         return "MHA"
     return "MQA" if cfg.kv_heads == 1 else "GQA"
 
@@ -34,7 +34,7 @@ def _kv_values_per_layer(cfg: GPTConfig) -> int:
     """Values one token adds to one layer's cache: ``2·h_kv·d_k`` (a key and a value per K/V head), or
     latent attention's ``r + d_R`` (the latent and the one rotary key shared by the heads)."""
     if cfg.mla:
-        return int(cfg.kv_lora_rank or 0) + cfg.qk_rope_dim
+        return int(cfg.attention.kv_lora_rank or 0) + cfg.qk_rope_dim
     return 2 * cfg.kv_heads * cfg.d_head
 
 
@@ -45,9 +45,9 @@ def kv_per_token_by_kind(cfg: GPTConfig, bytes_per_value: float = 2) -> dict[str
     ``L·(r + d_R)`` (the latent and the shared rotary key; a config without latent attention gets
     DeepSeek-V2's choice ``r = 4·d_k`` and its ``d_R``, half a head). ``d_qk = d_v = d_k`` except in
     latent attention (``d_N + d_R`` and ``d_v``), times ``bytes_per_value``."""
-    L, h, h_kv = cfg.n_layers, cfg.n_heads, cfg.kv_heads
+    L, h, h_kv = cfg.core.n_layers, cfg.attention.n_heads, cfg.kv_heads
     head = cfg.qk_dim + cfg.v_dim
-    r = cfg.kv_lora_rank if cfg.kv_lora_rank is not None else 4 * cfg.d_head
+    r = cfg.attention.kv_lora_rank if cfg.attention.kv_lora_rank is not None else 4 * cfg.d_head
     values = {"MHA": L * h * head, "GQA": L * h_kv * head, "MQA": L * head, "MLA": L * (r + cfg.qk_rope_dim)}
     return {k: as_whole(v * bytes_per_value) for k, v in values.items()}
 
@@ -99,14 +99,14 @@ def kv_cache(
     cfg: GPTConfig, seq_len: int | None = None, batch: int = 1, bytes_per_value: float = 2
 ) -> KVCacheSize:
     """KV-cache size for ``batch`` sequences of ``seq_len`` tokens (default ``context_length``)."""
-    seq_len = cfg.context_length if seq_len is None else seq_len
+    seq_len = cfg.core.context_length if seq_len is None else seq_len
     check(cfg, seq_len=seq_len, batch=batch, bytes_per_value=bytes_per_value)
     s = symbols(cfg)
     per_layer = _kv_values_per_layer(cfg)
     per_token_values = s["L"] * per_layer
     mha_values = s["L"] * s["h"] * (cfg.qk_dim + cfg.v_dim)
     n_local = local_layers(cfg)
-    kept = (s["L"] - n_local) * seq_len + n_local * min(seq_len, cfg.sliding_window or seq_len)
+    kept = (s["L"] - n_local) * seq_len + n_local * min(seq_len, cfg.attention.sliding_window or seq_len)
     saving = s["h"] / s["h_kv"] if not cfg.mla else mha_values / per_token_values
     return KVCacheSize(
         seq_len=seq_len,
@@ -149,22 +149,30 @@ def activation_values_per_layer(
     """
     s = symbols(cfg)
     d, h, h_kv, d_k, d_ff = s["d"], s["h"], s["h_kv"], s["d_k"], s["d_ff"]
-    hidden = {"gelu": 2, "relu": 1, "swiglu": 4, "geglu": 4}[cfg.mlp]
-    n_norms = 1 if cfg.parallel_residual else 4 if cfg.norm_position == "sandwich" else 2
+    hidden = {"gelu": 2, "relu": 1, "swiglu": 4, "geglu": 4}[cfg.feed_forward.mlp]
+    n_norms = (
+        1
+        if cfg.normalization.parallel_residual
+        else 4
+        if cfg.normalization.norm_position == "sandwich"
+        else 2
+    )
     if cfg.mla:
-        qk, r_q = cfg.qk_dim, cfg.q_lora_rank or 0
-        attention = d + r_q + 2 * h * qk + int(cfg.kv_lora_rank or 0) + cfg.qk_rope_dim + 2 * h * cfg.v_dim
+        qk, r_q = cfg.qk_dim, cfg.attention.q_lora_rank or 0
+        attention = (
+            d + r_q + 2 * h * qk + int(cfg.attention.kv_lora_rank or 0) + cfg.qk_rope_dim + 2 * h * cfg.v_dim
+        )
     else:
         attention = d + d_k * (h + 2 * h_kv) + h * d_k
-    moe = cfg.n_experts is not None if moe is None else moe
-    if moe and cfg.n_experts is not None:
-        widths = cfg.n_experts_per_token * cfg.expert_hidden + cfg.shared_hidden
-        feed_forward = d + cfg.n_experts + hidden * widths
+    moe = cfg.feed_forward.n_experts is not None if moe is None else moe
+    if moe and cfg.feed_forward.n_experts is not None:
+        widths = cfg.feed_forward.n_experts_per_token * cfg.expert_hidden + cfg.shared_hidden
+        feed_forward = d + cfg.feed_forward.n_experts + hidden * widths
     else:
         feed_forward = d + hidden * d_ff
     n = (n_norms * d + attention + feed_forward) * seq_len * batch
     if not fused_attention:
-        n += (2 if cfg.dropout else 1) * batch * h * seq_len * seq_len
+        n += (2 if cfg.core.dropout else 1) * batch * h * seq_len * seq_len
     return n
 
 
@@ -189,7 +197,7 @@ def activation_bytes(
     s = symbols(cfg)
     L, d, V, h = s["L"], s["d"], s["V"], s["h"]
     masks = 0
-    if cfg.dropout:
+    if cfg.core.dropout:
         masks = 2 * seq_len * batch * d + (0 if fused_attention else h * seq_len * seq_len * batch)
     n_moe = moe_layers(cfg)
     kinds = [(L - n_moe, False), (n_moe, True)]
@@ -203,7 +211,7 @@ def activation_bytes(
         blocks = sum(count * layer[moe] for count, moe in kinds if count)
     else:
         blocks = L * seq_len * batch * d * bytes_per_value + max(layer.values())
-    top_d = 1 if cfg.norm_position == "post" else 2
+    top_d = 1 if cfg.normalization.norm_position == "post" else 2
     top = top_d * seq_len * batch * d * bytes_per_value + seq_len * batch * V * 4
     return math.ceil(blocks + top)
 
@@ -285,7 +293,7 @@ def memory(
     KV cache at ``seq_len`` × ``batch`` in the same precision. Estimates: framework workspaces,
     temporary buffers and fragmentation are not counted.
     """
-    seq_len = cfg.context_length if seq_len is None else seq_len
+    seq_len = cfg.core.context_length if seq_len is None else seq_len
     check(cfg, seq_len=seq_len, batch=batch, precision=precision)
     pr = PRECISIONS[precision]
     n = parameters(cfg).total

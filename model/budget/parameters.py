@@ -54,7 +54,7 @@ def parameters_by_part(cfg: GPTConfig) -> dict[str, tuple[Component, ...]]:
     check(cfg)
     s = symbols(cfg)
     L, L_moe = s["L"], s.get("L_moe", 0)
-    moe = cfg.n_experts is not None
+    moe = cfg.feed_forward.n_experts is not None
     n_blocks = {"all": L, "dense": L - L_moe, "moe": L_moe}
     L_sym = {"all": "L", "dense": "L_dense" if moe else "L", "moe": "L_moe"}
     return {

@@ -50,7 +50,7 @@ class BudgetSettings:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def seq_len_for(self, cfg: GPTConfig) -> int:
-        return cfg.context_length if self.seq_len is None else self.seq_len
+        return cfg.core.context_length if self.seq_len is None else self.seq_len
 
     def kwargs(self, cfg: GPTConfig) -> dict[str, Any]:
         return dict(

@@ -280,33 +280,36 @@ def size_or_zero(v: Any) -> int:
 
 def largest_knob(cfg: GPTConfig) -> str:
     """The config value whose lowering shrinks the parameters most, e.g. ``"d_model=8192"``."""
-    L, d, C, V = (size_or_zero(v) for v in (cfg.n_layers, cfg.d_model, cfg.context_length, cfg.vocab_size))
-    dff, dk, h = (size_or_zero(v) for v in (cfg.hidden, cfg.d_head, cfg.n_heads))
+    L, d, C, V = (
+        size_or_zero(v)
+        for v in (cfg.core.n_layers, cfg.core.d_model, cfg.core.context_length, cfg.core.vocab_size)
+    )
+    dff, dk, h = (size_or_zero(v) for v in (cfg.hidden, cfg.d_head, cfg.attention.n_heads))
     shares = {
-        "context_length": C * d if cfg.positions == "learned" else C * max(d, dk),
-        "vocab_size": V * d * (1 if cfg.tie_embeddings else 2),
-        "d_ff": L * 3 * d * dff if cfg.d_ff is not None else 0,
-        "head_dim": L * 4 * h * dk * d if cfg.head_dim is not None else 0,
+        "context_length": C * d if cfg.positional.positions == "learned" else C * max(d, dk),
+        "vocab_size": V * d * (1 if cfg.core.tie_embeddings else 2),
+        "d_ff": L * 3 * d * dff if cfg.feed_forward.d_ff is not None else 0,
+        "head_dim": L * 4 * h * dk * d if cfg.attention.head_dim is not None else 0,
         "n_layers": L * BLOCK_OVERHEAD // 4 if L > 64 else 0,
     }
-    per_layer = L * (4 * d * d + 3 * d * (dff if cfg.d_ff is None else 0))
+    per_layer = L * (4 * d * d + 3 * d * (dff if cfg.feed_forward.d_ff is None else 0))
     shares["d_model"] = per_layer + (V * d if not shares["vocab_size"] else 0)
     name = max(shares, key=lambda k: shares[k])
     if name == "d_model" and (L > 256 or (L > 48 and d <= 1024)):  # deeper than any published model
         name = "n_layers"
-    return f"{name}={getattr(cfg, name)}"
+    return f"{name}={cfg.get(name)}"
 
 
 def _param_count(cfg: GPTConfig) -> int:
-    return int(parameters(cfg).total) if cfg.vocab_size is not None else 0
+    return int(parameters(cfg).total) if cfg.core.vocab_size is not None else 0
 
 
 def _fixed_tables(cfg: GPTConfig) -> int:
     """Float32 bytes of the non-parameter position tables (sinusoidal [T_max, d], rope cos+sin)."""
-    if cfg.positions == "sinusoidal":
-        return 4 * size_or_zero(cfg.context_length) * size_or_zero(cfg.d_model)
-    if cfg.positions == "rope":
-        return 4 * size_or_zero(cfg.context_length) * size_or_zero(cfg.d_head)
+    if cfg.positional.positions == "sinusoidal":
+        return 4 * size_or_zero(cfg.core.context_length) * size_or_zero(cfg.core.d_model)
+    if cfg.positional.positions == "rope":
+        return 4 * size_or_zero(cfg.core.context_length) * size_or_zero(cfg.d_head)
     return 0
 
 
@@ -322,7 +325,7 @@ def load_need(
     ``cfg``'s parameters and blocks, or of ``held`` = (values, blocks) when given, what a file of
     exactly the model's parameters holds: a config that lies about its size then sizes nothing the file
     does not hold, and is named by the checks that follow."""
-    n, blocks = (_param_count(cfg), size_or_zero(cfg.n_layers)) if held is None else held
+    n, blocks = (_param_count(cfg), size_or_zero(cfg.core.n_layers)) if held is None else held
     parts = {
         "weights": n * bytes_per_value,
         "their copy being read": n * bytes_per_value * (copies - 1),
@@ -344,7 +347,7 @@ def stored_load_need(
         "float32 tensors": 4 * float_values,
         "one layer decoded": working_bytes,
         "position tables": _fixed_tables(cfg),
-        "blocks' bookkeeping": size_or_zero(cfg.n_layers) * BLOCK_OVERHEAD,
+        "blocks' bookkeeping": size_or_zero(cfg.core.n_layers) * BLOCK_OVERHEAD,
     }
     n = _param_count(cfg)
     return Need(what or f"a model of {n:,} parameters", parts, "the model (a smaller or more quantized file)")
@@ -368,7 +371,7 @@ def training_need(
         "AdamW state": n * pr.optimizer,
         f"activations of {b} × {t} tokens": act,
         "position tables": _fixed_tables(cfg),
-        "blocks' bookkeeping": size_or_zero(cfg.n_layers) * BLOCK_OVERHEAD,
+        "blocks' bookkeeping": size_or_zero(cfg.core.n_layers) * BLOCK_OVERHEAD,
     }
     fixed = sum(parts.values()) - act
 
@@ -399,12 +402,14 @@ def generation_need(cfg: GPTConfig, context: int, *, batch: int = 1, bytes_per_v
     """Bytes of the key/value cache generation allocates: ``2·L·B·h_kv·T·d_k`` values for ``context``
     positions (:func:`model.budget.arithmetic.kv_cache`), and the logits of one step."""
     T, B = max(1, size_or_zero(context)), max(1, size_or_zero(batch))
-    values = 2 * size_or_zero(cfg.n_layers) * size_or_zero(cfg.kv_heads) * size_or_zero(cfg.d_head) * T * B
-    parts = {"key/value cache": values * bytes_per_value, "logits": 4 * B * size_or_zero(cfg.vocab_size)}
+    values = (
+        2 * size_or_zero(cfg.core.n_layers) * size_or_zero(cfg.kv_heads) * size_or_zero(cfg.d_head) * T * B
+    )
+    parts = {"key/value cache": values * bytes_per_value, "logits": 4 * B * size_or_zero(cfg.core.vocab_size)}
     return Need(
         f"generating with a key/value cache of {T:,} positions",
         parts,
-        f"context_length={cfg.context_length} (or pass --no-cache)",
+        f"context_length={cfg.core.context_length} (or pass --no-cache)",
     )
 
 
@@ -440,7 +445,7 @@ def check_config_file_shapes(cfg: GPTConfig, shapes: dict[str, tuple[int, ...]],
     implied = _param_count(cfg)
     if implied != held:
         knob = largest_knob(cfg)
-        knobs = knob if knob.startswith("n_layers=") else f"{knob}, n_layers={cfg.n_layers}"
+        knobs = knob if knob.startswith("n_layers=") else f"{knob}, n_layers={cfg.core.n_layers}"
         raise ValueError(
             f"config.json implies {implied:,} parameters ({knobs}) "
             f"but {where} holds {held:,}: the config does not describe these weights"

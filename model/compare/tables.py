@@ -76,7 +76,7 @@ def summary_row(
     FLOPs figure (default: the config's context length), kept in the row as ``context``."""
     cfg = config if isinstance(config, GPTConfig) else GPTConfig.from_dict(dict(config), validate=False)
     last_val = next((h["val_loss"] for h in reversed(history) if h.get("val_loss") is not None), None)
-    T = context or cfg.context_length
+    T = context or cfg.core.context_length
     row: dict[str, Any] = {
         "steps": int(history[-1]["step"]) if history else 0,
         "train_loss": history[-1].get("train_loss") if history else None,
@@ -85,11 +85,11 @@ def summary_row(
         "params": None,
         "flops_per_token": None,
         "kv_cache_bytes_per_token": None,
-        "context": min(T, cfg.context_length) if isinstance(cfg.context_length, int) else T,
+        "context": min(T, cfg.core.context_length) if isinstance(cfg.core.context_length, int) else T,
     }
-    if not budget.problems(cfg, seq_len=min(T, cfg.context_length)):
+    if not budget.problems(cfg, seq_len=min(T, cfg.core.context_length)):
         row["params"] = budget.parameters(cfg).total
-        row["flops_per_token"] = budget.flops(cfg, min(T, cfg.context_length)).forward_total_per_token
+        row["flops_per_token"] = budget.flops(cfg, min(T, cfg.core.context_length)).forward_total_per_token
         row["kv_cache_bytes_per_token"] = budget.kv_cache(cfg, 1, 1, 4).bytes
     return row
 

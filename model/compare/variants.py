@@ -10,7 +10,6 @@ others.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import re
 import typing
@@ -22,9 +21,9 @@ __all__ = ["FIELD_KINDS", "describe_changes", "format_value", "parse_changes", "
 
 
 def _field_kinds() -> dict[str, str]:
-    hints = typing.get_type_hints(GPTConfig)
+    hints = GPTConfig.field_types()
     out: dict[str, str] = {}
-    for f in dataclasses.fields(GPTConfig):
+    for f in GPTConfig.fields():
         t = hints[f.name]
         args = typing.get_args(t)
         if f.name in CHOICES:

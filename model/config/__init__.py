@@ -76,17 +76,20 @@ Derived sizes (``None`` means "derive it"):
 ``validate()`` collects every problem at once and raises :class:`ConfigError` whose ``problems``
 list names each field and how to fix it.
 
-The fields come in parts (:mod:`model.config.parts`), each with its own checks and its own rows of the
-parameter count: ``cfg.core`` (vocab_size, context_length, n_layers, d_model, causal, bias,
-tie_embeddings, dropout, embed_scale, final_softcap), ``cfg.attention``, ``cfg.feed_forward``,
-``cfg.normalization`` and ``cfg.positional``. The config stays one flat dataclass (its fields, keywords
-and JSON are the format); a part is a frozen view of some of them.
+The fields come in parts (:mod:`model.config.parts`), each declaring its fields once (type and default)
+with its own checks and its own rows of the parameter count: ``cfg.core`` (vocab_size, context_length,
+n_layers, d_model, causal, bias, tie_embeddings, dropout, embed_scale, final_softcap),
+``cfg.attention``, ``cfg.feed_forward``, ``cfg.normalization`` and ``cfg.positional``. A config is
+composed of them and is read through them (``cfg.attention.n_kv_heads``); the flat names survive only as
+the file format: the constructor's keywords, ``from_dict``/``to_dict`` and the JSON, ``replace`` and
+``get`` by name.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,104 +125,45 @@ class ConfigError(AttentionLabError, ValueError):
         super().__init__("; ".join(self.problems))
 
 
-@dataclass
+@dataclass(init=False)
 class GPTConfig(DerivedSizes):
-    """A decoder-only Transformer's shape and variant choices (defaults: a small GPT-2); its derived sizes
-    (``d_head``, ``hidden``, ``n_rep``, ...) are :class:`~model.config.sizes.DerivedSizes`'."""
+    """A decoder-only Transformer's shape and variant choices (defaults: a small GPT-2), as its five
+    parts; its derived sizes (``d_head``, ``hidden``, ``n_rep``, ...) are
+    :class:`~model.config.sizes.DerivedSizes`'.
 
-    vocab_size: int | None = None
-    context_length: int = 256
-    n_layers: int = 4
-    d_model: int = 128
-    n_heads: int = 4
-    n_kv_heads: int | None = None
-    head_dim: int | None = None
-    d_ff: int | None = None
-    mlp: str = "gelu"
-    norm: str = "layernorm"
-    norm_position: str = "pre"
-    positions: str = "learned"
-    attn_scale: str = "sqrt_dk"
-    causal: bool = True
-    bias: str = "all"
-    tie_embeddings: bool = False
-    dropout: float = 0.0
-    norm_eps: float = 1e-5
-    norm_bias: bool = True
-    gelu_approx: str = "none"
-    rope_base: float = 10000.0
-    rope_scaling: str = "none"
-    rope_factor: float = 1.0
-    rope_low_freq_factor: float = 1.0
-    rope_high_freq_factor: float = 4.0
-    rope_original_context: int = 8192
-    rope_beta_fast: float = 32.0
-    rope_beta_slow: float = 1.0
-    rope_truncate: bool = True
-    rope_attn_factor: float | None = None
-    rope_local_base: float | None = None
-    rotary_pct: float = 1.0
-    sliding_window: int | None = None
-    qk_rmsnorm: bool = False
-    qk_norm_scope: str = "head"
-    attn_scale_dim: float | None = None
-    embed_scale: bool = False
-    norm_offset: bool = False
-    parallel_residual: bool = False
-    window_pattern: str = ""
-    attn_softcap: float | None = None
-    final_softcap: float | None = None
-    attn_sinks: bool = False
-    n_experts: int | None = None
-    n_experts_per_token: int = 2
-    n_shared_experts: int = 0
-    expert_d_ff: int | None = None
-    shared_expert_d_ff: int | None = None
-    shared_expert_gate: bool = False
-    moe_dense_layers: int = 0
-    router: str = "topk_softmax"
-    router_aux_loss: float = 0.0
-    router_choice_bias: bool = False
-    router_groups: int | None = None
-    router_topk_groups: int = 1
-    router_scale: float = 1.0
-    swiglu_limit: float | None = None
-    kv_lora_rank: int | None = None
-    q_lora_rank: int | None = None
-    qk_rope_head_dim: int | None = None
-    qk_nope_head_dim: int | None = None
-    v_head_dim: int | None = None
+    ``GPTConfig(n_layers=2, n_kv_heads=1)`` takes the fields by their file names (the names of config
+    files, checkpoints and ``--set``), each handed to the part that owns it; an omitted field keeps its
+    part's default. A field is read from its part: ``cfg.attention.n_kv_heads``.
+    """
 
-    # ---- the parts (model.config.parts) -----------------------------------------------------------
-    @property
-    def core(self) -> CorePart:
-        """The model-level fields: vocabulary, context, width and depth, masking, biases, tying."""
-        return CorePart.of(self)
+    #: the model-level fields: vocabulary, context, width and depth, masking, biases, tying
+    core: CorePart
+    #: the attention sublayer's fields: heads, score scale, QK-norm, windows, sinks, latent attention
+    attention: AttentionPart
+    #: the feed-forward sublayer's fields: the MLP's kind and width, the mixture of experts
+    feed_forward: FeedForwardPart
+    #: the norms' fields: kind, ε, shift, offset, where they sit, the parallel residual
+    normalization: NormPart
+    #: the positional encoding's fields: the kind, RoPE's base, scaling and partial rotary
+    positional: PositionPart
 
-    @property
-    def attention(self) -> AttentionPart:
-        """The attention sublayer's fields: heads, score scale, QK-norm, windows, sinks, latent attention."""
-        return AttentionPart.of(self)
-
-    @property
-    def feed_forward(self) -> FeedForwardPart:
-        """The feed-forward sublayer's fields: the MLP's kind and width, the mixture of experts."""
-        return FeedForwardPart.of(self)
-
-    @property
-    def normalization(self) -> NormPart:
-        """The norms' fields: kind, ε, shift, offset, where they sit, the parallel residual."""
-        return NormPart.of(self)
-
-    @property
-    def positional(self) -> PositionPart:
-        """The positional encoding's fields: the kind, RoPE's base, scaling and partial rotary."""
-        return PositionPart.of(self)
+    def __init__(self, **fields: Any) -> None:
+        unknown = sorted(set(fields) - set(_OWNER))
+        if unknown:
+            raise TypeError(f"GPTConfig() got an unexpected keyword argument {unknown[0]!r}")
+        for kind in PARTS:
+            mine = {name: fields[name] for name in kind.owns() if name in fields}
+            setattr(self, kind.key, kind(**mine))
 
     @property
     def parts(self) -> tuple[Part, ...]:
         """Every part of this config, in :data:`~model.config.parts.PARTS` order."""
-        return tuple(kind.of(self) for kind in PARTS)
+        return tuple(getattr(self, kind.key) for kind in PARTS)
+
+    def get(self, name: str) -> Any:
+        """The value of the field whose file name is ``name`` (``"n_kv_heads"``), from its part: for code
+        that holds field names (forms, ``--set``, comparisons); code that knows the field reads the part."""
+        return getattr(getattr(self, _OWNER[name].key), name)
 
     # ---- validation (model.config.checks) ------------------------------------------------------
     def problems(self) -> list[str]:
@@ -235,14 +179,30 @@ class GPTConfig(DerivedSizes):
 
     # ---- (de)serialisation ---------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The fields by their file names, one flat mapping (the JSON of config files and checkpoints)."""
+        return {name: value for part in self.parts for name, value in dataclasses.asdict(part).items()}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
     def field_names(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls)]
+        """Every field's file name, part by part (:data:`~model.config.parts.PARTS` order)."""
+        return list(_OWNER)
+
+    @classmethod
+    def fields(cls) -> tuple[dataclasses.Field[Any], ...]:
+        """Every field's declaration (name, default), part by part, as :func:`dataclasses.fields`."""
+        return tuple(f for kind in PARTS for f in dataclasses.fields(kind))
+
+    @classmethod
+    def field_types(cls) -> dict[str, Any]:
+        """Every field's type by its file name, as :func:`typing.get_type_hints` gives a part's."""
+        hints: dict[str, Any] = {}
+        for kind in PARTS:
+            own = typing.get_type_hints(kind)
+            hints.update({name: own[name] for name in kind.owns()})
+        return hints
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, validate: bool = True) -> GPTConfig:
@@ -282,12 +242,16 @@ class GPTConfig(DerivedSizes):
         return cls.from_json(text, validate=validate)
 
     def replace(self, **changes: Any) -> GPTConfig:
-        """A copy with some fields changed (not validated)."""
-        return dataclasses.replace(self, **changes)
+        """A copy with some fields changed, named by their file names (not validated)."""
+        return GPTConfig(**{**self.to_dict(), **changes})
 
     def with_vocab(self, vocab_size: int) -> GPTConfig:
         """A copy whose vocabulary is set by a tokenizer."""
-        return dataclasses.replace(self, vocab_size=vocab_size)
+        return self.replace(vocab_size=vocab_size)
+
+
+#: Each field's file name → the kind of part that declares it, part by part.
+_OWNER: dict[str, type[Part]] = {name: kind for kind in PARTS for name in kind.owns()}
 
 
 def _closest(name: str, options: set[str]) -> str | None:

@@ -143,7 +143,7 @@ def patching_of(
     cut = _cut_like(tokenizer, corrupt_prompt, ids, dropped, "patching")
     corrupt = list(cut.ids)
     a, w = _metric_tokens(tokenizer, answer, wrong)
-    L, H, T = model.config.n_layers, model.config.n_heads, len(ids)
+    L, H, T = model.config.core.n_layers, model.config.attention.n_heads, len(ids)
     with part(0, L * H + L * T):  # one count of runs over both sweeps
         heads = patch_heads(model, ids, corrupt, answer=a, wrong=w, position=position)
     with part(L * H, L * H + L * T):
@@ -211,7 +211,7 @@ def attribution_of(
     labels = _labels(tokenizer, ids)
     names = _labels(tokenizer, [attr.token] + ([attr.other] if attr.other is not None else []))
     other_label = names[1] if len(names) > 1 else None
-    return AttributionResult(attr, names[0], other_label, labels, model.config.norm)
+    return AttributionResult(attr, names[0], other_label, labels, model.config.normalization.norm)
 
 
 def induction_corruption(ids: list[int], vocab_size: int) -> tuple[list[int], int, int] | None:
@@ -285,7 +285,7 @@ def path_patching_of(
         cut = _cut_like(tokenizer, corrupt_prompt, ids, dropped, "path patching")
         corrupt, corrupt_labels = list(cut.ids), list(cut.labels)
     else:
-        made = induction_corruption(ids, int(model.config.vocab_size))
+        made = induction_corruption(ids, int(model.config.core.vocab_size))
         if made is None:
             raise PromptError(
                 "no two words of this prompt can be swapped without changing its token count, and its "

@@ -157,15 +157,16 @@ def streamed_arrays(model, ids: list[int], token_strings: list[str], block: int)
         "k": k,
         "scale": scale,
         "window": np.array(
-            [int(cfg.sliding_window or 0) if cfg.is_local_layer(i) else 0 for i in range(L)], dtype=np.int64
+            [int(cfg.attention.sliding_window or 0) if cfg.is_local_layer(i) else 0 for i in range(L)],
+            dtype=np.int64,
         ),
-        "causal": np.array(bool(cfg.causal)),
-        "softcap": np.array(float(cfg.attn_softcap or 0.0), dtype=np.float32),
+        "causal": np.array(bool(cfg.core.causal)),
+        "softcap": np.array(float(cfg.attention.attn_softcap or 0.0), dtype=np.float32),
         "final_stream": run.logits.x.float().numpy(),
         "logits_last": run.logits[-1:][0].numpy(),
         "config": np.array(cfg.to_json()),
     }
-    if cfg.attn_sinks:
+    if cfg.attention.attn_sinks:
         sinks = [model.blocks[i].attn.sinks.detach().float() for i in range(L)]
         out["sinks"] = torch.stack(sinks).numpy()
     return out

@@ -18,7 +18,7 @@ def export_file_bytes(cfg: GPTConfig, seq_len: int, *, squares: int, float16: bo
     """Bytes of the held .npz of ``seq_len`` tokens with ``squares`` square kinds [L, H, T, T]:
     ``L·H·T²·b`` each (``b`` = 2 in float16, else 4), the logits ``4·T·V``, the mask ``T²``, the
     residual norms ``4·(2L + 1)·T``, and the tokens (16 characters each, ``64·T``)."""
-    L, H, V = (size_or_zero(v) for v in (cfg.n_layers, cfg.n_heads, cfg.vocab_size))
+    L, H, V = (size_or_zero(v) for v in (cfg.core.n_layers, cfg.attention.n_heads, cfg.core.vocab_size))
     T = max(1, size_or_zero(seq_len))
     return squares * L * H * T * T * (2 if float16 else 4) + 4 * T * V + T * T + 4 * (2 * L + 1) * T + 64 * T
 
@@ -28,7 +28,8 @@ def streamed_file_bytes(cfg: GPTConfig, seq_len: int) -> int:
     the two overviews ``8·L·H·S²`` (``S = ceil(T / block)``, :func:`~model.interp.pooling.block_size`),
     the final stream ``4·T·d``, the last logits ``4·V`` and the tokens ``64·T``."""
     L, H, d, d_k, V = (
-        size_or_zero(v) for v in (cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.d_head, cfg.vocab_size)
+        size_or_zero(v)
+        for v in (cfg.core.n_layers, cfg.attention.n_heads, cfg.core.d_model, cfg.d_head, cfg.core.vocab_size)
     )
     T = max(1, size_or_zero(seq_len))
     S = -(-T // block_size(T, L * H))

@@ -94,14 +94,18 @@ def inspect_prompt(model, tokenizer, plan: PromptPlan, *, ablate: dict | None = 
     T = len(ids)
     cfg = model.config
     dtype = torch.float16 if plan.float16 else torch.float32
-    layers = sorted(plan.layers) if plan.layers is not None else list(range(cfg.n_layers))
+    layers = sorted(plan.layers) if plan.layers is not None else list(range(cfg.core.n_layers))
     b = max(1, int(plan.block))
     S = -(-T // b)
     # every head's weights written straight into one array, and pooled for the overview as each layer
     # is computed (from the values as stored): no copy of [L, H, T, T] after the run, no pass over it
-    weights = np.empty((len(layers), cfg.n_heads, T, T), dtype=np.float16 if plan.float16 else np.float32)
+    weights = np.empty(
+        (len(layers), cfg.attention.n_heads, T, T), dtype=np.float16 if plan.float16 else np.float32
+    )
     pooled_apart = b > 1 or plan.float16
-    overview = np.empty((len(layers), cfg.n_heads, S, S), dtype=np.float32) if pooled_apart else weights
+    overview = (
+        np.empty((len(layers), cfg.attention.n_heads, S, S), dtype=np.float32) if pooled_apart else weights
+    )
 
     def pool(row: int):
         @reader
@@ -261,7 +265,7 @@ def write_inspection(
         arrays = _recorded(model, tokenizer, ids, squares, ablate, kinds, layers, float16, True, stream)
         arrays.pop("logits")  # the last row's: the file's [T, V] are unembedded a block at a time
         write_rows(
-            npz.reserve("logits", (len(ids), model.config.vocab_size), np.float32),
+            npz.reserve("logits", (len(ids), model.config.core.vocab_size), np.float32),
             Unembedding(model, final[0]),
         )
         for key, value in {**arrays, **(extra or {})}.items():
@@ -273,8 +277,8 @@ def write_inspection(
 
 def _square_shape(cfg: GPTConfig, T: int, layers: list[int] | None) -> tuple[int, int, int, int]:
     """[L, H, T, T] of a square kind recorded in ``layers`` (all when None)."""
-    n = len({int(i) for i in layers}) if layers is not None else cfg.n_layers
-    return (n, cfg.n_heads, T, T)
+    n = len({int(i) for i in layers}) if layers is not None else cfg.core.n_layers
+    return (n, cfg.attention.n_heads, T, T)
 
 
 def _recorded(

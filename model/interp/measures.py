@@ -88,8 +88,8 @@ def induction_scores(model, *, ablate: dict | None = None, period: int = INDUCTI
     """Induction score [L, H] on ``block * 2`` (a random block of ``period`` tokens), and the period."""
 
     cfg = model.config
-    period = max(2, min(period, cfg.context_length // 2))
-    rp = repeated_sequence(cfg.vocab_size, period, seed=seed)
+    period = max(2, min(period, cfg.core.context_length // 2))
+    rp = repeated_sequence(cfg.core.vocab_size, period, seed=seed)
 
     trace = run_with_trace(model, rp.tokens.tolist(), kinds=("pattern",), hooks=ablate_heads(ablate or {}))
     return rp.score(trace.stack("pattern")), period
@@ -101,18 +101,18 @@ def layer_masks(config, mask: np.ndarray | torch.Tensor | None, n_layers: int | 
     the others ``mask`` itself (as :meth:`~model.interp.trace.Trace.layer_mask` narrows it). One
     windowed array is shared by every local layer, so the list costs at most two masks.
 
-    ``n_layers`` (default ``config.n_layers``): how many layers the list has; when it is not the
+    ``n_layers`` (default ``config.core.n_layers``): how many layers the list has; when it is not the
     model's (an inspection of some layers only) the layers cannot be told apart and all get ``mask``.
     """
-    L = config.n_layers if n_layers is None else int(n_layers)
+    L = config.core.n_layers if n_layers is None else int(n_layers)
     if mask is None:
         return [None] * L
     m = np.asarray(mask.cpu().numpy() if hasattr(mask, "cpu") else mask, dtype=bool)
-    if not getattr(config, "window_pattern", "") or L != config.n_layers:
+    if not config.attention.window_pattern or L != config.core.n_layers:
         return [m] * L
     T, S = m.shape
     q, k = np.arange(S - T, S)[:, None], np.arange(S)[None, :]
-    local = m & (k > q - int(config.sliding_window or 0))
+    local = m & (k > q - int(config.attention.sliding_window or 0))
     return [local if config.is_local_layer(layer) else m for layer in range(L)]
 
 
@@ -126,7 +126,7 @@ def head_metrics_of(
     t0 = time.perf_counter()
     cfg = model.config
     masks = layer_masks(cfg, mask, len(weights))
-    sinks = bool(getattr(cfg, "attn_sinks", False))
+    sinks = bool(cfg.attention.attn_sinks)
     per_layer = [
         head_metrics(np.asarray(weights[layer], dtype=np.float32), masks[layer], sinks=sinks)
         for layer in range(len(weights))
@@ -229,11 +229,11 @@ def expert_choice_of(model, ids: list[int], *, ablate: dict | None = None) -> Ex
 
     t0 = time.perf_counter()
     cfg = model.config
-    E = int(cfg.n_experts or 0)
+    E = int(cfg.feed_forward.n_experts or 0)
     T = len(ids)
     if not E:
         empty = np.zeros((0, T, 0))
-        return ExpertChoice([], empty.astype(np.int64), empty.astype(np.float32), cfg.n_layers, 0)
+        return ExpertChoice([], empty.astype(np.int64), empty.astype(np.float32), cfg.core.n_layers, 0)
     trace = run_with_trace(model, list(ids), kinds=("chosen", "gates"), hooks=ablate_heads(ablate or {}))
     layers = [layer for layer in trace.layers if trace.has("chosen", layer)]
     chosen = np.stack([trace["chosen", layer][0].numpy() for layer in layers]).astype(np.int64)
@@ -242,10 +242,10 @@ def expert_choice_of(model, ids: list[int], *, ablate: dict | None = None) -> Ex
         layers,
         chosen,
         gates,
-        cfg.n_layers,
+        cfg.core.n_layers,
         E,
-        router=cfg.router,
-        n_shared=int(cfg.n_shared_experts or 0),
+        router=cfg.feed_forward.router,
+        n_shared=int(cfg.feed_forward.n_shared_experts or 0),
         seconds=time.perf_counter() - t0,
     )
 
@@ -283,7 +283,7 @@ def held_out_batches(source, config, tokenizer, *, seed: int = 1234, loss_mask: 
         return None, "no data source is loaded, so there is no validation loss to compare"
     if tokenizer is not None and getattr(source, "tokenizer", None) != tokenizer:
         return None, "the loaded data uses another vocabulary than the model"
-    limits = [config.context_length, VAL_SEQ_LEN]
+    limits = [config.core.context_length, VAL_SEQ_LEN]
     m = source.max_seq_len("val")
     if m is not None:
         limits.append(int(m))
@@ -447,7 +447,7 @@ def circuit_head_of(
     """Head (layer, head)'s full OV and QK circuits over :func:`circuit_tokens` and the tokens its OV
     circuit raises most for each of them (the Circuits page's light job)."""
     t0 = time.perf_counter()
-    tokens, subset = circuit_tokens(int(model.config.vocab_size), ids)
+    tokens, subset = circuit_tokens(int(model.config.core.vocab_size), ids)
     hw = circuit_analysis.head_weights(model, rope_offset=rope_offset, layers=[layer])
     rows = circuit_analysis.full_ov_circuit(model, 0, head, tokens, hw)  # [n, V]
     full_qk = circuit_analysis.full_qk_circuit(model, 0, head, tokens, hw)

@@ -5,12 +5,11 @@ trace kinds, their bytes (:func:`estimate_nbytes`), an inspection's whole need
 the threads and the pooling, decided once for the command line, the Attention tab and its worker.
 
 Arithmetic on a :class:`~model.config.GPTConfig` only, no torch: a command can size (and refuse) an
-inspection in milliseconds, before torch is even imported. For L layers, H heads, T tokens, d_model
-d, head_dim d_k, batch B and b bytes per value, a trace holds per layer H·T² per square kind
-(``scores_raw``, ``scores``, ``pattern``), H·T·d_k per other head kind, T·d per stream kind
-and T per norm kind, plus T·d for ``ln_final``: (L · per_layer + once) · B · b bytes. Kinds are the
-hook names of :mod:`model.interp.trace`; the names they had before (:data:`RETIRED`) are refused,
-naming the hook name (:func:`hook_name`).
+inspection in milliseconds, before torch is even imported. For L layers, H heads, T tokens, d_model d,
+head_dim d_k, batch B and b bytes per value, a trace holds per layer H·T² per square kind (``scores_raw``,
+``scores``, ``pattern``), H·T·d_k per other head kind, T·d per stream kind and T per norm kind, plus T·d for
+``ln_final``: (L · per_layer + once) · B · b bytes. Kinds are the hook names of :mod:`model.interp.trace`;
+the names they had before (:data:`RETIRED`) are refused, naming the hook name (:func:`hook_name`).
 """
 
 from __future__ import annotations
@@ -136,10 +135,11 @@ def inspection_need(
 
     Within 15% of the peak resident set measured for the families' shapes
     (``tests/model/test_inspection_memory.py``)."""
-    L = size_or_zero(cfg.n_layers) if n_layers is None else n_layers
-    H, d, V, d_k = (size_or_zero(v) for v in (cfg.n_heads, cfg.d_model, cfg.vocab_size, cfg.d_head))
+    core, ff, att = cfg.core, cfg.feed_forward, cfg.attention
+    L = size_or_zero(core.n_layers) if n_layers is None else n_layers
+    H, d, V, d_k = (size_or_zero(v) for v in (att.n_heads, core.d_model, core.vocab_size, cfg.d_head))
     T, B = max(1, size_or_zero(seq_len)), max(1, size_or_zero(batch))
-    E, k = (size_or_zero(cfg.n_experts), size_or_zero(cfg.n_experts_per_token)) if cfg.n_experts else (0, 0)
+    E, k = (size_or_zero(ff.n_experts), size_or_zero(ff.n_experts_per_token)) if ff.n_experts else (0, 0)
     kinds = hook_names(kinds)
     trace = estimate_nbytes(
         L,
@@ -155,7 +155,7 @@ def inspection_need(
     )
     square = 4 * B * H * T * T
     written_out = any(k in ("scores", "scores_raw") for k in kinds)
-    softmax = (3 if cfg.attn_sinks and to_file else 2) * square
+    softmax = (3 if att.attn_sinks and to_file else 2) * square
     squares = softmax if written_out else square + 3 * 4 * B * H * 64 * T if "pattern" in kinds else 0
     logit_rows = min(T, max(1, LOGITS_BLOCK // (4 * max(1, V))) if to_file else T)
     layer = squares + 4 * B * T * (4 * d + 3 * _ffn_width(cfg))
@@ -172,10 +172,10 @@ def inspection_need(
 def _ffn_width(cfg: GPTConfig) -> int:
     """The feed-forward's hidden values per token in flight: ``d_ff``, or in a mixture of experts with
     no dense layer the ``k`` of ``E`` experts run one at a time, ``f·k/E``, plus the shared experts."""
-    if not cfg.n_experts or cfg.moe_dense_layers:
+    if not (ff := cfg.feed_forward).n_experts or ff.moe_dense_layers:
         return size_or_zero(cfg.hidden)
-    E, k, f = (size_or_zero(v) for v in (cfg.n_experts, cfg.n_experts_per_token, cfg.expert_hidden))
-    return f * k // max(1, E) + f * size_or_zero(cfg.n_shared_experts)
+    E, k, f = (size_or_zero(v) for v in (ff.n_experts, ff.n_experts_per_token, cfg.expert_hidden))
+    return f * k // max(1, E) + f * size_or_zero(ff.n_shared_experts)
 
 
 @dataclass(frozen=True)
@@ -198,7 +198,6 @@ class InspectionPlan:
 #: Largest L·H·T² the Attention tab keeps as float32 (128 MB); above it the pattern is float16.
 FLOAT32_LIMIT = 32 * 2**20
 
-
 #: Largest L·H·T² whose every pattern the Attention tab holds (1 GiB of float16: SmolLM2-135M's 270
 #: heads up to 1,410 tokens, 12 × 12 heads up to 1,930). Past it the inspection is streamed
 #: (:mod:`model.interp.streamed`): per layer the queries and keys, a pooled overview, one head's
@@ -207,17 +206,18 @@ HELD_LIMIT = 2**29
 
 
 def _big(cfg: GPTConfig, T: int) -> bool:
-    return cfg.n_layers * cfg.n_heads * T * T > FLOAT32_LIMIT
+    return cfg.core.n_layers * cfg.attention.n_heads * T * T > FLOAT32_LIMIT
 
 
 def holds_patterns(cfg: GPTConfig, T: int) -> bool:
     """Whether an inspection of ``T`` tokens holds every head's pattern (L·H·T² ≤ :data:`HELD_LIMIT`)."""
-    return size_or_zero(cfg.n_layers) * size_or_zero(cfg.n_heads) * T * T <= HELD_LIMIT
+    return size_or_zero(cfg.core.n_layers) * size_or_zero(cfg.attention.n_heads) * T * T <= HELD_LIMIT
 
 
 def held_tokens(cfg: GPTConfig) -> int:
     """The most tokens whose every pattern an inspection holds."""
-    return math.isqrt(HELD_LIMIT // max(1, size_or_zero(cfg.n_layers) * size_or_zero(cfg.n_heads)))
+    heads = size_or_zero(cfg.core.n_layers) * size_or_zero(cfg.attention.n_heads)
+    return math.isqrt(HELD_LIMIT // max(1, heads))
 
 
 def streamed_need(cfg: GPTConfig, n_tokens: int) -> Need:
@@ -225,8 +225,9 @@ def streamed_need(cfg: GPTConfig, n_tokens: int) -> Need:
     queries and keys ``T·(H + H_kv)·d_k``, the overviews ``2·H·S²`` (max and mean, ``S ≤ 256``), the
     final stream ``T·d``, the mask ``T²`` bools, and in flight one block of rows ``3·H·64·T`` plus one
     layer's activations ``T·(4·d + 3·d_ff)``, float32."""
-    L, H, d, d_k = (size_or_zero(v) for v in (cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.d_head))
-    H_kv, d_ff = size_or_zero(cfg.kv_heads), size_or_zero(cfg.d_ff)
+    core, att = cfg.core, cfg.attention
+    L, H, d, d_k = (size_or_zero(v) for v in (core.n_layers, att.n_heads, core.d_model, cfg.d_head))
+    H_kv, d_ff = size_or_zero(cfg.kv_heads), size_or_zero(cfg.feed_forward.d_ff)
     T = max(1, size_or_zero(n_tokens))
     S = min(T, MAX_CELL)  # at most: the side of a pooled head (an upper bound that grows with T)
     parts = {
@@ -247,7 +248,7 @@ def held_need(cfg: GPTConfig, n_tokens: int) -> Need:
     float16, the overview beside it, ``4·L·H·S²`` with ``S = ceil(T / block)``."""
     big = _big(cfg, n_tokens)
     need = inspection_need(cfg, n_tokens, kinds=("pattern",), bytes_per_value=2 if big else 4)
-    heads = size_or_zero(cfg.n_layers) * size_or_zero(cfg.n_heads)
+    heads = size_or_zero(cfg.core.n_layers) * size_or_zero(cfg.attention.n_heads)
     T = max(1, size_or_zero(n_tokens))
     b = block_size(T, heads)
     S = -(-T // b)
@@ -296,7 +297,7 @@ def _tokens_that_fit(cfg: GPTConfig, n_tokens: int, budget: int) -> int:
 
     if view_need(cfg, n_tokens, budget).total <= budget:
         return n_tokens
-    heads = max(1, cfg.n_layers * cfg.n_heads)
+    heads = max(1, cfg.core.n_layers * cfg.attention.n_heads)
     switch = math.isqrt(FLOAT32_LIMIT // heads)
     while heads * switch * switch <= FLOAT32_LIMIT:
         switch += 1  # the first T kept as float16
@@ -371,15 +372,15 @@ def plan_prompt(
         raise ValueError(f"over_context={over_context!r}: use 'cut' or 'refuse'")
     if isinstance(text, Prompt):  # already encoded (token ids): cut to the context by its own rule
         before = text.dropped
-        prompt = text.cut(cfg.context_length)
+        prompt = text.cut(cfg.core.context_length)
         for_context = prompt.dropped - before
     else:
-        prompt = encode_prompt(tokenizer, text, cfg.context_length)
+        prompt = encode_prompt(tokenizer, text, cfg.core.context_length)
         for_context = prompt.dropped
     if for_context and over_context == "refuse":
         raise PromptError(
             f"the prompt is {prompt.T + for_context:,} tokens, longer than the model's context of "
-            f"{cfg.context_length:,}: shorten it, or let its first tokens be left out"
+            f"{cfg.core.context_length:,}: shorten it, or let its first tokens be left out"
         )
     held = True
     if export:
@@ -408,7 +409,7 @@ def plan_prompt(
         layers=layers,
         float16=f16,
         threads=pick_threads(cfg, prompt.T, training=training),
-        block=block_size(prompt.T, cfg.n_layers * cfg.n_heads),
+        block=block_size(prompt.T, cfg.core.n_layers * cfg.attention.n_heads),
         need=need,
         budget=budget,
         for_context=for_context,
@@ -484,7 +485,7 @@ def _plan_export(
     if for_context:  # the user gave a longer prompt: say so, not only the context's length
         what = (
             f"inspecting the last {T:,} of the prompt's {T + for_context:,} tokens (the model's context) "
-            f"in {cfg.n_layers} layers × {cfg.n_heads} heads (streamed)"
+            f"in {cfg.core.n_layers} layers × {cfg.attention.n_heads} heads (streamed)"
         )
         lower = f"the prompt's {T + for_context:,} tokens (at most {T:,} are read)"
     need = Need(what, parts, lower)

@@ -83,7 +83,7 @@ class FrameHistory:
 def probe_prompt(model: Any, tokenizer: Any, text: str) -> Prompt:
     """``text`` as a probe reads it: the last ``context_length`` tokens, BOS kept, characters the
     vocabulary lacks replaced (:func:`~model.interp.prompt.encode_prompt`); PromptError when empty."""
-    return encode_prompt(tokenizer, text, model.config.context_length, errors="replace")
+    return encode_prompt(tokenizer, text, model.config.core.context_length, errors="replace")
 
 
 def trace_probe(model: Any, tokenizer: Any, text: str, *, kinds=("pattern",)) -> tuple[Prompt, Trace]:

@@ -70,7 +70,7 @@ class HeadPatterns:
         cfg = model.config
         self.model = model
         self.layers = layers
-        self.shape = (len(layers), cfg.n_heads, T, T)
+        self.shape = (len(layers), cfg.attention.n_heads, T, T)
         self.limit = limit  # the most tokens whose every pattern is held (for the refusal's line)
         self.ctx = model._context(T, 0, None)
         self._head: tuple[tuple[int, int], np.ndarray] | None = None
@@ -172,7 +172,7 @@ class Unembedding:
 
     def __init__(self, model, x: torch.Tensor):
         self.model, self.x = model, x
-        self.shape = (int(x.shape[0]), int(model.config.vocab_size))
+        self.shape = (int(x.shape[0]), int(model.config.core.vocab_size))
 
     def dim(self) -> int:
         return 2
@@ -240,7 +240,7 @@ def stream_prompt(model, ids, b: int, *, ablate: dict | None = None, limit: int 
     :meth:`HeadPatterns.refusal`)."""
     t0 = time.perf_counter()
     cfg = model.config
-    L, H = cfg.n_layers, cfg.n_heads
+    L, H = cfg.core.n_layers, cfg.attention.n_heads
     idx = torch.as_tensor(list(ids), dtype=torch.long, device=model.device)[None]
     T = int(idx.shape[1])
     S = -(-T // b)

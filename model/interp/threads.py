@@ -26,7 +26,7 @@ def pick_threads(cfg: GPTConfig, T: int, *, training: bool = False) -> int | Non
     """
     if training:
         return 1
-    flops = 2 * parameters(cfg).total * T + 4 * cfg.n_layers * T * T * cfg.d_model
+    flops = 2 * parameters(cfg).total * T + 4 * cfg.core.n_layers * T * T * cfg.core.d_model
     if flops < SMALL_FLOPS:
         return 1
     try:

@@ -144,7 +144,7 @@ class Recorder:
         if self.layers is not None:
             self.layers = frozenset(int(i) for i in self.layers)
         self.into = {hook_name(k): v for k, v in (self.into or {}).items()}
-        n_layers = self.config.n_layers if self.config is not None else 0
+        n_layers = self.config.core.n_layers if self.config is not None else 0
         self._rows = {layer: i for i, layer in enumerate(sorted(self.layers or range(n_layers)))}
 
     def wants_layer(self, layer: int) -> bool:
@@ -259,11 +259,11 @@ class Trace:
         """The mask [T, S] block ``layer`` attended with: :attr:`mask`, narrowed to the sliding window in
         a local layer of a ``window_pattern`` (the config's own masks)."""
         cfg = self.config
-        if cfg is None or not cfg.window_pattern or not cfg.is_local_layer(layer):
+        if cfg is None or not cfg.attention.window_pattern or not cfg.is_local_layer(layer):
             return self.mask
         T, S = self.mask.shape
         q, k = torch.arange(S - T, S)[:, None], torch.arange(S)[None, :]
-        return self.mask & (k > q - int(cfg.sliding_window or 0))
+        return self.mask & (k > q - int(cfg.attention.sliding_window or 0))
 
     def get(self, kind: str, layer: int, default: torch.Tensor | None = None) -> torch.Tensor | None:
         return self._store.get((hook_name(kind), layer), default)
@@ -422,7 +422,7 @@ def run_with_trace(
         torch.no_grad(),
         eval_mode(model),
         model.hooks(hooks),
-        model.hooks(rec.hooks(model.config.n_layers, model.config.n_rep, set(model.hook_points()))),
+        model.hooks(rec.hooks(model.config.core.n_layers, model.config.n_rep, set(model.hook_points()))),
     ):
         model(idx, position_offset=position_offset)
     return rec.trace(idx)

@@ -194,10 +194,10 @@ def torch_load(path: Path) -> Any:
 # how they map onto ours
 # ---------------------------------------------------------------------------------------------
 def vocab_of(cfg: GPTConfig) -> int:
-    """``cfg.vocab_size`` of a config read from another project's file, which every loader requires."""
-    if cfg.vocab_size is None:
+    """``cfg.core.vocab_size`` of a config read from another project's file, which every loader requires."""
+    if cfg.core.vocab_size is None:
         raise ConfigError(["vocab_size is not set: the config of a weights file must give it"])
-    return cfg.vocab_size
+    return cfg.core.vocab_size
 
 
 class WeightMap(NamedTuple):

@@ -60,15 +60,18 @@ class KVCache:
         dtype: torch.dtype = torch.float32,
     ):
         if config.mla:
-            k_shape, v_shape = (batch, 1, int(config.kv_lora_rank or 0)), (batch, 1, config.qk_rope_dim)
+            k_shape, v_shape = (
+                (batch, 1, int(config.attention.kv_lora_rank or 0)),
+                (batch, 1, config.qk_rope_dim),
+            )
         else:
             k_shape = (batch, config.kv_heads, config.d_head)
             v_shape = (batch, config.kv_heads, config.v_dim)
-        W = config.sliding_window
+        W = config.attention.sliding_window
         #: positions each block keeps: ``max_len``, or ``min(max_len, W)`` in a local layer
         self.kept = [
             min(max_len, W) if W is not None and config.is_local_layer(i) else max_len
-            for i in range(config.n_layers)
+            for i in range(config.core.n_layers)
         ]
         self.keys = [
             torch.zeros((*k_shape[:2], n, k_shape[2]), device=device, dtype=dtype) for n in self.kept
@@ -181,31 +184,35 @@ class Attention(nn.Module):
         self.config = config
         self.layer = layer
         self.local = config.is_local_layer(layer)
-        H, H_kv, d_k, d = config.n_heads, config.kv_heads, config.d_head, config.d_model
-        qkv_bias = config.bias in ("all", "qkv")
+        H, H_kv, d_k, d = config.attention.n_heads, config.kv_heads, config.d_head, config.core.d_model
+        qkv_bias = config.core.bias in ("all", "qkv")
         self.q_proj = nn.Linear(d, H * d_k, bias=qkv_bias)
         self.k_proj = nn.Linear(d, H_kv * d_k, bias=qkv_bias)
         self.v_proj = nn.Linear(d, H_kv * d_k, bias=qkv_bias)
-        self.o_proj = nn.Linear(H * d_k, d, bias=config.bias == "all")
+        self.o_proj = nn.Linear(H * d_k, d, bias=config.core.bias == "all")
         self._common_parts(config)
-        if config.attn_scale == "learned":
+        if config.attention.attn_scale == "learned":
             self.scale = nn.Parameter(torch.empty(H))
-        elif config.attn_scale == "qk_norm":
+        elif config.attention.attn_scale == "qk_norm":
             self.qk_gain = nn.Parameter(torch.empty(H))
-        if config.qk_rmsnorm and config.qk_norm_scope == "all":  # OLMo 2: over all heads at once
+        if (
+            config.attention.qk_rmsnorm and config.attention.qk_norm_scope == "all"
+        ):  # OLMo 2: over all heads at once
             self.q_norm, self.k_norm = (
                 make_norm(config, H * d_k, rms=True),
                 make_norm(config, H_kv * d_k, rms=True),
             )
-        elif config.qk_rmsnorm:  # Qwen3's QK-norm: RMSNorm over d_k, one [d_k] weight shared by the heads
+        elif (
+            config.attention.qk_rmsnorm
+        ):  # Qwen3's QK-norm: RMSNorm over d_k, one [d_k] weight shared by the heads
             self.q_norm, self.k_norm = make_norm(config, d_k, rms=True), make_norm(config, d_k, rms=True)
 
     def _common_parts(self, config: GPTConfig) -> None:
         """What every attention has: sinks, dropout, the hook points."""
-        if config.attn_sinks:
-            self.sinks = nn.Parameter(torch.empty(config.n_heads))
-        self.attn_dropout = config.dropout
-        self.resid_dropout = nn.Dropout(config.dropout)
+        if config.attention.attn_sinks:
+            self.sinks = nn.Parameter(torch.empty(config.attention.n_heads))
+        self.attn_dropout = config.core.dropout
+        self.resid_dropout = nn.Dropout(config.core.dropout)
         self.q, self.k, self.v, self.scores, self.pattern, self.z, self.out = (HookPoint() for _ in range(7))
         #: ``(rows of the pattern [B, H, r, S'], first row)`` as each block of query rows is computed
         #: (readers only): a pooled overview of a long prompt without the whole [T, T] at once
@@ -214,24 +221,26 @@ class Attention(nn.Module):
     def init_weights(self) -> None:
         for proj in (self.q_proj, self.k_proj, self.v_proj):
             init_linear(proj)
-        init_linear(self.o_proj, STD / math.sqrt(2 * self.config.n_layers))  # writes into the residual stream
-        if self.config.attn_scale == "learned":
+        init_linear(
+            self.o_proj, STD / math.sqrt(2 * self.config.core.n_layers)
+        )  # writes into the residual stream
+        if self.config.attention.attn_scale == "learned":
             nn.init.constant_(self.scale, 1.0 / math.sqrt(self.config.d_head))
-        elif self.config.attn_scale == "qk_norm":
+        elif self.config.attention.attn_scale == "qk_norm":
             nn.init.constant_(self.qk_gain, math.sqrt(self.config.d_head))
-        if self.config.qk_rmsnorm:
+        if self.config.attention.qk_rmsnorm:
             self.q_norm.reset_parameters()
             self.k_norm.reset_parameters()
-        if self.config.attn_sinks:
+        if self.config.attention.attn_sinks:
             nn.init.zeros_(self.sinks)
 
     def scaled_qk(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
         """The scaling rule ``s`` as ``(q', k', c)`` with ``s(Q Kᵀ) = c · q' k'ᵀ``: ``c = 1/√d_k`` (sqrt_dk;
         ``1/√attn_scale_dim`` when set, Gemma 2/3's query_pre_attn_scalar), 1 (none), ``q' = τ_h q``
         (learned), ``q' = g_h q/‖q‖, k' = k/‖k‖`` (qk_norm)."""
-        rule = self.config.attn_scale
+        rule = self.config.attention.attn_scale
         if rule == "sqrt_dk":
-            dim = self.config.attn_scale_dim
+            dim = self.config.attention.attn_scale_dim
             return q, k, 1.0 / math.sqrt(q.shape[-1] if dim is None else dim)
         if rule == "none":
             return q, k, 1.0
@@ -244,7 +253,7 @@ class Attention(nn.Module):
 
     def cap(self, x: torch.Tensor) -> torch.Tensor:
         """Gemma 2's soft-capping ``c·tanh(x/c)`` of scores ``x`` (in place) when ``attn_softcap`` is set."""
-        c = self.config.attn_softcap
+        c = self.config.attention.attn_softcap
         if c is None:
             return x
         return torch.tanh(x / c) * c if x.requires_grad else x.div_(c).tanh_().mul_(c)
@@ -253,7 +262,7 @@ class Attention(nn.Module):
         """Softmax of masked scores ``x`` [B, H, T, S] over the keys, each head's sink in the
         denominator when there are sinks (rows then sum to less than 1); ``heads``: which of the
         layer's heads ``x`` holds (all by default)."""
-        if not self.config.attn_sinks:
+        if not self.config.attention.attn_sinks:
             return torch.softmax(x, dim=-1)
         sinks = self.sinks if heads is None else self.sinks[heads]
         sink = sinks.view(1, -1, 1, 1).to(x.dtype).expand(*x.shape[:-1], 1)
@@ -356,15 +365,15 @@ class Attention(nn.Module):
         """``q`` [B, H, T, d_k], ``k`` and ``v`` [B, H_kv, S, d_k] of ``x`` [B, T, d]: projected, QK-normed,
         rotated, and the keys/values joined to the cached ones."""
         B, T, _ = x.shape
-        H, H_kv, d_k = self.config.n_heads, self.config.kv_heads, self.config.d_head
+        H, H_kv, d_k = self.config.attention.n_heads, self.config.kv_heads, self.config.d_head
         q, k = self.q_proj(x), self.k_proj(x)
-        every_head = self.config.qk_rmsnorm and self.config.qk_norm_scope == "all"
+        every_head = self.config.attention.qk_rmsnorm and self.config.attention.qk_norm_scope == "all"
         if every_head:  # OLMo 2: one RMSNorm over all of q [H·d_k], one over k [H_kv·d_k]
             q, k = self.q_norm(q), self.k_norm(k)
         q = q.view(B, T, H, d_k).transpose(1, 2)  # [B, H, T, d_k]
         k = k.view(B, T, H_kv, d_k).transpose(1, 2)  # [B, H_kv, T, d_k]
         v = self.v_proj(x).view(B, T, H_kv, d_k).transpose(1, 2)
-        if self.config.qk_rmsnorm and not every_head:
+        if self.config.attention.qk_rmsnorm and not every_head:
             q, k = self.q_norm(q), self.k_norm(k)
         rope = ctx.rope_of(self.local)
         if rope is not None:
@@ -379,7 +388,9 @@ class Attention(nn.Module):
         q, k, v = self.heads(x, ctx)
         q, k, v = self.q(q), self.k(k), self.v(v)
         fused = not (self.scores.fns or self.pattern.fns or self.pattern_rows.fns)  # nobody reads the weights
-        fused = fused and not self.config.attn_sinks and self.config.attn_softcap is None  # nor needs them
+        fused = (
+            fused and not self.config.attention.attn_sinks and self.config.attention.attn_softcap is None
+        )  # nor needs them
         if fused:  # the fused kernel, which never materialises them
             qs, ks, c = self.scaled_qk(q, k)
             mask, is_causal = ctx.masks(self.local)
@@ -421,18 +432,18 @@ class LatentAttention(Attention):
         self.config = config
         self.layer = layer
         self.local = config.is_local_layer(layer)
-        H, d, r = config.n_heads, config.d_model, int(config.kv_lora_rank or 0)
-        qkv_bias = config.bias in ("all", "qkv")
-        if config.q_lora_rank:
-            self.q_a = nn.Linear(d, config.q_lora_rank, bias=qkv_bias)
-            self.q_a_norm = make_norm(config, config.q_lora_rank, rms=True)
-            self.q_b = nn.Linear(config.q_lora_rank, H * config.qk_dim, bias=qkv_bias)
+        H, d, r = config.attention.n_heads, config.core.d_model, int(config.attention.kv_lora_rank or 0)
+        qkv_bias = config.core.bias in ("all", "qkv")
+        if config.attention.q_lora_rank:
+            self.q_a = nn.Linear(d, config.attention.q_lora_rank, bias=qkv_bias)
+            self.q_a_norm = make_norm(config, config.attention.q_lora_rank, rms=True)
+            self.q_b = nn.Linear(config.attention.q_lora_rank, H * config.qk_dim, bias=qkv_bias)
         else:
             self.q_proj = nn.Linear(d, H * config.qk_dim, bias=qkv_bias)
         self.kv_a = nn.Linear(d, r + config.qk_rope_dim, bias=qkv_bias)
         self.kv_a_norm = make_norm(config, r, rms=True)
         self.kv_b = nn.Linear(r, H * (config.qk_nope_dim + config.v_dim), bias=qkv_bias)
-        self.o_proj = nn.Linear(H * config.v_dim, d, bias=config.bias == "all")
+        self.o_proj = nn.Linear(H * config.v_dim, d, bias=config.core.bias == "all")
         self._common_parts(config)
 
     def init_weights(self) -> None:
@@ -443,18 +454,23 @@ class LatentAttention(Attention):
         for norm in ("q_a_norm", "kv_a_norm"):
             if hasattr(self, norm):
                 getattr(self, norm).reset_parameters()
-        init_linear(self.o_proj, STD / math.sqrt(2 * cfg.n_layers))
-        if cfg.attn_sinks:
+        init_linear(self.o_proj, STD / math.sqrt(2 * cfg.core.n_layers))
+        if cfg.attention.attn_sinks:
             nn.init.zeros_(self.sinks)
 
     def heads(self, x: torch.Tensor, ctx: Context) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``q``, ``k`` [B, H, ·, d_k] and ``v`` [B, H, S, d_v], decompressed from the (cached) latent."""
         cfg = self.config
         B, T, _ = x.shape
-        H, r, nope, rope = cfg.n_heads, int(cfg.kv_lora_rank or 0), cfg.qk_nope_dim, cfg.qk_rope_dim
-        c_q = self.q_a_norm(self.q_a(x)) if cfg.q_lora_rank else x
+        H, r, nope, rope = (
+            cfg.attention.n_heads,
+            int(cfg.attention.kv_lora_rank or 0),
+            cfg.qk_nope_dim,
+            cfg.qk_rope_dim,
+        )
+        c_q = self.q_a_norm(self.q_a(x)) if cfg.attention.q_lora_rank else x
         q = (
-            (self.q_b(c_q) if cfg.q_lora_rank else self.q_proj(c_q))
+            (self.q_b(c_q) if cfg.attention.q_lora_rank else self.q_proj(c_q))
             .view(B, T, H, nope + rope)
             .transpose(1, 2)
         )

@@ -168,7 +168,7 @@ def _checked(
         raise ValueError("the prompt is empty: give at least one token")
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens={max_new_tokens} must be 0 or more")
-    context = model.config.context_length
+    context = model.config.core.context_length
     if window is not None:
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise ValueError(f"window={window!r} must be a whole number of at least 1")

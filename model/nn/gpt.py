@@ -74,8 +74,8 @@ class Block(nn.Module):
 
     def __init__(self, config: GPTConfig, layer: int):
         super().__init__()
-        self.position = config.norm_position
-        self.parallel = config.parallel_residual
+        self.position = config.normalization.norm_position
+        self.parallel = config.normalization.parallel_residual
         self.norm1 = make_norm(config)
         self.attn = make_attention(config, layer)
         self.norm2 = make_norm(config)
@@ -134,17 +134,17 @@ class GPT(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         config.validate()
-        if config.vocab_size is None:
+        if config.core.vocab_size is None:
             raise ConfigError(["vocab_size is not set: give it, or let the tokenizer decide it"])
         self.config = config
-        d, V = config.d_model, config.vocab_size
+        d, V = config.core.d_model, config.core.vocab_size
         self.tok_emb: nn.Embedding | StoredEmbedding = nn.Embedding(V, d)
         self.pos_emb = make_positions(config)
-        self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
-        self.norm_f = make_norm(config) if config.norm_position != "post" else None
+        self.drop = nn.Dropout(config.core.dropout)
+        self.blocks = nn.ModuleList(Block(config, i) for i in range(config.core.n_layers))
+        self.norm_f = make_norm(config) if config.normalization.norm_position != "post" else None
         self.lm_head: nn.Linear | StoredLinear | None = (
-            None if config.tie_embeddings else nn.Linear(d, V, bias=False)
+            None if config.core.tie_embeddings else nn.Linear(d, V, bias=False)
         )
         self.embed, self.mask, self.ln_final, self.logits = HookPoint(), HookPoint(), HookPoint(), HookPoint()
         self.pos_embed = HookPoint() if getattr(self.pos_emb, "additive", False) else None
@@ -195,9 +195,13 @@ class GPT(nn.Module):
         positions: of block ``layer``, or (None) of the global layers (every layer when there is no
         ``window_pattern``); ``None`` means every query sees every key (non-causal, or one new token)."""
         S = T if S is None else S
-        local = self.config.is_local_layer(layer) if layer is not None else not self.config.window_pattern
-        W = self.config.sliding_window if local else None
-        if not self.config.causal or (T == 1 and (W is None or S <= W)):
+        local = (
+            self.config.is_local_layer(layer)
+            if layer is not None
+            else not self.config.attention.window_pattern
+        )
+        W = self.config.attention.sliding_window if local else None
+        if not self.config.core.causal or (T == 1 and (W is None or S <= W)):
             return None
         q_pos = torch.arange(S - T, S, device=self.device)[:, None]
         k_pos = torch.arange(S, device=self.device)[None, :]
@@ -238,13 +242,13 @@ class GPT(nn.Module):
         if position_offset < 0:
             raise ValueError(f"position_offset must be 0 or more, got {position_offset}")
         end = position_offset + start + T
-        if end > cfg.context_length and cfg.positions != "none":
+        if end > cfg.core.context_length and cfg.positional.positions != "none":
             raise ValueError(
-                f"sequence of {end} positions is longer than context_length={cfg.context_length}"
+                f"sequence of {end} positions is longer than context_length={cfg.core.context_length}"
             )
         x = self.tok_emb(idx)  # [B, T, d]
-        if cfg.embed_scale:  # Gemma: E[tok]·√d
-            x = x * torch.tensor(math.sqrt(cfg.d_model), dtype=x.dtype)
+        if cfg.core.embed_scale:  # Gemma: E[tok]·√d
+            x = x * torch.tensor(math.sqrt(cfg.core.d_model), dtype=x.dtype)
         x = self.embed(x)
         if self.pos_emb is not None and self.pos_emb.additive:
             assert self.pos_embed is not None  # made with every additive position module
@@ -260,8 +264,8 @@ class GPT(nn.Module):
         ``blocks.{layer}.resid_pre`` holds: the embeddings plus blocks 0..layer-1's writes): logits
         [B, T, V]. Equal to :meth:`forward` whose earlier blocks wrote ``resid_pre``; patching uses it to
         skip the blocks a patch at ``layer`` cannot change."""
-        if not 0 <= layer < self.config.n_layers:
-            raise ValueError(f"layer {layer} is not one of the model's {self.config.n_layers} blocks")
+        if not 0 <= layer < self.config.core.n_layers:
+            raise ValueError(f"layer {layer} is not one of the model's {self.config.core.n_layers} blocks")
         return self._from_block(layer, resid_pre, self._context(resid_pre.shape[1], 0, None), None)[0]
 
     def _context(self, T: int, start: int, kv_cache: KVCache | None, position_offset: int = 0) -> Context:
@@ -275,18 +279,20 @@ class GPT(nn.Module):
         # keys the queries see: every position so far, or in a local layer what the cache kept of them
         S = start + T
         S_local = kv_cache.seen(T, local=True) if kv_cache is not None else S
-        own = self.attention_mask(T, S_local if cfg.sliding_window and not cfg.window_pattern else S)
+        own = self.attention_mask(
+            T, S_local if cfg.attention.sliding_window and not cfg.attention.window_pattern else S
+        )
         mask = self.mask(own)
         ours = mask is own  # no hook replaced the config's mask (recording it keeps it)
-        W = cfg.sliding_window
+        W = cfg.attention.sliding_window
         short = W is None or T <= W  # a window longer than the prompt hides nothing
         first = start == 0 and T > 1
-        is_causal = cfg.causal and (short or bool(cfg.window_pattern)) and first and ours
-        triangular = cfg.causal and own is not None and ours
+        is_causal = cfg.core.causal and (short or bool(cfg.attention.window_pattern)) and first and ours
+        triangular = cfg.core.causal and own is not None and ours
         window_mask, window_is_causal = None, False
-        if cfg.window_pattern and ours:  # local layers: the window; global ones: the plain mask
-            window_mask = self.attention_mask(T, S_local, layer=cfg.window_pattern.index("L"))
-            window_is_causal = cfg.causal and short and first
+        if cfg.attention.window_pattern and ours:  # local layers: the window; global ones: the plain mask
+            window_mask = self.attention_mask(T, S_local, layer=cfg.attention.window_pattern.index("L"))
+            window_is_causal = cfg.core.causal and short and first
         return Context(
             rope, mask, is_causal, kv_cache, triangular, {}, window_mask, window_is_causal, local_rope
         )
@@ -305,9 +311,9 @@ class GPT(nn.Module):
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1))
-            aux = aux_loss_of(self) if self.training and self.config.router_aux_loss else None
+            aux = aux_loss_of(self) if self.training and self.config.feed_forward.router_aux_loss else None
             if aux is not None:  # load balancing of the mixture-of-experts layers (model.nn.moe)
-                loss = loss + self.config.router_aux_loss * aux
+                loss = loss + self.config.feed_forward.router_aux_loss * aux
         return logits, loss
 
     def unembed(self, x: torch.Tensor) -> torch.Tensor:
@@ -321,7 +327,7 @@ class GPT(nn.Module):
             logits = self.tok_emb.unembed(x)
         else:
             logits = x @ self.tok_emb.weight.t()
-        cap = self.config.final_softcap
+        cap = self.config.core.final_softcap
         if cap is not None:  # Gemma 2: c·tanh(z/c), in place unless a gradient needs the input
             logits = (
                 torch.tanh(logits / cap) * cap if logits.requires_grad else logits.div_(cap).tanh_().mul_(cap)

@@ -61,12 +61,12 @@ def make_norm(config: GPTConfig, n: int | None = None, *, rms: bool = False) -> 
     """LayerNorm ``(x-μ)/√(σ²+ε)·γ + β`` (β only when ``norm_bias``) or RMSNorm ``x/√(mean(x²)+ε)·γ``
     (``·(1 + γ)`` with ``norm_offset``), over the last ``n`` features (default ``d_model``);
     ``rms``: RMSNorm whatever ``norm`` says (the per-head QK-norm, ``qk_rmsnorm``)."""
-    n = config.d_model if n is None else n
-    if config.norm == "rmsnorm" or rms:
-        if config.norm_offset:
-            return OffsetRMSNorm(n, eps=config.norm_eps)
-        return nn.RMSNorm(n, eps=config.norm_eps)
-    return nn.LayerNorm(n, eps=config.norm_eps, bias=config.norm_bias)
+    n = config.core.d_model if n is None else n
+    if config.normalization.norm == "rmsnorm" or rms:
+        if config.normalization.norm_offset:
+            return OffsetRMSNorm(n, eps=config.normalization.norm_eps)
+        return nn.RMSNorm(n, eps=config.normalization.norm_eps)
+    return nn.LayerNorm(n, eps=config.normalization.norm_eps, bias=config.normalization.norm_bias)
 
 
 def sinusoidal_table(n_positions: int, d_model: int) -> torch.Tensor:
@@ -93,17 +93,21 @@ def rope_frequencies(config: GPTConfig, *, local: bool = False) -> torch.Tensor:
     :func:`yarn_frequencies`.
     """
     r = config.rotary_dim
-    if local and config.rope_local_base is not None:
-        return 1.0 / (config.rope_local_base ** (torch.arange(0, r, 2, dtype=torch.float32) / r))
-    inv_freq = 1.0 / (config.rope_base ** (torch.arange(0, r, 2, dtype=torch.float32) / r))
-    if config.rope_scaling == "linear":
-        return inv_freq / config.rope_factor
-    if config.rope_scaling == "llama3":
+    if local and config.positional.rope_local_base is not None:
+        return 1.0 / (config.positional.rope_local_base ** (torch.arange(0, r, 2, dtype=torch.float32) / r))
+    inv_freq = 1.0 / (config.positional.rope_base ** (torch.arange(0, r, 2, dtype=torch.float32) / r))
+    if config.positional.rope_scaling == "linear":
+        return inv_freq / config.positional.rope_factor
+    if config.positional.rope_scaling == "llama3":
         c = config
         return llama3_frequencies(
-            inv_freq, c.rope_factor, c.rope_low_freq_factor, c.rope_high_freq_factor, c.rope_original_context
+            inv_freq,
+            c.positional.rope_factor,
+            c.positional.rope_low_freq_factor,
+            c.positional.rope_high_freq_factor,
+            c.positional.rope_original_context,
         )
-    if config.rope_scaling == "yarn":
+    if config.positional.rope_scaling == "yarn":
         return yarn_frequencies(config)
     return inv_freq
 
@@ -118,14 +122,17 @@ def yarn_frequencies(config: GPTConfig) -> torch.Tensor:
     ``θ'_i = θ_i/s·γ_i + θ_i·(1 - γ_i)``. The attention factor (:attr:`GPTConfig.rope_attention`)
     scales cos and sin (:class:`RotaryPositions`).
     """
-    r, base, factor = config.rotary_dim, config.rope_base, config.rope_factor
-    c0 = config.rope_original_context
+    r, base, factor = config.rotary_dim, config.positional.rope_base, config.positional.rope_factor
+    c0 = config.positional.rope_original_context
 
     def correction_dim(rotations: float) -> float:
         return (r * math.log(c0 / (rotations * 2 * math.pi))) / (2 * math.log(base))
 
-    low, high = correction_dim(config.rope_beta_fast), correction_dim(config.rope_beta_slow)
-    if config.rope_truncate:
+    low, high = (
+        correction_dim(config.positional.rope_beta_fast),
+        correction_dim(config.positional.rope_beta_slow),
+    )
+    if config.positional.rope_truncate:
         low, high = math.floor(low), math.ceil(high)
     low, high = max(low, 0), min(high, r - 1)
     if low == high:
@@ -206,7 +213,7 @@ class SinusoidalPositions(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        table = sinusoidal_table(config.context_length, config.d_model)
+        table = sinusoidal_table(config.core.context_length, config.core.d_model)
         self.register_buffer("table", table, persistent=False)
 
     def forward(self, start: int, T: int) -> torch.Tensor:  # [T, d]
@@ -229,13 +236,13 @@ class RotaryPositions(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        C, d_k = config.context_length, config.d_head
+        C, d_k = config.core.context_length, config.d_head
         cos, sin = rope_tables(C, d_k, inv_freq=rope_frequencies(config), scale=config.rope_attention)
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
         local = (
             rope_tables(C, d_k, inv_freq=rope_frequencies(config, local=True))
-            if config.rope_local_base is not None
+            if config.positional.rope_local_base is not None
             else (None, None)
         )
         self.register_buffer("local_cos", local[0], persistent=False)
@@ -256,11 +263,11 @@ class RotaryPositions(nn.Module):
 
 def make_positions(config: GPTConfig) -> Positions | None:
     """How positions enter: ``learned``, ``sinusoidal`` (added to x), ``rope`` (rotates q, k), ``none``."""
-    if config.positions == "learned":
-        return LearnedPositions(config.context_length, config.d_model)
-    if config.positions == "sinusoidal":
+    if config.positional.positions == "learned":
+        return LearnedPositions(config.core.context_length, config.core.d_model)
+    if config.positional.positions == "sinusoidal":
         return SinusoidalPositions(config)
-    if config.positions == "rope":
+    if config.positional.positions == "rope":
         return RotaryPositions(config)
     return None
 
@@ -275,13 +282,13 @@ class MLP(nn.Module):
 
     def __init__(self, config: GPTConfig, act: nn.Module, d_ff: int | None = None, hooked: bool = True):
         super().__init__()
-        d, d_ff, bias = config.d_model, d_ff or config.hidden, config.bias == "all"
+        d, d_ff, bias = config.core.d_model, d_ff or config.hidden, config.core.bias == "all"
         self.fc_in = nn.Linear(d, d_ff, bias=bias)
         self.fc_out = nn.Linear(d_ff, d, bias=bias)
         self.act = act
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = nn.Dropout(config.core.dropout)
         self.out = HookPoint() if hooked else nn.Identity()
-        self.resid_std = STD / math.sqrt(2 * config.n_layers)
+        self.resid_std = STD / math.sqrt(2 * config.core.n_layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.out(self.dropout(self.fc_out(self.act(self.fc_in(x)))))
@@ -296,14 +303,14 @@ class GatedMLP(nn.Module):
 
     def __init__(self, config: GPTConfig, act: nn.Module, d_ff: int | None = None, hooked: bool = True):
         super().__init__()
-        d, d_ff, bias = config.d_model, d_ff or config.hidden, config.bias == "all"
+        d, d_ff, bias = config.core.d_model, d_ff or config.hidden, config.core.bias == "all"
         self.w_gate = nn.Linear(d, d_ff, bias=bias)
         self.w_up = nn.Linear(d, d_ff, bias=bias)
         self.w_down = nn.Linear(d_ff, d, bias=bias)
         self.act = act
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = nn.Dropout(config.core.dropout)
         self.out = HookPoint() if hooked else nn.Identity()
-        self.resid_std = STD / math.sqrt(2 * config.n_layers)
+        self.resid_std = STD / math.sqrt(2 * config.core.n_layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.out(self.dropout(self.w_down(self.act(self.w_gate(x)) * self.w_up(x))))
@@ -323,7 +330,7 @@ class ClampedSwiGLU(GatedMLP):
 
     def __init__(self, config: GPTConfig, d_ff: int | None = None, hooked: bool = True):
         super().__init__(config, nn.SiLU(), d_ff, hooked)
-        self.limit = float(config.swiglu_limit or 0.0)
+        self.limit = float(config.feed_forward.swiglu_limit or 0.0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate = self.w_gate(x).clamp(max=self.limit)
@@ -333,19 +340,19 @@ class ClampedSwiGLU(GatedMLP):
 
 
 def make_mlp(config: GPTConfig, d_ff: int | None = None, *, hooked: bool = True) -> MLP | GatedMLP:
-    """The MLP named by ``config.mlp``: gelu, relu, swiglu (gpt-oss's clamped form with
+    """The MLP named by ``config.feed_forward.mlp``: gelu, relu, swiglu (gpt-oss's clamped form with
     ``swiglu_limit``; and geglu, for a model that needs it), ``d_ff`` wide (default ``config.hidden``);
     ``hooked=False`` for an expert inside a mixture, whose output is the mixture's
     (:class:`model.nn.moe.MoE`)."""
-    gelu = nn.GELU(approximate=config.gelu_approx)
+    gelu = nn.GELU(approximate=config.feed_forward.gelu_approx)
     makers: dict[str, Callable[[], MLP | GatedMLP]] = {
         "gelu": lambda: MLP(config, gelu, d_ff, hooked),
         "relu": lambda: MLP(config, nn.ReLU(), d_ff, hooked),
         "swiglu": lambda: (
             ClampedSwiGLU(config, d_ff, hooked)
-            if config.swiglu_limit is not None
+            if config.feed_forward.swiglu_limit is not None
             else GatedMLP(config, nn.SiLU(), d_ff, hooked)
         ),
         "geglu": lambda: GatedMLP(config, gelu, d_ff, hooked),
     }
-    return makers[config.mlp]()
+    return makers[config.feed_forward.mlp]()

@@ -145,51 +145,51 @@ def scaled_down(
     width again, until the model has at most ``max_params`` parameters or cannot shrink further.
     """
     budget.check(cfg)
-    assert cfg.vocab_size is not None  # budget.check refuses a config without one
-    vocab = cfg.vocab_size  # small's, as it shrinks
+    assert cfg.core.vocab_size is not None  # budget.check refuses a config without one
+    vocab = cfg.core.vocab_size  # small's, as it shrinks
     notes: list[str] = []
     small = cfg
     if budget.parameters(cfg).total <= max_params:
         return cfg, notes
-    if small.n_layers > max_layers:
-        notes.append(f"n_layers {small.n_layers} → {max_layers}")
+    if small.core.n_layers > max_layers:
+        notes.append(f"n_layers {small.core.n_layers} → {max_layers}")
         small = small.replace(n_layers=max_layers)
-    if small.context_length > max_seq_len:
-        notes.append(f"context_length {small.context_length} → {max_seq_len}")
+    if small.core.context_length > max_seq_len:
+        notes.append(f"context_length {small.core.context_length} → {max_seq_len}")
         small = small.replace(context_length=max_seq_len)
     if vocab > max_vocab:
         notes.append(f"vocab_size {vocab} → {max_vocab}")
         vocab = max_vocab
         small = small.replace(vocab_size=vocab)
-    d0, h0, kv0, ff0 = small.d_model, small.n_heads, small.kv_heads, small.hidden
+    d0, h0, kv0, ff0 = small.core.d_model, small.attention.n_heads, small.kv_heads, small.hidden
     d_k = small.d_head
 
     def narrower(c: GPTConfig, kv2: int) -> GPTConfig:
         return c.replace(
-            d_model=c.d_model // 2,
-            n_heads=c.n_heads // 2,
-            n_kv_heads=None if cfg.n_kv_heads is None else kv2,
+            d_model=c.core.d_model // 2,
+            n_heads=c.attention.n_heads // 2,
+            n_kv_heads=None if cfg.attention.n_kv_heads is None else kv2,
             head_dim=d_k,
             d_ff=max(1, c.hidden // 2),
         )
 
     while budget.parameters(small).total > max_params:
-        if small.kv_heads >= 2 and small.n_heads >= 2 and small.d_model >= 16:
+        if small.kv_heads >= 2 and small.attention.n_heads >= 2 and small.core.d_model >= 16:
             small = narrower(small, small.kv_heads // 2)  # keeps h / h_kv
-        elif small.n_layers > 2:
-            notes.append(f"n_layers {small.n_layers} → 2")
+        elif small.core.n_layers > 2:
+            notes.append(f"n_layers {small.core.n_layers} → 2")
             small = small.replace(n_layers=2)
         elif vocab > 2048:
             notes.append(f"vocab_size {vocab} → 2048")
             vocab = 2048
             small = small.replace(vocab_size=vocab)
-        elif small.n_heads >= 2 and small.d_model >= 16:
+        elif small.attention.n_heads >= 2 and small.core.d_model >= 16:
             small = narrower(small, 1)
         else:
             break
-    if small.d_model != d0:
+    if small.core.d_model != d0:
         notes.append(
-            f"width d_model {d0} → {small.d_model}, heads {h0} → {small.n_heads} "
+            f"width d_model {d0} → {small.core.d_model}, heads {h0} → {small.attention.n_heads} "
             f"(KV {kv0} → {small.kv_heads}), "
             f"d_ff {ff0} → {small.hidden}; head size d_k = {d_k} kept"
         )
@@ -265,7 +265,7 @@ class ThroughputResult:
         """Training tokens/s ``cfg`` would reach here at the FLOP/s this run achieved:
         ``achieved FLOP/s ÷ 3·(2·N_mm + 4·L·T·h·d_k)`` of ``cfg`` at ``seq_len`` (default the T timed,
         capped at cfg's context)."""
-        T = min(seq_len or self.seq_len, cfg.context_length)
+        T = min(seq_len or self.seq_len, cfg.core.context_length)
         return self.achieved_flops / budget.flops(cfg, T).train_total_per_token
 
     def to_dict(self) -> dict[str, Any]:
@@ -308,15 +308,15 @@ def measure_throughput(
     least one).
     """
     small, notes = scaled_down(cfg, max_params)
-    assert small.vocab_size is not None  # scaled_down checks the config first
-    T = min(seq_len if seq_len is not None else 128, small.context_length)
+    assert small.core.vocab_size is not None  # scaled_down checks the config first
+    T = min(seq_len if seq_len is not None else 128, small.core.context_length)
     dev = torch.device(device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     model = init_model(small, seed=seed, device=dev)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     gen = torch.Generator().manual_seed(seed)
-    idx = torch.randint(0, small.vocab_size, (batch, T + 1), generator=gen).to(dev)
+    idx = torch.randint(0, small.core.vocab_size, (batch, T + 1), generator=gen).to(dev)
     x, y = idx[:, :-1], idx[:, 1:]
 
     def step() -> None:
@@ -377,12 +377,12 @@ def measure_kv_cache(cfg: GPTConfig, *, positions: int = 16) -> list[KVCacheRow]
     for ``positions`` tokens in float32 and its storage divided by them, beside
     :func:`model.budget.arithmetic.kv_per_token_by_kind` at 4 bytes a value."""
     formula = budget.kv_per_token_by_kind(cfg, bytes_per_value=4)
-    L, H = cfg.n_layers, cfg.n_heads
+    L, H = cfg.core.n_layers, cfg.attention.n_heads
     plain = dict(kv_lora_rank=None, q_lora_rank=None, qk_rope_head_dim=None, qk_nope_head_dim=None)
     qk, v = cfg.qk_dim, cfg.v_dim
     same_heads = cfg.mla is False or qk == v  # ordinary attention has d_k = d_v
-    standard = cfg.replace(**plain, v_head_dim=None, head_dim=qk if cfg.mla else cfg.head_dim)
-    r = cfg.kv_lora_rank if cfg.kv_lora_rank is not None else 4 * cfg.d_head
+    standard = cfg.replace(**plain, v_head_dim=None, head_dim=qk if cfg.mla else cfg.attention.head_dim)
+    r = cfg.attention.kv_lora_rank if cfg.attention.kv_lora_rank is not None else 4 * cfg.d_head
     # what the latent cache holds depends on none of these: set them as latent attention needs them
     latent = cfg.replace(
         kv_lora_rank=r,

@@ -100,25 +100,29 @@ class MoE(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        E, f = int(config.n_experts or 0), config.expert_hidden
-        self.k, self.rule = config.n_experts_per_token, config.router
-        self.gate = nn.Linear(config.d_model, E, bias=config.bias == "all")
+        E, f = int(config.feed_forward.n_experts or 0), config.expert_hidden
+        self.k, self.rule = config.feed_forward.n_experts_per_token, config.feed_forward.router
+        self.gate = nn.Linear(config.core.d_model, E, bias=config.core.bias == "all")
         self.groups, self.topk_groups, self.scale = (
-            config.router_groups,
-            config.router_topk_groups,
-            config.router_scale,
+            config.feed_forward.router_groups,
+            config.feed_forward.router_topk_groups,
+            config.feed_forward.router_scale,
         )
         # DeepSeek-V3's e_score_correction_bias: chooses experts, is not trained by gradient
         self.choice_bias = (
-            nn.Parameter(torch.zeros(E), requires_grad=False) if config.router_choice_bias else None
+            nn.Parameter(torch.zeros(E), requires_grad=False)
+            if config.feed_forward.router_choice_bias
+            else None
         )
         self.experts = nn.ModuleList(make_mlp(config, f, hooked=False) for _ in range(E))
         self.shared = (
-            make_mlp(config, config.shared_hidden, hooked=False) if config.n_shared_experts else None
+            make_mlp(config, config.shared_hidden, hooked=False)
+            if config.feed_forward.n_shared_experts
+            else None
         )
         self.shared_gate = (
-            nn.Linear(config.d_model, 1, bias=False)
-            if self.shared is not None and config.shared_expert_gate
+            nn.Linear(config.core.d_model, 1, bias=False)
+            if self.shared is not None and config.feed_forward.shared_expert_gate
             else None
         )
         self.router, self.chosen, self.gates, self.out = HookPoint(), HookPoint(), HookPoint(), HookPoint()

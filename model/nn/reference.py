@@ -44,7 +44,7 @@ class CausalSelfAttention(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        C, self.n_heads = config.d_model, config.n_heads
+        C, self.n_heads = config.core.d_model, config.attention.n_heads
         self.q_proj = nn.Linear(C, C)  # W_Q [H·d_head, C] = [C, C]: every head's queries at once
         self.k_proj = nn.Linear(C, C)  # W_K, the keys
         self.v_proj = nn.Linear(C, C)  # W_V, the values
@@ -69,8 +69,8 @@ class MLP(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.fc_in = nn.Linear(config.d_model, config.hidden)  # W_in [d_ff, C]
-        self.fc_out = nn.Linear(config.hidden, config.d_model)  # W_out [C, d_ff]
+        self.fc_in = nn.Linear(config.core.d_model, config.hidden)  # W_in [d_ff, C]
+        self.fc_out = nn.Linear(config.hidden, config.core.d_model)  # W_out [C, d_ff]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc_out(F.gelu(self.fc_in(x)))
@@ -82,8 +82,8 @@ class Block(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.norm1, self.attn = nn.LayerNorm(config.d_model), CausalSelfAttention(config)
-        self.norm2, self.mlp = nn.LayerNorm(config.d_model), MLP(config)
+        self.norm1, self.attn = nn.LayerNorm(config.core.d_model), CausalSelfAttention(config)
+        self.norm2, self.mlp = nn.LayerNorm(config.core.d_model), MLP(config)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.norm1(x))
@@ -95,15 +95,15 @@ class ReferenceGPT(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        sizes = {name: getattr(config, name) for name in SIZES}
-        if config.vocab_size is None or config != GPTConfig(**sizes):  # the default, up to its sizes
+        sizes = {name: config.get(name) for name in SIZES}
+        if config.core.vocab_size is None or config != GPTConfig(**sizes):  # the default, up to its sizes
             only = ", ".join(SIZES)
             raise ConfigError([f"the reference is GPTConfig()'s model: set vocab_size, change only {only}"])
         config.validate()
-        self.config, C, V = config, config.d_model, config.vocab_size
+        self.config, C, V = config, config.core.d_model, config.core.vocab_size
         self.tok_emb = nn.Embedding(V, C)  # E [V, C]
-        self.pos_emb = nn.Embedding(config.context_length, C)  # P [context_length, C]
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.pos_emb = nn.Embedding(config.core.context_length, C)  # P [context_length, C]
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.core.n_layers))
         self.norm_f = nn.LayerNorm(C)
         self.lm_head = nn.Linear(C, V, bias=False)  # W_U [V, C]
         self.reset_parameters()
@@ -112,7 +112,7 @@ class ReferenceGPT(nn.Module):
         """GPT-2's init: every weight ~ N(0, 0.02²), biases 0, LayerNorm γ = 1, β = 0; the two matrices
         that write into the residual stream (``o_proj``, ``fc_out``) ~ N(0, (0.02/√(2·n_layers))²), so
         the stream's variance does not grow with depth (the same draws, in the same order, as ``GPT``)."""
-        resid_std = STD / math.sqrt(2 * self.config.n_layers)
+        resid_std = STD / math.sqrt(2 * self.config.core.n_layers)
         init_linear(self.tok_emb)
         init_linear(self.pos_emb)
         for block in self.blocks:
@@ -133,9 +133,9 @@ class ReferenceGPT(nn.Module):
         """``idx`` [B, T] token ids → (logits [B, T, V], or with ``targets`` [B, T] also the mean
         cross-entropy ``−log softmax(logits)[target]`` over every position; −100 marks one to skip)."""
         T = idx.shape[1]
-        if T > self.config.context_length:
+        if T > self.config.core.context_length:
             raise ValueError(
-                f"sequence of {T} positions is longer than context_length={self.config.context_length}"
+                f"sequence of {T} positions is longer than context_length={self.config.core.context_length}"
             )
         x = self.tok_emb(idx) + self.pos_emb(torch.arange(T, device=idx.device))  # [B, T, C]
         for block in self.blocks:

@@ -188,7 +188,7 @@ class Engine:
                 self.compiled = True
         self.eval_model = fwd
         self.step_model = wrap(fwd, dist)
-        self.dropout = model.config.dropout != 0.0
+        self.dropout = model.config.core.dropout != 0.0
         self.rng_cpu = torch.Generator().manual_seed(seed + 2).get_state()
         self.rng_cuda: torch.Tensor | None = None
 

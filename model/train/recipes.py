@@ -65,6 +65,6 @@ def recommended_settings(source: DataSource, config: GPTConfig | None = None) ->
             eval_batches=4,
             probe_every=5,
         )
-    if config is not None and settings.seq_len is not None and settings.seq_len > config.context_length:
-        settings = settings.replace(seq_len=config.context_length)
+    if config is not None and settings.seq_len is not None and settings.seq_len > config.core.context_length:
+        settings = settings.replace(seq_len=config.core.context_length)
     return settings

@@ -152,7 +152,7 @@ class TrainSettings:
 
     def problems_for(self, config: GPTConfig, source: DataSource | None = None) -> list[str]:
         """:meth:`problems`, then what these settings cannot do with this model and data: a
-        ``seq_len`` longer than ``config.context_length``, or than the longest sequence ``source``
+        ``seq_len`` longer than ``config.core.context_length``, or than the longest sequence ``source``
         yields (a synthetic task's fixed length). The one check of whether a run may start: the
         Training panel shows it inline, Start waits on it, and :class:`Trainer` raises it."""
         out = self.problems()
@@ -161,9 +161,9 @@ class TrainSettings:
             return out
         if T is None:
             return _too_short(config, source, None)
-        if T > config.context_length:
+        if T > config.core.context_length:
             out.append(
-                f"seq_len={T} is longer than the model's context_length={config.context_length}: "
+                f"seq_len={T} is longer than the model's context_length={config.core.context_length}: "
                 "lower seq_len or raise context_length"
             )
         limit = data_seq_limit(source)
@@ -180,7 +180,7 @@ class TrainSettings:
         if self.seq_len is not None:
             return self.seq_len
         limit = data_seq_limit(source)
-        return config.context_length if limit is None else min(config.context_length, limit)
+        return config.core.context_length if limit is None else min(config.core.context_length, limit)
 
     @property
     def floor_lr(self) -> float:
@@ -208,13 +208,13 @@ class TrainSettings:
 def fit_vocab(config: GPTConfig, vocab: int) -> GPTConfig:
     """``config`` for a tokenizer of ``vocab`` tokens: its ``vocab_size`` when unset, validated; a
     :class:`~model.config.ConfigError` when it is below the tokenizer's (a larger one is a padded head)."""
-    if config.vocab_size is None:
+    if config.core.vocab_size is None:
         config = config.with_vocab(vocab)
     config.validate()
-    assert config.vocab_size is not None  # given, or the tokenizer's just above
-    if config.vocab_size < vocab:
+    assert config.core.vocab_size is not None  # given, or the tokenizer's just above
+    if config.core.vocab_size < vocab:
         raise ConfigError(
-            [f"vocab_size={config.vocab_size} is below the tokenizer's {vocab} tokens: raise or omit it"]
+            [f"vocab_size={config.core.vocab_size} is below the tokenizer's {vocab} tokens: raise or omit it"]
         )
     return config
 
@@ -223,7 +223,7 @@ def _too_short(config: GPTConfig, source: DataSource | None, seq_len: int | None
     """The problem of windows (``seq_len``, or None: the context) too short for ``source``'s first
     scored target (:meth:`~model.text.datasource.DataSource.min_seq_len`): no batch could be scored."""
     need = getattr(source, "min_seq_len", lambda: 1)()
-    T = seq_len if seq_len is not None else config.context_length
+    T = seq_len if seq_len is not None else config.core.context_length
     if not isinstance(T, int) or not isinstance(need, int) or T >= need:
         return []
     name = getattr(source, "name", "the data")

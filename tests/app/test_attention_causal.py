@@ -47,7 +47,7 @@ def test_patching_page_suggests_the_name_swap_and_draws_what_patching_each_head_
     # the suggestion swaps the two names and keeps the token count
     assert res.corrupt_prompt == CORRUPT and page.corrupt_edit.toPlainText() == CORRUPT
     ids, bad = tok.encode(CLEAN), tok.encode(CORRUPT)
-    L, H = model.config.n_layers, model.config.n_heads
+    L, H = model.config.core.n_layers, model.config.attention.n_heads
     T = len(ids)
     assert page.heads_plot.matrix.shape == (L, H) and page.resid_plot.matrix.shape == (L, T)
     a, b, pos = res.heads.answer, res.heads.wrong, res.heads.position

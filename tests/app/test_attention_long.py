@@ -53,7 +53,7 @@ def test_a_streamed_prompt_draws_the_overview_and_opens_heads_exactly(qtbot, lon
 
 def test_a_prompt_longer_than_the_context_is_cut_or_refused_as_the_user_chooses(qtbot, attention_tab):
     tab = attention_tab
-    n = tab.session.model.config.context_length
+    n = tab.session.model.config.core.context_length
     text = "ab" * n  # 2 × context tokens (one character each)
     insp = _run(qtbot, tab, text)
     assert insp.T == n and f"The first {n} tokens were left out" in tab.status_label.text()

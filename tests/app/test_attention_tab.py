@@ -235,7 +235,7 @@ def test_exports_write_readable_files_with_the_right_shapes(qtbot, tab, session,
     arrays = load_inspection(blk.args[0])
     assert arrays["weights"].shape == (L, H, T, T)
     assert arrays["scores_raw"].shape == arrays["scores_scaled"].shape == (L, H, T, T)
-    assert arrays["logits"].shape == (T, session.model.config.vocab_size)
+    assert arrays["logits"].shape == (T, session.model.config.core.vocab_size)
     assert arrays["mask"].shape == (T, T) and list(arrays["tokens"]) == insp.texts
     np.testing.assert_allclose(arrays["weights"], insp.weights, atol=1e-6)
 
@@ -261,7 +261,7 @@ def test_no_model_explains_and_builds_the_default_one(qtbot, make_attention_sess
             t.build_button.click()
         assert s.model is not None and t.stack.currentWidget() is t.page_tabs
         cfg = default_config()
-        assert (t.inspection.n_layers, t.inspection.n_heads) == (cfg.n_layers, cfg.n_heads)
+        assert (t.inspection.n_layers, t.inspection.n_heads) == (cfg.core.n_layers, cfg.attention.n_heads)
     finally:
         s.shutdown(timeout=30)
 

@@ -265,7 +265,7 @@ def test_todays_presets_show_total_active_and_their_cache(tab, title):
     text = tab.total_label.text()
     p = budget.parameters(cfg)
     assert f"{p.total:,}" in text
-    assert ("active per token" in text) == bool(cfg.n_experts)
+    assert ("active per token" in text) == bool(cfg.feed_forward.n_experts)
     summary = tab.kv_page.summary.text()
     assert ("L·(r + d_R)" in summary) == cfg.mla
 

@@ -69,7 +69,7 @@ def test_train_writes_checkpoint_and_json_log(tmp_path, corpus, capsys):
     assert {"step", "train_loss", "val_loss", "lr", "tokens_per_s"} <= set(lines[0])
     assert [r["val_loss"] is not None for r in lines] == [False, True, False, True, False, True]
     ckpt = load_checkpoint(out)
-    assert ckpt.config.n_layers == 1 and ckpt.config.d_model == 32
+    assert ckpt.config.core.n_layers == 1 and ckpt.config.core.d_model == 32
     assert ckpt.train_state["step"] == 10 and ckpt.meta["source"]["name"] == str(corpus)
     assert trained_window(ckpt) == 16  # generation will read no more than the trained positions
     printed = capsys.readouterr().out  # not a terminal: plain lines, no carriage returns

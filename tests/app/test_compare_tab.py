@@ -75,7 +75,7 @@ def test_two_variants_train_together_and_show_both_curves(qtbot, tab):
     assert [ct.item(0, c).text() for c in (1, 2)] == ["auto (2)", "1"]
     # same shape: the difference page and the aligned metric table fill in
     assert tab.diff is not None and tab.diff.shape == base.record.attention.weights.shape
-    L, H = base.config.n_layers, base.config.n_heads
+    L, H = base.config.core.n_layers, base.config.attention.n_heads
     mt = tab.show_page("metrics").metric_table
     assert mt.rowCount() == L * H and mt.columnCount() == 5  # layer, head, two runs, Δ
 

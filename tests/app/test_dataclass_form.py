@@ -189,7 +189,7 @@ def test_todays_block_fields_have_groups_and_switch_on_with_their_feature(qtbot)
     for name in ("gpt-oss-20b", "deepseek-v3"):
         cfg = presets.get(name).gpt_config()
         panel.set_config(cfg)
-        assert panel.config() == cfg.replace(vocab_size=panel.config().vocab_size)
+        assert panel.config() == cfg.replace(vocab_size=panel.config().core.vocab_size)
     w = panel.widgets
     assert w["rope_factor"].isEnabled() and w["rope_beta_fast"].isEnabled()  # DeepSeek's YaRN
     assert w["router_groups"].isEnabled() and w["attn_scale_dim"].isEnabled()

@@ -58,7 +58,7 @@ def test_a_dropped_gguf_file_opens_and_says_it_is_quantized(qtbot, tiny_window, 
         win.dropEvent(drop)
     assert drop.isAccepted()
     cfg = win.session.model.config
-    assert (cfg.n_layers, cfg.n_heads, cfg.kv_heads, cfg.d_model) == (3, 4, 2, 64)
+    assert (cfg.core.n_layers, cfg.attention.n_heads, cfg.kv_heads, cfg.core.d_model) == (3, 4, 2, 64)
     assert "quantized weights Q8_0" in win.origin_label.text()
     assert "attn_q: Q8_0 (3 layers)" in win.origin_label.toolTip()
 

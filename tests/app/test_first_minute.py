@@ -60,7 +60,7 @@ def test_a_fresh_settings_first_start_trains_a_fresh_model_with_no_dialog(qtbot,
     assert done.args[0] == "done", done.args
     assert s.model is not shipped and s.step == 3
     # a fresh model: its first loss is near the uniform guess ln V, not the starter's ~0.9
-    assert abs(s.history[0]["train_loss"] - math.log(s.model.config.vocab_size)) < 0.5
+    assert abs(s.history[0]["train_loss"] - math.log(s.model.config.core.vocab_size)) < 0.5
     win.confirm_close = False  # (Quit would ask about the 3 unsaved steps)
     win.close()
 
@@ -147,7 +147,7 @@ def test_a_start_that_cannot_begin_changes_nothing_and_the_next_one_is_fresh(
     with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT) as done:
         tab.start_button.click()
     assert done.args[0] == "done"
-    assert s.model is not trained and s.model.config.n_layers == 1
+    assert s.model is not trained and s.model.config.core.n_layers == 1
     assert [e["step"] for e in s.history] == list(range(1, 7))
 
 
@@ -173,7 +173,7 @@ def test_after_a_failed_start_the_starter_is_still_shown_and_never_fine_tuned(
     with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT):
         tab.start_button.click()
     assert s.model is not shipped  # a fresh model of the starter's shape, not the starter fine-tuned
-    assert abs(s.history[0]["train_loss"] - math.log(s.model.config.vocab_size)) < 0.5
+    assert abs(s.history[0]["train_loss"] - math.log(s.model.config.core.vocab_size)) < 0.5
 
 
 # ---- unsaved work is never thrown away without a question --------------------------------------
@@ -209,7 +209,7 @@ def test_a_fresh_start_over_unsaved_training_asks_first(qtbot, tiny_window, monk
     monkeypatch.setattr(QMessageBox, "question", answer(QMessageBox.StandardButton.Discard))
     with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT):
         tab.start_button.click()
-    assert len(asked) == 2 and s.model is not trained and s.model.config.n_layers == 1
+    assert len(asked) == 2 and s.model is not trained and s.model.config.core.n_layers == 1
 
 
 # ---- the keyboard stays where the eye is ------------------------------------------------------

@@ -53,7 +53,7 @@ def test_typed_repo_downloads_with_progress_and_opens(qtbot, tiny_window, fake_h
     qtbot.waitUntil(lambda: "on the Hub: model_type gpt2" in dlg.info.text(), timeout=TIMEOUT)
     with qtbot.waitSignal(s.historyReset, timeout=TIMEOUT):
         dlg.download_button.click()
-    assert s.checkpoint_meta["kind"] == "hf-gpt2" and s.model.config.n_layers == 2
+    assert s.checkpoint_meta["kind"] == "hf-gpt2" and s.model.config.core.n_layers == 2
     assert REPO in win.origin_label.text()
     assert dlg.board.get("hub.download").state == "done" and "100%" in dlg.progress_label.text()
     assert not dlg.isVisible()

@@ -97,7 +97,12 @@ def test_the_window_opens_it_kept_as_stored_with_its_local_and_global_layers(qtb
         assert win.files.open_checkpoint(str(gemma3_file), stored=True)
     assert has_stored(win.session.model)  # its matrices as the file stores them, decoded layer by layer
     cfg = win.session.model.config
-    assert (cfg.n_layers, cfg.window_pattern, cfg.sliding_window, cfg.rope_local_base) == (
+    assert (
+        cfg.core.n_layers,
+        cfg.attention.window_pattern,
+        cfg.attention.sliding_window,
+        cfg.positional.rope_local_base,
+    ) == (
         6,
         "LLLLLG",
         4,

@@ -168,7 +168,7 @@ def test_a_config_too_large_for_memory_is_refused_by_new_run_and_start(tiny_wind
     model, history = s.model, list(s.history)
     huge = GPTConfig(context_length=32, n_layers=4096, d_model=8192, n_heads=8)
     win.config_panel.set_config(huge)
-    assert win.config_panel.valid and s.config.d_model == 8192
+    assert win.config_panel.valid and s.config.core.d_model == 8192
     mem = rss()
     win.files.new_run()  # File → New run builds the config: refused before allocating
     assert len(errors) == 1
@@ -240,7 +240,7 @@ def test_unusual_prompts_in_the_attention_tab(prompt_window, qtbot):
         if kind == "failed":
             one_clear_line(message)
         else:
-            assert tab.inspection.T <= win.session.model.config.context_length, case
+            assert tab.inspection.T <= win.session.model.config.core.context_length, case
         assert _attention_outcome(tab, qtbot, "abcabc")[0] == "inspected", case  # a later edit still works
     if kind == "bytes":
         assert outcomes["100 KB"] == ("inspected", outcomes["100 KB"][1]), outcomes  # cut to the context
@@ -263,17 +263,17 @@ def test_a_prompt_too_large_for_memory_is_cut_to_fit_or_refused_with_the_numbers
     win.tab_widget.setCurrentIndex(1)
     assert tab.wait_ready(60)
     cfg = s.model.config
-    half = cfg.context_length // 2
+    half = cfg.core.context_length // 2
 
     def prompt_need(T):  # the tab holds the patterns or streams them, whichever fits
         return min(held_need(cfg, T).total, streamed_need(cfg, T).total)
 
     budget = (prompt_need(half) + prompt_need(half + 1)) // 2  # exactly half fits
     monkeypatch.setattr(sizing, "usable_bytes", lambda device="cpu": budget)
-    kind, status = _attention_outcome(tab, qtbot, "the head looks back " * cfg.context_length)
+    kind, status = _attention_outcome(tab, qtbot, "the head looks back " * cfg.core.context_length)
     assert kind == "inspected" and tab.inspection.T == half, (kind, status)
     assert tab.inspection.weights.shape[-1] == half
-    assert f"{cfg.context_length - half} more tokens were left out to fit in memory" in status, status
+    assert f"{cfg.core.context_length - half} more tokens were left out to fit in memory" in status, status
     kind, status = _attention_outcome(tab, qtbot, "x" * (half + 3))  # within the context: only memory
     assert kind == "inspected" and tab.inspection.T == half, (kind, status)
     assert "The first 3 tokens were left out to fit in memory" in status, status
@@ -371,5 +371,5 @@ def test_closing_the_window_mid_save_leaves_a_whole_checkpoint(tiny_window, qtbo
     assert leftovers == []  # no half-written temporary folder
     if target.exists():  # written before the stop, then whole
         ckpt = load_checkpoint(target)
-        assert ckpt.model.config.n_layers == s.model.config.n_layers
+        assert ckpt.model.config.core.n_layers == s.model.config.core.n_layers
     assert snapshot(older) == before

@@ -9,7 +9,7 @@ def test_the_kv_cache_lab_puts_the_four_kinds_side_by_side(labs, qtbot, wait_res
     page = tab.show_page("kv-cache")
     rows = wait_results(qtbot, page, "rows")
     cfg = session.model.config
-    L, H, d_k = cfg.n_layers, cfg.n_heads, cfg.d_head
+    L, H, d_k = cfg.core.n_layers, cfg.attention.n_heads, cfg.d_head
     assert [r.kind for r in rows] == ["MHA", "GQA", "MQA", "MLA"]
     by_kind = {r.kind: r for r in rows}
     assert by_kind["MHA"].formula_bytes == L * 2 * H * d_k * 4  # float32

@@ -40,7 +40,7 @@ def test_permutation_without_positions_is_equivariant(labs, qtbot, wait_results)
     T = page.table.columnCount()
     assert T == 8 and [page.table.item(5, t).text() for t in range(T)] == ["✓"] * T
     # the session's model has learned positions and a causal mask: neither run is equivariant
-    assert session.model.config.positions == "learned"
+    assert session.model.config.positional.positions == "learned"
     assert not runs[(False, "none")].equivariant and not runs[(True, "model")].equivariant
     assert (
         "equivariant" in page.summary.item(0, 3).text()
@@ -82,4 +82,4 @@ def test_rope_on_the_models_heads_shifts_the_prompt(labs, qtbot, wait_results):
     finally:
         session.set_config(original)
         session.build_model()
-    assert isinstance(session.config, GPTConfig) and session.config.positions == "learned"
+    assert isinstance(session.config, GPTConfig) and session.config.positional.positions == "learned"

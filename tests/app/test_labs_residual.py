@@ -17,7 +17,7 @@ def _ids(session, n):
         encode_prompt(
             session.tokenizer,
             session.probe_prompt,
-            min(session.model.config.context_length, n),
+            min(session.model.config.core.context_length, n),
             keep="first",
             errors="replace",
         ).ids

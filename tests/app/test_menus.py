@@ -85,7 +85,7 @@ def test_open_checkpoint_takes_a_nanogpt_ckpt_file(
     s = tiny_window.session
     with qtbot.waitSignal(s.historyReset, timeout=60_000):
         tiny_window.menu.open_action.trigger()
-    assert s.checkpoint_meta["kind"] == "nanogpt" and s.model.config.n_layers == 2
+    assert s.checkpoint_meta["kind"] == "nanogpt" and s.model.config.core.n_layers == 2
 
 
 def test_open_checkpoint_takes_a_folder_or_a_file_inside_one(qtbot, tiny_window, tmp_path, monkeypatch):

@@ -99,9 +99,9 @@ def test_the_window_opens_on_the_named_model_after_the_starter(qtbot, app_settin
     assert win.tabs["train"].plan_label.text() == "Start is disabled: opening my tiny run…"
     with qtbot.waitSignal(win.firstPainted, timeout=10_000):
         win.show()
-    qtbot.waitUntil(lambda: s.model is not None and s.model.config.n_layers == 3, timeout=60_000)
+    qtbot.waitUntil(lambda: s.model is not None and s.model.config.core.n_layers == 3, timeout=60_000)
     assert "starter" not in s.checkpoint_meta and s.checkpoint_meta["name"] == "my tiny run"
-    assert s.model.config.d_model == 16 and s.tokenizer.vocab_size == 9
+    assert s.model.config.core.d_model == 16 and s.tokenizer.vocab_size == 9
     assert win.windowTitle().startswith("tiny-run")  # where Save writes: the folder it came from
     qtbot.waitUntil(lambda: not win._pending, timeout=60_000)
     win.close()

@@ -47,7 +47,7 @@ def test_open_a_gpt2_folder_shows_its_origin_and_fine_tunes(
     with qtbot.waitSignal(s.trainingFinished, timeout=TIMEOUT) as done:
         s.start_training()
     assert done.args[0] == "done" and s.step == 2
-    assert s.model.config.d_model == 32  # the same GPT-2, not a fresh default model
+    assert s.model.config.core.d_model == 32  # the same GPT-2, not a fresh default model
     assert not torch.equal(s.model.blocks[0].attn.q_proj.weight.detach(), before)
 
 
@@ -57,7 +57,7 @@ def test_open_a_nanogpt_checkpoint(qtbot, tiny_window, tmp_path, monkeypatch, wr
     (tmp_path / "input.txt").write_text(nanogpt_chars, encoding="utf-8")
     _open(qtbot, win, tmp_path, monkeypatch)
     assert s.checkpoint_meta["kind"] == "nanogpt" and "nanoGPT" in win.origin_label.text()
-    assert s.model.config.n_layers == 2 and s.tokenizer.vocab_size == len(nanogpt_chars)
+    assert s.model.config.core.n_layers == 2 and s.tokenizer.vocab_size == len(nanogpt_chars)
 
 
 def test_open_a_llama_folder_and_fine_tune_it(qtbot, tiny_window, tmp_path, monkeypatch, write_hf_family):

@@ -32,11 +32,11 @@ def _uniform_line(tab) -> float:
 def test_the_uniform_guess_is_that_of_the_model_drawn(qtbot, tiny_window):
     win, s, tab = tiny_window, tiny_window.session, tiny_window.tabs["train"]
     _train(qtbot, win)
-    before = s.model.config.vocab_size
+    before = s.model.config.core.vocab_size
     assert _uniform_line(tab) == pytest.approx(math.log(before))
     assert win.data_panel.choose("builtin:primer")  # another vocabulary: Start trains a fresh model
     _train(qtbot, win)
-    after = s.model.config.vocab_size
+    after = s.model.config.core.vocab_size
     assert after != before
     assert _uniform_line(tab) == pytest.approx(math.log(after))
 

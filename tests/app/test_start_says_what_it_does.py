@@ -107,7 +107,7 @@ def test_a_pretrained_model_says_it_was_trained_elsewhere_and_names_the_field_to
     plots_before = tab.plots.height()
     win.train_settings_panel.set_settings(s.train_settings.replace(seq_len=None, batch_size=32))
     s.load_checkpoint(smollm2_path)
-    assert s.model.config.context_length == 8192
+    assert s.model.config.core.context_length == 8192
     assert s.source_spec == "builtin:primer" and s.source.tokenizer == s.tokenizer  # Start fine-tunes it
     assert tab.progress.format() == "pretrained elsewhere: its files keep no training history"
     assert win.step_label.text() == "Step: – (pretrained)"

@@ -45,7 +45,7 @@ def test_start_trains_to_target_with_curves_and_live_heads(qtbot, tiny_window):
     assert [e["step"] for e in s.history if e["val_loss"] is not None] == [3, 6]
     # live attention: frames at the start and every probe_every=2 steps, drawn in the grid
     assert s.latest_frame is not None and s.latest_frame.step == 6
-    L, H = s.model.config.n_layers, s.model.config.n_heads
+    L, H = s.model.config.core.n_layers, s.model.config.attention.n_heads
     assert tab.live.head_grid.shape == (L, H)
     w = tab.live.head_grid.weights
     T = len(s.latest_frame.labels)

@@ -82,7 +82,7 @@ def test_invalid_config_disables_start_and_says_why(qtbot, tiny_window):
     with qtbot.waitSignal(panel.validityChanged, timeout=5000, check_params_cb=lambda ok: ok):
         panel.widgets["head_dim"].setValue(8)
     assert tab.start_button.isEnabled() and panel.error_label.text() == ""
-    assert win.session.config.n_heads == 3 and win.session.config.head_dim == 8
+    assert win.session.config.attention.n_heads == 3 and win.session.config.attention.head_dim == 8
 
 
 def test_invalid_training_settings_disable_start(qtbot, tiny_window):
@@ -104,7 +104,7 @@ def test_settings_remember_geometry_config_and_training_settings(qtbot, app_sett
 
     again = MainWindow(settings=app_settings, confirm_close=False, restore=True)
     qtbot.addWidget(again)
-    assert again.config_panel.config().n_layers == 3
+    assert again.config_panel.config().core.n_layers == 3
     assert again.train_settings_panel.settings().steps == 1234
     assert (again.width(), again.height()) == (640, 480)
     again.close()
@@ -155,7 +155,7 @@ def test_data_panel_shows_the_data_layers_error_and_keeps_the_source(
     monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(text), ""))
     panel.open_button.click()
     assert panel.error_label.text() == ""
-    assert s.source_spec == str(text) and s.config.vocab_size == s.source.tokenizer.vocab_size
+    assert s.source_spec == str(text) and s.config.core.vocab_size == s.source.tokenizer.vocab_size
 
 
 def test_about_names_versions_and_device(qtbot, tiny_window, monkeypatch):

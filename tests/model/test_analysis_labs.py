@@ -96,7 +96,7 @@ def test_probes_summarise_attention_and_the_stream():
 def test_without_positions_keeps_weights_and_makes_the_model_permutation_equivariant():
     model = tiny(positions="learned")
     flat = without_positions(model)
-    assert flat.config.positions == "none" and getattr(flat, "pos_emb", None) is None
+    assert flat.config.positional.positions == "none" and getattr(flat, "pos_emb", None) is None
     assert torch.equal(flat.blocks[0].attn.q_proj.weight, model.blocks[0].attn.q_proj.weight)
     ids = torch.tensor([3, 1, 4, 1, 5, 9, 2, 6])
     with_pos = permutation_predictions(permutation_experiment(model, ids, seed=3))

@@ -116,7 +116,7 @@ def test_unit_variance_heads_spread_one_after_the_scale(d_head):
     with torch.no_grad():  # rows of W_Q, W_K of norm 1 on an RMS-normed (unit-variance) stream
         model.tok_emb.weight.normal_()
         for p in (model.blocks[0].attn.q_proj.weight, model.blocks[0].attn.k_proj.weight):
-            p.normal_(std=1 / math.sqrt(cfg.d_model))
+            p.normal_(std=1 / math.sqrt(cfg.core.d_model))
     ids = torch.randint(0, 64, (1, 128), generator=torch.Generator().manual_seed(1))
     spread = score_spread(run_with_trace(model, ids, kinds=("scores_raw", "scores")))
     np.testing.assert_allclose(spread.raw / spread.scaled, math.sqrt(d_head), rtol=1e-4)

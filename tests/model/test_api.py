@@ -44,7 +44,7 @@ def test_importing_model_imports_no_torch_and_its_api_names_load_on_first_use():
 
 def test_run_with_trace_takes_text_and_a_predicate_and_is_the_engine_run(lm):
     trace = api.run_with_trace(lm, TEXT, names=lambda name: name in ("pattern", "z"), layers=[1])
-    ids = encode_prompt(lm.tokenizer, TEXT, lm.config.context_length)
+    ids = encode_prompt(lm.tokenizer, TEXT, lm.config.core.context_length)
     want = record(lm.model, ids, kinds=("pattern", "z"), layers=[1])
     assert trace.kinds == {"pattern", "z"} and trace.layers == [1]
     assert torch.equal(trace["pattern", 1], want["pattern", 1]) and torch.equal(trace.logits, want.logits)
@@ -56,20 +56,20 @@ def test_run_with_trace_takes_text_and_a_predicate_and_is_the_engine_run(lm):
 
 
 def test_patch_and_attribute_are_the_tabs_numbers(lm):
-    ids = list(encode_prompt(lm.tokenizer, TEXT, lm.config.context_length).ids)
+    ids = list(encode_prompt(lm.tokenizer, TEXT, lm.config.core.context_length).ids)
     corrupt = "abcdxfghabcdefg"
     got = api.patch(lm, TEXT, corrupt)
     want = patching_of(lm.model, lm.tokenizer, ids, corrupt, prompt=TEXT)
     np.testing.assert_array_equal(got.heads.restored, want.heads.restored)
     np.testing.assert_array_equal(got.resid.restored, want.resid.restored)
     attr = api.attribute(lm, TEXT).attr
-    assert attr.heads.shape == (lm.config.n_layers, lm.config.n_heads)
+    assert attr.heads.shape == (lm.config.core.n_layers, lm.config.attention.n_heads)
     assert attr.total == pytest.approx(attr.logit, abs=1e-4)  # the parts add up to the logit
 
 
 def test_circuits_and_budget_take_what_a_notebook_has(lm):
     c = api.circuits(lm)
-    L, H = lm.config.n_layers, lm.config.n_heads
+    L, H = lm.config.core.n_layers, lm.config.attention.n_heads
     assert c.composition.scores.shape == (3, L, H, L, H) and c.heads.copying.shape == (L, H)
     assert api.budget_report(lm)["params"]["total"] == lm.model.num_params()
     assert api.budget_report(lm.config) == api.budget_report(lm.model)

@@ -38,7 +38,7 @@ def cfg_of(name: str) -> GPTConfig:
 # ---- the worked example: Llama 2 7B -----------------------------------------------------------
 def test_llama2_7b_matches_the_chapter_table():
     cfg = cfg_of("llama2-7b")
-    L, d, V, d_ff = cfg.n_layers, cfg.d_model, cfg.vocab_size, cfg.hidden
+    L, d, V, d_ff = cfg.core.n_layers, cfg.core.d_model, cfg.core.vocab_size, cfg.hidden
     assert (L, d, V, d_ff) == (32, 4096, 32000, 11008)
     p = parameters(cfg)
     # the chapter's rows, each by its own formula and by its printed value
@@ -80,7 +80,7 @@ def test_released_llama_family_counts():
 
 def test_gpt3_is_12_L_d2_plus_embeddings():
     cfg = cfg_of("gpt3-175b")
-    L, d = cfg.n_layers, cfg.d_model
+    L, d = cfg.core.n_layers, cfg.core.d_model
     p = parameters(cfg)
     weights = sum(
         p[n].count for n in ("attention Q", "attention K", "attention V", "attention O", "mlp weights")
@@ -149,8 +149,8 @@ def test_kv_cache_llama2():
     assert c7.saving_factor == 1 and c7.saved_bytes == 0
     c70 = kv_cache(cfg_of("llama2-70b"), seq_len=4096, batch=1, bytes_per_value=2)
     cfg70 = cfg_of("llama2-70b")
-    per_layer_head_mha = c70.mha_bytes / (cfg70.n_layers * cfg70.n_heads)
-    per_layer_head_gqa = c70.bytes / (cfg70.n_layers * cfg70.n_heads)
+    per_layer_head_mha = c70.mha_bytes / (cfg70.core.n_layers * cfg70.attention.n_heads)
+    per_layer_head_gqa = c70.bytes / (cfg70.core.n_layers * cfg70.attention.n_heads)
     assert per_layer_head_mha / per_layer_head_gqa == 8 == c70.saving_factor
     # linear in T and batch
     assert kv_cache(cfg_of("llama2-7b"), 8192, 3, 2).bytes == 6 * c7.bytes
@@ -160,8 +160,8 @@ def test_kv_cache_llama2():
 def test_crossover_and_shares():
     gpt2 = cfg_of("gpt2")
     # a 4d GELU MLP: attention scores overtake it at T = 4·d
-    assert attention_crossover(gpt2) == 4 * gpt2.d_model
-    assert attention_crossover(gpt2, causal_halving=True) == 8 * gpt2.d_model
+    assert attention_crossover(gpt2) == 4 * gpt2.core.d_model
+    assert attention_crossover(gpt2, causal_halving=True) == 8 * gpt2.core.d_model
     cfg = cfg_of("llama2-7b")
     T_star = attention_crossover(cfg)
     f = flops(cfg, seq_len=round(T_star))
@@ -239,21 +239,21 @@ def test_books_balance(cfg):
     p = parameters(cfg)
     assert p.total == sum(p.counts().values())
     assert p.total == p.layers + p.embeddings_and_head + p.norms
-    assert p.per_layer * cfg.n_layers + p.embeddings_and_head + p["final norm"].count == p.total
+    assert p.per_layer * cfg.core.n_layers + p.embeddings_and_head + p["final norm"].count == p.total
     assert p.non_embedding == p.total - p.embeddings_and_head
     assert all(v >= 0 for v in p.counts().values())
     # tying removes exactly one V·d matrix, and changes no FLOP
-    other = parameters(cfg.replace(tie_embeddings=not cfg.tie_embeddings))
-    assert abs(p.total - other.total) == cfg.vocab_size * cfg.d_model
+    other = parameters(cfg.replace(tie_embeddings=not cfg.core.tie_embeddings))
+    assert abs(p.total - other.total) == cfg.core.vocab_size * cfg.core.d_model
     assert p.matmul == other.matmul
     # K and V shrink with the number of KV heads; Q and O do not
     mha = parameters(cfg.replace(n_kv_heads=None))
     assert p["attention K"].count * cfg.n_rep == mha["attention K"].count
     assert p["attention Q"].count == mha["attention Q"].count
-    f = flops(cfg, seq_len=min(cfg.context_length, 4096))
+    f = flops(cfg, seq_len=min(cfg.core.context_length, 4096))
     assert sum(f.parts.values()) == f.forward_total_per_token
-    assert f.forward_per_token == 2 * p.matmul <= 2 * p.total + 2 * cfg.vocab_size * cfg.d_model
-    kv = kv_cache(cfg, seq_len=min(16, cfg.context_length), batch=2, bytes_per_value=2)
+    assert f.forward_per_token == 2 * p.matmul <= 2 * p.total + 2 * cfg.core.vocab_size * cfg.core.d_model
+    kv = kv_cache(cfg, seq_len=min(16, cfg.core.context_length), batch=2, bytes_per_value=2)
     assert kv.mha_bytes == kv.bytes * cfg.n_rep
     assert kv.saving_factor == cfg.n_rep
 
@@ -339,8 +339,8 @@ def test_presets_are_valid_and_saved_configs_are_found(tmp_path):
     (tmp_path / "notes.json").write_text(json.dumps({"hello": 1}))
     (tmp_path / "broken.json").write_text("{")
     found = presets.saved_configs(tmp_path)
-    assert [(s.name, s.config.n_layers) for s in found] == [("run1", 3), ("tiny", 2)]
-    assert presets.load_config(tmp_path / "run1").n_layers == 3
+    assert [(s.name, s.config.core.n_layers) for s in found] == [("run1", 3), ("tiny", 2)]
+    assert presets.load_config(tmp_path / "run1").core.n_layers == 3
     assert presets.saved_configs(tmp_path / "missing") == []
 
 

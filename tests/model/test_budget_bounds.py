@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import typing
 
 import pytest
@@ -13,12 +12,8 @@ from model.config import GPTConfig
 
 
 def _whole_fields() -> set[str]:
-    hints = typing.get_type_hints(GPTConfig)
-    return {
-        f.name
-        for f in dataclasses.fields(GPTConfig)
-        if int in (typing.get_args(hints[f.name]) or (hints[f.name],))
-    }
+    hints = GPTConfig.field_types()
+    return {f.name for f in GPTConfig.fields() if int in (typing.get_args(hints[f.name]) or (hints[f.name],))}
 
 
 def test_every_whole_number_field_of_the_config_has_a_bound():

@@ -60,7 +60,7 @@ def test_scaled_down_keeps_the_architecture_and_fits_the_limit():
     small, notes = scaled_down(cfg)
     assert budget.parameters(small).total <= REAL_BUILD_MAX_PARAMS < budget.parameters(cfg).total
     for name in ("mlp", "norm", "positions", "bias", "tie_embeddings", "norm_position", "attn_scale"):
-        assert getattr(small, name) == getattr(cfg, name)
+        assert small.get(name) == cfg.get(name)
     assert small.d_head == cfg.d_head and small.n_rep == cfg.n_rep == 4  # still 4 query heads per KV head
     assert notes and any("n_layers" in n for n in notes)
     assert scaled_down(TINY) == (TINY, [])

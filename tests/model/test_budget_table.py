@@ -80,7 +80,7 @@ def test_settings_give_the_report_and_name_their_problems():
     cfg = presets.get("gpt2").gpt_config()
     s = BudgetSettings(seq_len=None, batch=4, tokens=None)
     rep = s.report(cfg, "GPT-2")
-    assert rep["kv_cache"]["seq_len"] == cfg.context_length and rep["kv_cache"]["batch"] == 4
+    assert rep["kv_cache"]["seq_len"] == cfg.core.context_length and rep["kv_cache"]["batch"] == 4
     assert "training" not in rep
     assert any(p.startswith("mfu=") for p in BudgetSettings(mfu=2.0).problems(cfg))
 

@@ -389,7 +389,7 @@ def test_gpt_oss(name, total, active):
     assert round(p.total / 1e9, 1) == total
     assert round(p.active_without_embedding / 1e9, 1) == active
     assert round(p.total / 1e9) == {"gpt-oss-120b": 117, "gpt-oss-20b": 21}[name]  # "117B", "21B"
-    assert p["attention sinks"].count == p.config.n_layers * 64
+    assert p["attention sinks"].count == p.config.core.n_layers * 64
 
 
 def test_gemma_and_olmo():
@@ -515,14 +515,14 @@ def test_books_balance_for_today_s_block(cfg):
     assert p.total == sum(p.counts().values()) == p.layers + p.embeddings_and_head + p.norms
     assert sum(p.layer_counts()) + p.embeddings_and_head + p["final norm"].count == p.total
     assert all(v >= 0 for v in p.counts().values())
-    if cfg.n_experts is None:
+    if cfg.feed_forward.n_experts is None:
         assert p.active == p.total and p.matmul == p.matmul_total
     else:
-        gated, d, d_e = cfg.mlp in ("swiglu", "geglu"), cfg.d_model, cfg.expert_hidden
+        gated, d, d_e = cfg.feed_forward.mlp in ("swiglu", "geglu"), cfg.core.d_model, cfg.expert_hidden
         expert = (3 if gated else 2) * d * d_e
-        if cfg.bias == "all":
+        if cfg.core.bias == "all":
             expert += 2 * d_e + d if gated else d_e + d
-        idle = cfg.n_experts - cfg.n_experts_per_token
+        idle = cfg.feed_forward.n_experts - cfg.feed_forward.n_experts_per_token
         assert p.active == p.total - budget.moe_layers(cfg) * idle * expert
         assert p.matmul <= p.matmul_total and p.active <= p.total
     f = budget.flops(cfg, seq_len=20)

@@ -234,15 +234,15 @@ def _fused_cpu_attention_counted():
 @_SETTINGS
 @given(small_configs(), st.integers(1, 3), st.data())
 def test_forward_flops_equal_flop_counter(cfg, B, data):
-    T = data.draw(st.integers(1, cfg.context_length), label="T")
+    T = data.draw(st.integers(1, cfg.core.context_length), label="T")
     model = GPT(cfg).eval()
-    idx = torch.randint(0, cfg.vocab_size, (B, T))
+    idx = torch.randint(0, cfg.core.vocab_size, (B, T))
     with torch.no_grad(), _fused_cpu_attention_counted() as counter:
         model(idx)
     f = budget.flops(cfg, seq_len=T)
     assert counter.get_total_flops() == B * T * f.forward_total_per_token
     assert counter.get_total_flops() == B * T * (
-        f.forward_per_token + 4 * cfg.n_layers * T * cfg.n_heads * cfg.d_head
+        f.forward_per_token + 4 * cfg.core.n_layers * T * cfg.attention.n_heads * cfg.d_head
     )
 
 
@@ -252,9 +252,9 @@ def test_forward_flops_of_today_s_block_equal_flop_counter(cfg, B, data):
     """Experts cost what a token is routed to, latent attention its head sizes. A local layer's mask
     still multiplies every key in the plain model, so the counter sees the scores without windows;
     the calculator's ``min(T, W)`` is what a kernel that skips the masked keys does."""
-    T = data.draw(st.integers(1, cfg.context_length), label="T")
+    T = data.draw(st.integers(1, cfg.core.context_length), label="T")
     model = init_model(cfg, seed=0).eval()
-    idx = torch.randint(0, cfg.vocab_size, (B, T))
+    idx = torch.randint(0, cfg.core.vocab_size, (B, T))
     with torch.no_grad(), _fused_cpu_attention_counted() as counter:
         model(idx)
     f = budget.flops(cfg, seq_len=T)
@@ -267,10 +267,10 @@ def test_forward_flops_of_today_s_block_equal_flop_counter(cfg, B, data):
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_configs(), st.data())
 def test_training_step_flops_are_three_forwards(cfg, data):
-    T = data.draw(st.integers(2, cfg.context_length), label="T")
+    T = data.draw(st.integers(2, cfg.core.context_length), label="T")
     B = 2
     model = GPT(cfg).train()
-    idx = torch.randint(0, cfg.vocab_size, (B, T))
+    idx = torch.randint(0, cfg.core.vocab_size, (B, T))
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         _, loss = model(idx, idx)
         loss.backward()
@@ -318,7 +318,7 @@ def _saved_activation_bytes(cfg: GPTConfig, B: int, T: int) -> int:
     """Bytes of the distinct non-parameter storages autograd keeps for one training forward."""
     torch.manual_seed(0)
     model = GPT(cfg).train()
-    idx = torch.randint(0, cfg.vocab_size, (B, T))
+    idx = torch.randint(0, cfg.core.vocab_size, (B, T))
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     kept: dict[int, int] = {}
 

@@ -273,7 +273,7 @@ def test_a_pickle_payload_is_never_executed(saved, tmp_path):
     torch.save({"state": _Payload(marker)}, torch_payload)
     (saved / "model.pt").write_bytes(torch_payload.read_bytes())  # decoy files are never opened
     (saved / "pytorch_model.bin").write_bytes(payload)
-    assert load_checkpoint(saved).config.vocab_size == 10
+    assert load_checkpoint(saved).config.core.vocab_size == 10
     for data in (payload, torch_payload.read_bytes()):  # ... and disguised as the weights file
         (saved / "model.safetensors").write_bytes(data)
         with pytest.raises(CheckpointError, match=r"model\.safetensors is"):

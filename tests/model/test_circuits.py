@@ -72,7 +72,7 @@ def dense(model, offset: int = 0):
     """Every head's W_QK and W_OV [L, H, d, d], the embedding E [V, d] and the unembedding U [d, V] as
     the circuits see them."""
     cfg = model.config
-    L, H, Hkv, k, d = cfg.n_layers, cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_model
+    L, H, Hkv, k, d = cfg.core.n_layers, cfg.attention.n_heads, cfg.kv_heads, cfg.d_head, cfg.core.d_model
     n_rep = H // Hkv
     QK, OV = np.zeros((L, H, d, d)), np.zeros((L, H, d, d))
     for l, block in enumerate(model.blocks):
@@ -83,27 +83,27 @@ def dense(model, offset: int = 0):
 
         Wq, Wk, Wv, Wo = w(a.q_proj), w(a.k_proj), w(a.v_proj), w(a.o_proj)
         read = np.eye(d)
-        if cfg.norm_position in ("pre", "sandwich"):
+        if cfg.normalization.norm_position in ("pre", "sandwich"):
             read = _fold(*_gain(block.norm1), d)
         write = np.eye(d)
-        if cfg.norm_position == "sandwich":
+        if cfg.normalization.norm_position == "sandwich":
             write = _fold(*_gain(block.post_norm1), d)
-        if cfg.norm_position == "output":
+        if cfg.normalization.norm_position == "output":
             write = _fold(*_gain(block.norm1), d)
-        if cfg.norm == "layernorm" and cfg.norm_position in ("pre", "sandwich"):
+        if cfg.normalization.norm == "layernorm" and cfg.normalization.norm_position in ("pre", "sandwich"):
             write = write @ (np.eye(d) - np.ones((d, d)) / d)
         for h in range(H):
             g = h // n_rep
             q = Wq[h * k : (h + 1) * k].T  # [d, k]
             kk = Wk[g * k : (g + 1) * k].T
             v = Wv[g * k : (g + 1) * k].T
-            if cfg.qk_rmsnorm:
+            if cfg.attention.qk_rmsnorm:
                 q = q @ np.diag(_gain(a.q_norm)[0])  # per head: one [k] gain shared by the heads
                 kk = kk @ np.diag(_gain(a.k_norm)[0])
-            if cfg.positions == "rope":
+            if cfg.positional.positions == "rope":
                 r = cfg.rotary_dim
-                q = q @ _rope_matrix(k, r, offset, cfg.rope_base)
-                kk = kk @ _rope_matrix(k, r, 0, cfg.rope_base)
+                q = q @ _rope_matrix(k, r, offset, cfg.positional.rope_base)
+                kk = kk @ _rope_matrix(k, r, 0, cfg.positional.rope_base)
             o = Wo[:, h * k : (h + 1) * k].T  # [k, d]
             QK[l, h] = (read @ q) @ (read @ kk).T
             OV[l, h] = (read @ v) @ (o @ write)
@@ -251,7 +251,7 @@ def test_the_rope_qk_circuit_at_an_offset_predicts_the_models_scores():
     cfg = model.config
     layer, head = 1, 3
     T = 12
-    ids = torch.randint(0, cfg.vocab_size, (1, T), generator=torch.Generator().manual_seed(2))
+    ids = torch.randint(0, cfg.core.vocab_size, (1, T), generator=torch.Generator().manual_seed(2))
     got = {}
 
     def keep(x, hook):
@@ -261,7 +261,7 @@ def test_the_rope_qk_circuit_at_an_offset_predicts_the_models_scores():
     with torch.no_grad(), model.hooks([(n, keep) for n in names]):
         model(ids)
     x = got[names[0]][0]  # [T, d]
-    r = torch.sqrt((x * x).mean(-1) + cfg.norm_eps)
+    r = torch.sqrt((x * x).mean(-1) + cfg.normalization.norm_eps)
     xs = (x / r[:, None]).numpy()
     q = got[names[1]][0, head].numpy()  # [T, k] after RoPE
     k = got[names[2]][0, head // cfg.n_rep].numpy()
@@ -462,7 +462,7 @@ def test_the_starters_path_patching_uses_an_induction_corruption(shipped_starter
     tok, model = ckpt.tokenizer, ckpt.model
     prompt = "vsqyrnmezgcovsqyrnmezgco"
     ids = tok.encode(prompt)
-    corrupt, at, new = induction_corruption(ids, model.config.vocab_size)
+    corrupt, at, new = induction_corruption(ids, model.config.core.vocab_size)
     assert at == 11 and ids[at] == ids[-1] and new not in ids and corrupt[:at] == ids[:at]
     res = path_patching_of(model, tok, ids, None, (0, 1), prompt=prompt)
     assert "induction corruption" in res.corruption and res.answer_label == "v"

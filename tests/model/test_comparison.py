@@ -50,7 +50,11 @@ def test_parse_changes_types_every_kind_of_field():
         parse_changes("attn_softcap=big")
     # the variants it describes are what TrainerGroup builds
     cfg = variant_configs(BASE, {"x": got})["x"]
-    assert cfg.n_kv_heads == 1 and cfg.norm_position == "post" and cfg.causal is False
+    assert (
+        cfg.attention.n_kv_heads == 1
+        and cfg.normalization.norm_position == "post"
+        and cfg.core.causal is False
+    )
 
 
 def test_parse_changes_collects_every_problem_in_one_error():
@@ -87,7 +91,7 @@ def test_summary_row_takes_the_last_losses_and_the_calculator_figures():
     model = init_model(mqa)
     assert row["params"] == sum(p.numel() for p in model.parameters())
     # KV cache per token: keys and values of every layer and KV head, fp32
-    assert row["kv_cache_bytes_per_token"] == 2 * mqa.n_layers * 1 * mqa.d_head * 4
+    assert row["kv_cache_bytes_per_token"] == 2 * mqa.core.n_layers * 1 * mqa.d_head * 4
     assert row["flops_per_token"] == budget.flops(mqa, 8).forward_total_per_token
     assert summary_row(BASE, [])["train_loss"] is None
 
@@ -190,7 +194,7 @@ def test_comparison_file_round_trips(tmp_path):
     path = save_comparison(tmp_path / "x.comparison.json", comp)
     back = load_comparison(path)
     assert back.names() == ["base", "mqa"] and back.title == "MHA vs MQA" and back.prompt == "abc"
-    assert back["mqa"].changes == {"n_kv_heads": 1} and back["mqa"].gpt_config().n_kv_heads == 1
+    assert back["mqa"].changes == {"n_kv_heads": 1} and back["mqa"].gpt_config().attention.n_kv_heads == 1
     assert back["base"].history == [{"step": 1, "train_loss": 2.0, "val_loss": 2.1, "tokens_per_s": 50.0}]
     assert back["base"].summary == comp["base"].summary
     att = back["base"].attention

@@ -7,11 +7,26 @@ from model.config import CHOICES, FIELD_HELP, ConfigError, GPTConfig
 
 def test_defaults_are_the_small_gpt2():
     cfg = GPTConfig()
-    assert (cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.context_length) == (128, 4, 4, 256)
-    assert (cfg.positions, cfg.norm, cfg.norm_position, cfg.mlp) == ("learned", "layernorm", "pre", "gelu")
-    assert cfg.attn_scale == "sqrt_dk" and cfg.causal and cfg.bias == "all" and not cfg.tie_embeddings
-    assert cfg.hidden == 4 * cfg.d_model and cfg.d_head == cfg.d_model // cfg.n_heads
-    assert cfg.kv_heads == cfg.n_heads and cfg.n_rep == 1
+    assert (cfg.core.d_model, cfg.attention.n_heads, cfg.core.n_layers, cfg.core.context_length) == (
+        128,
+        4,
+        4,
+        256,
+    )
+    assert (
+        cfg.positional.positions,
+        cfg.normalization.norm,
+        cfg.normalization.norm_position,
+        cfg.feed_forward.mlp,
+    ) == ("learned", "layernorm", "pre", "gelu")
+    assert (
+        cfg.attention.attn_scale == "sqrt_dk"
+        and cfg.core.causal
+        and cfg.core.bias == "all"
+        and not cfg.core.tie_embeddings
+    )
+    assert cfg.hidden == 4 * cfg.core.d_model and cfg.d_head == cfg.core.d_model // cfg.attention.n_heads
+    assert cfg.kv_heads == cfg.attention.n_heads and cfg.n_rep == 1
     assert cfg.problems() == []
 
 
@@ -40,7 +55,7 @@ def test_json_round_trip_keeps_every_field():
 
 def test_omitted_fields_take_defaults():
     cfg = GPTConfig.from_dict({"d_model": 64, "n_heads": 2})
-    assert cfg.n_layers == GPTConfig().n_layers and cfg.vocab_size is None
+    assert cfg.core.n_layers == GPTConfig().core.n_layers and cfg.core.vocab_size is None
 
 
 def test_all_problems_are_reported_at_once():
@@ -102,4 +117,4 @@ def test_a_config_file_with_a_byte_order_mark_loads(tmp_path):
     path = tmp_path / "cfg.json"
     path.write_bytes(b"\xef\xbb\xbf" + b'{"n_layers": 3, "d_model": 32, "n_heads": 4}')
     cfg = GPTConfig.load(path)
-    assert (cfg.n_layers, cfg.d_model, cfg.n_heads) == (3, 32, 4)
+    assert (cfg.core.n_layers, cfg.core.d_model, cfg.attention.n_heads) == (3, 32, 4)

@@ -38,12 +38,35 @@ def test_every_config_field_is_owned_by_exactly_one_part():
     assert len(set(owned)) == len(owned) == len(FIELDS)
 
 
-def test_a_part_s_fields_are_typed_as_the_config_s():
-    config_types = {f.name: f.type for f in dataclasses.fields(GPTConfig)}
+def test_each_field_is_declared_once_in_its_part_and_the_config_is_composed_of_the_parts():
+    """GPTConfig declares no field itself: its dataclass fields are its parts, one of each kind, and a
+    field is read through the part that declares it; the flat names are only the file format's."""
+    assert [(f.name, f.type) for f in dataclasses.fields(GPTConfig)] == [
+        (kind.key, kind.__name__) for kind in PARTS
+    ]
+    cfg = GPTConfig(n_kv_heads=2, n_heads=4)
+    for name in FIELDS:
+        assert not hasattr(cfg, name), name  # no flat copy, no forwarding
+        assert cfg.get(name) == getattr(getattr(cfg, owner(name).key), name)
+    assert cfg.attention.n_kv_heads == cfg.get("n_kv_heads") == 2
+    assert [f.name for f in GPTConfig.fields()] == FIELDS == list(cfg.to_dict())
+    # each field's type and default are its part's declaration, and the config's defaults are theirs
+    defaults = GPTConfig().to_dict()
     for kind in PARTS:
         for f in dataclasses.fields(kind):
-            assert f.type == config_types[f.name], (kind.__name__, f.name)
-        assert list(kind.owns()) == [n for n in FIELDS if n in kind.owns()]  # in the config's order
+            assert GPTConfig.field_types()[f.name] is not None and defaults[f.name] == f.default
+
+
+def test_the_flat_names_are_the_file_format():
+    """The constructor, replace, from_dict and to_dict take and give the file's flat names."""
+    cfg = GPTConfig(n_layers=3, n_kv_heads=1, rope_base=5e5, positions="rope", mlp="swiglu")
+    assert cfg.core.n_layers == 3 and cfg.positional.rope_base == 5e5
+    assert GPTConfig.from_dict(cfg.to_dict()) == cfg
+    changed = cfg.replace(n_kv_heads=2, norm="rmsnorm")
+    assert (changed.attention.n_kv_heads, changed.normalization.norm) == (2, "rmsnorm")
+    assert changed.core == cfg.core and cfg.attention.n_kv_heads == 1  # a copy; the original is kept
+    with pytest.raises(TypeError, match="n_kv_head"):
+        GPTConfig(n_kv_head=2)
 
 
 def test_the_core_is_the_model_level_fields():
@@ -71,7 +94,7 @@ def test_a_part_is_a_frozen_view_of_the_config():
     cfg = GPTConfig(n_heads=8, n_kv_heads=2, n_experts=4, norm="rmsnorm", positions="rope")
     assert (cfg.attention.n_heads, cfg.attention.n_kv_heads) == (8, 2)
     assert cfg.feed_forward.n_experts == 4 and cfg.normalization.norm == "rmsnorm"
-    assert cfg.positional.positions == "rope" and cfg.core.d_model == cfg.d_model
+    assert cfg.positional.positions == "rope" and cfg.core.d_model == cfg.core.d_model
     assert [type(p) for p in cfg.parts] == list(PARTS)
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.attention.n_heads = 2  # type: ignore[misc]

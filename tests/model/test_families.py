@@ -147,22 +147,36 @@ def test_greedy_generation_matches_transformers(family, tricky_texts):
 def test_each_family_sets_its_own_parts(family_models):
     cfgs = {case: family_models(case)[2].config for case in CASES}
     llama = cfgs["llama-llama3-rope-sharded"]
-    assert (llama.rope_scaling, llama.rope_factor, llama.rope_base, llama.kv_heads) == (
+    assert (
+        llama.positional.rope_scaling,
+        llama.positional.rope_factor,
+        llama.positional.rope_base,
+        llama.kv_heads,
+    ) == (
         "llama3",
         8.0,
         5000.0,
         2,
     )
-    assert cfgs["mistral-sliding-window"].sliding_window == 6
-    assert cfgs["qwen2-bf16"].bias == "qkv"
+    assert cfgs["mistral-sliding-window"].attention.sliding_window == 6
+    assert cfgs["qwen2-bf16"].core.bias == "qkv"
     qwen3 = cfgs["qwen3-qk-norm-head-dim"]
-    assert qwen3.qk_rmsnorm and qwen3.d_head == 12
+    assert qwen3.attention.qk_rmsnorm and qwen3.d_head == 12
     gemma = cfgs["gemma-tied-head-dim"]
-    assert gemma.embed_scale and gemma.norm_offset and gemma.tie_embeddings and gemma.d_head == 16
-    assert (gemma.mlp, gemma.gelu_approx) == ("geglu", "tanh")
+    assert (
+        gemma.core.embed_scale
+        and gemma.normalization.norm_offset
+        and gemma.core.tie_embeddings
+        and gemma.d_head == 16
+    )
+    assert (gemma.feed_forward.mlp, gemma.feed_forward.gelu_approx) == ("geglu", "tanh")
     neox = cfgs["gpt_neox-parallel-partial-rotary"]
-    assert neox.parallel_residual and neox.rotary_dim == 4 and neox.kv_heads == neox.n_heads
-    assert not cfgs["gpt_neox-sequential"].parallel_residual
+    assert (
+        neox.normalization.parallel_residual
+        and neox.rotary_dim == 4
+        and neox.kv_heads == neox.attention.n_heads
+    )
+    assert not cfgs["gpt_neox-sequential"].normalization.parallel_residual
 
 
 def test_sharded_and_bf16_files_are_what_the_cases_say(family_models):
@@ -309,7 +323,12 @@ def test_real_world_config_forms():
         },
     )
     cfg = family_config(llama31)
-    assert (cfg.rope_base, cfg.rope_scaling, cfg.rope_original_context, cfg.kv_heads) == (
+    assert (
+        cfg.positional.rope_base,
+        cfg.positional.rope_scaling,
+        cfg.positional.rope_original_context,
+        cfg.kv_heads,
+    ) == (
         500000.0,
         "llama3",
         8192,
@@ -328,7 +347,12 @@ def test_real_world_config_forms():
         hidden_act="gelu",
     )
     cfg = family_config(pythia)
-    assert (cfg.rotary_dim, cfg.parallel_residual, cfg.mlp, cfg.bias) == (16, True, "gelu", "all")
+    assert (cfg.rotary_dim, cfg.normalization.parallel_residual, cfg.feed_forward.mlp, cfg.core.bias) == (
+        16,
+        True,
+        "gelu",
+        "all",
+    )
 
 
 def test_new_config_fields_are_validated():

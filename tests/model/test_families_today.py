@@ -226,7 +226,7 @@ def test_logits_match_transformers(family, tricky_texts):
 def test_attention_weights_match_transformers_past_the_window(family, tricky_texts):
     _, reference, ckpt = family
     ids = _ids(ckpt, tricky_texts[1], 40)
-    window = ckpt.config.sliding_window
+    window = ckpt.config.attention.sliding_window
     assert window is None or ids.shape[1] > 2 * window  # local layers see only part of it
     with torch.no_grad():
         expected = torch.stack(reference(ids, output_attentions=True).attentions)[:, 0]  # [L, H, T, T]
@@ -274,7 +274,7 @@ def test_each_token_goes_to_the_same_experts(today_models, case, tricky_texts):
         ids = _ids(ckpt, text, 40)
         theirs = _their_choices(reference, ids)
         trace = run_with_trace(ckpt.model, ids, kinds=("chosen",))
-        assert trace.layers == sorted(theirs) == [i for i in range(cfg.n_layers) if cfg.is_moe_layer(i)]
+        assert trace.layers == sorted(theirs) == [i for i in range(cfg.core.n_layers) if cfg.is_moe_layer(i)]
         for i in trace.layers:
             ours = trace["chosen", i][0].sort(dim=-1).values  # [T, k]
             assert torch.equal(ours, theirs[i]), (text, i)
@@ -285,14 +285,25 @@ def test_each_token_goes_to_the_same_experts(today_models, case, tricky_texts):
 def test_each_family_sets_its_own_parts(today_models):
     cfgs = {case: today_models(case)[2].config for case in CASES}
     mixtral = cfgs["mixtral-window-sharded"]
-    assert (mixtral.n_experts, mixtral.router, mixtral.sliding_window, mixtral.rope_base) == (
+    assert (
+        mixtral.feed_forward.n_experts,
+        mixtral.feed_forward.router,
+        mixtral.attention.sliding_window,
+        mixtral.positional.rope_base,
+    ) == (
         4,
         "softmax_topk_norm",
         12,
         1e6,  # transformers' Mixtral default, the file saying nothing else
     )
     qwen = cfgs["qwen3_moe-dense-first"]
-    assert (qwen.moe_dense_layers, qwen.expert_hidden, qwen.hidden, qwen.router, qwen.qk_rmsnorm) == (
+    assert (
+        qwen.feed_forward.moe_dense_layers,
+        qwen.expert_hidden,
+        qwen.hidden,
+        qwen.feed_forward.router,
+        qwen.attention.qk_rmsnorm,
+    ) == (
         1,
         16,
         48,
@@ -300,25 +311,53 @@ def test_each_family_sets_its_own_parts(today_models):
         True,
     )
     ds = cfgs["deepseek_v3-mla-grouped-yarn-bf16"]
-    assert ds.mla and (ds.kv_lora_rank, ds.q_lora_rank, ds.qk_dim, ds.v_dim) == (12, 20, 16, 6)
-    assert (ds.router, ds.router_choice_bias, ds.router_groups, ds.router_topk_groups, ds.router_scale) == (
+    assert ds.mla and (ds.attention.kv_lora_rank, ds.attention.q_lora_rank, ds.qk_dim, ds.v_dim) == (
+        12,
+        20,
+        16,
+        6,
+    )
+    assert (
+        ds.feed_forward.router,
+        ds.feed_forward.router_choice_bias,
+        ds.feed_forward.router_groups,
+        ds.feed_forward.router_topk_groups,
+        ds.feed_forward.router_scale,
+    ) == (
         "sigmoid_topk_norm",
         True,
         4,
         2,
         2.5,
     )
-    assert (ds.moe_dense_layers, ds.n_shared_experts, ds.rope_scaling) == (1, 1, "yarn")
-    assert ds.attn_scale_dim is not None and ds.attn_scale_dim < ds.qk_dim  # mscale² > 1 on the scores
+    assert (
+        ds.feed_forward.moe_dense_layers,
+        ds.feed_forward.n_shared_experts,
+        ds.positional.rope_scaling,
+    ) == (1, 1, "yarn")
+    assert (
+        ds.attention.attn_scale_dim is not None and ds.attention.attn_scale_dim < ds.qk_dim
+    )  # mscale² > 1 on the scores
     oss = cfgs["gpt_oss-sinks-yarn"]
-    assert oss.attn_sinks and oss.bias == "all" and oss.swiglu_limit == 2.0 and oss.router == "topk_softmax"
-    assert (oss.window_pattern, oss.rope_truncate, oss.rope_attention) == (
+    assert (
+        oss.attention.attn_sinks
+        and oss.core.bias == "all"
+        and oss.feed_forward.swiglu_limit == 2.0
+        and oss.feed_forward.router == "topk_softmax"
+    )
+    assert (oss.attention.window_pattern, oss.positional.rope_truncate, oss.rope_attention) == (
         "LG",
         False,
         pytest.approx(1.20794, 1e-4),
     )
     g2 = cfgs["gemma2-softcaps-sharded"]
-    assert (g2.norm_position, g2.attn_softcap, g2.final_softcap, g2.attn_scale_dim, g2.window_pattern) == (
+    assert (
+        g2.normalization.norm_position,
+        g2.attention.attn_softcap,
+        g2.core.final_softcap,
+        g2.attention.attn_scale_dim,
+        g2.attention.window_pattern,
+    ) == (
         "sandwich",
         3.0,
         5.0,
@@ -326,17 +365,22 @@ def test_each_family_sets_its_own_parts(today_models):
         "LG",
     )
     g3 = cfgs["gemma3_text-local-rope"]
-    assert (g3.window_pattern, g3.rope_local_base, g3.rope_base, g3.rope_scaling) == (
+    assert (
+        g3.attention.window_pattern,
+        g3.positional.rope_local_base,
+        g3.positional.rope_base,
+        g3.positional.rope_scaling,
+    ) == (
         "LLLG",
         1000.0,
         100000.0,
         "linear",
     )
-    assert g3.qk_rmsnorm and g3.norm_offset and g3.attn_softcap is None
+    assert g3.attention.qk_rmsnorm and g3.normalization.norm_offset and g3.attention.attn_softcap is None
     olmo = cfgs["olmo2-qk-norm-all"]
-    assert (olmo.norm_position, olmo.qk_norm_scope) == ("output", "all")
+    assert (olmo.normalization.norm_position, olmo.attention.qk_norm_scope) == ("output", "all")
     phi = cfgs["phi3-fused-window-bf16"]
-    assert (phi.sliding_window, phi.rotary_dim, phi.kv_heads) == (10, 4, 2)
+    assert (phi.attention.sliding_window, phi.rotary_dim, phi.kv_heads) == (10, 4, 2)
 
 
 def test_sharded_and_bf16_files_are_what_the_cases_say(today_models):
@@ -438,7 +482,13 @@ def test_real_world_config_forms():
         swiglu_limit=7.0,
     )
     cfg = family_config(gpt_oss_20b)
-    assert (cfg.n_experts, cfg.window_pattern, cfg.rope_scaling, cfg.d_head, cfg.rope_original_context) == (
+    assert (
+        cfg.feed_forward.n_experts,
+        cfg.attention.window_pattern,
+        cfg.positional.rope_scaling,
+        cfg.d_head,
+        cfg.positional.rope_original_context,
+    ) == (
         32,
         "LG",
         "yarn",
@@ -467,11 +517,11 @@ def test_real_world_config_forms():
     )
     cfg = family_config(gemma3_270m)
     assert (
-        cfg.window_pattern,
-        cfg.rope_local_base,
-        cfg.rope_base,
-        cfg.attn_scale_dim,
-        cfg.tie_embeddings,
+        cfg.attention.window_pattern,
+        cfg.positional.rope_local_base,
+        cfg.positional.rope_base,
+        cfg.attention.attn_scale_dim,
+        cfg.core.tie_embeddings,
     ) == (
         "LLLLLG",
         10000.0,
@@ -500,9 +550,14 @@ def test_real_world_config_forms():
         },
     )
     cfg = family_config(deepseek)
-    assert (cfg.n_experts, cfg.router_groups, cfg.router_topk_groups, cfg.moe_dense_layers) == (256, 8, 4, 3)
+    assert (
+        cfg.feed_forward.n_experts,
+        cfg.feed_forward.router_groups,
+        cfg.feed_forward.router_topk_groups,
+        cfg.feed_forward.moe_dense_layers,
+    ) == (256, 8, 4, 3)
     m = 0.1 * 1.0 * torch.log(torch.tensor(40.0)).item() + 1.0
-    assert cfg.attn_scale_dim == pytest.approx(192 / m**4) and cfg.rope_attention == 1.0
+    assert cfg.attention.attn_scale_dim == pytest.approx(192 / m**4) and cfg.rope_attention == 1.0
     assert parameters(cfg).total == 671_026_419_200  # 671B, as DeepSeek counts it (with the choice biases)
 
 
@@ -628,22 +683,28 @@ def test_the_instruments_work_on_every_family(family, tricky_texts):
     text = tricky_texts[0]
     insp = inspect_prompt(model, ckpt.tokenizer, plan_prompt(cfg, ckpt.tokenizer, text))
     T = len(insp.ids)
-    assert insp.weights.shape == (cfg.n_layers, cfg.n_heads, T, T) and np.isfinite(insp.weights).all()
+    assert (
+        insp.weights.shape == (cfg.core.n_layers, cfg.attention.n_heads, T, T)
+        and np.isfinite(insp.weights).all()
+    )
     metrics = head_metrics_of(model, insp.weights, insp.mask).metrics
     assert np.isfinite(metrics.entropy).all()
-    if cfg.window_pattern:  # a local layer's rows see at most the window
-        local = cfg.window_pattern.index("L")
-        assert (insp.weights[local, :, -1, : T - cfg.sliding_window] == 0).all()
-    if cfg.attn_sinks:
+    if cfg.attention.window_pattern:  # a local layer's rows see at most the window
+        local = cfg.attention.window_pattern.index("L")
+        assert (insp.weights[local, :, -1, : T - cfg.attention.sliding_window] == 0).all()
+    if cfg.attention.attn_sinks:
         rows = insp.weights.sum(-1)  # the sink takes what no key gets: rows sum to less than 1
         assert rows.max() <= 1 + 1e-5 and rows.min() < 0.99 and (metrics.learned_sink > 0).all()
-    if cfg.n_experts:
+    if cfg.feed_forward.n_experts:
         choice = expert_choice_of(model, insp.ids)
-        assert choice.chosen.shape == (len(choice.moe_layers), T, cfg.n_experts_per_token)
+        assert choice.chosen.shape == (len(choice.moe_layers), T, cfg.feed_forward.n_experts_per_token)
     ids = insp.ids[:12]
     corrupt = ids[:-3] + ids[-2:-1] + ids[-3:-2] + ids[-1:]  # two tokens swapped
     patched = patch_heads(model, ids, corrupt, answer=ids[-1], wrong=corrupt[-2])
-    assert patched.patched.shape == (cfg.n_layers, cfg.n_heads) and np.isfinite(patched.patched).all()
+    assert (
+        patched.patched.shape == (cfg.core.n_layers, cfg.attention.n_heads)
+        and np.isfinite(patched.patched).all()
+    )
     a = direct_logit_attribution(model, ids)
     assert a.total == pytest.approx(a.logit, abs=1e-4 * max(1.0, abs(a.logit)))
-    assert (a.capped is not None) == (cfg.final_softcap is not None)
+    assert (a.capped is not None) == (cfg.core.final_softcap is not None)

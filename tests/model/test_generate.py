@@ -250,7 +250,9 @@ def test_weights_that_are_nan_end_generation_in_one_line_saying_where(use_cache)
             run()
         message = str(caught.value)
         assert "\n" not in message and "new token 1 are not finite" in message
-        assert f"({model.config.vocab_size} NaN of {model.config.vocab_size})" in message  # every logit
+        assert (
+            f"({model.config.core.vocab_size} NaN of {model.config.core.vocab_size})" in message
+        )  # every logit
         assert "first appear at blocks.1.mlp.out;" in message and "blocks.1.mlp.fc_in.weight" in message
 
 
@@ -264,7 +266,7 @@ def test_logits_that_overflow_are_named_with_every_weight_finite():
         model.lm_head.weight.fill_(3e38)
     with pytest.raises(NonFiniteLogits) as caught:
         generate(model, torch.tensor([1, 2, 3]), 3, greedy=True)
-    v = model.config.vocab_size
+    v = model.config.core.vocab_size
     message = str(caught.value)
     assert f"({v} +∞ of {v})" in message and "first appear at logits;" in message
     assert message.endswith("every weight is finite, so the numbers outgrew float32")

@@ -717,7 +717,11 @@ def test_llama3_rope_freqs_open_as_llama3_scaling(tmp_path, write_hf_family, hea
     assert "rope_freqs.weight" in read_header(path).tensors
     ckpt = open_model(path)
     cfg = ckpt.config
-    assert (cfg.rope_scaling, cfg.rope_factor, cfg.rope_original_context) == ("llama3", 8.0, 8192)
+    assert (
+        cfg.positional.rope_scaling,
+        cfg.positional.rope_factor,
+        cfg.positional.rope_original_context,
+    ) == ("llama3", 8.0, 8192)
     for text in tricky_texts:
         assert _max_logit_diff(ckpt.model, original, _ids(ckpt, text, 200)) <= 1e-4, text
     assert "rope_freqs.weight" not in {n for n, _ in ckpt.model.named_parameters()}

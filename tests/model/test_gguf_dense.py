@@ -183,7 +183,7 @@ def test_logits_equal_reference(case, tricky_texts):
 
 def test_attention_equals_reference_past_the_window(case, tricky_texts):
     ids = _ids(case.ours, " ".join(tricky_texts), 24)
-    window = case.ours.config.sliding_window
+    window = case.ours.config.attention.sliding_window
     assert ids.shape[1] == 24 and (window is None or ids.shape[1] > 2 * window)
     theirs = _reference_model(case)
     expected = _attention(theirs, ids)
@@ -204,13 +204,27 @@ def test_an_f32_file_is_the_original_model(cases, case_name, tricky_texts):
 def test_what_each_architecture_implies(cases):
     """What the file does not say, taken from the architecture as llama.cpp takes it."""
     g2, g3 = cases("gemma2-F32").ours.config, cases("gemma3-F32").ours.config
-    assert (g2.window_pattern, g2.sliding_window, g2.attn_softcap, g2.final_softcap) == ("LG", 4, 50.0, 30.0)
-    assert g2.norm_position == "sandwich" and g2.tie_embeddings and g2.attn_scale_dim is None
-    assert (g3.window_pattern, g3.sliding_window, g3.rope_local_base, g3.rope_base) == ("LLLLLG", 4, 1e4, 1e6)
-    assert g3.qk_rmsnorm and g3.attn_softcap is None and g3.final_softcap is None
+    assert (
+        g2.attention.window_pattern,
+        g2.attention.sliding_window,
+        g2.attention.attn_softcap,
+        g2.core.final_softcap,
+    ) == ("LG", 4, 50.0, 30.0)
+    assert (
+        g2.normalization.norm_position == "sandwich"
+        and g2.core.tie_embeddings
+        and g2.attention.attn_scale_dim is None
+    )
+    assert (
+        g3.attention.window_pattern,
+        g3.attention.sliding_window,
+        g3.positional.rope_local_base,
+        g3.positional.rope_base,
+    ) == ("LLLLLG", 4, 1e4, 1e6)
+    assert g3.attention.qk_rmsnorm and g3.attention.attn_softcap is None and g3.core.final_softcap is None
     phi3, olmo2 = cases("phi3-F32").ours.config, cases("olmo2-F32").ours.config
-    assert phi3.sliding_window is None and not phi3.tie_embeddings
-    assert olmo2.norm_position == "output" and olmo2.qk_norm_scope == "all"
+    assert phi3.attention.sliding_window is None and not phi3.core.tie_embeddings
+    assert olmo2.normalization.norm_position == "output" and olmo2.attention.qk_norm_scope == "all"
 
 
 def test_gemma3_global_rope_scaling_leaves_the_local_layers_unscaled(tmp_path, write_hf_family, tricky_texts):
@@ -224,7 +238,12 @@ def test_gemma3_global_rope_scaling_leaves_the_local_layers_unscaled(tmp_path, w
     original = write_hf_family(tmp_path, "gemma3_text", rope_parameters=rope, **FAMILIES["gemma3_text"])
     ckpt = load_gguf(write_dense_gguf(tmp_path / "g.gguf", original, tmp_path))
     cfg = ckpt.config
-    assert (cfg.rope_scaling, cfg.rope_factor, cfg.rope_base, cfg.rope_local_base) == (
+    assert (
+        cfg.positional.rope_scaling,
+        cfg.positional.rope_factor,
+        cfg.positional.rope_base,
+        cfg.positional.rope_local_base,
+    ) == (
         "linear",
         8.0,
         1e6,
@@ -245,7 +264,7 @@ def test_the_27b_depths_scale_queries_by_d_over_h(tmp_path, write_hf_family, mod
         sliding_window=4, tie_word_embeddings=True, **sizes,
     )  # fmt: skip
     ckpt = load_gguf(write_dense_gguf(tmp_path / "g.gguf", original, tmp_path))
-    assert ckpt.config.attn_scale_dim == 32.0  # d / H, not the head size (16)
+    assert ckpt.config.attention.attn_scale_dim == 32.0  # d / H, not the head size (16)
     ids = torch.tensor([list(range(5, 17))])
     expected = _logits(original, ids)
     assert ((_logits(ckpt.model, ids) - expected).abs().max() / expected.abs().max()).item() <= 1e-5
@@ -346,7 +365,7 @@ def test_gemma3_with_gemmas_full_vocabulary_opens_in_reasonable_time_and_memory(
     assert took < 30, f"{took:.1f} s"
     assert grew < 400 * 1024, f"{grew / 1024:.0f} MiB"  # the embedding is 8 MiB; the pieces tens of MiB
     tok = ckpt.tokenizer
-    assert tok.vocab_size == 262_144 and ckpt.config.vocab_size == 262_144
+    assert tok.vocab_size == 262_144 and ckpt.config.core.vocab_size == 262_144
     assert tok.token_strings(sorted(tok.stop_ids)) == ["<eos>", "<end_of_turn>"]
     ids = tok.encode("hello world")
     assert ids[0] == 2 and tok.decode(ids[1:]) == "hello world"  # <bos>, then the text back

@@ -106,13 +106,20 @@ def test_deepseek2_file_equals_transformers(deepseek, case, tricky_texts):
     ckpt = load_gguf(path)
     cfg = ckpt.config
     assert ckpt.meta["architecture"] == "deepseek2" and ckpt.meta["model_type"] == "deepseek_v3"
-    assert (cfg.kv_lora_rank, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim) == (32, 32, 8, 32)
+    assert (
+        cfg.attention.kv_lora_rank,
+        cfg.attention.qk_nope_head_dim,
+        cfg.attention.qk_rope_head_dim,
+        cfg.attention.v_head_dim,
+    ) == (32, 32, 8, 32)
     v3 = case == "v3"
-    assert cfg.router == ("sigmoid_topk_norm" if v3 else "softmax_topk")
-    assert (cfg.router_choice_bias, cfg.router_groups, cfg.q_lora_rank) == (
-        (True, 4, 32) if v3 else (False, None, None)
-    )
-    assert cfg.router_scale == reference.config.routed_scaling_factor
+    assert cfg.feed_forward.router == ("sigmoid_topk_norm" if v3 else "softmax_topk")
+    assert (
+        cfg.feed_forward.router_choice_bias,
+        cfg.feed_forward.router_groups,
+        cfg.attention.q_lora_rank,
+    ) == ((True, 4, 32) if v3 else (False, None, None))
+    assert cfg.feed_forward.router_scale == reference.config.routed_scaling_factor
     for text in tricky_texts[:3]:
         logits, attention = _differences(reference, ckpt, text)
         assert logits <= 1e-4 and attention <= 1e-5, (text, logits, attention)
@@ -316,10 +323,22 @@ def test_gpt_oss_file_equals_transformers(gpt_oss, stored, tricky_texts):
     ckpt = load_gguf(path, stored=stored)
     cfg = ckpt.config
     assert ckpt.meta["architecture"] == "gpt-oss" and "MXFP4" in ckpt.meta["quantization"]
-    assert (cfg.window_pattern, cfg.sliding_window, cfg.attn_sinks, cfg.swiglu_limit) == ("LG", 8, True, 7.0)
-    assert (cfg.rope_scaling, cfg.rope_factor, cfg.router, cfg.bias) == ("yarn", 8.0, "topk_softmax", "all")
+    assert (
+        cfg.attention.window_pattern,
+        cfg.attention.sliding_window,
+        cfg.attention.attn_sinks,
+        cfg.feed_forward.swiglu_limit,
+    ) == ("LG", 8, True, 7.0)
+    assert (
+        cfg.positional.rope_scaling,
+        cfg.positional.rope_factor,
+        cfg.feed_forward.router,
+        cfg.core.bias,
+    ) == ("yarn", 8.0, "topk_softmax", "all")
     for text in tricky_texts[:3]:
-        assert len(ckpt.tokenizer.encode(text)[:40]) > 2 * cfg.sliding_window  # past the local window
+        assert (
+            len(ckpt.tokenizer.encode(text)[:40]) > 2 * cfg.attention.sliding_window
+        )  # past the local window
         logits, attention = _differences(reference, ckpt, text)
         assert logits <= 1e-4 and attention <= 1e-5, (text, logits, attention)
 
@@ -335,7 +354,7 @@ def test_gpt_oss_kept_as_stored_holds_each_expert_in_mxfp4_and_computes_the_wide
     kept, widened = load_gguf(path, stored=True), load_gguf(path, stored=False)
     cfg = kept.config
     experts = [getattr(x, w) for b in kept.model.blocks for x in b.mlp.experts for w in _EXPERT_PARTS]
-    assert len(experts) == cfg.n_layers * cfg.n_experts * 3
+    assert len(experts) == cfg.core.n_layers * cfg.feed_forward.n_experts * 3
     assert all(isinstance(m, StoredLinear) and m.stored.kind == "MXFP4" for m in experts)
     stacks = sum(t.nbytes for n, t in header.tensors.items() if n.endswith("_exps.weight"))
     assert sum(m.stored.nbytes for m in experts) == stacks  # each expert its own rows, none widened

@@ -172,9 +172,9 @@ def test_opens_as_the_mixture_of_experts_it_is(cases, family):
     model_type, _, cfg = gguf_config(header)
     assert model_type == family
     original = case.original.config
-    assert (cfg.n_experts, cfg.n_experts_per_token) == (4, 2)
+    assert (cfg.feed_forward.n_experts, cfg.feed_forward.n_experts_per_token) == (4, 2)
     assert cfg.expert_hidden == getattr(original, "moe_intermediate_size", original.intermediate_size)
-    assert cfg.router == ROUTERS[family]
+    assert cfg.feed_forward.router == ROUTERS[family]
     summary = summarize_gguf(case.path)  # the local models' list marks it openable
     assert summary["opens"] and not summary["problem"]
     ckpt = open_model(case.path)
@@ -358,13 +358,18 @@ def test_qwen2_moe_folder_equals_transformers_with_a_dense_first_layer(tmp_path,
     model = write_hf_family(tmp_path, "qwen2_moe", **config)
     ckpt = open_model(tmp_path)
     cfg = ckpt.config
-    assert (cfg.moe_dense_layers, cfg.n_shared_experts, cfg.shared_hidden, cfg.shared_expert_gate) == (
+    assert (
+        cfg.feed_forward.moe_dense_layers,
+        cfg.feed_forward.n_shared_experts,
+        cfg.shared_hidden,
+        cfg.feed_forward.shared_expert_gate,
+    ) == (
         1,
         1,
         64,
         True,
     )
-    assert (cfg.bias, cfg.router) == ("qkv", "softmax_topk_norm")
+    assert (cfg.core.bias, cfg.feed_forward.router) == ("qkv", "softmax_topk_norm")
     assert ckpt.model.num_params() == model.num_parameters() == ckpt.meta["n_params"]
     for text in TEXTS:
         assert _logit_diff(ckpt.model, model, _ids(ckpt, text)) <= 1e-4, text

@@ -67,7 +67,7 @@ def test_trace_logits_equal_fast_logits(variant):
 def test_weights_are_softmax_of_masked_scaled_scores(variant):
     model, idx = variant
     trace = run_with_trace(model, idx)
-    for layer in range(model.config.n_layers):
+    for layer in range(model.config.core.n_layers):
         scaled = trace["scores", layer]
         masked = scaled.masked_fill(~trace.mask, float("-inf"))
         torch.testing.assert_close(trace["pattern", layer], torch.softmax(masked, dim=-1))
@@ -80,11 +80,11 @@ def test_scaling_rule_is_what_the_config_says(variant):
     cfg = model.config
     trace = run_with_trace(model, idx)
     raw, scaled = trace["scores_raw", 0], trace["scores", 0]
-    if cfg.attn_scale == "sqrt_dk":
+    if cfg.attention.attn_scale == "sqrt_dk":
         torch.testing.assert_close(scaled, raw / math.sqrt(cfg.d_head))
-    elif cfg.attn_scale == "none":
+    elif cfg.attention.attn_scale == "none":
         torch.testing.assert_close(scaled, raw)
-    elif cfg.attn_scale == "learned":
+    elif cfg.attention.attn_scale == "learned":
         tau = model.blocks[0].attn.scale.detach().view(1, -1, 1, 1)
         torch.testing.assert_close(scaled, raw * tau)
     else:  # qk_norm: g · cos(q, k)
@@ -100,7 +100,7 @@ def test_future_is_exactly_zero_when_causal_and_not_otherwise(variant):
     T = idx.shape[1]
     future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
     w = trace["pattern", 1]
-    if model.config.causal:
+    if model.config.core.causal:
         assert torch.equal(trace.mask, ~future)
         assert (w[..., future] == 0).all()
     else:
@@ -119,7 +119,7 @@ def test_gqa_heads_share_keys_and_values():
 
 def test_kv_cache_gives_the_same_logits_as_one_pass(variant):
     model, idx = variant
-    if not model.config.causal:
+    if not model.config.core.causal:
         pytest.skip("a bidirectional model's earlier positions see later ones: no incremental decoding")
     full, _ = model(idx)
     cache = KVCache(model.config, batch=2, max_len=24)
@@ -317,7 +317,7 @@ def test_layernorm_without_shift_is_one_field_away():
     cfg = tiny(norm_bias=False)
     model = GPT(cfg)
     assert model.blocks[0].norm1.bias is None and model.norm_f.bias is None
-    assert GPT(tiny()).num_params() - model.num_params() == (2 * cfg.n_layers + 1) * cfg.d_model
+    assert GPT(tiny()).num_params() - model.num_params() == (2 * cfg.core.n_layers + 1) * cfg.core.d_model
     # RMSNorm never has a shift, whatever the field says
     assert GPT(tiny(norm="rmsnorm", norm_bias=False)).num_params() == GPT(tiny(norm="rmsnorm")).num_params()
 

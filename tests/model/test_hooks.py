@@ -66,7 +66,7 @@ def test_hook_point_names_and_counts(positions, globals_):
 def recording(model, kinds=None, layers=None, dtype=torch.float32):
     """A :class:`Recorder` attached by hand for the passes inside the block (what run_with_trace does)."""
     rec = Recorder(layers=layers, kinds=kinds, dtype=dtype, config=model.config)
-    with model.hooks(rec.hooks(model.config.n_layers, model.config.n_rep)):
+    with model.hooks(rec.hooks(model.config.core.n_layers, model.config.n_rep)):
         yield rec
 
 
@@ -218,7 +218,7 @@ def test_patching_everything_restores_the_clean_logits_and_patching_nothing_chan
 def test_run_with_trace_switches_to_eval_and_back():
     tok = CharTokenizer.from_text("hello world")
     model = init_model(tiny(vocab_size=tok.vocab_size, dropout=0.5), seed=0).train()
-    ctx = model.config.context_length
+    ctx = model.config.core.context_length
     trace = run_with_trace(model, encode_prompt(tok, "hello", ctx), kinds=("pattern",))
     assert model.training
     assert trace.tokens.tolist() == [tok.encode("hello")]
@@ -227,7 +227,7 @@ def test_run_with_trace_switches_to_eval_and_back():
     assert not model.training
     assert torch.equal(trace.logits, again.logits)  # no dropout: the recorded run was in eval mode
     long = run_with_trace(model, encode_prompt(tok, "hello world " * 3, ctx), kinds=("pattern",))
-    assert long.seq_len == model.config.context_length
+    assert long.seq_len == model.config.core.context_length
     assert set(ALL_KINDS) >= {"pattern", "ln_final"}
 
 

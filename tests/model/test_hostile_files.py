@@ -166,7 +166,7 @@ def test_qwen_windows_on_some_layers_match_transformers(windowed, tmp_path, mode
         directory = _without_layer_types(directory, tmp_path)
     ckpt = open_model(directory)
     cfg = ckpt.model.config
-    assert (cfg.sliding_window, cfg.window_pattern) == (4, "GLL")
+    assert (cfg.attention.sliding_window, cfg.attention.window_pattern) == (4, "GLL")
     assert [cfg.is_local_layer(i) for i in range(3)] == [False, True, True]
     ids = torch.arange(3, 19)[None]  # 16 tokens, past the window of 4
     with torch.no_grad():
@@ -228,7 +228,7 @@ def test_layer_types_the_family_does_not_apply_are_refused(model_type, changes, 
 def test_windows_as_each_familys_code_applies_them():
     def window(model_type, **changes):
         cfg = family_config({"model_type": model_type, **_BASE, "num_hidden_layers": 4, **changes})
-        return cfg.sliding_window, cfg.window_pattern
+        return cfg.attention.sliding_window, cfg.attention.window_pattern
 
     qwen = dict(use_sliding_window=True, sliding_window=4)
     assert window("qwen2", **qwen, max_window_layers=2) == (4, "GGLL")

@@ -100,7 +100,7 @@ def test_fetch_reports_progress_and_opens_the_model(fake_hub, tiny_gpt2_repo_fil
     assert [e.done for e in events] == sorted(e.done for e in events)  # never goes back
     assert "of" in events[-1].line() and events[-1].n_files == 4
     ckpt = open_model(folder)
-    assert ckpt.meta["kind"] == "hf-gpt2" and ckpt.model.config.n_layers == 2
+    assert ckpt.meta["kind"] == "hf-gpt2" and ckpt.model.config.core.n_layers == 2
 
     # a second fetch reads the cache: no file is downloaded again
     n_gets = len([r for r in fake_hub.requests if r[0] == "GET" and "/resolve/" in r[1]])

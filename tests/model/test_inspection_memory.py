@@ -114,7 +114,7 @@ for name, kw in shapes.items():
     for T, V in sizes:
         cfg = GPTConfig(**dict(kw, vocab_size=V or kw["vocab_size"]))
         model = init_model(cfg, seed=0)
-        ids = [1 + i % (cfg.vocab_size - 1) for i in range(T)]
+        ids = [1 + i % (cfg.core.vocab_size - 1) for i in range(T)]
         paths = [export, to_file, view] + ([every_kind] if V is None and name.startswith("gemma3") else [])
         for path in paths:
             path(model, ids[:8])  # lazy initialisations of torch's kernels first
@@ -122,7 +122,8 @@ for name, kw in shapes.items():
             with open("/proc/self/clear_refs", "w") as f:
                 f.write("5")  # VmHWM := VmRSS
             need = path(model, ids)
-            print(json.dumps([name, T, cfg.vocab_size, path.__name__, status("VmHWM") - before, need.total]))
+            V = cfg.core.vocab_size
+            print(json.dumps([name, T, V, path.__name__, status("VmHWM") - before, need.total]))
         del model
 """
 

@@ -20,7 +20,7 @@ def settings(**kw):
 
 def test_variants_are_validated_and_named():
     cfgs = variant_configs(BASE, {"mha": {}, "mqa": {"n_kv_heads": 1}})
-    assert cfgs["mqa"].n_kv_heads == 1 and cfgs["mha"] == BASE
+    assert cfgs["mqa"].attention.n_kv_heads == 1 and cfgs["mha"] == BASE
     with pytest.raises(ConfigError) as err:
         variant_configs(BASE, {"bad": {"n_kv_heads": 3}, "typo": {"n_head": 2}})
     text = str(err.value)

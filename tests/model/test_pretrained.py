@@ -92,7 +92,7 @@ def test_hf_gpt2_greedy_generation_matches_transformers(hf_models):
     _, reference, ckpt = hf_models("gpt2")  # the other variants' logits are exact too (above)
     for prompt in PROMPTS:
         ids = torch.tensor([ckpt.tokenizer.encode(prompt)])
-        n = min(16, ckpt.config.context_length - ids.shape[1])
+        n = min(16, ckpt.config.core.context_length - ids.shape[1])
         with torch.no_grad():
             expected = reference.generate(
                 ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, do_sample=False, pad_token_id=0
@@ -106,15 +106,21 @@ def test_hf_gpt2_config_and_meta(hf_model):
     directory, reference, ckpt = hf_model
     hf = reference.config
     cfg = ckpt.config
-    assert (cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.context_length, cfg.vocab_size) == (
+    assert (
+        cfg.core.n_layers,
+        cfg.attention.n_heads,
+        cfg.core.d_model,
+        cfg.core.context_length,
+        cfg.core.vocab_size,
+    ) == (
         hf.n_layer,
         hf.n_head,
         hf.n_embd,
         hf.n_positions,
         hf.vocab_size,
     )
-    assert cfg.norm_eps == hf.layer_norm_epsilon
-    assert cfg.tie_embeddings == hf.tie_word_embeddings
+    assert cfg.normalization.norm_eps == hf.layer_norm_epsilon
+    assert cfg.core.tie_embeddings == hf.tie_word_embeddings
     assert (ckpt.model.lm_head is None) == hf.tie_word_embeddings
     assert ckpt.meta["n_params"] == reference.num_parameters() == ckpt.model.num_params()
     assert ckpt.meta["name"] == directory.name
@@ -168,7 +174,7 @@ def test_gpt2_shaped_trace_stays_within_the_documented_budget(tmp_path, gpt2_tok
     """12 layers × 12 heads, a 256-token prompt, weights only in float16: L·H·T²·2 bytes."""
     write_hf_gpt2(tmp_path, gpt2_tokenizer_dir, n_layer=12, n_head=12, n_embd=96, n_positions=256)
     ckpt = open_model(tmp_path)
-    ids = torch.randint(0, ckpt.config.vocab_size, (1, 256), generator=torch.Generator().manual_seed(0))
+    ids = torch.randint(0, ckpt.config.core.vocab_size, (1, 256), generator=torch.Generator().manual_seed(0))
     trace = run_with_trace(ckpt.model, ids, kinds=("pattern",), dtype=torch.float16)
     budget = estimate_nbytes(12, 12, 256, 96, 8, kinds=("pattern",), bytes_per_value=2)
     assert trace.nbytes <= budget == 12 * 12 * 256 * 256 * 2
@@ -278,8 +284,8 @@ def test_nanogpt_logits_match_the_state_dict(tmp_path, variant, write_nanogpt, n
     assert ckpt.meta["kind"] == "nanogpt"
     assert ckpt.meta["iter_num"] == 250 and abs(ckpt.meta["best_val_loss"] - 1.4697) < 1e-6
     assert ckpt.meta["n_params"] == sum(p.numel() for p in ref.parameters())
-    assert ckpt.config.bias == ("none" if variant.endswith(("no-bias", "legacy")) else "all")
-    assert ckpt.config.tie_embeddings == ("untied" not in variant)
+    assert ckpt.config.core.bias == ("none" if variant.endswith(("no-bias", "legacy")) else "all")
+    assert ckpt.config.core.tie_embeddings == ("untied" not in variant)
     ids = torch.tensor([ckpt.tokenizer.encode("To be, or not to be: that is the question.")[:32]])
     with torch.no_grad():
         expected = ref(ids)
@@ -342,7 +348,7 @@ def test_nanogpt_without_a_tokenizer_says_where_to_find_one(tmp_path, write_nano
         open_model(tmp_path)
     # ... unless one is given
     ckpt = open_model(tmp_path, tokenizer=CharTokenizer(nanogpt_chars))
-    assert ckpt.tokenizer.vocab_size == ckpt.config.vocab_size
+    assert ckpt.tokenizer.vocab_size == ckpt.config.core.vocab_size
 
 
 def test_torch_files_that_are_not_nanogpt(tmp_path):
@@ -388,7 +394,7 @@ def test_nanogpt_without_biases_maps_to_a_shift_free_layernorm(tmp_path, write_n
     ref = write_nanogpt(tmp_path / "ckpt.pt", bias=False)
     (tmp_path / "input.txt").write_text(nanogpt_chars, encoding="utf-8")
     ckpt = open_model(tmp_path)
-    assert ckpt.config.norm_bias is False and ckpt.config.bias == "none"
+    assert ckpt.config.normalization.norm_bias is False and ckpt.config.core.bias == "none"
     assert not any(name.endswith(".bias") for name, _ in ckpt.model.named_parameters())
     assert ckpt.meta["n_params"] == sum(p.numel() for p in ref.parameters())
 

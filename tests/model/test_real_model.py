@@ -13,8 +13,6 @@ their own while the rest of the suite runs (``smollm2_reference``, tests/smollm2
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 import torch
@@ -65,8 +63,19 @@ def _ours(ckpt, ids):
 def test_the_file_opens_as_the_model_it_is(smollm2, smollm2_path):
     cfg, meta = smollm2.config, smollm2.meta
     assert detect(smollm2_path) == ("gguf", smollm2_path)
-    assert (cfg.n_layers, cfg.n_heads, cfg.kv_heads, cfg.d_model, cfg.d_head) == (30, 9, 3, 576, 64)
-    assert (cfg.rope_base, cfg.norm, cfg.mlp, cfg.tie_embeddings) == (100000.0, "rmsnorm", "swiglu", True)
+    assert (cfg.core.n_layers, cfg.attention.n_heads, cfg.kv_heads, cfg.core.d_model, cfg.d_head) == (
+        30,
+        9,
+        3,
+        576,
+        64,
+    )
+    assert (
+        cfg.positional.rope_base,
+        cfg.normalization.norm,
+        cfg.feed_forward.mlp,
+        cfg.core.tie_embeddings,
+    ) == (100000.0, "rmsnorm", "swiglu", True)
     assert meta["kind"] == "gguf" and meta["model_type"] == "llama"
     assert meta["quantization"].startswith("Q4_1") and "Q8_0" in meta["quantization"]
     assert meta["tensor_types"]["token_embd.weight"] == "Q8_0"
@@ -173,7 +182,7 @@ def test_named_heads_match_independent_scores(smollm2, smollm2_reference, prompt
 
     from model.interp.analysis.heads import repeated_sequence
 
-    rp = repeated_sequence(smollm2.config.vocab_size, period)  # the prompt head_metrics_of measured on
+    rp = repeated_sequence(smollm2.config.core.vocab_size, period)  # the prompt head_metrics_of measured on
     repeated = smollm2_reference.info["repeated"]
     assert (repeated["ids"], repeated["period"]) == (rp.tokens.tolist(), period)
     rep = smollm2_reference.run("repeated")[1]
@@ -260,7 +269,7 @@ def test_the_budget_counts_the_models_parameters(smollm2):
 
 def test_the_kv_cache_is_three_times_smaller_than_with_nine_kv_heads(smollm2):
     cfg = smollm2.config
-    mha = dataclasses.replace(cfg, n_kv_heads=9)
+    mha = cfg.replace(n_kv_heads=9)
     T = 256
     gqa_cache, mha_cache = KVCache(cfg, 1, T), KVCache(mha, 1, T)
     allocated = [c.nbytes for c in (gqa_cache, mha_cache)]

@@ -53,7 +53,7 @@ def test_the_reference_computes_the_production_gpts_logits_and_loss_under_gpt_co
     gpt, ref = _gpt_and_reference(cfg)
     gpt, ref = gpt.to(dtype), ref.to(dtype)
     gen = torch.Generator().manual_seed(7)
-    for B, T in ((3, 1), (2, 17), (4, 64), (2, 65), (2, cfg.context_length)):
+    for B, T in ((3, 1), (2, 17), (4, 64), (2, 65), (2, cfg.core.context_length)):
         idx = torch.randint(0, V, (B, T), generator=gen)
         targets = torch.randint(0, V, (B, T), generator=gen)
         targets[0, : T // 3] = -100  # positions the loss skips

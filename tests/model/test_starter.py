@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(
 def test_the_recipe_is_what_was_shipped():
     shipped = GPTConfig.load(starter.STARTER_DIR / "config.json", validate=False)
     for name, value in starter.RECIPE["config"].items():
-        assert getattr(shipped, name) == value, name
+        assert shipped.get(name) == value, name
     meta = json.loads((starter.STARTER_DIR / "meta.json").read_text(encoding="utf-8"))
     assert meta["recipe"] == json.loads(
         json.dumps(starter.RECIPE)

@@ -473,7 +473,7 @@ def test_qk_norm_over_all_heads_normalises_q_and_k_before_the_split():
     x = model.blocks[0].norm1(got["blocks.0.resid_pre"])[0]  # [T, d]
 
     def rms(v, w):
-        return v / torch.sqrt(v.pow(2).mean(-1, keepdim=True) + model.config.norm_eps) * w
+        return v / torch.sqrt(v.pow(2).mean(-1, keepdim=True) + model.config.normalization.norm_eps) * w
 
     cos, sin = model.pos_emb(0, 9)
     with torch.no_grad():
@@ -501,7 +501,10 @@ def test_local_layers_rotate_with_their_own_base_and_global_ones_with_the_scaled
     names = [f"blocks.{i}.{n}" for i in (0, 1) for n in ("resid_pre", "attn.q", "attn.k")]
     got = captured(model, idx, names)
     pos = torch.arange(T, dtype=torch.float32)[:, None]
-    for layer, base, factor in ((0, 50.0, 1.0), (1, model.config.rope_base, 2.0)):  # local, then global
+    for layer, base, factor in (
+        (0, 50.0, 1.0),
+        (1, model.config.positional.rope_base, 2.0),
+    ):  # local, then global
         block = model.blocks[layer]
         theta = 1.0 / (base ** (torch.arange(0, d_k, 2, dtype=torch.float32) / d_k)) / factor
         cos, sin = torch.cos(pos * theta), torch.sin(pos * theta)

@@ -270,12 +270,12 @@ class CircuitsPage(SelectedHeadTab, PathPatchingTab):
 
     def _show_offset(self, res) -> None:
         cfg = res.config
-        rope = getattr(cfg, "positions", "") == "rope" and res.circuits is not None
+        rope = cfg.positional.positions == "rope" and res.circuits is not None
         self.offset_label.setVisible(rope)
         self.offset.setVisible(rope)
         if rope:
             self.offset.blockSignals(True)
-            self.offset.setRange(0, max(0, int(cfg.context_length) - 1))
+            self.offset.setRange(0, max(0, int(cfg.core.context_length) - 1))
             self.offset.setValue(int(self.state.circuit_setup["rope_offset"]))
             self.offset.blockSignals(False)
 

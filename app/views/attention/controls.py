@@ -176,13 +176,13 @@ def run_status(res, plan, timings: dict[str, float], *, training_step: int | Non
     was pooled, and the training step of its weights."""
     cfg = res.config
     text = (
-        f"{res.T} tokens · {cfg.n_layers} layers × {cfg.n_heads} heads · "
+        f"{res.T} tokens · {cfg.core.n_layers} layers × {cfg.attention.n_heads} heads · "
         f"traced in {timings['trace_ms']:.0f} ms, drawn in {timings['draw_ms']:.0f} ms"
     )
     if plan.for_context:
         text += (
             f"<br>The first {plan.for_context} tokens were left out: the model reads at most "
-            f"{cfg.context_length} (its context length)."
+            f"{cfg.core.context_length} (its context length)."
         )
     if plan.for_memory:
         cut = (

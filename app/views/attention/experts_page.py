@@ -214,7 +214,7 @@ class ExpertsPage(AttentionPage):
 
     @staticmethod
     def applies_to(config) -> bool:
-        return config is not None and getattr(config, "n_experts", None) is not None
+        return config is not None and config.feed_forward.n_experts is not None
 
     def build(self) -> None:
         lay = QVBoxLayout(self)

@@ -45,7 +45,7 @@ class SessionFollower(QObject):
         tab.state.forget_results()
         self.jobs.val_cache.clear()
         if model is not None:
-            tab.state.restrict_ablation(model.config.n_layers, model.config.n_heads)
+            tab.state.restrict_ablation(model.config.core.n_layers, model.config.attention.n_heads)
             tok = tab.session.tokenizer
             if tok is not None and tab.prompt():
                 try:

@@ -121,7 +121,7 @@ class GridPage(AttentionPage):
             row_labels=self.row_labels(insp.n_layers, local),
             kv_group=getattr(insp.config, "n_rep", 1),
         )
-        window = getattr(insp.config, "sliding_window", None)
+        window = insp.config.attention.sliding_window
         self.mosaic.plot.getAxis("left").setToolTip(
             f"local layers (· local) attend through a sliding window of {window} keys: a query sees "
             f"itself and the {window - 1} keys before it; the others are global"
@@ -148,7 +148,7 @@ class GridPage(AttentionPage):
         if n_rep > 1:
             name += f" (K/V head {head // n_rep})"
         if insp is not None and layer in self.state.local_layers():
-            name += f" [local: sliding window of {insp.config.sliding_window} keys]"
+            name += f" [local: sliding window of {insp.config.attention.sliding_window} keys]"
         return name
 
     def local_html(self) -> str:
@@ -156,7 +156,7 @@ class GridPage(AttentionPage):
         insp, local = self.state.inspection, self.state.local_layers()
         if insp is None or not local:
             return ""
-        W = insp.config.sliding_window
+        W = insp.config.attention.sliding_window
         if len(local) == insp.n_layers:
             which = "every layer"
         else:

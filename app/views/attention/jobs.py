@@ -286,7 +286,7 @@ class AttentionJobs:
         heads, ids = dict(st.ablation), insp.ids
         source, tok, cfg = s.source, s.tokenizer, model.config
         loss_mask = bool(getattr(s.train_settings, "loss_mask", True))  # the training's own loss rule
-        cache_key = (id(source), cfg.context_length, id(tok), loss_mask)
+        cache_key = (id(source), cfg.core.context_length, id(tok), loss_mask)
         cache = self.val_cache
 
         def fn():

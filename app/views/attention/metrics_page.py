@@ -372,7 +372,7 @@ class MetricsPage(AttentionPage):
             return
         m = res.metrics
         L, H = m.shape
-        sinks = bool(getattr(insp.config, "attn_sinks", False)) and m.learned_sink is not None
+        sinks = bool(insp.config.attention.attn_sinks) and m.learned_sink is not None
         maps = (*MAPS, SINK_MAP) if sinks else MAPS
         self._arrange(maps, L, H)
         self.table.setColumnHidden([c[1] for c in COLUMNS].index("learned_sink"), not sinks)

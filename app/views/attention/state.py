@@ -259,7 +259,12 @@ class AttentionState(CircuitsState, QKMapState, CorpusHeadsState):
         of a model with ``sliding_window`` and no ``window_pattern``); [] without a window."""
         insp = self.inspection
         cfg = getattr(insp, "config", None)
-        if insp is None or cfg is None or cfg.sliding_window is None or insp.n_layers != cfg.n_layers:
+        if (
+            insp is None
+            or cfg is None
+            or cfg.attention.sliding_window is None
+            or insp.n_layers != cfg.core.n_layers
+        ):
             return []
         return [layer for layer in range(insp.n_layers) if cfg.is_local_layer(layer)]
 
@@ -407,11 +412,12 @@ class AttentionState(CircuitsState, QKMapState, CorpusHeadsState):
                     f" · induction {m.induction[layer, head]:.2f} on 2 × {self.metrics.period} random tokens"
                 )
             insp = self.inspection
-            if m.learned_sink is not None and getattr(getattr(insp, "config", None), "attn_sinks", False):
+            config = getattr(insp, "config", None)
+            if m.learned_sink is not None and config is not None and config.attention.attn_sinks:
                 text += f" · learned sink {m.learned_sink[layer, head]:.2f}"
         insp = self.inspection
         if insp is not None and layer in self.local_layers():
-            text += f" · local layer (sliding window of {insp.config.sliding_window} keys)"
+            text += f" · local layer (sliding window of {insp.config.attention.sliding_window} keys)"
         return text
 
 

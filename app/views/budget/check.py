@@ -202,7 +202,9 @@ class CheckPage(PushedPage):
             if r.ok
             else f"MISMATCH in {', '.join(r.mismatches)}: a bug in the calculator or the model"
         )
-        self.param_status.setText(f"GPT({cfg.n_layers} layers, d = {cfg.d_model}) {how}: {verdict}.")
+        self.param_status.setText(
+            f"GPT({cfg.core.n_layers} layers, d = {cfg.core.d_model}) {how}: {verdict}."
+        )
 
     # ---- throughput ----------------------------------------------------------------------------
     def measure_speed(self) -> None:
@@ -239,7 +241,7 @@ class CheckPage(PushedPage):
             f"Timed {r.steps} AdamW step{'s' if r.steps != 1 else ''} of {what} on {r.device}, "
             f"batch {r.batch} × T = {r.seq_len}{stale}; the median step counts."
         )
-        T = min(self.settings.seq_len_for(cfg), cfg.context_length)
+        T = min(self.settings.seq_len_for(cfg), cfg.core.context_length)
         est_here = r.estimate_tokens_per_s(cfg, T)
         train_pt = budget.flops(cfg, T).train_total_per_token
         rows = [

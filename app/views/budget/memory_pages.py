@@ -90,11 +90,11 @@ class KVPage(PushedPage):
         T, B, bpv = kv["seq_len"], kv["batch"], kv["bytes_per_value"]
         per_tok = kv["per_token_bytes"]
         by_kind = kv.get("per_token_by_kind") or {}
-        h, h_kv, L = cfg.n_heads, cfg.kv_heads, cfg.n_layers
+        h, h_kv, L = cfg.attention.n_heads, cfg.kv_heads, cfg.core.n_layers
         # bytes per token of this config, and of MHA and MQA of the same heads
         per_token = {"this": per_tok, "mha": by_kind.get("MHA", per_tok), "mqa": by_kind.get("MQA", per_tok)}
         if cfg.mla:
-            r = int(cfg.kv_lora_rank or 0)
+            r = int(cfg.attention.kv_lora_rank or 0)
             formula = f"L·(r + d_R)·T·B·bytes = {L}·({r} + {cfg.qk_rope_dim})·T·B·{bpv:g}"
             kind = (
                 "multi-head latent attention (MLA): the cache holds one latent of r values and one rotary "
@@ -127,7 +127,8 @@ class KVPage(PushedPage):
             )
         if kv.get("windowed_bytes") is not None and kv["windowed_bytes"] < kv["bytes"]:
             saving += (
-                f"<br>Local layers that kept only their last {cfg.sliding_window:,} tokens would bring it to "
+                f"<br>Local layers that kept only their last {cfg.attention.sliding_window:,} tokens would "
+                "bring it to "
                 f"{budget.human_bytes(kv['windowed_bytes'])} (the model's own cache keeps every token)."
             )
         self.summary.setText(
@@ -139,7 +140,7 @@ class KVPage(PushedPage):
             names["mha"] = f"multi-head, h_kv = {h}"
         if per_token["mqa"] != per_tok:
             names["mqa"] = "multi-query, h_kv = 1"
-        Ts = np.array([0.0, float(max(cfg.context_length, 2 * T))])  # the cache is linear in T and B
+        Ts = np.array([0.0, float(max(cfg.core.context_length, 2 * T))])  # the cache is linear in T and B
         for k, c in self.ctx_curves.items():
             c.setData(Ts, per_token[k] * Ts * B / GiB)
         self._legend(self.ctx_plot, self.ctx_curves, names)

@@ -80,8 +80,9 @@ class ParamsPage(PushedPage):
         self.symbols_label.setText(
             "Symbols: "
             + ", ".join(f"{k} = {v:,}" for k, v in sy.items())
-            + f"   ({cfg.mlp}, {cfg.norm} {cfg.norm_position}-norm, {cfg.positions} positions, "
-            f"bias {cfg.bias}, {'tied' if cfg.tie_embeddings else 'untied'} output head)"
+            + f"   ({cfg.feed_forward.mlp}, {cfg.normalization.norm} "
+            f"{cfg.normalization.norm_position}-norm, {cfg.positional.positions} positions, "
+            f"bias {cfg.core.bias}, {'tied' if cfg.core.tie_embeddings else 'untied'} output head)"
         )
         total = p["total"] or 1
         mine = section(rows, PARAMETERS)
@@ -182,8 +183,8 @@ class FlopsPage(PushedPage):
         cross = f["attention_crossover_seq_len"]  # None: windows keep the scores below the MLP
         routed = (
             f" (per token: the active ones, {f['active_params']:,}; each token goes to "
-            f"{cfg.n_experts_per_token} of {cfg.n_experts} experts)"
-            if cfg.n_experts and f.get("active_params")
+            f"{cfg.feed_forward.n_experts_per_token} of {cfg.feed_forward.n_experts} experts)"
+            if cfg.feed_forward.n_experts and f.get("active_params")
             else ""
         )
         crossing = (
@@ -199,10 +200,10 @@ class FlopsPage(PushedPage):
             "Training = 3 × forward (the backward pass costs two forwards).\n\n"
             f"At T = {T:,}: {shares}.\n\n{crossing}"
         )
-        hi = max(4 * (cross or 0), 4 * cfg.context_length, 2 * T, 4096)
+        hi = max(4 * (cross or 0), 4 * cfg.core.context_length, 2 * T, 4096)
         lo = min(64, T)
         Ts = geom(lo, hi)
-        plot_cfg = cfg.replace(context_length=int(max(hi, cfg.context_length)))  # FLOPs ignore the table
+        plot_cfg = cfg.replace(context_length=int(max(hi, cfg.core.context_length)))  # FLOPs ignore the table
         sh = budget.flop_shares(plot_cfg, [int(t) for t in Ts], settings.causal_halving)
         x = np.asarray(sh["seq_len"], dtype=np.float64)
         for k, curve in self.curves.items():
@@ -213,7 +214,7 @@ class FlopsPage(PushedPage):
             self.cross_line.label.setFormat(f"attention = MLP\nat T ≈ {cross:,.0f}")
         self.t_line.setPos(math.log10(T))
         self.t_line.label.setFormat(f"T = {T:,}")
-        ctx = cfg.context_length
+        ctx = cfg.core.context_length
         self.beyond.setRegion((math.log10(ctx), math.log10(hi)))
         self.beyond.setVisible(ctx < hi)
         self.beyond_text.setVisible(ctx < hi)

@@ -144,8 +144,8 @@ class SideBySidePage(PushedPage):
         for title, cfg in self.columns:
             t_col = T
             head = title
-            if cfg.positions == "learned" and T > cfg.context_length:
-                t_col = cfg.context_length
+            if cfg.positional.positions == "learned" and T > cfg.core.context_length:
+                t_col = cfg.core.context_length
                 head = f"{title}\n(T capped at {t_col:,})"
             s = BudgetSettings(**{**self.settings.to_dict(), "seq_len": t_col})
             try:

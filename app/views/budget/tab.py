@@ -230,7 +230,7 @@ class BudgetTab(TabBase):
         cfg = self.session.config
         if self.session.model is not None:
             cfg = self.session.model.config
-        elif cfg.vocab_size is None and self.session.tokenizer is not None:
+        elif cfg.core.vocab_size is None and self.session.tokenizer is not None:
             cfg = cfg.with_vocab(self.session.tokenizer.vocab_size)
         self.set_config(cfg, title="the current model", source="The model of the Train tab.")
 

@@ -159,7 +159,7 @@ class CompareState:
                 context=context if isinstance(context, int) else None,
             )
             if rec.attention is not None:
-                run.metrics = cmp.frame_metrics(rec.attention, causal=run.config.causal)
+                run.metrics = cmp.frame_metrics(rec.attention, causal=run.config.core.causal)
             runs.append(run)
         self.runs = runs
         self.path = str(path)

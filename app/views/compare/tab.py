@@ -195,7 +195,7 @@ class CompareTab(TabBase):
     def _run_context(self, config: GPTConfig) -> int | None:
         """T of a session run's FLOPs figure: the training seq_len, at most the context."""
         seq = getattr(self.session.train_settings, "seq_len", None)
-        return min(seq, config.context_length) if seq else None
+        return min(seq, config.core.context_length) if seq else None
 
     def add_current_model(self, name: str | None = None) -> Run | None:
         """A frozen copy of the session's model with its loss history (None when there is none)."""

@@ -42,7 +42,7 @@ VariantSet = list[tuple[str, dict[str, Any]]]
 def quick_variants(base: GPTConfig) -> list[tuple[str, VariantSet]]:
     """The everyday questions as ready-made variant sets of ``base``: ``[(label, [(name, changes),
     ...]), ...]`` (MHA vs GQA vs MQA only when the head count is even and at least 4)."""
-    h = base.n_heads
+    h = base.attention.n_heads
     out: list[tuple[str, VariantSet]] = [
         ("Pre-LN vs Post-LN", [("pre-LN", {"norm_position": "pre"}), ("post-LN", {"norm_position": "post"})]),
         (f"MHA vs MQA ({h} K/V heads vs 1)", [("MHA", {"n_kv_heads": None}), ("MQA", {"n_kv_heads": 1})]),
@@ -83,7 +83,7 @@ def visible_text(text: str, limit: int = 80) -> str:
 def field_text(cfg: GPTConfig, name: str) -> str:
     """A config field as the config diff shows it: an "auto" size with the value it takes
     (``n_kv_heads`` = n_heads, ``head_dim`` = d_model / n_heads, ``d_ff`` = 4·d_model)."""
-    value = getattr(cfg, name)
+    value = cfg.get(name)
     derived = {"n_kv_heads": cfg.kv_heads, "head_dim": cfg.d_head, "d_ff": cfg.hidden}
     if value is None and name in derived:
         return f"auto ({derived[name]})"
@@ -166,10 +166,11 @@ def diff_verdict(a: str, b: str, diff: np.ndarray, row_tv: np.ndarray, n_tokens:
 
 def describe_base(cfg: GPTConfig, source: str) -> str:
     """One line about the config that variants change, and its data source."""
-    kv = f", {cfg.kv_heads} K/V heads" if cfg.kv_heads != cfg.n_heads else ""
+    kv = f", {cfg.kv_heads} K/V heads" if cfg.kv_heads != cfg.attention.n_heads else ""
     return (
-        f"Base: the Model panel's config — {cfg.n_layers} layers, d = {cfg.d_model}, "
-        f"{cfg.n_heads} heads{kv}, {cfg.positions} positions, {cfg.norm_position}-{cfg.norm}; "
+        f"Base: the Model panel's config — {cfg.core.n_layers} layers, d = {cfg.core.d_model}, "
+        f"{cfg.attention.n_heads} heads{kv}, {cfg.positional.positions} positions, "
+        f"{cfg.normalization.norm_position}-{cfg.normalization.norm}; "
         f"data: {source or 'no data source yet'}."
     )
 
@@ -177,8 +178,10 @@ def describe_base(cfg: GPTConfig, source: str) -> str:
 def describe_config(cfg: GPTConfig) -> str:
     """A config's shape in one line (a run's tooltip)."""
     return (
-        f"{cfg.n_layers} layers, d = {cfg.d_model}, {cfg.n_heads} heads ({cfg.kv_heads} K/V), "
-        f"{cfg.positions}, {cfg.norm_position}-{cfg.norm}, attn_scale {cfg.attn_scale}"
+        f"{cfg.core.n_layers} layers, d = {cfg.core.d_model}, {cfg.attention.n_heads} heads ({cfg.kv_heads} "
+        "K/V), "
+        f"{cfg.positional.positions}, {cfg.normalization.norm_position}-{cfg.normalization.norm}, "
+        f"attn_scale {cfg.attention.attn_scale}"
     )
 
 

@@ -267,9 +267,9 @@ class LabPage(LazyPage):
         lacks replaced."""
         model, tok = self.require_model()
         limit = (
-            model.config.context_length
+            model.config.core.context_length
             if max_tokens is None
-            else min(model.config.context_length, max_tokens)
+            else min(model.config.core.context_length, max_tokens)
         )
         prompt = encode_prompt(tok, self.prompt_text(), limit, keep="first", errors="replace")
         return list(prompt.ids), list(prompt.labels)
@@ -287,9 +287,11 @@ def describe_model(session) -> str:
         trained = "weights as opened"
     else:
         trained = "untrained"
-    mask = "causal" if c.causal else "no mask"
+    mask = "causal" if c.core.causal else "no mask"
     return (
-        f"{c.n_layers} layers × {c.n_heads} heads, d_model {c.d_model}, d_k {c.d_head}, {c.positions} "
+        f"{c.core.n_layers} layers × {c.attention.n_heads} heads, d_model {c.core.d_model}, d_k {c.d_head}, "
+        f"{c.positional.positions} "
         "positions, "
-        f"{c.norm_position}-{c.norm}, scale {c.attn_scale}, {mask}; {trained}"
+        f"{c.normalization.norm_position}-{c.normalization.norm}, scale {c.attention.attn_scale}, {mask}; "
+        f"{trained}"
     )

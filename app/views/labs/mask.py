@@ -108,8 +108,8 @@ class MaskStagesPage(LabPage):
     def compute(self) -> None:
         model, _ = self.require_model()
         cfg = model.config
-        self.layer.setMaximum(cfg.n_layers - 1)
-        self.head.setMaximum(cfg.n_heads - 1)
+        self.layer.setMaximum(cfg.core.n_layers - 1)
+        self.head.setMaximum(cfg.attention.n_heads - 1)
         ids, labels = self.prompt_ids(self.tokens.value())
         T = len(ids)
         kind = self.kind.currentData()

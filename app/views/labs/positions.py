@@ -298,13 +298,13 @@ class RopeModelPage(LabPage):
     def compute(self) -> None:
         model, tok = self.require_model()
         cfg = model.config
-        self.layer.setMaximum(cfg.n_layers - 1)
-        self.head.setMaximum(cfg.n_heads - 1)
-        if cfg.positions != "none":
-            self.shift.setMaximum(max(1, cfg.context_length - 2))
+        self.layer.setMaximum(cfg.core.n_layers - 1)
+        self.head.setMaximum(cfg.attention.n_heads - 1)
+        if cfg.positional.positions != "none":
+            self.shift.setMaximum(max(1, cfg.core.context_length - 2))
         ids, _ = self.prompt_ids(self.tokens.value())
-        if cfg.positions != "none" and self.shift.value() + len(ids) > cfg.context_length:
-            ids = ids[: max(2, cfg.context_length - self.shift.value())]
+        if cfg.positional.positions != "none" and self.shift.value() + len(ids) > cfg.core.context_length:
+            ids = ids[: max(2, cfg.core.context_length - self.shift.value())]
         layer, head, shift = self.layer.value(), self.head.value(), self.shift.value()
 
         def job():
@@ -457,7 +457,7 @@ class PermutationPage(LabPage):
                     item.setFont(bold)
                     item.setBackground(QColor(210, 245, 210) if r.follows[t] else QColor(250, 215, 215))
                 self.table.setItem(i, t, item)
-        what = "positions removed" if strip else f"{cfg.positions} positions"
+        what = "positions removed" if strip else f"{cfg.positional.positions} positions"
         verdict = "equivariant: the outputs permute with the inputs" if r.equivariant else "NOT equivariant"
         self.say(
             f"Model with {what}, mask {'off' if mask == 'none' else 'causal'}: max |logits(shuffled) − "
@@ -468,8 +468,8 @@ class PermutationPage(LabPage):
     def _draw_summary(self, runs, cfg, T: int) -> None:
         for row, ((strip, mask), r) in enumerate(runs.items()):
             cells = [
-                "removed" if strip else f"the model's ({cfg.positions})",
-                "off" if mask == "none" else ("causal" if cfg.causal else "the model's (none)"),
+                "removed" if strip else f"the model's ({cfg.positional.positions})",
+                "off" if mask == "none" else ("causal" if cfg.core.causal else "the model's (none)"),
                 f"{r.error:.2e}",
                 f"{int(r.follows.sum())} of {T}" + ("  — equivariant" if r.equivariant else ""),
             ]

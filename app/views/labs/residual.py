@@ -279,9 +279,11 @@ class GradFlowPage(LabPage):
         body = self.body
         row = FlowLayout()
         xiong = xiong_config()
-        self.n_layers = labelled(row, "layers", spin(2, 24, xiong.n_layers))
-        self.d_model = labelled(row, "d_model", spin(8, 512, xiong.d_model, "FFN width d_ff = 2·d_model"))
-        self.n_heads = labelled(row, "heads", spin(1, 16, xiong.n_heads))
+        self.n_layers = labelled(row, "layers", spin(2, 24, xiong.core.n_layers))
+        self.d_model = labelled(
+            row, "d_model", spin(8, 512, xiong.core.d_model, "FFN width d_ff = 2·d_model")
+        )
+        self.n_heads = labelled(row, "heads", spin(1, 16, xiong.attention.n_heads))
         self.mlp = QComboBox()
         self.mlp.addItem("ReLU (original Transformer)", "relu")
         self.mlp.addItem("GELU (GPT-2)", "gelu")
@@ -336,7 +338,7 @@ class GradFlowPage(LabPage):
         """Vocabulary of the at-init measurement (random tokens, so not the corpus's): the experiment's
         64 — a handful of symbols leaves the unembedding's gradient too small for the effect, and a
         large vocabulary blurs it (gradflow's module docstring)."""
-        vocab = xiong_config().vocab_size
+        vocab = xiong_config().core.vocab_size
         assert vocab is not None  # xiong_config always sets one
         return vocab
 

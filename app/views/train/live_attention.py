@@ -150,7 +150,7 @@ class LiveAttention(QGroupBox):
         L = frame.weights.shape[0]
         local = self.local_layers(L)
         mask = None  # the mask the weights carry
-        if local and self._config().window_pattern:  # local and global layers: each its own
+        if local and self._config().attention.window_pattern:  # local and global layers: each its own
             mask = layer_masks(self._config(), carried_mask(frame.weights), L)
         live_mark = " (live)" if live and self._running() else ""
         self.head_grid.set_data(
@@ -161,7 +161,7 @@ class LiveAttention(QGroupBox):
             title=f"{self._step_name(frame.step)}{live_mark}: rows = queries, columns = keys, "
             f"{len(frame.labels)} tokens",
         )
-        W = self._config().sliding_window if local else None
+        W = self._config().attention.sliding_window if local else None
         self.head_grid.plot.getAxis("left").setToolTip(
             f"local layers attend through a sliding window of {W} keys (a query sees itself and the "
             f"{W - 1} before it); the others are global"
@@ -194,7 +194,7 @@ class LiveAttention(QGroupBox):
     def local_layers(self, n_layers: int) -> set[int]:
         """The local (sliding-window) layers of the shown model, when its frames have its ``n_layers``."""
         cfg = self._config()
-        if cfg is None or cfg.sliding_window is None or cfg.n_layers != n_layers:
+        if cfg is None or cfg.attention.sliding_window is None or cfg.core.n_layers != n_layers:
             return set()
         return {layer for layer in range(n_layers) if cfg.is_local_layer(layer)}
 

@@ -84,12 +84,12 @@ class RouterLoad(QWidget):
     # ---- the model ---------------------------------------------------------------------------
     def set_config(self, config) -> None:
         """Show the load for a mixture-of-experts ``config``; hide it for a dense one (or None)."""
-        E = getattr(config, "n_experts", None) if config is not None else None
+        E = config.feed_forward.n_experts if config is not None else None
         if not E:
             self.n_experts, self.moe_layers = 0, []
             self.clear()
             return
-        layers = [layer for layer in range(config.n_layers) if config.is_moe_layer(layer)]
+        layers = [layer for layer in range(config.core.n_layers) if config.is_moe_layer(layer)]
         if (int(E), layers) != (self.n_experts, self.moe_layers):
             self.n_experts, self.moe_layers = int(E), layers
             self.clear()

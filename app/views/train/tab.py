@@ -356,7 +356,7 @@ class TrainTab(TabBase):
         """The uniform guess, ln V, of the model whose loss is drawn (its output size; else the
         tokenizer's while no model exists)."""
         s = self.session
-        vocab = s.model.config.vocab_size if s.model is not None else None
+        vocab = s.model.config.core.vocab_size if s.model is not None else None
         if vocab is None and s.tokenizer is not None:
             vocab = s.tokenizer.vocab_size
         self.plots.set_reference_loss(math.log(vocab) if vocab else None)

@@ -1,13 +1,15 @@
 """The parts a :class:`~model.config.GPTConfig` is composed of, after the Transformer literature: the
 model's core, the attention sublayer, the feed-forward sublayer, the norms and the positional encoding.
 
-Every config field belongs to exactly one part (:meth:`Part.owns <model.config.parts.base.Part.owns>`).
-A part checks its own fields (``problems``: alone, and where they must agree with another part's) and
-counts the parameters they create (``parameters``: rows of the budget's parameter table, as
-:class:`~model.config.parts.base.Term`). ``cfg.core``, ``cfg.attention``, ``cfg.feed_forward``,
-``cfg.normalization`` and ``cfg.positional`` build each from a config, ``cfg.parts`` all of them in
-:data:`PARTS` order; the config's problems are its parts' in that order, and its parameter count their
-sum (:func:`model.budget.parameters.parameters`).
+Every config field is declared in exactly one part, with its type and default, and nowhere else
+(:meth:`Part.owns <model.config.parts.base.Part.owns>`); a config holds one part of each kind and is
+read through them (``cfg.attention.n_kv_heads``). A part checks its own fields (``problems``: alone,
+and where they must agree with another part's) and counts the parameters they create
+(``parameters``: rows of the budget's parameter table, as :class:`~model.config.parts.base.Term`).
+``cfg.core``, ``cfg.attention``, ``cfg.feed_forward``, ``cfg.normalization`` and ``cfg.positional``
+are a config's parts (each kind's :attr:`~model.config.parts.base.Part.key`), ``cfg.parts`` all of them
+in :data:`PARTS` order; the config's problems are its parts' in that order, and its parameter count
+their sum (:func:`model.budget.parameters.parameters`).
 """
 
 from __future__ import annotations

@@ -39,23 +39,25 @@ class AttentionPart(Part):
     """
 
     title = "attention"
+    #: its name in the config: ``cfg.attention``
+    key = "attention"
 
-    n_heads: int
-    n_kv_heads: int | None
-    head_dim: int | None
-    attn_scale: str
-    sliding_window: int | None
-    qk_rmsnorm: bool
-    qk_norm_scope: str
-    attn_scale_dim: float | None
-    window_pattern: str
-    attn_softcap: float | None
-    attn_sinks: bool
-    kv_lora_rank: int | None
-    q_lora_rank: int | None
-    qk_rope_head_dim: int | None
-    qk_nope_head_dim: int | None
-    v_head_dim: int | None
+    n_heads: int = 4
+    n_kv_heads: int | None = None
+    head_dim: int | None = None
+    attn_scale: str = "sqrt_dk"
+    sliding_window: int | None = None
+    qk_rmsnorm: bool = False
+    qk_norm_scope: str = "head"
+    attn_scale_dim: float | None = None
+    window_pattern: str = ""
+    attn_softcap: float | None = None
+    attn_sinks: bool = False
+    kv_lora_rank: int | None = None
+    q_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    qk_nope_head_dim: int | None = None
+    v_head_dim: int | None = None
 
     # ---- checks ----------------------------------------------------------------------------------
     def problems(self, cfg: GPTConfig) -> list[str]:
@@ -72,7 +74,7 @@ class AttentionPart(Part):
     def _head_problems(self, cfg: GPTConfig) -> list[str]:
         """The heads against the width: d divisible by h (unless d_k is set), h_kv dividing h."""
         out: list[str] = []
-        d, h, h_kv = cfg.d_model, self.n_heads, self.n_kv_heads
+        d, h, h_kv = cfg.core.d_model, self.n_heads, self.n_kv_heads
         if is_positive_int(d) and is_positive_int(h) and self.head_dim is None and d % h:
             out.append(
                 f"d_model={d} is not divisible by n_heads={h}: change one of them or set head_dim explicitly"
@@ -105,7 +107,7 @@ class AttentionPart(Part):
     def _window_problems(self, cfg: GPTConfig) -> list[str]:
         """The sliding window and which layers use it."""
         out: list[str] = []
-        if self.sliding_window is not None and not cfg.causal:
+        if self.sliding_window is not None and not cfg.core.causal:
             out.append("sliding_window needs causal=True (the window looks back from each query)")
         p = self.window_pattern
         if not isinstance(p, str) or (p and set(p) - {"L", "G"}):
@@ -130,7 +132,7 @@ class AttentionPart(Part):
             return out
         for name in _LATENT_SIZES:
             whole(out, self, name, optional=True)
-        if cfg.positions != "rope":
+        if cfg.positional.positions != "rope":
             out.append(
                 "kv_lora_rank (latent attention) needs positions='rope' (its keys carry a rotary part)"
             )
@@ -142,7 +144,7 @@ class AttentionPart(Part):
             )
         if self.qk_rmsnorm or self.attn_scale not in ("sqrt_dk", "none"):
             out.append("kv_lora_rank (latent attention) takes attn_scale sqrt_dk or none, and no qk_rmsnorm")
-        if cfg.rotary_pct != 1.0:
+        if cfg.positional.rotary_pct != 1.0:
             out.append("kv_lora_rank (latent attention) rotates qk_rope_head_dim, not rotary_pct")
         return out
 
@@ -170,9 +172,9 @@ class AttentionPart(Part):
         """Q, K, V, O and their biases (multi-head, grouped-query or multi-query attention)."""
         d, h, h_kv, d_k = s["d"], s["h"], s["h_kv"], s["d_k"]
         bias, bias_f = 0, "bias=none"
-        if cfg.bias == "all":
+        if cfg.core.bias == "all":
             bias, bias_f = h * d_k + 2 * h_kv * d_k + d, "h·d_k + 2·h_kv·d_k + d"
-        elif cfg.bias == "qkv":
+        elif cfg.core.bias == "qkv":
             bias, bias_f = h * d_k + 2 * h_kv * d_k, "h·d_k + 2·h_kv·d_k"
         return [
             Term("attention Q", d * h * d_k, "d·h·d_k", matmul=True),
@@ -203,14 +205,14 @@ class AttentionPart(Part):
             Term("attention O", h * d_v * d, "h·d_v·d", matmul=True),
         ]
         biases: list[tuple[int, str]] = []
-        if cfg.bias in ("all", "qkv"):
+        if cfg.core.bias in ("all", "qkv"):
             if r_q is not None:
                 biases.append((r_q, "r_q"))
             biases += [(h * qk, "h·(d_N + d_R)"), (r + d_R, "r + d_R"), (h * (d_N + d_v), "h·(d_N + d_v)")]
-        if cfg.bias == "all":
+        if cfg.core.bias == "all":
             biases.append((d, "d"))
         count, formula = sum(n for n, _ in biases), " + ".join(f for _, f in biases)
-        return [*terms, Term("attention biases", count, formula, zero_note=f"bias={cfg.bias}")]
+        return [*terms, Term("attention biases", count, formula, zero_note=f"bias={cfg.core.bias}")]
 
 
 __all__ = ["AttentionPart"]

@@ -1,5 +1,5 @@
-"""What every part of a :class:`~model.config.GPTConfig` is: a frozen view of the config fields it owns
-(:class:`Part`), which checks them and counts the parameters they create as rows of the budget's
+"""What every part of a :class:`~model.config.GPTConfig` is: the frozen declaration of the config fields it
+owns (:class:`Part`), which checks them and counts the parameters they create as rows of the budget's
 parameter table (:class:`Term`).
 """
 
@@ -8,12 +8,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from model.config import GPTConfig
-
-P = TypeVar("P", bound="Part")
 
 
 @dataclass(frozen=True)
@@ -40,23 +38,20 @@ class Term:
 
 @dataclass(frozen=True)
 class Part:
-    """A part of the config: its fields are the :class:`~model.config.GPTConfig` fields it owns, named
-    and typed as there (every config field belongs to exactly one part). Built from a config with
-    :meth:`of` (``cfg.attention`` and the like do it); never changes it."""
+    """A part of the config: the one place its fields are declared, each with its type and default
+    (every config field belongs to exactly one part; :data:`~model.config.fields.FIELD_HELP` says what
+    it does). A :class:`~model.config.GPTConfig` holds one of each kind, as ``cfg.<key>``; a part is
+    frozen (``cfg.replace(...)`` makes a changed config)."""
 
     #: The part's name in the literature (and in the budget's rows by part).
     title = "part"
+    #: The part's attribute on a :class:`~model.config.GPTConfig` (``cfg.attention``).
+    key = "part"
 
     @classmethod
     def owns(cls) -> tuple[str, ...]:
-        """The names of the config fields this part owns, in the config's order."""
+        """The names of the config fields this part owns, in declaration order (their file names)."""
         return tuple(f.name for f in dataclasses.fields(cls))
-
-    @classmethod
-    def of(cls: type[P], cfg: GPTConfig) -> P:
-        """This part of ``cfg`` (its fields' values, whatever they are: the checks say what is wrong)."""
-        values: dict[str, Any] = {name: getattr(cfg, name) for name in cls.owns()}
-        return cls(**values)
 
     def problems(self, cfg: GPTConfig) -> list[str]:
         """Every problem with this part's fields, alone and with the rest of ``cfg`` (the config it is

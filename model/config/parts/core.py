@@ -21,17 +21,19 @@ class CorePart(Part):
     W_U (``V·d``, none when tied: W_U = Eᵀ)."""
 
     title = "core"
+    #: its name in the config: ``cfg.core``
+    key = "core"
 
-    vocab_size: int | None
-    context_length: int
-    n_layers: int
-    d_model: int
-    causal: bool
-    bias: str
-    tie_embeddings: bool
-    dropout: float
-    embed_scale: bool
-    final_softcap: float | None
+    vocab_size: int | None = None
+    context_length: int = 256
+    n_layers: int = 4
+    d_model: int = 128
+    causal: bool = True
+    bias: str = "all"
+    tie_embeddings: bool = False
+    dropout: float = 0.0
+    embed_scale: bool = False
+    final_softcap: float | None = None
 
     def problems(self, cfg: GPTConfig) -> list[str]:
         out = kind_problems(

@@ -44,24 +44,26 @@ class FeedForwardPart(Part):
     """
 
     title = "feed-forward"
+    #: its name in the config: ``cfg.feed_forward``
+    key = "feed_forward"
 
-    d_ff: int | None
-    mlp: str
-    gelu_approx: str
-    n_experts: int | None
-    n_experts_per_token: int
-    n_shared_experts: int
-    expert_d_ff: int | None
-    shared_expert_d_ff: int | None
-    shared_expert_gate: bool
-    moe_dense_layers: int
-    router: str
-    router_aux_loss: float
-    router_choice_bias: bool
-    router_groups: int | None
-    router_topk_groups: int
-    router_scale: float
-    swiglu_limit: float | None
+    d_ff: int | None = None
+    mlp: str = "gelu"
+    gelu_approx: str = "none"
+    n_experts: int | None = None
+    n_experts_per_token: int = 2
+    n_shared_experts: int = 0
+    expert_d_ff: int | None = None
+    shared_expert_d_ff: int | None = None
+    shared_expert_gate: bool = False
+    moe_dense_layers: int = 0
+    router: str = "topk_softmax"
+    router_aux_loss: float = 0.0
+    router_choice_bias: bool = False
+    router_groups: int | None = None
+    router_topk_groups: int = 1
+    router_scale: float = 1.0
+    swiglu_limit: float | None = None
 
     # ---- checks ----------------------------------------------------------------------------------
     def problems(self, cfg: GPTConfig) -> list[str]:
@@ -97,10 +99,10 @@ class FeedForwardPart(Part):
             if getattr(self, name) not in (None, False) and not shared
         ]
         dense = whole(out, self, "moe_dense_layers", least=0)
-        if dense and isinstance(cfg.n_layers, int) and self.moe_dense_layers >= cfg.n_layers:
+        if dense and isinstance(cfg.core.n_layers, int) and self.moe_dense_layers >= cfg.core.n_layers:
             out.append(
                 f"moe_dense_layers={self.moe_dense_layers} leaves no mixture-of-experts layer "
-                f"of n_layers={cfg.n_layers}"
+                f"of n_layers={cfg.core.n_layers}"
             )
         return out + self._router_problems(E)
 
@@ -140,8 +142,8 @@ class FeedForwardPart(Part):
         gated = self.mlp in ("swiglu", "geglu")
         m = 3 if gated else 2
         weights, weights_f = m * d * width, f"{m}·d·{w}"
-        if cfg.bias != "all":
-            return weights, weights_f, 0, f"bias={cfg.bias}"
+        if cfg.core.bias != "all":
+            return weights, weights_f, 0, f"bias={cfg.core.bias}"
         w_ = f"({w})" if " " in w or "·" in w else w
         return (
             weights,
@@ -178,7 +180,7 @@ class FeedForwardPart(Part):
             terms.append(Term("shared experts", sh_w, sh_f, matmul=True, blocks="moe"))
             if self.shared_expert_gate:
                 terms.append(Term("shared expert gate", d, "d", matmul=True, blocks="moe"))
-        if cfg.bias != "all":
+        if cfg.core.bias != "all":
             return terms
         one = f"({ex_b_f})"
         every = [(E, "E"), (E * ex_b, f"E·{one}")] + ([(sh_b, sh_b_f)] if n_shared else [])

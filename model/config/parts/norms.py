@@ -29,13 +29,15 @@ class NormPart(Part):
     """
 
     title = "norms"
+    #: its name in the config: ``cfg.normalization``
+    key = "normalization"
 
-    norm: str
-    norm_position: str
-    norm_eps: float
-    norm_bias: bool
-    norm_offset: bool
-    parallel_residual: bool
+    norm: str = "layernorm"
+    norm_position: str = "pre"
+    norm_eps: float = 1e-5
+    norm_bias: bool = True
+    norm_offset: bool = False
+    parallel_residual: bool = False
 
     def problems(self, cfg: GPTConfig) -> list[str]:
         out = kind_problems(

@@ -30,20 +30,22 @@ class PositionPart(Part):
     model-level row; ``positions="learned"``): sinusoids and RoPE are fixed tables, not weights."""
 
     title = "positions"
+    #: its name in the config: ``cfg.positional``
+    key = "positional"
 
-    positions: str
-    rope_base: float
-    rope_scaling: str
-    rope_factor: float
-    rope_low_freq_factor: float
-    rope_high_freq_factor: float
-    rope_original_context: int
-    rope_beta_fast: float
-    rope_beta_slow: float
-    rope_truncate: bool
-    rope_attn_factor: float | None
-    rope_local_base: float | None
-    rotary_pct: float
+    positions: str = "learned"
+    rope_base: float = 10000.0
+    rope_scaling: str = "none"
+    rope_factor: float = 1.0
+    rope_low_freq_factor: float = 1.0
+    rope_high_freq_factor: float = 4.0
+    rope_original_context: int = 8192
+    rope_beta_fast: float = 32.0
+    rope_beta_slow: float = 1.0
+    rope_truncate: bool = True
+    rope_attn_factor: float | None = None
+    rope_local_base: float | None = None
+    rotary_pct: float = 1.0
 
     # ---- checks ----------------------------------------------------------------------------------
     def problems(self, cfg: GPTConfig) -> list[str]:
@@ -99,12 +101,12 @@ class PositionPart(Part):
         elif local is not None:
             if self.positions != "rope":
                 out.append("rope_local_base needs positions='rope'")
-            elif cfg.sliding_window is None:
+            elif cfg.attention.sliding_window is None:
                 out.append("rope_local_base needs local layers (sliding_window): it is their RoPE base")
         if self.positions == "rope":
             out += self._head_problems(cfg)
-        if self.positions == "sinusoidal" and is_positive_int(cfg.d_model) and cfg.d_model % 2:
-            out.append(f"d_model={cfg.d_model} must be even for sinusoidal positions")
+        if self.positions == "sinusoidal" and is_positive_int(cfg.core.d_model) and cfg.core.d_model % 2:
+            out.append(f"d_model={cfg.core.d_model} must be even for sinusoidal positions")
         return out
 
     def _head_problems(self, cfg: GPTConfig) -> list[str]:

@@ -47,9 +47,10 @@ def ablation_dict(heads, mode: str = "zero", config=None) -> dict[tuple[int, int
             raise ValueError(
                 f"ablation mode {m!r} for head ({l}, {h}) is not one of {', '.join(ABLATION_MODES)}"
             )
-        if config is not None and not (0 <= l < config.n_layers and 0 <= h < config.n_heads):
+        if config is not None and not (0 <= l < config.core.n_layers and 0 <= h < config.attention.n_heads):
             raise ValueError(
-                f"head ({l}, {h}) is outside the model's {config.n_layers} layers × {config.n_heads} heads"
+                f"head ({l}, {h}) is outside the model's {config.core.n_layers} layers × "
+                f"{config.attention.n_heads} heads"
             )
     return out
 
@@ -189,9 +190,9 @@ def head_importance(model, batch_fn, *, n_batches: int = 2, mode: str = "zero") 
     batches = _collect(batch_fn, n_batches)
     base = mean_loss(model, batches)
     cfg = model.config
-    out = np.zeros((cfg.n_layers, cfg.n_heads))
-    for l in range(cfg.n_layers):
-        for h in range(cfg.n_heads):
+    out = np.zeros((cfg.core.n_layers, cfg.attention.n_heads))
+    for l in range(cfg.core.n_layers):
+        for h in range(cfg.attention.n_heads):
             out[l, h] = mean_loss(model, batches, {(l, h): mode}) - base
     return out
 

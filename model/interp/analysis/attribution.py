@@ -117,7 +117,7 @@ def frozen_norm(norm, x: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, f
 def _sublayer_norms(model, block) -> tuple[torch.nn.Module | None, torch.nn.Module | None]:
     """The norms a block applies to its attention's and its MLP's output before they join the stream
     (Gemma 2/3: ``post_norm1/2``; OLMo 2: ``norm1/2``), or (None, None) in a Pre-LN block."""
-    position = model.config.norm_position
+    position = model.config.normalization.norm_position
     if position == "sandwich":
         return block.post_norm1, block.post_norm2
     if position == "output":
@@ -153,8 +153,8 @@ def direct_logit_attribution(
     cfg = model.config
     idx = as_ids(model, prompt, tokenizer)
     position = _attributable(model, idx.shape[1], position)
-    L, H, d_v = cfg.n_layers, cfg.n_heads, cfg.v_dim
-    post_normed = cfg.norm_position in ("sandwich", "output")
+    L, H, d_v = cfg.core.n_layers, cfg.attention.n_heads, cfg.v_dim
+    post_normed = cfg.normalization.norm_position in ("sandwich", "output")
     parts = ("attn.z", "attn.out", "mlp.out") if post_normed else ("attn.z", "mlp.out")
     names = ["blocks.0.resid_pre", f"blocks.{L - 1}.resid_post"]
     names += [f"blocks.{l}.{p}" for l in range(L) for p in parts]
@@ -170,7 +170,7 @@ def direct_logit_attribution(
 
     x = at(f"blocks.{L - 1}.resid_post")[position]  # [d], the final norm's input
     w, norm_bias, scale = frozen_norm(model.norm_f, x, u)
-    capped, cap = None, cfg.final_softcap
+    capped, cap = None, cfg.core.final_softcap
     if cap is not None:  # the parts add up to the logit before c·tanh(z/c): z itself, from the norm
         z = W_U @ model.norm_f(x.to(W_U.dtype)[None].float()).double()[0]  # [V]
         capped, logit = logit, float(z[token] - (z[int(other)] if other is not None else 0.0))

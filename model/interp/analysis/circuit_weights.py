@@ -21,7 +21,7 @@ class CircuitsUnsupported(AttentionLabError, ValueError):
 
 def unsupported(config) -> str | None:
     """Why the circuits of a model of ``config`` cannot be computed from its weights (None: they can)."""
-    if config.norm_position == "post":
+    if config.normalization.norm_position == "post":
         return (
             "Post-LN: every block renormalises the whole stream, so a head's write reaches a later head "
             "only through the scales and gains of every norm in between; the circuits need a Pre-LN "
@@ -199,31 +199,31 @@ class HeadWeights:
 
 def norm_notes(config) -> list[str]:
     """How the circuits treat the config's norms, biases and positions, in words (no weights needed)."""
-    kind = "LayerNorm" if config.norm == "layernorm" else "RMSNorm"
+    kind = "LayerNorm" if config.normalization.norm == "layernorm" else "RMSNorm"
     notes = []
-    if config.norm_position in ("pre", "sandwich"):
-        centred = ", centring kept" if config.norm == "layernorm" else ""
+    if config.normalization.norm_position in ("pre", "sandwich"):
+        centred = ", centring kept" if config.normalization.norm == "layernorm" else ""
         notes.append(
             f"{kind} gains folded into the W_Q, W_K, W_V that read them{centred}, per-token scale left out "
             "(TransformerLens's fold_ln)"
         )
     else:
         notes.append("attention reads the stream itself (output norms): nothing to fold into W_Q, W_K, W_V")
-    if config.norm_position in ("sandwich", "output"):
+    if config.normalization.norm_position in ("sandwich", "output"):
         notes.append(f"the {kind} on the attention's output folded into W_O (scale left out)")
     notes.append("biases left out; the final norm's gain folded into W_U")
-    if config.positions == "rope":
+    if config.positional.positions == "rope":
         notes.append(
             "RoPE: QK circuits and Q/K-composition depend on the query − key offset and are shown at one "
             "(0: the unrotated W_Q W_Kᵀ); OV circuits, V-composition and copying do not"
         )
-    elif config.positions in ("learned", "sinusoidal"):
+    elif config.positional.positions in ("learned", "sinusoidal"):
         notes.append("positions are added to the stream: the full circuits are of tokens alone")
-    if getattr(config, "qk_rmsnorm", False):
+    if config.attention.qk_rmsnorm:
         notes.append("QK-norm gains folded into W_Q, W_K (scale left out)")
-    if config.attn_scale == "qk_norm":
+    if config.attention.attn_scale == "qk_norm":
         notes.append("cosine attention: a QK circuit up to a positive factor per token")
-    if getattr(config, "attn_softcap", None) is not None:
+    if config.attention.attn_softcap is not None:
         notes.append("soft-capping bends the scores after the QK circuit")
     return notes
 
@@ -241,14 +241,14 @@ def head_weights(
     reason = unsupported(cfg)
     if reason:
         raise CircuitsUnsupported(reason)
-    H, Hkv, k, d = cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_model
-    rope = cfg.positions == "rope" and model.pos_emb is not None and hasattr(model.pos_emb, "cos")
+    H, Hkv, k, d = cfg.attention.n_heads, cfg.kv_heads, cfg.d_head, cfg.core.d_model
+    rope = cfg.positional.positions == "rope" and model.pos_emb is not None and hasattr(model.pos_emb, "cos")
     if not rope:
         rope_offset = 0
-    scope = getattr(cfg, "qk_norm_scope", "head")
+    scope = cfg.attention.qk_norm_scope
     n_rep = H // Hkv
     out: dict[str, list[torch.Tensor]] = {"Q": [], "K": [], "V": [], "O": []}
-    chosen = range(cfg.n_layers) if layers is None else [int(layer) for layer in layers]
+    chosen = range(cfg.core.n_layers) if layers is None else [int(layer) for layer in layers]
     for layer in chosen:
         block = model.blocks[layer]
         attn = block.attn
@@ -258,10 +258,13 @@ def head_weights(
         q = attn.q_proj.weight.detach().to(dtype)
         kk = attn.k_proj.weight.detach().to(dtype)
         v = attn.v_proj.weight.detach().to(dtype)
-        if cfg.norm_position in ("pre", "sandwich"):  # x → x P diag(γ) → W: rows scaled, then centred
+        if cfg.normalization.norm_position in (
+            "pre",
+            "sandwich",
+        ):  # x → x P diag(γ) → W: rows scaled, then centred
             gain, centre = _gain(block.norm1, f"layer {layer}'s attention norm")
             q, kk, v = (_fold_rows(w, gain, centre) for w in (q, kk, v))
-        if getattr(cfg, "qk_rmsnorm", False):  # QK-norm after the projection: its gain scales rows
+        if cfg.attention.qk_rmsnorm:  # QK-norm after the projection: its gain scales rows
             gq, _ = _gain(attn.q_norm, "the QK-norm")
             gk, _ = _gain(attn.k_norm, "the QK-norm")
             if gq is not None:
@@ -272,13 +275,13 @@ def head_weights(
         if n_rep > 1:  # GQA: query head h reads key/value head h // n_rep
             Kr, Vr = Kr.repeat_interleave(n_rep, dim=0), Vr.repeat_interleave(n_rep, dim=0)
         o = attn.o_proj.weight.detach().to(dtype).T  # [H·d_k, d]: head h's rows write the stream
-        post = block.post_norm1 if cfg.norm_position == "sandwich" else None
-        if cfg.norm_position == "output":
+        post = block.post_norm1 if cfg.normalization.norm_position == "sandwich" else None
+        if cfg.normalization.norm_position == "output":
             post = block.norm1
         if post is not None:
             gain, centre = _gain(post, f"layer {layer}'s output norm")
             o = _fold_write(o, gain, centre)
-        if cfg.norm == "layernorm" and cfg.norm_position in ("pre", "sandwich"):
+        if cfg.normalization.norm == "layernorm" and cfg.normalization.norm_position in ("pre", "sandwich"):
             o = _fold_write(o, None, True)  # every reader centres: the mean is invisible
         Or = o.reshape(H, k, d)
         if rope:  # rope(x W_Q) = x W_Q R: rows Rᵀ Q

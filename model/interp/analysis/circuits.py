@@ -170,7 +170,7 @@ def model_circuits(model, *, rope_offset: int = 0) -> Circuits:
     work = composition_work(cfg)
     if work > MAX_COMPOSITION_FLOPS:
         raise CircuitsUnsupported(
-            f"{cfg.n_layers} layers × {cfg.n_heads} heads: every pair of heads is {work:.1e} "
+            f"{cfg.core.n_layers} layers × {cfg.attention.n_heads} heads: every pair of heads is {work:.1e} "
             f"multiply-adds, more than the {MAX_COMPOSITION_FLOPS:.0e} this computes in minutes"
         )
     hw = head_weights(model, rope_offset=rope_offset)

@@ -196,7 +196,7 @@ _BASELINES: dict[tuple[int, int, int, int], np.ndarray] = {}
 
 def composition_work(config) -> float:
     """Multiply-adds of every composition score of a model of ``config`` (the refusal's estimate)."""
-    L, H, d, k = config.n_layers, config.n_heads, config.d_model, config.d_head
+    L, H, d, k = config.core.n_layers, config.attention.n_heads, config.core.d_model, config.d_head
     pairs = H * H * L * (L - 1) / 2
     return 3 * pairs * k * k * d
 
@@ -224,7 +224,8 @@ def composition_scores(
         work = composition_work(cfg)
         if work > MAX_COMPOSITION_FLOPS:
             raise CircuitsUnsupported(
-                f"{cfg.n_layers} layers × {cfg.n_heads} heads: every pair of heads is {work:.1e} "
+                f"{cfg.core.n_layers} layers × {cfg.attention.n_heads} heads: every pair of heads is "
+                f"{work:.1e} "
                 f"multiply-adds, more than the {MAX_COMPOSITION_FLOPS:.0e} this computes in minutes"
             )
         hw = head_weights(model_or_weights, rope_offset=rope_offset)

@@ -34,8 +34,8 @@ def _unembedding(model) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None
     centres)."""
     cfg = model.config
     E = model.tok_emb.weight.detach().float()
-    if getattr(cfg, "embed_scale", False):
-        E = E * math.sqrt(cfg.d_model)
+    if cfg.core.embed_scale:
+        E = E * math.sqrt(cfg.core.d_model)
     W_U = (model.lm_head.weight if model.lm_head is not None else model.tok_emb.weight).detach().float().T
     gain, centre = (None, False)
     if model.norm_f is not None:
@@ -113,7 +113,7 @@ def head_circuits(model, hw: HeadWeights | None = None) -> HeadCircuits:
         copying_signed=signed.cpu().numpy(),
         eigenvalues=lam.cpu().numpy(),
         copying_tokens=int(E.shape[0]),
-        vocab=int(model.config.vocab_size),
+        vocab=int(model.config.core.vocab_size),
         seconds=time.perf_counter() - t0,
     )
 

@@ -69,7 +69,7 @@ def _sq(p: torch.nn.Parameter) -> float:
 def block_grad_norms(model) -> GradFlow:
     """Read the gradients ``model`` holds now (after ``loss.backward()``, before ``zero_grad``)."""
     cfg = model.config
-    L = cfg.n_layers
+    L = cfg.core.n_layers
     block, attn, mlp, norms = (np.zeros(L) for _ in range(4))
     embed = head = 0.0
     for name, p in model.named_parameters():
@@ -89,8 +89,8 @@ def block_grad_norms(model) -> GradFlow:
         else:
             head += g
     return GradFlow(
-        cfg.norm_position,
-        cfg.norm,
+        cfg.normalization.norm_position,
+        cfg.normalization.norm,
         np.sqrt(block),
         np.sqrt(attn),
         np.sqrt(mlp),
@@ -209,8 +209,8 @@ def grad_flow_at_init(
         xavier_init_(model, seed)
     model.eval()
     if batch is None:
-        T = seq_len or min(config.context_length, 64)
-        batch = random_batch(config.vocab_size, batch_size, T, seed)
+        T = seq_len or min(config.core.context_length, 64)
+        batch = random_batch(config.core.vocab_size, batch_size, T, seed)
     x, y = (t.to(device) for t in batch)
     _, loss = model(x, y)
     loss.backward()

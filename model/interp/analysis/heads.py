@@ -181,7 +181,7 @@ def head_metrics(
 
     Induction is measured on ``induction_weights`` (the same heads on a repeated prompt of ``period``
     from ``start``) when given, else on ``weights`` themselves when ``period`` is given.
-    ``sinks``: True, the heads have learned sinks (``config.attn_sinks``), whose share
+    ``sinks``: True, the heads have learned sinks (``config.attention.attn_sinks``), whose share
     :func:`learned_sink_share` measures; False, they have none: ``learned_sink`` is exactly 0; None
     (default): not measured, ``learned_sink`` is None (and not among :meth:`HeadMetrics.as_dict`).
     """
@@ -211,7 +211,7 @@ def head_metrics_from_trace(
     Pass ``induction`` (the prompt) and ``induction_trace`` (a trace of it) to fill ``induction``.
     """
     w = trace.stack("pattern")
-    sinks = True if getattr(trace.config, "attn_sinks", False) else None  # the sinks' share, when it has them
+    sinks = True if trace.config.attention.attn_sinks else None  # the sinks' share, when it has them
     if induction is None or induction_trace is None:
         return head_metrics(w, trace.mask, sinks=sinks)
     return head_metrics(
@@ -233,7 +233,7 @@ def measure_induction(
     The caller holds whatever compute lock it shares with training.
     """
 
-    V = model.config.vocab_size
+    V = model.config.core.vocab_size
     prompt = repeated_sequence(V, period, n_repeats=n_repeats, prefix=prefix, exclude=exclude, seed=seed)
     from model.interp.trace import run_with_trace
 

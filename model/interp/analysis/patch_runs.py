@@ -123,7 +123,7 @@ def run_patched(
                 rows.append((logits if position is None else logits[:, 0]).float())
                 order += part
                 report(len(order), len(runs), "runs")  # and stop here when cancelled
-    V = model.config.vocab_size
+    V = model.config.core.vocab_size
     if not runs:
         return torch.empty((0, V) if position is not None else (0, T, V))
     out = torch.cat(rows)  # grouped by starting block: back into the order of ``runs``

@@ -153,7 +153,7 @@ def patch_heads(
 
     ``L·H`` runs, batched (see :func:`run_patched`). Prompts as in :func:`as_ids` (text needs ``tokenizer``).
     """
-    L, H = model.config.n_layers, model.config.n_heads
+    L, H = model.config.core.n_layers, model.config.attention.n_heads
     runs = [[(f"blocks.{l}.attn.z", (h,))] for l in range(L) for h in range(H)]
     return _sweep(
         model, clean, corrupt, runs, (L, H), "attn.z",
@@ -178,7 +178,7 @@ def patch_resid(
     Positions after ``position`` cannot affect it (causal models): their cells are 0. Row 0 patches the
     embedding (+ positions) of one token.
     """
-    L = model.config.n_layers
+    L = model.config.core.n_layers
     T = as_ids(model, clean, tokenizer).shape[1]
     runs = [[(f"blocks.{l}.resid_pre", (t,))] for l in range(L) for t in range(T)]
     return _sweep(

@@ -32,7 +32,7 @@ class _Stop(Exception):
 
 def path_unsupported(config) -> str | None:
     """Why path patching cannot run on a model of ``config`` (None: it can)."""
-    if config.norm_position == "post":
+    if config.normalization.norm_position == "post":
         return (
             "path patching needs the sender's write to reach later heads as it is: a Post-LN block "
             "renormalises the whole stream after it"
@@ -106,7 +106,7 @@ class _PathRuns:
         T = corrupt.shape[1]
         if not -T <= position < T:
             raise ValueError(f"position {position} is outside a prompt of {T} tokens")
-        L, H = cfg.n_layers, cfg.n_heads
+        L, H = cfg.core.n_layers, cfg.attention.n_heads
         ls, hs = (int(x) for x in sender)
         if not (0 <= ls < L and 0 <= hs < H):
             raise ValueError(f"the sender L{ls}H{hs} is not one of the model's {L} layers × {H} heads")

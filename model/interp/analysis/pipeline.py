@@ -78,8 +78,8 @@ def head_pipeline(trace, layer: int, head: int, batch: int = 0) -> HeadPipeline:
     if missing:
         raise KeyError(f"trace lacks {', '.join(missing)} for layer {layer}: trace with kinds=None or these")
     cfg = trace.config
-    if not 0 <= head < cfg.n_heads:
-        raise ValueError(f"head {head} is outside 0..{cfg.n_heads - 1}")
+    if not 0 <= head < cfg.attention.n_heads:
+        raise ValueError(f"head {head} is outside 0..{cfg.attention.n_heads - 1}")
 
     def get(kind):
         return trace[kind, layer][batch, head].float().numpy()
@@ -89,8 +89,8 @@ def head_pipeline(trace, layer: int, head: int, batch: int = 0) -> HeadPipeline:
     mask = trace.layer_mask(layer).numpy().astype(bool)
     T, d_k = q.shape
     masked = np.where(mask, scaled, -np.inf).astype(np.float32)
-    rule = cfg.attn_scale
-    rope = " (rotated by RoPE)" if cfg.positions == "rope" else ""
+    rule = cfg.attention.attn_scale
+    rope = " (rotated by RoPE)" if cfg.positional.positions == "rope" else ""
     kv_head = head // cfg.n_rep
     shared = f", K/V head {kv_head} shared by {cfg.n_rep} query heads" if cfg.n_rep > 1 else ""
 
@@ -103,13 +103,14 @@ def head_pipeline(trace, layer: int, head: int, batch: int = 0) -> HeadPipeline:
         scale = float((scaled * raw).sum() / max((raw * raw).sum(), 1e-30))
         scale_formula = {
             "sqrt_dk": f"S' = S / √d_k = S / {np.sqrt(d_k):.3g}"
-            if cfg.attn_scale_dim is None
-            else f"S' = S / √{cfg.attn_scale_dim:g} = S / {np.sqrt(cfg.attn_scale_dim):.3g} (the model's "
+            if cfg.attention.attn_scale_dim is None
+            else f"S' = S / √{cfg.attention.attn_scale_dim:g} = S / "
+            f"{np.sqrt(cfg.attention.attn_scale_dim):.3g} (the model's "
             f"scale dimension, not d_k = {d_k})",
             "none": "S' = S (no scaling)",
             "learned": f"S' = τ_h · S,  learned τ_h = {scale:.3g} (1/√d_k = {1 / np.sqrt(d_k):.3g})",
         }[rule]
-    cap = cfg.attn_softcap
+    cap = cfg.attention.attn_softcap
     if cap is not None:  # Gemma 2: the scaled scores are soft-capped before the mask
         scale_formula += f", then soft-capped: {cap:g}·tanh(S'/{cap:g})"
     hidden = int((~mask).sum())
@@ -119,7 +120,7 @@ def head_pipeline(trace, layer: int, head: int, batch: int = 0) -> HeadPipeline:
         else "M = S' (no position is hidden)"
     )
     pattern_formula = "A = softmax_row(M), each row sums to 1"
-    if cfg.attn_sinks:
+    if cfg.attention.attn_sinks:
         share = float(1 - weights.sum(-1).mean())
         pattern_formula = (
             "A_ij = exp(M_ij) / (Σ_j' exp(M_ij') + exp(b_h)): the head's sink b_h takes "

@@ -168,12 +168,12 @@ def shift_check(model, ids, *, layer: int = 0, shift: int = 100) -> ShiftCheck:
     from model.interp.trace import run_with_trace
 
     cfg = model.config
-    if not 0 <= layer < cfg.n_layers:
-        raise ValueError(f"layer {layer} is not one of the model's {cfg.n_layers} blocks")
+    if not 0 <= layer < cfg.core.n_layers:
+        raise ValueError(f"layer {layer} is not one of the model's {cfg.core.n_layers} blocks")
     T = len(ids)
-    if shift < 0 or (cfg.positions != "none" and shift + T > cfg.context_length):
+    if shift < 0 or (cfg.positional.positions != "none" and shift + T > cfg.core.context_length):
         raise ValueError(
-            f"a shift of {shift} puts the {T}-token prompt past the context length {cfg.context_length}"
+            f"a shift of {shift} puts the {T}-token prompt past the context length {cfg.core.context_length}"
         )
 
     def scores(offset: int) -> np.ndarray:
@@ -184,7 +184,7 @@ def shift_check(model, ids, *, layer: int = 0, shift: int = 100) -> ShiftCheck:
         visible = trace.layer_mask(layer).cpu().numpy()
         return np.where(visible, z, np.nan)
 
-    return ShiftCheck(layer, shift, cfg.positions, scores(0), scores(shift))
+    return ShiftCheck(layer, shift, cfg.positional.positions, scores(0), scores(shift))
 
 
 @dataclass

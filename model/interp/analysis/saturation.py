@@ -121,7 +121,7 @@ def model_saturation(trace, batch: int = 0) -> SaturationStats:
         entropy_norm_unscaled=entropy_norm(w0, m),
         max_weight_model=mean_max_weight(w, m),
         max_weight_unscaled=mean_max_weight(w0, m),
-        attn_scale=trace.config.attn_scale,
+        attn_scale=trace.config.attention.attn_scale,
         spread=score_spread(trace, batch) if trace.has("scores", 0) else None,
     )
 

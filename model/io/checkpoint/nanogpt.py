@@ -10,6 +10,7 @@ The model is built by the one build step, :func:`model.io.build.build_model`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -161,7 +162,7 @@ def load_nanogpt(
         tokenizer = _nanogpt_tokenizer(path.parent, V, dataset)
     if tokenizer.vocab_size > V:
         raise CheckpointError(
-            f"the tokenizer has {tokenizer.vocab_size} tokens but the model only {cfg.vocab_size}"
+            f"the tokenizer has {tokenizer.vocab_size} tokens but the model only {cfg.core.vocab_size}"
         )
     name = path.parent.name if path.stem == "ckpt" else path.stem
     extra = {k: _as_number(obj.get(k)) for k in ("iter_num", "best_val_loss") if k in obj}
@@ -171,23 +172,25 @@ def load_nanogpt(
 def _as_the_file_has_it(cfg: GPTConfig, src: TensorSource, sd: dict[str, Any]) -> None:
     """Set what nanoGPT's ``model_args`` leave open as the file decides it: LayerNorm shifts present or
     not, and the head untied when it differs from the token table (nanoGPT ties them)."""
-    cfg.norm_bias = "transformer.ln_f.bias" in src
+    cfg.normalization = dataclasses.replace(cfg.normalization, norm_bias="transformer.ln_f.bias" in src)
     if "lm_head.weight" in sd and not _same_tensor(sd["lm_head.weight"], sd.get("transformer.wte.weight")):
-        cfg.tie_embeddings = False  # a file whose head differs is loaded untied, exactly
+        # a file whose head differs is loaded untied, exactly
+        cfg.core = dataclasses.replace(cfg.core, tie_embeddings=False)
 
 
 def _nanogpt_layout(cfg: GPTConfig) -> Layout:
     """Where a nanoGPT state dict's tensors go for ``cfg`` (as :func:`_as_the_file_has_it` set it):
     GPT-2's rows, ``[out, in]`` already."""
-    linear_bias = cfg.bias == "all"
+    linear_bias = cfg.core.bias == "all"
     entries = gpt2_entries(cfg, "transformer.", conv1d=False, linear_bias=linear_bias)
-    if cfg.norm_bias:
+    if cfg.normalization.norm_bias:
         entries += ln_bias_entries(cfg, "transformer.")
-    if not cfg.tie_embeddings:
-        entries.append(WeightMap("lm_head.weight", (vocab_of(cfg), cfg.d_model), ("lm_head.weight",)))
+    if not cfg.core.tie_embeddings:
+        entries.append(WeightMap("lm_head.weight", (vocab_of(cfg), cfg.core.d_model), ("lm_head.weight",)))
     implied = (
-        f"model_args (n_layer={cfg.n_layers}, n_embd={cfg.d_model}, block_size={cfg.context_length}, "
-        f"vocab_size={cfg.vocab_size}, bias={linear_bias})"
+        f"model_args (n_layer={cfg.core.n_layers}, n_embd={cfg.core.d_model}, "
+        f"block_size={cfg.core.context_length}, "
+        f"vocab_size={cfg.core.vocab_size}, bias={linear_bias})"
     )
     return Layout(entries, implied, frozenset({"lm_head.weight"}))
 

@@ -169,7 +169,8 @@ def save_checkpoint(
     ``--out`` never deletes someone's folder.
     """
     path = check_save_target(path)
-    config_v = getattr(getattr(model, "config", None), "vocab_size", None)
+    shape = getattr(model, "config", None)
+    config_v = shape.core.vocab_size if shape is not None else None
     if config_v is not None and tokenizer.vocab_size > config_v:
         raise CheckpointError(
             f"the tokenizer has {tokenizer.vocab_size} tokens but the model only {config_v}: "
@@ -291,8 +292,10 @@ def _layout(config: GPTConfig, shapes: dict[str, tuple[int, ...]]) -> Layout:
     try:
         check_config_file_shapes(config, shapes, MODEL_FILE)
     except ValueError as exc:
-        experts = config.n_layers * (config.n_experts or 0)  # three tensors each in the file
-        if config.n_layers > 2 * _blocks(shapes) + 8 or experts > len(shapes):
+        experts = config.core.n_layers * (
+            config.feed_forward.n_experts or 0
+        )  # three tensors each in the file
+        if config.core.n_layers > 2 * _blocks(shapes) + 8 or experts > len(shapes):
             raise CheckpointError(f"{CONFIG_FILE} does not match {MODEL_FILE}: {exc}") from None
     return own_layout(config, CONFIG_FILE)
 
@@ -376,27 +379,27 @@ def _read_config(path: Path) -> GPTConfig:
         raise CheckpointError(f"{CONFIG_FILE} is not a valid model config: {exc}") from None
     except TypeError as exc:
         raise CheckpointError(f"{CONFIG_FILE} is not a valid model config: {exc}") from None
-    if config.vocab_size is None:
+    if config.core.vocab_size is None:
         raise CheckpointError(f"{CONFIG_FILE} has no vocab_size")
     return config
 
 
 def _read_tokenizer(path: Path, config: GPTConfig) -> Tokenizer:
     """tokenizer.json: a known tokenizer whose every id has a row of the model's embedding."""
-    assert config.vocab_size is not None  # _read_config refused a config without one
+    assert config.core.vocab_size is not None  # _read_config refused a config without one
     try:
         tokenizer = tokenizer_from_dict(_read_json(path / TOKENIZER_FILE))
     except TokenizerError as exc:
         raise CheckpointError(f"{TOKENIZER_FILE}: {exc}") from None
-    if tokenizer.vocab_size > config.vocab_size:
+    if tokenizer.vocab_size > config.core.vocab_size:
         raise CheckpointError(
             f"{TOKENIZER_FILE} has {tokenizer.vocab_size} tokens but {CONFIG_FILE} has "
-            f"vocab_size={config.vocab_size}: they do not belong together"
+            f"vocab_size={config.core.vocab_size}: they do not belong together"
         )
-    if tokenizer.largest_id >= config.vocab_size:
+    if tokenizer.largest_id >= config.core.vocab_size:
         raise CheckpointError(
             f"{TOKENIZER_FILE} has token id {tokenizer.largest_id} but {CONFIG_FILE} has "
-            f"vocab_size={config.vocab_size} (ids 0 to {config.vocab_size - 1}): the model has no "
+            f"vocab_size={config.core.vocab_size} (ids 0 to {config.core.vocab_size - 1}): the model has no "
             "embedding for it"
         )
     return tokenizer

@@ -152,7 +152,7 @@ def named_heads(model: GPT, tokenizer: Tokenizer, prompt: str) -> dict[str, list
     from model.interp.trace import run_with_trace
 
     trace = run_with_trace(
-        model, encode_prompt(tokenizer, prompt, model.config.context_length), kinds=("pattern",)
+        model, encode_prompt(tokenizer, prompt, model.config.core.context_length), kinds=("pattern",)
     )
     result = head_metrics_of(model, trace.stack("pattern"), trace.mask)
     names = classify_heads(result.metrics)

@@ -296,7 +296,9 @@ def _source(header: GGUFHeader, model_type: str, cfg: GPTConfig, *, stored: bool
 
     def order(name: str, rows: int) -> np.ndarray | None:
         if permuted and (".attn_q." in name or ".attn_k." in name):
-            return _unpermute_rope(np.arange(rows), cfg.n_heads if ".attn_q." in name else cfg.kv_heads)
+            return _unpermute_rope(
+                np.arange(rows), cfg.attention.n_heads if ".attn_q." in name else cfg.kv_heads
+            )
         return None
 
     kept = {rename(n): m for n, m in stored_matrices(header, order).items()} if stored else {}
@@ -305,7 +307,7 @@ def _source(header: GGUFHeader, model_type: str, cfg: GPTConfig, *, stored: bool
         t = by_hf[name]
         w = read_tensor(header.path, t)
         if permuted and (".q_proj." in name or ".k_proj." in name):
-            w = _unpermute_rope(w, cfg.n_heads if ".q_proj." in name else cfg.kv_heads)
+            w = _unpermute_rope(w, cfg.attention.n_heads if ".q_proj." in name else cfg.kv_heads)
         if plus_one and name.endswith("norm.weight"):  # stored as 1 + γ: ours multiply by 1 + γ
             w = w - np.float32(1.0)
         return torch.from_numpy(np.ascontiguousarray(w))  # memory of its own: read_tensor's buffer
@@ -330,7 +332,7 @@ def _tokenizer(header: GGUFHeader, cfg: GPTConfig, name: str) -> Tokenizer:
     if tok.vocab_size > vocab_of(cfg):
         raise CheckpointError(
             f"{header.path.name}: the tokenizer has {tok.vocab_size} tokens but the embedding only "
-            f"{cfg.vocab_size} rows"
+            f"{cfg.core.vocab_size} rows"
         )
     return tok
 

@@ -132,7 +132,7 @@ def expert_header(header: GGUFHeader, model_type: str, cfg: GPTConfig) -> GGUFHe
     if model_type not in _HF_EXPERTS:
         return header
     tensors = dict(header.tensors)
-    for i in range(cfg.n_layers):
+    for i in range(cfg.core.n_layers):
         if cfg.is_moe_layer(i):
             tensors.update(_layer(header, tensors, i, model_type, cfg))
     return dataclasses.replace(header, tensors=tensors)
@@ -161,7 +161,12 @@ def _layer(
     header: GGUFHeader, tensors: dict[str, GGUFTensor], i: int, model_type: str, cfg: GPTConfig
 ) -> dict[str, GGUFTensor]:
     """Layer ``i``'s expert tensors taken out of ``tensors``, checked and renamed (:func:`expert_header`)."""
-    E, f, d, f_s = int(cfg.n_experts or 0), cfg.expert_hidden, cfg.d_model, cfg.shared_hidden
+    E, f, d, f_s = (
+        int(cfg.feed_forward.n_experts or 0),
+        cfg.expert_hidden,
+        cfg.core.d_model,
+        cfg.shared_hidden,
+    )
     expected = {
         "ffn_gate_inp": (E, d),
         "ffn_gate_exps": (E, f, d),

@@ -153,7 +153,7 @@ def extra_tensors(model_type: str, cfg: GPTConfig, keys: list[str]) -> set[str]:
     if model_type == "deepseek_v3":
         for k in keys:
             m = _LAYER.match(k)
-            if m and int(m.group(1)) >= cfg.n_layers:
+            if m and int(m.group(1)) >= cfg.core.n_layers:
                 out.add(k)
     return out
 
@@ -177,9 +177,10 @@ def family_layout(
     before any row is listed. Nearer the file's size, the rows (each at least one of the config's
     parameters) are listed and the tensors that do not match them named
     (:func:`~model.io.weights.check_weights`)."""
-    if cfg.n_layers > len(src.keys):  # a config that lies about its depth: refuse before listing
+    if cfg.core.n_layers > len(src.keys):  # a config that lies about its depth: refuse before listing
         raise CheckpointError(
-            f"{what} says num_hidden_layers={cfg.n_layers} but {fname} holds only {len(src.keys)} tensors"
+            f"{what} says num_hidden_layers={cfg.core.n_layers} but {fname} holds only {len(src.keys)} "
+            "tensors"
         )
     implied = _implied(model_type, cfg, what)
     needed, held = parameters(cfg).total, sum(math.prod(src.shape(k)) for k in src.keys)
@@ -192,7 +193,7 @@ def family_layout(
         model_type, cfg, rope_interleave=rope_interleave, stacked_experts=stacked_experts
     )
     extra_ok = extra_tensors(model_type, cfg, src.keys)
-    if cfg.tie_embeddings:
+    if cfg.core.tie_embeddings:
         extra_ok |= {"lm_head.weight", "embed_out.weight"}  # a stored copy of the tied matrix
     return Layout(entries, implied, frozenset(extra_ok))
 
@@ -204,20 +205,20 @@ _EXPERTS_KEY = {"qwen3_moe": "num_experts", "qwen2_moe": "num_experts", "deepsee
 def _implied(model_type: str, cfg: GPTConfig, what: str) -> str:
     """``what`` and the sizes of ``cfg`` by their config.json names: the shapes the file must have."""
     sizes = dict(
-        num_hidden_layers=cfg.n_layers,
-        hidden_size=cfg.d_model,
-        num_attention_heads=cfg.n_heads,
+        num_hidden_layers=cfg.core.n_layers,
+        hidden_size=cfg.core.d_model,
+        num_attention_heads=cfg.attention.n_heads,
         num_key_value_heads=cfg.kv_heads,
         head_dim=cfg.d_head,
         intermediate_size=cfg.hidden,
-        vocab_size=cfg.vocab_size,
+        vocab_size=cfg.core.vocab_size,
     )
-    if cfg.n_experts is not None:
-        sizes[_EXPERTS_KEY.get(model_type, "num_local_experts")] = cfg.n_experts
-        if cfg.expert_d_ff is not None:
-            sizes["moe_intermediate_size"] = cfg.expert_d_ff
+    if cfg.feed_forward.n_experts is not None:
+        sizes[_EXPERTS_KEY.get(model_type, "num_local_experts")] = cfg.feed_forward.n_experts
+        if cfg.feed_forward.expert_d_ff is not None:
+            sizes["moe_intermediate_size"] = cfg.feed_forward.expert_d_ff
     if cfg.mla:
-        sizes["kv_lora_rank"] = cfg.kv_lora_rank
-        if cfg.q_lora_rank is not None:
-            sizes["q_lora_rank"] = cfg.q_lora_rank
+        sizes["kv_lora_rank"] = cfg.attention.kv_lora_rank
+        if cfg.attention.q_lora_rank is not None:
+            sizes["q_lora_rank"] = cfg.attention.q_lora_rank
     return f"{what} ({', '.join(f'{k}={v}' for k, v in sizes.items())})"

@@ -34,7 +34,7 @@ from model.io.weights import Layout, TensorSource, WeightMap, vocab_of
 
 def gpt2_entries(cfg: GPTConfig, prefix: str, *, conv1d: bool, linear_bias: bool) -> list[WeightMap]:
     """The tensors a GPT-2 layout must hold for ``cfg`` (LayerNorm biases and ``lm_head`` left to callers)."""
-    d, dff, C, V = cfg.d_model, cfg.hidden, cfg.context_length, vocab_of(cfg)
+    d, dff, C, V = cfg.core.d_model, cfg.hidden, cfg.core.context_length, vocab_of(cfg)
 
     def w(src: str, out_f: int, in_f: int, dst: tuple[str, ...]) -> WeightMap:
         shape = (in_f, out_f) if conv1d else (out_f, in_f)
@@ -44,7 +44,7 @@ def gpt2_entries(cfg: GPTConfig, prefix: str, *, conv1d: bool, linear_bias: bool
         WeightMap(prefix + "wte.weight", (V, d), ("tok_emb.weight",)),
         WeightMap(prefix + "wpe.weight", (C, d), ("pos_emb.weight",)),
     ]
-    for i in range(cfg.n_layers):
+    for i in range(cfg.core.n_layers):
         h, b = f"h.{i}.", f"blocks.{i}."
         qkv = tuple(f"{b}attn.{n}_proj" for n in "qkv")
         es.append(WeightMap(prefix + h + "ln_1.weight", (d,), (b + "norm1.weight",)))
@@ -63,9 +63,9 @@ def gpt2_entries(cfg: GPTConfig, prefix: str, *, conv1d: bool, linear_bias: bool
 
 
 def ln_bias_entries(cfg: GPTConfig, prefix: str) -> list[WeightMap]:
-    d = cfg.d_model
+    d = cfg.core.d_model
     es = []
-    for i in range(cfg.n_layers):
+    for i in range(cfg.core.n_layers):
         for theirs, ours in (("ln_1", "norm1"), ("ln_2", "norm2")):
             es.append(WeightMap(f"{prefix}h.{i}.{theirs}.bias", (d,), (f"blocks.{i}.{ours}.bias",)))
     es.append(WeightMap(prefix + "ln_f.bias", (d,), ("norm_f.bias",)))
@@ -158,13 +158,13 @@ def gpt2_layout(
         raise CheckpointError(f"{fname} has no token embedding ({prefix}wte.weight): not GPT-2 weights")
     entries = gpt2_entries(cfg, prefix, conv1d=conv1d, linear_bias=True) + ln_bias_entries(cfg, prefix)
     extra_ok = set()
-    if cfg.tie_embeddings:
+    if cfg.core.tie_embeddings:
         extra_ok.add("lm_head.weight")  # some files store the tied copy too; it is the embedding
     else:
-        entries.append(WeightMap("lm_head.weight", (vocab_of(cfg), cfg.d_model), ("lm_head.weight",)))
+        entries.append(WeightMap("lm_head.weight", (vocab_of(cfg), cfg.core.d_model), ("lm_head.weight",)))
     implied = (
-        f"{what} (n_layer={cfg.n_layers}, n_embd={cfg.d_model}, n_inner={cfg.hidden}, "
-        f"n_positions={cfg.context_length}, vocab_size={cfg.vocab_size})"
+        f"{what} (n_layer={cfg.core.n_layers}, n_embd={cfg.core.d_model}, n_inner={cfg.hidden}, "
+        f"n_positions={cfg.core.context_length}, vocab_size={cfg.core.vocab_size})"
     )
     return Layout(entries, implied, frozenset(extra_ok))
 

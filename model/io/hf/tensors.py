@@ -22,10 +22,10 @@ def family_entries(
     each, as a GGUF file's stacks are split, :func:`model.io.gguf.mla.mla_expert_header`)."""
     if model_type == "gpt_neox":
         return _neox_entries(cfg)
-    d, V = cfg.d_model, vocab_of(cfg)
+    d, V = cfg.core.d_model, vocab_of(cfg)
     p = "model."
     es = [WeightMap(p + "embed_tokens.weight", (V, d), ("tok_emb.weight",))]
-    for i in range(cfg.n_layers):
+    for i in range(cfg.core.n_layers):
         t, b = f"{p}layers.{i}.", f"blocks.{i}."
         es += _norm_entries(cfg, t, b)
         es += (
@@ -38,17 +38,17 @@ def family_entries(
         else:
             es += _mlp_entries(model_type, cfg, t + "mlp.", b + "mlp.", cfg.hidden)
     es.append(WeightMap(p + "norm.weight", (d,), ("norm_f.weight",)))
-    if not cfg.tie_embeddings:
+    if not cfg.core.tie_embeddings:
         es.append(WeightMap("lm_head.weight", (V, d), ("lm_head.weight",)))
     return es
 
 
 def _neox_entries(cfg: GPTConfig) -> list[WeightMap]:
-    d, dff, V = cfg.d_model, cfg.hidden, vocab_of(cfg)
-    H, d_k = cfg.n_heads, cfg.d_head
+    d, dff, V = cfg.core.d_model, cfg.hidden, vocab_of(cfg)
+    H, d_k = cfg.attention.n_heads, cfg.d_head
     p = "gpt_neox."
     es = [WeightMap(p + "embed_in.weight", (V, d), ("tok_emb.weight",))]
-    for i in range(cfg.n_layers):
+    for i in range(cfg.core.n_layers):
         t, b = f"{p}layers.{i}.", f"blocks.{i}."
         qkv = tuple(f"{b}attn.{n}_proj" for n in "qkv")
         es += [
@@ -78,7 +78,7 @@ def _neox_entries(cfg: GPTConfig) -> list[WeightMap]:
             es.append(WeightMap(f"{t}{theirs}.bias", shape[:1], (f"{b}{ours}.bias",)))
     es.append(WeightMap(p + "final_layer_norm.weight", (d,), ("norm_f.weight",)))
     es.append(WeightMap(p + "final_layer_norm.bias", (d,), ("norm_f.bias",)))
-    if not cfg.tie_embeddings:
+    if not cfg.core.tie_embeddings:
         es.append(WeightMap("embed_out.weight", (V, d), ("lm_head.weight",)))
     return es
 
@@ -94,15 +94,16 @@ def _norm_entries(cfg: GPTConfig, t: str, b: str) -> list[WeightMap]:
             ("post_feedforward_layernorm", "post_norm2"),
         ),
         "output": (("post_attention_layernorm", "norm1"), ("post_feedforward_layernorm", "norm2")),
-    }[cfg.norm_position]
+    }[cfg.normalization.norm_position]
     return [
-        WeightMap(f"{t}{theirs}.weight", (cfg.d_model,), (f"{b}{ours}.weight",)) for theirs, ours in names
+        WeightMap(f"{t}{theirs}.weight", (cfg.core.d_model,), (f"{b}{ours}.weight",))
+        for theirs, ours in names
     ]
 
 
 def _attention_entries(model_type: str, cfg: GPTConfig, t: str, b: str) -> list[WeightMap]:
-    d, H, H_kv, d_k = cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.d_head
-    qkv_bias, o_bias = cfg.bias in ("all", "qkv"), cfg.bias == "all"
+    d, H, H_kv, d_k = cfg.core.d_model, cfg.attention.n_heads, cfg.kv_heads, cfg.d_head
+    qkv_bias, o_bias = cfg.core.bias in ("all", "qkv"), cfg.core.bias == "all"
     es: list[WeightMap] = []
     rows = {"q": H * d_k, "k": H_kv * d_k, "v": H_kv * d_k}
     if model_type == "phi3":  # [W_Q; W_K; W_V] in one matrix
@@ -122,15 +123,15 @@ def _attention_entries(model_type: str, cfg: GPTConfig, t: str, b: str) -> list[
     es.append(WeightMap(t + "self_attn.o_proj.weight", (d, H * d_k), (b + "attn.o_proj.weight",)))
     if o_bias:
         es.append(WeightMap(t + "self_attn.o_proj.bias", (d,), (b + "attn.o_proj.bias",)))
-    if cfg.qk_rmsnorm:
-        every = cfg.qk_norm_scope == "all"  # OLMo 2: over all heads
+    if cfg.attention.qk_rmsnorm:
+        every = cfg.attention.qk_norm_scope == "all"  # OLMo 2: over all heads
         es += [
             WeightMap(
                 f"{t}self_attn.{n}_norm.weight", (rows[n] if every else d_k,), (f"{b}attn.{n}_norm.weight",)
             )
             for n in "qk"
         ]
-    if cfg.attn_sinks:
+    if cfg.attention.attn_sinks:
         es.append(WeightMap(t + "self_attn.sinks", (H,), (b + "attn.sinks",)))
     return es
 
@@ -150,14 +151,14 @@ def _deinterleaved(n: int, rotary: int, every: int, start: int) -> tuple[int, ..
 def _latent_entries(cfg: GPTConfig, t: str, b: str, interleaved: bool) -> list[WeightMap]:
     """DeepSeek-V3's multi-head latent attention (its rotary rows de-interleaved when ``interleaved``:
     module docstring)."""
-    d, H, r = cfg.d_model, cfg.n_heads, int(cfg.kv_lora_rank or 0)
+    d, H, r = cfg.core.d_model, cfg.attention.n_heads, int(cfg.attention.kv_lora_rank or 0)
     nope, rope, qk, dv = cfg.qk_nope_dim, cfg.qk_rope_dim, cfg.qk_dim, cfg.v_dim
     a = t + "self_attn."
     q_rows = _deinterleaved(H * qk, rope, qk, nope) if interleaved else ()
     kv_rows = _deinterleaved(r + rope, rope, r + rope, r) if interleaved else ()
     es: list[WeightMap] = []
-    if cfg.q_lora_rank:
-        rq = cfg.q_lora_rank
+    if cfg.attention.q_lora_rank:
+        rq = cfg.attention.q_lora_rank
         es += [
             WeightMap(a + "q_a_proj.weight", (rq, d), (b + "attn.q_a.weight",)),
             WeightMap(a + "q_a_layernorm.weight", (rq,), (b + "attn.q_a_norm.weight",)),
@@ -181,7 +182,7 @@ def _latent_entries(cfg: GPTConfig, t: str, b: str, interleaved: bool) -> list[W
 
 def _mlp_entries(model_type: str, cfg: GPTConfig, t: str, b: str, width: int) -> list[WeightMap]:
     """A gated MLP of ``width`` at ``t`` (theirs, ``...mlp.``) → ``b`` (ours): gate, up, down."""
-    d = cfg.d_model
+    d = cfg.core.d_model
     if model_type == "phi3":  # [W_gate; W_up] in one matrix
         return [
             WeightMap(t + "gate_up_proj.weight", (2 * width, d), (b + "w_gate.weight", b + "w_up.weight")),
@@ -191,7 +192,7 @@ def _mlp_entries(model_type: str, cfg: GPTConfig, t: str, b: str, width: int) ->
     es: list[WeightMap] = []
     for theirs, ours, shape in zip(names, ("w_gate", "w_up", "w_down"), ((width, d), (width, d), (d, width))):
         es.append(WeightMap(f"{t}{theirs}.weight", shape, (f"{b}{ours}.weight",)))
-        if cfg.bias == "all":
+        if cfg.core.bias == "all":
             es.append(WeightMap(f"{t}{theirs}.bias", shape[:1], (f"{b}{ours}.bias",)))
     return es
 
@@ -199,7 +200,7 @@ def _mlp_entries(model_type: str, cfg: GPTConfig, t: str, b: str, width: int) ->
 def _moe_entries(model_type: str, cfg: GPTConfig, t: str, b: str, stacked: bool = True) -> list[WeightMap]:
     """A mixture-of-experts block: the router, the experts (one by one, or gpt-oss's ``stacked`` ones),
     the shared experts and DeepSeek's choice bias."""
-    d, E, f = cfg.d_model, int(cfg.n_experts or 0), cfg.expert_hidden
+    d, E, f = cfg.core.d_model, int(cfg.feed_forward.n_experts or 0), cfg.expert_hidden
     if model_type == "gpt_oss":
         m, x = t + "mlp.", b + "mlp.experts."
         router = [
@@ -248,13 +249,13 @@ def _moe_entries(model_type: str, cfg: GPTConfig, t: str, b: str, stacked: bool 
         ]
     m = t + ("block_sparse_moe." if model_type == "mixtral" else "mlp.")
     es = [WeightMap(m + "gate.weight", (E, d), (b + "mlp.gate.weight",))]
-    if cfg.router_choice_bias:
+    if cfg.feed_forward.router_choice_bias:
         es.append(WeightMap(m + "gate.e_score_correction_bias", (E,), (b + "mlp.choice_bias",)))
     for e in range(E):
         es += _mlp_entries(model_type, cfg, f"{m}experts.{e}.", f"{b}mlp.experts.{e}.", f)
-    if cfg.n_shared_experts:
+    if cfg.feed_forward.n_shared_experts:
         shared = "shared_expert." if model_type == "qwen2_moe" else "shared_experts."
         es += _mlp_entries(model_type, cfg, m + shared, b + "mlp.shared.", cfg.shared_hidden)
-    if cfg.shared_expert_gate:  # Qwen2-MoE's σ gate of the shared expert: [1, d]
+    if cfg.feed_forward.shared_expert_gate:  # Qwen2-MoE's σ gate of the shared expert: [1, d]
         es.append(WeightMap(m + "shared_expert_gate.weight", (1, d), (b + "mlp.shared_gate.weight",)))
     return es
