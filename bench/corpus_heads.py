@@ -117,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     batches = [ids for _, ids in prompt_batches(source, settings, bos_prefix(lm.tokenizer, args.seq_len), B)]
     cfg = lm.config
     print(
-        f"{args.checkpoint}: {cfg.n_layers} layers × {cfg.n_heads} heads; {args.prompts} prompts × "
+        f"{args.checkpoint}: {cfg.core.n_layers} layers × {cfg.attention.n_heads} heads; "
+        f"{args.prompts} prompts × "
         f"{args.seq_len} tokens of {args.corpus} in batches of {B}; induction on random tokens measured "
         f"on {min(args.prompts, args.random_prompts)} of them"
     )
@@ -150,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{med['corpus'] / med['plain']:.2f}× (goal ≤ 2×); load average now {os.getloadavg()[0]:.2f}"
     )
     page, period = induction_scores(lm.model)
-    H = cfg.n_heads
+    H = cfg.attention.n_heads
     top = [divmod(int(i), H) for i in np.argsort(-page.reshape(-1), kind="stable")[:5]]
     print(f"top induction heads: the Metrics page (random block of {period}, twice) {_heads(top)}")
     for name in ("induction", "induction_random"):

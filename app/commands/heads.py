@@ -84,10 +84,10 @@ def _check_context(args) -> None:
         cfg = config_of(local_checkpoint(args.checkpoint))
     except (OSError, ValueError) as exc:
         raise UserError(str(exc)) from None
-    if args.seq_len > cfg.context_length:
+    if args.seq_len > cfg.core.context_length:
         raise UserError(
-            f"--seq-len {args.seq_len}: the model's context is {cfg.context_length} tokens; "
-            f"give at most {cfg.context_length}"
+            f"--seq-len {args.seq_len}: the model's context is {cfg.core.context_length} tokens; "
+            f"give at most {cfg.core.context_length}"
         )
 
 
@@ -139,7 +139,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = ckpt.model.config
     how = "read from the cache" if result.from_cache else f"in {time.perf_counter() - t0:.1f} s"
     print(
-        f"heads of {args.checkpoint} over {args.corpus}: {cfg.n_layers} layers × {cfg.n_heads} heads, "
+        f"heads of {args.checkpoint} over {args.corpus}: {cfg.core.n_layers} layers × "
+        f"{cfg.attention.n_heads} heads, "
         f"{args.prompts} prompts of {args.seq_len} tokens ({how}); 95% bootstrap intervals over prompts"
     )
     for name in result.names:

@@ -91,7 +91,7 @@ def test_qk_map_is_the_commands_map_with_the_prompt_placed_in_it(lm):
     want = qk_map(lm.model, lm.tokenizer, resolve_source("task:induction"), 1, 3, n_prompts=4, seq_len=16)
     np.testing.assert_array_equal(got.points, want.points)
     assert got.corr_full == want.corr_full and got.token == want.token
-    T = len(encode_prompt(lm.tokenizer, TEXT, lm.config.context_length).ids)
+    T = len(encode_prompt(lm.tokenizer, TEXT, lm.config.core.context_length).ids)
     assert placed is not None and placed.points.shape == (2 * T, 2) and placed.token[:T] == list(TEXT[-T:])
     assert api.qk_map(lm, 0, 0, "task:induction", prompts=2, seq_len=12)[1] is None
 

@@ -128,7 +128,7 @@ def test_memory_is_bounded_by_the_settings_not_by_n(starter):
     """Between N = 16 and N = 64 the held statistics grow by the per-prompt score rows alone (S·L·H
     float32 a prompt), and so does what the run allocates at its peak, a pattern [L, H, T, T] per
     prompt being 450× more."""
-    L, H, T = starter.config.n_layers, starter.config.n_heads, 64
+    L, H, T = starter.config.core.n_layers, starter.config.attention.n_heads, 64
     row = len(SCORES) * L * H * 4
     small = _run_collector(starter.model, starter.tokenizer, 16)
     large = _run_collector(starter.model, starter.tokenizer, 64)

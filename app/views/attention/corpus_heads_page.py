@@ -204,7 +204,7 @@ class CorpusHeadsPage(AttentionPage):
         st, key = self.state, self.run_key()
         model = self._host.session.model if self._host is not None else None
         if model is not None:
-            self.tokens_spin.setMaximum(model.config.context_length)
+            self.tokens_spin.setMaximum(model.config.core.context_length)
         if self._host is not None and (edit := self.corpus_box.lineEdit()) is not None:
             edit.setPlaceholderText(f"the data: {self._host.corpus()}")
         res = st.corpus_result_for(key)

@@ -146,10 +146,10 @@ def _windows(model, tokenizer, source, n_prompts: int, seq_len: int, seed: int) 
     prefix = [int(i) for i in getattr(tokenizer, "prefix_ids", [])]
     if n_prompts < 1:
         raise QKMapError(f"prompts = {n_prompts}: take at least 1")
-    if seq_len < len(prefix) + 2 or seq_len > model.config.context_length:
+    if seq_len < len(prefix) + 2 or seq_len > model.config.core.context_length:
         raise QKMapError(
             f"seq-len = {seq_len}: must be from {len(prefix) + 2} to the model's context, "
-            f"{model.config.context_length}"
+            f"{model.config.core.context_length}"
         )
     gen = torch.Generator().manual_seed(seed)
     x, _ = source.get_batch("train", n_prompts, seq_len - len(prefix), gen)
@@ -159,10 +159,10 @@ def _windows(model, tokenizer, source, n_prompts: int, seq_len: int, seed: int) 
 
 
 def _check_head(config, layer: int, head: int | None = None) -> None:
-    if not 0 <= layer < config.n_layers:
-        raise QKMapError(f"layer {layer}: the model has layers 0 to {config.n_layers - 1}")
-    if head is not None and not 0 <= head < config.n_heads:
-        raise QKMapError(f"head {head}: the model has heads 0 to {config.n_heads - 1}")
+    if not 0 <= layer < config.core.n_layers:
+        raise QKMapError(f"layer {layer}: the model has layers 0 to {config.core.n_layers - 1}")
+    if head is not None and not 0 <= head < config.attention.n_heads:
+        raise QKMapError(f"head {head}: the model has heads 0 to {config.attention.n_heads - 1}")
 
 
 def _points(N: int, T: int, first: int, max_points: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -416,7 +416,7 @@ def qk_thumbnails(
     """Each head of ``layers`` (None: all) as a PCA map of up to ``max_points`` queries and keys, from
     one forward pass per batch of windows (AttentionViz's matrix view)."""
     cfg = model.config
-    layers = list(range(cfg.n_layers)) if layers is None else sorted({int(i) for i in layers})
+    layers = list(range(cfg.core.n_layers)) if layers is None else sorted({int(i) for i in layers})
     for layer in layers:
         _check_head(cfg, layer)
     x = _windows(model, tokenizer, source, n_prompts, seq_len, seed)
@@ -424,11 +424,11 @@ def qk_thumbnails(
     w, p = _points(N, T, len(getattr(tokenizer, "prefix_ids", [])), max_points, seed)
     kept = _run(model, x, layers, w, p)
     P = len(w)
-    out = np.zeros((len(layers), cfg.n_heads, 2 * P, 2), np.float32)
-    corr = np.full((len(layers), cfg.n_heads), np.nan, np.float32)
+    out = np.zeros((len(layers), cfg.attention.n_heads, 2 * P, 2), np.float32)
+    corr = np.full((len(layers), cfg.attention.n_heads), np.nan, np.float32)
     for row, layer in enumerate(layers):
         q_all, k_all = kept[layer]  # [P, H, d_k], [P, H_kv, d_k]
-        for h in range(cfg.n_heads):
+        for h in range(cfg.attention.n_heads):
             check()
             q, k = q_all[:, h], k_all[:, h // cfg.n_rep]
             norm = normalise(q, k)

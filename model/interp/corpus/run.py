@@ -129,7 +129,7 @@ def batch_size_for(config, settings: CorpusSettings) -> int:
     :data:`BATCH_LOGIT_BYTES`, from 1 to 16."""
     if settings.batch_size:
         return int(settings.batch_size)
-    per_prompt = settings.seq_len * config.vocab_size * 4
+    per_prompt = settings.seq_len * config.core.vocab_size * 4
     return max(1, min(16, BATCH_LOGIT_BYTES // max(1, per_prompt)))
 
 
@@ -154,7 +154,7 @@ def corpus_run(
     for settings or a corpus no run can take, before any forward pass, and
     :class:`model.progress.Cancelled` when cancelled (the cache untouched)."""
     cfg = model.config
-    check_settings(settings, cfg.context_length)
+    check_settings(settings, cfg.core.context_length)
     source = source if source is not None else open_source(settings.corpus, tokenizer)
     prefix = bos_prefix(tokenizer, settings.seq_len)
     # a corpus shorter than one prompt is refused here, before anything is run
@@ -206,7 +206,7 @@ def _stream(model, source: DataSource, settings: CorpusSettings, prefix: list[in
         collector.at(start, ids.numpy())
         run_with_trace(model, ids, kinds=(), hooks=collector.hooks(points))
         seeds = range(settings.seed + start, settings.seed + min(start + n, settings.random_prompts))
-        rand = np.array([repeated_sequence(cfg.vocab_size, period, seed=s).tokens for s in seeds])
+        rand = np.array([repeated_sequence(cfg.core.vocab_size, period, seed=s).tokens for s in seeds])
         if len(rand):
             collector.at(start, rand)
             run_with_trace(model, torch.from_numpy(rand), kinds=(), hooks=collector.random_hooks(period))

@@ -53,7 +53,7 @@ class Collector:
     layer), filled batch by batch: set :meth:`at` before each forward pass."""
 
     def __init__(self, config, n_prompts: int, *, top_k: int, context: int, window: int, prefix: int):
-        L, H = config.n_layers, config.n_heads
+        L, H = config.core.n_layers, config.attention.n_heads
         self.config = config
         self.window = int(window)
         self.prefix = int(prefix)
@@ -62,7 +62,7 @@ class Collector:
             "attention": TopExamples.empty("attention", L, H, top_k, context),
             "z": TopExamples.empty("z", L, H, top_k, context),
         }
-        E = int(getattr(config, "n_experts", 0) or 0)
+        E = int(config.feed_forward.n_experts or 0)
         self.router_load = np.full((n_prompts, L, E), np.nan, dtype=np.float32) if E else None
         self._first = 0
         self._ids = np.zeros((0, 0), dtype=np.int64)
@@ -86,7 +86,7 @@ class Collector:
 
     def hooks(self, points) -> list:
         pairs = []
-        for layer in range(self.config.n_layers):
+        for layer in range(self.config.core.n_layers):
             pairs.append((f"blocks.{layer}.attn.pattern", self._pattern_hook(layer)))
             pairs.append((f"blocks.{layer}.attn.z", self._z_hook(layer)))
             if self.router_load is not None and f"blocks.{layer}.mlp.chosen" in points:
@@ -174,7 +174,7 @@ class Collector:
 
             return fn
 
-        return [(f"blocks.{layer}.attn.pattern", hook(layer)) for layer in range(self.config.n_layers)]
+        return [(f"blocks.{layer}.attn.pattern", hook(layer)) for layer in range(self.config.core.n_layers)]
 
 
 def _arrays(t: TopExamples) -> list[np.ndarray]:
