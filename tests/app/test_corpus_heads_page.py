@@ -42,10 +42,11 @@ def test_the_run_shows_every_heads_scores_with_intervals_and_l1h3_tops_induction
     assert page.table.table.rowCount() == 2 * 4
     page.table.sort_by("induction")
     assert page.table.head_at(0) == (1, 3)
-    col = res.names.index("induction") + 2
+    col = res.names.index("induction") + 1
     low, high = res.interval("induction")
-    text = page.table.table.item(0, col).text()
-    assert text == f"{res.score('induction')[1, 3]:.2f} [{low[1, 3]:.2f}, {high[1, 3]:.2f}]"
+    assert page.table.table.item(0, col).text() == f"{res.score('induction')[1, 3]:.2f}"
+    text = f"{res.score('induction')[1, 3]:.2f} [{low[1, 3]:.2f}, {high[1, 3]:.2f}]"
+    assert text in page.table.table.item(0, col).toolTip()  # the interval, as the card gives it
     # the map of the score chosen is the [L, H] means
     page.score_box.setCurrentText("prev_token")
     np.testing.assert_allclose(page.map_plot.matrix, res.score("prev_token"), rtol=1e-6)

@@ -20,7 +20,7 @@ from app.widgets.palette import run_color
 if TYPE_CHECKING:
     from model.interp.corpus import HeadScores
 
-HOVER_HINT = "Hover over a head to name it; click for its card."
+HOVER_HINT = "Hover: a head's name; click: its card."
 #: How near (pixels) the pointer must be to a head to name it.
 NEAR_PX = 8
 

@@ -86,6 +86,14 @@ class CorpusHeadsPage(AttentionPage):
             "first two principal components."
         )
 
+    def _fit_table(self) -> None:
+        """The table as wide as its columns (none cut, no sideways scrolling), the map the rest."""
+        total = sum(self.top_split.sizes())
+        need = self.table.horizontalHeader().length() + self.table.verticalScrollBar().sizeHint().width()
+        need += 2 * self.table.frameWidth() + 2
+        if total > need:
+            self.top_split.setSizes([need, total - need])
+
     def build(self) -> None:
         lay = QVBoxLayout(self)
         lay.addWidget(blurb_label(self.blurb))
@@ -95,14 +103,13 @@ class CorpusHeadsPage(AttentionPage):
         self.prompts_spin.setRange(1, 100_000)
         self.tokens_spin.setRange(2, 4096)
         self.score_box = QComboBox()
-        self.score_box.setMinimumContentsLength(16)
+        self.score_box.setMinimumContentsLength(6)
         self.csv_button = QPushButton("Export CSV…")
         self.csv_button.setToolTip(
             "The heads × scores table: each score's mean, low and high, and the cluster"
         )
         for label, w in (
             ("Corpus", self.corpus_box), ("Prompts", self.prompts_spin), ("Tokens", self.tokens_spin),
-            ("Map", self.score_box),
         ):  # fmt: skip
             bar.addWidget(QLabel(label + ":"))
             bar.addWidget(w)
@@ -138,10 +145,18 @@ class CorpusHeadsPage(AttentionPage):
         card_lay.setContentsMargins(0, 0, 0, 0)
         card_lay.addWidget(self.card)
         card_lay.addWidget(self.examples_view, 1)
+        map_box = QWidget()  # the score's map, under its chooser
+        map_lay = QVBoxLayout(map_box)
+        map_lay.setContentsMargins(0, 0, 0, 0)
+        map_row = QHBoxLayout()
+        map_row.addWidget(QLabel("Map:"))
+        map_row.addWidget(self.score_box, 1)
+        map_lay.addLayout(map_row)
+        map_lay.addWidget(self.map_plot, 1)
         self.top_split = QSplitter(Qt.Orientation.Horizontal)
         self.top_split.addWidget(self.table)
-        self.top_split.addWidget(self.map_plot)
-        self.top_split.setSizes([780, 460])
+        self.top_split.addWidget(map_box)
+        self.top_split.setSizes([1000, 200])  # the table first: every column in sight
         self.bottom_split = QSplitter(Qt.Orientation.Horizontal)
         self.bottom_split.addWidget(card_box)
         self.bottom_split.addWidget(self.alike)
@@ -258,6 +273,7 @@ class CorpusHeadsPage(AttentionPage):
     def _draw(self) -> None:
         res = self._result
         self.table.show_result(res)
+        self._fit_table()
         names = list(res.names) if res is not None else []
         if [self.score_box.itemText(i) for i in range(self.score_box.count())] != names:
             self.score_box.blockSignals(True)

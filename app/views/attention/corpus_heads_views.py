@@ -1,8 +1,8 @@
 """What the Heads-over-a-corpus page draws its result with, apart from the page: the heads × scores
-table (:class:`ScoresTable`, sortable by any column: the numbers sort, not their text), each score as
-"mean [low, high]" (:func:`interval_text`), and a top example as HTML with its key and query tokens
-highlighted (:func:`example_html`, from the example's own line of text, whose key is in «» and query
-in ⟦⟧: :meth:`model.interp.corpus.TopExamples.texts`)."""
+table (:class:`ScoresTable`, sortable by any column: the numbers sort, not their text; each cell the
+mean, its tooltip "mean [low, high]", :func:`interval_text`, as the head's card shows it), and a top
+example as HTML with its key and query tokens highlighted (:func:`example_html`, from the example's
+own line of text, whose key is in «» and query in ⟦⟧: :meth:`model.interp.corpus.TopExamples.texts`)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,23 @@ KEY_STYLE = "background:#f6c9c9; color:#000; font-weight:bold"
 QUERY_STYLE = "background:#c6dbf0; color:#000; font-weight:bold"
 #: a query that is its own key
 SELF_STYLE = "background:#ddc6f0; color:#000; font-weight:bold"
+
+
+#: Each score's column header: short, so that every column shows at 1024 px without the table
+#: scrolling sideways (the header's tooltip and the head's card give the full name and the interval).
+SHORT = {
+    "prev_token": "prev",
+    "induction": "ind",
+    "induction_random": "ind\nrand",
+    "duplicate_token": "dup",
+    "sink": "sink",
+    "entropy": "ent",
+    "distance": "dist",
+    "local": "loc",
+    "self_score": "self",
+}
+#: the header's role holding the score's full name
+NAME_ROLE = Qt.ItemDataRole.UserRole + 3
 
 
 def interval_text(mean: float, low: float, high: float) -> str:
@@ -70,20 +87,23 @@ class ScoresTable(QTableView):
         self.table.clear()
         if result is None:
             return
-        self.table.setHorizontalHeaderLabels(["head", "cluster", *result.names])
+        names = ["head", *result.names]
+        self.table.setHorizontalHeaderLabels([SHORT.get(n, n) for n in names])
+        for c, n in enumerate(names):
+            self.table.horizontalHeaderItem(c).setData(n, NAME_ROLE)
+            self.table.horizontalHeaderItem(c).setToolTip(n if c else "layer and head")
         L, H = result.shape
         for layer in range(L):
             for head in range(H):
                 name = QStandardItem(f"L{layer}H{head}")
                 name.setData(layer * H + head, SORT_ROLE)
                 name.setData((layer, head), HEAD_ROLE)
-                label = int(result.clusters.labels[layer, head])
-                cluster = QStandardItem(result.clusters.names[label])
-                cluster.setData(label, SORT_ROLE)
-                row = [name, cluster]
-                for i in range(len(result.names)):
+                name.setToolTip(f"cluster {result.clusters.names[int(result.clusters.labels[layer, head])]}")
+                row = [name]
+                for i, score in enumerate(result.names):
                     m, lo, hi = (float(a[i, layer, head]) for a in (result.mean, result.low, result.high))
-                    item = QStandardItem(interval_text(m, lo, hi))
+                    item = QStandardItem("n/a" if math.isnan(m) else f"{m:.2f}".replace("-", "−"))
+                    item.setToolTip(f"{score}: {interval_text(m, lo, hi)} (95% over prompts)")
                     item.setData(-math.inf if math.isnan(m) else m, SORT_ROLE)
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                     row.append(item)
@@ -93,10 +113,8 @@ class ScoresTable(QTableView):
             self.table.sort(header.sortIndicatorSection(), header.sortIndicatorOrder())
 
     def sort_by(self, score: str, descending: bool = True) -> None:
-        """Sort by column ``score`` ("head", "cluster" or a score's name), as a click on its header."""
-        labels = [
-            self.table.headerData(c, Qt.Orientation.Horizontal) for c in range(self.table.columnCount())
-        ]
+        """Sort by column ``score`` ("head" or a score's name), as a click on its header."""
+        labels = [self.table.horizontalHeaderItem(c).data(NAME_ROLE) for c in range(self.table.columnCount())]
         order = Qt.SortOrder.DescendingOrder if descending else Qt.SortOrder.AscendingOrder
         self.sortByColumn(labels.index(score), order)
 

@@ -128,7 +128,7 @@ class QKMapPage(AttentionPage):
         self.thumbs_view.setBackground("w")
         self.thumbs_view.setMenuEnabled(False)
         self.thumbs_view.setMouseEnabled(False, False)
-        self.thumbs_view.getPlotItem().setTitle("Every head (PCA): click one to map it", size="9pt")
+        self.thumbs_view.getPlotItem().setTitle("Every head: click one to map it", size="9pt")
         self.thumbs_view.invertY(True)
         self.thumb_q = pg.ScatterPlotItem(size=2, pen=None, brush=pg.mkBrush(*QUERY_RGB, 160))
         self.thumb_k = pg.ScatterPlotItem(size=2, pen=None, brush=pg.mkBrush(*KEY_RGB, 160))
