@@ -12,7 +12,11 @@ Its parts: ``slot`` (:class:`~app.session.model_slot.ModelSlot`: the shown model
 (:class:`~app.session.training_run.TrainingRun`: training here) and ``follow``
 (:class:`~app.session.follow.FollowedRun`: a run another process writes). Each reaches
 the session only through its declared host protocol; the session re-emits their signals and reads
-their fields under the names below (read freely from the GUI thread; change only through methods):
+their fields under the names below (read freely from the GUI thread; change only through methods).
+The inputs ``config``, ``source``, ``device`` and ``train_settings`` are
+:class:`~app.session.fields.Announced`: each is set in one place (``_use_config``, ``_use_source``,
+``set_device``, ``set_train_settings``) and emits its signal (``configChanged``, ``dataChanged``,
+``deviceChanged`` with its name, ``trainSettingsChanged``) whenever it changes:
 
 =====================  ===========================================================================
 the data and the next model
@@ -85,7 +89,7 @@ DEFAULT_SOURCE = "builtin:stdlib"
 class Session(QObject):
     """Shared state of the app; see the module docstring for the fields and the parts."""
 
-    #: the validated config changed (GPTConfig); the model may not be rebuilt yet
+    #: the validated config changed (GPTConfig): a new model's, or the next one's (not rebuilt yet)
     configChanged = Signal(object)
     #: the data source changed (DataSource)
     dataChanged = Signal(object)
@@ -122,13 +126,11 @@ class Session(QObject):
 
     def __init__(self, parent: QObject | None = None, *, history_bytes: int = 64 * 2**20):
         super().__init__(parent)
-        # the data and the next model
-        self.config: GPTConfig = default_config()
-        self.source: Any = None
+        # the data and the next model (``config``, ``source`` and ``device``: announced fields, below)
+        self._use_config(default_config())
         self.source_spec: str = ""
         self.edits = Edits()  # what the setup panels hold that Start must wait for (``set_edit``)
         self.device_choice: str = "auto"
-        self.device: torch.device | None = None
         self.initialising = ""  # while the window sets up, what it does ("opening X"; Start says it)
         # the parts (see the module docstring)
         self.slot = ModelSlot(history_bytes)
@@ -145,6 +147,10 @@ class Session(QObject):
             part.finished.connect(self.trainingFinished)
         self.follow.updated.connect(self.followUpdated)
 
+    # the inputs (the table in the module docstring): each announces its change when set to a new value
+    config: Announced[GPTConfig] = Announced("configChanged")
+    source: Announced[Any] = Announced("dataChanged")
+    device: Announced[torch.device | None] = Announced("deviceChanged", announce=str)
     #: the TrainSettings the next Start uses (a running worker keeps its own)
     train_settings: Announced[TrainSettings | None] = Announced("trainSettingsChanged")
 
@@ -285,11 +291,9 @@ class Session(QObject):
             raise ValueError("the device can only be changed while no training runs")
         device = pick_device(choice)
         self.device_choice = choice
-        changed = str(device) != str(self.device)
-        self.device = device
-        if changed:
+        if str(device) != str(self.device):
             self.slot.move_to(device)
-            self.deviceChanged.emit(str(device))
+        self.device = device  # the one place it changes: ``deviceChanged`` when it is another
 
     def set_source(self, spec: str) -> None:
         """Resolve and use a data source; raises the data layer's clear error when it cannot.
@@ -308,14 +312,12 @@ class Session(QObject):
                 source = None  # e.g. a synthetic task, or characters it cannot encode: a fresh model
         if source is None:
             source = resolve_source(spec)
-        self.source = source
-        self.source_spec = spec
-        self.config = self.config.with_vocab(source.tokenizer.vocab_size)
         untrained = self.trainer is None and self.checkpoint_path is None and not self.history
         if self.model is None:
             self.tokenizer = source.tokenizer
         self.probe.follow_source(source)
-        self.dataChanged.emit(source)
+        self._use_config(self.config.with_vocab(source.tokenizer.vocab_size))
+        self._use_source(source, spec)  # last: what listens to dataChanged sees all the rest new
         if (
             self.model is not None
             and untrained
@@ -329,8 +331,13 @@ class Session(QObject):
         if self.tokenizer is not None:
             config = config.with_vocab(self.tokenizer.vocab_size)
         config.validate()
-        self.config = config
-        self.configChanged.emit(config)
+        self._use_config(config)
+
+    def _use_config(self, config: GPTConfig) -> None:
+        self.config = config  # ``configChanged`` when it differs from the one before
+
+    def _use_source(self, source: Any, spec: str) -> None:
+        self.source_spec, self.source = spec, source  # ``dataChanged`` when it is another object
 
     def set_train_settings(self, settings: TrainSettings) -> None:
         """The TrainSettings the next Start uses (a running worker keeps its own); raises
@@ -369,9 +376,8 @@ class Session(QObject):
     def _install_model(self, model, config, *, trainer, history, path, meta=None) -> None:
         self.slot.show(model, trainer=trainer, path=path, meta=meta or {})
         self.slot.record.restart(history)
-        self.config = config
+        self._use_config(config)
         self.modelChanged.emit(model)
-        self.configChanged.emit(config)
         self.historyReset.emit()
 
     def install_trainer(self, trainer: Trainer, *, fresh: bool) -> None:
@@ -381,7 +387,7 @@ class Session(QObject):
         if fresh:
             self.historyReset.emit()
         if other:
-            self.config = trainer.model.config
+            self._use_config(trainer.model.config)
             self.modelChanged.emit(self.model)
 
     def begin_record(self) -> None:
@@ -403,9 +409,8 @@ class Session(QObject):
         """Show ``model`` (a followed run's checkpoint at ``path``) and keep the record as it is."""
         self.slot.show(model, trainer=self.trainer, path=path, meta=meta)
         self.slot.tokenizer = tokenizer
-        self.config = model.config
+        self._use_config(model.config)
         self.modelChanged.emit(model)
-        self.configChanged.emit(model.config)
 
     def add_events(self, events: list[dict]) -> None:
         self.slot.record.add_events(events)
@@ -465,9 +470,7 @@ class Session(QObject):
             self.train_settings = opened.trainer.settings
         self.tokenizer = opened.tokenizer
         if opened.source is not None and opened.source is not self.source:
-            self.source = opened.source
-            self.source_spec = opened.spec
-            self.dataChanged.emit(opened.source)
+            self._use_source(opened.source, opened.spec)
         self._install_model(
             opened.model,
             opened.model.config,

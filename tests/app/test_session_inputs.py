@@ -81,3 +81,49 @@ def test_start_leaves_the_sessions_training_settings_as_they_were_set(qtbot, tin
         s.start_training()
     assert s.train_settings is before and changed == []  # the run filled its device in its own copy
     assert s.trainer.settings.device == "cpu"
+
+
+def test_a_new_sources_vocabulary_is_announced_as_a_config_change(qtbot):
+    """No model yet: the next model's config takes the new data's vocabulary, and says so."""
+    from app.session.session import Session
+
+    s = Session()
+    s.set_source("task:copy")
+    before = s.config.vocab_size
+    configs, sources = [], []
+    s.configChanged.connect(configs.append)
+    s.dataChanged.connect(lambda src: sources.append((src, s.config)))
+    s.set_source("builtin:primer")
+    assert s.config.vocab_size == s.source.tokenizer.vocab_size != before
+    assert configs == [s.config]
+    assert sources == [(s.source, s.config)]  # the data's listeners see the config it made
+
+
+def test_a_trainer_of_another_model_announces_its_config(qtbot, tiny_session):
+    from model.train.trainer import Trainer
+
+    s = tiny_session
+    other = s.config.replace(n_layers=s.config.n_layers + 1)
+    trainer = Trainer(other, s.source, s.train_settings)
+    seen = []
+    s.configChanged.connect(lambda config: seen.append((config, s.model)))
+    s.install_trainer(trainer, fresh=True)
+    assert seen == [(trainer.model.config, trainer.model)]
+    assert s.config == trainer.model.config
+
+
+def test_every_input_set_on_the_session_announces_itself(qtbot, tiny_session):
+    """``config``, ``source`` and ``device`` cannot change silently, whoever sets them."""
+    from model.text.sources import resolve_source
+
+    s = tiny_session
+    seen = []
+    for signal in (s.configChanged, s.dataChanged, s.deviceChanged):
+        signal.connect(seen.append)
+    config = s.config.replace(n_layers=s.config.n_layers + 1)
+    source = resolve_source("task:copy")
+    s.config = config
+    s.source = source
+    s.config = config.replace()  # an equal value says nothing
+    s.set_device("cpu")  # the same device: nothing
+    assert seen == [config, source]
