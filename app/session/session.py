@@ -44,8 +44,13 @@ the record of the shown model (``slot.record``)
                        ``"following"`` (``follow.state``)
 =====================  ===========================================================================
 
-Signals are emitted in the GUI thread only (a burst of training steps becomes one
-``eventsAppended``; only the newest probe frame is ever drawn).
+The session is Qt-free: its signals are :class:`app.core.state.Signal` objects (a bound method connected
+to one is held weakly: a subscription never keeps its view alive), so it is made, driven and tested
+without a ``QApplication``. They are emitted in the GUI thread only: what a worker thread produces
+reaches the session through the Qt piece that owns the worker (the runs'
+:class:`~app.session.training_run.WorkerRun`, the :class:`~app.session.compute.ComputeWorker`), queued
+into the GUI thread (a burst of training steps becomes one ``eventsAppended``; only the newest probe
+frame is ever drawn).
 """
 
 from __future__ import annotations
@@ -55,10 +60,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, Signal
-
 from app.core.hub import Hub
 from app.core.jobs import JobBoard
+from app.core.state import Signal
 from app.session.compute import ComputeWorker
 from app.session.edits import Edits
 from app.session.fields import Announced, PartField
@@ -86,46 +90,45 @@ if TYPE_CHECKING:
 DEFAULT_SOURCE = "builtin:stdlib"
 
 
-class Session(QObject):
+class Session:
     """Shared state of the app; see the module docstring for the fields and the parts."""
 
     #: the validated config changed (GPTConfig): a new model's, or the next one's (not rebuilt yet)
-    configChanged = Signal(object)
+    configChanged = Signal()
     #: the data source changed (DataSource)
-    dataChanged = Signal(object)
+    dataChanged = Signal()
     #: the training settings the next Start uses changed (TrainSettings)
-    trainSettingsChanged = Signal(object)
+    trainSettingsChanged = Signal()
     #: a setup panel's edit changed what Start must wait for (the panel's name; ``edits``)
-    editsChanged = Signal(str)
+    editsChanged = Signal()
     #: a new model is current (GPT or None): built, loaded from a checkpoint, or replaced
-    modelChanged = Signal(object)
+    modelChanged = Signal()
     #: a new probe frame is the latest (an AttentionFrame); at most ~30 per second
-    traceUpdated = Signal(object)
+    traceUpdated = Signal()
     #: new training events (list of dicts), in step order
-    eventsAppended = Signal(list)
+    eventsAppended = Signal()
     #: the loss history was replaced (new run, checkpoint loaded): redraw from ``history``
     historyReset = Signal()
     #: one generated sample during training: (step, text)
-    sampleAdded = Signal(int, str)
+    sampleAdded = Signal()
     #: idle / starting / running / paused / stopping, or following (a run folder; app/session/follow.py)
-    trainingStateChanged = Signal(str)
+    trainingStateChanged = Signal()
     #: a run ended: reason "done" | "stopped" | "error", and a message
-    trainingFinished = Signal(str, str)
+    trainingFinished = Signal()
     #: the device for new work changed (its str)
-    deviceChanged = Signal(str)
+    deviceChanged = Signal()
     #: a checkpoint was written (its path)
-    checkpointSaved = Signal(str)
+    checkpointSaved = Signal()
     #: the probe prompt changed (str)
-    probePromptChanged = Signal(str)
+    probePromptChanged = Signal()
     #: something went wrong that the user should see: (title, message)
-    errorOccurred = Signal(str, str)
+    errorOccurred = Signal()
     #: a passing remark for the status bar
-    statusMessage = Signal(str)
+    statusMessage = Signal()
     #: a followed run folder's status, world size or newest checkpoint changed (app/session/follow.py)
     followUpdated = Signal()
 
-    def __init__(self, parent: QObject | None = None, *, history_bytes: int = 64 * 2**20):
-        super().__init__(parent)
+    def __init__(self, *, history_bytes: int = 64 * 2**20):
         # the data and the next model (``config``, ``source`` and ``device``: announced fields, below)
         self._use_config(default_config())
         self.source_spec: str = ""
@@ -137,15 +140,15 @@ class Session(QObject):
         self._compute: ComputeWorker | None = None
         self.jobs = JobBoard()  # the job model: every background job a page waits for
         self.hub = Hub()  # the tabs' requests of one another (app.session.messages)
-        self.probe = Probe(self, self)
-        self.run = TrainingRun(self, self)
-        self.follow = FollowedRun(self, self)
+        self.probe = Probe(self)
+        self.run = TrainingRun(self)
+        self.follow = FollowedRun(self)
         self.probe.promptChanged.connect(lambda _text: self.run.reprobe())
-        self.probe.promptChanged.connect(self.probePromptChanged)
+        self.probe.promptChanged.connect(self.probePromptChanged.emit)
         for part in (self.run, self.follow):
-            part.stateChanged.connect(self.trainingStateChanged)
-            part.finished.connect(self.trainingFinished)
-        self.follow.updated.connect(self.followUpdated)
+            part.stateChanged.connect(self.trainingStateChanged.emit)
+            part.finished.connect(self.trainingFinished.emit)
+        self.follow.updated.connect(self.followUpdated.emit)
 
     # the inputs (the table in the module docstring): each announces its change when set to a new value
     config: Announced[GPTConfig] = Announced("configChanged")
@@ -180,7 +183,7 @@ class Session(QObject):
     def compute(self) -> ComputeWorker:
         """The shared :class:`~app.session.compute.ComputeWorker` for a tab's own torch work (made lazily)."""
         if self._compute is None:
-            self._compute = ComputeWorker(self, self.jobs)
+            self._compute = ComputeWorker(board=self.jobs)
         return self._compute
 
     @property
