@@ -25,8 +25,9 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import MethodType
 from typing import Any, TypeVar
+
+from app.core.refs import Held, hold
 
 M = TypeVar("M")
 
@@ -41,18 +42,14 @@ class Unheard:
 class Subscription:
     """One handler of one message type on a :class:`Hub`; :meth:`cancel` ends it.
 
-    A bound method is held weakly (:class:`weakref.WeakMethod`): the subscription ends when its object
-    is collected. Any other callable is held strongly until :meth:`cancel`.
+    The handler is held as :func:`app.core.refs.hold` holds it: a bound method weakly (the
+    subscription ends when its object is collected), any other callable strongly until :meth:`cancel`.
     """
 
     def __init__(self, hub: Hub, message_type: type, handler: Callable[[Any], object]):
         self.message_type = message_type
         self._hub: weakref.ref[Hub] = weakref.ref(hub)
-        self._handler: Callable[[], Callable[[Any], object] | None]
-        if isinstance(handler, MethodType):
-            self._handler = weakref.WeakMethod(handler)
-        else:
-            self._handler = lambda: handler
+        self._handler: Held = hold(handler)
 
     @property
     def handler(self) -> Callable[[Any], object] | None:
@@ -84,8 +81,6 @@ class Hub:
     def subscribe(self, message_type: type[M], handler: Callable[[M], object]) -> Subscription:
         """Call ``handler(message)`` for every ``message_type`` published from now on, until the
         returned subscription is cancelled or the handler's object is gone."""
-        if not callable(handler):
-            raise TypeError(f"{handler!r} is not callable")
         sub = Subscription(self, message_type, handler)
         self._subscriptions.setdefault(message_type, []).append(sub)
         return sub

@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from app.core.refs import Held, hold
+
 
 class Signal:
     """A list of callbacks: :meth:`connect`, :meth:`disconnect`, :meth:`emit`.
@@ -29,12 +31,13 @@ class Signal:
     Used as a class attribute it works like Qt's ``Signal``: each instance gets its own. ``emit``
     runs the callbacks synchronously in the calling thread, in the order they were connected, on a
     copy of the list (a callback may connect or disconnect others); an exception in a callback
-    propagates to the emitter. Callbacks are held strongly: disconnect what should not outlive the
-    emitter.
+    propagates to the emitter. A connection never keeps its subscriber alive: a bound method is held
+    weakly and is forgotten once its object is collected; a function or a lambda is held strongly
+    until :meth:`disconnect` (:func:`app.core.refs.hold`, the hub's rule too).
     """
 
     def __init__(self) -> None:
-        self._slots: list[Callable[..., Any]] = []
+        self._slots: list[Held] = []
         self._name = ""
 
     def __set_name__(self, owner, name: str) -> None:
@@ -51,9 +54,7 @@ class Signal:
 
     def connect(self, slot: Callable[..., Any]) -> Callable[..., Any]:
         """Call ``slot(*args)`` on every :meth:`emit`; returns ``slot`` (so it also works as a decorator)."""
-        if not callable(slot):
-            raise TypeError(f"{slot!r} is not callable")
-        self._slots.append(slot)
+        self._slots.append(hold(slot))
         return slot
 
     def disconnect(self, slot: Callable[..., Any] | None = None) -> None:
@@ -61,23 +62,28 @@ class Signal:
         if slot is None:
             self._slots.clear()
             return
-        for i, s in enumerate(self._slots):
-            if s == slot:  # == so that a bound method matches a new bound method of the same object
+        for i, held in enumerate(self._slots):
+            if held() == slot:  # == so that a bound method matches a new bound method of the same object
                 del self._slots[i]
                 return
         raise ValueError(f"{slot!r} is not connected to {self._name or 'this signal'}")
 
     def emit(self, *args: Any) -> None:
         """Call every connected slot with ``args``, now, in this thread."""
-        for slot in list(self._slots):
+        for held in list(self._slots):
+            slot = held()
+            if slot is None:  # its object is gone
+                if held in self._slots:
+                    self._slots.remove(held)
+                continue
             slot(*args)
 
     def receivers(self) -> int:
-        """How many slots are connected."""
-        return len(self._slots)
+        """How many slots are connected (and alive)."""
+        return sum(held() is not None for held in self._slots)
 
     def __repr__(self) -> str:
-        return f"<Signal {self._name or '(unnamed)'}: {len(self._slots)} slot(s)>"
+        return f"<Signal {self._name or '(unnamed)'}: {self.receivers()} slot(s)>"
 
 
 __all__ = ["Signal"]

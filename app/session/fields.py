@@ -4,19 +4,22 @@ session's name. Both are typed descriptors: ``session.model`` is a ``GPT | None`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar, overload
 
 T = TypeVar("T")
 
 
 class Announced(Generic[T]):
-    """A field that emits the owner's ``signal`` (a signal of one object argument) with the new value
-    whenever it is set to a value that differs from the old one; setting an equal value again says
-    nothing. Unset, it reads None."""
+    """A field that emits the owner's ``signal`` (a signal of one argument) with ``announce(value)``
+    (the new value itself by default; ``str`` for a device announced by name) whenever it is set to
+    a value that differs from the old one; setting an equal value again says nothing. Unset, it
+    reads None."""
 
-    def __init__(self, signal: str) -> None:
+    def __init__(self, signal: str, *, announce: Callable[[Any], Any] | None = None) -> None:
         self.signal = signal
         self.slot = f"_{signal}_value"
+        self.announce = announce
 
     @overload
     def __get__(self, obj: None, objtype: Any = None) -> Announced[T]: ...
@@ -32,7 +35,7 @@ class Announced(Generic[T]):
         if value is old or (value is not None and value == old):
             return
         obj.__dict__[self.slot] = value
-        getattr(obj, self.signal).emit(value)
+        getattr(obj, self.signal).emit(value if self.announce is None else self.announce(value))
 
 
 class PartField(Generic[T]):

@@ -21,8 +21,7 @@ from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from PySide6.QtCore import QObject, Signal
-
+from app.core.state import Signal
 from app.session.training_run import RunHost, WorkerRun, deliver
 from app.session.workers import LoopWorker, Mailbox
 
@@ -112,8 +111,8 @@ class FollowedRun(WorkerRun):
     #: the followed folder's status, world size or newest checkpoint changed
     updated = Signal()
 
-    def __init__(self, host: FollowHost, parent: QObject | None = None):
-        super().__init__(parent)
+    def __init__(self, host: FollowHost):
+        super().__init__()
         self.host = host
         #: the worker of the folder followed now, or None
         self.worker: FollowWorker | None = None

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from PySide6.QtCore import QObject, Signal
-
+from app.core.state import Signal
 from model.interp.frame import AttentionFrame
 from model.interp.probes import probe_frame
 
@@ -34,7 +33,7 @@ class ProbeHost(Protocol):
     def show_frames(self, frames: list[AttentionFrame]) -> None: ...
 
 
-class Probe(QObject):
+class Probe:
     """The probe prompt, the sample prompt, and the idle model's probe (see the module docstring).
 
     ``prompt``: what the live attention traces; ``sample_prompt``: what the samples generated while
@@ -43,10 +42,9 @@ class Probe(QObject):
     """
 
     #: the probe prompt changed (str)
-    promptChanged = Signal(str)
+    promptChanged = Signal()
 
-    def __init__(self, host: ProbeHost, parent: QObject | None = None):
-        super().__init__(parent)
+    def __init__(self, host: ProbeHost):
         self.host = host
         self.prompt = ""
         self.sample_prompt = ""

@@ -12,7 +12,11 @@ Its parts: ``slot`` (:class:`~app.session.model_slot.ModelSlot`: the shown model
 (:class:`~app.session.training_run.TrainingRun`: training here) and ``follow``
 (:class:`~app.session.follow.FollowedRun`: a run another process writes). Each reaches
 the session only through its declared host protocol; the session re-emits their signals and reads
-their fields under the names below (read freely from the GUI thread; change only through methods):
+their fields under the names below (read freely from the GUI thread; change only through methods).
+The inputs ``config``, ``source``, ``device`` and ``train_settings`` are
+:class:`~app.session.fields.Announced`: each is set in one place (``_use_config``, ``_use_source``,
+``set_device``, ``set_train_settings``) and emits its signal (``configChanged``, ``dataChanged``,
+``deviceChanged`` with its name, ``trainSettingsChanged``) whenever it changes:
 
 =====================  ===========================================================================
 the data and the next model
@@ -40,8 +44,13 @@ the record of the shown model (``slot.record``)
                        ``"following"`` (``follow.state``)
 =====================  ===========================================================================
 
-Signals are emitted in the GUI thread only (a burst of training steps becomes one
-``eventsAppended``; only the newest probe frame is ever drawn).
+The session is Qt-free: its signals are :class:`app.core.state.Signal` objects (a bound method connected
+to one is held weakly: a subscription never keeps its view alive), so it is made, driven and tested
+without a ``QApplication``. They are emitted in the GUI thread only: what a worker thread produces
+reaches the session through the Qt piece that owns the worker (the runs'
+:class:`~app.session.training_run.WorkerRun`, the :class:`~app.session.compute.ComputeWorker`), queued
+into the GUI thread (a burst of training steps becomes one ``eventsAppended``; only the newest probe
+frame is ever drawn).
 """
 
 from __future__ import annotations
@@ -51,10 +60,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, Signal
-
 from app.core.hub import Hub
 from app.core.jobs import JobBoard
+from app.core.state import Signal
 from app.session.compute import ComputeWorker
 from app.session.edits import Edits
 from app.session.fields import Announced, PartField
@@ -82,69 +90,70 @@ if TYPE_CHECKING:
 DEFAULT_SOURCE = "builtin:stdlib"
 
 
-class Session(QObject):
+class Session:
     """Shared state of the app; see the module docstring for the fields and the parts."""
 
-    #: the validated config changed (GPTConfig); the model may not be rebuilt yet
-    configChanged = Signal(object)
+    #: the validated config changed (GPTConfig): a new model's, or the next one's (not rebuilt yet)
+    configChanged = Signal()
     #: the data source changed (DataSource)
-    dataChanged = Signal(object)
+    dataChanged = Signal()
     #: the training settings the next Start uses changed (TrainSettings)
-    trainSettingsChanged = Signal(object)
+    trainSettingsChanged = Signal()
     #: a setup panel's edit changed what Start must wait for (the panel's name; ``edits``)
-    editsChanged = Signal(str)
+    editsChanged = Signal()
     #: a new model is current (GPT or None): built, loaded from a checkpoint, or replaced
-    modelChanged = Signal(object)
+    modelChanged = Signal()
     #: a new probe frame is the latest (an AttentionFrame); at most ~30 per second
-    traceUpdated = Signal(object)
+    traceUpdated = Signal()
     #: new training events (list of dicts), in step order
-    eventsAppended = Signal(list)
+    eventsAppended = Signal()
     #: the loss history was replaced (new run, checkpoint loaded): redraw from ``history``
     historyReset = Signal()
     #: one generated sample during training: (step, text)
-    sampleAdded = Signal(int, str)
+    sampleAdded = Signal()
     #: idle / starting / running / paused / stopping, or following (a run folder; app/session/follow.py)
-    trainingStateChanged = Signal(str)
+    trainingStateChanged = Signal()
     #: a run ended: reason "done" | "stopped" | "error", and a message
-    trainingFinished = Signal(str, str)
+    trainingFinished = Signal()
     #: the device for new work changed (its str)
-    deviceChanged = Signal(str)
+    deviceChanged = Signal()
     #: a checkpoint was written (its path)
-    checkpointSaved = Signal(str)
+    checkpointSaved = Signal()
     #: the probe prompt changed (str)
-    probePromptChanged = Signal(str)
+    probePromptChanged = Signal()
     #: something went wrong that the user should see: (title, message)
-    errorOccurred = Signal(str, str)
+    errorOccurred = Signal()
     #: a passing remark for the status bar
-    statusMessage = Signal(str)
+    statusMessage = Signal()
     #: a followed run folder's status, world size or newest checkpoint changed (app/session/follow.py)
     followUpdated = Signal()
 
-    def __init__(self, parent: QObject | None = None, *, history_bytes: int = 64 * 2**20):
-        super().__init__(parent)
-        # the data and the next model
-        self.config: GPTConfig = default_config()
-        self.source: Any = None
+    def __init__(self, *, history_bytes: int = 64 * 2**20):
+        # the data and the next model (``config``, ``source`` and ``device``: announced fields, below)
+        self._use_config(default_config())
         self.source_spec: str = ""
         self.edits = Edits()  # what the setup panels hold that Start must wait for (``set_edit``)
         self.device_choice: str = "auto"
-        self.device: torch.device | None = None
         self.initialising = ""  # while the window sets up, what it does ("opening X"; Start says it)
         # the parts (see the module docstring)
         self.slot = ModelSlot(history_bytes)
         self._compute: ComputeWorker | None = None
         self.jobs = JobBoard()  # the job model: every background job a page waits for
         self.hub = Hub()  # the tabs' requests of one another (app.session.messages)
-        self.probe = Probe(self, self)
-        self.run = TrainingRun(self, self)
-        self.follow = FollowedRun(self, self)
+        self.probe = Probe(self)
+        self.run = TrainingRun(self)
+        self.follow = FollowedRun(self)
         self.probe.promptChanged.connect(lambda _text: self.run.reprobe())
-        self.probe.promptChanged.connect(self.probePromptChanged)
+        self.probe.promptChanged.connect(self.probePromptChanged.emit)
         for part in (self.run, self.follow):
-            part.stateChanged.connect(self.trainingStateChanged)
-            part.finished.connect(self.trainingFinished)
-        self.follow.updated.connect(self.followUpdated)
+            part.stateChanged.connect(self.trainingStateChanged.emit)
+            part.finished.connect(self.trainingFinished.emit)
+        self.follow.updated.connect(self.followUpdated.emit)
 
+    # the inputs (the table in the module docstring): each announces its change when set to a new value
+    config: Announced[GPTConfig] = Announced("configChanged")
+    source: Announced[Any] = Announced("dataChanged")
+    device: Announced[torch.device | None] = Announced("deviceChanged", announce=str)
     #: the TrainSettings the next Start uses (a running worker keeps its own)
     train_settings: Announced[TrainSettings | None] = Announced("trainSettingsChanged")
 
@@ -174,7 +183,7 @@ class Session(QObject):
     def compute(self) -> ComputeWorker:
         """The shared :class:`~app.session.compute.ComputeWorker` for a tab's own torch work (made lazily)."""
         if self._compute is None:
-            self._compute = ComputeWorker(self, self.jobs)
+            self._compute = ComputeWorker(board=self.jobs)
         return self._compute
 
     @property
@@ -285,11 +294,9 @@ class Session(QObject):
             raise ValueError("the device can only be changed while no training runs")
         device = pick_device(choice)
         self.device_choice = choice
-        changed = str(device) != str(self.device)
-        self.device = device
-        if changed:
+        if str(device) != str(self.device):
             self.slot.move_to(device)
-            self.deviceChanged.emit(str(device))
+        self.device = device  # the one place it changes: ``deviceChanged`` when it is another
 
     def set_source(self, spec: str) -> None:
         """Resolve and use a data source; raises the data layer's clear error when it cannot.
@@ -308,14 +315,12 @@ class Session(QObject):
                 source = None  # e.g. a synthetic task, or characters it cannot encode: a fresh model
         if source is None:
             source = resolve_source(spec)
-        self.source = source
-        self.source_spec = spec
-        self.config = self.config.with_vocab(source.tokenizer.vocab_size)
         untrained = self.trainer is None and self.checkpoint_path is None and not self.history
         if self.model is None:
             self.tokenizer = source.tokenizer
         self.probe.follow_source(source)
-        self.dataChanged.emit(source)
+        self._use_config(self.config.with_vocab(source.tokenizer.vocab_size))
+        self._use_source(source, spec)  # last: what listens to dataChanged sees all the rest new
         if (
             self.model is not None
             and untrained
@@ -329,8 +334,13 @@ class Session(QObject):
         if self.tokenizer is not None:
             config = config.with_vocab(self.tokenizer.vocab_size)
         config.validate()
-        self.config = config
-        self.configChanged.emit(config)
+        self._use_config(config)
+
+    def _use_config(self, config: GPTConfig) -> None:
+        self.config = config  # ``configChanged`` when it differs from the one before
+
+    def _use_source(self, source: Any, spec: str) -> None:
+        self.source_spec, self.source = spec, source  # ``dataChanged`` when it is another object
 
     def set_train_settings(self, settings: TrainSettings) -> None:
         """The TrainSettings the next Start uses (a running worker keeps its own); raises
@@ -369,9 +379,8 @@ class Session(QObject):
     def _install_model(self, model, config, *, trainer, history, path, meta=None) -> None:
         self.slot.show(model, trainer=trainer, path=path, meta=meta or {})
         self.slot.record.restart(history)
-        self.config = config
+        self._use_config(config)
         self.modelChanged.emit(model)
-        self.configChanged.emit(config)
         self.historyReset.emit()
 
     def install_trainer(self, trainer: Trainer, *, fresh: bool) -> None:
@@ -381,7 +390,7 @@ class Session(QObject):
         if fresh:
             self.historyReset.emit()
         if other:
-            self.config = trainer.model.config
+            self._use_config(trainer.model.config)
             self.modelChanged.emit(self.model)
 
     def begin_record(self) -> None:
@@ -403,9 +412,8 @@ class Session(QObject):
         """Show ``model`` (a followed run's checkpoint at ``path``) and keep the record as it is."""
         self.slot.show(model, trainer=self.trainer, path=path, meta=meta)
         self.slot.tokenizer = tokenizer
-        self.config = model.config
+        self._use_config(model.config)
         self.modelChanged.emit(model)
-        self.configChanged.emit(model.config)
 
     def add_events(self, events: list[dict]) -> None:
         self.slot.record.add_events(events)
@@ -465,9 +473,7 @@ class Session(QObject):
             self.train_settings = opened.trainer.settings
         self.tokenizer = opened.tokenizer
         if opened.source is not None and opened.source is not self.source:
-            self.source = opened.source
-            self.source_spec = opened.spec
-            self.dataChanged.emit(opened.source)
+            self._use_source(opened.source, opened.spec)
         self._install_model(
             opened.model,
             opened.model.config,

@@ -16,8 +16,9 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from PySide6.QtCore import QObject, Signal, SignalInstance
+from PySide6.QtCore import QObject
 
+from app.core.state import Signal
 from app.session.model_files import check_fits
 from app.session.workers import TrainWorker, drain_timer
 from model.budget.sizing import ModelTooLarge
@@ -55,8 +56,8 @@ class RunHost(Protocol):
     sample_every: int
     sample_prompt: str
     edits: Edits
-    errorOccurred: SignalInstance
-    statusMessage: SignalInstance
+    errorOccurred: Signal
+    statusMessage: Signal
 
     @property
     def is_training(self) -> bool: ...
@@ -133,15 +134,21 @@ class WorkerRun(QObject):
     """What a run in a background :class:`~app.session.workers.LoopWorker` shares, whether this process
     trains it (:class:`TrainingRun`) or another one writes it (:class:`~app.session.follow.FollowedRun`):
     its ``state`` and ``stateChanged``, the ``worker`` (None once it ended), the ~30 Hz drain of its
-    mailbox (a subclass's ``_drain``) and how it ends (``finished``, :meth:`shutdown`)."""
+    mailbox (a subclass's ``_drain``) and how it ends (``finished``, :meth:`shutdown`).
+
+    The one Qt piece of the session's parts, because it owns a worker thread: the worker's Qt signals
+    reach its methods queued into the GUI thread (where it was made), and its drain timer runs there,
+    so what it announces (``stateChanged``, ``finished``: Qt-free :class:`~app.core.state.Signal` objects)
+    and what it tells the session is always in the GUI thread. Made without a ``QApplication`` it
+    works as well, but nothing of a worker arrives until an event loop runs."""
 
     #: the run's state: "idle" once it ended (the others are the subclass's)
-    stateChanged = Signal(str)
+    stateChanged = Signal()
     #: the run ended: a reason ("done", "stopped", "error") and a message
-    finished = Signal(str, str)
+    finished = Signal()
 
-    def __init__(self, parent: QObject | None = None):
-        super().__init__(parent)
+    def __init__(self) -> None:
+        super().__init__()
         self.state = "idle"
         self.worker: Any = None
         self._drain_timer = drain_timer(self, self._drain)
@@ -183,8 +190,8 @@ class TrainingRun(WorkerRun):
     "error" and a message.
     """
 
-    def __init__(self, host: RunHost, parent: QObject | None = None):
-        super().__init__(parent)
+    def __init__(self, host: RunHost):
+        super().__init__()
         self.host = host
         #: the worker of the run in progress, or None
         self.worker: TrainWorker | None = None
@@ -352,7 +359,7 @@ class TrainingRun(WorkerRun):
         worker.trainerReady.connect(self._on_trainer_ready)
         worker.stateChanged.connect(self._set_state)
         worker.finished.connect(self._on_worker_finished)
-        worker.saved.connect(s.mark_saved)
+        worker.saved.connect(self._on_saved)  # methods of this QObject: queued into the GUI thread
         self.worker = worker
         self._set_state("starting")
         self._drain_timer.start()
@@ -381,6 +388,9 @@ class TrainingRun(WorkerRun):
         """The probe prompt changed: probe again at the next gap between two steps."""
         if self.worker is not None:
             self.worker.reprobe()
+
+    def _on_saved(self, path: str, step: int) -> None:
+        self.host.mark_saved(path, step)
 
     def _on_trainer_ready(self, trainer: Trainer) -> None:
         if trainer is self._installed:  # already taken by a drain that came first

@@ -74,7 +74,6 @@ def create_window(
     elif init:
         session.initialising = "loading the default corpus and model"
     win = MainWindow(session, confirm_close=confirm_close, restore=restore, lazy=lazy)
-    session.setParent(win)
 
     def after_first_paint():
         try:

@@ -113,7 +113,7 @@ class MainWindow(QMainWindow):
         lazy: bool = False,
     ):
         super().__init__()
-        self.session = session if session is not None else Session(self)
+        self.session = session if session is not None else Session()
         self.settings = settings if settings is not None else AppSettings()
         self.confirm_close = confirm_close
         self._painted = False

@@ -203,3 +203,29 @@ def test_attention_state_keeps_only_results_of_the_current_run_and_heads():
     log.clear()
     s.clear()
     assert s.inspection is None and [name for name, _ in log] == ["cleared", "inspection_changed"]
+
+
+def test_a_subscriber_that_is_gone_is_neither_kept_alive_nor_called():
+    """A bound method is held weakly (as the hub holds its handlers); a lambda strongly."""
+    import gc
+    import weakref
+
+    t = Thing()
+    heard = []
+
+    class View:
+        def redraw(self, value):
+            heard.append(value)
+
+    view = View()
+    t.changed.connect(view.redraw)
+    t.changed.connect(lambda value: heard.append(("lambda", value)))
+    t.changed.emit(1)
+    assert heard == [1, ("lambda", 1)] and t.changed.receivers() == 2
+    gone = weakref.ref(view)
+    del view
+    gc.collect()
+    assert gone() is None  # the connection did not keep the view alive
+    t.changed.emit(2)
+    assert heard == [1, ("lambda", 1), ("lambda", 2)]  # nor is the view's method called
+    assert t.changed.receivers() == 1
