@@ -89,12 +89,12 @@ def test_a_new_sources_vocabulary_is_announced_as_a_config_change(qtbot):
 
     s = Session()
     s.set_source("task:copy")
-    before = s.config.vocab_size
+    before = s.config.core.vocab_size
     configs, sources = [], []
     s.configChanged.connect(configs.append)
     s.dataChanged.connect(lambda src: sources.append((src, s.config)))
     s.set_source("builtin:primer")
-    assert s.config.vocab_size == s.source.tokenizer.vocab_size != before
+    assert s.config.core.vocab_size == s.source.tokenizer.vocab_size != before
     assert configs == [s.config]
     assert sources == [(s.source, s.config)]  # the data's listeners see the config it made
 
@@ -103,7 +103,7 @@ def test_a_trainer_of_another_model_announces_its_config(qtbot, tiny_session):
     from model.train.trainer import Trainer
 
     s = tiny_session
-    other = s.config.replace(n_layers=s.config.n_layers + 1)
+    other = s.config.replace(n_layers=s.config.core.n_layers + 1)
     trainer = Trainer(other, s.source, s.train_settings)
     seen = []
     s.configChanged.connect(lambda config: seen.append((config, s.model)))
@@ -120,7 +120,7 @@ def test_every_input_set_on_the_session_announces_itself(qtbot, tiny_session):
     seen = []
     for signal in (s.configChanged, s.dataChanged, s.deviceChanged):
         signal.connect(seen.append)
-    config = s.config.replace(n_layers=s.config.n_layers + 1)
+    config = s.config.replace(n_layers=s.config.core.n_layers + 1)
     source = resolve_source("task:copy")
     s.config = config
     s.source = source
@@ -150,7 +150,7 @@ s.build_model(seed=0)
 from PySide6.QtCore import QCoreApplication
 assert QCoreApplication.instance() is None
 assert "PySide6.QtWidgets" not in sys.modules
-assert s.model is not None and s.model.config == s.config and s.config.n_layers == 2
+assert s.model is not None and s.model.config == s.config and s.config.core.n_layers == 2
 assert heard[0] == "cpu" and heard[2] is s.source, heard  # (heard[1]: the source's vocabulary)
 assert heard[-2:] == [s.config, s.model], heard
 import threading
