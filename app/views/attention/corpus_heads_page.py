@@ -87,10 +87,13 @@ class CorpusHeadsPage(AttentionPage):
         )
 
     def _fit_table(self) -> None:
-        """The table as wide as its columns (none cut, no sideways scrolling), the map the rest."""
+        """The table never narrower than its columns (none cut, no sideways scrolling); the map takes
+        the rest, and what the window gains or loses."""
+        self.table.resizeColumnsToContents()
+        bar = self.table.verticalScrollBar().sizeHint().width()
+        need = self.table.horizontalHeader().length() + bar + 2 * self.table.frameWidth() + 4
+        self.table.setMinimumWidth(need)
         total = sum(self.top_split.sizes())
-        need = self.table.horizontalHeader().length() + self.table.verticalScrollBar().sizeHint().width()
-        need += 2 * self.table.frameWidth() + 2
         if total > need:
             self.top_split.setSizes([need, total - need])
 
@@ -157,6 +160,8 @@ class CorpusHeadsPage(AttentionPage):
         self.top_split.addWidget(self.table)
         self.top_split.addWidget(map_box)
         self.top_split.setSizes([1000, 200])  # the table first: every column in sight
+        self.top_split.setStretchFactor(0, 0)
+        self.top_split.setStretchFactor(1, 1)
         self.bottom_split = QSplitter(Qt.Orientation.Horizontal)
         self.bottom_split.addWidget(card_box)
         self.bottom_split.addWidget(self.alike)
