@@ -147,3 +147,15 @@ def test_a_result_of_the_previous_model_is_marked_stale(qtbot, page):
     assert page.job_bar.greyed and veil.target.isAncestorOf(page.table)
     assert page.split.count() == 2  # the veil is no pane of its own (a QSplitter makes one of every child)
     qtbot.waitUntil(lambda: tab.session.compute.idle, timeout=TIMEOUT)
+
+
+def test_a_head_card_gives_its_layers_router_load_with_intervals_most_chosen_first():
+    from types import SimpleNamespace
+
+    from app.views.attention.corpus_heads_views import router_text
+
+    load = np.array([[np.nan] * 3, [0.2, 0.5, 0.3]])  # a dense layer 0, then three experts
+    res = SimpleNamespace(router_load=load, router_low=load - 0.05, router_high=load + 0.05)
+    assert router_text(res, 0) == "" and router_text(SimpleNamespace(router_load=None), 1) == ""
+    text = router_text(res, 1, most=2)
+    assert text.index("e1 <b>50%</b> [45, 55]") < text.index("e2 <b>30%</b> [25, 35]") and "1 more" in text

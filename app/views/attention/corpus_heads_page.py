@@ -41,7 +41,7 @@ from PySide6.QtWidgets import (
 from app.views.attention.base import AttentionPage, blurb_label, lines_label
 from app.views.attention.corpus_box import corpus_box
 from app.views.attention.corpus_heads_alike import HeadsAlikePlot
-from app.views.attention.corpus_heads_views import ScoresTable, example_html, interval_text
+from app.views.attention.corpus_heads_views import ScoresTable, example_html, interval_text, router_text
 from app.widgets.matrix_plot import MatrixPlot
 
 if TYPE_CHECKING:
@@ -326,7 +326,11 @@ class CorpusHeadsPage(AttentionPage):
             f"{n} <b>{interval_text(float(m), float(lo), float(hi))}</b>"
             for n, m, lo, hi in zip(res.names, *values, strict=True)
         )
-        self.card.setText(f"<b>L{layer}H{head}</b>, cluster <b>{html.escape(cluster)}</b>: {cells}")
+        router = router_text(res, layer)
+        self.card.setText(
+            f"<b>L{layer}H{head}</b>, cluster <b>{html.escape(cluster)}</b>: {cells}"
+            + (f"<br>{router}" if router else "")
+        )
         parts = []
         for kind, title in EXAMPLE_TITLES.items():
             ex, texts = res.examples[kind], res.example_texts[kind]

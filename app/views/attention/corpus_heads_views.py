@@ -11,6 +11,7 @@ import math
 import re
 from typing import TYPE_CHECKING
 
+import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView
@@ -50,6 +51,22 @@ def interval_text(mean: float, low: float, high: float) -> str:
     if math.isnan(mean):
         return "n/a"
     return f"{mean:.2f} [{low:.2f}, {high:.2f}]".replace("-", "−")
+
+
+def router_text(result, layer: int, most: int = 8) -> str:
+    """A mixture of experts' router load in ``layer`` for the head's card: each expert's mean share of
+    the choices over prompts with its 95% interval, the most chosen first (at most ``most``); "" for a
+    dense model or a dense layer."""
+    load = getattr(result, "router_load", None)
+    if load is None or layer >= len(load) or not np.isfinite(load[layer]).any():
+        return ""
+    low, high = result.router_low[layer], result.router_high[layer]
+    order = [int(e) for e in np.argsort(-np.nan_to_num(load[layer], nan=-1.0))[:most]]
+    cells = " · ".join(
+        f"e{e} <b>{100 * load[layer][e]:.0f}%</b> [{100 * low[e]:.0f}, {100 * high[e]:.0f}]" for e in order
+    )
+    more = len(load[layer]) - len(order)
+    return f"layer {layer}'s router, share of choices: {cells}" + (f" · {more} more" if more > 0 else "")
 
 
 def example_html(line: str) -> str:
@@ -132,4 +149,4 @@ class ScoresTable(QTableView):
                 return
 
 
-__all__ = ["ScoresTable", "example_html", "interval_text"]
+__all__ = ["ScoresTable", "example_html", "interval_text", "router_text"]
