@@ -28,6 +28,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,60 +199,57 @@ class Reference:
 class Job:
     """The reference process, computed once per test run in ``folder``, a folder all of the run's
     processes share (``make test``'s two xdist workers both collect the real-model tests; before, each
-    started its own ~25 s reference). The first process to ask claims the folder (``claimed``, created
-    exclusively) and starts the computation, which holds an exclusive ``flock`` on ``lock`` for its
-    whole life; every process, the claimer included, waits for that lock in :meth:`result`. The kernel
-    drops the lock when the computation ends, however it ends, so no one waits on a dead process."""
+    started its own ~25 s reference). An exclusive ``flock`` on ``lock`` is the claim: the first process
+    to take it finds no ``claimed`` mark, marks it and starts the computation, which inherits the lock
+    and holds it for its whole life; every other process finds it held, or finds the mark, and waits
+    for the lock in :meth:`result`. The kernel drops the lock when the computation ends, however it
+    ends, so no one waits on a dead process and no one polls."""
 
     def __init__(self, gguf_path: Path, folder: Path):
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.out = self.folder / "out"
+        self.proc: subprocess.Popen | None = None
         self._reference: Reference | None = None
+        lock = os.open(self.folder / "lock", os.O_CREAT | os.O_RDWR)
         try:
-            os.close(os.open(self.folder / "claimed", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            return  # another process started it
-        self.out.mkdir()
-        root = Path(__file__).resolve().parent.parent
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)}
-        lock = os.open(self.folder / "lock", os.O_CREAT | os.O_WRONLY)
-        fcntl.flock(lock, fcntl.LOCK_EX)  # taken before the child starts: no one can wait too early
-        with open(self.folder / "log.txt", "wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.smollm2_reference", str(gguf_path), str(self.out)],
-                cwd=root,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                pass_fds=(lock,),  # the child holds the lock (the same open file) until it exits
-            )
-        os.close(lock)
-        (self.folder / "pid").write_text(str(proc.pid), encoding="utf-8")
-        self.proc = proc
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # another process holds the claim: its computation runs
+            if (self.folder / "claimed").exists():
+                return  # already computed (the lock is free again)
+            (self.folder / "claimed").touch()
+            self.out.mkdir()
+            root = Path(__file__).resolve().parent.parent
+            env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)}
+            with open(self.folder / "log.txt", "wb") as log:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "tests.smollm2_reference", str(gguf_path), str(self.out)],
+                    cwd=root,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(lock,),  # the child holds the lock (the same open file) until it exits
+                )
+            (self.folder / "pid").write_text(str(self.proc.pid), encoding="utf-8")
+        finally:
+            os.close(lock)  # ours only: the child's copy keeps the lock
 
     def result(self, timeout: float = 900) -> Reference:
         """Wait for the computation (at most ``timeout`` seconds) and read what it wrote."""
         if self._reference is None:
             t0 = time.monotonic()
-            while not (self.folder / "lock").exists():  # the claimer is between its two steps
-                if time.monotonic() - t0 > 60:
-                    raise RuntimeError(f"the transformers reference never started in {self.folder}")
-                time.sleep(0.05)
             lock = os.open(self.folder / "lock", os.O_RDONLY)
-            try:
-                while True:
-                    try:
-                        fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                        break
-                    except BlockingIOError:
-                        if time.monotonic() - t0 > timeout:
-                            late = f"the transformers reference took over {timeout:.0f} s"
-                            raise RuntimeError(late) from None
-                        time.sleep(0.1)
+            try:  # flock has no timeout: it blocks in a thread that is given up on after ``timeout``
+                waiter = threading.Thread(target=fcntl.flock, args=(lock, fcntl.LOCK_SH), daemon=True)
+                waiter.start()
+                waiter.join(timeout)
+                if waiter.is_alive():
+                    raise RuntimeError(f"the transformers reference took over {timeout:.0f} s")
             finally:
                 os.close(lock)
-            if getattr(self, "proc", None) is not None:
+            if self.proc is not None:
                 self.proc.wait()  # reap it (it has ended: its lock is free)
             done = self.out / "done.json"
             if not done.exists():
