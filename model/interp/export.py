@@ -76,8 +76,8 @@ import numpy.typing as npt
 import torch
 
 from model.atomic import write_atomic
+from model.interp.file_size import COPY_CHUNK
 from model.interp.npzfile import NpzWriter
-from model.interp.plan import COPY_CHUNK
 from model.interp.trace import Trace
 
 #: The file's keys for the square kinds → the trace's hook names. The format keeps its own names
@@ -207,18 +207,24 @@ def npz_bytes(arrays: Mapping[str, npt.ArrayLike]) -> int:
     return sum(np.asarray(a).nbytes for a in arrays.values())
 
 
-def write_npz(path: str | Path, fill: Callable[[NpzWriter], None], *, compress: bool = False) -> Path:
+def write_npz(
+    path: str | Path, fill: Callable[[NpzWriter], None], *, compress: bool = False, ahead: int = 0
+) -> Path:
     """A .npz written atomically at ``path`` (``.npz`` appended if missing; a temporary file in the
     same folder, then a rename, removed on any error or interrupt): ``fill(writer)`` reserves and adds
     its entries (:class:`~model.interp.npzfile.NpzWriter`; a forward pass may run inside it, filling
     reserved entries as it goes), then the zip is closed. ``compress``: the stored zip, in an unnamed
-    temporary file beside it, is deflated into the file (twice the disk while it runs)."""
+    temporary file beside it, is deflated into the file (twice the disk while it runs). ``ahead``:
+    bytes written behind (:class:`~model.interp.npzfile.NpzWriter`; 0: each write done at once)."""
     path = npz_path(path)
 
     def stored(fh) -> None:
-        npz = NpzWriter(fh)
-        fill(npz)
-        npz.close()
+        npz = NpzWriter(fh, ahead=ahead)
+        try:
+            fill(npz)
+            npz.close()
+        finally:
+            npz.stop()
 
     def deflated(fh) -> None:
         with tempfile.TemporaryFile(dir=path.parent) as raw:  # unnamed: gone whatever happens

@@ -9,6 +9,24 @@ from model.config import GPTConfig
 from model.errors import AttentionLabError
 from model.interp.pooling import block_size
 
+#: Bytes written at a time into an .npz (``model.interp.npzfile``): a piece of a row, of the logits.
+COPY_CHUNK = 2**20
+#: Bytes of logits [rows, V] unembedded at a time into an .npz written as it is computed: each block
+#: reads the whole unembedding, so small blocks are slow (64 rows of Gemma 3's 262,144 took 1.5x the
+#: time of one [1024, V] product here, 256 rows 1.1x).
+LOGITS_BLOCK = 256 * 2**20
+#: Bytes an .npz written as it is computed may hold waiting for its writer thread
+#: (:class:`model.interp.npzfile.WriteBehind`): a block of logits, or the pieces of layers made ahead.
+WRITE_AHEAD = LOGITS_BLOCK
+
+
+def write_ahead(file_bytes: int) -> int:
+    """Bytes written behind for an .npz of ``file_bytes`` (:class:`model.interp.npzfile.WriteBehind`):
+    :data:`WRITE_AHEAD` for a file of gigabytes, whose writing the page cache throttles to the
+    disk's speed, so that computing overlaps it; 0 (written at once) for a smaller one, which the
+    page cache takes as fast as it comes."""
+    return WRITE_AHEAD if file_bytes >= 4 * WRITE_AHEAD else 0
+
 
 class DiskTooSmall(AttentionLabError, ValueError):
     """An export whose file does not fit on its disk: one line with the numbers."""

@@ -32,6 +32,7 @@ import torch
 from model.config import GPTConfig
 from model.interp.analysis.pipeline import PIPELINE_KINDS, head_pipeline
 from model.interp.export import FILE_KEYS, inspection_arrays, write_npz
+from model.interp.file_size import export_file_bytes, write_ahead
 from model.interp.frame import AttentionFrame
 from model.interp.npzfile import NpzWriter, RowSink, write_rows
 from model.interp.plan import REQUIRED_KINDS, SQUARE_KINDS, PromptPlan, held_tokens, hook_names
@@ -272,7 +273,10 @@ def write_inspection(
             if not isinstance(value, RowSink):
                 npz.add(key, value)
 
-    return write_npz(path, fill, compress=compress)
+    file = export_file_bytes(
+        model.config, len(ids), squares=sum(k in SQUARE_KINDS for k in wanted), float16=float16
+    )
+    return write_npz(path, fill, compress=compress, ahead=write_ahead(file))
 
 
 def _square_shape(cfg: GPTConfig, T: int, layers: list[int] | None) -> tuple[int, int, int, int]:

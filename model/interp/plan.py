@@ -22,7 +22,13 @@ from model.budget import sizing
 from model.budget.arithmetic import human_bytes
 from model.budget.sizing import Available, ModelTooLarge, Need, largest_knob, load_need, size_or_zero
 from model.config import GPTConfig
-from model.interp.file_size import DiskTooSmall, export_file_bytes, streamed_file_bytes
+from model.interp.file_size import (
+    LOGITS_BLOCK,
+    DiskTooSmall,
+    export_file_bytes,
+    streamed_file_bytes,
+    write_ahead,
+)
 from model.interp.pooling import MAX_CELL, block_size
 from model.interp.prompt import Prompt, PromptError, Tokenizer, encode_prompt
 from model.interp.threads import pick_threads
@@ -36,12 +42,6 @@ EXPERT_KINDS = ("router", "chosen", "gates")
 LAYER_KINDS = HEAD_KINDS + STREAM_KINDS + NORM_KINDS + EXPERT_KINDS
 GLOBAL_KINDS = ("ln_final",)
 ALL_KINDS = LAYER_KINDS + GLOBAL_KINDS
-#: Bytes written at a time into an .npz (``model.interp.npzfile``): a piece of a row, of the logits.
-COPY_CHUNK = 2**20
-#: Bytes of logits [rows, V] unembedded at a time into an .npz written as it is computed: each block
-#: reads the whole unembedding, so small blocks are slow (64 rows of Gemma 3's 262,144 took 1.5x the
-#: time of one [1024, V] product here, 256 rows 1.1x).
-LOGITS_BLOCK = 256 * 2**20
 #: The kinds' names before they took their hook points' → the hook name: refused wherever a kind is
 #: given (:func:`hook_name`). The .npz format keeps two as file keys (``model.interp.export.FILE_KEYS``).
 RETIRED = {"weights": "pattern", "scores_scaled": "scores", "head_out": "z", "resid_final": "ln_final"}
@@ -130,7 +130,9 @@ def inspection_need(
       of 64 query rows ``3·4·B·H·64·T``; plus the layer's activations ``4·B·T·(4·d + 3·f)``, ``f``
       the feed-forward's width in flight (:func:`_ffn_width`);
     * ``to_file``: the logits are unembedded into the file a block of ``r`` rows at a time
-      (``4·V·r`` ≈ :data:`LOGITS_BLOCK`): ``4·B·V·min(T, r)`` in place of ``4·B·T·V``;
+      (``4·V·r`` ≈ :data:`LOGITS_BLOCK`): ``4·B·V·min(T, r)`` in place of ``4·B·T·V``; and, for a
+      file of gigabytes, what waits for the writer thread (:func:`~model.interp.file_size.write_ahead`:
+      the block before, or layers made ahead);
     * ``with_model``: :func:`~model.budget.sizing.load_need` (a model not built yet).
 
     Within 15% of the peak resident set measured for the families' shapes
@@ -141,18 +143,11 @@ def inspection_need(
     T, B = max(1, size_or_zero(seq_len)), max(1, size_or_zero(batch))
     E, k = (size_or_zero(ff.n_experts), size_or_zero(ff.n_experts_per_token)) if ff.n_experts else (0, 0)
     kinds = hook_names(kinds)
+    held = [k for k in kinds if not (to_file and k in SQUARE_KINDS)]
     trace = estimate_nbytes(
-        L,
-        H,
-        T,
-        d,
-        d_k,
-        kinds=[k for k in kinds if not (to_file and k in SQUARE_KINDS)],
-        bytes_per_value=bytes_per_value,
-        batch=B,
-        n_experts=E,
+        L, H, T, d, d_k, kinds=held, bytes_per_value=bytes_per_value, batch=B, n_experts=E,
         experts_per_token=k,
-    )
+    )  # fmt: skip
     square = 4 * B * H * T * T
     written_out = any(k in ("scores", "scores_raw") for k in kinds)
     softmax = (3 if att.attn_sinks and to_file else 2) * square
@@ -163,6 +158,9 @@ def inspection_need(
         "recorded heads" if not to_file else "recorded streams": trace,
         "the logits, or one layer in flight before them": max(4 * B * V * logit_rows, layer),
     }
+    file = B * export_file_bytes(cfg, T, squares=sum(k in SQUARE_KINDS for k in kinds))
+    if to_file and (ahead := write_ahead(file)):
+        parts["bytes waiting to be written"] = ahead
     if with_model:
         parts["the model"] = load_need(cfg, copies=1).total
     lower = f"the prompt's {T} tokens" if any(k in SQUARE_KINDS for k in kinds) else largest_knob(cfg)

@@ -94,17 +94,27 @@ class _Ids:
         dict(),
         dict(compress=True),
         dict(float16=True, kinds=("pattern", "resid_pre", "resid_mid", "resid_post"), layers=[0, 2]),
+        dict(behind=4096),
+        dict(behind=4096, float16=True),
     ],
 )
-def test_the_file_written_as_it_is_computed_is_np_savez_of_the_arrays(tmp_path, how):
+def test_the_file_written_as_it_is_computed_is_np_savez_of_the_arrays(tmp_path, monkeypatch, how):
     """``write_inspection`` writes each layer's squares at their place in the file as the forward
     pass makes them: ``np.load`` reads it exactly as ``np.savez`` of the arrays in memory (the same
-    keys, dtypes, shapes and values; every CRC right), and no temporary file is left beside it."""
+    keys, dtypes, shapes and values; every CRC right), and no temporary file is left beside it.
+    ``behind``: written behind by the writer thread (as a file of gigabytes is), 4 KiB waiting at
+    most, so the layers wait on it: the same file, and the thread gone after."""
+    import threading
     import zipfile
 
+    import model.interp.inspection as inspection
     from model.config import GPTConfig
     from model.interp.inspection import export_arrays, write_inspection
     from model.nn.gpt import init_model
+
+    behind = how.pop("behind", 0)
+    if behind:
+        monkeypatch.setattr(inspection, "write_ahead", lambda file_bytes: behind)
 
     cfg = GPTConfig(n_layers=3, d_model=32, n_heads=4, context_length=64, attn_sinks=True).with_vocab(300)
     model = init_model(cfg, seed=5)
@@ -123,6 +133,7 @@ def test_the_file_written_as_it_is_computed_is_np_savez_of_the_arrays(tmp_path, 
         assert z.testzip() is None
         method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
         assert {i.compress_type for i in z.infolist()} == {method}
+    assert not [t for t in threading.enumerate() if t.name == "npz write-behind"]
 
 
 @pytest.mark.parametrize("when", ["forward", "assembly"])
@@ -159,3 +170,42 @@ def test_a_write_stopped_on_the_way_removes_every_temporary_and_keeps_the_old_fi
     assert [p.name for p in tmp_path.iterdir()] == [
         "att.npz"
     ] and old.read_bytes() == b"the user's earlier export"
+
+
+def test_a_full_disk_met_by_the_writer_thread_stops_the_export_and_keeps_the_old_file(tmp_path, monkeypatch):
+    """Written behind, a write that fails in the writer thread (a full disk) is raised in the caller
+    at its next write or at the end: the export stops with one line, the half-written file is gone,
+    the old file whole, the thread ended."""
+    import errno
+    import threading
+
+    import model.interp.inspection as inspection
+    import model.interp.npzfile as npzfile
+    from model.atomic import WriteError
+    from model.config import GPTConfig
+    from model.interp.inspection import write_inspection
+    from model.nn.gpt import init_model
+
+    model = init_model(
+        GPTConfig(n_layers=3, d_model=32, n_heads=4, context_length=64).with_vocab(256), seed=0
+    )
+    old = tmp_path / "att.npz"
+    old.write_bytes(b"the user's earlier export")
+    monkeypatch.setattr(inspection, "write_ahead", lambda file_bytes: 4096)
+    written = []
+    real = npzfile.os.pwrite
+
+    def pwrite(fd, data, at):
+        if threading.current_thread().name != "npz write-behind":
+            return real(fd, data, at)  # the local headers, written by the caller at the end
+        written.append(len(data))
+        if sum(written) > 20_000:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data, at)
+
+    monkeypatch.setattr(npzfile.os, "pwrite", pwrite)
+    with pytest.raises(WriteError, match="No space left"):
+        write_inspection(model, _Ids(), list(range(30)), old)
+    assert [p.name for p in tmp_path.iterdir()] == ["att.npz"]
+    assert old.read_bytes() == b"the user's earlier export"
+    assert not [t for t in threading.enumerate() if t.name == "npz write-behind"]

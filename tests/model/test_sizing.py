@@ -149,7 +149,8 @@ def test_an_export_holds_the_logits_or_one_layer_and_the_disk_decides_what_the_f
     alone, _ = plan_file_export(LONG, T, budget=need.total, disk=weights)
     assert alone is not None and alone.dropped == ["scores_raw", "scores"] and alone.float16
     t0 = time.perf_counter()
-    none, why = plan_file_export(LONG, T, budget=need.total // 2, disk=weights - 1)
+    alone_need = inspection_need(LONG, T, kinds=tuple(alone.kinds), to_file=True)
+    none, why = plan_file_export(LONG, T, budget=alone_need.total - 1, disk=weights - 1)
     assert none is None and "of memory is needed" in why
     assert time.perf_counter() - t0 < 0.1
 
@@ -212,3 +213,17 @@ def test_resume_checks_the_optimizer_state_shapes(tiny_config, tiny_settings):
     fresh = Trainer(tiny_config, resolve_source("task:copy"), tiny_settings)
     with pytest.raises(ValueError, match="optimizer state shapes do not match the model"):
         fresh.load_state(state)
+
+
+def test_an_export_of_gigabytes_counts_the_bytes_waiting_for_its_writer_thread():
+    """A file of gigabytes is written behind (the computing overlaps the writing): what waits for the
+    writer thread is in the estimate; a small file is written at once and counts nothing for it."""
+    from model.interp.file_size import WRITE_AHEAD, write_ahead
+
+    big, small = 2048, 64
+    assert write_ahead(export_file_bytes(LONG, big, squares=3)) == WRITE_AHEAD
+    assert write_ahead(export_file_bytes(LONG, small, squares=3)) == 0
+    parts = inspection_need(LONG, big, kinds=KINDS, to_file=True).parts
+    assert parts["bytes waiting to be written"] == WRITE_AHEAD
+    assert "bytes waiting to be written" not in inspection_need(LONG, small, kinds=KINDS, to_file=True).parts
+    assert "bytes waiting to be written" not in inspection_need(LONG, big, kinds=KINDS).parts
