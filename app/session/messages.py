@@ -9,6 +9,7 @@ message                     asked by                            answered by
 ==========================  ==================================  ===================================
 :class:`CompareRuns`        History ("compare these steps")     Compare: the runs, A − B shown
 :class:`InspectPrompt`      Train (generation: "this prompt")   Attention: the prompt run
+:class:`OpenFeature`        Attention (a feature on the prompt) Features: that feature's dashboard
 :class:`ShowTab`            :func:`ask`, after a request        the window: that tab brought forward
 ==========================  ==================================  ===================================
 
@@ -56,6 +57,24 @@ class InspectPrompt(TabRequest):
     text: str
 
 
+@dataclass(frozen=True)
+class OpenFeature(TabRequest):
+    """Show feature ``feature`` of the sparse autoencoder in the folder ``sae`` (SAELens's format):
+    its dashboard."""
+
+    tab: ClassVar[str] = "features"
+    sae: str
+    feature: int
+
+
+@dataclass(frozen=True)
+class SAEChosen:
+    """An announcement, not a request: the sparse autoencoder in the folder ``sae`` was trained or
+    opened, for pages that read features (the Attention tab's features on the prompt) to offer it."""
+
+    sae: str
+
+
 def ask(hub: Hub, request: TabRequest) -> bool:
     """Publish ``request`` on ``hub``; when a tab answered it, ask (:class:`ShowTab`) for that tab to be
     brought forward. False: no tab of this window answers it (it is not open)."""
@@ -68,4 +87,13 @@ def ask(hub: Hub, request: TabRequest) -> bool:
 #: every request a tab may make (a test checks that each names a tab of the registry)
 REQUESTS: tuple[type[TabRequest], ...] = (CompareRuns, InspectPrompt)
 
-__all__ = ["REQUESTS", "CompareRuns", "InspectPrompt", "ShowTab", "TabRequest", "ask"]
+__all__ = [
+    "REQUESTS",
+    "CompareRuns",
+    "InspectPrompt",
+    "OpenFeature",
+    "SAEChosen",
+    "ShowTab",
+    "TabRequest",
+    "ask",
+]
