@@ -1,8 +1,8 @@
 """The model configuration panel: every GPTConfig field as a widget, grouped, validated as you type.
 
 The form is a :class:`~app.widgets.dataclass_form.DataclassForm` (:func:`gpt_config_form`, which
-the Budget tab's editor uses too). Each field's tooltip is its line from
-``model.config.FIELD_HELP``. After every edit the form builds a :class:`GPTConfig` and asks it for
+the Budget tab's editor uses too). Each field's tooltip is the help line of its declaration in its
+part of the config. After every edit the form builds a :class:`GPTConfig` and asks it for
 ``problems()``: each problem is listed under the form, the fields it names are outlined in red, and
 :attr:`ConfigPanel.valid` turns False (the Train tab disables Start on ``validityChanged``). A valid
 config is handed to the session with ``Session.set_config``. Fields that have no effect under the
@@ -23,7 +23,7 @@ from app.widgets.config_form import gpt_config_form
 from app.widgets.layouts import pin_above, scrolled
 from model.budget.arithmetic import parameters
 from model.budget.sizing import ModelTooLarge
-from model.config import FIELD_HELP, GPTConfig, default_config
+from model.config import GPTConfig, default_config
 
 
 class ConfigPanel(QWidget):
@@ -47,7 +47,7 @@ class ConfigPanel(QWidget):
         self.form.validityChanged.connect(self.validityChanged)
         self.widgets = self.form.widgets
         self.vocab_label = QLabel("set by the tokenizer")
-        self.vocab_label.setToolTip(FIELD_HELP["vocab_size"])
+        self.vocab_label.setToolTip(self.form.tips["vocab_size"])
         self.vocab_label.setWordWrap(True)  # "49152 (set by the tokenizer)" in a 320 px dock: two lines
         self.form.forms["Size"].insertRow(0, self.form.label("vocab_size"), self.vocab_label)
         layout.addWidget(self.form)

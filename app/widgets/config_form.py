@@ -1,7 +1,8 @@
 """The form of every GPTConfig field, grouped and labelled (:func:`gpt_config_form`): the Model panel's
 editor and the Budget tab's are this one form.
 
-Each field's tooltip is its line from ``model.config.FIELD_HELP``; choices come from ``CHOICES``; fields
+Each field's tooltip is the help its declaration gives and its choices the ones it declares
+(:func:`model.config.parts.base.declare`, read by the form from the field's metadata); fields
 that have no effect under the other choices are switched off (``norm_bias`` under RMSNorm); fields added
 to GPTConfig later appear automatically in "Other".
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.widgets.dataclass_form import DataclassForm, FieldSpec
-from model.config import CHOICES, FIELD_HELP, GPTConfig
+from model.config import GPTConfig
 
 #: Field groups, in order; fields not listed go into "Other".
 GROUPS: list[tuple[str, list[str]]] = [
@@ -231,8 +232,8 @@ def gpt_config_form(
     int_max: dict[str, int] = INT_MAX,
     **options: Any,
 ) -> DataclassForm:
-    """A :class:`DataclassForm` of every GPTConfig field: grouped, labelled, tooltips from
-    ``FIELD_HELP``, choices from ``CHOICES``, dropout as a spin box, the enable rules above."""
+    """A :class:`DataclassForm` of every GPTConfig field: grouped, labelled, each field's tooltip and
+    choices from its declaration, dropout as a spin box, the enable rules above."""
     specs = {name: FieldSpec(maximum=m) for name, m in int_max.items()}
     specs["dropout"] = FieldSpec(minimum=0.0, maximum=0.95, decimals=2, step=0.05)
     specs["sliding_window"] = FieldSpec(maximum=int_max.get("sliding_window", 1048576), special="off")
@@ -248,9 +249,7 @@ def gpt_config_form(
         GPTConfig,
         groups=groups,
         labels=LABELS,
-        tips=FIELD_HELP,
         specs=specs,
-        choices=CHOICES,
         enable_rules=ENABLE_RULES,
         problem_fields=PROBLEM_FIELDS,
         **options,

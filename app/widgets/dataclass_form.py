@@ -1,6 +1,7 @@
 """DataclassForm: a form built from a dataclass's fields, with their tooltips, validation and rules.
 
-One widget per field, chosen from its type: a combo box for a field with choices, a check box for
+One widget per field, chosen from its type: a combo box for a field with choices (the ``choices``
+mapping, else the field's ``metadata["choices"]``), a check box for
 ``bool``, a spin box for ``int`` (``int | None``: the minimum, 0, reads as None and shows a special
 text such as "auto"), a line edit for ``float`` (or a spin box when the field's :class:`FieldSpec`
 asks for one) and for text. Fields are grouped in boxes; fields no group names go into a last group,
@@ -182,6 +183,8 @@ class DataclassForm(QWidget):
         skip = set(hidden) | set(self._fixed())
         for f in fields.values():
             self.tips[f.name] = (tips or {}).get(f.name) or f.metadata.get("help") or f.name
+            if f.name not in self.choices and "choices" in f.metadata:
+                self.choices[f.name] = tuple(f.metadata["choices"])
             spec = self.specs.get(f.name)
             if spec is not None and spec.tip:
                 self.tips[f.name] = spec.tip

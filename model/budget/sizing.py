@@ -29,7 +29,6 @@ and which value to lower; ``override=True`` (``--no-size-check``, or the environ
 
 from __future__ import annotations
 
-import math
 import os
 import resource
 from collections.abc import Callable
@@ -51,7 +50,6 @@ __all__ = [
     "Need",
     "available_memory",
     "check",
-    "check_config_file_shapes",
     "generation_need",
     "largest_knob",
     "load_need",
@@ -429,24 +427,3 @@ def skip_init_on_meta():
             return func(*args, **kwargs)
 
     return _SkipInitOnMeta()
-
-
-# ---------------------------------------------------------------------------------------------
-# a config.json checked against the file it describes, before anything is built
-# ---------------------------------------------------------------------------------------------
-def check_config_file_shapes(cfg: GPTConfig, shapes: dict[str, tuple[int, ...]], where: str) -> None:
-    """Raise ValueError when ``cfg`` implies more (or fewer) parameters than the file holds.
-
-    Cheap (arithmetic on the header): run before the model is built, so a ``config.json`` that lies
-    about its size costs nothing. Tied matrices are stored once, so the file holds exactly the
-    parameter count of :func:`model.budget.arithmetic.parameters` for a checkpoint of ours.
-    """
-    held = sum(math.prod(s) for s in shapes.values())
-    implied = _param_count(cfg)
-    if implied != held:
-        knob = largest_knob(cfg)
-        knobs = knob if knob.startswith("n_layers=") else f"{knob}, n_layers={cfg.core.n_layers}"
-        raise ValueError(
-            f"config.json implies {implied:,} parameters ({knobs}) "
-            f"but {where} holds {held:,}: the config does not describe these weights"
-        )

@@ -76,8 +76,10 @@ Derived sizes (``None`` means "derive it"):
 ``validate()`` collects every problem at once and raises :class:`ConfigError` whose ``problems``
 list names each field and how to fix it.
 
-The fields come in parts (:mod:`model.config.parts`), each declaring its fields once (type and default)
-with its own checks and its own rows of the parameter count: ``cfg.core`` (vocab_size, context_length,
+The fields come in parts (:mod:`model.config.parts`), each declaring its fields once (type, default, a
+line of help, the choices or bounds of its value: :func:`~model.config.parts.base.declare`; the mappings
+:data:`FIELD_HELP`, :data:`CHOICES` and :data:`FLOAT_RANGES` are read from those declarations) with its
+own checks and its own rows of the parameter count: ``cfg.core`` (vocab_size, context_length,
 n_layers, d_model, causal, bias, tie_embeddings, dropout, embed_scale, final_softcap),
 ``cfg.attention``, ``cfg.feed_forward``, ``cfg.normalization`` and ``cfg.positional``. A config is
 composed of them and is read through them (``cfg.attention.n_kv_heads``); the flat names survive only as
@@ -95,15 +97,11 @@ from pathlib import Path
 from typing import Any
 
 from model.config.checks import config_problems
-from model.config.fields import (
+from model.config.fields import MAX_CONFIG_BYTES, MAX_ROPE_BASE, MAX_ROPE_CONTEXT
+from model.config.parts import (
     CHOICES,
     FIELD_HELP,
     FLOAT_RANGES,
-    MAX_CONFIG_BYTES,
-    MAX_ROPE_BASE,
-    MAX_ROPE_CONTEXT,
-)
-from model.config.parts import (
     PARTS,
     AttentionPart,
     CorePart,

@@ -1,19 +1,27 @@
 """The wording every config check shares: how a range's ends are written, whether a value is a whole
-number, a choice, a flag or a real number in its :data:`~model.config.fields.FLOAT_RANGES`, and the line
+number, a choice, a flag or a real number in its declared bounds, and the line
 each check adds when it is not. The parts of a config (:mod:`model.config.parts`) check their own fields
 with these, so that one kind of mistake reads the same whichever field it is in.
 
-Each check takes the object holding the field (a part, whose fields are named as the config's) and the
-field's name, and appends its problem to ``out``; those that return a ``bool`` say whether the value is
-valid (so that a check of how it agrees with other fields may run).
+Each check takes the part holding the field (whose fields are named as the config's, each declared with
+its choices or bounds: :meth:`~model.config.parts.base.Part.declared`) and the field's name, and appends
+its problem to ``out``; those that return a ``bool`` say whether the value is valid (so that a check of
+how it agrees with other fields may run).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TypeGuard
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, TypeGuard
 
-from model.config.fields import CHOICES, FLOAT_RANGES, MAX_ROPE_BASE
+from model.config.fields import MAX_ROPE_BASE
+
+
+class Part(Protocol):
+    """What a check needs of the part holding the field: each field's declaration
+    (:meth:`model.config.parts.base.Part.declared`)."""
+
+    def declared(self, name: str) -> Mapping[str, Any]: ...
 
 
 def fmt(x: float) -> str:
@@ -36,15 +44,20 @@ def is_positive_int(v: object) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool) and v > 0
 
 
-def out_of_range(holder: object, name: str) -> bool:
-    """Whether number field ``name`` is not a number in its :data:`FLOAT_RANGES` (NaN is not)."""
+def bounds(holder: Part, name: str) -> tuple[float, float]:
+    """The (lo, hi) that real-number field ``name`` is declared to lie in, both ends included."""
+    return holder.declared(name)["bounds"]
+
+
+def out_of_range(holder: Part, name: str) -> bool:
+    """Whether number field ``name`` is not a number in its :func:`bounds` (NaN is not)."""
     v = getattr(holder, name)
-    lo, hi = FLOAT_RANGES[name]
+    lo, hi = bounds(holder, name)
     return isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi
 
 
 def kind_problems(
-    holder: object,
+    holder: Part,
     *,
     sizes: Iterable[str] = (),
     optional_sizes: Iterable[str] = (),
@@ -52,7 +65,7 @@ def kind_problems(
     flags: Iterable[str] = (),
 ) -> list[str]:
     """The fields' kinds, in this order: sizes (whole numbers ≥ 1; ``optional_sizes`` may also be
-    ``None``), choices (one of :data:`CHOICES`), flags (``True`` or ``False``)."""
+    ``None``), choices (one of those the field declares), flags (``True`` or ``False``)."""
     out: list[str] = []
     optional = tuple(optional_sizes)
     for name in (*sizes, *optional):
@@ -64,7 +77,7 @@ def kind_problems(
         elif value <= 0:
             out.append(f"{name}={value} must be a positive number (at least 1)")
     for name in choices:
-        value, options = getattr(holder, name), CHOICES[name]
+        value, options = getattr(holder, name), holder.declared(name)["choices"]
         if value not in options:
             out.append(f"{name}={value!r} is not one of {', '.join(options)}")
     out += [
@@ -75,7 +88,7 @@ def kind_problems(
     return out
 
 
-def whole(out: list[str], holder: object, name: str, *, least: int = 1, optional: bool = False) -> bool:
+def whole(out: list[str], holder: Part, name: str, *, least: int = 1, optional: bool = False) -> bool:
     """Whether ``name`` is a whole number of at least ``least`` (1 or 0); else its problem is listed.
     ``optional``: ``None`` is allowed, and is not valid (there is nothing to agree with)."""
     v = getattr(holder, name)
@@ -88,36 +101,37 @@ def whole(out: list[str], holder: object, name: str, *, least: int = 1, optional
     return True
 
 
-def positive(out: list[str], holder: object, name: str, *, optional: bool = False) -> bool:
-    """Whether ``name`` is set and in :data:`FLOAT_RANGES`; else its problem is listed (``optional``:
+def positive(out: list[str], holder: Part, name: str, *, optional: bool = False) -> bool:
+    """Whether ``name`` is set and in its :func:`bounds`; else its problem is listed (``optional``:
     ``None`` is allowed, and is not valid)."""
     v = getattr(holder, name)
     if v is None and optional:
         return False
     if out_of_range(holder, name):
-        lo, hi = FLOAT_RANGES[name]
+        lo, hi = bounds(holder, name)
         empty = " (or empty)" if optional else ""
         out.append(f"{name}={v!r} must be a positive number from {fmt(lo)} to {fmt(hi)}{empty}")
         return False
     return True
 
 
-def softcap(out: list[str], holder: object, name: str) -> None:
-    """A soft cap ``c`` (scores or logits ← c·tanh(x/c)): empty (off), or in :data:`FLOAT_RANGES`."""
+def softcap(out: list[str], holder: Part, name: str) -> None:
+    """A soft cap ``c`` (scores or logits ← c·tanh(x/c)): empty (off), or in its :func:`bounds`."""
     v = getattr(holder, name)
     if v is not None and out_of_range(holder, name):
-        lo, hi = FLOAT_RANGES[name]
+        lo, hi = bounds(holder, name)
         out.append(
             f"{name}={v!r} must be a positive number from {fmt(lo)} to {fmt(hi)}, such as 30 (or empty: off)"
         )
 
 
-def needs(out: list[str], holder: object, defaults: Iterable[tuple[str, object]], what: str) -> None:
+def needs(out: list[str], holder: Part, defaults: Iterable[tuple[str, object]], what: str) -> None:
     """``name needs what`` for each field of ``defaults`` that is not at its default."""
     out += [f"{name} needs {what}" for name, default in defaults if getattr(holder, name) != default]
 
 
 __all__ = [
+    "bounds",
     "fmt",
     "is_number",
     "is_positive_int",

@@ -10,12 +10,15 @@ says how to open the file's tensors and where each goes (:class:`Weights`: a
 
 1. the need checked against the memory left (:func:`model.budget.sizing.check`), before the weights
    are opened: a config of 10⁷ layers opens no file, lists no row and reads no byte;
-2. the weights opened and their layout listed, and every tensor checked against it by name and shape
-   before any is read, every problem in one :class:`~model.io.loaded.CheckpointError` line
+2. the weights opened, and the config's counts held against the file's (:func:`check_counts`): a config
+   that lies about its size (more layers than the file has tensors, or over twice as many parameters
+   as it holds values) is refused in one line before its layout lists a row, whichever loader read it;
+3. the layout's rows listed, and every tensor checked against them by name and shape before any is
+   read, every problem in one :class:`~model.io.loaded.CheckpointError` line
    (:func:`~model.io.weights.check_weights`);
-3. each tensor read once into ``dtype``, or, from a source that keeps its matrices as stored, kept so
+4. each tensor read once into ``dtype``, or, from a source that keeps its matrices as stored, kept so
    (:func:`~model.io.weights.map_weights`, :mod:`model.io.stored`);
-4. the model built on the ``meta`` device and given those tensors, in eval mode on ``device``
+5. the model built on the ``meta`` device and given those tensors, in eval mode on ``device``
    (:func:`~model.io.weights.build_from_state_dict`).
 
 :func:`opened` wraps the result with its ``meta`` (:func:`loaded_meta`) as a
@@ -32,10 +35,11 @@ from typing import Any, NamedTuple
 
 import torch
 
+from model.budget.arithmetic import parameters
 from model.budget.sizing import Need, skip_init_on_meta
 from model.budget.sizing import check as check_size
 from model.config import GPTConfig
-from model.io.loaded import Checkpoint
+from model.io.loaded import Checkpoint, CheckpointError
 from model.io.stored import keeps_stored_by_default, stored_plan_need
 from model.io.weights import (
     Layout,
@@ -52,6 +56,7 @@ from model.text.tokens import Tokenizer
 __all__ = [
     "Weights",
     "build_model",
+    "check_counts",
     "describe_tokenizer",
     "keeps_stored",
     "loaded_meta",
@@ -79,26 +84,71 @@ def build_model(
     dtype: torch.dtype = torch.float32,
 ) -> GPT:
     """Our GPT of ``cfg``: ``need`` (what holding it takes) checked against the memory left; then
-    ``weights()`` (the file's tensors and their layout, asked for only once the model fits: a lying
-    config would list a row for every layer it claims) and every tensor checked against the layout
-    before any is read; then read (a source that keeps matrices as stored keeps them so) and built
-    (module docstring)."""
+    ``weights()`` (the file's tensors and their layout, asked for only once the model fits), the
+    config's counts held against the file's before the layout lists a row (a lying config would list
+    one for every layer it claims), and every tensor checked against the rows before any is read; then
+    read (a source that keeps matrices as stored keeps them so) and built (module docstring)."""
     check_size(need)  # before the file's tensors are opened, any row listed, any tensor read or built
     src, layout, where = weights()
-    check_weights(src, layout.entries, where, layout.implied, set(layout.extra_ok))
+    check_counts(cfg, src, where, layout.implied)  # before the layout lists a row
+    entries = layout.entries()
+    check_weights(src, entries, where, layout.implied, set(layout.extra_ok))
     stored: dict[str, StoredMatrix] | None = {} if src.stored is not None else None
-    state = map_weights(src, layout.entries, dtype, stored)
+    state = map_weights(src, entries, dtype, stored)
     del src
     return build_from_state_dict(cfg, state, device, stored)
 
 
-def own_layout(cfg: GPTConfig, implied: str) -> Layout:
+def check_counts(cfg: GPTConfig, src: TensorSource, where: str, implied: str) -> None:
+    """Refuse, in one :class:`~model.io.loaded.CheckpointError` line, a config that lies about its size
+    to the file ``where`` whose tensors ``src`` are: one of more layers L than the file has tensors
+    (each layer holds at least one), or of more than twice as many parameters N
+    (:func:`model.budget.arithmetic.parameters`) as the file holds values M = Σ numel (a file of ours
+    holds exactly N; another project's holds N and a few buffers, or a tied matrix twice). Arithmetic
+    on shapes only: nothing is listed or read, so 10⁷ layers or 50 000 experts cost nothing. A lie
+    nearer the file's size is named tensor by tensor by :func:`~model.io.weights.check_weights`.
+
+    The one wording, whichever loader read the config (``implied``: what it was read from and its
+    sizes, as that format names them): ``"<where> does not match <implied>, which means <L> layers but
+    <where> holds only <k> tensors: ..."`` or ``"..., which means <N> parameters but <where> holds <M>
+    values: the config does not describe these weights"``."""
+    layers, tensors = cfg.core.n_layers, len(src.keys)
+    if layers > tensors:
+        means = f"{layers:,} layers but {where} holds only {tensors:,} tensors"
+    else:
+        needed, held = parameters(cfg).total, sum(math.prod(src.shape(k)) for k in src.keys)
+        if needed <= 2 * held:
+            return
+        means = f"{needed:,} parameters but {where} holds {held:,} values"
+    raise CheckpointError(
+        f"{where} does not match {implied}, which means {means}: the config does not describe these weights"
+    )
+
+
+def own_layout(cfg: GPTConfig, what: str) -> Layout:
     """Our own names for ``cfg``, each tensor to itself, as a file of ours stores them: the state dict
     of a GPT of ``cfg`` on the ``meta`` device (names and shapes only: nothing allocated or
-    initialised), ``implied`` naming what the config was read from."""
-    with torch.device("meta"), skip_init_on_meta():
-        shapes = {k: tuple(v.shape) for k, v in GPT(cfg).state_dict().items()}
-    return Layout([WeightMap(k, s, (k,)) for k, s in shapes.items()], implied)
+    initialised), listed only when the build step asks; ``what`` names what the config was read from,
+    and the layout's ``implied`` adds its sizes by our field names."""
+
+    def entries() -> list[WeightMap]:
+        with torch.device("meta"), skip_init_on_meta():
+            shapes = {k: tuple(v.shape) for k, v in GPT(cfg).state_dict().items()}
+        return [WeightMap(k, s, (k,)) for k, s in shapes.items()]
+
+    sizes = dict(
+        n_layers=cfg.core.n_layers,
+        d_model=cfg.core.d_model,
+        n_heads=cfg.attention.n_heads,
+        n_kv_heads=cfg.kv_heads,
+        head_dim=cfg.d_head,
+        d_ff=cfg.hidden,
+        vocab_size=cfg.core.vocab_size,
+        n_experts=cfg.feed_forward.n_experts,
+        kv_lora_rank=cfg.attention.kv_lora_rank,
+    )
+    named = ", ".join(f"{k}={v}" for k, v in sizes.items() if v is not None)
+    return Layout(entries, f"{what} ({named})")
 
 
 def keeps_stored(stored: bool | None, cfg: GPTConfig, device: str | torch.device, dtype: torch.dtype) -> bool:

@@ -222,11 +222,13 @@ class WeightMap(NamedTuple):
 
 
 class Layout(NamedTuple):
-    """Where a file's tensors go in our model: ``entries`` (every tensor it must hold), ``implied``
-    (what its config said, named when a shape does not match it) and ``extra_ok`` (tensors it may hold
-    beside them, left unread: a stored copy of a tied matrix, buffers that are not weights)."""
+    """Where a file's tensors go in our model: ``entries`` (lists every tensor it must hold, when the
+    build step calls it: once the config's counts are known to fit the file, so a lying config lists
+    nothing), ``implied`` (what its config said and its sizes, named when a count or a shape does not
+    match it) and ``extra_ok`` (tensors it may hold beside them, left unread: a stored copy of a tied
+    matrix, buffers that are not weights)."""
 
-    entries: list[WeightMap]
+    entries: Callable[[], list[WeightMap]]
     implied: str
     extra_ok: frozenset[str] = frozenset()
 

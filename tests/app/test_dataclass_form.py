@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QLineEdit
 
 from app.widgets.dataclass_form import DataclassForm, FieldSpec, format_float, parse_float
 from app.widgets.typed_spin import TypedSpinBox
-from model.config import FIELD_HELP, GPTConfig
+from model.config import AttentionPart, CorePart, GPTConfig, NormPart
 
 
 @dataclass
@@ -109,7 +109,35 @@ def test_tooltips_come_from_field_metadata_or_the_tips_given(qtbot):
 
     panel = ConfigPanel()
     qtbot.addWidget(panel)
-    assert panel.widgets["n_kv_heads"].toolTip() == FIELD_HELP["n_kv_heads"]
+    # a config field's tooltip and choices are what its one declaration, in its part, says
+    assert panel.widgets["n_kv_heads"].toolTip() == AttentionPart.declared("n_kv_heads")["help"]
+    assert panel.vocab_label.toolTip() == CorePart.declared("vocab_size")["help"]
+    norm_position = panel.widgets["norm_position"]
+    assert isinstance(norm_position, QComboBox)
+    shown = [norm_position.itemText(i) for i in range(norm_position.count())]
+    assert shown == list(NormPart.declared("norm_position")["choices"])
+
+
+@dataclass
+class Pizza:
+    """A toy dataclass whose string fields declare their choices in their metadata, as config fields do."""
+
+    crust: str = field(default="thin", metadata={"help": "The base", "choices": ("thin", "thick")})
+    cheese: str = field(default="mozzarella", metadata={"choices": ("mozzarella", "none")})
+
+    def problems(self) -> list[str]:
+        return []
+
+
+def test_choices_come_from_field_metadata_or_the_choices_given(qtbot):
+    form = DataclassForm(Pizza, choices={"cheese": ("none", "feta")})
+    qtbot.addWidget(form)
+    crust, cheese = form.widgets["crust"], form.widgets["cheese"]
+    assert isinstance(crust, QComboBox) and isinstance(cheese, QComboBox)
+    assert [crust.itemText(i) for i in range(crust.count())] == ["thin", "thick"]
+    assert [cheese.itemText(i) for i in range(cheese.count())] == ["none", "feta"]  # given: it wins
+    crust.setCurrentIndex(1)
+    assert form.value() == Pizza(crust="thick", cheese="none")
 
 
 def test_an_invalid_value_flags_its_field_and_says_why(qtbot):

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from model.config import CHOICES, FIELD_HELP, ConfigError, GPTConfig
+from model.config import CHOICES, ConfigError, GPTConfig
 
 
 def test_defaults_are_the_small_gpt2():
@@ -28,10 +28,6 @@ def test_defaults_are_the_small_gpt2():
     assert cfg.hidden == 4 * cfg.core.d_model and cfg.d_head == cfg.core.d_model // cfg.attention.n_heads
     assert cfg.kv_heads == cfg.attention.n_heads and cfg.n_rep == 1
     assert cfg.problems() == []
-
-
-def test_every_field_has_help():
-    assert set(FIELD_HELP) == set(GPTConfig.field_names())
 
 
 def test_json_round_trip_keeps_every_field():

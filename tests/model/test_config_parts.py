@@ -4,14 +4,17 @@ up to the model's count, part by part as the built GPT holds them."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import math
 import re
+from pathlib import Path
 
 import pytest
 
+import model.config
 from model.budget.parameters import parameters, parameters_by_part
-from model.config import CHOICES, FLOAT_RANGES, GPTConfig
+from model.config import CHOICES, FIELD_HELP, FLOAT_RANGES, GPTConfig
 from model.config.checks import config_problems
 from model.config.parts import (
     PARTS,
@@ -55,6 +58,32 @@ def test_each_field_is_declared_once_in_its_part_and_the_config_is_composed_of_t
     for kind in PARTS:
         for f in dataclasses.fields(kind):
             assert GPTConfig.field_types()[f.name] is not None and defaults[f.name] == f.default
+
+
+def test_each_fields_help_choices_and_bounds_are_its_own_declarations():
+    """A field's help line, the choices of a string field and the bounds of a real number are declared
+    with the field, in its part's metadata; FIELD_HELP, CHOICES and FLOAT_RANGES are read from those
+    declarations (the very objects, covering exactly the parts' fields), and no module of model.config
+    holds a table of its own keyed by field names."""
+    types = GPTConfig.field_types()
+    for kind in PARTS:
+        for f in dataclasses.fields(kind):
+            assert isinstance(f.metadata.get("help"), str) and f.metadata["help"].strip(), f.name
+            assert kind.declared(f.name) is f.metadata, f.name
+            assert FIELD_HELP[f.name] is f.metadata["help"], f.name
+            if types[f.name] is str and f.name != "window_pattern":  # letters L and G, not a choice
+                assert CHOICES[f.name] is f.metadata["choices"] and f.default in CHOICES[f.name], f.name
+            if "bounds" in f.metadata:
+                lo, hi = FLOAT_RANGES[f.name]
+                assert FLOAT_RANGES[f.name] is f.metadata["bounds"] and lo < hi, f.name
+                assert f.default is None or lo <= f.default <= hi, f.name
+    assert list(FIELD_HELP) == FIELDS
+    assert set(CHOICES) | set(FLOAT_RANGES) <= set(FIELDS)
+    config = Path(model.config.__file__).parent
+    for path in sorted(config.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            keys = [k.value for k in getattr(node, "keys", []) if isinstance(k, ast.Constant)]
+            assert not (isinstance(node, ast.Dict) and len(set(keys) & set(FIELDS)) > 2), (path.name, keys)
 
 
 def test_the_flat_names_are_the_file_format():

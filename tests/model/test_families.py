@@ -265,7 +265,10 @@ def test_unsupported_configs_are_refused(family_models, tmp_path, changes, messa
 @pytest.mark.parametrize(
     "changes, message",
     [
-        ({"num_hidden_layers": 9000}, r"num_hidden_layers=9000 but .* holds only \d+ tensors"),
+        (
+            {"num_hidden_layers": 9000},
+            r"num_hidden_layers=9000, .*which means 9,000 layers but .* holds only \d+ tensors",
+        ),
         (
             {"num_hidden_layers": 10**9},
             r"num_hidden_layers=1000000000 must be a whole number from 1 to 10,000",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -263,8 +264,10 @@ def test_a_config_of_ours_that_lies_is_named_by_the_one_steps_tensor_check(tmp_p
     of our own names goes to the step, whose one check names each tensor of another shape."""
     _attention_lab(tmp_path)
     config = tmp_path / "ours" / "config.json"
-    config.write_text(json.dumps({**json.loads(config.read_text()), "d_model": 32}))
-    with pytest.raises(CheckpointError, match=r"model\.safetensors does not match config\.json: tok_emb"):
+    config.write_text(json.dumps({**json.loads(config.read_text()), "d_model": 20}))  # near the file's size
+    with pytest.raises(
+        CheckpointError, match=r"model\.safetensors does not match config\.json \(.*\): tok_emb"
+    ):
         load_checkpoint(tmp_path / "ours")
     assert steps == ["size", "check"]
 
@@ -290,3 +293,65 @@ def test_one_function_is_named_build_model():
         )
     ]
     assert defined == ["model/io/build.py"]
+
+
+# ---- one check of a config that lies about its size, whichever loader read it (issue 56) -----------
+#: kind -> (the file that names the weights, what the config was read from, its layer count's name)
+_LIARS = {
+    "attention-lab": ("model.safetensors", "config.json", "n_layers"),
+    "hf-llama": ("model.safetensors", "config.json", "num_hidden_layers"),
+    "gguf (llama, kept as stored)": ("tiny.gguf", "the GGUF metadata of tiny.gguf", "llama.block_count"),
+}
+
+
+def _claim_layers(kind: str, tmp_path: Path, layers: int, write_hf_family) -> None:
+    """Edit the file :data:`FILES` wrote for ``kind`` so that its config claims ``layers`` layers."""
+    if kind.startswith("gguf"):  # written again from its folder, the metadata saying so
+        model = write_hf_family(tmp_path / "hf", "llama", **LLAMA)
+        metadata = {"llama.block_count": (layers, "UINT32")}
+        write_gguf(tmp_path / "tiny.gguf", model, tmp_path / "hf", "Q8_0", metadata=metadata)
+        return
+    config, field = (
+        (tmp_path / "ours" / "config.json", "n_layers")
+        if kind == "attention-lab"
+        else (tmp_path / "config.json", "num_hidden_layers")
+    )
+    config.write_text(json.dumps({**json.loads(config.read_text()), field: layers}))
+
+
+@pytest.mark.parametrize("kind", _LIARS)
+def test_a_config_claiming_more_layers_than_the_file_has_tensors_is_refused_by_the_steps_one_count_check(
+    kind, tmp_path, steps, monkeypatch, write_hf_gpt2, write_hf_family, write_nanogpt, gpt2_tokenizer_dir,
+    nanogpt_chars,
+):  # fmt: skip
+    """The same lie (40 layers in a file of 2) through a Hugging Face folder, a GGUF file and a checkpoint
+    of ours is refused by the build step's count check, in the one wording, naming the count as the
+    format names it, before the layout lists a row. With that check switched off, nothing else counts:
+    the lie reaches the tensor check (the Hugging Face layout kept a count check of its own)."""
+    opener = _opener(
+        kind, tmp_path, write_hf_gpt2, write_hf_family, write_nanogpt, gpt2_tokenizer_dir, nanogpt_chars
+    )
+    _claim_layers(kind, tmp_path, 40, write_hf_family)
+    counted: list[str] = []
+    real_counts = build.check_counts
+
+    def counts(cfg, src, where, implied):
+        counted.append(where)
+        return real_counts(cfg, src, where, implied)
+
+    monkeypatch.setattr(build, "check_counts", counts)
+    with pytest.raises(CheckpointError) as refused:
+        opener()
+    where, config, layers = _LIARS[kind]
+    one_wording = (
+        rf"{re.escape(where)} does not match {re.escape(config)} \((.*, )?{re.escape(layers)}=40, .*\), "
+        rf"which means 40 layers but {re.escape(where)} holds only \d+ tensors: "
+        "the config does not describe these weights"
+    )
+    assert re.fullmatch(one_wording, str(refused.value)), str(refused.value)
+    assert counted == [where] and steps == ["size"], kind  # no row listed, no tensor checked
+
+    monkeypatch.setattr(build, "check_counts", lambda *args: None)  # the step's count check off
+    with pytest.raises(CheckpointError, match="missing") as unchecked:
+        opener()
+    assert " holds only " not in str(unchecked.value) and steps[1:] == ["size", "check"], kind

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from model.config.parts.base import Part, Term
+from model.config.parts.base import Part, Term, declare
 from model.config.rules import is_positive_int, kind_problems, positive, softcap, whole
 
 if TYPE_CHECKING:
@@ -42,22 +42,70 @@ class AttentionPart(Part):
     #: its name in the config: ``cfg.attention``
     key = "attention"
 
-    n_heads: int = 4
-    n_kv_heads: int | None = None
-    head_dim: int | None = None
-    attn_scale: str = "sqrt_dk"
-    sliding_window: int | None = None
-    qk_rmsnorm: bool = False
-    qk_norm_scope: str = "head"
-    attn_scale_dim: float | None = None
-    window_pattern: str = ""
-    attn_softcap: float | None = None
-    attn_sinks: bool = False
-    kv_lora_rank: int | None = None
-    q_lora_rank: int | None = None
-    qk_rope_head_dim: int | None = None
-    qk_nope_head_dim: int | None = None
-    v_head_dim: int | None = None
+    n_heads: int = declare(4, "h, query heads per layer; each attends independently.")
+    n_kv_heads: int | None = declare(
+        None,
+        "Key/value heads. = n_heads: MHA; 1: MQA; in between: GQA (K/V shared by query groups).",
+    )
+    head_dim: int | None = declare(None, "d_k = d_v, the size of one head; default d_model / n_heads.")
+    attn_scale: str = declare(
+        "sqrt_dk",
+        "sqrt_dk: QKᵀ/√d_k; none: unscaled (saturates); learned: per-head temperature; qk_norm: cosine "
+        "attention with a learned gain.",
+        choices=("sqrt_dk", "none", "learned", "qk_norm"),
+    )
+    sliding_window: int | None = declare(
+        None,
+        "W: a query sees only the last W keys, itself included (Mistral); empty: all of them.",
+    )
+    qk_rmsnorm: bool = declare(
+        False,
+        "RMSNorm on each query and key head vector before RoPE (Qwen3's QK-norm); weights [d_k].",
+    )
+    qk_norm_scope: str = declare(
+        "head",
+        "head: qk_rmsnorm over each head's d_k (Qwen3, Gemma 3); all: over all heads' q and k at once, "
+        "weights [H·d_k] and [H_kv·d_k] (OLMo 2).",
+        choices=("head", "all"),
+    )
+    attn_scale_dim: float | None = declare(
+        None,
+        "Scores are scaled by 1/√(this) instead of 1/√d_k (Gemma 2/3's query_pre_attn_scalar); empty: d_k.",
+        bounds=(1.0, 1_000_000.0),  # 144, 256 (Gemma 2/3's query_pre_attn_scalar)
+    )
+    window_pattern: str = declare(
+        "",
+        "Which layers use sliding_window, repeated over the layers: L local, G global ('LG' Gemma 2, "
+        "'LLLLLG' Gemma 3); empty: every layer.",
+    )
+    attn_softcap: float | None = declare(
+        None,
+        "c: attention scores become c·tanh(score/c) before the mask (Gemma 2: 50); empty: off.",
+        bounds=(0.01, 10_000.0),  # 50 (Gemma 2)
+    )
+    attn_sinks: bool = declare(
+        False,
+        "A learned logit per head joins the softmax's denominator: weight that goes to no key (gpt-oss).",
+    )
+    kv_lora_rank: int | None = declare(
+        None,
+        "r: multi-head latent attention; keys and values come from a latent of r values per token, which "
+        "is what the KV cache stores (DeepSeek); empty: ordinary attention.",
+    )
+    q_lora_rank: int | None = declare(
+        None,
+        "MLA: queries through a low-rank bottleneck of this width; empty: a full projection.",
+    )
+    qk_rope_head_dim: int | None = declare(
+        None,
+        "MLA: the part of each query/key head that RoPE rotates; the key part is shared by the heads and "
+        "cached; default head_dim / 2.",
+    )
+    qk_nope_head_dim: int | None = declare(
+        None,
+        "MLA: the part of each query/key head without RoPE; default head_dim.",
+    )
+    v_head_dim: int | None = declare(None, "MLA: the size of each value head; default head_dim.")
 
     # ---- checks ----------------------------------------------------------------------------------
     def problems(self, cfg: GPTConfig) -> list[str]:

@@ -1,6 +1,7 @@
 """What every part of a :class:`~model.config.GPTConfig` is: the frozen declaration of the config fields it
 owns (:class:`Part`), which checks them and counts the parameters they create as rows of the budget's
-parameter table (:class:`Term`).
+parameter table (:class:`Term`). Each field is declared with :func:`declare`: its type, its default, a line
+of help, and the choices or the range its value must lie in, in one place.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from model.config import GPTConfig
@@ -36,12 +37,32 @@ class Term:
     active: tuple[int, str] | None = None
 
 
+def declare(
+    default: Any,
+    help: str,
+    *,
+    choices: tuple[str, ...] | None = None,
+    bounds: tuple[float, float] | None = None,
+) -> Any:
+    """A config field's one declaration, as a part's class body writes it
+    (``n_heads: int = declare(4, "h, query heads per layer ...")``): its ``default`` and, in the field's
+    ``metadata``, its ``help`` (one line: a tooltip in the app, ``--help`` on the command line), the
+    ``choices`` a string field takes, and the ``bounds`` (lo, hi) a real-number field must lie in, both
+    ends included. :meth:`Part.declared` reads them back."""
+    meta: dict[str, Any] = {"help": help}
+    if choices is not None:
+        meta["choices"] = choices
+    if bounds is not None:
+        meta["bounds"] = bounds
+    return dataclasses.field(default=default, metadata=meta)
+
+
 @dataclass(frozen=True)
 class Part:
-    """A part of the config: the one place its fields are declared, each with its type and default
-    (every config field belongs to exactly one part; :data:`~model.config.fields.FIELD_HELP` says what
-    it does). A :class:`~model.config.GPTConfig` holds one of each kind, as ``cfg.<key>``; a part is
-    frozen (``cfg.replace(...)`` makes a changed config)."""
+    """A part of the config: the one place its fields are declared, each with its type, default, help
+    and the values it takes (:func:`declare`; every config field belongs to exactly one part). A
+    :class:`~model.config.GPTConfig` holds one of each kind, as ``cfg.<key>``; a part is frozen
+    (``cfg.replace(...)`` makes a changed config)."""
 
     #: The part's name in the literature (and in the budget's rows by part).
     title = "part"
@@ -52,6 +73,12 @@ class Part:
     def owns(cls) -> tuple[str, ...]:
         """The names of the config fields this part owns, in declaration order (their file names)."""
         return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def declared(cls, name: str) -> Mapping[str, Any]:
+        """What field ``name``'s declaration says beside its type and default (:func:`declare`):
+        ``help``, and ``choices`` or ``bounds`` when it has them."""
+        return cls.__dataclass_fields__[name].metadata
 
     def problems(self, cfg: GPTConfig) -> list[str]:
         """Every problem with this part's fields, alone and with the rest of ``cfg`` (the config it is
@@ -64,4 +91,4 @@ class Part:
         raise NotImplementedError
 
 
-__all__ = ["Part", "Term"]
+__all__ = ["Part", "Term", "declare"]

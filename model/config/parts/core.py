@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from model.config.parts.base import Part, Term
+from model.config.parts.base import Part, Term, declare
 from model.config.rules import kind_problems, softcap
 
 if TYPE_CHECKING:
@@ -24,16 +24,33 @@ class CorePart(Part):
     #: its name in the config: ``cfg.core``
     key = "core"
 
-    vocab_size: int | None = None
-    context_length: int = 256
-    n_layers: int = 4
-    d_model: int = 128
-    causal: bool = True
-    bias: str = "all"
-    tie_embeddings: bool = False
-    dropout: float = 0.0
-    embed_scale: bool = False
-    final_softcap: float | None = None
+    vocab_size: int | None = declare(
+        None,
+        "V, the number of distinct tokens; usually decided by the tokenizer.",
+    )
+    context_length: int = declare(
+        256,
+        "T_max, the longest sequence the model reads (size of the learned position table).",
+    )
+    n_layers: int = declare(4, "L, the number of Transformer blocks stacked on the residual stream.")
+    d_model: int = declare(128, "d, the width of the residual stream and of every token vector.")
+    causal: bool = declare(
+        True,
+        "True: a query sees only itself and earlier tokens (decoder); False: sees everything.",
+    )
+    bias: str = declare(
+        "all",
+        "all: every linear layer has a bias; qkv: only Q, K, V; none (Llama).",
+        choices=("all", "qkv", "none"),
+    )
+    tie_embeddings: bool = declare(False, "Share the token embedding with the output head (W_U = Eᵀ).")
+    dropout: float = declare(0.0, "Dropout probability on embeddings, attention weights and residual writes.")
+    embed_scale: bool = declare(False, "Multiply the token embeddings by √d before the first block (Gemma).")
+    final_softcap: float | None = declare(
+        None,
+        "c: output logits become c·tanh(logit/c) (Gemma 2: 30); empty: off.",
+        bounds=(0.01, 10_000.0),  # 30 (Gemma 2)
+    )
 
     def problems(self, cfg: GPTConfig) -> list[str]:
         out = kind_problems(

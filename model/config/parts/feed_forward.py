@@ -7,9 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from model.config.fields import FLOAT_RANGES
-from model.config.parts.base import Part, Term
-from model.config.rules import fmt, kind_problems, needs, out_of_range, positive, whole
+from model.config.parts.base import Part, Term, declare
+from model.config.rules import bounds, fmt, kind_problems, needs, out_of_range, positive, whole
 
 if TYPE_CHECKING:
     from model.config import GPTConfig
@@ -47,23 +46,77 @@ class FeedForwardPart(Part):
     #: its name in the config: ``cfg.feed_forward``
     key = "feed_forward"
 
-    d_ff: int | None = None
-    mlp: str = "gelu"
-    gelu_approx: str = "none"
-    n_experts: int | None = None
-    n_experts_per_token: int = 2
-    n_shared_experts: int = 0
-    expert_d_ff: int | None = None
-    shared_expert_d_ff: int | None = None
-    shared_expert_gate: bool = False
-    moe_dense_layers: int = 0
-    router: str = "topk_softmax"
-    router_aux_loss: float = 0.0
-    router_choice_bias: bool = False
-    router_groups: int | None = None
-    router_topk_groups: int = 1
-    router_scale: float = 1.0
-    swiglu_limit: float | None = None
+    d_ff: int | None = declare(None, "Hidden width of the MLP; default 4·d_model.")
+    mlp: str = declare(
+        "gelu",
+        "gelu / relu: two matrices; swiglu / geglu: three (gate, up, down) as in Llama / Gemma.",
+        choices=("gelu", "relu", "swiglu", "geglu"),
+    )
+    gelu_approx: str = declare(
+        "none",
+        "GELU form: exact erf, or the tanh approximation GPT-2 used.",
+        choices=("none", "tanh"),
+    )
+    n_experts: int | None = declare(
+        None,
+        "E: mixture-of-experts feed-forward with E expert MLPs per layer; empty: one dense MLP.",
+    )
+    n_experts_per_token: int = declare(2, "k: experts each token is sent to (top-k of the router).")
+    n_shared_experts: int = declare(
+        0,
+        "Experts every token always goes through, beside the routed ones (DeepSeek).",
+    )
+    expert_d_ff: int | None = declare(None, "Hidden width of one expert MLP; default d_ff.")
+    shared_expert_d_ff: int | None = declare(
+        None,
+        "Hidden width of the shared experts' MLP (Qwen2-MoE's shared_expert_intermediate_size); default "
+        "n_shared_experts · expert_d_ff.",
+    )
+    shared_expert_gate: bool = declare(
+        False,
+        "The shared experts' output is multiplied by σ(w·x), a scalar gate per token (Qwen2-MoE's "
+        "shared_expert_gate).",
+    )
+    moe_dense_layers: int = declare(
+        0,
+        "The first this many layers keep a dense MLP of width d_ff (DeepSeek-V3: 3).",
+    )
+    router: str = declare(
+        "topk_softmax",
+        "Expert weights: topk_softmax: softmax over the k chosen logits (Mixtral, gpt-oss); softmax_topk:"
+        " top-k of the softmax over all; softmax_topk_norm: those renormalised (Qwen3-MoE); "
+        "sigmoid_topk_norm: sigmoid scores, renormalised (DeepSeek-V3).",
+        choices=("topk_softmax", "softmax_topk", "softmax_topk_norm", "sigmoid_topk_norm"),
+    )
+    router_aux_loss: float = declare(
+        0.0,
+        "Weight of the load-balancing loss E·Σ f_e·P_e added in training (0: none).",
+    )
+    router_choice_bias: bool = declare(
+        False,
+        "A per-expert bias added to the router's scores only to choose the experts, not to weight them "
+        "(DeepSeek-V3's e_score_correction_bias; not trained by gradient).",
+    )
+    router_groups: int | None = declare(
+        None,
+        "Experts in this many groups; a token chooses among the router_topk_groups groups whose two best "
+        "scores sum highest (DeepSeek-V3: 8); empty: no groups.",
+    )
+    router_topk_groups: int = declare(
+        1,
+        "Grouped routing: how many groups a token may choose its experts from (DeepSeek-V3: 4).",
+    )
+    router_scale: float = declare(
+        1.0,
+        "The chosen experts' weights are multiplied by this (DeepSeek-V3's routed_scaling_factor: 2.5).",
+        bounds=(0.001, 1000.0),  # 2.5 (DeepSeek-V3), 16 (DeepSeek-V2)
+    )
+    swiglu_limit: float | None = declare(
+        None,
+        "gpt-oss's SwiGLU (with mlp='swiglu'): gate clamped to ≤ limit, up to ±limit, output (up + "
+        "1)·gate·σ(1.702·gate); empty: the plain SwiGLU.",
+        bounds=(0.001, 1_000_000.0),  # 7 (gpt-oss)
+    )
 
     # ---- checks ----------------------------------------------------------------------------------
     def problems(self, cfg: GPTConfig) -> list[str]:
@@ -110,7 +163,7 @@ class FeedForwardPart(Part):
         """DeepSeek-V3's router: grouped choice and the weights' scale (``n_experts`` = E is valid)."""
         out: list[str] = []
         if out_of_range(self, "router_scale"):
-            lo, hi = FLOAT_RANGES["router_scale"]
+            lo, hi = bounds(self, "router_scale")
             out.append(
                 f"router_scale={self.router_scale!r} must be a positive number from {fmt(lo)} to {fmt(hi)} "
                 "(1: the weights as routed)"

@@ -8,9 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from model.config.fields import FLOAT_RANGES
-from model.config.parts.base import Part, Term
-from model.config.rules import fmt, kind_problems, out_of_range
+from model.config.parts.base import Part, Term, declare
+from model.config.rules import bounds, fmt, kind_problems, out_of_range
 
 if TYPE_CHECKING:
     from model.config import GPTConfig
@@ -32,12 +31,34 @@ class NormPart(Part):
     #: its name in the config: ``cfg.normalization``
     key = "normalization"
 
-    norm: str = "layernorm"
-    norm_position: str = "pre"
-    norm_eps: float = 1e-5
-    norm_bias: bool = True
-    norm_offset: bool = False
-    parallel_residual: bool = False
+    norm: str = declare(
+        "layernorm",
+        "layernorm: subtract mean, divide by std, scale+shift; rmsnorm: divide by RMS, scale only.",
+        choices=("layernorm", "rmsnorm"),
+    )
+    norm_position: str = declare(
+        "pre",
+        "pre: x + f(Norm(x)) (GPT-2, modern); post: Norm(x + f(x)) (original Transformer); sandwich: x + "
+        "Norm(f(Norm(x))) (Gemma 2/3); output: x + Norm(f(x)) (OLMo 2).",
+        choices=("pre", "post", "sandwich", "output"),
+    )
+    norm_eps: float = declare(
+        1e-5,
+        "ε inside the norm's square root.",
+        bounds=(1e-12, 0.5),  # 1e-5 (GPT-2), 1e-6 (Llama)
+    )
+    norm_bias: bool = declare(
+        True,
+        "LayerNorm with a learned shift β (GPT-2); false: scale only (nanoGPT's bias=False).",
+    )
+    norm_offset: bool = declare(
+        False,
+        "RMSNorm scales by (1 + γ) with γ starting at 0 (Gemma), instead of by γ.",
+    )
+    parallel_residual: bool = declare(
+        False,
+        "x + Attn(Norm1(x)) + MLP(Norm2(x)): attention and MLP read the same x (GPT-NeoX).",
+    )
 
     def problems(self, cfg: GPTConfig) -> list[str]:
         out = kind_problems(
@@ -46,7 +67,7 @@ class NormPart(Part):
             flags=("norm_bias", "norm_offset", "parallel_residual"),
         )
         if out_of_range(self, "norm_eps"):
-            lo, hi = FLOAT_RANGES["norm_eps"]
+            lo, hi = bounds(self, "norm_eps")
             out.append(
                 f"norm_eps={self.norm_eps!r} must be a small positive number from {fmt(lo)} to {fmt(hi)}, "
                 "such as 1e-5"

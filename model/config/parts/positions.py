@@ -8,9 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from model.config.fields import CHOICES, FLOAT_RANGES, MAX_ROPE_BASE, MAX_ROPE_CONTEXT
-from model.config.parts.base import Part, Term
+from model.config.fields import MAX_ROPE_BASE, MAX_ROPE_CONTEXT
+from model.config.parts.base import Part, Term, declare
 from model.config.rules import (
+    bounds,
     fmt,
     is_number,
     is_positive_int,
@@ -33,19 +34,61 @@ class PositionPart(Part):
     #: its name in the config: ``cfg.positional``
     key = "positional"
 
-    positions: str = "learned"
-    rope_base: float = 10000.0
-    rope_scaling: str = "none"
-    rope_factor: float = 1.0
-    rope_low_freq_factor: float = 1.0
-    rope_high_freq_factor: float = 4.0
-    rope_original_context: int = 8192
-    rope_beta_fast: float = 32.0
-    rope_beta_slow: float = 1.0
-    rope_truncate: bool = True
-    rope_attn_factor: float | None = None
-    rope_local_base: float | None = None
-    rotary_pct: float = 1.0
+    positions: str = declare(
+        "learned",
+        "learned table, fixed sinusoids, rotary (RoPE) on q and k, or none at all.",
+        choices=("learned", "sinusoidal", "rope", "none"),
+    )
+    rope_base: float = declare(10000.0, "θ base of the rotary frequencies θ_i = base^(-2i/d_k).")
+    rope_scaling: str = declare(
+        "none",
+        "none; linear: every θ_i / factor; llama3: low frequencies / factor, high ones kept; yarn: YaRN's"
+        " ramp between the two, and cos, sin × rope_attn_factor (gpt-oss, DeepSeek-V3).",
+        choices=("none", "linear", "llama3", "yarn"),
+    )
+    rope_factor: float = declare(
+        1.0,
+        "The factor of rope_scaling (the context is stretched this many times).",
+        bounds=(1.0, 10_000.0),  # 8 (Llama 3.1), 32 (gpt-oss), 40 (DeepSeek-V3); 1: unscaled
+    )
+    rope_low_freq_factor: float = declare(
+        1.0,
+        "llama3: wavelengths above original_context / this are divided by the factor.",
+        bounds=(0.001, 10_000.0),  # 1 (Llama 3.1)
+    )
+    rope_high_freq_factor: float = declare(
+        4.0,
+        "llama3 scaling: wavelengths below original_context / this are kept.",
+        bounds=(0.001, 10_000.0),  # 4 (Llama 3.1)
+    )
+    rope_original_context: int = declare(
+        8192,
+        "llama3 and yarn scaling: the context length the model was first trained with.",
+    )
+    rope_beta_fast: float = declare(
+        32.0,
+        "yarn: dimensions turning more than this many times in the original context keep θ_i.",
+        bounds=(0.001, 10_000.0),  # 32 (YaRN)
+    )
+    rope_beta_slow: float = declare(
+        1.0,
+        "yarn: dimensions turning fewer than this many times are divided by the factor.",
+        bounds=(0.001, 10_000.0),  # 1 (YaRN)
+    )
+    rope_truncate: bool = declare(True, "yarn: round the ramp's ends to whole dimensions (false in gpt-oss).")
+    rope_attn_factor: float | None = declare(
+        None,
+        "yarn: cos and sin are multiplied by this; empty: 0.1·ln(factor) + 1.",
+        bounds=(0.01, 100.0),  # 1 (DeepSeek-V3) to about 1.4 (gpt-oss)
+    )
+    rope_local_base: float | None = declare(
+        None,
+        "θ base of the local (sliding-window) layers' RoPE, unscaled (Gemma 3: 10 000); empty: rope_base.",
+    )
+    rotary_pct: float = declare(
+        1.0,
+        "Fraction of each head's d_k that RoPE rotates (GPT-NeoX: 0.25); the rest is not rotated.",
+    )
 
     # ---- checks ----------------------------------------------------------------------------------
     def problems(self, cfg: GPTConfig) -> list[str]:
@@ -61,7 +104,7 @@ class PositionPart(Part):
         """RoPE's rescaling: the factors, the original context, YaRN's fields."""
         out: list[str] = []
         for name in ("rope_factor", "rope_low_freq_factor", "rope_high_freq_factor"):
-            lo, hi = FLOAT_RANGES[name]
+            lo, hi = bounds(self, name)
             if out_of_range(self, name):
                 out.append(f"{name}={getattr(self, name)!r} must be a number from {fmt(lo)} to {fmt(hi)}")
         v = self.rope_original_context
@@ -89,7 +132,11 @@ class PositionPart(Part):
             out.append(f"rotary_pct={pct!r} must be a fraction in (0, 1]")
         for name, default in (("rope_scaling", "none"), ("rotary_pct", 1.0)):
             value = getattr(self, name)
-            valid = value in CHOICES["rope_scaling"] if name == "rope_scaling" else is_number(value)
+            valid = (
+                value in self.declared("rope_scaling")["choices"]
+                if name == "rope_scaling"
+                else is_number(value)
+            )
             if self.positions != "rope" and valid and value != default:
                 out.append(f"{name}={value!r} needs positions='rope'")
         local = self.rope_local_base

@@ -180,13 +180,17 @@ def _as_the_file_has_it(cfg: GPTConfig, src: TensorSource, sd: dict[str, Any]) -
 
 def _nanogpt_layout(cfg: GPTConfig) -> Layout:
     """Where a nanoGPT state dict's tensors go for ``cfg`` (as :func:`_as_the_file_has_it` set it):
-    GPT-2's rows, ``[out, in]`` already."""
+    GPT-2's rows, ``[out, in]`` already, listed when the build step asks."""
     linear_bias = cfg.core.bias == "all"
-    entries = gpt2_entries(cfg, "transformer.", conv1d=False, linear_bias=linear_bias)
-    if cfg.normalization.norm_bias:
-        entries += ln_bias_entries(cfg, "transformer.")
-    if not cfg.core.tie_embeddings:
-        entries.append(WeightMap("lm_head.weight", (vocab_of(cfg), cfg.core.d_model), ("lm_head.weight",)))
+
+    def entries() -> list[WeightMap]:
+        rows = gpt2_entries(cfg, "transformer.", conv1d=False, linear_bias=linear_bias)
+        if cfg.normalization.norm_bias:
+            rows += ln_bias_entries(cfg, "transformer.")
+        if not cfg.core.tie_embeddings:
+            rows.append(WeightMap("lm_head.weight", (vocab_of(cfg), cfg.core.d_model), ("lm_head.weight",)))
+        return rows
+
     implied = (
         f"model_args (n_layer={cfg.core.n_layers}, n_embd={cfg.core.d_model}, "
         f"block_size={cfg.core.context_length}, "

@@ -39,7 +39,7 @@ from safetensors.torch import load as tensors_from_bytes
 from safetensors.torch import save as tensors_to_bytes
 
 from model.atomic import writing
-from model.budget.sizing import check_config_file_shapes, load_need
+from model.budget.sizing import load_need
 from model.config import ConfigError, GPTConfig
 from model.files import check_input, read_json
 from model.io.atomic_dir import (
@@ -53,7 +53,7 @@ from model.io.atomic_dir import (
 from model.io.build import Weights, build_model, own_layout
 from model.io.loaded import Checkpoint, CheckpointError
 from model.io.safetensors_file import safetensors_shapes
-from model.io.weights import Layout, TensorSource
+from model.io.weights import TensorSource
 from model.nn.gpt import GPT
 from model.text.registry import tokenizer_from_dict
 from model.text.tokens import Tokenizer, TokenizerError
@@ -278,26 +278,11 @@ def _blocks(shapes: dict[str, tuple[int, ...]]) -> int:
 
 
 def _weights(config: GPTConfig, weights: Path, shapes: dict[str, tuple[int, ...]], saved: Any) -> Weights:
-    """model.safetensors (:func:`_source`) laid out as our own names for ``config`` (:func:`_layout`)."""
-    return Weights(_source(weights, shapes, saved), _layout(config, shapes), MODEL_FILE)
-
-
-def _layout(config: GPTConfig, shapes: dict[str, tuple[int, ...]]) -> Layout:
-    """Where our file's tensors go: our own names for ``config`` (:func:`~model.io.build.own_layout`).
-
-    A file of ours holds exactly the parameters its config implies (tied matrices once), so a count that
-    differs is a config that lies; one far off (twice the file's layers and more, or more experts than
-    the file has tensors: 10⁹ experts would be a module each even on the ``meta`` device) is refused by
-    the count before anything is listed. Nearer, the one build step names every tensor that differs."""
-    try:
-        check_config_file_shapes(config, shapes, MODEL_FILE)
-    except ValueError as exc:
-        experts = config.core.n_layers * (
-            config.feed_forward.n_experts or 0
-        )  # three tensors each in the file
-        if config.core.n_layers > 2 * _blocks(shapes) + 8 or experts > len(shapes):
-            raise CheckpointError(f"{CONFIG_FILE} does not match {MODEL_FILE}: {exc}") from None
-    return own_layout(config, CONFIG_FILE)
+    """model.safetensors (:func:`_source`) laid out as our own names for ``config``
+    (:func:`~model.io.build.own_layout`): a file of ours holds exactly the parameters its config
+    implies (tied matrices once), so a config that differs lies; the one build step names it, by its
+    counts when far off, else tensor by tensor."""
+    return Weights(_source(weights, shapes, saved), own_layout(config, CONFIG_FILE), MODEL_FILE)
 
 
 def _source(weights: Path, shapes: dict[str, tuple[int, ...]], saved: Any) -> TensorSource:
@@ -407,7 +392,7 @@ def _read_tokenizer(path: Path, config: GPTConfig) -> Tokenizer:
 
 def _read_model(path: Path, config: GPTConfig, saved: Any, device: str | torch.device) -> GPT:
     """model.safetensors built by the one build step: sized by the values and blocks its header says it
-    holds (a config that claims more is named by :func:`_layout`), checked against our names for
+    holds (a config that claims more is named by the step's count check), checked against our names for
     ``config`` (names and shapes, from the header), then read (``saved``: its size and SHA-256 from
     meta.json; every tensor floating-point and finite)."""
     weights = path / MODEL_FILE

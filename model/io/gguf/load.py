@@ -377,7 +377,7 @@ def load_gguf(
         layout = (
             gpt2_layout(cfg, src, path.name, "transformer.", conv1d=False, what=what)
             if gpt2
-            else family_layout(model_type, cfg, src, path.name, what=what, stacked_experts=False)
+            else family_layout(model_type, cfg, src, what=what, stacked_experts=False)
         )
         return Weights(src, layout, path.name)
 

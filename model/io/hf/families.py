@@ -113,14 +113,12 @@ safetensors (sharded with an index) or ``pytorch_model.bin`` via ``torch.load(we
 
 from __future__ import annotations
 
-import math
 import re
+from functools import partial
 
-from model.budget.arithmetic import parameters
 from model.config import GPTConfig
 from model.io.hf.fields import FAMILIES, family_config
 from model.io.hf.tensors import family_entries
-from model.io.loaded import CheckpointError
 from model.io.weights import Layout, TensorSource
 
 __all__ = [
@@ -162,40 +160,24 @@ def family_layout(
     model_type: str,
     cfg: GPTConfig,
     src: TensorSource,
-    fname: str,
     *,
     what: str,
     rope_interleave: bool = True,
     stacked_experts: bool = True,
 ) -> Layout:
-    """Where the tensors of ``src`` (the file ``fname``, named as a Hugging Face ``model_type`` folder
-    names them) go for ``cfg`` (which ``what`` gave); ``rope_interleave``: DeepSeek's rotary rows stored
-    in pairs, ``stacked_experts``: gpt-oss's experts stacked as transformers holds them, or one by one
-    as a GGUF file's are split (:func:`family_entries`). The config is sized before it is laid out: one
-    deeper than the file has tensors, or of over twice as many parameters as the file holds values
-    (50 000 experts, a latent rank of 500 000: rows by the million before any check), is refused
-    before any row is listed. Nearer the file's size, the rows (each at least one of the config's
-    parameters) are listed and the tensors that do not match them named
-    (:func:`~model.io.weights.check_weights`)."""
-    if cfg.core.n_layers > len(src.keys):  # a config that lies about its depth: refuse before listing
-        raise CheckpointError(
-            f"{what} says num_hidden_layers={cfg.core.n_layers} but {fname} holds only {len(src.keys)} "
-            "tensors"
-        )
-    implied = _implied(model_type, cfg, what)
-    needed, held = parameters(cfg).total, sum(math.prod(src.shape(k)) for k in src.keys)
-    if needed > 2 * held:  # every parameter is one of the file's values: far off, the count says enough
-        raise CheckpointError(
-            f"{implied} means {needed:,} parameters but {fname} holds {held:,} values: the config does not "
-            f"describe these weights"
-        )
-    entries = family_entries(
-        model_type, cfg, rope_interleave=rope_interleave, stacked_experts=stacked_experts
+    """Where the tensors of ``src`` (named as a Hugging Face ``model_type`` folder names them) go for
+    ``cfg`` (which ``what`` gave, its sizes named as config.json names them); ``rope_interleave``:
+    DeepSeek's rotary rows stored in pairs, ``stacked_experts``: gpt-oss's experts stacked as
+    transformers holds them, or one by one as a GGUF file's are split (:func:`family_entries`). The
+    rows are listed when the build step asks, once it has held the config's counts against the file's
+    (:func:`model.io.build.check_counts`: a config that lies about its size lists nothing)."""
+    entries = partial(
+        family_entries, model_type, cfg, rope_interleave=rope_interleave, stacked_experts=stacked_experts
     )
     extra_ok = extra_tensors(model_type, cfg, src.keys)
     if cfg.core.tie_embeddings:
         extra_ok |= {"lm_head.weight", "embed_out.weight"}  # a stored copy of the tied matrix
-    return Layout(entries, implied, frozenset(extra_ok))
+    return Layout(entries, _implied(model_type, cfg, what), frozenset(extra_ok))
 
 
 #: The config.json field each family's number of routed experts is read from first.

@@ -132,9 +132,7 @@ def load_hf_family(
     need = source_need(src, cfg, loading) if src.stored is not None else load_need(cfg, what=loading)
     model_type = hf["model_type"]
     interleave = bool(hf.get("rope_interleave", True))
-    layout = partial(
-        family_layout, model_type, cfg, src, fname, what="config.json", rope_interleave=interleave
-    )
+    layout = partial(family_layout, model_type, cfg, src, what="config.json", rope_interleave=interleave)
     model = build_model(cfg, lambda: Weights(src, layout(), fname), need=need, device=device, dtype=dtype)
     kind = family_kind(model_type)
     return opened(kind, name, directory, cfg, model, tok, weights=fname, model_type=model_type)

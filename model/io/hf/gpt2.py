@@ -153,20 +153,24 @@ def gpt2_layout(
 ) -> Layout:
     """Where GPT-2's tensors in ``src`` go (named ``prefix + "h.0.attn.c_attn.weight"`` etc.;
     ``conv1d``: stored ``[in, out]`` as Hugging Face does, else ``[out, in]`` as GGUF does), every
-    linear layer and LayerNorm biased, the head tied or not as ``cfg`` (from ``what``) says."""
+    linear layer and LayerNorm biased, the head tied or not as ``cfg`` (from ``what``) says; the rows
+    listed when the build step asks."""
     if prefix + "wte.weight" not in src:
         raise CheckpointError(f"{fname} has no token embedding ({prefix}wte.weight): not GPT-2 weights")
-    entries = gpt2_entries(cfg, prefix, conv1d=conv1d, linear_bias=True) + ln_bias_entries(cfg, prefix)
-    extra_ok = set()
-    if cfg.core.tie_embeddings:
-        extra_ok.add("lm_head.weight")  # some files store the tied copy too; it is the embedding
-    else:
-        entries.append(WeightMap("lm_head.weight", (vocab_of(cfg), cfg.core.d_model), ("lm_head.weight",)))
+    tied = cfg.core.tie_embeddings
+
+    def entries() -> list[WeightMap]:
+        rows = gpt2_entries(cfg, prefix, conv1d=conv1d, linear_bias=True) + ln_bias_entries(cfg, prefix)
+        if not tied:
+            rows.append(WeightMap("lm_head.weight", (vocab_of(cfg), cfg.core.d_model), ("lm_head.weight",)))
+        return rows
+
     implied = (
         f"{what} (n_layer={cfg.core.n_layers}, n_embd={cfg.core.d_model}, n_inner={cfg.hidden}, "
         f"n_positions={cfg.core.context_length}, vocab_size={cfg.core.vocab_size})"
     )
-    return Layout(entries, implied, frozenset(extra_ok))
+    # some files store the tied head too; it is the embedding
+    return Layout(entries, implied, frozenset({"lm_head.weight"} if tied else ()))
 
 
 __all__ = ["gpt2_config", "gpt2_entries", "gpt2_layout", "ln_bias_entries"]
