@@ -5,8 +5,9 @@ the newest request per key is run and delivered (a stale result never reaches a 
 a :class:`~app.core.jobs.Job` on the session's :class:`~app.core.jobs.JobBoard`: it says that it runs,
 how far it is (the work reports through :mod:`model.progress`), and stops when cancelled or superseded
 (at the work's next check, within one block of a forward pass). Jobs run one at a time under
-``model.runtime.compute_lock``, so they never run at full thread count beside a training step. The
-loops (training, generation) are :mod:`app.session.workers`'.
+``model.runtime.compute_lock``, so they never run at full thread count beside a training step. A job's
+start and its result reach the GUI thread through :func:`app.session.bridge.to_gui`, as everything a worker
+thread hands over does. The loops (training, generation) are :mod:`app.session.workers`'.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
-
 from app.core.jobs import Job, JobBoard
+from app.session.bridge import gui_bridge, to_gui
 from model.progress import Cancelled, reporting
 from model.runtime import compute_lock
 
@@ -27,7 +27,7 @@ from model.runtime import compute_lock
 BACKGROUND_GRACE_S = 0.2
 
 
-class ComputeWorker(QObject):
+class ComputeWorker:
     """One background thread for the tabs' own torch work: the newest request per key wins.
 
     ``submit(key, fn, callback)`` queues ``fn()``; ``callback(result, error)`` is then called in the
@@ -36,14 +36,11 @@ class ComputeWorker(QObject):
     (:mod:`model.progress`) and its result is never delivered. :meth:`cancel` supersedes every request
     whose key starts with a prefix (a new inspection makes its follow-up jobs stale); :meth:`abort` is
     the user's Cancel of one. A cancelled job's callback is not called: the board says it was
-    cancelled. Jobs run one at a time under ``compute_lock``.
+    cancelled. Jobs run one at a time under ``compute_lock``. Made in the GUI thread.
     """
 
-    _done = Signal(object, object, object, object, object)  # key, ticket, callback, result, error
-    _started = Signal(object)  # the Job whose work began
-
-    def __init__(self, parent: QObject | None = None, board: JobBoard | None = None):
-        super().__init__(parent)
+    def __init__(self, board: JobBoard | None = None):
+        gui_bridge()  # the hand-over to this (the GUI) thread exists before the worker thread needs it
         #: the job model every request is announced on (the session's)
         self.board = board if board is not None else JobBoard()
         self._cond = threading.Condition()
@@ -54,8 +51,6 @@ class ComputeWorker(QObject):
         self._stop = False
         self._busy = False
         self._thread: threading.Thread | None = None
-        self._done.connect(self._deliver)
-        self._started.connect(self._on_started)  # a method of this QObject: queued into the GUI thread
 
     def submit(
         self,
@@ -163,7 +158,7 @@ class ComputeWorker(QObject):
                 ticket, fn, callback, job = self._jobs.pop(key)
                 self._busy = True
             result, error = None, None
-            self._started.emit(job)  # the board marks it running, in the GUI thread
+            to_gui(self.board.started, job)  # the board marks it running, in the GUI thread
             try:
                 with compute_lock, reporting(job.progress):
                     job.progress.check()  # cancelled while it waited for the lock
@@ -172,17 +167,14 @@ class ComputeWorker(QObject):
                 error = exc
             with self._cond:
                 self._busy = False
-            self._done.emit(key, ticket, (callback, job), result, error)
+            to_gui(self._deliver, key, ticket, callback, job, result, error)
             # the thread keeps nothing of the job while it waits for the next one: its work, its result
             # or an exception whose frames hold the model (a replaced model is freed when the GUI
             # thread lets go of it, not when the next job comes)
             del fn, callback, job, result, error
 
-    def _on_started(self, job: Job) -> None:
-        self.board.started(job)
-
-    def _deliver(self, key, ticket, callback_job, result, error) -> None:
-        callback, job = callback_job
+    def _deliver(self, key, ticket, callback, job, result, error) -> None:
+        """In the GUI thread: end the job on the board, hand the newest request's result to its callback."""
         with self._cond:
             current = self._latest.get(key) == ticket
             if current:

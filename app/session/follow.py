@@ -149,6 +149,7 @@ class FollowedRun(WorkerRun):
         worker.control.stop()
         if wait:
             worker.join(5.0)
+            worker.finished.disconnect(self._on_finished)  # its finished, still on its way, ends nothing
             self._on_finished(*(worker.result or ("stopped", "")))
 
     def _drain(self) -> None:
@@ -174,9 +175,8 @@ class FollowedRun(WorkerRun):
 
     def _on_finished(self, reason: str, message: str) -> None:
         worker = self.worker
-        sender = self.sender()
-        if worker is None or (sender is not None and sender is not worker):
-            return  # an earlier follow's late signal
+        if worker is None:
+            return
         self._drain()
         path = worker.path
         self._finish_worker()

@@ -47,10 +47,10 @@ the record of the shown model (``slot.record``)
 The session is Qt-free: its signals are :class:`app.core.state.Signal` objects (a bound method connected
 to one is held weakly: a subscription never keeps its view alive), so it is made, driven and tested
 without a ``QApplication``. They are emitted in the GUI thread only: what a worker thread produces
-reaches the session through the Qt piece that owns the worker (the runs'
-:class:`~app.session.training_run.WorkerRun`, the :class:`~app.session.compute.ComputeWorker`), queued
-into the GUI thread (a burst of training steps becomes one ``eventsAppended``; only the newest probe
-frame is ever drawn).
+crosses into it through the one bridge, :func:`app.session.bridge.to_gui` (the loops' signals, the
+:class:`~app.session.compute.ComputeWorker`'s results), or waits in a mailbox that the runs'
+:class:`~app.session.training_run.WorkerRun` drains there (a burst of training steps becomes one
+``eventsAppended``; only the newest probe frame is ever drawn).
 """
 
 from __future__ import annotations

@@ -16,8 +16,6 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from PySide6.QtCore import QObject
-
 from app.core.state import Signal
 from app.session.model_files import check_fits
 from app.session.workers import TrainWorker, drain_timer
@@ -130,17 +128,17 @@ def deliver(mailbox: Any, host: RunHost) -> None:
         host.show_frames(frames)
 
 
-class WorkerRun(QObject):
+class WorkerRun:
     """What a run in a background :class:`~app.session.workers.LoopWorker` shares, whether this process
     trains it (:class:`TrainingRun`) or another one writes it (:class:`~app.session.follow.FollowedRun`):
     its ``state`` and ``stateChanged``, the ``worker`` (None once it ended), the ~30 Hz drain of its
     mailbox (a subclass's ``_drain``) and how it ends (``finished``, :meth:`shutdown`).
 
-    The one Qt piece of the session's parts, because it owns a worker thread: the worker's Qt signals
-    reach its methods queued into the GUI thread (where it was made), and its drain timer runs there,
-    so what it announces (``stateChanged``, ``finished``: Qt-free :class:`~app.core.state.Signal` objects)
-    and what it tells the session is always in the GUI thread. Made without a ``QApplication`` it
-    works as well, but nothing of a worker arrives until an event loop runs."""
+    Everything it hears of its worker is in the GUI thread: the worker's signals are emitted there
+    (:func:`app.session.bridge.to_gui` carries them) and its drain timer, the one Qt object it holds,
+    runs there, so what it announces (``stateChanged``, ``finished``) and what it tells the session is
+    always in the GUI thread. Made without a ``QApplication`` it works as well, but nothing of a worker
+    arrives until an event loop runs."""
 
     #: the run's state: "idle" once it ended (the others are the subclass's)
     stateChanged = Signal()
@@ -148,10 +146,9 @@ class WorkerRun(QObject):
     finished = Signal()
 
     def __init__(self) -> None:
-        super().__init__()
         self.state = "idle"
         self.worker: Any = None
-        self._drain_timer = drain_timer(self, self._drain)
+        self._drain_timer = drain_timer(None, self._drain)
 
     def _drain(self) -> None:
         raise NotImplementedError
@@ -359,7 +356,7 @@ class TrainingRun(WorkerRun):
         worker.trainerReady.connect(self._on_trainer_ready)
         worker.stateChanged.connect(self._set_state)
         worker.finished.connect(self._on_worker_finished)
-        worker.saved.connect(self._on_saved)  # methods of this QObject: queued into the GUI thread
+        worker.saved.connect(self._on_saved)  # all emitted in the GUI thread
         self.worker = worker
         self._set_state("starting")
         self._drain_timer.start()

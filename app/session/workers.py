@@ -15,8 +15,9 @@ ways:
 * high-rate data (training events, probe frames, samples) go into a :class:`Mailbox` that the GUI
   drains with a ~30 Hz :func:`drain_timer`: a slow screen never queues work nor slows training,
   and only the newest probe frame of a drain is drawn (the others go to the scrubber's history);
-* the few state changes (running, paused, idle, finished, saved) are Qt signals, queued into the
-  receiver's (GUI) thread since they are emitted from another thread.
+* the few state changes (running, paused, idle, finished, saved) are Qt-free
+  :class:`~app.core.state.Signal` s that the loop emits in the GUI thread: it hands each emit over
+  with :func:`app.session.bridge.to_gui`, the one crossing every worker thread uses.
 
 Every torch computation runs under ``model.runtime.compute_lock``, so an inspection or a generation
 never runs at full thread count beside a training step on the shared CPU cores.
@@ -30,11 +31,14 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, QTimer
 
 from app.core.jobs import Job, JobBoard
+from app.core.state import Signal
+from app.session.bridge import gui_bridge, to_gui
 from model.nn.generate import stream
 from model.runtime import WORKER_NICE, compute_lock, lower_thread_priority
 from model.train.control import RunControl
@@ -44,8 +48,9 @@ from model.train.probes import Prober
 DRAIN_MS = 33
 
 
-def drain_timer(parent: QObject, drain: Callable[[], Any], interval_ms: int = DRAIN_MS) -> QTimer:
-    """The GUI-thread timer that calls ``drain()`` ~30 times a second while a worker runs (not started)."""
+def drain_timer(parent: QObject | None, drain: Callable[[], Any], interval_ms: int = DRAIN_MS) -> QTimer:
+    """The GUI-thread timer that calls ``drain()`` ~30 times a second while a worker runs (not started);
+    without a ``parent`` its owner keeps it."""
     timer = QTimer(parent)
     timer.setInterval(interval_ms)
     timer.timeout.connect(drain)
@@ -87,29 +92,32 @@ class Mailbox:
             return self._posted.get(kind, 0)
 
 
-class LoopWorker(QObject):
+class LoopWorker:
     """A generator run in a daemon thread, with pause, resume and stop at each ``yield``.
 
     A subclass writes :meth:`work` (a generator: one ``yield`` per step) and may override
     :meth:`end` (runs in the worker thread after the loop, stopped or not: final probes, the
     message). ``stateChanged`` says running / paused / idle; ``finished(reason, message)`` ends it
-    with reason done | stopped | error. ``control`` (a :class:`~model.train.control.RunControl`, a
-    fresh one unless given) pauses, resumes and stops it; its ``call_soon`` runs a function in the
-    worker thread at the next gap (also while paused). ``mailbox`` carries the results.
+    with reason done | stopped | error: Qt-free signals, emitted in the GUI thread (the loop hands
+    them over with :meth:`announce_in_gui`). ``control`` (a :class:`~model.train.control.RunControl`,
+    a fresh one unless given) pauses, resumes and stops it; its ``call_soon`` runs a function in the
+    worker thread at the next gap (also while paused). ``mailbox`` carries the results. Made in the
+    GUI thread.
     """
 
-    stateChanged = Signal(str)
-    finished = Signal(str, str)
-    _job_started = Signal()  # the loop began (its job is running)
-    _job_ended = Signal(str, str)  # the loop ended (its job ends): reason, message
+    #: "running", "paused" or "idle" (GUI thread)
+    stateChanged = Signal()
+    #: the loop ended: reason, message (GUI thread)
+    finished = Signal()
     thread_name = "attention-lab-worker"
     nice = WORKER_NICE  # added to the thread's niceness: the GUI thread wins a core first
 
     def __init__(self, control: RunControl | None = None) -> None:
-        super().__init__()
+        gui_bridge()  # the hand-over to this (the GUI) thread exists before the loop needs it
         self.mailbox = Mailbox()
         self.control = control if control is not None else RunControl()
-        self.control.on_state = self.stateChanged.emit  # the loop that gates on it announces
+        # the loop that gates on it announces a pause (and the run again), in the GUI thread
+        self.control.on_state = partial(to_gui, self.stateChanged.emit)
         self.error: str | None = None
         self.result: tuple[str, str] | None = None  # (reason, message), set just before finished
         self._thread: threading.Thread | None = None
@@ -122,9 +130,11 @@ class LoopWorker(QObject):
         loop at its next gap, and the job ends with the loop (done, cancelled or failed)."""
         self._board = board
         self.job = board.add(key, title, subject, on_cancel=self.control.stop)
-        self._job_ended.connect(self._end_job)
-        self._job_started.connect(self._start_job)  # a method of this QObject: into the GUI thread
         return self.job
+
+    def announce_in_gui(self, signal: Signal, *args: Any) -> None:
+        """Emit ``signal(*args)`` in the GUI thread, from the loop's (:func:`~app.session.bridge.to_gui`)."""
+        to_gui(signal.emit, *args)
 
     def _start_job(self) -> None:
         if self.job is not None and self._board is not None:
@@ -167,7 +177,7 @@ class LoopWorker(QObject):
         reason, message = "done", ""
         if self.job is not None:
             self.job.progress.begin()
-            self._job_started.emit()
+            to_gui(self._start_job)
         lower_thread_priority(self.nice)
         try:
             steps = self.work()
@@ -185,12 +195,12 @@ class LoopWorker(QObject):
             message = str(exc) or type(exc).__name__
             self.error = traceback.format_exc()
         self.result = (reason, message)
-        self.stateChanged.emit("idle")
-        self._job_ended.emit(reason, message)
+        self.announce_in_gui(self.stateChanged, "idle")
+        to_gui(self._end_job, reason, message)
         self._announce_end(reason, message)
 
     def _announce_end(self, reason: str, message: str) -> None:
-        self.finished.emit(reason, message)
+        self.announce_in_gui(self.finished, reason, message)
 
 
 class TrainWorker(LoopWorker):
@@ -206,9 +216,10 @@ class TrainWorker(LoopWorker):
     Mailbox kinds: ``events`` (dicts), ``frames``, ``samples`` ((step, text)).
     """
 
-    trainerReady = Signal(object)
+    #: the trainer exists (built in the loop, or the one continued)
+    trainerReady = Signal()
     #: a checkpoint was written between two steps: its path and the step it holds
-    saved = Signal(str, int)
+    saved = Signal()
     thread_name = "attention-lab-train"
 
     def __init__(
@@ -249,8 +260,8 @@ class TrainWorker(LoopWorker):
             self.trainer = self._make_trainer(self.control)  # a stop meanwhile is the trainer's too
         trainer = self.trainer
         self.start_step = int(trainer.step)
-        self.trainerReady.emit(trainer)
-        self.stateChanged.emit("running")
+        self.announce_in_gui(self.trainerReady, trainer)
+        self.announce_in_gui(self.stateChanged, "running")
         trainer.add_callback("on_step_end", self.prober)
         try:
             self.prober.refresh(trainer)
@@ -272,7 +283,7 @@ class TrainWorker(LoopWorker):
 
     def _save(self, path: str) -> None:
         self.trainer.save(path)
-        self.saved.emit(path, int(self.trainer.step))
+        self.announce_in_gui(self.saved, path, int(self.trainer.step))
 
     def _sample(self, trainer: Any, step: int) -> None:
         if self.sample_prompt:
@@ -394,8 +405,10 @@ class GenerateWorker(LoopWorker):
     is computed under ``compute_lock`` so generation interleaves with training instead of racing it.
     """
 
-    token = Signal(str)
-    finished = Signal(str, str)  # the text so far, the error ("" when none)
+    #: each new token's text
+    token = Signal()
+    #: the text so far, the error ("" when none)
+    finished = Signal()
     thread_name = "attention-lab-generate"
     nice = 0  # the user waits for these tokens: no lower priority
 
@@ -444,7 +457,7 @@ class GenerateWorker(LoopWorker):
                     if piece is None:
                         return
                     self.parts.append(piece)
-                    self.token.emit(piece)
+                    self.announce_in_gui(self.token, piece)
                     if self.job is not None:
                         n, most = len(self.parts), int(self.sampling.get("max_new_tokens") or 0)
                         self.job.progress.describe(
@@ -455,4 +468,4 @@ class GenerateWorker(LoopWorker):
                 tokens.close()
 
     def _announce_end(self, reason: str, message: str) -> None:
-        self.finished.emit("".join(self.parts), message if reason == "error" else "")
+        self.announce_in_gui(self.finished, "".join(self.parts), message if reason == "error" else "")

@@ -202,7 +202,8 @@ class ComparisonPanel(QWidget):
         worker.control.stop()
         ok = worker.join(timeout)
         if ok and worker.result is not None:
-            self._finish(*worker.result)  # its queued finished signal is then ignored
+            worker.finished.disconnect(self._finish)  # its finished, still on its way, ends nothing
+            self._finish(*worker.result)
         return ok
 
     # ---- GUI thread --------------------------------------------------------------------------
@@ -280,8 +281,8 @@ class ComparisonPanel(QWidget):
 
     def _finish(self, reason: str, message: str) -> None:
         worker = self.worker
-        if worker is None or self.sender() not in (None, worker):
-            return  # an earlier worker's late signal
+        if worker is None:
+            return
         self._drain()  # finished comes after the last post: take everything
         self._timer.stop()
         self.worker = None
