@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from model.interp.analysis.head_scores import informative_rows
+from model.runtime import threads
 
 
 class PatternSimilarity:
@@ -76,9 +77,21 @@ class PatternSimilarity:
         lo, hi = layer * H, (layer + 1) * H
         self._held[:, lo:hi] = flat
         p_new = flat.float()
-        self._entropy[:, lo:hi] = -torch.special.xlogy(p_new, p_new).sum(-1)
         scale = 1.0 / (max(1, int(rows.sum())) * math.log(2))  # nats summed over R queries → mean bits
-        for prompt in range(b):
+        with threads(1):  # many small products: two threads on two loaded cores took 18× as long
+            self._entropy[:, lo:hi] = -torch.special.xlogy(p_new, p_new).sum(-1)
+            self._compare(layer, p_new, scale)
+        if layer == self.L - 1:
+            self.prompts += b
+            self._held = self._entropy = None
+
+    def _compare(self, layer: int, p_new: torch.Tensor, scale: float) -> None:
+        """Add the JS of layer ``layer``'s heads ``p_new`` [b, H, D] against every held head (of layers
+        ``0 … layer``) to ``js_sum``, both ways round."""
+        assert self._held is not None and self._entropy is not None
+        H = self.H
+        lo, hi = layer * H, (layer + 1) * H
+        for prompt in range(len(p_new)):
             held = self._held[prompt, :hi].float()  # [(l+1)·H, D]: every head so far
             h_held = self._entropy[prompt, :hi]
             for h in range(H):
@@ -87,9 +100,6 @@ class PatternSimilarity:
                 js = js.clamp_min(0.0).double().numpy() * scale
                 self.js_sum[lo + h, :hi] += js
                 self.js_sum[:lo, lo + h] += js[:lo]  # the pairs with earlier layers, both ways
-        if layer == self.L - 1:
-            self.prompts += b
-            self._held = self._entropy = None
 
     def matrix(self) -> np.ndarray:
         """``S`` [L·H, L·H] float64 (module docstring): symmetric, 1 on the diagonal; all 1 before any
