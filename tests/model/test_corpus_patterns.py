@@ -50,9 +50,13 @@ def test_the_similarity_is_one_minus_the_mean_js_of_rows_and_identical_heads_are
     acc = PatternSimilarity(L, H, n_shared=4)  # the 5th prompt is not a shared one
     layers = [_causal_patterns(rng, N, H, T) for _ in range(L)]
     layers[2][:, 1] = layers[0][:, 0]  # L2H1 attends exactly as L0H0 on every prompt
+    D = T * (T + 1) // 2 - 1  # the entries of rows 1..T−1 a causal query sees
     for first, stop in ((0, 3), (3, 5)):  # two batches
         for layer in range(L):
             acc.offer(layer, layers[layer][first:stop], first, mask)
+            if layer < L - 1:  # in flight: the batch's shared prompts' rows of every head, float16
+                assert acc.nbytes == (L * H) ** 2 * 8 + (min(stop, 4) - first) * L * H * D * 2
+        assert acc.nbytes == (L * H) ** 2 * 8  # after the pass, only the sums [L·H, L·H]
     s = acc.matrix()
     assert acc.prompts == 4 and s.shape == (L * H, L * H)
     np.testing.assert_array_equal(s, s.T)
