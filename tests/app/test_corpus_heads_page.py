@@ -197,9 +197,10 @@ def test_the_heads_alike_are_placed_by_their_scores_or_by_their_patterns_as_chos
 
 
 def test_at_1024_px_the_map_of_a_score_gives_its_pane_to_the_matrix(qtbot, page):
-    """Beside the table (never narrower than its columns) and a dock, the map's pane is ~120 px wide:
+    """Beside the table (never narrower than its columns) and a dock, the map's pane is ~115 px wide:
     no title and no axis titles over the matrix (the chooser names the score, the ticks L0, H0 the axes),
-    so the matrix has most of the pane's height."""
+    so the matrix has most of the pane's height; and a map too large for numbers in its cells (SmolLM2's
+    30 × 9) drops its colour legend there, which took the whole width, and has it back when wide."""
     from PySide6.QtWidgets import QApplication
 
     tab, page = page
@@ -212,3 +213,10 @@ def test_at_1024_px_the_map_of_a_score_gives_its_pane_to_the_matrix(qtbot, page)
     qtbot.waitUntil(lambda: vb.height() > 0, timeout=5000)
     assert vb.height() >= 0.6 * pane.height(), (vb.height(), pane.height())  # it had a sixth of it
     assert vb.width() >= 0.4 * pane.width(), (vb.width(), pane.width())
+    legend = page.map_plot.panel.legend
+    page.map_plot.set_matrix(np.random.default_rng(0).random((30, 9)))  # no numbers in 30 × 9 cells
+    for _ in range(3):
+        QApplication.processEvents()
+    assert not legend.isVisible() and vb.width() >= 0.4 * pane.width(), (vb.width(), pane.width())
+    win.resize(1600, 900)
+    qtbot.waitUntil(lambda: legend.isVisible() and page.map_plot.width() >= 200, timeout=5000)

@@ -55,6 +55,8 @@ if TYPE_CHECKING:
 EXAMPLE_TITLES = {"attention": "Where it attends most (weight)", "z": "Where its output is largest (‖z‖)"}
 #: Examples shown per kind on the card.
 CARD_EXAMPLES = 5
+#: px: the score's map shows its colour legend (~70 px) only when at least this wide
+MAP_LEGEND_MIN_WIDTH = 200
 
 
 def run_text(result: HeadScores) -> str:
@@ -139,8 +141,11 @@ class CorpusHeadsPage(AttentionPage):
         self.table = ScoresTable()
         self.table.headClicked.connect(self.state.select)
         # no title and no axis titles: the chooser above names the score, the ticks L0 and H0 the axes,
-        # and the matrix keeps the room (at 1024 px beside a dock its column is ~130 px wide)
-        self.map_plot = MatrixPlot(row_title="", col_title="", square=False, numbers=None)
+        # and the matrix keeps the room (at 1024 px beside a dock its column is ~115 px wide, where the
+        # colour legend gives way too: the readout and the table give the values)
+        self.map_plot = MatrixPlot(
+            row_title="", col_title="", square=False, numbers=None, legend_min_width=MAP_LEGEND_MIN_WIDTH
+        )
         self.map_plot.clicked.connect(self.state.select)
         self.card = QLabel(" ")
         self.card.setWordWrap(True)
