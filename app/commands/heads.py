@@ -2,9 +2,11 @@
 
 Streams the model over ``--prompts`` N prompts of ``--seq-len`` T tokens from ``--corpus`` and keeps
 only bounded statistics (:mod:`model.interp.corpus`); prints the strongest heads of each score with
-their 95% bootstrap intervals, and writes with ``--out`` the heads × scores table (``.csv``) or every
-array (``.npz``: the scores with intervals, per-prompt rows, top examples with their text, clusters
-and the 2-D placement; no pickle). Progress on stderr; Ctrl+C leaves no file (written whole at the
+their 95% bootstrap intervals and the clusters of alike heads (by their scores, and by their patterns on
+the first prompts), and writes with ``--out`` the heads × scores table (``.csv``: each head's clusters
+and places in both planes too) or every array (``.npz``: the scores with intervals, per-prompt rows,
+top examples with their text, the pattern similarity [L·H, L·H], both clusterings and their 2-D
+placements; no pickle). Progress on stderr; Ctrl+C leaves no file (written whole at the
 end, through a temporary name). Bad input is one line and exit 2 before the model is opened, or, for
 what depends on its tokenizer (a corpus shorter than one prompt), before anything is run.
 """
@@ -150,10 +152,15 @@ def run(args: argparse.Namespace) -> int:
             for l, h in result.top_heads(name, args.top)
         )
         print(f"  {name:<17} {best}")
-    groups = "; ".join(
-        f"{name} ({int((result.clusters.labels == c).sum())})" for c, name in enumerate(result.clusters.names)
-    )
-    print(f"clusters of alike heads (heads in each): {groups}")
+    shared = min(settings.shared_prompts, settings.n_prompts)
+    for what, clusters in (
+        ("their scores", result.clusters),
+        (f"their patterns on {shared} shared prompts", result.pattern_clusters),
+    ):
+        groups = "; ".join(
+            f"{name} ({int((clusters.labels == c).sum())})" for c, name in enumerate(clusters.names)
+        )
+        print(f"clusters of heads alike by {what} (heads in each): {groups}")
     if out is not None:
         if out.suffix.lower() == ".npz":
             written = save_npz(out, result)

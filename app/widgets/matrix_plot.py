@@ -373,14 +373,19 @@ class MatrixPlot(QWidget):
 
     ``hovered(row, col)`` (``-1, -1`` when the pointer leaves the matrix) and ``clicked(row, col)``.
     ``describe(row, col) -> str`` writes the readout (default: the two labels and the value). When
-    the numbers are written in the cells, the colour legend is hidden: it would only take room.
+    the numbers are written in the cells, the colour legend is hidden: it would only take room; so it
+    is while the widget is narrower than ``legend_min_width`` pixels (default 0: never), where the
+    legend's ~70 px would leave the matrix nothing (the readout still gives each cell's value).
     """
 
     hovered = Signal(int, int)
     clicked = Signal(int, int)
 
-    def __init__(self, parent: QWidget | None = None, *, title: str = "", **options):
+    def __init__(
+        self, parent: QWidget | None = None, *, title: str = "", legend_min_width: int = 0, **options
+    ):
         super().__init__(parent)
+        self.legend_min_width = int(legend_min_width)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.view = pg.GraphicsLayoutWidget()
@@ -408,8 +413,14 @@ class MatrixPlot(QWidget):
     def set_matrix(self, matrix, row_labels=None, col_labels=None, **kwargs) -> None:
         """Draw ``matrix`` [R, C] (keywords of :meth:`MatrixPanel.set_matrix`)."""
         self.panel.set_matrix(matrix, row_labels, col_labels, **kwargs)
+        self._fit_legend()
+        self.refresh_readout()
+
+    def _fit_legend(self) -> None:
+        """Show the legend unless the cells carry their numbers or the widget is too narrow for it."""
         legend = self.panel.legend
-        if legend is not None and legend.isVisible() == bool(self.panel.cell_texts()):
+        want = not self.panel.cell_texts() and self.width() >= self.legend_min_width
+        if legend is not None and legend.isVisible() != want:
             # out of the layout while hidden, or its column would still take the room
             if legend.isVisible():
                 self.view.ci.removeItem(legend)
@@ -417,7 +428,11 @@ class MatrixPlot(QWidget):
             else:
                 self.view.ci.addItem(legend, row=0, col=1)
                 legend.setVisible(True)
-        self.refresh_readout()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if self.legend_min_width:
+            self._fit_legend()
 
     def set_title(self, text: str) -> None:
         self.panel.set_title(text)

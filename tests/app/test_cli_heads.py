@@ -41,6 +41,16 @@ def test_the_table_and_the_arrays(shipped_starter, tmp_path, capsys):
         names = list(z["score_names"])
         for (layer, head), value in csv_mean.items():
             assert z["mean"][names.index("induction"), layer, head] == pytest.approx(value, rel=1e-5)
+        # the heads compared by their patterns on the shared prompts: [L·H, L·H], and each head's place
+        s = z["pattern_similarity"]
+        assert s.shape == (8, 8) and np.array_equal(s, s.T) and np.all(np.diag(s) == 1)
+        for row in rows:
+            layer, head = int(row["layer"]), int(row["head"])
+            xy = z["pattern_cluster_coords"][layer, head]
+            assert (float(row["pattern_x"]), float(row["pattern_y"])) == pytest.approx(tuple(xy), abs=1e-5)
+            label = z["pattern_cluster_labels"][layer, head]
+            assert row["pattern_cluster"] == z["pattern_cluster_names"][label]
+    assert "clusters of heads alike by their patterns on 16 shared prompts" in captured.out
 
 
 @pytest.mark.parametrize(

@@ -159,3 +159,64 @@ def test_a_head_card_gives_its_layers_router_load_with_intervals_most_chosen_fir
     assert router_text(res, 0) == "" and router_text(SimpleNamespace(router_load=None), 1) == ""
     text = router_text(res, 1, most=2)
     assert text.index("e1 <b>50%</b> [45, 55]") < text.index("e2 <b>30%</b> [25, 35]") and "1 more" in text
+
+
+def _placed(alike) -> dict[tuple[int, int], tuple[float, float]]:
+    """Each head's place in the plane as drawn."""
+    out = {}
+    for item in alike.items:
+        x, y = item.getData()
+        for (layer, head), px, py in zip(item.data["data"], x, y, strict=True):
+            out[(int(layer), int(head))] = (float(px), float(py))
+    return out
+
+
+def test_the_heads_alike_are_placed_by_their_scores_or_by_their_patterns_as_chosen(qtbot, page):
+    tab, page = page
+    res = page._result
+    assert page.basis() == "scores"
+    by_scores = _placed(page.alike)
+    assert by_scores[(1, 3)] == pytest.approx(tuple(res.clusters.coords[1, 3]))
+    with qtbot.waitSignal(page.alike.placed, timeout=TIMEOUT) as drawn:
+        page.alike_box.setCurrentIndex(page.alike_box.findData("patterns"))
+    assert drawn.args == ["patterns"] and tab.state.corpus_setup["alike"] == "patterns"
+    by_patterns = _placed(page.alike)
+    c = res.pattern_clusters
+    for (layer, head), xy in by_patterns.items():
+        assert xy == pytest.approx(tuple(c.coords[layer, head]))
+    assert by_patterns != by_scores and len(by_patterns) == 8
+    assert "MDS 1" in page.alike.view.getPlotItem().getAxis("bottom").labelText
+    tab.select_head(1, 3)  # the card names the head's cluster by its patterns
+    assert f"cluster <b>{c.names[int(c.labels[1, 3])]}</b>" in page.card.text()
+    assert page.alike.describe(1, 3).startswith(f"<b>L1H3</b>: cluster {c.names[int(c.labels[1, 3])]}")
+    # the choice stays with the page's inputs: a new run's result is placed by the patterns too
+    with qtbot.waitSignal(page.alike.placed, timeout=TIMEOUT) as drawn:
+        page.prompts_spin.setValue(40)
+    assert drawn.args == ["patterns"] and page._result is not res
+    assert _placed(page.alike)[(1, 3)] == pytest.approx(tuple(page._result.pattern_clusters.coords[1, 3]))
+
+
+def test_at_1024_px_the_map_of_a_score_gives_its_pane_to_the_matrix(qtbot, page):
+    """Beside the table (never narrower than its columns) and a dock, the map's pane is ~115 px wide:
+    no title and no axis titles over the matrix (the chooser names the score, the ticks L0, H0 the axes),
+    so the matrix has most of the pane's height; and a map too large for numbers in its cells (SmolLM2's
+    30 × 9) drops its colour legend there, which took the whole width, and has it back when wide."""
+    from PySide6.QtWidgets import QApplication
+
+    tab, page = page
+    win = tab.window()
+    win.resize(1024, 718)
+    qtbot.waitUntil(lambda: win.width() == 1024, timeout=5000)
+    for _ in range(3):
+        QApplication.processEvents()
+    pane, vb = page.map_plot.view, page.map_plot.panel.vb
+    qtbot.waitUntil(lambda: vb.height() > 0, timeout=5000)
+    assert vb.height() >= 0.6 * pane.height(), (vb.height(), pane.height())  # it had a sixth of it
+    assert vb.width() >= 0.4 * pane.width(), (vb.width(), pane.width())
+    legend = page.map_plot.panel.legend
+    page.map_plot.set_matrix(np.random.default_rng(0).random((30, 9)))  # no numbers in 30 × 9 cells
+    for _ in range(3):
+        QApplication.processEvents()
+    assert not legend.isVisible() and vb.width() >= 0.4 * pane.width(), (vb.width(), pane.width())
+    win.resize(1600, 900)
+    qtbot.waitUntil(lambda: legend.isVisible() and page.map_plot.width() >= 200, timeout=5000)

@@ -10,8 +10,10 @@ sorts, "Export CSV…" writes :meth:`~model.interp.corpus.HeadScores.csv`); righ
 score chosen, [L, H]. Bottom, left, the selected head's **card**: its scores with their intervals, its
 cluster and its top examples (the text around the key, highlighted red, and the query, blue; a click
 opens that prompt in the Attention tab at that head); right, **heads that behave alike**: every head
-placed by the first two principal components of its standardised scores, coloured by its cluster,
-each cluster named by its dominant score (hover names the head).
+placed, and grouped, by what the user chooses over it (remembered with the page's inputs): its corpus
+statistics (the first two principal components of its standardised scores) or its patterns on the
+shared prompts (classical MDS of their Jensen–Shannon distances), coloured by its cluster, each
+cluster named by its dominant score (hover names the head).
 
 A result of other inputs (another model, step, corpus or setting) is never shown as current: it stays
 greyed under a line naming what it was computed for until the new run is in.
@@ -43,6 +45,7 @@ from app.views.attention.corpus_box import corpus_box
 from app.views.attention.corpus_heads_alike import HeadsAlikePlot
 from app.views.attention.corpus_heads_views import ScoresTable, example_html, interval_text, router_text
 from app.widgets.matrix_plot import MatrixPlot
+from model.interp.corpus import ALIKE_BASES
 
 if TYPE_CHECKING:
     from app.views.attention.corpus_heads_jobs import CorpusHeadsJobs
@@ -52,6 +55,8 @@ if TYPE_CHECKING:
 EXAMPLE_TITLES = {"attention": "Where it attends most (weight)", "z": "Where its output is largest (‖z‖)"}
 #: Examples shown per kind on the card.
 CARD_EXAMPLES = 5
+#: px: the score's map shows its colour legend (~70 px) only when at least this wide
+MAP_LEGEND_MIN_WIDTH = 200
 
 
 def run_text(result: HeadScores) -> str:
@@ -81,9 +86,13 @@ class CorpusHeadsPage(AttentionPage):
             "two heads whose intervals do not overlap differ on this corpus, not by the prompts drawn.<br>"
             "<b>Top examples</b>: the prompts where the head's largest weight w[i, j] is largest, and where "
             "its output ‖z_i‖ (z = A V, before W_O) is; the key is red, the query blue.<br>"
-            "<b>Heads that behave alike</b>: each head is its vector of standardised scores; average "
-            "linkage groups them, each group named by the score it is highest on, and the plane is the "
-            "first two principal components."
+            "<b>Heads that behave alike</b>, by <i>corpus statistics</i>: each head is its vector of "
+            "standardised scores; average linkage groups them, each group named by the score it is "
+            "highest on, and the plane is the first two principal components. By <i>patterns on shared "
+            "prompts</i>: two heads are as alike as their rows are on the same first prompts, "
+            "S = 1 − the mean Jensen–Shannon divergence (bits) of their weights over the keys (Clark et "
+            "al. 2019), every head of every layer against every other; the same linkage groups the "
+            "distances √(1 − S), and classical MDS places them."
         )
 
     def _fit_table(self) -> None:
@@ -131,7 +140,12 @@ class CorpusHeadsPage(AttentionPage):
 
         self.table = ScoresTable()
         self.table.headClicked.connect(self.state.select)
-        self.map_plot = MatrixPlot(row_title="layer", col_title="head", square=False, numbers=None)
+        # no title and no axis titles: the chooser above names the score, the ticks L0 and H0 the axes,
+        # and the matrix keeps the room (at 1024 px beside a dock its column is ~115 px wide, where the
+        # colour legend gives way too: the readout and the table give the values)
+        self.map_plot = MatrixPlot(
+            row_title="", col_title="", square=False, numbers=None, legend_min_width=MAP_LEGEND_MIN_WIDTH
+        )
         self.map_plot.clicked.connect(self.state.select)
         self.card = QLabel(" ")
         self.card.setWordWrap(True)
@@ -142,6 +156,16 @@ class CorpusHeadsPage(AttentionPage):
         self.examples_view.anchorClicked.connect(self._example_clicked)
         self.alike = HeadsAlikePlot()
         self.alike.headClicked.connect(self.state.select)
+        self.alike_box = QComboBox()  # what places and groups the heads
+        self.alike_box.setMinimumContentsLength(8)
+        for basis, words in ALIKE_BASES.items():
+            self.alike_box.addItem(words, basis)
+        self.alike_box.setToolTip(
+            "Place and group the heads by their scores over the whole corpus, or by how alike their "
+            "attention weights are on the same first prompts"
+        )
+        self.alike_box.setCurrentIndex(max(0, self.alike_box.findData(s["alike"])))
+        self.alike_box.currentIndexChanged.connect(self._alike_chosen)
 
         card_box = QWidget()
         card_lay = QVBoxLayout(card_box)
@@ -162,9 +186,17 @@ class CorpusHeadsPage(AttentionPage):
         self.top_split.setSizes([1000, 200])  # the table first: every column in sight
         self.top_split.setStretchFactor(0, 0)
         self.top_split.setStretchFactor(1, 1)
+        alike_box = QWidget()  # the plane of alike heads, under its chooser
+        alike_lay = QVBoxLayout(alike_box)
+        alike_lay.setContentsMargins(0, 0, 0, 0)
+        alike_row = QHBoxLayout()
+        alike_row.addWidget(QLabel("Heads alike by:"))
+        alike_row.addWidget(self.alike_box, 1)
+        alike_lay.addLayout(alike_row)
+        alike_lay.addWidget(self.alike, 1)
         self.bottom_split = QSplitter(Qt.Orientation.Horizontal)
         self.bottom_split.addWidget(card_box)
-        self.bottom_split.addWidget(self.alike)
+        self.bottom_split.addWidget(alike_box)
         self.bottom_split.setSizes([780, 460])
         self.split = QSplitter(Qt.Orientation.Vertical)
         self.split.addWidget(self.top_split)
@@ -189,6 +221,15 @@ class CorpusHeadsPage(AttentionPage):
     def _score_chosen(self, name: str) -> None:
         if name and self.state.set_corpus_setup(score=name):
             self._draw_map()
+
+    def basis(self) -> str:
+        """What places and groups the heads alike: ``"scores"`` or ``"patterns"`` (:data:`ALIKE_BASES`)."""
+        return str(self.alike_box.currentData())
+
+    def _alike_chosen(self, _index: int) -> None:
+        if self.state.set_corpus_setup(alike=self.basis()):
+            self.alike.show_result(self._result, self.basis())
+            self._draw_card()
 
     _host: CorpusHeadsJobs | None = None  # the tab's corpus jobs (``use_tab_jobs``)
     _result: HeadScores | None = None  # what the page draws (greyed when it is not the inputs' run)
@@ -289,7 +330,7 @@ class CorpusHeadsPage(AttentionPage):
             self.score_box.blockSignals(False)
         self.csv_button.setEnabled(res is not None)
         self._draw_map()
-        self.alike.show_result(self._result)
+        self.alike.show_result(self._result, self.basis())
         self._draw_card()
 
     def _draw_map(self) -> None:
@@ -299,9 +340,8 @@ class CorpusHeadsPage(AttentionPage):
         L, H = res.shape
         m = np.asarray(res.score(name), dtype=np.float32)
         self.map_plot.set_matrix(
-            m, [f"L{i}" for i in range(L)], [f"H{h}" for h in range(H)], legend_label=name
+            m, [f"L{i}" for i in range(L)], [f"H{h}" for h in range(H)], legend_label=f"mean {name}"
         )
-        self.map_plot.set_title(f"mean {name}")
         low, high = res.interval(name)
         self.map_plot.describe = lambda r, c: (
             f"L{r}H{c} {name} {interval_text(m[r, c], low[r, c], high[r, c])}"
@@ -320,7 +360,8 @@ class CorpusHeadsPage(AttentionPage):
         layer, head = min(self.state.selected[0], L - 1), min(self.state.selected[1], H - 1)
         self.table.select_head(layer, head)
         self.alike.ring(layer, head)
-        cluster = res.clusters.names[int(res.clusters.labels[layer, head])]
+        c = res.alike(self.basis())
+        cluster = c.names[int(c.labels[layer, head])]
         values = (res.mean[:, layer, head], res.low[:, layer, head], res.high[:, layer, head])
         cells = " · ".join(
             f"{n} <b>{interval_text(float(m), float(lo), float(hi))}</b>"

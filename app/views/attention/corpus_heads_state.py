@@ -19,8 +19,11 @@ if TYPE_CHECKING:
 
 #: What a run is computed from (see the module docstring).
 RunKey = tuple
-#: The page's inputs and their defaults: ``corpus`` "" is the session's data.
-CORPUS_DEFAULTS: dict[str, Any] = {"corpus": "", "prompts": 64, "seq_len": 64, "score": "induction"}
+#: The page's inputs and their defaults: ``corpus`` "" is the session's data; ``alike``: what places and
+#: groups the heads that behave alike (a key of :data:`model.interp.corpus.ALIKE_BASES`).
+CORPUS_DEFAULTS: dict[str, Any] = {
+    "corpus": "", "prompts": 64, "seq_len": 64, "score": "induction", "alike": "scores"
+}  # fmt: skip
 #: Results kept in memory (the newest last).
 KEPT_RUNS = 8
 

@@ -16,6 +16,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView
 
+from model.interp.corpus import ALIKE_BASES
+
 if TYPE_CHECKING:
     from model.interp.corpus import HeadScores
 
@@ -115,7 +117,12 @@ class ScoresTable(QTableView):
                 name = QStandardItem(f"L{layer}H{head}")
                 name.setData(layer * H + head, SORT_ROLE)
                 name.setData((layer, head), HEAD_ROLE)
-                name.setToolTip(f"cluster {result.clusters.names[int(result.clusters.labels[layer, head])]}")
+                name.setToolTip(
+                    " · ".join(
+                        f"cluster by {words}: {c.names[int(c.labels[layer, head])]}"
+                        for words, c in ((w, result.alike(b)) for b, w in ALIKE_BASES.items())
+                    )
+                )
                 row = [name]
                 for i, score in enumerate(result.names):
                     m, lo, hi = (float(a[i, layer, head]) for a in (result.mean, result.low, result.high))

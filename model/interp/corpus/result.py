@@ -12,15 +12,20 @@ attribute              shape                       meaning
                                                    expert (NaN in a dense layer); ``router_low/high``
 ``examples``           {kind: TopExamples}         ``"attention"`` and ``"z"`` (:mod:`.examples`)
 ``example_texts``      {kind: [L, H, k] str}       each example as one line of text
-``clusters``           HeadClusters                labels [L, H], names, 2-D placement [L, H, 2]
+``clusters``           HeadClusters                by the scores: labels [L, H], names, 2-D placement
+                                                   [L, H, 2] (PCA of the standardised scores)
+``pattern_similarity`` [L·H, L·H] float64          1 − mean Jensen–Shannon divergence of two heads'
+                                                   rows over the shared prompts (:mod:`.patterns`)
+``pattern_clusters``   HeadClusters                by the patterns: the same, of ``√(1 − S)`` (MDS)
 ``settings``           CorpusSettings              what was run (``identity``: the cache key's parts)
 =====================  ==========================  ===================================================
 
 ``result.score("induction")`` is a map [L, H]; ``result.interval("induction")`` its (low, high);
-``result.top_heads("induction", 3)`` the best (layer, head)s; :meth:`HeadScores.rows` the heads ×
-scores table; :meth:`HeadScores.to_csv` writes it; :meth:`HeadScores.arrays` /
-:meth:`HeadScores.from_arrays` are its ``.npz`` form (no pickle: strings are unicode arrays, the
-settings JSON).
+``result.top_heads("induction", 3)`` the best (layer, head)s; ``result.alike("patterns")`` the heads
+grouped and placed by their patterns (``"scores"``: by their scores); :meth:`HeadScores.rows` the
+heads × scores table (each head's cluster and place by both); :meth:`HeadScores.csv` writes it;
+:meth:`HeadScores.arrays` / :meth:`HeadScores.from_arrays` are its ``.npz`` form (no pickle: strings
+are unicode arrays, the settings JSON).
 """
 
 from __future__ import annotations
@@ -47,7 +52,9 @@ class CorpusSettings:
     tokens either side; ``window`` the local window (:func:`~model.interp.analysis.head_scores.local_share`);
     ``resamples`` of the bootstrap; ``n_clusters`` groups of heads; ``random_prompts``: how many of the
     prompts (the first ones) also measure induction on repeated random tokens, a second forward pass
-    each (the others' ``induction_random`` is NaN, left out of its mean and interval)."""
+    each (the others' ``induction_random`` is NaN, left out of its mean and interval);
+    ``shared_prompts``: over how many of the prompts (the first ones) every pair of heads' patterns is
+    compared (:mod:`~model.interp.corpus.patterns`; no extra pass, its memory grows with ``seq_len``²)."""
 
     corpus: str
     n_prompts: int = 256
@@ -60,6 +67,11 @@ class CorpusSettings:
     resamples: int = 1000
     n_clusters: int = 6
     random_prompts: int = 64
+    shared_prompts: int = 16
+
+
+#: What heads can be found alike by (:meth:`HeadScores.alike`), in words.
+ALIKE_BASES: dict[str, str] = {"scores": "corpus statistics", "patterns": "patterns on shared prompts"}
 
 
 @dataclass
@@ -75,6 +87,8 @@ class HeadScores:
     examples: dict[str, TopExamples]
     example_texts: dict[str, np.ndarray]
     clusters: HeadClusters
+    pattern_similarity: np.ndarray
+    pattern_clusters: HeadClusters
     router_load: np.ndarray | None = None
     router_low: np.ndarray | None = None
     router_high: np.ndarray | None = None
@@ -107,13 +121,21 @@ class HeadScores:
         H = self.shape[1]
         return [divmod(int(i), H) for i in np.argsort(-s, kind="stable")[:n]]
 
+    def alike(self, basis: str) -> HeadClusters:
+        """The heads grouped and placed by ``basis`` (:data:`ALIKE_BASES`): their ``"scores"`` or their
+        ``"patterns"`` on the shared prompts."""
+        if basis not in ALIKE_BASES:
+            raise KeyError(f"no basis {basis!r}; heads are alike by: {', '.join(ALIKE_BASES)}")
+        return self.pattern_clusters if basis == "patterns" else self.clusters
+
     # ---- the heads × scores table ------------------------------------------------------------------
     def columns(self) -> list[str]:
-        """The table's columns: layer, head, cluster, then each score's mean, low and high."""
-        cols = ["layer", "head", "cluster"]
+        """The table's columns: layer, head, its cluster by scores and by patterns, each score's mean,
+        low and high, then its place in both planes."""
+        cols = ["layer", "head", "cluster", "pattern_cluster"]
         for name in self.names:
             cols += [name, f"{name}_low", f"{name}_high"]
-        return cols
+        return [*cols, "score_x", "score_y", "pattern_x", "pattern_y"]
 
     def rows(self) -> list[list[Any]]:
         """One row per head (:meth:`columns`), layer by layer."""
@@ -121,9 +143,12 @@ class HeadScores:
         out = []
         for layer in range(L):
             for head in range(H):
-                row: list[Any] = [layer, head, self.clusters.names[int(self.clusters.labels[layer, head])]]
+                row: list[Any] = [layer, head]
+                row += [c.names[int(c.labels[layer, head])] for c in (self.clusters, self.pattern_clusters)]
                 for i in range(len(self.names)):
                     row += [float(a[i, layer, head]) for a in (self.mean, self.low, self.high)]
+                for c in (self.clusters, self.pattern_clusters):
+                    row += [float(v) for v in c.coords[layer, head]]
                 out.append(row)
         return out
 
@@ -144,12 +169,14 @@ class HeadScores:
             "high": self.high,
             "settings": np.array(json.dumps(asdict(self.settings))),
             "identity": np.array(json.dumps(self.identity)),
-            "cluster_labels": self.clusters.labels,
-            "cluster_names": np.array(self.clusters.names, dtype=str),
-            "cluster_profile": self.clusters.profile,
-            "cluster_coords": self.clusters.coords,
-            "cluster_explained": self.clusters.explained,
+            "pattern_similarity": self.pattern_similarity,
         }
+        for prefix, c in (("cluster", self.clusters), ("pattern_cluster", self.pattern_clusters)):
+            out[f"{prefix}_labels"] = c.labels
+            out[f"{prefix}_names"] = np.array(c.names, dtype=str)
+            out[f"{prefix}_profile"] = c.profile
+            out[f"{prefix}_coords"] = c.coords
+            out[f"{prefix}_explained"] = c.explained
         for kind, ex in self.examples.items():
             for part in ("value", "prompt", "query", "key", "tokens"):
                 out[f"top_{kind}_{part}"] = getattr(ex, part)
@@ -186,13 +213,9 @@ class HeadScores:
             high=a["high"],
             examples=examples,
             example_texts={kind: a[f"top_{kind}_text"] for kind in EXAMPLE_KINDS},
-            clusters=HeadClusters(
-                a["cluster_labels"],
-                [str(n) for n in a["cluster_names"]],
-                a["cluster_profile"],
-                a["cluster_coords"],
-                a["cluster_explained"],
-            ),
+            clusters=_clusters(a, "cluster"),
+            pattern_similarity=a["pattern_similarity"],
+            pattern_clusters=_clusters(a, "pattern_cluster"),
             router_load=a.get("router_load"),
             router_low=a.get("router_low"),
             router_high=a.get("router_high"),
@@ -200,4 +223,12 @@ class HeadScores:
         )
 
 
-__all__ = ["CorpusSettings", "HeadScores"]
+def _clusters(a: dict[str, np.ndarray], prefix: str) -> HeadClusters:
+    """The :class:`HeadClusters` :meth:`HeadScores.arrays` wrote under ``prefix``."""
+    names = [str(n) for n in a[f"{prefix}_names"]]
+    return HeadClusters(
+        a[f"{prefix}_labels"], names, a[f"{prefix}_profile"], a[f"{prefix}_coords"], a[f"{prefix}_explained"]
+    )
+
+
+__all__ = ["ALIKE_BASES", "CorpusSettings", "HeadScores"]

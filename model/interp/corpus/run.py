@@ -8,13 +8,15 @@ time, and runs each batch once through the model with reading hooks
 scores [B, H] before the next layer is computed. A second pass measures induction on repeated random
 tokens for the first ``random_prompts`` prompts, as the Metrics page does (a random block of
 ``P = min(24, T // 2)`` ids twice, :func:`~model.interp.analysis.heads.repeated_sequence` with seed
-``seed + n`` for prompt ``n``).
+``seed + n`` for prompt ``n``). The first ``shared_prompts`` prompts also compare every pair of heads'
+patterns, in the same pass (:mod:`~model.interp.corpus.patterns`).
 
 Memory: the model, one batch's forward pass (one layer's square at a time), and the kept statistics:
 ``S·N·L·H`` float32 per-prompt scores and the top examples' heaps, ``2·L·H·k`` examples of
-``2(2c + 1)`` ids each, whatever ``N``. Progress: :func:`model.progress.report` in prompts after each
-batch; a cancel (:func:`model.progress.check`, every block of every forward pass) stops it within one
-block and writes nothing.
+``2(2c + 1)`` ids each, whatever ``N``; the pattern similarity's ``(L·H)²`` sums, and while a batch
+is in flight its shared prompts' rows (``b·L·H·T(T + 1)/2`` float16). Progress:
+:func:`model.progress.report` in prompts after each batch; a cancel (:func:`model.progress.check`,
+every block of every forward pass) stops it within one block and writes nothing.
 
 The cache: a finished run is saved as ``.npz`` (no pickle) under ``cache_root()/heads/`` by a SHA-256
 of (the weights' identity: :func:`weights_digest`; the tokenizer; the corpus's identity, its content
@@ -48,7 +50,7 @@ from model.text.datasource import DataError, DataSource
 from model.text.sources import resolve_source
 
 #: Bumped when what a run computes changes, so an older cached result is not read as a newer one.
-CODE_VERSION = 2
+CODE_VERSION = 3
 
 #: Logit bytes one batch may hold (B·T·V float32): the auto batch size keeps under it.
 BATCH_LOGIT_BYTES = 256 * 2**20
@@ -66,7 +68,7 @@ def check_settings(settings: CorpusSettings, context_length: int) -> None:
         raise CorpusError(
             f"seq_len={settings.seq_len}: a prompt is 2 to {context_length} tokens (the model's context)"
         )
-    for name in ("top_k", "resamples", "n_clusters", "window", "random_prompts"):
+    for name in ("top_k", "resamples", "n_clusters", "window", "random_prompts", "shared_prompts"):
         if getattr(settings, name) < 1:
             raise CorpusError(f"{name}={getattr(settings, name)}: must be 1 or more")
     if settings.batch_size < 0 or settings.context < 0 or settings.seed < 0:
@@ -196,8 +198,9 @@ def _stream(model, source: DataSource, settings: CorpusSettings, prefix: list[in
     cfg = model.config
     N, T = settings.n_prompts, settings.seq_len
     collector = Collector(
-        cfg, N, top_k=settings.top_k, context=settings.context, window=settings.window, prefix=len(prefix)
-    )
+        cfg, N, top_k=settings.top_k, context=settings.context, window=settings.window, prefix=len(prefix),
+        shared=settings.shared_prompts,
+    )  # fmt: skip
     points = set(model.hook_points())
     period = max(2, min(INDUCTION_PERIOD, T // 2))
     report(0, N, "prompts")
@@ -219,6 +222,7 @@ def _result(collector: Collector, settings: CorpusSettings, tokenizer, identity:
     names = list(SCORES)
     per_prompt = collector.values
     mean, low, high = bootstrap_interval(np.moveaxis(per_prompt, 1, 0), settings.resamples)
+    similarity = collector.similarity.matrix()
     router: tuple[np.ndarray | None, ...] = (None, None, None)
     if collector.router_load is not None:
         router = bootstrap_interval(collector.router_load, settings.resamples)
@@ -232,6 +236,8 @@ def _result(collector: Collector, settings: CorpusSettings, tokenizer, identity:
         examples=collector.top,
         example_texts={kind: ex.texts(tokenizer) for kind, ex in collector.top.items()},
         clusters=cluster_heads(mean, names, settings.n_clusters),
+        pattern_similarity=similarity,
+        pattern_clusters=cluster_heads(mean, names, settings.n_clusters, similarity=similarity),
         router_load=router[0],
         router_low=router[1],
         router_high=router[2],

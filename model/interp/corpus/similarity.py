@@ -10,7 +10,14 @@ a score is undefined (NaN: no repeated token, say) counts in neither sum. The in
 :func:`cluster_heads`: each head as the vector of its corpus scores, each score standardised over the
 heads (``z = (s − mean) / std``); average-linkage agglomerative clustering of those vectors
 (Euclidean) cut into ``n_clusters`` groups, each named by its dominant score (the highest mean ``z``
-among its heads); and a 2-D placement, the first two principal components of the same vectors.
+among its heads); and a 2-D placement, the first two principal components of the same vectors. Given
+the heads' pattern similarity ``S`` [L·H, L·H] (:mod:`.patterns`), the same grouping and naming of the
+distances ``d = √(1 − S)`` instead, placed by their classical MDS.
+
+Both placements are one computation, :func:`plane`: the top two eigenvectors of a doubly centred Gram
+matrix ``B = −½ J D⁽²⁾ J`` (``J = I − 11ᵀ/n``, ``D⁽²⁾`` the squared distances) scaled by the square
+roots of their eigenvalues. For the scores ``B = z_c z_cᵀ`` (``z_c`` the centred vectors: classical MDS
+of Euclidean distances is their PCA); for the patterns ``D⁽²⁾ = 1 − S``, so ``B = ½ J S J``.
 """
 
 from __future__ import annotations
@@ -54,10 +61,10 @@ def bootstrap_interval(
 
 @dataclass
 class HeadClusters:
-    """Heads grouped by their scores: ``labels`` [L, H] (cluster index), ``names`` (one per cluster, its
-    dominant score; a name used twice gets ``#2``), ``profile`` [n_clusters, n_scores] (each cluster's
-    mean standardised score), ``coords`` [L, H, 2] (the first two principal components) and
-    ``explained`` [2] (the share of the variance each carries)."""
+    """Heads grouped by how alike they are (their scores, or their patterns): ``labels`` [L, H] (cluster
+    index), ``names`` (one per cluster, its dominant score; a name used twice gets ``#2``), ``profile``
+    [n_clusters, n_scores] (each cluster's mean standardised score), ``coords`` [L, H, 2] (the plane,
+    :func:`plane`) and ``explained`` [2] (the share of the variance each axis carries)."""
 
     labels: np.ndarray
     names: list[str]
@@ -76,10 +83,11 @@ def standardised(scores: np.ndarray) -> np.ndarray:
     return np.nan_to_num(z, nan=0.0)
 
 
-def _average_linkage(x: np.ndarray, n_clusters: int) -> np.ndarray:
-    """Cluster labels of the rows of ``x`` by average-linkage agglomeration, stopped at ``n_clusters``."""
-    n = len(x)
-    d = np.sqrt(((x[:, None, :] - x[None, :, :]) ** 2).sum(-1))
+def _average_linkage(d: np.ndarray, n_clusters: int) -> np.ndarray:
+    """Cluster labels of ``n`` items at distances ``d`` [n, n] by average-linkage agglomeration, stopped
+    at ``n_clusters``."""
+    n = len(d)
+    d = np.array(d, dtype=np.float64)
     np.fill_diagonal(d, np.inf)
     size = np.ones(n)
     members = {i: [i] for i in range(n)}
@@ -101,27 +109,59 @@ def _average_linkage(x: np.ndarray, n_clusters: int) -> np.ndarray:
     return labels
 
 
-def cluster_heads(mean_scores: np.ndarray, score_names: list[str], n_clusters: int = 6) -> HeadClusters:
-    """:class:`HeadClusters` of heads whose corpus scores are ``mean_scores`` [n_scores, L, H]."""
+def plane(gram: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Classical MDS: ``(coords [n, 2], explained [2])`` of items whose doubly centred Gram matrix is
+    ``gram`` ``B`` [n, n] (module docstring): ``coords[:, k] = √λ_k v_k`` for the two largest eigenvalues
+    ``λ_k`` of ``B`` (each axis's sign set so that its largest coordinate is positive), ``explained[k] =
+    λ_k / Σ λ⁺`` (negative eigenvalues, rounding's, count as 0)."""
+    b = 0.5 * (gram + gram.T)
+    n = len(b)
+    coords, explained = np.zeros((n, 2)), np.zeros(2)
+    if n == 0:
+        return coords, explained
+    lam, vec = np.linalg.eigh(b)  # ascending
+    lam, vec = lam[::-1], vec[:, ::-1]
+    total = float(np.clip(lam, 0.0, None).sum())
+    for k in range(min(2, n)):
+        if lam[k] <= 1e-12 * max(1.0, total):
+            break
+        axis = vec[:, k] * np.sqrt(lam[k])
+        coords[:, k] = axis if axis.max() >= -axis.min() else -axis
+        explained[k] = lam[k] / total
+    return coords, explained
+
+
+def cluster_heads(
+    mean_scores: np.ndarray,
+    score_names: list[str],
+    n_clusters: int = 6,
+    *,
+    similarity: np.ndarray | None = None,
+) -> HeadClusters:
+    """:class:`HeadClusters` of heads whose corpus scores are ``mean_scores`` [n_scores, L, H], grouped
+    and placed by those scores, or (``similarity``: their pattern similarity ``S`` [L·H, L·H],
+    :mod:`.patterns`) by the distances ``√(1 − S)``; named by their scores either way."""
     S, L, H = mean_scores.shape
     z = standardised(mean_scores.reshape(S, L * H).T)  # [L·H, S]
     k = max(1, min(int(n_clusters), L * H))
-    labels = _average_linkage(z, k)
+    if similarity is None:
+        centred = z - z.mean(0)
+        gram = centred @ centred.T
+        d = np.sqrt(((z[:, None, :] - z[None, :, :]) ** 2).sum(-1))
+    else:
+        s = np.asarray(similarity, dtype=np.float64)
+        j = np.eye(L * H) - 1.0 / (L * H)
+        gram = 0.5 * j @ s @ j
+        d = np.sqrt(np.clip(1.0 - s, 0.0, None))
+    labels = _average_linkage(d, k)
     profile = np.stack([z[labels == c].mean(0) for c in range(k)])
     names: list[str] = []
     for c in range(k):
         name = score_names[int(np.argmax(profile[c]))]
         seen = sum(1 for n in names if n == name or n.startswith(f"{name} #"))
         names.append(f"{name} #{seen + 1}" if seen else name)
-    centred = z - z.mean(0)
-    _, sv, vt = np.linalg.svd(centred, full_matrices=False)
-    coords = np.zeros((L * H, 2))
-    comps = min(2, vt.shape[0])
-    coords[:, :comps] = centred @ vt[:comps].T
-    total = float((sv**2).sum())
-    explained = np.zeros(2)
-    explained[:comps] = (sv[:comps] ** 2) / total if total > 0 else 0.0
+    coords, explained = plane(gram)
     return HeadClusters(labels.reshape(L, H), names, profile, coords.reshape(L, H, 2), explained)
 
 
-__all__ = ["BOOTSTRAP_SEED", "HeadClusters", "bootstrap_interval", "cluster_heads", "standardised"]
+__all__ = ["BOOTSTRAP_SEED", "HeadClusters", "bootstrap_interval", "cluster_heads", "plane", "standardised"]

@@ -1,10 +1,13 @@
 """What a corpus run keeps of each batch of prompts: per prompt one value per head and score, the top
-examples' heaps, a mixture of experts' router load; never a pattern [B, H, T, T] past its layer.
+examples' heaps, a mixture of experts' router load, and (its first prompts) the heads' pattern
+similarity (:mod:`.patterns`); never a pattern [B, H, T, T] past its layer.
 
 :class:`Collector` gives reading hooks (:func:`model.nn.hooks.reader`) on every layer's
 ``attn.pattern``, ``attn.z`` and (a mixture of experts) ``mlp.chosen``. The pattern hook reduces the
 layer's square ``A`` [B, H, T, T] to scores [B, H] and lets it go: the forward pass writes the next
-layer's pattern into the same buffer, so memory holds one layer's square at a time, whatever N.
+layer's pattern into the same buffer, so memory holds one layer's square at a time, whatever N (and,
+for the shared prompts of the batch, every head's visible rows in float16 until the pass ends:
+:class:`~model.interp.corpus.patterns.PatternSimilarity`).
 
 Each score is the single-prompt function of :mod:`model.interp.analysis.head_scores` applied to the
 batch (the Metrics page's own definitions, under each layer's mask as
@@ -28,6 +31,7 @@ from model.interp.analysis.head_scores import (
 )
 from model.interp.analysis.heads import head_metrics
 from model.interp.corpus.examples import TopExamples
+from model.interp.corpus.patterns import PatternSimilarity
 from model.interp.measures import layer_masks
 from model.nn.hooks import reader
 
@@ -48,11 +52,14 @@ SCORES: dict[str, str] = {
 
 class Collector:
     """Per-prompt scores ``values`` [n_scores, N, L, H] (float32, NaN where a prompt has no query a
-    score counts), the top examples (:class:`~model.interp.corpus.examples.TopExamples`, one per kind)
-    and ``router_load`` [N, L, E] (fraction of a prompt's expert choices per expert; NaN in a dense
-    layer), filled batch by batch: set :meth:`at` before each forward pass."""
+    score counts), the top examples (:class:`~model.interp.corpus.examples.TopExamples`, one per
+    kind), ``router_load`` [N, L, E] (fraction of a prompt's expert choices per expert; NaN in a dense
+    layer) and ``similarity`` (the heads' patterns compared over the first ``shared`` prompts), filled
+    batch by batch: set :meth:`at` before each forward pass."""
 
-    def __init__(self, config, n_prompts: int, *, top_k: int, context: int, window: int, prefix: int):
+    def __init__(
+        self, config, n_prompts: int, *, top_k: int, context: int, window: int, prefix: int, shared: int
+    ):
         L, H = config.core.n_layers, config.attention.n_heads
         self.config = config
         self.window = int(window)
@@ -64,9 +71,11 @@ class Collector:
         }
         E = int(config.feed_forward.n_experts or 0)
         self.router_load = np.full((n_prompts, L, E), np.nan, dtype=np.float32) if E else None
+        self.similarity = PatternSimilarity(L, H, min(int(shared), n_prompts))
         self._first = 0
         self._ids = np.zeros((0, 0), dtype=np.int64)
         self._masks: list = []
+        self._support = np.zeros((0, 0), dtype=bool)  # [T, T]: what any layer's queries see
         self._best_key: dict[int, np.ndarray] = {}
 
     @property
@@ -75,7 +84,7 @@ class Collector:
         arrays = [self.values, *(a for t in self.top.values() for a in _arrays(t))]
         if self.router_load is not None:
             arrays.append(self.router_load)
-        return sum(a.nbytes for a in arrays)
+        return sum(a.nbytes for a in arrays) + self.similarity.nbytes
 
     def at(self, first: int, ids: np.ndarray) -> None:
         """The next forward pass reads prompts ``first ..`` whose ids are ``ids`` [B, T]."""
@@ -83,6 +92,7 @@ class Collector:
         T = self._ids.shape[1]
         if not self._masks or self._masks[0].shape[-1] != T:
             self._masks = layer_masks(self.config, np.tril(np.ones((T, T), dtype=bool)))
+            self._support = np.logical_or.reduce(self._masks)
 
     def hooks(self, points) -> list:
         pairs = []
@@ -130,6 +140,7 @@ class Collector:
         best = np.take_along_axis(masked.reshape(B, H, T * T), flat[..., None], -1)[..., 0]
         self.top["attention"].offer(layer, best, flat // T, flat % T, self._first, self._ids)
         self._best_key[layer] = masked.argmax(-1)  # [B, H, T]: the key each query weighted most
+        self.similarity.offer(layer, w, self._first, self._support)
 
     def _z_hook(self, layer: int):
         @reader
