@@ -16,9 +16,10 @@ from model.config import GPTConfig
 from model.interp.corpus.result import CorpusSettings
 from model.interp.corpus.run import open_source, prompt_batches
 from model.interp.sae import Site, SiteError, readout, site_activations
-from model.interp.sae.dashboard import HIST_BINS, _Histograms, feature_stats
+from model.interp.sae.dashboard import HIST_BINS, _Histograms, feature_dashboard, feature_stats
 from model.interp.sae.readout import feature_logits, feature_source_attribution, head_shares
 from model.nn.gpt import GPT
+from model.progress import Cancelled, Progress, reporting
 from tests.model.sae_hand import D_V, hand_sae
 
 STARTER = Path(__file__).resolve().parents[2] / "assets" / "starter"
@@ -63,7 +64,7 @@ def test_feature_stats_equal_one_pass_over_every_activation(lm):
         for rank, (value, n, position) in enumerate(top):
             assert f[n, position, i] == value
             if rank == 0:
-                torch.testing.assert_close(stats.prompt_ids(n, source), ids[n])  # drawn again, the same
+                assert torch.equal(stats.prompt_ids(n, source), ids[n])  # drawn again, the same
             text = stats.example_text(i, rank, lm.tokenizer)
             marked = lm.tokenizer.token_strings([int(ids[n, position])])[0]
             assert f"⟦{marked}⟧" in text and len(text) == len(ids[n, max(0, position - 4) : position + 5]) + 2
@@ -148,3 +149,40 @@ def test_source_attribution_reads_the_shared_values_of_grouped_query_heads():
         assert got.position == 15 and got.contributions.sum() + got.bias == pytest.approx(
             float(pre[15, i]), abs=1e-5
         )
+
+
+def test_a_features_page_draws_its_examples_again_and_attributes_them(lm):
+    sae = hand_sae()
+    stats = feature_stats(lm.model, lm.tokenizer, sae, "task:induction", n_prompts=6, seq_len=40, top_k=3)
+    page = feature_dashboard(lm.model, lm.tokenizer, sae, stats, 1, k=4)
+    assert [e[:3] for e in page.examples] == stats.top(1) and len(page.examples) == 3
+    np.testing.assert_allclose(page.head_shares, [0.25, 0, 0.75, 0], atol=1e-6)
+    np.testing.assert_array_equal(page.logits.top_ids, feature_logits(lm.model, sae, 1, 4).top_ids)
+    assert page.promoted == lm.tokenizer.token_strings(page.logits.top_ids[0].tolist())
+    assert page.sources is not None and len(page.sources) == 3
+    for (value, _, position, _), attribution in zip(page.examples, page.sources, strict=True):
+        # the prompt drawn again gives the very activation the run kept; its sources add up to it
+        assert attribution.position == position and attribution.activation == pytest.approx(value, rel=1e-5)
+        assert attribution.contributions.sum() + attribution.bias == pytest.approx(value, abs=1e-5)
+        assert not attribution.contributions[[1, 3]].any()  # feature 1 is heads 0's and 2's alone
+    off_z = hand_sae(Site("mlp_out", 0))
+    stats = feature_stats(lm.model, lm.tokenizer, off_z, "task:induction", n_prompts=2, seq_len=16)
+    page = feature_dashboard(lm.model, lm.tokenizer, off_z, stats, 5)
+    assert page.head_shares is None and page.sources is None
+
+
+def test_feature_stats_report_progress_and_stop_when_cancelled(lm):
+    class StopAfterFirstBatch(Progress):
+        def update(self, done, total, unit=""):
+            self.seen.append((done, total, unit))
+            if done:
+                self.cancel()
+            super().update(done, total, unit)
+
+    progress = StopAfterFirstBatch()
+    progress.seen = []
+    with reporting(progress), pytest.raises(Cancelled):
+        feature_stats(
+            lm.model, lm.tokenizer, hand_sae(), "task:induction", n_prompts=8, seq_len=16, batch_size=2
+        )
+    assert progress.seen == [(0, 8, "prompts"), (2, 8, "prompts")]

@@ -24,6 +24,10 @@ models, and SAELens trains without it). Memory: the model's pass to the site and
 An example's whole prompt is not kept: :meth:`FeatureStats.prompt_ids` draws it again from the
 corpus (the same seed and batches draw the same windows), as the source attribution of
 :func:`~model.interp.sae.readout.feature_source_attribution` needs the tokens the heads attended to.
+
+:func:`feature_dashboard` gathers one feature's page: these numbers, the tokens it promotes and
+suppresses, and for a ``z`` SAE each head's share of it and, for each top example, the source tokens
+the heads attended to (one pass as deep as the layer per example).
 """
 
 from __future__ import annotations
@@ -37,6 +41,13 @@ import torch
 from model.interp.corpus.examples import TopExamples
 from model.interp.corpus.result import CorpusSettings
 from model.interp.corpus.run import batch_size_for, bos_prefix, check_settings, open_source, prompt_batches
+from model.interp.sae.readout import (
+    FeatureLogits,
+    SourceAttribution,
+    feature_logits,
+    feature_source_attribution,
+    head_shares,
+)
 from model.interp.sae.sae import SparseAutoencoder
 from model.interp.sae.site import site_activations
 from model.progress import report
@@ -217,4 +228,59 @@ def feature_stats(
     )
 
 
-__all__ = ["HIST_BINS", "FeatureStats", "feature_stats"]
+@dataclass
+class FeatureDashboard:
+    """One feature's page (module docstring): ``examples`` (activation, prompt, position, text with the
+    activating token marked), best first; ``histogram`` (counts, edges); ``logits`` its
+    :class:`~model.interp.sae.readout.FeatureLogits` (one row) with ``promoted`` / ``suppressed`` token
+    texts; for a ``z`` SAE ``head_shares`` [H] and ``sources``, one
+    :class:`~model.interp.sae.readout.SourceAttribution` per example (None otherwise)."""
+
+    feature: int
+    frequency: float
+    mean_activation: float
+    max_activation: float
+    examples: list[tuple[float, int, int, str]]
+    histogram: tuple[np.ndarray, np.ndarray]
+    logits: FeatureLogits
+    promoted: list[str]
+    suppressed: list[str]
+    head_shares: np.ndarray | None
+    sources: list[SourceAttribution] | None
+
+
+def feature_dashboard(
+    model, tokenizer, sae: SparseAutoencoder, stats: FeatureStats, feature: int, *,
+    source: DataSource | None = None, k: int = 10,
+) -> FeatureDashboard:  # fmt: skip
+    """Feature ``feature``'s page from ``stats`` (what :func:`feature_stats` kept) and the weights:
+    ``k`` promoted and suppressed tokens; for a ``z`` SAE the source attribution of each top example,
+    its prompt drawn again from ``source`` (the corpus ``stats`` read; opened again when None)."""
+    if not 0 <= feature < stats.n_features:
+        raise IndexError(f"feature {feature}: the SAE has features 0 to {stats.n_features - 1}")
+    top = stats.top(feature)
+    logits = feature_logits(model, sae, feature, k)
+    shares = sources = None
+    if sae.config.site.kind == "z":
+        shares = head_shares(sae, model.config)[feature]
+        source = source if source is not None else open_source(stats.settings.corpus, tokenizer)
+        sources = [
+            feature_source_attribution(model, sae, feature, stats.prompt_ids(n, source), position)
+            for _, n, position in top
+        ]
+    return FeatureDashboard(
+        feature=int(feature),
+        frequency=float(stats.frequency[feature]),
+        mean_activation=float(stats.mean_activation[feature]),
+        max_activation=float(stats.max_activation[feature]),
+        examples=[(v, n, p, stats.example_text(feature, r, tokenizer)) for r, (v, n, p) in enumerate(top)],
+        histogram=stats.histogram(feature),
+        logits=logits,
+        promoted=logits.tokens(tokenizer, "top")[0],
+        suppressed=logits.tokens(tokenizer, "bottom")[0],
+        head_shares=shares,
+        sources=sources,
+    )
+
+
+__all__ = ["HIST_BINS", "FeatureDashboard", "FeatureStats", "feature_dashboard", "feature_stats"]
