@@ -63,7 +63,6 @@ def trained(tmp_path_factory) -> Path:
     return run
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("how", ["fresh", "resume"])
 def test_a_second_run_into_a_locked_folder_is_refused_and_changes_nothing(tmp_path, trained, how, capfd):
     run = tmp_path / "run"
