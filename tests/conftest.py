@@ -875,7 +875,6 @@ SLOW_FIRST = (
     "test_window_fits.py",
     "test_gguf_tokens.py",
     "test_cli_train_ddp.py",
-    "test_cli_input_paths.py",
     "test_cli_write_limits.py",
     "test_budget_tab.py",
     "test_cli_run_lock.py",

@@ -70,17 +70,17 @@ def test_long_prompt_is_cropped_with_a_warning(tmp_path, config_file, capsys):
         (["--checkpoint", "{missing}", "--prompt", "a", "--out", "{out}"], "does not exist"),
     ],
 )
-def test_user_mistakes_are_one_line_and_exit_2(tmp_path, config_file, args, message):
+def test_user_mistakes_are_one_line_and_exit_2(tmp_path, config_file, args, message, capfd):
+    """In this process (a subprocess paid torch's import again for the missing checkpoint, ~3 s)."""
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"d_model": 30, "n_heads": 4}))
     fill = {"cfg": config_file, "out": tmp_path / "o.npz", "missing": tmp_path / "nope", "bad": bad}
     argv = [a.format(**fill) for a in args]
-    proc = subprocess.run(
-        [sys.executable, "-m", "app.main", "inspect", *argv], capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    code = main(["inspect", *argv])
+    err = capfd.readouterr().err
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err
     assert message in lines[0]
     assert not (tmp_path / "o.npz").exists()
 
