@@ -36,8 +36,8 @@ EVAL_JOB = "features.eval"
 #: The table's rows: (the field of SAEEvaluation, its name, its format, what it is).
 ROWS = (
     ("tokens", "tokens", "{:,}", "positions read, the BOS left out"),
-    ("variance_explained", "variance explained", "{:.4f}", "1 − E‖x − x̂‖² / (E‖x‖² − ‖E x‖²)"),
-    ("mse", "MSE", "{:.6g}", "E‖x − x̂‖², in the site's units"),
+    ("variance_explained", "variance explained", "{:.4f}", "1 − E‖x − SAE(x)‖² / (E‖x‖² − ‖E x‖²)"),
+    ("mse", "MSE", "{:.6g}", "E‖x − SAE(x)‖², in the site's units"),
     ("l0", "L0", "{:.2f}", "features firing per token"),
     ("dead", "dead features", "{:,}", "never fired on these tokens"),
     ("dense", "dense features", "{:,}", f"fired on more than {DENSE_DENSITY:.0%} of tokens"),
