@@ -55,7 +55,7 @@ def test_training_shows_progress_and_growing_curves_cancel_stops_within_a_second
     page.site_box.setCurrentIndex(page.site_box.findData("z"))
     page.layer_spin.setValue(1)
     page.expansion_spin.setValue(4)
-    page.tokens_spin.setValue(80_000)
+    page.tokens_spin.setValue(200_000)
     page.folder_edit.setText(str(tmp_path / "run"))
     assert "128 features" in page.width_label.text()  # 4 × d_in 32
     assert page.start(resume=False)
@@ -70,15 +70,16 @@ def test_training_shows_progress_and_growing_curves_cancel_stops_within_a_second
     qtbot.waitUntil(lambda: not page.running, timeout=5000)
     assert time.monotonic() - t0 < 1.0
     qtbot.waitUntil(lambda: s.jobs.get(TRAIN_JOB).state == "cancelled", timeout=5000)
+    qtbot.waitUntil(lambda: page.status.text().startswith("Stopped after"), timeout=5000)  # every step drawn
     stopped_at = page.curve_points("mse")
-    assert stopped_at < 80_000 // 4096 and page.resume_button.isEnabled() and not heard
+    assert stopped_at < 200_000 // 4096 and page.resume_button.isEnabled() and not heard
 
     page.tokens_spin.setValue(5_000)  # Resume takes the stopped run's settings, not the form's
     with qtbot.waitSignal(page.trained, timeout=TIMEOUT * 3):
         assert page.start(resume=True)
-    assert page.tokens_spin.value() == 80_000
+    assert page.tokens_spin.value() == 200_000
     steps = page.loop.trained.steps
-    assert page.loop.trained.resumed_at == stopped_at and steps * 4096 >= 80_000
+    assert page.loop.trained.resumed_at == stopped_at and steps * 4096 >= 200_000
     assert page.curve_points("mse") == steps  # every step's point, before the stop and after
     assert heard == [SAEChosen(str(tmp_path / "run"))] and tab.state.folder == str(tmp_path / "run")
     sae = load_sae(tmp_path / "run", model_config=s.model.config)
@@ -197,3 +198,36 @@ def test_a_hostile_sae_folder_is_refused_in_one_line_and_the_tab_keeps_working(
     assert tab.state.folder == str(good)
     assert tab.eval_page.evaluate()  # the SAE shown still works
     qtbot.waitUntil(lambda: tab.state.current("eval"), timeout=TIMEOUT)
+
+
+def test_a_run_stopped_by_closing_the_app_resumes_in_a_new_window_from_its_folder(
+    qtbot, features_tab, tmp_path
+):
+    from app.views.features.tab import FeaturesTab
+
+    tab, s = features_tab, features_tab.session
+    page = tab.train_page
+    page.layer_spin.setValue(1)
+    page.site_box.setCurrentIndex(page.site_box.findData("mlp_out"))
+    page.sparsity_box.setCurrentIndex(page.sparsity_box.findData("standard"))
+    page.expansion_spin.setValue(5)
+    page.tokens_spin.setValue(160_000)
+    page.folder_edit.setText(str(tmp_path / "run"))
+    assert page.start(resume=False)
+    qtbot.waitUntil(lambda: page.curve_points("l0") >= 2, timeout=TIMEOUT)
+    tab.shutdown()  # the window closes: the run stops, its state saved in the folder
+    assert not page.running
+    qtbot.waitUntil(lambda: page.status.text().startswith("Stopped after"), timeout=5000)  # every step drawn
+    saved = page.curve_points("l0")
+
+    again = FeaturesTab(s)  # the app opened again
+    qtbot.addWidget(again)
+    assert again.open_folder(tmp_path / "run")  # the SAE as far as it got, and its run
+    p2 = again.train_page
+    assert p2.site_box.currentData() == "mlp_out" and p2.sparsity_box.currentData() == "standard"
+    assert p2.expansion_spin.value() == 5 and p2.curve_points("l0") == saved and p2.resume_button.isEnabled()
+    with qtbot.waitSignal(p2.trained, timeout=TIMEOUT * 3):
+        assert p2.start(resume=True)
+    assert p2.loop.trained.resumed_at == saved and p2.curve_points("l0") == p2.loop.trained.steps
+    assert not p2.resume_button.isEnabled()
+    again.shutdown()

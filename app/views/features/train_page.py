@@ -8,7 +8,7 @@ folder the SAE is written to in SAELens's format (by default a fresh one under t
 :mod:`~app.views.features.folders`). Right, the run's curves as it reports its steps: reconstruction
 MSE, fraction of variance explained, L0 and dead features, against the tokens seen.
 
-**Train** starts a fresh run (into a fresh folder when the one named holds another run); **Resume**
+**Train** starts a fresh run (into a fresh folder when the one named holds anything); **Resume**
 continues the run stopped in the folder (Cancel, or the app closed), with that run's settings. The
 run is :class:`~app.views.features.training.SAETrainLoop`: the JobBar above says how far it is and
 stops it.
@@ -225,11 +225,11 @@ class TrainPage(QWidget):
             self.folder_edit.setText(path)
 
     def show_folder(self, folder: str) -> None:
-        """The SAE in ``folder`` is the tab's: name it as the folder, and when a run of it stopped,
-        show that run's settings and curves so Resume continues it."""
+        """The SAE in ``folder`` is the tab's: name it as the folder and, when it was trained here, show
+        its run's settings and curves (a stopped run's, for Resume to continue)."""
         self.folder_edit.setText(folder)
         state = run_state(folder)
-        if state is not None and not state["finished"]:
+        if state is not None:
             try:
                 self.fill(settings_from_dict(state["settings"]))
             except (TypeError, ValueError, KeyError):
@@ -282,7 +282,7 @@ class TrainPage(QWidget):
             else:
                 settings = self.settings()
                 settings.check(s.model.config)
-                if self.resumable() or not self.folder_edit.text().strip():
+                if self.folder().is_dir() and any(self.folder().iterdir()):  # a fresh run, a fresh folder
                     self.folder_edit.setText(str(default_folder(self.model_name(), settings.site,
                                                                 settings.expansion)))  # fmt: skip
                 self._show_curves({})
