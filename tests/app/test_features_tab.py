@@ -150,6 +150,11 @@ def test_selecting_a_feature_shows_its_dashboard_with_the_top_examples_activatin
     assert page.dashboard.highlighted(0) == visible(s.tokenizer.token_strings([int(ids[position])])[0])
     assert "background" in page.dashboard.examples_view.toHtml()
     assert page.dashboard.sources_view.toPlainText().count("L1H") == 2  # both writing heads
+    assert not page.job_bar.stale
+
+    assert tab.open_folder(_sae_folder(s, tmp_path / "other", seed=5))  # another SAE: both are old now
+    assert page.job_bar.stale and str(tmp_path / "hand") in page.job_bar.stale_note
+    qtbot.waitUntil(lambda: page.job_bar.greyed, timeout=5000)
 
 
 def test_open_feature_opens_the_folder_and_shows_that_features_dashboard(qtbot, features_tab, tmp_path):
