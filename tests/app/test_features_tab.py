@@ -236,3 +236,17 @@ def test_a_run_stopped_by_closing_the_app_resumes_in_a_new_window_from_its_folde
     assert p2.loop.trained.resumed_at == saved and p2.curve_points("l0") == p2.loop.trained.steps
     assert not p2.resume_button.isEnabled()
     again.shutdown()
+
+
+def test_the_default_corpus_is_the_data_a_checkpoint_names_never_the_kind_of_file_it_was():
+    from types import SimpleNamespace
+
+    from app.views.features.eval_page import default_corpus
+    from app.widgets.corpus_box import FALLBACK_CORPUS
+
+    def session(meta):
+        return SimpleNamespace(checkpoint_meta=meta, source=None, tokenizer=None, source_spec="")
+
+    assert default_corpus(session({"source": "task:induction"})) == "task:induction"  # the starter's
+    assert default_corpus(session({"source": "gguf"})) == FALLBACK_CORPUS  # a GGUF file's meta
+    assert default_corpus(session({})) == FALLBACK_CORPUS

@@ -49,10 +49,13 @@ ROWS = (
 
 
 def default_corpus(session) -> str:
-    """The corpus "" stands for: the one the model shown was trained on, when its checkpoint names it
-    (the starter's ``task:induction``), else the session's data (:func:`corpus_spec`)."""
+    """The corpus "" stands for: the built-in text or task the model shown was trained on, when its
+    checkpoint names one (the starter's ``task:induction``; a loaded file's ``source`` names its kind,
+    not its data), else the session's data (:func:`corpus_spec`)."""
     trained_on = (session.checkpoint_meta or {}).get("source")
-    return trained_on if isinstance(trained_on, str) and trained_on else corpus_spec(session, "")
+    if isinstance(trained_on, str) and trained_on.startswith(("builtin:", "task:")):
+        return trained_on
+    return corpus_spec(session, "")
 
 
 def sae_corpus(session, sae) -> str:

@@ -84,6 +84,7 @@ class TrainPage(QWidget):
         self._tokens: list[float] = []
         root = QVBoxLayout(self)
         self.job_bar = JobBar(session.jobs, (TRAIN_JOB,), cancel=session.jobs.cancel)
+        self.job_bar.bar.setFixedWidth(320)  # "1,234,567 of 10,002,432 tokens · ETA 12:34" on one line
         root.addWidget(self.job_bar)
         body = QHBoxLayout()
         body.addWidget(self._build_form())
@@ -316,6 +317,9 @@ class TrainPage(QWidget):
             self._say(f"Trained: {loop.out}")
             self.trained.emit(str(loop.out))
         elif reason == "stopped":
+            state = run_state(loop.out)  # the steps as saved: the last may have been cut before its report
+            if state is not None:
+                self._show_curves(state["curves"])
             self._say(
                 f"Stopped after {int(self._tokens[-1]) if self._tokens else 0:,} tokens: Resume continues"
             )
