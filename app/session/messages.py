@@ -85,7 +85,7 @@ def ask(hub: Hub, request: TabRequest) -> bool:
 
 
 #: every request a tab may make (a test checks that each names a tab of the registry)
-REQUESTS: tuple[type[TabRequest], ...] = (CompareRuns, InspectPrompt)
+REQUESTS: tuple[type[TabRequest], ...] = (CompareRuns, InspectPrompt, OpenFeature)
 
 __all__ = [
     "REQUESTS",

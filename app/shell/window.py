@@ -68,6 +68,7 @@ TABS: list[TabEntry] = [
     TabEntry("labs", "Labs", "app.views.labs.tab:LabsTab"),
     TabEntry("compare", "Compare", "app.views.compare.tab:CompareTab"),
     TabEntry("budget", "Budget", "app.views.budget.tab:BudgetTab"),
+    TabEntry("features", "Features", "app.views.features.tab:FeaturesTab"),
 ]
 
 

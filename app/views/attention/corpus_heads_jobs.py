@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.views.attention.corpus_box import corpus_spec
 from app.views.attention.job_keys import CORPUS_JOB
+from app.widgets.corpus_box import corpus_spec
 from model.runtime import with_threads
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ class CorpusHeadsJobs:
         ] = {}  # key -> the corpus its run read (for its examples' prompts)
 
     def corpus(self) -> str:
-        """The corpus the page's inputs name (:func:`~app.views.attention.corpus_box.corpus_spec`)."""
+        """The corpus the page's inputs name (:func:`~app.widgets.corpus_box.corpus_spec`)."""
         return corpus_spec(self.session, self.state.corpus_setup["corpus"])
 
     def key(self) -> tuple | None:

@@ -41,9 +41,9 @@ from PySide6.QtWidgets import (
 )  # fmt: skip
 
 from app.views.attention.base import AttentionPage, blurb_label, lines_label
-from app.views.attention.corpus_box import corpus_box
 from app.views.attention.corpus_heads_alike import HeadsAlikePlot
 from app.views.attention.corpus_heads_views import ScoresTable, example_html, interval_text, router_text
+from app.widgets.corpus_box import corpus_box
 from app.widgets.matrix_plot import MatrixPlot
 from model.interp.corpus import ALIKE_BASES
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from app.views.attention.corpus_box import corpus_spec
 from app.views.attention.job_keys import QK_MAP_JOB, QK_THUMBS_JOB
+from app.widgets.corpus_box import corpus_spec
 from model.interp.analysis import qk_map as qk
 from model.runtime import with_threads
 
@@ -43,7 +43,7 @@ class QKMapJobs:
         self._asked: dict[str, tuple] = {}  # job -> the key of the request on its way
 
     def corpus(self) -> str:
-        """The corpus the page's inputs name (:func:`~app.views.attention.corpus_box.corpus_spec`)."""
+        """The corpus the page's inputs name (:func:`~app.widgets.corpus_box.corpus_spec`)."""
         return corpus_spec(self.session, self.state.qk_setup["corpus"])
 
     def key(self, *, thumbs: bool = False) -> tuple | None:

@@ -25,7 +25,7 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QSplitter, QVBoxLayout, QWidget
 
 from app.views.attention.base import AttentionPage, blurb_label, lines_label
-from app.views.attention.corpus_box import corpus_box
+from app.widgets.corpus_box import corpus_box
 from app.widgets.palette import lookup_table
 from model.text.tokens import visible
 

@@ -1,6 +1,7 @@
-"""The corpus chooser of the pages that read a corpus (Q–K map, Heads over a corpus): one editable
-list of the built-in texts and synthetic tasks, where a text file or a folder may be typed, and "" (the
-data of the Train tab); :func:`corpus_spec` says which corpus "" is for a session."""
+"""The corpus chooser of the pages that read a corpus (Q–K map, Heads over a corpus, the Features
+tab): one editable list of the built-in texts and synthetic tasks, where a text file or a folder may
+be typed, and "" (the data of the Train tab); :func:`corpus_spec` says which corpus "" is for a
+session."""
 
 from __future__ import annotations
 
