@@ -33,6 +33,10 @@ API = (
     "patch",
     "prompt_of",
     "run_with_trace",
+    # features of a sparse autoencoder (model.interp.sae): reading them
+    "feature_stats",
+    "feature_logits",
+    "prompt_features",
 )
 
 

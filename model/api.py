@@ -239,4 +239,48 @@ def head_scores(
     return corpus_run(lm.model, lm.tokenizer, chosen, use_cache=cache)
 
 
+# ---- features of a sparse autoencoder: reading them (model.interp.sae) ------------------------------
+from model.interp.sae import SparseAutoencoder  # noqa: E402
+from model.interp.sae.dashboard import FeatureStats  # noqa: E402
+from model.interp.sae.dashboard import feature_stats as _feature_stats  # noqa: E402
+from model.interp.sae.prompt import PromptFeatures  # noqa: E402
+from model.interp.sae.prompt import prompt_features as _prompt_features  # noqa: E402
+from model.interp.sae.readout import FeatureLogits  # noqa: E402
+from model.interp.sae.readout import feature_logits as _feature_logits  # noqa: E402
+
+
+def feature_stats(
+    lm: Checkpoint,
+    sae: SparseAutoencoder,
+    corpus: str,
+    *,
+    prompts: int = 256,
+    seq_len: int = 64,
+    **settings: Any,
+) -> FeatureStats:
+    """Every feature of ``sae`` over ``prompts`` prompts of ``seq_len`` tokens of ``corpus``, streamed only
+    as deep as its site, memory independent of ``prompts``: ``stats.frequency`` [F], ``.max_activation``,
+    ``.mean_activation``, ``.histogram(i)`` (counts, edges), ``.top(i)`` the top examples (activation,
+    prompt, position) and ``.example_text(i, rank, lm.tokenizer)`` each with the activating token
+    marked. ``settings``: ``top_k``, ``context``, ``seed``, ``batch_size``."""
+    return _feature_stats(lm.model, lm.tokenizer, sae, corpus, n_prompts=prompts, seq_len=seq_len, **settings)
+
+
+def feature_logits(
+    lm: Checkpoint, sae: SparseAutoencoder, features: int | list[int] | None = None, k: int = 10
+) -> FeatureLogits:
+    """The ``k`` tokens each feature's decoder direction promotes most and suppresses most through the
+    final norm's gain and the unembedding: ``.top_ids`` / ``.top_values`` and ``.bottom_ids`` /
+    ``.bottom_values`` [n, k], ``.tokens(lm.tokenizer)`` their texts; ``features`` None: every one."""
+    return _feature_logits(lm.model, sae, features, k)
+
+
+def prompt_features(
+    lm: Checkpoint, sae: SparseAutoencoder, prompt: str | Prompt | list[int]
+) -> PromptFeatures:
+    """The features of ``sae`` active at each position of ``prompt`` (:func:`prompt_of`):
+    ``.active(t)`` the (feature, activation) pairs of position ``t``, strongest first."""
+    return _prompt_features(lm.model, sae, list(prompt_of(lm, prompt).ids))
+
+
 __all__ = [*API]

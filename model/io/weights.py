@@ -28,11 +28,11 @@ import torch
 from model.budget.sizing import skip_init_on_meta
 from model.config import ConfigError, GPTConfig
 from model.io.loaded import CheckpointError
-from model.io.safetensors_file import safetensors_entries
 from model.io.stored import float_decoder
 from model.nn.gpt import GPT
 from model.nn.layers import make_positions
 from model.nn.quantized import StoredMatrix, install_stored
+from model.safetensors_file import safetensors_entries
 
 #: Problems listed in one error message before "and N more".
 _MAX_LISTED = 6
@@ -95,7 +95,7 @@ _ST_DTYPES = {
 def _safetensors_index(path: Path) -> dict[str, tuple[torch.dtype, tuple[int, ...], int, int]]:
     """A safetensors file's tensors: name -> (dtype, shape, first byte, end byte) in the file.
 
-    The header is read and its entries checked by :func:`~model.io.safetensors_file.safetensors_entries`
+    The header is read and its entries checked by :func:`~model.safetensors_file.safetensors_entries`
     (kinds, a name written twice, tensors sharing bytes); here each entry's bytes are held against its
     dtype and shape, and against the file's size.
     """

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 import model.io.checkpoint.saved as ckpt_mod
+from model import atomic_dir
 from model.config import GPTConfig
-from model.io import atomic_dir
 from model.io.checkpoint.saved import CheckpointError, load_checkpoint, save_checkpoint
 from model.nn.gpt import init_model
 from model.text.tokens import ByteTokenizer, CharTokenizer

@@ -21,9 +21,9 @@ from model.interp.file_size import export_file_bytes
 from model.interp.plan import inspection_need, plan_file_export
 from model.interp.trace import run_with_trace
 from model.io.checkpoint.saved import CheckpointError, load_checkpoint, save_checkpoint
-from model.io.safetensors_file import safetensors_shapes
 from model.nn.generate import check_sampling, check_seed
 from model.nn.gpt import init_model
+from model.safetensors_file import safetensors_shapes
 from model.text.sources import resolve_source
 from model.text.tokens import ByteTokenizer
 from model.train.settings import TrainSettings

@@ -14,7 +14,7 @@ Layout of a checkpoint directory::
 Nothing is pickled and nothing is unpickled: tensors go through safetensors, everything else
 through JSON. Files with other names in the directory (``*.pt``, ``*.bin``) are never read.
 
-Atomic save (:mod:`model.io.atomic_dir`): every file is written (and fsynced) into a sibling
+Atomic save (:mod:`model.atomic_dir`): every file is written (and fsynced) into a sibling
 temporary directory, which then replaces the target in one step (``renameat2(RENAME_EXCHANGE)`` on
 Linux, otherwise rename-aside then rename, with :func:`load_checkpoint` falling back to the
 set-aside copy if a crash came between the two renames). A save killed at any moment leaves either
@@ -39,10 +39,7 @@ from safetensors.torch import load as tensors_from_bytes
 from safetensors.torch import save as tensors_to_bytes
 
 from model.atomic import writing
-from model.budget.sizing import check_config_file_shapes, load_need
-from model.config import ConfigError, GPTConfig
-from model.files import check_input, read_json
-from model.io.atomic_dir import (
+from model.atomic_dir import (
     clean_stale_temps,
     fsync_dir,
     replace_dir,
@@ -50,11 +47,14 @@ from model.io.atomic_dir import (
     temp_dir_for,
     write_synced,
 )
+from model.budget.sizing import check_config_file_shapes, load_need
+from model.config import ConfigError, GPTConfig
+from model.files import check_input, read_json
 from model.io.build import Weights, build_model, own_layout
 from model.io.loaded import Checkpoint, CheckpointError
-from model.io.safetensors_file import safetensors_shapes
 from model.io.weights import Layout, TensorSource
 from model.nn.gpt import GPT
+from model.safetensors_file import safetensors_shapes
 from model.text.registry import tokenizer_from_dict
 from model.text.tokens import Tokenizer, TokenizerError
 

@@ -90,7 +90,7 @@ _CHECKPOINT_FILES = {CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE, META_FILE, STATE_F
 _STEP_DIR = re.compile(r"step-\d{8}")
 _PROBE_FILE = re.compile(r"step-\d{8}\.npz")
 #: Temporary names of this program's unfinished writes: ``.NAME.PID.<random>.tmp`` (model.atomic),
-#: ``.NAME.tmp-PID-<random>`` (model.io.atomic_dir), ``.NAME.tmp-PID`` (a kept save).
+#: ``.NAME.tmp-PID-<random>`` (model.atomic_dir), ``.NAME.tmp-PID`` (a kept save).
 TEMP_NAME = re.compile(r"\.(?P<name>.+?)(\.(?P<pid>\d+)\.[^.]+\.tmp|\.tmp-(?P<pid2>\d+)(-[0-9a-f]+)?)")
 
 
