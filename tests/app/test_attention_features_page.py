@@ -62,8 +62,18 @@ def test_the_map_is_the_strongest_features_the_sae_gives_on_the_prompt(qtbot, fe
     assert page.features.chosen == folder and page.sae_box.currentData() == folder
     with torch.no_grad():  # the SAE run by hand on the site's activations
         f = sae.encode(site_activations(model, sae.config.site, torch.tensor([ids]))[0]).numpy()  # [T, F]
-    best = f.max(axis=0)
     n = page.shown_spin.value()
+    # ranked by the largest activation after the first token (its massive activation left out) ...
+    assert page.skip_box.isChecked()
+    best = f[1:].max(axis=0)
+    want = sorted(np.flatnonzero(best > 0), key=lambda i: (-best[i], i))[:n]
+    r = page.drawn
+    assert r.shown.tolist() == want
+    np.testing.assert_allclose(page.map.matrix, f[:, want].T, rtol=1e-5, atol=1e-6)  # every position
+    # ... or over every position
+    page.skip_box.setChecked(False)
+    _wait_reading(qtbot, page, PROMPT)
+    best = f.max(axis=0)
     want = sorted(np.flatnonzero(best > 0), key=lambda i: (-best[i], i))[:n]
     r = page.drawn
     assert r.shown.tolist() == want

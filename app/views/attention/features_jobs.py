@@ -65,7 +65,7 @@ class FeaturesJobs:
         self.chosen: str | None = None
         self.refused = ""
         #: the map's and the attribution's inputs: features shown, the position and token of the logit
-        self.setup: dict = {"shown": SHOWN, "position": -1, "token": ""}
+        self.setup: dict = {"shown": SHOWN, "skip_first": True, "position": -1, "token": ""}
         #: the newest reading and the inputs it was made for
         self.entry: tuple[FeaturesInputs, Reading] | None = None
         self._asked: FeaturesInputs | None = None
@@ -131,7 +131,8 @@ class FeaturesJobs:
         return f"Refused {Path(str(self.chosen)).name}: {why}" if why else ""
 
     def set_setup(self, **values) -> None:
-        """Change the map's or the attribution's inputs (``shown``, ``position``, ``token``)."""
+        """Change the map's or the attribution's inputs (``shown``, ``skip_first``, ``position``,
+        ``token``)."""
         if any(self.setup.get(k) != v for k, v in values.items()):
             self.setup.update(values)
             self._on_change()

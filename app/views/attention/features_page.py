@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QFileDialog,
     QHBoxLayout,
@@ -116,9 +117,19 @@ class FeaturesPage(AttentionPage):
         bar.addWidget(self.open_button)
         bar.addWidget(QLabel("Shown:"))
         bar.addWidget(self.shown_spin)
+        self.skip_box = QCheckBox("rank after the first token")
+        self.skip_box.setToolTip(
+            "Rank the features and scale the colours by the positions after the first: the first token's "
+            "activation is often far larger than the rest (an attention sink's massive activation). "
+            "Its column is still drawn, and its values read exactly on hover."
+        )
+        self.skip_box.toggled.connect(self._setup_changed)
         lay.addLayout(bar)
+        status_row = QHBoxLayout()
         self.status_label = lines_label(1)
-        lay.addWidget(self.status_label)
+        status_row.addWidget(self.status_label, 1)
+        status_row.addWidget(self.skip_box)
+        lay.addLayout(status_row)
 
         self.map = MatrixPlot(
             square=False, numbers=False, row_title="feature", col_title="position", legend_label="activation"
@@ -151,9 +162,9 @@ class FeaturesPage(AttentionPage):
         self.split = QSplitter(Qt.Orientation.Horizontal)
         self.split.addWidget(self.map)
         self.split.addWidget(right)
-        self.split.setStretchFactor(0, 3)
-        self.split.setStretchFactor(1, 2)
-        self.split.setSizes([620, 380])  # the map wider: a column per token
+        self.split.setStretchFactor(0, 2)
+        self.split.setStretchFactor(1, 1)
+        self.split.setSizes([680, 320])  # the map wider: a column per token
         self.results = QWidget()  # what is greyed while it is another input's
         box = QVBoxLayout(self.results)
         box.setContentsMargins(0, 0, 0, 0)
@@ -195,6 +206,7 @@ class FeaturesPage(AttentionPage):
         if self.features is not None:
             self.features.set_setup(
                 shown=self.shown_spin.value(),
+                skip_first=self.skip_box.isChecked(),
                 position=self.position_spin.value(),
                 token=self.token_edit.text().strip(),
             )
@@ -218,6 +230,10 @@ class FeaturesPage(AttentionPage):
         for spin, value in ((self.shown_spin, s["shown"]), (self.position_spin, s["position"])):
             if not spin.hasFocus():
                 spin.setValue(value)
+        if self.skip_box.isChecked() != s["skip_first"]:
+            self.skip_box.blockSignals(True)
+            self.skip_box.setChecked(s["skip_first"])
+            self.skip_box.blockSignals(False)
         if not self.token_edit.hasFocus() and self.token_edit.text() != s["token"]:
             self.token_edit.setText(s["token"])
 
@@ -301,11 +317,12 @@ class FeaturesPage(AttentionPage):
             self.map.set_matrix(np.zeros((1, 1), dtype=np.float32), [" "], [" "])
             self.map.set_title("no feature is active on this prompt" if r is not None else " ")
         else:
-            self.map.set_matrix(
-                r.table, [r.name(i) for i in r.shown], r.labels, levels=(0.0, float(r.table.max()))
-            )
+            skip = r.inputs.skip_first and r.table.shape[1] > 1  # the first column clipped to the scale
+            top = float(r.table[:, 1:].max()) if skip else 0.0
+            top = top if top > 0 else float(r.table.max())
+            self.map.set_matrix(r.table, [r.name(i) for i in r.shown], r.labels, levels=(0.0, top))
             n_on = len({int(i) for v in r.active.features for i in v})
-            self.map.set_title(f"the {len(r.shown)} strongest of {n_on} features active on the prompt")
+            self.map.set_title(f"the {len(r.shown)} strongest of {n_on} active features")
         self.bars.set_bars(attribution_bars(r) if r is not None else [])
         self.sum_label.setText(self._sum_text(r))
 

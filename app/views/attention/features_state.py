@@ -5,9 +5,11 @@ tab's prompt (:class:`FeaturesOnPrompt`), computed by :func:`read_features` in t
 * **Active features.** With ``f = SAE(x)`` [T, F] the features of the site's activation ``x`` [T, d_in]
   at each position (:func:`~model.interp.sae.prompt.prompt_features`), the page maps the ``N``
   features whose largest activation over the prompt, ``max_t f[t, i]``, is largest
-  (:func:`strongest_features`): ``table`` [N, T], ``f[t, i]`` (0 where the feature is off). Each is
-  named by its index and the token its decoder direction promotes most through the unembedding
-  (:func:`~model.interp.sae.readout.feature_logits`).
+  (:func:`strongest_features`): ``table`` [N, T], ``f[t, i]`` (0 where the feature is off). By
+  default the first position is left out of that max (``skip_first``): the first token's activation
+  is often orders of magnitude larger than the rest (the massive activation of an attention sink),
+  and would pick every feature shown. Each feature is named by its index and the token its decoder
+  direction promotes most through the unembedding (:func:`~model.interp.sae.readout.feature_logits`).
 * **Logit attribution to features.** The site's direct contribution to ``logit[t, token]``, split as
   ``x · u = Σ_i f_i (W_dec,i · u) + b_dec · u + ε · u`` (exact: :func:`~model.interp.sae.prompt.
   feature_logit_attribution`); the page draws the :data:`BARS` largest feature terms, the rest summed
@@ -46,12 +48,14 @@ LOGIT_TOKENS = 5
 @dataclass(frozen=True)
 class FeaturesInputs:
     """What one reading is computed from: the tab's run ``request`` (its prompt), the SAE's folder
-    ``sae``, the features ``shown`` in the map, and the logit attributed: ``token`` ("" = the model's top
-    prediction) at ``position`` (-1 = the last)."""
+    ``sae``, the features ``shown`` in the map (ranked without the first position when ``skip_first``),
+    and the logit attributed: ``token`` ("" = the model's top prediction) at ``position`` (-1 = the
+    last)."""
 
     request: int
     sae: str
     shown: int = SHOWN
+    skip_first: bool = True
     position: int = -1
     token: str = ""
 
@@ -91,12 +95,13 @@ class FeaturesOnPrompt:
         return f"#{int(feature)} ‘{top[0]}’" if top else f"#{int(feature)}"
 
 
-def strongest_features(active: PromptFeatures, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``n`` features whose largest activation on the prompt is largest (ties: the lower index
-    first) [≤ n], and their activation at each position [≤ n, T] (0 where off)."""
+def strongest_features(active: PromptFeatures, n: int, first: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n`` features whose largest activation at positions ``first``, ``first + 1``, ... is
+    largest (ties: the lower index first) [≤ n], and their activation at every position [≤ n, T]
+    (0 where off)."""
     T = len(active.features)
     best: dict[int, float] = {}
-    for t in range(T):
+    for t in range(min(first, T - 1), T):
         for i, v in active.active(t):
             best[i] = max(best.get(i, 0.0), v)
     shown = np.array(sorted(best, key=lambda i: (-best[i], i))[: max(0, n)], dtype=np.int64)
@@ -157,7 +162,7 @@ def read_features(
     """The reading of ``sae`` on the prompt ``ids`` for ``inputs`` (module docstring): one pass as deep as
     the site for the active features, one full pass for the attribution."""
     active = prompt_features(model, sae, ids)
-    shown, table = strongest_features(active, inputs.shown)
+    shown, table = strongest_features(active, inputs.shown, 1 if inputs.skip_first else 0)
     attribution, why = _attribution(model, tokenizer, sae, ids, inputs)
     named = list(
         dict.fromkeys(
