@@ -92,8 +92,8 @@ def _check_context(args) -> None:
 
 
 class LineProgress(Progress):
-    """A run's progress on stderr, as ``attention-lab COMMAND: done of total unit``: one redrawn line on
-    a terminal, a line every 10% otherwise."""
+    """The run's progress on stderr: one redrawn line on a terminal, a line every 10% otherwise, each
+    starting ``attention-lab COMMAND:``."""
 
     def __init__(self, stream=None, command: str = "heads"):
         super().__init__()

@@ -13,7 +13,7 @@ import torch
 from model import api
 from model.config import GPTConfig
 from model.interp.analysis.attribution import direct_logit_attribution
-from model.interp.sae import Site, site_activations
+from model.interp.sae import Site, SiteError, site_activations
 from model.interp.sae.prompt import feature_logit_attribution, prompt_features
 from model.nn.gpt import GPT
 from tests.model.sae_hand import hand_sae
@@ -91,3 +91,13 @@ def test_a_norm_after_the_sublayer_is_frozen_on_the_way_too(norm_position, kind)
     assert got.total == pytest.approx(got.site, rel=1e-4, abs=1e-6)
     dla = direct_logit_attribution(model, ids, token=5, position=-1)
     assert got.site == pytest.approx(_site_parts(dla, site), rel=1e-4, abs=1e-5)
+
+
+def test_an_sae_of_another_width_or_layer_is_refused_in_one_line(lm):
+    wide = hand_sae(Site("resid_pre", 1), d_in=64)  # the starter's stream is 128 wide
+    with pytest.raises(
+        SiteError, match=r"^the SAE reads 64 values a token, but this model's residual stream"
+    ):
+        prompt_features(lm.model, wide, [0, 1, 2])
+    with pytest.raises(SiteError, match=r"^layer 5: the model has layers 0 to 1$"):
+        feature_logit_attribution(lm.model, hand_sae(Site("z", 5)), [0, 1, 2])

@@ -44,6 +44,7 @@ from model.interp.corpus.run import batch_size_for, bos_prefix, check_settings, 
 from model.interp.sae.readout import (
     FeatureLogits,
     SourceAttribution,
+    check_fits,
     feature_logits,
     feature_source_attribution,
     head_shares,
@@ -183,8 +184,8 @@ def feature_stats(
     )  # fmt: skip
     cfg = model.config
     check_settings(settings, cfg.core.context_length)
+    check_fits(model, sae)
     site = sae.config.site
-    site.check(cfg)
     source = source if source is not None else open_source(settings.corpus, tokenizer)
     prefix = bos_prefix(tokenizer, settings.seq_len)
     skip = len(prefix)

@@ -38,7 +38,7 @@ import torch
 
 from model.interp.analysis.attribution import _attributable, frozen_norm
 from model.interp.analysis.patch_runs import as_ids, cache_activations
-from model.interp.sae.readout import _sublayer_norm, site_write
+from model.interp.sae.readout import _sublayer_norm, check_fits, site_write
 from model.interp.sae.sae import SparseAutoencoder
 from model.interp.sae.site import flatten, site_activations
 
@@ -64,6 +64,7 @@ class PromptFeatures:
 def prompt_features(model, sae: SparseAutoencoder, ids) -> PromptFeatures:
     """The features active at each position of the prompt ``ids`` ([T] or [1, T]), one pass as deep as
     the site (module docstring)."""
+    check_fits(model, sae)
     idx = as_ids(model, ids)
     x = site_activations(model, sae.config.site, idx)[0].to(sae.W_enc)  # [T, d_in]
     f = sae.encode(x)
@@ -114,8 +115,8 @@ def feature_logit_attribution(
     """:class:`FeatureLogitAttribution` of the logit of ``token`` (None: the model's top prediction)
     at ``position`` (negative counts from the end) of the prompt ``ids`` ([T] or [1, T]); one forward
     pass. A ValueError for a Post-LN model or a position outside the prompt."""
+    check_fits(model, sae)
     site = sae.config.site
-    site.check(model.config)
     idx = as_ids(model, ids)
     t = _attributable(model, idx.shape[1], position)
     L = model.config.core.n_layers

@@ -48,6 +48,17 @@ from model.interp.sae.site import Site, SiteError, site_activations
 LOGIT_CHUNK = 256
 
 
+def check_fits(model, sae: SparseAutoencoder) -> None:
+    """Refuse, in one line, an SAE whose site the model lacks or whose width is not the site's there."""
+    site = sae.config.site
+    site.check(model.config)
+    want = site.d_in(model.config)
+    if sae.config.d_in != want:
+        raise SiteError(
+            f"the SAE reads {sae.config.d_in} values a token, but this model's {site.label()} has {want}"
+        )
+
+
 def site_write(model, site: Site, x: torch.Tensor) -> torch.Tensor:
     """What ``x`` [..., d_in] at ``site`` adds to the residual stream, [..., d] (module docstring)."""
     if site.kind == "z":
@@ -90,6 +101,7 @@ def feature_logits(
     """The ``k`` tokens each feature's decoder direction promotes most and suppresses most through the
     unembedding (module docstring); ``features``: one index, several, or None (every feature),
     computed :data:`LOGIT_CHUNK` at a time so [F, V] is never held."""
+    check_fits(model, sae)
     site = sae.config.site
     F = sae.config.d_sae
     chosen = np.arange(F) if features is None else np.atleast_1d(np.asarray(features, dtype=np.int64))
@@ -155,6 +167,7 @@ def feature_source_attribution(
     site = sae.config.site
     if site.kind != "z":
         raise SiteError(f"source attribution needs an SAE on z; this one reads {site.label()}")
+    check_fits(model, sae)
     if not 0 <= feature < sae.config.d_sae:
         raise IndexError(f"feature {feature}: the SAE has features 0 to {sae.config.d_sae - 1}")
     idx = as_ids(model, ids)
@@ -197,6 +210,7 @@ __all__ = [
     "LOGIT_CHUNK",
     "FeatureLogits",
     "SourceAttribution",
+    "check_fits",
     "feature_logits",
     "feature_source_attribution",
     "head_shares",
