@@ -76,7 +76,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--sae",
         metavar="DIR",
         help="an SAE folder (SAELens's format) announced to the window as one trained or opened: the "
-        "Attention tab's Features page reads it on the prompt",
+        "Attention tab's SAE page reads it on the prompt",
     )
     p.add_argument(
         "--display", action="store_true", help="use the real display instead of offscreen rendering"

@@ -1,10 +1,14 @@
-"""The Attention tab's Features page on the starter model with an SAE of its layer-1 ``z`` (built by hand,
-saved in SAELens's format): the features active at each position are those the SAE gives on the tab's
-prompt, the logit's bars add up with the error term to the site's direct contribution, a click on a
-feature asks for its dashboard (or says it here when no Features tab is open), a new prompt greys the
-old reading until the new one is in, and an SAE of another model is refused in one line."""
+"""The Attention tab's SAE page (key ``features``) on the starter model with an SAE of its layer-1
+``z`` (built by hand, saved in SAELens's format): the features active at each position are those the
+SAE gives on the tab's prompt, the logit's bars add up with the error term to the site's direct
+contribution, a click on a feature asks for its dashboard (or says it here when no Features tab is
+open), a new prompt greys the old reading until the new one is in, and an SAE of another model is
+refused in one line."""
 
 from __future__ import annotations
+
+import csv
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -92,7 +96,7 @@ def test_the_map_is_the_strongest_features_the_sae_gives_on_the_prompt(qtbot, fe
     )
 
 
-def test_the_bars_add_up_with_the_error_term_to_the_sites_contribution(qtbot, features):
+def test_the_bars_add_up_with_the_error_term_to_the_sites_contribution(qtbot, features, tmp_path):
     from model.interp.causal import one_token
     from model.interp.sae.prompt import feature_logit_attribution
 
@@ -108,6 +112,15 @@ def test_the_bars_add_up_with_the_error_term_to_the_sites_contribution(qtbot, fe
     assert (
         f"sum = site's direct contribution to the logit: {direct.site:.4f} (exact)" in page.sum_label.text()
     )
+    # "This page's numbers": the bars as CSV add up the same; the arrays keep the site's sum
+    written = tab.export_numbers(tmp_path / "features.csv")
+    assert sorted(Path(w).name for w in written) == ["features-active.csv", "features-attribution.csv"]
+    with open(tmp_path / "features-attribution.csv", newline="") as fh:
+        rows = list(csv.reader(fh))[1:]
+    assert [r[0] for r in rows] == labels and abs(sum(float(r[1]) for r in rows) - direct.site) < 1e-4
+    tab.export_numbers(tmp_path / "features.npz")
+    with np.load(tmp_path / "features.npz", allow_pickle=False) as z:
+        assert float(z["site"]) == pytest.approx(direct.site, abs=1e-9)
     # another token at another position: the same sum, of that logit
     page.token_edit.setText("e")
     page.position_spin.setValue(5)

@@ -1,4 +1,4 @@
-"""The Features page's sparse autoencoder and its job (:class:`FeaturesJobs`), without Qt.
+"""The SAE page's sparse autoencoder and its job (:class:`FeaturesJobs`), without Qt.
 
 **The SAE** is a folder in SAELens's format (``cfg.json`` + ``sae_weights.safetensors``). The page
 offers every folder announced on the session's hub (:class:`~app.session.messages.SAEChosen`: trained
@@ -54,8 +54,8 @@ class TabJobs(Protocol):
 
 
 class FeaturesJobs:
-    """The SAE the Features page reads and the job that reads it (module docstring); ``on_change()`` is
-    called when the choice, the refusal or the reading changes."""
+    """The sparse autoencoder the SAE page reads and the job that reads it (module docstring);
+    ``on_change()`` is called when the choice, the refusal or the reading changes."""
 
     def __init__(self, jobs: TabJobs, on_change: Callable[[], None]):
         self.jobs, self.state, self.session = jobs, jobs.state, jobs.session

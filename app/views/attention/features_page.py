@@ -1,4 +1,4 @@
-"""The Features page: what a sparse autoencoder's features say about the tab's prompt
+"""The SAE page (key ``features``): what a sparse autoencoder's features say about the tab's prompt
 (:mod:`~app.views.attention.features_state`, computed by :mod:`model.interp.sae.prompt`).
 
 Top, the SAE: "SAE: [folder ▾] Open…" (the folders announced on the session's hub, the most recent
@@ -54,7 +54,7 @@ def sae_text(reading: FeaturesOnPrompt) -> str:
 
 
 class FeaturesPage(AttentionPage):
-    title = "Features"
+    title = "SAE"  # short: with "Features" the row of page tabs took a third line at 1024 px
     key = "features"
     own_jobs = ("features",)
     blurb = (
@@ -126,7 +126,7 @@ class FeaturesPage(AttentionPage):
         self.skip_box.toggled.connect(self._setup_changed)
         lay.addLayout(bar)
         status_row = QHBoxLayout()
-        self.status_label = lines_label(1)
+        self.status_label = lines_label(2)  # a refusal names the file, the field and both widths
         status_row.addWidget(self.status_label, 1)
         status_row.addWidget(self.skip_box)
         lay.addLayout(status_row)

@@ -1,4 +1,4 @@
-"""What the Attention tab's Features page draws, without Qt: the features of a sparse autoencoder on the
+"""What the Attention tab's SAE page draws, without Qt: the features of a sparse autoencoder on the
 tab's prompt (:class:`FeaturesOnPrompt`), computed by :func:`read_features` in the compute worker from
 :mod:`model.interp.sae.prompt` and :mod:`model.interp.sae.readout`.
 

@@ -1,4 +1,4 @@
-"""The Features page's bars: the parts of the site's direct contribution to a logit
+"""The SAE page's bars: the parts of the site's direct contribution to a logit
 (:func:`~app.views.attention.features_state.attribution_bars`), one horizontal bar each, the largest
 feature first, blue up and red down as the Logit attribution page draws them. A click on a feature's
 bar asks for that feature (``featureClicked(index)``)."""

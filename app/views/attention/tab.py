@@ -5,7 +5,7 @@ are switched off, then the pages under a row of page tabs that wraps onto a seco
 window (every page's name whole, none behind scroll arrows): Heads (the L×H grid), Head (one head
 large), Pipeline, Lines, Token focus, Aggregates, Rollout, Metrics, Experts (mixture-of-experts
 models only: a page whose ``applies_to`` fails for the model's config is hidden), Ablation,
-Patching, Circuits, Q–K map, Corpus (heads over a corpus), Logit attribution, Features (a sparse
+Patching, Circuits, Q–K map, Corpus (heads over a corpus), Logit attribution, SAE (a sparse
 autoencoder's features on the prompt), Next token. With no
 model the tab says so and offers to build the default one. What the pages draw is in ``state``
 (:class:`AttentionState`, no Qt): pages read it and follow its signals, never the tab or each other.
