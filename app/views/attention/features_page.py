@@ -314,7 +314,7 @@ class FeaturesPage(AttentionPage):
     def _draw(self, r: FeaturesOnPrompt | None) -> None:
         self.drawn = r
         if r is None or not len(r.shown):
-            self.map.set_matrix(np.zeros((1, 1), dtype=np.float32), [" "], [" "])
+            self.map.set_matrix(np.full((1, 1), np.nan, dtype=np.float32), [" "], [" "])  # grey: nothing
             self.map.set_title("no feature is active on this prompt" if r is not None else " ")
         else:
             skip = r.inputs.skip_first and r.table.shape[1] > 1  # the first column clipped to the scale
