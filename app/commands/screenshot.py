@@ -73,6 +73,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the Attention tab's prompt (e.g. an IOI sentence for the Patching page); default: its own",
     )
     p.add_argument(
+        "--sae",
+        metavar="DIR",
+        help="an SAE folder (SAELens's format) announced to the window as one trained or opened: the "
+        "Attention tab's SAE page reads it on the prompt",
+    )
+    p.add_argument(
         "--display", action="store_true", help="use the real display instead of offscreen rendering"
     )
 
@@ -114,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
         args.steps = 0 if args.checkpoint is not None else 300
     if args.steps < 0:
         raise UserError("--steps must be 0 or more")
+    if args.sae is not None and not (Path(args.sae) / "cfg.json").is_file():
+        raise UserError(f"--sae {args.sae}: no cfg.json there (not an SAE folder in SAELens's format)")
     out = _out_folder(args.out)
     created = not out.exists()
     try:
@@ -229,7 +237,8 @@ def _setup_panels(win: MainWindow) -> tuple[DataPanel, TrainSettingsPanel]:
 
 def _prepare(win: MainWindow, args: argparse.Namespace) -> None:
     """The model the screenshots show: the default one on ``--source`` with ``--seed`` (or
-    ``--checkpoint``), then ``--prompt`` in the Attention tab, or else ``--steps`` of training."""
+    ``--checkpoint``), ``--sae`` announced, then ``--prompt`` in the Attention tab, or else ``--steps``
+    of training."""
     from app.views.attention.tab import AttentionTab
 
     s = win.session
@@ -250,6 +259,10 @@ def _prepare(win: MainWindow, args: argparse.Namespace) -> None:
             s.load_checkpoint(str(local_checkpoint(args.checkpoint)))
         except Exception as exc:
             raise UserError(f"--checkpoint {args.checkpoint}: {exc}") from None
+    if args.sae is not None:
+        from app.session.messages import SAEChosen
+
+        s.hub.publish(SAEChosen(str(Path(args.sae).resolve())))
     attention = win.tabs.get("attention")
     if args.prompt and isinstance(attention, AttentionTab):
         attention.set_prompt(args.prompt, run=False)

@@ -41,3 +41,13 @@ def test_a_page_whose_wait_runs_out_is_reported():
         ["done", "slow"], pages.__getitem__, lambda key: None, settle=lambda page: page is pages["done"]
     )
     assert [go() for _, go in steps] == [True, False]
+
+
+def test_an_sae_that_is_no_folder_of_one_is_refused_before_the_window(tmp_path, capsys):
+    from app.cli import main
+
+    out = tmp_path / "shots"
+    assert main(["screenshot", "--sae", str(tmp_path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--sae" in err and "cfg.json" in err and len(err.splitlines()) == 1
+    assert not out.exists()

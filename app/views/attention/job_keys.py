@@ -40,6 +40,7 @@ TITLES = {
     "attention.next": "Ranking the next tokens of",
     "attention.experts": "Reading the router's choices on",
     "attention.qkprompt": "Placing in the Q–K map the queries and keys of",
+    "attention.features": "Reading the SAE's features of",
 }
 
 

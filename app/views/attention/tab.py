@@ -5,7 +5,8 @@ are switched off, then the pages under a row of page tabs that wraps onto a seco
 window (every page's name whole, none behind scroll arrows): Heads (the L×H grid), Head (one head
 large), Pipeline, Lines, Token focus, Aggregates, Rollout, Metrics, Experts (mixture-of-experts
 models only: a page whose ``applies_to`` fails for the model's config is hidden), Ablation,
-Patching, Circuits, Q–K map, Corpus (heads over a corpus), Logit attribution, Next token. With no
+Patching, Circuits, Q–K map, Corpus (heads over a corpus), Logit attribution, SAE (a sparse
+autoencoder's features on the prompt), Next token. With no
 model the tab says so and offers to build the default one. What the pages draw is in ``state``
 (:class:`AttentionState`, no Qt): pages read it and follow its signals, never the tab or each other.
 
@@ -46,6 +47,7 @@ from app.views.attention.controls import AblationBanner, NoModelView, PromptBar,
 from app.views.attention.corpus_heads_page import CorpusHeadsPage
 from app.views.attention.experts_page import ExpertsPage
 from app.views.attention.exports import AttentionExports
+from app.views.attention.features_page import FeaturesPage
 from app.views.attention.focus_page import FocusPage
 from app.views.attention.follow import SessionFollower
 from app.views.attention.grid_page import GridPage
@@ -79,13 +81,14 @@ if TYPE_CHECKING:
 PAGES = (
     *(GridPage, HeadPage, PipelinePage, LinesPage, FocusPage, AggregatePage, RolloutPage, MetricsPage),
     *(ExpertsPage, AblationPage, PatchingPage, CircuitsPage, QKMapPage, CorpusHeadsPage, AttributionPage),
+    FeaturesPage,
     NextTokenPage,
 )
 #: Screenshot order: the Ablation page last, since its picture switches a head off (a page the model
 #: does not offer, e.g. Experts of a dense model, is left out).
 SCREENSHOT_ORDER = (
     *("heads", "head", "pipeline", "lines", "focus", "aggregates", "rollout", "metrics", "experts"),
-    *("patching", "circuits", "qkmap", "corpus", "attribution", "next", "ablation"),
+    *("patching", "circuits", "qkmap", "corpus", "attribution", "features", "next", "ablation"),
 )
 
 
