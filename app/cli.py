@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "circuits": "How a model's heads compose (Q/K/V composition, copying), from its weights alone.",
     "qk-map": "One head's queries and keys over a corpus in one 2-D map (AttentionViz), your prompt in it.",
     "heads": "Every head's scores over a corpus (bootstrap intervals), top examples and clusters of heads.",
+    "sae": "Sparse autoencoders on a site of a layer: train one (SAELens's format, resumable), evaluate one.",
     "download": "Download a model from the Hugging Face Hub into its cache (REPO[@REVISION]).",
     "budget": "Parameters, FLOPs, KV cache, memory and training cost of a config or preset.",
     "screenshot": "Render every tab of the app to PNG files, offscreen.",

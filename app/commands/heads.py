@@ -92,10 +92,12 @@ def _check_context(args) -> None:
 
 
 class LineProgress(Progress):
-    """The run's progress on stderr: one redrawn line on a terminal, a line every 10% otherwise."""
+    """The run's progress on stderr: one redrawn line on a terminal, a line every 10% otherwise, each
+    starting ``attention-lab COMMAND:``."""
 
-    def __init__(self, stream=None):
+    def __init__(self, stream=None, command: str = "heads"):
         super().__init__()
+        self.command = command
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._decile = -1
@@ -109,7 +111,7 @@ class LineProgress(Progress):
         self._decile = decile
         eta = snap.eta()
         left = f" · {eta:.0f} s left" if eta is not None and done < total else ""
-        line = f"attention-lab heads: {done} of {total} {unit} · {snap.elapsed:.1f} s{left}"
+        line = f"attention-lab {self.command}: {done} of {total} {unit} · {snap.elapsed:.1f} s{left}"
         end = "\n" if not self.tty or done >= total else ""
         self.stream.write(("\r" if self.tty else "") + line + end)
         self.stream.flush()
