@@ -33,6 +33,12 @@ API = (
     "patch",
     "prompt_of",
     "run_with_trace",
+    "SAEEvaluation",
+    "SAETrainResult",
+    "SparseAutoencoder",
+    "open_sae",
+    "sae_eval",
+    "sae_train",
 )
 
 

@@ -141,3 +141,15 @@ def test_an_exact_sae_recovers_all_the_loss_and_a_zero_one_none(lm, site):
     total = x.pow(2).sum(1).mean() - x.mean(0).pow(2).sum()
     assert nothing.variance_explained == pytest.approx(float(1 - x.pow(2).sum(1).mean() / total), rel=1e-6)
     assert nothing.tokens == len(x)
+
+
+def test_the_public_api_trains_opens_and_evaluates(lm, tmp_path):
+    import model
+
+    result = model.sae_train(lm, "mlp_out", 0, CORPUS, out=tmp_path / "sae", features=512, tokens=2048,
+                             batch_tokens=1024, seq_len=64, k=8)  # fmt: skip
+    assert result.steps == 2 and result.sae.config.model_name == "starter"
+    opened = model.open_sae(tmp_path / "sae", lm)
+    assert torch.equal(opened.W_enc, result.sae.W_enc) and opened.config.site == Site("mlp_out", 0)
+    ev = model.sae_eval(lm, opened, n_tokens=512)  # on the corpus it was trained on, at its seq_len
+    assert ev.tokens == 512 and ev.l0 <= 8 and ev.d_sae == 512
