@@ -71,10 +71,10 @@ class ActivationStream:
     def for_tokens(cls, model, tokenizer, site: Site, corpus: str, *, tokens: int, batch_tokens: int,
                    seq_len: int, seed: int = 0, source: DataSource | None = None,
                    ) -> ActivationStream:  # fmt: skip
-        """The stream of at least ``tokens`` activations in batches of at least ``batch_tokens``:
-        ``ceil(batch_tokens / (seq_len − len(prefix)))`` prompts a batch."""
+        """The stream of at least ``tokens`` activations in batches of at least ``min(batch_tokens, tokens)``:
+        ``ceil(that / (seq_len − len(prefix)))`` prompts a batch."""
         per_prompt = seq_len - len(bos_prefix(tokenizer, seq_len))
-        prompts = max(1, math.ceil(batch_tokens / per_prompt))
+        prompts = max(1, math.ceil(min(batch_tokens, tokens) / per_prompt))
         n_batches = max(1, math.ceil(tokens / (prompts * per_prompt)))
         return cls(model, tokenizer, site, corpus, seq_len=seq_len, prompts=prompts, n_batches=n_batches,
                    seed=seed, source=source)  # fmt: skip
