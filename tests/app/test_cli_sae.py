@@ -20,7 +20,7 @@ from model.interp.sae.train import STATE_FILE
 def _train(starter, out, *args: str) -> list[str]:
     return ["sae", "train", "--checkpoint", str(starter), "--site", "z", "--layer", "1",
             "--corpus", "task:induction", "--features", "512", "--tokens", "4096", "--batch", "1024",
-            "--seq-len", "64", "--k", "16", "--lr", "1e-3", "--out", str(out), *args]  # fmt: skip
+            "--seq-len", "33", "--k", "16", "--lr", "1e-3", "--out", str(out), *args]  # fmt: skip
 
 
 def test_train_then_eval(shipped_starter, tmp_path, capsys):

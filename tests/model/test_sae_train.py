@@ -147,7 +147,7 @@ def test_the_public_api_trains_opens_and_evaluates(lm, tmp_path):
     import model
 
     result = model.sae_train(lm, "mlp_out", 0, CORPUS, out=tmp_path / "sae", features=512, tokens=2048,
-                             batch_tokens=1024, seq_len=64, k=8)  # fmt: skip
+                             batch_tokens=1024, seq_len=33, k=8)  # fmt: skip
     assert result.steps == 2 and result.sae.config.model_name == "starter"
     opened = model.open_sae(tmp_path / "sae", lm)
     assert torch.equal(opened.W_enc, result.sae.W_enc) and opened.config.site == Site("mlp_out", 0)
