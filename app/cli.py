@@ -35,7 +35,8 @@ COMMANDS: dict[str, str] = {
     "circuits": "How a model's heads compose (Q/K/V composition, copying), from its weights alone.",
     "qk-map": "One head's queries and keys over a corpus in one 2-D map (AttentionViz), your prompt in it.",
     "heads": "Every head's scores over a corpus (bootstrap intervals), top examples and clusters of heads.",
-    "sae-features": "Every feature of a sparse autoencoder over a corpus: frequency, top tokens, examples.",
+    "sae": "Sparse autoencoders on a site of a layer: train one (SAELens's format, resumable), evaluate "
+    "one, read its features.",
     "download": "Download a model from the Hugging Face Hub into its cache (REPO[@REVISION]).",
     "budget": "Parameters, FLOPs, KV cache, memory and training cost of a config or preset.",
     "screenshot": "Render every tab of the app to PNG files, offscreen.",
@@ -48,7 +49,7 @@ COMMANDS: dict[str, str] = {
 BROKEN_PIPE_STATUS = 141
 
 #: Subcommands that build a model, sized first (model.sizing); --no-size-check skips the refusal.
-SIZED = ("train", "generate", "inspect", "circuits", "heads", "qk-map", "sae-features")
+SIZED = ("train", "generate", "inspect", "circuits", "heads", "qk-map")
 
 
 class UserError(AttentionLabError):
@@ -77,6 +78,15 @@ MODEL is {MODEL_KINDS}.
 attention-lab COMMAND --help tells what a command takes."""
 
 
+def add_size_check(p: argparse.ArgumentParser) -> None:
+    """``--no-size-check``, for a command (or a command's action) that builds a model."""
+    p.add_argument(
+        "--no-size-check",
+        action="store_true",
+        help="build the model even when it looks too large for this machine's memory",
+    )
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser; with ``only`` just that subcommand's module is imported (the others stay bare)."""
     parser = OneLineParser(
@@ -95,11 +105,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             module = importlib.import_module(f"app.commands.{name.replace('-', '_')}")
             module.add_arguments(p)
             if name in SIZED:
-                p.add_argument(
-                    "--no-size-check",
-                    action="store_true",
-                    help="build the model even when it looks too large for this machine's memory",
-                )
+                add_size_check(p)
             p.set_defaults(_module=module)
     return parser
 

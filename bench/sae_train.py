@@ -20,6 +20,7 @@ second copy.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -52,12 +53,12 @@ def copies(lm, sae, feature: int, *, period: int = 20, prompts: int = 32) -> tup
 
 def starter(args) -> dict:
     lm = open_model("assets/starter")
-    settings = SAETrainSettings(Site("z", 1), "task:induction", tokens=args.tokens or 400_000, d_sae=512,
-                                k=args.k or 32, lr=args.lr or 1e-3, batch_tokens=1024, seq_len=64,
+    settings = SAETrainSettings(Site("z", 1), "task:induction", tokens=args.tokens or 800_000, d_sae=512,
+                                k=args.k or 16, lr=args.lr or 1e-3, batch_tokens=1024, seq_len=64,
                                 seed=args.seed)  # fmt: skip
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     result = train_sae(lm.model, lm.tokenizer, settings)
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     ev = evaluate_sae(
         lm.model, lm.tokenizer, result.sae, corpus="task:induction", n_tokens=32_768, seq_len=64
     )
@@ -67,15 +68,17 @@ def starter(args) -> dict:
     fires = {i: copies(lm, result.sae, i) for i in (written or [int(share.argmax())])}
     best = max(fires, key=lambda i: fires[i][1] - fires[i][0])
     print(f"trained {result.tokens:,} tokens in {seconds:.1f} s ({result.tokens / seconds:,.0f} tokens/s), "
-          f"{torch.get_num_threads()} threads")  # fmt: skip
+          f"{cpu:.1f} CPU-seconds on {torch.get_num_threads()} threads, "
+          f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     for line in ev.lines():
         print("  " + line)
     print(f"  features with >= 50% of their decoder norm² in L1H3: {len(written)}")
     first, second = fires[best]
     print(f"  feature {best}: {share[best]:.2f} in L1H3; mean activation on the first copy {first:.3f}, "
           f"on the second {second:.3f}")  # fmt: skip
-    return {"seconds": seconds, "fve": ev.variance_explained, "l0": ev.l0, "recovered": ev.loss_recovered,
-            "share": float(share[best]), "first": first, "second": second}  # fmt: skip
+    return {"seconds": seconds, "cpu": cpu, "fve": ev.variance_explained, "l0": ev.l0,
+            "recovered": ev.loss_recovered, "share": float(share[best]), "first": first,
+            "second": second}  # fmt: skip
 
 
 def smollm2(args) -> dict:
@@ -83,20 +86,24 @@ def smollm2(args) -> dict:
     settings = SAETrainSettings(Site("resid_pre", 15), "builtin:tales", tokens=args.tokens or 2_000_000,
                                 expansion=8, k=args.k or 32, lr=args.lr or 4e-4, batch_tokens=4096,
                                 seq_len=128, seed=args.seed)  # fmt: skip
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     result = train_sae(lm.model, lm.tokenizer, settings,
                        on_step=lambda s: print(f"  step {s.step}/{s.steps} fve {s.fve:.3f} l0 {s.l0:.1f} "
                                                f"dead {s.dead} {s.seconds:.0f} s", flush=True))  # fmt: skip
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     pace = result.tokens / seconds
-    print(f"trained {result.tokens:,} tokens in {seconds:.1f} s: {pace:,.0f} tokens/s, so 2M tokens in "
-          f"{2_000_000 / pace / 60:.1f} min")  # fmt: skip
+    per_2m = 2_000_000 / result.tokens  # the run, in multiples of this one
+    print(f"trained {result.tokens:,} tokens in {seconds:.1f} s ({cpu:.1f} CPU-seconds, load average "
+          f"{os.getloadavg()[0]:.1f}): {pace:,.0f} tokens/s, so 2M tokens in {per_2m * seconds / 60:.1f} min "
+          f"at this pace; on 2 free cores between {per_2m * cpu / 2 / 60:.1f} and {per_2m * cpu / 60:.1f} "
+          "min (its CPU-seconds over 2, and all of them)")  # fmt: skip
     t1 = time.perf_counter()
     ev = evaluate_sae(lm.model, lm.tokenizer, result.sae, corpus="builtin:tales", n_tokens=args.eval_tokens)
     print(f"evaluated {ev.tokens:,} tokens in {time.perf_counter() - t1:.1f} s")
     for line in ev.lines():
         print("  " + line)
-    return {"seconds": seconds, "fve": ev.variance_explained, "l0": ev.l0, "recovered": ev.loss_recovered}
+    return {"seconds": seconds, "cpu": cpu, "fve": ev.variance_explained, "l0": ev.l0,
+            "recovered": ev.loss_recovered}  # fmt: skip
 
 
 def main() -> None:

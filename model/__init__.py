@@ -33,7 +33,13 @@ API = (
     "patch",
     "prompt_of",
     "run_with_trace",
-    # features of a sparse autoencoder (model.interp.sae): reading them
+    # sparse autoencoders (model.interp.sae): training, evaluating, reading their features
+    "SAEEvaluation",
+    "SAETrainResult",
+    "SparseAutoencoder",
+    "open_sae",
+    "sae_eval",
+    "sae_train",
     "feature_stats",
     "feature_logits",
     "prompt_features",

@@ -30,6 +30,9 @@ function               what it gives
                        a preset (:func:`budget_table` writes it as the command line prints it)
 :func:`head_scores`    every head's scores over a corpus (previous-token, induction, sink, entropy,
                        ...) with 95% bootstrap intervals, top examples and clusters of alike heads
+:func:`sae_train`      a sparse autoencoder on one site of one layer, streamed from a corpus,
+                       saved in SAELens's format (:func:`open_sae` opens one; :func:`sae_eval`
+                       measures it: variance explained, L0, dead features, loss recovered)
 =====================  =============================================================================
 
 The trace's hook names and shapes (``B`` batch, ``H`` heads, ``T`` tokens, ``d`` d_model, ``d_k``
@@ -60,6 +63,17 @@ from model.interp.analysis.qk_map import qk_map as _qk_map
 from model.interp.causal import AttributionResult, PatchingResult, attribution_of, patching_of
 from model.interp.corpus import CorpusSettings, HeadScores, corpus_run
 from model.interp.prompt import Prompt, encode_prompt, prompt_of_ids
+from model.interp.sae.dashboard import FeatureStats
+from model.interp.sae.dashboard import feature_stats as _feature_stats
+from model.interp.sae.evaluate import SAEEvaluation, evaluate_sae
+from model.interp.sae.format import load_sae
+from model.interp.sae.prompt import PromptFeatures
+from model.interp.sae.prompt import prompt_features as _prompt_features
+from model.interp.sae.readout import FeatureLogits
+from model.interp.sae.readout import feature_logits as _feature_logits
+from model.interp.sae.sae import SparseAutoencoder
+from model.interp.sae.site import Site
+from model.interp.sae.train import SAETrainResult, SAETrainSettings, train_sae
 from model.interp.trace import Kinds, Trace
 from model.interp.trace import run_with_trace as _record
 from model.io.hub import resolve
@@ -239,14 +253,53 @@ def head_scores(
     return corpus_run(lm.model, lm.tokenizer, chosen, use_cache=cache)
 
 
-# ---- features of a sparse autoencoder: reading them (model.interp.sae) ------------------------------
-from model.interp.sae import SparseAutoencoder  # noqa: E402
-from model.interp.sae.dashboard import FeatureStats  # noqa: E402
-from model.interp.sae.dashboard import feature_stats as _feature_stats  # noqa: E402
-from model.interp.sae.prompt import PromptFeatures  # noqa: E402
-from model.interp.sae.prompt import prompt_features as _prompt_features  # noqa: E402
-from model.interp.sae.readout import FeatureLogits  # noqa: E402
-from model.interp.sae.readout import feature_logits as _feature_logits  # noqa: E402
+# ---- sparse autoencoders on a site (model.interp.sae) ---------------------------------------------
+def sae_train(
+    lm: Checkpoint,
+    site: str,
+    layer: int,
+    corpus: str,
+    *,
+    out: str | Path | None = None,
+    features: int = 0,
+    tokens: int = 1_000_000,
+    on_step=None,
+    **settings: Any,
+) -> SAETrainResult:
+    """Train a sparse autoencoder on ``site`` (``"z"``, ``"attn_out"``, ``"resid_pre"``, ``"mlp_out"``) of
+    block ``layer`` over ``tokens`` tokens of ``corpus``, ``features`` features (0: ``expansion`` × d_in,
+    8 by default) — what ``attention-lab sae train`` runs. ``out``: the folder it is saved to in SAELens's
+    format, and resumed from. ``settings``: the other fields of
+    :class:`~model.interp.sae.train.SAETrainSettings` (``architecture`` topk|standard, ``k``,
+    ``l1_coefficient``, ``lr``, ``batch_tokens``, ``seq_len``, ``seed``, ``expansion``). Returns
+    ``result.sae`` (``encode(x)`` [..., d_sae], ``decode(f)`` [..., d_in]) and ``result.curves`` (MSE,
+    variance explained, L0, dead features per step); ``on_step(step)`` sees each step as it ends."""
+    chosen = SAETrainSettings(Site(site, layer), corpus, tokens=tokens, d_sae=features, **settings)
+    return train_sae(
+        lm.model, lm.tokenizer, chosen, out=out, on_step=on_step, model_name=str(lm.meta.get("name", ""))
+    )
+
+
+def sae_eval(
+    lm: Checkpoint, sae: SparseAutoencoder, corpus: str | None = None, **settings: Any
+) -> SAEEvaluation:
+    """``sae`` measured as SAELens's evals do, over ``corpus`` (default: the one it was trained on):
+    ``variance_explained``, ``l0``, ``dead`` and ``dense`` features, the next-token loss clean / with the
+    SAE spliced in / with the site zeroed and ``loss_recovered`` — what ``attention-lab sae eval`` prints.
+    ``settings``: ``n_tokens``, ``seq_len``, ``batch_tokens``, ``seed``
+    (:func:`~model.interp.sae.evaluate.evaluate_sae`)."""
+    corpus = corpus or sae.config.extra.get("corpus")
+    if not corpus:
+        raise ValueError("the SAE does not say what it was trained on: name a corpus")
+    settings.setdefault("seq_len", int(sae.config.extra.get("seq_len") or 128))
+    return evaluate_sae(lm.model, lm.tokenizer, sae, corpus=corpus, **settings)
+
+
+def open_sae(path: str | Path, lm: Checkpoint | None = None) -> SparseAutoencoder:
+    """The SAE in folder ``path`` (SAELens's format: ours, or one SAELens wrote), checked against
+    ``lm``'s width at its site when given; a hostile folder is refused in one line before allocating
+    (:func:`~model.interp.sae.format.load_sae`)."""
+    return load_sae(path, model_config=lm.config if lm is not None else None)
 
 
 def feature_stats(

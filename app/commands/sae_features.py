@@ -1,4 +1,4 @@
-"""`attention-lab sae-features`: every feature of a sparse autoencoder read over a corpus, one row each.
+"""`attention-lab sae features`: every feature of a sparse autoencoder read over a corpus, one row each.
 
 Opens the model and the SAE folder (SAELens's format: ``cfg.json`` + ``sae_weights.safetensors``,
 checked against the model before anything is allocated), streams ``--prompts`` N prompts of
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib
 import io
 import sys
 import time
@@ -87,7 +86,9 @@ def _check(args) -> Path | None:
 def open_sae(folder: str, model_config):
     """The SAE at ``folder`` for a model of ``model_config``, through the one reader of SAE folders
     (``model.interp.sae.format.load_sae``: every check before allocation)."""
-    return importlib.import_module("model.interp.sae.format").load_sae(folder, model_config=model_config)
+    from model.interp.sae.format import load_sae
+
+    return load_sae(folder, model_config=model_config)
 
 
 def feature_table(stats, logits, shares, tokenizer) -> list[dict[str, str]]:
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     if args.corpus is not None:
         check_source(args.corpus)  # empty, binary, not UTF-8: one line, before the model is opened
     _check_context(args)
-    ckpt = open_checkpoint(args, "sae-features")
+    ckpt = open_checkpoint(args, "sae features")
     sae = open_sae(args.sae, ckpt.model.config)
     corpus = args.corpus or (ckpt.meta or {}).get("source") or DEFAULT_CORPUS
     from model.interp.sae.dashboard import feature_stats
@@ -130,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     from model.progress import reporting
 
     t0 = time.perf_counter()
-    with reporting(LineProgress(command="sae-features")):
+    with reporting(LineProgress(command="sae features")):
         stats = feature_stats(
             ckpt.model, ckpt.tokenizer, sae, corpus, n_prompts=args.prompts, seq_len=args.seq_len,
             top_k=args.top, seed=args.seed, batch_size=args.batch_size,

@@ -1,13 +1,10 @@
-"""`attention-lab sae-features`: one row per feature of an SAE folder in SAELens's format (frequency,
+"""`attention-lab sae features`: one row per feature of an SAE folder in SAELens's format (frequency,
 activations, promoted tokens, the strongest example, the head that writes it), the same numbers as the
 Python functions give, and bad input as one line + exit 2 before the model is opened."""
 
 from __future__ import annotations
 
 import csv
-import importlib.util
-import sys
-import types
 
 import numpy as np
 import pytest
@@ -18,20 +15,11 @@ from model.interp.sae import Site
 from model.interp.sae.dashboard import feature_stats
 from model.interp.sae.readout import feature_logits
 from model.text.tokens import visible
-from tests.model.sae_hand import hand_sae, read_saelens_folder, write_saelens_folder
-
-
-@pytest.fixture(autouse=True)
-def sae_reader(monkeypatch):
-    """The app's reader of SAE folders, or where this build has none yet, the few lines of the test's."""
-    if importlib.util.find_spec("model.interp.sae.format") is None:
-        stand_in = types.ModuleType("model.interp.sae.format")
-        stand_in.load_sae = read_saelens_folder  # type: ignore[attr-defined]
-        monkeypatch.setitem(sys.modules, "model.interp.sae.format", stand_in)
+from tests.model.sae_hand import hand_sae, write_saelens_folder
 
 
 def _features(starter, sae_dir, *args: str) -> list[str]:
-    return ["sae-features", "--checkpoint", str(starter), "--sae", str(sae_dir), *args]
+    return ["sae", "features", "--checkpoint", str(starter), "--sae", str(sae_dir), *args]
 
 
 def test_one_row_per_feature_with_the_functions_numbers(shipped_starter, tmp_path, capsys):

@@ -69,16 +69,3 @@ def write_saelens_folder(sae: SparseAutoencoder, folder: Path) -> Path:
     }
     save_file(tensors, str(folder / "sae_weights.safetensors"))
     return folder
-
-
-def read_saelens_folder(folder, *, model_config=None) -> SparseAutoencoder:
-    """The few lines that read back what :func:`write_saelens_folder` wrote (a stand-in for the app's
-    reader of SAE folders where a build has none)."""
-    from safetensors.torch import load_file
-
-    cfg = json.loads((Path(folder) / "cfg.json").read_text(encoding="utf-8"))
-    site = Site.from_hook_name(cfg["metadata"]["hook_name"])
-    config = SAEConfig(site, cfg["d_in"], cfg["d_sae"], architecture=cfg["architecture"], k=cfg["k"])
-    sae = SparseAutoencoder(config)
-    sae.load_state_dict(load_file(str(Path(folder) / "sae_weights.safetensors")))
-    return sae

@@ -46,7 +46,7 @@ def test_round_trip_is_exact_and_cfg_has_saelens_fields(tmp_path, model_config):
     back = load_sae(tmp_path / "sae", model_config=model_config)
     for name, p in sae.named_parameters():
         assert torch.equal(getattr(back, name), p), name
-    x = torch.randn(7, D_IN)
+    x = torch.randn(7, D_IN, generator=torch.Generator().manual_seed(3))
     assert torch.equal(back(x), sae(x))
     assert back.config.site == Site("z", 1) and back.config.model_name == "m"
 
@@ -104,10 +104,10 @@ def test_an_saelens_topk_sae_opens_with_its_encode_and_decode(tmp_path, model_co
     folder = write_saelens(tmp_path / "s", saelens_topk_cfg(rescale_acts_by_decoder_norm=rescale), t)
     sae = load_sae(folder, model_config=model_config)
     assert sae.config.site == Site("resid_pre", 1) and sae.config.model_name == "gpt2"
-    x = torch.randn(9, D_IN) * 2
+    x = torch.randn(9, D_IN, generator=torch.Generator().manual_seed(1)) * 2
     f, x_hat = saelens_topk(t, x, rescale)
-    assert torch.allclose(sae.encode(x), f, atol=1e-5)
-    assert torch.allclose(sae.decode(sae.encode(x)), x_hat, atol=1e-5)
+    torch.testing.assert_close(sae.encode(x), f, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(sae.decode(sae.encode(x)), x_hat, rtol=1e-5, atol=1e-5)
 
 
 def test_a_saelens_5x_cfg_opens(tmp_path, model_config):
@@ -119,8 +119,8 @@ def test_a_saelens_5x_cfg_opens(tmp_path, model_config):
     t = weights()
     sae = load_sae(write_saelens(tmp_path / "old", cfg, t), model_config=model_config)
     assert sae.config.architecture == "topk" and sae.config.k == 5 and sae.config.site == Site("mlp_out", 0)
-    x = torch.randn(4, D_IN)
-    assert torch.allclose(sae.decode(sae.encode(x)), saelens_topk(t, x, False)[1], atol=1e-5)
+    x = torch.randn(4, D_IN, generator=torch.Generator().manual_seed(2))
+    torch.testing.assert_close(sae.decode(sae.encode(x)), saelens_topk(t, x, False)[1], rtol=1e-5, atol=1e-5)
 
 
 def hostile_cases():
@@ -197,3 +197,14 @@ def test_a_truncated_weights_file_is_refused(tmp_path, model_config):
     with pytest.raises(SAEFileError) as err:
         load_sae(folder, model_config=model_config)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", [CFG_FILE, WEIGHTS_FILE])
+def test_a_fifo_in_place_of_a_file_is_refused_without_opening_it(tmp_path, name):
+    import os
+
+    folder = write_saelens(tmp_path / "f", saelens_topk_cfg(), weights())
+    (folder / name).unlink()
+    os.mkfifo(folder / name)  # opening it to read would wait forever
+    with pytest.raises(SAEFileError, match="regular file"):
+        load_sae(folder)

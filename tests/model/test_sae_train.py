@@ -5,6 +5,8 @@ all of the loss, a zero one none of it)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -42,6 +44,17 @@ def test_training_learns_what_an_untrained_sae_does_not(lm):
     fve = result.curves["fve"]
     assert len(fve) == result.steps and fve[-5:].mean() > fve[:5].mean() + 0.2
     assert result.tokens == result.curves["tokens"][-1] >= 32_000
+
+
+def test_the_l1_penalty_of_a_relu_sae_makes_it_sparser(lm):
+    """ReLU with λ Σ f_i ‖W_dec,i‖: the same run (same seed, same batches) with λ = 5 fires fewer features
+    per token than with λ = 0."""
+    kw = dict(architecture="standard", tokens=8000, lr=1e-2)
+    free, penalised = (
+        train_sae(lm.model, lm.tokenizer, settings(l1_coefficient=l1, **kw)) for l1 in (0.0, 5.0)
+    )
+    assert free.curves["l0"][0] == penalised.curves["l0"][0]  # the same start
+    assert penalised.curves["l0"][-3:].mean() < 0.85 * free.curves["l0"][-3:].mean()
 
 
 def test_a_stopped_run_resumes_to_the_same_sae(lm, tmp_path):
@@ -141,3 +154,34 @@ def test_an_exact_sae_recovers_all_the_loss_and_a_zero_one_none(lm, site):
     total = x.pow(2).sum(1).mean() - x.mean(0).pow(2).sum()
     assert nothing.variance_explained == pytest.approx(float(1 - x.pow(2).sum(1).mean() / total), rel=1e-6)
     assert nothing.tokens == len(x)
+
+
+def test_the_public_api_trains_opens_and_evaluates(lm, tmp_path):
+    import model
+
+    result = model.sae_train(lm, "mlp_out", 0, CORPUS, out=tmp_path / "sae", features=512, tokens=2048,
+                             batch_tokens=1024, seq_len=33, k=8)  # fmt: skip
+    assert result.steps == 2 and result.sae.config.model_name == "starter"
+    opened = model.open_sae(tmp_path / "sae", lm)
+    assert torch.equal(opened.W_enc, result.sae.W_enc) and opened.config.site == Site("mlp_out", 0)
+    ev = model.sae_eval(lm, opened, n_tokens=512)  # on the corpus it was trained on, at its seq_len
+    assert ev.tokens == 512 and ev.l0 <= 8 and ev.d_sae == 512
+
+
+def test_a_state_file_changed_by_hand_is_refused_in_one_line(lm, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from model.interp.sae.train import STATE_FILE
+
+    progress = Progress()
+    with reporting(progress), pytest.raises(Cancelled):
+        train_sae(lm.model, lm.tokenizer, settings(), out=tmp_path, on_step=lambda s: progress.cancel())
+    path = tmp_path / STATE_FILE
+    with open(path, "rb") as fh:
+        header = json.loads(fh.read(int.from_bytes(fh.read(8), "little")))
+    tensors = load_file(path)
+    tensors["sae.W_dec"] = tensors["sae.W_dec"][:, :5].contiguous()  # the wrong shape
+    save_file(tensors, path, metadata=header["__metadata__"])
+    with pytest.raises(SAETrainError, match="cannot be resumed") as err:
+        train_sae(lm.model, lm.tokenizer, settings(), out=tmp_path)
+    assert "\n" not in str(err.value)

@@ -1,10 +1,11 @@
 """How good an SAE is, measured as SAELens's evals measure it, over prompts of a corpus.
 
-For every batch of prompts (:class:`~.stream.ActivationStream`'s, every position but the BOS) the model
+For every batch of prompts (:class:`~.stream.ActivationStream`'s, every position but the first) the model
 runs three times: clean, with the site replaced by the SAE's reconstruction ``x̂ = decode(encode(x))``
 (spliced in through a hook on the site's hook point; ``z`` [B, H, T, d_k] flattened to [B, T, H·d_k],
-reconstructed, and put back as [B, H, T, d_k]), and with the site zero-ablated. The BOS position is
-left clean in all three (the SAE was not trained on it). Over the ``n`` tokens:
+reconstructed, and put back as [B, H, T, d_k]), and with the site zero-ablated. The first position (the
+BOS, or the first token: an attention sink's) is left clean in all three, as the SAE was not trained on
+it. Over the ``n`` tokens:
 
 * ``variance_explained = 1 − E‖x − x̂‖² / (E‖x‖² − ‖E x‖²)`` (SAELens's ``explained_variance``: the
   residual's mean squared norm over the activation's total variance), ``mse = E‖x − x̂‖²``;
@@ -12,7 +13,7 @@ left clean in all three (the SAE was not trained on it). Over the ``n`` tokens:
 * each feature's density ``p_i = P(f_i > 0)``: ``dead`` features never fire (``p_i`` below SAELens's
   ``dead_feature_threshold`` 1e-8), ``dense`` ones fire on more than :data:`DENSE_DENSITY` of tokens
   (log₁₀ p > −1, the right edge of SAELens's feature-density histogram);
-* the next-token loss ``L`` (mean cross-entropy over the positions after the BOS) clean, with the SAE
+* the next-token loss ``L`` (mean cross-entropy over the positions read) clean, with the SAE
   and zero-ablated, and ``loss_recovered = (L_zero − L_sae) / (L_zero − L_clean)`` (SAELens's
   ``ce_loss_score``: 1 when splicing costs nothing, 0 when it is as bad as deleting the site).
 
@@ -168,8 +169,10 @@ def evaluate_sae(
     seq_len = min(seq_len, cfg.core.context_length)
     stream = ActivationStream.for_tokens(model, tokenizer, site, corpus, tokens=n_tokens,
                                          batch_tokens=batch_tokens, seq_len=seq_len, seed=seed)  # fmt: skip
-    if seq_len - len(stream.prefix) < 2:
-        raise ValueError(f"seq_len {seq_len}: a prompt needs 2 tokens after its BOS to predict a next token")
+    if seq_len - stream.skip < 2:
+        raise ValueError(
+            f"seq_len {seq_len}: a prompt needs 2 tokens after its first to predict a next token"
+        )
     was = model.training
     model.eval()
     sae.eval()
@@ -177,7 +180,7 @@ def evaluate_sae(
     try:
         for index, ids in stream.prompt_batches():
             check()
-            _batch(model, sae, ids, len(stream.prefix), sums)
+            _batch(model, sae, ids, stream.skip, sums)
             report((index + 1) * stream.tokens_per_batch, stream.total_tokens, "tokens")
     finally:
         model.train(was)

@@ -42,7 +42,7 @@ from model.atomic import writing
 from model.atomic_dir import clean_stale_temps, replace_dir, temp_dir_for, write_synced
 from model.budget.sizing import usable_bytes
 from model.errors import AttentionLabError
-from model.files import parse_json
+from model.files import check_input, parse_json
 from model.interp.sae.sae import SAEConfig, SparseAutoencoder
 from model.interp.sae.site import Site, SiteError
 from model.safetensors_file import safetensors_entries
@@ -137,11 +137,10 @@ def save_sae(sae: SparseAutoencoder, folder: str | Path, *, extra: Mapping[str, 
 
 # ---- reading ----------------------------------------------------------------------------------
 def _read_cfg(folder: Path) -> dict[str, Any]:
-    path = folder / CFG_FILE
+    check_input(folder, error=SAEFileError, kind="folder")
+    path = check_input(folder / CFG_FILE, error=SAEFileError)  # a FIFO or device is never opened
     try:
         size = path.stat().st_size
-        if not path.is_file():
-            raise SAEFileError(f"{path}: not a file")
         if size > MAX_CFG_BYTES:
             raise SAEFileError(f"{CFG_FILE}: {size:,} bytes, more than an SAE's config ({MAX_CFG_BYTES:,})")
         text = path.read_bytes().decode("utf-8")
@@ -250,6 +249,7 @@ def read_sae_config(folder: str | Path, *, model_config=None) -> tuple[SAEConfig
 
 def _check_weights(path: Path, config: SAEConfig, dtype: str) -> None:
     """The safetensors header of ``path`` against ``config`` (module docstring); reads the header only."""
+    check_input(path, error=SAEFileError)
     try:
         entries, start = safetensors_entries(path)
         size = path.stat().st_size

@@ -5,9 +5,11 @@
 window of ``seq_len − len(prefix)`` tokens of the corpus, every window drawn from one generator
 seeded by ``seed``), ``prompts`` of them per batch, and reads each batch at the site with
 :func:`~.site.site_activations` (the forward pass stops in the hook that reads it). A batch gives
-``x`` [n, d_in] with ``n = prompts · (seq_len − len(prefix))``: every position but the BOS, whose
-activation is a sink's (large and alike in every prompt) and not the text's, as SAELens leaves
-special tokens out.
+``x`` [n, d_in] with ``n = prompts · (seq_len − skip)``: every position but the first ``skip =
+max(1, len(prefix))``, the BOS or, without one, the first token. That position is an attention sink's,
+not the text's: it attends to itself alone, and its stream is large and alike in every prompt
+(SmolLM2-135M's residual stream entering layer 15 is ~22,000 long there and ~160 elsewhere), so it
+would swamp the SAE's loss; SAELens leaves special tokens out for the same reason.
 
 Memory is one batch's forward pass and its activations, whatever the number of tokens. Batch ``i`` is
 the same whenever it is asked for: :meth:`ActivationStream.batches` ``(start=i)`` redraws the windows
@@ -29,10 +31,15 @@ from model.interp.sae.site import Site, site_activations
 from model.text.datasource import DataSource
 
 
+def first_read(tokenizer, seq_len: int) -> int:
+    """The first position of a prompt that is read: after the BOS prefix, and never position 0."""
+    return max(1, len(bos_prefix(tokenizer, seq_len)))
+
+
 @dataclass
 class StreamBatch:
     """Batch ``index`` of a stream: its prompts ``ids`` [B, T] and the site's activations ``x``
-    [B·(T − len(prefix)), d_in] (float32, prompt-major)."""
+    [B·(T − skip), d_in] (float32, prompt-major)."""
 
     index: int
     ids: torch.Tensor
@@ -59,6 +66,7 @@ class ActivationStream:
         site.check(model.config)
         self.model, self.site = model, site
         self.prefix = bos_prefix(tokenizer, seq_len)
+        self.skip = first_read(tokenizer, seq_len)
         self.source = source if source is not None else open_source(corpus, tokenizer)
         self.prompts, self.n_batches = int(prompts), int(n_batches)
         self.settings = CorpusSettings(
@@ -71,17 +79,17 @@ class ActivationStream:
     def for_tokens(cls, model, tokenizer, site: Site, corpus: str, *, tokens: int, batch_tokens: int,
                    seq_len: int, seed: int = 0, source: DataSource | None = None,
                    ) -> ActivationStream:  # fmt: skip
-        """The stream of at least ``tokens`` activations in batches of at least ``batch_tokens``:
-        ``ceil(batch_tokens / (seq_len − len(prefix)))`` prompts a batch."""
-        per_prompt = seq_len - len(bos_prefix(tokenizer, seq_len))
-        prompts = max(1, math.ceil(batch_tokens / per_prompt))
+        """The stream of at least ``tokens`` activations in batches of at least ``min(batch_tokens, tokens)``:
+        ``ceil(that / (seq_len − skip))`` prompts a batch."""
+        per_prompt = seq_len - first_read(tokenizer, seq_len)
+        prompts = max(1, math.ceil(min(batch_tokens, tokens) / per_prompt))
         n_batches = max(1, math.ceil(tokens / (prompts * per_prompt)))
         return cls(model, tokenizer, site, corpus, seq_len=seq_len, prompts=prompts, n_batches=n_batches,
                    seed=seed, source=source)  # fmt: skip
 
     @property
     def tokens_per_batch(self) -> int:
-        return self.prompts * (self.settings.seq_len - len(self.prefix))
+        return self.prompts * (self.settings.seq_len - self.skip)
 
     @property
     def total_tokens(self) -> int:
@@ -97,9 +105,9 @@ class ActivationStream:
                 yield index, ids
 
     def read(self, ids: torch.Tensor) -> torch.Tensor:
-        """The site's activations of prompts ``ids`` [B, T] without the BOS positions: [B·(T − p), d_in]."""
+        """The site's activations of prompts ``ids`` [B, T] but their first ``skip``: [B·(T − skip), d_in]."""
         x = site_activations(self.model, self.site, ids)
-        return x[:, len(self.prefix) :].reshape(-1, x.shape[-1])
+        return x[:, self.skip :].reshape(-1, x.shape[-1])
 
     def batches(self, start: int = 0) -> Iterator[StreamBatch]:
         """Batches ``start`` .. ``n_batches − 1``, each read at the site (module docstring)."""

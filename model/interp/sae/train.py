@@ -276,6 +276,13 @@ class _Run:
                 f"({_difference(meta.get('settings'), self.settings)}): "
                 "give the same settings to resume it, or another folder"
             )
+        try:
+            self._take(tensors, meta)
+        except (KeyError, RuntimeError, TypeError, ValueError) as exc:  # a state file changed by hand
+            raise SAETrainError(f"{path} cannot be resumed: {str(exc).splitlines()[0][:120]}") from None
+        return bool(meta.get("finished"))
+
+    def _take(self, tensors: dict[str, torch.Tensor], meta: dict) -> None:
         params = dict(self.sae.named_parameters())
         with torch.no_grad():
             for name, p in params.items():
@@ -293,7 +300,6 @@ class _Run:
         )
         self.since_fired = tensors["since_fired"].to(torch.int64)
         self.step, self.scale, self.curves = int(meta["step"]), float(meta["scale"]), meta["curves"]
-        return bool(meta.get("finished"))
 
     def save(self, folder: Path, finished: bool) -> None:
         save_sae(self.folded(), folder, extra={STATE_FILE: self.state_bytes(finished)})
