@@ -42,6 +42,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.session.workers import LoopWorker, drain_timer
+from app.widgets.paths import shown_path
 from model.budget.units import human_bytes, human_count
 from model.io.local.models import SOURCES, LocalModel, LocalScan, Location
 
@@ -95,15 +96,6 @@ class ScanWorker(LoopWorker):
             yield
 
 
-def _shown_path(where: str, home: Path) -> str:
-    """``where`` with the home folder as ``~``."""
-    try:
-        rel = Path(where).relative_to(home)
-    except ValueError:
-        return where
-    return "~" if str(rel) == "." else f"~/{rel.as_posix()}"
-
-
 def where_line(locations: list[Location], home: Path | None = None) -> str:
     """Where a scan looked, one source after another: ``Ollama: ~/.ollama/models (2) · LM Studio: …``
     (a count where something was found, the note where it was absent or unreadable)."""
@@ -115,7 +107,7 @@ def where_line(locations: list[Location], home: Path | None = None) -> str:
             said = loc.note if loc.note and not loc.found else str(loc.found) if loc.found else "none"
             if loc.note and loc.found:
                 said = f"{loc.found}, {loc.note}"
-            places.append(f"{_shown_path(loc.where, home)} ({said})")
+            places.append(f"{shown_path(loc.where, home)} ({said})")
         if places:
             parts.append(f"{source}: {', '.join(places)}")
     return " · ".join(parts)

@@ -157,12 +157,20 @@ def test_selecting_a_feature_shows_its_dashboard_with_the_top_examples_activatin
     qtbot.waitUntil(lambda: page.job_bar.greyed, timeout=5000)
 
 
-def test_open_feature_opens_the_folder_and_shows_that_features_dashboard(qtbot, features_tab, tmp_path):
+def test_open_feature_opens_the_folder_and_shows_that_features_dashboard(
+    qtbot, features_tab, tmp_path, monkeypatch
+):
+    """The folder asked for is opened (its name shown with the home folder as ``~``, the whole path in
+    the tooltip) and the feature's dashboard drawn."""
+    from pathlib import Path
+
     from app.session.messages import OpenFeature, ask
 
+    monkeypatch.setattr(Path, "home", classmethod(lambda cls: tmp_path))
     tab, s = features_tab, features_tab.session
     first, second = _sae_folder(s, tmp_path / "a", seed=0), _sae_folder(s, tmp_path / "b", seed=1)
     assert tab.open_folder(first)
+    assert tab.folder_label.text() == "~/a" and tab.folder_label.toolTip() == str(first)
     assert ask(s.hub, OpenFeature(str(second), 5))
     assert tab.state.folder == str(second) and tab.pages.currentWidget() is tab.features_page
     qtbot.waitUntil(

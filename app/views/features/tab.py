@@ -30,6 +30,7 @@ from app.views.features.state import FeaturesState
 from app.views.features.train_page import TrainPage
 from app.views.tab import ScreenshotPage, TabBase
 from app.widgets.job_bar import subscribe
+from app.widgets.paths import shown_path
 from model.errors import AttentionLabError
 
 #: The pages, by key, in the order of the page bar.
@@ -114,7 +115,8 @@ class FeaturesTab(TabBase):
         self.open_folder(folder)
 
     def _on_sae_changed(self, folder: str) -> None:
-        self.folder_label.setText(html.escape(folder) if folder else "none")
+        self.folder_label.setText(html.escape(shown_path(folder)) if folder else "none")
+        self.folder_label.setToolTip(folder)
         self._refresh_pages()
 
     def _on_model(self, *_args) -> None:
