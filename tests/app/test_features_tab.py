@@ -258,3 +258,17 @@ def test_the_default_corpus_is_the_data_a_checkpoint_names_never_the_kind_of_fil
     assert default_corpus(session({"source": "task:induction"})) == "task:induction"  # the starter's
     assert default_corpus(session({"source": "gguf"})) == FALLBACK_CORPUS  # a GGUF file's meta
     assert default_corpus(session({})) == FALLBACK_CORPUS
+
+
+def test_an_sae_announced_elsewhere_is_shown_when_the_tab_shows_none(features_tab, tmp_path):
+    """An SAE another page opened (SAEChosen) is taken up by a tab that shows none, never in place of
+    the one it shows."""
+    from app.session.messages import SAEChosen
+
+    tab, s = features_tab, features_tab.session
+    first, second = _sae_folder(s, tmp_path / "a", seed=0), _sae_folder(s, tmp_path / "b", seed=1)
+    assert tab.state.folder in ("", None)
+    s.hub.publish(SAEChosen(str(first)))
+    assert tab.state.folder == str(first) and tab.state.sae is not None
+    s.hub.publish(SAEChosen(str(second)))
+    assert tab.state.folder == str(first)

@@ -73,6 +73,7 @@ class FeaturesTab(TabBase):
         for signal in (session.modelChanged, session.trainingFinished, session.historyReset):
             subscribe(signal, self._on_model, self)
         self.listen(session.hub, OpenFeature, self.open_feature)
+        self.listen(session.hub, SAEChosen, self._announced)
         self._on_model()
 
     # ---- the SAE ---------------------------------------------------------------------------------
@@ -138,6 +139,12 @@ class FeaturesTab(TabBase):
         self.train_page.refresh()
 
     # ---- requests ----------------------------------------------------------------------------------
+    def _announced(self, message: SAEChosen) -> None:
+        """An SAE trained or opened elsewhere (the Attention tab's SAE page, ``screenshot --sae``): shown
+        here when this tab shows none yet."""
+        if not self.state.folder and self.session.model is not None:
+            self.open_folder(message.sae, announce=False)
+
     def open_feature(self, request: OpenFeature) -> None:
         """Show feature ``request.feature`` of the SAE in ``request.sae`` (opened when not shown)."""
         same = self.state.folder and Path(self.state.folder).resolve() == Path(request.sae).resolve()
@@ -153,7 +160,31 @@ class FeaturesTab(TabBase):
         self.pages.setCurrentIndex(PAGES.index(key))
 
     def screenshot_pages(self) -> list[ScreenshotPage]:
-        return [(key, partial(self.show_page, key)) for key in PAGES]
+        """Each page; with an SAE open, the evaluation and the features computed first, the most
+        frequent feature's dashboard shown (False: still computing when the wait ran out)."""
+        return [(key, partial(self._shown_for_screenshot, key)) for key in PAGES]
+
+    def _shown_for_screenshot(self, key: str) -> bool:
+        from app.session.event_wait import wait_until
+
+        self.show_page(key)
+        st = self.state
+        if st.sae is None or key == "train":
+            return True
+        if key == "evaluate":
+            return st.current("eval") or (
+                self.eval_page.evaluate() and wait_until(lambda: st.current("eval"), timeout=300)
+            )
+        page = self.features_page
+        if not st.current("list") and not (
+            page.read_features() and wait_until(lambda: st.current("list"), 300)
+        ):
+            return False
+        first = page.table.item(0, 0)
+        if first is None:
+            return True
+        page.want(int(first.text()))
+        return wait_until(lambda: st.current("dashboard"), timeout=120)
 
     def current_help(self) -> tuple[str, str] | None:
         return (
