@@ -30,15 +30,9 @@ import torch
 from model.api import open_model
 from model.interp.analysis.heads import repeated_sequence
 from model.interp.sae.evaluate import evaluate_sae
+from model.interp.sae.readout import head_shares
 from model.interp.sae.site import Site, site_activations
 from model.interp.sae.train import SAETrainSettings, train_sae
-
-
-def head_shares(sae, n_heads: int) -> torch.Tensor:
-    """[d_sae, H]: each feature's share of its decoder norm² in each head's slice of ``z``."""
-    W = sae.W_dec.detach()
-    per_head = W.reshape(W.shape[0], n_heads, -1).pow(2).sum(-1)
-    return per_head / per_head.sum(-1, keepdim=True)
 
 
 def copies(lm, sae, feature: int, *, period: int = 20, prompts: int = 32) -> tuple[float, float]:
@@ -62,8 +56,8 @@ def starter(args) -> dict:
     ev = evaluate_sae(
         lm.model, lm.tokenizer, result.sae, corpus="task:induction", n_tokens=32_768, seq_len=64
     )
-    share = head_shares(result.sae, lm.config.attention.n_heads)[:, 3]
-    written = (share >= 0.5).nonzero().flatten().tolist()
+    share = head_shares(result.sae, lm.config)[:, 3]
+    written = np.flatnonzero(share >= 0.5).tolist()
     # of the features mostly written by L1H3, the one firing most more on the second copy than the first
     fires = {i: copies(lm, result.sae, i) for i in (written or [int(share.argmax())])}
     best = max(fires, key=lambda i: fires[i][1] - fires[i][0])
