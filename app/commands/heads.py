@@ -52,8 +52,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="FILE.csv|.npz", help="write the table (.csv) or every array (.npz)")
 
 
-def _check(args) -> Path | None:
-    """Every flag a run cannot take, in one line, before anything is opened."""
+def check_corpus_flags(args) -> None:
+    """A corpus run's ``--prompts``, ``--seq-len``, ``--batch-size`` and ``--seed`` that no run can
+    take, in one line (``heads``, ``sae features``)."""
     if args.prompts < 1 or args.prompts > 10_000_000:
         raise UserError(f"--prompts {args.prompts}: give how many prompts to read, from 1 to 10000000")
     if args.seq_len < 2:
@@ -61,6 +62,11 @@ def _check(args) -> Path | None:
     for flag, value in (("--batch-size", args.batch_size), ("--seed", args.seed)):
         if value < 0:
             raise UserError(f"{flag} {value}: must be 0 or more")
+
+
+def _check(args) -> Path | None:
+    """Every flag a run cannot take, in one line, before anything is opened."""
+    check_corpus_flags(args)
     for flag, value in (("--top-k", args.top_k), ("--top", args.top)):
         if not 1 <= value <= 100_000:
             raise UserError(f"{flag} {value}: must be from 1 to 100000")

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from app.cli import UserError
-from app.commands.heads import LineProgress, _check_context
+from app.commands.heads import LineProgress, _check_context, check_corpus_flags
 from app.commands.opening import add_keep_stored, open_checkpoint
 from model.atomic import OutputError, check_output
 
@@ -60,13 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _check(args) -> Path | None:
     """Every flag a run cannot take, in one line, before anything is opened."""
-    if not 1 <= args.prompts <= 10_000_000:
-        raise UserError(f"--prompts {args.prompts}: give how many prompts to read, from 1 to 10000000")
-    if args.seq_len < 2:
-        raise UserError(f"--seq-len {args.seq_len}: a prompt is at least 2 tokens")
-    for flag, value in (("--batch-size", args.batch_size), ("--seed", args.seed)):
-        if value < 0:
-            raise UserError(f"{flag} {value}: must be 0 or more")
+    check_corpus_flags(args)
     if not 1 <= args.top <= 1000:
         raise UserError(f"--top {args.top}: must be from 1 to 1000")
     if not Path(args.sae).is_dir():

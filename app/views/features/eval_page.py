@@ -58,6 +58,21 @@ def default_corpus(session) -> str:
     return corpus_spec(session, "")
 
 
+def result_area(root: QVBoxLayout, job_bar: JobBar, content: QWidget) -> tuple[QWidget, QLabel]:
+    """``content`` in a box under ``job_bar``'s veil while stale (what the page's result is), then a
+    status line, added to ``root``: ``(box, status)``."""
+    box = QWidget()
+    lay = QVBoxLayout(box)
+    lay.setContentsMargins(0, 0, 0, 0)
+    lay.addWidget(content)
+    root.addWidget(box, 1)
+    job_bar.cover(box)
+    status = QLabel(" ")
+    status.setWordWrap(True)
+    root.addWidget(status)
+    return box, status
+
+
 def sae_corpus(session, sae) -> str:
     """The corpus an SAE is read on: the one it was trained on (its ``cfg.json``), else
     :func:`default_corpus`."""
@@ -106,15 +121,7 @@ class EvalPage(QWidget):
             self.table.setItem(r, 1, QTableWidgetItem("—"))
             self.table.setItem(r, 2, QTableWidgetItem(what))
         self.table.resizeColumnsToContents()
-        self.box = QWidget()
-        box_lay = QVBoxLayout(self.box)
-        box_lay.setContentsMargins(0, 0, 0, 0)
-        box_lay.addWidget(self.table)
-        root.addWidget(self.box, 1)
-        self.job_bar.cover(self.box)
-        self.status = QLabel(" ")
-        self.status.setWordWrap(True)
-        root.addWidget(self.status)
+        self.box, self.status = result_area(root, self.job_bar, self.table)
         self.refresh()
 
     def corpus(self) -> str:

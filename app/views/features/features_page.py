@@ -17,7 +17,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget
 
 from app.views.features.dashboard_views import Dashboard, DashboardData, FeatureList, FeatureTable
-from app.views.features.eval_page import sae_corpus, what_of
+from app.views.features.eval_page import result_area, sae_corpus, what_of
 from app.views.features.state import FeaturesState
 from app.widgets.job_bar import JobBar
 from model.runtime import with_threads
@@ -63,15 +63,7 @@ class FeaturesPage(QWidget):
         split.addWidget(self.dashboard)
         split.setStretchFactor(1, 1)
         split.setSizes([380, 700])
-        self.box = QWidget()  # the result, under one veil while stale
-        box_lay = QVBoxLayout(self.box)
-        box_lay.setContentsMargins(0, 0, 0, 0)
-        box_lay.addWidget(split)
-        root.addWidget(self.box, 1)
-        self.job_bar.cover(self.box)
-        self.status = QLabel(" ")
-        self.status.setWordWrap(True)
-        root.addWidget(self.status)
+        self.box, self.status = result_area(root, self.job_bar, split)  # under one veil while stale
         self.refresh()
 
     def corpus(self) -> str:
