@@ -49,8 +49,8 @@ for size in "${sizes[@]}"; do
   say "-- F7 stops; the focus goes back to Start (the next key must not edit a field)"
   x keys F7; sleep 3; shot 05-stopped
 
-  say "-- every tab (Ctrl+1 … Ctrl+6)"
-  for i in 1 2 3 4 5 6; do x keys "ctrl+$i"; sleep 3; shot "06-tab-$i"; done
+  say "-- every tab (Ctrl+1 … Ctrl+7)"
+  for i in 1 2 3 4 5 6 7; do x keys "ctrl+$i"; sleep 3; shot "06-tab-$i"; done
   x keys ctrl+1; sleep 1
 
   say "-- F1: what am I looking at?"
