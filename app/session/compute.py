@@ -27,6 +27,12 @@ from model.runtime import compute_lock
 BACKGROUND_GRACE_S = 0.2
 
 
+def job_threads(session) -> int:
+    """Torch threads for a page's background job: every core, a share left to the GUI thread (-1:
+    :func:`model.runtime.threads`), or one while training runs beside it."""
+    return 1 if session.is_training else -1
+
+
 class ComputeWorker:
     """One background thread for the tabs' own torch work: the newest request per key wins.
 

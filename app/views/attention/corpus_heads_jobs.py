@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from app.session.compute import job_threads
 from app.views.attention.job_keys import CORPUS_JOB
 from app.widgets.corpus_box import corpus_spec
 from model.runtime import with_threads
@@ -85,7 +86,6 @@ class CorpusHeadsJobs:
         self._asked = key
         model, tok, spec = s.model, s.tokenizer, self.corpus()
         settings = CorpusSettings(spec, n_prompts=key[3], seq_len=key[4])
-        threads = 1 if s.is_training else -1  # a core left to the GUI thread; one while training
 
         def fn():
             source = open_source(spec, tok)
@@ -102,7 +102,11 @@ class CorpusHeadsJobs:
 
         subject = f"{spec} ({key[3]:,} prompts × {key[4]} tokens)"
         s.compute.submit(
-            CORPUS_JOB, with_threads(threads, fn), done, title="Scoring every head over", subject=subject
+            CORPUS_JOB,
+            with_threads(job_threads(s), fn),
+            done,
+            title="Scoring every head over",
+            subject=subject,
         )
 
     def example_prompt(self, result: HeadScores, prompt: int) -> str | None:

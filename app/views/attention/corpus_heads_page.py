@@ -172,28 +172,14 @@ class CorpusHeadsPage(AttentionPage):
         card_lay.setContentsMargins(0, 0, 0, 0)
         card_lay.addWidget(self.card)
         card_lay.addWidget(self.examples_view, 1)
-        map_box = QWidget()  # the score's map, under its chooser
-        map_lay = QVBoxLayout(map_box)
-        map_lay.setContentsMargins(0, 0, 0, 0)
-        map_row = QHBoxLayout()
-        map_row.addWidget(QLabel("Map:"))
-        map_row.addWidget(self.score_box, 1)
-        map_lay.addLayout(map_row)
-        map_lay.addWidget(self.map_plot, 1)
+        map_box = _under_chooser("Map:", self.score_box, self.map_plot)  # the score's map
         self.top_split = QSplitter(Qt.Orientation.Horizontal)
         self.top_split.addWidget(self.table)
         self.top_split.addWidget(map_box)
         self.top_split.setSizes([1000, 200])  # the table first: every column in sight
         self.top_split.setStretchFactor(0, 0)
         self.top_split.setStretchFactor(1, 1)
-        alike_box = QWidget()  # the plane of alike heads, under its chooser
-        alike_lay = QVBoxLayout(alike_box)
-        alike_lay.setContentsMargins(0, 0, 0, 0)
-        alike_row = QHBoxLayout()
-        alike_row.addWidget(QLabel("Heads alike by:"))
-        alike_row.addWidget(self.alike_box, 1)
-        alike_lay.addLayout(alike_row)
-        alike_lay.addWidget(self.alike, 1)
+        alike_box = _under_chooser("Heads alike by:", self.alike_box, self.alike)  # the plane of alike heads
         self.bottom_split = QSplitter(Qt.Orientation.Horizontal)
         self.bottom_split.addWidget(card_box)
         self.bottom_split.addWidget(alike_box)
@@ -425,6 +411,19 @@ class CorpusHeadsPage(AttentionPage):
         if path:
             self.export_csv(path)
             self._say(f"Wrote {html.escape(path)}")
+
+
+def _under_chooser(label: str, chooser: QWidget, view: QWidget) -> QWidget:
+    """``view`` under a row ``label`` + ``chooser`` (what it shows), in one box."""
+    box = QWidget()
+    lay = QVBoxLayout(box)
+    lay.setContentsMargins(0, 0, 0, 0)
+    row = QHBoxLayout()
+    row.addWidget(QLabel(label))
+    row.addWidget(chooser, 1)
+    lay.addLayout(row)
+    lay.addWidget(view, 1)
+    return box
 
 
 __all__ = ["CorpusHeadsPage", "run_text"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from app.session.compute import job_threads
 from app.views.attention.base import AttentionPage
 from app.views.attention.corpus_heads_jobs import CorpusHeadsJobs
 from app.views.attention.host import AttentionHost
@@ -140,7 +141,6 @@ class AttentionJobs:
         self._circuits_asked = key
         offset = key[2]
         # the weights alone: every core but one (the GUI thread keeps a core to paint on), one while training
-        threads = 1 if s.is_training else -1
 
         def done(res, err):
             if self._circuits_asked == key:
@@ -158,7 +158,7 @@ class AttentionJobs:
 
         s.compute.submit(
             CIRCUITS_JOB,
-            with_threads(threads, lambda: measures.circuits_of(model, rope_offset=offset)),
+            with_threads(job_threads(s), lambda: measures.circuits_of(model, rope_offset=offset)),
             done,
             title="Computing every head's circuits and every composition score",
         )
@@ -221,8 +221,7 @@ class AttentionJobs:
                 self.tab.circuitsReady.emit("path", res)
 
         # every core but one (one while training): the page that asked is drawing and painting meanwhile
-        threads = 1 if self.session.is_training else -1
-        self.submit("attention.path", with_threads(threads, fn), done)
+        self.submit("attention.path", with_threads(job_threads(self.session), fn), done)
 
     def experts(self) -> None:
         """The experts a mixture of experts' router chose for each token of the current run

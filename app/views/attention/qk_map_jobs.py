@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from app.session.compute import job_threads
 from app.views.attention.job_keys import QK_MAP_JOB, QK_THUMBS_JOB
 from app.widgets.corpus_box import corpus_spec
 from model.interp.analysis import qk_map as qk
@@ -109,7 +110,6 @@ class QKMapJobs:
         if self._asked.get(job) == key and s.compute.outstanding(job):
             return
         self._asked[job] = key
-        threads = 1 if s.is_training else -1  # a core left to the GUI thread; one while training
 
         def done(res, err):
             self._asked.pop(job, None)
@@ -123,7 +123,9 @@ class QKMapJobs:
                 if self.tab.current_page.needs_qk_map:
                     self.ready()  # what the page needs next
 
-        s.compute.submit(job, with_threads(threads, fn), done, title=title, subject=f"over {self.corpus()}")
+        s.compute.submit(
+            job, with_threads(job_threads(s), fn), done, title=title, subject=f"over {self.corpus()}"
+        )
 
     def _map(self) -> None:
         key, st, s = self.key(), self.state, self.session

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.session.compute import job_threads
 from app.views.features.state import FeaturesState
 from app.widgets.corpus_box import corpus_spec
 from app.widgets.job_bar import JobBar
@@ -148,8 +149,7 @@ class EvalPage(QWidget):
             self.status.setText(f"{result.tokens:,} tokens of {html.escape(corpus)}")
             self.refresh()
 
-        threads = 1 if s.is_training else -1
-        s.compute.submit(EVAL_JOB, with_threads(threads, fn), done, title="Evaluating the SAE on",
+        s.compute.submit(EVAL_JOB, with_threads(job_threads(s), fn), done, title="Evaluating the SAE on",
                          subject=f"{n:,} tokens of {corpus}")  # fmt: skip
         self.refresh()
         return True

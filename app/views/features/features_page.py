@@ -16,6 +16,7 @@ import html
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget
 
+from app.session.compute import job_threads
 from app.views.features.dashboard_views import Dashboard, DashboardData, FeatureList, FeatureTable
 from app.views.features.eval_page import result_area, sae_corpus, what_of
 from app.views.features.state import FeaturesState
@@ -103,9 +104,9 @@ class FeaturesPage(QWidget):
             self._say(f"{settings.n_prompts:,} prompts × {seq_len} tokens of {html.escape(corpus)}")
             self.refresh()
 
-        threads = 1 if s.is_training else -1
-        s.compute.submit(STATS_JOB, with_threads(threads, fn), done, title="Reading every feature over",
-                         subject=f"{settings.n_prompts:,} prompts of {corpus}")  # fmt: skip
+        subject = f"{settings.n_prompts:,} prompts of {corpus}"
+        work = with_threads(job_threads(s), fn)
+        s.compute.submit(STATS_JOB, work, done, title="Reading every feature over", subject=subject)
         self.refresh()
         return True
 

@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.session.compute import job_threads
 from app.session.workers import drain_timer
 from app.views.features.eval_page import default_corpus
 from app.views.features.folders import default_folder, run_state
@@ -293,7 +294,7 @@ class TrainPage(QWidget):
         out = self.folder()
         self._settings = settings
         loop = self.loop = SAETrainLoop(s.model, s.tokenizer, settings, out, model_name=self.model_name(),
-                                        n_threads=1 if s.is_training else -1)  # fmt: skip
+                                        n_threads=job_threads(s))  # fmt: skip
         what = f"{settings.site.hook_name} × {settings.expansion} on {settings.corpus}"
         loop.announce(s.jobs, TRAIN_JOB, "Resuming the SAE" if resume else "Training an SAE on", what)
         loop.finished.connect(self._on_finished)
